@@ -1,0 +1,323 @@
+package lease
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Token is a fencing token: strictly increasing per resource and never
+// handed to two owners. Protected storage accepts a write only from the
+// highest token it has seen.
+type Token uint64
+
+// String formats the token in decimal, the form used in headers and logs.
+func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
+
+// ParseToken parses a decimal token.
+func ParseToken(s string) (Token, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v == 0 {
+		return 0, fmt.Errorf("%w: token %q is not a positive decimal integer", ErrInvalid, s)
+	}
+	return Token(v), nil
+}
+
+// Lease is one holding of a resource.
+type Lease struct {
+	// Resource is the name of the thing the lease excludes others from.
+	Resource string
+	// Owner identifies the holder (worker id, attempt id, process name).
+	Owner string
+	// Token is the fencing token minted for this holding.
+	Token Token
+	// Deadline is when the lease expires by the Redis server's clock, as of
+	// the last acquire or renew. Compare it with server time, not local time.
+	Deadline time.Time
+
+	// sent is the local monotonic time at which the request that set
+	// Deadline was sent: the local view of the deadline is sent + ttl.
+	sent time.Time
+	ttl  time.Duration
+}
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrHeld means another owner holds a live lease on the resource; the
+	// error is a *HeldError naming the holder.
+	ErrHeld = errors.New("lease: held by another owner")
+	// ErrLost means the lease expired or a newer token took the resource.
+	ErrLost = errors.New("lease: lost")
+	// ErrNotHeld means a release came from a token that no longer holds the
+	// lease; nothing was changed.
+	ErrNotHeld = errors.New("lease: not held")
+	// ErrInvalid means an argument was rejected before anything was written.
+	ErrInvalid = errors.New("lease: invalid argument")
+	// ErrReplicas means fewer replicas than Config.MinReplicas acknowledged
+	// the new token in time; the acquisition was undone.
+	ErrReplicas = errors.New("lease: not enough replicas acknowledged")
+)
+
+// HeldError reports the live holder of a resource. It matches ErrHeld.
+type HeldError struct {
+	Resource string
+	Owner    string
+	Token    Token
+	Deadline time.Time
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("lease: %q held by owner %q (token %d) until %s",
+		e.Resource, e.Owner, e.Token, e.Deadline.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// MaxResourceLen bounds a resource name, so a key stays a sane size.
+const MaxResourceLen = 512
+
+// Config configures a Manager. The zero value is usable.
+type Config struct {
+	// Namespace prefixes every key (default "fq"), so tenants and tests
+	// never collide.
+	Namespace string
+	// MinReplicas, when above zero, makes Acquire wait (Redis WAIT) until that
+	// many replicas acknowledged the new token, and fail with ErrReplicas
+	// otherwise.
+	MinReplicas int
+	// ReplicaTimeout bounds that wait (default 100ms).
+	ReplicaTimeout time.Duration
+	// SafetyMargin is subtracted from the local view of the deadline in
+	// KeepAlive, against clock drift between this process and Redis and
+	// network delay (default: a tenth of the TTL, at least 10ms).
+	SafetyMargin time.Duration
+}
+
+// Manager acquires, renews and releases fenced leases in Redis. It is safe
+// for concurrent use. It works with a single Redis, Sentinel (failover
+// client) and Redis Cluster: every script touches one hash slot.
+type Manager struct {
+	client redis.UniversalClient
+	cfg    Config
+}
+
+var (
+	//go:embed acquire.lua
+	acquireSrc    string
+	acquireScript = redis.NewScript(acquireSrc)
+	//go:embed renew.lua
+	renewSrc    string
+	renewScript = redis.NewScript(renewSrc)
+	//go:embed release.lua
+	releaseSrc    string
+	releaseScript = redis.NewScript(releaseSrc)
+)
+
+// NewManager returns a Manager over client.
+func NewManager(client redis.UniversalClient, cfg Config) *Manager {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "fq"
+	}
+	if cfg.ReplicaTimeout <= 0 {
+		cfg.ReplicaTimeout = 100 * time.Millisecond
+	}
+	return &Manager{client: client, cfg: cfg}
+}
+
+// Namespace returns the key prefix in use.
+func (m *Manager) Namespace() string { return m.cfg.Namespace }
+
+// HolderKey returns the Redis key holding resource's current lease.
+func (m *Manager) HolderKey(resource string) string {
+	return m.cfg.Namespace + ":lease:{" + resource + "}:holder"
+}
+
+// TokenKey returns the Redis key of resource's token counter.
+func (m *Manager) TokenKey(resource string) string {
+	return m.cfg.Namespace + ":lease:{" + resource + "}:token"
+}
+
+func validate(resource, owner string, ttl time.Duration) error {
+	switch {
+	case resource == "":
+		return fmt.Errorf("%w: empty resource", ErrInvalid)
+	case len(resource) > MaxResourceLen:
+		return fmt.Errorf("%w: resource longer than %d bytes", ErrInvalid, MaxResourceLen)
+	case owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalid)
+	case strings.ContainsAny(owner, "\r\n"):
+		return fmt.Errorf("%w: owner contains a line break", ErrInvalid)
+	case ttl < time.Millisecond:
+		return fmt.Errorf("%w: ttl %v must be at least 1ms", ErrInvalid, ttl)
+	}
+	return nil
+}
+
+func usec(s string) time.Time {
+	v, _ := strconv.ParseInt(s, 10, 64)
+	return time.UnixMicro(v)
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return fmt.Sprint(v)
+}
+
+// Acquire takes the lease on resource for owner, or fails at once with a
+// *HeldError (matching ErrHeld) naming the current holder.
+func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
+	if err := validate(resource, owner, ttl); err != nil {
+		return nil, err
+	}
+	keys := []string{m.HolderKey(resource), m.TokenKey(resource)}
+	args := []any{owner, ttl.Milliseconds()}
+	sent := time.Now()
+	var reply []any
+	var err error
+	if m.cfg.MinReplicas > 0 {
+		reply, err = m.acquireDurable(ctx, keys, args)
+	} else {
+		reply, err = acquireScript.Run(ctx, m.client, keys, args...).Slice()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: acquire %q: %w", resource, err)
+	}
+	tok, _ := strconv.ParseUint(str(reply[2]), 10, 64)
+	if reply[0].(int64) == 0 {
+		return nil, &HeldError{Resource: resource, Owner: str(reply[1]), Token: Token(tok), Deadline: usec(str(reply[3]))}
+	}
+	l := &Lease{Resource: resource, Owner: owner, Token: Token(tok), Deadline: usec(str(reply[3])), sent: sent, ttl: ttl}
+	return l, nil
+}
+
+// acquireDurable runs the acquire script and WAIT on one connection to the
+// master owning the resource's slot, so WAIT covers the script's writes.
+func (m *Manager) acquireDurable(ctx context.Context, keys []string, args []any) ([]any, error) {
+	var node redis.Cmdable = m.client
+	if cc, ok := m.client.(*redis.ClusterClient); ok {
+		c, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		node = c
+	}
+	// Make sure the script is cached, then EVALSHA and WAIT in one pipeline.
+	if err := acquireScript.Load(ctx, node).Err(); err != nil {
+		return nil, err
+	}
+	pipe := node.Pipeline()
+	run := acquireScript.EvalSha(ctx, pipe, keys, args...)
+	wait := pipe.Do(ctx, "wait", m.cfg.MinReplicas, m.cfg.ReplicaTimeout.Milliseconds())
+	_, _ = pipe.Exec(ctx)
+	reply, err := run.Slice()
+	if err != nil {
+		return nil, err
+	}
+	if reply[0].(int64) == 0 {
+		return reply, nil
+	}
+	acked, err := wait.Int64()
+	if err == nil && acked >= int64(m.cfg.MinReplicas) {
+		return reply, nil
+	}
+	// Undo: free the resource. The burned token is harmless: tokens only rise.
+	_ = releaseScript.Run(ctx, m.client, keys[:1], args[0], str(reply[2])).Err()
+	if err != nil {
+		return nil, fmt.Errorf("%w: WAIT: %v", ErrReplicas, err)
+	}
+	return nil, fmt.Errorf("%w: %d of %d within %v", ErrReplicas, acked, m.cfg.MinReplicas, m.cfg.ReplicaTimeout)
+}
+
+// AcquireWait retries Acquire with jittered exponential backoff while the
+// resource is held, until it succeeds or ctx ends. Other errors end it at once.
+func (m *Manager) AcquireWait(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
+	backoff := 5 * time.Millisecond
+	for {
+		l, err := m.Acquire(ctx, resource, owner, ttl)
+		if err == nil || !errors.Is(err, ErrHeld) {
+			return l, err
+		}
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+		case <-t.C:
+		}
+		if backoff < 500*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+// Renew extends l by ttl from now (Redis time) and updates l.Deadline. It
+// fails with ErrLost once the lease expired or a newer token exists.
+func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error {
+	if l == nil {
+		return fmt.Errorf("%w: nil lease", ErrInvalid)
+	}
+	if err := validate(l.Resource, l.Owner, ttl); err != nil {
+		return err
+	}
+	sent := time.Now()
+	reply, err := renewScript.Run(ctx, m.client, []string{m.HolderKey(l.Resource)},
+		l.Owner, l.Token.String(), ttl.Milliseconds()).Slice()
+	if err != nil {
+		return fmt.Errorf("lease: renew %q: %w", l.Resource, err)
+	}
+	if reply[0].(int64) == 0 {
+		return fmt.Errorf("%w: %q token %d %s", ErrLost, l.Resource, l.Token, str(reply[1]))
+	}
+	l.Deadline = usec(str(reply[1]))
+	l.sent, l.ttl = sent, ttl
+	return nil
+}
+
+// Release frees l if it still holds the resource. A stale release (expired,
+// or superseded by a newer token) changes nothing and returns ErrNotHeld.
+func (m *Manager) Release(ctx context.Context, l *Lease) error {
+	if l == nil {
+		return fmt.Errorf("%w: nil lease", ErrInvalid)
+	}
+	if l.Resource == "" || l.Owner == "" {
+		return fmt.Errorf("%w: lease without resource or owner", ErrInvalid)
+	}
+	n, err := releaseScript.Run(ctx, m.client, []string{m.HolderKey(l.Resource)}, l.Owner, l.Token.String()).Int()
+	if err != nil {
+		return fmt.Errorf("lease: release %q: %w", l.Resource, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %q token %d", ErrNotHeld, l.Resource, l.Token)
+	}
+	return nil
+}
+
+// Holder returns the live lease on resource, or nil when it is free.
+func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {
+	if resource == "" {
+		return nil, fmt.Errorf("%w: empty resource", ErrInvalid)
+	}
+	h, err := m.client.HMGet(ctx, m.HolderKey(resource), "owner", "token", "deadline").Result()
+	if err != nil {
+		return nil, fmt.Errorf("lease: holder %q: %w", resource, err)
+	}
+	if h[0] == nil || h[1] == nil {
+		return nil, nil
+	}
+	tok, _ := strconv.ParseUint(str(h[1]), 10, 64)
+	return &Lease{Resource: resource, Owner: str(h[0]), Token: Token(tok), Deadline: usec(str(h[2]))}, nil
+}
