@@ -13,15 +13,17 @@ import (
 // confirmed before its local deadline (acquire or last renew send time +
 // TTL - safety margin). Work done under the lease should use that context.
 type Session struct {
-	m      *Manager
+	renew  func(ctx context.Context) error
 	ttl    time.Duration
 	margin time.Duration
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
+	m      *Manager
 
-	mu    sync.Mutex
-	lease Lease
+	mu        sync.Mutex
+	lease     Lease
+	confirmed time.Time // local send time of the last confirmed acquire or renew
 }
 
 // KeepAlive starts renewing l every ttl/3 until ctx ends, Stop is called or
@@ -33,7 +35,45 @@ func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*
 	if err := validate(l.Resource, l.Owner, ttl); err != nil {
 		return nil, err
 	}
-	margin := m.cfg.SafetyMargin
+	cur := *l
+	if cur.sent.IsZero() { // a lease built by hand: confirm it first
+		if err := m.Renew(ctx, &cur, ttl); err != nil {
+			return nil, err
+		}
+	}
+	s := newSession(ctx, ttl, m.cfg.SafetyMargin, cur.sent)
+	s.m, s.lease = m, cur
+	s.renew = func(ctx context.Context) error {
+		cur := s.Lease()
+		if err := m.Renew(ctx, &cur, ttl); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.lease = cur
+		s.mu.Unlock()
+		return nil
+	}
+	go s.run()
+	return s, nil
+}
+
+// Keep runs the keep-alive loop over any claim renewable for ttl, such as a
+// ledger entry that doubles as a lease. renew is called every ttl/3 and
+// must return an error matching ErrLost once the claim is gone; other
+// errors are retried until the local deadline, confirmed + ttl - margin
+// (margin 0 means ttl/10, at least 10ms). confirmed is the local time at
+// which the claim's acquisition was sent.
+func Keep(ctx context.Context, ttl, margin time.Duration, confirmed time.Time, renew func(ctx context.Context) error) (*Session, error) {
+	if ttl < time.Millisecond || renew == nil || confirmed.IsZero() {
+		return nil, fmt.Errorf("%w: keep needs a ttl of at least 1ms, a confirmation time and a renew function", ErrInvalid)
+	}
+	s := newSession(ctx, ttl, margin, confirmed)
+	s.renew = renew
+	go s.run()
+	return s, nil
+}
+
+func newSession(ctx context.Context, ttl, margin time.Duration, confirmed time.Time) *Session {
 	if margin <= 0 {
 		margin = max(ttl/10, 10*time.Millisecond)
 	}
@@ -41,9 +81,7 @@ func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*
 		margin = ttl / 2
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
-	s := &Session{m: m, ttl: ttl, margin: margin, ctx: sctx, cancel: cancel, done: make(chan struct{}), lease: *l}
-	go s.run()
-	return s, nil
+	return &Session{ttl: ttl, margin: margin, ctx: sctx, cancel: cancel, done: make(chan struct{}), confirmed: confirmed}
 }
 
 // Context returns a context cancelled when the lease is lost (cause matches
@@ -80,9 +118,13 @@ func (s *Session) Stop() {
 	<-s.done
 }
 
-// Release stops renewing and frees the lease if it is still held.
+// Release stops renewing and frees the lease if it is still held. It is
+// only available on sessions started by Manager.KeepAlive.
 func (s *Session) Release(ctx context.Context) error {
 	s.Stop()
+	if s.m == nil {
+		return fmt.Errorf("%w: session has no lease to release", ErrInvalid)
+	}
 	l := s.Lease()
 	return s.m.Release(ctx, &l)
 }
@@ -90,10 +132,7 @@ func (s *Session) Release(ctx context.Context) error {
 func (s *Session) localDeadline() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lease.sent.IsZero() {
-		return time.Now() // unknown send time: must confirm at once
-	}
-	return s.lease.sent.Add(s.lease.ttl - s.margin)
+	return s.confirmed.Add(s.ttl - s.margin)
 }
 
 func (s *Session) run() {
@@ -104,10 +143,9 @@ func (s *Session) run() {
 	})
 	defer watchdog.Stop()
 	every := s.ttl / 3
-	next := time.Now()
-	if !s.lease.sent.IsZero() {
-		next = s.lease.sent.Add(every)
-	}
+	s.mu.Lock()
+	next := s.confirmed.Add(every)
+	s.mu.Unlock()
 	for {
 		t := time.NewTimer(time.Until(next))
 		select {
@@ -116,19 +154,21 @@ func (s *Session) run() {
 			return
 		case <-t.C:
 		}
-		l := s.Lease()
+		sent := time.Now()
 		rctx, cancel := context.WithDeadline(s.ctx, s.localDeadline().Add(s.margin/2))
-		err := s.m.Renew(rctx, &l, s.ttl)
+		err := s.renew(rctx)
 		cancel()
 		switch {
 		case err == nil:
 			s.mu.Lock()
-			s.lease = l
+			s.confirmed = sent
 			s.mu.Unlock()
 			watchdog.Reset(time.Until(s.localDeadline()))
-			next = l.sent.Add(every)
+			next = sent.Add(every)
 		case errors.Is(err, ErrLost):
 			s.cancel(err)
+			return
+		case s.ctx.Err() != nil:
 			return
 		default: // transient: retry soon; the watchdog bounds how long
 			next = time.Now().Add(min(every/4+time.Millisecond, 100*time.Millisecond))

@@ -1,0 +1,95 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Sentinel errors shared by every adapter. Match them with errors.Is.
+var (
+	// ErrStale means storage has seen a higher token for the resource (or the
+	// same token from another owner); the write was rejected and nothing changed.
+	ErrStale = errors.New("fence: stale token")
+	// ErrAlreadyApplied means the operation id was applied before; nothing changed.
+	ErrAlreadyApplied = errors.New("fence: operation already applied")
+	// ErrInvalid means the fence is incomplete; nothing was written.
+	ErrInvalid = errors.New("fence: invalid fence")
+)
+
+// Fence is what a write must carry to protected storage: the resource it
+// touches, the lease token and owner that authorise it, and the operation id
+// that makes it idempotent.
+type Fence struct {
+	Resource    string
+	Token       lease.Token
+	Owner       string
+	OperationID string
+}
+
+// Validate reports an incomplete fence with ErrInvalid.
+func (f Fence) Validate() error {
+	switch {
+	case f.Resource == "":
+		return fmt.Errorf("%w: empty resource", ErrInvalid)
+	case f.Token == 0:
+		return fmt.Errorf("%w: zero token", ErrInvalid)
+	case f.Owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalid)
+	case f.OperationID == "":
+		return fmt.Errorf("%w: empty operation id", ErrInvalid)
+	}
+	return nil
+}
+
+// Accepts reports whether storage holding (storedToken, storedOwner) accepts
+// a write from f: a higher token, or the same token from the same owner.
+func (f Fence) Accepts(storedToken lease.Token, storedOwner string) bool {
+	return f.Token > storedToken || (f.Token == storedToken && f.Owner == storedOwner)
+}
+
+// StaleError describes a rejected write. It matches ErrStale.
+type StaleError struct {
+	Fence       Fence
+	StoredToken lease.Token
+	StoredOwner string
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("fence: stale token %d for %q (storage has token %d of owner %q)",
+		e.Fence.Token, e.Fence.Resource, e.StoredToken, e.StoredOwner)
+}
+
+// Is makes errors.Is(err, ErrStale) true.
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
+
+// Applied is the effect log's answer about one operation id.
+type Applied struct {
+	OperationID string
+	Resource    string
+	Token       lease.Token
+	Owner       string
+}
+
+// EffectLog answers whether an operation was applied. The reconciler uses it
+// to resolve uncertain jobs whose effects go through a fence store.
+type EffectLog interface {
+	// Applied returns the record of operationID, or ok=false if it was never applied.
+	Applied(ctx context.Context, operationID string) (rec Applied, ok bool, err error)
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying f. Worker pools put each attempt's fence
+// in the handler's context.
+func NewContext(ctx context.Context, f Fence) context.Context {
+	return context.WithValue(ctx, ctxKey{}, f)
+}
+
+// FromContext returns the fence carried by ctx.
+func FromContext(ctx context.Context) (Fence, bool) {
+	f, ok := ctx.Value(ctxKey{}).(Fence)
+	return f, ok
+}

@@ -1,0 +1,297 @@
+package pgfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// ErrOptions means Options named an invalid schema or table prefix.
+var ErrOptions = errors.New("pgfence: invalid options")
+
+// Store fences writes to PostgreSQL. It keeps a per-resource high-water
+// mark (token, owner) and an effect log keyed by operation id, and runs the
+// caller's writes in the same transaction as both checks. It is safe for
+// concurrent use; create it with New after running Migrate.
+type Store struct {
+	pool *pgxpool.Pool
+	t    tables
+	q    queries
+}
+
+var _ fence.EffectLog = (*Store)(nil)
+
+type queries struct {
+	raise, stored, record, recorded, highWater, prune string
+}
+
+// New returns a Store over pool using the tables Options names. It does not
+// touch the database; run Migrate first.
+func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ErrOptions)
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	t := opts.tables()
+	return &Store{pool: pool, t: t, q: queries{
+		// Locks the resource's row (also when the WHERE rejects the update)
+		// and raises it when the fence is accepted; no row back means stale.
+		raise: `INSERT INTO ` + t.fences + ` AS f (resource, token, owner, updated_at)
+			VALUES ($1, $2::text::numeric, $3, now())
+			ON CONFLICT (resource) DO UPDATE
+			SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
+			WHERE EXCLUDED.token > f.token OR (EXCLUDED.token = f.token AND EXCLUDED.owner = f.owner)
+			RETURNING 1`,
+		stored: `SELECT token::text, owner FROM ` + t.fences + ` WHERE resource = $1`,
+		record: `INSERT INTO ` + t.effects + ` (operation_id, resource, token, owner, applied_at)
+			VALUES ($1, $2, $3::text::numeric, $4, now())
+			ON CONFLICT (operation_id) DO NOTHING
+			RETURNING 1`,
+		recorded:  `SELECT resource, token::text, owner FROM ` + t.effects + ` WHERE operation_id = $1`,
+		highWater: `SELECT token::text, owner FROM ` + t.fences + ` WHERE resource = $1`,
+		prune:     `DELETE FROM ` + t.effects + ` WHERE applied_at < now() - make_interval(secs => $1::double precision)`,
+	}}, nil
+}
+
+// Tables returns the quoted, schema-qualified (when Options.Schema is set)
+// names of the high-water table and the effect log, for queries of your own.
+func (s *Store) Tables() (fences, effects string) { return s.t.fences, s.t.effects }
+
+// Apply runs fn in one transaction that first fences f and records its
+// operation id, then commits all three together:
+//
+//  1. f is validated; an incomplete fence fails with an error matching
+//     fence.ErrInvalid before the database is touched.
+//  2. The resource's high-water row is inserted or locked (SELECT ... FOR
+//     UPDATE semantics through INSERT ... ON CONFLICT DO UPDATE) and raised to
+//     (f.Token, f.Owner) if f is accepted: a higher token, or the same token
+//     from the same owner. Otherwise Apply returns a *fence.StaleError
+//     (matching fence.ErrStale).
+//  3. f.OperationID is inserted into the effect log. If it is already there,
+//     Apply returns a *fence.AlreadyAppliedError (matching
+//     fence.ErrAlreadyApplied) carrying the recorded resource, token and owner.
+//     A concurrent transaction with the same operation id waits on the
+//     first one's row and then sees it, so exactly one applies.
+//  4. fn runs with the transaction; its error is returned unchanged.
+//  5. The transaction commits.
+//
+// On any error everything is rolled back: the high-water mark, the effect
+// log and fn's writes are unchanged. fn must not commit or roll back tx. A
+// failed commit leaves the outcome unknown to the caller (the server may
+// have committed); ask Applied to find out.
+func (s *Store) Apply(ctx context.Context, f fence.Fence, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return s.ApplyMulti(ctx, []fence.Fence{f}, fn)
+}
+
+// ApplyMulti is Apply for one operation that touches several resources (a
+// transfer between two accounts, say), each fenced by its own lease token.
+//
+// Every fence must carry the same OperationID and a distinct Resource.
+// High-water rows are locked and raised in sorted resource order, so two
+// operations over overlapping resources cannot deadlock. If any fence is
+// stale, nothing changes and the *fence.StaleError names the first stale
+// resource in sorted order. The effect log records the operation once, with
+// the first fence of the slice (the primary resource) as its resource, token
+// and owner.
+func (s *Store) ApplyMulti(ctx context.Context, fences []fence.Fence, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if err := validate(fences); err != nil {
+		return err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgfence: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := s.fenceTx(ctx, tx, fences); err != nil {
+		return err
+	}
+	if fn != nil {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgfence: commit %q: %w", fences[0].OperationID, err)
+	}
+	return nil
+}
+
+// FenceTx performs Apply's checks inside a transaction the caller owns:
+// it raises the high-water mark of every fence's resource (sorted order) and
+// records the shared operation id, or returns the same errors as
+// ApplyMulti. Use it to attach fencing to a transaction that also runs
+// other work. The caller commits; on any error it must roll back, since a
+// multi-resource fence may have raised some marks before failing.
+func (s *Store) FenceTx(ctx context.Context, tx pgx.Tx, fences ...fence.Fence) error {
+	if err := validate(fences); err != nil {
+		return err
+	}
+	return s.fenceTx(ctx, tx, fences)
+}
+
+func validate(fences []fence.Fence) error {
+	if len(fences) == 0 {
+		return fmt.Errorf("%w: no fence", fence.ErrInvalid)
+	}
+	seen := make(map[string]bool, len(fences))
+	for _, f := range fences {
+		if err := f.Validate(); err != nil {
+			return err
+		}
+		if f.OperationID != fences[0].OperationID {
+			return fmt.Errorf("%w: fences carry different operation ids %q and %q", fence.ErrInvalid, fences[0].OperationID, f.OperationID)
+		}
+		if seen[f.Resource] {
+			return fmt.Errorf("%w: resource %q fenced twice", fence.ErrInvalid, f.Resource)
+		}
+		seen[f.Resource] = true
+	}
+	return nil
+}
+
+func (s *Store) fenceTx(ctx context.Context, tx pgx.Tx, fences []fence.Fence) error {
+	sorted := slices.Clone(fences)
+	slices.SortFunc(sorted, func(a, b fence.Fence) int {
+		switch {
+		case a.Resource < b.Resource:
+			return -1
+		case a.Resource > b.Resource:
+			return 1
+		}
+		return 0
+	})
+	for _, f := range sorted {
+		if err := s.raise(ctx, tx, f); err != nil {
+			return err
+		}
+	}
+	p := fences[0]
+	var one int
+	err := tx.QueryRow(ctx, s.q.record, p.OperationID, p.Resource, p.Token.String(), p.Owner).Scan(&one)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pgfence: record %q: %w", p.OperationID, err)
+	}
+	rec := fence.Applied{OperationID: p.OperationID}
+	var tok string
+	err = tx.QueryRow(ctx, s.q.recorded, p.OperationID).Scan(&rec.Resource, &tok, &rec.Owner)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pgfence: read record %q: %w", p.OperationID, err)
+	}
+	rec.Token = parseToken(tok)
+	return &fence.AlreadyAppliedError{Record: rec}
+}
+
+// raise locks f's high-water row and raises it, or returns a *fence.StaleError.
+func (s *Store) raise(ctx context.Context, tx pgx.Tx, f fence.Fence) error {
+	var one int
+	err := tx.QueryRow(ctx, s.q.raise, f.Resource, f.Token.String(), f.Owner).Scan(&one)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pgfence: fence %q: %w", f.Resource, err)
+	}
+	// Rejected. The row is locked by the statement above, so this reads the
+	// value that rejected f.
+	var tok, owner string
+	if err := tx.QueryRow(ctx, s.q.stored, f.Resource).Scan(&tok, &owner); err != nil {
+		return fmt.Errorf("pgfence: read high-water of %q: %w", f.Resource, err)
+	}
+	return &fence.StaleError{Fence: f, StoredToken: parseToken(tok), StoredOwner: owner}
+}
+
+// FenceOnAcquire raises resource f.Resource's high-water mark to (f.Token,
+// f.Owner) without recording an operation, so a stale holder is cut off
+// before the new holder's first write. Call it right after acquiring the
+// lease. f.OperationID is ignored. It returns a *fence.StaleError (matching
+// fence.ErrStale) if storage already holds a higher token, or the same
+// token from another owner.
+func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
+	if f.OperationID == "" {
+		f.OperationID = "-" // not recorded; only satisfies Validate
+	}
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgfence: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := s.raise(ctx, tx, f); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgfence: commit fence of %q: %w", f.Resource, err)
+	}
+	return nil
+}
+
+// Applied reports whether operationID was applied, with the resource, token
+// and owner that applied it. It implements fence.EffectLog: the reconciler
+// needs only the job's operation id. For an ApplyMulti operation the record
+// names its primary (first) resource.
+func (s *Store) Applied(ctx context.Context, operationID string) (fence.Applied, bool, error) {
+	if operationID == "" {
+		return fence.Applied{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
+	}
+	rec := fence.Applied{OperationID: operationID}
+	var tok string
+	err := s.pool.QueryRow(ctx, s.q.recorded, operationID).Scan(&rec.Resource, &tok, &rec.Owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fence.Applied{}, false, nil
+	}
+	if err != nil {
+		return fence.Applied{}, false, fmt.Errorf("pgfence: applied %q: %w", operationID, err)
+	}
+	rec.Token = parseToken(tok)
+	return rec, true, nil
+}
+
+// HighWater returns the highest accepted token of resource and its owner,
+// or a zero token when the resource was never fenced.
+func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, string, error) {
+	var tok, owner string
+	err := s.pool.QueryRow(ctx, s.q.highWater, resource).Scan(&tok, &owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("pgfence: high-water of %q: %w", resource, err)
+	}
+	return parseToken(tok), owner, nil
+}
+
+// PruneEffects deletes effect records applied more than olderThan ago (by
+// the database clock) and returns how many it deleted. After pruning, a
+// retry of a pruned operation id is no longer recognised as applied, so
+// keep records longer than any job can be retried or reconciled.
+func (s *Store) PruneEffects(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan <= 0 {
+		return 0, fmt.Errorf("%w: olderThan %v must be positive", fence.ErrInvalid, olderThan)
+	}
+	tag, err := s.pool.Exec(ctx, s.q.prune, olderThan.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("pgfence: prune effects: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func parseToken(s string) lease.Token {
+	v, _ := strconv.ParseUint(s, 10, 64)
+	return lease.Token(v)
+}

@@ -1,0 +1,122 @@
+-- apply.lua: fenced, idempotent write on one resource, in one atomic step.
+-- KEYS[1]   high-water hash <ns>:fence:{<resource>}:hw          token, owner, updated_us (never expires)
+-- KEYS[2]   effect hash     <ns>:fence:{<resource>}:op:<op id>   state (applied|pending), resource,
+--                           operation_id, token, owner, applied_us; nonce while pending
+-- KEYS[3..] data keys: KEYS[2+i] is the key of mutation i; every key is in KEYS[1]'s hash slot
+-- ARGV[1] token (decimal uint64 without leading zeros)
+-- ARGV[2] owner
+-- ARGV[3] resource
+-- ARGV[4] operation id
+-- ARGV[5] mode: 'apply' records the effect as applied; 'begin' (Guard) records it as pending
+-- ARGV[6] TTL of the effect hash in ms: retention for 'apply' (0: keep forever), pending TTL for 'begin'
+-- ARGV[7] nonce of the pending record ('begin' only)
+-- ARGV[8] number of mutations n, then for each mutation: command, argc, then argc arguments.
+--         Commands: SET value | DEL | HSET field value [field value ...] | HINCRBY field delta |
+--                   INCRBY delta | RPUSH value [value ...]
+-- Reply: {1, token, owner}                               accepted: high-water raised, effect recorded,
+--                                                        mutations applied
+--        {0, stored_token, stored_owner}                 stale: nothing changed
+--        {2, token, owner, applied_us, resource}         operation already applied: nothing changed
+--        {3, token, owner}                               operation pending under a Guard: nothing changed
+--        error 'FENCEDQ <reason>'                        a mutation cannot apply: nothing changed
+-- The fence accepts a higher token, or the same token from the same owner. Every check and
+-- every mutation's precondition is read before the first write, so a rejection writes nothing.
+
+local function cmp(a, b) -- decimal strings without leading zeros
+  if #a ~= #b then
+    if #a < #b then return -1 end
+    return 1
+  end
+  if a == b then return 0 end
+  if a < b then return -1 end
+  return 1
+end
+
+local function isint(v)
+  return v ~= nil and #v <= 20 and string.match(v, '^-?%d+$') ~= nil
+end
+
+local tok, owner, resource, opid, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local ttl = tonumber(ARGV[6])
+
+-- 1. Fence.
+local hw = redis.call('HMGET', KEYS[1], 'token', 'owner')
+if hw[1] then
+  local c = cmp(tok, hw[1])
+  if c < 0 or (c == 0 and owner ~= hw[2]) then
+    return {0, hw[1], hw[2] or ''}
+  end
+end
+
+-- 2. Effect log.
+local rec = redis.call('HMGET', KEYS[2], 'state', 'token', 'owner', 'applied_us', 'resource')
+if rec[1] == 'applied' then
+  return {2, rec[2] or '', rec[3] or '', rec[4] or '', rec[5] or ''}
+elseif rec[1] == 'pending' then
+  return {3, rec[2] or '', rec[3] or ''}
+end
+
+-- 3. Parse mutations and check their preconditions.
+local muts = {}
+local p = 9
+local n = tonumber(ARGV[8])
+for i = 1, n do
+  local cmd, argc = ARGV[p], tonumber(ARGV[p + 1])
+  local args = {}
+  for j = 1, argc do args[j] = ARGV[p + 1 + j] end
+  p = p + 2 + argc
+  local key = KEYS[2 + i]
+  local t = redis.call('TYPE', key)['ok']
+  if cmd == 'SET' or cmd == 'DEL' then
+    -- any type
+  elseif cmd == 'INCRBY' then
+    if t ~= 'none' and t ~= 'string' then return redis.error_reply('FENCEDQ INCRBY on ' .. t .. ' key ' .. key) end
+    if t == 'string' and not isint(redis.call('GET', key)) then
+      return redis.error_reply('FENCEDQ INCRBY on non-integer value at ' .. key)
+    end
+  elseif cmd == 'HSET' then
+    if t ~= 'none' and t ~= 'hash' then return redis.error_reply('FENCEDQ HSET on ' .. t .. ' key ' .. key) end
+  elseif cmd == 'HINCRBY' then
+    if t ~= 'none' and t ~= 'hash' then return redis.error_reply('FENCEDQ HINCRBY on ' .. t .. ' key ' .. key) end
+    local v = redis.call('HGET', key, args[1])
+    if v and not isint(v) then
+      return redis.error_reply('FENCEDQ HINCRBY on non-integer field ' .. args[1] .. ' at ' .. key)
+    end
+  elseif cmd == 'RPUSH' then
+    if t ~= 'none' and t ~= 'list' then return redis.error_reply('FENCEDQ RPUSH on ' .. t .. ' key ' .. key) end
+  else
+    return redis.error_reply('FENCEDQ unsupported mutation ' .. tostring(cmd))
+  end
+  muts[i] = {cmd, key, args}
+end
+
+-- 4. Write: high-water mark, effect record, mutations.
+local t = redis.call('TIME')
+local now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+redis.call('HSET', KEYS[1], 'token', tok, 'owner', owner, 'updated_us', now)
+if mode == 'begin' then
+  redis.call('HSET', KEYS[2], 'state', 'pending', 'resource', resource, 'operation_id', opid,
+    'token', tok, 'owner', owner, 'nonce', ARGV[7])
+  redis.call('PEXPIRE', KEYS[2], ttl)
+else
+  redis.call('HSET', KEYS[2], 'state', 'applied', 'resource', resource, 'operation_id', opid,
+    'token', tok, 'owner', owner, 'applied_us', now)
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+end
+for i = 1, #muts do
+  local cmd, key, args = muts[i][1], muts[i][2], muts[i][3]
+  if cmd == 'SET' then
+    redis.call('SET', key, args[1])
+  elseif cmd == 'DEL' then
+    redis.call('DEL', key)
+  elseif cmd == 'HSET' then
+    redis.call('HSET', key, unpack(args))
+  elseif cmd == 'HINCRBY' then
+    redis.call('HINCRBY', key, args[1], args[2])
+  elseif cmd == 'INCRBY' then
+    redis.call('INCRBY', key, args[1])
+  elseif cmd == 'RPUSH' then
+    redis.call('RPUSH', key, unpack(args))
+  end
+end
+return {1, tok, owner}

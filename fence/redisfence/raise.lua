@@ -1,0 +1,26 @@
+-- raise.lua: raise one resource's high-water mark without recording an operation (fence on acquire).
+-- KEYS[1] high-water hash <ns>:fence:{<resource>}:hw   token, owner, updated_us (never expires)
+-- ARGV[1] token (decimal uint64 without leading zeros)
+-- ARGV[2] owner
+-- Reply: {1, token, owner}                  accepted: the mark is now (token, owner)
+--        {0, stored_token, stored_owner}    stale: nothing changed
+local function cmp(a, b) -- decimal strings without leading zeros
+  if #a ~= #b then
+    if #a < #b then return -1 end
+    return 1
+  end
+  if a == b then return 0 end
+  if a < b then return -1 end
+  return 1
+end
+local hw = redis.call('HMGET', KEYS[1], 'token', 'owner')
+if hw[1] then
+  local c = cmp(ARGV[1], hw[1])
+  if c < 0 or (c == 0 and ARGV[2] ~= hw[2]) then
+    return {0, hw[1], hw[2] or ''}
+  end
+end
+local t = redis.call('TIME')
+local now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+redis.call('HSET', KEYS[1], 'token', ARGV[1], 'owner', ARGV[2], 'updated_us', now)
+return {1, ARGV[1], ARGV[2]}

@@ -1,0 +1,106 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencedq/fencedq/lease"
+)
+
+// JobArgs is implemented by every job's argument type. Kind names the job
+// kind; the args are stored as JSON.
+type JobArgs interface {
+	Kind() string
+}
+
+// Validator is implemented by args that can check themselves. Validate runs
+// before anything is written; an error rejects the enqueue.
+type Validator interface {
+	Validate() error
+}
+
+// Resourcer is implemented by args that name the resource their attempts
+// lease (for example "account:42"), so two jobs touching the same resource
+// exclude each other and are fenced against each other. Without it the
+// resource is the job itself.
+type Resourcer interface {
+	Resource() string
+}
+
+// Job is one attempt's view of a job, handed to its worker with decoded args.
+type Job[T JobArgs] struct {
+	// ID is the job's id (a UUID).
+	ID string
+	// Kind is Args.Kind().
+	Kind string
+	// Queue is the queue the job was enqueued on.
+	Queue string
+	// OperationID identifies the job's side effect; storage uses it to apply
+	// the effect at most once.
+	OperationID string
+	// Attempt counts attempts, starting at 1.
+	Attempt int
+	// MaxRetries is how many retries follow a failed attempt.
+	MaxRetries int
+	// Resource is the leased resource ("job:<id>" unless the args name one).
+	Resource string
+	// Token is this attempt's fencing token; pass it with every side effect.
+	Token lease.Token
+	// Owner identifies this attempt (worker id and job id).
+	Owner string
+	// Deadline is when the attempt's handler context ends.
+	Deadline time.Time
+	// Args are the decoded arguments.
+	Args T
+}
+
+// Worker handles one job kind. Work's context is cancelled when the
+// attempt's lease is lost or its timeout passes; it carries the attempt's
+// fence (see package fence).
+type Worker[T JobArgs] interface {
+	Work(ctx context.Context, job *Job[T]) error
+}
+
+// WorkFunc adapts a function to a Worker.
+type WorkFunc[T JobArgs] func(ctx context.Context, job *Job[T]) error
+
+// Work calls f.
+func (f WorkFunc[T]) Work(ctx context.Context, job *Job[T]) error { return f(ctx, job) }
+
+// Verdict is a reconcile answer about an uncertain job's side effect.
+type Verdict int
+
+// Reconcile answers.
+const (
+	// CannotTell means the outcome is still unknown; ask again later.
+	CannotTell Verdict = iota
+	// Applied means the side effect happened: the job succeeded.
+	Applied
+	// NotApplied means the side effect did not happen: re-run the job.
+	NotApplied
+)
+
+// String returns the verdict's name.
+func (v Verdict) String() string {
+	switch v {
+	case Applied:
+		return "applied"
+	case NotApplied:
+		return "not_applied"
+	}
+	return "cannot_tell"
+}
+
+// Reconciler is implemented by workers that can tell whether an uncertain
+// job's side effect happened (by asking the external service by operation
+// id, for example). The reconciler calls it for jobs left uncertain.
+type Reconciler[T JobArgs] interface {
+	Reconcile(ctx context.Context, job *Job[T]) (Verdict, error)
+}
+
+// RetryOnTimeout is implemented by workers whose side effects are safe to
+// repeat: a handler timeout then schedules a plain retry instead of making
+// the job uncertain.
+type RetryOnTimeout interface {
+	RetryOnTimeout() bool
+}

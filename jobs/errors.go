@@ -1,0 +1,59 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrInvalid means the job was rejected before anything was written.
+	ErrInvalid = errors.New("jobs: invalid job")
+	// ErrPermanent marks a handler error that must not be retried.
+	ErrPermanent = errors.New("jobs: permanent failure")
+	// ErrUnknown marks a handler error after which the side effect may or may
+	// not have happened; the job becomes uncertain.
+	ErrUnknown = errors.New("jobs: outcome unknown")
+	// ErrStale means a ledger write came from a token that no longer runs the
+	// job (a newer attempt took over); nothing changed.
+	ErrStale = errors.New("jobs: stale token")
+	// ErrNotFound means no job has that id (or it expired after retention).
+	ErrNotFound = errors.New("jobs: job not found")
+	// ErrWrongState means the job is not in a state that allows the action.
+	ErrWrongState = errors.New("jobs: job not in a state that allows this")
+)
+
+type markedError struct {
+	mark error
+	err  error
+}
+
+func (e *markedError) Error() string {
+	if e.err == nil {
+		return e.mark.Error()
+	}
+	return e.err.Error()
+}
+func (e *markedError) Unwrap() []error { return []error{e.mark, e.err} }
+
+// Permanent wraps err so the job goes to dead without retries.
+func Permanent(err error) error {
+	if err == nil {
+		err = ErrPermanent
+	}
+	return &markedError{mark: ErrPermanent, err: err}
+}
+
+// Unknown wraps err to say the side effect may or may not have happened
+// (for example a request that timed out after being sent). The job becomes
+// uncertain and the reconciler finds out what happened instead of guessing.
+func Unknown(err error) error {
+	if err == nil {
+		err = ErrUnknown
+	}
+	return &markedError{mark: ErrUnknown, err: err}
+}
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+}

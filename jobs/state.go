@@ -1,0 +1,37 @@
+package jobs
+
+// State is a job's state in the ledger. See DESIGN.md's state machine.
+type State string
+
+// The job states.
+const (
+	// Pending jobs wait for delivery (new, retry scheduled, or re-run).
+	Pending State = "pending"
+	// Running jobs have a live attempt holding a token.
+	Running State = "running"
+	// Succeeded jobs are done; redeliveries are deduplicated.
+	Succeeded State = "succeeded"
+	// Dead jobs failed permanently or exhausted their retries.
+	Dead State = "dead"
+	// Uncertain jobs may or may not have applied their side effect; the
+	// reconciler resolves them.
+	Uncertain State = "uncertain"
+	// Review jobs wait for an operator's decision.
+	Review State = "review"
+)
+
+// States lists every state in display order.
+var States = []State{Pending, Running, Uncertain, Review, Succeeded, Dead}
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Final reports whether no more attempts follow.
+func (s State) Final() bool { return s == Succeeded || s == Dead }
