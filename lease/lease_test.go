@@ -174,7 +174,7 @@ func testKeepAliveLoss(t *testing.T, c redis.UniversalClient) {
 func testKeepAliveHolds(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
 	m := newManager(t, c)
-	ttl := 150 * time.Millisecond
+	ttl := 600 * time.Millisecond
 	l, err := m.Acquire(ctx, "r", "a", ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func testKeepAliveHolds(t *testing.T, c redis.UniversalClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * ttl)
+	time.Sleep(3 * ttl)
 	if s.Err() != nil {
 		t.Fatalf("session ended while renewing: %v", s.Err())
 	}
