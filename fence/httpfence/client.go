@@ -1,0 +1,194 @@
+package httpfence
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Header names. A fenced request carries all four.
+const (
+	// HeaderToken carries the lease token in decimal.
+	HeaderToken = "Fencing-Token"
+	// HeaderResource names the fenced resource.
+	HeaderResource = "Fencing-Resource"
+	// HeaderOwner names the lease holder.
+	HeaderOwner = "Fencing-Owner"
+	// HeaderIdempotencyKey carries the operation id.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderAlreadyApplied is set to "true" on a response to an operation
+	// that was applied before; the handler did not run again.
+	HeaderAlreadyApplied = "Fencing-Already-Applied"
+)
+
+// ErrMissing means a request carried none, or only some, of the fencing
+// headers. It matches fence.ErrInvalid.
+var ErrMissing = fmt.Errorf("httpfence: missing fencing headers: %w", fence.ErrInvalid)
+
+// SetHeaders validates f and sets the fencing headers on req. An invalid
+// fence (or one whose fields cannot be sent as header values) returns an
+// error matching fence.ErrInvalid and leaves req unchanged.
+func SetHeaders(req *http.Request, f fence.Fence) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	for name, v := range map[string]string{"resource": f.Resource, "owner": f.Owner, "operation id": f.OperationID} {
+		if !headerSafe(v) {
+			return fmt.Errorf("%w: %s contains a control character", fence.ErrInvalid, name)
+		}
+	}
+	req.Header.Set(HeaderToken, f.Token.String())
+	req.Header.Set(HeaderResource, f.Resource)
+	req.Header.Set(HeaderOwner, f.Owner)
+	req.Header.Set(HeaderIdempotencyKey, f.OperationID)
+	return nil
+}
+
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// FromRequest reads the fence from req's headers. ok is false when none of
+// the four headers is present. When some are missing the error matches
+// ErrMissing; a malformed token matches fence.ErrInvalid.
+func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
+	tok := req.Header.Get(HeaderToken)
+	f = fence.Fence{
+		Resource:    req.Header.Get(HeaderResource),
+		Owner:       req.Header.Get(HeaderOwner),
+		OperationID: req.Header.Get(HeaderIdempotencyKey),
+	}
+	if tok == "" && f.Resource == "" && f.Owner == "" && f.OperationID == "" {
+		return fence.Fence{}, false, nil
+	}
+	var missing []string
+	for _, h := range []struct{ name, v string }{
+		{HeaderToken, tok}, {HeaderResource, f.Resource}, {HeaderOwner, f.Owner}, {HeaderIdempotencyKey, f.OperationID},
+	} {
+		if h.v == "" {
+			missing = append(missing, h.name)
+		}
+	}
+	if len(missing) > 0 {
+		return f, true, fmt.Errorf("%w: %s", ErrMissing, strings.Join(missing, ", "))
+	}
+	t, err := lease.ParseToken(tok)
+	if err != nil {
+		return f, true, fmt.Errorf("%w: %s: %v", fence.ErrInvalid, HeaderToken, err)
+	}
+	f.Token = t
+	return f, true, nil
+}
+
+// Transport is an http.RoundTripper that adds the fencing headers of the
+// fence carried by each request's context (fence.FromContext). Requests
+// without a fence pass unchanged unless Require is set. The original
+// request is never modified.
+type Transport struct {
+	// Base sends the requests (default http.DefaultTransport).
+	Base http.RoundTripper
+	// Require makes requests without a fence in their context fail with
+	// ErrMissing instead of being sent unfenced.
+	Require bool
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	f, ok := fence.FromContext(req.Context())
+	if !ok {
+		if t.Require {
+			closeBody(req)
+			return nil, fmt.Errorf("%w: no fence in the request context", ErrMissing)
+		}
+		return base.RoundTrip(req)
+	}
+	r := req.Clone(req.Context())
+	if err := SetHeaders(r, f); err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	return base.RoundTrip(r)
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// ErrorBody is the JSON body of the middleware's own responses: errors
+// (409, 428, 400, 503) and the already-applied answer (200).
+type ErrorBody struct {
+	// Error is a stable code: "stale_token", "operation_in_progress",
+	// "fence_required", "invalid_fence", "fence_unavailable", or "" on the
+	// already-applied answer.
+	Error string `json:"error,omitempty"`
+	// Status is "already_applied" on that answer.
+	Status string `json:"status,omitempty"`
+	// Message explains the error to a human.
+	Message string `json:"message,omitempty"`
+	// Resource and OperationID echo the request's fence.
+	Resource    string `json:"resource,omitempty"`
+	OperationID string `json:"operation_id,omitempty"`
+	// Token is the request's token; StoredToken and StoredOwner are what
+	// storage holds (on stale_token) or what applied the operation (on
+	// already_applied). Tokens are decimal strings, as JSON numbers lose
+	// precision above 2^53.
+	Token       string `json:"token,omitempty"`
+	StoredToken string `json:"stored_token,omitempty"`
+	StoredOwner string `json:"stored_owner,omitempty"`
+}
+
+// CheckResponse turns a fenced service's answer into the fence errors: a
+// *fence.StaleError for 409 stale_token, fence.ErrInProgress for 409
+// operation_in_progress, and a *fence.AlreadyAppliedError when the
+// Fencing-Already-Applied header is "true". Any other response returns nil;
+// judge its status yourself. It reads (and replaces) the body only for
+// those answers.
+func CheckResponse(resp *http.Response) error {
+	already := resp.Header.Get(HeaderAlreadyApplied) == "true"
+	if !already && resp.StatusCode != http.StatusConflict {
+		return nil
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(strings.NewReader(string(raw)))
+	if err != nil {
+		return fmt.Errorf("httpfence: read response: %w", err)
+	}
+	var b ErrorBody
+	_ = json.Unmarshal(raw, &b)
+	var f fence.Fence
+	if resp.Request != nil {
+		f, _, _ = FromRequest(resp.Request)
+	}
+	stored, _ := lease.ParseToken(b.StoredToken)
+	switch {
+	case already:
+		return &fence.AlreadyAppliedError{Record: fence.Applied{
+			OperationID: b.OperationID, Resource: b.Resource, Token: stored, Owner: b.StoredOwner,
+		}}
+	case b.Error == "stale_token":
+		if f.Resource == "" {
+			f.Resource = b.Resource
+		}
+		return &fence.StaleError{Fence: f, StoredToken: stored, StoredOwner: b.StoredOwner}
+	case b.Error == "operation_in_progress":
+		return fmt.Errorf("%w: %s", fence.ErrInProgress, b.OperationID)
+	}
+	return nil
+}

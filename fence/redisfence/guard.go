@@ -1,0 +1,68 @@
+package redisfence
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/fencedq/fencedq/fence"
+)
+
+// Guard runs run at most once per operation id, fenced by f, for callers
+// whose writes do not go through Apply (the HTTP middleware of package
+// httpfence, say). Redis cannot hold a transaction open around run, so
+// Guard checks first and records last:
+//
+//  1. Begin (one script, like Apply without ops): the fence is checked and
+//     the high-water mark raised to f, or a *fence.StaleError is returned;
+//     an applied record returns a *fence.AlreadyAppliedError; a pending
+//     record of another Guard returns fence.ErrInProgress. Otherwise the
+//     operation is recorded as pending, expiring after Config.PendingTTL.
+//  2. run executes with a context that ends when the pending record expires.
+//  3. If run returns nil, the record turns into an applied one (kept for
+//     Config.EffectTTL). If run fails or panics, the pending record is
+//     deleted, so a retry can run; the operation is never marked applied
+//     without run having succeeded.
+//
+// Trade-offs, compared with pgfence's Guard (which runs the callback inside
+// the transaction): the high-water mark is raised before run, so a newer
+// token arriving while run executes is accepted and may write concurrently
+// with it; for writes that must be fenced atomically, use Apply. If run
+// outlives PendingTTL, a retry may start a second run. If recording fails
+// after run succeeded, Guard returns an error although the effect happened;
+// the pending record then expires and a retry runs again.
+func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.Context) error) error {
+	if err := validateFence(f); err != nil {
+		return err
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	nonce := hex.EncodeToString(b[:])
+	if err := s.index(ctx, f); err != nil {
+		return err
+	}
+	if err := s.run(ctx, f, "begin", ms(s.cfg.PendingTTL), nonce, nil); err != nil {
+		return err
+	}
+	key := s.EffectKey(f.Resource, f.OperationID)
+	done := false
+	defer func() {
+		if !done {
+			_ = abortScript.Run(context.WithoutCancel(ctx), s.client, []string{key}, nonce).Err()
+		}
+	}()
+	runCtx, cancel := context.WithTimeout(ctx, s.cfg.PendingTTL)
+	err := run(runCtx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	done = true
+	err = finishScript.Run(context.WithoutCancel(ctx), s.client, []string{key},
+		nonce, f.Token.String(), f.Owner, f.Resource, f.OperationID, ms(s.cfg.EffectTTL)).Err()
+	if err != nil {
+		return fmt.Errorf("redisfence: record %q after it ran: %w", f.OperationID, err)
+	}
+	return nil
+}

@@ -1,0 +1,338 @@
+package redisfence
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// DefaultEffectTTL is how long effect records are kept when
+// Config.EffectTTL is zero.
+const DefaultEffectTTL = 7 * 24 * time.Hour
+
+// DefaultPendingTTL is how long Guard's pending record lives when
+// Config.PendingTTL is zero.
+const DefaultPendingTTL = time.Minute
+
+// indexSlack is how much longer an index entry lives than the effect
+// record it points to.
+const indexSlack = time.Hour
+
+// Sentinel errors of this package. The fence contract's errors come from
+// package fence (fence.ErrStale, fence.ErrAlreadyApplied, fence.ErrInvalid).
+var (
+	// ErrConfig means Config was rejected.
+	ErrConfig = errors.New("redisfence: invalid config")
+	// ErrMutation means a mutation could not apply to the data it found (a
+	// wrong key type, a non-integer counter); nothing was written.
+	ErrMutation = errors.New("redisfence: mutation rejected")
+)
+
+// Config configures a Store. The zero value is usable.
+type Config struct {
+	// Namespace prefixes every key (default "fq"). It must not contain
+	// "{" or "}".
+	Namespace string
+	// EffectTTL is how long an effect record (and its index entry) is kept
+	// after the operation was applied (default DefaultEffectTTL, 7 days).
+	// Within it a repeated operation id is recognised as applied; after it,
+	// it is not. Keep it longer than any job can be retried or reconciled.
+	// A negative value keeps records forever.
+	EffectTTL time.Duration
+	// PendingTTL bounds how long Guard holds an operation as pending while
+	// its callback runs (default DefaultPendingTTL, 1 minute). The callback's
+	// context ends when it expires.
+	PendingTTL time.Duration
+}
+
+// Store fences writes to Redis: a per-resource high-water mark (token,
+// owner), an effect log keyed by operation id, and the caller's mutations,
+// all checked and applied by one Lua script. It works on a single Redis,
+// Sentinel and Redis Cluster. It is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	cfg    Config
+}
+
+var _ fence.EffectLog = (*Store)(nil)
+
+var (
+	//go:embed apply.lua
+	applySrc    string
+	applyScript = redis.NewScript(applySrc)
+	//go:embed raise.lua
+	raiseSrc    string
+	raiseScript = redis.NewScript(raiseSrc)
+	//go:embed finish.lua
+	finishSrc    string
+	finishScript = redis.NewScript(finishSrc)
+	//go:embed abort.lua
+	abortSrc    string
+	abortScript = redis.NewScript(abortSrc)
+)
+
+// New returns a Store over client.
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrConfig)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "fq"
+	}
+	if strings.ContainsAny(cfg.Namespace, "{}") {
+		return nil, fmt.Errorf("%w: namespace %q contains a brace", ErrConfig, cfg.Namespace)
+	}
+	if cfg.EffectTTL == 0 {
+		cfg.EffectTTL = DefaultEffectTTL
+	}
+	if cfg.EffectTTL > 0 && cfg.EffectTTL < time.Millisecond {
+		return nil, fmt.Errorf("%w: EffectTTL %v below 1ms", ErrConfig, cfg.EffectTTL)
+	}
+	if cfg.PendingTTL == 0 {
+		cfg.PendingTTL = DefaultPendingTTL
+	}
+	if cfg.PendingTTL < time.Millisecond {
+		return nil, fmt.Errorf("%w: PendingTTL %v below 1ms", ErrConfig, cfg.PendingTTL)
+	}
+	return &Store{client: client, cfg: cfg}, nil
+}
+
+// Namespace returns the key prefix in use.
+func (s *Store) Namespace() string { return s.cfg.Namespace }
+
+// HighWaterKey returns the key of resource's high-water hash
+// (<ns>:fence:{<resource>}:hw; fields token, owner, updated_us). It never
+// expires.
+func (s *Store) HighWaterKey(resource string) string {
+	return s.cfg.Namespace + ":fence:{" + resource + "}:hw"
+}
+
+// EffectKey returns the key of the effect record of operationID on resource
+// (<ns>:fence:{<resource>}:op:<operation id>; fields state, resource,
+// operation_id, token, owner, applied_us). It expires after Config.EffectTTL.
+func (s *Store) EffectKey(resource, operationID string) string {
+	return s.cfg.Namespace + ":fence:{" + resource + "}:op:" + operationID
+}
+
+// IndexKey returns the key mapping operationID to its resource
+// (<ns>:fence:opindex:{<operation id>}), which lets Applied answer from the
+// operation id alone.
+func (s *Store) IndexKey(operationID string) string {
+	return s.cfg.Namespace + ":fence:opindex:{" + operationID + "}"
+}
+
+// DataKey returns a key for application data in resource's hash slot
+// (<ns>:data:{<resource>}:<name>), usable in the ops of Apply.
+func (s *Store) DataKey(resource, name string) string {
+	return s.cfg.Namespace + ":data:{" + resource + "}:" + name
+}
+
+func validateFence(f fence.Fence) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	return validateResource(f.Resource)
+}
+
+func validateResource(resource string) error {
+	switch {
+	case resource == "":
+		return fmt.Errorf("%w: empty resource", fence.ErrInvalid)
+	case len(resource) > lease.MaxResourceLen:
+		return fmt.Errorf("%w: resource longer than %d bytes", fence.ErrInvalid, lease.MaxResourceLen)
+	case strings.ContainsAny(resource, "{}"):
+		return fmt.Errorf("%w: resource %q contains a brace (it is the keys' hash tag)", fence.ErrInvalid, resource)
+	}
+	return nil
+}
+
+func ms(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(d.Milliseconds(), 1)
+}
+
+// index records which resource operationID belongs to, before the fenced
+// script runs, so that Applied never misses an applied operation.
+func (s *Store) index(ctx context.Context, f fence.Fence) error {
+	var ttl time.Duration
+	if s.cfg.EffectTTL > 0 {
+		ttl = s.cfg.EffectTTL + indexSlack
+	}
+	if err := s.client.Set(ctx, s.IndexKey(f.OperationID), f.Resource, ttl).Err(); err != nil {
+		return fmt.Errorf("redisfence: index %q: %w", f.OperationID, err)
+	}
+	return nil
+}
+
+// Apply checks f and applies ops in one atomic script:
+//
+//  1. f and ops are validated first; an incomplete fence, a resource with a
+//     brace, or an op whose key is outside the resource's hash slot fails
+//     with an error matching fence.ErrInvalid and nothing is written.
+//  2. The operation id is indexed (IndexKey → resource) so Applied can find it.
+//  3. The script compares f with the resource's stored (token, owner): a
+//     higher token, or the same token from the same owner, is accepted;
+//     anything else returns a *fence.StaleError (matching fence.ErrStale).
+//  4. If the effect record of f.OperationID exists, it returns a
+//     *fence.AlreadyAppliedError (matching fence.ErrAlreadyApplied) with the
+//     recorded token; fence.ErrInProgress if a Guard holds it pending.
+//  5. Every op's precondition (key type, integer values) is checked; a
+//     failing one returns an error matching ErrMutation.
+//  6. Only then does it write: the high-water mark, the effect record
+//     (expiring after Config.EffectTTL) and the ops, in order.
+//
+// Each key may appear in at most one op. A rejected Apply changes nothing
+// but the index entry, which only says where to look for the operation. A
+// network error leaves the outcome unknown; ask Applied.
+func (s *Store) Apply(ctx context.Context, f fence.Fence, ops ...Op) error {
+	if err := validateFence(f); err != nil {
+		return err
+	}
+	hw := s.HighWaterKey(f.Resource)
+	if err := validateOps(f.Resource, hw, ops); err != nil {
+		return err
+	}
+	if err := s.index(ctx, f); err != nil {
+		return err
+	}
+	return s.run(ctx, f, "apply", ms(s.cfg.EffectTTL), "", ops)
+}
+
+func (s *Store) run(ctx context.Context, f fence.Fence, mode string, ttl int64, nonce string, ops []Op) error {
+	keys := make([]string, 0, 2+len(ops))
+	keys = append(keys, s.HighWaterKey(f.Resource), s.EffectKey(f.Resource, f.OperationID))
+	args := []any{f.Token.String(), f.Owner, f.Resource, f.OperationID, mode, ttl, nonce, len(ops)}
+	for _, o := range ops {
+		keys = append(keys, o.key)
+		args = append(args, o.cmd, len(o.args))
+		for _, a := range o.args {
+			args = append(args, a)
+		}
+	}
+	reply, err := applyScript.Run(ctx, s.client, keys, args...).Slice()
+	if err != nil {
+		if msg, ok := strings.CutPrefix(err.Error(), "FENCEDQ "); ok {
+			return fmt.Errorf("%w: %s", ErrMutation, msg)
+		}
+		return fmt.Errorf("redisfence: apply %q on %q: %w", f.OperationID, f.Resource, err)
+	}
+	switch code, _ := reply[0].(int64); code {
+	case 1:
+		return nil
+	case 0:
+		return &fence.StaleError{Fence: f, StoredToken: parseToken(reply[1]), StoredOwner: str(reply[2])}
+	case 2:
+		return &fence.AlreadyAppliedError{Record: fence.Applied{
+			OperationID: f.OperationID, Resource: str(reply[4]), Token: parseToken(reply[1]), Owner: str(reply[2]),
+		}}
+	case 3:
+		return fmt.Errorf("%w: %q on %q (token %s of owner %q)", fence.ErrInProgress,
+			f.OperationID, f.Resource, str(reply[1]), str(reply[2]))
+	default:
+		return fmt.Errorf("redisfence: apply %q: unexpected reply %v", f.OperationID, reply)
+	}
+}
+
+// FenceOnAcquire raises f.Resource's high-water mark to (f.Token, f.Owner)
+// without recording an operation, so a stale holder is cut off before the
+// new holder's first write. Call it right after acquiring the lease;
+// f.OperationID is ignored. It returns a *fence.StaleError (matching
+// fence.ErrStale) if a higher token, or the same token of another owner, is
+// already stored.
+func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
+	if f.OperationID == "" {
+		f.OperationID = "-" // not recorded; only satisfies Validate
+	}
+	if err := validateFence(f); err != nil {
+		return err
+	}
+	reply, err := raiseScript.Run(ctx, s.client, []string{s.HighWaterKey(f.Resource)}, f.Token.String(), f.Owner).Slice()
+	if err != nil {
+		return fmt.Errorf("redisfence: fence %q: %w", f.Resource, err)
+	}
+	if code, _ := reply[0].(int64); code != 1 {
+		return &fence.StaleError{Fence: f, StoredToken: parseToken(reply[1]), StoredOwner: str(reply[2])}
+	}
+	return nil
+}
+
+// HighWater returns the highest accepted token of resource and its owner,
+// or a zero token when the resource was never fenced.
+func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, string, error) {
+	h, err := s.client.HMGet(ctx, s.HighWaterKey(resource), "token", "owner").Result()
+	if err != nil {
+		return 0, "", fmt.Errorf("redisfence: high-water of %q: %w", resource, err)
+	}
+	if h[0] == nil {
+		return 0, "", nil
+	}
+	return parseToken(h[0]), str(h[1]), nil
+}
+
+// Applied reports whether operationID was applied, implementing
+// fence.EffectLog: it reads the index entry (IndexKey) for the operation's
+// resource, then that resource's effect record. The index is written before
+// every Apply or Guard, so an applied operation is never missed while its
+// records are retained (Config.EffectTTL). A pending Guard operation is not
+// applied (yet). If the reconciler knows the resource, AppliedOn saves the
+// index lookup.
+func (s *Store) Applied(ctx context.Context, operationID string) (fence.Applied, bool, error) {
+	if operationID == "" {
+		return fence.Applied{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
+	}
+	resource, err := s.client.Get(ctx, s.IndexKey(operationID)).Result()
+	if errors.Is(err, redis.Nil) {
+		return fence.Applied{}, false, nil
+	}
+	if err != nil {
+		return fence.Applied{}, false, fmt.Errorf("redisfence: applied %q: %w", operationID, err)
+	}
+	return s.AppliedOn(ctx, resource, operationID)
+}
+
+// AppliedOn reports whether operationID was applied on resource, reading
+// the effect record directly (one round trip, no index).
+func (s *Store) AppliedOn(ctx context.Context, resource, operationID string) (fence.Applied, bool, error) {
+	if operationID == "" {
+		return fence.Applied{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
+	}
+	if err := validateResource(resource); err != nil {
+		return fence.Applied{}, false, err
+	}
+	h, err := s.client.HMGet(ctx, s.EffectKey(resource, operationID), "state", "token", "owner").Result()
+	if err != nil {
+		return fence.Applied{}, false, fmt.Errorf("redisfence: applied %q on %q: %w", operationID, resource, err)
+	}
+	if str(h[0]) != "applied" {
+		return fence.Applied{}, false, nil
+	}
+	return fence.Applied{OperationID: operationID, Resource: resource, Token: parseToken(h[1]), Owner: str(h[2])}, true, nil
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return fmt.Sprint(v)
+}
+
+func parseToken(v any) lease.Token {
+	t, _ := strconv.ParseUint(str(v), 10, 64)
+	return lease.Token(t)
+}

@@ -1,0 +1,340 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+type echoArgs struct {
+	N      int    `json:"n"`
+	Secret string `json:"secret" fencedq:"sensitive"`
+}
+
+func (echoArgs) Kind() string { return "echo" }
+
+func (a echoArgs) Validate() error {
+	if a.N < 0 {
+		return errors.New("n must not be negative")
+	}
+	return nil
+}
+
+func TestSucceedsWithFenceInContext(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	var got atomic.Value
+	if err := worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		f, ok := fence.FromContext(ctx)
+		if !ok {
+			return errors.New("no fence in context")
+		}
+		got.Store(f)
+		if j.Args.N != 7 || j.Token == 0 || f.Token != j.Token || f.OperationID != j.OperationID {
+			return fmt.Errorf("bad job %+v fence %+v", j, f)
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	res := e.enqueue(echoArgs{N: 7, Secret: "hunter2"}, jobs.OperationID("op-1"))
+	rec := e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+	if rec.Attempts != 1 || rec.OperationID != "op-1" {
+		t.Fatalf("record %+v", rec)
+	}
+	if strings.Contains(string(rec.Args), "hunter2") || !strings.Contains(string(rec.Args), jobs.Redacted) {
+		t.Fatalf("args not redacted: %s", rec.Args)
+	}
+	if f := got.Load().(fence.Fence); f.Resource != "job:"+res.JobID {
+		t.Fatalf("fence resource %q", f.Resource)
+	}
+	h, _ := e.ledger.History(context.Background(), "default", res.JobID)
+	if len(h) != 3 || h[0].Event != "enqueued" || h[1].Event != "attempt" || h[2].Outcome != "succeeded" {
+		t.Fatalf("history %+v", h)
+	}
+	if strings.Contains(e.logs.String(), "hunter2") {
+		t.Fatal("secret leaked into logs")
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_jobs_completed_total")); v != 1 {
+		t.Fatalf("completed = %v", v)
+	}
+}
+
+// metric sums every series of a family registered by the pool.
+func (e *env) metric(name string) *sumCollector { return &sumCollector{e: e, name: name} }
+
+func TestInvalidArgsWriteNothing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	before, _ := redistest.CountKeys(ctx, e.rdb)
+	cases := []error{}
+	_, err := e.client.Enqueue(ctx, echoArgs{N: -1})
+	cases = append(cases, err)
+	_, err = e.client.Enqueue(ctx, echoArgs{N: 1}, jobs.Queue("bad queue{}"))
+	cases = append(cases, err)
+	_, err = e.client.Enqueue(ctx, echoArgs{N: 1}, jobs.MaxRetries(-1))
+	cases = append(cases, err)
+	_, err = e.client.Enqueue(ctx, nil)
+	cases = append(cases, err)
+	_, err = e.client.EnqueueRaw(ctx, "echo", []byte("not json"))
+	cases = append(cases, err)
+	_, err = e.client.EnqueueRaw(ctx, "", []byte("{}"))
+	cases = append(cases, err)
+	for i, err := range cases {
+		if !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("case %d: want ErrInvalid, got %v", i, err)
+		}
+	}
+	after, _ := redistest.CountKeys(ctx, e.rdb)
+	if after != before {
+		t.Fatalf("invalid enqueues wrote %d keys", after-before)
+	}
+}
+
+func TestSameOperationConcurrentlyRunsOnce(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	var runs atomic.Int32
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		runs.Add(1)
+		return nil
+	}))
+	e.start(p)
+	var wg sync.WaitGroup
+	ids := make(chan string, 50)
+	var dups atomic.Int32
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.client.Enqueue(context.Background(), echoArgs{N: 1}, jobs.OperationID("same-op"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res.Deduplicated {
+				dups.Add(1)
+			}
+			ids <- res.JobID
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	var first string
+	for id := range ids {
+		if first == "" {
+			first = id
+		}
+		if id != first {
+			t.Fatalf("two job ids for one operation: %s %s", first, id)
+		}
+	}
+	if dups.Load() != 49 {
+		t.Fatalf("deduplicated %d of 50, want 49", dups.Load())
+	}
+	e.waitState("default", first, jobs.Succeeded, 10*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	if runs.Load() != 1 {
+		t.Fatalf("handler ran %d times", runs.Load())
+	}
+	st, _ := e.ledger.Stats(context.Background(), "default")
+	if st["enqueued"] != 1 || st["deduplicated_enqueue"] != 49 {
+		t.Fatalf("stats %v", st)
+	}
+}
+
+func TestRedeliveryOfSucceededJobIsDeduplicated(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	var runs atomic.Int32
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		runs.Add(1)
+		return nil
+	}))
+	e.start(p)
+	res := e.enqueue(echoArgs{N: 1})
+	e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+	// Force a second delivery of the same job through asynq.
+	aq := asynq.NewClientFromRedisClient(e.rdb)
+	defer aq.Close()
+	env, _ := json.Marshal(jobs.Envelope{JobID: res.JobID})
+	if _, err := aq.Enqueue(asynq.NewTask("echo", env), asynq.Queue(e.ledger.AsynqQueue("default")), asynq.TaskID("forced-redelivery")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		st, _ := e.ledger.Stats(context.Background(), "default")
+		return st["deduplicated_execute"] == 1
+	})
+	if runs.Load() != 1 {
+		t.Fatalf("handler ran %d times", runs.Load())
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_jobs_deduplicated_total")); v != 1 {
+		t.Fatalf("deduplicated metric = %v", v)
+	}
+	h, _ := e.ledger.History(context.Background(), "default", res.JobID)
+	if last := h[len(h)-1]; last.Event != "deduplicated" || last.Task != "forced-redelivery" {
+		t.Fatalf("history does not record the duplicate: %+v", last)
+	}
+}
+
+func waitFor(t *testing.T, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type panicArgs struct{}
+
+func (panicArgs) Kind() string { return "panics" }
+
+type strictArgs struct {
+	N int `json:"n"`
+}
+
+func (strictArgs) Kind() string { return "strict" }
+
+func TestPanicsUnknownKindsAndMalformedPayloads(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	var calls atomic.Int32
+	_ = worker.Register(p, jobs.WorkFunc[panicArgs](func(ctx context.Context, j *jobs.Job[panicArgs]) error {
+		if calls.Add(1) == 1 {
+			panic("boom")
+		}
+		return nil
+	}))
+	_ = worker.Register(p, jobs.WorkFunc[strictArgs](func(ctx context.Context, j *jobs.Job[strictArgs]) error { return nil }))
+	if err := worker.Register(p, jobs.WorkFunc[strictArgs](func(ctx context.Context, j *jobs.Job[strictArgs]) error { return nil })); !errors.Is(err, worker.ErrRegistered) {
+		t.Fatalf("double registration: %v", err)
+	}
+	e.start(p)
+	ctx := context.Background()
+	pan := e.enqueue(panicArgs{}, jobs.MaxRetries(3))
+	unknown, err := e.client.EnqueueRaw(ctx, "nobody-handles-this", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	malformed, err := e.client.EnqueueRaw(ctx, "strict", []byte(`{"n":"not a number"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := e.waitState("default", pan.JobID, jobs.Succeeded, 15*time.Second)
+	if rec.Attempts != 2 {
+		t.Fatalf("panicking job: %d attempts, want 2", rec.Attempts)
+	}
+	u := e.waitState("default", unknown.JobID, jobs.Dead, 10*time.Second)
+	if u.Reason != "unknown kind" {
+		t.Fatalf("unknown kind reason %q", u.Reason)
+	}
+	m := e.waitState("default", malformed.JobID, jobs.Dead, 10*time.Second)
+	if m.Reason != "malformed payload" || !strings.Contains(m.Error, "strict") {
+		t.Fatalf("malformed: reason %q error %q", m.Reason, m.Error)
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, "handler panicked") || !strings.Contains(logs, pan.JobID) || !strings.Contains(logs, "goroutine") {
+		t.Fatal("panic not logged with job id and stack")
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_handler_panics_total")); v != 1 {
+		t.Fatalf("panics metric %v", v)
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_jobs_rejected_total")); v != 2 {
+		t.Fatalf("rejected metric %v", v)
+	}
+}
+
+func TestRetriesThenDead(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	var calls atomic.Int32
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		calls.Add(1)
+		if j.Args.N == 1 {
+			return jobs.Permanent(errors.New("card declined"))
+		}
+		return errors.New("flaky")
+	}))
+	e.start(p)
+	perm := e.enqueue(echoArgs{N: 1})
+	flaky := e.enqueue(echoArgs{N: 2}, jobs.MaxRetries(2))
+	r := e.waitState("default", perm.JobID, jobs.Dead, 10*time.Second)
+	if r.Attempts != 1 || r.Reason != "permanent error" || r.Error != "card declined" {
+		t.Fatalf("permanent: %+v", r)
+	}
+	r = e.waitState("default", flaky.JobID, jobs.Dead, 15*time.Second)
+	if r.Attempts != 3 || r.Reason != "retries exhausted" {
+		t.Fatalf("flaky: attempts %d reason %q", r.Attempts, r.Reason)
+	}
+}
+
+type slowArgs struct {
+	Sleep time.Duration `json:"sleep"`
+}
+
+func (slowArgs) Kind() string { return "slow" }
+
+func TestHandlerTimeoutEndsUncertain(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Reconciler.Disabled = true
+	p := e.pool(cfg)
+	_ = worker.Register(p, jobs.WorkFunc[slowArgs](func(ctx context.Context, j *jobs.Job[slowArgs]) error {
+		select {
+		case <-time.After(j.Args.Sleep):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}))
+	e.start(p)
+	res := e.enqueue(slowArgs{Sleep: time.Minute}, jobs.Timeout(200*time.Millisecond))
+	r := e.waitState("default", res.JobID, jobs.Uncertain, 10*time.Second)
+	if r.Reason != "deadline passed mid-call" {
+		t.Fatalf("reason %q", r.Reason)
+	}
+}
+
+func TestGracefulShutdownFinishesInFlightJobs(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	started := make(chan struct{}, 4)
+	_ = worker.Register(p, jobs.WorkFunc[slowArgs](func(ctx context.Context, j *jobs.Job[slowArgs]) error {
+		started <- struct{}{}
+		time.Sleep(j.Args.Sleep)
+		return nil
+	}))
+	stop := e.start(p)
+	var ids []string
+	for range 3 {
+		ids = append(ids, e.enqueue(slowArgs{Sleep: 500 * time.Millisecond}).JobID)
+	}
+	for range 3 {
+		<-started
+	}
+	stop()
+	for _, id := range ids {
+		r, err := e.ledger.Get(context.Background(), "default", id)
+		if err != nil || r.State != jobs.Succeeded {
+			t.Fatalf("job %s after shutdown: %+v %v", id, r, err)
+		}
+	}
+}
