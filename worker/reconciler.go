@@ -1,9 +1,267 @@
 package worker
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
 
-type reconciler struct{ p *Pool }
+	"github.com/hibiken/asynq"
 
-func (p *Pool) newReconciler() *reconciler { return &reconciler{p: p} }
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
 
-func (r *reconciler) run(ctx context.Context) { <-ctx.Done() }
+// LeaderResource is the lease resource the reconcilers of one namespace
+// compete for; only its holder acts.
+const LeaderResource = "reconciler"
+
+// StatusKey returns the hash where the acting reconciler publishes its
+// status (leader, token, last_scan in unix ms, expired, resolved).
+func StatusKey(namespace string) string { return namespace + ":reconciler:status" }
+
+// reconciler resolves jobs left running past their lease and uncertain
+// jobs. One per pool; only the namespace's leader acts, and every ledger
+// write it makes carries its leader token, so a reconciler paused past its
+// leadership cannot act.
+type reconciler struct {
+	p         *Pool
+	log       *slog.Logger
+	inspector *asynq.Inspector
+	scans     int
+	expired   int64
+	resolved  int64
+}
+
+func (p *Pool) newReconciler() *reconciler {
+	return &reconciler{p: p, log: p.log.With("component", "reconciler"), inspector: asynq.NewInspectorFromRedisClient(p.rdb)}
+}
+
+func (r *reconciler) run(ctx context.Context) {
+	interval := r.p.cfg.Reconciler.Interval
+	ttl := max(r.p.cfg.LeaseTTL, 3*interval)
+	var session *lease.Session
+	var leaderLease lease.Lease
+	defer func() {
+		if session != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = session.Release(rctx)
+			cancel()
+		}
+		r.p.metrics.leader.Set(0)
+	}()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if session != nil && session.Err() != nil {
+			r.log.Warn("reconciler leadership lost", "cause", session.Err())
+			session = nil
+			r.p.metrics.leader.Set(0)
+		}
+		if session == nil {
+			l, err := r.p.leases.Acquire(ctx, LeaderResource, r.p.cfg.WorkerID, ttl)
+			if err == nil {
+				session, err = r.p.leases.KeepAlive(ctx, l, ttl)
+				if err == nil {
+					leaderLease = *l
+					r.p.metrics.leader.Set(1)
+					r.log.Info("reconciler is the leader", "token", l.Token.String())
+				}
+			} else if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
+				r.log.Warn("reconciler leader election failed", "error", err)
+			}
+		}
+		if session != nil {
+			if err := r.scan(session.Context(), leaderLease.Token); err != nil && session.Context().Err() == nil {
+				r.p.metrics.reconcileError.Inc()
+				r.log.Warn("reconciler scan failed", "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// scan does one pass over every queue.
+func (r *reconciler) scan(ctx context.Context, leader lease.Token) error {
+	now, err := r.p.ledger.ServerTime(ctx)
+	if err != nil {
+		return err
+	}
+	queues, err := r.p.ledger.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	r.scans++
+	for _, q := range queues {
+		if err := r.expire(ctx, q, now, leader); err != nil {
+			return err
+		}
+		if err := r.resolveDue(ctx, q, now, leader); err != nil {
+			return err
+		}
+		if r.scans%10 == 1 {
+			r.redispatch(ctx, q, now)
+		}
+		if r.scans%60 == 1 {
+			if _, err := r.p.ledger.Prune(ctx, q, now); err != nil {
+				return err
+			}
+		}
+		counts, err := r.p.ledger.Counts(ctx, q)
+		if err != nil {
+			return err
+		}
+		for s, n := range counts {
+			r.p.metrics.jobs.WithLabelValues(q, string(s)).Set(float64(n))
+		}
+	}
+	r.p.metrics.lastScan.Set(float64(time.Now().Unix()))
+	return r.p.rdb.HSet(ctx, StatusKey(r.p.cfg.Namespace),
+		"leader", r.p.cfg.WorkerID, "token", leader.String(), "last_scan", now.UnixMilli(),
+		"expired", r.expired, "resolved", r.resolved).Err()
+}
+
+// expire moves running jobs whose lease deadline passed to uncertain.
+func (r *reconciler) expire(ctx context.Context, q string, now time.Time, leader lease.Token) error {
+	ids, err := r.p.ledger.DueIDs(ctx, q, jobs.Running, now, 100)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		moved, err := r.p.ledger.Expire(ctx, q, id, leader)
+		if err != nil {
+			return err
+		}
+		if moved {
+			r.expired++
+			r.p.metrics.decisions.WithLabelValues(q, "expired").Inc()
+			r.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
+		}
+	}
+	return nil
+}
+
+// resolveDue asks what happened to each uncertain job due for a look.
+func (r *reconciler) resolveDue(ctx context.Context, q string, now time.Time, leader lease.Token) error {
+	ids, err := r.p.ledger.DueIDs(ctx, q, jobs.Uncertain, now, 50)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		rec, err := r.p.ledger.Get(ctx, q, id)
+		if errors.Is(err, jobs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if rec.State != jobs.Uncertain {
+			continue
+		}
+		if err := r.resolve(ctx, rec, leader); err != nil {
+			if errors.Is(err, jobs.ErrStale) {
+				return err // no longer the leader
+			}
+			r.p.metrics.reconcileError.Inc()
+			r.log.Warn("reconcile decision failed", "queue", q, "job_id", id, "error", err)
+		}
+	}
+	return nil
+}
+
+// verdict asks the kind's Reconcile, else the effect log.
+func (r *reconciler) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdict, string) {
+	h := r.p.handlerFor(rec.Kind)
+	if h != nil && h.reconcile != nil {
+		base := jobs.Job[jobs.JobArgs]{
+			ID: rec.ID, Kind: rec.Kind, Queue: rec.Queue, OperationID: rec.OperationID, Attempt: rec.Attempts,
+			MaxRetries: rec.MaxRetries, Resource: rec.LeaseResource(), Token: rec.Token, Owner: rec.Owner,
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.p.cfg.HandlerTimeout)
+		v, err := h.reconcile(cctx, base, rec.Payload)
+		cancel()
+		if err != nil {
+			return jobs.CannotTell, "Reconcile failed: " + err.Error()
+		}
+		return v, "Reconcile answered " + v.String()
+	}
+	if el := r.p.cfg.Reconciler.EffectLog; el != nil {
+		applied, ok, err := el.Applied(ctx, rec.OperationID)
+		switch {
+		case err != nil:
+			return jobs.CannotTell, "effect log unavailable: " + err.Error()
+		case ok:
+			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner)
+		default:
+			return jobs.NotApplied, "effect log: operation not applied"
+		}
+	}
+	return jobs.CannotTell, "kind has no Reconcile method and the pool has no effect log"
+}
+
+func (r *reconciler) resolve(ctx context.Context, rec *jobs.Record, leader lease.Token) error {
+	v, evidence := r.verdict(ctx, rec)
+	res := jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + r.p.cfg.WorkerID, Note: evidence, Leader: leader}
+	result := v.String()
+	switch v {
+	case jobs.Applied:
+		res.Decision = jobs.DecideSucceeded
+	case jobs.NotApplied:
+		res.Decision = jobs.DecideRerun
+	default:
+		if rec.ReconcileTries+1 >= r.p.cfg.Reconciler.MaxTries || r.p.handlerFor(rec.Kind) == nil ||
+			(r.p.handlerFor(rec.Kind).reconcile == nil && r.p.cfg.Reconciler.EffectLog == nil) {
+			res.Decision = jobs.DecideReview
+			result = "review"
+		} else {
+			res.Decision = jobs.DecideLater
+			res.NextTry = time.Now().Add(r.p.cfg.Reconciler.Interval << min(rec.ReconcileTries+1, 10))
+		}
+	}
+	oldTask := rec.Task
+	state, _, err := r.p.ledger.Resolve(ctx, rec, res)
+	if err != nil {
+		return err
+	}
+	r.resolved++
+	r.p.metrics.decisions.WithLabelValues(rec.Queue, result).Inc()
+	r.log.Info("reconciled", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID,
+		"kind", rec.Kind, "token", rec.Token.String(), "decision", res.Decision, "state", state, "evidence", evidence)
+	if res.Decision != jobs.DecideRerun {
+		return nil
+	}
+	// Drop the orphaned delivery (a crashed worker's task); an active one
+	// cannot be deleted, and its late delivery is acknowledged as a duplicate.
+	_ = r.inspector.DeleteTask(r.p.ledger.AsynqQueue(rec.Queue), oldTask)
+	fresh, err := r.p.ledger.Get(ctx, rec.Queue, rec.ID)
+	if err != nil {
+		return err
+	}
+	return r.p.client.Dispatch(ctx, fresh)
+}
+
+// redispatch re-enqueues the delivery of pending jobs overdue by more than
+// a minute whose asynq task is missing (a crash between the ledger write
+// and the asynq enqueue, or a lost re-run dispatch).
+func (r *reconciler) redispatch(ctx context.Context, q string, now time.Time) {
+	ids, err := r.p.ledger.DueIDs(ctx, q, jobs.Pending, now.Add(-time.Minute), 50)
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
+		rec, err := r.p.ledger.Get(ctx, q, id)
+		if err != nil || rec.State != jobs.Pending {
+			continue
+		}
+		if _, err := r.inspector.GetTaskInfo(r.p.ledger.AsynqQueue(q), rec.Task); errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+			if err := r.p.client.Dispatch(ctx, rec); err == nil {
+				r.log.Warn("pending job had no delivery; dispatched again", "queue", q, "job_id", id, "task", rec.Task)
+			}
+		}
+	}
+}

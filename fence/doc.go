@@ -1,0 +1,93 @@
+// Package fence is the protected-storage side of fencedq: the contract that
+// storage adapters implement so that a write from a paused, superseded lease
+// holder is rejected instead of overwriting newer work.
+//
+// # The contract
+//
+// Every protected write carries a [Fence]:
+//
+//	fence.Fence{
+//		Resource:    "account:42",      // what the write touches (the lease's resource)
+//		Token:       l.Token,           // the lease token that authorises it
+//		Owner:       "worker-7/att-3",  // the lease holder
+//		OperationID: "job-81f3/debit",  // makes the write idempotent
+//	}
+//
+// Storage keeps, per resource, a high-water mark (token, owner) and, per
+// operation id, an effect record. In one atomic step with the write itself
+// it:
+//
+//  1. accepts the fence if its token is higher than the stored one, or equal
+//     with the same owner ([Fence.Accepts]), and raises the mark to it;
+//     otherwise it rejects the write with a [*StaleError] (matching
+//     [ErrStale]) and changes nothing;
+//  2. records the operation id, or, if it is already recorded, rejects the
+//     write with an [*AlreadyAppliedError] (matching [ErrAlreadyApplied])
+//     that carries the record, and changes nothing;
+//  3. applies the write.
+//
+// A fence with an empty field or a zero token fails with [ErrInvalid] before
+// storage is touched.
+//
+// # Adapters
+//
+//   - fence/pgfence: PostgreSQL. Apply runs your function inside the
+//     transaction that checks the fence and records the operation id;
+//     ApplyMulti fences several resources (a transfer) in sorted lock order.
+//   - fence/redisfence: Redis, single node, Sentinel or Cluster. Apply checks
+//     the fence, records the operation and performs a small set of mutations
+//     (SET, DEL, HSET, HINCRBY, INCRBY, RPUSH) in one Lua script, on keys in
+//     the resource's hash slot.
+//   - fence/httpfence: HTTP. A client Transport sends the fence of a
+//     request's context as headers (Fencing-Token, Fencing-Resource,
+//     Fencing-Owner, Idempotency-Key); a server Middleware, backed by either
+//     store, answers 409 to stale tokens and does not re-run operations that
+//     were applied.
+//
+// # Using a fence in a job
+//
+// Worker pools put each attempt's fence in the handler's context
+// ([NewContext]); handlers read it with [FromContext] and pass it to the
+// store. Right after acquiring a lease, call the store's FenceOnAcquire: it
+// raises the high-water mark without recording an operation, so an older
+// holder that wakes up is cut off before the new holder's first write.
+//
+// How a handler should treat the errors:
+//
+//   - nil: applied now.
+//   - ErrAlreadyApplied: applied before (by this job's earlier attempt);
+//     treat as success. The effect happened exactly once.
+//   - ErrStale: this attempt lost its lease to a newer one; stop and report
+//     the loss, do not retry with the same token.
+//   - ErrInProgress: the same operation is being applied by another request
+//     right now (Redis and HTTP guards); retry later.
+//   - ErrInvalid: a programming error; nothing was written.
+//   - anything else (a network error, a failed commit): the outcome is
+//     unknown. Report the job as uncertain; the reconciler resolves it.
+//
+// # Reconciling
+//
+// An [EffectLog] answers "was this operation applied?" from the operation
+// id. The reconciler asks it for jobs left uncertain by a timeout or a
+// crash, and marks them succeeded or re-runs them, so every job whose
+// effects go through a fence store reconciles automatically. pgfence's
+// Store implements EffectLog directly. redisfence's Store implements it
+// through an index from operation id to resource (effect records live in
+// the resource's hash slot); its AppliedOn takes the resource and skips the
+// index. Effect records are kept for a configurable retention (Redis
+// default: 7 days; PostgreSQL: until PruneEffects), which bounds how late an
+// operation can be recognised as applied.
+//
+// # Guarantees and limits
+//
+//   - Per resource, accepted tokens never decrease, and an owner other than
+//     the mark's cannot write with the mark's token.
+//   - An operation id applies at most once while its record is retained,
+//     also under concurrent duplicates.
+//   - A rejected or invalid write leaves data, the mark and the effect log
+//     unchanged.
+//   - Fencing protects only writes that go through a store. A side effect
+//     elsewhere (an e-mail, a call to an unfenced service) is not protected;
+//     send it through httpfence to a service that checks the headers, or
+//     make it idempotent by the operation id.
+package fence

@@ -1,0 +1,41 @@
+// Package httpfence carries fences over HTTP.
+//
+// # Client
+//
+// A fenced request carries four headers:
+//
+//	Fencing-Token:    1717171717000123   (decimal lease token)
+//	Fencing-Resource: account:42
+//	Fencing-Owner:    worker-7/att-3
+//	Idempotency-Key:  job-81f3/debit     (the operation id)
+//
+// [SetHeaders] sets them on one request. [Transport] sets them on every
+// request whose context carries a fence (fence.NewContext, which worker
+// pools do for each attempt), so a handler only has to pass its context:
+//
+//	client := &http.Client{Transport: &httpfence.Transport{}}
+//	req, _ := http.NewRequestWithContext(ctx, "POST", url, body)
+//	resp, err := client.Do(req)
+//	if err == nil {
+//		err = httpfence.CheckResponse(resp) // *fence.StaleError, *fence.AlreadyAppliedError, ...
+//	}
+//
+// # Server
+//
+// [Middleware] is for services that are themselves protected storage. It
+// needs a [Guard]; *pgfence.Store and *redisfence.Store both are one. It
+// answers requests without fencing headers with 428 (unless
+// Options.AllowUnfenced), malformed ones with 400, stale tokens with 409
+// and a JSON body {"error":"stale_token",...}, and repeated operation ids
+// with 200, the header Fencing-Already-Applied: true and a JSON body
+// {"status":"already_applied",...}, without running the handler again (the
+// original response is not replayed).
+//
+// The operation id is recorded only if the handler answers with a status
+// below 400, so a failed request can be retried. With the PostgreSQL guard
+// the handler runs inside the fencing transaction and should write through
+// pgfence.TxFromContext(r.Context()): the fence, the record and the writes
+// commit together. With the Redis guard the fence is checked and the
+// operation held as pending before the handler runs and recorded after;
+// see redisfence.Store.Guard for what that cannot cover.
+package httpfence

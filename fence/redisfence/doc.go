@@ -1,0 +1,55 @@
+// Package redisfence fences writes to Redis: one Lua script compares the
+// fence with the resource's stored (token, owner), records it, records the
+// operation id and applies the caller's mutations, atomically. It runs on a
+// single Redis, Sentinel and Redis Cluster (any redis.UniversalClient).
+//
+// # Keys
+//
+// Every key of one resource is hash-tagged by the resource, so one script
+// touches one slot:
+//
+//	<ns>:fence:{<resource>}:hw               hash token, owner, updated_us         no TTL
+//	<ns>:fence:{<resource>}:op:<op id>       hash state, resource, operation_id,   Config.EffectTTL
+//	                                              token, owner, applied_us        (default 7 days)
+//	<ns>:fence:opindex:{<op id>}             string: the resource                  EffectTTL + 1h
+//
+// The data keys a write mutates must be in the same hash slot: include
+// "{<resource>}" in them, or use [Store.DataKey] (<ns>:data:{<resource>}:<name>).
+// Apply rejects other keys with fence.ErrInvalid (checked with [Slot] on
+// every deployment, so code that works on one Redis also works on Cluster).
+// Resource names must not contain "{" or "}".
+//
+// # Writing
+//
+//	err := store.Apply(ctx, f,
+//		redisfence.HIncrBy(store.DataKey(f.Resource, "balance"), "cents", -500),
+//		redisfence.RPush(store.DataKey(f.Resource, "history"), "debit:500"))
+//
+// Supported mutations: [Set], [Del], [HSet], [HIncrBy], [IncrBy], [RPush],
+// each key at most once per call. The script reads everything it needs
+// (fence, effect record, the type and integer-ness of every mutated key)
+// before its first write, so a stale fence, a repeated operation or a
+// mutation that cannot apply (error matching [ErrMutation]) writes nothing.
+//
+// # Effect log and retention
+//
+// Effect records live in the resource's slot, so [Store.AppliedOn] needs the
+// resource. For fence.EffectLog, which has only the operation id, Apply
+// first writes an index entry (operation id → resource); [Store.Applied]
+// follows it. Because the index is written before the script runs, an
+// applied operation is never missed; a rejected one may leave an index entry
+// that points at no record, which Applied reports as not applied.
+//
+// Records expire after Config.EffectTTL (default 7 days; negative keeps them
+// forever). Within that window a repeated operation id is reported as
+// already applied; after it, the operation would apply again. Keep the
+// retention longer than jobs can be retried or left for reconciliation.
+// High-water marks never expire.
+//
+// # Guard
+//
+// [Store.Guard] serves package httpfence: it checks the fence and marks the
+// operation pending, runs a callback, and records the operation only if the
+// callback succeeded. Read its documentation for the trade-offs against
+// pgfence's transactional Guard.
+package redisfence

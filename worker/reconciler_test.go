@@ -1,0 +1,266 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+	"github.com/fencedq/fencedq/worker"
+)
+
+type callArgs struct {
+	URL string `json:"url"`
+}
+
+func (callArgs) Kind() string { return "call" }
+
+// callWorker posts to an external service by operation id.
+type callWorker struct{ calls atomic.Int32 }
+
+func (w *callWorker) Work(ctx context.Context, j *jobs.Job[callArgs]) error {
+	w.calls.Add(1)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, j.Args.URL+"/effects/"+j.OperationID, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+func (w *callWorker) Reconcile(ctx context.Context, j *jobs.Job[callArgs]) (jobs.Verdict, error) {
+	resp, err := http.Get(j.Args.URL + "/effects/" + j.OperationID)
+	if err != nil {
+		return jobs.CannotTell, err
+	}
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return jobs.Applied, nil
+	case http.StatusNotFound:
+		return jobs.NotApplied, nil
+	}
+	return jobs.CannotTell, fmt.Errorf("status %d", resp.StatusCode)
+}
+
+func TestLateAnswerEndsUncertainThenReconciledApplied(t *testing.T) {
+	e := newEnv(t)
+	svc := newFakeService(time.Second)
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	p := e.pool(e.config())
+	w := &callWorker{}
+	_ = worker.Register(p, jobs.Worker[callArgs](w))
+	e.start(p)
+	res := e.enqueue(callArgs{URL: srv.URL}, jobs.Timeout(200*time.Millisecond), jobs.OperationID("pay-1"))
+	rec := e.waitState("default", res.JobID, jobs.Succeeded, 15*time.Second)
+	if svc.count("pay-1") != 1 || w.calls.Load() != 1 {
+		t.Fatalf("effect applied %d times, handler called %d times", svc.count("pay-1"), w.calls.Load())
+	}
+	h, _ := e.ledger.History(context.Background(), "default", res.JobID)
+	var sawUncertain, sawDecision bool
+	for _, en := range h {
+		if en.Event == "end" && en.Outcome == "uncertain" && en.Reason == "deadline passed mid-call" {
+			sawUncertain = true
+		}
+		if en.Event == "resolve" && en.Decision == "succeeded" && strings.Contains(en.Note, "applied") {
+			sawDecision = true
+		}
+	}
+	if !sawUncertain || !sawDecision || rec.Attempts != 1 {
+		t.Fatalf("history lacks the uncertain attempt or the reconcile decision: %+v", h)
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_reconciler_decisions_total")); v != 1 {
+		t.Fatalf("decisions metric %v", v)
+	}
+}
+
+type sleepyArgs struct{}
+
+func (sleepyArgs) Kind() string { return "sleepy" }
+
+// sleepyWorker ignores its context on the first attempt and sleeps past
+// its lease; later attempts return at once.
+type sleepyWorker struct {
+	calls     atomic.Int32
+	successes atomic.Int32
+	wake      chan struct{}
+}
+
+func (w *sleepyWorker) Work(ctx context.Context, j *jobs.Job[sleepyArgs]) error {
+	if w.calls.Add(1) == 1 {
+		<-w.wake // ignores ctx
+	}
+	w.successes.Add(1)
+	return nil
+}
+
+func (w *sleepyWorker) Reconcile(context.Context, *jobs.Job[sleepyArgs]) (jobs.Verdict, error) {
+	return jobs.NotApplied, nil
+}
+
+func TestStaleAttemptCommitIsRejected(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.LeaseTTL = 300 * time.Millisecond
+	p := e.pool(cfg)
+	w := &sleepyWorker{wake: make(chan struct{})}
+	_ = worker.Register(p, jobs.Worker[sleepyArgs](w))
+	e.start(p)
+	res := e.enqueue(sleepyArgs{}, jobs.Timeout(200*time.Millisecond))
+	// The first attempt hangs; the lease lapses; the reconciler re-runs it.
+	waitFor(t, 15*time.Second, func() bool { return w.calls.Load() >= 2 })
+	rec := e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+	close(w.wake) // the old attempt wakes up and tries to commit
+	waitFor(t, 10*time.Second, func() bool {
+		return testutil.ToFloat64(e.metric("fencedq_fenced_rejections_total")) == 1
+	})
+	after, _ := e.ledger.Get(context.Background(), "default", res.JobID)
+	if after.State != jobs.Succeeded || after.Token != rec.Token || after.Attempts != 2 {
+		t.Fatalf("stale commit changed the job: %+v", after)
+	}
+	st, _ := e.ledger.Stats(context.Background(), "default")
+	if st["fenced_commit"] != 1 || st["succeeded"] != 1 {
+		t.Fatalf("stats %v", st)
+	}
+	if !strings.Contains(e.logs.String(), "commit rejected") {
+		t.Fatal("stale commit not logged")
+	}
+}
+
+func TestKilledBeforeEffectIsRerunOnceWithHigherToken(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	ns := redistest.Namespace(t)
+	e := newEnvOn(t, rdb, ns)
+	helper := startHelper(t, "block-before-effect", srv.Addr, ns)
+	res := e.enqueue(effectArgs{Name: "x"}, jobs.OperationID("op-kill-1"))
+	ctx := context.Background()
+	waitFor(t, 15*time.Second, func() bool { return rdb.LLen(ctx, ns+":test:started").Val() == 1 })
+	first := rdb.LIndex(ctx, ns+":test:started", 0).Val()
+	_ = helper.Process.Signal(syscall.SIGKILL)
+	_, _ = helper.Process.Wait()
+
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.Worker[effectArgs](&effectWorker{rdb: rdb, ns: ns}))
+	e.start(p)
+	rec := e.waitState("default", res.JobID, jobs.Succeeded, 20*time.Second)
+	if n := rdb.HGet(ctx, ns+":test:applies", "op-kill-1").Val(); n != "1" {
+		t.Fatalf("effect applied %s times", n)
+	}
+	tok, _ := lease.ParseToken(strings.Split(first, "/")[1])
+	if rec.Token <= tok || rec.Attempts != 2 || rec.Runs != 1 {
+		t.Fatalf("re-run: token %d (first %d), attempts %d, runs %d", rec.Token, tok, rec.Attempts, rec.Runs)
+	}
+}
+
+func TestKilledAfterEffectIsReconciledNotReapplied(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	ns := redistest.Namespace(t)
+	e := newEnvOn(t, rdb, ns)
+	helper := startHelper(t, "block-after-effect", srv.Addr, ns)
+	res := e.enqueue(effectArgs{Name: "y"}, jobs.OperationID("op-kill-2"))
+	ctx := context.Background()
+	waitFor(t, 15*time.Second, func() bool { return rdb.LLen(ctx, ns+":test:effect-done").Val() == 1 })
+	_ = helper.Process.Signal(syscall.SIGKILL)
+	_, _ = helper.Process.Wait()
+
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.Worker[effectArgs](&effectWorker{rdb: rdb, ns: ns}))
+	e.start(p)
+	rec := e.waitState("default", res.JobID, jobs.Succeeded, 20*time.Second)
+	if n := rdb.HGet(ctx, ns+":test:applies", "op-kill-2").Val(); n != "1" {
+		t.Fatalf("effect applied %s times", n)
+	}
+	if rec.Attempts != 1 || rdb.LLen(ctx, ns+":test:started").Val() != 1 {
+		t.Fatalf("job ran again: attempts %d", rec.Attempts)
+	}
+}
+
+type opaqueArgs struct{}
+
+func (opaqueArgs) Kind() string { return "opaque" }
+
+func TestCannotTellGoesToReviewAndOperatorResolves(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	var calls atomic.Int32
+	_ = worker.Register(p, jobs.WorkFunc[opaqueArgs](func(ctx context.Context, j *jobs.Job[opaqueArgs]) error {
+		if calls.Add(1) == 1 {
+			return jobs.Unknown(errors.New("gateway timed out after sending"))
+		}
+		return nil
+	}))
+	e.start(p)
+	res := e.enqueue(opaqueArgs{})
+	rec := e.waitState("default", res.JobID, jobs.Review, 10*time.Second)
+	if !strings.Contains(rec.Reason, "no Reconcile") {
+		t.Fatalf("review reason %q", rec.Reason)
+	}
+	ctx := context.Background()
+	if _, err := e.client.Resolve(ctx, "default", res.JobID, jobs.DecideRerun, "", "x"); !errors.Is(err, jobs.ErrInvalid) {
+		t.Fatalf("anonymous resolve: %v", err)
+	}
+	if _, err := e.client.Resolve(ctx, "default", res.JobID, jobs.DecideRerun, "alice", "checked the gateway: not charged"); err != nil {
+		t.Fatal(err)
+	}
+	rec = e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+	if rec.Attempts != 2 {
+		t.Fatalf("attempts %d", rec.Attempts)
+	}
+	h, _ := e.ledger.History(ctx, "default", res.JobID)
+	found := false
+	for _, en := range h {
+		if en.Event == "resolve" && en.Actor == "operator:alice" && en.Note == "checked the gateway: not charged" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("operator decision not in history: %+v", h)
+	}
+	if _, err := e.client.Resolve(ctx, "default", res.JobID, jobs.DecideDead, "bob", "late"); !errors.Is(err, jobs.ErrWrongState) {
+		t.Fatalf("resolving a succeeded job: %v", err)
+	}
+}
+
+func TestOneLeaderAndStaleReconcilerRejected(t *testing.T) {
+	e := newEnv(t)
+	p1 := e.pool(e.config())
+	cfg := e.config()
+	p2 := e.pool(cfg)
+	for _, p := range []*worker.Pool{p1, p2} {
+		_ = worker.Register(p, jobs.WorkFunc[opaqueArgs](func(ctx context.Context, j *jobs.Job[opaqueArgs]) error {
+			return jobs.Unknown(errors.New("no idea"))
+		}))
+	}
+	e.start(p1)
+	e.start(p2)
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, func() bool {
+		return e.rdb.HGet(ctx, worker.StatusKey(e.ns), "leader").Val() != ""
+	})
+	if v := testutil.ToFloat64(e.metric("fencedq_reconciler_leader")); v != 1 {
+		t.Fatalf("leader gauge (shared registry, two pools) = %v, want exactly one leader", v)
+	}
+	// The leader decides on an uncertain job; a reconciler holding an older
+	// token is then refused by the ledger.
+	res := e.enqueue(opaqueArgs{})
+	e.waitState("default", res.JobID, jobs.Review, 10*time.Second)
+	_, err := e.ledger.Expire(ctx, "default", res.JobID, 1)
+	if !errors.Is(err, jobs.ErrStale) {
+		t.Fatalf("stale reconciler token: %v", err)
+	}
+}
