@@ -18,6 +18,7 @@ type AlreadyAppliedError struct {
 	Record Applied
 }
 
+// Error describes the recorded operation.
 func (e *AlreadyAppliedError) Error() string {
 	return fmt.Sprintf("fence: operation %q already applied on %q with token %d of owner %q",
 		e.Record.OperationID, e.Record.Resource, e.Record.Token, e.Record.Owner)

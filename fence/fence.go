@@ -23,9 +23,13 @@ var (
 // touches, the lease token and owner that authorise it, and the operation id
 // that makes it idempotent.
 type Fence struct {
-	Resource    string
-	Token       lease.Token
-	Owner       string
+	// Resource names what the write touches: the leased resource.
+	Resource string
+	// Token is the lease token that authorises the write.
+	Token lease.Token
+	// Owner identifies the lease holder.
+	Owner string
+	// OperationID identifies the write's effect, so it applies once.
 	OperationID string
 }
 
@@ -52,11 +56,15 @@ func (f Fence) Accepts(storedToken lease.Token, storedOwner string) bool {
 
 // StaleError describes a rejected write. It matches ErrStale.
 type StaleError struct {
-	Fence       Fence
+	// Fence is the rejected fence.
+	Fence Fence
+	// StoredToken and StoredOwner are the resource's high-water mark that
+	// rejected it.
 	StoredToken lease.Token
 	StoredOwner string
 }
 
+// Error describes the rejection.
 func (e *StaleError) Error() string {
 	return fmt.Sprintf("fence: stale token %d for %q (storage has token %d of owner %q)",
 		e.Fence.Token, e.Fence.Resource, e.StoredToken, e.StoredOwner)
@@ -67,10 +75,12 @@ func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // Applied is the effect log's answer about one operation id.
 type Applied struct {
+	// OperationID is the operation asked about.
 	OperationID string
-	Resource    string
-	Token       lease.Token
-	Owner       string
+	// Resource, Token and Owner are the fence that applied it.
+	Resource string
+	Token    lease.Token
+	Owner    string
 }
 
 // EffectLog answers whether an operation was applied. The reconciler uses it

@@ -141,15 +141,17 @@ type ErrorBody struct {
 	Status string `json:"status,omitempty"`
 	// Message explains the error to a human.
 	Message string `json:"message,omitempty"`
-	// Resource and OperationID echo the request's fence.
-	Resource    string `json:"resource,omitempty"`
+	// Resource echoes the request's resource.
+	Resource string `json:"resource,omitempty"`
+	// OperationID echoes the request's Idempotency-Key.
 	OperationID string `json:"operation_id,omitempty"`
-	// Token is the request's token; StoredToken and StoredOwner are what
-	// storage holds (on stale_token) or what applied the operation (on
-	// already_applied). Tokens are decimal strings, as JSON numbers lose
-	// precision above 2^53.
-	Token       string `json:"token,omitempty"`
+	// Token is the request's token. Tokens are decimal strings, as JSON
+	// numbers lose precision above 2^53.
+	Token string `json:"token,omitempty"`
+	// StoredToken is the resource's high-water token (on stale_token) or
+	// the token that applied the operation (on already_applied).
 	StoredToken string `json:"stored_token,omitempty"`
+	// StoredOwner is the owner of StoredToken.
 	StoredOwner string `json:"stored_owner,omitempty"`
 }
 

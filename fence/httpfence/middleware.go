@@ -70,7 +70,8 @@ var errHandlerFailed = errors.New("httpfence: handler answered with an error sta
 // stream or hijack. With the Postgres guard (pgfence.Store.Guard) the
 // handler should write through pgfence.TxFromContext(r.Context()): its
 // writes then commit atomically with the fence. The request context also
-// carries the fence (fence.FromContext).
+// carries the fence (fence.FromContext). Wrap only the routes that write;
+// reads need no fence.
 func Middleware(g Guard, opts Options) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -25,6 +25,10 @@
 // Any error rolls back all three. Concurrent writers on one resource queue
 // on its row lock, so accepted tokens never decrease; concurrent duplicates
 // of one operation queue on its effects row, so exactly one applies.
+// Transactions use the pool's default isolation level; the behaviour above
+// is that of READ COMMITTED, PostgreSQL's default. Under REPEATABLE READ or
+// SERIALIZABLE, the same conflicts surface as serialization failures
+// (SQLSTATE 40001) instead, which are safe to retry.
 //
 //	err := store.Apply(ctx, f, func(ctx context.Context, tx pgx.Tx) error {
 //		_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, id)

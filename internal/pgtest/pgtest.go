@@ -47,7 +47,7 @@ func URL() string {
 // The schema is dropped and the pool closed when the test ends.
 func New(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(tb.Context(), 10*time.Second)
 	defer cancel()
 
 	admin, err := connect(ctx, URL())
@@ -78,7 +78,8 @@ func New(tb testing.TB) *pgxpool.Pool {
 	}
 	tb.Cleanup(func() {
 		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// tb.Context is cancelled before cleanups run; keep its values only.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(tb.Context()), 30*time.Second)
 		defer cancel()
 		c, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 		if err != nil {
