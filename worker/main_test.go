@@ -51,8 +51,20 @@ func (w *effectWorker) Work(ctx context.Context, j *jobs.Job[effectArgs]) error 
 	if w.mode == "block-before-effect" {
 		select {}
 	}
-	w.rdb.HSetNX(ctx, w.ns+":test:effects", j.OperationID, j.Token.String())
-	w.rdb.HIncrBy(ctx, w.ns+":test:applies", j.OperationID, 1)
+	// The effect and its count in one MULTI: both or neither. A failed call
+	// may have been applied before the connection broke: outcome unknown.
+	pipe := w.rdb.TxPipeline()
+	set := pipe.HSetNX(ctx, w.ns+":test:effects", j.OperationID, j.Token.String())
+	_, err := pipe.Exec(ctx)
+	if err != nil {
+		return jobs.Unknown(err)
+	}
+	if set.Val() {
+		w.rdb.HIncrBy(ctx, w.ns+":test:applies", j.OperationID, 1)
+	}
+	if w.mode == "slow" {
+		time.Sleep(30 * time.Millisecond)
+	}
 	if w.mode == "block-after-effect" {
 		w.rdb.RPush(ctx, w.ns+":test:effect-done", j.ID)
 		select {}

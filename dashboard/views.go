@@ -1,0 +1,153 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// jobView is a job as the API shows it. It is built field by field from a
+// jobs.Record so that the raw payload can never reach a response, whatever
+// tags the Record carries.
+type jobView struct {
+	ID             string          `json:"id"`
+	Queue          string          `json:"queue"`
+	Kind           string          `json:"kind"`
+	OperationID    string          `json:"operation_id"`
+	Resource       string          `json:"resource,omitempty"`
+	State          jobs.State      `json:"state"`
+	Token          string          `json:"token"`
+	Owner          string          `json:"owner,omitempty"`
+	Deadline       time.Time       `json:"deadline,omitzero"`
+	Attempts       int             `json:"attempts"`
+	MaxRetries     int             `json:"max_retries"`
+	Runs           int             `json:"runs"`
+	ReconcileTries int             `json:"reconcile_tries"`
+	TimeoutMS      int64           `json:"timeout_ms,omitempty"`
+	Args           json.RawMessage `json:"args"`
+	Error          string          `json:"error,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	Created        time.Time       `json:"created,omitzero"`
+	Updated        time.Time       `json:"updated,omitzero"`
+	RunAt          time.Time       `json:"run_at,omitzero"`
+	Started        time.Time       `json:"started,omitzero"`
+	Finished       time.Time       `json:"finished,omitzero"`
+	UncertainSince time.Time       `json:"uncertain_since,omitzero"`
+	// OverdueMS is how long ago the lease deadline passed (negative: how
+	// soon it passes); only on stuck jobs.
+	OverdueMS *int64 `json:"overdue_ms,omitempty"`
+	// History is the job's latest history entries, when asked for.
+	History []jobs.Entry `json:"history,omitempty"`
+}
+
+func viewOf(r *jobs.Record) *jobView {
+	args := r.Args // the redacted form; never r.Payload
+	if len(args) == 0 || !json.Valid(args) {
+		b, _ := json.Marshal(string(args))
+		args = b
+	}
+	v := &jobView{
+		ID: r.ID, Queue: r.Queue, Kind: r.Kind, OperationID: r.OperationID, Resource: r.Resource,
+		State: r.State, Owner: r.Owner, Deadline: r.Deadline, Attempts: r.Attempts,
+		MaxRetries: r.MaxRetries, Runs: r.Runs, ReconcileTries: r.ReconcileTries,
+		TimeoutMS: r.Timeout.Milliseconds(), Args: args, Error: r.Error, Reason: r.Reason,
+		Created: r.Created, Updated: r.Updated, RunAt: r.RunAt, Started: r.Started,
+		Finished: r.Finished, UncertainSince: r.UncertainSince,
+	}
+	if r.Token > 0 {
+		v.Token = r.Token.String()
+	}
+	return v
+}
+
+// attempt is one attempt assembled from a job's history: its claim, its
+// end, and any write of it that was fenced off.
+type attempt struct {
+	Attempt int       `json:"attempt"`
+	Token   string    `json:"token"`
+	Owner   string    `json:"owner,omitempty"`
+	Task    string    `json:"task,omitempty"`
+	Started time.Time `json:"started,omitzero"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// Outcome is the state the attempt's commit reached (succeeded, pending
+	// for a retry, dead, uncertain), "running" while none was recorded, or
+	// "fenced" when its commit was rejected for a stale token.
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	// Fenced lists this attempt's writes rejected after a newer token took
+	// over (stage and the outcome it wanted).
+	Fenced []fencedWrite `json:"fenced,omitempty"`
+}
+
+type fencedWrite struct {
+	At      time.Time `json:"at"`
+	Stage   string    `json:"stage"`
+	Outcome string    `json:"outcome,omitempty"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// attemptsOf pairs history entries into attempts, oldest first. Entries are
+// matched by token; an end without a known claim (the history is capped)
+// still gets its own attempt.
+func attemptsOf(history []jobs.Entry) []*attempt {
+	var out []*attempt
+	byToken := map[string]*attempt{}
+	get := func(e jobs.Entry) *attempt {
+		if a, ok := byToken[e.Token]; ok && e.Token != "" {
+			return a
+		}
+		a := &attempt{Attempt: e.Attempt, Token: e.Token, Outcome: "running"}
+		out = append(out, a)
+		if e.Token != "" {
+			byToken[e.Token] = a
+		}
+		return a
+	}
+	for _, e := range history {
+		switch e.Event {
+		case "attempt":
+			a := get(e)
+			a.Attempt, a.Owner, a.Task, a.Started = e.Attempt, e.Owner, e.Task, e.At
+		case "end":
+			a := get(e)
+			if a.Attempt == 0 {
+				a.Attempt = e.Attempt
+			}
+			a.Ended, a.Outcome, a.Error, a.Reason = e.At, e.Outcome, e.Error, e.Reason
+		case "fenced":
+			a := get(e)
+			if a.Outcome == "running" && a.Started.IsZero() {
+				a.Outcome = "fenced"
+			}
+			a.Fenced = append(a.Fenced, fencedWrite{At: e.At, Stage: e.Stage, Outcome: e.Outcome, Error: e.Error})
+		}
+	}
+	return out
+}
+
+// decisionsFor lists what an operator may decide for a job in state s
+// (mirroring jobs.Client.Resolve).
+func decisionsFor(s jobs.State) []jobs.Decision {
+	switch s {
+	case jobs.Review, jobs.Uncertain:
+		return []jobs.Decision{jobs.DecideSucceeded, jobs.DecideRerun, jobs.DecideDead}
+	case jobs.Dead:
+		return []jobs.Decision{jobs.DecideRerun}
+	}
+	return nil
+}
+
+// eventView is one entry of a queue's event feed.
+type eventView struct {
+	Queue   string    `json:"queue"`
+	Type    string    `json:"type"` // deduplicated or fenced
+	Stage   string    `json:"stage"`
+	At      time.Time `json:"at"`
+	Job     string    `json:"job"`
+	Op      string    `json:"op,omitempty"`
+	Task    string    `json:"task,omitempty"`
+	Token   string    `json:"token,omitempty"`
+	Current string    `json:"current,omitempty"`
+}

@@ -1,0 +1,54 @@
+package jobs_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+type card struct {
+	Number string `json:"number" fencedq:"sensitive"`
+	Brand  string `json:"brand"`
+}
+
+type Embedded struct {
+	Token string `json:"api_token" fencedq:"sensitive"`
+}
+
+type charge struct {
+	Embedded
+	Amount int               `json:"amount"`
+	Card   card              `json:"card"`
+	Backup []card            `json:"backup"`
+	ByName map[string]card   `json:"by_name"`
+	PIN    string            `fencedq:"sensitive"`
+	Plain  map[string]string `json:"plain"`
+}
+
+func (charge) Kind() string { return "charge" }
+
+func TestRedactJSON(t *testing.T) {
+	c := charge{
+		Embedded: Embedded{Token: "tok-secret"},
+		Amount:   42,
+		Card:     card{Number: "4111-secret", Brand: "visa"},
+		Backup:   []card{{Number: "5500-secret", Brand: "mc"}},
+		ByName:   map[string]card{"x": {Number: "3400-secret"}},
+		PIN:      "1234-secret",
+		Plain:    map[string]string{"note": "visible"},
+	}
+	out, err := jobs.RedactJSON(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	if strings.Contains(s, "secret") {
+		t.Fatalf("sensitive value shown: %s", s)
+	}
+	for _, want := range []string{`"amount":42`, `"brand":"visa"`, `"note":"visible"`, `"PIN":"[redacted]"`, `"api_token":"[redacted]"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %s in %s", want, s)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// Greeting is a job kind.
+type Greeting struct {
+	Name string `json:"name"`
+}
+
+// Kind names the job kind.
+func (Greeting) Kind() string { return "greeting" }
+
+func Example() {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ns := fmt.Sprintf("example-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	pool, err := worker.NewPool(rdb, worker.Config{Namespace: ns, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan string, 1)
+	_ = worker.Register(pool, jobs.WorkFunc[Greeting](func(ctx context.Context, j *jobs.Job[Greeting]) error {
+		done <- fmt.Sprintf("hello %s (attempt %d, fenced: %v)", j.Args.Name, j.Attempt, j.Token > 0)
+		return nil
+	}))
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- pool.Run(runCtx) }()
+
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	defer client.Close()
+	res, err := client.Enqueue(ctx, Greeting{Name: "ada"}, jobs.OperationID("greet-ada"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(<-done)
+	again, _ := client.Enqueue(ctx, Greeting{Name: "ada"}, jobs.OperationID("greet-ada"))
+	fmt.Println("same operation deduplicated:", again.Deduplicated && again.JobID == res.JobID)
+	stop()
+	<-stopped // Run returns after a graceful shutdown; close Redis only then
+	// Output:
+	// hello ada (attempt 1, fenced: true)
+	// same operation deduplicated: true
+}
