@@ -1,0 +1,105 @@
+package bank
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/fence/pgfence"
+)
+
+// PostgresStore keeps accounts in PostgreSQL (table bank_accounts, with the
+// pgfence tables beside it). Balances never go negative.
+type PostgresStore struct {
+	pool  *pgxpool.Pool
+	fence *pgfence.Store
+	table string
+}
+
+// NewPostgresStore migrates the pgfence tables and the accounts table.
+func NewPostgresStore(ctx context.Context, pool *pgxpool.Pool, opts pgfence.Options) (*PostgresStore, error) {
+	if err := pgfence.Migrate(ctx, pool, opts); err != nil {
+		return nil, err
+	}
+	fs, err := pgfence.New(pool, opts)
+	if err != nil {
+		return nil, err
+	}
+	table := pgx.Identifier{opts.TablePrefix + "bank_accounts"}
+	if opts.Schema != "" {
+		table = pgx.Identifier{opts.Schema, opts.TablePrefix + "bank_accounts"}
+	}
+	s := &PostgresStore{pool: pool, fence: fs, table: table.Sanitize()}
+	_, err = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table+` (
+		id text PRIMARY KEY,
+		balance bigint NOT NULL CHECK (balance >= 0))`)
+	if err != nil {
+		return nil, fmt.Errorf("bank: create accounts: %w", err)
+	}
+	return s, nil
+}
+
+// Fences returns the pgfence store (for its effect log and high-water marks).
+func (s *PostgresStore) Fences() *pgfence.Store { return s.fence }
+
+// Setup creates missing accounts.
+func (s *PostgresStore) Setup(ctx context.Context, accounts []string, initial int64) error {
+	for _, a := range accounts {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.table+` (id, balance) VALUES ($1, $2) ON CONFLICT DO NOTHING`, a, initial); err != nil {
+			return fmt.Errorf("bank: setup: %w", err)
+		}
+	}
+	return nil
+}
+
+// Transfer debits and credits in the fenced transaction.
+func (s *PostgresStore) Transfer(ctx context.Context, f fence.Fence, t Transfer) error {
+	return s.fence.Apply(ctx, f, func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE `+s.table+` SET balance = balance - $2 WHERE id = $1 AND balance >= $2`, t.From, t.Cents)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: %s cannot cover %d", ErrInsufficientFunds, t.From, t.Cents)
+		}
+		tag, err = tx.Exec(ctx, `UPDATE `+s.table+` SET balance = balance + $2 WHERE id = $1`, t.To, t.Cents)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: no account %s", fence.ErrInvalid, t.To)
+		}
+		return nil
+	})
+}
+
+// FenceOnAcquire raises the source account's high-water mark.
+func (s *PostgresStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
+	return s.fence.FenceOnAcquire(ctx, f)
+}
+
+// Applied asks the effect log.
+func (s *PostgresStore) Applied(ctx context.Context, op string) (fence.Applied, bool, error) {
+	return s.fence.Applied(ctx, op)
+}
+
+// Balances reads every account.
+func (s *PostgresStore) Balances(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, balance FROM `+s.table)
+	if err != nil {
+		return nil, fmt.Errorf("bank: balances: %w", err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var b int64
+		if err := rows.Scan(&id, &b); err != nil {
+			return nil, err
+		}
+		out[id] = b
+	}
+	return out, rows.Err()
+}
