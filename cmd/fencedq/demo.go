@@ -1,0 +1,548 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// Memos that stage the demo's failures.
+const (
+	memoPause   = "demo: paused worker"
+	memoSlowAck = "demo: answer after timeout"
+	memoCrash   = "demo: crash after effect"
+)
+
+// summary is what the demo prints at the end.
+type summary struct {
+	Duration          string   `json:"duration"`
+	Enqueued          int      `json:"enqueued"`
+	Submissions       int      `json:"submissions"`
+	Succeeded         int      `json:"succeeded"`
+	Dead              int      `json:"dead"`
+	Deduplicated      int64    `json:"deduplicated"`
+	FencedRejections  int64    `json:"fenced_rejections"`
+	UncertainResolved int64    `json:"uncertain_resolved"`
+	InReview          int      `json:"in_review"`
+	Unfinished        int      `json:"unfinished"`
+	Lost              int      `json:"lost"`
+	MoneyConserved    bool     `json:"money_conserved"`
+	Stages            []string `json:"stages"`
+}
+
+func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	redisURL := fs.String("redis", "", "Redis URL (default: an embedded in-process Redis)")
+	postgres := fs.String("postgres", "", "PostgreSQL URL for the bank's accounts (default: in Redis via redisfence)")
+	ns := fs.String("namespace", "demo", "key namespace")
+	addr := fs.String("addr", "127.0.0.1:8080", "dashboard address (port 0 picks a free port)")
+	duration := fs.Duration("duration", 30*time.Second, "how long to run (Ctrl-C ends it early)")
+	rate := fs.Int("rate", 20, "transfers enqueued per second")
+	accounts := fs.Int("accounts", 20, "number of bank accounts")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	logLevel := fs.String("log-level", "error", "worker log level: debug, info, warn or error")
+	return func(ctx context.Context, out io.Writer) error {
+		if *duration < 5*time.Second {
+			return fmt.Errorf("%w: --duration must be at least 5s", errUsage)
+		}
+		if *rate <= 0 || *accounts < 2 {
+			return fmt.Errorf("%w: --rate must be positive and --accounts at least 2", errUsage)
+		}
+		d := &demo{out: out, progress: out, ns: *ns, rate: *rate, accounts: bank.Accounts(*accounts), postgres: *postgres}
+		if *asJSON {
+			d.progress = os.Stderr
+		}
+		s, err := d.run(ctx, *redisURL, *addr, *duration, newLogger(*logLevel))
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(out).Encode(s)
+		}
+		printSummary(out, s)
+		if s.Lost > 0 || !s.MoneyConserved {
+			return errors.New("the checker found lost jobs or money")
+		}
+		return nil
+	}
+}
+
+type demo struct {
+	out, progress io.Writer
+	ns            string
+	rate          int
+	accounts      []string
+	postgres      string
+	redisURL      string
+
+	rdb    redis.UniversalClient
+	client *jobs.Client
+	store  bank.Store
+	reg    *prometheus.Registry
+
+	mu          sync.Mutex
+	ids         map[string]bool // job ids enqueued
+	submissions int
+	stages      []string
+}
+
+func (d *demo) stage(format string, a ...any) {
+	msg := fmt.Sprintf(format, a...)
+	d.mu.Lock()
+	d.stages = append(d.stages, msg)
+	d.mu.Unlock()
+	fmt.Fprintln(d.progress, "  * "+msg)
+}
+
+func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Duration, log *slog.Logger) (*summary, error) {
+	start := time.Now()
+	d.ids = map[string]bool{}
+	if redisURL == "" {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			return nil, fmt.Errorf("embedded redis: %w", err)
+		}
+		defer m.Close()
+		stopClock := make(chan struct{})
+		defer close(stopClock)
+		go func() { // let TTLs pass like on a real server
+			t := time.NewTicker(50 * time.Millisecond)
+			defer t.Stop()
+			last := time.Now()
+			for {
+				select {
+				case <-stopClock:
+					return
+				case now := <-t.C:
+					m.FastForward(now.Sub(last))
+					last = now
+				}
+			}
+		}()
+		redisURL = "redis://" + m.Addr()
+		fmt.Fprintf(d.progress, "embedded Redis on %s\n", m.Addr())
+	}
+	d.redisURL = redisURL
+	rdb, err := connectRedis(ctx, redisURL)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	d.rdb = rdb
+	store, closeStore, err := openBankStore(ctx, d.postgres, rdb, d.ns)
+	if err != nil {
+		return nil, err
+	}
+	defer closeStore()
+	d.store = store
+	if err := store.Setup(ctx, d.accounts, 100_000); err != nil {
+		return nil, err
+	}
+	before, err := store.Balances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.client = jobs.NewClient(rdb, jobs.Config{Namespace: d.ns})
+	defer d.client.Close()
+	d.reg = prometheus.NewRegistry()
+
+	// Two in-process pools share a store that stages the pause and the
+	// late answer.
+	staged := &stagingStore{Store: store, paused: map[string]bool{}}
+	runCtx, stopPools := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	for _, name := range []string{"demo-worker-a", "demo-worker-b"} {
+		p, err := worker.NewPool(rdb, worker.Config{
+			Namespace: d.ns, Concurrency: 8, Queues: map[string]int{"default": 1}, WorkerID: name,
+			LeaseTTL: time.Second, HandlerTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second,
+			RetryDelay: func(int) time.Duration { return 200 * time.Millisecond },
+			Logger:     log, Registerer: d.reg,
+			Reconciler: worker.ReconcilerConfig{Interval: 250 * time.Millisecond, EffectLog: store},
+		})
+		if err != nil {
+			stopPools()
+			return nil, err
+		}
+		if err := worker.Register(p, &bank.Worker{Store: staged}); err != nil {
+			stopPools()
+			return nil, err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = p.Run(runCtx) }()
+	}
+	defer func() { stopPools(); wg.Wait() }()
+
+	// Dashboard, with actions enabled for this run only.
+	pw := randomHex(8)
+	h, err := dashboard.New(d.client.Ledger(), d.client, dashboard.Options{Username: "demo", Password: pw, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ready := make(chan string, 1)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- serveHTTP(runCtx, addr, h, func(a string) { ready <- a }) }()
+	select {
+	case a := <-ready:
+		fmt.Fprintf(d.progress, "dashboard: http://%s/  (actions: user demo, password %s)\n", a, pw)
+	case err := <-serveErr:
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	fmt.Fprintf(d.progress, "running for %v: %d transfers/s between %d accounts; staging failures\n", duration, d.rate, len(d.accounts))
+
+	end := start.Add(duration)
+	feedEnd := start.Add(duration * 6 / 10)
+	feedCtx, stopFeed := context.WithDeadline(ctx, feedEnd)
+	defer stopFeed()
+	var feedWG sync.WaitGroup
+	feedWG.Add(2)
+	go func() { defer feedWG.Done(); d.feed(feedCtx) }()
+	go func() { defer feedWG.Done(); d.stageFailures(feedCtx, staged) }()
+	go d.report(ctx, start, end)
+	feedWG.Wait()
+
+	// Drain: wait for the stream to settle, until the duration ends (and
+	// a little past it if work is still in flight).
+	for {
+		left, _ := d.unfinished(ctx)
+		if (left == 0 && !time.Now().Before(end)) || ctx.Err() != nil || time.Now().After(end.Add(15*time.Second)) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	sctx := context.WithoutCancel(ctx)
+	s, err := d.summarize(sctx, before)
+	if err != nil {
+		return nil, err
+	}
+	s.Duration = time.Since(start).Round(100 * time.Millisecond).String()
+	return s, nil
+}
+
+// feed enqueues random transfers, resubmitting some operation ids.
+func (d *demo) feed(ctx context.Context) {
+	tick := time.NewTicker(time.Second / time.Duration(d.rate))
+	defer tick.Stop()
+	n := 0
+	var lastOp string
+	var lastT bank.Transfer
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n++
+		if n%10 == 0 && lastOp != "" { // a client retrying a submission
+			d.enqueue(ctx, lastT, jobs.OperationID(lastOp))
+			continue
+		}
+		i := rand.N(len(d.accounts))
+		j := (i + 1 + rand.N(len(d.accounts)-1)) % len(d.accounts)
+		t := bank.Transfer{From: d.accounts[i], To: d.accounts[j], Cents: 1 + rand.Int64N(500), Memo: "invoice " + randomHex(3)}
+		lastOp = fmt.Sprintf("transfer-%d-%s", n, randomHex(4))
+		lastT = t
+		d.enqueue(ctx, t, jobs.OperationID(lastOp))
+	}
+}
+
+func (d *demo) enqueue(ctx context.Context, t bank.Transfer, opts ...jobs.Option) *jobs.Result {
+	res, err := d.client.Enqueue(ctx, t, opts...)
+	if err != nil {
+		if ctx.Err() == nil {
+			fmt.Fprintf(d.progress, "  ! enqueue: %v\n", err)
+		}
+		return nil
+	}
+	d.mu.Lock()
+	d.ids[res.JobID] = true
+	d.submissions++
+	d.mu.Unlock()
+	return res
+}
+
+// stageFailures stages a paused worker, a late answer, a crash and a
+// forced redelivery.
+func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
+	sleep := func(dur time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(dur):
+			return true
+		}
+	}
+	if !sleep(time.Second) {
+		return
+	}
+	d.enqueue(ctx, bank.Transfer{From: d.accounts[0], To: d.accounts[1], Cents: 100, Memo: memoPause}, jobs.Timeout(500*time.Millisecond))
+	d.stage("a worker pauses for 3s past its 1s lease mid-transfer; the job is re-run with a higher token and the paused worker's late write must be fenced out")
+	if !sleep(500 * time.Millisecond) {
+		return
+	}
+	d.enqueue(ctx, bank.Transfer{From: d.accounts[2], To: d.accounts[3], Cents: 100, Memo: memoSlowAck}, jobs.Timeout(300*time.Millisecond))
+	d.stage("storage accepts a transfer but answers after the job's timeout: the job must end uncertain and be reconciled, not re-applied")
+	if !sleep(500 * time.Millisecond) {
+		return
+	}
+	if err := d.crash(ctx); err != nil {
+		d.stage("crash stage skipped: %v", err)
+	}
+	if !sleep(500 * time.Millisecond) {
+		return
+	}
+	d.redeliver(ctx)
+}
+
+// crash runs a worker process, lets it apply a transfer, and SIGKILLs it
+// before its ledger commit.
+func (d *demo) crash(ctx context.Context) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := []string{"worker", "--redis", d.redisURL, "--namespace", d.ns, "--queues", "crash=1",
+		"--lease-ttl", "1s", "--reconciler=false", "--demo-stall-memo", memoCrash, "--log-level", "error"}
+	if d.postgres != "" {
+		args = append(args, "--postgres", d.postgres)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), "FENCEDQ_RUN_MAIN=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	res := d.enqueue(ctx, bank.Transfer{From: d.accounts[4], To: d.accounts[5], Cents: 100, Memo: memoCrash}, jobs.Queue("crash"))
+	if res == nil {
+		return errors.New("could not enqueue the crash transfer")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), "stalling before the ledger commit") {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("worker process did not reach the effect: %s", strings.TrimSpace(stderr.String()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	d.stage("a worker process (pid %d) applied a transfer and was killed with SIGKILL before its ledger commit: the effect log must resolve the job, not re-apply it", cmd.Process.Pid)
+	return nil
+}
+
+// redeliver makes asynq deliver a finished job again.
+func (d *demo) redeliver(ctx context.Context) {
+	ids, err := d.client.Ledger().IDs(ctx, "default", jobs.Succeeded, 0, 1)
+	if err != nil || len(ids) == 0 {
+		return
+	}
+	env, _ := json.Marshal(jobs.Envelope{JobID: ids[0]})
+	aq := asynq.NewClientFromRedisClient(d.rdb)
+	defer aq.Close()
+	if _, err := aq.EnqueueContext(ctx, asynq.NewTask("transfer", env), asynq.Queue(d.client.Ledger().AsynqQueue("default")), asynq.TaskID("demo-redelivery-"+ids[0])); err == nil {
+		d.stage("asynq delivers an already succeeded transfer again: the handler must not run")
+	}
+}
+
+// unfinished counts enqueued jobs not yet final or in review.
+func (d *demo) unfinished(ctx context.Context) (int, error) {
+	n := 0
+	l := d.client.Ledger()
+	qs, err := l.Queues(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, q := range qs {
+		c, err := l.Counts(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		n += int(c[jobs.Pending] + c[jobs.Running] + c[jobs.Uncertain])
+	}
+	return n, nil
+}
+
+func (d *demo) report(ctx context.Context, start, end time.Time) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Now().After(end.Add(15 * time.Second)) {
+			return
+		}
+		st := d.stats(ctx)
+		fmt.Fprintf(d.progress, "[%4.0fs] enqueued %d  succeeded %d  dedup %d  fenced %d  uncertain %d  resolved %d\n",
+			time.Since(start).Seconds(), st["enqueued"], st["succeeded"],
+			st["deduplicated_enqueue"]+st["deduplicated_execute"], st["fenced_commit"]+st["fenced_renew"],
+			st["uncertain"], st["resolved_succeeded"]+st["resolved_rerun"])
+	}
+}
+
+// stats sums every queue's ledger counters.
+func (d *demo) stats(ctx context.Context) map[string]int64 {
+	out := map[string]int64{}
+	l := d.client.Ledger()
+	qs, _ := l.Queues(ctx)
+	for _, q := range qs {
+		st, _ := l.Stats(ctx, q)
+		for k, v := range st {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+func (d *demo) summarize(ctx context.Context, before map[string]int64) (*summary, error) {
+	st := d.stats(ctx)
+	s := &summary{Stages: d.stages}
+	d.mu.Lock()
+	s.Enqueued, s.Submissions = len(d.ids), d.submissions
+	ids := make([]string, 0, len(d.ids))
+	for id := range d.ids {
+		ids = append(ids, id)
+	}
+	d.mu.Unlock()
+	for _, id := range ids {
+		rec, err := d.client.Ledger().Find(ctx, id)
+		if errors.Is(err, jobs.ErrNotFound) {
+			s.Lost++
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch rec.State {
+		case jobs.Succeeded:
+			s.Succeeded++
+			if _, ok, err := d.store.Applied(ctx, rec.OperationID); err == nil && !ok {
+				s.Lost++ // succeeded without its effect
+			}
+		case jobs.Dead:
+			s.Dead++
+		case jobs.Review:
+			s.InReview++
+		default:
+			s.Unfinished++
+		}
+	}
+	s.Deduplicated = st["deduplicated_enqueue"] + st["deduplicated_execute"]
+	s.FencedRejections = st["fenced_commit"] + st["fenced_renew"] + d.storageRejections()
+	s.UncertainResolved = st["resolved_succeeded"] + st["resolved_rerun"] + st["resolved_dead"]
+	after, err := d.store.Balances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.MoneyConserved = bank.Total(after) == bank.Total(before)
+	return s, nil
+}
+
+// storageRejections reads fencedq_fenced_rejections_total{stage="storage"}.
+func (d *demo) storageRejections() int64 {
+	fams, _ := d.reg.Gather()
+	var n float64
+	for _, f := range fams {
+		if f.GetName() != "fencedq_fenced_rejections_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" && l.GetValue() == "storage" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int64(n)
+}
+
+func printSummary(w io.Writer, s *summary) {
+	fmt.Fprintln(w, "\nsummary")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	rows := []struct {
+		k string
+		v any
+	}{
+		{"duration", s.Duration}, {"enqueued", s.Enqueued}, {"submissions", s.Submissions},
+		{"succeeded", s.Succeeded}, {"dead (e.g. insufficient funds)", s.Dead},
+		{"deduplicated", s.Deduplicated}, {"fenced rejections", s.FencedRejections},
+		{"uncertain resolved", s.UncertainResolved}, {"in review", s.InReview},
+		{"unfinished", s.Unfinished}, {"lost (must be 0)", s.Lost}, {"money conserved", s.MoneyConserved},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "  %s\t%v\n", r.k, r.v)
+	}
+	_ = tw.Flush()
+}
+
+// stagingStore stages the paused worker and the late answer.
+type stagingStore struct {
+	bank.Store
+	mu     sync.Mutex
+	paused map[string]bool
+}
+
+func (s *stagingStore) Transfer(ctx context.Context, f fence.Fence, t bank.Transfer) error {
+	switch t.Memo {
+	case memoPause:
+		s.mu.Lock()
+		first := !s.paused[f.OperationID]
+		s.paused[f.OperationID] = true
+		s.mu.Unlock()
+		if first {
+			// A stop-the-world pause: the worker neither renews nor notices
+			// its context, then writes as if nothing happened.
+			time.Sleep(3 * time.Second)
+			return s.Store.Transfer(context.WithoutCancel(ctx), f, t)
+		}
+	case memoSlowAck:
+		err := s.Store.Transfer(ctx, f, t)
+		if err != nil {
+			return err
+		}
+		<-ctx.Done() // the answer arrives after the caller gave up
+		return fmt.Errorf("storage answered too late: %w", ctx.Err())
+	}
+	return s.Store.Transfer(ctx, f, t)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+
+// FenceOnAcquire passes through to the underlying store when it can.
+func (s *stagingStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
+	if r, ok := s.Store.(bank.FenceRaiser); ok {
+		return r.FenceOnAcquire(ctx, f)
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+// Command fencedq runs fencedq worker pools, its dashboard, operator
+// commands, and a self-contained demo.
+//
+//	fencedq demo        run the whole system on an embedded Redis and stage failures
+//	fencedq worker      run a worker pool for the example kinds (bank transfers)
+//	fencedq dashboard   serve the dashboard and /metrics
+//	fencedq enqueue     enqueue a job
+//	fencedq inspect     list jobs by state, or show one job's history
+//	fencedq resolve     record an operator's decision on a job in review
+//
+// Every flag can also be set with an environment variable FENCEDQ_<FLAG>
+// (upper case, dashes as underscores), e.g. FENCEDQ_REDIS, FENCEDQ_POSTGRES,
+// FENCEDQ_NAMESPACE, FENCEDQ_ADDR, FENCEDQ_DASHBOARD_USER,
+// FENCEDQ_DASHBOARD_PASSWORD. Flags win over the environment.
+//
+// Exit codes: 0 success, 1 failure, 2 bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	// setup defines the flags; run does the work.
+	setup func(fs *flag.FlagSet) func(ctx context.Context, out io.Writer) error
+}
+
+var commands = []command{
+	{"demo", "run the whole system on an embedded Redis and stage the classic failures", demoCmd},
+	{"worker", "run a worker pool for the example kinds (bank transfers)", workerCmd},
+	{"dashboard", "serve the dashboard and /metrics", dashboardCmd},
+	{"enqueue", "enqueue a job", enqueueCmd},
+	{"inspect", "list jobs by state, or show one job's history", inspectCmd},
+	{"resolve", "record an operator's decision on a job in review", resolveCmd},
+}
+
+// errUsage marks bad flags or arguments (exit code 2).
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "fencedq: job queue workers with fenced leases")
+	fmt.Fprintln(w, "\nUsage: fencedq <command> [flags]\n\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'fencedq <command> --help' for a command's flags. Every flag can also be")
+	fmt.Fprintln(w, "set with FENCEDQ_<FLAG> (e.g. FENCEDQ_REDIS, FENCEDQ_NAMESPACE).")
+}
+
+// run executes args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		fs := flag.NewFlagSet("fencedq "+c.name, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		do := c.setup(fs)
+		fs.Usage = func() {
+			fmt.Fprintf(fs.Output(), "Usage: fencedq %s [flags]\n\n%s.\n\nFlags (or FENCEDQ_<FLAG> environment variables):\n", c.name, c.summary)
+			fs.PrintDefaults()
+		}
+		if err := fs.Parse(args[1:]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(stdout)
+				fs.Usage()
+				return 0
+			}
+			return 2
+		}
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "fencedq %s: unexpected argument %q\n", c.name, fs.Arg(0))
+			return 2
+		}
+		if err := applyEnv(fs); err != nil {
+			fmt.Fprintf(stderr, "fencedq %s: %v\n", c.name, err)
+			return 2
+		}
+		if err := do(ctx, stdout); err != nil {
+			fmt.Fprintf(stderr, "fencedq %s: %v\n", c.name, err)
+			if errors.Is(err, errUsage) {
+				return 2
+			}
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "fencedq: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// applyEnv sets every flag not given on the command line from FENCEDQ_<FLAG>.
+func applyEnv(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		key := "FENCEDQ_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(key); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: %v", key, v, err))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return fmt.Errorf("%w: %s", errUsage, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// connectRedis opens a Redis client from a URL; several comma-separated
+// URLs make a cluster client.
+func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
+	var rdb redis.UniversalClient
+	if strings.Contains(url, ",") {
+		var addrs []string
+		var opt *redis.Options
+		for _, u := range strings.Split(url, ",") {
+			o, err := redis.ParseURL(strings.TrimSpace(u))
+			if err != nil {
+				return nil, fmt.Errorf("%w: --redis %q: %v", errUsage, u, err)
+			}
+			addrs = append(addrs, o.Addr)
+			opt = o
+		}
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: opt.Username, Password: opt.Password})
+	} else {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --redis %q: %v", errUsage, url, err)
+		}
+		rdb = redis.NewClient(opt)
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("redis %s does not answer: %w", redactURL(url), err)
+	}
+	return rdb, nil
+}
+
+// redactURL hides a password in a URL for messages.
+func redactURL(u string) string {
+	at := strings.LastIndex(u, "@")
+	scheme := strings.Index(u, "://")
+	if at < 0 || scheme < 0 {
+		return u
+	}
+	return u[:scheme+3] + "***" + u[at:]
+}
+
+// commonFlags are shared by the commands that talk to Redis.
+type commonFlags struct {
+	redis     string
+	namespace string
+}
+
+func (c *commonFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&c.redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL (comma-separated URLs for a Redis Cluster)")
+	fs.StringVar(&c.namespace, "namespace", "fq", "key namespace (must match the workers')")
+}
