@@ -538,7 +538,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-
 // FenceOnAcquire passes through to the underlying store when it can.
 func (s *stagingStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 	if r, ok := s.Store.(bank.FenceRaiser); ok {
