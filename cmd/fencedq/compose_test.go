@@ -1,0 +1,159 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+type composeFile struct {
+	Services map[string]struct {
+		Image       string            `yaml:"image"`
+		Build       any               `yaml:"build"`
+		Command     []string          `yaml:"command"`
+		Environment map[string]string `yaml:"environment"`
+		Ports       []string          `yaml:"ports"`
+		Expose      []string          `yaml:"expose"`
+		Volumes     []string          `yaml:"volumes"`
+		DependsOn   map[string]any    `yaml:"depends_on"`
+		Healthcheck *struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
+	} `yaml:"services"`
+	Volumes map[string]any `yaml:"volumes"`
+}
+
+// flagsOf returns the flags a fencedq subcommand defines.
+func flagsOf(t *testing.T, name string) *flag.FlagSet {
+	for _, c := range commands {
+		if c.name == name {
+			fs := flag.NewFlagSet(name, flag.ContinueOnError)
+			c.setup(fs)
+			return fs
+		}
+	}
+	t.Errorf("docker-compose.yml runs unknown subcommand %q", name)
+	return nil
+}
+
+var portRe = regexp.MustCompile(`:(\d+)`)
+
+// TestDockerCompose checks docker-compose.yml against this command and the
+// repository, since no Docker engine runs here.
+func TestDockerCompose(t *testing.T) {
+	root := filepath.Join("..", "..")
+	raw, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf composeFile
+	if err := yaml.Unmarshal(raw, &cf); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	for _, want := range []string{"redis", "postgres", "worker", "dashboard", "prometheus"} {
+		if _, ok := cf.Services[want]; !ok {
+			t.Errorf("service %s missing", want)
+		}
+	}
+	if !strings.Contains(string(raw), "replicas: 2") || !strings.Contains(string(raw), `"--appendonly", "yes"`) {
+		t.Error("want 2 worker replicas and Redis with AOF on")
+	}
+	for name, svc := range cf.Services {
+		if svc.Healthcheck == nil || len(svc.Healthcheck.Test) == 0 {
+			t.Errorf("%s: no health check", name)
+		}
+		for dep := range svc.DependsOn {
+			if _, ok := cf.Services[dep]; !ok {
+				t.Errorf("%s depends on unknown service %s", name, dep)
+			}
+		}
+		for _, v := range svc.Volumes {
+			src := strings.Split(v, ":")[0]
+			if strings.HasPrefix(src, "./") {
+				if _, err := os.Stat(filepath.Join(root, src)); err != nil {
+					t.Errorf("%s mounts missing file %s", name, src)
+				}
+			} else if _, ok := cf.Volumes[src]; !ok {
+				t.Errorf("%s uses undeclared volume %s", name, src)
+			}
+		}
+		if svc.Build == nil {
+			if svc.Image == "" {
+				t.Errorf("%s has neither image nor build", name)
+			}
+			continue
+		}
+		ctxDir, _ := svc.Build.(string)
+		if _, err := os.Stat(filepath.Join(root, ctxDir, "Dockerfile")); err != nil {
+			t.Errorf("%s: build context %q has no Dockerfile", name, ctxDir)
+		}
+		if len(svc.Command) == 0 {
+			t.Errorf("%s: no command", name)
+			continue
+		}
+		fs := flagsOf(t, svc.Command[0])
+		if fs == nil {
+			continue
+		}
+		args := svc.Command[1:]
+		if err := fs.Parse(args); err != nil {
+			t.Errorf("%s: command %v: %v", name, svc.Command, err)
+		}
+		for k := range svc.Environment {
+			if !strings.HasPrefix(k, "FENCEDQ_") {
+				continue
+			}
+			fl := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "FENCEDQ_"), "_", "-"))
+			if fs.Lookup(fl) == nil {
+				t.Errorf("%s: %s names no flag of fencedq %s", name, k, svc.Command[0])
+			}
+		}
+		// The ports it listens on must be the ones published, exposed and health-checked.
+		var listen []string
+		for _, f := range []string{"addr", "metrics-addr"} {
+			if fl := fs.Lookup(f); fl != nil && fl.Value.String() != fl.DefValue {
+				if m := portRe.FindStringSubmatch(fl.Value.String()); m != nil {
+					listen = append(listen, m[1])
+				}
+			}
+		}
+		published := strings.Join(svc.Ports, " ") + " " + strings.Join(svc.Expose, " ")
+		for _, p := range listen {
+			if !strings.Contains(published, p) {
+				t.Errorf("%s listens on %s but neither publishes nor exposes it", name, p)
+			}
+			if !strings.Contains(strings.Join(svc.Healthcheck.Test, " "), ":"+p+"/healthz") {
+				t.Errorf("%s: health check does not probe port %s", name, p)
+			}
+		}
+		for _, p := range svc.Ports {
+			parts := strings.Split(p, ":")
+			if len(parts) != 2 || !contains(listen, parts[1]) {
+				t.Errorf("%s publishes %s, which it does not listen on (%v)", name, p, listen)
+			}
+		}
+	}
+	prom, err := os.ReadFile(filepath.Join(root, "deploy", "prometheus", "prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{`"worker"`, "port: 9100", "dashboard:8080", "/etc/prometheus/alerts.yml"} {
+		if !strings.Contains(string(prom), target) {
+			t.Errorf("prometheus.yml lacks %s", target)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
