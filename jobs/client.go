@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/metrics"
 )
 
 // DefaultQueue is the queue used when none is given.
@@ -79,11 +81,12 @@ type Client struct {
 	ledger *Ledger
 	aq     *asynq.Client
 	known  sync.Map // queues already registered in the queue set
+	m      *metrics.Set
 }
 
 // NewClient returns a Client over rdb. Close it when done (rdb stays open).
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
-	return &Client{ledger: NewLedger(rdb, cfg), aq: asynq.NewClientFromRedisClient(rdb)}
+	return &Client{ledger: NewLedger(rdb, cfg), aq: asynq.NewClientFromRedisClient(rdb), m: metrics.New(cfg.Registerer)}
 }
 
 // Ledger returns the client's ledger (for reads and operator actions).
@@ -96,6 +99,31 @@ func (c *Client) Close() error { return c.aq.Close() }
 // error matching ErrInvalid and write nothing. If the operation id is
 // already known, the existing job's id is returned with Deduplicated set.
 func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Result, error) {
+	res, err := c.enqueueTyped(ctx, args, opts)
+	return res, c.count(res, err, opts)
+}
+
+// count records an enqueue's outcome in the metrics.
+func (c *Client) count(res *Result, err error, opts []Option) error {
+	switch {
+	case res != nil && res.Deduplicated:
+		c.m.Deduplicated.WithLabelValues(res.Queue, metrics.StageEnqueue).Inc()
+	case res != nil:
+		c.m.Enqueued.WithLabelValues(res.Queue).Inc()
+	case errors.Is(err, ErrInvalid):
+		o := options{queue: DefaultQueue}
+		for _, f := range opts {
+			f(&o)
+		}
+		if ValidateQueue(o.queue) != nil {
+			o.queue = "invalid" // never a user-given value as a label
+		}
+		c.m.Rejected.WithLabelValues(o.queue, metrics.ReasonInvalid).Inc()
+	}
+	return err
+}
+
+func (c *Client) enqueueTyped(ctx context.Context, args JobArgs, opts []Option) (*Result, error) {
 	if args == nil {
 		return nil, invalid("nil args")
 	}
@@ -128,9 +156,10 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, opts ...Option) (*Result, error) {
 	var obj map[string]any
 	if err := json.Unmarshal(payload, &obj); err != nil {
-		return nil, invalid("payload is not a JSON object: %v", err)
+		return nil, c.count(nil, invalid("payload is not a JSON object: %v", err), opts)
 	}
-	return c.enqueue(ctx, kind, payload, payload, opts)
+	res, err := c.enqueue(ctx, kind, payload, payload, opts)
+	return res, c.count(res, err, opts)
 }
 
 func (c *Client) enqueue(ctx context.Context, kind string, payload, display []byte, opts []Option) (*Result, error) {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -17,6 +18,9 @@ type Config struct {
 	// Retention is how long succeeded and dead jobs (and their operation
 	// ids, which deduplicate enqueues) are kept (default 7 days).
 	Retention time.Duration
+	// Registerer receives the client's metrics (enqueued, deduplicated at
+	// enqueue, rejected as invalid); default: none are exported.
+	Registerer prometheus.Registerer
 }
 
 func (c Config) withDefaults() Config {

@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -41,7 +42,7 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 
 	var env jobs.Envelope
 	if err := json.Unmarshal(t.Payload(), &env); err != nil || env.JobID == "" {
-		p.metrics.rejected.WithLabelValues(queue, reasonMalformed).Inc()
+		p.metrics.Rejected.WithLabelValues(queue, metrics.ReasonMalformed).Inc()
 		log.Error("delivery rejected: task payload is not a fencedq envelope", "error", errText(err))
 		return fmt.Errorf("%w: malformed envelope", asynq.SkipRetry)
 	}
@@ -57,7 +58,7 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.LeaseWait)
 		l, err := p.leases.AcquireWait(wctx, env.Resource, owner, ttl)
 		cancel()
-		p.metrics.leaseWait.WithLabelValues(queue, kind).Observe(time.Since(sent).Seconds())
+		p.metrics.LeaseWait.WithLabelValues(queue, kind).Observe(time.Since(sent).Seconds())
 		if errors.Is(err, lease.ErrHeld) {
 			log.Debug("resource busy, delivery deferred", "resource", env.Resource)
 			return errDeferred
@@ -83,14 +84,14 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 		return p.notClaimed(log, queue, err)
 	}
 	log = log.With("operation_id", claim.OperationID, "attempt", claim.Attempt, "token", claim.Token.String())
-	p.metrics.attempted.WithLabelValues(queue, kind).Inc()
+	p.metrics.Attempted.WithLabelValues(queue, kind).Inc()
 
 	h := p.handlerFor(kind)
 	var outcome jobs.Outcome
 	var handlerErr error
 	start := time.Now()
 	if h == nil {
-		p.metrics.rejected.WithLabelValues(queue, reasonUnknownKind).Inc()
+		p.metrics.Rejected.WithLabelValues(queue, metrics.ReasonUnknownKind).Inc()
 		handlerErr = fmt.Errorf("no worker registered for kind %q in pool %s", kind, p.cfg.WorkerID)
 		outcome = jobs.Outcome{To: jobs.Dead, Error: handlerErr.Error(), Reason: "unknown kind"}
 	} else {
@@ -104,7 +105,7 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 	release()
 	switch {
 	case errors.Is(err, jobs.ErrStale):
-		p.metrics.fenced.WithLabelValues(queue, stageCommit).Inc()
+		p.metrics.Fenced.WithLabelValues(queue, metrics.StageCommit).Inc()
 		log.Warn("commit rejected: a newer attempt owns the job; this attempt's outcome is discarded",
 			"wanted", outcome.To, "job_state", state, "handler_error", errText(handlerErr))
 		return nil
@@ -113,8 +114,8 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 			"wanted", outcome.To, "error", err)
 		return nil
 	}
-	p.metrics.completed.WithLabelValues(queue, kind, string(state)).Inc()
-	p.metrics.duration.WithLabelValues(queue, kind, string(state)).Observe(elapsed.Seconds())
+	p.metrics.Completed.WithLabelValues(queue, kind, string(state)).Inc()
+	p.metrics.Duration.WithLabelValues(queue, kind, string(state)).Observe(elapsed.Seconds())
 	attrs := []any{"state", state, "duration", elapsed}
 	if handlerErr != nil {
 		attrs = append(attrs, "error", handlerErr.Error())
@@ -147,11 +148,11 @@ func (p *Pool) notClaimed(log *slog.Logger, queue string, err error) error {
 	}
 	switch nc.State {
 	case "succeeded", "dead":
-		p.metrics.deduplicated.WithLabelValues(queue, stageExecute).Inc()
+		p.metrics.Deduplicated.WithLabelValues(queue, metrics.StageExecute).Inc()
 		log.Info("duplicate delivery acknowledged without running the handler", "job_state", nc.State)
 		return nil
 	case "missing":
-		p.metrics.rejected.WithLabelValues(queue, reasonUnknownJob).Inc()
+		p.metrics.Rejected.WithLabelValues(queue, metrics.ReasonUnknownJob).Inc()
 		log.Error("delivery names no job in the ledger (expired or never enqueued through fencedq)")
 		return fmt.Errorf("%w: unknown job", asynq.SkipRetry)
 	default: // running elsewhere, uncertain, review, stale
@@ -185,7 +186,7 @@ func (p *Pool) runAttempt(ctx context.Context, log *slog.Logger, h *handler, que
 		}
 		if _, err := p.ledger.Renew(rctx, queue, env.JobID, claim.Token, p.cfg.LeaseTTL); err != nil {
 			if errors.Is(err, jobs.ErrStale) {
-				p.metrics.fenced.WithLabelValues(queue, stageRenew).Inc()
+				p.metrics.Fenced.WithLabelValues(queue, metrics.StageRenew).Inc()
 				return fmt.Errorf("%w: %w", lease.ErrLost, err)
 			}
 			return err
@@ -211,17 +212,17 @@ func (p *Pool) runAttempt(ctx context.Context, log *slog.Logger, h *handler, que
 	err = p.safeRun(hctx, log, h, queue, base, claim.Payload)
 	lost := session.Lost()
 	if lost {
-		p.metrics.leaseLost.WithLabelValues(queue, h.kind).Inc()
+		p.metrics.LeaseLost.WithLabelValues(queue, h.kind).Inc()
 	}
 	timedOut := errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline)
 	if fe := new(fence.StaleError); errors.As(err, &fe) || errors.Is(err, fence.ErrStale) {
-		p.metrics.fenced.WithLabelValues(queue, stageStorage).Inc()
+		p.metrics.Fenced.WithLabelValues(queue, metrics.StageStorage).Inc()
 	}
 	switch {
 	case err == nil:
 		return jobs.Outcome{To: jobs.Succeeded}, nil
 	case errors.Is(err, errMalformed):
-		p.metrics.rejected.WithLabelValues(queue, reasonMalformed).Inc()
+		p.metrics.Rejected.WithLabelValues(queue, metrics.ReasonMalformed).Inc()
 		return jobs.Outcome{To: jobs.Dead, Error: err.Error(), Reason: "malformed payload"}, err
 	case errors.Is(err, jobs.ErrPermanent):
 		return jobs.Outcome{To: jobs.Dead, Error: err.Error(), Reason: "permanent error"}, err
@@ -246,7 +247,7 @@ func (p *Pool) runAttempt(ctx context.Context, log *slog.Logger, h *handler, que
 func (p *Pool) safeRun(ctx context.Context, log *slog.Logger, h *handler, queue string, base jobs.Job[jobs.JobArgs], payload []byte) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.metrics.panics.WithLabelValues(queue, h.kind).Inc()
+			p.metrics.Panics.WithLabelValues(queue, h.kind).Inc()
 			log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}

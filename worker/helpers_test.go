@@ -52,9 +52,10 @@ func newEnv(t *testing.T) *env {
 }
 
 func newEnvOn(t *testing.T, rdb redis.UniversalClient, ns string) *env {
-	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	reg := prometheus.NewRegistry()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Registerer: reg})
 	t.Cleanup(func() { _ = c.Close() })
-	return &env{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	return &env{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), reg: reg, logs: &syncBuffer{}}
 }
 
 // config returns a pool config with short, test-friendly timings.

@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -54,7 +55,7 @@ type Pool struct {
 	ledger  *jobs.Ledger
 	leases  *lease.Manager
 	client  *jobs.Client
-	metrics *metrics
+	metrics *metrics.Set
 
 	mu       sync.Mutex
 	handlers map[string]*handler
@@ -68,7 +69,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	jc := jobs.Config{Namespace: cfg.Namespace, Retention: cfg.Retention}
+	jc := jobs.Config{Namespace: cfg.Namespace, Retention: cfg.Retention, Registerer: cfg.Registerer}
 	return &Pool{
 		rdb:      rdb,
 		cfg:      cfg,
@@ -76,7 +77,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		ledger:   jobs.NewLedger(rdb, jc),
 		leases:   lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace}),
 		client:   jobs.NewClient(rdb, jc),
-		metrics:  newMetrics(cfg.Registerer),
+		metrics:  metrics.New(cfg.Registerer),
 		handlers: map[string]*handler{},
 	}, nil
 }

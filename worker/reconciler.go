@@ -49,7 +49,7 @@ func (r *reconciler) run(ctx context.Context) {
 			_ = session.Release(rctx)
 			cancel()
 		}
-		r.p.metrics.leader.Set(0)
+		r.p.metrics.Leader.Set(0)
 	}()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -57,7 +57,7 @@ func (r *reconciler) run(ctx context.Context) {
 		if session != nil && session.Err() != nil {
 			r.log.Warn("reconciler leadership lost", "cause", session.Err())
 			session = nil
-			r.p.metrics.leader.Set(0)
+			r.p.metrics.Leader.Set(0)
 		}
 		if session == nil {
 			l, err := r.p.leases.Acquire(ctx, LeaderResource, r.p.cfg.WorkerID, ttl)
@@ -65,7 +65,7 @@ func (r *reconciler) run(ctx context.Context) {
 				session, err = r.p.leases.KeepAlive(ctx, l, ttl)
 				if err == nil {
 					leaderLease = *l
-					r.p.metrics.leader.Set(1)
+					r.p.metrics.Leader.Set(1)
 					r.log.Info("reconciler is the leader", "token", l.Token.String())
 				}
 			} else if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
@@ -74,7 +74,7 @@ func (r *reconciler) run(ctx context.Context) {
 		}
 		if session != nil {
 			if err := r.scan(session.Context(), leaderLease.Token); err != nil && session.Context().Err() == nil {
-				r.p.metrics.reconcileError.Inc()
+				r.p.metrics.ReconcileErrors.Inc()
 				r.log.Warn("reconciler scan failed", "error", err)
 			}
 		}
@@ -117,10 +117,10 @@ func (r *reconciler) scan(ctx context.Context, leader lease.Token) error {
 			return err
 		}
 		for s, n := range counts {
-			r.p.metrics.jobs.WithLabelValues(q, string(s)).Set(float64(n))
+			r.p.metrics.Jobs.WithLabelValues(q, string(s)).Set(float64(n))
 		}
 	}
-	r.p.metrics.lastScan.Set(float64(time.Now().Unix()))
+	r.p.metrics.LastScan.Set(float64(time.Now().Unix()))
 	return r.p.rdb.HSet(ctx, StatusKey(r.p.cfg.Namespace),
 		"leader", r.p.cfg.WorkerID, "token", leader.String(), "last_scan", now.UnixMilli(),
 		"expired", r.expired, "resolved", r.resolved).Err()
@@ -139,7 +139,7 @@ func (r *reconciler) expire(ctx context.Context, q string, now time.Time, leader
 		}
 		if moved {
 			r.expired++
-			r.p.metrics.decisions.WithLabelValues(q, "expired").Inc()
+			r.p.metrics.Decisions.WithLabelValues(q, "expired").Inc()
 			r.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
 		}
 	}
@@ -167,7 +167,7 @@ func (r *reconciler) resolveDue(ctx context.Context, q string, now time.Time, le
 			if errors.Is(err, jobs.ErrStale) {
 				return err // no longer the leader
 			}
-			r.p.metrics.reconcileError.Inc()
+			r.p.metrics.ReconcileErrors.Inc()
 			r.log.Warn("reconcile decision failed", "queue", q, "job_id", id, "error", err)
 		}
 	}
@@ -229,7 +229,7 @@ func (r *reconciler) resolve(ctx context.Context, rec *jobs.Record, leader lease
 		return err
 	}
 	r.resolved++
-	r.p.metrics.decisions.WithLabelValues(rec.Queue, result).Inc()
+	r.p.metrics.Decisions.WithLabelValues(rec.Queue, result).Inc()
 	r.log.Info("reconciled", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID,
 		"kind", rec.Kind, "token", rec.Token.String(), "decision", res.Decision, "state", state, "evidence", evidence)
 	if res.Decision != jobs.DecideRerun {

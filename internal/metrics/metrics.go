@@ -1,0 +1,129 @@
+// Package metrics defines every fencedq Prometheus series in one place, so
+// the enqueue client and worker pools sharing a Registerer share series.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Set holds fencedq's Prometheus series. Labels come only from bounded
+// sets: queue and kind (registered by code), outcome, stage, reason, result.
+// No label ever holds a job id, operation id, payload or error text.
+type Set struct {
+	Enqueued        *prometheus.CounterVec   // queue
+	Attempted       *prometheus.CounterVec   // queue, kind
+	Completed       *prometheus.CounterVec   // queue, kind, outcome
+	Deduplicated    *prometheus.CounterVec   // queue, stage
+	Rejected        *prometheus.CounterVec   // queue, reason
+	Fenced          *prometheus.CounterVec   // queue, stage
+	LeaseLost       *prometheus.CounterVec   // queue, kind
+	Panics          *prometheus.CounterVec   // queue, kind
+	LeaseWait       *prometheus.HistogramVec // queue, kind
+	Duration        *prometheus.HistogramVec // queue, kind, outcome
+	Jobs            *prometheus.GaugeVec     // queue, state
+	Decisions       *prometheus.CounterVec   // queue, result
+	Leader          prometheus.Gauge
+	LastScan        prometheus.Gauge
+	ReconcileErrors prometheus.Counter
+}
+
+// Label values used by the pool.
+const (
+	StageEnqueue = "enqueue"
+	StageExecute = "execute"
+	StageCommit  = "commit"
+	StageRenew   = "renew"
+	StageStorage = "storage"
+
+	ReasonMalformed   = "malformed"
+	ReasonUnknownKind = "unknown_kind"
+	ReasonUnknownJob  = "unknown_job"
+	ReasonInvalid     = "invalid"
+)
+
+// New registers the series on reg (nil: a private registry, so nothing is
+// exported) or reuses those already registered there.
+func New(reg prometheus.Registerer) *Set {
+	if reg == nil {
+		reg = prometheus.NewRegistry() // private: series exist but are not exported
+	}
+	m := &Set{
+		Enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_jobs_enqueued_total", Help: "Jobs created by enqueue (deduplicated submissions excluded).",
+		}, []string{"queue"}),
+		Attempted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_jobs_attempted_total", Help: "Attempts started (a claim in the ledger succeeded).",
+		}, []string{"queue", "kind"}),
+		Completed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_jobs_completed_total", Help: "Attempts ended, by resulting state (succeeded, pending = retry scheduled, dead, uncertain).",
+		}, []string{"queue", "kind", "outcome"}),
+		Deduplicated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_jobs_deduplicated_total", Help: "Deliveries or enqueues recognised as duplicates, by stage (enqueue, execute).",
+		}, []string{"queue", "stage"}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_jobs_rejected_total", Help: "Jobs rejected, by reason (invalid, unknown_kind, malformed, unknown_job).",
+		}, []string{"queue", "reason"}),
+		Fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_fenced_rejections_total", Help: "Writes rejected for carrying a stale token, by stage (commit, renew, storage).",
+		}, []string{"queue", "stage"}),
+		LeaseLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_leases_lost_total", Help: "Attempts whose lease was lost while the handler ran.",
+		}, []string{"queue", "kind"}),
+		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_handler_panics_total", Help: "Handler panics recovered (each is retried).",
+		}, []string{"queue", "kind"}),
+		LeaseWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fencedq_lease_wait_seconds", Help: "Time a delivery waited for its resource lease.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"queue", "kind"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fencedq_handler_duration_seconds", Help: "Handler run time, by resulting state.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"queue", "kind", "outcome"}),
+		Jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencedq_jobs", Help: "Jobs currently in each state (from the ledger indexes; set by the reconciler leader).",
+		}, []string{"queue", "state"}),
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_reconciler_decisions_total", Help: "Reconciler decisions, by result (expired, applied, not_applied, cannot_tell, review).",
+		}, []string{"queue", "result"}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencedq_reconciler_leader", Help: "1 while this pool's reconciler is the namespace's leader.",
+		}),
+		LastScan: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencedq_reconciler_last_scan_timestamp_seconds", Help: "When this pool's reconciler last completed a scan as leader.",
+		}),
+		ReconcileErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencedq_reconciler_errors_total", Help: "Reconciler scans or decisions that failed (Redis errors, Reconcile errors).",
+		}),
+	}
+	m.Enqueued = register(reg, m.Enqueued)
+	m.Attempted = register(reg, m.Attempted)
+	m.Completed = register(reg, m.Completed)
+	m.Deduplicated = register(reg, m.Deduplicated)
+	m.Rejected = register(reg, m.Rejected)
+	m.Fenced = register(reg, m.Fenced)
+	m.LeaseLost = register(reg, m.LeaseLost)
+	m.Panics = register(reg, m.Panics)
+	m.LeaseWait = register(reg, m.LeaseWait)
+	m.Duration = register(reg, m.Duration)
+	m.Jobs = register(reg, m.Jobs)
+	m.Decisions = register(reg, m.Decisions)
+	m.Leader = register(reg, m.Leader)
+	m.LastScan = register(reg, m.LastScan)
+	m.ReconcileErrors = register(reg, m.ReconcileErrors)
+	return m
+}
+
+// register adds c to reg; when several pools in one process share a
+// Registerer, they share the series already registered.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
+}

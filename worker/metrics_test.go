@@ -1,0 +1,120 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// TestMetricsAfterRealRunsCarryNoUserData runs jobs full of user data and
+// checks the metric values and that every label value comes from a
+// bounded set.
+func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		switch j.Args.N {
+		case 1:
+			return nil
+		case 2:
+			return jobs.Permanent(errors.New("USERDATA-error card 4111"))
+		default:
+			return jobs.Unknown(errors.New("USERDATA-unknown"))
+		}
+	}))
+	e.start(p)
+	ok := e.enqueue(echoArgs{N: 1, Secret: "USERDATA-secret"}, jobs.OperationID("USERDATA-op-1"))
+	bad := e.enqueue(echoArgs{N: 2}, jobs.OperationID("USERDATA-op-2"))
+	unk := e.enqueue(echoArgs{N: 3}, jobs.OperationID("USERDATA-op-3"))
+	e.enqueue(echoArgs{N: 1}, jobs.OperationID("USERDATA-op-1")) // duplicate submission
+	e.waitState("default", ok.JobID, jobs.Succeeded, 10*time.Second)
+	e.waitState("default", bad.JobID, jobs.Dead, 10*time.Second)
+	e.waitState("default", unk.JobID, jobs.Review, 10*time.Second)
+
+	if v := testutil.ToFloat64(e.metric("fencedq_jobs_attempted_total")); v != 3 {
+		t.Errorf("attempted = %v, want 3", v)
+	}
+	waitFor(t, 5*time.Second, func() bool {
+		return testutil.ToFloat64(e.metric("fencedq_reconciler_decisions_total")) >= 1
+	})
+	want := map[string]float64{}
+	fams, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]map[string]bool{
+		"queue":   {"default": true},
+		"kind":    {"echo": true},
+		"outcome": {"succeeded": true, "dead": true, "uncertain": true, "pending": true},
+		"stage":   {"enqueue": true, "execute": true, "commit": true, "renew": true, "storage": true},
+		"reason":  {"invalid": true, "unknown_kind": true, "malformed": true, "unknown_job": true},
+		"state":   {"pending": true, "running": true, "uncertain": true, "review": true, "succeeded": true, "dead": true},
+		"result":  {"expired": true, "applied": true, "not_applied": true, "cannot_tell": true, "review": true},
+	}
+	for _, f := range fams {
+		if !strings.HasPrefix(f.GetName(), "fencedq_") {
+			t.Errorf("metric %s lacks the fencedq_ prefix", f.GetName())
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.Contains(l.GetValue(), "USERDATA") || !allowed[l.GetName()][l.GetValue()] {
+					t.Errorf("%s{%s=%q}: label value outside its bounded set", f.GetName(), l.GetName(), l.GetValue())
+				}
+			}
+			if f.GetName() == "fencedq_jobs_completed_total" {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" {
+						want[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	if want["succeeded"] != 1 || want["dead"] != 1 || want["uncertain"] != 1 {
+		t.Errorf("completed by outcome: %v", want)
+	}
+	waitFor(t, 5*time.Second, func() bool {
+		fams, _ := e.reg.Gather()
+		for _, f := range fams {
+			if f.GetName() != "fencedq_jobs" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "state" && l.GetValue() == "review" && m.GetGauge().GetValue() == 1 {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	if _, err := e.client.Enqueue(context.Background(), echoArgs{N: -1, Secret: "USERDATA-invalid"}); !errors.Is(err, jobs.ErrInvalid) {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]float64{
+		"fencedq_jobs_enqueued_total":     3,
+		"fencedq_jobs_deduplicated_total": 1, // stage enqueue
+		"fencedq_jobs_rejected_total":     1, // reason invalid
+	} {
+		if v := testutil.ToFloat64(e.metric(name)); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	logs := e.logs.String()
+	for _, want := range []string{`"job_id":"` + bad.JobID, `"operation_id":"USERDATA-op-2"`, `"kind":"echo"`, `"queue":"default"`, `"attempt":1`, `"token":"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("job log lines lack %s", want)
+		}
+	}
+	if strings.Contains(logs, "USERDATA-secret") {
+		t.Error("a sensitive arg reached the logs")
+	}
+}
