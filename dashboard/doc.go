@@ -9,7 +9,8 @@
 //
 //	#/                      overview: per queue, jobs per state, throughput,
 //	                        fenced rejections, deduplications; the
-//	                        reconciler's leader and last scan
+//	                        reconciler's live leader (from its leader lease)
+//	                        and last scan (from ReconcilerStatusKey)
 //	#/stuck                 running jobs past or near their lease deadline
 //	#/attention             uncertain and review jobs with their evidence
 //	                        (reason, error, history) and resolve actions

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // Sentinel errors returned by New.
@@ -68,6 +69,7 @@ type Options struct {
 type Handler struct {
 	ledger  *jobs.Ledger
 	client  *jobs.Client
+	leases  *lease.Manager // reads the reconciler's leader lease
 	opts    Options
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -125,6 +127,7 @@ func New(ledger *jobs.Ledger, client *jobs.Client, opts Options) (*Handler, erro
 	}
 	h := &Handler{
 		ledger: ledger, client: client, opts: opts,
+		leases:  lease.NewManager(ledger.Redis(), lease.Config{Namespace: ledger.Namespace()}),
 		log:     opts.Logger.With("component", "dashboard", "namespace", ledger.Namespace()),
 		cop:     http.NewCrossOriginProtection(),
 		csrfKey: key,

@@ -1,0 +1,659 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// Limits on what one request reads.
+const (
+	defaultLimit   = 50
+	maxLimit       = 500
+	maxOffset      = 1_000_000
+	maxEvents      = 1000 // the ledger keeps at most this many per queue
+	historyInline  = 20   // history entries shown with each job of a list
+	maxIDLength    = 200
+	maxNoteLength  = 2000
+	maxResolveBody = 8 << 10
+)
+
+// writeJSON sends v as JSON; encoding/json escapes <, > and & in strings.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":"encoding failed"}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+type apiError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, apiError{Error: msg, Code: code})
+}
+
+// fail answers a ledger error: 404 for a missing job, 400 for invalid
+// input, 409 for a wrong state, 503 otherwise (logged, not shown).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "no such job (it may have expired after the retention period)")
+	case errors.Is(err, jobs.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, jobs.ErrWrongState):
+		writeError(w, http.StatusConflict, "wrong_state", err.Error())
+	default:
+		h.log.ErrorContext(r.Context(), "dashboard: ledger request failed", "path", r.URL.Path, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the ledger could not be read; see the server log")
+	}
+}
+
+func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.opts.Timeout)
+}
+
+// intParam parses an optional non-negative integer query parameter.
+func intParam(r *http.Request, name string, def, maxV int) (int, bool) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return min(n, maxV), true
+}
+
+// queueParam validates an optional queue name.
+func queueParam(w http.ResponseWriter, q string) bool {
+	if q == "" {
+		return true
+	}
+	if err := jobs.ValidateQueue(q); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return false
+	}
+	return true
+}
+
+// queues returns [q] or, when q is empty, every known queue.
+func (h *Handler) queues(ctx context.Context, q string) ([]string, error) {
+	if q != "" {
+		return []string{q}, nil
+	}
+	return h.ledger.Queues(ctx)
+}
+
+// queueView is one queue on the overview.
+type queueView struct {
+	Name   string               `json:"name"`
+	Counts map[jobs.State]int64 `json:"counts"`
+	// Stats are the ledger's cumulative counters for the queue.
+	Stats map[string]int64 `json:"stats"`
+	// FencedRejections sums the fenced_* counters; Fenced splits them by stage.
+	FencedRejections int64            `json:"fenced_rejections"`
+	Fenced           map[string]int64 `json:"fenced"`
+	// Deduplicated sums the deduplicated_* counters; Deduplications splits
+	// them by stage (enqueue, execute).
+	Deduplicated   int64            `json:"deduplicated"`
+	Deduplications map[string]int64 `json:"deduplications"`
+	// Throughput is null until the dashboard has watched the counters for a
+	// second.
+	Throughput *throughput `json:"throughput"`
+}
+
+// reconcilerView is the reconciler's state: the live leader from the
+// leader lease, and the last scan from the status hash the leader writes
+// (<ns>:reconciler:status).
+type reconcilerView struct {
+	// Present is true while a reconciler holds the leader lease; false
+	// shows as "no leader".
+	Present bool `json:"present"`
+	// Leader and Token name the live leader (empty without one).
+	Leader string `json:"leader,omitempty"`
+	Token  string `json:"token,omitempty"`
+	// LeaseDeadline is when the leader's lease ends unless renewed.
+	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
+	// RecordedLeader and RecordedToken are the leader that wrote the status
+	// hash last (it may have died since).
+	RecordedLeader string    `json:"recorded_leader,omitempty"`
+	RecordedToken  string    `json:"recorded_token,omitempty"`
+	LastScan       time.Time `json:"last_scan,omitzero"`
+	LastScanAgeMS  *int64    `json:"last_scan_age_ms,omitempty"`
+	Scanned        int64     `json:"scanned"`
+	Expired        int64     `json:"expired"`
+	Resolved       int64     `json:"resolved"`
+}
+
+type overview struct {
+	Namespace      string               `json:"namespace"`
+	ServerTime     time.Time            `json:"server_time"`
+	ActionsEnabled bool                 `json:"actions_enabled"`
+	Reconciler     reconcilerView       `json:"reconciler"`
+	Totals         map[jobs.State]int64 `json:"totals"`
+	Queues         []queueView          `json:"queues"`
+}
+
+// ReconcilerStatusKey returns the Redis hash where the reconciler leader
+// records its status: fields leader (worker id), token, last_scan (unix
+// ms), scanned, expired, resolved (see worker.StatusKey).
+func ReconcilerStatusKey(namespace string) string { return namespace + ":reconciler:status" }
+
+// leaderResource is the lease the namespace's reconcilers compete for
+// (worker.LeaderResource).
+const leaderResource = "reconciler"
+
+func (h *Handler) reconciler(ctx context.Context, now time.Time) (reconcilerView, error) {
+	m, err := h.ledger.Redis().HGetAll(ctx, ReconcilerStatusKey(h.ledger.Namespace())).Result()
+	if err != nil {
+		return reconcilerView{}, err
+	}
+	num := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
+	v := reconcilerView{
+		RecordedLeader: m["leader"], RecordedToken: m["token"],
+		Scanned: num("scanned"), Expired: num("expired"), Resolved: num("resolved"),
+	}
+	if ms := num("last_scan"); ms > 0 {
+		v.LastScan = time.UnixMilli(ms)
+		age := now.Sub(v.LastScan).Milliseconds()
+		v.LastScanAgeMS = &age
+	}
+	l, err := h.leases.Holder(ctx, leaderResource)
+	if err != nil {
+		return reconcilerView{}, err
+	}
+	if l != nil && (l.Deadline.IsZero() || l.Deadline.After(now)) {
+		v.Present, v.Leader, v.Token, v.LeaseDeadline = true, l.Owner, l.Token.String(), l.Deadline
+	}
+	return v, nil
+}
+
+func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	now, err := h.ledger.ServerTime(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	qs, err := h.ledger.Queues(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	rec, err := h.reconciler(ctx, now)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := overview{
+		Namespace: h.ledger.Namespace(), ServerTime: now, ActionsEnabled: h.ActionsEnabled(),
+		Reconciler: rec, Totals: map[jobs.State]int64{}, Queues: []queueView{},
+	}
+	for _, s := range jobs.States {
+		out.Totals[s] = 0
+	}
+	for _, q := range qs {
+		counts, err := h.ledger.Counts(ctx, q)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		stats, err := h.ledger.Stats(ctx, q)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		v := queueView{Name: q, Counts: counts, Stats: stats, Fenced: map[string]int64{}, Deduplications: map[string]int64{}}
+		for k, n := range stats {
+			if stage, ok := strings.CutPrefix(k, "fenced_"); ok {
+				v.Fenced[stage] = n
+				v.FencedRejections += n
+			}
+			if stage, ok := strings.CutPrefix(k, "deduplicated_"); ok {
+				v.Deduplications[stage] = n
+				v.Deduplicated += n
+			}
+		}
+		for s, n := range counts {
+			out.Totals[s] += n
+		}
+		v.Throughput = h.rates.observe(q, counters{
+			at: now, enqueued: stats["enqueued"], attempted: stats["attempted"], succeeded: stats["succeeded"],
+			dead: stats["dead"], retried: stats["retried"], uncertain: stats["uncertain"],
+			fenced: v.FencedRejections, deduped: v.Deduplicated,
+		})
+		out.Queues = append(out.Queues, v)
+	}
+	h.rates.forget(qs)
+	writeJSON(w, http.StatusOK, out)
+}
+
+type jobList struct {
+	State  jobs.State `json:"state"`
+	Queue  string     `json:"queue,omitempty"`
+	Offset int        `json:"offset"`
+	Limit  int        `json:"limit"`
+	// Total is the number of jobs in the state (across queues when no queue
+	// was given).
+	Total int64      `json:"total"`
+	Jobs  []*jobView `json:"jobs"`
+}
+
+// apiJobs lists jobs in one state, of one queue (with offset) or of every
+// queue (the first limit of each, oldest update first).
+func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := jobs.State(q.Get("state"))
+	if !state.Valid() {
+		writeError(w, http.StatusBadRequest, "invalid", "state must be one of pending, running, uncertain, review, succeeded, dead")
+		return
+	}
+	queue := q.Get("queue")
+	if !queueParam(w, queue) {
+		return
+	}
+	limit, ok1 := intParam(r, "limit", defaultLimit, maxLimit)
+	offset, ok2 := intParam(r, "offset", 0, maxOffset)
+	if !ok1 || !ok2 {
+		writeError(w, http.StatusBadRequest, "invalid", "offset and limit must be non-negative integers")
+		return
+	}
+	if limit == 0 {
+		limit = defaultLimit
+	}
+	if queue == "" && offset > 0 {
+		writeError(w, http.StatusBadRequest, "invalid", "offset needs a queue")
+		return
+	}
+	withHistory := q.Get("history") == "1"
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	qs, err := h.queues(ctx, queue)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := jobList{State: state, Queue: queue, Offset: offset, Limit: limit, Jobs: []*jobView{}}
+	for _, name := range qs {
+		counts, err := h.ledger.Counts(ctx, name)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		out.Total += counts[state]
+		if counts[state] == 0 {
+			continue
+		}
+		recs, err := h.ledger.List(ctx, name, state, offset, limit)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for _, rec := range recs {
+			out.Jobs = append(out.Jobs, viewOf(rec))
+		}
+	}
+	if queue == "" {
+		slices.SortStableFunc(out.Jobs, func(a, b *jobView) int { return a.Updated.Compare(b.Updated) })
+		if len(out.Jobs) > limit {
+			out.Jobs = out.Jobs[:limit]
+		}
+	}
+	if withHistory {
+		for _, j := range out.Jobs {
+			hist, err := h.ledger.History(ctx, j.Queue, j.ID)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			if len(hist) > historyInline {
+				hist = hist[len(hist)-historyInline:]
+			}
+			j.History = hist
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type jobDetail struct {
+	Job      *jobView     `json:"job"`
+	Attempts []*attempt   `json:"attempts"`
+	History  []jobs.Entry `json:"history"`
+	// Decisions are the operator decisions the job's state allows.
+	Decisions      []jobs.Decision `json:"decisions"`
+	ActionsEnabled bool            `json:"actions_enabled"`
+}
+
+// pathJob validates the {queue} and {id} path values.
+func pathJob(w http.ResponseWriter, r *http.Request) (queue, id string, ok bool) {
+	queue, id = r.PathValue("queue"), r.PathValue("id")
+	if !queueParam(w, queue) {
+		return "", "", false
+	}
+	if id == "" || len(id) > maxIDLength {
+		writeError(w, http.StatusBadRequest, "invalid", "bad job id")
+		return "", "", false
+	}
+	return queue, id, true
+}
+
+func (h *Handler) apiJob(w http.ResponseWriter, r *http.Request) {
+	queue, id, ok := pathJob(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	rec, err := h.ledger.Get(ctx, queue, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	hist, err := h.ledger.History(ctx, queue, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := jobDetail{
+		Job: viewOf(rec), Attempts: attemptsOf(hist), History: hist,
+		Decisions: decisionsFor(rec.State), ActionsEnabled: h.ActionsEnabled(),
+	}
+	if out.Attempts == nil {
+		out.Attempts = []*attempt{}
+	}
+	if out.History == nil {
+		out.History = []jobs.Entry{}
+	}
+	if out.Decisions == nil {
+		out.Decisions = []jobs.Decision{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type searchMatch struct {
+	// By says what matched: "job_id" or "operation_id".
+	By  string   `json:"by"`
+	Job *jobView `json:"job"`
+}
+
+type searchResult struct {
+	Query   string        `json:"query"`
+	Matches []searchMatch `json:"matches"`
+}
+
+// apiSearch finds a job by job id, then by operation id (in every queue).
+func (h *Handler) apiSearch(w http.ResponseWriter, r *http.Request) {
+	text := strings.TrimSpace(r.URL.Query().Get("q"))
+	if text == "" || len(text) > maxIDLength {
+		writeError(w, http.StatusBadRequest, "invalid", "q must be a job id or an operation id (1-200 bytes)")
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	out := searchResult{Query: text, Matches: []searchMatch{}}
+	seen := map[string]bool{}
+	add := func(by string, rec *jobs.Record) {
+		if k := rec.Queue + "\x00" + rec.ID; !seen[k] {
+			seen[k] = true
+			out.Matches = append(out.Matches, searchMatch{By: by, Job: viewOf(rec)})
+		}
+	}
+	rec, err := h.ledger.Find(ctx, text)
+	switch {
+	case err == nil:
+		add("job_id", rec)
+	case !errors.Is(err, jobs.ErrNotFound):
+		h.fail(w, r, err)
+		return
+	}
+	rec, err = h.ledger.FindByOperation(ctx, text)
+	switch {
+	case err == nil:
+		add("operation_id", rec)
+	case !errors.Is(err, jobs.ErrNotFound):
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type eventList struct {
+	Events []eventView `json:"events"`
+}
+
+// apiEvents merges the queues' event feeds (fenced rejections and
+// deduplications), newest first, optionally of one type.
+func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	queue, typ := q.Get("queue"), q.Get("type")
+	if !queueParam(w, queue) {
+		return
+	}
+	if typ != "" && typ != "deduplicated" && typ != "fenced" {
+		writeError(w, http.StatusBadRequest, "invalid", "type must be deduplicated or fenced")
+		return
+	}
+	limit, ok := intParam(r, "limit", 100, maxEvents)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "invalid", "limit must be a non-negative integer")
+		return
+	}
+	if limit == 0 {
+		limit = 100
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	qs, err := h.queues(ctx, queue)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	read := limit
+	if typ != "" {
+		read = maxEvents // filter from the whole feed
+	}
+	out := eventList{Events: []eventView{}}
+	for _, name := range qs {
+		evs, err := h.ledger.Events(ctx, name, read)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for _, e := range evs {
+			if typ != "" && e.Type != typ {
+				continue
+			}
+			out.Events = append(out.Events, eventView{
+				Queue: name, Type: e.Type, Stage: e.Stage, At: e.At, Job: e.Job, Op: e.Op,
+				Task: e.Task, Token: e.Token, Current: e.Current,
+			})
+		}
+	}
+	slices.SortStableFunc(out.Events, func(a, b eventView) int { return b.At.Compare(a.At) })
+	if len(out.Events) > limit {
+		out.Events = out.Events[:limit]
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type stuckList struct {
+	ServerTime time.Time  `json:"server_time"`
+	MarginMS   int64      `json:"margin_ms"`
+	Jobs       []*jobView `json:"jobs"`
+}
+
+// apiStuck lists running jobs whose lease deadline is past or within the
+// margin, by Redis time (the clock every ledger deadline uses), most
+// overdue first.
+func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
+	margin := h.opts.StuckMargin
+	if ms, ok := intParam(r, "margin_ms", -1, int(time.Hour/time.Millisecond)); !ok {
+		writeError(w, http.StatusBadRequest, "invalid", "margin_ms must be a non-negative integer")
+		return
+	} else if ms >= 0 {
+		margin = time.Duration(ms) * time.Millisecond
+	}
+	limit, ok := intParam(r, "limit", 100, maxLimit)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "invalid", "limit must be a non-negative integer")
+		return
+	}
+	if limit == 0 {
+		limit = 100
+	}
+	queue := r.URL.Query().Get("queue")
+	if !queueParam(w, queue) {
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	now, err := h.ledger.ServerTime(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	qs, err := h.queues(ctx, queue)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := stuckList{ServerTime: now, MarginMS: margin.Milliseconds(), Jobs: []*jobView{}}
+	for _, name := range qs {
+		ids, err := h.ledger.DueIDs(ctx, name, jobs.Running, now.Add(margin), limit)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for _, id := range ids {
+			rec, err := h.ledger.Get(ctx, name, id)
+			if errors.Is(err, jobs.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			if rec.State != jobs.Running { // committed since the index was read
+				continue
+			}
+			v := viewOf(rec)
+			over := now.Sub(rec.Deadline).Milliseconds()
+			v.OverdueMS = &over
+			out.Jobs = append(out.Jobs, v)
+		}
+	}
+	slices.SortStableFunc(out.Jobs, func(a, b *jobView) int { return a.Deadline.Compare(b.Deadline) })
+	if len(out.Jobs) > limit {
+		out.Jobs = out.Jobs[:limit]
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type session struct {
+	ActionsEnabled bool   `json:"actions_enabled"`
+	BasicAuth      bool   `json:"basic_auth"`
+	Authenticated  bool   `json:"authenticated"`
+	Actor          string `json:"actor,omitempty"`
+}
+
+// apiSession tells the pages whether to offer actions and a sign-in link.
+func (h *Handler) apiSession(w http.ResponseWriter, r *http.Request) {
+	s := session{ActionsEnabled: h.ActionsEnabled(), BasicAuth: h.opts.Username != ""}
+	if id, ok := h.authenticate(r); ok {
+		s.Authenticated, s.Actor = true, id.actor
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+// apiCSRF returns the CSRF token, setting its cookie when missing.
+func (h *Handler) apiCSRF(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"token": h.csrfToken(w, r), "header": csrfHeader})
+}
+
+// apiLogin makes the browser ask for basic-auth credentials, then sends it
+// back to the pages (which then send the credentials with every request).
+func (h *Handler) apiLogin(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Username == "" {
+		writeError(w, http.StatusForbidden, "read_only", "no username and password are configured")
+		return
+	}
+	if _, ok := h.authenticate(r); !ok {
+		h.challenge(w, r, "sign in to act on jobs")
+		return
+	}
+	w.Header().Set("Location", "../") // relative: the dashboard's root under any prefix
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+type resolveRequest struct {
+	Decision jobs.Decision `json:"decision"`
+	Note     string        `json:"note"`
+}
+
+// apiResolve applies an operator's decision to an uncertain, review (or,
+// for a re-run, dead) job.
+func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
+	who, ok := h.authorizeAction(w, r)
+	if !ok {
+		return
+	}
+	queue, id, ok := pathJob(w, r)
+	if !ok {
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "invalid", "send the decision as application/json")
+		return
+	}
+	var req resolveRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxResolveBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "body must be {\"decision\": \"succeeded|rerun|dead\", \"note\": \"...\"}")
+		return
+	}
+	switch req.Decision {
+	case jobs.DecideSucceeded, jobs.DecideRerun, jobs.DecideDead:
+	default:
+		writeError(w, http.StatusBadRequest, "invalid", "decision must be succeeded, rerun or dead")
+		return
+	}
+	req.Note = strings.TrimSpace(req.Note)
+	if len(req.Note) > maxNoteLength {
+		writeError(w, http.StatusBadRequest, "invalid", "note longer than 2000 bytes")
+		return
+	}
+	// A decision that reached the ledger must also get its delivery (re-run):
+	// finish it even if the browser goes away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.Timeout)
+	defer cancel()
+	log := h.log.With("queue", queue, "job_id", id, "decision", string(req.Decision), "actor", who.actor)
+	rec, err := h.client.Resolve(ctx, queue, id, req.Decision, who.actor, req.Note)
+	if err != nil {
+		log.WarnContext(ctx, "dashboard: operator decision failed", "error", err)
+		if rec != nil { // the ledger changed, the re-run's delivery did not
+			writeError(w, http.StatusBadGateway, "dispatch", "decision recorded, but the re-run could not be dispatched: "+err.Error())
+			return
+		}
+		h.fail(w, r, err)
+		return
+	}
+	log.InfoContext(ctx, "dashboard: operator resolved job", "operation_id", rec.OperationID, "state", string(rec.State))
+	writeJSON(w, http.StatusOK, map[string]any{"job": viewOf(rec)})
+}

@@ -1,0 +1,396 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// The API's JSON, as a client reads it.
+type (
+	overviewJSON struct {
+		Namespace      string         `json:"namespace"`
+		ServerTime     time.Time      `json:"server_time"`
+		ActionsEnabled bool           `json:"actions_enabled"`
+		Totals         map[string]int `json:"totals"`
+		Reconciler     struct {
+			Present        bool      `json:"present"`
+			Leader         string    `json:"leader"`
+			Token          string    `json:"token"`
+			RecordedLeader string    `json:"recorded_leader"`
+			RecordedToken  string    `json:"recorded_token"`
+			LastScan       time.Time `json:"last_scan"`
+			LastScanAgeMS  *int64    `json:"last_scan_age_ms"`
+			Scanned        int       `json:"scanned"`
+			Expired        int       `json:"expired"`
+			Resolved       int       `json:"resolved"`
+		} `json:"reconciler"`
+		Queues []struct {
+			Name             string           `json:"name"`
+			Counts           map[string]int   `json:"counts"`
+			Stats            map[string]int   `json:"stats"`
+			FencedRejections int              `json:"fenced_rejections"`
+			Fenced           map[string]int   `json:"fenced"`
+			Deduplicated     int              `json:"deduplicated"`
+			Deduplications   map[string]int   `json:"deduplications"`
+			Throughput       *json.RawMessage `json:"throughput"`
+		} `json:"queues"`
+	}
+	jobJSON struct {
+		ID          string          `json:"id"`
+		Queue       string          `json:"queue"`
+		Kind        string          `json:"kind"`
+		OperationID string          `json:"operation_id"`
+		State       string          `json:"state"`
+		Token       string          `json:"token"`
+		Owner       string          `json:"owner"`
+		Deadline    time.Time       `json:"deadline"`
+		Attempts    int             `json:"attempts"`
+		Args        json.RawMessage `json:"args"`
+		Error       string          `json:"error"`
+		Reason      string          `json:"reason"`
+		OverdueMS   *int64          `json:"overdue_ms"`
+		History     []jobs.Entry    `json:"history"`
+	}
+	listJSON struct {
+		State string    `json:"state"`
+		Total int       `json:"total"`
+		Jobs  []jobJSON `json:"jobs"`
+	}
+	detailJSON struct {
+		Job      jobJSON `json:"job"`
+		Attempts []struct {
+			Attempt int       `json:"attempt"`
+			Token   string    `json:"token"`
+			Owner   string    `json:"owner"`
+			Started time.Time `json:"started"`
+			Ended   time.Time `json:"ended"`
+			Outcome string    `json:"outcome"`
+			Error   string    `json:"error"`
+			Reason  string    `json:"reason"`
+			Fenced  []struct {
+				Stage   string `json:"stage"`
+				Outcome string `json:"outcome"`
+			} `json:"fenced"`
+		} `json:"attempts"`
+		History        []jobs.Entry `json:"history"`
+		Decisions      []string     `json:"decisions"`
+		ActionsEnabled bool         `json:"actions_enabled"`
+	}
+	eventsJSON struct {
+		Events []struct {
+			Queue string `json:"queue"`
+			Type  string `json:"type"`
+			Stage string `json:"stage"`
+			Job   string `json:"job"`
+			Op    string `json:"op"`
+			Task  string `json:"task"`
+			Token string `json:"token"`
+		} `json:"events"`
+	}
+	searchJSON struct {
+		Matches []struct {
+			By  string  `json:"by"`
+			Job jobJSON `json:"job"`
+		} `json:"matches"`
+	}
+	stuckJSON struct {
+		MarginMS int64     `json:"margin_ms"`
+		Jobs     []jobJSON `json:"jobs"`
+	}
+)
+
+// TestAPI reads a namespace holding jobs in every state through the JSON API.
+func TestAPI(t *testing.T) {
+	f := newFixture(t).seed()
+	h := f.handler(dashboard.Options{})
+	ctx := context.Background()
+
+	t.Run("overview", func(t *testing.T) {
+		var ov overviewJSON
+		getJSON(t, h, "/api/overview", &ov)
+		if ov.Namespace != f.ns || ov.ActionsEnabled || ov.ServerTime.IsZero() {
+			t.Fatalf("overview header: %+v", ov)
+		}
+		if ov.Reconciler.Present {
+			t.Fatalf("reconciler present without a status hash: %+v", ov.Reconciler)
+		}
+		byName := map[string]int{}
+		for i, q := range ov.Queues {
+			byName[q.Name] = i
+		}
+		def, slow := ov.Queues[byName["default"]], ov.Queues[byName["slow"]]
+		want := map[string]int{"pending": 1, "running": 0, "uncertain": 1, "review": 1, "succeeded": 1, "dead": 1}
+		for s, n := range want {
+			if def.Counts[s] != n {
+				t.Errorf("default %s = %d, want %d (%v)", s, def.Counts[s], n, def.Counts)
+			}
+		}
+		if slow.Counts["running"] != 2 || slow.FencedRejections != 1 || slow.Fenced["commit"] != 1 {
+			t.Errorf("slow queue: %+v", slow)
+		}
+		if def.Deduplicated != 2 || def.Deduplications["enqueue"] != 1 || def.Deduplications["execute"] != 1 {
+			t.Errorf("deduplications: %d %v", def.Deduplicated, def.Deduplications)
+		}
+		if def.Stats["succeeded"] != 1 || def.Stats["attempted"] != 4 || def.Stats["enqueued"] != 5 {
+			t.Errorf("stats: %v", def.Stats)
+		}
+		if ov.Totals["running"] != 2 || ov.Totals["review"] != 1 {
+			t.Errorf("totals: %v", ov.Totals)
+		}
+		// Counts agree with the ledger's own.
+		counts, err := f.ledger.Counts(ctx, "default")
+		must(t, err)
+		for s, n := range counts {
+			if int64(def.Counts[string(s)]) != n {
+				t.Errorf("%s: api %d, ledger %d", s, def.Counts[string(s)], n)
+			}
+		}
+
+		// The reconciler's status hash without a live leader lease: the last
+		// leader is shown, but as gone.
+		now := time.Now()
+		must(t, f.rdb.HSet(ctx, dashboard.ReconcilerStatusKey(f.ns), "leader", "pool-a", "token", "42",
+			"last_scan", strconv.FormatInt(now.UnixMilli(), 10), "scanned", 7, "expired", 1, "resolved", 2).Err())
+		getJSON(t, h, "/api/overview", &ov)
+		r := ov.Reconciler
+		if r.Present || r.Leader != "" || r.RecordedLeader != "pool-a" || r.RecordedToken != "42" || r.Scanned != 7 ||
+			r.Expired != 1 || r.Resolved != 2 || r.LastScan.UnixMilli() != now.UnixMilli() || r.LastScanAgeMS == nil {
+			t.Fatalf("reconciler without a lease: %+v", r)
+		}
+		// While a reconciler holds the leader lease, it is the leader.
+		l, err := lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, worker.LeaderResource, "pool-b", time.Minute)
+		must(t, err)
+		getJSON(t, h, "/api/overview", &ov)
+		if r := ov.Reconciler; !r.Present || r.Leader != "pool-b" || r.Token != l.Token.String() || r.RecordedLeader != "pool-a" {
+			t.Fatalf("reconciler with a lease: %+v", r)
+		}
+	})
+
+	t.Run("jobs", func(t *testing.T) {
+		var l listJSON
+		getJSON(t, h, "/api/jobs?state=uncertain&queue=default", &l)
+		if l.Total != 1 || len(l.Jobs) != 1 || l.Jobs[0].ID != f.uncertain {
+			t.Fatalf("uncertain list: %+v", l)
+		}
+		j := l.Jobs[0]
+		if !strings.Contains(j.Error, xss) || j.Reason == "" || j.Kind != "charge" {
+			t.Fatalf("uncertain job evidence: %+v", j)
+		}
+		// Across queues, with history inline.
+		getJSON(t, h, "/api/jobs?state=review&history=1", &l)
+		if l.Total != 1 || len(l.Jobs) != 1 || l.Jobs[0].ID != f.review {
+			t.Fatalf("review list: %+v", l)
+		}
+		hist := l.Jobs[0].History
+		if len(hist) == 0 || hist[len(hist)-1].Event != "resolve" || hist[len(hist)-1].Note != "cannot tell after 3 tries" {
+			t.Fatalf("review history: %+v", hist)
+		}
+		getJSON(t, h, "/api/jobs?state=running", &l)
+		if l.Total != 2 || len(l.Jobs) != 2 {
+			t.Fatalf("running: %+v", l)
+		}
+		getJSON(t, h, "/api/jobs?state=running&queue=slow&offset=1&limit=1", &l)
+		if l.Total != 2 || len(l.Jobs) != 1 {
+			t.Fatalf("running page 2: %+v", l)
+		}
+		for _, bad := range []string{
+			"/api/jobs?state=nope", "/api/jobs", "/api/jobs?state=dead&queue=bad%20queue",
+			"/api/jobs?state=dead&offset=5", "/api/jobs?state=dead&queue=default&limit=-1",
+		} {
+			if res, body := call(t, h, httptest.NewRequest("GET", bad, nil)); res.StatusCode != http.StatusBadRequest {
+				t.Errorf("GET %s: %d %s", bad, res.StatusCode, body)
+			}
+		}
+	})
+
+	t.Run("job detail", func(t *testing.T) {
+		var d detailJSON
+		body := getJSON(t, h, "/api/jobs/default/"+f.uncertain, &d)
+		if d.Job.ID != f.uncertain || d.Job.State != "uncertain" || d.Job.OperationID != "op-charge-1" {
+			t.Fatalf("job: %+v", d.Job)
+		}
+		if len(d.Attempts) != 1 {
+			t.Fatalf("attempts: %+v", d.Attempts)
+		}
+		a := d.Attempts[0]
+		if a.Attempt != 1 || a.Token == "" || a.Token != d.Job.Token || !strings.HasSuffix(a.Owner, "/"+f.uncertain) ||
+			a.Started.IsZero() || a.Ended.Before(a.Started) || a.Outcome != "uncertain" || !strings.Contains(a.Error, xss) {
+			t.Fatalf("attempt: %+v", a)
+		}
+		if !slices.Equal(d.Decisions, []string{"succeeded", "rerun", "dead"}) || d.ActionsEnabled {
+			t.Fatalf("decisions %v, actions %v", d.Decisions, d.ActionsEnabled)
+		}
+		var args map[string]string
+		must(t, json.Unmarshal(d.Job.Args, &args))
+		if args["card"] != jobs.Redacted || args["memo"] != xss || args["account"] != "acct-1" {
+			t.Fatalf("args: %v", args)
+		}
+		if strings.Contains(string(body), secret) || strings.Contains(string(body), `"payload"`) {
+			t.Fatalf("the raw payload leaked: %s", body)
+		}
+
+		// A job with a fenced commit shows it on the attempt.
+		// A commit by a token that never ran it shows as a fenced attempt.
+		var stuck detailJSON
+		getJSON(t, h, "/api/jobs/slow/"+f.stuck, &stuck)
+		tok, _ := strconv.ParseUint(f.stuckTok, 10, 64)
+		if a := stuck.Attempts; len(a) != 2 || a[0].Outcome != "running" || a[0].Token != f.stuckTok || a[0].Error != "" ||
+			a[1].Outcome != "fenced" || a[1].Token != strconv.FormatUint(tok-1, 10) || len(a[1].Fenced) != 1 ||
+			a[1].Fenced[0].Stage != "commit" || a[1].Fenced[0].Outcome != "succeeded" {
+			t.Fatalf("stuck attempts: %+v", a)
+		}
+		var done detailJSON
+		getJSON(t, h, "/api/jobs/default/"+f.echo, &done)
+		if done.Job.State != "succeeded" || len(done.Decisions) != 0 || len(done.Attempts) != 1 || done.Attempts[0].Outcome != "succeeded" {
+			t.Fatalf("succeeded job: %+v", done)
+		}
+		if res, _ := call(t, h, httptest.NewRequest("GET", "/api/jobs/default/no-such-job", nil)); res.StatusCode != http.StatusNotFound {
+			t.Fatalf("missing job: %d", res.StatusCode)
+		}
+		if res, _ := call(t, h, httptest.NewRequest("GET", "/api/jobs/bad%7Bq%7D/x", nil)); res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("bad queue: %d", res.StatusCode)
+		}
+	})
+
+	t.Run("search", func(t *testing.T) {
+		var s searchJSON
+		getJSON(t, h, "/api/search?q="+f.dead, &s)
+		if len(s.Matches) != 1 || s.Matches[0].By != "job_id" || s.Matches[0].Job.State != "dead" {
+			t.Fatalf("by id: %+v", s)
+		}
+		getJSON(t, h, "/api/search?q=op-healthy", &s)
+		if len(s.Matches) != 1 || s.Matches[0].By != "operation_id" || s.Matches[0].Job.ID != f.healthy || s.Matches[0].Job.Queue != "slow" {
+			t.Fatalf("by operation: %+v", s)
+		}
+		getJSON(t, h, "/api/search?q=%20nothing-like-this%20", &s)
+		if len(s.Matches) != 0 {
+			t.Fatalf("no match: %+v", s)
+		}
+		if res, _ := call(t, h, httptest.NewRequest("GET", "/api/search?q=", nil)); res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("empty query: %d", res.StatusCode)
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		var e eventsJSON
+		getJSON(t, h, "/api/events?type=deduplicated", &e)
+		stages := map[string]bool{}
+		for _, ev := range e.Events {
+			if ev.Type != "deduplicated" || ev.Queue != "default" || ev.Job != f.echo {
+				t.Fatalf("event %+v", ev)
+			}
+			stages[ev.Stage] = true
+			if ev.Stage == "enqueue" && ev.Op != "op-echo" || ev.Stage == "execute" && ev.Task != "redelivery-1" {
+				t.Fatalf("event %+v", ev)
+			}
+		}
+		if len(e.Events) != 2 || !stages["enqueue"] || !stages["execute"] {
+			t.Fatalf("deduplicated events: %+v", e.Events)
+		}
+		getJSON(t, h, "/api/events?type=fenced&queue=slow", &e)
+		if len(e.Events) != 1 || e.Events[0].Stage != "commit" || e.Events[0].Job != f.stuck {
+			t.Fatalf("fenced events: %+v", e.Events)
+		}
+		getJSON(t, h, "/api/events?limit=2", &e)
+		if len(e.Events) != 2 {
+			t.Fatalf("limit: %+v", e.Events)
+		}
+		if res, _ := call(t, h, httptest.NewRequest("GET", "/api/events?type=other", nil)); res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("bad type: %d", res.StatusCode)
+		}
+	})
+
+	t.Run("stuck", func(t *testing.T) {
+		var s stuckJSON
+		getJSON(t, h, "/api/stuck", &s)
+		if s.MarginMS != 3000 || len(s.Jobs) != 1 || s.Jobs[0].ID != f.stuck || s.Jobs[0].OverdueMS == nil ||
+			!strings.HasPrefix(s.Jobs[0].Owner, "crashed-worker/") || s.Jobs[0].Token != f.stuckTok {
+			t.Fatalf("stuck: %+v", s)
+		}
+		// With a margin beyond the healthy job's lease both are listed, the
+		// most overdue first.
+		getJSON(t, h, "/api/stuck?margin_ms=3600000", &s)
+		if len(s.Jobs) != 2 || s.Jobs[0].ID != f.stuck || s.Jobs[1].ID != f.healthy || *s.Jobs[1].OverdueMS >= 0 {
+			t.Fatalf("stuck with a wide margin: %+v", s)
+		}
+	})
+}
+
+// TestJSONEscapesMarkup checks markup in error texts and args is served
+// as escaped JSON, never as raw markup.
+func TestJSONEscapesMarkup(t *testing.T) {
+	f := newFixture(t).seed()
+	h := f.handler(dashboard.Options{})
+	for _, path := range []string{
+		"/api/jobs/default/" + f.uncertain,
+		"/api/jobs?state=uncertain&history=1",
+		"/api/search?q=op-charge-1",
+	} {
+		res, body := call(t, h, httptest.NewRequest("GET", path, nil))
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", path, res.StatusCode)
+		}
+		if strings.Contains(string(body), "<script") || !strings.Contains(string(body), `\u003cscript\u003ealert(1)\u003c/script\u003e`) {
+			t.Fatalf("%s: markup not escaped: %s", path, body)
+		}
+		if ct := res.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+			t.Fatalf("%s: content type %q", path, ct)
+		}
+	}
+}
+
+// TestOverviewFollowsTheReconciler runs a pool with its reconciler and
+// watches the overview name it leader, then lose it when the pool stops.
+func TestOverviewFollowsTheReconciler(t *testing.T) {
+	f := newFixture(t)
+	f.enqueue(echoArgs{N: 1})
+	h := f.handler(dashboard.Options{})
+	p, err := worker.NewPool(f.rdb, worker.Config{
+		Namespace: f.ns, LeaseTTL: time.Second, ShutdownTimeout: 5 * time.Second,
+		Logger:     slog.New(slog.DiscardHandler),
+		Reconciler: worker.ReconcilerConfig{Interval: 100 * time.Millisecond},
+	})
+	must(t, err)
+	must(t, worker.Register(p, jobs.WorkFunc[echoArgs](func(context.Context, *jobs.Job[echoArgs]) error { return nil })))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	stop := sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+	defer stop()
+
+	var ov overviewJSON
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		getJSON(t, h, "/api/overview", &ov)
+		r := ov.Reconciler
+		if r.Present && r.Leader == p.ID() && r.RecordedLeader == p.ID() && r.LastScanAgeMS != nil && ov.Totals["succeeded"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the overview never showed pool %s leading: %+v", p.ID(), ov)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	must(t, stop())
+	getJSON(t, h, "/api/overview", &ov)
+	if r := ov.Reconciler; r.Present || r.RecordedLeader != p.ID() {
+		t.Fatalf("after the pool stopped: %+v", r)
+	}
+}

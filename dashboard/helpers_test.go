@@ -1,0 +1,290 @@
+package dashboard_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// xss is the markup planted in args and error texts.
+const xss = `<script>alert(1)</script>`
+
+// secret is a sensitive arg value that must never be served.
+const secret = "hunter2-card-4111"
+
+type echoArgs struct {
+	N      int    `json:"n"`
+	Note   string `json:"note"`
+	Secret string `json:"secret" fencedq:"sensitive"`
+}
+
+func (echoArgs) Kind() string { return "echo" }
+
+type chargeArgs struct {
+	Account string `json:"account"`
+	Memo    string `json:"memo"`
+	Card    string `json:"card" fencedq:"sensitive"`
+}
+
+func (chargeArgs) Kind() string { return "charge" }
+
+type brokenArgs struct {
+	Why string `json:"why"`
+}
+
+func (brokenArgs) Kind() string { return "broken" }
+
+// fixture is one test's Redis namespace with jobs in every state, made by a
+// real worker pool and, where a pool cannot reach a state on demand
+// (review, a crashed worker's running job), by ledger transitions.
+type fixture struct {
+	t      *testing.T
+	rdb    *redis.Client
+	ns     string
+	client *jobs.Client
+	ledger *jobs.Ledger
+	logs   *syncBuffer
+
+	echo      string // succeeded; later redelivered (deduplicated at execute) and re-enqueued (at enqueue)
+	uncertain string // charge: handler said the outcome is unknown; error text holds markup
+	review    string // charge: moved to review
+	dead      string // broken: permanent error
+	pending   string // echo delayed an hour
+	stuck     string // queue "slow": claimed by a worker that died; lease nearly or already expired
+	healthy   string // queue "slow": running with a long lease
+	stuckTok  string // the stuck attempt's token
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newFixture returns an empty namespace with a client.
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	t.Cleanup(func() { _ = c.Close() })
+	return &fixture{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), logs: &syncBuffer{}}
+}
+
+// seed fills the namespace: it runs a pool over queue "default" until every
+// job there settled, then adds the states a pool cannot be asked for.
+func (f *fixture) seed() *fixture {
+	t := f.t
+	t.Helper()
+	ctx := context.Background()
+	p, err := worker.NewPool(f.rdb, worker.Config{
+		Namespace:       f.ns,
+		Concurrency:     4,
+		LeaseTTL:        time.Second,
+		HandlerTimeout:  5 * time.Second,
+		ShutdownTimeout: 5 * time.Second,
+		RetryDelay:      func(int) time.Duration { return 50 * time.Millisecond },
+		Logger:          slog.New(slog.DiscardHandler),
+		Reconciler:      worker.ReconcilerConfig{Disabled: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, worker.Register(p, jobs.WorkFunc[echoArgs](func(context.Context, *jobs.Job[echoArgs]) error { return nil })))
+	must(t, worker.Register(p, jobs.WorkFunc[chargeArgs](func(context.Context, *jobs.Job[chargeArgs]) error {
+		return jobs.Unknown(errors.New("gateway timed out after sending " + xss))
+	})))
+	must(t, worker.Register(p, jobs.WorkFunc[brokenArgs](func(context.Context, *jobs.Job[brokenArgs]) error {
+		return jobs.Permanent(errors.New("card declined"))
+	})))
+	pctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(pctx) }()
+	stop := func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("pool: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("pool did not stop")
+		}
+	}
+
+	f.echo = f.enqueue(echoArgs{N: 1, Note: "hello", Secret: secret}, jobs.OperationID("op-echo"))
+	f.uncertain = f.enqueue(chargeArgs{Account: "acct-1", Memo: xss, Card: secret}, jobs.OperationID("op-charge-1"))
+	f.review = f.enqueue(chargeArgs{Account: "acct-2", Memo: "second", Card: secret}, jobs.OperationID("op-charge-2"))
+	f.dead = f.enqueue(brokenArgs{Why: "test"}, jobs.OperationID("op-broken"))
+	f.pending = f.enqueue(echoArgs{N: 2}, jobs.OperationID("op-later"), jobs.Delay(time.Hour))
+	f.wait("default", f.echo, jobs.Succeeded)
+	f.wait("default", f.uncertain, jobs.Uncertain)
+	f.wait("default", f.review, jobs.Uncertain)
+	f.wait("default", f.dead, jobs.Dead)
+	stop()
+
+	// The reconciler could not tell: hand the job to an operator.
+	rec, err := f.ledger.Get(ctx, "default", f.review)
+	must(t, err)
+	_, _, err = f.ledger.Resolve(ctx, rec, jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideReview,
+		Actor: "reconciler", Note: "cannot tell after 3 tries"})
+	must(t, err)
+
+	// Duplicates: the same operation id again, and a redelivery of a
+	// succeeded job.
+	res, err := f.client.Enqueue(ctx, echoArgs{N: 1}, jobs.OperationID("op-echo"))
+	must(t, err)
+	if !res.Deduplicated || res.JobID != f.echo {
+		t.Fatalf("second enqueue of op-echo: %+v", res)
+	}
+	if _, err := f.ledger.Claim(ctx, "default", f.echo, "late-worker/"+f.echo, time.Second, 0, "redelivery-1"); !errors.Is(err, jobs.ErrWrongState) {
+		t.Fatalf("claim of a succeeded job: %v", err)
+	}
+
+	// Queue "slow" has no worker: claim its jobs by hand, as a worker that
+	// then died would have.
+	f.stuck = f.enqueue(echoArgs{N: 3}, jobs.Queue("slow"), jobs.OperationID("op-stuck"))
+	f.healthy = f.enqueue(echoArgs{N: 4}, jobs.Queue("slow"), jobs.OperationID("op-healthy"))
+	cl, err := f.ledger.Claim(ctx, "slow", f.stuck, "crashed-worker/"+f.stuck, 200*time.Millisecond, 0, f.stuck)
+	must(t, err)
+	f.stuckTok = cl.Token.String()
+	_, err = f.ledger.Claim(ctx, "slow", f.healthy, "live-worker/"+f.healthy, 10*time.Minute, 0, f.healthy)
+	must(t, err)
+	// An older token's commit is fenced off.
+	if _, err := f.ledger.Commit(ctx, "slow", f.stuck, "op-stuck", cl.Token-1, jobs.Outcome{To: jobs.Succeeded}); !errors.Is(err, jobs.ErrStale) {
+		t.Fatalf("stale commit: %v", err)
+	}
+	return f
+}
+
+func (f *fixture) enqueue(args jobs.JobArgs, opts ...jobs.Option) string {
+	f.t.Helper()
+	res, err := f.client.Enqueue(context.Background(), args, opts...)
+	must(f.t, err)
+	return res.JobID
+}
+
+func (f *fixture) wait(q, id string, s jobs.State) {
+	f.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r, err := f.ledger.Get(context.Background(), q, id)
+		if err == nil && r.State == s {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("job %s: want %s, have %+v (%v)", id, s, r, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (f *fixture) state(q, id string) jobs.State {
+	f.t.Helper()
+	r, err := f.ledger.Get(context.Background(), q, id)
+	must(f.t, err)
+	return r.State
+}
+
+// handler builds the dashboard with opts, logging into f.logs.
+func (f *fixture) handler(opts dashboard.Options) *dashboard.Handler {
+	f.t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewJSONHandler(f.logs, nil))
+	}
+	h, err := dashboard.New(f.ledger, f.client, opts)
+	must(f.t, err)
+	return h
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// call serves one request and returns the response and its body.
+func call(t *testing.T, h http.Handler, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	rr := httptest.NewRecorder()
+	h.ServeHTTP(rr, req)
+	res := rr.Result()
+	body, _ := io.ReadAll(res.Body)
+	return res, body
+}
+
+// getJSON GETs path from h, wants 200, and decodes into v.
+func getJSON(t *testing.T, h http.Handler, path string, v any) []byte {
+	t.Helper()
+	res, body := call(t, h, httptest.NewRequest(http.MethodGet, path, nil))
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
+	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("GET %s: content type %q", path, ct)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("GET %s: %v in %s", path, err, body)
+	}
+	return body
+}
+
+// reviewJob creates a job in queue q and walks it to review through ledger
+// transitions (claim, an uncertain commit, a reconciler hand-off), as a pool
+// and its reconciler would.
+func (f *fixture) reviewJob(q string, args jobs.JobArgs, op string) string {
+	f.t.Helper()
+	ctx := context.Background()
+	id := f.enqueue(args, jobs.Queue(q), jobs.OperationID(op))
+	cl, err := f.ledger.Claim(ctx, q, id, "w1/"+id, time.Minute, 0, id)
+	must(f.t, err)
+	st, err := f.ledger.Commit(ctx, q, id, op, cl.Token, jobs.Outcome{To: jobs.Uncertain, Error: "timeout after send: " + xss, Reason: "deadline passed mid-call"})
+	must(f.t, err)
+	if st != jobs.Uncertain {
+		f.t.Fatalf("commit reached %s", st)
+	}
+	rec, err := f.ledger.Get(ctx, q, id)
+	must(f.t, err)
+	_, _, err = f.ledger.Resolve(ctx, rec, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler", Note: "cannot tell"})
+	must(f.t, err)
+	return id
+}
+
+// deadJob creates a job in queue q and commits it dead.
+func (f *fixture) deadJob(q string, op string) string {
+	f.t.Helper()
+	ctx := context.Background()
+	id := f.enqueue(brokenArgs{Why: "x"}, jobs.Queue(q), jobs.OperationID(op))
+	cl, err := f.ledger.Claim(ctx, q, id, "w1/"+id, time.Minute, 0, id)
+	must(f.t, err)
+	_, err = f.ledger.Commit(ctx, q, id, op, cl.Token, jobs.Outcome{To: jobs.Dead, Error: "declined", Reason: "permanent error"})
+	must(f.t, err)
+	return id
+}
