@@ -331,8 +331,8 @@ func (d *demo) crash(ctx context.Context) error {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "FENCEDQ_RUN_MAIN=1")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -544,4 +544,22 @@ func (s *stagingStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error 
 		return r.FenceOnAcquire(ctx, f)
 	}
 	return nil
+}
+
+// lockedBuffer collects a child's output while another goroutine reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
