@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary stand in for fencedq-bench when the
+// recovery section re-runs its own executable as "worker".
+func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "worker" && len(os.Args) > 1 && os.Args[1] == "worker" {
+		os.Exit(workerMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestSmoke runs every section with tiny counts so the benchmark cannot
+// rot. It asserts that the JSON report is complete and its figures are
+// positive, never how fast anything is.
+func TestSmoke(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(installHint)
+		}
+		t.Skip("SKIPPING the benchmark smoke test: " + installHint)
+	}
+	args := []string{"--json", "--quiet", "--jobs", "200", "--memory-jobs", "500", "--pg-jobs", "100",
+		"--repeat", "1", "--kills", "1", "--lease-ops", "400", "--cluster-queues", "3",
+		"--recovery-modes", "fencedq-1s", "--recovery-timeout", "30s"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	t.Logf("smoke run took %v\n%s", time.Since(start).Round(time.Millisecond), stderr.String())
+
+	var rep map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	for _, s := range allSections {
+		if _, ok := rep[s].(map[string]any); !ok {
+			t.Errorf("section %q missing or null", s)
+		}
+	}
+	positive := func(path string) {
+		t.Helper()
+		v := any(rep)
+		for _, k := range strings.Split(path, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Errorf("%s: %q is not an object", path, k)
+				return
+			}
+			v = m[k]
+		}
+		if f, ok := v.(float64); !ok || !(f > 0) {
+			t.Errorf("%s = %v, want a positive number", path, v)
+		}
+	}
+	for _, p := range []string{
+		"noop.asynq.jobs_per_s", "noop.fencedq.jobs_per_s", "noop.ratio",
+		"noop.asynq.per_job.round_trips", "noop.fencedq.per_job.round_trips",
+		"noop.asynq.per_job.server_commands", "noop.fencedq.per_job.server_commands",
+		"noop.fencedq.enqueue_jobs_per_s",
+		"cluster.single.asynq.jobs_per_s", "cluster.single.fencedq.jobs_per_s",
+		"cluster.cluster.asynq.jobs_per_s", "cluster.cluster.fencedq.jobs_per_s", "cluster.ratio",
+		"lease.libraries.fencedq.ops_per_s", "lease.libraries.redislock.ops_per_s", "lease.libraries.redsync.ops_per_s",
+		"lease.ratio.redislock", "lease.ratio.redsync", "lease.libraries.fencedq.per_op.server_commands",
+		"memory.fencedq.gross_bytes_per_job", "memory.asynq_retained.gross_bytes_per_job", "memory.ratio",
+		"memory.fencedq.memory_usage_by_key.job_hash",
+		"machine.cpus",
+	} {
+		positive(p)
+	}
+	if pg, _ := rep["postgres"].(map[string]any); pg != nil {
+		if pg["skipped"] == true {
+			t.Logf("postgres section skipped: %v", pg["note"])
+		} else {
+			positive("postgres.ratio")
+			positive("postgres.fencedq_pgfence.jobs_per_s")
+		}
+	}
+	if v, _ := rep["recovery"].(map[string]any); v != nil {
+		variants, _ := v["variants"].(map[string]any)
+		f, _ := variants["fencedq-1s"].(map[string]any)
+		if f == nil || f["kills"] != 1.0 {
+			t.Errorf("recovery.variants[fencedq-1s] = %v, want one kill", f)
+		} else if f["recovered"] == 1.0 {
+			positive("recovery.variants.fencedq-1s.median_s")
+		} else {
+			t.Logf("recovery: the killed job did not run again: %v", f["note"])
+		}
+	}
+}
+
+// TestKeySlot checks the benchmark's hash-slot function against values
+// from CLUSTER KEYSLOT (Redis 7.0).
+func TestKeySlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"foo": 12182, "bar": 5061, "hello": 866, "{user1000}.following": 3443,
+		"fqb-1/q3": 279, "x{}y": 16116, "{}{a}": 13650,
+	} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+// TestMedian covers the statistics helpers.
+func TestMedian(t *testing.T) {
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median odd = %v", m)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median even = %v", m)
+	}
+	if i := medianIndex([]float64{10, 30, 20}); i != 2 {
+		t.Errorf("medianIndex = %d", i)
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// MemFigures is one system's memory per retained finished job.
+type MemFigures struct {
+	// BytesPerJob is the median of (Δused_memory − Δmem_clients_normal) / jobs
+	// minus PayloadBytes: what retaining one finished job costs beyond its args.
+	BytesPerJob float64 `json:"bytes_per_job"`
+	// GrossBytesPerJob is the same before subtracting the payload.
+	GrossBytesPerJob float64 `json:"gross_bytes_per_job"`
+	// PayloadBytes is the args bytes stored per job (fencedq keeps the JSON
+	// args twice: to run and, redacted, to show; asynq once).
+	PayloadBytes float64 `json:"payload_bytes_per_job"`
+	// Runs lists BytesPerJob of every repetition.
+	Runs []float64 `json:"runs_bytes_per_job"`
+	// Keys is MEMORY USAGE per job by kind of key, averaged over a sample.
+	Keys map[string]float64 `json:"memory_usage_by_key"`
+}
+
+// MemoryResult is the memory section.
+type MemoryResult struct {
+	Jobs   int `json:"jobs"`
+	Repeat int `json:"repeat"`
+	// Fencedq retains each succeeded job (ledger hash, history, operation id,
+	// succeeded index) for jobs.Config.Retention (default 7 days).
+	Fencedq MemFigures `json:"fencedq"`
+	// AsynqRetained is plain asynq with asynq.Retention(7 days), which keeps
+	// completed tasks; plain asynq without Retention keeps nothing.
+	AsynqRetained MemFigures `json:"asynq_retained"`
+	// Ratio is fencedq bytes per job ÷ asynq's (lower is leaner).
+	Ratio float64 `json:"ratio"`
+}
+
+func (e *bench) memory(ctx context.Context) (*MemoryResult, error) {
+	n := e.opts.memoryJobs
+	t := e.single
+	r := &MemoryResult{Jobs: n, Repeat: e.opts.repeat}
+	payload := 0.0
+	for i := range n {
+		b, _ := json.Marshal(noopArgs{N: i})
+		payload += float64(len(b))
+	}
+	payload /= float64(n)
+	// Warm up: scripts cached, connections open, asynq's per-queue counters exist.
+	for _, fn := range []drainFunc{asynqDrain, fencedqDrain} {
+		if _, err := fn(ctx, t, []string{"default"}, 50, e.opts.concurrency, &drainOpts{asynqRetention: 7 * 24 * time.Hour}); err != nil {
+			return nil, err
+		}
+	}
+	measure := func(fn drainFunc, stored float64, keys func(ctx context.Context, d *drained) (map[string]float64, error)) (MemFigures, error) {
+		var f MemFigures
+		var gross []float64
+		for range e.opts.repeat {
+			var before serverSnap
+			var perJob float64
+			o := &drainOpts{
+				asynqRetention: 7 * 24 * time.Hour,
+				before: func(ctx context.Context) (err error) {
+					before, err = serverStats(ctx, t.rdb)
+					return err
+				},
+				after: func(ctx context.Context, d *drained) error {
+					time.Sleep(200 * time.Millisecond) // let the last connections go idle
+					after, err := serverStats(ctx, t.rdb)
+					if err != nil {
+						return err
+					}
+					perJob = float64((after.usedMemory-before.usedMemory)-(after.clientsMem-before.clientsMem)) / float64(n)
+					if f.Keys == nil {
+						f.Keys, err = keys(ctx, d)
+					}
+					return err
+				},
+			}
+			if _, err := fn(ctx, t, []string{"default"}, n, e.opts.concurrency, o); err != nil {
+				return f, err
+			}
+			gross = append(gross, perJob)
+			f.Runs = append(f.Runs, round(perJob-stored, 1))
+		}
+		f.GrossBytesPerJob = round(median(gross), 1)
+		f.PayloadBytes = round(stored, 1)
+		f.BytesPerJob = round(median(gross)-stored, 1)
+		return f, nil
+	}
+	var err error
+	r.Fencedq, err = measure(fencedqDrain, 2*payload, e.fencedqKeys)
+	if err != nil {
+		return nil, err
+	}
+	e.progress("  fencedq: %.0f bytes per retained job (excluding %.0f payload bytes)", r.Fencedq.BytesPerJob, r.Fencedq.PayloadBytes)
+	r.AsynqRetained, err = measure(asynqDrain, payload, e.asynqKeys)
+	if err != nil {
+		return nil, err
+	}
+	e.progress("  asynq with Retention: %.0f bytes per retained job (excluding %.0f payload bytes)", r.AsynqRetained.BytesPerJob, r.AsynqRetained.PayloadBytes)
+	r.Ratio = ratio(r.Fencedq.BytesPerJob, r.AsynqRetained.BytesPerJob)
+	return r, nil
+}
+
+// memSample is how many jobs MEMORY USAGE looks at.
+const memSample = 50
+
+func (e *bench) memUsage(ctx context.Context, key string) float64 {
+	n, err := e.single.rdb.MemoryUsage(ctx, key, 0).Result()
+	if err != nil {
+		return 0
+	}
+	return float64(n)
+}
+
+func (e *bench) fencedqKeys(ctx context.Context, d *drained) (map[string]float64, error) {
+	l := jobs.NewLedger(e.single.rdb, jobs.Config{Namespace: d.ns})
+	out := map[string]float64{}
+	k := min(memSample, len(d.jobs))
+	for _, res := range d.jobs[:k] {
+		job := l.JobKey(res.Queue, res.JobID)
+		out["job_hash"] += e.memUsage(ctx, job) / float64(k)
+		out["history_list"] += e.memUsage(ctx, job+":history") / float64(k)
+		out["operation_id"] += e.memUsage(ctx, fmt.Sprintf("%s:{%s}:op:%s", d.ns, res.Queue, res.OperationID)) / float64(k)
+	}
+	for _, q := range d.queues {
+		out["succeeded_index"] += e.memUsage(ctx, l.StateKey(q, jobs.Succeeded)) / float64(len(d.jobs))
+	}
+	for key, v := range out {
+		out[key] = round(v, 1)
+	}
+	return out, nil
+}
+
+func (e *bench) asynqKeys(ctx context.Context, d *drained) (map[string]float64, error) {
+	out := map[string]float64{}
+	k := min(memSample, len(d.tasks))
+	for _, ti := range d.tasks[:k] {
+		out["task_hash"] += e.memUsage(ctx, fmt.Sprintf("asynq:{%s}:t:%s", ti.Queue, ti.ID)) / float64(k)
+	}
+	for _, q := range d.queues {
+		out["completed_index"] += e.memUsage(ctx, fmt.Sprintf("asynq:{%s}:completed", q)) / float64(len(d.tasks))
+	}
+	for key, v := range out {
+		out[key] = round(v, 1)
+	}
+	return out, nil
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// defaultPG is the PostgreSQL used when neither --pg nor DATABASE_URL is set.
+const defaultPG = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// pgRows is how many rows the jobs update (job n updates row n mod pgRows).
+const pgRows = 100
+
+// PostgresResult is the postgres section.
+type PostgresResult struct {
+	// Skipped is true when PostgreSQL could not be reached; Note says why.
+	Skipped     bool   `json:"skipped"`
+	Note        string `json:"note,omitempty"`
+	Jobs        int    `json:"jobs"`
+	Repeat      int    `json:"repeat"`
+	Concurrency int    `json:"concurrency"`
+	Rows        int    `json:"rows"`
+	// Asynq runs UPDATE accounts SET balance = balance + 1 ... in autocommit.
+	Asynq Variant `json:"asynq_update"`
+	// Fencedq runs the same UPDATE inside pgfence.Store.Apply: one
+	// transaction that raises the resource's high-water mark, records the
+	// operation id in the effect log, and updates.
+	Fencedq Variant `json:"fencedq_pgfence"`
+	// Ratio is fencedq jobs/s ÷ asynq jobs/s.
+	Ratio float64 `json:"ratio"`
+}
+
+func redactURL(u string) string {
+	if at := strings.LastIndex(u, "@"); at >= 0 {
+		if scheme := strings.Index(u, "://"); scheme >= 0 && scheme < at {
+			return u[:scheme+3] + "…@" + u[at+1:]
+		}
+	}
+	return u
+}
+
+func postgresVersion(ctx context.Context, url string) string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	var v string
+	_ = conn.QueryRow(ctx, "SHOW server_version").Scan(&v)
+	return v
+}
+
+func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
+	o := e.opts
+	r := &PostgresResult{Jobs: o.pgJobs, Repeat: o.repeat, Concurrency: o.concurrency, Rows: pgRows}
+	cfg, err := pgxpool.ParseConfig(o.pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres URL: %w", err)
+	}
+	cfg.MaxConns = int32(o.concurrency + 2)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	pool, err := pgxpool.NewWithConfig(cctx, cfg)
+	if err == nil {
+		err = pool.Ping(cctx)
+	}
+	cancel()
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		r.Skipped = true
+		r.Note = fmt.Sprintf("PostgreSQL at %s unreachable (%v): section skipped; set DATABASE_URL or --pg", redactURL(o.pgURL), err)
+		e.progress("  %s", r.Note)
+		return r, nil
+	}
+	defer pool.Close()
+
+	schema := strings.ReplaceAll(uniq("fqbench"), "-", "_")
+	accounts := pgx.Identifier{schema, "accounts"}.Sanitize()
+	setup := []string{
+		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
+		"CREATE TABLE " + accounts + " (id int PRIMARY KEY, balance bigint NOT NULL DEFAULT 0, updated_at timestamptz)",
+		fmt.Sprintf("INSERT INTO %s (id) SELECT generate_series(0, %d)", accounts, pgRows-1),
+	}
+	for _, s := range setup {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			return nil, fmt.Errorf("postgres setup: %w", err)
+		}
+	}
+	defer func() {
+		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	}()
+	opts := pgfence.Options{Schema: schema}
+	if err := pgfence.Migrate(ctx, pool, opts); err != nil {
+		return nil, err
+	}
+	store, err := pgfence.New(pool, opts)
+	if err != nil {
+		return nil, err
+	}
+
+	update := "UPDATE " + accounts + " SET balance = balance + 1, updated_at = now() WHERE id = $1"
+	var applied atomic.Int64 // updates the handlers made; checked against the table
+	d := &drainOpts{
+		asynqWork: func(ctx context.Context, a noopArgs) error {
+			_, err := pool.Exec(ctx, update, a.N%pgRows)
+			if err == nil {
+				applied.Add(1)
+			}
+			return err
+		},
+		fencedqWork: func(ctx context.Context, j *jobs.Job[noopArgs]) error {
+			f, ok := fence.FromContext(ctx)
+			if !ok {
+				return fmt.Errorf("no fence in the handler's context")
+			}
+			err := store.Apply(ctx, f, func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, update, j.Args.N%pgRows)
+				return err
+			})
+			if err == nil {
+				applied.Add(1)
+			}
+			return err
+		},
+		after: func(ctx context.Context, _ *drained) error {
+			var sum int64
+			if err := pool.QueryRow(ctx, "SELECT coalesce(sum(balance), 0) FROM "+accounts).Scan(&sum); err != nil {
+				return err
+			}
+			if sum != applied.Load() {
+				return fmt.Errorf("postgres: table holds %d increments, handlers made %d", sum, applied.Load())
+			}
+			return nil
+		},
+	}
+	runs, err := compare(ctx, e, e.single, []string{"default"}, o.pgJobs, d, asynqDrain, fencedqDrain)
+	if err != nil {
+		return nil, err
+	}
+	r.Asynq, r.Fencedq = variantOf(runs[0]), variantOf(runs[1])
+	r.Ratio = ratio(r.Fencedq.JobsPerSec, r.Asynq.JobsPerSec)
+	return r, nil
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// printTable writes the human-readable report.
+func printTable(w io.Writer, r *Report) {
+	m := r.Machine
+	fmt.Fprintf(w, "\nfencedq-bench: %d CPUs (%s), %s, redis %s", m.CPUs, m.CPUModel, m.GoVersion, m.RedisVersion)
+	if m.PostgresVersion != "" {
+		fmt.Fprintf(w, ", PostgreSQL %s", m.PostgresVersion)
+	}
+	fmt.Fprintf(w, "; took %.0fs; load average %s at start, %s at end\n", r.Seconds, m.LoadAvgStart, m.LoadAvgEnd)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "\tjobs/s\tenqueue/s\tround trips/job\tscripts/job\tredis cmds/job\tredis CPU µs/job\tclient CPU µs/job\t\n"
+	row := func(name string, v Variant) {
+		p := v.PerJob
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t\n", name, v.JobsPerSec, v.EnqueuePerSec,
+			p.RoundTrips, p.ScriptCalls, p.ServerCommands, p.RedisCPUMicros, p.ClientCPUMicros)
+	}
+	if n := r.Noop; n != nil {
+		fmt.Fprintf(w, "\nnoop: %d no-op jobs drained, concurrency %d, median of %d\n", n.Jobs, n.Concurrency, n.Repeat)
+		fmt.Fprint(tw, header)
+		row("asynq", n.Asynq)
+		row("fencedq", n.Fencedq)
+		tw.Flush()
+		fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f (target ≥ %.2f: %s)\n", n.Ratio, n.Target, verdict(n.MeetsTarget))
+		fmt.Fprintf(w, "  scripts per job (drain):   asynq %s\n                             fencedq %s\n", perMap(n.Asynq.PerJob.Scripts), perMap(n.Fencedq.PerJob.Scripts))
+		fmt.Fprintf(w, "  scripts per job (enqueue): asynq %s\n                             fencedq %s\n", perMap(n.Asynq.EnqueuePerJob.Scripts), perMap(n.Fencedq.EnqueuePerJob.Scripts))
+		fmt.Fprintf(w, "  other commands per job (drain): asynq %s\n                                  fencedq %s\n", perMap(n.Asynq.PerJob.Commands), perMap(n.Fencedq.PerJob.Commands))
+		fmt.Fprintf(w, "  server µs per job in scripts (commandstats evalsha usec): asynq %.1f, fencedq %.1f\n",
+			n.Asynq.PerJob.ServerMicrosByCommand["evalsha"], n.Fencedq.PerJob.ServerMicrosByCommand["evalsha"])
+		if len(n.ScriptServerMicros) > 0 {
+			fmt.Fprint(w, "  server time per script call (SLOWLOG at threshold 0 in one extra untimed drain each;\n"+
+				"  it includes logging each command the script calls, which inflates scripts that call many):\n")
+			fmt.Fprint(tw, "\tcalls\tmedian µs\tmean µs\tp90 µs\t\n")
+			for _, name := range slices.Sorted(maps.Keys(n.ScriptServerMicros)) {
+				st := n.ScriptServerMicros[name]
+				if st.Calls < 10 {
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.0f\t\n", name, st.Calls, st.MedianMicros, st.MeanMicros, st.P90Micros)
+			}
+			tw.Flush()
+		}
+	}
+	if c := r.Cluster; c != nil {
+		fmt.Fprintf(w, "\ncluster: %d jobs over %d queues, %d masters vs single server, concurrency %d, median of %d\n", c.Jobs, c.Queues, c.Masters, c.Concurrency, c.Repeat)
+		fmt.Fprint(tw, header)
+		row("single asynq", c.Single["asynq"])
+		row("single fencedq", c.Single["fencedq"])
+		row("cluster asynq", c.Cluster["asynq"])
+		row("cluster fencedq", c.Cluster["fencedq"])
+		tw.Flush()
+		fmt.Fprintf(w, "  ratio cluster/single: fencedq %.3f, asynq %.3f; fencedq/asynq on the cluster %.3f\n", c.Ratio, c.AsynqRatio, c.FencedqVsAsynq)
+	}
+	if l := r.Lease; l != nil {
+		fmt.Fprintf(w, "\nlease: %d acquire+release pairs, %d goroutines, %d resources (no contention), median of %d\n", l.Ops, l.Goroutines, l.Resources, l.Repeat)
+		fmt.Fprint(tw, "\tpairs/s\tround trips/pair\tredis cmds/pair\tredis CPU µs/pair\tclient CPU µs/pair\t\n")
+		for _, name := range []string{"fencedq", "redislock", "redsync"} {
+			f := l.Libraries[name]
+			fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t\n", name, f.OpsPerSec, f.PerOp.RoundTrips, f.PerOp.ServerCommands, f.PerOp.RedisCPUMicros, f.PerOp.ClientCPUMicros)
+		}
+		tw.Flush()
+		for _, other := range []string{"redislock", "redsync"} {
+			fmt.Fprintf(w, "  ratio fencedq/%s = %.3f (target ≥ %.1f: %s)\n", other, l.Ratio[other], l.Targets[other], verdict(l.MeetsTarget[other]))
+		}
+		for _, name := range []string{"fencedq", "redislock", "redsync"} {
+			fmt.Fprintf(w, "  redis commands per pair, %s: %s\n", name, perMap(l.Libraries[name].PerOp.ServerByCommand))
+		}
+	}
+	if mm := r.Memory; mm != nil {
+		fmt.Fprintf(w, "\nmemory: Redis bytes per retained finished job, %d jobs, median of %d\n", mm.Jobs, mm.Repeat)
+		fmt.Fprint(tw, "\tbytes/job (no payload)\tgross bytes/job\tpayload bytes/job\t\n")
+		fmt.Fprintf(tw, "fencedq\t%.0f\t%.0f\t%.0f\t\n", mm.Fencedq.BytesPerJob, mm.Fencedq.GrossBytesPerJob, mm.Fencedq.PayloadBytes)
+		fmt.Fprintf(tw, "asynq+Retention\t%.0f\t%.0f\t%.0f\t\n", mm.AsynqRetained.BytesPerJob, mm.AsynqRetained.GrossBytesPerJob, mm.AsynqRetained.PayloadBytes)
+		tw.Flush()
+		fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f; MEMORY USAGE per job: fencedq %s; asynq %s\n", mm.Ratio, perMap(mm.Fencedq.Keys), perMap(mm.AsynqRetained.Keys))
+	}
+	if p := r.Postgres; p != nil {
+		if p.Skipped {
+			fmt.Fprintf(w, "\npostgres: skipped: %s\n", p.Note)
+		} else {
+			fmt.Fprintf(w, "\npostgres: %d jobs each updating one of %d rows, concurrency %d, median of %d\n", p.Jobs, p.Rows, p.Concurrency, p.Repeat)
+			fmt.Fprint(tw, header)
+			row("asynq UPDATE", p.Asynq)
+			row("fencedq pgfence", p.Fencedq)
+			tw.Flush()
+			fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f\n", p.Ratio)
+		}
+	}
+	if rc := r.Recovery; rc != nil {
+		fmt.Fprintf(w, "\nrecovery: SIGKILL of the worker running a job until it runs again on a spare, %d kills each\n", rc.Kills)
+		fmt.Fprint(tw, "\trecovered\tmedian s\tworst s\ttimeout s\t\n")
+		for _, name := range slices.Sorted(maps.Keys(rc.Variants)) {
+			v := rc.Variants[name]
+			fmt.Fprintf(tw, "%s\t%d/%d\t%.2f\t%.2f\t%.0f\t\n", name, v.Recovered, v.Kills, v.MedianSec, v.WorstSec, v.TimeoutSec)
+		}
+		tw.Flush()
+		for _, name := range slices.Sorted(maps.Keys(rc.Variants)) {
+			if v := rc.Variants[name]; v.Note != "" {
+				fmt.Fprintf(w, "  %s: %s\n", name, v.Note)
+			}
+		}
+		if len(rc.Ratio) > 0 {
+			fmt.Fprintf(w, "  ratio median fencedq/asynq: %s\n", perMap(rc.Ratio))
+		}
+	}
+	if len(r.Errors) > 0 {
+		fmt.Fprintln(w, "\nerrors:")
+		for _, k := range slices.Sorted(maps.Keys(r.Errors)) {
+			fmt.Fprintf(w, "  %s: %s\n", k, r.Errors[k])
+		}
+	}
+}
+
+// perMap formats a map as "k v, k v", largest values first.
+func perMap(m map[string]float64) string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			if m[a] > m[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if m[k] < 0.005 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
