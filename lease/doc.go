@@ -14,7 +14,7 @@
 // Each resource has two keys, hash-tagged by resource so they share a slot
 // (the same code runs on a single Redis, Sentinel and Redis Cluster):
 //
-//	<ns>:lease:{<resource>}:holder   hash: owner, token, deadline (µs, Redis clock); PEXPIRE = TTL
+//	<ns>:lease:{<resource>}:holder   "<token> <deadline µs, Redis clock> <owner>"; PX = TTL
 //	<ns>:lease:{<resource>}:token    the last token minted; never expires
 //
 // Acquire runs one Lua script: if a live holder exists it returns it (the

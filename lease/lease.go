@@ -311,13 +311,17 @@ func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {
 	if resource == "" {
 		return nil, fmt.Errorf("%w: empty resource", ErrInvalid)
 	}
-	h, err := m.client.HMGet(ctx, m.HolderKey(resource), "owner", "token", "deadline").Result()
+	v, err := m.client.Get(ctx, m.HolderKey(resource)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: holder %q: %w", resource, err)
 	}
-	if h[0] == nil || h[1] == nil {
-		return nil, nil
+	parts := strings.SplitN(v, " ", 3)
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("lease: holder %q: malformed value", resource)
 	}
-	tok, _ := strconv.ParseUint(str(h[1]), 10, 64)
-	return &Lease{Resource: resource, Owner: str(h[0]), Token: Token(tok), Deadline: usec(str(h[2]))}, nil
+	tok, _ := strconv.ParseUint(parts[0], 10, 64)
+	return &Lease{Resource: resource, Owner: parts[2], Token: Token(tok), Deadline: usec(parts[1])}, nil
 }

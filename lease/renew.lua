@@ -1,5 +1,5 @@
 -- renew.lua: extend a live lease held by the caller's token.
--- KEYS[1] holder hash <ns>:lease:{<resource>}:holder
+-- KEYS[1] holder string <ns>:lease:{<resource>}:holder = "<token> <deadline_us> <owner>"
 -- ARGV[1] owner
 -- ARGV[2] token
 -- ARGV[3] ttl in milliseconds
@@ -7,18 +7,18 @@
 --        "expired" (no live holder) or "superseded" (another token holds it).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local h = redis.call('HMGET', KEYS[1], 'owner', 'token', 'deadline')
-if not h[2] then
+local v = redis.call('GET', KEYS[1])
+if not v then
   return {0, 'expired'}
 end
-if h[2] ~= ARGV[2] or h[1] ~= ARGV[1] then
+local htok, hdl, howner = string.match(v, '^(%d+) (%d+) (.*)$')
+if htok ~= ARGV[2] or howner ~= ARGV[1] then
   return {0, 'superseded'}
 end
-if tonumber(h[3]) <= now then
+if tonumber(hdl) <= now then
   return {0, 'expired'}
 end
 local ttl = tonumber(ARGV[3])
 local sdl = string.format('%d', now + ttl * 1000)
-redis.call('HSET', KEYS[1], 'deadline', sdl)
-redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('SET', KEYS[1], htok .. ' ' .. sdl .. ' ' .. howner, 'PX', ttl)
 return {1, sdl}

@@ -38,7 +38,7 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 	queue := p.queueOf(qname)
 	taskID, _ := asynq.GetTaskID(ctx)
 	kind := t.Type()
-	log := p.log.With("queue", queue, "kind", kind, "task", taskID)
+	log := &jobLog{l: p.log, attrs: []any{"queue", queue, "kind", kind, "task", taskID}}
 
 	var env jobs.Envelope
 	if err := json.Unmarshal(t.Payload(), &env); err != nil || env.JobID == "" {
@@ -46,7 +46,7 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 		log.Error("delivery rejected: task payload is not a fencedq envelope", "error", errText(err))
 		return fmt.Errorf("%w: malformed envelope", asynq.SkipRetry)
 	}
-	log = log.With("job_id", env.JobID)
+	log.with("job_id", env.JobID)
 	owner := p.cfg.WorkerID + "/" + env.JobID
 	ttl := p.cfg.LeaseTTL
 
@@ -83,7 +83,7 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 		release()
 		return p.notClaimed(log, queue, err)
 	}
-	log = log.With("operation_id", claim.OperationID, "attempt", claim.Attempt, "token", claim.Token.String())
+	log.with("operation_id", claim.OperationID, "attempt", claim.Attempt, "token", claim.Token.String())
 	p.metrics.Attempted.WithLabelValues(queue, kind).Inc()
 
 	h := p.handlerFor(kind)
@@ -125,7 +125,7 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 	}
 	switch state {
 	case jobs.Succeeded:
-		log.Info("job succeeded", attrs...)
+		log.Debug("job succeeded", attrs...)
 		return nil
 	case jobs.Uncertain:
 		log.Warn("job outcome uncertain; the reconciler will resolve it", attrs...)
@@ -140,7 +140,7 @@ func (p *Pool) process(ctx context.Context, t *asynq.Task) error {
 }
 
 // notClaimed explains a delivery that found its job not pending.
-func (p *Pool) notClaimed(log *slog.Logger, queue string, err error) error {
+func (p *Pool) notClaimed(log *jobLog, queue string, err error) error {
 	var nc *jobs.NotClaimable
 	if !errors.As(err, &nc) {
 		log.Warn("claim failed; asynq will redeliver", "error", err)
@@ -163,7 +163,7 @@ func (p *Pool) notClaimed(log *slog.Logger, queue string, err error) error {
 
 // runAttempt runs the handler under the attempt's lease and decides the
 // outcome to commit.
-func (p *Pool) runAttempt(ctx context.Context, log *slog.Logger, h *handler, queue string, env jobs.Envelope,
+func (p *Pool) runAttempt(ctx context.Context, log *jobLog, h *handler, queue string, env jobs.Envelope,
 	claim *jobs.Claim, owner string, resLease *lease.Lease, sent time.Time) (jobs.Outcome, error) {
 	timeout := claim.Timeout
 	if timeout <= 0 {
@@ -244,7 +244,7 @@ func (p *Pool) runAttempt(ctx context.Context, log *slog.Logger, h *handler, que
 }
 
 // safeRun calls the handler, turning a panic into a retryable error.
-func (p *Pool) safeRun(ctx context.Context, log *slog.Logger, h *handler, queue string, base jobs.Job[jobs.JobArgs], payload []byte) (err error) {
+func (p *Pool) safeRun(ctx context.Context, log *jobLog, h *handler, queue string, base jobs.Job[jobs.JobArgs], payload []byte) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.Panics.WithLabelValues(queue, h.kind).Inc()
@@ -261,3 +261,33 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// jobLog logs with a job's attributes; they are only formatted when a line
+// is actually written, so a quiet logger costs nothing per job.
+type jobLog struct {
+	l     *slog.Logger
+	attrs []any
+}
+
+func (j *jobLog) with(args ...any) { j.attrs = append(j.attrs, args...) }
+
+func (j *jobLog) log(level slog.Level, msg string, args ...any) {
+	ctx := context.Background()
+	if !j.l.Enabled(ctx, level) {
+		return
+	}
+	all := make([]any, 0, len(j.attrs)+len(args))
+	j.l.Log(ctx, level, msg, append(append(all, j.attrs...), args...)...)
+}
+
+// Debug logs at debug level.
+func (j *jobLog) Debug(msg string, args ...any) { j.log(slog.LevelDebug, msg, args...) }
+
+// Info logs at info level.
+func (j *jobLog) Info(msg string, args ...any) { j.log(slog.LevelInfo, msg, args...) }
+
+// Warn logs at warn level.
+func (j *jobLog) Warn(msg string, args ...any) { j.log(slog.LevelWarn, msg, args...) }
+
+// Error logs at error level.
+func (j *jobLog) Error(msg string, args ...any) { j.log(slog.LevelError, msg, args...) }

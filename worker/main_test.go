@@ -38,6 +38,13 @@ type effectArgs struct {
 
 func (effectArgs) Kind() string { return "effect" }
 
+// applyEffect records an operation's effect once and counts applications.
+var applyEffect = redis.NewScript(`
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+end
+return 1`)
+
 // effectWorker applies the effect; mode makes a helper process block
 // before or after it so the test can SIGKILL it there.
 type effectWorker struct {
@@ -51,16 +58,12 @@ func (w *effectWorker) Work(ctx context.Context, j *jobs.Job[effectArgs]) error 
 	if w.mode == "block-before-effect" {
 		select {}
 	}
-	// The effect and its count in one MULTI: both or neither. A failed call
+	// The effect and its count in one script, so a client-side retry of a
+	// call whose reply was lost cannot count the effect twice. A failed call
 	// may have been applied before the connection broke: outcome unknown.
-	pipe := w.rdb.TxPipeline()
-	set := pipe.HSetNX(ctx, w.ns+":test:effects", j.OperationID, j.Token.String())
-	_, err := pipe.Exec(ctx)
-	if err != nil {
+	if err := applyEffect.Run(ctx, w.rdb, []string{w.ns + ":test:effects", w.ns + ":test:applies"},
+		j.OperationID, j.Token.String()).Err(); err != nil {
 		return jobs.Unknown(err)
-	}
-	if set.Val() {
-		w.rdb.HIncrBy(ctx, w.ns+":test:applies", j.OperationID, 1)
 	}
 	if w.mode == "slow" {
 		time.Sleep(30 * time.Millisecond)

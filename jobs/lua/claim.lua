@@ -8,7 +8,7 @@
 --        {0, state, token} when not claimable (state 'missing' if no such job);
 --        a delivery of a succeeded or dead job is recorded as deduplicated.
 local id = ARGV[1]
-local h = redis.call('HMGET', jobk, 'state', 'token', 'attempts')
+local h = redis.call('HMGET', jobk, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'timeout_ms', 'max_retries')
 local state = h[1]
 if not state then return {0, 'missing', '0'} end
 if state ~= 'pending' then
@@ -34,10 +34,9 @@ end
 local stok = fmt(tok)
 local deadline = now + tonumber(ARGV[3])
 local attempt = tonumber(h[3]) + 1
-redis.call('HSET', jobk, 'token', stok, 'owner', ARGV[2], 'deadline', fmt(deadline),
-  'attempts', fmt(attempt), 'started', fmt(now), 'reason', '')
+redis.call('HSET', jobk, 'state', 'running', 'updated', fmt(now), 'token', stok, 'owner', ARGV[2],
+  'deadline', fmt(deadline), 'attempts', fmt(attempt), 'started', fmt(now), 'reason', '')
 move(id, 'pending', 'running', deadline)
 record({event = 'attempt', attempt = attempt, token = stok, owner = ARGV[2], task = ARGV[5]})
 count('attempted')
-local r = redis.call('HMGET', jobk, 'payload', 'kind', 'op', 'timeout_ms', 'max_retries')
-return {1, stok, fmt(deadline), attempt, r[1], r[2], r[3], r[4], r[5]}
+return {1, stok, fmt(deadline), attempt, h[4], h[5], h[6], h[7], h[8]}

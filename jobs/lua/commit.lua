@@ -27,15 +27,18 @@ if outcome == 'retry' then
   end
 end
 move(id, 'running', to, score)
-redis.call('HSET', jobk, 'error', ARGV[4], 'reason', ARGV[7])
-record({event = 'end', attempt = tonumber(h[3]), token = token, outcome = to, error = ARGV[4], reason = ARGV[7]})
+local fields = {'state', to, 'updated', fmt(now), 'error', ARGV[4], 'reason', ARGV[7]}
 if to == 'succeeded' or to == 'dead' then
+  table.insert(fields, 'finished'); table.insert(fields, fmt(now))
   finish(ARGV[5])
   count(to)
 elseif to == 'uncertain' then
-  redis.call('HSET', jobk, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
+  table.insert(fields, 'uncertain_since'); table.insert(fields, fmt(now))
+  table.insert(fields, 'reconcile_tries'); table.insert(fields, '0')
   count('uncertain')
 else
   count('retried')
 end
+redis.call('HSET', jobk, unpack(fields))
+record({event = 'end', attempt = tonumber(h[3]), token = token, outcome = to, error = ARGV[4], reason = ARGV[7]})
 return {1, to}

@@ -18,7 +18,8 @@ redis.call('SET', opk, id)
 redis.call('HSET', jobk, 'id', id, 'kind', ARGV[2], 'queue', ARGV[3], 'op', ARGV[4],
   'resource', ARGV[5], 'payload', ARGV[6], 'args', ARGV[7], 'max_retries', ARGV[8],
   'timeout_ms', ARGV[9], 'task', ARGV[11], 'token', '0', 'attempts', '0', 'runs', '0',
-  'created', fmt(now), 'run_at', fmt(run_at), 'reconcile_tries', '0')
+  'created', fmt(now), 'run_at', fmt(run_at), 'reconcile_tries', '0',
+  'state', 'pending', 'updated', fmt(now))
 move(id, nil, 'pending', run_at)
 record({event = 'enqueued', task = ARGV[11]})
 count('enqueued')

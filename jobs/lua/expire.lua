@@ -12,7 +12,8 @@ end
 if tonumber(h[2]) > now then return 0 end
 local reason = 'lease expired without commit'
 move(ARGV[1], 'running', 'uncertain', now)
-redis.call('HSET', jobk, 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
+redis.call('HSET', jobk, 'state', 'uncertain', 'updated', fmt(now), 'reason', reason,
+  'uncertain_since', fmt(now), 'reconcile_tries', '0')
 record({event = 'end', attempt = tonumber(h[4]), token = h[3], outcome = 'uncertain', reason = reason})
 count('uncertain')
 return 1

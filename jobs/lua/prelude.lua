@@ -17,32 +17,34 @@ local now = math.floor(now_us / 1000)
 
 local function fmt(n) return string.format('%d', n) end
 
--- move sets the job's state and moves its id between state indexes.
+-- move moves the job's id between state indexes; the caller writes the
+-- 'state' and 'updated' fields in its own HSET.
 local function move(id, from, to, score)
   if from and index[from] then redis.call('ZREM', index[from], id) end
   if index[to] then redis.call('ZADD', index[to], fmt(score), id) end
-  redis.call('HSET', jobk, 'state', to, 'updated', fmt(now))
 end
 
 -- record appends one entry to the job's history (tokens stay strings).
 local function record(entry)
   entry['at'] = fmt(now)
-  redis.call('RPUSH', histk, cjson.encode(entry))
-  redis.call('LTRIM', histk, -HISTORY_CAP, -1)
+  if redis.call('RPUSH', histk, cjson.encode(entry)) > HISTORY_CAP then
+    redis.call('LTRIM', histk, -HISTORY_CAP, -1)
+  end
 end
 
 -- event appends to the queue's event feed shown by the dashboard.
 local function event(entry)
   entry['at'] = fmt(now)
-  redis.call('LPUSH', eventsk, cjson.encode(entry))
-  redis.call('LTRIM', eventsk, 0, EVENTS_CAP - 1)
+  if redis.call('LPUSH', eventsk, cjson.encode(entry)) > EVENTS_CAP then
+    redis.call('LTRIM', eventsk, 0, EVENTS_CAP - 1)
+  end
 end
 
 local function count(field, n) redis.call('HINCRBY', statsk, field, n or 1) end
 
--- finish applies the retention period to a job that reached a final state.
+-- finish applies the retention period to a job that reached a final state
+-- (the caller sets the 'finished' field).
 local function finish(retention_ms)
-  redis.call('HSET', jobk, 'finished', fmt(now))
   local r = tonumber(retention_ms)
   if r and r > 0 then
     redis.call('PEXPIRE', jobk, r)

@@ -25,7 +25,7 @@ if decision == 'later' then
 elseif decision == 'rerun' then
   to = 'pending'
   redis.call('HINCRBY', jobk, 'runs', 1)
-  redis.call('HSET', jobk, 'task', ARGV[9], 'reason', '', 'error', '')
+  redis.call('HSET', jobk, 'task', ARGV[9], 'reason', '', 'error', '', 'state', 'pending', 'updated', fmt(now))
   redis.call('HDEL', jobk, 'finished')
   redis.call('PERSIST', jobk)
   redis.call('PERSIST', histk)
@@ -34,12 +34,12 @@ elseif decision == 'rerun' then
   entry['task'] = ARGV[9]
 elseif decision == 'succeeded' or decision == 'dead' then
   move(id, state, to, now)
-  redis.call('HSET', jobk, 'reason', ARGV[5])
+  redis.call('HSET', jobk, 'reason', ARGV[5], 'state', to, 'updated', fmt(now), 'finished', fmt(now))
   finish(ARGV[7])
   count(to)
 elseif decision == 'review' then
   move(id, state, 'review', now)
-  redis.call('HSET', jobk, 'reason', ARGV[5])
+  redis.call('HSET', jobk, 'reason', ARGV[5], 'state', 'review', 'updated', fmt(now))
 else
   return redis.error_reply('unknown decision ' .. decision)
 end
