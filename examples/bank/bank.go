@@ -6,8 +6,13 @@
 // out of one account run one at a time and are fenced against each other;
 // credits commute, so they need no lease. The Store applies the debit, the
 // credit and the operation id in one atomic step guarded by the attempt's
-// fence (PostgreSQL through pgfence, or Redis through redisfence), and its
+// fence (PostgreSQL through pgfence, Redis through redisfence, or the bank
+// as an HTTP service through httpfence: NewService and HTTPStore), and its
 // effect log answers the reconciler. The demo and the chaos suite use it.
+//
+// The package's tests run the paused-worker, crash and leader-failover
+// scenarios with real worker processes (the test binary re-executed, see
+// main_test.go), real PostgreSQL and real Redis.
 package bank
 
 import (

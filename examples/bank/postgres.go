@@ -58,22 +58,33 @@ func (s *PostgresStore) Setup(ctx context.Context, accounts []string, initial in
 // Transfer debits and credits in the fenced transaction.
 func (s *PostgresStore) Transfer(ctx context.Context, f fence.Fence, t Transfer) error {
 	return s.fence.Apply(ctx, f, func(ctx context.Context, tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE `+s.table+` SET balance = balance - $2 WHERE id = $1 AND balance >= $2`, t.From, t.Cents)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("%w: %s cannot cover %d", ErrInsufficientFunds, t.From, t.Cents)
-		}
-		tag, err = tx.Exec(ctx, `UPDATE `+s.table+` SET balance = balance + $2 WHERE id = $1`, t.To, t.Cents)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("%w: no account %s", fence.ErrInvalid, t.To)
-		}
-		return nil
+		return s.transferTx(ctx, tx, t)
 	})
+}
+
+// transferTx writes t's debit and credit in tx, which the caller fenced
+// (Transfer, or the bank service under pgfence's Guard).
+func (s *PostgresStore) transferTx(ctx context.Context, tx pgx.Tx, t Transfer) error {
+	// Lock both rows in id order first: transfers in opposite directions
+	// (a debit here, a credit there) would otherwise deadlock.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+s.table+` WHERE id = ANY($1) ORDER BY id FOR UPDATE`, []string{t.From, t.To}); err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, `UPDATE `+s.table+` SET balance = balance - $2 WHERE id = $1 AND balance >= $2`, t.From, t.Cents)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s cannot cover %d", ErrInsufficientFunds, t.From, t.Cents)
+	}
+	tag, err = tx.Exec(ctx, `UPDATE `+s.table+` SET balance = balance + $2 WHERE id = $1`, t.To, t.Cents)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: no account %s", fence.ErrInvalid, t.To)
+	}
+	return nil
 }
 
 // FenceOnAcquire raises the source account's high-water mark.

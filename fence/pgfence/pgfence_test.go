@@ -370,3 +370,24 @@ func TestInvalidFenceTouchesNoDatabase(t *testing.T) {
 		t.Fatalf("Apply(zero token) = %v (fn called %v), want ErrInvalid without I/O", err, called)
 	}
 }
+
+// TestMigrateSkipsLockWhenMigrated: the migration lock is global to the
+// database, and its holder may be a worker paused mid-start; Migrate on
+// migrated tables must not queue behind it.
+func TestMigrateSkipsLockWhenMigrated(t *testing.T) {
+	pool, _ := setup(t)
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pgfence.MigrateLockID); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := pgfence.Migrate(mctx, pool, pgfence.Options{}); err != nil {
+		t.Fatalf("Migrate of migrated tables while the lock is held: %v", err)
+	}
+}

@@ -59,7 +59,10 @@ func (o Options) tables() tables {
 // Migrate creates the schema (if Options.Schema is set), the high-water
 // table and the effect log when they do not exist. It is idempotent and
 // safe to run from many processes at once: the DDL runs in one transaction
-// holding pg_advisory_xact_lock(MigrateLockID).
+// holding pg_advisory_xact_lock(MigrateLockID). When the tables and the
+// index already exist it returns without taking that lock, so workers
+// starting against a migrated database never queue behind a migrator that
+// was paused while holding it.
 //
 // Tables (names depend on Options):
 //
@@ -75,6 +78,21 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts Options) error {
 		return err
 	}
 	t := opts.tables()
+	// Fast path: when everything exists there is nothing to create, so do
+	// not queue behind the lock. The lock is global to the database: a
+	// migrator stopped while holding it (a paused worker starting up) would
+	// otherwise stall every worker that starts meanwhile, in any schema.
+	// The catalogs are read with plain SQL, not to_regclass: a name lookup
+	// would leave a negative catalog-cache entry for a missing schema that
+	// CREATE SCHEMA IF NOT EXISTS below could trust after the lock wait.
+	var found int
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = COALESCE(NULLIF($1, ''), current_schema()) AND c.relname = ANY($2)`,
+		opts.Schema, []string{opts.TablePrefix + "fences", opts.TablePrefix + "effects", opts.TablePrefix + "effects_resource_idx"}).Scan(&found)
+	if err == nil && found == 3 {
+		return nil
+	}
 	stmts := []string{}
 	if opts.Schema != "" {
 		stmts = append(stmts, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{opts.Schema}.Sanitize())

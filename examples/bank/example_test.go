@@ -1,0 +1,94 @@
+package bank_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// Example moves money with a fenced transfer job: accounts in Redis
+// (RedisStore, through redisfence), a worker pool running bank.Worker, and
+// a transfer enqueued by operation id. It needs a Redis at REDIS_ADDR
+// (default 127.0.0.1:6379).
+func Example() {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ns := fmt.Sprintf("bank-example-%d", time.Now().UnixNano())
+	defer deleteKeys(rdb, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	store, err := bank.NewRedisStore(rdb, ns)
+	if err != nil {
+		panic(err)
+	}
+	if err := store.Setup(ctx, bank.Accounts(2), 1000); err != nil {
+		panic(err)
+	}
+	show := func(label string) {
+		b, err := store.Balances(ctx)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s: acct-000=%d acct-001=%d total=%d\n", label, b["acct-000"], b["acct-001"], bank.Total(b))
+	}
+	show("before")
+
+	pool, err := worker.NewPool(rdb, worker.Config{Namespace: ns, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	_ = worker.Register(pool, jobs.Worker[bank.Transfer](&bank.Worker{Store: store}))
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- pool.Run(runCtx) }()
+
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	defer client.Close()
+	res, err := client.Enqueue(ctx, bank.Transfer{From: "acct-000", To: "acct-001", Cents: 250, Memo: "rent"},
+		jobs.OperationID("rent-2026-06"))
+	if err != nil {
+		panic(err)
+	}
+	for {
+		rec, err := client.Ledger().Get(ctx, res.Queue, res.JobID)
+		if err == nil && rec.State.Final() {
+			fmt.Println("transfer:", rec.State, "after", rec.Attempts, "attempt")
+			break
+		}
+		if ctx.Err() != nil {
+			fmt.Println("transfer did not finish:", ctx.Err())
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	show("after")
+	stop()
+	<-stopped // Run returns after a graceful shutdown
+	// Output:
+	// before: acct-000=1000 acct-001=1000 total=2000
+	// transfer: succeeded after 1 attempt
+	// after: acct-000=750 acct-001=1250 total=2000
+}
+
+// deleteKeys removes the example's keys from the shared Redis.
+func deleteKeys(rdb *redis.Client, ns string) {
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, "*"+ns+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+}

@@ -1,0 +1,105 @@
+package bank_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// TestPausedWorkerIsFencedAcrossProcesses is DESIGN.md §1 with real
+// processes, for each protected store (issue 4):
+//
+//  1. worker process A claims a transfer (token a), fences on acquire and,
+//     just before writing, is stopped with SIGSTOP;
+//  2. its 1s lease lapses; worker process B, the reconciler leader, moves
+//     the job to uncertain, asks bank.Worker.Reconcile (not applied) and
+//     re-runs it: B claims with token b > a, fences on acquire, writes and
+//     commits;
+//  3. A is resumed with SIGCONT and writes, ignoring its cancelled context:
+//     the store rejects it (fence.ErrStale, high-water b), and the ledger
+//     rejects A's commit (fenced_commit).
+//
+// The final state is B's: one transfer, the effect log names b, the job
+// succeeded with b.
+func TestPausedWorkerIsFencedAcrossProcesses(t *testing.T) {
+	for _, kind := range []string{"postgres", "redis", "http"} {
+		t.Run(kind, func(t *testing.T) { testPausedWorker(t, kind) })
+	}
+}
+
+func testPausedWorker(t *testing.T, kind string) {
+	e := newBankEnv(t, kind)
+	ctx := context.Background()
+	before := e.balances()
+	x := bank.Transfer{From: "acct-000", To: "acct-001", Cents: 250, Memo: "rent"}
+	op := "xfer-paused-" + kind
+
+	// A alone: it gets the job. Its reconciler is off, so B leads later.
+	a := startProc(t, e.helper("A", modePauseBeforeWrite, false))
+	res := e.enqueue(x, op)
+	e.watchSucceeded(res.JobID, op)
+	aStart := e.waitEvent("A started", 60*time.Second, is("A", "started"))
+	a.pause()
+	t0 := time.Now()
+	// A may write as soon as it runs again; it cannot see this while stopped.
+	if err := e.rdb.Set(ctx, goKey(e.ns), "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	startProc(t, e.helper("B", modeNormal, true))
+	rec := e.waitState(res.JobID, jobs.Succeeded, 60*time.Second)
+	t.Logf("A stopped; B re-ran and committed %v later (token a=%d, b=%d)", time.Since(t0).Round(time.Millisecond), aStart.Token, rec.Token)
+	bWrite := e.waitEvent("B write", 5*time.Second, is("B", "write"))
+	switch {
+	case bWrite.Result != "applied":
+		t.Fatalf("B's write: %+v", bWrite)
+	case rec.Token != lease.Token(bWrite.Token) || rec.Token <= lease.Token(aStart.Token):
+		t.Fatalf("job token %d, B wrote with %d, A held %d: want B's token above A's", rec.Token, bWrite.Token, aStart.Token)
+	case rec.Attempts != 2 || !strings.HasPrefix(rec.Owner, "B/"):
+		t.Fatalf("job after B: attempts %d, owner %q", rec.Attempts, rec.Owner)
+	}
+	if n := len(e.events(is("A", "write"))); n != 0 {
+		t.Fatalf("A wrote while stopped (%d writes)", n)
+	}
+
+	// A wakes up and tries to write, then to commit.
+	a.resume()
+	aWrite := e.waitEvent("A write", 30*time.Second, is("A", "write"))
+	if aWrite.Result != "stale" || lease.Token(aWrite.Token) != lease.Token(aStart.Token) {
+		t.Fatalf("A's write after resuming: %+v, want stale", aWrite)
+	}
+	if lease.Token(aWrite.Stored) != rec.Token {
+		t.Fatalf("A was rejected by high-water %d, want B's token %d", aWrite.Stored, rec.Token)
+	}
+	if !poll(30*time.Second, func() bool { return e.stats()["fenced_commit"] == 1 }) {
+		t.Fatalf("A's commit was not rejected by the ledger: stats %v", e.stats())
+	}
+
+	// The final state is B's.
+	final := e.get(res.JobID)
+	if final.State != jobs.Succeeded || final.Token != rec.Token || final.Attempts != 2 {
+		t.Fatalf("A changed the job: %+v", final)
+	}
+	applied, ok, err := e.store.Applied(ctx, op)
+	if err != nil || !ok || applied.Token != rec.Token || applied.Owner != rec.Owner {
+		t.Fatalf("effect log: %+v, %v, %v; want token %d of %s", applied, ok, err, rec.Token, rec.Owner)
+	}
+	e.wantOneTransfer(before, x)
+	var fenced, rerun bool
+	for _, en := range e.history(res.JobID) {
+		if en.Event == "fenced" && en.Stage == "commit" && en.Token == lease.Token(aStart.Token).String() {
+			fenced = true
+		}
+		if en.Event == "resolve" && en.Decision == string(jobs.DecideRerun) && en.Actor == "reconciler:B" {
+			rerun = true
+		}
+	}
+	if !fenced || !rerun {
+		t.Fatalf("history lacks A's fenced commit (%v) or B's re-run decision (%v):%s", fenced, rerun, historyString(e.history(res.JobID)))
+	}
+}
