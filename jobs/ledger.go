@@ -118,6 +118,8 @@ var (
 	expireSrc string
 	//go:embed lua/resolve.lua
 	resolveSrc string
+	//go:embed lua/lead.lua
+	leadSrc string
 
 	enqueueScript = redis.NewScript(prelude + enqueueSrc)
 	claimScript   = redis.NewScript(prelude + claimSrc)
@@ -125,6 +127,7 @@ var (
 	commitScript  = redis.NewScript(prelude + commitSrc)
 	expireScript  = redis.NewScript(prelude + expireSrc)
 	resolveScript = redis.NewScript(prelude + resolveSrc)
+	leadScript    = redis.NewScript(prelude + leadSrc)
 )
 
 func ms(t time.Time) int64 {

@@ -151,6 +151,20 @@ func (l *Ledger) Expire(ctx context.Context, queue, id string, leader lease.Toke
 	return n == 1, nil
 }
 
+// Lead records leader as queue q's reconciler leader token, so reconcilers
+// holding older tokens are refused on q from now on. It fails with
+// ErrStale when a newer leader was already seen.
+func (l *Ledger) Lead(ctx context.Context, q string, leader lease.Token) error {
+	n, err := leadScript.Run(ctx, l.rdb, l.keys(q, "", ""), leader.String()).Int()
+	if err != nil {
+		return fmt.Errorf("jobs: lead %s: %w", q, err)
+	}
+	if n < 0 {
+		return fmt.Errorf("%w: reconciler token %d on queue %s", ErrStale, leader, q)
+	}
+	return nil
+}
+
 // Decision is how an uncertain or review job is resolved.
 type Decision string
 

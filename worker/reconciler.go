@@ -98,6 +98,10 @@ func (r *reconciler) scan(ctx context.Context, leader lease.Token) error {
 	}
 	r.scans++
 	for _, q := range queues {
+		// Fence the queue with this leader's token before acting on it.
+		if err := r.p.ledger.Lead(ctx, q, leader); err != nil {
+			return err
+		}
 		if err := r.expire(ctx, q, now, leader); err != nil {
 			return err
 		}

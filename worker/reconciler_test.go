@@ -255,8 +255,14 @@ func TestOneLeaderAndStaleReconcilerRejected(t *testing.T) {
 	if v := testutil.ToFloat64(e.metric("fencedq_reconciler_leader")); v != 1 {
 		t.Fatalf("leader gauge (shared registry, two pools) = %v, want exactly one leader", v)
 	}
-	// The leader decides on an uncertain job; a reconciler holding an older
-	// token is then refused by the ledger.
+	// The leader fences every queue it scans, even before deciding
+	// anything there: a reconciler holding an older token is refused.
+	waitFor(t, 10*time.Second, func() bool {
+		return e.ledger.Lead(ctx, "default", 1) != nil
+	})
+	if err := e.ledger.Lead(ctx, "default", 1); !errors.Is(err, jobs.ErrStale) {
+		t.Fatalf("old leader token accepted: %v", err)
+	}
 	res := e.enqueue(opaqueArgs{})
 	e.waitState("default", res.JobID, jobs.Review, 10*time.Second)
 	_, err := e.ledger.Expire(ctx, "default", res.JobID, 1)
