@@ -10,27 +10,20 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/redisserver"
 )
 
 // InstallHint tells a reader how to get redis-server onto the machine.
-const InstallHint = "redis-server not found in PATH: install it (Debian/Ubuntu: apt-get install -y redis-server; macOS: brew install redis) or set REDIS_ADDR=host:port to use a running server"
+const InstallHint = redisserver.InstallHint
 
 // Options configures a server started by [Start].
 type Options struct {
@@ -46,22 +39,8 @@ type Server struct {
 	// Addr is the server's host:port on loopback.
 	Addr string
 
-	tb   testing.TB
-	dir  string
-	port int
-	opts Options
-
-	mu  sync.Mutex
-	cmd *exec.Cmd
-}
-
-// RedisServerPath returns the path of redis-server or an error with InstallHint.
-func RedisServerPath() (string, error) {
-	p, err := exec.LookPath("redis-server")
-	if err != nil {
-		return "", errors.New(InstallHint)
-	}
-	return p, nil
+	tb  testing.TB
+	srv *redisserver.Server
 }
 
 // Start launches a redis-server on a free loopback port and stops it when
@@ -69,186 +48,55 @@ func RedisServerPath() (string, error) {
 // redis-server is missing.
 func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
-	if _, err := RedisServerPath(); err != nil {
+	srv, err := redisserver.Start(context.Background(), redisserver.Options{Dir: tb.TempDir(), AOF: opts.AOF, Cluster: opts.ClusterEnabled})
+	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{tb: tb, dir: tb.TempDir(), opts: opts}
-	var lastErr error
-	for range 5 { // a free port can be taken between probing and binding
-		s.port = FreePort(tb)
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-		if lastErr = s.launch(); lastErr == nil {
-			break
-		}
-	}
-	if lastErr != nil {
-		tb.Fatalf("redistest: start redis-server: %v", lastErr)
-	}
-	tb.Cleanup(func() { s.stop() })
-	return s
+	tb.Cleanup(srv.Stop)
+	return &Server{Addr: srv.Addr, tb: tb, srv: srv}
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := redisserver.FreePort()
 	if err != nil {
 		tb.Fatalf("redistest: find free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func (s *Server) args() []string {
-	a := []string{
-		"--port", strconv.Itoa(s.port),
-		"--bind", "127.0.0.1",
-		"--dir", s.dir,
-		"--save", "",
-		"--daemonize", "no",
-		"--logfile", filepath.Join(s.dir, "redis.log"),
-		"--protected-mode", "no",
-		"--repl-diskless-sync-delay", "0",
-	}
-	if s.opts.AOF {
-		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
-	} else {
-		a = append(a, "--appendonly", "no")
-	}
-	if s.opts.ClusterEnabled {
-		a = append(a, "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
-			"--cluster-node-timeout", "2000")
-	}
-	return a
-}
-
-func (s *Server) launch() error {
-	path, err := RedisServerPath()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(path, s.args()...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("redis-server exited early (%v); log: %s", err, s.logTail())
-		default:
-		}
-		if ping(s.Addr) == nil {
-			s.mu.Lock()
-			s.cmd = cmd
-			s.mu.Unlock()
-			go func() { <-exited }() // keep reaping; Wait already owns the process
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_ = cmd.Process.Kill()
-	return fmt.Errorf("redis-server on %s did not answer within 10s; log: %s", s.Addr, s.logTail())
-}
-
-func (s *Server) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	return strings.Join(lines, " | ")
-}
-
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("unexpected reply %q", line)
-	}
-	return nil
-}
-
-func (s *Server) signal(sig syscall.Signal) {
-	s.tb.Helper()
-	s.mu.Lock()
-	cmd := s.cmd
-	s.mu.Unlock()
-	if cmd == nil {
-		s.tb.Fatalf("redistest: server %s is not running", s.Addr)
-	}
-	if err := cmd.Process.Signal(sig); err != nil {
-		s.tb.Fatalf("redistest: signal %v to %s: %v", sig, s.Addr, err)
-	}
+	return p
 }
 
 // Pause stops the server process with SIGSTOP; clients block until Resume.
-func (s *Server) Pause() { s.tb.Helper(); s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server with SIGCONT.
-func (s *Server) Resume() { s.tb.Helper(); s.signal(syscall.SIGCONT) }
-
-// Kill ends the server with SIGKILL and waits until its port is closed.
-func (s *Server) Kill() {
+func (s *Server) Pause() {
 	s.tb.Helper()
-	s.mu.Lock()
-	cmd := s.cmd
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	_ = cmd.Process.Kill()
-	for range 500 {
-		if ping(s.Addr) != nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := s.srv.Pause(); err != nil {
+		s.tb.Fatalf("redistest: pause %s: %v", s.Addr, err)
 	}
 }
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() {
+	s.tb.Helper()
+	if err := s.srv.Resume(); err != nil {
+		s.tb.Fatalf("redistest: resume %s: %v", s.Addr, err)
+	}
+}
+
+// Kill ends the server with SIGKILL and waits until it has exited.
+func (s *Server) Kill() { s.srv.Kill() }
 
 // Restart kills the server and starts it again on the same port and data
 // directory. Without AOF all keys are gone afterwards; with AOF every
 // acknowledged write survives.
 func (s *Server) Restart() {
 	s.tb.Helper()
-	s.Kill()
-	var err error
-	for range 50 { // the old socket may linger briefly
-		if err = s.launch(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := s.srv.Restart(context.Background()); err != nil {
+		s.tb.Fatal(err)
 	}
-	s.tb.Fatalf("redistest: restart %s: %v", s.Addr, err)
 }
 
-func (s *Server) stop() {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-	}
-}
+// Process returns the underlying server process.
+func (s *Server) Process() *redisserver.Server { return s.srv }
 
 // Client returns a go-redis client for the server, closed at test end.
 func (s *Server) Client() *redis.Client {
@@ -269,41 +117,14 @@ type Cluster struct {
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
 	c := &Cluster{tb: tb}
+	procs := make([]*redisserver.Server, 0, 3)
 	for range 3 {
-		c.Nodes = append(c.Nodes, Start(tb, Options{ClusterEnabled: true}))
+		n := Start(tb, Options{ClusterEnabled: true})
+		c.Nodes = append(c.Nodes, n)
+		procs = append(procs, n.srv)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	per := 16384 / len(c.Nodes)
-	for i, n := range c.Nodes {
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
-		lo, hi := i*per, (i+1)*per-1
-		if i == len(c.Nodes)-1 {
-			hi = 16383
-		}
-		if err := cl.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
-			tb.Fatalf("redistest: cluster addslots on %s: %v", n.Addr, err)
-		}
-		if i > 0 {
-			if err := cl.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(c.Nodes[0].port)).Err(); err != nil {
-				tb.Fatalf("redistest: cluster meet: %v", err)
-			}
-		}
-		_ = cl.Close()
-	}
-	for _, n := range c.Nodes {
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
-		for {
-			info, err := cl.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
-				break
-			}
-			if ctx.Err() != nil {
-				tb.Fatalf("redistest: cluster did not become ok on %s: %v %q", n.Addr, err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		_ = cl.Close()
+	if err := redisserver.FormCluster(context.Background(), procs); err != nil {
+		tb.Fatal(err)
 	}
 	return c
 }

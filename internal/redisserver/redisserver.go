@@ -1,0 +1,297 @@
+// Package redisserver runs redis-server child processes on loopback: start
+// one (optionally with AOF, or cluster-enabled), pause, resume, kill and
+// restart it on the same port and data directory, and join three into a
+// Redis Cluster. The test harness (internal/redistest), the benchmark and
+// the chaos suite all use it.
+package redisserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// InstallHint tells a reader how to get redis-server onto the machine.
+const InstallHint = "redis-server not found in PATH: install it (Debian/Ubuntu: apt-get install -y redis-server; macOS: brew install redis) or set REDIS_ADDR=host:port to use a running server"
+
+// ErrNotRunning means the server process is not running.
+var ErrNotRunning = errors.New("redisserver: not running")
+
+// Path returns the path of redis-server, or an error carrying InstallHint.
+func Path() (string, error) {
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", errors.New(InstallHint)
+	}
+	return p, nil
+}
+
+// Options configures a server.
+type Options struct {
+	// Dir is the data directory (default: a new temporary directory,
+	// removed by Stop).
+	Dir string
+	// AOF turns on append-only persistence with appendfsync always, so a
+	// restart keeps every acknowledged write. Without it nothing is kept.
+	AOF bool
+	// Cluster starts the server cluster-enabled (see FormCluster).
+	Cluster bool
+}
+
+// Server is a redis-server child process.
+type Server struct {
+	// Addr is host:port on loopback.
+	Addr string
+	// Port is the server's port.
+	Port int
+	// Dir is the data directory.
+	Dir string
+
+	opts   Options
+	ownDir bool
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start launches redis-server on a free loopback port and waits until it
+// answers PING.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if _, err := Path(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, Dir: opts.Dir}
+	if s.Dir == "" {
+		d, err := os.MkdirTemp("", "fencedq-redis-")
+		if err != nil {
+			return nil, err
+		}
+		s.Dir, s.ownDir = d, true
+	}
+	var err error
+	for range 5 { // a free port can be taken between probing and binding
+		if s.Port, err = FreePort(); err != nil {
+			break
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+		if err = s.launch(ctx); err == nil {
+			return s, nil
+		}
+	}
+	s.Stop()
+	return nil, fmt.Errorf("redisserver: start: %w", err)
+}
+
+func (s *Server) args() []string {
+	a := []string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", s.Dir,
+		"--save", "", "--daemonize", "no", "--protected-mode", "no",
+		"--logfile", filepath.Join(s.Dir, "redis-"+strconv.Itoa(s.Port)+".log"),
+		"--repl-diskless-sync-delay", "0",
+	}
+	if s.opts.AOF {
+		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		a = append(a, "--appendonly", "no")
+	}
+	if s.opts.Cluster {
+		a = append(a, "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(s.Dir, "nodes-"+strconv.Itoa(s.Port)+".conf"),
+			"--cluster-node-timeout", "2000")
+	}
+	return a
+}
+
+func (s *Server) launch(ctx context.Context) error {
+	path, err := Path()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path, s.args()...)
+	// Its own process group: a terminal's Ctrl-C reaches only the parent,
+	// which then stops its servers itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server exited early; log: %s", s.LogTail())
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			return ctx.Err()
+		default:
+		}
+		if Ping(s.Addr) == nil {
+			s.mu.Lock()
+			s.cmd, s.exited = cmd, exited
+			s.mu.Unlock()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	return fmt.Errorf("redis-server on %s did not answer within 10s; log: %s", s.Addr, s.LogTail())
+}
+
+// LogTail returns the last lines of the server's log.
+func (s *Server) LogTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "redis-"+strconv.Itoa(s.Port)+".log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Ping sends PING to addr and expects PONG.
+func Ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}
+
+// Pid returns the server's process id, or 0 when it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return ErrNotRunning
+	}
+	return cmd.Process.Signal(sig)
+}
+
+// Pause stops the process with SIGSTOP; clients block until Resume.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process with SIGCONT.
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+// Kill ends the process with SIGKILL and waits until it has exited.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Kill()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// Restart kills the server and starts it again on the same port and data
+// directory. Without AOF all keys are gone afterwards.
+func (s *Server) Restart(ctx context.Context) error {
+	s.Kill()
+	var err error
+	for range 50 { // the old socket may linger briefly
+		if err = s.launch(ctx); err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("redisserver: restart %s: %w", s.Addr, err)
+}
+
+// Stop kills the server and removes its data directory if Start made it.
+func (s *Server) Stop() {
+	s.Kill()
+	if s.ownDir {
+		_ = os.RemoveAll(s.Dir)
+	}
+}
+
+// FormCluster splits the 16384 hash slots between cluster-enabled servers,
+// joins them and waits until every node reports cluster_state:ok.
+func FormCluster(ctx context.Context, nodes []*Server) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	per := 16384 / len(nodes)
+	for i, n := range nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
+		lo, hi := i*per, (i+1)*per-1
+		if i == len(nodes)-1 {
+			hi = 16383
+		}
+		err := cl.ClusterAddSlotsRange(ctx, lo, hi).Err()
+		if err == nil && i > 0 {
+			err = cl.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(nodes[0].Port)).Err()
+		}
+		_ = cl.Close()
+		if err != nil {
+			return fmt.Errorf("redisserver: form cluster on %s: %w", n.Addr, err)
+		}
+	}
+	want := "cluster_known_nodes:" + strconv.Itoa(len(nodes))
+	for _, n := range nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
+		for {
+			info, err := cl.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, want) {
+				break
+			}
+			if ctx.Err() != nil {
+				_ = cl.Close()
+				return fmt.Errorf("redisserver: cluster did not become ok on %s: %v", n.Addr, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = cl.Close()
+	}
+	return nil
+}
