@@ -19,7 +19,7 @@ const installHint = "redis-server not found in PATH: install it (Debian/Ubuntu: 
 // and worker processes) and the temporary directories it made, so that one
 // cleanup call ends them all, also after SIGINT.
 type children struct {
-	mu    sync.Mutex
+	mu      sync.Mutex
 	procs   map[*exec.Cmd]chan struct{} // closed when the process was reaped
 	dirs    []string
 	servers []*redisserver.Server
