@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,8 +49,9 @@ func (c Config) withDefaults() Config {
 //	ns:{q}:reconciler        string: highest reconciler leader token seen
 //	ns:queues                set: queue names (the only key outside a queue's slot)
 type Ledger struct {
-	rdb redis.UniversalClient
-	cfg Config
+	rdb   redis.UniversalClient
+	cfg   Config
+	batch atomic.Pointer[batcher]
 }
 
 // NewLedger returns a Ledger over rdb.

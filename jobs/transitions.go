@@ -72,7 +72,7 @@ func (l *Ledger) Claim(ctx context.Context, queue, id, owner string, ttl time.Du
 	if token > 0 {
 		tok = token.String()
 	}
-	reply, err := claimScript.Run(ctx, l.rdb, l.keys(queue, id, ""), id, owner, ttl.Milliseconds(), tok, task).Slice()
+	reply, err := l.run(ctx, claimScript, l.keys(queue, id, ""), id, owner, ttl.Milliseconds(), tok, task).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("jobs: claim %s: %w", id, err)
 	}
@@ -94,7 +94,7 @@ func (l *Ledger) Claim(ctx context.Context, queue, id, owner string, ttl time.Du
 // Renew extends a running attempt's ledger deadline by ttl. It fails with
 // ErrStale when token no longer runs the job.
 func (l *Ledger) Renew(ctx context.Context, queue, id string, token lease.Token, ttl time.Duration) (time.Time, error) {
-	reply, err := renewScript.Run(ctx, l.rdb, l.keys(queue, id, ""), id, token.String(), ttl.Milliseconds()).Slice()
+	reply, err := l.run(ctx, renewScript, l.keys(queue, id, ""), id, token.String(), ttl.Milliseconds()).Slice()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("jobs: renew %s: %w", id, err)
 	}
@@ -126,7 +126,7 @@ func (l *Ledger) Commit(ctx context.Context, queue, id, op string, token lease.T
 	if o.To == Pending {
 		outcome = "retry"
 	}
-	reply, err := commitScript.Run(ctx, l.rdb, l.keys(queue, id, op), id, token.String(), outcome,
+	reply, err := l.run(ctx, commitScript, l.keys(queue, id, op), id, token.String(), outcome,
 		o.Error, l.cfg.Retention.Milliseconds(), ms(o.RetryAt), o.Reason).Slice()
 	if err != nil {
 		return "", fmt.Errorf("jobs: commit %s: %w", id, err)
