@@ -25,7 +25,9 @@ func Example() {
 	ctx := context.Background()
 	rdb := exampleClient()
 	defer rdb.Close()
-	m := lease.NewManager(rdb, lease.Config{Namespace: "example-" + fmt.Sprint(time.Now().UnixNano())})
+	ns := "example-" + fmt.Sprint(time.Now().UnixNano())
+	defer deleteKeys(rdb, ns)
+	m := lease.NewManager(rdb, lease.Config{Namespace: ns})
 
 	l, err := m.Acquire(ctx, "account:42", "worker-a", 10*time.Second)
 	if err != nil {
@@ -50,4 +52,13 @@ func Example() {
 	// second owner held off: true
 	// holding: true
 	// next token is higher: true
+}
+
+// deleteKeys removes the example's keys from the shared Redis.
+func deleteKeys(rdb *redis.Client, ns string) {
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, "*"+ns+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
 }

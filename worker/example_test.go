@@ -30,6 +30,7 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	ns := fmt.Sprintf("example-%d", time.Now().UnixNano())
+	defer deleteKeys(rdb, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -60,4 +61,13 @@ func Example() {
 	// Output:
 	// hello ada (attempt 1, fenced: true)
 	// same operation deduplicated: true
+}
+
+// deleteKeys removes the example's keys from the shared Redis.
+func deleteKeys(rdb *redis.Client, ns string) {
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, "*"+ns+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
 }
