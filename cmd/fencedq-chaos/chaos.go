@@ -1,0 +1,467 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// namespace is the key namespace of a run (its Redis is private anyway).
+const namespace = "chaos"
+
+// chaosMain parses flags, runs the chaos run and prints the report.
+func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	rep, err := runChaos(ctx, o)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.printTable(stdout)
+	}
+	if rep.Mode == modeFenced && len(rep.Violations) > 0 {
+		return fmt.Errorf("%w: %d (see the report)", errViolation, rep.violationCount())
+	}
+	return nil
+}
+
+// Run modes.
+const (
+	modeFenced   = "fencedq"
+	modeBaseline = "asynq-baseline"
+)
+
+// runEnv is everything a run started, for cleanup and for the checker.
+type runEnv struct {
+	o        *options
+	dir      string
+	schema   string
+	admin    *pgxpool.Pool
+	redis    *redisServer
+	rdb      *redis.Client
+	workers  *workers
+	accounts []string
+	progress func(format string, a ...any)
+
+	crashMu sync.Mutex
+	crashes []string
+}
+
+// runChaos performs one run and returns its report. An error means the run
+// itself broke (could not start, interrupted), not that the checker found
+// violations.
+func runChaos(ctx context.Context, o *options) (rep *report, err error) {
+	started := time.Now()
+	e := &runEnv{o: o, accounts: bank.Accounts(o.Accounts)}
+	var pmu sync.Mutex
+	e.progress = func(format string, a ...any) {
+		pmu.Lock()
+		defer pmu.Unlock()
+		fmt.Fprintf(o.Progress, "[%6.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, a...))
+	}
+	mode := modeFenced
+	if o.Baseline != "" {
+		mode = modeBaseline
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	if e.dir, err = os.MkdirTemp("", "fencedq-chaos-*"); err != nil {
+		return nil, err
+	}
+	keepDir := o.Keep
+	defer func() {
+		if !keepDir {
+			_ = os.RemoveAll(e.dir)
+		}
+	}()
+
+	// PostgreSQL: a fresh schema for this run.
+	upstream, err := pgUpstream(o.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	e.admin, err = pgxpool.New(pctx, o.DatabaseURL)
+	if err == nil {
+		err = e.admin.Ping(pctx)
+	}
+	cancel()
+	if err != nil {
+		if e.admin != nil {
+			e.admin.Close()
+		}
+		return nil, fmt.Errorf("PostgreSQL at %s is unreachable: %v\n%s", redactURL(o.DatabaseURL), err, pgInstallHint)
+	}
+	defer e.admin.Close()
+	var b [3]byte
+	_, _ = crand.Read(b[:])
+	e.schema = "chaos_" + time.Now().UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
+	keepSchema := o.Keep
+	defer func() {
+		if !keepSchema {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := dropSchema(dctx, e.admin, e.schema); err != nil {
+				e.progress("drop schema %s: %v", e.schema, err)
+			}
+		}
+	}()
+	if err := setupStorage(ctx, e.admin, e.schema, e.accounts, initialCents); err != nil {
+		return nil, err
+	}
+	e.progress("schema %s ready", e.schema)
+
+	// Redis with AOF.
+	rdir := filepath.Join(e.dir, "redis")
+	if err := os.MkdirAll(rdir, 0o755); err != nil {
+		return nil, err
+	}
+	if e.redis, err = startRedis(ctx, rdir); err != nil {
+		return nil, err
+	}
+	defer e.redis.Stop()
+	e.rdb = redis.NewClient(&redis.Options{Addr: e.redis.Addr})
+	defer e.rdb.Close()
+	e.progress("%s run, seed %d: redis-server %s (AOF, appendfsync always), run directory %s",
+		mode, o.Seed, e.redis.Addr, e.dir)
+
+	// Workers, each behind its own PostgreSQL proxy.
+	wmode := "fencedq"
+	if mode == modeBaseline {
+		wmode = "asynq"
+	}
+	e.workers = &workers{exe: exe, dir: e.dir, mode: wmode, baseArg: []string{
+		"--redis", e.redis.Addr, "--postgres", o.DatabaseURL, "--schema", e.schema, "--namespace", namespace,
+		"--concurrency", strconv.Itoa(o.Concurrency), "--lease-ttl", o.LeaseTTL.String(),
+		"--handler-timeout", o.HandlerTimeout.String(), "--reconcile-interval", o.ReconcileInterval.String(),
+		"--log-level", o.LogLevel,
+	}}
+	for i := range o.Workers {
+		p, err := startProxy(upstream)
+		if err != nil {
+			return nil, err
+		}
+		defer p.close()
+		e.workers.slots = append(e.workers.slots, &slot{n: i, proxy: p, careless: i < o.Careless})
+	}
+	defer e.workers.stopAll(15 * time.Second)
+	for _, s := range e.workers.slots {
+		if err := e.workers.start(s); err != nil {
+			return nil, err
+		}
+	}
+
+	// The workload's client.
+	var enq enqueuer
+	var jc *jobs.Client
+	var ac *asynq.Client
+	if mode == modeFenced {
+		jc = jobs.NewClient(e.rdb, jobs.Config{Namespace: namespace})
+		defer jc.Close()
+		enq = fencedEnqueuer(jc)
+	} else {
+		ac = asynq.NewClientFromRedisClient(e.rdb)
+		defer ac.Close()
+		enq = baselineEnqueuer(ac, namespace, o.HandlerTimeout)
+	}
+	w := newWorkload(o, e.accounts, enq)
+	drainDeadline := time.Now().Add(o.Duration + o.Drain)
+	subCtx, subCancel := context.WithDeadline(ctx, drainDeadline)
+	defer subCancel()
+	w.startSubmitters(subCtx, 8)
+
+	// Fault phase.
+	nem := newNemesis(o, e.workers, e.redis, e.progress)
+	faultCtx, faultCancel := context.WithTimeout(ctx, o.Duration)
+	defer faultCancel()
+	monCtx, monCancel := context.WithCancel(ctx)
+	defer monCancel()
+	go e.monitor(monCtx)
+	go e.progressLoop(monCtx, w, nem, mode)
+	var genDone sync.WaitGroup
+	genDone.Add(1)
+	go func() {
+		defer genDone.Done()
+		w.generate(faultCtx)
+	}()
+	nem.run(faultCtx)
+	genDone.Wait()
+	if ctx.Err() != nil {
+		return nil, errors.New("interrupted")
+	}
+	faultPhase := time.Since(started)
+	for _, s := range e.workers.slots {
+		s.proxy.heal()
+		s.resume()
+	}
+	e.progress("faults stopped: %v; draining (at most %v)", nem.Counts(), o.Drain)
+
+	// Drain: every submission confirmed, then no job pending, running or
+	// uncertain (fencedq) or no task left to run (baseline).
+	drainStart := time.Now()
+	w.finish()
+	settled := e.waitSettled(ctx, mode, drainDeadline)
+	drain := time.Since(drainStart)
+	monCancel()
+	if ctx.Err() != nil {
+		return nil, errors.New("interrupted")
+	}
+	if settled {
+		e.progress("settled after %v", drain.Round(100*time.Millisecond))
+	} else {
+		e.progress("did not settle within %v", o.Drain)
+	}
+	e.workers.stopAll(15 * time.Second)
+
+	// Check.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	defer ccancel()
+	rep = newReport(mode, o)
+	rep.Timing = timing{FaultPhase: faultPhase.Round(time.Second).String(), Drain: drain.Round(100 * time.Millisecond).String(), Settled: settled}
+	rep.Faults, rep.FaultLog = nem.Counts(), nem.Events()
+	rep.Workload = w.summary()
+	e.crashMu.Lock()
+	rep.WorkerCrashes = append([]string{}, e.crashes...)
+	e.crashMu.Unlock()
+	if !settled {
+		rep.violation("settled", fmt.Sprintf("the system did not settle within --drain %v after the faults stopped", o.Drain))
+	}
+	if len(rep.WorkerCrashes) > 0 {
+		rep.violation("no worker crashed", fmt.Sprintf("%d worker processes exited by themselves: %s", len(rep.WorkerCrashes), strings.Join(rep.WorkerCrashes, "; ")))
+	}
+	if mode == modeFenced {
+		err = checkFenced(cctx, e, jc.Ledger(), w, rep)
+	} else {
+		err = checkBaseline(cctx, e, w, rep)
+	}
+	if err != nil {
+		keepDir, keepSchema = true, true
+		return nil, fmt.Errorf("checker: %w (kept schema %s and directory %s)", err, e.schema, e.dir)
+	}
+	if o.afterCheck != nil {
+		recheck := func() (*report, error) {
+			r := newReport(mode, o)
+			if mode == modeFenced {
+				return r, checkFenced(cctx, e, jc.Ledger(), w, r)
+			}
+			return r, checkBaseline(cctx, e, w, r)
+		}
+		if err := o.afterCheck(cctx, e, recheck); err != nil {
+			return nil, err
+		}
+	}
+	if mode == modeFenced && len(rep.Violations) > 0 && !o.Keep {
+		keepDir, keepSchema = true, true
+		e.progress("violations found: keeping schema %s and directory %s (worker logs) for inspection", e.schema, e.dir)
+	}
+	rep.ViolationCount = rep.violationCount()
+	if keepSchema {
+		rep.Schema = e.schema
+	}
+	if keepDir {
+		rep.Dir = e.dir
+	}
+	return rep, nil
+}
+
+// pgUpstream returns the host:port a proxy forwards to.
+func pgUpstream(url string) (string, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return "", fmt.Errorf("%w: PostgreSQL URL: %v", errUsage, err)
+	}
+	if strings.HasPrefix(cfg.Host, "/") {
+		return "", fmt.Errorf("%w: PostgreSQL must be reached over TCP (the chaos proxy sits on that path), not the socket %s", errUsage, cfg.Host)
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
+}
+
+// redactURL hides a password in a connection URL.
+func redactURL(url string) string {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil || cfg.Password == "" {
+		return url
+	}
+	return strings.Replace(url, cfg.Password, "xxxxx", 1)
+}
+
+// monitor restarts worker processes that exited by themselves (not under a
+// fault) and records them: a worker must not crash on its own.
+func (e *runEnv) monitor(ctx context.Context) {
+	for sleepCtx(ctx, 500*time.Millisecond) {
+		for _, s := range e.workers.slots {
+			if !s.take() {
+				continue
+			}
+			if s.exited() && ctx.Err() == nil {
+				id := s.currentID()
+				tail := logTail(filepath.Join(e.dir, "worker-"+strings.TrimPrefix(id, "w")+".log"), 3)
+				e.crashMu.Lock()
+				e.crashes = append(e.crashes, id+": "+tail)
+				e.crashMu.Unlock()
+				e.progress("worker %s exited by itself: %s", id, tail)
+				if err := e.workers.start(s); err != nil {
+					e.progress("restart slot %d: %v", s.n, err)
+				}
+			}
+			s.release()
+		}
+	}
+}
+
+// logTail returns the last n lines of a file.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// progressLoop prints progress every 10 seconds.
+func (e *runEnv) progressLoop(ctx context.Context, w *workload, n *nemesis, mode string) {
+	for sleepCtx(ctx, 10*time.Second) {
+		state := ""
+		if mode == modeFenced {
+			c, err := e.ledgerCounts(ctx)
+			if err != nil {
+				state = "ledger: " + err.Error()
+			} else {
+				state = fmt.Sprintf("pending %d running %d uncertain %d succeeded %d dead %d review %d",
+					c[jobs.Pending], c[jobs.Running], c[jobs.Uncertain], c[jobs.Succeeded], c[jobs.Dead], c[jobs.Review])
+				if c[jobs.Pending] > 0 && c[jobs.Pending] <= 50 {
+					state += " (deliveries of pending jobs: " + e.pendingDeliveries(ctx) + ")"
+				}
+			}
+		} else {
+			left, err := e.baselineLeft(ctx)
+			if err != nil {
+				state = "asynq: " + err.Error()
+			} else {
+				state = fmt.Sprintf("tasks left %d", left)
+			}
+		}
+		e.progress("submitted %d (confirmed %d, enqueue errors %d) | %s | faults %v",
+			w.submissions.Load(), w.confirmed.Load(), w.enqueueErrors.Load(), state, n.Counts())
+	}
+}
+
+// ledgerCounts sums the ledger's per-state counts over the workload queues.
+func (e *runEnv) ledgerCounts(ctx context.Context) (map[jobs.State]int64, error) {
+	l := jobs.NewLedger(e.rdb, jobs.Config{Namespace: namespace})
+	out := map[jobs.State]int64{}
+	for _, q := range []string{transfersQueue, priorityQueue} {
+		c, err := l.Counts(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for s, n := range c {
+			out[s] += n
+		}
+	}
+	return out, nil
+}
+
+// pendingDeliveries says where the asynq deliveries of pending jobs are: a job
+// whose delivery sits "active" in a killed worker waits for asynq's
+// recoverer.
+func (e *runEnv) pendingDeliveries(ctx context.Context) string {
+	l := jobs.NewLedger(e.rdb, jobs.Config{Namespace: namespace})
+	insp := asynq.NewInspectorFromRedisClient(e.rdb)
+	states := map[string]int{}
+	for _, q := range []string{transfersQueue, priorityQueue} {
+		recs, err := l.List(ctx, q, jobs.Pending, 0, 50)
+		if err != nil {
+			return err.Error()
+		}
+		for _, r := range recs {
+			ti, err := insp.GetTaskInfo(l.AsynqQueue(q), r.Task)
+			switch {
+			case err != nil:
+				states["missing"]++
+			case ti.IsOrphaned:
+				states["orphaned"]++
+			default:
+				states[ti.State.String()]++
+			}
+		}
+	}
+	return joinCounts(states)
+}
+
+// baselineLeft counts the baseline's tasks not yet finished.
+func (e *runEnv) baselineLeft(ctx context.Context) (int, error) {
+	insp := asynq.NewInspectorFromRedisClient(e.rdb)
+	left := 0
+	for _, q := range []string{transfersQueue, priorityQueue} {
+		qi, err := insp.GetQueueInfo(baselineQueue(namespace, q))
+		if errors.Is(err, asynq.ErrQueueNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		left += qi.Pending + qi.Active + qi.Scheduled + qi.Retry + qi.Aggregating
+	}
+	return left, nil
+}
+
+// waitSettled waits until every submission was answered and no work is
+// left, or the deadline passes.
+func (e *runEnv) waitSettled(ctx context.Context, mode string, deadline time.Time) bool {
+	stable := 0
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		left := -1
+		if mode == modeFenced {
+			if c, err := e.ledgerCounts(ctx); err == nil {
+				left = int(c[jobs.Pending] + c[jobs.Running] + c[jobs.Uncertain])
+			}
+		} else if n, err := e.baselineLeft(ctx); err == nil {
+			left = n
+		}
+		if left == 0 {
+			stable++
+			if stable >= 2 {
+				return true
+			}
+		} else {
+			stable = 0
+		}
+		sleepCtx(ctx, time.Second)
+	}
+	return false
+}

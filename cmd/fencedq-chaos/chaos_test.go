@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestMain lets a chaos run re-execute this test binary as its workers.
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		return
+	}
+	redis.SetLogger(quietLogger{})
+	os.Exit(m.Run())
+}
+
+// needServers skips (loudly) or, when CI is set, fails a test that needs
+// redis-server and PostgreSQL, naming what to install.
+func needServers(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("chaos runs take a minute; skipped with -short")
+	}
+	var missing []string
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		missing = append(missing, redisInstallHint)
+	}
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		url = defaultDatabaseURL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c, err := pgx.Connect(ctx, url); err != nil {
+		missing = append(missing, fmt.Sprintf("PostgreSQL at %s is unreachable (%v): %s", redactURL(url), err, pgInstallHint))
+	} else {
+		_ = c.Close(ctx)
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := "the chaos suite needs redis-server and PostgreSQL:\n  " + strings.Join(missing, "\n  ")
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + "\n(CI is set, so this is a failure, not a skip)")
+	}
+	t.Skip("\n!!! SKIPPED: " + msg + "\n(set CI=1 to make this a failure)")
+}
+
+// logWriter sends progress lines to the test log while the test runs.
+type logWriter struct {
+	t  *testing.T
+	mu sync.Mutex
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestShortChaosRunIsClean is the CI chaos run: a minute of transfers under
+// every fault kind, then a clean checker report. It also makes sure the
+// checker is not vacuous: after the clean report it corrupts the storage
+// three ways and requires the checker to catch each.
+func TestShortChaosRunIsClean(t *testing.T) {
+	needServers(t)
+	t.Parallel()
+	// One kill, so that it lands early (each lane starts with one fault of
+	// every kind): a delivery held, not yet claimed, by a killed worker
+	// comes back only through asynq's recoverer, 60-90s later, and the drain
+	// waits for it (see RELIABILITY.md).
+	o, err := parseOptions([]string{
+		"--duration", "60s", "--rate", "6", "--workers", "3", "--concurrency", "3",
+		"--fault-gap", "2500ms", "--max-kills", "1", "--max-redis-restarts", "4", "--max-pauses", "8",
+		"--max-stalls", "8", "--max-slowdowns", "4", "--drain", "100s", "--seed", "20260101",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Progress = &logWriter{t: t}
+	var tampered *report
+	o.afterCheck = func(ctx context.Context, e *runEnv, recheck func() (*report, error)) error {
+		tampered, err = tamper(ctx, e, recheck)
+		return err
+	}
+	rep, err := runChaos(t.Context(), o)
+	if err != nil {
+		t.Fatalf("chaos run broke: %v", err)
+	}
+	var table bytes.Buffer
+	rep.printTable(&table)
+	t.Log("\n" + table.String())
+
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("report JSON does not parse: %v", err)
+	}
+	if len(back.Violations) > 0 {
+		t.Fatalf("the checker found %d violations:\n%s", len(back.Violations), strings.Join(back.Violations, "\n"))
+	}
+	if !back.Timing.Settled {
+		t.Fatal("the run did not settle")
+	}
+	for _, k := range []string{faultPause, faultKill, faultRedisRestart, faultStall} {
+		if back.Faults[k] < 1 {
+			t.Errorf("no %s fault was injected (faults %v)", k, back.Faults)
+		}
+	}
+	if back.Outcomes["succeeded"] < 100 || back.Ledger["deduplicated_enqueue"] == 0 || back.Workload.Submissions < 200 {
+		t.Errorf("the run did too little to prove anything: outcomes %v, ledger %v", back.Outcomes, back.Ledger)
+	}
+	for _, c := range back.Checks {
+		if !c.OK {
+			t.Errorf("check %q failed", c.Name)
+		}
+	}
+
+	// The checker catches corrupted storage.
+	if tampered == nil {
+		t.Fatal("the tamper hook did not run")
+	}
+	failed := map[string]bool{}
+	for _, c := range tampered.Checks {
+		if !c.OK {
+			failed[c.Name] = true
+		}
+	}
+	for _, want := range []string{
+		"every balance change is one fenced effect",              // an unfenced double apply
+		"tokens per account never decrease, one owner per token", // a high-water mark moved down
+		"effect log matches the acceptance log",                  // an effect record deleted
+		"every transfer applied exactly once",                    // ... so a succeeded job has no effect
+	} {
+		if !failed[want] {
+			t.Errorf("after tampering, check %q still passes; tampered report: %v", want, tampered.Violations)
+		}
+	}
+}
+
+// tamper corrupts a finished run's storage three ways and runs the checker
+// again: an unfenced repeat of an applied transfer, a high-water mark
+// moved down, and a deleted effect record.
+func tamper(ctx context.Context, e *runEnv, recheck func() (*report, error)) (*report, error) {
+	s := qschema(e.schema)
+	var op, from, to string
+	var cents int64
+	err := e.admin.QueryRow(ctx, `SELECT a.operation_id FROM `+s+`.chaos_accepted a ORDER BY seq LIMIT 1`).Scan(&op)
+	if err != nil {
+		return nil, fmt.Errorf("tamper: pick an operation: %w", err)
+	}
+	err = e.admin.QueryRow(ctx, `SELECT m1.account, m2.account, m2.delta FROM `+s+`.chaos_accepted a
+		JOIN `+s+`.chaos_moves m1 ON m1.txid = a.txid AND m1.delta < 0
+		JOIN `+s+`.chaos_moves m2 ON m2.txid = a.txid AND m2.delta > 0
+		WHERE a.operation_id = $1`, op).Scan(&from, &to, &cents)
+	if err != nil {
+		return nil, fmt.Errorf("tamper: read the transfer: %w", err)
+	}
+	err = pgx.BeginFunc(ctx, e.admin, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE `+s+`.bank_accounts SET balance = balance - $2 WHERE id = $1`, from, cents); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE `+s+`.bank_accounts SET balance = balance + $2 WHERE id = $1`, to, cents)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tamper: repeat a transfer: %w", err)
+	}
+	if _, err := e.admin.Exec(ctx, `UPDATE `+s+`.fences SET token = token - 1000 WHERE resource = (SELECT min(resource) FROM `+s+`.fences)`); err != nil {
+		return nil, fmt.Errorf("tamper: lower a high-water mark: %w", err)
+	}
+	var other string
+	err = e.admin.QueryRow(ctx, `SELECT operation_id FROM `+s+`.effects WHERE operation_id <> $1 ORDER BY operation_id LIMIT 1`, op).Scan(&other)
+	if err != nil {
+		return nil, fmt.Errorf("tamper: pick an effect: %w", err)
+	}
+	if _, err := e.admin.Exec(ctx, `DELETE FROM `+s+`.effects WHERE operation_id = $1`, other); err != nil {
+		return nil, fmt.Errorf("tamper: delete an effect: %w", err)
+	}
+	return recheck()
+}
+
+// TestBaselineSmoke runs the unfenced asynq baseline briefly and checks
+// that its report parses. Whether it finds double applies in 20 seconds is
+// a matter of luck, so the findings are logged, not asserted.
+func TestBaselineSmoke(t *testing.T) {
+	needServers(t)
+	t.Parallel()
+	var out bytes.Buffer
+	code := run(t.Context(), []string{
+		"--baseline", "asynq", "--json", "--duration", "20s", "--rate", "5", "--workers", "2", "--concurrency", "3",
+		"--max-kills", "1", "--drain", "10s",
+	}, &out, &logWriter{t: t})
+	if code != 0 {
+		t.Fatalf("baseline run exited %d; output:\n%s", code, out.String())
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("baseline report is not one JSON object: %v\n%s", err, out.String())
+	}
+	if rep.Mode != modeBaseline || rep.Baseline == nil || rep.Workload.Submissions == 0 {
+		t.Fatalf("baseline report is incomplete: %s", out.String())
+	}
+	b := rep.Baseline
+	t.Logf("baseline findings: %d double applies over %d operations, %d stale writes, %d lost, %d unfinished; faults %v",
+		b.DoubleApplies, b.DoubleAppliedOps, b.StaleWrites, b.Lost, b.Unfinished, rep.Faults)
+}
+
+func TestBadUsageExitsTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"--duration", "1s"},
+		{"--baseline", "river"},
+		{"--workers", "1"},
+		{"--dup", "2"},
+		{"extra"},
+		{"worker"},
+		{"worker", "--mode", "x", "--redis", "a", "--postgres", "postgres://x", "--schema", "s", "--id", "w"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-duration") {
+		t.Errorf("--help: exit %d, output %q", code, errb.String())
+	}
+}
+
+// TestProxyDelaysOnlyAnswers shows the stall the nemesis relies on: while
+// the proxy stalls, bytes still reach the server at once, and only the
+// answers wait.
+func TestProxyDelaysOnlyAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan time.Time, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return
+		}
+		got <- time.Now()
+		_, _ = c.Write([]byte("answer to " + line))
+	}()
+	p, err := startProxy(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.stall(400 * time.Millisecond)
+	sent := time.Now()
+	if _, err := c.Write([]byte("commit\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := time.Since(sent)
+	arrived := (<-got).Sub(sent)
+	if line != "answer to commit\n" {
+		t.Fatalf("got %q", line)
+	}
+	if arrived > 200*time.Millisecond {
+		t.Errorf("the query reached the server after %v; it must not be held", arrived)
+	}
+	if answered < 350*time.Millisecond {
+		t.Errorf("the answer came after %v; the stall should hold it ~400ms", answered)
+	}
+
+	// Latency: every answer chunk waits.
+	p.heal()
+	p.setLatency(150 * time.Millisecond)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+	c2, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	start := time.Now()
+	_, _ = c2.Write([]byte("ping\n"))
+	if _, err := bufio.NewReader(c2).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 140*time.Millisecond {
+		t.Errorf("echo through a 150ms-latency proxy took %v", d)
+	}
+}

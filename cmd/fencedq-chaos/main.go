@@ -1,0 +1,142 @@
+// Command fencedq-chaos proves fencedq's promise under faults: it runs the
+// bank example's transfer jobs in several worker processes while a nemesis
+// pauses, kills and restarts things, then checks the storage and the
+// ledger.
+//
+// One run:
+//
+//  1. starts its own redis-server (from PATH; AOF on, appendfsync always)
+//     on a free loopback port in a temporary directory, and creates a fresh
+//     schema in PostgreSQL (--database-url, else $DATABASE_URL, else
+//     postgres://postgres@127.0.0.1:5432/test?sslmode=disable), dropped at
+//     the end unless --keep;
+//  2. starts --workers worker processes (this binary re-executed with the
+//     hidden `worker` command), each running bank.Worker over
+//     bank.PostgresStore in a fencedq pool, and each talking to PostgreSQL
+//     through its own TCP proxy on loopback; the first --careless workers
+//     make their storage calls ignore the handler's cancellation (a handler
+//     or driver that does not honour its context), so that a worker paused
+//     past its lease wakes up and writes anyway, and only the fence stops it;
+//  3. for --duration, submits --rate transfers per second among --accounts
+//     accounts: some are duplicate submissions of an earlier operation id
+//     (--dup; half of them concurrent), some operations are also submitted
+//     to a second queue (--priority-copies), some cannot be covered and
+//     must end dead (--overdrafts);
+//  4. meanwhile a nemesis, at random and repeatedly (at least one of each
+//     kind first, then up to the --max-* counts, one fault every
+//     ~--fault-gap per lane):
+//     - pause: SIGSTOP a worker for 1.5-3 lease TTLs, then SIGCONT;
+//     - kill: SIGKILL a worker and start a new one in its slot;
+//     - redis-restart: kill (SIGKILL or SIGTERM) redis-server and start it
+//     again on the same port and directory (the AOF keeps its data);
+//     - stall: hold every PostgreSQL answer to one worker (sometimes all)
+//     for longer than the handler timeout, so calls time out after the
+//     database applied them (queries still flow: a COMMIT applies, its
+//     answer comes late);
+//     - slow: add 100-500ms to every PostgreSQL answer for a few seconds;
+//     - long-pause (only with --long-pauses): SIGSTOP a worker for
+//     --long-pause, past asynq's own 30s lease and its recoverer;
+//  5. stops the faults, lets the system settle (until no job is pending,
+//     running or uncertain, at most --drain), stops the workers and runs
+//     the checker.
+//
+// The checker verifies that money is conserved and every balance equals
+// its replay from the balance-change log; that every transfer's effect was
+// applied exactly once (the pgfence effect log, a trigger-written
+// acceptance log and the balance changes agree, transaction by
+// transaction); that per account the accepted tokens never decrease and no
+// two owners share one; that every enqueued operation id ends succeeded, or
+// dead or in review with a recorded reason (none lost, none left pending,
+// running or uncertain); and it counts fenced rejections, deduplications,
+// uncertain jobs and how they were resolved, and the faults. It prints a
+// table, or with --json one JSON object, and exits 1 on any violation.
+//
+// --baseline asynq runs the same workload and faults with a plain asynq
+// handler (asynq.NewServerFromRedisClient, asynq.Client with TaskID and
+// Retention for deduplication, asynq's own lease) doing unfenced debits and
+// credits, and reports the double applies, stale writes and lost transfers
+// it finds instead of failing (exit 0 unless the run itself broke).
+//
+// Everything listens on loopback. Exit codes: 0 clean, 1 violation or
+// broken run, 2 bad usage.
+//
+// Usage:
+//
+//	fencedq-chaos [flags]
+//
+//	--duration 3m            how long faults and submissions go on
+//	--rate 20                transfer submissions per second
+//	--accounts 20            bank accounts (1,000,000 cents each)
+//	--workers 4              worker processes
+//	--concurrency 4          jobs per worker process
+//	--careless 1             workers whose storage calls ignore cancellation
+//	--lease-ttl 1.5s         lease TTL of every attempt
+//	--handler-timeout 2s     handler timeout
+//	--reconcile-interval 500ms
+//	--dup 0.1                fraction of submissions that are duplicates
+//	--priority-copies 0.02   fraction of operations also sent to a second queue
+//	--overdrafts 0.01        fraction of transfers that cannot be covered
+//	--fault-gap 2s           mean pause between faults in each nemesis lane
+//	--max-pauses, --max-kills, --max-redis-restarts, --max-stalls, --max-slowdowns
+//	                         per-kind fault limits (default 1000; 0 disables)
+//	--long-pauses 0          pauses past asynq's lease (see --long-pause 75s)
+//	--drain 3m               longest wait for the system to settle
+//	--seed 0                 random seed (0: from the clock; printed)
+//	--baseline asynq         run the unfenced asynq baseline instead
+//	--json                   print the report as one JSON object
+//	--keep                   keep the schema, Redis directory and worker logs
+//	--database-url URL       PostgreSQL (default $DATABASE_URL or the URL above)
+//	--log-level warn         worker log level (logs go to files in the run directory)
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// errUsage marks bad flags or arguments (exit code 2).
+var errUsage = errors.New("usage")
+
+// errViolation marks a run whose checker found violations (exit code 1).
+var errViolation = errors.New("the checker found violations")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	redis.SetLogger(quietLogger{}) // connection errors during Redis restarts are expected
+	var err error
+	if len(args) > 0 && args[0] == "worker" {
+		err = workerMain(ctx, args[1:], stderr)
+	} else {
+		err = chaosMain(ctx, args, stdout, stderr)
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "fencedq-chaos:", err)
+		return 2
+	}
+	fmt.Fprintln(stderr, "fencedq-chaos:", err)
+	return 1
+}
+
+// quietLogger drops go-redis's internal log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

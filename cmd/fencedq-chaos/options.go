@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// errHelp is returned after --help printed the usage (exit code 0).
+var errHelp = errors.New("help")
+
+// defaultDatabaseURL is used when neither --database-url nor DATABASE_URL is set.
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// pgInstallHint tells a reader how to get a PostgreSQL the run can use.
+const pgInstallHint = "set DATABASE_URL (or --database-url) to a PostgreSQL you may create schemas in, or install and start one " +
+	"(Debian/Ubuntu: apt-get install -y postgresql && pg_ctlcluster $(ls /etc/postgresql) main start; " +
+	"macOS: brew install postgresql && brew services start postgresql) that accepts " + defaultDatabaseURL
+
+// options configure one chaos run.
+type options struct {
+	Duration          time.Duration `json:"duration"`
+	Rate              float64       `json:"rate"`
+	Accounts          int           `json:"accounts"`
+	Workers           int           `json:"workers"`
+	Concurrency       int           `json:"concurrency"`
+	Careless          int           `json:"careless"`
+	LeaseTTL          time.Duration `json:"lease_ttl"`
+	HandlerTimeout    time.Duration `json:"handler_timeout"`
+	ReconcileInterval time.Duration `json:"reconcile_interval"`
+	Dup               float64       `json:"dup"`
+	PriorityCopies    float64       `json:"priority_copies"`
+	Overdrafts        float64       `json:"overdrafts"`
+	FaultGap          time.Duration `json:"fault_gap"`
+	MaxPauses         int           `json:"max_pauses"`
+	MaxKills          int           `json:"max_kills"`
+	MaxRedisRestarts  int           `json:"max_redis_restarts"`
+	MaxStalls         int           `json:"max_stalls"`
+	MaxSlowdowns      int           `json:"max_slowdowns"`
+	LongPauses        int           `json:"long_pauses"`
+	LongPause         time.Duration `json:"long_pause"`
+	Drain             time.Duration `json:"drain"`
+	Seed              uint64        `json:"seed"`
+	Baseline          string        `json:"baseline,omitempty"`
+	JSON              bool          `json:"-"`
+	Keep              bool          `json:"-"`
+	DatabaseURL       string        `json:"-"`
+	LogLevel          string        `json:"-"`
+	// Progress receives progress lines (stderr).
+	Progress io.Writer `json:"-"`
+	// afterCheck, set by tests, runs after the checker and before teardown;
+	// recheck runs the checker again on the same run.
+	afterCheck func(ctx context.Context, e *runEnv, recheck func() (*report, error)) error
+}
+
+// initialCents is every account's opening balance.
+const initialCents = 1_000_000
+
+// parseOptions reads the chaos run's flags; --help returns errHelp.
+func parseOptions(args []string, stderr io.Writer) (*options, error) {
+	o := &options{Progress: stderr}
+	fs := flag.NewFlagSet("fencedq-chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: fencedq-chaos [flags]")
+		fmt.Fprintln(stderr, "\nRuns bank transfers in fencedq worker processes under pauses, kills, Redis")
+		fmt.Fprintln(stderr, "restarts and PostgreSQL stalls, then checks money, effects, tokens and jobs.")
+		fmt.Fprintln(stderr, "Needs redis-server and PostgreSQL. Exit codes: 0 clean, 1 violation, 2 usage.")
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	fs.DurationVar(&o.Duration, "duration", 3*time.Minute, "how long submissions and faults go on")
+	fs.Float64Var(&o.Rate, "rate", 20, "transfer submissions per second")
+	fs.IntVar(&o.Accounts, "accounts", 20, "number of bank accounts")
+	fs.IntVar(&o.Workers, "workers", 4, "worker processes")
+	fs.IntVar(&o.Concurrency, "concurrency", 4, "jobs run at once per worker process")
+	fs.IntVar(&o.Careless, "careless", 1, "worker slots whose storage calls ignore the handler's cancellation (a paused one wakes up and writes anyway)")
+	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 1500*time.Millisecond, "lease TTL of every attempt")
+	fs.DurationVar(&o.HandlerTimeout, "handler-timeout", 2*time.Second, "handler timeout (a stall longer than this times calls out)")
+	fs.DurationVar(&o.ReconcileInterval, "reconcile-interval", 500*time.Millisecond, "reconciler scan interval")
+	fs.Float64Var(&o.Dup, "dup", 0.1, "fraction of submissions that repeat an operation id (half of them concurrently)")
+	fs.Float64Var(&o.PriorityCopies, "priority-copies", 0.02, "fraction of operations also submitted to the priority queue")
+	fs.Float64Var(&o.Overdrafts, "overdrafts", 0.01, "fraction of transfers that cannot be covered and must end dead")
+	fs.DurationVar(&o.FaultGap, "fault-gap", 2*time.Second, "mean pause between two faults of one nemesis lane")
+	fs.IntVar(&o.MaxPauses, "max-pauses", 1000, "most SIGSTOP pauses (0 disables)")
+	fs.IntVar(&o.MaxKills, "max-kills", 1000, "most SIGKILLs of a worker (0 disables)")
+	fs.IntVar(&o.MaxRedisRestarts, "max-redis-restarts", 1000, "most redis-server restarts (0 disables)")
+	fs.IntVar(&o.MaxStalls, "max-stalls", 1000, "most PostgreSQL answer stalls (0 disables)")
+	fs.IntVar(&o.MaxSlowdowns, "max-slowdowns", 1000, "most PostgreSQL slowdowns (0 disables)")
+	fs.IntVar(&o.LongPauses, "long-pauses", 0, "pauses longer than asynq's own lease (see --long-pause)")
+	fs.DurationVar(&o.LongPause, "long-pause", 75*time.Second, "length of a long pause")
+	fs.DurationVar(&o.Drain, "drain", 3*time.Minute, "longest wait for the system to settle after the faults stop")
+	fs.Uint64Var(&o.Seed, "seed", 0, "random seed (0: from the clock)")
+	fs.StringVar(&o.Baseline, "baseline", "", `"asynq": run the unfenced asynq baseline instead of fencedq`)
+	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the schema, the Redis directory and the worker logs")
+	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
+	fs.StringVar(&o.LogLevel, "log-level", "warn", "worker log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if o.DatabaseURL == "" {
+		o.DatabaseURL = os.Getenv("DATABASE_URL")
+	}
+	if o.DatabaseURL == "" {
+		o.DatabaseURL = defaultDatabaseURL
+	}
+	switch {
+	case o.Baseline != "" && o.Baseline != "asynq":
+		return nil, fmt.Errorf(`%w: --baseline must be "asynq"`, errUsage)
+	case o.Duration < 5*time.Second:
+		return nil, fmt.Errorf("%w: --duration must be at least 5s", errUsage)
+	case o.Rate <= 0:
+		return nil, fmt.Errorf("%w: --rate must be positive", errUsage)
+	case o.Accounts < 2:
+		return nil, fmt.Errorf("%w: --accounts must be at least 2", errUsage)
+	case o.Workers < 2:
+		return nil, fmt.Errorf("%w: --workers must be at least 2 (one is paused or killed at a time)", errUsage)
+	case o.Concurrency < 1:
+		return nil, fmt.Errorf("%w: --concurrency must be positive", errUsage)
+	case o.Careless < 0 || o.Careless > o.Workers:
+		return nil, fmt.Errorf("%w: --careless must be between 0 and --workers", errUsage)
+	case o.LeaseTTL < 100*time.Millisecond:
+		return nil, fmt.Errorf("%w: --lease-ttl must be at least 100ms", errUsage)
+	case o.HandlerTimeout <= 0 || o.ReconcileInterval <= 0 || o.FaultGap <= 0 || o.Drain <= 0 || o.LongPause <= 0:
+		return nil, fmt.Errorf("%w: durations must be positive", errUsage)
+	case o.Dup < 0 || o.Dup > 0.9 || o.PriorityCopies < 0 || o.PriorityCopies > 1 || o.Overdrafts < 0 || o.Overdrafts > 1:
+		return nil, fmt.Errorf("%w: --dup must be in [0, 0.9]; --priority-copies and --overdrafts in [0, 1]", errUsage)
+	case o.MaxPauses < 0 || o.MaxKills < 0 || o.MaxRedisRestarts < 0 || o.MaxStalls < 0 || o.MaxSlowdowns < 0 || o.LongPauses < 0:
+		return nil, fmt.Errorf("%w: fault limits must not be negative", errUsage)
+	}
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+	return o, nil
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/redisserver"
+)
+
+// redisInstallHint names what to install when redis-server is missing.
+const redisInstallHint = "redis-server not found in PATH: install it (Debian/Ubuntu: apt-get install -y redis-server; " +
+	"macOS: brew install redis); the chaos suite starts, kills and restarts its own server"
+
+// redisServer is the run's redis-server (internal/redisserver) on a free
+// loopback port, with its data directory inside the run directory and AOF
+// on (appendfsync always), so a restart on the same port and directory
+// keeps every acknowledged write.
+type redisServer struct {
+	*redisserver.Server
+}
+
+// startRedis launches redis-server with AOF in dir.
+func startRedis(ctx context.Context, dir string) (*redisServer, error) {
+	if _, err := redisserver.Path(); err != nil {
+		return nil, errors.New(redisInstallHint)
+	}
+	s, err := redisserver.Start(ctx, redisserver.Options{Dir: dir, AOF: true})
+	if err != nil {
+		return nil, err
+	}
+	return &redisServer{s}, nil
+}
+
+// restart stops the server with sig (SIGKILL: a crash; SIGTERM: a clean
+// shutdown), leaves it down for down, then starts it again on the same port
+// and directory; the AOF brings every acknowledged write back.
+func (s *redisServer) restart(ctx context.Context, sig syscall.Signal, down time.Duration) error {
+	if sig == syscall.SIGTERM {
+		if pid := s.Pid(); pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			// Let it shut down by itself (it stops answering); Restart
+			// kills whatever is left.
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+				if redisserver.Ping(s.Addr) != nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	s.Kill()
+	sleepCtx(ctx, down)
+	if err := s.Restart(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("restart redis-server: %w", err)
+	}
+	return nil
+}
