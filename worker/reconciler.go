@@ -251,7 +251,10 @@ func (r *reconciler) resolve(ctx context.Context, rec *jobs.Record, leader lease
 
 // redispatch re-enqueues the delivery of pending jobs overdue by more than
 // a minute whose asynq task is missing (a crash between the ledger write
-// and the asynq enqueue, or a lost re-run dispatch).
+// and the asynq enqueue, or a lost re-run dispatch) or archived: asynq's
+// retry count also counts failures before the claim (Redis errors, its
+// recoverer), so asynq can give up on a task while the ledger, which
+// decides, still has retries left.
 func (r *reconciler) redispatch(ctx context.Context, q string, now time.Time) {
 	ids, err := r.p.ledger.DueIDs(ctx, q, jobs.Pending, now.Add(-time.Minute), 50)
 	if err != nil {
@@ -262,7 +265,13 @@ func (r *reconciler) redispatch(ctx context.Context, q string, now time.Time) {
 		if err != nil || rec.State != jobs.Pending {
 			continue
 		}
-		if _, err := r.inspector.GetTaskInfo(r.p.ledger.AsynqQueue(q), rec.Task); errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		aq := r.p.ledger.AsynqQueue(q)
+		ti, err := r.inspector.GetTaskInfo(aq, rec.Task)
+		missing := errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
+		if err == nil && ti.State == asynq.TaskStateArchived && r.inspector.DeleteTask(aq, rec.Task) == nil {
+			missing = true
+		}
+		if missing {
 			if err := r.p.client.Dispatch(ctx, rec); err == nil {
 				r.log.Warn("pending job had no delivery; dispatched again", "queue", q, "job_id", id, "task", rec.Task)
 			}
