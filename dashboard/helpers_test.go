@@ -1,7 +1,6 @@
 package dashboard_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -59,7 +58,7 @@ type fixture struct {
 	ns     string
 	client *jobs.Client
 	ledger *jobs.Ledger
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 
 	echo      string // succeeded; later redelivered (deduplicated at execute) and re-enqueued (at enqueue)
 	uncertain string // charge: handler said the outcome is unknown; error text holds markup
@@ -71,30 +70,13 @@ type fixture struct {
 	stuckTok  string // the stuck attempt's token
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newFixture returns an empty namespace with a client.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	rdb, ns := redistest.New(t)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	t.Cleanup(func() { _ = c.Close() })
-	return &fixture{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), logs: &syncBuffer{}}
+	return &fixture{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), logs: &syncbuf.Buffer{}}
 }
 
 // seed fills the namespace: it runs a pool over queue "default" until every

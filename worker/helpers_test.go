@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -26,24 +26,7 @@ type env struct {
 	client *jobs.Client
 	ledger *jobs.Ledger
 	reg    *prometheus.Registry
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *syncbuf.Buffer
 }
 
 func newEnv(t *testing.T) *env {
@@ -55,7 +38,7 @@ func newEnvOn(t *testing.T, rdb redis.UniversalClient, ns string) *env {
 	reg := prometheus.NewRegistry()
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Registerer: reg})
 	t.Cleanup(func() { _ = c.Close() })
-	return &env{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), reg: reg, logs: &syncBuffer{}}
+	return &env{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), reg: reg, logs: &syncbuf.Buffer{}}
 }
 
 // config returns a pool config with short, test-friendly timings.

@@ -27,6 +27,7 @@ import (
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -331,7 +332,7 @@ func (d *demo) crash(ctx context.Context) error {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "FENCEDQ_RUN_MAIN=1")
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return err
@@ -544,22 +545,4 @@ func (s *stagingStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error 
 		return r.FenceOnAcquire(ctx, f)
 	}
 	return nil
-}
-
-// lockedBuffer collects a child's output while another goroutine reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
@@ -67,7 +68,7 @@ func testKilled(t *testing.T, afterEffect bool, via string) {
 		t.Fatalf("the killed worker's job is %s, want running", s)
 	}
 
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := e.poolConfig("P", logs)
 	w := newTransferWorker(e.probe("P", modeNormal))
 	var reg jobs.Worker[bank.Transfer] = w
@@ -136,7 +137,7 @@ func TestCrashRecoveryWithinLeaseTTLPlusInterval(t *testing.T) {
 
 	// The surviving pool is up and leading before the crash, so the clock
 	// measures recovery, not start-up.
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := e.poolConfig("P", logs)
 	cfg.LeaseTTL, cfg.Reconciler.Interval = ttl, interval
 	p, err := worker.NewPool(e.rdb, cfg)

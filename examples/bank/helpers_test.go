@@ -22,6 +22,7 @@ import (
 	"github.com/fencedq/fencedq/fence/pgfence"
 	"github.com/fencedq/fencedq/internal/pgtest"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -136,7 +137,7 @@ func (e *bankEnv) probe(id, mode string) *probeStore {
 }
 
 // poolConfig is an in-process pool's configuration, logging into logs.
-func (e *bankEnv) poolConfig(id string, logs *syncBuffer) worker.Config {
+func (e *bankEnv) poolConfig(id string, logs *syncbuf.Buffer) worker.Config {
 	return worker.Config{
 		Namespace: e.ns, Concurrency: 4, LeaseTTL: time.Second, WorkerID: id,
 		HandlerTimeout: 30 * time.Second, ShutdownTimeout: 5 * time.Second,
@@ -147,7 +148,7 @@ func (e *bankEnv) poolConfig(id string, logs *syncBuffer) worker.Config {
 }
 
 // run runs p until the test ends.
-func (e *bankEnv) run(p *worker.Pool, logs *syncBuffer) {
+func (e *bankEnv) run(p *worker.Pool, logs *syncbuf.Buffer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -288,7 +289,7 @@ type proc struct {
 	t    *testing.T
 	id   string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 }
 
@@ -299,7 +300,7 @@ func startProc(t *testing.T, c helperConfig) *proc {
 	raw, _ := json.Marshal(c)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
-	p := &proc{t: t, id: c.ID, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, id: c.ID, cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -372,23 +373,6 @@ func (p *proc) kill() {
 	case <-time.After(10 * time.Second):
 		p.t.Errorf("process %s did not exit after SIGKILL", p.id)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func tail(s string, n int) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
@@ -37,7 +38,7 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := e.poolConfig("P", logs)
 	cfg.Reconciler.Interval = 200 * time.Millisecond
 	probe := e.probe("P", modeNormal)

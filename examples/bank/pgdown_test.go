@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -233,7 +234,7 @@ func TestPostgresUnavailableMidTransaction(t *testing.T) {
 				probe.beforeWrite(ctx, j)
 				once.Do(func() { proxy.arm(tc.pattern, tc.mode) }) // the first attempt only
 			}}
-			logs := &syncBuffer{}
+			logs := &syncbuf.Buffer{}
 			p, err := worker.NewPool(e.rdb, e.poolConfig("P", logs))
 			if err != nil {
 				t.Fatal(err)
