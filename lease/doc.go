@@ -11,21 +11,23 @@
 //
 // # Protocol
 //
-// Each resource has two keys, hash-tagged by resource so they share a slot
-// (the same code runs on a single Redis, Sentinel and Redis Cluster):
+// Each resource has one key, hash-tagged by resource (the same code runs on
+// a single Redis, Sentinel and Redis Cluster). It never expires, so it keeps
+// the last token minted after the lease ends:
 //
-//	<ns>:lease:{<resource>}:holder   "<token> <deadline µs, Redis clock> <owner>"; PX = TTL
-//	<ns>:lease:{<resource>}:token    the last token minted; never expires
+//	<ns>:lease:{<resource>}   "<token> <deadline µs, Redis clock> <owner>"
 //
-// Acquire runs one Lua script: if a live holder exists it returns it (the
-// caller gets a [*HeldError] matching [ErrHeld]); otherwise it mints
+// Acquire runs one Lua script: if the deadline has not passed by Redis TIME,
+// it returns the holder (the caller gets a [*HeldError] matching [ErrHeld]);
+// otherwise it mints
 //
 //	token = max(stored + 1, Redis TIME in microseconds)
 //
 // records the holder and sets the deadline from Redis TIME. Renew extends the
 // deadline only for the exact (owner, token) pair that holds a live lease
-// and returns [ErrLost] otherwise. Release deletes the holder only for that
-// pair; a stale release changes nothing and returns [ErrNotHeld].
+// and returns [ErrLost] otherwise. Release clears the deadline and owner
+// (keeping the token) only for that pair; a stale release changes nothing
+// and returns [ErrNotHeld].
 //
 // [Manager.KeepAlive] renews every TTL/3 and exposes a context that is
 // cancelled (cause matching [ErrLost]) when a renew reports the lease lost,

@@ -119,6 +119,9 @@ var (
 	//go:embed release.lua
 	releaseSrc    string
 	releaseScript = redis.NewScript(releaseSrc)
+	//go:embed holder.lua
+	holderSrc    string
+	holderScript = redis.NewScript(holderSrc)
 )
 
 // NewManager returns a Manager over client.
@@ -135,14 +138,10 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 // Namespace returns the key prefix in use.
 func (m *Manager) Namespace() string { return m.cfg.Namespace }
 
-// HolderKey returns the Redis key holding resource's current lease.
-func (m *Manager) HolderKey(resource string) string {
-	return m.cfg.Namespace + ":lease:{" + resource + "}:holder"
-}
-
-// TokenKey returns the Redis key of resource's token counter.
-func (m *Manager) TokenKey(resource string) string {
-	return m.cfg.Namespace + ":lease:{" + resource + "}:token"
+// Key returns the Redis key of resource's lease: "<token> <deadline µs>
+// <owner>". It never expires, so it keeps the last token minted.
+func (m *Manager) Key(resource string) string {
+	return m.cfg.Namespace + ":lease:{" + resource + "}"
 }
 
 func validate(resource, owner string, ttl time.Duration) error {
@@ -182,7 +181,7 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 	if err := validate(resource, owner, ttl); err != nil {
 		return nil, err
 	}
-	keys := []string{m.HolderKey(resource), m.TokenKey(resource)}
+	keys := []string{m.Key(resource)}
 	args := []any{owner, ttl.Milliseconds()}
 	sent := time.Now()
 	var reply []any
@@ -234,7 +233,7 @@ func (m *Manager) acquireDurable(ctx context.Context, keys []string, args []any)
 		return reply, nil
 	}
 	// Undo: free the resource. The burned token is harmless: tokens only rise.
-	_ = releaseScript.Run(ctx, m.client, keys[:1], args[0], str(reply[2])).Err()
+	_ = releaseScript.Run(ctx, m.client, keys, args[0], str(reply[2])).Err()
 	if err != nil {
 		return nil, fmt.Errorf("%w: WAIT: %v", ErrReplicas, err)
 	}
@@ -274,7 +273,7 @@ func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error 
 		return err
 	}
 	sent := time.Now()
-	reply, err := renewScript.Run(ctx, m.client, []string{m.HolderKey(l.Resource)},
+	reply, err := renewScript.Run(ctx, m.client, []string{m.Key(l.Resource)},
 		l.Owner, l.Token.String(), ttl.Milliseconds()).Slice()
 	if err != nil {
 		return fmt.Errorf("lease: renew %q: %w", l.Resource, err)
@@ -296,7 +295,7 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 	if l.Resource == "" || l.Owner == "" {
 		return fmt.Errorf("%w: lease without resource or owner", ErrInvalid)
 	}
-	n, err := releaseScript.Run(ctx, m.client, []string{m.HolderKey(l.Resource)}, l.Owner, l.Token.String()).Int()
+	n, err := releaseScript.Run(ctx, m.client, []string{m.Key(l.Resource)}, l.Owner, l.Token.String()).Int()
 	if err != nil {
 		return fmt.Errorf("lease: release %q: %w", l.Resource, err)
 	}
@@ -311,17 +310,13 @@ func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {
 	if resource == "" {
 		return nil, fmt.Errorf("%w: empty resource", ErrInvalid)
 	}
-	v, err := m.client.Get(ctx, m.HolderKey(resource)).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
+	h, err := holderScript.Run(ctx, m.client, []string{m.Key(resource)}).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("lease: holder %q: %w", resource, err)
 	}
-	parts := strings.SplitN(v, " ", 3)
-	if len(parts) != 3 {
-		return nil, fmt.Errorf("lease: holder %q: malformed value", resource)
+	if len(h) < 3 {
+		return nil, nil
 	}
-	tok, _ := strconv.ParseUint(parts[0], 10, 64)
-	return &Lease{Resource: resource, Owner: parts[2], Token: Token(tok), Deadline: usec(parts[1])}, nil
+	tok, _ := strconv.ParseUint(str(h[1]), 10, 64)
+	return &Lease{Resource: resource, Owner: str(h[0]), Token: Token(tok), Deadline: usec(str(h[2]))}, nil
 }

@@ -1,5 +1,5 @@
 -- renew.lua: extend a live lease held by the caller's token.
--- KEYS[1] holder string <ns>:lease:{<resource>}:holder = "<token> <deadline_us> <owner>"
+-- KEYS[1] lease key <ns>:lease:{<resource>} = "<token> <deadline_us> <owner>"
 -- ARGV[1] owner
 -- ARGV[2] token
 -- ARGV[3] ttl in milliseconds
@@ -18,7 +18,6 @@ end
 if tonumber(hdl) <= now then
   return {0, 'expired'}
 end
-local ttl = tonumber(ARGV[3])
-local sdl = string.format('%d', now + ttl * 1000)
-redis.call('SET', KEYS[1], htok .. ' ' .. sdl .. ' ' .. howner, 'PX', ttl)
+local sdl = string.format('%d', now + tonumber(ARGV[3]) * 1000)
+redis.call('SET', KEYS[1], htok .. ' ' .. sdl .. ' ' .. howner)
 return {1, sdl}
