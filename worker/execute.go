@@ -215,7 +215,7 @@ func (p *Pool) runAttempt(ctx context.Context, log *jobLog, h *handler, queue st
 		p.metrics.LeaseLost.WithLabelValues(queue, h.kind).Inc()
 	}
 	timedOut := errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline)
-	if fe := new(fence.StaleError); errors.As(err, &fe) || errors.Is(err, fence.ErrStale) {
+	if errors.Is(err, fence.ErrStale) { // *fence.StaleError matches too
 		p.metrics.Fenced.WithLabelValues(queue, metrics.StageStorage).Inc()
 	}
 	switch {

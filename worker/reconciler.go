@@ -178,8 +178,9 @@ func (r *reconciler) resolveDue(ctx context.Context, q string, now time.Time, le
 	return nil
 }
 
-// verdict asks the kind's Reconcile, else the effect log.
-func (r *reconciler) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdict, string) {
+// verdict asks the kind's Reconcile, else the effect log; asked is false
+// when there is nothing to ask.
+func (r *reconciler) verdict(ctx context.Context, rec *jobs.Record) (v jobs.Verdict, evidence string, asked bool) {
 	h := r.p.handlerFor(rec.Kind)
 	if h != nil && h.reconcile != nil {
 		base := jobs.Job[jobs.JobArgs]{
@@ -190,26 +191,26 @@ func (r *reconciler) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdic
 		v, err := h.reconcile(cctx, base, rec.Payload)
 		cancel()
 		if err != nil {
-			return jobs.CannotTell, "Reconcile failed: " + err.Error()
+			return jobs.CannotTell, "Reconcile failed: " + err.Error(), true
 		}
-		return v, "Reconcile answered " + v.String()
+		return v, "Reconcile answered " + v.String(), true
 	}
 	if el := r.p.cfg.Reconciler.EffectLog; el != nil {
 		applied, ok, err := el.Applied(ctx, rec.OperationID)
 		switch {
 		case err != nil:
-			return jobs.CannotTell, "effect log unavailable: " + err.Error()
+			return jobs.CannotTell, "effect log unavailable: " + err.Error(), true
 		case ok:
-			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner)
+			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner), true
 		default:
-			return jobs.NotApplied, "effect log: operation not applied"
+			return jobs.NotApplied, "effect log: operation not applied", true
 		}
 	}
-	return jobs.CannotTell, "kind has no Reconcile method and the pool has no effect log"
+	return jobs.CannotTell, "kind has no Reconcile method and the pool has no effect log", false
 }
 
 func (r *reconciler) resolve(ctx context.Context, rec *jobs.Record, leader lease.Token) error {
-	v, evidence := r.verdict(ctx, rec)
+	v, evidence, asked := r.verdict(ctx, rec)
 	res := jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + r.p.cfg.WorkerID, Note: evidence, Leader: leader}
 	result := v.String()
 	switch v {
@@ -218,8 +219,7 @@ func (r *reconciler) resolve(ctx context.Context, rec *jobs.Record, leader lease
 	case jobs.NotApplied:
 		res.Decision = jobs.DecideRerun
 	default:
-		if rec.ReconcileTries+1 >= r.p.cfg.Reconciler.MaxTries || r.p.handlerFor(rec.Kind) == nil ||
-			(r.p.handlerFor(rec.Kind).reconcile == nil && r.p.cfg.Reconciler.EffectLog == nil) {
+		if !asked || rec.ReconcileTries+1 >= r.p.cfg.Reconciler.MaxTries {
 			res.Decision = jobs.DecideReview
 			result = "review"
 		} else {
