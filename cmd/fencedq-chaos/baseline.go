@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -193,12 +194,12 @@ func checkBaseline(ctx context.Context, e *runEnv, w *workload, rep *report) err
 		}
 	}
 	for _, q := range []string{transfersQueue, priorityQueue} {
-		qi, err := insp.GetQueueInfo(baselineQueue(namespace, q))
-		if errors.Is(err, asynq.ErrQueueNotFound) {
-			continue
-		}
+		qi, err := baselineQueueInfo(insp, q)
 		if err != nil {
 			return err
+		}
+		if qi == nil {
+			continue
 		}
 		b.Asynq["processed_total"] += qi.ProcessedTotal
 		b.Asynq["failed_total"] += qi.FailedTotal
@@ -208,6 +209,23 @@ func checkBaseline(ctx context.Context, e *runEnv, w *workload, rep *report) err
 		b.Asynq["pending"] += qi.Pending + qi.Scheduled + qi.Retry
 	}
 	return nil
+}
+
+// baselineQueueInfo returns the asynq statistics of one of the baseline's
+// queues, or nil when asynq never saw a task for it (a queue exists in asynq
+// only once something was enqueued to it). GetQueueInfo reports a missing
+// queue with an error that does not wrap asynq.ErrQueueNotFound, so the
+// queue list is asked first.
+func baselineQueueInfo(insp *asynq.Inspector, q string) (*asynq.QueueInfo, error) {
+	name := baselineQueue(namespace, q)
+	queues, err := insp.Queues()
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(queues, name) {
+		return nil, nil
+	}
+	return insp.GetQueueInfo(name)
 }
 
 // describeApps lists an operation's applications for an example line.

@@ -428,12 +428,12 @@ func (e *runEnv) baselineLeft(ctx context.Context) (int, error) {
 	insp := asynq.NewInspectorFromRedisClient(e.rdb)
 	left := 0
 	for _, q := range []string{transfersQueue, priorityQueue} {
-		qi, err := insp.GetQueueInfo(baselineQueue(namespace, q))
-		if errors.Is(err, asynq.ErrQueueNotFound) {
-			continue
-		}
+		qi, err := baselineQueueInfo(insp, q)
 		if err != nil {
 			return 0, err
+		}
+		if qi == nil {
+			continue
 		}
 		left += qi.Pending + qi.Active + qi.Scheduled + qi.Retry + qi.Aggregating
 	}
