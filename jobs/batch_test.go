@@ -20,7 +20,6 @@ func TestBatchedTransitionsSurviveScriptFlush(t *testing.T) {
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: redistest.Namespace(t)})
 	defer c.Close()
 	l := c.Ledger()
-	l.StartBatching(ctx)
 	const n = 60
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

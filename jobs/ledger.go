@@ -1,14 +1,16 @@
 package jobs
 
 import (
+	"context"
 	_ "embed"
 	"fmt"
 	"regexp"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
 
 // Config is shared by the Client and the Ledger. The zero value is usable.
@@ -51,12 +53,18 @@ func (c Config) withDefaults() Config {
 type Ledger struct {
 	rdb   redis.UniversalClient
 	cfg   Config
-	batch atomic.Pointer[batcher]
+	batch *scriptbatch.Batcher
 }
 
 // NewLedger returns a Ledger over rdb.
 func NewLedger(rdb redis.UniversalClient, cfg Config) *Ledger {
-	return &Ledger{rdb: rdb, cfg: cfg.withDefaults()}
+	return &Ledger{rdb: rdb, cfg: cfg.withDefaults(), batch: scriptbatch.New(rdb)}
+}
+
+// run executes a transition script; concurrent transitions (a pool's
+// workers claiming, renewing and committing) share pipelines.
+func (l *Ledger) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return l.batch.Run(ctx, script, keys, args...)
 }
 
 // Namespace returns the key prefix in use.

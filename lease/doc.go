@@ -37,6 +37,11 @@
 // with the monotonic clock means network delay only ever shortens the local
 // view of the lease.
 //
+// Concurrent calls on one [Manager] share round trips: a call made while
+// another is in flight queues, and the queued calls go out together in one
+// pipeline (without MinReplicas; a durable acquire waits for replicas on its
+// own connection). An idle Manager sends each call at once.
+//
 // # Guarantees
 //
 //   - Tokens per resource strictly increase and are never handed to two owners.

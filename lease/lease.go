@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
 
 // Token is a fencing token: strictly increasing per resource and never
@@ -104,9 +106,15 @@ type Config struct {
 // Manager acquires, renews and releases fenced leases in Redis. It is safe
 // for concurrent use. It works with a single Redis, Sentinel (failover
 // client) and Redis Cluster: every script touches one hash slot.
+//
+// Concurrent Acquire, Renew and Release calls on one Manager share
+// pipelines: a call made while another is in flight waits for it and goes
+// out with the others that arrived meanwhile, one round trip for all. Share
+// one Manager between goroutines to get this.
 type Manager struct {
 	client redis.UniversalClient
 	cfg    Config
+	batch  *scriptbatch.Batcher
 }
 
 var (
@@ -132,7 +140,7 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.ReplicaTimeout <= 0 {
 		cfg.ReplicaTimeout = 100 * time.Millisecond
 	}
-	return &Manager{client: client, cfg: cfg}
+	return &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client)}
 }
 
 // Namespace returns the key prefix in use.
@@ -189,7 +197,7 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 	if m.cfg.MinReplicas > 0 {
 		reply, err = m.acquireDurable(ctx, keys, args)
 	} else {
-		reply, err = acquireScript.Run(ctx, m.client, keys, args...).Slice()
+		reply, err = m.batch.Run(ctx, acquireScript, keys, args...).Slice()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %q: %w", resource, err)
@@ -273,7 +281,7 @@ func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error 
 		return err
 	}
 	sent := time.Now()
-	reply, err := renewScript.Run(ctx, m.client, []string{m.Key(l.Resource)},
+	reply, err := m.batch.Run(ctx, renewScript, []string{m.Key(l.Resource)},
 		l.Owner, l.Token.String(), ttl.Milliseconds()).Slice()
 	if err != nil {
 		return fmt.Errorf("lease: renew %q: %w", l.Resource, err)
@@ -295,7 +303,7 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 	if l.Resource == "" || l.Owner == "" {
 		return fmt.Errorf("%w: lease without resource or owner", ErrInvalid)
 	}
-	n, err := releaseScript.Run(ctx, m.client, []string{m.Key(l.Resource)}, l.Owner, l.Token.String()).Int()
+	n, err := m.batch.Run(ctx, releaseScript, []string{m.Key(l.Resource)}, l.Owner, l.Token.String()).Int()
 	if err != nil {
 		return fmt.Errorf("lease: release %q: %w", l.Resource, err)
 	}

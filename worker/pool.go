@@ -191,9 +191,6 @@ func (p *Pool) Run(ctx context.Context) error {
 	if err := srv.Start(asynq.HandlerFunc(p.process)); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
-	bctx, stopBatching := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBatching()
-	p.ledger.StartBatching(bctx)
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)
 	var wg sync.WaitGroup
 	if !p.cfg.Reconciler.Disabled {
