@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -134,6 +135,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
+// settle gives the next section a clean start: the previous section's
+// garbage collected and returned, and a moment for its servers' and
+// workers' shutdown to finish.
+func settle() {
+	runtime.GC()
+	debug.FreeOSMemory()
+	time.Sleep(2 * time.Second)
+}
+
 // discardLogger drops every log record without formatting it.
 var discardLogger = slog.New(slog.DiscardHandler)
 
@@ -213,6 +223,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if ctx.Err() != nil {
 			break
 		}
+		settle()
 		e.progress("== %s", s)
 		t0 := time.Now()
 		var err error
