@@ -70,6 +70,17 @@
 // (jobs.Client.Resolve). Crash recovery therefore takes about LeaseTTL +
 // Interval, not asynq's one-minute recoverer.
 //
+// A worker can also die after asynq handed it a delivery but before the
+// claim (while it waits for a busy resource's lease, say). The job is still
+// pending and its delivery sits "active" in asynq, which would hand it out
+// again only after its 30 s task lease and its one-minute recoverer. Every
+// ten scans the reconciler looks at pending jobs more than two asynq
+// heartbeats (10 s) old whose delivery is active, and when no live asynq
+// server has listed that delivery for another heartbeat, it re-delivers the
+// job under a new task id (history: a "rerun" resolution from pending;
+// metric result "redelivered"). If the orphan is ever delivered again, its
+// claim finds the job taken and it is acknowledged.
+//
 // # Metrics and logs
 //
 // Metrics are registered on Config.Registerer (never the global registry)

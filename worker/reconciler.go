@@ -32,10 +32,28 @@ type reconciler struct {
 	scans     int
 	expired   int64
 	resolved  int64
+	// suspects holds, by asynq task id, when a pending job's delivery was
+	// first seen active with no live asynq server working on it.
+	suspects map[string]time.Time
 }
 
+// asynq servers write their state, including the task of every busy
+// worker, every asynqHeartbeat (fixed in asynq) with a TTL of twice that.
+const asynqHeartbeat = 5 * time.Second
+
+// A delivery is orphaned when asynq shows it active, for longer than a
+// heartbeat's TTL, while no live server lists it; it is re-delivered
+// once that is still so after another heartbeat (a live worker that just
+// took the task lists it by then). asynq alone would wait for its 30 s
+// task lease and its one-minute recoverer.
+const (
+	orphanAfter   = 2 * asynqHeartbeat
+	orphanConfirm = asynqHeartbeat + time.Second
+)
+
 func (p *Pool) newReconciler() *reconciler {
-	return &reconciler{p: p, log: p.log.With("component", "reconciler"), inspector: asynq.NewInspectorFromRedisClient(p.rdb)}
+	return &reconciler{p: p, log: p.log.With("component", "reconciler"),
+		inspector: asynq.NewInspectorFromRedisClient(p.rdb), suspects: map[string]time.Time{}}
 }
 
 func (r *reconciler) run(ctx context.Context) {
@@ -109,7 +127,7 @@ func (r *reconciler) scan(ctx context.Context, leader lease.Token) error {
 			return err
 		}
 		if r.scans%10 == 1 {
-			r.redispatch(ctx, q, now)
+			r.redispatch(ctx, q, now, leader)
 		}
 		if r.scans%60 == 1 {
 			if _, err := r.p.ledger.Prune(ctx, q, now); err != nil {
@@ -249,32 +267,112 @@ func (r *reconciler) resolve(ctx context.Context, rec *jobs.Record, leader lease
 	return r.p.client.Dispatch(ctx, fresh)
 }
 
-// redispatch re-enqueues the delivery of pending jobs overdue by more than
-// a minute whose asynq task is missing (a crash between the ledger write
-// and the asynq enqueue, or a lost re-run dispatch) or archived: asynq's
-// retry count also counts failures before the claim (Redis errors, its
-// recoverer), so asynq can give up on a task while the ledger, which
-// decides, still has retries left.
-func (r *reconciler) redispatch(ctx context.Context, q string, now time.Time) {
-	ids, err := r.p.ledger.DueIDs(ctx, q, jobs.Pending, now.Add(-time.Minute), 50)
+// redispatch re-enqueues the delivery of pending jobs whose asynq task is
+//   - missing, for more than a minute past the job's run time (a crash
+//     between the ledger write and the asynq enqueue, or a lost re-run
+//     dispatch);
+//   - archived: asynq's retry count also counts failures before the claim
+//     (Redis errors, its recoverer), so asynq can give up on a task while
+//     the ledger, which decides, still has retries left;
+//   - orphaned: active in a worker that died between asynq's dequeue and
+//     the ledger claim (see orphanAfter). The job gets a fresh delivery
+//     through a "rerun" resolution; if the orphan is delivered again later,
+//     its claim finds the job taken and it is acknowledged.
+func (r *reconciler) redispatch(ctx context.Context, q string, now time.Time, leader lease.Token) {
+	ids, err := r.p.ledger.DueIDs(ctx, q, jobs.Pending, now.Add(-orphanAfter), 50)
 	if err != nil {
 		return
 	}
+	aq := r.p.ledger.AsynqQueue(q)
+	var live map[string]bool // task ids live asynq servers work on, read once per pass
 	for _, id := range ids {
 		rec, err := r.p.ledger.Get(ctx, q, id)
 		if err != nil || rec.State != jobs.Pending {
 			continue
 		}
-		aq := r.p.ledger.AsynqQueue(q)
 		ti, err := r.inspector.GetTaskInfo(aq, rec.Task)
-		missing := errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound)
-		if err == nil && ti.State == asynq.TaskStateArchived && r.inspector.DeleteTask(aq, rec.Task) == nil {
-			missing = true
-		}
-		if missing {
-			if err := r.p.client.Dispatch(ctx, rec); err == nil {
-				r.log.Warn("pending job had no delivery; dispatched again", "queue", q, "job_id", id, "task", rec.Task)
+		overdue := rec.RunAt.Before(now.Add(-time.Minute))
+		switch {
+		case errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound):
+			if overdue {
+				r.dispatchAgain(ctx, rec, "pending job had no delivery")
 			}
+		case err != nil:
+		case ti.State == asynq.TaskStateArchived:
+			if overdue && r.inspector.DeleteTask(aq, rec.Task) == nil {
+				r.dispatchAgain(ctx, rec, "pending job's delivery was archived by asynq")
+			}
+		case ti.State == asynq.TaskStateActive:
+			if live == nil {
+				if live, err = r.liveTasks(); err != nil {
+					r.log.Warn("cannot list asynq servers", "error", err)
+					return
+				}
+			}
+			r.checkOrphan(ctx, rec, now, leader, live[rec.Task])
 		}
 	}
+	for task, first := range r.suspects {
+		if now.Sub(first) > 10*time.Minute {
+			delete(r.suspects, task)
+		}
+	}
+}
+
+// dispatchAgain enqueues a pending job's delivery again under its task id.
+func (r *reconciler) dispatchAgain(ctx context.Context, rec *jobs.Record, why string) {
+	if err := r.p.client.Dispatch(ctx, rec); err == nil {
+		r.log.Warn(why+"; dispatched again", "queue", rec.Queue, "job_id", rec.ID, "task", rec.Task)
+	}
+}
+
+// liveTasks returns the ids of the tasks live asynq servers report working on.
+func (r *reconciler) liveTasks() (map[string]bool, error) {
+	servers, err := r.inspector.Servers()
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, s := range servers {
+		for _, w := range s.ActiveWorkers {
+			live[w.TaskID] = true
+		}
+	}
+	return live, nil
+}
+
+// checkOrphan re-delivers a pending job whose active delivery no live
+// server has reported for orphanConfirm.
+func (r *reconciler) checkOrphan(ctx context.Context, rec *jobs.Record, now time.Time, leader lease.Token, worked bool) {
+	first, seen := r.suspects[rec.Task]
+	switch {
+	case worked:
+		delete(r.suspects, rec.Task)
+		return
+	case !seen:
+		r.suspects[rec.Task] = now
+		return
+	case now.Sub(first) < orphanConfirm:
+		return
+	}
+	delete(r.suspects, rec.Task)
+	note := fmt.Sprintf("delivery %s orphaned: active in asynq since before %s, and no live asynq server works on it",
+		rec.Task, first.UTC().Format(time.RFC3339))
+	res := jobs.Resolution{From: []jobs.State{jobs.Pending}, Decision: jobs.DecideRerun,
+		Actor: "reconciler:" + r.p.cfg.WorkerID, Note: note, Leader: leader}
+	if _, _, err := r.p.ledger.Resolve(ctx, rec, res); err != nil {
+		r.log.Warn("re-delivery of an orphaned delivery failed", "queue", rec.Queue, "job_id", rec.ID, "error", err)
+		return
+	}
+	r.p.metrics.Decisions.WithLabelValues(rec.Queue, "redelivered").Inc()
+	fresh, err := r.p.ledger.Get(ctx, rec.Queue, rec.ID)
+	if err == nil {
+		err = r.p.client.Dispatch(ctx, fresh)
+	}
+	if err != nil {
+		r.log.Warn("re-delivery of an orphaned delivery failed", "queue", rec.Queue, "job_id", rec.ID, "error", err)
+		return
+	}
+	r.log.Warn("orphaned delivery replaced", "queue", rec.Queue, "job_id", rec.ID,
+		"operation_id", rec.OperationID, "kind", rec.Kind, "old_task", rec.Task, "task", fresh.Task)
 }

@@ -166,6 +166,77 @@ func TestKilledBeforeEffectIsRerunOnceWithHigherToken(t *testing.T) {
 	}
 }
 
+// TestOrphanedDeliveryIsRedelivered kills a worker that took a job's
+// delivery from asynq but died before claiming it in the ledger. asynq
+// alone would redeliver it after its 30 s task lease and its one-minute
+// recoverer; the reconciler sees that no live asynq server works on the
+// delivery and replaces it.
+func TestOrphanedDeliveryIsRedelivered(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	ns := redistest.Namespace(t)
+	e := newEnvOn(t, rdb, ns)
+	ctx := context.Background()
+	res := e.enqueue(effectArgs{Name: "x"}, jobs.OperationID("op-orphan"))
+	helper := startHelper(t, "asynq-take", srv.Addr, ns)
+	waitFor(t, 15*time.Second, func() bool { return rdb.LLen(ctx, ns+":test:taken").Val() == 1 })
+	orphan := rdb.LIndex(ctx, ns+":test:taken", 0).Val()
+	_ = helper.Process.Signal(syscall.SIGKILL)
+	_, _ = helper.Process.Wait()
+
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.Worker[effectArgs](&effectWorker{rdb: rdb, ns: ns}))
+	e.start(p)
+	// Well within asynq's own recovery (at least 30 s after the kill, then
+	// up to a minute for its recoverer to run).
+	rec := e.waitState("default", res.JobID, jobs.Succeeded, 40*time.Second)
+	if n := rdb.HGet(ctx, ns+":test:applies", "op-orphan").Val(); n != "1" {
+		t.Fatalf("effect applied %q times, want 1", n)
+	}
+	if rec.Attempts != 1 || rec.Task == orphan {
+		t.Fatalf("attempts %d (want 1: the orphan never claimed), task %s (orphan %s)", rec.Attempts, rec.Task, orphan)
+	}
+	hist, err := e.ledger.History(ctx, "default", res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var redelivered bool
+	for _, h := range hist {
+		if h.Event == "resolve" && h.From == "pending" && h.Decision == "rerun" && strings.Contains(h.Note, orphan) {
+			redelivered = true
+		}
+	}
+	if !redelivered {
+		t.Fatalf("no re-delivery of orphan %s in the history: %+v", orphan, hist)
+	}
+	if v := decisions(t, e, "redelivered"); v != 1 {
+		t.Fatalf("redelivered decisions = %v, want 1", v)
+	}
+}
+
+// decisions returns the reconciler decisions counted with result.
+func decisions(t *testing.T, e *env, result string) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "fencedq_reconciler_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
 func TestKilledAfterEffectIsReconciledNotReapplied(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client()

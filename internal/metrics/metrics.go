@@ -84,7 +84,7 @@ func New(reg prometheus.Registerer) *Set {
 			Name: "fencedq_jobs", Help: "Jobs currently in each state (from the ledger indexes; set by the reconciler leader).",
 		}, []string{"queue", "state"}),
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencedq_reconciler_decisions_total", Help: "Reconciler decisions, by result (expired, applied, not_applied, cannot_tell, review).",
+			Name: "fencedq_reconciler_decisions_total", Help: "Reconciler decisions, by result (expired, applied, not_applied, cannot_tell, review, redelivered).",
 		}, []string{"queue", "result"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencedq_reconciler_leader", Help: "1 while this pool's reconciler is the namespace's leader.",
