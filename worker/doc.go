@@ -74,12 +74,14 @@
 // claim (while it waits for a busy resource's lease, say). The job is still
 // pending and its delivery sits "active" in asynq, which would hand it out
 // again only after its 30 s task lease and its one-minute recoverer. Every
-// ten scans the reconciler looks at pending jobs more than two asynq
-// heartbeats (10 s) old whose delivery is active, and when no live asynq
-// server has listed that delivery for another heartbeat, it re-delivers the
-// job under a new task id (history: a "rerun" resolution from pending;
-// metric result "redelivered"). If the orphan is ever delivered again, its
-// claim finds the job taken and it is acknowledged.
+// ten scans the reconciler lists each queue's active deliveries (as many as
+// its workers are busy, whatever the backlog) and compares them with the
+// tasks live asynq servers report (a dead server's report lapses within two
+// heartbeats, 10 s). A pending job whose current delivery no live server
+// has listed for another heartbeat gets a new delivery under a new task id
+// (history: a "rerun" resolution from pending; metric result
+// "redelivered"). If the orphan is ever delivered again, its claim finds
+// the job taken and it is acknowledged.
 //
 // # Metrics and logs
 //

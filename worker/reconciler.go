@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,15 +42,16 @@ type reconciler struct {
 // worker, every asynqHeartbeat (fixed in asynq) with a TTL of twice that.
 const asynqHeartbeat = 5 * time.Second
 
-// A delivery is orphaned when asynq shows it active, for longer than a
-// heartbeat's TTL, while no live server lists it; it is re-delivered
-// once that is still so after another heartbeat (a live worker that just
-// took the task lists it by then). asynq alone would wait for its 30 s
-// task lease and its one-minute recoverer.
-const (
-	orphanAfter   = 2 * asynqHeartbeat
-	orphanConfirm = asynqHeartbeat + time.Second
-)
+// A delivery is orphaned when asynq shows it active while no live server
+// lists it (a dead server's entry lapses within two heartbeats). It is
+// replaced once that is still so after orphanConfirm, by when a live worker
+// that had just taken the task lists it. asynq alone would wait for its
+// 30 s task lease and its one-minute recoverer.
+const orphanConfirm = asynqHeartbeat + time.Second
+
+// maxActiveScan bounds how many active deliveries of a queue one pass
+// looks at; a queue has at most as many as its workers' total concurrency.
+const maxActiveScan = 1000
 
 func (p *Pool) newReconciler() *reconciler {
 	return &reconciler{p: p, log: p.log.With("component", "reconciler"),
@@ -267,50 +269,78 @@ func (r *reconciler) resolve(ctx context.Context, rec *jobs.Record, leader lease
 	return r.p.client.Dispatch(ctx, fresh)
 }
 
-// redispatch re-enqueues the delivery of pending jobs whose asynq task is
+// redispatch repairs the deliveries of pending jobs. It re-enqueues, under
+// the job's task id, a delivery that is
 //   - missing, for more than a minute past the job's run time (a crash
 //     between the ledger write and the asynq enqueue, or a lost re-run
 //     dispatch);
 //   - archived: asynq's retry count also counts failures before the claim
 //     (Redis errors, its recoverer), so asynq can give up on a task while
-//     the ledger, which decides, still has retries left;
-//   - orphaned: active in a worker that died between asynq's dequeue and
-//     the ledger claim (see orphanAfter). The job gets a fresh delivery
-//     through a "rerun" resolution; if the orphan is delivered again later,
-//     its claim finds the job taken and it is acknowledged.
+//     the ledger, which decides, still has retries left.
+//
+// And it replaces orphaned deliveries (see replaceOrphans).
 func (r *reconciler) redispatch(ctx context.Context, q string, now time.Time, leader lease.Token) {
-	ids, err := r.p.ledger.DueIDs(ctx, q, jobs.Pending, now.Add(-orphanAfter), 50)
+	aq := r.p.ledger.AsynqQueue(q)
+	r.replaceOrphans(ctx, q, aq, now, leader)
+	ids, err := r.p.ledger.DueIDs(ctx, q, jobs.Pending, now.Add(-time.Minute), 50)
 	if err != nil {
 		return
 	}
-	aq := r.p.ledger.AsynqQueue(q)
-	var live map[string]bool // task ids live asynq servers work on, read once per pass
 	for _, id := range ids {
 		rec, err := r.p.ledger.Get(ctx, q, id)
 		if err != nil || rec.State != jobs.Pending {
 			continue
 		}
 		ti, err := r.inspector.GetTaskInfo(aq, rec.Task)
-		overdue := rec.RunAt.Before(now.Add(-time.Minute))
 		switch {
 		case errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound):
-			if overdue {
-				r.dispatchAgain(ctx, rec, "pending job had no delivery")
-			}
-		case err != nil:
-		case ti.State == asynq.TaskStateArchived:
-			if overdue && r.inspector.DeleteTask(aq, rec.Task) == nil {
-				r.dispatchAgain(ctx, rec, "pending job's delivery was archived by asynq")
-			}
-		case ti.State == asynq.TaskStateActive:
-			if live == nil {
-				if live, err = r.liveTasks(); err != nil {
-					r.log.Warn("cannot list asynq servers", "error", err)
-					return
-				}
-			}
-			r.checkOrphan(ctx, rec, now, leader, live[rec.Task])
+			r.dispatchAgain(ctx, rec, "pending job had no delivery")
+		case err == nil && ti.State == asynq.TaskStateArchived && r.inspector.DeleteTask(aq, rec.Task) == nil:
+			r.dispatchAgain(ctx, rec, "pending job's delivery was archived by asynq")
 		}
+	}
+}
+
+// replaceOrphans looks at the queue's active deliveries (as many as its
+// workers are busy, whatever the backlog) for ones no live asynq server
+// works on: a worker died after asynq handed it the job and before the
+// ledger claim (while waiting for a busy resource's lease, say). A pending
+// job whose current delivery stays orphaned for orphanConfirm gets a fresh
+// delivery through a "rerun" resolution. Should the orphan be delivered
+// again later, its claim finds the job taken and it is acknowledged.
+func (r *reconciler) replaceOrphans(ctx context.Context, q, aq string, now time.Time, leader lease.Token) {
+	active, err := r.inspector.ListActiveTasks(aq, asynq.PageSize(maxActiveScan))
+	if err != nil || len(active) == 0 {
+		return
+	}
+	live, err := r.liveTasks()
+	if err != nil {
+		r.log.Warn("cannot list asynq servers", "error", err)
+		return
+	}
+	for _, ti := range active {
+		if live[ti.ID] {
+			delete(r.suspects, ti.ID)
+			continue
+		}
+		first, seen := r.suspects[ti.ID]
+		if !seen {
+			r.suspects[ti.ID] = now
+			continue
+		}
+		if now.Sub(first) < orphanConfirm {
+			continue
+		}
+		delete(r.suspects, ti.ID)
+		var env jobs.Envelope
+		if json.Unmarshal(ti.Payload, &env) != nil || env.JobID == "" {
+			continue
+		}
+		rec, err := r.p.ledger.Get(ctx, q, env.JobID)
+		if err != nil || rec.State != jobs.Pending || rec.Task != ti.ID {
+			continue // not this job's current delivery: its claim will be acknowledged
+		}
+		r.replace(ctx, rec, leader, first)
 	}
 	for task, first := range r.suspects {
 		if now.Sub(first) > 10*time.Minute {
@@ -341,27 +371,14 @@ func (r *reconciler) liveTasks() (map[string]bool, error) {
 	return live, nil
 }
 
-// checkOrphan re-delivers a pending job whose active delivery no live
-// server has reported for orphanConfirm.
-func (r *reconciler) checkOrphan(ctx context.Context, rec *jobs.Record, now time.Time, leader lease.Token, worked bool) {
-	first, seen := r.suspects[rec.Task]
-	switch {
-	case worked:
-		delete(r.suspects, rec.Task)
-		return
-	case !seen:
-		r.suspects[rec.Task] = now
-		return
-	case now.Sub(first) < orphanConfirm:
-		return
-	}
-	delete(r.suspects, rec.Task)
+// replace gives a pending job whose delivery is orphaned a fresh one.
+func (r *reconciler) replace(ctx context.Context, rec *jobs.Record, leader lease.Token, since time.Time) {
 	note := fmt.Sprintf("delivery %s orphaned: active in asynq since before %s, and no live asynq server works on it",
-		rec.Task, first.UTC().Format(time.RFC3339))
+		rec.Task, since.UTC().Format(time.RFC3339))
 	res := jobs.Resolution{From: []jobs.State{jobs.Pending}, Decision: jobs.DecideRerun,
 		Actor: "reconciler:" + r.p.cfg.WorkerID, Note: note, Leader: leader}
 	if _, _, err := r.p.ledger.Resolve(ctx, rec, res); err != nil {
-		r.log.Warn("re-delivery of an orphaned delivery failed", "queue", rec.Queue, "job_id", rec.ID, "error", err)
+		r.log.Warn("replacing an orphaned delivery failed", "queue", rec.Queue, "job_id", rec.ID, "error", err)
 		return
 	}
 	r.p.metrics.Decisions.WithLabelValues(rec.Queue, "redelivered").Inc()
@@ -370,7 +387,7 @@ func (r *reconciler) checkOrphan(ctx context.Context, rec *jobs.Record, now time
 		err = r.p.client.Dispatch(ctx, fresh)
 	}
 	if err != nil {
-		r.log.Warn("re-delivery of an orphaned delivery failed", "queue", rec.Queue, "job_id", rec.ID, "error", err)
+		r.log.Warn("replacing an orphaned delivery failed", "queue", rec.Queue, "job_id", rec.ID, "error", err)
 		return
 	}
 	r.log.Warn("orphaned delivery replaced", "queue", rec.Queue, "job_id", rec.ID,
