@@ -140,24 +140,40 @@ func TestStaleAttemptCommitIsRejected(t *testing.T) {
 	}
 }
 
-func TestKilledBeforeEffectIsRerunOnceWithHigherToken(t *testing.T) {
+// crashAt enqueues an effect job with operation id op, runs a helper
+// worker process in mode until it pushes its first entry to the list
+// ns:test:<mark>, SIGKILLs it there, and starts a pool to recover. It
+// returns the test's env, the job, and that entry.
+func crashAt(t *testing.T, mode, mark, op string) (*env, *jobs.Result, string) {
+	t.Helper()
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client()
 	ns := redistest.Namespace(t)
 	e := newEnvOn(t, rdb, ns)
-	helper := startHelper(t, "block-before-effect", srv.Addr, ns)
-	res := e.enqueue(effectArgs{Name: "x"}, jobs.OperationID("op-kill-1"))
 	ctx := context.Background()
-	waitFor(t, 15*time.Second, func() bool { return rdb.LLen(ctx, ns+":test:started").Val() == 1 })
-	first := rdb.LIndex(ctx, ns+":test:started", 0).Val()
+	res := e.enqueue(effectArgs{Name: op}, jobs.OperationID(op))
+	helper := startHelper(t, mode, srv.Addr, ns)
+	list := ns + ":test:" + mark
+	waitFor(t, 15*time.Second, func() bool { return rdb.LLen(ctx, list).Val() == 1 })
+	entry := rdb.LIndex(ctx, list, 0).Val()
 	_ = helper.Process.Signal(syscall.SIGKILL)
 	_, _ = helper.Process.Wait()
 
 	p := e.pool(e.config())
 	_ = worker.Register(p, jobs.Worker[effectArgs](&effectWorker{rdb: rdb, ns: ns}))
 	e.start(p)
+	return e, res, entry
+}
+
+// applies returns how many times operation op's effect was applied.
+func (e *env) applies(op string) string {
+	return e.rdb.HGet(context.Background(), e.ns+":test:applies", op).Val()
+}
+
+func TestKilledBeforeEffectIsRerunOnceWithHigherToken(t *testing.T) {
+	e, res, first := crashAt(t, "block-before-effect", "started", "op-kill-1")
 	rec := e.waitState("default", res.JobID, jobs.Succeeded, 20*time.Second)
-	if n := rdb.HGet(ctx, ns+":test:applies", "op-kill-1").Val(); n != "1" {
+	if n := e.applies("op-kill-1"); n != "1" {
 		t.Fatalf("effect applied %s times", n)
 	}
 	tok, _ := lease.ParseToken(strings.Split(first, "/")[1])
@@ -172,31 +188,17 @@ func TestKilledBeforeEffectIsRerunOnceWithHigherToken(t *testing.T) {
 // recoverer; the reconciler sees that no live asynq server works on the
 // delivery and replaces it.
 func TestOrphanedDeliveryIsRedelivered(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	rdb := srv.Client()
-	ns := redistest.Namespace(t)
-	e := newEnvOn(t, rdb, ns)
-	ctx := context.Background()
-	res := e.enqueue(effectArgs{Name: "x"}, jobs.OperationID("op-orphan"))
-	helper := startHelper(t, "asynq-take", srv.Addr, ns)
-	waitFor(t, 15*time.Second, func() bool { return rdb.LLen(ctx, ns+":test:taken").Val() == 1 })
-	orphan := rdb.LIndex(ctx, ns+":test:taken", 0).Val()
-	_ = helper.Process.Signal(syscall.SIGKILL)
-	_, _ = helper.Process.Wait()
-
-	p := e.pool(e.config())
-	_ = worker.Register(p, jobs.Worker[effectArgs](&effectWorker{rdb: rdb, ns: ns}))
-	e.start(p)
+	e, res, orphan := crashAt(t, "asynq-take", "taken", "op-orphan")
 	// Well within asynq's own recovery (at least 30 s after the kill, then
 	// up to a minute for its recoverer to run).
 	rec := e.waitState("default", res.JobID, jobs.Succeeded, 40*time.Second)
-	if n := rdb.HGet(ctx, ns+":test:applies", "op-orphan").Val(); n != "1" {
+	if n := e.applies("op-orphan"); n != "1" {
 		t.Fatalf("effect applied %q times, want 1", n)
 	}
 	if rec.Attempts != 1 || rec.Task == orphan {
 		t.Fatalf("attempts %d (want 1: the orphan never claimed), task %s (orphan %s)", rec.Attempts, rec.Task, orphan)
 	}
-	hist, err := e.ledger.History(ctx, "default", res.JobID)
+	hist, err := e.ledger.History(context.Background(), "default", res.JobID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,25 +240,12 @@ func decisions(t *testing.T, e *env, result string) float64 {
 }
 
 func TestKilledAfterEffectIsReconciledNotReapplied(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	rdb := srv.Client()
-	ns := redistest.Namespace(t)
-	e := newEnvOn(t, rdb, ns)
-	helper := startHelper(t, "block-after-effect", srv.Addr, ns)
-	res := e.enqueue(effectArgs{Name: "y"}, jobs.OperationID("op-kill-2"))
-	ctx := context.Background()
-	waitFor(t, 15*time.Second, func() bool { return rdb.LLen(ctx, ns+":test:effect-done").Val() == 1 })
-	_ = helper.Process.Signal(syscall.SIGKILL)
-	_, _ = helper.Process.Wait()
-
-	p := e.pool(e.config())
-	_ = worker.Register(p, jobs.Worker[effectArgs](&effectWorker{rdb: rdb, ns: ns}))
-	e.start(p)
+	e, res, _ := crashAt(t, "block-after-effect", "effect-done", "op-kill-2")
 	rec := e.waitState("default", res.JobID, jobs.Succeeded, 20*time.Second)
-	if n := rdb.HGet(ctx, ns+":test:applies", "op-kill-2").Val(); n != "1" {
+	if n := e.applies("op-kill-2"); n != "1" {
 		t.Fatalf("effect applied %s times", n)
 	}
-	if rec.Attempts != 1 || rdb.LLen(ctx, ns+":test:started").Val() != 1 {
+	if rec.Attempts != 1 || e.rdb.LLen(context.Background(), e.ns+":test:started").Val() != 1 {
 		t.Fatalf("job ran again: attempts %d", rec.Attempts)
 	}
 }

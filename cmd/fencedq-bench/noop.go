@@ -266,23 +266,66 @@ type drained struct {
 	tasks  []*asynq.TaskInfo // plain asynq enqueue results
 }
 
-// handlerErrors counts failed handler calls and keeps the first error.
-type handlerErrors struct {
-	n     atomic.Int64
-	first atomic.Value
+// completions counts a drain's handler calls until n have succeeded, and
+// keeps the first failure.
+type completions struct {
+	n      int64
+	ok     atomic.Int64
+	failed atomic.Int64
+	first  atomic.Value
+	done   chan struct{}
 }
 
-func (h *handlerErrors) add(err error) {
-	if h.n.Add(1) == 1 {
-		h.first.Store(err)
+func newCompletions(n int) *completions {
+	return &completions{n: int64(n), done: make(chan struct{})}
+}
+
+// record notes one handler call's result and returns it.
+func (c *completions) record(err error) error {
+	if err != nil {
+		if c.failed.Add(1) == 1 {
+			c.first.Store(err)
+		}
+		return err
 	}
-}
-
-func (h *handlerErrors) err() error {
-	if n := h.n.Load(); n > 0 {
-		return fmt.Errorf("%d handler calls failed, the first with: %v", n, h.first.Load())
+	if c.ok.Add(1) == c.n {
+		close(c.done)
 	}
 	return nil
+}
+
+// wait waits until n calls succeeded, then reports any failure.
+func (c *completions) wait(ctx context.Context) error {
+	timeout := drainTimeout(int(c.n))
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+		return fmt.Errorf("only %d of %d jobs ran within %v", c.ok.Load(), c.n, timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if n := c.failed.Load(); n > 0 {
+		return fmt.Errorf("%d handler calls failed, the first with: %v", n, c.first.Load())
+	}
+	return nil
+}
+
+// timedEnqueue runs enqueue(i) for i in [0, n) from enqueuers goroutines
+// between two probe readings: the enqueue rate and cost per job.
+func timedEnqueue(ctx context.Context, t *target, n int, enqueue func(i int) error) (float64, PerUnit, error) {
+	p, err := startProbe(ctx, t.rdb, t.hook)
+	if err != nil {
+		return 0, PerUnit{}, err
+	}
+	start := time.Now()
+	if err := parallel(ctx, n, enqueuers, enqueue); err != nil {
+		return 0, PerUnit{}, err
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	cost, err := p.end(ctx, n)
+	return rate, cost, err
 }
 
 // asynqDrain enqueues n no-op tasks over queues with a plain asynq client,
@@ -309,12 +352,8 @@ func asynqDrain(ctx context.Context, t *target, queues []string, n, conc int, o 
 			return r, err
 		}
 	}
-	pe, err := startProbe(ctx, t.rdb, t.hook)
-	if err != nil {
-		return r, err
-	}
-	start := time.Now()
-	err = parallel(ctx, n, enqueuers, func(i int) error {
+	var err error
+	r.enqueuePerSec, r.enqueue, err = timedEnqueue(ctx, t, n, func(i int) error {
 		payload, _ := json.Marshal(noopArgs{N: i})
 		opts := []asynq.Option{asynq.Queue(names[i%len(names)]), asynq.MaxRetry(jobs.DefaultMaxRetries)}
 		if o.asynqRetention > 0 {
@@ -327,45 +366,29 @@ func asynqDrain(ctx context.Context, t *target, queues []string, n, conc int, o 
 	if err != nil {
 		return r, fmt.Errorf("asynq enqueue: %w", err)
 	}
-	r.enqueuePerSec = float64(n) / time.Since(start).Seconds()
-	if r.enqueue, err = pe.end(ctx, n); err != nil {
-		return r, err
-	}
 
 	pd, err := startProbe(ctx, t.rdb, t.hook)
 	if err != nil {
 		return r, err
 	}
-	var count atomic.Int64
-	var failed handlerErrors
-	done := make(chan struct{})
+	c := newCompletions(n)
 	srv := asynq.NewServerFromRedisClient(t.rdb, asynqConfig(conc, names))
 	t0 := time.Now()
 	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		var err error
 		if o.asynqWork != nil {
 			var a noopArgs
-			err := json.Unmarshal(task.Payload(), &a)
-			if err == nil {
+			if err = json.Unmarshal(task.Payload(), &a); err == nil {
 				err = o.asynqWork(ctx, a)
 			}
-			if err != nil {
-				failed.add(err)
-				return err
-			}
 		}
-		if count.Add(1) == int64(n) {
-			close(done)
-		}
-		return nil
+		return c.record(err)
 	})); err != nil {
 		return r, fmt.Errorf("asynq server: %w", err)
 	}
-	err = waitDone(ctx, done, drainTimeout(n), &count, n)
+	err = c.wait(ctx)
 	elapsed := time.Since(t0)
 	srv.Shutdown()
-	if err == nil {
-		err = failed.err()
-	}
 	if err != nil {
 		return r, fmt.Errorf("asynq drain: %w", err)
 	}
@@ -377,19 +400,6 @@ func asynqDrain(ctx context.Context, t *target, queues []string, n, conc int, o 
 		err = o.after(ctx, d)
 	}
 	return r, err
-}
-
-func waitDone(ctx context.Context, done <-chan struct{}, timeout time.Duration, count *atomic.Int64, n int) error {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-done:
-		return nil
-	case <-t.C:
-		return fmt.Errorf("only %d of %d jobs ran within %v", count.Load(), n, timeout)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // fencedqDrain enqueues n no-op jobs over queues with jobs.Client, then
@@ -421,12 +431,8 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 			return r, err
 		}
 	}
-	pe, err := startProbe(ctx, t.rdb, t.hook)
-	if err != nil {
-		return r, err
-	}
-	start := time.Now()
-	err = parallel(ctx, n, enqueuers, func(i int) error {
+	var err error
+	r.enqueuePerSec, r.enqueue, err = timedEnqueue(ctx, t, n, func(i int) error {
 		res, err := client.Enqueue(ctx, noopArgs{N: i}, jobs.Queue(queues[i%len(queues)]))
 		d.jobs[i] = res
 		return err
@@ -434,18 +440,12 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 	if err != nil {
 		return r, fmt.Errorf("fencedq enqueue: %w", err)
 	}
-	r.enqueuePerSec = float64(n) / time.Since(start).Seconds()
-	if r.enqueue, err = pe.end(ctx, n); err != nil {
-		return r, err
-	}
 
 	pd, err := startProbe(ctx, t.rdb, t.hook)
 	if err != nil {
 		return r, err
 	}
-	var count atomic.Int64
-	var failed handlerErrors
-	done := make(chan struct{})
+	c := newCompletions(n)
 	pool, err := worker.NewPool(t.rdb, worker.Config{
 		Namespace: ns, Concurrency: conc, Queues: qm, Logger: discardLogger,
 	})
@@ -453,16 +453,11 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 		return r, err
 	}
 	if err := worker.Register(pool, jobs.WorkFunc[noopArgs](func(ctx context.Context, j *jobs.Job[noopArgs]) error {
+		var err error
 		if o.fencedqWork != nil {
-			if err := o.fencedqWork(ctx, j); err != nil {
-				failed.add(err)
-				return err
-			}
+			err = o.fencedqWork(ctx, j)
 		}
-		if count.Add(1) == int64(n) {
-			close(done)
-		}
-		return nil
+		return c.record(err)
 	})); err != nil {
 		return r, err
 	}
@@ -471,14 +466,11 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 	ran := make(chan error, 1)
 	t0 := time.Now()
 	go func() { ran <- pool.Run(rctx) }()
-	err = waitDone(ctx, done, drainTimeout(n), &count, n)
+	err = c.wait(ctx)
 	elapsed := time.Since(t0)
 	cancel()
 	if rerr := <-ran; rerr != nil && err == nil {
 		err = rerr
-	}
-	if err == nil {
-		err = failed.err()
 	}
 	if err != nil {
 		return r, fmt.Errorf("fencedq drain: %w", err)

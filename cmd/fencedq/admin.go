@@ -29,13 +29,11 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *args == "" {
 			return fmt.Errorf("%w: --args is required", errUsage)
 		}
-		rdb, err := connectRedis(ctx, c.redis)
+		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err
 		}
-		defer rdb.Close()
-		client := jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace})
-		defer client.Close()
+		defer closeAll()
 		opts := []jobs.Option{jobs.Queue(*queue), jobs.Delay(*delay), jobs.MaxRetries(*retries), jobs.Timeout(*timeout)}
 		if *op != "" {
 			opts = append(opts, jobs.OperationID(*op))
@@ -86,12 +84,12 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *state != "" && !jobs.State(*state).Valid() {
 			return fmt.Errorf("%w: unknown state %q", errUsage, *state)
 		}
-		rdb, err := connectRedis(ctx, c.redis)
+		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err
 		}
-		defer rdb.Close()
-		l := jobs.NewLedger(rdb, jobs.Config{Namespace: c.namespace})
+		defer closeAll()
+		l := client.Ledger()
 		if *state != "" {
 			return listJobs(ctx, out, l, jobs.State(*state), *queue, *limit, *asJSON)
 		}
@@ -204,13 +202,11 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if d != jobs.DecideSucceeded && d != jobs.DecideRerun && d != jobs.DecideDead {
 			return fmt.Errorf("%w: --decision must be succeeded, rerun or dead", errUsage)
 		}
-		rdb, err := connectRedis(ctx, c.redis)
+		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err
 		}
-		defer rdb.Close()
-		client := jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace})
-		defer client.Close()
+		defer closeAll()
 		q := *queue
 		if q == "" {
 			rec, err := client.Ledger().Find(ctx, *job)

@@ -29,6 +29,8 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/jobs"
 )
 
 // command is one subcommand.
@@ -186,6 +188,17 @@ func redactURL(u string) string {
 type commonFlags struct {
 	redis     string
 	namespace string
+}
+
+// openClient connects to Redis and returns a jobs client on the namespace;
+// closeAll releases both.
+func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
+	rdb, err := connectRedis(ctx, c.redis)
+	if err != nil {
+		return nil, nil, err
+	}
+	client = jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace})
+	return client, func() { _ = client.Close(); _ = rdb.Close() }, nil
 }
 
 func (c *commonFlags) add(fs *flag.FlagSet) {

@@ -208,13 +208,11 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	password := fs.String("dashboard-password", "", "password for actions")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	return func(ctx context.Context, out io.Writer) error {
-		rdb, err := connectRedis(ctx, c.redis)
+		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err
 		}
-		defer rdb.Close()
-		client := jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace})
-		defer client.Close()
+		defer closeAll()
 		h, err := dashboard.New(client.Ledger(), client, dashboard.Options{Username: *user, Password: *password, Logger: newLogger(*logLevel)})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
@@ -223,7 +221,7 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		reg.MustRegister(newLedgerCollector(client.Ledger()))
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", healthz(rdb))
+		mux.HandleFunc("/healthz", healthz(client.Ledger().Redis()))
 		mux.Handle("/", h)
 		return serveHTTP(ctx, *addr, mux, func(a string) {
 			fmt.Fprintf(out, "dashboard: http://%s/\n", a)

@@ -98,28 +98,7 @@ func TestCallsQueuedBehindOneInFlightShareAPipeline(t *testing.T) {
 	slowDone := startSlow(t, ctx, b, rdb.Options().Addr, 300)
 
 	const n = 40
-	var wg sync.WaitGroup
-	replies := make([]string, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			replies[i], errs[i] = b.Run(ctx, incr, []string{"count"}, fmt.Sprint(i)).Text()
-		}()
-	}
-	wg.Wait()
-	if err := <-slowDone; err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		if errs[i] != nil || replies[i] != fmt.Sprint(i) {
-			t.Fatalf("call %d: reply %q, error %v", i, replies[i], errs[i])
-		}
-	}
-	if got, _ := rdb.Get(ctx, "count").Int(); got != n {
-		t.Fatalf("count = %d, want %d: a call ran twice or not at all", got, n)
-	}
+	runIncrs(t, ctx, b, rdb, n, slowDone)
 	// All n calls were queued while the slow one ran; the first flush
 	// (after a yield) takes what is queued, so most share one pipeline.
 	if l := hook.largest(); l < n/2 {
@@ -163,26 +142,33 @@ func TestScriptMissingFromServerCacheIsLoaded(t *testing.T) {
 	slowDone := startSlow(t, ctx, b, rdb.Options().Addr, 200)
 	// incr was never loaded on this server: the queued calls' EVALSHA
 	// fails with NOSCRIPT and each is run again with its source.
+	runIncrs(t, ctx, b, rdb, 10, slowDone)
+}
+
+// runIncrs makes n concurrent incr calls through b while the slow call
+// holds the server, then checks that each got its own reply and ran once.
+func runIncrs(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, rdb *redis.Client, n int, slowDone <-chan error) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 10)
-	for i := range 10 {
+	replies := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r, err := b.Run(ctx, incr, []string{"count"}, fmt.Sprint(i)).Text(); err != nil || r != fmt.Sprint(i) {
-				errs <- fmt.Errorf("call %d: reply %q, error %v", i, r, err)
-			}
+			replies[i], errs[i] = b.Run(ctx, incr, []string{"count"}, fmt.Sprint(i)).Text()
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 	if err := <-slowDone; err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.Get(ctx, "count").Int(); n != 10 {
-		t.Fatalf("count = %d, want 10", n)
+	for i := range n {
+		if errs[i] != nil || replies[i] != fmt.Sprint(i) {
+			t.Fatalf("call %d: reply %q, error %v", i, replies[i], errs[i])
+		}
+	}
+	if got, _ := rdb.Get(ctx, "count").Int(); got != n {
+		t.Fatalf("count = %d, want %d: a call ran twice or not at all", got, n)
 	}
 }
