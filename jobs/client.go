@@ -1,16 +1,14 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/metrics"
@@ -43,7 +41,7 @@ func Queue(q string) Option { return func(o *options) { o.queue = q } }
 
 // OperationID names the job's side effect. Enqueueing an operation id that
 // is already known (in the same queue, within the retention period) returns
-// the existing job instead of creating one. Default: a new UUID.
+// the existing job instead of creating one. Default: the job's own id.
 func OperationID(id string) Option { return func(o *options) { o.op = id } }
 
 // Delay makes the job due after d.
@@ -75,55 +73,170 @@ type Result struct {
 	Deduplicated bool
 }
 
-// Client enqueues jobs: it writes the ledger entry, then the asynq task
-// that delivers it. It is safe for concurrent use.
+// Client enqueues jobs: one script call writes the job, its operation id
+// and its place in the queue's due index, and wakes idle pools. It is safe
+// for concurrent use; enqueues from many goroutines share pipelines.
 type Client struct {
 	ledger *Ledger
-	aq     *asynq.Client
-	known  sync.Map // queues already registered in the queue set
 	m      *metrics.Set
 }
 
-// NewClient returns a Client over rdb. Close it when done (rdb stays open).
+// NewClient returns a Client over rdb.
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
-	return &Client{ledger: NewLedger(rdb, cfg), aq: asynq.NewClientFromRedisClient(rdb), m: metrics.New(cfg.Registerer)}
+	return &Client{ledger: NewLedger(rdb, cfg), m: metrics.New(cfg.Registerer)}
 }
 
 // Ledger returns the client's ledger (for reads and operator actions).
 func (c *Client) Ledger() *Ledger { return c.ledger }
 
-// Close releases the asynq client; the Redis client stays open.
-func (c *Client) Close() error { return c.aq.Close() }
+// Close releases nothing today (the Redis client stays open); it is kept so
+// callers can treat the client as a resource.
+func (c *Client) Close() error { return nil }
 
 // Enqueue validates args and creates a pending job. Invalid args return an
 // error matching ErrInvalid and write nothing. If the operation id is
 // already known, the existing job's id is returned with Deduplicated set.
 func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Result, error) {
-	res, err := c.enqueueTyped(ctx, args, opts)
-	return res, c.count(res, err, opts)
-}
-
-// count records an enqueue's outcome in the metrics.
-func (c *Client) count(res *Result, err error, opts []Option) error {
-	switch {
-	case res != nil && res.Deduplicated:
-		c.m.Deduplicated.WithLabelValues(res.Queue, metrics.StageEnqueue).Inc()
-	case res != nil:
-		c.m.Enqueued.WithLabelValues(res.Queue).Inc()
-	case errors.Is(err, ErrInvalid):
-		o := options{queue: DefaultQueue}
-		for _, f := range opts {
-			f(&o)
-		}
-		if ValidateQueue(o.queue) != nil {
-			o.queue = "invalid" // never a user-given value as a label
-		}
-		c.m.Rejected.WithLabelValues(o.queue, metrics.ReasonInvalid).Inc()
+	j, err := prepareTyped(args, opts)
+	if err != nil {
+		c.rejected(opts)
+		return nil, err
 	}
-	return err
+	return c.insertOne(ctx, j)
 }
 
-func (c *Client) enqueueTyped(ctx context.Context, args JobArgs, opts []Option) (*Result, error) {
+// EnqueueRaw enqueues a job from its kind and JSON args, for callers without
+// the Go type (the CLI, other languages' bridges). The payload must be a JSON
+// object; it is shown as is, so it must not hold secrets.
+func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, opts ...Option) (*Result, error) {
+	j, err := prepare(kind, payload, nil, opts)
+	if err != nil {
+		c.rejected(opts)
+		return nil, err
+	}
+	return c.insertOne(ctx, j)
+}
+
+// Params is one job of an EnqueueMany call.
+type Params struct {
+	Args    JobArgs
+	Options []Option
+}
+
+// EnqueueMany validates every job first (one invalid job rejects the whole
+// call, nothing written) and then enqueues them all in one round trip per
+// pipeline (per queue slot on Redis Cluster), each deduplicated by its
+// operation id. Results come in the order of ps. On a Redis error some jobs
+// may have been written and others not; each job's write is whole, and
+// enqueueing the same operation ids again is safe.
+func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error) {
+	js := make([]*newJob, len(ps))
+	for i, p := range ps {
+		j, err := prepareTyped(p.Args, p.Options)
+		if err != nil {
+			c.rejected(p.Options)
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		js[i] = j
+	}
+	pipe := c.ledger.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(js))
+	for i, j := range js {
+		cmds[i] = enqueueScript.EvalSha(ctx, pipe, c.ledger.keys(j.queue), j.args(c.ledger)...)
+	}
+	_, _ = pipe.Exec(ctx)
+	// A server that lost its script cache answers NOSCRIPT and wrote
+	// nothing for those jobs: send them again with the script's source.
+	retry := c.ledger.rdb.Pipeline()
+	for i, j := range js {
+		if isNoScript(cmds[i].Err()) {
+			cmds[i] = enqueueScript.Eval(ctx, retry, c.ledger.keys(j.queue), j.args(c.ledger)...)
+		}
+	}
+	if retry.Len() > 0 {
+		_, _ = retry.Exec(ctx)
+	}
+	out := make([]*Result, len(js))
+	var firstErr error
+	for i, j := range js {
+		v, err := cmds[i].Result()
+		res, err := c.decodeInsert(ctx, j, v, err)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("job %d: %w", i, err)
+		}
+		out[i] = res
+	}
+	return out, firstErr
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// newJob is a validated job, ready for enqueue.lua.
+type newJob struct {
+	id, kind, queue, op, resource string
+	payload, display              []byte
+	maxRetries                    int
+	timeout                       time.Duration
+	runAt                         time.Time
+}
+
+func (j *newJob) args(l *Ledger) []any {
+	display := j.display
+	if bytes.Equal(display, j.payload) {
+		display = nil
+	}
+	return []any{l.prefix(j.queue), j.id, j.kind, j.op, j.resource, j.payload, display,
+		j.maxRetries, j.timeout.Milliseconds(), ms(j.runAt)}
+}
+
+func (c *Client) insertOne(ctx context.Context, j *newJob) (*Result, error) {
+	v, err := c.ledger.batch.Run(ctx, enqueueScript, c.ledger.keys(j.queue), j.args(c.ledger)...).Result()
+	return c.decodeInsert(ctx, j, v, err)
+}
+
+// decodeInsert reads enqueue.lua's reply, counts the outcome and registers
+// a queue whose counters were empty (new, or lost with Redis's keys).
+func (c *Client) decodeInsert(ctx context.Context, j *newJob, v any, err error) (*Result, error) {
+	r := newReply("enqueue", v, err)
+	if err := r.need(3); err != nil {
+		return nil, wrap("enqueue", err)
+	}
+	op := j.op
+	if op == "" {
+		op = j.id
+	}
+	res := &Result{JobID: r.str(1), Queue: j.queue, OperationID: op, Deduplicated: r.int(0) == 0}
+	if r.err != nil {
+		return nil, wrap("enqueue", r.err)
+	}
+	if res.Deduplicated {
+		c.m.Deduplicated.WithLabelValues(res.Queue, metrics.StageEnqueue).Inc()
+		return res, nil
+	}
+	c.m.Enqueued.WithLabelValues(res.Queue).Inc()
+	if r.int(2) == 1 {
+		if err := c.ledger.RegisterQueues(ctx, j.queue); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// rejected counts an invalid enqueue.
+func (c *Client) rejected(opts []Option) {
+	o := options{queue: DefaultQueue}
+	for _, f := range opts {
+		f(&o)
+	}
+	if ValidateQueue(o.queue) != nil {
+		o.queue = "invalid" // never a user-given value as a label
+	}
+	c.m.Rejected.WithLabelValues(o.queue, metrics.ReasonInvalid).Inc()
+}
+
+func prepareTyped(args JobArgs, opts []Option) (*newJob, error) {
 	if args == nil {
 		return nil, invalid("nil args")
 	}
@@ -147,22 +260,18 @@ func (c *Client) enqueueTyped(ctx context.Context, args JobArgs, opts []Option) 
 		}
 		opts = append(opts, Resource(res))
 	}
-	return c.enqueue(ctx, args.Kind(), payload, display, opts)
+	return prepare(args.Kind(), payload, display, opts)
 }
 
-// EnqueueRaw enqueues a job from its kind and JSON args, for callers without
-// the Go type (the CLI, other languages' bridges). The payload must be a JSON
-// object; it is shown as is, so it must not hold secrets.
-func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, opts ...Option) (*Result, error) {
-	var obj map[string]any
-	if err := json.Unmarshal(payload, &obj); err != nil {
-		return nil, c.count(nil, invalid("payload is not a JSON object: %v", err), opts)
-	}
-	res, err := c.enqueue(ctx, kind, payload, payload, opts)
-	return res, c.count(res, err, opts)
+// IsJSONObject reports whether payload is one JSON object ("null", arrays
+// and scalars are not).
+func IsJSONObject(payload []byte) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(payload, &obj) == nil && obj != nil
 }
 
-func (c *Client) enqueue(ctx context.Context, kind string, payload, display []byte, opts []Option) (*Result, error) {
+// prepare validates everything before anything is written.
+func prepare(kind string, payload, display []byte, opts []Option) (*newJob, error) {
 	o := options{queue: DefaultQueue, maxRetries: DefaultMaxRetries}
 	for _, f := range opts {
 		f(&o)
@@ -172,6 +281,8 @@ func (c *Client) enqueue(ctx context.Context, kind string, payload, display []by
 		return nil, invalid("kind %q must be 1-100 characters without spaces or braces", kind)
 	case len(payload) > MaxPayloadBytes:
 		return nil, invalid("payload of %d bytes exceeds %d", len(payload), MaxPayloadBytes)
+	case !IsJSONObject(payload):
+		return nil, invalid("%s args must be a JSON object", kind)
 	case o.maxRetries < 0:
 		return nil, invalid("max retries %d is negative", o.maxRetries)
 	case o.timeout < 0 || o.delay < 0:
@@ -184,73 +295,16 @@ func (c *Client) enqueue(ctx context.Context, kind string, payload, display []by
 	if err := ValidateQueue(o.queue); err != nil {
 		return nil, err
 	}
-	if o.op == "" {
-		o.op = uuid.NewString()
+	if display == nil {
+		display = payload
 	}
 	runAt := o.runAt
 	if o.delay > 0 {
 		runAt = time.Now().Add(o.delay)
 	}
-	id := uuid.NewString()
-	if _, seen := c.known.Load(o.queue); !seen {
-		if err := c.ledger.rdb.SAdd(ctx, c.ledger.QueuesKey(), o.queue).Err(); err != nil {
-			return nil, fmt.Errorf("jobs: register queue: %w", err)
-		}
-		c.known.Store(o.queue, true)
-	}
-	gotID, dup, err := c.ledger.insert(ctx, newJob{
-		id: id, kind: kind, queue: o.queue, op: o.op, resource: o.resource,
-		payload: payload, display: display, maxRetries: o.maxRetries, timeout: o.timeout,
-		runAt: runAt, task: id,
-	})
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{JobID: gotID, Queue: o.queue, OperationID: o.op, Deduplicated: dup}
-	if dup {
-		// The first enqueue may have failed between the ledger and asynq:
-		// make sure a pending job has its delivery (same task id: no duplicate).
-		rec, err := c.ledger.Get(ctx, o.queue, gotID)
-		if err == nil && rec.State == Pending {
-			if err := c.Dispatch(ctx, rec); err != nil {
-				return res, err
-			}
-		}
-		return res, nil
-	}
-	rec := &Record{ID: id, Kind: kind, Queue: o.queue, Resource: o.resource, Task: id, RunAt: runAt, MaxRetries: o.maxRetries}
-	if err := c.Dispatch(ctx, rec); err != nil {
-		return res, err
-	}
-	return res, nil
+	return &newJob{
+		id: uuid.NewString(), kind: kind, queue: o.queue, op: o.op, resource: o.resource,
+		payload: payload, display: display, maxRetries: o.maxRetries, timeout: o.timeout, runAt: runAt,
+	}, nil
 }
 
-// Envelope is the asynq task payload: which job a delivery is for.
-type Envelope struct {
-	JobID    string `json:"id"`
-	Resource string `json:"res,omitempty"`
-}
-
-// Dispatch enqueues the asynq task that delivers rec's current run (task id
-// rec.Task). It is idempotent: an existing task with that id is success.
-// asynq keeps its own retry count; the ledger's attempt count is the one
-// that decides (see package worker).
-func (c *Client) Dispatch(ctx context.Context, rec *Record) error {
-	env, _ := json.Marshal(Envelope{JobID: rec.ID, Resource: rec.Resource})
-	opts := []asynq.Option{
-		asynq.TaskID(rec.Task),
-		asynq.Queue(c.ledger.AsynqQueue(rec.Queue)),
-		asynq.MaxRetry(rec.MaxRetries),
-		// The pool enforces the job's own timeout; asynq's only bounds a
-		// handler that ignores every context.
-		asynq.Timeout(24 * time.Hour),
-	}
-	if !rec.RunAt.IsZero() && rec.RunAt.After(time.Now()) {
-		opts = append(opts, asynq.ProcessAt(rec.RunAt))
-	}
-	_, err := c.aq.EnqueueContext(ctx, asynq.NewTask(rec.Kind, env), opts...)
-	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-		return fmt.Errorf("jobs: dispatch %s (the job is recorded as pending; enqueueing the same operation id again retries the dispatch): %w", rec.ID, err)
-	}
-	return nil
-}

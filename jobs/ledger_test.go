@@ -25,140 +25,465 @@ func (a noteArgs) Validate() error {
 	return nil
 }
 
-// stateTable walks the ledger through DESIGN.md's state machine rows.
+// fixture is one state-table row's client and ledger in a fresh namespace.
+type fixture struct {
+	t   *testing.T
+	ctx context.Context
+	rdb redis.UniversalClient
+	c   *jobs.Client
+	l   *jobs.Ledger
+	q   string
+}
+
+func newFixture(t *testing.T, rdb redis.UniversalClient) *fixture {
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: redistest.Namespace(t), Retention: time.Hour})
+	return &fixture{t: t, ctx: context.Background(), rdb: rdb, c: c, l: c.Ledger(), q: jobs.DefaultQueue}
+}
+
+func (f *fixture) enqueue(opts ...jobs.Option) string {
+	f.t.Helper()
+	res, err := f.c.Enqueue(f.ctx, noteArgs{Text: "x"}, opts...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res.JobID
+}
+
+// claimOne claims and expects exactly job id.
+func (f *fixture) claimOne(id string) jobs.Claimed {
+	f.t.Helper()
+	res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+		f.t.Fatalf("claimed %+v, want only %s", res.Jobs, id)
+	}
+	return res.Jobs[0]
+}
+
+func (f *fixture) complete(c jobs.Claimed, o jobs.Outcome) jobs.Committed {
+	f.t.Helper()
+	out, err := f.l.Complete(f.ctx, f.q, []jobs.Completion{{ID: c.ID, Token: c.Token, Outcome: o}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out[0]
+}
+
+func (f *fixture) want(id string, s jobs.State) *jobs.Record {
+	f.t.Helper()
+	rec, err := f.l.Get(f.ctx, f.q, id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if rec.State != s {
+		f.t.Fatalf("job %s is %s (reason %q), want %s", id, rec.State, rec.Reason, s)
+	}
+	counts, _ := f.l.Counts(f.ctx, f.q)
+	if counts[s] != 1 {
+		f.t.Fatalf("counts %v: want the job in exactly the %s index", counts, s)
+	}
+	total := int64(0)
+	for _, n := range counts {
+		total += n
+	}
+	if total != 1 {
+		f.t.Fatalf("counts %v: the job is in more than one index", counts)
+	}
+	return rec
+}
+
+func (f *fixture) stat(name string) int64 {
+	st, _ := f.l.Stats(f.ctx, f.q)
+	return st[name]
+}
+
+func (f *fixture) events(id string) []string {
+	h, err := f.l.History(f.ctx, f.q, id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := make([]string, len(h))
+	for i, e := range h {
+		out[i] = e.Event + ":" + e.Outcome + e.Decision + e.Stage
+	}
+	return out
+}
+
+// stateTable runs one subtest per row of the ledger's state table
+// (ARCHITECTURE.md), so a failure names its row.
 func stateTable(t *testing.T, rdb redis.UniversalClient) {
-	ctx := context.Background()
-	ns := redistest.Namespace(t)
-	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Retention: time.Hour})
-	defer c.Close()
-	l := c.Ledger()
-	const q = "default"
-
-	// none -> pending; invalid -> nothing; known op -> unchanged.
-	before, _ := redistest.CountKeys(ctx, rdb)
-	if _, err := c.Enqueue(ctx, noteArgs{}); !errors.Is(err, jobs.ErrInvalid) {
-		t.Fatalf("invalid: %v", err)
-	}
-	if after, _ := redistest.CountKeys(ctx, rdb); after != before {
-		t.Fatalf("invalid enqueue wrote %d keys", after-before)
-	}
-	res, err := c.Enqueue(ctx, noteArgs{Text: "a"}, jobs.OperationID("op"), jobs.MaxRetries(1), jobs.Delay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dup, err := c.Enqueue(ctx, noteArgs{Text: "b"}, jobs.OperationID("op"))
-	if err != nil || !dup.Deduplicated || dup.JobID != res.JobID {
-		t.Fatalf("dedup: %+v %v", dup, err)
-	}
-	id := res.JobID
-	rec, _ := l.Get(ctx, q, id)
-	if rec.State != jobs.Pending || rec.OperationID != "op" {
-		t.Fatalf("after enqueue: %+v", rec)
-	}
-
-	// pending -> running with a minted token.
-	cl, err := l.Claim(ctx, q, id, "w1", time.Second, 0, "t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Claim(ctx, q, id, "w2", time.Second, 0, "t1"); !errors.Is(err, jobs.ErrWrongState) {
-		t.Fatalf("second claim: %v", err)
-	}
-	// renew by T extends; by another token is stale.
-	if _, err := l.Renew(ctx, q, id, cl.Token, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Renew(ctx, q, id, cl.Token-1, time.Second); !errors.Is(err, jobs.ErrStale) {
-		t.Fatalf("stale renew: %v", err)
-	}
-	// retryable error -> pending; then attempt 2 -> retries exhausted -> dead.
-	st, err := l.Commit(ctx, q, id, "op", cl.Token, jobs.Outcome{To: jobs.Pending, Error: "e1", RetryAt: time.Now()})
-	if err != nil || st != jobs.Pending {
-		t.Fatalf("retry commit: %s %v", st, err)
-	}
-	if _, err := l.Commit(ctx, q, id, "op", cl.Token, jobs.Outcome{To: jobs.Succeeded}); !errors.Is(err, jobs.ErrStale) {
-		t.Fatalf("commit after retry by the same token: %v", err)
-	}
-	cl2, err := l.Claim(ctx, q, id, "w2", time.Second, 0, "t1")
-	if err != nil || cl2.Token <= cl.Token || cl2.Attempt != 2 {
-		t.Fatalf("second claim: %+v %v", cl2, err)
-	}
-	st, _ = l.Commit(ctx, q, id, "op", cl2.Token, jobs.Outcome{To: jobs.Pending, Error: "e2"})
-	if st != jobs.Dead {
-		t.Fatalf("retries exhausted: %s", st)
-	}
-	// dead -> redelivery deduplicated.
-	if _, err := l.Claim(ctx, q, id, "w3", time.Second, 0, "t1"); err == nil {
-		t.Fatal("claimed a dead job")
-	}
-	stats, _ := l.Stats(ctx, q)
-	if stats["deduplicated_execute"] != 1 || stats["deduplicated_enqueue"] != 1 || stats["fenced_commit"] != 1 || stats["fenced_renew"] != 1 {
-		t.Fatalf("stats %v", stats)
-	}
-	// finished jobs get the retention TTL.
-	if ttl := rdb.PTTL(ctx, l.JobKey(q, id)).Val(); ttl <= 0 || ttl > time.Hour {
-		t.Fatalf("retention ttl %v", ttl)
-	}
-
-	// running -> lease expired -> uncertain -> cannot tell -> review -> operator rerun.
-	res2, _ := c.Enqueue(ctx, noteArgs{Text: "c"}, jobs.Delay(time.Hour))
-	cl3, _ := l.Claim(ctx, q, res2.JobID, "w1", 50*time.Millisecond, 0, "t2")
-	if moved, err := l.Expire(ctx, q, res2.JobID, 100); err != nil || moved {
-		t.Fatalf("expired a live attempt: %v %v", moved, err)
-	}
-	time.Sleep(80 * time.Millisecond)
-	if moved, err := l.Expire(ctx, q, res2.JobID, 100); err != nil || !moved {
-		t.Fatalf("expire: %v %v", moved, err)
-	}
-	if _, err := l.Commit(ctx, q, res2.JobID, "", cl3.Token, jobs.Outcome{To: jobs.Succeeded}); !errors.Is(err, jobs.ErrStale) {
-		t.Fatalf("commit after expiry: %v", err)
-	}
-	r2, _ := l.Get(ctx, q, res2.JobID)
-	if r2.State != jobs.Uncertain || r2.Reason != "lease expired without commit" {
-		t.Fatalf("after expire: %+v", r2)
-	}
-	if _, _, err := l.Resolve(ctx, r2, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler", Note: "cannot tell", Leader: 99}); !errors.Is(err, jobs.ErrStale) {
-		t.Fatalf("older reconciler token accepted: %v", err)
-	}
-	if st, _, err := l.Resolve(ctx, r2, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler", Note: "cannot tell", Leader: 100}); err != nil || st != jobs.Review {
-		t.Fatalf("to review: %s %v", st, err)
-	}
-	r2, err = c.Resolve(ctx, q, res2.JobID, jobs.DecideRerun, "alice", "not charged")
-	if err != nil || r2.State != jobs.Pending || r2.Runs != 1 || r2.Task != res2.JobID+"~r1" {
-		t.Fatalf("operator rerun: %+v %v", r2, err)
-	}
-	cl4, err := l.Claim(ctx, q, res2.JobID, "w2", time.Second, 0, r2.Task)
-	if err != nil || cl4.Token <= cl3.Token {
-		t.Fatalf("claim after rerun: %+v %v", cl4, err)
-	}
-	if st, err := l.Commit(ctx, q, res2.JobID, r2.OperationID, cl4.Token, jobs.Outcome{To: jobs.Succeeded}); err != nil || st != jobs.Succeeded {
-		t.Fatalf("final commit: %s %v", st, err)
-	}
-	counts, _ := l.Counts(ctx, q)
-	if counts[jobs.Succeeded] != 1 || counts[jobs.Dead] != 1 || counts[jobs.Running] != 0 || counts[jobs.Review] != 0 {
-		t.Fatalf("counts %v", counts)
-	}
-	found, err := l.FindByOperation(ctx, "op")
-	if err != nil || found.ID != id {
-		t.Fatalf("find by operation: %v", err)
-	}
-	if found, err := l.Find(ctx, res2.JobID); err != nil || found.State != jobs.Succeeded {
-		t.Fatalf("find: %v", err)
-	}
-	h, _ := l.History(ctx, q, res2.JobID)
-	events := ""
-	for _, e := range h {
-		events += e.Event + ","
-	}
-	if events != "enqueued,attempt,end,fenced,resolve,resolve,attempt,end," {
-		t.Fatalf("history %s", events)
-	}
+	t.Run("enqueue/valid->pending", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		rec := f.want(id, jobs.Pending)
+		if rec.OperationID != id || rec.Kind != "note" || string(rec.Args) != `{"text":"x"}` {
+			t.Fatalf("record %+v", rec)
+		}
+		if qs, _ := f.l.Queues(f.ctx); len(qs) != 1 || qs[0] != f.q {
+			t.Fatalf("queue registry %v", qs)
+		}
+	})
+	t.Run("enqueue/invalid->nothing", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		before, _ := redistest.CountKeys(f.ctx, rdb)
+		for name, err := range map[string]error{
+			"validate":   func() error { _, err := f.c.Enqueue(f.ctx, noteArgs{}); return err }(),
+			"null":       func() error { _, err := f.c.EnqueueRaw(f.ctx, "note", []byte("null")); return err }(),
+			"array":      func() error { _, err := f.c.EnqueueRaw(f.ctx, "note", []byte("[1]")); return err }(),
+			"queue":      func() error { _, err := f.c.Enqueue(f.ctx, noteArgs{Text: "x"}, jobs.Queue("no spaces")); return err }(),
+			"many: null": func() error { _, err := f.c.EnqueueMany(f.ctx, []jobs.Params{{Args: noteArgs{Text: "x"}}, {Args: noteArgs{}}}); return err }(),
+		} {
+			if !errors.Is(err, jobs.ErrInvalid) {
+				t.Errorf("%s: %v, want ErrInvalid", name, err)
+			}
+		}
+		if after, _ := redistest.CountKeys(f.ctx, rdb); after != before {
+			t.Fatalf("invalid enqueues wrote %d keys", after-before)
+		}
+	})
+	t.Run("enqueue/known-operation->unchanged", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.OperationID("op"))
+		dup, err := f.c.Enqueue(f.ctx, noteArgs{Text: "other"}, jobs.OperationID("op"))
+		if err != nil || !dup.Deduplicated || dup.JobID != id {
+			t.Fatalf("dedup: %+v %v", dup, err)
+		}
+		f.want(id, jobs.Pending)
+		if f.stat("deduplicated_enqueue") != 1 {
+			t.Fatal("deduplication not counted")
+		}
+		if rec, _ := f.l.FindByOperation(f.ctx, "op"); rec == nil || rec.ID != id {
+			t.Fatalf("find by operation: %+v", rec)
+		}
+	})
+	t.Run("enqueue-many", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		first := f.enqueue(jobs.OperationID("m1"))
+		res, err := f.c.EnqueueMany(f.ctx, []jobs.Params{
+			{Args: noteArgs{Text: "a"}, Options: []jobs.Option{jobs.OperationID("m1")}},
+			{Args: noteArgs{Text: "b"}, Options: []jobs.Option{jobs.OperationID("m2")}},
+			{Args: noteArgs{Text: "c"}, Options: []jobs.Option{jobs.Queue("other")}},
+		})
+		if err != nil || len(res) != 3 {
+			t.Fatal(res, err)
+		}
+		if !res[0].Deduplicated || res[0].JobID != first || res[1].Deduplicated || res[2].Queue != "other" {
+			t.Fatalf("results %+v %+v %+v", res[0], res[1], res[2])
+		}
+		if qs, _ := f.l.Queues(f.ctx); len(qs) != 2 {
+			t.Fatalf("queues %v", qs)
+		}
+	})
+	t.Run("pending-due->running", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		later := f.enqueue(jobs.Delay(time.Hour))
+		id := f.enqueue()
+		c := f.claimOne(id)
+		if c.Token == 0 || c.Attempt != 1 || c.Kind != "note" || string(c.Payload) != `{"text":"x"}` || c.OperationID != id {
+			t.Fatalf("claim %+v", c)
+		}
+		rec, _ := f.l.Get(f.ctx, f.q, id)
+		if rec.State != jobs.Running || rec.Owner != "w1" || rec.Token != c.Token || !rec.Deadline.After(time.Now()) {
+			t.Fatalf("record %+v", rec)
+		}
+		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+		if err != nil || len(res.Jobs) != 0 || res.NextDue.Before(time.Now().Add(59*time.Minute)) {
+			t.Fatalf("scheduled job %s: claim %+v %v", later, res, err)
+		}
+	})
+	t.Run("pending/paused-queue->unclaimed", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		if changed, err := f.c.Pause(f.ctx, f.q, "ada", "maintenance"); !changed || err != nil {
+			t.Fatal(changed, err)
+		}
+		if p, _ := f.l.Paused(f.ctx, f.q); p == nil || p.Actor != "operator:ada" || p.Note != "maintenance" {
+			t.Fatalf("paused %+v", p)
+		}
+		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+		if err != nil || !res.Paused || len(res.Jobs) != 0 {
+			t.Fatalf("claim on paused queue: %+v %v", res, err)
+		}
+		if changed, _ := f.c.Resume(f.ctx, f.q, "ada", ""); !changed {
+			t.Fatal("resume changed nothing")
+		}
+		f.claimOne(id)
+	})
+	t.Run("running/renew-by-owner->extended", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		c := f.claimOne(id)
+		out, err := f.l.Renew(f.ctx, f.q, 2*time.Minute, []jobs.Attempt{{ID: id, Token: c.Token}, {ID: id, Token: c.Token - 1}, {ID: "nope", Token: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Status != jobs.Renewed || !out[0].Deadline.After(c.Deadline) {
+			t.Fatalf("renew by owner: %+v", out[0])
+		}
+		if out[1].Status != jobs.Lost || out[1].State != "running" || out[2].Status != jobs.Lost || out[2].State != "missing" {
+			t.Fatalf("stale renewals: %+v %+v", out[1], out[2])
+		}
+		if f.stat("fenced_renew") != 2 {
+			t.Fatal("stale renewals not counted")
+		}
+	})
+	t.Run("running/stale-commit->unchanged", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		c := f.claimOne(id)
+		stale := c
+		stale.Token--
+		if got := f.complete(stale, jobs.Outcome{To: jobs.Succeeded}); got.Applied || got.State != jobs.Running || got.Current != c.Token {
+			t.Fatalf("stale commit: %+v", got)
+		}
+		f.want(id, jobs.Running)
+		if f.stat("fenced_commit") != 1 {
+			t.Fatal("fenced commit not counted")
+		}
+		if ev := f.events(id); ev[len(ev)-1] != "fenced:succeededcommit" {
+			t.Fatalf("history %v", ev)
+		}
+	})
+	t.Run("running/success->succeeded", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		c := f.claimOne(id)
+		if got := f.complete(c, jobs.Outcome{To: jobs.Succeeded}); !got.Applied || got.State != jobs.Succeeded {
+			t.Fatalf("commit: %+v", got)
+		}
+		rec := f.want(id, jobs.Succeeded)
+		if rec.Finished.IsZero() || rec.Error != "" {
+			t.Fatalf("record %+v", rec)
+		}
+		// The common path leaves no history list, yet shows the whole timeline.
+		if n, _ := rdb.Exists(f.ctx, f.l.JobKey(f.q, id)+":history").Result(); n != 0 {
+			t.Fatal("history list written for the common path")
+		}
+		if ev := f.events(id); len(ev) != 3 || ev[0] != "enqueued:" || ev[1] != "attempt:" || ev[2] != "end:succeeded" {
+			t.Fatalf("timeline %v", ev)
+		}
+		if ttl, _ := rdb.PTTL(f.ctx, f.l.JobKey(f.q, id)).Result(); ttl <= 0 || ttl > time.Hour {
+			t.Fatalf("retention ttl %v", ttl)
+		}
+	})
+	t.Run("running/retryable->pending-then-dead", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.MaxRetries(1))
+		c := f.claimOne(id)
+		f.complete(c, jobs.Outcome{To: jobs.Pending, Error: "boom", RetryAt: time.Now()})
+		rec := f.want(id, jobs.Pending)
+		if rec.Error != "boom" {
+			t.Fatalf("record %+v", rec)
+		}
+		c2 := f.claimOne(id)
+		if c2.Attempt != 2 || c2.Token <= c.Token {
+			t.Fatalf("second attempt %+v after token %d", c2, c.Token)
+		}
+		f.complete(c2, jobs.Outcome{To: jobs.Pending, Error: "boom again", RetryAt: time.Now()})
+		if rec := f.want(id, jobs.Dead); rec.Reason != "retries exhausted" {
+			t.Fatalf("reason %q", rec.Reason)
+		}
+		want := []string{"enqueued:", "attempt:", "end:pending", "attempt:", "end:dead"}
+		if ev := f.events(id); len(ev) != len(want) || ev[2] != want[2] || ev[4] != want[4] {
+			t.Fatalf("timeline %v, want %v", ev, want)
+		}
+	})
+	t.Run("running/permanent->dead", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Dead, Error: "bad", Reason: "permanent error"})
+		if rec := f.want(id, jobs.Dead); rec.Reason != "permanent error" {
+			t.Fatalf("record %+v", rec)
+		}
+	})
+	t.Run("running/resource-busy->pending-attempt-not-consumed", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		c := f.claimOne(id)
+		f.complete(c, jobs.Outcome{Defer: true, RetryAt: time.Now(), Reason: "resource busy"})
+		if rec := f.want(id, jobs.Pending); rec.Attempts != 0 {
+			t.Fatalf("attempts %d after a deferral", rec.Attempts)
+		}
+		if c2 := f.claimOne(id); c2.Attempt != 1 || c2.Token <= c.Token {
+			t.Fatalf("claim after deferral %+v", c2)
+		}
+	})
+	t.Run("running/unknown->uncertain->reconciled", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		c := f.claimOne(id)
+		f.complete(c, jobs.Outcome{To: jobs.Uncertain, Error: "timeout", Reason: "deadline passed mid-call"})
+		f.want(id, jobs.Uncertain)
+		if _, err := f.l.Resolve(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideLater, Actor: "reconciler:x", NextTry: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.want(id, jobs.Uncertain); rec.ReconcileTries != 1 {
+			t.Fatalf("tries %d", rec.ReconcileTries)
+		}
+		if _, err := f.l.Resolve(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideRerun, Actor: "reconciler:x", Note: "not applied"}); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.want(id, jobs.Pending); rec.Runs != 1 {
+			t.Fatalf("runs %d", rec.Runs)
+		}
+		c2 := f.claimOne(id)
+		if c2.Token <= c.Token {
+			t.Fatalf("re-run token %d not above %d", c2.Token, c.Token)
+		}
+		// The old attempt stays fenced out.
+		if got := f.complete(c, jobs.Outcome{To: jobs.Succeeded}); got.Applied {
+			t.Fatal("old attempt's commit applied after a re-run")
+		}
+		f.complete(c2, jobs.Outcome{To: jobs.Succeeded})
+		f.want(id, jobs.Succeeded)
+	})
+	t.Run("uncertain/applied->succeeded", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Uncertain})
+		if st, err := f.l.Resolve(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideSucceeded, Actor: "reconciler:x", Note: "effect log"}); err != nil || st != jobs.Succeeded {
+			t.Fatal(st, err)
+		}
+		f.want(id, jobs.Succeeded)
+	})
+	t.Run("uncertain/cannot-tell->review->operator", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Uncertain})
+		if _, err := f.l.Resolve(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler:x", Note: "cannot tell"}); err != nil {
+			t.Fatal(err)
+		}
+		f.want(id, jobs.Review)
+		if _, err := f.c.Resolve(f.ctx, f.q, id, jobs.DecideDead, " ", ""); !errors.Is(err, jobs.ErrInvalid) {
+			t.Fatalf("nameless operator: %v", err)
+		}
+		rec, err := f.c.Resolve(f.ctx, f.q, id, jobs.DecideDead, "ada", "refunded by hand")
+		if err != nil || rec.State != jobs.Dead {
+			t.Fatal(rec, err)
+		}
+		h, _ := f.l.History(f.ctx, f.q, id)
+		if last := h[len(h)-1]; last.Actor != "operator:ada" || last.Note != "refunded by hand" {
+			t.Fatalf("last entry %+v", last)
+		}
+		// dead -> re-run by an operator
+		if rec, err := f.c.Resolve(f.ctx, f.q, id, jobs.DecideRerun, "ada", ""); err != nil || rec.State != jobs.Pending {
+			t.Fatal(rec, err)
+		}
+		if ttl, _ := rdb.PTTL(f.ctx, f.l.JobKey(f.q, id)).Result(); ttl != -1 {
+			t.Fatalf("re-run job keeps a retention ttl %v", ttl)
+		}
+	})
+	t.Run("running/lease-passed->uncertain", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		res, _ := f.l.Claim(f.ctx, f.q, "w1", time.Millisecond, 1)
+		time.Sleep(5 * time.Millisecond) // past a 1 ms lease by the Redis clock
+		exp, err := f.l.Expire(f.ctx, f.q, 7, 100)
+		if err != nil || len(exp.Moved) != 1 || exp.Moved[0] != id {
+			t.Fatalf("expire: %+v %v", exp, err)
+		}
+		if rec := f.want(id, jobs.Uncertain); rec.Reason != "lease expired without commit" {
+			t.Fatalf("record %+v", rec)
+		}
+		if _, err := f.l.Expire(f.ctx, f.q, 6, 100); !errors.Is(err, jobs.ErrStale) {
+			t.Fatalf("older reconciler: %v", err)
+		}
+		if got := f.complete(res.Jobs[0], jobs.Outcome{To: jobs.Succeeded}); got.Applied {
+			t.Fatal("commit applied after the lease expired")
+		}
+	})
+	t.Run("pending/cancel->cancelled", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.Delay(time.Hour))
+		rec, err := f.c.Cancel(f.ctx, f.q, id, "ada", "customer withdrew")
+		if err != nil || rec.State != jobs.Cancelled {
+			t.Fatal(rec, err)
+		}
+		f.want(id, jobs.Cancelled)
+		if _, err := f.c.Cancel(f.ctx, f.q, id, "ada", ""); !errors.Is(err, jobs.ErrWrongState) {
+			t.Fatalf("second cancel: %v", err)
+		}
+	})
+	t.Run("running/cancel->context-then-fenced-outcome", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		c := f.claimOne(id)
+		if rec, err := f.c.Cancel(f.ctx, f.q, id, "ada", ""); err != nil || rec.State != jobs.Running || rec.CancelledBy != "operator:ada" {
+			t.Fatal(rec, err)
+		}
+		out, _ := f.l.Renew(f.ctx, f.q, time.Minute, []jobs.Attempt{{ID: id, Token: c.Token}})
+		if out[0].Status != jobs.CancelRequested {
+			t.Fatalf("renewal %+v", out[0])
+		}
+		f.complete(c, jobs.Outcome{To: jobs.Pending, Error: "context canceled", RetryAt: time.Now()})
+		f.want(id, jobs.Cancelled)
+	})
+	t.Run("final/redelivery->deduplicated", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Succeeded})
+		rdb.ZAdd(f.ctx, f.l.StateKey(f.q, jobs.Pending), redis.Z{Score: 1, Member: id}) // a stray delivery
+		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+		if err != nil || len(res.Jobs) != 0 || len(res.Dropped) != 1 || res.Dropped[0].State != "succeeded" {
+			t.Fatalf("claim %+v %v", res, err)
+		}
+		f.want(id, jobs.Succeeded)
+		if f.stat("deduplicated_execute") != 1 {
+			t.Fatal("deduplication not counted")
+		}
+	})
+	t.Run("index-without-record->dropped", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		rdb.ZAdd(f.ctx, f.l.StateKey(f.q, jobs.Pending), redis.Z{Score: 1, Member: "ghost"})
+		rdb.ZAdd(f.ctx, f.l.StateKey(f.q, jobs.Running), redis.Z{Score: 1, Member: "ghost"})
+		id := f.enqueue()
+		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+		if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id || len(res.Dropped) != 1 || res.Dropped[0].State != "missing" {
+			t.Fatalf("claim %+v %v", res, err)
+		}
+		exp, err := f.l.Expire(f.ctx, f.q, 1, 100)
+		if err != nil || len(exp.Dropped) != 1 || len(exp.Moved) != 0 {
+			t.Fatalf("expire %+v %v", exp, err)
+		}
+	})
+	t.Run("corrupt-record->others-claimed", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		bad := f.enqueue()
+		good := f.enqueue()
+		rdb.HSet(f.ctx, f.l.JobKey(f.q, bad), "token", "not-a-number", "attempts", "x", "max_retries", "")
+		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+		if err != nil || len(res.Jobs) != 2 {
+			t.Fatalf("claim %+v %v", res, err)
+		}
+		for _, c := range res.Jobs {
+			if c.Token == 0 || (c.ID != bad && c.ID != good) {
+				t.Fatalf("claimed %+v", c)
+			}
+		}
+	})
+	t.Run("tokens-rise-after-keys-lost", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.OperationID("again"))
+		c := f.claimOne(id)
+		redistest.DeleteNamespace(f.ctx, rdb, f.l.Namespace())
+		id2 := f.enqueue(jobs.OperationID("again"))
+		if c2 := f.claimOne(id2); c2.Token <= c.Token {
+			t.Fatalf("token %d after losing every key, was %d", c2.Token, c.Token)
+		}
+		if qs, _ := f.l.Queues(f.ctx); len(qs) != 1 {
+			t.Fatalf("queue registry not healed: %v", qs)
+		}
+	})
 }
 
 func TestLedgerStateMachine(t *testing.T) {
-	stateTable(t, redistest.Start(t, redistest.Options{}).Client())
+	rdb, _ := redistest.New(t)
+	stateTable(t, rdb)
 }
 
 func TestLedgerStateMachineOnCluster(t *testing.T) {
 	stateTable(t, redistest.StartCluster(t).Client())
 }
+

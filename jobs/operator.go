@@ -2,50 +2,84 @@ package jobs
 
 import (
 	"context"
-	"fmt"
 	"strings"
 )
 
+// operator checks an operator's name and note and returns the actor string
+// recorded with the action.
+func operator(actor, note string) (string, error) {
+	actor = strings.TrimSpace(actor)
+	if actor == "" {
+		return "", invalid("an operator action needs the operator's name")
+	}
+	if len(actor) > 200 {
+		return "", invalid("operator name longer than 200 bytes")
+	}
+	if len(note) > 2000 {
+		return "", invalid("note longer than 2000 bytes")
+	}
+	return "operator:" + actor, nil
+}
+
 // Resolve applies an operator's decision (DecideSucceeded, DecideRerun or
-// DecideDead) to a job in review (or uncertain, or dead for a re-run), with
-// who decided and why. A re-run gets a new delivery and, on its next
-// attempt, a new and higher token, so the old attempt stays fenced out.
+// DecideDead) to a job in review or uncertain (or dead or cancelled, for a
+// re-run), with who decided and why. A re-run is due at once and its next
+// attempt gets a new, higher token, so the old attempt stays fenced out.
 func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, actor, note string) (*Record, error) {
 	switch d {
 	case DecideSucceeded, DecideRerun, DecideDead:
 	default:
 		return nil, invalid("an operator decides succeeded, rerun or dead, not %q", d)
 	}
-	actor = strings.TrimSpace(actor)
-	if actor == "" {
-		return nil, invalid("a resolution needs the operator's name")
-	}
-	if len(note) > 2000 {
-		return nil, invalid("note longer than 2000 bytes")
-	}
-	rec, err := c.ledger.Get(ctx, queue, id)
+	who, err := operator(actor, note)
 	if err != nil {
 		return nil, err
 	}
 	from := []State{Review, Uncertain}
 	if d == DecideRerun {
-		from = append(from, Dead)
+		from = append(from, Dead, Cancelled)
 	}
-	_, task, err := c.ledger.Resolve(ctx, rec, Resolution{From: from, Decision: d, Actor: "operator:" + actor, Note: note})
+	if _, err := c.ledger.Resolve(ctx, queue, id, Resolution{From: from, Decision: d, Actor: who, Note: note}); err != nil {
+		return nil, err
+	}
+	return c.ledger.Get(ctx, queue, id)
+}
+
+// Cancel cancels a job on behalf of an operator: a pending (due or
+// scheduled) job becomes cancelled, a final state; a running job's handler
+// is asked to stop through its context and its outcome is still committed
+// by its token (see Ledger.Cancel). Other states fail with ErrWrongState.
+func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Record, error) {
+	who, err := operator(actor, note)
 	if err != nil {
 		return nil, err
 	}
-	rec, err = c.ledger.Get(ctx, queue, id)
-	if err != nil {
+	if _, err := c.ledger.Cancel(ctx, queue, id, who, note); err != nil {
 		return nil, err
 	}
-	if d == DecideRerun {
-		if rec.Task != task {
-			return rec, fmt.Errorf("jobs: re-run of %s raced with another decision", id)
-		}
-		if err := c.Dispatch(ctx, rec); err != nil {
-			return rec, err
-		}
+	return c.ledger.Get(ctx, queue, id)
+}
+
+// Pause stops pools from claiming queue's jobs until Resume; running
+// attempts finish and enqueues are still accepted. It reports whether the
+// queue was running before.
+func (c *Client) Pause(ctx context.Context, queue, actor, note string) (bool, error) {
+	return c.setPaused(ctx, queue, true, actor, note)
+}
+
+// Resume lets pools claim queue's jobs again and wakes idle ones. It
+// reports whether the queue was paused before.
+func (c *Client) Resume(ctx context.Context, queue, actor, note string) (bool, error) {
+	return c.setPaused(ctx, queue, false, actor, note)
+}
+
+func (c *Client) setPaused(ctx context.Context, queue string, paused bool, actor, note string) (bool, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return false, err
 	}
-	return rec, nil
+	who, err := operator(actor, note)
+	if err != nil {
+		return false, err
+	}
+	return c.ledger.SetPaused(ctx, queue, paused, who, note)
 }

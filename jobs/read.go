@@ -25,6 +25,7 @@ type Record struct {
 	Resource       string          `json:"resource"`
 	State          State           `json:"state"`
 	Token          lease.Token     `json:"token,string"`
+	Fence          lease.Token     `json:"fence,string,omitempty"` // the resource lease's token of the last attempt, when it leased a named resource
 	Owner          string          `json:"owner,omitempty"`
 	Deadline       time.Time       `json:"deadline,omitzero"`
 	Attempts       int             `json:"attempts"`
@@ -35,7 +36,7 @@ type Record struct {
 	Args           json.RawMessage `json:"args"`
 	Error          string          `json:"error,omitempty"`
 	Reason         string          `json:"reason,omitempty"`
-	Task           string          `json:"task"`
+	CancelledBy    string          `json:"cancel_requested_by,omitempty"`
 	Created        time.Time       `json:"created"`
 	Updated        time.Time       `json:"updated,omitzero"`
 	RunAt          time.Time       `json:"run_at,omitzero"`
@@ -48,11 +49,15 @@ type Record struct {
 }
 
 // LeaseResource returns the resource the job's attempts lease.
-func (r *Record) LeaseResource() string {
-	if r.Resource != "" {
-		return r.Resource
+func (r *Record) LeaseResource() string { return LeaseResource(r.ID, r.Resource) }
+
+// LeaseResource returns the resource an attempt of job id leases: the
+// resource its args name, else the job itself.
+func LeaseResource(id, resource string) string {
+	if resource != "" {
+		return resource
 	}
-	return "job:" + r.ID
+	return "job:" + id
 }
 
 func msTime(s string) time.Time {
@@ -65,34 +70,54 @@ func msTime(s string) time.Time {
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
-func recordFrom(h map[string]string) *Record {
-	tok, _ := strconv.ParseUint(h["token"], 10, 64)
-	args := json.RawMessage(h["args"])
-	if len(args) == 0 {
-		args = json.RawMessage("null")
+func token(s string) lease.Token { t, _ := strconv.ParseUint(s, 10, 64); return lease.Token(t) }
+
+// recordFrom reads a job hash. Missing or corrupt fields read as zero
+// values; the job's identity comes from its key.
+func recordFrom(q, id string, h map[string]string) *Record {
+	args := h["args"]
+	if args == "" {
+		args = h["payload"]
 	}
-	return &Record{
-		ID: h["id"], Kind: h["kind"], Queue: h["queue"], OperationID: h["op"], Resource: h["resource"],
-		State: State(h["state"]), Token: lease.Token(tok), Owner: h["owner"], Deadline: msTime(h["deadline"]),
-		Attempts: atoi(h["attempts"]), MaxRetries: atoi(h["max_retries"]), Runs: atoi(h["runs"]),
-		ReconcileTries: atoi(h["reconcile_tries"]), Timeout: time.Duration(atoi(h["timeout_ms"])) * time.Millisecond,
-		Args: args, Error: h["error"], Reason: h["reason"], Task: h["task"],
-		Created: msTime(h["created"]), Updated: msTime(h["updated"]), RunAt: msTime(h["run_at"]),
+	if args == "" || !json.Valid([]byte(args)) {
+		args = "null"
+	}
+	op := h["op"]
+	if op == "" {
+		op = id
+	}
+	r := &Record{
+		ID: id, Kind: h["kind"], Queue: q, OperationID: op, Resource: h["resource"],
+		State: State(h["state"]), Token: token(h["token"]), Fence: token(h["fence"]), Owner: h["owner"],
+		Deadline: msTime(h["deadline"]), Attempts: atoi(h["attempts"]), MaxRetries: atoi(h["max_retries"]),
+		Runs: atoi(h["runs"]), ReconcileTries: atoi(h["reconcile_tries"]),
+		Timeout: time.Duration(atoi(h["timeout_ms"])) * time.Millisecond,
+		Args:    json.RawMessage(args), Error: h["error"], Reason: h["reason"], CancelledBy: h["cancel"],
+		Created: msTime(h["created"]), RunAt: msTime(h["run_at"]),
 		Started: msTime(h["started"]), Finished: msTime(h["finished"]), UncertainSince: msTime(h["uncertain_since"]),
 		Payload: []byte(h["payload"]),
 	}
+	if r.RunAt.IsZero() {
+		r.RunAt = r.Created
+	}
+	for _, t := range []time.Time{r.Created, r.RunAt, r.Started, r.Finished, r.UncertainSince} {
+		if t.After(r.Updated) && !t.After(time.Now()) {
+			r.Updated = t
+		}
+	}
+	return r
 }
 
 // Get returns job id of queue q, or ErrNotFound.
 func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 	h, err := l.rdb.HGetAll(ctx, l.JobKey(q, id)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("jobs: get %s: %w", id, err)
+		return nil, wrap("get "+id, err)
 	}
 	if len(h) == 0 {
 		return nil, fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
 	}
-	return recordFrom(h), nil
+	return recordFrom(q, id, h), nil
 }
 
 // Find looks a job up by id in every known queue.
@@ -113,7 +138,8 @@ func (l *Ledger) Find(ctx context.Context, id string) (*Record, error) {
 	return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
 
-// FindByOperation returns the job owning operation id op in any known queue.
+// FindByOperation returns the job owning operation id op in any known
+// queue (a job enqueued without one has its own id as operation id).
 func (l *Ledger) FindByOperation(ctx context.Context, op string) (*Record, error) {
 	qs, err := l.Queues(ctx)
 	if err != nil {
@@ -122,28 +148,32 @@ func (l *Ledger) FindByOperation(ctx context.Context, op string) (*Record, error
 	for _, q := range qs {
 		id, err := l.rdb.Get(ctx, l.opKey(q, op)).Result()
 		if errors.Is(err, redis.Nil) {
+			r, err := l.Get(ctx, q, op)
+			if err == nil && r.OperationID == op {
+				return r, nil
+			}
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("jobs: find operation: %w", err)
+			return nil, wrap("find operation", err)
 		}
 		return l.Get(ctx, q, id)
 	}
 	return nil, fmt.Errorf("%w: operation %s", ErrNotFound, op)
 }
 
-// Entry is one line of a job's history.
+// Entry is one line of a job's history, or of a queue's event feed.
 type Entry struct {
-	Event    string    `json:"event"` // enqueued, attempt, end, fenced, deduplicated, resolve
+	Event    string    `json:"event"` // enqueued, attempt, end, fenced, deduplicated, resolve, cancel
 	At       time.Time `json:"at"`
 	Attempt  int       `json:"attempt,omitempty"`
 	Token    string    `json:"token,omitempty"`
+	Fence    string    `json:"fence,omitempty"`
 	Owner    string    `json:"owner,omitempty"`
 	Outcome  string    `json:"outcome,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
 	Stage    string    `json:"stage,omitempty"`
-	Task     string    `json:"task,omitempty"`
 	From     string    `json:"from,omitempty"`
 	Decision string    `json:"decision,omitempty"`
 	Actor    string    `json:"actor,omitempty"`
@@ -168,32 +198,59 @@ func decodeEntry(s string) Entry {
 	}
 	return Entry{
 		Event: get("event"), At: msTime(get("at")), Attempt: atoi(get("attempt")), Token: get("token"),
-		Owner: get("owner"), Outcome: get("outcome"), Error: get("error"), Reason: get("reason"),
-		Stage: get("stage"), Task: get("task"), From: get("from"), Decision: get("decision"),
+		Fence: get("fence"), Owner: get("owner"), Outcome: get("outcome"), Error: get("error"), Reason: get("reason"),
+		Stage: get("stage"), From: get("from"), Decision: get("decision"),
 		Actor: get("actor"), Note: get("note"), Current: get("current"), Job: get("job"), Op: get("op"),
 		Type: get("type"),
 	}
 }
 
-// History returns job id's history, oldest first.
+// History returns job id's timeline, oldest first. The common path
+// (enqueued, one attempt, succeeded) is kept in the job's own fields and the
+// history list holds only what goes beyond it; History shows the same
+// timeline either way.
 func (l *Ledger) History(ctx context.Context, q, id string) ([]Entry, error) {
-	items, err := l.rdb.LRange(ctx, l.JobKey(q, id)+":history", 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("jobs: history %s: %w", id, err)
+	pipe := l.rdb.Pipeline()
+	items := pipe.LRange(ctx, l.JobKey(q, id)+":history", 0, -1)
+	fields := pipe.HGetAll(ctx, l.JobKey(q, id))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, wrap("history "+id, err)
 	}
-	out := make([]Entry, len(items))
-	for i, s := range items {
-		out[i] = decodeEntry(s)
+	if len(items.Val()) > 0 {
+		out := make([]Entry, len(items.Val()))
+		for i, s := range items.Val() {
+			out[i] = decodeEntry(s)
+		}
+		return out, nil
 	}
-	return out, nil
+	if len(fields.Val()) == 0 {
+		return nil, nil
+	}
+	return commonPath(recordFrom(q, id, fields.Val())), nil
 }
 
-// Events returns queue q's most recent fenced rejections and deduplications,
-// newest first.
+// commonPath is the timeline of a job whose history list was never needed.
+func commonPath(r *Record) []Entry {
+	out := []Entry{{Event: "enqueued", At: r.Created}}
+	if r.Attempts > 0 {
+		e := Entry{Event: "attempt", At: r.Started, Attempt: r.Attempts, Token: r.Token.String(), Owner: r.Owner}
+		if r.Fence > 0 {
+			e.Fence = r.Fence.String()
+		}
+		out = append(out, e)
+	}
+	if r.State == Succeeded {
+		out = append(out, Entry{Event: "end", At: r.Finished, Attempt: r.Attempts, Token: r.Token.String(), Outcome: string(Succeeded)})
+	}
+	return out
+}
+
+// Events returns queue q's most recent fenced rejections, deduplications
+// and operator actions, newest first.
 func (l *Ledger) Events(ctx context.Context, q string, n int) ([]Entry, error) {
 	items, err := l.rdb.LRange(ctx, l.prefix(q)+"events", 0, int64(n)-1).Result()
 	if err != nil {
-		return nil, fmt.Errorf("jobs: events: %w", err)
+		return nil, wrap("events", err)
 	}
 	out := make([]Entry, len(items))
 	for i, s := range items {
@@ -204,50 +261,80 @@ func (l *Ledger) Events(ctx context.Context, q string, n int) ([]Entry, error) {
 
 // Queues returns the known queue names, sorted.
 func (l *Ledger) Queues(ctx context.Context) ([]string, error) {
-	qs, err := l.rdb.SMembers(ctx, l.QueuesKey()).Result()
+	qs, err := l.rdb.SMembers(ctx, l.queuesKey()).Result()
 	if err != nil {
-		return nil, fmt.Errorf("jobs: queues: %w", err)
+		return nil, wrap("queues", err)
 	}
 	sort.Strings(qs)
 	return qs, nil
 }
 
+// Pause describes a paused queue.
+type Pause struct {
+	Actor string    `json:"actor"`
+	Note  string    `json:"note,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// Paused returns who paused queue q and why, or nil when it runs.
+func (l *Ledger) Paused(ctx context.Context, q string) (*Pause, error) {
+	v, err := l.rdb.Get(ctx, l.prefix(q)+"paused").Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap("paused "+q, err)
+	}
+	e := decodeEntry(v)
+	return &Pause{Actor: e.Actor, Note: e.Note, At: e.At}, nil
+}
+
 // IDs returns up to limit job ids in state s of queue q, from offset, in
-// index order (running: by lease deadline; others: by time entered).
+// index order (pending: by due time; running: by lease deadline; others: by
+// time entered).
 func (l *Ledger) IDs(ctx context.Context, q string, s State, offset, limit int) ([]string, error) {
 	if !s.Valid() {
 		return nil, invalid("unknown state %q", s)
 	}
 	ids, err := l.rdb.ZRange(ctx, l.StateKey(q, s), int64(offset), int64(offset+limit-1)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("jobs: list %s: %w", s, err)
+		return nil, wrap("list "+string(s), err)
 	}
 	return ids, nil
 }
 
-// DueIDs returns up to limit ids in state s whose index score (running:
-// lease deadline; uncertain: next reconcile time) is at or before t.
+// DueIDs returns up to limit ids in state s whose index score (pending:
+// due time; running: lease deadline; uncertain: next reconcile look) is at
+// or before t.
 func (l *Ledger) DueIDs(ctx context.Context, q string, s State, t time.Time, limit int) ([]string, error) {
-	return l.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
+	ids, err := l.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
 		Key: l.StateKey(q, s), ByScore: true, Start: "-inf", Stop: strconv.FormatInt(t.UnixMilli(), 10),
 		Count: int64(limit),
 	}).Result()
+	return ids, wrap("due "+string(s), err)
 }
 
 // List returns up to limit jobs in state s of queue q, from offset. Ids
-// whose job expired after retention are pruned from the index.
+// whose record is gone (expired after retention, or lost) are removed from
+// the index.
 func (l *Ledger) List(ctx context.Context, q string, s State, offset, limit int) ([]*Record, error) {
 	ids, err := l.IDs(ctx, q, s, offset, limit)
 	if err != nil {
 		return nil, err
 	}
+	return l.getMany(ctx, q, s, ids)
+}
+
+// getMany reads the records of ids (in state s's index) in one round trip,
+// dropping index entries without a record.
+func (l *Ledger) getMany(ctx context.Context, q string, s State, ids []string) ([]*Record, error) {
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
 		cmds[i] = pipe.HGetAll(ctx, l.JobKey(q, id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("jobs: list %s: %w", s, err)
+		return nil, wrap("list "+string(s), err)
 	}
 	out := make([]*Record, 0, len(ids))
 	for i, c := range cmds {
@@ -256,9 +343,18 @@ func (l *Ledger) List(ctx context.Context, q string, s State, offset, limit int)
 			l.rdb.ZRem(ctx, l.StateKey(q, s), ids[i])
 			continue
 		}
-		out = append(out, recordFrom(h))
+		out = append(out, recordFrom(q, ids[i], h))
 	}
 	return out, nil
+}
+
+// GetMany returns the records of ids in state s of queue q, in order,
+// dropping index entries whose record is gone.
+func (l *Ledger) GetMany(ctx context.Context, q string, s State, ids []string) ([]*Record, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return l.getMany(ctx, q, s, ids)
 }
 
 // Counts returns the number of jobs per state in queue q.
@@ -269,7 +365,7 @@ func (l *Ledger) Counts(ctx context.Context, q string) (map[State]int64, error) 
 		cmds[s] = pipe.ZCard(ctx, l.StateKey(q, s))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("jobs: counts: %w", err)
+		return nil, wrap("counts", err)
 	}
 	out := map[State]int64{}
 	for s, c := range cmds {
@@ -279,12 +375,13 @@ func (l *Ledger) Counts(ctx context.Context, q string) (map[State]int64, error) 
 }
 
 // Stats returns queue q's counters: enqueued, attempted, succeeded, dead,
-// retried, uncertain, deduplicated_enqueue, deduplicated_execute,
-// fenced_commit, fenced_renew, fenced_claim, resolved_<decision>.
+// cancelled, retried, deferred, uncertain, deduplicated_enqueue,
+// deduplicated_execute, fenced_commit, fenced_renew, dropped_missing,
+// resolved_<decision>.
 func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) {
 	h, err := l.rdb.HGetAll(ctx, l.prefix(q)+"stats").Result()
 	if err != nil {
-		return nil, fmt.Errorf("jobs: stats: %w", err)
+		return nil, wrap("stats", err)
 	}
 	out := make(map[string]int64, len(h))
 	for k, v := range h {
@@ -294,14 +391,14 @@ func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) 
 }
 
 // Prune drops ids of finished jobs that expired after retention from the
-// succeeded and dead indexes, and returns how many it removed.
+// succeeded, dead and cancelled indexes, and returns how many it removed.
 func (l *Ledger) Prune(ctx context.Context, q string, now time.Time) (int64, error) {
 	cut := strconv.FormatInt(now.Add(-l.cfg.Retention).UnixMilli(), 10)
 	var n int64
-	for _, s := range []State{Succeeded, Dead} {
+	for _, s := range []State{Succeeded, Dead, Cancelled} {
 		removed, err := l.rdb.ZRemRangeByScore(ctx, l.StateKey(q, s), "-inf", "("+cut).Result()
 		if err != nil {
-			return n, fmt.Errorf("jobs: prune: %w", err)
+			return n, wrap("prune", err)
 		}
 		n += removed
 	}
@@ -311,5 +408,42 @@ func (l *Ledger) Prune(ctx context.Context, q string, now time.Time) (int64, err
 // ServerTime returns the Redis server's clock, the clock every ledger
 // deadline uses.
 func (l *Ledger) ServerTime(ctx context.Context) (time.Time, error) {
-	return l.rdb.Time(ctx).Result()
+	t, err := l.rdb.Time(ctx).Result()
+	return t, wrap("time", err)
+}
+
+// LeaderResource is the lease resource the reconcilers of one namespace
+// compete for; only its holder acts.
+const LeaderResource = "reconciler"
+
+// ReconcilerStatus is what the acting reconciler last published.
+type ReconcilerStatus struct {
+	Leader   string      `json:"leader"`
+	Token    lease.Token `json:"token,string"`
+	LastScan time.Time   `json:"last_scan"`
+	Expired  int64       `json:"expired"`
+	Resolved int64       `json:"resolved"`
+}
+
+// SetReconcilerStatus publishes the acting reconciler's status.
+func (l *Ledger) SetReconcilerStatus(ctx context.Context, s ReconcilerStatus) error {
+	return wrap("reconciler status", l.rdb.HSet(ctx, l.statusKey(),
+		"leader", s.Leader, "token", s.Token.String(), "last_scan", ms(s.LastScan),
+		"expired", s.Expired, "resolved", s.Resolved).Err())
+}
+
+// ReconcilerStatus returns what the acting reconciler last published (nil
+// when none has).
+func (l *Ledger) ReconcilerStatus(ctx context.Context) (*ReconcilerStatus, error) {
+	h, err := l.rdb.HGetAll(ctx, l.statusKey()).Result()
+	if err != nil {
+		return nil, wrap("reconciler status", err)
+	}
+	if len(h) == 0 {
+		return nil, nil
+	}
+	exp, _ := strconv.ParseInt(h["expired"], 10, 64)
+	res, _ := strconv.ParseInt(h["resolved"], 10, 64)
+	return &ReconcilerStatus{Leader: h["leader"], Token: token(h["token"]), LastScan: msTime(h["last_scan"]),
+		Expired: exp, Resolved: res}, nil
 }

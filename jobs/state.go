@@ -1,18 +1,21 @@
 package jobs
 
-// State is a job's state in the ledger. See DESIGN.md's state machine.
+// State is a job's state in the ledger (ARCHITECTURE.md has the state table).
 type State string
 
 // The job states.
 const (
-	// Pending jobs wait for delivery (new, retry scheduled, or re-run).
+	// Pending jobs wait in the queue until due (new, scheduled, retry
+	// scheduled, deferred, or re-run).
 	Pending State = "pending"
 	// Running jobs have a live attempt holding a token.
 	Running State = "running"
-	// Succeeded jobs are done; redeliveries are deduplicated.
+	// Succeeded jobs are done; a redelivery is deduplicated.
 	Succeeded State = "succeeded"
 	// Dead jobs failed permanently or exhausted their retries.
 	Dead State = "dead"
+	// Cancelled jobs were cancelled by an operator before they could finish.
+	Cancelled State = "cancelled"
 	// Uncertain jobs may or may not have applied their side effect; the
 	// reconciler resolves them.
 	Uncertain State = "uncertain"
@@ -21,7 +24,7 @@ const (
 )
 
 // States lists every state in display order.
-var States = []State{Pending, Running, Uncertain, Review, Succeeded, Dead}
+var States = []State{Pending, Running, Uncertain, Review, Succeeded, Dead, Cancelled}
 
 // Valid reports whether s is a known state.
 func (s State) Valid() bool {
@@ -33,5 +36,6 @@ func (s State) Valid() bool {
 	return false
 }
 
-// Final reports whether no more attempts follow.
-func (s State) Final() bool { return s == Succeeded || s == Dead }
+// Final reports whether no more attempts follow (unless an operator re-runs
+// the job).
+func (s State) Final() bool { return s == Succeeded || s == Dead || s == Cancelled }

@@ -3,161 +3,266 @@ package jobs
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fencedq/fencedq/lease"
 )
 
-// newJob is what Client.Enqueue writes.
-type newJob struct {
-	id, kind, queue, op, resource string
-	payload, display              []byte
-	maxRetries                    int
-	timeout                       time.Duration
-	runAt                         time.Time
-	task                          string
-}
-
-// insert runs enqueue.lua. It returns the job id and whether the operation
-// id was already known (then nothing was written).
-func (l *Ledger) insert(ctx context.Context, j newJob) (string, bool, error) {
-	reply, err := enqueueScript.Run(ctx, l.rdb, l.keys(j.queue, j.id, j.op),
-		j.id, j.kind, j.queue, j.op, j.resource, j.payload, j.display,
-		j.maxRetries, j.timeout.Milliseconds(), ms(j.runAt), j.task).Slice()
-	if err != nil {
-		return "", false, fmt.Errorf("jobs: enqueue: %w", err)
-	}
-	return str(reply[1]), reply[0].(int64) == 0, nil
-}
-
-// Claim is a successful claim: the attempt's token and what it needs to run.
-type Claim struct {
-	Token       lease.Token
-	Deadline    time.Time // lease deadline in the ledger, by Redis time
+// Claimed is one job a claim started an attempt on.
+type Claimed struct {
+	ID          string
+	Queue       string
+	Token       lease.Token // the attempt's ledger token
+	Deadline    time.Time   // lease deadline in the ledger, by Redis time
 	Attempt     int
 	Payload     []byte
 	Kind        string
 	OperationID string
+	Resource    string // the leased resource named by the args ("" = the job itself)
 	Timeout     time.Duration
 	MaxRetries  int
 }
 
-// NotClaimable is returned by Claim when the job is not pending. State says
-// where it is ("missing" if it does not exist); a delivery of a succeeded or
-// dead job was recorded as deduplicated.
-type NotClaimable struct {
-	State string
+// Dropped is a due-index entry a claim removed without starting an attempt:
+// its record is missing (expired, or lost), or the job is in another state
+// (a redelivery of a finished job is counted as deduplicated).
+type Dropped struct {
+	ID    string
+	State string // "missing" or the job's state
+}
+
+// ClaimResult is what one claim call found.
+type ClaimResult struct {
+	Jobs    []Claimed
+	Dropped []Dropped
+	// Paused is true when the queue is paused (nothing was claimed).
+	Paused bool
+	// NextDue is, when nothing was due, the earliest time a pending job
+	// becomes due (zero when the queue is empty).
+	NextDue time.Time
+}
+
+const claimWidth = 10
+
+// Claim is the fenced claim: it takes up to max due jobs of queue q for
+// owner and starts an attempt on each (running, a new token
+// max(stored + 1, Redis TIME in µs), lease deadline now + ttl, attempt + 1).
+// A paused queue yields nothing.
+func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, max int) (*ClaimResult, error) {
+	if max <= 0 {
+		return &ClaimResult{}, nil
+	}
+	v, err := l.run(ctx, claimScript, q, owner, ttl.Milliseconds(), max).Result()
+	r := newReply("claim", v, err)
+	if err := r.need(3); err != nil {
+		return nil, wrap("claim "+q, err)
+	}
+	res := &ClaimResult{Paused: r.int(0) == 1}
+	if due := r.int(1); due > 0 {
+		res.NextDue = time.UnixMilli(due)
+	}
+	n := int(r.int(2))
+	if err := r.need(3 + n*claimWidth); err != nil {
+		return nil, wrap("claim "+q, err)
+	}
+	res.Jobs = make([]Claimed, n)
+	for i := range res.Jobs {
+		b := 3 + i*claimWidth
+		c := Claimed{
+			ID: r.str(b), Queue: q, Token: lease.Token(r.uint(b + 1)), Deadline: time.UnixMilli(r.int(b + 2)),
+			Attempt: int(r.int(b + 3)), Payload: []byte(r.str(b + 4)), Kind: r.str(b + 5),
+			OperationID: r.str(b + 6), Resource: r.str(b + 7),
+			Timeout: time.Duration(r.int(b+8)) * time.Millisecond, MaxRetries: int(r.int(b + 9)),
+		}
+		if c.OperationID == "" {
+			c.OperationID = c.ID
+		}
+		res.Jobs[i] = c
+	}
+	for i := 3 + n*claimWidth; i+1 < r.len(); i += 2 {
+		res.Dropped = append(res.Dropped, Dropped{ID: r.str(i), State: r.str(i + 1)})
+	}
+	return res, wrap("claim "+q, r.err)
+}
+
+// Attempt names one running attempt: a job and the token that runs it.
+type Attempt struct {
+	ID    string
 	Token lease.Token
 }
 
-func (e *NotClaimable) Error() string {
-	return fmt.Sprintf("jobs: job is %s (token %d), not pending", e.State, e.Token)
+// RenewStatus is the ledger's answer to one attempt's renewal.
+type RenewStatus int
+
+// Renewal answers.
+const (
+	// Lost: the token no longer runs the job (a newer attempt, the
+	// reconciler or a lost Redis took it). The attempt must stop.
+	Lost RenewStatus = iota
+	// Renewed: the deadline was extended.
+	Renewed
+	// CancelRequested: renewed, and an operator asked to cancel the job; the
+	// attempt's context should be cancelled. Its outcome is still committed.
+	CancelRequested
+)
+
+// Renewal is the answer for one attempt.
+type Renewal struct {
+	Status   RenewStatus
+	Deadline time.Time // new ledger deadline when renewed
+	State    string    // the job's state when lost ("missing" when gone)
 }
 
-// Is makes a stale claim match ErrStale and a missing job ErrNotFound.
-func (e *NotClaimable) Is(target error) bool {
-	return (target == ErrStale && e.State == "stale") ||
-		(target == ErrNotFound && e.State == "missing") ||
-		target == ErrWrongState
-}
-
-// Claim starts an attempt on a pending job: running, owner, deadline now +
-// ttl, attempt count + 1. With token 0 the job is its own resource and the
-// ledger mints the token (max(stored + 1, Redis TIME in µs)); otherwise the
-// token comes from the resource's lease and must exceed the job's last one.
-func (l *Ledger) Claim(ctx context.Context, queue, id, owner string, ttl time.Duration, token lease.Token, task string) (*Claim, error) {
-	tok := ""
-	if token > 0 {
-		tok = token.String()
+// Renew extends the ledger deadline of a batch of running attempts of queue
+// q by ttl from now (Redis time), each only for its own token.
+func (l *Ledger) Renew(ctx context.Context, q string, ttl time.Duration, attempts []Attempt) ([]Renewal, error) {
+	if len(attempts) == 0 {
+		return nil, nil
 	}
-	reply, err := l.run(ctx, claimScript, l.keys(queue, id, ""), id, owner, ttl.Milliseconds(), tok, task).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("jobs: claim %s: %w", id, err)
+	args := make([]any, 0, 1+2*len(attempts))
+	args = append(args, ttl.Milliseconds())
+	for _, a := range attempts {
+		args = append(args, a.ID, a.Token.String())
 	}
-	if reply[0].(int64) == 0 {
-		t, _ := strconv.ParseUint(str(reply[2]), 10, 64)
-		return nil, &NotClaimable{State: str(reply[1]), Token: lease.Token(t)}
+	v, err := l.run(ctx, renewScript, q, args...).Result()
+	r := newReply("renew", v, err)
+	if err := r.need(2 * len(attempts)); err != nil {
+		return nil, wrap("renew "+q, err)
 	}
-	t, _ := strconv.ParseUint(str(reply[1]), 10, 64)
-	dl, _ := strconv.ParseInt(str(reply[2]), 10, 64)
-	tms, _ := strconv.ParseInt(str(reply[7]), 10, 64)
-	mr, _ := strconv.Atoi(str(reply[8]))
-	return &Claim{
-		Token: lease.Token(t), Deadline: time.UnixMilli(dl), Attempt: int(reply[3].(int64)),
-		Payload: []byte(str(reply[4])), Kind: str(reply[5]), OperationID: str(reply[6]),
-		Timeout: time.Duration(tms) * time.Millisecond, MaxRetries: mr,
-	}, nil
-}
-
-// Renew extends a running attempt's ledger deadline by ttl. It fails with
-// ErrStale when token no longer runs the job.
-func (l *Ledger) Renew(ctx context.Context, queue, id string, token lease.Token, ttl time.Duration) (time.Time, error) {
-	reply, err := l.run(ctx, renewScript, l.keys(queue, id, ""), id, token.String(), ttl.Milliseconds()).Slice()
-	if err != nil {
-		return time.Time{}, fmt.Errorf("jobs: renew %s: %w", id, err)
+	out := make([]Renewal, len(attempts))
+	for i := range out {
+		switch code := r.int(2 * i); code {
+		case 0:
+			out[i] = Renewal{Status: Lost, State: r.str(2*i + 1)}
+		case 1, 2:
+			out[i] = Renewal{Status: RenewStatus(code), Deadline: time.UnixMilli(r.int(2*i + 1))}
+		default:
+			r.fail("renewal code %d", code)
+		}
 	}
-	if reply[0].(int64) == 0 {
-		return time.Time{}, fmt.Errorf("%w: renew of %s by token %d (job is %s with token %s)", ErrStale, id, token, str(reply[1]), str(reply[2]))
-	}
-	dl, _ := strconv.ParseInt(str(reply[1]), 10, 64)
-	return time.UnixMilli(dl), nil
+	return out, wrap("renew "+q, r.err)
 }
 
 // Outcome is what an attempt reports when it ends.
 type Outcome struct {
 	// To is Succeeded, Dead, Uncertain, or Pending (a retry: the ledger turns
-	// it into Dead when retries are exhausted).
+	// it into Dead when retries are exhausted, and into Cancelled when an
+	// operator asked to cancel the job).
 	To State
+	// Defer puts the job back to pending at RetryAt without consuming its
+	// attempt (its resource was busy). To is ignored.
+	Defer bool
 	// Error is the handler's error text (shown to operators).
 	Error string
-	// Reason says why the job is dead or uncertain.
+	// Reason says why the job is dead, uncertain or deferred.
 	Reason string
-	// RetryAt is when a retry becomes due.
+	// RetryAt is when a retry or deferred job becomes due.
 	RetryAt time.Time
 }
 
-// Commit records an attempt's outcome by its token and returns the state the
-// job reached. A token that no longer runs the job gets ErrStale and changes
-// nothing but the fenced-rejection count and the job's history.
-func (l *Ledger) Commit(ctx context.Context, queue, id, op string, token lease.Token, o Outcome) (State, error) {
-	outcome := string(o.To)
-	if o.To == Pending {
-		outcome = "retry"
-	}
-	reply, err := l.run(ctx, commitScript, l.keys(queue, id, op), id, token.String(), outcome,
-		o.Error, l.cfg.Retention.Milliseconds(), ms(o.RetryAt), o.Reason).Slice()
-	if err != nil {
-		return "", fmt.Errorf("jobs: commit %s: %w", id, err)
-	}
-	if reply[0].(int64) == 0 {
-		return State(str(reply[1])), fmt.Errorf("%w: commit of %s by token %d (job is %s with token %s)", ErrStale, id, token, str(reply[1]), str(reply[2]))
-	}
-	return State(str(reply[1])), nil
+// Completion is one attempt's outcome, handed to Complete.
+type Completion struct {
+	ID    string
+	Token lease.Token // the attempt's ledger token
+	// Fence is the resource lease's token when the attempt leased a named
+	// resource (recorded as evidence); 0 otherwise.
+	Fence   lease.Token
+	Outcome Outcome
 }
 
-// Expire moves a running job whose ledger deadline passed to uncertain. It
-// reports whether the job moved. leader is the reconciler's lease token; a
-// token below the highest seen for the queue gets ErrStale.
-func (l *Ledger) Expire(ctx context.Context, queue, id string, leader lease.Token) (bool, error) {
-	n, err := expireScript.Run(ctx, l.rdb, l.keys(queue, id, ""), id, leader.String()).Int()
-	if err != nil {
-		return false, fmt.Errorf("jobs: expire %s: %w", id, err)
+// Committed is the ledger's answer to one completion.
+type Committed struct {
+	// Applied is false when the token no longer ran the job: nothing changed
+	// but the fenced-rejection count and the job's history.
+	Applied bool
+	// State is the job's state after the call.
+	State State
+	// Current is the job's current token (for a stale completion, the
+	// newer attempt's).
+	Current lease.Token
+}
+
+const completeWidth = 3
+
+// Complete applies a batch of outcomes of queue q's attempts, each only if
+// its token still runs the job.
+func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Committed, error) {
+	if len(cs) == 0 {
+		return nil, nil
 	}
-	if n < 0 {
-		return false, fmt.Errorf("%w: reconciler token %d", ErrStale, leader)
+	args := make([]any, 0, 1+7*len(cs))
+	args = append(args, l.cfg.Retention.Milliseconds())
+	for _, c := range cs {
+		o := c.Outcome
+		outcome := string(o.To)
+		switch {
+		case o.Defer:
+			outcome = "defer"
+		case o.To == Pending:
+			outcome = "retry"
+		case o.To != Succeeded && o.To != Dead && o.To != Uncertain:
+			return nil, invalid("outcome %q: want succeeded, dead, uncertain, pending (retry) or a defer", o.To)
+		}
+		fence := ""
+		if c.Fence > 0 && c.Fence != c.Token {
+			fence = c.Fence.String()
+		}
+		args = append(args, c.ID, c.Token.String(), outcome, o.Error, ms(o.RetryAt), o.Reason, fence)
 	}
-	return n == 1, nil
+	v, err := l.run(ctx, completeScript, q, args...).Result()
+	r := newReply("complete", v, err)
+	if err := r.need(completeWidth * len(cs)); err != nil {
+		return nil, wrap("complete "+q, err)
+	}
+	out := make([]Committed, len(cs))
+	for i := range out {
+		b := completeWidth * i
+		out[i] = Committed{Applied: r.int(b) == 1, State: State(r.str(b + 1)), Current: lease.Token(r.uint(b + 2))}
+	}
+	return out, wrap("complete "+q, r.err)
+}
+
+// Expired is what one expiry pass did.
+type Expired struct {
+	// Moved are the running jobs whose lease deadline passed without a
+	// commit; they are now uncertain.
+	Moved []string
+	// Dropped are running-index entries without a running record, removed.
+	Dropped []string
+}
+
+// Expire moves up to max running jobs of queue q whose lease deadline
+// passed to uncertain. leader is the reconciler's lease token; a token
+// below the highest seen for the queue gets ErrStale.
+func (l *Ledger) Expire(ctx context.Context, q string, leader lease.Token, max int) (*Expired, error) {
+	v, err := l.run(ctx, expireScript, q, leader.String(), max).Result()
+	r := newReply("expire", v, err)
+	if err := r.need(1); err != nil {
+		return nil, wrap("expire "+q, err)
+	}
+	if r.int(0) == -1 {
+		return nil, fmt.Errorf("%w: reconciler token %d on queue %s", ErrStale, leader, q)
+	}
+	n := int(r.int(1))
+	out := &Expired{}
+	for i := 2; i < r.len(); i++ {
+		if i < 2+n {
+			out.Moved = append(out.Moved, r.str(i))
+		} else {
+			out.Dropped = append(out.Dropped, r.str(i))
+		}
+	}
+	return out, wrap("expire "+q, r.err)
 }
 
 // Lead records leader as queue q's reconciler leader token, so reconcilers
 // holding older tokens are refused on q from now on. It fails with
 // ErrStale when a newer leader was already seen.
 func (l *Ledger) Lead(ctx context.Context, q string, leader lease.Token) error {
-	n, err := leadScript.Run(ctx, l.rdb, l.keys(q, "", ""), leader.String()).Int()
+	n, err := l.run(ctx, leadScript, q, leader.String()).Int()
 	if err != nil {
-		return fmt.Errorf("jobs: lead %s: %w", q, err)
+		return wrap("lead "+q, err)
 	}
 	if n < 0 {
 		return fmt.Errorf("%w: reconciler token %d on queue %s", ErrStale, leader, q)
@@ -172,8 +277,8 @@ type Decision string
 const (
 	// DecideSucceeded marks the job succeeded (its effect is known applied).
 	DecideSucceeded Decision = "succeeded"
-	// DecideRerun sends the job back to pending; its next attempt gets a new,
-	// higher token.
+	// DecideRerun sends the job back to pending, due now; its next attempt
+	// gets a new, higher token.
 	DecideRerun Decision = "rerun"
 	// DecideDead marks the job dead.
 	DecideDead Decision = "dead"
@@ -183,13 +288,13 @@ const (
 	DecideLater Decision = "later"
 )
 
-// Resolution describes one decision on an uncertain or review job.
+// Resolution describes one decision on a job.
 type Resolution struct {
 	// From lists the states the job must be in (default: uncertain, review).
 	From []State
 	// Decision is what happens.
 	Decision Decision
-	// Actor is "reconciler" or the operator's name.
+	// Actor is "reconciler:<pool>" or "operator:<name>".
 	Actor string
 	// Note is the evidence or the operator's reason.
 	Note string
@@ -199,16 +304,17 @@ type Resolution struct {
 	NextTry time.Time
 }
 
-// Resolve applies r to rec's job and returns its new state. For DecideRerun
-// the returned task id names the new delivery the caller must enqueue.
-func (l *Ledger) Resolve(ctx context.Context, rec *Record, r Resolution) (State, string, error) {
+// Resolve applies r to job id of queue q and returns its new state. It
+// fails with ErrNotFound, ErrWrongState (the job is not in r.From) or
+// ErrStale (a newer reconciler leader was seen).
+func (l *Ledger) Resolve(ctx context.Context, q, id string, r Resolution) (State, error) {
 	switch r.Decision {
 	case DecideSucceeded, DecideRerun, DecideDead, DecideReview, DecideLater:
 	default:
-		return "", "", invalid("unknown decision %q", r.Decision)
+		return "", invalid("unknown decision %q", r.Decision)
 	}
 	if r.Actor == "" {
-		return "", "", invalid("a resolution needs an actor")
+		return "", invalid("a resolution needs an actor")
 	}
 	from := r.From
 	if len(from) == 0 {
@@ -222,24 +328,58 @@ func (l *Ledger) Resolve(ctx context.Context, rec *Record, r Resolution) (State,
 	if r.Leader > 0 {
 		leader = r.Leader.String()
 	}
-	task := fmt.Sprintf("%s~r%d", rec.ID, rec.Runs+1)
-	reply, err := resolveScript.Run(ctx, l.rdb, l.keys(rec.Queue, rec.ID, rec.OperationID), rec.ID,
-		strings.Join(names, ","), string(r.Decision), r.Actor, r.Note, leader,
-		l.cfg.Retention.Milliseconds(), ms(r.NextTry), task).Slice()
-	if err != nil {
-		return "", "", fmt.Errorf("jobs: resolve %s: %w", rec.ID, err)
+	v, err := l.run(ctx, resolveScript, q, id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
+		leader, l.cfg.Retention.Milliseconds(), ms(r.NextTry)).Result()
+	rp := newReply("resolve", v, err)
+	if err := rp.need(2); err != nil {
+		return "", wrap("resolve "+id, err)
 	}
-	switch reply[0].(int64) {
+	state := State(rp.str(1))
+	switch rp.int(0) {
 	case 0:
-		if str(reply[1]) == "missing" {
-			return "", "", fmt.Errorf("%w: %s", ErrNotFound, rec.ID)
+		if state == "missing" {
+			return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
 		}
-		return State(str(reply[1])), "", fmt.Errorf("%w: job %s is %s", ErrWrongState, rec.ID, str(reply[1]))
+		return state, fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
 	case -1:
-		return State(str(reply[1])), "", fmt.Errorf("%w: reconciler token %d", ErrStale, r.Leader)
+		return state, fmt.Errorf("%w: reconciler token %d", ErrStale, r.Leader)
 	}
-	if r.Decision != DecideRerun {
-		task = ""
+	return state, wrap("resolve "+id, rp.err)
+}
+
+// Cancel cancels job id of queue q on behalf of actor. A pending job (due or
+// scheduled) becomes cancelled at once and Cancel returns Cancelled. A
+// running job is asked to stop (its handler's context is cancelled at the
+// pool's next renewal) and Cancel returns Running; its outcome is still
+// committed by its token, and a retry then becomes cancelled. Other states
+// fail with ErrWrongState.
+func (l *Ledger) Cancel(ctx context.Context, q, id, actor, note string) (State, error) {
+	v, err := l.run(ctx, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds()).Result()
+	r := newReply("cancel", v, err)
+	if err := r.need(2); err != nil {
+		return "", wrap("cancel "+id, err)
 	}
-	return State(str(reply[1])), task, nil
+	state := State(r.str(1))
+	if r.int(0) == 0 {
+		if state == "missing" {
+			return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+		}
+		return state, fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
+	}
+	return state, wrap("cancel "+id, r.err)
+}
+
+// SetPaused pauses (paused true) or resumes queue q on behalf of actor and
+// reports whether the queue's state changed. Claims skip a paused queue;
+// running attempts go on and enqueues are still accepted.
+func (l *Ledger) SetPaused(ctx context.Context, q string, paused bool, actor, note string) (bool, error) {
+	op := "resume"
+	if paused {
+		op = "pause"
+	}
+	n, err := l.run(ctx, pauseScript, q, op, actor, note).Int()
+	if err != nil {
+		return false, wrap(op+" "+q, err)
+	}
+	return n == 1, nil
 }

@@ -180,19 +180,27 @@ func New(tb testing.TB) (*redis.Client, string) {
 	return Start(tb, Options{}).Client(), ns
 }
 
-// DeleteNamespace removes every key containing ns, scanning in batches.
-func DeleteNamespace(ctx context.Context, c *redis.Client, ns string) {
+// DeleteNamespace removes every key containing ns, scanning in batches (on
+// every master of a cluster).
+func DeleteNamespace(ctx context.Context, c redis.UniversalClient, ns string) {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			deleteMatching(ctx, m, ns)
+			return nil
+		})
+		return
+	}
+	deleteMatching(ctx, c, ns)
+}
+
+func deleteMatching(ctx context.Context, c redis.UniversalClient, ns string) {
 	iter := c.Scan(ctx, 0, "*"+ns+"*", 500).Iterator()
 	var batch []string
 	for iter.Next(ctx) {
 		batch = append(batch, iter.Val())
-		if len(batch) == 500 {
-			c.Unlink(ctx, batch...)
-			batch = batch[:0]
-		}
 	}
-	if len(batch) > 0 {
-		c.Unlink(ctx, batch...)
+	for _, k := range batch { // one key per call: keys of different slots
+		c.Unlink(ctx, k)
 	}
 }
 

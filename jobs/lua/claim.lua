@@ -1,42 +1,63 @@
--- claim.lua: start an attempt on a pending job with a fencing token.
--- KEYS: the ledger layout (see prelude.lua).
--- ARGV 1 job id   2 owner   3 lease ttl ms
---      4 token from the resource lease ('' = the job is its own resource: mint
---        max(stored + 1, Redis TIME in µs) here)
---      5 asynq task id of this delivery
--- Reply: {1, token, deadline ms, attempt, payload, kind, op, timeout ms, max retries}
---        {0, state, token} when not claimable (state 'missing' if no such job);
---        a delivery of a succeeded or dead job is recorded as deduplicated.
-local id = ARGV[1]
-local h = redis.call('HMGET', jobk, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'timeout_ms', 'max_retries')
-local state = h[1]
-if not state then return {0, 'missing', '0'} end
-if state ~= 'pending' then
-  if state == 'succeeded' or state == 'dead' then
-    count('deduplicated_execute')
-    event({type = 'deduplicated', stage = 'execute', job = id, task = ARGV[5]})
-    record({event = 'deduplicated', stage = 'execute', task = ARGV[5]})
+-- claim.lua: the fenced claim. Takes up to N due pending jobs of the queue
+-- and starts an attempt on each: a new token max(stored + 1, Redis TIME in µs),
+-- owner, lease deadline now + ttl, attempt count + 1.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- ARGV 2 owner (pool id)   3 lease ttl ms   4 at most this many jobs
+-- Reply: {paused, next due ms, claimed count, claimed..., dropped...}
+--   paused: 1 when the queue is paused (nothing is claimed)
+--   next due ms: when nothing was due, the earliest future due time (0: none)
+--   claimed: 10 values per job: id, token, deadline ms, attempt, payload, kind,
+--            operation id ('' = the job id), resource, timeout ms, max retries
+--   dropped: 2 values per index entry that was not claimable and was removed
+--            from the due index: id, why ('missing', or the job's state)
+if redis.call('EXISTS', pausedk) == 1 then return {1, 0, 0} end
+local owner, ttl = ARGV[2], num(ARGV[3])
+local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', now, 'LIMIT', 0, num(ARGV[4]))
+local claimed, dropped = {}, {}
+local deadline = now + ttl
+local sdeadline = fmt(deadline)
+for _, id in ipairs(ids) do
+  local k = jobkey(id)
+  local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
+    'timeout_ms', 'max_retries')
+  redis.call('ZREM', index['pending'], id)
+  if h[1] == 'pending' then
+    local tok = num(h[2]) + 1
+    if now_us > tok then tok = now_us end
+    local stok = fmt(tok)
+    local attempt = num(h[3]) + 1
+    redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
+      'attempts', fmt(attempt), 'started', fmt(now))
+    redis.call('ZADD', index['running'], sdeadline, id)
+    if redis.call('EXISTS', histkey(id)) == 1 then
+      record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner})
+    end
+    local n = #claimed
+    claimed[n + 1], claimed[n + 2], claimed[n + 3], claimed[n + 4], claimed[n + 5] = id, stok, sdeadline, attempt, h[4] or ''
+    claimed[n + 6], claimed[n + 7], claimed[n + 8], claimed[n + 9], claimed[n + 10] = h[5] or '', h[6] or '', h[7] or '', num(h[8]), num(h[9])
+  else
+    local why = h[1] or 'missing'
+    if why == 'succeeded' or why == 'dead' or why == 'cancelled' then
+      count('deduplicated_execute')
+      event({type = 'deduplicated', stage = 'execute', job = id})
+      record(id, {event = 'deduplicated', stage = 'execute'})
+    elseif why == 'missing' then
+      count('dropped_missing')
+    end
+    dropped[#dropped + 1] = id
+    dropped[#dropped + 1] = why
   end
-  return {0, state, h[2]}
 end
-local stored = tonumber(h[2])
-local tok
-if ARGV[4] == '' then
-  tok = stored + 1
-  if now_us > tok then tok = now_us end
+local n = #claimed / 10
+local next_due = 0
+if n > 0 then
+  count('attempted', n)
 else
-  tok = tonumber(ARGV[4])
-  if tok <= stored then
-    count('fenced_claim')
-    return {0, 'stale', h[2]}
-  end
+  redis.call('SET', idlek, '1')
+  local first = redis.call('ZRANGE', index['pending'], 0, 0, 'WITHSCORES')
+  if first[2] then next_due = num(first[2]) end
 end
-local stok = fmt(tok)
-local deadline = now + tonumber(ARGV[3])
-local attempt = tonumber(h[3]) + 1
-redis.call('HSET', jobk, 'state', 'running', 'updated', fmt(now), 'token', stok, 'owner', ARGV[2],
-  'deadline', fmt(deadline), 'attempts', fmt(attempt), 'started', fmt(now), 'reason', '')
-move(id, 'pending', 'running', deadline)
-record({event = 'attempt', attempt = attempt, token = stok, owner = ARGV[2], task = ARGV[5]})
-count('attempted')
-return {1, stok, fmt(deadline), attempt, h[4], h[5], h[6], h[7], h[8]}
+local reply = {0, next_due, n}
+for _, v in ipairs(claimed) do reply[#reply + 1] = v end
+for _, v in ipairs(dropped) do reply[#reply + 1] = v end
+return reply

@@ -1,19 +1,31 @@
--- expire.lua: the reconciler moves a running job whose lease deadline passed
+-- expire.lua: the reconciler moves running jobs whose lease deadline passed
 -- without a commit to uncertain.
--- KEYS: the ledger layout (see prelude.lua).
--- ARGV 1 job id   2 reconciler leader token
--- Reply: 1 moved; 0 not expired (renewed or committed meanwhile); -1 stale reconciler.
-local h = redis.call('HMGET', jobk, 'state', 'deadline', 'token', 'attempts')
-if not reconciler_ok(ARGV[2]) then return -1 end
-if h[1] ~= 'running' then
-  redis.call('ZREM', index['running'], ARGV[1])
-  return 0
-end
-if tonumber(h[2]) > now then return 0 end
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- ARGV 2 reconciler leader token   3 at most this many jobs
+-- Reply: {-1} when the reconciler's token is stale; else
+--        {1, moved count, moved ids..., dropped ids...} where dropped are
+--        index entries without a running record (removed from the index).
+if not reconciler_ok(ARGV[2]) then return {-1} end
+local ids = redis.call('ZRANGEBYSCORE', index['running'], '-inf', now, 'LIMIT', 0, num(ARGV[3]))
+local moved, dropped = {}, {}
 local reason = 'lease expired without commit'
-move(ARGV[1], 'running', 'uncertain', now)
-redis.call('HSET', jobk, 'state', 'uncertain', 'updated', fmt(now), 'reason', reason,
-  'uncertain_since', fmt(now), 'reconcile_tries', '0')
-record({event = 'end', attempt = tonumber(h[4]), token = h[3], outcome = 'uncertain', reason = reason})
-count('uncertain')
-return 1
+for _, id in ipairs(ids) do
+  local k = jobkey(id)
+  local h = redis.call('HMGET', k, 'state', 'deadline', 'token', 'attempts')
+  if h[1] ~= 'running' then
+    redis.call('ZREM', index['running'], id)
+    dropped[#dropped + 1] = id
+  elseif num(h[2]) > now then
+    redis.call('ZADD', index['running'], h[2], id) -- index behind the record: follow it
+  else
+    move(id, 'running', 'uncertain', now)
+    redis.call('HSET', k, 'state', 'uncertain', 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
+    record(id, {event = 'end', attempt = num(h[4]), token = h[3], outcome = 'uncertain', reason = reason})
+    count('uncertain')
+    moved[#moved + 1] = id
+  end
+end
+local reply = {1, #moved}
+for _, v in ipairs(moved) do reply[#reply + 1] = v end
+for _, v in ipairs(dropped) do reply[#reply + 1] = v end
+return reply

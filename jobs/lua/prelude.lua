@@ -1,14 +1,23 @@
 -- prelude.lua: shared by every ledger script (prepended at load time).
+--
 -- KEYS (the same layout for every ledger script, all in the queue's hash slot {<queue>}):
---  1 job hash       2 job history list   3 operation-id key
---  4 pending zset   5 running zset (score: lease deadline ms)   6 uncertain zset
---  7 review zset    8 succeeded zset     9 dead zset
--- 10 stats hash    11 events list (fenced rejections, deduplications)
--- 12 reconciler high-water (highest reconciler leader token seen)
-local jobk, histk, opk = KEYS[1], KEYS[2], KEYS[3]
-local index = {pending = KEYS[4], running = KEYS[5], uncertain = KEYS[6],
-               review = KEYS[7], succeeded = KEYS[8], dead = KEYS[9]}
-local statsk, eventsk, reconk = KEYS[10], KEYS[11], KEYS[12]
+--  1 pending zset (score: due time ms; this is the queue)
+--  2 running zset (score: lease deadline ms)
+--  3 uncertain zset (score: next reconcile look ms)
+--  4 review zset   5 succeeded zset   6 dead zset   7 cancelled zset
+--    (final and review indexes score by the time the job got there)
+--  8 stats hash (counters)   9 events list (fenced rejections, deduplications, operator actions)
+-- 10 reconciler high-water (highest reconciler leader token seen)
+-- 11 paused flag (present while the queue is paused; its value says who and why)
+-- 12 idle flag (set by a claim that found nothing due: the next enqueue publishes a wake-up)
+-- ARGV 1 the queue's key prefix 'ns:{q}:'. Per-job keys (job hash, history list,
+-- operation-id key) are derived from it, so they share the queue's hash slot;
+-- a batched claim cannot name the jobs it will find in advance.
+-- Each script's own arguments start at ARGV 2.
+local P = ARGV[1]
+local index = {pending = KEYS[1], running = KEYS[2], uncertain = KEYS[3], review = KEYS[4],
+               succeeded = KEYS[5], dead = KEYS[6], cancelled = KEYS[7]}
+local statsk, eventsk, reconk, pausedk, idlek = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local HISTORY_CAP, EVENTS_CAP = 200, 1000
 
 local tm = redis.call('TIME')
@@ -16,19 +25,38 @@ local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local now = math.floor(now_us / 1000)
 
 local function fmt(n) return string.format('%d', n) end
+-- num reads a numeric field; a missing or corrupt one reads as 0, so one
+-- bad record can never abort a script that serves a whole batch.
+local function num(s) return tonumber(s) or 0 end
+local function jobkey(id) return P .. 'job:' .. id end
+local function histkey(id) return P .. 'job:' .. id .. ':history' end
+local function opkey(op) return P .. 'op:' .. op end
 
 -- move moves the job's id between state indexes; the caller writes the
--- 'state' and 'updated' fields in its own HSET.
+-- 'state' field in its own HSET.
 local function move(id, from, to, score)
   if from and index[from] then redis.call('ZREM', index[from], id) end
   if index[to] then redis.call('ZADD', index[to], fmt(score), id) end
 end
 
--- record appends one entry to the job's history (tokens stay strings).
-local function record(entry)
+-- record appends one entry to the job's history. The common path (enqueued,
+-- one attempt, succeeded) lives in the job's own fields; the first entry
+-- beyond it first writes that path out, so the list is then complete.
+local function record(id, entry)
+  local hk = histkey(id)
+  if redis.call('EXISTS', hk) == 0 then
+    local f = redis.call('HMGET', jobkey(id), 'created', 'attempts', 'started', 'token', 'owner', 'fence')
+    if f[1] then
+      redis.call('RPUSH', hk, cjson.encode({event = 'enqueued', at = f[1]}))
+      if num(f[2]) > 0 and entry.event ~= 'attempt' then
+        redis.call('RPUSH', hk, cjson.encode({event = 'attempt', at = f[3], attempt = num(f[2]),
+          token = f[4], owner = f[5], fence = f[6]}))
+      end
+    end
+  end
   entry['at'] = fmt(now)
-  if redis.call('RPUSH', histk, cjson.encode(entry)) > HISTORY_CAP then
-    redis.call('LTRIM', histk, -HISTORY_CAP, -1)
+  if redis.call('RPUSH', hk, cjson.encode(entry)) > HISTORY_CAP then
+    redis.call('LTRIM', hk, -HISTORY_CAP, -1)
   end
 end
 
@@ -40,24 +68,35 @@ local function event(entry)
   end
 end
 
-local function count(field, n) redis.call('HINCRBY', statsk, field, n or 1) end
+local function count(field, n) return redis.call('HINCRBY', statsk, field, n or 1) end
 
--- finish applies the retention period to a job that reached a final state
--- (the caller sets the 'finished' field).
-local function finish(retention_ms)
+-- finish applies the retention period to a job that reached a final state.
+local function finish(id, op, retention_ms)
   local r = tonumber(retention_ms)
   if r and r > 0 then
-    redis.call('PEXPIRE', jobk, r)
-    redis.call('PEXPIRE', histk, r)
-    redis.call('PEXPIRE', opk, r)
+    redis.call('PEXPIRE', jobkey(id), r)
+    redis.call('PEXPIRE', histkey(id), r)
+    if op and op ~= '' then redis.call('PEXPIRE', opkey(op), r) end
   end
+end
+
+-- unfinish undoes finish for a job that leaves a final state (a re-run).
+local function unfinish(id, op)
+  redis.call('PERSIST', jobkey(id))
+  redis.call('PERSIST', histkey(id))
+  if op and op ~= '' then redis.call('PERSIST', opkey(op)) end
+end
+
+-- wake tells idle fetchers (who set the idle flag) that a job became due.
+local function wake()
+  if redis.call('DEL', idlek) == 1 then redis.call('PUBLISH', P .. 'notify', '1') end
 end
 
 -- reconciler_ok fences reconciler writes by the leader's lease token.
 local function reconciler_ok(token)
   if token == '' then return true end
   local hw = redis.call('GET', reconk)
-  if hw and tonumber(hw) > tonumber(token) then return false end
+  if hw and num(hw) > num(token) then return false end
   redis.call('SET', reconk, token)
   return true
 end

@@ -1,14 +1,26 @@
--- renew.lua: extend a running attempt's deadline, only for its own token.
--- KEYS: the ledger layout (see prelude.lua).
--- ARGV 1 job id   2 token   3 lease ttl ms
--- Reply: {1, deadline ms}; {0, state, token} when the token no longer runs the job.
-local h = redis.call('HMGET', jobk, 'state', 'token')
-if h[1] ~= 'running' or h[2] ~= ARGV[2] then
-  count('fenced_renew')
-  event({type = 'fenced', stage = 'renew', job = ARGV[1], token = ARGV[2]})
-  return {0, h[1] or 'missing', h[2] or '0'}
+-- renew.lua: extend a batch of running attempts' lease deadlines, each only
+-- for its own token.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- ARGV 2 lease ttl ms, then 2 values per attempt: id, token
+-- Reply: 2 values per attempt:
+--   1, deadline ms          renewed
+--   2, deadline ms          renewed, and an operator asked to cancel the job
+--   0, state ('missing')    the token no longer runs the job: the lease is lost
+local deadline = fmt(now + num(ARGV[2]))
+local reply = {}
+for i = 3, #ARGV, 2 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  local k = jobkey(id)
+  local h = redis.call('HMGET', k, 'state', 'token', 'cancel')
+  if h[1] ~= 'running' or h[2] ~= token then
+    count('fenced_renew')
+    event({type = 'fenced', stage = 'renew', job = id, token = token, current = h[2] or '0'})
+    reply[#reply + 1], reply[#reply + 2] = 0, h[1] or 'missing'
+  else
+    redis.call('HSET', k, 'deadline', deadline)
+    redis.call('ZADD', index['running'], deadline, id)
+    if h[3] then reply[#reply + 1] = 2 else reply[#reply + 1] = 1 end
+    reply[#reply + 1] = deadline
+  end
 end
-local deadline = now + tonumber(ARGV[3])
-redis.call('HSET', jobk, 'deadline', fmt(deadline))
-redis.call('ZADD', index['running'], fmt(deadline), ARGV[1])
-return {1, fmt(deadline)}
+return reply

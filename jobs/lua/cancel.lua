@@ -1,0 +1,26 @@
+-- cancel.lua: an operator cancels a job. A pending (due or scheduled) job
+-- becomes cancelled at once (final). A running job is marked: its next
+-- renewal tells the pool to cancel the handler's context, and its outcome is
+-- still committed by its token (a retry then becomes cancelled).
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- ARGV 2 job id   3 actor ('operator:<name>')   4 note   5 retention ms
+-- Reply: {1, 'cancelled'}; {2, 'running'} when the running attempt was asked
+--        to stop; {0, state} when the job cannot be cancelled ('missing').
+local id, actor, note = ARGV[2], ARGV[3], ARGV[4]
+local k = jobkey(id)
+local h = redis.call('HMGET', k, 'state', 'op')
+if not h[1] then return {0, 'missing'} end
+if h[1] == 'running' then
+  redis.call('HSET', k, 'cancel', actor)
+  record(id, {event = 'cancel', from = 'running', actor = actor, note = note})
+  event({type = 'cancel', job = id, actor = actor})
+  return {2, 'running'}
+end
+if h[1] ~= 'pending' then return {0, h[1]} end
+move(id, 'pending', 'cancelled', now)
+redis.call('HSET', k, 'state', 'cancelled', 'reason', 'cancelled by ' .. actor, 'finished', fmt(now))
+record(id, {event = 'cancel', from = 'pending', actor = actor, note = note})
+event({type = 'cancel', job = id, actor = actor})
+finish(id, h[2], ARGV[5])
+count('cancelled')
+return {1, 'cancelled'}

@@ -1,0 +1,77 @@
+-- complete.lua: apply a batch of attempt outcomes, each only if its token
+-- still runs the job.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- ARGV 2 retention ms for finished jobs, then 7 values per outcome:
+--   id, token, outcome (succeeded | retry | dead | uncertain | defer),
+--   error text, due at ms (retry and defer), reason, fence token ('' when the
+--   attempt's fence is its own token; else the resource lease's token)
+--   A retry whose attempts are used up becomes dead; a retry of a job an
+--   operator asked to cancel becomes cancelled; a defer (resource busy) puts
+--   the job back without consuming its attempt.
+-- Reply: 3 values per outcome: applied (1) or stale (0), the job's state,
+--   the job's current token ('0' when missing).
+local retention = ARGV[2]
+local reply = {}
+for i = 3, #ARGV, 7 do
+  local id, token, outcome, err, due, reason, fence = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
+  local k = jobkey(id)
+  local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel')
+  if h[1] ~= 'running' or h[2] ~= token then
+    count('fenced_commit')
+    event({type = 'fenced', stage = 'commit', job = id, token = token, current = h[2] or '0'})
+    if h[1] then
+      record(id, {event = 'fenced', stage = 'commit', token = token, outcome = outcome, error = err})
+    end
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 0, h[1] or 'missing', h[2] or '0'
+  else
+    local attempt = num(h[3])
+    local to, score = outcome, now
+    local f = {}
+    if fence ~= '' then f[#f + 1] = 'fence'; f[#f + 1] = fence end
+    if h[6] and (outcome == 'retry' or outcome == 'defer') then
+      to = 'cancelled'
+      reason = 'cancelled by ' .. h[6]
+    elseif outcome == 'defer' then
+      to, score = 'pending', due
+      f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
+      count('deferred')
+    elseif outcome == 'retry' then
+      if attempt > num(h[4]) then
+        to = 'dead'
+        if reason == '' then reason = 'retries exhausted' end
+      else
+        to, score = 'pending', due
+      end
+    end
+    move(id, 'running', to, score)
+    f[#f + 1] = 'state'; f[#f + 1] = to
+    if to == 'succeeded' and attempt <= 1 and fence == '' then
+      -- the common path: nothing to clear, no history unless it exists
+      if redis.call('EXISTS', histkey(id)) == 1 then
+        record(id, {event = 'end', attempt = attempt, token = token, outcome = to})
+      end
+    else
+      if err ~= '' then f[#f + 1] = 'error'; f[#f + 1] = err end
+      if reason ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = reason end
+      if to == 'succeeded' then redis.call('HDEL', k, 'error', 'reason') end
+      if to ~= 'pending' or outcome ~= 'defer' then
+        record(id, {event = 'end', attempt = attempt, token = token, fence = fence, outcome = to, error = err, reason = reason})
+      end
+    end
+    if to == 'succeeded' or to == 'dead' or to == 'cancelled' then
+      f[#f + 1] = 'finished'; f[#f + 1] = fmt(now)
+      finish(id, h[5], retention)
+      count(to)
+    elseif to == 'uncertain' then
+      f[#f + 1] = 'uncertain_since'; f[#f + 1] = fmt(now)
+      f[#f + 1] = 'reconcile_tries'; f[#f + 1] = '0'
+      count('uncertain')
+    elseif to == 'pending' and outcome == 'retry' then
+      count('retried')
+    end
+    if to == 'pending' then wake() end
+    redis.call('HSET', k, unpack(f))
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 1, to, token
+  end
+end
+return reply
