@@ -307,4 +307,3 @@ func prepare(kind string, payload, display []byte, opts []Option) (*newJob, erro
 		payload: payload, display: display, maxRetries: o.maxRetries, timeout: o.timeout, runAt: runAt,
 	}, nil
 }
-
