@@ -38,9 +38,9 @@ type ClaimResult struct {
 	Dropped []Dropped
 	// Paused is true when the queue is paused (nothing was claimed).
 	Paused bool
-	// NextDue is, when nothing was due, the earliest time a pending job
-	// becomes due (zero when the queue is empty).
-	NextDue time.Time
+	// DueIn is, when nothing was due, how long until the earliest pending
+	// job becomes due by the Redis clock; -1 when the queue is empty.
+	DueIn time.Duration
 }
 
 const claimWidth = 10
@@ -58,9 +58,9 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	if err := r.need(3); err != nil {
 		return nil, wrap("claim "+q, err)
 	}
-	res := &ClaimResult{Paused: r.int(0) == 1}
-	if due := r.int(1); due > 0 {
-		res.NextDue = time.UnixMilli(due)
+	res := &ClaimResult{Paused: r.int(0) == 1, DueIn: -1}
+	if due := r.int(1); due >= 0 {
+		res.DueIn = time.Duration(due) * time.Millisecond
 	}
 	n := int(r.int(2))
 	if err := r.need(3 + n*claimWidth); err != nil {

@@ -14,33 +14,64 @@ import (
 	"github.com/fencedq/fencedq/jobs"
 )
 
+// Defaults for Config's zero fields.
+const (
+	DefaultConcurrency       = 10
+	DefaultLeaseTTL          = 10 * time.Second
+	DefaultHandlerTimeout    = time.Minute
+	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultLeaseWait         = time.Second
+	DefaultFetchBatch        = 100
+	DefaultFetchPollInterval = time.Second
+	DefaultCompleteBatch     = 500
+	DefaultReconcileInterval = time.Second
+	DefaultReconcileMaxTries = 5
+	DefaultPruneInterval     = time.Minute
+	// MinLeaseTTL is the shortest LeaseTTL accepted.
+	MinLeaseTTL = 100 * time.Millisecond
+)
+
 // Config configures a Pool. Every zero field takes the default documented
 // on it.
 type Config struct {
 	// Namespace prefixes every key; it must match the jobs.Client's
-	// (default "fq").
+	// (default jobs.DefaultNamespace).
 	Namespace string
-	// Concurrency is the number of jobs run at once (default 10).
+	// Concurrency is the number of jobs run at once (default
+	// DefaultConcurrency).
 	Concurrency int
 	// Queues maps queue names to priorities (default {"default": 1}).
 	Queues map[string]int
 	// StrictPriority drains higher-priority queues first (default false:
-	// weighted).
+	// each fetch visits the queues in a random order weighted by priority).
 	StrictPriority bool
 	// LeaseTTL is each attempt's lease duration, renewed every LeaseTTL/3
-	// while the handler runs (default 10s, well under asynq's 30s). A crashed
-	// worker's job is detected within LeaseTTL + Reconciler.Interval.
+	// while the handler runs (default DefaultLeaseTTL). A crashed worker's
+	// job is detected within LeaseTTL + Reconciler.Interval.
 	LeaseTTL time.Duration
 	// HandlerTimeout bounds a handler when the job sets no timeout
-	// (default 1m).
+	// (default DefaultHandlerTimeout).
 	HandlerTimeout time.Duration
 	// ShutdownTimeout is how long Run waits for running handlers after its
-	// context ends (default 10s).
+	// context ends before it cancels theirs (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
-	// LeaseWait is how long a delivery waits for a resource held by another
-	// job before it is deferred and redelivered later (default 1s).
+	// LeaseWait is how long an attempt waits for a resource held by another
+	// job before the job is put back, due a little later, without consuming
+	// an attempt (default DefaultLeaseWait).
 	LeaseWait time.Duration
-	// Retention is how long finished jobs are kept (default 7 days).
+	// FetchBatch caps how many jobs one claim takes from a queue; a claim
+	// never takes more than the free slots (default DefaultFetchBatch).
+	FetchBatch int
+	// FetchPollInterval is how often an idle pool looks for due jobs when no
+	// wake-up arrives (default DefaultFetchPollInterval). Enqueues wake idle
+	// pools at once; polling only covers lost wake-ups.
+	FetchPollInterval time.Duration
+	// CompleteBatch caps how many outcomes one completion call carries; the
+	// completer flushes whatever has accumulated as soon as its previous
+	// call returned (default DefaultCompleteBatch).
+	CompleteBatch int
+	// Retention is how long finished jobs are kept (default
+	// jobs.DefaultRetention).
 	Retention time.Duration
 	// RetryDelay gives the delay before retry n (default: exponential from
 	// 1s, capped at 5m, with jitter).
@@ -57,53 +88,61 @@ type Config struct {
 	Reconciler ReconcilerConfig
 }
 
-// ReconcilerConfig configures the reconciler.
+// ReconcilerConfig configures the reconciler: a leader elected among the
+// namespace's pools runs the expirer, the resolver and the pruner.
 type ReconcilerConfig struct {
 	// Disabled turns the reconciler off in this pool (another pool, or the
 	// fencedq command, must run one).
 	Disabled bool
-	// Interval between scans (default 1s).
+	// Interval between expiry and resolution passes (default
+	// DefaultReconcileInterval).
 	Interval time.Duration
 	// MaxTries is how many "cannot tell" answers send a job to review
-	// (default 5); tries back off exponentially from Interval.
+	// (default DefaultReconcileMaxTries); tries back off exponentially from
+	// Interval.
 	MaxTries int
+	// PruneInterval is how often index entries of finished jobs past
+	// retention are removed (default DefaultPruneInterval).
+	PruneInterval time.Duration
 	// EffectLog, when set, answers for kinds without a Reconcile method:
 	// an operation id found in the log was applied.
 	EffectLog fence.EffectLog
 }
 
-func (c Config) withDefaults() (Config, error) {
+// withDefaults fills zero fields; validate checks the result.
+func (c Config) withDefaults() Config {
 	if c.Namespace == "" {
-		c.Namespace = "fq"
+		c.Namespace = jobs.DefaultNamespace
 	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = 10
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
 	}
 	if len(c.Queues) == 0 {
 		c.Queues = map[string]int{jobs.DefaultQueue: 1}
 	}
-	for q, prio := range c.Queues {
-		if err := jobs.ValidateQueue(q); err != nil {
-			return c, err
-		}
-		if prio <= 0 {
-			return c, fmt.Errorf("worker: queue %q priority %d must be positive", q, prio)
-		}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
 	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 10 * time.Second
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = DefaultHandlerTimeout
 	}
-	if c.LeaseTTL < 100*time.Millisecond {
-		return c, fmt.Errorf("worker: lease TTL %v below 100ms", c.LeaseTTL)
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if c.HandlerTimeout <= 0 {
-		c.HandlerTimeout = time.Minute
+	if c.LeaseWait == 0 {
+		c.LeaseWait = DefaultLeaseWait
 	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = 10 * time.Second
+	if c.FetchBatch == 0 {
+		c.FetchBatch = DefaultFetchBatch
 	}
-	if c.LeaseWait <= 0 {
-		c.LeaseWait = time.Second
+	if c.FetchPollInterval == 0 {
+		c.FetchPollInterval = DefaultFetchPollInterval
+	}
+	if c.CompleteBatch == 0 {
+		c.CompleteBatch = DefaultCompleteBatch
+	}
+	if c.Retention == 0 {
+		c.Retention = jobs.DefaultRetention
 	}
 	if c.RetryDelay == nil {
 		c.RetryDelay = defaultRetryDelay
@@ -115,13 +154,45 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Reconciler.Interval <= 0 {
-		c.Reconciler.Interval = time.Second
+	if c.Reconciler.Interval == 0 {
+		c.Reconciler.Interval = DefaultReconcileInterval
 	}
-	if c.Reconciler.MaxTries <= 0 {
-		c.Reconciler.MaxTries = 5
+	if c.Reconciler.MaxTries == 0 {
+		c.Reconciler.MaxTries = DefaultReconcileMaxTries
 	}
-	return c, nil
+	if c.Reconciler.PruneInterval == 0 {
+		c.Reconciler.PruneInterval = DefaultPruneInterval
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	for q, prio := range c.Queues {
+		if err := jobs.ValidateQueue(q); err != nil {
+			return err
+		}
+		if prio <= 0 {
+			return fmt.Errorf("worker: queue %q priority %d must be positive", q, prio)
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"handler timeout": c.HandlerTimeout, "shutdown timeout": c.ShutdownTimeout, "lease wait": c.LeaseWait,
+		"fetch poll interval": c.FetchPollInterval, "retention": c.Retention,
+		"reconciler interval": c.Reconciler.Interval, "prune interval": c.Reconciler.PruneInterval,
+	} {
+		if d < 0 {
+			return fmt.Errorf("worker: %s %v is negative", name, d)
+		}
+	}
+	switch {
+	case c.Concurrency < 0:
+		return fmt.Errorf("worker: concurrency %d is negative", c.Concurrency)
+	case c.LeaseTTL < MinLeaseTTL:
+		return fmt.Errorf("worker: lease TTL %v below %v", c.LeaseTTL, MinLeaseTTL)
+	case c.FetchBatch < 0 || c.CompleteBatch < 0 || c.Reconciler.MaxTries < 0:
+		return fmt.Errorf("worker: fetch batch, complete batch and reconciler max tries must not be negative")
+	}
+	return nil
 }
 
 func defaultRetryDelay(n int) time.Duration {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/jobs"
@@ -91,10 +90,6 @@ func (w *effectWorker) Reconcile(ctx context.Context, j *jobs.Job[effectArgs]) (
 func runHelper(mode string) {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCEDQ_REDIS")})
 	ns := os.Getenv("FENCEDQ_NS")
-	if mode == "asynq-take" {
-		takeAndHang(rdb, ns)
-		return
-	}
 	p, err := worker.NewPool(rdb, worker.Config{
 		Namespace: ns, Concurrency: 2, LeaseTTL: time.Second, WorkerID: "helper-" + mode,
 		Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
@@ -108,23 +103,6 @@ func runHelper(mode string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	_ = p.Run(ctx)
-}
-
-// takeAndHang is a plain asynq server on the namespace's default queue
-// whose handler records the task and hangs: a worker killed between
-// asynq's dequeue and the ledger claim.
-func takeAndHang(rdb *redis.Client, ns string) {
-	aq := jobs.NewLedger(rdb, jobs.Config{Namespace: ns}).AsynqQueue("default")
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{aq: 1}, Concurrency: 1, LogLevel: asynq.WarnLevel})
-	err := srv.Run(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-		id, _ := asynq.GetTaskID(ctx)
-		rdb.RPush(ctx, ns+":test:taken", id)
-		select {}
-	}))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
 }
 
 // startHelper runs a worker process in mode against addr/ns.

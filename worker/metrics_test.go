@@ -52,11 +52,11 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	allowed := map[string]map[string]bool{
 		"queue":   {"default": true},
 		"kind":    {"echo": true},
-		"outcome": {"succeeded": true, "dead": true, "uncertain": true, "pending": true},
+		"outcome": {"succeeded": true, "dead": true, "uncertain": true, "pending": true, "cancelled": true},
 		"stage":   {"enqueue": true, "execute": true, "commit": true, "renew": true, "storage": true},
 		"reason":  {"invalid": true, "unknown_kind": true, "malformed": true, "unknown_job": true},
-		"state":   {"pending": true, "running": true, "uncertain": true, "review": true, "succeeded": true, "dead": true},
-		"result":  {"expired": true, "applied": true, "not_applied": true, "cannot_tell": true, "review": true, "redelivered": true},
+		"state":   {"pending": true, "running": true, "uncertain": true, "review": true, "succeeded": true, "dead": true, "cancelled": true},
+		"result":  {"expired": true, "applied": true, "not_applied": true, "cannot_tell": true, "review": true},
 	}
 	for _, f := range fams {
 		if !strings.HasPrefix(f.GetName(), "fencedq_") {

@@ -6,17 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
+	"github.com/fencedq/fencedq/worker/internal/maintenance"
 )
 
 // ErrRegistered means a worker for the kind is already registered.
@@ -25,10 +23,6 @@ var ErrRegistered = errors.New("worker: kind already registered")
 // ErrRunning means the pool is already running (or ran): register workers
 // before Run, and run a pool once.
 var ErrRunning = errors.New("worker: pool already running")
-
-// errDeferred is returned to asynq when the job's resource is held by
-// another job: not a failure, redelivered shortly.
-var errDeferred = errors.New("worker: resource busy, delivery deferred")
 
 // errMalformed marks a payload that does not decode into the kind's args.
 var errMalformed = errors.New("worker: malformed payload")
@@ -44,8 +38,8 @@ type handler struct {
 	retryOnTimeout bool
 }
 
-// Pool runs job handlers for registered kinds on asynq deliveries, with a
-// fenced claim, lease keep-alive and token-checked commit around each, and
+// Pool claims due jobs of its queues from the ledger in batches, runs their
+// handlers under fenced leases, completes their outcomes in batches, and
 // runs the reconciler. Create it with NewPool, add workers with Register,
 // then call Run.
 type Pool struct {
@@ -54,32 +48,39 @@ type Pool struct {
 	log     *slog.Logger
 	ledger  *jobs.Ledger
 	leases  *lease.Manager
-	client  *jobs.Client
 	metrics *metrics.Set
 
 	mu       sync.Mutex
 	handlers map[string]*handler
 	running  bool
+
+	slots     chan struct{} // one token per busy handler slot
+	freed     chan struct{} // signalled when a slot frees
+	renewer   *renewer
+	completer *completer
 }
 
 // NewPool returns a pool over rdb (a single Redis, Sentinel failover client
-// or Redis Cluster client).
+// or Redis Cluster client). It fails on an invalid Config.
 func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	jc := jobs.Config{Namespace: cfg.Namespace, Retention: cfg.Retention, Registerer: cfg.Registerer}
-	return &Pool{
+	p := &Pool{
 		rdb:      rdb,
 		cfg:      cfg,
 		log:      cfg.Logger.With("worker", cfg.WorkerID),
-		ledger:   jobs.NewLedger(rdb, jc),
+		ledger:   jobs.NewLedger(rdb, jobs.Config{Namespace: cfg.Namespace, Retention: cfg.Retention}),
 		leases:   lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace}),
-		client:   jobs.NewClient(rdb, jc),
 		metrics:  metrics.New(cfg.Registerer),
 		handlers: map[string]*handler{},
-	}, nil
+		slots:    make(chan struct{}, cfg.Concurrency),
+		freed:    make(chan struct{}, 1),
+	}
+	p.renewer = newRenewer(p)
+	p.completer = newCompleter(p)
+	return p, nil
 }
 
 // Ledger returns the pool's ledger.
@@ -132,6 +133,9 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 
 func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte) (*jobs.Job[T], error) {
 	var args T
+	if !jobs.IsJSONObject(payload) {
+		return nil, fmt.Errorf("%w: %s: args are not a JSON object", errMalformed, base.Kind)
+	}
 	if err := json.Unmarshal(payload, &args); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errMalformed, base.Kind, err)
 	}
@@ -153,8 +157,45 @@ func (p *Pool) handlerFor(kind string) *handler {
 	return p.handlers[kind]
 }
 
+// kindLabel is the kind as a metric label: registered kinds only, so
+// deliveries of unknown kinds cannot grow the label set.
+func (p *Pool) kindLabel(kind string) string {
+	if p.handlerFor(kind) == nil {
+		return "unknown"
+	}
+	return kind
+}
+
+// reconcilerFor returns the kind's Reconcile, if it has one.
+func (p *Pool) reconcilerFor(kind string) maintenance.ReconcileFunc {
+	h := p.handlerFor(kind)
+	if h == nil || h.reconcile == nil {
+		return nil
+	}
+	return func(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error) {
+		base := jobs.Job[jobs.JobArgs]{
+			ID: rec.ID, Kind: rec.Kind, Queue: rec.Queue, OperationID: rec.OperationID, Attempt: rec.Attempts,
+			MaxRetries: rec.MaxRetries, Resource: rec.LeaseResource(), Token: rec.Token, Owner: rec.Owner,
+		}
+		if rec.Fence > 0 {
+			base.Token = rec.Fence
+		}
+		return h.reconcile(ctx, base, rec.Payload)
+	}
+}
+
+func (p *Pool) queueNames() []string {
+	qs := make([]string, 0, len(p.cfg.Queues))
+	for q := range p.cfg.Queues {
+		qs = append(qs, q)
+	}
+	return qs
+}
+
 // Run processes jobs until ctx ends, then shuts down gracefully: it stops
-// taking deliveries and waits up to ShutdownTimeout for running handlers.
+// claiming, waits up to ShutdownTimeout for running handlers, cancels the
+// contexts of those still running (their jobs end uncertain), completes
+// every outcome it has, and returns.
 func (p *Pool) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.running {
@@ -164,63 +205,79 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.running = true
 	p.mu.Unlock()
 
-	queues := map[string]int{}
-	for q, prio := range p.cfg.Queues {
-		queues[p.ledger.AsynqQueue(q)] = prio
-		if err := p.rdb.SAdd(ctx, p.ledger.QueuesKey(), q).Err(); err != nil {
-			return fmt.Errorf("worker: register queue %s: %w", q, err)
-		}
-	}
-	srv := asynq.NewServerFromRedisClient(p.rdb, asynq.Config{
-		Concurrency:     p.cfg.Concurrency,
-		Queues:          queues,
-		StrictPriority:  p.cfg.StrictPriority,
-		ShutdownTimeout: p.cfg.ShutdownTimeout,
-		IsFailure:       func(err error) bool { return !errors.Is(err, errDeferred) },
-		RetryDelayFunc: func(n int, err error, _ *asynq.Task) time.Duration {
-			if errors.Is(err, errDeferred) {
-				return 100*time.Millisecond + rand.N(400*time.Millisecond)
-			}
-			return p.cfg.RetryDelay(n)
-		},
-		TaskCheckInterval:        100 * time.Millisecond,
-		DelayedTaskCheckInterval: time.Second,
-		Logger:                   asynqLogger{p.log},
-		LogLevel:                 asynq.WarnLevel,
-	})
-	if err := srv.Start(asynq.HandlerFunc(p.process)); err != nil {
-		return fmt.Errorf("worker: start: %w", err)
+	if err := p.ledger.RegisterQueues(ctx, p.queueNames()...); err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)
-	var wg sync.WaitGroup
+
+	// Handlers run under work, which outlives ctx by ShutdownTimeout.
+	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopWork(nil)
+	// Renewals, completions and releases go on until the handlers are done.
+	background, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBackground()
+
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); p.renewer.run(background) }()
+	go func() { defer bg.Done(); p.completer.run(background) }()
+
+	var maint sync.WaitGroup
 	if !p.cfg.Reconciler.Disabled {
-		wg.Add(1)
+		maint.Add(1)
 		go func() {
-			defer wg.Done()
-			p.newReconciler().run(ctx)
+			defer maint.Done()
+			p.maintenance().Run(ctx)
 		}()
 	}
-	<-ctx.Done()
+
+	var handlers sync.WaitGroup
+	p.produce(ctx, work, &handlers)
+
 	p.log.Info("pool shutting down", "timeout", p.cfg.ShutdownTimeout)
-	srv.Shutdown()
-	wg.Wait()
-	_ = p.client.Close()
+	if !waitTimeout(&handlers, p.cfg.ShutdownTimeout) {
+		stopWork(errShutdown)
+		if !waitTimeout(&handlers, commitTimeout) {
+			p.log.Error("handlers still running after their contexts were cancelled; their leases lapse and the reconciler resolves their jobs")
+		}
+	}
+	p.completer.close()
+	stopBackground()
+	bg.Wait()
+	maint.Wait()
 	p.log.Info("pool stopped")
 	return nil
 }
 
-// queueOf strips the namespace from an asynq queue name.
-func (p *Pool) queueOf(asynqQueue string) string {
-	return strings.TrimPrefix(asynqQueue, p.cfg.Namespace+"/")
+// errShutdown is the cause given to handler contexts cancelled at shutdown.
+var errShutdown = errors.New("worker: pool shut down")
+
+// waitTimeout waits for wg up to d and reports whether it finished.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
-// asynqLogger sends asynq's own logs to the pool's slog logger.
-type asynqLogger struct{ l *slog.Logger }
-
-func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), "source", "asynq") }
-func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), "source", "asynq") }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), "source", "asynq") }
-func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "source", "asynq") }
-func (a asynqLogger) Fatal(args ...any) {
-	a.l.Error(fmt.Sprint(args...), "source", "asynq", "fatal", true)
+func (p *Pool) maintenance() *maintenance.Services {
+	rc := p.cfg.Reconciler
+	return maintenance.New(maintenance.Config{
+		WorkerID:      p.cfg.WorkerID,
+		LeaseTTL:      max(p.cfg.LeaseTTL, 3*rc.Interval),
+		Interval:      rc.Interval,
+		MaxTries:      rc.MaxTries,
+		PruneInterval: rc.PruneInterval,
+		Timeout:       p.cfg.HandlerTimeout,
+		EffectLog:     rc.EffectLog,
+		Reconciler:    p.reconcilerFor,
+		Logger:        p.log.With("component", "reconciler"),
+		Metrics:       p.metrics,
+	}, p.ledger, p.leases)
 }

@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -170,13 +169,12 @@ func TestRedeliveryOfSucceededJobIsDeduplicated(t *testing.T) {
 	e.start(p)
 	res := e.enqueue(echoArgs{N: 1})
 	e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
-	// Force a second delivery of the same job through asynq.
-	aq := asynq.NewClientFromRedisClient(e.rdb)
-	defer aq.Close()
-	env, _ := json.Marshal(jobs.Envelope{JobID: res.JobID})
-	if _, err := aq.Enqueue(asynq.NewTask("echo", env), asynq.Queue(e.ledger.AsynqQueue("default")), asynq.TaskID("forced-redelivery")); err != nil {
+	// Force a second delivery of the same job: a stray entry in the due index.
+	if err := e.rdb.ZAdd(context.Background(), e.ledger.StateKey("default", jobs.Pending), redis.Z{Score: 1, Member: res.JobID}).Err(); err != nil {
 		t.Fatal(err)
 	}
+	_, _ = e.client.Pause(context.Background(), "default", "test", "")
+	_, _ = e.client.Resume(context.Background(), "default", "test", "") // wakes the idle pool
 	waitFor(t, 10*time.Second, func() bool {
 		st, _ := e.ledger.Stats(context.Background(), "default")
 		return st["deduplicated_execute"] == 1
@@ -188,7 +186,7 @@ func TestRedeliveryOfSucceededJobIsDeduplicated(t *testing.T) {
 		t.Fatalf("deduplicated metric = %v", v)
 	}
 	h, _ := e.ledger.History(context.Background(), "default", res.JobID)
-	if last := h[len(h)-1]; last.Event != "deduplicated" || last.Task != "forced-redelivery" {
+	if last := h[len(h)-1]; last.Event != "deduplicated" || last.Stage != "execute" {
 		t.Fatalf("history does not record the duplicate: %+v", last)
 	}
 }

@@ -182,40 +182,6 @@ func TestKilledBeforeEffectIsRerunOnceWithHigherToken(t *testing.T) {
 	}
 }
 
-// TestOrphanedDeliveryIsRedelivered kills a worker that took a job's
-// delivery from asynq but died before claiming it in the ledger. asynq
-// alone would redeliver it after its 30 s task lease and its one-minute
-// recoverer; the reconciler sees that no live asynq server works on the
-// delivery and replaces it.
-func TestOrphanedDeliveryIsRedelivered(t *testing.T) {
-	e, res, orphan := crashAt(t, "asynq-take", "taken", "op-orphan")
-	// Well within asynq's own recovery (at least 30 s after the kill, then
-	// up to a minute for its recoverer to run).
-	rec := e.waitState("default", res.JobID, jobs.Succeeded, 40*time.Second)
-	if n := e.applies("op-orphan"); n != "1" {
-		t.Fatalf("effect applied %q times, want 1", n)
-	}
-	if rec.Attempts != 1 || rec.Task == orphan {
-		t.Fatalf("attempts %d (want 1: the orphan never claimed), task %s (orphan %s)", rec.Attempts, rec.Task, orphan)
-	}
-	hist, err := e.ledger.History(context.Background(), "default", res.JobID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var redelivered bool
-	for _, h := range hist {
-		if h.Event == "resolve" && h.From == "pending" && h.Decision == "rerun" && strings.Contains(h.Note, orphan) {
-			redelivered = true
-		}
-	}
-	if !redelivered {
-		t.Fatalf("no re-delivery of orphan %s in the history: %+v", orphan, hist)
-	}
-	if v := decisions(t, e, "redelivered"); v != 1 {
-		t.Fatalf("redelivered decisions = %v, want 1", v)
-	}
-}
-
 // decisions returns the reconciler decisions counted with result.
 func decisions(t *testing.T, e *env, result string) float64 {
 	t.Helper()
@@ -310,7 +276,8 @@ func TestOneLeaderAndStaleReconcilerRejected(t *testing.T) {
 	e.start(p2)
 	ctx := context.Background()
 	waitFor(t, 10*time.Second, func() bool {
-		return e.rdb.HGet(ctx, worker.StatusKey(e.ns), "leader").Val() != ""
+		st, _ := e.ledger.ReconcilerStatus(ctx)
+		return st != nil && st.Leader != ""
 	})
 	if v := testutil.ToFloat64(e.metric("fencedq_reconciler_leader")); v != 1 {
 		t.Fatalf("leader gauge (shared registry, two pools) = %v, want exactly one leader", v)
@@ -325,7 +292,7 @@ func TestOneLeaderAndStaleReconcilerRejected(t *testing.T) {
 	}
 	res := e.enqueue(opaqueArgs{})
 	e.waitState("default", res.JobID, jobs.Review, 10*time.Second)
-	_, err := e.ledger.Expire(ctx, "default", res.JobID, 1)
+	_, err := e.ledger.Expire(ctx, "default", 1, 10)
 	if !errors.Is(err, jobs.ErrStale) {
 		t.Fatalf("stale reconciler token: %v", err)
 	}

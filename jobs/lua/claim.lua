@@ -3,14 +3,15 @@
 -- owner, lease deadline now + ttl, attempt count + 1.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 owner (pool id)   3 lease ttl ms   4 at most this many jobs
--- Reply: {paused, next due ms, claimed count, claimed..., dropped...}
+-- Reply: {paused, next due in ms, claimed count, claimed..., dropped...}
 --   paused: 1 when the queue is paused (nothing is claimed)
---   next due ms: when nothing was due, the earliest future due time (0: none)
+--   next due in ms: when nothing was due, how long until the earliest pending
+--            job is due, by Redis time (-1: the queue is empty)
 --   claimed: 10 values per job: id, token, deadline ms, attempt, payload, kind,
 --            operation id ('' = the job id), resource, timeout ms, max retries
 --   dropped: 2 values per index entry that was not claimable and was removed
 --            from the due index: id, why ('missing', or the job's state)
-if redis.call('EXISTS', pausedk) == 1 then return {1, 0, 0} end
+if redis.call('EXISTS', pausedk) == 1 then return {1, -1, 0} end
 local owner, ttl = ARGV[2], num(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', now, 'LIMIT', 0, num(ARGV[4]))
 local claimed, dropped = {}, {}
@@ -49,13 +50,13 @@ for _, id in ipairs(ids) do
   end
 end
 local n = #claimed / 10
-local next_due = 0
+local next_due = -1
 if n > 0 then
   count('attempted', n)
 else
   redis.call('SET', idlek, '1')
   local first = redis.call('ZRANGE', index['pending'], 0, 0, 'WITHSCORES')
-  if first[2] then next_due = num(first[2]) end
+  if first[2] then next_due = math.max(num(first[2]) - now, 0) end
 end
 local reply = {0, next_due, n}
 for _, v in ipairs(claimed) do reply[#reply + 1] = v end

@@ -1,0 +1,195 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// commitTimeout bounds how long the completer keeps retrying a batch that
+// failed with an unknown result (Redis unreachable), and how long shutdown
+// waits for handlers whose contexts it cancelled.
+const commitTimeout = 5 * time.Second
+
+// finished is an attempt's outcome on its way to the ledger.
+type finished struct {
+	a       *attempt
+	outcome jobs.Outcome
+	err     error // the handler's error, for the log
+	elapsed time.Duration
+	kind    string // the metric label
+}
+
+// completer applies outcomes in batches: one call per queue carries every
+// outcome that arrived while the previous call was in flight (up to
+// CompleteBatch), each applied only if its token still runs the job. Then
+// it releases the attempts' resource leases.
+type completer struct {
+	p      *Pool
+	in     chan *finished
+	mu     sync.Mutex
+	closed bool
+}
+
+func newCompleter(p *Pool) *completer {
+	return &completer{p: p, in: make(chan *finished, 2*p.cfg.Concurrency)}
+}
+
+// add hands an outcome over. After close (a handler that ignored its
+// cancelled context past shutdown), the outcome is dropped and logged: the
+// attempt's lease lapses and the reconciler resolves the job.
+func (c *completer) add(f *finished) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		f.a.log.Error("outcome dropped after shutdown; the reconciler resolves the job", "wanted", f.outcome.To)
+		return
+	}
+	c.in <- f
+}
+
+// close ends the input; run applies what is left and returns.
+func (c *completer) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		close(c.in)
+	}
+}
+
+func (c *completer) run(ctx context.Context) {
+	for f := range c.in {
+		batch := []*finished{f}
+	drain:
+		for len(batch) < c.p.cfg.CompleteBatch {
+			select {
+			case f, ok := <-c.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, f)
+			default:
+				break drain
+			}
+		}
+		c.flush(ctx, batch)
+	}
+}
+
+// flush applies one batch, one ledger call per queue.
+func (c *completer) flush(ctx context.Context, batch []*finished) {
+	byQueue := map[string][]*finished{}
+	for _, f := range batch {
+		byQueue[f.a.job.Queue] = append(byQueue[f.a.job.Queue], f)
+	}
+	var wg sync.WaitGroup
+	for q, fs := range byQueue {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.complete(ctx, q, fs)
+		}()
+	}
+	wg.Wait()
+}
+
+func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
+	cs := make([]jobs.Completion, len(fs))
+	for i, f := range fs {
+		cs[i] = jobs.Completion{ID: f.a.job.ID, Token: f.a.job.Token, Fence: f.a.fence(), Outcome: f.outcome}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	var out []jobs.Committed
+	var err error
+	retried := false
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		out, err = c.p.ledger.Complete(cctx, q, cs)
+		if err == nil || errors.Is(err, jobs.ErrInvalid) || cctx.Err() != nil {
+			break
+		}
+		retried = true
+		select {
+		case <-cctx.Done():
+		case <-time.After(backoff):
+		}
+	}
+	var wg sync.WaitGroup
+	for i, f := range fs {
+		if err != nil {
+			f.a.log.Error("commit failed with an unknown result; the reconciler resolves the job after its lease expires",
+				"wanted", f.outcome.To, "error", err)
+		} else {
+			c.report(f, out[i], retried)
+		}
+		f.a.cancel(nil)
+		f.a.mu.Lock()
+		l := f.a.resLease
+		f.a.mu.Unlock()
+		if l != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = c.p.leases.Release(cctx, l)
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// report logs and counts one committed outcome.
+func (c *completer) report(f *finished, got jobs.Committed, retried bool) {
+	q, log := f.a.job.Queue, f.a.log
+	wanted := f.outcome.To
+	if f.outcome.Defer {
+		wanted = jobs.Pending
+	}
+	if !got.Applied {
+		if retried && got.Current == f.a.job.Token && got.State != jobs.Running {
+			// A retried call found the job already ended by this very
+			// token: the first call applied before its reply was lost.
+			got.Applied = true
+		} else {
+			c.p.metrics.Fenced.WithLabelValues(q, metrics.StageCommit).Inc()
+			log.Warn("commit rejected: a newer attempt owns the job; this attempt's outcome is discarded",
+				"wanted", wanted, "job_state", got.State, "job_token", got.Current.String(), "handler_error", errText(f.err))
+			return
+		}
+	}
+	if f.outcome.Defer {
+		return
+	}
+	c.p.metrics.Completed.WithLabelValues(q, f.kind, string(got.State)).Inc()
+	c.p.metrics.Duration.WithLabelValues(q, f.kind, string(got.State)).Observe(f.elapsed.Seconds())
+	attrs := []any{"state", got.State, "duration", f.elapsed}
+	if f.err != nil {
+		attrs = append(attrs, "error", f.err.Error())
+	}
+	if f.outcome.Reason != "" {
+		attrs = append(attrs, "reason", f.outcome.Reason)
+	}
+	switch got.State {
+	case jobs.Succeeded:
+		log.Debug("job succeeded", attrs...)
+	case jobs.Uncertain:
+		log.Warn("job outcome uncertain; the reconciler will resolve it", attrs...)
+	case jobs.Dead:
+		log.Error("job dead", attrs...)
+	case jobs.Cancelled:
+		log.Info("job cancelled", attrs...)
+	default:
+		log.Warn("job failed, retry scheduled", attrs...)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

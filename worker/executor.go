@@ -1,0 +1,211 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// errCancelled is the cause given to a handler's context when an operator
+// cancels its running job.
+var errCancelled = errors.New("worker: job cancelled by an operator")
+
+// attempt is one running attempt: the claimed job, its leases and the
+// context its handler runs under. The renewer keeps both leases alive and
+// cancels ctx, with a cause matching lease.ErrLost, the moment either is
+// lost or cannot be confirmed before its local deadline.
+type attempt struct {
+	job      jobs.Claimed
+	owner    string // pool id / job id: the lease owner and fence owner
+	resource string // the leased resource ("job:<id>" unless the args name one)
+	log      *jobLog
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	resLease  *lease.Lease // the named resource's lease, once acquired
+	confirmed time.Time    // local send time of the last confirmation of every lease
+	cancelled bool         // an operator asked to cancel the job
+	stopAt    time.Time    // renewals stop here: the handler's deadline
+	timer     *time.Timer  // fires at the local deadline
+}
+
+// safetyMargin is how long before its lease's nominal end an attempt stops
+// trusting an unconfirmed lease.
+func safetyMargin(ttl time.Duration) time.Duration { return max(ttl/10, 10*time.Millisecond) }
+
+func (p *Pool) newAttempt(work context.Context, c jobs.Claimed, sent time.Time) *attempt {
+	ctx, cancel := context.WithCancelCause(work)
+	a := &attempt{
+		job: c, owner: p.cfg.WorkerID + "/" + c.ID, resource: jobs.LeaseResource(c.ID, c.Resource),
+		ctx: ctx, cancel: cancel, confirmed: sent,
+		log: &jobLog{l: p.log, attrs: []any{"queue", c.Queue, "kind", c.Kind, "job_id", c.ID,
+			"operation_id", c.OperationID, "attempt", c.Attempt, "token", c.Token.String()}},
+	}
+	a.timer = time.AfterFunc(p.cfg.LeaseTTL-safetyMargin(p.cfg.LeaseTTL), func() { p.checkDeadline(a) })
+	return a
+}
+
+// checkDeadline runs when an attempt's local deadline may have passed: it
+// cancels the attempt unless a renewal confirmed its leases meanwhile.
+func (p *Pool) checkDeadline(a *attempt) {
+	a.mu.Lock()
+	left := time.Until(a.confirmed.Add(p.cfg.LeaseTTL - safetyMargin(p.cfg.LeaseTTL)))
+	if left > 0 {
+		a.timer.Reset(left)
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	a.cancel(fmt.Errorf("%w: no renewal confirmed the lease before its local deadline", lease.ErrLost))
+}
+
+// confirm records a renewal of every lease the attempt holds, sent at sent.
+func (a *attempt) confirm(sent time.Time) {
+	a.mu.Lock()
+	if sent.After(a.confirmed) {
+		a.confirmed = sent
+	}
+	a.mu.Unlock()
+}
+
+func (a *attempt) lost() bool { return errors.Is(context.Cause(a.ctx), lease.ErrLost) }
+
+func (a *attempt) fence() lease.Token {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.resLease != nil {
+		return a.resLease.Token
+	}
+	return a.job.Token
+}
+
+// execute runs one attempt and hands its outcome to the completer. The slot
+// frees once the outcome is handed over.
+func (p *Pool) execute(a *attempt) {
+	defer p.release()
+	p.renewer.add(a)
+	c := a.job
+	kind := p.kindLabel(c.Kind)
+	p.metrics.Attempted.WithLabelValues(c.Queue, kind).Inc()
+
+	if c.Resource != "" && !p.acquireResource(a, kind) {
+		p.renewer.remove(a)
+		a.timer.Stop()
+		p.completer.add(&finished{a: a, outcome: jobs.Outcome{Defer: true, Reason: "resource busy",
+			RetryAt: time.Now().Add(100*time.Millisecond + rand.N(400*time.Millisecond))}})
+		return
+	}
+
+	h := p.handlerFor(c.Kind)
+	var end attemptEnd
+	start := time.Now()
+	if h == nil {
+		p.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonUnknownKind).Inc()
+		end.err = fmt.Errorf("%w: no worker registered for kind %q in pool %s", jobs.ErrPermanent, c.Kind, p.cfg.WorkerID)
+		end.reason = "unknown kind"
+	} else {
+		end = p.runHandler(a, h)
+	}
+	p.renewer.remove(a)
+	a.timer.Stop()
+	outcome := decide(end)
+	if outcome.To == jobs.Pending && !outcome.Defer {
+		outcome.RetryAt = time.Now().Add(p.cfg.RetryDelay(c.Attempt))
+	}
+	if end.lost {
+		p.metrics.LeaseLost.WithLabelValues(c.Queue, kind).Inc()
+	}
+	if errors.Is(end.err, fence.ErrStale) {
+		p.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageStorage).Inc()
+	}
+	if errors.Is(end.err, errMalformed) {
+		p.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonMalformed).Inc()
+	}
+	p.completer.add(&finished{a: a, outcome: outcome, err: end.err, elapsed: time.Since(start), kind: kind})
+}
+
+// acquireResource takes the named resource's lease, waiting up to
+// LeaseWait, and reports whether the attempt holds it.
+func (p *Pool) acquireResource(a *attempt, kind string) bool {
+	c := a.job
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(a.ctx, p.cfg.LeaseWait)
+	l, err := p.leases.AcquireWait(wctx, c.Resource, a.owner, p.cfg.LeaseTTL)
+	cancel()
+	p.metrics.LeaseWait.WithLabelValues(c.Queue, kind).Observe(time.Since(start).Seconds())
+	if err != nil {
+		if errors.Is(err, lease.ErrHeld) {
+			a.log.Debug("resource busy, job deferred", "resource", c.Resource)
+		} else {
+			a.log.Warn("resource lease failed, job deferred", "resource", c.Resource, "error", err)
+		}
+		return false
+	}
+	a.mu.Lock()
+	a.resLease = l
+	a.mu.Unlock()
+	return true
+}
+
+// runHandler runs the handler under the attempt's context, with the
+// attempt's deadline and fence, and reports how it ended.
+func (p *Pool) runHandler(a *attempt, h *handler) attemptEnd {
+	c := a.job
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = p.cfg.HandlerTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	// Renewals stop at the handler's deadline: a handler that ignores its
+	// context then loses the lease and the reconciler takes over.
+	a.mu.Lock()
+	a.stopAt = deadline
+	a.mu.Unlock()
+	hctx, cancel := context.WithDeadline(a.ctx, deadline)
+	defer cancel()
+	tok := a.fence()
+	f := fence.Fence{Resource: a.resource, Token: tok, Owner: a.owner, OperationID: c.OperationID}
+	hctx = fence.NewContext(hctx, f)
+	hctx = lease.NewContext(hctx, &lease.Lease{Resource: a.resource, Owner: a.owner, Token: tok, Deadline: c.Deadline})
+	base := jobs.Job[jobs.JobArgs]{
+		ID: c.ID, Kind: c.Kind, Queue: c.Queue, OperationID: c.OperationID, Attempt: c.Attempt,
+		MaxRetries: c.MaxRetries, Resource: a.resource, Token: tok, Owner: a.owner, Deadline: deadline,
+	}
+	err := p.safeRun(hctx, a, h, base, c.Payload)
+	cause := context.Cause(a.ctx)
+	a.mu.Lock()
+	cancelled := a.cancelled
+	a.mu.Unlock()
+	return attemptEnd{
+		err:            err,
+		lost:           errors.Is(cause, lease.ErrLost),
+		lostCause:      cause,
+		cancelled:      cancelled,
+		timedOut:       errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
+		shutdown:       errors.Is(cause, errShutdown),
+		retryOnTimeout: h.retryOnTimeout,
+	}
+}
+
+// safeRun calls the handler, turning a panic into a retryable error.
+func (p *Pool) safeRun(ctx context.Context, a *attempt, h *handler, base jobs.Job[jobs.JobArgs], payload []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.metrics.Panics.WithLabelValues(base.Queue, h.kind).Inc()
+			a.log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return h.run(ctx, base, payload)
+}

@@ -1,0 +1,190 @@
+// Package maintenance is the reconciler: a leader elected among a
+// namespace's pools with a fenced lease runs small services, each on its own
+// interval and each fenced by the leader's token in every ledger write:
+//
+//   - the expirer moves running jobs whose lease deadline passed to uncertain;
+//   - the resolver asks what happened to uncertain jobs (the kind's
+//     Reconcile, else the effect log) and decides: succeeded, re-run, or
+//     review after MaxTries answers of "cannot tell";
+//   - the pruner drops index entries of finished jobs past retention;
+//   - the status service publishes the job counts and the leader's status.
+//
+// No service can be stopped by one bad record, one panicking Reconcile, or
+// a Redis that lost its keys: each pass handles errors per job and per
+// queue, and a lost leadership is simply sought again.
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// ReconcileFunc asks a job kind whether an uncertain job's effect happened.
+type ReconcileFunc func(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
+
+// Defaults for the services' batch sizes.
+const (
+	// ExpireBatch bounds how many expired attempts one pass moves per queue.
+	ExpireBatch = 500
+	// ResolveBatch bounds how many uncertain jobs one pass looks at per queue.
+	ResolveBatch = 50
+)
+
+// Config configures the services. Every field is required except
+// EffectLog.
+type Config struct {
+	WorkerID      string
+	LeaseTTL      time.Duration // the leader lease's TTL
+	Interval      time.Duration // expirer, resolver and status interval
+	MaxTries      int           // "cannot tell" answers before review
+	PruneInterval time.Duration
+	Timeout       time.Duration // bound on one Reconcile call
+	EffectLog     fence.EffectLog
+	// Reconciler returns the kind's Reconcile, or nil.
+	Reconciler func(kind string) ReconcileFunc
+	Logger     *slog.Logger
+	Metrics    *metrics.Set
+}
+
+// Services is the elector and the services it runs while leading.
+type Services struct {
+	cfg      Config
+	ledger   *jobs.Ledger
+	leases   *lease.Manager
+	log      *slog.Logger
+	expired  atomic.Int64
+	resolved atomic.Int64
+}
+
+// New returns the services of one pool.
+func New(cfg Config, ledger *jobs.Ledger, leases *lease.Manager) *Services {
+	return &Services{cfg: cfg, ledger: ledger, leases: leases, log: cfg.Logger}
+}
+
+// service is one periodic task run while leading; leader is the token
+// every ledger write carries.
+type service struct {
+	name     string
+	interval time.Duration
+	pass     func(ctx context.Context, leader lease.Token) error
+}
+
+func (s *Services) services() []service {
+	return []service{
+		{"expirer", s.cfg.Interval, s.expire},
+		{"resolver", s.cfg.Interval, s.resolve},
+		{"status", s.cfg.Interval, s.status},
+		{"pruner", s.cfg.PruneInterval, s.prune},
+	}
+}
+
+// Run competes for leadership until ctx ends and, while leading, runs every
+// service on its own interval under the leader lease's context.
+func (s *Services) Run(ctx context.Context) {
+	defer s.cfg.Metrics.Leader.Set(0)
+	retry := time.NewTicker(s.cfg.Interval)
+	defer retry.Stop()
+	for {
+		s.lead(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-retry.C:
+		}
+	}
+}
+
+// lead tries to become the leader and, if it does, runs the services until
+// the leadership or ctx ends.
+func (s *Services) lead(ctx context.Context) {
+	l, err := s.leases.Acquire(ctx, jobs.LeaderResource, s.cfg.WorkerID, s.cfg.LeaseTTL)
+	if err != nil {
+		if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
+			s.log.Warn("reconciler leader election failed", "error", err)
+		}
+		return
+	}
+	session, err := s.leases.KeepAlive(ctx, l, s.cfg.LeaseTTL)
+	if err != nil {
+		s.log.Warn("reconciler leadership could not be kept", "error", err)
+		return
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = session.Release(rctx)
+		cancel()
+	}()
+	s.cfg.Metrics.Leader.Set(1)
+	defer s.cfg.Metrics.Leader.Set(0)
+	s.log.Info("reconciler is the leader", "token", l.Token.String())
+	lctx := session.Context()
+	var wg sync.WaitGroup
+	for _, svc := range s.services() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.loop(lctx, svc, l.Token)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() == nil {
+		s.log.Warn("reconciler leadership lost", "cause", context.Cause(lctx))
+	}
+}
+
+// loop runs one service until ctx ends. A pass that panics or fails is
+// logged and counted; the next pass runs on schedule.
+func (s *Services) loop(ctx context.Context, svc service, leader lease.Token) {
+	t := time.NewTicker(svc.interval)
+	defer t.Stop()
+	for {
+		if err := s.safePass(ctx, svc, leader); err != nil && ctx.Err() == nil {
+			s.cfg.Metrics.ReconcileErrors.Inc()
+			s.log.Warn("reconciler pass failed", "service", svc.name, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Services) safePass(ctx context.Context, svc service, leader lease.Token) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return svc.pass(ctx, leader)
+}
+
+// eachQueue runs f on every known queue. An error on one queue is logged
+// and the others go on; a stale leader token ends the pass.
+func (s *Services) eachQueue(ctx context.Context, service string, f func(q string) error) error {
+	qs, err := s.ledger.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range qs {
+		if err := f(q); err != nil {
+			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
+				return err
+			}
+			s.cfg.Metrics.ReconcileErrors.Inc()
+			s.log.Warn("reconciler pass failed on one queue", "service", service, "queue", q, "error", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package worker
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// registerEvery is how often a running pool adds its queues to the queue
+// registry again, so the registry heals after Redis lost its keys.
+const registerEvery = 10 * time.Second
+
+// produce is the fetch loop: it claims up to the free slots of due jobs per
+// call, starts each on its own goroutine (tracked by handlers) with a
+// context derived from work, and sleeps while nothing is due until a
+// wake-up, the next due time or the poll interval. It returns when ctx ends.
+func (p *Pool) produce(ctx, work context.Context, handlers *sync.WaitGroup) {
+	wake := p.subscribe(ctx)
+	backoff := time.Duration(0)
+	lastRegister := time.Now()
+	for ctx.Err() == nil {
+		free := cap(p.slots) - len(p.slots)
+		if free == 0 {
+			select {
+			case <-ctx.Done():
+			case <-p.freed:
+			}
+			continue
+		}
+		claimed, dueIn, err := p.fetch(ctx, work, handlers, free)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
+			p.log.Warn("claim failed; retrying", "error", err, "in", backoff)
+			p.sleep(ctx, wake, backoff)
+			continue
+		}
+		backoff = 0
+		if claimed > 0 {
+			continue
+		}
+		if time.Since(lastRegister) > registerEvery {
+			lastRegister = time.Now()
+			if err := p.ledger.RegisterQueues(ctx, p.queueNames()...); err != nil {
+				p.log.Warn("queue registration failed", "error", err)
+			}
+		}
+		wait := p.cfg.FetchPollInterval
+		if dueIn >= 0 && dueIn < wait {
+			wait = dueIn
+		}
+		if wait > 0 {
+			p.sleep(ctx, wake, wait)
+		}
+	}
+}
+
+// sleep waits for d, a wake-up or the end of ctx.
+func (p *Pool) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-t.C:
+	}
+}
+
+// subscribe listens on the queues' wake-up channels until ctx ends. Lost
+// wake-ups (a reconnect) are covered by polling.
+func (p *Pool) subscribe(ctx context.Context) <-chan struct{} {
+	wake := make(chan struct{}, 1)
+	channels := make([]string, 0, len(p.cfg.Queues))
+	for q := range p.cfg.Queues {
+		channels = append(channels, p.ledger.NotifyChannel(q))
+	}
+	sub := p.rdb.Subscribe(ctx, channels...)
+	go func() {
+		<-ctx.Done()
+		_ = sub.Close()
+	}()
+	go func() {
+		for range sub.Channel() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return wake
+}
+
+// fetch visits the queues in priority order and claims up to free jobs. It
+// returns how many it started and, when none, the shortest wait until a
+// pending job is due (-1: none pending).
+func (p *Pool) fetch(ctx, work context.Context, handlers *sync.WaitGroup, free int) (int, time.Duration, error) {
+	started := 0
+	dueIn := time.Duration(-1)
+	for _, q := range p.queueOrder() {
+		n := min(free-started, p.cfg.FetchBatch)
+		if n <= 0 {
+			break
+		}
+		sent := time.Now()
+		res, err := p.ledger.Claim(ctx, q, p.cfg.WorkerID, p.cfg.LeaseTTL, n)
+		if err != nil {
+			return started, dueIn, err
+		}
+		p.logDropped(q, res.Dropped)
+		for _, c := range res.Jobs {
+			p.slots <- struct{}{} // never blocks: at most the free slots were claimed
+			handlers.Add(1)
+			a := p.newAttempt(work, c, sent)
+			go func() {
+				defer handlers.Done()
+				p.execute(a)
+			}()
+		}
+		started += len(res.Jobs)
+		if len(res.Jobs) == 0 && res.DueIn >= 0 && (dueIn < 0 || res.DueIn < dueIn) {
+			dueIn = res.DueIn
+		}
+	}
+	return started, dueIn, nil
+}
+
+// queueOrder returns the pool's queues in the order one fetch visits them:
+// by priority with StrictPriority, else a random order weighted by priority.
+func (p *Pool) queueOrder() []string {
+	qs := p.queueNames()
+	if len(qs) == 1 {
+		return qs
+	}
+	if p.cfg.StrictPriority {
+		slices.SortFunc(qs, func(a, b string) int { return p.cfg.Queues[b] - p.cfg.Queues[a] })
+		return qs
+	}
+	// Weighted random order: repeatedly draw a queue with probability
+	// proportional to its priority among those left.
+	out := make([]string, 0, len(qs))
+	for len(qs) > 0 {
+		total := 0
+		for _, q := range qs {
+			total += p.cfg.Queues[q]
+		}
+		r := rand.N(total)
+		for i, q := range qs {
+			r -= p.cfg.Queues[q]
+			if r < 0 {
+				out = append(out, q)
+				qs = append(qs[:i], qs[i+1:]...)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// logDropped explains due-index entries a claim removed without an attempt.
+func (p *Pool) logDropped(q string, dropped []jobs.Dropped) {
+	for _, d := range dropped {
+		switch d.State {
+		case "missing":
+			p.metrics.Rejected.WithLabelValues(q, metrics.ReasonUnknownJob).Inc()
+			p.log.Warn("due entry without a job record removed (expired or lost)", "queue", q, "job_id", d.ID)
+		case string(jobs.Succeeded), string(jobs.Dead), string(jobs.Cancelled):
+			p.metrics.Deduplicated.WithLabelValues(q, metrics.StageExecute).Inc()
+			p.log.Info("duplicate delivery of a finished job acknowledged without running the handler", "queue", q, "job_id", d.ID, "job_state", d.State)
+		default:
+			p.log.Info("stale due entry removed: the job is owned elsewhere", "queue", q, "job_id", d.ID, "job_state", d.State)
+		}
+	}
+}
+
+// release frees a handler slot.
+func (p *Pool) release() {
+	<-p.slots
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,161 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// renewer keeps every running attempt's leases alive: every LeaseTTL/3 it
+// renews all ledger leases of a queue in one call, and the resource leases
+// through the lease manager, whose concurrent calls share pipelines. An
+// attempt whose lease is lost has its context cancelled at once; one whose
+// renewals fail is cancelled at its local deadline.
+type renewer struct {
+	p      *Pool
+	mu     sync.Mutex
+	active map[*attempt]struct{}
+}
+
+func newRenewer(p *Pool) *renewer { return &renewer{p: p, active: map[*attempt]struct{}{}} }
+
+func (r *renewer) add(a *attempt) {
+	r.mu.Lock()
+	r.active[a] = struct{}{}
+	r.mu.Unlock()
+}
+
+func (r *renewer) remove(a *attempt) {
+	r.mu.Lock()
+	delete(r.active, a)
+	r.mu.Unlock()
+}
+
+func (r *renewer) run(ctx context.Context) {
+	t := time.NewTicker(r.p.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.renewAll(ctx)
+		}
+	}
+}
+
+// renewAll renews every active attempt once. An attempt is confirmed (its
+// local deadline moves to sent + LeaseTTL - margin) only when every lease it
+// holds was renewed.
+func (r *renewer) renewAll(ctx context.Context) {
+	now := time.Now()
+	r.mu.Lock()
+	byQueue := map[string][]*attempt{}
+	for a := range r.active {
+		a.mu.Lock()
+		past := !a.stopAt.IsZero() && now.After(a.stopAt)
+		a.mu.Unlock()
+		if past {
+			continue
+		}
+		byQueue[a.job.Queue] = append(byQueue[a.job.Queue], a)
+	}
+	r.mu.Unlock()
+	if len(byQueue) == 0 {
+		return
+	}
+	sent := time.Now()
+	var mu sync.Mutex
+	failed := map[*attempt]bool{}
+	fail := func(as ...*attempt) {
+		mu.Lock()
+		for _, a := range as {
+			failed[a] = true
+		}
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for q, as := range byQueue {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !r.renewQueue(ctx, q, as) {
+				fail(as...)
+			}
+		}()
+		for _, a := range as {
+			a.mu.Lock()
+			l := a.resLease
+			a.mu.Unlock()
+			if l == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if !r.renewResource(ctx, a, l) {
+					fail(a)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for _, as := range byQueue {
+		for _, a := range as {
+			if !failed[a] {
+				a.confirm(sent)
+			}
+		}
+	}
+}
+
+// renewQueue renews the ledger leases of one queue's attempts and reports
+// whether the call succeeded.
+func (r *renewer) renewQueue(ctx context.Context, q string, as []*attempt) bool {
+	batch := make([]jobs.Attempt, len(as))
+	for i, a := range as {
+		batch[i] = jobs.Attempt{ID: a.job.ID, Token: a.job.Token}
+	}
+	out, err := r.p.ledger.Renew(ctx, q, r.p.cfg.LeaseTTL, batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.p.log.Warn("lease renewal failed; attempts stop at their local deadline unless a later renewal succeeds",
+				"queue", q, "attempts", len(as), "error", err)
+		}
+		return false
+	}
+	for i, a := range as {
+		switch out[i].Status {
+		case jobs.Lost:
+			r.p.metrics.Fenced.WithLabelValues(q, metrics.StageRenew).Inc()
+			a.cancel(fmt.Errorf("%w: the ledger says the job is %s", lease.ErrLost, out[i].State))
+		case jobs.CancelRequested:
+			a.mu.Lock()
+			first := !a.cancelled
+			a.cancelled = true
+			a.mu.Unlock()
+			if first {
+				a.log.Info("an operator cancelled the job: cancelling the handler's context")
+				a.cancel(errCancelled)
+			}
+		}
+	}
+	return true
+}
+
+// renewResource renews an attempt's named-resource lease and reports
+// whether it was confirmed.
+func (r *renewer) renewResource(ctx context.Context, a *attempt, l *lease.Lease) bool {
+	cur := *l
+	err := r.p.leases.Renew(ctx, &cur, r.p.cfg.LeaseTTL)
+	if errors.Is(err, lease.ErrLost) {
+		a.cancel(fmt.Errorf("resource %s: %w", a.resource, err))
+	}
+	return err == nil
+}
