@@ -24,15 +24,6 @@ var brokenScripts = map[string]struct {
 		"local tok = num(h[2])\n    if tok == 0 then tok = now_us end"},
 }
 
-// BrokenScripts lists the names UseBrokenScript accepts.
-func BrokenScripts() []string {
-	var names []string
-	for n := range brokenScripts {
-		names = append(names, n)
-	}
-	return names
-}
-
 // UseBrokenScript swaps the named script for its broken copy until restore
 // is called. Calls must not run concurrently with ledger calls.
 func UseBrokenScript(name string) (restore func()) {

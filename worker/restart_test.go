@@ -55,6 +55,7 @@ func TestJobsOnOneResourceExcludeEachOther(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Concurrency = 6
+	cfg.LeaseWait = 5 * time.Millisecond // most contended attempts are deferred
 	p := e.pool(cfg)
 	var mu sync.Mutex
 	inside := map[string]int{}
@@ -85,9 +86,15 @@ func TestJobsOnOneResourceExcludeEachOther(t *testing.T) {
 	}
 	for _, id := range ids {
 		rec := e.waitState("default", id, jobs.Succeeded, 30*time.Second)
-		if rec.Resource == "" {
-			t.Fatalf("resource not recorded: %+v", rec)
+		if rec.Resource == "" || rec.Fence == 0 {
+			t.Fatalf("resource or fence token not recorded: %+v", rec)
 		}
+		if rec.Attempts != 1 {
+			t.Fatalf("job %s: %d attempts; a deferral must not consume one", id, rec.Attempts)
+		}
+	}
+	if st, _ := e.ledger.Stats(context.Background(), "default"); st["deferred"] == 0 {
+		t.Fatalf("no attempt was deferred (stats %v): the test did not exercise contention", st)
 	}
 	if overlaps.Load() != 0 {
 		t.Fatalf("%d overlapping attempts on one account", overlaps.Load())

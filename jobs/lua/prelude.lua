@@ -45,12 +45,19 @@ end
 local function record(id, entry)
   local hk = histkey(id)
   if redis.call('EXISTS', hk) == 0 then
-    local f = redis.call('HMGET', jobkey(id), 'created', 'attempts', 'started', 'token', 'owner', 'fence')
+    local f = redis.call('HMGET', jobkey(id), 'created', 'attempts', 'started', 'token', 'owner', 'fence',
+      'state', 'finished')
     if f[1] then
       redis.call('RPUSH', hk, cjson.encode({event = 'enqueued', at = f[1]}))
       if num(f[2]) > 0 and entry.event ~= 'attempt' then
         redis.call('RPUSH', hk, cjson.encode({event = 'attempt', at = f[3], attempt = num(f[2]),
           token = f[4], owner = f[5], fence = f[6]}))
+        -- a job that already succeeded on the common path (an entry about
+        -- it afterwards: a stray due-index entry, a stale commit)
+        if f[7] == 'succeeded' then
+          redis.call('RPUSH', hk, cjson.encode({event = 'end', at = f[8], attempt = num(f[2]),
+            token = f[4], outcome = 'succeeded'}))
+        end
       end
     end
   end

@@ -52,6 +52,7 @@ func (s *Services) verdict(ctx context.Context, rec *jobs.Record) (v jobs.Verdic
 		defer cancel()
 		v, err := safeReconcile(cctx, f, rec)
 		if err != nil {
+			s.cfg.Metrics.ReconcileErrors.Inc()
 			s.log.Warn("Reconcile failed", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID, "kind", rec.Kind, "error", err)
 			return jobs.CannotTell, "Reconcile failed: " + err.Error(), true
 		}

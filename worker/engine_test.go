@@ -1,0 +1,272 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+type blockArgs struct {
+	N int `json:"n"`
+}
+
+func (blockArgs) Kind() string { return "block" }
+
+// TestEnqueueWakesIdlePool: with polling effectively off (one hour), a job
+// enqueued into an idle queue still runs: the enqueue wakes the pool.
+func TestEnqueueWakesIdlePool(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.FetchPollInterval = time.Hour
+	p := e.pool(cfg)
+	ran := make(chan struct{}, 1)
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		ran <- struct{}{}
+		return nil
+	}))
+	e.start(p)
+	// The pool has looked, found nothing and gone to sleep when the idle flag is set.
+	idle := "{" + jobs.DefaultQueue + "}:idle"
+	waitFor(t, 10*time.Second, func() bool {
+		return e.rdb.Exists(context.Background(), e.ns+":"+idle).Val() == 1
+	})
+	res := e.enqueue(echoArgs{N: 1})
+	select {
+	case <-ran:
+	case <-time.After(30 * time.Second): // polling would take an hour
+		t.Fatal("the enqueue did not wake the idle pool")
+	}
+	e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+}
+
+// TestCancelRunningJob: an operator's cancel reaches the running handler
+// through its context, and the job ends cancelled by its own fenced commit.
+func TestCancelRunningJob(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config()) // LeaseTTL 1s: renewals (which carry the request) every ~333ms
+	started := make(chan struct{}, 1)
+	var sawCancel atomic.Bool
+	_ = worker.Register(p, jobs.WorkFunc[blockArgs](func(ctx context.Context, j *jobs.Job[blockArgs]) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		sawCancel.Store(true)
+		return ctx.Err()
+	}))
+	e.start(p)
+	res := e.enqueue(blockArgs{})
+	<-started
+	ctx := context.Background()
+	rec, err := e.client.Cancel(ctx, "default", res.JobID, "ada", "customer withdrew")
+	if err != nil || rec.State != jobs.Running || rec.CancelledBy != "operator:ada" {
+		t.Fatal(rec, err)
+	}
+	rec = e.waitState("default", res.JobID, jobs.Cancelled, 15*time.Second)
+	if !sawCancel.Load() || rec.Attempts != 1 || !strings.Contains(rec.Reason, "operator:ada") {
+		t.Fatalf("cancelled job %+v (handler saw the cancel: %v)", rec, sawCancel.Load())
+	}
+	h, _ := e.ledger.History(ctx, "default", res.JobID)
+	var cancelEntry, end bool
+	for _, en := range h {
+		cancelEntry = cancelEntry || en.Event == "cancel" && en.Actor == "operator:ada" && en.Note == "customer withdrew"
+		end = end || en.Event == "end" && en.Outcome == "cancelled"
+	}
+	if !cancelEntry || !end {
+		t.Fatalf("history %+v", h)
+	}
+	if _, err := e.client.Cancel(ctx, "default", res.JobID, "ada", ""); !errors.Is(err, jobs.ErrWrongState) {
+		t.Fatalf("cancelling a cancelled job: %v", err)
+	}
+}
+
+// TestPausedQueueIsNotClaimed pauses a queue: its due jobs wait, a pending
+// one can be cancelled, and resuming runs the rest.
+func TestPausedQueueIsNotClaimed(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.FetchPollInterval = 20 * time.Millisecond
+	p := e.pool(cfg)
+	var runs atomic.Int32
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		runs.Add(1)
+		return nil
+	}))
+	ctx := context.Background()
+	if changed, err := e.client.Pause(ctx, "default", "ada", "deploy"); !changed || err != nil {
+		t.Fatal(changed, err)
+	}
+	e.start(p)
+	a := e.enqueue(echoArgs{N: 1})
+	b := e.enqueue(echoArgs{N: 2})
+	// The pool polls every 20 ms: half a second is 25 chances to claim.
+	time.Sleep(500 * time.Millisecond)
+	if runs.Load() != 0 {
+		t.Fatalf("%d jobs ran on a paused queue", runs.Load())
+	}
+	if _, err := e.client.Cancel(ctx, "default", a.JobID, "ada", "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := e.client.Resume(ctx, "default", "ada", ""); !changed || err != nil {
+		t.Fatal(changed, err)
+	}
+	e.waitState("default", b.JobID, jobs.Succeeded, 10*time.Second)
+	if rec, _ := e.ledger.Get(ctx, "default", a.JobID); rec.State != jobs.Cancelled || runs.Load() != 1 {
+		t.Fatalf("cancelled job is %s, %d runs", rec.State, runs.Load())
+	}
+}
+
+// TestLongHandlerKeepsItsLease runs a handler for several lease TTLs: the
+// batched renewals keep its one attempt alive.
+func TestLongHandlerKeepsItsLease(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.LeaseTTL = 300 * time.Millisecond
+	p := e.pool(cfg)
+	var calls atomic.Int32
+	_ = worker.Register(p, jobs.WorkFunc[blockArgs](func(ctx context.Context, j *jobs.Job[blockArgs]) error {
+		calls.Add(1)
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(1500 * time.Millisecond): // five lease TTLs
+			return nil
+		}
+	}))
+	e.start(p)
+	ids := []string{e.enqueue(blockArgs{N: 1}).JobID, e.enqueue(blockArgs{N: 2}).JobID, e.enqueue(blockArgs{N: 3}).JobID}
+	for _, id := range ids {
+		rec := e.waitState("default", id, jobs.Succeeded, 30*time.Second)
+		if rec.Attempts != 1 {
+			t.Fatalf("job %s took %d attempts: its lease lapsed while the handler ran", id, rec.Attempts)
+		}
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("%d handler calls for 3 jobs", calls.Load())
+	}
+}
+
+type flakyArgs struct{}
+
+func (flakyArgs) Kind() string { return "flaky-reconcile" }
+
+type panickyWorker struct{}
+
+func (panickyWorker) Work(context.Context, *jobs.Job[flakyArgs]) error {
+	return jobs.Unknown(errors.New("no idea"))
+}
+
+func (panickyWorker) Reconcile(context.Context, *jobs.Job[flakyArgs]) (jobs.Verdict, error) {
+	panic("reconcile exploded")
+}
+
+// TestReconcilerSurvivesBadRecordsAndPanics: a panicking Reconcile, a
+// corrupt record and index entries without a record neither crash the
+// pool nor stop the reconciler from resolving the other jobs.
+func TestReconcilerSurvivesBadRecordsAndPanics(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.Worker[flakyArgs](panickyWorker{}))
+	_ = worker.Register(p, jobs.WorkFunc[opaqueArgs](func(ctx context.Context, j *jobs.Job[opaqueArgs]) error {
+		return jobs.Unknown(errors.New("no idea"))
+	}))
+	ctx := context.Background()
+	// Index entries whose records are gone, and a corrupt record.
+	for _, s := range []jobs.State{jobs.Pending, jobs.Running, jobs.Uncertain} {
+		e.rdb.ZAdd(ctx, e.ledger.StateKey("default", s), redis.Z{Score: 1, Member: "ghost-" + string(s)})
+	}
+	corrupt := e.enqueue(opaqueArgs{}, jobs.Delay(time.Hour)).JobID
+	e.rdb.HSet(ctx, e.ledger.JobKey("default", corrupt), "state", "uncertain", "reconcile_tries", "garbage", "token", "x")
+	e.rdb.ZAdd(ctx, e.ledger.StateKey("default", jobs.Uncertain), redis.Z{Score: 1, Member: corrupt})
+	e.start(p)
+
+	panics := e.enqueue(flakyArgs{})
+	opaque := e.enqueue(opaqueArgs{})
+	// MaxTries is 3: a Reconcile that panics counts as "cannot tell".
+	rec := e.waitState("default", panics.JobID, jobs.Review, 30*time.Second)
+	if rec.ReconcileTries < 2 {
+		t.Fatalf("review after %d tries", rec.ReconcileTries)
+	}
+	e.waitState("default", opaque.JobID, jobs.Review, 30*time.Second)
+	e.waitState("default", corrupt, jobs.Review, 30*time.Second)
+	if !strings.Contains(e.logs.String(), "reconcile exploded") {
+		t.Fatal("the panic was not logged")
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_reconciler_errors_total")); v < 2 {
+		t.Fatalf("reconcile failures counted %v, want at least 2", v)
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		for _, s := range []jobs.State{jobs.Pending, jobs.Running, jobs.Uncertain} {
+			if e.rdb.ZScore(ctx, e.ledger.StateKey("default", s), "ghost-"+string(s)).Err() != redis.Nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+type hangArgs struct{}
+
+func (hangArgs) Kind() string { return "hang-once" }
+
+// hangOnce ignores its context on its first call, past its lease; its
+// Reconcile says the effect did not happen, so the job is re-run.
+type hangOnce struct {
+	calls atomic.Int32
+	wake  chan struct{}
+}
+
+func (w *hangOnce) Work(ctx context.Context, j *jobs.Job[hangArgs]) error {
+	if w.calls.Add(1) == 1 {
+		<-w.wake
+	}
+	return nil
+}
+
+func (w *hangOnce) Reconcile(context.Context, *jobs.Job[hangArgs]) (jobs.Verdict, error) {
+	return jobs.NotApplied, nil
+}
+
+// TestRecoveryAfterRedisLostEveryKey restarts Redis without persistence
+// under a running pool: the queue registry heals and crash recovery (an
+// attempt whose lease lapses is expired, reconciled and re-run) goes on
+// without restarting any process.
+func TestRecoveryAfterRedisLostEveryKey(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	e := newEnvOn(t, rdb, redistest.Namespace(t))
+	cfg := e.config()
+	cfg.LeaseTTL = 300 * time.Millisecond
+	p := e.pool(cfg)
+	w := &hangOnce{wake: make(chan struct{})}
+	defer close(w.wake)
+	_ = worker.Register(p, jobs.Worker[hangArgs](w))
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(context.Context, *jobs.Job[echoArgs]) error { return nil }))
+	e.start(p)
+	first := e.enqueue(echoArgs{N: 1})
+	e.waitState("default", first.JobID, jobs.Succeeded, 10*time.Second)
+
+	srv.Restart() // no persistence: every key is gone
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, func() bool { return rdb.Ping(ctx).Err() == nil })
+	res, err := e.client.Enqueue(ctx, hangArgs{}, jobs.Timeout(200*time.Millisecond))
+	for err != nil { // the client reconnects
+		time.Sleep(50 * time.Millisecond)
+		res, err = e.client.Enqueue(ctx, hangArgs{}, jobs.Timeout(200*time.Millisecond))
+	}
+	rec := e.waitState("default", res.JobID, jobs.Succeeded, 30*time.Second)
+	if rec.Attempts != 2 || rec.Runs != 1 || w.calls.Load() < 2 {
+		t.Fatalf("after the restart: %+v, %d calls", rec, w.calls.Load())
+	}
+	if qs, _ := e.ledger.Queues(ctx); len(qs) != 1 || qs[0] != "default" {
+		t.Fatalf("queue registry %v", qs)
+	}
+}
