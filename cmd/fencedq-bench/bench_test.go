@@ -32,7 +32,8 @@ func TestSmoke(t *testing.T) {
 	}
 	args := []string{"--json", "--quiet", "--jobs", "200", "--memory-jobs", "500", "--pg-jobs", "100",
 		"--repeat", "1", "--kills", "1", "--lease-ops", "400", "--cluster-queues", "3",
-		"--recovery-modes", "fencedq-1s", "--recovery-timeout", "30s"}
+		"--recovery-modes", "fencedq-1s", "--recovery-timeout", "30s",
+		"--concurrency", "10,50", "--enqueue-jobs", "200", "--latency-rate", "200", "--latency-duration", "500ms"}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -67,16 +68,19 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, p := range []string{
-		"noop.asynq.jobs_per_s", "noop.fencedq.jobs_per_s", "noop.ratio",
-		"noop.asynq.per_job.round_trips", "noop.fencedq.per_job.round_trips",
-		"noop.asynq.per_job.server_commands", "noop.fencedq.per_job.server_commands",
-		"noop.fencedq.enqueue_jobs_per_s",
+		"noop.at.10.asynq.jobs_per_s", "noop.at.10.fencedq.jobs_per_s", "noop.at.10.ratio", "noop.at.50.ratio",
+		"noop.at.10.asynq.per_job.round_trips", "noop.at.10.fencedq.per_job.round_trips",
+		"noop.at.10.asynq.per_job.server_commands", "noop.at.10.fencedq.per_job.server_commands",
+		"noop.at.10.fencedq.enqueue_jobs_per_s",
+		"enqueue.asynq.jobs_per_s", "enqueue.fencedq.jobs_per_s", "enqueue.fencedq_many.jobs_per_s",
+		"enqueue.ratio", "enqueue.ratio_many", "enqueue.fencedq.per_job.round_trips",
+		"latency.asynq.p50_ms", "latency.asynq.max_ms", "latency.fencedq.p50_ms", "latency.fencedq.p99_ms", "latency.fencedq.max_ms",
 		"cluster.single.asynq.jobs_per_s", "cluster.single.fencedq.jobs_per_s",
 		"cluster.cluster.asynq.jobs_per_s", "cluster.cluster.fencedq.jobs_per_s", "cluster.ratio",
 		"lease.libraries.fencedq.ops_per_s", "lease.libraries.redislock.ops_per_s", "lease.libraries.redsync.ops_per_s",
 		"lease.ratio.redislock", "lease.ratio.redsync", "lease.libraries.fencedq.per_op.server_commands",
 		"memory.fencedq.gross_bytes_per_job", "memory.asynq_retained.gross_bytes_per_job", "memory.ratio",
-		"memory.fencedq.memory_usage_by_key.job_hash",
+		"memory.fencedq.memory_usage_by_key.job_hash", "memory.fencedq_operation_id.memory_usage_by_key.operation_id",
 		"machine.cpus",
 	} {
 		positive(p)

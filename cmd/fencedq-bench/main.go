@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,11 +36,18 @@ func main() {
 }
 
 // allSections lists the sections in the order they run.
-var allSections = []string{"noop", "cluster", "lease", "memory", "postgres", "recovery"}
+var allSections = []string{"noop", "enqueue", "latency", "cluster", "lease", "memory", "postgres", "recovery"}
 
 // options are the parsed flags.
 type options struct {
 	jobs, repeat, concurrency, kills int
+	// concurrencies are the noop section's handler concurrencies; the other
+	// sections use the first (concurrency).
+	concurrencies                    []int
+	enqueueJobs, enqueueGoroutines   int
+	enqueueBatch                     int
+	latencyRate                      float64
+	latencyDuration                  time.Duration
 	sections                         []string
 	jsonOut, quiet                   bool
 	redisAddr                        string
@@ -73,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.jobs, "jobs", 10000, "no-op jobs per timed run (noop section)")
 	fs.IntVar(&o.repeat, "repeat", 3, "repetitions of every timed comparison; medians are reported")
-	fs.IntVar(&o.concurrency, "concurrency", 10, "handler concurrency of every asynq server and fencedq pool")
+	conc := fs.String("concurrency", "10,50", "handler concurrencies of the noop section (comma-separated); every other section uses the first")
 	fs.IntVar(&o.kills, "kills", 5, "worker processes killed per recovery variant")
 	sections := fs.String("sections", strings.Join(allSections, ","), "comma-separated sections to run: "+strings.Join(allSections, ","))
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON object on stdout (the table goes to stderr)")
@@ -85,6 +93,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.leaseOps, "lease-ops", 20000, "acquire+release pairs per timed run and library (lease section)")
 	fs.IntVar(&o.leaseGoroutines, "lease-goroutines", 8, "goroutines acquiring and releasing leases")
 	fs.IntVar(&o.leaseResources, "lease-resources", 1000, "distinct resources, split between the goroutines (no contention)")
+	fs.IntVar(&o.enqueueJobs, "enqueue-jobs", 0, "jobs per timed run in the enqueue section (default jobs)")
+	fs.IntVar(&o.enqueueGoroutines, "enqueue-goroutines", 8, "goroutines calling Enqueue (and EnqueueMany) in the enqueue section")
+	fs.IntVar(&o.enqueueBatch, "enqueue-batch", 100, "jobs per EnqueueMany call in the enqueue section")
+	fs.Float64Var(&o.latencyRate, "latency-rate", 1000, "jobs per second offered in the latency section")
+	fs.DurationVar(&o.latencyDuration, "latency-duration", 20*time.Second, "how long the latency section offers jobs, per run and side")
 	fs.IntVar(&o.clusterJobs, "cluster-jobs", 0, "jobs per timed run in the cluster section (default jobs/2)")
 	fs.IntVar(&o.clusterQueues, "cluster-queues", 6, "queues the cluster section spreads jobs over")
 	fs.IntVar(&o.memoryJobs, "memory-jobs", 0, "finished jobs retained per memory measurement (default jobs/2)")
@@ -102,6 +115,20 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if !slices.Contains(allSections, s) {
 			return nil, fmt.Errorf("unknown section %q (have %s)", s, strings.Join(allSections, ","))
 		}
+	}
+	for _, c := range splitList(*conc) {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--concurrency: %q is not a positive integer", c)
+		}
+		o.concurrencies = append(o.concurrencies, n)
+	}
+	if len(o.concurrencies) == 0 {
+		return nil, errors.New("--concurrency: give at least one value")
+	}
+	o.concurrency = o.concurrencies[0]
+	if o.enqueueJobs <= 0 {
+		o.enqueueJobs = o.jobs
 	}
 	o.clusterAddrs = splitList(*cluster)
 	o.recoveryModes = splitList(*modes)
@@ -130,6 +157,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--jobs, --repeat, --concurrency and --kills must be positive")
 	case o.leaseOps < 1 || o.leaseGoroutines < 1 || o.leaseResources < 1 || o.clusterQueues < 1:
 		return nil, errors.New("--lease-ops, --lease-goroutines, --lease-resources and --cluster-queues must be positive")
+	case o.enqueueGoroutines < 1 || o.enqueueBatch < 1 || !(o.latencyRate > 0) || o.latencyDuration <= 0:
+		return nil, errors.New("--enqueue-goroutines, --enqueue-batch, --latency-rate and --latency-duration must be positive")
 	}
 	o.leaseResources = max(o.leaseResources, o.leaseGoroutines)
 	return o, nil
@@ -171,6 +200,8 @@ type Report struct {
 	Machine  Machine         `json:"machine"`
 	Settings map[string]any  `json:"settings"`
 	Noop     *NoopResult     `json:"noop"`
+	Enqueue  *EnqueueResult  `json:"enqueue"`
+	Latency  *LatencyResult  `json:"latency"`
 	Postgres *PostgresResult `json:"postgres"`
 	Lease    *LeaseResult    `json:"lease"`
 	Recovery *RecoveryResult `json:"recovery"`
@@ -209,7 +240,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	rep := &Report{Errors: map[string]string{}, Settings: map[string]any{
-		"jobs": opts.jobs, "repeat": opts.repeat, "concurrency": opts.concurrency, "kills": opts.kills,
+		"jobs": opts.jobs, "repeat": opts.repeat, "concurrency": opts.concurrencies, "kills": opts.kills,
+		"enqueue_jobs": opts.enqueueJobs, "enqueue_goroutines": opts.enqueueGoroutines, "enqueue_batch": opts.enqueueBatch,
+		"latency_rate": opts.latencyRate, "latency_duration_s": opts.latencyDuration.Seconds(),
 		"sections": opts.sections, "pg_jobs": opts.pgJobs, "lease_ops": opts.leaseOps,
 		"lease_goroutines": opts.leaseGoroutines, "lease_resources": opts.leaseResources,
 		"cluster_jobs": opts.clusterJobs, "cluster_queues": opts.clusterQueues, "memory_jobs": opts.memoryJobs,
@@ -230,6 +263,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		switch s {
 		case "noop":
 			rep.Noop, err = e.noop(ctx)
+		case "enqueue":
+			rep.Enqueue, err = e.enqueue(ctx)
+		case "latency":
+			rep.Latency, err = e.latency(ctx)
 		case "cluster":
 			rep.Cluster, err = e.cluster(ctx)
 		case "lease":

@@ -21,28 +21,42 @@ type MemFigures struct {
 	PayloadBytes float64 `json:"payload_bytes_per_job"`
 	// Runs lists BytesPerJob of every repetition.
 	Runs []float64 `json:"runs_bytes_per_job"`
-	// Keys is MEMORY USAGE per job by kind of key, averaged over a sample.
+	// Keys is MEMORY USAGE per job by kind of key, averaged over a sample;
+	// "unattributed" is GrossBytesPerJob minus their sum (the keyspace's
+	// dict entries, expiry entries and allocator rounding).
 	Keys map[string]float64 `json:"memory_usage_by_key"`
+	// Fields is the bytes of one sampled record's fields (name + value).
+	Fields map[string]int `json:"record_field_bytes,omitempty"`
 }
 
 // MemoryResult is the memory section.
 type MemoryResult struct {
 	Jobs   int `json:"jobs"`
 	Repeat int `json:"repeat"`
-	// Fencedq retains each succeeded job (ledger hash, history, operation id,
-	// succeeded index) for jobs.Config.Retention (default 7 days).
+	// Fencedq retains each succeeded job (job hash and succeeded index; a
+	// history list only beyond the common path) for jobs.Config.Retention
+	// (default 7 days). Its jobs carry no OperationID, as asynq's carry no
+	// TaskID.
 	Fencedq MemFigures `json:"fencedq"`
+	// FencedqOperationID is the same with a caller-given OperationID per
+	// job, which adds the operation key.
+	FencedqOperationID MemFigures `json:"fencedq_operation_id"`
 	// AsynqRetained is plain asynq with asynq.Retention(7 days), which keeps
 	// completed tasks; plain asynq without Retention keeps nothing.
 	AsynqRetained MemFigures `json:"asynq_retained"`
-	// Ratio is fencedq bytes per job ÷ asynq's (lower is leaner).
-	Ratio float64 `json:"ratio"`
+	// Ratio is fencedq bytes per job ÷ asynq's (lower is leaner; target ≤
+	// Target).
+	Ratio       float64 `json:"ratio"`
+	Target      float64 `json:"target"`
+	MeetsTarget bool    `json:"meets_target"`
+	// RatioOperationID is FencedqOperationID ÷ asynq's.
+	RatioOperationID float64 `json:"ratio_operation_id"`
 }
 
 func (e *bench) memory(ctx context.Context) (*MemoryResult, error) {
 	n := e.opts.memoryJobs
 	t := e.single
-	r := &MemoryResult{Jobs: n, Repeat: e.opts.repeat}
+	r := &MemoryResult{Jobs: n, Repeat: e.opts.repeat, Target: 1.0}
 	payload := 0.0
 	for i := range n {
 		b, _ := json.Marshal(noopArgs{N: i})
@@ -55,7 +69,15 @@ func (e *bench) memory(ctx context.Context) (*MemoryResult, error) {
 			return nil, err
 		}
 	}
-	measure := func(fn drainFunc, stored float64, keys func(ctx context.Context, d *drained) (map[string]float64, error)) (MemFigures, error) {
+	// fencedq keeps a redacted display copy of the args only where it
+	// differs from the args.
+	fencedqCopies := 1.0
+	if shown, err := jobs.RedactJSON(noopArgs{N: 1}); err == nil {
+		if raw, _ := json.Marshal(noopArgs{N: 1}); string(shown) != string(raw) {
+			fencedqCopies = 2
+		}
+	}
+	measure := func(fn drainFunc, stored float64, fqOpts func(int) []jobs.Option, keys func(ctx context.Context, d *drained) (map[string]float64, map[string]int, error)) (MemFigures, error) {
 		var f MemFigures
 		var gross []float64
 		for range e.opts.repeat {
@@ -63,6 +85,7 @@ func (e *bench) memory(ctx context.Context) (*MemoryResult, error) {
 			var perJob float64
 			o := &drainOpts{
 				asynqRetention: 7 * 24 * time.Hour,
+				fencedqOptions: fqOpts,
 				before: func(ctx context.Context) (err error) {
 					before, err = serverStats(ctx, t.rdb)
 					return err
@@ -75,7 +98,12 @@ func (e *bench) memory(ctx context.Context) (*MemoryResult, error) {
 					}
 					perJob = float64((after.usedMemory-before.usedMemory)-(after.clientsMem-before.clientsMem)) / float64(n)
 					if f.Keys == nil {
-						f.Keys, err = keys(ctx, d)
+						f.Keys, f.Fields, err = keys(ctx, d)
+						sum := 0.0
+						for _, v := range f.Keys {
+							sum += v
+						}
+						f.Keys["unattributed"] = round(perJob-sum, 1)
 					}
 					return err
 				},
@@ -92,17 +120,25 @@ func (e *bench) memory(ctx context.Context) (*MemoryResult, error) {
 		return f, nil
 	}
 	var err error
-	r.Fencedq, err = measure(fencedqDrain, 2*payload, e.fencedqKeys)
+	r.Fencedq, err = measure(fencedqDrain, fencedqCopies*payload, nil, e.fencedqKeys)
 	if err != nil {
 		return nil, err
 	}
 	e.progress("  fencedq: %.0f bytes per retained job (excluding %.0f payload bytes)", r.Fencedq.BytesPerJob, r.Fencedq.PayloadBytes)
-	r.AsynqRetained, err = measure(asynqDrain, payload, e.asynqKeys)
+	withOp := func(i int) []jobs.Option { return []jobs.Option{jobs.OperationID(fmt.Sprintf("bench-op-%d", i))} }
+	r.FencedqOperationID, err = measure(fencedqDrain, fencedqCopies*payload, withOp, e.fencedqKeys)
+	if err != nil {
+		return nil, err
+	}
+	e.progress("  fencedq with OperationID: %.0f bytes per retained job", r.FencedqOperationID.BytesPerJob)
+	r.AsynqRetained, err = measure(asynqDrain, payload, nil, e.asynqKeys)
 	if err != nil {
 		return nil, err
 	}
 	e.progress("  asynq with Retention: %.0f bytes per retained job (excluding %.0f payload bytes)", r.AsynqRetained.BytesPerJob, r.AsynqRetained.PayloadBytes)
 	r.Ratio = ratio(r.Fencedq.BytesPerJob, r.AsynqRetained.BytesPerJob)
+	r.MeetsTarget = r.Ratio <= r.Target
+	r.RatioOperationID = ratio(r.FencedqOperationID.BytesPerJob, r.AsynqRetained.BytesPerJob)
 	return r, nil
 }
 
@@ -117,7 +153,20 @@ func (e *bench) memUsage(ctx context.Context, key string) float64 {
 	return float64(n)
 }
 
-func (e *bench) fencedqKeys(ctx context.Context, d *drained) (map[string]float64, error) {
+// fieldBytes returns the name + value bytes of each field of hash key.
+func (e *bench) fieldBytes(ctx context.Context, key string) map[string]int {
+	h, err := e.single.rdb.HGetAll(ctx, key).Result()
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]int, len(h))
+	for k, v := range h {
+		out[k] = len(k) + len(v)
+	}
+	return out
+}
+
+func (e *bench) fencedqKeys(ctx context.Context, d *drained) (map[string]float64, map[string]int, error) {
 	l := jobs.NewLedger(e.single.rdb, jobs.Config{Namespace: d.ns})
 	out := map[string]float64{}
 	k := min(memSample, len(d.jobs))
@@ -125,7 +174,9 @@ func (e *bench) fencedqKeys(ctx context.Context, d *drained) (map[string]float64
 		job := l.JobKey(res.Queue, res.JobID)
 		out["job_hash"] += e.memUsage(ctx, job) / float64(k)
 		out["history_list"] += e.memUsage(ctx, job+":history") / float64(k)
-		out["operation_id"] += e.memUsage(ctx, fmt.Sprintf("%s:{%s}:op:%s", d.ns, res.Queue, res.OperationID)) / float64(k)
+		if res.OperationID != res.JobID { // jobs without one write no operation key
+			out["operation_id"] += e.memUsage(ctx, fmt.Sprintf("%s:{%s}:op:%s", d.ns, res.Queue, res.OperationID)) / float64(k)
+		}
 	}
 	for _, q := range d.queues {
 		out["succeeded_index"] += e.memUsage(ctx, l.StateKey(q, jobs.Succeeded)) / float64(len(d.jobs))
@@ -133,10 +184,11 @@ func (e *bench) fencedqKeys(ctx context.Context, d *drained) (map[string]float64
 	for key, v := range out {
 		out[key] = round(v, 1)
 	}
-	return out, nil
+	res := d.jobs[0]
+	return out, e.fieldBytes(ctx, l.JobKey(res.Queue, res.JobID)), nil
 }
 
-func (e *bench) asynqKeys(ctx context.Context, d *drained) (map[string]float64, error) {
+func (e *bench) asynqKeys(ctx context.Context, d *drained) (map[string]float64, map[string]int, error) {
 	out := map[string]float64{}
 	k := min(memSample, len(d.tasks))
 	for _, ti := range d.tasks[:k] {
@@ -148,5 +200,6 @@ func (e *bench) asynqKeys(ctx context.Context, d *drained) (map[string]float64, 
 	for key, v := range out {
 		out[key] = round(v, 1)
 	}
-	return out, nil
+	ti := d.tasks[0]
+	return out, e.fieldBytes(ctx, fmt.Sprintf("asynq:{%s}:t:%s", ti.Queue, ti.ID)), nil
 }

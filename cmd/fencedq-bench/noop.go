@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,8 +210,10 @@ type drainRun struct {
 	drain         PerUnit
 }
 
-// asynqConfig is the asynq.Config a fencedq pool uses (worker/pool.go),
-// without its fencing: the same polling intervals and retry delays.
+// asynqConfig is the plain asynq server every comparison runs: asynq's
+// defaults but for a 100 ms task check interval (default 1 s; an idle asynq
+// worker sleeps 0.5 to 1.5 times it between polls), a 1 s delayed-task
+// check (default 5 s), a 10 s shutdown timeout and fencedq's retry delays.
 func asynqConfig(conc int, queues []string) asynq.Config {
 	qm := map[string]int{}
 	for _, q := range queues {
@@ -229,6 +232,13 @@ func asynqConfig(conc int, queues []string) asynq.Config {
 		Logger:   discardAsynq{},
 		LogLevel: asynq.ErrorLevel,
 	}
+}
+
+// poolConfig is the worker.Config of every fencedq pool the benchmark
+// times: the defaults (reconciler on, lease TTL, fetch and completion
+// batches) with the concurrency and queues under test and a quiet logger.
+func poolConfig(ns string, conc int, queues map[string]int) worker.Config {
+	return worker.Config{Namespace: ns, Concurrency: conc, Queues: queues, Logger: discardLogger}
 }
 
 // discardAsynq is an asynq.Logger that drops everything.
@@ -251,6 +261,8 @@ type drainOpts struct {
 	fencedqWork func(ctx context.Context, j *jobs.Job[noopArgs]) error
 	// asynqRetention keeps plain asynq's completed tasks (asynq.Retention).
 	asynqRetention time.Duration
+	// fencedqOptions gives job i's enqueue options (nil: none but the queue).
+	fencedqOptions func(i int) []jobs.Option
 	// before runs just before the enqueue.
 	before func(ctx context.Context) error
 	// after runs once the drain finished and the server or pool stopped,
@@ -433,7 +445,11 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 	}
 	var err error
 	r.enqueuePerSec, r.enqueue, err = timedEnqueue(ctx, t, n, func(i int) error {
-		res, err := client.Enqueue(ctx, noopArgs{N: i}, jobs.Queue(queues[i%len(queues)]))
+		opts := []jobs.Option{jobs.Queue(queues[i%len(queues)])}
+		if o.fencedqOptions != nil {
+			opts = append(opts, o.fencedqOptions(i)...)
+		}
+		res, err := client.Enqueue(ctx, noopArgs{N: i}, opts...)
 		d.jobs[i] = res
 		return err
 	})
@@ -446,9 +462,7 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 		return r, err
 	}
 	c := newCompletions(n)
-	pool, err := worker.NewPool(t.rdb, worker.Config{
-		Namespace: ns, Concurrency: conc, Queues: qm, Logger: discardLogger,
-	})
+	pool, err := worker.NewPool(t.rdb, poolConfig(ns, conc, qm))
 	if err != nil {
 		return r, err
 	}
@@ -524,12 +538,12 @@ func variantOf(runs []drainRun) Variant {
 
 type drainFunc func(ctx context.Context, t *target, queues []string, n, conc int, o *drainOpts) (drainRun, error)
 
-// compare runs each drain repeat times, alternating which goes first, after
-// one untimed warm-up of each.
-func compare(ctx context.Context, e *bench, t *target, queues []string, n int, o *drainOpts, fns ...drainFunc) ([][]drainRun, error) {
+// compare runs each drain repeat times at concurrency conc, alternating
+// which goes first, after one untimed warm-up of each.
+func compare(ctx context.Context, e *bench, t *target, queues []string, n, conc int, o *drainOpts, fns ...drainFunc) ([][]drainRun, error) {
 	warm := max(n/10, 20)
 	for _, fn := range fns {
-		if _, err := fn(ctx, t, queues, warm, e.opts.concurrency, o); err != nil {
+		if _, err := fn(ctx, t, queues, warm, conc, o); err != nil {
 			return nil, err
 		}
 	}
@@ -540,11 +554,11 @@ func compare(ctx context.Context, e *bench, t *target, queues []string, n int, o
 			if rep%2 == 1 {
 				i = len(fns) - 1 - k
 			}
-			r, err := fns[i](ctx, t, queues, n, e.opts.concurrency, o)
+			r, err := fns[i](ctx, t, queues, n, conc, o)
 			if err != nil {
 				return nil, err
 			}
-			e.progress("  %s %s run %d: %.0f jobs/s", t.name, drainName(i, len(fns)), rep+1, r.jobsPerSec)
+			e.progress("  %s %s concurrency %d run %d: %.0f jobs/s", t.name, drainName(i, len(fns)), conc, rep+1, r.jobsPerSec)
 			out[i] = append(out[i], r)
 		}
 	}
@@ -558,32 +572,47 @@ func drainName(i, n int) string {
 	return fmt.Sprint(i)
 }
 
-// NoopResult is the noop section.
-type NoopResult struct {
-	Jobs        int     `json:"jobs"`
-	Repeat      int     `json:"repeat"`
+// noopTargets are the noop ratio targets by concurrency.
+var noopTargets = map[int]float64{10: 2.0, 50: 4.0}
+
+// NoopAt is the noop comparison at one concurrency.
+type NoopAt struct {
 	Concurrency int     `json:"concurrency"`
 	Asynq       Variant `json:"asynq"`
 	Fencedq     Variant `json:"fencedq"`
-	// Ratio is fencedq jobs/s ÷ asynq jobs/s (target ≥ Target).
+	// Ratio is fencedq jobs/s ÷ asynq jobs/s (target ≥ Target; 0: none).
 	Ratio       float64 `json:"ratio"`
-	Target      float64 `json:"target"`
+	Target      float64 `json:"target,omitempty"`
 	MeetsTarget bool    `json:"meets_target"`
+}
+
+// NoopResult is the noop section: one comparison per concurrency.
+type NoopResult struct {
+	Jobs        int   `json:"jobs"`
+	Repeat      int   `json:"repeat"`
+	Concurrency []int `json:"concurrency"`
+	// At holds each concurrency's comparison, keyed by the concurrency.
+	At map[string]*NoopAt `json:"at"`
 	// ScriptServerMicros is each script's execution time on the server
-	// (SLOWLOG, threshold 0) during one extra untimed drain of each side;
-	// absent with --redis.
+	// (SLOWLOG, threshold 0) during one extra untimed drain of each side at
+	// the first concurrency; absent with --redis.
 	ScriptServerMicros map[string]ScriptTime `json:"script_server_us,omitempty"`
 }
 
 func (e *bench) noop(ctx context.Context) (*NoopResult, error) {
-	runs, err := compare(ctx, e, e.single, []string{"default"}, e.opts.jobs, nil, asynqDrain, fencedqDrain)
-	if err != nil {
-		return nil, err
+	r := &NoopResult{Jobs: e.opts.jobs, Repeat: e.opts.repeat, Concurrency: e.opts.concurrencies, At: map[string]*NoopAt{}}
+	for _, conc := range e.opts.concurrencies {
+		runs, err := compare(ctx, e, e.single, []string{"default"}, e.opts.jobs, conc, nil, asynqDrain, fencedqDrain)
+		if err != nil {
+			return nil, err
+		}
+		at := &NoopAt{Concurrency: conc, Asynq: variantOf(runs[0]), Fencedq: variantOf(runs[1]), Target: noopTargets[conc]}
+		at.Ratio = ratio(at.Fencedq.JobsPerSec, at.Asynq.JobsPerSec)
+		at.MeetsTarget = at.Target == 0 || at.Ratio >= at.Target
+		r.At[strconv.Itoa(conc)] = at
+		e.progress("  concurrency %d: ratio fencedq/asynq %.3f", conc, at.Ratio)
 	}
-	r := &NoopResult{Jobs: e.opts.jobs, Repeat: e.opts.repeat, Concurrency: e.opts.concurrency,
-		Asynq: variantOf(runs[0]), Fencedq: variantOf(runs[1]), Target: 0.85}
-	r.Ratio = ratio(r.Fencedq.JobsPerSec, r.Asynq.JobsPerSec)
-	r.MeetsTarget = r.Ratio >= r.Target
+	var err error
 	if r.ScriptServerMicros, err = e.scriptTimes(ctx, min(max(e.opts.jobs/4, 20), 2000), asynqDrain, fencedqDrain); err != nil {
 		return nil, fmt.Errorf("script timing: %w", err)
 	}
@@ -622,7 +651,7 @@ func (e *bench) cluster(ctx context.Context) (*ClusterResult, error) {
 		// Ledger keys are tagged {queue}: spread those evenly here; each run
 		// picks a namespace that spreads its asynq keys ({ns/queue}) too.
 		queues := pickQueues(t, nq)
-		runs, err := compare(ctx, e, t, queues, e.opts.clusterJobs, nil, asynqDrain, fencedqDrain)
+		runs, err := compare(ctx, e, t, queues, e.opts.clusterJobs, e.opts.concurrency, nil, asynqDrain, fencedqDrain)
 		if err != nil {
 			return nil, err
 		}

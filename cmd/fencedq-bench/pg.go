@@ -146,7 +146,7 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 			return nil
 		},
 	}
-	runs, err := compare(ctx, e, e.single, []string{"default"}, o.pgJobs, d, asynqDrain, fencedqDrain)
+	runs, err := compare(ctx, e, e.single, []string{"default"}, o.pgJobs, o.concurrency, d, asynqDrain, fencedqDrain)
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,18 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
+
+// targetText says "target ≥ x: met" or "no target".
+func targetText(target float64, ok bool) string {
+	if target == 0 {
+		return "no target"
+	}
+	return fmt.Sprintf("target ≥ %.2f: %s", target, verdict(ok))
+}
 
 func verdict(ok bool) string {
 	if ok {
@@ -32,30 +41,61 @@ func printTable(w io.Writer, r *Report) {
 			p.RoundTrips, p.ScriptCalls, p.ServerCommands, p.RedisCPUMicros, p.ClientCPUMicros)
 	}
 	if n := r.Noop; n != nil {
-		fmt.Fprintf(w, "\nnoop: %d no-op jobs drained, concurrency %d, median of %d\n", n.Jobs, n.Concurrency, n.Repeat)
-		fmt.Fprint(tw, header)
-		row("asynq", n.Asynq)
-		row("fencedq", n.Fencedq)
-		tw.Flush()
-		fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f (target ≥ %.2f: %s)\n", n.Ratio, n.Target, verdict(n.MeetsTarget))
-		fmt.Fprintf(w, "  scripts per job (drain):   asynq %s\n                             fencedq %s\n", perMap(n.Asynq.PerJob.Scripts), perMap(n.Fencedq.PerJob.Scripts))
-		fmt.Fprintf(w, "  scripts per job (enqueue): asynq %s\n                             fencedq %s\n", perMap(n.Asynq.EnqueuePerJob.Scripts), perMap(n.Fencedq.EnqueuePerJob.Scripts))
-		fmt.Fprintf(w, "  other commands per job (drain): asynq %s\n                                  fencedq %s\n", perMap(n.Asynq.PerJob.Commands), perMap(n.Fencedq.PerJob.Commands))
-		fmt.Fprintf(w, "  server µs per job in scripts (commandstats evalsha usec): asynq %.1f, fencedq %.1f\n",
-			n.Asynq.PerJob.ServerMicrosByCommand["evalsha"], n.Fencedq.PerJob.ServerMicrosByCommand["evalsha"])
+		for _, conc := range n.Concurrency {
+			at := n.At[strconv.Itoa(conc)]
+			if at == nil {
+				continue
+			}
+			fmt.Fprintf(w, "\nnoop: %d no-op jobs drained, concurrency %d, median of %d\n", n.Jobs, conc, n.Repeat)
+			fmt.Fprint(tw, header)
+			row("asynq", at.Asynq)
+			row("fencedq", at.Fencedq)
+			tw.Flush()
+			fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f (%s)\n", at.Ratio, targetText(at.Target, at.MeetsTarget))
+			fmt.Fprintf(w, "  scripts per job (drain):   asynq %s\n                             fencedq %s\n", perMap(at.Asynq.PerJob.Scripts), perMap(at.Fencedq.PerJob.Scripts))
+			fmt.Fprintf(w, "  other commands per job (drain): asynq %s\n                                  fencedq %s\n", perMap(at.Asynq.PerJob.Commands), perMap(at.Fencedq.PerJob.Commands))
+			fmt.Fprintf(w, "  server µs per job in scripts (commandstats evalsha usec): asynq %.1f, fencedq %.1f\n",
+				at.Asynq.PerJob.ServerMicrosByCommand["evalsha"], at.Fencedq.PerJob.ServerMicrosByCommand["evalsha"])
+		}
 		if len(n.ScriptServerMicros) > 0 {
 			fmt.Fprint(w, "  server time per script call (SLOWLOG at threshold 0 in one extra untimed drain each;\n"+
 				"  it includes logging each command the script calls, which inflates scripts that call many):\n")
-			fmt.Fprint(tw, "\tcalls\tmedian µs\tmean µs\tp90 µs\t\n")
+			fmt.Fprint(tw, "\tcalls\tmedian µs\tmean µs\tp90 µs\tµs per job\t\n")
 			for _, name := range slices.Sorted(maps.Keys(n.ScriptServerMicros)) {
 				st := n.ScriptServerMicros[name]
-				if st.Calls < 10 {
-					continue
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.0f\t\n", name, st.Calls, st.MedianMicros, st.MeanMicros, st.P90Micros)
+				fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.0f\t%.1f\t\n", name, st.Calls, st.MedianMicros, st.MeanMicros, st.P90Micros, st.MicrosPerJob)
 			}
 			tw.Flush()
 		}
+	}
+	if q := r.Enqueue; q != nil {
+		fmt.Fprintf(w, "\nenqueue: %d jobs from %d goroutines (EnqueueMany: %d jobs per call), median of %d\n", q.Jobs, q.Goroutines, q.Batch, q.Repeat)
+		fmt.Fprint(tw, "\tjobs/s\tround trips/job\tscripts/job\tredis cmds/job\tredis CPU µs/job\tclient CPU µs/job\t\n")
+		for _, s := range []struct {
+			name string
+			v    EnqueueSide
+		}{{"asynq Enqueue", q.Asynq}, {"fencedq Enqueue", q.Fencedq}, {"fencedq EnqueueMany", q.FencedqMany}} {
+			p := s.v.PerJob
+			fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.2f\t%.1f\t%.1f\t%.1f\t\n", s.name, s.v.JobsPerSec, p.RoundTrips, p.ScriptCalls, p.ServerCommands, p.RedisCPUMicros, p.ClientCPUMicros)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "  ratio Enqueue/asynq = %.3f (%s); EnqueueMany/asynq = %.3f (%s)\n",
+			q.Ratio, targetText(q.Target, q.MeetsTarget), q.RatioMany, targetText(q.TargetMany, q.MeetsTargetMany))
+	}
+	if l := r.Latency; l != nil {
+		fmt.Fprintf(w, "\nlatency: enqueue call to handler start, %.0f jobs/s offered for %.1fs (%d jobs) into an idle pool, concurrency %d, median of %d\n",
+			l.Rate, l.DurationSec, l.Jobs, l.Concurrency, l.Repeat)
+		fmt.Fprint(tw, "\toffered/s\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tmean ms\tround trips/job\tredis CPU µs/job\tclient CPU µs/job\t\n")
+		for _, s := range []struct {
+			name string
+			v    LatencySide
+		}{{"asynq", l.Asynq}, {"fencedq", l.Fencedq}} {
+			p := s.v.PerJob
+			fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t\n", s.name, s.v.OfferedPerSec, s.v.P50Ms, s.v.P99Ms, s.v.P999Ms, s.v.MaxMs, s.v.MeanMs,
+				p.RoundTrips, p.RedisCPUMicros, p.ClientCPUMicros)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "  fencedq target p50 ≤ %.0f ms and p99 ≤ %.0f ms: %s\n", l.TargetP50Ms, l.TargetP99Ms, verdict(l.MeetsTarget))
 	}
 	if c := r.Cluster; c != nil {
 		fmt.Fprintf(w, "\ncluster: %d jobs over %d queues, %d masters vs single server, concurrency %d, median of %d\n", c.Jobs, c.Queues, c.Masters, c.Concurrency, c.Repeat)
@@ -86,9 +126,13 @@ func printTable(w io.Writer, r *Report) {
 		fmt.Fprintf(w, "\nmemory: Redis bytes per retained finished job, %d jobs, median of %d\n", mm.Jobs, mm.Repeat)
 		fmt.Fprint(tw, "\tbytes/job (no payload)\tgross bytes/job\tpayload bytes/job\t\n")
 		fmt.Fprintf(tw, "fencedq\t%.0f\t%.0f\t%.0f\t\n", mm.Fencedq.BytesPerJob, mm.Fencedq.GrossBytesPerJob, mm.Fencedq.PayloadBytes)
+		fmt.Fprintf(tw, "fencedq+OperationID\t%.0f\t%.0f\t%.0f\t\n", mm.FencedqOperationID.BytesPerJob, mm.FencedqOperationID.GrossBytesPerJob, mm.FencedqOperationID.PayloadBytes)
 		fmt.Fprintf(tw, "asynq+Retention\t%.0f\t%.0f\t%.0f\t\n", mm.AsynqRetained.BytesPerJob, mm.AsynqRetained.GrossBytesPerJob, mm.AsynqRetained.PayloadBytes)
 		tw.Flush()
-		fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f; MEMORY USAGE per job: fencedq %s; asynq %s\n", mm.Ratio, perMap(mm.Fencedq.Keys), perMap(mm.AsynqRetained.Keys))
+		fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f (target ≤ %.2f: %s); with OperationID %.3f\n", mm.Ratio, mm.Target, verdict(mm.MeetsTarget), mm.RatioOperationID)
+		fmt.Fprintf(w, "  MEMORY USAGE per job: fencedq %s\n                       fencedq+OperationID %s\n                       asynq %s\n",
+			perMap(mm.Fencedq.Keys), perMap(mm.FencedqOperationID.Keys), perMap(mm.AsynqRetained.Keys))
+		fmt.Fprintf(w, "  record field bytes (name + value): fencedq %s\n                                     asynq %s\n", perIntMap(mm.Fencedq.Fields), perIntMap(mm.AsynqRetained.Fields))
 	}
 	if p := r.Postgres; p != nil {
 		if p.Skipped {
@@ -104,10 +148,14 @@ func printTable(w io.Writer, r *Report) {
 	}
 	if rc := r.Recovery; rc != nil {
 		fmt.Fprintf(w, "\nrecovery: SIGKILL of the worker running a job until it runs again on a spare, %d kills each\n", rc.Kills)
-		fmt.Fprint(tw, "\trecovered\tmedian s\tworst s\ttimeout s\t\n")
+		fmt.Fprint(tw, "\trecovered\tmedian s\tworst s\ttimeout s\ttarget s\t\t\n")
 		for _, name := range slices.Sorted(maps.Keys(rc.Variants)) {
 			v := rc.Variants[name]
-			fmt.Fprintf(tw, "%s\t%d/%d\t%.2f\t%.2f\t%.0f\t\n", name, v.Recovered, v.Kills, v.MedianSec, v.WorstSec, v.TimeoutSec)
+			target, met := "-", ""
+			if v.TargetSec > 0 {
+				target, met = fmt.Sprintf("≤ %.1f", v.TargetSec), verdict(v.MeetsTarget)
+			}
+			fmt.Fprintf(tw, "%s\t%d/%d\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", name, v.Recovered, v.Kills, v.MedianSec, v.WorstSec, v.TimeoutSec, target, met)
 		}
 		tw.Flush()
 		for _, name := range slices.Sorted(maps.Keys(rc.Variants)) {
@@ -125,6 +173,15 @@ func printTable(w io.Writer, r *Report) {
 			fmt.Fprintf(w, "  %s: %s\n", k, r.Errors[k])
 		}
 	}
+}
+
+// perIntMap is perMap for integer values.
+func perIntMap(m map[string]int) string {
+	f := make(map[string]float64, len(m))
+	for k, v := range m {
+		f[k] = float64(v)
+	}
+	return strings.ReplaceAll(perMap(f), ".00", "")
 }
 
 // perMap formats a map as "k v, k v", largest values first.

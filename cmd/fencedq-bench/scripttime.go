@@ -17,6 +17,9 @@ type ScriptTime struct {
 	MedianMicros float64 `json:"median_us"`
 	MeanMicros   float64 `json:"mean_us"`
 	P90Micros    float64 `json:"p90_us"`
+	// MicrosPerJob is the script's total time divided by the drain's jobs:
+	// what it costs per job however many jobs one call serves.
+	MicrosPerJob float64 `json:"us_per_job"`
 }
 
 // scriptTimes runs one extra drain of n jobs per variant with SLOWLOG
@@ -74,7 +77,7 @@ func (e *bench) scriptTimes(ctx context.Context, n int, fns ...drainFunc) (map[s
 			sum += x
 		}
 		out[name] = ScriptTime{Calls: len(xs), MedianMicros: median(xs), MeanMicros: round(sum/float64(len(xs)), 1),
-			P90Micros: xs[len(xs)*9/10]}
+			P90Micros: xs[len(xs)*9/10], MicrosPerJob: round(sum/float64(n), 1)}
 	}
 	return out, nil
 }
