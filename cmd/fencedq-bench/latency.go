@@ -64,11 +64,11 @@ type LatencySide struct {
 // an idle asynq server and an idle fencedq pool, one side at a time; from
 // the Enqueue call to the handler's start.
 type LatencyResult struct {
-	Rate        float64 `json:"rate_jobs_per_s"`
-	DurationSec float64 `json:"duration_s"`
-	Jobs        int     `json:"jobs"`
-	Repeat      int     `json:"repeat"`
-	Concurrency int     `json:"concurrency"`
+	Rate        float64     `json:"rate_jobs_per_s"`
+	DurationSec float64     `json:"duration_s"`
+	Jobs        int         `json:"jobs"`
+	Repeat      int         `json:"repeat"`
+	Concurrency int         `json:"concurrency"`
 	Asynq       LatencySide `json:"asynq"`
 	Fencedq     LatencySide `json:"fencedq"`
 	// TargetP50Ms and TargetP99Ms are fencedq's targets.

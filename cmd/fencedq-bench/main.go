@@ -43,24 +43,24 @@ type options struct {
 	jobs, repeat, concurrency, kills int
 	// concurrencies are the noop section's handler concurrencies; the other
 	// sections use the first (concurrency).
-	concurrencies                    []int
-	enqueueJobs, enqueueGoroutines   int
-	enqueueBatch                     int
-	latencyRate                      float64
-	latencyDuration                  time.Duration
-	sections                         []string
-	jsonOut, quiet                   bool
-	redisAddr                        string
-	clusterAddrs                     []string
-	pgURL                            string
-	pgJobs                           int
-	leaseOps, leaseGoroutines        int
-	leaseResources                   int
-	clusterJobs, clusterQueues       int
-	memoryJobs                       int
-	recoveryModes                    []string
-	recoveryTimeout                  time.Duration
-	cpuProfile                       string
+	concurrencies                  []int
+	enqueueJobs, enqueueGoroutines int
+	enqueueBatch                   int
+	latencyRate                    float64
+	latencyDuration                time.Duration
+	sections                       []string
+	jsonOut, quiet                 bool
+	redisAddr                      string
+	clusterAddrs                   []string
+	pgURL                          string
+	pgJobs                         int
+	leaseOps, leaseGoroutines      int
+	leaseResources                 int
+	clusterJobs, clusterQueues     int
+	memoryJobs                     int
+	recoveryModes                  []string
+	recoveryTimeout                time.Duration
+	cpuProfile                     string
 }
 
 func (o *options) has(section string) bool { return slices.Contains(o.sections, section) }
