@@ -33,20 +33,27 @@
 //
 // # Enqueueing
 //
-// Client.Enqueue validates, writes the ledger entry, then the asynq task
-// that delivers it. Every job has an operation id (given with OperationID,
-// else generated): enqueueing a known operation id returns the existing job
-// with Result.Deduplicated set and writes nothing new. Operation ids are
-// unique per queue and remembered for the retention period.
+// Client.Enqueue validates everything first (an invalid job writes
+// nothing), then one script call writes the job record, its operation id
+// and its place in the queue's due index, and wakes idle pools.
+// Client.EnqueueMany validates a whole slice and sends it in one pipeline.
+// An enqueue given a known OperationID returns the existing job with
+// Result.Deduplicated set and writes nothing new; operation ids are unique
+// per queue and remembered for the retention period. A job enqueued
+// without one uses its own id.
 //
-// # The ledger
+// # The ledger is the queue
 //
-// Ledger keeps, per job: kind, queue, operation id, state, current token
-// and owner, lease deadline, attempt count, redacted args and a history of
-// attempts and decisions. Every transition of the state machine (pending,
-// running, succeeded, dead, uncertain, review) is one Lua script that checks
-// the caller's token, and every script touches one queue's hash slot, so
-// the ledger runs on a single Redis, Sentinel and Redis Cluster. Per-state
-// sorted sets let the reconciler and the dashboard find jobs without
-// scanning keys.
+// Ledger keeps, per job: kind, operation id, state, current token and
+// owner, lease deadline, attempt count, redacted args and, beyond the common
+// path (enqueued, one attempt, succeeded), a history of attempts and
+// decisions. The pending index, scored by due time, is the queue: Claim
+// takes up to N due jobs in one script call and mints each attempt's token
+// there, so claiming a job for delivery is the fenced claim. Renew and
+// Complete take batches, each entry applied only if its token still runs
+// the job. Every transition of the state machine (pending, running,
+// succeeded, dead, cancelled, uncertain, review) is one Lua script, and
+// every script touches one queue's hash slot, so the ledger runs on a
+// single Redis, Sentinel and Redis Cluster. Operators cancel jobs, pause
+// and resume queues, and resolve or re-run jobs through Client.
 package jobs
