@@ -25,6 +25,23 @@ const (
 	maxResolveBody = 8 << 10
 )
 
+// stateNames lists the job states for error messages.
+var stateNames = func() string {
+	names := make([]string, len(jobs.States))
+	for i, s := range jobs.States {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}()
+
+// eventTypes maps the api/events type filter to the event types it selects:
+// operator actions are cancellations, pauses and resumptions.
+var eventTypes = map[string][]string{
+	"deduplicated": {"deduplicated"},
+	"fenced":       {"fenced"},
+	"operator":     {"cancel", "pause", "resume"},
+}
+
 // writeJSON sends v as JSON; encoding/json escapes <, > and & in strings.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
@@ -103,6 +120,8 @@ func (h *Handler) queues(ctx context.Context, q string) ([]string, error) {
 type queueView struct {
 	Name   string               `json:"name"`
 	Counts map[jobs.State]int64 `json:"counts"`
+	// Paused says who paused the queue and why; null while it runs.
+	Paused *jobs.Pause `json:"paused"`
 	// Stats are the ledger's cumulative counters for the queue.
 	Stats map[string]int64 `json:"stats"`
 	// FencedRejections sums the fenced_* counters; Fenced splits them by stage.
@@ -118,8 +137,8 @@ type queueView struct {
 }
 
 // reconcilerView is the reconciler's state: the live leader from the
-// leader lease, and the last scan from the status hash the leader writes
-// (<ns>:reconciler:status).
+// leader lease (jobs.LeaderResource), and the last scan from what the
+// leader last published (jobs.Ledger.ReconcilerStatus).
 type reconcilerView struct {
 	// Present is true while a reconciler holds the leader lease; false
 	// shows as "no leader".
@@ -129,13 +148,12 @@ type reconcilerView struct {
 	Token  string `json:"token,omitempty"`
 	// LeaseDeadline is when the leader's lease ends unless renewed.
 	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
-	// RecordedLeader and RecordedToken are the leader that wrote the status
-	// hash last (it may have died since).
+	// RecordedLeader and RecordedToken are the leader that published the
+	// status last (it may have died since).
 	RecordedLeader string    `json:"recorded_leader,omitempty"`
 	RecordedToken  string    `json:"recorded_token,omitempty"`
 	LastScan       time.Time `json:"last_scan,omitzero"`
 	LastScanAgeMS  *int64    `json:"last_scan_age_ms,omitempty"`
-	Scanned        int64     `json:"scanned"`
 	Expired        int64     `json:"expired"`
 	Resolved       int64     `json:"resolved"`
 }
@@ -146,34 +164,29 @@ type overview struct {
 	ActionsEnabled bool                 `json:"actions_enabled"`
 	Reconciler     reconcilerView       `json:"reconciler"`
 	Totals         map[jobs.State]int64 `json:"totals"`
-	Queues         []queueView          `json:"queues"`
+	// Paused lists the names of the paused queues.
+	Paused []string    `json:"paused"`
+	Queues []queueView `json:"queues"`
 }
 
-// ReconcilerStatusKey returns the Redis hash where the reconciler leader
-// records its status: fields leader (worker id), token, last_scan (unix
-// ms), scanned, expired, resolved (see worker.StatusKey).
-func ReconcilerStatusKey(namespace string) string { return namespace + ":reconciler:status" }
-
-// leaderResource is the lease the namespace's reconcilers compete for
-// (worker.LeaderResource).
-const leaderResource = "reconciler"
-
 func (h *Handler) reconciler(ctx context.Context, now time.Time) (reconcilerView, error) {
-	m, err := h.ledger.Redis().HGetAll(ctx, ReconcilerStatusKey(h.ledger.Namespace())).Result()
+	var v reconcilerView
+	st, err := h.ledger.ReconcilerStatus(ctx)
 	if err != nil {
 		return reconcilerView{}, err
 	}
-	num := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
-	v := reconcilerView{
-		RecordedLeader: m["leader"], RecordedToken: m["token"],
-		Scanned: num("scanned"), Expired: num("expired"), Resolved: num("resolved"),
+	if st != nil {
+		v.RecordedLeader, v.Expired, v.Resolved = st.Leader, st.Expired, st.Resolved
+		if st.Token > 0 {
+			v.RecordedToken = st.Token.String()
+		}
+		if !st.LastScan.IsZero() {
+			v.LastScan = st.LastScan
+			age := now.Sub(v.LastScan).Milliseconds()
+			v.LastScanAgeMS = &age
+		}
 	}
-	if ms := num("last_scan"); ms > 0 {
-		v.LastScan = time.UnixMilli(ms)
-		age := now.Sub(v.LastScan).Milliseconds()
-		v.LastScanAgeMS = &age
-	}
-	l, err := h.leases.Holder(ctx, leaderResource)
+	l, err := h.leases.Holder(ctx, jobs.LeaderResource)
 	if err != nil {
 		return reconcilerView{}, err
 	}
@@ -203,7 +216,7 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 	}
 	out := overview{
 		Namespace: h.ledger.Namespace(), ServerTime: now, ActionsEnabled: h.ActionsEnabled(),
-		Reconciler: rec, Totals: map[jobs.State]int64{}, Queues: []queueView{},
+		Reconciler: rec, Totals: map[jobs.State]int64{}, Paused: []string{}, Queues: []queueView{},
 	}
 	for _, s := range jobs.States {
 		out.Totals[s] = 0
@@ -219,7 +232,15 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
-		v := queueView{Name: q, Counts: counts, Stats: stats, Fenced: map[string]int64{}, Deduplications: map[string]int64{}}
+		paused, err := h.ledger.Paused(ctx, q)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if paused != nil {
+			out.Paused = append(out.Paused, q)
+		}
+		v := queueView{Name: q, Counts: counts, Paused: paused, Stats: stats, Fenced: map[string]int64{}, Deduplications: map[string]int64{}}
 		for k, n := range stats {
 			if stage, ok := strings.CutPrefix(k, "fenced_"); ok {
 				v.Fenced[stage] = n
@@ -261,7 +282,7 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state := jobs.State(q.Get("state"))
 	if !state.Valid() {
-		writeError(w, http.StatusBadRequest, "invalid", "state must be one of pending, running, uncertain, review, succeeded, dead")
+		writeError(w, http.StatusBadRequest, "invalid", "state must be one of "+stateNames)
 		return
 	}
 	queue := q.Get("queue")
@@ -437,16 +458,18 @@ type eventList struct {
 	Events []eventView `json:"events"`
 }
 
-// apiEvents merges the queues' event feeds (fenced rejections and
-// deduplications), newest first, optionally of one type.
+// apiEvents merges the queues' event feeds (fenced rejections,
+// deduplications and operator actions), newest first, optionally of one
+// type (deduplicated, fenced or operator).
 func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	queue, typ := q.Get("queue"), q.Get("type")
 	if !queueParam(w, queue) {
 		return
 	}
-	if typ != "" && typ != "deduplicated" && typ != "fenced" {
-		writeError(w, http.StatusBadRequest, "invalid", "type must be deduplicated or fenced")
+	want, ok := eventTypes[typ]
+	if typ != "" && !ok {
+		writeError(w, http.StatusBadRequest, "invalid", "type must be deduplicated, fenced or operator")
 		return
 	}
 	limit, ok := intParam(r, "limit", 100, maxEvents)
@@ -476,12 +499,12 @@ func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, e := range evs {
-			if typ != "" && e.Type != typ {
+			if typ != "" && !slices.Contains(want, e.Type) {
 				continue
 			}
 			out.Events = append(out.Events, eventView{
 				Queue: name, Type: e.Type, Stage: e.Stage, At: e.At, Job: e.Job, Op: e.Op,
-				Task: e.Task, Token: e.Token, Current: e.Current,
+				Token: e.Token, Current: e.Current, Actor: e.Actor, Note: e.Note,
 			})
 		}
 	}
@@ -607,7 +630,7 @@ type resolveRequest struct {
 }
 
 // apiResolve applies an operator's decision to an uncertain, review (or,
-// for a re-run, dead) job.
+// for a re-run, dead or cancelled) job.
 func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 	who, ok := h.authorizeAction(w, r)
 	if !ok {
@@ -639,18 +662,14 @@ func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "note longer than 2000 bytes")
 		return
 	}
-	// A decision that reached the ledger must also get its delivery (re-run):
-	// finish it even if the browser goes away.
+	// Finish a decision that was sent even if the browser goes away, so
+	// what the ledger did is always logged.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.Timeout)
 	defer cancel()
 	log := h.log.With("queue", queue, "job_id", id, "decision", string(req.Decision), "actor", who.actor)
 	rec, err := h.client.Resolve(ctx, queue, id, req.Decision, who.actor, req.Note)
 	if err != nil {
 		log.WarnContext(ctx, "dashboard: operator decision failed", "error", err)
-		if rec != nil { // the ledger changed, the re-run's delivery did not
-			writeError(w, http.StatusBadGateway, "dispatch", "decision recorded, but the re-run could not be dispatched: "+err.Error())
-			return
-		}
 		h.fail(w, r, err)
 		return
 	}

@@ -26,6 +26,7 @@ type (
 		ServerTime     time.Time      `json:"server_time"`
 		ActionsEnabled bool           `json:"actions_enabled"`
 		Totals         map[string]int `json:"totals"`
+		Paused         []string       `json:"paused"`
 		Reconciler     struct {
 			Present        bool      `json:"present"`
 			Leader         string    `json:"leader"`
@@ -34,13 +35,13 @@ type (
 			RecordedToken  string    `json:"recorded_token"`
 			LastScan       time.Time `json:"last_scan"`
 			LastScanAgeMS  *int64    `json:"last_scan_age_ms"`
-			Scanned        int       `json:"scanned"`
 			Expired        int       `json:"expired"`
 			Resolved       int       `json:"resolved"`
 		} `json:"reconciler"`
 		Queues []struct {
 			Name             string           `json:"name"`
 			Counts           map[string]int   `json:"counts"`
+			Paused           *jobs.Pause      `json:"paused"`
 			Stats            map[string]int   `json:"stats"`
 			FencedRejections int              `json:"fenced_rejections"`
 			Fenced           map[string]int   `json:"fenced"`
@@ -57,6 +58,8 @@ type (
 		State       string          `json:"state"`
 		Token       string          `json:"token"`
 		Owner       string          `json:"owner"`
+		Fence       string          `json:"fence"`
+		CancelBy    string          `json:"cancel_requested_by"`
 		Deadline    time.Time       `json:"deadline"`
 		Attempts    int             `json:"attempts"`
 		Args        json.RawMessage `json:"args"`
@@ -97,8 +100,9 @@ type (
 			Stage string `json:"stage"`
 			Job   string `json:"job"`
 			Op    string `json:"op"`
-			Task  string `json:"task"`
 			Token string `json:"token"`
+			Actor string `json:"actor"`
+			Note  string `json:"note"`
 		} `json:"events"`
 	}
 	searchJSON struct {
@@ -133,7 +137,7 @@ func TestAPI(t *testing.T) {
 			byName[q.Name] = i
 		}
 		def, slow := ov.Queues[byName["default"]], ov.Queues[byName["slow"]]
-		want := map[string]int{"pending": 1, "running": 0, "uncertain": 1, "review": 1, "succeeded": 1, "dead": 1}
+		want := map[string]int{"pending": 1, "running": 0, "uncertain": 1, "review": 1, "succeeded": 1, "dead": 1, "cancelled": 1}
 		for s, n := range want {
 			if def.Counts[s] != n {
 				t.Errorf("default %s = %d, want %d (%v)", s, def.Counts[s], n, def.Counts)
@@ -145,11 +149,15 @@ func TestAPI(t *testing.T) {
 		if def.Deduplicated != 2 || def.Deduplications["enqueue"] != 1 || def.Deduplications["execute"] != 1 {
 			t.Errorf("deduplications: %d %v", def.Deduplicated, def.Deduplications)
 		}
-		if def.Stats["succeeded"] != 1 || def.Stats["attempted"] != 4 || def.Stats["enqueued"] != 5 {
+		if def.Stats["succeeded"] != 1 || def.Stats["attempted"] != 4 || def.Stats["enqueued"] != 6 || def.Stats["cancelled"] != 1 {
 			t.Errorf("stats: %v", def.Stats)
 		}
-		if ov.Totals["running"] != 2 || ov.Totals["review"] != 1 {
+		if ov.Totals["running"] != 2 || ov.Totals["review"] != 1 || ov.Totals["cancelled"] != 1 {
 			t.Errorf("totals: %v", ov.Totals)
+		}
+		if def.Paused != nil || slow.Paused == nil || slow.Paused.Actor != "operator:bob" || slow.Paused.Note != "gateway maintenance" ||
+			slow.Paused.At.IsZero() || !slices.Equal(ov.Paused, []string{"slow"}) {
+			t.Errorf("paused: default %+v, slow %+v, list %v", def.Paused, slow.Paused, ov.Paused)
 		}
 		// Counts agree with the ledger's own.
 		counts, err := f.ledger.Counts(ctx, "default")
@@ -160,19 +168,18 @@ func TestAPI(t *testing.T) {
 			}
 		}
 
-		// The reconciler's status hash without a live leader lease: the last
-		// leader is shown, but as gone.
+		// The reconciler's published status without a live leader lease: the
+		// last leader is shown, but as gone.
 		now := time.Now()
-		must(t, f.rdb.HSet(ctx, dashboard.ReconcilerStatusKey(f.ns), "leader", "pool-a", "token", "42",
-			"last_scan", strconv.FormatInt(now.UnixMilli(), 10), "scanned", 7, "expired", 1, "resolved", 2).Err())
+		must(t, f.ledger.SetReconcilerStatus(ctx, jobs.ReconcilerStatus{Leader: "pool-a", Token: 42, LastScan: now, Expired: 1, Resolved: 2}))
 		getJSON(t, h, "/api/overview", &ov)
 		r := ov.Reconciler
-		if r.Present || r.Leader != "" || r.RecordedLeader != "pool-a" || r.RecordedToken != "42" || r.Scanned != 7 ||
+		if r.Present || r.Leader != "" || r.RecordedLeader != "pool-a" || r.RecordedToken != "42" ||
 			r.Expired != 1 || r.Resolved != 2 || r.LastScan.UnixMilli() != now.UnixMilli() || r.LastScanAgeMS == nil {
 			t.Fatalf("reconciler without a lease: %+v", r)
 		}
 		// While a reconciler holds the leader lease, it is the leader.
-		l, err := lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, worker.LeaderResource, "pool-b", time.Minute)
+		l, err := lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, jobs.LeaderResource, "pool-b", time.Minute)
 		must(t, err)
 		getJSON(t, h, "/api/overview", &ov)
 		if r := ov.Reconciler; !r.Present || r.Leader != "pool-b" || r.Token != l.Token.String() || r.RecordedLeader != "pool-a" {
@@ -198,6 +205,10 @@ func TestAPI(t *testing.T) {
 		hist := l.Jobs[0].History
 		if len(hist) == 0 || hist[len(hist)-1].Event != "resolve" || hist[len(hist)-1].Note != "cannot tell after 3 tries" {
 			t.Fatalf("review history: %+v", hist)
+		}
+		getJSON(t, h, "/api/jobs?state=cancelled", &l)
+		if l.Total != 1 || len(l.Jobs) != 1 || l.Jobs[0].ID != f.cancelled {
+			t.Fatalf("cancelled list: %+v", l)
 		}
 		getJSON(t, h, "/api/jobs?state=running", &l)
 		if l.Total != 2 || len(l.Jobs) != 2 {
@@ -227,7 +238,7 @@ func TestAPI(t *testing.T) {
 			t.Fatalf("attempts: %+v", d.Attempts)
 		}
 		a := d.Attempts[0]
-		if a.Attempt != 1 || a.Token == "" || a.Token != d.Job.Token || !strings.HasSuffix(a.Owner, "/"+f.uncertain) ||
+		if a.Attempt != 1 || a.Token == "" || a.Token != d.Job.Token || a.Owner == "" || a.Owner != d.Job.Owner ||
 			a.Started.IsZero() || a.Ended.Before(a.Started) || a.Outcome != "uncertain" || !strings.Contains(a.Error, xss) {
 			t.Fatalf("attempt: %+v", a)
 		}
@@ -257,6 +268,23 @@ func TestAPI(t *testing.T) {
 		getJSON(t, h, "/api/jobs/default/"+f.echo, &done)
 		if done.Job.State != "succeeded" || len(done.Decisions) != 0 || len(done.Attempts) != 1 || done.Attempts[0].Outcome != "succeeded" {
 			t.Fatalf("succeeded job: %+v", done)
+		}
+		// A cancelled job: a final state with who and why, and a re-run offered.
+		var c detailJSON
+		getJSON(t, h, "/api/jobs/default/"+f.cancelled, &c)
+		if c.Job.State != "cancelled" || c.Job.Reason != "cancelled by operator:alice" || !slices.Equal(c.Decisions, []string{"rerun"}) ||
+			len(c.Attempts) != 0 {
+			t.Fatalf("cancelled job: %+v", c)
+		}
+		if last := c.History[len(c.History)-1]; last.Event != "cancel" || last.Actor != "operator:alice" || last.Note != "customer withdrew" || last.From != "pending" {
+			t.Fatalf("cancel in the history: %+v", c.History)
+		}
+		// A running job an operator asked to stop still runs under its token.
+		var run detailJSON
+		getJSON(t, h, "/api/jobs/slow/"+f.healthy, &run)
+		if run.Job.State != "running" || run.Job.CancelBy != "operator:alice" || len(run.Decisions) != 0 ||
+			len(run.Attempts) != 1 || run.Attempts[0].Outcome != "running" || run.Attempts[0].Owner != "live-worker" {
+			t.Fatalf("running job asked to stop: %+v", run)
 		}
 		if res, _ := call(t, h, httptest.NewRequest("GET", "/api/jobs/default/no-such-job", nil)); res.StatusCode != http.StatusNotFound {
 			t.Fatalf("missing job: %d", res.StatusCode)
@@ -294,7 +322,7 @@ func TestAPI(t *testing.T) {
 				t.Fatalf("event %+v", ev)
 			}
 			stages[ev.Stage] = true
-			if ev.Stage == "enqueue" && ev.Op != "op-echo" || ev.Stage == "execute" && ev.Task != "redelivery-1" {
+			if ev.Stage == "enqueue" && ev.Op != "op-echo" || ev.Stage == "execute" && ev.Op != "" {
 				t.Fatalf("event %+v", ev)
 			}
 		}
@@ -304,6 +332,21 @@ func TestAPI(t *testing.T) {
 		getJSON(t, h, "/api/events?type=fenced&queue=slow", &e)
 		if len(e.Events) != 1 || e.Events[0].Stage != "commit" || e.Events[0].Job != f.stuck {
 			t.Fatalf("fenced events: %+v", e.Events)
+		}
+		getJSON(t, h, "/api/events?type=operator", &e)
+		ops := map[string]bool{}
+		for _, ev := range e.Events {
+			switch {
+			case ev.Type == "pause" && ev.Queue == "slow" && ev.Actor == "operator:bob" && ev.Note == "gateway maintenance":
+			case ev.Type == "cancel" && ev.Queue == "slow" && ev.Job == f.healthy && ev.Actor == "operator:alice":
+			case ev.Type == "cancel" && ev.Queue == "default" && ev.Job == f.cancelled && ev.Actor == "operator:alice":
+			default:
+				t.Fatalf("operator event %+v", ev)
+			}
+			ops[ev.Type+ev.Job] = true
+		}
+		if len(e.Events) != 3 || len(ops) != 3 {
+			t.Fatalf("operator events: %+v", e.Events)
 		}
 		getJSON(t, h, "/api/events?limit=2", &e)
 		if len(e.Events) != 2 {
@@ -318,7 +361,7 @@ func TestAPI(t *testing.T) {
 		var s stuckJSON
 		getJSON(t, h, "/api/stuck", &s)
 		if s.MarginMS != 3000 || len(s.Jobs) != 1 || s.Jobs[0].ID != f.stuck || s.Jobs[0].OverdueMS == nil ||
-			!strings.HasPrefix(s.Jobs[0].Owner, "crashed-worker/") || s.Jobs[0].Token != f.stuckTok {
+			s.Jobs[0].Owner != "crashed-worker" || s.Jobs[0].Token != f.stuckTok {
 			t.Fatalf("stuck: %+v", s)
 		}
 		// With a margin beyond the healthy job's lease both are listed, the

@@ -234,13 +234,22 @@ func TestBrowser(t *testing.T) {
 		return `document.querySelector('#queues td.count[data-queue=` + jsString(q) + `][data-state=` + jsString(s) + `]')`
 	}
 	waitJS(t, ctx, "the overview counts", `(() => { const c = `+count("default", "succeeded")+`; return !!c && c.textContent === '1'; })()`)
-	for s, want := range map[string]string{"pending": "1", "uncertain": "1", "review": "1", "dead": "1", "running": "0"} {
+	for s, want := range map[string]string{"pending": "1", "uncertain": "1", "review": "1", "dead": "1", "running": "0", "cancelled": "1"} {
 		if got := evalJS[string](t, ctx, count("default", s)+`.textContent`); got != want {
 			t.Errorf("overview %s = %q, want %q", s, got, want)
 		}
 	}
 	if got := evalJS[string](t, ctx, count("slow", "running")+`.textContent`); got != "2" {
 		t.Errorf("overview slow running = %q", got)
+	}
+	// The paused queue is marked in its row and named above the table.
+	if n := evalJS[int](t, ctx, `document.querySelectorAll('#queues .badge.paused').length`); n != 1 ||
+		!evalJS[bool](t, ctx, `!!document.querySelector('#queues tr[data-queue="slow"] .badge.paused')`) {
+		t.Errorf("%d paused badges, or not on queue slow", n)
+	}
+	if txt := evalJS[string](t, ctx, `document.getElementById('paused').textContent`); !strings.Contains(txt, "slow by operator:bob") ||
+		!strings.Contains(txt, "gateway maintenance") {
+		t.Errorf("paused line: %q", txt)
 	}
 	if txt := evalJS[string](t, ctx, `document.getElementById('reconciler').textContent`); !strings.Contains(txt, "no leader") {
 		t.Errorf("reconciler line: %q", txt)
@@ -275,6 +284,20 @@ func TestBrowser(t *testing.T) {
 		t.Error("the payload is in the document as markup")
 	}
 	screenshot(t, ctx, "job.png")
+
+	// The running job an operator asked to stop says so.
+	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`location.hash = `+jsString("#/job/slow/"+f.healthy))))
+	waitJS(t, ctx, "the job asked to stop", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-cancel')`)
+	if txt := evalJS[string](t, ctx, `document.getElementById('job-cancel').textContent`); !strings.Contains(txt, "operator:alice") {
+		t.Errorf("cancel request: %q", txt)
+	}
+	// Operator actions are listed with who and why.
+	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/events/operator'`)))
+	waitJS(t, ctx, "the operator actions", `document.getElementById('main').dataset.view === 'events' && document.querySelectorAll('#events tbody tr').length === 3`)
+	if txt := evalJS[string](t, ctx, `document.querySelector('#events tbody').textContent`); !strings.Contains(txt, "operator:bob: gateway maintenance") ||
+		!strings.Contains(txt, "cancel") {
+		t.Errorf("operator actions: %q", txt)
+	}
 
 	// Search by operation id finds the review job.
 	must(t, chromedp.Do(ctx,

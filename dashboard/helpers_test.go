@@ -60,14 +60,16 @@ type fixture struct {
 	ledger *jobs.Ledger
 	logs   *syncbuf.Buffer
 
-	echo      string // succeeded; later redelivered (deduplicated at execute) and re-enqueued (at enqueue)
+	echo      string // succeeded; later found again in the due index (deduplicated at execute) and re-enqueued (at enqueue)
 	uncertain string // charge: handler said the outcome is unknown; error text holds markup
 	review    string // charge: moved to review
 	dead      string // broken: permanent error
 	pending   string // echo delayed an hour
+	cancelled string // echo delayed an hour, then cancelled by operator alice
 	stuck     string // queue "slow": claimed by a worker that died; lease nearly or already expired
-	healthy   string // queue "slow": running with a long lease
+	healthy   string // queue "slow": running with a long lease; alice asked to cancel it
 	stuckTok  string // the stuck attempt's token
+	// Queue "slow" is paused by operator bob.
 }
 
 // newFixture returns an empty namespace with a client.
@@ -132,37 +134,68 @@ func (f *fixture) seed() *fixture {
 	stop()
 
 	// The reconciler could not tell: hand the job to an operator.
-	rec, err := f.ledger.Get(ctx, "default", f.review)
-	must(t, err)
-	_, _, err = f.ledger.Resolve(ctx, rec, jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideReview,
+	_, err = f.ledger.Resolve(ctx, "default", f.review, jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideReview,
 		Actor: "reconciler", Note: "cannot tell after 3 tries"})
 	must(t, err)
 
-	// Duplicates: the same operation id again, and a redelivery of a
-	// succeeded job.
+	// An operator cancels a scheduled job.
+	f.cancelled = f.enqueue(echoArgs{N: 5}, jobs.OperationID("op-cancel"), jobs.Delay(time.Hour))
+	rec, err := f.client.Cancel(ctx, "default", f.cancelled, "alice", "customer withdrew")
+	must(t, err)
+	if rec.State != jobs.Cancelled {
+		t.Fatalf("cancelled a scheduled job: %+v", rec)
+	}
+
+	// Duplicates: the same operation id again, and a succeeded job found
+	// again in the due index (a stray entry): the claim drops it.
 	res, err := f.client.Enqueue(ctx, echoArgs{N: 1}, jobs.OperationID("op-echo"))
 	must(t, err)
 	if !res.Deduplicated || res.JobID != f.echo {
 		t.Fatalf("second enqueue of op-echo: %+v", res)
 	}
-	if _, err := f.ledger.Claim(ctx, "default", f.echo, "late-worker/"+f.echo, time.Second, 0, "redelivery-1"); !errors.Is(err, jobs.ErrWrongState) {
-		t.Fatalf("claim of a succeeded job: %v", err)
+	must(t, f.rdb.ZAdd(ctx, f.ledger.StateKey("default", jobs.Pending), redis.Z{Score: 0, Member: f.echo}).Err())
+	cr, err := f.ledger.Claim(ctx, "default", "late-worker", time.Second, 1)
+	must(t, err)
+	if len(cr.Jobs) != 0 || len(cr.Dropped) != 1 || cr.Dropped[0].ID != f.echo || cr.Dropped[0].State != string(jobs.Succeeded) {
+		t.Fatalf("claim of a succeeded job: %+v", cr)
 	}
 
 	// Queue "slow" has no worker: claim its jobs by hand, as a worker that
 	// then died would have.
 	f.stuck = f.enqueue(echoArgs{N: 3}, jobs.Queue("slow"), jobs.OperationID("op-stuck"))
-	f.healthy = f.enqueue(echoArgs{N: 4}, jobs.Queue("slow"), jobs.OperationID("op-healthy"))
-	cl, err := f.ledger.Claim(ctx, "slow", f.stuck, "crashed-worker/"+f.stuck, 200*time.Millisecond, 0, f.stuck)
-	must(t, err)
+	cl := f.claimOne("slow", f.stuck, "crashed-worker", 200*time.Millisecond)
 	f.stuckTok = cl.Token.String()
-	_, err = f.ledger.Claim(ctx, "slow", f.healthy, "live-worker/"+f.healthy, 10*time.Minute, 0, f.healthy)
-	must(t, err)
+	f.healthy = f.enqueue(echoArgs{N: 4}, jobs.Queue("slow"), jobs.OperationID("op-healthy"))
+	f.claimOne("slow", f.healthy, "live-worker", 10*time.Minute)
 	// An older token's commit is fenced off.
-	if _, err := f.ledger.Commit(ctx, "slow", f.stuck, "op-stuck", cl.Token-1, jobs.Outcome{To: jobs.Succeeded}); !errors.Is(err, jobs.ErrStale) {
-		t.Fatalf("stale commit: %v", err)
+	cs, err := f.ledger.Complete(ctx, "slow", []jobs.Completion{{ID: f.stuck, Token: cl.Token - 1, Outcome: jobs.Outcome{To: jobs.Succeeded}}})
+	must(t, err)
+	if cs[0].Applied || cs[0].Current != cl.Token {
+		t.Fatalf("stale commit: %+v", cs[0])
+	}
+	// An operator asks the healthy attempt to stop, and pauses the queue.
+	rec, err = f.client.Cancel(ctx, "slow", f.healthy, "alice", "duplicate order")
+	must(t, err)
+	if rec.State != jobs.Running || rec.CancelledBy != "operator:alice" {
+		t.Fatalf("cancel of a running job: %+v", rec)
+	}
+	changed, err := f.client.Pause(ctx, "slow", "bob", "gateway maintenance")
+	must(t, err)
+	if !changed {
+		t.Fatal("pause of a running queue changed nothing")
 	}
 	return f
+}
+
+// claimOne claims the next due job of queue q, which must be id, as owner.
+func (f *fixture) claimOne(q, id, owner string, ttl time.Duration) jobs.Claimed {
+	f.t.Helper()
+	res, err := f.ledger.Claim(context.Background(), q, owner, ttl, 1)
+	must(f.t, err)
+	if len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+		f.t.Fatalf("claim in %s: want job %s, got %+v", q, id, res)
+	}
+	return res.Jobs[0]
 }
 
 func (f *fixture) enqueue(args jobs.JobArgs, opts ...jobs.Option) string {
@@ -245,16 +278,14 @@ func (f *fixture) reviewJob(q string, args jobs.JobArgs, op string) string {
 	f.t.Helper()
 	ctx := context.Background()
 	id := f.enqueue(args, jobs.Queue(q), jobs.OperationID(op))
-	cl, err := f.ledger.Claim(ctx, q, id, "w1/"+id, time.Minute, 0, id)
+	cl := f.claimOne(q, id, "w1", time.Minute)
+	cs, err := f.ledger.Complete(ctx, q, []jobs.Completion{{ID: id, Token: cl.Token,
+		Outcome: jobs.Outcome{To: jobs.Uncertain, Error: "timeout after send: " + xss, Reason: "deadline passed mid-call"}}})
 	must(f.t, err)
-	st, err := f.ledger.Commit(ctx, q, id, op, cl.Token, jobs.Outcome{To: jobs.Uncertain, Error: "timeout after send: " + xss, Reason: "deadline passed mid-call"})
-	must(f.t, err)
-	if st != jobs.Uncertain {
-		f.t.Fatalf("commit reached %s", st)
+	if !cs[0].Applied || cs[0].State != jobs.Uncertain {
+		f.t.Fatalf("commit: %+v", cs[0])
 	}
-	rec, err := f.ledger.Get(ctx, q, id)
-	must(f.t, err)
-	_, _, err = f.ledger.Resolve(ctx, rec, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler", Note: "cannot tell"})
+	_, err = f.ledger.Resolve(ctx, q, id, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler", Note: "cannot tell"})
 	must(f.t, err)
 	return id
 }
@@ -264,9 +295,12 @@ func (f *fixture) deadJob(q string, op string) string {
 	f.t.Helper()
 	ctx := context.Background()
 	id := f.enqueue(brokenArgs{Why: "x"}, jobs.Queue(q), jobs.OperationID(op))
-	cl, err := f.ledger.Claim(ctx, q, id, "w1/"+id, time.Minute, 0, id)
+	cl := f.claimOne(q, id, "w1", time.Minute)
+	cs, err := f.ledger.Complete(ctx, q, []jobs.Completion{{ID: id, Token: cl.Token,
+		Outcome: jobs.Outcome{To: jobs.Dead, Error: "declined", Reason: "permanent error"}}})
 	must(f.t, err)
-	_, err = f.ledger.Commit(ctx, q, id, op, cl.Token, jobs.Outcome{To: jobs.Dead, Error: "declined", Reason: "permanent error"})
-	must(f.t, err)
+	if !cs[0].Applied || cs[0].State != jobs.Dead {
+		f.t.Fatalf("commit: %+v", cs[0])
+	}
 	return id
 }

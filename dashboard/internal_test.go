@@ -6,18 +6,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/jobs"
-	"github.com/fencedq/fencedq/worker"
 )
-
-// The dashboard reads the lease the worker's reconcilers compete for.
-func TestLeaderResourceMatchesWorker(t *testing.T) {
-	if leaderResource != worker.LeaderResource {
-		t.Fatalf("dashboard reads lease %q, reconcilers hold %q", leaderResource, worker.LeaderResource)
-	}
-	if ReconcilerStatusKey("ns") != worker.StatusKey("ns") {
-		t.Fatalf("status key %q, reconcilers write %q", ReconcilerStatusKey("ns"), worker.StatusKey("ns"))
-	}
-}
 
 func TestSamplerRates(t *testing.T) {
 	s := newSampler(time.Minute)
@@ -61,11 +50,12 @@ func TestAttemptsFromHistory(t *testing.T) {
 		{Event: "attempt", At: at(1), Attempt: 1, Token: "100", Owner: "w1/j"},
 		{Event: "end", At: at(2), Attempt: 1, Token: "100", Outcome: "pending", Error: "boom"},
 		{Event: "attempt", At: at(3), Attempt: 2, Token: "200", Owner: "w2/j"},
-		{Event: "end", At: at(9), Attempt: 2, Token: "200", Outcome: "uncertain", Reason: "lease expired without commit"},
+		{Event: "end", At: at(9), Attempt: 2, Token: "200", Fence: "7", Outcome: "uncertain", Reason: "lease expired without commit"},
 		{Event: "resolve", At: at(10), Decision: "rerun", Actor: "reconciler"},
 		{Event: "attempt", At: at(11), Attempt: 3, Token: "300", Owner: "w3/j"},
 		{Event: "fenced", At: at(12), Stage: "commit", Token: "200", Outcome: "succeeded", Error: "late"},
 		{Event: "fenced", At: at(13), Stage: "commit", Token: "50", Outcome: "dead"},
+		{Event: "cancel", At: at(14), From: "running", Actor: "operator:alice", Note: "wrong amount"},
 	}
 	a := attemptsOf(h)
 	if len(a) != 4 {
@@ -74,7 +64,7 @@ func TestAttemptsFromHistory(t *testing.T) {
 	if a[0].Attempt != 1 || a[0].Owner != "w1/j" || a[0].Outcome != "pending" || a[0].Error != "boom" || !a[0].Ended.Equal(at(2)) {
 		t.Errorf("first: %+v", a[0])
 	}
-	if a[1].Outcome != "uncertain" || len(a[1].Fenced) != 1 || a[1].Fenced[0].Outcome != "succeeded" || a[1].Fenced[0].Error != "late" {
+	if a[1].Outcome != "uncertain" || a[1].Fence != "7" || a[0].Fence != "" || len(a[1].Fenced) != 1 || a[1].Fenced[0].Outcome != "succeeded" || a[1].Fenced[0].Error != "late" {
 		t.Errorf("second: %+v", a[1])
 	}
 	if a[2].Outcome != "running" || a[2].Token != "300" || !a[2].Ended.IsZero() {

@@ -11,13 +11,16 @@ import (
 // jobs.Record so that the raw payload can never reach a response, whatever
 // tags the Record carries.
 type jobView struct {
-	ID             string          `json:"id"`
-	Queue          string          `json:"queue"`
-	Kind           string          `json:"kind"`
-	OperationID    string          `json:"operation_id"`
-	Resource       string          `json:"resource,omitempty"`
-	State          jobs.State      `json:"state"`
-	Token          string          `json:"token"`
+	ID          string     `json:"id"`
+	Queue       string     `json:"queue"`
+	Kind        string     `json:"kind"`
+	OperationID string     `json:"operation_id"`
+	Resource    string     `json:"resource,omitempty"`
+	State       jobs.State `json:"state"`
+	Token       string     `json:"token"`
+	// Fence is the resource lease's token of the last attempt, when the job
+	// leased a named resource (the token its side effects carried).
+	Fence          string          `json:"fence,omitempty"`
 	Owner          string          `json:"owner,omitempty"`
 	Deadline       time.Time       `json:"deadline,omitzero"`
 	Attempts       int             `json:"attempts"`
@@ -28,12 +31,15 @@ type jobView struct {
 	Args           json.RawMessage `json:"args"`
 	Error          string          `json:"error,omitempty"`
 	Reason         string          `json:"reason,omitempty"`
-	Created        time.Time       `json:"created,omitzero"`
-	Updated        time.Time       `json:"updated,omitzero"`
-	RunAt          time.Time       `json:"run_at,omitzero"`
-	Started        time.Time       `json:"started,omitzero"`
-	Finished       time.Time       `json:"finished,omitzero"`
-	UncertainSince time.Time       `json:"uncertain_since,omitzero"`
+	// CancelRequestedBy names the operator who asked to cancel the job while
+	// it ran; its attempt is asked to stop and its outcome is still fenced.
+	CancelRequestedBy string    `json:"cancel_requested_by,omitempty"`
+	Created           time.Time `json:"created,omitzero"`
+	Updated           time.Time `json:"updated,omitzero"`
+	RunAt             time.Time `json:"run_at,omitzero"`
+	Started           time.Time `json:"started,omitzero"`
+	Finished          time.Time `json:"finished,omitzero"`
+	UncertainSince    time.Time `json:"uncertain_since,omitzero"`
 	// OverdueMS is how long ago the lease deadline passed (negative: how
 	// soon it passes); only on stuck jobs.
 	OverdueMS *int64 `json:"overdue_ms,omitempty"`
@@ -51,12 +57,15 @@ func viewOf(r *jobs.Record) *jobView {
 		ID: r.ID, Queue: r.Queue, Kind: r.Kind, OperationID: r.OperationID, Resource: r.Resource,
 		State: r.State, Owner: r.Owner, Deadline: r.Deadline, Attempts: r.Attempts,
 		MaxRetries: r.MaxRetries, Runs: r.Runs, ReconcileTries: r.ReconcileTries,
-		TimeoutMS: r.Timeout.Milliseconds(), Args: args, Error: r.Error, Reason: r.Reason,
+		TimeoutMS: r.Timeout.Milliseconds(), Args: args, Error: r.Error, Reason: r.Reason, CancelRequestedBy: r.CancelledBy,
 		Created: r.Created, Updated: r.Updated, RunAt: r.RunAt, Started: r.Started,
 		Finished: r.Finished, UncertainSince: r.UncertainSince,
 	}
 	if r.Token > 0 {
 		v.Token = r.Token.String()
+	}
+	if r.Fence > 0 {
+		v.Fence = r.Fence.String()
 	}
 	return v
 }
@@ -64,14 +73,17 @@ func viewOf(r *jobs.Record) *jobView {
 // attempt is one attempt assembled from a job's history: its claim, its
 // end, and any write of it that was fenced off.
 type attempt struct {
-	Attempt int       `json:"attempt"`
-	Token   string    `json:"token"`
+	Attempt int    `json:"attempt"`
+	Token   string `json:"token"`
+	// Fence is the resource lease's token, when the attempt leased a named
+	// resource.
+	Fence   string    `json:"fence,omitempty"`
 	Owner   string    `json:"owner,omitempty"`
-	Task    string    `json:"task,omitempty"`
 	Started time.Time `json:"started,omitzero"`
 	Ended   time.Time `json:"ended,omitzero"`
 	// Outcome is the state the attempt's commit reached (succeeded, pending
-	// for a retry, dead, uncertain), "running" while none was recorded, or
+	// for a retry, dead, uncertain, cancelled), "running" while none was
+	// recorded, or
 	// "fenced" when its commit was rejected for a stale token.
 	Outcome string `json:"outcome"`
 	Error   string `json:"error,omitempty"`
@@ -109,13 +121,19 @@ func attemptsOf(history []jobs.Entry) []*attempt {
 		switch e.Event {
 		case "attempt":
 			a := get(e)
-			a.Attempt, a.Owner, a.Task, a.Started = e.Attempt, e.Owner, e.Task, e.At
+			a.Attempt, a.Owner, a.Started = e.Attempt, e.Owner, e.At
+			if e.Fence != "" {
+				a.Fence = e.Fence
+			}
 		case "end":
 			a := get(e)
 			if a.Attempt == 0 {
 				a.Attempt = e.Attempt
 			}
 			a.Ended, a.Outcome, a.Error, a.Reason = e.At, e.Outcome, e.Error, e.Reason
+			if e.Fence != "" {
+				a.Fence = e.Fence
+			}
 		case "fenced":
 			a := get(e)
 			if a.Outcome == "running" && a.Started.IsZero() {
@@ -133,7 +151,7 @@ func decisionsFor(s jobs.State) []jobs.Decision {
 	switch s {
 	case jobs.Review, jobs.Uncertain:
 		return []jobs.Decision{jobs.DecideSucceeded, jobs.DecideRerun, jobs.DecideDead}
-	case jobs.Dead:
+	case jobs.Dead, jobs.Cancelled:
 		return []jobs.Decision{jobs.DecideRerun}
 	}
 	return nil
@@ -142,12 +160,13 @@ func decisionsFor(s jobs.State) []jobs.Decision {
 // eventView is one entry of a queue's event feed.
 type eventView struct {
 	Queue   string    `json:"queue"`
-	Type    string    `json:"type"` // deduplicated or fenced
-	Stage   string    `json:"stage"`
+	Type    string    `json:"type"` // deduplicated, fenced, cancel, pause or resume
+	Stage   string    `json:"stage,omitempty"`
 	At      time.Time `json:"at"`
-	Job     string    `json:"job"`
+	Job     string    `json:"job,omitempty"`
 	Op      string    `json:"op,omitempty"`
-	Task    string    `json:"task,omitempty"`
 	Token   string    `json:"token,omitempty"`
 	Current string    `json:"current,omitempty"`
+	Actor   string    `json:"actor,omitempty"`
+	Note    string    `json:"note,omitempty"`
 }

@@ -8,7 +8,7 @@
 (() => {
   const main = document.getElementById('main');
   const sessionEl = document.getElementById('session');
-  const states = ['pending', 'running', 'uncertain', 'review', 'succeeded', 'dead'];
+  const states = ['pending', 'running', 'uncertain', 'review', 'succeeded', 'dead', 'cancelled'];
   const decisionLabels = { succeeded: 'Mark succeeded', rerun: 'Re-run', dead: 'Mark dead' };
   let session = { actions_enabled: false, authenticated: false, basic_auth: false };
   let csrfToken = null;
@@ -216,8 +216,12 @@
       const tp = q.throughput;
       const fencedTitle = Object.entries(q.fenced || {}).map(([k, v]) => k + ' ' + v).join(', ');
       const dedupTitle = Object.entries(q.deduplications || {}).map(([k, v]) => k + ' ' + v).join(', ');
+      const paused = q.paused ? el('span', {
+        class: 'badge paused', 'data-paused': q.name,
+        title: 'paused by ' + q.paused.actor + (q.paused.note ? ': ' + q.paused.note : '') + ' at ' + fmtTime(q.paused.at),
+      }, 'paused') : '';
       return el('tr', { 'data-queue': q.name },
-        el('th', { scope: 'row', class: 'mono' }, q.name),
+        el('th', { scope: 'row', class: 'mono' }, q.name, paused ? ' ' : '', paused),
         states.map((s) => {
           const n = (q.counts || {})[s] || 0;
           const cls = 'count' + (n > 0 && (s === 'uncertain' || s === 'review' || s === 'dead') ? ' warn' : '');
@@ -233,9 +237,15 @@
           el('a', { href: '#/events/deduplicated' }, String(q.deduplicated))));
     });
     const totals = el('p', { class: 'totals' }, states.map((s) => [badge(s), ' ', String((ov.totals || {})[s] || 0), '  ']));
+    const pausedQueues = ov.queues.filter((q) => q.paused);
+    const pausedNode = pausedQueues.length ? el('p', { class: 'warn', id: 'paused' },
+      'Paused (no new attempts start; running ones finish; enqueues are accepted): ',
+      pausedQueues.map((q, i) => [i ? '; ' : '', el('strong', { class: 'mono' }, q.name),
+        ' by ' + q.paused.actor + ' ' + ago(q.paused.at) + (q.paused.note ? ' (' + q.paused.note + ')' : '')])) : '';
     show('overview',
       el('h1', {}, 'Overview ', el('small', { class: 'muted' }, 'namespace ', ov.namespace, ' · Redis time ', fmtTime(ov.server_time))),
       recNode,
+      pausedNode,
       totals,
       table(['Queue', ...states, 'succeeded/s', 'attempts/s', 'fenced', 'deduplicated'], rows, { id: 'queues' }),
       el('p', { class: 'muted' }, 'Counts are the ledger\'s state indexes; rates are measured by this dashboard between refreshes; fenced and deduplicated are totals since the queue was created.'));
@@ -313,35 +323,43 @@
   }
 
   async function eventsPage(my, type) {
-    const t = type === 'fenced' ? 'fenced' : 'deduplicated';
+    const t = type === 'fenced' || type === 'operator' ? type : 'deduplicated';
     const data = await api('api/events?type=' + t + '&limit=200');
     if (my !== seq) return;
     const rows = data.events.map((e) => el('tr', {},
       el('td', { class: 'nowrap' }, fmtTime(e.at)),
       el('td', { class: 'mono' }, e.queue),
-      el('td', {}, e.stage),
+      el('td', {}, t === 'operator' ? e.type : e.stage),
       el('td', {}, e.job ? jobLink(e.queue, e.job) : '—'),
       t === 'deduplicated'
-        ? el('td', { class: 'mono' }, e.op ? 'operation ' + e.op : (e.task ? 'delivery ' + e.task : ''))
-        : el('td', { class: 'mono' }, 'token ' + (e.token || '?') + ' < current ' + (e.current || '?'))));
+        ? el('td', { class: 'mono' }, e.op ? 'operation ' + e.op : 'due again after it finished')
+        : t === 'fenced'
+          ? el('td', { class: 'mono' }, 'token ' + (e.token || '?') + ' < current ' + (e.current || '?'))
+          : el('td', {}, (e.actor || '') + (e.note ? ': ' + e.note : ''))));
     const tabs = el('p', { class: 'tabs' },
       el('a', { href: '#/events/deduplicated', class: t === 'deduplicated' ? 'active' : '' }, 'Deduplicated'), ' · ',
-      el('a', { href: '#/events/fenced', class: t === 'fenced' ? 'active' : '' }, 'Fenced rejections'));
-    const intro = t === 'deduplicated'
-      ? 'Enqueues of an operation id already known (the caller got the original job) and deliveries of a job already finished (its handler did not run). Each links to the original job.'
-      : 'Writes refused because they carried a token older than the job\'s current one.';
-    show('events', el('h1', {}, t === 'deduplicated' ? 'Deduplicated deliveries' : 'Fenced rejections'), tabs,
-      el('p', { class: 'muted' }, intro),
-      table(['Time', 'Queue', 'Stage', 'Original job', t === 'deduplicated' ? 'Duplicate' : 'Tokens'], rows, { id: 'events' }));
+      el('a', { href: '#/events/fenced', class: t === 'fenced' ? 'active' : '' }, 'Fenced rejections'), ' · ',
+      el('a', { href: '#/events/operator', class: t === 'operator' ? 'active' : '' }, 'Operator actions'));
+    const titles = { deduplicated: 'Deduplicated deliveries', fenced: 'Fenced rejections', operator: 'Operator actions' };
+    const intros = {
+      deduplicated: 'Enqueues of an operation id already known (the caller got the original job) and jobs found due again after they finished (their handler did not run). Each links to the original job.',
+      fenced: 'Writes refused because they carried a token older than the job\'s current one.',
+      operator: 'Cancellations, pauses and resumptions, with who and why (a cancellation\'s note is in the job\'s history).',
+    };
+    const last = { deduplicated: 'Duplicate', fenced: 'Tokens', operator: 'By' };
+    show('events', el('h1', {}, titles[t]), tabs,
+      el('p', { class: 'muted' }, intros[t]),
+      table(['Time', 'Queue', t === 'operator' ? 'Action' : 'Stage', t === 'operator' ? 'Job' : 'Original job', last[t]], rows, { id: 'events' }));
   }
 
   async function jobPage(my, queue, id) {
     const d = await api('api/jobs/' + enc(queue) + '/' + enc(id));
     if (my !== seq) return;
     const j = d.job;
-    const attempts = table(['#', 'Token', 'Owner', 'Started', 'Ended', 'Outcome', 'Error / reason'], d.attempts.map((a) => el('tr', {},
+    const attempts = table(['#', 'Token', 'Fence', 'Owner', 'Started', 'Ended', 'Outcome', 'Error / reason'], d.attempts.map((a) => el('tr', {},
       el('td', { class: 'num' }, String(a.attempt)),
       el('td', { class: 'mono' }, a.token),
+      el('td', { class: 'mono' }, a.fence || ''),
       el('td', { class: 'mono' }, a.owner || ''),
       el('td', { class: 'nowrap' }, fmtTime(a.started)),
       el('td', { class: 'nowrap' }, fmtTime(a.ended)),
@@ -356,7 +374,11 @@
       el('h1', {}, 'Job ', el('span', { class: 'mono', id: 'job-id' }, j.id), ' ', badge(j.state)),
       dl([
         ['Queue', j.queue], ['Kind', j.kind], ['Operation id', el('span', { class: 'mono' }, j.operation_id)],
-        ['Resource', j.resource], ['Token', j.token], [j.state === 'running' ? 'Owner' : 'Last owner', j.owner],
+        ['Resource', j.resource], ['Token', j.token],
+        ['Fence', j.fence ? el('span', { class: 'mono', title: 'the resource lease\'s token its side effects carried' }, j.fence) : ''],
+        ['Cancel requested', j.cancel_requested_by ? el('span', { class: 'warn', id: 'job-cancel' },
+          'by ' + j.cancel_requested_by + (j.state === 'running' ? ': the attempt is asked to stop; its outcome is still committed by its token' : '')) : ''],
+        [j.state === 'running' ? 'Owner' : 'Last owner', j.owner],
         ['Lease deadline', j.state === 'running' ? fmtTime(j.deadline) : ''],
         ['Attempts', String(j.attempts) + ' (max retries ' + j.max_retries + ', runs ' + j.runs + ')'],
         ['Created', fmtTime(j.created)], ['Updated', fmtTime(j.updated)], ['Finished', j.finished ? fmtTime(j.finished) : ''],
