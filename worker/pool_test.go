@@ -179,6 +179,10 @@ func TestRedeliveryOfSucceededJobIsDeduplicated(t *testing.T) {
 		st, _ := e.ledger.Stats(context.Background(), "default")
 		return st["deduplicated_execute"] == 1
 	})
+	// The pool counts the duplicate once the claim's reply is back.
+	waitFor(t, 10*time.Second, func() bool {
+		return testutil.ToFloat64(e.metric("fencedq_jobs_deduplicated_total")) == 1
+	})
 	if runs.Load() != 1 {
 		t.Fatalf("handler ran %d times", runs.Load())
 	}
