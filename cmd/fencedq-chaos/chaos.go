@@ -364,7 +364,7 @@ func (e *runEnv) progressLoop(ctx context.Context, w *workload, n *nemesis, mode
 				state = fmt.Sprintf("pending %d running %d uncertain %d succeeded %d dead %d review %d",
 					c[jobs.Pending], c[jobs.Running], c[jobs.Uncertain], c[jobs.Succeeded], c[jobs.Dead], c[jobs.Review])
 				if c[jobs.Pending] > 0 && c[jobs.Pending] <= 50 {
-					state += " (deliveries of pending jobs: " + e.pendingDeliveries(ctx) + ")"
+					state += " (pending jobs: " + e.pendingDue(ctx) + ")"
 				}
 			}
 		} else {
@@ -396,29 +396,28 @@ func (e *runEnv) ledgerCounts(ctx context.Context) (map[jobs.State]int64, error)
 	return out, nil
 }
 
-// pendingDeliveries says where the asynq deliveries of pending jobs are: a job
-// whose delivery sits "active" in a killed worker waits for asynq's
-// recoverer.
-func (e *runEnv) pendingDeliveries(ctx context.Context) string {
+// pendingDue says how many of the pending jobs are due now and how many
+// wait for a later time (a retry's backoff): the ledger's pending index is
+// the queue itself, scored by due time, so a due job waits only for a free
+// worker slot.
+func (e *runEnv) pendingDue(ctx context.Context) string {
 	l := jobs.NewLedger(e.rdb, jobs.Config{Namespace: namespace})
-	insp := asynq.NewInspectorFromRedisClient(e.rdb)
+	now, err := l.ServerTime(ctx)
+	if err != nil {
+		return err.Error()
+	}
 	states := map[string]int{}
 	for _, q := range []string{transfersQueue, priorityQueue} {
-		recs, err := l.List(ctx, q, jobs.Pending, 0, 50)
+		all, err := l.IDs(ctx, q, jobs.Pending, 0, 50)
 		if err != nil {
 			return err.Error()
 		}
-		for _, r := range recs {
-			ti, err := insp.GetTaskInfo(l.AsynqQueue(q), r.Task)
-			switch {
-			case err != nil:
-				states["missing"]++
-			case ti.IsOrphaned:
-				states["orphaned"]++
-			default:
-				states[ti.State.String()]++
-			}
+		due, err := l.DueIDs(ctx, q, jobs.Pending, now, 50)
+		if err != nil {
+			return err.Error()
 		}
+		states["due"] += len(due)
+		states["scheduled"] += len(all) - len(due)
 	}
 	return joinCounts(states)
 }

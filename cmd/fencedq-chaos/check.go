@@ -434,7 +434,8 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *jobs.Ledger, w *workloa
 			if ef.resource != "account:"+op.Args.From {
 				rep.fail(c, "%s applied under resource %s, want account:%s", op.ID, ef.resource, op.Args.From)
 			}
-			// The writer: owner is "<worker>/<job id>", token one of that job's attempts.
+			// The writer: the fence owner is "<worker>/<job id>"; the
+			// effect's token is the fence of one of that job's attempts.
 			var writer *jobView
 			for _, v := range vs {
 				if v.rec != nil && strings.HasSuffix(ef.owner, "/"+v.rec.ID) {
@@ -444,16 +445,11 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *jobs.Ledger, w *workloa
 			if writer == nil {
 				rep.fail(c, "%s applied by %s, which names none of its jobs", op.ID, ef.owner)
 			} else {
-				found := false
-				for _, h := range writer.hist {
-					if h.Event == "attempt" && h.Token == ef.token.String() && h.Owner == ef.owner {
-						found = true
-					}
-				}
+				tok, found := writerAttempt(writer.rec.ID, writer.hist, ef.owner, ef.token)
 				if !found && len(writer.hist) < 200 { // histories keep the last 200 entries
 					rep.fail(c, "%s applied with token %d by %s, which is no attempt in job %s's history", op.ID, ef.token, ef.owner, writer.rec.ID)
 				}
-				if writer.rec.State == jobs.Succeeded && writer.rec.Token != ef.token {
+				if found && writer.rec.State == jobs.Succeeded && writer.rec.Token != tok {
 					u.AppliedByEarlierAttempt++
 				}
 			}
@@ -483,6 +479,49 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *jobs.Ledger, w *workloa
 	rep.Uncertain = u
 	rep.Storage["strictly_increasing_writes"] = int64(strictWrites)
 	return nil
+}
+
+// writerAttempt finds the attempt of job id, in its history, that wrote an
+// effect with fence owner and token, and returns that attempt's job token.
+//
+// An attempt's history entry names the pool that claimed it (the fence
+// owner is "<pool>/<job id>") and its job token. Its fence is the job token
+// when the job is its own resource; when the job leases a named resource
+// (a transfer leases its source account), the fence is that lease's token,
+// minted after the claim, so never below the attempt's job token. The ledger
+// records it when the attempt commits (the attempt's end entry, or the
+// attempt itself on the common path); an attempt that never committed
+// (expired, fenced at commit, killed) has none recorded. So the writer is an
+// attempt with the effect's owner whose recorded fence is the effect's
+// token, or, with no fence recorded, whose job token is at or below it.
+func writerAttempt(id string, hist []jobs.Entry, owner string, token lease.Token) (lease.Token, bool) {
+	fences := map[string]string{} // job token -> recorded fence
+	for _, h := range hist {
+		if h.Fence == "" || h.Token == "" {
+			continue
+		}
+		if h.Event == "attempt" || h.Event == "end" {
+			fences[h.Token] = h.Fence
+		}
+	}
+	var best lease.Token
+	found := false
+	for _, h := range hist {
+		if h.Event != "attempt" || (h.Owner != owner && h.Owner+"/"+id != owner) {
+			continue
+		}
+		t := parseTok(h.Token)
+		f, recorded := fences[h.Token]
+		switch {
+		case recorded && f == token.String():
+			return t, true
+		case !recorded && t == token:
+			return t, true
+		case !recorded && t < token && t >= best:
+			best, found = t, true
+		}
+	}
+	return best, found
 }
 
 // reasonKey shortens an uncertain reason to a stable key.

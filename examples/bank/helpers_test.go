@@ -265,9 +265,14 @@ func (e *bankEnv) stats() map[string]int64 {
 	return st
 }
 
-// status reads the reconciler status hash (leader, token, ...).
+// status reads what the acting reconciler last published: its leader and
+// token ("leader" and "token"; empty before any reconciler published).
 func (e *bankEnv) status() map[string]string {
-	return e.rdb.HGetAll(context.Background(), worker.StatusKey(e.ns)).Val()
+	s, err := e.ledger.ReconcilerStatus(context.Background())
+	if err != nil || s == nil {
+		return map[string]string{}
+	}
+	return map[string]string{"leader": s.Leader, "token": s.Token.String()}
 }
 
 // poll calls cond every 20ms until it returns true or within passes.

@@ -107,7 +107,7 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 		t.Fatalf("decisions after L resumed: %v", st)
 	}
 	// Any ledger write L could still attempt with its old token is refused.
-	if _, err := e.ledger.Expire(ctx, queue, res.JobID, lTok); !errors.Is(err, jobs.ErrStale) {
+	if _, err := e.ledger.Expire(ctx, queue, lTok, 10); !errors.Is(err, jobs.ErrStale) {
 		t.Fatalf("a reconciler write with L's old token %d: %v, want jobs.ErrStale", lTok, err)
 	}
 	if strings.Contains(l.out.String(), "stale") {
