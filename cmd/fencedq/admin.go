@@ -7,11 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 )
 
 func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
@@ -71,18 +74,30 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var c commonFlags
 	c.add(fs)
-	state := fs.String("state", "", "list jobs in this state: pending, running, uncertain, review, succeeded, dead")
+	state := fs.String("state", "", "list jobs in this state: "+stateList())
 	queue := fs.String("queue", "", "only this queue (default: all)")
+	queues := fs.Bool("queues", false, "list the queues: jobs per state, and whether (by whom, why) each is paused")
 	job := fs.String("job", "", "show one job and its history, by job id")
 	op := fs.String("op", "", "show one job and its history, by operation id")
 	limit := fs.Int("limit", 50, "how many jobs to list")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context, out io.Writer) error {
-		if (*state == "") == (*job == "" && *op == "") {
-			return fmt.Errorf("%w: give --state, or --job or --op", errUsage)
+		modes := 0
+		for _, set := range []bool{*state != "", *queues, *job != "" || *op != ""} {
+			if set {
+				modes++
+			}
+		}
+		if modes != 1 {
+			return fmt.Errorf("%w: give --state, --queues, or --job or --op", errUsage)
 		}
 		if *state != "" && !jobs.State(*state).Valid() {
-			return fmt.Errorf("%w: unknown state %q", errUsage, *state)
+			return fmt.Errorf("%w: unknown state %q (want %s)", errUsage, *state, stateList())
+		}
+		if *queue != "" {
+			if err := jobs.ValidateQueue(*queue); err != nil {
+				return fmt.Errorf("%w: --queue: %v", errUsage, err)
+			}
 		}
 		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
@@ -90,8 +105,11 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		defer closeAll()
 		l := client.Ledger()
-		if *state != "" {
+		switch {
+		case *state != "":
 			return listJobs(ctx, out, l, jobs.State(*state), *queue, *limit, *asJSON)
+		case *queues:
+			return listQueues(ctx, out, l, *queue, *asJSON)
 		}
 		var rec *jobs.Record
 		switch {
@@ -103,21 +121,108 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			rec, err = l.FindByOperation(ctx, *op)
 		}
 		if err != nil {
-			return err
+			return notFound(err)
 		}
 		hist, err := l.History(ctx, rec.Queue, rec.ID)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return json.NewEncoder(out).Encode(struct {
-				Job     *jobs.Record `json:"job"`
-				History []jobs.Entry `json:"history"`
-			}{rec, hist})
+		paused, err := l.Paused(ctx, rec.Queue)
+		if err != nil {
+			return err
 		}
-		printJob(out, rec, hist)
+		if *asJSON {
+			if hist == nil {
+				hist = []jobs.Entry{}
+			}
+			return json.NewEncoder(out).Encode(struct {
+				Job         *jobs.Record `json:"job"`
+				History     []jobs.Entry `json:"history"`
+				QueuePaused *jobs.Pause  `json:"queue_paused"`
+			}{rec, hist, paused})
+		}
+		printJob(out, rec, hist, paused)
 		return nil
 	}
+}
+
+// stateList names the job states for help and errors.
+func stateList() string {
+	names := make([]string, len(jobs.States))
+	for i, s := range jobs.States {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// notFound makes a missing job one readable line.
+func notFound(err error) error {
+	if errors.Is(err, jobs.ErrNotFound) {
+		return fmt.Errorf("%w (finished jobs are kept for the retention period)", err)
+	}
+	return err
+}
+
+// queueInfo is one line of inspect --queues.
+type queueInfo struct {
+	Queue  string               `json:"queue"`
+	Counts map[jobs.State]int64 `json:"counts"`
+	Paused *jobs.Pause          `json:"paused"`
+}
+
+func listQueues(ctx context.Context, out io.Writer, l *jobs.Ledger, queue string, asJSON bool) error {
+	names := []string{queue}
+	if queue == "" {
+		var err error
+		if names, err = l.Queues(ctx); err != nil {
+			return err
+		}
+	}
+	infos := make([]queueInfo, 0, len(names))
+	for _, q := range names {
+		counts, err := l.Counts(ctx, q)
+		if err != nil {
+			return err
+		}
+		paused, err := l.Paused(ctx, q)
+		if err != nil {
+			return err
+		}
+		infos = append(infos, queueInfo{Queue: q, Counts: counts, Paused: paused})
+	}
+	if asJSON {
+		return json.NewEncoder(out).Encode(infos)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "QUEUE")
+	for _, s := range jobs.States {
+		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(s)))
+	}
+	fmt.Fprintln(tw, "\tPAUSED")
+	for _, i := range infos {
+		fmt.Fprint(tw, i.Queue)
+		for _, s := range jobs.States {
+			fmt.Fprintf(tw, "\t%d", i.Counts[s])
+		}
+		fmt.Fprintf(tw, "\t%s\n", pauseText(i.Paused))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d queue(s)\n", len(infos))
+	return nil
+}
+
+// pauseText describes a pause in one line ("no" while the queue runs).
+func pauseText(p *jobs.Pause) string {
+	if p == nil {
+		return "no"
+	}
+	s := "by " + p.Actor + " since " + p.At.UTC().Format(time.RFC3339)
+	if p.Note != "" {
+		s += ": " + p.Note
+	}
+	return s
 }
 
 func listJobs(ctx context.Context, out io.Writer, l *jobs.Ledger, s jobs.State, queue string, limit int, asJSON bool) error {
@@ -129,12 +234,20 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Ledger, s jobs.State, 
 		}
 	}
 	var all []*jobs.Record
+	var paused []string
 	for _, q := range queues {
 		recs, err := l.List(ctx, q, s, 0, limit)
 		if err != nil {
 			return err
 		}
 		all = append(all, recs...)
+		p, err := l.Paused(ctx, q)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			paused = append(paused, q+" ("+pauseText(p)+")")
+		}
 	}
 	if asJSON {
 		if all == nil {
@@ -143,83 +256,292 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Ledger, s jobs.State, 
 		return json.NewEncoder(out).Encode(all)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tQUEUE\tKIND\tOPERATION\tATTEMPTS\tTOKEN\tREASON")
+	fmt.Fprintln(tw, "JOB\tQUEUE\tKIND\tOPERATION\tATTEMPTS\tTOKEN\tFENCE\tREASON")
 	for _, r := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, r.Queue, r.Kind, r.OperationID, r.Attempts, r.Token, r.Reason)
+		reason := r.Reason
+		if r.CancelledBy != "" && r.State == jobs.Running {
+			reason = "cancel requested by " + r.CancelledBy
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.Queue, r.Kind, r.OperationID, r.Attempts, r.Token, fenceText(r.Fence), reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "%d %s job(s)\n", len(all), s)
+	for _, p := range paused {
+		fmt.Fprintf(out, "paused queue %s\n", p)
+	}
 	return nil
 }
 
-func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry) {
+func fenceText(t lease.Token) string {
+	if t == 0 {
+		return "-"
+	}
+	return t.String()
+}
+
+func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pause) {
 	fmt.Fprintf(out, "job %s\n  kind %s, queue %s, operation %s\n  state %s", r.ID, r.Kind, r.Queue, r.OperationID, r.State)
 	if r.Reason != "" {
 		fmt.Fprintf(out, " (%s)", r.Reason)
 	}
-	fmt.Fprintf(out, "\n  attempts %d, token %d, resource %s\n  args %s\n", r.Attempts, r.Token, r.LeaseResource(), r.Args)
+	fmt.Fprintf(out, "\n  attempts %d, token %d", r.Attempts, r.Token)
+	if r.Fence > 0 {
+		fmt.Fprintf(out, ", fence %d (the resource lease's token)", r.Fence)
+	}
+	fmt.Fprintf(out, ", resource %s\n  args %s\n", r.LeaseResource(), r.Args)
 	if r.Error != "" {
 		fmt.Fprintf(out, "  last error %s\n", r.Error)
+	}
+	if r.CancelledBy != "" && r.State == jobs.Running {
+		fmt.Fprintf(out, "  cancel requested by %s: the attempt is asked to stop; its outcome is still committed by its token\n", r.CancelledBy)
+	}
+	if paused != nil {
+		fmt.Fprintf(out, "  queue %s is paused %s\n", r.Queue, pauseText(paused))
 	}
 	fmt.Fprintln(out, "history:")
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	for _, e := range hist {
 		detail := ""
+		fence := ""
+		if e.Fence != "" {
+			fence = " fence " + e.Fence
+		}
 		switch e.Event {
 		case "attempt":
-			detail = fmt.Sprintf("attempt %d token %s owner %s", e.Attempt, e.Token, e.Owner)
+			detail = fmt.Sprintf("attempt %d token %s%s owner %s", e.Attempt, e.Token, fence, e.Owner)
 		case "end":
-			detail = fmt.Sprintf("attempt %d token %s -> %s %s %s", e.Attempt, e.Token, e.Outcome, e.Reason, e.Error)
+			detail = strings.TrimSpace(fmt.Sprintf("attempt %d token %s%s -> %s %s %s", e.Attempt, e.Token, fence, e.Outcome, e.Reason, e.Error))
 		case "fenced":
 			detail = fmt.Sprintf("stale %s by token %s rejected", e.Stage, e.Token)
 		case "resolve":
 			detail = fmt.Sprintf("%s -> %s by %s: %s", e.From, e.Decision, e.Actor, e.Note)
+		case "cancel":
+			detail = fmt.Sprintf("%s job cancelled by %s: %s", e.From, e.Actor, e.Note)
+			if e.From == string(jobs.Running) {
+				detail = fmt.Sprintf("running attempt asked to stop by %s: %s", e.Actor, e.Note)
+			}
 		case "deduplicated":
-			detail = "duplicate delivery " + e.Task + " acknowledged"
-		case "enqueued":
-			detail = "task " + e.Task
+			detail = "found due again after it finished: dropped, the handler did not run"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339Nano), e.Event, detail)
 	}
 	_ = tw.Flush()
 }
 
+// operatorFlags are shared by the operator commands.
+type operatorFlags struct {
+	commonFlags
+	actor  string
+	note   string
+	asJSON bool
+}
+
+func (o *operatorFlags) add(fs *flag.FlagSet, noteRequired bool) {
+	o.commonFlags.add(fs)
+	fs.StringVar(&o.actor, "actor", "", "who acts (required; recorded as operator:<actor>)")
+	if noteRequired {
+		fs.StringVar(&o.note, "note", "", "why (required; recorded with the action)")
+	} else {
+		fs.StringVar(&o.note, "note", "", "why (recorded with the action)")
+	}
+	fs.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+}
+
+// check validates the operator flags before Redis is touched.
+func (o *operatorFlags) check(noteRequired bool) error {
+	if strings.TrimSpace(o.actor) == "" {
+		return fmt.Errorf("%w: --actor is required", errUsage)
+	}
+	if noteRequired && strings.TrimSpace(o.note) == "" {
+		return fmt.Errorf("%w: --note is required (say why)", errUsage)
+	}
+	return nil
+}
+
+// operatorError turns a ledger error into one readable line: invalid input
+// is bad usage (exit 2); a missing job or a wrong state fails (exit 1), a
+// wrong state with what the action takes.
+func operatorError(action string, err error) error {
+	switch {
+	case errors.Is(err, jobs.ErrInvalid):
+		return fmt.Errorf("%w: %v", errUsage, err)
+	case errors.Is(err, jobs.ErrNotFound):
+		return fmt.Errorf("cannot %s: %w", action, notFound(err))
+	case errors.Is(err, jobs.ErrWrongState):
+		return fmt.Errorf("cannot %s: %w (%s)", action, err, takes[action])
+	}
+	return err
+}
+
+// takes says which states an action accepts.
+var takes = map[string]string{
+	"cancel":  "cancel takes a pending or running job",
+	"resolve": "succeeded and dead take an uncertain or review job; rerun also takes a dead or cancelled one",
+}
+
+// findQueue returns queue, or looks job id up in every queue when empty.
+func findQueue(ctx context.Context, l *jobs.Ledger, queue, id, action string) (string, error) {
+	if queue != "" {
+		return queue, nil
+	}
+	rec, err := l.Find(ctx, id)
+	if err != nil {
+		return "", operatorError(action, err)
+	}
+	return rec.Queue, nil
+}
+
 func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
-	var c commonFlags
-	c.add(fs)
+	var o operatorFlags
+	o.add(fs, false)
 	job := fs.String("job", "", "job id (required)")
 	queue := fs.String("queue", "", "the job's queue (default: looked up)")
-	decision := fs.String("decision", "", "succeeded, rerun or dead (required)")
-	actor := fs.String("actor", "", "who decides (required; recorded in the job's history)")
-	note := fs.String("note", "", "why (recorded in the job's history)")
+	decision := fs.String("decision", "", "succeeded, rerun or dead (required); rerun also takes a dead or cancelled job")
 	return func(ctx context.Context, out io.Writer) error {
-		if *job == "" || *actor == "" {
+		if *job == "" || o.actor == "" {
 			return fmt.Errorf("%w: --job and --actor are required", errUsage)
 		}
 		d := jobs.Decision(*decision)
 		if d != jobs.DecideSucceeded && d != jobs.DecideRerun && d != jobs.DecideDead {
 			return fmt.Errorf("%w: --decision must be succeeded, rerun or dead", errUsage)
 		}
-		client, closeAll, err := c.openClient(ctx)
+		if err := o.check(false); err != nil {
+			return err
+		}
+		client, closeAll, err := o.openClient(ctx)
 		if err != nil {
 			return err
 		}
 		defer closeAll()
-		q := *queue
-		if q == "" {
-			rec, err := client.Ledger().Find(ctx, *job)
-			if err != nil {
-				return err
-			}
-			q = rec.Queue
-		}
-		rec, err := client.Resolve(ctx, q, *job, d, *actor, *note)
+		q, err := findQueue(ctx, client.Ledger(), *queue, *job, "resolve")
 		if err != nil {
 			return err
 		}
+		rec, err := client.Resolve(ctx, q, *job, d, o.actor, o.note)
+		if err != nil {
+			return operatorError("resolve", err)
+		}
+		if o.asJSON {
+			return json.NewEncoder(out).Encode(struct {
+				Job      *jobs.Record  `json:"job"`
+				Decision jobs.Decision `json:"decision"`
+			}{rec, d})
+		}
 		fmt.Fprintf(out, "job %s is now %s\n", rec.ID, rec.State)
+		return nil
+	}
+}
+
+func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	var o operatorFlags
+	o.add(fs, true)
+	job := fs.String("job", "", "job id (required)")
+	queue := fs.String("queue", "", "the job's queue (default: looked up)")
+	return func(ctx context.Context, out io.Writer) error {
+		if *job == "" {
+			return fmt.Errorf("%w: --job is required", errUsage)
+		}
+		if err := o.check(true); err != nil {
+			return err
+		}
+		client, closeAll, err := o.openClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		q, err := findQueue(ctx, client.Ledger(), *queue, *job, "cancel")
+		if err != nil {
+			return err
+		}
+		rec, err := client.Cancel(ctx, q, *job, o.actor, o.note)
+		if err != nil {
+			return operatorError("cancel", err)
+		}
+		stop := rec.State == jobs.Running
+		if o.asJSON {
+			return json.NewEncoder(out).Encode(struct {
+				Job           *jobs.Record `json:"job"`
+				Cancelled     bool         `json:"cancelled"`
+				StopRequested bool         `json:"stop_requested"`
+			}{rec, rec.State == jobs.Cancelled, stop})
+		}
+		if stop {
+			fmt.Fprintf(out, "job %s is running: its attempt (token %d) is asked to stop; its outcome is still committed by its token, and a retry becomes cancelled\n", rec.ID, rec.Token)
+			return nil
+		}
+		fmt.Fprintf(out, "job %s is now %s\n", rec.ID, rec.State)
+		return nil
+	}
+}
+
+func pauseCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	return pauseOrResume(fs, true)
+}
+
+func resumeCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	return pauseOrResume(fs, false)
+}
+
+func pauseOrResume(fs *flag.FlagSet, pause bool) func(context.Context, io.Writer) error {
+	var o operatorFlags
+	o.add(fs, pause)
+	queue := fs.String("queue", "", "queue (required)")
+	return func(ctx context.Context, out io.Writer) error {
+		if *queue == "" {
+			return fmt.Errorf("%w: --queue is required", errUsage)
+		}
+		if err := jobs.ValidateQueue(*queue); err != nil {
+			return fmt.Errorf("%w: --queue: %v", errUsage, err)
+		}
+		if err := o.check(pause); err != nil {
+			return err
+		}
+		client, closeAll, err := o.openClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		action, set := "resume", client.Resume
+		if pause {
+			action, set = "pause", client.Pause
+		}
+		changed, err := set(ctx, *queue, o.actor, o.note)
+		if err != nil {
+			return operatorError(action, err)
+		}
+		l := client.Ledger()
+		known, err := l.Queues(ctx)
+		if err != nil {
+			return err
+		}
+		paused, err := l.Paused(ctx, *queue)
+		if err != nil {
+			return err
+		}
+		isKnown := slices.Contains(known, *queue)
+		if o.asJSON {
+			return json.NewEncoder(out).Encode(struct {
+				Queue   string      `json:"queue"`
+				Paused  *jobs.Pause `json:"paused"`
+				Changed bool        `json:"changed"`
+				Known   bool        `json:"known"`
+			}{*queue, paused, changed, isKnown})
+		}
+		switch {
+		case pause && changed:
+			fmt.Fprintf(out, "queue %s is paused: no new attempts start; running ones finish; enqueues are accepted\n", *queue)
+		case pause:
+			fmt.Fprintf(out, "queue %s was already paused %s\n", *queue, pauseText(paused))
+		case changed:
+			fmt.Fprintf(out, "queue %s is resumed\n", *queue)
+		default:
+			fmt.Fprintf(out, "queue %s was not paused\n", *queue)
+		}
+		if !isKnown {
+			fmt.Fprintf(out, "note: no job or pool has used queue %s yet; check its name\n", *queue)
+		}
 		return nil
 	}
 }

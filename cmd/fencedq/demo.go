@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -286,7 +285,7 @@ func (d *demo) enqueue(ctx context.Context, t bank.Transfer, opts ...jobs.Option
 }
 
 // stageFailures stages a paused worker, a late answer, a crash and a
-// forced redelivery.
+// finished job found due again.
 func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
 	sleep := func(dur time.Duration) bool {
 		select {
@@ -354,18 +353,55 @@ func (d *demo) crash(ctx context.Context) error {
 	return nil
 }
 
-// redeliver makes asynq deliver a finished job again.
+// redeliver puts a succeeded job back in the queue's due index, as a
+// duplicate write or a restored backup could: the next claim must drop the
+// entry (counted as deduplicated_execute) and the handler must not run.
 func (d *demo) redeliver(ctx context.Context) {
-	ids, err := d.client.Ledger().IDs(ctx, "default", jobs.Succeeded, 0, 1)
+	const q = "default"
+	l := d.client.Ledger()
+	ids, err := l.IDs(ctx, q, jobs.Succeeded, 0, 1)
 	if err != nil || len(ids) == 0 {
+		d.stage("stray due-index stage skipped: no succeeded transfer yet (%v)", err)
 		return
 	}
-	env, _ := json.Marshal(jobs.Envelope{JobID: ids[0]})
-	aq := asynq.NewClientFromRedisClient(d.rdb)
-	defer aq.Close()
-	if _, err := aq.EnqueueContext(ctx, asynq.NewTask("transfer", env), asynq.Queue(d.client.Ledger().AsynqQueue("default")), asynq.TaskID("demo-redelivery-"+ids[0])); err == nil {
-		d.stage("asynq delivers an already succeeded transfer again: the handler must not run")
+	id := ids[0]
+	rec, err := l.Get(ctx, q, id)
+	if err != nil {
+		d.stage("stray due-index stage skipped: %v", err)
+		return
 	}
+	dedupBefore := d.queueStat(ctx, q, "deduplicated_execute")
+	now, err := l.ServerTime(ctx)
+	if err == nil {
+		err = d.rdb.ZAdd(ctx, l.StateKey(q, jobs.Pending), redis.Z{Score: float64(now.UnixMilli()), Member: id}).Err()
+	}
+	if err != nil {
+		d.stage("stray due-index stage skipped: %v", err)
+		return
+	}
+	d.stage("succeeded transfer %s is put back in the queue's due index (as a duplicate write or a restored backup could): the next claim must drop it without running the handler", id)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if d.queueStat(ctx, q, "deduplicated_execute") > dedupBefore {
+			after, err := l.Get(ctx, q, id)
+			if err == nil && after.State == jobs.Succeeded && after.Attempts == rec.Attempts && after.Token == rec.Token {
+				d.stage("the claim dropped the stray entry of %s (deduplicated_execute +1); it is still succeeded after %d attempt(s) with token %d", id, after.Attempts, after.Token)
+			} else {
+				d.stage("the stray entry of %s was dropped, but the job changed: %+v (%v)", id, after, err)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// queueStat reads one of queue q's ledger counters (0 on error).
+func (d *demo) queueStat(ctx context.Context, q, name string) int64 {
+	st, err := d.client.Ledger().Stats(ctx, q)
+	if err != nil {
+		return 0
+	}
+	return st[name]
 }
 
 // unfinished counts enqueued jobs not yet final or in review.

@@ -5,15 +5,27 @@
 //	fencedq worker      run a worker pool for the example kinds (bank transfers)
 //	fencedq dashboard   serve the dashboard and /metrics
 //	fencedq enqueue     enqueue a job
-//	fencedq inspect     list jobs by state, or show one job's history
-//	fencedq resolve     record an operator's decision on a job in review
+//	fencedq inspect     list jobs by state, list queues (counts, paused), or show one job
+//	fencedq resolve     decide on a job in review or uncertain, or re-run a dead or cancelled one
+//	fencedq cancel      cancel a pending job, or ask a running one to stop
+//	fencedq pause       stop pools from starting a queue's jobs
+//	fencedq resume      let pools start a paused queue's jobs again
+//
+// The operator commands (resolve, cancel, pause, resume) need --actor, the
+// operator's name, recorded as operator:<actor> with the action and its
+// --note (required for cancel and pause). A cancelled job is final unless
+// re-run (resolve --decision rerun). Cancelling a running job asks its
+// attempt to stop through its context; its outcome is still committed by
+// its token, and a retry it asks for becomes cancelled. A paused queue
+// starts no new attempts; running ones finish and enqueues are accepted.
 //
 // Every flag can also be set with an environment variable FENCEDQ_<FLAG>
 // (upper case, dashes as underscores), e.g. FENCEDQ_REDIS, FENCEDQ_POSTGRES,
 // FENCEDQ_NAMESPACE, FENCEDQ_ADDR, FENCEDQ_DASHBOARD_USER,
 // FENCEDQ_DASHBOARD_PASSWORD. Flags win over the environment.
 //
-// Exit codes: 0 success, 1 failure, 2 bad usage.
+// Exit codes: 0 success, 1 failure (including a missing job, or a job in a
+// state the action does not take), 2 bad usage.
 package main
 
 import (
@@ -46,8 +58,11 @@ var commands = []command{
 	{"worker", "run a worker pool for the example kinds (bank transfers)", workerCmd},
 	{"dashboard", "serve the dashboard and /metrics", dashboardCmd},
 	{"enqueue", "enqueue a job", enqueueCmd},
-	{"inspect", "list jobs by state, or show one job's history", inspectCmd},
-	{"resolve", "record an operator's decision on a job in review", resolveCmd},
+	{"inspect", "list jobs by state, list queues (counts, paused), or show one job's history", inspectCmd},
+	{"resolve", "decide on a job in review or uncertain (succeeded, rerun, dead), or re-run a dead or cancelled job", resolveCmd},
+	{"cancel", "cancel a pending or scheduled job, or ask a running job to stop", cancelCmd},
+	{"pause", "pause a queue: pools start none of its jobs until it is resumed", pauseCmd},
+	{"resume", "resume a paused queue", resumeCmd},
 }
 
 // errUsage marks bad flags or arguments (exit code 2).
