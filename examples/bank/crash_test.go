@@ -17,9 +17,10 @@ import (
 //
 //   - AfterEffect: killed after its pgfence transaction committed, before
 //     the ledger commit. The job is reconciled to succeeded from the effect
-//     log (attempt 1, the dead worker's token) and not applied again.
+//     log (attempt 1, the dead worker's; the effect carries its fence) and
+//     not applied again.
 //   - BeforeEffect: killed after fencing on acquire, before writing. The
-//     job is re-run once with a higher token; exactly one effect.
+//     job is re-run once with a higher fence; exactly one effect.
 //
 // Each runs with the reconciler asking bank.Worker.Reconcile, and with a
 // worker that has no Reconcile method, so the pool's
@@ -85,12 +86,18 @@ func testKilled(t *testing.T, afterEffect bool, via string) {
 	}
 	e.run(p, logs)
 	rec := e.waitState(res.JobID, jobs.Succeeded, 30*time.Second)
-	t.Logf("recovered %v after SIGKILL (A's token %d, final %d, attempts %d)", time.Since(killed).Round(time.Millisecond), aTok, rec.Token, rec.Attempts)
+	t.Logf("recovered %v after SIGKILL (A's fence %d, final fence %d, attempts %d)", time.Since(killed).Round(time.Millisecond), aTok, fenceOf(rec), rec.Attempts)
 
 	e.wantOneTransfer(before, x)
 	eff, ok, err := e.store.Applied(ctx, op)
-	if err != nil || !ok || eff.Token != rec.Token {
-		t.Fatalf("effect log %+v, %v, %v; want token %d", eff, ok, err, rec.Token)
+	// After the effect, the only write is A's (the fence it wrote with);
+	// before it, the re-run's (the fence its commit recorded).
+	wantTok, wantOwner := fenceOf(rec), fenceOwner(rec)
+	if afterEffect {
+		wantTok, wantOwner = aTok, "A/"+rec.ID
+	}
+	if err != nil || !ok || eff.Token != wantTok || eff.Owner != wantOwner {
+		t.Fatalf("effect log %+v, %v, %v; want token %d of %s", eff, ok, err, wantTok, wantOwner)
 	}
 	pWrites := e.events(is("P", "write"))
 	wantDecision, wantNote := jobs.DecideRerun, "not_applied"
@@ -102,11 +109,11 @@ func testKilled(t *testing.T, afterEffect bool, via string) {
 		if via == "EffectLog" {
 			wantNote = "effect log: operation applied with token " + aTok.String()
 		}
-		if rec.Attempts != 1 || rec.Token != aTok || len(pWrites) != 0 {
-			t.Fatalf("re-applied: attempts %d, token %d (A's %d), P's writes %+v", rec.Attempts, rec.Token, aTok, pWrites)
+		if rec.Attempts != 1 || rec.Owner != "A" || rec.Token > aTok || len(pWrites) != 0 {
+			t.Fatalf("re-applied: attempts %d by %s, token %d (A wrote with %d), P's writes %+v", rec.Attempts, rec.Owner, rec.Token, aTok, pWrites)
 		}
-	} else if rec.Attempts != 2 || rec.Token <= aTok || len(pWrites) != 1 || pWrites[0].Result != "applied" {
-		t.Fatalf("re-run: attempts %d, token %d (A's %d), P's writes %+v", rec.Attempts, rec.Token, aTok, pWrites)
+	} else if rec.Attempts != 2 || rec.Owner != "P" || fenceOf(rec) <= aTok || len(pWrites) != 1 || pWrites[0].Result != "applied" {
+		t.Fatalf("re-run: attempts %d by %s, fence %d (A's %d), P's writes %+v", rec.Attempts, rec.Owner, fenceOf(rec), aTok, pWrites)
 	}
 	var decided bool
 	for _, en := range e.history(res.JobID) {
@@ -166,13 +173,13 @@ func TestCrashRecoveryWithinLeaseTTLPlusInterval(t *testing.T) {
 	})
 	rec := e.waitState(res.JobID, jobs.Succeeded, ttl+interval+slack-time.Since(killed))
 	recovered := time.Since(killed)
-	t.Logf("SIGKILL -> lease expiry detected in %v, job succeeded (re-run, token %d > %d) in %v; bound %v",
-		detected.Round(time.Millisecond), rec.Token, aTok, recovered.Round(time.Millisecond), ttl+interval+slack)
+	t.Logf("SIGKILL -> lease expiry detected in %v, job succeeded (re-run, fence %d > %d) in %v; bound %v",
+		detected.Round(time.Millisecond), fenceOf(rec), aTok, recovered.Round(time.Millisecond), ttl+interval+slack)
 	if recovered > ttl+interval+slack {
 		t.Fatalf("recovery took %v, want within %v", recovered, ttl+interval+slack)
 	}
-	if rec.Attempts != 2 || rec.Token <= aTok {
-		t.Fatalf("re-run: attempts %d, token %d (A's %d)", rec.Attempts, rec.Token, aTok)
+	if rec.Attempts != 2 || fenceOf(rec) <= aTok {
+		t.Fatalf("re-run: attempts %d, fence %d (A's %d)", rec.Attempts, fenceOf(rec), aTok)
 	}
 	e.wantOneTransfer(before, x)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
 )
 
@@ -177,6 +178,20 @@ func (e *bankEnv) get(id string) *jobs.Record {
 	}
 	return r
 }
+
+// fenceOf is the fence the writes of rec's last committed attempt carried:
+// a transfer leases its source account, so its fence is that lease's token
+// (Record.Fence, recorded when the attempt commits), not the job's own
+// claim token.
+func fenceOf(rec *jobs.Record) lease.Token {
+	if rec.Fence > 0 {
+		return rec.Fence
+	}
+	return rec.Token
+}
+
+// fenceOwner is the fence owner of rec's last attempt: "<pool>/<job id>".
+func fenceOwner(rec *jobs.Record) string { return rec.Owner + "/" + rec.ID }
 
 // waitState polls the ledger until job id is in state s.
 func (e *bankEnv) waitState(id string, s jobs.State, within time.Duration) *jobs.Record {

@@ -2,7 +2,6 @@ package bank_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,18 +13,19 @@ import (
 // TestPausedWorkerIsFencedAcrossProcesses is DESIGN.md §1 with real
 // processes, for each protected store (issue 4):
 //
-//  1. worker process A claims a transfer (token a), fences on acquire and,
-//     just before writing, is stopped with SIGSTOP;
+//  1. worker process A claims a transfer and leases its source account
+//     (fence a), fences on acquire and, just before writing, is stopped
+//     with SIGSTOP;
 //  2. its 1s lease lapses; worker process B, the reconciler leader, moves
 //     the job to uncertain, asks bank.Worker.Reconcile (not applied) and
-//     re-runs it: B claims with token b > a, fences on acquire, writes and
-//     commits;
+//     re-runs it: B claims, leases the account with fence b > a, fences on
+//     acquire, writes and commits;
 //  3. A is resumed with SIGCONT and writes, ignoring its cancelled context:
 //     the store rejects it (fence.ErrStale, high-water b), and the ledger
 //     rejects A's commit (fenced_commit).
 //
 // The final state is B's: one transfer, the effect log names b, the job
-// succeeded with b.
+// succeeded on B's attempt with fence b.
 func TestPausedWorkerIsFencedAcrossProcesses(t *testing.T) {
 	for _, kind := range []string{"postgres", "redis", "http"} {
 		t.Run(kind, func(t *testing.T) { testPausedWorker(t, kind) })
@@ -53,15 +53,16 @@ func testPausedWorker(t *testing.T, kind string) {
 
 	startProc(t, e.helper("B", modeNormal, true))
 	rec := e.waitState(res.JobID, jobs.Succeeded, 60*time.Second)
-	t.Logf("A stopped; B re-ran and committed %v later (token a=%d, b=%d)", time.Since(t0).Round(time.Millisecond), aStart.Token, rec.Token)
+	b := fenceOf(rec)
+	t.Logf("A stopped; B re-ran and committed %v later (fence a=%d, b=%d)", time.Since(t0).Round(time.Millisecond), aStart.Token, b)
 	bWrite := e.waitEvent("B write", 5*time.Second, is("B", "write"))
 	switch {
 	case bWrite.Result != "applied":
 		t.Fatalf("B's write: %+v", bWrite)
-	case rec.Token != lease.Token(bWrite.Token) || rec.Token <= lease.Token(aStart.Token):
-		t.Fatalf("job token %d, B wrote with %d, A held %d: want B's token above A's", rec.Token, bWrite.Token, aStart.Token)
-	case rec.Attempts != 2 || !strings.HasPrefix(rec.Owner, "B/"):
-		t.Fatalf("job after B: attempts %d, owner %q", rec.Attempts, rec.Owner)
+	case b != lease.Token(bWrite.Token) || b <= lease.Token(aStart.Token):
+		t.Fatalf("job's fence %d, B wrote with %d, A held %d: want B's fence above A's", b, bWrite.Token, aStart.Token)
+	case rec.Attempts != 2 || rec.Owner != "B" || bWrite.Owner != fenceOwner(rec):
+		t.Fatalf("job after B: attempts %d, owner %q (B wrote as %q)", rec.Attempts, rec.Owner, bWrite.Owner)
 	}
 	if n := len(e.events(is("A", "write"))); n != 0 {
 		t.Fatalf("A wrote while stopped (%d writes)", n)
@@ -73,8 +74,8 @@ func testPausedWorker(t *testing.T, kind string) {
 	if aWrite.Result != "stale" || lease.Token(aWrite.Token) != lease.Token(aStart.Token) {
 		t.Fatalf("A's write after resuming: %+v, want stale", aWrite)
 	}
-	if lease.Token(aWrite.Stored) != rec.Token {
-		t.Fatalf("A was rejected by high-water %d, want B's token %d", aWrite.Stored, rec.Token)
+	if lease.Token(aWrite.Stored) != b {
+		t.Fatalf("A was rejected by high-water %d, want B's fence %d", aWrite.Stored, b)
 	}
 	if !poll(30*time.Second, func() bool { return e.stats()["fenced_commit"] == 1 }) {
 		t.Fatalf("A's commit was not rejected by the ledger: stats %v", e.stats())
@@ -82,17 +83,23 @@ func testPausedWorker(t *testing.T, kind string) {
 
 	// The final state is B's.
 	final := e.get(res.JobID)
-	if final.State != jobs.Succeeded || final.Token != rec.Token || final.Attempts != 2 {
+	if final.State != jobs.Succeeded || final.Token != rec.Token || final.Fence != rec.Fence || final.Attempts != 2 {
 		t.Fatalf("A changed the job: %+v", final)
 	}
 	applied, ok, err := e.store.Applied(ctx, op)
-	if err != nil || !ok || applied.Token != rec.Token || applied.Owner != rec.Owner {
-		t.Fatalf("effect log: %+v, %v, %v; want token %d of %s", applied, ok, err, rec.Token, rec.Owner)
+	if err != nil || !ok || applied.Token != b || applied.Owner != fenceOwner(rec) {
+		t.Fatalf("effect log: %+v, %v, %v; want fence %d of %s", applied, ok, err, b, fenceOwner(rec))
 	}
 	e.wantOneTransfer(before, x)
+	// A's attempt is the one A's pool claimed; its commit carries that
+	// attempt's job token.
 	var fenced, rerun bool
+	aTokens := map[string]bool{}
 	for _, en := range e.history(res.JobID) {
-		if en.Event == "fenced" && en.Stage == "commit" && en.Token == lease.Token(aStart.Token).String() {
+		if en.Event == "attempt" && en.Owner == "A" {
+			aTokens[en.Token] = true
+		}
+		if en.Event == "fenced" && en.Stage == "commit" && aTokens[en.Token] {
 			fenced = true
 		}
 		if en.Event == "resolve" && en.Decision == string(jobs.DecideRerun) && en.Actor == "reconciler:B" {

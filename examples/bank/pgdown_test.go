@@ -286,8 +286,8 @@ func TestPostgresUnavailableMidTransaction(t *testing.T) {
 			rec = e.waitState(res.JobID, jobs.Succeeded, 30*time.Second)
 			e.wantOneTransfer(before, x)
 			eff, ok, err := e.store.Applied(ctx, op)
-			if err != nil || !ok || eff.Token != rec.Token {
-				t.Fatalf("effect log %+v, %v, %v; want the succeeded attempt's token %d", eff, ok, err, rec.Token)
+			if err != nil || !ok || eff.Token != fenceOf(rec) || eff.Owner != fenceOwner(rec) {
+				t.Fatalf("effect log %+v, %v, %v; want the succeeded attempt's fence %d of %s", eff, ok, err, fenceOf(rec), fenceOwner(rec))
 			}
 			writes := e.events(func(ev event) bool { return ev.Event == "write" && ev.Result == "applied" })
 			wantAttempts, wantDecision, wantWrites := 2, jobs.DecideRerun, 1
