@@ -7,8 +7,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
 )
 
 // TestMain lets the demo re-execute this test binary as `fencedq worker`.
@@ -52,6 +55,10 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{[]string{"demo", "--duration", "1s"}, "at least 5s"},
 		{[]string{"enqueue"}, "--args is required"},
 		{[]string{"inspect"}, "give --state"},
+		{[]string{"inspect", "--state", "dead", "--job", "x"}, "give --state"},
+		{[]string{"cancel"}, "--job is required"},
+		{[]string{"pause"}, "--queue is required"},
+		{[]string{"resume", "--queue", "q{1}", "--actor", "a"}, "--queue"},
 		{[]string{"inspect", "--state", "sleeping"}, "unknown state"},
 		{[]string{"resolve", "--job", "x"}, "--actor are required"},
 		{[]string{"resolve", "--job", "x", "--actor", "a", "--decision", "maybe"}, "--decision must be"},
@@ -128,5 +135,290 @@ func TestDemoOnEmbeddedRedis(t *testing.T) {
 	}
 	if len(s.Stages) < 4 {
 		t.Fatalf("stages: %v", s.Stages)
+	}
+}
+
+// operatorEnv is a real Redis namespace for the operator commands, with a
+// ledger to put jobs where the commands act on them.
+type operatorEnv struct {
+	t      *testing.T
+	url    string
+	ns     string
+	client *jobs.Client
+	ledger *jobs.Ledger
+}
+
+func newOperatorEnv(t *testing.T) *operatorEnv {
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	ns := redistest.Namespace(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	t.Cleanup(func() { _ = c.Close() })
+	return &operatorEnv{t: t, url: "redis://" + srv.Addr, ns: ns, client: c, ledger: c.Ledger()}
+}
+
+// cli runs fencedq against the environment's Redis and namespace.
+func (e *operatorEnv) cli(args ...string) (int, string, string) {
+	e.t.Helper()
+	return runCLI(e.t, append(args, "--redis", e.url, "--namespace", e.ns)...)
+}
+
+func (e *operatorEnv) enqueue(opts ...jobs.Option) string {
+	e.t.Helper()
+	res, err := e.client.Enqueue(context.Background(), bank.Transfer{From: "acct-000", To: "acct-001", Cents: 5}, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.JobID
+}
+
+// claim starts an attempt on the next due job of queue default, which must be id.
+func (e *operatorEnv) claim(id string) jobs.Claimed {
+	e.t.Helper()
+	res, err := e.ledger.Claim(context.Background(), "default", "pool-1", time.Minute, 1)
+	if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id {
+		e.t.Fatalf("claim of %s: %+v %v", id, res, err)
+	}
+	return res.Jobs[0]
+}
+
+func (e *operatorEnv) state(id string) jobs.State {
+	e.t.Helper()
+	r, err := e.ledger.Get(context.Background(), "default", id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r.State
+}
+
+func TestCancelCommand(t *testing.T) {
+	e := newOperatorEnv(t)
+	scheduled := e.enqueue(jobs.Delay(time.Hour))
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cancel", "--actor", "alice", "--note", "x"}, "--job is required"},
+		{[]string{"cancel", "--job", scheduled, "--note", "x"}, "--actor is required"},
+		{[]string{"cancel", "--job", scheduled, "--actor", "alice"}, "--note is required"},
+		{[]string{"cancel", "--job", scheduled, "--actor", "alice", "--note", strings.Repeat("n", 2001)}, "note longer than 2000"},
+	} {
+		if code, _, errOut := e.cli(c.args...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: code %d, stderr %q (want 2 and %q)", c.args, code, errOut, c.want)
+		}
+	}
+	if s := e.state(scheduled); s != jobs.Pending {
+		t.Fatalf("a refused cancel moved the job to %s", s)
+	}
+
+	// A scheduled job becomes cancelled, a final state with who and why.
+	code, out, errOut := e.cli("cancel", "--job", scheduled, "--actor", "alice", "--note", "customer withdrew")
+	if code != 0 || out != "job "+scheduled+" is now cancelled\n" {
+		t.Fatalf("cancel: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = e.cli("inspect", "--job", scheduled)
+	if code != 0 || !strings.Contains(out, "state cancelled (cancelled by operator:alice)") ||
+		!strings.Contains(out, "pending job cancelled by operator:alice: customer withdrew") {
+		t.Fatalf("inspect cancelled: %d %q", code, out)
+	}
+	code, out, _ = e.cli("inspect", "--state", "cancelled")
+	if code != 0 || !strings.Contains(out, scheduled) || !strings.Contains(out, "1 cancelled job(s)") {
+		t.Fatalf("list cancelled: %d %q", code, out)
+	}
+	// Twice: the job is final now.
+	code, _, errOut = e.cli("cancel", "--job", scheduled, "--actor", "alice", "--note", "again")
+	if code != 1 || !strings.Contains(errOut, "cannot cancel") || !strings.Contains(errOut, "is cancelled") ||
+		!strings.Contains(errOut, "takes a pending or running job") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("second cancel: %d %q", code, errOut)
+	}
+	code, _, errOut = e.cli("cancel", "--job", "no-such-job", "--actor", "alice", "--note", "x")
+	if code != 1 || !strings.Contains(errOut, "cannot cancel") || !strings.Contains(errOut, "not found") {
+		t.Fatalf("missing job: %d %q", code, errOut)
+	}
+	code, _, errOut = e.cli("cancel", "--job", "no-such-job", "--queue", "default", "--actor", "alice", "--note", "x")
+	if code != 1 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("missing job in a given queue: %d %q", code, errOut)
+	}
+
+	// A running job is asked to stop; it keeps its token and stays running.
+	running := e.enqueue()
+	cl := e.claim(running)
+	t.Setenv("FENCEDQ_ACTOR", "bob") // operator flags come from the environment too
+	code, out, errOut = e.cli("cancel", "--job", running, "--queue", "default", "--note", "wrong amount", "--json")
+	if code != 0 {
+		t.Fatalf("cancel running: %d %q", code, errOut)
+	}
+	var res struct {
+		Job struct {
+			ID          string `json:"id"`
+			State       string `json:"state"`
+			Token       string `json:"token"`
+			CancelledBy string `json:"cancel_requested_by"`
+		} `json:"job"`
+		Cancelled     bool `json:"cancelled"`
+		StopRequested bool `json:"stop_requested"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("cancel --json: %v %q", err, out)
+	}
+	if res.Cancelled || !res.StopRequested || res.Job.ID != running || res.Job.State != "running" ||
+		res.Job.Token != cl.Token.String() || res.Job.CancelledBy != "operator:bob" {
+		t.Fatalf("cancel running --json: %+v", res)
+	}
+	code, out, _ = e.cli("inspect", "--job", running)
+	if code != 0 || !strings.Contains(out, "cancel requested by operator:bob") ||
+		!strings.Contains(out, "running attempt asked to stop by operator:bob: wrong amount") {
+		t.Fatalf("inspect running: %d %q", code, out)
+	}
+	// Its retry becomes cancelled: the outcome is still committed by its token.
+	cs, err := e.ledger.Complete(context.Background(), "default", []jobs.Completion{{ID: running, Token: cl.Token,
+		Outcome: jobs.Outcome{To: jobs.Pending, Error: "context canceled", RetryAt: time.Now()}}})
+	if err != nil || !cs[0].Applied || cs[0].State != jobs.Cancelled {
+		t.Fatalf("retry of a cancelled job: %+v %v", cs, err)
+	}
+}
+
+func TestRerunDeadAndCancelledJobs(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	dead := e.enqueue()
+	cl := e.claim(dead)
+	// The attempt leased a named resource: its fence token is shown.
+	cs, err := e.ledger.Complete(ctx, "default", []jobs.Completion{{ID: dead, Token: cl.Token, Fence: 777,
+		Outcome: jobs.Outcome{To: jobs.Dead, Error: "card declined", Reason: "permanent error"}}})
+	if err != nil || !cs[0].Applied {
+		t.Fatalf("commit dead: %+v %v", cs, err)
+	}
+	code, out, _ := e.cli("inspect", "--job", dead)
+	if code != 0 || !strings.Contains(out, "fence 777 (the resource lease's token)") || !strings.Contains(out, "fence 777 -> dead") {
+		t.Fatalf("inspect dead: %d %q", code, out)
+	}
+	code, out, _ = e.cli("inspect", "--job", dead, "--json")
+	if code != 0 || !strings.Contains(out, `"fence":"777"`) || !strings.Contains(out, `"queue_paused":null`) {
+		t.Fatalf("inspect --json: %d %q", code, out)
+	}
+	code, out, _ = e.cli("inspect", "--state", "dead")
+	if code != 0 || !strings.Contains(out, "FENCE") || !strings.Contains(out, "777") {
+		t.Fatalf("list dead: %d %q", code, out)
+	}
+
+	code, out, errOut := e.cli("resolve", "--job", dead, "--decision", "rerun", "--actor", "alice", "--note", "card replaced", "--json")
+	if code != 0 {
+		t.Fatalf("rerun dead: %d %q", code, errOut)
+	}
+	var res struct {
+		Job struct {
+			State string `json:"state"`
+			Runs  int    `json:"runs"`
+		} `json:"job"`
+		Decision string `json:"decision"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Job.State != "pending" || res.Job.Runs != 1 || res.Decision != "rerun" {
+		t.Fatalf("rerun dead --json: %+v %v %q", res, err, out)
+	}
+	// Its next attempt gets a higher token: the old one stays fenced out.
+	if next := e.claim(dead); next.Token <= cl.Token {
+		t.Fatalf("re-run token %d not above %d", next.Token, cl.Token)
+	}
+
+	cancelled := e.enqueue(jobs.Delay(time.Hour))
+	if code, _, errOut := e.cli("cancel", "--job", cancelled, "--actor", "alice", "--note", "hold"); code != 0 {
+		t.Fatalf("cancel: %d %q", code, errOut)
+	}
+	code, out, errOut = e.cli("resolve", "--job", cancelled, "--decision", "rerun", "--actor", "alice", "--note", "go ahead after all")
+	if code != 0 || out != "job "+cancelled+" is now pending\n" || e.state(cancelled) != jobs.Pending {
+		t.Fatalf("rerun cancelled: %d %q %q", code, out, errOut)
+	}
+	// Only a re-run takes a cancelled job.
+	if _, err := e.client.Cancel(ctx, "default", cancelled, "alice", "stop again"); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = e.cli("resolve", "--job", cancelled, "--decision", "succeeded", "--actor", "alice")
+	if code != 1 || !strings.Contains(errOut, "cannot resolve") || !strings.Contains(errOut, "rerun also takes a dead or cancelled one") {
+		t.Fatalf("resolve cancelled as succeeded: %d %q", code, errOut)
+	}
+}
+
+func TestPauseAndResumeCommands(t *testing.T) {
+	e := newOperatorEnv(t)
+	job := e.enqueue()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pause", "--actor", "bob", "--note", "x"}, "--queue is required"},
+		{[]string{"pause", "--queue", "bad queue", "--actor", "bob", "--note", "x"}, "--queue"},
+		{[]string{"pause", "--queue", "default", "--note", "x"}, "--actor is required"},
+		{[]string{"pause", "--queue", "default", "--actor", "bob"}, "--note is required"},
+		{[]string{"resume", "--queue", "default"}, "--actor is required"},
+		{[]string{"inspect", "--queues", "--state", "pending"}, "give --state, --queues"},
+	} {
+		if code, _, errOut := e.cli(c.args...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: code %d, stderr %q (want 2 and %q)", c.args, code, errOut, c.want)
+		}
+	}
+
+	code, out, errOut := e.cli("pause", "--queue", "default", "--actor", "bob", "--note", "gateway maintenance")
+	if code != 0 || !strings.Contains(out, "queue default is paused") || strings.Contains(out, "note:") {
+		t.Fatalf("pause: %d %q %q", code, out, errOut)
+	}
+	res, err := e.ledger.Claim(context.Background(), "default", "pool-1", time.Minute, 10)
+	if err != nil || !res.Paused || len(res.Jobs) != 0 {
+		t.Fatalf("claim on a paused queue: %+v %v", res, err)
+	}
+	code, out, _ = e.cli("pause", "--queue", "default", "--actor", "carol", "--note", "me too")
+	if code != 0 || !strings.Contains(out, "already paused by operator:bob") || !strings.Contains(out, "gateway maintenance") {
+		t.Fatalf("second pause: %d %q", code, out)
+	}
+	code, out, _ = e.cli("inspect", "--queues")
+	if code != 0 || !strings.Contains(out, "CANCELLED") || !strings.Contains(out, "PAUSED") ||
+		!strings.Contains(out, "by operator:bob since") || !strings.Contains(out, "1 queue(s)") {
+		t.Fatalf("inspect --queues: %d %q", code, out)
+	}
+	code, out, _ = e.cli("inspect", "--queues", "--json")
+	var qs []struct {
+		Queue  string         `json:"queue"`
+		Counts map[string]int `json:"counts"`
+		Paused *jobs.Pause    `json:"paused"`
+	}
+	if err := json.Unmarshal([]byte(out), &qs); code != 0 || err != nil || len(qs) != 1 || qs[0].Queue != "default" ||
+		qs[0].Counts["pending"] != 1 || qs[0].Paused == nil || qs[0].Paused.Actor != "operator:bob" || qs[0].Paused.Note != "gateway maintenance" {
+		t.Fatalf("inspect --queues --json: %d %v %q", code, err, out)
+	}
+	code, out, _ = e.cli("inspect", "--job", job)
+	if code != 0 || !strings.Contains(out, "queue default is paused by operator:bob") {
+		t.Fatalf("inspect a job of a paused queue: %d %q", code, out)
+	}
+	code, out, _ = e.cli("inspect", "--state", "pending")
+	if code != 0 || !strings.Contains(out, "paused queue default (by operator:bob") {
+		t.Fatalf("list of a paused queue: %d %q", code, out)
+	}
+
+	code, out, _ = e.cli("resume", "--queue", "default", "--actor", "bob", "--json")
+	var r struct {
+		Queue   string      `json:"queue"`
+		Paused  *jobs.Pause `json:"paused"`
+		Changed bool        `json:"changed"`
+		Known   bool        `json:"known"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || r.Queue != "default" || r.Paused != nil || !r.Changed || !r.Known {
+		t.Fatalf("resume --json: %d %v %q", code, err, out)
+	}
+	if code, out, _ := e.cli("resume", "--queue", "default", "--actor", "bob"); code != 0 || out != "queue default was not paused\n" {
+		t.Fatalf("second resume: %d %q", code, out)
+	}
+	e.claim(job) // claims run again
+
+	// A queue nobody has used is paused (pools starting later honour it),
+	// with a warning about its name.
+	code, out, _ = e.cli("pause", "--queue", "defualt", "--actor", "bob", "--note", "typo")
+	if code != 0 || !strings.Contains(out, "no job or pool has used queue defualt yet") {
+		t.Fatalf("pause of an unknown queue: %d %q", code, out)
+	}
+
+	events, err := e.ledger.Events(context.Background(), "default", 10)
+	if err != nil || len(events) != 2 || events[0].Type != "resume" || events[1].Type != "pause" || events[1].Note != "gateway maintenance" {
+		t.Fatalf("queue events: %+v %v", events, err)
 	}
 }
