@@ -52,3 +52,56 @@ func TestRedactJSON(t *testing.T) {
 		}
 	}
 }
+
+type Credentials struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
+// whole embeds a struct that is sensitive as a whole: its promoted fields
+// must not leak.
+type whole struct {
+	Credentials `fencedq:"sensitive"`
+	Amount      int `json:"amount"`
+}
+
+// holder stores structs behind interface-typed fields.
+type holder struct {
+	Any   any            `json:"any"`
+	List  []any          `json:"list"`
+	ByKey map[string]any `json:"by_key"`
+}
+
+func TestRedactJSONEmbeddedSensitiveStruct(t *testing.T) {
+	out, err := jobs.RedactJSON(whole{Credentials: Credentials{User: "alice-secret", Password: "pw-secret"}, Amount: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "secret") {
+		t.Fatalf("promoted fields of a sensitive embedded struct shown: %s", out)
+	}
+	if !strings.Contains(string(out), `"amount":7`) {
+		t.Fatalf("non-sensitive field missing: %s", out)
+	}
+}
+
+func TestRedactJSONInterfaceFields(t *testing.T) {
+	h := holder{
+		Any:   card{Number: "4111-secret", Brand: "visa"},
+		List:  []any{&card{Number: "5500-secret", Brand: "mc"}, "plain"},
+		ByKey: map[string]any{"k": charge{PIN: "1234-secret", Amount: 3}},
+	}
+	out, err := jobs.RedactJSON(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	if strings.Contains(s, "secret") {
+		t.Fatalf("sensitive field behind an interface shown: %s", s)
+	}
+	for _, want := range []string{`"brand":"visa"`, `"brand":"mc"`, `"plain"`, `"amount":3`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %s in %s", want, s)
+		}
+	}
+}
