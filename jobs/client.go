@@ -96,6 +96,9 @@ func (c *Client) Close() error { return nil }
 // Enqueue validates args and creates a pending job. Invalid args return an
 // error matching ErrInvalid and write nothing. If the operation id is
 // already known, the existing job's id is returned with Deduplicated set.
+// An enqueue is atomic: a Redis error (matching ErrEnqueueUnknown) means
+// the job was written whole or not at all; enqueue again with the same
+// OperationID to find out safely.
 func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Result, error) {
 	j, err := prepareTyped(args, opts)
 	if err != nil {
@@ -199,7 +202,10 @@ func (c *Client) insertOne(ctx context.Context, j *newJob) (*Result, error) {
 // decodeInsert reads enqueue.lua's reply, counts the outcome and registers
 // a queue whose counters were empty (new, or lost with Redis's keys).
 func (c *Client) decodeInsert(ctx context.Context, j *newJob, v any, err error) (*Result, error) {
-	r := newReply("enqueue", v, err)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
+	}
+	r := newReply("enqueue", v, nil)
 	if err := r.need(3); err != nil {
 		return nil, wrap("enqueue", err)
 	}

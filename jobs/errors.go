@@ -21,6 +21,12 @@ var (
 	ErrNotFound = errors.New("jobs: job not found")
 	// ErrWrongState means the job is not in a state that allows the action.
 	ErrWrongState = errors.New("jobs: job not in a state that allows this")
+	// ErrEnqueueUnknown means an enqueue failed on its way to or from Redis:
+	// the job was written whole or not at all, and the caller cannot tell
+	// which. Enqueueing again with the same OperationID is always safe (a
+	// job already written is returned, deduplicated); without one, a retry
+	// may create a second job.
+	ErrEnqueueUnknown = errors.New("jobs: enqueue outcome unknown; enqueue again with the same operation id")
 )
 
 type markedError struct {

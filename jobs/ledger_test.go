@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -488,4 +489,70 @@ func TestLedgerStateMachine(t *testing.T) {
 
 func TestLedgerStateMachineOnCluster(t *testing.T) {
 	stateTable(t, redistest.StartCluster(t).Client())
+}
+
+// TestEnqueueIsAtomicAcrossRedisCrashes kills and restarts Redis (with
+// persistence) under a stream of enqueues: every job is written whole or
+// not at all, an error says the outcome is unknown, and enqueueing again
+// with the same operation id settles it without a second job.
+func TestEnqueueIsAtomicAcrossRedisCrashes(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{AOF: true})
+	rdb := srv.Client()
+	f := newFixture(t, rdb)
+	const n = 300
+	failed := map[int]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			_, err := f.c.Enqueue(f.ctx, noteArgs{Text: "x"}, jobs.OperationID(fmt.Sprint("op-", i)))
+			if err != nil {
+				if !errors.Is(err, jobs.ErrEnqueueUnknown) {
+					t.Errorf("enqueue %d: %v does not match ErrEnqueueUnknown", i, err)
+				}
+				failed[i] = true
+			}
+			if i == n/3 || i == 2*n/3 {
+				srv.Kill()
+			}
+			if i == n/3+5 || i == 2*n/3+5 {
+				srv.Restart()
+			}
+		}
+	}()
+	<-done
+	if len(failed) == 0 {
+		t.Fatal("no enqueue failed: the crash did not happen during the stream")
+	}
+	// Every job is whole: record, operation key and due entry together.
+	ids, _ := rdb.ZRange(f.ctx, f.l.StateKey(f.q, jobs.Pending), 0, -1).Result()
+	inIndex := map[string]bool{}
+	for _, id := range ids {
+		inIndex[id] = true
+	}
+	for i := range n {
+		op := fmt.Sprint("op-", i)
+		rec, err := f.l.FindByOperation(f.ctx, op)
+		switch {
+		case err == nil:
+			if !inIndex[rec.ID] || rec.State != jobs.Pending || rec.Kind != "note" {
+				t.Fatalf("%s half written: %+v, in due index %v", op, rec, inIndex[rec.ID])
+			}
+		case !errors.Is(err, jobs.ErrNotFound):
+			t.Fatal(err)
+		case !failed[i]:
+			t.Fatalf("%s acknowledged but not written", op)
+		}
+		// Retrying with the same operation id settles it: one job.
+		res, err := f.c.Enqueue(f.ctx, noteArgs{Text: "x"}, jobs.OperationID(op))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !failed[i] && !res.Deduplicated {
+			t.Fatalf("%s: a retry of an acknowledged enqueue created a second job", op)
+		}
+	}
+	if c, _ := f.l.Counts(f.ctx, f.q); c[jobs.Pending] != n {
+		t.Fatalf("%d pending jobs for %d operation ids", c[jobs.Pending], n)
+	}
 }

@@ -32,6 +32,7 @@ type Record struct {
 	MaxRetries     int             `json:"max_retries"`
 	Runs           int             `json:"runs"`
 	ReconcileTries int             `json:"reconcile_tries"`
+	KindDefers     int             `json:"kind_defers,omitempty"` // times put back because no pool knew the kind
 	Timeout        time.Duration   `json:"timeout_ns,omitempty"`
 	Args           json.RawMessage `json:"args"`
 	Error          string          `json:"error,omitempty"`
@@ -90,7 +91,7 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		ID: id, Kind: h["kind"], Queue: q, OperationID: op, Resource: h["resource"],
 		State: State(h["state"]), Token: token(h["token"]), Fence: token(h["fence"]), Owner: h["owner"],
 		Deadline: msTime(h["deadline"]), Attempts: atoi(h["attempts"]), MaxRetries: atoi(h["max_retries"]),
-		Runs: atoi(h["runs"]), ReconcileTries: atoi(h["reconcile_tries"]),
+		Runs: atoi(h["runs"]), ReconcileTries: atoi(h["reconcile_tries"]), KindDefers: atoi(h["kind_defers"]),
 		Timeout: time.Duration(atoi(h["timeout_ms"])) * time.Millisecond,
 		Args:    json.RawMessage(args), Error: h["error"], Reason: h["reason"], CancelledBy: h["cancel"],
 		Created: msTime(h["created"]), RunAt: msTime(h["run_at"]),

@@ -22,6 +22,9 @@ type Claimed struct {
 	Resource    string // the leased resource named by the args ("" = the job itself)
 	Timeout     time.Duration
 	MaxRetries  int
+	// KindDefers counts how often the job was put back because the pool
+	// that claimed it knew no worker for its kind.
+	KindDefers int
 }
 
 // Dropped is a due-index entry a claim removed without starting an attempt:
@@ -43,7 +46,7 @@ type ClaimResult struct {
 	DueIn time.Duration
 }
 
-const claimWidth = 10
+const claimWidth = 11
 
 // Claim is the fenced claim: it takes up to max due jobs of queue q for
 // owner and starts an attempt on each (running, a new token
@@ -74,6 +77,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 			Attempt: int(r.int(b + 3)), Payload: []byte(r.str(b + 4)), Kind: r.str(b + 5),
 			OperationID: r.str(b + 6), Resource: r.str(b + 7),
 			Timeout: time.Duration(r.int(b+8)) * time.Millisecond, MaxRetries: int(r.int(b + 9)),
+			KindDefers: int(r.int(b + 10)),
 		}
 		if c.OperationID == "" {
 			c.OperationID = c.ID
@@ -153,6 +157,9 @@ type Outcome struct {
 	// Defer puts the job back to pending at RetryAt without consuming its
 	// attempt (its resource was busy). To is ignored.
 	Defer bool
+	// UnknownKind is a Defer because the pool knows no worker for the
+	// job's kind (a rolling deploy); the job's KindDefers count rises.
+	UnknownKind bool
 	// Error is the handler's error text (shown to operators).
 	Error string
 	// Reason says why the job is dead, uncertain or deferred.
@@ -197,6 +204,8 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 		o := c.Outcome
 		outcome := string(o.To)
 		switch {
+		case o.UnknownKind:
+			outcome = "unknown_kind"
 		case o.Defer:
 			outcome = "defer"
 		case o.To == Pending:

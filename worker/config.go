@@ -27,6 +27,7 @@ const (
 	DefaultReconcileInterval = time.Second
 	DefaultReconcileMaxTries = 5
 	DefaultPruneInterval     = time.Minute
+	DefaultUnknownKindDefers = 30
 	// MinLeaseTTL is the shortest LeaseTTL accepted.
 	MinLeaseTTL = 100 * time.Millisecond
 )
@@ -70,6 +71,12 @@ type Config struct {
 	// completer flushes whatever has accumulated as soon as its previous
 	// call returned (default DefaultCompleteBatch).
 	CompleteBatch int
+	// UnknownKindDefers is how many times a job of a kind this pool has no
+	// worker for is put back for another pool (a rolling deploy: an old pool
+	// claims a new kind) before it goes dead; the waits grow from 1s to 30s
+	// (default DefaultUnknownKindDefers, about 13 minutes; -1: dead at once).
+	// Put-backs do not consume the job's attempts.
+	UnknownKindDefers int
 	// Retention is how long finished jobs are kept (default
 	// jobs.DefaultRetention).
 	Retention time.Duration
@@ -144,6 +151,9 @@ func (c Config) withDefaults() Config {
 	if c.Retention == 0 {
 		c.Retention = jobs.DefaultRetention
 	}
+	if c.UnknownKindDefers == 0 {
+		c.UnknownKindDefers = DefaultUnknownKindDefers
+	}
 	if c.RetryDelay == nil {
 		c.RetryDelay = defaultRetryDelay
 	}
@@ -189,6 +199,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: concurrency %d is negative", c.Concurrency)
 	case c.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("worker: lease TTL %v below %v", c.LeaseTTL, MinLeaseTTL)
+	case c.UnknownKindDefers < -1:
+		return fmt.Errorf("worker: unknown kind defers %d: want -1 (none) or more", c.UnknownKindDefers)
 	case c.FetchBatch < 0 || c.CompleteBatch < 0 || c.Reconciler.MaxTries < 0:
 		return fmt.Errorf("worker: fetch batch, complete batch and reconciler max tries must not be negative")
 	}

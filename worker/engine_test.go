@@ -270,3 +270,25 @@ func TestRecoveryAfterRedisLostEveryKey(t *testing.T) {
 		t.Fatalf("queue registry %v", qs)
 	}
 }
+
+// TestFormerLeaderExportsNoJobCounts: a pool that stops leading the
+// reconciler drops its job gauges, so alerts never read stale counts.
+func TestFormerLeaderExportsNoJobCounts(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	stop := e.start(p)
+	series := func() int {
+		fams, _ := e.reg.Gather()
+		for _, f := range fams {
+			if f.GetName() == "fencedq_jobs" {
+				return len(f.GetMetric())
+			}
+		}
+		return 0
+	}
+	waitFor(t, 10*time.Second, func() bool { return series() > 0 })
+	stop()
+	if n := series(); n != 0 {
+		t.Fatalf("%d job-count series left after leadership ended", n)
+	}
+}

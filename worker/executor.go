@@ -112,7 +112,18 @@ func (p *Pool) execute(a *attempt) {
 	start := time.Now()
 	if h == nil {
 		p.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonUnknownKind).Inc()
-		end.err = fmt.Errorf("%w: no worker registered for kind %q in pool %s", jobs.ErrPermanent, c.Kind, p.cfg.WorkerID)
+		if c.KindDefers < p.cfg.UnknownKindDefers {
+			// Another pool (a newer deploy) may know the kind: put it back.
+			wait := min(time.Second<<min(c.KindDefers, 5), 30*time.Second)
+			a.log.Warn("no worker for this kind in this pool; job put back for another pool",
+				"put_backs", c.KindDefers+1, "limit", p.cfg.UnknownKindDefers, "in", wait)
+			p.renewer.remove(a)
+			a.timer.Stop()
+			p.completer.add(&finished{a: a, outcome: jobs.Outcome{Defer: true, UnknownKind: true,
+				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryAt: time.Now().Add(wait)}})
+			return
+		}
+		end.err = fmt.Errorf("%w: no worker registered for kind %q (put back %d times)", jobs.ErrPermanent, c.Kind, c.KindDefers)
 		end.reason = "unknown kind"
 	} else {
 		end = p.runHandler(a, h)
@@ -195,6 +206,7 @@ func (p *Pool) runHandler(a *attempt, h *handler) attemptEnd {
 		timedOut:       errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
 		shutdown:       errors.Is(cause, errShutdown),
 		retryOnTimeout: h.retryOnTimeout,
+		reconcilable:   h.reconcile != nil || p.cfg.Reconciler.EffectLog != nil,
 	}
 }
 

@@ -18,7 +18,9 @@ import (
 // bounded set.
 func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	e := newEnv(t)
-	p := e.pool(e.config())
+	cfg := e.config()
+	cfg.UnknownKindDefers = -1 // an unknown kind is dead at once
+	p := e.pool(cfg)
 	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
 		switch j.Args.N {
 		case 1:
@@ -34,12 +36,18 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	bad := e.enqueue(echoArgs{N: 2}, jobs.OperationID("USERDATA-op-2"))
 	unk := e.enqueue(echoArgs{N: 3}, jobs.OperationID("USERDATA-op-3"))
 	e.enqueue(echoArgs{N: 1}, jobs.OperationID("USERDATA-op-1")) // duplicate submission
+	// A kind no pool registered must not become a label value.
+	stray, err := e.client.EnqueueRaw(context.Background(), "USERDATA-kind", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitState("default", stray.JobID, jobs.Dead, 10*time.Second)
 	e.waitState("default", ok.JobID, jobs.Succeeded, 10*time.Second)
 	e.waitState("default", bad.JobID, jobs.Dead, 10*time.Second)
 	e.waitState("default", unk.JobID, jobs.Review, 10*time.Second)
 
-	if v := testutil.ToFloat64(e.metric("fencedq_jobs_attempted_total")); v != 3 {
-		t.Errorf("attempted = %v, want 3", v)
+	if v := testutil.ToFloat64(e.metric("fencedq_jobs_attempted_total")); v != 4 {
+		t.Errorf("attempted = %v, want 4", v)
 	}
 	waitFor(t, 5*time.Second, func() bool {
 		return testutil.ToFloat64(e.metric("fencedq_reconciler_decisions_total")) >= 1
@@ -51,7 +59,7 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	}
 	allowed := map[string]map[string]bool{
 		"queue":   {"default": true},
-		"kind":    {"echo": true},
+		"kind":    {"echo": true, "unknown": true},
 		"outcome": {"succeeded": true, "dead": true, "uncertain": true, "pending": true, "cancelled": true},
 		"stage":   {"enqueue": true, "execute": true, "commit": true, "renew": true, "storage": true},
 		"reason":  {"invalid": true, "unknown_kind": true, "malformed": true, "unknown_job": true},
@@ -77,7 +85,7 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 			}
 		}
 	}
-	if want["succeeded"] != 1 || want["dead"] != 1 || want["uncertain"] != 1 {
+	if want["succeeded"] != 1 || want["dead"] != 2 || want["uncertain"] != 1 {
 		t.Errorf("completed by outcome: %v", want)
 	}
 	waitFor(t, 5*time.Second, func() bool {
@@ -100,9 +108,9 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]float64{
-		"fencedq_jobs_enqueued_total":     3,
+		"fencedq_jobs_enqueued_total":     4,
 		"fencedq_jobs_deduplicated_total": 1, // stage enqueue
-		"fencedq_jobs_rejected_total":     1, // reason invalid
+		"fencedq_jobs_rejected_total":     2, // reasons invalid and unknown_kind
 	} {
 		if v := testutil.ToFloat64(e.metric(name)); v != want {
 			t.Errorf("%s = %v, want %v", name, v, want)

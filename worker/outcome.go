@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"context"
 	"errors"
+	"net"
+	"os"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/jobs"
@@ -17,12 +20,24 @@ type attemptEnd struct {
 	timedOut       bool  // the handler's deadline passed
 	shutdown       bool  // the pool cancelled the handler at shutdown
 	retryOnTimeout bool  // the kind's effects are safe to repeat after a timeout
+	reconcilable   bool  // the kind has Reconcile, or the pool an effect log
+}
+
+// isTimeout reports whether err is a timeout: the call may have reached
+// the dependency, which may have accepted the work.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
 }
 
 // decide maps how an attempt ended to the outcome the completer commits.
 // Only a proven result is final: a timeout, a lost lease or a shutdown
-// mid-call leaves the job uncertain, never guessed failed or succeeded. A
-// retry's due time is set by the caller.
+// mid-call leaves the job uncertain, never guessed failed or succeeded. So
+// does a dependency call that timed out before the job's own deadline, for
+// kinds that can be reconciled (a Reconcile method, or the pool's effect
+// log); other kinds retry it (they should return jobs.Unknown themselves
+// when a repeat would be harmful). A retry's due time is set by the caller.
 func decide(e attemptEnd) jobs.Outcome {
 	err := e.err
 	text := ""
@@ -63,6 +78,8 @@ func decide(e attemptEnd) jobs.Outcome {
 		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: "deadline passed mid-call"}
 	case e.shutdown:
 		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: "worker shut down mid-call"}
+	case isTimeout(err) && e.reconcilable && !e.retryOnTimeout:
+		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: "a dependency timed out; it may have accepted the work"}
 	}
 	return jobs.Outcome{To: jobs.Pending, Error: text}
 }

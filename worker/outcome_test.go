@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"testing"
 
 	"github.com/fencedq/fencedq/fence"
@@ -33,6 +36,10 @@ func TestDecide(t *testing.T) {
 		{"deadline passed, safe to repeat", attemptEnd{err: boom, timedOut: true, retryOnTimeout: true}, jobs.Pending, ""},
 		{"shutdown", attemptEnd{err: boom, shutdown: true}, jobs.Uncertain, "worker shut down mid-call"},
 		{"plain error", attemptEnd{err: boom}, jobs.Pending, ""},
+		{"dependency timeout, reconcilable", attemptEnd{err: fmt.Errorf("call: %w", context.DeadlineExceeded), reconcilable: true}, jobs.Uncertain, "a dependency timed out; it may have accepted the work"},
+		{"network timeout, reconcilable", attemptEnd{err: &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, reconcilable: true}, jobs.Uncertain, "a dependency timed out; it may have accepted the work"},
+		{"dependency timeout, cannot reconcile", attemptEnd{err: context.DeadlineExceeded}, jobs.Pending, ""},
+		{"dependency timeout, safe to repeat", attemptEnd{err: context.DeadlineExceeded, reconcilable: true, retryOnTimeout: true}, jobs.Pending, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := decide(c.end)

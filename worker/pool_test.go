@@ -218,7 +218,9 @@ func (strictArgs) Kind() string { return "strict" }
 
 func TestPanicsUnknownKindsAndMalformedPayloads(t *testing.T) {
 	e := newEnv(t)
-	p := e.pool(e.config())
+	cfg := e.config()
+	cfg.UnknownKindDefers = 1 // one put-back (1 s), then dead
+	p := e.pool(cfg)
 	var calls atomic.Int32
 	_ = worker.Register(p, jobs.WorkFunc[panicArgs](func(ctx context.Context, j *jobs.Job[panicArgs]) error {
 		if calls.Add(1) == 1 {
@@ -245,9 +247,15 @@ func TestPanicsUnknownKindsAndMalformedPayloads(t *testing.T) {
 	if rec.Attempts != 2 {
 		t.Fatalf("panicking job: %d attempts, want 2", rec.Attempts)
 	}
-	u := e.waitState("default", unknown.JobID, jobs.Dead, 10*time.Second)
-	if u.Reason != "unknown kind" {
-		t.Fatalf("unknown kind reason %q", u.Reason)
+	u := e.waitState("default", unknown.JobID, jobs.Dead, 15*time.Second)
+	if u.Reason != "unknown kind" || u.KindDefers != 1 || u.Attempts != 1 {
+		t.Fatalf("unknown kind: reason %q, put back %d times, %d attempts", u.Reason, u.KindDefers, u.Attempts)
+	}
+	e.rdb.HSet(ctx, e.ledger.JobKey("default", malformed.JobID+"-x"), "kind", "strict", "payload", "null", "state", "pending", "token", "0", "attempts", "0", "max_retries", "3", "created", "1")
+	e.rdb.ZAdd(ctx, e.ledger.StateKey("default", jobs.Pending), redis.Z{Score: 1, Member: malformed.JobID + "-x"})
+	nm := e.waitState("default", malformed.JobID+"-x", jobs.Dead, 10*time.Second)
+	if nm.Reason != "malformed payload" {
+		t.Fatalf("null args stored by hand: reason %q", nm.Reason)
 	}
 	m := e.waitState("default", malformed.JobID, jobs.Dead, 10*time.Second)
 	if m.Reason != "malformed payload" || !strings.Contains(m.Error, "strict") {
@@ -260,8 +268,12 @@ func TestPanicsUnknownKindsAndMalformedPayloads(t *testing.T) {
 	if v := testutil.ToFloat64(e.metric("fencedq_handler_panics_total")); v != 1 {
 		t.Fatalf("panics metric %v", v)
 	}
-	if v := testutil.ToFloat64(e.metric("fencedq_jobs_rejected_total")); v != 2 {
+	// unknown kind twice (a put-back, then dead), malformed twice
+	if v := testutil.ToFloat64(e.metric("fencedq_jobs_rejected_total")); v != 4 {
 		t.Fatalf("rejected metric %v", v)
+	}
+	if !strings.Contains(e.logs.String(), "put back for another pool") {
+		t.Fatal("the put-back was not logged")
 	}
 }
 

@@ -7,8 +7,9 @@
 --   paused: 1 when the queue is paused (nothing is claimed)
 --   next due in ms: when nothing was due, how long until the earliest pending
 --            job is due, by Redis time (-1: the queue is empty)
---   claimed: 10 values per job: id, token, deadline ms, attempt, payload, kind,
---            operation id ('' = the job id), resource, timeout ms, max retries
+--   claimed: 11 values per job: id, token, deadline ms, attempt, payload, kind,
+--            operation id ('' = the job id), resource, timeout ms, max retries,
+--            times the job was put back because no pool knew its kind
 --   dropped: 2 values per index entry that was not claimable and was removed
 --            from the due index: id, why ('missing', or the job's state)
 if redis.call('EXISTS', pausedk) == 1 then return {1, -1, 0} end
@@ -20,7 +21,7 @@ local sdeadline = fmt(deadline)
 for _, id in ipairs(ids) do
   local k = jobkey(id)
   local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
-    'timeout_ms', 'max_retries')
+    'timeout_ms', 'max_retries', 'kind_defers')
   redis.call('ZREM', index['pending'], id)
   if h[1] == 'pending' then
     local tok = num(h[2]) + 1
@@ -36,6 +37,7 @@ for _, id in ipairs(ids) do
     local n = #claimed
     claimed[n + 1], claimed[n + 2], claimed[n + 3], claimed[n + 4], claimed[n + 5] = id, stok, sdeadline, attempt, h[4] or ''
     claimed[n + 6], claimed[n + 7], claimed[n + 8], claimed[n + 9], claimed[n + 10] = h[5] or '', h[6] or '', h[7] or '', num(h[8]), num(h[9])
+    claimed[n + 11] = num(h[10])
   else
     local why = h[1] or 'missing'
     if why == 'succeeded' or why == 'dead' or why == 'cancelled' then
@@ -49,7 +51,7 @@ for _, id in ipairs(ids) do
     dropped[#dropped + 1] = why
   end
 end
-local n = #claimed / 10
+local n = #claimed / 11
 local next_due = -1
 if n > 0 then
   count('attempted', n)

@@ -2,12 +2,13 @@
 -- still runs the job.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 retention ms for finished jobs, then 7 values per outcome:
---   id, token, outcome (succeeded | retry | dead | uncertain | defer),
+--   id, token, outcome (succeeded | retry | dead | uncertain | defer | unknown_kind),
 --   error text, due at ms (retry and defer), reason, fence token ('' when the
 --   attempt's fence is its own token; else the resource lease's token)
 --   A retry whose attempts are used up becomes dead; a retry of a job an
 --   operator asked to cancel becomes cancelled; a defer (resource busy) puts
---   the job back without consuming its attempt.
+--   the job back without consuming its attempt; unknown_kind (the pool knows no
+--   worker for the kind) is a defer that also counts kind_defers and says why.
 -- Reply: 3 values per outcome: applied (1) or stale (0), the job's state,
 --   the job's current token ('0' when missing).
 local retention = ARGV[2]
@@ -28,13 +29,19 @@ for i = 3, #ARGV, 7 do
     local to, score = outcome, now
     local f = {}
     if fence ~= '' then f[#f + 1] = 'fence'; f[#f + 1] = fence end
-    if h[6] and (outcome == 'retry' or outcome == 'defer') then
+    local putback = outcome == 'defer' or outcome == 'unknown_kind'
+    if h[6] and (outcome == 'retry' or putback) then
       to = 'cancelled'
       reason = 'cancelled by ' .. h[6]
-    elseif outcome == 'defer' then
+    elseif putback then
       to, score = 'pending', due
       f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
-      count('deferred')
+      if outcome == 'unknown_kind' then
+        redis.call('HINCRBY', k, 'kind_defers', 1)
+        count('deferred_unknown_kind')
+      else
+        count('deferred')
+      end
     elseif outcome == 'retry' then
       if attempt > num(h[4]) then
         to = 'dead'
@@ -54,7 +61,7 @@ for i = 3, #ARGV, 7 do
       if err ~= '' then f[#f + 1] = 'error'; f[#f + 1] = err end
       if reason ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = reason end
       if to == 'succeeded' then redis.call('HDEL', k, 'error', 'reason') end
-      if to ~= 'pending' or outcome ~= 'defer' then
+      if to ~= 'pending' or outcome ~= 'defer' then -- resource waits stay out of the history
         record(id, {event = 'end', attempt = attempt, token = token, fence = fence, outcome = to, error = err, reason = reason})
       end
     end

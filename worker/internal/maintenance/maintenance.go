@@ -126,7 +126,11 @@ func (s *Services) lead(ctx context.Context) {
 		cancel()
 	}()
 	s.cfg.Metrics.Leader.Set(1)
-	defer s.cfg.Metrics.Leader.Set(0)
+	defer func() {
+		s.cfg.Metrics.Leader.Set(0)
+		// Only the leader exports job counts: a former leader's would go stale.
+		s.cfg.Metrics.Jobs.Reset()
+	}()
 	s.log.Info("reconciler is the leader", "token", l.Token.String())
 	lctx := session.Context()
 	var wg sync.WaitGroup
