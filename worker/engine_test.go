@@ -292,3 +292,44 @@ func TestFormerLeaderExportsNoJobCounts(t *testing.T) {
 		t.Fatalf("%d job-count series left after leadership ended", n)
 	}
 }
+
+type orderArgs struct {
+	Q string `json:"q"`
+}
+
+func (orderArgs) Kind() string { return "order" }
+
+// TestStrictPriorityDrainsHigherQueuesFirst: with one slot and strict
+// priority, every due job of the higher queue runs before the lower's.
+func TestStrictPriorityDrainsHigherQueuesFirst(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Concurrency = 1
+	cfg.StrictPriority = true
+	cfg.Queues = map[string]int{"high": 10, "low": 1}
+	p := e.pool(cfg)
+	order := make(chan string, 10)
+	_ = worker.Register(p, jobs.WorkFunc[orderArgs](func(ctx context.Context, j *jobs.Job[orderArgs]) error {
+		order <- j.Queue
+		return nil
+	}))
+	for range 3 {
+		e.enqueue(orderArgs{Q: "low"}, jobs.Queue("low"))
+	}
+	for range 3 {
+		e.enqueue(orderArgs{Q: "high"}, jobs.Queue("high"))
+	}
+	e.start(p)
+	var got []string
+	for range 6 {
+		select {
+		case q := <-order:
+			got = append(got, q)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("only %v ran", got)
+		}
+	}
+	if strings.Join(got, ",") != "high,high,high,low,low,low" {
+		t.Fatalf("order %v", got)
+	}
+}
