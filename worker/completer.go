@@ -150,9 +150,10 @@ func (c *completer) report(f *finished, got jobs.Committed, retried bool) {
 		wanted = jobs.Pending
 	}
 	if !got.Applied {
-		if retried && got.Current == f.a.job.Token && got.State != jobs.Running {
+		if retried && got.Current == f.a.job.Token && reached(wanted, got.State) {
 			// A retried call found the job already ended by this very
-			// token: the first call applied before its reply was lost.
+			// token as this outcome would end it: the first call applied
+			// before its reply was lost.
 			got.Applied = true
 		} else {
 			c.p.metrics.Fenced.WithLabelValues(q, metrics.StageCommit).Inc()
@@ -185,6 +186,13 @@ func (c *completer) report(f *finished, got jobs.Committed, retried bool) {
 	default:
 		log.Warn("job failed, retry scheduled", attrs...)
 	}
+}
+
+// reached reports whether a job in state got may have been put there by
+// an outcome that wanted state want (a retry can also end dead or
+// cancelled).
+func reached(want, got jobs.State) bool {
+	return got == want || want == jobs.Pending && (got == jobs.Dead || got == jobs.Cancelled)
 }
 
 func errText(err error) string {
