@@ -36,9 +36,26 @@ type PostgresResult struct {
 	// transaction that raises the resource's high-water mark, records the
 	// operation id in the effect log, and updates.
 	Fencedq Variant `json:"fencedq_pgfence"`
-	// Ratio is fencedq jobs/s ÷ asynq jobs/s.
-	Ratio float64 `json:"ratio"`
+	// StatementsPerJob is the PostgreSQL statements (each a round trip:
+	// BEGIN and COMMIT included) per job, by side, from the median run.
+	StatementsPerJob map[string]float64 `json:"statements_per_job"`
+	// Ratio is fencedq jobs/s ÷ asynq jobs/s (target ≥ Target).
+	Ratio       float64 `json:"ratio"`
+	Target      float64 `json:"target"`
+	MeetsTarget bool    `json:"meets_target"`
 }
+
+// statementCounter is a pgx.QueryTracer that counts statements.
+type statementCounter struct{ n atomic.Int64 }
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func redactURL(u string) string {
 	if at := strings.LastIndex(u, "@"); at >= 0 {
@@ -64,12 +81,14 @@ func postgresVersion(ctx context.Context, url string) string {
 
 func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 	o := e.opts
-	r := &PostgresResult{Jobs: o.pgJobs, Repeat: o.repeat, Concurrency: o.concurrency, Rows: pgRows}
+	r := &PostgresResult{Jobs: o.pgJobs, Repeat: o.repeat, Concurrency: o.concurrency, Rows: pgRows, Target: 0.8}
 	cfg, err := pgxpool.ParseConfig(o.pgURL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres URL: %w", err)
 	}
 	cfg.MaxConns = int32(o.concurrency + 2)
+	stmts := &statementCounter{}
+	cfg.ConnConfig.Tracer = stmts
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	pool, err := pgxpool.NewWithConfig(cctx, cfg)
 	if err == nil {
@@ -113,7 +132,13 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 
 	update := "UPDATE " + accounts + " SET balance = balance + 1, updated_at = now() WHERE id = $1"
 	var applied atomic.Int64 // updates the handlers made; checked against the table
+	var stmtsBefore int64
+	perJob := map[string][]float64{} // statements per job of every timed run, by side
 	d := &drainOpts{
+		before: func(context.Context) error {
+			stmtsBefore = stmts.n.Load()
+			return nil
+		},
 		asynqWork: func(ctx context.Context, a noopArgs) error {
 			_, err := pool.Exec(ctx, update, a.N%pgRows)
 			if err == nil {
@@ -135,7 +160,12 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 			}
 			return err
 		},
-		after: func(ctx context.Context, _ *drained) error {
+		after: func(ctx context.Context, dr *drained) error {
+			side, n := "asynq_update", len(dr.tasks)
+			if dr.ns != "" {
+				side, n = "fencedq_pgfence", len(dr.jobs)
+			}
+			perJob[side] = append(perJob[side], float64(stmts.n.Load()-stmtsBefore)/float64(n))
 			var sum int64
 			if err := pool.QueryRow(ctx, "SELECT coalesce(sum(balance), 0) FROM "+accounts).Scan(&sum); err != nil {
 				return err
@@ -152,5 +182,10 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 	}
 	r.Asynq, r.Fencedq = variantOf(runs[0]), variantOf(runs[1])
 	r.Ratio = ratio(r.Fencedq.JobsPerSec, r.Asynq.JobsPerSec)
+	r.MeetsTarget = r.Ratio >= r.Target
+	r.StatementsPerJob = map[string]float64{}
+	for side, xs := range perJob {
+		r.StatementsPerJob[side] = round(median(xs), 2)
+	}
 	return r, nil
 }

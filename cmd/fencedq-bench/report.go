@@ -143,7 +143,7 @@ func printTable(w io.Writer, r *Report) {
 			row("asynq UPDATE", p.Asynq)
 			row("fencedq pgfence", p.Fencedq)
 			tw.Flush()
-			fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f\n", p.Ratio)
+			fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f (%s); PostgreSQL statements per job: %s\n", p.Ratio, targetText(p.Target, p.MeetsTarget), perMap(p.StatementsPerJob))
 		}
 	}
 	if rc := r.Recovery; rc != nil {
