@@ -5,9 +5,19 @@
 // Sections (--sections, all by default, run in this order):
 //
 //	noop      drain --jobs pre-enqueued no-op jobs: a plain asynq server vs a
-//	          fencedq worker.Pool, same concurrency, same Redis; jobs/s, the
-//	          ratio fencedq ÷ asynq (target ≥ 0.85) and, per job, round trips,
-//	          scripts by name, INFO commandstats deltas, Redis and client CPU.
+//	          fencedq worker.Pool, same concurrency, same Redis, at every
+//	          --concurrency (default 10 and 50); jobs/s, the ratio fencedq ÷
+//	          asynq (targets ≥ 2.0 at 10, ≥ 4.0 at 50) and, per job, round
+//	          trips, scripts by name, INFO commandstats deltas, Redis and
+//	          client CPU.
+//	enqueue   --enqueue-jobs jobs from --enqueue-goroutines goroutines into an
+//	          empty queue: asynq's Client.Enqueue vs jobs.Client.Enqueue
+//	          (target ≥ 1.0) and jobs.Client.EnqueueMany in calls of
+//	          --enqueue-batch jobs (target ≥ 5.0).
+//	latency   --latency-rate jobs/s for --latency-duration offered to an idle
+//	          asynq server and an idle fencedq pool: enqueue call to handler
+//	          start, p50 / p99 / p99.9 / max (fencedq targets p50 ≤ 5 ms,
+//	          p99 ≤ 50 ms).
 //	cluster   the noop comparison with jobs spread over --cluster-queues
 //	          queues, on a 3-master Redis Cluster and on the single server;
 //	          ratio cluster ÷ single.
@@ -17,15 +27,22 @@
 //	          github.com/go-redsync/redsync/v4; ratios fencedq ÷ each
 //	          (targets ≥ 1.0 and ≥ 1.5).
 //	memory    Redis used_memory per retained succeeded job, minus the payload
-//	          bytes: fencedq's ledger vs asynq with asynq.Retention.
+//	          bytes: fencedq's ledger (without and with an OperationID) vs
+//	          asynq with asynq.Retention (target ≤ 1.0), with MEMORY USAGE by
+//	          key and the record's field sizes.
 //	postgres  jobs that UPDATE one of 100 rows: plain asynq in autocommit vs
-//	          fencedq through fence/pgfence (Store.Apply); skipped with a note
-//	          when PostgreSQL (--pg, $DATABASE_URL, else
+//	          fencedq through fence/pgfence (Store.Apply), target ≥ 0.8;
+//	          skipped with a note when PostgreSQL (--pg, $DATABASE_URL, else
 //	          postgres://postgres@127.0.0.1:5432/test) is unreachable.
 //	recovery  SIGKILL of a worker process mid-job until the job's handler
 //	          starts again in a spare worker process, --kills times per
 //	          variant (--recovery-modes: asynq, fencedq-2s, fencedq-5s, the
-//	          fencedq lease TTL after the dash; reconciler interval 1s).
+//	          fencedq lease TTL after the dash; reconciler interval 1s);
+//	          fencedq target: every kill recovered within lease TTL + 1 s.
+//
+// Every fencedq pool runs worker.Config's defaults (reconciler on) with the
+// concurrency under test and a discarding logger; every asynq server runs
+// asynq's defaults with a 100 ms task check interval.
 //
 // Every timed comparison runs --repeat times (default 3), alternating which
 // side goes first, after an untimed warm-up; medians are reported.
@@ -36,8 +53,10 @@
 // on exit and on SIGINT. The recovery section re-runs this executable with
 // the hidden subcommand "worker".
 //
-// Other flags: --jobs (default 10000), --concurrency (10), --pg-jobs
-// (jobs/2), --cluster-jobs (jobs/2), --memory-jobs (jobs/2), --lease-ops
-// (20000), --recovery-timeout, --cpuprofile FILE, --quiet. See
+// Other flags: --jobs (default 10000), --concurrency (10,50; every section
+// but noop uses the first), --enqueue-jobs (jobs), --enqueue-goroutines (8),
+// --enqueue-batch (100), --latency-rate (1000), --latency-duration (20s),
+// --pg-jobs (jobs/2), --cluster-jobs (jobs/2), --memory-jobs (jobs/2),
+// --lease-ops (20000), --recovery-timeout, --cpuprofile FILE, --quiet. See
 // BENCHMARKS.md at the repository root for figures and how to read them.
 package main
