@@ -314,7 +314,7 @@ func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
 	if !sleep(500 * time.Millisecond) {
 		return
 	}
-	d.redeliver(ctx)
+	d.strayDueEntry(ctx)
 }
 
 // crash runs a worker process, lets it apply a transfer, and SIGKILLs it
@@ -353,10 +353,10 @@ func (d *demo) crash(ctx context.Context) error {
 	return nil
 }
 
-// redeliver puts a succeeded job back in the queue's due index, as a
+// strayDueEntry puts a succeeded job back in the queue's due index, as a
 // duplicate write or a restored backup could: the next claim must drop the
 // entry (counted as deduplicated_execute) and the handler must not run.
-func (d *demo) redeliver(ctx context.Context) {
+func (d *demo) strayDueEntry(ctx context.Context) {
 	const q = "default"
 	l := d.client.Ledger()
 	ids, err := l.IDs(ctx, q, jobs.Succeeded, 0, 1)
