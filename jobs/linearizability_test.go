@@ -92,13 +92,23 @@ func waitRedis(rdb *redis.Client) {
 
 // ledgerClient claims jobs and, for each, commits a stale token, renews,
 // and commits an outcome (mostly a retry, so jobs run many attempts),
-// recording every call. halfway is called after half its operations.
+// recording every call. halfway (idempotent) is called once half its
+// operations are done.
 func ledgerClient(l *jobs.Ledger, rdb *redis.Client, rec *model.Recorder, proc, client, n int, halfway func()) {
 	ctx := context.Background()
 	owner := fmt.Sprintf("p%d-c%d", proc, client)
 	rng := rand.New(rand.NewPCG(uint64(proc), uint64(client)))
 	prev := map[string]uint64{} // this client's previous token per job
 	done := 0
+	if halfway == nil {
+		halfway = func() {}
+	}
+	defer halfway()
+	count := func() {
+		if done++; done >= n/2 {
+			halfway()
+		}
+	}
 	record := func(op model.Op, err error) {
 		op.Proc, op.Client, op.Owner, op.Return = proc, client, owner, model.Now()
 		if err != nil {
@@ -106,10 +116,7 @@ func ledgerClient(l *jobs.Ledger, rdb *redis.Client, rec *model.Recorder, proc, 
 			waitRedis(rdb)
 		}
 		rec.Add(op)
-		done++
-		if done == n/2 && halfway != nil {
-			halfway()
-		}
+		count()
 	}
 	complete := func(id string, token uint64, outcome model.Outcome) {
 		o := jobs.Outcome{To: jobs.State(outcome)}
@@ -134,7 +141,7 @@ func ledgerClient(l *jobs.Ledger, rdb *redis.Client, rec *model.Recorder, proc, 
 			continue
 		}
 		if len(res.Jobs) == 0 {
-			done++ // nothing due: not recorded (it names no job)
+			count() // nothing due: not recorded (it names no job)
 			continue
 		}
 		ret := model.Now()

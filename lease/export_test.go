@@ -1,0 +1,40 @@
+package lease
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// brokenScripts are deliberately wrong copies of lease scripts, so tests can
+// show that their checks catch a lease that breaks fencing.
+var brokenScripts = map[string]struct {
+	script   **redis.Script
+	src      string
+	old, new string
+}{
+	// An acquisition reuses the resource's last token instead of minting a
+	// higher one: two holders in turn share a token.
+	"acquire-reuse-token": {&acquireScript, acquireSrc,
+		"local tok = stored + 1\nif now > tok then tok = now end",
+		"local tok = stored\nif tok == 0 then tok = now end"},
+	// An acquisition ignores the live holder: two holders at once.
+	"acquire-ignore-holder": {&acquireScript, acquireSrc,
+		"if hdl and tonumber(hdl) > now then", "if false then"},
+}
+
+// UseBrokenScript swaps the named script for its broken copy until restore
+// is called. Calls must not run concurrently with lease calls.
+func UseBrokenScript(name string) (restore func()) {
+	b, ok := brokenScripts[name]
+	if !ok {
+		panic(fmt.Sprintf("no broken script %q", name))
+	}
+	if !strings.Contains(b.src, b.old) {
+		panic(fmt.Sprintf("broken script %q: the text to replace is gone from the script", name))
+	}
+	orig := *b.script
+	*b.script = redis.NewScript(strings.Replace(b.src, b.old, b.new, 1))
+	return func() { *b.script = orig }
+}
