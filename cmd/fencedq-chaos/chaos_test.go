@@ -81,14 +81,15 @@ func (w *logWriter) Write(p []byte) (int, error) {
 func TestShortChaosRunIsClean(t *testing.T) {
 	needServers(t)
 	t.Parallel()
-	// One kill, so that it lands early (each lane starts with one fault of
-	// every kind): a delivery held, not yet claimed, by a killed worker
-	// comes back only through asynq's recoverer, 60-90s later, and the drain
-	// waits for it (see RELIABILITY.md).
+	// A fixed seed fixes the workload and the order and kinds of faults
+	// (not the interleaving). Jobs a killed or paused worker held come back
+	// through the reconciler's expiry within a lease TTL and a scan, so the
+	// run settles within seconds of the faults stopping; --drain only bounds
+	// a broken run.
 	o, err := parseOptions([]string{
 		"--duration", "60s", "--rate", "6", "--workers", "3", "--concurrency", "3",
-		"--fault-gap", "2500ms", "--max-kills", "1", "--max-redis-restarts", "4", "--max-pauses", "8",
-		"--max-stalls", "8", "--max-slowdowns", "4", "--drain", "100s", "--seed", "20260101",
+		"--fault-gap", "2500ms", "--max-kills", "4", "--max-redis-restarts", "4", "--max-pauses", "8",
+		"--max-stalls", "8", "--max-slowdowns", "4", "--drain", "40s", "--seed", "20260101",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
