@@ -12,7 +12,8 @@
 //     the end unless --keep;
 //  2. starts --workers worker processes (this binary re-executed with the
 //     hidden `worker` command), each running bank.Worker over
-//     bank.PostgresStore in a fencedq pool, and each talking to PostgreSQL
+//     bank.PostgresStore in a fencedq pool (which claims jobs from the
+//     ledger itself: asynq runs only in the baseline), and each talking to PostgreSQL
 //     through its own TCP proxy on loopback; the first --careless workers
 //     make their storage calls ignore the handler's cancellation (a handler
 //     or driver that does not honour its context), so that a worker paused
