@@ -333,3 +333,26 @@ func TestStrictPriorityDrainsHigherQueuesFirst(t *testing.T) {
 		t.Fatalf("order %v", got)
 	}
 }
+
+// TestPoolsPublishHeartbeats: a running pool is listed with its queues
+// and concurrency; a stopped one is gone.
+func TestPoolsPublishHeartbeats(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.WorkerID = "pool-hb"
+	p := e.pool(cfg)
+	stop := e.start(p)
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, func() bool {
+		ps, _ := e.ledger.Pools(ctx)
+		return len(ps) == 1
+	})
+	ps, _ := e.ledger.Pools(ctx)
+	if ps[0].ID != "pool-hb" || ps[0].Concurrency != cfg.Concurrency || ps[0].Queues["default"] != 1 || ps[0].Host == "" {
+		t.Fatalf("heartbeat %+v", ps[0])
+	}
+	stop()
+	if ps, _ := e.ledger.Pools(ctx); len(ps) != 0 {
+		t.Fatalf("a stopped pool is still listed: %+v", ps)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -54,6 +55,7 @@ type Pool struct {
 	handlers map[string]*handler
 	running  bool
 
+	started   time.Time
 	slots     chan struct{} // one token per busy handler slot
 	freed     chan struct{} // signalled when a slot frees
 	renewer   *renewer
@@ -203,6 +205,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	p.running = true
+	p.started = time.Now()
 	p.mu.Unlock()
 
 	if err := p.ledger.RegisterQueues(ctx, p.queueNames()...); err != nil {
@@ -247,6 +250,15 @@ func (p *Pool) Run(ctx context.Context) error {
 	maint.Wait()
 	p.log.Info("pool stopped")
 	return nil
+}
+
+// info is the pool's heartbeat.
+func (p *Pool) info() jobs.PoolInfo {
+	host, _ := os.Hostname()
+	return jobs.PoolInfo{
+		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
+		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.Version, Started: p.started,
+	}
 }
 
 // errShutdown is the cause given to handler contexts cancelled at shutdown.

@@ -12,8 +12,10 @@ import (
 )
 
 // registerEvery is how often a running pool adds its queues to the queue
-// registry again, so the registry heals after Redis lost its keys.
-const registerEvery = 10 * time.Second
+// registry again (so the registry heals after Redis lost its keys) and
+// publishes its heartbeat (id, host, queues, busy slots) for the dashboard
+// and the CLI; a heartbeat lapses after three of these.
+const registerEvery = 5 * time.Second
 
 // produce is the fetch loop: it claims up to the free slots of due jobs per
 // call, starts each on its own goroutine (tracked by handlers) with a
@@ -23,6 +25,12 @@ func (p *Pool) produce(ctx, work context.Context, handlers *sync.WaitGroup) {
 	wake := p.subscribe(ctx)
 	backoff := time.Duration(0)
 	lastRegister := time.Now()
+	p.announce(ctx)
+	defer func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = p.ledger.Leave(lctx, p.cfg.WorkerID)
+		cancel()
+	}()
 	for ctx.Err() == nil {
 		free := cap(p.slots) - len(p.slots)
 		if free == 0 {
@@ -48,9 +56,7 @@ func (p *Pool) produce(ctx, work context.Context, handlers *sync.WaitGroup) {
 		}
 		if time.Since(lastRegister) > registerEvery {
 			lastRegister = time.Now()
-			if err := p.ledger.RegisterQueues(ctx, p.queueNames()...); err != nil {
-				p.log.Warn("queue registration failed", "error", err)
-			}
+			p.announce(ctx)
 		}
 		wait := p.cfg.FetchPollInterval
 		if dueIn >= 0 && dueIn < wait {
@@ -59,6 +65,17 @@ func (p *Pool) produce(ctx, work context.Context, handlers *sync.WaitGroup) {
 		if wait > 0 {
 			p.sleep(ctx, wake, wait)
 		}
+	}
+}
+
+// announce registers the pool's queues and publishes its heartbeat.
+func (p *Pool) announce(ctx context.Context) {
+	if err := p.ledger.RegisterQueues(ctx, p.queueNames()...); err != nil {
+		p.log.Warn("queue registration failed", "error", err)
+		return
+	}
+	if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil {
+		p.log.Warn("heartbeat failed", "error", err)
 	}
 }
 

@@ -1,0 +1,80 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// PoolInfo is what a running worker pool publishes about itself.
+type PoolInfo struct {
+	ID            string         `json:"id"`
+	Host          string         `json:"host"`
+	PID           int            `json:"pid"`
+	Queues        map[string]int `json:"queues"`
+	Concurrency   int            `json:"concurrency"`
+	Busy          int            `json:"busy"`
+	Version       string         `json:"version"`
+	Started       time.Time      `json:"started"`
+	LastHeartbeat time.Time      `json:"last_heartbeat"`
+}
+
+func (l *Ledger) poolsKey() string { return l.cfg.Namespace + ":pools" }
+
+func (l *Ledger) poolKey(id string) string { return l.cfg.Namespace + ":pool:" + id }
+
+// Heartbeat publishes p (LastHeartbeat is set here) for ttl: a pool that
+// stops beating disappears from Pools after ttl.
+func (l *Ledger) Heartbeat(ctx context.Context, p PoolInfo, ttl time.Duration) error {
+	p.LastHeartbeat = time.Now()
+	b, err := json.Marshal(p)
+	if err != nil {
+		return wrap("heartbeat", err)
+	}
+	pipe := l.rdb.Pipeline()
+	pipe.Set(ctx, l.poolKey(p.ID), b, ttl)
+	pipe.ZAdd(ctx, l.poolsKey(), redis.Z{Score: float64(p.LastHeartbeat.UnixMilli()), Member: p.ID})
+	_, err = pipe.Exec(ctx)
+	return wrap("heartbeat", err)
+}
+
+// Leave removes pool id from the list at once (a clean shutdown).
+func (l *Ledger) Leave(ctx context.Context, id string) error {
+	pipe := l.rdb.Pipeline()
+	pipe.Del(ctx, l.poolKey(id))
+	pipe.ZRem(ctx, l.poolsKey(), id)
+	_, err := pipe.Exec(ctx)
+	return wrap("leave", err)
+}
+
+// Pools returns the live pools, most recent heartbeat first. Entries of
+// pools whose heartbeat lapsed are removed.
+func (l *Ledger) Pools(ctx context.Context) ([]PoolInfo, error) {
+	ids, err := l.rdb.ZRevRange(ctx, l.poolsKey(), 0, 999).Result()
+	if err != nil {
+		return nil, wrap("pools", err)
+	}
+	out := make([]PoolInfo, 0, len(ids))
+	for _, id := range ids {
+		b, err := l.rdb.Get(ctx, l.poolKey(id)).Bytes()
+		if err == redis.Nil {
+			l.rdb.ZRem(ctx, l.poolsKey(), id)
+			continue
+		}
+		if err != nil {
+			return nil, wrap("pools", err)
+		}
+		var p PoolInfo
+		if json.Unmarshal(b, &p) != nil {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Version is the fencedq version pools publish in their heartbeat.
+var Version = "dev"
+
