@@ -77,4 +77,3 @@ func (l *Ledger) Pools(ctx context.Context) ([]PoolInfo, error) {
 
 // Version is the fencedq version pools publish in their heartbeat.
 var Version = "dev"
-
