@@ -26,6 +26,37 @@
 //     that carries the record, and changes nothing;
 //  3. applies the write.
 //
+// # Scope of an operation id
+//
+// An operation id names one effect across the whole store (one PostgreSQL
+// effect table, one Redis namespace), not per resource and not per queue:
+// every adapter keys its effect log by the operation id alone. A write that
+// carries an operation id already applied is refused with an
+// [*AlreadyAppliedError], whatever its resource, and whichever job sent it:
+//
+//   - a retry of the job that applied it (the usual case): the effect
+//     happened exactly once, by an earlier attempt;
+//   - another job carrying the same operation id, in the same queue after
+//     the ledger forgot the first one, or in another queue (the ledger
+//     deduplicates operation ids per queue only): its own write did not
+//     happen, because the operation it names already did.
+//
+// The error carries both sides: Record is the fence that applied the
+// operation (resource, token, owner; worker pools use "<worker id>/<job
+// id>" as owner, so it names the job), Fence is the refused write, and
+// [AlreadyAppliedError.Elsewhere] tells whether they differ. Worker pools
+// treat the error as success and keep its text in the job's record, so the
+// second job ends succeeded with a link to the first. Give two effects two
+// operation ids; an id reused for a different effect is reported as
+// already applied, never applied twice.
+//
+// The fence is checked before the effect log: a stale write of an applied
+// operation gets [ErrStale]. A write refused as stale or invalid does not
+// claim its operation id, which stays free for a later write on any
+// resource. While a write of an operation id is in flight, a write of the
+// same id waits for it (PostgreSQL) or gets [ErrInProgress] (Redis, when
+// the resources differ).
+//
 // A fence with an empty field or a zero token fails with [ErrInvalid] before
 // storage is touched.
 //
@@ -55,12 +86,13 @@
 // How a handler should treat the errors:
 //
 //   - nil: applied now.
-//   - ErrAlreadyApplied: applied before (by this job's earlier attempt);
-//     treat as success. The effect happened exactly once.
+//   - ErrAlreadyApplied: applied before, by this job's earlier attempt or
+//     by another job carrying the same operation id (see above); treat as
+//     success. The effect happened exactly once; the error says who made it.
 //   - ErrStale: this attempt lost its lease to a newer one; stop and report
 //     the loss, do not retry with the same token.
 //   - ErrInProgress: the same operation is being applied by another request
-//     right now (Redis and HTTP guards); retry later.
+//     right now (Redis, and the HTTP guards); retry later.
 //   - ErrInvalid: a programming error; nothing was written.
 //   - anything else (a network error, a failed commit): the outcome is
 //     unknown. Report the job as uncertain; the reconciler resolves it.
@@ -82,8 +114,8 @@
 //
 //   - Per resource, accepted tokens never decrease, and an owner other than
 //     the mark's cannot write with the mark's token.
-//   - An operation id applies at most once while its record is retained,
-//     also under concurrent duplicates.
+//   - An operation id applies at most once, on one resource, while its
+//     record is retained, also under concurrent duplicates on any resources.
 //   - A rejected or invalid write leaves data, the mark and the effect log
 //     unchanged.
 //   - Fencing protects only writes that go through a store. A side effect

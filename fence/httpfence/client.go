@@ -153,6 +153,10 @@ type ErrorBody struct {
 	StoredToken string `json:"stored_token,omitempty"`
 	// StoredOwner is the owner of StoredToken.
 	StoredOwner string `json:"stored_owner,omitempty"`
+	// StoredResource is, on already_applied, the resource the operation was
+	// applied on: an operation id names one effect across the store, so it
+	// may differ from Resource.
+	StoredResource string `json:"stored_resource,omitempty"`
 }
 
 // CheckResponse turns a fenced service's answer into the fence errors: a
@@ -181,9 +185,16 @@ func CheckResponse(resp *http.Response) error {
 	stored, _ := lease.ParseToken(b.StoredToken)
 	switch {
 	case already:
+		res := b.StoredResource
+		if res == "" {
+			res = b.Resource
+		}
+		if f.Token == 0 {
+			f = fence.Fence{}
+		}
 		return &fence.AlreadyAppliedError{Record: fence.Applied{
-			OperationID: b.OperationID, Resource: b.Resource, Token: stored, Owner: b.StoredOwner,
-		}}
+			OperationID: b.OperationID, Resource: res, Token: stored, Owner: b.StoredOwner,
+		}, Fence: f}
 	case b.Error == "stale_token":
 		if f.Resource == "" {
 			f.Resource = b.Resource

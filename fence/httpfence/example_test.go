@@ -25,7 +25,7 @@ func Example() {
 	defer rdb.Close()
 	ns := fmt.Sprintf("example-%d", time.Now().UnixNano())
 	store, _ := redisfence.New(rdb, redisfence.Config{Namespace: ns, EffectTTL: time.Minute})
-	defer rdb.Del(ctx, store.HighWaterKey("doc:1"), store.EffectKey("doc:1", "job-1"), store.IndexKey("job-1"))
+	defer rdb.Del(ctx, store.HighWaterKey("doc:1"), store.EffectKey("doc:1", "job-1"), store.IndexKey("job-1"), store.ClaimsKey("job-1"))
 
 	// A service that is itself protected storage.
 	runs := 0

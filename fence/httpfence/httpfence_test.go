@@ -261,6 +261,20 @@ func testMiddleware(t *testing.T, b backend) {
 	if !errors.As(a.err, &ae) || ae.Record.Token != 10 || ae.Record.OperationID != "op-1" {
 		t.Fatalf("CheckResponse(repeat) = %v", a.err)
 	}
+	if ae.Fence != f10 || ae.Elsewhere() {
+		t.Fatalf("CheckResponse(repeat): refused fence %+v, want %+v", ae.Fence, f10)
+	}
+	// The same operation id on another resource: already applied, and the
+	// answer names the resource and fence that applied it.
+	other := fz("acct:2", 5, "w-b", "op-1")
+	a = send(srv.URL, &other, nil)
+	if a.status != http.StatusOK || a.body.StoredResource != "acct:1" || a.body.StoredOwner != "w-a" || calls.Load() != 1 {
+		t.Fatalf("same op id on another resource: %d %q, calls %d", a.status, a.raw, calls.Load())
+	}
+	first := fence.Applied{OperationID: "op-1", Resource: "acct:1", Token: 10, Owner: "w-a"}
+	if !errors.As(a.err, &ae) || ae.Record != first || ae.Fence != other || !ae.Elsewhere() {
+		t.Fatalf("CheckResponse(other resource) = %#v, want record %+v", a.err, first)
+	}
 	// Stale: 409 JSON, handler not run.
 	f9 := fz("acct:1", 9, "w-old", "op-2")
 	a = send(srv.URL, &f9, nil)

@@ -118,6 +118,7 @@ func Middleware(g Guard, opts Options) func(http.Handler) http.Handler {
 				body.Status = "already_applied"
 				if errors.As(err, &already) {
 					body.StoredToken, body.StoredOwner = already.Record.Token.String(), already.Record.Owner
+					body.StoredResource = already.Record.Resource
 				}
 				w.Header().Set(HeaderAlreadyApplied, "true")
 				writeJSON(w, http.StatusOK, body)

@@ -18,13 +18,21 @@
 //  1. inserts or locks the resource's row in fences and raises it to the
 //     fence's (token, owner), or returns a *fence.StaleError;
 //  2. inserts the operation id into effects, or returns a
-//     *fence.AlreadyAppliedError with the recorded token;
+//     *fence.AlreadyAppliedError with the recorded resource, token and
+//     owner (and the refused fence);
 //  3. runs your function with the transaction;
 //  4. commits.
 //
 // Any error rolls back all three. Concurrent writers on one resource queue
 // on its row lock, so accepted tokens never decrease; concurrent duplicates
 // of one operation queue on its effects row, so exactly one applies.
+//
+// The effect log is keyed by the operation id alone (effects' primary key):
+// an operation id names one effect in the whole table, whatever resource or
+// queue a write comes from. A write of an applied operation id on another
+// resource is refused with a *fence.AlreadyAppliedError whose Record names
+// the resource, token and owner that applied it (see package fence, "Scope
+// of an operation id"). The same holds for package redisfence.
 // Transactions use the pool's default isolation level; the behaviour above
 // is that of READ COMMITTED, PostgreSQL's default. Under REPEATABLE READ or
 // SERIALIZABLE, the same conflicts surface as serialization failures

@@ -192,7 +192,7 @@ func (s *Store) fenceTx(ctx context.Context, tx pgx.Tx, fences []fence.Fence) er
 		return fmt.Errorf("pgfence: read record %q: %w", p.OperationID, err)
 	}
 	rec.Token = parseToken(tok)
-	return &fence.AlreadyAppliedError{Record: rec}
+	return &fence.AlreadyAppliedError{Record: rec, Fence: p}
 }
 
 // raise locks f's high-water row and raises it, or returns a *fence.StaleError.

@@ -11,7 +11,10 @@
 //	<ns>:fence:{<resource>}:hw               hash token, owner, updated_us         no TTL
 //	<ns>:fence:{<resource>}:op:<op id>       hash state, resource, operation_id,   Config.EffectTTL
 //	                                              token, owner, applied_us        (default 7 days)
-//	<ns>:fence:opindex:{<op id>}             string: the resource                  EffectTTL + 1h
+//	<ns>:fence:opindex:{<op id>}             string: the resource the operation     EffectTTL + 1h
+//	                                              id is bound to
+//	<ns>:fence:opclaims:{<op id>}            integer: writes of it in flight or    EffectTTL + 1h
+//	                                              applied on that resource
 //
 // The data keys a write mutates must be in the same hash slot: include
 // "{<resource>}" in them, or use [Store.DataKey] (<ns>:data:{<resource>}:<name>).
@@ -34,11 +37,24 @@
 // # Effect log and retention
 //
 // Effect records live in the resource's slot, so [Store.AppliedOn] needs the
-// resource. For fence.EffectLog, which has only the operation id, Apply
-// first writes an index entry (operation id → resource); [Store.Applied]
-// follows it. Because the index is written before the script runs, an
-// applied operation is never missed; a rejected one may leave an index entry
-// that points at no record, which Applied reports as not applied.
+// resource. An operation id names one effect across the namespace, as in
+// package pgfence (see package fence, "Scope of an operation id"): before
+// its script runs, every Apply or Guard binds the operation id to its
+// resource (the index key, in the operation id's own slot). A write whose
+// operation id is bound to another resource does not run: it gets a
+// *fence.StaleError if its own fence is stale, a *fence.AlreadyAppliedError
+// with the other resource's record if the operation applied there, and
+// fence.ErrInProgress while a write of it there is still in flight. A write
+// refused as stale (or with ErrMutation, or a Guard whose callback failed)
+// gives the binding up again, so the operation id stays free; an applied
+// operation keeps it. [Store.Applied], the fence.EffectLog, follows the
+// binding, so an applied operation is never missed.
+//
+// A write whose outcome is unknown (a network error during its script)
+// keeps its binding: the same operation id on another resource then gets
+// fence.ErrInProgress until the binding expires (EffectTTL + 1h), while a
+// retry on the same resource, or the reconciler's Applied, proceeds as
+// usual.
 //
 // Records expire after Config.EffectTTL (default 7 days; negative keeps them
 // forever). Within that window a repeated operation id is reported as

@@ -14,7 +14,9 @@ import (
 // httpfence, say). Redis cannot hold a transaction open around run, so
 // Guard checks first and records last:
 //
-//  1. Begin (one script, like Apply without ops): the fence is checked and
+//  1. The operation id is bound to f.Resource as in Apply; if it is bound
+//     to another resource, Guard returns Apply's answer without running.
+//     Begin (one script, like Apply without ops): the fence is checked and
 //     the high-water mark raised to f, or a *fence.StaleError is returned;
 //     an applied record returns a *fence.AlreadyAppliedError; a pending
 //     record of another Guard returns fence.ErrInProgress. Otherwise the
@@ -22,8 +24,9 @@ import (
 //  2. run executes with a context that ends when the pending record expires.
 //  3. If run returns nil, the record turns into an applied one (kept for
 //     Config.EffectTTL). If run fails or panics, the pending record is
-//     deleted, so a retry can run; the operation is never marked applied
-//     without run having succeeded.
+//     deleted and the binding given up, so a retry can run, on any
+//     resource; the operation is never marked applied without run having
+//     succeeded.
 //
 // Trade-offs, compared with pgfence's Guard (which runs the callback inside
 // the transaction): the high-water mark is raised before run, so a newer
@@ -39,10 +42,13 @@ func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.C
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	nonce := hex.EncodeToString(b[:])
-	if err := s.index(ctx, f); err != nil {
+	if err := s.claim(ctx, f); err != nil {
 		return err
 	}
 	if err := s.run(ctx, f, "begin", ms(s.cfg.PendingTTL), nonce, nil); err != nil {
+		if refused(err) {
+			s.release(ctx, f)
+		}
 		return err
 	}
 	key := s.EffectKey(f.Resource, f.OperationID)
@@ -50,6 +56,7 @@ func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.C
 	defer func() {
 		if !done {
 			_ = abortScript.Run(context.WithoutCancel(ctx), s.client, []string{key}, nonce).Err()
+			s.release(ctx, f)
 		}
 	}()
 	runCtx, cancel := context.WithTimeout(ctx, s.cfg.PendingTTL)

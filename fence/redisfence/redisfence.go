@@ -78,6 +78,12 @@ var (
 	//go:embed abort.lua
 	abortSrc    string
 	abortScript = redis.NewScript(abortSrc)
+	//go:embed claim.lua
+	claimSrc    string
+	claimScript = redis.NewScript(claimSrc)
+	//go:embed release.lua
+	releaseSrc    string
+	releaseScript = redis.NewScript(releaseSrc)
 )
 
 // New returns a Store over client.
@@ -123,11 +129,17 @@ func (s *Store) EffectKey(resource, operationID string) string {
 	return s.cfg.Namespace + ":fence:{" + resource + "}:op:" + operationID
 }
 
-// IndexKey returns the key mapping operationID to its resource
-// (<ns>:fence:opindex:{<operation id>}), which lets Applied answer from the
-// operation id alone.
+// IndexKey returns the key binding operationID to the one resource it may
+// apply on (<ns>:fence:opindex:{<operation id>}), which also lets Applied
+// answer from the operation id alone.
 func (s *Store) IndexKey(operationID string) string {
 	return s.cfg.Namespace + ":fence:opindex:{" + operationID + "}"
+}
+
+// ClaimsKey returns the key counting the writes of operationID in flight or applied on the
+// resource IndexKey binds it to (<ns>:fence:opclaims:{<operation id>}).
+func (s *Store) ClaimsKey(operationID string) string {
+	return s.cfg.Namespace + ":fence:opclaims:{" + operationID + "}"
 }
 
 // DataKey returns a key for application data in resource's hash slot
@@ -162,17 +174,58 @@ func ms(d time.Duration) int64 {
 	return max(d.Milliseconds(), 1)
 }
 
-// index records which resource operationID belongs to, before the fenced
-// script runs, so that Applied never misses an applied operation.
-func (s *Store) index(ctx context.Context, f fence.Fence) error {
+// claim binds f.OperationID to f.Resource before the fenced script runs
+// (claim.lua), so that an operation id applies on one resource only and
+// Applied never misses an applied operation. If the operation id is bound
+// to another resource, the write must not go ahead and claim returns why:
+// a *fence.StaleError if f is stale on its own resource (the fence is
+// checked first, as on any write), a *fence.AlreadyAppliedError carrying
+// the other resource's record if the operation was applied there, and
+// fence.ErrInProgress otherwise (a write of it on the other resource is in
+// flight, or ended with an unknown outcome).
+func (s *Store) claim(ctx context.Context, f fence.Fence) error {
 	var ttl time.Duration
 	if s.cfg.EffectTTL > 0 {
 		ttl = s.cfg.EffectTTL + indexSlack
 	}
-	if err := s.client.Set(ctx, s.IndexKey(f.OperationID), f.Resource, ttl).Err(); err != nil {
-		return fmt.Errorf("redisfence: index %q: %w", f.OperationID, err)
+	keys := []string{s.IndexKey(f.OperationID), s.ClaimsKey(f.OperationID)}
+	reply, err := claimScript.Run(ctx, s.client, keys, f.Resource, ms(ttl)).Slice()
+	if err != nil {
+		return fmt.Errorf("redisfence: claim %q: %w", f.OperationID, err)
 	}
-	return nil
+	if code, _ := reply[0].(int64); code == 1 {
+		return nil
+	}
+	other := str(reply[1])
+	tok, owner, err := s.HighWater(ctx, f.Resource)
+	if err != nil {
+		return err
+	}
+	if tok != 0 && !f.Accepts(tok, owner) {
+		return &fence.StaleError{Fence: f, StoredToken: tok, StoredOwner: owner}
+	}
+	rec, ok, err := s.AppliedOn(ctx, other, f.OperationID)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return &fence.AlreadyAppliedError{Record: rec, Fence: f}
+	}
+	return fmt.Errorf("%w: %q is being written on %q; refused on %q", fence.ErrInProgress, f.OperationID, other, f.Resource)
+}
+
+// release gives up f's claim after the write was refused without applying
+// anything (release.lua). A failure to release only keeps the operation id
+// bound to f.Resource until the binding expires.
+func (s *Store) release(ctx context.Context, f fence.Fence) {
+	keys := []string{s.IndexKey(f.OperationID), s.ClaimsKey(f.OperationID)}
+	_ = releaseScript.Run(context.WithoutCancel(ctx), s.client, keys, f.Resource).Err()
+}
+
+// refused reports whether err from the fenced script proves that nothing
+// was written.
+func refused(err error) bool {
+	return errors.Is(err, fence.ErrStale) || errors.Is(err, fence.ErrInProgress) || errors.Is(err, ErrMutation)
 }
 
 // Apply checks f and applies ops in one atomic script:
@@ -180,7 +233,12 @@ func (s *Store) index(ctx context.Context, f fence.Fence) error {
 //  1. f and ops are validated first; an incomplete fence, a resource with a
 //     brace, or an op whose key is outside the resource's hash slot fails
 //     with an error matching fence.ErrInvalid and nothing is written.
-//  2. The operation id is indexed (IndexKey → resource) so Applied can find it.
+//  2. The operation id is bound to f.Resource (IndexKey), so that it applies
+//     on one resource only and Applied can find it. If it is bound to
+//     another resource, Apply returns without writing: a *fence.StaleError
+//     if f is stale, a *fence.AlreadyAppliedError with the other resource's
+//     record if the operation was applied there, fence.ErrInProgress if a
+//     write of it is still in flight there.
 //  3. The script compares f with the resource's stored (token, owner): a
 //     higher token, or the same token from the same owner, is accepted;
 //     anything else returns a *fence.StaleError (matching fence.ErrStale).
@@ -192,9 +250,9 @@ func (s *Store) index(ctx context.Context, f fence.Fence) error {
 //  6. Only then does it write: the high-water mark, the effect record
 //     (expiring after Config.EffectTTL) and the ops, in order.
 //
-// Each key may appear in at most one op. A rejected Apply changes nothing
-// but the index entry, which only says where to look for the operation. A
-// network error leaves the outcome unknown; ask Applied.
+// Each key may appear in at most one op. A rejected Apply changes nothing:
+// it gives its binding up again. A network error leaves the outcome
+// unknown (ask Applied) and keeps the binding until it expires.
 func (s *Store) Apply(ctx context.Context, f fence.Fence, ops ...Op) error {
 	if err := validateFence(f); err != nil {
 		return err
@@ -203,10 +261,14 @@ func (s *Store) Apply(ctx context.Context, f fence.Fence, ops ...Op) error {
 	if err := validateOps(f.Resource, hw, ops); err != nil {
 		return err
 	}
-	if err := s.index(ctx, f); err != nil {
+	if err := s.claim(ctx, f); err != nil {
 		return err
 	}
-	return s.run(ctx, f, "apply", ms(s.cfg.EffectTTL), "", ops)
+	err := s.run(ctx, f, "apply", ms(s.cfg.EffectTTL), "", ops)
+	if refused(err) {
+		s.release(ctx, f)
+	}
+	return err
 }
 
 func (s *Store) run(ctx context.Context, f fence.Fence, mode string, ttl int64, nonce string, ops []Op) error {
@@ -235,7 +297,7 @@ func (s *Store) run(ctx context.Context, f fence.Fence, mode string, ttl int64, 
 	case 2:
 		return &fence.AlreadyAppliedError{Record: fence.Applied{
 			OperationID: f.OperationID, Resource: str(reply[4]), Token: parseToken(reply[1]), Owner: str(reply[2]),
-		}}
+		}, Fence: f}
 	case 3:
 		return fmt.Errorf("%w: %q on %q (token %s of owner %q)", fence.ErrInProgress,
 			f.OperationID, f.Resource, str(reply[1]), str(reply[2]))
@@ -281,10 +343,11 @@ func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, st
 }
 
 // Applied reports whether operationID was applied, implementing
-// fence.EffectLog: it reads the index entry (IndexKey) for the operation's
-// resource, then that resource's effect record. The index is written before
-// every Apply or Guard, so an applied operation is never missed while its
-// records are retained (Config.EffectTTL). A pending Guard operation is not
+// fence.EffectLog: it reads the binding (IndexKey) for the operation's
+// resource, then that resource's effect record. The binding is written
+// before every Apply or Guard and kept once the operation applied, so an
+// applied operation is never missed while its records are retained
+// (Config.EffectTTL). A pending Guard operation is not
 // applied (yet). If the reconciler knows the resource, AppliedOn saves the
 // index lookup.
 func (s *Store) Applied(ctx context.Context, operationID string) (fence.Applied, bool, error) {

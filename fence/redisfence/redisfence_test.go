@@ -218,7 +218,7 @@ func TestOpsValidated(t *testing.T) {
 	if err := s.Apply(ctx, fz("acct:1", 1, "w", "op"), redisfence.Set("app:{acct:1}:balance", "5")); err != nil {
 		t.Fatal(err)
 	}
-	if n1, _ := redistest.CountKeys(ctx, c); n1 != n0+4 { // hw, effect, index, balance
+	if n1, _ := redistest.CountKeys(ctx, c); n1 != n0+5 { // hw, effect, index, claims, balance
 		t.Fatalf("keys: %d before, %d after", n0, n1)
 	}
 }
@@ -282,13 +282,78 @@ func TestAppliedOnAndIndex(t *testing.T) {
 	if _, ok, _ := s.AppliedOn(ctx, "acct:8", "job-9"); ok {
 		t.Fatal("AppliedOn on another resource reported applied")
 	}
-	// A rejected write leaves an index entry but is not applied.
-	_ = s.Apply(ctx, fz("acct:9", 1, "w", "job-stale"))
+	// A rejected write gives its binding up and is not applied.
+	if err := s.Apply(ctx, fz("acct:9", 1, "w", "job-stale")); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("stale write: %v", err)
+	}
 	if _, ok, err := s.Applied(ctx, "job-stale"); ok || err != nil {
 		t.Fatalf("Applied(stale op) = %v, %v", ok, err)
 	}
+	if n := c.Exists(ctx, s.IndexKey("job-stale"), s.ClaimsKey("job-stale")).Val(); n != 0 {
+		t.Fatalf("a rejected write left %d binding keys", n)
+	}
 	if _, _, err := s.Applied(ctx, ""); !errors.Is(err, fence.ErrInvalid) {
 		t.Fatalf("Applied(\"\") = %v", err)
+	}
+}
+
+// TestOperationBoundToOneResource: while a write of an operation id is in
+// flight on one resource (bound, not yet recorded), a write of the same id
+// on another resource gets fence.ErrInProgress and changes nothing; once the
+// first is refused, the id is free; once one applied, others are told so.
+func TestOperationBoundToOneResource(t *testing.T) {
+	c := redistest.Start(t, redistest.Options{}).Client()
+	ctx := t.Context()
+	s := newStore(t, c, redisfence.Config{})
+	started, finish := make(chan struct{}), make(chan struct{})
+	guardErr := make(chan error, 1)
+	go func() {
+		guardErr <- s.Guard(ctx, fz("acct:1", 10, "w/job-1", "op-b"), func(context.Context) error {
+			close(started)
+			<-finish
+			return errors.New("handler failed")
+		})
+	}()
+	<-started
+	err := s.Apply(ctx, fz("acct:2", 10, "w/job-2", "op-b"), redisfence.IncrBy(s.DataKey("acct:2", "n"), 1))
+	if !errors.Is(err, fence.ErrInProgress) {
+		t.Fatalf("same op id on another resource while the first runs: %v, want ErrInProgress", err)
+	}
+	if tok, _, _ := s.HighWater(ctx, "acct:2"); tok != 0 {
+		t.Fatalf("refused write raised the mark of acct:2 to %d", tok)
+	}
+	close(finish)
+	if err := <-guardErr; err == nil {
+		t.Fatal("Guard with a failing handler returned nil")
+	}
+	// The failed Guard gave the id up: it applies on acct:2 now.
+	if err := s.Apply(ctx, fz("acct:2", 10, "w/job-2", "op-b"), redisfence.IncrBy(s.DataKey("acct:2", "n"), 1)); err != nil {
+		t.Fatalf("after the first write failed: %v", err)
+	}
+	// And is refused on acct:1, by Apply and by Guard, naming acct:2's record.
+	want := fence.Applied{OperationID: "op-b", Resource: "acct:2", Token: 10, Owner: "w/job-2"}
+	for name, err := range map[string]error{
+		"Apply": s.Apply(ctx, fz("acct:1", 11, "w/job-1", "op-b")),
+		"Guard": s.Guard(ctx, fz("acct:1", 11, "w/job-1", "op-b"), func(context.Context) error {
+			t.Error("Guard ran an operation applied elsewhere")
+			return nil
+		}),
+	} {
+		var ae *fence.AlreadyAppliedError
+		if !errors.As(err, &ae) || ae.Record != want || !ae.Elsewhere() {
+			t.Fatalf("%s on acct:1 after it applied on acct:2: %v, want already applied as %+v", name, err, want)
+		}
+	}
+	// A mutation that cannot apply gives the binding up too.
+	if err := c.Set(ctx, s.DataKey("acct:3", "h"), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Apply(ctx, fz("acct:3", 1, "w", "op-m"), redisfence.HIncrBy(s.DataKey("acct:3", "h"), "f", 1))
+	if !errors.Is(err, redisfence.ErrMutation) {
+		t.Fatalf("mutation on a string key: %v", err)
+	}
+	if err := s.Apply(ctx, fz("acct:4", 1, "w", "op-m")); err != nil {
+		t.Fatalf("op id of a rejected mutation on another resource: %v", err)
 	}
 }
 

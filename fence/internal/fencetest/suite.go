@@ -7,7 +7,9 @@
 // operation id applies once even when sent concurrently, invalid fences
 // write nothing, accepted tokens never decrease under concurrency, fence on
 // acquire cuts off older holders, and the effect log answers for applied
-// operations.
+// operations. An operation id names one effect across the whole store:
+// sent again on another resource (by a job of another queue, say), it is
+// reported already applied, with the record of the write that applied it.
 package fencetest
 
 import (
@@ -56,6 +58,10 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"EqualTokenSameOwner", testEqualSameOwner},
 		{"EqualTokenOtherOwner", testEqualOtherOwner},
 		{"SameOperationTwice", testSameOpTwice},
+		{"SameOperationOtherResource", testSameOpOtherResource},
+		{"SameOperationOtherResourceStale", testSameOpOtherResourceStale},
+		{"RejectedOperationIDIsFree", testRejectedOpFree},
+		{"ConcurrentSameOperationAcrossResources", testConcurrentSameOpAcross},
 		{"InvalidFenceWritesNothing", testInvalid},
 		{"ConcurrentSameOperation", testConcurrentSameOp},
 		{"InterleavedTokensNeverDecrease", testInterleaved},
@@ -174,6 +180,9 @@ func testSameOpTwice(t *testing.T, h Harness) {
 		if !errors.As(err, &ae) || ae.Record.Token != 20 || ae.Record.Owner != "b" ||
 			ae.Record.OperationID != "op-1" || ae.Record.Resource != "acct:1" {
 			t.Fatalf("same op id: err = %#v, want *AlreadyAppliedError for token 20 of b", err)
+		}
+		if ae.Fence != again {
+			t.Fatalf("AlreadyAppliedError.Fence = %+v, want the refused write %+v", ae.Fence, again)
 		}
 		wantUnchanged(t, h, "acct:1", before)
 	}
@@ -368,5 +377,132 @@ func testLargeTokens(t *testing.T, h Harness) {
 	}
 	if s := snapshot(t, h, "acct:1"); s.hwTok != math.MaxUint64 || !slices.Equal(s.log, []lease.Token{big, math.MaxUint64}) {
 		t.Fatalf("after MaxUint64: %+v", s)
+	}
+}
+
+// testSameOpOtherResource: an operation id applied on one resource is
+// reported applied when another write (a job of another queue reusing the
+// id, say) carries it on another resource. That write changes nothing, and
+// the error names the fence that applied the operation.
+func testSameOpOtherResource(t *testing.T, h Harness) {
+	ctx := t.Context()
+	first := fz("acct:1", 10, "w/job-1", "op-shared")
+	mustApply(t, h, first, 1)
+	before := snapshot(t, h, "acct:2")
+	second := fz("acct:2", 5, "w/job-2", "op-shared")
+	err := h.Apply(ctx, second, 1)
+	if !errors.Is(err, fence.ErrAlreadyApplied) {
+		t.Fatalf("same op id on another resource: err = %v, want ErrAlreadyApplied", err)
+	}
+	var ae *fence.AlreadyAppliedError
+	want := fence.Applied{OperationID: "op-shared", Resource: "acct:1", Token: 10, Owner: "w/job-1"}
+	if !errors.As(err, &ae) || ae.Record != want || ae.Fence != second {
+		t.Fatalf("same op id on another resource: err = %#v, want record %+v and fence %+v", err, want, second)
+	}
+	wantUnchanged(t, h, "acct:2", before)
+	if rec, ok, err := h.Applied(ctx, "op-shared"); err != nil || !ok || rec != want {
+		t.Fatalf("Applied(op-shared) = %+v, %v, %v; want %+v", rec, ok, err, want)
+	}
+	if s := snapshot(t, h, "acct:1"); s.value != 1 {
+		t.Fatalf("first resource's value %d, want 1", s.value)
+	}
+}
+
+// testSameOpOtherResourceStale: the fence is checked before the effect log,
+// whichever resource the operation was applied on.
+func testSameOpOtherResourceStale(t *testing.T, h Harness) {
+	ctx := t.Context()
+	mustApply(t, h, fz("acct:1", 10, "a", "op-shared"), 1)
+	if err := h.FenceOnAcquire(ctx, fz("acct:2", 50, "newer", "")); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, h, "acct:2")
+	err := h.Apply(ctx, fz("acct:2", 40, "older", "op-shared"), 1)
+	var se *fence.StaleError
+	if !errors.As(err, &se) || se.StoredToken != 50 || se.StoredOwner != "newer" {
+		t.Fatalf("stale write of an applied op id: err = %v, want *StaleError against (50, newer)", err)
+	}
+	wantUnchanged(t, h, "acct:2", before)
+}
+
+// testRejectedOpFree: a write refused as stale does not claim its
+// operation id; the id can then apply, on any resource.
+func testRejectedOpFree(t *testing.T, h Harness) {
+	ctx := t.Context()
+	mustApply(t, h, fz("acct:1", 20, "b", "op-1"), 1)
+	if err := h.Apply(ctx, fz("acct:1", 10, "a", "op-x"), 1); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("lower token: err = %v, want ErrStale", err)
+	}
+	if _, ok, err := h.Applied(ctx, "op-x"); err != nil || ok {
+		t.Fatalf("Applied(rejected op-x) = %v, %v; want not applied", ok, err)
+	}
+	mustApply(t, h, fz("acct:2", 10, "a", "op-x"), 1)
+	want := fence.Applied{OperationID: "op-x", Resource: "acct:2", Token: 10, Owner: "a"}
+	if rec, ok, err := h.Applied(ctx, "op-x"); err != nil || !ok || rec != want {
+		t.Fatalf("Applied(op-x) = %+v, %v, %v; want %+v", rec, ok, err, want)
+	}
+}
+
+// testConcurrentSameOpAcross sends one operation id on many resources at
+// once: exactly one applies. A write that meets it still in flight may get
+// fence.ErrInProgress; once everything settled, every other write is
+// reported already applied, with the record of the one that applied.
+func testConcurrentSameOpAcross(t *testing.T, h Harness) {
+	ctx := t.Context()
+	const n = 24
+	fences := make([]fence.Fence, n)
+	for i := range fences {
+		fences[i] = fz(fmt.Sprintf("acct:%d", i), lease.Token(100+i), fmt.Sprintf("w/job-%d", i), "op-race")
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = h.Apply(ctx, fences[i], 1)
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			if winner >= 0 {
+				t.Fatalf("operation applied on %s and on %s", fences[winner].Resource, fences[i].Resource)
+			}
+			winner = i
+		case errors.Is(err, fence.ErrAlreadyApplied), errors.Is(err, fence.ErrInProgress):
+		default:
+			t.Errorf("concurrent apply on %s: unexpected error %v", fences[i].Resource, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no write applied: %v", errs)
+	}
+	w := fences[winner]
+	want := fence.Applied{OperationID: "op-race", Resource: w.Resource, Token: w.Token, Owner: w.Owner}
+	total := int64(0)
+	for i, f := range fences {
+		v, err := h.Value(ctx, f.Resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += v
+		if i == winner {
+			continue
+		}
+		err = h.Apply(ctx, f, 1)
+		var ae *fence.AlreadyAppliedError
+		if !errors.As(err, &ae) || ae.Record != want {
+			t.Fatalf("retry on %s after the race: err = %v, want already applied as %+v", f.Resource, err, want)
+		}
+	}
+	if total != 1 {
+		t.Fatalf("effect applied %d times across resources, want once", total)
+	}
+	if rec, ok, err := h.Applied(ctx, "op-race"); err != nil || !ok || rec != want {
+		t.Fatalf("Applied(op-race) = %+v, %v, %v; want %+v", rec, ok, err, want)
 	}
 }

@@ -1,0 +1,24 @@
+-- claim.lua: bind an operation id to the resource a write of it is about to go to, so that the
+-- operation applies on one resource only (an operation id names one effect across the store).
+-- KEYS[1] index  <ns>:fence:opindex:{<op id>}    string: the resource the operation id is bound to
+-- KEYS[2] claims <ns>:fence:opclaims:{<op id>}   integer: writes of the operation on that resource
+--                                                that are in flight or applied
+-- ARGV[1] resource
+-- ARGV[2] TTL of both keys in ms (0: keep forever)
+-- Reply: {1, resource}      bound to ARGV[1] (now or before): the write may go ahead; claims + 1
+--        {0, other}         bound to another resource: the write must not go ahead; nothing changed
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then
+  return {0, cur}
+end
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+  redis.call('INCR', KEYS[2])
+  redis.call('PEXPIRE', KEYS[2], ttl)
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('INCR', KEYS[2])
+  redis.call('PERSIST', KEYS[2])
+end
+return {1, ARGV[1]}

@@ -1,0 +1,83 @@
+package jobs
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Limits on the names every entry point accepts (the client, the worker's
+// configuration, the operator commands). A name outside them is rejected
+// with an error matching ErrInvalid that states the rule, before anything
+// is written.
+//
+//	namespace     1-64 bytes of letters, digits and . _ : -
+//	queue         1-100 bytes of letters, digits and . _ : -
+//	kind          1-100 bytes of UTF-8, no whitespace, control characters or braces
+//	resource      1-512 bytes of UTF-8, no control characters or braces
+//	operation id  1-200 bytes of UTF-8, no control characters
+//
+// Namespaces and queues become parts of Redis keys and hash tags ({queue}),
+// and queues label metrics, hence the small alphabet. Kinds label metrics
+// too. Resources name leases and fence records, whose Redis keys are
+// hash-tagged by the resource, so a brace would split the tag.
+const (
+	MaxNamespaceLen   = 64
+	MaxQueueLen       = 100
+	MaxKindLen        = 100
+	MaxResourceLen    = lease.MaxResourceLen
+	MaxOperationIDLen = 200
+)
+
+var namespaceName = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// ValidateNamespace checks a key namespace: 1-64 letters, digits or ._:-
+// (no braces, which would break the keys' hash tags).
+func ValidateNamespace(ns string) error {
+	if !namespaceName.MatchString(ns) {
+		return invalid("namespace %q must be 1-%d letters, digits or ._:-", clip(ns), MaxNamespaceLen)
+	}
+	return nil
+}
+
+// ValidateKind checks a job kind: 1-100 bytes of valid UTF-8 without
+// whitespace, control characters or braces.
+func ValidateKind(kind string) error {
+	if kind == "" || len(kind) > MaxKindLen || !utf8.ValidString(kind) ||
+		strings.ContainsFunc(kind, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '{' || r == '}' }) {
+		return invalid("kind %q must be 1-%d bytes of UTF-8 without whitespace, control characters or braces", clip(kind), MaxKindLen)
+	}
+	return nil
+}
+
+// ValidateResource checks a resource name (what a job's lease and fence
+// protect): 1-512 bytes (lease.MaxResourceLen) of valid UTF-8 without
+// control characters or braces.
+func ValidateResource(resource string) error {
+	if resource == "" || len(resource) > MaxResourceLen || !utf8.ValidString(resource) ||
+		strings.ContainsFunc(resource, func(r rune) bool { return unicode.IsControl(r) || r == '{' || r == '}' }) {
+		return invalid("resource %q must be 1-%d bytes of UTF-8 without control characters or braces", clip(resource), MaxResourceLen)
+	}
+	return nil
+}
+
+// ValidateOperationID checks an operation id: 1-200 bytes of valid UTF-8
+// without control characters.
+func ValidateOperationID(op string) error {
+	if op == "" || len(op) > MaxOperationIDLen || !utf8.ValidString(op) || strings.ContainsFunc(op, unicode.IsControl) {
+		return invalid("operation id %q must be 1-%d bytes of UTF-8 without control characters", clip(op), MaxOperationIDLen)
+	}
+	return nil
+}
+
+// clip shortens a rejected value for the error text.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
