@@ -57,22 +57,6 @@ func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*
 	return s, nil
 }
 
-// Keep runs the keep-alive loop over any claim renewable for ttl, such as a
-// ledger entry that doubles as a lease. renew is called every ttl/3 and
-// must return an error matching ErrLost once the claim is gone; other
-// errors are retried until the local deadline, confirmed + ttl - margin
-// (margin 0 means ttl/10, at least 10ms). confirmed is the local time at
-// which the claim's acquisition was sent.
-func Keep(ctx context.Context, ttl, margin time.Duration, confirmed time.Time, renew func(ctx context.Context) error) (*Session, error) {
-	if ttl < time.Millisecond || renew == nil || confirmed.IsZero() {
-		return nil, fmt.Errorf("%w: keep needs a ttl of at least 1ms, a confirmation time and a renew function", ErrInvalid)
-	}
-	s := newSession(ctx, ttl, margin, confirmed)
-	s.renew = renew
-	go s.run()
-	return s, nil
-}
-
 func newSession(ctx context.Context, ttl, margin time.Duration, confirmed time.Time) *Session {
 	if margin <= 0 {
 		margin = max(ttl/10, 10*time.Millisecond)
