@@ -1,0 +1,113 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Series bounds: one bucket a minute, kept for a day.
+const (
+	// SeriesStep is the width of one history bucket.
+	SeriesStep = time.Minute
+	// SeriesLength is how many buckets a queue keeps (24 hours).
+	SeriesLength = 1440
+)
+
+// SeriesBucket is a snapshot of one queue, taken once a minute by the
+// reconciler leader: the queue's cumulative counters (as Stats returns
+// them) and its jobs per state at that moment. Rates are the differences
+// between consecutive buckets.
+type SeriesBucket struct {
+	// At is the minute the snapshot belongs to (truncated to SeriesStep).
+	At time.Time `json:"at"`
+	// Stats are the cumulative counters (enqueued, succeeded, dead,
+	// fenced_commit, deduplicated_enqueue, ...); zero counters are left out.
+	Stats map[string]int64 `json:"stats"`
+	// Counts are the jobs per state; zero counts are left out.
+	Counts map[State]int64 `json:"counts"`
+}
+
+// seriesKey is queue q's history: a sorted set of JSON buckets scored by
+// their minute (unix milliseconds), in the queue's hash slot.
+func (l *Ledger) seriesKey(q string) string { return l.prefix(q) + "series" }
+
+// RecordSeries snapshots queue q's counters and state counts into the
+// bucket of now's minute, replacing a bucket already recorded for that
+// minute, and drops buckets older than SeriesLength minutes. The history
+// costs at most SeriesLength small entries per queue (a few hundred bytes
+// each). It reads and writes only q's keys and is meant to be called once
+// a minute per queue by one process (the reconciler leader does); it adds
+// nothing to the claim, renew or commit paths.
+func (l *Ledger) RecordSeries(ctx context.Context, q string, now time.Time) error {
+	if err := ValidateQueue(q); err != nil {
+		return err
+	}
+	stats, err := l.Stats(ctx, q)
+	if err != nil {
+		return err
+	}
+	counts, err := l.Counts(ctx, q)
+	if err != nil {
+		return err
+	}
+	b := SeriesBucket{At: now.Truncate(SeriesStep).UTC(), Stats: map[string]int64{}, Counts: map[State]int64{}}
+	for k, v := range stats {
+		if v != 0 {
+			b.Stats[k] = v
+		}
+	}
+	for s, v := range counts {
+		if v != 0 {
+			b.Counts[s] = v
+		}
+	}
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return wrap("series", err)
+	}
+	minute := b.At.UnixMilli()
+	score := strconv.FormatInt(minute, 10)
+	oldest := strconv.FormatInt(minute-int64(SeriesLength)*SeriesStep.Milliseconds(), 10)
+	key := l.seriesKey(q)
+	_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRemRangeByScore(ctx, key, score, score)
+		p.ZAdd(ctx, key, redis.Z{Score: float64(minute), Member: raw})
+		p.ZRemRangeByScore(ctx, key, "-inf", "("+oldest)
+		p.ZRemRangeByRank(ctx, key, 0, -int64(SeriesLength)-1)
+		return nil
+	})
+	return wrap("series", err)
+}
+
+// Series returns queue q's buckets from since on, oldest first (at most
+// SeriesLength). Entries that do not decode are skipped.
+func (l *Ledger) Series(ctx context.Context, q string, since time.Time) ([]SeriesBucket, error) {
+	if err := ValidateQueue(q); err != nil {
+		return nil, err
+	}
+	items, err := l.rdb.ZRangeByScore(ctx, l.seriesKey(q), &redis.ZRangeBy{
+		Min: strconv.FormatInt(since.Truncate(SeriesStep).UnixMilli(), 10), Max: "+inf",
+	}).Result()
+	if err != nil {
+		return nil, wrap("series", err)
+	}
+	out := make([]SeriesBucket, 0, len(items))
+	for _, s := range items {
+		var b SeriesBucket
+		if json.Unmarshal([]byte(s), &b) != nil || b.At.IsZero() {
+			continue
+		}
+		if b.Stats == nil {
+			b.Stats = map[string]int64{}
+		}
+		if b.Counts == nil {
+			b.Counts = map[State]int64{}
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
