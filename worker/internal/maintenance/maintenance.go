@@ -65,6 +65,9 @@ type Services struct {
 	log      *slog.Logger
 	expired  atomic.Int64
 	resolved atomic.Int64
+	// seriesMinute is the minute (unix ms) the status service last recorded
+	// the queues' history for (see status.go).
+	seriesMinute atomic.Int64
 }
 
 // New returns the services of one pool.

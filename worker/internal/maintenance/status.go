@@ -15,6 +15,11 @@ func (s *Services) status(ctx context.Context, leader lease.Token) error {
 	if err != nil {
 		return err
 	}
+	// Once a minute, the queues' history buckets (jobs.Ledger.RecordSeries)
+	// are recorded too (a pass that fails records the minute again on the
+	// next one).
+	minute := now.Truncate(jobs.SeriesStep).UnixMilli()
+	record := s.seriesMinute.Load() != minute
 	err = s.eachQueue(ctx, "status", func(q string) error {
 		counts, err := s.ledger.Counts(ctx, q)
 		if err != nil {
@@ -23,8 +28,14 @@ func (s *Services) status(ctx context.Context, leader lease.Token) error {
 		for st, n := range counts {
 			s.cfg.Metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))
 		}
+		if record {
+			return s.ledger.RecordSeries(ctx, q, now)
+		}
 		return nil
 	})
+	if record && err == nil {
+		s.seriesMinute.Store(minute)
+	}
 	if err != nil {
 		return err
 	}
