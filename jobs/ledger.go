@@ -114,6 +114,11 @@ func (l *Ledger) statusKey() string { return l.cfg.Namespace + ":reconciler:stat
 
 func (l *Ledger) opKey(q, op string) string { return l.prefix(q) + "op:" + op }
 
+// OperationKey returns the key that maps caller-given operation id op of
+// queue q to its job id (for tools that search operation ids by prefix;
+// look jobs up with FindByOperation).
+func (l *Ledger) OperationKey(q, op string) string { return l.opKey(q, op) }
+
 // NotifyChannel is the pub/sub channel on which queue q's idle pools are
 // woken when a job becomes due.
 func (l *Ledger) NotifyChannel(q string) string { return l.prefix(q) + "notify" }
