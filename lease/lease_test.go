@@ -359,7 +359,7 @@ func TestWaitForReplicas(t *testing.T) {
 	}
 	replica := redistest.Start(t, redistest.Options{})
 	rc := replica.Client()
-	if err := rc.SlaveOf(ctx, "127.0.0.1", primary.Addr[len("127.0.0.1:"):]).Err(); err != nil {
+	if err := rc.ReplicaOf(ctx, "127.0.0.1", primary.Addr[len("127.0.0.1:"):]).Err(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

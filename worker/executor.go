@@ -79,8 +79,6 @@ func (a *attempt) confirm(sent time.Time) {
 	a.mu.Unlock()
 }
 
-func (a *attempt) lost() bool { return errors.Is(context.Cause(a.ctx), lease.ErrLost) }
-
 func (a *attempt) fence() lease.Token {
 	a.mu.Lock()
 	defer a.mu.Unlock()

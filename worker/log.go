@@ -12,8 +12,6 @@ type jobLog struct {
 	attrs []any
 }
 
-func (j *jobLog) with(args ...any) { j.attrs = append(j.attrs, args...) }
-
 func (j *jobLog) log(level slog.Level, msg string, args ...any) {
 	ctx := context.Background()
 	if !j.l.Enabled(ctx, level) {

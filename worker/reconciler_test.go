@@ -214,6 +214,12 @@ func TestKilledAfterEffectIsReconciledNotReapplied(t *testing.T) {
 	if rec.Attempts != 1 || e.rdb.LLen(context.Background(), e.ns+":test:started").Val() != 1 {
 		t.Fatalf("job ran again: attempts %d", rec.Attempts)
 	}
+	if v := decisions(t, e, "expired"); v != 1 {
+		t.Fatalf("expired decisions = %v, want 1", v)
+	}
+	if v := decisions(t, e, "applied"); v != 1 {
+		t.Fatalf("applied decisions = %v, want 1", v)
+	}
 }
 
 type opaqueArgs struct{}

@@ -75,7 +75,7 @@ func (s *Services) verdict(ctx context.Context, rec *jobs.Record) (v jobs.Verdic
 func safeReconcile(ctx context.Context, f ReconcileFunc, rec *jobs.Record) (v jobs.Verdict, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			v, err = jobs.CannotTell, fmt.Errorf("Reconcile panicked: %v\n%s", r, debug.Stack())
+			v, err = jobs.CannotTell, fmt.Errorf("reconcile panicked: %v\n%s", r, debug.Stack())
 		}
 	}()
 	return f(ctx, rec)
