@@ -17,7 +17,7 @@ import (
 const (
 	defaultLimit   = 50
 	maxLimit       = 500
-	maxOffset      = 1_000_000
+	maxOffset      = 100_000
 	maxEvents      = 1000 // the ledger keeps at most this many per queue
 	historyInline  = 20   // history entries shown with each job of a list
 	maxIDLength    = 200
@@ -265,100 +265,27 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-type jobList struct {
-	State  jobs.State `json:"state"`
-	Queue  string     `json:"queue,omitempty"`
-	Offset int        `json:"offset"`
-	Limit  int        `json:"limit"`
-	// Total is the number of jobs in the state (across queues when no queue
-	// was given).
-	Total int64      `json:"total"`
-	Jobs  []*jobView `json:"jobs"`
-}
-
-// apiJobs lists jobs in one state, of one queue (with offset) or of every
-// queue (the first limit of each, oldest update first).
-func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	state := jobs.State(q.Get("state"))
-	if !state.Valid() {
-		writeError(w, http.StatusBadRequest, "invalid", "state must be one of "+stateNames)
-		return
-	}
-	queue := q.Get("queue")
-	if !queueParam(w, queue) {
-		return
-	}
-	limit, ok1 := intParam(r, "limit", defaultLimit, maxLimit)
-	offset, ok2 := intParam(r, "offset", 0, maxOffset)
-	if !ok1 || !ok2 {
-		writeError(w, http.StatusBadRequest, "invalid", "offset and limit must be non-negative integers")
-		return
-	}
-	if limit == 0 {
-		limit = defaultLimit
-	}
-	if queue == "" && offset > 0 {
-		writeError(w, http.StatusBadRequest, "invalid", "offset needs a queue")
-		return
-	}
-	withHistory := q.Get("history") == "1"
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	qs, err := h.queues(ctx, queue)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	out := jobList{State: state, Queue: queue, Offset: offset, Limit: limit, Jobs: []*jobView{}}
-	for _, name := range qs {
-		counts, err := h.ledger.Counts(ctx, name)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		out.Total += counts[state]
-		if counts[state] == 0 {
-			continue
-		}
-		recs, err := h.ledger.List(ctx, name, state, offset, limit)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		for _, rec := range recs {
-			out.Jobs = append(out.Jobs, viewOf(rec))
-		}
-	}
-	if queue == "" {
-		slices.SortStableFunc(out.Jobs, func(a, b *jobView) int { return a.Updated.Compare(b.Updated) })
-		if len(out.Jobs) > limit {
-			out.Jobs = out.Jobs[:limit]
-		}
-	}
-	if withHistory {
-		for _, j := range out.Jobs {
-			hist, err := h.ledger.History(ctx, j.Queue, j.ID)
-			if err != nil {
-				h.fail(w, r, err)
-				return
-			}
-			if len(hist) > historyInline {
-				hist = hist[len(hist)-historyInline:]
-			}
-			j.History = hist
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
 type jobDetail struct {
 	Job      *jobView     `json:"job"`
 	Attempts []*attempt   `json:"attempts"`
 	History  []jobs.Entry `json:"history"`
 	// Decisions are the operator decisions the job's state allows.
-	Decisions      []jobs.Decision `json:"decisions"`
-	ActionsEnabled bool            `json:"actions_enabled"`
+	Decisions []jobs.Decision `json:"decisions"`
+	// Cancellable is true for a pending job (cancelled at once) and a
+	// running one (its attempt is asked to stop).
+	Cancellable    bool `json:"cancellable"`
+	ActionsEnabled bool `json:"actions_enabled"`
+	// ServerTime is Redis's clock, which run_at and deadline are on.
+	ServerTime time.Time `json:"server_time"`
+	// Overdue is set when the job is late: a running job whose lease
+	// deadline has passed or is within the stuck margin (OverdueMS is then
+	// how long ago the deadline passed, negative before), or a pending job
+	// due for longer than the stuck margin that no pool has claimed
+	// (OverdueMS: how long since it was due).
+	Overdue   bool   `json:"overdue"`
+	OverdueMS *int64 `json:"overdue_ms,omitempty"`
+	// QueuePaused says who paused the job's queue, when it is paused.
+	QueuePaused *jobs.Pause `json:"queue_paused"`
 }
 
 // pathJob validates the {queue} and {id} path values.
@@ -391,9 +318,33 @@ func (h *Handler) apiJob(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	now, err := h.ledger.ServerTime(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	paused, err := h.ledger.Paused(ctx, queue)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	out := jobDetail{
 		Job: viewOf(rec), Attempts: attemptsOf(hist), History: hist,
 		Decisions: decisionsFor(rec.State), ActionsEnabled: h.ActionsEnabled(),
+		Cancellable: rec.State == jobs.Pending || (rec.State == jobs.Running && rec.CancelledBy == ""),
+		ServerTime:  now, QueuePaused: paused,
+	}
+	switch rec.State {
+	case jobs.Running:
+		if !rec.Deadline.IsZero() && !rec.Deadline.After(now.Add(h.opts.StuckMargin)) {
+			over := now.Sub(rec.Deadline).Milliseconds()
+			out.Overdue, out.OverdueMS = true, &over
+		}
+	case jobs.Pending:
+		if !rec.RunAt.IsZero() && now.Sub(rec.RunAt) > h.opts.StuckMargin {
+			over := now.Sub(rec.RunAt).Milliseconds()
+			out.Overdue, out.OverdueMS = true, &over
+		}
 	}
 	if out.Attempts == nil {
 		out.Attempts = []*attempt{}
@@ -403,53 +354,6 @@ func (h *Handler) apiJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if out.Decisions == nil {
 		out.Decisions = []jobs.Decision{}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-type searchMatch struct {
-	// By says what matched: "job_id" or "operation_id".
-	By  string   `json:"by"`
-	Job *jobView `json:"job"`
-}
-
-type searchResult struct {
-	Query   string        `json:"query"`
-	Matches []searchMatch `json:"matches"`
-}
-
-// apiSearch finds a job by job id, then by operation id (in every queue).
-func (h *Handler) apiSearch(w http.ResponseWriter, r *http.Request) {
-	text := strings.TrimSpace(r.URL.Query().Get("q"))
-	if text == "" || len(text) > maxIDLength {
-		writeError(w, http.StatusBadRequest, "invalid", "q must be a job id or an operation id (1-200 bytes)")
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	out := searchResult{Query: text, Matches: []searchMatch{}}
-	seen := map[string]bool{}
-	add := func(by string, rec *jobs.Record) {
-		if k := rec.Queue + "\x00" + rec.ID; !seen[k] {
-			seen[k] = true
-			out.Matches = append(out.Matches, searchMatch{By: by, Job: viewOf(rec)})
-		}
-	}
-	rec, err := h.ledger.Find(ctx, text)
-	switch {
-	case err == nil:
-		add("job_id", rec)
-	case !errors.Is(err, jobs.ErrNotFound):
-		h.fail(w, r, err)
-		return
-	}
-	rec, err = h.ledger.FindByOperation(ctx, text)
-	switch {
-	case err == nil:
-		add("operation_id", rec)
-	case !errors.Is(err, jobs.ErrNotFound):
-		h.fail(w, r, err)
-		return
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -220,7 +220,9 @@ func TestAPI(t *testing.T) {
 		}
 		for _, bad := range []string{
 			"/api/jobs?state=nope", "/api/jobs", "/api/jobs?state=dead&queue=bad%20queue",
-			"/api/jobs?state=dead&offset=5", "/api/jobs?state=dead&queue=default&limit=-1",
+			"/api/jobs?state=dead&queue=default&limit=-1", "/api/jobs?state=dead&sort=up",
+			"/api/jobs?state=dead&kind=bad%20kind", "/api/jobs?state=dead&from=yesterday",
+			"/api/jobs?state=dead&from=2000&to=1000",
 		} {
 			if res, body := call(t, h, httptest.NewRequest("GET", bad, nil)); res.StatusCode != http.StatusBadRequest {
 				t.Errorf("GET %s: %d %s", bad, res.StatusCode, body)

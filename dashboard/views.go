@@ -20,17 +20,22 @@ type jobView struct {
 	Token       string     `json:"token"`
 	// Fence is the resource lease's token of the last attempt, when the job
 	// leased a named resource (the token its side effects carried).
-	Fence          string          `json:"fence,omitempty"`
-	Owner          string          `json:"owner,omitempty"`
-	Deadline       time.Time       `json:"deadline,omitzero"`
-	Attempts       int             `json:"attempts"`
-	MaxRetries     int             `json:"max_retries"`
-	Runs           int             `json:"runs"`
-	ReconcileTries int             `json:"reconcile_tries"`
-	TimeoutMS      int64           `json:"timeout_ms,omitempty"`
-	Args           json.RawMessage `json:"args"`
-	Error          string          `json:"error,omitempty"`
-	Reason         string          `json:"reason,omitempty"`
+	Fence          string    `json:"fence,omitempty"`
+	Owner          string    `json:"owner,omitempty"`
+	Deadline       time.Time `json:"deadline,omitzero"`
+	Attempts       int       `json:"attempts"`
+	MaxRetries     int       `json:"max_retries"`
+	Runs           int       `json:"runs"`
+	ReconcileTries int       `json:"reconcile_tries"`
+	TimeoutMS      int64     `json:"timeout_ms,omitempty"`
+	// Args are the redacted args, on the job's own page only; lists carry
+	// ArgsPreview (the start of the args' JSON) and ArgsSize (its length
+	// in bytes) instead.
+	Args        json.RawMessage `json:"args,omitempty"`
+	ArgsPreview string          `json:"args_preview,omitempty"`
+	ArgsSize    int             `json:"args_size,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
 	// CancelRequestedBy names the operator who asked to cancel the job while
 	// it ran; its attempt is asked to stop and its outcome is still fenced.
 	CancelRequestedBy string    `json:"cancel_requested_by,omitempty"`
@@ -40,6 +45,11 @@ type jobView struct {
 	Started           time.Time `json:"started,omitzero"`
 	Finished          time.Time `json:"finished,omitzero"`
 	UncertainSince    time.Time `json:"uncertain_since,omitzero"`
+	// IndexAt is the job's time in its state's index, which lists sort
+	// and filter on: pending: when due; running: the lease deadline;
+	// uncertain: the reconciler's next look; others: when the state was
+	// entered. Only in lists.
+	IndexAt time.Time `json:"index_at,omitzero"`
 	// OverdueMS is how long ago the lease deadline passed (negative: how
 	// soon it passes); only on stuck jobs.
 	OverdueMS *int64 `json:"overdue_ms,omitempty"`

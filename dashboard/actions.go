@@ -1,0 +1,226 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// maxBulkBody bounds a bulk action's body (maxSelection job references).
+const maxBulkBody = 512 << 10
+
+// decodeBody reads r's JSON body into v, strictly, answering 415 or 400
+// when it cannot.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, shape string) bool {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "invalid", "send the body as application/json")
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "body must be "+shape)
+		return false
+	}
+	return true
+}
+
+// note trims an operator's note, answering 400 when it is too long or
+// missing though required.
+func note(w http.ResponseWriter, s string, required bool) (string, bool) {
+	s = strings.TrimSpace(s)
+	if len(s) > maxNoteLength {
+		writeError(w, http.StatusBadRequest, "invalid", "note longer than 2000 bytes")
+		return "", false
+	}
+	if required && s == "" {
+		writeError(w, http.StatusBadRequest, "invalid", "say why in the note (it is recorded with the action)")
+		return "", false
+	}
+	return s, true
+}
+
+// actionContext finishes an action that was sent even if the browser goes
+// away, so what the ledger did is always logged.
+func (h *Handler) actionContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.Timeout)
+}
+
+type noteRequest struct {
+	Note string `json:"note"`
+}
+
+// apiCancel cancels a pending (due or scheduled) job, or asks a running
+// job's attempt to stop (its outcome is still committed by its token).
+func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
+	who, ok := h.authorizeAction(w, r)
+	if !ok {
+		return
+	}
+	queue, id, ok := pathJob(w, r)
+	if !ok {
+		return
+	}
+	var req noteRequest
+	if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why"}`) {
+		return
+	}
+	n, ok := note(w, req.Note, true)
+	if !ok {
+		return
+	}
+	ctx, cancel := h.actionContext(r)
+	defer cancel()
+	log := h.log.With("queue", queue, "job_id", id, "action", "cancel", "actor", who.actor)
+	rec, err := h.client.Cancel(ctx, queue, id, who.actor, n)
+	if err != nil {
+		log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
+		h.fail(w, r, err)
+		return
+	}
+	log.InfoContext(ctx, "dashboard: operator cancelled job", "state", string(rec.State))
+	writeJSON(w, http.StatusOK, map[string]any{"job": viewOf(rec), "stop_requested": rec.State == jobs.Running})
+}
+
+// apiPause pauses (pause=true) or resumes a queue.
+func (h *Handler) apiPause(pause bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, ok := h.authorizeAction(w, r)
+		if !ok {
+			return
+		}
+		queue := r.PathValue("queue")
+		if queue == "" || !queueParam(w, queue) {
+			if queue == "" {
+				writeError(w, http.StatusBadRequest, "invalid", "bad queue")
+			}
+			return
+		}
+		var req noteRequest
+		if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why"}`) {
+			return
+		}
+		n, ok := note(w, req.Note, pause)
+		if !ok {
+			return
+		}
+		ctx, cancel := h.actionContext(r)
+		defer cancel()
+		action, set := "resume", h.client.Resume
+		if pause {
+			action, set = "pause", h.client.Pause
+		}
+		log := h.log.With("queue", queue, "action", action, "actor", who.actor)
+		changed, err := set(ctx, queue, who.actor, n)
+		if err != nil {
+			log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
+			h.fail(w, r, err)
+			return
+		}
+		paused, err := h.ledger.Paused(ctx, queue)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		log.InfoContext(ctx, "dashboard: operator "+action+"d queue", "changed", changed)
+		writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "paused": paused, "changed": changed})
+	}
+}
+
+// bulkRequest is a bulk action over jobs the page selected (api/jobs with
+// select=1) and the operator confirmed.
+type bulkRequest struct {
+	// Action is "cancel" or "rerun".
+	Action string   `json:"action"`
+	Jobs   []jobRef `json:"jobs"`
+	Note   string   `json:"note"`
+}
+
+type bulkFailure struct {
+	Queue string `json:"queue"`
+	ID    string `json:"id"`
+	Code  string `json:"code"` // not_found, wrong_state, invalid, unavailable
+	Error string `json:"error"`
+}
+
+type bulkResult struct {
+	Action    string        `json:"action"`
+	Requested int           `json:"requested"`
+	Done      int           `json:"done"`
+	Failed    []bulkFailure `json:"failed"`
+}
+
+// apiBulk cancels or re-runs each listed job, recording the actor and the
+// note with each, and reports which could not be (a job may have moved on
+// since it was selected).
+func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
+	who, ok := h.authorizeAction(w, r)
+	if !ok {
+		return
+	}
+	var req bulkRequest
+	shape := `{"action": "cancel|rerun", "jobs": [{"queue": "...", "id": "..."}], "note": "why"}`
+	if !decodeBody(w, r, maxBulkBody, &req, shape) {
+		return
+	}
+	if req.Action != "cancel" && req.Action != "rerun" {
+		writeError(w, http.StatusBadRequest, "invalid", "action must be cancel or rerun")
+		return
+	}
+	if len(req.Jobs) == 0 || len(req.Jobs) > maxSelection {
+		writeError(w, http.StatusBadRequest, "invalid", "jobs must list 1 to 1000 jobs")
+		return
+	}
+	for _, j := range req.Jobs {
+		if err := jobs.ValidateQueue(j.Queue); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid", err.Error())
+			return
+		}
+		if j.ID == "" || len(j.ID) > maxIDLength {
+			writeError(w, http.StatusBadRequest, "invalid", "bad job id")
+			return
+		}
+	}
+	n, ok := note(w, req.Note, true)
+	if !ok {
+		return
+	}
+	ctx, cancel := h.actionContext(r)
+	defer cancel()
+	out := bulkResult{Action: req.Action, Requested: len(req.Jobs), Failed: []bulkFailure{}}
+	for _, j := range req.Jobs {
+		var err error
+		if req.Action == "cancel" {
+			_, err = h.client.Cancel(ctx, j.Queue, j.ID, who.actor, n)
+		} else {
+			_, err = h.client.Resolve(ctx, j.Queue, j.ID, jobs.DecideRerun, who.actor, n)
+		}
+		if err == nil {
+			out.Done++
+			continue
+		}
+		code := "unavailable"
+		switch {
+		case errors.Is(err, jobs.ErrNotFound):
+			code = "not_found"
+		case errors.Is(err, jobs.ErrWrongState):
+			code = "wrong_state"
+		case errors.Is(err, jobs.ErrInvalid):
+			code = "invalid"
+		default:
+			h.log.WarnContext(ctx, "dashboard: bulk action failed on a job", "queue", j.Queue, "job_id", j.ID, "error", err)
+		}
+		msg := err.Error()
+		if code == "unavailable" {
+			msg = "the ledger could not be reached; see the server log"
+		}
+		out.Failed = append(out.Failed, bulkFailure{Queue: j.Queue, ID: j.ID, Code: code, Error: msg})
+	}
+	h.log.InfoContext(ctx, "dashboard: operator bulk action", "action", req.Action, "actor", who.actor,
+		"requested", out.Requested, "done", out.Done, "failed", len(out.Failed))
+	writeJSON(w, http.StatusOK, out)
+}
