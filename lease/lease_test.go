@@ -174,7 +174,9 @@ func testKeepAliveLoss(t *testing.T, c redis.UniversalClient) {
 func testKeepAliveHolds(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
 	m := newManager(t, c)
-	ttl := 600 * time.Millisecond
+	// Renewals every ttl/3 = 1 s, each with 2.7 s to come back before the
+	// session gives up: room for a busy machine.
+	ttl := 3 * time.Second
 	l, err := m.Acquire(ctx, "r", "a", ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -183,12 +185,30 @@ func testKeepAliveHolds(t *testing.T, c redis.UniversalClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * ttl)
+	// Wait (on Redis, not a sleep) until a renewal moved the deadline past
+	// the first TTL: the lease outlived it.
+	for {
+		h, err := m.Holder(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h == nil || h.Token != l.Token {
+			t.Fatalf("lease lost under keep-alive: holder %+v, session %v", h, s.Err())
+		}
+		if h.Deadline.After(l.Deadline.Add(ttl / 3)) {
+			break
+		}
+		select {
+		case <-s.Done():
+			t.Fatalf("session ended while renewing: %v", s.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	if s.Err() != nil {
 		t.Fatalf("session ended while renewing: %v", s.Err())
 	}
 	if _, err := m.Acquire(ctx, "r", "b", ttl); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("lease not held past its TTL under keep-alive: %v", err)
+		t.Fatalf("lease not held under keep-alive: %v", err)
 	}
 	if err := s.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -205,14 +225,16 @@ func testAcquireWait(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
 	m := newManager(t, c)
 	first, _ := m.Acquire(ctx, "r", "a", 100*time.Millisecond)
-	got, err := m.AcquireWait(ctx, "r", "b", time.Second)
+	got, err := m.AcquireWait(ctx, "r", "b", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Owner != "b" || got.Token <= first.Token {
 		t.Fatalf("wait acquire: %+v after %+v", got, first)
 	}
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	// b holds the lease for a minute; a budget of 500 ms ends while it is
+	// held, and leaves room for the first Acquire on a busy machine.
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	if _, err := m.AcquireWait(short, "r", "c", time.Second); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("wait on held lease: want deadline exceeded and ErrHeld, got %v", err)
