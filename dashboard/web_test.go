@@ -49,11 +49,13 @@ func TestSecurityHeaders(t *testing.T) {
 // TestAssetsBuildDOMSafely guards the page code: no markup from strings,
 // no inline script or style the CSP would have to allow, no foreign URLs.
 func TestAssetsBuildDOMSafely(t *testing.T) {
-	js, err := os.ReadFile("assets/app.js")
+	raw, err := os.ReadFile("assets/app.js")
 	must(t, err)
+	// The SVG namespace is a name, not a URL the page loads.
+	js := strings.ReplaceAll(string(raw), `'http://www.w3.org/2000/svg'`, "")
 	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function",
 		"createContextualFragment", "DOMParser", "http://", "https://", "fetch('/", "srcdoc"} {
-		if strings.Contains(string(js), bad) {
+		if strings.Contains(js, bad) {
 			t.Errorf("app.js uses %s", bad)
 		}
 	}

@@ -13,6 +13,7 @@
   let session = { actions_enabled: false, authenticated: false, basic_auth: false };
   let csrfToken = null;
   let timer = null;
+  let ticker = null; // a page's per-second countdown
   let seq = 0; // bumps on every navigation; stale responses are dropped
 
   // ---- DOM helpers -------------------------------------------------------
@@ -96,6 +97,140 @@
     main.dataset.ready = '1';
   }
 
+  // ---- charts ------------------------------------------------------------
+
+  // Charts are SVG elements built here (no library, nothing inline that the
+  // CSP would have to allow); colours come from style.css classes.
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  const hhmm = (ms) => new Date(ms).toISOString().slice(11, 16) + 'Z';
+
+  // chart draws points[field] as one bar per step over [startMs, endMs].
+  // A counter ('count') is totalled over the window; a state count
+  // ('gauge') shows its latest value.
+  function chart(name, title, points, field, startMs, endMs, stepMs, kind) {
+    const W = 600, H = 150, L = 44, R = 8, T = 10, B = 22;
+    const vals = points.map((p) => ({ t: new Date(p.at).getTime(), v: Number(p[field]) || 0 }))
+      .filter((p) => p.t >= startMs - stepMs && p.t <= endMs);
+    const maxV = Math.max(1, ...vals.map((p) => p.v));
+    const x = (t) => L + (W - L - R) * (t - startMs) / (endMs - startMs);
+    const y = (v) => T + (H - T - B) * (1 - v / maxV);
+    const bw = Math.max(1, (W - L - R) * stepMs / (endMs - startMs) - 0.5);
+    const total = vals.reduce((a, p) => a + p.v, 0);
+    const last = vals.length ? vals[vals.length - 1].v : 0;
+    const bars = vals.filter((p) => p.v > 0).map((p) => svg('rect', {
+      x: Math.max(L, x(p.t)).toFixed(1), y: y(p.v).toFixed(1), width: bw.toFixed(1), height: (H - B - y(p.v)).toFixed(1),
+      class: 'bar bar-' + kind,
+    }, svg('title', {}, fmtTime(p.at) + ': ' + p.v)));
+    const g = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'chart-svg', role: 'img', 'aria-label': title },
+      svg('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, class: 'axis' }),
+      svg('line', { x1: L, y1: T, x2: L, y2: H - B, class: 'axis' }),
+      svg('text', { x: L - 4, y: T + 8, class: 'tick', 'text-anchor': 'end' }, String(maxV)),
+      svg('text', { x: L - 4, y: H - B, class: 'tick', 'text-anchor': 'end' }, '0'),
+      svg('text', { x: L, y: H - 6, class: 'tick' }, hhmm(startMs)),
+      svg('text', { x: W - R, y: H - 6, class: 'tick', 'text-anchor': 'end' }, hhmm(endMs)),
+      bars);
+    const summary = kind === 'count' ? total + ' in the window' : 'now ' + last + ', peak ' + (vals.length ? maxV : 0);
+    return el('figure', { class: 'chart', id: 'chart-' + name, 'data-total': String(total), 'data-bars': String(bars.length) },
+      el('figcaption', {}, el('strong', {}, title), ' ', el('span', { class: 'muted' }, summary)), g);
+  }
+
+  const chartDefs = [
+    ['throughput', 'Succeeded', 'succeeded', 'count'],
+    ['failures', 'Failed attempts (dead or retried)', 'failed', 'count'],
+    ['fenced', 'Fenced rejections', 'fenced', 'count'],
+    ['deduplicated', 'Deduplications', 'deduplicated', 'count'],
+    ['uncertain', 'Uncertain jobs', 'uncertain', 'gauge'],
+    ['review', 'Jobs in review', 'review', 'gauge'],
+  ];
+
+  function charts(data, which) {
+    const end = new Date(data.server_time).getTime();
+    const span = data.window === '24h' ? 86400000 : 3600000;
+    const step = data.step_seconds * 1000;
+    const defs = chartDefs.filter((d) => !which || which.includes(d[0]));
+    if (!data.points.length) {
+      return el('p', { class: 'muted', id: 'no-history' }, 'No history yet: the reconciler leader records each queue\'s counters once a minute; charts fill in from the second minute.');
+    }
+    return el('div', { class: 'charts' }, defs.map(([name, title, field, kind]) => chart(name, title, data.points, field, end - span, end, step, kind)));
+  }
+
+  // ---- actions -----------------------------------------------------------
+
+  // actionBlocker explains why actions are not offered, or returns null.
+  function actionBlocker(what) {
+    if (!session.actions_enabled) return el('p', { class: 'muted' }, 'Read-only: configure credentials to ' + what + '.');
+    if (!session.authenticated) {
+      return el('p', {}, session.basic_auth ? el('a', { href: 'api/login' }, 'Sign in') : 'Authenticate', ' to ' + what + '.');
+    }
+    return null;
+  }
+  const canAct = () => session.actions_enabled && session.authenticated;
+
+  // actionButton opens an inline confirmation (a question, a note, Confirm
+  // and Back). o.prepare (optional) returns {question, data} first; o.run
+  // (note, data) does the action and returns the message shown.
+  function actionButton(o) {
+    const box = el('span', { class: 'action', 'data-action': o.name, 'data-target': o.target || '' });
+    const status = el('span', { class: 'status', role: 'status' });
+    const open = el('button', { type: 'button', class: 'act act-' + o.name }, o.label);
+    open.addEventListener('click', async () => {
+      let prep = { question: o.question, data: null };
+      if (o.prepare) {
+        open.disabled = true;
+        status.textContent = 'Counting…';
+        try { prep = await o.prepare(); } catch (err) { status.textContent = 'Failed: ' + err.message; open.disabled = false; return; }
+        open.disabled = false;
+        status.textContent = '';
+        if (!prep) return;
+      }
+      const note = el('input', { type: 'text', maxlength: '2000', class: 'note', 'aria-label': 'note',
+        placeholder: o.noteRequired ? 'why (required; recorded with the action)' : 'why (recorded with the action)' });
+      const ok = el('button', { type: 'button', class: 'confirm' }, 'Confirm');
+      const back = el('button', { type: 'button', class: 'back' }, 'Back');
+      back.addEventListener('click', () => { status.textContent = ''; box.replaceChildren(open, status); });
+      ok.addEventListener('click', async () => {
+        if (o.noteRequired && !note.value.trim()) { status.textContent = 'Say why in the note.'; note.focus(); return; }
+        ok.disabled = true; back.disabled = true; note.disabled = true;
+        status.textContent = 'Working…';
+        try {
+          status.textContent = await o.run(note.value.trim(), prep.data);
+          box.dataset.done = '1';
+          setTimeout(() => render(true), 800);
+        } catch (err) {
+          status.textContent = 'Failed: ' + err.message;
+          ok.disabled = false; back.disabled = false; note.disabled = false;
+        }
+      });
+      box.replaceChildren(el('span', { class: 'confirm-box', role: 'group' }, el('span', { class: 'question' }, prep.question), note, ok, back), status);
+      note.focus();
+    });
+    box.append(open, status);
+    return box;
+  }
+
+  function pauseButton(q) {
+    const paused = !!q.paused;
+    return actionButton({
+      name: paused ? 'resume' : 'pause', target: q.name, label: paused ? 'Resume' : 'Pause', noteRequired: !paused,
+      question: paused ? 'Resume queue ' + q.name + '? Pools start its jobs again.'
+        : 'Pause queue ' + q.name + '? No new attempts start; running ones finish; enqueues are accepted.',
+      run: async (note) => {
+        const res = await post('api/queues/' + enc(q.name) + '/' + (paused ? 'resume' : 'pause'), { note });
+        return 'Queue ' + q.name + (res.paused ? ' is paused.' : ' is running.');
+      },
+    });
+  }
+
   // ---- API ---------------------------------------------------------------
 
   async function api(path, opts) {
@@ -118,14 +253,16 @@
     return data;
   }
 
-  async function resolve(queue, id, decision, note) {
+  // post sends an action with the CSRF token, fetching a new token once if
+  // the server refused it.
+  async function post(path, body) {
     for (let i = 0; i < 2; i++) {
       if (!csrfToken) csrfToken = (await api('api/csrf')).token;
       try {
-        return await api('api/jobs/' + enc(queue) + '/' + enc(id) + '/resolve', {
+        return await api(path, {
           method: 'POST',
           headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrfToken },
-          body: JSON.stringify({ decision, note }),
+          body: JSON.stringify(body),
         });
       } catch (err) {
         if (err.code === 'csrf' && i === 0) { csrfToken = null; continue; }
@@ -134,6 +271,9 @@
     }
     throw new Error('CSRF token refused');
   }
+
+  const jobPath = (queue, id) => 'api/jobs/' + enc(queue) + '/' + enc(id);
+  const resolve = (queue, id, decision, note) => post(jobPath(queue, id) + '/resolve', { decision, note });
 
   async function loadSession() {
     try {
@@ -193,8 +333,10 @@
 
   // ---- pages -------------------------------------------------------------
 
+  const listHref = (params) => '#/jobs?' + new URLSearchParams(params).toString();
+
   async function overviewPage(my) {
-    const ov = await api('api/overview');
+    const [ov, hist] = await Promise.all([api('api/overview'), api('api/series?window=1h')]);
     if (my !== seq) return;
     const rc = ov.reconciler || {};
     let recNode;
@@ -226,7 +368,7 @@
           const n = (q.counts || {})[s] || 0;
           const cls = 'count' + (n > 0 && (s === 'uncertain' || s === 'review' || s === 'dead') ? ' warn' : '');
           return el('td', { class: cls, 'data-queue': q.name, 'data-state': s },
-            el('a', { href: '#/jobs/' + enc(q.name) + '/' + s }, String(n)));
+            el('a', { href: listHref({ state: s, queue: q.name }) }, String(n)));
         }),
         el('td', { class: 'num', title: tp ? 'over the last ' + tp.window_seconds.toFixed(0) + 's' : 'measuring' },
           fmtRate(tp && tp.succeeded_per_sec)),
@@ -234,7 +376,8 @@
         el('td', { class: 'num' + (q.fenced_rejections > 0 ? ' warn' : ''), title: fencedTitle },
           el('a', { href: '#/events/fenced' }, String(q.fenced_rejections))),
         el('td', { class: 'num', title: dedupTitle },
-          el('a', { href: '#/events/deduplicated' }, String(q.deduplicated))));
+          el('a', { href: '#/events/deduplicated' }, String(q.deduplicated))),
+        canAct() ? el('td', { class: 'actions' }, pauseButton(q)) : null);
     });
     const totals = el('p', { class: 'totals' }, states.map((s) => [badge(s), ' ', String((ov.totals || {})[s] || 0), '  ']));
     const pausedQueues = ov.queues.filter((q) => q.paused);
@@ -247,29 +390,170 @@
       recNode,
       pausedNode,
       totals,
-      table(['Queue', ...states, 'succeeded/s', 'attempts/s', 'fenced', 'deduplicated'], rows, { id: 'queues' }),
-      el('p', { class: 'muted' }, 'Counts are the ledger\'s state indexes; rates are measured by this dashboard between refreshes; fenced and deduplicated are totals since the queue was created.'));
+      table(['Queue', ...states, 'succeeded/s', 'attempts/s', 'fenced', 'deduplicated', ...(canAct() ? ['Actions'] : [])], rows, { id: 'queues' }),
+      el('p', { class: 'muted' }, 'Counts are the ledger\'s state indexes; rates are measured by this dashboard between refreshes; fenced and deduplicated are totals since the queue was created.'),
+      el('h2', {}, 'Last hour ', el('small', {}, el('a', { href: '#/history' }, 'more history'))),
+      charts(hist, ['throughput', 'failures', 'uncertain', 'review']));
     schedule(5000);
   }
 
-  async function jobsPage(my, queue, state, offset) {
+  // indexLabel names the time a state's index sorts on.
+  const indexLabel = { pending: 'Due', running: 'Lease deadline', uncertain: 'Next look' };
+  const bulkActions = {
+    pending: ['cancel', 'Cancel all matching', 'Cancel'],
+    running: ['cancel', 'Ask all matching to stop', 'Ask to stop'],
+    dead: ['rerun', 'Re-run all matching', 'Re-run'],
+    cancelled: ['rerun', 'Re-run all matching', 'Re-run'],
+    review: ['rerun', 'Re-run all matching', 'Re-run'],
+    uncertain: ['rerun', 'Re-run all matching', 'Re-run'],
+  };
+  const filterKeys = ['state', 'queue', 'kind', 'from', 'to', 'sort'];
+
+  // isoToLocal turns an RFC 3339 time into a datetime-local input value.
+  function isoToLocal(iso) {
+    const d = new Date(iso);
+    if (!iso || isNaN(d.getTime())) return '';
+    return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+  }
+
+  function describeFilter(f) {
+    return [f.state, f.queue ? 'in queue ' + f.queue : 'in every queue', f.kind ? 'of kind ' + f.kind : '',
+      f.from ? 'from ' + fmtTime(f.from) : '', f.to ? 'to ' + fmtTime(f.to) : ''].filter(Boolean).join(' ');
+  }
+
+  async function jobsPage(my, params) {
+    const f = {};
+    for (const k of filterKeys) if (params.get(k)) f[k] = params.get(k);
+    if (!states.includes(f.state)) f.state = 'pending';
+    const offset = Math.max(0, parseInt(params.get('offset') || '0', 10) || 0);
     const limit = 50;
-    const data = await api('api/jobs?queue=' + enc(queue) + '&state=' + enc(state) + '&offset=' + offset + '&limit=' + limit);
+    const query = new URLSearchParams(f).toString();
+    const [data, ov] = await Promise.all([
+      api('api/jobs?' + query + '&offset=' + offset + '&limit=' + limit),
+      api('api/overview'),
+    ]);
     if (my !== seq) return;
+    const desc = data.sort === 'desc';
+
+    // The filter form.
+    const stateSel = el('select', { name: 'state', 'aria-label': 'state' }, states.map((s) => el('option', { value: s, selected: s === f.state ? 'selected' : null }, s)));
+    const queueSel = el('select', { name: 'queue', 'aria-label': 'queue' }, el('option', { value: '' }, 'every queue'),
+      ov.queues.map((q) => el('option', { value: q.name, selected: q.name === f.queue ? 'selected' : null }, q.name)));
+    const kindIn = el('input', { name: 'kind', type: 'text', placeholder: 'any kind', value: f.kind || '', 'aria-label': 'kind', maxlength: '100' });
+    const fromIn = el('input', { name: 'from', type: 'datetime-local', value: isoToLocal(f.from), 'aria-label': 'from' });
+    const toIn = el('input', { name: 'to', type: 'datetime-local', value: isoToLocal(f.to), 'aria-label': 'to' });
+    const sortSel = el('select', { name: 'sort', 'aria-label': 'order' },
+      el('option', { value: 'asc', selected: desc ? null : 'selected' }, 'oldest first'),
+      el('option', { value: 'desc', selected: desc ? 'selected' : null }, 'newest first'));
+    const form = el('form', { id: 'filters', class: 'filters' },
+      el('label', {}, 'State ', stateSel), el('label', {}, 'Queue ', queueSel), el('label', {}, 'Kind ', kindIn),
+      el('label', {}, (indexLabel[f.state] || 'Since') + ' from ', fromIn), el('label', {}, 'to ', toIn),
+      el('label', {}, 'Order ', sortSel), el('button', { type: 'submit' }, 'Apply'),
+      el('a', { href: listHref({ state: f.state }) }, 'clear'));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const p = { state: stateSel.value };
+      if (queueSel.value) p.queue = queueSel.value;
+      if (kindIn.value.trim()) p.kind = kindIn.value.trim();
+      if (fromIn.value) p.from = new Date(fromIn.value).toISOString();
+      if (toIn.value) p.to = new Date(toIn.value).toISOString();
+      if (sortSel.value === 'desc') p.sort = 'desc';
+      location.hash = listHref(p);
+    });
+
     const rows = data.jobs.map((j) => el('tr', {},
       el('td', {}, jobLink(j.queue, j.id)),
+      el('td', { class: 'mono' }, j.queue),
       el('td', {}, j.kind),
       el('td', { class: 'mono' }, j.operation_id),
       el('td', { class: 'num' }, String(j.attempts)),
-      el('td', { class: 'nowrap' }, fmtTime(j.updated)),
+      el('td', { class: 'nowrap' }, fmtTime(j.index_at)),
+      el('td', { class: 'preview mono', title: j.args_size + ' bytes' }, j.args_preview || ''),
       el('td', {}, j.reason || ''),
       el('td', { class: 'error-text' }, j.error || '')));
-    const pager = el('p', { class: 'pager' },
-      offset > 0 ? el('a', { href: '#/jobs/' + enc(queue) + '/' + enc(state) + '?offset=' + Math.max(0, offset - limit) }, '← newer') : '',
-      ' ', String(offset + 1) + '–' + String(offset + data.jobs.length) + ' of ' + data.total, ' ',
-      offset + data.jobs.length < data.total ? el('a', { href: '#/jobs/' + enc(queue) + '/' + enc(state) + '?offset=' + (offset + limit) }, 'older →') : '');
-    show('jobs', el('h1', {}, badge(state), ' jobs in ', el('span', { class: 'mono' }, queue)),
-      table(['Job', 'Kind', 'Operation', 'Attempts', 'Updated', 'Reason', 'Error'], rows, { id: 'jobs' }), pager);
+
+    // Pages: labels follow the order shown.
+    const page = (off) => listHref(Object.assign({}, f, off ? { offset: String(off) } : {}));
+    const earlier = desc ? '← newer' : '← older';
+    const later = desc ? 'older →' : 'newer →';
+    const pager = el('p', { class: 'pager', id: 'pager' },
+      offset > 0 ? el('a', { href: page(Math.max(0, offset - limit)), rel: 'prev' }, earlier) : '',
+      ' ', data.jobs.length ? String(offset + 1) + '–' + String(offset + data.jobs.length) : '0',
+      ' of ' + data.total + (data.total_exact ? '' : '+') + ' (' + (desc ? 'newest' : 'oldest') + ' first) ',
+      offset + data.jobs.length < data.total ? el('a', { href: page(offset + limit), rel: 'next' }, later) : '');
+
+    // A bulk action over every job that passes the filters.
+    let bulk = null;
+    const ba = bulkActions[f.state];
+    if (ba && data.total > 0) {
+      bulk = actionBlocker('act on these jobs') || el('p', { class: 'bulk', id: 'bulk' }, actionButton({
+        name: 'bulk-' + ba[0], label: ba[1], noteRequired: true,
+        prepare: async () => {
+          const sel = await api('api/jobs?' + query + '&limit=1&select=1');
+          if (!sel.selection.length) throw new Error('no job matches any more');
+          const n = sel.selection.length;
+          return {
+            question: ba[2] + ' ' + n + ' job' + (n === 1 ? '' : 's') + ' (' + describeFilter(f) + ')' +
+              (sel.selection_truncated ? ', the first 1000 of more' : '') + '?',
+            data: sel.selection,
+          };
+        },
+        run: async (note, selection) => {
+          const res = await post('api/bulk', { action: ba[0], jobs: selection, note });
+          const failed = res.failed.length ? '; ' + res.failed.length + ' could not be (' +
+            [...new Set(res.failed.map((x) => x.code))].join(', ') + ')' : '';
+          return 'Done: ' + res.done + ' of ' + res.requested + ' jobs' + failed + '.';
+        },
+      }));
+    }
+    show('jobs', el('h1', {}, badge(f.state), ' jobs ', el('small', { class: 'muted' }, describeFilter(f))),
+      form, bulk,
+      table(['Job', 'Queue', 'Kind', 'Operation', 'Attempts', indexLabel[f.state] || 'Since', 'Args', 'Reason', 'Error'], rows, { id: 'jobs' }),
+      pager);
+  }
+
+  async function poolsPage(my) {
+    const data = await api('api/pools');
+    if (my !== seq) return;
+    const rc = data.reconciler || {};
+    const rows = data.pools.map((p) => el('tr', { 'data-pool': p.id },
+      el('td', { class: 'mono' }, p.id, p.leader ? [' ', el('span', { class: 'badge leader', title: 'holds the reconciler\'s leader lease' }, 'reconciler leader')] : ''),
+      el('td', { class: 'mono' }, p.host),
+      el('td', { class: 'num' }, String(p.pid)),
+      el('td', { class: 'mono' }, Object.entries(p.queues || {}).map(([q, w]) => q + '=' + w).join(', ')),
+      el('td', { class: 'num' }, String(p.busy) + ' / ' + String(p.concurrency)),
+      el('td', { class: 'mono' }, p.version),
+      el('td', { class: 'nowrap' }, fmtTime(p.started)),
+      el('td', { class: 'nowrap' + (p.heartbeat_age_ms > 15000 ? ' warn' : '') }, fmtTime(p.last_heartbeat) + ' (' + fmtDuration(p.heartbeat_age_ms) + ' ago)')));
+    const leaderLine = rc.present
+      ? el('p', { id: 'pools-leader' }, 'Reconciler leader ', el('strong', { class: 'mono' }, rc.leader), ' (token ', el('span', { class: 'mono' }, rc.token), ')',
+        data.pools.some((p) => p.leader) ? '' : ' — not among the pools listed (a pool without heartbeats, or one that just stopped).')
+      : el('p', { class: 'warn', id: 'pools-leader' }, 'No reconciler leader: expired leases are not detected and uncertain jobs are not reconciled.');
+    show('pools', el('h1', {}, 'Pools ', el('small', { class: 'muted' }, data.pools.length + ' live')),
+      leaderLine,
+      table(['Pool', 'Host', 'PID', 'Queues (weight)', 'Busy / slots', 'Version', 'Started', 'Last heartbeat'], rows, { id: 'pools' }),
+      el('p', { class: 'muted' }, 'Pools publish a heartbeat every few seconds; one that stops is dropped from this list after its heartbeat lapses.'));
+    schedule(5000);
+  }
+
+  async function historyPage(my, params) {
+    const win = params.get('window') === '24h' ? '24h' : '1h';
+    const queue = params.get('queue') || '';
+    const [data, ov] = await Promise.all([
+      api('api/series?window=' + win + (queue ? '&queue=' + enc(queue) : '')),
+      api('api/overview'),
+    ]);
+    if (my !== seq) return;
+    const href = (p) => '#/history?' + new URLSearchParams(Object.assign({ window: win }, queue ? { queue } : {}, p)).toString();
+    const tabs = el('p', { class: 'tabs', id: 'history-tabs' },
+      el('a', { href: href({ window: '1h' }), class: win === '1h' ? 'active' : '' }, 'Last hour'), ' · ',
+      el('a', { href: href({ window: '24h' }), class: win === '24h' ? 'active' : '' }, 'Last day'), ' · queue: ',
+      el('a', { href: '#/history?window=' + win, class: queue ? '' : 'active' }, 'all'),
+      ov.queues.map((q) => [' ', el('a', { href: '#/history?' + new URLSearchParams({ window: win, queue: q.name }).toString(), class: queue === q.name ? 'active' : '' }, q.name)]));
+    show('history', el('h1', {}, 'History ', el('small', { class: 'muted' }, (queue ? 'queue ' + queue : 'every queue') + ', one bar per ' + fmtDuration(data.step_seconds * 1000))),
+      tabs, charts(data),
+      el('p', { class: 'muted' }, 'From per-minute snapshots the reconciler leader keeps in Redis for a day (they survive restarts of the dashboard and the pools). Counters are per bar; uncertain and review are the jobs in that state at the end of each bar.'));
+    schedule(30000);
   }
 
   async function stuckPage(my) {
@@ -370,16 +654,64 @@
         (a.fenced || []).map((f) => el('div', { class: 'warn' }, 'fenced ' + f.stage + ' at ' + fmtTime(f.at) + (f.outcome ? ' (wanted ' + f.outcome + ')' : '')))))), { id: 'attempts' });
     let args;
     try { args = JSON.stringify(j.args, null, 2); } catch (_) { args = String(j.args); }
+    // Times are on Redis's clock: count down against it.
+    const skew = new Date(d.server_time).getTime() - Date.now();
+    const runAt = new Date(j.run_at).getTime();
+    let overdue = '';
+    if (d.overdue && j.state === 'running') {
+      overdue = el('span', { class: 'warn', id: 'job-overdue' }, 'overdue: ' + (d.overdue_ms >= 0
+        ? 'its lease deadline passed ' + fmtDuration(d.overdue_ms) + ' ago; the reconciler moves it to uncertain'
+        : 'its lease ends in ' + fmtDuration(d.overdue_ms) + ' and was not renewed'));
+    } else if (d.overdue && j.state === 'pending') {
+      overdue = el('span', { class: 'warn', id: 'job-overdue' }, 'overdue: due ' + fmtDuration(d.overdue_ms) + ' ago and not started' +
+        (d.queue_paused ? ' (queue ' + j.queue + ' is paused by ' + d.queue_paused.actor + ')' : ' (is a pool serving queue ' + j.queue + '?)'));
+    }
+    const lease = j.state === 'running' ? el('span', { id: 'job-lease', class: 'nowrap' }) : '';
+    if (lease) {
+      const deadline = new Date(j.deadline).getTime();
+      const tick = () => {
+        const left = deadline - (Date.now() + skew);
+        lease.textContent = fmtTime(j.deadline) + (left >= 0 ? ' (in ' + fmtDuration(left) + ')' : ' (passed ' + fmtDuration(left) + ' ago)');
+        lease.classList.toggle('warn', left < 0);
+      };
+      tick();
+      ticker = setInterval(tick, 1000);
+    }
+    let runAtText = '';
+    if (j.run_at && j.state === 'pending') {
+      const left = runAt - new Date(d.server_time).getTime();
+      runAtText = el('span', { id: 'job-run-at' }, fmtTime(j.run_at) + (left > 0 ? ' (in ' + fmtDuration(left) + ')' : ' (due)'));
+    } else if (j.run_at) {
+      runAtText = el('span', { id: 'job-run-at' }, fmtTime(j.run_at));
+    }
+    let cancel = null;
+    if (d.cancellable) {
+      cancel = actionBlocker('cancel this job') || el('div', { class: 'job-actions' }, actionButton({
+        name: 'cancel', target: j.id, noteRequired: true,
+        label: j.state === 'running' ? 'Ask the attempt to stop' : 'Cancel job',
+        question: j.state === 'running'
+          ? 'Ask the running attempt to stop? Its outcome is still committed by its token; a retry it asks for becomes cancelled.'
+          : 'Cancel this ' + (runAt > new Date(d.server_time).getTime() ? 'scheduled' : 'pending') + ' job? It becomes cancelled (it can be re-run).',
+        run: async (note) => {
+          const res = await post(jobPath(j.queue, j.id) + '/cancel', { note });
+          return res.stop_requested ? 'The attempt is asked to stop.' : 'The job is now ' + res.job.state + '.';
+        },
+      }));
+    }
     show('job',
-      el('h1', {}, 'Job ', el('span', { class: 'mono', id: 'job-id' }, j.id), ' ', badge(j.state)),
+      el('h1', {}, 'Job ', el('span', { class: 'mono', id: 'job-id' }, j.id), ' ', badge(j.state),
+        d.overdue ? [' ', el('span', { class: 'badge overdue' }, 'overdue')] : ''),
       dl([
         ['Queue', j.queue], ['Kind', j.kind], ['Operation id', el('span', { class: 'mono' }, j.operation_id)],
         ['Resource', j.resource], ['Token', j.token],
         ['Fence', j.fence ? el('span', { class: 'mono', title: 'the resource lease\'s token its side effects carried' }, j.fence) : ''],
         ['Cancel requested', j.cancel_requested_by ? el('span', { class: 'warn', id: 'job-cancel' },
           'by ' + j.cancel_requested_by + (j.state === 'running' ? ': the attempt is asked to stop; its outcome is still committed by its token' : '')) : ''],
+        ['Run at', runAtText],
+        ['Overdue', overdue],
+        ['Queue paused', d.queue_paused ? 'by ' + d.queue_paused.actor + (d.queue_paused.note ? ': ' + d.queue_paused.note : '') + ' (' + ago(d.queue_paused.at) + ')' : ''],
         [j.state === 'running' ? 'Owner' : 'Last owner', j.owner],
-        ['Lease deadline', j.state === 'running' ? fmtTime(j.deadline) : ''],
+        ['Lease deadline', lease],
         ['Attempts', String(j.attempts) + ' (max retries ' + j.max_retries + ', runs ' + j.runs + ')'],
         ['Created', fmtTime(j.created)], ['Updated', fmtTime(j.updated)], ['Finished', j.finished ? fmtTime(j.finished) : ''],
         ['Uncertain since', j.uncertain_since ? fmtTime(j.uncertain_since) : ''],
@@ -387,6 +719,7 @@
         ['Reason', j.reason ? el('span', { id: 'job-reason' }, j.reason) : ''],
         ['Error', j.error ? el('pre', { class: 'error-text', id: 'job-error' }, j.error) : ''],
       ]),
+      cancel,
       resolveForm(j, d.decisions),
       el('h2', {}, 'Args ', el('small', { class: 'muted' }, '(sensitive fields redacted)')),
       el('pre', { class: 'args', id: 'job-args' }, args),
@@ -394,23 +727,26 @@
       el('h2', {}, 'History'), historyTable(d.history));
   }
 
+  const byLabels = { job_id: 'job id', operation_id: 'operation id', job_id_prefix: 'job id prefix', operation_id_prefix: 'operation id prefix' };
+
   async function searchPage(my, text) {
     document.getElementById('search-q').value = text;
     if (!text) {
-      show('search', el('h1', {}, 'Search'), el('p', { class: 'muted' }, 'Enter a job id or an operation id above.'));
+      show('search', el('h1', {}, 'Search'), el('p', { class: 'muted' }, 'Enter a job id or an operation id, or the start of one, above.'));
       return;
     }
     const data = await api('api/search?q=' + enc(text));
     if (my !== seq) return;
     const rows = data.matches.map((m) => el('tr', {},
-      el('td', {}, m.by === 'job_id' ? 'job id' : 'operation id'),
+      el('td', {}, byLabels[m.by] || m.by),
       el('td', {}, jobLink(m.job.queue, m.job.id)),
       el('td', { class: 'mono' }, m.job.queue),
       el('td', {}, m.job.kind),
       el('td', {}, badge(m.job.state))));
     show('search', el('h1', {}, 'Search: ', el('span', { class: 'mono' }, text)),
       data.matches.length ? table(['Matched by', 'Job', 'Queue', 'Kind', 'State'], rows, { id: 'results' })
-        : el('p', { class: 'muted', id: 'no-results' }, 'No job has that id or operation id (finished jobs are kept for the retention period).'));
+        : el('p', { class: 'muted', id: 'no-results' }, 'No job has that id or operation id, or one starting with it (finished jobs are kept for the retention period).'),
+      data.partial ? el('p', { class: 'muted' }, 'Only part of the keyspace was searched for prefixes (it is large, or many matched); type more of the id.') : '');
   }
 
   // ---- routing -----------------------------------------------------------
@@ -432,6 +768,7 @@
 
   async function render(refresh) {
     clearTimeout(timer);
+    clearInterval(ticker);
     const my = ++seq;
     const { parts, params } = parseRoute();
     const name = parts[0] || '';
@@ -445,7 +782,11 @@
         case 'stuck': await stuckPage(my); break;
         case 'attention': await attentionPage(my); break;
         case 'events': await eventsPage(my, parts[1]); break;
-        case 'jobs': await jobsPage(my, parts[1] || '', parts[2] || '', Math.max(0, parseInt(params.get('offset') || '0', 10) || 0)); break;
+        case 'jobs':
+          if (parts[1]) { params.set('queue', parts[1]); params.set('state', parts[2] || ''); } // the old #/jobs/<queue>/<state>
+          await jobsPage(my, params); break;
+        case 'pools': await poolsPage(my); break;
+        case 'history': await historyPage(my, params); break;
         case 'job': await jobPage(my, parts[1] || '', parts[2] || ''); break;
         case 'search': await searchPage(my, parts.slice(1).join('/')); break;
         default: show('notfound', el('h1', {}, 'Not found'), el('p', {}, el('a', { href: '#/' }, 'Back to the overview')));
