@@ -79,11 +79,13 @@ type Result struct {
 type Client struct {
 	ledger *Ledger
 	m      *metrics.Set
+	nsErr  error // an invalid namespace: every call fails with it
 }
 
-// NewClient returns a Client over rdb.
+// NewClient returns a Client over rdb. An invalid Config.Namespace makes
+// every call fail with an error matching ErrInvalid.
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
-	return &Client{ledger: NewLedger(rdb, cfg), m: metrics.New(cfg.Registerer)}
+	return &Client{ledger: NewLedger(rdb, cfg), m: metrics.New(cfg.Registerer), nsErr: cfg.Validate()}
 }
 
 // Ledger returns the client's ledger (for reads and operator actions).
@@ -100,6 +102,9 @@ func (c *Client) Close() error { return nil }
 // the job was written whole or not at all; enqueue again with the same
 // OperationID to find out safely.
 func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Result, error) {
+	if c.nsErr != nil {
+		return nil, c.nsErr
+	}
 	j, err := prepareTyped(args, opts)
 	if err != nil {
 		c.rejected(opts)
@@ -112,6 +117,9 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 // the Go type (the CLI, other languages' bridges). The payload must be a JSON
 // object; it is shown as is, so it must not hold secrets.
 func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, opts ...Option) (*Result, error) {
+	if c.nsErr != nil {
+		return nil, c.nsErr
+	}
 	j, err := prepare(kind, payload, nil, opts)
 	if err != nil {
 		c.rejected(opts)
@@ -133,6 +141,9 @@ type Params struct {
 // may have been written and others not; each job's write is whole, and
 // enqueueing the same operation ids again is safe.
 func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error) {
+	if c.nsErr != nil {
+		return nil, c.nsErr
+	}
 	js := make([]*newJob, len(ps))
 	for i, p := range ps {
 		j, err := prepareTyped(p.Args, p.Options)
@@ -282,9 +293,10 @@ func prepare(kind string, payload, display []byte, opts []Option) (*newJob, erro
 	for _, f := range opts {
 		f(&o)
 	}
+	if err := ValidateKind(kind); err != nil {
+		return nil, err
+	}
 	switch {
-	case kind == "" || len(kind) > 100 || strings.ContainsAny(kind, " \t\r\n{}"):
-		return nil, invalid("kind %q must be 1-100 characters without spaces or braces", kind)
 	case len(payload) > MaxPayloadBytes:
 		return nil, invalid("payload of %d bytes exceeds %d", len(payload), MaxPayloadBytes)
 	case !IsJSONObject(payload):
@@ -293,10 +305,16 @@ func prepare(kind string, payload, display []byte, opts []Option) (*newJob, erro
 		return nil, invalid("max retries %d is negative", o.maxRetries)
 	case o.timeout < 0 || o.delay < 0:
 		return nil, invalid("negative timeout or delay")
-	case len(o.op) > 200:
-		return nil, invalid("operation id longer than 200 bytes")
-	case len(o.resource) > 512:
-		return nil, invalid("resource longer than 512 bytes")
+	}
+	if o.op != "" {
+		if err := ValidateOperationID(o.op); err != nil {
+			return nil, err
+		}
+	}
+	if o.resource != "" {
+		if err := ValidateResource(o.resource); err != nil {
+			return nil, err
+		}
 	}
 	if err := ValidateQueue(o.queue); err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ func FuzzRecordFrom(f *testing.F) {
 		}
 		return b
 	}
+	f.Add("q", "j6", join("created=9999999999999999", "deadline=-99999999999999"))
 	f.Add("default", "j1", join("kind=email", "state=pending", "args={\"to\":\"a\"}", "payload={\"to\":\"a\"}",
 		"created=1700000000000", "run_at=1700000000000", "max_retries=3", "op=op-1", "resource=acct:1"))
 	f.Add("q", "j2", join("state=running", "token=18446744073709551615", "fence=18446744073709551616",

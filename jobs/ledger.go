@@ -32,6 +32,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// Validate checks the configuration (the namespace's characters).
+func (c Config) Validate() error { return ValidateNamespace(c.withDefaults().Namespace) }
+
 func (c Config) withDefaults() Config {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -554,5 +555,35 @@ func TestEnqueueIsAtomicAcrossRedisCrashes(t *testing.T) {
 	}
 	if c, _ := f.l.Counts(f.ctx, f.q); c[jobs.Pending] != n {
 		t.Fatalf("%d pending jobs for %d operation ids", c[jobs.Pending], n)
+	}
+}
+
+func TestInvalidNamesAreRejectedBeforeAnyWrite(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	bad := jobs.NewClient(rdb, jobs.Config{Namespace: "has{braces}"})
+	if _, err := bad.Enqueue(ctx, noteArgs{Text: "x"}); !errors.Is(err, jobs.ErrInvalid) {
+		t.Fatalf("namespace with braces: %v", err)
+	}
+	if _, err := bad.Pause(ctx, "default", "ada", ""); !errors.Is(err, jobs.ErrInvalid) {
+		t.Fatalf("operator call with a bad namespace: %v", err)
+	}
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	for name, opts := range map[string][]jobs.Option{
+		"operation id with a newline": {jobs.OperationID("a\nb")},
+		"resource with braces":        {jobs.Resource("acct{1}")},
+	} {
+		if _, err := c.EnqueueRaw(ctx, "note", []byte(`{}`), opts...); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := c.EnqueueRaw(ctx, "bad kind", []byte(`{}`)); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("kind with a space: %v", err)
+	}
+	if _, err := c.Cancel(ctx, "no spaces", "x", "ada", ""); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("cancel in a bad queue name: %v", err)
+	}
+	if n, _ := redistest.CountKeys(ctx, rdb); os.Getenv("REDIS_ADDR") == "" && n != 0 {
+		t.Fatalf("rejected calls wrote %d keys", n)
 	}
 }

@@ -7,7 +7,13 @@ import (
 
 // operator checks an operator's name and note and returns the actor string
 // recorded with the action.
-func operator(actor, note string) (string, error) {
+func (c *Client) operator(queue, actor, note string) (string, error) {
+	if c.nsErr != nil {
+		return "", c.nsErr
+	}
+	if err := ValidateQueue(queue); err != nil {
+		return "", err
+	}
 	actor = strings.TrimSpace(actor)
 	if actor == "" {
 		return "", invalid("an operator action needs the operator's name")
@@ -31,7 +37,7 @@ func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, acto
 	default:
 		return nil, invalid("an operator decides succeeded, rerun or dead, not %q", d)
 	}
-	who, err := operator(actor, note)
+	who, err := c.operator(queue, actor, note)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +56,7 @@ func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, acto
 // is asked to stop through its context and its outcome is still committed
 // by its token (see Ledger.Cancel). Other states fail with ErrWrongState.
 func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Record, error) {
-	who, err := operator(actor, note)
+	who, err := c.operator(queue, actor, note)
 	if err != nil {
 		return nil, err
 	}
@@ -74,10 +80,7 @@ func (c *Client) Resume(ctx context.Context, queue, actor, note string) (bool, e
 }
 
 func (c *Client) setPaused(ctx context.Context, queue string, paused bool, actor, note string) (bool, error) {
-	if err := ValidateQueue(queue); err != nil {
-		return false, err
-	}
-	who, err := operator(actor, note)
+	who, err := c.operator(queue, actor, note)
 	if err != nil {
 		return false, err
 	}

@@ -61,9 +61,13 @@ func LeaseResource(id, resource string) string {
 	return "job:" + id
 }
 
+// maxMS is the last millisecond of year 9999: later times do not encode
+// as JSON, so a corrupt one reads as zero.
+const maxMS = 253402300799999
+
 func msTime(s string) time.Time {
 	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v == 0 {
+	if err != nil || v <= 0 || v > maxMS {
 		return time.Time{}
 	}
 	return time.UnixMilli(v)
@@ -76,8 +80,10 @@ func token(s string) lease.Token { t, _ := strconv.ParseUint(s, 10, 64); return 
 // recordFrom reads a job hash. Missing or corrupt fields read as zero
 // values; the job's identity comes from its key.
 func recordFrom(q, id string, h map[string]string) *Record {
+	// args "=" means the payload holds nothing to redact; a missing args
+	// field (a corrupt record) never falls back to the raw payload.
 	args := h["args"]
-	if args == "" {
+	if args == "=" {
 		args = h["payload"]
 	}
 	if args == "" || !json.Valid([]byte(args)) {

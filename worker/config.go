@@ -177,6 +177,9 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
+	if err := jobs.ValidateNamespace(c.Namespace); err != nil {
+		return err
+	}
 	for q, prio := range c.Queues {
 		if err := jobs.ValidateQueue(q); err != nil {
 			return err

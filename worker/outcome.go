@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 
@@ -49,7 +50,12 @@ func decide(e attemptEnd) jobs.Outcome {
 		return jobs.Outcome{To: jobs.Succeeded}
 	case errors.Is(err, fence.ErrAlreadyApplied):
 		// The effect log says this operation's effect is applied.
-		return jobs.Outcome{To: jobs.Succeeded, Error: text, Reason: "effect already applied"}
+		reason := "effect already applied"
+		var ae *fence.AlreadyAppliedError
+		if errors.As(err, &ae) && ae.Elsewhere() {
+			reason = fmt.Sprintf("effect already applied by %s (token %d on %s)", ae.Record.Owner, ae.Record.Token, ae.Record.Resource)
+		}
+		return jobs.Outcome{To: jobs.Succeeded, Error: text, Reason: reason}
 	case errors.Is(err, errMalformed):
 		return jobs.Outcome{To: jobs.Dead, Error: text, Reason: "malformed payload"}
 	case errors.Is(err, jobs.ErrPermanent):

@@ -96,8 +96,8 @@ func (p *Pool) ID() string { return p.cfg.WorkerID }
 func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	var zero T
 	kind := zero.Kind()
-	if kind == "" {
-		return fmt.Errorf("worker: %T.Kind() returned an empty kind", zero)
+	if err := jobs.ValidateKind(kind); err != nil {
+		return fmt.Errorf("worker: %T.Kind(): %w", zero, err)
 	}
 	h := &handler{
 		kind: kind,

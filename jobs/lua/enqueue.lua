@@ -2,7 +2,8 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 job id   3 kind   4 operation id ('' = the job id: no operation key is written)
 --      5 resource ('' = the job)   6 payload (JSON)
---      7 args for display (JSON with sensitive fields redacted; '' = the payload)
+--      7 args for display (JSON with sensitive fields redacted; '' = the payload,
+--        stored as '=')
 --      8 max retries   9 timeout ms (0 = pool default)   10 run at ms (0 = now)
 -- Reply: {1, job id, first} when created (first = 1 when the queue's counters
 --        were empty: the caller (re-)registers the queue);
@@ -24,7 +25,7 @@ local f = {'state', 'pending', 'kind', ARGV[3], 'payload', ARGV[6], 'max_retries
 local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
 opt('op', op)
 opt('resource', ARGV[5])
-opt('args', ARGV[7])
+if ARGV[7] == '' then opt('args', '=') else opt('args', ARGV[7]) end
 opt('timeout_ms', ARGV[9])
 if run_at ~= now then opt('run_at', fmt(run_at)) end
 redis.call('HSET', jobkey(id), unpack(f))
