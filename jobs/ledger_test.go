@@ -352,6 +352,10 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatal(st, err)
 		}
 		f.want(id, jobs.Succeeded)
+		// The history written by the resolution expires with the job.
+		if ttl, _ := rdb.PTTL(f.ctx, f.l.JobKey(f.q, id)+":history").Result(); ttl <= 0 {
+			t.Fatalf("history ttl %v after a final resolution", ttl)
+		}
 	})
 	t.Run("uncertain/cannot-tell->review->operator", func(t *testing.T) {
 		f := newFixture(t, rdb)

@@ -21,6 +21,6 @@ move(id, 'pending', 'cancelled', now)
 redis.call('HSET', k, 'state', 'cancelled', 'reason', 'cancelled by ' .. actor, 'finished', fmt(now))
 record(id, {event = 'cancel', from = 'pending', actor = actor, note = note})
 event({type = 'cancel', job = id, actor = actor})
-finish(id, h[2], ARGV[5])
+finish(id, h[2], ARGV[5], true)
 count('cancelled')
 return {1, 'cancelled'}

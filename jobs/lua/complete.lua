@@ -16,9 +16,10 @@ local reply = {}
 for i = 3, #ARGV, 7 do
   local id, token, outcome, err, due, reason, fence = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
   local k = jobkey(id)
-  local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel')
+  local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist')
+  local hist = h[7] ~= false
   if h[1] ~= 'running' or h[2] ~= token then
-    count('fenced_commit')
+    tallied('fenced_commit')
     event({type = 'fenced', stage = 'commit', job = id, token = token, current = h[2] or '0'})
     if h[1] then
       record(id, {event = 'fenced', stage = 'commit', token = token, outcome = outcome, error = err})
@@ -38,9 +39,9 @@ for i = 3, #ARGV, 7 do
       f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
       if outcome == 'unknown_kind' then
         redis.call('HINCRBY', k, 'kind_defers', 1)
-        count('deferred_unknown_kind')
+        tallied('deferred_unknown_kind')
       else
-        count('deferred')
+        tallied('deferred')
       end
     elseif outcome == 'retry' then
       if attempt > num(h[4]) then
@@ -54,7 +55,7 @@ for i = 3, #ARGV, 7 do
     f[#f + 1] = 'state'; f[#f + 1] = to
     if to == 'succeeded' and attempt <= 1 and fence == '' then
       -- the common path: nothing to clear, no history unless it exists
-      if redis.call('EXISTS', histkey(id)) == 1 then
+      if hist then
         record(id, {event = 'end', attempt = attempt, token = token, outcome = to})
       end
     else
@@ -63,22 +64,24 @@ for i = 3, #ARGV, 7 do
       if to == 'succeeded' then redis.call('HDEL', k, 'error', 'reason') end
       if to ~= 'pending' or outcome ~= 'defer' then -- resource waits stay out of the history
         record(id, {event = 'end', attempt = attempt, token = token, fence = fence, outcome = to, error = err, reason = reason})
+        hist = true
       end
     end
     if to == 'succeeded' or to == 'dead' or to == 'cancelled' then
       f[#f + 1] = 'finished'; f[#f + 1] = fmt(now)
-      finish(id, h[5], retention)
-      count(to)
+      finish(id, h[5], retention, hist)
+      tallied(to)
     elseif to == 'uncertain' then
       f[#f + 1] = 'uncertain_since'; f[#f + 1] = fmt(now)
       f[#f + 1] = 'reconcile_tries'; f[#f + 1] = '0'
-      count('uncertain')
+      tallied('uncertain')
     elseif to == 'pending' and outcome == 'retry' then
-      count('retried')
+      tallied('retried')
     end
     if to == 'pending' then wake() end
     redis.call('HSET', k, unpack(f))
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 1, to, token
   end
 end
+flush_tally()
 return reply

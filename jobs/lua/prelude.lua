@@ -48,6 +48,7 @@ local function record(id, entry)
     local f = redis.call('HMGET', jobkey(id), 'created', 'attempts', 'started', 'token', 'owner', 'fence',
       'state', 'finished')
     if f[1] then
+      redis.call('HSET', jobkey(id), 'hist', '1') -- claims and completions read this flag
       redis.call('RPUSH', hk, cjson.encode({event = 'enqueued', at = f[1]}))
       if num(f[2]) > 0 and entry.event ~= 'attempt' then
         redis.call('RPUSH', hk, cjson.encode({event = 'attempt', at = f[3], attempt = num(f[2]),
@@ -77,14 +78,23 @@ end
 
 local function count(field, n) return redis.call('HINCRBY', statsk, field, n or 1) end
 
--- finish applies the retention period to a job that reached a final state.
-local function finish(id, op, retention_ms)
+-- finish applies the retention period to a job that reached a final state;
+-- hist says whether the job has a history list.
+local function finish(id, op, retention_ms, hist)
   local r = tonumber(retention_ms)
   if r and r > 0 then
     redis.call('PEXPIRE', jobkey(id), r)
-    redis.call('PEXPIRE', histkey(id), r)
+    if hist then redis.call('PEXPIRE', histkey(id), r) end
     if op and op ~= '' then redis.call('PEXPIRE', opkey(op), r) end
   end
+end
+
+-- tally counts in memory; flush_tally adds them to the stats hash once per
+-- field, so a batch of N outcomes costs one HINCRBY per kind of outcome.
+local tally = {}
+local function tallied(field) tally[field] = (tally[field] or 0) + 1 end
+local function flush_tally()
+  for field, n in pairs(tally) do redis.call('HINCRBY', statsk, field, n) end
 end
 
 -- unfinish undoes finish for a job that leaves a final state (a re-run).

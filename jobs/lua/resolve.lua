@@ -19,7 +19,11 @@ for s in string.gmatch(ARGV[3], '[^,]+') do
 end
 if not allowed then return {0, state} end
 if not reconciler_ok(ARGV[7]) then return {-1, state} end
-local entry = {event = 'resolve', from = state, decision = decision, actor = ARGV[5], note = ARGV[6]}
+if decision ~= 'succeeded' and decision ~= 'rerun' and decision ~= 'dead' and decision ~= 'review' and decision ~= 'later' then
+  return redis.error_reply('unknown decision ' .. decision)
+end
+-- recorded first, so a final state's retention covers the history too
+record(id, {event = 'resolve', from = state, decision = decision, actor = ARGV[5], note = ARGV[6]})
 local to = decision
 if decision == 'later' then
   to = state
@@ -36,14 +40,11 @@ elseif decision == 'rerun' then
 elseif decision == 'succeeded' or decision == 'dead' then
   move(id, state, to, now)
   redis.call('HSET', k, 'reason', ARGV[6], 'state', to, 'finished', fmt(now))
-  finish(id, h[2], ARGV[8])
+  finish(id, h[2], ARGV[8], true)
   count(to)
 elseif decision == 'review' then
   move(id, state, 'review', now)
   redis.call('HSET', k, 'reason', ARGV[6], 'state', 'review')
-else
-  return redis.error_reply('unknown decision ' .. decision)
 end
-record(id, entry)
 count('resolved_' .. decision)
 return {1, to}

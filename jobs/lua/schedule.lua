@@ -1,0 +1,61 @@
+-- schedule.lua: the periodic scheduler's records, written only by the
+-- reconciler's leader and fenced by its lease token. Every key is in the
+-- {periodic} hash slot of the namespace.
+-- KEYS 1 leader high-water (highest scheduler leader token seen)
+--      2 schedules set (ids)   3 the schedule's hash   4 the schedule's ticks list
+-- ARGV 1 'register' or 'ticks'   2 leader token   3 schedule id
+-- register: ARGV 4.. field, value pairs of the schedule's definition
+--   (schedule, tz, kind, queue, catch_up). Creates the schedule (created =
+--   now) when absent, else updates its definition; seen = now.
+-- ticks: ARGV 4 ticks skipped by the catch-up policy   5 next tick ms (0 = unknown)
+--        6 cursor ms: the newest tick handled (enqueued or skipped)
+--        7 n, then n times: tick ms, job id, queue, deduplicated (0/1)
+--   Raises cursor and last_tick (the newest tick enqueued) to the values
+--   given (never lowers them), appends each tick to the ticks list (newest
+--   first, capped). Reply {-2, '0'} when the schedule is not registered.
+-- Reply: {1, created ms} when written; {-1, high-water} when a newer
+--        leader's token was seen (nothing written).
+local TICKS_CAP = 100
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local function fmt(n) return string.format('%d', n) end
+local function num(s) return tonumber(s) or 0 end
+
+local hw = redis.call('GET', KEYS[1])
+if hw and num(hw) > num(ARGV[2]) then return {-1, hw} end
+redis.call('SET', KEYS[1], ARGV[2])
+
+local key = KEYS[3]
+if ARGV[1] == 'register' then
+  if redis.call('HSETNX', key, 'created', fmt(now)) == 1 then
+    redis.call('SADD', KEYS[2], ARGV[3])
+  end
+  local f = {'seen', fmt(now), 'leader', ARGV[2]}
+  for i = 4, #ARGV, 2 do
+    f[#f + 1] = ARGV[i]
+    f[#f + 1] = ARGV[i + 1]
+  end
+  redis.call('HSET', key, unpack(f))
+  return {1, redis.call('HGET', key, 'created')}
+end
+
+if redis.call('EXISTS', key) == 0 then return {-2, '0'} end
+local last = num(redis.call('HGET', key, 'last_tick'))
+local n = num(ARGV[7])
+for i = 0, n - 1 do
+  local b = 8 + i * 4
+  local tick = num(ARGV[b])
+  redis.call('LPUSH', KEYS[4], cjson.encode({tick = ARGV[b], job = ARGV[b + 1], queue = ARGV[b + 2],
+    dedup = ARGV[b + 3], at = fmt(now), leader = ARGV[2]}))
+  redis.call('HINCRBY', key, 'enqueued', 1)
+  if tick >= last then
+    last = tick
+    redis.call('HSET', key, 'last_tick', ARGV[b], 'last_job', ARGV[b + 1])
+  end
+end
+redis.call('LTRIM', KEYS[4], 0, TICKS_CAP - 1)
+if num(ARGV[4]) > 0 then redis.call('HINCRBY', key, 'skipped', ARGV[4]) end
+if num(ARGV[5]) > 0 then redis.call('HSET', key, 'next_tick', ARGV[5]) end
+if num(ARGV[6]) > num(redis.call('HGET', key, 'cursor')) then redis.call('HSET', key, 'cursor', ARGV[6]) end
+redis.call('HSET', key, 'updated', fmt(now), 'leader', ARGV[2])
+return {1, redis.call('HGET', key, 'created')}
