@@ -175,6 +175,8 @@ var (
 	cancelSrc string
 	//go:embed lua/pause.lua
 	pauseSrc string
+	//go:embed lua/bridge_claim.lua
+	bridgeClaimSrc string
 
 	enqueueScript  = redis.NewScript(prelude + enqueueSrc)
 	claimScript    = redis.NewScript(prelude + claimSrc)
@@ -185,6 +187,8 @@ var (
 	leadScript     = redis.NewScript(prelude + leadSrc)
 	cancelScript   = redis.NewScript(prelude + cancelSrc)
 	pauseScript    = redis.NewScript(prelude + pauseSrc)
+
+	bridgeClaimScript = redis.NewScript(prelude + bridgeClaimSrc)
 )
 
 func ms(t time.Time) int64 {

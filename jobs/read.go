@@ -44,6 +44,7 @@ type Record struct {
 	Started        time.Time       `json:"started,omitzero"`
 	Finished       time.Time       `json:"finished,omitzero"`
 	UncertainSince time.Time       `json:"uncertain_since,omitzero"`
+	Bridge         string          `json:"bridge,omitempty"` // the queue that delivers a bridged job ("asynq"); "" for native jobs
 
 	// Payload is the raw JSON args, sensitive fields included. Never show it.
 	Payload []byte `json:"-"`
@@ -102,7 +103,7 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		Args:    json.RawMessage(args), Error: h["error"], Reason: h["reason"], CancelledBy: h["cancel"],
 		Created: msTime(h["created"]), RunAt: msTime(h["run_at"]),
 		Started: msTime(h["started"]), Finished: msTime(h["finished"]), UncertainSince: msTime(h["uncertain_since"]),
-		Payload: []byte(h["payload"]),
+		Payload: []byte(h["payload"]), Bridge: h["bridge"],
 	}
 	if r.RunAt.IsZero() {
 		r.RunAt = r.Created

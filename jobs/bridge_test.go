@@ -1,0 +1,146 @@
+package jobs_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+func (f *fixture) deliver(id string, ttl time.Duration) *jobs.DeliveryClaim {
+	f.t.Helper()
+	dc, err := f.l.ClaimDelivery(f.ctx, f.q, jobs.Delivery{
+		ID: id, Kind: "email:send", Payload: []byte(`{"to":"a"}`), MaxRetries: 3,
+		Owner: "asynq-1", TTL: ttl, Bridge: "asynq",
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return dc
+}
+
+// nativeClaimsNothing checks that a native pool's claim never takes a
+// bridged job.
+func (f *fixture) nativeClaimsNothing() {
+	f.t.Helper()
+	res, err := f.l.Claim(f.ctx, f.q, "native", time.Minute, 10)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if len(res.Jobs) != 0 || len(res.Dropped) != 0 {
+		f.t.Fatalf("a native claim found %+v / dropped %+v: bridged jobs must stay out of the due index", res.Jobs, res.Dropped)
+	}
+}
+
+func TestBridgedDeliveries(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+
+	t.Run("first sight creates a running bridged job; success; a redelivery is a duplicate", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		dc := f.deliver("t1", time.Minute)
+		if dc.Status != jobs.DeliveryClaimed || !dc.Created || dc.Claimed.Attempt != 1 || dc.Claimed.Token == 0 {
+			t.Fatalf("first delivery: %+v", dc)
+		}
+		rec := f.want("t1", jobs.Running)
+		if rec.Bridge != "asynq" || rec.Kind != "email:send" || rec.OperationID != "t1" || string(rec.Payload) != `{"to":"a"}` {
+			t.Fatalf("record %+v", rec)
+		}
+		if string(rec.Args) != "null" {
+			t.Fatalf("args %s: a bridged payload is never shown", rec.Args)
+		}
+		f.nativeClaimsNothing()
+		if c := f.complete(dc.Claimed, jobs.Outcome{To: jobs.Succeeded}); !c.Applied {
+			t.Fatalf("complete: %+v", c)
+		}
+		f.want("t1", jobs.Succeeded)
+		again := f.deliver("t1", time.Minute)
+		if again.Status != jobs.DeliveryFinal || again.State != jobs.Succeeded {
+			t.Fatalf("redelivery: %+v", again)
+		}
+		if n := f.stat("deduplicated_execute"); n != 1 {
+			t.Fatalf("deduplicated_execute %d", n)
+		}
+	})
+
+	t.Run("a retry waits outside the due index for the next delivery", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		dc := f.deliver("t2", time.Minute)
+		if c := f.complete(dc.Claimed, jobs.Outcome{To: jobs.Pending, Error: "boom", RetryAt: time.Now()}); !c.Applied || c.State != jobs.Pending {
+			t.Fatalf("retry: %+v", c)
+		}
+		rec, err := f.l.Get(f.ctx, f.q, "t2")
+		if err != nil || rec.State != jobs.Pending {
+			t.Fatalf("after a retry: %+v, %v", rec, err)
+		}
+		f.nativeClaimsNothing()
+		next := f.deliver("t2", time.Minute)
+		if next.Status != jobs.DeliveryClaimed || next.Created || next.Claimed.Attempt != 2 || next.Claimed.Token <= dc.Claimed.Token {
+			t.Fatalf("second delivery: %+v (first token %d)", next, dc.Claimed.Token)
+		}
+		f.want("t2", jobs.Running)
+	})
+
+	t.Run("a live lease elsewhere is busy; an expired one is made uncertain and a re-run stays bridged", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		f.deliver("t3", time.Minute)
+		busy := f.deliver("t3", time.Minute)
+		if busy.Status != jobs.DeliveryBusy || busy.Owner != "asynq-1" || busy.Deadline.IsZero() {
+			t.Fatalf("second delivery under a live lease: %+v", busy)
+		}
+		g := newFixture(t, rdb) // a job whose lease expires at once
+		short := g.deliver("t4", time.Millisecond)
+		un := g.deliver("t4", time.Minute)
+		for un.Status == jobs.DeliveryBusy { // until the 1 ms lease passed by the Redis clock
+			un = g.deliver("t4", time.Minute)
+		}
+		if un.Status != jobs.DeliveryUnresolved || un.State != jobs.Uncertain {
+			t.Fatalf("delivery after an expired lease: %+v", un)
+		}
+		g.want("t4", jobs.Uncertain)
+		if again := g.deliver("t4", time.Minute); again.Status != jobs.DeliveryUnresolved {
+			t.Fatalf("delivery of an uncertain job: %+v", again)
+		}
+		if _, err := g.l.Resolve(g.ctx, g.q, "t4", jobs.Resolution{Decision: jobs.DecideRerun, Actor: "operator:test"}); err != nil {
+			t.Fatal(err)
+		}
+		g.nativeClaimsNothing()
+		rerun := g.deliver("t4", time.Minute)
+		if rerun.Status != jobs.DeliveryClaimed || rerun.Claimed.Token <= short.Claimed.Token {
+			t.Fatalf("delivery after a re-run: %+v", rerun)
+		}
+		// The stale attempt's commit is refused.
+		if c := g.complete(short.Claimed, jobs.Outcome{To: jobs.Succeeded}); c.Applied {
+			t.Fatalf("stale commit applied: %+v", c)
+		}
+	})
+
+	t.Run("a native job with the same id is not taken over", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		dc := f.deliver(id, time.Minute)
+		if dc.Status != jobs.DeliveryConflict {
+			t.Fatalf("delivery over a native job: %+v", dc)
+		}
+		f.claimOne(id)
+	})
+
+	t.Run("a paused queue claims nothing", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		if _, err := f.l.SetPaused(f.ctx, f.q, true, "operator:test", ""); err != nil {
+			t.Fatal(err)
+		}
+		if dc := f.deliver("t5", time.Minute); dc.Status != jobs.DeliveryPaused {
+			t.Fatalf("delivery to a paused queue: %+v", dc)
+		}
+	})
+
+	t.Run("invalid deliveries are rejected", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		_, err := f.l.ClaimDelivery(f.ctx, f.q, jobs.Delivery{ID: "x", Kind: "k", Owner: "o", Bridge: "asynq"})
+		if !errors.Is(err, jobs.ErrInvalid) {
+			t.Fatalf("no ttl: %v", err)
+		}
+	})
+}

@@ -1,0 +1,80 @@
+-- bridge_claim.lua: a fenced attempt for one delivery of a job that another
+-- queue delivers (a bridge: asynq). The record is created on first sight and
+-- marked bridged ('bridge' field); it never enters the native due index, so
+-- native pools never claim it (a bridged job put back to pending by a retry or
+-- a re-run stays out of the due index: see move in prelude.lua). Running, it
+-- is indexed in 'running' like any job, so the expirer and the resolver
+-- handle it as they handle native jobs.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- ARGV 2 job id   3 kind   4 operation id ('' = the job id)   5 payload
+--      6 max retries   7 timeout ms (0 = none)   8 owner   9 lease ttl ms
+--     10 bridge name (e.g. 'asynq')
+-- Reply: {1, token, deadline ms, attempt, created (1 = first sight)}  claimed
+--        {2, state}                    already final: a duplicate delivery
+--        {3, owner, deadline ms}       running under a live lease elsewhere
+--        {4, state, reconcile tries}   uncertain or review: the reconciler
+--                                      decides first (a running attempt whose
+--                                      lease deadline passed is made uncertain
+--                                      here, as the expirer would)
+--        {5, state}                    a native job (or another job owning the
+--                                      operation id) has this id: not claimed
+--        {6}                           the queue is paused
+local id, kind, op, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local owner, ttl, bridge = ARGV[8], num(ARGV[9]), ARGV[10]
+local k = jobkey(id)
+local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'bridge', 'deadline', 'owner', 'reconcile_tries')
+local state = h[1]
+local created = 0
+if not state then
+  if op ~= '' and op ~= id then
+    local other = redis.call('GET', opkey(op))
+    if other and other ~= id then return {5, 'operation owned by ' .. other} end
+  end
+end
+if state and not h[4] then return {5, state} end
+if state == 'succeeded' or state == 'dead' or state == 'cancelled' then
+  count('deduplicated_execute')
+  event({type = 'deduplicated', stage = 'execute', job = id})
+  record(id, {event = 'deduplicated', stage = 'execute'})
+  return {2, state}
+end
+if state == 'running' then
+  if num(h[5]) > now then return {3, h[6] or '', num(h[5])} end
+  local reason = 'lease expired without commit'
+  move(id, 'running', 'uncertain', now)
+  redis.call('HSET', k, 'state', 'uncertain', 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
+  record(id, {event = 'end', attempt = num(h[3]), token = h[2], outcome = 'uncertain', reason = reason})
+  count('uncertain')
+  return {4, 'uncertain', 0}
+end
+if state == 'uncertain' or state == 'review' then return {4, state, num(h[7])} end
+if state and state ~= 'pending' then return {5, state} end
+if redis.call('EXISTS', pausedk) == 1 then return {6} end
+local tok = num(h[2]) + 1
+if now_us > tok then tok = now_us end
+local stok = fmt(tok)
+local attempt = num(h[3]) + 1
+local deadline = fmt(now + ttl)
+if not state then
+  created = 1
+  local f = {'state', 'running', 'kind', kind, 'payload', payload, 'max_retries', ARGV[6],
+    'token', stok, 'attempts', '1', 'created', fmt(now), 'started', fmt(now), 'owner', owner,
+    'deadline', deadline, 'bridge', bridge}
+  if op ~= '' and op ~= id then
+    redis.call('SET', opkey(op), id)
+    f[#f + 1] = 'op'; f[#f + 1] = op
+  end
+  if num(ARGV[7]) > 0 then f[#f + 1] = 'timeout_ms'; f[#f + 1] = ARGV[7] end
+  redis.call('HSET', k, unpack(f))
+  count('enqueued')
+else
+  redis.call('ZREM', index['pending'], id)
+  redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', deadline,
+    'attempts', fmt(attempt), 'started', fmt(now))
+  if redis.call('EXISTS', histkey(id)) == 1 then
+    record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner})
+  end
+end
+redis.call('ZADD', index['running'], deadline, id)
+count('attempted')
+return {1, stok, deadline, attempt, created}
