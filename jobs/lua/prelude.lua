@@ -33,9 +33,12 @@ local function histkey(id) return P .. 'job:' .. id .. ':history' end
 local function opkey(op) return P .. 'op:' .. op end
 
 -- move moves the job's id between state indexes; the caller writes the
--- 'state' field in its own HSET.
+-- 'state' field in its own HSET. A bridged job (delivered by another queue,
+-- see bridge_claim.lua) put back to pending (a retry, a re-run) stays out of
+-- the due index: its queue redelivers it, and native pools never claim it.
 local function move(id, from, to, score)
   if from and index[from] then redis.call('ZREM', index[from], id) end
+  if to == 'pending' and from and redis.call('HEXISTS', jobkey(id), 'bridge') == 1 then return end
   if index[to] then redis.call('ZADD', index[to], fmt(score), id) end
 end
 
