@@ -282,9 +282,19 @@ func prepareTyped(args JobArgs, opts []Option) (*newJob, error) {
 
 // IsJSONObject reports whether payload is one JSON object ("null", arrays
 // and scalars are not).
-func IsJSONObject(payload []byte) bool {
-	var obj map[string]json.RawMessage
-	return json.Unmarshal(payload, &obj) == nil && obj != nil
+func IsJSONObject(payload []byte) bool { return StartsObject(payload) && json.Valid(payload) }
+
+// StartsObject reports whether valid JSON is an object: its first
+// non-space byte is '{'. Cheap; use it on JSON already validated.
+func StartsObject(valid []byte) bool {
+	for _, c := range valid {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '{'
+	}
+	return false
 }
 
 // prepare validates everything before anything is written.

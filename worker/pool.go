@@ -58,6 +58,7 @@ type Pool struct {
 	started   time.Time
 	slots     chan struct{} // one token per busy handler slot
 	freed     chan struct{} // signalled when a slot frees
+	work      chan *attempt // claimed attempts, run by Concurrency executor goroutines
 	renewer   *renewer
 	completer *completer
 }
@@ -79,6 +80,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		handlers: map[string]*handler{},
 		slots:    make(chan struct{}, cfg.Concurrency),
 		freed:    make(chan struct{}, 1),
+		work:     make(chan *attempt, cfg.Concurrency),
 	}
 	p.renewer = newRenewer(p)
 	p.completer = newCompleter(p)
@@ -135,13 +137,13 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 
 func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte) (*jobs.Job[T], error) {
 	var args T
-	if !jobs.IsJSONObject(payload) {
-		return nil, fmt.Errorf("%w: %s: args are not a JSON object", errMalformed, base.Kind)
-	}
 	if err := json.Unmarshal(payload, &args); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errMalformed, base.Kind, err)
 	}
 	if v, ok := any(args).(jobs.Validator); ok {
+	if !jobs.StartsObject(payload) { // valid JSON, as Unmarshal succeeded
+		return nil, fmt.Errorf("%w: %s: args are not a JSON object", errMalformed, base.Kind)
+	}
 		if err := v.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %s: invalid args: %v", errMalformed, base.Kind, err)
 		}
@@ -235,7 +237,18 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 
 	var handlers sync.WaitGroup
-	p.produce(ctx, work, &handlers)
+	// Executors are long-lived goroutines (their stacks stay grown), one per slot.
+	for range p.cfg.Concurrency {
+		handlers.Add(1)
+		go func() {
+			defer handlers.Done()
+			for a := range p.work {
+				p.execute(a)
+			}
+		}()
+	}
+	p.produce(ctx, work)
+	close(p.work)
 
 	p.log.Info("pool shutting down", "timeout", p.cfg.ShutdownTimeout)
 	if !waitTimeout(&handlers, p.cfg.ShutdownTimeout) {

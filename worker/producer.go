@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/metrics"
@@ -18,10 +17,10 @@ import (
 const registerEvery = 5 * time.Second
 
 // produce is the fetch loop: it claims up to the free slots of due jobs per
-// call, starts each on its own goroutine (tracked by handlers) with a
-// context derived from work, and sleeps while nothing is due until a
-// wake-up, the next due time or the poll interval. It returns when ctx ends.
-func (p *Pool) produce(ctx, work context.Context, handlers *sync.WaitGroup) {
+// call, hands each to an executor goroutine with a context derived from
+// work, and sleeps while nothing is due until a wake-up, the next due time
+// or the poll interval. It returns when ctx ends.
+func (p *Pool) produce(ctx, work context.Context) {
 	wake := p.subscribe(ctx)
 	backoff := time.Duration(0)
 	lastRegister := time.Now()
@@ -40,7 +39,7 @@ func (p *Pool) produce(ctx, work context.Context, handlers *sync.WaitGroup) {
 			}
 			continue
 		}
-		claimed, dueIn, err := p.fetch(ctx, work, handlers, free)
+		claimed, dueIn, err := p.fetch(ctx, work, free)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -117,7 +116,7 @@ func (p *Pool) subscribe(ctx context.Context) <-chan struct{} {
 // fetch visits the queues in priority order and claims up to free jobs. It
 // returns how many it started and, when none, the shortest wait until a
 // pending job is due (-1: none pending).
-func (p *Pool) fetch(ctx, work context.Context, handlers *sync.WaitGroup, free int) (int, time.Duration, error) {
+func (p *Pool) fetch(ctx, work context.Context, free int) (int, time.Duration, error) {
 	started := 0
 	dueIn := time.Duration(-1)
 	for _, q := range p.queueOrder() {
@@ -133,12 +132,7 @@ func (p *Pool) fetch(ctx, work context.Context, handlers *sync.WaitGroup, free i
 		p.logDropped(q, res.Dropped)
 		for _, c := range res.Jobs {
 			p.slots <- struct{}{} // never blocks: at most the free slots were claimed
-			handlers.Add(1)
-			a := p.newAttempt(work, c, sent)
-			go func() {
-				defer handlers.Done()
-				p.execute(a)
-			}()
+			p.work <- p.newAttempt(work, c, sent)
 		}
 		started += len(res.Jobs)
 		if len(res.Jobs) == 0 && res.DueIn >= 0 && (dueIn < 0 || res.DueIn < dueIn) {

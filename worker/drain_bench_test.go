@@ -1,0 +1,55 @@
+package worker_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// BenchmarkDrain enqueues b.N no-op jobs and drains them with one pool of
+// 50 slots on a private Redis. cmd/fencedq-bench compares the same with
+// plain asynq; this one is for profiling the pool
+// (go test -run ^$ -bench Drain -cpuprofile cpu.out ./worker/).
+func BenchmarkDrain(b *testing.B) {
+	rdb := redistest.Start(b, redistest.Options{}).Client()
+	ns := redistest.Namespace(b)
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	ctx := context.Background()
+	batch := make([]jobs.Params, 0, 500)
+	for i := 0; i < b.N; i++ {
+		batch = append(batch, jobs.Params{Args: echoArgs{N: i}})
+		if len(batch) == cap(batch) || i == b.N-1 {
+			if _, err := client.EnqueueMany(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	p, err := worker.NewPool(rdb, worker.Config{Namespace: ns, Concurrency: 50,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var done atomic.Int64
+	all := make(chan struct{})
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(context.Context, *jobs.Job[echoArgs]) error {
+		if done.Add(1) == int64(b.N) {
+			close(all)
+		}
+		return nil
+	}))
+	runCtx, stop := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	b.ResetTimer()
+	go func() { _ = p.Run(runCtx); close(finished) }()
+	<-all
+	b.StopTimer()
+	stop()
+	<-finished
+}
