@@ -57,8 +57,8 @@ type Pool struct {
 
 	started   time.Time
 	slots     chan struct{} // one token per busy handler slot
-	freed     chan struct{} // signalled when a slot frees
 	work      chan *attempt // claimed attempts, run by Concurrency executor goroutines
+	freed     chan struct{} // signalled when a slot frees
 	renewer   *renewer
 	completer *completer
 }
@@ -79,8 +79,8 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		metrics:  metrics.New(cfg.Registerer),
 		handlers: map[string]*handler{},
 		slots:    make(chan struct{}, cfg.Concurrency),
-		freed:    make(chan struct{}, 1),
 		work:     make(chan *attempt, cfg.Concurrency),
+		freed:    make(chan struct{}, 1),
 	}
 	p.renewer = newRenewer(p)
 	p.completer = newCompleter(p)
@@ -140,10 +140,10 @@ func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte) (*jobs.
 	if err := json.Unmarshal(payload, &args); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errMalformed, base.Kind, err)
 	}
-	if v, ok := any(args).(jobs.Validator); ok {
 	if !jobs.StartsObject(payload) { // valid JSON, as Unmarshal succeeded
 		return nil, fmt.Errorf("%w: %s: args are not a JSON object", errMalformed, base.Kind)
 	}
+	if v, ok := any(args).(jobs.Validator); ok {
 		if err := v.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %s: invalid args: %v", errMalformed, base.Kind, err)
 		}
@@ -236,8 +236,8 @@ func (p *Pool) Run(ctx context.Context) error {
 		}()
 	}
 
-	var handlers sync.WaitGroup
 	// Executors are long-lived goroutines (their stacks stay grown), one per slot.
+	var handlers sync.WaitGroup
 	for range p.cfg.Concurrency {
 		handlers.Add(1)
 		go func() {
@@ -304,5 +304,6 @@ func (p *Pool) maintenance() *maintenance.Services {
 		Reconciler:    p.reconcilerFor,
 		Logger:        p.log.With("component", "reconciler"),
 		Metrics:       p.metrics,
+		Relays:        relays(rc.Outboxes),
 	}, p.ledger, p.leases)
 }
