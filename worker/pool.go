@@ -304,6 +304,5 @@ func (p *Pool) maintenance() *maintenance.Services {
 		Reconciler:    p.reconcilerFor,
 		Logger:        p.log.With("component", "reconciler"),
 		Metrics:       p.metrics,
-		Relays:        relays(rc.Outboxes),
 	}, p.ledger, p.leases)
 }
