@@ -45,9 +45,9 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *kind == (bank.Transfer{}).Kind() {
 			// A known kind: decode it so validation, the resource and
 			// redaction of sensitive fields apply.
-			var t bank.Transfer
-			if err := json.Unmarshal([]byte(*args), &t); err != nil {
-				return fmt.Errorf("%w: --args is not a transfer: %v", errUsage, err)
+			t, derr := decodeStrict[bank.Transfer](*args)
+			if derr != nil {
+				return fmt.Errorf("%w: --args is not a transfer: %v", errUsage, derr)
 			}
 			res, err = client.Enqueue(ctx, t, opts...)
 		} else {
@@ -60,7 +60,7 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		if *asJSON {
-			return json.NewEncoder(out).Encode(res)
+			return json.NewEncoder(out).Encode(enqueued{JobID: res.JobID, Queue: res.Queue, OperationID: res.OperationID, Deduplicated: res.Deduplicated})
 		}
 		if res.Deduplicated {
 			fmt.Fprintf(out, "deduplicated: operation %s already belongs to job %s\n", res.OperationID, res.JobID)
@@ -69,6 +69,29 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		return nil
 	}
+}
+
+// enqueued is enqueue --json's output.
+type enqueued struct {
+	JobID        string `json:"job_id"`
+	Queue        string `json:"queue"`
+	OperationID  string `json:"operation_id"`
+	Deduplicated bool   `json:"deduplicated"`
+}
+
+// decodeStrict decodes one JSON object into a T, refusing fields T does
+// not have (a mistyped "cent" is named in the error) and trailing data.
+func decodeStrict[T any](s string) (T, error) {
+	var v T
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, err
+	}
+	if dec.More() {
+		return v, errors.New("trailing data after the JSON object")
+	}
+	return v, nil
 }
 
 func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
@@ -396,12 +419,13 @@ func findQueue(ctx context.Context, l *jobs.Ledger, queue, id, action string) (s
 func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var o operatorFlags
 	o.add(fs, false)
-	job := fs.String("job", "", "job id (required)")
+	job := fs.String("job", "", "job id (this or --op is required)")
+	op := fs.String("op", "", "the job's operation id, instead of --job")
 	queue := fs.String("queue", "", "the job's queue (default: looked up)")
 	decision := fs.String("decision", "", "succeeded, rerun or dead (required); rerun also takes a dead or cancelled job")
 	return func(ctx context.Context, out io.Writer) error {
-		if *job == "" || o.actor == "" {
-			return fmt.Errorf("%w: --job and --actor are required", errUsage)
+		if (*job == "") == (*op == "") || o.actor == "" {
+			return fmt.Errorf("%w: --job or --op, and --actor are required", errUsage)
 		}
 		d := jobs.Decision(*decision)
 		if d != jobs.DecideSucceeded && d != jobs.DecideRerun && d != jobs.DecideDead {
@@ -415,11 +439,21 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		defer closeAll()
-		q, err := findQueue(ctx, client.Ledger(), *queue, *job, "resolve")
-		if err != nil {
+		id := *job
+		var q string
+		if *op != "" {
+			rec, err := client.Ledger().FindByOperation(ctx, *op)
+			if err != nil {
+				return operatorError("resolve", err)
+			}
+			if *queue != "" && rec.Queue != *queue {
+				return operatorError("resolve", fmt.Errorf("%w: operation %s is in queue %s, not %s", jobs.ErrNotFound, *op, rec.Queue, *queue))
+			}
+			id, q = rec.ID, rec.Queue
+		} else if q, err = findQueue(ctx, client.Ledger(), *queue, *job, "resolve"); err != nil {
 			return err
 		}
-		rec, err := client.Resolve(ctx, q, *job, d, o.actor, o.note)
+		rec, err := client.Resolve(ctx, q, id, d, o.actor, o.note)
 		if err != nil {
 			return operatorError("resolve", err)
 		}
@@ -542,6 +576,93 @@ func pauseOrResume(fs *flag.FlagSet, pause bool) func(context.Context, io.Writer
 		if !isKnown {
 			fmt.Fprintf(out, "note: no job or pool has used queue %s yet; check its name\n", *queue)
 		}
+		return nil
+	}
+}
+
+func queuesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	var c commonFlags
+	c.add(fs)
+	queue := fs.String("queue", "", "only this queue (default: all)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, out io.Writer) error {
+		if *queue != "" {
+			if err := jobs.ValidateQueue(*queue); err != nil {
+				return fmt.Errorf("%w: --queue: %v", errUsage, err)
+			}
+		}
+		client, closeAll, err := c.openClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		return listQueues(ctx, out, client.Ledger(), *queue, *asJSON)
+	}
+}
+
+// poolLine is one line of the pools command.
+type poolLine struct {
+	jobs.PoolInfo
+	// Leader is true for the pool holding the reconciler's leader lease.
+	Leader bool `json:"leader"`
+}
+
+func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	var c commonFlags
+	c.add(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, out io.Writer) error {
+		client, closeAll, err := c.openClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		l := client.Ledger()
+		ps, err := l.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		holder, err := lease.NewManager(l.Redis(), lease.Config{Namespace: l.Namespace()}).Holder(ctx, jobs.LeaderResource)
+		if err != nil {
+			return err
+		}
+		leader := ""
+		if holder != nil {
+			leader = holder.Owner
+		}
+		lines := make([]poolLine, 0, len(ps))
+		for _, p := range ps {
+			lines = append(lines, poolLine{PoolInfo: p, Leader: p.ID == leader})
+		}
+		if *asJSON {
+			return json.NewEncoder(out).Encode(lines)
+		}
+		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "POOL\tHOST\tPID\tQUEUES\tBUSY\tVERSION\tSTARTED\tLAST HEARTBEAT\tRECONCILER")
+		for _, p := range lines {
+			qs := make([]string, 0, len(p.Queues))
+			for q, w := range p.Queues {
+				qs = append(qs, fmt.Sprintf("%s=%d", q, w))
+			}
+			slices.Sort(qs)
+			role := "-"
+			if p.Leader {
+				role = "leader"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d/%d\t%s\t%s\t%s ago\t%s\n", p.ID, p.Host, p.PID, strings.Join(qs, ","), p.Busy, p.Concurrency,
+				p.Version, p.Started.UTC().Format(time.RFC3339), time.Since(p.LastHeartbeat).Round(time.Second), role)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%d live pool(s)", len(lines))
+		switch {
+		case leader == "":
+			fmt.Fprint(out, "; no reconciler leader")
+		case !slices.ContainsFunc(lines, func(p poolLine) bool { return p.Leader }):
+			fmt.Fprintf(out, "; reconciler leader %s is not among them", leader)
+		}
+		fmt.Fprintln(out)
 		return nil
 	}
 }

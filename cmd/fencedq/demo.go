@@ -64,7 +64,8 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	rate := fs.Int("rate", 20, "transfers enqueued per second")
 	accounts := fs.Int("accounts", 20, "number of bank accounts")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	logLevel := fs.String("log-level", "error", "worker log level: debug, info, warn or error")
+	var logs logFlags
+	logs.add(fs, slog.LevelError)
 	return func(ctx context.Context, out io.Writer) error {
 		if *duration < 5*time.Second {
 			return fmt.Errorf("%w: --duration must be at least 5s", errUsage)
@@ -76,19 +77,32 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *asJSON {
 			d.progress = os.Stderr
 		}
-		s, err := d.run(ctx, *redisURL, *addr, *duration, newLogger(*logLevel))
+		s, err := d.run(ctx, *redisURL, *addr, *duration, logs.logger(os.Stderr))
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return json.NewEncoder(out).Encode(s)
-		}
-		printSummary(out, s)
-		if s.Lost > 0 || !s.MoneyConserved {
-			return errors.New("the checker found lost jobs or money")
-		}
-		return nil
+		return report(out, s, *asJSON)
 	}
+}
+
+// errCheckFailed is the demo's verdict when its checks fail: the process
+// exits 1, with --json as without.
+var errCheckFailed = errors.New("the checker found lost jobs or money")
+
+// report prints the summary (as JSON with asJSON) and fails when a check
+// failed.
+func report(out io.Writer, s *summary, asJSON bool) error {
+	if asJSON {
+		if err := json.NewEncoder(out).Encode(s); err != nil {
+			return err
+		}
+	} else {
+		printSummary(out, s)
+	}
+	if s.Lost > 0 || !s.MoneyConserved {
+		return errCheckFailed
+	}
+	return nil
 }
 
 type demo struct {

@@ -10,6 +10,8 @@
 //	fencedq cancel      cancel a pending job, or ask a running one to stop
 //	fencedq pause       stop pools from starting a queue's jobs
 //	fencedq resume      let pools start a paused queue's jobs again
+//	fencedq queues      list the queues: jobs per state, paused or not
+//	fencedq pools       list the live worker pools and the reconciler's leader
 //
 // The operator commands (resolve, cancel, pause, resume) need --actor, the
 // operator's name, recorded as operator:<actor> with the action and its
@@ -39,6 +41,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -63,6 +66,8 @@ var commands = []command{
 	{"cancel", "cancel a pending or scheduled job, or ask a running job to stop", cancelCmd},
 	{"pause", "pause a queue: pools start none of its jobs until it is resumed", pauseCmd},
 	{"resume", "resume a paused queue", resumeCmd},
+	{"queues", "list the queues: jobs per state, and whether each is paused", queuesCmd},
+	{"pools", "list the live worker pools and which one leads the reconciler", poolsCmd},
 }
 
 // errUsage marks bad flags or arguments (exit code 2).
@@ -85,8 +90,18 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "set with FENCEDQ_<FLAG> (e.g. FENCEDQ_REDIS, FENCEDQ_NAMESPACE).")
 }
 
+// pingTimeout bounds the first contact with Redis.
+const pingTimeout = 5 * time.Second
+
+// quietRedis drops the Redis client's own log lines (its dial retries):
+// a command reports a failure once, as its error.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
 // run executes args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	redis.SetLogger(quietRedis{})
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
@@ -100,18 +115,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fs := flag.NewFlagSet("fencedq "+c.name, flag.ContinueOnError)
-		fs.SetOutput(stderr)
 		do := c.setup(fs)
-		fs.Usage = func() {
-			fmt.Fprintf(fs.Output(), "Usage: fencedq %s [flags]\n\n%s.\n\nFlags (or FENCEDQ_<FLAG> environment variables):\n", c.name, c.summary)
-			fs.PrintDefaults()
-		}
+		// The flag package would print the usage on every parse error and
+		// on --help; the usage is printed here instead, once.
+		fs.SetOutput(io.Discard)
+		fs.Usage = func() {}
 		if err := fs.Parse(args[1:]); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fs.SetOutput(stdout)
-				fs.Usage()
+				fmt.Fprintf(stdout, "Usage: fencedq %s [flags]\n\n%s.\n\nFlags (or FENCEDQ_<FLAG> environment variables):\n", c.name, c.summary)
+				fs.PrintDefaults()
 				return 0
 			}
+			fmt.Fprintf(stderr, "fencedq %s: %v\nRun 'fencedq %s --help' for its flags.\n", c.name, err, c.name)
 			return 2
 		}
 		if fs.NArg() > 0 {
@@ -182,7 +198,9 @@ func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error
 		}
 		rdb = redis.NewClient(opt)
 	}
-	if err := rdb.Ping(ctx).Err(); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("redis %s does not answer: %w", redactURL(url), err)
 	}

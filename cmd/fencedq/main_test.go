@@ -86,7 +86,9 @@ func TestEnqueueInspectResolve(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("enqueue: %d %s", code, errOut)
 	}
-	var res struct{ JobID string }
+	var res struct {
+		JobID string `json:"job_id"`
+	}
 	_ = json.Unmarshal([]byte(out), &res)
 	code, out, _ = runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--op", "op-1",
 		"--args", `{"from":"acct-000","to":"acct-001","cents":250}`)

@@ -28,12 +28,6 @@ import (
 	"github.com/fencedq/fencedq/worker"
 )
 
-func newLogger(level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
-}
-
 // parseQueues reads "default=1,critical=5".
 func parseQueues(s string) (map[string]int, error) {
 	out := map[string]int{}
@@ -85,16 +79,22 @@ func openBankStore(ctx context.Context, postgres string, rdb redis.UniversalClie
 	return s, pool.Close, nil
 }
 
-// serveHTTP serves h on addr until ctx ends; ready receives the bound address.
+// serveHTTP serves h on addr (--addr) until ctx ends; ready receives the
+// bound address.
 func serveHTTP(ctx context.Context, addr string, h http.Handler, ready func(string)) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen("--addr", addr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", addr, err)
+		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
+	return serveOn(ctx, ln, h)
+}
+
+// serveOn serves h on ln until ctx ends.
+func serveOn(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -119,13 +119,24 @@ func workerCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (e.g. :9100)")
 	accounts := fs.Int("accounts", 0, "create this many bank accounts (acct-000...) if absent")
 	initial := fs.Int64("initial-cents", 100000, "initial balance of created accounts")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var logs logFlags
+	logs.add(fs, slog.LevelInfo)
 	reconcile := fs.Bool("reconciler", true, "run the reconciler in this pool (one leader per namespace acts)")
 	stall := fs.String("demo-stall-memo", "", "(demo) stall forever after applying a transfer with this memo, to stage a crash")
 	return func(ctx context.Context, out io.Writer) error {
 		qs, err := parseQueues(*queues)
 		if err != nil {
 			return err
+		}
+		log := logs.logger(os.Stderr)
+		// The metrics port is opened first: a pool that cannot be watched
+		// does not start.
+		var metricsLn net.Listener
+		if *metricsAddr != "" {
+			if metricsLn, err = listen("--metrics-addr", *metricsAddr); err != nil {
+				return err
+			}
+			defer metricsLn.Close()
 		}
 		rdb, err := connectRedis(ctx, c.redis)
 		if err != nil {
@@ -146,7 +157,7 @@ func workerCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		pool, err := worker.NewPool(rdb, worker.Config{
 			Namespace: c.namespace, Concurrency: *concurrency, Queues: qs, LeaseTTL: *leaseTTL,
-			HandlerTimeout: *timeout, Logger: newLogger(*logLevel), Registerer: reg,
+			HandlerTimeout: *timeout, Logger: log, Registerer: reg,
 			Reconciler: worker.ReconcilerConfig{Disabled: !*reconcile, Interval: *interval, EffectLog: store},
 		})
 		if err != nil {
@@ -159,15 +170,16 @@ func workerCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if err := worker.Register(pool, w); err != nil {
 			return err
 		}
-		if *metricsAddr != "" {
+		if metricsLn != nil {
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 			mux.HandleFunc("/healthz", healthz(rdb))
 			go func() {
-				if err := serveHTTP(ctx, *metricsAddr, mux, nil); err != nil {
-					slog.Error("metrics server", "error", err)
+				if err := serveOn(ctx, metricsLn, mux); err != nil {
+					log.Error("metrics server stopped", "error", err)
 				}
 			}()
+			log.Info("serving metrics", "addr", metricsLn.Addr().String())
 		}
 		fmt.Fprintf(out, "worker %s running (queues %v); Ctrl-C to stop\n", pool.ID(), qs)
 		return pool.Run(ctx)
@@ -206,14 +218,15 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
 	user := fs.String("dashboard-user", "", "user name for actions (with --dashboard-password; read-only without)")
 	password := fs.String("dashboard-password", "", "password for actions")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var logs logFlags
+	logs.add(fs, slog.LevelInfo)
 	return func(ctx context.Context, out io.Writer) error {
 		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err
 		}
 		defer closeAll()
-		h, err := dashboard.New(client.Ledger(), client, dashboard.Options{Username: *user, Password: *password, Logger: newLogger(*logLevel)})
+		h, err := dashboard.New(client.Ledger(), client, dashboard.Options{Username: *user, Password: *password, Logger: logs.logger(os.Stderr)})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// TestHelpPrintsOnce: --help prints the usage once, on stdout, for every
+// command; a bad flag is one line and a hint on stderr, exit 2.
+func TestHelpPrintsOnce(t *testing.T) {
+	for _, c := range commands {
+		code, out, errOut := runCLI(t, c.name, "--help")
+		if code != 0 || strings.Count(out, "Usage: fencedq "+c.name) != 1 || errOut != "" {
+			t.Errorf("%s --help: code %d, %d usages on stdout, stderr %q", c.name, code, strings.Count(out, "Usage:"), errOut)
+		}
+		code, out, errOut = runCLI(t, c.name, "--no-such-flag")
+		if code != 2 || out != "" || strings.Contains(errOut, "Usage") ||
+			errOut != "fencedq "+c.name+": flag provided but not defined: -no-such-flag\nRun 'fencedq "+c.name+" --help' for its flags.\n" {
+			t.Errorf("%s --no-such-flag: code %d, stdout %q, stderr %q", c.name, code, out, errOut)
+		}
+	}
+}
+
+// TestBadFlagValuesAreErrors: log levels and formats are checked when the
+// flags are parsed.
+func TestBadFlagValuesAreErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"worker", "--log-level", "verbose"},
+		{"dashboard", "--log-level", "loud"},
+		{"demo", "--log-level", "chatty"},
+		{"worker", "--log-format", "xml"},
+	} {
+		code, _, errOut := runCLI(t, args...)
+		if code != 2 || !strings.Contains(errOut, "invalid value") || !strings.Contains(errOut, strings.TrimPrefix(args[1], "-")) {
+			t.Errorf("%v: code %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+// TestLogsPrintDurationsAsDurations: in both formats.
+func TestLogsPrintDurationsAsDurations(t *testing.T) {
+	for _, format := range []logFormat{"json", "text"} {
+		var buf bytes.Buffer
+		l := logFlags{level: slog.LevelInfo, format: format}
+		l.logger(&buf).Info("pool started", "lease_ttl", 10*time.Second, "group", slog.GroupValue(slog.Duration("wait", 1500*time.Millisecond)))
+		out := buf.String()
+		want := map[logFormat][]string{"json": {`"lease_ttl":"10s"`, `"wait":"1.5s"`}, "text": {"lease_ttl=10s", "group.wait=1.5s"}}[format]
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: %q lacks %s", format, out, w)
+			}
+		}
+	}
+}
+
+// TestWorkerMetricsAddrInUse: a worker whose metrics port is taken stops
+// at once with a clear error and exit 1, instead of running unwatched.
+func TestWorkerMetricsAddrInUse(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"worker", "--redis", "redis://" + srv.Addr, "--namespace", redistest.Namespace(t),
+		"--metrics-addr", ln.Addr().String(), "--log-level", "error"}, &out, &errb)
+	if ctx.Err() != nil {
+		t.Fatal("the worker kept running without its metrics port")
+	}
+	if code != 1 || !strings.Contains(errb.String(), "--metrics-addr "+ln.Addr().String()+": the address is in use") ||
+		strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 || strings.Contains(out.String(), "running") {
+		t.Fatalf("code %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+}
+
+// TestDemoJSONFailsWhenAChecksFails: the demo's verdict is its exit code,
+// with --json as without.
+func TestDemoJSONFailsWhenACheckFails(t *testing.T) {
+	for _, asJSON := range []bool{true, false} {
+		for _, s := range []summary{{Lost: 1, MoneyConserved: true}, {MoneyConserved: false}} {
+			var out bytes.Buffer
+			err := report(&out, &s, asJSON)
+			if !errors.Is(err, errCheckFailed) {
+				t.Errorf("json %v, %+v: %v", asJSON, s, err)
+			}
+			if asJSON {
+				var back summary
+				if json.Unmarshal(out.Bytes(), &back) != nil || back.Lost != s.Lost {
+					t.Errorf("json summary not printed: %q", out.String())
+				}
+			}
+		}
+		var out bytes.Buffer
+		if err := report(&out, &summary{MoneyConserved: true}, asJSON); err != nil {
+			t.Errorf("json %v, a passing run: %v", asJSON, err)
+		}
+	}
+}
+
+// TestRedisUnreachableIsOneLine: the process prints one error line, not
+// the Redis client's own retry logs (checked on a real process, whose
+// stderr the client's logger writes to).
+func TestRedisUnreachableIsOneLine(t *testing.T) {
+	port := redistest.FreePort(t)
+	cmd := exec.Command(os.Args[0], "inspect", "--queues", "--redis", fmt.Sprintf("redis://127.0.0.1:%d", port))
+	cmd.Env = append(os.Environ(), "FENCEDQ_RUN_MAIN=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], fmt.Sprintf("fencedq inspect: redis redis://127.0.0.1:%d does not answer", port)) || stdout.Len() != 0 {
+		t.Fatalf("stderr %q, stdout %q", stderr.String(), stdout.String())
+	}
+}
+
+// TestEnqueueDecodesKnownKindsStrictly: a mistyped field of a known kind
+// is an error naming it; the JSON output is snake_case.
+func TestEnqueueDecodesKnownKindsStrictly(t *testing.T) {
+	e := newOperatorEnv(t)
+	code, _, errOut := e.cli("enqueue", "--args", `{"from":"acct-000","to":"acct-001","cent":100}`)
+	if code != 2 || !strings.Contains(errOut, `unknown field "cent"`) {
+		t.Fatalf("mistyped field: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.cli("enqueue", "--args", `{"from":"acct-000","to":"acct-001","cents":1} {}`); code != 2 || !strings.Contains(errOut, "trailing") {
+		t.Fatalf("trailing data: %d %q", code, errOut)
+	}
+	if n, err := e.ledger.Counts(context.Background(), "default"); err != nil || n[jobs.Pending] != 0 {
+		t.Fatalf("a refused enqueue wrote a job: %v %v", n, err)
+	}
+	code, out, errOut := e.cli("enqueue", "--json", "--op", "op-json", "--args", `{"from":"acct-000","to":"acct-001","cents":100}`)
+	var res map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res["operation_id"] != "op-json" || res["job_id"] == "" ||
+		res["queue"] != "default" || res["deduplicated"] != false || len(res) != 4 {
+		t.Fatalf("enqueue --json: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestQueuesPoolsAndResolveByOperation: the queues and pools commands,
+// and resolve --op.
+func TestQueuesPoolsAndResolveByOperation(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	id := e.enqueue(jobs.OperationID("op-late"), jobs.Delay(time.Hour))
+	code, out, errOut := e.cli("queues")
+	if code != 0 || !strings.Contains(out, "PENDING") || !strings.Contains(out, "default") || !strings.Contains(out, "1 queue(s)") {
+		t.Fatalf("queues: %d %q %q", code, out, errOut)
+	}
+	for _, p := range []string{"pool-a", "pool-b"} {
+		if err := e.ledger.Heartbeat(ctx, jobs.PoolInfo{ID: p, Host: "h", PID: 1, Queues: map[string]int{"default": 1}, Concurrency: 4, Busy: 1,
+			Version: "v9", Started: time.Now()}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := lease.NewManager(e.ledger.Redis(), lease.Config{Namespace: e.ns}).Acquire(ctx, jobs.LeaderResource, "pool-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = e.cli("pools", "--json")
+	var ps []struct {
+		ID     string `json:"id"`
+		Busy   int    `json:"busy"`
+		Leader bool   `json:"leader"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &ps) != nil || len(ps) != 2 {
+		t.Fatalf("pools --json: %d %q", code, out)
+	}
+	for _, p := range ps {
+		if p.Leader != (p.ID == "pool-a") || p.Busy != 1 {
+			t.Errorf("pool: %+v", p)
+		}
+	}
+	code, out, _ = e.cli("pools")
+	if code != 0 || !strings.Contains(out, "1/4") || !strings.Contains(out, "leader") || !strings.Contains(out, "2 live pool(s)\n") {
+		t.Fatalf("pools: %d %q", code, out)
+	}
+
+	// resolve --op: re-run a cancelled job found by its operation id.
+	if _, err := e.client.Cancel(ctx, "default", id, "alice", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := e.cli("resolve", "--op", "op-late", "--job", id, "--decision", "rerun", "--actor", "bob"); code != 2 || !strings.Contains(errOut, "--job or --op") {
+		t.Fatalf("both --op and --job: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.cli("resolve", "--op", "op-nope", "--decision", "rerun", "--actor", "bob"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("unknown op: %d %q", code, errOut)
+	}
+	code, out, errOut = e.cli("resolve", "--op", "op-late", "--decision", "rerun", "--actor", "bob", "--note", "back")
+	if code != 0 || out != "job "+id+" is now pending\n" {
+		t.Fatalf("resolve --op: %d %q %q", code, out, errOut)
+	}
+}
