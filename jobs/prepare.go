@@ -1,0 +1,33 @@
+package jobs
+
+import "time"
+
+// Prepared is a job validated exactly as Enqueue validates it, not yet
+// written: what a caller that keeps jobs to enqueue later (a transactional
+// outbox, a periodic schedule) needs to know about them.
+type Prepared struct {
+	Kind        string
+	Queue       string
+	OperationID string // "" when none was given
+	Resource    string // "" when the args name none
+	MaxRetries  int
+	Timeout     time.Duration // 0: the pool's HandlerTimeout
+	RunAt       time.Time     // zero: due at enqueue; a Delay counts from Prepare
+	// Payload is the raw JSON args, sensitive fields included.
+	Payload []byte
+	// Display is the args with sensitive fields redacted (see RedactJSON).
+	Display []byte
+}
+
+// Prepare validates args and opts as Enqueue does (an error matches
+// ErrInvalid) and returns the job they describe, without writing anything.
+func Prepare(args JobArgs, opts ...Option) (*Prepared, error) {
+	j, err := prepareTyped(args, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Prepared{
+		Kind: j.kind, Queue: j.queue, OperationID: j.op, Resource: j.resource, MaxRetries: j.maxRetries,
+		Timeout: j.timeout, RunAt: j.runAt, Payload: j.payload, Display: j.display,
+	}, nil
+}
