@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+	"github.com/fencedq/fencedq/worker/internal/maintenance"
 )
 
 // Defaults for Config's zero fields.
@@ -114,6 +117,33 @@ type ReconcilerConfig struct {
 	// EffectLog, when set, answers for kinds without a Reconcile method:
 	// an operation id found in the log was applied.
 	EffectLog fence.EffectLog
+	// Outboxes are transactional outboxes (package pgfence's Outbox) whose
+	// committed jobs the leader moves into the queue, on each wake-up and
+	// every Interval.
+	Outboxes []OutboxRelay
+}
+
+// OutboxRelay is a transactional outbox the reconciler's leader relays
+// into the queue; package pgfence's Outbox implements it.
+type OutboxRelay interface {
+	// Relay moves up to max committed jobs into the queue through client,
+	// fenced by the leader's token, and returns how many it moved. Each
+	// job carries an operation id of its own, so a batch relayed twice is
+	// enqueued once.
+	Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (int, error)
+	// Listen returns a channel that receives when jobs may have been
+	// committed, until ctx ends (nil: the leader polls only).
+	Listen(ctx context.Context) <-chan struct{}
+	// Name names the outbox in logs.
+	Name() string
+}
+
+func relays(os []OutboxRelay) []maintenance.Relay {
+	out := make([]maintenance.Relay, len(os))
+	for i, o := range os {
+		out[i] = o
+	}
+	return out
 }
 
 // withDefaults fills zero fields; validate checks the result.

@@ -53,6 +53,7 @@ type Pool struct {
 
 	mu       sync.Mutex
 	handlers map[string]*handler
+	periodic []maintenance.Periodic // see AddPeriodic
 	running  bool
 
 	started   time.Time
@@ -304,5 +305,7 @@ func (p *Pool) maintenance() *maintenance.Services {
 		Reconciler:    p.reconcilerFor,
 		Logger:        p.log.With("component", "reconciler"),
 		Metrics:       p.metrics,
+		Periodic:      p.periodic,
+		Relays:        relays(rc.Outboxes),
 	}, p.ledger, p.leases)
 }

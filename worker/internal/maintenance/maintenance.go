@@ -55,6 +55,13 @@ type Config struct {
 	Reconciler func(kind string) ReconcileFunc
 	Logger     *slog.Logger
 	Metrics    *metrics.Set
+	// Periodic are the schedules the periodic service enqueues, every
+	// PeriodicInterval (none: the service does not run).
+	Periodic         []Periodic
+	PeriodicInterval time.Duration
+	// Relays are the outboxes the relay service moves into the queue (see
+	// outbox.go).
+	Relays []Relay
 }
 
 // Services is the elector and the services it runs while leading.
@@ -68,11 +75,17 @@ type Services struct {
 	// seriesMinute is the minute (unix ms) the status service last recorded
 	// the queues' history for (see status.go).
 	seriesMinute atomic.Int64
+	// client enqueues periodic ticks and relayed outbox rows.
+	client *jobs.Client
 }
 
 // New returns the services of one pool.
 func New(cfg Config, ledger *jobs.Ledger, leases *lease.Manager) *Services {
-	return &Services{cfg: cfg, ledger: ledger, leases: leases, log: cfg.Logger}
+	if cfg.PeriodicInterval <= 0 {
+		cfg.PeriodicInterval = cfg.Interval
+	}
+	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention()})
+	return &Services{cfg: cfg, ledger: ledger, leases: leases, log: cfg.Logger, client: client}
 }
 
 // service is one periodic task run while leading; leader is the token
@@ -81,15 +94,22 @@ type service struct {
 	name     string
 	interval time.Duration
 	pass     func(ctx context.Context, leader lease.Token) error
+	// wake, when set, is called once per leadership; each receive on its
+	// channel runs a pass before the interval is up.
+	wake func(ctx context.Context) <-chan struct{}
 }
 
 func (s *Services) services() []service {
-	return []service{
-		{"expirer", s.cfg.Interval, s.expire},
-		{"resolver", s.cfg.Interval, s.resolve},
-		{"status", s.cfg.Interval, s.status},
-		{"pruner", s.cfg.PruneInterval, s.prune},
+	svcs := []service{
+		{"expirer", s.cfg.Interval, s.expire, nil},
+		{"resolver", s.cfg.Interval, s.resolve, nil},
+		{"status", s.cfg.Interval, s.status, nil},
+		{"pruner", s.cfg.PruneInterval, s.prune, nil},
 	}
+	if len(s.cfg.Periodic) > 0 {
+		svcs = append(svcs, service{"periodic", s.cfg.PeriodicInterval, s.periodic, nil})
+	}
+	return append(svcs, s.relayServices()...)
 }
 
 // Run competes for leadership until ctx ends and, while leading, runs every
@@ -155,6 +175,10 @@ func (s *Services) lead(ctx context.Context) {
 func (s *Services) loop(ctx context.Context, svc service, leader lease.Token) {
 	t := time.NewTicker(svc.interval)
 	defer t.Stop()
+	var wake <-chan struct{}
+	if svc.wake != nil {
+		wake = svc.wake(ctx)
+	}
 	for {
 		if err := s.safePass(ctx, svc, leader); err != nil && ctx.Err() == nil {
 			s.cfg.Metrics.ReconcileErrors.Inc()
@@ -164,6 +188,7 @@ func (s *Services) loop(ctx context.Context, svc service, leader lease.Token) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
 		}
 	}
 }

@@ -1,0 +1,305 @@
+package jobs
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/lease"
+)
+
+// The periodic scheduler's records. The reconciler's leader registers the
+// schedules of its pool and enqueues their ticks; these records say what it
+// did, for the CLI and the dashboard, and where the next leader resumes.
+// Keys, for namespace ns (all in the {periodic} hash slot):
+//
+//	ns:{periodic}:leader              string: highest leader token seen by a schedule write
+//	ns:{periodic}:schedules           set: schedule ids
+//	ns:{periodic}:schedule:<id>       hash: the schedule (see Schedule)
+//	ns:{periodic}:schedule:<id>:ticks list: the newest ticks enqueued (see Tick), newest first
+//
+// Every write is one script call that checks the leader's token against
+// the high-water key first: a deposed leader's write is refused with an
+// error matching ErrStale.
+
+// PeriodicOperationPrefix starts the operation id of every periodic tick:
+// "periodic:<schedule id>:<tick time>" (see PeriodicOperationID).
+const PeriodicOperationPrefix = "periodic:"
+
+// MaxScheduleIDLen bounds a schedule id.
+const MaxScheduleIDLen = 100
+
+var scheduleIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+
+// ValidateScheduleID checks a schedule id: 1-100 letters, digits or ._-
+// (no colon, so a tick's operation id splits unambiguously).
+func ValidateScheduleID(id string) error {
+	if !scheduleIDRE.MatchString(id) {
+		return invalid("schedule id %q must be 1-%d letters, digits or ._-", clip(id), MaxScheduleIDLen)
+	}
+	return nil
+}
+
+// PeriodicOperationID is the operation id of schedule id's tick at t:
+// "periodic:<id>:<t in UTC, RFC 3339 with as many fractional digits as
+// needed>". Every leader computes the same id for the same tick, so a tick
+// enqueued twice is deduplicated into one job.
+func PeriodicOperationID(id string, t time.Time) string {
+	return PeriodicOperationPrefix + id + ":" + t.UTC().Format(time.RFC3339Nano)
+}
+
+// ParsePeriodicOperationID returns the schedule id and tick time of a
+// periodic tick's operation id; ok is false for any other operation id. A
+// handler can call it on its job's OperationID to learn which tick it runs.
+func ParsePeriodicOperationID(op string) (id string, tick time.Time, ok bool) {
+	rest, found := strings.CutPrefix(op, PeriodicOperationPrefix)
+	if !found {
+		return "", time.Time{}, false
+	}
+	id, ts, found := strings.Cut(rest, ":")
+	if !found || ValidateScheduleID(id) != nil {
+		return "", time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return id, t, true
+}
+
+// ScheduleSpec is a schedule's definition as the leader's pool registered
+// it.
+type ScheduleSpec struct {
+	// ID names the schedule; its ticks' operation ids derive from it.
+	ID string `json:"id"`
+	// Schedule is the cron expression, or "@every <duration>".
+	Schedule string `json:"schedule"`
+	// TimeZone is the zone cron expressions are read in.
+	TimeZone string `json:"time_zone"`
+	// Kind is the kind of the jobs the ticks enqueue.
+	Kind string `json:"kind"`
+	// Queue is the queue the ticks are enqueued on.
+	Queue string `json:"queue"`
+	// CatchUp is the catch-up policy after downtime ("all", "latest", "none").
+	CatchUp string `json:"catch_up"`
+}
+
+// Schedule is a periodic schedule as the ledger records it.
+type Schedule struct {
+	ScheduleSpec
+	// Created is when a leader first registered the schedule: no tick
+	// before it is due.
+	Created time.Time `json:"created"`
+	// Seen is when a leader last registered it (every scheduler pass does):
+	// a schedule no pool registers any more keeps its old Seen.
+	Seen time.Time `json:"seen"`
+	// Cursor is the newest tick handled, enqueued or skipped by the
+	// catch-up policy; the next pass looks at ticks after it.
+	Cursor time.Time `json:"cursor,omitzero"`
+	// LastTick is the newest tick enqueued, and LastJob the job it produced
+	// (zero and "" before the first).
+	LastTick time.Time `json:"last_tick,omitzero"`
+	LastJob  string    `json:"last_job,omitempty"`
+	// NextTick is the next tick as of the last pass.
+	NextTick time.Time `json:"next_tick,omitzero"`
+	// Enqueued counts ticks enqueued (a deduplicated tick counts too: it
+	// is recorded with the job that already had its operation id).
+	Enqueued int64 `json:"enqueued"`
+	// Skipped counts ticks the catch-up policy skipped.
+	Skipped int64 `json:"skipped"`
+	// Leader is the leader token of the last write.
+	Leader lease.Token `json:"leader,string"`
+	// Updated is the time of the last tick record.
+	Updated time.Time `json:"updated,omitzero"`
+}
+
+// Tick is one tick a leader enqueued.
+type Tick struct {
+	// Time is the tick's scheduled time.
+	Time time.Time `json:"time"`
+	// JobID is the job the tick produced.
+	JobID string `json:"job_id"`
+	// Queue is the job's queue.
+	Queue string `json:"queue"`
+	// Deduplicated is true when the tick's operation id was already known:
+	// another leader (or an earlier try) had enqueued it.
+	Deduplicated bool `json:"deduplicated,omitempty"`
+	// Recorded is when the tick was recorded, and Leader the token of the
+	// leader that recorded it.
+	Recorded time.Time   `json:"recorded,omitzero"`
+	Leader   lease.Token `json:"leader,string"`
+}
+
+// OperationID returns the tick's operation id for schedule id.
+func (t Tick) OperationID(id string) string { return PeriodicOperationID(id, t.Time) }
+
+//go:embed lua/schedule.lua
+var scheduleSrc string
+
+var scheduleScript = redis.NewScript(scheduleSrc)
+
+func (l *Ledger) periodicPrefix() string { return l.cfg.Namespace + ":{periodic}:" }
+
+func (l *Ledger) scheduleKeys(id string) []string {
+	p := l.periodicPrefix()
+	return []string{p + "leader", p + "schedules", p + "schedule:" + id, p + "schedule:" + id + ":ticks"}
+}
+
+// scheduleWrite runs schedule.lua and maps its reply.
+func (l *Ledger) scheduleWrite(ctx context.Context, what, id string, args ...any) (time.Time, error) {
+	v, err := scheduleScript.Run(ctx, l.rdb, l.scheduleKeys(id), args...).Result()
+	r := newReply(what, v, err)
+	if err := r.need(2); err != nil {
+		return time.Time{}, wrap(what+" "+id, err)
+	}
+	switch r.int(0) {
+	case -1:
+		return time.Time{}, fmt.Errorf("%w: %s %s: a newer scheduler leader (token %s) was seen", ErrStale, what, id, r.str(1))
+	case -2:
+		return time.Time{}, fmt.Errorf("%w: schedule %s", ErrNotFound, id)
+	}
+	return msTime(r.str(1)), nil
+}
+
+// RegisterSchedule records spec on behalf of the scheduler leader holding
+// token leader: it creates the schedule (Created = now, by the Redis
+// clock) when it is new, else updates its definition, and sets Seen. It
+// returns the schedule as recorded. A newer leader's token seen by any
+// schedule write makes it fail with an error matching ErrStale.
+func (l *Ledger) RegisterSchedule(ctx context.Context, leader lease.Token, spec ScheduleSpec) (*Schedule, error) {
+	if err := ValidateScheduleID(spec.ID); err != nil {
+		return nil, err
+	}
+	if _, err := l.scheduleWrite(ctx, "register schedule", spec.ID, "register", leader.String(), spec.ID,
+		"schedule", spec.Schedule, "tz", spec.TimeZone, "kind", spec.Kind, "queue", spec.Queue,
+		"catch_up", spec.CatchUp); err != nil {
+		return nil, err
+	}
+	return l.Schedule(ctx, spec.ID)
+}
+
+// TickRecord is what one scheduler pass did for one schedule.
+type TickRecord struct {
+	// Ticks are the ticks enqueued, oldest first.
+	Ticks []Tick
+	// Cursor is the newest tick handled (enqueued or skipped).
+	Cursor time.Time
+	// Skipped counts the ticks the catch-up policy skipped.
+	Skipped int
+	// Next is the schedule's next tick.
+	Next time.Time
+}
+
+// RecordTicks records a scheduler pass of schedule id by the leader holding
+// token leader. Cursor and LastTick only move forward, so a late record
+// from an earlier pass cannot move them back. It fails with an error
+// matching ErrStale when a newer leader was seen, and ErrNotFound when the
+// schedule was never registered.
+func (l *Ledger) RecordTicks(ctx context.Context, id string, leader lease.Token, rec TickRecord) error {
+	args := []any{"ticks", leader.String(), id, rec.Skipped, ms(rec.Next), ms(rec.Cursor), len(rec.Ticks)}
+	for _, t := range rec.Ticks {
+		dedup := 0
+		if t.Deduplicated {
+			dedup = 1
+		}
+		args = append(args, ms(t.Time), t.JobID, t.Queue, dedup)
+	}
+	_, err := l.scheduleWrite(ctx, "record ticks", id, args...)
+	return err
+}
+
+// Schedule returns schedule id's record, or an error matching ErrNotFound.
+func (l *Ledger) Schedule(ctx context.Context, id string) (*Schedule, error) {
+	h, err := l.rdb.HGetAll(ctx, l.scheduleKeys(id)[2]).Result()
+	if err != nil {
+		return nil, wrap("schedule "+id, err)
+	}
+	if len(h) == 0 {
+		return nil, fmt.Errorf("%w: schedule %s", ErrNotFound, id)
+	}
+	return scheduleFrom(id, h), nil
+}
+
+func scheduleFrom(id string, h map[string]string) *Schedule {
+	n := func(k string) int64 { v, _ := strconv.ParseInt(h[k], 10, 64); return v }
+	return &Schedule{
+		ScheduleSpec: ScheduleSpec{ID: id, Schedule: h["schedule"], TimeZone: h["tz"], Kind: h["kind"],
+			Queue: h["queue"], CatchUp: h["catch_up"]},
+		Created: msTime(h["created"]), Seen: msTime(h["seen"]), Cursor: msTime(h["cursor"]),
+		LastTick: msTime(h["last_tick"]), LastJob: h["last_job"], NextTick: msTime(h["next_tick"]),
+		Enqueued: n("enqueued"), Skipped: n("skipped"), Leader: token(h["leader"]), Updated: msTime(h["updated"]),
+	}
+}
+
+// Schedules returns every recorded schedule, sorted by id.
+func (l *Ledger) Schedules(ctx context.Context) ([]*Schedule, error) {
+	ids, err := l.rdb.SMembers(ctx, l.periodicPrefix()+"schedules").Result()
+	if err != nil {
+		return nil, wrap("schedules", err)
+	}
+	sort.Strings(ids)
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGetAll(ctx, l.scheduleKeys(id)[2])
+	}
+	if len(ids) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, wrap("schedules", err)
+		}
+	}
+	out := make([]*Schedule, 0, len(ids))
+	for i, id := range ids {
+		if h := cmds[i].Val(); len(h) > 0 {
+			out = append(out, scheduleFrom(id, h))
+		}
+	}
+	return out, nil
+}
+
+// ScheduleTicks returns up to n of schedule id's most recently recorded
+// ticks (the ledger keeps 100), newest record first.
+func (l *Ledger) ScheduleTicks(ctx context.Context, id string, n int) ([]Tick, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	raw, err := l.rdb.LRange(ctx, l.scheduleKeys(id)[3], 0, int64(n-1)).Result()
+	if err != nil {
+		return nil, wrap("schedule ticks "+id, err)
+	}
+	out := make([]Tick, 0, len(raw))
+	for _, s := range raw {
+		var e struct {
+			Tick, Job, Queue, Dedup, At, Leader string
+		}
+		if json.Unmarshal([]byte(s), &e) != nil {
+			continue
+		}
+		out = append(out, Tick{Time: msTime(e.Tick), JobID: e.Job, Queue: e.Queue, Deduplicated: e.Dedup == "1",
+			Recorded: msTime(e.At), Leader: token(e.Leader)})
+	}
+	return out, nil
+}
+
+// RemoveSchedule deletes schedule id's record and ticks (an operator
+// action for a schedule no pool registers any more; a leader whose pool
+// still registers it creates it again, anew). It reports whether it
+// existed.
+func (l *Ledger) RemoveSchedule(ctx context.Context, id string) (bool, error) {
+	k := l.scheduleKeys(id)
+	pipe := l.rdb.TxPipeline()
+	del := pipe.Del(ctx, k[2], k[3])
+	pipe.SRem(ctx, k[1], id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, wrap("remove schedule "+id, err)
+	}
+	return del.Val() > 0, nil
+}

@@ -1,0 +1,100 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+func TestSchedulesFencedAndMonotonic(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	l := jobs.NewLedger(rdb, jobs.Config{Namespace: ns})
+	ctx := context.Background()
+	spec := jobs.ScheduleSpec{ID: "nightly", Schedule: "0 2 * * *", TimeZone: "UTC", Kind: "report", Queue: "default", CatchUp: "latest"}
+
+	if _, err := l.Schedule(ctx, "nightly"); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("unknown schedule: %v", err)
+	}
+	if err := l.RecordTicks(ctx, "nightly", 5, jobs.TickRecord{}); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("ticks of an unregistered schedule: %v", err)
+	}
+	s, err := l.RegisterSchedule(ctx, 10, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ScheduleSpec != spec || s.Created.IsZero() || s.Leader != 10 {
+		t.Fatalf("registered %+v", s)
+	}
+	t1 := time.Date(2025, 1, 1, 2, 0, 0, 0, time.UTC)
+	t2 := t1.Add(24 * time.Hour)
+	if err := l.RecordTicks(ctx, "nightly", 10, jobs.TickRecord{
+		Ticks:  []jobs.Tick{{Time: t1, JobID: "j1", Queue: "default"}, {Time: t2, JobID: "j2", Queue: "default", Deduplicated: true}},
+		Cursor: t2, Skipped: 3, Next: t2.Add(24 * time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A newer leader registers; the older one is refused everywhere.
+	if _, err := l.RegisterSchedule(ctx, 11, spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.RegisterSchedule(ctx, 10, spec); !errors.Is(err, jobs.ErrStale) {
+		t.Fatalf("stale register: %v", err)
+	}
+	if err := l.RecordTicks(ctx, "nightly", lease.Token(10), jobs.TickRecord{Cursor: t2.Add(time.Hour)}); !errors.Is(err, jobs.ErrStale) {
+		t.Fatalf("stale record: %v", err)
+	}
+	// A late record of an older tick does not move the cursor or the last tick back.
+	if err := l.RecordTicks(ctx, "nightly", 11, jobs.TickRecord{Ticks: []jobs.Tick{{Time: t1, JobID: "j1", Queue: "default", Deduplicated: true}}, Cursor: t1}); err != nil {
+		t.Fatal(err)
+	}
+	s, err = l.Schedule(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Cursor.Equal(t2) || !s.LastTick.Equal(t2) || s.LastJob != "j2" || s.Enqueued != 3 || s.Skipped != 3 ||
+		!s.NextTick.Equal(t2.Add(24*time.Hour)) || s.Leader != 11 {
+		t.Fatalf("schedule %+v", s)
+	}
+	ticks, err := l.ScheduleTicks(ctx, "nightly", 10)
+	if err != nil || len(ticks) != 3 {
+		t.Fatalf("ticks %v, %v", ticks, err)
+	}
+	if !ticks[0].Time.Equal(t1) || !ticks[1].Time.Equal(t2) || ticks[1].JobID != "j2" || !ticks[1].Deduplicated || ticks[2].Deduplicated {
+		t.Fatalf("ticks %+v", ticks)
+	}
+	all, err := l.Schedules(ctx)
+	if err != nil || len(all) != 1 || all[0].ID != "nightly" {
+		t.Fatalf("schedules %v, %v", all, err)
+	}
+	if ok, err := l.RemoveSchedule(ctx, "nightly"); !ok || err != nil {
+		t.Fatalf("remove: %v %v", ok, err)
+	}
+	if all, _ := l.Schedules(ctx); len(all) != 0 {
+		t.Fatalf("after remove: %v", all)
+	}
+}
+
+func TestPeriodicOperationID(t *testing.T) {
+	tick := time.Date(2025, 3, 30, 1, 30, 0, 0, time.FixedZone("X", 3600))
+	op := jobs.PeriodicOperationID("nightly", tick)
+	if op != "periodic:nightly:2025-03-30T00:30:00Z" {
+		t.Fatalf("op %q", op)
+	}
+	id, got, ok := jobs.ParsePeriodicOperationID(op)
+	if !ok || id != "nightly" || !got.Equal(tick) {
+		t.Fatalf("parsed %q %v %v", id, got, ok)
+	}
+	for _, bad := range []string{"nightly", "periodic:", "periodic:a b:2025-03-30T00:30:00Z", "periodic:x:yesterday"} {
+		if _, _, ok := jobs.ParsePeriodicOperationID(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if err := jobs.ValidateScheduleID("a:b"); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("a:b: %v", err)
+	}
+}

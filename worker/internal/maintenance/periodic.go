@@ -1,0 +1,159 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Catch-up policies of a periodic schedule (the values recorded in
+// jobs.ScheduleSpec.CatchUp).
+const (
+	CatchUpLatest = "latest"
+	CatchUpAll    = "all"
+	CatchUpNone   = "none"
+)
+
+// PeriodicBatch bounds how many ticks of one schedule one enqueue call
+// carries; a schedule further behind is caught up batch by batch within
+// the same pass.
+const PeriodicBatch = 100
+
+// maxScan bounds how many ticks one pass walks through for one schedule
+// (a long downtime of a schedule ticking every second); the walk resumes
+// from there on the next pass.
+const maxScan = 100_000
+
+// Periodic is one registered schedule, as the periodic service runs it.
+type Periodic struct {
+	// Spec is what the ledger records about the schedule; Spec.Queue must
+	// be the queue Options enqueue on.
+	Spec jobs.ScheduleSpec
+	// Next returns the first tick strictly after t (zero: none).
+	Next func(t time.Time) time.Time
+	// MissedAfter is how late a tick may be enqueued under CatchUpNone.
+	MissedAfter time.Duration
+	// Args and Options are enqueued at each tick (the operation id is set
+	// by the service).
+	Args    jobs.JobArgs
+	Options []jobs.Option
+}
+
+// periodic enqueues every schedule's due ticks. The clock is Redis's, so
+// leaders on machines whose clocks disagree agree on which ticks are due.
+func (s *Services) periodic(ctx context.Context, leader lease.Token) error {
+	now, err := s.ledger.ServerTime(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range s.cfg.Periodic {
+		if err := s.tick(ctx, leader, p, now); err != nil {
+			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
+				return err
+			}
+			s.cfg.Metrics.ReconcileErrors.Inc()
+			s.log.Warn("periodic schedule pass failed", "schedule", p.Spec.ID, "error", err)
+		}
+	}
+	return nil
+}
+
+// tick handles schedule p's ticks due at now: register, enqueue (each tick
+// with its own operation id, so a tick enqueued twice is one job), record.
+// A crash or a lost leadership between the enqueue and the record is safe:
+// the next pass enqueues the same ticks again and is deduplicated.
+func (s *Services) tick(ctx context.Context, leader lease.Token, p Periodic, now time.Time) error {
+	sched, err := s.ledger.RegisterSchedule(ctx, leader, p.Spec)
+	if err != nil {
+		return err
+	}
+	if err := s.ledger.Lead(ctx, p.Spec.Queue, leader); err != nil {
+		return err
+	}
+	cursor := sched.Cursor
+	if cursor.IsZero() || cursor.Before(sched.Created) {
+		cursor = sched.Created // no tick before the schedule existed
+	}
+	for {
+		due, skipped, next, handled := s.dueTicks(p, cursor, now)
+		if handled.IsZero() {
+			// Nothing due: keep the next tick current for readers.
+			if !next.Equal(sched.NextTick) {
+				return s.ledger.RecordTicks(ctx, p.Spec.ID, leader, jobs.TickRecord{Next: next})
+			}
+			return nil
+		}
+		rec := jobs.TickRecord{Cursor: handled, Skipped: skipped, Next: next}
+		if len(due) > 0 {
+			ps := make([]jobs.Params, len(due))
+			for i, t := range due {
+				opts := append(append([]jobs.Option(nil), p.Options...), jobs.OperationID(jobs.PeriodicOperationID(p.Spec.ID, t)))
+				ps[i] = jobs.Params{Args: p.Args, Options: opts}
+			}
+			res, err := s.client.EnqueueMany(ctx, ps)
+			if err != nil {
+				return err
+			}
+			for i, r := range res {
+				rec.Ticks = append(rec.Ticks, jobs.Tick{Time: due[i], JobID: r.JobID, Queue: r.Queue, Deduplicated: r.Deduplicated})
+				if r.Deduplicated {
+					s.log.Info("periodic tick already enqueued", "schedule", p.Spec.ID, "tick", due[i], "job_id", r.JobID)
+				} else {
+					s.log.Debug("periodic tick enqueued", "schedule", p.Spec.ID, "tick", due[i], "job_id", r.JobID)
+				}
+			}
+		}
+		if skipped > 0 {
+			s.log.Info("periodic ticks skipped by the catch-up policy", "schedule", p.Spec.ID,
+				"catch_up", p.Spec.CatchUp, "skipped", skipped)
+		}
+		if err := s.ledger.RecordTicks(ctx, p.Spec.ID, leader, rec); err != nil {
+			return err
+		}
+		if !next.After(now) && ctx.Err() == nil {
+			cursor = handled // more ticks due: another batch
+			continue
+		}
+		return nil
+	}
+}
+
+// dueTicks walks p's ticks after cursor up to now and applies the
+// catch-up policy: due are the ticks to enqueue (oldest first), skipped
+// how many due ticks the policy drops, handled the newest tick walked
+// (zero when none was due) and next the first tick after it.
+func (s *Services) dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, next, handled time.Time) {
+	t := p.Next(cursor)
+	for n := 0; !t.IsZero() && !t.After(now) && n < maxScan; n++ {
+		handled = t
+		switch p.Spec.CatchUp {
+		case CatchUpAll:
+			due = append(due, t)
+		case CatchUpNone:
+			if now.Sub(t) <= p.MissedAfter {
+				due = append(due, t)
+			} else {
+				skipped++
+			}
+		default: // CatchUpLatest
+			if len(due) > 0 {
+				skipped++
+			}
+			due = append(due[:0], t)
+		}
+		t = p.Next(t)
+		if len(due) == PeriodicBatch && p.Spec.CatchUp != CatchUpLatest {
+			break
+		}
+	}
+	if p.Spec.CatchUp != CatchUpAll && p.Spec.CatchUp != CatchUpNone && !t.IsZero() && !t.After(now) {
+		// The walk stopped at maxScan short of now: the tick kept is not
+		// the latest, so it is skipped too.
+		skipped += len(due)
+		due = nil
+	}
+	return due, skipped, t, handled
+}

@@ -1,0 +1,319 @@
+package worker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker/internal/maintenance"
+)
+
+// DefaultMissedAfter is how late a tick may be enqueued under CatchUpNone
+// when MissedAfter is not given.
+const DefaultMissedAfter = time.Minute
+
+// MinInterval is the shortest interval Every accepts.
+const MinInterval = time.Second
+
+// ErrSchedule means a periodic job's schedule or options are invalid.
+var ErrSchedule = errors.New("worker: invalid periodic job")
+
+// Schedule says when a periodic job's ticks fall. Next must be
+// deterministic: every leader must compute the same ticks.
+type Schedule interface {
+	// Next returns the first tick strictly after t (zero: no more ticks).
+	Next(t time.Time) time.Time
+	// String describes the schedule (recorded in the ledger).
+	String() string
+}
+
+// CatchUp is a periodic job's policy for ticks missed during downtime.
+type CatchUp string
+
+// Catch-up policies; see PeriodicJob.
+const (
+	CatchUpLatest CatchUp = maintenance.CatchUpLatest
+	CatchUpAll    CatchUp = maintenance.CatchUpAll
+	CatchUpNone   CatchUp = maintenance.CatchUpNone
+)
+
+// Cron returns a schedule from a cron expression: five fields (minute,
+// hour, day of month, month, day of week), or six with a leading seconds
+// field, or a descriptor (@yearly, @monthly, @weekly, @daily, @hourly,
+// @every <duration>), as parsed by github.com/robfig/cron/v3. The
+// expression is read in the zone InTimeZone gives (default UTC), unless it
+// starts with CRON_TZ=<zone>. "@every d" is Every(d). An invalid expression
+// is reported by Pool.AddPeriodic.
+func Cron(expr string) Schedule {
+	if d, ok := strings.CutPrefix(expr, "@every "); ok {
+		iv, err := time.ParseDuration(strings.TrimSpace(d))
+		if err != nil {
+			return &cronSchedule{expr: expr, err: err}
+		}
+		return Every(iv)
+	}
+	s, err := cronParser.Parse(expr)
+	return &cronSchedule{expr: expr, sched: s, err: err}
+}
+
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+type cronSchedule struct {
+	expr  string
+	sched cron.Schedule
+	err   error
+	// explicitZone is true when the expression names its zone (CRON_TZ=).
+	explicitZone bool
+}
+
+func (c *cronSchedule) Next(t time.Time) time.Time { return c.sched.Next(t) }
+func (c *cronSchedule) String() string             { return c.expr }
+
+// inZone reads the expression in loc unless it names its own zone, and
+// returns the zone used. A cron schedule is never read in the process's
+// local zone, which may differ between pools.
+func (c *cronSchedule) inZone(loc *time.Location) string {
+	if strings.HasPrefix(c.expr, "TZ=") || strings.HasPrefix(c.expr, "CRON_TZ=") {
+		zone, _, _ := strings.Cut(c.expr, " ")
+		_, name, _ := strings.Cut(zone, "=")
+		return name
+	}
+	if s, ok := c.sched.(*cron.SpecSchedule); ok {
+		s.Location = loc
+	}
+	return loc.String()
+}
+
+// Every returns a schedule ticking every d (at least MinInterval), at the
+// multiples of d counted from the zero time.Time (UTC): Every(time.Hour)
+// ticks on the hour, Every(24*time.Hour) at midnight UTC. For times of day
+// in a zone, use Cron.
+func Every(d time.Duration) Schedule { return every(d) }
+
+type every time.Duration
+
+func (e every) Next(t time.Time) time.Time {
+	d := time.Duration(e)
+	return t.UTC().Truncate(d).Add(d)
+}
+func (e every) String() string { return "@every " + time.Duration(e).String() }
+
+// PeriodicJob is a job enqueued on a schedule; create it with Periodic and
+// register it with Pool.AddPeriodic.
+//
+// # Periodic jobs
+//
+// A periodic job enqueues the same args on a schedule: a cron expression
+// or a fixed interval. Register it on a pool before Run:
+//
+//	err := pool.AddPeriodic(
+//		worker.Periodic(worker.Cron("0 9 * * MON-FRI"), ReportArgs{Team: "ops"},
+//			worker.ScheduleID("ops-report"),
+//			worker.InTimeZone(paris),
+//			worker.EnqueueOptions(jobs.Queue("reports"), jobs.MaxRetries(3))),
+//		worker.Periodic(worker.Every(15*time.Minute), SyncArgs{}, worker.WithCatchUp(worker.CatchUpAll)),
+//	)
+//
+// The reconciler's leader (one pool of the namespace at a time) enqueues
+// the ticks; register the same schedules on every pool that may lead. Each
+// tick is enqueued with the operation id "periodic:<schedule id>:<tick
+// time in UTC, RFC 3339>" (jobs.PeriodicOperationID), and an enqueue of a
+// known operation id returns the existing job: a tick enqueued twice, by
+// two leaders around a handover or by a retry after a timeout, is one job.
+// Ticks are computed by the Redis clock from the schedule's cursor, which
+// the ledger keeps, so every leader computes the same ticks. The leader's
+// schedule records are fenced by its lease token: a deposed leader that
+// wakes up cannot move a schedule's record.
+//
+// A tick is due once its time has passed; the leader looks every
+// Reconciler.Interval (default 1s), so a tick is enqueued within about
+// that interval. After downtime (no leader for a while: every pool down,
+// Redis unreachable), the schedule's catch-up policy decides what happens
+// to the ticks that were missed:
+//
+//   - CatchUpLatest (default): only the newest missed tick is enqueued;
+//     the others are counted as skipped.
+//   - CatchUpAll: every missed tick is enqueued, oldest first, in batches
+//     of 100.
+//   - CatchUpNone: a tick later than MissedAfter (default
+//     DefaultMissedAfter) is skipped; only ticks that are still on time
+//     are enqueued.
+//
+// A leader handover takes up to the leader lease's TTL; a tick due during
+// it is late, not missed, unless it is later than MissedAfter under
+// CatchUpNone. A schedule's first tick is the first one after it was first
+// registered: a new schedule does not catch up on its past.
+//
+// The ledger records every schedule (jobs.Ledger.Schedules, Schedule,
+// ScheduleTicks): its definition, cursor, last tick and the job it
+// produced, next tick, and counts of ticks enqueued and skipped. A handler
+// learns its tick with jobs.ParsePeriodicOperationID(job.OperationID).
+//
+// Changing a schedule's expression, zone, args or queue without a
+// ScheduleID gives it a new default id, hence a new schedule that starts
+// afresh; the old record stays until removed (jobs.Ledger.RemoveSchedule).
+// Set ScheduleID to keep a schedule's history across changes.
+type PeriodicJob struct {
+	schedule    Schedule
+	args        jobs.JobArgs
+	id          string
+	loc         *time.Location
+	catchUp     CatchUp
+	missedAfter time.Duration
+	opts        []jobs.Option
+}
+
+// PeriodicOption configures a PeriodicJob.
+type PeriodicOption func(*PeriodicJob)
+
+// ScheduleID names the schedule (1-100 letters, digits or ._-); its ticks'
+// operation ids and its ledger record derive from it. Default: the kind
+// and a hash of the schedule, zone, queue and args.
+func ScheduleID(id string) PeriodicOption { return func(p *PeriodicJob) { p.id = id } }
+
+// InTimeZone reads a cron expression in loc (default UTC).
+func InTimeZone(loc *time.Location) PeriodicOption { return func(p *PeriodicJob) { p.loc = loc } }
+
+// WithCatchUp sets the policy for ticks missed during downtime (default
+// CatchUpLatest).
+func WithCatchUp(c CatchUp) PeriodicOption { return func(p *PeriodicJob) { p.catchUp = c } }
+
+// MissedAfter sets how late a tick may be enqueued under CatchUpNone
+// (default DefaultMissedAfter).
+func MissedAfter(d time.Duration) PeriodicOption { return func(p *PeriodicJob) { p.missedAfter = d } }
+
+// EnqueueOptions are applied to every tick's job (queue, retries,
+// timeout). OperationID, RunAt and Delay are rejected: the tick sets its
+// own operation id and is due at once.
+func EnqueueOptions(opts ...jobs.Option) PeriodicOption {
+	return func(p *PeriodicJob) { p.opts = append(p.opts, opts...) }
+}
+
+// Periodic returns a job that enqueues args at every tick of schedule.
+func Periodic(schedule Schedule, args jobs.JobArgs, opts ...PeriodicOption) *PeriodicJob {
+	p := &PeriodicJob{schedule: schedule, args: args, loc: time.UTC, catchUp: CatchUpLatest, missedAfter: DefaultMissedAfter}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// AddPeriodic registers periodic jobs on p; the reconciler's leader
+// enqueues their ticks (a pool with Reconciler.Disabled never does). It
+// fails with ErrRunning once the pool runs, and with an error matching
+// ErrSchedule (or jobs.ErrInvalid, for the args and enqueue options) when
+// a job is invalid or its schedule id is already registered; nothing is
+// registered then.
+func (p *Pool) AddPeriodic(pjs ...*PeriodicJob) error {
+	specs := make([]maintenance.Periodic, 0, len(pjs))
+	for _, pj := range pjs {
+		spec, err := pj.compile()
+		if err != nil {
+			return err
+		}
+		specs = append(specs, spec)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running {
+		return ErrRunning
+	}
+	seen := map[string]bool{}
+	for _, s := range p.periodic {
+		seen[s.Spec.ID] = true
+	}
+	for _, s := range specs {
+		if seen[s.Spec.ID] {
+			return fmt.Errorf("%w: schedule id %q registered twice", ErrSchedule, s.Spec.ID)
+		}
+		seen[s.Spec.ID] = true
+	}
+	p.periodic = append(p.periodic, specs...)
+	return nil
+}
+
+// compile validates pj and returns what the periodic service runs.
+func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
+	if pj == nil || pj.schedule == nil {
+		return maintenance.Periodic{}, fmt.Errorf("%w: no schedule", ErrSchedule)
+	}
+	if pj.loc == nil {
+		return maintenance.Periodic{}, fmt.Errorf("%w: nil time zone", ErrSchedule)
+	}
+	zone := pj.loc.String()
+	switch s := pj.schedule.(type) {
+	case *cronSchedule:
+		if s.err != nil {
+			return maintenance.Periodic{}, fmt.Errorf("%w: cron expression %q: %v", ErrSchedule, s.expr, s.err)
+		}
+		c := *s // the caller's value may be shared with another job in another zone
+		if spec, ok := s.sched.(*cron.SpecSchedule); ok {
+			cp := *spec
+			c.sched = &cp
+		}
+		zone = c.inZone(pj.loc)
+		pj.schedule = &c
+	case every:
+		if time.Duration(s) < MinInterval {
+			return maintenance.Periodic{}, fmt.Errorf("%w: interval %v below %v", ErrSchedule, time.Duration(s), MinInterval)
+		}
+		zone = "UTC"
+	}
+	switch pj.catchUp {
+	case CatchUpLatest, CatchUpAll, CatchUpNone:
+	default:
+		return maintenance.Periodic{}, fmt.Errorf("%w: catch-up policy %q", ErrSchedule, pj.catchUp)
+	}
+	if pj.missedAfter <= 0 {
+		return maintenance.Periodic{}, fmt.Errorf("%w: missed-after %v must be positive", ErrSchedule, pj.missedAfter)
+	}
+	prep, err := jobs.Prepare(pj.args, pj.opts...)
+	if err != nil {
+		return maintenance.Periodic{}, fmt.Errorf("worker: periodic job: %w", err)
+	}
+	if prep.OperationID != "" || !prep.RunAt.IsZero() {
+		return maintenance.Periodic{}, fmt.Errorf("%w: OperationID, RunAt and Delay are set by each tick", ErrSchedule)
+	}
+	id := pj.id
+	if id == "" {
+		id = defaultScheduleID(prep, pj.schedule.String(), zone)
+	}
+	if err := jobs.ValidateScheduleID(id); err != nil {
+		return maintenance.Periodic{}, fmt.Errorf("%w: %w", ErrSchedule, err)
+	}
+	return maintenance.Periodic{
+		Spec: jobs.ScheduleSpec{ID: id, Schedule: pj.schedule.String(), TimeZone: zone, Kind: prep.Kind,
+			Queue: prep.Queue, CatchUp: string(pj.catchUp)},
+		Next:        pj.schedule.Next,
+		MissedAfter: pj.missedAfter,
+		Args:        pj.args,
+		Options:     pj.opts,
+	}, nil
+}
+
+// defaultScheduleID is the kind (its characters outside the id alphabet
+// replaced) and a hash of what defines the schedule, so every pool that
+// registers the same periodic job derives the same id.
+func defaultScheduleID(prep *jobs.Prepared, schedule, zone string) string {
+	kind := []byte(prep.Kind)
+	for i, c := range kind {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			kind[i] = '_'
+		}
+	}
+	if len(kind) > 80 {
+		kind = kind[:80]
+	}
+	h := sha256.New()
+	for _, s := range []string{schedule, zone, prep.Queue, string(prep.Payload)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return string(kind) + "-" + hex.EncodeToString(h.Sum(nil))[:12]
+}

@@ -1,0 +1,273 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// init turns the test binary into a periodic-scheduler process when
+// FENCEDQ_PERIODIC_HELPER names its worker id (see startPeriodicHelper).
+func init() {
+	if id := os.Getenv("FENCEDQ_PERIODIC_HELPER"); id != "" {
+		os.Exit(runPeriodicHelper(id))
+	}
+}
+
+type tickArgs struct {
+	Report string `json:"report"`
+}
+
+func (tickArgs) Kind() string { return "tick" }
+
+// periodicTicks is the schedule both helper processes register: a tick
+// every second, every missed tick caught up, on a queue no pool consumes.
+func periodicTicks() *worker.PeriodicJob {
+	return worker.Periodic(worker.Every(time.Second), tickArgs{Report: "r"}, worker.ScheduleID("every-second"),
+		worker.WithCatchUp(worker.CatchUpAll), worker.EnqueueOptions(jobs.Queue("ticks")))
+}
+
+func runPeriodicHelper(id string) int {
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCEDQ_REDIS")})
+	p, err := worker.NewPool(rdb, worker.Config{
+		Namespace: os.Getenv("FENCEDQ_NS"), WorkerID: id, LeaseTTL: time.Second,
+		Logger:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Reconciler: worker.ReconcilerConfig{Interval: 100 * time.Millisecond},
+	})
+	if err == nil {
+		err = p.AddPeriodic(periodicTicks())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	_ = p.Run(ctx)
+	return 0
+}
+
+func startPeriodicHelper(t *testing.T, id, addr, ns string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FENCEDQ_PERIODIC_HELPER="+id, "FENCEDQ_REDIS="+addr, "FENCEDQ_NS="+ns)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+	})
+	return cmd
+}
+
+// TestPeriodicTicksExactlyOnceAcrossLeaderHandover runs the scheduler in
+// two processes. The first leads and enqueues ticks; it is SIGSTOPped
+// across several ticks, the second takes over when its lease lapses, and
+// the first is resumed (a deposed leader waking up mid-pass). Every tick
+// from the first one recorded to the last one must have exactly one job.
+func TestPeriodicTicksExactlyOnceAcrossLeaderHandover(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	ns := redistest.Namespace(t)
+	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: ns})
+	ctx := context.Background()
+
+	sched := func() *jobs.Schedule {
+		s, err := ledger.Schedule(ctx, "every-second")
+		if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return s
+	}
+	leader := func() string {
+		st, err := ledger.ReconcilerStatus(ctx)
+		if err != nil || st == nil {
+			return ""
+		}
+		return st.Leader
+	}
+
+	a := startPeriodicHelper(t, "sched-a", srv.Addr, ns)
+	waitFor(t, 20*time.Second, func() bool {
+		s := sched()
+		return leader() == "sched-a" && s != nil && s.Enqueued >= 2
+	})
+	b := startPeriodicHelper(t, "sched-b", srv.Addr, ns)
+
+	if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := sched().LastTick
+	waitFor(t, 30*time.Second, func() bool {
+		s := sched()
+		return leader() == "sched-b" && s.LastTick.Sub(stoppedAt) >= 3*time.Second
+	})
+	if err := a.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumedAt := sched().LastTick
+	waitFor(t, 30*time.Second, func() bool {
+		return sched().LastTick.Sub(resumedAt) >= 2*time.Second
+	})
+	for _, c := range []*exec.Cmd{a, b} {
+		_ = c.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range []*exec.Cmd{a, b} {
+		_, _ = c.Process.Wait()
+	}
+
+	s := sched()
+	// The first tick: the oldest tick whose job exists. Every second from
+	// there to the last recorded tick must have exactly one job, and the
+	// queue must hold nothing else.
+	ids, err := ledger.IDs(ctx, "ticks", jobs.Pending, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.GetMany(ctx, "ticks", jobs.Pending, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTick := map[time.Time]int{}
+	var first time.Time
+	for _, r := range recs {
+		id, tick, ok := jobs.ParsePeriodicOperationID(r.OperationID)
+		if !ok || id != "every-second" {
+			t.Fatalf("job %s has operation id %q", r.ID, r.OperationID)
+		}
+		byTick[tick.UTC()]++
+		if first.IsZero() || tick.Before(first) {
+			first = tick.UTC()
+		}
+	}
+	want := 0
+	for tk := first; !tk.After(s.LastTick.UTC()); tk = tk.Add(time.Second) {
+		want++
+		if n := byTick[tk]; n != 1 {
+			t.Errorf("tick %s: %d jobs, want 1", tk.Format(time.RFC3339), n)
+		}
+	}
+	if len(recs) != want {
+		t.Errorf("%d jobs for %d ticks from %s to %s", len(recs), want, first.Format(time.RFC3339), s.LastTick.UTC().Format(time.RFC3339))
+	}
+	if want < 7 {
+		t.Errorf("only %d ticks in the window", want)
+	}
+	if s.Enqueued < int64(want) {
+		t.Errorf("schedule records %d ticks enqueued, %d ticks have jobs", s.Enqueued, want)
+	}
+	ticks, err := ledger.ScheduleTicks(ctx, "every-second", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range ticks {
+		r, err := ledger.FindByOperation(ctx, tk.OperationID("every-second"))
+		if err != nil || r.ID != tk.JobID {
+			t.Errorf("tick %s recorded job %s; its operation id finds %v (%v)", tk.Time, tk.JobID, r, err)
+		}
+	}
+	t.Logf("%d ticks from %s to %s, each one job; %d tick records (%d deduplicated by a second enqueue)",
+		want, first.Format(time.RFC3339), s.LastTick.UTC().Format(time.RFC3339), s.Enqueued, s.Enqueued-int64(want))
+}
+
+// TestPeriodicRecordAndRun: a pool runs its schedule's ticks; the ledger
+// shows the schedule, its last tick, the job it produced, and the next.
+func TestPeriodicRecordAndRun(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	ran := make(chan string, 16)
+	_ = worker.Register(p, jobs.WorkFunc[tickArgs](func(ctx context.Context, j *jobs.Job[tickArgs]) error {
+		ran <- j.OperationID
+		return nil
+	}))
+	if err := p.AddPeriodic(worker.Periodic(worker.Every(time.Second), tickArgs{Report: "daily"})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	var op string
+	select {
+	case op = <-ran:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no tick ran within 20s")
+	}
+	id, tick, ok := jobs.ParsePeriodicOperationID(op)
+	if !ok {
+		t.Fatalf("operation id %q is not a tick's", op)
+	}
+	scheds, err := e.ledger.Schedules(context.Background())
+	if err != nil || len(scheds) != 1 {
+		t.Fatalf("schedules: %v, %v", scheds, err)
+	}
+	s := scheds[0]
+	if s.ID != id || s.Kind != "tick" || s.Queue != "default" || s.Schedule != "@every 1s" || s.CatchUp != "latest" || s.TimeZone != "UTC" {
+		t.Fatalf("schedule %+v", s)
+	}
+	if s.LastTick.Before(tick) || s.LastJob == "" || !s.NextTick.After(s.LastTick) {
+		t.Fatalf("schedule %+v after tick %s", s, tick)
+	}
+}
+
+func TestAddPeriodicRejects(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	for name, pj := range map[string]*worker.PeriodicJob{
+		"bad cron":      worker.Periodic(worker.Cron("61 * * * *"), tickArgs{}),
+		"bad every":     worker.Periodic(worker.Cron("@every soon"), tickArgs{}),
+		"short every":   worker.Periodic(worker.Every(time.Millisecond), tickArgs{}),
+		"bad id":        worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("a:b")),
+		"bad catch-up":  worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.WithCatchUp("sometimes")),
+		"operation id":  worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.OperationID("x"))),
+		"delay":         worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.Delay(time.Second))),
+		"nil schedule":  worker.Periodic(nil, tickArgs{}),
+		"nil time zone": worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(nil)),
+	} {
+		if err := p.AddPeriodic(pj); !errors.Is(err, worker.ErrSchedule) {
+			t.Errorf("%s: %v, want ErrSchedule", name, err)
+		}
+	}
+	if err := p.AddPeriodic(worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.Queue("no spaces")))); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("bad queue: %v, want jobs.ErrInvalid", err)
+	}
+	ok := worker.Periodic(worker.Cron("0 9 * * MON-FRI"), tickArgs{}, worker.ScheduleID("weekday"))
+	if err := p.AddPeriodic(ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AddPeriodic(worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("weekday"))); !errors.Is(err, worker.ErrSchedule) {
+		t.Errorf("duplicate id: %v", err)
+	}
+}
+
+func TestCronZones(t *testing.T) {
+	at := time.Date(2025, 1, 6, 0, 0, 0, 0, time.UTC) // a Monday
+	for _, c := range []struct {
+		s    worker.Schedule
+		want time.Time
+	}{
+		{worker.Cron("0 9 * * MON-FRI"), time.Date(2025, 1, 6, 9, 0, 0, 0, time.UTC)},
+		{worker.Cron("CRON_TZ=Europe/Paris 0 9 * * *"), time.Date(2025, 1, 6, 8, 0, 0, 0, time.UTC)},
+		{worker.Cron("*/10 * * * * *"), at.Add(10 * time.Second)},
+		{worker.Cron("@hourly"), at.Add(time.Hour)},
+		{worker.Cron("@every 90s"), at.Add(90 * time.Second)},
+		{worker.Every(15 * time.Minute), at.Add(15 * time.Minute)},
+	} {
+		if got := c.s.Next(at); !got.Equal(c.want) {
+			t.Errorf("%s: next after %s is %s, want %s", c.s, at, got, c.want)
+		}
+	}
+}
