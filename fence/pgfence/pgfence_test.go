@@ -87,7 +87,7 @@ func harness(t *testing.T) fencetest.Harness {
 		Applied:        s.Applied,
 		Count: func(ctx context.Context) (int64, error) {
 			var n int64
-			err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM fences) + (SELECT count(*) FROM effects)
+			err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM fencedq_fences) + (SELECT count(*) FROM fencedq_effects)
 				+ (SELECT count(*) FROM counters) + (SELECT count(*) FROM acceptance_log)`).Scan(&n)
 			return n, err
 		},
@@ -334,7 +334,7 @@ func TestPruneEffects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `UPDATE effects SET applied_at = now() - interval '8 days' WHERE operation_id <> 'op-2'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE fencedq_effects SET applied_at = now() - interval '8 days' WHERE operation_id <> 'op-2'`); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.PruneEffects(ctx, 7*24*time.Hour)

@@ -1,0 +1,217 @@
+package pgfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrLegacyTables means Migrate found the unprefixed tables of an earlier
+// pgfence (fences, effects) where the default prefix's tables do not exist:
+// starting afresh would drop every high-water mark and effect record.
+// Set Options.TablePrefix to NoTablePrefix to keep using them, or rename
+// them to the prefixed names.
+var ErrLegacyTables = errors.New("pgfence: unprefixed tables of an earlier version found")
+
+// Migration is one versioned step of the schema.
+type Migration struct {
+	// Version orders migrations; each is applied once, in order.
+	Version int
+	// Name says what the migration does.
+	Name string
+	up   func(t tables) []string
+}
+
+// migrations are pgfence's schema steps, oldest first. Never change a
+// released one: add a new version.
+var migrations = []Migration{
+	{Version: 1, Name: "fences and effect log", up: func(t tables) []string {
+		return []string{
+			`CREATE TABLE IF NOT EXISTS ` + t.fences + ` (
+				resource   text PRIMARY KEY,
+				token      numeric(20,0) NOT NULL CHECK (token > 0),
+				owner      text NOT NULL,
+				updated_at timestamptz NOT NULL DEFAULT now()
+			)`,
+			`CREATE TABLE IF NOT EXISTS ` + t.effects + ` (
+				operation_id text PRIMARY KEY,
+				resource     text NOT NULL,
+				token        numeric(20,0) NOT NULL CHECK (token > 0),
+				owner        text NOT NULL,
+				applied_at   timestamptz NOT NULL DEFAULT now()
+			)`,
+			`CREATE INDEX IF NOT EXISTS ` + t.effectsIdx + ` ON ` + t.effects + ` (resource, applied_at)`,
+		}
+	}},
+	{Version: 2, Name: "transactional outbox", up: func(t tables) []string {
+		return []string{
+			`CREATE TABLE IF NOT EXISTS ` + t.outbox + ` (
+				id           uuid PRIMARY KEY,
+				seq          bigint GENERATED ALWAYS AS IDENTITY,
+				kind         text NOT NULL,
+				queue        text NOT NULL,
+				operation_id text,
+				resource     text,
+				payload      text NOT NULL,
+				sensitive    boolean NOT NULL DEFAULT false,
+				max_retries  integer NOT NULL,
+				timeout_ms   bigint NOT NULL DEFAULT 0,
+				run_at       timestamptz,
+				created_at   timestamptz NOT NULL DEFAULT now()
+			)`,
+			`CREATE INDEX IF NOT EXISTS ` + t.outboxIdx + ` ON ` + t.outbox + ` (seq)`,
+		}
+	}},
+}
+
+// Migrations returns pgfence's migrations, oldest first.
+func Migrations() []Migration { return append([]Migration(nil), migrations...) }
+
+// LatestVersion is the version Migrate brings the schema to.
+func LatestVersion() int { return migrations[len(migrations)-1].Version }
+
+// Migrate brings the tables Options names to LatestVersion: it creates the
+// schema (if Options.Schema is set) and applies, in order and each once,
+// the migrations not yet recorded in the migrations table. It is safe to
+// run from many processes at once: everything happens in one transaction
+// holding pg_advisory_xact_lock(MigrateLockID), and a migrator that finds
+// the migrations applied after waiting for the lock applies nothing. When
+// the schema is already current it returns without taking that lock, so
+// workers starting against a migrated database never queue behind a
+// migrator that was paused while holding it.
+//
+// Tables (names depend on Options; default prefix DefaultTablePrefix):
+//
+//	migrations (version integer PRIMARY KEY, name text, applied_at timestamptz)
+//	fences     (resource text PRIMARY KEY, token numeric(20,0), owner text, updated_at timestamptz)
+//	effects    (operation_id text PRIMARY KEY, resource text, token numeric(20,0), owner text,
+//	            applied_at timestamptz), index (resource, applied_at)
+//	outbox     (id uuid PRIMARY KEY, seq bigint identity, kind, queue, operation_id, resource,
+//	            payload text, sensitive boolean, max_retries, timeout_ms, run_at, created_at), index (seq)
+//
+// Tokens are stored as numeric(20,0), so every uint64 fits. Databases
+// whose tables were created before migrations were versioned are adopted:
+// every step is CREATE ... IF NOT EXISTS.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, opts Options) error {
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	t := opts.tables()
+	// Fast path: the schema is current. The catalogs are read with plain
+	// SQL, not to_regclass: a name lookup would leave a negative
+	// catalog-cache entry for a missing schema that CREATE SCHEMA IF NOT
+	// EXISTS below could trust after the lock wait.
+	if v, err := version(ctx, pool, opts, t); err == nil && v >= LatestVersion() {
+		return nil
+	}
+	if err := checkLegacy(ctx, pool, opts); err != nil {
+		return err
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgfence: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", MigrateLockID); err != nil {
+		return fmt.Errorf("pgfence: migrate: lock: %w", err)
+	}
+	if opts.Schema != "" {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{opts.Schema}.Sanitize()); err != nil {
+			return fmt.Errorf("pgfence: migrate: %w", err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+t.migrations+` (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return fmt.Errorf("pgfence: migrate: %w", err)
+	}
+	applied := map[int]bool{}
+	rows, err := tx.Query(ctx, `SELECT version FROM `+t.migrations)
+	if err != nil {
+		return fmt.Errorf("pgfence: migrate: read versions: %w", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("pgfence: migrate: read versions: %w", err)
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgfence: migrate: read versions: %w", err)
+	}
+	for _, m := range migrations {
+		if applied[m.Version] {
+			continue
+		}
+		for _, s := range m.up(t) {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return fmt.Errorf("pgfence: migrate: version %d (%s): %w", m.Version, m.Name, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+t.migrations+` (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("pgfence: migrate: record version %d: %w", m.Version, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgfence: migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// Version returns the newest migration applied to the tables Options
+// names (0: none).
+func Version(ctx context.Context, pool *pgxpool.Pool, opts Options) (int, error) {
+	if err := opts.validate(); err != nil {
+		return 0, err
+	}
+	return version(ctx, pool, opts, opts.tables())
+}
+
+func version(ctx context.Context, pool *pgxpool.Pool, opts Options, t tables) (int, error) {
+	var exists bool
+	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = COALESCE(NULLIF($1, ''), current_schema()) AND c.relname = $2)`,
+		opts.Schema, opts.prefix()+"migrations").Scan(&exists)
+	if err != nil {
+		return 0, fmt.Errorf("pgfence: version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM `+t.migrations).Scan(&v); err != nil {
+		return 0, fmt.Errorf("pgfence: version: %w", err)
+	}
+	return v, nil
+}
+
+// checkLegacy refuses to start afresh under the default prefix next to an
+// earlier version's unprefixed tables.
+func checkLegacy(ctx context.Context, pool *pgxpool.Pool, opts Options) error {
+	if opts.TablePrefix != "" {
+		return nil
+	}
+	var legacy, current int
+	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE c.relname IN ('fences', 'effects')),
+			count(*) FILTER (WHERE c.relname IN ($2, $3))
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = COALESCE(NULLIF($1, ''), current_schema()) AND c.relkind = 'r'`,
+		opts.Schema, DefaultTablePrefix+"fences", DefaultTablePrefix+"effects").Scan(&legacy, &current)
+	if err != nil {
+		return fmt.Errorf("pgfence: migrate: %w", err)
+	}
+	if legacy == 2 && current == 0 {
+		return fmt.Errorf("%w: set Options.TablePrefix to pgfence.NoTablePrefix to keep them, or rename them to %sfences and %seffects",
+			ErrLegacyTables, DefaultTablePrefix, DefaultTablePrefix)
+	}
+	return nil
+}
