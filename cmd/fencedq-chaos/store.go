@@ -124,7 +124,7 @@ func qschema(schema string) string { return pgx.Identifier{schema}.Sanitize() }
 // setupStorage creates the bank, pgfence's tables, the chaos logs and their
 // triggers in schema, and the accounts with initial cents each.
 func setupStorage(ctx context.Context, pool *pgxpool.Pool, schema string, accounts []string, initial int64) error {
-	store, err := bank.NewPostgresStore(ctx, pool, pgfence.Options{Schema: schema})
+	store, err := bank.NewPostgresStore(ctx, pool, pgfence.Options{Schema: schema, TablePrefix: pgfence.NoTablePrefix})
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ var (
 )
 
 func newRecordingStore(ctx context.Context, pool *pgxpool.Pool, schema, worker string, careless bool) (*recordingStore, error) {
-	ps, err := bank.NewPostgresStore(ctx, pool, pgfence.Options{Schema: schema})
+	ps, err := bank.NewPostgresStore(ctx, pool, pgfence.Options{Schema: schema, TablePrefix: pgfence.NoTablePrefix})
 	if err != nil {
 		return nil, err
 	}
