@@ -21,7 +21,7 @@ local sdeadline = fmt(deadline)
 for _, id in ipairs(ids) do
   local k = jobkey(id)
   local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
-    'timeout_ms', 'max_retries', 'kind_defers', 'hist')
+    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence')
   redis.call('ZREM', index['pending'], id)
   if h[1] == 'pending' then
     local tok = num(h[2]) + 1
@@ -31,6 +31,8 @@ for _, id in ipairs(ids) do
     redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
       'attempts', fmt(attempt), 'started', fmt(now))
     redis.call('ZADD', index['running'], sdeadline, id)
+    -- an earlier attempt's resource-lease token is not this attempt's fence
+    if h[12] then redis.call('HDEL', k, 'fence') end
     if h[11] then
       record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner})
     end
