@@ -176,18 +176,12 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("screenshot: %s (%d bytes)", path, len(png))
 }
 
-// TestBrowser drives the dashboard in headless Chromium: the overview with
-// real jobs, a job whose args and error hold a <script> payload (shown as
-// text, never run), and an operator resolving a review job.
-func TestBrowser(t *testing.T) {
-	exe := needChromium(t)
-	f := newFixture(t).seed()
-	h := f.handler(dashboard.Options{Username: user, Password: pass})
-	mux := http.NewServeMux()
-	mux.Handle("/ops/", http.StripPrefix("/ops", h))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
+// openBrowser starts headless Chromium for one test and returns a context
+// for it, with a watch on what must never happen on a page. Every request
+// carries the operator's basic-auth credentials, as after signing in
+// through api/login.
+func openBrowser(t *testing.T, exe string) (context.Context, *pageWatch) {
+	t.Helper()
 	profile := t.TempDir()
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(exe),
@@ -207,14 +201,14 @@ func TestBrowser(t *testing.T) {
 		chromedp.Flag("no-proxy-server", true),
 		chromedp.WindowSize(1280, 1000),
 	)
-	defer cancelAlloc() // stops the browser before the profile directory is removed
+	t.Cleanup(cancelAlloc) // stops the browser before the profile directory is removed (cleanups run last-in first-out)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := chromedp.Do(ctx); err != nil { // starts the browser, with no timeout
 		t.Fatalf("start %s: %v", exe, err)
 	}
 	ctx, cancelRun := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelRun()
+	t.Cleanup(cancelRun)
 
 	watch := &pageWatch{}
 	watchPage(ctx, watch)
@@ -227,6 +221,23 @@ func TestBrowser(t *testing.T) {
 	must(t, err)
 	_, err = chromedp.Call(ctx, cdplog.Enable, cdp.Empty{})
 	must(t, err)
+
+	return ctx, watch
+}
+
+// TestBrowser drives the dashboard in headless Chromium: the overview with
+// real jobs, a job whose args and error hold a <script> payload (shown as
+// text, never run), and an operator resolving a review job.
+func TestBrowser(t *testing.T) {
+	exe := needChromium(t)
+	f := newFixture(t).seed()
+	h := f.handler(dashboard.Options{Username: user, Password: pass})
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", http.StripPrefix("/ops", h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ctx, watch := openBrowser(t, exe)
 
 	// Overview: counts render from the ledger.
 	must(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ops/")))

@@ -112,7 +112,9 @@
     return e;
   }
 
-  const hhmm = (ms) => new Date(ms).toISOString().slice(11, 16) + 'Z';
+  // tickLabel is a time on a chart's axis: the date too when the chart
+  // spans more than an hour.
+  const tickLabel = (ms, span) => new Date(ms).toISOString().slice(span > 3600000 ? 5 : 11, 16).replace('T', ' ') + 'Z';
 
   // chart draws points[field] as one bar per step over [startMs, endMs].
   // A counter ('count') is totalled over the window; a state count
@@ -136,8 +138,8 @@
       svg('line', { x1: L, y1: T, x2: L, y2: H - B, class: 'axis' }),
       svg('text', { x: L - 4, y: T + 8, class: 'tick', 'text-anchor': 'end' }, String(maxV)),
       svg('text', { x: L - 4, y: H - B, class: 'tick', 'text-anchor': 'end' }, '0'),
-      svg('text', { x: L, y: H - 6, class: 'tick' }, hhmm(startMs)),
-      svg('text', { x: W - R, y: H - 6, class: 'tick', 'text-anchor': 'end' }, hhmm(endMs)),
+      svg('text', { x: L, y: H - 6, class: 'tick' }, tickLabel(startMs, endMs - startMs)),
+      svg('text', { x: W - R, y: H - 6, class: 'tick', 'text-anchor': 'end' }, tickLabel(endMs, endMs - startMs)),
       bars);
     const summary = kind === 'count' ? total + ' in the window' : 'now ' + last + ', peak ' + (vals.length ? maxV : 0);
     return el('figure', { class: 'chart', id: 'chart-' + name, 'data-total': String(total), 'data-bars': String(bars.length) },
@@ -205,7 +207,7 @@
         try {
           status.textContent = await o.run(note.value.trim(), prep.data);
           box.dataset.done = '1';
-          setTimeout(() => render(true), 800);
+          rerender(800);
         } catch (err) {
           status.textContent = 'Failed: ' + err.message;
           ok.disabled = false; back.disabled = false; note.disabled = false;
@@ -308,7 +310,7 @@
         try {
           const res = await resolve(job.queue, job.id, d, note.value);
           status.textContent = 'Resolved: job is now ' + res.job.state + '.';
-          setTimeout(render, 300);
+          rerender(300);
         } catch (err) {
           status.textContent = 'Failed: ' + err.message;
           buttons.forEach((b) => { b.disabled = false; });
@@ -750,6 +752,13 @@
   }
 
   // ---- routing -----------------------------------------------------------
+
+  // rerender shows an action's result after ms, unless the operator has
+  // moved on to another page (or re-rendered this one) since.
+  function rerender(ms) {
+    const my = seq;
+    setTimeout(() => { if (my === seq) render(true); }, ms);
+  }
 
   function schedule(ms) {
     clearTimeout(timer);

@@ -1,0 +1,317 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// operations adds what the operator pages show to a seeded fixture: three
+// dead jobs in queue "bulk", 55 scheduled jobs in queue "many", two live
+// pools (pool-b leads the reconciler) and three minutes of history.
+func (f *fixture) operations() (bulk []string) {
+	t := f.t
+	ctx := context.Background()
+	now, err := f.ledger.ServerTime(ctx)
+	must(t, err)
+	record := func(at time.Time) {
+		qs, err := f.ledger.Queues(ctx)
+		must(t, err)
+		for _, q := range qs {
+			must(t, f.ledger.RecordSeries(ctx, q, at))
+		}
+	}
+	must(t, f.ledger.RegisterQueues(ctx, "bulk")) // a queue's first bucket is the baseline its next ones count from
+	for i := range 55 {
+		f.enqueue(echoArgs{N: i, Note: strings.Repeat("long args ", 40)}, jobs.Queue("many"), jobs.Delay(time.Duration(i+1)*time.Minute))
+	}
+	record(now.Add(-3 * time.Minute))
+	for i := range 3 {
+		bulk = append(bulk, f.deadJob("bulk", fmt.Sprintf("op-bulk-%d", i)))
+	}
+	record(now.Add(-2 * time.Minute))
+	f.reviewJob("bulk", chargeArgs{Account: "acct-9", Memo: "late"}, "op-bulk-review")
+	record(now.Add(-time.Minute))
+	for i, id := range []string{"pool-a", "pool-b"} {
+		must(t, f.ledger.Heartbeat(ctx, jobs.PoolInfo{ID: id, Host: "host-" + id, PID: 100 + i, Queues: map[string]int{"default": 1, "bulk": 2},
+			Concurrency: 10, Busy: 2 + i, Version: "v1.2.3", Started: now.Add(-time.Hour)}, time.Hour))
+	}
+	_, err = lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, jobs.LeaderResource, "pool-b", time.Hour)
+	must(t, err)
+	return bulk
+}
+
+// serveOps serves the dashboard with actions enabled under /ops/.
+func (f *fixture) serveOps() *httptest.Server {
+	h := f.handler(dashboard.Options{Username: user, Password: pass})
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", http.StripPrefix("/ops", h))
+	srv := httptest.NewServer(mux)
+	f.t.Cleanup(srv.Close)
+	return srv
+}
+
+func navigate(t *testing.T, ctx context.Context, hash string) {
+	t.Helper()
+	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`location.hash = `+jsString(hash))))
+}
+
+// until waits for cond, checked against the ledger.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// confirm opens the action box sel, types note and confirms (clicks are
+// dispatched by the page's own click(), which does not wait for layout).
+func confirm(t *testing.T, ctx context.Context, sel, note string) {
+	t.Helper()
+	waitJS(t, ctx, "the action "+sel, `!!document.querySelector(`+jsString(sel+` button.act`)+`)`)
+	click(t, ctx, sel+` button.act`)
+	waitJS(t, ctx, "the confirmation of "+sel, `!!document.querySelector(`+jsString(sel+` .confirm-box input.note`)+`)`)
+	if note != "" {
+		must(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(sel+` .confirm-box input.note`), note)))
+	}
+	click(t, ctx, sel+` .confirm-box button.confirm`)
+}
+
+func click(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	if !evalJS[bool](t, ctx, `(() => { const e = document.querySelector(`+jsString(sel)+`); if (!e) return false; e.click(); return true; })()`) {
+		t.Fatalf("nothing to click at %s; main: %.3000s", sel, evalJS[string](t, ctx, `document.getElementById('main').outerHTML`))
+	}
+}
+
+func lastEntry(t *testing.T, f *fixture, q, id string) jobs.Entry {
+	t.Helper()
+	hist, err := f.ledger.History(context.Background(), q, id)
+	must(t, err)
+	return hist[len(hist)-1]
+}
+
+// TestBrowserOperations drives an operator's day in headless Chromium:
+// pause and resume a queue, cancel a scheduled job, re-run a dead one,
+// filter a list and page through it, re-run a filtered selection in bulk
+// after a confirmation that counts it, and read the charts and the pools.
+func TestBrowserOperations(t *testing.T) {
+	exe := needChromium(t)
+	f := newFixture(t).seed()
+	bulk := f.operations()
+	srv := f.serveOps()
+	ctx, watch := openBrowser(t, exe)
+	bg := context.Background()
+
+	// Overview: the last hour's charts render on first load.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ops/")))
+	waitJS(t, ctx, "the overview charts", `!!document.querySelector('#chart-failures svg')`)
+	if got := evalJS[string](t, ctx, `document.getElementById('chart-failures').dataset.total`); got != "3" {
+		t.Errorf("failures in the last hour: %s", got)
+	}
+	if n := evalJS[int](t, ctx, `document.querySelectorAll('#chart-failures rect.bar').length`); n != 1 {
+		t.Errorf("%d failure bars", n)
+	}
+
+	// Pause, then resume, queue default from its row.
+	pause := `#queues .action[data-action="pause"][data-target="default"]`
+	confirm(t, ctx, pause, "deploying the gateway")
+	until(t, "queue default paused", func() bool {
+		p, err := f.ledger.Paused(bg, "default")
+		return err == nil && p != nil && p.Actor == "operator:"+user && p.Note == "deploying the gateway"
+	})
+	resume := `#queues .action[data-action="resume"][data-target="default"]`
+	confirm(t, ctx, resume, "")
+	until(t, "queue default resumed", func() bool {
+		p, err := f.ledger.Paused(bg, "default")
+		return err == nil && p == nil
+	})
+
+	// Cancel the scheduled job from its page: the page shows when it runs.
+	navigate(t, ctx, "#/job/default/"+f.pending)
+	waitJS(t, ctx, "the scheduled job", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-run-at')`)
+	if txt := evalJS[string](t, ctx, `document.getElementById('job-run-at').textContent`); !strings.Contains(txt, "(in ") {
+		t.Errorf("run at: %q", txt)
+	}
+	confirm(t, ctx, `.action[data-action="cancel"]`, "customer withdrew the order")
+	until(t, "the job cancelled", func() bool { return f.state("default", f.pending) == jobs.Cancelled })
+	if e := lastEntry(t, f, "default", f.pending); e.Actor != "operator:"+user || e.Note != "customer withdrew the order" {
+		t.Errorf("cancel entry: %+v", e)
+	}
+
+	// The stuck job is marked overdue; the healthy one counts its lease down.
+	navigate(t, ctx, "#/job/slow/"+f.stuck)
+	waitJS(t, ctx, "the overdue marker", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-overdue')`)
+	navigate(t, ctx, "#/job/slow/"+f.healthy)
+	waitJS(t, ctx, "the lease countdown", `/\(in \d+m\d+s\)/.test((document.getElementById('job-lease') || {}).textContent || '')`)
+
+	// Re-run the dead job from its page.
+	navigate(t, ctx, "#/job/default/"+f.dead)
+	btn := `div.resolve[data-resolve="` + f.dead + `"] button[data-decision="rerun"]`
+	waitJS(t, ctx, "the re-run button", `!!document.querySelector(`+jsString(btn)+`)`)
+	must(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`div.resolve input.note`), "card gateway fixed"),
+		chromedp.Click(chromedp.CSS(btn))))
+	until(t, "the dead job re-run", func() bool { return f.state("default", f.dead) == jobs.Pending })
+
+	// Filter with the form: dead jobs of queue bulk.
+	navigate(t, ctx, "#/jobs?state=pending")
+	waitJS(t, ctx, "the filter form", `!!document.querySelector('#filters select[name=queue] option[value=bulk]')`)
+	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](
+		`document.querySelector('#filters select[name=state]').value = 'dead'; document.querySelector('#filters select[name=queue]').value = 'bulk'`)))
+	click(t, ctx, `#filters button[type=submit]`)
+	waitJS(t, ctx, "the filtered list", `location.hash.includes('queue=bulk') && document.querySelectorAll('#jobs tbody a[data-job]').length === 3`)
+	screenshotIf(t, ctx, "jobs-filtered.png")
+
+	// Re-run them all: the confirmation counts the selection first.
+	confirm(t, ctx, `#bulk .action[data-action="bulk-rerun"]`, "gateway back up")
+	if q := evalJS[string](t, ctx, `document.querySelector('#bulk .question').textContent`); !strings.HasPrefix(q, "Re-run 3 jobs (dead in queue bulk)") {
+		t.Errorf("confirmation: %q", q)
+	}
+	until(t, "the bulk re-run", func() bool {
+		for _, id := range bulk {
+			if f.state("bulk", id) != jobs.Pending {
+				return false
+			}
+		}
+		return true
+	})
+	if e := lastEntry(t, f, "bulk", bulk[2]); e.Actor != "operator:"+user || e.Note != "gateway back up" || e.Decision != "rerun" {
+		t.Errorf("bulk entry: %+v", e)
+	}
+	waitJS(t, ctx, "the bulk result", `(document.querySelector('#bulk .status') || {}).textContent === 'Done: 3 of 3 jobs.'`)
+
+	// Pages: labels follow the order shown.
+	navigate(t, ctx, "#/jobs?state=pending&queue=many")
+	waitJS(t, ctx, "page 1, oldest first", `document.querySelectorAll('#jobs tbody a[data-job]').length === 50 && !!document.querySelector('#pager a[rel=next]')`)
+	if txt := evalJS[string](t, ctx, `document.querySelector('#pager a[rel=next]').textContent`); txt != "newer →" {
+		t.Errorf("next page, oldest first: %q", txt)
+	}
+	firstPageLast := evalJS[string](t, ctx, `[...document.querySelectorAll('#jobs tbody tr')].at(-1).children[5].textContent`)
+	click(t, ctx, `#pager a[rel=next]`)
+	waitJS(t, ctx, "page 2", `document.querySelectorAll('#jobs tbody a[data-job]').length === 5`)
+	if first := evalJS[string](t, ctx, `document.querySelector('#jobs tbody tr').children[5].textContent`); first <= firstPageLast {
+		t.Errorf("page 2 starts at %s, not after page 1's %s", first, firstPageLast)
+	}
+	navigate(t, ctx, "#/jobs?state=pending&queue=many&sort=desc")
+	waitJS(t, ctx, "page 1, newest first", `!!document.querySelector('#pager a[rel=next]') && document.getElementById('pager').textContent.includes('newest first')`)
+	if txt := evalJS[string](t, ctx, `document.querySelector('#pager a[rel=next]').textContent`); txt != "older →" {
+		t.Errorf("next page, newest first: %q", txt)
+	}
+
+	// Pools: both live pools, the leader marked.
+	navigate(t, ctx, "#/pools")
+	waitJS(t, ctx, "the pools", `document.querySelectorAll('#pools tbody tr[data-pool]').length === 2`)
+	if !evalJS[bool](t, ctx, `!!document.querySelector('#pools tr[data-pool="pool-b"] .badge.leader') && !document.querySelector('#pools tr[data-pool="pool-a"] .badge.leader')`) {
+		t.Error("the reconciler leader is not marked on pool-b alone")
+	}
+	if txt := evalJS[string](t, ctx, `document.querySelector('#pools tr[data-pool="pool-a"]').textContent`); !strings.Contains(txt, "host-pool-a") ||
+		!strings.Contains(txt, "2 / 10") || !strings.Contains(txt, "v1.2.3") || !strings.Contains(txt, "bulk=2") {
+		t.Errorf("pool row: %q", txt)
+	}
+
+	// History: the day's charts.
+	navigate(t, ctx, "#/history?window=24h")
+	waitJS(t, ctx, "the day's charts", `document.getElementById('main').dataset.view === 'history' && document.querySelectorAll('figure.chart').length === 6`)
+	if got := evalJS[string](t, ctx, `document.getElementById('chart-review').textContent`); !strings.Contains(got, "now 2") { // one in default, one in bulk
+		t.Errorf("review chart: %q", got)
+	}
+
+	if p := watch.list(); len(p) > 0 {
+		t.Fatalf("the page misbehaved:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// screenshotIf keeps a screenshot only when FENCEDQ_SCREENSHOTS names a
+// directory (TestScreenshots takes the full set).
+func screenshotIf(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv("FENCEDQ_SCREENSHOTS") != "" {
+		shoot(t, ctx, os.Getenv("FENCEDQ_SCREENSHOTS"), name)
+	}
+}
+
+func shoot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	must(t, err)
+	if len(png) < 1000 || string(png[1:4]) != "PNG" {
+		t.Fatalf("screenshot %s: %d bytes, not a PNG", name, len(png))
+	}
+	must(t, os.MkdirAll(dir, 0o755))
+	path := filepath.Join(dir, name)
+	must(t, os.WriteFile(path, png, 0o644))
+	t.Logf("screenshot: %s (%d bytes)", path, len(png))
+}
+
+// TestScreenshots takes a screenshot of every page for the README:
+//
+//	FENCEDQ_SCREENSHOTS=docs/screenshots go test ./dashboard -run TestScreenshots
+//
+// Without FENCEDQ_SCREENSHOTS they go to the test's temporary directory
+// (removed afterwards), so the test still checks that every page renders.
+func TestScreenshots(t *testing.T) {
+	exe := needChromium(t)
+	dir := os.Getenv("FENCEDQ_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if !filepath.IsAbs(dir) {
+		// go test runs in the package directory: resolve against the
+		// module root, where the command was most likely typed.
+		if root, err := filepath.Abs(".."); err == nil {
+			dir = filepath.Join(root, dir)
+		}
+	}
+	f := newFixture(t).seed()
+	f.operations()
+	srv := f.serveOps()
+	ctx, watch := openBrowser(t, exe)
+	must(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ops/")))
+	pages := []struct{ hash, view, name, ready string }{
+		{"#/", "overview", "overview.png", `!!document.querySelector('#chart-throughput')`},
+		{"#/jobs?state=pending&queue=many&sort=desc", "jobs", "jobs.png", `!!document.querySelector('#jobs a[data-job]')`},
+		{"#/job/default/" + f.uncertain, "job", "job.png", `!!document.getElementById('job-error')`},
+		{"#/job/slow/" + f.healthy, "job", "job-running.png", `!!document.getElementById('job-lease')`},
+		{"#/job/default/" + f.pending, "job", "job-scheduled.png", `!!document.getElementById('job-run-at')`},
+		{"#/stuck", "stuck", "stuck.png", `!!document.querySelector('#stuck a[data-job]')`},
+		{"#/attention", "attention", "attention.png", `!!document.querySelector('div.resolve')`},
+		{"#/history", "history", "history.png", `document.querySelectorAll('figure.chart').length === 6`},
+		{"#/history?window=24h", "history", "history-day.png", `document.querySelectorAll('figure.chart').length === 6`},
+		{"#/pools", "pools", "pools.png", `!!document.querySelector('#pools tr[data-pool]')`},
+		{"#/events/fenced", "events", "events-fenced.png", `!!document.querySelector('#events tbody tr')`},
+		{"#/events/operator", "events", "events-operator.png", `!!document.querySelector('#events tbody tr')`},
+		{"#/search/op-charge", "search", "search.png", `!!document.querySelector('#results a[data-job]')`},
+	}
+	for _, p := range pages {
+		navigate(t, ctx, p.hash)
+		waitJS(t, ctx, p.name, `document.getElementById('main').dataset.view === `+jsString(p.view)+
+			` && document.getElementById('main').dataset.ready === '1' && `+p.ready)
+		shoot(t, ctx, dir, p.name)
+	}
+	// The bulk confirmation, open.
+	navigate(t, ctx, "#/jobs?state=dead&queue=bulk")
+	waitJS(t, ctx, "the bulk action", `!!document.querySelector('#bulk button.act')`)
+	click(t, ctx, `#bulk button.act`)
+	waitJS(t, ctx, "the confirmation", `!!document.querySelector('#bulk .confirm-box')`)
+	shoot(t, ctx, dir, "bulk-confirm.png")
+	if p := watch.list(); len(p) > 0 {
+		t.Fatalf("the page misbehaved:\n%s", strings.Join(p, "\n"))
+	}
+	t.Logf("screenshots in %s", dir)
+}
