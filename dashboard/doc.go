@@ -9,11 +9,39 @@
 //
 //	#/                      overview: per queue, jobs per state (pending,
 //	                        running, uncertain, review, succeeded, dead,
-//	                        cancelled), whether it is paused (by whom, why),
-//	                        throughput, fenced rejections, deduplications;
-//	                        the reconciler's live leader (from its leader
-//	                        lease, jobs.LeaderResource) and last scan (from
-//	                        jobs.Ledger.ReconcilerStatus)
+//	                        cancelled), whether it is paused (by whom, why)
+//	                        with Pause and Resume buttons, throughput, fenced
+//	                        rejections, deduplications, the last hour's
+//	                        charts; the reconciler's live leader (from its
+//	                        leader lease, jobs.LeaderResource) and last scan
+//	                        (from jobs.Ledger.ReconcilerStatus)
+//	#/jobs?state=&queue=&kind=&from=&to=&sort=&offset=
+//	                        jobs filtered by state, queue, kind and a time
+//	                        range on the state's index (pending: due time;
+//	                        running: lease deadline; uncertain: next look;
+//	                        others: when the state was entered), oldest or
+//	                        newest first, 50 a page (the pager's labels
+//	                        follow the order shown); args as a preview; a
+//	                        bulk action (cancel pending or running jobs,
+//	                        re-run dead, cancelled, review or uncertain
+//	                        ones) over every job that passes the filters,
+//	                        after a confirmation that says how many
+//	#/job/<queue>/<id>      one job: run time, an "overdue" marker (a lease
+//	                        deadline passed or near, or a due job nobody
+//	                        started), the lease deadline counting down,
+//	                        attempts (token, resource fence token, owner,
+//	                        times, outcome, error), a pending cancel request,
+//	                        history (including cancel entries with actor and
+//	                        note), redacted args, a Cancel button and the
+//	                        resolve actions (a dead or cancelled job can be
+//	                        re-run)
+//	#/history?window=1h|24h&queue=
+//	                        charts of succeeded, failed attempts, fenced
+//	                        rejections, deduplications, uncertain and review
+//	                        jobs over the last hour or day
+//	#/pools                 every live pool (id, host, pid, queues,
+//	                        concurrency, busy slots, version, start, last
+//	                        heartbeat) and which one leads the reconciler
 //	#/stuck                 running jobs past or near their lease deadline
 //	#/attention             uncertain and review jobs with their evidence
 //	                        (reason, error, history) and resolve actions
@@ -22,13 +50,17 @@
 //	                        (#/events/fenced: fenced writes;
 //	                        #/events/operator: cancellations, pauses and
 //	                        resumptions with who and why)
-//	#/jobs/<queue>/<state>  jobs in one state
-//	#/job/<queue>/<id>      one job: attempts (token, resource fence token,
-//	                        owner, times, outcome, error), a pending cancel
-//	                        request, history (including cancel entries with
-//	                        actor and note), redacted args, resolve actions
-//	                        (a dead or cancelled job can be re-run)
-//	#/search/<text>         a job by job id or operation id
+//	#/search/<text>         jobs by job id or operation id, or whose job id
+//	                        or operation id starts with the text
+//
+// "Run a scheduled job now" is not offered: the ledger has no transition
+// that moves a pending job's due time (cancel and re-run would do it, but
+// would count and record a cancellation).
+//
+// The charts are SVG built by app.js from per-minute buckets that the
+// reconciler leader records in Redis (jobs.Ledger.RecordSeries: a day per
+// queue, at most 1440 small entries), so they show on first load and
+// survive restarts; nothing is added to the claim, renew or commit paths.
 //
 // Every URL the pages use is relative, so the handler works under any path
 // prefix:
@@ -38,20 +70,33 @@
 // # JSON API
 //
 //	GET  api/overview                  queues, counts, paused queues, counters, throughput, reconciler
-//	GET  api/jobs?state=&queue=&offset=&limit=&history=1
-//	GET  api/jobs/{queue}/{id}         job, attempts, history, allowed decisions
-//	GET  api/search?q=                 match by job id or operation id
+//	GET  api/jobs?state=&queue=&kind=&from=&to=&sort=asc|desc&offset=&limit=&history=1&select=1
+//	                                   filtered jobs (limit at most 200; args_preview and
+//	                                   args_size, not args); select=1 adds the selection
+//	                                   (at most 1000 job references) for a bulk action
+//	GET  api/jobs/{queue}/{id}         job (whole redacted args), attempts, history, allowed
+//	                                   decisions, cancellable, server_time, overdue, queue_paused
+//	GET  api/search?q=&prefix=0        match by job id or operation id, then by prefix
 //	GET  api/events?queue=&type=&limit=  events, newest first; type deduplicated, fenced or operator
 //	GET  api/stuck?margin_ms=          running jobs whose lease deadline is due
+//	GET  api/pools                     live pools, the reconciler leader marked
+//	GET  api/series?window=1h|24h&queue=  chart points: counter deltas and state counts
 //	GET  api/session                   whether actions are enabled and who is signed in
 //	GET  api/csrf                      a CSRF token (also set as a cookie)
 //	GET  api/login                     asks the browser for basic-auth credentials
 //	POST api/jobs/{queue}/{id}/resolve {"decision": "succeeded|rerun|dead", "note": "..."}
+//	POST api/jobs/{queue}/{id}/cancel  {"note": "..."} (required)
+//	POST api/queues/{queue}/pause      {"note": "..."} (required)
+//	POST api/queues/{queue}/resume     {"note": "..."}
+//	POST api/bulk                      {"action": "cancel|rerun", "jobs": [{"queue","id"}], "note": "..."}
+//	                                   (at most 1000 jobs; answers done and, per job, why not)
 //
-// The dashboard reads everything through jobs.Ledger methods and knows no
-// Redis key of its own. Pausing, resuming and cancelling are done with the
-// fencedq command or jobs.Client (Pause, Resume, Cancel); the dashboard
-// shows their results.
+// The dashboard reads through jobs.Ledger methods and the keys it exports
+// (StateKey and JobKey for filtered lists, OperationKey for prefix
+// searches, which SCAN within a budget and say when they stopped early).
+// Every action goes through jobs.Client (Cancel, Resolve, Pause, Resume),
+// which records the operator (operator:<user>) and the note in the job's
+// history or the queue's event feed.
 //
 // Job records are shown in their redacted form (jobs.Record.Args); the raw
 // payload is never read into a response. JSON responses escape <, > and &.
@@ -81,5 +126,6 @@
 // holding markup is shown as text.
 //
 // Operator actions are logged (Options.Logger) with the queue, job id,
-// decision and actor, never with args.
+// action or decision and actor, never with args; a bulk action logs one
+// line with its counts.
 package dashboard
