@@ -1,15 +1,32 @@
 // Package pgfence fences writes to PostgreSQL (pgx v5, pgxpool).
 //
-// # Tables
+// # Tables and migrations
 //
-// [Migrate] creates two tables (names configurable with [Options]) if they
-// do not exist; it is idempotent and safe to run from every worker at start:
+// [Migrate] brings the tables to [LatestVersion]; it is idempotent and safe
+// to run from every worker at start. Migrations are versioned: each step
+// ([Migrations]) is applied once, in order, and recorded in the migrations
+// table, all in one transaction holding a PostgreSQL advisory lock
+// ([MigrateLockID]), so processes migrating at once apply each step once;
+// when the schema is current, Migrate returns without taking the lock.
+// [Version] reads the version applied. Table names take [Options.Schema]
+// and [Options.TablePrefix] (default [DefaultTablePrefix], "fencedq_"):
 //
-//	fences  (resource text PRIMARY KEY, token numeric(20,0), owner text, updated_at timestamptz)
-//	effects (operation_id text PRIMARY KEY, resource text, token numeric(20,0), owner text, applied_at timestamptz)
+//	fencedq_migrations (version integer PRIMARY KEY, name text, applied_at timestamptz)
+//	fencedq_fences     (resource text PRIMARY KEY, token numeric(20,0), owner text, updated_at timestamptz)
+//	fencedq_effects    (operation_id text PRIMARY KEY, resource text, token numeric(20,0), owner text, applied_at timestamptz)
+//	fencedq_outbox     (id uuid PRIMARY KEY, seq bigint identity, kind, queue, operation_id, resource,
+//	                    payload text, sensitive boolean, max_retries, timeout_ms, run_at, created_at)
 //
-// fences holds each resource's high-water mark; effects is the effect log.
-// Tokens are numeric(20,0), so the whole uint64 range is stored exactly.
+// fences holds each resource's high-water mark; effects is the effect log;
+// outbox holds jobs committed but not yet relayed. Tokens are
+// numeric(20,0), so the whole uint64 range is stored exactly.
+//
+// Upgrading from a version without table prefixes: the tables were named
+// fences and effects. Set TablePrefix to [NoTablePrefix] to keep those
+// names (Migrate adopts them and adds the migrations and outbox tables),
+// or rename them to the prefixed names. Migrate under the default prefix
+// refuses ([ErrLegacyTables]) to start afresh beside them, since empty
+// tables would forget every high-water mark and effect record.
 //
 // # Writing
 //
@@ -62,4 +79,38 @@
 // [Store.FenceOnAcquire] raises a mark without recording an operation, right
 // after a lease is acquired. Effect records are kept until
 // [Store.PruneEffects] deletes them.
+//
+// # Transactional enqueue (the outbox)
+//
+// [Enqueue] and [EnqueueMany] (or [Outbox.Enqueue] for tables other than
+// the default ones) write a job into the outbox table inside your pgx
+// transaction, beside your business writes: if the transaction rolls back,
+// no job exists; if it commits, the job will run. Jobs are validated as
+// jobs.Client.Enqueue validates them, before anything is written.
+//
+//	tx, _ := pool.Begin(ctx)
+//	defer tx.Rollback(ctx)
+//	_, _ = tx.Exec(ctx, `INSERT INTO orders (id, total) VALUES ($1, $2)`, id, total)
+//	op, err := pgfence.Enqueue(ctx, tx, SendConfirmation{Order: id})
+//	...
+//	err = tx.Commit(ctx) // the job is enqueued after this, never without it
+//
+// The reconciler's leader relays committed rows into the queue: put an
+// [Outbox] in worker.Config.Reconciler.Outboxes on your pools. Enqueue
+// sends a NOTIFY delivered at commit, on which the leader relays at once;
+// it also polls every Reconciler.Interval, so a lost notification (a
+// dropped connection, a PostgreSQL restart) only delays a job. Each relay
+// batch ([Outbox.Relay]) locks up to 500 rows (FOR UPDATE SKIP LOCKED),
+// raises the high-water mark of the resource "fencedq:outbox:<table>" to
+// the leader's token (a deposed leader's relay is refused with a
+// *fence.StaleError), enqueues the rows with jobs.Client.EnqueueMany, each
+// with the operation id "outbox:<row id>" (or the job's own OperationID),
+// then deletes them and commits. A relay that dies after the enqueue
+// leaves the rows; the next one enqueues them again and the ledger returns
+// the jobs already written for those operation ids: no row is enqueued
+// twice, none is lost.
+//
+// The relay re-enqueues the raw JSON args without their Go type, so the
+// args of a job with fields tagged fencedq:"sensitive" are shown as
+// "[redacted]" as a whole (the handler still gets the full payload).
 package pgfence

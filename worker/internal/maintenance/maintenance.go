@@ -7,7 +7,11 @@
 //     Reconcile, else the effect log) and decides: succeeded, re-run, or
 //     review after MaxTries answers of "cannot tell";
 //   - the pruner drops index entries of finished jobs past retention;
-//   - the status service publishes the job counts and the leader's status.
+//   - the status service publishes the job counts and the leader's status;
+//   - the periodic service enqueues the ticks of the pool's schedules, each
+//     with its own operation id (periodic.go);
+//   - one relay service per outbox moves committed jobs into the queue, on
+//     each notification and every Interval (outbox.go).
 //
 // No service can be stopped by one bad record, one panicking Reconcile, or
 // a Redis that lost its keys: each pass handles errors per job and per
