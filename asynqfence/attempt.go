@@ -1,0 +1,233 @@
+package asynqfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// errCancelled is the cause given to a handler's context when an operator
+// cancels its running job.
+var errCancelled = errors.New("asynqfence: job cancelled by an operator")
+
+// Attempt is the fenced attempt a delivery runs under (see
+// AttemptFromContext).
+type Attempt struct {
+	// ID is the job's id in the ledger: the operation id the task carries,
+	// else asynq's task id.
+	ID string
+	// Queue is the ledger queue.
+	Queue string
+	// Kind is the task type.
+	Kind string
+	// OperationID identifies the effect (the ID).
+	OperationID string
+	// Attempt counts the job's attempts in the ledger, starting at 1.
+	Attempt int
+	// MaxRetries is asynq's retry limit for the task.
+	MaxRetries int
+	// Resource is what the fence protects ("job:<id>").
+	Resource string
+	// Token is the attempt's fencing token.
+	Token lease.Token
+	// Owner identifies the attempt (worker id and job id).
+	Owner string
+	// Deadline is the attempt's first lease deadline in the ledger; the bridge
+	// renews it while the handler runs.
+	Deadline time.Time
+}
+
+type attemptKey struct{}
+
+// AttemptFromContext returns the fenced attempt a handler runs under.
+// fence.FromContext returns its fence.
+func AttemptFromContext(ctx context.Context) (Attempt, bool) {
+	a, ok := ctx.Value(attemptKey{}).(Attempt)
+	return a, ok
+}
+
+// run runs next under a fenced attempt, renews the attempt while it runs,
+// and completes the outcome with the attempt's token.
+func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c jobs.Claimed, log *slog.Logger) error {
+	log = log.With("attempt", c.Attempt, "token", c.Token.String())
+	kind := c.Kind
+	b.metrics.Attempted.WithLabelValues(c.Queue, kind).Inc()
+	a := Attempt{
+		ID: c.ID, Queue: c.Queue, Kind: kind, OperationID: c.OperationID, Attempt: c.Attempt, MaxRetries: c.MaxRetries,
+		Resource: jobs.LeaseResource(c.ID, ""), Token: c.Token, Owner: b.opts.WorkerID + "/" + c.ID, Deadline: c.Deadline,
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hctx := fence.NewContext(actx, fence.Fence{Resource: a.Resource, Token: a.Token, Owner: a.Owner, OperationID: a.OperationID})
+	hctx = lease.NewContext(hctx, &lease.Lease{Resource: a.Resource, Owner: a.Owner, Token: a.Token, Deadline: a.Deadline})
+	hctx = context.WithValue(hctx, attemptKey{}, a)
+
+	r := b.startRenewer(c, cancel, log)
+	start := time.Now()
+	err := b.safeRun(hctx, t, next, c, log)
+	elapsed := time.Since(start)
+	r.stop()
+
+	cause := context.Cause(actx)
+	end := attemptEnd{
+		err:            err,
+		lost:           errors.Is(cause, lease.ErrLost),
+		lostCause:      cause,
+		cancelled:      errors.Is(cause, errCancelled),
+		timedOut:       errors.Is(ctx.Err(), context.DeadlineExceeded),
+		shutdown:       errors.Is(ctx.Err(), context.Canceled),
+		retryOnTimeout: retriesOnTimeout(t, next),
+		reconcilable:   b.reconcilerFor(t, next) != nil || b.opts.EffectLog != nil,
+	}
+	outcome := decide(end)
+	if outcome.To == jobs.Pending {
+		outcome.RetryAt = time.Now() // asynq decides when the retry is delivered
+	}
+	if end.lost {
+		b.metrics.LeaseLost.WithLabelValues(c.Queue, kind).Inc()
+	}
+	if errors.Is(err, fence.ErrStale) {
+		b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageStorage).Inc()
+	}
+	// The outcome is committed even when asynq's context ended (a shutdown,
+	// a timeout): only the token decides whether it still counts.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer ccancel()
+	out, cerr := b.ledger.Complete(cctx, c.Queue, []jobs.Completion{{ID: c.ID, Token: c.Token, Outcome: outcome}})
+	if cerr != nil {
+		log.Warn("outcome not committed; the job's lease will expire and its next delivery reconciles it", "error", cerr)
+		return fmt.Errorf("asynqfence: complete: %w", cerr)
+	}
+	com := out[0]
+	if !com.Applied {
+		b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageCommit).Inc()
+		log.Warn("stale outcome refused by the ledger: a newer attempt owns the job",
+			"job_state", com.State, "current_token", com.Current.String(), "outcome", outcome.To, "error", errText(err))
+		return nil
+	}
+	b.metrics.Completed.WithLabelValues(c.Queue, kind, string(com.State)).Inc()
+	b.metrics.Duration.WithLabelValues(c.Queue, kind, string(com.State)).Observe(elapsed.Seconds())
+	switch com.State {
+	case jobs.Succeeded:
+		log.Debug("job succeeded")
+		return nil
+	case jobs.Dead:
+		log.Warn("job dead", "reason", outcome.Reason, "error", errText(err))
+		return fmt.Errorf("asynqfence: job dead (%s): %w: %w", outcome.Reason, errOr(err), asynq.SkipRetry)
+	case jobs.Cancelled:
+		log.Info("job cancelled", "error", errText(err))
+		return fmt.Errorf("asynqfence: %w: %w", errCancelled, asynq.SkipRetry)
+	case jobs.Uncertain:
+		log.Warn("job uncertain; its next delivery reconciles it first", "reason", outcome.Reason, "error", errText(err))
+		return fmt.Errorf("%w: %s: %w", ErrUncertain, outcome.Reason, errOr(err))
+	}
+	log.Info("job failed; asynq retries it", "error", errText(err))
+	return fmt.Errorf("asynqfence: retry: %w", errOr(err))
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func errOr(err error) error {
+	if err == nil {
+		return errors.New("no error")
+	}
+	return err
+}
+
+// retriesOnTimeout reports whether t's handler says its effects are safe to
+// repeat after a timeout (jobs.RetryOnTimeout).
+func retriesOnTimeout(t *asynq.Task, next asynq.Handler) bool {
+	h := next
+	if mux, ok := next.(*asynq.ServeMux); ok {
+		h, _ = mux.Handler(t)
+	}
+	r, ok := h.(jobs.RetryOnTimeout)
+	return ok && r.RetryOnTimeout()
+}
+
+// safeRun calls the handler, turning a panic into a retryable error.
+func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler, c jobs.Claimed, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.metrics.Panics.WithLabelValues(c.Queue, c.Kind).Inc()
+			log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return next.ProcessTask(ctx, t)
+}
+
+// renewer keeps one attempt's ledger lease alive while its handler runs and
+// cancels the handler's context, with a cause matching lease.ErrLost, the
+// moment the lease is lost or cannot be confirmed before its local deadline.
+type renewer struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func (r *renewer) stop() {
+	close(r.done)
+	r.wg.Wait()
+}
+
+func (b *Bridge) startRenewer(c jobs.Claimed, cancel context.CancelCauseFunc, log *slog.Logger) *renewer {
+	ttl := b.opts.LeaseTTL
+	margin := max(ttl/10, 10*time.Millisecond)
+	r := &renewer{done: make(chan struct{})}
+	confirmed := time.Now() // the claim was sent before this
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		local := time.NewTimer(ttl - margin)
+		defer local.Stop()
+		for {
+			select {
+			case <-r.done:
+				return
+			case <-local.C:
+				cancel(fmt.Errorf("%w: no renewal confirmed the lease before its local deadline", lease.ErrLost))
+				return
+			case <-tick.C:
+			}
+			sent := time.Now()
+			rctx, rcancel := context.WithTimeout(context.Background(), ttl/3)
+			rs, err := b.ledger.Renew(rctx, c.Queue, ttl, []jobs.Attempt{{ID: c.ID, Token: c.Token}})
+			rcancel()
+			if err != nil {
+				log.Warn("lease renewal failed", "error", err)
+				continue
+			}
+			switch rs[0].Status {
+			case jobs.Lost:
+				b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageRenew).Inc()
+				cancel(fmt.Errorf("%w: the ledger says the job is %s under another token", lease.ErrLost, rs[0].State))
+				return
+			case jobs.CancelRequested:
+				cancel(errCancelled)
+			}
+			if sent.After(confirmed) {
+				confirmed = sent
+				local.Reset(time.Until(confirmed.Add(ttl - margin)))
+			}
+		}
+	}()
+	return r
+}

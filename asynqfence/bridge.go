@@ -1,0 +1,261 @@
+package asynqfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// BridgeName marks bridged jobs in the ledger (jobs.Record.Bridge).
+const BridgeName = "asynq"
+
+// OperationHeader is the asynq task header that carries an operation id.
+// A task with it is the ledger job of that id (so enqueueing the same
+// operation twice, under two asynq task ids, runs its effect once); a task
+// without it is the ledger job of its asynq task id.
+const OperationHeader = "fencedq-operation-id"
+
+// Defaults for Options' zero fields.
+const (
+	// DefaultLeaseTTL is the attempt's lease in the ledger. It is shorter
+	// than the time asynq takes to redeliver the task of a silent server (its
+	// 30 s lease, then its recoverer's 30 s margin), so a redelivered task
+	// finds the previous attempt's lease expired.
+	DefaultLeaseTTL = 30 * time.Second
+	// DefaultMaxReconcileTries is how many "cannot tell" answers send a job
+	// to review.
+	DefaultMaxReconcileTries = 5
+	// DefaultReconcileTimeout bounds one Reconcile or effect-log call.
+	DefaultReconcileTimeout = 10 * time.Second
+)
+
+// Errors returned to asynq (each wraps the details). asynq retries the task
+// after an error, unless it wraps asynq.SkipRetry.
+var (
+	// ErrBusy means another attempt holds the job's lease in the ledger: the
+	// delivery did not run (asynq retries it later).
+	ErrBusy = errors.New("asynqfence: another attempt holds the job's lease")
+	// ErrUncertain means the job's outcome is not known: asynq delivers it
+	// again later, and that delivery asks the kind's Reconcile or the effect
+	// log before anything runs.
+	ErrUncertain = errors.New("asynqfence: outcome uncertain, reconciled before the task runs again")
+	// ErrReview means the job is held for an operator's decision; it wraps
+	// asynq.SkipRetry, so asynq archives the task.
+	ErrReview = errors.New("asynqfence: job held for review")
+	// ErrPaused means the ledger queue is paused: the delivery did not run.
+	ErrPaused = errors.New("asynqfence: queue paused")
+	// ErrConflict means a native fencedq job (or another job owning the
+	// operation id) has the task's id; it wraps asynq.SkipRetry.
+	ErrConflict = errors.New("asynqfence: the id belongs to another job")
+	// ErrNoAttempt means a handler that needs a fenced attempt ran without
+	// the bridge's middleware.
+	ErrNoAttempt = errors.New("asynqfence: no fenced attempt in the context (wrap the handler with the bridge's middleware)")
+	// ErrOptions means Options are invalid.
+	ErrOptions = errors.New("asynqfence: invalid options")
+)
+
+// ReconcileFunc tells whether an uncertain job's effect happened.
+type ReconcileFunc func(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
+
+// TaskReconciler is implemented by handlers that can tell whether an
+// uncertain job's effect happened (Handler implements it for workers with
+// a Reconcile method). The bridge asks it before the effect log.
+type TaskReconciler interface {
+	ReconcileTask(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
+}
+
+// Options configure a Bridge. The zero value is usable.
+type Options struct {
+	// WorkerID names this asynq server in the ledger (attempt owners and
+	// fence owners); default host:pid.
+	WorkerID string
+	// LeaseTTL is each attempt's lease in the ledger (default
+	// DefaultLeaseTTL); it is renewed every third of it while the handler
+	// runs.
+	LeaseTTL time.Duration
+	// Queue maps an asynq queue to its ledger queue (default: the same name).
+	Queue func(asynqQueue string) string
+	// OperationID returns the operation id a task carries, "" for none
+	// (default: the OperationHeader header).
+	OperationID func(t *asynq.Task) string
+	// EffectLog answers for kinds without a Reconcile (e.g. a pgfence.Store).
+	EffectLog fence.EffectLog
+	// Reconcile returns a kind's Reconcile for plain asynq handlers (nil:
+	// none); a handler implementing TaskReconciler answers first.
+	Reconcile func(kind string) ReconcileFunc
+	// MaxReconcileTries is how many "cannot tell" answers send a job to
+	// review (default DefaultMaxReconcileTries).
+	MaxReconcileTries int
+	// ReconcileTimeout bounds one Reconcile or effect-log call (default
+	// DefaultReconcileTimeout).
+	ReconcileTimeout time.Duration
+	// Logger receives the bridge's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Registerer receives the bridge's metrics, the same series native pools
+	// export (default: none are exported).
+	Registerer prometheus.Registerer
+}
+
+func (o Options) withDefaults() Options {
+	if o.WorkerID == "" {
+		host, _ := os.Hostname()
+		o.WorkerID = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.Queue == nil {
+		o.Queue = func(q string) string { return q }
+	}
+	if o.OperationID == nil {
+		o.OperationID = func(t *asynq.Task) string { return t.Headers()[OperationHeader] }
+	}
+	if o.MaxReconcileTries <= 0 {
+		o.MaxReconcileTries = DefaultMaxReconcileTries
+	}
+	if o.ReconcileTimeout <= 0 {
+		o.ReconcileTimeout = DefaultReconcileTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Bridge runs asynq deliveries as fenced attempts in a fencedq ledger.
+// Create it with New; install Middleware on an asynq.ServeMux.
+type Bridge struct {
+	ledger  *jobs.Ledger
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics.Set
+	queues  sync.Map // ledger queues registered by this bridge
+}
+
+// New returns a bridge over ledger. It fails with ErrOptions on a nil
+// ledger or an invalid worker id.
+func New(ledger *jobs.Ledger, opts Options) (*Bridge, error) {
+	if ledger == nil {
+		return nil, fmt.Errorf("%w: nil ledger", ErrOptions)
+	}
+	opts = opts.withDefaults()
+	if len(opts.WorkerID) > 200 {
+		return nil, fmt.Errorf("%w: worker id longer than 200 bytes", ErrOptions)
+	}
+	return &Bridge{
+		ledger: ledger, opts: opts, metrics: metrics.New(opts.Registerer),
+		log: opts.Logger.With("worker", opts.WorkerID, "bridge", BridgeName),
+	}, nil
+}
+
+// Middleware returns New(ledger, opts).Middleware(). With invalid options,
+// every delivery fails with the error matching ErrOptions (and is logged).
+func Middleware(ledger *jobs.Ledger, opts Options) asynq.MiddlewareFunc {
+	b, err := New(ledger, opts)
+	if err != nil {
+		slog.Error("asynq bridge not configured", "error", err)
+		return func(asynq.Handler) asynq.Handler {
+			return asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return err })
+		}
+	}
+	return b.Middleware()
+}
+
+// Middleware returns the bridge as asynq middleware (asynq.ServeMux.Use).
+// Install it last, so that next is the task's own handler: a handler
+// implementing TaskReconciler is asked about its uncertain tasks. It may
+// also wrap a whole ServeMux (asynq.Server.Run(mw(mux))).
+func (b *Bridge) Middleware() asynq.MiddlewareFunc {
+	return func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			return b.process(ctx, t, next)
+		})
+	}
+}
+
+// Ledger returns the bridge's ledger.
+func (b *Bridge) Ledger() *jobs.Ledger { return b.ledger }
+
+// register adds q to the ledger's queue registry once per process, so the
+// reconciler, the dashboard and the CLI see it.
+func (b *Bridge) register(ctx context.Context, q string) {
+	if _, ok := b.queues.Load(q); ok {
+		return
+	}
+	if err := b.ledger.RegisterQueues(ctx, q); err != nil {
+		b.log.Warn("could not register the ledger queue", "queue", q, "error", err)
+		return
+	}
+	b.queues.Store(q, true)
+}
+
+// process handles one asynq delivery: claim a fenced attempt, or decide
+// what a delivery of a job already seen means.
+func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
+	taskID, ok := asynq.GetTaskID(ctx)
+	if !ok {
+		return fmt.Errorf("%w: the context carries no asynq task id (run the handler under an asynq.Server)", ErrNoAttempt)
+	}
+	aq, _ := asynq.GetQueueName(ctx)
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	q := b.opts.Queue(aq)
+	d := jobs.Delivery{
+		ID: taskID, Kind: t.Type(), Payload: t.Payload(), MaxRetries: maxRetry,
+		Owner: b.opts.WorkerID, TTL: b.opts.LeaseTTL, Bridge: BridgeName,
+	}
+	if op := b.opts.OperationID(t); op != "" {
+		d.ID = op
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d.Timeout = time.Until(dl).Round(time.Millisecond)
+	}
+	b.register(ctx, q)
+	log := b.log.With("queue", q, "kind", d.Kind, "job_id", d.ID, "task_id", taskID)
+	// At most: uncertain -> re-run decided -> claimed, with one more look
+	// if another process decided meanwhile.
+	for range 3 {
+		dc, err := b.ledger.ClaimDelivery(ctx, q, d)
+		if err != nil {
+			if errors.Is(err, jobs.ErrInvalid) {
+				b.metrics.Rejected.WithLabelValues(q, metrics.ReasonInvalid).Inc()
+				return fmt.Errorf("asynqfence: %w: %w", err, asynq.SkipRetry)
+			}
+			return fmt.Errorf("asynqfence: claim: %w", err)
+		}
+		switch dc.Status {
+		case jobs.DeliveryClaimed:
+			return b.run(ctx, t, next, dc.Claimed, log)
+		case jobs.DeliveryFinal:
+			b.metrics.Deduplicated.WithLabelValues(q, metrics.StageExecute).Inc()
+			log.Info("duplicate delivery of a finished job acknowledged without running the handler", "job_state", dc.State)
+			return nil
+		case jobs.DeliveryBusy:
+			return fmt.Errorf("%w: %s holds it until %s", ErrBusy, dc.Owner, dc.Deadline.Format(time.RFC3339Nano))
+		case jobs.DeliveryPaused:
+			return fmt.Errorf("%w: %s", ErrPaused, q)
+		case jobs.DeliveryConflict:
+			b.metrics.Rejected.WithLabelValues(q, metrics.ReasonInvalid).Inc()
+			return fmt.Errorf("%w: job %s in queue %s (%s): %w", ErrConflict, d.ID, q, dc.State, asynq.SkipRetry)
+		case jobs.DeliveryUnresolved:
+			if dc.State == jobs.Review {
+				return fmt.Errorf("%w: job %s in queue %s: %w", ErrReview, d.ID, q, asynq.SkipRetry)
+			}
+			rerun, err := b.reconcile(ctx, q, d.ID, t, next, dc.ReconcileTries, log)
+			if err != nil || !rerun {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("%w: job %s changed state while being delivered", ErrBusy, d.ID)
+}

@@ -1,0 +1,76 @@
+// Package asynqfence runs the handlers of an existing asynq server as fenced
+// attempts in a fencedq ledger: the asynq bridge.
+//
+// Tasks are still enqueued with a plain asynq.Client (or asynq's Scheduler)
+// and delivered by asynq servers. The bridge's middleware (Middleware, or
+// Bridge.Middleware with asynq.ServeMux.Use) turns each delivery into an
+// attempt in the ledger (jobs.Ledger.ClaimDelivery):
+//
+//   - The job is the task's operation id (the OperationHeader header, see
+//     NewTask) or else asynq's task id. Its record is created on first sight
+//     (kind, payload, operation id), marked bridged (jobs.Record.Bridge is
+//     "asynq"), and listed by the dashboard and the CLI like any job.
+//   - The attempt gets a fencing token higher than any before it. The
+//     handler's context carries it: fence.FromContext (for fence/pgfence,
+//     fence/redisfence, fence/httpfence), lease.FromContext and
+//     AttemptFromContext. Handler adapts a fencedq jobs.Worker[T].
+//   - While the handler runs, the bridge renews the attempt's ledger lease
+//     (Options.LeaseTTL) and cancels the handler's context, with a cause
+//     matching lease.ErrLost, once the lease is lost.
+//   - The outcome is committed with the attempt's token (jobs.Ledger.Complete):
+//     a stale attempt's outcome is refused and changes nothing.
+//
+// A delivery of a task whose previous attempt ended without a commit (a
+// crashed or paused server whose task asynq's recoverer handed out again, a
+// retry after asynq's timeout) does not run the handler blindly. The bridge
+// asks the kind's Reconcile (a handler implementing TaskReconciler, or
+// Options.Reconcile), else the effect log (Options.EffectLog, e.g. a
+// pgfence.Store), and decides as the native reconciler does, with the same
+// evidence in the job's history and the same metrics: applied (succeeded;
+// the delivery is acknowledged), not applied (the handler runs under a new,
+// higher token), or cannot tell (asynq delivers the task again later and the
+// bridge asks again; after Options.MaxReconcileTries answers the job goes to
+// review). A delivery of a job that already succeeded (or is dead or
+// cancelled) is acknowledged without running the handler and counted as
+// deduplicated.
+//
+// What the handler returns to asynq:
+//
+//   - nil: succeeded; a duplicate; an outcome refused as stale (a newer
+//     attempt owns the job and commits it); an uncertain job reconciled as
+//     applied.
+//   - an error matching ErrUncertain: the outcome is unknown; asynq retries
+//     the task and its next delivery is reconciled first.
+//   - ErrBusy, ErrPaused, or the handler's error: asynq retries the task.
+//   - an error wrapping asynq.SkipRetry: the job is dead, cancelled, held for
+//     review (ErrReview), or its id belongs to a native job (ErrConflict).
+//     asynq archives the task. After an operator re-runs a job in review
+//     (fencedq CLI or dashboard), run the archived task again in asynq
+//     (asynqmon or asynq.Inspector.RunTask): that delivery claims it.
+//
+// # What asynq still decides, and what the bridge decides
+//
+// asynq's own guarantees are unchanged. A server holds a task under asynq's
+// 30 second lease, extended by its heartbeat; when a server goes silent
+// (crashed, paused, cut off), asynq's recoverer, which looks once a minute
+// for leases expired at least 30 seconds ago, hands the task out again.
+// asynq's retries, their delays, its timeouts and its archive work as
+// before. So asynq still decides when a task is delivered, and may deliver
+// it while a paused server still runs it: asynq is at-least-once.
+//
+// The bridge decides whether a delivery's effect may happen. Each attempt's
+// token is higher than the previous one's, so once a newer attempt has
+// written through a fenced store, a paused server that wakes up and writes
+// with its old token is refused there (fence.ErrStale), and its outcome is
+// refused by the ledger. A redelivered task whose effect already happened
+// is recognised (Reconcile or the effect log) and acknowledged instead of
+// applied twice. The guarantee holds for effects written through a fenced
+// store or checked by Reconcile; an effect the bridge cannot see (an email
+// sent without an operation id) can still happen twice, as with asynq alone.
+//
+// A bridged job waiting for its next delivery (after a retry or a re-run) is
+// pending in the ledger but never in the native due index: native pools
+// serving the same queue never claim it. The native reconciler, when a pool
+// runs in the namespace, expires and reconciles bridged attempts like any
+// other; without one, the bridge does both when asynq redelivers the task.
+package asynqfence

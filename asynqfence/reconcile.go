@@ -1,0 +1,120 @@
+package asynqfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// reconcilerFor returns what can tell whether t's effect happened: next's
+// own ReconcileTask (next is the task's handler, or a ServeMux routing to
+// it), else Options.Reconcile.
+func (b *Bridge) reconcilerFor(t *asynq.Task, next asynq.Handler) ReconcileFunc {
+	h := next
+	if mux, ok := next.(*asynq.ServeMux); ok {
+		h, _ = mux.Handler(t)
+	}
+	if r, ok := h.(TaskReconciler); ok {
+		return r.ReconcileTask
+	}
+	if b.opts.Reconcile != nil {
+		return b.opts.Reconcile(t.Type())
+	}
+	return nil
+}
+
+// verdict asks the kind's Reconcile, else the effect log, exactly as the
+// native reconciler does; asked is false when there is nothing to ask.
+func (b *Bridge) verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc) (v jobs.Verdict, evidence string, asked bool) {
+	cctx, cancel := context.WithTimeout(ctx, b.opts.ReconcileTimeout)
+	defer cancel()
+	if f != nil {
+		v, err := safeReconcile(cctx, f, rec)
+		if err != nil {
+			b.metrics.ReconcileErrors.Inc()
+			return jobs.CannotTell, "Reconcile failed: " + err.Error(), true
+		}
+		return v, "Reconcile answered " + v.String(), true
+	}
+	if el := b.opts.EffectLog; el != nil {
+		applied, ok, err := el.Applied(cctx, rec.OperationID)
+		switch {
+		case err != nil:
+			return jobs.CannotTell, "effect log unavailable: " + err.Error(), true
+		case ok:
+			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner), true
+		default:
+			return jobs.NotApplied, "effect log: operation not applied", true
+		}
+	}
+	return jobs.CannotTell, "kind has no Reconcile method and the bridge has no effect log", false
+}
+
+func safeReconcile(ctx context.Context, f ReconcileFunc, rec *jobs.Record) (v jobs.Verdict, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = jobs.CannotTell, fmt.Errorf("reconcile panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return f(ctx, rec)
+}
+
+// reconcile decides an uncertain job before its task runs again: applied
+// (succeeded; the delivery is acknowledged), not applied (re-run: rerun is
+// true and the caller claims it), or cannot tell (another look at asynq's
+// next delivery, review after MaxReconcileTries answers). Decisions are the
+// native reconciler's, with its evidence and metrics; the actor is
+// "bridge:<worker id>".
+func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, next asynq.Handler, tries int, log *slog.Logger) (rerun bool, err error) {
+	rec, err := b.ledger.Get(ctx, q, id)
+	if err != nil {
+		return false, fmt.Errorf("asynqfence: reconcile: %w", err)
+	}
+	if rec.State != jobs.Uncertain {
+		return true, nil // decided meanwhile: look again
+	}
+	v, evidence, asked := b.verdict(ctx, rec, b.reconcilerFor(t, next))
+	res := jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "bridge:" + b.opts.WorkerID, Note: evidence}
+	result := v.String()
+	switch v {
+	case jobs.Applied:
+		res.Decision = jobs.DecideSucceeded
+	case jobs.NotApplied:
+		res.Decision = jobs.DecideRerun
+	default:
+		if !asked || tries+1 >= b.opts.MaxReconcileTries {
+			res.Decision = jobs.DecideReview
+			result = "review"
+		} else {
+			res.Decision = jobs.DecideLater
+			res.NextTry = time.Now().Add(time.Second << min(tries+1, 10))
+		}
+	}
+	state, err := b.ledger.Resolve(ctx, q, id, res)
+	if errors.Is(err, jobs.ErrWrongState) {
+		return true, nil // another reconciler decided first: look again
+	}
+	if err != nil {
+		b.metrics.ReconcileErrors.Inc()
+		return false, fmt.Errorf("asynqfence: reconcile: %w", err)
+	}
+	b.metrics.Decisions.WithLabelValues(q, result).Inc()
+	log.Info("reconciled before redelivery", "operation_id", rec.OperationID, "token", rec.Token.String(),
+		"decision", res.Decision, "state", state, "evidence", evidence)
+	switch res.Decision {
+	case jobs.DecideSucceeded:
+		return false, nil
+	case jobs.DecideRerun:
+		return true, nil
+	case jobs.DecideReview:
+		return false, fmt.Errorf("%w: job %s in queue %s: %s: %w", ErrReview, id, q, evidence, asynq.SkipRetry)
+	}
+	return false, fmt.Errorf("%w: job %s in queue %s: %s", ErrUncertain, id, q, evidence)
+}

@@ -1,0 +1,112 @@
+package asynqfence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// NewTask returns an asynq task of type args.Kind() with args as its JSON
+// payload, for a worker registered with Handle. A non-empty operationID
+// travels in the OperationHeader header and names the job in the ledger
+// (one effect per operation id, whatever the asynq task ids).
+func NewTask[T jobs.JobArgs](args T, operationID string, opts ...asynq.Option) (*asynq.Task, error) {
+	if err := jobs.ValidateKind(args.Kind()); err != nil {
+		return nil, err
+	}
+	if operationID != "" {
+		if err := jobs.ValidateOperationID(operationID); err != nil {
+			return nil, err
+		}
+	}
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("asynqfence: encode %s args: %w", args.Kind(), err)
+	}
+	var headers map[string]string
+	if operationID != "" {
+		headers = map[string]string{OperationHeader: operationID}
+	}
+	return asynq.NewTaskWithHeaders(args.Kind(), payload, headers, opts...), nil
+}
+
+// Handler returns a fencedq worker as an asynq handler: it decodes the task's
+// JSON payload into T and calls w.Work with a jobs.Job carrying the
+// attempt's token. It must run under the bridge's middleware (else it fails
+// with ErrNoAttempt). When w has a Reconcile method the handler implements
+// TaskReconciler, so the bridge asks it about uncertain tasks; a
+// RetryOnTimeout method is honoured too.
+func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
+	h := &typed[T]{w: w}
+	if r, ok := w.(jobs.Reconciler[T]); ok {
+		return &reconciling[T]{typed: h, r: r}
+	}
+	return h
+}
+
+// Handle registers w on mux under its kind (T's Kind()).
+func Handle[T jobs.JobArgs](mux *asynq.ServeMux, w jobs.Worker[T]) {
+	var zero T
+	mux.Handle(zero.Kind(), Handler(w))
+}
+
+type typed[T jobs.JobArgs] struct{ w jobs.Worker[T] }
+
+func (h *typed[T]) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	a, ok := AttemptFromContext(ctx)
+	if !ok {
+		return ErrNoAttempt
+	}
+	job, err := decode[T](t.Type(), t.Payload())
+	if err != nil {
+		return jobs.Permanent(err)
+	}
+	job.ID, job.Queue, job.OperationID, job.Attempt, job.MaxRetries = a.ID, a.Queue, a.OperationID, a.Attempt, a.MaxRetries
+	job.Resource, job.Token, job.Owner = a.Resource, a.Token, a.Owner
+	if dl, ok := ctx.Deadline(); ok {
+		job.Deadline = dl
+	}
+	return h.w.Work(ctx, job)
+}
+
+// RetryOnTimeout passes the worker's own answer on (false without one).
+func (h *typed[T]) RetryOnTimeout() bool {
+	r, ok := h.w.(jobs.RetryOnTimeout)
+	return ok && r.RetryOnTimeout()
+}
+
+type reconciling[T jobs.JobArgs] struct {
+	*typed[T]
+	r jobs.Reconciler[T]
+}
+
+// ReconcileTask asks the worker's Reconcile about an uncertain job.
+func (h *reconciling[T]) ReconcileTask(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error) {
+	job, err := decode[T](rec.Kind, rec.Payload)
+	if err != nil {
+		return jobs.CannotTell, err
+	}
+	job.ID, job.Queue, job.OperationID, job.Attempt, job.MaxRetries = rec.ID, rec.Queue, rec.OperationID, rec.Attempts, rec.MaxRetries
+	job.Resource, job.Token, job.Owner = rec.LeaseResource(), rec.Token, rec.Owner
+	return h.r.Reconcile(ctx, job)
+}
+
+func decode[T jobs.JobArgs](kind string, payload []byte) (*jobs.Job[T], error) {
+	var args T
+	if !jobs.IsJSONObject(payload) {
+		return nil, fmt.Errorf("asynqfence: %s: args are not a JSON object", kind)
+	}
+	if err := json.Unmarshal(payload, &args); err != nil {
+		return nil, fmt.Errorf("asynqfence: %s: malformed args: %w", kind, err)
+	}
+	if v, ok := any(args).(jobs.Validator); ok {
+		if err := v.Validate(); err != nil {
+			return nil, fmt.Errorf("asynqfence: %s: invalid args: %w", kind, err)
+		}
+	}
+	return &jobs.Job[T]{Kind: kind, Args: args}, nil
+}
