@@ -58,7 +58,8 @@ type summary struct {
 func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	redisURL := fs.String("redis", "", "Redis URL (default: an embedded in-process Redis)")
 	postgres := fs.String("postgres", "", "PostgreSQL URL for the bank's accounts (default: in Redis via redisfence)")
-	ns := fs.String("namespace", "demo", "key namespace")
+	ns := fs.String("namespace", "", "key namespace (default: a fresh demo-<random> one, so the summary counts only this run)")
+	exit := fs.Bool("exit", false, "exit after the summary (default: keep the dashboard up until Ctrl-C; --json always exits)")
 	addr := fs.String("addr", "127.0.0.1:8080", "dashboard address (port 0 picks a free port)")
 	duration := fs.Duration("duration", 30*time.Second, "how long to run (Ctrl-C ends it early)")
 	rate := fs.Int("rate", 20, "transfers enqueued per second")
@@ -77,11 +78,23 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *asJSON {
 			d.progress = os.Stderr
 		}
-		s, err := d.run(ctx, *redisURL, *addr, *duration, logs.logger(os.Stderr))
+		if d.ns == "" {
+			d.ns = "demo-" + randomHex(4)
+		}
+		fmt.Fprintf(d.progress, "namespace %s\n", d.ns)
+		var verdict error
+		_, err := d.run(ctx, *redisURL, *addr, *duration, logs.logger(os.Stderr), func(s *summary) {
+			verdict = report(out, s, *asJSON)
+			if *exit || *asJSON || ctx.Err() != nil {
+				return
+			}
+			fmt.Fprintf(d.progress, "\nThe dashboard stays up at %s for you to explore (the pools are idle now). Ctrl-C to exit; --exit ends the demo after the summary.\n", d.dashURL)
+			<-ctx.Done()
+		})
 		if err != nil {
 			return err
 		}
-		return report(out, s, *asJSON)
+		return verdict
 	}
 }
 
@@ -112,6 +125,7 @@ type demo struct {
 	accounts      []string
 	postgres      string
 	redisURL      string
+	dashURL       string
 
 	rdb    redis.UniversalClient
 	client *jobs.Client
@@ -132,7 +146,9 @@ func (d *demo) stage(format string, a ...any) {
 	fmt.Fprintln(d.progress, "  * "+msg)
 }
 
-func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Duration, log *slog.Logger) (*summary, error) {
+// run runs the demo and summarizes it; summarized is called with the
+// summary while the pools and the dashboard still run.
+func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Duration, log *slog.Logger, summarized func(*summary)) (*summary, error) {
 	start := time.Now()
 	d.ids = map[string]bool{}
 	if redisURL == "" {
@@ -221,7 +237,8 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 	go func() { serveErr <- serveHTTP(runCtx, addr, h, func(a string) { ready <- a }) }()
 	select {
 	case a := <-ready:
-		fmt.Fprintf(d.progress, "dashboard: http://%s/  (actions: user demo, password %s)\n", a, pw)
+		d.dashURL = "http://" + a + "/"
+		fmt.Fprintf(d.progress, "dashboard: %s  (actions: user demo, password %s)\n", d.dashURL, pw)
 	case err := <-serveErr:
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
@@ -237,6 +254,9 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 	go func() { defer feedWG.Done(); d.stageFailures(feedCtx, staged) }()
 	go d.report(ctx, start, end)
 	feedWG.Wait()
+	if left, err := d.unfinished(ctx); err == nil {
+		fmt.Fprintf(d.progress, "new transfers stopped; %d job(s) still to finish: watch the staged crash and timeouts settle (the reconciler resolves uncertain jobs)\n", left)
+	}
 
 	// Drain: wait for the stream to settle, until the duration ends (and
 	// a little past it if work is still in flight).
@@ -253,6 +273,9 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 		return nil, err
 	}
 	s.Duration = time.Since(start).Round(100 * time.Millisecond).String()
+	if summarized != nil {
+		summarized(s)
+	}
 	return s, nil
 }
 

@@ -26,6 +26,16 @@
 // FENCEDQ_NAMESPACE, FENCEDQ_ADDR, FENCEDQ_DASHBOARD_USER,
 // FENCEDQ_DASHBOARD_PASSWORD. Flags win over the environment.
 //
+// fencedq demo runs in a fresh namespace (demo-<random>) unless given one,
+// says when new jobs stop, prints its summary and verdict, and keeps the
+// dashboard up until Ctrl-C (--exit, or --json, ends it after the summary);
+// it exits 1 when a check failed, with --json as without.
+//
+// Logs are JSON (--log-format text for text), one format for every line of
+// a process, with durations as text ("10s"). A worker whose --metrics-addr
+// (or a dashboard whose --addr) is taken exits 1 at once, naming the
+// address.
+//
 // Exit codes: 0 success, 1 failure (including a missing job, or a job in a
 // state the action does not take), 2 bad usage.
 package main

@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -207,5 +210,48 @@ func TestQueuesPoolsAndResolveByOperation(t *testing.T) {
 	code, out, errOut = e.cli("resolve", "--op", "op-late", "--decision", "rerun", "--actor", "bob", "--note", "back")
 	if code != 0 || out != "job "+id+" is now pending\n" {
 		t.Fatalf("resolve --op: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestDemoStaysUpUntilInterrupted: after its summary the demo keeps the
+// dashboard up for the newcomer to explore, until Ctrl-C; it runs in a
+// fresh namespace and says when new jobs stop.
+func TestDemoStaysUpUntilInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncbuf.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "--duration", "5s", "--rate", "10", "--addr", "127.0.0.1:0"}, &out, &errb)
+	}()
+	deadline := time.After(90 * time.Second)
+	for !strings.Contains(out.String(), "stays up at ") {
+		select {
+		case code := <-done:
+			t.Fatalf("the demo ended (%d) without staying up: %s %s", code, out.String(), errb.String())
+		case <-deadline:
+			t.Fatalf("no summary: %s", out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	text := out.String()
+	url := strings.Fields(text[strings.Index(text, "stays up at ")+len("stays up at "):])[0]
+	res, err := http.Get(url + "api/overview")
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the dashboard is down after the summary: %v %v", res, err)
+	}
+	res.Body.Close()
+	if !regexp.MustCompile(`namespace demo-[0-9a-f]{8}\n`).MatchString(text) || !strings.Contains(text, "new transfers stopped;") ||
+		!strings.Contains(text, "lost (must be 0)") {
+		t.Errorf("output: %s", text)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d after Ctrl-C: %s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the demo did not end on Ctrl-C")
 	}
 }
