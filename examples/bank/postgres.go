@@ -12,7 +12,8 @@ import (
 )
 
 // PostgresStore keeps accounts in PostgreSQL (table bank_accounts, with the
-// pgfence tables beside it). Balances never go negative.
+// pgfence tables beside it; an Options.TablePrefix other than
+// pgfence.NoTablePrefix prefixes it too). Balances never go negative.
 type PostgresStore struct {
 	pool  *pgxpool.Pool
 	fence *pgfence.Store
@@ -28,9 +29,13 @@ func NewPostgresStore(ctx context.Context, pool *pgxpool.Pool, opts pgfence.Opti
 	if err != nil {
 		return nil, err
 	}
-	table := pgx.Identifier{opts.TablePrefix + "bank_accounts"}
+	prefix := opts.TablePrefix
+	if prefix == pgfence.NoTablePrefix {
+		prefix = ""
+	}
+	table := pgx.Identifier{prefix + "bank_accounts"}
 	if opts.Schema != "" {
-		table = pgx.Identifier{opts.Schema, opts.TablePrefix + "bank_accounts"}
+		table = pgx.Identifier{opts.Schema, prefix + "bank_accounts"}
 	}
 	s := &PostgresStore{pool: pool, fence: fs, table: table.Sanitize()}
 	_, err = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table+` (
