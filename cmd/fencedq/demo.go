@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -40,19 +41,27 @@ const (
 
 // summary is what the demo prints at the end.
 type summary struct {
-	Duration          string   `json:"duration"`
-	Enqueued          int      `json:"enqueued"`
-	Submissions       int      `json:"submissions"`
-	Succeeded         int      `json:"succeeded"`
-	Dead              int      `json:"dead"`
-	Deduplicated      int64    `json:"deduplicated"`
-	FencedRejections  int64    `json:"fenced_rejections"`
-	UncertainResolved int64    `json:"uncertain_resolved"`
-	InReview          int      `json:"in_review"`
-	Unfinished        int      `json:"unfinished"`
-	Lost              int      `json:"lost"`
-	MoneyConserved    bool     `json:"money_conserved"`
-	Stages            []string `json:"stages"`
+	Duration          string `json:"duration"`
+	Enqueued          int    `json:"enqueued"`
+	Submissions       int    `json:"submissions"`
+	Succeeded         int    `json:"succeeded"`
+	Dead              int    `json:"dead"`
+	Deduplicated      int64  `json:"deduplicated"`
+	FencedRejections  int64  `json:"fenced_rejections"`
+	UncertainResolved int64  `json:"uncertain_resolved"`
+	InReview          int    `json:"in_review"`
+	Unfinished        int    `json:"unfinished"`
+	Lost              int    `json:"lost"`
+	MoneyConserved    bool   `json:"money_conserved"`
+	// ExactlyOnce is true when every account's balance is what applying
+	// each transfer whose effect the store recorded exactly once gives (a
+	// transfer applied twice keeps the sum but not the balances), and no
+	// job that ended dead has an effect.
+	ExactlyOnce bool `json:"exactly_once"`
+	// AppliedButDead counts jobs that ended dead although their effect is
+	// in the store (must be 0).
+	AppliedButDead int      `json:"applied_but_dead"`
+	Stages         []string `json:"stages"`
 }
 
 func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
@@ -100,7 +109,7 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 
 // errCheckFailed is the demo's verdict when its checks fail: the process
 // exits 1, with --json as without.
-var errCheckFailed = errors.New("the checker found lost jobs or money")
+var errCheckFailed = errors.New("the checker found lost jobs, lost money or an effect not applied exactly once")
 
 // report prints the summary (as JSON with asJSON) and fails when a check
 // failed.
@@ -112,7 +121,7 @@ func report(out io.Writer, s *summary, asJSON bool) error {
 	} else {
 		printSummary(out, s)
 	}
-	if s.Lost > 0 || !s.MoneyConserved {
+	if s.Lost > 0 || !s.MoneyConserved || !s.ExactlyOnce {
 		return errCheckFailed
 	}
 	return nil
@@ -503,6 +512,9 @@ func (d *demo) summarize(ctx context.Context, before map[string]int64) (*summary
 		ids = append(ids, id)
 	}
 	d.mu.Unlock()
+	// The balances that applying each recorded effect exactly once gives.
+	expected := maps.Clone(before)
+	decodable := true
 	for _, id := range ids {
 		rec, err := d.client.Ledger().Find(ctx, id)
 		if errors.Is(err, jobs.ErrNotFound) {
@@ -512,14 +524,29 @@ func (d *demo) summarize(ctx context.Context, before map[string]int64) (*summary
 		if err != nil {
 			return nil, err
 		}
+		_, applied, err := d.store.Applied(ctx, rec.OperationID)
+		if err != nil {
+			return nil, err
+		}
+		if applied {
+			var t bank.Transfer
+			if json.Unmarshal(rec.Payload, &t) != nil {
+				decodable = false
+			}
+			expected[t.From] -= t.Cents
+			expected[t.To] += t.Cents
+		}
 		switch rec.State {
 		case jobs.Succeeded:
 			s.Succeeded++
-			if _, ok, err := d.store.Applied(ctx, rec.OperationID); err == nil && !ok {
+			if !applied {
 				s.Lost++ // succeeded without its effect
 			}
 		case jobs.Dead:
 			s.Dead++
+			if applied {
+				s.AppliedButDead++
+			}
 		case jobs.Review:
 			s.InReview++
 		default:
@@ -534,6 +561,7 @@ func (d *demo) summarize(ctx context.Context, before map[string]int64) (*summary
 		return nil, err
 	}
 	s.MoneyConserved = bank.Total(after) == bank.Total(before)
+	s.ExactlyOnce = decodable && s.AppliedButDead == 0 && maps.Equal(expected, after)
 	return s, nil
 }
 
@@ -568,6 +596,7 @@ func printSummary(w io.Writer, s *summary) {
 		{"deduplicated", s.Deduplicated}, {"fenced rejections", s.FencedRejections},
 		{"uncertain resolved", s.UncertainResolved}, {"in review", s.InReview},
 		{"unfinished", s.Unfinished}, {"lost (must be 0)", s.Lost}, {"money conserved", s.MoneyConserved},
+		{"each effect applied exactly once", s.ExactlyOnce}, {"dead with an effect (must be 0)", s.AppliedButDead},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "  %s\t%v\n", r.k, r.v)

@@ -126,8 +126,8 @@ func TestDemoOnEmbeddedRedis(t *testing.T) {
 		t.Fatalf("summary is not JSON: %v\n%s", err, out)
 	}
 	t.Logf("summary: %+v", s)
-	if s.Lost != 0 || !s.MoneyConserved {
-		t.Fatalf("lost %d, money conserved %v", s.Lost, s.MoneyConserved)
+	if s.Lost != 0 || !s.MoneyConserved || !s.ExactlyOnce || s.AppliedButDead != 0 {
+		t.Fatalf("lost %d, money conserved %v, exactly once %v, dead with an effect %d", s.Lost, s.MoneyConserved, s.ExactlyOnce, s.AppliedButDead)
 	}
 	if s.FencedRejections < 1 || s.Deduplicated < 1 || s.UncertainResolved < 1 {
 		t.Fatalf("demo did not show fencing, deduplication and reconciliation: %+v\nstderr:\n%s", s, errOut)

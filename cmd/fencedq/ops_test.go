@@ -97,7 +97,8 @@ func TestWorkerMetricsAddrInUse(t *testing.T) {
 // with --json as without.
 func TestDemoJSONFailsWhenACheckFails(t *testing.T) {
 	for _, asJSON := range []bool{true, false} {
-		for _, s := range []summary{{Lost: 1, MoneyConserved: true}, {MoneyConserved: false}} {
+		for _, s := range []summary{{Lost: 1, MoneyConserved: true, ExactlyOnce: true}, {MoneyConserved: false, ExactlyOnce: true},
+			{MoneyConserved: true, ExactlyOnce: false}} {
 			var out bytes.Buffer
 			err := report(&out, &s, asJSON)
 			if !errors.Is(err, errCheckFailed) {
@@ -111,7 +112,7 @@ func TestDemoJSONFailsWhenACheckFails(t *testing.T) {
 			}
 		}
 		var out bytes.Buffer
-		if err := report(&out, &summary{MoneyConserved: true}, asJSON); err != nil {
+		if err := report(&out, &summary{MoneyConserved: true, ExactlyOnce: true}, asJSON); err != nil {
 			t.Errorf("json %v, a passing run: %v", asJSON, err)
 		}
 	}
