@@ -162,8 +162,16 @@ func (p *Pool) acquireResource(a *attempt, kind string) bool {
 		return false
 	}
 	a.mu.Lock()
-	a.resLease = l
+	a.resLease = l // released by the completer, whatever happens next
+	lapsed := time.Now().After(a.confirmed.Add(p.cfg.LeaseTTL - safetyMargin(p.cfg.LeaseTTL)))
 	a.mu.Unlock()
+	// A worker frozen between its claim and this lease may have lost the
+	// job meanwhile (expired, re-run and finished elsewhere) and now hold
+	// the resource's newest token: it must not run the handler.
+	if lapsed || a.ctx.Err() != nil {
+		a.log.Warn("the claim lapsed while waiting for the resource lease; job put back", "resource", c.Resource)
+		return false
+	}
 	return true
 }
 
