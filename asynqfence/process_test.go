@@ -281,4 +281,3 @@ func assertHistory(t *testing.T, s *scenario, id, want, note string) {
 	}
 	t.Fatalf("history %v: no %s by server B with evidence %q", seen, want, note)
 }
-

@@ -1,0 +1,193 @@
+package asynqfence_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/fencedq/fencedq/asynqfence"
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// inProcess is an asynq server in the test process, with the bridge and a
+// middleware reporting what the bridge returned for each delivery.
+type inProcess struct {
+	t        *testing.T
+	ledger   *jobs.Ledger
+	client   *asynq.Client
+	returned chan error
+}
+
+func startInProcess(t *testing.T, register func(mux *asynq.ServeMux)) *inProcess {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	addr := rdb.Options().Addr
+	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: redistest.Namespace(t)})
+	b, err := asynqfence.New(ledger, asynqfence.Options{WorkerID: "in-process"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &inProcess{t: t, ledger: ledger, client: asynq.NewClient(asynq.RedisClientOpt{Addr: addr}), returned: make(chan error, 16)}
+	t.Cleanup(func() { _ = p.client.Close() })
+	mux := asynq.NewServeMux()
+	mux.Use(func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+			err := next.ProcessTask(ctx, task)
+			p.returned <- err
+			return err
+		})
+	}, b.Middleware())
+	register(mux)
+	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: addr}, testServerConfig())
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return p
+}
+
+func (p *inProcess) next() error {
+	p.t.Helper()
+	select {
+	case err := <-p.returned:
+		return err
+	case <-time.After(time.Minute):
+		p.t.Fatal("no delivery within a minute")
+		return nil
+	}
+}
+
+func (p *inProcess) record(id string) *jobs.Record {
+	p.t.Helper()
+	rec, err := p.ledger.Get(context.Background(), "default", id)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return rec
+}
+
+func TestDuplicateDeliveryIsAcknowledgedWithoutRunning(t *testing.T) {
+	var runs atomic.Int32
+	var tokens [2]fence.Fence
+	p := startInProcess(t, func(mux *asynq.ServeMux) {
+		mux.HandleFunc("note", func(ctx context.Context, _ *asynq.Task) error {
+			f, ok := fence.FromContext(ctx)
+			if !ok {
+				return errors.New("no fence in the handler's context")
+			}
+			tokens[runs.Add(1)-1] = f
+			return nil
+		})
+	})
+	for range 2 { // a finished task is deleted, so its id can be enqueued again
+		// asynq deletes the task just after the handler returned: until
+		// then, the id is taken.
+		_, err := p.client.Enqueue(asynq.NewTask("note", []byte(`{}`)), asynq.TaskID("n1"))
+		for deadline := time.Now().Add(time.Minute); errors.Is(err, asynq.ErrTaskIDConflict) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+			_, err = p.client.Enqueue(asynq.NewTask("note", []byte(`{}`)), asynq.TaskID("n1"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("handler ran %d times, want once", runs.Load())
+	}
+	rec := p.record("n1")
+	if rec.State != jobs.Succeeded || rec.Bridge != asynqfence.BridgeName || rec.Token != tokens[0].Token || tokens[0].OperationID != "n1" {
+		t.Fatalf("record %+v, fence %+v", rec, tokens[0])
+	}
+	stats, _ := p.ledger.Stats(context.Background(), "default")
+	if stats["deduplicated_execute"] != 1 {
+		t.Fatalf("stats %v", stats)
+	}
+}
+
+func TestRetryRunsUnderAHigherTokenAndNativePoolsNeverClaim(t *testing.T) {
+	var runs atomic.Int32
+	var first, second atomic.Uint64
+	p := startInProcess(t, func(mux *asynq.ServeMux) {
+		mux.HandleFunc("flaky", func(ctx context.Context, _ *asynq.Task) error {
+			f, _ := fence.FromContext(ctx)
+			if runs.Add(1) == 1 {
+				first.Store(uint64(f.Token))
+				return errors.New("dependency refused")
+			}
+			second.Store(uint64(f.Token))
+			return nil
+		})
+	})
+	if _, err := p.client.Enqueue(asynq.NewTask("flaky", []byte(`{}`)), asynq.TaskID("f1"), asynq.MaxRetry(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.next(); err == nil {
+		t.Fatal("a failed attempt returned nil to asynq")
+	}
+	// Between the attempts the job is pending in the ledger, outside the due index.
+	res, err := p.ledger.Claim(context.Background(), "default", "native-pool", time.Minute, 10)
+	if err != nil || len(res.Jobs) != 0 {
+		t.Fatalf("a native claim took %+v (%v)", res, err)
+	}
+	if err := p.next(); err != nil {
+		t.Fatal(err)
+	}
+	rec := p.record("f1")
+	if rec.State != jobs.Succeeded || rec.Attempts != 2 || second.Load() <= first.Load() {
+		t.Fatalf("record %+v, tokens %d then %d", rec, first.Load(), second.Load())
+	}
+}
+
+type transferArgs struct {
+	Cents int `json:"cents"`
+}
+
+func (transferArgs) Kind() string { return "transfer" }
+
+type transferWorker struct{ runs atomic.Int32 }
+
+func (w *transferWorker) Work(_ context.Context, j *jobs.Job[transferArgs]) error {
+	if j.Token == 0 || j.Args.Cents != 250 || j.OperationID != "op-7" {
+		return jobs.Permanent(errors.New("job without a token or args"))
+	}
+	w.runs.Add(1)
+	return nil
+}
+
+func TestTypedWorkerOneEffectPerOperationID(t *testing.T) {
+	w := &transferWorker{}
+	p := startInProcess(t, func(mux *asynq.ServeMux) { asynqfence.Handle(mux, jobs.Worker[transferArgs](w)) })
+	for _, taskID := range []string{"task-a", "task-b"} { // two asynq tasks, one operation
+		task, err := asynqfence.NewTask(transferArgs{Cents: 250}, "op-7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.client.Enqueue(task, asynq.TaskID(taskID)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.runs.Load() != 1 {
+		t.Fatalf("worker ran %d times for one operation id", w.runs.Load())
+	}
+	if rec := p.record("op-7"); rec.State != jobs.Succeeded || rec.Kind != "transfer" {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+func TestHandlerWithoutMiddleware(t *testing.T) {
+	h := asynqfence.Handler(jobs.Worker[transferArgs](&transferWorker{}))
+	if err := h.ProcessTask(context.Background(), asynq.NewTask("transfer", []byte(`{"cents":1}`))); !errors.Is(err, asynqfence.ErrNoAttempt) {
+		t.Fatalf("got %v, want ErrNoAttempt", err)
+	}
+}
