@@ -12,6 +12,7 @@
 //	fencedq resume      let pools start a paused queue's jobs again
 //	fencedq queues      list the queues: jobs per state, paused or not
 //	fencedq pools       list the live worker pools and the reconciler's leader
+//	fencedq schedules   list the periodic schedules: next and last tick, the job each tick produced
 //
 // The operator commands (resolve, cancel, pause, resume) need --actor, the
 // operator's name, recorded as operator:<actor> with the action and its
@@ -78,6 +79,7 @@ var commands = []command{
 	{"resume", "resume a paused queue", resumeCmd},
 	{"queues", "list the queues: jobs per state, and whether each is paused", queuesCmd},
 	{"pools", "list the live worker pools and which one leads the reconciler", poolsCmd},
+	{"schedules", "list the periodic schedules: last and next tick, and the job each tick produced", schedulesCmd},
 }
 
 // errUsage marks bad flags or arguments (exit code 2).
