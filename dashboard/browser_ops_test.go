@@ -20,7 +20,8 @@ import (
 
 // operations adds what the operator pages show to a seeded fixture: three
 // dead jobs in queue "bulk", 55 scheduled jobs in queue "many", two live
-// pools (pool-b leads the reconciler) and three minutes of history.
+// pools (pool-b leads the reconciler), three minutes of history and two
+// periodic schedules (see schedules).
 func (f *fixture) operations() (bulk []string) {
 	t := f.t
 	ctx := context.Background()
@@ -50,7 +51,33 @@ func (f *fixture) operations() (bulk []string) {
 	}
 	_, err = lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, jobs.LeaderResource, "pool-b", time.Hour)
 	must(t, err)
+	f.schedules(now)
 	return bulk
+}
+
+// schedules records two periodic schedules as a scheduler leader would:
+// "hourly-echo" with three ticks (the newest produced f.tickJob, pending
+// in queue "reports"; the one before was deduplicated into the same job;
+// the oldest's job is past its retention) and "nightly-report", never
+// ticked, whose time zone holds markup.
+func (f *fixture) schedules(now time.Time) {
+	t := f.t
+	ctx := context.Background()
+	const leader = lease.Token(42)
+	_, err := f.ledger.RegisterSchedule(ctx, leader, jobs.ScheduleSpec{ID: "hourly-echo", Schedule: "@every 1h0m0s", TimeZone: "UTC",
+		Kind: "echo", Queue: "reports", CatchUp: "latest"})
+	must(t, err)
+	_, err = f.ledger.RegisterSchedule(ctx, leader, jobs.ScheduleSpec{ID: "nightly-report", Schedule: "0 3 * * *", TimeZone: xss,
+		Kind: "charge", Queue: "reports", CatchUp: "none"})
+	must(t, err)
+	hour := now.Truncate(time.Hour)
+	f.tickJob = f.enqueue(echoArgs{N: 99, Note: "tick"}, jobs.Queue("reports"), jobs.Delay(time.Hour),
+		jobs.OperationID(jobs.PeriodicOperationID("hourly-echo", hour)))
+	must(t, f.ledger.RecordTicks(ctx, "hourly-echo", leader, jobs.TickRecord{Cursor: hour, Next: hour.Add(time.Hour), Ticks: []jobs.Tick{
+		{Time: hour.Add(-2 * time.Hour), JobID: "job-past-retention", Queue: "reports"},
+		{Time: hour.Add(-time.Hour), JobID: f.tickJob, Queue: "reports", Deduplicated: true},
+		{Time: hour, JobID: f.tickJob, Queue: "reports"},
+	}}))
 }
 
 // serveOps serves the dashboard with actions enabled under /ops/.
@@ -226,6 +253,29 @@ func TestBrowserOperations(t *testing.T) {
 		t.Errorf("pool row: %q", txt)
 	}
 
+	// Schedules: both, the last tick's job linked with its state; one
+	// schedule's ticks, newest first; markup in a schedule shown as text.
+	navigate(t, ctx, "#/schedules")
+	waitJS(t, ctx, "the schedules", `document.getElementById('main').dataset.view === 'schedules' && document.querySelectorAll('#schedules tbody tr[data-schedule]').length === 2`)
+	if txt := evalJS[string](t, ctx, `document.querySelector('#schedules tr[data-schedule="hourly-echo"]').textContent`); !strings.Contains(txt, f.tickJob) ||
+		!strings.Contains(txt, "pending") || !strings.Contains(txt, "@every 1h0m0s") || !strings.Contains(txt, "latest") {
+		t.Errorf("schedule row: %q", txt)
+	}
+	if txt := evalJS[string](t, ctx, `document.querySelector('#schedules tr[data-schedule="nightly-report"]').textContent`); !strings.Contains(txt, xss) {
+		t.Errorf("markup in a schedule is not shown as text: %q", txt)
+	}
+	click(t, ctx, `#schedules tr[data-schedule="hourly-echo"] a[href="#/schedules/hourly-echo"]`)
+	waitJS(t, ctx, "the schedule's ticks", `document.getElementById('main').dataset.view === 'schedule' && document.querySelectorAll('#ticks tbody tr[data-tick]').length === 3`)
+	states := evalJS[[]string](t, ctx, `[...document.querySelectorAll('#ticks tbody tr')].map((r) => r.children[2].textContent)`)
+	if strings.Join(states, ",") != "pending,pending,gone" {
+		t.Errorf("tick states, newest first: %v", states)
+	}
+	if !evalJS[bool](t, ctx, `document.querySelector('#ticks tbody tr').textContent.includes('periodic:hourly-echo:') && document.querySelectorAll('#ticks a[data-job]')[1].textContent.length > 0 && document.querySelectorAll('#ticks tbody tr')[1].textContent.includes('deduplicated')`) {
+		t.Error("tick rows lack the operation id, the job link or the deduplicated note")
+	}
+	click(t, ctx, `#ticks tbody tr a[data-job]`)
+	waitJS(t, ctx, "the tick's job", `document.getElementById('main').dataset.view === 'job' && location.hash === `+jsString("#/job/reports/"+f.tickJob))
+
 	// History: the day's charts.
 	navigate(t, ctx, "#/history?window=24h")
 	waitJS(t, ctx, "the day's charts", `document.getElementById('main').dataset.view === 'history' && document.querySelectorAll('figure.chart').length === 6`)
@@ -294,6 +344,8 @@ func TestScreenshots(t *testing.T) {
 		{"#/history", "history", "history.png", `document.querySelectorAll('figure.chart').length === 6`},
 		{"#/history?window=24h", "history", "history-day.png", `document.querySelectorAll('figure.chart').length === 6`},
 		{"#/pools", "pools", "pools.png", `!!document.querySelector('#pools tr[data-pool]')`},
+		{"#/schedules", "schedules", "schedules.png", `!!document.querySelector('#schedules tr[data-schedule]')`},
+		{"#/schedules/hourly-echo", "schedule", "schedule.png", `!!document.querySelector('#ticks tr[data-tick]')`},
 		{"#/events/fenced", "events", "events-fenced.png", `!!document.querySelector('#events tbody tr')`},
 		{"#/events/operator", "events", "events-operator.png", `!!document.querySelector('#events tbody tr')`},
 		{"#/search/op-charge", "search", "search.png", `!!document.querySelector('#results a[data-job]')`},

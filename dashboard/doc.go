@@ -42,6 +42,16 @@
 //	#/pools                 every live pool (id, host, pid, queues,
 //	                        concurrency, busy slots, version, start, last
 //	                        heartbeat) and which one leads the reconciler
+//	#/schedules             periodic schedules: kind, queue, cron or interval
+//	                        and zone, catch-up policy, last tick and the job
+//	                        it produced (with its state), next tick, ticks
+//	                        enqueued and skipped, and when a leader last
+//	                        registered it (one no pool registers any more
+//	                        stops being refreshed and is marked)
+//	#/schedules/<id>        one schedule and its newest 50 ticks: tick time,
+//	                        the job (state, or "gone" past its retention),
+//	                        operation id, leader token, and whether the tick
+//	                        was deduplicated into an existing job
 //	#/stuck                 running jobs past or near their lease deadline
 //	#/attention             uncertain and review jobs with their evidence
 //	                        (reason, error, history) and resolve actions
@@ -81,6 +91,9 @@
 //	GET  api/stuck?margin_ms=          running jobs whose lease deadline is due
 //	GET  api/pools                     live pools, the reconciler leader marked
 //	GET  api/series?window=1h|24h&queue=  chart points: counter deltas and state counts
+//	GET  api/schedules?id=&ticks=      periodic schedules (at most 500; total counts all),
+//	                                   each with its newest ticks (default 5, at most 100)
+//	                                   and the state of the job each produced
 //	GET  api/session                   whether actions are enabled and who is signed in
 //	GET  api/csrf                      a CSRF token (also set as a cookie)
 //	GET  api/login                     asks the browser for basic-auth credentials

@@ -69,6 +69,7 @@ type fixture struct {
 	stuck     string // queue "slow": claimed by a worker that died; lease nearly or already expired
 	healthy   string // queue "slow": running with a long lease; alice asked to cancel it
 	stuckTok  string // the stuck attempt's token
+	tickJob   string // queue "reports": the job the newest tick of schedule hourly-echo produced (see schedules)
 	// Queue "slow" is paused by operator bob.
 }
 

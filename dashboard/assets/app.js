@@ -538,6 +538,73 @@
     schedule(5000);
   }
 
+  // A schedule no leader has registered for this long is shown as
+  // unregistered: no pool that leads the reconciler runs it any more.
+  const scheduleStaleMs = 5 * 60 * 1000;
+
+  function scheduleRow(s) {
+    const stale = s.seen_age_ms > scheduleStaleMs;
+    const late = s.next_tick && new Date(s.next_tick).getTime() < (s.server_time_ms || Date.now()) - 60000; // a pass runs every few seconds
+    return el('tr', { 'data-schedule': s.id },
+      el('td', { class: 'mono' }, el('a', { href: '#/schedules/' + enc(s.id) }, s.id)),
+      el('td', { class: 'mono' }, s.kind),
+      el('td', { class: 'mono' }, s.queue),
+      el('td', { class: 'mono' }, s.schedule, s.time_zone ? el('span', { class: 'muted' }, ' (' + s.time_zone + ')') : ''),
+      el('td', {}, s.catch_up),
+      el('td', { class: 'nowrap' }, fmtTime(s.last_tick)),
+      el('td', {}, s.last_job ? [jobLink(s.queue, s.last_job), ' ', badge(s.last_job_state)] : '—'),
+      el('td', { class: 'nowrap' + (late ? ' warn' : '') }, fmtTime(s.next_tick)),
+      el('td', { class: 'num' }, String(s.enqueued)),
+      el('td', { class: 'num' }, String(s.skipped)),
+      el('td', { class: 'nowrap' + (stale ? ' warn' : '') }, s.seen ? fmtDuration(s.seen_age_ms) + ' ago' : '—',
+        stale ? ' (no leader registers it any more)' : ''));
+  }
+
+  function ticksTable(s) {
+    const rows = s.ticks.map((t) => el('tr', { 'data-tick': t.time },
+      el('td', { class: 'nowrap' }, fmtTime(t.time)),
+      el('td', {}, t.job_state === 'gone' ? el('span', { class: 'mono muted', title: 'past its retention' }, t.job_id) : jobLink(t.queue, t.job_id)),
+      el('td', {}, badge(t.job_state)),
+      el('td', { class: 'mono' }, t.queue),
+      el('td', { class: 'mono' }, t.operation_id),
+      el('td', { class: 'nowrap' }, fmtTime(t.recorded)),
+      el('td', { class: 'mono' }, t.leader),
+      el('td', { class: 'muted' }, t.deduplicated ? 'deduplicated: the tick\'s job already existed' : '')));
+    return table(['Tick', 'Job', 'State', 'Queue', 'Operation', 'Recorded', 'Leader token', 'Note'], rows, { id: 'ticks' });
+  }
+
+  const scheduleHeaders = ['Schedule', 'Kind', 'Queue', 'When', 'Catch-up', 'Last tick', 'Last job', 'Next tick', 'Enqueued', 'Skipped', 'Last registered'];
+
+  function leaderNote(rc) {
+    return rc.present ? null
+      : el('p', { class: 'warn', id: 'schedules-leader' }, 'No reconciler leader: no tick is enqueued until a pool leads the reconciler.');
+  }
+
+  async function schedulesPage(my, id) {
+    const data = await api('api/schedules' + (id ? '?ticks=50&id=' + enc(id) : ''));
+    if (my !== seq) return;
+    const serverMs = new Date(data.server_time).getTime();
+    data.schedules.forEach((s) => { s.server_time_ms = serverMs; });
+    if (id) {
+      const s = data.schedules[0];
+      show('schedule', el('h1', {}, 'Schedule ', el('span', { class: 'mono' }, s.id)),
+        leaderNote(data.reconciler || {}),
+        table(scheduleHeaders, [scheduleRow(s)], { id: 'schedules' }),
+        el('h2', {}, 'Newest ticks ', el('small', { class: 'muted' }, s.ticks.length + ' shown, newest first')),
+        ticksTable(s),
+        el('p', { class: 'muted' }, 'Each tick is enqueued once, with operation id periodic:<schedule>:<tick>; a tick enqueued again around a leader change is deduplicated into the same job.'),
+        el('p', {}, el('a', { href: '#/schedules' }, 'All schedules')));
+      schedule(10000);
+      return;
+    }
+    const more = data.total > data.schedules.length ? ' (' + data.schedules.length + ' shown)' : '';
+    show('schedules', el('h1', {}, 'Schedules ', el('small', { class: 'muted' }, data.total + ' recorded' + more)),
+      leaderNote(data.reconciler || {}),
+      table(scheduleHeaders, data.schedules.map(scheduleRow), { id: 'schedules' }),
+      el('p', { class: 'muted' }, 'Periodic jobs registered on the pools. The reconciler leader enqueues each tick once and records the job it produced; open a schedule for its newest ticks.'));
+    schedule(10000);
+  }
+
   async function historyPage(my, params) {
     const win = params.get('window') === '24h' ? '24h' : '1h';
     const queue = params.get('queue') || '';
@@ -795,6 +862,7 @@
           if (parts[1]) { params.set('queue', parts[1]); params.set('state', parts[2] || ''); } // the old #/jobs/<queue>/<state>
           await jobsPage(my, params); break;
         case 'pools': await poolsPage(my); break;
+        case 'schedules': await schedulesPage(my, parts[1] || ''); break;
         case 'history': await historyPage(my, params); break;
         case 'job': await jobPage(my, parts[1] || '', parts[2] || ''); break;
         case 'search': await searchPage(my, parts.slice(1).join('/')); break;

@@ -1,0 +1,142 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// Limits of api/schedules.
+const (
+	defaultScheduleTicks = 5
+	maxScheduleTicks     = 100 // the ledger keeps this many per schedule
+	maxSchedules         = 500 // schedules shown; more are counted, not listed
+)
+
+// goneState is shown for a tick's job the ledger no longer holds (past its
+// retention).
+const goneState = "gone"
+
+// tickView is one tick and the job it produced.
+type tickView struct {
+	jobs.Tick
+	// OperationID is the tick's operation id (periodic:<id>:<tick>).
+	OperationID string `json:"operation_id"`
+	// JobState is the job's state now ("gone" past its retention).
+	JobState string `json:"job_state"`
+}
+
+// scheduleView is one schedule on the schedules page.
+type scheduleView struct {
+	*jobs.Schedule
+	// LastJobState is the state of the job the last tick produced ("" when
+	// there was none).
+	LastJobState string `json:"last_job_state,omitempty"`
+	// SeenAgeMS is how long ago a reconciler leader last registered the
+	// schedule, by the Redis clock: a schedule no pool registers any more
+	// stops being refreshed.
+	SeenAgeMS int64 `json:"seen_age_ms"`
+	// Ticks are the newest ticks, newest first.
+	Ticks []tickView `json:"ticks"`
+}
+
+type scheduleList struct {
+	ServerTime time.Time      `json:"server_time"`
+	Reconciler reconcilerView `json:"reconciler"`
+	// Total counts every recorded schedule; Schedules holds at most 500.
+	Total     int            `json:"total"`
+	Schedules []scheduleView `json:"schedules"`
+}
+
+// apiSchedules lists the periodic schedules (or only ?id=) with their last
+// and next tick and the newest ?ticks= ticks (default 5, at most 100),
+// each with the state of the job it produced.
+func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
+	n, ok := intParam(r, "ticks", defaultScheduleTicks, maxScheduleTicks)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "invalid", "ticks must be a non-negative integer")
+		return
+	}
+	id := r.URL.Query().Get("id")
+	if id != "" {
+		if err := jobs.ValidateScheduleID(id); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid", err.Error())
+			return
+		}
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	now, err := h.ledger.ServerTime(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	rec, err := h.reconciler(ctx, now)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var scheds []*jobs.Schedule
+	if id != "" {
+		s, err := h.ledger.Schedule(ctx, id)
+		if errors.Is(err, jobs.ErrNotFound) {
+			writeError(w, http.StatusNotFound, "not_found", "no such schedule (a schedule is recorded when a reconciler leader first registers it)")
+			return
+		}
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		scheds = []*jobs.Schedule{s}
+	} else if scheds, err = h.ledger.Schedules(ctx); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := scheduleList{ServerTime: now, Reconciler: rec, Total: len(scheds), Schedules: []scheduleView{}}
+	for _, s := range scheds[:min(len(scheds), maxSchedules)] {
+		v := scheduleView{Schedule: s, Ticks: []tickView{}}
+		if !s.Seen.IsZero() {
+			v.SeenAgeMS = max(0, now.Sub(s.Seen).Milliseconds())
+		}
+		ticks, err := h.ledger.ScheduleTicks(ctx, s.ID, n)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for _, t := range ticks {
+			st, err := h.jobState(ctx, t.Queue, t.JobID)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			v.Ticks = append(v.Ticks, tickView{Tick: t, OperationID: t.OperationID(s.ID), JobState: st})
+		}
+		if s.LastJob != "" {
+			if v.LastJobState, err = h.jobState(ctx, s.Queue, s.LastJob); err != nil {
+				h.fail(w, r, err)
+				return
+			}
+		}
+		out.Schedules = append(out.Schedules, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// jobState returns the state of job id on queue q, "gone" when the ledger
+// no longer holds it (or the names recorded with a tick are not valid).
+func (h *Handler) jobState(ctx context.Context, q, id string) (string, error) {
+	if jobs.ValidateQueue(q) != nil || id == "" || len(id) > maxIDLength {
+		return goneState, nil
+	}
+	rec, err := h.ledger.Get(ctx, q, id)
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return goneState, nil
+	case err != nil:
+		return "", err
+	}
+	return string(rec.State), nil
+}
