@@ -62,6 +62,9 @@ type summary struct {
 	// in the store (must be 0).
 	AppliedButDead int      `json:"applied_but_dead"`
 	Stages         []string `json:"stages"`
+	// Verdicts judge every staged failure and every global check: what
+	// happened, what had to happen, and whether it did.
+	Verdicts []verdict `json:"verdicts"`
 }
 
 func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
@@ -121,7 +124,7 @@ func report(out io.Writer, s *summary, asJSON bool) error {
 	} else {
 		printSummary(out, s)
 	}
-	if s.Lost > 0 || !s.MoneyConserved || !s.ExactlyOnce {
+	if s.Lost > 0 || !s.MoneyConserved || !s.ExactlyOnce || s.failed() > 0 {
 		return errCheckFailed
 	}
 	return nil
@@ -143,8 +146,11 @@ type demo struct {
 
 	mu          sync.Mutex
 	ids         map[string]bool // job ids enqueued
+	ops         map[string]int  // submissions per operation id
 	submissions int
 	stages      []string
+	staged      map[string]stagedJob // the job each stage enqueued, by check name
+	stray       *strayResult         // what the stray due-entry stage saw
 }
 
 func (d *demo) stage(format string, a ...any) {
@@ -160,6 +166,8 @@ func (d *demo) stage(format string, a ...any) {
 func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Duration, log *slog.Logger, summarized func(*summary)) (*summary, error) {
 	start := time.Now()
 	d.ids = map[string]bool{}
+	d.ops = map[string]int{}
+	d.staged = map[string]stagedJob{}
 	if redisURL == "" {
 		m := miniredis.NewMiniRedis()
 		if err := m.Start(); err != nil {
@@ -325,8 +333,20 @@ func (d *demo) enqueue(ctx context.Context, t bank.Transfer, opts ...jobs.Option
 	}
 	d.mu.Lock()
 	d.ids[res.JobID] = true
+	d.ops[res.OperationID]++
 	d.submissions++
 	d.mu.Unlock()
+	return res
+}
+
+// enqueueStaged enqueues a stage's job and remembers it for the verdict.
+func (d *demo) enqueueStaged(ctx context.Context, check string, t bank.Transfer, opts ...jobs.Option) *jobs.Result {
+	res := d.enqueue(ctx, t, opts...)
+	if res != nil {
+		d.mu.Lock()
+		d.staged[check] = stagedJob{queue: res.Queue, id: res.JobID, op: res.OperationID}
+		d.mu.Unlock()
+	}
 	return res
 }
 
@@ -344,12 +364,12 @@ func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
 	if !sleep(time.Second) {
 		return
 	}
-	d.enqueue(ctx, bank.Transfer{From: d.accounts[0], To: d.accounts[1], Cents: 100, Memo: memoPause}, jobs.Timeout(500*time.Millisecond))
+	d.enqueueStaged(ctx, checkPaused, bank.Transfer{From: d.accounts[0], To: d.accounts[1], Cents: 100, Memo: memoPause}, jobs.Timeout(500*time.Millisecond))
 	d.stage("a worker pauses for 3s past its 1s lease mid-transfer; the job is re-run with a higher token and the paused worker's late write must be fenced out")
 	if !sleep(500 * time.Millisecond) {
 		return
 	}
-	d.enqueue(ctx, bank.Transfer{From: d.accounts[2], To: d.accounts[3], Cents: 100, Memo: memoSlowAck}, jobs.Timeout(300*time.Millisecond))
+	d.enqueueStaged(ctx, checkLateAnswer, bank.Transfer{From: d.accounts[2], To: d.accounts[3], Cents: 100, Memo: memoSlowAck}, jobs.Timeout(300*time.Millisecond))
 	d.stage("storage accepts a transfer but answers after the job's timeout: the job must end uncertain and be reconciled, not re-applied")
 	if !sleep(500 * time.Millisecond) {
 		return
@@ -383,7 +403,7 @@ func (d *demo) crash(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	res := d.enqueue(ctx, bank.Transfer{From: d.accounts[4], To: d.accounts[5], Cents: 100, Memo: memoCrash}, jobs.Queue("crash"))
+	res := d.enqueueStaged(ctx, checkCrash, bank.Transfer{From: d.accounts[4], To: d.accounts[5], Cents: 100, Memo: memoCrash}, jobs.Queue("crash"))
 	if res == nil {
 		return errors.New("could not enqueue the crash transfer")
 	}
@@ -426,10 +446,20 @@ func (d *demo) strayDueEntry(ctx context.Context) {
 		return
 	}
 	d.stage("succeeded transfer %s is put back in the queue's due index (as a duplicate write or a restored backup could): the next claim must drop it without running the handler", id)
+	res := &strayResult{id: id, attempts: rec.Attempts, token: rec.Token}
+	d.mu.Lock()
+	d.stray = res
+	d.mu.Unlock()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if d.queueStat(ctx, q, "deduplicated_execute") > dedupBefore {
 			after, err := l.Get(ctx, q, id)
+			d.mu.Lock()
+			res.dropped = true
+			if err == nil {
+				res.after = after
+			}
+			d.mu.Unlock()
 			if err == nil && after.State == jobs.Succeeded && after.Attempts == rec.Attempts && after.Token == rec.Token {
 				d.stage("the claim dropped the stray entry of %s (deduplicated_execute +1); it is still succeeded after %d attempt(s) with token %d", id, after.Attempts, after.Token)
 			} else {
@@ -562,6 +592,10 @@ func (d *demo) summarize(ctx context.Context, before map[string]int64) (*summary
 	}
 	s.MoneyConserved = bank.Total(after) == bank.Total(before)
 	s.ExactlyOnce = decodable && s.AppliedButDead == 0 && maps.Equal(expected, after)
+	s.Verdicts, err = d.verdicts(ctx, s, st)
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -602,6 +636,7 @@ func printSummary(w io.Writer, s *summary) {
 		fmt.Fprintf(tw, "  %s\t%v\n", r.k, r.v)
 	}
 	_ = tw.Flush()
+	printVerdicts(w, s.Verdicts)
 }
 
 // stagingStore stages the paused worker and the late answer.

@@ -28,9 +28,12 @@
 // FENCEDQ_DASHBOARD_PASSWORD. Flags win over the environment.
 //
 // fencedq demo runs in a fresh namespace (demo-<random>) unless given one,
-// says when new jobs stop, prints its summary and verdict, and keeps the
-// dashboard up until Ctrl-C (--exit, or --json, ends it after the summary);
-// it exits 1 when a check failed, with --json as without.
+// says when new jobs stop, prints its summary and a verdict for every
+// staged failure and every global check (what happened, what had to
+// happen, PASS, FAIL, or NOT RUN for a stage the run ended before), and
+// keeps the dashboard up until Ctrl-C (--exit, or --json, ends it after the
+// summary); it exits 1 when a check failed, with --json as without (the
+// JSON's "verdicts" carry check, job_id, happened, required and result).
 //
 // Logs are JSON (--log-format text for text), one format for every line of
 // a process, with durations as text ("10s"). A worker whose --metrics-addr

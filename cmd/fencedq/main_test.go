@@ -138,6 +138,19 @@ func TestDemoOnEmbeddedRedis(t *testing.T) {
 	if len(s.Stages) < 4 {
 		t.Fatalf("stages: %v", s.Stages)
 	}
+	// Every staged failure ran and passed its verdict.
+	checks := map[string]bool{}
+	for _, v := range s.Verdicts {
+		checks[v.Check] = true
+		if v.Result != resultPass || v.Happened == "" || v.Required == "" {
+			t.Errorf("verdict %+v", v)
+		}
+	}
+	for _, c := range []string{checkPaused, checkLateAnswer, checkCrash, checkStray, checkDuplicates, checkLost, checkMoney, checkOnce} {
+		if !checks[c] {
+			t.Errorf("no verdict for %s", c)
+		}
+	}
 }
 
 // operatorEnv is a real Redis namespace for the operator commands, with a
