@@ -295,7 +295,8 @@ func fieldsOf(t reflect.Type) *layout {
 	var all []field
 	var current []walk
 	next := []walk{{typ: t}}
-	count, nextCount := map[reflect.Type]int{}, map[reflect.Type]int{}
+	var count map[reflect.Type]int
+	nextCount := map[reflect.Type]int{}
 	visited := map[reflect.Type]bool{}
 	for len(next) > 0 {
 		current, next = next, nil

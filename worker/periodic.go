@@ -68,8 +68,6 @@ type cronSchedule struct {
 	expr  string
 	sched cron.Schedule
 	err   error
-	// explicitZone is true when the expression names its zone (CRON_TZ=).
-	explicitZone bool
 }
 
 func (c *cronSchedule) Next(t time.Time) time.Time { return c.sched.Next(t) }
