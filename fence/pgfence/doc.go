@@ -77,8 +77,19 @@
 // [Store.Applied] implements fence.EffectLog from the operation id alone;
 // it is what the reconciler asks. [Store.HighWater] reads a resource's mark.
 // [Store.FenceOnAcquire] raises a mark without recording an operation, right
-// after a lease is acquired. Effect records are kept until
-// [Store.PruneEffects] deletes them.
+// after a lease is acquired.
+//
+// # Pruning the effect log
+//
+// Effect records are kept until [Store.PruneEffects] deletes those older
+// than a retention, in short batches (migration 3 indexes applied_at for
+// it). Run it on a schedule from one process, the reconciler's leader being
+// the natural one, with a retention longer than any job can still be
+// retried, reconciled or re-run: at least the ledger's job retention
+// (7 days by default) plus the longest a job may wait in review.
+// [DefaultEffectRetention] (30 days) does that for the defaults:
+//
+//	n, err := store.PruneEffects(ctx, pgfence.DefaultEffectRetention)
 //
 // # Transactional enqueue (the outbox)
 //

@@ -6,3 +6,11 @@ func SetRelayHook(f func() error) (restore func()) {
 	relayHook = f
 	return func() { relayHook = nil }
 }
+
+// SetPruneBatch sets how many records one PruneEffects statement deletes,
+// and returns a function that restores it.
+func SetPruneBatch(n int) (restore func()) {
+	old := pruneBatch
+	pruneBatch = n
+	return func() { pruneBatch = old }
+}

@@ -65,6 +65,16 @@ var migrations = []Migration{
 			`CREATE INDEX IF NOT EXISTS ` + t.outboxIdx + ` ON ` + t.outbox + ` (seq)`,
 		}
 	}},
+	// PruneEffects finds expired records by applied_at alone; the index of
+	// version 1 leads with the resource. Building it locks the effect log
+	// against writes for as long as the build takes (seconds per few
+	// million rows): on a large table, create it beforehand with CREATE
+	// INDEX CONCURRENTLY under the same name, and this step finds it.
+	{Version: 3, Name: "effect-log pruning index", up: func(t tables) []string {
+		return []string{
+			`CREATE INDEX IF NOT EXISTS ` + t.effectsAgeIdx + ` ON ` + t.effects + ` (applied_at)`,
+		}
+	}},
 }
 
 // Migrations returns pgfence's migrations, oldest first.

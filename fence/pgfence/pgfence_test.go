@@ -349,6 +349,46 @@ func TestPruneEffects(t *testing.T) {
 	}
 }
 
+// TestPruneEffectsInBatches: a backlog larger than one batch is removed
+// batch by batch in one call; recent records stay and still answer
+// Applied; a pruned operation id is no longer known (the retention rule
+// PruneEffects documents); the pruning index exists.
+func TestPruneEffectsInBatches(t *testing.T) {
+	defer pgfence.SetPruneBatch(3)()
+	pool, s := setup(t)
+	ctx := t.Context()
+	for i := range 10 {
+		if err := s.Apply(ctx, f("r", lease.Token(i+1), "o", fmt.Sprint("op-", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, effects := s.Tables()
+	if _, err := pool.Exec(ctx, `UPDATE `+effects+` SET applied_at = now() - interval '31 days' WHERE operation_id NOT IN ('op-8', 'op-9')`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PruneEffects(ctx, pgfence.DefaultEffectRetention)
+	if err != nil || n != 8 {
+		t.Fatalf("PruneEffects = %d, %v; want 8 (three batches of at most 3)", n, err)
+	}
+	for op, want := range map[string]bool{"op-0": false, "op-7": false, "op-8": true, "op-9": true} {
+		if _, ok, err := s.Applied(ctx, op); ok != want || err != nil {
+			t.Errorf("Applied(%s) = %v, %v; want %v", op, ok, err, want)
+		}
+	}
+	if n, err := s.PruneEffects(ctx, pgfence.DefaultEffectRetention); n != 0 || err != nil {
+		t.Fatalf("second PruneEffects = %d, %v", n, err)
+	}
+	var idx int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE indexname = 'fencedq_effects_applied_at_idx'`).Scan(&idx); err != nil || idx != 1 {
+		t.Fatalf("pruning index: %d, %v", idx, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.PruneEffects(cctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("PruneEffects with an ended context: %v", err)
+	}
+}
+
 func TestInvalidFenceTouchesNoDatabase(t *testing.T) {
 	// A pool that cannot connect: validation must fail before any I/O.
 	cfg, err := pgxpool.ParseConfig("postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")

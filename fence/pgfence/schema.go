@@ -62,7 +62,7 @@ type tables struct {
 	// quoted, schema-qualified where set
 	fences, effects, outbox, migrations string
 	// quoted, unqualified (index names take the table's schema)
-	effectsIdx, outboxIdx string
+	effectsIdx, effectsAgeIdx, outboxIdx string
 }
 
 func (o Options) tables() tables {
@@ -74,11 +74,12 @@ func (o Options) tables() tables {
 		return pgx.Identifier{p + name}.Sanitize()
 	}
 	return tables{
-		fences:     q("fences"),
-		effects:    q("effects"),
-		outbox:     q("outbox"),
-		migrations: q("migrations"),
-		effectsIdx: pgx.Identifier{p + "effects_resource_idx"}.Sanitize(),
-		outboxIdx:  pgx.Identifier{p + "outbox_seq_idx"}.Sanitize(),
+		fences:        q("fences"),
+		effects:       q("effects"),
+		outbox:        q("outbox"),
+		migrations:    q("migrations"),
+		effectsIdx:    pgx.Identifier{p + "effects_resource_idx"}.Sanitize(),
+		effectsAgeIdx: pgx.Identifier{p + "effects_applied_at_idx"}.Sanitize(),
+		outboxIdx:     pgx.Identifier{p + "outbox_seq_idx"}.Sanitize(),
 	}
 }

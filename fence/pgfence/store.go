@@ -60,7 +60,11 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 			RETURNING 1`,
 		recorded:  `SELECT resource, token::text, owner FROM ` + t.effects + ` WHERE operation_id = $1`,
 		highWater: `SELECT token::text, owner FROM ` + t.fences + ` WHERE resource = $1`,
-		prune:     `DELETE FROM ` + t.effects + ` WHERE applied_at < now() - make_interval(secs => $1::double precision)`,
+		// One batch: the oldest expired records not locked by a writer.
+		prune: `DELETE FROM ` + t.effects + ` WHERE operation_id IN (
+			SELECT operation_id FROM ` + t.effects + `
+			WHERE applied_at < now() - make_interval(secs => $1::double precision)
+			ORDER BY applied_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 	}}, nil
 }
 
@@ -276,19 +280,51 @@ func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, st
 	return parseToken(tok), owner, nil
 }
 
+// DefaultEffectRetention is a retention for PruneEffects that outlasts the
+// ledger's default job retention (7 days) with room for jobs that wait in
+// review: see PruneEffects for the rule.
+const DefaultEffectRetention = 30 * 24 * time.Hour
+
+// pruneBatch bounds the records one PruneEffects statement deletes, so a
+// large backlog is removed in short transactions.
+var pruneBatch = 5000
+
 // PruneEffects deletes effect records applied more than olderThan ago (by
-// the database clock) and returns how many it deleted. After pruning, a
-// retry of a pruned operation id is no longer recognised as applied, so
-// keep records longer than any job can be retried or reconciled.
+// the database clock) and returns how many it deleted. It deletes in
+// batches of a few thousand rows, each its own short statement (records a
+// writer holds locked are skipped until the next call), until none
+// expired is left or ctx ends; the count covers the batches done before
+// an error.
+//
+// After pruning, a retry of a pruned operation id is no longer recognised
+// as applied, and the reconciler can no longer find its effect. So choose
+// olderThan longer than any job can still be retried, reconciled or
+// re-run: at least the ledger's job retention (worker.Config.Retention,
+// 7 days by default, after which a finished job and its operation id are
+// gone) plus the longest a job may wait in review for an operator.
+// DefaultEffectRetention (30 days) does that for the defaults.
+//
+// Pruning is safe to run from any process at any time, concurrently with
+// writes and with another pruner; the reconciler's leader is the natural
+// place to run it on a schedule.
 func (s *Store) PruneEffects(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("%w: olderThan %v must be positive", fence.ErrInvalid, olderThan)
 	}
-	tag, err := s.pool.Exec(ctx, s.q.prune, olderThan.Seconds())
-	if err != nil {
-		return 0, fmt.Errorf("pgfence: prune effects: %w", err)
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, s.q.prune, olderThan.Seconds(), pruneBatch)
+		if err != nil {
+			return total, fmt.Errorf("pgfence: prune effects: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(pruneBatch) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("pgfence: prune effects: %w", err)
+		}
 	}
-	return tag.RowsAffected(), nil
 }
 
 func parseToken(s string) lease.Token {
