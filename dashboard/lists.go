@@ -343,7 +343,7 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, rec := range recs {
 		v := listViewOf(rec)
-		v.IndexAt = time.UnixMilli(int64(page[i].at))
+		v.IndexAt = scoreTime(page[i].at)
 		out.Jobs = append(out.Jobs, v)
 	}
 	if withHistory {
@@ -361,6 +361,20 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// scoreTime is an index score (unix milliseconds) as a time; a score no
+// ledger writes (negative, or past year 9999, which JSON cannot encode) is
+// the zero time.
+func scoreTime(score float64) time.Time {
+	if !(score >= 0 && score < maxJSONMillis) {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(score))
+}
+
+// maxJSONMillis is the first millisecond of year 10000: encoding/json
+// refuses times from there on.
+const maxJSONMillis = 253402300800000
 
 // listViewOf is a job as a list shows it: its args cut to a preview.
 func listViewOf(r *jobs.Record) *jobView {
