@@ -105,6 +105,7 @@ func TestBridgedDeliveries(t *testing.T) {
 		if _, err := g.l.Resolve(g.ctx, g.q, "t4", jobs.Resolution{Decision: jobs.DecideRerun, Actor: "operator:test"}); err != nil {
 			t.Fatal(err)
 		}
+		g.want("t4", jobs.Pending) // listed and counted as pending while it waits for asynq
 		g.nativeClaimsNothing()
 		rerun := g.deliver("t4", time.Minute)
 		if rerun.Status != jobs.DeliveryClaimed || rerun.Claimed.Token <= short.Claimed.Token {

@@ -32,13 +32,18 @@ local function jobkey(id) return P .. 'job:' .. id end
 local function histkey(id) return P .. 'job:' .. id .. ':history' end
 local function opkey(op) return P .. 'op:' .. op end
 
+-- BRIDGE_WAIT is the due time of a bridged job put back to pending: the
+-- last millisecond of year 9999, so it is listed and counted as pending but
+-- never due for a native claim.
+local BRIDGE_WAIT = 253402300799999
+
 -- move moves the job's id between state indexes; the caller writes the
 -- 'state' field in its own HSET. A bridged job (delivered by another queue,
--- see bridge_claim.lua) put back to pending (a retry, a re-run) stays out of
--- the due index: its queue redelivers it, and native pools never claim it.
+-- see bridge_claim.lua) put back to pending (a retry, a re-run) waits at
+-- BRIDGE_WAIT: its queue redelivers it, and native pools never claim it.
 local function move(id, from, to, score)
   if from and index[from] then redis.call('ZREM', index[from], id) end
-  if to == 'pending' and from and redis.call('HEXISTS', jobkey(id), 'bridge') == 1 then return end
+  if to == 'pending' and from and redis.call('HEXISTS', jobkey(id), 'bridge') == 1 then score = BRIDGE_WAIT end
   if index[to] then redis.call('ZADD', index[to], fmt(score), id) end
 end
 
