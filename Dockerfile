@@ -1,12 +1,12 @@
 # Builds the fencedq command (worker, dashboard, demo, operator commands).
-FROM golang:1.26-bookworm AS build
+FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/fencedq ./cmd/fencedq
 
-FROM debian:bookworm-slim
+FROM debian:12.9-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates wget \
     && rm -rf /var/lib/apt/lists/* && useradd --system --uid 10001 fencedq
 COPY --from=build /out/fencedq /usr/local/bin/fencedq

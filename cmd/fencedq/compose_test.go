@@ -14,6 +14,7 @@ import (
 type composeFile struct {
 	Services map[string]struct {
 		Image       string            `yaml:"image"`
+		Restart     string            `yaml:"restart"`
 		Build       any               `yaml:"build"`
 		Command     []string          `yaml:"command"`
 		Environment map[string]string `yaml:"environment"`
@@ -43,6 +44,54 @@ func flagsOf(t *testing.T, name string) *flag.FlagSet {
 
 var portRe = regexp.MustCompile(`:(\d+)`)
 
+// pinnedImage matches an image tagged with an exact version (major.minor.patch)
+// or a digest, never a floating tag such as latest or 7-bookworm.
+var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+(:v?\d+\.\d+(\.\d+)?[a-z0-9.-]*|@sha256:[0-9a-f]{64})$`)
+
+// TestDockerBuildContext: the Dockerfile's base images are pinned, and
+// .dockerignore keeps the history, local binaries and secrets out of the
+// build context (COPY . . would ship them).
+func TestDockerBuildContext(t *testing.T) {
+	root := filepath.Join("..", "..")
+	df, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	froms := 0
+	for _, line := range strings.Split(string(df), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && strings.EqualFold(f[0], "FROM") {
+			froms++
+			if !pinnedImage.MatchString(f[1]) {
+				t.Errorf("Dockerfile: base image %q is not pinned to an exact version", f[1])
+			}
+		}
+	}
+	if froms == 0 {
+		t.Error("Dockerfile has no FROM")
+	}
+	di, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
+	if err != nil {
+		t.Fatalf(".dockerignore: %v", err)
+	}
+	patterns := map[string]bool{}
+	for _, line := range strings.Split(string(di), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns[line] = true
+		}
+	}
+	for _, want := range []string{".git", "/fencedq", "**/*.test", ".env"} {
+		if !patterns[want] {
+			t.Errorf(".dockerignore does not exclude %s", want)
+		}
+	}
+	for _, keep := range []string{"go.mod", "go.sum", "cmd", "*.go", "**/*.go", "jobs", "."} {
+		if patterns[keep] {
+			t.Errorf(".dockerignore excludes %s, which the build needs", keep)
+		}
+	}
+}
+
 // TestDockerCompose checks docker-compose.yml against this command and the
 // repository, since no Docker engine runs here.
 func TestDockerCompose(t *testing.T) {
@@ -64,6 +113,12 @@ func TestDockerCompose(t *testing.T) {
 		t.Error("want 2 worker replicas and Redis with AOF on")
 	}
 	for name, svc := range cf.Services {
+		if svc.Restart != "unless-stopped" && svc.Restart != "always" {
+			t.Errorf("%s: restart policy %q, want unless-stopped or always", name, svc.Restart)
+		}
+		if svc.Image != "" && !pinnedImage.MatchString(svc.Image) {
+			t.Errorf("%s: image %q is not pinned to an exact version", name, svc.Image)
+		}
 		if svc.Healthcheck == nil || len(svc.Healthcheck.Test) == 0 {
 			t.Errorf("%s: no health check", name)
 		}
