@@ -39,7 +39,7 @@ func (p *Pool) produce(ctx, work context.Context) {
 			}
 			continue
 		}
-		claimed, dueIn, err := p.fetch(ctx, work, free)
+		_, more, dueIn, err := p.fetch(ctx, work, free)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -50,9 +50,11 @@ func (p *Pool) produce(ctx, work context.Context) {
 			continue
 		}
 		backoff = 0
-		if claimed > 0 {
+		if more {
 			continue
 		}
+		// Every queue is drained (or paused): sleep until a wake-up, the
+		// next due job, or the poll interval.
 		if time.Since(lastRegister) > registerEvery {
 			lastRegister = time.Now()
 			p.announce(ctx)
@@ -114,20 +116,21 @@ func (p *Pool) subscribe(ctx context.Context) <-chan struct{} {
 }
 
 // fetch visits the queues in priority order and claims up to free jobs. It
-// returns how many it started and, when none, the shortest wait until a
-// pending job is due (-1: none pending).
-func (p *Pool) fetch(ctx, work context.Context, free int) (int, time.Duration, error) {
-	started := 0
-	dueIn := time.Duration(-1)
+// returns how many it started, whether a queue may have more due jobs (a
+// claim got all it asked for, or the slots ran out before every queue was
+// visited), and the shortest wait until a pending job left is due (-1:
+// unknown or none).
+func (p *Pool) fetch(ctx, work context.Context, free int) (started int, more bool, dueIn time.Duration, err error) {
+	dueIn = -1
 	for _, q := range p.queueOrder() {
 		n := min(free-started, p.cfg.FetchBatch)
 		if n <= 0 {
-			break
+			return started, true, dueIn, nil
 		}
 		sent := time.Now()
 		res, err := p.ledger.Claim(ctx, q, p.cfg.WorkerID, p.cfg.LeaseTTL, n)
 		if err != nil {
-			return started, dueIn, err
+			return started, false, dueIn, err
 		}
 		p.logDropped(q, res.Dropped)
 		for _, c := range res.Jobs {
@@ -135,11 +138,14 @@ func (p *Pool) fetch(ctx, work context.Context, free int) (int, time.Duration, e
 			p.work <- p.newAttempt(work, c, sent)
 		}
 		started += len(res.Jobs)
-		if len(res.Jobs) == 0 && res.DueIn >= 0 && (dueIn < 0 || res.DueIn < dueIn) {
+		if !res.Paused && len(res.Jobs)+len(res.Dropped) >= n {
+			more = true // the claim got all it asked for: there may be more
+		}
+		if res.DueIn >= 0 && (dueIn < 0 || res.DueIn < dueIn) {
 			dueIn = res.DueIn
 		}
 	}
-	return started, dueIn, nil
+	return started, more, dueIn, nil
 }
 
 // queueOrder returns the pool's queues in the order one fetch visits them:

@@ -5,8 +5,8 @@
 -- ARGV 2 owner (pool id)   3 lease ttl ms   4 at most this many jobs
 -- Reply: {paused, next due in ms, claimed count, claimed..., dropped...}
 --   paused: 1 when the queue is paused (nothing is claimed)
---   next due in ms: when nothing was due, how long until the earliest pending
---            job is due, by Redis time (-1: the queue is empty)
+--   next due in ms: when fewer jobs were due than asked for, how long until the
+--            earliest pending job left is due, by Redis time (-1: none left)
 --   claimed: 11 values per job: id, token, deadline ms, attempt, payload, kind,
 --            operation id ('' = the job id), resource, timeout ms, max retries,
 --            times the job was put back because no pool knew its kind
@@ -14,15 +14,16 @@
 --            from the due index: id, why ('missing', or the job's state)
 if redis.call('EXISTS', pausedk) == 1 then return {1, -1, 0} end
 local owner, ttl = ARGV[2], num(ARGV[3])
-local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', now, 'LIMIT', 0, num(ARGV[4]))
-local claimed, dropped = {}, {}
+local max = num(ARGV[4])
+local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', now, 'LIMIT', 0, max)
+if #ids > 0 then call_chunked('ZREM', index['pending'], ids, 1000) end
+local claimed, dropped, running = {}, {}, {}
 local deadline = now + ttl
 local sdeadline = fmt(deadline)
 for _, id in ipairs(ids) do
   local k = jobkey(id)
   local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
     'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence')
-  redis.call('ZREM', index['pending'], id)
   if h[1] == 'pending' then
     local tok = num(h[2]) + 1
     if now_us > tok then tok = now_us end
@@ -30,7 +31,8 @@ for _, id in ipairs(ids) do
     local attempt = num(h[3]) + 1
     redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
       'attempts', fmt(attempt), 'started', fmt(now))
-    redis.call('ZADD', index['running'], sdeadline, id)
+    running[#running + 1] = sdeadline
+    running[#running + 1] = id
     -- an earlier attempt's resource-lease token is not this attempt's fence
     if h[12] then redis.call('HDEL', k, 'fence') end
     if h[11] then
@@ -53,11 +55,13 @@ for _, id in ipairs(ids) do
     dropped[#dropped + 1] = why
   end
 end
+call_chunked('ZADD', index['running'], running, 1000)
 local n = #claimed / 11
+if n > 0 then count('attempted', n) end
 local next_due = -1
-if n > 0 then
-  count('attempted', n)
-else
+if #ids < max then
+  -- Fewer due than asked for: the queue is drained for now. The next enqueue
+  -- publishes a wake-up, and the caller learns when the next job is due.
   redis.call('SET', idlek, '1')
   local first = redis.call('ZRANGE', index['pending'], 0, 0, 'WITHSCORES')
   if first[2] then next_due = math.max(num(first[2]) - now, 0) end

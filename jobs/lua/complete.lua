@@ -51,7 +51,7 @@ for i = 3, #ARGV, 7 do
         to, score = 'pending', due
       end
     end
-    move(id, 'running', to, score)
+    batch_move(id, 'running', to, score)
     f[#f + 1] = 'state'; f[#f + 1] = to
     if to == 'succeeded' and attempt <= 1 and fence == '' then
       -- the common path: nothing to clear, no history unless it exists
@@ -83,5 +83,6 @@ for i = 3, #ARGV, 7 do
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 1, to, token
   end
 end
+flush_moves()
 flush_tally()
 return reply

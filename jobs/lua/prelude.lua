@@ -47,6 +47,34 @@ local function move(id, from, to, score)
   if index[to] then redis.call('ZADD', index[to], fmt(score), id) end
 end
 
+-- call_chunked runs redis.call(cmd, key, args...) in chunks, so a large
+-- batch never exceeds Lua's unpack limit.
+local function call_chunked(cmd, key, args, step)
+  for i = 1, #args, step do
+    redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
+  end
+end
+
+-- batch_move is move for a script serving a batch: index changes are
+-- collected and applied by flush_moves in one ZREM and one ZADD per index.
+local removes, adds = {}, {}
+local function batch_move(id, from, to, score)
+  if to == 'pending' and from and redis.call('HEXISTS', jobkey(id), 'bridge') == 1 then score = BRIDGE_WAIT end
+  if from and index[from] then
+    removes[from] = removes[from] or {}
+    table.insert(removes[from], id)
+  end
+  if index[to] then
+    adds[to] = adds[to] or {}
+    table.insert(adds[to], fmt(score))
+    table.insert(adds[to], id)
+  end
+end
+local function flush_moves()
+  for from, ids in pairs(removes) do call_chunked('ZREM', index[from], ids, 1000) end
+  for to, args in pairs(adds) do call_chunked('ZADD', index[to], args, 1000) end
+end
+
 -- record appends one entry to the job's history. The common path (enqueued,
 -- one attempt, succeeded) lives in the job's own fields; the first entry
 -- beyond it first writes that path out, so the list is then complete.
