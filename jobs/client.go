@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -119,6 +120,10 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, opts ...Option) (*Result, error) {
 	if c.nsErr != nil {
 		return nil, c.nsErr
+	}
+	if !json.Valid(payload) {
+		c.rejected(opts)
+		return nil, invalid("%s args are not valid JSON", kind)
 	}
 	j, err := prepare(kind, payload, nil, opts)
 	if err != nil {
@@ -266,9 +271,11 @@ func prepareTyped(args JobArgs, opts []Option) (*newJob, error) {
 	if err != nil {
 		return nil, invalid("%s args do not encode as JSON: %v", args.Kind(), err)
 	}
-	display, err := RedactJSON(args)
-	if err != nil {
-		return nil, invalid("%s args: %v", args.Kind(), err)
+	display := payload // args that can hold no sensitive field are shown as encoded
+	if !plainType(reflect.TypeOf(args)) {
+		if display, err = RedactJSON(args); err != nil {
+			return nil, invalid("%s args: %v", args.Kind(), err)
+		}
 	}
 	if r, ok := args.(Resourcer); ok {
 		res := r.Resource()
@@ -297,7 +304,8 @@ func StartsObject(valid []byte) bool {
 	return false
 }
 
-// prepare validates everything before anything is written.
+// prepare validates everything before anything is written. payload is
+// valid JSON.
 func prepare(kind string, payload, display []byte, opts []Option) (*newJob, error) {
 	o := options{queue: DefaultQueue, maxRetries: DefaultMaxRetries}
 	for _, f := range opts {
@@ -309,7 +317,7 @@ func prepare(kind string, payload, display []byte, opts []Option) (*newJob, erro
 	switch {
 	case len(payload) > MaxPayloadBytes:
 		return nil, invalid("payload of %d bytes exceeds %d", len(payload), MaxPayloadBytes)
-	case !IsJSONObject(payload):
+	case !StartsObject(payload): // valid JSON: checked by EnqueueRaw, produced by Marshal
 		return nil, invalid("%s args must be a JSON object", kind)
 	case o.maxRetries < 0:
 		return nil, invalid("max retries %d is negative", o.maxRetries)

@@ -240,6 +240,42 @@ func typeSensitiveWalk(t reflect.Type, seen map[reflect.Type]bool) bool {
 	return false
 }
 
+var plainTypeCache sync.Map // reflect.Type → bool
+
+// plainType reports whether values of t can never hold a sensitive field:
+// none is tagged anywhere in the type, and no interface field could carry
+// one in at run time. Such args are shown as encoded, with no redaction pass.
+func plainType(t reflect.Type) bool {
+	if v, ok := plainTypeCache.Load(t); ok {
+		return v.(bool)
+	}
+	r := !typeSensitive(t) && !holdsInterface(t, map[reflect.Type]bool{})
+	plainTypeCache.Store(t, r)
+	return r
+}
+
+func holdsInterface(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsInterface(t.Elem(), seen)
+	case reflect.Map:
+		return holdsInterface(t.Key(), seen) || holdsInterface(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if holdsInterface(t.Field(i).Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // mapKey is the object key encoding/json writes for a map key.
 func mapKey(k reflect.Value) (string, bool) {
 	if k.Kind() == reflect.String {
