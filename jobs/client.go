@@ -158,32 +158,60 @@ func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error
 		}
 		js[i] = j
 	}
-	pipe := c.ledger.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(js))
-	for i, j := range js {
-		cmds[i] = enqueueScript.EvalSha(ctx, pipe, c.ledger.keys(j.queue), j.args(c.ledger)...)
+	return c.insert(ctx, js)
+}
+
+// enqueueChunk bounds the jobs one enqueue script call carries.
+const enqueueChunk = 500
+
+// insert writes js with one enqueue script call per queue and chunk, all
+// in one pipeline (Redis Cluster: one per node), and returns their results
+// in order.
+func (c *Client) insert(ctx context.Context, js []*newJob) ([]*Result, error) {
+	type call struct {
+		queue string
+		idx   []int // positions in js
+		args  []any
+		cmd   *redis.Cmd
 	}
-	_, _ = pipe.Exec(ctx)
-	// A server that lost its script cache answers NOSCRIPT and wrote
-	// nothing for those jobs: send them again with the script's source.
-	retry := c.ledger.rdb.Pipeline()
+	var calls []*call
+	open := map[string]*call{}
 	for i, j := range js {
-		if isNoScript(cmds[i].Err()) {
-			cmds[i] = enqueueScript.Eval(ctx, retry, c.ledger.keys(j.queue), j.args(c.ledger)...)
+		cl := open[j.queue]
+		if cl == nil || len(cl.idx) == enqueueChunk {
+			cl = &call{queue: j.queue, args: []any{c.ledger.prefix(j.queue)}}
+			open[j.queue] = cl
+			calls = append(calls, cl)
 		}
+		cl.idx = append(cl.idx, i)
+		cl.args = append(cl.args, j.args()...)
 	}
-	if retry.Len() > 0 {
-		_, _ = retry.Exec(ctx)
+	if len(calls) == 1 { // one call: share a pipeline with concurrent callers
+		calls[0].cmd = c.ledger.batch.Run(ctx, enqueueScript, c.ledger.keys(calls[0].queue), calls[0].args...)
+	} else {
+		pipe := c.ledger.rdb.Pipeline()
+		for _, cl := range calls {
+			cl.cmd = enqueueScript.EvalSha(ctx, pipe, c.ledger.keys(cl.queue), cl.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+		// A server that lost its script cache answers NOSCRIPT and wrote
+		// nothing for those calls: send them again with the script's source.
+		retry := c.ledger.rdb.Pipeline()
+		for _, cl := range calls {
+			if isNoScript(cl.cmd.Err()) {
+				cl.cmd = enqueueScript.Eval(ctx, retry, c.ledger.keys(cl.queue), cl.args...)
+			}
+		}
+		if retry.Len() > 0 {
+			_, _ = retry.Exec(ctx)
+		}
 	}
 	out := make([]*Result, len(js))
 	var firstErr error
-	for i, j := range js {
-		v, err := cmds[i].Result()
-		res, err := c.decodeInsert(ctx, j, v, err)
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("job %d: %w", i, err)
+	for _, cl := range calls {
+		if err := c.decodeInsert(ctx, cl.queue, cl.idx, js, cl.cmd, out); err != nil && firstErr == nil {
+			firstErr = err
 		}
-		out[i] = res
 	}
 	return out, firstErr
 }
@@ -201,49 +229,53 @@ type newJob struct {
 	runAt                         time.Time
 }
 
-func (j *newJob) args(l *Ledger) []any {
+func (j *newJob) args() []any {
 	display := j.display
 	if bytes.Equal(display, j.payload) {
 		display = nil
 	}
-	return []any{l.prefix(j.queue), j.id, j.kind, j.op, j.resource, j.payload, display,
+	return []any{j.id, j.kind, j.op, j.resource, j.payload, display,
 		j.maxRetries, j.timeout.Milliseconds(), ms(j.runAt)}
 }
 
 func (c *Client) insertOne(ctx context.Context, j *newJob) (*Result, error) {
-	v, err := c.ledger.batch.Run(ctx, enqueueScript, c.ledger.keys(j.queue), j.args(c.ledger)...).Result()
-	return c.decodeInsert(ctx, j, v, err)
+	out, err := c.insert(ctx, []*newJob{j})
+	return out[0], err
 }
 
-// decodeInsert reads enqueue.lua's reply, counts the outcome and registers
-// a queue whose counters were empty (new, or lost with Redis's keys).
-func (c *Client) decodeInsert(ctx context.Context, j *newJob, v any, err error) (*Result, error) {
+// decodeInsert reads one enqueue call's reply into out, counts the
+// outcomes and registers a queue whose counters were empty (new, or lost
+// with Redis's keys).
+func (c *Client) decodeInsert(ctx context.Context, q string, idx []int, js []*newJob, cmd *redis.Cmd, out []*Result) error {
+	v, err := cmd.Result()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
+		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
 	}
 	r := newReply("enqueue", v, nil)
-	if err := r.need(3); err != nil {
-		return nil, wrap("enqueue", err)
+	if err := r.need(1 + 2*len(idx)); err != nil {
+		return wrap("enqueue", err)
 	}
-	op := j.op
-	if op == "" {
-		op = j.id
-	}
-	res := &Result{JobID: r.str(1), Queue: j.queue, OperationID: op, Deduplicated: r.int(0) == 0}
-	if r.err != nil {
-		return nil, wrap("enqueue", r.err)
-	}
-	if res.Deduplicated {
-		c.m.Deduplicated.WithLabelValues(res.Queue, metrics.StageEnqueue).Inc()
-		return res, nil
-	}
-	c.m.Enqueued.WithLabelValues(res.Queue).Inc()
-	if r.int(2) == 1 {
-		if err := c.ledger.RegisterQueues(ctx, j.queue); err != nil {
-			return res, err
+	for n, i := range idx {
+		j := js[i]
+		op := j.op
+		if op == "" {
+			op = j.id
 		}
+		res := &Result{JobID: r.str(2 + 2*n), Queue: q, OperationID: op, Deduplicated: r.int(1+2*n) == 0}
+		if r.err != nil {
+			return wrap("enqueue", r.err)
+		}
+		if res.Deduplicated {
+			c.m.Deduplicated.WithLabelValues(q, metrics.StageEnqueue).Inc()
+		} else {
+			c.m.Enqueued.WithLabelValues(q).Inc()
+		}
+		out[i] = res
 	}
-	return res, nil
+	if r.int(0) == 1 {
+		return c.ledger.RegisterQueues(ctx, q)
+	}
+	return nil
 }
 
 // rejected counts an invalid enqueue.

@@ -1,36 +1,52 @@
--- enqueue.lua: create a pending job unless its operation id is already known.
+-- enqueue.lua: create pending jobs, each unless its operation id is already
+-- known (one job for Enqueue, a batch for EnqueueMany).
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
--- ARGV 2 job id   3 kind   4 operation id ('' = the job id: no operation key is written)
---      5 resource ('' = the job)   6 payload (JSON)
---      7 args for display (JSON with sensitive fields redacted; '' = the payload,
---        stored as '=')
---      8 max retries   9 timeout ms (0 = pool default)   10 run at ms (0 = now)
--- Reply: {1, job id, first} when created (first = 1 when the queue's counters
---        were empty: the caller (re-)registers the queue);
---        {0, existing job id, 0} when deduplicated (nothing written).
-local id, op = ARGV[2], ARGV[4]
-if op ~= '' then
-  local existing = redis.call('GET', opkey(op))
-  if existing then
-    count('deduplicated_enqueue')
-    event({type = 'deduplicated', stage = 'enqueue', job = existing, op = op})
-    return {0, existing, 0}
+-- ARGV from 2, 9 values per job:
+--   job id, kind, operation id ('' = the job id: no operation key is written),
+--   resource ('' = the job), payload (JSON),
+--   args for display (JSON with sensitive fields redacted; '' = the payload, stored as '='),
+--   max retries, timeout ms (0 = pool default), run at ms (0 = now)
+-- Reply: {first, then 2 values per job: created (1) or deduplicated (0), job id}
+--   first = 1 when the queue's counters were empty before this call: the caller
+--   (re-)registers the queue. A deduplicated job returns the existing job's id
+--   and writes nothing.
+local created, due = 0, {}
+local reply = {0}
+for i = 2, #ARGV, 9 do
+  local id, kind, op, resource, payload, display = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  local existing = false
+  if op ~= '' then
+    existing = redis.call('GET', opkey(op))
+    if existing then
+      tallied('deduplicated_enqueue')
+      event({type = 'deduplicated', stage = 'enqueue', job = existing, op = op})
+    else
+      redis.call('SET', opkey(op), id)
+    end
   end
-  redis.call('SET', opkey(op), id)
+  if existing then
+    reply[#reply + 1], reply[#reply + 2] = 0, existing
+  else
+    local run_at = num(ARGV[i + 8])
+    if run_at <= 0 then run_at = now end
+    local f = {'state', 'pending', 'kind', kind, 'payload', payload, 'max_retries', ARGV[i + 6],
+      'token', '0', 'attempts', '0', 'created', fmt(now)}
+    local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
+    opt('op', op)
+    opt('resource', resource)
+    if display == '' then opt('args', '=') else opt('args', display) end
+    opt('timeout_ms', ARGV[i + 7])
+    if run_at ~= now then opt('run_at', fmt(run_at)) end
+    redis.call('HSET', jobkey(id), unpack(f))
+    due[#due + 1], due[#due + 2] = fmt(run_at), id
+    created = created + 1
+    reply[#reply + 1], reply[#reply + 2] = 1, id
+  end
 end
-local run_at = num(ARGV[10])
-if run_at <= 0 then run_at = now end
-local f = {'state', 'pending', 'kind', ARGV[3], 'payload', ARGV[6], 'max_retries', ARGV[8],
-  'token', '0', 'attempts', '0', 'created', fmt(now)}
-local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
-opt('op', op)
-opt('resource', ARGV[5])
-if ARGV[7] == '' then opt('args', '=') else opt('args', ARGV[7]) end
-opt('timeout_ms', ARGV[9])
-if run_at ~= now then opt('run_at', fmt(run_at)) end
-redis.call('HSET', jobkey(id), unpack(f))
-move(id, nil, 'pending', run_at)
-wake()
-local first = 0
-if count('enqueued') == 1 then first = 1 end
-return {1, id, first}
+if created > 0 then
+  call_chunked('ZADD', index['pending'], due, 1000)
+  wake()
+  if count('enqueued', created) == created then reply[1] = 1 end
+end
+flush_tally()
+return reply
