@@ -239,6 +239,9 @@ type Expired struct {
 	Moved []string
 	// Dropped are running-index entries without a running record, removed.
 	Dropped []string
+	// NextIn is how long until the earliest running deadline left, by the
+	// Redis clock (-1: nothing runs).
+	NextIn time.Duration
 }
 
 // Expire moves up to max running jobs of queue q whose lease deadline
@@ -253,10 +256,13 @@ func (l *Ledger) Expire(ctx context.Context, q string, leader lease.Token, max i
 	if r.int(0) == -1 {
 		return nil, fmt.Errorf("%w: reconciler token %d on queue %s", ErrStale, leader, q)
 	}
-	n := int(r.int(1))
-	out := &Expired{}
-	for i := 2; i < r.len(); i++ {
-		if i < 2+n {
+	out := &Expired{NextIn: -1}
+	if next := r.int(1); next >= 0 {
+		out.NextIn = time.Duration(next) * time.Millisecond
+	}
+	n := int(r.int(2))
+	for i := 3; i < r.len(); i++ {
+		if i < 3+n {
 			out.Moved = append(out.Moved, r.str(i))
 		} else {
 			out.Dropped = append(out.Dropped, r.str(i))

@@ -210,10 +210,12 @@ func TestPeriodicRecordAndRun(t *testing.T) {
 	if !ok {
 		t.Fatalf("operation id %q is not a tick's", op)
 	}
-	scheds, err := e.ledger.Schedules(context.Background())
-	if err != nil || len(scheds) != 1 {
-		t.Fatalf("schedules: %v, %v", scheds, err)
-	}
+	// The leader records a tick right after enqueueing it; the job may run first.
+	var scheds []*jobs.Schedule
+	waitFor(t, 10*time.Second, func() bool {
+		scheds, _ = e.ledger.Schedules(context.Background())
+		return len(scheds) == 1 && !scheds[0].LastTick.Before(tick)
+	})
 	s := scheds[0]
 	if s.ID != id || s.Kind != "tick" || s.Queue != "default" || s.Schedule != "@every 1s" || s.CatchUp != "latest" || s.TimeZone != "UTC" {
 		t.Fatalf("schedule %+v", s)

@@ -296,7 +296,7 @@ func (p *Pool) maintenance() *maintenance.Services {
 	rc := p.cfg.Reconciler
 	return maintenance.New(maintenance.Config{
 		WorkerID:      p.cfg.WorkerID,
-		LeaseTTL:      max(p.cfg.LeaseTTL, 3*rc.Interval),
+		LeaseTTL:      max(p.cfg.LeaseTTL, 2*rc.Interval), // a dead leader is replaced within about its lease
 		Interval:      rc.Interval,
 		MaxTries:      rc.MaxTries,
 		PruneInterval: rc.PruneInterval,

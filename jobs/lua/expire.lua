@@ -3,8 +3,9 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 reconciler leader token   3 at most this many jobs
 -- Reply: {-1} when the reconciler's token is stale; else
---        {1, moved count, moved ids..., dropped ids...} where dropped are
---        index entries without a running record (removed from the index).
+--        {1, next in ms, moved count, moved ids..., dropped ids...} where next
+--        in is how long until the earliest running deadline left (-1: none)
+--        and dropped are index entries without a running record (removed).
 if not reconciler_ok(ARGV[2]) then return {-1} end
 local ids = redis.call('ZRANGEBYSCORE', index['running'], '-inf', now, 'LIMIT', 0, num(ARGV[3]))
 local moved, dropped = {}, {}
@@ -25,7 +26,10 @@ for _, id in ipairs(ids) do
     moved[#moved + 1] = id
   end
 end
-local reply = {1, #moved}
+local next_in = -1
+local first = redis.call('ZRANGE', index['running'], 0, 0, 'WITHSCORES')
+if first[2] then next_in = math.max(num(first[2]) - now, 0) end
+local reply = {1, next_in, #moved}
 for _, v in ipairs(moved) do reply[#reply + 1] = v end
 for _, v in ipairs(dropped) do reply[#reply + 1] = v end
 return reply

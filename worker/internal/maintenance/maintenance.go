@@ -80,7 +80,8 @@ type Services struct {
 	// the queues' history for (see status.go).
 	seriesMinute atomic.Int64
 	// client enqueues periodic ticks and relayed outbox rows.
-	client *jobs.Client
+	client     *jobs.Client
+	expireWake chan struct{} // the expirer's own wake-up at the earliest deadline
 }
 
 // New returns the services of one pool.
@@ -89,7 +90,8 @@ func New(cfg Config, ledger *jobs.Ledger, leases *lease.Manager) *Services {
 		cfg.PeriodicInterval = cfg.Interval
 	}
 	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention()})
-	return &Services{cfg: cfg, ledger: ledger, leases: leases, log: cfg.Logger, client: client}
+	return &Services{cfg: cfg, ledger: ledger, leases: leases, log: cfg.Logger, client: client,
+		expireWake: make(chan struct{}, 1)}
 }
 
 // service is one periodic task run while leading; leader is the token
@@ -105,7 +107,7 @@ type service struct {
 
 func (s *Services) services() []service {
 	svcs := []service{
-		{"expirer", s.cfg.Interval, s.expire, nil},
+		{"expirer", s.cfg.Interval, s.expire, func(context.Context) <-chan struct{} { return s.expireWake }},
 		{"resolver", s.cfg.Interval, s.resolve, nil},
 		{"status", s.cfg.Interval, s.status, nil},
 		{"pruner", s.cfg.PruneInterval, s.prune, nil},
@@ -120,32 +122,38 @@ func (s *Services) services() []service {
 // service on its own interval under the leader lease's context.
 func (s *Services) Run(ctx context.Context) {
 	defer s.cfg.Metrics.Leader.Set(0)
-	retry := time.NewTicker(s.cfg.Interval)
-	defer retry.Stop()
 	for {
-		s.lead(ctx)
+		wait := s.lead(ctx)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-retry.C:
+		case <-t.C:
 		}
 	}
 }
 
 // lead tries to become the leader and, if it does, runs the services until
-// the leadership or ctx ends.
-func (s *Services) lead(ctx context.Context) {
+// the leadership or ctx ends. It returns how long to wait before trying
+// again: until the current leader's lease ends (a dead leader is replaced
+// as soon as its lease lapses), at most Interval.
+func (s *Services) lead(ctx context.Context) time.Duration {
 	l, err := s.leases.Acquire(ctx, jobs.LeaderResource, s.cfg.WorkerID, s.cfg.LeaseTTL)
 	if err != nil {
-		if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
+		var held *lease.HeldError
+		if errors.As(err, &held) {
+			return min(max(time.Until(held.Deadline), 10*time.Millisecond), s.cfg.Interval)
+		}
+		if ctx.Err() == nil {
 			s.log.Warn("reconciler leader election failed", "error", err)
 		}
-		return
+		return s.cfg.Interval
 	}
 	session, err := s.leases.KeepAlive(ctx, l, s.cfg.LeaseTTL)
 	if err != nil {
 		s.log.Warn("reconciler leadership could not be kept", "error", err)
-		return
+		return s.cfg.Interval
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -172,6 +180,7 @@ func (s *Services) lead(ctx context.Context) {
 	if ctx.Err() == nil {
 		s.log.Warn("reconciler leadership lost", "cause", context.Cause(lctx))
 	}
+	return s.cfg.Interval
 }
 
 // loop runs one service until ctx ends. A pass that panics or fails is
