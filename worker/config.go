@@ -117,6 +117,13 @@ type ReconcilerConfig struct {
 	// EffectLog, when set, answers for kinds without a Reconcile method:
 	// an operation id found in the log was applied.
 	EffectLog fence.EffectLog
+	// EffectRetention, when positive and the EffectLog can prune itself
+	// (pgfence.Store can), makes the leader's pruner delete effect records
+	// older than this every PruneInterval (suggested:
+	// pgfence.DefaultEffectRetention). Keep it longer than any job can be
+	// retried, reconciled or re-run: at least Retention plus the longest a
+	// job may wait in review. Default 0: effect records are kept.
+	EffectRetention time.Duration
 	// Outboxes are transactional outboxes (package pgfence's Outbox) whose
 	// committed jobs the leader moves into the queue, on each wake-up and
 	// every Interval.
@@ -222,6 +229,7 @@ func (c Config) validate() error {
 		"handler timeout": c.HandlerTimeout, "shutdown timeout": c.ShutdownTimeout, "lease wait": c.LeaseWait,
 		"fetch poll interval": c.FetchPollInterval, "retention": c.Retention,
 		"reconciler interval": c.Reconciler.Interval, "prune interval": c.Reconciler.PruneInterval,
+		"effect retention": c.Reconciler.EffectRetention,
 	} {
 		if d < 0 {
 			return fmt.Errorf("worker: %s %v is negative", name, d)
@@ -232,6 +240,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: concurrency %d is negative", c.Concurrency)
 	case c.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("worker: lease TTL %v below %v", c.LeaseTTL, MinLeaseTTL)
+	case c.Reconciler.EffectRetention > 0 && c.Reconciler.EffectRetention < c.Retention:
+		return fmt.Errorf("worker: effect retention %v is shorter than job retention %v: a re-run could apply an effect twice", c.Reconciler.EffectRetention, c.Retention)
 	case c.UnknownKindDefers < -1:
 		return fmt.Errorf("worker: unknown kind defers %d: want -1 (none) or more", c.UnknownKindDefers)
 	case c.FetchBatch < 0 || c.CompleteBatch < 0 || c.Reconciler.MaxTries < 0:

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -354,5 +355,46 @@ func TestPoolsPublishHeartbeats(t *testing.T) {
 	stop()
 	if ps, _ := e.ledger.Pools(ctx); len(ps) != 0 {
 		t.Fatalf("a stopped pool is still listed: %+v", ps)
+	}
+}
+
+// prunableLog is an effect log that records the pruner's calls.
+type prunableLog struct{ olderThan chan time.Duration }
+
+func (prunableLog) Applied(context.Context, string) (fence.Applied, bool, error) {
+	return fence.Applied{}, false, nil
+}
+
+func (l prunableLog) PruneEffects(_ context.Context, olderThan time.Duration) (int64, error) {
+	select {
+	case l.olderThan <- olderThan:
+	default:
+	}
+	return 0, nil
+}
+
+// TestLeaderPrunesTheEffectLog: with an effect retention set, the leader's
+// pruner asks the effect log to drop older records; a retention shorter
+// than the jobs' is refused.
+func TestLeaderPrunesTheEffectLog(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	log := prunableLog{olderThan: make(chan time.Duration, 1)}
+	cfg.Retention = time.Hour
+	cfg.Reconciler.EffectLog = log
+	cfg.Reconciler.EffectRetention = 30 * time.Minute
+	if _, err := worker.NewPool(e.rdb, cfg); err == nil {
+		t.Fatal("an effect retention shorter than the job retention was accepted")
+	}
+	cfg.Reconciler.EffectRetention = 2 * time.Hour
+	cfg.Reconciler.PruneInterval = 50 * time.Millisecond
+	e.start(e.pool(cfg))
+	select {
+	case d := <-log.olderThan:
+		if d != 2*time.Hour {
+			t.Fatalf("pruned records older than %v, want 2h", d)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the leader never pruned the effect log")
 	}
 }

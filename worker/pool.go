@@ -275,6 +275,16 @@ func (p *Pool) info() jobs.PoolInfo {
 	}
 }
 
+// effectPruner returns the effect log as a pruner when it can prune itself
+// and a retention is set.
+func effectPruner(rc ReconcilerConfig) maintenance.EffectPruner {
+	pr, ok := rc.EffectLog.(maintenance.PrunableLog)
+	if !ok || rc.EffectRetention <= 0 {
+		return nil
+	}
+	return func(ctx context.Context) (int64, error) { return pr.PruneEffects(ctx, rc.EffectRetention) }
+}
+
 // errShutdown is the cause given to handler contexts cancelled at shutdown.
 var errShutdown = errors.New("worker: pool shut down")
 
@@ -302,6 +312,7 @@ func (p *Pool) maintenance() *maintenance.Services {
 		PruneInterval: rc.PruneInterval,
 		Timeout:       p.cfg.HandlerTimeout,
 		EffectLog:     rc.EffectLog,
+		EffectPruner:  effectPruner(rc),
 		Reconciler:    p.reconcilerFor,
 		Logger:        p.log.With("component", "reconciler"),
 		Metrics:       p.metrics,

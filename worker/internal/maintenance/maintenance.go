@@ -34,6 +34,15 @@ import (
 	"github.com/fencedq/fencedq/lease"
 )
 
+// PrunableLog is an effect log that can delete its old records
+// (pgfence.Store).
+type PrunableLog interface {
+	PruneEffects(ctx context.Context, olderThan time.Duration) (int64, error)
+}
+
+// EffectPruner deletes effect records past their retention and says how many.
+type EffectPruner func(ctx context.Context) (int64, error)
+
 // ReconcileFunc asks a job kind whether an uncertain job's effect happened.
 type ReconcileFunc func(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
 
@@ -55,6 +64,8 @@ type Config struct {
 	PruneInterval time.Duration
 	Timeout       time.Duration // bound on one Reconcile call
 	EffectLog     fence.EffectLog
+	// EffectPruner, when set, deletes old effect records on every prune pass.
+	EffectPruner EffectPruner
 	// Reconciler returns the kind's Reconcile, or nil.
 	Reconciler func(kind string) ReconcileFunc
 	Logger     *slog.Logger
