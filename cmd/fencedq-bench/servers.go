@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"sync"
 	"time"
@@ -16,12 +15,11 @@ const installHint = "redis-server not found in PATH: install it (Debian/Ubuntu: 
 	"macOS: brew install redis) or pass --redis host:port (and --cluster-addrs for the cluster section)"
 
 // children tracks every process the benchmark started (redis-server nodes
-// and worker processes) and the temporary directories it made, so that one
-// cleanup call ends them all, also after SIGINT.
+// and worker processes), so that one cleanup call ends them all, also after
+// SIGINT.
 type children struct {
 	mu      sync.Mutex
 	procs   map[*exec.Cmd]chan struct{} // closed when the process was reaped
-	dirs    []string
 	servers []*redisserver.Server
 }
 
@@ -49,18 +47,6 @@ func (c *children) start(cmd *exec.Cmd) (<-chan struct{}, error) {
 	return done, nil
 }
 
-// tempDir makes a temporary directory removed by cleanup.
-func (c *children) tempDir(pattern string) (string, error) {
-	d, err := os.MkdirTemp("", pattern)
-	if err != nil {
-		return "", err
-	}
-	c.mu.Lock()
-	c.dirs = append(c.dirs, d)
-	c.mu.Unlock()
-	return d, nil
-}
-
 // cleanup kills every live child with SIGKILL, waits for them (at most 5s)
 // and removes the temporary directories.
 func (c *children) cleanup() {
@@ -72,8 +58,6 @@ func (c *children) cleanup() {
 		}
 		waits = append(waits, done)
 	}
-	dirs := c.dirs
-	c.dirs = nil
 	servers := c.servers
 	c.servers = nil
 	c.mu.Unlock()
@@ -86,9 +70,6 @@ func (c *children) cleanup() {
 		case <-w:
 		case <-deadline:
 		}
-	}
-	for _, d := range dirs {
-		_ = os.RemoveAll(d)
 	}
 }
 
