@@ -86,6 +86,37 @@ func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"job": viewOf(rec), "stop_requested": rec.State == jobs.Running})
 }
 
+// apiRunNow makes a scheduled job due at once.
+func (h *Handler) apiRunNow(w http.ResponseWriter, r *http.Request) {
+	who, ok := h.authorizeAction(w, r)
+	if !ok {
+		return
+	}
+	queue, id, ok := pathJob(w, r)
+	if !ok {
+		return
+	}
+	var req noteRequest
+	if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why"}`) {
+		return
+	}
+	n, ok := note(w, req.Note, false)
+	if !ok {
+		return
+	}
+	ctx, cancel := h.actionContext(r)
+	defer cancel()
+	log := h.log.With("queue", queue, "job_id", id, "action", "run_now", "actor", who.actor)
+	rec, err := h.client.RunNow(ctx, queue, id, who.actor, n)
+	if err != nil {
+		log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
+		h.fail(w, r, err)
+		return
+	}
+	log.InfoContext(ctx, "dashboard: operator ran a scheduled job now")
+	writeJSON(w, http.StatusOK, map[string]any{"job": viewOf(rec)})
+}
+
 // apiPause pauses (pause=true) or resumes a queue.
 func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

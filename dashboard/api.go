@@ -39,7 +39,7 @@ var stateNames = func() string {
 var eventTypes = map[string][]string{
 	"deduplicated": {"deduplicated"},
 	"fenced":       {"fenced"},
-	"operator":     {"cancel", "pause", "resume"},
+	"operator":     {"cancel", "pause", "resume", "run_now"},
 }
 
 // writeJSON sends v as JSON; encoding/json escapes <, > and & in strings.
@@ -273,7 +273,10 @@ type jobDetail struct {
 	Decisions []jobs.Decision `json:"decisions"`
 	// Cancellable is true for a pending job (cancelled at once) and a
 	// running one (its attempt is asked to stop).
-	Cancellable    bool `json:"cancellable"`
+	Cancellable bool `json:"cancellable"`
+	// RunnableNow is true for a scheduled job (pending, not yet due) that
+	// an operator can make due at once.
+	RunnableNow    bool `json:"runnable_now"`
 	ActionsEnabled bool `json:"actions_enabled"`
 	// ServerTime is Redis's clock, which run_at and deadline are on.
 	ServerTime time.Time `json:"server_time"`
@@ -332,6 +335,7 @@ func (h *Handler) apiJob(w http.ResponseWriter, r *http.Request) {
 		Job: viewOf(rec), Attempts: attemptsOf(hist), History: hist,
 		Decisions: decisionsFor(rec.State), ActionsEnabled: h.ActionsEnabled(),
 		Cancellable: rec.State == jobs.Pending || (rec.State == jobs.Running && rec.CancelledBy == ""),
+		RunnableNow: rec.State == jobs.Pending && rec.Bridge == "" && rec.RunAt.After(now),
 		ServerTime:  now, QueuePaused: paused,
 	}
 	switch rec.State {

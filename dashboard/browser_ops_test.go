@@ -176,6 +176,7 @@ func TestBrowserOperations(t *testing.T) {
 	if txt := evalJS[string](t, ctx, `document.getElementById('job-run-at').textContent`); !strings.Contains(txt, "(in ") {
 		t.Errorf("run at: %q", txt)
 	}
+	waitJS(t, ctx, "the run-now button on a scheduled job", `!!document.querySelector('.action[data-action="run-now"]')`)
 	confirm(t, ctx, `.action[data-action="cancel"]`, "customer withdrew the order")
 	until(t, "the job cancelled", func() bool { return f.state("default", f.pending) == jobs.Cancelled })
 	if e := lastEntry(t, f, "default", f.pending); e.Actor != "operator:"+user || e.Note != "customer withdrew the order" {

@@ -161,6 +161,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /api/jobs/{queue}/{id}", h.apiJob)
 	m.HandleFunc("POST /api/jobs/{queue}/{id}/resolve", h.apiResolve)
 	m.HandleFunc("POST /api/jobs/{queue}/{id}/cancel", h.apiCancel)
+	m.HandleFunc("POST /api/jobs/{queue}/{id}/run-now", h.apiRunNow)
 	m.HandleFunc("POST /api/queues/{queue}/pause", h.apiPause(true))
 	m.HandleFunc("POST /api/queues/{queue}/resume", h.apiPause(false))
 	m.HandleFunc("POST /api/bulk", h.apiBulk)

@@ -279,6 +279,22 @@ func TestActions(t *testing.T) {
 	if res, body := act(t, h, path, `{"note":"again"}`); res.StatusCode != http.StatusConflict {
 		t.Fatalf("second cancel: %d %s", res.StatusCode, body)
 	}
+	// Run a scheduled job now; a job that is not pending is a wrong state.
+	later := f.enqueue(echoArgs{N: 2}, jobs.Delay(time.Hour))
+	if res, body := act(t, h, "/api/jobs/default/"+later+"/run-now", `{"note":"customer waiting"}`); res.StatusCode != http.StatusOK {
+		t.Fatalf("run now: %d %s", res.StatusCode, body)
+	}
+	rec, err := f.ledger.Get(ctx, "default", later)
+	must(t, err)
+	if rec.State != jobs.Pending || rec.RunAt.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("after run now: %+v", rec)
+	}
+	if e := lastEntry(t, f, "default", later); e.Event != "run_now" || e.Actor != "operator:"+user || e.Note != "customer waiting" {
+		t.Fatalf("run-now entry: %+v", e)
+	}
+	if res, body := act(t, h, "/api/jobs/default/"+sched+"/run-now", `{}`); res.StatusCode != http.StatusConflict {
+		t.Fatalf("run now of a cancelled job: %d %s", res.StatusCode, body)
+	}
 	// Re-run the cancelled job.
 	if res, body := act(t, h, "/api/jobs/default/"+sched+"/resolve", `{"decision":"rerun","note":"customer came back"}`); res.StatusCode != http.StatusOK {
 		t.Fatalf("rerun: %d %s", res.StatusCode, body)
@@ -545,5 +561,26 @@ func TestJobPageLateness(t *testing.T) {
 	getJSON(t, h, "/api/jobs/q2/"+stuck, &d)
 	if !d.Overdue || d.OverdueMS == nil || *d.OverdueMS <= 0 || !d.Cancellable {
 		t.Fatalf("stuck job: %+v", d)
+	}
+}
+
+// TestBridgedJobIsMarked: a job delivered by asynq through the bridge shows
+// where it comes from on its page.
+func TestBridgedJobIsMarked(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.ledger.ClaimDelivery(ctx, "default", jobs.Delivery{ID: "asynq-task-1", Kind: "email", Payload: []byte(`{}`),
+		MaxRetries: 3, Owner: "asynq-1", TTL: time.Minute, Bridge: "asynq"}); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Job struct {
+			Bridge string `json:"bridge"`
+			State  string `json:"state"`
+		} `json:"job"`
+	}
+	getJSON(t, f.handler(dashboard.Options{}), "/api/jobs/default/asynq-task-1", &d)
+	if d.Job.Bridge != "asynq" || d.Job.State != "running" {
+		t.Fatalf("bridged job view %+v", d.Job)
 	}
 }

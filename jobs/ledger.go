@@ -175,6 +175,8 @@ var (
 	cancelSrc string
 	//go:embed lua/pause.lua
 	pauseSrc string
+	//go:embed lua/run_now.lua
+	runNowSrc string
 	//go:embed lua/bridge_claim.lua
 	bridgeClaimSrc string
 
@@ -187,6 +189,7 @@ var (
 	leadScript     = redis.NewScript(prelude + leadSrc)
 	cancelScript   = redis.NewScript(prelude + cancelSrc)
 	pauseScript    = redis.NewScript(prelude + pauseSrc)
+	runNowScript   = redis.NewScript(prelude + runNowSrc)
 
 	bridgeClaimScript = redis.NewScript(prelude + bridgeClaimSrc)
 )

@@ -403,6 +403,29 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatal("commit applied after the lease expired")
 		}
 	})
+	t.Run("pending-scheduled/run-now->due", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.Delay(time.Hour))
+		if res, _ := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10); len(res.Jobs) != 0 {
+			t.Fatal("a scheduled job was claimed before it was due")
+		}
+		rec, err := f.c.RunNow(f.ctx, f.q, id, "ada", "customer waiting")
+		if err != nil || rec.State != jobs.Pending || rec.RunAt.After(time.Now().Add(time.Minute)) {
+			t.Fatal(rec, err)
+		}
+		f.claimOne(id)
+		if _, err := f.c.RunNow(f.ctx, f.q, id, "ada", ""); !errors.Is(err, jobs.ErrWrongState) {
+			t.Fatalf("run-now of a running job: %v", err)
+		}
+		h, _ := f.l.History(f.ctx, f.q, id)
+		found := false
+		for _, e := range h {
+			found = found || e.Event == "run_now" && e.Actor == "operator:ada" && e.Note == "customer waiting"
+		}
+		if !found {
+			t.Fatalf("history %+v", h)
+		}
+	})
 	t.Run("pending/cancel->cancelled", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue(jobs.Delay(time.Hour))

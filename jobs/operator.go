@@ -66,6 +66,20 @@ func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Re
 	return c.ledger.Get(ctx, queue, id)
 }
 
+// RunNow makes a scheduled job due at once on behalf of an operator
+// (recorded in its history with who and why). Only pending jobs qualify;
+// others fail with ErrWrongState.
+func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Record, error) {
+	who, err := c.operator(queue, actor, note)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ledger.RunNow(ctx, queue, id, who, note); err != nil {
+		return nil, err
+	}
+	return c.ledger.Get(ctx, queue, id)
+}
+
 // Pause stops pools from claiming queue's jobs until Resume; running
 // attempts finish and enqueues are still accepted. It reports whether the
 // queue was running before.

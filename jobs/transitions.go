@@ -398,3 +398,22 @@ func (l *Ledger) SetPaused(ctx context.Context, q string, paused bool, actor, no
 	}
 	return n == 1, nil
 }
+
+// RunNow makes a scheduled (pending, not yet due) job of queue q due at
+// once, on behalf of actor. A job that is not pending fails with
+// ErrWrongState (a bridged job too: its own queue delivers it).
+func (l *Ledger) RunNow(ctx context.Context, q, id, actor, note string) error {
+	v, err := l.run(ctx, runNowScript, q, id, actor, note).Result()
+	r := newReply("run now", v, err)
+	if err := r.need(2); err != nil {
+		return wrap("run now "+id, err)
+	}
+	if r.int(0) == 0 {
+		state := r.str(1)
+		if state == "missing" {
+			return fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+		}
+		return fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
+	}
+	return wrap("run now "+id, r.err)
+}

@@ -285,7 +285,11 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Ledger, s jobs.State, 
 		if r.CancelledBy != "" && r.State == jobs.Running {
 			reason = "cancel requested by " + r.CancelledBy
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.Queue, r.Kind, r.OperationID, r.Attempts, r.Token, fenceText(r.Fence), reason)
+		q := r.Queue
+		if r.Bridge != "" {
+			q += " (" + r.Bridge + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, q, r.Kind, r.OperationID, r.Attempts, r.Token, fenceText(r.Fence), reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -305,7 +309,11 @@ func fenceText(t lease.Token) string {
 }
 
 func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pause) {
-	fmt.Fprintf(out, "job %s\n  kind %s, queue %s, operation %s\n  state %s", r.ID, r.Kind, r.Queue, r.OperationID, r.State)
+	q := r.Queue
+	if r.Bridge != "" {
+		q += " (delivered by " + r.Bridge + " through the bridge)"
+	}
+	fmt.Fprintf(out, "job %s\n  kind %s, queue %s, operation %s\n  state %s", r.ID, r.Kind, q, r.OperationID, r.State)
 	if r.Reason != "" {
 		fmt.Fprintf(out, " (%s)", r.Reason)
 	}
@@ -345,6 +353,8 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 			if e.From == string(jobs.Running) {
 				detail = fmt.Sprintf("running attempt asked to stop by %s: %s", e.Actor, e.Note)
 			}
+		case "run_now":
+			detail = fmt.Sprintf("made due now by %s: %s", e.Actor, e.Note)
 		case "deduplicated":
 			detail = "found due again after it finished: dropped, the handler did not run"
 		}
@@ -401,6 +411,7 @@ func operatorError(action string, err error) error {
 // takes says which states an action accepts.
 var takes = map[string]string{
 	"cancel":  "cancel takes a pending or running job",
+	"run-now": "run-now takes a pending (scheduled) job",
 	"resolve": "succeeded and dead take an uncertain or review job; rerun also takes a dead or cancelled one",
 }
 
@@ -506,6 +517,41 @@ func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return nil
 		}
 		fmt.Fprintf(out, "job %s is now %s\n", rec.ID, rec.State)
+		return nil
+	}
+}
+
+func runNowCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	var o operatorFlags
+	o.add(fs, false)
+	job := fs.String("job", "", "job id (required)")
+	queue := fs.String("queue", "", "the job's queue (default: looked up)")
+	return func(ctx context.Context, out io.Writer) error {
+		if *job == "" {
+			return fmt.Errorf("%w: --job is required", errUsage)
+		}
+		if err := o.check(false); err != nil {
+			return err
+		}
+		client, closeAll, err := o.openClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		q, err := findQueue(ctx, client.Ledger(), *queue, *job, "run-now")
+		if err != nil {
+			return err
+		}
+		rec, err := client.RunNow(ctx, q, *job, o.actor, o.note)
+		if err != nil {
+			return operatorError("run-now", err)
+		}
+		if o.asJSON {
+			return json.NewEncoder(out).Encode(struct {
+				Job *jobs.Record `json:"job"`
+			}{rec})
+		}
+		fmt.Fprintf(out, "job %s is due now (%s)\n", rec.ID, rec.State)
 		return nil
 	}
 }

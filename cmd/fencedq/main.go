@@ -8,6 +8,7 @@
 //	fencedq inspect     list jobs by state, list queues (counts, paused), or show one job
 //	fencedq resolve     decide on a job in review or uncertain, or re-run a dead or cancelled one
 //	fencedq cancel      cancel a pending job, or ask a running one to stop
+//	fencedq run-now     make a scheduled job due at once
 //	fencedq pause       stop pools from starting a queue's jobs
 //	fencedq resume      let pools start a paused queue's jobs again
 //	fencedq queues      list the queues: jobs per state, paused or not
@@ -78,6 +79,7 @@ var commands = []command{
 	{"inspect", "list jobs by state, list queues (counts, paused), or show one job's history", inspectCmd},
 	{"resolve", "decide on a job in review or uncertain (succeeded, rerun, dead), or re-run a dead or cancelled job", resolveCmd},
 	{"cancel", "cancel a pending or scheduled job, or ask a running job to stop", cancelCmd},
+	{"run-now", "make a scheduled job due at once", runNowCmd},
 	{"pause", "pause a queue: pools start none of its jobs until it is resumed", pauseCmd},
 	{"resume", "resume a paused queue", resumeCmd},
 	{"queues", "list the queues: jobs per state, and whether each is paused", queuesCmd},

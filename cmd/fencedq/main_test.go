@@ -437,3 +437,25 @@ func TestPauseAndResumeCommands(t *testing.T) {
 		t.Fatalf("queue events: %+v %v", events, err)
 	}
 }
+
+func TestRunNowCommand(t *testing.T) {
+	e := newOperatorEnv(t)
+	scheduled := e.enqueue(jobs.Delay(time.Hour))
+	if code, _, errOut := e.cli("run-now", "--job", scheduled); code != 2 || !strings.Contains(errOut, "--actor is required") {
+		t.Fatalf("run-now without an actor: %d %q", code, errOut)
+	}
+	code, out, errOut := e.cli("run-now", "--job", scheduled, "--actor", "alice", "--note", "customer waiting")
+	if code != 0 || out != "job "+scheduled+" is due now (pending)\n" {
+		t.Fatalf("run-now: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = e.cli("inspect", "--job", scheduled)
+	if code != 0 || !strings.Contains(out, "made due now by operator:alice: customer waiting") {
+		t.Fatalf("inspect after run-now: %d %q", code, out)
+	}
+	if code, _, _ := e.cli("cancel", "--job", scheduled, "--actor", "alice", "--note", "x"); code != 0 {
+		t.Fatal("cancel failed")
+	}
+	if code, _, errOut := e.cli("run-now", "--job", scheduled, "--actor", "alice"); code != 1 || !strings.Contains(errOut, "takes a pending (scheduled) job") {
+		t.Fatalf("run-now of a cancelled job: %d %q", code, errOut)
+	}
+}

@@ -697,7 +697,7 @@
     const intros = {
       deduplicated: 'Enqueues of an operation id already known (the caller got the original job) and jobs found due again after they finished (their handler did not run). Each links to the original job.',
       fenced: 'Writes refused because they carried a token older than the job\'s current one.',
-      operator: 'Cancellations, pauses and resumptions, with who and why (a cancellation\'s note is in the job\'s history).',
+      operator: 'Cancellations, pauses, resumptions and scheduled jobs run now, with who and why (a cancellation\'s note is in the job\'s history).',
     };
     const last = { deduplicated: 'Duplicate', fenced: 'Tokens', operator: 'By' };
     show('events', el('h1', {}, titles[t]), tabs,
@@ -767,11 +767,24 @@
         },
       }));
     }
+    let runNow = null;
+    if (d.runnable_now) {
+      runNow = actionBlocker('run this job now') || el('div', { class: 'job-actions' }, actionButton({
+        name: 'run-now', target: j.id, noteRequired: false,
+        label: 'Run now',
+        question: 'Make this scheduled job due now? Pools start it at once.',
+        run: async (note) => {
+          const res = await post(jobPath(j.queue, j.id) + '/run-now', { note });
+          return 'The job is due now (' + res.job.state + ').';
+        },
+      }));
+    }
     show('job',
       el('h1', {}, 'Job ', el('span', { class: 'mono', id: 'job-id' }, j.id), ' ', badge(j.state),
         d.overdue ? [' ', el('span', { class: 'badge overdue' }, 'overdue')] : ''),
       dl([
-        ['Queue', j.queue], ['Kind', j.kind], ['Operation id', el('span', { class: 'mono' }, j.operation_id)],
+        ['Queue', j.bridge ? [j.queue, ' ', el('span', { class: 'badge', id: 'job-bridge', title: 'delivered by ' + j.bridge + ' through the bridge; fenced by this ledger' }, j.bridge)] : j.queue],
+        ['Kind', j.kind], ['Operation id', el('span', { class: 'mono' }, j.operation_id)],
         ['Resource', j.resource], ['Token', j.token],
         ['Fence', j.fence ? el('span', { class: 'mono', title: 'the resource lease\'s token its side effects carried' }, j.fence) : ''],
         ['Cancel requested', j.cancel_requested_by ? el('span', { class: 'warn', id: 'job-cancel' },
@@ -788,6 +801,7 @@
         ['Reason', j.reason ? el('span', { id: 'job-reason' }, j.reason) : ''],
         ['Error', j.error ? el('pre', { class: 'error-text', id: 'job-error' }, j.error) : ''],
       ]),
+      runNow,
       cancel,
       resolveForm(j, d.decisions),
       el('h2', {}, 'Args ', el('small', { class: 'muted' }, '(sensitive fields redacted)')),

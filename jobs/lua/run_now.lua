@@ -1,0 +1,18 @@
+-- run_now.lua: an operator makes a scheduled job due at once.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- ARGV 2 job id   3 actor ('operator:<name>')   4 note
+-- Reply: {1, 'pending'}; {0, state} when the job is not a pending native job
+--        ('missing' when there is no such job, 'bridged' for one its own
+--        queue delivers).
+local id = ARGV[2]
+local k = jobkey(id)
+local h = redis.call('HMGET', k, 'state', 'bridge')
+if not h[1] then return {0, 'missing'} end
+if h[1] ~= 'pending' then return {0, h[1]} end
+if h[2] then return {0, 'bridged'} end
+redis.call('HSET', k, 'run_at', fmt(now))
+redis.call('ZADD', index['pending'], fmt(now), id)
+record(id, {event = 'run_now', actor = ARGV[3], note = ARGV[4]})
+event({type = 'run_now', job = id, actor = ARGV[3], note = ARGV[4]})
+wake()
+return {1, 'pending'}
