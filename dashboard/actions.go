@@ -185,7 +185,7 @@ type bulkResult struct {
 	Failed    []bulkFailure `json:"failed"`
 }
 
-// apiBulk cancels or re-runs each listed job, recording the actor and the
+// apiBulk cancels, re-runs or runs now each listed job, recording the actor and the
 // note with each, and reports which could not be (a job may have moved on
 // since it was selected).
 func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
@@ -194,12 +194,12 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req bulkRequest
-	shape := `{"action": "cancel|rerun", "jobs": [{"queue": "...", "id": "..."}], "note": "why"}`
+	shape := `{"action": "cancel|rerun|run_now", "jobs": [{"queue": "...", "id": "..."}], "note": "why"}`
 	if !decodeBody(w, r, maxBulkBody, &req, shape) {
 		return
 	}
-	if req.Action != "cancel" && req.Action != "rerun" {
-		writeError(w, http.StatusBadRequest, "invalid", "action must be cancel or rerun")
+	if req.Action != "cancel" && req.Action != "rerun" && req.Action != "run_now" {
+		writeError(w, http.StatusBadRequest, "invalid", "action must be cancel, rerun or run_now")
 		return
 	}
 	if len(req.Jobs) == 0 || len(req.Jobs) > maxSelection {
@@ -225,9 +225,12 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 	out := bulkResult{Action: req.Action, Requested: len(req.Jobs), Failed: []bulkFailure{}}
 	for _, j := range req.Jobs {
 		var err error
-		if req.Action == "cancel" {
+		switch req.Action {
+		case "cancel":
 			_, err = h.client.Cancel(ctx, j.Queue, j.ID, who.actor, n)
-		} else {
+		case "run_now":
+			_, err = h.client.RunNow(ctx, j.Queue, j.ID, who.actor, n)
+		default:
 			_, err = h.client.Resolve(ctx, j.Queue, j.ID, jobs.DecideRerun, who.actor, n)
 		}
 		if err == nil {

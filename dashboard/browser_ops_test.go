@@ -228,6 +228,8 @@ func TestBrowserOperations(t *testing.T) {
 	// Pages: labels follow the order shown.
 	navigate(t, ctx, "#/jobs?state=pending&queue=many")
 	waitJS(t, ctx, "page 1, oldest first", `document.querySelectorAll('#jobs tbody a[data-job]').length === 50 && !!document.querySelector('#pager a[rel=next]')`)
+	waitJS(t, ctx, "the bulk run-now and cancel buttons on scheduled jobs",
+		`!!document.querySelector('#bulk .action[data-action="bulk-run_now"]') && !!document.querySelector('#bulk .action[data-action="bulk-cancel"]')`)
 	if txt := evalJS[string](t, ctx, `document.querySelector('#pager a[rel=next]').textContent`); txt != "newer →" {
 		t.Errorf("next page, oldest first: %q", txt)
 	}

@@ -351,6 +351,29 @@ func TestActions(t *testing.T) {
 			t.Fatalf("history: %+v", last)
 		}
 	}
+	// Bulk run-now of scheduled jobs.
+	for i := range 3 {
+		f.enqueue(echoArgs{N: 10 + i}, jobs.Queue("later"), jobs.Delay(time.Hour))
+	}
+	var due struct {
+		Selection []struct{ Queue, ID string } `json:"selection"`
+	}
+	getJSON(t, h, "/api/jobs?state=pending&queue=later&select=1", &due)
+	dueSel, _ := json.Marshal(due.Selection)
+	if len(due.Selection) != 3 {
+		t.Fatalf("selection of scheduled jobs: %+v", due.Selection)
+	}
+	if res, body := act(t, h, "/api/bulk", `{"action":"run_now","note":"customers waiting","jobs":`+string(dueSel)+`}`); res.StatusCode != http.StatusOK ||
+		!strings.Contains(string(body), `"done":3`) {
+		t.Fatalf("bulk run now: %d %s", res.StatusCode, body)
+	}
+	for _, j := range due.Selection {
+		rec, err := f.ledger.Get(ctx, "later", j.ID)
+		must(t, err)
+		if rec.RunAt.After(time.Now().Add(time.Minute)) {
+			t.Fatalf("job %s still scheduled at %v after a bulk run-now", j.ID, rec.RunAt)
+		}
+	}
 	// Bulk cancel where one job moved on since it was selected.
 	cancelled, err := f.client.Cancel(ctx, "bulk", dead[0], "t", "x")
 	must(t, err)

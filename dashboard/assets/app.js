@@ -402,12 +402,12 @@
   // indexLabel names the time a state's index sorts on.
   const indexLabel = { pending: 'Due', running: 'Lease deadline', uncertain: 'Next look' };
   const bulkActions = {
-    pending: ['cancel', 'Cancel all matching', 'Cancel'],
-    running: ['cancel', 'Ask all matching to stop', 'Ask to stop'],
-    dead: ['rerun', 'Re-run all matching', 'Re-run'],
-    cancelled: ['rerun', 'Re-run all matching', 'Re-run'],
-    review: ['rerun', 'Re-run all matching', 'Re-run'],
-    uncertain: ['rerun', 'Re-run all matching', 'Re-run'],
+    pending: [['run_now', 'Run all matching now', 'Make due now'], ['cancel', 'Cancel all matching', 'Cancel']],
+    running: [['cancel', 'Ask all matching to stop', 'Ask to stop']],
+    dead: [['rerun', 'Re-run all matching', 'Re-run']],
+    cancelled: [['rerun', 'Re-run all matching', 'Re-run']],
+    review: [['rerun', 'Re-run all matching', 'Re-run']],
+    uncertain: [['rerun', 'Re-run all matching', 'Re-run']],
   };
   const filterKeys = ['state', 'queue', 'kind', 'from', 'to', 'sort'];
 
@@ -486,9 +486,9 @@
 
     // A bulk action over every job that passes the filters.
     let bulk = null;
-    const ba = bulkActions[f.state];
-    if (ba && data.total > 0) {
-      bulk = actionBlocker('act on these jobs') || el('p', { class: 'bulk', id: 'bulk' }, actionButton({
+    const specs = bulkActions[f.state];
+    if (specs && data.total > 0) {
+      bulk = actionBlocker('act on these jobs') || el('p', { class: 'bulk', id: 'bulk' }, specs.map((ba) => actionButton({
         name: 'bulk-' + ba[0], label: ba[1], noteRequired: true,
         prepare: async () => {
           const sel = await api('api/jobs?' + query + '&limit=1&select=1');
@@ -506,7 +506,7 @@
             [...new Set(res.failed.map((x) => x.code))].join(', ') + ')' : '';
           return 'Done: ' + res.done + ' of ' + res.requested + ' jobs' + failed + '.';
         },
-      }));
+      })));
     }
     show('jobs', el('h1', {}, badge(f.state), ' jobs ', el('small', { class: 'muted' }, describeFilter(f))),
       form, bulk,
