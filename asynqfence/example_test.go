@@ -2,7 +2,11 @@ package asynqfence_test
 
 import (
 	"context"
+	"fmt"
 	"log"
+	"log/slog"
+	"os"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -10,6 +14,7 @@ import (
 	"github.com/fencedq/fencedq/asynqfence"
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // An existing asynq handler, unchanged but for the fence it passes on.
@@ -42,4 +47,106 @@ func Example() {
 	if err := srv.Run(mux); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// A runnable version: wrap an existing asynq.Handler, enqueue one task with a
+// plain asynq.Client, let an asynq server deliver it once, and read the
+// job's state in the ledger. It uses REDIS_ADDR (default 127.0.0.1:6379), a
+// private namespace and asynq queue, and deletes its keys at the end.
+func Example_wrapHandler() {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ns := fmt.Sprintf("example-%d", time.Now().UnixNano())
+	queue := ns + "-invoices" // asynq queue, and the ledger queue of the same name
+	defer deleteExampleKeys(rdb, ns, queue)
+	quiet := slog.New(slog.DiscardHandler)
+
+	// The existing handler: it learns its fence from the context.
+	tokens := make(chan lease.Token, 1)
+	var existing asynq.Handler = asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		f, ok := fence.FromContext(ctx)
+		if !ok {
+			return asynqfence.ErrNoAttempt
+		}
+		tokens <- f.Token
+		return nil
+	})
+
+	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: ns})
+	bridged := asynqfence.Middleware(ledger, asynqfence.Options{Logger: quiet})(existing)
+	// done learns when a delivery finished: after the bridge committed its outcome.
+	done := make(chan string, 1)
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency: 1, Queues: map[string]int{queue: 1}, TaskCheckInterval: 100 * time.Millisecond,
+		Logger: quietAsynq{}, LogLevel: asynq.ErrorLevel,
+	})
+	err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		err := bridged.ProcessTask(ctx, t)
+		id, _ := asynq.GetTaskID(ctx)
+		done <- id
+		return err
+	}))
+	if err != nil {
+		fmt.Println("asynq server:", err)
+		return
+	}
+	defer srv.Shutdown()
+
+	// Enqueue with a plain asynq client, as before the bridge.
+	client := asynq.NewClientFromRedisClient(rdb)
+	info, err := client.EnqueueContext(ctx, asynq.NewTask("invoice:send", []byte(`{"invoice":"inv-7"}`)), asynq.Queue(queue))
+	if err != nil {
+		fmt.Println("enqueue:", err)
+		return
+	}
+	select {
+	case token := <-tokens:
+		fmt.Println("handler ran with a fencing token:", token > 0)
+	case <-ctx.Done():
+		fmt.Println("the task was not delivered")
+		return
+	}
+	if id := <-done; id != info.ID {
+		fmt.Println("another task was delivered:", id)
+		return
+	}
+	// Without an operation id in the task, the job's id is asynq's task id.
+	rec, err := ledger.Find(ctx, info.ID)
+	if err != nil {
+		fmt.Println("ledger:", err)
+		return
+	}
+	fmt.Println("ledger state:", rec.State)
+	fmt.Println("bridged from:", rec.Bridge)
+	// Output:
+	// handler ran with a fencing token: true
+	// ledger state: succeeded
+	// bridged from: asynq
+}
+
+// quietAsynq is an asynq.Logger that drops everything.
+type quietAsynq struct{}
+
+func (quietAsynq) Debug(...any) {}
+func (quietAsynq) Info(...any)  {}
+func (quietAsynq) Warn(...any)  {}
+func (quietAsynq) Error(...any) {}
+func (quietAsynq) Fatal(...any) {}
+
+// deleteExampleKeys removes the example's ledger keys and its asynq queue.
+func deleteExampleKeys(rdb *redis.Client, ns, queue string) {
+	ctx := context.Background()
+	for _, pattern := range []string{"*" + ns + "*", "asynq:{" + queue + "}:*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	}
+	rdb.SRem(ctx, "asynq:queues", queue)
 }
