@@ -33,7 +33,8 @@ func TestSmoke(t *testing.T) {
 	args := []string{"--json", "--quiet", "--jobs", "200", "--memory-jobs", "500", "--pg-jobs", "100",
 		"--repeat", "1", "--kills", "1", "--lease-ops", "400", "--cluster-queues", "3",
 		"--recovery-modes", "fencedq-1s", "--recovery-timeout", "30s",
-		"--concurrency", "10,50", "--enqueue-jobs", "200", "--latency-rate", "200", "--latency-duration", "500ms"}
+		"--concurrency", "10,50", "--enqueue-jobs", "200", "--latency-rate", "200", "--latency-duration", "500ms",
+		"--outbox-rate", "200", "--outbox-duration", "500ms"}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -81,6 +82,7 @@ func TestSmoke(t *testing.T) {
 		"lease.ratio.redislock", "lease.ratio.redsync", "lease.libraries.fencedq.per_op.server_commands",
 		"memory.fencedq.gross_bytes_per_job", "memory.asynq_retained.gross_bytes_per_job", "memory.ratio",
 		"memory.fencedq.memory_usage_by_key.job_hash", "memory.fencedq_operation_id.memory_usage_by_key.operation_id",
+		"bridge.asynq.jobs_per_s", "bridge.bridge.jobs_per_s", "bridge.ratio", "bridge.bridge.per_job.round_trips",
 		"machine.cpus",
 	} {
 		positive(p)
@@ -91,6 +93,29 @@ func TestSmoke(t *testing.T) {
 		} else {
 			positive("postgres.ratio")
 			positive("postgres.fencedq_pgfence.jobs_per_s")
+		}
+	}
+	if b, _ := rep["bridge"].(map[string]any); b != nil {
+		if pg, _ := b["postgres"].(map[string]any); pg == nil {
+			t.Error("bridge.postgres missing")
+		} else if pg["skipped"] == true {
+			t.Logf("bridge postgres variant skipped: %v", pg["note"])
+		} else {
+			positive("bridge.postgres.ratio")
+			positive("bridge.postgres.bridge_pgfence.jobs_per_s")
+		}
+	}
+	if ob, _ := rep["outbox"].(map[string]any); ob != nil {
+		if ob["skipped"] == true {
+			t.Logf("outbox section skipped: %v", ob["note"])
+		} else {
+			for _, p := range []string{
+				"outbox.plain_enqueue.jobs_per_s", "outbox.outbox_enqueue.jobs_per_s", "outbox.outbox_enqueue_many.jobs_per_s",
+				"outbox.ratio", "outbox.statements_per_job", "outbox.relay_drain_jobs_per_s",
+				"outbox.outbox_latency.p50_ms", "outbox.outbox_latency.p99_ms", "outbox.plain_latency.p50_ms",
+			} {
+				positive(p)
+			}
 		}
 	}
 	if v, _ := rep["recovery"].(map[string]any); v != nil {

@@ -34,6 +34,21 @@
 //	          fencedq through fence/pgfence (Store.Apply), target ≥ 0.8;
 //	          skipped with a note when PostgreSQL (--pg, $DATABASE_URL, else
 //	          postgres://postgres@127.0.0.1:5432/test) is unreachable.
+//	bridge    the noop drain with a plain asynq server, without and with the
+//	          asynqfence middleware (each delivery a fenced attempt in a
+//	          ledger), same concurrency, same Redis: jobs/s, ratio bridge ÷
+//	          asynq and cost per job; then the same with handlers that UPDATE
+//	          one of 100 rows (--pg-jobs): plain in autocommit vs through
+//	          pgfence.Store.Apply with the bridge's fence. No target.
+//	outbox    --outbox-jobs jobs from --enqueue-goroutines goroutines through
+//	          the PostgreSQL outbox (pgfence's Outbox.Enqueue, the code behind
+//	          pgfence.Enqueue, one transaction per job; and EnqueueMany of
+//	          --enqueue-batch jobs per transaction) vs jobs.Client.Enqueue;
+//	          the relay's drain of the committed backlog by a fresh pool; and
+//	          --outbox-rate jobs/s for --outbox-duration into an idle pool:
+//	          tx.Commit to handler start (p50 / p99) beside plain Enqueue's
+//	          Enqueue call to handler start. No target; skipped with a note
+//	          when PostgreSQL is unreachable.
 //	recovery  SIGKILL of a worker process mid-job until the job's handler
 //	          starts again in a spare worker process, --kills times per
 //	          variant (--recovery-modes: asynq, fencedq-2s, fencedq-5s, the
@@ -57,6 +72,7 @@
 // but noop uses the first), --enqueue-jobs (jobs), --enqueue-goroutines (8),
 // --enqueue-batch (100), --latency-rate (1000), --latency-duration (20s),
 // --pg-jobs (jobs/2), --cluster-jobs (jobs/2), --memory-jobs (jobs/2),
+// --outbox-jobs (jobs/2), --outbox-rate (200), --outbox-duration (10s),
 // --lease-ops (20000), --recovery-timeout, --cpuprofile FILE, --quiet. See
 // BENCHMARKS.md at the repository root for figures and how to read them.
 package main

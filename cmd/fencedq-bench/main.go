@@ -36,7 +36,7 @@ func main() {
 }
 
 // allSections lists the sections in the order they run.
-var allSections = []string{"noop", "enqueue", "latency", "cluster", "lease", "memory", "postgres", "recovery"}
+var allSections = []string{"noop", "enqueue", "latency", "cluster", "lease", "memory", "postgres", "bridge", "outbox", "recovery"}
 
 // options are the parsed flags.
 type options struct {
@@ -58,6 +58,9 @@ type options struct {
 	leaseResources                 int
 	clusterJobs, clusterQueues     int
 	memoryJobs                     int
+	outboxJobs                     int
+	outboxRate                     float64
+	outboxDuration                 time.Duration
 	recoveryModes                  []string
 	recoveryTimeout                time.Duration
 	cpuProfile                     string
@@ -98,6 +101,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.enqueueBatch, "enqueue-batch", 100, "jobs per EnqueueMany call in the enqueue section")
 	fs.Float64Var(&o.latencyRate, "latency-rate", 1000, "jobs per second offered in the latency section")
 	fs.DurationVar(&o.latencyDuration, "latency-duration", 20*time.Second, "how long the latency section offers jobs, per run and side")
+	fs.IntVar(&o.outboxJobs, "outbox-jobs", 0, "jobs per timed run in the outbox section (default jobs/2)")
+	fs.Float64Var(&o.outboxRate, "outbox-rate", 200, "jobs per second offered in the outbox section's latency runs")
+	fs.DurationVar(&o.outboxDuration, "outbox-duration", 10*time.Second, "how long the outbox section's latency runs offer jobs, per run and side")
 	fs.IntVar(&o.clusterJobs, "cluster-jobs", 0, "jobs per timed run in the cluster section (default jobs/2)")
 	fs.IntVar(&o.clusterQueues, "cluster-queues", 6, "queues the cluster section spreads jobs over")
 	fs.IntVar(&o.memoryJobs, "memory-jobs", 0, "finished jobs retained per memory measurement (default jobs/2)")
@@ -146,6 +152,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.pgJobs <= 0 {
 		o.pgJobs = max(o.jobs/2, 1)
 	}
+	if o.outboxJobs <= 0 {
+		o.outboxJobs = max(o.jobs/2, 1)
+	}
 	if o.clusterJobs <= 0 {
 		o.clusterJobs = max(o.jobs/2, 1)
 	}
@@ -159,6 +168,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--lease-ops, --lease-goroutines, --lease-resources and --cluster-queues must be positive")
 	case o.enqueueGoroutines < 1 || o.enqueueBatch < 1 || !(o.latencyRate > 0) || o.latencyDuration <= 0:
 		return nil, errors.New("--enqueue-goroutines, --enqueue-batch, --latency-rate and --latency-duration must be positive")
+	case !(o.outboxRate > 0) || o.outboxDuration <= 0:
+		return nil, errors.New("--outbox-rate and --outbox-duration must be positive")
 	}
 	o.leaseResources = max(o.leaseResources, o.leaseGoroutines)
 	return o, nil
@@ -203,6 +214,8 @@ type Report struct {
 	Enqueue  *EnqueueResult  `json:"enqueue"`
 	Latency  *LatencyResult  `json:"latency"`
 	Postgres *PostgresResult `json:"postgres"`
+	Bridge   *BridgeResult   `json:"bridge"`
+	Outbox   *OutboxResult   `json:"outbox"`
 	Lease    *LeaseResult    `json:"lease"`
 	Recovery *RecoveryResult `json:"recovery"`
 	Memory   *MemoryResult   `json:"memory"`
@@ -246,6 +259,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		"sections": opts.sections, "pg_jobs": opts.pgJobs, "lease_ops": opts.leaseOps,
 		"lease_goroutines": opts.leaseGoroutines, "lease_resources": opts.leaseResources,
 		"cluster_jobs": opts.clusterJobs, "cluster_queues": opts.clusterQueues, "memory_jobs": opts.memoryJobs,
+		"outbox_jobs": opts.outboxJobs, "outbox_rate": opts.outboxRate, "outbox_duration_s": opts.outboxDuration.Seconds(),
 		"recovery_modes": opts.recoveryModes, "redis_started_by_bench": opts.redisAddr == "",
 	}}
 	rep.Machine = machine(ctx, e.single.rdb, opts.pgURL)
@@ -275,6 +289,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			rep.Memory, err = e.memory(ctx)
 		case "postgres":
 			rep.Postgres, err = e.postgres(ctx)
+		case "bridge":
+			rep.Bridge, err = e.bridge(ctx)
+		case "outbox":
+			rep.Outbox, err = e.outbox(ctx)
 		case "recovery":
 			rep.Recovery, err = e.recovery(ctx)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/asynqfence"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -260,6 +261,8 @@ type drainOpts struct {
 	// asynqWork and fencedqWork are the handlers' work (nil: nothing).
 	asynqWork   func(ctx context.Context, a noopArgs) error
 	fencedqWork func(ctx context.Context, j *jobs.Job[noopArgs]) error
+	// bridgeWork is the work under the asynq bridge (nil: asynqWork).
+	bridgeWork func(ctx context.Context, a noopArgs) error
 	// asynqRetention keeps plain asynq's completed tasks (asynq.Retention).
 	asynqRetention time.Duration
 	// fencedqOptions gives job i's enqueue options (nil: none but the queue).
@@ -277,6 +280,9 @@ type drained struct {
 	queues []string          // ledger queues (fencedq) or asynq queues (plain asynq)
 	jobs   []*jobs.Result    // fencedq enqueue results
 	tasks  []*asynq.TaskInfo // plain asynq enqueue results
+	// bridgeNS is the ledger namespace of a drain through the asynq bridge
+	// ("" otherwise); tasks holds its enqueue results.
+	bridgeNS string
 }
 
 // completions counts a drain's handler calls until n have succeeded, and
@@ -344,6 +350,18 @@ func timedEnqueue(ctx context.Context, t *target, n int, enqueue func(i int) err
 // asynqDrain enqueues n no-op tasks over queues with a plain asynq client,
 // then times a plain asynq server of concurrency conc draining them.
 func asynqDrain(ctx context.Context, t *target, queues []string, n, conc int, o *drainOpts) (drainRun, error) {
+	return asynqDrainWith(ctx, t, queues, n, conc, o, false)
+}
+
+// bridgeDrain is asynqDrain with the asynq server's handler wrapped in the
+// asynqfence bridge's middleware, over a ledger namespace of its own: each
+// delivery claims a fenced attempt and commits its outcome by token. A
+// handler call counts once the middleware returned (its outcome committed).
+func bridgeDrain(ctx context.Context, t *target, queues []string, n, conc int, o *drainOpts) (drainRun, error) {
+	return asynqDrainWith(ctx, t, queues, n, conc, o, true)
+}
+
+func asynqDrainWith(ctx context.Context, t *target, queues []string, n, conc int, o *drainOpts, bridged bool) (drainRun, error) {
 	var r drainRun
 	if o == nil {
 		o = &drainOpts{}
@@ -360,6 +378,13 @@ func asynqDrain(ctx context.Context, t *target, queues []string, n, conc int, o 
 	defer deleteMatching(context.WithoutCancel(ctx), t.rdb, id, names)
 	ac := asynq.NewClientFromRedisClient(t.rdb)
 	d := &drained{queues: names, tasks: make([]*asynq.TaskInfo, n)}
+	var ledger *jobs.Ledger
+	if bridged {
+		// The ledger namespace is the run's id, so deleteMatching removes
+		// its keys with asynq's; ledger queues take asynq's queue names.
+		d.bridgeNS = id
+		ledger = jobs.NewLedger(t.rdb, jobs.Config{Namespace: id})
+	}
 	if o.before != nil {
 		if err := o.before(ctx); err != nil {
 			return r, err
@@ -387,15 +412,25 @@ func asynqDrain(ctx context.Context, t *target, queues []string, n, conc int, o 
 	c := newCompletions(n)
 	srv := asynq.NewServerFromRedisClient(t.rdb, asynqConfig(conc, names))
 	t0 := time.Now()
-	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-		var err error
-		if o.asynqWork != nil {
-			var a noopArgs
-			if err = json.Unmarshal(task.Payload(), &a); err == nil {
-				err = o.asynqWork(ctx, a)
-			}
+	work := o.asynqWork
+	if bridged && o.bridgeWork != nil {
+		work = o.bridgeWork
+	}
+	var h asynq.Handler = asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		if work == nil {
+			return nil
 		}
-		return c.record(err)
+		var a noopArgs
+		if err := json.Unmarshal(task.Payload(), &a); err != nil {
+			return err
+		}
+		return work(ctx, a)
+	})
+	if bridged {
+		h = asynqfence.Middleware(ledger, asynqfence.Options{Logger: discardLogger})(h)
+	}
+	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		return c.record(h.ProcessTask(ctx, task))
 	})); err != nil {
 		return r, fmt.Errorf("asynq server: %w", err)
 	}
@@ -408,6 +443,20 @@ func asynqDrain(ctx context.Context, t *target, queues []string, n, conc int, o 
 	r.jobsPerSec = float64(n) / elapsed.Seconds()
 	if r.drain, err = pd.end(ctx, n); err != nil {
 		return r, err
+	}
+	if bridged {
+		// Sanity: every bridged job must have reached succeeded in the ledger.
+		var ok int64
+		for _, q := range names {
+			st, err := ledger.Stats(ctx, q)
+			if err != nil {
+				return r, err
+			}
+			ok += st["succeeded"]
+		}
+		if ok != int64(n) {
+			return r, fmt.Errorf("bridge drain: ledger shows %d of %d jobs succeeded", ok, n)
+		}
 	}
 	if o.after != nil {
 		err = o.after(ctx, d)
@@ -542,6 +591,12 @@ type drainFunc func(ctx context.Context, t *target, queues []string, n, conc int
 // compare runs each drain repeat times at concurrency conc, alternating
 // which goes first, after one untimed warm-up of each.
 func compare(ctx context.Context, e *bench, t *target, queues []string, n, conc int, o *drainOpts, fns ...drainFunc) ([][]drainRun, error) {
+	return compareNamed(ctx, e, t, queues, n, conc, o, nil, fns...)
+}
+
+// compareNamed is compare with the sides' names for progress lines (nil:
+// asynq and fencedq).
+func compareNamed(ctx context.Context, e *bench, t *target, queues []string, n, conc int, o *drainOpts, names []string, fns ...drainFunc) ([][]drainRun, error) {
 	warm := max(n/10, 20)
 	for _, fn := range fns {
 		if _, err := fn(ctx, t, queues, warm, conc, o); err != nil {
@@ -559,7 +614,11 @@ func compare(ctx context.Context, e *bench, t *target, queues []string, n, conc 
 			if err != nil {
 				return nil, err
 			}
-			e.progress("  %s %s concurrency %d run %d: %.0f jobs/s", t.name, drainName(i, len(fns)), conc, rep+1, r.jobsPerSec)
+			name := drainName(i, len(fns))
+			if i < len(names) {
+				name = names[i]
+			}
+			e.progress("  %s %s concurrency %d run %d: %.0f jobs/s", t.name, name, conc, rep+1, r.jobsPerSec)
 			out[i] = append(out[i], r)
 		}
 	}

@@ -82,45 +82,21 @@ func postgresVersion(ctx context.Context, url string) string {
 func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 	o := e.opts
 	r := &PostgresResult{Jobs: o.pgJobs, Repeat: o.repeat, Concurrency: o.concurrency, Rows: pgRows, Target: 0.8}
-	cfg, err := pgxpool.ParseConfig(o.pgURL)
-	if err != nil {
-		return nil, fmt.Errorf("postgres URL: %w", err)
-	}
-	cfg.MaxConns = int32(o.concurrency + 2)
 	stmts := &statementCounter{}
-	cfg.ConnConfig.Tracer = stmts
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	pool, err := pgxpool.NewWithConfig(cctx, cfg)
-	if err == nil {
-		err = pool.Ping(cctx)
-	}
-	cancel()
+	pool, note, err := e.openPostgres(ctx, o.concurrency+2, stmts)
 	if err != nil {
-		if pool != nil {
-			pool.Close()
-		}
-		r.Skipped = true
-		r.Note = fmt.Sprintf("PostgreSQL at %s unreachable (%v): section skipped; set DATABASE_URL or --pg", redactURL(o.pgURL), err)
-		e.progress("  %s", r.Note)
+		return nil, err
+	}
+	if pool == nil {
+		r.Skipped, r.Note = true, note
 		return r, nil
 	}
 	defer pool.Close()
-
-	schema := strings.ReplaceAll(uniq("fqbench"), "-", "_")
-	accounts := pgx.Identifier{schema, "accounts"}.Sanitize()
-	setup := []string{
-		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
-		"CREATE TABLE " + accounts + " (id int PRIMARY KEY, balance bigint NOT NULL DEFAULT 0, updated_at timestamptz)",
-		fmt.Sprintf("INSERT INTO %s (id) SELECT generate_series(0, %d)", accounts, pgRows-1),
+	schema, accounts, drop, err := createAccounts(ctx, pool)
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range setup {
-		if _, err := pool.Exec(ctx, s); err != nil {
-			return nil, fmt.Errorf("postgres setup: %w", err)
-		}
-	}
-	defer func() {
-		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	}()
+	defer drop()
 	opts := pgfence.Options{Schema: schema}
 	if err := pgfence.Migrate(ctx, pool, opts); err != nil {
 		return nil, err
@@ -188,4 +164,56 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 		r.StatementsPerJob[side] = round(median(xs), 2)
 	}
 	return r, nil
+}
+
+// openPostgres connects a pool of at most maxConns connections to the
+// benchmark's PostgreSQL, with tracer (nil: none). When PostgreSQL cannot be
+// reached it returns a nil pool and a note saying so (the section is
+// skipped, not failed).
+func (e *bench) openPostgres(ctx context.Context, maxConns int, tracer pgx.QueryTracer) (*pgxpool.Pool, string, error) {
+	cfg, err := pgxpool.ParseConfig(e.opts.pgURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres URL: %w", err)
+	}
+	cfg.MaxConns = int32(maxConns)
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(cctx, cfg)
+	if err == nil {
+		err = pool.Ping(cctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		note := fmt.Sprintf("PostgreSQL at %s unreachable (%v): section skipped; set DATABASE_URL or --pg", redactURL(e.opts.pgURL), err)
+		e.progress("  %s", note)
+		return nil, note, nil
+	}
+	return pool, "", nil
+}
+
+// createAccounts creates a fresh schema holding pgRows accounts and returns
+// the schema, the accounts table's qualified name and a function dropping
+// the schema.
+func createAccounts(ctx context.Context, pool *pgxpool.Pool) (schema, accounts string, drop func(), err error) {
+	schema = strings.ReplaceAll(uniq("fqbench"), "-", "_")
+	accounts = pgx.Identifier{schema, "accounts"}.Sanitize()
+	drop = func() {
+		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	}
+	for _, s := range []string{
+		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
+		"CREATE TABLE " + accounts + " (id int PRIMARY KEY, balance bigint NOT NULL DEFAULT 0, updated_at timestamptz)",
+		fmt.Sprintf("INSERT INTO %s (id) SELECT generate_series(0, %d)", accounts, pgRows-1),
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			drop()
+			return "", "", nil, fmt.Errorf("postgres setup: %w", err)
+		}
+	}
+	return schema, accounts, drop, nil
 }

@@ -146,6 +146,54 @@ func printTable(w io.Writer, r *Report) {
 			fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f (%s); PostgreSQL statements per job: %s\n", p.Ratio, targetText(p.Target, p.MeetsTarget), perMap(p.StatementsPerJob))
 		}
 	}
+	if b := r.Bridge; b != nil {
+		fmt.Fprintf(w, "\nbridge: %d no-op tasks drained by an asynq server, without and with the asynqfence middleware, concurrency %d, median of %d\n", b.Jobs, b.Concurrency, b.Repeat)
+		fmt.Fprint(tw, header)
+		row("asynq", b.Asynq)
+		row("asynq+bridge", b.Bridge)
+		tw.Flush()
+		fmt.Fprintf(w, "  ratio bridge/asynq = %.3f (no target)\n", b.Ratio)
+		fmt.Fprintf(w, "  scripts per job (drain): asynq %s\n                           bridge %s\n", perMap(b.Asynq.PerJob.Scripts), perMap(b.Bridge.PerJob.Scripts))
+		if p := b.Postgres; p != nil && p.Skipped {
+			fmt.Fprintf(w, "  postgres: skipped: %s\n", p.Note)
+		} else if p != nil {
+			fmt.Fprintf(w, "  postgres: %d tasks each updating one of %d rows\n", p.Jobs, p.Rows)
+			fmt.Fprint(tw, header)
+			row("asynq UPDATE", p.Asynq)
+			row("bridge pgfence", p.Bridge)
+			tw.Flush()
+			fmt.Fprintf(w, "  ratio bridge/asynq with PostgreSQL = %.3f (no target)\n", p.Ratio)
+		}
+	}
+	if ob := r.Outbox; ob != nil {
+		if ob.Skipped {
+			fmt.Fprintf(w, "\noutbox: skipped: %s\n", ob.Note)
+		} else {
+			fmt.Fprintf(w, "\noutbox: %d jobs from %d goroutines, one PostgreSQL transaction per call (EnqueueMany: %d jobs per call), median of %d\n",
+				ob.Jobs, ob.Goroutines, ob.Batch, ob.Repeat)
+			fmt.Fprint(tw, "\tjobs/s\tround trips/job\tredis cmds/job\tredis CPU µs/job\tclient CPU µs/job\t\n")
+			for _, s := range []struct {
+				name string
+				v    EnqueueSide
+			}{{"plain Enqueue", ob.Plain}, {"outbox Enqueue", ob.Outbox}, {"outbox EnqueueMany", ob.OutboxMany}} {
+				p := s.v.PerJob
+				fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.1f\t%.1f\t%.1f\t\n", s.name, s.v.JobsPerSec, p.RoundTrips, p.ServerCommands, p.RedisCPUMicros, p.ClientCPUMicros)
+			}
+			tw.Flush()
+			fmt.Fprintf(w, "  ratio outbox/plain = %.3f, EnqueueMany/plain = %.3f (no target); PostgreSQL statements per outbox job %.2f\n",
+				ob.Ratio, ob.RatioMany, ob.StatementsPerJob)
+			fmt.Fprintf(w, "  relay drain of the committed backlog by a fresh pool (concurrency %d): %.0f jobs/s\n", ob.Concurrency, ob.RelayDrainPerSec)
+			fmt.Fprintf(w, "  latency to handler start, %.0f jobs/s offered (%d jobs) into an idle pool: outbox from tx.Commit, plain from the Enqueue call\n", ob.LatencyRate, ob.LatencyJobs)
+			fmt.Fprint(tw, "\toffered/s\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tmean ms\t\n")
+			for _, s := range []struct {
+				name string
+				v    LatencySide
+			}{{"plain Enqueue", ob.PlainLatency}, {"outbox", ob.OutboxLatency}} {
+				fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", s.name, s.v.OfferedPerSec, s.v.P50Ms, s.v.P99Ms, s.v.P999Ms, s.v.MaxMs, s.v.MeanMs)
+			}
+			tw.Flush()
+		}
+	}
 	if rc := r.Recovery; rc != nil {
 		fmt.Fprintf(w, "\nrecovery: SIGKILL of the worker running a job until it runs again on a spare, %d kills each\n", rc.Kills)
 		fmt.Fprint(tw, "\trecovered\tmedian s\tworst s\ttimeout s\ttarget s\t\t\n")
