@@ -431,15 +431,25 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *jobs.Ledger, w *workloa
 			rep.Outcomes["dead_other"]++
 		}
 		if applied {
-			if ef.resource != "account:"+op.Args.From {
-				rep.fail(c, "%s applied under resource %s, want account:%s", op.ID, ef.resource, op.Args.From)
+			// Native pools fence a transfer by its source account's lease;
+			// the asynq bridge fences each job by its own token.
+			want := "account:" + op.Args.From
+			if e.o.Baseline == modeBridge {
+				want = jobs.LeaseResource(op.ID, "")
+			}
+			if ef.resource != want {
+				rep.fail(c, "%s applied under resource %s, want %s", op.ID, ef.resource, want)
 			}
 			// The writer: the fence owner is "<worker>/<job id>"; the
 			// effect's token is the fence of one of that job's attempts.
+			// Bridged jobs of one operation in two queues share the id, so
+			// the writer is the one with the matching attempt.
 			var writer *jobView
 			for _, v := range vs {
 				if v.rec != nil && strings.HasSuffix(ef.owner, "/"+v.rec.ID) {
-					writer = v
+					if _, ok := writerAttempt(v.rec.ID, v.hist, ef.owner, ef.token); ok || writer == nil {
+						writer = v
+					}
 				}
 			}
 			if writer == nil {
@@ -465,7 +475,10 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *jobs.Ledger, w *workloa
 					u.Reasons[reasonKey(h.Reason)]++
 				case h.Event == "resolve":
 					actor := "reconciler"
-					if !strings.HasPrefix(h.Actor, "reconciler") {
+					switch {
+					case strings.HasPrefix(h.Actor, "bridge:"):
+						actor = "bridge" // the asynq bridge, at a redelivery
+					case !strings.HasPrefix(h.Actor, "reconciler"):
 						actor = "operator"
 					}
 					u.Decisions[actor+"_"+h.Decision]++

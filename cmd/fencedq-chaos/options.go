@@ -95,7 +95,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.LongPause, "long-pause", 75*time.Second, "length of a long pause")
 	fs.DurationVar(&o.Drain, "drain", 3*time.Minute, "longest wait for the system to settle after the faults stop")
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed (0: from the clock)")
-	fs.StringVar(&o.Baseline, "baseline", "", `"asynq": run the unfenced asynq baseline instead of fencedq`)
+	fs.StringVar(&o.Baseline, "baseline", "", `"asynq": run the unfenced asynq baseline instead of fencedq; "asynq-bridge": the same asynq servers with the handler under the asynqfence middleware`)
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the schema, the Redis directory and the worker logs")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
@@ -116,8 +116,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		o.DatabaseURL = defaultDatabaseURL
 	}
 	switch {
-	case o.Baseline != "" && o.Baseline != "asynq":
-		return nil, fmt.Errorf(`%w: --baseline must be "asynq"`, errUsage)
+	case o.Baseline != "" && o.Baseline != "asynq" && o.Baseline != "asynq-bridge":
+		return nil, fmt.Errorf(`%w: --baseline must be "asynq" or "asynq-bridge"`, errUsage)
 	case o.Duration < 5*time.Second:
 		return nil, fmt.Errorf("%w: --duration must be at least 5s", errUsage)
 	case o.Rate <= 0:

@@ -51,7 +51,7 @@ type workerFlags struct {
 
 // add defines the worker's flags on fs.
 func (w *workerFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&w.mode, "mode", "fencedq", "fencedq (bank.Worker in a fencedq pool) or asynq (the unfenced baseline)")
+	fs.StringVar(&w.mode, "mode", "fencedq", "fencedq (bank.Worker in a fencedq pool), asynq (the unfenced baseline) or asynq-bridge (bank.Worker on asynq under the asynqfence middleware)")
 	fs.StringVar(&w.redis, "redis", "", "Redis address host:port")
 	fs.StringVar(&w.postgres, "postgres", "", "PostgreSQL URL")
 	fs.StringVar(&w.proxy, "proxy", "", "connect to PostgreSQL through this host:port instead of the URL's")
@@ -79,7 +79,7 @@ func workerMain(ctx context.Context, args []string, stderr io.Writer) error {
 	if w.redis == "" || w.postgres == "" || w.schema == "" || w.id == "" {
 		return fmt.Errorf("%w: worker needs --redis, --postgres, --schema and --id", errUsage)
 	}
-	if w.mode != "fencedq" && w.mode != "asynq" {
+	if w.mode != "fencedq" && w.mode != "asynq" && w.mode != "asynq-bridge" {
 		return fmt.Errorf("%w: unknown --mode %q", errUsage, w.mode)
 	}
 	var level slog.Level
@@ -107,8 +107,11 @@ func runWorker(ctx context.Context, w workerFlags, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	if w.mode == "asynq" {
+	switch w.mode {
+	case "asynq":
 		return runBaselineWorker(ctx, w, rdb, pool, log)
+	case "asynq-bridge":
+		return runBridgeWorker(ctx, w, rdb, pool, log)
 	}
 	return runFencedWorker(ctx, w, rdb, pool, log)
 }
