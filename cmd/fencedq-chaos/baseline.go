@@ -193,22 +193,30 @@ func checkBaseline(ctx context.Context, e *runEnv, w *workload, rep *report) err
 			rep.Outcomes["unfinished_"+state]++
 		}
 	}
+	b.Asynq, err = asynqCounts(insp)
+	return err
+}
+
+// asynqCounts sums asynq's own counters and task states over the
+// workload's queues.
+func asynqCounts(insp *asynq.Inspector) (map[string]int, error) {
+	out := map[string]int{}
 	for _, q := range []string{transfersQueue, priorityQueue} {
 		qi, err := baselineQueueInfo(insp, q)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if qi == nil {
 			continue
 		}
-		b.Asynq["processed_total"] += qi.ProcessedTotal
-		b.Asynq["failed_total"] += qi.FailedTotal
-		b.Asynq["archived"] += qi.Archived
-		b.Asynq["completed"] += qi.Completed
-		b.Asynq["active"] += qi.Active
-		b.Asynq["pending"] += qi.Pending + qi.Scheduled + qi.Retry
+		out["processed_total"] += qi.ProcessedTotal
+		out["failed_total"] += qi.FailedTotal
+		out["archived"] += qi.Archived
+		out["completed"] += qi.Completed
+		out["active"] += qi.Active
+		out["pending"] += qi.Pending + qi.Scheduled + qi.Retry
 	}
-	return nil
+	return out, nil
 }
 
 // baselineQueueInfo returns the asynq statistics of one of the baseline's

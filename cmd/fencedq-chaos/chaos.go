@@ -278,6 +278,9 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	} else {
 		err = checkFenced(cctx, e, ledger, w, rep)
 	}
+	if err == nil && mode == modeBridge {
+		rep.Asynq, err = asynqCounts(asynq.NewInspectorFromRedisClient(e.rdb))
+	}
 	if err != nil {
 		keepDir, keepSchema = true, true
 		return nil, fmt.Errorf("checker: %w (kept schema %s and directory %s)", err, e.schema, e.dir)

@@ -227,6 +227,37 @@ func TestBaselineSmoke(t *testing.T) {
 		b.DoubleApplies, b.DoubleAppliedOps, b.StaleWrites, b.Lost, b.Unfinished, rep.Faults)
 }
 
+// TestBridgeSmoke runs the asynq bridge briefly (asynq servers with the
+// bank handler under the asynqfence middleware) and requires a clean
+// report: the fencedq checker's checks all hold. Kills are left out: a
+// killed server's task waits for asynq's recoverer (30-90 s), longer than
+// CI should; the long runs in RELIABILITY.md include them.
+func TestBridgeSmoke(t *testing.T) {
+	needServers(t)
+	t.Parallel()
+	var out bytes.Buffer
+	code := run(t.Context(), []string{
+		"--baseline", "asynq-bridge", "--json", "--duration", "20s", "--rate", "5", "--workers", "2", "--concurrency", "3",
+		"--max-kills", "0", "--drain", "60s", "--priority-copies", "0.1", "--seed", "31337",
+	}, &out, &logWriter{t: t})
+	if code != 0 {
+		t.Fatalf("bridge run exited %d; output:\n%s", code, out.String())
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("bridge report is not one JSON object: %v\n%s", err, out.String())
+	}
+	if rep.Mode != modeBridge || rep.ViolationCount != 0 || rep.Workload.Submissions == 0 || len(rep.Checks) == 0 {
+		t.Fatalf("bridge report is not clean: %s", out.String())
+	}
+	for _, c := range rep.Checks {
+		if !c.OK {
+			t.Errorf("check %q failed: %v", c.Name, c.Examples)
+		}
+	}
+	t.Logf("bridge run: %v; faults %v", rep.Outcomes, rep.Faults)
+}
+
 func TestBadUsageExitsTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"--duration", "1s"},

@@ -13,7 +13,7 @@
 //  2. starts --workers worker processes (this binary re-executed with the
 //     hidden `worker` command), each running bank.Worker over
 //     bank.PostgresStore in a fencedq pool (which claims jobs from the
-//     ledger itself: asynq runs only in the baseline), and each talking to PostgreSQL
+//     ledger itself: asynq runs only in the baselines), and each talking to PostgreSQL
 //     through its own TCP proxy on loopback; the first --careless workers
 //     make their storage calls ignore the handler's cancellation (a handler
 //     or driver that does not honour its context), so that a worker paused
@@ -58,6 +58,19 @@
 // credits, and reports the double applies, stale writes and lost transfers
 // it finds instead of failing (exit 0 unless the run itself broke).
 //
+// --baseline asynq-bridge runs the same workload and faults on the same
+// asynq servers, client, queues, retries and lease as the baseline, with
+// the transfer handler being bank.Worker over the fenced
+// bank.PostgresStore under the asynqfence middleware: each delivery is a
+// fenced attempt in the ledger (the job is the operation id, carried in
+// the task's asynqfence.OperationHeader), the pgfence effect log is the
+// bridge's evidence for a redelivered task whose attempt ended without a
+// commit, and no fencedq pool runs. It is checked like fencedq (effects,
+// tokens, every job succeeded, dead or in review; its effects are fenced
+// by the job's own token, "job:<operation id>") and fails on a violation.
+// A killed or long-paused server's task waits for asynq's recoverer (30-90
+// s), so the drain takes that long after such a fault.
+//
 // Everything listens on loopback. Exit codes: 0 clean, 1 violation or
 // broken run, 2 bad usage.
 //
@@ -84,6 +97,7 @@
 //	--drain 3m               longest wait for the system to settle
 //	--seed 0                 random seed (0: from the clock; printed)
 //	--baseline asynq         run the unfenced asynq baseline instead
+//	--baseline asynq-bridge  run asynq servers with the asynqfence middleware instead
 //	--json                   print the report as one JSON object
 //	--keep                   keep the schema, Redis directory and worker logs
 //	--database-url URL       PostgreSQL (default $DATABASE_URL or the URL above)

@@ -30,7 +30,10 @@ type report struct {
 	Uncertain *uncertainSummary `json:"uncertain,omitempty"`
 	// Baseline holds what the unfenced baseline did wrong (baseline mode).
 	Baseline *baselineSummary `json:"baseline,omitempty"`
-	Checks   []*check         `json:"checks"`
+	// Asynq holds asynq's own counters and task states at the end (bridge
+	// mode; the baseline's are in Baseline).
+	Asynq  map[string]int `json:"asynq,omitempty"`
+	Checks []*check       `json:"checks"`
 	// ViolationCount is the number of violations over all checks.
 	ViolationCount int `json:"violation_count"`
 	// Violations lists failed checks' findings (the first examples of each).
@@ -199,6 +202,9 @@ func (r *report) printTable(out io.Writer) {
 	}
 	if r.Ledger != nil {
 		row("ledger", joinCounts(r.Ledger))
+	}
+	if r.Asynq != nil {
+		row("asynq", joinCounts(r.Asynq))
 	}
 	row("storage", joinCounts(r.Storage))
 	if u := r.Uncertain; u != nil {
