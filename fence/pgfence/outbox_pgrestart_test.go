@@ -41,6 +41,16 @@ type privatePG struct {
 	URL            string
 }
 
+// skipOutsideCI skips the test with a loud message, or fails it when CI is
+// set: a green CI run must not hide a test that did not run.
+func skipOutsideCI(t *testing.T, msg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + "\n(CI is set, so this is a failure, not a skip)")
+	}
+	t.Skip("\n!!! SKIPPED !!! " + msg + "\n(set CI=1 to make this a failure)")
+}
+
 // startPrivatePG starts a private PostgreSQL, or skips the test when its
 // binaries (initdb, postgres) are not installed.
 func startPrivatePG(t *testing.T) *privatePG {
@@ -53,7 +63,7 @@ func startPrivatePG(t *testing.T) *privatePG {
 		bin = filepath.Dir(ms[len(ms)-1])
 	}
 	if bin == "" {
-		t.Skip("initdb not found (PATH, /usr/lib/postgresql/*/bin): install PostgreSQL's server binaries to run this test")
+		skipOutsideCI(t, "initdb not found (PATH, /usr/lib/postgresql/*/bin): install PostgreSQL's server binaries (apt-get install -y postgresql) to run this test")
 	}
 	// Not t.TempDir: its parents are private to this user, and the server
 	// may run as another one.
@@ -66,7 +76,7 @@ func startPrivatePG(t *testing.T) *privatePG {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Skipf("running as root and no postgres user to run a private PostgreSQL as: %v", err)
+			skipOutsideCI(t, "running as root and no postgres user to run a private PostgreSQL as: "+err.Error())
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
