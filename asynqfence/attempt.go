@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -80,21 +81,24 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c j
 	r.stop()
 
 	cause := context.Cause(actx)
-	end := attemptEnd{
-		err:            err,
-		lost:           errors.Is(cause, lease.ErrLost),
-		lostCause:      cause,
-		cancelled:      errors.Is(cause, errCancelled),
-		timedOut:       errors.Is(ctx.Err(), context.DeadlineExceeded),
-		shutdown:       errors.Is(ctx.Err(), context.Canceled),
-		retryOnTimeout: retriesOnTimeout(t, next),
-		reconcilable:   b.reconcilerFor(t, next) != nil || b.opts.EffectLog != nil,
+	end := attempt.End{
+		Err:            err,
+		Permanent:      errors.Is(err, asynq.SkipRetry),
+		Lost:           errors.Is(cause, lease.ErrLost),
+		LostCause:      cause,
+		Cancelled:      errors.Is(cause, errCancelled),
+		TimedOut:       errors.Is(ctx.Err(), context.DeadlineExceeded),
+		RetryOnTimeout: retriesOnTimeout(t, next),
+		Reconcilable:   b.reconcilerFor(t, next) != nil || b.opts.EffectLog != nil,
 	}
-	outcome := decide(end)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		end.Shutdown = "asynq cancelled the handler mid-call"
+	}
+	outcome := attempt.Decide(end)
 	if outcome.To == jobs.Pending {
 		outcome.RetryAt = time.Now() // asynq decides when the retry is delivered
 	}
-	if end.lost {
+	if end.Lost {
 		b.metrics.LeaseLost.WithLabelValues(c.Queue, kind).Inc()
 	}
 	if errors.Is(err, fence.ErrStale) {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -66,7 +67,7 @@ var (
 )
 
 // ReconcileFunc tells whether an uncertain job's effect happened.
-type ReconcileFunc func(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
+type ReconcileFunc = attempt.ReconcileFunc
 
 // TaskReconciler is implemented by handlers that can tell whether an
 // uncertain job's effect happened (Handler implements it for workers with

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -31,39 +31,16 @@ func (b *Bridge) reconcilerFor(t *asynq.Task, next asynq.Handler) ReconcileFunc 
 }
 
 // verdict asks the kind's Reconcile, else the effect log, exactly as the
-// native reconciler does; asked is false when there is nothing to ask.
-func (b *Bridge) verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc) (v jobs.Verdict, evidence string, asked bool) {
+// native reconciler does (attempt.Verdict); asked is false when there is
+// nothing to ask.
+func (b *Bridge) verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc) (jobs.Verdict, string, bool) {
 	cctx, cancel := context.WithTimeout(ctx, b.opts.ReconcileTimeout)
 	defer cancel()
-	if f != nil {
-		v, err := safeReconcile(cctx, f, rec)
-		if err != nil {
-			b.metrics.ReconcileErrors.Inc()
-			return jobs.CannotTell, "Reconcile failed: " + err.Error(), true
-		}
-		return v, "Reconcile answered " + v.String(), true
+	v, evidence, asked, failed := attempt.Verdict(cctx, rec, f, b.opts.EffectLog)
+	if failed {
+		b.metrics.ReconcileErrors.Inc()
 	}
-	if el := b.opts.EffectLog; el != nil {
-		applied, ok, err := el.Applied(cctx, rec.OperationID)
-		switch {
-		case err != nil:
-			return jobs.CannotTell, "effect log unavailable: " + err.Error(), true
-		case ok:
-			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner), true
-		default:
-			return jobs.NotApplied, "effect log: operation not applied", true
-		}
-	}
-	return jobs.CannotTell, "kind has no Reconcile method and the bridge has no effect log", false
-}
-
-func safeReconcile(ctx context.Context, f ReconcileFunc, rec *jobs.Record) (v jobs.Verdict, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			v, err = jobs.CannotTell, fmt.Errorf("reconcile panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return f(ctx, rec)
+	return v, evidence, asked
 }
 
 // reconcile decides an uncertain job before its task runs again: applied

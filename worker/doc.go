@@ -39,8 +39,8 @@
 //     (fencedq_fenced_rejections_total{stage="commit"}); that attempt never
 //     reports success.
 //
-// outcome.go maps how a handler call ended to the outcome, as one pure
-// function.
+// How a handler call ended maps to the outcome through one pure function,
+// shared with the asynq bridge (internal/attempt.Decide).
 //
 // # Timeouts and uncertainty
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/fence"
+	rules "github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -106,7 +107,7 @@ func (p *Pool) execute(a *attempt) {
 	}
 
 	h := p.handlerFor(c.Kind)
-	var end attemptEnd
+	var end rules.End
 	start := time.Now()
 	if h == nil {
 		p.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonUnknownKind).Inc()
@@ -121,27 +122,27 @@ func (p *Pool) execute(a *attempt) {
 				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryAt: time.Now().Add(wait)}})
 			return
 		}
-		end.err = fmt.Errorf("%w: no worker registered for kind %q (put back %d times)", jobs.ErrPermanent, c.Kind, c.KindDefers)
-		end.reason = "unknown kind"
+		end.Err = fmt.Errorf("%w: no worker registered for kind %q (put back %d times)", jobs.ErrPermanent, c.Kind, c.KindDefers)
+		end.Reason = "unknown kind"
 	} else {
 		end = p.runHandler(a, h)
 	}
 	p.renewer.remove(a)
 	a.timer.Stop()
-	outcome := decide(end)
+	outcome := rules.Decide(end)
 	if outcome.To == jobs.Pending && !outcome.Defer {
 		outcome.RetryAt = time.Now().Add(p.cfg.RetryDelay(c.Attempt))
 	}
-	if end.lost {
+	if end.Lost {
 		p.metrics.LeaseLost.WithLabelValues(c.Queue, kind).Inc()
 	}
-	if errors.Is(end.err, fence.ErrStale) {
+	if errors.Is(end.Err, fence.ErrStale) {
 		p.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageStorage).Inc()
 	}
-	if errors.Is(end.err, errMalformed) {
+	if end.Malformed {
 		p.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonMalformed).Inc()
 	}
-	p.completer.add(&finished{a: a, outcome: outcome, err: end.err, elapsed: time.Since(start), kind: kind})
+	p.completer.add(&finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(start), kind: kind})
 }
 
 // acquireResource takes the named resource's lease, waiting up to
@@ -177,7 +178,7 @@ func (p *Pool) acquireResource(a *attempt, kind string) bool {
 
 // runHandler runs the handler under the attempt's context, with the
 // attempt's deadline and fence, and reports how it ended.
-func (p *Pool) runHandler(a *attempt, h *handler) attemptEnd {
+func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 	c := a.job
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -204,16 +205,20 @@ func (p *Pool) runHandler(a *attempt, h *handler) attemptEnd {
 	a.mu.Lock()
 	cancelled := a.cancelled
 	a.mu.Unlock()
-	return attemptEnd{
-		err:            err,
-		lost:           errors.Is(cause, lease.ErrLost),
-		lostCause:      cause,
-		cancelled:      cancelled,
-		timedOut:       errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
-		shutdown:       errors.Is(cause, errShutdown),
-		retryOnTimeout: h.retryOnTimeout,
-		reconcilable:   h.reconcile != nil || p.cfg.Reconciler.EffectLog != nil,
+	end := rules.End{
+		Err:            err,
+		Malformed:      errors.Is(err, errMalformed),
+		Lost:           errors.Is(cause, lease.ErrLost),
+		LostCause:      cause,
+		Cancelled:      cancelled,
+		TimedOut:       errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
+		RetryOnTimeout: h.retryOnTimeout,
+		Reconcilable:   h.reconcile != nil || p.cfg.Reconciler.EffectLog != nil,
 	}
+	if errors.Is(cause, errShutdown) {
+		end.Shutdown = "worker shut down mid-call"
+	}
+	return end
 }
 
 // safeRun calls the handler, turning a panic into a retryable error.

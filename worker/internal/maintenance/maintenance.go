@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -44,7 +45,7 @@ type PrunableLog interface {
 type EffectPruner func(ctx context.Context) (int64, error)
 
 // ReconcileFunc asks a job kind whether an uncertain job's effect happened.
-type ReconcileFunc func(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
+type ReconcileFunc = attempt.ReconcileFunc
 
 // Defaults for the services' batch sizes.
 const (

@@ -3,10 +3,9 @@ package maintenance
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -43,42 +42,19 @@ func (s *Services) resolve(ctx context.Context, leader lease.Token) error {
 	})
 }
 
-// verdict asks the kind's Reconcile, else the effect log; asked is false
-// when there is nothing to ask. A Reconcile that panics or fails answers
-// "cannot tell".
-func (s *Services) verdict(ctx context.Context, rec *jobs.Record) (v jobs.Verdict, evidence string, asked bool) {
-	if f := s.cfg.Reconciler(rec.Kind); f != nil {
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-		defer cancel()
-		v, err := safeReconcile(cctx, f, rec)
-		if err != nil {
-			s.cfg.Metrics.ReconcileErrors.Inc()
-			s.log.Warn("Reconcile failed", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID, "kind", rec.Kind, "error", err)
-			return jobs.CannotTell, "Reconcile failed: " + err.Error(), true
-		}
-		return v, "Reconcile answered " + v.String(), true
+// verdict asks the kind's Reconcile, else the effect log (see
+// attempt.Verdict); a Reconcile that fails or panics answers "cannot tell"
+// and is counted.
+func (s *Services) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdict, string, bool) {
+	f := s.cfg.Reconciler(rec.Kind)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	v, evidence, asked, failed := attempt.Verdict(cctx, rec, f, s.cfg.EffectLog)
+	if failed {
+		s.cfg.Metrics.ReconcileErrors.Inc()
+		s.log.Warn("Reconcile failed", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID, "kind", rec.Kind, "error", evidence)
 	}
-	if el := s.cfg.EffectLog; el != nil {
-		applied, ok, err := el.Applied(ctx, rec.OperationID)
-		switch {
-		case err != nil:
-			return jobs.CannotTell, "effect log unavailable: " + err.Error(), true
-		case ok:
-			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner), true
-		default:
-			return jobs.NotApplied, "effect log: operation not applied", true
-		}
-	}
-	return jobs.CannotTell, "kind has no Reconcile method and the pool has no effect log", false
-}
-
-func safeReconcile(ctx context.Context, f ReconcileFunc, rec *jobs.Record) (v jobs.Verdict, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			v, err = jobs.CannotTell, fmt.Errorf("reconcile panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return f(ctx, rec)
+	return v, evidence, asked
 }
 
 func (s *Services) decide(ctx context.Context, rec *jobs.Record, leader lease.Token) error {

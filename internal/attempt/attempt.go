@@ -1,0 +1,136 @@
+// Package attempt holds the rules shared by every place that runs a fenced
+// attempt (worker pools and the asynq bridge): how a handler call's end
+// becomes the outcome committed to the ledger, and how an uncertain job's
+// verdict is asked of the kind's Reconcile or the effect log.
+package attempt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// End is how an attempt's handler call ended.
+type End struct {
+	Err            error  // the handler's error (nil: success)
+	Reason         string // why, when the caller already knows (a permanent failure's reason)
+	Malformed      bool   // the payload did not decode into the kind's args
+	Permanent      bool   // the error must not be retried (besides jobs.ErrPermanent)
+	Lost           bool   // a lease was lost mid-call
+	LostCause      error  // why (for the reason text)
+	Cancelled      bool   // an operator asked to cancel the job
+	TimedOut       bool   // the handler's deadline passed
+	Shutdown       string // non-empty when the runner cancelled the call: the reason shown
+	RetryOnTimeout bool   // the kind's effects are safe to repeat after a timeout
+	Reconcilable   bool   // the kind has Reconcile, or an effect log answers for it
+}
+
+// IsTimeout reports whether err is a timeout: the call may have reached
+// the dependency, which may have accepted the work.
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
+
+// Decide maps how an attempt ended to the outcome to commit. Only a proven
+// result is final: a timeout, a lost lease or a shutdown mid-call leaves the
+// job uncertain, never guessed failed or succeeded. So does a dependency
+// call that timed out before the job's own deadline, for kinds that can be
+// reconciled; other kinds retry it (they should return jobs.Unknown
+// themselves when a repeat would be harmful). A retry's due time is set by
+// the caller.
+func Decide(e End) jobs.Outcome {
+	err := e.Err
+	text := ""
+	if err != nil {
+		text = err.Error()
+	}
+	switch {
+	case err == nil:
+		return jobs.Outcome{To: jobs.Succeeded}
+	case errors.Is(err, fence.ErrAlreadyApplied):
+		// The effect log says this operation's effect is applied.
+		reason := "effect already applied"
+		var ae *fence.AlreadyAppliedError
+		if errors.As(err, &ae) && ae.Elsewhere() {
+			reason = fmt.Sprintf("effect already applied by %s (token %d on %s)", ae.Record.Owner, ae.Record.Token, ae.Record.Resource)
+		}
+		return jobs.Outcome{To: jobs.Succeeded, Error: text, Reason: reason}
+	case e.Malformed:
+		return jobs.Outcome{To: jobs.Dead, Error: text, Reason: "malformed payload"}
+	case e.Permanent || errors.Is(err, jobs.ErrPermanent):
+		reason := e.Reason
+		if reason == "" {
+			reason = "permanent error"
+		}
+		return jobs.Outcome{To: jobs.Dead, Error: text, Reason: reason}
+	case errors.Is(err, fence.ErrStale):
+		// Storage saw a newer token: this attempt is superseded and its
+		// effect was refused. A retry; if a newer attempt owns the job the
+		// commit itself is refused.
+		return jobs.Outcome{To: jobs.Pending, Error: text}
+	case errors.Is(err, jobs.ErrUnknown):
+		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: "handler reported an unknown outcome"}
+	case e.Lost:
+		reason := "lease lost mid-call"
+		if e.LostCause != nil {
+			reason += ": " + e.LostCause.Error()
+		}
+		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: reason}
+	case e.Cancelled:
+		// The ledger turns a retry of a job an operator cancelled into cancelled.
+		return jobs.Outcome{To: jobs.Pending, Error: text}
+	case e.TimedOut && !e.RetryOnTimeout:
+		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: "deadline passed mid-call"}
+	case e.Shutdown != "":
+		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: e.Shutdown}
+	case IsTimeout(err) && e.Reconcilable && !e.RetryOnTimeout:
+		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: "a dependency timed out; it may have accepted the work"}
+	}
+	return jobs.Outcome{To: jobs.Pending, Error: text}
+}
+
+// ReconcileFunc asks a job kind whether an uncertain job's effect happened.
+type ReconcileFunc func(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
+
+// Verdict asks f (the kind's Reconcile) if there is one, else the effect
+// log, about rec's effect, and says what the answer rests on. failed is
+// true when Reconcile failed or panicked (the answer is CannotTell); asked
+// is false when there was nothing to ask.
+func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.EffectLog) (v jobs.Verdict, evidence string, asked, failed bool) {
+	if f != nil {
+		v, err := safeReconcile(ctx, f, rec)
+		if err != nil {
+			return jobs.CannotTell, "Reconcile failed: " + err.Error(), true, true
+		}
+		return v, "Reconcile answered " + v.String(), true, false
+	}
+	if log != nil {
+		applied, ok, err := log.Applied(ctx, rec.OperationID)
+		switch {
+		case err != nil:
+			return jobs.CannotTell, "effect log unavailable: " + err.Error(), true, false
+		case ok:
+			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner), true, false
+		default:
+			return jobs.NotApplied, "effect log: operation not applied", true, false
+		}
+	}
+	return jobs.CannotTell, "kind has no Reconcile method and no effect log answers for it", false, false
+}
+
+func safeReconcile(ctx context.Context, f ReconcileFunc, rec *jobs.Record) (v jobs.Verdict, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = jobs.CannotTell, fmt.Errorf("reconcile panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return f(ctx, rec)
+}

@@ -1,0 +1,55 @@
+package attempt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+func TestDecide(t *testing.T) {
+	errMalformed := errors.New("malformed")
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		name   string
+		end    End
+		to     jobs.State
+		reason string
+	}{
+		{"success", End{}, jobs.Succeeded, ""},
+		{"success despite a lost lease (the commit is fenced)", End{Lost: true}, jobs.Succeeded, ""},
+		{"effect already applied", End{Err: fmt.Errorf("apply: %w", fence.ErrAlreadyApplied)}, jobs.Succeeded, "effect already applied"},
+		{"malformed payload", End{Err: fmt.Errorf("%w: bad", errMalformed), Malformed: true}, jobs.Dead, "malformed payload"},
+		{"permanent", End{Err: jobs.Permanent(boom)}, jobs.Dead, "permanent error"},
+		{"unknown kind", End{Err: jobs.Permanent(boom), Reason: "unknown kind"}, jobs.Dead, "unknown kind"},
+		{"stale storage", End{Err: &fence.StaleError{StoredToken: 2}}, jobs.Pending, ""},
+		{"unknown outcome", End{Err: jobs.Unknown(boom)}, jobs.Uncertain, "handler reported an unknown outcome"},
+		{"unknown beats timeout", End{Err: jobs.Unknown(boom), TimedOut: true}, jobs.Uncertain, "handler reported an unknown outcome"},
+		{"lease lost mid-call", End{Err: boom, Lost: true, LostCause: lease.ErrLost}, jobs.Uncertain, "lease lost mid-call: " + lease.ErrLost.Error()},
+		{"cancelled by an operator", End{Err: boom, Cancelled: true}, jobs.Pending, ""},
+		{"deadline passed", End{Err: boom, TimedOut: true}, jobs.Uncertain, "deadline passed mid-call"},
+		{"deadline passed, safe to repeat", End{Err: boom, TimedOut: true, RetryOnTimeout: true}, jobs.Pending, ""},
+		{"shutdown", End{Err: boom, Shutdown: "worker shut down mid-call"}, jobs.Uncertain, "worker shut down mid-call"},
+		{"plain error", End{Err: boom}, jobs.Pending, ""},
+		{"dependency timeout, reconcilable", End{Err: fmt.Errorf("call: %w", context.DeadlineExceeded), Reconcilable: true}, jobs.Uncertain, "a dependency timed out; it may have accepted the work"},
+		{"network timeout, reconcilable", End{Err: &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, Reconcilable: true}, jobs.Uncertain, "a dependency timed out; it may have accepted the work"},
+		{"dependency timeout, cannot reconcile", End{Err: context.DeadlineExceeded}, jobs.Pending, ""},
+		{"dependency timeout, safe to repeat", End{Err: context.DeadlineExceeded, Reconcilable: true, RetryOnTimeout: true}, jobs.Pending, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := Decide(c.end)
+			if o.To != c.to || o.Reason != c.reason {
+				t.Fatalf("decide = %s (%q), want %s (%q)", o.To, o.Reason, c.to, c.reason)
+			}
+			if c.end.Err != nil && o.Error != c.end.Err.Error() {
+				t.Fatalf("error text %q, want %q", o.Error, c.end.Err.Error())
+			}
+		})
+	}
+}
