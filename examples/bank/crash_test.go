@@ -127,7 +127,7 @@ func testKilled(t *testing.T, afterEffect bool, via string) {
 }
 
 // TestCrashRecoveryWithinLeaseTTLPlusInterval states the design's promise
-// (DESIGN.md §7, issue 5): with lease TTL 2s and a reconciler scanning every
+// (ARCHITECTURE.md, "The reconciler"): with lease TTL 2s and a reconciler scanning every
 // 1s, a job whose worker process was SIGKILLed mid-call is resolved within
 // TTL + interval + a few seconds of slack, not asynq's one-minute
 // recoverer. The bound (15s) is generous; it is a promise, not a benchmark.

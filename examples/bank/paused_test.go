@@ -10,8 +10,8 @@ import (
 	"github.com/fencedq/fencedq/lease"
 )
 
-// TestPausedWorkerIsFencedAcrossProcesses is DESIGN.md §1 with real
-// processes, for each protected store (issue 4):
+// TestPausedWorkerIsFencedAcrossProcesses is ARCHITECTURE.md's opening timeline with real
+// processes, for each protected store:
 //
 //  1. worker process A claims a transfer and leases its source account
 //     (fence a), fences on acquire and, just before writing, is stopped
