@@ -54,67 +54,64 @@ type noteRequest struct {
 	Note string `json:"note"`
 }
 
+// jobAction is an operator action on one job: it checks credentials, the
+// CSRF token, the path and the note, runs do with the operator's name, logs
+// the result with the job id, and answers with the job (plus extra).
+type jobAction struct {
+	name         string // in logs
+	noteRequired bool
+	do           func(ctx context.Context, queue, id, actor, note string) (*jobs.Record, error)
+	extra        func(rec *jobs.Record) map[string]any
+}
+
+func (h *Handler) serveJobAction(a jobAction) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, ok := h.authorizeAction(w, r)
+		if !ok {
+			return
+		}
+		queue, id, ok := pathJob(w, r)
+		if !ok {
+			return
+		}
+		var req noteRequest
+		if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why"}`) {
+			return
+		}
+		n, ok := note(w, req.Note, a.noteRequired)
+		if !ok {
+			return
+		}
+		ctx, cancel := h.actionContext(r)
+		defer cancel()
+		log := h.log.With("queue", queue, "job_id", id, "action", a.name, "actor", who.actor)
+		rec, err := a.do(ctx, queue, id, who.actor, n)
+		if err != nil {
+			log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
+			h.fail(w, r, err)
+			return
+		}
+		log.InfoContext(ctx, "dashboard: operator action done", "state", string(rec.State))
+		out := map[string]any{"job": viewOf(rec)}
+		if a.extra != nil {
+			for k, v := range a.extra(rec) {
+				out[k] = v
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
 // apiCancel cancels a pending (due or scheduled) job, or asks a running
 // job's attempt to stop (its outcome is still committed by its token).
-func (h *Handler) apiCancel(w http.ResponseWriter, r *http.Request) {
-	who, ok := h.authorizeAction(w, r)
-	if !ok {
-		return
-	}
-	queue, id, ok := pathJob(w, r)
-	if !ok {
-		return
-	}
-	var req noteRequest
-	if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why"}`) {
-		return
-	}
-	n, ok := note(w, req.Note, true)
-	if !ok {
-		return
-	}
-	ctx, cancel := h.actionContext(r)
-	defer cancel()
-	log := h.log.With("queue", queue, "job_id", id, "action", "cancel", "actor", who.actor)
-	rec, err := h.client.Cancel(ctx, queue, id, who.actor, n)
-	if err != nil {
-		log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
-		h.fail(w, r, err)
-		return
-	}
-	log.InfoContext(ctx, "dashboard: operator cancelled job", "state", string(rec.State))
-	writeJSON(w, http.StatusOK, map[string]any{"job": viewOf(rec), "stop_requested": rec.State == jobs.Running})
+func (h *Handler) apiCancel() http.HandlerFunc {
+	return h.serveJobAction(jobAction{name: "cancel", noteRequired: true, do: h.client.Cancel,
+		extra: func(rec *jobs.Record) map[string]any { return map[string]any{"stop_requested": rec.State == jobs.Running} }})
 }
 
 // apiRunNow makes a scheduled job due at once.
-func (h *Handler) apiRunNow(w http.ResponseWriter, r *http.Request) {
-	who, ok := h.authorizeAction(w, r)
-	if !ok {
-		return
-	}
-	queue, id, ok := pathJob(w, r)
-	if !ok {
-		return
-	}
-	var req noteRequest
-	if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why"}`) {
-		return
-	}
-	n, ok := note(w, req.Note, false)
-	if !ok {
-		return
-	}
-	ctx, cancel := h.actionContext(r)
-	defer cancel()
-	log := h.log.With("queue", queue, "job_id", id, "action", "run_now", "actor", who.actor)
-	rec, err := h.client.RunNow(ctx, queue, id, who.actor, n)
-	if err != nil {
-		log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
-		h.fail(w, r, err)
-		return
-	}
-	log.InfoContext(ctx, "dashboard: operator ran a scheduled job now")
-	writeJSON(w, http.StatusOK, map[string]any{"job": viewOf(rec)})
+func (h *Handler) apiRunNow() http.HandlerFunc {
+	return h.serveJobAction(jobAction{name: "run_now", do: h.client.RunNow})
 }
 
 // apiPause pauses (pause=true) or resumes a queue.
