@@ -106,7 +106,9 @@ func (h *Handler) serveJobAction(a jobAction) http.HandlerFunc {
 // job's attempt to stop (its outcome is still committed by its token).
 func (h *Handler) apiCancel() http.HandlerFunc {
 	return h.serveJobAction(jobAction{name: "cancel", noteRequired: true, do: h.client.Cancel,
-		extra: func(rec *jobs.Record) map[string]any { return map[string]any{"stop_requested": rec.State == jobs.Running} }})
+		extra: func(rec *jobs.Record) map[string]any {
+			return map[string]any{"stop_requested": rec.State == jobs.Running}
+		}})
 }
 
 // apiRunNow makes a scheduled job due at once.
