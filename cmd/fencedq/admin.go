@@ -479,16 +479,21 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	}
 }
 
-func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+// jobCommand builds an operator command acting on one job (--job, looked
+// up in every queue unless --queue is given): do performs the action, show
+// prints its result as text or JSON.
+func jobCommand(fs *flag.FlagSet, action string, noteRequired bool,
+	do func(c *jobs.Client, ctx context.Context, q, id, actor, note string) (*jobs.Record, error),
+	show func(out io.Writer, rec *jobs.Record, asJSON bool) error) func(context.Context, io.Writer) error {
 	var o operatorFlags
-	o.add(fs, true)
+	o.add(fs, noteRequired)
 	job := fs.String("job", "", "job id (required)")
 	queue := fs.String("queue", "", "the job's queue (default: looked up)")
 	return func(ctx context.Context, out io.Writer) error {
 		if *job == "" {
 			return fmt.Errorf("%w: --job is required", errUsage)
 		}
-		if err := o.check(true); err != nil {
+		if err := o.check(noteRequired); err != nil {
 			return err
 		}
 		client, closeAll, err := o.openClient(ctx)
@@ -496,16 +501,22 @@ func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		defer closeAll()
-		q, err := findQueue(ctx, client.Ledger(), *queue, *job, "cancel")
+		q, err := findQueue(ctx, client.Ledger(), *queue, *job, action)
 		if err != nil {
 			return err
 		}
-		rec, err := client.Cancel(ctx, q, *job, o.actor, o.note)
+		rec, err := do(client, ctx, q, *job, o.actor, o.note)
 		if err != nil {
-			return operatorError("cancel", err)
+			return operatorError(action, err)
 		}
+		return show(out, rec, o.asJSON)
+	}
+}
+
+func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	return jobCommand(fs, "cancel", true, (*jobs.Client).Cancel, func(out io.Writer, rec *jobs.Record, asJSON bool) error {
 		stop := rec.State == jobs.Running
-		if o.asJSON {
+		if asJSON {
 			return json.NewEncoder(out).Encode(struct {
 				Job           *jobs.Record `json:"job"`
 				Cancelled     bool         `json:"cancelled"`
@@ -518,42 +529,19 @@ func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		fmt.Fprintf(out, "job %s is now %s\n", rec.ID, rec.State)
 		return nil
-	}
+	})
 }
 
 func runNowCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
-	var o operatorFlags
-	o.add(fs, false)
-	job := fs.String("job", "", "job id (required)")
-	queue := fs.String("queue", "", "the job's queue (default: looked up)")
-	return func(ctx context.Context, out io.Writer) error {
-		if *job == "" {
-			return fmt.Errorf("%w: --job is required", errUsage)
-		}
-		if err := o.check(false); err != nil {
-			return err
-		}
-		client, closeAll, err := o.openClient(ctx)
-		if err != nil {
-			return err
-		}
-		defer closeAll()
-		q, err := findQueue(ctx, client.Ledger(), *queue, *job, "run-now")
-		if err != nil {
-			return err
-		}
-		rec, err := client.RunNow(ctx, q, *job, o.actor, o.note)
-		if err != nil {
-			return operatorError("run-now", err)
-		}
-		if o.asJSON {
+	return jobCommand(fs, "run-now", false, (*jobs.Client).RunNow, func(out io.Writer, rec *jobs.Record, asJSON bool) error {
+		if asJSON {
 			return json.NewEncoder(out).Encode(struct {
 				Job *jobs.Record `json:"job"`
 			}{rec})
 		}
 		fmt.Fprintf(out, "job %s is due now (%s)\n", rec.ID, rec.State)
 		return nil
-	}
+	})
 }
 
 func pauseCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
