@@ -74,7 +74,7 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 			res.NextTry = time.Now().Add(time.Second << min(tries+1, 10))
 		}
 	}
-	state, err := b.ledger.Resolve(ctx, q, id, res)
+	state, err := b.ledger.Decide(ctx, q, id, res)
 	if errors.Is(err, jobs.ErrWrongState) {
 		return true, nil // another reconciler decided first: look again
 	}

@@ -135,7 +135,7 @@ func (f *fixture) seed() *fixture {
 	stop()
 
 	// The reconciler could not tell: hand the job to an operator.
-	_, err = f.ledger.Resolve(ctx, "default", f.review, jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideReview,
+	_, err = f.ledger.Decide(ctx, "default", f.review, jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideReview,
 		Actor: "reconciler", Note: "cannot tell after 3 tries"})
 	must(t, err)
 
@@ -286,7 +286,7 @@ func (f *fixture) reviewJob(q string, args jobs.JobArgs, op string) string {
 	if !cs[0].Applied || cs[0].State != jobs.Uncertain {
 		f.t.Fatalf("commit: %+v", cs[0])
 	}
-	_, err = f.ledger.Resolve(ctx, q, id, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler", Note: "cannot tell"})
+	_, err = f.ledger.Decide(ctx, q, id, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler", Note: "cannot tell"})
 	must(f.t, err)
 	return id
 }

@@ -22,7 +22,7 @@ var ErrInProgress = errors.New("fence: operation in progress")
 type AlreadyAppliedError struct {
 	// Record is what the effect log holds: the resource, token and owner
 	// that applied the operation.
-	Record Applied
+	Record Effect
 	// Fence is the write that was refused (zero when unknown, as for an
 	// answer of httpfence.CheckResponse to a request without fence headers).
 	Fence Fence

@@ -73,8 +73,10 @@ func (e *StaleError) Error() string {
 // Is makes errors.Is(err, ErrStale) true.
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
-// Applied is the effect log's answer about one operation id.
-type Applied struct {
+// Effect is the effect log's record of one applied operation: which fence
+// (resource, token, owner) applied it. It is distinct from the reconcile
+// verdict jobs.Applied, which only says that an effect happened.
+type Effect struct {
 	// OperationID is the operation asked about.
 	OperationID string
 	// Resource, Token and Owner are the fence that applied it.
@@ -87,7 +89,7 @@ type Applied struct {
 // to resolve uncertain jobs whose effects go through a fence store.
 type EffectLog interface {
 	// Applied returns the record of operationID, or ok=false if it was never applied.
-	Applied(ctx context.Context, operationID string) (rec Applied, ok bool, err error)
+	Applied(ctx context.Context, operationID string) (rec Effect, ok bool, err error)
 }
 
 type ctxKey struct{}

@@ -102,7 +102,7 @@ func TestBridgedDeliveries(t *testing.T) {
 		if again := g.deliver("t4", time.Minute); again.Status != jobs.DeliveryUnresolved {
 			t.Fatalf("delivery of an uncertain job: %+v", again)
 		}
-		if _, err := g.l.Resolve(g.ctx, g.q, "t4", jobs.Resolution{Decision: jobs.DecideRerun, Actor: "operator:test"}); err != nil {
+		if _, err := g.l.Decide(g.ctx, g.q, "t4", jobs.Resolution{Decision: jobs.DecideRerun, Actor: "operator:test"}); err != nil {
 			t.Fatal(err)
 		}
 		g.want("t4", jobs.Pending) // listed and counted as pending while it waits for asynq

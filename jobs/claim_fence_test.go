@@ -25,7 +25,7 @@ func TestClaimClearsThePreviousAttemptsFence(t *testing.T) {
 	if rec := f.want(id, jobs.Uncertain); rec.Fence != f1 {
 		t.Fatalf("after the commit: fence %d, want %d", rec.Fence, f1)
 	}
-	if _, err := f.l.Resolve(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideRerun, Actor: "operator:test"}); err != nil {
+	if _, err := f.l.Decide(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideRerun, Actor: "operator:test"}); err != nil {
 		t.Fatal(err)
 	}
 	c2 := f.claimOne(id)

@@ -321,13 +321,13 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		c := f.claimOne(id)
 		f.complete(c, jobs.Outcome{To: jobs.Uncertain, Error: "timeout", Reason: "deadline passed mid-call"})
 		f.want(id, jobs.Uncertain)
-		if _, err := f.l.Resolve(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideLater, Actor: "reconciler:x", NextTry: time.Now().Add(time.Hour)}); err != nil {
+		if _, err := f.l.Decide(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideLater, Actor: "reconciler:x", NextTry: time.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		if rec := f.want(id, jobs.Uncertain); rec.ReconcileTries != 1 {
 			t.Fatalf("tries %d", rec.ReconcileTries)
 		}
-		if _, err := f.l.Resolve(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideRerun, Actor: "reconciler:x", Note: "not applied"}); err != nil {
+		if _, err := f.l.Decide(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideRerun, Actor: "reconciler:x", Note: "not applied"}); err != nil {
 			t.Fatal(err)
 		}
 		if rec := f.want(id, jobs.Pending); rec.Runs != 1 {
@@ -348,7 +348,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
 		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Uncertain})
-		if st, err := f.l.Resolve(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideSucceeded, Actor: "reconciler:x", Note: "effect log"}); err != nil || st != jobs.Succeeded {
+		if st, err := f.l.Decide(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideSucceeded, Actor: "reconciler:x", Note: "effect log"}); err != nil || st != jobs.Succeeded {
 			t.Fatal(st, err)
 		}
 		f.want(id, jobs.Succeeded)
@@ -361,7 +361,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
 		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Uncertain})
-		if _, err := f.l.Resolve(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler:x", Note: "cannot tell"}); err != nil {
+		if _, err := f.l.Decide(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler:x", Note: "cannot tell"}); err != nil {
 			t.Fatal(err)
 		}
 		f.want(id, jobs.Review)

@@ -264,7 +264,7 @@ func (m *machine) resolve(t *rapid.T, id string, r jobs.Resolution) {
 		in.From = []model.State{model.Uncertain, model.Review}
 	}
 	before := m.redisMs(t)
-	st, err := m.l.Resolve(m.ctx, m.q, id, r)
+	st, err := m.l.Decide(m.ctx, m.q, id, r)
 	got := model.Resolved{Code: 1, State: model.State(st)}
 	switch {
 	case errors.Is(err, jobs.ErrStale):

@@ -45,7 +45,7 @@ func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, acto
 	if d == DecideRerun {
 		from = append(from, Dead, Cancelled)
 	}
-	if _, err := c.ledger.Resolve(ctx, queue, id, Resolution{From: from, Decision: d, Actor: who, Note: note}); err != nil {
+	if _, err := c.ledger.Decide(ctx, queue, id, Resolution{From: from, Decision: d, Actor: who, Note: note}); err != nil {
 		return nil, err
 	}
 	return c.ledger.Get(ctx, queue, id)

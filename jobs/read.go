@@ -170,9 +170,9 @@ func (l *Ledger) FindByOperation(ctx context.Context, op string) (*Record, error
 	return nil, fmt.Errorf("%w: operation %s", ErrNotFound, op)
 }
 
-// Entry is one line of a job's history, or of a queue's event feed.
+// Entry is one line of a job's history (see History).
 type Entry struct {
-	Event    string    `json:"event"` // enqueued, attempt, end, fenced, deduplicated, resolve, cancel
+	Event    string    `json:"event"` // enqueued, attempt, end, fenced, deduplicated, resolve, cancel, run_now
 	At       time.Time `json:"at"`
 	Attempt  int       `json:"attempt,omitempty"`
 	Token    string    `json:"token,omitempty"`
@@ -186,16 +186,29 @@ type Entry struct {
 	Decision string    `json:"decision,omitempty"`
 	Actor    string    `json:"actor,omitempty"`
 	Note     string    `json:"note,omitempty"`
-	Current  string    `json:"current,omitempty"`
-	Job      string    `json:"job,omitempty"`
-	Op       string    `json:"op,omitempty"`
-	Type     string    `json:"type,omitempty"`
 }
 
-func decodeEntry(s string) Entry {
+// Event is one line of a queue's event feed (see Events): a fenced
+// rejection, a deduplication or an operator action, naming the job it
+// concerns.
+type Event struct {
+	Type    string    `json:"type"` // fenced, deduplicated, cancel, run_now, pause, resume
+	At      time.Time `json:"at"`
+	Job     string    `json:"job,omitempty"`
+	Op      string    `json:"op,omitempty"`
+	Stage   string    `json:"stage,omitempty"`
+	Token   string    `json:"token,omitempty"`
+	Current string    `json:"current,omitempty"`
+	Actor   string    `json:"actor,omitempty"`
+	Note    string    `json:"note,omitempty"`
+}
+
+// jsonFields reads a JSON object written by the scripts as text fields
+// (cjson writes numbers as numbers; a corrupt line reads as empty).
+func jsonFields(s string) func(k string) string {
 	var raw map[string]any
 	_ = json.Unmarshal([]byte(s), &raw)
-	get := func(k string) string {
+	return func(k string) string {
 		switch v := raw[k].(type) {
 		case string:
 			return v
@@ -204,12 +217,23 @@ func decodeEntry(s string) Entry {
 		}
 		return ""
 	}
+}
+
+func decodeEntry(s string) Entry {
+	get := jsonFields(s)
 	return Entry{
 		Event: get("event"), At: msTime(get("at")), Attempt: atoi(get("attempt")), Token: get("token"),
 		Fence: get("fence"), Owner: get("owner"), Outcome: get("outcome"), Error: get("error"), Reason: get("reason"),
 		Stage: get("stage"), From: get("from"), Decision: get("decision"),
-		Actor: get("actor"), Note: get("note"), Current: get("current"), Job: get("job"), Op: get("op"),
-		Type: get("type"),
+		Actor: get("actor"), Note: get("note"),
+	}
+}
+
+func decodeEvent(s string) Event {
+	get := jsonFields(s)
+	return Event{
+		Type: get("type"), At: msTime(get("at")), Job: get("job"), Op: get("op"), Stage: get("stage"),
+		Token: get("token"), Current: get("current"), Actor: get("actor"), Note: get("note"),
 	}
 }
 
@@ -255,14 +279,14 @@ func commonPath(r *Record) []Entry {
 
 // Events returns queue q's most recent fenced rejections, deduplications
 // and operator actions, newest first.
-func (l *Ledger) Events(ctx context.Context, q string, n int) ([]Entry, error) {
+func (l *Ledger) Events(ctx context.Context, q string, n int) ([]Event, error) {
 	items, err := l.rdb.LRange(ctx, l.prefix(q)+"events", 0, int64(n)-1).Result()
 	if err != nil {
 		return nil, wrap("events", err)
 	}
-	out := make([]Entry, len(items))
+	out := make([]Event, len(items))
 	for i, s := range items {
-		out[i] = decodeEntry(s)
+		out[i] = decodeEvent(s)
 	}
 	return out, nil
 }
@@ -293,8 +317,8 @@ func (l *Ledger) Paused(ctx context.Context, q string) (*Pause, error) {
 	if err != nil {
 		return nil, wrap("paused "+q, err)
 	}
-	e := decodeEntry(v)
-	return &Pause{Actor: e.Actor, Note: e.Note, At: e.At}, nil
+	get := jsonFields(v)
+	return &Pause{Actor: get("actor"), Note: get("note"), At: msTime(get("at"))}, nil
 }
 
 // IDs returns up to limit job ids in state s of queue q, from offset, in

@@ -319,10 +319,12 @@ type Resolution struct {
 	NextTry time.Time
 }
 
-// Resolve applies r to job id of queue q and returns its new state. It
+// Decide applies the resolution r to job id of queue q and returns its new
+// state. It is the one primitive behind the reconciler's decisions (fenced by
+// r.Leader) and Client.Resolve, the operator's validated entry point. It
 // fails with ErrNotFound, ErrWrongState (the job is not in r.From) or
 // ErrStale (a newer reconciler leader was seen).
-func (l *Ledger) Resolve(ctx context.Context, q, id string, r Resolution) (State, error) {
+func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State, error) {
 	switch r.Decision {
 	case DecideSucceeded, DecideRerun, DecideDead, DecideReview, DecideLater:
 	default:

@@ -361,8 +361,8 @@ func TestPoolsPublishHeartbeats(t *testing.T) {
 // prunableLog is an effect log that records the pruner's calls.
 type prunableLog struct{ olderThan chan time.Duration }
 
-func (prunableLog) Applied(context.Context, string) (fence.Applied, bool, error) {
-	return fence.Applied{}, false, nil
+func (prunableLog) Applied(context.Context, string) (fence.Effect, bool, error) {
+	return fence.Effect{}, false, nil
 }
 
 func (l prunableLog) PruneEffects(_ context.Context, olderThan time.Duration) (int64, error) {

@@ -319,31 +319,31 @@ func (s *HTTPStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 }
 
 // Applied asks the service's effect log.
-func (s *HTTPStore) Applied(ctx context.Context, op string) (fence.Applied, bool, error) {
+func (s *HTTPStore) Applied(ctx context.Context, op string) (fence.Effect, bool, error) {
 	if op == "" {
-		return fence.Applied{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
+		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
 	}
 	resp, err := s.do(ctx, http.MethodGet, routeEffects+url.PathEscape(op), nil, nil)
 	if err != nil {
-		return fence.Applied{}, false, fmt.Errorf("bank: applied %q: %w", op, err)
+		return fence.Effect{}, false, fmt.Errorf("bank: applied %q: %w", op, err)
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusNotFound:
-		return fence.Applied{}, false, nil
+		return fence.Effect{}, false, nil
 	case http.StatusOK:
 	default:
-		return fence.Applied{}, false, unexpected("applied", resp)
+		return fence.Effect{}, false, unexpected("applied", resp)
 	}
 	var b effectBody
 	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
-		return fence.Applied{}, false, fmt.Errorf("bank: applied %q: %w", op, err)
+		return fence.Effect{}, false, fmt.Errorf("bank: applied %q: %w", op, err)
 	}
 	tok, err := lease.ParseToken(b.Token)
 	if err != nil {
-		return fence.Applied{}, false, fmt.Errorf("bank: applied %q: token: %w", op, err)
+		return fence.Effect{}, false, fmt.Errorf("bank: applied %q: token: %w", op, err)
 	}
-	return fence.Applied{OperationID: b.OperationID, Resource: b.Resource, Token: tok, Owner: b.Owner}, true, nil
+	return fence.Effect{OperationID: b.OperationID, Resource: b.Resource, Token: tok, Owner: b.Owner}, true, nil
 }
 
 // Balances reads every balance through the service.

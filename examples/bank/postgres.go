@@ -98,7 +98,7 @@ func (s *PostgresStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error
 }
 
 // Applied asks the effect log.
-func (s *PostgresStore) Applied(ctx context.Context, op string) (fence.Applied, bool, error) {
+func (s *PostgresStore) Applied(ctx context.Context, op string) (fence.Effect, bool, error) {
 	return s.fence.Applied(ctx, op)
 }
 

@@ -67,7 +67,7 @@ func (s *RedisStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 }
 
 // Applied asks the effect log.
-func (s *RedisStore) Applied(ctx context.Context, op string) (fence.Applied, bool, error) {
+func (s *RedisStore) Applied(ctx context.Context, op string) (fence.Effect, bool, error) {
 	return s.fence.Applied(ctx, op)
 }
 

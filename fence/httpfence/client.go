@@ -192,7 +192,7 @@ func CheckResponse(resp *http.Response) error {
 		if f.Token == 0 {
 			f = fence.Fence{}
 		}
-		return &fence.AlreadyAppliedError{Record: fence.Applied{
+		return &fence.AlreadyAppliedError{Record: fence.Effect{
 			OperationID: b.OperationID, Resource: res, Token: stored, Owner: b.StoredOwner,
 		}, Fence: f}
 	case b.Error == "stale_token":

@@ -271,7 +271,7 @@ func testMiddleware(t *testing.T, b backend) {
 	if a.status != http.StatusOK || a.body.StoredResource != "acct:1" || a.body.StoredOwner != "w-a" || calls.Load() != 1 {
 		t.Fatalf("same op id on another resource: %d %q, calls %d", a.status, a.raw, calls.Load())
 	}
-	first := fence.Applied{OperationID: "op-1", Resource: "acct:1", Token: 10, Owner: "w-a"}
+	first := fence.Effect{OperationID: "op-1", Resource: "acct:1", Token: 10, Owner: "w-a"}
 	if !errors.As(a.err, &ae) || ae.Record != first || ae.Fence != other || !ae.Elsewhere() {
 		t.Fatalf("CheckResponse(other resource) = %#v, want record %+v", a.err, first)
 	}

@@ -189,7 +189,7 @@ func (s *Store) fenceTx(ctx context.Context, tx pgx.Tx, fences []fence.Fence) er
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("pgfence: record %q: %w", p.OperationID, err)
 	}
-	rec := fence.Applied{OperationID: p.OperationID}
+	rec := fence.Effect{OperationID: p.OperationID}
 	var tok string
 	err = tx.QueryRow(ctx, s.q.recorded, p.OperationID).Scan(&rec.Resource, &tok, &rec.Owner)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -249,18 +249,18 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 // and owner that applied it. It implements fence.EffectLog: the reconciler
 // needs only the job's operation id. For an ApplyMulti operation the record
 // names its primary (first) resource.
-func (s *Store) Applied(ctx context.Context, operationID string) (fence.Applied, bool, error) {
+func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, bool, error) {
 	if operationID == "" {
-		return fence.Applied{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
+		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
 	}
-	rec := fence.Applied{OperationID: operationID}
+	rec := fence.Effect{OperationID: operationID}
 	var tok string
 	err := s.pool.QueryRow(ctx, s.q.recorded, operationID).Scan(&rec.Resource, &tok, &rec.Owner)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fence.Applied{}, false, nil
+		return fence.Effect{}, false, nil
 	}
 	if err != nil {
-		return fence.Applied{}, false, fmt.Errorf("pgfence: applied %q: %w", operationID, err)
+		return fence.Effect{}, false, fmt.Errorf("pgfence: applied %q: %w", operationID, err)
 	}
 	rec.Token = parseToken(tok)
 	return rec, true, nil

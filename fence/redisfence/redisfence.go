@@ -295,7 +295,7 @@ func (s *Store) run(ctx context.Context, f fence.Fence, mode string, ttl int64, 
 	case 0:
 		return &fence.StaleError{Fence: f, StoredToken: parseToken(reply[1]), StoredOwner: str(reply[2])}
 	case 2:
-		return &fence.AlreadyAppliedError{Record: fence.Applied{
+		return &fence.AlreadyAppliedError{Record: fence.Effect{
 			OperationID: f.OperationID, Resource: str(reply[4]), Token: parseToken(reply[1]), Owner: str(reply[2]),
 		}, Fence: f}
 	case 3:
@@ -350,37 +350,37 @@ func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, st
 // (Config.EffectTTL). A pending Guard operation is not
 // applied (yet). If the reconciler knows the resource, AppliedOn saves the
 // index lookup.
-func (s *Store) Applied(ctx context.Context, operationID string) (fence.Applied, bool, error) {
+func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, bool, error) {
 	if operationID == "" {
-		return fence.Applied{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
+		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
 	}
 	resource, err := s.client.Get(ctx, s.IndexKey(operationID)).Result()
 	if errors.Is(err, redis.Nil) {
-		return fence.Applied{}, false, nil
+		return fence.Effect{}, false, nil
 	}
 	if err != nil {
-		return fence.Applied{}, false, fmt.Errorf("redisfence: applied %q: %w", operationID, err)
+		return fence.Effect{}, false, fmt.Errorf("redisfence: applied %q: %w", operationID, err)
 	}
 	return s.AppliedOn(ctx, resource, operationID)
 }
 
 // AppliedOn reports whether operationID was applied on resource, reading
 // the effect record directly (one round trip, no index).
-func (s *Store) AppliedOn(ctx context.Context, resource, operationID string) (fence.Applied, bool, error) {
+func (s *Store) AppliedOn(ctx context.Context, resource, operationID string) (fence.Effect, bool, error) {
 	if operationID == "" {
-		return fence.Applied{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
+		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
 	}
 	if err := validateResource(resource); err != nil {
-		return fence.Applied{}, false, err
+		return fence.Effect{}, false, err
 	}
 	h, err := s.client.HMGet(ctx, s.EffectKey(resource, operationID), "state", "token", "owner").Result()
 	if err != nil {
-		return fence.Applied{}, false, fmt.Errorf("redisfence: applied %q on %q: %w", operationID, resource, err)
+		return fence.Effect{}, false, fmt.Errorf("redisfence: applied %q on %q: %w", operationID, resource, err)
 	}
 	if str(h[0]) != "applied" {
-		return fence.Applied{}, false, nil
+		return fence.Effect{}, false, nil
 	}
-	return fence.Applied{OperationID: operationID, Resource: resource, Token: parseToken(h[1]), Owner: str(h[2])}, true, nil
+	return fence.Effect{OperationID: operationID, Resource: resource, Token: parseToken(h[1]), Owner: str(h[2])}, true, nil
 }
 
 func str(v any) string {

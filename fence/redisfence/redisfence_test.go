@@ -331,7 +331,7 @@ func TestOperationBoundToOneResource(t *testing.T) {
 		t.Fatalf("after the first write failed: %v", err)
 	}
 	// And is refused on acct:1, by Apply and by Guard, naming acct:2's record.
-	want := fence.Applied{OperationID: "op-b", Resource: "acct:2", Token: 10, Owner: "w/job-2"}
+	want := fence.Effect{OperationID: "op-b", Resource: "acct:2", Token: 10, Owner: "w/job-2"}
 	for name, err := range map[string]error{
 		"Apply": s.Apply(ctx, fz("acct:1", 11, "w/job-1", "op-b")),
 		"Guard": s.Guard(ctx, fz("acct:1", 11, "w/job-1", "op-b"), func(context.Context) error {

@@ -40,7 +40,7 @@ type Harness struct {
 	// FenceOnAcquire, HighWater and Applied call the store's methods.
 	FenceOnAcquire func(ctx context.Context, f fence.Fence) error
 	HighWater      func(ctx context.Context, resource string) (lease.Token, string, error)
-	Applied        func(ctx context.Context, operationID string) (fence.Applied, bool, error)
+	Applied        func(ctx context.Context, operationID string) (fence.Effect, bool, error)
 	// Count returns how many durable records (rows or keys) exist in the
 	// store's tables or namespace, data included.
 	Count func(ctx context.Context) (int64, error)
@@ -347,7 +347,7 @@ func testApplied(t *testing.T, h Harness) {
 	ctx := t.Context()
 	mustApply(t, h, fz("acct:7", 77, "w-7", "job-7/step-1"), 1)
 	rec, ok, err := h.Applied(ctx, "job-7/step-1")
-	want := fence.Applied{OperationID: "job-7/step-1", Resource: "acct:7", Token: 77, Owner: "w-7"}
+	want := fence.Effect{OperationID: "job-7/step-1", Resource: "acct:7", Token: 77, Owner: "w-7"}
 	if err != nil || !ok || rec != want {
 		t.Fatalf("Applied = %+v, %v, %v; want %+v", rec, ok, err, want)
 	}
@@ -395,7 +395,7 @@ func testSameOpOtherResource(t *testing.T, h Harness) {
 		t.Fatalf("same op id on another resource: err = %v, want ErrAlreadyApplied", err)
 	}
 	var ae *fence.AlreadyAppliedError
-	want := fence.Applied{OperationID: "op-shared", Resource: "acct:1", Token: 10, Owner: "w/job-1"}
+	want := fence.Effect{OperationID: "op-shared", Resource: "acct:1", Token: 10, Owner: "w/job-1"}
 	if !errors.As(err, &ae) || ae.Record != want || ae.Fence != second {
 		t.Fatalf("same op id on another resource: err = %#v, want record %+v and fence %+v", err, want, second)
 	}
@@ -437,7 +437,7 @@ func testRejectedOpFree(t *testing.T, h Harness) {
 		t.Fatalf("Applied(rejected op-x) = %v, %v; want not applied", ok, err)
 	}
 	mustApply(t, h, fz("acct:2", 10, "a", "op-x"), 1)
-	want := fence.Applied{OperationID: "op-x", Resource: "acct:2", Token: 10, Owner: "a"}
+	want := fence.Effect{OperationID: "op-x", Resource: "acct:2", Token: 10, Owner: "a"}
 	if rec, ok, err := h.Applied(ctx, "op-x"); err != nil || !ok || rec != want {
 		t.Fatalf("Applied(op-x) = %+v, %v, %v; want %+v", rec, ok, err, want)
 	}
@@ -482,7 +482,7 @@ func testConcurrentSameOpAcross(t *testing.T, h Harness) {
 		t.Fatalf("no write applied: %v", errs)
 	}
 	w := fences[winner]
-	want := fence.Applied{OperationID: "op-race", Resource: w.Resource, Token: w.Token, Owner: w.Owner}
+	want := fence.Effect{OperationID: "op-race", Resource: w.Resource, Token: w.Token, Owner: w.Owner}
 	total := int64(0)
 	for i, f := range fences {
 		v, err := h.Value(ctx, f.Resource)

@@ -75,7 +75,7 @@ func (s *Services) decide(ctx context.Context, rec *jobs.Record, leader lease.To
 			res.NextTry = time.Now().Add(s.cfg.Interval << min(rec.ReconcileTries+1, 10))
 		}
 	}
-	state, err := s.ledger.Resolve(ctx, rec.Queue, rec.ID, res)
+	state, err := s.ledger.Decide(ctx, rec.Queue, rec.ID, res)
 	if err != nil {
 		return err
 	}
