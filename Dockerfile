@@ -1,8 +1,10 @@
 # Builds the fencedq command (worker, dashboard, demo, operator commands).
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
+# The library (root module) and the commands (module ./cmd), joined by go.work.
+COPY go.mod go.sum go.work ./
+COPY cmd/go.mod cmd/go.sum ./cmd/
+RUN go mod download && cd cmd && go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/fencedq ./cmd/fencedq
 

@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -68,7 +69,7 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 	default:
 		if !asked || tries+1 >= b.opts.MaxReconcileTries {
 			res.Decision = jobs.DecideReview
-			result = "review"
+			result = metrics.ResultReview
 		} else {
 			res.Decision = jobs.DecideLater
 			res.NextTry = time.Now().Add(time.Second << min(tries+1, 10))

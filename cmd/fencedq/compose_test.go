@@ -85,7 +85,7 @@ func TestDockerBuildContext(t *testing.T) {
 			t.Errorf(".dockerignore does not exclude %s", want)
 		}
 	}
-	for _, keep := range []string{"go.mod", "go.sum", "cmd", "*.go", "**/*.go", "jobs", "."} {
+	for _, keep := range []string{"go.mod", "go.sum", "go.work", "cmd", "cmd/go.mod", "*.go", "**/*.go", "jobs", "."} {
 		if patterns[keep] {
 			t.Errorf(".dockerignore excludes %s, which the build needs", keep)
 		}

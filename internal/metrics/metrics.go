@@ -39,6 +39,11 @@ const (
 	ReasonUnknownKind = "unknown_kind"
 	ReasonUnknownJob  = "unknown_job"
 	ReasonInvalid     = "invalid"
+
+	// Decisions are counted by result: a reconcile verdict's name
+	// (jobs.Verdict.String), ResultReview or ResultExpired.
+	ResultReview  = "review"
+	ResultExpired = "expired"
 )
 
 // New registers the series on reg (nil: a private registry, so nothing is

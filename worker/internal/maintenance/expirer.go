@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -36,7 +37,7 @@ func (s *Services) expire(ctx context.Context, leader lease.Token) error {
 			}
 			for _, id := range exp.Moved {
 				s.expired.Add(1)
-				s.cfg.Metrics.Decisions.WithLabelValues(q, "expired").Inc()
+				s.cfg.Metrics.Decisions.WithLabelValues(q, metrics.ResultExpired).Inc()
 				s.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
 			}
 			for _, id := range exp.Dropped {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -69,7 +70,7 @@ func (s *Services) decide(ctx context.Context, rec *jobs.Record, leader lease.To
 	default:
 		if !asked || rec.ReconcileTries+1 >= s.cfg.MaxTries {
 			res.Decision = jobs.DecideReview
-			result = "review"
+			result = metrics.ResultReview
 		} else {
 			res.Decision = jobs.DecideLater
 			res.NextTry = time.Now().Add(s.cfg.Interval << min(rec.ReconcileTries+1, 10))

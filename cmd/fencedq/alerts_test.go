@@ -1,119 +1,102 @@
-package deploy_test
+package main
 
 import (
 	"bytes"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
 )
 
-// metric is one series family defined in worker/metrics.go.
+// metric is one series family a pool or an enqueue client registers.
 type metric struct {
-	kind   string // Counter, Gauge, Histogram, Summary
+	kind   string // Counter, Gauge, Histogram
 	labels []string
 }
 
-// metricSources are where the worker's series are defined (they moved from
-// worker/metrics.go to internal/metrics, shared with the enqueue client).
-var metricSources = []string{"../internal/metrics", "../worker"}
+// recorder is a Registerer that keeps every collector registered through it.
+type recorder struct {
+	prometheus.Registerer
+	collectors []prometheus.Collector
+}
 
-// workerMetrics reads the metric names, kinds and label names from the
-// source of the packages in metricSources: every
-// prometheus.<Kind>Opts{Name: "..."} literal, with the []string{...} labels
-// passed next to it. It also returns the source text, for label values.
-func workerMetrics(t *testing.T) (map[string]metric, string) {
+func (r *recorder) Register(c prometheus.Collector) error {
+	r.collectors = append(r.collectors, c)
+	return r.Registerer.Register(c)
+}
+
+func (r *recorder) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+var descParts = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
+
+// workerMetrics returns the series a worker pool and an enqueue client
+// really register: their names, kinds and label names, read from the
+// collectors' descriptions.
+func workerMetrics(t *testing.T) map[string]metric {
 	t.Helper()
-	fset := token.NewFileSet()
-	var files []*ast.File
-	var text strings.Builder
-	for _, dir := range metricSources {
-		paths, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-		for _, p := range paths {
-			if strings.HasSuffix(p, "_test.go") {
-				continue
-			}
-			src, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := parser.ParseFile(fset, p, src, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files = append(files, f)
-			text.Write(src)
-		}
+	rec := &recorder{Registerer: prometheus.NewRegistry()}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer rdb.Close()
+	if _, err := worker.NewPool(rdb, worker.Config{Registerer: rec}); err != nil {
+		t.Fatal(err)
 	}
+	jobs.NewClient(rdb, jobs.Config{Registerer: rec})
 	out := map[string]metric{}
-	optsKind := func(e ast.Expr) (string, string, bool) {
-		lit, ok := e.(*ast.CompositeLit)
-		if !ok {
-			return "", "", false
+	for _, c := range rec.collectors {
+		var kind string
+		switch c.(type) {
+		case prometheus.Gauge, *prometheus.GaugeVec: // before Counter: a Gauge is also a Counter
+			kind = "Gauge"
+		case prometheus.Histogram, *prometheus.HistogramVec:
+			kind = "Histogram"
+		case prometheus.Counter, *prometheus.CounterVec:
+			kind = "Counter"
+		default:
+			t.Fatalf("unexpected collector %T", c)
 		}
-		sel, ok := lit.Type.(*ast.SelectorExpr)
-		if !ok || !strings.HasSuffix(sel.Sel.Name, "Opts") {
-			return "", "", false
-		}
-		if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "prometheus" {
-			return "", "", false
-		}
-		for _, el := range lit.Elts {
-			kv, ok := el.(*ast.KeyValueExpr)
-			if !ok {
-				continue
+		descs := make(chan *prometheus.Desc, 16)
+		go func() { c.Describe(descs); close(descs) }()
+		for d := range descs {
+			m := descParts.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("cannot read %s", d)
 			}
-			if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Name" {
-				if bl, ok := kv.Value.(*ast.BasicLit); ok && bl.Kind == token.STRING {
-					name, _ := strconv.Unquote(bl.Value)
-					return strings.TrimSuffix(sel.Sel.Name, "Opts"), name, true
-				}
+			var labels []string
+			if m[2] != "" {
+				labels = strings.Split(m[2], ",")
 			}
+			out[m[1]] = metric{kind: kind, labels: labels}
 		}
-		return "", "", false
-	}
-	inspect := func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok || len(call.Args) == 0 {
-			return true
-		}
-		kind, name, ok := optsKind(call.Args[0])
-		if !ok {
-			return true
-		}
-		m := metric{kind: kind}
-		if len(call.Args) > 1 {
-			if lit, ok := call.Args[1].(*ast.CompositeLit); ok {
-				for _, el := range lit.Elts {
-					if bl, ok := el.(*ast.BasicLit); ok && bl.Kind == token.STRING {
-						l, _ := strconv.Unquote(bl.Value)
-						m.labels = append(m.labels, l)
-					}
-				}
-			}
-		}
-		out[name] = m
-		return true
-	}
-	for _, f := range files {
-		ast.Inspect(f, inspect)
 	}
 	if len(out) < 10 || out["fencedq_jobs"].kind != "Gauge" || !slices.Contains(out["fencedq_jobs"].labels, "state") {
-		t.Fatalf("could not read the metrics from %v: %+v", metricSources, out)
+		t.Fatalf("could not read the registered metrics: %+v", out)
 	}
-	return out, text.String()
+	return out
+}
+
+// labelValues are the values the pool sets for each bounded label other
+// than queue and kind (state and outcome are job states).
+var labelValues = map[string][]string{
+	"stage":  {metrics.StageEnqueue, metrics.StageExecute, metrics.StageCommit, metrics.StageRenew, metrics.StageStorage},
+	"reason": {metrics.ReasonMalformed, metrics.ReasonUnknownKind, metrics.ReasonUnknownJob, metrics.ReasonInvalid},
+	"result": {jobs.Applied.String(), jobs.NotApplied.String(), jobs.CannotTell.String(), metrics.ResultReview, metrics.ResultExpired},
 }
 
 type rulesFile struct {
@@ -158,14 +141,17 @@ func resolve(defs map[string]metric, name string) (string, metric, bool) {
 	return "", metric{}, false
 }
 
+// alertsFile is the Prometheus rule file shipped with the deployment files.
+const alertsFile = "../../deploy/prometheus/alerts.yml"
+
 // TestAlertRulesUseWorkerMetrics checks deploy/prometheus/alerts.yml
-// against the metrics the worker defines (see metricSources): every metric an expression names is defined,
+// against the metrics a worker pool registers: every metric an expression names is defined,
 // every label it selects or groups by exists on those metrics, label values
 // are ones the worker sets, rate() is only taken of counters, and every
 // rule is well-formed.
 func TestAlertRulesUseWorkerMetrics(t *testing.T) {
-	defs, metricsSrc := workerMetrics(t)
-	raw, err := os.ReadFile("prometheus/alerts.yml")
+	defs := workerMetrics(t)
+	raw, err := os.ReadFile(alertsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +168,7 @@ func TestAlertRulesUseWorkerMetrics(t *testing.T) {
 		if label == "state" || label == "outcome" {
 			return jobs.State(v).Valid()
 		}
-		return regexp.MustCompile(`\b` + regexp.QuoteMeta(v) + `\b`).MatchString(metricsSrc)
+		return slices.Contains(labelValues[label], v)
 	}
 	seen := map[string]bool{}
 	used := map[string]bool{}
@@ -222,7 +208,7 @@ func TestAlertRulesUseWorkerMetrics(t *testing.T) {
 			for _, name := range refs {
 				base, m, ok := resolve(defs, name)
 				if !ok {
-					t.Errorf("%s: %s is not defined in %v", where, name, metricSources)
+					t.Errorf("%s: %s is not a metric the worker registers", where, name)
 					continue
 				}
 				used[base] = true
@@ -286,7 +272,7 @@ func TestAlertRulesUseWorkerMetrics(t *testing.T) {
 
 	// promtool, when installed, checks the PromQL itself.
 	if promtool, err := exec.LookPath("promtool"); err == nil {
-		if out, err := exec.Command(promtool, "check", "rules", "prometheus/alerts.yml").CombinedOutput(); err != nil {
+		if out, err := exec.Command(promtool, "check", "rules", alertsFile).CombinedOutput(); err != nil {
 			t.Fatalf("promtool check rules: %v\n%s", err, out)
 		}
 	}
