@@ -48,6 +48,10 @@ type Options struct {
 	AOF bool
 	// Cluster starts the server cluster-enabled (see FormCluster).
 	Cluster bool
+	// NotifyKeyspaceEvents is the server's notify-keyspace-events setting
+	// (empty: none), kept across restarts. Tests set it to wait on keyspace
+	// notifications; it costs throughput, so benchmarks leave it empty.
+	NotifyKeyspaceEvents string
 }
 
 // Server is a redis-server child process.
@@ -115,6 +119,9 @@ func (s *Server) args() []string {
 		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		a = append(a, "--appendonly", "no")
+	}
+	if s.opts.NotifyKeyspaceEvents != "" {
+		a = append(a, "--notify-keyspace-events", s.opts.NotifyKeyspaceEvents)
 	}
 	if s.opts.Cluster {
 		a = append(a, "--cluster-enabled", "yes",

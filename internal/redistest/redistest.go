@@ -44,11 +44,12 @@ type Server struct {
 }
 
 // Start launches a redis-server on a free loopback port and stops it when
-// the test ends. It fails the test, naming what to install, when
-// redis-server is missing.
+// the test ends. Keyspace notifications are on (see [Await]). It fails the
+// test, naming what to install, when redis-server is missing.
 func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
-	srv, err := redisserver.Start(context.Background(), redisserver.Options{Dir: tb.TempDir(), AOF: opts.AOF, Cluster: opts.ClusterEnabled})
+	srv, err := redisserver.Start(context.Background(), redisserver.Options{Dir: tb.TempDir(), AOF: opts.AOF,
+		Cluster: opts.ClusterEnabled, NotifyKeyspaceEvents: KeyspaceEvents})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -94,9 +95,6 @@ func (s *Server) Restart() {
 		s.tb.Fatal(err)
 	}
 }
-
-// Process returns the underlying server process.
-func (s *Server) Process() *redisserver.Server { return s.srv }
 
 // Client returns a go-redis client for the server, closed at test end.
 func (s *Server) Client() *redis.Client {

@@ -1,0 +1,78 @@
+package jobstest_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+type noteArgs struct{}
+
+func (noteArgs) Kind() string { return "note" }
+
+func TestWaitStateSeesTheCommit(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	t.Cleanup(func() { _ = c.Close() })
+	l := c.Ledger()
+	ctx := context.Background()
+	res, err := c.Enqueue(ctx, noteArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := l.Claim(ctx, jobs.DefaultQueue, "w1", time.Minute, 1)
+	if err != nil || len(cl.Jobs) != 1 {
+		t.Fatal(cl, err)
+	}
+	go func() { // commits while WaitState waits
+		if _, err := l.Complete(ctx, jobs.DefaultQueue, []jobs.Completion{{ID: res.JobID, Token: cl.Jobs[0].Token,
+			Outcome: jobs.Outcome{To: jobs.Succeeded}}}); err != nil {
+			t.Error(err)
+		}
+	}()
+	rec := jobstest.WaitState(t, l, jobs.DefaultQueue, res.JobID, jobs.Succeeded)
+	if rec.State != jobs.Succeeded || rec.ID != res.JobID {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+// failTB records Fatalf and ends the calling goroutine, as testing.T does.
+type failTB struct {
+	testing.TB
+	msg chan string
+}
+
+func (f *failTB) Helper() {}
+
+func (f *failTB) Fatalf(format string, args ...any) {
+	f.msg <- fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func TestWaitStateFailureShowsTheJob(t *testing.T) {
+	t.Setenv(testsignal.ScaleEnv, "0.02") // 200 ms: these waits are meant to fail
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	t.Cleanup(func() { _ = c.Close() })
+	res, err := c.Enqueue(context.Background(), noteArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &failTB{TB: t, msg: make(chan string, 1)}
+	go jobstest.WaitState(f, c.Ledger(), jobs.DefaultQueue, res.JobID, jobs.Succeeded)
+	if msg := <-f.msg; !strings.Contains(msg, "want state succeeded") || !strings.Contains(msg, "it is pending") {
+		t.Fatalf("failure message %q", msg)
+	}
+	go jobstest.WaitState(f, c.Ledger(), jobs.DefaultQueue, "no-such-job", jobs.Succeeded)
+	if msg := <-f.msg; !strings.Contains(msg, "never found") {
+		t.Fatalf("failure message %q", msg)
+	}
+}
