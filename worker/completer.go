@@ -139,6 +139,9 @@ func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
 			}()
 		}
 	}
+	if err == nil {
+		c.p.hooks.committed.Signal(out)
+	}
 	wg.Wait()
 }
 

@@ -62,6 +62,7 @@ type Pool struct {
 	freed     chan struct{} // signalled when a slot frees
 	renewer   *renewer
 	completer *completer
+	hooks     hooks
 }
 
 // NewPool returns a pool over rdb (a single Redis, Sentinel failover client
@@ -318,5 +319,6 @@ func (p *Pool) maintenance() *maintenance.Services {
 		Metrics:       p.metrics,
 		Periodic:      p.periodic,
 		Relays:        relays(rc.Outboxes),
+		Decided:       &p.hooks.decided,
 	}, p.ledger, p.leases)
 }

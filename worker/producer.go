@@ -144,6 +144,7 @@ func (p *Pool) fetch(ctx, work context.Context, free int) (started int, more boo
 		if res.DueIn >= 0 && (dueIn < 0 || res.DueIn < dueIn) {
 			dueIn = res.DueIn
 		}
+		p.hooks.claimed.Signal(claimEvent{Queue: q, Result: res})
 	}
 	return started, more, dueIn, nil
 }

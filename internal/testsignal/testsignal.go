@@ -79,10 +79,11 @@ func (s *Signal[T]) Init(tb TB, name string) {
 	s.tb, s.name = tb, name
 }
 
-// Signal sends v to the test without ever blocking: a no-op before Init.
-// With the buffer full, the oldest value is dropped to make room.
+// Signal sends v to the test without ever blocking: a no-op before Init
+// (and on a nil *Signal, so an optional hook can be a pointer). With the
+// buffer full, the oldest value is dropped to make room.
 func (s *Signal[T]) Signal(v T) {
-	if s.ch == nil {
+	if s == nil || s.ch == nil {
 		return
 	}
 	for {

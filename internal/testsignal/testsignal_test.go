@@ -61,6 +61,8 @@ func TestUninitialisedSignalIsANoOp(t *testing.T) {
 	for i := range 2 * 1000 {
 		s.Signal(i) // no channel: returns at once, never blocks
 	}
+	var none *testsignal.Signal[int]
+	none.Signal(1) // an optional hook left nil
 }
 
 func TestWaitOrTimeoutReceivesInOrder(t *testing.T) {

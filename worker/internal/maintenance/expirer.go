@@ -39,6 +39,7 @@ func (s *Services) expire(ctx context.Context, leader lease.Token) error {
 				s.expired.Add(1)
 				s.cfg.Metrics.Decisions.WithLabelValues(q, metrics.ResultExpired).Inc()
 				s.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
+				s.cfg.Decided.Signal(Decision{JobID: id, Result: metrics.ResultExpired})
 			}
 			for _, id := range exp.Dropped {
 				s.log.Warn("running entry without a running job removed", "queue", q, "job_id", id)

@@ -31,6 +31,7 @@ import (
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -78,6 +79,16 @@ type Config struct {
 	// Relays are the outboxes the relay service moves into the queue (see
 	// outbox.go).
 	Relays []Relay
+	// Decided, when a test initialised it, gets each decision of the
+	// expirer and the resolver once it is counted and logged.
+	Decided *testsignal.Signal[Decision]
+}
+
+// Decision is what Config.Decided carries: a job and the decision's
+// metric result (expired, applied, not_applied, cannot_tell, review).
+type Decision struct {
+	JobID  string
+	Result string
 }
 
 // Services is the elector and the services it runs while leading.

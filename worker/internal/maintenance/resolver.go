@@ -84,5 +84,6 @@ func (s *Services) decide(ctx context.Context, rec *jobs.Record, leader lease.To
 	s.cfg.Metrics.Decisions.WithLabelValues(rec.Queue, result).Inc()
 	s.log.Info("reconciled", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID,
 		"kind", rec.Kind, "token", rec.Token.String(), "decision", res.Decision, "state", state, "evidence", evidence)
+	s.cfg.Decided.Signal(Decision{JobID: rec.ID, Result: result})
 	return nil
 }

@@ -1,0 +1,28 @@
+package worker
+
+import (
+	"github.com/fencedq/fencedq/internal/testsignal"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker/internal/maintenance"
+)
+
+// hooks are signals a test waits on instead of sleeping (see
+// internal/testsignal). Each is inert, costing a nil check, unless a test
+// initialised it (export_test.go) before Run.
+type hooks struct {
+	// claimed: one queue's claim came back and was handled (its jobs
+	// handed to executors, its dropped entries logged and counted).
+	claimed testsignal.Signal[claimEvent]
+	// committed: one queue's completion batch came back and each outcome
+	// in it was reported (logged and counted).
+	committed testsignal.Signal[[]jobs.Committed]
+	// decided: the reconciler's expirer or resolver decided about a job
+	// and counted the decision.
+	decided testsignal.Signal[maintenance.Decision]
+}
+
+// claimEvent is one handled claim.
+type claimEvent struct {
+	Queue  string
+	Result *jobs.ClaimResult
+}
