@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -37,9 +38,9 @@ func TestEnqueueWakesIdlePool(t *testing.T) {
 	}))
 	e.start(p)
 	// The pool has looked, found nothing and gone to sleep when the idle flag is set.
-	idle := "{" + jobs.DefaultQueue + "}:idle"
-	waitFor(t, 10*time.Second, func() bool {
-		return e.rdb.Exists(context.Background(), e.ns+":"+idle).Val() == 1
+	idle := e.ns + ":{" + jobs.DefaultQueue + "}:idle"
+	redistest.Await(t, e.rdb, idle, "the idle pool's flag", func() bool {
+		return e.rdb.Exists(context.Background(), idle).Val() == 1
 	})
 	res := e.enqueue(echoArgs{N: 1})
 	select {
@@ -47,7 +48,7 @@ func TestEnqueueWakesIdlePool(t *testing.T) {
 	case <-time.After(30 * time.Second): // polling would take an hour
 		t.Fatal("the enqueue did not wake the idle pool")
 	}
-	e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+	jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
 }
 
 // TestCancelRunningJob: an operator's cancel reaches the running handler
@@ -71,7 +72,7 @@ func TestCancelRunningJob(t *testing.T) {
 	if err != nil || rec.State != jobs.Running || rec.CancelledBy != "operator:ada" {
 		t.Fatal(rec, err)
 	}
-	rec = e.waitState("default", res.JobID, jobs.Cancelled, 15*time.Second)
+	rec = jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Cancelled)
 	if !sawCancel.Load() || rec.Attempts != 1 || !strings.Contains(rec.Reason, "operator:ada") {
 		t.Fatalf("cancelled job %+v (handler saw the cancel: %v)", rec, sawCancel.Load())
 	}
@@ -96,6 +97,7 @@ func TestPausedQueueIsNotClaimed(t *testing.T) {
 	cfg := e.config()
 	cfg.FetchPollInterval = 20 * time.Millisecond
 	p := e.pool(cfg)
+	hooks := worker.InitHooks(p, t)
 	var runs atomic.Int32
 	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
 		runs.Add(1)
@@ -108,8 +110,15 @@ func TestPausedQueueIsNotClaimed(t *testing.T) {
 	e.start(p)
 	a := e.enqueue(echoArgs{N: 1})
 	b := e.enqueue(echoArgs{N: 2})
-	// The pool polls every 20 ms: half a second is 25 chances to claim.
-	time.Sleep(500 * time.Millisecond)
+	// Claims the pool sends from now on find both jobs due. The first claim
+	// handled after the drain may have been sent before the enqueues; the
+	// second was sent after the first came back, so after them.
+	hooks.Claimed.Drain()
+	for _, ev := range hooks.Claimed.WaitOrTimeoutN(2) {
+		if !ev.Result.Paused || len(ev.Result.Jobs) != 0 {
+			t.Fatalf("claim on the paused queue: %+v", ev.Result)
+		}
+	}
 	if runs.Load() != 0 {
 		t.Fatalf("%d jobs ran on a paused queue", runs.Load())
 	}
@@ -119,7 +128,7 @@ func TestPausedQueueIsNotClaimed(t *testing.T) {
 	if changed, err := e.client.Resume(ctx, "default", "ada", ""); !changed || err != nil {
 		t.Fatal(changed, err)
 	}
-	e.waitState("default", b.JobID, jobs.Succeeded, 10*time.Second)
+	jobstest.WaitState(t, e.ledger, "default", b.JobID, jobs.Succeeded)
 	if rec, _ := e.ledger.Get(ctx, "default", a.JobID); rec.State != jobs.Cancelled || runs.Load() != 1 {
 		t.Fatalf("cancelled job is %s, %d runs", rec.State, runs.Load())
 	}
@@ -145,7 +154,7 @@ func TestLongHandlerKeepsItsLease(t *testing.T) {
 	e.start(p)
 	ids := []string{e.enqueue(blockArgs{N: 1}).JobID, e.enqueue(blockArgs{N: 2}).JobID, e.enqueue(blockArgs{N: 3}).JobID}
 	for _, id := range ids {
-		rec := e.waitState("default", id, jobs.Succeeded, 30*time.Second)
+		rec := jobstest.WaitState(t, e.ledger, "default", id, jobs.Succeeded)
 		if rec.Attempts != 1 {
 			t.Fatalf("job %s took %d attempts: its lease lapsed while the handler ran", id, rec.Attempts)
 		}
@@ -192,19 +201,19 @@ func TestReconcilerSurvivesBadRecordsAndPanics(t *testing.T) {
 	panics := e.enqueue(flakyArgs{})
 	opaque := e.enqueue(opaqueArgs{})
 	// MaxTries is 3: a Reconcile that panics counts as "cannot tell".
-	rec := e.waitState("default", panics.JobID, jobs.Review, 30*time.Second)
+	rec := jobstest.WaitState(t, e.ledger, "default", panics.JobID, jobs.Review)
 	if rec.ReconcileTries < 2 {
 		t.Fatalf("review after %d tries", rec.ReconcileTries)
 	}
-	e.waitState("default", opaque.JobID, jobs.Review, 30*time.Second)
-	e.waitState("default", corrupt, jobs.Review, 30*time.Second)
+	jobstest.WaitState(t, e.ledger, "default", opaque.JobID, jobs.Review)
+	jobstest.WaitState(t, e.ledger, "default", corrupt, jobs.Review)
 	if !strings.Contains(e.logs.String(), "reconcile exploded") {
 		t.Fatal("the panic was not logged")
 	}
 	if v := testutil.ToFloat64(e.metric("fencedq_reconciler_errors_total")); v < 2 {
 		t.Fatalf("reconcile failures counted %v, want at least 2", v)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	redistest.Await(t, e.rdb, e.ns, "the index entries without records to be dropped", func() bool {
 		for _, s := range []jobs.State{jobs.Pending, jobs.Running, jobs.Uncertain} {
 			if e.rdb.ZScore(ctx, e.ledger.StateKey("default", s), "ghost-"+string(s)).Err() != redis.Nil {
 				return false
@@ -253,17 +262,15 @@ func TestRecoveryAfterRedisLostEveryKey(t *testing.T) {
 	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(context.Context, *jobs.Job[echoArgs]) error { return nil }))
 	e.start(p)
 	first := e.enqueue(echoArgs{N: 1})
-	e.waitState("default", first.JobID, jobs.Succeeded, 10*time.Second)
+	jobstest.WaitState(t, e.ledger, "default", first.JobID, jobs.Succeeded)
 
-	srv.Restart() // no persistence: every key is gone
+	srv.Restart() // no persistence: every key is gone; it answers PING again
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, func() bool { return rdb.Ping(ctx).Err() == nil })
 	res, err := e.client.Enqueue(ctx, hangArgs{}, jobs.Timeout(200*time.Millisecond))
-	for err != nil { // the client reconnects
-		time.Sleep(50 * time.Millisecond)
-		res, err = e.client.Enqueue(ctx, hangArgs{}, jobs.Timeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatalf("enqueue after the restart: %v", err)
 	}
-	rec := e.waitState("default", res.JobID, jobs.Succeeded, 30*time.Second)
+	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
 	if rec.Attempts != 2 || rec.Runs != 1 || w.calls.Load() < 2 {
 		t.Fatalf("after the restart: %+v, %d calls", rec, w.calls.Load())
 	}
@@ -287,7 +294,8 @@ func TestFormerLeaderExportsNoJobCounts(t *testing.T) {
 		}
 		return 0
 	}
-	waitFor(t, 10*time.Second, func() bool { return series() > 0 })
+	// The status service sets the gauges, then publishes its status.
+	redistest.Await(t, e.rdb, e.ns, "the leader's job-count gauges", func() bool { return series() > 0 })
 	stop()
 	if n := series(); n != 0 {
 		t.Fatalf("%d job-count series left after leadership ended", n)
@@ -344,7 +352,7 @@ func TestPoolsPublishHeartbeats(t *testing.T) {
 	p := e.pool(cfg)
 	stop := e.start(p)
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, func() bool {
+	redistest.Await(t, e.rdb, e.ns, "the pool's heartbeat", func() bool {
 		ps, _ := e.ledger.Pools(ctx)
 		return len(ps) == 1
 	})

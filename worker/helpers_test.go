@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -37,8 +36,14 @@ func newEnv(t *testing.T) *env {
 func newEnvOn(t *testing.T, rdb redis.UniversalClient, ns string) *env {
 	reg := prometheus.NewRegistry()
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Registerer: reg})
-	t.Cleanup(func() { _ = c.Close() })
-	return &env{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), reg: reg, logs: &syncbuf.Buffer{}}
+	e := &env{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), reg: reg, logs: &syncbuf.Buffer{}}
+	t.Cleanup(func() {
+		_ = c.Close()
+		if t.Failed() {
+			t.Logf("pool logs:\n%s", tail(e.logs.String(), 20))
+		}
+	})
+	return e
 }
 
 // config returns a pool config with short, test-friendly timings.
@@ -86,30 +91,6 @@ func (e *env) pool(cfg worker.Config) *worker.Pool {
 		e.t.Fatal(err)
 	}
 	return p
-}
-
-// waitState polls the ledger until job id of queue q is in state s.
-func (e *env) waitState(q, id string, s jobs.State, within time.Duration) *jobs.Record {
-	e.t.Helper()
-	deadline := time.Now().Add(within)
-	var last *jobs.Record
-	for time.Now().Before(deadline) {
-		r, err := e.ledger.Get(context.Background(), q, id)
-		if err == nil {
-			last = r
-			if r.State == s {
-				return r
-			}
-		} else if !errors.Is(err, jobs.ErrNotFound) {
-			e.t.Logf("get: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if last != nil {
-		e.t.Fatalf("job %s: want state %s within %v, is %s (reason %q, error %q)\nlogs:\n%s", id, s, within, last.State, last.Reason, last.Error, tail(e.logs.String(), 20))
-	}
-	e.t.Fatalf("job %s not found", id)
-	return nil
 }
 
 func tail(s string, n int) string {

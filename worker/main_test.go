@@ -65,7 +65,7 @@ func (w *effectWorker) Work(ctx context.Context, j *jobs.Job[effectArgs]) error 
 		return jobs.Unknown(err)
 	}
 	if w.mode == "slow" {
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond) // a slow handler, so a restart finds attempts in flight
 	}
 	if w.mode == "block-after-effect" {
 		w.rdb.RPush(ctx, w.ns+":test:effect-done", j.ID)

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -21,6 +22,7 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	cfg := e.config()
 	cfg.UnknownKindDefers = -1 // an unknown kind is dead at once
 	p := e.pool(cfg)
+	hooks := worker.InitHooks(p, t)
 	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
 		switch j.Args.N {
 		case 1:
@@ -41,17 +43,16 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitState("default", stray.JobID, jobs.Dead, 10*time.Second)
-	e.waitState("default", ok.JobID, jobs.Succeeded, 10*time.Second)
-	e.waitState("default", bad.JobID, jobs.Dead, 10*time.Second)
-	e.waitState("default", unk.JobID, jobs.Review, 10*time.Second)
+	jobstest.WaitState(t, e.ledger, "default", stray.JobID, jobs.Dead)
+	jobstest.WaitState(t, e.ledger, "default", ok.JobID, jobs.Succeeded)
+	jobstest.WaitState(t, e.ledger, "default", bad.JobID, jobs.Dead)
+	jobstest.WaitState(t, e.ledger, "default", unk.JobID, jobs.Review)
 
 	if v := testutil.ToFloat64(e.metric("fencedq_jobs_attempted_total")); v != 4 {
 		t.Errorf("attempted = %v, want 4", v)
 	}
-	waitFor(t, 5*time.Second, func() bool {
-		return testutil.ToFloat64(e.metric("fencedq_reconciler_decisions_total")) >= 1
-	})
+	// The review decision is counted after it is written.
+	hooks.Decided.WaitFor("the review decision", func(d worker.Decision) bool { return d.JobID == unk.JobID })
 	want := map[string]float64{}
 	fams, err := e.reg.Gather()
 	if err != nil {
@@ -88,7 +89,8 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	if want["succeeded"] != 1 || want["dead"] != 2 || want["uncertain"] != 1 {
 		t.Errorf("completed by outcome: %v", want)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	// The status service sets the gauges, then publishes its status.
+	redistest.Await(t, e.rdb, e.ns, "the job gauge of state review", func() bool {
 		fams, _ := e.reg.Gather()
 		for _, f := range fams {
 			if f.GetName() != "fencedq_jobs" {

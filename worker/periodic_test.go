@@ -103,8 +103,11 @@ func TestPeriodicTicksExactlyOnceAcrossLeaderHandover(t *testing.T) {
 		return st.Leader
 	}
 
+	// The waits below span helper processes starting (test binaries under
+	// the race detector), one-second ticks and a leader lease lapsing:
+	// longer than the default bound on a loaded machine.
 	a := startPeriodicHelper(t, "sched-a", srv.Addr, ns)
-	waitFor(t, 20*time.Second, func() bool {
+	redistest.AwaitWithin(t, rdb, ns, "sched-a leading, two ticks enqueued", 30*time.Second, func() bool {
 		s := sched()
 		return leader() == "sched-a" && s != nil && s.Enqueued >= 2
 	})
@@ -114,7 +117,7 @@ func TestPeriodicTicksExactlyOnceAcrossLeaderHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	stoppedAt := sched().LastTick
-	waitFor(t, 30*time.Second, func() bool {
+	redistest.AwaitWithin(t, rdb, ns, "sched-b leading, three seconds of ticks", 30*time.Second, func() bool {
 		s := sched()
 		return leader() == "sched-b" && s.LastTick.Sub(stoppedAt) >= 3*time.Second
 	})
@@ -122,7 +125,7 @@ func TestPeriodicTicksExactlyOnceAcrossLeaderHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumedAt := sched().LastTick
-	waitFor(t, 30*time.Second, func() bool {
+	redistest.AwaitWithin(t, rdb, ns, "two seconds of ticks after sched-a woke", 30*time.Second, func() bool {
 		return sched().LastTick.Sub(resumedAt) >= 2*time.Second
 	})
 	for _, c := range []*exec.Cmd{a, b} {
@@ -212,7 +215,7 @@ func TestPeriodicRecordAndRun(t *testing.T) {
 	}
 	// The leader records a tick right after enqueueing it; the job may run first.
 	var scheds []*jobs.Schedule
-	waitFor(t, 10*time.Second, func() bool {
+	redistest.Await(t, e.rdb, e.ns, "the tick recorded in its schedule", func() bool {
 		scheds, _ = e.ledger.Schedules(context.Background())
 		return len(scheds) == 1 && !scheds[0].LastTick.Before(tick)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -52,7 +53,7 @@ func TestSucceedsWithFenceInContext(t *testing.T) {
 	}
 	e.start(p)
 	res := e.enqueue(echoArgs{N: 7, Secret: "hunter2"}, jobs.OperationID("op-1"))
-	rec := e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
 	if rec.Attempts != 1 || rec.OperationID != "op-1" {
 		t.Fatalf("record %+v", rec)
 	}
@@ -147,8 +148,13 @@ func TestSameOperationConcurrentlyRunsOnce(t *testing.T) {
 	if dups.Load() != 49 {
 		t.Fatalf("deduplicated %d of 50, want 49", dups.Load())
 	}
-	e.waitState("default", first, jobs.Succeeded, 10*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	jobstest.WaitState(t, e.ledger, "default", first, jobs.Succeeded)
+	// The one job has succeeded (its handler returned) and nothing else is
+	// queued or running: no later run can come.
+	counts, err := e.ledger.Counts(context.Background(), "default")
+	if err != nil || counts[jobs.Pending] != 0 || counts[jobs.Running] != 0 {
+		t.Fatalf("after the one job: counts %v (%v)", counts, err)
+	}
 	if runs.Load() != 1 {
 		t.Fatalf("handler ran %d times", runs.Load())
 	}
@@ -161,6 +167,7 @@ func TestSameOperationConcurrentlyRunsOnce(t *testing.T) {
 func TestRedeliveryOfSucceededJobIsDeduplicated(t *testing.T) {
 	e := newEnv(t)
 	p := e.pool(e.config())
+	hooks := worker.InitHooks(p, t)
 	var runs atomic.Int32
 	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
 		runs.Add(1)
@@ -168,21 +175,25 @@ func TestRedeliveryOfSucceededJobIsDeduplicated(t *testing.T) {
 	}))
 	e.start(p)
 	res := e.enqueue(echoArgs{N: 1})
-	e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+	jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
 	// Force a second delivery of the same job: a stray entry in the due index.
 	if err := e.rdb.ZAdd(context.Background(), e.ledger.StateKey("default", jobs.Pending), redis.Z{Score: 1, Member: res.JobID}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	_, _ = e.client.Pause(context.Background(), "default", "test", "")
 	_, _ = e.client.Resume(context.Background(), "default", "test", "") // wakes the idle pool
-	waitFor(t, 10*time.Second, func() bool {
-		st, _ := e.ledger.Stats(context.Background(), "default")
-		return st["deduplicated_execute"] == 1
-	})
 	// The pool counts the duplicate once the claim's reply is back.
-	waitFor(t, 10*time.Second, func() bool {
-		return testutil.ToFloat64(e.metric("fencedq_jobs_deduplicated_total")) == 1
+	hooks.Claimed.WaitFor("the stray entry dropped as a duplicate", func(ev worker.ClaimEvent) bool {
+		for _, d := range ev.Result.Dropped {
+			if d.ID == res.JobID && d.State == string(jobs.Succeeded) {
+				return true
+			}
+		}
+		return false
 	})
+	if st, _ := e.ledger.Stats(context.Background(), "default"); st["deduplicated_execute"] != 1 {
+		t.Fatalf("stats %v", st)
+	}
 	if runs.Load() != 1 {
 		t.Fatalf("handler ran %d times", runs.Load())
 	}
@@ -192,17 +203,6 @@ func TestRedeliveryOfSucceededJobIsDeduplicated(t *testing.T) {
 	h, _ := e.ledger.History(context.Background(), "default", res.JobID)
 	if last := h[len(h)-1]; last.Event != "deduplicated" || last.Stage != "execute" {
 		t.Fatalf("history does not record the duplicate: %+v", last)
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", within)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -243,21 +243,21 @@ func TestPanicsUnknownKindsAndMalformedPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := e.waitState("default", pan.JobID, jobs.Succeeded, 15*time.Second)
+	rec := jobstest.WaitState(t, e.ledger, "default", pan.JobID, jobs.Succeeded)
 	if rec.Attempts != 2 {
 		t.Fatalf("panicking job: %d attempts, want 2", rec.Attempts)
 	}
-	u := e.waitState("default", unknown.JobID, jobs.Dead, 15*time.Second)
+	u := jobstest.WaitState(t, e.ledger, "default", unknown.JobID, jobs.Dead)
 	if u.Reason != "unknown kind" || u.KindDefers != 1 || u.Attempts != 1 {
 		t.Fatalf("unknown kind: reason %q, put back %d times, %d attempts", u.Reason, u.KindDefers, u.Attempts)
 	}
 	e.rdb.HSet(ctx, e.ledger.JobKey("default", malformed.JobID+"-x"), "kind", "strict", "payload", "null", "state", "pending", "token", "0", "attempts", "0", "max_retries", "3", "created", "1")
 	e.rdb.ZAdd(ctx, e.ledger.StateKey("default", jobs.Pending), redis.Z{Score: 1, Member: malformed.JobID + "-x"})
-	nm := e.waitState("default", malformed.JobID+"-x", jobs.Dead, 10*time.Second)
+	nm := jobstest.WaitState(t, e.ledger, "default", malformed.JobID+"-x", jobs.Dead)
 	if nm.Reason != "malformed payload" {
 		t.Fatalf("null args stored by hand: reason %q", nm.Reason)
 	}
-	m := e.waitState("default", malformed.JobID, jobs.Dead, 10*time.Second)
+	m := jobstest.WaitState(t, e.ledger, "default", malformed.JobID, jobs.Dead)
 	if m.Reason != "malformed payload" || !strings.Contains(m.Error, "strict") {
 		t.Fatalf("malformed: reason %q error %q", m.Reason, m.Error)
 	}
@@ -291,11 +291,11 @@ func TestRetriesThenDead(t *testing.T) {
 	e.start(p)
 	perm := e.enqueue(echoArgs{N: 1})
 	flaky := e.enqueue(echoArgs{N: 2}, jobs.MaxRetries(2))
-	r := e.waitState("default", perm.JobID, jobs.Dead, 10*time.Second)
+	r := jobstest.WaitState(t, e.ledger, "default", perm.JobID, jobs.Dead)
 	if r.Attempts != 1 || r.Reason != "permanent error" || r.Error != "card declined" {
 		t.Fatalf("permanent: %+v", r)
 	}
-	r = e.waitState("default", flaky.JobID, jobs.Dead, 15*time.Second)
+	r = jobstest.WaitState(t, e.ledger, "default", flaky.JobID, jobs.Dead)
 	if r.Attempts != 3 || r.Reason != "retries exhausted" {
 		t.Fatalf("flaky: attempts %d reason %q", r.Attempts, r.Reason)
 	}
@@ -322,7 +322,7 @@ func TestHandlerTimeoutEndsUncertain(t *testing.T) {
 	}))
 	e.start(p)
 	res := e.enqueue(slowArgs{Sleep: time.Minute}, jobs.Timeout(200*time.Millisecond))
-	r := e.waitState("default", res.JobID, jobs.Uncertain, 10*time.Second)
+	r := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Uncertain)
 	if r.Reason != "deadline passed mid-call" {
 		t.Fatalf("reason %q", r.Reason)
 	}
@@ -334,7 +334,7 @@ func TestGracefulShutdownFinishesInFlightJobs(t *testing.T) {
 	started := make(chan struct{}, 4)
 	_ = worker.Register(p, jobs.WorkFunc[slowArgs](func(ctx context.Context, j *jobs.Job[slowArgs]) error {
 		started <- struct{}{}
-		time.Sleep(j.Args.Sleep)
+		time.Sleep(j.Args.Sleep) // in-flight work that shutdown must let finish
 		return nil
 	}))
 	stop := e.start(p)

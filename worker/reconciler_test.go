@@ -14,7 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
@@ -61,11 +63,14 @@ func TestLateAnswerEndsUncertainThenReconciledApplied(t *testing.T) {
 	srv := httptest.NewServer(svc)
 	defer srv.Close()
 	p := e.pool(e.config())
+	hooks := worker.InitHooks(p, t)
 	w := &callWorker{}
 	_ = worker.Register(p, jobs.Worker[callArgs](w))
 	e.start(p)
 	res := e.enqueue(callArgs{URL: srv.URL}, jobs.Timeout(200*time.Millisecond), jobs.OperationID("pay-1"))
-	rec := e.waitState("default", res.JobID, jobs.Succeeded, 15*time.Second)
+	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
+	// The resolver counts its decision after writing it.
+	hooks.Decided.WaitFor("the applied verdict", func(d worker.Decision) bool { return d.JobID == res.JobID && d.Result == "applied" })
 	if svc.count("pay-1") != 1 || w.calls.Load() != 1 {
 		t.Fatalf("effect applied %d times, handler called %d times", svc.count("pay-1"), w.calls.Load())
 	}
@@ -97,10 +102,13 @@ type sleepyWorker struct {
 	calls     atomic.Int32
 	successes atomic.Int32
 	wake      chan struct{}
+	started   testsignal.Signal[int32] // the attempt's number, at its start
 }
 
 func (w *sleepyWorker) Work(ctx context.Context, j *jobs.Job[sleepyArgs]) error {
-	if w.calls.Add(1) == 1 {
+	n := w.calls.Add(1)
+	w.started.Signal(n)
+	if n == 1 {
 		<-w.wake // ignores ctx
 	}
 	w.successes.Add(1)
@@ -116,17 +124,27 @@ func TestStaleAttemptCommitIsRejected(t *testing.T) {
 	cfg := e.config()
 	cfg.LeaseTTL = 300 * time.Millisecond
 	p := e.pool(cfg)
+	hooks := worker.InitHooks(p, t)
 	w := &sleepyWorker{wake: make(chan struct{})}
+	w.started.Init(t, "sleepy attempt started")
 	_ = worker.Register(p, jobs.Worker[sleepyArgs](w))
 	e.start(p)
 	res := e.enqueue(sleepyArgs{}, jobs.Timeout(200*time.Millisecond))
 	// The first attempt hangs; the lease lapses; the reconciler re-runs it.
-	waitFor(t, 15*time.Second, func() bool { return w.calls.Load() >= 2 })
-	rec := e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+	w.started.WaitOrTimeoutN(2)
+	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
 	close(w.wake) // the old attempt wakes up and tries to commit
-	waitFor(t, 10*time.Second, func() bool {
-		return testutil.ToFloat64(e.metric("fencedq_fenced_rejections_total")) == 1
+	hooks.Committed.WaitFor("the old attempt's commit, refused", func(cs []jobs.Committed) bool {
+		for _, c := range cs {
+			if !c.Applied {
+				return true
+			}
+		}
+		return false
 	})
+	if v := testutil.ToFloat64(e.metric("fencedq_fenced_rejections_total")); v != 1 {
+		t.Fatalf("fenced rejections counted %v, want 1", v)
+	}
 	after, _ := e.ledger.Get(context.Background(), "default", res.JobID)
 	if after.State != jobs.Succeeded || after.Token != rec.Token || after.Attempts != 2 {
 		t.Fatalf("stale commit changed the job: %+v", after)
@@ -143,8 +161,8 @@ func TestStaleAttemptCommitIsRejected(t *testing.T) {
 // crashAt enqueues an effect job with operation id op, runs a helper
 // worker process in mode until it pushes its first entry to the list
 // ns:test:<mark>, SIGKILLs it there, and starts a pool to recover. It
-// returns the test's env, the job, and that entry.
-func crashAt(t *testing.T, mode, mark, op string) (*env, *jobs.Result, string) {
+// returns the test's env, the job, that entry and the pool's hooks.
+func crashAt(t *testing.T, mode, mark, op string) (*env, *jobs.Result, string, worker.Hooks) {
 	t.Helper()
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client()
@@ -154,15 +172,18 @@ func crashAt(t *testing.T, mode, mark, op string) (*env, *jobs.Result, string) {
 	res := e.enqueue(effectArgs{Name: op}, jobs.OperationID(op))
 	helper := startHelper(t, mode, srv.Addr, ns)
 	list := ns + ":test:" + mark
-	waitFor(t, 15*time.Second, func() bool { return rdb.LLen(ctx, list).Val() == 1 })
+	// A helper process starts (a test binary under the race detector) and
+	// claims the job: more than the default bound on a loaded machine.
+	redistest.AwaitWithin(t, rdb, list, "the helper's "+mark+" report", 30*time.Second, func() bool { return rdb.LLen(ctx, list).Val() == 1 })
 	entry := rdb.LIndex(ctx, list, 0).Val()
 	_ = helper.Process.Signal(syscall.SIGKILL)
 	_, _ = helper.Process.Wait()
 
 	p := e.pool(e.config())
+	hooks := worker.InitHooks(p, t)
 	_ = worker.Register(p, jobs.Worker[effectArgs](&effectWorker{rdb: rdb, ns: ns}))
 	e.start(p)
-	return e, res, entry
+	return e, res, entry, hooks
 }
 
 // applies returns how many times operation op's effect was applied.
@@ -171,8 +192,8 @@ func (e *env) applies(op string) string {
 }
 
 func TestKilledBeforeEffectIsRerunOnceWithHigherToken(t *testing.T) {
-	e, res, first := crashAt(t, "block-before-effect", "started", "op-kill-1")
-	rec := e.waitState("default", res.JobID, jobs.Succeeded, 20*time.Second)
+	e, res, first, _ := crashAt(t, "block-before-effect", "started", "op-kill-1")
+	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
 	if n := e.applies("op-kill-1"); n != "1" {
 		t.Fatalf("effect applied %s times", n)
 	}
@@ -206,8 +227,13 @@ func decisions(t *testing.T, e *env, result string) float64 {
 }
 
 func TestKilledAfterEffectIsReconciledNotReapplied(t *testing.T) {
-	e, res, _ := crashAt(t, "block-after-effect", "effect-done", "op-kill-2")
-	rec := e.waitState("default", res.JobID, jobs.Succeeded, 20*time.Second)
+	e, res, _, hooks := crashAt(t, "block-after-effect", "effect-done", "op-kill-2")
+	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
+	// Both decisions are counted (by the expirer, then the resolver) after
+	// they were written.
+	for seen := map[string]bool{}; !seen["expired"] || !seen["applied"]; {
+		seen[hooks.Decided.WaitFor("a decision about the job", func(d worker.Decision) bool { return d.JobID == res.JobID }).Result] = true
+	}
 	if n := e.applies("op-kill-2"); n != "1" {
 		t.Fatalf("effect applied %s times", n)
 	}
@@ -238,7 +264,7 @@ func TestCannotTellGoesToReviewAndOperatorResolves(t *testing.T) {
 	}))
 	e.start(p)
 	res := e.enqueue(opaqueArgs{})
-	rec := e.waitState("default", res.JobID, jobs.Review, 10*time.Second)
+	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Review)
 	if !strings.Contains(rec.Reason, "no Reconcile") {
 		t.Fatalf("review reason %q", rec.Reason)
 	}
@@ -249,7 +275,7 @@ func TestCannotTellGoesToReviewAndOperatorResolves(t *testing.T) {
 	if _, err := e.client.Resolve(ctx, "default", res.JobID, jobs.DecideRerun, "alice", "checked the gateway: not charged"); err != nil {
 		t.Fatal(err)
 	}
-	rec = e.waitState("default", res.JobID, jobs.Succeeded, 10*time.Second)
+	rec = jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
 	if rec.Attempts != 2 {
 		t.Fatalf("attempts %d", rec.Attempts)
 	}
@@ -281,7 +307,7 @@ func TestOneLeaderAndStaleReconcilerRejected(t *testing.T) {
 	e.start(p1)
 	e.start(p2)
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, func() bool {
+	redistest.Await(t, e.rdb, e.ns, "a reconciler leader's status", func() bool {
 		st, _ := e.ledger.ReconcilerStatus(ctx)
 		return st != nil && st.Leader != ""
 	})
@@ -289,15 +315,18 @@ func TestOneLeaderAndStaleReconcilerRejected(t *testing.T) {
 		t.Fatalf("leader gauge (shared registry, two pools) = %v, want exactly one leader", v)
 	}
 	// The leader fences every queue it scans, even before deciding
-	// anything there: a reconciler holding an older token is refused.
-	waitFor(t, 10*time.Second, func() bool {
-		return e.ledger.Lead(ctx, "default", 1) != nil
+	// anything there: a reconciler holding an older token is refused. (The
+	// queue's high-water, read directly: asking Lead would write it.)
+	highWater := e.ns + ":{default}:reconciler"
+	redistest.Await(t, e.rdb, highWater, "the leader's token on the default queue", func() bool {
+		tok, err := e.rdb.Get(ctx, highWater).Uint64()
+		return err == nil && tok > 1
 	})
 	if err := e.ledger.Lead(ctx, "default", 1); !errors.Is(err, jobs.ErrStale) {
 		t.Fatalf("old leader token accepted: %v", err)
 	}
 	res := e.enqueue(opaqueArgs{})
-	e.waitState("default", res.JobID, jobs.Review, 10*time.Second)
+	jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Review)
 	_, err := e.ledger.Expire(ctx, "default", 1, 10)
 	if !errors.Is(err, jobs.ErrStale) {
 		t.Fatalf("stale reconciler token: %v", err)

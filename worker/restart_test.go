@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -27,10 +28,11 @@ func TestRedisRestartWithAOFLosesNothing(t *testing.T) {
 		ids[i] = e.enqueue(effectArgs{Name: fmt.Sprint(i)}, jobs.OperationID(fmt.Sprintf("op-%d", i))).JobID
 	}
 	ctx := context.Background()
-	waitFor(t, 15*time.Second, func() bool { return rdb.HLen(ctx, ns+":test:effects").Val() >= 5 })
+	effects := ns + ":test:effects"
+	redistest.Await(t, rdb, effects, "five effects before the restart", func() bool { return rdb.HLen(ctx, effects).Val() >= 5 })
 	srv.Restart()
 	for _, id := range ids {
-		e.waitState("default", id, jobs.Succeeded, 60*time.Second)
+		jobstest.WaitState(t, e.ledger, "default", id, jobs.Succeeded)
 	}
 	applies := rdb.HGetAll(ctx, ns+":test:applies").Val()
 	if len(applies) != n {
@@ -72,7 +74,7 @@ func TestJobsOnOneResourceExcludeEachOther(t *testing.T) {
 			t.Errorf("%s: token %d not above previous %d", j.Resource, j.Token, prev)
 		}
 		lastToken.Store(j.Resource, uint64(j.Token))
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the work, under the account's lease: contention, not a wait
 		mu.Lock()
 		inside[j.Resource]--
 		mu.Unlock()
@@ -85,7 +87,7 @@ func TestJobsOnOneResourceExcludeEachOther(t *testing.T) {
 		ids = append(ids, e.enqueue(accountArgs{Account: fmt.Sprint(i % 2)}).JobID)
 	}
 	for _, id := range ids {
-		rec := e.waitState("default", id, jobs.Succeeded, 30*time.Second)
+		rec := jobstest.WaitState(t, e.ledger, "default", id, jobs.Succeeded)
 		if rec.Resource == "" || rec.Fence == 0 {
 			t.Fatalf("resource or fence token not recorded: %+v", rec)
 		}

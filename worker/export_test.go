@@ -1,0 +1,32 @@
+package worker
+
+import (
+	"github.com/fencedq/fencedq/internal/testsignal"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker/internal/maintenance"
+)
+
+// ClaimEvent is what the Claimed hook carries: one queue's handled claim.
+type ClaimEvent = claimEvent
+
+// Decision is what the Decided hook carries: a job and the decision's
+// metric result.
+type Decision = maintenance.Decision
+
+// Hooks are a pool's test signals (see hooks.go).
+type Hooks struct {
+	// Claimed: a claim's reply was handled (jobs started, drops counted).
+	Claimed *testsignal.Signal[ClaimEvent]
+	// Committed: a completion batch came back and was reported.
+	Committed *testsignal.Signal[[]jobs.Committed]
+	// Decided: the reconciler decided about a job and counted it.
+	Decided *testsignal.Signal[Decision]
+}
+
+// InitHooks initialises p's test signals for tb; call it before Run.
+func InitHooks(p *Pool, tb testsignal.TB) Hooks {
+	p.hooks.claimed.Init(tb, "claim handled")
+	p.hooks.committed.Init(tb, "completion batch reported")
+	p.hooks.decided.Init(tb, "reconciler decision counted")
+	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided}
+}
