@@ -185,9 +185,6 @@ func (b *Bridge) Middleware() asynq.MiddlewareFunc {
 	}
 }
 
-// Ledger returns the bridge's ledger.
-func (b *Bridge) Ledger() *jobs.Ledger { return b.ledger }
-
 // register adds q to the ledger's queue registry once per process, so the
 // reconciler, the dashboard and the CLI see it.
 func (b *Bridge) register(ctx context.Context, q string) {

@@ -3,7 +3,6 @@ package asynqfence_test
 import (
 	"context"
 	"fmt"
-	"log"
 	"log/slog"
 	"os"
 	"time"
@@ -25,31 +24,83 @@ func sendInvoice(ctx context.Context, t *asynq.Task) error {
 	}
 	// Write through a fenced store (fence/pgfence, fence/redisfence,
 	// fence/httpfence) with f: a stale attempt's write is refused there.
-	_ = f
+	// The attempt's lease carries the same token.
+	l, ok := lease.FromContext(ctx)
+	fmt.Printf("sending %s under a fencing token: %v (the lease's: %v)\n", t.Payload(), f.Token > 0, ok && l.Token == f.Token)
 	return nil
 }
 
 // Wrap an existing asynq server's handlers with the bridge. Tasks are still
 // enqueued with a plain asynq.Client; each delivery runs as a fenced attempt
-// in the fencedq ledger on the same Redis.
+// in the fencedq ledger on the same Redis. A production server calls
+// srv.Run(mux); here the server starts, delivers one task and shuts down.
+// It uses REDIS_ADDR (default 127.0.0.1:6379), a private namespace and asynq
+// queue, and deletes its keys at the end.
 func Example() {
-	redisAddr := "127.0.0.1:6379"
-	ledger := jobs.NewLedger(redis.NewClient(&redis.Options{Addr: redisAddr}), jobs.Config{})
+	redisAddr := os.Getenv("REDIS_ADDR")
+	if redisAddr == "" {
+		redisAddr = "127.0.0.1:6379"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	ns := fmt.Sprintf("example-%d", time.Now().UnixNano())
+	queue := ns + "-invoices"
+	defer deleteExampleKeys(rdb, ns, queue)
+	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: ns})
 
 	mux := asynq.NewServeMux()
 	mux.Use(asynqfence.Middleware(ledger, asynqfence.Options{
 		// EffectLog: a pgfence.Store, so a redelivered task whose effect
 		// happened is acknowledged instead of applied twice.
+		Logger: slog.New(slog.DiscardHandler),
 	}))
 	mux.HandleFunc("invoice:send", sendInvoice)
 
-	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: redisAddr}, asynq.Config{Concurrency: 10})
-	if err := srv.Run(mux); err != nil {
-		log.Fatal(err)
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency: 10, Queues: map[string]int{queue: 1}, TaskCheckInterval: 100 * time.Millisecond,
+		Logger: quietAsynq{}, LogLevel: asynq.ErrorLevel,
+	})
+	// done learns when a delivery finished: after the bridge committed its outcome.
+	done := make(chan error, 1)
+	err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		err := mux.ProcessTask(ctx, t)
+		done <- err
+		return err
+	}))
+	if err != nil {
+		fmt.Println("asynq server:", err)
+		return
 	}
+	defer srv.Shutdown()
+
+	info, err := asynq.NewClientFromRedisClient(rdb).EnqueueContext(ctx,
+		asynq.NewTask("invoice:send", []byte("inv-7")), asynq.Queue(queue))
+	if err != nil {
+		fmt.Println("enqueue:", err)
+		return
+	}
+	select {
+	case err := <-done:
+		fmt.Println("handler returned:", err)
+	case <-ctx.Done():
+		fmt.Println("the task was not delivered")
+		return
+	}
+	rec, err := ledger.Find(ctx, info.ID)
+	if err != nil {
+		fmt.Println("ledger:", err)
+		return
+	}
+	fmt.Println("ledger state:", rec.State)
+	// Output:
+	// sending inv-7 under a fencing token: true (the lease's: true)
+	// handler returned: <nil>
+	// ledger state: succeeded
 }
 
-// A runnable version: wrap an existing asynq.Handler, enqueue one task with a
+// Wrap one existing asynq.Handler (no ServeMux), enqueue one task with a
 // plain asynq.Client, let an asynq server deliver it once, and read the
 // job's state in the ledger. It uses REDIS_ADDR (default 127.0.0.1:6379), a
 // private namespace and asynq queue, and deletes its keys at the end.
