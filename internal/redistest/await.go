@@ -77,7 +77,7 @@ func Wait(c redis.UniversalClient, prefix string, bound time.Duration, cond func
 	if err != nil {
 		return err
 	}
-	defer w.close()
+	defer w.Close()
 	if cond() {
 		return nil
 	}
@@ -98,25 +98,44 @@ func Wait(c redis.UniversalClient, prefix string, bound time.Duration, cond func
 	}
 }
 
-// watcher holds keyspace subscriptions on every server behind a client and
+// Watcher holds keyspace subscriptions on every server behind a client and
 // signals wake (coalesced) on each notification.
-type watcher struct {
+type Watcher struct {
 	cancel context.CancelFunc
 	subs   []*redis.PubSub
 	wake   chan struct{}
 	wg     sync.WaitGroup
 }
 
+// Watch subscribes to the keyspace notifications of the keys starting with
+// prefix on every server behind c, for a check that runs on each change
+// for as long as the test does (an invariant watched in the background).
+// It returns once the subscriptions are confirmed: a later write is never
+// missed. The watcher is closed when the test ends.
+func Watch(tb testing.TB, c redis.UniversalClient, prefix string) *Watcher {
+	tb.Helper()
+	w, err := watch(c, prefix, testsignal.Timeout())
+	if err != nil {
+		tb.Fatalf("redistest: watch %q: %v", prefix, err)
+	}
+	tb.Cleanup(w.Close)
+	return w
+}
+
+// C delivers a wake-up after notifications under the watched prefix (or a
+// restored subscription); wake-ups are coalesced: one pending at most.
+func (w *Watcher) C() <-chan struct{} { return w.wake }
+
 // watch enables keyspace events, subscribes to those of the keys starting
 // with prefix on every node, and returns once every subscription is
 // confirmed: a write after watch returns is never missed.
-func watch(c redis.UniversalClient, prefix string, bound time.Duration) (*watcher, error) {
+func watch(c redis.UniversalClient, prefix string, bound time.Duration) (*Watcher, error) {
 	ctx, cancelWatch := context.WithCancel(context.Background())
-	w := &watcher{cancel: cancelWatch, wake: make(chan struct{}, 1)}
+	w := &Watcher{cancel: cancelWatch, wake: make(chan struct{}, 1)}
 	sctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	if err := EnableKeyspaceEvents(sctx, c); err != nil {
-		w.close()
+		w.Close()
 		return nil, err
 	}
 	var mu sync.Mutex
@@ -137,7 +156,7 @@ func watch(c redis.UniversalClient, prefix string, bound time.Duration) (*watche
 		return nil
 	})
 	if err != nil {
-		w.close()
+		w.Close()
 		return nil, err
 	}
 	for _, ps := range w.subs {
@@ -151,7 +170,7 @@ func watch(c redis.UniversalClient, prefix string, bound time.Duration) (*watche
 // connection (events meanwhile were lost, so the condition is looked at
 // again). A failed read (the server is down) is retried after a short,
 // growing pause: that is reconnecting, not looking at the condition.
-func (w *watcher) receive(ctx context.Context, ps *redis.PubSub) {
+func (w *Watcher) receive(ctx context.Context, ps *redis.PubSub) {
 	pause := 10 * time.Millisecond
 	for ctx.Err() == nil {
 		msg, err := ps.Receive(ctx)
@@ -178,7 +197,8 @@ func (w *watcher) receive(ctx context.Context, ps *redis.PubSub) {
 	}
 }
 
-func (w *watcher) close() {
+// Close ends the subscriptions; C delivers nothing more.
+func (w *Watcher) Close() {
 	w.cancel()
 	for _, ps := range w.subs {
 		_ = ps.Close()

@@ -118,3 +118,19 @@ func TestAwaitFailureNamesWhatWasAwaited(t *testing.T) {
 		t.Fatalf("failure message %q", msg)
 	}
 }
+
+func TestWatchDeliversEachChange(t *testing.T) {
+	c, ns := redistest.New(t)
+	ctx := context.Background()
+	w := redistest.Watch(t, c, ns+":counter")
+	for i := range 3 {
+		if err := c.Incr(ctx, ns+":counter").Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-w.C():
+		case <-time.After(testsignal.Timeout()):
+			t.Fatalf("no notification for write %d", i+1)
+		}
+	}
+}

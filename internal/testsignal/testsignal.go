@@ -200,3 +200,74 @@ func (s *Signal[T]) droppedNote() string {
 }
 
 func describe(v any) string { return fmt.Sprintf("%+v", v) }
+
+// Changes tells a test that state it watches has changed (a counter, a
+// log), so the test can wait for a condition on that state without polling
+// it. Like a Signal, the zero value is inert until Init: Notify is then a
+// nil check.
+type Changes struct {
+	ch   chan struct{}
+	tb   TB
+	name string
+}
+
+// Init makes c deliver notifications to tb's test; name says what changes
+// ("the helper's output").
+func (c *Changes) Init(tb TB, name string) {
+	tb.Helper()
+	c.ch = make(chan struct{}, 1)
+	c.tb, c.name = tb, name
+}
+
+// Notify says the state changed. It never blocks; notifications that
+// arrive while one is pending are merged into it.
+func (c *Changes) Notify() {
+	if c == nil || c.ch == nil {
+		return
+	}
+	select {
+	case c.ch <- struct{}{}:
+	default:
+	}
+}
+
+// Await evaluates cond now and again after each notification until it
+// holds, failing the test with what in the message if it does not within
+// Timeout. The state cond reads must be changed before Notify is called.
+func (c *Changes) Await(what string, cond func() bool) {
+	c.mustInit()
+	c.tb.Helper()
+	c.AwaitWithin(what, DefaultTimeout, cond)
+}
+
+// AwaitWithin is Await with bound (scaled by Scale) instead of the
+// default, for a path known to take longer; the caller says why.
+func (c *Changes) AwaitWithin(what string, bound time.Duration, cond func() bool) {
+	c.mustInit()
+	c.tb.Helper()
+	if cond() {
+		return
+	}
+	bound = Scale(bound)
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.ch:
+			if cond() {
+				return
+			}
+		case <-timer.C:
+			if cond() {
+				c.tb.Fatalf("testsignal: %s became true without a notification of %s", what, c.name)
+			}
+			c.tb.Fatalf("testsignal: waited %v for %s (watching %s)", bound, what, c.name)
+		}
+	}
+}
+
+func (c *Changes) mustInit() {
+	if c.ch == nil {
+		panic("testsignal: wait on Changes that were never initialised (call Init first)")
+	}
+}

@@ -137,3 +137,43 @@ func TestScale(t *testing.T) {
 		}
 	}
 }
+
+func TestChangesAwait(t *testing.T) {
+	var c testsignal.Changes
+	c.Init(t, "the counter")
+	var mu sync.Mutex
+	n := 0
+	go func() {
+		for range 100 {
+			mu.Lock()
+			n++
+			mu.Unlock()
+			c.Notify() // merged while one is pending; never blocks
+		}
+	}()
+	c.Await("the counter at 100", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return n == 100
+	})
+	var inert testsignal.Changes
+	inert.Notify()
+	var none *testsignal.Changes
+	none.Notify()
+}
+
+func TestChangesFailureNamesWhatWasAwaited(t *testing.T) {
+	t.Setenv(testsignal.ScaleEnv, "0.001") // 10 ms: these waits are meant to fail
+	f := &fakeTB{}
+	var c testsignal.Changes
+	c.Init(f, "the log")
+	if msg := f.failure(func() { c.Await("a line", func() bool { return false }) }); !strings.Contains(msg, "a line") || !strings.Contains(msg, "the log") {
+		t.Fatalf("failure message %q", msg)
+	}
+	start := time.Now()
+	if msg := f.failure(func() {
+		c.Await("the clock", func() bool { return time.Since(start) > 5*time.Millisecond })
+	}); !strings.Contains(msg, "without a notification") {
+		t.Fatalf("failure message %q", msg)
+	}
+}
