@@ -1,0 +1,75 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/testsignal"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+	"github.com/fencedq/fencedq/worker"
+)
+
+type leaseArgs struct {
+	Account string `json:"account"`
+}
+
+func (leaseArgs) Kind() string { return "reads-its-lease" }
+
+// Resource names the lease the worker takes before the handler runs.
+func (a leaseArgs) Resource() string { return "account:" + a.Account }
+
+type leaseSeen struct {
+	l       *lease.Lease
+	ok      bool
+	f       fence.Fence
+	job     jobs.Job[jobs.JobArgs]
+	fenceOK bool
+}
+
+// TestHandlerReadsItsLease: the handler's context carries the attempt's
+// lease (lease.FromContext): the resource it holds, the owner and the same
+// token as the job and its fence.
+func TestHandlerReadsItsLease(t *testing.T) {
+	if _, ok := lease.FromContext(context.Background()); ok {
+		t.Fatal("a context without a lease reports one")
+	}
+	e := newEnv(t)
+	p := e.pool(e.config())
+	seen := make(chan leaseSeen, 1)
+	if err := worker.Register(p, jobs.WorkFunc[leaseArgs](func(ctx context.Context, j *jobs.Job[leaseArgs]) error {
+		l, ok := lease.FromContext(ctx)
+		f, fok := fence.FromContext(ctx)
+		seen <- leaseSeen{l: l, ok: ok, f: f, fenceOK: fok, job: jobs.Job[jobs.JobArgs]{
+			ID: j.ID, Resource: j.Resource, Token: j.Token, Owner: j.Owner}}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	res := e.enqueue(leaseArgs{Account: "a-1"})
+
+	var s leaseSeen
+	select {
+	case s = <-seen:
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the handler did not run")
+	}
+	if !s.ok || s.l == nil {
+		t.Fatal("lease.FromContext found no lease in the handler's context")
+	}
+	if s.job.ID != res.JobID || s.job.Resource != "account:a-1" {
+		t.Fatalf("job %+v, want %s on account:a-1", s.job, res.JobID)
+	}
+	if s.l.Resource != s.job.Resource || s.l.Token != s.job.Token || s.l.Owner != s.job.Owner || s.l.Token == 0 {
+		t.Fatalf("lease %+v, job resource %s token %d owner %s", s.l, s.job.Resource, s.job.Token, s.job.Owner)
+	}
+	if !s.fenceOK || s.f.Token != s.l.Token || s.f.Resource != s.l.Resource {
+		t.Fatalf("fence %+v (%v) differs from the lease %+v", s.f, s.fenceOK, s.l)
+	}
+	if s.l.Deadline.IsZero() {
+		t.Fatal("the lease carries no deadline")
+	}
+}
