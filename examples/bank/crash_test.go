@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -52,13 +54,13 @@ func testKilled(t *testing.T, afterEffect bool, via string) {
 	e.watchSucceeded(res.JobID, op)
 	var aTok lease.Token
 	if afterEffect {
-		w := e.waitEvent("A write", 60*time.Second, is("A", "write"))
+		w := e.waitEvent("A write", is("A", "write"))
 		if w.Result != "applied" {
 			t.Fatalf("A's write: %+v", w)
 		}
 		aTok = lease.Token(w.Token)
 	} else {
-		aTok = lease.Token(e.waitEvent("A started", 60*time.Second, is("A", "started")).Token)
+		aTok = lease.Token(e.waitEvent("A started", is("A", "started")).Token)
 	}
 	a.kill()
 	killed := time.Now()
@@ -85,7 +87,7 @@ func testKilled(t *testing.T, afterEffect bool, via string) {
 		t.Fatal(err)
 	}
 	e.run(p, logs)
-	rec := e.waitState(res.JobID, jobs.Succeeded, 30*time.Second)
+	rec := jobstest.WaitState(t, e.ledger, queue, res.JobID, jobs.Succeeded)
 	t.Logf("recovered %v after SIGKILL (A's fence %d, final fence %d, attempts %d)", time.Since(killed).Round(time.Millisecond), aTok, fenceOf(rec), rec.Attempts)
 
 	e.wantOneTransfer(before, x)
@@ -122,7 +124,7 @@ func testKilled(t *testing.T, afterEffect bool, via string) {
 		}
 	}
 	if !decided {
-		t.Fatalf("no %s decision noting %q by reconciler:P in the history:%s", wantDecision, wantNote, historyString(e.history(res.JobID)))
+		t.Fatalf("no %s decision noting %q by reconciler:P in the history:%s", wantDecision, wantNote, jobstest.History(e.history(res.JobID)))
 	}
 }
 
@@ -140,7 +142,7 @@ func TestCrashRecoveryWithinLeaseTTLPlusInterval(t *testing.T) {
 	a := startProc(t, c)
 	x := bank.Transfer{From: "acct-003", To: "acct-000", Cents: 40}
 	res := e.enqueue(x, "xfer-crash-bound")
-	aTok := lease.Token(e.waitEvent("A started", 60*time.Second, is("A", "started")).Token)
+	aTok := lease.Token(e.waitEvent("A started", is("A", "started")).Token)
 
 	// The surviving pool is up and leading before the crash, so the clock
 	// measures recovery, not start-up.
@@ -155,23 +157,23 @@ func TestCrashRecoveryWithinLeaseTTLPlusInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.run(p, logs)
-	if !poll(30*time.Second, func() bool { return e.status()["leader"] == "P" }) {
-		t.Fatalf("P did not become the reconciler leader: %v", e.status())
-	}
+	e.waitLeader("P", 30*time.Second) // A's reconciler is off: P leads once its elector runs
 	if s := e.get(res.JobID).State; s != jobs.Running {
 		t.Fatalf("job is %s before the crash, want running", s)
 	}
 
 	a.kill()
 	killed := time.Now()
+	// Woken by every change of the job's keys: the first look after the
+	// change that ends the running attempt times its detection.
 	var detected time.Duration
-	poll(ttl+interval+slack, func() bool {
+	redistest.AwaitWithin(t, e.rdb, e.ledger.JobKey(queue, res.JobID), "the killed attempt's lease expiry", ttl+interval+slack, func() bool {
 		if detected == 0 && e.get(res.JobID).State != jobs.Running {
 			detected = time.Since(killed)
 		}
 		return detected > 0
 	})
-	rec := e.waitState(res.JobID, jobs.Succeeded, ttl+interval+slack-time.Since(killed))
+	rec := jobstest.WaitStateWithin(t, e.ledger, queue, res.JobID, jobs.Succeeded, ttl+interval+slack)
 	recovered := time.Since(killed)
 	t.Logf("SIGKILL -> lease expiry detected in %v, job succeeded (re-run, fence %d > %d) in %v; bound %v",
 		detected.Round(time.Millisecond), fenceOf(rec), aTok, recovered.Round(time.Millisecond), ttl+interval+slack)

@@ -51,7 +51,15 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	_ = worker.Register(pool, jobs.Worker[bank.Transfer](&bank.Worker{Store: store}))
+	// The example waits for the handler to return, then stops the pool:
+	// Run returns once every outcome it has is committed to the ledger.
+	transfers := &bank.Worker{Store: store}
+	ran := make(chan error, 1)
+	_ = worker.Register(pool, jobs.WorkFunc[bank.Transfer](func(ctx context.Context, j *jobs.Job[bank.Transfer]) error {
+		err := transfers.Work(ctx, j)
+		ran <- err
+		return err
+	}))
 	runCtx, stop := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- pool.Run(runCtx) }()
@@ -63,21 +71,19 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	for {
-		rec, err := client.Ledger().Get(ctx, res.Queue, res.JobID)
-		if err == nil && rec.State.Final() {
-			fmt.Println("transfer:", rec.State, "after", rec.Attempts, "attempt")
-			break
-		}
-		if ctx.Err() != nil {
-			fmt.Println("transfer did not finish:", ctx.Err())
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-ran:
+	case <-ctx.Done():
+		fmt.Println("transfer did not run:", ctx.Err())
 	}
-	show("after")
 	stop()
-	<-stopped // Run returns after a graceful shutdown
+	<-stopped // Run returns after a graceful shutdown: the outcome is committed
+	rec, err := client.Ledger().Get(ctx, res.Queue, res.JobID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("transfer:", rec.State, "after", rec.Attempts, "attempt")
+	show("after")
 	// Output:
 	// before: acct-000=1000 acct-001=1000 total=2000
 	// transfer: succeeded after 1 attempt

@@ -1,10 +1,10 @@
 package bank_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -23,6 +23,7 @@ import (
 	"github.com/fencedq/fencedq/internal/pgtest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
@@ -193,29 +194,6 @@ func fenceOf(rec *jobs.Record) lease.Token {
 // fenceOwner is the fence owner of rec's last attempt: "<pool>/<job id>".
 func fenceOwner(rec *jobs.Record) string { return rec.Owner + "/" + rec.ID }
 
-// waitState polls the ledger until job id is in state s.
-func (e *bankEnv) waitState(id string, s jobs.State, within time.Duration) *jobs.Record {
-	e.t.Helper()
-	var last *jobs.Record
-	ok := poll(within, func() bool {
-		r, err := e.ledger.Get(context.Background(), queue, id)
-		if err != nil {
-			return false
-		}
-		last = r
-		return r.State == s
-	})
-	if !ok {
-		if last == nil {
-			e.t.Fatalf("job %s not found within %v", id, within)
-		}
-		h, _ := e.ledger.History(context.Background(), queue, id)
-		e.t.Fatalf("job %s: want state %s within %v, is %s (reason %q, error %q)\nhistory: %s",
-			id, s, within, last.State, last.Reason, last.Error, historyString(h))
-	}
-	return last
-}
-
 func (e *bankEnv) history(id string) []jobs.Entry {
 	e.t.Helper()
 	h, err := e.ledger.History(context.Background(), queue, id)
@@ -223,16 +201,6 @@ func (e *bankEnv) history(id string) []jobs.Entry {
 		e.t.Fatal(err)
 	}
 	return h
-}
-
-func historyString(h []jobs.Entry) string {
-	var b strings.Builder
-	for _, en := range h {
-		j, _ := json.Marshal(en)
-		b.WriteString("\n  ")
-		b.Write(j)
-	}
-	return b.String()
 }
 
 // events returns the events recorded so far that match keep.
@@ -255,14 +223,29 @@ func (e *bankEnv) events(keep func(event) bool) []event {
 	return out
 }
 
-// waitEvent polls until an event matching keep was recorded.
-func (e *bankEnv) waitEvent(what string, within time.Duration, keep func(event) bool) event {
+// helperBound bounds a wait on what a helper process does: it starts as a
+// test binary (under the race detector, on a loaded machine) before it
+// claims anything, which takes longer than testsignal's default bound.
+const helperBound = 60 * time.Second
+
+// waitEvent waits until an event matching keep was recorded and returns
+// the first, woken by the events list's keyspace notifications.
+func (e *bankEnv) waitEvent(what string, keep func(event) bool) event {
 	e.t.Helper()
 	var found []event
-	if !poll(within, func() bool { found = e.events(keep); return len(found) > 0 }) {
-		e.t.Fatalf("no %s event within %v; events: %+v", what, within, e.events(nil))
+	err := redistest.Wait(e.rdb, eventsKey(e.ns), helperBound, func() bool { found = e.events(keep); return len(found) > 0 })
+	if err != nil {
+		e.t.Fatalf("no %s event: %v; events: %+v", what, err, e.events(nil))
 	}
 	return found[0]
+}
+
+// waitLeader waits until the reconciler status names who as the leader.
+func (e *bankEnv) waitLeader(who string, bound time.Duration) {
+	e.t.Helper()
+	if err := redistest.Wait(e.rdb, e.ns, bound, func() bool { return e.status()["leader"] == who }); err != nil {
+		e.t.Fatalf("%s did not become the reconciler leader: %v; status %v", who, err, e.status())
+	}
 }
 
 // is matches the events named name recorded by worker who.
@@ -290,27 +273,29 @@ func (e *bankEnv) status() map[string]string {
 	return map[string]string{"leader": s.Leader, "token": s.Token.String()}
 }
 
-// poll calls cond every 20ms until it returns true or within passes.
-func poll(within time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // proc is a worker process: the test binary re-executed as a helper.
 type proc struct {
-	t    *testing.T
-	id   string
-	cmd  *exec.Cmd
-	out  *syncbuf.Buffer
-	done chan struct{}
+	t     *testing.T
+	id    string
+	cmd   *exec.Cmd
+	out   *syncbuf.Buffer
+	wrote testsignal.Changes // out grew
+	done  chan struct{}
+	// alive is the write end of the helper's stdin: the helper exits when
+	// it reads EOF, that is when this process is gone (see exitWithParent).
+	alive io.Closer
+}
+
+// notifying writes to w, then notifies c.
+type notifying struct {
+	w io.Writer
+	c *testsignal.Changes
+}
+
+func (n notifying) Write(b []byte) (int, error) {
+	k, err := n.w.Write(b)
+	n.c.Notify()
+	return k, err
 }
 
 // startProc starts a worker process configured by c; it is killed when the
@@ -321,7 +306,14 @@ func startProc(t *testing.T, c helperConfig) *proc {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
 	p := &proc{t: t, id: c.ID, cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
+	p.wrote.Init(t, "process "+c.ID+"'s output")
+	cmd.Stdout = notifying{p.out, &p.wrote}
+	cmd.Stderr = cmd.Stdout
+	alive, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.alive = alive
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -343,42 +335,30 @@ func (p *proc) signal(sig syscall.Signal) {
 }
 
 // pause stops the process with SIGSTOP: every goroutine, keep-alives
-// included, freezes. It returns once every thread is stopped: the signal
-// takes effect asynchronously, and on a loaded machine a thread can run on
-// for several milliseconds after kill(2) returned.
+// included, freezes. It returns once every thread is stopped (waitStopped):
+// the signal takes effect asynchronously, and on a loaded machine a thread
+// can run on for several milliseconds after kill(2) returned.
 func (p *proc) pause() {
 	p.t.Helper()
 	p.signal(syscall.SIGSTOP)
-	pid := p.cmd.Process.Pid
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); err != nil {
-		time.Sleep(200 * time.Millisecond) // no procfs: give the signal time
-		return
-	}
-	if !poll(10*time.Second, func() bool { return allStopped(pid) }) {
-		p.t.Fatalf("process %s did not stop within 10s of SIGSTOP", p.id)
+	stopped := make(chan error, 1)
+	go func() { stopped <- waitStopped(p.cmd.Process.Pid) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			p.t.Fatalf("process %s after SIGSTOP: %v", p.id, err)
+		}
+	case <-time.After(testsignal.Timeout()):
+		p.t.Fatalf("process %s did not stop within %v of SIGSTOP", p.id, testsignal.Timeout())
 	}
 }
 
-// allStopped reports whether every thread of pid is stopped (state T),
-// reading /proc/<pid>/task/*/stat.
-func allStopped(pid int) bool {
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	tasks, err := os.ReadDir(dir)
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
-		if err != nil {
-			return false
-		}
-		// pid (comm) state ...; comm may contain spaces and parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
-			return false
-		}
-	}
-	return true
+// waitOutput waits until the process's output contains s.
+func (p *proc) waitOutput(s string) {
+	p.t.Helper()
+	p.wrote.AwaitWithin(fmt.Sprintf("%q in process %s's output", s, p.id), helperBound, func() bool {
+		return strings.Contains(p.out.String(), s)
+	})
 }
 
 // resume continues it with SIGCONT.
@@ -386,6 +366,7 @@ func (p *proc) resume() { p.t.Helper(); p.signal(syscall.SIGCONT) }
 
 // kill ends it with SIGKILL and waits until it is gone.
 func (p *proc) kill() {
+	defer p.alive.Close()
 	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	_ = p.cmd.Process.Kill()
 	select {
@@ -405,14 +386,16 @@ func tail(s string, n int) string {
 
 // watchSucceeded fails the test if job id is ever seen succeeded while the
 // store's effect log does not hold its operation: the ledger must never
-// claim success before the effect exists. It polls until the test ends.
+// claim success before the effect exists. It looks at every change of the
+// job's keys (keyspace notifications) until the test ends.
 func (e *bankEnv) watchSucceeded(id, op string) {
 	ctx, cancel := context.WithCancel(context.Background())
+	w := redistest.Watch(e.t, e.rdb, e.ledger.JobKey(queue, id))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var violation string
 	wg.Go(func() {
-		for ctx.Err() == nil {
+		for {
 			r, err := e.ledger.Get(ctx, queue, id)
 			if err == nil && r.State == jobs.Succeeded {
 				// The state was read first: if the ledger said succeeded, the
@@ -425,7 +408,11 @@ func (e *bankEnv) watchSucceeded(id, op string) {
 					return
 				}
 			}
-			time.Sleep(15 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.C():
+			}
 		}
 	})
 	e.t.Cleanup(func() {

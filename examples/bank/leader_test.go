@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -30,9 +31,7 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 	e := newBankEnv(t, "redis")
 	ctx := context.Background()
 	l := startProc(t, e.helper("L", modeNormal, true))
-	if !poll(60*time.Second, func() bool { return e.status()["leader"] == "L" }) {
-		t.Fatalf("L did not become the leader: %v", e.status())
-	}
+	e.waitLeader("L", helperBound)
 	lTok, err := lease.ParseToken(e.status()["token"])
 	if err != nil {
 		t.Fatal(err)
@@ -51,16 +50,17 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.run(p, logs)
-	time.Sleep(500 * time.Millisecond) // P runs, but L still leads
+	// P runs, but L still leads. Half a second is two and a half of P's
+	// reconciler intervals (200 ms): each interval P's elector tries for the
+	// leader lease, so a P that could take it from a live L would have.
+	time.Sleep(500 * time.Millisecond)
 	if got := e.status()["leader"]; got != "L" {
 		t.Fatalf("leader changed to %q while L was running", got)
 	}
 
 	l.pause()
 	paused := time.Now()
-	if !poll(30*time.Second, func() bool { return e.status()["leader"] == "P" }) {
-		t.Fatalf("P did not take over from the stopped leader: %v", e.status())
-	}
+	e.waitLeader("P", 30*time.Second) // L's leader lease lapses first
 	pTok, _ := lease.ParseToken(e.status()["token"])
 	t.Logf("L (token %d) stopped; P leads with token %d after %v", lTok, pTok, time.Since(paused).Round(time.Millisecond))
 	if pTok <= lTok {
@@ -71,7 +71,7 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 	before := e.balances()
 	x := bank.Transfer{From: "acct-000", To: "acct-002", Cents: 99}
 	res := e.enqueue(x, "xfer-leader")
-	rec := e.waitState(res.JobID, jobs.Succeeded, 30*time.Second)
+	rec := jobstest.WaitState(t, e.ledger, queue, res.JobID, jobs.Succeeded)
 	e.wantOneTransfer(before, x)
 	var byP bool
 	for _, en := range e.history(res.JobID) {
@@ -80,7 +80,7 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 		}
 	}
 	if !byP || rec.Attempts != 2 {
-		t.Fatalf("the uncertain job was not re-run by P (attempts %d):%s", rec.Attempts, historyString(e.history(res.JobID)))
+		t.Fatalf("the uncertain job was not re-run by P (attempts %d):%s", rec.Attempts, jobstest.History(e.history(res.JobID)))
 	}
 	hw, _ := lease.ParseToken(e.rdb.Get(ctx, e.ns+":{"+queue+"}:reconciler").Val())
 	if hw < pTok {
@@ -90,14 +90,13 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 	// L wakes up.
 	l.resume()
 	resumed := time.Now()
-	if !poll(30*time.Second, func() bool { return strings.Contains(l.out.String(), "reconciler leadership lost") }) {
-		t.Fatalf("L did not notice it lost leadership; its log:\n%s", tail(l.out.String(), 30))
-	}
+	l.waitOutput("reconciler leadership lost")
 	t.Logf("L resumed; noticed the loss within %v", time.Since(resumed).Round(time.Millisecond))
-	time.Sleep(time.Second) // give a stale L every chance to act
-	if !poll(10*time.Second, func() bool { return e.status()["leader"] == "P" }) {
-		t.Fatalf("leader after L resumed: %v", e.status())
-	}
+	// Give a stale L every chance to act: a second is five of L's
+	// reconciler intervals (200 ms), so any pass L still ran on its old
+	// leadership would have written (and been refused) by then.
+	time.Sleep(time.Second)
+	e.waitLeader("P", 10*time.Second)
 	for _, en := range e.history(res.JobID) {
 		if en.Actor == "reconciler:L" {
 			t.Fatalf("L decided on the job: %+v", en)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -42,8 +43,8 @@ const (
 	// modeNormal records what it does and never blocks.
 	modeNormal = "normal"
 	// modePauseBeforeWrite, once the fence is raised, records "started" and
-	// waits for the test's go key before writing; the test SIGSTOPs the
-	// process meanwhile. The write then ignores the (cancelled) context, like
+	// waits for an entry on the test's go list before writing; the test
+	// SIGSTOPs the process meanwhile. The write then ignores the (cancelled) context, like
 	// a naive handler.
 	modePauseBeforeWrite = "pause-before-write"
 	// modeBlockBeforeEffect records "started" and blocks forever: SIGKILLed
@@ -151,11 +152,11 @@ func (s *probeStore) beforeWrite(ctx context.Context, j *jobs.Job[bank.Transfer]
 	s.emit(ctx, event{Event: "started", Job: j.OperationID, Token: uint64(j.Token), Owner: j.Owner})
 	switch s.mode {
 	case modePauseBeforeWrite:
-		// The test stops this process now, sets the go key while it is
-		// stopped, and resumes it later: the key is only seen after SIGCONT.
-		bg := context.WithoutCancel(ctx)
-		for s.rdb.Exists(bg, goKey(s.ns)).Val() == 0 {
-			time.Sleep(20 * time.Millisecond)
+		// The test stops this process now, pushes to the go list while it
+		// is stopped, and resumes it later: the entry is only read after
+		// SIGCONT.
+		if err := s.rdb.BLPop(context.WithoutCancel(ctx), 0, goKey(s.ns)).Err(); err != nil {
+			s.emit(ctx, event{Event: "go", Job: j.OperationID, Result: "error: " + err.Error()})
 		}
 	case modeBlockBeforeEffect:
 		select {} // SIGKILLed here: no effect
@@ -241,13 +242,11 @@ func runHelper(raw string) int {
 }
 
 // exitWithParent ends a helper process whose test binary went away (a
-// killed or timed-out test run), so no worker outlives its test.
+// killed or timed-out test run), so no worker outlives its test: the test
+// holds the write end of the helper's stdin (startProc), and the kernel
+// closes it when the test process ends, however it ends. Stdin then reads
+// EOF.
 func exitWithParent() {
-	parent := os.Getppid()
-	for {
-		time.Sleep(200 * time.Millisecond)
-		if os.Getppid() != parent {
-			os.Exit(3)
-		}
-	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	os.Exit(3)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -43,19 +45,19 @@ func testPausedWorker(t *testing.T, kind string) {
 	a := startProc(t, e.helper("A", modePauseBeforeWrite, false))
 	res := e.enqueue(x, op)
 	e.watchSucceeded(res.JobID, op)
-	aStart := e.waitEvent("A started", 60*time.Second, is("A", "started"))
+	aStart := e.waitEvent("A started", is("A", "started"))
 	a.pause()
 	t0 := time.Now()
 	// A may write as soon as it runs again; it cannot see this while stopped.
-	if err := e.rdb.Set(ctx, goKey(e.ns), "1", 0).Err(); err != nil {
+	if err := e.rdb.RPush(ctx, goKey(e.ns), "1").Err(); err != nil {
 		t.Fatal(err)
 	}
 
 	startProc(t, e.helper("B", modeNormal, true))
-	rec := e.waitState(res.JobID, jobs.Succeeded, 60*time.Second)
+	rec := jobstest.WaitStateWithin(t, e.ledger, queue, res.JobID, jobs.Succeeded, helperBound) // B starts first
 	b := fenceOf(rec)
 	t.Logf("A stopped; B re-ran and committed %v later (fence a=%d, b=%d)", time.Since(t0).Round(time.Millisecond), aStart.Token, b)
-	bWrite := e.waitEvent("B write", 5*time.Second, is("B", "write"))
+	bWrite := e.waitEvent("B write", is("B", "write"))
 	switch {
 	case bWrite.Result != "applied":
 		t.Fatalf("B's write: %+v", bWrite)
@@ -70,15 +72,15 @@ func testPausedWorker(t *testing.T, kind string) {
 
 	// A wakes up and tries to write, then to commit.
 	a.resume()
-	aWrite := e.waitEvent("A write", 30*time.Second, is("A", "write"))
+	aWrite := e.waitEvent("A write", is("A", "write"))
 	if aWrite.Result != "stale" || lease.Token(aWrite.Token) != lease.Token(aStart.Token) {
 		t.Fatalf("A's write after resuming: %+v, want stale", aWrite)
 	}
 	if lease.Token(aWrite.Stored) != b {
 		t.Fatalf("A was rejected by high-water %d, want B's fence %d", aWrite.Stored, b)
 	}
-	if !poll(30*time.Second, func() bool { return e.stats()["fenced_commit"] == 1 }) {
-		t.Fatalf("A's commit was not rejected by the ledger: stats %v", e.stats())
+	if err := redistest.Wait(e.rdb, e.ns, helperBound, func() bool { return e.stats()["fenced_commit"] == 1 }); err != nil {
+		t.Fatalf("A's commit was not rejected by the ledger: %v; stats %v", err, e.stats())
 	}
 
 	// The final state is B's.
@@ -107,6 +109,6 @@ func testPausedWorker(t *testing.T, kind string) {
 		}
 	}
 	if !fenced || !rerun {
-		t.Fatalf("history lacks A's fenced commit (%v) or B's re-run decision (%v):%s", fenced, rerun, historyString(e.history(res.JobID)))
+		t.Fatalf("history lacks A's fenced commit (%v) or B's re-run decision (%v):%s", fenced, rerun, jobstest.History(e.history(res.JobID)))
 	}
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -41,10 +43,15 @@ const (
 	// cutDrop drops the message carrying the pattern: the server never
 	// receives it.
 	cutDrop = "drop"
-	// cutReplyLost forwards it, discards the server's replies, then cuts:
-	// the server did the work, the client never hears of it.
+	// cutReplyLost forwards it, discards the server's replies and cuts once
+	// the server said it is ready for the next query: the server did the
+	// work, the client never hears of it.
 	cutReplyLost = "reply-lost"
 )
+
+// readyForQuery starts PostgreSQL's ReadyForQuery message ('Z', length 5),
+// which ends the server's answer to a query.
+var readyForQuery = []byte{'Z', 0, 0, 0, 5}
 
 func startPGProxy(t *testing.T, target string) *pgProxy {
 	t.Helper()
@@ -123,9 +130,16 @@ func (p *pgProxy) handle(client net.Conn) {
 	var dropReplies atomic.Bool
 	go func() { // server -> client
 		buf := make([]byte, 32<<10)
+		var dropped []byte
 		for {
 			n, err := server.Read(buf)
-			if n > 0 && !dropReplies.Load() {
+			if n > 0 && dropReplies.Load() {
+				// The answer to the forwarded message is complete: cut.
+				if dropped = append(dropped, buf[:n]...); bytes.Contains(dropped, readyForQuery) {
+					p.cut()
+					break
+				}
+			} else if n > 0 {
 				if _, werr := client.Write(buf[:n]); werr != nil {
 					break
 				}
@@ -151,8 +165,7 @@ func (p *pgProxy) handle(client net.Conn) {
 					break
 				}
 				dropReplies.Store(true)
-				_, _ = server.Write(chunk)
-				go func() { time.Sleep(300 * time.Millisecond); p.cut() }()
+				_, _ = server.Write(chunk) // the server->client side cuts after the answer
 				continue
 			}
 			if _, werr := server.Write(chunk); werr != nil {
@@ -254,7 +267,7 @@ func TestPostgresUnavailableMidTransaction(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatalf("the transfer never reached the cut; events %+v", e.events(nil))
 			}
-			first := e.waitEvent("first write", 30*time.Second, is("P", "write"))
+			first := e.waitEvent("first write", is("P", "write"))
 			if first.Result == "applied" {
 				t.Fatalf("the write succeeded through a cut connection: %+v", first)
 			}
@@ -262,15 +275,20 @@ func TestPostgresUnavailableMidTransaction(t *testing.T) {
 				t.Fatalf("the first attempt failed at the wrong step (at commit: %v): %s", atCommit, first.Result)
 			}
 			t.Logf("the first attempt's write failed: %s", first.Result)
-			rec := e.waitState(res.JobID, jobs.Uncertain, 30*time.Second)
+			rec := jobstest.WaitState(t, e.ledger, queue, res.JobID, jobs.Uncertain)
 			if rec.Attempts != 1 {
 				t.Fatalf("uncertain job: %+v", rec)
 			}
-			// Down for a while: the reconciler cannot tell, the job stays
-			// uncertain, and only a committed transaction moved money.
-			time.Sleep(700 * time.Millisecond)
-			if s := e.get(res.JobID).State; s != jobs.Uncertain {
-				t.Fatalf("while PostgreSQL is down the job is %s, want uncertain", s)
+			// Down for a while: the reconciler looks twice (the second time
+			// after its backoff) and cannot tell either time (each look is
+			// recorded on the job), the job stays uncertain, and only a
+			// committed transaction moved money.
+			redistest.Await(t, e.rdb, e.ledger.JobKey(queue, res.JobID), "two reconciler looks while PostgreSQL is down", func() bool {
+				r := e.get(res.JobID)
+				return r.State != jobs.Uncertain || r.ReconcileTries >= 2
+			})
+			if r := e.get(res.JobID); r.State != jobs.Uncertain {
+				t.Fatalf("while PostgreSQL is down the job is %s (after %d reconciler looks), want uncertain", r.State, r.ReconcileTries)
 			}
 			_, applied, err := e.store.Applied(ctx, op)
 			if err != nil || applied != tc.committed {
@@ -283,7 +301,7 @@ func TestPostgresUnavailableMidTransaction(t *testing.T) {
 			}
 
 			proxy.restore()
-			rec = e.waitState(res.JobID, jobs.Succeeded, 30*time.Second)
+			rec = jobstest.WaitState(t, e.ledger, queue, res.JobID, jobs.Succeeded)
 			e.wantOneTransfer(before, x)
 			eff, ok, err := e.store.Applied(ctx, op)
 			if err != nil || !ok || eff.Token != fenceOf(rec) || eff.Owner != fenceOwner(rec) {
@@ -304,7 +322,7 @@ func TestPostgresUnavailableMidTransaction(t *testing.T) {
 				}
 			}
 			if !decided {
-				t.Fatalf("no %s decision in the history:%s", wantDecision, historyString(e.history(res.JobID)))
+				t.Fatalf("no %s decision in the history:%s", wantDecision, jobstest.History(e.history(res.JobID)))
 			}
 		})
 	}
