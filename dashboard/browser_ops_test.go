@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -90,9 +88,9 @@ func (f *fixture) serveOps() *httptest.Server {
 	return srv
 }
 
-func navigate(t *testing.T, ctx context.Context, hash string) {
+func navigate(t *testing.T, tb *tab, hash string) {
 	t.Helper()
-	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`location.hash = `+jsString(hash))))
+	must(t, tb.page.Eval(tb.ctx, `location.hash = `+jsString(hash), nil))
 }
 
 // until waits for cond, checked against the ledger.
@@ -109,21 +107,21 @@ func until(t *testing.T, what string, cond func() bool) {
 
 // confirm opens the action box sel, types note and confirms (clicks are
 // dispatched by the page's own click(), which does not wait for layout).
-func confirm(t *testing.T, ctx context.Context, sel, note string) {
+func confirm(t *testing.T, tb *tab, sel, note string) {
 	t.Helper()
-	waitJS(t, ctx, "the action "+sel, `!!document.querySelector(`+jsString(sel+` button.act`)+`)`)
-	click(t, ctx, sel+` button.act`)
-	waitJS(t, ctx, "the confirmation of "+sel, `!!document.querySelector(`+jsString(sel+` .confirm-box input.note`)+`)`)
+	waitJS(t, tb, "the action "+sel, `!!document.querySelector(`+jsString(sel+` button.act`)+`)`)
+	click(t, tb, sel+` button.act`)
+	waitJS(t, tb, "the confirmation of "+sel, `!!document.querySelector(`+jsString(sel+` .confirm-box input.note`)+`)`)
 	if note != "" {
-		must(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(sel+` .confirm-box input.note`), note)))
+		must(t, tb.page.Type(tb.ctx, sel+` .confirm-box input.note`, note))
 	}
-	click(t, ctx, sel+` .confirm-box button.confirm`)
+	click(t, tb, sel+` .confirm-box button.confirm`)
 }
 
-func click(t *testing.T, ctx context.Context, sel string) {
+func click(t *testing.T, tb *tab, sel string) {
 	t.Helper()
-	if !evalJS[bool](t, ctx, `(() => { const e = document.querySelector(`+jsString(sel)+`); if (!e) return false; e.click(); return true; })()`) {
-		t.Fatalf("nothing to click at %s; main: %.3000s", sel, evalJS[string](t, ctx, `document.getElementById('main').outerHTML`))
+	if !evalJS[bool](t, tb, `(() => { const e = document.querySelector(`+jsString(sel)+`); if (!e) return false; e.click(); return true; })()`) {
+		t.Fatalf("nothing to click at %s; main: %.3000s", sel, evalJS[string](t, tb, `document.getElementById('main').outerHTML`))
 	}
 }
 
@@ -143,73 +141,72 @@ func TestBrowserOperations(t *testing.T) {
 	f := newFixture(t).seed()
 	bulk := f.operations()
 	srv := f.serveOps()
-	ctx, watch := openBrowser(t, exe)
+	tb, watch := openBrowser(t, exe)
 	bg := context.Background()
 
 	// Overview: the last hour's charts render on first load.
-	must(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ops/")))
-	waitJS(t, ctx, "the overview charts", `!!document.querySelector('#chart-failures svg')`)
-	if got := evalJS[string](t, ctx, `document.getElementById('chart-failures').dataset.total`); got != "3" {
+	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/ops/"))
+	waitJS(t, tb, "the overview charts", `!!document.querySelector('#chart-failures svg')`)
+	if got := evalJS[string](t, tb, `document.getElementById('chart-failures').dataset.total`); got != "3" {
 		t.Errorf("failures in the last hour: %s", got)
 	}
-	if n := evalJS[int](t, ctx, `document.querySelectorAll('#chart-failures rect.bar').length`); n != 1 {
+	if n := evalJS[int](t, tb, `document.querySelectorAll('#chart-failures rect.bar').length`); n != 1 {
 		t.Errorf("%d failure bars", n)
 	}
 
 	// Pause, then resume, queue default from its row.
 	pause := `#queues .action[data-action="pause"][data-target="default"]`
-	confirm(t, ctx, pause, "deploying the gateway")
+	confirm(t, tb, pause, "deploying the gateway")
 	until(t, "queue default paused", func() bool {
 		p, err := f.ledger.Paused(bg, "default")
 		return err == nil && p != nil && p.Actor == "operator:"+user && p.Note == "deploying the gateway"
 	})
 	resume := `#queues .action[data-action="resume"][data-target="default"]`
-	confirm(t, ctx, resume, "")
+	confirm(t, tb, resume, "")
 	until(t, "queue default resumed", func() bool {
 		p, err := f.ledger.Paused(bg, "default")
 		return err == nil && p == nil
 	})
 
 	// Cancel the scheduled job from its page: the page shows when it runs.
-	navigate(t, ctx, "#/job/default/"+f.pending)
-	waitJS(t, ctx, "the scheduled job", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-run-at')`)
-	if txt := evalJS[string](t, ctx, `document.getElementById('job-run-at').textContent`); !strings.Contains(txt, "(in ") {
+	navigate(t, tb, "#/job/default/"+f.pending)
+	waitJS(t, tb, "the scheduled job", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-run-at')`)
+	if txt := evalJS[string](t, tb, `document.getElementById('job-run-at').textContent`); !strings.Contains(txt, "(in ") {
 		t.Errorf("run at: %q", txt)
 	}
-	waitJS(t, ctx, "the run-now button on a scheduled job", `!!document.querySelector('.action[data-action="run-now"]')`)
-	confirm(t, ctx, `.action[data-action="cancel"]`, "customer withdrew the order")
+	waitJS(t, tb, "the run-now button on a scheduled job", `!!document.querySelector('.action[data-action="run-now"]')`)
+	confirm(t, tb, `.action[data-action="cancel"]`, "customer withdrew the order")
 	until(t, "the job cancelled", func() bool { return f.state("default", f.pending) == jobs.Cancelled })
 	if e := lastEntry(t, f, "default", f.pending); e.Actor != "operator:"+user || e.Note != "customer withdrew the order" {
 		t.Errorf("cancel entry: %+v", e)
 	}
 
 	// The stuck job is marked overdue; the healthy one counts its lease down.
-	navigate(t, ctx, "#/job/slow/"+f.stuck)
-	waitJS(t, ctx, "the overdue marker", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-overdue')`)
-	navigate(t, ctx, "#/job/slow/"+f.healthy)
-	waitJS(t, ctx, "the lease countdown", `/\(in \d+m\d+s\)/.test((document.getElementById('job-lease') || {}).textContent || '')`)
+	navigate(t, tb, "#/job/slow/"+f.stuck)
+	waitJS(t, tb, "the overdue marker", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-overdue')`)
+	navigate(t, tb, "#/job/slow/"+f.healthy)
+	waitJS(t, tb, "the lease countdown", `/\(in \d+m\d+s\)/.test((document.getElementById('job-lease') || {}).textContent || '')`)
 
 	// Re-run the dead job from its page.
-	navigate(t, ctx, "#/job/default/"+f.dead)
+	navigate(t, tb, "#/job/default/"+f.dead)
 	btn := `div.resolve[data-resolve="` + f.dead + `"] button[data-decision="rerun"]`
-	waitJS(t, ctx, "the re-run button", `!!document.querySelector(`+jsString(btn)+`)`)
-	must(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`div.resolve input.note`), "card gateway fixed"),
-		chromedp.Click(chromedp.CSS(btn))))
+	waitJS(t, tb, "the re-run button", `!!document.querySelector(`+jsString(btn)+`)`)
+	must(t, tb.page.Type(tb.ctx, `div.resolve input.note`, "card gateway fixed"))
+	must(t, tb.page.Click(tb.ctx, btn))
 	until(t, "the dead job re-run", func() bool { return f.state("default", f.dead) == jobs.Pending })
 
 	// Filter with the form: dead jobs of queue bulk.
-	navigate(t, ctx, "#/jobs?state=pending")
-	waitJS(t, ctx, "the filter form", `!!document.querySelector('#filters select[name=queue] option[value=bulk]')`)
-	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](
-		`document.querySelector('#filters select[name=state]').value = 'dead'; document.querySelector('#filters select[name=queue]').value = 'bulk'`)))
-	click(t, ctx, `#filters button[type=submit]`)
-	waitJS(t, ctx, "the filtered list", `location.hash.includes('queue=bulk') && document.querySelectorAll('#jobs tbody a[data-job]').length === 3`)
-	screenshotIf(t, ctx, "jobs-filtered.png")
+	navigate(t, tb, "#/jobs?state=pending")
+	waitJS(t, tb, "the filter form", `!!document.querySelector('#filters select[name=queue] option[value=bulk]')`)
+	must(t, tb.page.Eval(tb.ctx,
+		`document.querySelector('#filters select[name=state]').value = 'dead'; document.querySelector('#filters select[name=queue]').value = 'bulk'`, nil))
+	click(t, tb, `#filters button[type=submit]`)
+	waitJS(t, tb, "the filtered list", `location.hash.includes('queue=bulk') && document.querySelectorAll('#jobs tbody a[data-job]').length === 3`)
+	screenshotIf(t, tb, "jobs-filtered.png")
 
 	// Re-run them all: the confirmation counts the selection first.
-	confirm(t, ctx, `#bulk .action[data-action="bulk-rerun"]`, "gateway back up")
-	if q := evalJS[string](t, ctx, `document.querySelector('#bulk .question').textContent`); !strings.HasPrefix(q, "Re-run 3 jobs (dead in queue bulk)") {
+	confirm(t, tb, `#bulk .action[data-action="bulk-rerun"]`, "gateway back up")
+	if q := evalJS[string](t, tb, `document.querySelector('#bulk .question').textContent`); !strings.HasPrefix(q, "Re-run 3 jobs (dead in queue bulk)") {
 		t.Errorf("confirmation: %q", q)
 	}
 	until(t, "the bulk re-run", func() bool {
@@ -223,66 +220,66 @@ func TestBrowserOperations(t *testing.T) {
 	if e := lastEntry(t, f, "bulk", bulk[2]); e.Actor != "operator:"+user || e.Note != "gateway back up" || e.Decision != "rerun" {
 		t.Errorf("bulk entry: %+v", e)
 	}
-	waitJS(t, ctx, "the bulk result", `(document.querySelector('#bulk .status') || {}).textContent === 'Done: 3 of 3 jobs.'`)
+	waitJS(t, tb, "the bulk result", `(document.querySelector('#bulk .status') || {}).textContent === 'Done: 3 of 3 jobs.'`)
 
 	// Pages: labels follow the order shown.
-	navigate(t, ctx, "#/jobs?state=pending&queue=many")
-	waitJS(t, ctx, "page 1, oldest first", `document.querySelectorAll('#jobs tbody a[data-job]').length === 50 && !!document.querySelector('#pager a[rel=next]')`)
-	waitJS(t, ctx, "the bulk run-now and cancel buttons on scheduled jobs",
+	navigate(t, tb, "#/jobs?state=pending&queue=many")
+	waitJS(t, tb, "page 1, oldest first", `document.querySelectorAll('#jobs tbody a[data-job]').length === 50 && !!document.querySelector('#pager a[rel=next]')`)
+	waitJS(t, tb, "the bulk run-now and cancel buttons on scheduled jobs",
 		`!!document.querySelector('#bulk .action[data-action="bulk-run_now"]') && !!document.querySelector('#bulk .action[data-action="bulk-cancel"]')`)
-	if txt := evalJS[string](t, ctx, `document.querySelector('#pager a[rel=next]').textContent`); txt != "newer →" {
+	if txt := evalJS[string](t, tb, `document.querySelector('#pager a[rel=next]').textContent`); txt != "newer →" {
 		t.Errorf("next page, oldest first: %q", txt)
 	}
-	firstPageLast := evalJS[string](t, ctx, `[...document.querySelectorAll('#jobs tbody tr')].at(-1).children[5].textContent`)
-	click(t, ctx, `#pager a[rel=next]`)
-	waitJS(t, ctx, "page 2", `document.querySelectorAll('#jobs tbody a[data-job]').length === 5`)
-	if first := evalJS[string](t, ctx, `document.querySelector('#jobs tbody tr').children[5].textContent`); first <= firstPageLast {
+	firstPageLast := evalJS[string](t, tb, `[...document.querySelectorAll('#jobs tbody tr')].at(-1).children[5].textContent`)
+	click(t, tb, `#pager a[rel=next]`)
+	waitJS(t, tb, "page 2", `document.querySelectorAll('#jobs tbody a[data-job]').length === 5`)
+	if first := evalJS[string](t, tb, `document.querySelector('#jobs tbody tr').children[5].textContent`); first <= firstPageLast {
 		t.Errorf("page 2 starts at %s, not after page 1's %s", first, firstPageLast)
 	}
-	navigate(t, ctx, "#/jobs?state=pending&queue=many&sort=desc")
-	waitJS(t, ctx, "page 1, newest first", `!!document.querySelector('#pager a[rel=next]') && document.getElementById('pager').textContent.includes('newest first')`)
-	if txt := evalJS[string](t, ctx, `document.querySelector('#pager a[rel=next]').textContent`); txt != "older →" {
+	navigate(t, tb, "#/jobs?state=pending&queue=many&sort=desc")
+	waitJS(t, tb, "page 1, newest first", `!!document.querySelector('#pager a[rel=next]') && document.getElementById('pager').textContent.includes('newest first')`)
+	if txt := evalJS[string](t, tb, `document.querySelector('#pager a[rel=next]').textContent`); txt != "older →" {
 		t.Errorf("next page, newest first: %q", txt)
 	}
 
 	// Pools: both live pools, the leader marked.
-	navigate(t, ctx, "#/pools")
-	waitJS(t, ctx, "the pools", `document.querySelectorAll('#pools tbody tr[data-pool]').length === 2`)
-	if !evalJS[bool](t, ctx, `!!document.querySelector('#pools tr[data-pool="pool-b"] .badge.leader') && !document.querySelector('#pools tr[data-pool="pool-a"] .badge.leader')`) {
+	navigate(t, tb, "#/pools")
+	waitJS(t, tb, "the pools", `document.querySelectorAll('#pools tbody tr[data-pool]').length === 2`)
+	if !evalJS[bool](t, tb, `!!document.querySelector('#pools tr[data-pool="pool-b"] .badge.leader') && !document.querySelector('#pools tr[data-pool="pool-a"] .badge.leader')`) {
 		t.Error("the reconciler leader is not marked on pool-b alone")
 	}
-	if txt := evalJS[string](t, ctx, `document.querySelector('#pools tr[data-pool="pool-a"]').textContent`); !strings.Contains(txt, "host-pool-a") ||
+	if txt := evalJS[string](t, tb, `document.querySelector('#pools tr[data-pool="pool-a"]').textContent`); !strings.Contains(txt, "host-pool-a") ||
 		!strings.Contains(txt, "2 / 10") || !strings.Contains(txt, "v1.2.3") || !strings.Contains(txt, "bulk=2") {
 		t.Errorf("pool row: %q", txt)
 	}
 
 	// Schedules: both, the last tick's job linked with its state; one
 	// schedule's ticks, newest first; markup in a schedule shown as text.
-	navigate(t, ctx, "#/schedules")
-	waitJS(t, ctx, "the schedules", `document.getElementById('main').dataset.view === 'schedules' && document.querySelectorAll('#schedules tbody tr[data-schedule]').length === 2`)
-	if txt := evalJS[string](t, ctx, `document.querySelector('#schedules tr[data-schedule="hourly-echo"]').textContent`); !strings.Contains(txt, f.tickJob) ||
+	navigate(t, tb, "#/schedules")
+	waitJS(t, tb, "the schedules", `document.getElementById('main').dataset.view === 'schedules' && document.querySelectorAll('#schedules tbody tr[data-schedule]').length === 2`)
+	if txt := evalJS[string](t, tb, `document.querySelector('#schedules tr[data-schedule="hourly-echo"]').textContent`); !strings.Contains(txt, f.tickJob) ||
 		!strings.Contains(txt, "pending") || !strings.Contains(txt, "@every 1h0m0s") || !strings.Contains(txt, "latest") {
 		t.Errorf("schedule row: %q", txt)
 	}
-	if txt := evalJS[string](t, ctx, `document.querySelector('#schedules tr[data-schedule="nightly-report"]').textContent`); !strings.Contains(txt, xss) {
+	if txt := evalJS[string](t, tb, `document.querySelector('#schedules tr[data-schedule="nightly-report"]').textContent`); !strings.Contains(txt, xss) {
 		t.Errorf("markup in a schedule is not shown as text: %q", txt)
 	}
-	click(t, ctx, `#schedules tr[data-schedule="hourly-echo"] a[href="#/schedules/hourly-echo"]`)
-	waitJS(t, ctx, "the schedule's ticks", `document.getElementById('main').dataset.view === 'schedule' && document.querySelectorAll('#ticks tbody tr[data-tick]').length === 3`)
-	states := evalJS[[]string](t, ctx, `[...document.querySelectorAll('#ticks tbody tr')].map((r) => r.children[2].textContent)`)
+	click(t, tb, `#schedules tr[data-schedule="hourly-echo"] a[href="#/schedules/hourly-echo"]`)
+	waitJS(t, tb, "the schedule's ticks", `document.getElementById('main').dataset.view === 'schedule' && document.querySelectorAll('#ticks tbody tr[data-tick]').length === 3`)
+	states := evalJS[[]string](t, tb, `[...document.querySelectorAll('#ticks tbody tr')].map((r) => r.children[2].textContent)`)
 	if strings.Join(states, ",") != "pending,pending,gone" {
 		t.Errorf("tick states, newest first: %v", states)
 	}
-	if !evalJS[bool](t, ctx, `document.querySelector('#ticks tbody tr').textContent.includes('periodic:hourly-echo:') && document.querySelectorAll('#ticks a[data-job]')[1].textContent.length > 0 && document.querySelectorAll('#ticks tbody tr')[1].textContent.includes('deduplicated')`) {
+	if !evalJS[bool](t, tb, `document.querySelector('#ticks tbody tr').textContent.includes('periodic:hourly-echo:') && document.querySelectorAll('#ticks a[data-job]')[1].textContent.length > 0 && document.querySelectorAll('#ticks tbody tr')[1].textContent.includes('deduplicated')`) {
 		t.Error("tick rows lack the operation id, the job link or the deduplicated note")
 	}
-	click(t, ctx, `#ticks tbody tr a[data-job]`)
-	waitJS(t, ctx, "the tick's job", `document.getElementById('main').dataset.view === 'job' && location.hash === `+jsString("#/job/reports/"+f.tickJob))
+	click(t, tb, `#ticks tbody tr a[data-job]`)
+	waitJS(t, tb, "the tick's job", `document.getElementById('main').dataset.view === 'job' && location.hash === `+jsString("#/job/reports/"+f.tickJob))
 
 	// History: the day's charts.
-	navigate(t, ctx, "#/history?window=24h")
-	waitJS(t, ctx, "the day's charts", `document.getElementById('main').dataset.view === 'history' && document.querySelectorAll('figure.chart').length === 6`)
-	if got := evalJS[string](t, ctx, `document.getElementById('chart-review').textContent`); !strings.Contains(got, "now 2") { // one in default, one in bulk
+	navigate(t, tb, "#/history?window=24h")
+	waitJS(t, tb, "the day's charts", `document.getElementById('main').dataset.view === 'history' && document.querySelectorAll('figure.chart').length === 6`)
+	if got := evalJS[string](t, tb, `document.getElementById('chart-review').textContent`); !strings.Contains(got, "now 2") { // one in default, one in bulk
 		t.Errorf("review chart: %q", got)
 	}
 
@@ -293,16 +290,16 @@ func TestBrowserOperations(t *testing.T) {
 
 // screenshotIf keeps a screenshot only when FENCEDQ_SCREENSHOTS names a
 // directory (TestScreenshots takes the full set).
-func screenshotIf(t *testing.T, ctx context.Context, name string) {
+func screenshotIf(t *testing.T, tb *tab, name string) {
 	t.Helper()
 	if os.Getenv("FENCEDQ_SCREENSHOTS") != "" {
-		shoot(t, ctx, os.Getenv("FENCEDQ_SCREENSHOTS"), name)
+		shoot(t, tb, os.Getenv("FENCEDQ_SCREENSHOTS"), name)
 	}
 }
 
-func shoot(t *testing.T, ctx context.Context, dir, name string) {
+func shoot(t *testing.T, tb *tab, dir, name string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := tb.page.Screenshot(tb.ctx)
 	must(t, err)
 	if len(png) < 1000 || string(png[1:4]) != "PNG" {
 		t.Fatalf("screenshot %s: %d bytes, not a PNG", name, len(png))
@@ -334,8 +331,8 @@ func TestScreenshots(t *testing.T) {
 	f := newFixture(t).seed()
 	f.operations()
 	srv := f.serveOps()
-	ctx, watch := openBrowser(t, exe)
-	must(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ops/")))
+	tb, watch := openBrowser(t, exe)
+	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/ops/"))
 	pages := []struct{ hash, view, name, ready string }{
 		{"#/", "overview", "overview.png", `!!document.querySelector('#chart-throughput')`},
 		{"#/jobs?state=pending&queue=many&sort=desc", "jobs", "jobs.png", `!!document.querySelector('#jobs a[data-job]')`},
@@ -354,17 +351,17 @@ func TestScreenshots(t *testing.T) {
 		{"#/search/op-charge", "search", "search.png", `!!document.querySelector('#results a[data-job]')`},
 	}
 	for _, p := range pages {
-		navigate(t, ctx, p.hash)
-		waitJS(t, ctx, p.name, `document.getElementById('main').dataset.view === `+jsString(p.view)+
+		navigate(t, tb, p.hash)
+		waitJS(t, tb, p.name, `document.getElementById('main').dataset.view === `+jsString(p.view)+
 			` && document.getElementById('main').dataset.ready === '1' && `+p.ready)
-		shoot(t, ctx, dir, p.name)
+		shoot(t, tb, dir, p.name)
 	}
 	// The bulk confirmation, open.
-	navigate(t, ctx, "#/jobs?state=dead&queue=bulk")
-	waitJS(t, ctx, "the bulk action", `!!document.querySelector('#bulk button.act')`)
-	click(t, ctx, `#bulk button.act`)
-	waitJS(t, ctx, "the confirmation", `!!document.querySelector('#bulk .confirm-box')`)
-	shoot(t, ctx, dir, "bulk-confirm.png")
+	navigate(t, tb, "#/jobs?state=dead&queue=bulk")
+	waitJS(t, tb, "the bulk action", `!!document.querySelector('#bulk button.act')`)
+	click(t, tb, `#bulk button.act`)
+	waitJS(t, tb, "the confirmation", `!!document.querySelector('#bulk .confirm-box')`)
+	shoot(t, tb, dir, "bulk-confirm.png")
 	if p := watch.list(); len(p) > 0 {
 		t.Fatalf("the page misbehaved:\n%s", strings.Join(p, "\n"))
 	}

@@ -14,14 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
-	"github.com/chromedp/chromedp"
-
 	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/browser"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -76,81 +70,91 @@ func (w *pageWatch) list() []string {
 	return append([]string(nil), w.problems...)
 }
 
-func watchPage(ctx context.Context, w *pageWatch) {
-	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
-	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
-	console := chromedp.Events(ctx, runtime.ConsoleAPICalled)
-	logs := chromedp.Events(ctx, cdplog.EntryAdded)
-	go func() {
-		for ev, err := range dialogs {
-			if err != nil {
-				return
-			}
-			w.add("dialog opened: " + string(ev.Type) + " " + ev.Message)
-			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+// watchPage records on w what must never happen on the page: a dialog
+// (dismissed at once), an uncaught exception, console.error or
+// console.assert, and an error in the browser's log (a CSP violation, a
+// failed load).
+func watchPage(tb *tab, w *pageWatch) {
+	decode := func(event string, params json.RawMessage, v any) bool {
+		if err := json.Unmarshal(params, v); err != nil {
+			w.add(event + ": undecodable " + string(params) + ": " + err.Error())
+			return false
 		}
-	}()
-	go func() {
-		for ev, err := range exceptions {
-			if err != nil {
-				return
-			}
-			d := ev.ExceptionDetails
-			msg := d.Text
-			if d.Exception != nil {
-				msg += " " + d.Exception.Description
-			}
-			w.add("exception: " + msg)
+		return true
+	}
+	tb.page.On("Page.javascriptDialogOpening", func(params json.RawMessage) {
+		var ev struct{ Type, Message string }
+		if decode("dialog", params, &ev) {
+			w.add("dialog opened: " + ev.Type + " " + ev.Message)
 		}
-	}()
-	go func() {
-		for ev, err := range console {
-			if err != nil {
-				return
-			}
-			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
-				b, _ := json.Marshal(ev.Args)
-				w.add("console." + string(ev.Type) + ": " + string(b))
+		_ = tb.page.Call(tb.ctx, "Page.handleJavaScriptDialog", map[string]any{"accept": false}, nil)
+	})
+	tb.page.On("Runtime.exceptionThrown", func(params json.RawMessage) {
+		var ev struct {
+			ExceptionDetails struct {
+				Text      string
+				Exception *struct{ Description string }
 			}
 		}
-	}()
-	go func() {
-		for ev, err := range logs {
-			if err != nil {
-				return
-			}
-			e := ev.Entry
-			// Failed loads the test causes on purpose are not problems; the
-			// browser's own favicon probe outside the mount is not either.
-			if e.Level == cdplog.EntryLevelError && !strings.Contains(e.URL, "favicon.ico") {
-				w.add("log " + string(e.Source) + ": " + e.Text + " " + e.URL)
-			}
+		if !decode("exception", params, &ev) {
+			return
 		}
-	}()
+		d := ev.ExceptionDetails
+		msg := d.Text
+		if d.Exception != nil {
+			msg += " " + d.Exception.Description
+		}
+		w.add("exception: " + msg)
+	})
+	tb.page.On("Runtime.consoleAPICalled", func(params json.RawMessage) {
+		var ev struct {
+			Type string
+			Args json.RawMessage
+		}
+		if decode("console", params, &ev) && (ev.Type == "error" || ev.Type == "assert") {
+			w.add("console." + ev.Type + ": " + string(ev.Args))
+		}
+	})
+	tb.page.On("Log.entryAdded", func(params json.RawMessage) {
+		var ev struct {
+			Entry struct{ Source, Level, Text, URL string }
+		}
+		if !decode("log", params, &ev) {
+			return
+		}
+		e := ev.Entry
+		// Failed loads the test causes on purpose are not problems; the
+		// browser's own favicon probe outside the mount is not either.
+		if e.Level == "error" && !strings.Contains(e.URL, "favicon.ico") {
+			w.add("log " + e.Source + ": " + e.Text + " " + e.URL)
+		}
+	})
 }
 
 // waitJS evaluates expr until it is true (Runtime.evaluate is not subject
 // to the page's CSP, unlike a predicate compiled inside the page).
-func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+func waitJS(t *testing.T, tb *tab, what, expr string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		var ok bool
+		err := tb.page.Eval(tb.ctx, expr, &ok)
 		if err == nil && ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('main').textContent`))
+			var body string
+			_ = tb.page.Eval(tb.ctx, `document.getElementById('main').textContent`, &body)
 			t.Fatalf("waiting for %s: %v (%s); page text: %.2000s", what, err, expr, body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+func evalJS[T any](t *testing.T, tb *tab, expr string) T {
 	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
+	var v T
+	if err := tb.page.Eval(tb.ctx, expr, &v); err != nil {
 		t.Fatalf("evaluate %s: %v", expr, err)
 	}
 	return v
@@ -161,9 +165,9 @@ func jsString(s string) string {
 	return string(b)
 }
 
-func screenshot(t *testing.T, ctx context.Context, name string) {
+func screenshot(t *testing.T, tb *tab, name string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := tb.page.Screenshot(tb.ctx)
 	must(t, err)
 	if len(png) < 1000 || string(png[1:4]) != "PNG" {
 		t.Fatalf("screenshot %s: %d bytes, not a PNG", name, len(png))
@@ -176,53 +180,46 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("screenshot: %s (%d bytes)", path, len(png))
 }
 
-// openBrowser starts headless Chromium for one test and returns a context
-// for it, with a watch on what must never happen on a page. Every request
+// tab is the page a browser test drives, with the deadline of all its
+// calls.
+type tab struct {
+	ctx  context.Context
+	page *browser.Page
+}
+
+// openBrowser starts headless Chromium for one test and opens a page in
+// it, with a watch on what must never happen on a page. Every request
 // carries the operator's basic-auth credentials, as after signing in
 // through api/login.
-func openBrowser(t *testing.T, exe string) (context.Context, *pageWatch) {
+func openBrowser(t *testing.T, exe string) (*tab, *pageWatch) {
 	t.Helper()
-	profile := t.TempDir()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.UserDataDir(profile),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-default-apps", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.WindowSize(1280, 1000),
-	)
-	t.Cleanup(cancelAlloc) // stops the browser before the profile directory is removed (cleanups run last-in first-out)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil { // starts the browser, with no timeout
+	b, err := browser.Launch(context.Background(), exe, browser.Options{Width: 1280, Height: 1000}) // no timeout on the start
+	if err != nil {
 		t.Fatalf("start %s: %v", exe, err)
 	}
-	ctx, cancelRun := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancelRun)
+	t.Cleanup(func() { // stops the browser and removes its profile
+		if err := b.Close(); err != nil {
+			t.Errorf("stop %s: %v", exe, err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	p, err := b.NewPage(ctx)
+	if err != nil {
+		t.Fatalf("open a page in %s: %v", exe, err)
+	}
+	tb := &tab{ctx: ctx, page: p}
 
 	watch := &pageWatch{}
-	watchPage(ctx, watch)
+	watchPage(tb, watch)
 	// Every request of the page carries the operator's basic-auth
 	// credentials, as after signing in through api/login.
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
-	_, err := chromedp.Call(ctx, network.Enable, network.EnableParams{})
-	must(t, err)
-	_, err = chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}})
-	must(t, err)
-	_, err = chromedp.Call(ctx, cdplog.Enable, cdp.Empty{})
-	must(t, err)
+	must(t, p.Call(ctx, "Network.enable", map[string]any{}, nil))
+	must(t, p.Call(ctx, "Network.setExtraHTTPHeaders", map[string]any{"headers": map[string]string{"Authorization": auth}}, nil))
+	must(t, p.Call(ctx, "Log.enable", nil, nil))
 
-	return ctx, watch
+	return tb, watch
 }
 
 // TestBrowser drives the dashboard in headless Chromium: the overview with
@@ -237,102 +234,98 @@ func TestBrowser(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	ctx, watch := openBrowser(t, exe)
+	tb, watch := openBrowser(t, exe)
 
 	// Overview: counts render from the ledger.
-	must(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ops/")))
+	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/ops/"))
 	count := func(q, s string) string {
 		return `document.querySelector('#queues td.count[data-queue=` + jsString(q) + `][data-state=` + jsString(s) + `]')`
 	}
-	waitJS(t, ctx, "the overview counts", `(() => { const c = `+count("default", "succeeded")+`; return !!c && c.textContent === '1'; })()`)
+	waitJS(t, tb, "the overview counts", `(() => { const c = `+count("default", "succeeded")+`; return !!c && c.textContent === '1'; })()`)
 	for s, want := range map[string]string{"pending": "1", "uncertain": "1", "review": "1", "dead": "1", "running": "0", "cancelled": "1"} {
-		if got := evalJS[string](t, ctx, count("default", s)+`.textContent`); got != want {
+		if got := evalJS[string](t, tb, count("default", s)+`.textContent`); got != want {
 			t.Errorf("overview %s = %q, want %q", s, got, want)
 		}
 	}
-	if got := evalJS[string](t, ctx, count("slow", "running")+`.textContent`); got != "2" {
+	if got := evalJS[string](t, tb, count("slow", "running")+`.textContent`); got != "2" {
 		t.Errorf("overview slow running = %q", got)
 	}
 	// The paused queue is marked in its row and named above the table.
-	if n := evalJS[int](t, ctx, `document.querySelectorAll('#queues .badge.paused').length`); n != 1 ||
-		!evalJS[bool](t, ctx, `!!document.querySelector('#queues tr[data-queue="slow"] .badge.paused')`) {
+	if n := evalJS[int](t, tb, `document.querySelectorAll('#queues .badge.paused').length`); n != 1 ||
+		!evalJS[bool](t, tb, `!!document.querySelector('#queues tr[data-queue="slow"] .badge.paused')`) {
 		t.Errorf("%d paused badges, or not on queue slow", n)
 	}
-	if txt := evalJS[string](t, ctx, `document.getElementById('paused').textContent`); !strings.Contains(txt, "slow by operator:bob") ||
+	if txt := evalJS[string](t, tb, `document.getElementById('paused').textContent`); !strings.Contains(txt, "slow by operator:bob") ||
 		!strings.Contains(txt, "gateway maintenance") {
 		t.Errorf("paused line: %q", txt)
 	}
-	if txt := evalJS[string](t, ctx, `document.getElementById('reconciler').textContent`); !strings.Contains(txt, "no leader") {
+	if txt := evalJS[string](t, tb, `document.getElementById('reconciler').textContent`); !strings.Contains(txt, "no leader") {
 		t.Errorf("reconciler line: %q", txt)
 	}
-	if txt := evalJS[string](t, ctx, `document.getElementById('session').textContent`); txt != "signed in as "+user {
+	if txt := evalJS[string](t, tb, `document.getElementById('session').textContent`); txt != "signed in as "+user {
 		t.Errorf("session: %q", txt)
 	}
-	screenshot(t, ctx, "overview.png")
+	screenshot(t, tb, "overview.png")
 
 	// Open the uncertain job from its count, then from the list.
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#queues td.count[data-queue="default"][data-state="uncertain"] a`))))
-	waitJS(t, ctx, "the uncertain list", `!!document.querySelector('#jobs a[data-job=`+jsString(f.uncertain)+`]')`)
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#jobs a[data-job="`+f.uncertain+`"]`))))
-	waitJS(t, ctx, "the job page", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-error')`)
+	must(t, tb.page.Click(tb.ctx, `#queues td.count[data-queue="default"][data-state="uncertain"] a`))
+	waitJS(t, tb, "the uncertain list", `!!document.querySelector('#jobs a[data-job=`+jsString(f.uncertain)+`]')`)
+	must(t, tb.page.Click(tb.ctx, `#jobs a[data-job="`+f.uncertain+`"]`))
+	waitJS(t, tb, "the job page", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-error')`)
 
 	// The payload is text: the literal markup is in the DOM's text, no
 	// element came from it, nothing ran.
-	if txt := evalJS[string](t, ctx, `document.getElementById('job-error').textContent`); !strings.Contains(txt, xss) {
+	if txt := evalJS[string](t, tb, `document.getElementById('job-error').textContent`); !strings.Contains(txt, xss) {
 		t.Errorf("error text %q lacks the literal payload", txt)
 	}
-	if txt := evalJS[string](t, ctx, `document.getElementById('job-args').textContent`); !strings.Contains(txt, `"memo": "`+xss+`"`) ||
+	if txt := evalJS[string](t, tb, `document.getElementById('job-args').textContent`); !strings.Contains(txt, `"memo": "`+xss+`"`) ||
 		!strings.Contains(txt, `"card": "`+jobs.Redacted+`"`) || strings.Contains(txt, secret) {
 		t.Errorf("args text: %q", txt)
 	}
-	if n := evalJS[int](t, ctx, `document.querySelectorAll('main script, main img, main iframe').length`); n != 0 {
+	if n := evalJS[int](t, tb, `document.querySelectorAll('main script, main img, main iframe').length`); n != 0 {
 		t.Errorf("%d elements were created from payload text", n)
 	}
-	if txt := evalJS[string](t, ctx, `document.querySelector('#attempts tbody').textContent`); !strings.Contains(txt, "uncertain") || !strings.Contains(txt, xss) {
+	if txt := evalJS[string](t, tb, `document.querySelector('#attempts tbody').textContent`); !strings.Contains(txt, "uncertain") || !strings.Contains(txt, xss) {
 		t.Errorf("attempts: %q", txt)
 	}
-	if evalJS[bool](t, ctx, `document.documentElement.outerHTML.includes('<script>alert(1)')`) {
+	if evalJS[bool](t, tb, `document.documentElement.outerHTML.includes('<script>alert(1)')`) {
 		t.Error("the payload is in the document as markup")
 	}
-	screenshot(t, ctx, "job.png")
+	screenshot(t, tb, "job.png")
 
 	// The running job an operator asked to stop says so.
-	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`location.hash = `+jsString("#/job/slow/"+f.healthy))))
-	waitJS(t, ctx, "the job asked to stop", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-cancel')`)
-	if txt := evalJS[string](t, ctx, `document.getElementById('job-cancel').textContent`); !strings.Contains(txt, "operator:alice") {
+	must(t, tb.page.Eval(tb.ctx, `location.hash = `+jsString("#/job/slow/"+f.healthy), nil))
+	waitJS(t, tb, "the job asked to stop", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-cancel')`)
+	if txt := evalJS[string](t, tb, `document.getElementById('job-cancel').textContent`); !strings.Contains(txt, "operator:alice") {
 		t.Errorf("cancel request: %q", txt)
 	}
 	// Operator actions are listed with who and why.
-	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/events/operator'`)))
-	waitJS(t, ctx, "the operator actions", `document.getElementById('main').dataset.view === 'events' && document.querySelectorAll('#events tbody tr').length === 3`)
-	if txt := evalJS[string](t, ctx, `document.querySelector('#events tbody').textContent`); !strings.Contains(txt, "operator:bob: gateway maintenance") ||
+	must(t, tb.page.Eval(tb.ctx, `location.hash = '#/events/operator'`, nil))
+	waitJS(t, tb, "the operator actions", `document.getElementById('main').dataset.view === 'events' && document.querySelectorAll('#events tbody tr').length === 3`)
+	if txt := evalJS[string](t, tb, `document.querySelector('#events tbody').textContent`); !strings.Contains(txt, "operator:bob: gateway maintenance") ||
 		!strings.Contains(txt, "cancel") {
 		t.Errorf("operator actions: %q", txt)
 	}
 
 	// Search by operation id finds the review job.
-	must(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.ID("search-q"), "op-charge-2"),
-		chromedp.Click(chromedp.CSS(`#search button`)),
-	))
-	waitJS(t, ctx, "search results", `!!document.querySelector('#results a[data-job=`+jsString(f.review)+`]')`)
+	must(t, tb.page.Type(tb.ctx, "#search-q", "op-charge-2"))
+	must(t, tb.page.Click(tb.ctx, `#search button`))
+	waitJS(t, tb, "search results", `!!document.querySelector('#results a[data-job=`+jsString(f.review)+`]')`)
 
 	// Resolve the review job from the "uncertain & review" page.
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`nav a[data-nav="attention"]`))))
+	must(t, tb.page.Click(tb.ctx, `nav a[data-nav="attention"]`))
 	btn := `div.resolve[data-resolve="` + f.review + `"] button[data-decision="succeeded"]`
-	waitJS(t, ctx, "the resolve buttons", `!!document.querySelector(`+jsString(btn)+`)`)
-	if txt := evalJS[string](t, ctx, `document.getElementById('uncertain').textContent`); !strings.Contains(txt, xss) {
+	waitJS(t, tb, "the resolve buttons", `!!document.querySelector(`+jsString(btn)+`)`)
+	if txt := evalJS[string](t, tb, `document.getElementById('uncertain').textContent`); !strings.Contains(txt, xss) {
 		t.Errorf("the uncertain card does not show its error as text: %q", txt)
 	}
-	screenshot(t, ctx, "attention.png")
-	must(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`div.resolve[data-resolve="`+f.review+`"] input.note`), "confirmed in the gateway's report"),
-		chromedp.Click(chromedp.CSS(btn)),
-	))
+	screenshot(t, tb, "attention.png")
+	must(t, tb.page.Type(tb.ctx, `div.resolve[data-resolve="`+f.review+`"] input.note`, "confirmed in the gateway's report"))
+	must(t, tb.page.Click(tb.ctx, btn))
 	deadline := time.Now().Add(15 * time.Second)
 	for f.state("default", f.review) != jobs.Succeeded {
 		if time.Now().After(deadline) {
-			status := evalJS[string](t, ctx, `(document.querySelector('div.resolve .status') || {}).textContent || ''`)
+			status := evalJS[string](t, tb, `(document.querySelector('div.resolve .status') || {}).textContent || ''`)
 			t.Fatalf("the click did not resolve the job (state %s, status %q)", f.state("default", f.review), status)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -343,18 +336,63 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("resolution in the ledger: %+v", last)
 	}
 	// The page re-renders without it; its own page shows the new state.
-	waitJS(t, ctx, "the review list to empty", `!document.querySelector(`+jsString(btn)+`) && document.getElementById('review').textContent.includes('(0)')`)
-	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`location.hash = `+jsString("#/job/default/"+f.review))))
-	waitJS(t, ctx, "the resolved job", `document.getElementById('main').dataset.view === 'job' && document.querySelector('h1 .badge').textContent === 'succeeded'`)
-	if txt := evalJS[string](t, ctx, `document.querySelector('table.history').textContent`); !strings.Contains(txt, "actor=operator:"+user) {
+	waitJS(t, tb, "the review list to empty", `!document.querySelector(`+jsString(btn)+`) && document.getElementById('review').textContent.includes('(0)')`)
+	must(t, tb.page.Eval(tb.ctx, `location.hash = `+jsString("#/job/default/"+f.review), nil))
+	waitJS(t, tb, "the resolved job", `document.getElementById('main').dataset.view === 'job' && document.querySelector('h1 .badge').textContent === 'succeeded'`)
+	if txt := evalJS[string](t, tb, `document.querySelector('table.history').textContent`); !strings.Contains(txt, "actor=operator:"+user) {
 		t.Errorf("history on the page: %q", txt)
 	}
-	screenshot(t, ctx, "resolved.png")
-	if evalJS[bool](t, ctx, `[...document.getElementById('main').childNodes].some((n) => n.nodeType === Node.TEXT_NODE)`) {
+	screenshot(t, tb, "resolved.png")
+	if evalJS[bool](t, tb, `[...document.getElementById('main').childNodes].some((n) => n.nodeType === Node.TEXT_NODE)`) {
 		t.Error("stray text (a null or undefined rendered as text) at the top of the page")
 	}
 
 	if p := watch.list(); len(p) > 0 {
 		t.Fatalf("the page misbehaved:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestBrowserWatch checks the watch the browser tests rely on: a page that
+// opens a dialog, throws, logs console errors and breaks its content
+// security policy has each recorded.
+func TestBrowserWatch(t *testing.T) {
+	exe := needChromium(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "script-src 'self'")
+		fmt.Fprint(w, `<!doctype html><title>bad</title><script>document.title = 'inline ran'</script><script src="/bad.js"></script>`)
+	})
+	mux.HandleFunc("/bad.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		fmt.Fprint(w, `alert('injected'); console.error('console says no'); console.assert(false, 'assert says no');
+setTimeout(() => { throw new Error('thrown later') }, 0);`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	tb, watch := openBrowser(t, exe)
+	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/"))
+	want := []string{"dialog opened: alert injected", "console.error: ", "console says no", "console.assert: ", "assert says no",
+		"exception: Uncaught Error: thrown later", "log security: ", "Content Security Policy"}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		all := strings.Join(watch.list(), "\n")
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(all, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch missed %q; it recorded:\n%s", missing, all)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if title := evalJS[string](t, tb, `document.title`); title != "bad" {
+		t.Errorf("the inline script ran despite the policy: title %q", title)
 	}
 }
