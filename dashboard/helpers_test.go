@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
@@ -128,10 +129,10 @@ func (f *fixture) seed() *fixture {
 	f.review = f.enqueue(chargeArgs{Account: "acct-2", Memo: "second", Card: secret}, jobs.OperationID("op-charge-2"))
 	f.dead = f.enqueue(brokenArgs{Why: "test"}, jobs.OperationID("op-broken"))
 	f.pending = f.enqueue(echoArgs{N: 2}, jobs.OperationID("op-later"), jobs.Delay(time.Hour))
-	f.wait("default", f.echo, jobs.Succeeded)
-	f.wait("default", f.uncertain, jobs.Uncertain)
-	f.wait("default", f.review, jobs.Uncertain)
-	f.wait("default", f.dead, jobs.Dead)
+	jobstest.WaitState(t, f.ledger, "default", f.echo, jobs.Succeeded)
+	jobstest.WaitState(t, f.ledger, "default", f.uncertain, jobs.Uncertain)
+	jobstest.WaitState(t, f.ledger, "default", f.review, jobs.Uncertain)
+	jobstest.WaitState(t, f.ledger, "default", f.dead, jobs.Dead)
 	stop()
 
 	// The reconciler could not tell: hand the job to an operator.
@@ -204,21 +205,6 @@ func (f *fixture) enqueue(args jobs.JobArgs, opts ...jobs.Option) string {
 	res, err := f.client.Enqueue(context.Background(), args, opts...)
 	must(f.t, err)
 	return res.JobID
-}
-
-func (f *fixture) wait(q, id string, s jobs.State) {
-	f.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		r, err := f.ledger.Get(context.Background(), q, id)
-		if err == nil && r.State == s {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("job %s: want %s, have %+v (%v)", id, s, r, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func (f *fixture) state(q, id string) jobs.State {
