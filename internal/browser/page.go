@@ -228,8 +228,3 @@ func (p *Page) Screenshot(ctx context.Context) ([]byte, error) {
 	}
 	return shot.Data, nil
 }
-
-// Close closes the tab.
-func (p *Page) Close(ctx context.Context) error {
-	return p.b.Call(ctx, "Target.closeTarget", map[string]any{"targetId": p.target}, nil)
-}
