@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/asynqfence"
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -19,9 +21,10 @@ import (
 // middleware reporting what the bridge returned for each delivery.
 type inProcess struct {
 	t        *testing.T
+	rdb      *redis.Client
 	ledger   *jobs.Ledger
 	client   *asynq.Client
-	returned chan error
+	returned testsignal.Signal[error] // what the bridge returned to asynq, per delivery
 }
 
 func startInProcess(t *testing.T, register func(mux *asynq.ServeMux)) *inProcess {
@@ -32,13 +35,14 @@ func startInProcess(t *testing.T, register func(mux *asynq.ServeMux)) *inProcess
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &inProcess{t: t, ledger: ledger, client: asynq.NewClient(asynq.RedisClientOpt{Addr: addr}), returned: make(chan error, 16)}
+	p := &inProcess{t: t, rdb: rdb, ledger: ledger, client: asynq.NewClient(asynq.RedisClientOpt{Addr: addr})}
+	p.returned.Init(t, "delivery returned to asynq")
 	t.Cleanup(func() { _ = p.client.Close() })
 	mux := asynq.NewServeMux()
 	mux.Use(func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 			err := next.ProcessTask(ctx, task)
-			p.returned <- err
+			p.returned.Signal(err)
 			return err
 		})
 	}, b.Middleware())
@@ -51,15 +55,10 @@ func startInProcess(t *testing.T, register func(mux *asynq.ServeMux)) *inProcess
 	return p
 }
 
+// next waits for the next delivery and returns what the bridge returned.
 func (p *inProcess) next() error {
 	p.t.Helper()
-	select {
-	case err := <-p.returned:
-		return err
-	case <-time.After(time.Minute):
-		p.t.Fatal("no delivery within a minute")
-		return nil
-	}
+	return p.returned.WaitOrTimeout()
 }
 
 func (p *inProcess) record(id string) *jobs.Record {
@@ -84,15 +83,16 @@ func TestDuplicateDeliveryIsAcknowledgedWithoutRunning(t *testing.T) {
 			return nil
 		})
 	})
-	for range 2 { // a finished task is deleted, so its id can be enqueued again
+	// asynq's record of the task: a finished task is deleted, so its id can
+	// be enqueued again.
+	task := "asynq:{default}:t:n1"
+	for range 2 {
 		// asynq deletes the task just after the handler returned: until
 		// then, the id is taken.
-		_, err := p.client.Enqueue(asynq.NewTask("note", []byte(`{}`)), asynq.TaskID("n1"))
-		for deadline := time.Now().Add(time.Minute); errors.Is(err, asynq.ErrTaskIDConflict) && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-			_, err = p.client.Enqueue(asynq.NewTask("note", []byte(`{}`)), asynq.TaskID("n1"))
-		}
-		if err != nil {
+		redistest.Await(t, p.rdb, task, "asynq to delete finished task n1", func() bool {
+			return p.rdb.Exists(context.Background(), task).Val() == 0
+		})
+		if _, err := p.client.Enqueue(asynq.NewTask("note", []byte(`{}`)), asynq.TaskID("n1")); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.next(); err != nil {

@@ -112,7 +112,9 @@ func (s *scenario) enqueue(id string) {
 // until asynq's recoverer may hand the task out again: its lease (extended
 // by the server's heartbeat, now stopped) plus the recoverer's 30 s margin.
 // A server started after that recovers the task at once. This wait is
-// asynq's own timing, not the bridge's; nothing is asserted about it.
+// asynq's own timing, not the bridge's; nothing is asserted about it. It is
+// a wait on the clock: no event marks the moment (asynq's recoverer
+// compares the lease's score with its own clock, once a minute).
 func (s *scenario) waitRedeliverable(id string) {
 	s.t.Helper()
 	exp, err := s.rdb.ZScore(s.ctx, "asynq:{default}:lease", id).Result()
