@@ -231,3 +231,22 @@ func globEscape(s string) string {
 	}
 	return b.String()
 }
+
+// WaitAnswer blocks until c's server answers PING or ctx ends. It is for
+// clients that outlive a fault (a restarted or paused server, as in the
+// linearizability tests): nothing but an answer tells a client its server
+// is back, so this asks again every few milliseconds. That is a client's
+// reconnect back-off, not a test waiting for an event.
+func WaitAnswer(ctx context.Context, c redis.UniversalClient) error {
+	for {
+		err := c.Ping(ctx).Err()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
