@@ -83,13 +83,6 @@ func runLedgerHelper(h model.Helper) int {
 	return 0
 }
 
-// waitRedis waits until Redis answers again after a failed call.
-func waitRedis(rdb *redis.Client) {
-	for rdb.Ping(context.Background()).Err() != nil {
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // ledgerClient claims jobs and, for each, commits a stale token, renews,
 // and commits an outcome (mostly a retry, so jobs run many attempts),
 // recording every call. halfway (idempotent) is called once half its
@@ -113,7 +106,7 @@ func ledgerClient(l *jobs.Ledger, rdb *redis.Client, rec *model.Recorder, proc, 
 		op.Proc, op.Client, op.Owner, op.Return = proc, client, owner, model.Now()
 		if err != nil {
 			op.Unknown = true
-			waitRedis(rdb)
+			_ = redistest.WaitAnswer(ctx, rdb) // after a restart: a caller retries once its server is back
 		}
 		rec.Add(op)
 		count()
