@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -61,7 +62,8 @@ func testAcquireRenewRelease(t *testing.T, c redis.UniversalClient) {
 		t.Fatalf("second acquire: want HeldError naming w1, got %v", err)
 	}
 	before := l.Deadline
-	time.Sleep(5 * time.Millisecond)
+	// Renewed for 2s, a moment after it was taken for 1s: the deadline
+	// moves later by the Redis clock, however little time passed.
 	if err := m.Renew(ctx, l, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +100,9 @@ func testExpiryTakeover(t *testing.T, c redis.UniversalClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A wait on the clock, not on another goroutine: a sleep never ends
+	// early, so the 50 ms lease has lapsed by Redis's clock (the same
+	// machine's) when it returns.
 	time.Sleep(80 * time.Millisecond)
 	nl, err := m.Acquire(ctx, "r", "new", time.Second)
 	if err != nil {
@@ -115,7 +120,7 @@ func testStale(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
 	m := newManager(t, c)
 	old, _ := m.Acquire(ctx, "r", "a", 30*time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // on the clock: the 30 ms lease lapses
 	// Expired and nobody took it: renew still fails, the lease is gone.
 	if err := m.Renew(ctx, old, time.Second); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("renew after expiry: want ErrLost, got %v", err)
@@ -185,9 +190,9 @@ func testKeepAliveHolds(t *testing.T, c redis.UniversalClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait (on Redis, not a sleep) until a renewal moved the deadline past
-	// the first TTL: the lease outlived it.
-	for {
+	// Wait (woken by the lease key's keyspace notifications) until a
+	// renewal moved the deadline past the first TTL: the lease outlived it.
+	redistest.Await(t, c, m.Key("r"), "a renewal past the first TTL", func() bool {
 		h, err := m.Holder(ctx, "r")
 		if err != nil {
 			t.Fatal(err)
@@ -195,15 +200,8 @@ func testKeepAliveHolds(t *testing.T, c redis.UniversalClient) {
 		if h == nil || h.Token != l.Token {
 			t.Fatalf("lease lost under keep-alive: holder %+v, session %v", h, s.Err())
 		}
-		if h.Deadline.After(l.Deadline.Add(ttl / 3)) {
-			break
-		}
-		select {
-		case <-s.Done():
-			t.Fatalf("session ended while renewing: %v", s.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return h.Deadline.After(l.Deadline.Add(ttl / 3))
+	})
 	if s.Err() != nil {
 		t.Fatalf("session ended while renewing: %v", s.Err())
 	}
@@ -305,7 +303,7 @@ func testContention(t *testing.T, c redis.UniversalClient) {
 					continue
 				}
 				start := time.Now()
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the work done under the lease
 				end := time.Now()
 				if err := m.Release(context.WithoutCancel(ctx), l); err != nil {
 					t.Errorf("release by holder failed: %v", err)
@@ -384,12 +382,10 @@ func TestWaitForReplicas(t *testing.T) {
 	if err := rc.ReplicaOf(ctx, "127.0.0.1", primary.Addr[len("127.0.0.1:"):]).Err(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Info(ctx, "replication").Val() == "" || !strings.Contains(c.Info(ctx, "replication").Val(), "state=online") {
-		if time.Now().After(deadline) {
-			t.Fatal("replica did not connect")
-		}
-		time.Sleep(50 * time.Millisecond)
+	// WAIT blocks until a replica that is online (synced) acknowledged
+	// every write so far.
+	if n, err := c.Wait(ctx, 1, testsignal.Timeout()).Result(); err != nil || n < 1 {
+		t.Fatalf("replica did not come online within %v: %d acknowledged (%v)", testsignal.Timeout(), n, err)
 	}
 	m = lease.NewManager(c, lease.Config{Namespace: cfg.Namespace, MinReplicas: 1, ReplicaTimeout: 2 * time.Second})
 	l, err := m.Acquire(ctx, "r", "a", time.Minute)

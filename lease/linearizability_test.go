@@ -83,9 +83,7 @@ func leaseClient(m *lease.Manager, rdb *redis.Client, rec *model.Recorder, proc,
 		op.Proc, op.Client, op.Owner, op.Return, op.OK = proc, client, owner, model.Now(), ok
 		if err != nil && !errors.Is(err, lost) {
 			op.Unknown = true
-			for rdb.Ping(ctx).Err() != nil {
-				time.Sleep(5 * time.Millisecond) // wait for Redis to answer again
-			}
+			_ = redistest.WaitAnswer(ctx, rdb) // a caller retries once its server is back
 		}
 		rec.Add(op)
 		if done++; done >= n/2 {
