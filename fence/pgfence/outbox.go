@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -35,6 +36,9 @@ type Outbox struct {
 	channel string
 	store   *Store
 	q       outboxQueries
+	// listening is signalled each time Listen's LISTEN is in place; inert
+	// unless a test initialised it (export_test.go).
+	listening testsignal.Signal[struct{}]
 }
 
 type outboxQueries struct {
@@ -323,6 +327,7 @@ func (o *Outbox) listen(ctx context.Context, ch chan<- struct{}) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{o.channel}.Sanitize()); err != nil {
 		return err
 	}
+	o.listening.Signal(struct{}{})
 	for {
 		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
