@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,6 +17,7 @@ import (
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/pgfence"
 	"github.com/fencedq/fencedq/internal/pgtest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -177,7 +177,7 @@ func TestOutboxRelaySIGKILLedMidBatch(t *testing.T) {
 	if got := e.pending(t); got != 2*relayHelperBatch {
 		t.Fatalf("after the kill: %d jobs, want %d", got, 2*relayHelperBatch)
 	}
-	e.waitBackendGone(t, app)
+	e.waitRolledBack(t)
 	if got := e.rows(t); got != total-relayHelperBatch {
 		t.Fatalf("after the kill: %d rows in the outbox, want %d", got, total-relayHelperBatch)
 	}
@@ -215,23 +215,21 @@ func TestOutboxRelaySIGKILLedMidBatch(t *testing.T) {
 	}
 }
 
-// waitBackendGone waits until PostgreSQL has ended the backends of the
-// connections named app (a killed client's open transaction is rolled
-// back then, releasing its row locks).
-func (e *outboxEnv) waitBackendGone(t *testing.T, app string) {
+// waitRolledBack waits until PostgreSQL has rolled back the killed relay's
+// transaction (once it notices the dead connection), which releases its
+// locks on the outbox. PostgreSQL's lock queue is the signal: an ACCESS
+// EXCLUSIVE lock on the outbox is granted only when no other transaction
+// holds any lock there.
+func (e *outboxEnv) waitRolledBack(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
-		if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("PostgreSQL still has %d backends of the killed relay after 30s", n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), testsignal.Timeout())
+	defer cancel()
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+e.outbox.Table()+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatalf("the killed relay's transaction still holds the outbox after %v: %v", testsignal.Timeout(), err)
 	}
 }

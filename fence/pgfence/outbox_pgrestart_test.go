@@ -3,6 +3,7 @@
 package pgfence_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence/pgfence"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -104,41 +107,57 @@ func (pg *privatePG) command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// start runs the postmaster and waits until it accepts connections.
+// pgReady is what the postmaster logs once it accepts connections (with
+// lc_messages=C, untranslated).
+const pgReady = "database system is ready to accept connections"
+
+// start runs the postmaster and waits until it says, in its log, that it
+// accepts connections. The log goes through a pipe the test reads, and on
+// into server.log.
 func (pg *privatePG) start(t *testing.T) {
 	t.Helper()
 	pg.cmd = pg.command("postgres", "-D", pg.data, "-p", strconv.Itoa(pg.port), "-k", pg.dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=50")
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=50", "-c", "lc_messages=C")
 	logf, err := os.OpenFile(filepath.Join(pg.dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logf.Close()
-	pg.cmd.Stdout, pg.cmd.Stderr = logf, logf
-	if err := pg.cmd.Start(); err != nil {
+	r, w, err := os.Pipe()
+	if err != nil {
 		t.Fatal(err)
 	}
+	pg.cmd.Stdout, pg.cmd.Stderr = w, w
+	err = pg.cmd.Start()
+	_ = w.Close() // the server's processes hold it now
+	if err != nil {
+		_ = r.Close()
+		_ = logf.Close()
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() { // until the last server process closed the pipe
+		defer logf.Close()
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		for said := false; sc.Scan(); {
+			fmt.Fprintln(logf, sc.Text())
+			if !said && strings.Contains(sc.Text(), pgReady) {
+				said = true
+				close(ready)
+			}
+		}
+	}()
 	pg.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(pg.cmd, pg.done)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		c, err := pgx.Connect(ctx, pg.URL)
-		cancel()
-		if err == nil {
-			_ = c.Close(context.Background())
-			return
-		}
-		select {
-		case <-pg.done:
-			log, _ := os.ReadFile(filepath.Join(pg.dir, "server.log"))
-			t.Fatalf("private PostgreSQL exited at start:\n%s", log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("private PostgreSQL does not accept connections within 30s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	bound := testsignal.Scale(30 * time.Second) // crash recovery at start may replay WAL
+	select {
+	case <-ready:
+	case <-pg.done:
+		log, _ := os.ReadFile(filepath.Join(pg.dir, "server.log"))
+		t.Fatalf("private PostgreSQL exited at start:\n%s", log)
+	case <-time.After(bound):
+		log, _ := os.ReadFile(filepath.Join(pg.dir, "server.log"))
+		t.Fatalf("private PostgreSQL did not log %q within %v:\n%s", pgReady, bound, log)
 	}
 }
 
@@ -228,7 +247,9 @@ func TestOutboxPostgresRestartedUnderSteadyStream(t *testing.T) {
 		attempts   []attempt
 		commits    atomic.Int64
 		failures   atomic.Int64
+		counted    testsignal.Changes // commits or failures moved
 	)
+	counted.Init(t, "the stream's commits and failures")
 	sctx, stopStream := context.WithCancel(ctx)
 	streamDone := make(chan struct{})
 	go func() {
@@ -257,32 +278,27 @@ func TestOutboxPostgresRestartedUnderSteadyStream(t *testing.T) {
 			}()
 			if err != nil {
 				failures.Add(1)
-				time.Sleep(20 * time.Millisecond) // the server is down: do not spin
+				counted.Notify()
+				time.Sleep(20 * time.Millisecond) // the server is down: a client's back-off, not a wait
 				continue
 			}
 			attemptsMu.Lock()
 			attempts[len(attempts)-1].committed = true
 			attemptsMu.Unlock()
 			commits.Add(1)
+			counted.Notify()
 		}
 	}()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out after 60s waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	waitFor("40 commits before the restart", func() bool { return commits.Load() >= 40 })
+	// Bounds: a transaction against a server that went away fails only
+	// after its 3 s timeout, and PostgreSQL's restart replays its WAL.
+	const streamBound = 60 * time.Second
+	counted.AwaitWithin("40 commits before the restart", streamBound, func() bool { return commits.Load() >= 40 })
 	pg.stop(t, syscall.SIGQUIT)
 	failedBefore := failures.Load()
-	waitFor("the stream to notice the server is down", func() bool { return failures.Load() > failedBefore })
+	counted.AwaitWithin("the stream to notice the server is down", streamBound, func() bool { return failures.Load() > failedBefore })
 	pg.start(t)
 	before := commits.Load()
-	waitFor("40 commits after the restart", func() bool { return commits.Load() >= before+40 })
+	counted.AwaitWithin("40 commits after the restart", streamBound, func() bool { return commits.Load() >= before+40 })
 	stopStream()
 	<-streamDone
 
@@ -302,16 +318,26 @@ func TestOutboxPostgresRestartedUnderSteadyStream(t *testing.T) {
 		}
 		return out
 	}
-	waitFor("the outbox to drain and every order's job to run", func() bool {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+ob.Table()).Scan(&n); err != nil || n > 0 {
-			return false
-		}
-		c, err := ledger.Counts(ctx, jobs.DefaultQueue)
+	// Every relay pass that moves a row writes to Redis (an enqueue, or
+	// a deduplicated one) before its transaction deletes the row and
+	// commits: look again at each Redis change, and take an ACCESS
+	// EXCLUSIVE lock on the outbox first, which waits for a relay
+	// transaction in flight to end.
+	drained := func() bool {
+		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return false
 		}
-		return c[jobs.Succeeded] == int64(len(orders()))
+		defer func() { _ = tx.Rollback(context.Background()) }()
+		var n int
+		if _, err := tx.Exec(ctx, `LOCK TABLE `+ob.Table()+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+			return false
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM `+ob.Table()).Scan(&n) == nil && n == 0
+	}
+	redistest.AwaitWithin(t, rdb, ns, "the outbox to drain and every order's job to run", streamBound, func() bool {
+		c, err := ledger.Counts(ctx, jobs.DefaultQueue)
+		return err == nil && c[jobs.Succeeded] == int64(len(orders())) && drained()
 	})
 
 	have := orders()

@@ -240,28 +240,14 @@ func TestOutboxRelayedByPool(t *testing.T) {
 		ran <- j.Args.Order
 		return nil
 	}))
+	listening := e.outbox.InitListening(t)
 	pctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(pctx) }()
 	defer func() { stop(); <-done }()
-	// Wait until the leader's connection LISTENs (its last statement, as
-	// pg_stat_activity shows it); from then on only the commit's
-	// notification wakes the relay within the test's time.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var n int
-		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND state = 'idle' AND query LIKE 'LISTEN "fencedq_outbox_%'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the leader's relay is not listening within 20s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Wait until the leader's connection LISTENs; from then on only the
+	// commit's notification wakes the relay within the test's time.
+	listening.WaitOrTimeout()
 	e.inTx(t, true, func(tx pgx.Tx) {
 		if _, err := e.outbox.Enqueue(ctx, tx, orderArgs{Order: "o-9"}); err != nil {
 			t.Fatal(err)
