@@ -252,6 +252,9 @@ func TestRetention(t *testing.T) {
 	if err := short.Apply(ctx, fz("r", 1, "w", "op")); err != nil {
 		t.Fatal(err)
 	}
+	// A wait on the clock, not on another goroutine: a sleep never ends
+	// early, and Redis never serves a key past its TTL (it expires it when
+	// read), so the 50 ms record is gone when this returns.
 	time.Sleep(120 * time.Millisecond)
 	if _, ok, _ := short.AppliedOn(ctx, "r", "op"); ok {
 		t.Fatal("effect record outlived its retention")
@@ -412,7 +415,7 @@ func TestGuardConcurrent(t *testing.T) {
 		wg.Go(func() {
 			err := s.Guard(ctx, f, func(context.Context) error {
 				runs.Add(1)
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the guarded work: the others meet it in progress
 				return nil
 			})
 			k := "ok"
