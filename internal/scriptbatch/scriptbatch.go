@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/testsignal"
 )
 
 // MaxBatch bounds how many calls share one pipeline.
@@ -49,6 +51,14 @@ type Batcher struct {
 	mu    sync.Mutex
 	busy  bool // a call or a pipeline is in flight
 	queue []*call
+	hooks hooks
+}
+
+// hooks are signals tests wait on (see internal/testsignal); inert unless
+// a test initialised them (export_test.go).
+type hooks struct {
+	direct testsignal.Signal[struct{}] // a call went out at once: the batcher is busy
+	queued testsignal.Signal[int]      // a call was queued (the queue's length)
 }
 
 // New returns a Batcher over rdb.
@@ -63,13 +73,16 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 	if !b.busy {
 		b.busy = true
 		b.mu.Unlock()
+		b.hooks.direct.Signal(struct{}{})
 		cmd := script.Run(ctx, b.rdb, keys, args...)
 		b.handOver()
 		return cmd
 	}
 	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
+	n := len(b.queue)
 	b.mu.Unlock()
+	b.hooks.queued.Signal(n)
 	cmd := redis.NewCmd(ctx)
 	select {
 	case <-c.done:
