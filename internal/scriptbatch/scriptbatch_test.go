@@ -4,26 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
+	"github.com/fencedq/fencedq/internal/testsignal"
 )
 
-// slow busy-waits ARGV[1] milliseconds inside Redis: while it runs, every
-// other call must queue.
-var slow = redis.NewScript(`
-local t = redis.call('TIME')
-local stop = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
-repeat
-  t = redis.call('TIME')
-until tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) >= stop
-return 1`)
+// hold is the call a test keeps in flight while the server is paused.
+var hold = redis.NewScript(`return 1`)
 
 // incr counts its calls in KEYS[1] and echoes ARGV[1].
 var incr = redis.NewScript(`redis.call('INCR', KEYS[1]) return ARGV[1]`)
@@ -57,71 +49,75 @@ func (h *pipeSizes) largest() int {
 	return m
 }
 
-// startSlow runs the slow script through b and returns once it is in
-// flight (the server is busy running it).
-func startSlow(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, addr string, ms int) <-chan error {
+// client returns a client of srv whose replies may take as long as a
+// test's waits (while the server is paused), not go-redis's default 3 s.
+func client(t *testing.T, srv *redistest.Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: testsignal.Timeout()})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// holdInFlight pauses the server (SIGSTOP) and sends one call through b.
+// The call goes out at once and waits for the server, so b queues every
+// call made until resume lets the server answer; done then reports the
+// held call's outcome.
+func holdInFlight(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, srv *redistest.Server, direct *testsignal.Signal[struct{}]) (resume func(), done <-chan error) {
 	t.Helper()
-	probe := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	defer probe.Close()
-	if err := slow.Load(ctx, probe).Err(); err != nil {
+	if err := hold.Load(ctx, srv.Client()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx, slow, []string{"x"}, ms).Err() }()
-	// A busy server answers other clients with BUSY only past
-	// lua-time-limit, so watch for the script through a short timeout.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		pctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		err := probe.Ping(pctx).Err()
-		cancel()
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-			return done
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("the slow script never blocked the server")
-	return nil
+	srv.Pause()
+	t.Cleanup(srv.Resume) // a failed test must not leave the server stopped
+	held := make(chan error, 1)
+	go func() { held <- b.Run(ctx, hold, []string{"x"}).Err() }()
+	direct.WaitOrTimeout()
+	return srv.Resume, held
 }
 
 func TestCallsQueuedBehindOneInFlightShareAPipeline(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t, redistest.Options{})
-	rdb := srv.Client()
+	rdb := client(t, srv)
 	hook := &pipeSizes{}
 	rdb.AddHook(hook)
 	b := scriptbatch.New(rdb)
+	direct, queued := scriptbatch.InitHooks(b, t)
 	if err := incr.Load(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
-	slowDone := startSlow(t, ctx, b, rdb.Options().Addr, 300)
+	resume, held := holdInFlight(t, ctx, b, srv, direct)
 
 	const n = 40
-	runIncrs(t, ctx, b, rdb, n, slowDone)
-	// All n calls were queued while the slow one ran; the first flush
-	// (after a yield) takes what is queued, so most share one pipeline.
-	if l := hook.largest(); l < n/2 {
-		t.Fatalf("largest pipeline had %d calls (sizes %v); want at least %d of the %d queued calls together", l, hook.sizes, n/2, n)
+	runIncrs(t, ctx, b, rdb, n, func() {
+		queued.WaitOrTimeoutN(n)
+		resume()
+	}, held)
+	// All n calls were queued while the held one was in flight; the flush
+	// after it takes what is queued (up to MaxBatch), so all n share one
+	// pipeline.
+	if l := hook.largest(); l != n {
+		t.Fatalf("largest pipeline had %d calls (sizes %v); want the %d queued calls together", l, hook.sizes, n)
 	}
 }
 
 func TestCancelledQueuedCallIsNotSent(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t, redistest.Options{})
-	rdb := srv.Client()
+	rdb := client(t, srv)
 	b := scriptbatch.New(rdb)
-	slowDone := startSlow(t, ctx, b, rdb.Options().Addr, 300)
+	direct, queued := scriptbatch.InitHooks(b, t)
+	resume, held := holdInFlight(t, ctx, b, srv, direct)
 
 	cctx, cancel := context.WithCancel(ctx)
 	got := make(chan error, 1)
 	go func() { got <- b.Run(cctx, incr, []string{"count"}, "x").Err() }()
-	time.Sleep(50 * time.Millisecond) // let it queue
+	queued.WaitOrTimeout()
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call returned %v, want context.Canceled", err)
 	}
-	if err := <-slowDone; err != nil {
+	resume()
+	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
 	// A later call proves the queue was flushed, and that the cancelled
@@ -137,17 +133,23 @@ func TestCancelledQueuedCallIsNotSent(t *testing.T) {
 func TestScriptMissingFromServerCacheIsLoaded(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t, redistest.Options{})
-	rdb := srv.Client()
+	rdb := client(t, srv)
 	b := scriptbatch.New(rdb)
-	slowDone := startSlow(t, ctx, b, rdb.Options().Addr, 200)
+	direct, queued := scriptbatch.InitHooks(b, t)
+	resume, held := holdInFlight(t, ctx, b, srv, direct)
 	// incr was never loaded on this server: the queued calls' EVALSHA
 	// fails with NOSCRIPT and each is run again with its source.
-	runIncrs(t, ctx, b, rdb, 10, slowDone)
+	const n = 10
+	runIncrs(t, ctx, b, rdb, n, func() {
+		queued.WaitOrTimeoutN(n)
+		resume()
+	}, held)
 }
 
-// runIncrs makes n concurrent incr calls through b while the slow call
-// holds the server, then checks that each got its own reply and ran once.
-func runIncrs(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, rdb *redis.Client, n int, slowDone <-chan error) {
+// runIncrs makes n concurrent incr calls through b while a held call keeps
+// it busy, calls queuedAll (which waits for them to queue and lets the
+// held call finish), then checks that each got its own reply and ran once.
+func runIncrs(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, rdb *redis.Client, n int, queuedAll func(), held <-chan error) {
 	t.Helper()
 	var wg sync.WaitGroup
 	replies := make([]string, n)
@@ -159,8 +161,9 @@ func runIncrs(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, rdb *re
 			replies[i], errs[i] = b.Run(ctx, incr, []string{"count"}, fmt.Sprint(i)).Text()
 		}()
 	}
+	queuedAll()
 	wg.Wait()
-	if err := <-slowDone; err != nil {
+	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
