@@ -1,4 +1,6 @@
-# Builds the fencedq command (worker, dashboard, demo, operator commands).
+# Builds the fencedq command (dashboard, demo, operator commands; the
+# entrypoint) and the bank example's worker, bank-worker (docker-compose.yml
+# runs it as the workers' entrypoint).
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 # The library (root module) and the commands (module ./cmd), joined by go.work.
@@ -6,12 +8,14 @@ COPY go.mod go.sum go.work ./
 COPY cmd/go.mod cmd/go.sum ./cmd/
 RUN go mod download && cd cmd && go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -o /out/fencedq ./cmd/fencedq
+RUN CGO_ENABLED=0 go build -trimpath -o /out/fencedq ./cmd/fencedq \
+    && CGO_ENABLED=0 go build -trimpath -o /out/bank-worker ./examples/bank/cmd/bank-worker
 
 FROM debian:12.9-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates wget \
     && rm -rf /var/lib/apt/lists/* && useradd --system --uid 10001 fencedq
 COPY --from=build /out/fencedq /usr/local/bin/fencedq
+COPY --from=build /out/bank-worker /usr/local/bin/bank-worker
 USER fencedq
 ENTRYPOINT ["/usr/local/bin/fencedq"]
 CMD ["--help"]

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +12,9 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/cli"
 )
 
 type composeFile struct {
@@ -16,6 +22,7 @@ type composeFile struct {
 		Image       string            `yaml:"image"`
 		Restart     string            `yaml:"restart"`
 		Build       any               `yaml:"build"`
+		Entrypoint  []string          `yaml:"entrypoint"`
 		Command     []string          `yaml:"command"`
 		Environment map[string]string `yaml:"environment"`
 		Ports       []string          `yaml:"ports"`
@@ -29,17 +36,96 @@ type composeFile struct {
 	Volumes map[string]any `yaml:"volumes"`
 }
 
-// flagsOf returns the flags a fencedq subcommand defines.
-func flagsOf(t *testing.T, name string) *flag.FlagSet {
-	for _, c := range commands {
-		if c.name == name {
-			fs := flag.NewFlagSet(name, flag.ContinueOnError)
-			c.setup(fs)
-			return fs
+// The packages of the commands the image holds.
+const (
+	fencedqPkg    = "./cmd/fencedq"
+	bankWorkerPkg = "./examples/bank/cmd/bank-worker"
+)
+
+// dockerImage is what the Dockerfile builds.
+type dockerImage struct {
+	// binaries maps each path installed in the final image to the Go
+	// package built into it.
+	binaries map[string]string
+	// entrypoint is the image's ENTRYPOINT (exec form).
+	entrypoint []string
+}
+
+// readDockerfile reads the go build commands, the COPY --from lines that
+// install their outputs, and the ENTRYPOINT.
+func readDockerfile(t *testing.T, df string) dockerImage {
+	t.Helper()
+	built := map[string]string{} // build output -> package
+	img := dockerImage{binaries: map[string]string{}}
+	// Continuation lines make one instruction.
+	for _, line := range strings.Split(strings.ReplaceAll(df, "\\\n", " "), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch strings.ToUpper(f[0]) {
+		case "RUN":
+			for _, c := range strings.Split(strings.Join(f[1:], " "), "&&") {
+				w := strings.Fields(c)
+				for i := 0; i+1 < len(w); i++ {
+					if w[i] != "go" || w[i+1] != "build" {
+						continue
+					}
+					var out string
+					for j := i + 2; j+1 < len(w); j++ {
+						if w[j] == "-o" {
+							out = w[j+1]
+						}
+					}
+					if out != "" {
+						built[out] = w[len(w)-1]
+					}
+				}
+			}
+		case "COPY":
+			if len(f) == 4 && strings.HasPrefix(f[1], "--from=") {
+				if pkg, ok := built[f[2]]; ok {
+					img.binaries[f[3]] = pkg
+				}
+			}
+		case "ENTRYPOINT":
+			if err := json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(line, f[0]))), &img.entrypoint); err != nil {
+				t.Errorf("Dockerfile: ENTRYPOINT is not in exec form: %v", err)
+			}
 		}
 	}
-	t.Errorf("docker-compose.yml runs unknown subcommand %q", name)
-	return nil
+	return img
+}
+
+// flagsOf returns the flags of the command a service runs (the package
+// built into its entrypoint) and the arguments the flags are parsed from.
+func flagsOf(t *testing.T, service, pkg string, args []string) (*flag.FlagSet, []string) {
+	switch pkg {
+	case fencedqPkg:
+		if len(args) == 0 {
+			t.Errorf("%s: no fencedq subcommand", service)
+			return nil, nil
+		}
+		for _, c := range commands {
+			if c.name == args[0] {
+				fs := flag.NewFlagSet("fencedq "+c.name, flag.ContinueOnError)
+				c.setup(fs)
+				return fs, args[1:]
+			}
+		}
+		t.Errorf("%s runs unknown subcommand %q", service, args[0])
+	case bankWorkerPkg:
+		// The flags bank-worker defines: the worker's and the log flags.
+		fs := flag.NewFlagSet("bank-worker", flag.ContinueOnError)
+		var cfg bank.WorkerConfig
+		cfg.AddFlags(fs)
+		var logs cli.LogFlags
+		logs.Add(fs, slog.LevelInfo)
+		return fs, args
+	default:
+		t.Errorf("%s runs %q, which is none of the commands the image holds", service, pkg)
+	}
+	return nil, nil
 }
 
 var portRe = regexp.MustCompile(`:(\d+)`)
@@ -104,6 +190,14 @@ func TestDockerCompose(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &cf); err != nil {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
+	df, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := readDockerfile(t, string(df))
+	if len(img.entrypoint) == 0 || img.binaries[img.entrypoint[0]] != fencedqPkg {
+		t.Errorf("the image's entrypoint %v is not the fencedq command it builds (%v)", img.entrypoint, img.binaries)
+	}
 	for _, want := range []string{"redis", "postgres", "worker", "dashboard", "prometheus"} {
 		if _, ok := cf.Services[want]; !ok {
 			t.Errorf("service %s missing", want)
@@ -147,17 +241,33 @@ func TestDockerCompose(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, ctxDir, "Dockerfile")); err != nil {
 			t.Errorf("%s: build context %q has no Dockerfile", name, ctxDir)
 		}
-		if len(svc.Command) == 0 {
-			t.Errorf("%s: no command", name)
+		// The service runs the image's entrypoint, or its own.
+		entrypoint := img.entrypoint
+		if len(svc.Entrypoint) > 0 {
+			entrypoint = svc.Entrypoint
+		}
+		if len(entrypoint) == 0 {
+			t.Errorf("%s: no entrypoint", name)
 			continue
 		}
-		fs := flagsOf(t, svc.Command[0])
+		pkg, ok := img.binaries[entrypoint[0]]
+		if !ok {
+			t.Errorf("%s: entrypoint %s is not a binary the Dockerfile builds (%v)", name, entrypoint[0], img.binaries)
+			continue
+		}
+		if want := map[string]string{"worker": bankWorkerPkg, "dashboard": fencedqPkg}[name]; want != "" && pkg != want {
+			t.Errorf("%s runs %s (%s), want %s", name, entrypoint[0], pkg, want)
+		}
+		fs, args := flagsOf(t, name, pkg, append(entrypoint[1:len(entrypoint):len(entrypoint)], svc.Command...))
 		if fs == nil {
 			continue
 		}
-		args := svc.Command[1:]
+		fs.SetOutput(io.Discard)
 		if err := fs.Parse(args); err != nil {
 			t.Errorf("%s: command %v: %v", name, svc.Command, err)
+		}
+		if fs.NArg() > 0 {
+			t.Errorf("%s: command %v: unexpected argument %q", name, svc.Command, fs.Arg(0))
 		}
 		for k := range svc.Environment {
 			if !strings.HasPrefix(k, "FENCEDQ_") {
@@ -165,7 +275,7 @@ func TestDockerCompose(t *testing.T) {
 			}
 			fl := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "FENCEDQ_"), "_", "-"))
 			if fs.Lookup(fl) == nil {
-				t.Errorf("%s: %s names no flag of fencedq %s", name, k, svc.Command[0])
+				t.Errorf("%s: %s names no flag of %s", name, k, fs.Name())
 			}
 		}
 		// The ports it listens on must be the ones published, exposed and health-checked.

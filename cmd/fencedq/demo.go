@@ -27,6 +27,7 @@ import (
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -77,8 +78,8 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	rate := fs.Int("rate", 20, "transfers enqueued per second")
 	accounts := fs.Int("accounts", 20, "number of bank accounts")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	var logs logFlags
-	logs.add(fs, slog.LevelError)
+	var logs cli.LogFlags
+	logs.Add(fs, slog.LevelError)
 	return func(ctx context.Context, out io.Writer) error {
 		if *duration < 5*time.Second {
 			return fmt.Errorf("%w: --duration must be at least 5s", errUsage)
@@ -95,7 +96,7 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		fmt.Fprintf(d.progress, "namespace %s\n", d.ns)
 		var verdict error
-		_, err := d.run(ctx, *redisURL, *addr, *duration, logs.logger(os.Stderr), func(s *summary) {
+		_, err := d.run(ctx, *redisURL, *addr, *duration, logs.Logger(os.Stderr), func(s *summary) {
 			verdict = report(out, s, *asJSON)
 			if *exit || *asJSON || ctx.Err() != nil {
 				return
@@ -194,13 +195,13 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 		fmt.Fprintf(d.progress, "embedded Redis on %s\n", m.Addr())
 	}
 	d.redisURL = redisURL
-	rdb, err := connectRedis(ctx, redisURL)
+	rdb, err := cli.ConnectRedis(ctx, redisURL)
 	if err != nil {
 		return nil, err
 	}
 	defer rdb.Close()
 	d.rdb = rdb
-	store, closeStore, err := openBankStore(ctx, d.postgres, rdb, d.ns)
+	store, closeStore, err := bank.OpenStore(ctx, d.postgres, rdb, d.ns)
 	if err != nil {
 		return nil, err
 	}
@@ -383,22 +384,51 @@ func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
 	d.strayDueEntry(ctx)
 }
 
-// crash runs a worker process, lets it apply a transfer, and SIGKILLs it
-// before its ledger commit.
+// crashWorkerEnv, set to "1" in a fencedq process's environment, makes it
+// the demo's crash-stage worker instead of the command: only the demo's
+// crash stage sets it, when it re-executes its own binary. The process
+// takes the bank-worker's flags (bank.WorkerConfig) and runs the same
+// worker (bank.RunWorker), which stalls forever after applying the
+// transfer memoCrash and waits for the demo's SIGKILL.
+const crashWorkerEnv = "FENCEDQ_DEMO_CRASH_WORKER"
+
+// crashWorker is the process crashWorkerEnv selects; it returns the exit
+// code.
+func crashWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cli.QuietRedis()
+	fs := flag.NewFlagSet("fencedq demo (crash worker)", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var cfg bank.WorkerConfig
+	cfg.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 2
+	}
+	cfg.StallAfterMemo = memoCrash
+	cfg.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if err := bank.RunWorker(ctx, cfg, stdout); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 1
+	}
+	return 0
+}
+
+// crash runs a worker process (this binary in its crashWorkerEnv mode),
+// lets it apply a transfer, and SIGKILLs it before its ledger commit.
 func (d *demo) crash(ctx context.Context) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	args := []string{"worker", "--redis", d.redisURL, "--namespace", d.ns, "--queues", "crash=1",
-		"--lease-ttl", "1s", "--reconciler=false", "--demo-stall-memo", memoCrash, "--log-level", "error"}
+	args := []string{"--redis", d.redisURL, "--namespace", d.ns, "--queues", "crash=1",
+		"--lease-ttl", "1s", "--reconciler=false"}
 	if d.postgres != "" {
 		args = append(args, "--postgres", d.postgres)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), "FENCEDQ_RUN_MAIN=1")
-	stderr := &syncbuf.Buffer{}
-	cmd.Stderr = stderr
+	cmd.Env = append(os.Environ(), crashWorkerEnv+"=1")
+	output := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = output, output
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -408,9 +438,9 @@ func (d *demo) crash(ctx context.Context) error {
 		return errors.New("could not enqueue the crash transfer")
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(stderr.String(), "stalling before the ledger commit") {
+	for !strings.Contains(output.String(), "stalling before the ledger commit") {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("worker process did not reach the effect: %s", strings.TrimSpace(stderr.String()))
+			return fmt.Errorf("worker process did not reach the effect: %s", strings.TrimSpace(output.String()))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,8 +1,9 @@
-// Command fencedq runs fencedq worker pools, its dashboard, operator
-// commands, and a self-contained demo.
+// Command fencedq is the operator's tool: the dashboard, the operator
+// commands, and a self-contained demo. Worker pools are the application's
+// own processes; the bank example's is examples/bank/cmd/bank-worker (go
+// run ./examples/bank/cmd/bank-worker --help).
 //
 //	fencedq demo        run the whole system on an embedded Redis and stage failures
-//	fencedq worker      run a worker pool for the example kinds (bank transfers)
 //	fencedq dashboard   serve the dashboard and /metrics
 //	fencedq enqueue     enqueue a job
 //	fencedq inspect     list jobs by state, list queues (counts, paused), or show one job
@@ -37,9 +38,8 @@
 // JSON's "verdicts" carry check, job_id, happened, required and result).
 //
 // Logs are JSON (--log-format text for text), one format for every line of
-// a process, with durations as text ("10s"). A worker whose --metrics-addr
-// (or a dashboard whose --addr) is taken exits 1 at once, naming the
-// address.
+// a process, with durations as text ("10s"). A dashboard whose --addr is
+// taken exits 1 at once, naming the address.
 //
 // Exit codes: 0 success, 1 failure (including a missing job, or a job in a
 // state the action does not take), 2 bad usage.
@@ -47,19 +47,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
 	"syscall"
-	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -73,7 +68,6 @@ type command struct {
 
 var commands = []command{
 	{"demo", "run the whole system on an embedded Redis and stage the classic failures", demoCmd},
-	{"worker", "run a worker pool for the example kinds (bank transfers)", workerCmd},
 	{"dashboard", "serve the dashboard and /metrics", dashboardCmd},
 	{"enqueue", "enqueue a job", enqueueCmd},
 	{"inspect", "list jobs by state, list queues (counts, paused), or show one job's history", inspectCmd},
@@ -88,17 +82,26 @@ var commands = []command{
 }
 
 // errUsage marks bad flags or arguments (exit code 2).
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
+
+// movedWorker answers `fencedq worker`: the bank example's worker pool is
+// the example's own command now.
+const movedWorker = `fencedq: "worker" is not a fencedq command: the bank example's worker pool is its own command, bank-worker (go run ./examples/bank/cmd/bank-worker --help)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var code int
+	if os.Getenv(crashWorkerEnv) == "1" {
+		code = crashWorker(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	} else {
+		code = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	}
 	stop()
 	os.Exit(code)
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "fencedq: job queue workers with fenced leases")
+	fmt.Fprintln(w, "fencedq: the operator's tool for fencedq job queues (the dashboard, operator commands, a demo)")
 	fmt.Fprintln(w, "\nUsage: fencedq <command> [flags]\n\nCommands:")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
@@ -107,18 +110,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "set with FENCEDQ_<FLAG> (e.g. FENCEDQ_REDIS, FENCEDQ_NAMESPACE).")
 }
 
-// pingTimeout bounds the first contact with Redis.
-const pingTimeout = 5 * time.Second
-
-// quietRedis drops the Redis client's own log lines (its dial retries):
-// a command reports a failure once, as its error.
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
-
 // run executes args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	redis.SetLogger(quietRedis{})
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
@@ -128,110 +121,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	for _, c := range commands {
-		if c.name != args[0] {
-			continue
+		if c.name == args[0] {
+			fs := flag.NewFlagSet("fencedq "+c.name, flag.ContinueOnError)
+			return cli.Run(ctx, fs, c.summary, c.setup(fs), args[1:], stdout, stderr)
 		}
-		fs := flag.NewFlagSet("fencedq "+c.name, flag.ContinueOnError)
-		do := c.setup(fs)
-		// The flag package would print the usage on every parse error and
-		// on --help; the usage is printed here instead, once.
-		fs.SetOutput(io.Discard)
-		fs.Usage = func() {}
-		if err := fs.Parse(args[1:]); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fmt.Fprintf(stdout, "Usage: fencedq %s [flags]\n\n%s.\n\nFlags (or FENCEDQ_<FLAG> environment variables):\n", c.name, c.summary)
-				fs.PrintDefaults()
-				return 0
-			}
-			fmt.Fprintf(stderr, "fencedq %s: %v\nRun 'fencedq %s --help' for its flags.\n", c.name, err, c.name)
-			return 2
-		}
-		if fs.NArg() > 0 {
-			fmt.Fprintf(stderr, "fencedq %s: unexpected argument %q\n", c.name, fs.Arg(0))
-			return 2
-		}
-		if err := applyEnv(fs); err != nil {
-			fmt.Fprintf(stderr, "fencedq %s: %v\n", c.name, err)
-			return 2
-		}
-		if err := do(ctx, stdout); err != nil {
-			fmt.Fprintf(stderr, "fencedq %s: %v\n", c.name, err)
-			if errors.Is(err, errUsage) {
-				return 2
-			}
-			return 1
-		}
-		return 0
+	}
+	if args[0] == "worker" {
+		fmt.Fprintln(stderr, movedWorker)
+		return 2
 	}
 	fmt.Fprintf(stderr, "fencedq: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return 2
-}
-
-// applyEnv sets every flag not given on the command line from FENCEDQ_<FLAG>.
-func applyEnv(fs *flag.FlagSet) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []string
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
-			return
-		}
-		key := "FENCEDQ_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(key); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q: %v", key, v, err))
-			}
-		}
-	})
-	if len(errs) > 0 {
-		sort.Strings(errs)
-		return fmt.Errorf("%w: %s", errUsage, strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// connectRedis opens a Redis client from a URL; several comma-separated
-// URLs make a cluster client.
-func connectRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
-	var rdb redis.UniversalClient
-	if strings.Contains(url, ",") {
-		var addrs []string
-		var opt *redis.Options
-		for _, u := range strings.Split(url, ",") {
-			o, err := redis.ParseURL(strings.TrimSpace(u))
-			if err != nil {
-				return nil, fmt.Errorf("%w: --redis %q: %v", errUsage, u, err)
-			}
-			addrs = append(addrs, o.Addr)
-			opt = o
-		}
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: opt.Username, Password: opt.Password})
-	} else {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --redis %q: %v", errUsage, url, err)
-		}
-		rdb = redis.NewClient(opt)
-	}
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("redis %s does not answer: %w", redactURL(url), err)
-	}
-	return rdb, nil
-}
-
-// redactURL hides a password in a URL for messages.
-func redactURL(u string) string {
-	at := strings.LastIndex(u, "@")
-	scheme := strings.Index(u, "://")
-	if at < 0 || scheme < 0 {
-		return u
-	}
-	return u[:scheme+3] + "***" + u[at:]
 }
 
 // commonFlags are shared by the commands that talk to Redis.
@@ -243,7 +144,7 @@ type commonFlags struct {
 // openClient connects to Redis and returns a jobs client on the namespace;
 // closeAll releases both.
 func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
-	rdb, err := connectRedis(ctx, c.redis)
+	rdb, err := cli.ConnectRedis(ctx, c.redis)
 	if err != nil {
 		return nil, nil, err
 	}

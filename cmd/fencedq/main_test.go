@@ -14,9 +14,11 @@ import (
 	"github.com/fencedq/fencedq/jobs"
 )
 
-// TestMain lets the demo re-execute this test binary as `fencedq worker`.
+// TestMain lets this test binary run as the command: re-executed by the
+// demo's crash stage (crashWorkerEnv) or by a test of the process's own
+// output (FENCEDQ_RUN_MAIN).
 func TestMain(m *testing.M) {
-	if os.Getenv("FENCEDQ_RUN_MAIN") == "1" {
+	if os.Getenv("FENCEDQ_RUN_MAIN") == "1" || os.Getenv(crashWorkerEnv) == "1" {
 		main()
 		return
 	}
@@ -50,8 +52,7 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 	}{
 		{[]string{}, "Usage"},
 		{[]string{"nope"}, `unknown command "nope"`},
-		{[]string{"worker", "--no-such-flag"}, "flag provided but not defined"},
-		{[]string{"worker", "--queues", "default=x"}, "priority"},
+		{[]string{"dashboard", "--no-such-flag"}, "flag provided but not defined"},
 		{[]string{"demo", "--duration", "1s"}, "at least 5s"},
 		{[]string{"enqueue"}, "--args is required"},
 		{[]string{"inspect"}, "give --state"},
@@ -71,9 +72,30 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 			t.Errorf("%v: code %d, stderr %q (want 2 and %q)", c.args, code, errOut, c.want)
 		}
 	}
-	t.Setenv("FENCEDQ_CONCURRENCY", "lots")
-	if code, _, errOut := runCLI(t, "worker"); code != 2 || !strings.Contains(errOut, "FENCEDQ_CONCURRENCY") {
+	t.Setenv("FENCEDQ_LIMIT", "lots")
+	if code, _, errOut := runCLI(t, "inspect", "--state", "dead"); code != 2 || !strings.Contains(errOut, "FENCEDQ_LIMIT") {
 		t.Errorf("bad env var: %d %q", code, errOut)
+	}
+}
+
+// TestWorkerIsTheBankExamplesCommand: the worker pool is no fencedq
+// command; `fencedq worker` says in one line where it went.
+func TestWorkerIsTheBankExamplesCommand(t *testing.T) {
+	for _, c := range commands {
+		if c.name == "worker" {
+			t.Errorf("fencedq still lists a worker command: %+v", c)
+		}
+	}
+	code, out, _ := runCLI(t, "--help")
+	if code != 0 || !strings.Contains(out, "\n  dashboard ") || strings.Contains(out, "\n  worker ") {
+		t.Errorf("fencedq --help: %d %q", code, out)
+	}
+	for _, args := range [][]string{{"worker"}, {"worker", "--concurrency", "3"}} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 ||
+			!strings.Contains(errOut, "go run ./examples/bank/cmd/bank-worker --help") {
+			t.Errorf("%v: code %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -42,54 +40,14 @@ func TestHelpPrintsOnce(t *testing.T) {
 // flags are parsed.
 func TestBadFlagValuesAreErrors(t *testing.T) {
 	for _, args := range [][]string{
-		{"worker", "--log-level", "verbose"},
 		{"dashboard", "--log-level", "loud"},
 		{"demo", "--log-level", "chatty"},
-		{"worker", "--log-format", "xml"},
+		{"dashboard", "--log-format", "xml"},
 	} {
 		code, _, errOut := runCLI(t, args...)
 		if code != 2 || !strings.Contains(errOut, "invalid value") || !strings.Contains(errOut, strings.TrimPrefix(args[1], "-")) {
 			t.Errorf("%v: code %d, stderr %q", args, code, errOut)
 		}
-	}
-}
-
-// TestLogsPrintDurationsAsDurations: in both formats.
-func TestLogsPrintDurationsAsDurations(t *testing.T) {
-	for _, format := range []logFormat{"json", "text"} {
-		var buf bytes.Buffer
-		l := logFlags{level: slog.LevelInfo, format: format}
-		l.logger(&buf).Info("pool started", "lease_ttl", 10*time.Second, "group", slog.GroupValue(slog.Duration("wait", 1500*time.Millisecond)))
-		out := buf.String()
-		want := map[logFormat][]string{"json": {`"lease_ttl":"10s"`, `"wait":"1.5s"`}, "text": {"lease_ttl=10s", "group.wait=1.5s"}}[format]
-		for _, w := range want {
-			if !strings.Contains(out, w) {
-				t.Errorf("%s: %q lacks %s", format, out, w)
-			}
-		}
-	}
-}
-
-// TestWorkerMetricsAddrInUse: a worker whose metrics port is taken stops
-// at once with a clear error and exit 1, instead of running unwatched.
-func TestWorkerMetricsAddrInUse(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var out, errb bytes.Buffer
-	code := run(ctx, []string{"worker", "--redis", "redis://" + srv.Addr, "--namespace", redistest.Namespace(t),
-		"--metrics-addr", ln.Addr().String(), "--log-level", "error"}, &out, &errb)
-	if ctx.Err() != nil {
-		t.Fatal("the worker kept running without its metrics port")
-	}
-	if code != 1 || !strings.Contains(errb.String(), "--metrics-addr "+ln.Addr().String()+": the address is in use") ||
-		strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 || strings.Contains(out.String(), "running") {
-		t.Fatalf("code %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }
 

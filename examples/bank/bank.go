@@ -10,6 +10,13 @@
 // as an HTTP service through httpfence: NewService and HTTPStore), and its
 // effect log answers the reconciler. The demo and the chaos suite use it.
 //
+// RunWorker is a whole worker process for transfers: its flags
+// (WorkerConfig.AddFlags), its store, a pool, /metrics and /healthz, and a
+// graceful shutdown. The command examples/bank/cmd/bank-worker runs it (the
+// workers of docker-compose.yml); see its flags with
+//
+//	go run ./examples/bank/cmd/bank-worker --help
+//
 // The package's tests run the paused-worker, crash and leader-failover
 // scenarios with real worker processes (the test binary re-executed, see
 // main_test.go), real PostgreSQL and real Redis.

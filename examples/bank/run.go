@@ -1,0 +1,270 @@
+package bank
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/cli"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// WorkerConfig configures RunWorker: one worker process for transfers.
+// Every zero field takes the worker package's default; AddFlags sets the
+// command's defaults.
+type WorkerConfig struct {
+	// Redis is the Redis URL; comma-separated URLs make a Redis Cluster
+	// client.
+	Redis string
+	// Namespace is the key namespace; it must match the producers' and the
+	// dashboard's.
+	Namespace string
+	// Postgres, if set, is the PostgreSQL URL holding the accounts (through
+	// pgfence); empty keeps them in Redis (through redisfence).
+	Postgres string
+	// Concurrency is the number of transfers run at once.
+	Concurrency int
+	// Queues maps the queues served to their priorities.
+	Queues map[string]int
+	// LeaseTTL is each attempt's lease duration.
+	LeaseTTL time.Duration
+	// HandlerTimeout bounds a transfer whose job sets no timeout.
+	HandlerTimeout time.Duration
+	// ReconcileInterval is the reconciler's scan period.
+	ReconcileInterval time.Duration
+	// DisableReconciler keeps this pool out of the reconciler's leader
+	// election (some pool of the namespace must run it).
+	DisableReconciler bool
+	// MetricsAddr, if set, is where /metrics and /healthz are served. It is
+	// opened first: a pool that cannot be watched does not start.
+	MetricsAddr string
+	// Accounts, if positive, creates that many accounts (acct-000, ...)
+	// with InitialCents each, when absent.
+	Accounts     int
+	InitialCents int64
+	// Logger receives the pool's logs (default: none).
+	Logger *slog.Logger
+	// StallAfterMemo stages a crash (the fencedq demo's crash stage): after
+	// applying a transfer whose memo is this, the worker writes a line to
+	// RunWorker's output and never returns, as if the process died between
+	// its effect and its ledger commit. Empty in production.
+	StallAfterMemo string
+}
+
+// AddFlags defines the worker's flags on fs, bound to c, and sets c to
+// their defaults.
+func (c *WorkerConfig) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL (comma-separated URLs for a Redis Cluster)")
+	fs.StringVar(&c.Namespace, "namespace", "fq", "key namespace (must match the producers' and the dashboard's)")
+	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL for the bank's accounts (default: keep them in Redis)")
+	fs.IntVar(&c.Concurrency, "concurrency", 10, "transfers run at once")
+	c.Queues = map[string]int{"default": 1}
+	fs.Var((*queuesFlag)(&c.Queues), "queues", "`queues` with priorities, e.g. default=1,critical=5")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 10*time.Second, "lease TTL per attempt")
+	fs.DurationVar(&c.HandlerTimeout, "handler-timeout", time.Minute, "default handler timeout")
+	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", time.Second, "reconciler scan interval")
+	fs.Var((*enabledFlag)(&c.DisableReconciler), "reconciler", "run the reconciler in this pool (default true; one leader per namespace acts)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (e.g. :9100)")
+	fs.IntVar(&c.Accounts, "accounts", 0, "create this many bank accounts (acct-000...) if absent")
+	fs.Int64Var(&c.InitialCents, "initial-cents", 100000, "initial balance of created accounts")
+}
+
+// queuesFlag reads "default=1,critical=5" (a queue without a priority has
+// priority 1).
+type queuesFlag map[string]int
+
+func (q *queuesFlag) String() string {
+	if q == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(*q))
+	for name, p := range *q {
+		parts = append(parts, name+"="+strconv.Itoa(p))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (q *queuesFlag) Set(s string) error {
+	out := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, prio, found := strings.Cut(part, "=")
+		p := 1
+		if found {
+			n, err := strconv.Atoi(prio)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("queue priority %q must be a positive integer", prio)
+			}
+			p = n
+		}
+		if err := jobs.ValidateQueue(name); err != nil {
+			return err
+		}
+		out[name] = p
+	}
+	if len(out) == 0 {
+		return errors.New("no queues")
+	}
+	*q = out
+	return nil
+}
+
+// enabledFlag is a boolean flag that sets its negation (--reconciler=false
+// sets DisableReconciler).
+type enabledFlag bool
+
+func (e *enabledFlag) String() string {
+	if e == nil {
+		return "false"
+	}
+	return strconv.FormatBool(!bool(*e))
+}
+
+func (e *enabledFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*e = enabledFlag(!v)
+	return nil
+}
+
+// IsBoolFlag lets --reconciler stand alone.
+func (e *enabledFlag) IsBoolFlag() bool { return true }
+
+// OpenStore opens the bank's storage: PostgreSQL (migrated) when
+// postgresURL is set, else Redis through redisfence under namespace ns.
+// The returned func releases it. A malformed URL is a usage error.
+func OpenStore(ctx context.Context, postgresURL string, rdb redis.UniversalClient, ns string) (Store, func(), error) {
+	if postgresURL == "" {
+		s, err := NewRedisStore(rdb, ns)
+		return s, func() {}, err
+	}
+	pool, err := pgxpool.New(ctx, postgresURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: --postgres: %v", cli.ErrUsage, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("postgres does not answer: %w", err)
+	}
+	s, err := NewPostgresStore(ctx, pool, pgfence.Options{})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return s, pool.Close, nil
+}
+
+// RunWorker runs a worker pool for transfers until ctx ends, then shuts it
+// down gracefully (running transfers get the pool's shutdown timeout); it
+// says on out when the pool runs, and logs to cfg.Logger. An error caused
+// by the configuration (a malformed URL, a setting the pool refuses) is a
+// usage error, on which the commands exit 2; a taken metrics port or a
+// Redis that does not answer is a failure (exit 1).
+func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		var err error
+		if metricsLn, err = cli.Listen("--metrics-addr", cfg.MetricsAddr); err != nil {
+			return err
+		}
+		defer metricsLn.Close()
+	}
+	rdb, err := cli.ConnectRedis(ctx, cfg.Redis)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	store, closeStore, err := OpenStore(ctx, cfg.Postgres, rdb, cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	if cfg.Accounts > 0 {
+		if err := store.Setup(ctx, Accounts(cfg.Accounts), cfg.InitialCents); err != nil {
+			return err
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pool, err := worker.NewPool(rdb, worker.Config{
+		Namespace: cfg.Namespace, Concurrency: cfg.Concurrency, Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL,
+		HandlerTimeout: cfg.HandlerTimeout, Logger: log, Registerer: reg,
+		Reconciler: worker.ReconcilerConfig{Disabled: cfg.DisableReconciler, Interval: cfg.ReconcileInterval, EffectLog: store},
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	w := &Worker{Store: store}
+	if cfg.StallAfterMemo != "" {
+		w.Store = stallingStore{Store: store, memo: cfg.StallAfterMemo, out: out}
+	}
+	if err := worker.Register(pool, w); err != nil {
+		return err
+	}
+	if metricsLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", cli.Healthz(rdb))
+		go func() {
+			if err := cli.Serve(ctx, metricsLn, mux); err != nil {
+				log.Error("metrics server stopped", "error", err)
+			}
+		}()
+		log.Info("serving metrics", "addr", metricsLn.Addr().String())
+	}
+	fmt.Fprintf(out, "worker %s running (queues %s); Ctrl-C to stop\n", pool.ID(), (*queuesFlag)(&cfg.Queues))
+	return pool.Run(ctx)
+}
+
+// stallingStore stages a crash: after applying a transfer with the given
+// memo it never returns, as if the process died there.
+type stallingStore struct {
+	Store
+	memo string
+	out  io.Writer
+}
+
+func (s stallingStore) Transfer(ctx context.Context, f fence.Fence, t Transfer) error {
+	err := s.Store.Transfer(ctx, f, t)
+	if err == nil && t.Memo == s.memo {
+		fmt.Fprintf(s.out, "transfer %s applied; stalling before the ledger commit\n", f.OperationID)
+		select {}
+	}
+	return err
+}
+
+// FenceOnAcquire passes through to the underlying store when it can.
+func (s stallingStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
+	if r, ok := s.Store.(FenceRaiser); ok {
+		return r.FenceOnAcquire(ctx, f)
+	}
+	return nil
+}
