@@ -36,26 +36,47 @@ type PostgresResult struct {
 	// transaction that raises the resource's high-water mark, records the
 	// operation id in the effect log, and updates.
 	Fencedq Variant `json:"fencedq_pgfence"`
-	// StatementsPerJob is the PostgreSQL statements (each a round trip:
-	// BEGIN and COMMIT included) per job, by side, from the median run.
+	// StatementsPerJob is the PostgreSQL statements (BEGIN and COMMIT
+	// included, batched ones counted one by one) per job, by side, from
+	// the median run.
 	StatementsPerJob map[string]float64 `json:"statements_per_job"`
+	// RoundTripsPerJob is the PostgreSQL round trips per job (a batch of
+	// statements sent together is one), by side, from the median run.
+	RoundTripsPerJob map[string]float64 `json:"round_trips_per_job"`
 	// Ratio is fencedq jobs/s ÷ asynq jobs/s (target ≥ Target).
 	Ratio       float64 `json:"ratio"`
 	Target      float64 `json:"target"`
 	MeetsTarget bool    `json:"meets_target"`
 }
 
-// statementCounter is a pgx.QueryTracer that counts statements.
-type statementCounter struct{ n atomic.Int64 }
+// statementCounter is a pgx.QueryTracer and pgx.BatchTracer that counts
+// statements (n) and round trips (trips): a query outside a batch is one
+// of each, a batch is one round trip for all its statements.
+type statementCounter struct{ n, trips atomic.Int64 }
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	c.trips.Add(1)
 	return ctx
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart implements pgx.BatchTracer.
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.trips.Add(1)
+	return ctx
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	c.n.Add(1)
+}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 func redactURL(u string) string {
 	if at := strings.LastIndex(u, "@"); at >= 0 {
@@ -108,11 +129,12 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 
 	update := "UPDATE " + accounts + " SET balance = balance + 1, updated_at = now() WHERE id = $1"
 	var applied atomic.Int64 // updates the handlers made; checked against the table
-	var stmtsBefore int64
-	perJob := map[string][]float64{} // statements per job of every timed run, by side
+	var stmtsBefore, tripsBefore int64
+	perJob := map[string][]float64{}      // statements per job of every timed run, by side
+	tripsPerJob := map[string][]float64{} // round trips per job of every timed run, by side
 	d := &drainOpts{
 		before: func(context.Context) error {
-			stmtsBefore = stmts.n.Load()
+			stmtsBefore, tripsBefore = stmts.n.Load(), stmts.trips.Load()
 			return nil
 		},
 		asynqWork: func(ctx context.Context, a noopArgs) error {
@@ -142,6 +164,7 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 				side, n = "fencedq_pgfence", len(dr.jobs)
 			}
 			perJob[side] = append(perJob[side], float64(stmts.n.Load()-stmtsBefore)/float64(n))
+			tripsPerJob[side] = append(tripsPerJob[side], float64(stmts.trips.Load()-tripsBefore)/float64(n))
 			var sum int64
 			if err := pool.QueryRow(ctx, "SELECT coalesce(sum(balance), 0) FROM "+accounts).Scan(&sum); err != nil {
 				return err
@@ -162,6 +185,10 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 	r.StatementsPerJob = map[string]float64{}
 	for side, xs := range perJob {
 		r.StatementsPerJob[side] = round(median(xs), 2)
+	}
+	r.RoundTripsPerJob = map[string]float64{}
+	for side, xs := range tripsPerJob {
+		r.RoundTripsPerJob[side] = round(median(xs), 2)
 	}
 	return r, nil
 }

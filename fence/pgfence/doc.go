@@ -42,7 +42,18 @@
 //
 // Any error rolls back all three. Concurrent writers on one resource queue
 // on its row lock, so accepted tokens never decrease; concurrent duplicates
-// of one operation queue on its effects row, so exactly one applies.
+// of one operation queue on its effects row, so exactly one applies. A
+// stale write never reaches step 2, even when its operation id was applied.
+//
+// Steps 1 and 2 are one SQL statement (two data-modifying CTEs: the
+// upsert, then the effects INSERT fed by the upsert's row), sent together
+// with the BEGIN in one round trip (a pgx batch). A write whose function
+// makes one statement therefore costs three round trips: BEGIN with the
+// checks, the function's statement, COMMIT. A refused write costs three
+// as well: BEGIN with the checks; a read, in the still open transaction
+// that keeps the rows locked, of the mark that rejected it (or of the
+// effect record that already applied it); ROLLBACK.
+// [Store.FenceOnAcquire] is one round trip.
 //
 // The effect log is keyed by the operation id alone (effects' primary key):
 // an operation id names one effect in the whole table, whatever resource or

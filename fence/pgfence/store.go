@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +32,7 @@ type Store struct {
 var _ fence.EffectLog = (*Store)(nil)
 
 type queries struct {
-	raise, stored, record, recorded, highWater, prune string
+	fenceOne, fenceMany, marks, raise, stored, recorded, highWater, prune string
 }
 
 // New returns a Store over pool using the tables Options names. It does not
@@ -44,20 +45,65 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 		return nil, err
 	}
 	t := opts.tables()
+	// accept is the high-water rule (fence.Fence.Accepts) between the
+	// proposed row EXCLUDED and the stored row f.
+	const accept = `EXCLUDED.token > f.token OR (EXCLUDED.token = f.token AND EXCLUDED.owner = f.owner)`
 	return &Store{pool: pool, t: t, q: queries{
+		// Apply's checks for one fence in one statement. raised inserts or
+		// locks the resource's row and raises it when the fence is
+		// accepted; a rejected row is locked too (ON CONFLICT DO UPDATE
+		// locks the row it conflicts with, whatever the WHERE says) and
+		// is not returned. recorded inserts the operation id from
+		// raised's row, so only after the raise and not at all for a
+		// stale write. The result is the number of rows raised (0 or 1)
+		// and whether the operation was recorded.
+		fenceOne: `WITH raised AS (
+				INSERT INTO ` + t.fences + ` AS f (resource, token, owner, updated_at)
+				VALUES ($1, $2::text::numeric, $3, now())
+				ON CONFLICT (resource) DO UPDATE
+				SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
+				WHERE ` + accept + `
+				RETURNING 1
+			), recorded AS (
+				INSERT INTO ` + t.effects + ` (operation_id, resource, token, owner, applied_at)
+				SELECT $4, $1, $2::text::numeric, $3, now() FROM raised
+				ON CONFLICT (operation_id) DO NOTHING
+				RETURNING 1
+			)
+			SELECT (SELECT count(*) FROM raised), EXISTS (SELECT 1 FROM recorded)`,
+		// The same for several fences, given as arrays sorted by the
+		// caller: the rows are inserted or locked in array order, so
+		// writers over overlapping resources cannot deadlock. The
+		// operation is recorded only when every row was raised: the count
+		// reads all of raised first.
+		fenceMany: `WITH raised AS (
+				INSERT INTO ` + t.fences + ` AS f (resource, token, owner, updated_at)
+				SELECT w.resource, w.token::numeric, w.owner, now()
+				FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS w(resource, token, owner, ord)
+				ORDER BY w.ord
+				ON CONFLICT (resource) DO UPDATE
+				SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
+				WHERE ` + accept + `
+				RETURNING 1
+			), recorded AS (
+				INSERT INTO ` + t.effects + ` (operation_id, resource, token, owner, applied_at)
+				SELECT $4, $5, $6::text::numeric, $7, now()
+				WHERE (SELECT count(*) FROM raised) = cardinality($1::text[])
+				ON CONFLICT (operation_id) DO NOTHING
+				RETURNING 1
+			)
+			SELECT (SELECT count(*) FROM raised), EXISTS (SELECT 1 FROM recorded)`,
+		// The marks of resources whose rows this transaction locked.
+		marks: `SELECT resource, token::text, owner FROM ` + t.fences + ` WHERE resource = ANY ($1::text[])`,
 		// Locks the resource's row (also when the WHERE rejects the update)
 		// and raises it when the fence is accepted; no row back means stale.
 		raise: `INSERT INTO ` + t.fences + ` AS f (resource, token, owner, updated_at)
 			VALUES ($1, $2::text::numeric, $3, now())
 			ON CONFLICT (resource) DO UPDATE
 			SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
-			WHERE EXCLUDED.token > f.token OR (EXCLUDED.token = f.token AND EXCLUDED.owner = f.owner)
+			WHERE ` + accept + `
 			RETURNING 1`,
-		stored: `SELECT token::text, owner FROM ` + t.fences + ` WHERE resource = $1`,
-		record: `INSERT INTO ` + t.effects + ` (operation_id, resource, token, owner, applied_at)
-			VALUES ($1, $2, $3::text::numeric, $4, now())
-			ON CONFLICT (operation_id) DO NOTHING
-			RETURNING 1`,
+		stored:    `SELECT token::text, owner FROM ` + t.fences + ` WHERE resource = $1`,
 		recorded:  `SELECT resource, token::text, owner FROM ` + t.effects + ` WHERE operation_id = $1`,
 		highWater: `SELECT token::text, owner FROM ` + t.fences + ` WHERE resource = $1`,
 		// One batch: the oldest expired records not locked by a writer.
@@ -81,14 +127,21 @@ func (s *Store) Tables() (fences, effects string) { return s.t.fences, s.t.effec
 //     UPDATE semantics through INSERT ... ON CONFLICT DO UPDATE) and raised to
 //     (f.Token, f.Owner) if f is accepted: a higher token, or the same token
 //     from the same owner. Otherwise Apply returns a *fence.StaleError
-//     (matching fence.ErrStale).
+//     (matching fence.ErrStale) carrying the mark that rejected f.
 //  3. f.OperationID is inserted into the effect log. If it is already there,
 //     Apply returns a *fence.AlreadyAppliedError (matching
 //     fence.ErrAlreadyApplied) carrying the recorded resource, token and owner.
 //     A concurrent transaction with the same operation id waits on the
-//     first one's row and then sees it, so exactly one applies.
+//     first one's row and then sees it, so exactly one applies. A stale
+//     write never reaches the effect log: it fails at step 2 even when its
+//     operation id was applied.
 //  4. fn runs with the transaction; its error is returned unchanged.
 //  5. The transaction commits.
+//
+// Steps 2 and 3 are one SQL statement, sent with the BEGIN in one round
+// trip, so a write whose fn makes one statement costs three round trips:
+// that one, fn's statement and the COMMIT. A refused write costs one more
+// (the read of the mark or of the effect record) and the ROLLBACK.
 //
 // On any error everything is rolled back: the high-water mark, the effect
 // log and fn's writes are unchanged. fn must not commit or roll back tx. A
@@ -103,21 +156,39 @@ func (s *Store) Apply(ctx context.Context, f fence.Fence, fn func(ctx context.Co
 //
 // Every fence must carry the same OperationID and a distinct Resource.
 // High-water rows are locked and raised in sorted resource order, so two
-// operations over overlapping resources cannot deadlock. If any fence is
-// stale, nothing changes and the *fence.StaleError names the first stale
-// resource in sorted order. The effect log records the operation once, with
-// the first fence of the slice (the primary resource) as its resource, token
-// and owner.
+// operations over overlapping resources cannot deadlock. The checks are
+// still one statement, sent with the BEGIN: it locks every fence's row
+// (raising the accepted ones) before the verdict. If any fence is stale,
+// nothing changes and the *fence.StaleError names the first stale
+// resource in sorted order. The effect log records the operation once,
+// with the first fence of the slice (the primary resource) as its
+// resource, token and owner.
 func (s *Store) ApplyMulti(ctx context.Context, fences []fence.Fence, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := validate(fences); err != nil {
 		return err
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
+	sorted := sortFences(fences)
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	sql, args := s.fenceQuery(sorted, fences[0])
+	b.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
 		return fmt.Errorf("pgfence: begin: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := s.fenceTx(ctx, tx, fences); err != nil {
+	var raised int64
+	var recorded bool
+	err := br.QueryRow().Scan(&raised, &recorded)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("pgfence: fence operation %q: %w", fences[0].OperationID, err)
+	}
+	if err := s.verdict(ctx, tx, sorted, fences[0], raised, recorded); err != nil {
 		return err
 	}
 	if fn != nil {
@@ -135,13 +206,21 @@ func (s *Store) ApplyMulti(ctx context.Context, fences []fence.Fence, fn func(ct
 // it raises the high-water mark of every fence's resource (sorted order) and
 // records the shared operation id, or returns the same errors as
 // ApplyMulti. Use it to attach fencing to a transaction that also runs
-// other work. The caller commits; on any error it must roll back, since a
+// other work. The checks are one statement (one round trip) when they
+// pass. The caller commits; on any error it must roll back, since a
 // multi-resource fence may have raised some marks before failing.
 func (s *Store) FenceTx(ctx context.Context, tx pgx.Tx, fences ...fence.Fence) error {
 	if err := validate(fences); err != nil {
 		return err
 	}
-	return s.fenceTx(ctx, tx, fences)
+	sorted := sortFences(fences)
+	var raised int64
+	var recorded bool
+	sql, args := s.fenceQuery(sorted, fences[0])
+	if err := tx.QueryRow(ctx, sql, args...).Scan(&raised, &recorded); err != nil {
+		return fmt.Errorf("pgfence: fence operation %q: %w", fences[0].OperationID, err)
+	}
+	return s.verdict(ctx, tx, sorted, fences[0], raised, recorded)
 }
 
 func validate(fences []fence.Fence) error {
@@ -164,39 +243,87 @@ func validate(fences []fence.Fence) error {
 	return nil
 }
 
-func (s *Store) fenceTx(ctx context.Context, tx pgx.Tx, fences []fence.Fence) error {
+// sortFences returns fences sorted by resource (byte order), the order
+// their rows are locked in.
+func sortFences(fences []fence.Fence) []fence.Fence {
+	if len(fences) == 1 {
+		return fences
+	}
 	sorted := slices.Clone(fences)
-	slices.SortFunc(sorted, func(a, b fence.Fence) int {
-		switch {
-		case a.Resource < b.Resource:
-			return -1
-		case a.Resource > b.Resource:
-			return 1
-		}
-		return 0
-	})
-	for _, f := range sorted {
-		if err := s.raise(ctx, tx, f); err != nil {
-			return err
-		}
+	slices.SortFunc(sorted, func(a, b fence.Fence) int { return strings.Compare(a.Resource, b.Resource) })
+	return sorted
+}
+
+// fenceQuery returns the statement that makes Apply's checks for sorted
+// with primary fence p, and its arguments.
+func (s *Store) fenceQuery(sorted []fence.Fence, p fence.Fence) (string, []any) {
+	if len(sorted) == 1 {
+		return s.q.fenceOne, []any{p.Resource, p.Token.String(), p.Owner, p.OperationID}
 	}
-	p := fences[0]
-	var one int
-	err := tx.QueryRow(ctx, s.q.record, p.OperationID, p.Resource, p.Token.String(), p.Owner).Scan(&one)
-	if err == nil {
+	resources := make([]string, len(sorted))
+	tokens := make([]string, len(sorted))
+	owners := make([]string, len(sorted))
+	for i, f := range sorted {
+		resources[i], tokens[i], owners[i] = f.Resource, f.Token.String(), f.Owner
+	}
+	return s.q.fenceMany, []any{resources, tokens, owners, p.OperationID, p.Resource, p.Token.String(), p.Owner}
+}
+
+// verdict turns the fence statement's result into Apply's error: raised
+// rows of len(sorted), recorded the operation. A refused write costs one
+// more statement in tx, which still holds every row the statement locked.
+func (s *Store) verdict(ctx context.Context, tx pgx.Tx, sorted []fence.Fence, p fence.Fence, raised int64, recorded bool) error {
+	if raised < int64(len(sorted)) {
+		return s.stale(ctx, tx, sorted)
+	}
+	if recorded {
 		return nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("pgfence: record %q: %w", p.OperationID, err)
 	}
 	rec := fence.Effect{OperationID: p.OperationID}
 	var tok string
-	err = tx.QueryRow(ctx, s.q.recorded, p.OperationID).Scan(&rec.Resource, &tok, &rec.Owner)
+	err := tx.QueryRow(ctx, s.q.recorded, p.OperationID).Scan(&rec.Resource, &tok, &rec.Owner)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("pgfence: read record %q: %w", p.OperationID, err)
 	}
 	rec.Token = parseToken(tok)
 	return &fence.AlreadyAppliedError{Record: rec, Fence: p}
+}
+
+// stale returns the *fence.StaleError of the first fence in sorted that
+// its resource's mark rejects. The rows are locked by this transaction, so
+// the marks read are the ones that rejected the fences.
+func (s *Store) stale(ctx context.Context, tx pgx.Tx, sorted []fence.Fence) error {
+	resources := make([]string, len(sorted))
+	for i, f := range sorted {
+		resources[i] = f.Resource
+	}
+	type mark struct {
+		token lease.Token
+		owner string
+	}
+	marks := make(map[string]mark, len(sorted))
+	rows, err := tx.Query(ctx, s.q.marks, resources)
+	if err != nil {
+		return fmt.Errorf("pgfence: read high-water of %q: %w", resources, err)
+	}
+	for rows.Next() {
+		var r, tok, owner string
+		if err := rows.Scan(&r, &tok, &owner); err != nil {
+			rows.Close()
+			return fmt.Errorf("pgfence: read high-water of %q: %w", resources, err)
+		}
+		marks[r] = mark{parseToken(tok), owner}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgfence: read high-water of %q: %w", resources, err)
+	}
+	for _, f := range sorted {
+		if m, ok := marks[f.Resource]; ok && !f.Accepts(m.token, m.owner) {
+			return &fence.StaleError{Fence: f, StoredToken: m.token, StoredOwner: m.owner}
+		}
+	}
+	// Unreachable while the rows stay locked: a rejected fence's mark rejects it.
+	return fmt.Errorf("pgfence: fence %q: refused, but no mark of %q rejects it", sorted[0].OperationID, resources)
 }
 
 // raise locks f's high-water row and raises it, or returns a *fence.StaleError.
@@ -224,6 +351,10 @@ func (s *Store) raise(ctx context.Context, tx pgx.Tx, f fence.Fence) error {
 // lease. f.OperationID is ignored. It returns a *fence.StaleError (matching
 // fence.ErrStale) if storage already holds a higher token, or the same
 // token from another owner.
+//
+// It is one round trip: the raise and a read of the mark, sent together,
+// run as one implicit transaction, so the mark read is the one that
+// rejected f (or f's own, when accepted).
 func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 	if f.OperationID == "" {
 		f.OperationID = "-" // not recorded; only satisfies Validate
@@ -231,16 +362,30 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	tx, err := s.pool.Begin(ctx)
+	b := &pgx.Batch{}
+	b.Queue(s.q.raise, f.Resource, f.Token.String(), f.Owner)
+	b.Queue(s.q.stored, f.Resource)
+	br := s.pool.SendBatch(ctx, b)
+	var one int
+	accepted := true
+	err := br.QueryRow().Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		accepted, err = false, nil
+	}
 	if err != nil {
-		return fmt.Errorf("pgfence: begin: %w", err)
+		_ = br.Close()
+		return fmt.Errorf("pgfence: fence %q: %w", f.Resource, err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := s.raise(ctx, tx, f); err != nil {
-		return err
+	var tok, owner string
+	err = br.QueryRow().Scan(&tok, &owner)
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgfence: commit fence of %q: %w", f.Resource, err)
+	if err != nil {
+		return fmt.Errorf("pgfence: fence of %q: %w", f.Resource, err)
+	}
+	if !accepted {
+		return &fence.StaleError{Fence: f, StoredToken: parseToken(tok), StoredOwner: owner}
 	}
 	return nil
 }
