@@ -152,14 +152,6 @@ func (s *Signal[T]) WaitFor(what string, ok func(T) bool) T {
 	}
 }
 
-// C returns the channel values arrive on, for a select beside other
-// events. Receiving from it bypasses the bound: the caller owns the wait.
-func (s *Signal[T]) C() <-chan T {
-	s.mustInit()
-	s.tb.Helper()
-	return s.ch
-}
-
 // Drain discards and returns every value delivered so far.
 func (s *Signal[T]) Drain() []T {
 	s.mustInit()
