@@ -6,7 +6,7 @@ WORKDIR /src
 # The library (root module) and the commands (module ./cmd), joined by go.work.
 COPY go.mod go.sum go.work ./
 COPY cmd/go.mod cmd/go.sum ./cmd/
-RUN go mod download && cd cmd && go mod download
+RUN GOWORK=off go mod download && cd cmd && GOWORK=off go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/fencedq ./cmd/fencedq \
     && CGO_ENABLED=0 go build -trimpath -o /out/bank-worker ./examples/bank/cmd/bank-worker
