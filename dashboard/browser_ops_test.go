@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -93,18 +95,6 @@ func navigate(t *testing.T, tb *tab, hash string) {
 	must(t, tb.page.Eval(tb.ctx, `location.hash = `+jsString(hash), nil))
 }
 
-// until waits for cond, checked against the ledger.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // confirm opens the action box sel, types note and confirms (clicks are
 // dispatched by the page's own click(), which does not wait for layout).
 func confirm(t *testing.T, tb *tab, sel, note string) {
@@ -157,13 +147,13 @@ func TestBrowserOperations(t *testing.T) {
 	// Pause, then resume, queue default from its row.
 	pause := `#queues .action[data-action="pause"][data-target="default"]`
 	confirm(t, tb, pause, "deploying the gateway")
-	until(t, "queue default paused", func() bool {
+	redistest.Await(t, f.rdb, f.ns, "queue default paused", func() bool {
 		p, err := f.ledger.Paused(bg, "default")
 		return err == nil && p != nil && p.Actor == "operator:"+user && p.Note == "deploying the gateway"
 	})
 	resume := `#queues .action[data-action="resume"][data-target="default"]`
 	confirm(t, tb, resume, "")
-	until(t, "queue default resumed", func() bool {
+	redistest.Await(t, f.rdb, f.ns, "queue default resumed", func() bool {
 		p, err := f.ledger.Paused(bg, "default")
 		return err == nil && p == nil
 	})
@@ -176,7 +166,7 @@ func TestBrowserOperations(t *testing.T) {
 	}
 	waitJS(t, tb, "the run-now button on a scheduled job", `!!document.querySelector('.action[data-action="run-now"]')`)
 	confirm(t, tb, `.action[data-action="cancel"]`, "customer withdrew the order")
-	until(t, "the job cancelled", func() bool { return f.state("default", f.pending) == jobs.Cancelled })
+	jobstest.WaitState(t, f.ledger, "default", f.pending, jobs.Cancelled)
 	if e := lastEntry(t, f, "default", f.pending); e.Actor != "operator:"+user || e.Note != "customer withdrew the order" {
 		t.Errorf("cancel entry: %+v", e)
 	}
@@ -193,7 +183,7 @@ func TestBrowserOperations(t *testing.T) {
 	waitJS(t, tb, "the re-run button", `!!document.querySelector(`+jsString(btn)+`)`)
 	must(t, tb.page.Type(tb.ctx, `div.resolve input.note`, "card gateway fixed"))
 	must(t, tb.page.Click(tb.ctx, btn))
-	until(t, "the dead job re-run", func() bool { return f.state("default", f.dead) == jobs.Pending })
+	jobstest.WaitState(t, f.ledger, "default", f.dead, jobs.Pending)
 
 	// Filter with the form: dead jobs of queue bulk.
 	navigate(t, tb, "#/jobs?state=pending")
@@ -209,14 +199,9 @@ func TestBrowserOperations(t *testing.T) {
 	if q := evalJS[string](t, tb, `document.querySelector('#bulk .question').textContent`); !strings.HasPrefix(q, "Re-run 3 jobs (dead in queue bulk)") {
 		t.Errorf("confirmation: %q", q)
 	}
-	until(t, "the bulk re-run", func() bool {
-		for _, id := range bulk {
-			if f.state("bulk", id) != jobs.Pending {
-				return false
-			}
-		}
-		return true
-	})
+	for _, id := range bulk { // the bulk re-run
+		jobstest.WaitState(t, f.ledger, "bulk", id, jobs.Pending)
+	}
 	if e := lastEntry(t, f, "bulk", bulk[2]); e.Actor != "operator:"+user || e.Note != "gateway back up" || e.Decision != "rerun" {
 		t.Errorf("bulk entry: %+v", e)
 	}

@@ -4,18 +4,23 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/internal/browser"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -56,12 +61,14 @@ func artifactDir(t *testing.T) string {
 type pageWatch struct {
 	mu       sync.Mutex
 	problems []string
+	changes  testsignal.Changes // notified after each problem recorded
 }
 
 func (w *pageWatch) add(s string) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.problems = append(w.problems, s)
+	w.mu.Unlock()
+	w.changes.Notify()
 }
 
 func (w *pageWatch) list() []string {
@@ -131,24 +138,75 @@ func watchPage(tb *tab, w *pageWatch) {
 	})
 }
 
-// waitJS evaluates expr until it is true (Runtime.evaluate is not subject
-// to the page's CSP, unlike a predicate compiled inside the page).
+// waitSeq numbers the waits of waitJS, so that a wait that timed out can
+// be found in the page and stopped.
+var waitSeq atomic.Int64
+
+// waitScript returns the in-page side of waitJS, wait number id on expr:
+// a promise that evaluates expr now and again after every mutation of the
+// document, and resolves with true once it is true. Until then it keeps
+// expr's last value (or what it threw) where stopWait can read it. expr is
+// part of the evaluated script, never compiled inside the page
+// (Runtime.evaluate is not subject to the page's CSP; eval would be).
+func waitScript(id int64, expr string) string {
+	n := strconv.FormatInt(id, 10)
+	return `new Promise((resolve) => {
+	const waits = (window.__fencedqWaits ||= {});
+	const w = {last: 'not evaluated'};
+	const obs = new MutationObserver(() => check());
+	const done = (ok) => { obs.disconnect(); delete waits[` + n + `]; resolve(ok); };
+	w.stop = () => done(false);
+	const check = () => {
+		let v;
+		try {
+			v = (` + expr + `);
+		} catch (e) {
+			w.last = 'threw ' + e;
+			return;
+		}
+		try { w.last = JSON.stringify(v) ?? String(v); } catch (e) { w.last = String(v); }
+		if (v === true) done(true);
+	};
+	waits[` + n + `] = w;
+	obs.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+	check();
+})`
+}
+
+// stopWait ends wait number id in the page, if it is still there, and
+// returns the last value of its expression.
+func stopWait(tb *tab, id int64) string {
+	last := "unknown: the wait is no longer in the page"
+	_ = tb.page.Eval(tb.ctx, `(() => { const w = (window.__fencedqWaits || {})[`+strconv.FormatInt(id, 10)+`];
+		if (!w) return `+jsString(last)+`; w.stop(); return w.last; })()`, &last)
+	return last
+}
+
+// waitJS waits until the JavaScript expression expr is true in the page:
+// one in-page promise evaluates it at once and again after each DOM
+// mutation. That is enough for every expression these tests wait on: each
+// reads the DOM (the app renders into it, its countdowns write their text
+// into it, its state is in data- attributes) and at most location.hash,
+// which changes before the render it causes. The wait is bounded by testsignal.Timeout;
+// a failure names what was awaited and the last value of expr.
 func waitJS(t *testing.T, tb *tab, what, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var ok bool
-		err := tb.page.Eval(tb.ctx, expr, &ok)
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			var body string
-			_ = tb.page.Eval(tb.ctx, `document.getElementById('main').textContent`, &body)
-			t.Fatalf("waiting for %s: %v (%s); page text: %.2000s", what, err, expr, body)
-		}
-		time.Sleep(50 * time.Millisecond)
+	id := waitSeq.Add(1)
+	bound := testsignal.Timeout()
+	ctx, cancel := context.WithTimeout(tb.ctx, bound)
+	defer cancel()
+	var ok bool
+	err := tb.page.Eval(ctx, waitScript(id, expr), &ok)
+	if err == nil && ok {
+		return
 	}
+	last := stopWait(tb, id)
+	var body string
+	_ = tb.page.Eval(tb.ctx, `(document.getElementById('main') || document.body || {}).textContent || ''`, &body)
+	if err == nil {
+		err = errors.New("the wait ended without the expression being true")
+	}
+	t.Fatalf("waited %v for %s: %v\nexpression: %s\nits last value: %s\npage text: %.2000s", bound, what, err, expr, last, body)
 }
 
 func evalJS[T any](t *testing.T, tb *tab, expr string) T {
@@ -211,6 +269,7 @@ func openBrowser(t *testing.T, exe string) (*tab, *pageWatch) {
 	tb := &tab{ctx: ctx, page: p}
 
 	watch := &pageWatch{}
+	watch.changes.Init(t, "the problems recorded on the page")
 	watchPage(tb, watch)
 	// Every request of the page carries the operator's basic-auth
 	// credentials, as after signing in through api/login.
@@ -322,13 +381,11 @@ func TestBrowser(t *testing.T) {
 	screenshot(t, tb, "attention.png")
 	must(t, tb.page.Type(tb.ctx, `div.resolve[data-resolve="`+f.review+`"] input.note`, "confirmed in the gateway's report"))
 	must(t, tb.page.Click(tb.ctx, btn))
-	deadline := time.Now().Add(15 * time.Second)
-	for f.state("default", f.review) != jobs.Succeeded {
-		if time.Now().After(deadline) {
-			status := evalJS[string](t, tb, `(document.querySelector('div.resolve .status') || {}).textContent || ''`)
-			t.Fatalf("the click did not resolve the job (state %s, status %q)", f.state("default", f.review), status)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := redistest.Wait(f.rdb, f.ledger.JobKey("default", f.review), testsignal.DefaultTimeout, func() bool {
+		return f.state("default", f.review) == jobs.Succeeded
+	}); err != nil {
+		status := evalJS[string](t, tb, `(document.querySelector('div.resolve .status') || {}).textContent || ''`)
+		t.Fatalf("the click did not resolve the job: %v (state %s, status %q)", err, f.state("default", f.review), status)
 	}
 	hist, err := f.ledger.History(context.Background(), "default", f.review)
 	must(t, err)
@@ -374,24 +431,22 @@ setTimeout(() => { throw new Error('thrown later') }, 0);`)
 	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/"))
 	want := []string{"dialog opened: alert injected", "console.error: ", "console says no", "console.assert: ", "assert says no",
 		"exception: Uncaught Error: thrown later", "log security: ", "Content Security Policy"}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		all := strings.Join(watch.list(), "\n")
-		missing := ""
+	all, missing := "", ""
+	t.Cleanup(func() {
+		if t.Failed() && missing != "" {
+			t.Logf("the watch missed %q; it recorded:\n%s", missing, all)
+		}
+	})
+	watch.changes.Await("every problem recorded", func() bool {
+		all, missing = strings.Join(watch.list(), "\n"), ""
 		for _, w := range want {
 			if !strings.Contains(all, w) {
 				missing = w
-				break
+				return false
 			}
 		}
-		if missing == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watch missed %q; it recorded:\n%s", missing, all)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return true
+	})
 	if title := evalJS[string](t, tb, `document.title`); title != "bad" {
 		t.Errorf("the inline script ran despite the policy: title %q", title)
 	}
