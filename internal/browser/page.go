@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 )
 
 // Page is a tab with a flat session attached: its commands and events
@@ -123,41 +122,41 @@ func (p *Page) Eval(ctx context.Context, expr string, out any) error {
 	return nil
 }
 
-// pollEvery is how often Click and Type look for their element again.
-const pollEvery = 50 * time.Millisecond
-
 // visible waits until the first element matching the CSS selector is
 // rendered, scrolls it into view and returns the centre of its visible
-// part, in the viewport's CSS pixels.
+// part, in the viewport's CSS pixels. The wait is one promise in the page
+// that checks at once and again after every DOM mutation, so it wakes when
+// the page changes rather than on a timer; ctx bounds it.
 func (p *Page) visible(ctx context.Context, selector string) (x, y float64, err error) {
 	sel, _ := json.Marshal(selector)
-	expr := `((sel) => {
-		const e = document.querySelector(sel);
-		if (!e || !e.isConnected) return null;
-		e.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
-		const r = e.getBoundingClientRect();
-		if (r.width === 0 || r.height === 0 || getComputedStyle(e).visibility === 'hidden') return null;
-		const left = Math.max(r.left, 0), right = Math.min(r.right, innerWidth);
-		const top = Math.max(r.top, 0), bottom = Math.min(r.bottom, innerHeight);
-		if (right <= left || bottom <= top) return null;
-		return {x: (left + right) / 2, y: (top + bottom) / 2};
-	})(` + string(sel) + `)`
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		var pt *struct{ X, Y float64 }
-		if err := p.Eval(ctx, expr, &pt); err != nil {
-			return 0, 0, err
-		}
-		if pt != nil {
-			return pt.X, pt.Y, nil
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
+	expr := `((sel) => new Promise((resolve) => {
+		const centre = () => {
+			const e = document.querySelector(sel);
+			if (!e || !e.isConnected) return null;
+			e.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
+			const r = e.getBoundingClientRect();
+			if (r.width === 0 || r.height === 0 || getComputedStyle(e).visibility === 'hidden') return null;
+			const left = Math.max(r.left, 0), right = Math.min(r.right, innerWidth);
+			const top = Math.max(r.top, 0), bottom = Math.min(r.bottom, innerHeight);
+			if (right <= left || bottom <= top) return null;
+			return {x: (left + right) / 2, y: (top + bottom) / 2};
+		};
+		const now = centre();
+		if (now) return resolve(now);
+		const obs = new MutationObserver(() => {
+			const pt = centre();
+			if (pt) { obs.disconnect(); resolve(pt); }
+		});
+		obs.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+	}))(` + string(sel) + `)`
+	var pt struct{ X, Y float64 }
+	if err := p.Eval(ctx, expr, &pt); err != nil {
+		if ctx.Err() != nil {
 			return 0, 0, fmt.Errorf("browser: waiting for %s to be visible: %w", selector, context.Cause(ctx))
 		}
+		return 0, 0, err
 	}
+	return pt.X, pt.Y, nil
 }
 
 // Click waits until the first element matching the CSS selector is
