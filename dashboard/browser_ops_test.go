@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/browser"
 	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -127,7 +128,7 @@ func lastEntry(t *testing.T, f *fixture, q, id string) jobs.Entry {
 // filter a list and page through it, re-run a filtered selection in bulk
 // after a confirmation that counts it, and read the charts and the pools.
 func TestBrowserOperations(t *testing.T) {
-	exe := needChromium(t)
+	exe := browser.NeedChromium(t)
 	f := newFixture(t).seed()
 	bulk := f.operations()
 	srv := f.serveOps()
@@ -302,7 +303,7 @@ func shoot(t *testing.T, tb *tab, dir, name string) {
 // Without FENCEDQ_SCREENSHOTS they go to the test's temporary directory
 // (removed afterwards), so the test still checks that every page renders.
 func TestScreenshots(t *testing.T) {
-	exe := needChromium(t)
+	exe := browser.NeedChromium(t)
 	dir := os.Getenv("FENCEDQ_SCREENSHOTS")
 	if dir == "" {
 		dir = t.TempDir()

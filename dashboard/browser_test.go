@@ -24,26 +24,6 @@ import (
 	"github.com/fencedq/fencedq/jobs"
 )
 
-// chromiumPath is where Debian's chromium package puts the browser. The
-// test never downloads one.
-const chromiumPath = "/usr/bin/chromium"
-
-// needChromium returns the browser's path, or fails (under CI) or skips the
-// test, naming the package to install.
-func needChromium(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err == nil {
-		return chromiumPath
-	}
-	msg := fmt.Sprintf("headless Chromium is not installed at %s; install it with `apt-get install -y chromium` (Debian package chromium)", chromiumPath)
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	fmt.Fprintln(os.Stderr, "SKIPPING the real-browser dashboard test: "+msg)
-	t.Skip("SKIPPING: " + msg)
-	return ""
-}
-
 // artifactDir keeps the test's screenshots after it ends (overwritten by
 // the next run): $FENCEDQ_ARTIFACTS, or a fixed directory under the
 // system's temporary directory.
@@ -285,7 +265,7 @@ func openBrowser(t *testing.T, exe string) (*tab, *pageWatch) {
 // real jobs, a job whose args and error hold a <script> payload (shown as
 // text, never run), and an operator resolving a review job.
 func TestBrowser(t *testing.T) {
-	exe := needChromium(t)
+	exe := browser.NeedChromium(t)
 	f := newFixture(t).seed()
 	h := f.handler(dashboard.Options{Username: user, Password: pass})
 	mux := http.NewServeMux()
@@ -413,7 +393,7 @@ func TestBrowser(t *testing.T) {
 // opens a dialog, throws, logs console errors and breaks its content
 // security policy has each recorded.
 func TestBrowserWatch(t *testing.T) {
-	exe := needChromium(t)
+	exe := browser.NeedChromium(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "script-src 'self'")

@@ -18,25 +18,6 @@ import (
 	"time"
 )
 
-// chromiumPath is where Debian's chromium package puts the browser.
-const chromiumPath = "/usr/bin/chromium"
-
-// needChromium returns the browser's path, or fails (under CI) or skips
-// the test, naming the package to install.
-func needChromium(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err == nil {
-		return chromiumPath
-	}
-	msg := fmt.Sprintf("headless Chromium is not installed at %s; install it with `apt-get install -y chromium` (Debian package chromium)", chromiumPath)
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	fmt.Fprintln(os.Stderr, "SKIPPING the real-browser test: "+msg)
-	t.Skip("SKIPPING: " + msg)
-	return ""
-}
-
 const testPage = `<!doctype html>
 <title>t</title>
 <button id="b" style="margin-top: 2000px">press</button>
@@ -54,7 +35,7 @@ document.getElementById('in').addEventListener('input', (e) => {
 
 func launch(t *testing.T) (context.Context, *Browser, *Page, *httptest.Server) {
 	t.Helper()
-	exe := needChromium(t)
+	exe := NeedChromium(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, testPage)

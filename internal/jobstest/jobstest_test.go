@@ -2,8 +2,6 @@ package jobstest_test
 
 import (
 	"context"
-	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -44,19 +42,6 @@ func TestWaitStateSeesTheCommit(t *testing.T) {
 	}
 }
 
-// failTB records Fatalf and ends the calling goroutine, as testing.T does.
-type failTB struct {
-	testing.TB
-	msg chan string
-}
-
-func (f *failTB) Helper() {}
-
-func (f *failTB) Fatalf(format string, args ...any) {
-	f.msg <- fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
 func TestWaitStateFailureShowsTheJob(t *testing.T) {
 	t.Setenv(testsignal.ScaleEnv, "0.02") // 200 ms: these waits are meant to fail
 	rdb, ns := redistest.New(t)
@@ -66,13 +51,13 @@ func TestWaitStateFailureShowsTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &failTB{TB: t, msg: make(chan string, 1)}
+	f := redistest.NewFatalCatcher(t)
 	go jobstest.WaitState(f, c.Ledger(), jobs.DefaultQueue, res.JobID, jobs.Succeeded)
-	if msg := <-f.msg; !strings.Contains(msg, "want state succeeded") || !strings.Contains(msg, "it is pending") {
+	if msg := <-f.Msg; !strings.Contains(msg, "want state succeeded") || !strings.Contains(msg, "it is pending") {
 		t.Fatalf("failure message %q", msg)
 	}
 	go jobstest.WaitState(f, c.Ledger(), jobs.DefaultQueue, "no-such-job", jobs.Succeeded)
-	if msg := <-f.msg; !strings.Contains(msg, "never found") {
+	if msg := <-f.Msg; !strings.Contains(msg, "never found") {
 		t.Fatalf("failure message %q", msg)
 	}
 }

@@ -2,8 +2,6 @@ package redistest_test
 
 import (
 	"context"
-	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -89,32 +87,19 @@ func TestAwaitOnACluster(t *testing.T) {
 	}
 }
 
-// failTB records Fatalf and ends the calling goroutine, as testing.T does.
-type failTB struct {
-	testing.TB
-	msg chan string
-}
-
-func (f *failTB) Helper() {}
-
-func (f *failTB) Fatalf(format string, args ...any) {
-	f.msg <- fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
 func TestAwaitFailureNamesWhatWasAwaited(t *testing.T) {
 	t.Setenv(testsignal.ScaleEnv, "0.02") // 200 ms: this wait is meant to fail
 	c, ns := redistest.New(t)
-	f := &failTB{TB: t, msg: make(chan string, 1)}
+	f := redistest.NewFatalCatcher(t)
 	go redistest.Await(f, c, ns, "the answer", func() bool { return false })
-	if msg := <-f.msg; !strings.Contains(msg, "the answer") || !strings.Contains(msg, "not reached within") {
+	if msg := <-f.Msg; !strings.Contains(msg, "the answer") || !strings.Contains(msg, "not reached within") {
 		t.Fatalf("failure message %q", msg)
 	}
 	// A condition that turns true without any write to the watched keys is
 	// reported as such.
 	start := time.Now()
 	go redistest.Await(f, c, ns, "the clock", func() bool { return time.Since(start) > 50*time.Millisecond })
-	if msg := <-f.msg; !strings.Contains(msg, "without a keyspace notification") {
+	if msg := <-f.Msg; !strings.Contains(msg, "without a keyspace notification") {
 		t.Fatalf("failure message %q", msg)
 	}
 }
