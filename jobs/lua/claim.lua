@@ -17,31 +17,35 @@ local owner, ttl = ARGV[2], num(ARGV[3])
 local max = num(ARGV[4])
 local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', now, 'LIMIT', 0, max)
 if #ids > 0 then call_chunked('ZREM', index['pending'], ids, 1000) end
-local claimed, dropped, running = {}, {}, {}
+local call = redis.call
+local dropped, running, nrun = {}, {}, 0
 local deadline = now + ttl
 local sdeadline = fmt(deadline)
-for _, id in ipairs(ids) do
-  local k = jobkey(id)
-  local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
+-- the reply's claimed values are written in place after its 3-value header
+local reply, r = {0, -1, 0}, 3
+for i = 1, #ids do
+  local id = ids[i]
+  local k = P .. 'job:' .. id
+  local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
     'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence')
   if h[1] == 'pending' then
     local tok = num(h[2]) + 1
     if now_us > tok then tok = now_us end
     local stok = fmt(tok)
     local attempt = num(h[3]) + 1
-    redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
-      'attempts', fmt(attempt), 'started', fmt(now))
-    running[#running + 1] = sdeadline
-    running[#running + 1] = id
+    call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
+      'attempts', attempt, 'started', snow)
+    running[nrun + 1], running[nrun + 2] = sdeadline, id
+    nrun = nrun + 2
     -- an earlier attempt's resource-lease token is not this attempt's fence
-    if h[12] then redis.call('HDEL', k, 'fence') end
+    if h[12] then call('HDEL', k, 'fence') end
     if h[11] then
       record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner})
     end
-    local n = #claimed
-    claimed[n + 1], claimed[n + 2], claimed[n + 3], claimed[n + 4], claimed[n + 5] = id, stok, sdeadline, attempt, h[4] or ''
-    claimed[n + 6], claimed[n + 7], claimed[n + 8], claimed[n + 9], claimed[n + 10] = h[5] or '', h[6] or '', h[7] or '', num(h[8]), num(h[9])
-    claimed[n + 11] = num(h[10])
+    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, stok, sdeadline, attempt, h[4] or ''
+    reply[r + 6], reply[r + 7], reply[r + 8], reply[r + 9], reply[r + 10] = h[5] or '', h[6] or '', h[7] or '', num(h[8]), num(h[9])
+    reply[r + 11] = num(h[10])
+    r = r + 11
   else
     local why = h[1] or 'missing'
     if why == 'succeeded' or why == 'dead' or why == 'cancelled' then
@@ -56,7 +60,7 @@ for _, id in ipairs(ids) do
   end
 end
 call_chunked('ZADD', index['running'], running, 1000)
-local n = #claimed / 11
+local n = (r - 3) / 11
 if n > 0 then count('attempted', n) end
 local next_due = -1
 if #ids < max then
@@ -66,7 +70,6 @@ if #ids < max then
   local first = redis.call('ZRANGE', index['pending'], 0, 0, 'WITHSCORES')
   if first[2] then next_due = math.max(num(first[2]) - now, 0) end
 end
-local reply = {0, next_due, n}
-for _, v in ipairs(claimed) do reply[#reply + 1] = v end
-for _, v in ipairs(dropped) do reply[#reply + 1] = v end
+reply[2], reply[3] = next_due, n
+for j = 1, #dropped do reply[r + j] = dropped[j] end
 return reply

@@ -12,20 +12,37 @@
 -- Reply: 3 values per outcome: applied (1) or stale (0), the job's state,
 --   the job's current token ('0' when missing).
 local retention = ARGV[2]
-local reply = {}
+local keep = tonumber(retention)
+if keep and keep <= 0 then keep = nil end
+local call = redis.call
+local reply, r = {}, 0
+local succeeded = 0
 for i = 3, #ARGV, 7 do
-  local id, token, outcome, err, due, reason, fence = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
-  local k = jobkey(id)
-  local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist')
+  local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local k = P .. 'job:' .. id
+  local h = call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist')
   local hist = h[7] ~= false
   if h[1] ~= 'running' or h[2] ~= token then
+    local err = ARGV[i + 3]
     tallied('fenced_commit')
     event({type = 'fenced', stage = 'commit', job = id, token = token, current = h[2] or '0'})
     if h[1] then
       record(id, {event = 'fenced', stage = 'commit', token = token, outcome = outcome, error = err})
     end
-    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 0, h[1] or 'missing', h[2] or '0'
+    reply[r + 1], reply[r + 2], reply[r + 3] = 0, h[1] or 'missing', h[2] or '0'
+  elseif outcome == 'succeeded' and not hist and ARGV[i + 6] == '' and num(h[3]) <= 1 then
+    -- the common path (one attempt, its own fence, no history): what the
+    -- general path below writes for it, without its bookkeeping
+    batch_move(id, 'running', 'succeeded', now)
+    if keep then
+      call('PEXPIRE', k, keep)
+      if h[5] and h[5] ~= '' then call('PEXPIRE', opkey(h[5]), keep) end
+    end
+    succeeded = succeeded + 1
+    call('HSET', k, 'state', 'succeeded', 'finished', snow)
+    reply[r + 1], reply[r + 2], reply[r + 3] = 1, 'succeeded', token
   else
+    local err, due, reason, fence = ARGV[i + 3], num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
     local attempt = num(h[3])
     local to, score = outcome, now
     local f = {}
@@ -38,7 +55,7 @@ for i = 3, #ARGV, 7 do
       to, score = 'pending', due
       f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
       if outcome == 'unknown_kind' then
-        redis.call('HINCRBY', k, 'kind_defers', 1)
+        call('HINCRBY', k, 'kind_defers', 1)
         tallied('deferred_unknown_kind')
       else
         tallied('deferred')
@@ -54,35 +71,37 @@ for i = 3, #ARGV, 7 do
     batch_move(id, 'running', to, score)
     f[#f + 1] = 'state'; f[#f + 1] = to
     if to == 'succeeded' and attempt <= 1 and fence == '' then
-      -- the common path: nothing to clear, no history unless it exists
+      -- the common path with a history list: nothing to clear
       if hist then
         record(id, {event = 'end', attempt = attempt, token = token, outcome = to})
       end
     else
       if err ~= '' then f[#f + 1] = 'error'; f[#f + 1] = err end
       if reason ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = reason end
-      if to == 'succeeded' then redis.call('HDEL', k, 'error', 'reason') end
+      if to == 'succeeded' then call('HDEL', k, 'error', 'reason') end
       if to ~= 'pending' or outcome ~= 'defer' then -- resource waits stay out of the history
         record(id, {event = 'end', attempt = attempt, token = token, fence = fence, outcome = to, error = err, reason = reason})
         hist = true
       end
     end
     if to == 'succeeded' or to == 'dead' or to == 'cancelled' then
-      f[#f + 1] = 'finished'; f[#f + 1] = fmt(now)
+      f[#f + 1] = 'finished'; f[#f + 1] = snow
       finish(id, h[5], retention, hist)
       tallied(to)
     elseif to == 'uncertain' then
-      f[#f + 1] = 'uncertain_since'; f[#f + 1] = fmt(now)
+      f[#f + 1] = 'uncertain_since'; f[#f + 1] = snow
       f[#f + 1] = 'reconcile_tries'; f[#f + 1] = '0'
       tallied('uncertain')
     elseif to == 'pending' and outcome == 'retry' then
       tallied('retried')
     end
     if to == 'pending' then wake() end
-    redis.call('HSET', k, unpack(f))
-    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 1, to, token
+    call('HSET', k, unpack(f))
+    reply[r + 1], reply[r + 2], reply[r + 3] = 1, to, token
   end
+  r = r + 3
 end
+if succeeded > 0 then tally['succeeded'] = (tally['succeeded'] or 0) + succeeded end
 flush_moves()
 flush_tally()
 return reply

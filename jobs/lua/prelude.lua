@@ -25,6 +25,7 @@ local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local now = math.floor(now_us / 1000)
 
 local function fmt(n) return string.format('%d', n) end
+local snow = fmt(now) -- now as stored in fields and index scores
 -- num reads a numeric field; a missing or corrupt one reads as 0, so one
 -- bad record can never abort a script that serves a whole batch.
 local function num(s) return tonumber(s) or 0 end
@@ -66,7 +67,7 @@ local function batch_move(id, from, to, score)
   end
   if index[to] then
     adds[to] = adds[to] or {}
-    table.insert(adds[to], fmt(score))
+    table.insert(adds[to], score == now and snow or fmt(score))
     table.insert(adds[to], id)
   end
 end
@@ -98,7 +99,7 @@ local function record(id, entry)
       end
     end
   end
-  entry['at'] = fmt(now)
+  entry['at'] = snow
   if redis.call('RPUSH', hk, cjson.encode(entry)) > HISTORY_CAP then
     redis.call('LTRIM', hk, -HISTORY_CAP, -1)
   end
@@ -106,7 +107,7 @@ end
 
 -- event appends to the queue's event feed shown by the dashboard.
 local function event(entry)
-  entry['at'] = fmt(now)
+  entry['at'] = snow
   if redis.call('LPUSH', eventsk, cjson.encode(entry)) > EVENTS_CAP then
     redis.call('LTRIM', eventsk, 0, EVENTS_CAP - 1)
   end
