@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -168,8 +169,23 @@ func (c *completer) report(f *finished, got jobs.Committed, retried bool) {
 	if f.outcome.Defer {
 		return
 	}
-	c.p.metrics.Completed.WithLabelValues(q, f.kind, string(got.State)).Inc()
-	c.p.metrics.Duration.WithLabelValues(q, f.kind, string(got.State)).Observe(f.elapsed.Seconds())
+	ser := c.p.series.complete(c.p.metrics, q, f.kind, string(got.State))
+	ser.count.Inc()
+	ser.duration.Observe(f.elapsed.Seconds())
+	level, msg := slog.LevelWarn, "job failed, retry scheduled"
+	switch got.State {
+	case jobs.Succeeded:
+		level, msg = slog.LevelDebug, "job succeeded"
+	case jobs.Uncertain:
+		level, msg = slog.LevelWarn, "job outcome uncertain; the reconciler will resolve it"
+	case jobs.Dead:
+		level, msg = slog.LevelError, "job dead"
+	case jobs.Cancelled:
+		level, msg = slog.LevelInfo, "job cancelled"
+	}
+	if !log.enabled(level) {
+		return
+	}
 	attrs := []any{"state", got.State, "duration", f.elapsed}
 	if f.err != nil {
 		attrs = append(attrs, "error", f.err.Error())
@@ -177,18 +193,7 @@ func (c *completer) report(f *finished, got jobs.Committed, retried bool) {
 	if f.outcome.Reason != "" {
 		attrs = append(attrs, "reason", f.outcome.Reason)
 	}
-	switch got.State {
-	case jobs.Succeeded:
-		log.Debug("job succeeded", attrs...)
-	case jobs.Uncertain:
-		log.Warn("job outcome uncertain; the reconciler will resolve it", attrs...)
-	case jobs.Dead:
-		log.Error("job dead", attrs...)
-	case jobs.Cancelled:
-		log.Info("job cancelled", attrs...)
-	default:
-		log.Warn("job failed, retry scheduled", attrs...)
-	}
+	log.log(level, msg, attrs...)
 }
 
 // reached reports whether a job in state got may have been put there by

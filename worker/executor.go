@@ -28,7 +28,7 @@ type attempt struct {
 	job      jobs.Claimed
 	owner    string // pool id / job id: the lease owner and fence owner
 	resource string // the leased resource ("job:<id>" unless the args name one)
-	log      *jobLog
+	log      jobLog // logs with the job's attributes
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -50,9 +50,8 @@ func (p *Pool) newAttempt(work context.Context, c jobs.Claimed, sent time.Time) 
 	a := &attempt{
 		job: c, owner: p.cfg.WorkerID + "/" + c.ID, resource: jobs.LeaseResource(c.ID, c.Resource),
 		ctx: ctx, cancel: cancel, confirmed: sent,
-		log: &jobLog{l: p.log, attrs: []any{"queue", c.Queue, "kind", c.Kind, "job_id", c.ID,
-			"operation_id", c.OperationID, "attempt", c.Attempt, "token", c.Token.String()}},
 	}
+	a.log = jobLog{l: p.log, job: &a.job}
 	a.timer = time.AfterFunc(p.cfg.LeaseTTL-safetyMargin(p.cfg.LeaseTTL), func() { p.checkDeadline(a) })
 	return a
 }
@@ -96,7 +95,7 @@ func (p *Pool) execute(a *attempt) {
 	p.renewer.add(a)
 	c := a.job
 	kind := p.kindLabel(c.Kind)
-	p.metrics.Attempted.WithLabelValues(c.Queue, kind).Inc()
+	p.series.attempt(p.metrics, c.Queue, kind).Inc()
 
 	if c.Resource != "" && !p.acquireResource(a, kind) {
 		p.renewer.remove(a)

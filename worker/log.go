@@ -3,22 +3,30 @@ package worker
 import (
 	"context"
 	"log/slog"
+
+	"github.com/fencedq/fencedq/jobs"
 )
 
-// jobLog logs with a job's attributes; they are only formatted when a line
-// is actually written, so a quiet logger costs nothing per job.
+// jobLog logs with a job's attributes; they are only built when a line is
+// actually written, so a quiet logger costs nothing per job.
 type jobLog struct {
-	l     *slog.Logger
-	attrs []any
+	l   *slog.Logger
+	job *jobs.Claimed
 }
+
+// enabled reports whether a line at level would be written.
+func (j *jobLog) enabled(level slog.Level) bool { return j.l.Enabled(context.Background(), level) }
 
 func (j *jobLog) log(level slog.Level, msg string, args ...any) {
 	ctx := context.Background()
 	if !j.l.Enabled(ctx, level) {
 		return
 	}
-	all := make([]any, 0, len(j.attrs)+len(args))
-	j.l.Log(ctx, level, msg, append(append(all, j.attrs...), args...)...)
+	c := j.job
+	all := make([]any, 0, 12+len(args))
+	all = append(all, "queue", c.Queue, "kind", c.Kind, "job_id", c.ID,
+		"operation_id", c.OperationID, "attempt", c.Attempt, "token", c.Token.String())
+	j.l.Log(ctx, level, msg, append(all, args...)...)
 }
 
 // Debug logs at debug level.

@@ -50,6 +50,7 @@ type Pool struct {
 	ledger  *jobs.Ledger
 	leases  *lease.Manager
 	metrics *metrics.Set
+	series  series // the per-job metric children, by label values
 
 	mu       sync.Mutex
 	handlers map[string]*handler
