@@ -12,8 +12,9 @@
 -- Reply: 3 values per outcome: applied (1) or stale (0), the job's state,
 --   the job's current token ('0' when missing).
 local retention = ARGV[2]
-local keep = tonumber(retention)
-if keep and keep <= 0 then keep = nil end
+-- when finished jobs expire (see finish in prelude.lua); nil: kept
+local expire_at = tonumber(retention)
+if expire_at and expire_at > 0 then expire_at = fmt(now + expire_at) else expire_at = nil end
 local call = redis.call
 local reply, r = {}, 0
 local succeeded = 0
@@ -34,9 +35,9 @@ for i = 3, #ARGV, 7 do
     -- the common path (one attempt, its own fence, no history): what the
     -- general path below writes for it, without its bookkeeping
     batch_move(id, 'running', 'succeeded', now)
-    if keep then
-      call('PEXPIRE', k, keep)
-      if h[5] and h[5] ~= '' then call('PEXPIRE', opkey(h[5]), keep) end
+    if expire_at then
+      call('PEXPIREAT', k, expire_at)
+      if h[5] and h[5] ~= '' then call('PEXPIREAT', opkey(h[5]), expire_at) end
     end
     succeeded = succeeded + 1
     call('HSET', k, 'state', 'succeeded', 'finished', snow)

@@ -116,13 +116,16 @@ end
 local function count(field, n) return redis.call('HINCRBY', statsk, field, n or 1) end
 
 -- finish applies the retention period to a job that reached a final state;
--- hist says whether the job has a history list.
+-- hist says whether the job has a history list. The keys expire retention
+-- after now: PEXPIREAT of that moment, which Redis runs as it is (a PEXPIRE
+-- is rewritten into it for propagation, on every call).
 local function finish(id, op, retention_ms, hist)
   local r = tonumber(retention_ms)
   if r and r > 0 then
-    redis.call('PEXPIRE', jobkey(id), r)
-    if hist then redis.call('PEXPIRE', histkey(id), r) end
-    if op and op ~= '' then redis.call('PEXPIRE', opkey(op), r) end
+    local at = fmt(now + r)
+    redis.call('PEXPIREAT', jobkey(id), at)
+    if hist then redis.call('PEXPIREAT', histkey(id), at) end
+    if op and op ~= '' then redis.call('PEXPIREAT', opkey(op), at) end
   end
 end
 
