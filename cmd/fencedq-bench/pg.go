@@ -32,10 +32,14 @@ type PostgresResult struct {
 	Rows        int    `json:"rows"`
 	// Asynq runs UPDATE accounts SET balance = balance + 1 ... in autocommit.
 	Asynq Variant `json:"asynq_update"`
-	// Fencedq runs the same UPDATE inside pgfence.Store.Apply: one
-	// transaction that raises the resource's high-water mark, records the
-	// operation id in the effect log, and updates.
+	// Fencedq runs the same UPDATE through pgfence.Store.ApplyBatch, the
+	// path for writes known up front: one transaction that raises the
+	// resource's high-water mark, records the operation id in the effect
+	// log, and updates, sent as one pipelined round trip.
 	Fencedq Variant `json:"fencedq_pgfence"`
+	// FencedqApply runs it through pgfence.Store.Apply (a callback with
+	// the transaction: three round trips).
+	FencedqApply Variant `json:"fencedq_pgfence_apply"`
 	// StatementsPerJob is the PostgreSQL statements (BEGIN and COMMIT
 	// included, batched ones counted one by one) per job, by side, from
 	// the median run.
@@ -43,8 +47,11 @@ type PostgresResult struct {
 	// RoundTripsPerJob is the PostgreSQL round trips per job (a batch of
 	// statements sent together is one), by side, from the median run.
 	RoundTripsPerJob map[string]float64 `json:"round_trips_per_job"`
-	// Ratio is fencedq jobs/s ÷ asynq jobs/s (target ≥ Target).
-	Ratio       float64 `json:"ratio"`
+	// Ratio is fencedq jobs/s ÷ asynq jobs/s (target ≥ Target), with
+	// ApplyBatch.
+	Ratio float64 `json:"ratio"`
+	// RatioApply is the same with Apply.
+	RatioApply  float64 `json:"ratio_apply"`
 	Target      float64 `json:"target"`
 	MeetsTarget bool    `json:"meets_target"`
 }
@@ -129,6 +136,7 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 
 	update := "UPDATE " + accounts + " SET balance = balance + 1, updated_at = now() WHERE id = $1"
 	var applied atomic.Int64 // updates the handlers made; checked against the table
+	var useApply atomic.Bool // the fencedq handlers use Apply, not ApplyBatch
 	var stmtsBefore, tripsBefore int64
 	perJob := map[string][]float64{}      // statements per job of every timed run, by side
 	tripsPerJob := map[string][]float64{} // round trips per job of every timed run, by side
@@ -149,10 +157,17 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 			if !ok {
 				return fmt.Errorf("no fence in the handler's context")
 			}
-			err := store.Apply(ctx, f, func(ctx context.Context, tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, update, j.Args.N%pgRows)
-				return err
-			})
+			var err error
+			if useApply.Load() {
+				err = store.Apply(ctx, f, func(ctx context.Context, tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, update, j.Args.N%pgRows)
+					return err
+				})
+			} else {
+				b := &pgx.Batch{}
+				b.Queue(update, j.Args.N%pgRows)
+				err = store.ApplyBatch(ctx, f, b)
+			}
 			if err == nil {
 				applied.Add(1)
 			}
@@ -160,7 +175,10 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 		},
 		after: func(ctx context.Context, dr *drained) error {
 			side, n := "asynq_update", len(dr.tasks)
-			if dr.ns != "" {
+			switch {
+			case dr.ns != "" && useApply.Load():
+				side, n = "fencedq_pgfence_apply", len(dr.jobs)
+			case dr.ns != "":
 				side, n = "fencedq_pgfence", len(dr.jobs)
 			}
 			perJob[side] = append(perJob[side], float64(stmts.n.Load()-stmtsBefore)/float64(n))
@@ -175,12 +193,26 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 			return nil
 		},
 	}
-	runs, err := compare(ctx, e, e.single, []string{"default"}, o.pgJobs, o.concurrency, d, asynqDrain, fencedqDrain)
+	// The fencedq handlers write through ApplyBatch, or through Apply
+	// while applyDrain runs.
+	batchDrain := func(ctx context.Context, t *target, queues []string, n, conc int, o *drainOpts) (drainRun, error) {
+		useApply.Store(false)
+		return fencedqDrain(ctx, t, queues, n, conc, o)
+	}
+	applyDrain := func(ctx context.Context, t *target, queues []string, n, conc int, o *drainOpts) (drainRun, error) {
+		useApply.Store(true)
+		defer useApply.Store(false)
+		return fencedqDrain(ctx, t, queues, n, conc, o)
+	}
+	runs, err := compareNamed(ctx, e, e.single, []string{"default"}, o.pgJobs, o.concurrency, d,
+		[]string{"asynq UPDATE", "fencedq ApplyBatch", "fencedq Apply"}, asynqDrain, batchDrain, applyDrain)
 	if err != nil {
 		return nil, err
 	}
-	r.Asynq, r.Fencedq = variantOf(runs[0]), variantOf(runs[1])
+	r.Asynq, r.Fencedq, r.FencedqApply = variantOf(runs[0]), variantOf(runs[1]), variantOf(runs[2])
 	r.Ratio = ratio(r.Fencedq.JobsPerSec, r.Asynq.JobsPerSec)
+	r.RatioApply = ratio(r.FencedqApply.JobsPerSec, r.Asynq.JobsPerSec)
+	e.progress("  ratio fencedq/asynq: ApplyBatch %.3f, Apply %.3f", r.Ratio, r.RatioApply)
 	r.MeetsTarget = r.Ratio >= r.Target
 	r.StatementsPerJob = map[string]float64{}
 	for side, xs := range perJob {

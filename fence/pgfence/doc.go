@@ -19,7 +19,9 @@
 //
 // fences holds each resource's high-water mark; effects is the effect log;
 // outbox holds jobs committed but not yet relayed. Tokens are
-// numeric(20,0), so the whole uint64 range is stored exactly.
+// numeric(20,0), so the whole uint64 range is stored exactly. Migration 4
+// adds one function, fencedq_fence_check (same schema and prefix as the
+// tables), which [Store.ApplyBatch] calls.
 //
 // Upgrading from a version without table prefixes: the tables were named
 // fences and effects. Set TablePrefix to [NoTablePrefix] to keep those
@@ -29,6 +31,43 @@
 // tables would forget every high-water mark and effect record.
 //
 // # Writing
+//
+// Two paths make the same checks with the same errors:
+//
+//   - [Store.ApplyBatch] takes your statements as a pgx.Batch and sends
+//     BEGIN, the checks, the statements and COMMIT in one pipelined round
+//     trip. It is the recommended path for writes known up front: an
+//     UPDATE, an INSERT, a transfer's two UPDATEs.
+//   - [Store.Apply] runs your function with the open transaction, for
+//     writes that depend on what they read (SELECT, then decide). One
+//     statement costs three round trips.
+//
+// A write of one UPDATE through ApplyBatch:
+//
+//	b := &pgx.Batch{}
+//	b.Queue(`UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, id)
+//	err := store.ApplyBatch(ctx, f, b)
+//	switch {
+//	case err == nil, errors.Is(err, fence.ErrAlreadyApplied):
+//		// done (now, or by an earlier attempt)
+//	case errors.Is(err, fence.ErrStale):
+//		// a newer lease holder exists: stop
+//	}
+//
+// ApplyBatch's checks are one statement, a call of the function of
+// migration 4: it raises or locks each fence's mark (sorted resource
+// order) and records the operation, as Apply's statement does, and when
+// it refuses it raises SQLSTATE FQ001 (stale) or FQ002 (already applied)
+// with the rejecting mark, or the record, as JSON in the error's DETAIL,
+// read under the row lock that decided. PostgreSQL aborts the transaction
+// at the raise, skips the statements pipelined after it (yours and the
+// COMMIT), and ApplyBatch rolls back and returns the *fence.StaleError or
+// *fence.AlreadyAppliedError Apply would. A statement of yours that fails
+// aborts it the same way: nothing applies, the effect record included, so
+// the operation can be applied later. Results come back through pgx's
+// callbacks on the queued queries (QueuedQuery.Exec, Query, QueryRow),
+// which read but cannot veto: see ApplyBatch. [Store.ApplyMultiBatch] is
+// ApplyBatch over several resources.
 //
 // [Store.Apply] runs your function in one transaction that
 //
@@ -52,7 +91,10 @@
 // checks, the function's statement, COMMIT. A refused write costs three
 // as well: BEGIN with the checks; a read, in the still open transaction
 // that keeps the rows locked, of the mark that rejected it (or of the
-// effect record that already applied it); ROLLBACK.
+// effect record that already applied it); ROLLBACK. ApplyBatch is one
+// round trip whatever the number of statements; a refused or failed one
+// is two (the batch, the ROLLBACK), and pgx then prepares the batch's
+// statements again on that connection's next batch.
 // [Store.FenceOnAcquire] is one round trip.
 //
 // The effect log is keyed by the operation id alone (effects' primary key):
@@ -67,15 +109,16 @@
 // (SQLSTATE 40001) instead, which are safe to retry.
 //
 //	err := store.Apply(ctx, f, func(ctx context.Context, tx pgx.Tx) error {
+//		var balance int64
+//		if err := tx.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = $1 FOR UPDATE`, id).Scan(&balance); err != nil {
+//			return err
+//		}
+//		if balance < amount {
+//			return errInsufficient // rolls back the fence's record too
+//		}
 //		_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = $2`, amount, id)
 //		return err
 //	})
-//	switch {
-//	case err == nil, errors.Is(err, fence.ErrAlreadyApplied):
-//		// done (now, or by an earlier attempt)
-//	case errors.Is(err, fence.ErrStale):
-//		// a newer lease holder exists: stop
-//	}
 //
 // [Store.ApplyMulti] fences one operation over several resources, each with
 // its own token, locking rows in sorted resource order so that transfers

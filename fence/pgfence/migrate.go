@@ -75,6 +75,76 @@ var migrations = []Migration{
 			`CREATE INDEX IF NOT EXISTS ` + t.effectsAgeIdx + ` ON ` + t.effects + ` (applied_at)`,
 		}
 	}},
+	// ApplyBatch pipelines its checks with the caller's statements and the
+	// COMMIT, so a refused fence must fail its statement: the function
+	// makes Apply's checks (raise every mark in the given order, then
+	// record the operation) and raises SQLSTATE FQ001 (stale) or FQ002
+	// (already applied) with the values Go needs as JSON in the DETAIL.
+	{Version: 4, Name: "fence check function", up: func(t tables) []string {
+		return []string{fenceCheckFunction(t)}
+	}},
+}
+
+// SQLSTATEs the fence check function (migration 4) raises.
+const (
+	sqlStateStale   = "FQ001"
+	sqlStateApplied = "FQ002"
+)
+
+// fenceCheckFunction is migration 4's function. It takes the fences as
+// arrays (tokens as decimal text, so every uint64 is exact) sorted by the
+// caller, and the operation with its primary fence. Each mark is raised
+// or locked by INSERT ... ON CONFLICT DO UPDATE, which locks the row it
+// conflicts with whatever its WHERE says; a rejected mark is then read
+// under that lock (a VOLATILE function's statements each take a fresh
+// snapshot under READ COMMITTED), so the DETAIL names the mark that
+// rejected the fence. The first stale fence in array order raises FQ001
+// before the effect log is touched; an operation already recorded raises
+// FQ002 with its record (the INSERT waits for a concurrent transaction
+// inserting the same id, and sees its row once it commits). The raise
+// aborts the transaction, so nothing the caller pipelined after the check
+// runs and its COMMIT does not happen.
+func fenceCheckFunction(t tables) string {
+	return `CREATE OR REPLACE FUNCTION ` + t.fenceCheck + `(
+			resources text[], tokens text[], owners text[],
+			op text, op_resource text, op_token text, op_owner text)
+		RETURNS void LANGUAGE plpgsql VOLATILE AS $fn$
+		DECLARE
+			i integer;
+			mark_token text;
+			mark_owner text;
+			rec_resource text;
+		BEGIN
+			FOR i IN 1 .. cardinality(resources) LOOP
+				INSERT INTO ` + t.fences + ` AS f (resource, token, owner, updated_at)
+				VALUES (resources[i], tokens[i]::numeric, owners[i], now())
+				ON CONFLICT (resource) DO UPDATE
+				SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
+				WHERE EXCLUDED.token > f.token OR (EXCLUDED.token = f.token AND EXCLUDED.owner = f.owner);
+				IF NOT FOUND THEN
+					SELECT m.token::text, m.owner INTO mark_token, mark_owner
+					FROM ` + t.fences + ` m WHERE m.resource = resources[i];
+					RAISE EXCEPTION USING
+						ERRCODE = '` + sqlStateStale + `',
+						MESSAGE = format('fence: stale token %s for %L (storage has token %s of owner %L)',
+							tokens[i], resources[i], mark_token, mark_owner),
+						DETAIL = json_build_object('resource', resources[i], 'token', mark_token, 'owner', mark_owner)::text;
+				END IF;
+			END LOOP;
+			INSERT INTO ` + t.effects + ` (operation_id, resource, token, owner, applied_at)
+			VALUES (op, op_resource, op_token::numeric, op_owner, now())
+			ON CONFLICT (operation_id) DO NOTHING;
+			IF NOT FOUND THEN
+				SELECT e.resource, e.token::text, e.owner INTO rec_resource, mark_token, mark_owner
+				FROM ` + t.effects + ` e WHERE e.operation_id = op;
+				RAISE EXCEPTION USING
+					ERRCODE = '` + sqlStateApplied + `',
+					MESSAGE = format('fence: operation %L already applied on %L with token %s of owner %L',
+						op, rec_resource, mark_token, mark_owner),
+					DETAIL = json_build_object('resource', rec_resource, 'token', mark_token, 'owner', mark_owner)::text;
+			END IF;
+		END
+		$fn$`
 }
 
 // Migrations returns pgfence's migrations, oldest first.
@@ -101,6 +171,7 @@ func LatestVersion() int { return migrations[len(migrations)-1].Version }
 //	            applied_at timestamptz), index (resource, applied_at)
 //	outbox     (id uuid PRIMARY KEY, seq bigint identity, kind, queue, operation_id, resource,
 //	            payload text, sensitive boolean, max_retries, timeout_ms, run_at, created_at), index (seq)
+//	fence_check(resources, tokens, owners text[], op, resource, token, owner text), a function
 //
 // Tokens are stored as numeric(20,0), so every uint64 fits. Databases
 // whose tables were created before migrations were versioned are adopted:

@@ -61,6 +61,9 @@ func (o Options) validate() error {
 type tables struct {
 	// quoted, schema-qualified where set
 	fences, effects, outbox, migrations string
+	// fenceCheck is the function ApplyBatch's check calls (migration 4);
+	// quoted, schema-qualified where set.
+	fenceCheck string
 	// quoted, unqualified (index names take the table's schema)
 	effectsIdx, effectsAgeIdx, outboxIdx string
 }
@@ -78,6 +81,7 @@ func (o Options) tables() tables {
 		effects:       q("effects"),
 		outbox:        q("outbox"),
 		migrations:    q("migrations"),
+		fenceCheck:    q("fence_check"),
 		effectsIdx:    pgx.Identifier{p + "effects_resource_idx"}.Sanitize(),
 		effectsAgeIdx: pgx.Identifier{p + "effects_applied_at_idx"}.Sanitize(),
 		outboxIdx:     pgx.Identifier{p + "outbox_seq_idx"}.Sanitize(),

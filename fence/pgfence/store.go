@@ -32,7 +32,7 @@ type Store struct {
 var _ fence.EffectLog = (*Store)(nil)
 
 type queries struct {
-	fenceOne, fenceMany, marks, raise, stored, recorded, highWater, prune string
+	fenceOne, fenceMany, marks, raise, stored, recorded, highWater, prune, check string
 }
 
 // New returns a Store over pool using the tables Options names. It does not
@@ -103,6 +103,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 			SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
 			WHERE ` + accept + `
 			RETURNING 1`,
+		// ApplyBatch's checks: the function of migration 4, which raises
+		// when it refuses the fences.
+		check:     `SELECT ` + t.fenceCheck + `($1::text[], $2::text[], $3::text[], $4, $5, $6, $7)`,
 		stored:    `SELECT token::text, owner FROM ` + t.fences + ` WHERE resource = $1`,
 		recorded:  `SELECT resource, token::text, owner FROM ` + t.effects + ` WHERE operation_id = $1`,
 		highWater: `SELECT token::text, owner FROM ` + t.fences + ` WHERE resource = $1`,
