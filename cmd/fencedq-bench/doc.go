@@ -31,7 +31,8 @@
 //	          asynq with asynq.Retention (target ≤ 1.0), with MEMORY USAGE by
 //	          key and the record's field sizes.
 //	postgres  jobs that UPDATE one of 100 rows: plain asynq in autocommit vs
-//	          fencedq through fence/pgfence (Store.Apply), target ≥ 0.8;
+//	          fencedq through fence/pgfence (Store.ApplyBatch, one round
+//	          trip, and Store.Apply beside it), target ≥ 0.8;
 //	          skipped with a note when PostgreSQL (--pg, $DATABASE_URL, else
 //	          postgres://postgres@127.0.0.1:5432/test) is unreachable.
 //	bridge    the noop drain with a plain asynq server, without and with the

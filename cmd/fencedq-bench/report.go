@@ -141,9 +141,11 @@ func printTable(w io.Writer, r *Report) {
 			fmt.Fprintf(w, "\npostgres: %d jobs each updating one of %d rows, concurrency %d, median of %d\n", p.Jobs, p.Rows, p.Concurrency, p.Repeat)
 			fmt.Fprint(tw, header)
 			row("asynq UPDATE", p.Asynq)
-			row("fencedq pgfence", p.Fencedq)
+			row("fencedq pgfence ApplyBatch", p.Fencedq)
+			row("fencedq pgfence Apply", p.FencedqApply)
 			tw.Flush()
-			fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f (%s); PostgreSQL statements per job: %s\n", p.Ratio, targetText(p.Target, p.MeetsTarget), perMap(p.StatementsPerJob))
+			fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f with ApplyBatch (%s), %.3f with Apply; PostgreSQL statements per job: %s\n",
+				p.Ratio, targetText(p.Target, p.MeetsTarget), p.RatioApply, perMap(p.StatementsPerJob))
 		}
 	}
 	if b := r.Bridge; b != nil {
