@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,13 +15,19 @@ import (
 
 // writeOnSecondLook returns a condition that is false on its first call and
 // then writes key from another goroutine: only a notification can make
-// Await look again, so a passing Await proves it was woken by one.
+// Await look again, so a passing Await proves it was woken by one. The
+// writer is waited for before the test's client closes: the write can be
+// seen (and the test end) before its reply has reached the writer.
 func writeOnSecondLook(t *testing.T, c redis.UniversalClient, key string) (cond func() bool, calls *int) {
 	n := 0
+	var writer sync.WaitGroup
+	t.Cleanup(writer.Wait)
 	return func() bool {
 		n++
 		if n == 1 {
+			writer.Add(1)
 			go func() {
+				defer writer.Done()
 				if err := c.Set(context.Background(), key, "done", 0).Err(); err != nil {
 					t.Errorf("set %s: %v", key, err)
 				}
