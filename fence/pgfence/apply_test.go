@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -250,17 +249,7 @@ func TestConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
 // them all in turn without reconnecting.
 func TestApplyReturnsItsConnection(t *testing.T) {
 	base, _ := setup(t)
-	cfg := base.Config().Copy()
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	s, err := pgfence.New(pool, pgfence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, s := poolWith(t, base, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	missing, err := pgfence.New(pool, pgfence.Options{TablePrefix: "never_migrated_"})
 	if err != nil {
 		t.Fatal(err)
@@ -348,19 +337,11 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // record, then rolls back.
 func TestRoundTrips(t *testing.T) {
 	base, _ := setup(t)
-	cfg := base.Config().Copy()
-	cfg.MaxConns = 1 // one connection, whose statements are prepared by the warm-up
 	rt := &roundTrips{}
-	cfg.ConnConfig.Tracer = rt
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	s, err := pgfence.New(pool, pgfence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, s := poolWith(t, base, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 1 // one connection, whose statements are prepared by the warm-up
+		cfg.ConnConfig.Tracer = rt
+	})
 	ctx := t.Context()
 	update := func(resource string) func(context.Context, pgx.Tx) error {
 		return func(ctx context.Context, tx pgx.Tx) error {
@@ -431,8 +412,15 @@ func isApplied(err error) bool { return errors.Is(err, fence.ErrAlreadyApplied) 
 // in mode.
 func poolWithMode(t *testing.T, base *pgxpool.Pool, mode pgx.QueryExecMode) (*pgxpool.Pool, *pgfence.Store) {
 	t.Helper()
+	return poolWith(t, base, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+}
+
+// poolWith opens a pool over base's database with base's settings changed
+// by set, and a Store over it; the pool closes when the test ends.
+func poolWith(t *testing.T, base *pgxpool.Pool, set func(*pgxpool.Config)) (*pgxpool.Pool, *pgfence.Store) {
+	t.Helper()
 	cfg := base.Config().Copy()
-	cfg.ConnConfig.DefaultQueryExecMode = mode
+	set(cfg)
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -457,36 +445,7 @@ func TestContractQueryExecModes(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			fencetest.Run(t, func(t *testing.T) fencetest.Harness {
 				base, _ := setup(t)
-				pool, s := poolWithMode(t, base, mode)
-				return fencetest.Harness{
-					Apply: func(ctx context.Context, f fence.Fence, delta int64) error {
-						return s.Apply(ctx, f, write(f.Resource, f.Token, delta))
-					},
-					Value: func(ctx context.Context, resource string) (int64, error) { return value(ctx, pool, resource) },
-					Log: func(ctx context.Context, resource string) ([]lease.Token, error) {
-						rows, err := pool.Query(ctx, `SELECT token::text FROM acceptance_log WHERE resource = $1 ORDER BY id`, resource)
-						if err != nil {
-							return nil, err
-						}
-						return pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Token, error) {
-							var s string
-							if err := r.Scan(&s); err != nil {
-								return 0, err
-							}
-							v, err := strconv.ParseUint(s, 10, 64)
-							return lease.Token(v), err
-						})
-					},
-					FenceOnAcquire: s.FenceOnAcquire,
-					HighWater:      s.HighWater,
-					Applied:        s.Applied,
-					Count: func(ctx context.Context) (int64, error) {
-						var n int64
-						err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM fencedq_fences) + (SELECT count(*) FROM fencedq_effects)
-							+ (SELECT count(*) FROM counters) + (SELECT count(*) FROM acceptance_log)`).Scan(&n)
-						return n, err
-					},
-				}
+				return applyHarness(poolWithMode(t, base, mode))
 			})
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,40 +41,12 @@ func noCallback(t *testing.T, resource string) *pgx.Batch {
 	return b
 }
 
-func logOf(ctx context.Context, pool *pgxpool.Pool, resource string) ([]lease.Token, error) {
-	rows, err := pool.Query(ctx, `SELECT token::text FROM acceptance_log WHERE resource = $1 ORDER BY id`, resource)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Token, error) {
-		var s string
-		if err := r.Scan(&s); err != nil {
-			return 0, err
-		}
-		v, err := strconv.ParseUint(s, 10, 64)
-		return lease.Token(v), err
-	})
-}
-
 // batchHarness is the contract suite's harness with writes through
 // ApplyBatch.
 func batchHarness(pool *pgxpool.Pool, s *pgfence.Store) fencetest.Harness {
-	return fencetest.Harness{
-		Apply: func(ctx context.Context, f fence.Fence, delta int64) error {
-			return s.ApplyBatch(ctx, f, batchWrite(f.Resource, f.Token, delta))
-		},
-		Value:          func(ctx context.Context, resource string) (int64, error) { return value(ctx, pool, resource) },
-		Log:            func(ctx context.Context, resource string) ([]lease.Token, error) { return logOf(ctx, pool, resource) },
-		FenceOnAcquire: s.FenceOnAcquire,
-		HighWater:      s.HighWater,
-		Applied:        s.Applied,
-		Count: func(ctx context.Context) (int64, error) {
-			var n int64
-			err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM fencedq_fences) + (SELECT count(*) FROM fencedq_effects)
-				+ (SELECT count(*) FROM counters) + (SELECT count(*) FROM acceptance_log)`).Scan(&n)
-			return n, err
-		},
-	}
+	return harnessOver(pool, s, func(ctx context.Context, f fence.Fence, delta int64) error {
+		return s.ApplyBatch(ctx, f, batchWrite(f.Resource, f.Token, delta))
+	})
 }
 
 // TestContractApplyBatch runs the contract suite with every write through
@@ -440,27 +411,19 @@ func (c *tripConn) Read(b []byte) (int, error) {
 // the new PREPARE.
 func TestApplyBatchRoundTrips(t *testing.T) {
 	base, _ := setup(t)
-	cfg := base.Config().Copy()
-	cfg.MaxConns = 1
 	rt, wire := &roundTrips{}, &wireTrips{}
-	cfg.ConnConfig.Tracer = rt
 	dialer := &net.Dialer{}
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dialer.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
+	_, s := poolWith(t, base, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 1
+		cfg.ConnConfig.Tracer = rt
+		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &tripConn{Conn: c, c: wire}, nil
 		}
-		return &tripConn{Conn: c, c: wire}, nil
-	}
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	s, err := pgfence.New(pool, pgfence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	ctx := t.Context()
 	for round := range 2 {
 		r := func(name string) string { return fmt.Sprintf("%d:%s", round, name) }

@@ -60,28 +60,28 @@ func value(ctx context.Context, pool *pgxpool.Pool, resource string) (int64, err
 	return n, err
 }
 
-func harness(t *testing.T) fencetest.Harness {
-	pool, s := setup(t)
+func logOf(ctx context.Context, pool *pgxpool.Pool, resource string) ([]lease.Token, error) {
+	rows, err := pool.Query(ctx, `SELECT token::text FROM acceptance_log WHERE resource = $1 ORDER BY id`, resource)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Token, error) {
+		var s string
+		if err := r.Scan(&s); err != nil {
+			return 0, err
+		}
+		v, err := strconv.ParseUint(s, 10, 64)
+		return lease.Token(v), err
+	})
+}
+
+// harnessOver is the contract suite's harness over pool and s, with the
+// suite's writes made by apply.
+func harnessOver(pool *pgxpool.Pool, s *pgfence.Store, apply func(ctx context.Context, f fence.Fence, delta int64) error) fencetest.Harness {
 	return fencetest.Harness{
-		Apply: func(ctx context.Context, f fence.Fence, delta int64) error {
-			return s.Apply(ctx, f, write(f.Resource, f.Token, delta))
-		},
-		Value: func(ctx context.Context, resource string) (int64, error) { return value(ctx, pool, resource) },
-		Log: func(ctx context.Context, resource string) ([]lease.Token, error) {
-			rows, err := pool.Query(ctx, `SELECT token::text FROM acceptance_log WHERE resource = $1 ORDER BY id`, resource)
-			if err != nil {
-				return nil, err
-			}
-			toks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Token, error) {
-				var s string
-				if err := r.Scan(&s); err != nil {
-					return 0, err
-				}
-				v, err := strconv.ParseUint(s, 10, 64)
-				return lease.Token(v), err
-			})
-			return toks, err
-		},
+		Apply:          apply,
+		Value:          func(ctx context.Context, resource string) (int64, error) { return value(ctx, pool, resource) },
+		Log:            func(ctx context.Context, resource string) ([]lease.Token, error) { return logOf(ctx, pool, resource) },
 		FenceOnAcquire: s.FenceOnAcquire,
 		HighWater:      s.HighWater,
 		Applied:        s.Applied,
@@ -93,6 +93,15 @@ func harness(t *testing.T) fencetest.Harness {
 		},
 	}
 }
+
+// applyHarness is the contract suite's harness with writes through Apply.
+func applyHarness(pool *pgxpool.Pool, s *pgfence.Store) fencetest.Harness {
+	return harnessOver(pool, s, func(ctx context.Context, f fence.Fence, delta int64) error {
+		return s.Apply(ctx, f, write(f.Resource, f.Token, delta))
+	})
+}
+
+func harness(t *testing.T) fencetest.Harness { return applyHarness(setup(t)) }
 
 func TestContract(t *testing.T) { fencetest.Run(t, harness) }
 
