@@ -12,12 +12,8 @@
 -- Reply: 3 values per outcome: applied (1) or stale (0), the job's state,
 --   the job's current token ('0' when missing).
 local retention = ARGV[2]
--- when finished jobs expire (see finish in prelude.lua); nil: kept
-local expire_at = tonumber(retention)
-if expire_at and expire_at > 0 then expire_at = fmt(now + expire_at) else expire_at = nil end
 local call = redis.call
 local reply, r = {}, 0
-local succeeded = 0
 for i = 3, #ARGV, 7 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local k = P .. 'job:' .. id
@@ -35,12 +31,9 @@ for i = 3, #ARGV, 7 do
     -- the common path (one attempt, its own fence, no history): what the
     -- general path below writes for it, without its bookkeeping
     batch_move(id, 'running', 'succeeded', now)
-    if expire_at then
-      call('PEXPIREAT', k, expire_at)
-      if h[5] and h[5] ~= '' then call('PEXPIREAT', opkey(h[5]), expire_at) end
-    end
-    succeeded = succeeded + 1
     call('HSET', k, 'state', 'succeeded', 'finished', snow)
+    finish(id, h[5], retention, false)
+    tallied('succeeded')
     reply[r + 1], reply[r + 2], reply[r + 3] = 1, 'succeeded', token
   else
     local err, due, reason, fence = ARGV[i + 3], num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
@@ -102,7 +95,6 @@ for i = 3, #ARGV, 7 do
   end
   r = r + 3
 end
-if succeeded > 0 then tally['succeeded'] = (tally['succeeded'] or 0) + succeeded end
 flush_moves()
 flush_tally()
 return reply

@@ -119,10 +119,16 @@ local function count(field, n) return redis.call('HINCRBY', statsk, field, n or 
 -- hist says whether the job has a history list. The keys expire retention
 -- after now: PEXPIREAT of that moment, which Redis runs as it is (a PEXPIRE
 -- is rewritten into it for propagation, on every call).
+local expiry = {} -- retention_ms → the moment as text, formatted once per call
 local function finish(id, op, retention_ms, hist)
-  local r = tonumber(retention_ms)
-  if r and r > 0 then
-    local at = fmt(now + r)
+  local key = retention_ms or ''
+  local at = expiry[key]
+  if at == nil then
+    local r = tonumber(key)
+    at = (r and r > 0) and fmt(now + r) or false
+    expiry[key] = at
+  end
+  if at then
     redis.call('PEXPIREAT', jobkey(id), at)
     if hist then redis.call('PEXPIREAT', histkey(id), at) end
     if op and op ~= '' then redis.call('PEXPIREAT', opkey(op), at) end
