@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -60,7 +61,7 @@ func AttemptFromContext(ctx context.Context) (Attempt, bool) {
 
 // run runs next under a fenced attempt, renews the attempt while it runs,
 // and completes the outcome with the attempt's token.
-func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c jobs.Claimed, log *slog.Logger) error {
+func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c ledger.Claimed, log *slog.Logger) error {
 	log = log.With("attempt", c.Attempt, "token", c.Token.String())
 	kind := c.Kind
 	b.metrics.Attempted.WithLabelValues(c.Queue, kind).Inc()
@@ -108,7 +109,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c j
 	// a timeout): only the token decides whether it still counts.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer ccancel()
-	out, cerr := b.ledger.Complete(cctx, c.Queue, []jobs.Completion{{ID: c.ID, Token: c.Token, Outcome: outcome}})
+	out, cerr := b.ledger.Complete(cctx, c.Queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Outcome: outcome}})
 	if cerr != nil {
 		log.Warn("outcome not committed; the job's lease will expire and its next delivery reconciles it", "error", cerr)
 		return fmt.Errorf("asynqfence: complete: %w", cerr)
@@ -166,7 +167,7 @@ func retriesOnTimeout(t *asynq.Task, next asynq.Handler) bool {
 }
 
 // safeRun calls the handler, turning a panic into a retryable error.
-func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler, c jobs.Claimed, log *slog.Logger) (err error) {
+func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler, c ledger.Claimed, log *slog.Logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			b.metrics.Panics.WithLabelValues(c.Queue, c.Kind).Inc()
@@ -190,7 +191,7 @@ func (r *renewer) stop() {
 	r.wg.Wait()
 }
 
-func (b *Bridge) startRenewer(c jobs.Claimed, cancel context.CancelCauseFunc, log *slog.Logger) *renewer {
+func (b *Bridge) startRenewer(c ledger.Claimed, cancel context.CancelCauseFunc, log *slog.Logger) *renewer {
 	ttl := b.opts.LeaseTTL
 	margin := max(ttl/10, 10*time.Millisecond)
 	r := &renewer{done: make(chan struct{})}
@@ -213,18 +214,18 @@ func (b *Bridge) startRenewer(c jobs.Claimed, cancel context.CancelCauseFunc, lo
 			}
 			sent := time.Now()
 			rctx, rcancel := context.WithTimeout(context.Background(), ttl/3)
-			rs, err := b.ledger.Renew(rctx, c.Queue, ttl, []jobs.Attempt{{ID: c.ID, Token: c.Token}})
+			rs, err := b.ledger.Renew(rctx, c.Queue, ttl, []ledger.Attempt{{ID: c.ID, Token: c.Token}})
 			rcancel()
 			if err != nil {
 				log.Warn("lease renewal failed", "error", err)
 				continue
 			}
 			switch rs[0].Status {
-			case jobs.Lost:
+			case ledger.Lost:
 				b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageRenew).Inc()
 				cancel(fmt.Errorf("%w: the ledger says the job is %s under another token", lease.ErrLost, rs[0].State))
 				return
-			case jobs.CancelRequested:
+			case ledger.CancelRequested:
 				cancel(errCancelled)
 			}
 			if sent.After(confirmed) {

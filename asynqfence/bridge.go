@@ -11,9 +11,11 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -137,33 +139,41 @@ func (o Options) withDefaults() Options {
 // Bridge runs asynq deliveries as fenced attempts in a fencedq ledger.
 // Create it with New; install Middleware on an asynq.ServeMux.
 type Bridge struct {
-	ledger  *jobs.Ledger
+	ledger  *ledger.Ledger
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics.Set
 	queues  sync.Map // ledger queues registered by this bridge
 }
 
-// New returns a bridge over ledger. It fails with ErrOptions on a nil
-// ledger or an invalid worker id.
-func New(ledger *jobs.Ledger, opts Options) (*Bridge, error) {
-	if ledger == nil {
-		return nil, fmt.Errorf("%w: nil ledger", ErrOptions)
+// New returns a bridge that keeps its attempts in the ledger of cfg's
+// namespace on rdb (the namespace and retention of the jobs.Client and
+// pools sharing it). It fails with ErrOptions on a nil rdb, an invalid
+// namespace or an invalid worker id.
+func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrOptions)
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	cfg = cfg.WithDefaults()
+	lg := ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention})
 	opts = opts.withDefaults()
 	if len(opts.WorkerID) > 200 {
 		return nil, fmt.Errorf("%w: worker id longer than 200 bytes", ErrOptions)
 	}
 	return &Bridge{
-		ledger: ledger, opts: opts, metrics: metrics.New(opts.Registerer),
+		ledger: lg, opts: opts, metrics: metrics.New(opts.Registerer),
 		log: opts.Logger.With("worker", opts.WorkerID, "bridge", BridgeName),
 	}, nil
 }
 
-// Middleware returns New(ledger, opts).Middleware(). With invalid options,
-// every delivery fails with the error matching ErrOptions (and is logged).
-func Middleware(ledger *jobs.Ledger, opts Options) asynq.MiddlewareFunc {
-	b, err := New(ledger, opts)
+// Middleware returns New(rdb, cfg, opts).Middleware(). With invalid
+// options, every delivery fails with the error matching ErrOptions (and is
+// logged).
+func Middleware(rdb redis.UniversalClient, cfg jobs.Config, opts Options) asynq.MiddlewareFunc {
+	b, err := New(rdb, cfg, opts)
 	if err != nil {
 		slog.Error("asynq bridge not configured", "error", err)
 		return func(asynq.Handler) asynq.Handler {
@@ -208,7 +218,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 	aq, _ := asynq.GetQueueName(ctx)
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
 	q := b.opts.Queue(aq)
-	d := jobs.Delivery{
+	d := ledger.Delivery{
 		ID: taskID, Kind: t.Type(), Payload: t.Payload(), MaxRetries: maxRetry,
 		Owner: b.opts.WorkerID, TTL: b.opts.LeaseTTL, Bridge: BridgeName,
 	}
@@ -232,20 +242,20 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 			return fmt.Errorf("asynqfence: claim: %w", err)
 		}
 		switch dc.Status {
-		case jobs.DeliveryClaimed:
+		case ledger.DeliveryClaimed:
 			return b.run(ctx, t, next, dc.Claimed, log)
-		case jobs.DeliveryFinal:
+		case ledger.DeliveryFinal:
 			b.metrics.Deduplicated.WithLabelValues(q, metrics.StageExecute).Inc()
 			log.Info("duplicate delivery of a finished job acknowledged without running the handler", "job_state", dc.State)
 			return nil
-		case jobs.DeliveryBusy:
+		case ledger.DeliveryBusy:
 			return fmt.Errorf("%w: %s holds it until %s", ErrBusy, dc.Owner, dc.Deadline.Format(time.RFC3339Nano))
-		case jobs.DeliveryPaused:
+		case ledger.DeliveryPaused:
 			return fmt.Errorf("%w: %s", ErrPaused, q)
-		case jobs.DeliveryConflict:
+		case ledger.DeliveryConflict:
 			b.metrics.Rejected.WithLabelValues(q, metrics.ReasonInvalid).Inc()
 			return fmt.Errorf("%w: job %s in queue %s (%s): %w", ErrConflict, d.ID, q, dc.State, asynq.SkipRetry)
-		case jobs.DeliveryUnresolved:
+		case ledger.DeliveryUnresolved:
 			if dc.State == jobs.Review {
 				return fmt.Errorf("%w: job %s in queue %s: %w", ErrReview, d.ID, q, asynq.SkipRetry)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencedq/fencedq/asynqfence"
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
@@ -22,7 +23,7 @@ import (
 type inProcess struct {
 	t        *testing.T
 	rdb      *redis.Client
-	ledger   *jobs.Ledger
+	ledger   *ledger.Ledger
 	client   *asynq.Client
 	returned testsignal.Signal[error] // what the bridge returned to asynq, per delivery
 }
@@ -30,12 +31,13 @@ type inProcess struct {
 func startInProcess(t *testing.T, register func(mux *asynq.ServeMux)) *inProcess {
 	rdb := redistest.Start(t, redistest.Options{}).Client()
 	addr := rdb.Options().Addr
-	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: redistest.Namespace(t)})
-	b, err := asynqfence.New(ledger, asynqfence.Options{WorkerID: "in-process"})
+	ns := redistest.Namespace(t)
+	lg := ledger.New(rdb, ledger.Config{Namespace: ns})
+	b, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{WorkerID: "in-process"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &inProcess{t: t, rdb: rdb, ledger: ledger, client: asynq.NewClient(asynq.RedisClientOpt{Addr: addr})}
+	p := &inProcess{t: t, rdb: rdb, ledger: lg, client: asynq.NewClient(asynq.RedisClientOpt{Addr: addr})}
 	p.returned.Init(t, "delivery returned to asynq")
 	t.Cleanup(func() { _ = p.client.Close() })
 	mux := asynq.NewServeMux()

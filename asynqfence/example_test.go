@@ -48,10 +48,8 @@ func Example() {
 	ns := fmt.Sprintf("example-%d", time.Now().UnixNano())
 	queue := ns + "-invoices"
 	defer deleteExampleKeys(rdb, ns, queue)
-	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: ns})
-
 	mux := asynq.NewServeMux()
-	mux.Use(asynqfence.Middleware(ledger, asynqfence.Options{
+	mux.Use(asynqfence.Middleware(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{
 		// EffectLog: a pgfence.Store, so a redelivered task whose effect
 		// happened is acknowledged instead of applied twice.
 		Logger: slog.New(slog.DiscardHandler),
@@ -88,7 +86,7 @@ func Example() {
 		fmt.Println("the task was not delivered")
 		return
 	}
-	rec, err := ledger.Find(ctx, info.ID)
+	rec, err := jobs.NewInspector(rdb, jobs.Config{Namespace: ns}).Find(ctx, info.ID)
 	if err != nil {
 		fmt.Println("ledger:", err)
 		return
@@ -129,8 +127,7 @@ func Example_wrapHandler() {
 		return nil
 	})
 
-	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: ns})
-	bridged := asynqfence.Middleware(ledger, asynqfence.Options{Logger: quiet})(existing)
+	bridged := asynqfence.Middleware(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{Logger: quiet})(existing)
 	// done learns when a delivery finished: after the bridge committed its outcome.
 	done := make(chan string, 1)
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
@@ -168,7 +165,7 @@ func Example_wrapHandler() {
 		return
 	}
 	// Without an operation id in the task, the job's id is asynq's task id.
-	rec, err := ledger.Find(ctx, info.ID)
+	rec, err := jobs.NewInspector(rdb, jobs.Config{Namespace: ns}).Find(ctx, info.ID)
 	if err != nil {
 		fmt.Println("ledger:", err)
 		return

@@ -60,7 +60,7 @@ func runHelper(mode string) {
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	bridge, err := asynqfence.New(jobs.NewLedger(rdb, jobs.Config{Namespace: ns}), asynqfence.Options{
+	bridge, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{
 		WorkerID: name, LeaseTTL: time.Second, EffectLog: store, Logger: log,
 	})
 	if err != nil {

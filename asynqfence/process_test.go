@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/pgtest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -40,7 +41,7 @@ type scenario struct {
 	pgURL  string
 	ns     string
 	keys   testKeys
-	ledger *jobs.Ledger
+	ledger *ledger.Ledger
 }
 
 func newScenario(t *testing.T) *scenario {
@@ -66,7 +67,7 @@ func newScenario(t *testing.T) *scenario {
 	return &scenario{
 		t: t, ctx: ctx, addr: rdb.Options().Addr, rdb: rdb, pool: pool, ns: ns, keys: testKeys{ns},
 		pgURL:  pgtest.URL() + sep + "search_path=" + schema,
-		ledger: jobs.NewLedger(rdb, jobs.Config{Namespace: ns}),
+		ledger: ledger.New(rdb, ledger.Config{Namespace: ns}),
 	}
 }
 

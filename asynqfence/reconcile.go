@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -59,7 +60,7 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 		return true, nil // decided meanwhile: look again
 	}
 	v, evidence, asked := b.verdict(ctx, rec, b.reconcilerFor(t, next))
-	res := jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "bridge:" + b.opts.WorkerID, Note: evidence}
+	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "bridge:" + b.opts.WorkerID, Note: evidence}
 	result := v.String()
 	switch v {
 	case jobs.Applied:

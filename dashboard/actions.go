@@ -151,7 +151,7 @@ func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 			h.fail(w, r, err)
 			return
 		}
-		paused, err := h.ledger.Paused(ctx, queue)
+		paused, err := h.insp.Paused(ctx, queue)
 		if err != nil {
 			h.fail(w, r, err)
 			return

@@ -113,7 +113,7 @@ func (h *Handler) queues(ctx context.Context, q string) ([]string, error) {
 	if q != "" {
 		return []string{q}, nil
 	}
-	return h.ledger.Queues(ctx)
+	return h.insp.Queues(ctx)
 }
 
 // queueView is one queue on the overview.
@@ -137,8 +137,8 @@ type queueView struct {
 }
 
 // reconcilerView is the reconciler's state: the live leader from the
-// leader lease (jobs.LeaderResource), and the last scan from what the
-// leader last published (jobs.Ledger.ReconcilerStatus).
+// leader lease (ledger.LeaderResource), and the last scan from what the
+// leader last published (ledger.Ledger.ReconcilerStatus).
 type reconcilerView struct {
 	// Present is true while a reconciler holds the leader lease; false
 	// shows as "no leader".
@@ -171,7 +171,7 @@ type overview struct {
 
 func (h *Handler) reconciler(ctx context.Context, now time.Time) (reconcilerView, error) {
 	var v reconcilerView
-	st, err := h.ledger.ReconcilerStatus(ctx)
+	st, err := h.insp.LeaderStatus(ctx)
 	if err != nil {
 		return reconcilerView{}, err
 	}
@@ -186,7 +186,7 @@ func (h *Handler) reconciler(ctx context.Context, now time.Time) (reconcilerView
 			v.LastScanAgeMS = &age
 		}
 	}
-	l, err := h.leases.Holder(ctx, jobs.LeaderResource)
+	l, err := h.insp.Leader(ctx)
 	if err != nil {
 		return reconcilerView{}, err
 	}
@@ -199,12 +199,12 @@ func (h *Handler) reconciler(ctx context.Context, now time.Time) (reconcilerView
 func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	now, err := h.ledger.ServerTime(ctx)
+	now, err := h.insp.ServerTime(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	qs, err := h.ledger.Queues(ctx)
+	qs, err := h.insp.Queues(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -215,24 +215,24 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := overview{
-		Namespace: h.ledger.Namespace(), ServerTime: now, ActionsEnabled: h.ActionsEnabled(),
+		Namespace: h.insp.Namespace(), ServerTime: now, ActionsEnabled: h.ActionsEnabled(),
 		Reconciler: rec, Totals: map[jobs.State]int64{}, Paused: []string{}, Queues: []queueView{},
 	}
 	for _, s := range jobs.States {
 		out.Totals[s] = 0
 	}
 	for _, q := range qs {
-		counts, err := h.ledger.Counts(ctx, q)
+		counts, err := h.insp.Counts(ctx, q)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		stats, err := h.ledger.Stats(ctx, q)
+		stats, err := h.insp.Stats(ctx, q)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		paused, err := h.ledger.Paused(ctx, q)
+		paused, err := h.insp.Paused(ctx, q)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -311,22 +311,22 @@ func (h *Handler) apiJob(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	rec, err := h.ledger.Get(ctx, queue, id)
+	rec, err := h.insp.Get(ctx, queue, id)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	hist, err := h.ledger.History(ctx, queue, id)
+	hist, err := h.insp.History(ctx, queue, id)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	now, err := h.ledger.ServerTime(ctx)
+	now, err := h.insp.ServerTime(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	paused, err := h.ledger.Paused(ctx, queue)
+	paused, err := h.insp.Paused(ctx, queue)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -401,7 +401,7 @@ func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	out := eventList{Events: []eventView{}}
 	for _, name := range qs {
-		evs, err := h.ledger.Events(ctx, name, read)
+		evs, err := h.insp.Events(ctx, name, read)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -454,7 +454,7 @@ func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	now, err := h.ledger.ServerTime(ctx)
+	now, err := h.insp.ServerTime(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -466,20 +466,12 @@ func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
 	}
 	out := stuckList{ServerTime: now, MarginMS: margin.Milliseconds(), Jobs: []*jobView{}}
 	for _, name := range qs {
-		ids, err := h.ledger.DueIDs(ctx, name, jobs.Running, now.Add(margin), limit)
+		recs, err := h.insp.DueRunning(ctx, name, now.Add(margin), limit)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		for _, id := range ids {
-			rec, err := h.ledger.Get(ctx, name, id)
-			if errors.Is(err, jobs.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				h.fail(w, r, err)
-				return
-			}
+		for _, rec := range recs {
 			if rec.State != jobs.Running { // committed since the index was read
 				continue
 			}

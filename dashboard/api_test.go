@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -172,7 +173,7 @@ func TestAPI(t *testing.T) {
 		// The reconciler's published status without a live leader lease: the
 		// last leader is shown, but as gone.
 		now := time.Now()
-		must(t, f.ledger.SetReconcilerStatus(ctx, jobs.ReconcilerStatus{Leader: "pool-a", Token: 42, LastScan: now, Expired: 1, Resolved: 2}))
+		must(t, f.ledger.SetReconcilerStatus(ctx, ledger.ReconcilerStatus{Leader: "pool-a", Token: 42, LastScan: now, Expired: 1, Resolved: 2}))
 		getJSON(t, h, "/api/overview", &ov)
 		r := ov.Reconciler
 		if r.Present || r.Leader != "" || r.RecordedLeader != "pool-a" || r.RecordedToken != "42" ||
@@ -180,7 +181,7 @@ func TestAPI(t *testing.T) {
 			t.Fatalf("reconciler without a lease: %+v", r)
 		}
 		// While a reconciler holds the leader lease, it is the leader.
-		l, err := lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, jobs.LeaderResource, "pool-b", time.Minute)
+		l, err := lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, ledger.LeaderResource, "pool-b", time.Minute)
 		must(t, err)
 		getJSON(t, h, "/api/overview", &ov)
 		if r := ov.Reconciler; !r.Present || r.Leader != "pool-b" || r.Token != l.Token.String() || r.RecordedLeader != "pool-a" {

@@ -97,7 +97,7 @@ func TestResolveNeedsAuthAndCSRF(t *testing.T) {
 	dead := f.deadJob("default", "op-dead")
 	h := f.handler(dashboard.Options{Username: user, Password: pass, Token: token})
 	tok, c := csrf(t, h)
-	other, err := dashboard.New(f.ledger, f.client, dashboard.Options{Username: user, Password: pass})
+	other, err := dashboard.New(f.insp, f.client, dashboard.Options{Username: user, Password: pass})
 	must(t, err)
 	forged, forgedCookie := csrf(t, other) // well-formed, signed with another key
 
@@ -257,27 +257,27 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	t.Cleanup(func() { _ = other.Close() })
 	cases := []struct {
 		name   string
-		ledger *jobs.Ledger
+		insp   *jobs.Inspector
 		client *jobs.Client
 		opts   dashboard.Options
 		want   error
 	}{
-		{"nothing", nil, nil, dashboard.Options{}, dashboard.ErrNoLedger},
-		{"password without user", f.ledger, f.client, dashboard.Options{Password: "x"}, dashboard.ErrOptions},
-		{"user without password", f.ledger, f.client, dashboard.Options{Username: "x"}, dashboard.ErrOptions},
-		{"colon in user", f.ledger, f.client, dashboard.Options{Username: "a:b", Password: "x"}, dashboard.ErrOptions},
-		{"credentials without client", f.ledger, nil, dashboard.Options{Token: "t"}, dashboard.ErrOptions},
-		{"protect reads without user", f.ledger, f.client, dashboard.Options{Token: "t", ProtectReads: true}, dashboard.ErrOptions},
-		{"namespace mismatch", f.ledger, other, dashboard.Options{}, dashboard.ErrOptions},
-		{"bad trusted origin", f.ledger, f.client, dashboard.Options{TrustedOrigins: []string{"not a url"}}, dashboard.ErrOptions},
+		{"nothing", nil, nil, dashboard.Options{}, dashboard.ErrNoInspector},
+		{"password without user", f.insp, f.client, dashboard.Options{Password: "x"}, dashboard.ErrOptions},
+		{"user without password", f.insp, f.client, dashboard.Options{Username: "x"}, dashboard.ErrOptions},
+		{"colon in user", f.insp, f.client, dashboard.Options{Username: "a:b", Password: "x"}, dashboard.ErrOptions},
+		{"credentials without client", f.insp, nil, dashboard.Options{Token: "t"}, dashboard.ErrOptions},
+		{"protect reads without user", f.insp, f.client, dashboard.Options{Token: "t", ProtectReads: true}, dashboard.ErrOptions},
+		{"namespace mismatch", f.insp, other, dashboard.Options{}, dashboard.ErrOptions},
+		{"bad trusted origin", f.insp, f.client, dashboard.Options{TrustedOrigins: []string{"not a url"}}, dashboard.ErrOptions},
 	}
 	for _, tc := range cases {
-		if _, err := dashboard.New(tc.ledger, tc.client, tc.opts); !errors.Is(err, tc.want) {
+		if _, err := dashboard.New(tc.insp, tc.client, tc.opts); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
 	// A read-only dashboard needs only a ledger; a client alone is enough too.
-	if h, err := dashboard.New(f.ledger, nil, dashboard.Options{}); err != nil || h.ActionsEnabled() {
+	if h, err := dashboard.New(f.insp, nil, dashboard.Options{}); err != nil || h.ActionsEnabled() {
 		t.Fatalf("ledger only: %v", err)
 	}
 	if h, err := dashboard.New(nil, f.client, dashboard.Options{Token: "t"}); err != nil || !h.ActionsEnabled() {

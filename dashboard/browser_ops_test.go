@@ -14,6 +14,7 @@ import (
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/internal/browser"
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -50,7 +51,7 @@ func (f *fixture) operations() (bulk []string) {
 		must(t, f.ledger.Heartbeat(ctx, jobs.PoolInfo{ID: id, Host: "host-" + id, PID: 100 + i, Queues: map[string]int{"default": 1, "bulk": 2},
 			Concurrency: 10, Busy: 2 + i, Version: "v1.2.3", Started: now.Add(-time.Hour)}, time.Hour))
 	}
-	_, err = lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, jobs.LeaderResource, "pool-b", time.Hour)
+	_, err = lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, ledger.LeaderResource, "pool-b", time.Hour)
 	must(t, err)
 	f.schedules(now)
 	return bulk
@@ -74,7 +75,7 @@ func (f *fixture) schedules(now time.Time) {
 	hour := now.Truncate(time.Hour)
 	f.tickJob = f.enqueue(echoArgs{N: 99, Note: "tick"}, jobs.Queue("reports"), jobs.Delay(time.Hour),
 		jobs.OperationID(jobs.PeriodicOperationID("hourly-echo", hour)))
-	must(t, f.ledger.RecordTicks(ctx, "hourly-echo", leader, jobs.TickRecord{Cursor: hour, Next: hour.Add(time.Hour), Ticks: []jobs.Tick{
+	must(t, f.ledger.RecordTicks(ctx, "hourly-echo", leader, ledger.TickRecord{Cursor: hour, Next: hour.Add(time.Hour), Ticks: []jobs.Tick{
 		{Time: hour.Add(-2 * time.Hour), JobID: "job-past-retention", Queue: "reports"},
 		{Time: hour.Add(-time.Hour), JobID: f.tickJob, Queue: "reports", Deduplicated: true},
 		{Time: hour, JobID: f.tickJob, Queue: "reports"},

@@ -13,8 +13,8 @@
 //	                        with Pause and Resume buttons, throughput, fenced
 //	                        rejections, deduplications, the last hour's
 //	                        charts; the reconciler's live leader (from its
-//	                        leader lease, jobs.LeaderResource) and last scan
-//	                        (from jobs.Ledger.ReconcilerStatus)
+//	                        leader lease, ledger.LeaderResource) and last scan
+//	                        (from ledger.Ledger.ReconcilerStatus)
 //	#/jobs?state=&queue=&kind=&from=&to=&sort=&offset=
 //	                        jobs filtered by state, queue, kind and a time
 //	                        range on the state's index (pending: due time;
@@ -68,7 +68,7 @@
 // would count and record a cancellation).
 //
 // The charts are SVG built by app.js from per-minute buckets that the
-// reconciler leader records in Redis (jobs.Ledger.RecordSeries: a day per
+// reconciler leader records in Redis (ledger.Ledger.RecordSeries: a day per
 // queue, at most 1440 small entries), so they show on first load and
 // survive restarts; nothing is added to the claim, renew or commit paths.
 //
@@ -104,7 +104,7 @@
 //	POST api/bulk                      {"action": "cancel|rerun", "jobs": [{"queue","id"}], "note": "..."}
 //	                                   (at most 1000 jobs; answers done and, per job, why not)
 //
-// The dashboard reads through jobs.Ledger methods and the keys it exports
+// The dashboard reads through ledger.Ledger methods and the keys it exports
 // (StateKey and JobKey for filtered lists, OperationKey for prefix
 // searches, which SCAN within a budget and say when they stopped early).
 // Every action goes through jobs.Client (Cancel, Resolve, Pause, Resume),

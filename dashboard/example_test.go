@@ -27,7 +27,7 @@ func Example() {
 	client := jobs.NewClient(rdb, jobs.Config{Namespace: "example-dashboard"})
 	defer client.Close()
 
-	h, err := dashboard.New(client.Ledger(), client, dashboard.Options{
+	h, err := dashboard.New(nil, client, dashboard.Options{
 		Username: "ops",
 		Password: "a long random password",
 		Logger:   slog.New(slog.DiscardHandler),

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -69,7 +70,7 @@ func FuzzAPICorruptRecords(f *testing.F) {
 		const ns = "fuzz"
 		client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 		defer client.Close()
-		l := client.Ledger()
+		l := ledger.New(rdb, ledger.Config{Namespace: ns})
 		res, err := client.EnqueueRaw(ctx, "echo", []byte(`{"n":1}`), jobs.Queue(fuzzQueue), jobs.OperationID("op-fuzz"))
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +112,7 @@ func FuzzAPICorruptRecords(f *testing.F) {
 			t.Fatal(err)
 		}
 
-		h, err := dashboard.New(l, client, dashboard.Options{Timeout: time.Minute})
+		h, err := dashboard.New(client.Inspector(), client, dashboard.Options{Timeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

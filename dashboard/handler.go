@@ -14,13 +14,12 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/jobs"
-	"github.com/fencedq/fencedq/lease"
 )
 
 // Sentinel errors returned by New.
 var (
-	// ErrNoLedger means New got neither a ledger nor a client.
-	ErrNoLedger = errors.New("dashboard: a ledger or a client is required")
+	// ErrNoInspector means New got neither an inspector nor a client.
+	ErrNoInspector = errors.New("dashboard: an inspector or a client is required")
 	// ErrOptions means Options are inconsistent (see the message).
 	ErrOptions = errors.New("dashboard: invalid options")
 )
@@ -67,9 +66,8 @@ type Options struct {
 // Handler is the dashboard. It implements http.Handler; mount it under any
 // prefix with http.StripPrefix.
 type Handler struct {
-	ledger  *jobs.Ledger
+	insp    *jobs.Inspector
 	client  *jobs.Client
-	leases  *lease.Manager // reads the reconciler's leader lease
 	opts    Options
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -81,19 +79,19 @@ type Handler struct {
 //go:embed assets
 var assets embed.FS
 
-// New returns the dashboard over ledger. client performs operator actions;
-// it may be nil for a read-only dashboard, and ledger may be nil when client
-// is given (its ledger is used). Credentials in opts need a client.
-func New(ledger *jobs.Ledger, client *jobs.Client, opts Options) (*Handler, error) {
-	if ledger == nil && client == nil {
-		return nil, ErrNoLedger
+// New returns the dashboard reading through insp. client performs operator
+// actions; it may be nil for a read-only dashboard, and insp may be nil when
+// client is given (its inspector is used). Credentials in opts need a client.
+func New(insp *jobs.Inspector, client *jobs.Client, opts Options) (*Handler, error) {
+	if insp == nil && client == nil {
+		return nil, ErrNoInspector
 	}
-	if ledger == nil {
-		ledger = client.Ledger()
+	if insp == nil {
+		insp = client.Inspector()
 	}
-	if client != nil && client.Ledger().Namespace() != ledger.Namespace() {
-		return nil, fmt.Errorf("%w: client namespace %q differs from ledger namespace %q",
-			ErrOptions, client.Ledger().Namespace(), ledger.Namespace())
+	if client != nil && client.Inspector().Namespace() != insp.Namespace() {
+		return nil, fmt.Errorf("%w: client namespace %q differs from inspector namespace %q",
+			ErrOptions, client.Inspector().Namespace(), insp.Namespace())
 	}
 	if (opts.Username == "") != (opts.Password == "") {
 		return nil, fmt.Errorf("%w: set both Username and Password, or neither", ErrOptions)
@@ -126,9 +124,8 @@ func New(ledger *jobs.Ledger, client *jobs.Client, opts Options) (*Handler, erro
 		_, _ = rand.Read(key)
 	}
 	h := &Handler{
-		ledger: ledger, client: client, opts: opts,
-		leases:  lease.NewManager(ledger.Redis(), lease.Config{Namespace: ledger.Namespace()}),
-		log:     opts.Logger.With("component", "dashboard", "namespace", ledger.Namespace()),
+		insp: insp, client: client, opts: opts,
+		log:     opts.Logger.With("component", "dashboard", "namespace", insp.Namespace()),
 		cop:     http.NewCrossOriginProtection(),
 		csrfKey: key,
 		rates:   newSampler(time.Minute),

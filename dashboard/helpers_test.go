@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
@@ -58,7 +59,8 @@ type fixture struct {
 	rdb    *redis.Client
 	ns     string
 	client *jobs.Client
-	ledger *jobs.Ledger
+	ledger *ledger.Ledger
+	insp   *jobs.Inspector
 	logs   *syncbuf.Buffer
 
 	echo      string // succeeded; later found again in the due index (deduplicated at execute) and re-enqueued (at enqueue)
@@ -80,7 +82,7 @@ func newFixture(t *testing.T) *fixture {
 	rdb, ns := redistest.New(t)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	t.Cleanup(func() { _ = c.Close() })
-	return &fixture{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), logs: &syncbuf.Buffer{}}
+	return &fixture{t: t, rdb: rdb, ns: ns, client: c, ledger: ledger.New(rdb, ledger.Config{Namespace: ns}), insp: c.Inspector(), logs: &syncbuf.Buffer{}}
 }
 
 // seed fills the namespace: it runs a pool over queue "default" until every
@@ -136,7 +138,7 @@ func (f *fixture) seed() *fixture {
 	stop()
 
 	// The reconciler could not tell: hand the job to an operator.
-	_, err = f.ledger.Decide(ctx, "default", f.review, jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideReview,
+	_, err = f.ledger.Decide(ctx, "default", f.review, ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideReview,
 		Actor: "reconciler", Note: "cannot tell after 3 tries"})
 	must(t, err)
 
@@ -170,7 +172,7 @@ func (f *fixture) seed() *fixture {
 	f.healthy = f.enqueue(echoArgs{N: 4}, jobs.Queue("slow"), jobs.OperationID("op-healthy"))
 	f.claimOne("slow", f.healthy, "live-worker", 10*time.Minute)
 	// An older token's commit is fenced off.
-	cs, err := f.ledger.Complete(ctx, "slow", []jobs.Completion{{ID: f.stuck, Token: cl.Token - 1, Outcome: jobs.Outcome{To: jobs.Succeeded}}})
+	cs, err := f.ledger.Complete(ctx, "slow", []ledger.Completion{{ID: f.stuck, Token: cl.Token - 1, Outcome: ledger.Outcome{To: jobs.Succeeded}}})
 	must(t, err)
 	if cs[0].Applied || cs[0].Current != cl.Token {
 		t.Fatalf("stale commit: %+v", cs[0])
@@ -190,7 +192,7 @@ func (f *fixture) seed() *fixture {
 }
 
 // claimOne claims the next due job of queue q, which must be id, as owner.
-func (f *fixture) claimOne(q, id, owner string, ttl time.Duration) jobs.Claimed {
+func (f *fixture) claimOne(q, id, owner string, ttl time.Duration) ledger.Claimed {
 	f.t.Helper()
 	res, err := f.ledger.Claim(context.Background(), q, owner, ttl, 1)
 	must(f.t, err)
@@ -220,7 +222,7 @@ func (f *fixture) handler(opts dashboard.Options) *dashboard.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(f.logs, nil))
 	}
-	h, err := dashboard.New(f.ledger, f.client, opts)
+	h, err := dashboard.New(f.insp, f.client, opts)
 	must(f.t, err)
 	return h
 }
@@ -266,13 +268,13 @@ func (f *fixture) reviewJob(q string, args jobs.JobArgs, op string) string {
 	ctx := context.Background()
 	id := f.enqueue(args, jobs.Queue(q), jobs.OperationID(op))
 	cl := f.claimOne(q, id, "w1", time.Minute)
-	cs, err := f.ledger.Complete(ctx, q, []jobs.Completion{{ID: id, Token: cl.Token,
-		Outcome: jobs.Outcome{To: jobs.Uncertain, Error: "timeout after send: " + xss, Reason: "deadline passed mid-call"}}})
+	cs, err := f.ledger.Complete(ctx, q, []ledger.Completion{{ID: id, Token: cl.Token,
+		Outcome: ledger.Outcome{To: jobs.Uncertain, Error: "timeout after send: " + xss, Reason: "deadline passed mid-call"}}})
 	must(f.t, err)
 	if !cs[0].Applied || cs[0].State != jobs.Uncertain {
 		f.t.Fatalf("commit: %+v", cs[0])
 	}
-	_, err = f.ledger.Decide(ctx, q, id, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler", Note: "cannot tell"})
+	_, err = f.ledger.Decide(ctx, q, id, ledger.Resolution{Decision: jobs.DecideReview, Actor: "reconciler", Note: "cannot tell"})
 	must(f.t, err)
 	return id
 }
@@ -283,8 +285,8 @@ func (f *fixture) deadJob(q string, op string) string {
 	ctx := context.Background()
 	id := f.enqueue(brokenArgs{Why: "x"}, jobs.Queue(q), jobs.OperationID(op))
 	cl := f.claimOne(q, id, "w1", time.Minute)
-	cs, err := f.ledger.Complete(ctx, q, []jobs.Completion{{ID: id, Token: cl.Token,
-		Outcome: jobs.Outcome{To: jobs.Dead, Error: "declined", Reason: "permanent error"}}})
+	cs, err := f.ledger.Complete(ctx, q, []ledger.Completion{{ID: id, Token: cl.Token,
+		Outcome: ledger.Outcome{To: jobs.Dead, Error: "declined", Reason: "permanent error"}}})
 	must(f.t, err)
 	if !cs[0].Applied || cs[0].State != jobs.Dead {
 		f.t.Fatalf("commit: %+v", cs[0])

@@ -29,7 +29,7 @@ type poolList struct {
 func (h *Handler) apiPools(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	now, err := h.ledger.ServerTime(ctx)
+	now, err := h.insp.ServerTime(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -39,7 +39,7 @@ func (h *Handler) apiPools(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	ps, err := h.ledger.Pools(ctx)
+	ps, err := h.insp.Pools(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -108,7 +108,7 @@ func sumsOf(st map[string]int64) sums {
 // apiSeries returns a queue's (or every queue's) history over the last
 // hour (window=1h, one point a minute) or day (window=24h, one point per
 // five minutes), from the buckets the reconciler leader records each
-// minute (jobs.Ledger.Series).
+// minute (ledger.Ledger.Series).
 func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 	queue := r.URL.Query().Get("queue")
 	if !queueParam(w, queue) {
@@ -125,7 +125,7 @@ func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	now, err := h.ledger.ServerTime(ctx)
+	now, err := h.insp.ServerTime(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -140,7 +140,7 @@ func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 	out := seriesView{Queue: queue, Window: name, StepSeconds: int64(win.step / time.Second), ServerTime: now, Points: []seriesPoint{}}
 	steps := map[int64]*seriesPoint{}
 	for _, q := range qs {
-		bs, err := h.ledger.Series(ctx, q, since)
+		bs, err := h.insp.Series(ctx, q, since)
 		if err != nil {
 			h.fail(w, r, err)
 			return

@@ -1,18 +1,11 @@
 package dashboard
 
 import (
-	"cmp"
-	"context"
-	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -25,17 +18,8 @@ const (
 	maxListLimit = 200
 	// previewBytes is how much of a job's redacted args a list shows.
 	previewBytes = 256
-	// maxScan bounds how many index entries a kind filter reads per queue
-	// and request; beyond it totals are lower bounds.
-	maxScan = 20_000
-	// scanChunk is how many index entries a kind filter reads at once.
-	scanChunk = 500
 	// maxSelection bounds a bulk action's selection.
 	maxSelection = 1000
-	// maxPrefixMatches and maxScanCalls bound an operation-id prefix search.
-	maxPrefixMatches = 20
-	maxScanCalls     = 50
-	scanCount        = 1000
 )
 
 // listFilter is a parsed api/jobs query.
@@ -113,158 +97,6 @@ func parseListFilter(w http.ResponseWriter, r *http.Request) (listFilter, bool) 
 	return f, true
 }
 
-// indexed is one entry of a state index.
-type indexed struct {
-	queue string
-	id    string
-	at    float64 // the index score, unix milliseconds
-}
-
-// scoreRange is the index score range of the filter.
-func (f listFilter) scoreRange() (lo, hi string) {
-	lo, hi = "-inf", "+inf"
-	if !f.from.IsZero() {
-		lo = strconv.FormatInt(f.from.UnixMilli(), 10)
-	}
-	if !f.to.IsZero() {
-		hi = strconv.FormatInt(f.to.UnixMilli(), 10)
-	}
-	return lo, hi
-}
-
-// matching returns the first need entries of queue q that pass f, in f's
-// order, with the number of entries that pass (exact unless the kind
-// filter hit maxScan).
-func (h *Handler) matching(ctx context.Context, q string, f listFilter, need int) ([]indexed, int64, bool, error) {
-	rdb, key := h.ledger.Redis(), h.ledger.StateKey(q, f.state)
-	lo, hi := f.scoreRange()
-	rng := func(off, n int) ([]redis.Z, error) {
-		a := redis.ZRangeArgs{Key: key, ByScore: true, Start: lo, Stop: hi, Offset: int64(off), Count: int64(n), Rev: f.desc}
-		if f.desc {
-			a.Start, a.Stop = hi, lo
-		}
-		zs, err := rdb.ZRangeArgsWithScores(ctx, a).Result()
-		if err != nil {
-			return nil, wrapRead("list "+string(f.state), err)
-		}
-		return zs, nil
-	}
-	if f.kind == "" {
-		total, err := rdb.ZCount(ctx, key, lo, hi).Result()
-		if err != nil {
-			return nil, 0, false, wrapRead("count "+string(f.state), err)
-		}
-		if need == 0 {
-			return nil, total, true, nil
-		}
-		zs, err := rng(0, need)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		out := make([]indexed, len(zs))
-		for i, z := range zs {
-			out[i] = indexed{queue: q, id: z.Member.(string), at: z.Score}
-		}
-		return out, total, true, nil
-	}
-	// A kind filter reads the kind of each entry, a chunk at a time.
-	var out []indexed
-	var total int64
-	for off := 0; off < maxScan; off += scanChunk {
-		zs, err := rng(off, scanChunk)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		pipe := rdb.Pipeline()
-		kinds := make([]*redis.StringCmd, len(zs))
-		for i, z := range zs {
-			kinds[i] = pipe.HGet(ctx, h.ledger.JobKey(q, z.Member.(string)), "kind")
-		}
-		if len(zs) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-				return nil, 0, false, wrapRead("list kinds", err)
-			}
-		}
-		for i, z := range zs {
-			if kinds[i].Val() != f.kind {
-				continue
-			}
-			total++
-			if len(out) < need {
-				out = append(out, indexed{queue: q, id: z.Member.(string), at: z.Score})
-			}
-		}
-		if len(zs) < scanChunk {
-			return out, total, true, nil
-		}
-	}
-	return out, total, false, nil
-}
-
-// wrapRead names a failed Redis read (fail answers it 503).
-func wrapRead(what string, err error) error {
-	return fmt.Errorf("dashboard: %s: %w", what, err)
-}
-
-// selectJobs applies f across its queues: the page of entries in f's order,
-// and the number of entries that pass f.
-func (h *Handler) selectJobs(ctx context.Context, f listFilter, need int) ([]indexed, int64, bool, error) {
-	qs, err := h.queues(ctx, f.queue)
-	if err != nil {
-		return nil, 0, false, err
-	}
-	var all []indexed
-	var total int64
-	exact := true
-	for _, q := range qs {
-		items, n, ex, err := h.matching(ctx, q, f, need)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		all = append(all, items...)
-		total += n
-		exact = exact && ex
-	}
-	slices.SortStableFunc(all, func(a, b indexed) int {
-		c := cmp.Compare(a.at, b.at)
-		if f.desc {
-			c = -c
-		}
-		return cmp.Or(c, cmp.Compare(a.queue, b.queue), cmp.Compare(a.id, b.id))
-	})
-	if len(all) > need {
-		all = all[:need]
-	}
-	return all, total, exact, nil
-}
-
-// records reads the records of items, in order, dropping those gone.
-func (h *Handler) records(ctx context.Context, s jobs.State, items []indexed) ([]*jobs.Record, []indexed, error) {
-	byQueue := map[string][]string{}
-	for _, it := range items {
-		byQueue[it.queue] = append(byQueue[it.queue], it.id)
-	}
-	found := map[string]*jobs.Record{}
-	for q, ids := range byQueue {
-		recs, err := h.ledger.GetMany(ctx, q, s, ids)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, r := range recs {
-			found[q+"\x00"+r.ID] = r
-		}
-	}
-	var out []*jobs.Record
-	var kept []indexed
-	for _, it := range items {
-		if r, ok := found[it.queue+"\x00"+it.id]; ok {
-			out = append(out, r)
-			kept = append(kept, it)
-		}
-	}
-	return out, kept, nil
-}
-
 type jobRef struct {
 	Queue string `json:"queue"`
 	ID    string `json:"id"`
@@ -303,52 +135,40 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	withHistory := r.URL.Query().Get("history") == "1"
-	selectAll := r.URL.Query().Get("select") == "1"
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	need := f.offset + f.limit
-	if selectAll {
-		need = max(need, maxSelection+1)
+	p := jobs.ListParams{State: f.state, Queue: f.queue, Kind: f.kind, From: f.from, To: f.to,
+		Desc: f.desc, Offset: f.offset, Limit: f.limit}
+	if r.URL.Query().Get("select") == "1" {
+		p.Select = maxSelection
 	}
-	items, total, exact, err := h.selectJobs(ctx, f, need)
+	list, err := h.insp.List(ctx, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	out := jobList{
 		State: f.state, Queue: f.queue, Kind: f.kind, From: f.from, To: f.to, Sort: "asc",
-		Offset: f.offset, Limit: f.limit, Total: total, TotalExact: exact, Jobs: []*jobView{},
+		Offset: f.offset, Limit: f.limit, Total: list.Total, TotalExact: list.TotalExact, Jobs: []*jobView{},
+		SelectionTruncated: list.SelectionTruncated,
 	}
 	if f.desc {
 		out.Sort = "desc"
 	}
-	if selectAll {
+	if p.Select > 0 {
 		out.Selection = []jobRef{}
-		for i, it := range items {
-			if i == maxSelection {
-				out.SelectionTruncated = true
-				break
-			}
-			out.Selection = append(out.Selection, jobRef{Queue: it.queue, ID: it.id})
+		for _, ref := range list.Selection {
+			out.Selection = append(out.Selection, jobRef{Queue: ref.Queue, ID: ref.ID})
 		}
 	}
-	var page []indexed
-	if f.offset < len(items) {
-		page = items[f.offset:min(len(items), f.offset+f.limit)]
-	}
-	recs, page, err := h.records(ctx, f.state, page)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	for i, rec := range recs {
-		v := listViewOf(rec)
-		v.IndexAt = scoreTime(page[i].at)
+	for _, l := range list.Jobs {
+		v := listViewOf(l.Record)
+		v.IndexAt = l.IndexAt
 		out.Jobs = append(out.Jobs, v)
 	}
 	if withHistory {
 		for _, j := range out.Jobs {
-			hist, err := h.ledger.History(ctx, j.Queue, j.ID)
+			hist, err := h.insp.History(ctx, j.Queue, j.ID)
 			if err != nil {
 				h.fail(w, r, err)
 				return
@@ -361,20 +181,6 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
-
-// scoreTime is an index score (unix milliseconds) as a time; a score no
-// ledger writes (negative, or past year 9999, which JSON cannot encode) is
-// the zero time.
-func scoreTime(score float64) time.Time {
-	if !(score >= 0 && score < maxJSONMillis) {
-		return time.Time{}
-	}
-	return time.UnixMilli(int64(score))
-}
-
-// maxJSONMillis is the first millisecond of year 10000: encoding/json
-// refuses times from there on.
-const maxJSONMillis = 253402300800000
 
 // listViewOf is a job as a list shows it: its args cut to a preview.
 func listViewOf(r *jobs.Record) *jobView {
@@ -423,167 +229,14 @@ func (h *Handler) apiSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	out := searchResult{Query: text, Matches: []searchMatch{}}
-	seen := map[string]bool{}
-	add := func(by string, rec *jobs.Record) {
-		if k := rec.Queue + "\x00" + rec.ID; !seen[k] {
-			seen[k] = true
-			out.Matches = append(out.Matches, searchMatch{By: by, Job: listViewOf(rec)})
-		}
-	}
-	rec, err := h.ledger.Find(ctx, text)
-	switch {
-	case err == nil:
-		add("job_id", rec)
-	case !errors.Is(err, jobs.ErrNotFound):
+	matches, partial, err := h.insp.Search(ctx, text, r.URL.Query().Get("prefix") != "0")
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	rec, err = h.ledger.FindByOperation(ctx, text)
-	switch {
-	case err == nil:
-		add("operation_id", rec)
-	case !errors.Is(err, jobs.ErrNotFound):
-		h.fail(w, r, err)
-		return
-	}
-	if r.URL.Query().Get("prefix") != "0" {
-		partial, err := h.prefixSearch(ctx, text, add)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		out.Partial = partial
+	out := searchResult{Query: text, Matches: []searchMatch{}, Partial: partial}
+	for _, m := range matches {
+		out.Matches = append(out.Matches, searchMatch{By: m.By, Job: listViewOf(m.Record)})
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// globEscape quotes the glob characters of SCAN's MATCH.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// prefixSearch adds the jobs whose id or caller-given operation id starts
-// with prefix, scanning the keyspace within a budget; it reports whether
-// the budget ran out first.
-func (h *Handler) prefixSearch(ctx context.Context, prefix string, add func(string, *jobs.Record)) (bool, error) {
-	qs, err := h.ledger.Queues(ctx)
-	if err != nil || len(qs) == 0 {
-		return false, err
-	}
-	const placeholder = "\x00queue\x00"
-	pattern := func(key func(q, x string) string) string {
-		k := key(placeholder, "")
-		i := strings.Index(k, placeholder)
-		return globEscape(k[:i]) + "*" + globEscape(k[i+len(placeholder):]) + globEscape(prefix) + "*"
-	}
-	found := 0
-	partial := false
-	for _, kind := range []struct {
-		by  string
-		key func(q, x string) string
-	}{
-		{"operation_id_prefix", h.ledger.OperationKey},
-		{"job_id_prefix", h.ledger.JobKey},
-	} {
-		keys, more, err := h.scanKeys(ctx, pattern(kind.key), maxPrefixMatches-found)
-		if err != nil {
-			return false, err
-		}
-		partial = partial || more
-		for _, k := range keys {
-			if found >= maxPrefixMatches {
-				return true, nil
-			}
-			for _, q := range qs {
-				base := kind.key(q, "")
-				id, ok := strings.CutPrefix(k, base)
-				if !ok || !strings.HasPrefix(id, prefix) {
-					continue
-				}
-				if kind.by == "job_id_prefix" && strings.HasSuffix(id, ":history") {
-					continue
-				}
-				var rec *jobs.Record
-				var err error
-				if kind.by == "operation_id_prefix" {
-					rec, err = h.opRecord(ctx, q, id)
-				} else {
-					rec, err = h.ledger.Get(ctx, q, id)
-				}
-				if errors.Is(err, jobs.ErrNotFound) {
-					continue
-				}
-				if err != nil {
-					return false, err
-				}
-				add(kind.by, rec)
-				found++
-			}
-		}
-		if found >= maxPrefixMatches {
-			return true, nil
-		}
-	}
-	return partial, nil
-}
-
-// opRecord returns the job owning operation id op in queue q.
-func (h *Handler) opRecord(ctx context.Context, q, op string) (*jobs.Record, error) {
-	id, err := h.ledger.Redis().Get(ctx, h.ledger.OperationKey(q, op)).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, jobs.ErrNotFound
-	}
-	if err != nil {
-		return nil, wrapRead("operation", err)
-	}
-	return h.ledger.Get(ctx, q, id)
-}
-
-// scanKeys returns up to n keys matching pattern, on every master of a
-// cluster, within maxScanCalls SCAN calls; more reports an unfinished scan.
-func (h *Handler) scanKeys(ctx context.Context, pattern string, n int) (keys []string, more bool, err error) {
-	if n <= 0 {
-		return nil, true, nil
-	}
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		var cursor uint64
-		for calls := 0; calls < maxScanCalls; calls++ {
-			ks, next, err := c.Scan(ctx, cursor, pattern, scanCount).Result()
-			if err != nil {
-				return wrapRead("scan", err)
-			}
-			keys = append(keys, ks...)
-			if next == 0 {
-				return nil
-			}
-			if len(keys) >= n {
-				more = true
-				return nil
-			}
-			cursor = next
-		}
-		more = true
-		return nil
-	}
-	switch c := h.ledger.Redis().(type) {
-	case *redis.ClusterClient:
-		mu := make(chan struct{}, 1) // masters are scanned concurrently
-		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			mu <- struct{}{}
-			defer func() { <-mu }()
-			return scan(ctx, m)
-		})
-	default:
-		err = scan(ctx, c)
-	}
-	slices.Sort(keys)
-	return keys, more, err
 }

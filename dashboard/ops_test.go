@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -423,7 +424,7 @@ func TestPoolsPage(t *testing.T) {
 		must(t, f.ledger.Heartbeat(ctx, jobs.PoolInfo{ID: id, Host: "host-" + id, PID: 7, Queues: map[string]int{"default": 1},
 			Concurrency: 8, Busy: 3, Version: "v-test", Started: time.Now()}, time.Minute))
 	}
-	_, err := lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, jobs.LeaderResource, "pool-b", time.Minute)
+	_, err := lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, ledger.LeaderResource, "pool-b", time.Minute)
 	must(t, err)
 	var out struct {
 		Pools []struct {
@@ -591,7 +592,7 @@ func TestJobPageLateness(t *testing.T) {
 func TestBridgedJobIsMarked(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.ledger.ClaimDelivery(ctx, "default", jobs.Delivery{ID: "asynq-task-1", Kind: "email", Payload: []byte(`{}`),
+	if _, err := f.ledger.ClaimDelivery(ctx, "default", ledger.Delivery{ID: "asynq-task-1", Kind: "email", Payload: []byte(`{}`),
 		MaxRetries: 3, Owner: "asynq-1", TTL: time.Minute, Bridge: "asynq"}); err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	now, err := h.ledger.ServerTime(ctx)
+	now, err := h.insp.ServerTime(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -81,7 +81,7 @@ func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 	}
 	var scheds []*jobs.Schedule
 	if id != "" {
-		s, err := h.ledger.Schedule(ctx, id)
+		s, err := h.insp.Schedule(ctx, id)
 		if errors.Is(err, jobs.ErrNotFound) {
 			writeError(w, http.StatusNotFound, "not_found", "no such schedule (a schedule is recorded when a reconciler leader first registers it)")
 			return
@@ -91,7 +91,7 @@ func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		scheds = []*jobs.Schedule{s}
-	} else if scheds, err = h.ledger.Schedules(ctx); err != nil {
+	} else if scheds, err = h.insp.Schedules(ctx); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -101,7 +101,7 @@ func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 		if !s.Seen.IsZero() {
 			v.SeenAgeMS = max(0, now.Sub(s.Seen).Milliseconds())
 		}
-		ticks, err := h.ledger.ScheduleTicks(ctx, s.ID, n)
+		ticks, err := h.insp.ScheduleTicks(ctx, s.ID, n)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -131,7 +131,7 @@ func (h *Handler) jobState(ctx context.Context, q, id string) (string, error) {
 	if jobs.ValidateQueue(q) != nil || id == "" || len(id) > maxIDLength {
 		return goneState, nil
 	}
-	rec, err := h.ledger.Get(ctx, q, id)
+	rec, err := h.insp.Get(ctx, q, id)
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
 		return goneState, nil

@@ -1,17 +1,16 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 )
 
@@ -78,7 +77,7 @@ type Result struct {
 // and its place in the queue's due index, and wakes idle pools. It is safe
 // for concurrent use; enqueues from many goroutines share pipelines.
 type Client struct {
-	ledger *Ledger
+	ledger *ledger.Ledger
 	m      *metrics.Set
 	nsErr  error // an invalid namespace: every call fails with it
 }
@@ -86,11 +85,11 @@ type Client struct {
 // NewClient returns a Client over rdb. An invalid Config.Namespace makes
 // every call fail with an error matching ErrInvalid.
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
-	return &Client{ledger: NewLedger(rdb, cfg), m: metrics.New(cfg.Registerer), nsErr: cfg.Validate()}
+	return &Client{ledger: ledger.New(rdb, cfg.ledger()), m: metrics.New(cfg.Registerer), nsErr: cfg.Validate()}
 }
 
-// Ledger returns the client's ledger (for reads and operator actions).
-func (c *Client) Ledger() *Ledger { return c.ledger }
+// Inspector returns the read API over the client's namespace.
+func (c *Client) Inspector() *Inspector { return &Inspector{l: c.ledger, nsErr: c.nsErr} }
 
 // Close releases nothing today (the Redis client stays open); it is kept so
 // callers can treat the client as a resource.
@@ -149,7 +148,7 @@ func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error
 	if c.nsErr != nil {
 		return nil, c.nsErr
 	}
-	js := make([]*newJob, len(ps))
+	js := make([]*ledger.NewJob, len(ps))
 	for i, p := range ps {
 		j, err := prepareTyped(p.Args, p.Options)
 		if err != nil {
@@ -161,121 +160,26 @@ func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error
 	return c.insert(ctx, js)
 }
 
-// enqueueChunk bounds the jobs one enqueue script call carries.
-const enqueueChunk = 500
-
-// insert writes js with one enqueue script call per queue and chunk, all
-// in one pipeline (Redis Cluster: one per node), and returns their results
-// in order.
-func (c *Client) insert(ctx context.Context, js []*newJob) ([]*Result, error) {
-	type call struct {
-		queue string
-		idx   []int // positions in js
-		args  []any
-		cmd   *redis.Cmd
-	}
-	var calls []*call
-	open := map[string]*call{}
-	for i, j := range js {
-		cl := open[j.queue]
-		if cl == nil || len(cl.idx) == enqueueChunk {
-			cl = &call{queue: j.queue, args: []any{c.ledger.prefix(j.queue)}}
-			open[j.queue] = cl
-			calls = append(calls, cl)
-		}
-		cl.idx = append(cl.idx, i)
-		cl.args = append(cl.args, j.args()...)
-	}
-	if len(calls) == 1 { // one call: share a pipeline with concurrent callers
-		calls[0].cmd = c.ledger.batch.Run(ctx, enqueueScript, c.ledger.keys(calls[0].queue), calls[0].args...)
-	} else {
-		pipe := c.ledger.rdb.Pipeline()
-		for _, cl := range calls {
-			cl.cmd = enqueueScript.EvalSha(ctx, pipe, c.ledger.keys(cl.queue), cl.args...)
-		}
-		_, _ = pipe.Exec(ctx)
-		// A server that lost its script cache answers NOSCRIPT and wrote
-		// nothing for those calls: send them again with the script's source.
-		retry := c.ledger.rdb.Pipeline()
-		for _, cl := range calls {
-			if isNoScript(cl.cmd.Err()) {
-				cl.cmd = enqueueScript.Eval(ctx, retry, c.ledger.keys(cl.queue), cl.args...)
-			}
-		}
-		if retry.Len() > 0 {
-			_, _ = retry.Exec(ctx)
-		}
-	}
+func (c *Client) insert(ctx context.Context, js []*ledger.NewJob) ([]*Result, error) {
+	ins, err := c.ledger.Insert(ctx, js)
 	out := make([]*Result, len(js))
-	var firstErr error
-	for _, cl := range calls {
-		if err := c.decodeInsert(ctx, cl.queue, cl.idx, js, cl.cmd, out); err != nil && firstErr == nil {
-			firstErr = err
+	for i, r := range ins {
+		if r == nil {
+			continue
 		}
-	}
-	return out, firstErr
-}
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
-
-// newJob is a validated job, ready for enqueue.lua.
-type newJob struct {
-	id, kind, queue, op, resource string
-	payload, display              []byte
-	maxRetries                    int
-	timeout                       time.Duration
-	runAt                         time.Time
-}
-
-func (j *newJob) args() []any {
-	display := j.display
-	if bytes.Equal(display, j.payload) {
-		display = nil
-	}
-	return []any{j.id, j.kind, j.op, j.resource, j.payload, display,
-		j.maxRetries, j.timeout.Milliseconds(), ms(j.runAt)}
-}
-
-func (c *Client) insertOne(ctx context.Context, j *newJob) (*Result, error) {
-	out, err := c.insert(ctx, []*newJob{j})
-	return out[0], err
-}
-
-// decodeInsert reads one enqueue call's reply into out, counts the
-// outcomes and registers a queue whose counters were empty (new, or lost
-// with Redis's keys).
-func (c *Client) decodeInsert(ctx context.Context, q string, idx []int, js []*newJob, cmd *redis.Cmd, out []*Result) error {
-	v, err := cmd.Result()
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
-	}
-	r := newReply("enqueue", v, nil)
-	if err := r.need(1 + 2*len(idx)); err != nil {
-		return wrap("enqueue", err)
-	}
-	for n, i := range idx {
-		j := js[i]
-		op := j.op
-		if op == "" {
-			op = j.id
-		}
-		res := &Result{JobID: r.str(2 + 2*n), Queue: q, OperationID: op, Deduplicated: r.int(1+2*n) == 0}
-		if r.err != nil {
-			return wrap("enqueue", r.err)
-		}
-		if res.Deduplicated {
-			c.m.Deduplicated.WithLabelValues(q, metrics.StageEnqueue).Inc()
+		out[i] = &Result{JobID: r.JobID, Queue: r.Queue, OperationID: r.OperationID, Deduplicated: r.Deduplicated}
+		if r.Deduplicated {
+			c.m.Deduplicated.WithLabelValues(r.Queue, metrics.StageEnqueue).Inc()
 		} else {
-			c.m.Enqueued.WithLabelValues(q).Inc()
+			c.m.Enqueued.WithLabelValues(r.Queue).Inc()
 		}
-		out[i] = res
 	}
-	if r.int(0) == 1 {
-		return c.ledger.RegisterQueues(ctx, q)
-	}
-	return nil
+	return out, err
+}
+
+func (c *Client) insertOne(ctx context.Context, j *ledger.NewJob) (*Result, error) {
+	out, err := c.insert(ctx, []*ledger.NewJob{j})
+	return out[0], err
 }
 
 // rejected counts an invalid enqueue.
@@ -290,7 +194,7 @@ func (c *Client) rejected(opts []Option) {
 	c.m.Rejected.WithLabelValues(o.queue, metrics.ReasonInvalid).Inc()
 }
 
-func prepareTyped(args JobArgs, opts []Option) (*newJob, error) {
+func prepareTyped(args JobArgs, opts []Option) (*ledger.NewJob, error) {
 	if args == nil {
 		return nil, invalid("nil args")
 	}
@@ -338,7 +242,7 @@ func StartsObject(valid []byte) bool {
 
 // prepare validates everything before anything is written. payload is
 // valid JSON.
-func prepare(kind string, payload, display []byte, opts []Option) (*newJob, error) {
+func prepare(kind string, payload, display []byte, opts []Option) (*ledger.NewJob, error) {
 	o := options{queue: DefaultQueue, maxRetries: DefaultMaxRetries}
 	for _, f := range opts {
 		f(&o)
@@ -376,8 +280,8 @@ func prepare(kind string, payload, display []byte, opts []Option) (*newJob, erro
 	if o.delay > 0 {
 		runAt = time.Now().Add(o.delay)
 	}
-	return &newJob{
-		id: uuid.NewString(), kind: kind, queue: o.queue, op: o.op, resource: o.resource,
-		payload: payload, display: display, maxRetries: o.maxRetries, timeout: o.timeout, runAt: runAt,
+	return &ledger.NewJob{
+		ID: uuid.NewString(), Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
+		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: o.timeout, RunAt: runAt,
 	}, nil
 }

@@ -2,13 +2,14 @@ package jobs
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/fencedq/fencedq/internal/ledger"
 )
 
 // Sentinel errors. Match them with errors.Is.
 var (
 	// ErrInvalid means the job was rejected before anything was written.
-	ErrInvalid = errors.New("jobs: invalid job")
+	ErrInvalid = ledger.ErrInvalid
 	// ErrPermanent marks a handler error that must not be retried.
 	ErrPermanent = errors.New("jobs: permanent failure")
 	// ErrUnknown marks a handler error after which the side effect may or may
@@ -16,17 +17,17 @@ var (
 	ErrUnknown = errors.New("jobs: outcome unknown")
 	// ErrStale means a ledger write came from a token that no longer runs the
 	// job (a newer attempt took over); nothing changed.
-	ErrStale = errors.New("jobs: stale token")
+	ErrStale = ledger.ErrStale
 	// ErrNotFound means no job has that id (or it expired after retention).
-	ErrNotFound = errors.New("jobs: job not found")
+	ErrNotFound = ledger.ErrNotFound
 	// ErrWrongState means the job is not in a state that allows the action.
-	ErrWrongState = errors.New("jobs: job not in a state that allows this")
+	ErrWrongState = ledger.ErrWrongState
 	// ErrEnqueueUnknown means an enqueue failed on its way to or from Redis:
 	// the job was written whole or not at all, and the caller cannot tell
 	// which. Enqueueing again with the same OperationID is always safe (a
 	// job already written is returned, deduplicated); without one, a retry
 	// may create a second job.
-	ErrEnqueueUnknown = errors.New("jobs: enqueue outcome unknown; enqueue again with the same operation id")
+	ErrEnqueueUnknown = ledger.ErrEnqueueUnknown
 )
 
 type markedError struct {
@@ -60,6 +61,4 @@ func Unknown(err error) error {
 	return &markedError{mark: ErrUnknown, err: err}
 }
 
-func invalid(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
-}
+func invalid(format string, a ...any) error { return ledger.Invalid(format, a...) }

@@ -3,6 +3,8 @@ package jobs
 import (
 	"context"
 	"strings"
+
+	"github.com/fencedq/fencedq/internal/ledger"
 )
 
 // operator checks an operator's name and note and returns the actor string
@@ -45,7 +47,7 @@ func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, acto
 	if d == DecideRerun {
 		from = append(from, Dead, Cancelled)
 	}
-	if _, err := c.ledger.Decide(ctx, queue, id, Resolution{From: from, Decision: d, Actor: who, Note: note}); err != nil {
+	if _, err := c.ledger.Decide(ctx, queue, id, ledger.Resolution{From: from, Decision: d, Actor: who, Note: note}); err != nil {
 		return nil, err
 	}
 	return c.ledger.Get(ctx, queue, id)

@@ -27,7 +27,7 @@ func Prepare(args JobArgs, opts ...Option) (*Prepared, error) {
 		return nil, err
 	}
 	return &Prepared{
-		Kind: j.kind, Queue: j.queue, OperationID: j.op, Resource: j.resource, MaxRetries: j.maxRetries,
-		Timeout: j.timeout, RunAt: j.runAt, Payload: j.payload, Display: j.display,
+		Kind: j.Kind, Queue: j.Queue, OperationID: j.OperationID, Resource: j.Resource, MaxRetries: j.MaxRetries,
+		Timeout: j.Timeout, RunAt: j.RunAt, Payload: j.Payload, Display: j.Display,
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -19,7 +20,7 @@ const commitTimeout = 5 * time.Second
 // finished is an attempt's outcome on its way to the ledger.
 type finished struct {
 	a       *attempt
-	outcome jobs.Outcome
+	outcome ledger.Outcome
 	err     error // the handler's error, for the log
 	elapsed time.Duration
 	kind    string // the metric label
@@ -100,13 +101,13 @@ func (c *completer) flush(ctx context.Context, batch []*finished) {
 }
 
 func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
-	cs := make([]jobs.Completion, len(fs))
+	cs := make([]ledger.Completion, len(fs))
 	for i, f := range fs {
-		cs[i] = jobs.Completion{ID: f.a.job.ID, Token: f.a.job.Token, Fence: f.a.fence(), Outcome: f.outcome}
+		cs[i] = ledger.Completion{ID: f.a.job.ID, Token: f.a.job.Token, Fence: f.a.fence(), Outcome: f.outcome}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	var out []jobs.Committed
+	var out []ledger.Committed
 	var err error
 	retried := false
 	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
@@ -147,7 +148,7 @@ func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
 }
 
 // report logs and counts one committed outcome.
-func (c *completer) report(f *finished, got jobs.Committed, retried bool) {
+func (c *completer) report(f *finished, got ledger.Committed, retried bool) {
 	q, log := f.a.job.Queue, f.a.log
 	wanted := f.outcome.To
 	if f.outcome.Defer {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	rules "github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -25,7 +26,7 @@ var errCancelled = errors.New("worker: job cancelled by an operator")
 // cancels ctx, with a cause matching lease.ErrLost, the moment either is
 // lost or cannot be confirmed before its local deadline.
 type attempt struct {
-	job      jobs.Claimed
+	job      ledger.Claimed
 	owner    string // pool id / job id: the lease owner and fence owner
 	resource string // the leased resource ("job:<id>" unless the args name one)
 	log      jobLog // logs with the job's attributes
@@ -45,7 +46,7 @@ type attempt struct {
 // trusting an unconfirmed lease.
 func safetyMargin(ttl time.Duration) time.Duration { return max(ttl/10, 10*time.Millisecond) }
 
-func (p *Pool) newAttempt(work context.Context, c jobs.Claimed, sent time.Time) *attempt {
+func (p *Pool) newAttempt(work context.Context, c ledger.Claimed, sent time.Time) *attempt {
 	ctx, cancel := context.WithCancelCause(work)
 	a := &attempt{
 		job: c, owner: p.cfg.WorkerID + "/" + c.ID, resource: jobs.LeaseResource(c.ID, c.Resource),
@@ -100,7 +101,7 @@ func (p *Pool) execute(a *attempt) {
 	if c.Resource != "" && !p.acquireResource(a, kind) {
 		p.renewer.remove(a)
 		a.timer.Stop()
-		p.completer.add(&finished{a: a, outcome: jobs.Outcome{Defer: true, Reason: "resource busy",
+		p.completer.add(&finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: "resource busy",
 			RetryAt: time.Now().Add(100*time.Millisecond + rand.N(400*time.Millisecond))}})
 		return
 	}
@@ -117,7 +118,7 @@ func (p *Pool) execute(a *attempt) {
 				"put_backs", c.KindDefers+1, "limit", p.cfg.UnknownKindDefers, "in", wait)
 			p.renewer.remove(a)
 			a.timer.Stop()
-			p.completer.add(&finished{a: a, outcome: jobs.Outcome{Defer: true, UnknownKind: true,
+			p.completer.add(&finished{a: a, outcome: ledger.Outcome{Defer: true, UnknownKind: true,
 				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryAt: time.Now().Add(wait)}})
 			return
 		}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
-	"github.com/fencedq/fencedq/jobs"
 )
 
 // TestLapsedClaimDoesNotRunWithANewResourceToken: a worker frozen between
@@ -21,7 +21,7 @@ func TestLapsedClaimDoesNotRunWithANewResourceToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := jobs.Claimed{ID: "j1", Queue: "default", Token: 7, Kind: "k", Resource: "account:1"}
+	c := ledger.Claimed{ID: "j1", Queue: "default", Token: 7, Kind: "k", Resource: "account:1"}
 	fresh := p.newAttempt(context.Background(), c, time.Now())
 	defer fresh.timer.Stop()
 	if !p.acquireResource(fresh, "k") {
@@ -29,7 +29,7 @@ func TestLapsedClaimDoesNotRunWithANewResourceToken(t *testing.T) {
 	}
 	_ = p.leases.Release(context.Background(), fresh.resLease)
 
-	frozen := p.newAttempt(context.Background(), jobs.Claimed{ID: "j2", Queue: "default", Token: 8, Kind: "k", Resource: "account:1"},
+	frozen := p.newAttempt(context.Background(), ledger.Claimed{ID: "j2", Queue: "default", Token: 8, Kind: "k", Resource: "account:1"},
 		time.Now().Add(-2*time.Second)) // claimed two TTLs ago, never confirmed since
 	defer frozen.timer.Stop()
 	if p.acquireResource(frozen, "k") {

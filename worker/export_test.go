@@ -1,8 +1,8 @@
 package worker
 
 import (
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/testsignal"
-	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker/internal/maintenance"
 )
 
@@ -18,7 +18,7 @@ type Hooks struct {
 	// Claimed: a claim's reply was handled (jobs started, drops counted).
 	Claimed *testsignal.Signal[ClaimEvent]
 	// Committed: a completion batch came back and was reported.
-	Committed *testsignal.Signal[[]jobs.Committed]
+	Committed *testsignal.Signal[[]ledger.Committed]
 	// Decided: the reconciler decided about a job and counted it.
 	Decided *testsignal.Signal[Decision]
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
@@ -23,7 +24,7 @@ type env struct {
 	rdb    redis.UniversalClient
 	ns     string
 	client *jobs.Client
-	ledger *jobs.Ledger
+	ledger *ledger.Ledger
 	reg    *prometheus.Registry
 	logs   *syncbuf.Buffer
 }
@@ -36,7 +37,7 @@ func newEnv(t *testing.T) *env {
 func newEnvOn(t *testing.T, rdb redis.UniversalClient, ns string) *env {
 	reg := prometheus.NewRegistry()
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Registerer: reg})
-	e := &env{t: t, rdb: rdb, ns: ns, client: c, ledger: c.Ledger(), reg: reg, logs: &syncbuf.Buffer{}}
+	e := &env{t: t, rdb: rdb, ns: ns, client: c, ledger: ledger.New(rdb, ledger.Config{Namespace: ns}), reg: reg, logs: &syncbuf.Buffer{}}
 	t.Cleanup(func() {
 		_ = c.Close()
 		if t.Failed() {

@@ -1,8 +1,8 @@
 package worker
 
 import (
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/testsignal"
-	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker/internal/maintenance"
 )
 
@@ -15,7 +15,7 @@ type hooks struct {
 	claimed testsignal.Signal[claimEvent]
 	// committed: one queue's completion batch came back and each outcome
 	// in it was reported (logged and counted).
-	committed testsignal.Signal[[]jobs.Committed]
+	committed testsignal.Signal[[]ledger.Committed]
 	// decided: the reconciler's expirer or resolver decided about a job
 	// and counted the decision.
 	decided testsignal.Signal[maintenance.Decision]
@@ -24,5 +24,5 @@ type hooks struct {
 // claimEvent is one handled claim.
 type claimEvent struct {
 	Queue  string
-	Result *jobs.ClaimResult
+	Result *ledger.ClaimResult
 }

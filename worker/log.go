@@ -4,14 +4,14 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/internal/ledger"
 )
 
 // jobLog logs with a job's attributes; they are only built when a line is
 // actually written, so a quiet logger costs nothing per job.
 type jobLog struct {
 	l   *slog.Logger
-	job *jobs.Claimed
+	job *ledger.Claimed
 }
 
 // enabled reports whether a line at level would be written.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -85,7 +86,7 @@ func TestPeriodicTicksExactlyOnceAcrossLeaderHandover(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client()
 	ns := redistest.Namespace(t)
-	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: ns})
+	ledger := ledger.New(rdb, ledger.Config{Namespace: ns})
 	ctx := context.Background()
 
 	sched := func() *jobs.Schedule {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -47,7 +48,7 @@ type Pool struct {
 	rdb     redis.UniversalClient
 	cfg     Config
 	log     *slog.Logger
-	ledger  *jobs.Ledger
+	ledger  *ledger.Ledger
 	leases  *lease.Manager
 	metrics *metrics.Set
 	series  series // the per-job metric children, by label values
@@ -77,7 +78,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		rdb:      rdb,
 		cfg:      cfg,
 		log:      cfg.Logger.With("worker", cfg.WorkerID),
-		ledger:   jobs.NewLedger(rdb, jobs.Config{Namespace: cfg.Namespace, Retention: cfg.Retention}),
+		ledger:   ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention}),
 		leases:   lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace}),
 		metrics:  metrics.New(cfg.Registerer),
 		handlers: map[string]*handler{},
@@ -91,7 +92,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 }
 
 // Ledger returns the pool's ledger.
-func (p *Pool) Ledger() *jobs.Ledger { return p.ledger }
+func (p *Pool) Ledger() *ledger.Ledger { return p.ledger }
 
 // ID returns the pool's worker id.
 func (p *Pool) ID() string { return p.cfg.WorkerID }

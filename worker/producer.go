@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -182,7 +183,7 @@ func (p *Pool) queueOrder() []string {
 }
 
 // logDropped explains due-index entries a claim removed without an attempt.
-func (p *Pool) logDropped(q string, dropped []jobs.Dropped) {
+func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 	for _, d := range dropped {
 		switch d.State {
 		case "missing":

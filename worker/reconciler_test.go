@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
@@ -134,7 +135,7 @@ func TestStaleAttemptCommitIsRejected(t *testing.T) {
 	w.started.WaitOrTimeoutN(2)
 	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
 	close(w.wake) // the old attempt wakes up and tries to commit
-	hooks.Committed.WaitFor("the old attempt's commit, refused", func(cs []jobs.Committed) bool {
+	hooks.Committed.WaitFor("the old attempt's commit, refused", func(cs []ledger.Committed) bool {
 		for _, c := range cs {
 			if !c.Applied {
 				return true

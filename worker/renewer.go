@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
-	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -118,9 +118,9 @@ func (r *renewer) renewAll(ctx context.Context) {
 // renewQueue renews the ledger leases of one queue's attempts and reports
 // whether the call succeeded.
 func (r *renewer) renewQueue(ctx context.Context, q string, as []*attempt) bool {
-	batch := make([]jobs.Attempt, len(as))
+	batch := make([]ledger.Attempt, len(as))
 	for i, a := range as {
-		batch[i] = jobs.Attempt{ID: a.job.ID, Token: a.job.Token}
+		batch[i] = ledger.Attempt{ID: a.job.ID, Token: a.job.Token}
 	}
 	out, err := r.p.ledger.Renew(ctx, q, r.p.cfg.LeaseTTL, batch)
 	if err != nil {
@@ -132,10 +132,10 @@ func (r *renewer) renewQueue(ctx context.Context, q string, as []*attempt) bool 
 	}
 	for i, a := range as {
 		switch out[i].Status {
-		case jobs.Lost:
+		case ledger.Lost:
 			r.p.metrics.Fenced.WithLabelValues(q, metrics.StageRenew).Inc()
 			a.cancel(fmt.Errorf("%w: the ledger says the job is %s", lease.ErrLost, out[i].State))
-		case jobs.CancelRequested:
+		case ledger.CancelRequested:
 			a.mu.Lock()
 			first := !a.cancelled
 			a.cancelled = true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -167,7 +168,7 @@ func (e *bench) fieldBytes(ctx context.Context, key string) map[string]int {
 }
 
 func (e *bench) fencedqKeys(ctx context.Context, d *drained) (map[string]float64, map[string]int, error) {
-	l := jobs.NewLedger(e.single.rdb, jobs.Config{Namespace: d.ns})
+	l := ledger.New(e.single.rdb, ledger.Config{Namespace: d.ns})
 	out := map[string]float64{}
 	k := min(memSample, len(d.jobs))
 	for _, res := range d.jobs[:k] {

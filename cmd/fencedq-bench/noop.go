@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/asynqfence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -378,12 +379,12 @@ func asynqDrainWith(ctx context.Context, t *target, queues []string, n, conc int
 	defer deleteMatching(context.WithoutCancel(ctx), t.rdb, id, names)
 	ac := asynq.NewClientFromRedisClient(t.rdb)
 	d := &drained{queues: names, tasks: make([]*asynq.TaskInfo, n)}
-	var ledger *jobs.Ledger
+	var lg *ledger.Ledger
 	if bridged {
 		// The ledger namespace is the run's id, so deleteMatching removes
 		// its keys with asynq's; ledger queues take asynq's queue names.
 		d.bridgeNS = id
-		ledger = jobs.NewLedger(t.rdb, jobs.Config{Namespace: id})
+		lg = ledger.New(t.rdb, ledger.Config{Namespace: id})
 	}
 	if o.before != nil {
 		if err := o.before(ctx); err != nil {
@@ -427,7 +428,7 @@ func asynqDrainWith(ctx context.Context, t *target, queues []string, n, conc int
 		return work(ctx, a)
 	})
 	if bridged {
-		h = asynqfence.Middleware(ledger, asynqfence.Options{Logger: discardLogger})(h)
+		h = asynqfence.Middleware(t.rdb, jobs.Config{Namespace: id}, asynqfence.Options{Logger: discardLogger})(h)
 	}
 	if err := srv.Start(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		return c.record(h.ProcessTask(ctx, task))
@@ -448,7 +449,7 @@ func asynqDrainWith(ctx context.Context, t *target, queues []string, n, conc int
 		// Sanity: every bridged job must have reached succeeded in the ledger.
 		var ok int64
 		for _, q := range names {
-			st, err := ledger.Stats(ctx, q)
+			st, err := lg.Stats(ctx, q)
 			if err != nil {
 				return r, err
 			}
@@ -546,7 +547,7 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 	// Sanity: every job must have reached succeeded in the ledger.
 	var ok int64
 	for _, q := range queues {
-		st, err := client.Ledger().Stats(ctx, q)
+		st, err := client.Inspector().Stats(ctx, q)
 		if err != nil {
 			return r, err
 		}

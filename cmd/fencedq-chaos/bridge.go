@@ -54,9 +54,8 @@ func runBridgeWorker(ctx context.Context, w workerFlags, rdb *redis.Client, pool
 	if err != nil {
 		return err
 	}
-	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: w.namespace})
 	prefix := w.namespace + "-"
-	b, err := asynqfence.New(ledger, asynqfence.Options{
+	b, err := asynqfence.New(rdb, jobs.Config{Namespace: w.namespace}, asynqfence.Options{
 		WorkerID:  w.id,
 		LeaseTTL:  w.leaseTTL,
 		Queue:     func(q string) string { return strings.TrimPrefix(q, prefix) },

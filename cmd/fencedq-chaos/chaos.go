@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -192,13 +193,12 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	var enq enqueuer
 	var jc *jobs.Client
 	var ac *asynq.Client
-	ledger := jobs.NewLedger(e.rdb, jobs.Config{Namespace: namespace})
+	lg := ledger.New(e.rdb, ledger.Config{Namespace: namespace})
 	switch mode {
 	case modeFenced:
 		jc = jobs.NewClient(e.rdb, jobs.Config{Namespace: namespace})
 		defer jc.Close()
 		enq = fencedEnqueuer(jc)
-		ledger = jc.Ledger()
 	case modeBaseline:
 		ac = asynq.NewClientFromRedisClient(e.rdb)
 		defer ac.Close()
@@ -276,7 +276,7 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	if mode == modeBaseline {
 		err = checkBaseline(cctx, e, w, rep)
 	} else {
-		err = checkFenced(cctx, e, ledger, w, rep)
+		err = checkFenced(cctx, e, lg, w, rep)
 	}
 	if err == nil && mode == modeBridge {
 		rep.Asynq, err = asynqCounts(asynq.NewInspectorFromRedisClient(e.rdb))
@@ -291,7 +291,7 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 			if mode == modeBaseline {
 				return r, checkBaseline(cctx, e, w, r)
 			}
-			return r, checkFenced(cctx, e, ledger, w, r)
+			return r, checkFenced(cctx, e, lg, w, r)
 		}
 		if err := o.afterCheck(cctx, e, recheck); err != nil {
 			return nil, err
@@ -400,7 +400,7 @@ func (e *runEnv) progressLoop(ctx context.Context, w *workload, n *nemesis, mode
 
 // ledgerCounts sums the ledger's per-state counts over the workload queues.
 func (e *runEnv) ledgerCounts(ctx context.Context) (map[jobs.State]int64, error) {
-	l := jobs.NewLedger(e.rdb, jobs.Config{Namespace: namespace})
+	l := ledger.New(e.rdb, ledger.Config{Namespace: namespace})
 	out := map[jobs.State]int64{}
 	for _, q := range []string{transfersQueue, priorityQueue} {
 		c, err := l.Counts(ctx, q)
@@ -419,7 +419,7 @@ func (e *runEnv) ledgerCounts(ctx context.Context) (map[jobs.State]int64, error)
 // the queue itself, scored by due time, so a due job waits only for a free
 // worker slot.
 func (e *runEnv) pendingDue(ctx context.Context) string {
-	l := jobs.NewLedger(e.rdb, jobs.Config{Namespace: namespace})
+	l := ledger.New(e.rdb, ledger.Config{Namespace: namespace})
 	now, err := l.ServerTime(ctx)
 	if err != nil {
 		return err.Error()

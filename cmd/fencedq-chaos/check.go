@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -109,7 +110,7 @@ type jobView struct {
 }
 
 // checkFenced verifies a fencedq run.
-func checkFenced(ctx context.Context, e *runEnv, ledger *jobs.Ledger, w *workload, rep *report) error {
+func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workload, rep *report) error {
 	s := qschema(e.schema)
 	pool := e.admin
 	moves, err := readMoneyAndMoves(ctx, pool, e.schema, e.accounts, rep)

@@ -127,7 +127,7 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		defer closeAll()
-		l := client.Ledger()
+		l := client.Inspector()
 		switch {
 		case *state != "":
 			return listJobs(ctx, out, l, jobs.State(*state), *queue, *limit, *asJSON)
@@ -193,7 +193,7 @@ type queueInfo struct {
 	Paused *jobs.Pause          `json:"paused"`
 }
 
-func listQueues(ctx context.Context, out io.Writer, l *jobs.Ledger, queue string, asJSON bool) error {
+func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue string, asJSON bool) error {
 	names := []string{queue}
 	if queue == "" {
 		var err error
@@ -248,7 +248,7 @@ func pauseText(p *jobs.Pause) string {
 	return s
 }
 
-func listJobs(ctx context.Context, out io.Writer, l *jobs.Ledger, s jobs.State, queue string, limit int, asJSON bool) error {
+func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.State, queue string, limit int, asJSON bool) error {
 	queues := []string{queue}
 	if queue == "" {
 		var err error
@@ -259,11 +259,13 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Ledger, s jobs.State, 
 	var all []*jobs.Record
 	var paused []string
 	for _, q := range queues {
-		recs, err := l.List(ctx, q, s, 0, limit)
+		page, err := l.List(ctx, jobs.ListParams{State: s, Queue: q, Limit: limit})
 		if err != nil {
 			return err
 		}
-		all = append(all, recs...)
+		for _, j := range page.Jobs {
+			all = append(all, j.Record)
+		}
 		p, err := l.Paused(ctx, q)
 		if err != nil {
 			return err
@@ -416,7 +418,7 @@ var takes = map[string]string{
 }
 
 // findQueue returns queue, or looks job id up in every queue when empty.
-func findQueue(ctx context.Context, l *jobs.Ledger, queue, id, action string) (string, error) {
+func findQueue(ctx context.Context, l *jobs.Inspector, queue, id, action string) (string, error) {
 	if queue != "" {
 		return queue, nil
 	}
@@ -453,7 +455,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		id := *job
 		var q string
 		if *op != "" {
-			rec, err := client.Ledger().FindByOperation(ctx, *op)
+			rec, err := client.Inspector().FindByOperation(ctx, *op)
 			if err != nil {
 				return operatorError("resolve", err)
 			}
@@ -461,7 +463,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				return operatorError("resolve", fmt.Errorf("%w: operation %s is in queue %s, not %s", jobs.ErrNotFound, *op, rec.Queue, *queue))
 			}
 			id, q = rec.ID, rec.Queue
-		} else if q, err = findQueue(ctx, client.Ledger(), *queue, *job, "resolve"); err != nil {
+		} else if q, err = findQueue(ctx, client.Inspector(), *queue, *job, "resolve"); err != nil {
 			return err
 		}
 		rec, err := client.Resolve(ctx, q, id, d, o.actor, o.note)
@@ -501,7 +503,7 @@ func jobCommand(fs *flag.FlagSet, action string, noteRequired bool,
 			return err
 		}
 		defer closeAll()
-		q, err := findQueue(ctx, client.Ledger(), *queue, *job, action)
+		q, err := findQueue(ctx, client.Inspector(), *queue, *job, action)
 		if err != nil {
 			return err
 		}
@@ -579,7 +581,7 @@ func pauseOrResume(fs *flag.FlagSet, pause bool) func(context.Context, io.Writer
 		if err != nil {
 			return operatorError(action, err)
 		}
-		l := client.Ledger()
+		l := client.Inspector()
 		known, err := l.Queues(ctx)
 		if err != nil {
 			return err
@@ -630,7 +632,7 @@ func queuesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		defer closeAll()
-		return listQueues(ctx, out, client.Ledger(), *queue, *asJSON)
+		return listQueues(ctx, out, client.Inspector(), *queue, *asJSON)
 	}
 }
 
@@ -651,12 +653,12 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		defer closeAll()
-		l := client.Ledger()
+		l := client.Inspector()
 		ps, err := l.Pools(ctx)
 		if err != nil {
 			return err
 		}
-		holder, err := lease.NewManager(l.Redis(), lease.Config{Namespace: l.Namespace()}).Holder(ctx, jobs.LeaderResource)
+		holder, err := l.Leader(ctx)
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/cli"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -246,7 +247,7 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 
 	// Dashboard, with actions enabled for this run only.
 	pw := randomHex(8)
-	h, err := dashboard.New(d.client.Ledger(), d.client, dashboard.Options{Username: "demo", Password: pw, Logger: log})
+	h, err := dashboard.New(nil, d.client, dashboard.Options{Username: "demo", Password: pw, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -454,7 +455,7 @@ func (d *demo) crash(ctx context.Context) error {
 // entry (counted as deduplicated_execute) and the handler must not run.
 func (d *demo) strayDueEntry(ctx context.Context) {
 	const q = "default"
-	l := d.client.Ledger()
+	l := ledger.New(d.rdb, ledger.Config{Namespace: d.ns})
 	ids, err := l.IDs(ctx, q, jobs.Succeeded, 0, 1)
 	if err != nil || len(ids) == 0 {
 		d.stage("stray due-index stage skipped: no succeeded transfer yet (%v)", err)
@@ -503,7 +504,7 @@ func (d *demo) strayDueEntry(ctx context.Context) {
 
 // queueStat reads one of queue q's ledger counters (0 on error).
 func (d *demo) queueStat(ctx context.Context, q, name string) int64 {
-	st, err := d.client.Ledger().Stats(ctx, q)
+	st, err := d.client.Inspector().Stats(ctx, q)
 	if err != nil {
 		return 0
 	}
@@ -513,7 +514,7 @@ func (d *demo) queueStat(ctx context.Context, q, name string) int64 {
 // unfinished counts enqueued jobs not yet final or in review.
 func (d *demo) unfinished(ctx context.Context) (int, error) {
 	n := 0
-	l := d.client.Ledger()
+	l := d.client.Inspector()
 	qs, err := l.Queues(ctx)
 	if err != nil {
 		return 0, err
@@ -551,7 +552,7 @@ func (d *demo) report(ctx context.Context, start, end time.Time) {
 // stats sums every queue's ledger counters.
 func (d *demo) stats(ctx context.Context) map[string]int64 {
 	out := map[string]int64{}
-	l := d.client.Ledger()
+	l := d.client.Inspector()
 	qs, _ := l.Queues(ctx)
 	for _, q := range qs {
 		st, _ := l.Stats(ctx, q)
@@ -576,7 +577,7 @@ func (d *demo) summarize(ctx context.Context, before map[string]int64) (*summary
 	expected := maps.Clone(before)
 	decodable := true
 	for _, id := range ids {
-		rec, err := d.client.Ledger().Find(ctx, id)
+		rec, err := d.client.Inspector().Find(ctx, id)
 		if errors.Is(err, jobs.ErrNotFound) {
 			s.Lost++
 			continue

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -182,7 +183,7 @@ type operatorEnv struct {
 	url    string
 	ns     string
 	client *jobs.Client
-	ledger *jobs.Ledger
+	ledger *ledger.Ledger
 }
 
 func newOperatorEnv(t *testing.T) *operatorEnv {
@@ -191,7 +192,7 @@ func newOperatorEnv(t *testing.T) *operatorEnv {
 	ns := redistest.Namespace(t)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	t.Cleanup(func() { _ = c.Close() })
-	return &operatorEnv{t: t, url: "redis://" + srv.Addr, ns: ns, client: c, ledger: c.Ledger()}
+	return &operatorEnv{t: t, url: "redis://" + srv.Addr, ns: ns, client: c, ledger: ledger.New(rdb, ledger.Config{Namespace: ns})}
 }
 
 // cli runs fencedq against the environment's Redis and namespace.
@@ -210,7 +211,7 @@ func (e *operatorEnv) enqueue(opts ...jobs.Option) string {
 }
 
 // claim starts an attempt on the next due job of queue default, which must be id.
-func (e *operatorEnv) claim(id string) jobs.Claimed {
+func (e *operatorEnv) claim(id string) ledger.Claimed {
 	e.t.Helper()
 	res, err := e.ledger.Claim(context.Background(), "default", "pool-1", time.Minute, 1)
 	if err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != id {
@@ -309,8 +310,8 @@ func TestCancelCommand(t *testing.T) {
 		t.Fatalf("inspect running: %d %q", code, out)
 	}
 	// Its retry becomes cancelled: the outcome is still committed by its token.
-	cs, err := e.ledger.Complete(context.Background(), "default", []jobs.Completion{{ID: running, Token: cl.Token,
-		Outcome: jobs.Outcome{To: jobs.Pending, Error: "context canceled", RetryAt: time.Now()}}})
+	cs, err := e.ledger.Complete(context.Background(), "default", []ledger.Completion{{ID: running, Token: cl.Token,
+		Outcome: ledger.Outcome{To: jobs.Pending, Error: "context canceled", RetryAt: time.Now()}}})
 	if err != nil || !cs[0].Applied || cs[0].State != jobs.Cancelled {
 		t.Fatalf("retry of a cancelled job: %+v %v", cs, err)
 	}
@@ -322,8 +323,8 @@ func TestRerunDeadAndCancelledJobs(t *testing.T) {
 	dead := e.enqueue()
 	cl := e.claim(dead)
 	// The attempt leased a named resource: its fence token is shown.
-	cs, err := e.ledger.Complete(ctx, "default", []jobs.Completion{{ID: dead, Token: cl.Token, Fence: 777,
-		Outcome: jobs.Outcome{To: jobs.Dead, Error: "card declined", Reason: "permanent error"}}})
+	cs, err := e.ledger.Complete(ctx, "default", []ledger.Completion{{ID: dead, Token: cl.Token, Fence: 777,
+		Outcome: ledger.Outcome{To: jobs.Dead, Error: "card declined", Reason: "permanent error"}}})
 	if err != nil || !cs[0].Applied {
 		t.Fatalf("commit dead: %+v %v", cs, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
@@ -134,7 +135,7 @@ func TestQueuesPoolsAndResolveByOperation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := lease.NewManager(e.ledger.Redis(), lease.Config{Namespace: e.ns}).Acquire(ctx, jobs.LeaderResource, "pool-a", time.Minute); err != nil {
+	if _, err := lease.NewManager(e.ledger.Redis(), lease.Config{Namespace: e.ns}).Acquire(ctx, ledger.LeaderResource, "pool-a", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = e.cli("pools", "--json")

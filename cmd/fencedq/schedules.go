@@ -57,7 +57,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		defer closeAll()
-		lines, err := loadSchedules(ctx, client.Ledger(), *id, *ticks)
+		lines, err := loadSchedules(ctx, client.Inspector(), *id, *ticks)
 		if err != nil {
 			return err
 		}
@@ -69,7 +69,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 }
 
 // loadSchedules reads every schedule (or only id's) with up to n ticks each.
-func loadSchedules(ctx context.Context, l *jobs.Ledger, id string, n int) ([]scheduleLine, error) {
+func loadSchedules(ctx context.Context, l *jobs.Inspector, id string, n int) ([]scheduleLine, error) {
 	var scheds []*jobs.Schedule
 	if id != "" {
 		s, err := l.Schedule(ctx, id)
@@ -114,7 +114,7 @@ func loadSchedules(ctx context.Context, l *jobs.Ledger, id string, n int) ([]sch
 
 // jobState returns job id's state on queue q, "gone" when it is no longer
 // in the ledger.
-func jobState(ctx context.Context, l *jobs.Ledger, q, id string) (string, error) {
+func jobState(ctx context.Context, l *jobs.Inspector, q, id string) (string, error) {
 	if q == "" || id == "" {
 		return stateGone, nil
 	}

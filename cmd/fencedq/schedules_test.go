@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -22,7 +23,7 @@ func (e *operatorEnv) recordTick(id string, leader lease.Token, tick, next time.
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.ledger.RecordTicks(ctx, id, leader, jobs.TickRecord{Cursor: tick, Next: next,
+	if err := e.ledger.RecordTicks(ctx, id, leader, ledger.TickRecord{Cursor: tick, Next: next,
 		Ticks: []jobs.Tick{{Time: tick, JobID: res.JobID, Queue: res.Queue, Deduplicated: res.Deduplicated}}}); err != nil {
 		e.t.Fatal(err)
 	}

@@ -45,15 +45,15 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		defer closeAll()
-		h, err := dashboard.New(client.Ledger(), client, dashboard.Options{Username: *user, Password: *password, Logger: logs.Logger(os.Stderr)})
+		h, err := dashboard.New(client.Inspector(), client, dashboard.Options{Username: *user, Password: *password, Logger: logs.Logger(os.Stderr)})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(newLedgerCollector(client.Ledger()))
+		reg.MustRegister(newLedgerCollector(client.Inspector()))
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", cli.Healthz(client.Ledger().Redis()))
+		mux.HandleFunc("/healthz", cli.Healthz(client.Inspector().Ping))
 		mux.Handle("/", h)
 		return serveHTTP(ctx, *addr, mux, func(a string) {
 			fmt.Fprintf(out, "dashboard: http://%s/\n", a)
@@ -63,11 +63,11 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 
 // ledgerCollector exports the ledger's per-state counts at scrape time.
 type ledgerCollector struct {
-	l    *jobs.Ledger
+	l    *jobs.Inspector
 	desc *prometheus.Desc
 }
 
-func newLedgerCollector(l *jobs.Ledger) *ledgerCollector {
+func newLedgerCollector(l *jobs.Inspector) *ledgerCollector {
 	return &ledgerCollector{l: l, desc: prometheus.NewDesc("fencedq_ledger_jobs",
 		"Jobs per state in the ledger, read at scrape time.", []string{"queue", "state"}, nil)}
 }

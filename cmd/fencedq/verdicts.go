@@ -87,7 +87,7 @@ type evidence struct {
 }
 
 func (d *demo) evidence(ctx context.Context, j stagedJob) (*evidence, error) {
-	l := d.client.Ledger()
+	l := d.client.Inspector()
 	rec, err := l.Get(ctx, j.queue, j.id)
 	if err != nil {
 		return nil, err

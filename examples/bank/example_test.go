@@ -78,7 +78,7 @@ func Example() {
 	}
 	stop()
 	<-stopped // Run returns after a graceful shutdown: the outcome is committed
-	rec, err := client.Ledger().Get(ctx, res.Queue, res.JobID)
+	rec, err := client.Inspector().Get(ctx, res.Queue, res.JobID)
 	if err != nil {
 		panic(err)
 	}

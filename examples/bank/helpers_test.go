@@ -20,6 +20,7 @@ import (
 
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/pgtest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/syncbuf"
@@ -41,7 +42,7 @@ type bankEnv struct {
 	addr   string
 	ns     string
 	client *jobs.Client
-	ledger *jobs.Ledger
+	ledger *ledger.Ledger
 	kind   string     // postgres, redis or http
 	store  bank.Store // the test's own view of the accounts
 	// PostgreSQL (postgres and http kinds).
@@ -60,7 +61,7 @@ func newBankEnv(t *testing.T, kind string) *bankEnv {
 	rdb, ns := redistest.New(t)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	t.Cleanup(func() { _ = c.Close() })
-	e := &bankEnv{t: t, rdb: rdb, addr: rdb.Options().Addr, ns: ns, client: c, ledger: c.Ledger(), kind: kind}
+	e := &bankEnv{t: t, rdb: rdb, addr: rdb.Options().Addr, ns: ns, client: c, ledger: ledger.New(rdb, ledger.Config{Namespace: ns}), kind: kind}
 	ctx := t.Context()
 	switch kind {
 	case "redis":

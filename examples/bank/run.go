@@ -232,7 +232,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 	if metricsLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", cli.Healthz(rdb))
+		mux.HandleFunc("/healthz", cli.Healthz(func(ctx context.Context) error { return rdb.Ping(ctx).Err() }))
 		go func() {
 			if err := cli.Serve(ctx, metricsLn, mux); err != nil {
 				log.Error("metrics server stopped", "error", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -135,7 +136,7 @@ func Example_outbox() {
 	stop()
 	<-stopped // a graceful shutdown commits the outcome
 
-	ledger := jobs.NewLedger(rdb, jobs.Config{Namespace: ns})
+	ledger := ledger.New(rdb, ledger.Config{Namespace: ns})
 	if rec, err := ledger.FindByOperation(ctx, op); err == nil {
 		fmt.Println("job:", rec.Kind, rec.State)
 	} else {

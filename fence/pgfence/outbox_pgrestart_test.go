@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
@@ -214,8 +215,7 @@ func TestOutboxPostgresRestartedUnderSteadyStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb, ns := redistest.New(t)
-	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
-	ledger := client.Ledger()
+	lg := ledger.New(rdb, ledger.Config{Namespace: ns})
 
 	var ranMu sync.Mutex
 	ran := map[string]int{}
@@ -336,12 +336,12 @@ func TestOutboxPostgresRestartedUnderSteadyStream(t *testing.T) {
 		return tx.QueryRow(ctx, `SELECT count(*) FROM `+ob.Table()).Scan(&n) == nil && n == 0
 	}
 	redistest.AwaitWithin(t, rdb, ns, "the outbox to drain and every order's job to run", streamBound, func() bool {
-		c, err := ledger.Counts(ctx, jobs.DefaultQueue)
+		c, err := lg.Counts(ctx, jobs.DefaultQueue)
 		return err == nil && c[jobs.Succeeded] == int64(len(orders())) && drained()
 	})
 
 	have := orders()
-	counts, err := ledger.Counts(ctx, jobs.DefaultQueue)
+	counts, err := lg.Counts(ctx, jobs.DefaultQueue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestOutboxPostgresRestartedUnderSteadyStream(t *testing.T) {
 	defer attemptsMu.Unlock()
 	uncommitted := 0
 	for _, a := range attempts {
-		rec, err := ledger.FindByOperation(ctx, a.op)
+		rec, err := lg.FindByOperation(ctx, a.op)
 		switch {
 		case a.committed && !have[a.order]:
 			t.Errorf("%s: its commit succeeded but the order row is missing", a.order)

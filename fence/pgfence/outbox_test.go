@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/pgtest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -31,7 +32,7 @@ type outboxEnv struct {
 	pool   *pgxpool.Pool
 	outbox *pgfence.Outbox
 	client *jobs.Client
-	ledger *jobs.Ledger
+	ledger *ledger.Ledger
 }
 
 func newOutboxEnv(t *testing.T) *outboxEnv {
@@ -45,7 +46,7 @@ func newOutboxEnv(t *testing.T) *outboxEnv {
 	}
 	rdb, ns := redistest.New(t)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
-	return &outboxEnv{pool: pool, outbox: ob, client: c, ledger: c.Ledger()}
+	return &outboxEnv{pool: pool, outbox: ob, client: c, ledger: ledger.New(rdb, ledger.Config{Namespace: ns})}
 }
 
 func (e *outboxEnv) inTx(t *testing.T, commit bool, f func(tx pgx.Tx)) {
@@ -227,7 +228,7 @@ func TestOutboxRelayedByPool(t *testing.T) {
 	e := newOutboxEnv(t)
 	ctx := t.Context()
 	ran := make(chan string, 1)
-	p, err := worker.NewPool(e.client.Ledger().Redis(), worker.Config{
+	p, err := worker.NewPool(e.ledger.Redis(), worker.Config{
 		Namespace: e.ledger.Namespace(), LeaseTTL: time.Second,
 		Logger: slog.New(slog.DiscardHandler),
 		// A long poll: the job must come through the notification.

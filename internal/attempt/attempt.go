@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -46,7 +47,7 @@ func IsTimeout(err error) bool {
 // reconciled; other kinds retry it (they should return jobs.Unknown
 // themselves when a repeat would be harmful). A retry's due time is set by
 // the caller.
-func Decide(e End) jobs.Outcome {
+func Decide(e End) ledger.Outcome {
 	err := e.Err
 	text := ""
 	if err != nil {
@@ -54,7 +55,7 @@ func Decide(e End) jobs.Outcome {
 	}
 	switch {
 	case err == nil:
-		return jobs.Outcome{To: jobs.Succeeded}
+		return ledger.Outcome{To: jobs.Succeeded}
 	case errors.Is(err, fence.ErrAlreadyApplied):
 		// The effect log says this operation's effect is applied.
 		reason := "effect already applied"
@@ -62,39 +63,39 @@ func Decide(e End) jobs.Outcome {
 		if errors.As(err, &ae) && ae.Elsewhere() {
 			reason = fmt.Sprintf("effect already applied by %s (token %d on %s)", ae.Record.Owner, ae.Record.Token, ae.Record.Resource)
 		}
-		return jobs.Outcome{To: jobs.Succeeded, Error: text, Reason: reason}
+		return ledger.Outcome{To: jobs.Succeeded, Error: text, Reason: reason}
 	case e.Malformed:
-		return jobs.Outcome{To: jobs.Dead, Error: text, Reason: "malformed payload"}
+		return ledger.Outcome{To: jobs.Dead, Error: text, Reason: "malformed payload"}
 	case e.Permanent || errors.Is(err, jobs.ErrPermanent):
 		reason := e.Reason
 		if reason == "" {
 			reason = "permanent error"
 		}
-		return jobs.Outcome{To: jobs.Dead, Error: text, Reason: reason}
+		return ledger.Outcome{To: jobs.Dead, Error: text, Reason: reason}
 	case errors.Is(err, fence.ErrStale):
 		// Storage saw a newer token: this attempt is superseded and its
 		// effect was refused. A retry; if a newer attempt owns the job the
 		// commit itself is refused.
-		return jobs.Outcome{To: jobs.Pending, Error: text}
+		return ledger.Outcome{To: jobs.Pending, Error: text}
 	case errors.Is(err, jobs.ErrUnknown):
-		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: "handler reported an unknown outcome"}
+		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "handler reported an unknown outcome"}
 	case e.Lost:
 		reason := "lease lost mid-call"
 		if e.LostCause != nil {
 			reason += ": " + e.LostCause.Error()
 		}
-		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: reason}
+		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: reason}
 	case e.Cancelled:
 		// The ledger turns a retry of a job an operator cancelled into cancelled.
-		return jobs.Outcome{To: jobs.Pending, Error: text}
+		return ledger.Outcome{To: jobs.Pending, Error: text}
 	case e.TimedOut && !e.RetryOnTimeout:
-		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: "deadline passed mid-call"}
+		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "deadline passed mid-call"}
 	case e.Shutdown != "":
-		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: e.Shutdown}
+		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: e.Shutdown}
 	case IsTimeout(err) && e.Reconcilable && !e.RetryOnTimeout:
-		return jobs.Outcome{To: jobs.Uncertain, Error: text, Reason: "a dependency timed out; it may have accepted the work"}
+		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "a dependency timed out; it may have accepted the work"}
 	}
-	return jobs.Outcome{To: jobs.Pending, Error: text}
+	return ledger.Outcome{To: jobs.Pending, Error: text}
 }
 
 // ReconcileFunc asks a job kind whether an uncertain job's effect happened.

@@ -227,9 +227,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 }
 
 // Healthz answers "ok" while Redis answers, 503 otherwise.
-func Healthz(rdb redis.UniversalClient) http.HandlerFunc {
+func Healthz(ping func(context.Context) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := rdb.Ping(r.Context()).Err(); err != nil {
+		if err := ping(r.Context()); err != nil {
 			http.Error(w, "redis: unavailable", http.StatusServiceUnavailable)
 			return
 		}

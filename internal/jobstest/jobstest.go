@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
@@ -22,7 +23,7 @@ import (
 // WaitState waits until job id of queue q is in state s and returns its
 // record. It fails the test, showing the job's last state and history, if
 // that does not happen within testsignal.Timeout.
-func WaitState(tb testing.TB, l *jobs.Ledger, q, id string, s jobs.State) *jobs.Record {
+func WaitState(tb testing.TB, l *ledger.Ledger, q, id string, s jobs.State) *jobs.Record {
 	tb.Helper()
 	return WaitStateWithin(tb, l, q, id, s, testsignal.DefaultTimeout)
 }
@@ -30,7 +31,7 @@ func WaitState(tb testing.TB, l *jobs.Ledger, q, id string, s jobs.State) *jobs.
 // WaitStateWithin is WaitState with bound (scaled by testsignal.Scale)
 // instead of the default, for a path known to take longer (a lease to
 // lapse, a helper process to start); the caller says why.
-func WaitStateWithin(tb testing.TB, l *jobs.Ledger, q, id string, s jobs.State, bound time.Duration) *jobs.Record {
+func WaitStateWithin(tb testing.TB, l *ledger.Ledger, q, id string, s jobs.State, bound time.Duration) *jobs.Record {
 	tb.Helper()
 	ctx := context.Background()
 	var last *jobs.Record

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
@@ -20,7 +21,7 @@ func TestWaitStateSeesTheCommit(t *testing.T) {
 	rdb, ns := redistest.New(t)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	t.Cleanup(func() { _ = c.Close() })
-	l := c.Ledger()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
 	ctx := context.Background()
 	res, err := c.Enqueue(ctx, noteArgs{})
 	if err != nil {
@@ -31,8 +32,8 @@ func TestWaitStateSeesTheCommit(t *testing.T) {
 		t.Fatal(cl, err)
 	}
 	go func() { // commits while WaitState waits
-		if _, err := l.Complete(ctx, jobs.DefaultQueue, []jobs.Completion{{ID: res.JobID, Token: cl.Jobs[0].Token,
-			Outcome: jobs.Outcome{To: jobs.Succeeded}}}); err != nil {
+		if _, err := l.Complete(ctx, jobs.DefaultQueue, []ledger.Completion{{ID: res.JobID, Token: cl.Jobs[0].Token,
+			Outcome: ledger.Outcome{To: jobs.Succeeded}}}); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -47,16 +48,17 @@ func TestWaitStateFailureShowsTheJob(t *testing.T) {
 	rdb, ns := redistest.New(t)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	t.Cleanup(func() { _ = c.Close() })
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
 	res, err := c.Enqueue(context.Background(), noteArgs{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := redistest.NewFatalCatcher(t)
-	go jobstest.WaitState(f, c.Ledger(), jobs.DefaultQueue, res.JobID, jobs.Succeeded)
+	go jobstest.WaitState(f, l, jobs.DefaultQueue, res.JobID, jobs.Succeeded)
 	if msg := <-f.Msg; !strings.Contains(msg, "want state succeeded") || !strings.Contains(msg, "it is pending") {
 		t.Fatalf("failure message %q", msg)
 	}
-	go jobstest.WaitState(f, c.Ledger(), jobs.DefaultQueue, "no-such-job", jobs.Succeeded)
+	go jobstest.WaitState(f, l, jobs.DefaultQueue, "no-such-job", jobs.Succeeded)
 	if msg := <-f.Msg; !strings.Contains(msg, "never found") {
 		t.Fatalf("failure message %q", msg)
 	}

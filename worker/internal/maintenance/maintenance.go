@@ -30,6 +30,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
@@ -94,7 +95,7 @@ type Decision struct {
 // Services is the elector and the services it runs while leading.
 type Services struct {
 	cfg      Config
-	ledger   *jobs.Ledger
+	ledger   *ledger.Ledger
 	leases   *lease.Manager
 	log      *slog.Logger
 	expired  atomic.Int64
@@ -108,7 +109,7 @@ type Services struct {
 }
 
 // New returns the services of one pool.
-func New(cfg Config, ledger *jobs.Ledger, leases *lease.Manager) *Services {
+func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Services {
 	if cfg.PeriodicInterval <= 0 {
 		cfg.PeriodicInterval = cfg.Interval
 	}
@@ -162,7 +163,7 @@ func (s *Services) Run(ctx context.Context) {
 // again: until the current leader's lease ends (a dead leader is replaced
 // as soon as its lease lapses), at most Interval.
 func (s *Services) lead(ctx context.Context) time.Duration {
-	l, err := s.leases.Acquire(ctx, jobs.LeaderResource, s.cfg.WorkerID, s.cfg.LeaseTTL)
+	l, err := s.leases.Acquire(ctx, ledger.LeaderResource, s.cfg.WorkerID, s.cfg.LeaseTTL)
 	if err != nil {
 		var held *lease.HeldError
 		if errors.As(err, &held) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -82,11 +83,11 @@ func (s *Services) tick(ctx context.Context, leader lease.Token, p Periodic, now
 		if handled.IsZero() {
 			// Nothing due: keep the next tick current for readers.
 			if !next.Equal(sched.NextTick) {
-				return s.ledger.RecordTicks(ctx, p.Spec.ID, leader, jobs.TickRecord{Next: next})
+				return s.ledger.RecordTicks(ctx, p.Spec.ID, leader, ledger.TickRecord{Next: next})
 			}
 			return nil
 		}
-		rec := jobs.TickRecord{Cursor: handled, Skipped: skipped, Next: next}
+		rec := ledger.TickRecord{Cursor: handled, Skipped: skipped, Next: next}
 		if len(due) > 0 {
 			ps := make([]jobs.Params, len(due))
 			for i, t := range due {

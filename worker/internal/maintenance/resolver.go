@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -60,7 +61,7 @@ func (s *Services) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdict,
 
 func (s *Services) decide(ctx context.Context, rec *jobs.Record, leader lease.Token) error {
 	v, evidence, asked := s.verdict(ctx, rec)
-	res := jobs.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + s.cfg.WorkerID, Note: evidence, Leader: leader}
+	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + s.cfg.WorkerID, Note: evidence, Leader: leader}
 	result := v.String()
 	switch v {
 	case jobs.Applied:

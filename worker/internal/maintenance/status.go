@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -15,7 +16,7 @@ func (s *Services) status(ctx context.Context, leader lease.Token) error {
 	if err != nil {
 		return err
 	}
-	// Once a minute, the queues' history buckets (jobs.Ledger.RecordSeries)
+	// Once a minute, the queues' history buckets (ledger.Ledger.RecordSeries)
 	// are recorded too (a pass that fails records the minute again on the
 	// next one).
 	minute := now.Truncate(jobs.SeriesStep).UnixMilli()
@@ -40,7 +41,7 @@ func (s *Services) status(ctx context.Context, leader lease.Token) error {
 		return err
 	}
 	s.cfg.Metrics.LastScan.Set(float64(time.Now().Unix()))
-	return s.ledger.SetReconcilerStatus(ctx, jobs.ReconcilerStatus{
+	return s.ledger.SetReconcilerStatus(ctx, ledger.ReconcilerStatus{
 		Leader: s.cfg.WorkerID, Token: leader, LastScan: now,
 		Expired: s.expired.Load(), Resolved: s.resolved.Load(),
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
@@ -179,7 +180,7 @@ func TestWorkerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobstest.WaitState(t, client.Ledger(), res.Queue, res.JobID, jobs.Succeeded)
+	jobstest.WaitState(t, ledger.New(srv.Client(), ledger.Config{Namespace: ns}), res.Queue, res.JobID, jobs.Succeeded)
 	store, err := bank.NewRedisStore(srv.Client(), ns)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package jobs_test
+package ledger_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -33,13 +34,15 @@ type fixture struct {
 	ctx context.Context
 	rdb redis.UniversalClient
 	c   *jobs.Client
-	l   *jobs.Ledger
+	l   *ledger.Ledger
 	q   string
 }
 
 func newFixture(t *testing.T, rdb redis.UniversalClient) *fixture {
-	c := jobs.NewClient(rdb, jobs.Config{Namespace: redistest.Namespace(t), Retention: time.Hour})
-	return &fixture{t: t, ctx: context.Background(), rdb: rdb, c: c, l: c.Ledger(), q: jobs.DefaultQueue}
+	ns := redistest.Namespace(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Retention: time.Hour})
+	l := ledger.New(rdb, ledger.Config{Namespace: ns, Retention: time.Hour})
+	return &fixture{t: t, ctx: context.Background(), rdb: rdb, c: c, l: l, q: jobs.DefaultQueue}
 }
 
 func (f *fixture) enqueue(opts ...jobs.Option) string {
@@ -52,7 +55,7 @@ func (f *fixture) enqueue(opts ...jobs.Option) string {
 }
 
 // claimOne claims and expects exactly job id.
-func (f *fixture) claimOne(id string) jobs.Claimed {
+func (f *fixture) claimOne(id string) ledger.Claimed {
 	f.t.Helper()
 	res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
 	if err != nil {
@@ -64,9 +67,9 @@ func (f *fixture) claimOne(id string) jobs.Claimed {
 	return res.Jobs[0]
 }
 
-func (f *fixture) complete(c jobs.Claimed, o jobs.Outcome) jobs.Committed {
+func (f *fixture) complete(c ledger.Claimed, o ledger.Outcome) ledger.Committed {
 	f.t.Helper()
-	out, err := f.l.Complete(f.ctx, f.q, []jobs.Completion{{ID: c.ID, Token: c.Token, Outcome: o}})
+	out, err := f.l.Complete(f.ctx, f.q, []ledger.Completion{{ID: c.ID, Token: c.Token, Outcome: o}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -220,14 +223,14 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
 		c := f.claimOne(id)
-		out, err := f.l.Renew(f.ctx, f.q, 2*time.Minute, []jobs.Attempt{{ID: id, Token: c.Token}, {ID: id, Token: c.Token - 1}, {ID: "nope", Token: 1}})
+		out, err := f.l.Renew(f.ctx, f.q, 2*time.Minute, []ledger.Attempt{{ID: id, Token: c.Token}, {ID: id, Token: c.Token - 1}, {ID: "nope", Token: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out[0].Status != jobs.Renewed || !out[0].Deadline.After(c.Deadline) {
+		if out[0].Status != ledger.Renewed || !out[0].Deadline.After(c.Deadline) {
 			t.Fatalf("renew by owner: %+v", out[0])
 		}
-		if out[1].Status != jobs.Lost || out[1].State != "running" || out[2].Status != jobs.Lost || out[2].State != "missing" {
+		if out[1].Status != ledger.Lost || out[1].State != "running" || out[2].Status != ledger.Lost || out[2].State != "missing" {
 			t.Fatalf("stale renewals: %+v %+v", out[1], out[2])
 		}
 		if f.stat("fenced_renew") != 2 {
@@ -240,7 +243,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		c := f.claimOne(id)
 		stale := c
 		stale.Token--
-		if got := f.complete(stale, jobs.Outcome{To: jobs.Succeeded}); got.Applied || got.State != jobs.Running || got.Current != c.Token {
+		if got := f.complete(stale, ledger.Outcome{To: jobs.Succeeded}); got.Applied || got.State != jobs.Running || got.Current != c.Token {
 			t.Fatalf("stale commit: %+v", got)
 		}
 		f.want(id, jobs.Running)
@@ -255,7 +258,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
 		c := f.claimOne(id)
-		if got := f.complete(c, jobs.Outcome{To: jobs.Succeeded}); !got.Applied || got.State != jobs.Succeeded {
+		if got := f.complete(c, ledger.Outcome{To: jobs.Succeeded}); !got.Applied || got.State != jobs.Succeeded {
 			t.Fatalf("commit: %+v", got)
 		}
 		rec := f.want(id, jobs.Succeeded)
@@ -277,7 +280,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		id := f.enqueue(jobs.MaxRetries(1))
 		c := f.claimOne(id)
-		f.complete(c, jobs.Outcome{To: jobs.Pending, Error: "boom", RetryAt: time.Now()})
+		f.complete(c, ledger.Outcome{To: jobs.Pending, Error: "boom", RetryAt: time.Now()})
 		rec := f.want(id, jobs.Pending)
 		if rec.Error != "boom" {
 			t.Fatalf("record %+v", rec)
@@ -286,7 +289,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		if c2.Attempt != 2 || c2.Token <= c.Token {
 			t.Fatalf("second attempt %+v after token %d", c2, c.Token)
 		}
-		f.complete(c2, jobs.Outcome{To: jobs.Pending, Error: "boom again", RetryAt: time.Now()})
+		f.complete(c2, ledger.Outcome{To: jobs.Pending, Error: "boom again", RetryAt: time.Now()})
 		if rec := f.want(id, jobs.Dead); rec.Reason != "retries exhausted" {
 			t.Fatalf("reason %q", rec.Reason)
 		}
@@ -298,7 +301,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 	t.Run("running/permanent->dead", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
-		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Dead, Error: "bad", Reason: "permanent error"})
+		f.complete(f.claimOne(id), ledger.Outcome{To: jobs.Dead, Error: "bad", Reason: "permanent error"})
 		if rec := f.want(id, jobs.Dead); rec.Reason != "permanent error" {
 			t.Fatalf("record %+v", rec)
 		}
@@ -307,7 +310,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
 		c := f.claimOne(id)
-		f.complete(c, jobs.Outcome{Defer: true, RetryAt: time.Now(), Reason: "resource busy"})
+		f.complete(c, ledger.Outcome{Defer: true, RetryAt: time.Now(), Reason: "resource busy"})
 		if rec := f.want(id, jobs.Pending); rec.Attempts != 0 {
 			t.Fatalf("attempts %d after a deferral", rec.Attempts)
 		}
@@ -319,15 +322,15 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
 		c := f.claimOne(id)
-		f.complete(c, jobs.Outcome{To: jobs.Uncertain, Error: "timeout", Reason: "deadline passed mid-call"})
+		f.complete(c, ledger.Outcome{To: jobs.Uncertain, Error: "timeout", Reason: "deadline passed mid-call"})
 		f.want(id, jobs.Uncertain)
-		if _, err := f.l.Decide(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideLater, Actor: "reconciler:x", NextTry: time.Now().Add(time.Hour)}); err != nil {
+		if _, err := f.l.Decide(f.ctx, f.q, id, ledger.Resolution{Decision: jobs.DecideLater, Actor: "reconciler:x", NextTry: time.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		if rec := f.want(id, jobs.Uncertain); rec.ReconcileTries != 1 {
 			t.Fatalf("tries %d", rec.ReconcileTries)
 		}
-		if _, err := f.l.Decide(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideRerun, Actor: "reconciler:x", Note: "not applied"}); err != nil {
+		if _, err := f.l.Decide(f.ctx, f.q, id, ledger.Resolution{Decision: jobs.DecideRerun, Actor: "reconciler:x", Note: "not applied"}); err != nil {
 			t.Fatal(err)
 		}
 		if rec := f.want(id, jobs.Pending); rec.Runs != 1 {
@@ -338,17 +341,17 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatalf("re-run token %d not above %d", c2.Token, c.Token)
 		}
 		// The old attempt stays fenced out.
-		if got := f.complete(c, jobs.Outcome{To: jobs.Succeeded}); got.Applied {
+		if got := f.complete(c, ledger.Outcome{To: jobs.Succeeded}); got.Applied {
 			t.Fatal("old attempt's commit applied after a re-run")
 		}
-		f.complete(c2, jobs.Outcome{To: jobs.Succeeded})
+		f.complete(c2, ledger.Outcome{To: jobs.Succeeded})
 		f.want(id, jobs.Succeeded)
 	})
 	t.Run("uncertain/applied->succeeded", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
-		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Uncertain})
-		if st, err := f.l.Decide(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideSucceeded, Actor: "reconciler:x", Note: "effect log"}); err != nil || st != jobs.Succeeded {
+		f.complete(f.claimOne(id), ledger.Outcome{To: jobs.Uncertain})
+		if st, err := f.l.Decide(f.ctx, f.q, id, ledger.Resolution{Decision: jobs.DecideSucceeded, Actor: "reconciler:x", Note: "effect log"}); err != nil || st != jobs.Succeeded {
 			t.Fatal(st, err)
 		}
 		f.want(id, jobs.Succeeded)
@@ -360,8 +363,8 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 	t.Run("uncertain/cannot-tell->review->operator", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
-		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Uncertain})
-		if _, err := f.l.Decide(f.ctx, f.q, id, jobs.Resolution{Decision: jobs.DecideReview, Actor: "reconciler:x", Note: "cannot tell"}); err != nil {
+		f.complete(f.claimOne(id), ledger.Outcome{To: jobs.Uncertain})
+		if _, err := f.l.Decide(f.ctx, f.q, id, ledger.Resolution{Decision: jobs.DecideReview, Actor: "reconciler:x", Note: "cannot tell"}); err != nil {
 			t.Fatal(err)
 		}
 		f.want(id, jobs.Review)
@@ -399,7 +402,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		if _, err := f.l.Expire(f.ctx, f.q, 6, 100); !errors.Is(err, jobs.ErrStale) {
 			t.Fatalf("older reconciler: %v", err)
 		}
-		if got := f.complete(res.Jobs[0], jobs.Outcome{To: jobs.Succeeded}); got.Applied {
+		if got := f.complete(res.Jobs[0], ledger.Outcome{To: jobs.Succeeded}); got.Applied {
 			t.Fatal("commit applied after the lease expired")
 		}
 	})
@@ -445,17 +448,17 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		if rec, err := f.c.Cancel(f.ctx, f.q, id, "ada", ""); err != nil || rec.State != jobs.Running || rec.CancelledBy != "operator:ada" {
 			t.Fatal(rec, err)
 		}
-		out, _ := f.l.Renew(f.ctx, f.q, time.Minute, []jobs.Attempt{{ID: id, Token: c.Token}})
-		if out[0].Status != jobs.CancelRequested {
+		out, _ := f.l.Renew(f.ctx, f.q, time.Minute, []ledger.Attempt{{ID: id, Token: c.Token}})
+		if out[0].Status != ledger.CancelRequested {
 			t.Fatalf("renewal %+v", out[0])
 		}
-		f.complete(c, jobs.Outcome{To: jobs.Pending, Error: "context canceled", RetryAt: time.Now()})
+		f.complete(c, ledger.Outcome{To: jobs.Pending, Error: "context canceled", RetryAt: time.Now()})
 		f.want(id, jobs.Cancelled)
 	})
 	t.Run("final/redelivery->deduplicated", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
-		f.complete(f.claimOne(id), jobs.Outcome{To: jobs.Succeeded})
+		f.complete(f.claimOne(id), ledger.Outcome{To: jobs.Succeeded})
 		rdb.ZAdd(f.ctx, f.l.StateKey(f.q, jobs.Pending), redis.Z{Score: 1, Member: id}) // a stray delivery
 		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
 		if err != nil || len(res.Jobs) != 0 || len(res.Dropped) != 1 || res.Dropped[0].State != "succeeded" {

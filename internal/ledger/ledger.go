@@ -1,4 +1,4 @@
-package jobs
+package ledger
 
 import (
 	"context"
@@ -6,10 +6,10 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/scriptbatch"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // DefaultNamespace is the key prefix used when none is given.
@@ -18,7 +18,8 @@ const DefaultNamespace = "fq"
 // DefaultRetention is how long finished jobs are kept when no Retention is given.
 const DefaultRetention = 7 * 24 * time.Hour
 
-// Config is shared by the Client and the Ledger. The zero value is usable.
+// Config names the namespace and retention of a ledger. The zero value is
+// usable.
 type Config struct {
 	// Namespace prefixes every key (default DefaultNamespace), so tenants
 	// and tests sharing a Redis never collide.
@@ -27,15 +28,13 @@ type Config struct {
 	// operation ids, which deduplicate enqueues) are kept (default
 	// DefaultRetention).
 	Retention time.Duration
-	// Registerer receives the client's metrics (enqueued, deduplicated at
-	// enqueue, rejected as invalid); default: none are exported.
-	Registerer prometheus.Registerer
 }
 
 // Validate checks the configuration (the namespace's characters).
-func (c Config) Validate() error { return ValidateNamespace(c.withDefaults().Namespace) }
+func (c Config) Validate() error { return ValidateNamespace(c.WithDefaults().Namespace) }
 
-func (c Config) withDefaults() Config {
+// WithDefaults fills in the defaults.
+func (c Config) WithDefaults() Config {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
 	}
@@ -48,33 +47,20 @@ func (c Config) withDefaults() Config {
 // Ledger is the queue and the source of truth for every job's state. Each
 // transition is one Lua script that checks the caller's token; every script
 // touches only the keys of one queue, hash-tagged {<queue>}, so it runs on
-// Redis Cluster. ARCHITECTURE.md describes the layout and every script.
-//
-// Keys, for namespace ns and queue q:
-//
-//	ns:{q}:job:<id>          hash: the job (see Record)
-//	ns:{q}:job:<id>:history  list: JSON history entries beyond the common path (see Entry)
-//	ns:{q}:op:<operation>    string: the job id owning a caller-given operation id
-//	ns:{q}:pending           sorted set by due time: the queue itself
-//	ns:{q}:running           sorted set by lease deadline
-//	ns:{q}:<state>           sorted set per other state (uncertain: by next look)
-//	ns:{q}:stats             hash: counters (enqueued, succeeded, fenced_commit, ...)
-//	ns:{q}:events            list: recent fenced rejections, deduplications, operator actions
-//	ns:{q}:reconciler        string: highest reconciler leader token seen
-//	ns:{q}:paused            string: present while the queue is paused (who, why)
-//	ns:{q}:idle              string: a claim found nothing; the next enqueue publishes
-//	ns:{q}:notify            pub/sub channel: wake-ups for idle pools
-//	ns:queues                set: queue names (outside every queue's slot)
-//	ns:reconciler:status     hash: what the acting reconciler last published
+// Redis Cluster. keys.go builds every key; ARCHITECTURE.md describes the
+// layout and every script.
 type Ledger struct {
-	rdb   redis.UniversalClient
-	cfg   Config
-	batch *scriptbatch.Batcher
+	rdb    redis.UniversalClient
+	cfg    Config
+	batch  *scriptbatch.Batcher
+	leases *lease.Manager // reads the maintenance leader's lease
 }
 
-// NewLedger returns a Ledger over rdb.
-func NewLedger(rdb redis.UniversalClient, cfg Config) *Ledger {
-	return &Ledger{rdb: rdb, cfg: cfg.withDefaults(), batch: scriptbatch.New(rdb)}
+// New returns a Ledger over rdb.
+func New(rdb redis.UniversalClient, cfg Config) *Ledger {
+	cfg = cfg.WithDefaults()
+	return &Ledger{rdb: rdb, cfg: cfg, batch: scriptbatch.New(rdb),
+		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace})}
 }
 
 // run executes a ledger script; concurrent calls (a pool's claims, renewals
@@ -100,40 +86,6 @@ func ValidateQueue(q string) error {
 		return invalid("queue name %q must be 1-100 letters, digits or ._:-", q)
 	}
 	return nil
-}
-
-func (l *Ledger) prefix(q string) string { return l.cfg.Namespace + ":{" + q + "}:" }
-
-func (l *Ledger) queuesKey() string { return l.cfg.Namespace + ":queues" }
-
-// JobKey returns the key of job id's hash (for memory accounting and tools;
-// read jobs through Get).
-func (l *Ledger) JobKey(q, id string) string { return l.prefix(q) + "job:" + id }
-
-// StateKey returns the key of state s's index for queue q.
-func (l *Ledger) StateKey(q string, s State) string { return l.prefix(q) + string(s) }
-
-func (l *Ledger) statusKey() string { return l.cfg.Namespace + ":reconciler:status" }
-
-func (l *Ledger) opKey(q, op string) string { return l.prefix(q) + "op:" + op }
-
-// OperationKey returns the key that maps caller-given operation id op of
-// queue q to its job id (for tools that search operation ids by prefix;
-// look jobs up with FindByOperation).
-func (l *Ledger) OperationKey(q, op string) string { return l.opKey(q, op) }
-
-// NotifyChannel is the pub/sub channel on which queue q's idle pools are
-// woken when a job becomes due.
-func (l *Ledger) NotifyChannel(q string) string { return l.prefix(q) + "notify" }
-
-// keys builds the KEYS layout every ledger script shares (see prelude.lua).
-func (l *Ledger) keys(q string) []string {
-	p := l.prefix(q)
-	return []string{
-		p + "pending", p + "running", p + "uncertain", p + "review",
-		p + "succeeded", p + "dead", p + "cancelled",
-		p + "stats", p + "events", p + "reconciler", p + "paused", p + "idle",
-	}
 }
 
 // RegisterQueues adds queue names to the namespace's queue registry, which

@@ -6,7 +6,7 @@
 //
 //	go test -run '^$' -fuzz=FuzzRecordFrom -fuzztime=1m ./jobs/
 
-package jobs
+package ledger
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package jobs_test
+package ledger_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/model"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -67,9 +68,9 @@ func runLedgerHelper(h model.Helper) int {
 	rdb := linRedis(h.Addr)
 	defer rdb.Close()
 	if h.Broken != "" {
-		defer jobs.UseBrokenScript(h.Broken)()
+		defer ledger.UseBrokenScript(h.Broken)()
 	}
-	l := jobs.NewLedger(rdb, jobs.Config{Namespace: h.NS, Retention: time.Hour})
+	l := ledger.New(rdb, ledger.Config{Namespace: h.NS, Retention: time.Hour})
 	rec := &model.Recorder{}
 	var wg sync.WaitGroup
 	for i := range h.Clients {
@@ -87,7 +88,7 @@ func runLedgerHelper(h model.Helper) int {
 // and commits an outcome (mostly a retry, so jobs run many attempts),
 // recording every call. halfway (idempotent) is called once half its
 // operations are done.
-func ledgerClient(l *jobs.Ledger, rdb *redis.Client, rec *model.Recorder, proc, client, n int, halfway func()) {
+func ledgerClient(l *ledger.Ledger, rdb *redis.Client, rec *model.Recorder, proc, client, n int, halfway func()) {
 	ctx := context.Background()
 	owner := fmt.Sprintf("p%d-c%d", proc, client)
 	rng := rand.New(rand.NewPCG(uint64(proc), uint64(client)))
@@ -112,15 +113,15 @@ func ledgerClient(l *jobs.Ledger, rdb *redis.Client, rec *model.Recorder, proc, 
 		count()
 	}
 	complete := func(id string, token uint64, outcome model.Outcome) {
-		o := jobs.Outcome{To: jobs.State(outcome)}
+		o := ledger.Outcome{To: jobs.State(outcome)}
 		switch outcome {
 		case model.OutRetry:
 			o.To = jobs.Pending
 		case model.OutDefer:
-			o = jobs.Outcome{Defer: true}
+			o = ledger.Outcome{Defer: true}
 		}
 		op := model.Op{Kind: model.KindComplete, Key: id, Token: token, Outcome: string(outcome), Call: model.Now()}
-		out, err := l.Complete(ctx, linQueue, []jobs.Completion{{ID: id, Token: tok(token), Outcome: o}})
+		out, err := l.Complete(ctx, linQueue, []ledger.Completion{{ID: id, Token: tok(token), Outcome: o}})
 		if err == nil {
 			op.OK, op.State, op.Current = out[0].Applied, model.State(out[0].State), uint64(out[0].Current)
 		}
@@ -150,9 +151,9 @@ func ledgerClient(l *jobs.Ledger, rdb *redis.Client, rec *model.Recorder, proc, 
 			complete(c.ID, cur-1, model.OutSucceeded) // a token that never ran the job
 			if rng.IntN(2) == 0 {
 				op := model.Op{Kind: model.KindRenew, Key: c.ID, Token: cur, Call: model.Now()}
-				out, err := l.Renew(ctx, linQueue, 30*time.Second, []jobs.Attempt{{ID: c.ID, Token: c.Token}})
+				out, err := l.Renew(ctx, linQueue, 30*time.Second, []ledger.Attempt{{ID: c.ID, Token: c.Token}})
 				if err == nil {
-					op.OK, op.State = out[0].Status != jobs.Lost, model.State(out[0].State)
+					op.OK, op.State = out[0].Status != ledger.Lost, model.State(out[0].State)
 				}
 				record(op, err)
 			}
@@ -198,7 +199,7 @@ func ledgerHistory(t *testing.T, restart bool, broken string) ([]model.Op, model
 	rec := &model.Recorder{}
 	ids := enqueueJobs(t, c, rec)
 	if broken != "" {
-		defer jobs.UseBrokenScript(broken)()
+		defer ledger.UseBrokenScript(broken)()
 	}
 	var cmds []*exec.Cmd
 	var files []string
@@ -218,7 +219,7 @@ func ledgerHistory(t *testing.T, restart bool, broken string) ([]model.Op, model
 		if i == 0 {
 			halfway = func() { once.Do(func() { close(half) }) }
 		}
-		wg.Go(func() { ledgerClient(c.Ledger(), rdb, rec, 0, i, *linOps, halfway) })
+		wg.Go(func() { ledgerClient(ledger.New(rdb, ledger.Config{Namespace: ns}), rdb, rec, 0, i, *linOps, halfway) })
 	}
 	if restart {
 		<-half
@@ -237,11 +238,11 @@ func ledgerHistory(t *testing.T, restart bool, broken string) ([]model.Op, model
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ops, ledgerSnapshot(t, c.Ledger(), ids)
+	return ops, ledgerSnapshot(t, ledger.New(rdb, ledger.Config{Namespace: ns}), ids)
 }
 
 // ledgerSnapshot reads every job's state and token and every state index.
-func ledgerSnapshot(t *testing.T, l *jobs.Ledger, ids []string) model.Snapshot {
+func ledgerSnapshot(t *testing.T, l *ledger.Ledger, ids []string) model.Snapshot {
 	ctx := context.Background()
 	snap := model.Snapshot{Jobs: map[string]model.Observed{}, Index: map[model.State][]string{}}
 	for _, id := range ids {

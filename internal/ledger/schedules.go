@@ -1,4 +1,4 @@
-package jobs
+package ledger
 
 import (
 	"context"
@@ -145,13 +145,6 @@ func (t Tick) OperationID(id string) string { return PeriodicOperationID(id, t.T
 var scheduleSrc string
 
 var scheduleScript = redis.NewScript(scheduleSrc)
-
-func (l *Ledger) periodicPrefix() string { return l.cfg.Namespace + ":{periodic}:" }
-
-func (l *Ledger) scheduleKeys(id string) []string {
-	p := l.periodicPrefix()
-	return []string{p + "leader", p + "schedules", p + "schedule:" + id, p + "schedule:" + id + ":ticks"}
-}
 
 // scheduleWrite runs schedule.lua and maps its reply.
 func (l *Ledger) scheduleWrite(ctx context.Context, what, id string, args ...any) (time.Time, error) {

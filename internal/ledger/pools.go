@@ -1,4 +1,4 @@
-package jobs
+package ledger
 
 import (
 	"context"
@@ -20,10 +20,6 @@ type PoolInfo struct {
 	Started       time.Time      `json:"started"`
 	LastHeartbeat time.Time      `json:"last_heartbeat"`
 }
-
-func (l *Ledger) poolsKey() string { return l.cfg.Namespace + ":pools" }
-
-func (l *Ledger) poolKey(id string) string { return l.cfg.Namespace + ":pool:" + id }
 
 // Heartbeat publishes p (LastHeartbeat is set here) for ttl: a pool that
 // stops beating disappears from Pools after ttl.
@@ -74,6 +70,3 @@ func (l *Ledger) Pools(ctx context.Context) ([]PoolInfo, error) {
 	}
 	return out, nil
 }
-
-// Version is the fencedq version pools publish in their heartbeat.
-var Version = "dev"

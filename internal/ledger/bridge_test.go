@@ -1,17 +1,18 @@
-package jobs_test
+package ledger_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
 
-func (f *fixture) deliver(id string, ttl time.Duration) *jobs.DeliveryClaim {
+func (f *fixture) deliver(id string, ttl time.Duration) *ledger.DeliveryClaim {
 	f.t.Helper()
-	dc, err := f.l.ClaimDelivery(f.ctx, f.q, jobs.Delivery{
+	dc, err := f.l.ClaimDelivery(f.ctx, f.q, ledger.Delivery{
 		ID: id, Kind: "email:send", Payload: []byte(`{"to":"a"}`), MaxRetries: 3,
 		Owner: "asynq-1", TTL: ttl, Bridge: "asynq",
 	})
@@ -40,7 +41,7 @@ func TestBridgedDeliveries(t *testing.T) {
 	t.Run("first sight creates a running bridged job; success; a redelivery is a duplicate", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		dc := f.deliver("t1", time.Minute)
-		if dc.Status != jobs.DeliveryClaimed || !dc.Created || dc.Claimed.Attempt != 1 || dc.Claimed.Token == 0 {
+		if dc.Status != ledger.DeliveryClaimed || !dc.Created || dc.Claimed.Attempt != 1 || dc.Claimed.Token == 0 {
 			t.Fatalf("first delivery: %+v", dc)
 		}
 		rec := f.want("t1", jobs.Running)
@@ -51,12 +52,12 @@ func TestBridgedDeliveries(t *testing.T) {
 			t.Fatalf("args %s: a bridged payload is never shown", rec.Args)
 		}
 		f.nativeClaimsNothing()
-		if c := f.complete(dc.Claimed, jobs.Outcome{To: jobs.Succeeded}); !c.Applied {
+		if c := f.complete(dc.Claimed, ledger.Outcome{To: jobs.Succeeded}); !c.Applied {
 			t.Fatalf("complete: %+v", c)
 		}
 		f.want("t1", jobs.Succeeded)
 		again := f.deliver("t1", time.Minute)
-		if again.Status != jobs.DeliveryFinal || again.State != jobs.Succeeded {
+		if again.Status != ledger.DeliveryFinal || again.State != jobs.Succeeded {
 			t.Fatalf("redelivery: %+v", again)
 		}
 		if n := f.stat("deduplicated_execute"); n != 1 {
@@ -67,7 +68,7 @@ func TestBridgedDeliveries(t *testing.T) {
 	t.Run("a retry waits outside the due index for the next delivery", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		dc := f.deliver("t2", time.Minute)
-		if c := f.complete(dc.Claimed, jobs.Outcome{To: jobs.Pending, Error: "boom", RetryAt: time.Now()}); !c.Applied || c.State != jobs.Pending {
+		if c := f.complete(dc.Claimed, ledger.Outcome{To: jobs.Pending, Error: "boom", RetryAt: time.Now()}); !c.Applied || c.State != jobs.Pending {
 			t.Fatalf("retry: %+v", c)
 		}
 		rec, err := f.l.Get(f.ctx, f.q, "t2")
@@ -76,7 +77,7 @@ func TestBridgedDeliveries(t *testing.T) {
 		}
 		f.nativeClaimsNothing()
 		next := f.deliver("t2", time.Minute)
-		if next.Status != jobs.DeliveryClaimed || next.Created || next.Claimed.Attempt != 2 || next.Claimed.Token <= dc.Claimed.Token {
+		if next.Status != ledger.DeliveryClaimed || next.Created || next.Claimed.Attempt != 2 || next.Claimed.Token <= dc.Claimed.Token {
 			t.Fatalf("second delivery: %+v (first token %d)", next, dc.Claimed.Token)
 		}
 		f.want("t2", jobs.Running)
@@ -86,33 +87,33 @@ func TestBridgedDeliveries(t *testing.T) {
 		f := newFixture(t, rdb)
 		f.deliver("t3", time.Minute)
 		busy := f.deliver("t3", time.Minute)
-		if busy.Status != jobs.DeliveryBusy || busy.Owner != "asynq-1" || busy.Deadline.IsZero() {
+		if busy.Status != ledger.DeliveryBusy || busy.Owner != "asynq-1" || busy.Deadline.IsZero() {
 			t.Fatalf("second delivery under a live lease: %+v", busy)
 		}
 		g := newFixture(t, rdb) // a job whose lease expires at once
 		short := g.deliver("t4", time.Millisecond)
 		un := g.deliver("t4", time.Minute)
-		for un.Status == jobs.DeliveryBusy { // until the 1 ms lease passed by the Redis clock
+		for un.Status == ledger.DeliveryBusy { // until the 1 ms lease passed by the Redis clock
 			un = g.deliver("t4", time.Minute)
 		}
-		if un.Status != jobs.DeliveryUnresolved || un.State != jobs.Uncertain {
+		if un.Status != ledger.DeliveryUnresolved || un.State != jobs.Uncertain {
 			t.Fatalf("delivery after an expired lease: %+v", un)
 		}
 		g.want("t4", jobs.Uncertain)
-		if again := g.deliver("t4", time.Minute); again.Status != jobs.DeliveryUnresolved {
+		if again := g.deliver("t4", time.Minute); again.Status != ledger.DeliveryUnresolved {
 			t.Fatalf("delivery of an uncertain job: %+v", again)
 		}
-		if _, err := g.l.Decide(g.ctx, g.q, "t4", jobs.Resolution{Decision: jobs.DecideRerun, Actor: "operator:test"}); err != nil {
+		if _, err := g.l.Decide(g.ctx, g.q, "t4", ledger.Resolution{Decision: jobs.DecideRerun, Actor: "operator:test"}); err != nil {
 			t.Fatal(err)
 		}
 		g.want("t4", jobs.Pending) // listed and counted as pending while it waits for asynq
 		g.nativeClaimsNothing()
 		rerun := g.deliver("t4", time.Minute)
-		if rerun.Status != jobs.DeliveryClaimed || rerun.Claimed.Token <= short.Claimed.Token {
+		if rerun.Status != ledger.DeliveryClaimed || rerun.Claimed.Token <= short.Claimed.Token {
 			t.Fatalf("delivery after a re-run: %+v", rerun)
 		}
 		// The stale attempt's commit is refused.
-		if c := g.complete(short.Claimed, jobs.Outcome{To: jobs.Succeeded}); c.Applied {
+		if c := g.complete(short.Claimed, ledger.Outcome{To: jobs.Succeeded}); c.Applied {
 			t.Fatalf("stale commit applied: %+v", c)
 		}
 	})
@@ -121,7 +122,7 @@ func TestBridgedDeliveries(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
 		dc := f.deliver(id, time.Minute)
-		if dc.Status != jobs.DeliveryConflict {
+		if dc.Status != ledger.DeliveryConflict {
 			t.Fatalf("delivery over a native job: %+v", dc)
 		}
 		f.claimOne(id)
@@ -132,14 +133,14 @@ func TestBridgedDeliveries(t *testing.T) {
 		if _, err := f.l.SetPaused(f.ctx, f.q, true, "operator:test", ""); err != nil {
 			t.Fatal(err)
 		}
-		if dc := f.deliver("t5", time.Minute); dc.Status != jobs.DeliveryPaused {
+		if dc := f.deliver("t5", time.Minute); dc.Status != ledger.DeliveryPaused {
 			t.Fatalf("delivery to a paused queue: %+v", dc)
 		}
 	})
 
 	t.Run("invalid deliveries are rejected", func(t *testing.T) {
 		f := newFixture(t, rdb)
-		_, err := f.l.ClaimDelivery(f.ctx, f.q, jobs.Delivery{ID: "x", Kind: "k", Owner: "o", Bridge: "asynq"})
+		_, err := f.l.ClaimDelivery(f.ctx, f.q, ledger.Delivery{ID: "x", Kind: "k", Owner: "o", Bridge: "asynq"})
 		if !errors.Is(err, jobs.ErrInvalid) {
 			t.Fatalf("no ttl: %v", err)
 		}

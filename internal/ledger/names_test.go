@@ -1,4 +1,4 @@
-package jobs_test
+package ledger_test
 
 import (
 	"errors"

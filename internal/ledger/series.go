@@ -1,4 +1,4 @@
-package jobs
+package ledger
 
 import (
 	"context"
@@ -33,7 +33,6 @@ type SeriesBucket struct {
 
 // seriesKey is queue q's history: a sorted set of JSON buckets scored by
 // their minute (unix milliseconds), in the queue's hash slot.
-func (l *Ledger) seriesKey(q string) string { return l.prefix(q) + "series" }
 
 // RecordSeries snapshots queue q's counters and state counts into the
 // bucket of now's minute, replacing a bucket already recorded for that

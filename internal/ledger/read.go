@@ -1,4 +1,4 @@
-package jobs
+package ledger
 
 import (
 	"context"
@@ -479,3 +479,6 @@ func (l *Ledger) ReconcilerStatus(ctx context.Context) (*ReconcilerStatus, error
 	return &ReconcilerStatus{Leader: h["leader"], Token: token(h["token"]), LastScan: msTime(h["last_scan"]),
 		Expired: exp, Resolved: res}, nil
 }
+
+// Ping checks that Redis answers.
+func (l *Ledger) Ping(ctx context.Context) error { return wrap("ping", l.rdb.Ping(ctx).Err()) }

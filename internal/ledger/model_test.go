@@ -1,4 +1,4 @@
-package jobs_test
+package ledger_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/model"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -32,7 +33,7 @@ type machine struct {
 	rdb        *redis.Client
 	persistent bool
 	c          *jobs.Client
-	l          *jobs.Ledger
+	l          *ledger.Ledger
 	q          string
 
 	m      model.Ledger
@@ -52,7 +53,7 @@ func newMachine(srv *redistest.Server, rdb *redis.Client, persistent bool, t *ra
 	machineSeq++
 	ns := fmt.Sprintf("t-model-%d-%d", time.Now().UnixNano(), machineSeq)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Retention: time.Hour})
-	m := &machine{ctx: context.Background(), srv: srv, rdb: rdb, persistent: persistent, c: c, l: c.Ledger(),
+	m := &machine{ctx: context.Background(), srv: srv, rdb: rdb, persistent: persistent, c: c, l: ledger.New(rdb, ledger.Config{Namespace: ns, Retention: time.Hour}),
 		q: "q", m: model.NewLedger(), tokens: map[string][]uint64{}}
 	m.base = m.redisMs(t)
 	return m
@@ -162,12 +163,12 @@ func (m *machine) claim(t *rapid.T) {
 
 func (m *machine) renew(t *rapid.T) {
 	var in model.Renew
-	var as []jobs.Attempt
+	var as []ledger.Attempt
 	for range rapid.IntRange(1, 3).Draw(t, "batch") {
 		id := m.pickID(t)
 		token := m.pickToken(t, id)
 		in.Attempts = append(in.Attempts, model.Held{ID: id, Token: token})
-		as = append(as, jobs.Attempt{ID: id, Token: tok(token)})
+		as = append(as, ledger.Attempt{ID: id, Token: tok(token)})
 	}
 	in.TTL, in.Now = time.Minute.Milliseconds(), m.redisMs(t)
 	out, err := m.l.Renew(m.ctx, m.q, time.Minute, as)
@@ -177,7 +178,7 @@ func (m *machine) renew(t *rapid.T) {
 	got := make([]model.Renewal, len(out))
 	for i, r := range out {
 		got[i] = model.Renewal{Status: model.RenewStatus(r.Status), State: model.State(r.State)}
-		if r.Status != jobs.Lost {
+		if r.Status != ledger.Lost {
 			in.Now = r.Deadline.UnixMilli() - in.TTL
 		}
 	}
@@ -190,21 +191,21 @@ func (m *machine) renew(t *rapid.T) {
 
 func (m *machine) complete(t *rapid.T) {
 	var in model.Complete
-	var cs []jobs.Completion
+	var cs []ledger.Completion
 	for range rapid.IntRange(1, 3).Draw(t, "batch") {
 		id := m.pickID(t)
 		c := model.Completion{ID: id, Token: m.pickToken(t, id),
 			Outcome: rapid.SampledFrom([]model.Outcome{model.OutSucceeded, model.OutRetry, model.OutDead, model.OutUncertain, model.OutDefer}).Draw(t, "outcome"),
 			Due:     m.due(rapid.IntRange(0, 4).Draw(t, "retry later") == 0)}
 		in.Items = append(in.Items, c)
-		o := jobs.Outcome{To: jobs.State(c.Outcome), RetryAt: time.UnixMilli(c.Due)}
+		o := ledger.Outcome{To: jobs.State(c.Outcome), RetryAt: time.UnixMilli(c.Due)}
 		switch c.Outcome {
 		case model.OutRetry:
 			o.To = jobs.Pending
 		case model.OutDefer:
-			o = jobs.Outcome{Defer: true, RetryAt: o.RetryAt, Reason: "resource busy"}
+			o = ledger.Outcome{Defer: true, RetryAt: o.RetryAt, Reason: "resource busy"}
 		}
-		cs = append(cs, jobs.Completion{ID: id, Token: tok(c.Token), Outcome: o})
+		cs = append(cs, ledger.Completion{ID: id, Token: tok(c.Token), Outcome: o})
 	}
 	out, err := m.l.Complete(m.ctx, m.q, cs)
 	if err != nil {
@@ -255,7 +256,7 @@ func (m *machine) expire(t *rapid.T) {
 }
 
 // resolve applies r to the ledger and the model and compares.
-func (m *machine) resolve(t *rapid.T, id string, r jobs.Resolution) {
+func (m *machine) resolve(t *rapid.T, id string, r ledger.Resolution) {
 	in := model.Resolve{ID: id, Decision: model.Decision(r.Decision), Leader: uint64(r.Leader)}
 	for _, s := range r.From {
 		in.From = append(in.From, model.State(s))
@@ -294,7 +295,7 @@ func (m *machine) resolve(t *rapid.T, id string, r jobs.Resolution) {
 func (m *machine) reconcile(t *rapid.T) {
 	d := rapid.SampledFrom([]jobs.Decision{jobs.DecideSucceeded, jobs.DecideRerun, jobs.DecideDead, jobs.DecideReview, jobs.DecideLater}).Draw(t, "decision")
 	leader := tok(rapid.IntRange(1, 4).Draw(t, "leader"))
-	m.resolve(t, m.pickID(t), jobs.Resolution{Decision: d, Actor: "reconciler:model", Note: "evidence", Leader: leader,
+	m.resolve(t, m.pickID(t), ledger.Resolution{Decision: d, Actor: "reconciler:model", Note: "evidence", Leader: leader,
 		NextTry: time.UnixMilli(m.base + time.Hour.Milliseconds())})
 }
 
@@ -335,7 +336,7 @@ func (m *machine) operator(t *rapid.T) {
 		if action == "rerun" {
 			from = append(from, jobs.Dead, jobs.Cancelled)
 		}
-		m.resolve(t, m.pickID(t), jobs.Resolution{From: from, Decision: jobs.Decision(action), Actor: "operator:ada", Note: "by hand"})
+		m.resolve(t, m.pickID(t), ledger.Resolution{From: from, Decision: jobs.Decision(action), Actor: "operator:ada", Note: "by hand"})
 	}
 }
 
@@ -442,7 +443,7 @@ func TestModelCatchesBrokenScripts(t *testing.T) {
 	defer setFlag(t, "rapid.checks", "100")()
 	for _, name := range []string{"complete-no-token-check", "claim-reuse-token"} {
 		t.Run(name, func(t *testing.T) {
-			defer jobs.UseBrokenScript(name)()
+			defer ledger.UseBrokenScript(name)()
 			rec := runExpectingFailure(func(tb rapid.TB) { rapid.Check(tb, ledgerProperty(srv, rdb, false)) })
 			if !rec.failed {
 				t.Fatalf("the model check passed with %s", name)

@@ -1,4 +1,4 @@
-package jobs
+package ledger
 
 // State is a job's state in the ledger (ARCHITECTURE.md has the state table).
 type State string

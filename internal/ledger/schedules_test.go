@@ -1,4 +1,4 @@
-package jobs_test
+package ledger_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -13,14 +14,14 @@ import (
 
 func TestSchedulesFencedAndMonotonic(t *testing.T) {
 	rdb, ns := redistest.New(t)
-	l := jobs.NewLedger(rdb, jobs.Config{Namespace: ns})
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
 	ctx := context.Background()
 	spec := jobs.ScheduleSpec{ID: "nightly", Schedule: "0 2 * * *", TimeZone: "UTC", Kind: "report", Queue: "default", CatchUp: "latest"}
 
 	if _, err := l.Schedule(ctx, "nightly"); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("unknown schedule: %v", err)
 	}
-	if err := l.RecordTicks(ctx, "nightly", 5, jobs.TickRecord{}); !errors.Is(err, jobs.ErrNotFound) {
+	if err := l.RecordTicks(ctx, "nightly", 5, ledger.TickRecord{}); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("ticks of an unregistered schedule: %v", err)
 	}
 	s, err := l.RegisterSchedule(ctx, 10, spec)
@@ -32,7 +33,7 @@ func TestSchedulesFencedAndMonotonic(t *testing.T) {
 	}
 	t1 := time.Date(2025, 1, 1, 2, 0, 0, 0, time.UTC)
 	t2 := t1.Add(24 * time.Hour)
-	if err := l.RecordTicks(ctx, "nightly", 10, jobs.TickRecord{
+	if err := l.RecordTicks(ctx, "nightly", 10, ledger.TickRecord{
 		Ticks:  []jobs.Tick{{Time: t1, JobID: "j1", Queue: "default"}, {Time: t2, JobID: "j2", Queue: "default", Deduplicated: true}},
 		Cursor: t2, Skipped: 3, Next: t2.Add(24 * time.Hour),
 	}); err != nil {
@@ -45,11 +46,11 @@ func TestSchedulesFencedAndMonotonic(t *testing.T) {
 	if _, err := l.RegisterSchedule(ctx, 10, spec); !errors.Is(err, jobs.ErrStale) {
 		t.Fatalf("stale register: %v", err)
 	}
-	if err := l.RecordTicks(ctx, "nightly", lease.Token(10), jobs.TickRecord{Cursor: t2.Add(time.Hour)}); !errors.Is(err, jobs.ErrStale) {
+	if err := l.RecordTicks(ctx, "nightly", lease.Token(10), ledger.TickRecord{Cursor: t2.Add(time.Hour)}); !errors.Is(err, jobs.ErrStale) {
 		t.Fatalf("stale record: %v", err)
 	}
 	// A late record of an older tick does not move the cursor or the last tick back.
-	if err := l.RecordTicks(ctx, "nightly", 11, jobs.TickRecord{Ticks: []jobs.Tick{{Time: t1, JobID: "j1", Queue: "default", Deduplicated: true}}, Cursor: t1}); err != nil {
+	if err := l.RecordTicks(ctx, "nightly", 11, ledger.TickRecord{Ticks: []jobs.Tick{{Time: t1, JobID: "j1", Queue: "default", Deduplicated: true}}, Cursor: t1}); err != nil {
 		t.Fatal(err)
 	}
 	s, err = l.Schedule(ctx, "nightly")

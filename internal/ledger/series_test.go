@@ -1,10 +1,11 @@
-package jobs_test
+package ledger_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -60,22 +61,22 @@ func TestSeriesIsBounded(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	// An old bucket first, then a day and a bit of minutes.
 	must(t, f.l.RecordSeries(ctx, f.q, t0.Add(-48*time.Hour)))
-	n := jobs.SeriesLength + 20
+	n := ledger.SeriesLength + 20
 	for i := range n {
 		must(t, f.l.RecordSeries(ctx, f.q, t0.Add(time.Duration(i)*time.Minute)))
 	}
 	got, err := f.l.Series(ctx, f.q, time.Time{})
 	must(t, err)
-	if len(got) != jobs.SeriesLength {
-		t.Fatalf("kept %d buckets, want %d", len(got), jobs.SeriesLength)
+	if len(got) != ledger.SeriesLength {
+		t.Fatalf("kept %d buckets, want %d", len(got), ledger.SeriesLength)
 	}
 	if first, last := got[0].At, got[len(got)-1].At; !last.Equal(t0.Add(time.Duration(n-1)*time.Minute)) ||
-		last.Sub(first) != time.Duration(jobs.SeriesLength-1)*time.Minute {
+		last.Sub(first) != time.Duration(ledger.SeriesLength-1)*time.Minute {
 		t.Errorf("kept %v .. %v", first, last)
 	}
 	card, err := rdb.ZCard(ctx, f.l.Namespace()+":{"+f.q+"}:series").Result()
 	must(t, err)
-	if card != int64(jobs.SeriesLength) {
+	if card != int64(ledger.SeriesLength) {
 		t.Errorf("the key holds %d entries", card)
 	}
 }

@@ -1,0 +1,126 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NewJob is a validated job, ready for enqueue.lua.
+type NewJob struct {
+	ID, Kind, Queue, OperationID, Resource string
+	Payload, Display                       []byte
+	MaxRetries                             int
+	Timeout                                time.Duration
+	RunAt                                  time.Time
+}
+
+func (j *NewJob) args() []any {
+	display := j.Display
+	if bytes.Equal(display, j.Payload) {
+		display = nil
+	}
+	return []any{j.ID, j.Kind, j.OperationID, j.Resource, j.Payload, display,
+		j.MaxRetries, j.Timeout.Milliseconds(), ms(j.RunAt)}
+}
+
+// Inserted reports what the enqueue script did with one job.
+type Inserted struct {
+	JobID, Queue, OperationID string
+	Deduplicated              bool
+}
+
+// enqueueChunk bounds the jobs one enqueue script call carries.
+const enqueueChunk = 500
+
+// Insert writes js with one enqueue script call per queue and chunk, all in
+// one pipeline (Redis Cluster: one per node), and returns their results in
+// order; a job whose call failed has a nil result, and the first error
+// (matching ErrEnqueueUnknown for a Redis error) is returned.
+func (l *Ledger) Insert(ctx context.Context, js []*NewJob) ([]*Inserted, error) {
+	type call struct {
+		queue string
+		idx   []int // positions in js
+		args  []any
+		cmd   *redis.Cmd
+	}
+	var calls []*call
+	open := map[string]*call{}
+	for i, j := range js {
+		cl := open[j.Queue]
+		if cl == nil || len(cl.idx) == enqueueChunk {
+			cl = &call{queue: j.Queue, args: []any{l.prefix(j.Queue)}}
+			open[j.Queue] = cl
+			calls = append(calls, cl)
+		}
+		cl.idx = append(cl.idx, i)
+		cl.args = append(cl.args, j.args()...)
+	}
+	if len(calls) == 1 { // one call: share a pipeline with concurrent callers
+		calls[0].cmd = l.batch.Run(ctx, enqueueScript, l.keys(calls[0].queue), calls[0].args...)
+	} else {
+		pipe := l.rdb.Pipeline()
+		for _, cl := range calls {
+			cl.cmd = enqueueScript.EvalSha(ctx, pipe, l.keys(cl.queue), cl.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+		// A server that lost its script cache answers NOSCRIPT and wrote
+		// nothing for those calls: send them again with the script's source.
+		retry := l.rdb.Pipeline()
+		for _, cl := range calls {
+			if isNoScript(cl.cmd.Err()) {
+				cl.cmd = enqueueScript.Eval(ctx, retry, l.keys(cl.queue), cl.args...)
+			}
+		}
+		if retry.Len() > 0 {
+			_, _ = retry.Exec(ctx)
+		}
+	}
+	out := make([]*Inserted, len(js))
+	var firstErr error
+	for _, cl := range calls {
+		if err := l.decodeInsert(ctx, cl.queue, cl.idx, js, cl.cmd, out); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return out, firstErr
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// decodeInsert reads one enqueue call's reply into out and registers a
+// queue whose counters were empty (new, or lost with Redis's keys).
+func (l *Ledger) decodeInsert(ctx context.Context, q string, idx []int, js []*NewJob, cmd *redis.Cmd, out []*Inserted) error {
+	v, err := cmd.Result()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
+	}
+	r := newReply("enqueue", v, nil)
+	if err := r.need(1 + 2*len(idx)); err != nil {
+		return wrap("enqueue", err)
+	}
+	res := make([]Inserted, len(idx))
+	for n, i := range idx {
+		op := js[i].OperationID
+		if op == "" {
+			op = js[i].ID
+		}
+		res[n] = Inserted{JobID: r.str(2 + 2*n), Queue: q, OperationID: op, Deduplicated: r.int(1+2*n) == 0}
+	}
+	if r.err != nil {
+		return wrap("enqueue", r.err)
+	}
+	for n, i := range idx {
+		out[i] = &res[n]
+	}
+	if r.int(0) == 1 {
+		return l.RegisterQueues(ctx, q)
+	}
+	return nil
+}

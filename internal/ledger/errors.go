@@ -1,0 +1,29 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the engine; package jobs exports the same values.
+var (
+	// ErrInvalid means the job was rejected before anything was written.
+	ErrInvalid = errors.New("jobs: invalid job")
+	// ErrStale means a ledger write came from a token that no longer runs the
+	// job (a newer attempt took over); nothing changed.
+	ErrStale = errors.New("jobs: stale token")
+	// ErrNotFound means no job has that id (or it expired after retention).
+	ErrNotFound = errors.New("jobs: job not found")
+	// ErrWrongState means the job is not in a state that allows the action.
+	ErrWrongState = errors.New("jobs: job not in a state that allows this")
+	// ErrEnqueueUnknown means an enqueue failed on its way to or from Redis:
+	// the job was written whole or not at all.
+	ErrEnqueueUnknown = errors.New("jobs: enqueue outcome unknown; enqueue again with the same operation id")
+)
+
+// Invalid returns an error matching ErrInvalid with the formatted reason.
+func Invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+}
+
+func invalid(format string, a ...any) error { return Invalid(format, a...) }

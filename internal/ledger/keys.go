@@ -1,0 +1,61 @@
+package ledger
+
+// Every Redis key of the queue is built here, and nowhere else. For
+// namespace ns and queue q (ARCHITECTURE.md has the table, with what each
+// key holds):
+//
+//	ns:{q}:job:<id>, ns:{q}:job:<id>:history, ns:{q}:op:<operation id>
+//	ns:{q}:<state>                  one sorted set per state (pending is the queue)
+//	ns:{q}:stats, :events, :reconciler, :paused, :idle, :notify, :series
+//	ns:queues, ns:reconciler:status, ns:pools, ns:pool:<id>
+//	ns:{periodic}:leader, :schedules, :schedule:<id>, :schedule:<id>:ticks
+//
+// Every key of a queue shares the hash slot {q}; the scripts derive the
+// per-job keys from the prefix (ARGV 1), so they stay in it.
+
+func (l *Ledger) prefix(q string) string { return l.cfg.Namespace + ":{" + q + "}:" }
+
+func (l *Ledger) queuesKey() string { return l.cfg.Namespace + ":queues" }
+
+// JobKey returns the key of job id's hash (for memory accounting and tools;
+// read jobs through Get).
+func (l *Ledger) JobKey(q, id string) string { return l.prefix(q) + "job:" + id }
+
+// StateKey returns the key of state s's index for queue q.
+func (l *Ledger) StateKey(q string, s State) string { return l.prefix(q) + string(s) }
+
+func (l *Ledger) statusKey() string { return l.cfg.Namespace + ":reconciler:status" }
+
+func (l *Ledger) opKey(q, op string) string { return l.prefix(q) + "op:" + op }
+
+// OperationKey returns the key that maps caller-given operation id op of
+// queue q to its job id (for tools that search operation ids by prefix;
+// look jobs up with FindByOperation).
+func (l *Ledger) OperationKey(q, op string) string { return l.opKey(q, op) }
+
+// NotifyChannel is the pub/sub channel on which queue q's idle pools are
+// woken when a job becomes due.
+func (l *Ledger) NotifyChannel(q string) string { return l.prefix(q) + "notify" }
+
+// keys builds the KEYS layout every ledger script shares (see prelude.lua).
+func (l *Ledger) keys(q string) []string {
+	p := l.prefix(q)
+	return []string{
+		p + "pending", p + "running", p + "uncertain", p + "review",
+		p + "succeeded", p + "dead", p + "cancelled",
+		p + "stats", p + "events", p + "reconciler", p + "paused", p + "idle",
+	}
+}
+
+func (l *Ledger) poolsKey() string { return l.cfg.Namespace + ":pools" }
+
+func (l *Ledger) poolKey(id string) string { return l.cfg.Namespace + ":pool:" + id }
+
+func (l *Ledger) periodicPrefix() string { return l.cfg.Namespace + ":{periodic}:" }
+
+func (l *Ledger) scheduleKeys(id string) []string {
+	p := l.periodicPrefix()
+	return []string{p + "leader", p + "schedules", p + "schedule:" + id, p + "schedule:" + id + ":ticks"}
+}
+
+func (l *Ledger) seriesKey(q string) string { return l.prefix(q) + "series" }

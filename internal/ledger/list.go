@@ -1,0 +1,315 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Bounds on filtered lists and prefix searches.
+const (
+	// MaxKindScan bounds how many index entries a kind filter reads per
+	// queue and call; beyond it totals are lower bounds.
+	MaxKindScan = 20_000
+	// kindChunk is how many index entries a kind filter reads at once.
+	kindChunk = 500
+	// MaxPrefixMatches bounds the jobs a prefix search returns.
+	MaxPrefixMatches = 20
+	// maxScanCalls and scanCount bound the SCAN calls of a prefix search.
+	maxScanCalls = 50
+	scanCount    = 1000
+)
+
+// Filter selects entries of one state index.
+type Filter struct {
+	State    State
+	Kind     string    // "": any kind
+	From, To time.Time // on the index's time; zero: unbounded
+	Desc     bool      // newest first
+}
+
+// Indexed is one entry of a state index.
+type Indexed struct {
+	Queue, ID string
+	Score     float64 // the index score, unix milliseconds
+}
+
+func (f Filter) scoreRange() (lo, hi string) {
+	lo, hi = "-inf", "+inf"
+	if !f.From.IsZero() {
+		lo = strconv.FormatInt(f.From.UnixMilli(), 10)
+	}
+	if !f.To.IsZero() {
+		hi = strconv.FormatInt(f.To.UnixMilli(), 10)
+	}
+	return lo, hi
+}
+
+// Match returns the first need entries of each of queues qs that pass f,
+// merged in f's order and cut to need, with the number of entries that pass
+// (exact unless a kind filter hit MaxKindScan).
+func (l *Ledger) Match(ctx context.Context, qs []string, f Filter, need int) ([]Indexed, int64, bool, error) {
+	var all []Indexed
+	var total int64
+	exact := true
+	for _, q := range qs {
+		items, n, ex, err := l.match(ctx, q, f, need)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		all = append(all, items...)
+		total += n
+		exact = exact && ex
+	}
+	slices.SortStableFunc(all, func(a, b Indexed) int {
+		c := cmp.Compare(a.Score, b.Score)
+		if f.Desc {
+			c = -c
+		}
+		return cmp.Or(c, cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.ID, b.ID))
+	})
+	if len(all) > need {
+		all = all[:need]
+	}
+	return all, total, exact, nil
+}
+
+func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Indexed, int64, bool, error) {
+	key := l.StateKey(q, f.State)
+	lo, hi := f.scoreRange()
+	rng := func(off, n int) ([]redis.Z, error) {
+		a := redis.ZRangeArgs{Key: key, ByScore: true, Start: lo, Stop: hi, Offset: int64(off), Count: int64(n), Rev: f.Desc}
+		if f.Desc {
+			a.Start, a.Stop = hi, lo
+		}
+		zs, err := l.rdb.ZRangeArgsWithScores(ctx, a).Result()
+		if err != nil {
+			return nil, wrap("list "+string(f.State), err)
+		}
+		return zs, nil
+	}
+	if f.Kind == "" {
+		total, err := l.rdb.ZCount(ctx, key, lo, hi).Result()
+		if err != nil {
+			return nil, 0, false, wrap("count "+string(f.State), err)
+		}
+		if need == 0 {
+			return nil, total, true, nil
+		}
+		zs, err := rng(0, need)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		out := make([]Indexed, len(zs))
+		for i, z := range zs {
+			out[i] = Indexed{Queue: q, ID: z.Member.(string), Score: z.Score}
+		}
+		return out, total, true, nil
+	}
+	// A kind filter reads the kind of each entry, a chunk at a time.
+	var out []Indexed
+	var total int64
+	for off := 0; off < MaxKindScan; off += kindChunk {
+		zs, err := rng(off, kindChunk)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		pipe := l.rdb.Pipeline()
+		kinds := make([]*redis.StringCmd, len(zs))
+		for i, z := range zs {
+			kinds[i] = pipe.HGet(ctx, l.JobKey(q, z.Member.(string)), "kind")
+		}
+		if len(zs) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				return nil, 0, false, wrap("list kinds", err)
+			}
+		}
+		for i, z := range zs {
+			if kinds[i].Val() != f.Kind {
+				continue
+			}
+			total++
+			if len(out) < need {
+				out = append(out, Indexed{Queue: q, ID: z.Member.(string), Score: z.Score})
+			}
+		}
+		if len(zs) < kindChunk {
+			return out, total, true, nil
+		}
+	}
+	return out, total, false, nil
+}
+
+// Records reads the records of items (all in state s), in order, dropping
+// those gone; kept holds the items whose record was found.
+func (l *Ledger) Records(ctx context.Context, s State, items []Indexed) (recs []*Record, kept []Indexed, err error) {
+	byQueue := map[string][]string{}
+	for _, it := range items {
+		byQueue[it.Queue] = append(byQueue[it.Queue], it.ID)
+	}
+	found := map[string]*Record{}
+	for q, ids := range byQueue {
+		rs, err := l.GetMany(ctx, q, s, ids)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range rs {
+			found[q+"\x00"+r.ID] = r
+		}
+	}
+	for _, it := range items {
+		if r, ok := found[it.Queue+"\x00"+it.ID]; ok {
+			recs = append(recs, r)
+			kept = append(kept, it)
+		}
+	}
+	return recs, kept, nil
+}
+
+// Prefix-search match kinds.
+const (
+	ByOperationIDPrefix = "operation_id_prefix"
+	ByJobIDPrefix       = "job_id_prefix"
+)
+
+// SearchPrefix calls add for each job (at most MaxPrefixMatches) whose
+// caller-given operation id or job id starts with prefix, scanning the
+// keyspace within a budget; it reports whether the budget ran out first.
+func (l *Ledger) SearchPrefix(ctx context.Context, prefix string, add func(by string, r *Record)) (bool, error) {
+	qs, err := l.Queues(ctx)
+	if err != nil || len(qs) == 0 {
+		return false, err
+	}
+	const placeholder = "\x00queue\x00"
+	pattern := func(key func(q, x string) string) string {
+		k := key(placeholder, "")
+		i := strings.Index(k, placeholder)
+		return globEscape(k[:i]) + "*" + globEscape(k[i+len(placeholder):]) + globEscape(prefix) + "*"
+	}
+	found := 0
+	partial := false
+	for _, kind := range []struct {
+		by  string
+		key func(q, x string) string
+	}{
+		{ByOperationIDPrefix, l.opKey},
+		{ByJobIDPrefix, l.JobKey},
+	} {
+		keys, more, err := l.scanKeys(ctx, pattern(kind.key), MaxPrefixMatches-found)
+		if err != nil {
+			return false, err
+		}
+		partial = partial || more
+		for _, k := range keys {
+			if found >= MaxPrefixMatches {
+				return true, nil
+			}
+			for _, q := range qs {
+				id, ok := strings.CutPrefix(k, kind.key(q, ""))
+				if !ok || !strings.HasPrefix(id, prefix) {
+					continue
+				}
+				if kind.by == ByJobIDPrefix && strings.HasSuffix(id, ":history") {
+					continue
+				}
+				var rec *Record
+				var err error
+				if kind.by == ByOperationIDPrefix {
+					rec, err = l.opRecord(ctx, q, id)
+				} else {
+					rec, err = l.Get(ctx, q, id)
+				}
+				if errors.Is(err, ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return false, err
+				}
+				add(kind.by, rec)
+				found++
+			}
+		}
+		if found >= MaxPrefixMatches {
+			return true, nil
+		}
+	}
+	return partial, nil
+}
+
+// globEscape quotes the glob characters of SCAN's MATCH.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// opRecord returns the job owning operation id op in queue q.
+func (l *Ledger) opRecord(ctx context.Context, q, op string) (*Record, error) {
+	id, err := l.rdb.Get(ctx, l.opKey(q, op)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, wrap("operation", err)
+	}
+	return l.Get(ctx, q, id)
+}
+
+// scanKeys returns up to n keys matching pattern, on every master of a
+// cluster, within maxScanCalls SCAN calls; more reports an unfinished scan.
+func (l *Ledger) scanKeys(ctx context.Context, pattern string, n int) (keys []string, more bool, err error) {
+	if n <= 0 {
+		return nil, true, nil
+	}
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for calls := 0; calls < maxScanCalls; calls++ {
+			ks, next, err := c.Scan(ctx, cursor, pattern, scanCount).Result()
+			if err != nil {
+				return wrap("scan", err)
+			}
+			keys = append(keys, ks...)
+			if next == 0 {
+				return nil
+			}
+			if len(keys) >= n {
+				more = true
+				return nil
+			}
+			cursor = next
+		}
+		more = true
+		return nil
+	}
+	switch c := l.rdb.(type) {
+	case *redis.ClusterClient:
+		mu := make(chan struct{}, 1) // masters are scanned one at a time
+		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			mu <- struct{}{}
+			defer func() { <-mu }()
+			return scan(ctx, m)
+		})
+	default:
+		err = scan(ctx, c)
+	}
+	slices.Sort(keys)
+	return keys, more, err
+}
+
+// Leader returns the maintenance leader's lease, or nil when none is held.
+func (l *Ledger) Leader(ctx context.Context) (*lease.Lease, error) {
+	return l.leases.Holder(ctx, LeaderResource)
+}

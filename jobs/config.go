@@ -1,0 +1,45 @@
+package jobs
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// Config is a Client's configuration. The zero value is usable. A pool
+// (package worker) working the same jobs is built from the same Config, so
+// namespace and retention are stated once.
+type Config struct {
+	// Namespace prefixes every key (default DefaultNamespace), so tenants
+	// and tests sharing a Redis never collide.
+	Namespace string
+	// Retention is how long succeeded, dead and cancelled jobs (and their
+	// operation ids, which deduplicate enqueues) are kept (default
+	// DefaultRetention).
+	Retention time.Duration
+	// Registerer receives the client's metrics (enqueued, deduplicated at
+	// enqueue, rejected as invalid); default: none are exported.
+	Registerer prometheus.Registerer
+}
+
+// Validate checks the configuration (the namespace's characters, a
+// non-negative retention).
+func (c Config) Validate() error {
+	if c.Retention < 0 {
+		return invalid("retention %v is negative", c.Retention)
+	}
+	return ValidateNamespace(c.WithDefaults().Namespace)
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	l := c.ledger()
+	c.Namespace, c.Retention = l.Namespace, l.Retention
+	return c
+}
+
+func (c Config) ledger() ledger.Config {
+	return ledger.Config{Namespace: c.Namespace, Retention: c.Retention}.WithDefaults()
+}

@@ -1,0 +1,383 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Inspector is the read API over one namespace: queues and their counts,
+// jobs listed, filtered and paged, a job's history, recent events, live
+// pools, periodic schedules, per-minute history and the maintenance leader.
+// The dashboard and the fencedq CLI read through it. It is safe for
+// concurrent use. Get one from Client.Inspector or NewInspector.
+type Inspector struct {
+	l     *ledger.Ledger
+	nsErr error
+}
+
+// NewInspector returns an Inspector over rdb for cfg's namespace (only
+// Namespace is read). An invalid namespace makes every call fail with an
+// error matching ErrInvalid.
+func NewInspector(rdb redis.UniversalClient, cfg Config) *Inspector {
+	return &Inspector{l: ledger.New(rdb, cfg.ledger()), nsErr: cfg.Validate()}
+}
+
+// Namespace returns the key namespace the inspector reads.
+func (in *Inspector) Namespace() string { return in.l.Namespace() }
+
+// Queues returns the namespace's queue names, sorted.
+func (in *Inspector) Queues(ctx context.Context) ([]string, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	return in.l.Queues(ctx)
+}
+
+// Counts returns queue q's number of jobs in each state.
+func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.l.Counts(ctx, q)
+}
+
+// Stats returns queue q's cumulative counters (enqueued, attempted,
+// succeeded, dead, cancelled, retried, deferred, uncertain,
+// deduplicated_enqueue, deduplicated_execute, fenced_commit, fenced_renew,
+// dropped_missing, resolved_<decision>).
+func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.l.Stats(ctx, q)
+}
+
+// Paused returns who paused queue q and why, or nil when it runs.
+func (in *Inspector) Paused(ctx context.Context, q string) (*Pause, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.l.Paused(ctx, q)
+}
+
+// Get returns job id of queue q, or an error matching ErrNotFound.
+func (in *Inspector) Get(ctx context.Context, q, id string) (*Record, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.l.Get(ctx, q, id)
+}
+
+// Find returns job id from whichever queue holds it, or an error matching
+// ErrNotFound.
+func (in *Inspector) Find(ctx context.Context, id string) (*Record, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	return in.l.Find(ctx, id)
+}
+
+// FindByOperation returns the job owning caller-given operation id op, in
+// whichever queue, or an error matching ErrNotFound.
+func (in *Inspector) FindByOperation(ctx context.Context, op string) (*Record, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	return in.l.FindByOperation(ctx, op)
+}
+
+// History returns job id's timeline, oldest first: enqueue, each attempt
+// and its outcome, fenced rejections, reconcile decisions, operator actions.
+func (in *Inspector) History(ctx context.Context, q, id string) ([]Entry, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.l.History(ctx, q, id)
+}
+
+// Events returns queue q's latest n events, newest first.
+func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.l.Events(ctx, q, n)
+}
+
+// DueRunning returns up to limit jobs of queue q running with a lease
+// deadline at or before t (by Redis's clock: see ServerTime): stuck or
+// about to expire.
+func (in *Inspector) DueRunning(ctx context.Context, q string, t time.Time, limit int) ([]*Record, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	ids, err := in.l.DueIDs(ctx, q, Running, t, limit)
+	if err != nil {
+		return nil, err
+	}
+	return in.l.GetMany(ctx, q, Running, ids)
+}
+
+// ListParams selects a page of jobs in one state.
+type ListParams struct {
+	// State is the state listed (required).
+	State State
+	// Queue limits the list to one queue; "" lists every queue.
+	Queue string
+	// Kind limits the list to one kind; "" lists every kind. A kind filter
+	// reads at most 20 000 index entries per queue; past that Total is a
+	// lower bound.
+	Kind string
+	// From and To bound the state index's time (pending: due time; running:
+	// lease deadline; uncertain: next look; others: time entered); zero is
+	// unbounded.
+	From, To time.Time
+	// Desc lists newest first (default oldest first).
+	Desc bool
+	// Offset and Limit page the list (Limit 0: 50).
+	Offset, Limit int
+	// Select, when positive, also returns the references of up to Select
+	// matching jobs from the start of the list (for a bulk action).
+	Select int
+}
+
+// JobRef names one job.
+type JobRef struct {
+	Queue string `json:"queue"`
+	ID    string `json:"id"`
+}
+
+// Listed is a listed job and its place in the state index.
+type Listed struct {
+	*Record
+	// IndexAt is the job's time in the state index (see ListParams.From).
+	IndexAt time.Time
+}
+
+// JobList is one page of a list.
+type JobList struct {
+	Jobs []Listed
+	// Total counts the jobs that pass the filters; TotalExact is false when
+	// a kind filter stopped reading a long index.
+	Total      int64
+	TotalExact bool
+	// Selection holds up to ListParams.Select matching jobs, in order;
+	// SelectionTruncated says there were more.
+	Selection          []JobRef
+	SelectionTruncated bool
+}
+
+// List returns a page of the jobs that pass p.
+func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	if !p.State.Valid() {
+		return nil, invalid("state %q is not a job state", p.State)
+	}
+	if p.Kind != "" {
+		if err := ValidateKind(p.Kind); err != nil {
+			return nil, err
+		}
+	}
+	if p.Offset < 0 || p.Limit < 0 || p.Select < 0 {
+		return nil, invalid("offset, limit and select must not be negative")
+	}
+	if p.Limit == 0 {
+		p.Limit = 50
+	}
+	qs := []string{p.Queue}
+	if p.Queue == "" {
+		var err error
+		if qs, err = in.l.Queues(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := ValidateQueue(p.Queue); err != nil {
+		return nil, err
+	}
+	need := p.Offset + p.Limit
+	if p.Select > 0 {
+		need = max(need, p.Select+1)
+	}
+	f := ledger.Filter{State: p.State, Kind: p.Kind, From: p.From, To: p.To, Desc: p.Desc}
+	items, total, exact, err := in.l.Match(ctx, qs, f, need)
+	if err != nil {
+		return nil, err
+	}
+	out := &JobList{Total: total, TotalExact: exact, Jobs: []Listed{}}
+	if p.Select > 0 {
+		out.Selection = []JobRef{}
+		for i, it := range items {
+			if i == p.Select {
+				out.SelectionTruncated = true
+				break
+			}
+			out.Selection = append(out.Selection, JobRef{Queue: it.Queue, ID: it.ID})
+		}
+	}
+	var page []ledger.Indexed
+	if p.Offset < len(items) {
+		page = items[p.Offset:min(len(items), p.Offset+p.Limit)]
+	}
+	recs, kept, err := in.l.Records(ctx, p.State, page)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range recs {
+		out.Jobs = append(out.Jobs, Listed{Record: r, IndexAt: scoreTime(kept[i].Score)})
+	}
+	return out, nil
+}
+
+// maxJSONMillis is the first millisecond of year 10000: encoding/json
+// refuses times from there on.
+const maxJSONMillis = 253402300800000
+
+// scoreTime is an index score (unix milliseconds) as a time; a score no
+// ledger writes (negative, or past year 9999) is the zero time.
+func scoreTime(score float64) time.Time {
+	if !(score >= 0 && score < maxJSONMillis) {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(score))
+}
+
+// Match kinds of a search.
+const (
+	ByJobID             = "job_id"
+	ByOperationID       = "operation_id"
+	ByJobIDPrefix       = ledger.ByJobIDPrefix
+	ByOperationIDPrefix = ledger.ByOperationIDPrefix
+)
+
+// SearchMatch is one job a search found, and what matched.
+type SearchMatch struct {
+	// By is ByJobID, ByOperationID, ByJobIDPrefix or ByOperationIDPrefix.
+	By     string
+	Record *Record
+}
+
+// Search finds jobs by job id, then by operation id (in every queue), then,
+// when prefix is true, by a job id or operation id starting with text (at
+// most 20, scanning the keyspace within a budget: partial is true when the
+// budget ran out first).
+func (in *Inspector) Search(ctx context.Context, text string, prefix bool) (matches []SearchMatch, partial bool, err error) {
+	if in.nsErr != nil {
+		return nil, false, in.nsErr
+	}
+	if text == "" || len(text) > MaxOperationIDLen {
+		return nil, false, invalid("search text must be 1-%d bytes", MaxOperationIDLen)
+	}
+	seen := map[string]bool{}
+	add := func(by string, r *Record) {
+		if k := r.Queue + "\x00" + r.ID; !seen[k] {
+			seen[k] = true
+			matches = append(matches, SearchMatch{By: by, Record: r})
+		}
+	}
+	for _, by := range []string{ByJobID, ByOperationID} {
+		find := in.l.Find
+		if by == ByOperationID {
+			find = in.l.FindByOperation
+		}
+		r, err := find(ctx, text)
+		switch {
+		case err == nil:
+			add(by, r)
+		case !errors.Is(err, ErrNotFound):
+			return nil, false, err
+		}
+	}
+	if prefix {
+		if partial, err = in.l.SearchPrefix(ctx, text, add); err != nil {
+			return nil, false, err
+		}
+	}
+	return matches, partial, nil
+}
+
+// Pools returns the live pools (those whose heartbeat has not expired).
+func (in *Inspector) Pools(ctx context.Context) ([]PoolInfo, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	return in.l.Pools(ctx)
+}
+
+// Schedules returns every registered periodic schedule.
+func (in *Inspector) Schedules(ctx context.Context) ([]*Schedule, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	return in.l.Schedules(ctx)
+}
+
+// Schedule returns periodic schedule id, or an error matching ErrNotFound.
+func (in *Inspector) Schedule(ctx context.Context, id string) (*Schedule, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	if err := ValidateScheduleID(id); err != nil {
+		return nil, err
+	}
+	return in.l.Schedule(ctx, id)
+}
+
+// ScheduleTicks returns schedule id's newest n ticks, newest first.
+func (in *Inspector) ScheduleTicks(ctx context.Context, id string, n int) ([]Tick, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	if err := ValidateScheduleID(id); err != nil {
+		return nil, err
+	}
+	return in.l.ScheduleTicks(ctx, id, n)
+}
+
+// Series returns queue q's per-minute snapshots since t, oldest first.
+func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]SeriesBucket, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.l.Series(ctx, q, since)
+}
+
+// LeaderStatus is what the acting maintenance leader last published.
+type LeaderStatus = ledger.ReconcilerStatus
+
+// LeaderStatus returns what the acting maintenance leader last published
+// (nil when none has).
+func (in *Inspector) LeaderStatus(ctx context.Context) (*LeaderStatus, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	return in.l.ReconcilerStatus(ctx)
+}
+
+// Leader returns the maintenance leader's lease (nil when none is held).
+func (in *Inspector) Leader(ctx context.Context) (*lease.Lease, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	return in.l.Leader(ctx)
+}
+
+// ServerTime returns Redis's clock, which every due time and deadline uses.
+func (in *Inspector) ServerTime(ctx context.Context) (time.Time, error) {
+	return in.l.ServerTime(ctx)
+}
+
+// Ping checks that Redis answers.
+func (in *Inspector) Ping(ctx context.Context) error { return in.l.Ping(ctx) }
+
+func (in *Inspector) queue(q string) error {
+	if in.nsErr != nil {
+		return in.nsErr
+	}
+	return ValidateQueue(q)
+}

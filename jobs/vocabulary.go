@@ -1,0 +1,150 @@
+package jobs
+
+import (
+	"time"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// Version is the fencedq version pools publish in their heartbeat.
+var Version = "dev"
+
+// DefaultNamespace is the key prefix used when none is given.
+const DefaultNamespace = ledger.DefaultNamespace
+
+// DefaultRetention is how long finished jobs are kept when no Retention is given.
+const DefaultRetention = ledger.DefaultRetention
+
+// State is a job's state in the ledger (ARCHITECTURE.md has the state table).
+type State = ledger.State
+
+// The job states.
+const (
+	// Pending jobs wait in the queue until due (new, scheduled, retry
+	// scheduled, deferred, or re-run).
+	Pending = ledger.Pending
+	// Running jobs have a live attempt holding a token.
+	Running = ledger.Running
+	// Succeeded jobs are done; a redelivery is deduplicated.
+	Succeeded = ledger.Succeeded
+	// Dead jobs failed permanently or exhausted their retries.
+	Dead = ledger.Dead
+	// Cancelled jobs were cancelled by an operator before they could finish.
+	Cancelled = ledger.Cancelled
+	// Uncertain jobs may or may not have applied their side effect; the
+	// reconciler resolves them.
+	Uncertain = ledger.Uncertain
+	// Review jobs wait for an operator's decision.
+	Review = ledger.Review
+)
+
+// States lists every state in display order.
+var States = ledger.States
+
+// Decision is how an uncertain or review job is resolved.
+type Decision = ledger.Decision
+
+// Decisions.
+const (
+	// DecideSucceeded marks the job succeeded (its effect is known applied).
+	DecideSucceeded = ledger.DecideSucceeded
+	// DecideRerun sends the job back to pending, due now; its next attempt
+	// gets a new, higher token.
+	DecideRerun = ledger.DecideRerun
+	// DecideDead marks the job dead.
+	DecideDead = ledger.DecideDead
+	// DecideReview hands the job to an operator.
+	DecideReview = ledger.DecideReview
+	// DecideLater keeps the job where it is and schedules another look.
+	DecideLater = ledger.DecideLater
+)
+
+// Record is one job as the ledger holds it: its state, args (redacted),
+// attempt, token, owner, deadline, times and outcome.
+type Record = ledger.Record
+
+// Entry is one line of a job's history (Inspector.History).
+type Entry = ledger.Entry
+
+// Event is one line of a queue's recent-event feed: a fenced rejection, a
+// deduplication or an operator action (Inspector.Events).
+type Event = ledger.Event
+
+// Pause says who paused a queue, when and why (Inspector.Paused).
+type Pause = ledger.Pause
+
+// PoolInfo is a live pool's heartbeat (Inspector.Pools).
+type PoolInfo = ledger.PoolInfo
+
+// ScheduleSpec defines a periodic schedule.
+type ScheduleSpec = ledger.ScheduleSpec
+
+// Schedule is a registered periodic schedule and its progress
+// (Inspector.Schedules).
+type Schedule = ledger.Schedule
+
+// Tick is one tick of a periodic schedule: when, and the job it enqueued.
+type Tick = ledger.Tick
+
+// SeriesBucket is a per-minute snapshot of one queue's counters and state
+// counts (Inspector.Series).
+type SeriesBucket = ledger.SeriesBucket
+
+// SeriesStep is the width of one history bucket.
+const SeriesStep = ledger.SeriesStep
+
+// Limits on the names every entry point accepts (the client, the worker's
+// configuration, the operator commands). A name outside them is rejected
+// with an error matching ErrInvalid that states the rule, before anything
+// is written.
+//
+//	namespace     1-64 bytes of letters, digits and . _ : -
+//	queue         1-100 bytes of letters, digits and . _ : -
+//	kind          1-100 bytes of UTF-8, no whitespace, control characters or braces
+//	resource      1-512 bytes of UTF-8, no control characters or braces
+//	operation id  1-200 bytes of UTF-8, no control characters
+//	schedule id   1-100 bytes of letters, digits and . _ -
+const (
+	MaxNamespaceLen   = ledger.MaxNamespaceLen
+	MaxQueueLen       = ledger.MaxQueueLen
+	MaxKindLen        = ledger.MaxKindLen
+	MaxResourceLen    = ledger.MaxResourceLen
+	MaxOperationIDLen = ledger.MaxOperationIDLen
+	MaxScheduleIDLen  = ledger.MaxScheduleIDLen
+)
+
+// ValidateNamespace checks a key namespace (see the limits above).
+func ValidateNamespace(ns string) error { return ledger.ValidateNamespace(ns) }
+
+// ValidateQueue checks a queue name (see the limits above).
+func ValidateQueue(q string) error { return ledger.ValidateQueue(q) }
+
+// ValidateKind checks a job kind (see the limits above).
+func ValidateKind(kind string) error { return ledger.ValidateKind(kind) }
+
+// ValidateResource checks a resource name (see the limits above).
+func ValidateResource(resource string) error { return ledger.ValidateResource(resource) }
+
+// ValidateOperationID checks an operation id (see the limits above).
+func ValidateOperationID(op string) error { return ledger.ValidateOperationID(op) }
+
+// ValidateScheduleID checks a periodic schedule's id (see the limits above).
+func ValidateScheduleID(id string) error { return ledger.ValidateScheduleID(id) }
+
+// LeaseResource is the lease resource of job id: its Resource when it names
+// one, else a per-job resource.
+func LeaseResource(id, resource string) string { return ledger.LeaseResource(id, resource) }
+
+// PeriodicOperationPrefix starts the operation id of every job a periodic
+// schedule enqueues.
+const PeriodicOperationPrefix = ledger.PeriodicOperationPrefix
+
+// PeriodicOperationID is the operation id of schedule id's tick at t: one
+// job per tick, whichever pool enqueues it.
+func PeriodicOperationID(id string, t time.Time) string { return ledger.PeriodicOperationID(id, t) }
+
+// ParsePeriodicOperationID splits an operation id made by
+// PeriodicOperationID; ok is false for any other.
+func ParsePeriodicOperationID(op string) (id string, tick time.Time, ok bool) {
+	return ledger.ParsePeriodicOperationID(op)
+}
