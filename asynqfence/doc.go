@@ -16,7 +16,10 @@
 //     AttemptFromContext. Handler adapts a fencedq jobs.Worker[T].
 //   - While the handler runs, the bridge renews the attempt's ledger lease
 //     (Options.LeaseTTL) and cancels the handler's context, with a cause
-//     matching lease.ErrLost, once the lease is lost.
+//     matching lease.ErrLost, once the lease is lost or no renewal was
+//     confirmed by its local deadline (Options.SafetyMargin before the end
+//     of the lease as measured from the send time of the last confirmed
+//     claim or renewal).
 //   - The outcome is committed with the attempt's token (jobs.Ledger.Complete):
 //     a stale attempt's outcome is refused and changes nothing.
 //
