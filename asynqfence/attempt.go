@@ -15,6 +15,7 @@ import (
 	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/internal/watchdog"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -22,6 +23,10 @@ import (
 // errCancelled is the cause given to a handler's context when an operator
 // cancels its running job.
 var errCancelled = errors.New("asynqfence: job cancelled by an operator")
+
+// errLocalDeadline is the cause given to a handler's context when no
+// renewal confirmed its lease before the local deadline.
+var errLocalDeadline = fmt.Errorf("%w: no renewal confirmed the lease before its local deadline", lease.ErrLost)
 
 // Attempt is the fenced attempt a delivery runs under (see
 // AttemptFromContext).
@@ -59,9 +64,10 @@ func AttemptFromContext(ctx context.Context) (Attempt, bool) {
 	return a, ok
 }
 
-// run runs next under a fenced attempt, renews the attempt while it runs,
-// and completes the outcome with the attempt's token.
-func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c ledger.Claimed, log *slog.Logger) error {
+// run runs next under a fenced attempt, claimed by a call sent at sent,
+// renews the attempt while it runs, and completes the outcome with the
+// attempt's token.
+func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c ledger.Claimed, sent time.Time, log *slog.Logger) error {
 	log = log.With("attempt", c.Attempt, "token", c.Token.String())
 	kind := c.Kind
 	b.metrics.Attempted.WithLabelValues(c.Queue, kind).Inc()
@@ -75,7 +81,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	hctx = lease.NewContext(hctx, &lease.Lease{Resource: a.Resource, Owner: a.Owner, Token: a.Token, Deadline: a.Deadline})
 	hctx = context.WithValue(hctx, attemptKey{}, a)
 
-	r := b.startRenewer(c, cancel, log)
+	r := b.startRenewer(c, sent, cancel, log)
 	start := time.Now()
 	err := b.safeRun(hctx, t, next, c, log)
 	elapsed := time.Since(start)
@@ -180,37 +186,39 @@ func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler,
 
 // renewer keeps one attempt's ledger lease alive while its handler runs and
 // cancels the handler's context, with a cause matching lease.ErrLost, the
-// moment the lease is lost or cannot be confirmed before its local deadline.
+// moment the lease is lost; its watchdog cancels it when the lease cannot be
+// confirmed before its local deadline.
 type renewer struct {
-	done chan struct{}
-	wg   sync.WaitGroup
+	local watchdog.Watchdog
+	done  chan struct{}
+	wg    sync.WaitGroup
 }
 
+// stop ends renewing; once it returns, the handler's context is cancelled
+// by neither the renewer nor the watchdog.
 func (r *renewer) stop() {
 	close(r.done)
 	r.wg.Wait()
+	r.local.Stop()
 }
 
-func (b *Bridge) startRenewer(c ledger.Claimed, cancel context.CancelCauseFunc, log *slog.Logger) *renewer {
+func (b *Bridge) startRenewer(c ledger.Claimed, sent time.Time, cancel context.CancelCauseFunc, log *slog.Logger) *renewer {
 	ttl := b.opts.LeaseTTL
-	margin := max(ttl/10, 10*time.Millisecond)
 	r := &renewer{done: make(chan struct{})}
-	confirmed := time.Now() // the claim was sent before this
+	r.local.Start(sent, ttl, b.margin, cancel, errLocalDeadline)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		tick := time.NewTicker(ttl / 3)
 		defer tick.Stop()
-		local := time.NewTimer(ttl - margin)
-		defer local.Stop()
 		for {
 			select {
 			case <-r.done:
 				return
-			case <-local.C:
-				cancel(fmt.Errorf("%w: no renewal confirmed the lease before its local deadline", lease.ErrLost))
-				return
 			case <-tick.C:
+			}
+			if !time.Now().Before(r.local.Deadline()) {
+				return // the watchdog cancels the handler's context
 			}
 			sent := time.Now()
 			rctx, rcancel := context.WithTimeout(context.Background(), ttl/3)
@@ -228,10 +236,7 @@ func (b *Bridge) startRenewer(c ledger.Claimed, cancel context.CancelCauseFunc, 
 			case ledger.CancelRequested:
 				cancel(errCancelled)
 			}
-			if sent.After(confirmed) {
-				confirmed = sent
-				local.Reset(time.Until(confirmed.Add(ttl - margin)))
-			}
+			r.local.Confirm(sent)
 		}
 	}()
 	return r

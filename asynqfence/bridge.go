@@ -17,6 +17,7 @@ import (
 	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/internal/watchdog"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -87,6 +88,15 @@ type Options struct {
 	// DefaultLeaseTTL); it is renewed every third of it while the handler
 	// runs.
 	LeaseTTL time.Duration
+	// SafetyMargin is how long before its lease's nominal end an attempt
+	// stops trusting a lease it could not confirm: when no renewal was
+	// confirmed by the local deadline (the send time of the claim or of the
+	// last confirmed renewal + LeaseTTL - SafetyMargin), the handler's
+	// context is cancelled with a cause matching lease.ErrLost, even if
+	// Redis is unreachable. It covers clock drift between this process and
+	// Redis (default: a tenth of LeaseTTL, at least 10ms; never more than
+	// half of LeaseTTL).
+	SafetyMargin time.Duration
 	// Queue maps an asynq queue to its ledger queue (default: the same name).
 	Queue func(asynqQueue string) string
 	// OperationID returns the operation id a task carries, "" for none
@@ -141,6 +151,7 @@ func (o Options) withDefaults() Options {
 type Bridge struct {
 	ledger  *ledger.Ledger
 	opts    Options
+	margin  time.Duration // the attempts' safety margin (watchdog.Margin of the options')
 	log     *slog.Logger
 	metrics *metrics.Set
 	queues  sync.Map // ledger queues registered by this bridge
@@ -164,7 +175,7 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 		return nil, fmt.Errorf("%w: worker id longer than 200 bytes", ErrOptions)
 	}
 	return &Bridge{
-		ledger: lg, opts: opts, metrics: metrics.New(opts.Registerer),
+		ledger: lg, opts: opts, margin: watchdog.Margin(opts.LeaseTTL, opts.SafetyMargin), metrics: metrics.New(opts.Registerer),
 		log: opts.Logger.With("worker", opts.WorkerID, "bridge", BridgeName),
 	}, nil
 }
@@ -233,6 +244,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 	// At most: uncertain -> re-run decided -> claimed, with one more look
 	// if another process decided meanwhile.
 	for range 3 {
+		sent := time.Now()
 		dc, err := b.ledger.ClaimDelivery(ctx, q, d)
 		if err != nil {
 			if errors.Is(err, jobs.ErrInvalid) {
@@ -243,7 +255,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		}
 		switch dc.Status {
 		case ledger.DeliveryClaimed:
-			return b.run(ctx, t, next, dc.Claimed, log)
+			return b.run(ctx, t, next, dc.Claimed, sent, log)
 		case ledger.DeliveryFinal:
 			b.metrics.Deduplicated.WithLabelValues(q, metrics.StageExecute).Inc()
 			log.Info("duplicate delivery of a finished job acknowledged without running the handler", "job_state", dc.State)

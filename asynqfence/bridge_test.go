@@ -3,6 +3,7 @@ package asynqfence_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // inProcess is an asynq server in the test process, with the bridge and a
@@ -191,5 +193,54 @@ func TestHandlerWithoutMiddleware(t *testing.T) {
 	h := asynqfence.Handler(jobs.Worker[transferArgs](&transferWorker{}))
 	if err := h.ProcessTask(context.Background(), asynq.NewTask("transfer", []byte(`{"cents":1}`))); !errors.Is(err, asynqfence.ErrNoAttempt) {
 		t.Fatalf("got %v, want ErrNoAttempt", err)
+	}
+}
+
+// TestUnreachableLedgerCancelsAtTheLocalDeadline: the ledger's Redis (not
+// asynq's) is paused mid-task, so no renewal is confirmed and none says the
+// lease is lost, yet the handler's context is cancelled, with a cause
+// matching lease.ErrLost, at the attempt's local deadline (claim +
+// LeaseTTL - SafetyMargin).
+func TestUnreachableLedgerCancelsAtTheLocalDeadline(t *testing.T) {
+	queue := redistest.Start(t, redistest.Options{}).Client().Options().Addr
+	ledgerSrv := redistest.Start(t, redistest.Options{})
+	b, err := asynqfence.New(ledgerSrv.Client(), jobs.Config{Namespace: redistest.Namespace(t)}, asynqfence.Options{WorkerID: "in-process", LeaseTTL: 300 * time.Millisecond, SafetyMargin: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{}, 1)
+	causes := make(chan error, 1)
+	mux := asynq.NewServeMux()
+	mux.Use(b.Middleware())
+	mux.HandleFunc("outlives-redis", func(ctx context.Context, _ *asynq.Task) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return context.Cause(ctx)
+	})
+	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: queue}, testServerConfig())
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	client := asynq.NewClient(asynq.RedisClientOpt{Addr: queue})
+	t.Cleanup(func() { _ = client.Close() })
+	if _, err := client.Enqueue(asynq.NewTask("outlives-redis", []byte(`{}`)), asynq.TaskID("o1")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the handler did not run")
+	}
+	ledgerSrv.Pause()
+	defer ledgerSrv.Resume() // before the server shuts down
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, lease.ErrLost) || !strings.Contains(cause.Error(), "local deadline") {
+			t.Fatalf("handler's context cancelled with %v, want the local deadline's lease.ErrLost", cause)
+		}
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the handler's context outlived its lease while the ledger was unreachable")
 	}
 }

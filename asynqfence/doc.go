@@ -4,7 +4,7 @@
 // Tasks are still enqueued with a plain asynq.Client (or asynq's Scheduler)
 // and delivered by asynq servers. The bridge's middleware (Middleware, or
 // Bridge.Middleware with asynq.ServeMux.Use) turns each delivery into an
-// attempt in the ledger (ledger.Ledger.ClaimDelivery):
+// attempt in the ledger (the ledger's bridge claim):
 //
 //   - The job is the task's operation id (the OperationHeader header, see
 //     NewTask) or else asynq's task id. Its record is created on first sight
@@ -16,8 +16,11 @@
 //     AttemptFromContext. Handler adapts a fencedq jobs.Worker[T].
 //   - While the handler runs, the bridge renews the attempt's ledger lease
 //     (Options.LeaseTTL) and cancels the handler's context, with a cause
-//     matching lease.ErrLost, once the lease is lost.
-//   - The outcome is committed with the attempt's token (ledger.Ledger.Complete):
+//     matching lease.ErrLost, once the lease is lost or no renewal was
+//     confirmed by its local deadline (Options.SafetyMargin before the end
+//     of the lease as measured from the send time of the last confirmed
+//     claim or renewal).
+//   - The outcome is committed with the attempt's token (the ledger's fenced completion):
 //     a stale attempt's outcome is refused and changes nothing.
 //
 // A delivery of a task whose previous attempt ended without a commit (a

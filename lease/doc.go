@@ -33,9 +33,11 @@
 // cancelled (cause matching [ErrLost]) when a renew reports the lease lost,
 // or when no renew was confirmed before the local deadline: the local send
 // time of the last confirmed acquire or renew, plus the TTL, minus a safety
-// margin (Config.SafetyMargin, default TTL/10). Measuring from the send time
-// with the monotonic clock means network delay only ever shortens the local
-// view of the lease.
+// margin (Config.SafetyMargin; by default a tenth of the TTL and at least
+// 10ms, never more than half the TTL). Measuring from the send time with the
+// monotonic clock means network delay only ever shortens the local view of
+// the lease. Worker pools and the asynq bridge apply the same rule to their
+// attempts.
 //
 // Concurrent calls on one [Manager] share round trips: a call made while
 // another is in flight queues, and the queued calls go out together in one

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fencedq/fencedq/internal/watchdog"
 )
 
 // Session keeps a lease alive in the background. Its Context is cancelled,
@@ -20,11 +22,14 @@ type Session struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 	m      *Manager
+	local  watchdog.Watchdog // cancels ctx at the local deadline
 
-	mu        sync.Mutex
-	lease     Lease
-	confirmed time.Time // local send time of the last confirmed acquire or renew
+	mu    sync.Mutex
+	lease Lease
 }
+
+// errLocalDeadline is the cause when no renew was confirmed in time.
+var errLocalDeadline = fmt.Errorf("%w: not confirmed before the local deadline", ErrLost)
 
 // KeepAlive starts renewing l every ttl/3 until ctx ends, Stop is called or
 // the lease is lost. l is copied; read the current state with Session.Lease.
@@ -41,8 +46,11 @@ func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*
 			return nil, err
 		}
 	}
-	s := newSession(ctx, ttl, m.cfg.SafetyMargin, cur.sent)
-	s.m, s.lease = m, cur
+	sctx, cancel := context.WithCancelCause(ctx)
+	s := &Session{
+		ttl: ttl, margin: watchdog.Margin(ttl, m.cfg.SafetyMargin), ctx: sctx, cancel: cancel,
+		done: make(chan struct{}), m: m, lease: cur,
+	}
 	s.renew = func(ctx context.Context) error {
 		cur := s.Lease()
 		if err := m.Renew(ctx, &cur, ttl); err != nil {
@@ -53,19 +61,8 @@ func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*
 		s.mu.Unlock()
 		return nil
 	}
-	go s.run()
+	go s.run(cur.sent)
 	return s, nil
-}
-
-func newSession(ctx context.Context, ttl, margin time.Duration, confirmed time.Time) *Session {
-	if margin <= 0 {
-		margin = max(ttl/10, 10*time.Millisecond)
-	}
-	if margin >= ttl/2 {
-		margin = ttl / 2
-	}
-	sctx, cancel := context.WithCancelCause(ctx)
-	return &Session{ttl: ttl, margin: margin, ctx: sctx, cancel: cancel, done: make(chan struct{}), confirmed: confirmed}
 }
 
 // Context returns a context cancelled when the lease is lost (cause matches
@@ -113,23 +110,14 @@ func (s *Session) Release(ctx context.Context) error {
 	return s.m.Release(ctx, &l)
 }
 
-func (s *Session) localDeadline() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.confirmed.Add(s.ttl - s.margin)
-}
-
-func (s *Session) run() {
+// run renews the lease confirmed at confirmed until the session ends.
+func (s *Session) run(confirmed time.Time) {
 	defer close(s.done)
 	// The watchdog fires at the local deadline unless a renew moved it.
-	watchdog := time.AfterFunc(time.Until(s.localDeadline()), func() {
-		s.cancel(fmt.Errorf("%w: not confirmed before the local deadline", ErrLost))
-	})
-	defer watchdog.Stop()
+	s.local.Start(confirmed, s.ttl, s.margin, s.cancel, errLocalDeadline)
+	defer s.local.Stop()
 	every := s.ttl / 3
-	s.mu.Lock()
-	next := s.confirmed.Add(every)
-	s.mu.Unlock()
+	next := confirmed.Add(every)
 	for {
 		t := time.NewTimer(time.Until(next))
 		select {
@@ -139,15 +127,12 @@ func (s *Session) run() {
 		case <-t.C:
 		}
 		sent := time.Now()
-		rctx, cancel := context.WithDeadline(s.ctx, s.localDeadline().Add(s.margin/2))
+		rctx, cancel := context.WithDeadline(s.ctx, s.local.Deadline().Add(s.margin/2))
 		err := s.renew(rctx)
 		cancel()
 		switch {
 		case err == nil:
-			s.mu.Lock()
-			s.confirmed = sent
-			s.mu.Unlock()
-			watchdog.Reset(time.Until(s.localDeadline()))
+			s.local.Confirm(sent)
 			next = sent.Add(every)
 		case errors.Is(err, ErrLost):
 			s.cancel(err)

@@ -99,7 +99,8 @@ type Config struct {
 	ReplicaTimeout time.Duration
 	// SafetyMargin is subtracted from the local view of the deadline in
 	// KeepAlive, against clock drift between this process and Redis and
-	// network delay (default: a tenth of the TTL, at least 10ms).
+	// network delay (default: a tenth of the TTL, at least 10ms; never more
+	// than half the TTL).
 	SafetyMargin time.Duration
 }
 

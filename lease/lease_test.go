@@ -334,6 +334,36 @@ func testContention(t *testing.T, c redis.UniversalClient) {
 	t.Logf("%d holdings over %d resources checked", total, resources)
 }
 
+// TestKeepAliveEndsAtTheLocalDeadline: with Redis paused no renew is
+// confirmed and none says the lease is lost, yet the session's context is
+// cancelled, with a cause matching ErrLost, at the local deadline (last
+// confirmation + TTL - Config.SafetyMargin).
+func TestKeepAliveEndsAtTheLocalDeadline(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ctx := context.Background()
+	m := lease.NewManager(srv.Client(), lease.Config{Namespace: redistest.Namespace(t), SafetyMargin: 100 * time.Millisecond})
+	ttl := 300 * time.Millisecond
+	l, err := m.Acquire(ctx, "r", "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.KeepAlive(ctx, l, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	srv.Pause()
+	defer srv.Resume() // before the session stops: its renew waits for Redis
+	select {
+	case <-s.Context().Done():
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the session outlived its lease while Redis was unreachable")
+	}
+	if !s.Lost() || !strings.Contains(s.Err().Error(), "local deadline") {
+		t.Fatalf("session ended with %v, want the local deadline's ErrLost", s.Err())
+	}
+}
+
 func TestTokensRiseAcrossRestartWithoutPersistence(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t, redistest.Options{})

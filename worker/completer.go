@@ -130,10 +130,7 @@ func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
 			c.report(f, out[i], retried)
 		}
 		f.a.cancel(nil)
-		f.a.mu.Lock()
-		l := f.a.resLease
-		f.a.mu.Unlock()
-		if l != nil {
+		if l := f.a.resourceLease(); l != nil {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

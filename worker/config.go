@@ -53,6 +53,15 @@ type Config struct {
 	// while the handler runs (default DefaultLeaseTTL). A crashed worker's
 	// job is detected within LeaseTTL + Reconciler.Interval.
 	LeaseTTL time.Duration
+	// SafetyMargin is how long before its lease's nominal end an attempt
+	// stops trusting a lease it could not confirm: an attempt whose leases
+	// were not renewed by its local deadline (the send time of the last
+	// confirmed claim or renewal + LeaseTTL - SafetyMargin) has its
+	// handler's context cancelled with a cause matching lease.ErrLost, even
+	// if Redis is unreachable. It covers clock drift between this process and
+	// Redis, and applies to the reconciler leader's lease as well (default: a
+	// tenth of LeaseTTL; never more than half of it).
+	SafetyMargin time.Duration
 	// HandlerTimeout bounds a handler when the job sets no timeout
 	// (default DefaultHandlerTimeout).
 	HandlerTimeout time.Duration
@@ -226,7 +235,7 @@ func (c Config) validate() error {
 		}
 	}
 	for name, d := range map[string]time.Duration{
-		"handler timeout": c.HandlerTimeout, "shutdown timeout": c.ShutdownTimeout, "lease wait": c.LeaseWait,
+		"safety margin": c.SafetyMargin, "handler timeout": c.HandlerTimeout, "shutdown timeout": c.ShutdownTimeout, "lease wait": c.LeaseWait,
 		"fetch poll interval": c.FetchPollInterval, "retention": c.Retention,
 		"reconciler interval": c.Reconciler.Interval, "prune interval": c.Reconciler.PruneInterval,
 		"effect retention": c.Reconciler.EffectRetention,

@@ -20,17 +20,21 @@
 //     by priority. An idle pool sleeps until an enqueue publishes a wake-up
 //     on the queue's channel, until the next scheduled job is due, or for
 //     FetchPollInterval, whichever comes first;
-//   - the executor (executor.go) runs one attempt: when the kind names a
-//     resource it first takes that resource's lease (waiting up to
-//     LeaseWait; a busy resource puts the job back, due a little later,
-//     without consuming an attempt), then calls the handler with a context
-//     carrying the fence (resource, token, owner, operation id) that is
-//     cancelled the moment a lease is lost, at the job's timeout, or when
-//     an operator cancels the job;
+//   - the executor (executor.go) runs one attempt (attempt.go): when the
+//     kind names a resource it first takes that resource's lease (waiting
+//     up to LeaseWait; a busy resource puts the job back, due a little
+//     later, without consuming an attempt), then calls the handler with a
+//     context carrying the fence (resource, token, owner, operation id)
+//     that is cancelled the moment a lease is lost, at the job's timeout,
+//     or when an operator cancels the job;
 //   - the renewer (renewer.go) renews every running attempt every
 //     LeaseTTL/3: one ledger call per queue for all its attempts, and the
 //     resource leases through the lease manager, whose concurrent calls
-//     share pipelines;
+//     share pipelines. An attempt whose leases were not all confirmed by
+//     its local deadline (the send time of the last confirmed claim or
+//     renewal + LeaseTTL - SafetyMargin) has its handler's context
+//     cancelled, cause matching lease.ErrLost, even if Redis is
+//     unreachable;
 //   - the completer (completer.go) commits outcomes in batches: whatever
 //     arrived while its previous call was in flight goes in the next, one
 //     call per queue, each outcome applied only if its token still runs the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/fencedq/fencedq/fence"
@@ -17,93 +16,27 @@ import (
 	"github.com/fencedq/fencedq/lease"
 )
 
-// errCancelled is the cause given to a handler's context when an operator
-// cancels its running job.
-var errCancelled = errors.New("worker: job cancelled by an operator")
-
-// attempt is one running attempt: the claimed job, its leases and the
-// context its handler runs under. The renewer keeps both leases alive and
-// cancels ctx, with a cause matching lease.ErrLost, the moment either is
-// lost or cannot be confirmed before its local deadline.
-type attempt struct {
-	job      ledger.Claimed
-	owner    string // pool id / job id: the lease owner and fence owner
-	resource string // the leased resource ("job:<id>" unless the args name one)
-	log      jobLog // logs with the job's attributes
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-
-	mu        sync.Mutex
-	resLease  *lease.Lease // the named resource's lease, once acquired
-	confirmed time.Time    // local send time of the last confirmation of every lease
-	cancelled bool         // an operator asked to cancel the job
-	stopAt    time.Time    // renewals stop here: the handler's deadline
-	timer     *time.Timer  // fires at the local deadline
-}
-
-// safetyMargin is how long before its lease's nominal end an attempt stops
-// trusting an unconfirmed lease.
-func safetyMargin(ttl time.Duration) time.Duration { return max(ttl/10, 10*time.Millisecond) }
-
-func (p *Pool) newAttempt(work context.Context, c ledger.Claimed, sent time.Time) *attempt {
-	ctx, cancel := context.WithCancelCause(work)
-	a := &attempt{
-		job: c, owner: p.cfg.WorkerID + "/" + c.ID, resource: jobs.LeaseResource(c.ID, c.Resource),
-		ctx: ctx, cancel: cancel, confirmed: sent,
-	}
-	a.log = jobLog{l: p.log, job: &a.job}
-	a.timer = time.AfterFunc(p.cfg.LeaseTTL-safetyMargin(p.cfg.LeaseTTL), func() { p.checkDeadline(a) })
-	return a
-}
-
-// checkDeadline runs when an attempt's local deadline may have passed: it
-// cancels the attempt unless a renewal confirmed its leases meanwhile.
-func (p *Pool) checkDeadline(a *attempt) {
-	a.mu.Lock()
-	left := time.Until(a.confirmed.Add(p.cfg.LeaseTTL - safetyMargin(p.cfg.LeaseTTL)))
-	if left > 0 {
-		a.timer.Reset(left)
-		a.mu.Unlock()
-		return
-	}
-	a.mu.Unlock()
-	a.cancel(fmt.Errorf("%w: no renewal confirmed the lease before its local deadline", lease.ErrLost))
-}
-
-// confirm records a renewal of every lease the attempt holds, sent at sent.
-func (a *attempt) confirm(sent time.Time) {
-	a.mu.Lock()
-	if sent.After(a.confirmed) {
-		a.confirmed = sent
-	}
-	a.mu.Unlock()
-}
-
-func (a *attempt) fence() lease.Token {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.resLease != nil {
-		return a.resLease.Token
-	}
-	return a.job.Token
-}
-
 // execute runs one attempt and hands its outcome to the completer. The slot
 // frees once the outcome is handed over.
 func (p *Pool) execute(a *attempt) {
 	defer p.release()
 	p.renewer.add(a)
+	f := p.runAttempt(a)
+	p.renewer.remove(a)
+	a.end()
+	p.completer.add(f)
+}
+
+// runAttempt takes the attempt's resource lease, if its kind names one, runs
+// the handler, and returns the outcome to commit.
+func (p *Pool) runAttempt(a *attempt) *finished {
 	c := a.job
 	kind := p.kindLabel(c.Kind)
 	p.series.attempt(p.metrics, c.Queue, kind).Inc()
 
 	if c.Resource != "" && !p.acquireResource(a, kind) {
-		p.renewer.remove(a)
-		a.timer.Stop()
-		p.completer.add(&finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: "resource busy",
-			RetryAt: time.Now().Add(100*time.Millisecond + rand.N(400*time.Millisecond))}})
-		return
+		return &finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: "resource busy",
+			RetryAt: time.Now().Add(100*time.Millisecond + rand.N(400*time.Millisecond))}}
 	}
 
 	h := p.handlerFor(c.Kind)
@@ -116,19 +49,14 @@ func (p *Pool) execute(a *attempt) {
 			wait := min(time.Second<<min(c.KindDefers, 5), 30*time.Second)
 			a.log.Warn("no worker for this kind in this pool; job put back for another pool",
 				"put_backs", c.KindDefers+1, "limit", p.cfg.UnknownKindDefers, "in", wait)
-			p.renewer.remove(a)
-			a.timer.Stop()
-			p.completer.add(&finished{a: a, outcome: ledger.Outcome{Defer: true, UnknownKind: true,
-				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryAt: time.Now().Add(wait)}})
-			return
+			return &finished{a: a, outcome: ledger.Outcome{Defer: true, UnknownKind: true,
+				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryAt: time.Now().Add(wait)}}
 		}
 		end.Err = fmt.Errorf("%w: no worker registered for kind %q (put back %d times)", jobs.ErrPermanent, c.Kind, c.KindDefers)
 		end.Reason = "unknown kind"
 	} else {
 		end = p.runHandler(a, h)
 	}
-	p.renewer.remove(a)
-	a.timer.Stop()
 	outcome := rules.Decide(end)
 	if outcome.To == jobs.Pending && !outcome.Defer {
 		outcome.RetryAt = time.Now().Add(p.cfg.RetryDelay(c.Attempt))
@@ -142,7 +70,7 @@ func (p *Pool) execute(a *attempt) {
 	if end.Malformed {
 		p.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonMalformed).Inc()
 	}
-	p.completer.add(&finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(start), kind: kind})
+	return &finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(start), kind: kind}
 }
 
 // acquireResource takes the named resource's lease, waiting up to
@@ -162,14 +90,11 @@ func (p *Pool) acquireResource(a *attempt, kind string) bool {
 		}
 		return false
 	}
-	a.mu.Lock()
-	a.resLease = l // released by the completer, whatever happens next
-	lapsed := time.Now().After(a.confirmed.Add(p.cfg.LeaseTTL - safetyMargin(p.cfg.LeaseTTL)))
-	a.mu.Unlock()
+	a.holdResource(l) // released by the completer, whatever happens next
 	// A worker frozen between its claim and this lease may have lost the
 	// job meanwhile (expired, re-run and finished elsewhere) and now hold
 	// the resource's newest token: it must not run the handler.
-	if lapsed || a.ctx.Err() != nil {
+	if a.lapsed() || a.ctx.Err() != nil {
 		a.log.Warn("the claim lapsed while waiting for the resource lease; job put back", "resource", c.Resource)
 		return false
 	}
@@ -187,9 +112,7 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 	deadline := time.Now().Add(timeout)
 	// Renewals stop at the handler's deadline: a handler that ignores its
 	// context then loses the lease and the reconciler takes over.
-	a.mu.Lock()
-	a.stopAt = deadline
-	a.mu.Unlock()
+	a.renewUntil(deadline)
 	hctx, cancel := context.WithDeadline(a.ctx, deadline)
 	defer cancel()
 	tok := a.fence()
@@ -202,9 +125,7 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 	}
 	err := p.safeRun(hctx, a, h, base, c.Payload)
 	cause := context.Cause(a.ctx)
-	a.mu.Lock()
-	cancelled := a.cancelled
-	a.mu.Unlock()
+	cancelled := a.cancelledByOperator()
 	end := rules.End{
 		Err:            err,
 		Malformed:      errors.Is(err, errMalformed),

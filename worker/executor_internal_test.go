@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // TestLapsedClaimDoesNotRunWithANewResourceToken: a worker frozen between
@@ -23,19 +26,43 @@ func TestLapsedClaimDoesNotRunWithANewResourceToken(t *testing.T) {
 	}
 	c := ledger.Claimed{ID: "j1", Queue: "default", Token: 7, Kind: "k", Resource: "account:1"}
 	fresh := p.newAttempt(context.Background(), c, time.Now())
-	defer fresh.timer.Stop()
+	defer fresh.end()
 	if !p.acquireResource(fresh, "k") {
 		t.Fatal("a fresh claim could not take a free resource")
 	}
 	_ = p.leases.Release(context.Background(), fresh.resLease)
 
-	frozen := p.newAttempt(context.Background(), ledger.Claimed{ID: "j2", Queue: "default", Token: 8, Kind: "k", Resource: "account:1"},
-		time.Now().Add(-2*time.Second)) // claimed two TTLs ago, never confirmed since
-	defer frozen.timer.Stop()
+	// Woken just past the local deadline, before the watchdog cancelled
+	// the attempt (here its cancel does nothing): the check after the
+	// acquisition refuses.
+	frozen := &attempt{job: ledger.Claimed{ID: "j2", Queue: "default", Token: 8, Kind: "k", Resource: "account:1"}}
+	frozen.owner, frozen.resource = p.cfg.WorkerID+"/j2", "account:1"
+	frozen.ctx, frozen.cancel = context.WithCancelCause(context.Background())
+	frozen.log = jobLog{l: p.log, job: &frozen.job}
+	frozen.local.Start(time.Now().Add(-2*time.Second), p.cfg.LeaseTTL, p.margin, func(error) {}, errLocalDeadline) // claimed two TTLs ago, never confirmed since
+	defer frozen.end()
 	if p.acquireResource(frozen, "k") {
 		t.Fatal("a lapsed claim went on to run its handler with the resource's newest token")
 	}
 	if frozen.resLease == nil {
 		t.Fatal("the lease taken must be kept for the completer to release")
+	}
+	_ = p.leases.Release(context.Background(), frozen.resLease)
+
+	// Woken later: the watchdog, measuring from the claim's send time, has
+	// cancelled the attempt, and no lease is taken.
+	late := p.newAttempt(context.Background(), ledger.Claimed{ID: "j3", Queue: "default", Token: 9, Kind: "k", Resource: "account:1"},
+		time.Now().Add(-2*time.Second))
+	defer late.end()
+	select {
+	case <-late.ctx.Done():
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the watchdog did not cancel an attempt claimed two TTLs ago")
+	}
+	if cause := context.Cause(late.ctx); !errors.Is(cause, lease.ErrLost) {
+		t.Fatalf("lapsed attempt cancelled with %v, want lease.ErrLost", cause)
+	}
+	if p.acquireResource(late, "k") || late.resLease != nil {
+		t.Fatal("a lapsed, cancelled attempt took the resource lease")
 	}
 }

@@ -2,10 +2,13 @@ package worker_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -71,5 +74,50 @@ func TestHandlerReadsItsLease(t *testing.T) {
 	}
 	if s.l.Deadline.IsZero() {
 		t.Fatal("the lease carries no deadline")
+	}
+}
+
+type outlivesRedisArgs struct{}
+
+func (outlivesRedisArgs) Kind() string { return "outlives-redis" }
+
+// TestUnreachableRedisCancelsAtTheLocalDeadline: with Redis paused no
+// renewal is confirmed and no reply says the lease is lost, yet the
+// handler's context is cancelled, with a cause matching lease.ErrLost, once
+// the attempt's local deadline (last confirmation + LeaseTTL -
+// SafetyMargin) passes.
+func TestUnreachableRedisCancelsAtTheLocalDeadline(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	e := newEnvOn(t, srv.Client(), redistest.Namespace(t))
+	cfg := e.config()
+	cfg.LeaseTTL = 300 * time.Millisecond
+	cfg.SafetyMargin = 100 * time.Millisecond
+	p := e.pool(cfg)
+	started := make(chan struct{}, 1)
+	causes := make(chan error, 1)
+	if err := worker.Register(p, jobs.WorkFunc[outlivesRedisArgs](func(ctx context.Context, _ *jobs.Job[outlivesRedisArgs]) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return context.Cause(ctx)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueue(outlivesRedisArgs{})
+	e.start(p)
+	select {
+	case <-started:
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the handler did not run")
+	}
+	srv.Pause()
+	defer srv.Resume() // before the pool stops
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, lease.ErrLost) || !strings.Contains(cause.Error(), "local deadline") {
+			t.Fatalf("handler's context cancelled with %v, want the local deadline's lease.ErrLost", cause)
+		}
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the handler's context outlived its lease while Redis was unreachable")
 	}
 }

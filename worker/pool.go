@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/internal/watchdog"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker/internal/maintenance"
@@ -50,6 +51,7 @@ type Pool struct {
 	log     *slog.Logger
 	ledger  *ledger.Ledger
 	leases  *lease.Manager
+	margin  time.Duration // the attempts' safety margin (watchdog.Margin of the config's)
 	metrics *metrics.Set
 	series  series // the per-job metric children, by label values
 
@@ -79,7 +81,8 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("worker", cfg.WorkerID),
 		ledger:   ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention}),
-		leases:   lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace}),
+		leases:   lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, SafetyMargin: cfg.SafetyMargin}),
+		margin:   watchdog.Margin(cfg.LeaseTTL, cfg.SafetyMargin),
 		metrics:  metrics.New(cfg.Registerer),
 		handlers: map[string]*handler{},
 		slots:    make(chan struct{}, cfg.Concurrency),

@@ -16,7 +16,7 @@ import (
 // renews all ledger leases of a queue in one call, and the resource leases
 // through the lease manager, whose concurrent calls share pipelines. An
 // attempt whose lease is lost has its context cancelled at once; one whose
-// renewals fail is cancelled at its local deadline.
+// renewals fail is cancelled by its watchdog at its local deadline.
 type renewer struct {
 	p      *Pool
 	mu     sync.Mutex
@@ -58,10 +58,7 @@ func (r *renewer) renewAll(ctx context.Context) {
 	r.mu.Lock()
 	byQueue := map[string][]*attempt{}
 	for a := range r.active {
-		a.mu.Lock()
-		past := !a.stopAt.IsZero() && now.After(a.stopAt)
-		a.mu.Unlock()
-		if past {
+		if !a.renewing(now) {
 			continue
 		}
 		byQueue[a.job.Queue] = append(byQueue[a.job.Queue], a)
@@ -90,9 +87,7 @@ func (r *renewer) renewAll(ctx context.Context) {
 			}
 		}()
 		for _, a := range as {
-			a.mu.Lock()
-			l := a.resLease
-			a.mu.Unlock()
+			l := a.resourceLease()
 			if l == nil {
 				continue
 			}
@@ -136,14 +131,7 @@ func (r *renewer) renewQueue(ctx context.Context, q string, as []*attempt) bool 
 			r.p.metrics.Fenced.WithLabelValues(q, metrics.StageRenew).Inc()
 			a.cancel(fmt.Errorf("%w: the ledger says the job is %s", lease.ErrLost, out[i].State))
 		case ledger.CancelRequested:
-			a.mu.Lock()
-			first := !a.cancelled
-			a.cancelled = true
-			a.mu.Unlock()
-			if first {
-				a.log.Info("an operator cancelled the job: cancelling the handler's context")
-				a.cancel(errCancelled)
-			}
+			a.cancelByOperator()
 		}
 	}
 	return true

@@ -1,0 +1,122 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/watchdog"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// errCancelled is the cause given to a handler's context when an operator
+// cancels its running job.
+var errCancelled = errors.New("worker: job cancelled by an operator")
+
+// errLocalDeadline is the cause given to a handler's context when no
+// renewal confirmed its leases before the local deadline.
+var errLocalDeadline = fmt.Errorf("%w: no renewal confirmed the lease before its local deadline", lease.ErrLost)
+
+// attempt is one running attempt: the claimed job, its leases and the
+// context its handler runs under. The renewer keeps both leases alive and
+// cancels ctx, with a cause matching lease.ErrLost, the moment either is
+// lost; the attempt's watchdog cancels it when they cannot be confirmed
+// before their local deadline.
+type attempt struct {
+	job      ledger.Claimed
+	owner    string // pool id / job id: the lease owner and fence owner
+	resource string // the leased resource ("job:<id>" unless the args name one)
+	log      jobLog // logs with the job's attributes
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	local  watchdog.Watchdog // cancels ctx at the local deadline of every lease held
+
+	mu        sync.Mutex
+	resLease  *lease.Lease // the named resource's lease, once acquired
+	cancelled bool         // an operator asked to cancel the job
+	stopAt    time.Time    // renewals stop here: the handler's deadline
+}
+
+// newAttempt starts the attempt of c, claimed by a call sent at sent, under
+// work.
+func (p *Pool) newAttempt(work context.Context, c ledger.Claimed, sent time.Time) *attempt {
+	ctx, cancel := context.WithCancelCause(work)
+	a := &attempt{
+		job: c, owner: p.cfg.WorkerID + "/" + c.ID, resource: jobs.LeaseResource(c.ID, c.Resource),
+		ctx: ctx, cancel: cancel,
+	}
+	a.log = jobLog{l: p.log, job: &a.job}
+	a.local.Start(sent, p.cfg.LeaseTTL, p.margin, cancel, errLocalDeadline)
+	return a
+}
+
+// confirm records a renewal of every lease the attempt holds, sent at sent.
+func (a *attempt) confirm(sent time.Time) { a.local.Confirm(sent) }
+
+// lapsed reports whether the local deadline has passed.
+func (a *attempt) lapsed() bool { return time.Now().After(a.local.Deadline()) }
+
+// end disarms the watchdog: the attempt's outcome is decided.
+func (a *attempt) end() { a.local.Stop() }
+
+// holdResource records the named resource's lease, once acquired.
+func (a *attempt) holdResource(l *lease.Lease) {
+	a.mu.Lock()
+	a.resLease = l
+	a.mu.Unlock()
+}
+
+// resourceLease returns the named resource's lease (nil: none held).
+func (a *attempt) resourceLease() *lease.Lease {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.resLease
+}
+
+// fence returns the attempt's fencing token: the resource lease's, else
+// the ledger's.
+func (a *attempt) fence() lease.Token {
+	if l := a.resourceLease(); l != nil {
+		return l.Token
+	}
+	return a.job.Token
+}
+
+// renewUntil makes renewals stop at deadline (the handler's).
+func (a *attempt) renewUntil(deadline time.Time) {
+	a.mu.Lock()
+	a.stopAt = deadline
+	a.mu.Unlock()
+}
+
+// renewing reports whether the attempt's leases are still renewed at now.
+func (a *attempt) renewing(now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stopAt.IsZero() || !now.After(a.stopAt)
+}
+
+// cancelByOperator cancels the handler's context at an operator's request;
+// only the first request counts.
+func (a *attempt) cancelByOperator() {
+	a.mu.Lock()
+	first := !a.cancelled
+	a.cancelled = true
+	a.mu.Unlock()
+	if first {
+		a.log.Info("an operator cancelled the job: cancelling the handler's context")
+		a.cancel(errCancelled)
+	}
+}
+
+// cancelledByOperator reports whether an operator cancelled the job.
+func (a *attempt) cancelledByOperator() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cancelled
+}
