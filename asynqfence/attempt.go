@@ -103,7 +103,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	}
 	outcome := attempt.Decide(end)
 	if outcome.To == jobs.Pending {
-		outcome.RetryAt = time.Now() // asynq decides when the retry is delivered
+		outcome.RetryIn = 0 // asynq decides when the retry is delivered
 	}
 	if end.Lost {
 		b.metrics.LeaseLost.WithLabelValues(c.Queue, kind).Inc()

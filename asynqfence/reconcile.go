@@ -73,7 +73,7 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 			result = metrics.ResultReview
 		} else {
 			res.Decision = jobs.DecideLater
-			res.NextTry = time.Now().Add(time.Second << min(tries+1, 10))
+			res.NextIn = time.Second << min(tries+1, 10)
 		}
 	}
 	state, err := b.ledger.Decide(ctx, q, id, res)

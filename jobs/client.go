@@ -276,12 +276,12 @@ func prepare(kind string, payload, display []byte, opts []Option) (*ledger.NewJo
 	if display == nil {
 		display = payload
 	}
-	runAt := o.runAt
-	if o.delay > 0 {
-		runAt = time.Now().Add(o.delay)
+	delay := o.delay
+	if !o.runAt.IsZero() {
+		delay = time.Until(o.runAt) // a wall-clock time: the caller's clock says how far off it is
 	}
 	return &ledger.NewJob{
 		ID: uuid.NewString(), Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
-		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: o.timeout, RunAt: runAt,
+		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: o.timeout, Delay: delay,
 	}, nil
 }

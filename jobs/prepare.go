@@ -12,7 +12,7 @@ type Prepared struct {
 	Resource    string // "" when the args name none
 	MaxRetries  int
 	Timeout     time.Duration // 0: the pool's HandlerTimeout
-	RunAt       time.Time     // zero: due at enqueue; a Delay counts from Prepare
+	RunAt       time.Time     // zero: due at enqueue; a Delay counts from Prepare (by the caller's clock)
 	// Payload is the raw JSON args, sensitive fields included.
 	Payload []byte
 	// Display is the args with sensitive fields redacted (see RedactJSON).
@@ -28,6 +28,14 @@ func Prepare(args JobArgs, opts ...Option) (*Prepared, error) {
 	}
 	return &Prepared{
 		Kind: j.Kind, Queue: j.Queue, OperationID: j.OperationID, Resource: j.Resource, MaxRetries: j.MaxRetries,
-		Timeout: j.Timeout, RunAt: j.RunAt, Payload: j.Payload, Display: j.Display,
+		Timeout: j.Timeout, RunAt: runAt(j.Delay), Payload: j.Payload, Display: j.Display,
 	}, nil
+}
+
+// runAt is the wall-clock time a job prepared now with delay d is due.
+func runAt(d time.Duration) time.Time {
+	if d == 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(d)
 }

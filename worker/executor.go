@@ -36,7 +36,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 
 	if c.Resource != "" && !p.acquireResource(a, kind) {
 		return &finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: "resource busy",
-			RetryAt: time.Now().Add(100*time.Millisecond + rand.N(400*time.Millisecond))}}
+			RetryIn: 100*time.Millisecond + rand.N(400*time.Millisecond)}}
 	}
 
 	h := p.handlerFor(c.Kind)
@@ -50,7 +50,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 			a.log.Warn("no worker for this kind in this pool; job put back for another pool",
 				"put_backs", c.KindDefers+1, "limit", p.cfg.UnknownKindDefers, "in", wait)
 			return &finished{a: a, outcome: ledger.Outcome{Defer: true, UnknownKind: true,
-				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryAt: time.Now().Add(wait)}}
+				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryIn: wait}}
 		}
 		end.Err = fmt.Errorf("%w: no worker registered for kind %q (put back %d times)", jobs.ErrPermanent, c.Kind, c.KindDefers)
 		end.Reason = "unknown kind"
@@ -59,7 +59,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	}
 	outcome := rules.Decide(end)
 	if outcome.To == jobs.Pending && !outcome.Defer {
-		outcome.RetryAt = time.Now().Add(p.cfg.RetryDelay(c.Attempt))
+		outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
 	}
 	if end.Lost {
 		p.metrics.LeaseLost.WithLabelValues(c.Queue, kind).Inc()

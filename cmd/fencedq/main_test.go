@@ -311,7 +311,7 @@ func TestCancelCommand(t *testing.T) {
 	}
 	// Its retry becomes cancelled: the outcome is still committed by its token.
 	cs, err := e.ledger.Complete(context.Background(), "default", []ledger.Completion{{ID: running, Token: cl.Token,
-		Outcome: ledger.Outcome{To: jobs.Pending, Error: "context canceled", RetryAt: time.Now()}}})
+		Outcome: ledger.Outcome{To: jobs.Pending, Error: "context canceled", RetryIn: 0}}})
 	if err != nil || !cs[0].Applied || cs[0].State != jobs.Cancelled {
 		t.Fatalf("retry of a cancelled job: %+v %v", cs, err)
 	}

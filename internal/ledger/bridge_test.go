@@ -68,7 +68,7 @@ func TestBridgedDeliveries(t *testing.T) {
 	t.Run("a retry waits outside the due index for the next delivery", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		dc := f.deliver("t2", time.Minute)
-		if c := f.complete(dc.Claimed, ledger.Outcome{To: jobs.Pending, Error: "boom", RetryAt: time.Now()}); !c.Applied || c.State != jobs.Pending {
+		if c := f.complete(dc.Claimed, ledger.Outcome{To: jobs.Pending, Error: "boom", RetryIn: 0}); !c.Applied || c.State != jobs.Pending {
 			t.Fatalf("retry: %+v", c)
 		}
 		rec, err := f.l.Get(f.ctx, f.q, "t2")

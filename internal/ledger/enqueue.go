@@ -16,7 +16,7 @@ type NewJob struct {
 	Payload, Display                       []byte
 	MaxRetries                             int
 	Timeout                                time.Duration
-	RunAt                                  time.Time
+	Delay                                  time.Duration // due this long after Redis receives it
 }
 
 func (j *NewJob) args() []any {
@@ -25,7 +25,7 @@ func (j *NewJob) args() []any {
 		display = nil
 	}
 	return []any{j.ID, j.Kind, j.OperationID, j.Resource, j.Payload, display,
-		j.MaxRetries, j.Timeout.Milliseconds(), ms(j.RunAt)}
+		j.MaxRetries, j.Timeout.Milliseconds(), j.Delay.Milliseconds()}
 }
 
 // Inserted reports what the enqueue script did with one job.

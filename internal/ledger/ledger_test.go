@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,7 +281,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		id := f.enqueue(jobs.MaxRetries(1))
 		c := f.claimOne(id)
-		f.complete(c, ledger.Outcome{To: jobs.Pending, Error: "boom", RetryAt: time.Now()})
+		f.complete(c, ledger.Outcome{To: jobs.Pending, Error: "boom", RetryIn: 0})
 		rec := f.want(id, jobs.Pending)
 		if rec.Error != "boom" {
 			t.Fatalf("record %+v", rec)
@@ -289,7 +290,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		if c2.Attempt != 2 || c2.Token <= c.Token {
 			t.Fatalf("second attempt %+v after token %d", c2, c.Token)
 		}
-		f.complete(c2, ledger.Outcome{To: jobs.Pending, Error: "boom again", RetryAt: time.Now()})
+		f.complete(c2, ledger.Outcome{To: jobs.Pending, Error: "boom again", RetryIn: 0})
 		if rec := f.want(id, jobs.Dead); rec.Reason != "retries exhausted" {
 			t.Fatalf("reason %q", rec.Reason)
 		}
@@ -310,7 +311,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()
 		c := f.claimOne(id)
-		f.complete(c, ledger.Outcome{Defer: true, RetryAt: time.Now(), Reason: "resource busy"})
+		f.complete(c, ledger.Outcome{Defer: true, RetryIn: 0, Reason: "resource busy"})
 		if rec := f.want(id, jobs.Pending); rec.Attempts != 0 {
 			t.Fatalf("attempts %d after a deferral", rec.Attempts)
 		}
@@ -324,7 +325,7 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		c := f.claimOne(id)
 		f.complete(c, ledger.Outcome{To: jobs.Uncertain, Error: "timeout", Reason: "deadline passed mid-call"})
 		f.want(id, jobs.Uncertain)
-		if _, err := f.l.Decide(f.ctx, f.q, id, ledger.Resolution{Decision: jobs.DecideLater, Actor: "reconciler:x", NextTry: time.Now().Add(time.Hour)}); err != nil {
+		if _, err := f.l.Decide(f.ctx, f.q, id, ledger.Resolution{Decision: jobs.DecideLater, Actor: "reconciler:x", NextIn: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		if rec := f.want(id, jobs.Uncertain); rec.ReconcileTries != 1 {
@@ -452,8 +453,55 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		if out[0].Status != ledger.CancelRequested {
 			t.Fatalf("renewal %+v", out[0])
 		}
-		f.complete(c, ledger.Outcome{To: jobs.Pending, Error: "context canceled", RetryAt: time.Now()})
+		f.complete(c, ledger.Outcome{To: jobs.Pending, Error: "context canceled", RetryIn: 0})
 		f.want(id, jobs.Cancelled)
+	})
+	t.Run("running/cancel-then-unknown->uncertain->not-applied->cancelled", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		c := f.claimOne(id)
+		if _, err := f.c.Cancel(f.ctx, f.q, id, "ada", "wrong account"); err != nil {
+			t.Fatal(err)
+		}
+		f.complete(c, ledger.Outcome{To: jobs.Uncertain, Error: "timeout", Reason: "deadline passed mid-call"})
+		f.want(id, jobs.Uncertain)
+		// The reconciler finds the effect not applied: the operator's cancel
+		// stands, the job is not run again.
+		st, err := f.l.Decide(f.ctx, f.q, id, ledger.Resolution{Decision: jobs.DecideRerun, Actor: "reconciler:x", Note: "effect log: not applied", Leader: 7})
+		if err != nil || st != jobs.Cancelled {
+			t.Fatalf("decide: %s, %v", st, err)
+		}
+		rec := f.want(id, jobs.Cancelled)
+		if !strings.Contains(rec.Reason, "operator:ada") || rec.Runs != 0 {
+			t.Fatalf("reason %q runs %d", rec.Reason, rec.Runs)
+		}
+		if res, err := f.l.Claim(f.ctx, f.q, "w2", time.Minute, 10); err != nil || len(res.Jobs) != 0 {
+			t.Fatalf("claimed %+v, %v after a cancel", res, err)
+		}
+		// An operator's explicit re-run is a new intent: it runs again.
+		if _, err := f.c.Resolve(f.ctx, f.q, id, jobs.DecideRerun, "bob", "run it after all"); err != nil {
+			t.Fatal(err)
+		}
+		f.want(id, jobs.Pending)
+	})
+	t.Run("review-with-cancel/operator-rerun->pending", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		c := f.claimOne(id)
+		if _, err := f.c.Cancel(f.ctx, f.q, id, "ada", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.complete(c, ledger.Outcome{To: jobs.Uncertain, Error: "timeout"})
+		if _, err := f.l.Decide(f.ctx, f.q, id, ledger.Resolution{Decision: jobs.DecideReview, Actor: "reconciler:x", Note: "cannot tell", Leader: 7}); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.want(id, jobs.Review); rec.CancelledBy != "operator:ada" {
+			t.Fatalf("the cancel request is not shown in review: %+v", rec)
+		}
+		if _, err := f.c.Resolve(f.ctx, f.q, id, jobs.DecideRerun, "bob", "checked: not applied, run it"); err != nil {
+			t.Fatal(err)
+		}
+		f.want(id, jobs.Pending)
 	})
 	t.Run("final/redelivery->deduplicated", func(t *testing.T) {
 		f := newFixture(t, rdb)

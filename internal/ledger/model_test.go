@@ -69,10 +69,11 @@ func (m *machine) redisNow(t *rapid.T) time.Time {
 
 func (m *machine) redisMs(t *rapid.T) int64 { return m.redisNow(t).UnixMilli() }
 
-// due returns a due time an hour in the past or in the future, distinct
-// from every other, so the order of due jobs is known.
+// due returns a due time an hour in the past or in the future, a second
+// from every other, so the order of due jobs is known although the ledger
+// computes due times from delays on its own clock.
 func (m *machine) due(future bool) int64 {
-	m.seq++
+	m.seq += 1000
 	if future {
 		return m.base + time.Hour.Milliseconds() + m.seq
 	}
@@ -198,12 +199,12 @@ func (m *machine) complete(t *rapid.T) {
 			Outcome: rapid.SampledFrom([]model.Outcome{model.OutSucceeded, model.OutRetry, model.OutDead, model.OutUncertain, model.OutDefer}).Draw(t, "outcome"),
 			Due:     m.due(rapid.IntRange(0, 4).Draw(t, "retry later") == 0)}
 		in.Items = append(in.Items, c)
-		o := ledger.Outcome{To: jobs.State(c.Outcome), RetryAt: time.UnixMilli(c.Due)}
+		o := ledger.Outcome{To: jobs.State(c.Outcome), RetryIn: time.Duration(c.Due-m.redisMs(t)) * time.Millisecond}
 		switch c.Outcome {
 		case model.OutRetry:
 			o.To = jobs.Pending
 		case model.OutDefer:
-			o = ledger.Outcome{Defer: true, RetryAt: o.RetryAt, Reason: "resource busy"}
+			o = ledger.Outcome{Defer: true, RetryIn: o.RetryIn, Reason: "resource busy"}
 		}
 		cs = append(cs, ledger.Completion{ID: id, Token: tok(c.Token), Outcome: o})
 	}
@@ -296,7 +297,7 @@ func (m *machine) reconcile(t *rapid.T) {
 	d := rapid.SampledFrom([]jobs.Decision{jobs.DecideSucceeded, jobs.DecideRerun, jobs.DecideDead, jobs.DecideReview, jobs.DecideLater}).Draw(t, "decision")
 	leader := tok(rapid.IntRange(1, 4).Draw(t, "leader"))
 	m.resolve(t, m.pickID(t), ledger.Resolution{Decision: d, Actor: "reconciler:model", Note: "evidence", Leader: leader,
-		NextTry: time.UnixMilli(m.base + time.Hour.Milliseconds())})
+		NextIn: time.Hour})
 }
 
 func (m *machine) operator(t *rapid.T) {

@@ -154,7 +154,7 @@ type Outcome struct {
 	// it into Dead when retries are exhausted, and into Cancelled when an
 	// operator asked to cancel the job).
 	To State
-	// Defer puts the job back to pending at RetryAt without consuming its
+	// Defer puts the job back to pending after RetryIn without consuming its
 	// attempt (its resource was busy). To is ignored.
 	Defer bool
 	// UnknownKind is a Defer because the pool knows no worker for the
@@ -164,8 +164,9 @@ type Outcome struct {
 	Error string
 	// Reason says why the job is dead, uncertain or deferred.
 	Reason string
-	// RetryAt is when a retry or deferred job becomes due.
-	RetryAt time.Time
+	// RetryIn is how long after the completion is applied (by Redis's
+	// clock) a retry or deferred job becomes due.
+	RetryIn time.Duration
 }
 
 // Completion is one attempt's outcome, handed to Complete.
@@ -217,7 +218,7 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 		if c.Fence > 0 && c.Fence != c.Token {
 			fence = c.Fence.String()
 		}
-		args = append(args, c.ID, c.Token.String(), outcome, o.Error, ms(o.RetryAt), o.Reason, fence)
+		args = append(args, c.ID, c.Token.String(), outcome, o.Error, o.RetryIn.Milliseconds(), o.Reason, fence)
 	}
 	v, err := l.run(ctx, completeScript, q, args...).Result()
 	r := newReply("complete", v, err)
@@ -315,8 +316,9 @@ type Resolution struct {
 	Note string
 	// Leader is the reconciler's lease token (0 for an operator).
 	Leader lease.Token
-	// NextTry is when to look again (DecideLater).
-	NextTry time.Time
+	// NextIn is how long (by Redis's clock) until the next look
+	// (DecideLater).
+	NextIn time.Duration
 }
 
 // Decide applies the resolution r to job id of queue q and returns its new
@@ -346,7 +348,7 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 		leader = r.Leader.String()
 	}
 	v, err := l.run(ctx, resolveScript, q, id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
-		leader, l.cfg.Retention.Milliseconds(), ms(r.NextTry)).Result()
+		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds()).Result()
 	rp := newReply("resolve", v, err)
 	if err := rp.need(2); err != nil {
 		return "", wrap("resolve "+id, err)

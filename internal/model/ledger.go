@@ -377,10 +377,14 @@ func (l Ledger) Resolve(in Resolve) (Ledger, Resolved) {
 	if in.Leader > 0 && !l.reconcilerOK(in.Leader) {
 		return l, Resolved{Code: -1, State: j.State}
 	}
-	switch in.Decision {
-	case DecideRerun:
+	switch {
+	case in.Decision == DecideRerun && in.Leader > 0 && j.CancelRequested:
+		// the reconciler's "not applied" on a job an operator asked to
+		// cancel: the cancel stands
+		j.State = Cancelled
+	case in.Decision == DecideRerun:
 		j.State, j.Due, j.CancelRequested = Pending, in.Now, false
-	case DecideSucceeded, DecideDead, DecideReview:
+	case in.Decision == DecideSucceeded || in.Decision == DecideDead || in.Decision == DecideReview:
 		j.State = State(in.Decision)
 	}
 	l.Jobs[j.ID] = j

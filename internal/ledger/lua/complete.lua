@@ -3,7 +3,7 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 retention ms for finished jobs, then 7 values per outcome:
 --   id, token, outcome (succeeded | retry | dead | uncertain | defer | unknown_kind),
---   error text, due at ms (retry and defer), reason, fence token ('' when the
+--   error text, delay ms (retry and defer: due at Redis TIME plus it), reason, fence token ('' when the
 --   attempt's fence is its own token; else the resource lease's token)
 --   A retry whose attempts are used up becomes dead; a retry of a job an
 --   operator asked to cancel becomes cancelled; a defer (resource busy) puts
@@ -36,7 +36,7 @@ for i = 3, #ARGV, 7 do
     tallied('succeeded')
     reply[r + 1], reply[r + 2], reply[r + 3] = 1, 'succeeded', token
   else
-    local err, due, reason, fence = ARGV[i + 3], num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
+    local err, due, reason, fence = ARGV[i + 3], now + num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
     local attempt = num(h[3])
     local to, score = outcome, now
     local f = {}

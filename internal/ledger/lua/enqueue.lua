@@ -5,7 +5,8 @@
 --   job id, kind, operation id ('' = the job id: no operation key is written),
 --   resource ('' = the job), payload (JSON),
 --   args for display (JSON with sensitive fields redacted; '' = the payload, stored as '='),
---   max retries, timeout ms (0 = pool default), run at ms (0 = now)
+--   max retries, timeout ms (0 = pool default), delay ms (the due time is Redis TIME plus the
+--   delay, so no client clock is involved; negative for a RunAt already past)
 -- Reply: {first, then 2 values per job: created (1) or deduplicated (0), job id}
 --   first = 1 when the queue's counters were empty before this call: the caller
 --   (re-)registers the queue. A deduplicated job returns the existing job's id
@@ -27,8 +28,9 @@ for i = 2, #ARGV, 9 do
   if existing then
     reply[#reply + 1], reply[#reply + 2] = 0, existing
   else
-    local run_at = num(ARGV[i + 8])
-    if run_at <= 0 then run_at = now end
+    local run_at = now
+    local delay = num(ARGV[i + 8])
+    if delay ~= 0 then run_at = now + delay end -- negative: a RunAt already past
     local f = {'state', 'pending', 'kind', kind, 'payload', payload, 'max_retries', ARGV[i + 6],
       'token', '0', 'attempts', '0', 'created', fmt(now)}
     local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end

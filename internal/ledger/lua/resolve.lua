@@ -4,13 +4,13 @@
 --      4 decision: succeeded | rerun | dead | review | later
 --      5 actor ('reconciler:<pool>' or 'operator:<name>')   6 evidence or note
 --      7 reconciler leader token ('' for an operator)   8 retention ms
---      9 next try ms (for later)
+--      9 next look in ms (for later: Redis TIME plus it)
 -- Reply: {1, new state}; {0, state} when the job is not in an allowed state
 --        ('missing' when there is no such job); {-1, state} when the
 --        reconciler's token is stale.
 local id, decision = ARGV[2], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op')
+local h = redis.call('HMGET', k, 'state', 'op', 'cancel')
 local state = h[1]
 if not state then return {0, 'missing'} end
 local allowed = false
@@ -28,7 +28,15 @@ local to = decision
 if decision == 'later' then
   to = state
   redis.call('HINCRBY', k, 'reconcile_tries', 1)
-  redis.call('ZADD', index[state], ARGV[9], id)
+  redis.call('ZADD', index[state], fmt(now + num(ARGV[9])), id)
+elseif decision == 'rerun' and h[3] and ARGV[7] ~= '' then
+  -- an operator asked to cancel the job before its outcome was known, and
+  -- the reconciler found it not applied: it ends cancelled, not re-run
+  to = 'cancelled'
+  move(id, state, 'cancelled', now)
+  redis.call('HSET', k, 'reason', 'cancelled by ' .. h[3] .. '; not applied: ' .. ARGV[6], 'state', 'cancelled', 'finished', fmt(now))
+  finish(id, h[2], ARGV[8], true)
+  count('cancelled')
 elseif decision == 'rerun' then
   to = 'pending'
   redis.call('HINCRBY', k, 'runs', 1)

@@ -3,7 +3,6 @@ package maintenance
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -74,7 +73,7 @@ func (s *Services) decide(ctx context.Context, rec *jobs.Record, leader lease.To
 			result = metrics.ResultReview
 		} else {
 			res.Decision = jobs.DecideLater
-			res.NextTry = time.Now().Add(s.cfg.Interval << min(rec.ReconcileTries+1, 10))
+			res.NextIn = s.cfg.Interval << min(rec.ReconcileTries+1, 10)
 		}
 	}
 	state, err := s.ledger.Decide(ctx, rec.Queue, rec.ID, res)
