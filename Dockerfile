@@ -1,6 +1,7 @@
-# Builds the fencedq command (dashboard, demo, operator commands; the
-# entrypoint) and the bank example's worker, bank-worker (docker-compose.yml
-# runs it as the workers' entrypoint).
+# Builds the fencedq command (dashboard, operator commands; the entrypoint)
+# and the bank example's worker, bank-worker (docker-compose.yml runs it as
+# the workers' entrypoint). The demo, which stages failures, is not in the
+# image: run it from a checkout (go run ./cmd/fencedq-demo).
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 # The library (root module) and the commands (module ./cmd), joined by go.work.

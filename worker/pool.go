@@ -94,9 +94,6 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	return p, nil
 }
 
-// Ledger returns the pool's ledger.
-func (p *Pool) Ledger() *ledger.Ledger { return p.ledger }
-
 // ID returns the pool's worker id.
 func (p *Pool) ID() string { return p.cfg.WorkerID }
 

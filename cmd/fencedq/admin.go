@@ -20,7 +20,7 @@ import (
 func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var c commonFlags
 	c.add(fs)
-	kind := fs.String("kind", "transfer", "job kind")
+	kind := fs.String("kind", "", "job kind, as the workers registered it (required; e.g. transfer, the bank example's)")
 	args := fs.String("args", "", `job args as a JSON object, e.g. '{"from":"acct-000","to":"acct-001","cents":100}'`)
 	queue := fs.String("queue", jobs.DefaultQueue, "queue")
 	op := fs.String("op", "", "operation id (default: generated); a known one is deduplicated")
@@ -29,6 +29,9 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	timeout := fs.Duration("timeout", 0, "handler timeout (default: the pool's)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	return func(ctx context.Context, out io.Writer) error {
+		if *kind == "" {
+			return fmt.Errorf("%w: --kind is required: the job kind the workers registered (e.g. --kind transfer for the bank example)", errUsage)
+		}
 		if *args == "" {
 			return fmt.Errorf("%w: --args is required", errUsage)
 		}
@@ -99,20 +102,19 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	c.add(fs)
 	state := fs.String("state", "", "list jobs in this state: "+stateList())
 	queue := fs.String("queue", "", "only this queue (default: all)")
-	queues := fs.Bool("queues", false, "list the queues: jobs per state, and whether (by whom, why) each is paused")
 	job := fs.String("job", "", "show one job and its history, by job id")
 	op := fs.String("op", "", "show one job and its history, by operation id")
 	limit := fs.Int("limit", 50, "how many jobs to list")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context, out io.Writer) error {
 		modes := 0
-		for _, set := range []bool{*state != "", *queues, *job != "" || *op != ""} {
+		for _, set := range []bool{*state != "", *job != "" || *op != ""} {
 			if set {
 				modes++
 			}
 		}
 		if modes != 1 {
-			return fmt.Errorf("%w: give --state, --queues, or --job or --op", errUsage)
+			return fmt.Errorf("%w: give --state, or --job or --op (fencedq queues lists the queues)", errUsage)
 		}
 		if *state != "" && !jobs.State(*state).Valid() {
 			return fmt.Errorf("%w: unknown state %q (want %s)", errUsage, *state, stateList())
@@ -128,11 +130,8 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		defer closeAll()
 		l := client.Inspector()
-		switch {
-		case *state != "":
+		if *state != "" {
 			return listJobs(ctx, out, l, jobs.State(*state), *queue, *limit, *asJSON)
-		case *queues:
-			return listQueues(ctx, out, l, *queue, *asJSON)
 		}
 		var rec *jobs.Record
 		switch {
@@ -186,7 +185,7 @@ func notFound(err error) error {
 	return err
 }
 
-// queueInfo is one line of inspect --queues.
+// queueInfo is one line of fencedq queues.
 type queueInfo struct {
 	Queue  string               `json:"queue"`
 	Counts map[jobs.State]int64 `json:"counts"`
@@ -233,7 +232,17 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 		return err
 	}
 	fmt.Fprintf(out, "%d queue(s)\n", len(infos))
+	if queue == "" && len(infos) == 0 {
+		fmt.Fprint(out, emptyNamespaceHint(l.Namespace()))
+	}
 	return nil
+}
+
+// emptyNamespaceHint follows a listing of a namespace without queues: the
+// likely cause is a namespace other than the workers'.
+func emptyNamespaceHint(ns string) string {
+	return fmt.Sprintf("namespace %s has no queues: no job was enqueued and no pool ran in it yet on this Redis; "+
+		"if you expected some, give the workers' namespace with --namespace (or FENCEDQ_NAMESPACE)\n", ns)
 }
 
 // pauseText describes a pause in one line ("no" while the queue runs).
@@ -297,6 +306,9 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 		return err
 	}
 	fmt.Fprintf(out, "%d %s job(s)\n", len(all), s)
+	if queue == "" && len(queues) == 0 {
+		fmt.Fprint(out, emptyNamespaceHint(l.Namespace()))
+	}
 	for _, p := range paused {
 		fmt.Fprintf(out, "paused queue %s\n", p)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -276,6 +277,8 @@ func TestDockerCompose(t *testing.T) {
 			fl := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "FENCEDQ_"), "_", "-"))
 			if fs.Lookup(fl) == nil {
 				t.Errorf("%s: %s names no flag of %s", name, k, fs.Name())
+			} else if !slices.Contains(cli.EnvFlags(), fl) {
+				t.Errorf("%s: %s names --%s, which the environment does not set (%s ignores it)", name, k, fl, fs.Name())
 			}
 		}
 		// The ports it listens on must be the ones published, exposed and health-checked.

@@ -1,12 +1,13 @@
-// Command fencedq is the operator's tool: the dashboard, the operator
-// commands, and a self-contained demo. Worker pools are the application's
-// own processes; the bank example's is examples/bank/cmd/bank-worker (go
-// run ./examples/bank/cmd/bank-worker --help).
+// Command fencedq is the operator's tool: the dashboard and the operator
+// commands. Worker pools are the application's own processes; the bank
+// example's is examples/bank/cmd/bank-worker (go run
+// ./examples/bank/cmd/bank-worker --help). The demo, which stages
+// failures, is its own command, cmd/fencedq-demo (go run
+// ./cmd/fencedq-demo), so that nothing aimed at production can start it.
 //
-//	fencedq demo        run the whole system on an embedded Redis and stage failures
 //	fencedq dashboard   serve the dashboard and /metrics
 //	fencedq enqueue     enqueue a job
-//	fencedq inspect     list jobs by state, list queues (counts, paused), or show one job
+//	fencedq inspect     list jobs by state, or show one job and its history
 //	fencedq resolve     decide on a job in review or uncertain, or re-run a dead or cancelled one
 //	fencedq cancel      cancel a pending job, or ask a running one to stop
 //	fencedq run-now     make a scheduled job due at once
@@ -24,18 +25,17 @@
 // its token, and a retry it asks for becomes cancelled. A paused queue
 // starts no new attempts; running ones finish and enqueues are accepted.
 //
-// Every flag can also be set with an environment variable FENCEDQ_<FLAG>
-// (upper case, dashes as underscores), e.g. FENCEDQ_REDIS, FENCEDQ_POSTGRES,
-// FENCEDQ_NAMESPACE, FENCEDQ_ADDR, FENCEDQ_DASHBOARD_USER,
-// FENCEDQ_DASHBOARD_PASSWORD. Flags win over the environment.
-//
-// fencedq demo runs in a fresh namespace (demo-<random>) unless given one,
-// says when new jobs stop, prints its summary and a verdict for every
-// staged failure and every global check (what happened, what had to
-// happen, PASS, FAIL, or NOT RUN for a stage the run ended before), and
-// keeps the dashboard up until Ctrl-C (--exit, or --json, ends it after the
-// summary); it exits 1 when a check failed, with --json as without (the
-// JSON's "verdicts" carry check, job_id, happened, required and result).
+// The environment configures only where to connect, who acts, where to
+// listen, the dashboard's credentials and logging: FENCEDQ_REDIS,
+// FENCEDQ_NAMESPACE, FENCEDQ_ACTOR, FENCEDQ_ADDR, FENCEDQ_DASHBOARD_USER,
+// FENCEDQ_DASHBOARD_PASSWORD, FENCEDQ_LOG_LEVEL and FENCEDQ_LOG_FORMAT set
+// the flags of the same names (flags win). Flags that say what an action
+// does (--queue, --job, --op, --decision, --note, --state, --kind, ...)
+// come from the command line only; a FENCEDQ_ variable naming one is
+// ignored, with a warning. Each command's --help lists the variables it
+// reads. --redis takes a URL (redis://[user:password@]host:port/db,
+// rediss:// for TLS, comma-separated URLs for a Redis Cluster) or a bare
+// host:port.
 //
 // Logs are JSON (--log-format text for text), one format for every line of
 // a process, with durations as text ("10s"). A dashboard whose --addr is
@@ -52,6 +52,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/fencedq/fencedq/internal/cli"
@@ -67,10 +68,9 @@ type command struct {
 }
 
 var commands = []command{
-	{"demo", "run the whole system on an embedded Redis and stage the classic failures", demoCmd},
 	{"dashboard", "serve the dashboard and /metrics", dashboardCmd},
 	{"enqueue", "enqueue a job", enqueueCmd},
-	{"inspect", "list jobs by state, list queues (counts, paused), or show one job's history", inspectCmd},
+	{"inspect", "list jobs by state, or show one job and its history", inspectCmd},
 	{"resolve", "decide on a job in review or uncertain (succeeded, rerun, dead), or re-run a dead or cancelled job", resolveCmd},
 	{"cancel", "cancel a pending or scheduled job, or ask a running job to stop", cancelCmd},
 	{"run-now", "make a scheduled job due at once", runNowCmd},
@@ -88,26 +88,52 @@ var errUsage = cli.ErrUsage
 // the example's own command now.
 const movedWorker = `fencedq: "worker" is not a fencedq command: the bank example's worker pool is its own command, bank-worker (go run ./examples/bank/cmd/bank-worker --help)`
 
+// movedDemo answers `fencedq demo`: the demo stages failures, so it is a
+// command of its own that reads no environment variable.
+const movedDemo = `fencedq: "demo" is not a fencedq command: the demo is its own command, fencedq-demo (go run ./cmd/fencedq-demo --help); it reads no FENCEDQ_ variable and runs only in a namespace of its own`
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	var code int
-	if os.Getenv(crashWorkerEnv) == "1" {
-		code = crashWorker(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	} else {
-		code = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	}
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "fencedq: the operator's tool for fencedq job queues (the dashboard, operator commands, a demo)")
+	fmt.Fprintln(w, "fencedq: the operator's tool for fencedq job queues (the dashboard, operator commands)")
 	fmt.Fprintln(w, "\nUsage: fencedq <command> [flags]\n\nCommands:")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'fencedq <command> --help' for a command's flags. Every flag can also be")
-	fmt.Fprintln(w, "set with FENCEDQ_<FLAG> (e.g. FENCEDQ_REDIS, FENCEDQ_NAMESPACE).")
+	fmt.Fprintln(w, "\nRun 'fencedq <command> --help' for a command's flags. The environment sets only")
+	fmt.Fprintln(w, "the connection, identity, address, credential and logging flags:")
+	line := " "
+	for _, v := range envVars() {
+		if len(line)+len(v) > 78 {
+			fmt.Fprintln(w, line)
+			line = " "
+		}
+		line += " " + v
+	}
+	fmt.Fprintln(w, line)
+	fmt.Fprintln(w, "Flags that say what an action does (--queue, --job, --decision, ...) come from")
+	fmt.Fprintln(w, "the command line only. The demo is its own command: go run ./cmd/fencedq-demo")
+}
+
+// envVars lists, sorted, the FENCEDQ_ variables some command reads.
+func envVars() []string {
+	var vars []string
+	for _, c := range commands {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.setup(fs)
+		for _, v := range cli.EnvVars(fs) {
+			if !slices.Contains(vars, v) {
+				vars = append(vars, v)
+			}
+		}
+	}
+	slices.Sort(vars)
+	return vars
 }
 
 // run executes args and returns the exit code.
@@ -126,8 +152,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return cli.Run(ctx, fs, c.summary, c.setup(fs), args[1:], stdout, stderr)
 		}
 	}
-	if args[0] == "worker" {
+	switch args[0] {
+	case "worker":
 		fmt.Fprintln(stderr, movedWorker)
+		return 2
+	case "demo":
+		fmt.Fprintln(stderr, movedDemo)
 		return 2
 	}
 	fmt.Fprintf(stderr, "fencedq: unknown command %q\n\n", args[0])
@@ -153,6 +183,6 @@ func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, clos
 }
 
 func (c *commonFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&c.redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL (comma-separated URLs for a Redis Cluster)")
+	fs.StringVar(&c.redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL or host:port (comma-separated for a Redis Cluster)")
 	fs.StringVar(&c.namespace, "namespace", "fq", "key namespace (must match the workers')")
 }

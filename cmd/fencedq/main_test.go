@@ -4,22 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
 
-// TestMain lets this test binary run as the command: re-executed by the
-// demo's crash stage (crashWorkerEnv) or by a test of the process's own
-// output (FENCEDQ_RUN_MAIN).
+// TestMain lets this test binary run as the command, for a test of the
+// process's own output (FENCEDQ_RUN_MAIN).
 func TestMain(m *testing.M) {
-	if os.Getenv("FENCEDQ_RUN_MAIN") == "1" || os.Getenv(crashWorkerEnv) == "1" {
+	if os.Getenv("FENCEDQ_RUN_MAIN") == "1" {
 		main()
 		return
 	}
@@ -54,10 +56,12 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{[]string{}, "Usage"},
 		{[]string{"nope"}, `unknown command "nope"`},
 		{[]string{"dashboard", "--no-such-flag"}, "flag provided but not defined"},
-		{[]string{"demo", "--duration", "1s"}, "at least 5s"},
-		{[]string{"enqueue"}, "--args is required"},
+		{[]string{"enqueue"}, "--kind is required"},
+		{[]string{"enqueue", "--args", "{}"}, "--kind is required: the job kind the workers registered"},
+		{[]string{"enqueue", "--kind", "transfer"}, "--args is required"},
 		{[]string{"inspect"}, "give --state"},
 		{[]string{"inspect", "--state", "dead", "--job", "x"}, "give --state"},
+		{[]string{"inspect", "--queues"}, "flag provided but not defined: -queues"},
 		{[]string{"cancel"}, "--job is required"},
 		{[]string{"pause"}, "--queue is required"},
 		{[]string{"resume", "--queue", "q{1}", "--actor", "a"}, "--queue"},
@@ -73,8 +77,8 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 			t.Errorf("%v: code %d, stderr %q (want 2 and %q)", c.args, code, errOut, c.want)
 		}
 	}
-	t.Setenv("FENCEDQ_LIMIT", "lots")
-	if code, _, errOut := runCLI(t, "inspect", "--state", "dead"); code != 2 || !strings.Contains(errOut, "FENCEDQ_LIMIT") {
+	t.Setenv("FENCEDQ_LOG_LEVEL", "loud")
+	if code, _, errOut := runCLI(t, "dashboard"); code != 2 || !strings.Contains(errOut, "FENCEDQ_LOG_LEVEL") {
 		t.Errorf("bad env var: %d %q", code, errOut)
 	}
 }
@@ -100,11 +104,137 @@ func TestWorkerIsTheBankExamplesCommand(t *testing.T) {
 	}
 }
 
+// TestDemoIsItsOwnCommand: fencedq runs no demo; `fencedq demo` says in
+// one line where it went, and runs nothing.
+func TestDemoIsItsOwnCommand(t *testing.T) {
+	for _, c := range commands {
+		if c.name == "demo" {
+			t.Errorf("fencedq still lists a demo command: %+v", c)
+		}
+	}
+	code, out, _ := runCLI(t, "--help")
+	if code != 0 || strings.Contains(out, "\n  demo ") || !strings.Contains(out, "go run ./cmd/fencedq-demo") {
+		t.Errorf("fencedq --help: %d %q", code, out)
+	}
+	for _, args := range [][]string{{"demo"}, {"demo", "--redis", "127.0.0.1:1", "--exit"}} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "go run ./cmd/fencedq-demo --help") {
+			t.Errorf("%v: code %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+}
+
+// TestEnvNeverFillsPerActionFlags: FENCEDQ_QUEUE, FENCEDQ_JOB,
+// FENCEDQ_DECISION, FENCEDQ_NOTE, FENCEDQ_STATE and FENCEDQ_KIND fill no
+// flag of pause, cancel, resolve, inspect or enqueue: each command still
+// asks for what it lacks, says the variable is ignored, and acts on
+// nothing. The connection and identity variables do apply.
+func TestEnvNeverFillsPerActionFlags(t *testing.T) {
+	e := newOperatorEnv(t)
+	job := e.enqueue(jobs.Delay(time.Hour))
+	t.Setenv("FENCEDQ_REDIS", strings.TrimPrefix(e.url, "redis://"))
+	t.Setenv("FENCEDQ_NAMESPACE", e.ns)
+	t.Setenv("FENCEDQ_ACTOR", "alice")
+	for k, v := range map[string]string{"QUEUE": "default", "JOB": job, "OP": "op-x", "DECISION": "dead", "NOTE": "from the shell",
+		"STATE": "pending", "KIND": "transfer", "ARGS": `{"from":"acct-000","to":"acct-001","cents":1}`} {
+		t.Setenv("FENCEDQ_"+k, v)
+	}
+	for _, c := range []struct {
+		args         []string
+		want, ignore string
+	}{
+		{[]string{"pause"}, "--queue is required", "FENCEDQ_QUEUE is ignored: --queue is read from the command line only"},
+		{[]string{"pause", "--queue", "default"}, "--note is required", "FENCEDQ_NOTE is ignored"},
+		{[]string{"cancel", "--note", "x"}, "--job is required", "FENCEDQ_JOB is ignored"},
+		{[]string{"resolve", "--job", job}, "--decision must be", "FENCEDQ_DECISION is ignored"},
+		{[]string{"resolve"}, "--job or --op", "FENCEDQ_OP is ignored"},
+		{[]string{"inspect"}, "give --state", "FENCEDQ_STATE is ignored"},
+		{[]string{"enqueue"}, "--kind is required", "FENCEDQ_KIND is ignored"},
+		{[]string{"enqueue", "--kind", "transfer"}, "--args is required", "FENCEDQ_ARGS is ignored"},
+	} {
+		code, _, errOut := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, c.ignore) {
+			t.Errorf("%v: code %d, stderr %q (want 2, %q and %q)", c.args, code, errOut, c.want, c.ignore)
+		}
+	}
+	if s := e.state(job); s != jobs.Pending {
+		t.Fatalf("the job is %s", s)
+	}
+	if p, err := e.ledger.Paused(context.Background(), "default"); err != nil || p != nil {
+		t.Fatalf("queue default paused: %+v %v", p, err)
+	}
+	if n, err := e.ledger.Counts(context.Background(), "default"); err != nil || n[jobs.Pending] != 1 {
+		t.Fatalf("counts %v %v", n, err)
+	}
+	// FENCEDQ_REDIS (host:port), FENCEDQ_NAMESPACE and FENCEDQ_ACTOR apply.
+	code, out, errOut := runCLI(t, "cancel", "--job", job, "--note", "customer withdrew")
+	if code != 0 || out != "job "+job+" is now cancelled\n" {
+		t.Fatalf("cancel from the environment's Redis, namespace and actor: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, "inspect", "--job", job)
+	if code != 0 || !strings.Contains(out, "cancelled by operator:alice: customer withdrew") {
+		t.Fatalf("inspect: %d %q", code, out)
+	}
+}
+
+// TestEnvVariablesOfEachCommand: every command reads from the environment
+// exactly its connection, identity, address, credential and logging
+// flags, and its --help lists them.
+func TestEnvVariablesOfEachCommand(t *testing.T) {
+	conn := []string{"FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}
+	op := []string{"FENCEDQ_ACTOR", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}
+	want := map[string][]string{
+		"dashboard": {"FENCEDQ_ADDR", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"},
+		"enqueue":   conn, "inspect": conn, "queues": conn, "pools": conn, "schedules": conn,
+		"resolve": op, "cancel": op, "run-now": op, "pause": op, "resume": op,
+	}
+	for _, c := range commands {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.setup(fs)
+		if got := cli.EnvVars(fs); !slices.Equal(got, want[c.name]) {
+			t.Errorf("%s reads %v, want %v", c.name, got, want[c.name])
+		}
+		_, out, _ := runCLI(t, c.name, "--help")
+		for _, v := range want[c.name] {
+			if !strings.Contains(out, "  "+v+" ") {
+				t.Errorf("%s --help does not list %s: %q", c.name, v, out)
+			}
+		}
+	}
+	_, out, _ := runCLI(t, "--help")
+	env := strings.Fields(out[strings.Index(out, "logging flags:")+len("logging flags:") : strings.Index(out, "Flags that say")])
+	if want := []string{"FENCEDQ_ACTOR", "FENCEDQ_ADDR", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT",
+		"FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}; !slices.Equal(env, want) {
+		t.Errorf("fencedq --help lists %v, want %v:\n%s", env, want, out)
+	}
+}
+
+// TestRedisHostPortAndAnEmptyNamespace: --redis takes host:port; a
+// namespace without queues says which namespace it looked in.
+func TestRedisHostPortAndAnEmptyNamespace(t *testing.T) {
+	e := newOperatorEnv(t)
+	e.enqueue()
+	addr := strings.TrimPrefix(e.url, "redis://")
+	code, out, errOut := runCLI(t, "queues", "--redis", addr, "--namespace", e.ns)
+	if code != 0 || !strings.Contains(out, "1 queue(s)\n") || strings.Contains(out, "has no queues") {
+		t.Fatalf("queues on host:port: %d %q %q", code, out, errOut)
+	}
+	for _, args := range [][]string{{"queues"}, {"inspect", "--state", "pending"}} {
+		code, out, errOut = runCLI(t, append(args, "--redis", addr, "--namespace", "fq-typo")...)
+		if code != 0 || !strings.Contains(out, "namespace fq-typo has no queues") || !strings.Contains(out, "--namespace") {
+			t.Errorf("%v in a wrong namespace: %d %q %q", args, code, out, errOut)
+		}
+	}
+	if code, out, _ := runCLI(t, "queues", "--redis", addr, "--namespace", "fq-typo", "--json"); code != 0 || out != "[]\n" {
+		t.Errorf("queues --json in a wrong namespace: %d %q", code, out)
+	}
+}
+
 func TestEnqueueInspectResolve(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	url := "redis://" + srv.Addr
 	ns := redistest.Namespace(t)
-	code, out, errOut := runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--op", "op-1", "--json",
+	code, out, errOut := runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--kind", "transfer", "--op", "op-1", "--json",
 		"--args", `{"from":"acct-000","to":"acct-001","cents":250,"memo":"rent for flat 4"}`)
 	if code != 0 {
 		t.Fatalf("enqueue: %d %s", code, errOut)
@@ -113,12 +243,12 @@ func TestEnqueueInspectResolve(t *testing.T) {
 		JobID string `json:"job_id"`
 	}
 	_ = json.Unmarshal([]byte(out), &res)
-	code, out, _ = runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--op", "op-1",
+	code, out, _ = runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--kind", "transfer", "--op", "op-1",
 		"--args", `{"from":"acct-000","to":"acct-001","cents":250}`)
 	if code != 0 || !strings.Contains(out, "deduplicated") || !strings.Contains(out, res.JobID) {
 		t.Fatalf("second enqueue: %d %q", code, out)
 	}
-	if code, _, errOut := runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--args", `{"from":"a","to":"a","cents":1}`); code != 2 || !strings.Contains(errOut, "must differ") {
+	if code, _, errOut := runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--kind", "transfer", "--args", `{"from":"a","to":"a","cents":1}`); code != 2 || !strings.Contains(errOut, "must differ") {
 		t.Fatalf("invalid transfer: %d %q", code, errOut)
 	}
 	code, out, _ = runCLI(t, "inspect", "--redis", url, "--namespace", ns, "--op", "op-1")
@@ -136,43 +266,6 @@ func TestEnqueueInspectResolve(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "inspect", "--redis", url, "--namespace", ns, "--job", "no-such-job"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("missing job: %d %q", code, errOut)
-	}
-}
-
-func TestDemoOnEmbeddedRedis(t *testing.T) {
-	code, out, errOut := runCLI(t, "demo", "--duration", "20s", "--json", "--addr", "127.0.0.1:0")
-	if code != 0 {
-		t.Fatalf("demo exit %d\nstderr:\n%s", code, errOut)
-	}
-	var s summary
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		t.Fatalf("summary is not JSON: %v\n%s", err, out)
-	}
-	t.Logf("summary: %+v", s)
-	if s.Lost != 0 || !s.MoneyConserved || !s.ExactlyOnce || s.AppliedButDead != 0 {
-		t.Fatalf("lost %d, money conserved %v, exactly once %v, dead with an effect %d", s.Lost, s.MoneyConserved, s.ExactlyOnce, s.AppliedButDead)
-	}
-	if s.FencedRejections < 1 || s.Deduplicated < 1 || s.UncertainResolved < 1 {
-		t.Fatalf("demo did not show fencing, deduplication and reconciliation: %+v\nstderr:\n%s", s, errOut)
-	}
-	if s.Enqueued < 50 || s.Succeeded < s.Enqueued/2 {
-		t.Fatalf("too little work done: %+v", s)
-	}
-	if len(s.Stages) < 4 {
-		t.Fatalf("stages: %v", s.Stages)
-	}
-	// Every staged failure ran and passed its verdict.
-	checks := map[string]bool{}
-	for _, v := range s.Verdicts {
-		checks[v.Check] = true
-		if v.Result != resultPass || v.Happened == "" || v.Required == "" {
-			t.Errorf("verdict %+v", v)
-		}
-	}
-	for _, c := range []string{checkPaused, checkLateAnswer, checkCrash, checkStray, checkDuplicates, checkLost, checkMoney, checkOnce} {
-		if !checks[c] {
-			t.Errorf("no verdict for %s", c)
-		}
 	}
 }
 
@@ -282,7 +375,7 @@ func TestCancelCommand(t *testing.T) {
 	// A running job is asked to stop; it keeps its token and stays running.
 	running := e.enqueue()
 	cl := e.claim(running)
-	t.Setenv("FENCEDQ_ACTOR", "bob") // operator flags come from the environment too
+	t.Setenv("FENCEDQ_ACTOR", "bob") // the operator's name comes from the environment too
 	code, out, errOut = e.cli("cancel", "--job", running, "--queue", "default", "--note", "wrong amount", "--json")
 	if code != 0 {
 		t.Fatalf("cancel running: %d %q", code, errOut)
@@ -390,7 +483,6 @@ func TestPauseAndResumeCommands(t *testing.T) {
 		{[]string{"pause", "--queue", "default", "--note", "x"}, "--actor is required"},
 		{[]string{"pause", "--queue", "default", "--actor", "bob"}, "--note is required"},
 		{[]string{"resume", "--queue", "default"}, "--actor is required"},
-		{[]string{"inspect", "--queues", "--state", "pending"}, "give --state, --queues"},
 	} {
 		if code, _, errOut := e.cli(c.args...); code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: code %d, stderr %q (want 2 and %q)", c.args, code, errOut, c.want)
@@ -409,12 +501,12 @@ func TestPauseAndResumeCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "already paused by operator:bob") || !strings.Contains(out, "gateway maintenance") {
 		t.Fatalf("second pause: %d %q", code, out)
 	}
-	code, out, _ = e.cli("inspect", "--queues")
+	code, out, _ = e.cli("queues")
 	if code != 0 || !strings.Contains(out, "CANCELLED") || !strings.Contains(out, "PAUSED") ||
 		!strings.Contains(out, "by operator:bob since") || !strings.Contains(out, "1 queue(s)") {
-		t.Fatalf("inspect --queues: %d %q", code, out)
+		t.Fatalf("queues: %d %q", code, out)
 	}
-	code, out, _ = e.cli("inspect", "--queues", "--json")
+	code, out, _ = e.cli("queues", "--json")
 	var qs []struct {
 		Queue  string         `json:"queue"`
 		Counts map[string]int `json:"counts"`
@@ -422,7 +514,7 @@ func TestPauseAndResumeCommands(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &qs); code != 0 || err != nil || len(qs) != 1 || qs[0].Queue != "default" ||
 		qs[0].Counts["pending"] != 1 || qs[0].Paused == nil || qs[0].Paused.Actor != "operator:bob" || qs[0].Paused.Note != "gateway maintenance" {
-		t.Fatalf("inspect --queues --json: %d %v %q", code, err, out)
+		t.Fatalf("queues --json: %d %v %q", code, err, out)
 	}
 	code, out, _ = e.cli("inspect", "--job", job)
 	if code != 0 || !strings.Contains(out, "queue default is paused by operator:bob") {

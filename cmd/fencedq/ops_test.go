@@ -6,17 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
-	"github.com/fencedq/fencedq/internal/syncbuf"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -42,7 +39,6 @@ func TestHelpPrintsOnce(t *testing.T) {
 func TestBadFlagValuesAreErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"dashboard", "--log-level", "loud"},
-		{"demo", "--log-level", "chatty"},
 		{"dashboard", "--log-format", "xml"},
 	} {
 		code, _, errOut := runCLI(t, args...)
@@ -52,37 +48,12 @@ func TestBadFlagValuesAreErrors(t *testing.T) {
 	}
 }
 
-// TestDemoJSONFailsWhenAChecksFails: the demo's verdict is its exit code,
-// with --json as without.
-func TestDemoJSONFailsWhenACheckFails(t *testing.T) {
-	for _, asJSON := range []bool{true, false} {
-		for _, s := range []summary{{Lost: 1, MoneyConserved: true, ExactlyOnce: true}, {MoneyConserved: false, ExactlyOnce: true},
-			{MoneyConserved: true, ExactlyOnce: false}} {
-			var out bytes.Buffer
-			err := report(&out, &s, asJSON)
-			if !errors.Is(err, errCheckFailed) {
-				t.Errorf("json %v, %+v: %v", asJSON, s, err)
-			}
-			if asJSON {
-				var back summary
-				if json.Unmarshal(out.Bytes(), &back) != nil || back.Lost != s.Lost {
-					t.Errorf("json summary not printed: %q", out.String())
-				}
-			}
-		}
-		var out bytes.Buffer
-		if err := report(&out, &summary{MoneyConserved: true, ExactlyOnce: true}, asJSON); err != nil {
-			t.Errorf("json %v, a passing run: %v", asJSON, err)
-		}
-	}
-}
-
 // TestRedisUnreachableIsOneLine: the process prints one error line, not
 // the Redis client's own retry logs (checked on a real process, whose
 // stderr the client's logger writes to).
 func TestRedisUnreachableIsOneLine(t *testing.T) {
 	port := redistest.FreePort(t)
-	cmd := exec.Command(os.Args[0], "inspect", "--queues", "--redis", fmt.Sprintf("redis://127.0.0.1:%d", port))
+	cmd := exec.Command(os.Args[0], "queues", "--redis", fmt.Sprintf("redis://127.0.0.1:%d", port))
 	cmd.Env = append(os.Environ(), "FENCEDQ_RUN_MAIN=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -92,7 +63,7 @@ func TestRedisUnreachableIsOneLine(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-	if len(lines) != 1 || !strings.HasPrefix(lines[0], fmt.Sprintf("fencedq inspect: redis redis://127.0.0.1:%d does not answer", port)) || stdout.Len() != 0 {
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], fmt.Sprintf("fencedq queues: redis redis://127.0.0.1:%d does not answer", port)) || stdout.Len() != 0 {
 		t.Fatalf("stderr %q, stdout %q", stderr.String(), stdout.String())
 	}
 }
@@ -101,17 +72,17 @@ func TestRedisUnreachableIsOneLine(t *testing.T) {
 // is an error naming it; the JSON output is snake_case.
 func TestEnqueueDecodesKnownKindsStrictly(t *testing.T) {
 	e := newOperatorEnv(t)
-	code, _, errOut := e.cli("enqueue", "--args", `{"from":"acct-000","to":"acct-001","cent":100}`)
+	code, _, errOut := e.cli("enqueue", "--kind", "transfer", "--args", `{"from":"acct-000","to":"acct-001","cent":100}`)
 	if code != 2 || !strings.Contains(errOut, `unknown field "cent"`) {
 		t.Fatalf("mistyped field: %d %q", code, errOut)
 	}
-	if code, _, errOut := e.cli("enqueue", "--args", `{"from":"acct-000","to":"acct-001","cents":1} {}`); code != 2 || !strings.Contains(errOut, "trailing") {
+	if code, _, errOut := e.cli("enqueue", "--kind", "transfer", "--args", `{"from":"acct-000","to":"acct-001","cents":1} {}`); code != 2 || !strings.Contains(errOut, "trailing") {
 		t.Fatalf("trailing data: %d %q", code, errOut)
 	}
 	if n, err := e.ledger.Counts(context.Background(), "default"); err != nil || n[jobs.Pending] != 0 {
 		t.Fatalf("a refused enqueue wrote a job: %v %v", n, err)
 	}
-	code, out, errOut := e.cli("enqueue", "--json", "--op", "op-json", "--args", `{"from":"acct-000","to":"acct-001","cents":100}`)
+	code, out, errOut := e.cli("enqueue", "--kind", "transfer", "--json", "--op", "op-json", "--args", `{"from":"acct-000","to":"acct-001","cents":100}`)
 	var res map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res["operation_id"] != "op-json" || res["job_id"] == "" ||
 		res["queue"] != "default" || res["deduplicated"] != false || len(res) != 4 {
@@ -170,48 +141,5 @@ func TestQueuesPoolsAndResolveByOperation(t *testing.T) {
 	code, out, errOut = e.cli("resolve", "--op", "op-late", "--decision", "rerun", "--actor", "bob", "--note", "back")
 	if code != 0 || out != "job "+id+" is now pending\n" {
 		t.Fatalf("resolve --op: %d %q %q", code, out, errOut)
-	}
-}
-
-// TestDemoStaysUpUntilInterrupted: after its summary the demo keeps the
-// dashboard up for the newcomer to explore, until Ctrl-C; it runs in a
-// fresh namespace and says when new jobs stop.
-func TestDemoStaysUpUntilInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb syncbuf.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"demo", "--duration", "5s", "--rate", "10", "--addr", "127.0.0.1:0"}, &out, &errb)
-	}()
-	deadline := time.After(90 * time.Second)
-	for !strings.Contains(out.String(), "stays up at ") {
-		select {
-		case code := <-done:
-			t.Fatalf("the demo ended (%d) without staying up: %s %s", code, out.String(), errb.String())
-		case <-deadline:
-			t.Fatalf("no summary: %s", out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	text := out.String()
-	url := strings.Fields(text[strings.Index(text, "stays up at ")+len("stays up at "):])[0]
-	res, err := http.Get(url + "api/overview")
-	if err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("the dashboard is down after the summary: %v %v", res, err)
-	}
-	res.Body.Close()
-	if !regexp.MustCompile(`namespace demo-[0-9a-f]{8}\n`).MatchString(text) || !strings.Contains(text, "new transfers stopped;") ||
-		!strings.Contains(text, "lost (must be 0)") {
-		t.Errorf("output: %s", text)
-	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d after Ctrl-C: %s", code, errb.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the demo did not end on Ctrl-C")
 	}
 }

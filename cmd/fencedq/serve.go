@@ -18,19 +18,6 @@ import (
 	"github.com/fencedq/fencedq/jobs"
 )
 
-// serveHTTP serves h on addr (--addr) until ctx ends; ready receives the
-// bound address.
-func serveHTTP(ctx context.Context, addr string, h http.Handler, ready func(string)) error {
-	ln, err := cli.Listen("--addr", addr)
-	if err != nil {
-		return err
-	}
-	if ready != nil {
-		ready(ln.Addr().String())
-	}
-	return cli.Serve(ctx, ln, h)
-}
-
 func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var c commonFlags
 	c.add(fs)
@@ -55,7 +42,7 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", cli.Healthz(client.Inspector().Ping))
 		mux.Handle("/", h)
-		return serveHTTP(ctx, *addr, mux, func(a string) {
+		return cli.ListenAndServe(ctx, "--addr", *addr, mux, func(a string) {
 			fmt.Fprintf(out, "dashboard: http://%s/\n", a)
 		})
 	}

@@ -62,7 +62,7 @@ type WorkerConfig struct {
 	InitialCents int64
 	// Logger receives the pool's logs (default: none).
 	Logger *slog.Logger
-	// StallAfterMemo stages a crash (the fencedq demo's crash stage): after
+	// StallAfterMemo stages a crash (the demo's crash stage, cmd/fencedq-demo): after
 	// applying a transfer whose memo is this, the worker writes a line to
 	// RunWorker's output and never returns, as if the process died between
 	// its effect and its ledger commit. Empty in production.

@@ -1,8 +1,9 @@
-// Package cli is the plumbing the repository's commands share (cmd/fencedq
-// and the bank example's bank-worker): flags that FENCEDQ_<FLAG>
-// environment variables can set, one-line errors with exit codes, the
-// --log-level and --log-format flags, Redis URLs, listening with a clear
-// message when a port is taken, and serving /healthz.
+// Package cli is the plumbing the repository's commands share (cmd/fencedq,
+// cmd/fencedq-demo and the bank example's bank-worker): parsing flags, of
+// which the environment sets only an allow-list (EnvFlags), one-line
+// errors with exit codes, the --log-level and --log-format flags, Redis
+// addresses, listening with a clear message when a port is taken, and
+// serving /healthz.
 package cli
 
 import (
@@ -14,10 +15,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,14 +35,71 @@ var ErrUsage = errors.New("usage")
 // FENCEDQ_<FLAG>, upper case, dashes as underscores.
 const EnvPrefix = "FENCEDQ_"
 
-// Run parses args into fs, sets every flag not given from its FENCEDQ_<FLAG>
-// environment variable, and runs do, which writes its output to stdout. It
-// returns the exit code: 0 when do succeeds (or on --help, which prints
-// summary and the flags on stdout), 2 on bad usage (a bad flag, an argument,
-// or an error wrapping ErrUsage), 1 on any other error. Errors are one line
-// on stderr, prefixed with fs.Name(), the command as typed (e.g. "fencedq
-// inspect").
+// envFlags are the flags the environment may set: where to connect, who
+// acts, where to listen, the credentials to require, and how to log. A
+// flag that picks what an action does (a queue, a job, a decision, a
+// count) is never among them, so a variable left in a shell cannot fill
+// it.
+var envFlags = []string{
+	// connection
+	"redis", "postgres", "namespace",
+	// identity: the operator
+	"actor",
+	// listen addresses
+	"addr", "metrics-addr",
+	// credentials
+	"dashboard-user", "dashboard-password",
+	// logging
+	"log-level", "log-format",
+}
+
+// EnvFlags returns the names of the flags that an environment variable
+// FENCEDQ_<FLAG> may set (in the commands that read the environment at
+// all): the connection (redis, postgres, namespace), identity (actor),
+// address (addr, metrics-addr), credential (dashboard-user,
+// dashboard-password) and logging (log-level, log-format) flags. Every
+// other flag is taken from the command line only.
+func EnvFlags() []string { return slices.Clone(envFlags) }
+
+// EnvVar is the environment variable that sets the flag name:
+// FENCEDQ_<NAME>, upper case, dashes as underscores.
+func EnvVar(name string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// EnvVars lists, sorted, the variables that set flags of fs.
+func EnvVars(fs *flag.FlagSet) []string {
+	var vars []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if slices.Contains(envFlags, f.Name) {
+			vars = append(vars, EnvVar(f.Name))
+		}
+	})
+	sort.Strings(vars)
+	return vars
+}
+
+// Run parses args into fs, sets every allow-listed flag (EnvFlags) not
+// given from its FENCEDQ_<FLAG> environment variable, and runs do, which
+// writes its output to stdout. A FENCEDQ_<FLAG> variable naming another
+// flag of fs is ignored, with a warning on stderr. It returns the exit
+// code: 0 when do succeeds (or on --help, which prints summary, the flags
+// and the variables that set them on stdout), 2 on bad usage (a bad flag,
+// an argument, or an error wrapping ErrUsage), 1 on any other error.
+// Errors are one line on stderr, prefixed with fs.Name(), the command as
+// typed (e.g. "fencedq inspect").
 func Run(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.Context, io.Writer) error, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, fs, summary, true, do, args, stdout, stderr)
+}
+
+// RunWithoutEnv is Run for a command that reads no flag from the
+// environment (the demo): a FENCEDQ_<FLAG> variable naming one of its
+// flags is ignored, with a warning on stderr.
+func RunWithoutEnv(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.Context, io.Writer) error, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, fs, summary, false, do, args, stdout, stderr)
+}
+
+func run(ctx context.Context, fs *flag.FlagSet, summary string, env bool, do func(context.Context, io.Writer) error, args []string, stdout, stderr io.Writer) int {
 	QuietRedis()
 	name := fs.Name()
 	// The flag package would print the usage on every parse error and on
@@ -47,9 +108,7 @@ func Run(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintf(stdout, "Usage: %s [flags]\n\n%s.\n\nFlags (or %s<FLAG> environment variables):\n", name, summary, EnvPrefix)
-			fs.PrintDefaults()
+			printHelp(stdout, fs, summary, env)
 			return 0
 		}
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for its flags.\n", name, err, name)
@@ -59,9 +118,14 @@ func Run(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
 		return 2
 	}
-	if err := applyEnv(fs); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 2
+	for _, w := range ignoredEnv(fs, env) {
+		fmt.Fprintf(stderr, "%s: %s\n", name, w)
+	}
+	if env {
+		if err := applyEnv(fs); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 2
+		}
 	}
 	if err := do(ctx, stdout); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
@@ -73,17 +137,42 @@ func Run(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.
 	return 0
 }
 
-// applyEnv sets every flag not given on the command line from
+// printHelp prints the usage: the summary, the flags, and which
+// environment variables set which of them.
+func printHelp(w io.Writer, fs *flag.FlagSet, summary string, env bool) {
+	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s.\n\nFlags:\n", fs.Name(), summary)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	vars := EnvVars(fs)
+	switch {
+	case !env:
+		fmt.Fprintf(w, "\nEnvironment: none. This command reads no %s<FLAG> variable; give every flag on the command line.\n", EnvPrefix)
+	case len(vars) == 0:
+		fmt.Fprintf(w, "\nEnvironment: none of these flags is read from a %s<FLAG> variable.\n", EnvPrefix)
+	default:
+		fmt.Fprintf(w, "\nEnvironment (a flag given wins; no other flag is read from the environment):\n")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fs.VisitAll(func(f *flag.Flag) {
+			if slices.Contains(envFlags, f.Name) {
+				fmt.Fprintf(tw, "  %s\tsets -%s\n", EnvVar(f.Name), f.Name)
+			}
+		})
+		_ = tw.Flush()
+	}
+}
+
+// applyEnv sets every allow-listed flag not given on the command line from
 // FENCEDQ_<FLAG>.
 func applyEnv(fs *flag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []string
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
+		if set[f.Name] || !slices.Contains(envFlags, f.Name) {
 			return
 		}
-		key := EnvPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		key := EnvVar(f.Name)
 		if v, ok := os.LookupEnv(key); ok {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Sprintf("%s=%q: %v", key, v, err))
@@ -95,6 +184,26 @@ func applyEnv(fs *flag.FlagSet) error {
 		return fmt.Errorf("%w: %s", ErrUsage, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// ignoredEnv warns, sorted, about every FENCEDQ_<FLAG> variable set for a
+// flag of fs that the environment does not set here: every one without
+// env, the ones not allow-listed with it.
+func ignoredEnv(fs *flag.FlagSet, env bool) []string {
+	var warns []string
+	fs.VisitAll(func(f *flag.Flag) {
+		key := EnvVar(f.Name)
+		if _, ok := os.LookupEnv(key); !ok || (env && slices.Contains(envFlags, f.Name)) {
+			return
+		}
+		if env {
+			warns = append(warns, fmt.Sprintf("%s is ignored: --%s is read from the command line only (the environment sets only connection, identity, address, credential and logging flags)", key, f.Name))
+		} else {
+			warns = append(warns, fmt.Sprintf("%s is ignored: this command reads no flag from the environment (give --%s on the command line)", key, f.Name))
+		}
+	})
+	sort.Strings(warns)
+	return warns
 }
 
 // quietRedis drops the Redis client's own log lines (its dial retries).
@@ -109,27 +218,29 @@ func QuietRedis() { redis.SetLogger(quietRedis{}) }
 // PingTimeout bounds the first contact with Redis.
 const PingTimeout = 5 * time.Second
 
-// ConnectRedis opens a Redis client from the --redis URL and pings it;
-// several comma-separated URLs make a cluster client. A malformed URL is a
-// usage error; a Redis that does not answer is named (password hidden).
-func ConnectRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
+// ConnectRedis opens a Redis client from the --redis address and pings
+// it: a URL (redis://[user:password@]host:port/db, rediss:// for TLS) or a
+// bare host:port (redis://host:port); several comma-separated addresses
+// make a cluster client. A malformed address is a usage error; a Redis
+// that does not answer is named (password hidden).
+func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
-	if strings.Contains(url, ",") {
+	if strings.Contains(addr, ",") {
 		var addrs []string
 		var opt *redis.Options
-		for _, u := range strings.Split(url, ",") {
-			o, err := redis.ParseURL(strings.TrimSpace(u))
+		for _, u := range strings.Split(addr, ",") {
+			o, err := ParseRedisURL(u)
 			if err != nil {
-				return nil, fmt.Errorf("%w: --redis %q: %v", ErrUsage, u, err)
+				return nil, err
 			}
 			addrs = append(addrs, o.Addr)
 			opt = o
 		}
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: opt.Username, Password: opt.Password})
 	} else {
-		opt, err := redis.ParseURL(url)
+		opt, err := ParseRedisURL(addr)
 		if err != nil {
-			return nil, fmt.Errorf("%w: --redis %q: %v", ErrUsage, url, err)
+			return nil, err
 		}
 		rdb = redis.NewClient(opt)
 	}
@@ -137,19 +248,58 @@ func ConnectRedis(ctx context.Context, url string) (redis.UniversalClient, error
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis %s does not answer: %w", RedactURL(url), err)
+		return nil, fmt.Errorf("redis %s does not answer: %w", RedactURL(withScheme(addr)), err)
 	}
 	return rdb, nil
 }
 
-// RedactURL hides a password in a URL for messages.
-func RedactURL(u string) string {
-	at := strings.LastIndex(u, "@")
-	scheme := strings.Index(u, "://")
-	if at < 0 || scheme < 0 {
-		return u
+// ParseRedisURL reads one --redis address: a redis:// or rediss:// URL,
+// or a bare host:port, read as redis://host:port. A malformed one is a
+// usage error naming the flag.
+func ParseRedisURL(addr string) (*redis.Options, error) {
+	addr = strings.TrimSpace(addr)
+	opt, err := redis.ParseURL(withScheme(addr))
+	if err != nil {
+		// A url.Error repeats the URL, password and all: keep its cause.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("%w: --redis %q: %v (want host:port or redis://[user:password@]host:port/db)", ErrUsage, RedactURL(addr), err)
 	}
-	return u[:scheme+3] + "***" + u[at:]
+	return opt, nil
+}
+
+// withScheme reads each comma-separated address without a scheme as
+// redis://.
+func withScheme(addr string) string {
+	parts := strings.Split(addr, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if p != "" && !strings.Contains(p, "://") {
+			p = "redis://" + p
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
+}
+
+// RedactURL hides a password in a URL (or in each of comma-separated ones)
+// for messages.
+func RedactURL(u string) string {
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		at := strings.LastIndex(p, "@")
+		if at < 0 {
+			continue
+		}
+		start := 0
+		if scheme := strings.Index(p, "://"); scheme >= 0 && scheme < at {
+			start = scheme + 3
+		}
+		parts[i] = p[:start] + "***" + p[at:]
+	}
+	return strings.Join(parts, ",")
 }
 
 // LogFlags are the --log-level and --log-format flags. Bad values are
@@ -208,6 +358,20 @@ func Listen(flagName, addr string) (net.Listener, error) {
 			flagName, addr, flagName, err)
 	}
 	return nil, fmt.Errorf("%s %s: %w", flagName, addr, err)
+}
+
+// ListenAndServe opens addr, given by the flag flagName (see Listen),
+// passes the bound address to ready (when not nil), and serves h until ctx
+// ends (see Serve).
+func ListenAndServe(ctx context.Context, flagName, addr string, h http.Handler, ready func(addr string)) error {
+	ln, err := Listen(flagName, addr)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	return Serve(ctx, ln, h)
 }
 
 // Serve serves h on ln until ctx ends, then shuts the server down (waiting

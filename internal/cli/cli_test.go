@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencedq/fencedq/internal/redistest"
 )
 
 // TestLogsPrintDurationsAsDurations: in both formats.
@@ -42,34 +45,190 @@ func TestRunExitCodes(t *testing.T) {
 		stdout  string
 		errLine string
 	}{
-		{name: "ok", args: []string{"--n", "3"}, code: 0, stdout: "n=3\n"},
-		{name: "help", args: []string{"--help"}, code: 0, stdout: "Usage: tool sub [flags]\n\nDoes a thing.\n\nFlags (or FENCEDQ_<FLAG> environment variables):\n"},
+		{name: "ok", args: []string{"--n", "3"}, code: 0, stdout: "n=3 level=INFO\n"},
+		{name: "help", args: []string{"--help"}, code: 0, stdout: "Usage: tool sub [flags]\n\nDoes a thing.\n\nFlags:\n"},
 		{name: "bad flag", args: []string{"--nope"}, code: 2, errLine: "tool sub: flag provided but not defined: -nope\nRun 'tool sub --help' for its flags.\n"},
 		{name: "argument", args: []string{"extra"}, code: 2, errLine: "tool sub: unexpected argument \"extra\"\n"},
-		{name: "env", env: "lots", code: 2, errLine: "tool sub: usage: FENCEDQ_N=\"lots\": parse error\n"},
-		{name: "env loses to flag", args: []string{"--n", "4"}, env: "lots", code: 0, stdout: "n=4\n"},
+		{name: "env", env: "loud", code: 2, errLine: "tool sub: usage: FENCEDQ_LOG_LEVEL=\"loud\": slog: level string \"loud\": unknown name\n"},
+		{name: "env", env: "warn", code: 0, stdout: "n=1 level=WARN\n"},
+		{name: "env loses to flag", args: []string{"--log-level", "error"}, env: "loud", code: 0, stdout: "n=1 level=ERROR\n"},
 		{name: "usage error", err: fmt.Errorf("%w: bad", ErrUsage), code: 2, errLine: "tool sub: usage: bad\n"},
 		{name: "failure", err: errors.New("redis down"), code: 1, errLine: "tool sub: redis down\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.env != "" {
-				t.Setenv("FENCEDQ_N", c.env)
+				t.Setenv("FENCEDQ_LOG_LEVEL", c.env)
 			}
 			fs := flag.NewFlagSet("tool sub", flag.ContinueOnError)
 			n := fs.Int("n", 1, "a number")
+			var logs LogFlags
+			logs.Add(fs, slog.LevelInfo)
 			var stdout, stderr bytes.Buffer
 			code := Run(context.Background(), fs, "Does a thing", func(_ context.Context, out io.Writer) error {
 				if c.err != nil {
 					return c.err
 				}
-				_, err := io.WriteString(out, "n="+fs.Lookup("n").Value.String()+"\n")
+				_, err := fmt.Fprintf(out, "n=%d level=%v\n", *n, logs.level)
 				return err
 			}, c.args, &stdout, &stderr)
 			if code != c.code || !strings.HasPrefix(stdout.String(), c.stdout) || stderr.String() != c.errLine {
-				t.Errorf("code %d (want %d), n %d, stdout %q, stderr %q (want %q)", code, c.code, *n, stdout.String(), stderr.String(), c.errLine)
+				t.Errorf("code %d (want %d), stdout %q, stderr %q (want %q)", code, c.code, stdout.String(), stderr.String(), c.errLine)
 			}
 		})
+	}
+}
+
+// actionFlags is a command with connection, identity and logging flags and
+// the per-action flags of pause, cancel and resolve.
+func actionFlags(name string) (*flag.FlagSet, func() string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	redisURL := fs.String("redis", "redis://127.0.0.1:6379/0", "Redis")
+	ns := fs.String("namespace", "fq", "namespace")
+	actor := fs.String("actor", "", "who acts")
+	queue := fs.String("queue", "", "queue")
+	job := fs.String("job", "", "job")
+	decision := fs.String("decision", "", "decision")
+	limit := fs.Int("limit", 50, "how many")
+	var logs LogFlags
+	logs.Add(fs, slog.LevelInfo)
+	return fs, func() string {
+		return fmt.Sprintf("redis=%s namespace=%s actor=%s queue=%s job=%s decision=%s limit=%d level=%v",
+			*redisURL, *ns, *actor, *queue, *job, *decision, *limit, logs.level)
+	}
+}
+
+// setActionEnv sets a FENCEDQ_ variable for every flag of actionFlags.
+func setActionEnv(t *testing.T) {
+	for k, v := range map[string]string{"REDIS": "redis://prod:6379/0", "NAMESPACE": "prod", "ACTOR": "alice",
+		"QUEUE": "payments", "JOB": "job-1", "DECISION": "dead", "LIMIT": "7", "LOG_LEVEL": "debug"} {
+		t.Setenv(EnvPrefix+k, v)
+	}
+}
+
+// TestEnvSetsOnlyConnectionIdentityAddressCredentialAndLogging: the
+// environment fills --redis, --namespace, --actor and --log-level, never a
+// per-action flag (--queue, --job, --decision, --limit); each of those
+// variables is named as ignored, one line each; a flag given wins.
+func TestEnvSetsOnlyConnectionIdentityAddressCredentialAndLogging(t *testing.T) {
+	setActionEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "redis=redis://prod:6379/0 namespace=prod actor=alice queue= job= decision= limit=50 level=DEBUG"},
+		{[]string{"--redis", "127.0.0.1:6379", "--queue", "q", "--limit", "3"},
+			"redis=127.0.0.1:6379 namespace=prod actor=alice queue=q job= decision= limit=3 level=DEBUG"},
+	} {
+		fs, got := actionFlags("tool act")
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), fs, "Acts", func(_ context.Context, out io.Writer) error {
+			_, err := io.WriteString(out, got())
+			return err
+		}, c.args, &stdout, &stderr)
+		warn := func(v, f string) string {
+			return "tool act: FENCEDQ_" + v + " is ignored: --" + f + " is read from the command line only (the environment sets only connection, identity, address, credential and logging flags)\n"
+		}
+		wantErr := warn("DECISION", "decision") + warn("JOB", "job") + warn("LIMIT", "limit") + warn("QUEUE", "queue")
+		if code != 0 || stdout.String() != c.want || stderr.String() != wantErr {
+			t.Errorf("%v: code %d\nstdout %q\n  want %q\nstderr %q\n  want %q", c.args, code, stdout.String(), c.want, stderr.String(), wantErr)
+		}
+	}
+}
+
+// TestRunWithoutEnvReadsNoVariable: a command run without the environment
+// (the demo) takes no flag from it, not even --redis, and says which
+// variables it ignored.
+func TestRunWithoutEnvReadsNoVariable(t *testing.T) {
+	setActionEnv(t)
+	fs, got := actionFlags("tool demo")
+	var stdout, stderr bytes.Buffer
+	code := RunWithoutEnv(context.Background(), fs, "Demos", func(_ context.Context, out io.Writer) error {
+		_, err := io.WriteString(out, got())
+		return err
+	}, nil, &stdout, &stderr)
+	want := "redis=redis://127.0.0.1:6379/0 namespace=fq actor= queue= job= decision= limit=50 level=INFO"
+	if code != 0 || stdout.String() != want || strings.Count(stderr.String(), "\n") != 8 ||
+		!strings.Contains(stderr.String(), "tool demo: FENCEDQ_REDIS is ignored: this command reads no flag from the environment (give --redis on the command line)\n") {
+		t.Errorf("code %d, stdout %q (want %q), stderr %q", code, stdout.String(), want, stderr.String())
+	}
+}
+
+// TestHelpNamesTheVariables: --help lists the variables that set a flag of
+// the command, and only those; without the environment it says none.
+func TestHelpNamesTheVariables(t *testing.T) {
+	fs, _ := actionFlags("tool act")
+	var out bytes.Buffer
+	if code := Run(context.Background(), fs, "Acts", nil, []string{"--help"}, &out, io.Discard); code != 0 {
+		t.Fatalf("help: %d", code)
+	}
+	help := out.String()
+	env := help[strings.Index(help, "\nEnvironment"):]
+	for _, v := range []string{"FENCEDQ_REDIS       sets -redis", "FENCEDQ_NAMESPACE   sets -namespace", "FENCEDQ_ACTOR", "FENCEDQ_LOG_LEVEL", "FENCEDQ_LOG_FORMAT"} {
+		if !strings.Contains(env, v) {
+			t.Errorf("help lacks %q:\n%s", v, help)
+		}
+	}
+	for _, v := range []string{"QUEUE", "JOB", "DECISION", "LIMIT"} {
+		if strings.Contains(help, "FENCEDQ_"+v) {
+			t.Errorf("help names FENCEDQ_%s:\n%s", v, help)
+		}
+	}
+	fs, _ = actionFlags("tool demo")
+	out.Reset()
+	if code := RunWithoutEnv(context.Background(), fs, "Demos", nil, []string{"--help"}, &out, io.Discard); code != 0 ||
+		!strings.Contains(out.String(), "\nEnvironment: none. This command reads no FENCEDQ_<FLAG> variable") || strings.Contains(out.String(), "FENCEDQ_REDIS") {
+		t.Errorf("help without the environment: %d %q", code, out.String())
+	}
+}
+
+// TestEnvFlags: the allow-list holds connection, identity, address,
+// credential and logging flags only.
+func TestEnvFlags(t *testing.T) {
+	want := []string{"redis", "postgres", "namespace", "actor", "addr", "metrics-addr", "dashboard-user", "dashboard-password", "log-level", "log-format"}
+	if got := EnvFlags(); !slices.Equal(got, want) {
+		t.Errorf("EnvFlags() = %v, want %v", got, want)
+	}
+	if v := EnvVar("dashboard-password"); v != "FENCEDQ_DASHBOARD_PASSWORD" {
+		t.Errorf("EnvVar: %s", v)
+	}
+}
+
+// TestRedisTakesHostPortAndURLs: --redis host:port reaches the server as
+// redis://host:port does; a malformed address is a usage error that names
+// the flag and hides a password.
+func TestRedisTakesHostPortAndURLs(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ctx := context.Background()
+	for _, addr := range []string{srv.Addr, " " + srv.Addr, "redis://" + srv.Addr, "redis://" + srv.Addr + "/0"} {
+		rdb, err := ConnectRedis(ctx, addr)
+		if err != nil {
+			t.Errorf("ConnectRedis(%q): %v", addr, err)
+			continue
+		}
+		if err := rdb.Set(ctx, redistest.Namespace(t)+":k", "v", time.Minute).Err(); err != nil {
+			t.Errorf("%q: %v", addr, err)
+		}
+		_ = rdb.Close()
+	}
+	for in, want := range map[string]string{"127.0.0.1:6379": "127.0.0.1:6379", "redis-host:7000": "redis-host:7000", "redis://h:1/2": "h:1"} {
+		if opt, err := ParseRedisURL(in); err != nil || opt.Addr != want {
+			t.Errorf("ParseRedisURL(%q) = %+v, %v (want addr %s)", in, opt, err, want)
+		}
+	}
+	if opt, err := ParseRedisURL("127.0.0.1:6379"); err != nil || opt.DB != 0 || opt.TLSConfig != nil {
+		t.Errorf("host:port: %+v %v", opt, err)
+	}
+	for _, bad := range []string{"not a url", "redis://:secret@bad host:1/0", "http://h:1"} {
+		_, err := ParseRedisURL(bad)
+		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "--redis") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("ParseRedisURL(%q): %v", bad, err)
+		}
+	}
+	port := redistest.FreePort(t)
+	_, err := ConnectRedis(ctx, fmt.Sprintf("user:secret@127.0.0.1:%d", port))
+	if err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), fmt.Sprintf("redis redis://***@127.0.0.1:%d does not answer", port)) {
+		t.Errorf("unreachable: %v", err)
 	}
 }
 
@@ -79,6 +238,8 @@ func TestRedactURL(t *testing.T) {
 		"redis://:secret@host:6379/0":     "redis://***@host:6379/0",
 		"redis://user:secret@host:6379/0": "redis://***@host:6379/0",
 		"redis://host:6379/0":             "redis://host:6379/0",
+		"user:secret@host:6379":           "***@host:6379",
+		"redis://:a@h:1,redis://:b@h:2":   "redis://***@h:1,redis://***@h:2",
 	} {
 		if got := RedactURL(in); got != want || strings.Contains(got, "secret") {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)

@@ -13,10 +13,11 @@
 // transfers finish (or are cancelled after the pool's shutdown timeout) and
 // their outcomes are committed.
 //
-// Every flag can also be set with an environment variable FENCEDQ_<FLAG>
-// (upper case, dashes as underscores), e.g. FENCEDQ_REDIS,
-// FENCEDQ_POSTGRES, FENCEDQ_NAMESPACE, FENCEDQ_CONCURRENCY. Flags win over
-// the environment.
+// The environment sets the connection, address and logging flags:
+// FENCEDQ_REDIS, FENCEDQ_POSTGRES, FENCEDQ_NAMESPACE, FENCEDQ_METRICS_ADDR,
+// FENCEDQ_LOG_LEVEL and FENCEDQ_LOG_FORMAT (flags win over them). The
+// pool's settings (--concurrency, --queues, --lease-ttl, ...) come from the
+// command line only; --help lists the variables.
 //
 // Logs are JSON (--log-format text for text), with durations as text
 // ("10s"). Errors are one line on stderr. Exit codes: 0 after a graceful

@@ -48,7 +48,7 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 func TestHelpAndBadUsage(t *testing.T) {
 	code, out, errOut := runCmd(t, "--help")
 	if code != 0 || strings.Count(out, "Usage: bank-worker [flags]") != 1 || errOut != "" ||
-		!strings.Contains(out, "-metrics-addr") || !strings.Contains(out, "FENCEDQ_<FLAG>") {
+		!strings.Contains(out, "-metrics-addr") || !strings.Contains(out, "FENCEDQ_METRICS_ADDR") || strings.Contains(out, "FENCEDQ_CONCURRENCY") {
 		t.Errorf("--help: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, errOut = runCmd(t, "--no-such-flag")
@@ -73,9 +73,15 @@ func TestHelpAndBadUsage(t *testing.T) {
 			t.Errorf("%v: code %d, stdout %q, stderr %q (want 2 and %q)", c.args, code, out, errOut, c.want)
 		}
 	}
+	// The environment sets the connection, address and logging flags, not
+	// the pool's settings: FENCEDQ_CONCURRENCY is ignored (and said so),
+	// a bad FENCEDQ_LOG_FORMAT is one line and exit 2.
 	t.Setenv("FENCEDQ_CONCURRENCY", "lots")
-	if code, _, errOut := runCmd(t); code != 2 || !strings.Contains(errOut, "FENCEDQ_CONCURRENCY") || strings.Count(errOut, "\n") != 1 {
-		t.Errorf("bad env var: %d %q", code, errOut)
+	t.Setenv("FENCEDQ_LOG_FORMAT", "xml")
+	if code, _, errOut := runCmd(t); code != 2 || strings.Count(errOut, "\n") != 2 ||
+		!strings.Contains(errOut, "bank-worker: FENCEDQ_CONCURRENCY is ignored: --concurrency is read from the command line only") ||
+		!strings.Contains(errOut, "bank-worker: usage: FENCEDQ_LOG_FORMAT=\"xml\"") {
+		t.Errorf("env vars: %d %q", code, errOut)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -70,9 +71,9 @@ type summary struct {
 }
 
 func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
-	redisURL := fs.String("redis", "", "Redis URL (default: an embedded in-process Redis)")
+	redisURL := fs.String("redis", "", "Redis URL or host:port (default: an embedded in-process Redis); the demo runs there only in an empty namespace or one it created")
 	postgres := fs.String("postgres", "", "PostgreSQL URL for the bank's accounts (default: in Redis via redisfence)")
-	ns := fs.String("namespace", "", "key namespace (default: a fresh demo-<random> one, so the summary counts only this run)")
+	ns := fs.String("namespace", "", "key namespace: empty, or one the demo created (default: a fresh demo-<random> one, so the summary counts only this run)")
 	exit := fs.Bool("exit", false, "exit after the summary (default: keep the dashboard up until Ctrl-C; --json always exits)")
 	addr := fs.String("addr", "127.0.0.1:8080", "dashboard address (port 0 picks a free port)")
 	duration := fs.Duration("duration", 30*time.Second, "how long to run (Ctrl-C ends it early)")
@@ -87,6 +88,11 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		if *rate <= 0 || *accounts < 2 {
 			return fmt.Errorf("%w: --rate must be positive and --accounts at least 2", errUsage)
+		}
+		if *ns != "" {
+			if err := jobs.ValidateNamespace(*ns); err != nil {
+				return fmt.Errorf("%w: --namespace: %v", errUsage, err)
+			}
 		}
 		d := &demo{out: out, progress: out, ns: *ns, rate: *rate, accounts: bank.Accounts(*accounts), postgres: *postgres}
 		if *asJSON {
@@ -202,6 +208,13 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 	}
 	defer rdb.Close()
 	d.rdb = rdb
+	if err := claimNamespace(ctx, rdb, d.ns); err != nil {
+		if errors.Is(err, errForeignNamespace) {
+			return nil, fmt.Errorf("%w: --namespace %s on redis %s: %w: the demo stages failures (a killed worker, late writes, a stray due entry) and runs only in a namespace of its own; give --namespace a new name, or leave it out for a fresh demo-<random> one",
+				errUsage, d.ns, cli.RedactURL(redisURL), err)
+		}
+		return nil, err
+	}
 	store, closeStore, err := bank.OpenStore(ctx, d.postgres, rdb, d.ns)
 	if err != nil {
 		return nil, err
@@ -253,7 +266,7 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 	}
 	ready := make(chan string, 1)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- serveHTTP(runCtx, addr, h, func(a string) { ready <- a }) }()
+	go func() { serveErr <- cli.ListenAndServe(runCtx, "--addr", addr, h, func(a string) { ready <- a }) }()
 	select {
 	case a := <-ready:
 		d.dashURL = "http://" + a + "/"
@@ -385,19 +398,20 @@ func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
 	d.strayDueEntry(ctx)
 }
 
-// crashWorkerEnv, set to "1" in a fencedq process's environment, makes it
-// the demo's crash-stage worker instead of the command: only the demo's
-// crash stage sets it, when it re-executes its own binary. The process
+// crashWorkerEnv, set to "1" in a fencedq-demo process's environment,
+// makes it the demo's crash-stage worker instead of the demo: only the
+// crash stage sets it, when it re-executes its own binary (no FENCEDQ_
+// prefix: the demo reads no FENCEDQ_ variable). The process
 // takes the bank-worker's flags (bank.WorkerConfig) and runs the same
 // worker (bank.RunWorker), which stalls forever after applying the
 // transfer memoCrash and waits for the demo's SIGKILL.
-const crashWorkerEnv = "FENCEDQ_DEMO_CRASH_WORKER"
+const crashWorkerEnv = "FQDEMO_CRASH_WORKER"
 
 // crashWorker is the process crashWorkerEnv selects; it returns the exit
 // code.
 func crashWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cli.QuietRedis()
-	fs := flag.NewFlagSet("fencedq demo (crash worker)", flag.ContinueOnError)
+	fs := flag.NewFlagSet("fencedq-demo (crash worker)", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var cfg bank.WorkerConfig
 	cfg.AddFlags(fs)
@@ -427,7 +441,7 @@ func (d *demo) crash(ctx context.Context) error {
 		args = append(args, "--postgres", d.postgres)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), crashWorkerEnv+"=1")
+	cmd.Env = append(withoutFencedqEnv(os.Environ()), crashWorkerEnv+"=1")
 	output := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = output, output
 	if err := cmd.Start(); err != nil {
@@ -448,6 +462,12 @@ func (d *demo) crash(ctx context.Context) error {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	d.stage("a worker process (pid %d) applied a transfer and was killed with SIGKILL before its ledger commit: the effect log must resolve the job, not re-apply it", cmd.Process.Pid)
 	return nil
+}
+
+// withoutFencedqEnv drops the FENCEDQ_ variables from env: the crash
+// worker takes its Redis and namespace from its flags alone.
+func withoutFencedqEnv(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, cli.EnvPrefix) })
 }
 
 // strayDueEntry puts a succeeded job back in the queue's due index, as a
