@@ -69,7 +69,7 @@ type Options struct {
 type Handler struct {
 	ledger  *jobs.Ledger
 	client  *jobs.Client
-	leases  *lease.Manager // reads the reconciler's leader lease
+	leases  *lease.Manager // reads the maintenance leader's lease
 	opts    Options
 	log     *slog.Logger
 	mux     *http.ServeMux
