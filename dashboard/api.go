@@ -136,11 +136,11 @@ type queueView struct {
 	Throughput *throughput `json:"throughput"`
 }
 
-// reconcilerView is the reconciler's state: the live leader from the
+// leaderView is the maintenance leader's state: the live leader from the
 // leader lease (ledger.LeaderResource), and the last scan from what the
-// leader last published (ledger.Ledger.ReconcilerStatus).
-type reconcilerView struct {
-	// Present is true while a reconciler holds the leader lease; false
+// leader last published (ledger.Ledger.LeaderStatus).
+type leaderView struct {
+	// Present is true while a pool holds the leader lease; false
 	// shows as "no leader".
 	Present bool `json:"present"`
 	// Leader and Token name the live leader (empty without one).
@@ -162,18 +162,18 @@ type overview struct {
 	Namespace      string               `json:"namespace"`
 	ServerTime     time.Time            `json:"server_time"`
 	ActionsEnabled bool                 `json:"actions_enabled"`
-	Reconciler     reconcilerView       `json:"reconciler"`
+	Maintenance    leaderView           `json:"maintenance"`
 	Totals         map[jobs.State]int64 `json:"totals"`
 	// Paused lists the names of the paused queues.
 	Paused []string    `json:"paused"`
 	Queues []queueView `json:"queues"`
 }
 
-func (h *Handler) reconciler(ctx context.Context, now time.Time) (reconcilerView, error) {
-	var v reconcilerView
+func (h *Handler) leader(ctx context.Context, now time.Time) (leaderView, error) {
+	var v leaderView
 	st, err := h.insp.LeaderStatus(ctx)
 	if err != nil {
-		return reconcilerView{}, err
+		return leaderView{}, err
 	}
 	if st != nil {
 		v.RecordedLeader, v.Expired, v.Resolved = st.Leader, st.Expired, st.Resolved
@@ -188,7 +188,7 @@ func (h *Handler) reconciler(ctx context.Context, now time.Time) (reconcilerView
 	}
 	l, err := h.insp.Leader(ctx)
 	if err != nil {
-		return reconcilerView{}, err
+		return leaderView{}, err
 	}
 	if l != nil && (l.Deadline.IsZero() || l.Deadline.After(now)) {
 		v.Present, v.Leader, v.Token, v.LeaseDeadline = true, l.Owner, l.Token.String(), l.Deadline
@@ -209,14 +209,14 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	rec, err := h.reconciler(ctx, now)
+	ldr, err := h.leader(ctx, now)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	out := overview{
 		Namespace: h.insp.Namespace(), ServerTime: now, ActionsEnabled: h.ActionsEnabled(),
-		Reconciler: rec, Totals: map[jobs.State]int64{}, Paused: []string{}, Queues: []queueView{},
+		Maintenance: ldr, Totals: map[jobs.State]int64{}, Paused: []string{}, Queues: []queueView{},
 	}
 	for _, s := range jobs.States {
 		out.Totals[s] = 0

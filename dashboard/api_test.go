@@ -29,7 +29,7 @@ type (
 		ActionsEnabled bool           `json:"actions_enabled"`
 		Totals         map[string]int `json:"totals"`
 		Paused         []string       `json:"paused"`
-		Reconciler     struct {
+		Maintenance    struct {
 			Present        bool      `json:"present"`
 			Leader         string    `json:"leader"`
 			Token          string    `json:"token"`
@@ -39,7 +39,7 @@ type (
 			LastScanAgeMS  *int64    `json:"last_scan_age_ms"`
 			Expired        int       `json:"expired"`
 			Resolved       int       `json:"resolved"`
-		} `json:"reconciler"`
+		} `json:"maintenance"`
 		Queues []struct {
 			Name             string           `json:"name"`
 			Counts           map[string]int   `json:"counts"`
@@ -131,8 +131,8 @@ func TestAPI(t *testing.T) {
 		if ov.Namespace != f.ns || ov.ActionsEnabled || ov.ServerTime.IsZero() {
 			t.Fatalf("overview header: %+v", ov)
 		}
-		if ov.Reconciler.Present {
-			t.Fatalf("reconciler present without a status hash: %+v", ov.Reconciler)
+		if ov.Maintenance.Present {
+			t.Fatalf("leader present without a status hash: %+v", ov.Maintenance)
 		}
 		byName := map[string]int{}
 		for i, q := range ov.Queues {
@@ -170,22 +170,22 @@ func TestAPI(t *testing.T) {
 			}
 		}
 
-		// The reconciler's published status without a live leader lease: the
+		// The leader's published status without a live leader lease: the
 		// last leader is shown, but as gone.
 		now := time.Now()
-		must(t, f.ledger.SetReconcilerStatus(ctx, ledger.ReconcilerStatus{Leader: "pool-a", Token: 42, LastScan: now, Expired: 1, Resolved: 2}))
+		must(t, f.ledger.SetLeaderStatus(ctx, ledger.LeaderStatus{Leader: "pool-a", Token: 42, LastScan: now, Expired: 1, Resolved: 2}))
 		getJSON(t, h, "/api/overview", &ov)
-		r := ov.Reconciler
+		r := ov.Maintenance
 		if r.Present || r.Leader != "" || r.RecordedLeader != "pool-a" || r.RecordedToken != "42" ||
 			r.Expired != 1 || r.Resolved != 2 || r.LastScan.UnixMilli() != now.UnixMilli() || r.LastScanAgeMS == nil {
-			t.Fatalf("reconciler without a lease: %+v", r)
+			t.Fatalf("leader status without a lease: %+v", r)
 		}
-		// While a reconciler holds the leader lease, it is the leader.
+		// While a pool holds the leader lease, it is the leader.
 		l, err := lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, ledger.LeaderResource, "pool-b", time.Minute)
 		must(t, err)
 		getJSON(t, h, "/api/overview", &ov)
-		if r := ov.Reconciler; !r.Present || r.Leader != "pool-b" || r.Token != l.Token.String() || r.RecordedLeader != "pool-a" {
-			t.Fatalf("reconciler with a lease: %+v", r)
+		if r := ov.Maintenance; !r.Present || r.Leader != "pool-b" || r.Token != l.Token.String() || r.RecordedLeader != "pool-a" {
+			t.Fatalf("leader with a lease: %+v", r)
 		}
 	})
 
@@ -400,16 +400,16 @@ func TestJSONEscapesMarkup(t *testing.T) {
 	}
 }
 
-// TestOverviewFollowsTheReconciler runs a pool with its reconciler and
+// TestOverviewFollowsTheLeader runs a pool as the maintenance leader and
 // watches the overview name it leader, then lose it when the pool stops.
-func TestOverviewFollowsTheReconciler(t *testing.T) {
+func TestOverviewFollowsTheLeader(t *testing.T) {
 	f := newFixture(t)
 	f.enqueue(echoArgs{N: 1})
 	h := f.handler(dashboard.Options{})
 	p, err := worker.NewPool(f.rdb, worker.Config{
 		Namespace: f.ns, LeaseTTL: time.Second, ShutdownTimeout: 5 * time.Second,
-		Logger:     slog.New(slog.DiscardHandler),
-		Reconciler: worker.ReconcilerConfig{Interval: 100 * time.Millisecond},
+		Logger:      slog.New(slog.DiscardHandler),
+		Maintenance: worker.MaintenanceConfig{Interval: 100 * time.Millisecond},
 	})
 	must(t, err)
 	must(t, worker.Register(p, jobs.WorkFunc[echoArgs](func(context.Context, *jobs.Job[echoArgs]) error { return nil })))
@@ -426,12 +426,12 @@ func TestOverviewFollowsTheReconciler(t *testing.T) {
 	// The overview reads Redis: look again after each change there.
 	redistest.Await(t, f.rdb, f.ns, "the overview showing pool "+p.ID()+" leading", func() bool {
 		getJSON(t, h, "/api/overview", &ov)
-		r := ov.Reconciler
+		r := ov.Maintenance
 		return r.Present && r.Leader == p.ID() && r.RecordedLeader == p.ID() && r.LastScanAgeMS != nil && ov.Totals["succeeded"] == 1
 	})
 	must(t, stop())
 	getJSON(t, h, "/api/overview", &ov)
-	if r := ov.Reconciler; r.Present || r.RecordedLeader != p.ID() {
+	if r := ov.Maintenance; r.Present || r.RecordedLeader != p.ID() {
 		t.Fatalf("after the pool stopped: %+v", r)
 	}
 }

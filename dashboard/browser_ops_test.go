@@ -22,7 +22,7 @@ import (
 
 // operations adds what the operator pages show to a seeded fixture: three
 // dead jobs in queue "bulk", 55 scheduled jobs in queue "many", two live
-// pools (pool-b leads the reconciler), three minutes of history and two
+// pools (pool-b is the maintenance leader), three minutes of history and two
 // periodic schedules (see schedules).
 func (f *fixture) operations() (bulk []string) {
 	t := f.t
@@ -233,7 +233,7 @@ func TestBrowserOperations(t *testing.T) {
 	navigate(t, tb, "#/pools")
 	waitJS(t, tb, "the pools", `document.querySelectorAll('#pools tbody tr[data-pool]').length === 2`)
 	if !evalJS[bool](t, tb, `!!document.querySelector('#pools tr[data-pool="pool-b"] .badge.leader') && !document.querySelector('#pools tr[data-pool="pool-a"] .badge.leader')`) {
-		t.Error("the reconciler leader is not marked on pool-b alone")
+		t.Error("the maintenance leader is not marked on pool-b alone")
 	}
 	if txt := evalJS[string](t, tb, `document.querySelector('#pools tr[data-pool="pool-a"]').textContent`); !strings.Contains(txt, "host-pool-a") ||
 		!strings.Contains(txt, "2 / 10") || !strings.Contains(txt, "v1.2.3") || !strings.Contains(txt, "bulk=2") {

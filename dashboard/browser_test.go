@@ -298,8 +298,8 @@ func TestBrowser(t *testing.T) {
 		!strings.Contains(txt, "gateway maintenance") {
 		t.Errorf("paused line: %q", txt)
 	}
-	if txt := evalJS[string](t, tb, `document.getElementById('reconciler').textContent`); !strings.Contains(txt, "no leader") {
-		t.Errorf("reconciler line: %q", txt)
+	if txt := evalJS[string](t, tb, `document.getElementById('maintenance-leader').textContent`); !strings.Contains(txt, "no leader") {
+		t.Errorf("maintenance leader line: %q", txt)
 	}
 	if txt := evalJS[string](t, tb, `document.getElementById('session').textContent`); txt != "signed in as "+user {
 		t.Errorf("session: %q", txt)

@@ -12,9 +12,9 @@
 //	                        cancelled), whether it is paused (by whom, why)
 //	                        with Pause and Resume buttons, throughput, fenced
 //	                        rejections, deduplications, the last hour's
-//	                        charts; the reconciler's live leader (from its
-//	                        leader lease, ledger.LeaderResource) and last scan
-//	                        (from ledger.Ledger.ReconcilerStatus)
+//	                        charts; the live maintenance leader (from its
+//	                        leader lease, ledger.LeaderResource) and its last
+//	                        scan (from ledger.Ledger.LeaderStatus)
 //	#/jobs?state=&queue=&kind=&from=&to=&sort=&offset=
 //	                        jobs filtered by state, queue, kind and a time
 //	                        range on the state's index (pending: due time;
@@ -41,7 +41,7 @@
 //	                        jobs over the last hour or day
 //	#/pools                 every live pool (id, host, pid, queues,
 //	                        concurrency, busy slots, version, start, last
-//	                        heartbeat) and which one leads the reconciler
+//	                        heartbeat) and which one is the maintenance leader
 //	#/schedules             periodic schedules: kind, queue, cron or interval
 //	                        and zone, catch-up policy, last tick and the job
 //	                        it produced (with its state), next tick, ticks
@@ -68,7 +68,7 @@
 // would count and record a cancellation).
 //
 // The charts are SVG built by app.js from per-minute buckets that the
-// reconciler leader records in Redis (ledger.Ledger.RecordSeries: a day per
+// maintenance leader records in Redis (ledger.Ledger.RecordSeries: a day per
 // queue, at most 1440 small entries), so they show on first load and
 // survive restarts; nothing is added to the claim, renew or commit paths.
 //
@@ -79,7 +79,7 @@
 //
 // # JSON API
 //
-//	GET  api/overview                  queues, counts, paused queues, counters, throughput, reconciler
+//	GET  api/overview                  queues, counts, paused queues, counters, throughput, maintenance (the leader)
 //	GET  api/jobs?state=&queue=&kind=&from=&to=&sort=asc|desc&offset=&limit=&history=1&select=1
 //	                                   filtered jobs (limit at most 200; args_preview and
 //	                                   args_size, not args); select=1 adds the selection
@@ -89,7 +89,7 @@
 //	GET  api/search?q=&prefix=0        match by job id or operation id, then by prefix
 //	GET  api/events?queue=&type=&limit=  events, newest first; type deduplicated, fenced or operator
 //	GET  api/stuck?margin_ms=          running jobs whose lease deadline is due
-//	GET  api/pools                     live pools, the reconciler leader marked
+//	GET  api/pools                     live pools, the maintenance leader marked
 //	GET  api/series?window=1h|24h&queue=  chart points: counter deltas and state counts
 //	GET  api/schedules?id=&ticks=      periodic schedules (at most 500; total counts all),
 //	                                   each with its newest ticks (default 5, at most 100)

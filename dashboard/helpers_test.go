@@ -99,7 +99,7 @@ func (f *fixture) seed() *fixture {
 		ShutdownTimeout: 5 * time.Second,
 		RetryDelay:      func(int) time.Duration { return 50 * time.Millisecond },
 		Logger:          slog.New(slog.DiscardHandler),
-		Reconciler:      worker.ReconcilerConfig{Disabled: true},
+		Maintenance:     worker.MaintenanceConfig{Disabled: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -261,8 +261,8 @@ func getJSON(t *testing.T, h http.Handler, path string, v any) []byte {
 }
 
 // reviewJob creates a job in queue q and walks it to review through ledger
-// transitions (claim, an uncertain commit, a reconciler hand-off), as a pool
-// and its reconciler would.
+// transitions (claim, an uncertain commit, a resolver hand-off), as a pool
+// and its maintenance leader would.
 func (f *fixture) reviewJob(q string, args jobs.JobArgs, op string) string {
 	f.t.Helper()
 	ctx := context.Background()

@@ -11,7 +11,7 @@ import (
 
 type poolView struct {
 	jobs.PoolInfo
-	// Leader is true for the pool holding the reconciler's leader lease.
+	// Leader is true for the pool holding the maintenance leader's lease.
 	Leader bool `json:"leader"`
 	// HeartbeatAgeMS is how long ago the pool last published, by the
 	// dashboard's clock (pools stamp their heartbeats with their own).
@@ -19,13 +19,13 @@ type poolView struct {
 }
 
 type poolList struct {
-	ServerTime time.Time      `json:"server_time"`
-	Reconciler reconcilerView `json:"reconciler"`
-	Pools      []poolView     `json:"pools"`
+	ServerTime  time.Time  `json:"server_time"`
+	Maintenance leaderView `json:"maintenance"`
+	Pools       []poolView `json:"pools"`
 }
 
 // apiPools lists the live pools (their heartbeats), marking the one that
-// leads the reconciler.
+// is the maintenance leader.
 func (h *Handler) apiPools(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
@@ -34,7 +34,7 @@ func (h *Handler) apiPools(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	rec, err := h.reconciler(ctx, now)
+	ldr, err := h.leader(ctx, now)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -44,13 +44,13 @@ func (h *Handler) apiPools(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	out := poolList{ServerTime: now, Reconciler: rec, Pools: []poolView{}}
+	out := poolList{ServerTime: now, Maintenance: ldr, Pools: []poolView{}}
 	for _, p := range ps {
 		if p.Queues == nil {
 			p.Queues = map[string]int{}
 		}
 		out.Pools = append(out.Pools, poolView{
-			PoolInfo: p, Leader: rec.Present && rec.Leader == p.ID,
+			PoolInfo: p, Leader: ldr.Present && ldr.Leader == p.ID,
 			HeartbeatAgeMS: max(0, time.Since(p.LastHeartbeat).Milliseconds()),
 		})
 	}
@@ -107,7 +107,7 @@ func sumsOf(st map[string]int64) sums {
 
 // apiSeries returns a queue's (or every queue's) history over the last
 // hour (window=1h, one point a minute) or day (window=24h, one point per
-// five minutes), from the buckets the reconciler leader records each
+// five minutes), from the buckets the maintenance leader records each
 // minute (ledger.Ledger.Series).
 func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 	queue := r.URL.Query().Get("queue")

@@ -415,7 +415,7 @@ func TestActions(t *testing.T) {
 	}
 }
 
-// TestPoolsPage: every live pool, with the reconciler's leader marked.
+// TestPoolsPage: every live pool, with the maintenance leader marked.
 func TestPoolsPage(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -435,10 +435,10 @@ func TestPoolsPage(t *testing.T) {
 			LastHeartbeat     time.Time `json:"last_heartbeat"`
 			HeartbeatAgeMS    *int64    `json:"heartbeat_age_ms"`
 		} `json:"pools"`
-		Reconciler struct{ Leader string } `json:"reconciler"`
+		Maintenance struct{ Leader string } `json:"maintenance"`
 	}
 	getJSON(t, h, "/api/pools", &out)
-	if len(out.Pools) != 2 || out.Reconciler.Leader != "pool-b" {
+	if len(out.Pools) != 2 || out.Maintenance.Leader != "pool-b" {
 		t.Fatalf("pools: %+v", out)
 	}
 	for _, p := range out.Pools {
@@ -515,15 +515,15 @@ func TestSeriesCharts(t *testing.T) {
 	}
 }
 
-// TestReconcilerRecordsHistory: a pool leading the reconciler records the
+// TestLeaderRecordsHistory: the pool that is the maintenance leader records the
 // queues' history buckets, so charts have data without a dashboard open.
-func TestReconcilerRecordsHistory(t *testing.T) {
+func TestLeaderRecordsHistory(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.enqueue(echoArgs{N: 1}, jobs.Delay(time.Hour))
 	p, err := worker.NewPool(f.rdb, worker.Config{
 		Namespace: f.ns, Concurrency: 1, Logger: slog.New(slog.DiscardHandler),
-		Reconciler: worker.ReconcilerConfig{Interval: 20 * time.Millisecond},
+		Maintenance: worker.MaintenanceConfig{Interval: 20 * time.Millisecond},
 	})
 	must(t, err)
 	must(t, worker.Register(p, jobs.WorkFunc[echoArgs](func(context.Context, *jobs.Job[echoArgs]) error { return nil })))

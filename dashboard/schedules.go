@@ -35,7 +35,7 @@ type scheduleView struct {
 	// LastJobState is the state of the job the last tick produced ("" when
 	// there was none).
 	LastJobState string `json:"last_job_state,omitempty"`
-	// SeenAgeMS is how long ago a reconciler leader last registered the
+	// SeenAgeMS is how long ago a maintenance leader last registered the
 	// schedule, by the Redis clock: a schedule no pool registers any more
 	// stops being refreshed.
 	SeenAgeMS int64 `json:"seen_age_ms"`
@@ -44,8 +44,8 @@ type scheduleView struct {
 }
 
 type scheduleList struct {
-	ServerTime time.Time      `json:"server_time"`
-	Reconciler reconcilerView `json:"reconciler"`
+	ServerTime  time.Time  `json:"server_time"`
+	Maintenance leaderView `json:"maintenance"`
 	// Total counts every recorded schedule; Schedules holds at most 500.
 	Total     int            `json:"total"`
 	Schedules []scheduleView `json:"schedules"`
@@ -74,7 +74,7 @@ func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	rec, err := h.reconciler(ctx, now)
+	ldr, err := h.leader(ctx, now)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -83,7 +83,7 @@ func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 	if id != "" {
 		s, err := h.insp.Schedule(ctx, id)
 		if errors.Is(err, jobs.ErrNotFound) {
-			writeError(w, http.StatusNotFound, "not_found", "no such schedule (a schedule is recorded when a reconciler leader first registers it)")
+			writeError(w, http.StatusNotFound, "not_found", "no such schedule (a schedule is recorded when a maintenance leader first registers it)")
 			return
 		}
 		if err != nil {
@@ -95,7 +95,7 @@ func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	out := scheduleList{ServerTime: now, Reconciler: rec, Total: len(scheds), Schedules: []scheduleView{}}
+	out := scheduleList{ServerTime: now, Maintenance: ldr, Total: len(scheds), Schedules: []scheduleView{}}
 	for _, s := range scheds[:min(len(scheds), maxSchedules)] {
 		v := scheduleView{Schedule: s, Ticks: []tickView{}}
 		if !s.Seen.IsZero() {

@@ -13,11 +13,11 @@ import (
 )
 
 type schedulesJSON struct {
-	ServerTime time.Time `json:"server_time"`
-	Total      int       `json:"total"`
-	Reconciler struct {
+	ServerTime  time.Time `json:"server_time"`
+	Total       int       `json:"total"`
+	Maintenance struct {
 		Present bool `json:"present"`
-	} `json:"reconciler"`
+	} `json:"maintenance"`
 	Schedules []struct {
 		ID           string    `json:"id"`
 		Schedule     string    `json:"schedule"`

@@ -50,7 +50,7 @@ type jobView struct {
 	UncertainSince time.Time `json:"uncertain_since,omitzero"`
 	// IndexAt is the job's time in its state's index, which lists sort
 	// and filter on: pending: when due; running: the lease deadline;
-	// uncertain: the reconciler's next look; others: when the state was
+	// uncertain: the resolver's next look; others: when the state was
 	// entered. Only in lists.
 	IndexAt time.Time `json:"index_at,omitzero"`
 	// OverdueMS is how long ago the lease deadline passed (negative: how

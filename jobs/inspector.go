@@ -348,7 +348,7 @@ func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]S
 }
 
 // LeaderStatus is what the acting maintenance leader last published.
-type LeaderStatus = ledger.ReconcilerStatus
+type LeaderStatus = ledger.LeaderStatus
 
 // LeaderStatus returns what the acting maintenance leader last published
 // (nil when none has).
@@ -356,7 +356,7 @@ func (in *Inspector) LeaderStatus(ctx context.Context) (*LeaderStatus, error) {
 	if in.nsErr != nil {
 		return nil, in.nsErr
 	}
-	return in.l.ReconcilerStatus(ctx)
+	return in.l.LeaderStatus(ctx)
 }
 
 // Leader returns the maintenance leader's lease (nil when none is held).

@@ -43,12 +43,12 @@ func newCompleter(p *Pool) *completer {
 
 // add hands an outcome over. After close (a handler that ignored its
 // cancelled context past shutdown), the outcome is dropped and logged: the
-// attempt's lease lapses and the reconciler resolves the job.
+// attempt's lease lapses and the maintenance leader resolves the job.
 func (c *completer) add(f *finished) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		f.a.log.Error("outcome dropped after shutdown; the reconciler resolves the job", "wanted", f.outcome.To)
+		f.a.log.Error("outcome dropped after shutdown; the maintenance leader resolves the job", "wanted", f.outcome.To)
 		return
 	}
 	c.in <- f
@@ -124,7 +124,7 @@ func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
 	var wg sync.WaitGroup
 	for i, f := range fs {
 		if err != nil {
-			f.a.log.Error("commit failed with an unknown result; the reconciler resolves the job after its lease expires",
+			f.a.log.Error("commit failed with an unknown result; the maintenance leader resolves the job after its lease expires",
 				"wanted", f.outcome.To, "error", err)
 		} else {
 			c.report(f, out[i], retried)
@@ -175,7 +175,7 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) {
 	case jobs.Succeeded:
 		level, msg = slog.LevelDebug, "job succeeded"
 	case jobs.Uncertain:
-		level, msg = slog.LevelWarn, "job outcome uncertain; the reconciler will resolve it"
+		level, msg = slog.LevelWarn, "job outcome uncertain; the maintenance leader will reconcile it"
 	case jobs.Dead:
 		level, msg = slog.LevelError, "job dead"
 	case jobs.Cancelled:

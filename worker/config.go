@@ -27,12 +27,16 @@ const (
 	DefaultFetchBatch        = 100
 	DefaultFetchPollInterval = time.Second
 	DefaultCompleteBatch     = 500
-	DefaultReconcileInterval = time.Second
-	DefaultReconcileMaxTries = 5
-	DefaultPruneInterval     = time.Minute
 	DefaultUnknownKindDefers = 30
 	// MinLeaseTTL is the shortest LeaseTTL accepted.
 	MinLeaseTTL = 100 * time.Millisecond
+)
+
+// Defaults for Config.Maintenance's zero fields.
+const (
+	DefaultMaintenanceInterval = time.Second
+	DefaultMaxReconcileTries   = 5
+	DefaultPruneInterval       = time.Minute
 )
 
 // Config configures a Pool. Every zero field takes the default documented
@@ -51,7 +55,7 @@ type Config struct {
 	StrictPriority bool
 	// LeaseTTL is each attempt's lease duration, renewed every LeaseTTL/3
 	// while the handler runs (default DefaultLeaseTTL). A crashed worker's
-	// job is detected within LeaseTTL + Reconciler.Interval.
+	// job is detected within LeaseTTL + Maintenance.Interval.
 	LeaseTTL time.Duration
 	// SafetyMargin is how long before its lease's nominal end an attempt
 	// stops trusting a lease it could not confirm: an attempt whose leases
@@ -103,23 +107,33 @@ type Config struct {
 	// Registerer receives the pool's Prometheus metrics (default: none are
 	// exported; the global registry is never used).
 	Registerer prometheus.Registerer
-	// Reconciler configures the reconciler that runs inside the pool.
-	Reconciler ReconcilerConfig
+	// Maintenance configures the maintenance leader this pool may become.
+	Maintenance MaintenanceConfig
 }
 
-// ReconcilerConfig configures the reconciler: a leader elected among the
-// namespace's pools runs the expirer, the resolver and the pruner.
-type ReconcilerConfig struct {
-	// Disabled turns the reconciler off in this pool (another pool, or the
-	// fencedq command, must run one).
+// MaintenanceConfig configures the maintenance leader: one pool of the
+// namespace at a time, elected with a fenced lease, runs the expirer, the
+// resolver (which reconciles uncertain jobs), the pruner, the status
+// service, the periodic service and the outbox relays.
+type MaintenanceConfig struct {
+	// Disabled keeps this pool out of the leader election: it never runs
+	// any maintenance service (no crash recovery, reconciling, pruning,
+	// status, periodic ticks or outbox relays from this pool). Another pool
+	// of the namespace must run with it enabled.
 	Disabled bool
-	// Interval between expiry and resolution passes (default
-	// DefaultReconcileInterval).
+	// PeriodicDisabled stops this pool, when it leads, from enqueueing the
+	// ticks of the periodic jobs registered with AddPeriodic; every other
+	// service runs as usual. Set it on every pool to pause periodic jobs
+	// without stopping crash recovery.
+	PeriodicDisabled bool
+	// Interval between passes of the expirer, the resolver, the status
+	// service, the periodic service and the relays' polls (default
+	// DefaultMaintenanceInterval).
 	Interval time.Duration
-	// MaxTries is how many "cannot tell" answers send a job to review
-	// (default DefaultReconcileMaxTries); tries back off exponentially from
-	// Interval.
-	MaxTries int
+	// MaxReconcileTries is how many "cannot tell" answers send a job to
+	// review (default DefaultMaxReconcileTries); tries back off
+	// exponentially from Interval.
+	MaxReconcileTries int
 	// PruneInterval is how often index entries of finished jobs past
 	// retention are removed (default DefaultPruneInterval).
 	PruneInterval time.Duration
@@ -139,13 +153,14 @@ type ReconcilerConfig struct {
 	Outboxes []OutboxRelay
 }
 
-// OutboxRelay is a transactional outbox the reconciler's leader relays
+// OutboxRelay is a transactional outbox the maintenance leader relays
 // into the queue; package pgfence's Outbox implements it.
 type OutboxRelay interface {
 	// Relay moves up to max committed jobs into the queue through client,
 	// fenced by the leader's token, and returns how many it moved. Each
-	// job carries an operation id of its own, so a batch relayed twice is
-	// enqueued once.
+	// job carries an operation id of its own, so a batch relayed twice (a
+	// crash between the enqueue and the row's removal, two leaders around
+	// a handover) is enqueued once.
 	Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (int, error)
 	// Listen returns a channel that receives when jobs may have been
 	// committed, until ctx ends (nil: the leader polls only).
@@ -154,10 +169,11 @@ type OutboxRelay interface {
 	Name() string
 }
 
-func relays(os []OutboxRelay) []maintenance.Relay {
-	out := make([]maintenance.Relay, len(os))
+// outboxes returns what the relay services run.
+func outboxes(os []OutboxRelay) []maintenance.Outbox {
+	out := make([]maintenance.Outbox, len(os))
 	for i, o := range os {
-		out[i] = o
+		out[i] = maintenance.Outbox{Name: o.Name(), Relay: o.Relay, Listen: o.Listen}
 	}
 	return out
 }
@@ -210,14 +226,14 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Reconciler.Interval == 0 {
-		c.Reconciler.Interval = DefaultReconcileInterval
+	if c.Maintenance.Interval == 0 {
+		c.Maintenance.Interval = DefaultMaintenanceInterval
 	}
-	if c.Reconciler.MaxTries == 0 {
-		c.Reconciler.MaxTries = DefaultReconcileMaxTries
+	if c.Maintenance.MaxReconcileTries == 0 {
+		c.Maintenance.MaxReconcileTries = DefaultMaxReconcileTries
 	}
-	if c.Reconciler.PruneInterval == 0 {
-		c.Reconciler.PruneInterval = DefaultPruneInterval
+	if c.Maintenance.PruneInterval == 0 {
+		c.Maintenance.PruneInterval = DefaultPruneInterval
 	}
 	return c
 }
@@ -237,8 +253,8 @@ func (c Config) validate() error {
 	for name, d := range map[string]time.Duration{
 		"safety margin": c.SafetyMargin, "handler timeout": c.HandlerTimeout, "shutdown timeout": c.ShutdownTimeout, "lease wait": c.LeaseWait,
 		"fetch poll interval": c.FetchPollInterval, "retention": c.Retention,
-		"reconciler interval": c.Reconciler.Interval, "prune interval": c.Reconciler.PruneInterval,
-		"effect retention": c.Reconciler.EffectRetention,
+		"maintenance interval": c.Maintenance.Interval, "prune interval": c.Maintenance.PruneInterval,
+		"effect retention": c.Maintenance.EffectRetention,
 	} {
 		if d < 0 {
 			return fmt.Errorf("worker: %s %v is negative", name, d)
@@ -249,12 +265,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: concurrency %d is negative", c.Concurrency)
 	case c.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("worker: lease TTL %v below %v", c.LeaseTTL, MinLeaseTTL)
-	case c.Reconciler.EffectRetention > 0 && c.Reconciler.EffectRetention < c.Retention:
-		return fmt.Errorf("worker: effect retention %v is shorter than job retention %v: a re-run could apply an effect twice", c.Reconciler.EffectRetention, c.Retention)
+	case c.Maintenance.EffectRetention > 0 && c.Maintenance.EffectRetention < c.Retention:
+		return fmt.Errorf("worker: effect retention %v is shorter than job retention %v: a re-run could apply an effect twice", c.Maintenance.EffectRetention, c.Retention)
 	case c.UnknownKindDefers < -1:
 		return fmt.Errorf("worker: unknown kind defers %d: want -1 (none) or more", c.UnknownKindDefers)
-	case c.FetchBatch < 0 || c.CompleteBatch < 0 || c.Reconciler.MaxTries < 0:
-		return fmt.Errorf("worker: fetch batch, complete batch and reconciler max tries must not be negative")
+	case c.FetchBatch < 0 || c.CompleteBatch < 0 || c.Maintenance.MaxReconcileTries < 0:
+		return fmt.Errorf("worker: fetch batch, complete batch and max reconcile tries must not be negative")
 	}
 	return nil
 }

@@ -54,27 +54,31 @@
 // however late. A worker whose side effects are safe to repeat can opt for
 // plain retries on timeout by implementing RetryOnTimeout() bool. A handler
 // that ignores its context keeps its slot, but its lease lapses at the
-// deadline, the reconciler takes over, and its eventual commit is fenced.
+// deadline, the maintenance leader takes over, and its eventual commit is
+// fenced.
 //
-// # The reconciler
+// # The maintenance leader
 //
-// Every pool runs a reconciler (unless Config.Reconciler.Disabled); only
-// the namespace's leader, elected with a fenced lease, acts, and its ledger
-// writes carry its token, so a reconciler paused past its leadership is
-// refused. It runs small services, each on its own interval: the expirer
-// moves running jobs whose lease deadline passed to uncertain (every
-// Interval, default 1s); the resolver asks about each uncertain job the
-// worker's Reconcile if it has one, else Config.Reconciler.EffectLog (a
-// fence store's effect log): applied becomes succeeded, not applied is
-// re-run and its next attempt gets a higher token, "cannot tell" is asked
-// again with backoff and, after MaxTries (or when nothing can be asked),
-// goes to review for an operator (jobs.Client.Resolve); the pruner removes
-// index entries of finished jobs past retention; a status service
-// publishes job counts. Crash recovery takes about LeaseTTL + Interval. A
-// Reconcile that panics, a corrupt record, or index entries whose record
-// is gone are logged and counted, and never stop the other jobs' passes;
-// after Redis lost every key the leader is elected again and pools and
-// clients register their queues again.
+// Every pool competes to be the namespace's maintenance leader (unless
+// Config.Maintenance.Disabled); only the leader, elected with a fenced
+// lease, acts, and its ledger writes carry its token, so a leader paused
+// past its lease is refused. It runs small services, each on its own
+// interval: the expirer moves running jobs whose lease deadline passed to
+// uncertain (every Maintenance.Interval, default 1s); the resolver
+// reconciles uncertain jobs: it asks the worker's Reconcile if it has one,
+// else Config.Maintenance.EffectLog (a fence store's effect log): applied
+// becomes succeeded, not applied is re-run and its next attempt gets a
+// higher token, "cannot tell" is asked again with backoff and, after
+// MaxReconcileTries (or when nothing can be asked), goes to review for an
+// operator (jobs.Client.Resolve); the pruner removes index entries of
+// finished jobs past retention; a status service publishes job counts; the
+// periodic service enqueues the ticks of periodic jobs (AddPeriodic; off
+// with Maintenance.PeriodicDisabled); one relay per outbox moves committed
+// jobs into the queue (Maintenance.Outboxes). Crash recovery takes about
+// LeaseTTL + Interval. A Reconcile that panics, a corrupt record, or index
+// entries whose record is gone are logged and counted, and never stop the
+// other jobs' passes; after Redis lost every key the leader is elected
+// again and pools and clients register their queues again.
 //
 // # Cancelling and pausing
 //

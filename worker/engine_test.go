@@ -178,10 +178,10 @@ func (panickyWorker) Reconcile(context.Context, *jobs.Job[flakyArgs]) (jobs.Verd
 	panic("reconcile exploded")
 }
 
-// TestReconcilerSurvivesBadRecordsAndPanics: a panicking Reconcile, a
+// TestMaintenanceSurvivesBadRecordsAndPanics: a panicking Reconcile, a
 // corrupt record and index entries without a record neither crash the
-// pool nor stop the reconciler from resolving the other jobs.
-func TestReconcilerSurvivesBadRecordsAndPanics(t *testing.T) {
+// pool nor stop the maintenance leader from resolving the other jobs.
+func TestMaintenanceSurvivesBadRecordsAndPanics(t *testing.T) {
 	e := newEnv(t)
 	p := e.pool(e.config())
 	_ = worker.Register(p, jobs.Worker[flakyArgs](panickyWorker{}))
@@ -210,7 +210,7 @@ func TestReconcilerSurvivesBadRecordsAndPanics(t *testing.T) {
 	if !strings.Contains(e.logs.String(), "reconcile exploded") {
 		t.Fatal("the panic was not logged")
 	}
-	if v := testutil.ToFloat64(e.metric("fencedq_reconciler_errors_total")); v < 2 {
+	if v := testutil.ToFloat64(e.metric("fencedq_reconcile_errors_total")); v < 2 {
 		t.Fatalf("reconcile failures counted %v, want at least 2", v)
 	}
 	redistest.Await(t, e.rdb, e.ns, "the index entries without records to be dropped", func() bool {
@@ -279,8 +279,8 @@ func TestRecoveryAfterRedisLostEveryKey(t *testing.T) {
 	}
 }
 
-// TestFormerLeaderExportsNoJobCounts: a pool that stops leading the
-// reconciler drops its job gauges, so alerts never read stale counts.
+// TestFormerLeaderExportsNoJobCounts: a pool that stops being the
+// maintenance leader drops its job gauges, so alerts never read stale counts.
 func TestFormerLeaderExportsNoJobCounts(t *testing.T) {
 	e := newEnv(t)
 	p := e.pool(e.config())
@@ -389,13 +389,13 @@ func TestLeaderPrunesTheEffectLog(t *testing.T) {
 	cfg := e.config()
 	log := prunableLog{olderThan: make(chan time.Duration, 1)}
 	cfg.Retention = time.Hour
-	cfg.Reconciler.EffectLog = log
-	cfg.Reconciler.EffectRetention = 30 * time.Minute
+	cfg.Maintenance.EffectLog = log
+	cfg.Maintenance.EffectRetention = 30 * time.Minute
 	if _, err := worker.NewPool(e.rdb, cfg); err == nil {
 		t.Fatal("an effect retention shorter than the job retention was accepted")
 	}
-	cfg.Reconciler.EffectRetention = 2 * time.Hour
-	cfg.Reconciler.PruneInterval = 50 * time.Millisecond
+	cfg.Maintenance.EffectRetention = 2 * time.Hour
+	cfg.Maintenance.PruneInterval = 50 * time.Millisecond
 	e.start(e.pool(cfg))
 	select {
 	case d := <-log.olderThan:

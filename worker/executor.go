@@ -111,7 +111,7 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 	}
 	deadline := time.Now().Add(timeout)
 	// Renewals stop at the handler's deadline: a handler that ignores its
-	// context then loses the lease and the reconciler takes over.
+	// context then loses the lease and the maintenance leader takes over.
 	a.renewUntil(deadline)
 	hctx, cancel := context.WithDeadline(a.ctx, deadline)
 	defer cancel()
@@ -134,7 +134,7 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 		Cancelled:      cancelled,
 		TimedOut:       errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
 		RetryOnTimeout: h.retryOnTimeout,
-		Reconcilable:   h.reconcile != nil || p.cfg.Reconciler.EffectLog != nil,
+		Reconcilable:   h.reconcile != nil || p.cfg.Maintenance.EffectLog != nil,
 	}
 	if errors.Is(cause, errShutdown) {
 		end.Shutdown = "worker shut down mid-call"

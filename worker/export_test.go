@@ -19,7 +19,8 @@ type Hooks struct {
 	Claimed *testsignal.Signal[ClaimEvent]
 	// Committed: a completion batch came back and was reported.
 	Committed *testsignal.Signal[[]ledger.Committed]
-	// Decided: the reconciler decided about a job and counted it.
+	// Decided: the maintenance leader's expirer or resolver decided about
+	// a job and counted it.
 	Decided *testsignal.Signal[Decision]
 }
 
@@ -27,6 +28,6 @@ type Hooks struct {
 func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 	p.hooks.claimed.Init(tb, "claim handled")
 	p.hooks.committed.Init(tb, "completion batch reported")
-	p.hooks.decided.Init(tb, "reconciler decision counted")
+	p.hooks.decided.Init(tb, "maintenance decision counted")
 	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided}
 }

@@ -58,7 +58,7 @@ func (e *env) config() worker.Config {
 		RetryDelay:      func(int) time.Duration { return 50 * time.Millisecond },
 		Logger:          slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Registerer:      e.reg,
-		Reconciler:      worker.ReconcilerConfig{Interval: 100 * time.Millisecond, MaxTries: 3},
+		Maintenance:     worker.MaintenanceConfig{Interval: 100 * time.Millisecond, MaxReconcileTries: 3},
 	}
 }
 

@@ -16,8 +16,8 @@ type hooks struct {
 	// committed: one queue's completion batch came back and each outcome
 	// in it was reported (logged and counted).
 	committed testsignal.Signal[[]ledger.Committed]
-	// decided: the reconciler's expirer or resolver decided about a job
-	// and counted the decision.
+	// decided: the maintenance leader's expirer or resolver decided about
+	// a job and counted the decision.
 	decided testsignal.Signal[maintenance.Decision]
 }
 

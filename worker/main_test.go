@@ -91,8 +91,8 @@ func runHelper(mode string) {
 	ns := os.Getenv("FENCEDQ_NS")
 	p, err := worker.NewPool(rdb, worker.Config{
 		Namespace: ns, Concurrency: 2, LeaseTTL: time.Second, WorkerID: "helper-" + mode,
-		Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Reconciler: worker.ReconcilerConfig{Disabled: true},
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Maintenance: worker.MaintenanceConfig{Disabled: true},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -118,7 +118,7 @@ func (e every) String() string { return "@every " + time.Duration(e).String() }
 //		worker.Periodic(worker.Every(15*time.Minute), SyncArgs{}, worker.WithCatchUp(worker.CatchUpAll)),
 //	)
 //
-// The reconciler's leader (one pool of the namespace at a time) enqueues
+// The maintenance leader (one pool of the namespace at a time) enqueues
 // the ticks; register the same schedules on every pool that may lead. Each
 // tick is enqueued with the operation id "periodic:<schedule id>:<tick
 // time in UTC, RFC 3339>" (jobs.PeriodicOperationID), and an enqueue of a
@@ -130,7 +130,7 @@ func (e every) String() string { return "@every " + time.Duration(e).String() }
 // wakes up cannot move a schedule's record.
 //
 // A tick is due once its time has passed; the leader looks every
-// Reconciler.Interval (default 1s), so a tick is enqueued within about
+// Maintenance.Interval (default 1s), so a tick is enqueued within about
 // that interval. After downtime (no leader for a while: every pool down,
 // Redis unreachable), the schedule's catch-up policy decides what happens
 // to the ticks that were missed:
@@ -202,8 +202,9 @@ func Periodic(schedule Schedule, args jobs.JobArgs, opts ...PeriodicOption) *Per
 	return p
 }
 
-// AddPeriodic registers periodic jobs on p; the reconciler's leader
-// enqueues their ticks (a pool with Reconciler.Disabled never does). It
+// AddPeriodic registers periodic jobs on p; the maintenance leader
+// enqueues their ticks (a pool with Maintenance.Disabled or
+// Maintenance.PeriodicDisabled never does). It
 // fails with ErrRunning once the pool runs, and with an error matching
 // ErrSchedule (or jobs.ErrInvalid, for the args and enqueue options) when
 // a job is invalid or its schedule id is already registered; nothing is

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -45,8 +46,8 @@ func runPeriodicHelper(id string) int {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCEDQ_REDIS")})
 	p, err := worker.NewPool(rdb, worker.Config{
 		Namespace: os.Getenv("FENCEDQ_NS"), WorkerID: id, LeaseTTL: time.Second,
-		Logger:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Reconciler: worker.ReconcilerConfig{Interval: 100 * time.Millisecond},
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Maintenance: worker.MaintenanceConfig{Interval: 100 * time.Millisecond},
 	})
 	if err == nil {
 		err = p.AddPeriodic(periodicTicks())
@@ -97,7 +98,7 @@ func TestPeriodicTicksExactlyOnceAcrossLeaderHandover(t *testing.T) {
 		return s
 	}
 	leader := func() string {
-		st, err := ledger.ReconcilerStatus(ctx)
+		st, err := ledger.LeaderStatus(ctx)
 		if err != nil || st == nil {
 			return ""
 		}
@@ -226,6 +227,44 @@ func TestPeriodicRecordAndRun(t *testing.T) {
 	}
 	if s.LastTick.Before(tick) || s.LastJob == "" || !s.NextTick.After(s.LastTick) {
 		t.Fatalf("schedule %+v after tick %s", s, tick)
+	}
+}
+
+// TestPeriodicDisabled: a leading pool with Maintenance.PeriodicDisabled
+// registers no schedule and enqueues no tick, while its other services go
+// on (its status is published pass after pass).
+func TestPeriodicDisabled(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Maintenance.PeriodicDisabled = true
+	p := e.pool(cfg)
+	_ = worker.Register(p, jobs.WorkFunc[tickArgs](func(context.Context, *jobs.Job[tickArgs]) error { return nil }))
+	if err := p.AddPeriodic(worker.Periodic(worker.Every(time.Second), tickArgs{Report: "daily"})); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	e.start(p)
+	// Two status passes: the periodic service, had it run, would have made
+	// its first pass (at once, beside the first status pass) by the second.
+	var first time.Time
+	redistest.Await(t, e.rdb, e.ns, "two status passes of the leader", func() bool {
+		st, _ := e.ledger.LeaderStatus(ctx)
+		if st == nil || st.Leader != p.ID() {
+			return false
+		}
+		if first.IsZero() {
+			first = st.LastScan
+		}
+		return st.LastScan.After(first)
+	})
+	if scheds, err := e.ledger.Schedules(ctx); err != nil || len(scheds) != 0 {
+		t.Fatalf("schedules %v (%v): the leader ran its periodic jobs", scheds, err)
+	}
+	if n, _ := e.ledger.Counts(ctx, jobs.DefaultQueue); n[jobs.Pending]+n[jobs.Succeeded] != 0 {
+		t.Fatalf("ticks were enqueued: %v", n)
+	}
+	if !strings.Contains(e.logs.String(), "periodic jobs disabled") {
+		t.Fatal("the pool did not log that its periodic jobs are disabled")
 	}
 }
 

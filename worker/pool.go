@@ -43,8 +43,8 @@ type handler struct {
 
 // Pool claims due jobs of its queues from the ledger in batches, runs their
 // handlers under fenced leases, completes their outcomes in batches, and
-// runs the reconciler. Create it with NewPool, add workers with Register,
-// then call Run.
+// competes to be the namespace's maintenance leader. Create it with
+// NewPool, add workers with Register, then call Run.
 type Pool struct {
 	rdb     redis.UniversalClient
 	cfg     Config
@@ -174,8 +174,8 @@ func (p *Pool) kindLabel(kind string) string {
 	return kind
 }
 
-// reconcilerFor returns the kind's Reconcile, if it has one.
-func (p *Pool) reconcilerFor(kind string) maintenance.ReconcileFunc {
+// reconcileFor returns the kind's Reconcile, if it has one.
+func (p *Pool) reconcileFor(kind string) maintenance.ReconcileFunc {
 	h := p.handlerFor(kind)
 	if h == nil || h.reconcile == nil {
 		return nil
@@ -232,12 +232,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); p.completer.run(background) }()
 
 	var maint sync.WaitGroup
-	if !p.cfg.Reconciler.Disabled {
-		maint.Add(1)
-		go func() {
-			defer maint.Done()
-			p.maintenance().Run(ctx)
-		}()
+	if !p.cfg.Maintenance.Disabled {
+		leader := p.maintenance()
+		maint.Go(func() { leader.Run(ctx) })
 	}
 
 	// Executors are long-lived goroutines (their stacks stay grown), one per slot.
@@ -258,7 +255,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	if !waitTimeout(&handlers, p.cfg.ShutdownTimeout) {
 		stopWork(errShutdown)
 		if !waitTimeout(&handlers, commitTimeout) {
-			p.log.Error("handlers still running after their contexts were cancelled; their leases lapse and the reconciler resolves their jobs")
+			p.log.Error("handlers still running after their contexts were cancelled; their leases lapse and the maintenance leader resolves their jobs")
 		}
 	}
 	p.completer.close()
@@ -280,12 +277,12 @@ func (p *Pool) info() jobs.PoolInfo {
 
 // effectPruner returns the effect log as a pruner when it can prune itself
 // and a retention is set.
-func effectPruner(rc ReconcilerConfig) maintenance.EffectPruner {
-	pr, ok := rc.EffectLog.(maintenance.PrunableLog)
-	if !ok || rc.EffectRetention <= 0 {
+func effectPruner(mc MaintenanceConfig) maintenance.EffectPruner {
+	pr, ok := mc.EffectLog.(maintenance.PrunableLog)
+	if !ok || mc.EffectRetention <= 0 {
 		return nil
 	}
-	return func(ctx context.Context) (int64, error) { return pr.PruneEffects(ctx, rc.EffectRetention) }
+	return func(ctx context.Context) (int64, error) { return pr.PruneEffects(ctx, mc.EffectRetention) }
 }
 
 // errShutdown is the cause given to handler contexts cancelled at shutdown.
@@ -305,22 +302,29 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	}
 }
 
-func (p *Pool) maintenance() *maintenance.Services {
-	rc := p.cfg.Reconciler
+// maintenance returns the maintenance leader this pool runs.
+func (p *Pool) maintenance() *maintenance.Leader {
+	mc := p.cfg.Maintenance
+	log := p.log.With("component", "maintenance")
+	periodic := p.periodic
+	if mc.PeriodicDisabled && len(periodic) > 0 {
+		log.Info("periodic jobs disabled: this pool enqueues no tick when it leads", "schedules", len(periodic))
+		periodic = nil
+	}
 	return maintenance.New(maintenance.Config{
-		WorkerID:      p.cfg.WorkerID,
-		LeaseTTL:      max(p.cfg.LeaseTTL, 2*rc.Interval), // a dead leader is replaced within about its lease
-		Interval:      rc.Interval,
-		MaxTries:      rc.MaxTries,
-		PruneInterval: rc.PruneInterval,
-		Timeout:       p.cfg.HandlerTimeout,
-		EffectLog:     rc.EffectLog,
-		EffectPruner:  effectPruner(rc),
-		Reconciler:    p.reconcilerFor,
-		Logger:        p.log.With("component", "reconciler"),
-		Metrics:       p.metrics,
-		Periodic:      p.periodic,
-		Relays:        relays(rc.Outboxes),
-		Decided:       &p.hooks.decided,
+		WorkerID:          p.cfg.WorkerID,
+		LeaseTTL:          max(p.cfg.LeaseTTL, 2*mc.Interval), // a dead leader is replaced within about its lease
+		Interval:          mc.Interval,
+		MaxReconcileTries: mc.MaxReconcileTries,
+		ReconcileTimeout:  p.cfg.HandlerTimeout,
+		PruneInterval:     mc.PruneInterval,
+		EffectLog:         mc.EffectLog,
+		EffectPruner:      effectPruner(mc),
+		Reconcile:         p.reconcileFor,
+		Logger:            log,
+		Metrics:           p.metrics,
+		Periodic:          periodic,
+		Outboxes:          outboxes(mc.Outboxes),
+		Decided:           &p.hooks.decided,
 	}, p.ledger, p.leases)
 }

@@ -310,7 +310,7 @@ func (slowArgs) Kind() string { return "slow" }
 func TestHandlerTimeoutEndsUncertain(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
-	cfg.Reconciler.Disabled = true
+	cfg.Maintenance.Disabled = true
 	p := e.pool(cfg)
 	_ = worker.Register(p, jobs.WorkFunc[slowArgs](func(ctx context.Context, j *jobs.Job[slowArgs]) error {
 		select {

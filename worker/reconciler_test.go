@@ -88,7 +88,7 @@ func TestLateAnswerEndsUncertainThenReconciledApplied(t *testing.T) {
 	if !sawUncertain || !sawDecision || rec.Attempts != 1 {
 		t.Fatalf("history lacks the uncertain attempt or the reconcile decision: %+v", h)
 	}
-	if v := testutil.ToFloat64(e.metric("fencedq_reconciler_decisions_total")); v != 1 {
+	if v := testutil.ToFloat64(e.metric("fencedq_reconcile_decisions_total")); v != 1 {
 		t.Fatalf("decisions metric %v", v)
 	}
 }
@@ -131,7 +131,8 @@ func TestStaleAttemptCommitIsRejected(t *testing.T) {
 	_ = worker.Register(p, jobs.Worker[sleepyArgs](w))
 	e.start(p)
 	res := e.enqueue(sleepyArgs{}, jobs.Timeout(200*time.Millisecond))
-	// The first attempt hangs; the lease lapses; the reconciler re-runs it.
+	// The first attempt hangs; the lease lapses; the maintenance leader
+	// expires it and the resolver re-runs it.
 	w.started.WaitOrTimeoutN(2)
 	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
 	close(w.wake) // the old attempt wakes up and tries to commit
@@ -204,7 +205,7 @@ func TestKilledBeforeEffectIsRerunOnceWithHigherToken(t *testing.T) {
 	}
 }
 
-// decisions returns the reconciler decisions counted with result.
+// decisions returns the decisions about uncertain jobs counted with result.
 func decisions(t *testing.T, e *env, result string) float64 {
 	t.Helper()
 	mfs, err := e.reg.Gather()
@@ -213,7 +214,7 @@ func decisions(t *testing.T, e *env, result string) float64 {
 	}
 	sum := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() != "fencedq_reconciler_decisions_total" {
+		if mf.GetName() != "fencedq_reconcile_decisions_total" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -241,8 +242,8 @@ func TestKilledAfterEffectIsReconciledNotReapplied(t *testing.T) {
 	if rec.Attempts != 1 || e.rdb.LLen(context.Background(), e.ns+":test:started").Val() != 1 {
 		t.Fatalf("job ran again: attempts %d", rec.Attempts)
 	}
-	if v := decisions(t, e, "expired"); v != 1 {
-		t.Fatalf("expired decisions = %v, want 1", v)
+	if v := testutil.ToFloat64(e.metric("fencedq_attempts_expired_total")); v != 1 {
+		t.Fatalf("expired attempts = %v, want 1", v)
 	}
 	if v := decisions(t, e, "applied"); v != 1 {
 		t.Fatalf("applied decisions = %v, want 1", v)
@@ -295,7 +296,7 @@ func TestCannotTellGoesToReviewAndOperatorResolves(t *testing.T) {
 	}
 }
 
-func TestOneLeaderAndStaleReconcilerRejected(t *testing.T) {
+func TestOneLeaderAndStaleLeaderRejected(t *testing.T) {
 	e := newEnv(t)
 	p1 := e.pool(e.config())
 	cfg := e.config()
@@ -308,16 +309,17 @@ func TestOneLeaderAndStaleReconcilerRejected(t *testing.T) {
 	e.start(p1)
 	e.start(p2)
 	ctx := context.Background()
-	redistest.Await(t, e.rdb, e.ns, "a reconciler leader's status", func() bool {
-		st, _ := e.ledger.ReconcilerStatus(ctx)
+	redistest.Await(t, e.rdb, e.ns, "a maintenance leader's status", func() bool {
+		st, _ := e.ledger.LeaderStatus(ctx)
 		return st != nil && st.Leader != ""
 	})
-	if v := testutil.ToFloat64(e.metric("fencedq_reconciler_leader")); v != 1 {
+	if v := testutil.ToFloat64(e.metric("fencedq_maintenance_leader")); v != 1 {
 		t.Fatalf("leader gauge (shared registry, two pools) = %v, want exactly one leader", v)
 	}
 	// The leader fences every queue it scans, even before deciding
-	// anything there: a reconciler holding an older token is refused. (The
-	// queue's high-water, read directly: asking Lead would write it.)
+	// anything there: a leader holding an older token is refused. (The
+	// queue's high-water, read directly: asking Lead would write it. Its
+	// key keeps the name from when the leader was called the reconciler.)
 	highWater := e.ns + ":{default}:reconciler"
 	redistest.Await(t, e.rdb, highWater, "the leader's token on the default queue", func() bool {
 		tok, err := e.rdb.Get(ctx, highWater).Uint64()
@@ -330,6 +332,6 @@ func TestOneLeaderAndStaleReconcilerRejected(t *testing.T) {
 	jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Review)
 	_, err := e.ledger.Expire(ctx, "default", 1, 10)
 	if !errors.Is(err, jobs.ErrStale) {
-		t.Fatalf("stale reconciler token: %v", err)
+		t.Fatalf("stale leader token: %v", err)
 	}
 }

@@ -53,10 +53,10 @@
 //	recovery  SIGKILL of a worker process mid-job until the job's handler
 //	          starts again in a spare worker process, --kills times per
 //	          variant (--recovery-modes: asynq, fencedq-2s, fencedq-5s, the
-//	          fencedq lease TTL after the dash; reconciler interval 1s);
+//	          fencedq lease TTL after the dash; maintenance interval 1s);
 //	          fencedq target: every kill recovered within lease TTL + 1 s.
 //
-// Every fencedq pool runs worker.Config's defaults (reconciler on) with the
+// Every fencedq pool runs worker.Config's defaults (maintenance on) with the
 // concurrency under test and a discarding logger; every asynq server runs
 // asynq's defaults with a 100 ms task check interval.
 //

@@ -238,7 +238,7 @@ func asynqConfig(conc int, queues []string) asynq.Config {
 }
 
 // poolConfig is the worker.Config of every fencedq pool the benchmark
-// times: the defaults (reconciler on, lease TTL, fetch and completion
+// times: the defaults (maintenance on, lease TTL, fetch and completion
 // batches) with the concurrency and queues under test and a quiet logger.
 func poolConfig(ns string, conc int, queues map[string]int) worker.Config {
 	return worker.Config{Namespace: ns, Concurrency: conc, Queues: queues, Logger: discardLogger}

@@ -142,7 +142,7 @@ func (o *outboxEnv) relayDrain(ctx context.Context, t *target, n, conc int) (flo
 	defer deleteMatching(context.WithoutCancel(ctx), t.rdb, ns, nil)
 	c := newCompletions(n)
 	cfg := poolConfig(ns, conc, nil)
-	cfg.Reconciler.Outboxes = []worker.OutboxRelay{o.outbox}
+	cfg.Maintenance.Outboxes = []worker.OutboxRelay{o.outbox}
 	pool, err := worker.NewPool(t.rdb, cfg)
 	if err != nil {
 		return 0, err
@@ -184,7 +184,7 @@ func (o *outboxEnv) latency(ctx context.Context, t *target, n, conc int, rate fl
 	commitAt := make([]atomic.Int64, n)
 	ready := make(chan struct{})
 	cfg := poolConfig(ns, conc, nil)
-	cfg.Reconciler.Outboxes = []worker.OutboxRelay{o.outbox}
+	cfg.Maintenance.Outboxes = []worker.OutboxRelay{o.outbox}
 	pool, err := worker.NewPool(t.rdb, cfg)
 	if err != nil {
 		return latencyRun{}, err
@@ -208,8 +208,8 @@ func (o *outboxEnv) latency(ctx context.Context, t *target, n, conc int, rate fl
 		cancel()
 		<-ran
 	}()
-	// A first job through the outbox: once it ran, the pool leads the
-	// reconciler and its relay is running.
+	// A first job through the outbox: once it ran, the pool is the
+	// maintenance leader and its relay is running.
 	if err := o.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := o.outbox.Enqueue(ctx, tx, latArgs{N: -1})
 		return err

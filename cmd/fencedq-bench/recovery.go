@@ -141,7 +141,7 @@ func workerMain(args []string) int {
 		pool, err := worker.NewPool(rdb, worker.Config{
 			Namespace: *ns, Concurrency: 1, LeaseTTL: *ttl, HandlerTimeout: time.Hour,
 			ShutdownTimeout: time.Second, Logger: discardLogger,
-			Reconciler: worker.ReconcilerConfig{Interval: time.Second},
+			Maintenance: worker.MaintenanceConfig{Interval: time.Second},
 		})
 		if err == nil {
 			err = worker.Register[sleepArgs](pool, w)

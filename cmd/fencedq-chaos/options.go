@@ -81,7 +81,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.Careless, "careless", 1, "worker slots whose storage calls ignore the handler's cancellation (a paused one wakes up and writes anyway)")
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 1500*time.Millisecond, "lease TTL of every attempt")
 	fs.DurationVar(&o.HandlerTimeout, "handler-timeout", 2*time.Second, "handler timeout (a stall longer than this times calls out)")
-	fs.DurationVar(&o.ReconcileInterval, "reconcile-interval", 500*time.Millisecond, "reconciler scan interval")
+	fs.DurationVar(&o.ReconcileInterval, "reconcile-interval", 500*time.Millisecond, "the maintenance leader's interval (expiry, reconciling)")
 	fs.Float64Var(&o.Dup, "dup", 0.1, "fraction of submissions that repeat an operation id (half of them concurrently)")
 	fs.Float64Var(&o.PriorityCopies, "priority-copies", 0.02, "fraction of operations also submitted to the priority queue")
 	fs.Float64Var(&o.Overdrafts, "overdrafts", 0.01, "fraction of transfers that cannot be covered and must end dead")

@@ -61,7 +61,7 @@ func (w *workerFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&w.concurrency, "concurrency", 4, "jobs run at once")
 	fs.DurationVar(&w.leaseTTL, "lease-ttl", 1500*time.Millisecond, "lease TTL")
 	fs.DurationVar(&w.handlerTimeout, "handler-timeout", 2*time.Second, "handler timeout")
-	fs.DurationVar(&w.reconcile, "reconcile-interval", 500*time.Millisecond, "reconciler interval")
+	fs.DurationVar(&w.reconcile, "reconcile-interval", 500*time.Millisecond, "the maintenance leader's interval (expiry, reconciling)")
 	fs.DurationVar(&w.leaseWait, "lease-wait", 250*time.Millisecond, "wait for a busy resource before deferring")
 	fs.StringVar(&w.logLevel, "log-level", "warn", "debug, info, warn or error")
 	fs.BoolVar(&w.careless, "careless", false, "storage calls ignore the handler's cancellation (a handler that does not honour its context)")
@@ -162,7 +162,7 @@ func runFencedWorker(ctx context.Context, w workerFlags, rdb *redis.Client, pool
 		LeaseWait:      w.leaseWait,
 		WorkerID:       w.id,
 		Logger:         log,
-		Reconciler:     worker.ReconcilerConfig{Interval: w.reconcile, EffectLog: store},
+		Maintenance:    worker.MaintenanceConfig{Interval: w.reconcile, EffectLog: store},
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

@@ -243,7 +243,7 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 			LeaseTTL: time.Second, HandlerTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second,
 			RetryDelay: func(int) time.Duration { return 200 * time.Millisecond },
 			Logger:     log, Registerer: d.reg,
-			Reconciler: worker.ReconcilerConfig{Interval: 250 * time.Millisecond, EffectLog: store},
+			Maintenance: worker.MaintenanceConfig{Interval: 250 * time.Millisecond, EffectLog: store},
 		})
 		if err != nil {
 			stopPools()
@@ -287,7 +287,7 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 	go d.report(ctx, start, end)
 	feedWG.Wait()
 	if left, err := d.unfinished(ctx); err == nil {
-		fmt.Fprintf(d.progress, "new transfers stopped; %d job(s) still to finish: watch the staged crash and timeouts settle (the reconciler resolves uncertain jobs)\n", left)
+		fmt.Fprintf(d.progress, "new transfers stopped; %d job(s) still to finish: watch the staged crash and timeouts settle (the maintenance leader reconciles uncertain jobs)\n", left)
 	}
 
 	// Drain: wait for the stream to settle, until the duration ends (and
@@ -436,7 +436,7 @@ func (d *demo) crash(ctx context.Context) error {
 		return err
 	}
 	args := []string{"--redis", d.redisURL, "--namespace", d.ns, "--queues", "crash=1",
-		"--lease-ttl", "1s", "--reconciler=false"}
+		"--lease-ttl", "1s", "--maintenance=false"}
 	if d.postgres != "" {
 		args = append(args, "--postgres", d.postgres)
 	}

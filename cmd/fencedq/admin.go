@@ -651,7 +651,7 @@ func queuesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 // poolLine is one line of the pools command.
 type poolLine struct {
 	jobs.PoolInfo
-	// Leader is true for the pool holding the reconciler's leader lease.
+	// Leader is true for the pool holding the maintenance leader's lease.
 	Leader bool `json:"leader"`
 }
 
@@ -686,7 +686,7 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return json.NewEncoder(out).Encode(lines)
 		}
 		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "POOL\tHOST\tPID\tQUEUES\tBUSY\tVERSION\tSTARTED\tLAST HEARTBEAT\tRECONCILER")
+		fmt.Fprintln(tw, "POOL\tHOST\tPID\tQUEUES\tBUSY\tVERSION\tSTARTED\tLAST HEARTBEAT\tMAINTENANCE")
 		for _, p := range lines {
 			qs := make([]string, 0, len(p.Queues))
 			for q, w := range p.Queues {
@@ -706,9 +706,9 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		fmt.Fprintf(out, "%d live pool(s)", len(lines))
 		switch {
 		case leader == "":
-			fmt.Fprint(out, "; no reconciler leader")
+			fmt.Fprint(out, "; no maintenance leader")
 		case !slices.ContainsFunc(lines, func(p poolLine) bool { return p.Leader }):
-			fmt.Fprintf(out, "; reconciler leader %s is not among them", leader)
+			fmt.Fprintf(out, "; maintenance leader %s is not among them", leader)
 		}
 		fmt.Fprintln(out)
 		return nil

@@ -96,7 +96,9 @@ func workerMetrics(t *testing.T) map[string]metric {
 var labelValues = map[string][]string{
 	"stage":  {metrics.StageEnqueue, metrics.StageExecute, metrics.StageCommit, metrics.StageRenew, metrics.StageStorage},
 	"reason": {metrics.ReasonMalformed, metrics.ReasonUnknownKind, metrics.ReasonUnknownJob, metrics.ReasonInvalid},
-	"result": {jobs.Applied.String(), jobs.NotApplied.String(), jobs.CannotTell.String(), metrics.ResultReview, metrics.ResultExpired},
+	"result": {jobs.Applied.String(), jobs.NotApplied.String(), jobs.CannotTell.String(), metrics.ResultReview},
+	"service": {metrics.ServiceExpirer, metrics.ServiceResolver, metrics.ServicePruner, metrics.ServiceStatus,
+		metrics.ServicePeriodic, metrics.ServiceRelay},
 }
 
 type rulesFile struct {
@@ -261,8 +263,8 @@ func TestAlertRulesUseWorkerMetrics(t *testing.T) {
 	all := strings.Join(exprs, "\n")
 	for _, want := range []string{
 		`fencedq_jobs{state="uncertain"}`, `fencedq_jobs{state="review"}`, `fencedq_jobs{state="running"}`,
-		"fencedq_fenced_rejections_total", "max(fencedq_reconciler_leader) == 0", "absent(fencedq_reconciler_leader)",
-		"fencedq_reconciler_last_scan_timestamp_seconds",
+		"fencedq_fenced_rejections_total", "max(fencedq_maintenance_leader) == 0", "absent(fencedq_maintenance_leader)",
+		"fencedq_maintenance_last_scan_timestamp_seconds", "fencedq_maintenance_errors_total", "fencedq_reconcile_errors_total",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no rule covers %s", want)

@@ -14,7 +14,7 @@
 //	fencedq pause       stop pools from starting a queue's jobs
 //	fencedq resume      let pools start a paused queue's jobs again
 //	fencedq queues      list the queues: jobs per state, paused or not
-//	fencedq pools       list the live worker pools and the reconciler's leader
+//	fencedq pools       list the live worker pools and the maintenance leader
 //	fencedq schedules   list the periodic schedules: next and last tick, the job each tick produced
 //
 // The operator commands (resolve, cancel, pause, resume) need --actor, the
@@ -77,7 +77,7 @@ var commands = []command{
 	{"pause", "pause a queue: pools start none of its jobs until it is resumed", pauseCmd},
 	{"resume", "resume a paused queue", resumeCmd},
 	{"queues", "list the queues: jobs per state, and whether each is paused", queuesCmd},
-	{"pools", "list the live worker pools and which one leads the reconciler", poolsCmd},
+	{"pools", "list the live worker pools and which one is the maintenance leader", poolsCmd},
 	{"schedules", "list the periodic schedules: last and next tick, and the job each tick produced", schedulesCmd},
 }
 

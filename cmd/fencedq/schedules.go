@@ -75,7 +75,7 @@ func loadSchedules(ctx context.Context, l *jobs.Inspector, id string, n int) ([]
 		s, err := l.Schedule(ctx, id)
 		if err != nil {
 			if errors.Is(err, jobs.ErrNotFound) {
-				return nil, fmt.Errorf("%w (a schedule is recorded when a reconciler leader first registers it)", err)
+				return nil, fmt.Errorf("%w (a schedule is recorded when a maintenance leader first registers it)", err)
 			}
 			return nil, err
 		}

@@ -161,7 +161,7 @@
     const step = data.step_seconds * 1000;
     const defs = chartDefs.filter((d) => !which || which.includes(d[0]));
     if (!data.points.length) {
-      return el('p', { class: 'muted', id: 'no-history' }, 'No history yet: the reconciler leader records each queue\'s counters once a minute; charts fill in from the second minute.');
+      return el('p', { class: 'muted', id: 'no-history' }, 'No history yet: the maintenance leader records each queue\'s counters once a minute; charts fill in from the second minute.');
     }
     return el('div', { class: 'charts' }, defs.map(([name, title, field, kind]) => chart(name, title, data.points, field, end - span, end, step, kind)));
   }
@@ -340,19 +340,19 @@
   async function overviewPage(my) {
     const [ov, hist] = await Promise.all([api('api/overview'), api('api/series?window=1h')]);
     if (my !== seq) return;
-    const rc = ov.reconciler || {};
-    let recNode;
+    const rc = ov.maintenance || {};
+    let leaderNode;
     const lastScan = rc.last_scan ? fmtTime(rc.last_scan) + ' (' + fmtDuration(rc.last_scan_age_ms || 0) + ' ago)' : 'never';
     if (rc.present) {
       const stale = rc.last_scan_age_ms === undefined || rc.last_scan_age_ms > 60000;
-      recNode = el('p', { class: stale ? 'warn' : '', id: 'reconciler' },
-        'Reconciler leader ', el('strong', { class: 'mono' }, rc.leader),
+      leaderNode = el('p', { class: stale ? 'warn' : '', id: 'maintenance-leader' },
+        'Maintenance leader ', el('strong', { class: 'mono' }, rc.leader),
         ' (token ', el('span', { class: 'mono' }, rc.token || '—'), ') · last scan ', lastScan,
         ' · expired ', String(rc.expired), ', resolved ', String(rc.resolved),
         stale ? ' · no recent scan: is the leader healthy?' : '');
     } else {
-      recNode = el('p', { class: 'warn', id: 'reconciler' },
-        'Reconciler: no leader. Expired leases are not detected and uncertain jobs are not reconciled.',
+      leaderNode = el('p', { class: 'warn', id: 'maintenance-leader' },
+        'Maintenance: no leader. Expired leases are not detected and uncertain jobs are not reconciled.',
         rc.recorded_leader ? ' Last leader ' : '', rc.recorded_leader ? el('span', { class: 'mono' }, rc.recorded_leader) : '',
         rc.recorded_leader ? ', last scan ' + lastScan + '.' : '');
     }
@@ -389,7 +389,7 @@
         ' by ' + q.paused.actor + ' ' + ago(q.paused.at) + (q.paused.note ? ' (' + q.paused.note + ')' : '')])) : '';
     show('overview',
       el('h1', {}, 'Overview ', el('small', { class: 'muted' }, 'namespace ', ov.namespace, ' · Redis time ', fmtTime(ov.server_time))),
-      recNode,
+      leaderNode,
       pausedNode,
       totals,
       table(['Queue', ...states, 'succeeded/s', 'attempts/s', 'fenced', 'deduplicated', ...(canAct() ? ['Actions'] : [])], rows, { id: 'queues' }),
@@ -517,9 +517,9 @@
   async function poolsPage(my) {
     const data = await api('api/pools');
     if (my !== seq) return;
-    const rc = data.reconciler || {};
+    const rc = data.maintenance || {};
     const rows = data.pools.map((p) => el('tr', { 'data-pool': p.id },
-      el('td', { class: 'mono' }, p.id, p.leader ? [' ', el('span', { class: 'badge leader', title: 'holds the reconciler\'s leader lease' }, 'reconciler leader')] : ''),
+      el('td', { class: 'mono' }, p.id, p.leader ? [' ', el('span', { class: 'badge leader', title: 'holds the maintenance leader\'s lease' }, 'maintenance leader')] : ''),
       el('td', { class: 'mono' }, p.host),
       el('td', { class: 'num' }, String(p.pid)),
       el('td', { class: 'mono' }, Object.entries(p.queues || {}).map(([q, w]) => q + '=' + w).join(', ')),
@@ -528,9 +528,9 @@
       el('td', { class: 'nowrap' }, fmtTime(p.started)),
       el('td', { class: 'nowrap' + (p.heartbeat_age_ms > 15000 ? ' warn' : '') }, fmtTime(p.last_heartbeat) + ' (' + fmtDuration(p.heartbeat_age_ms) + ' ago)')));
     const leaderLine = rc.present
-      ? el('p', { id: 'pools-leader' }, 'Reconciler leader ', el('strong', { class: 'mono' }, rc.leader), ' (token ', el('span', { class: 'mono' }, rc.token), ')',
+      ? el('p', { id: 'pools-leader' }, 'Maintenance leader ', el('strong', { class: 'mono' }, rc.leader), ' (token ', el('span', { class: 'mono' }, rc.token), ')',
         data.pools.some((p) => p.leader) ? '' : ' — not among the pools listed (a pool without heartbeats, or one that just stopped).')
-      : el('p', { class: 'warn', id: 'pools-leader' }, 'No reconciler leader: expired leases are not detected and uncertain jobs are not reconciled.');
+      : el('p', { class: 'warn', id: 'pools-leader' }, 'No maintenance leader: expired leases are not detected and uncertain jobs are not reconciled.');
     show('pools', el('h1', {}, 'Pools ', el('small', { class: 'muted' }, data.pools.length + ' live')),
       leaderLine,
       table(['Pool', 'Host', 'PID', 'Queues (weight)', 'Busy / slots', 'Version', 'Started', 'Last heartbeat'], rows, { id: 'pools' }),
@@ -539,7 +539,7 @@
   }
 
   // A schedule no leader has registered for this long is shown as
-  // unregistered: no pool that leads the reconciler runs it any more.
+  // unregistered: no pool that becomes the maintenance leader runs it any more.
   const scheduleStaleMs = 5 * 60 * 1000;
 
   function scheduleRow(s) {
@@ -577,7 +577,7 @@
 
   function leaderNote(rc) {
     return rc.present ? null
-      : el('p', { class: 'warn', id: 'schedules-leader' }, 'No reconciler leader: no tick is enqueued until a pool leads the reconciler.');
+      : el('p', { class: 'warn', id: 'schedules-leader' }, 'No maintenance leader: no tick is enqueued until a pool becomes the leader.');
   }
 
   async function schedulesPage(my, id) {
@@ -588,7 +588,7 @@
     if (id) {
       const s = data.schedules[0];
       show('schedule', el('h1', {}, 'Schedule ', el('span', { class: 'mono' }, s.id)),
-        leaderNote(data.reconciler || {}),
+        leaderNote(data.maintenance || {}),
         table(scheduleHeaders, [scheduleRow(s)], { id: 'schedules' }),
         el('h2', {}, 'Newest ticks ', el('small', { class: 'muted' }, s.ticks.length + ' shown, newest first')),
         ticksTable(s),
@@ -599,9 +599,9 @@
     }
     const more = data.total > data.schedules.length ? ' (' + data.schedules.length + ' shown)' : '';
     show('schedules', el('h1', {}, 'Schedules ', el('small', { class: 'muted' }, data.total + ' recorded' + more)),
-      leaderNote(data.reconciler || {}),
+      leaderNote(data.maintenance || {}),
       table(scheduleHeaders, data.schedules.map(scheduleRow), { id: 'schedules' }),
-      el('p', { class: 'muted' }, 'Periodic jobs registered on the pools. The reconciler leader enqueues each tick once and records the job it produced; open a schedule for its newest ticks.'));
+      el('p', { class: 'muted' }, 'Periodic jobs registered on the pools. The maintenance leader enqueues each tick once and records the job it produced; open a schedule for its newest ticks.'));
     schedule(10000);
   }
 
@@ -621,7 +621,7 @@
       ov.queues.map((q) => [' ', el('a', { href: '#/history?' + new URLSearchParams({ window: win, queue: q.name }).toString(), class: queue === q.name ? 'active' : '' }, q.name)]));
     show('history', el('h1', {}, 'History ', el('small', { class: 'muted' }, (queue ? 'queue ' + queue : 'every queue') + ', one bar per ' + fmtDuration(data.step_seconds * 1000))),
       tabs, charts(data),
-      el('p', { class: 'muted' }, 'From per-minute snapshots the reconciler leader keeps in Redis for a day (they survive restarts of the dashboard and the pools). Counters are per bar; uncertain and review are the jobs in that state at the end of each bar.'));
+      el('p', { class: 'muted' }, 'From per-minute snapshots the maintenance leader keeps in Redis for a day (they survive restarts of the dashboard and the pools). Counters are per bar; uncertain and review are the jobs in that state at the end of each bar.'));
     schedule(30000);
   }
 
@@ -640,7 +640,7 @@
     show('stuck',
       el('h1', {}, 'Stuck jobs'),
       el('p', { class: 'muted' }, 'Running jobs whose lease deadline has passed or is within ' + fmtDuration(data.margin_ms) +
-        ' (Redis time ' + fmtTime(data.server_time) + '). A live attempt renews its lease well before that; the reconciler moves an expired one to uncertain.'),
+        ' (Redis time ' + fmtTime(data.server_time) + '). A live attempt renews its lease well before that; the maintenance leader moves an expired one to uncertain.'),
       table(['Queue', 'Job', 'Kind', 'Owner', 'Token', 'Lease deadline', 'Status'], rows, { id: 'stuck' }));
     schedule(5000);
   }
@@ -670,7 +670,7 @@
       data.total > data.jobs.length ? el('p', { class: 'muted' }, 'Showing the ' + data.jobs.length + ' oldest; see each queue for the rest.') : '');
     show('attention',
       el('h1', {}, 'Uncertain & review'),
-      el('p', { class: 'muted' }, 'Uncertain jobs may or may not have applied their side effect; the reconciler asks their worker. Jobs it cannot decide wait here for an operator.'),
+      el('p', { class: 'muted' }, 'Uncertain jobs may or may not have applied their side effect; the maintenance leader reconciles them by asking their worker. Jobs it cannot decide wait here for an operator.'),
       section('Waiting for an operator', 'review', review, 'No job waits for review.'),
       section('Uncertain', 'uncertain', uncertain, 'No uncertain job.'));
   }
@@ -729,7 +729,7 @@
     let overdue = '';
     if (d.overdue && j.state === 'running') {
       overdue = el('span', { class: 'warn', id: 'job-overdue' }, 'overdue: ' + (d.overdue_ms >= 0
-        ? 'its lease deadline passed ' + fmtDuration(d.overdue_ms) + ' ago; the reconciler moves it to uncertain'
+        ? 'its lease deadline passed ' + fmtDuration(d.overdue_ms) + ' ago; the maintenance leader moves it to uncertain'
         : 'its lease ends in ' + fmtDuration(d.overdue_ms) + ' and was not renewed'));
     } else if (d.overdue && j.state === 'pending') {
       overdue = el('span', { class: 'warn', id: 'job-overdue' }, 'overdue: due ' + fmtDuration(d.overdue_ms) + ' ago and not started' +

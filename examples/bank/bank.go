@@ -8,7 +8,7 @@
 // credit and the operation id in one atomic step guarded by the attempt's
 // fence (PostgreSQL through pgfence, Redis through redisfence, or the bank
 // as an HTTP service through httpfence: NewService and HTTPStore), and its
-// effect log answers the reconciler. The demo and the chaos suite use it.
+// effect log answers the resolver. The demo and the chaos suite use it.
 //
 // RunWorker is a whole worker process for transfers: its flags
 // (WorkerConfig.AddFlags), its store, a pool, /metrics and /healthz, and a

@@ -24,9 +24,9 @@ import (
 //   - BeforeEffect: killed after fencing on acquire, before writing. The
 //     job is re-run once with a higher fence; exactly one effect.
 //
-// Each runs with the reconciler asking bank.Worker.Reconcile, and with a
+// Each runs with the resolver asking bank.Worker.Reconcile, and with a
 // worker that has no Reconcile method, so the pool's
-// Config.Reconciler.EffectLog (the PostgreSQL store) answers.
+// Config.Maintenance.EffectLog (the PostgreSQL store) answers.
 func TestKilledWorkerIsReconciled(t *testing.T) {
 	for _, afterEffect := range []bool{true, false} {
 		for _, via := range []string{"Reconcile", "EffectLog"} {
@@ -76,7 +76,7 @@ func testKilled(t *testing.T, afterEffect bool, via string) {
 	w := newTransferWorker(e.probe("P", modeNormal))
 	var reg jobs.Worker[bank.Transfer] = w
 	if via == "EffectLog" {
-		cfg.Reconciler.EffectLog = e.pg
+		cfg.Maintenance.EffectLog = e.pg
 		reg = effectLogOnly{w}
 	}
 	p, err := worker.NewPool(e.rdb, cfg)
@@ -129,7 +129,7 @@ func testKilled(t *testing.T, afterEffect bool, via string) {
 }
 
 // TestCrashRecoveryWithinLeaseTTLPlusInterval states the design's promise
-// (ARCHITECTURE.md, "The reconciler"): with lease TTL 2s and a reconciler scanning every
+// (ARCHITECTURE.md, "The maintenance leader"): with lease TTL 2s and a leader scanning every
 // 1s, a job whose worker process was SIGKILLed mid-call is resolved within
 // TTL + interval + a few seconds of slack, not asynq's one-minute
 // recoverer. The bound (15s) is generous; it is a promise, not a benchmark.
@@ -148,7 +148,7 @@ func TestCrashRecoveryWithinLeaseTTLPlusInterval(t *testing.T) {
 	// measures recovery, not start-up.
 	logs := &syncbuf.Buffer{}
 	cfg := e.poolConfig("P", logs)
-	cfg.LeaseTTL, cfg.Reconciler.Interval = ttl, interval
+	cfg.LeaseTTL, cfg.Maintenance.Interval = ttl, interval
 	p, err := worker.NewPool(e.rdb, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestCrashRecoveryWithinLeaseTTLPlusInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.run(p, logs)
-	e.waitLeader("P", 30*time.Second) // A's reconciler is off: P leads once its elector runs
+	e.waitLeader("P", 30*time.Second) // A's maintenance is off: P leads once its elector runs
 	if s := e.get(res.JobID).State; s != jobs.Running {
 		t.Fatalf("job is %s before the crash, want running", s)
 	}

@@ -126,11 +126,11 @@ func (e *bankEnv) enqueue(x bank.Transfer, op string) *jobs.Result {
 }
 
 // helper returns a worker-process configuration for this environment.
-func (e *bankEnv) helper(id, mode string, reconciler bool) helperConfig {
+func (e *bankEnv) helper(id, mode string, maintenance bool) helperConfig {
 	return helperConfig{
 		Mode: mode, ID: id, Redis: e.addr, NS: e.ns, Store: e.kind,
 		PGURL: pgtest.URL(), PGSchema: e.pgSchema, ServiceURL: e.serviceURL,
-		Reconciler: reconciler, LeaseTTL: time.Second, Interval: 200 * time.Millisecond,
+		Maintenance: maintenance, LeaseTTL: time.Second, Interval: 200 * time.Millisecond,
 	}
 }
 
@@ -144,9 +144,9 @@ func (e *bankEnv) poolConfig(id string, logs *syncbuf.Buffer) worker.Config {
 	return worker.Config{
 		Namespace: e.ns, Concurrency: 4, LeaseTTL: time.Second, WorkerID: id,
 		HandlerTimeout: 30 * time.Second, ShutdownTimeout: 5 * time.Second,
-		RetryDelay: func(int) time.Duration { return 200 * time.Millisecond },
-		Logger:     slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("process", id),
-		Reconciler: worker.ReconcilerConfig{Interval: 100 * time.Millisecond, MaxTries: 20},
+		RetryDelay:  func(int) time.Duration { return 200 * time.Millisecond },
+		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("process", id),
+		Maintenance: worker.MaintenanceConfig{Interval: 100 * time.Millisecond, MaxReconcileTries: 20},
 	}
 }
 
@@ -241,11 +241,11 @@ func (e *bankEnv) waitEvent(what string, keep func(event) bool) event {
 	return found[0]
 }
 
-// waitLeader waits until the reconciler status names who as the leader.
+// waitLeader waits until the leader status names who as the leader.
 func (e *bankEnv) waitLeader(who string, bound time.Duration) {
 	e.t.Helper()
 	if err := redistest.Wait(e.rdb, e.ns, bound, func() bool { return e.status()["leader"] == who }); err != nil {
-		e.t.Fatalf("%s did not become the reconciler leader: %v; status %v", who, err, e.status())
+		e.t.Fatalf("%s did not become the maintenance leader: %v; status %v", who, err, e.status())
 	}
 }
 
@@ -264,10 +264,10 @@ func (e *bankEnv) stats() map[string]int64 {
 	return st
 }
 
-// status reads what the acting reconciler last published: its leader and
-// token ("leader" and "token"; empty before any reconciler published).
+// status reads what the maintenance leader last published: its name and
+// token ("leader" and "token"; empty before any leader published).
 func (e *bankEnv) status() map[string]string {
-	s, err := e.ledger.ReconcilerStatus(context.Background())
+	s, err := e.ledger.LeaderStatus(context.Background())
 	if err != nil || s == nil {
 		return map[string]string{}
 	}

@@ -15,19 +15,19 @@ import (
 	"github.com/fencedq/fencedq/worker"
 )
 
-// TestPausedReconcilerLeaderIsReplaced runs two pools, the reconciler
+// TestPausedMaintenanceLeaderIsReplaced runs two pools, the maintenance
 // leader L as a process and P in this process (issue 5). L is stopped with
 // SIGSTOP:
 //
 //   - P takes over leadership (the status hash's leader becomes P, with a
 //     higher leader token);
 //   - P resolves a job that became uncertain meanwhile (re-run, then
-//     succeeded), which records P's token as the queue's reconciler
+//     succeeded), which records P's token as the queue's leader
 //     high-water in the ledger;
 //   - L is resumed with SIGCONT: it logs that it lost leadership, makes no
 //     decision on any job, P stays the leader, and a ledger write carrying
 //     L's old leader token is refused with jobs.ErrStale.
-func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
+func TestPausedMaintenanceLeaderIsReplaced(t *testing.T) {
 	e := newBankEnv(t, "redis")
 	ctx := context.Background()
 	l := startProc(t, e.helper("L", modeNormal, true))
@@ -39,7 +39,7 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 
 	logs := &syncbuf.Buffer{}
 	cfg := e.poolConfig("P", logs)
-	cfg.Reconciler.Interval = 200 * time.Millisecond
+	cfg.Maintenance.Interval = 200 * time.Millisecond
 	probe := e.probe("P", modeNormal)
 	probe.failFirst = true // P's first transfer ends uncertain
 	p, err := worker.NewPool(e.rdb, cfg)
@@ -51,7 +51,7 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 	}
 	e.run(p, logs)
 	// P runs, but L still leads. Half a second is two and a half of P's
-	// reconciler intervals (200 ms): each interval P's elector tries for the
+	// maintenance intervals (200 ms): each interval P's elector tries for the
 	// leader lease, so a P that could take it from a live L would have.
 	time.Sleep(500 * time.Millisecond)
 	if got := e.status()["leader"]; got != "L" {
@@ -84,16 +84,16 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 	}
 	hw, _ := lease.ParseToken(e.rdb.Get(ctx, e.ns+":{"+queue+"}:reconciler").Val())
 	if hw < pTok {
-		t.Fatalf("queue's reconciler high-water %d, want at least P's token %d", hw, pTok)
+		t.Fatalf("queue's leader high-water %d, want at least P's token %d", hw, pTok)
 	}
 
 	// L wakes up.
 	l.resume()
 	resumed := time.Now()
-	l.waitOutput("reconciler leadership lost")
+	l.waitOutput("maintenance leadership lost")
 	t.Logf("L resumed; noticed the loss within %v", time.Since(resumed).Round(time.Millisecond))
 	// Give a stale L every chance to act: a second is five of L's
-	// reconciler intervals (200 ms), so any pass L still ran on its old
+	// maintenance intervals (200 ms), so any pass L still ran on its old
 	// leadership would have written (and been refused) by then.
 	time.Sleep(time.Second)
 	e.waitLeader("P", 10*time.Second)
@@ -107,7 +107,7 @@ func TestPausedReconcilerLeaderIsReplaced(t *testing.T) {
 	}
 	// Any ledger write L could still attempt with its old token is refused.
 	if _, err := e.ledger.Expire(ctx, queue, lTok, 10); !errors.Is(err, jobs.ErrStale) {
-		t.Fatalf("a reconciler write with L's old token %d: %v, want jobs.ErrStale", lTok, err)
+		t.Fatalf("a leader write with L's old token %d: %v, want jobs.ErrStale", lTok, err)
 	}
 	if strings.Contains(l.out.String(), "stale") {
 		t.Logf("L's log mentions a stale write:\n%s", grep(l.out.String(), "stale"))

@@ -57,17 +57,17 @@ const (
 
 // helperConfig configures a worker process.
 type helperConfig struct {
-	Mode       string        `json:"mode"`
-	ID         string        `json:"id"` // worker id and event name
-	Redis      string        `json:"redis"`
-	NS         string        `json:"ns"`
-	Store      string        `json:"store"` // postgres, redis or http
-	PGURL      string        `json:"pg_url,omitempty"`
-	PGSchema   string        `json:"pg_schema,omitempty"` // the test's schema: search_path
-	ServiceURL string        `json:"service_url,omitempty"`
-	Reconciler bool          `json:"reconciler"`
-	LeaseTTL   time.Duration `json:"lease_ttl"`
-	Interval   time.Duration `json:"interval"`
+	Mode        string        `json:"mode"`
+	ID          string        `json:"id"` // worker id and event name
+	Redis       string        `json:"redis"`
+	NS          string        `json:"ns"`
+	Store       string        `json:"store"` // postgres, redis or http
+	PGURL       string        `json:"pg_url,omitempty"`
+	PGSchema    string        `json:"pg_schema,omitempty"` // the test's schema: search_path
+	ServiceURL  string        `json:"service_url,omitempty"`
+	Maintenance bool          `json:"maintenance"`
+	LeaseTTL    time.Duration `json:"lease_ttl"`
+	Interval    time.Duration `json:"interval"`
 }
 
 // event is what workers record in the test's Redis list (eventsKey) as
@@ -169,7 +169,7 @@ func newTransferWorker(s *probeStore) *bank.Worker {
 }
 
 // effectLogOnly runs transfers without a Reconcile method, so the pool's
-// reconciler must ask Config.Reconciler.EffectLog.
+// resolver must ask Config.Maintenance.EffectLog.
 type effectLogOnly struct{ w *bank.Worker }
 
 func (e effectLogOnly) Work(ctx context.Context, j *jobs.Job[bank.Transfer]) error {
@@ -220,9 +220,9 @@ func runHelper(raw string) int {
 	p, err := worker.NewPool(rdb, worker.Config{
 		Namespace: c.NS, Concurrency: 2, LeaseTTL: c.LeaseTTL, WorkerID: c.ID,
 		HandlerTimeout: 30 * time.Second, ShutdownTimeout: 2 * time.Second,
-		RetryDelay: func(int) time.Duration { return 200 * time.Millisecond },
-		Logger:     log,
-		Reconciler: worker.ReconcilerConfig{Disabled: !c.Reconciler, Interval: c.Interval},
+		RetryDelay:  func(int) time.Duration { return 200 * time.Millisecond },
+		Logger:      log,
+		Maintenance: worker.MaintenanceConfig{Disabled: !c.Maintenance, Interval: c.Interval},
 	})
 	if err != nil {
 		log.Error("pool", "error", err)
@@ -233,7 +233,7 @@ func runHelper(raw string) int {
 		log.Error("register", "error", err)
 		return 2
 	}
-	log.Info("helper ready", "mode", c.Mode, "store", c.Store, "reconciler", c.Reconciler)
+	log.Info("helper ready", "mode", c.Mode, "store", c.Store, "maintenance", c.Maintenance)
 	if err := p.Run(ctx); err != nil {
 		log.Error("run", "error", err)
 		return 1

@@ -18,7 +18,7 @@ import (
 //  1. worker process A claims a transfer and leases its source account
 //     (fence a), fences on acquire and, just before writing, is stopped
 //     with SIGSTOP;
-//  2. its 1s lease lapses; worker process B, the reconciler leader, moves
+//  2. its 1s lease lapses; worker process B, the maintenance leader, moves
 //     the job to uncertain, asks bank.Worker.Reconcile (not applied) and
 //     re-runs it: B claims, leases the account with fence b > a, fences on
 //     acquire, writes and commits;
@@ -41,7 +41,7 @@ func testPausedWorker(t *testing.T, kind string) {
 	x := bank.Transfer{From: "acct-000", To: "acct-001", Cents: 250, Memo: "rent"}
 	op := "xfer-paused-" + kind
 
-	// A alone: it gets the job. Its reconciler is off, so B leads later.
+	// A alone: it gets the job. Its maintenance is off, so B leads later.
 	a := startProc(t, e.helper("A", modePauseBeforeWrite, false))
 	res := e.enqueue(x, op)
 	e.watchSucceeded(res.JobID, op)

@@ -48,11 +48,12 @@ type WorkerConfig struct {
 	LeaseTTL time.Duration
 	// HandlerTimeout bounds a transfer whose job sets no timeout.
 	HandlerTimeout time.Duration
-	// ReconcileInterval is the reconciler's scan period.
-	ReconcileInterval time.Duration
-	// DisableReconciler keeps this pool out of the reconciler's leader
+	// MaintenanceInterval is the maintenance leader's interval (expiry,
+	// reconciling, status).
+	MaintenanceInterval time.Duration
+	// DisableMaintenance keeps this pool out of the maintenance leader's
 	// election (some pool of the namespace must run it).
-	DisableReconciler bool
+	DisableMaintenance bool
 	// MetricsAddr, if set, is where /metrics and /healthz are served. It is
 	// opened first: a pool that cannot be watched does not start.
 	MetricsAddr string
@@ -80,8 +81,8 @@ func (c *WorkerConfig) AddFlags(fs *flag.FlagSet) {
 	fs.Var((*queuesFlag)(&c.Queues), "queues", "`queues` with priorities, e.g. default=1,critical=5")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 10*time.Second, "lease TTL per attempt")
 	fs.DurationVar(&c.HandlerTimeout, "handler-timeout", time.Minute, "default handler timeout")
-	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", time.Second, "reconciler scan interval")
-	fs.Var((*enabledFlag)(&c.DisableReconciler), "reconciler", "run the reconciler in this pool (default true; one leader per namespace acts)")
+	fs.DurationVar(&c.MaintenanceInterval, "maintenance-interval", time.Second, "maintenance leader interval (expiry, reconciling, status)")
+	fs.Var((*enabledFlag)(&c.DisableMaintenance), "maintenance", "let this pool become the maintenance leader (default true; one leader per namespace acts)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (e.g. :9100)")
 	fs.IntVar(&c.Accounts, "accounts", 0, "create this many bank accounts (acct-000...) if absent")
 	fs.Int64Var(&c.InitialCents, "initial-cents", 100000, "initial balance of created accounts")
@@ -131,8 +132,8 @@ func (q *queuesFlag) Set(s string) error {
 	return nil
 }
 
-// enabledFlag is a boolean flag that sets its negation (--reconciler=false
-// sets DisableReconciler).
+// enabledFlag is a boolean flag that sets its negation (--maintenance=false
+// sets DisableMaintenance).
 type enabledFlag bool
 
 func (e *enabledFlag) String() string {
@@ -151,7 +152,7 @@ func (e *enabledFlag) Set(s string) error {
 	return nil
 }
 
-// IsBoolFlag lets --reconciler stand alone.
+// IsBoolFlag lets --maintenance stand alone.
 func (e *enabledFlag) IsBoolFlag() bool { return true }
 
 // OpenStore opens the bank's storage: PostgreSQL (migrated) when
@@ -217,7 +218,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 	pool, err := worker.NewPool(rdb, worker.Config{
 		Namespace: cfg.Namespace, Concurrency: cfg.Concurrency, Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL,
 		HandlerTimeout: cfg.HandlerTimeout, Logger: log, Registerer: reg,
-		Reconciler: worker.ReconcilerConfig{Disabled: cfg.DisableReconciler, Interval: cfg.ReconcileInterval, EffectLog: store},
+		Maintenance: worker.MaintenanceConfig{Disabled: cfg.DisableMaintenance, Interval: cfg.MaintenanceInterval, EffectLog: store},
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", cli.ErrUsage, err)

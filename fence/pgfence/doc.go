@@ -129,7 +129,7 @@
 // # Reading
 //
 // [Store.Applied] implements fence.EffectLog from the operation id alone;
-// it is what the reconciler asks. [Store.HighWater] reads a resource's mark.
+// it is what a pool's resolver asks to reconcile an uncertain job. [Store.HighWater] reads a resource's mark.
 // [Store.FenceOnAcquire] raises a mark without recording an operation, right
 // after a lease is acquired.
 //
@@ -137,8 +137,8 @@
 //
 // Effect records are kept until [Store.PruneEffects] deletes those older
 // than a retention, in short batches (migration 3 indexes applied_at for
-// it). Run it on a schedule from one process, the reconciler's leader being
-// the natural one, with a retention longer than any job can still be
+// it). Run it on a schedule from one process, the maintenance leader being
+// the natural one (worker.Config.Maintenance.EffectRetention), with a retention longer than any job can still be
 // retried, reconciled or re-run: at least the ledger's job retention
 // (7 days by default) plus the longest a job may wait in review.
 // [DefaultEffectRetention] (30 days) does that for the defaults:
@@ -160,10 +160,10 @@
 //	...
 //	err = tx.Commit(ctx) // the job is enqueued after this, never without it
 //
-// The reconciler's leader relays committed rows into the queue: put an
-// [Outbox] in worker.Config.Reconciler.Outboxes on your pools. Enqueue
+// The maintenance leader relays committed rows into the queue: put an
+// [Outbox] in worker.Config.Maintenance.Outboxes on your pools. Enqueue
 // sends a NOTIFY delivered at commit, on which the leader relays at once;
-// it also polls every Reconciler.Interval, so a lost notification (a
+// it also polls every Maintenance.Interval, so a lost notification (a
 // dropped connection, a PostgreSQL restart) only delays a job. Each relay
 // batch ([Outbox.Relay]) locks up to 500 rows (FOR UPDATE SKIP LOCKED),
 // raises the high-water mark of the resource "fencedq:outbox:<table>" to

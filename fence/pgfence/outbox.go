@@ -23,13 +23,15 @@ import (
 // an outbox without an OperationID of its own: "outbox:<row id>".
 const OutboxOperationPrefix = "outbox:"
 
-// relayOwner is the owner the relay's fence carries.
+// relayOwner is the owner the relay's fence carries (the name the
+// maintenance leader had when the first fences were recorded; kept so the
+// owner column means one thing across versions).
 const relayOwner = "reconciler"
 
 // Outbox is a transactional outbox: Enqueue writes a job into the outbox
-// table inside the caller's transaction, and the reconciler's leader relays
+// table inside the caller's transaction, and the maintenance leader relays
 // committed rows into the queue (Relay). It implements worker.OutboxRelay:
-// put it in worker.Config.Reconciler.Outboxes. Run Migrate first.
+// put it in worker.Config.Maintenance.Outboxes. Run Migrate first.
 type Outbox struct {
 	pool    *pgxpool.Pool
 	t       tables
@@ -103,7 +105,7 @@ var defaultOutbox = func() *Outbox {
 // the outbox inside tx. Nothing is visible to workers before tx commits,
 // and nothing is enqueued if it rolls back. After the commit the leader's
 // relay enqueues the job (at once when the commit's notification reaches
-// it, else within Reconciler.Interval). It returns the job's operation id:
+// it, else within Maintenance.Interval). It returns the job's operation id:
 // the OperationID option's, else "outbox:<row id>"; find the job with
 // ledger.Ledger.FindByOperation once relayed. A Delay counts from Enqueue.
 func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, args jobs.JobArgs, opts ...jobs.Option) (string, error) {

@@ -28,7 +28,7 @@ type SendConfirmation struct {
 func (SendConfirmation) Kind() string { return "send-confirmation" }
 
 // An order row and its "send confirmation" job commit in one transaction;
-// a rolled-back order leaves no job. A worker pool whose reconciler relays
+// a rolled-back order leaves no job. A worker pool that is the maintenance leader relays
 // the outbox runs the committed job. The example uses DATABASE_URL and
 // REDIS_ADDR (or the local defaults), a private PostgreSQL schema (on the
 // pool's search_path, so the default tables of pgfence.Enqueue live there)
@@ -83,7 +83,7 @@ func Example_outbox() {
 	}
 	fmt.Println("committed with operation id from the outbox:", strings.HasPrefix(op, "outbox:"))
 
-	// A pool whose reconciler leader relays the outbox into the queue.
+	// A pool that, as the maintenance leader, relays the outbox into the queue.
 	addr := os.Getenv("REDIS_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:6379"
@@ -104,7 +104,7 @@ func Example_outbox() {
 	}
 	wp, err := worker.NewPool(rdb, worker.Config{
 		Namespace: ns, Logger: slog.New(slog.DiscardHandler),
-		Reconciler: worker.ReconcilerConfig{Outboxes: []worker.OutboxRelay{outbox}, EffectLog: store},
+		Maintenance: worker.MaintenanceConfig{Outboxes: []worker.OutboxRelay{outbox}, EffectLog: store},
 	})
 	if err != nil {
 		fmt.Println(err)

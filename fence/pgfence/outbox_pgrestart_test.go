@@ -181,7 +181,7 @@ func (pg *privatePG) stop(t *testing.T, sig syscall.Signal) {
 
 // TestOutboxPostgresRestartedUnderSteadyStream: order rows and their jobs
 // are committed in one transaction each, in a steady stream, while a pool's
-// reconciler leader relays the outbox; the private PostgreSQL is shut down
+// maintenance leader relays the outbox; the private PostgreSQL is shut down
 // immediately (as a crash) mid-stream and started again. In the end the
 // queue and the orders table agree exactly: every committed order has
 // exactly one job, which ran; a transaction that did not commit (it failed
@@ -221,7 +221,7 @@ func TestOutboxPostgresRestartedUnderSteadyStream(t *testing.T) {
 	ran := map[string]int{}
 	p, err := worker.NewPool(rdb, worker.Config{
 		Namespace: ns, LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler),
-		Reconciler: worker.ReconcilerConfig{Interval: 200 * time.Millisecond, Outboxes: []worker.OutboxRelay{ob}},
+		Maintenance: worker.MaintenanceConfig{Interval: 200 * time.Millisecond, Outboxes: []worker.OutboxRelay{ob}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -222,7 +222,7 @@ func TestOutboxConcurrentRelays(t *testing.T) {
 	}
 }
 
-// TestOutboxRelayedByPool: a pool's reconciler relays a committed row at
+// TestOutboxRelayedByPool: a pool's maintenance leader relays a committed row at
 // the commit's notification and the job runs.
 func TestOutboxRelayedByPool(t *testing.T) {
 	e := newOutboxEnv(t)
@@ -232,7 +232,7 @@ func TestOutboxRelayedByPool(t *testing.T) {
 		Namespace: e.ledger.Namespace(), LeaseTTL: time.Second,
 		Logger: slog.New(slog.DiscardHandler),
 		// A long poll: the job must come through the notification.
-		Reconciler: worker.ReconcilerConfig{Interval: time.Minute, Outboxes: []worker.OutboxRelay{e.outbox}},
+		Maintenance: worker.MaintenanceConfig{Interval: time.Minute, Outboxes: []worker.OutboxRelay{e.outbox}},
 	})
 	if err != nil {
 		t.Fatal(err)

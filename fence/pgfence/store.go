@@ -445,7 +445,7 @@ var pruneBatch = 5000
 // an error.
 //
 // After pruning, a retry of a pruned operation id is no longer recognised
-// as applied, and the reconciler can no longer find its effect. So choose
+// as applied, and the resolver can no longer find its effect. So choose
 // olderThan longer than any job can still be retried, reconciled or
 // re-run: at least the ledger's job retention (worker.Config.Retention,
 // 7 days by default, after which a finished job and its operation id are
@@ -453,8 +453,8 @@ var pruneBatch = 5000
 // DefaultEffectRetention (30 days) does that for the defaults.
 //
 // Pruning is safe to run from any process at any time, concurrently with
-// writes and with another pruner; the reconciler's leader is the natural
-// place to run it on a schedule.
+// writes and with another pruner; the maintenance leader is the natural
+// place to run it on a schedule (worker.Config.Maintenance.EffectRetention).
 func (s *Store) PruneEffects(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("%w: olderThan %v must be positive", fence.ErrInvalid, olderThan)

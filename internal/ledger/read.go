@@ -444,12 +444,14 @@ func (l *Ledger) ServerTime(ctx context.Context) (time.Time, error) {
 	return t, wrap("time", err)
 }
 
-// LeaderResource is the lease resource the reconcilers of one namespace
-// compete for; only its holder acts.
+// LeaderResource is the lease resource the pools of one namespace compete
+// for to be the maintenance leader; only its holder acts. The value is
+// kept from when the leader was called the reconciler, so pools of every
+// version share one election.
 const LeaderResource = "reconciler"
 
-// ReconcilerStatus is what the acting reconciler last published.
-type ReconcilerStatus struct {
+// LeaderStatus is what the maintenance leader last published.
+type LeaderStatus struct {
 	Leader   string      `json:"leader"`
 	Token    lease.Token `json:"token,string"`
 	LastScan time.Time   `json:"last_scan"`
@@ -457,26 +459,26 @@ type ReconcilerStatus struct {
 	Resolved int64       `json:"resolved"`
 }
 
-// SetReconcilerStatus publishes the acting reconciler's status.
-func (l *Ledger) SetReconcilerStatus(ctx context.Context, s ReconcilerStatus) error {
-	return wrap("reconciler status", l.rdb.HSet(ctx, l.statusKey(),
+// SetLeaderStatus publishes the maintenance leader's status.
+func (l *Ledger) SetLeaderStatus(ctx context.Context, s LeaderStatus) error {
+	return wrap("leader status", l.rdb.HSet(ctx, l.statusKey(),
 		"leader", s.Leader, "token", s.Token.String(), "last_scan", ms(s.LastScan),
 		"expired", s.Expired, "resolved", s.Resolved).Err())
 }
 
-// ReconcilerStatus returns what the acting reconciler last published (nil
+// LeaderStatus returns what the maintenance leader last published (nil
 // when none has).
-func (l *Ledger) ReconcilerStatus(ctx context.Context) (*ReconcilerStatus, error) {
+func (l *Ledger) LeaderStatus(ctx context.Context) (*LeaderStatus, error) {
 	h, err := l.rdb.HGetAll(ctx, l.statusKey()).Result()
 	if err != nil {
-		return nil, wrap("reconciler status", err)
+		return nil, wrap("leader status", err)
 	}
 	if len(h) == 0 {
 		return nil, nil
 	}
 	exp, _ := strconv.ParseInt(h["expired"], 10, 64)
 	res, _ := strconv.ParseInt(h["resolved"], 10, 64)
-	return &ReconcilerStatus{Leader: h["leader"], Token: token(h["token"]), LastScan: msTime(h["last_scan"]),
+	return &LeaderStatus{Leader: h["leader"], Token: token(h["token"]), LastScan: msTime(h["last_scan"]),
 		Expired: exp, Resolved: res}, nil
 }
 

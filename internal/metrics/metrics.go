@@ -7,7 +7,8 @@ import (
 )
 
 // Set holds fencedq's Prometheus series. Labels come only from bounded
-// sets: queue and kind (registered by code), outcome, stage, reason, result.
+// sets: queue and kind (registered by code), outcome, stage, reason,
+// result, service.
 // No label ever holds a job id, operation id, payload or error text.
 type Set struct {
 	Enqueued        *prometheus.CounterVec   // queue
@@ -21,10 +22,13 @@ type Set struct {
 	LeaseWait       *prometheus.HistogramVec // queue, kind
 	Duration        *prometheus.HistogramVec // queue, kind, outcome
 	Jobs            *prometheus.GaugeVec     // queue, state
+	Expired         *prometheus.CounterVec   // queue
 	Decisions       *prometheus.CounterVec   // queue, result
-	Leader          prometheus.Gauge
-	LastScan        prometheus.Gauge
 	ReconcileErrors prometheus.Counter
+	// The maintenance leader's own series.
+	Leader            prometheus.Gauge
+	LastScan          prometheus.Gauge
+	MaintenanceErrors *prometheus.CounterVec // service
 }
 
 // Label values used by the pool.
@@ -40,10 +44,18 @@ const (
 	ReasonUnknownJob  = "unknown_job"
 	ReasonInvalid     = "invalid"
 
-	// Decisions are counted by result: a reconcile verdict's name
-	// (jobs.Verdict.String), ResultReview or ResultExpired.
-	ResultReview  = "review"
-	ResultExpired = "expired"
+	// Decisions about uncertain jobs are counted by result: a reconcile
+	// verdict's name (jobs.Verdict.String) or ResultReview.
+	ResultReview = "review"
+
+	// The maintenance leader's services, the service label of
+	// MaintenanceErrors.
+	ServiceExpirer  = "expirer"
+	ServiceResolver = "resolver"
+	ServicePruner   = "pruner"
+	ServiceStatus   = "status"
+	ServicePeriodic = "periodic"
+	ServiceRelay    = "outbox_relay"
 )
 
 // New registers the series on reg (nil: a private registry, so nothing is
@@ -86,20 +98,26 @@ func New(reg prometheus.Registerer) *Set {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"queue", "kind", "outcome"}),
 		Jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "fencedq_jobs", Help: "Jobs currently in each state (from the ledger indexes; set by the reconciler leader).",
+			Name: "fencedq_jobs", Help: "Jobs currently in each state (from the ledger indexes; set by the maintenance leader).",
 		}, []string{"queue", "state"}),
+		Expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_attempts_expired_total", Help: "Running attempts whose lease deadline passed without a commit, moved to uncertain by the maintenance leader's expirer.",
+		}, []string{"queue"}),
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencedq_reconciler_decisions_total", Help: "Reconciler decisions, by result (expired, applied, not_applied, cannot_tell, review, redelivered).",
+			Name: "fencedq_reconcile_decisions_total", Help: "Decisions about uncertain jobs (the resolver's and the asynq bridge's), by result (applied, not_applied, cannot_tell, review).",
 		}, []string{"queue", "result"}),
+		ReconcileErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencedq_reconcile_errors_total", Help: "Reconcile calls that failed or panicked, and decisions about uncertain jobs that could not be written.",
+		}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fencedq_reconciler_leader", Help: "1 while this pool's reconciler is the namespace's leader.",
+			Name: "fencedq_maintenance_leader", Help: "1 while this pool is the namespace's maintenance leader.",
 		}),
 		LastScan: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fencedq_reconciler_last_scan_timestamp_seconds", Help: "When this pool's reconciler last completed a scan as leader.",
+			Name: "fencedq_maintenance_last_scan_timestamp_seconds", Help: "When this pool, as the maintenance leader, last completed a status scan of every queue.",
 		}),
-		ReconcileErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fencedq_reconciler_errors_total", Help: "Reconciler scans or decisions that failed (Redis errors, Reconcile errors).",
-		}),
+		MaintenanceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_maintenance_errors_total", Help: "Maintenance passes that failed, by service (expirer, resolver, pruner, status, periodic, outbox_relay); a pass failing on one queue, one schedule or the effect log counts once for each.",
+		}, []string{"service"}),
 	}
 	m.Enqueued = register(reg, m.Enqueued)
 	m.Attempted = register(reg, m.Attempted)
@@ -112,10 +130,12 @@ func New(reg prometheus.Registerer) *Set {
 	m.LeaseWait = register(reg, m.LeaseWait)
 	m.Duration = register(reg, m.Duration)
 	m.Jobs = register(reg, m.Jobs)
+	m.Expired = register(reg, m.Expired)
 	m.Decisions = register(reg, m.Decisions)
+	m.ReconcileErrors = register(reg, m.ReconcileErrors)
 	m.Leader = register(reg, m.Leader)
 	m.LastScan = register(reg, m.LastScan)
-	m.ReconcileErrors = register(reg, m.ReconcileErrors)
+	m.MaintenanceErrors = register(reg, m.MaintenanceErrors)
 	return m
 }
 

@@ -2,33 +2,59 @@ package maintenance
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
-	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/lease"
 )
 
-// expire moves running jobs whose lease deadline passed without a commit
-// to uncertain. Its call also raises each queue's reconciler high-water to
-// this leader's token, so a deposed leader is refused everywhere.
-// After a pass it wakes itself at the earliest running deadline when that
-// comes before the next interval, so a crashed worker's job is found within
-// about its lease TTL.
-func (s *Services) expire(ctx context.Context, leader lease.Token) error {
+// ExpireBatch bounds how many expired attempts one expire call moves; a
+// pass calls again until a queue has fewer left.
+const ExpireBatch = 500
+
+// tally is what the expirer and the resolver decided while this process
+// led, which the status service publishes.
+type tally struct {
+	expired  atomic.Int64
+	resolved atomic.Int64
+}
+
+// expirer moves running jobs whose lease deadline passed without a commit
+// to uncertain, where the resolver finds them.
+type expirer struct {
+	service
+	interval time.Duration
+	batch    int
+	tally    *tally
+	decided  *testsignal.Signal[Decision]
+	// wake is the expirer's own wake-up at the earliest running deadline.
+	wake chan struct{}
+}
+
+// wakeUps is the expirer's wake channel (a task's wake).
+func (x *expirer) wakeUps(context.Context) <-chan struct{} { return x.wake }
+
+// runOnce is one expiry pass over every queue. Its expire calls also raise
+// each queue's leader high-water to this leader's token, so a deposed
+// leader is refused everywhere. After the pass it wakes itself at the
+// earliest running deadline when that comes before the next interval, so a
+// crashed worker's job is found within about its lease TTL.
+func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
 	next := time.Duration(-1)
 	defer func() {
-		if next >= 0 && next < s.cfg.Interval {
+		if next >= 0 && next < x.interval {
 			time.AfterFunc(next+5*time.Millisecond, func() {
 				select {
-				case s.expireWake <- struct{}{}:
+				case x.wake <- struct{}{}:
 				default:
 				}
 			})
 		}
 	}()
-	return s.eachQueue(ctx, "expirer", func(q string) error {
+	return x.eachQueue(ctx, func(q string) error {
 		for {
-			exp, err := s.ledger.Expire(ctx, q, leader, ExpireBatch)
+			exp, err := x.ledger.Expire(ctx, q, leader, x.batch)
 			if err != nil {
 				return err
 			}
@@ -36,15 +62,15 @@ func (s *Services) expire(ctx context.Context, leader lease.Token) error {
 				next = exp.NextIn
 			}
 			for _, id := range exp.Moved {
-				s.expired.Add(1)
-				s.cfg.Metrics.Decisions.WithLabelValues(q, metrics.ResultExpired).Inc()
-				s.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
-				s.cfg.Decided.Signal(Decision{JobID: id, Result: metrics.ResultExpired})
+				x.tally.expired.Add(1)
+				x.metrics.Expired.WithLabelValues(q).Inc()
+				x.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
+				x.decided.Signal(Decision{JobID: id, Result: ResultExpired})
 			}
 			for _, id := range exp.Dropped {
-				s.log.Warn("running entry without a running job removed", "queue", q, "job_id", id)
+				x.log.Warn("running entry without a running job removed", "queue", q, "job_id", id)
 			}
-			if len(exp.Moved)+len(exp.Dropped) < ExpireBatch {
+			if len(exp.Moved)+len(exp.Dropped) < x.batch {
 				return nil
 			}
 		}

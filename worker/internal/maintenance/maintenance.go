@@ -1,17 +1,25 @@
-// Package maintenance is the reconciler: a leader elected among a
-// namespace's pools with a fenced lease runs small services, each on its own
-// interval and each fenced by the leader's token in every ledger write:
+// Package maintenance is the maintenance leader: one pool of a namespace
+// at a time, elected with a fenced lease (elector.go), runs small services,
+// each its own type with its own interval, each fenced by the leader's
+// token in every ledger write, and each testable one pass at a time
+// (runOnce):
 //
-//   - the expirer moves running jobs whose lease deadline passed to uncertain;
-//   - the resolver asks what happened to uncertain jobs (the kind's
-//     Reconcile, else the effect log) and decides: succeeded, re-run, or
-//     review after MaxTries answers of "cannot tell";
-//   - the pruner drops index entries of finished jobs past retention;
-//   - the status service publishes the job counts and the leader's status;
+//   - the expirer moves running jobs whose lease deadline passed to
+//     uncertain (expirer.go);
+//   - the resolver reconciles uncertain jobs: it asks what happened (the
+//     kind's Reconcile, else the effect log) and decides: succeeded, re-run,
+//     or review after MaxReconcileTries answers of "cannot tell"
+//     (resolver.go);
+//   - the pruner drops index entries of finished jobs past retention, and
+//     old effect records (pruner.go);
+//   - the status service publishes the job counts, the queues' history and
+//     the leader's status (status.go);
 //   - the periodic service enqueues the ticks of the pool's schedules, each
 //     with its own operation id (periodic.go);
 //   - one relay service per outbox moves committed jobs into the queue, on
 //     each notification and every Interval (outbox.go).
+//
+// "Reconcile" names only what the resolver does: deciding uncertain jobs.
 //
 // No service can be stopped by one bad record, one panicking Reconcile, or
 // a Redis that lost its keys: each pass handles errors per job and per
@@ -25,8 +33,9 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
@@ -49,199 +58,156 @@ type EffectPruner func(ctx context.Context) (int64, error)
 // ReconcileFunc asks a job kind whether an uncertain job's effect happened.
 type ReconcileFunc = attempt.ReconcileFunc
 
-// Defaults for the services' batch sizes.
-const (
-	// ExpireBatch bounds how many expired attempts one pass moves per queue.
-	ExpireBatch = 500
-	// ResolveBatch bounds how many uncertain jobs one pass looks at per queue.
-	ResolveBatch = 50
-)
-
-// Config configures the services. Every field is required except
-// EffectLog.
+// Config configures the leader and its services. Every field is required
+// except EffectLog, EffectPruner, Periodic, Outboxes and Decided.
 type Config struct {
-	WorkerID      string
-	LeaseTTL      time.Duration // the leader lease's TTL
-	Interval      time.Duration // expirer, resolver and status interval
-	MaxTries      int           // "cannot tell" answers before review
+	// WorkerID names the pool in the leader lease, the published status
+	// and the resolver's decisions.
+	WorkerID string
+	// LeaseTTL is the leader lease's TTL.
+	LeaseTTL time.Duration
+	// Interval is the expirer's, the resolver's, the status service's, the
+	// periodic service's and the relays' interval, and the longest the
+	// elector waits between two tries.
+	Interval time.Duration
+	// MaxReconcileTries is how many "cannot tell" answers send a job to
+	// review.
+	MaxReconcileTries int
+	// ReconcileTimeout bounds one Reconcile call.
+	ReconcileTimeout time.Duration
+	// PruneInterval is the pruner's interval.
 	PruneInterval time.Duration
-	Timeout       time.Duration // bound on one Reconcile call
-	EffectLog     fence.EffectLog
+	// EffectLog answers the resolver for kinds without a Reconcile.
+	EffectLog fence.EffectLog
 	// EffectPruner, when set, deletes old effect records on every prune pass.
 	EffectPruner EffectPruner
-	// Reconciler returns the kind's Reconcile, or nil.
-	Reconciler func(kind string) ReconcileFunc
-	Logger     *slog.Logger
-	Metrics    *metrics.Set
-	// Periodic are the schedules the periodic service enqueues, every
-	// PeriodicInterval (none: the service does not run).
-	Periodic         []Periodic
-	PeriodicInterval time.Duration
-	// Relays are the outboxes the relay service moves into the queue (see
-	// outbox.go).
-	Relays []Relay
+	// Reconcile returns the kind's Reconcile, or nil.
+	Reconcile func(kind string) ReconcileFunc
+	// Logger gets the leader's logs; each service adds its "service" field.
+	Logger *slog.Logger
+	// Metrics are the pool's series.
+	Metrics *metrics.Set
+	// Periodic are the schedules the periodic service enqueues (none: the
+	// service does not run).
+	Periodic []Periodic
+	// Outboxes are the outboxes the relay services move into the queue,
+	// one service each (see outbox.go).
+	Outboxes []Outbox
 	// Decided, when a test initialised it, gets each decision of the
 	// expirer and the resolver once it is counted and logged.
 	Decided *testsignal.Signal[Decision]
 }
 
-// Decision is what Config.Decided carries: a job and the decision's
-// metric result (expired, applied, not_applied, cannot_tell, review).
+// ResultExpired is the Decision result of an attempt the expirer moved to
+// uncertain.
+const ResultExpired = "expired"
+
+// Decision is what Config.Decided carries: a job and what was decided:
+// ResultExpired from the expirer; from the resolver, the verdict's name
+// (applied, not_applied, cannot_tell) or metrics.ResultReview.
 type Decision struct {
 	JobID  string
 	Result string
 }
 
-// Services is the elector and the services it runs while leading.
-type Services struct {
-	cfg      Config
-	ledger   *ledger.Ledger
-	leases   *lease.Manager
-	log      *slog.Logger
-	expired  atomic.Int64
-	resolved atomic.Int64
-	// seriesMinute is the minute (unix ms) the status service last recorded
-	// the queues' history for (see status.go).
-	seriesMinute atomic.Int64
-	// client enqueues periodic ticks and relayed outbox rows.
-	client     *jobs.Client
-	expireWake chan struct{} // the expirer's own wake-up at the earliest deadline
+// Leader is the elector and the services it runs while this pool leads.
+type Leader struct {
+	elector  *elector
+	metrics  *metrics.Set
+	expirer  *expirer
+	resolver *resolver
+	pruner   *pruner
+	status   *status
+	periodic *periodic // nil without schedules
+	relays   []*relay
 }
 
-// New returns the services of one pool.
-func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Services {
-	if cfg.PeriodicInterval <= 0 {
-		cfg.PeriodicInterval = cfg.Interval
-	}
+// New returns the leader of one pool.
+func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
+	// The client enqueues periodic ticks and relayed outbox rows.
 	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention()})
-	return &Services{cfg: cfg, ledger: ledger, leases: leases, log: cfg.Logger, client: client,
-		expireWake: make(chan struct{}, 1)}
-}
-
-// service is one periodic task run while leading; leader is the token
-// every ledger write carries.
-type service struct {
-	name     string
-	interval time.Duration
-	pass     func(ctx context.Context, leader lease.Token) error
-	// wake, when set, is called once per leadership; each receive on its
-	// channel runs a pass before the interval is up.
-	wake func(ctx context.Context) <-chan struct{}
-}
-
-func (s *Services) services() []service {
-	svcs := []service{
-		{"expirer", s.cfg.Interval, s.expire, func(context.Context) <-chan struct{} { return s.expireWake }},
-		{"resolver", s.cfg.Interval, s.resolve, nil},
-		{"status", s.cfg.Interval, s.status, nil},
-		{"pruner", s.cfg.PruneInterval, s.prune, nil},
+	base := func(name string) service {
+		return service{name: name, ledger: ledger, log: cfg.Logger.With("service", name), metrics: cfg.Metrics,
+			errors: cfg.Metrics.MaintenanceErrors.WithLabelValues(name)}
 	}
-	if len(s.cfg.Periodic) > 0 {
-		svcs = append(svcs, service{"periodic", s.cfg.PeriodicInterval, s.periodic, nil})
+	t := &tally{}
+	l := &Leader{
+		elector: &elector{leases: leases, owner: cfg.WorkerID, ttl: cfg.LeaseTTL, retry: cfg.Interval,
+			log: cfg.Logger, gauge: cfg.Metrics.Leader},
+		metrics: cfg.Metrics,
+		expirer: &expirer{service: base(metrics.ServiceExpirer), interval: cfg.Interval, batch: ExpireBatch,
+			tally: t, decided: cfg.Decided, wake: make(chan struct{}, 1)},
+		resolver: &resolver{service: base(metrics.ServiceResolver), interval: cfg.Interval, batch: ResolveBatch,
+			workerID: cfg.WorkerID, maxTries: cfg.MaxReconcileTries, timeout: cfg.ReconcileTimeout,
+			effectLog: cfg.EffectLog, reconcile: cfg.Reconcile, tally: t, decided: cfg.Decided},
+		pruner: &pruner{service: base(metrics.ServicePruner), interval: cfg.PruneInterval, effects: cfg.EffectPruner,
+			now: time.Now},
+		status: &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t},
 	}
-	return append(svcs, s.relayServices()...)
+	if len(cfg.Periodic) > 0 {
+		l.periodic = &periodic{service: base(metrics.ServicePeriodic), interval: cfg.Interval, client: client,
+			schedules: cfg.Periodic}
+	}
+	for _, o := range cfg.Outboxes {
+		svc := base(metrics.ServiceRelay)
+		svc.log = svc.log.With("outbox", o.Name)
+		l.relays = append(l.relays, &relay{service: svc, interval: cfg.Interval, client: client, outbox: o, batch: RelayBatch})
+	}
+	return l
 }
 
 // Run competes for leadership until ctx ends and, while leading, runs every
 // service on its own interval under the leader lease's context.
-func (s *Services) Run(ctx context.Context) {
-	defer s.cfg.Metrics.Leader.Set(0)
-	for {
-		wait := s.lead(ctx)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
+func (l *Leader) Run(ctx context.Context) { l.elector.run(ctx, l.serve) }
 
-// lead tries to become the leader and, if it does, runs the services until
-// the leadership or ctx ends. It returns how long to wait before trying
-// again: until the current leader's lease ends (a dead leader is replaced
-// as soon as its lease lapses), at most Interval.
-func (s *Services) lead(ctx context.Context) time.Duration {
-	l, err := s.leases.Acquire(ctx, ledger.LeaderResource, s.cfg.WorkerID, s.cfg.LeaseTTL)
-	if err != nil {
-		var held *lease.HeldError
-		if errors.As(err, &held) {
-			return min(max(time.Until(held.Deadline), 10*time.Millisecond), s.cfg.Interval)
-		}
-		if ctx.Err() == nil {
-			s.log.Warn("reconciler leader election failed", "error", err)
-		}
-		return s.cfg.Interval
-	}
-	session, err := s.leases.KeepAlive(ctx, l, s.cfg.LeaseTTL)
-	if err != nil {
-		s.log.Warn("reconciler leadership could not be kept", "error", err)
-		return s.cfg.Interval
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = session.Release(rctx)
-		cancel()
-	}()
-	s.cfg.Metrics.Leader.Set(1)
-	defer func() {
-		s.cfg.Metrics.Leader.Set(0)
-		// Only the leader exports job counts: a former leader's would go stale.
-		s.cfg.Metrics.Jobs.Reset()
-	}()
-	s.log.Info("reconciler is the leader", "token", l.Token.String())
-	lctx := session.Context()
+// serve runs every service until ctx, the leadership's context, ends.
+func (l *Leader) serve(ctx context.Context, leader lease.Token) {
+	// Only the leader exports job counts: a former leader's would go stale.
+	defer l.metrics.Jobs.Reset()
 	var wg sync.WaitGroup
-	for _, svc := range s.services() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.loop(lctx, svc, l.Token)
-		}()
+	for _, t := range l.tasks() {
+		wg.Go(func() { t.loop(ctx, leader) })
 	}
 	wg.Wait()
-	if ctx.Err() == nil {
-		s.log.Warn("reconciler leadership lost", "cause", context.Cause(lctx))
-	}
-	return s.cfg.Interval
 }
 
-// loop runs one service until ctx ends. A pass that panics or fails is
-// logged and counted; the next pass runs on schedule.
-func (s *Services) loop(ctx context.Context, svc service, leader lease.Token) {
-	t := time.NewTicker(svc.interval)
-	defer t.Stop()
-	var wake <-chan struct{}
-	if svc.wake != nil {
-		wake = svc.wake(ctx)
+func (l *Leader) tasks() []task {
+	ts := []task{
+		{l.expirer.service, l.expirer.interval, l.expirer.runOnce, l.expirer.wakeUps},
+		{l.resolver.service, l.resolver.interval, l.resolver.runOnce, nil},
+		{l.status.service, l.status.interval, l.status.runOnce, nil},
+		{l.pruner.service, l.pruner.interval, l.pruner.runOnce, nil},
 	}
-	for {
-		if err := s.safePass(ctx, svc, leader); err != nil && ctx.Err() == nil {
-			s.cfg.Metrics.ReconcileErrors.Inc()
-			s.log.Warn("reconciler pass failed", "service", svc.name, "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-wake:
-		}
+	if l.periodic != nil {
+		ts = append(ts, task{l.periodic.service, l.periodic.interval, l.periodic.runOnce, nil})
 	}
+	for _, r := range l.relays {
+		ts = append(ts, task{r.service, r.interval, r.runOnce, r.outbox.Listen})
+	}
+	return ts
 }
 
-func (s *Services) safePass(ctx context.Context, svc service, leader lease.Token) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return svc.pass(ctx, leader)
+// service is what every maintenance service has: its name (the service
+// label of fencedq_maintenance_errors_total and the "service" log field),
+// the ledger, a logger naming it, the metrics and its error counter.
+type service struct {
+	name    string
+	ledger  *ledger.Ledger
+	log     *slog.Logger
+	metrics *metrics.Set
+	errors  prometheus.Counter
+}
+
+// failed logs and counts one failed part of a pass (one queue, one
+// schedule, the effect log) that did not stop the rest of it.
+func (s service) failed(msg string, args ...any) {
+	s.errors.Inc()
+	s.log.Warn(msg, args...)
 }
 
 // eachQueue runs f on every known queue. An error on one queue is logged
-// and the others go on; a stale leader token ends the pass.
-func (s *Services) eachQueue(ctx context.Context, service string, f func(q string) error) error {
+// and counted and the others go on; a stale leader token ends the pass.
+func (s service) eachQueue(ctx context.Context, f func(q string) error) error {
 	qs, err := s.ledger.Queues(ctx)
 	if err != nil {
 		return err
@@ -251,9 +217,50 @@ func (s *Services) eachQueue(ctx context.Context, service string, f func(q strin
 			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 				return err
 			}
-			s.cfg.Metrics.ReconcileErrors.Inc()
-			s.log.Warn("reconciler pass failed on one queue", "service", service, "queue", q, "error", err)
+			s.failed("maintenance pass failed on one queue", "queue", q, "error", err)
 		}
 	}
 	return nil
+}
+
+// task is one service as the leader runs it: a pass (runOnce) at once,
+// then every interval and on each receive from the channel wake returns
+// (called once per leadership, when set); leader is the token every
+// ledger write carries.
+type task struct {
+	service  service
+	interval time.Duration
+	runOnce  func(ctx context.Context, leader lease.Token) error
+	wake     func(ctx context.Context) <-chan struct{}
+}
+
+// loop runs the task until ctx ends. A pass that panics or fails is
+// logged and counted; the next pass runs on schedule.
+func (t task) loop(ctx context.Context, leader lease.Token) {
+	tick := time.NewTicker(t.interval)
+	defer tick.Stop()
+	var wake <-chan struct{}
+	if t.wake != nil {
+		wake = t.wake(ctx)
+	}
+	for {
+		if err := t.safePass(ctx, leader); err != nil && ctx.Err() == nil {
+			t.service.failed("maintenance pass failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-wake:
+		}
+	}
+}
+
+func (t task) safePass(ctx context.Context, leader lease.Token) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return t.runOnce(ctx, leader)
 }

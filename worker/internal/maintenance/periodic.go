@@ -28,7 +28,8 @@ const PeriodicBatch = 100
 // from there on the next pass.
 const maxScan = 100_000
 
-// Periodic is one registered schedule, as the periodic service runs it.
+// Periodic is one registered schedule, as the periodic service runs it
+// (worker.PeriodicJob compiled).
 type Periodic struct {
 	// Spec is what the ledger records about the schedule; Spec.Queue must
 	// be the queue Options enqueue on.
@@ -43,20 +44,28 @@ type Periodic struct {
 	Options []jobs.Option
 }
 
-// periodic enqueues every schedule's due ticks. The clock is Redis's, so
+// periodic enqueues the due ticks of the pool's schedules.
+type periodic struct {
+	service
+	interval  time.Duration
+	client    *jobs.Client
+	schedules []Periodic
+}
+
+// runOnce enqueues every schedule's due ticks. The clock is Redis's, so
 // leaders on machines whose clocks disagree agree on which ticks are due.
-func (s *Services) periodic(ctx context.Context, leader lease.Token) error {
+// A schedule that fails is logged and counted and the others go on.
+func (s *periodic) runOnce(ctx context.Context, leader lease.Token) error {
 	now, err := s.ledger.ServerTime(ctx)
 	if err != nil {
 		return err
 	}
-	for _, p := range s.cfg.Periodic {
+	for _, p := range s.schedules {
 		if err := s.tick(ctx, leader, p, now); err != nil {
 			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 				return err
 			}
-			s.cfg.Metrics.ReconcileErrors.Inc()
-			s.log.Warn("periodic schedule pass failed", "schedule", p.Spec.ID, "error", err)
+			s.failed("periodic schedule pass failed", "schedule", p.Spec.ID, "error", err)
 		}
 	}
 	return nil
@@ -66,7 +75,7 @@ func (s *Services) periodic(ctx context.Context, leader lease.Token) error {
 // with its own operation id, so a tick enqueued twice is one job), record.
 // A crash or a lost leadership between the enqueue and the record is safe:
 // the next pass enqueues the same ticks again and is deduplicated.
-func (s *Services) tick(ctx context.Context, leader lease.Token, p Periodic, now time.Time) error {
+func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now time.Time) error {
 	sched, err := s.ledger.RegisterSchedule(ctx, leader, p.Spec)
 	if err != nil {
 		return err
@@ -79,7 +88,7 @@ func (s *Services) tick(ctx context.Context, leader lease.Token, p Periodic, now
 		cursor = sched.Created // no tick before the schedule existed
 	}
 	for {
-		due, skipped, next, handled := s.dueTicks(p, cursor, now)
+		due, skipped, next, handled := dueTicks(p, cursor, now)
 		if handled.IsZero() {
 			// Nothing due: keep the next tick current for readers.
 			if !next.Equal(sched.NextTick) {
@@ -126,7 +135,7 @@ func (s *Services) tick(ctx context.Context, leader lease.Token, p Periodic, now
 // catch-up policy: due are the ticks to enqueue (oldest first), skipped
 // how many due ticks the policy drops, handled the newest tick walked
 // (zero when none was due) and next the first tick after it.
-func (s *Services) dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, next, handled time.Time) {
+func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, next, handled time.Time) {
 	t := p.Next(cursor)
 	for n := 0; !t.IsZero() && !t.After(now) && n < maxScan; n++ {
 		handled = t

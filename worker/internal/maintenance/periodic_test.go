@@ -1,9 +1,15 @@
 package maintenance
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
 )
 
 // everyMinute ticks on the minute.
@@ -31,7 +37,7 @@ func TestDueTicksCatchUpNone(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := Periodic{Next: everyMinute, MissedAfter: c.missedAfter}
 			p.Spec.CatchUp = CatchUpNone
-			due, skipped, next, handled := (&Services{}).dueTicks(p, cursor, now)
+			due, skipped, next, handled := dueTicks(p, cursor, now)
 			if !slices.Equal(due, c.due) {
 				t.Errorf("due %v, want %v", due, c.due)
 			}
@@ -51,12 +57,91 @@ func TestDueTicksCatchUpNoneOnTime(t *testing.T) {
 	cursor := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	p := Periodic{Next: everyMinute, MissedAfter: time.Second}
 	p.Spec.CatchUp = CatchUpNone
-	due, skipped, _, _ := (&Services{}).dueTicks(p, cursor, cursor.Add(time.Minute+500*time.Millisecond))
+	due, skipped, _, _ := dueTicks(p, cursor, cursor.Add(time.Minute+500*time.Millisecond))
 	if len(due) != 1 || !due[0].Equal(cursor.Add(time.Minute)) || skipped != 0 {
 		t.Fatalf("due %v, skipped %d; want the 12:01 tick, none skipped", due, skipped)
 	}
-	due, skipped, _, handled := (&Services{}).dueTicks(p, cursor, cursor.Add(59*time.Second))
+	due, skipped, _, handled := dueTicks(p, cursor, cursor.Add(59*time.Second))
 	if len(due) != 0 || skipped != 0 || !handled.IsZero() {
 		t.Fatalf("before the first tick: due %v, skipped %d, handled %v", due, skipped, handled)
+	}
+}
+
+type tickArgs struct{}
+
+func (tickArgs) Kind() string { return "tick" }
+
+// every10ms ticks on every 10 ms boundary.
+func every10ms(t time.Time) time.Time {
+	return t.UTC().Truncate(10 * time.Millisecond).Add(10 * time.Millisecond)
+}
+
+func tickSchedule(id, queue string) Periodic {
+	return Periodic{
+		Spec: jobs.ScheduleSpec{ID: id, Schedule: "@every 10ms", TimeZone: "UTC", Kind: "tick", Queue: queue,
+			CatchUp: CatchUpAll},
+		Next: every10ms, Args: tickArgs{}, Options: []jobs.Option{jobs.Queue(queue)},
+	}
+}
+
+// TestPeriodicPass: the first pass registers the schedules (a new schedule
+// has no past ticks) and records their next tick; once that tick has
+// passed, a pass enqueues every due tick, each as one job with the tick's
+// operation id, and records them. A schedule whose ticks cannot be
+// enqueued is logged and counted without stopping the other; a deposed
+// leader's pass is refused.
+func TestPeriodicPass(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	cfg.Periodic = []Periodic{tickSchedule("ticks", "ticks"), tickSchedule("broken", "bad queue{}")}
+	l := f.leader(cfg)
+	leader := f.lead("pool-a")
+
+	if err := l.periodic.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	sched, err := f.ledger.Schedule(f.ctx, "ticks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sched.Created.IsZero() || sched.NextTick.IsZero() || sched.NextTick.Before(sched.Created) {
+		t.Fatalf("registered schedule %+v: want its creation and a next tick after it", sched)
+	}
+	// The clock must pass the next tick for it to be due (Redis's clock and
+	// this process's are the same machine's).
+	time.Sleep(time.Until(sched.NextTick) + 10*time.Millisecond)
+
+	if err := l.periodic.runOnce(f.ctx, leader); err != nil {
+		t.Fatalf("one broken schedule failed the pass: %v", err)
+	}
+	sched, err = f.ledger.Schedule(f.ctx, "ticks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks, err := f.ledger.ScheduleTicks(f.ctx, "ticks", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sched.Enqueued < 1 || int64(len(ticks)) != sched.Enqueued || !sched.Cursor.Equal(sched.LastTick) {
+		t.Fatalf("after the tick passed: %+v with %d ticks recorded", sched, len(ticks))
+	}
+	for _, tk := range ticks {
+		rec, err := f.ledger.Get(f.ctx, "ticks", tk.JobID)
+		if err != nil || rec.OperationID != tk.OperationID("ticks") || rec.Kind != "tick" {
+			t.Fatalf("tick %v's job: %+v, %v; want operation id %s", tk.Time, rec, err, tk.OperationID("ticks"))
+		}
+	}
+	if n := f.rdb.ZCard(f.ctx, f.ledger.StateKey("ticks", jobs.Pending)).Val(); n != sched.Enqueued {
+		t.Fatalf("%d jobs pending for %d ticks", n, sched.Enqueued)
+	}
+	if v := testutil.ToFloat64(f.metrics.MaintenanceErrors.WithLabelValues(metrics.ServicePeriodic)); v != 1 {
+		t.Fatalf("periodic errors %v, want 1 (the broken schedule)", v)
+	}
+	if !f.logged("periodic schedule pass failed", `"schedule":"broken"`, `"service":"periodic"`) {
+		t.Fatal("the broken schedule was not logged")
+	}
+
+	if err := l.periodic.runOnce(f.ctx, leader-1); !errors.Is(err, jobs.ErrStale) {
+		t.Fatalf("a pass under an older token: %v, want jobs.ErrStale", err)
 	}
 }

@@ -7,22 +7,31 @@ import (
 	"github.com/fencedq/fencedq/lease"
 )
 
-// prune drops index entries of finished jobs whose records expired after
-// retention.
-func (s *Services) prune(ctx context.Context, _ lease.Token) error {
-	if s.cfg.EffectPruner != nil {
-		n, err := s.cfg.EffectPruner(ctx)
+// pruner drops index entries of finished jobs whose records expired after
+// retention, and, with an EffectPruner, effect records past theirs.
+type pruner struct {
+	service
+	interval time.Duration
+	effects  EffectPruner // nil: effect records are kept
+	// now is the clock retention is measured by (time.Now).
+	now func() time.Time
+}
+
+// runOnce is one prune pass. An effect log that fails to prune is logged
+// and counted, and the queues are pruned all the same.
+func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
+	if p.effects != nil {
+		n, err := p.effects(ctx)
 		if err != nil {
-			s.cfg.Metrics.ReconcileErrors.Inc()
-			s.log.Warn("effect log pruning failed", "error", err)
+			p.failed("effect log pruning failed", "error", err)
 		} else if n > 0 {
-			s.log.Info("pruned effect records past their retention", "records", n)
+			p.log.Info("pruned effect records past their retention", "records", n)
 		}
 	}
-	return s.eachQueue(ctx, "pruner", func(q string) error {
-		n, err := s.ledger.Prune(ctx, q, time.Now())
+	return p.eachQueue(ctx, func(q string) error {
+		n, err := p.ledger.Prune(ctx, q, p.now())
 		if n > 0 {
-			s.log.Debug("pruned finished jobs past retention", "queue", q, "entries", n)
+			p.log.Debug("pruned finished jobs past retention", "queue", q, "entries", n)
 		}
 		return err
 	})

@@ -3,27 +3,51 @@ package maintenance
 import (
 	"context"
 	"errors"
+	"time"
 
+	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
 
-// resolve asks what happened to each uncertain job due for a look and
-// decides.
-func (s *Services) resolve(ctx context.Context, leader lease.Token) error {
-	now, err := s.ledger.ServerTime(ctx)
+// ResolveBatch bounds how many uncertain jobs one pass looks at per queue.
+const ResolveBatch = 50
+
+// resolver reconciles uncertain jobs: it asks what happened to each one
+// due for a look and decides.
+type resolver struct {
+	service
+	// interval is the pass interval and the base of the backoff between
+	// two looks at a job that "cannot tell".
+	interval  time.Duration
+	batch     int
+	workerID  string
+	maxTries  int
+	timeout   time.Duration // bound on one Reconcile call
+	effectLog fence.EffectLog
+	reconcile func(kind string) ReconcileFunc
+	tally     *tally
+	decided   *testsignal.Signal[Decision]
+}
+
+// runOnce is one pass over every queue's uncertain jobs due for a look. A
+// decision that fails for one job is logged and counted
+// (fencedq_reconcile_errors_total) and the other jobs go on.
+func (r *resolver) runOnce(ctx context.Context, leader lease.Token) error {
+	now, err := r.ledger.ServerTime(ctx)
 	if err != nil {
 		return err
 	}
-	return s.eachQueue(ctx, "resolver", func(q string) error {
-		ids, err := s.ledger.DueIDs(ctx, q, jobs.Uncertain, now, ResolveBatch)
+	return r.eachQueue(ctx, func(q string) error {
+		ids, err := r.ledger.DueIDs(ctx, q, jobs.Uncertain, now, r.batch)
 		if err != nil {
 			return err
 		}
-		recs, err := s.ledger.GetMany(ctx, q, jobs.Uncertain, ids)
+		recs, err := r.ledger.GetMany(ctx, q, jobs.Uncertain, ids)
 		if err != nil {
 			return err
 		}
@@ -31,12 +55,12 @@ func (s *Services) resolve(ctx context.Context, leader lease.Token) error {
 			if rec.State != jobs.Uncertain {
 				continue
 			}
-			if err := s.decide(ctx, rec, leader); err != nil {
+			if err := r.decide(ctx, rec, leader); err != nil {
 				if errors.Is(err, jobs.ErrStale) {
 					return err // no longer the leader
 				}
-				s.cfg.Metrics.ReconcileErrors.Inc()
-				s.log.Warn("reconcile decision failed", "queue", q, "job_id", rec.ID, "error", err)
+				r.metrics.ReconcileErrors.Inc()
+				r.log.Warn("reconcile decision failed", "queue", q, "job_id", rec.ID, "error", err)
 			}
 		}
 		return nil
@@ -46,21 +70,23 @@ func (s *Services) resolve(ctx context.Context, leader lease.Token) error {
 // verdict asks the kind's Reconcile, else the effect log (see
 // attempt.Verdict); a Reconcile that fails or panics answers "cannot tell"
 // and is counted.
-func (s *Services) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdict, string, bool) {
-	f := s.cfg.Reconciler(rec.Kind)
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+func (r *resolver) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdict, string, bool) {
+	f := r.reconcile(rec.Kind)
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	v, evidence, asked, failed := attempt.Verdict(cctx, rec, f, s.cfg.EffectLog)
+	v, evidence, asked, failed := attempt.Verdict(cctx, rec, f, r.effectLog)
 	if failed {
-		s.cfg.Metrics.ReconcileErrors.Inc()
-		s.log.Warn("Reconcile failed", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID, "kind", rec.Kind, "error", evidence)
+		r.metrics.ReconcileErrors.Inc()
+		r.log.Warn("Reconcile failed", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID, "kind", rec.Kind, "error", evidence)
 	}
 	return v, evidence, asked
 }
 
-func (s *Services) decide(ctx context.Context, rec *jobs.Record, leader lease.Token) error {
-	v, evidence, asked := s.verdict(ctx, rec)
-	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + s.cfg.WorkerID, Note: evidence, Leader: leader}
+func (r *resolver) decide(ctx context.Context, rec *jobs.Record, leader lease.Token) error {
+	v, evidence, asked := r.verdict(ctx, rec)
+	// The actor names the resolver's decisions in the job's history as it
+	// always has ("reconciler:<pool>"); readers of old histories match it.
+	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + r.workerID, Note: evidence, Leader: leader}
 	result := v.String()
 	switch v {
 	case jobs.Applied:
@@ -68,22 +94,22 @@ func (s *Services) decide(ctx context.Context, rec *jobs.Record, leader lease.To
 	case jobs.NotApplied:
 		res.Decision = jobs.DecideRerun
 	default:
-		if !asked || rec.ReconcileTries+1 >= s.cfg.MaxTries {
+		if !asked || rec.ReconcileTries+1 >= r.maxTries {
 			res.Decision = jobs.DecideReview
 			result = metrics.ResultReview
 		} else {
 			res.Decision = jobs.DecideLater
-			res.NextIn = s.cfg.Interval << min(rec.ReconcileTries+1, 10)
+			res.NextIn = r.interval << min(rec.ReconcileTries+1, 10)
 		}
 	}
-	state, err := s.ledger.Decide(ctx, rec.Queue, rec.ID, res)
+	state, err := r.ledger.Decide(ctx, rec.Queue, rec.ID, res)
 	if err != nil {
 		return err
 	}
-	s.resolved.Add(1)
-	s.cfg.Metrics.Decisions.WithLabelValues(rec.Queue, result).Inc()
-	s.log.Info("reconciled", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID,
+	r.tally.resolved.Add(1)
+	r.metrics.Decisions.WithLabelValues(rec.Queue, result).Inc()
+	r.log.Info("reconciled", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID,
 		"kind", rec.Kind, "token", rec.Token.String(), "decision", res.Decision, "state", state, "evidence", evidence)
-	s.cfg.Decided.Signal(Decision{JobID: rec.ID, Result: result})
+	r.decided.Signal(Decision{JobID: rec.ID, Result: result})
 	return nil
 }

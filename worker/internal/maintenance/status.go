@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -9,9 +10,20 @@ import (
 	"github.com/fencedq/fencedq/lease"
 )
 
-// status sets the per-state job gauges and publishes the leader's status
-// for the dashboard and the CLI.
-func (s *Services) status(ctx context.Context, leader lease.Token) error {
+// status sets the per-state job gauges, records the queues' history once a
+// minute, and publishes the leader's status for the dashboard and the CLI.
+type status struct {
+	service
+	interval time.Duration
+	workerID string
+	tally    *tally
+	// seriesMinute is the minute (unix ms) the queues' history was last
+	// recorded for.
+	seriesMinute atomic.Int64
+}
+
+// runOnce is one status pass over every queue.
+func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 	now, err := s.ledger.ServerTime(ctx)
 	if err != nil {
 		return err
@@ -21,13 +33,13 @@ func (s *Services) status(ctx context.Context, leader lease.Token) error {
 	// next one).
 	minute := now.Truncate(jobs.SeriesStep).UnixMilli()
 	record := s.seriesMinute.Load() != minute
-	err = s.eachQueue(ctx, "status", func(q string) error {
+	err = s.eachQueue(ctx, func(q string) error {
 		counts, err := s.ledger.Counts(ctx, q)
 		if err != nil {
 			return err
 		}
 		for st, n := range counts {
-			s.cfg.Metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))
+			s.metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))
 		}
 		if record {
 			return s.ledger.RecordSeries(ctx, q, now)
@@ -40,9 +52,9 @@ func (s *Services) status(ctx context.Context, leader lease.Token) error {
 	if err != nil {
 		return err
 	}
-	s.cfg.Metrics.LastScan.Set(float64(time.Now().Unix()))
-	return s.ledger.SetReconcilerStatus(ctx, ledger.ReconcilerStatus{
-		Leader: s.cfg.WorkerID, Token: leader, LastScan: now,
-		Expired: s.expired.Load(), Resolved: s.resolved.Load(),
+	s.metrics.LastScan.Set(float64(time.Now().Unix()))
+	return s.ledger.SetLeaderStatus(ctx, ledger.LeaderStatus{
+		Leader: s.workerID, Token: leader, LastScan: now,
+		Expired: s.tally.expired.Load(), Resolved: s.tally.resolved.Load(),
 	})
 }

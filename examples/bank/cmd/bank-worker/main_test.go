@@ -64,7 +64,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 		{[]string{"--queues", "a{b}=1"}, "-queues"},
 		{[]string{"--log-level", "verbose"}, "invalid value \"verbose\" for flag -log-level"},
 		{[]string{"--log-format", "xml"}, "invalid value \"xml\" for flag -log-format"},
-		{[]string{"--reconciler=maybe"}, "-reconciler"},
+		{[]string{"--maintenance=maybe"}, "-maintenance"},
 		{[]string{"extra-arg"}, "unexpected argument"},
 		{[]string{"--redis", "not a url"}, "--redis"},
 	} {

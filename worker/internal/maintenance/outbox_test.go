@@ -1,0 +1,105 @@
+package maintenance
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/internal/pgtest"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+type orderArgs struct {
+	Order string `json:"order"`
+}
+
+func (orderArgs) Kind() string { return "send-confirmation" }
+
+// newOutbox returns a migrated PostgreSQL outbox in a private schema, and
+// a function committing n jobs into it that returns their operation ids.
+func newOutbox(t *testing.T) (*pgfence.Outbox, func(n int) []string) {
+	pool := pgtest.New(t)
+	if err := pgfence.Migrate(t.Context(), pool, pgfence.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := pgfence.NewOutbox(pool, pgfence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ob, func(n int) []string { return commitOrders(t, pool, ob, n) }
+}
+
+func commitOrders(t *testing.T, pool *pgxpool.Pool, ob *pgfence.Outbox, n int) []string {
+	t.Helper()
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(t.Context()) }()
+	ps := make([]jobs.Params, n)
+	for i := range ps {
+		ps[i] = jobs.Params{Args: orderArgs{Order: fmt.Sprint("o-", i)}}
+	}
+	ops, err := ob.EnqueueMany(t.Context(), tx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+// TestRelayPass: one pass drains the outbox, batch after batch, into the
+// queue: every committed row becomes one job with the row's operation id.
+// A deposed leader's pass is refused and leaves the rows in the outbox.
+func TestRelayPass(t *testing.T) {
+	f := newFixture(t)
+	ob, commit := newOutbox(t)
+	cfg := f.config()
+	cfg.Outboxes = []Outbox{{Name: ob.Name(), Relay: ob.Relay, Listen: ob.Listen}}
+	l := f.leader(cfg)
+	r := l.relays[0]
+	r.batch = 2
+	leader := f.lead("pool-a")
+	ops := commit(5)
+
+	if err := r.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		rec, err := f.ledger.FindByOperation(f.ctx, op)
+		if err != nil || rec.Kind != "send-confirmation" || rec.State != jobs.Pending {
+			t.Fatalf("row %s: %+v, %v; want a pending job", op, rec, err)
+		}
+	}
+	if n := f.rdb.ZCard(f.ctx, f.ledger.StateKey(jobs.DefaultQueue, jobs.Pending)).Val(); n != 5 {
+		t.Fatalf("%d jobs for 5 rows", n)
+	}
+	if !f.logged("outbox relayed", `"jobs":5`, `"service":"outbox_relay"`, `"outbox":`, "fencedq_outbox") {
+		t.Fatal("the relayed batch was not logged with its service and outbox")
+	}
+
+	late := commit(1)
+	if err := r.runOnce(f.ctx, leader-1); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("a pass under an older token: %v, want fence.ErrStale", err)
+	}
+	if _, err := f.ledger.FindByOperation(f.ctx, late[0]); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("the deposed leader relayed a row: %v", err)
+	}
+	if err := r.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.FindByOperation(f.ctx, late[0]); err != nil {
+		t.Fatalf("the leader did not relay the row left behind: %v", err)
+	}
+	if v := testutil.ToFloat64(f.metrics.MaintenanceErrors.WithLabelValues(metrics.ServiceRelay)); v != 0 {
+		t.Fatalf("relay errors %v: a pass's own error is counted by its loop, not by the pass", v)
+	}
+}

@@ -1,0 +1,81 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// TestPrunerPass: a pass drops the index entries of finished jobs that
+// finished longer ago than the retention, and keeps those within it and
+// every job not finished; an effect pruner is asked on every pass.
+func TestPrunerPass(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	f := newFixtureOn(t, rdb, ns, jobs.Config{Namespace: ns, Retention: time.Hour})
+	var asked int
+	cfg := f.config()
+	cfg.EffectPruner = func(context.Context) (int64, error) { asked++; return 3, nil }
+	l := f.leader(cfg)
+	leader := f.lead("pool-a")
+	old := f.enqueue("work")
+	if _, err := f.client.Cancel(f.ctx, jobs.DefaultQueue, old, "alice", "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	pending := f.enqueue("work")
+	cancelled := f.ledger.StateKey(jobs.DefaultQueue, jobs.Cancelled)
+
+	// Within the retention: kept.
+	if err := l.pruner.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.rdb.ZCard(f.ctx, cancelled).Val(); n != 1 {
+		t.Fatalf("a job cancelled just now was pruned (%d left)", n)
+	}
+	// Past it (the pruner's clock moved on): its index entry goes.
+	l.pruner.now = func() time.Time { return time.Now().Add(time.Hour + time.Minute) }
+	if err := l.pruner.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.rdb.ZCard(f.ctx, cancelled).Val(); n != 0 {
+		t.Fatalf("the job cancelled past the retention is still indexed (%d)", n)
+	}
+	if st := f.get(pending).State; st != jobs.Pending || f.rdb.ZCard(f.ctx, f.ledger.StateKey(jobs.DefaultQueue, jobs.Pending)).Val() != 1 {
+		t.Fatalf("the pending job was touched: %s", st)
+	}
+	if asked != 2 || !f.logged("pruned effect records past their retention", `"records":3`) {
+		t.Fatalf("effect pruner asked %d times, want 2 (and logged)", asked)
+	}
+}
+
+// TestPrunerEffectLogFailure: an effect log that fails to prune is logged
+// and counted, and the queues are pruned all the same.
+func TestPrunerEffectLogFailure(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	cfg.EffectPruner = func(context.Context) (int64, error) { return 0, errors.New("database is down") }
+	l := f.leader(cfg)
+	l.pruner.now = func() time.Time { return time.Now().Add(jobs.DefaultRetention + time.Minute) }
+	id := f.enqueue("work")
+	if _, err := f.client.Cancel(f.ctx, jobs.DefaultQueue, id, "alice", "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.pruner.runOnce(f.ctx, f.lead("pool-a")); err != nil {
+		t.Fatalf("a failing effect log failed the pass: %v", err)
+	}
+	if n := f.rdb.ZCard(f.ctx, f.ledger.StateKey(jobs.DefaultQueue, jobs.Cancelled)).Val(); n != 0 {
+		t.Fatalf("the queue was not pruned (%d entries left)", n)
+	}
+	if v := testutil.ToFloat64(f.metrics.MaintenanceErrors.WithLabelValues(metrics.ServicePruner)); v != 1 {
+		t.Fatalf("pruner errors %v, want 1", v)
+	}
+	if !f.logged("effect log pruning failed", "database is down", `"service":"pruner"`) {
+		t.Fatal("the failure was not logged")
+	}
+}

@@ -1,0 +1,200 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/fence/redisfence"
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// answer is a kind's Reconcile that always says v.
+func answer(v jobs.Verdict) ReconcileFunc {
+	return func(context.Context, *jobs.Record) (jobs.Verdict, error) { return v, nil }
+}
+
+// decisions returns the decisions counted in queue q with result.
+func (f *fixture) decisions(result string) float64 {
+	return testutil.ToFloat64(f.metrics.Decisions.WithLabelValues(jobs.DefaultQueue, result))
+}
+
+// resolved returns the resolver's decision in id's history (nil: none).
+func (f *fixture) resolved(id string) *jobs.Entry {
+	f.t.Helper()
+	h, err := f.ledger.History(f.ctx, jobs.DefaultQueue, id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range h {
+		if h[i].Event == "resolve" {
+			return &h[i]
+		}
+	}
+	return nil
+}
+
+// TestResolverPass: one pass reconciles every uncertain job due for a
+// look by what its kind's Reconcile says (or that nothing can be asked):
+// applied succeeds, not applied is re-run, cannot tell (and a Reconcile
+// that panics) is looked at again later, nothing to ask goes to review.
+// Each decision is in the job's history with the resolver's actor and
+// evidence, counted by result, signalled and tallied; a job whose next
+// look is later is left alone by the next pass.
+func TestResolverPass(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	reconcilers := map[string]ReconcileFunc{
+		"applied":     answer(jobs.Applied),
+		"not-applied": answer(jobs.NotApplied),
+		"unsure":      answer(jobs.CannotTell),
+		"panics":      func(context.Context, *jobs.Record) (jobs.Verdict, error) { panic("reconcile exploded") },
+	}
+	cfg.Reconcile = func(kind string) ReconcileFunc { return reconcilers[kind] } // "opaque" has none
+	l := f.leader(cfg)
+	leader := f.lead("pool-a")
+	want := map[string]struct {
+		state    jobs.State
+		decision jobs.Decision
+		note     string
+	}{
+		"applied":     {jobs.Succeeded, jobs.DecideSucceeded, "Reconcile answered applied"},
+		"not-applied": {jobs.Pending, jobs.DecideRerun, "Reconcile answered not_applied"},
+		"unsure":      {jobs.Uncertain, jobs.DecideLater, "Reconcile answered cannot_tell"},
+		"panics":      {jobs.Uncertain, jobs.DecideLater, "reconcile exploded"},
+		"opaque":      {jobs.Review, jobs.DecideReview, "no Reconcile method and no effect log"},
+	}
+	ids := map[string]string{}
+	for kind := range want {
+		ids[kind] = f.uncertain(kind, leader)
+	}
+
+	if err := l.resolver.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	for kind, w := range want {
+		id := ids[kind]
+		rec := f.get(id)
+		e := f.resolved(id)
+		switch {
+		case rec.State != w.state:
+			t.Errorf("%s: state %s, want %s", kind, rec.State, w.state)
+		case e == nil || e.Decision != string(w.decision) || e.Actor != "reconciler:pool-a" || !strings.Contains(e.Note, w.note):
+			t.Errorf("%s: history decision %+v, want %s by reconciler:pool-a noting %q", kind, e, w.decision, w.note)
+		case w.decision == jobs.DecideLater && rec.ReconcileTries != 1:
+			t.Errorf("%s: %d reconcile tries, want 1", kind, rec.ReconcileTries)
+		}
+	}
+	for result, n := range map[string]float64{
+		jobs.Applied.String(): 1, jobs.NotApplied.String(): 1, jobs.CannotTell.String(): 2, metrics.ResultReview: 1,
+	} {
+		if v := f.decisions(result); v != n {
+			t.Errorf("decisions %s: %v, want %v", result, v, n)
+		}
+	}
+	if v := testutil.ToFloat64(f.metrics.ReconcileErrors); v != 1 {
+		t.Errorf("reconcile errors %v, want 1 (the panic)", v)
+	}
+	if !f.logged(`"msg":"Reconcile failed"`, ids["panics"], "reconcile exploded") {
+		t.Error("the panicking Reconcile was not logged")
+	}
+	if n := len(f.decided.WaitOrTimeoutN(len(want))); n != len(want) || l.resolver.tally.resolved.Load() != int64(len(want)) {
+		t.Errorf("decisions signalled %d, tallied %d; want %d", n, l.resolver.tally.resolved.Load(), len(want))
+	}
+
+	// The jobs that cannot tell are due for another look an interval
+	// (an hour here) later: the next pass decides nothing.
+	if err := l.resolver.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if v := f.decisions(jobs.CannotTell.String()); v != 2 {
+		t.Errorf("a second pass looked again at jobs due later: cannot_tell %v", v)
+	}
+	if v := testutil.ToFloat64(f.metrics.MaintenanceErrors.WithLabelValues(metrics.ServiceResolver)); v != 0 {
+		t.Errorf("resolver pass errors %v, want 0", v)
+	}
+}
+
+// TestResolverReviewAfterMaxTries: a job whose kind keeps answering
+// "cannot tell" goes to review on its MaxReconcileTries-th answer.
+func TestResolverReviewAfterMaxTries(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	cfg.MaxReconcileTries = 2
+	cfg.Reconcile = func(string) ReconcileFunc { return answer(jobs.CannotTell) }
+	l := f.leader(cfg)
+	l.resolver.interval = 0 // no backoff: each pass looks again
+	leader := f.lead("pool-a")
+	id := f.uncertain("unsure", leader)
+	for pass, want := range []jobs.State{jobs.Uncertain, jobs.Review} {
+		if err := l.resolver.runOnce(f.ctx, leader); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.get(id); rec.State != want {
+			t.Fatalf("after pass %d: %s (%d tries), want %s", pass+1, rec.State, rec.ReconcileTries, want)
+		}
+	}
+	if f.decisions(jobs.CannotTell.String()) != 1 || f.decisions(metrics.ResultReview) != 1 {
+		t.Fatalf("decisions: cannot_tell %v, review %v; want 1 and 1", f.decisions(jobs.CannotTell.String()), f.decisions(metrics.ResultReview))
+	}
+}
+
+// TestResolverAsksTheEffectLog: for a kind without Reconcile, the effect
+// log answers: an operation found in it was applied, one missing was not.
+func TestResolverAsksTheEffectLog(t *testing.T) {
+	f := newFixture(t)
+	store, err := redisfence.New(f.rdb, redisfence.Config{Namespace: f.ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.config()
+	cfg.EffectLog = store
+	l := f.leader(cfg)
+	leader := f.lead("pool-a")
+	done := f.uncertain("transfer", leader)
+	rec := f.get(done)
+	effect := fence.Fence{Resource: "account:1", Token: rec.Token, Owner: rec.Owner, OperationID: rec.OperationID}
+	if err := store.Apply(f.ctx, effect, redisfence.IncrBy(store.DataKey("account:1", "balance"), 5)); err != nil {
+		t.Fatal(err)
+	}
+	notDone := f.uncertain("transfer", leader)
+
+	if err := l.resolver.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.get(done).State; st != jobs.Succeeded {
+		t.Errorf("the job whose effect is in the log is %s, want succeeded", st)
+	}
+	if st := f.get(notDone).State; st != jobs.Pending {
+		t.Errorf("the job whose effect is not in the log is %s, want pending (re-run)", st)
+	}
+	if e := f.resolved(done); e == nil || !strings.Contains(e.Note, "effect log: operation applied") {
+		t.Errorf("evidence %+v", e)
+	}
+}
+
+// TestResolverStaleLeaderDecidesNothing: a deposed leader's pass (its
+// token below the queue's high-water) ends with jobs.ErrStale and writes
+// no decision.
+func TestResolverStaleLeaderDecidesNothing(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	cfg.Reconcile = func(string) ReconcileFunc { return answer(jobs.Applied) }
+	l := f.leader(cfg)
+	leader := f.lead("pool-a")
+	id := f.uncertain("applied", leader) // the queue has seen leader's token
+	if err := l.resolver.runOnce(f.ctx, leader-1); !errors.Is(err, jobs.ErrStale) {
+		t.Fatalf("a pass under an older token: %v, want jobs.ErrStale", err)
+	}
+	if rec := f.get(id); rec.State != jobs.Uncertain || f.resolved(id) != nil {
+		t.Fatalf("the deposed leader decided: %s, %+v", rec.State, f.resolved(id))
+	}
+	if v := f.decisions(jobs.Applied.String()) + testutil.ToFloat64(f.metrics.ReconcileErrors); v != 0 {
+		t.Fatalf("a refused decision was counted (%v)", v)
+	}
+}

@@ -1,0 +1,91 @@
+package maintenance
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// TestStatusPass: a pass sets the job gauges of every queue from the
+// ledger's indexes, records the queues' history for the minute, and
+// publishes the leader's status (its name, token, last scan, and what
+// this process's expirer and resolver decided).
+func TestStatusPass(t *testing.T) {
+	f := newFixture(t)
+	l := f.leader(f.config())
+	leader := f.lead("pool-a")
+	f.enqueue("work")
+	f.enqueue("work")
+	f.claim(jobs.DefaultQueue, time.Hour)
+	f.enqueue("work", jobs.Queue("other"))
+	l.status.tally.expired.Store(4)
+	l.status.tally.resolved.Store(3)
+	before := time.Now()
+
+	if err := l.status.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct {
+		queue string
+		state jobs.State
+		want  float64
+	}{
+		{jobs.DefaultQueue, jobs.Pending, 1}, {jobs.DefaultQueue, jobs.Running, 1}, {jobs.DefaultQueue, jobs.Uncertain, 0},
+		{"other", jobs.Pending, 1}, {"other", jobs.Running, 0},
+	} {
+		if v := testutil.ToFloat64(f.metrics.Jobs.WithLabelValues(g.queue, string(g.state))); v != g.want {
+			t.Errorf("fencedq_jobs{queue=%q,state=%q} = %v, want %v", g.queue, g.state, v, g.want)
+		}
+	}
+	st, err := f.ledger.LeaderStatus(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st == nil || st.Leader != "pool-a" || st.Token != leader || st.Expired != 4 || st.Resolved != 3 || st.LastScan.IsZero() {
+		t.Fatalf("published status %+v", st)
+	}
+	if scan := testutil.ToFloat64(f.metrics.LastScan); scan < float64(before.Unix()) {
+		t.Fatalf("last scan gauge %v, before the pass %d", scan, before.Unix())
+	}
+	for _, q := range []string{jobs.DefaultQueue, "other"} {
+		series, err := f.ledger.Series(f.ctx, q, st.LastScan.Add(-time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(series) != 1 || series[0].Counts[jobs.Pending] != 1 {
+			t.Fatalf("queue %s's history: %+v, want this minute's bucket", q, series)
+		}
+	}
+}
+
+// TestStatusQueueFailure: a queue whose indexes cannot be read is logged
+// and counted; the other queues' gauges are still set and the status is
+// still published.
+func TestStatusQueueFailure(t *testing.T) {
+	f := newFixture(t)
+	l := f.leader(f.config())
+	f.enqueue("work")
+	f.enqueue("work", jobs.Queue("broken"))
+	if err := f.rdb.Set(f.ctx, f.ledger.StateKey("broken", jobs.Review), "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.status.runOnce(f.ctx, f.lead("pool-a")); err != nil {
+		t.Fatalf("one broken queue failed the pass: %v", err)
+	}
+	if v := testutil.ToFloat64(f.metrics.Jobs.WithLabelValues(jobs.DefaultQueue, string(jobs.Pending))); v != 1 {
+		t.Fatalf("the healthy queue's pending gauge is %v", v)
+	}
+	if v := testutil.ToFloat64(f.metrics.MaintenanceErrors.WithLabelValues(metrics.ServiceStatus)); v != 1 {
+		t.Fatalf("status errors %v, want 1", v)
+	}
+	if !f.logged("maintenance pass failed on one queue", `"service":"status"`, `"queue":"broken"`) {
+		t.Fatal("the broken queue was not logged")
+	}
+	if st, err := f.ledger.LeaderStatus(f.ctx); err != nil || st == nil || st.Leader != "pool-a" {
+		t.Fatalf("status not published: %+v, %v", st, err)
+	}
+}
