@@ -407,7 +407,7 @@ func TestOverviewFollowsTheLeader(t *testing.T) {
 	f.enqueue(echoArgs{N: 1})
 	h := f.handler(dashboard.Options{})
 	p, err := worker.NewPool(f.rdb, worker.Config{
-		Namespace: f.ns, LeaseTTL: time.Second, ShutdownTimeout: 5 * time.Second,
+		Jobs: jobs.Config{Namespace: f.ns}, LeaseTTL: time.Second, ShutdownTimeout: 5 * time.Second,
 		Logger:      slog.New(slog.DiscardHandler),
 		Maintenance: worker.MaintenanceConfig{Interval: 100 * time.Millisecond},
 	})

@@ -92,7 +92,7 @@ func (f *fixture) seed() *fixture {
 	t.Helper()
 	ctx := context.Background()
 	p, err := worker.NewPool(f.rdb, worker.Config{
-		Namespace:       f.ns,
+		Jobs:            jobs.Config{Namespace: f.ns},
 		Concurrency:     4,
 		LeaseTTL:        time.Second,
 		HandlerTimeout:  5 * time.Second,

@@ -522,7 +522,7 @@ func TestLeaderRecordsHistory(t *testing.T) {
 	ctx := context.Background()
 	f.enqueue(echoArgs{N: 1}, jobs.Delay(time.Hour))
 	p, err := worker.NewPool(f.rdb, worker.Config{
-		Namespace: f.ns, Concurrency: 1, Logger: slog.New(slog.DiscardHandler),
+		Jobs: jobs.Config{Namespace: f.ns}, Concurrency: 1, Logger: slog.New(slog.DiscardHandler),
 		Maintenance: worker.MaintenanceConfig{Interval: 20 * time.Millisecond},
 	})
 	must(t, err)

@@ -42,9 +42,10 @@ const (
 // Config configures a Pool. Every zero field takes the default documented
 // on it.
 type Config struct {
-	// Namespace prefixes every key; it must match the jobs.Client's
-	// (default jobs.DefaultNamespace).
-	Namespace string
+	// Jobs is the namespace and retention of the jobs this pool works: the
+	// same jobs.Config the application's jobs.Client is built from, so they
+	// are stated once (its Registerer is not used: see Registerer below).
+	Jobs jobs.Config
 	// Concurrency is the number of jobs run at once (default
 	// DefaultConcurrency).
 	Concurrency int
@@ -93,9 +94,6 @@ type Config struct {
 	// (default DefaultUnknownKindDefers, about 13 minutes; -1: dead at once).
 	// Put-backs do not consume the job's attempts.
 	UnknownKindDefers int
-	// Retention is how long finished jobs are kept (default
-	// jobs.DefaultRetention).
-	Retention time.Duration
 	// RetryDelay gives the delay before retry n (default: exponential from
 	// 1s, capped at 5m, with jitter).
 	RetryDelay func(n int) time.Duration
@@ -144,7 +142,7 @@ type MaintenanceConfig struct {
 	// (pgfence.Store can), makes the leader's pruner delete effect records
 	// older than this every PruneInterval (suggested:
 	// pgfence.DefaultEffectRetention). Keep it longer than any job can be
-	// retried, reconciled or re-run: at least Retention plus the longest a
+	// retried, reconciled or re-run: at least Jobs.Retention plus the longest a
 	// job may wait in review. Default 0: effect records are kept.
 	EffectRetention time.Duration
 	// Outboxes are transactional outboxes (package pgfence's Outbox) whose
@@ -180,9 +178,7 @@ func outboxes(os []OutboxRelay) []maintenance.Outbox {
 
 // withDefaults fills zero fields; validate checks the result.
 func (c Config) withDefaults() Config {
-	if c.Namespace == "" {
-		c.Namespace = jobs.DefaultNamespace
-	}
+	c.Jobs = c.Jobs.WithDefaults()
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
@@ -210,9 +206,6 @@ func (c Config) withDefaults() Config {
 	if c.CompleteBatch == 0 {
 		c.CompleteBatch = DefaultCompleteBatch
 	}
-	if c.Retention == 0 {
-		c.Retention = jobs.DefaultRetention
-	}
 	if c.UnknownKindDefers == 0 {
 		c.UnknownKindDefers = DefaultUnknownKindDefers
 	}
@@ -239,7 +232,7 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	if err := jobs.ValidateNamespace(c.Namespace); err != nil {
+	if err := c.Jobs.Validate(); err != nil {
 		return err
 	}
 	for q, prio := range c.Queues {
@@ -252,7 +245,7 @@ func (c Config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"safety margin": c.SafetyMargin, "handler timeout": c.HandlerTimeout, "shutdown timeout": c.ShutdownTimeout, "lease wait": c.LeaseWait,
-		"fetch poll interval": c.FetchPollInterval, "retention": c.Retention,
+		"fetch poll interval":  c.FetchPollInterval,
 		"maintenance interval": c.Maintenance.Interval, "prune interval": c.Maintenance.PruneInterval,
 		"effect retention": c.Maintenance.EffectRetention,
 	} {
@@ -265,8 +258,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: concurrency %d is negative", c.Concurrency)
 	case c.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("worker: lease TTL %v below %v", c.LeaseTTL, MinLeaseTTL)
-	case c.Maintenance.EffectRetention > 0 && c.Maintenance.EffectRetention < c.Retention:
-		return fmt.Errorf("worker: effect retention %v is shorter than job retention %v: a re-run could apply an effect twice", c.Maintenance.EffectRetention, c.Retention)
+	case c.Maintenance.EffectRetention > 0 && c.Maintenance.EffectRetention < c.Jobs.Retention:
+		return fmt.Errorf("worker: effect retention %v is shorter than job retention %v: a re-run could apply an effect twice", c.Maintenance.EffectRetention, c.Jobs.Retention)
 	case c.UnknownKindDefers < -1:
 		return fmt.Errorf("worker: unknown kind defers %d: want -1 (none) or more", c.UnknownKindDefers)
 	case c.FetchBatch < 0 || c.CompleteBatch < 0 || c.Maintenance.MaxReconcileTries < 0:

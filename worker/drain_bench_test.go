@@ -31,7 +31,7 @@ func BenchmarkDrain(b *testing.B) {
 			batch = batch[:0]
 		}
 	}
-	p, err := worker.NewPool(rdb, worker.Config{Namespace: ns, Concurrency: 50,
+	p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}, Concurrency: 50,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)

@@ -388,7 +388,7 @@ func TestLeaderPrunesTheEffectLog(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	log := prunableLog{olderThan: make(chan time.Duration, 1)}
-	cfg.Retention = time.Hour
+	cfg.Jobs.Retention = time.Hour
 	cfg.Maintenance.EffectLog = log
 	cfg.Maintenance.EffectRetention = 30 * time.Minute
 	if _, err := worker.NewPool(e.rdb, cfg); err == nil {

@@ -34,7 +34,8 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	pool, err := worker.NewPool(rdb, worker.Config{Namespace: ns, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := jobs.Config{Namespace: ns} // stated once, for the pool and the client
+	pool, err := worker.NewPool(rdb, worker.Config{Jobs: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		panic(err)
 	}
@@ -47,7 +48,7 @@ func Example() {
 	stopped := make(chan error, 1)
 	go func() { stopped <- pool.Run(runCtx) }()
 
-	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	client := jobs.NewClient(rdb, cfg)
 	defer client.Close()
 	res, err := client.Enqueue(ctx, Greeting{Name: "ada"}, jobs.OperationID("greet-ada"))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
+	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -20,7 +21,7 @@ import (
 // must not run the handler with it.
 func TestLapsedClaimDoesNotRunWithANewResourceToken(t *testing.T) {
 	rdb, ns := redistest.New(t)
-	p, err := NewPool(rdb, Config{Namespace: ns, LeaseTTL: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := NewPool(rdb, Config{Jobs: jobs.Config{Namespace: ns}, LeaseTTL: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func newEnvOn(t *testing.T, rdb redis.UniversalClient, ns string) *env {
 // config returns a pool config with short, test-friendly timings.
 func (e *env) config() worker.Config {
 	return worker.Config{
-		Namespace:       e.ns,
+		Jobs:            jobs.Config{Namespace: e.ns},
 		Concurrency:     4,
 		LeaseTTL:        time.Second,
 		HandlerTimeout:  5 * time.Second,

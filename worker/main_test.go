@@ -90,7 +90,7 @@ func runHelper(mode string) {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCEDQ_REDIS")})
 	ns := os.Getenv("FENCEDQ_NS")
 	p, err := worker.NewPool(rdb, worker.Config{
-		Namespace: ns, Concurrency: 2, LeaseTTL: time.Second, WorkerID: "helper-" + mode,
+		Jobs: jobs.Config{Namespace: ns}, Concurrency: 2, LeaseTTL: time.Second, WorkerID: "helper-" + mode,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		Maintenance: worker.MaintenanceConfig{Disabled: true},
 	})

@@ -45,7 +45,7 @@ func periodicTicks() *worker.PeriodicJob {
 func runPeriodicHelper(id string) int {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCEDQ_REDIS")})
 	p, err := worker.NewPool(rdb, worker.Config{
-		Namespace: os.Getenv("FENCEDQ_NS"), WorkerID: id, LeaseTTL: time.Second,
+		Jobs: jobs.Config{Namespace: os.Getenv("FENCEDQ_NS")}, WorkerID: id, LeaseTTL: time.Second,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Maintenance: worker.MaintenanceConfig{Interval: 100 * time.Millisecond},
 	})

@@ -241,7 +241,7 @@ func asynqConfig(conc int, queues []string) asynq.Config {
 // times: the defaults (maintenance on, lease TTL, fetch and completion
 // batches) with the concurrency and queues under test and a quiet logger.
 func poolConfig(ns string, conc int, queues map[string]int) worker.Config {
-	return worker.Config{Namespace: ns, Concurrency: conc, Queues: queues, Logger: discardLogger}
+	return worker.Config{Jobs: jobs.Config{Namespace: ns}, Concurrency: conc, Queues: queues, Logger: discardLogger}
 }
 
 // discardAsynq is an asynq.Logger that drops everything.

@@ -139,7 +139,7 @@ func workerMain(args []string) int {
 		srv.Shutdown()
 	case "fencedq":
 		pool, err := worker.NewPool(rdb, worker.Config{
-			Namespace: *ns, Concurrency: 1, LeaseTTL: *ttl, HandlerTimeout: time.Hour,
+			Jobs: jobs.Config{Namespace: *ns}, Concurrency: 1, LeaseTTL: *ttl, HandlerTimeout: time.Hour,
 			ShutdownTimeout: time.Second, Logger: discardLogger,
 			Maintenance: worker.MaintenanceConfig{Interval: time.Second},
 		})

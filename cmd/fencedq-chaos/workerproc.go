@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
 
@@ -154,7 +155,7 @@ func runFencedWorker(ctx context.Context, w workerFlags, rdb *redis.Client, pool
 		return err
 	}
 	p, err := worker.NewPool(rdb, worker.Config{
-		Namespace:      w.namespace,
+		Jobs:           jobs.Config{Namespace: w.namespace},
 		Concurrency:    w.concurrency,
 		Queues:         map[string]int{transfersQueue: 1, priorityQueue: 2},
 		LeaseTTL:       w.leaseTTL,

@@ -239,7 +239,7 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 	var wg sync.WaitGroup
 	for _, name := range []string{"demo-worker-a", "demo-worker-b"} {
 		p, err := worker.NewPool(rdb, worker.Config{
-			Namespace: d.ns, Concurrency: 8, Queues: map[string]int{"default": 1}, WorkerID: name,
+			Jobs: jobs.Config{Namespace: d.ns}, Concurrency: 8, Queues: map[string]int{"default": 1}, WorkerID: name,
 			LeaseTTL: time.Second, HandlerTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second,
 			RetryDelay: func(int) time.Duration { return 200 * time.Millisecond },
 			Logger:     log, Registerer: d.reg,

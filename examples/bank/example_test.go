@@ -47,7 +47,7 @@ func Example() {
 	}
 	show("before")
 
-	pool, err := worker.NewPool(rdb, worker.Config{Namespace: ns, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	pool, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		panic(err)
 	}

@@ -142,7 +142,7 @@ func (e *bankEnv) probe(id, mode string) *probeStore {
 // poolConfig is an in-process pool's configuration, logging into logs.
 func (e *bankEnv) poolConfig(id string, logs *syncbuf.Buffer) worker.Config {
 	return worker.Config{
-		Namespace: e.ns, Concurrency: 4, LeaseTTL: time.Second, WorkerID: id,
+		Jobs: jobs.Config{Namespace: e.ns}, Concurrency: 4, LeaseTTL: time.Second, WorkerID: id,
 		HandlerTimeout: 30 * time.Second, ShutdownTimeout: 5 * time.Second,
 		RetryDelay:  func(int) time.Duration { return 200 * time.Millisecond },
 		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("process", id),

@@ -218,7 +218,7 @@ func runHelper(raw string) int {
 		return 2
 	}
 	p, err := worker.NewPool(rdb, worker.Config{
-		Namespace: c.NS, Concurrency: 2, LeaseTTL: c.LeaseTTL, WorkerID: c.ID,
+		Jobs: jobs.Config{Namespace: c.NS}, Concurrency: 2, LeaseTTL: c.LeaseTTL, WorkerID: c.ID,
 		HandlerTimeout: 30 * time.Second, ShutdownTimeout: 2 * time.Second,
 		RetryDelay:  func(int) time.Duration { return 200 * time.Millisecond },
 		Logger:      log,

@@ -216,7 +216,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pool, err := worker.NewPool(rdb, worker.Config{
-		Namespace: cfg.Namespace, Concurrency: cfg.Concurrency, Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL,
+		Jobs: jobs.Config{Namespace: cfg.Namespace}, Concurrency: cfg.Concurrency, Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL,
 		HandlerTimeout: cfg.HandlerTimeout, Logger: log, Registerer: reg,
 		Maintenance: worker.MaintenanceConfig{Disabled: cfg.DisableMaintenance, Interval: cfg.MaintenanceInterval, EffectLog: store},
 	})

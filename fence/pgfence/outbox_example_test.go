@@ -103,7 +103,7 @@ func Example_outbox() {
 		return
 	}
 	wp, err := worker.NewPool(rdb, worker.Config{
-		Namespace: ns, Logger: slog.New(slog.DiscardHandler),
+		Jobs: jobs.Config{Namespace: ns}, Logger: slog.New(slog.DiscardHandler),
 		Maintenance: worker.MaintenanceConfig{Outboxes: []worker.OutboxRelay{outbox}, EffectLog: store},
 	})
 	if err != nil {

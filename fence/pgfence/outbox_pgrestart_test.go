@@ -220,7 +220,7 @@ func TestOutboxPostgresRestartedUnderSteadyStream(t *testing.T) {
 	var ranMu sync.Mutex
 	ran := map[string]int{}
 	p, err := worker.NewPool(rdb, worker.Config{
-		Namespace: ns, LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler),
+		Jobs: jobs.Config{Namespace: ns}, LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler),
 		Maintenance: worker.MaintenanceConfig{Interval: 200 * time.Millisecond, Outboxes: []worker.OutboxRelay{ob}},
 	})
 	if err != nil {

@@ -229,7 +229,7 @@ func TestOutboxRelayedByPool(t *testing.T) {
 	ctx := t.Context()
 	ran := make(chan string, 1)
 	p, err := worker.NewPool(e.ledger.Redis(), worker.Config{
-		Namespace: e.ledger.Namespace(), LeaseTTL: time.Second,
+		Jobs: jobs.Config{Namespace: e.ledger.Namespace()}, LeaseTTL: time.Second,
 		Logger: slog.New(slog.DiscardHandler),
 		// A long poll: the job must come through the notification.
 		Maintenance: worker.MaintenanceConfig{Interval: time.Minute, Outboxes: []worker.OutboxRelay{e.outbox}},
