@@ -135,7 +135,7 @@ type Options struct {
 	Sentinel *redis.FailoverOptions
 	// Source replaces the Sentinel source (tests).
 	Source Source
-	// Logger receives epoch changes (info) and a capped epoch (error);
+	// Logger receives a new primary's epoch (info) and a capped epoch (error);
 	// default slog.Default().
 	Logger *slog.Logger
 }
@@ -210,8 +210,11 @@ func (t *Tracker) Refresh(ctx context.Context, stale State) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if st != last {
-		t.log.Info("fencing epoch", "namespace_key", t.key, "replication_id", st.ReplID,
+	switch {
+	case last.ReplID == "":
+		t.log.Debug("fencing epoch", "key", t.key, "replication_id", st.ReplID, "epoch", st.Epoch)
+	case st != last:
+		t.log.Info("fencing epoch: new primary", "key", t.key, "replication_id", st.ReplID,
 			"epoch", st.Epoch, "previous_replication_id", last.ReplID, "previous_epoch", last.Epoch)
 	}
 	t.max = max(t.max, st.Epoch)
@@ -247,7 +250,7 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 		}
 		if reply[2] == "1" {
 			t.log.Error("fencing epoch capped: tokens are ordered by the clock across failovers from now on",
-				"namespace_key", t.key, "max", Max)
+				"key", t.key, "max", Max)
 		}
 		st := State{ReplID: reply[0], Epoch: e}
 		if t.source == nil || attempt == MaxAttempts {
