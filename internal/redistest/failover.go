@@ -125,6 +125,15 @@ func (f *Failover) CutReplication() {
 	}
 }
 
+// HealReplication undoes CutReplication: the replica reconnects and
+// resynchronises (call Sync to wait until it holds everything).
+func (f *Failover) HealReplication() {
+	f.tb.Helper()
+	if err := f.Replica.srv.HealReplication(context.Background()); err != nil {
+		f.tb.Fatal(err)
+	}
+}
+
 // KillPrimary kills the primary with SIGKILL and waits until the Sentinel
 // has promoted the replica; Replica is then the primary.
 func (f *Failover) KillPrimary() {
