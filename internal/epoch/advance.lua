@@ -5,7 +5,8 @@
 -- ARGV[2] the highest epoch the caller ever minted with
 -- ARGV[3] the replication id of the primary the caller last minted on ('' for none)
 -- ARGV[4] the caller's epoch for that primary
--- Reply: {replication id, epoch, 1 when the epoch was capped at EPOCH_MAX else 0}
+-- Reply: {replication id, epoch, 1 when the epoch was capped at EPOCH_MAX else 0};
+--        {'', '0', '0'} when INFO is not permitted here (epochs off)
 --
 -- A primary keeps the epoch recorded for its replication id (raised, never
 -- lowered). A replication id seen for the first time (a promoted replica,
@@ -22,7 +23,8 @@
 local key = KEYS[1]
 local F, C, L, EL = tonumber(ARGV[1]), tonumber(ARGV[2]) or 0, ARGV[3], tonumber(ARGV[4]) or 0
 local function fmt(n) return string.format('%d', n) end
-local rid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') or ''
+local rid = epoch_replid()
+if rid == '' then return {'', '0', '0'} end -- INFO not permitted: epochs off
 local mx = tonumber(redis.call('HGET', key, 'max') or '')
 local rec = tonumber(redis.call('HGET', key, 'r:' .. rid) or '')
 local e

@@ -57,7 +57,8 @@
 // can report the previous epoch (the highest answer of all is used, asked
 // before and after the record is read). Epochs above [Max] are capped
 // (logged at error level): past that point order across failovers is the
-// clock's again. Redis Cluster is not covered yet ([New] turns tracking off
+// clock's again. A Redis user that may not run INFO (ACL) turns epochs off,
+// logged at error level: grant it +info. Redis Cluster is not covered yet ([New] turns tracking off
 // for anything but a *redis.Client): its tokens stay in epoch 0. The epoch
 // says nothing about lost data; it only keeps the order of tokens.
 package epoch
@@ -245,8 +246,13 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 			return State{}, fmt.Errorf("epoch: advance: malformed reply %q", reply)
 		}
 		e, err := strconv.ParseUint(reply[1], 10, 64)
-		if err != nil || reply[0] == "" {
+		if err != nil {
 			return State{}, fmt.Errorf("epoch: advance: malformed reply %q", reply)
+		}
+		if reply[0] == "" {
+			t.log.Error("fencing epochs off: the Redis user may not run INFO (grant +info), so tokens are ordered by the clock across failovers",
+				"key", t.key)
+			return State{}, nil
 		}
 		if reply[2] == "1" {
 			t.log.Error("fencing epoch capped: tokens are ordered by the clock across failovers from now on",

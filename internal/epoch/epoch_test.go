@@ -294,6 +294,32 @@ func TestRecordPruned(t *testing.T) {
 	}
 }
 
+// A Redis user that may not run INFO cannot tell primaries apart: epochs
+// are off (tokens as before epochs), said at error level, and minting works.
+func TestInfoDeniedTurnsEpochsOff(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	if err := srv.Client().Do(ctx, "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "noinfo", Password: "pw"})
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Info(ctx, "replication").Err(); err == nil {
+		t.Fatal("the restricted user may run INFO")
+	}
+	var logs bytes.Buffer
+	ns := redistest.Namespace(t)
+	tr := epoch.New(c, ns, epoch.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a := mint(t, c, tr, ns+":a")
+	b := mint(t, c, tr, ns+":a")
+	if epoch.Of(a) != 0 || b <= a {
+		t.Fatalf("tokens without INFO: %d then %d", a, b)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "+info") {
+		t.Fatalf("epochs off without a loud log: %s", logs.String())
+	}
+}
+
 // Tracking is off on Redis Cluster: the zero State, minted in epoch 0.
 func TestClusterOff(t *testing.T) {
 	if testing.Short() {

@@ -70,6 +70,15 @@ local function token_mint(last, ep, now_us)
   return tok
 end
 
+-- epoch_replid returns the replication id of the node this runs on (its
+-- primary's when it is a replica), or '' when INFO is not permitted (ACL):
+-- epochs are then off, and the caller's tracker says so in its log.
+local function epoch_replid()
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) ~= 'string' then return '' end
+  return string.match(info, 'master_replid:(%w+)') or ''
+end
+
 -- epoch_check checks a minting script's epoch arguments against the node it
 -- runs on. rid is the replication id of the primary the caller's epoch ep
 -- is for ('' or nil: epochs off, mint in epoch 0); key is the namespace's
@@ -86,7 +95,7 @@ local function epoch_check(key, rid, ep)
   if not e or e < 0 or e > EPOCH_MAX or e ~= math.floor(e) then
     error({err = 'FENCEDQ invalid epoch ' .. tostring(ep)})
   end
-  local mine = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') or ''
+  local mine = epoch_replid()
   if mine ~= rid then return nil, {mine, ''} end
   local rec = tonumber(redis.call('HGET', key, 'r:' .. mine) or '')
   if rec and rec > e then return nil, {mine, string.format('%d', rec)} end
