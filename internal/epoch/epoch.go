@@ -36,6 +36,11 @@
 //     failover could have lost. A restart without failover keeps the
 //     epoch. If it is below an epoch already used (Sentinels redeployed
 //     with fresh state), the epoch is one more than the highest known.
+//     The Sentinels are asked again after a first assignment, which is
+//     raised if their answer rose meanwhile; otherwise a Sentinel epoch
+//     never raises a primary's recorded epoch, since the node may be an
+//     old primary cut off from the Sentinels whose tokens must stay below
+//     the new primary's.
 //   - Without Sentinel, one more than the highest epoch in the record, or
 //     than the caller's own highest when the record lost it (a chain of
 //     failovers to replicas that never saw the latest record). The record
@@ -54,12 +59,15 @@
 // primary, gets the same epoch again; order is then the clock's, as before
 // epochs. With Sentinel, epochs are consensus-backed only while Sentinels
 // keep their state, and a Sentinel that has not yet heard of a failover
-// can report the previous epoch (the highest answer of all is used, asked
-// before and after the record is read). Epochs above [Max] are capped
-// (logged at error level): past that point order across failovers is the
-// clock's again. A Redis user that may not run INFO (ACL) turns epochs off,
-// logged at error level: grant it +info. Redis Cluster is not covered yet ([New] turns tracking off
-// for anything but a *redis.Client): its tokens stay in epoch 0. The epoch
+// can report the previous epoch (the highest answer of all is used, and
+// asked again after an assignment). Without Sentinel, during a split brain
+// (an old primary still taking writes from some clients), a client that
+// minted on the new primary and is then served by the old one raises the
+// old one above it. Epochs above [Max] are capped (logged at error level):
+// past that point order across failovers is the clock's again. A Redis user
+// that may not run INFO (ACL) turns epochs off, logged at error level:
+// grant it +info. Redis Cluster is not covered yet ([New] turns tracking
+// off for anything but a *redis.Client): its tokens stay in epoch 0. The epoch
 // says nothing about lost data; it only keeps the order of tokens.
 package epoch
 
@@ -223,26 +231,26 @@ func (t *Tracker) Refresh(ctx context.Context, stale State) (State, error) {
 	return st, nil
 }
 
-// advance runs advance.lua, with the source's epoch asked before and again
-// after: a source that moved meanwhile (a failover in between) means the
-// answer may be for another primary, so it runs again.
+// advance runs advance.lua. With a source, the source is asked again
+// after a run that gave the primary its first epoch: if it rose meanwhile
+// (a failover, or a Sentinel that had not heard of it), that answer may
+// have been for the previous primary, so the assignment is raised to it.
 func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
-	for attempt := 1; ; attempt++ {
-		src := ""
-		var before uint64
-		if t.source != nil {
-			e, err := t.source.Epoch(ctx)
-			if err != nil {
-				return State{}, fmt.Errorf("epoch: %w", err)
-			}
-			before, src = e, strconv.FormatUint(e, 10)
+	src, raise := "", ""
+	if t.source != nil {
+		e, err := t.source.Epoch(ctx)
+		if err != nil {
+			return State{}, fmt.Errorf("epoch: %w", err)
 		}
+		src = strconv.FormatUint(e, 10)
+	}
+	for attempt := 1; ; attempt++ {
 		reply, err := advanceScript.Run(ctx, t.client, []string{t.key},
-			src, t.max, last.ReplID, last.Epoch).StringSlice()
+			src, t.max, last.ReplID, last.Epoch, raise).StringSlice()
 		if err != nil {
 			return State{}, fmt.Errorf("epoch: advance: %w", err)
 		}
-		if len(reply) != 3 {
+		if len(reply) != 4 {
 			return State{}, fmt.Errorf("epoch: advance: malformed reply %q", reply)
 		}
 		e, err := strconv.ParseUint(reply[1], 10, 64)
@@ -259,16 +267,17 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 				"key", t.key, "max", Max)
 		}
 		st := State{ReplID: reply[0], Epoch: e}
-		if t.source == nil || attempt == MaxAttempts {
+		if t.source == nil || (reply[3] != "1" && raise == "") || attempt == MaxAttempts {
 			return st, nil
 		}
 		after, err := t.source.Epoch(ctx)
 		if err != nil {
 			return State{}, fmt.Errorf("epoch: %w", err)
 		}
-		if after <= before {
+		if after <= e {
 			return st, nil
 		}
+		src, raise = strconv.FormatUint(after, 10), reply[1]
 	}
 }
 

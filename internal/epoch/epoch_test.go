@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,23 +216,16 @@ func TestScriptsKeepTheHighestEpoch(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.Start(t, redistest.Options{}).Client()
 	ns := redistest.Namespace(t)
-	src := &fixedSource{}
-	src.e.Store(3)
-	high := epoch.New(c, ns, epoch.Options{Source: src})
-	low := epoch.New(c, ns, epoch.Options{})
-	lowSt, err := low.Current(ctx)
-	if err != nil || lowSt.Epoch != 0 {
-		t.Fatalf("counting client: %+v, %v", lowSt, err)
+	tr := epoch.New(c, ns, epoch.Options{})
+	st, err := tr.Current(ctx)
+	if err != nil || st.Epoch != 0 {
+		t.Fatalf("first client: %+v, %v", st, err)
 	}
-	// Sentinel says 3: the record for this primary is raised to 3.
-	if tok := mint(t, c, high, ns+":a"); epoch.Of(tok) != 3 {
-		t.Fatalf("client with source epoch 3 minted in epoch %d", epoch.Of(tok))
-	}
-	// The counting client still holds 0 for the same primary: refused once,
-	// refreshed to 3.
+	// Another client raised this primary's epoch to 3: refused once, then 3.
+	c.HSet(ctx, epoch.Key(ns), "r:"+st.ReplID, 3)
 	refused := 0
-	err = low.Mint(ctx, func(st epoch.State) (bool, error) {
-		r, err := mintScript.Run(ctx, c, []string{ns + ":b", low.Key()}, st.ReplID, st.Epoch).Slice()
+	err = tr.Mint(ctx, func(st epoch.State) (bool, error) {
+		r, err := mintScript.Run(ctx, c, []string{ns + ":a", tr.Key()}, st.ReplID, st.Epoch).Slice()
 		if err != nil {
 			return false, err
 		}
@@ -250,8 +244,61 @@ func TestScriptsKeepTheHighestEpoch(t *testing.T) {
 	if err != nil || refused != 1 {
 		t.Fatalf("stale client: refused %d times, err %v", refused, err)
 	}
-	if m, _ := c.HGet(ctx, epoch.Key(ns), "max").Result(); m != "3" {
-		t.Fatalf("record max = %q, want 3", m)
+	// The record fell below what the client holds: its next mint raises it.
+	c.HSet(ctx, epoch.Key(ns), "r:"+st.ReplID, 1, "max", 1)
+	if tok := mint(t, c, tr, ns+":a"); epoch.Of(tok) != 3 {
+		t.Fatalf("minted in epoch %d, want 3", epoch.Of(tok))
+	}
+	if f := c.HGetAll(ctx, epoch.Key(ns)).Val(); f["r:"+st.ReplID] != "3" || f["max"] != "3" {
+		t.Fatalf("record not raised back to 3: %v", f)
+	}
+}
+
+// seqSource answers from a list, repeating the last answer.
+type seqSource struct {
+	mu  sync.Mutex
+	seq []uint64
+	n   int
+}
+
+func (s *seqSource) Epoch(context.Context) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.seq[min(s.n, len(s.seq)-1)]
+	s.n++
+	return e, nil
+}
+
+// The Sentinel's epoch gives a primary its first epoch, and is raised to
+// when the Sentinels moved on while it was being assigned, but never raises
+// a primary's recorded epoch otherwise: an old primary cut off from the
+// Sentinels must keep minting below the new one.
+func TestSentinelEpochRules(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+
+	ns := redistest.Namespace(t)
+	st, err := epoch.New(c, ns, epoch.Options{Source: &seqSource{seq: []uint64{3}}}).Current(ctx)
+	if err != nil || st.Epoch != 3 {
+		t.Fatalf("first sight with Sentinel epoch 3: %+v, %v", st, err)
+	}
+	// Another primary recorded at 1 (its record of epoch 1): Sentinel says 5.
+	old := epoch.New(c, ns, epoch.Options{Source: &seqSource{seq: []uint64{5}}})
+	c.HSet(ctx, epoch.Key(ns), "r:"+st.ReplID, 1)
+	if got, err := old.Current(ctx); err != nil || got.Epoch != 1 {
+		t.Fatalf("a recorded primary with a higher Sentinel epoch: %+v, %v (want its recorded 1)", got, err)
+	}
+
+	// The Sentinels move from 2 to 4 while the first epoch is assigned.
+	ns2 := redistest.Namespace(t)
+	src := &seqSource{seq: []uint64{2, 4}}
+	if got, err := epoch.New(c, ns2, epoch.Options{Source: src}).Current(ctx); err != nil || got.Epoch != 4 {
+		t.Fatalf("Sentinel epoch rising during the assignment: %+v, %v (want 4)", got, err)
+	}
+	// Sentinels reset (epoch 0) below an epoch in use: counted on from it.
+	c.HDel(ctx, epoch.Key(ns2), "r:"+st.ReplID)
+	if got, err := epoch.New(c, ns2, epoch.Options{Source: &seqSource{seq: []uint64{0}}}).Current(ctx); err != nil || got.Epoch != 5 {
+		t.Fatalf("Sentinels behind the record: %+v, %v (want 4 + 1)", got, err)
 	}
 }
 
