@@ -21,9 +21,11 @@
 // it returns the holder (the caller gets a [*HeldError] matching [ErrHeld]);
 // otherwise it mints
 //
-//	token = max(stored + 1, Redis TIME in microseconds)
+//	token = max(stored + 1, (epoch << 52) + Redis TIME in microseconds)
 //
-// records the holder and sets the deadline from Redis TIME. Renew extends the
+// records the holder and sets the deadline from Redis TIME. The epoch is 0
+// until the first failover (so tokens are exactly max(stored + 1, TIME µs)
+// then) and grows with every failover; see Failover below. Renew extends the
 // deadline only for the exact (owner, token) pair that holds a live lease
 // and returns [ErrLost] otherwise. Release clears the deadline and owner
 // (keeping the token) only for that pair; a stale release changes nothing
@@ -44,9 +46,52 @@
 // pipeline (without MinReplicas; a durable acquire waits for replicas on its
 // own connection). An idle Manager sends each call at once.
 //
+// # Failover
+//
+// A failover to a replica that missed the last writes loses the last
+// tokens, and the promoted node's clock may be behind: with the clock
+// alone, new tokens would fall below tokens already handed out, storage
+// would refuse every live holder until that clock caught up, and a zombie
+// from before the failover would out-rank them. Epochs prevent that. Each
+// primary's tenure has its own replication id; the Manager holds the epoch
+// of the primary it writes to, and the acquire script compares the
+// replication id with the node's own: on a new primary it mints nothing,
+// the Manager learns the new primary's epoch (one round trip, once per
+// failover), and the acquire runs again. Every token of the new epoch is
+// above every token of the old one, whatever either clock says. The epoch
+// comes from the Sentinels' config epoch when Config.Sentinel is set
+// (agreed by election, raised by every failover, so nothing the failover
+// lost is needed), and is otherwise counted in the namespace's epoch record
+// <ns>:epoch, which every replica holds from the start of each primary's
+// tenure. internal/epoch documents the rules and what they do not cover
+// (mainly: without Sentinel, a chain of failovers that lost the record).
+// Redis Cluster stays in epoch 0 for now.
+//
+// Storage feedback is the second line: a refused write's *fence.StaleError
+// carries storage's mark (StoredToken), and [Manager.Raise] lifts the
+// resource's counter above it, so the next Acquire mints above the mark at
+// once:
+//
+//	var stale *fence.StaleError
+//	if errors.As(err, &stale) {
+//		err = m.Raise(ctx, stale.Fence.Resource, stale.StoredToken) // ends l if its token is below
+//	}
+//
+// Tokens of epoch 2 and up are above 2^53, where floating point (Lua
+// numbers, JSON numbers in JavaScript) is no longer exact, and from epoch
+// 2048 above 2^63, beyond a signed 64-bit integer: storage must compare
+// them as unsigned 64-bit integers (pgfence stores numeric(20,0),
+// redisfence compares decimal strings, httpfence parses uint64).
+//
+// A failover does not move lease deadlines: a deadline recorded by the old
+// primary is read with the new primary's clock, so a lease held across a
+// failover to a node whose clock is behind lasts that much longer unless
+// its holder renews (a renew re-bases it on the new clock).
+//
 // # Guarantees
 //
-//   - Tokens per resource strictly increase and are never handed to two owners.
+//   - Tokens per resource strictly increase and are never handed to two
+//     owners, across failovers too, as far as the epochs reach (see Failover).
 //   - While Redis keeps its data, at most one owner holds a live lease.
 //   - Deadlines use the Redis server's clock, so client clocks do not matter
 //     for expiry; only the local monotonic clock bounds KeepAlive's view.
@@ -61,12 +106,18 @@
 //     cancelled before the server-side deadline (by the safety margin), so
 //     well-behaved work stops before anyone else can start.
 //   - Redis restart without persistence: holders and counters are gone, so a
-//     second owner may acquire while the first still runs. Because new tokens
-//     are at least the server's TIME in microseconds, they are still above
-//     every token issued before (unless the server clock stepped back by more
-//     than the outage lasted), and fencing keeps storage safe.
-//   - Failover to a replica that missed the last writes: the same argument
-//     applies. Set Config.MinReplicas to make Acquire wait (Redis WAIT) for
+//     second owner may acquire while the first still runs. The restarted
+//     server has a new replication id: without Sentinel, a Manager that
+//     minted before moves to the next epoch, so its tokens are above every
+//     token issued before; with Sentinel (no failover happened) the epoch
+//     stays and new tokens are at least the server's TIME in microseconds,
+//     still above the old ones unless the server clock stepped back by more
+//     than the outage lasted. Fencing keeps storage safe either way.
+//   - Failover to a replica that missed the last writes: the holder of a
+//     lost lease may still run while a second owner acquires (mutual
+//     exclusion is lost for that moment), but the new token is of a higher
+//     epoch, so storage takes the new owner's writes and refuses the old
+//     one's. Set Config.MinReplicas to make Acquire wait (Redis WAIT) for
 //     replicas to acknowledge the new token, failing with [ErrReplicas]
 //     otherwise; this narrows, but (as WAIT is not consensus) cannot close,
 //     the window in which a promoted replica forgets a lease.

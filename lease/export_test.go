@@ -17,8 +17,8 @@ var brokenScripts = map[string]struct {
 	// An acquisition reuses the resource's last token instead of minting a
 	// higher one: two holders in turn share a token.
 	"acquire-reuse-token": {&acquireScript, acquireSrc,
-		"local tok = stored + 1\nif now > tok then tok = now end",
-		"local tok = stored\nif tok == 0 then tok = now end"},
+		"local stok = token_mint(last, ep, now)",
+		"local stok = last or token_mint(last, ep, now)"},
 	// An acquisition ignores the live holder: two holders at once.
 	"acquire-ignore-holder": {&acquireScript, acquireSrc,
 		"if hdl and tonumber(hdl) > now then", "if false then"},

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
 
@@ -65,6 +67,9 @@ var (
 	// ErrReplicas means fewer replicas than Config.MinReplicas acknowledged
 	// the new token in time; the acquisition was undone.
 	ErrReplicas = errors.New("lease: not enough replicas acknowledged")
+	// ErrUnsettled means the Redis primary changed on every attempt of an
+	// acquire (a failover in progress); nothing was acquired. Retry later.
+	ErrUnsettled = epoch.ErrUnsettled
 )
 
 // HeldError reports the live holder of a resource. It matches ErrHeld.
@@ -102,6 +107,12 @@ type Config struct {
 	// network delay (default: a tenth of the TTL, at least 10ms; never more
 	// than half the TTL).
 	SafetyMargin time.Duration
+	// Sentinel, for a client made by redis.NewFailoverClient, is the same
+	// options. The Manager then takes the fencing epoch of each new primary
+	// from the Sentinels' config epoch for the master (agreed by election,
+	// raised by every failover); without it the epoch is counted in Redis
+	// (see "Failover" in the package documentation).
+	Sentinel *redis.FailoverOptions
 }
 
 // Manager acquires, renews and releases fenced leases in Redis. It is safe
@@ -116,12 +127,17 @@ type Manager struct {
 	client redis.UniversalClient
 	cfg    Config
 	batch  *scriptbatch.Batcher
+	epoch  *epoch.Tracker
 }
 
 var (
 	//go:embed acquire.lua
-	acquireSrc    string
+	acquireLua    string
+	acquireSrc    = epoch.Lua + acquireLua
 	acquireScript = redis.NewScript(acquireSrc)
+	//go:embed raise.lua
+	raiseLua    string
+	raiseScript = redis.NewScript(epoch.Lua + raiseLua)
 	//go:embed renew.lua
 	renewSrc    string
 	renewScript = redis.NewScript(renewSrc)
@@ -141,7 +157,8 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.ReplicaTimeout <= 0 {
 		cfg.ReplicaTimeout = 100 * time.Millisecond
 	}
-	return &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client)}
+	return &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client),
+		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel})}
 }
 
 // Namespace returns the key prefix in use.
@@ -186,25 +203,46 @@ func str(v any) string {
 
 // Acquire takes the lease on resource for owner, or fails at once with a
 // *HeldError (matching ErrHeld) naming the current holder.
+//
+// After a failover (or a restart) the first Acquire on the new primary
+// learns its fencing epoch before minting, so the token is above every
+// token minted before, whatever the new primary's clock says. While the
+// primary keeps changing under it, Acquire fails with ErrUnsettled.
 func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
 	if err := validate(resource, owner, ttl); err != nil {
 		return nil, err
 	}
 	keys := []string{m.Key(resource)}
-	args := []any{owner, ttl.Milliseconds()}
-	sent := time.Now()
-	var reply []any
-	var err error
-	if m.cfg.MinReplicas > 0 {
-		reply, err = m.acquireDurable(ctx, keys, args)
-	} else {
-		reply, err = m.batch.Run(ctx, acquireScript, keys, args...).Slice()
+	if m.epoch.Enabled() {
+		keys = append(keys, m.epoch.Key())
 	}
+	var reply []any
+	var sent time.Time
+	err := m.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
+		args := []any{owner, ttl.Milliseconds(), st.ReplID, st.Epoch}
+		sent = time.Now()
+		var err error
+		if m.cfg.MinReplicas > 0 {
+			reply, err = m.acquireDurable(ctx, keys, args)
+		} else {
+			reply, err = m.batch.Run(ctx, acquireScript, keys, args...).Slice()
+		}
+		if err != nil {
+			return false, err
+		}
+		if len(reply) > 0 && reply[0] == int64(-1) {
+			return true, nil // another primary, or a higher epoch recorded: refresh
+		}
+		if len(reply) != 4 {
+			return false, fmt.Errorf("malformed reply %v", reply)
+		}
+		return false, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %q: %w", resource, err)
 	}
 	tok, _ := strconv.ParseUint(str(reply[2]), 10, 64)
-	if reply[0].(int64) == 0 {
+	if reply[0] == int64(0) {
 		return nil, &HeldError{Resource: resource, Owner: str(reply[1]), Token: Token(tok), Deadline: usec(str(reply[3]))}
 	}
 	l := &Lease{Resource: resource, Owner: owner, Token: Token(tok), Deadline: usec(str(reply[3])), sent: sent, ttl: ttl}
@@ -234,7 +272,7 @@ func (m *Manager) acquireDurable(ctx context.Context, keys []string, args []any)
 	if err != nil {
 		return nil, err
 	}
-	if reply[0].(int64) == 0 {
+	if reply[0] != int64(1) {
 		return reply, nil
 	}
 	acked, err := wait.Int64()
@@ -242,7 +280,7 @@ func (m *Manager) acquireDurable(ctx context.Context, keys []string, args []any)
 		return reply, nil
 	}
 	// Undo: free the resource. The burned token is harmless: tokens only rise.
-	_ = releaseScript.Run(ctx, m.client, keys, args[0], str(reply[2])).Err()
+	_ = releaseScript.Run(ctx, m.client, keys[:1], args[0], str(reply[2])).Err()
 	if err != nil {
 		return nil, fmt.Errorf("%w: WAIT: %v", ErrReplicas, err)
 	}
@@ -310,6 +348,31 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: %q token %d", ErrNotHeld, l.Resource, l.Token)
+	}
+	return nil
+}
+
+// Raise makes every token minted for resource from now on greater than
+// mark. Call it with the high-water mark of a storage refusal (the
+// StoredToken of a *fence.StaleError): storage has seen a token the lease
+// counter no longer knows (a failover lost it, and the epochs could not
+// tell), and the next Acquire then mints above it at once instead of
+// being refused until the clock catches up. Tokens only rise, so a wrong
+// mark costs nothing but token space. A live lease on resource whose token
+// is below mark ends (storage refuses that token anyway): its Renew
+// reports ErrLost and the next Acquire may start at once. A mark the key
+// already reaches changes nothing.
+func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error {
+	switch {
+	case resource == "":
+		return fmt.Errorf("%w: empty resource", ErrInvalid)
+	case uint64(mark) == math.MaxUint64:
+		return fmt.Errorf("%w: no token is above mark %d", ErrInvalid, mark)
+	case mark == 0:
+		return nil
+	}
+	if err := m.batch.Run(ctx, raiseScript, []string{m.Key(resource)}, mark.String()).Err(); err != nil {
+		return fmt.Errorf("lease: raise %q: %w", resource, err)
 	}
 	return nil
 }

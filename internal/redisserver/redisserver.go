@@ -1,8 +1,11 @@
 // Package redisserver runs redis-server child processes on loopback: start
-// one (optionally with AOF, or cluster-enabled), pause, resume, kill and
-// restart it on the same port and data directory, and join three into a
-// Redis Cluster. The test harness (internal/redistest), the benchmark and
-// the chaos suite all use it.
+// one (optionally with AOF, cluster-enabled, as a replica, or as a
+// Sentinel), pause, resume, kill and restart it on the same port and data
+// directory, and join three into a Redis Cluster. For failover tests it
+// cuts a replica off its primary, waits for a Sentinel to promote a
+// replica, and shifts a server's wall clock through an LD_PRELOAD shim
+// (see [BuildClockShim]). The test harness (internal/redistest), the
+// benchmark and the chaos suite all use it.
 package redisserver
 
 import (
@@ -52,6 +55,15 @@ type Options struct {
 	// (empty: none), kept across restarts. Tests set it to wait on keyspace
 	// notifications; it costs throughput, so benchmarks leave it empty.
 	NotifyKeyspaceEvents string
+	// ReplicaOf, "host:port", starts the server as a replica of that primary.
+	ReplicaOf string
+	// Sentinel, when set, starts a Sentinel (redis-server --sentinel)
+	// monitoring one primary instead of a data server.
+	Sentinel *SentinelOptions
+	// ClockShim is the path of the clock shim built by BuildClockShim. When
+	// set, the process runs with it preloaded and SetClockOffset shifts its
+	// wall clock.
+	ClockShim string
 }
 
 // Server is a redis-server child process.
@@ -109,10 +121,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 }
 
 func (s *Server) args() []string {
+	if s.opts.Sentinel != nil {
+		return []string{s.sentinelConf(), "--sentinel"}
+	}
 	a := []string{
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", s.Dir,
 		"--save", "", "--daemonize", "no", "--protected-mode", "no",
-		"--logfile", filepath.Join(s.Dir, "redis-"+strconv.Itoa(s.Port)+".log"),
+		"--logfile", s.logFile(),
 		"--repl-diskless-sync-delay", "0",
 	}
 	if s.opts.AOF {
@@ -122,6 +137,10 @@ func (s *Server) args() []string {
 	}
 	if s.opts.NotifyKeyspaceEvents != "" {
 		a = append(a, "--notify-keyspace-events", s.opts.NotifyKeyspaceEvents)
+	}
+	if s.opts.ReplicaOf != "" {
+		host, port, _ := net.SplitHostPort(s.opts.ReplicaOf)
+		a = append(a, "--replicaof", host, port)
 	}
 	if s.opts.Cluster {
 		a = append(a, "--cluster-enabled", "yes",
@@ -136,7 +155,19 @@ func (s *Server) launch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.opts.Sentinel != nil {
+		if err := s.writeSentinelConf(); err != nil {
+			return err
+		}
+	}
 	cmd := exec.Command(path, s.args()...)
+	if s.opts.ClockShim != "" {
+		env, err := s.clockEnv()
+		if err != nil {
+			return err
+		}
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// Its own process group: a terminal's Ctrl-C reaches only the parent,
 	// which then stops its servers itself.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -167,9 +198,14 @@ func (s *Server) launch(ctx context.Context) error {
 	return fmt.Errorf("redis-server on %s did not answer within 10s; log: %s", s.Addr, s.LogTail())
 }
 
+// logFile is the path of the server's log.
+func (s *Server) logFile() string {
+	return filepath.Join(s.Dir, "redis-"+strconv.Itoa(s.Port)+".log")
+}
+
 // LogTail returns the last lines of the server's log.
 func (s *Server) LogTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.Dir, "redis-"+strconv.Itoa(s.Port)+".log"))
+	b, _ := os.ReadFile(s.logFile())
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) > 5 {
 		lines = lines[len(lines)-5:]

@@ -3,8 +3,12 @@
 // Every test package in fencedq gets its Redis from here. A [Server] is a
 // redis-server child process on a free loopback port with its own temporary
 // data directory; tests can pause (SIGSTOP), resume (SIGCONT), kill (SIGKILL)
-// and restart it on the same port and directory. [StartCluster] forms a
-// three-master Redis Cluster. [New] returns a client and a fresh key
+// and restart it on the same port and directory, and shift its wall clock
+// ([Server.SetClockOffset], through an LD_PRELOAD shim compiled at test
+// time). [StartCluster] forms a three-master Redis Cluster. [StartFailover]
+// starts a primary, a replica and a Sentinel, and can cut the replica off
+// (so it lags), kill the primary and wait for the Sentinel to promote the
+// replica. [New] returns a client and a fresh key
 // namespace, honouring REDIS_ADDR to use an existing server instead of
 // starting one; on a shared server nothing outside the namespace is touched.
 package redistest
@@ -32,6 +36,9 @@ type Options struct {
 	AOF bool
 	// ClusterEnabled starts the server in cluster mode (used by StartCluster).
 	ClusterEnabled bool
+	// ClockShim runs the server with the clock shim preloaded, so
+	// [Server.SetClockOffset] can shift its wall clock (see [ClockShim]).
+	ClockShim bool
 }
 
 // Server is a redis-server child process owned by a test.
@@ -48,13 +55,11 @@ type Server struct {
 // test, naming what to install, when redis-server is missing.
 func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
-	srv, err := redisserver.Start(context.Background(), redisserver.Options{Dir: tb.TempDir(), AOF: opts.AOF,
-		Cluster: opts.ClusterEnabled, NotifyKeyspaceEvents: KeyspaceEvents})
-	if err != nil {
-		tb.Fatal(err)
+	shim := ""
+	if opts.ClockShim {
+		shim = ClockShim(tb)
 	}
-	tb.Cleanup(srv.Stop)
-	return &Server{Addr: srv.Addr, tb: tb, srv: srv}
+	return startWith(tb, redisserver.Options{AOF: opts.AOF, Cluster: opts.ClusterEnabled, ClockShim: shim})
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

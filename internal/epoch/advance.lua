@@ -1,0 +1,68 @@
+-- advance.lua (internal/epoch): learn the fencing epoch of the primary this runs on.
+-- KEYS[1] the namespace's epoch record <ns>:epoch: hash 'r:<replication id>' -> epoch,
+--         'max' -> the highest epoch recorded
+-- ARGV[1] the master's config epoch from its Sentinels ('' without Sentinel)
+-- ARGV[2] the highest epoch the caller ever minted with
+-- ARGV[3] the replication id of the primary the caller last minted on ('' for none)
+-- ARGV[4] the caller's epoch for that primary
+-- ARGV[5] '' or, when the caller's previous run assigned this primary an epoch and the
+--         Sentinels' epoch rose since, that epoch: raised to ARGV[1] if still recorded
+-- Reply: {replication id, epoch, capped, assigned}: capped 1 when the epoch was capped at
+--        EPOCH_MAX, assigned 1 when this run gave the primary its first epoch;
+--        {'', '0', '0', '0'} when INFO is not permitted here (epochs off)
+--
+-- A primary keeps the epoch recorded for its replication id. A replication
+-- id seen for the first time (a promoted replica, a restarted primary) gets:
+--   with Sentinel: its config epoch, which grows with every failover; or,
+--     when that is below an epoch already used (Sentinels reset), one more
+--     than the highest known;
+--   without: one more than the highest known (the record's max, or the
+--     caller's own highest, when the record lost it), except on a namespace
+--     without a record, reached by a caller that never minted: 0.
+-- A Sentinel epoch never raises a primary's recorded epoch (the node may be
+-- an old primary cut off from the Sentinels, whose tokens must stay below
+-- the new primary's), except the caller's own fresh assignment (ARGV[5]).
+-- Without Sentinel, a caller that minted on another primary with an epoch at
+-- least the recorded one moves this primary one above it: the record of
+-- that epoch was lost, and this primary's must not collide with it.
+local key = KEYS[1]
+local F, C, L, EL = tonumber(ARGV[1]), tonumber(ARGV[2]) or 0, ARGV[3], tonumber(ARGV[4]) or 0
+local function fmt(n) return string.format('%d', n) end
+local rid = epoch_replid()
+if rid == '' then return {'', '0', '0', '0'} end -- INFO not permitted: epochs off
+local mx = tonumber(redis.call('HGET', key, 'max') or '')
+local rec = tonumber(redis.call('HGET', key, 'r:' .. rid) or '')
+local e, assigned = nil, 0
+if rec or rid == L then
+  e = rec or EL
+  if rid == L and EL > e then e = EL end
+  if F then
+    if rec and rec == tonumber(ARGV[5]) and F > e then e = F end
+  elseif L ~= '' and rid ~= L and C >= e then
+    e = C + 1
+  end
+else
+  assigned = 1
+  local known = math.max(mx or 0, C)
+  if F then
+    if F >= known then e = F else e = known + 1 end
+  elseif mx == nil and L == '' then
+    e = 0
+  else
+    e = known + 1
+  end
+end
+local capped = 0
+if e > EPOCH_MAX then e, capped = EPOCH_MAX, 1 end
+redis.call('HSET', key, 'r:' .. rid, fmt(e))
+if not mx or e > mx then redis.call('HSET', key, 'max', fmt(e)) end
+-- Keep the newest 32 primaries: older replication ids never mint again.
+if redis.call('HLEN', key) > 64 then
+  local all, ids = redis.call('HGETALL', key), {}
+  for i = 1, #all, 2 do
+    if all[i] ~= 'max' and all[i] ~= 'r:' .. rid then table.insert(ids, {all[i], tonumber(all[i + 1]) or 0}) end
+  end
+  table.sort(ids, function(a, b) return a[2] < b[2] end)
+  for i = 1, #ids - 31 do redis.call('HDEL', key, ids[i][1]) end
+end
+return {rid, fmt(e), fmt(capped), fmt(assigned)}

@@ -1,0 +1,305 @@
+// Package epoch orders fencing tokens across Redis failovers without
+// trusting any clock.
+//
+// A token minted by a script that uses this package is
+//
+//	token = max(last + 1, (epoch << Shift) + Redis TIME in µs)
+//
+// where last is the resource's (or job's) last token and epoch is a small
+// counter (0 to [Max]) that grows with every failover. Redis TIME in µs stays
+// below 2^52 until 2112, so every token of epoch e+1 is above every token of
+// epoch e whatever the clocks said and whichever increments a failover lost:
+// a zombie holding a token from before a failover can never out-rank a live
+// holder after it. Epoch 0 gives exactly the tokens minted before epochs
+// existed, max(last + 1, TIME µs), which stay as a second line of defence
+// within an epoch (a restart without persistence that keeps the epoch).
+//
+// # Where the epoch comes from
+//
+// Each primary's tenure has its own replication id (master_replid in INFO
+// replication): a promoted replica and a restarted primary get a new one.
+// A [Tracker] holds (replication id, epoch) for the primary its client
+// writes to. Minting scripts get both as arguments, and the library [Lua]
+// (prepended to them) compares the replication id with the node's own
+// inside the script: a script on another primary than the epoch is for
+// mints nothing and tells the caller to [Tracker.Refresh], then run again.
+// So no token is ever minted on a new primary with the epoch of an old one,
+// and no connection hook or timing is involved.
+//
+// Refresh runs advance.lua on the primary, which records epochs per
+// replication id in the namespace's epoch record (see [Key]) and assigns
+// one to a replication id it has not seen:
+//
+//   - With Sentinel (Options.Sentinel), the master's config epoch, the
+//     highest over every Sentinel that answers. Sentinels agree on it by
+//     election and raise it on every failover, so it needs nothing the
+//     failover could have lost. A restart without failover keeps the
+//     epoch. If it is below an epoch already used (Sentinels redeployed
+//     with fresh state), the epoch is one more than the highest known.
+//     The Sentinels are asked again after a first assignment, which is
+//     raised if their answer rose meanwhile; otherwise a Sentinel epoch
+//     never raises a primary's recorded epoch, since the node may be an
+//     old primary cut off from the Sentinels whose tokens must stay below
+//     the new primary's.
+//   - Without Sentinel, one more than the highest epoch in the record, or
+//     than the caller's own highest when the record lost it (a chain of
+//     failovers to replicas that never saw the latest record). The record
+//     is written at the start of each tenure, so a replica that lags by
+//     seconds has it. A caller that minted on another primary with an
+//     epoch at least the recorded one raises the record above it.
+//
+// Scripts raise the record to a caller's epoch when it is higher and refuse
+// (Refresh again) a caller whose epoch is lower, so one stale caller cannot
+// mint below the epoch others use on the same primary.
+//
+// # What it does not guarantee
+//
+// Without Sentinel, a replica promoted without the record of the epoch its
+// old primary used, reached first by clients that never talked to that
+// primary, gets the same epoch again; order is then the clock's, as before
+// epochs. With Sentinel, epochs are consensus-backed only while Sentinels
+// keep their state, and a Sentinel that has not yet heard of a failover
+// can report the previous epoch (the highest answer of all is used, and
+// asked again after an assignment). Without Sentinel, during a split brain
+// (an old primary still taking writes from some clients), a client that
+// minted on the new primary and is then served by the old one raises the
+// old one above it. Epochs above [Max] are capped (logged at error level):
+// past that point order across failovers is the clock's again. A Redis user
+// that may not run INFO (ACL) turns epochs off, logged at error level:
+// grant it +info. Redis Cluster is not covered yet ([New] turns tracking
+// off for anything but a *redis.Client): its tokens stay in epoch 0. The epoch
+// says nothing about lost data; it only keeps the order of tokens.
+package epoch
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Shift is the bit position of the epoch in a token.
+const Shift = 52
+
+// Max is the highest epoch: 12 bits above the 52 of Redis time in µs.
+const Max = 1<<(64-Shift) - 1
+
+// MaxAttempts bounds how many times [Tracker.Mint] runs a minting script
+// that keeps reporting a stale epoch (the primary changing under it).
+const MaxAttempts = 5
+
+// ErrUnsettled means the primary changed on every attempt of a mint.
+var ErrUnsettled = errors.New("epoch: the primary kept changing")
+
+var (
+	// Lua is the script library minting scripts start with. It defines
+	// epoch_check(key, rid, ep), which returns the epoch to mint with or
+	// nil and {replication id, recorded epoch} when the caller must
+	// refresh, and token_mint(last, ep, now_us), which returns the token
+	// as a decimal string; plus u64_norm, u64_cmp and u64_add for decimal
+	// uint64 strings. See lib.lua.
+	//go:embed lib.lua
+	Lua string
+	//go:embed advance.lua
+	advanceSrc    string
+	advanceScript = redis.NewScript(Lua + advanceSrc)
+)
+
+// Of returns the epoch token was minted in.
+func Of(token uint64) uint64 { return token >> Shift }
+
+// Floor returns the lowest token epoch e mints at Redis time unixMicro:
+// (e << Shift) + unixMicro.
+func Floor(e uint64, unixMicro int64) uint64 { return e<<Shift + uint64(unixMicro) }
+
+// Key returns the epoch record of namespace ns: a hash holding the epoch of
+// each recent primary ("r:<replication id>") and the highest ("max").
+func Key(ns string) string { return ns + ":epoch" }
+
+// State is what a minting script is given: the replication id of the
+// primary the epoch is for, and the epoch. The zero State turns the
+// script's check off (epoch 0).
+type State struct {
+	ReplID string
+	Epoch  uint64
+}
+
+// Source reports an epoch agreed outside the data nodes that grows with
+// every failover (Sentinel's config epoch).
+type Source interface {
+	Epoch(ctx context.Context) (uint64, error)
+}
+
+// Options configures a Tracker.
+type Options struct {
+	// Sentinel, for a client made by redis.NewFailoverClient, is the same
+	// options: the tracker asks its Sentinels for the master's config
+	// epoch. Without it epochs are counted in the record.
+	Sentinel *redis.FailoverOptions
+	// Source replaces the Sentinel source (tests).
+	Source Source
+	// Logger receives a new primary's epoch (info) and a capped epoch (error);
+	// default slog.Default().
+	Logger *slog.Logger
+}
+
+// Tracker holds the epoch a client mints with. It is safe for concurrent
+// use. Components sharing a client and namespace may each have their own:
+// the record keeps them in step.
+type Tracker struct {
+	client *redis.Client // nil: tracking off
+	key    string
+	source Source
+	log    *slog.Logger
+
+	state atomic.Pointer[State]
+	mu    sync.Mutex // serialises refreshes; guards max
+	max   uint64     // the highest epoch handed out
+}
+
+// New returns a tracker for namespace ns over client. Tracking is on for a
+// *redis.Client (a single server, or a failover client) and off for any
+// other client (Redis Cluster, Ring): its State is the zero State.
+func New(client redis.UniversalClient, ns string, opts Options) *Tracker {
+	t := &Tracker{key: Key(ns), source: opts.Source, log: opts.Logger}
+	if c, ok := client.(*redis.Client); ok {
+		t.client = c
+	}
+	if t.source == nil && opts.Sentinel != nil {
+		t.source = sentinelSource{opts.Sentinel}
+	}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	return t
+}
+
+// Enabled reports whether the tracker checks epochs (see New).
+func (t *Tracker) Enabled() bool { return t.client != nil }
+
+// Key returns the epoch record minting scripts pass to epoch_check.
+func (t *Tracker) Key() string { return t.key }
+
+// Current returns the state to mint with, learning it first if the
+// tracker has none yet.
+func (t *Tracker) Current(ctx context.Context) (State, error) {
+	if !t.Enabled() {
+		return State{}, nil
+	}
+	if st := t.state.Load(); st != nil {
+		return *st, nil
+	}
+	return t.Refresh(ctx, State{})
+}
+
+// Refresh learns the epoch of the primary the client now writes to, after
+// a script refused stale (the state it minted with). When another caller
+// already refreshed past stale, it returns that state without asking again.
+func (t *Tracker) Refresh(ctx context.Context, stale State) (State, error) {
+	if !t.Enabled() {
+		return State{}, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.state.Load()
+	if cur != nil && *cur != stale {
+		return *cur, nil
+	}
+	var last State
+	if cur != nil {
+		last = *cur
+	}
+	st, err := t.advance(ctx, last)
+	if err != nil {
+		return State{}, err
+	}
+	switch {
+	case last.ReplID == "":
+		t.log.Debug("fencing epoch", "key", t.key, "replication_id", st.ReplID, "epoch", st.Epoch)
+	case st != last:
+		t.log.Info("fencing epoch: new primary", "key", t.key, "replication_id", st.ReplID,
+			"epoch", st.Epoch, "previous_replication_id", last.ReplID, "previous_epoch", last.Epoch)
+	}
+	t.max = max(t.max, st.Epoch)
+	t.state.Store(&st)
+	return st, nil
+}
+
+// advance runs advance.lua. With a source, the source is asked again
+// after a run that gave the primary its first epoch: if it rose meanwhile
+// (a failover, or a Sentinel that had not heard of it), that answer may
+// have been for the previous primary, so the assignment is raised to it.
+func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
+	src, raise := "", ""
+	if t.source != nil {
+		e, err := t.source.Epoch(ctx)
+		if err != nil {
+			return State{}, fmt.Errorf("epoch: %w", err)
+		}
+		src = strconv.FormatUint(e, 10)
+	}
+	for attempt := 1; ; attempt++ {
+		reply, err := advanceScript.Run(ctx, t.client, []string{t.key},
+			src, t.max, last.ReplID, last.Epoch, raise).StringSlice()
+		if err != nil {
+			return State{}, fmt.Errorf("epoch: advance: %w", err)
+		}
+		if len(reply) != 4 {
+			return State{}, fmt.Errorf("epoch: advance: malformed reply %q", reply)
+		}
+		e, err := strconv.ParseUint(reply[1], 10, 64)
+		if err != nil {
+			return State{}, fmt.Errorf("epoch: advance: malformed reply %q", reply)
+		}
+		if reply[0] == "" {
+			t.log.Error("fencing epochs off: the Redis user may not run INFO (grant +info), so tokens are ordered by the clock across failovers",
+				"key", t.key)
+			return State{}, nil
+		}
+		if reply[2] == "1" {
+			t.log.Error("fencing epoch capped: tokens are ordered by the clock across failovers from now on",
+				"key", t.key, "max", Max)
+		}
+		st := State{ReplID: reply[0], Epoch: e}
+		if t.source == nil || (reply[3] != "1" && raise == "") || attempt == MaxAttempts {
+			return st, nil
+		}
+		after, err := t.source.Epoch(ctx)
+		if err != nil {
+			return State{}, fmt.Errorf("epoch: %w", err)
+		}
+		if after <= e {
+			return st, nil
+		}
+		src, raise = strconv.FormatUint(after, 10), reply[1]
+	}
+}
+
+// Mint runs mint with the state to mint with and, while mint reports it
+// stale (the script's epoch_check refused it), refreshes and runs it again,
+// at most MaxAttempts times in all; then it fails with ErrUnsettled. An
+// error from mint ends it at once.
+func (t *Tracker) Mint(ctx context.Context, mint func(State) (stale bool, err error)) error {
+	st, err := t.Current(ctx)
+	if err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		stale, err := mint(st)
+		if err != nil || !stale {
+			return err
+		}
+		if attempt == MaxAttempts {
+			return fmt.Errorf("%w (%d attempts)", ErrUnsettled, attempt)
+		}
+		if st, err = t.Refresh(ctx, st); err != nil {
+			return err
+		}
+	}
+}

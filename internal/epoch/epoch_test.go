@@ -1,0 +1,442 @@
+package epoch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/epoch"
+	"github.com/fencedq/fencedq/internal/redistest"
+)
+
+// arith exposes the library's arithmetic to Go.
+var arith = redis.NewScript(epoch.Lua + `
+if ARGV[1] == 'add' then return u64_add(u64_norm(ARGV[2]), u64_norm(ARGV[3])) end
+if ARGV[1] == 'cmp' then return u64_cmp(u64_norm(ARGV[2]), u64_norm(ARGV[3])) end
+if ARGV[1] == 'norm' then return u64_norm(ARGV[2]) end
+if ARGV[1] == 'mint' then return token_mint(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) end
+`)
+
+// mintScript is the smallest minting script: one counter per key, the
+// protocol a lease or a ledger claim follows.
+var mintScript = redis.NewScript(epoch.Lua + `
+local ep, stale = epoch_check(KEYS[2], ARGV[1], ARGV[2])
+if not ep then return {-1, stale[1], stale[2]} end
+local t = redis.call('TIME')
+local tok = token_mint(redis.call('GET', KEYS[1]), ep, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+redis.call('SET', KEYS[1], tok)
+return {1, tok}
+`)
+
+// mint mints one token on key through tr, as a minting component does.
+func mint(t *testing.T, c redis.UniversalClient, tr *epoch.Tracker, key string) uint64 {
+	t.Helper()
+	tok, err := tryMint(c, tr, key)
+	if err != nil {
+		t.Fatalf("mint on %s: %v", key, err)
+	}
+	return tok
+}
+
+// tryMint is mint returning its error.
+func tryMint(c redis.UniversalClient, tr *epoch.Tracker, key string) (uint64, error) {
+	var tok uint64
+	err := tr.Mint(context.Background(), func(st epoch.State) (bool, error) {
+		keys := []string{key}
+		if tr.Enabled() {
+			keys = append(keys, tr.Key())
+		}
+		r, err := mintScript.Run(context.Background(), c, keys, st.ReplID, st.Epoch).Slice()
+		if err != nil {
+			return false, err
+		}
+		if r[0].(int64) == -1 {
+			return true, nil
+		}
+		tok, err = strconv.ParseUint(r[1].(string), 10, 64)
+		return false, err
+	})
+	return tok, err
+}
+
+func TestDecimalArithmetic(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	run := func(args ...any) string {
+		t.Helper()
+		v, err := arith.Run(ctx, c, nil, args...).Result()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return fmt.Sprint(v)
+	}
+	for in, want := range map[string]string{"007": "7", "0": "0", "000": "0", "": "0", "12a": "0", "-1": "0", "18446744073709551615": "18446744073709551615"} {
+		if got := run("norm", in); got != want {
+			t.Errorf("norm(%q) = %q, want %q", in, got, want)
+		}
+	}
+	edges := []uint64{0, 1, 9, 9999999, 10000000, 10000001, 1<<52 - 1, 1 << 52, 1<<53 - 1, 1 << 53, 1<<53 + 1,
+		1 << 63, math.MaxUint64 / 2, math.MaxUint64 - 1}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		edges = append(edges, r.Uint64()>>r.IntN(64))
+	}
+	for i, a := range edges {
+		b := edges[(i*7+3)%len(edges)]
+		sum := new(big.Int).Add(new(big.Int).SetUint64(a), new(big.Int).SetUint64(b))
+		if got := run("add", strconv.FormatUint(a, 10), strconv.FormatUint(b, 10)); got != sum.String() {
+			t.Fatalf("%d + %d = %s, want %s", a, b, got, sum)
+		}
+		want := "0"
+		if a < b {
+			want = "-1"
+		} else if a > b {
+			want = "1"
+		}
+		if got := run("cmp", strconv.FormatUint(a, 10), strconv.FormatUint(b, 10)); got != want {
+			t.Fatalf("cmp(%d, %d) = %s, want %s", a, b, got, want)
+		}
+	}
+	now := time.Now().UnixMicro()
+	for _, tc := range []struct {
+		last string
+		ep   uint64
+		want uint64
+	}{
+		{"", 0, uint64(now)}, // epoch 0: today's tokens
+		{strconv.FormatInt(now+1000, 10), 0, uint64(now) + 1001}, // stored above the clock
+		{"", 1, epoch.Floor(1, now)},
+		{"", 2, epoch.Floor(2, now)}, // above 2^53: exact all the same
+		{strconv.FormatUint(epoch.Floor(2, now), 10), 2, epoch.Floor(2, now) + 1},
+		{strconv.FormatUint(epoch.Floor(7, now), 10), 3, epoch.Floor(7, now) + 1}, // a later epoch's token stays above
+		{"", epoch.Max, epoch.Floor(epoch.Max, now)},
+		{"18446744073709551614", 0, math.MaxUint64},
+	} {
+		got := run("mint", tc.last, tc.ep, now)
+		if got != strconv.FormatUint(tc.want, 10) {
+			t.Errorf("mint(%q, %d, %d) = %s, want %d", tc.last, tc.ep, now, got, tc.want)
+		}
+	}
+	if err := arith.Run(ctx, c, nil, "mint", "18446744073709551615", 0, now).Err(); err == nil ||
+		!strings.Contains(err.Error(), "token space exhausted") {
+		t.Fatalf("mint past 2^64-1: %v", err)
+	}
+}
+
+func TestTokenLayout(t *testing.T) {
+	now := time.Now().UnixMicro()
+	if epoch.Floor(0, now) != uint64(now) {
+		t.Fatal("epoch 0 is not Redis time")
+	}
+	if epoch.Of(epoch.Floor(5, now)) != 5 || epoch.Of(uint64(now)) != 0 {
+		t.Fatal("Of does not invert Floor")
+	}
+	// The year 2112 in µs is still below one epoch: no clock, however far
+	// ahead, lifts a token of epoch e to epoch e+1.
+	if y2112 := time.Date(2112, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro(); uint64(y2112) >= 1<<epoch.Shift {
+		t.Fatalf("µs of 2112 = %d reach the epoch bits", y2112)
+	}
+	if epoch.Floor(epoch.Max, 1<<epoch.Shift-1) != math.MaxUint64 {
+		t.Fatal("the last epoch does not end at 2^64-1")
+	}
+}
+
+// Without Sentinel on one server: epoch 0 at first; a restart without
+// persistence (a new replication id, every key gone) moves a client that
+// minted before to epoch 1, so its tokens stay above the lost ones even
+// with the restarted server's clock ten minutes behind.
+func TestRestartCountsAnEpoch(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{ClockShim: true})
+	c := srv.Client()
+	ns := redistest.Namespace(t)
+	tr := epoch.New(c, ns, epoch.Options{})
+	key := ns + ":counter"
+	t1 := mint(t, c, tr, key)
+	t2 := mint(t, c, tr, key)
+	if epoch.Of(t1) != 0 || t2 <= t1 {
+		t.Fatalf("before the restart: %d then %d", t1, t2)
+	}
+	srv.Restart()
+	srv.SetClockOffset(-10 * time.Minute)
+	t3 := mint(t, c, tr, key)
+	if epoch.Of(t3) != 1 || t3 <= t2 {
+		t.Fatalf("after a restart with the clock 10 min behind: %d (epoch %d) after %d", t3, epoch.Of(t3), t2)
+	}
+	// A client that never minted before now joins epoch 1 from the record.
+	fresh := epoch.New(c, ns, epoch.Options{})
+	if t4 := mint(t, c, fresh, key); epoch.Of(t4) != 1 || t4 <= t3 {
+		t.Fatalf("a new client: %d (epoch %d) after %d", t4, epoch.Of(t4), t3)
+	}
+}
+
+// A client that reached a restarted primary first, knowing nothing, gives it
+// epoch 0 again; a client that minted before the restart then moves it
+// above, and the first client is refused until it refreshes.
+func TestClientMemoryRaisesACollidingEpoch(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := srv.Client()
+	ns := redistest.Namespace(t)
+	old := epoch.New(c, ns, epoch.Options{})
+	key := ns + ":counter"
+	before := mint(t, c, old, key)
+	srv.Restart()
+	fresh := epoch.New(c, ns, epoch.Options{})
+	if tok := mint(t, c, fresh, key); epoch.Of(tok) != 0 {
+		t.Fatalf("first client after a restart that lost the record: epoch %d, want 0", epoch.Of(tok))
+	}
+	if tok := mint(t, c, old, key); epoch.Of(tok) != 1 || tok <= before {
+		t.Fatalf("the client that minted before the restart: %d (epoch %d), want epoch 1 above %d", tok, epoch.Of(tok), before)
+	}
+	if tok := mint(t, c, fresh, key); epoch.Of(tok) != 1 {
+		t.Fatalf("the first client after the raise: epoch %d, want 1", epoch.Of(tok))
+	}
+}
+
+// fixedSource is a Source a test sets.
+type fixedSource struct{ e atomic.Uint64 }
+
+func (f *fixedSource) Epoch(context.Context) (uint64, error) { return f.e.Load(), nil }
+
+// A caller whose epoch is below the one recorded for the primary is
+// refused and refreshes; one above raises the record for everyone.
+func TestScriptsKeepTheHighestEpoch(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	ns := redistest.Namespace(t)
+	tr := epoch.New(c, ns, epoch.Options{})
+	st, err := tr.Current(ctx)
+	if err != nil || st.Epoch != 0 {
+		t.Fatalf("first client: %+v, %v", st, err)
+	}
+	// Another client raised this primary's epoch to 3: refused once, then 3.
+	c.HSet(ctx, epoch.Key(ns), "r:"+st.ReplID, 3)
+	refused := 0
+	err = tr.Mint(ctx, func(st epoch.State) (bool, error) {
+		r, err := mintScript.Run(ctx, c, []string{ns + ":a", tr.Key()}, st.ReplID, st.Epoch).Slice()
+		if err != nil {
+			return false, err
+		}
+		if r[0].(int64) == -1 {
+			refused++
+			if r[2] != "3" {
+				t.Errorf("refusal names recorded epoch %v, want 3", r[2])
+			}
+			return true, nil
+		}
+		if tok, _ := strconv.ParseUint(r[1].(string), 10, 64); epoch.Of(tok) != 3 {
+			t.Errorf("minted in epoch %d after the refresh, want 3", epoch.Of(tok))
+		}
+		return false, nil
+	})
+	if err != nil || refused != 1 {
+		t.Fatalf("stale client: refused %d times, err %v", refused, err)
+	}
+	// The record fell below what the client holds: its next mint raises it.
+	c.HSet(ctx, epoch.Key(ns), "r:"+st.ReplID, 1, "max", 1)
+	if tok := mint(t, c, tr, ns+":a"); epoch.Of(tok) != 3 {
+		t.Fatalf("minted in epoch %d, want 3", epoch.Of(tok))
+	}
+	if f := c.HGetAll(ctx, epoch.Key(ns)).Val(); f["r:"+st.ReplID] != "3" || f["max"] != "3" {
+		t.Fatalf("record not raised back to 3: %v", f)
+	}
+}
+
+// seqSource answers from a list, repeating the last answer.
+type seqSource struct {
+	mu  sync.Mutex
+	seq []uint64
+	n   int
+}
+
+func (s *seqSource) Epoch(context.Context) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.seq[min(s.n, len(s.seq)-1)]
+	s.n++
+	return e, nil
+}
+
+// The Sentinel's epoch gives a primary its first epoch, and is raised to
+// when the Sentinels moved on while it was being assigned, but never raises
+// a primary's recorded epoch otherwise: an old primary cut off from the
+// Sentinels must keep minting below the new one.
+func TestSentinelEpochRules(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+
+	ns := redistest.Namespace(t)
+	st, err := epoch.New(c, ns, epoch.Options{Source: &seqSource{seq: []uint64{3}}}).Current(ctx)
+	if err != nil || st.Epoch != 3 {
+		t.Fatalf("first sight with Sentinel epoch 3: %+v, %v", st, err)
+	}
+	// Another primary recorded at 1 (its record of epoch 1): Sentinel says 5.
+	old := epoch.New(c, ns, epoch.Options{Source: &seqSource{seq: []uint64{5}}})
+	c.HSet(ctx, epoch.Key(ns), "r:"+st.ReplID, 1)
+	if got, err := old.Current(ctx); err != nil || got.Epoch != 1 {
+		t.Fatalf("a recorded primary with a higher Sentinel epoch: %+v, %v (want its recorded 1)", got, err)
+	}
+
+	// The Sentinels move from 2 to 4 while the first epoch is assigned.
+	ns2 := redistest.Namespace(t)
+	src := &seqSource{seq: []uint64{2, 4}}
+	if got, err := epoch.New(c, ns2, epoch.Options{Source: src}).Current(ctx); err != nil || got.Epoch != 4 {
+		t.Fatalf("Sentinel epoch rising during the assignment: %+v, %v (want 4)", got, err)
+	}
+	// Sentinels reset (epoch 0) below an epoch in use: counted on from it.
+	c.HDel(ctx, epoch.Key(ns2), "r:"+st.ReplID)
+	if got, err := epoch.New(c, ns2, epoch.Options{Source: &seqSource{seq: []uint64{0}}}).Current(ctx); err != nil || got.Epoch != 5 {
+		t.Fatalf("Sentinels behind the record: %+v, %v (want 4 + 1)", got, err)
+	}
+}
+
+// An epoch source above Max is capped, loudly.
+func TestEpochCapped(t *testing.T) {
+	c := redistest.Start(t, redistest.Options{}).Client()
+	ns := redistest.Namespace(t)
+	src := &fixedSource{}
+	src.e.Store(epoch.Max + 10)
+	var logs bytes.Buffer
+	tr := epoch.New(c, ns, epoch.Options{Source: src, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if tok := mint(t, c, tr, ns+":a"); epoch.Of(tok) != epoch.Max {
+		t.Fatalf("epoch %d, want the cap %d", epoch.Of(tok), epoch.Max)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "capped") {
+		t.Fatalf("no error logged for a capped epoch: %s", logs.String())
+	}
+}
+
+// The record keeps the newest primaries only.
+func TestRecordPruned(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	ns := redistest.Namespace(t)
+	for i := range 100 {
+		c.HSet(ctx, epoch.Key(ns), fmt.Sprintf("r:old%03d", i), i)
+	}
+	c.HSet(ctx, epoch.Key(ns), "max", 99)
+	tr := epoch.New(c, ns, epoch.Options{})
+	st, err := tr.Current(ctx)
+	if err != nil || st.Epoch != 100 {
+		t.Fatalf("new primary after 100 recorded: %+v, %v", st, err)
+	}
+	f, err := c.HGetAll(ctx, epoch.Key(ns)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f) != 33 || f["max"] != "100" || f["r:"+st.ReplID] != "100" || f["r:old099"] != "99" || f["r:old068"] != "" {
+		t.Fatalf("record after pruning has %d fields: %v", len(f), f)
+	}
+}
+
+// A Redis user that may not run INFO cannot tell primaries apart: epochs
+// are off (tokens as before epochs), said at error level, and minting works.
+func TestInfoDeniedTurnsEpochsOff(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	if err := srv.Client().Do(ctx, "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "noinfo", Password: "pw"})
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Info(ctx, "replication").Err(); err == nil {
+		t.Fatal("the restricted user may run INFO")
+	}
+	var logs bytes.Buffer
+	ns := redistest.Namespace(t)
+	tr := epoch.New(c, ns, epoch.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a := mint(t, c, tr, ns+":a")
+	b := mint(t, c, tr, ns+":a")
+	if epoch.Of(a) != 0 || b <= a {
+		t.Fatalf("tokens without INFO: %d then %d", a, b)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "+info") {
+		t.Fatalf("epochs off without a loud log: %s", logs.String())
+	}
+}
+
+// Tracking is off on Redis Cluster: the zero State, minted in epoch 0.
+func TestClusterOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster skipped in -short mode")
+	}
+	cc := redistest.StartCluster(t).Client()
+	ns := redistest.Namespace(t)
+	tr := epoch.New(cc, ns, epoch.Options{})
+	if tr.Enabled() {
+		t.Fatal("tracking on for a cluster client")
+	}
+	if tok := mint(t, cc, tr, "{x}"+ns); epoch.Of(tok) != 0 {
+		t.Fatalf("cluster token in epoch %d", epoch.Of(tok))
+	}
+}
+
+// A primary that changes on every attempt ends a mint with ErrUnsettled.
+func TestMintUnsettled(t *testing.T) {
+	c := redistest.Start(t, redistest.Options{}).Client()
+	tr := epoch.New(c, redistest.Namespace(t), epoch.Options{})
+	runs := 0
+	err := tr.Mint(context.Background(), func(epoch.State) (bool, error) { runs++; return true, nil })
+	if !errors.Is(err, epoch.ErrUnsettled) || runs != epoch.MaxAttempts {
+		t.Fatalf("after %d runs: %v", runs, err)
+	}
+}
+
+// On a real Sentinel failover: the Sentinel's config epoch moves tokens to
+// epoch 1 for a client told of the Sentinel, and the record does the same
+// for one that is not.
+func TestSentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover skipped in -short mode")
+	}
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	c := f.Client()
+	ns := redistest.Namespace(t)
+	withSentinel := epoch.New(c, ns, epoch.Options{Sentinel: f.ClientOptions()})
+	counting := epoch.New(c, ns, epoch.Options{})
+	a := mint(t, c, withSentinel, ns+":a")
+	b := mint(t, c, counting, ns+":b")
+	if epoch.Of(a) != 0 || epoch.Of(b) != 0 {
+		t.Fatalf("before any failover: epochs %d and %d", epoch.Of(a), epoch.Of(b))
+	}
+	f.Sync()
+	f.CutReplication()
+	a2 := mint(t, c, withSentinel, ns+":a") // lost with the primary
+	f.KillPrimary()
+	a3 := mintRetrying(t, c, withSentinel, ns+":a")
+	b3 := mintRetrying(t, c, counting, ns+":b")
+	if epoch.Of(a3) != 1 || a3 <= a2 {
+		t.Fatalf("with Sentinel after the failover: %d (epoch %d) after the lost %d", a3, epoch.Of(a3), a2)
+	}
+	if epoch.Of(b3) != 1 || b3 <= b {
+		t.Fatalf("counting after the failover: %d (epoch %d) after %d", b3, epoch.Of(b3), b)
+	}
+}
+
+// mintRetrying mints through a failover client whose pooled connections
+// may still point at the killed primary: go-redis redials through the
+// Sentinel after such an error, so a few attempts settle it.
+func mintRetrying(t *testing.T, c *redis.Client, tr *epoch.Tracker, key string) uint64 {
+	t.Helper()
+	var err error
+	for range 5 {
+		var tok uint64
+		if tok, err = tryMint(c, tr, key); err == nil {
+			return tok
+		}
+	}
+	t.Fatalf("no mint after the failover: %v", err)
+	return 0
+}

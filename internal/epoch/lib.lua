@@ -1,0 +1,108 @@
+-- lib.lua (internal/epoch): prepended to every script that mints fencing tokens.
+--
+-- A token is a uint64: max(last + 1, (epoch << 52) + Redis TIME in µs). Lua
+-- numbers are doubles, exact only below 2^53, and tokens of epoch 2 and up
+-- are above that, so tokens are decimal strings here (no leading zeros) and
+-- their arithmetic works on 7-digit chunks, which stay exact.
+local EPOCH_MAX = 4095
+local EPOCH_UNIT = '4503599627370496' -- 2^52
+local U64_MAX = '18446744073709551615'
+
+-- u64_norm returns s without leading zeros; anything but digits reads as '0'.
+local function u64_norm(s)
+  if type(s) ~= 'string' then return '0' end
+  return string.match(s, '^0*(%d+)$') or '0'
+end
+
+-- u64_cmp compares two normalised decimal strings: -1, 0 or 1.
+local function u64_cmp(a, b)
+  if #a ~= #b then
+    if #a < #b then return -1 end
+    return 1
+  end
+  if a == b then return 0 end
+  if a < b then return -1 end
+  return 1
+end
+
+-- u64_join formats 7-digit chunks, most significant first.
+local function u64_join(chunks)
+  local s = ''
+  for i, c in ipairs(chunks) do
+    if i == 1 then s = string.format('%d', c) else s = s .. string.format('%07d', c) end
+  end
+  return u64_norm(s)
+end
+
+-- u64_add returns a + b (normalised decimal strings).
+local function u64_add(a, b)
+  local out, carry, i, j = {}, 0, #a, #b
+  while i > 0 or j > 0 or carry > 0 do
+    local x = carry
+    if i > 0 then x = x + tonumber(string.sub(a, math.max(1, i - 6), i)); i = i - 7 end
+    if j > 0 then x = x + tonumber(string.sub(b, math.max(1, j - 6), j)); j = j - 7 end
+    carry = math.floor(x / 10000000)
+    table.insert(out, 1, x - carry * 10000000)
+  end
+  return u64_join(out)
+end
+
+-- u64_mul returns a * k for a small integer k (0 <= k <= EPOCH_MAX).
+local function u64_mul(a, k)
+  local out, carry, i = {}, 0, #a
+  while i > 0 or carry > 0 do
+    local x = carry
+    if i > 0 then x = x + tonumber(string.sub(a, math.max(1, i - 6), i)) * k; i = i - 7 end
+    carry = math.floor(x / 10000000)
+    table.insert(out, 1, x - carry * 10000000)
+  end
+  return u64_join(out)
+end
+
+-- token_mint returns the token to mint after last (a decimal string; nil,
+-- '' or garbage for none) in epoch ep at Redis time now_us: the higher of
+-- last + 1 and (ep << 52) + now_us. Epoch 0 gives max(last + 1, now_us).
+local function token_mint(last, ep, now_us)
+  local floor = u64_add(u64_mul(EPOCH_UNIT, ep), string.format('%d', now_us))
+  local tok = u64_add(u64_norm(last), '1')
+  if u64_cmp(floor, tok) > 0 then tok = floor end
+  if u64_cmp(tok, U64_MAX) > 0 then error({err = 'FENCEDQ token space exhausted'}) end
+  return tok
+end
+
+-- epoch_replid returns the replication id of the node this runs on (its
+-- primary's when it is a replica), or '' when INFO is not permitted (ACL):
+-- epochs are then off, and the caller's tracker says so in its log.
+local function epoch_replid()
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) ~= 'string' then return '' end
+  return string.match(info, 'master_replid:(%w+)') or ''
+end
+
+-- epoch_check checks a minting script's epoch arguments against the node it
+-- runs on. rid is the replication id of the primary the caller's epoch ep
+-- is for ('' or nil: epochs off, mint in epoch 0); key is the namespace's
+-- epoch record, a hash 'r:<replication id>' -> epoch, 'max' -> the highest
+-- epoch recorded. It returns the epoch to mint with, or nil and
+-- {replication id, recorded epoch or ''} when the caller must refresh its
+-- epoch (internal/epoch Tracker.Refresh) and run again: this node is
+-- another primary (a failover or restart happened), or a higher epoch is
+-- recorded for it. Nothing is written then. An epoch above the record
+-- raises it, so no caller can mint below the highest epoch any caller used.
+local function epoch_check(key, rid, ep)
+  if rid == nil or rid == '' then return 0 end
+  local e = tonumber(ep)
+  if not e or e < 0 or e > EPOCH_MAX or e ~= math.floor(e) then
+    error({err = 'FENCEDQ invalid epoch ' .. tostring(ep)})
+  end
+  local mine = epoch_replid()
+  if mine ~= rid then return nil, {mine, ''} end
+  local rec = tonumber(redis.call('HGET', key, 'r:' .. mine) or '')
+  if rec and rec > e then return nil, {mine, string.format('%d', rec)} end
+  if rec ~= e then
+    redis.call('HSET', key, 'r:' .. mine, string.format('%d', e))
+    local mx = tonumber(redis.call('HGET', key, 'max') or '')
+    if not mx or e > mx then redis.call('HSET', key, 'max', string.format('%d', e)) end
+  end
+  return e
+end

@@ -1,0 +1,76 @@
+package epoch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// sentinelTimeout bounds one Sentinel's answer: a Sentinel that is down or
+// cut off must not hold up a refresh for long.
+const sentinelTimeout = time.Second
+
+// sentinelSource asks every Sentinel of a failover client for the master's
+// config epoch (SENTINEL MASTER <name>, field config-epoch) and takes the
+// highest answer: the Sentinel that led the last failover, and any that
+// heard of it, report its epoch; one that has not heard yet reports less.
+type sentinelSource struct{ opts *redis.FailoverOptions }
+
+// Epoch implements Source. It fails only when no Sentinel answers.
+func (s sentinelSource) Epoch(ctx context.Context) (uint64, error) {
+	var (
+		mu   sync.Mutex
+		best uint64
+		ok   bool
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for _, addr := range s.opts.SentinelAddrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := s.ask(ctx, addr)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("sentinel %s: %w", addr, err))
+				return
+			}
+			if !ok || e > best {
+				best, ok = e, true
+			}
+		}()
+	}
+	wg.Wait()
+	if !ok {
+		return 0, fmt.Errorf("no Sentinel reported the config epoch of %q: %w", s.opts.MasterName, errors.Join(errs...))
+	}
+	return best, nil
+}
+
+// ask asks one Sentinel.
+func (s sentinelSource) ask(ctx context.Context, addr string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, sentinelTimeout)
+	defer cancel()
+	sc := redis.NewSentinelClient(&redis.Options{
+		Addr: addr, Username: s.opts.SentinelUsername, Password: s.opts.SentinelPassword,
+		TLSConfig: s.opts.TLSConfig, Dialer: s.opts.Dialer,
+		DialTimeout: sentinelTimeout, ReadTimeout: sentinelTimeout, WriteTimeout: sentinelTimeout,
+		MaxRetries: -1, PoolSize: 1,
+	})
+	defer sc.Close()
+	m, err := sc.Master(ctx, s.opts.MasterName).Result()
+	if err != nil {
+		return 0, err
+	}
+	e, err := strconv.ParseUint(m["config-epoch"], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("config-epoch %q: %w", m["config-epoch"], err)
+	}
+	return e, nil
+}

@@ -1,0 +1,15 @@
+-- raise.lua: make every token minted for one resource from now on greater than a mark
+-- (storage's high-water mark from a stale-token refusal). Prepended with internal/epoch's lib.lua.
+-- KEYS[1] lease key <ns>:lease:{<resource>} = "<token> <deadline_us> <owner>"
+-- ARGV[1] mark (decimal uint64 below 2^64 - 1)
+-- Reply: 1 when the key was raised to the mark, 0 when its token was already at or above it.
+-- A live lease whose token is below the mark ends (storage refuses that token anyway): its
+-- renew reports it superseded, and the next acquire mints above the mark.
+local mark = u64_norm(ARGV[1])
+local v = redis.call('GET', KEYS[1])
+if v then
+  local htok = string.match(v, '^(%d+) ')
+  if htok and u64_cmp(u64_norm(htok), mark) >= 0 then return 0 end
+end
+redis.call('SET', KEYS[1], mark .. ' 0 ')
+return 1
