@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"time"
 
@@ -22,6 +23,20 @@ const DefaultMaxRetries = 5
 
 // MaxPayloadBytes bounds a job's JSON args.
 const MaxPayloadBytes = 1 << 20
+
+// Bounds on an enqueue's numbers. A value outside them is refused with an
+// error matching ErrInvalid, never wrapped or truncated; durations are kept
+// in whole milliseconds, a fraction rounded up (a Timeout of 500µs runs
+// under a 1ms timeout, not under the pool's default).
+const (
+	// MaxMaxRetries bounds MaxRetries (it fits the 32-bit integer columns of
+	// the PostgreSQL outbox).
+	MaxMaxRetries = math.MaxInt32
+	// MaxDelay bounds how far ahead Delay and RunAt may schedule a job.
+	MaxDelay = 100 * 365 * 24 * time.Hour
+	// MaxTimeout bounds Timeout.
+	MaxTimeout = 365 * 24 * time.Hour
+)
 
 // Option changes how a job is enqueued.
 type Option func(*options)
@@ -50,10 +65,12 @@ func Delay(d time.Duration) Option { return func(o *options) { o.delay = d } }
 // RunAt makes the job due at t.
 func RunAt(t time.Time) Option { return func(o *options) { o.runAt = t } }
 
-// MaxRetries sets how many retries follow a failed attempt (default 5).
+// MaxRetries sets how many retries follow a failed attempt (default 5,
+// at most MaxMaxRetries).
 func MaxRetries(n int) Option { return func(o *options) { o.maxRetries = n } }
 
-// Timeout bounds each attempt's handler (default: the pool's HandlerTimeout).
+// Timeout bounds each attempt's handler (default: the pool's
+// HandlerTimeout; at most MaxTimeout, rounded up to whole milliseconds).
 func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // Resource sets the leased resource for EnqueueRaw (typed args declare it
@@ -255,10 +272,14 @@ func prepare(kind string, payload, display []byte, opts []Option) (*ledger.NewJo
 		return nil, invalid("payload of %d bytes exceeds %d", len(payload), MaxPayloadBytes)
 	case !StartsObject(payload): // valid JSON: checked by EnqueueRaw, produced by Marshal
 		return nil, invalid("%s args must be a JSON object", kind)
-	case o.maxRetries < 0:
-		return nil, invalid("max retries %d is negative", o.maxRetries)
+	case o.maxRetries < 0 || o.maxRetries > MaxMaxRetries:
+		return nil, invalid("max retries %d is outside 0-%d", o.maxRetries, MaxMaxRetries)
 	case o.timeout < 0 || o.delay < 0:
 		return nil, invalid("negative timeout or delay")
+	case o.timeout > MaxTimeout:
+		return nil, invalid("timeout %v exceeds %v", o.timeout, MaxTimeout)
+	case o.delay > MaxDelay || (!o.runAt.IsZero() && time.Until(o.runAt) > MaxDelay):
+		return nil, invalid("a job can be scheduled at most %v ahead", MaxDelay)
 	}
 	if o.op != "" {
 		if err := ValidateOperationID(o.op); err != nil {
@@ -276,12 +297,21 @@ func prepare(kind string, payload, display []byte, opts []Option) (*ledger.NewJo
 	if display == nil {
 		display = payload
 	}
-	delay := o.delay
+	delay := roundUpMS(o.delay)
 	if !o.runAt.IsZero() {
 		delay = time.Until(o.runAt) // a wall-clock time: the caller's clock says how far off it is
 	}
 	return &ledger.NewJob{
 		ID: uuid.NewString(), Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
-		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: o.timeout, Delay: delay,
+		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: roundUpMS(o.timeout), Delay: delay,
 	}, nil
+}
+
+// roundUpMS rounds a positive duration up to whole milliseconds, the unit
+// the ledger stores.
+func roundUpMS(d time.Duration) time.Duration {
+	if r := d % time.Millisecond; d > 0 && r != 0 {
+		d += time.Millisecond - r
+	}
+	return d
 }

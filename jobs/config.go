@@ -17,7 +17,7 @@ type Config struct {
 	Namespace string
 	// Retention is how long succeeded, dead and cancelled jobs (and their
 	// operation ids, which deduplicate enqueues) are kept (default
-	// DefaultRetention).
+	// DefaultRetention; at least a second).
 	Retention time.Duration
 	// Registerer receives the client's metrics (enqueued, deduplicated at
 	// enqueue, rejected as invalid); default: none are exported.
@@ -27,8 +27,8 @@ type Config struct {
 // Validate checks the configuration (the namespace's characters, a
 // non-negative retention).
 func (c Config) Validate() error {
-	if c.Retention < 0 {
-		return invalid("retention %v is negative", c.Retention)
+	if c.Retention < 0 || (c.Retention > 0 && c.Retention < time.Second) {
+		return invalid("retention %v must be 0 (the default) or at least 1s", c.Retention)
 	}
 	return ValidateNamespace(c.WithDefaults().Namespace)
 }

@@ -13,8 +13,10 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
 )
 
@@ -404,5 +406,37 @@ func TestLeaderPrunesTheEffectLog(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the leader never pruned the effect log")
+	}
+}
+
+type namedResourceArgs struct {
+	Name string `json:"name"`
+}
+
+func (namedResourceArgs) Kind() string { return "named-resource" }
+
+func (a namedResourceArgs) Resource() string { return a.Name }
+
+// TestUserResourcesCannotReachInternalLeases: a job may name the resource
+// "reconciler" (the leader's lease before it moved under the reserved
+// prefix) and runs while a maintenance leader holds its lease; a job naming
+// the leader's lease, or another job's, is refused before anything is
+// written.
+func TestUserResourcesCannotReachInternalLeases(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.WorkFunc[namedResourceArgs](func(ctx context.Context, j *jobs.Job[namedResourceArgs]) error { return nil }))
+	e.start(p)
+	leader := lease.NewManager(e.rdb, lease.Config{Namespace: e.ns}).Key(ledger.LeaderResource)
+	redistest.Await(t, e.rdb, leader, "the maintenance leader's lease", func() bool {
+		l, err := e.client.Inspector().Leader(context.Background())
+		return err == nil && l != nil
+	})
+	res := e.enqueue(namedResourceArgs{Name: "reconciler"})
+	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, res.JobID, jobs.Succeeded)
+	for _, name := range []string{ledger.LeaderResource, "fencedq:outbox:x", jobs.LeaseResource(res.JobID, "")} {
+		if _, err := e.client.Enqueue(context.Background(), namedResourceArgs{Name: name}); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("resource %q: %v, want ErrInvalid", name, err)
+		}
 	}
 }

@@ -650,6 +650,9 @@ func TestInvalidNamesAreRejectedBeforeAnyWrite(t *testing.T) {
 	for name, opts := range map[string][]jobs.Option{
 		"operation id with a newline": {jobs.OperationID("a\nb")},
 		"resource with braces":        {jobs.Resource("acct{1}")},
+		"reserved internal resource":  {jobs.Resource(ledger.LeaderResource)},
+		"reserved outbox fence":       {jobs.Resource("fencedq:outbox:fencedq_outbox_1")},
+		"another job's lease":         {jobs.Resource("job:" + "0c5b7a1e")},
 	} {
 		if _, err := c.EnqueueRaw(ctx, "note", []byte(`{}`), opts...); !errors.Is(err, jobs.ErrInvalid) {
 			t.Errorf("%s: %v", name, err)

@@ -53,13 +53,26 @@ func ValidateKind(kind string) error {
 	return nil
 }
 
+// Reserved resource prefixes: the leases and fences fencedq keeps for
+// itself (the maintenance leader's lease, outbox relay fences) start with
+// InternalResourcePrefix, and a job that names no resource leases
+// JobResourcePrefix + its id. No user resource may start with either, so
+// none can take or raise an internal one.
+const (
+	InternalResourcePrefix = "fencedq:"
+	JobResourcePrefix      = "job:"
+)
+
 // ValidateResource checks a resource name (what a job's lease and fence
 // protect): 1-512 bytes (lease.MaxResourceLen) of valid UTF-8 without
-// control characters or braces.
+// control characters or braces, not starting with a reserved prefix.
 func ValidateResource(resource string) error {
 	if resource == "" || len(resource) > MaxResourceLen || !utf8.ValidString(resource) ||
 		strings.ContainsFunc(resource, func(r rune) bool { return unicode.IsControl(r) || r == '{' || r == '}' }) {
 		return invalid("resource %q must be 1-%d bytes of UTF-8 without control characters or braces", clip(resource), MaxResourceLen)
+	}
+	if strings.HasPrefix(resource, InternalResourcePrefix) || strings.HasPrefix(resource, JobResourcePrefix) {
+		return invalid("resource %q: the prefixes %q and %q are reserved", clip(resource), InternalResourcePrefix, JobResourcePrefix)
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ func LeaseResource(id, resource string) string {
 	if resource != "" {
 		return resource
 	}
-	return "job:" + id
+	return JobResourcePrefix + id
 }
 
 // maxMS is the last millisecond of year 9999: later times do not encode
@@ -445,10 +445,9 @@ func (l *Ledger) ServerTime(ctx context.Context) (time.Time, error) {
 }
 
 // LeaderResource is the lease resource the pools of one namespace compete
-// for to be the maintenance leader; only its holder acts. The value is
-// kept from when the leader was called the reconciler, so pools of every
-// version share one election.
-const LeaderResource = "reconciler"
+// for to be the maintenance leader; only its holder acts. It is reserved:
+// no job's resource can name it (see ValidateResource).
+const LeaderResource = InternalResourcePrefix + "maintenance"
 
 // LeaderStatus is what the maintenance leader last published.
 type LeaderStatus struct {
