@@ -71,7 +71,7 @@ func FuzzAPICorruptRecords(f *testing.F) {
 		client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 		defer client.Close()
 		l := ledger.New(rdb, ledger.Config{Namespace: ns})
-		res, err := client.EnqueueRaw(ctx, "echo", []byte(`{"n":1}`), jobs.Queue(fuzzQueue), jobs.OperationID("op-fuzz"))
+		res, err := client.EnqueueRaw(ctx, "echo", []byte(`{"n":1}`), jobs.Queue(fuzzQueue), jobs.OperationID("op-fuzz"), jobs.Unchecked())
 		if err != nil {
 			t.Fatal(err)
 		}

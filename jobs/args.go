@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/fencedq/fencedq/lease"
@@ -103,4 +104,12 @@ type Reconciler[T JobArgs] interface {
 // the job uncertain.
 type RetryOnTimeout interface {
 	RetryOnTimeout() bool
+}
+
+// RulesOf returns the rules of args' kind: what its Go type does beyond its
+// JSON. Pools publish them for the kinds they run.
+func RulesOf(args JobArgs) KindRules {
+	_, validates := args.(Validator)
+	_, resource := args.(Resourcer)
+	return KindRules{Validate: validates, Resource: resource, Sensitive: !plainType(reflect.TypeOf(args))}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,6 +51,15 @@ type options struct {
 	maxRetries int
 	timeout    time.Duration
 	resource   string
+	unchecked  bool
+}
+
+func optionsOf(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // Queue puts the job on queue q (default "default").
@@ -72,6 +83,11 @@ func MaxRetries(n int) Option { return func(o *options) { o.maxRetries = n } }
 // Timeout bounds each attempt's handler (default: the pool's
 // HandlerTimeout; at most MaxTimeout, rounded up to whole milliseconds).
 func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// Unchecked makes EnqueueRaw skip its check of the kind's rules, for a kind
+// the caller knows has none (no Validate or Resource method, no sensitive
+// fields) while no pool that runs it is live. Enqueue ignores it.
+func Unchecked() Option { return func(o *options) { o.unchecked = true } }
 
 // Resource sets the leased resource for EnqueueRaw (typed args declare it
 // with a Resource method instead).
@@ -132,7 +148,15 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 
 // EnqueueRaw enqueues a job from its kind and JSON args, for callers without
 // the Go type (the CLI, other languages' bridges). The payload must be a JSON
-// object; it is shown as is, so it must not hold secrets.
+// object, and is shown as is.
+//
+// Raw JSON cannot run a kind's Go rules, so EnqueueRaw honours them by
+// refusing (ErrInvalid, nothing written) a kind that a live pool reports
+// with any (a Validate method, a Resource method, fields marked sensitive:
+// see KindRules), and a kind no live pool runs, whose rules are unknown:
+// enqueue such jobs from Go with their type. Unchecked skips the check for
+// a kind known to have none (the caller vouches for it: its args are shown
+// as given and it leases the job itself).
 func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, opts ...Option) (*Result, error) {
 	if c.nsErr != nil {
 		return nil, c.nsErr
@@ -146,7 +170,44 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, op
 		c.rejected(opts)
 		return nil, err
 	}
+	if !optionsOf(opts).unchecked {
+		if err := c.checkRaw(ctx, kind); err != nil {
+			c.rejected(opts)
+			return nil, err
+		}
+	}
 	return c.insertOne(ctx, j)
+}
+
+// checkRaw refuses a raw enqueue of a kind with rules, or unknown to every
+// live pool.
+func (c *Client) checkRaw(ctx context.Context, kind string) error {
+	pools, err := c.ledger.Pools(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: reading the kinds' rules: %w", ErrEnqueueUnknown, err)
+	}
+	known := false
+	for _, p := range pools {
+		r, ok := p.Kinds[kind]
+		if !ok {
+			continue
+		}
+		known = true
+		if r.Any() {
+			var rules []string
+			for name, has := range map[string]bool{"Validate": r.Validate, "Resource": r.Resource, "sensitive fields": r.Sensitive} {
+				if has {
+					rules = append(rules, name)
+				}
+			}
+			slices.Sort(rules)
+			return invalid("kind %s has rules raw JSON cannot honour (%s): enqueue it from Go with its type", kind, strings.Join(rules, ", "))
+		}
+	}
+	if !known {
+		return invalid("no live pool runs kind %s, so its rules (Validate, Resource, sensitive fields) are unknown: start a pool that registers it, or enqueue it from Go", kind)
+	}
+	return nil
 }
 
 // Params is one job of an EnqueueMany call.

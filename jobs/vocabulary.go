@@ -76,6 +76,11 @@ type Pause = ledger.Pause
 // PoolInfo is a live pool's heartbeat (Inspector.Pools).
 type PoolInfo = ledger.PoolInfo
 
+// KindRules say what a kind's Go type does beyond its JSON (Validate, a
+// Resource, sensitive fields): pools publish them for the kinds they run,
+// and EnqueueRaw refuses a kind that has any (see EnqueueRaw).
+type KindRules = ledger.KindRules
+
 // ScheduleSpec defines a periodic schedule.
 type ScheduleSpec = ledger.ScheduleSpec
 

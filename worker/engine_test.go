@@ -440,3 +440,53 @@ func TestUserResourcesCannotReachInternalLeases(t *testing.T) {
 		}
 	}
 }
+
+type creditArgs struct {
+	Account string `json:"account"`
+	Note    string `json:"note" fencedq:"sensitive"`
+}
+
+func (creditArgs) Kind() string { return "credit" }
+
+func (a creditArgs) Resource() string { return "account:" + a.Account }
+
+type plainArgs struct {
+	N int `json:"n"`
+}
+
+func (plainArgs) Kind() string { return "plain" }
+
+// TestRawEnqueueHonoursTheKindsRules: a kind whose Go type has rules raw
+// JSON cannot run (a Resource, sensitive fields) is refused by EnqueueRaw,
+// as is a kind no live pool runs; a plain kind is enqueued and runs.
+func TestRawEnqueueHonoursTheKindsRules(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.WorkFunc[creditArgs](func(ctx context.Context, j *jobs.Job[creditArgs]) error { return nil }))
+	_ = worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, j *jobs.Job[plainArgs]) error { return nil }))
+	e.start(p)
+	ctx := context.Background()
+	redistest.Await(t, e.rdb, e.ns+":pools", "the pool's heartbeat", func() bool {
+		ps, err := e.client.Inspector().Pools(ctx)
+		return err == nil && len(ps) == 1
+	})
+	_, err := e.client.EnqueueRaw(ctx, "credit", []byte(`{"account":"a","note":"SECRET"}`))
+	if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "Resource, sensitive fields") {
+		t.Fatalf("raw credit: %v", err)
+	}
+	if _, err := e.client.EnqueueRaw(ctx, "nobody-runs-this", []byte(`{}`)); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "no live pool runs kind") {
+		t.Fatalf("raw unknown kind: %v", err)
+	}
+	counts, err := e.client.Inspector().Counts(ctx, jobs.DefaultQueue)
+	if err != nil || counts[jobs.Pending]+counts[jobs.Running]+counts[jobs.Succeeded] != 0 {
+		t.Fatalf("refused raw enqueues wrote jobs: %v %v", counts, err)
+	}
+	res, err := e.client.EnqueueRaw(ctx, plainArgs{}.Kind(), []byte(`{"n":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, res.JobID, jobs.Succeeded)
+	if _, err := e.client.EnqueueRaw(ctx, "nobody-runs-this", []byte(`{}`), jobs.Unchecked()); err != nil {
+		t.Fatalf("unchecked: %v", err)
+	}
+}

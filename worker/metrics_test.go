@@ -39,7 +39,7 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	unk := e.enqueue(echoArgs{N: 3}, jobs.OperationID("USERDATA-op-3"))
 	e.enqueue(echoArgs{N: 1}, jobs.OperationID("USERDATA-op-1")) // duplicate submission
 	// A kind no pool registered must not become a label value.
-	stray, err := e.client.EnqueueRaw(context.Background(), "USERDATA-kind", []byte(`{}`))
+	stray, err := e.client.EnqueueRaw(context.Background(), "USERDATA-kind", []byte(`{}`), jobs.Unchecked())
 	if err != nil {
 		t.Fatal(err)
 	}

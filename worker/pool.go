@@ -39,6 +39,9 @@ type handler struct {
 	reconcile func(ctx context.Context, base jobs.Job[jobs.JobArgs], payload []byte) (jobs.Verdict, error)
 	// retryOnTimeout makes a timeout a plain retry instead of uncertain.
 	retryOnTimeout bool
+	// rules are published in the pool's heartbeat, so raw enqueues of the
+	// kind honour them (jobs.Client.EnqueueRaw).
+	rules jobs.KindRules
 }
 
 // Pool claims due jobs of its queues from the ledger in batches, runs their
@@ -106,7 +109,8 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 		return fmt.Errorf("worker: %T.Kind(): %w", zero, err)
 	}
 	h := &handler{
-		kind: kind,
+		kind:  kind,
+		rules: jobs.RulesOf(zero),
 		run: func(ctx context.Context, base jobs.Job[jobs.JobArgs], payload []byte) error {
 			job, err := decode[T](base, payload)
 			if err != nil {
@@ -269,9 +273,14 @@ func (p *Pool) Run(ctx context.Context) error {
 // info is the pool's heartbeat.
 func (p *Pool) info() jobs.PoolInfo {
 	host, _ := os.Hostname()
+	kinds := make(map[string]jobs.KindRules, len(p.handlers))
+	for k, h := range p.handlers {
+		kinds[k] = h.rules
+	}
 	return jobs.PoolInfo{
 		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
 		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.Version, Started: p.started,
+		Kinds: kinds,
 	}
 }
 

@@ -235,11 +235,11 @@ func TestPanicsUnknownKindsAndMalformedPayloads(t *testing.T) {
 	e.start(p)
 	ctx := context.Background()
 	pan := e.enqueue(panicArgs{}, jobs.MaxRetries(3))
-	unknown, err := e.client.EnqueueRaw(ctx, "nobody-handles-this", []byte(`{}`))
+	unknown, err := e.client.EnqueueRaw(ctx, "nobody-handles-this", []byte(`{}`), jobs.Unchecked())
 	if err != nil {
 		t.Fatal(err)
 	}
-	malformed, err := e.client.EnqueueRaw(ctx, "strict", []byte(`{"n":"not a number"}`))
+	malformed, err := e.client.EnqueueRaw(ctx, "strict", []byte(`{"n":"not a number"}`), jobs.Unchecked())
 	if err != nil {
 		t.Fatal(err)
 	}

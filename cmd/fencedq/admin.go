@@ -28,6 +28,7 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	retries := fs.Int("max-retries", jobs.DefaultMaxRetries, "retries after a failed attempt")
 	timeout := fs.Duration("timeout", 0, "handler timeout (default: the pool's)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	unchecked := fs.Bool("unchecked", false, "enqueue a kind no live pool runs, vouching that it has no Validate or Resource method and no sensitive fields (its args are shown as given)")
 	return func(ctx context.Context, out io.Writer) error {
 		if *kind == "" {
 			return fmt.Errorf("%w: --kind is required: the job kind the workers registered (e.g. --kind transfer for the bank example)", errUsage)
@@ -43,6 +44,9 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		opts := []jobs.Option{jobs.Queue(*queue), jobs.Delay(*delay), jobs.MaxRetries(*retries), jobs.Timeout(*timeout)}
 		if *op != "" {
 			opts = append(opts, jobs.OperationID(*op))
+		}
+		if *unchecked {
+			opts = append(opts, jobs.Unchecked())
 		}
 		var res *jobs.Result
 		if *kind == (bank.Transfer{}).Kind() {

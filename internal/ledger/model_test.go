@@ -105,7 +105,7 @@ func (m *machine) enqueue(t *rapid.T) {
 	if op != "" {
 		opts = append(opts, jobs.OperationID(op))
 	}
-	res, err := m.c.EnqueueRaw(m.ctx, "note", []byte(`{}`), opts...)
+	res, err := m.c.EnqueueRaw(m.ctx, "note", []byte(`{}`), append(opts, jobs.Unchecked())...)
 	if err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}

@@ -19,7 +19,23 @@ type PoolInfo struct {
 	Version       string         `json:"version"`
 	Started       time.Time      `json:"started"`
 	LastHeartbeat time.Time      `json:"last_heartbeat"`
+	// Kinds are the rules of the kinds the pool runs, by kind.
+	Kinds map[string]KindRules `json:"kinds,omitempty"`
 }
+
+// KindRules say what a kind's Go type does beyond its JSON: the checks a
+// job enqueued without the type (raw JSON) would skip.
+type KindRules struct {
+	// Validate: the type checks its args (jobs.Validator).
+	Validate bool `json:"validate,omitempty"`
+	// Resource: the type names the resource it leases (jobs.Resourcer).
+	Resource bool `json:"resource,omitempty"`
+	// Sensitive: the type may hold fields shown redacted.
+	Sensitive bool `json:"sensitive,omitempty"`
+}
+
+// Any reports whether the kind has any rule.
+func (r KindRules) Any() bool { return r.Validate || r.Resource || r.Sensitive }
 
 // Heartbeat publishes p (LastHeartbeat is set here) for ttl: a pool that
 // stops beating disappears from Pools after ttl.

@@ -83,7 +83,7 @@ func (f *fixture) lead(owner string) lease.Token {
 
 func (f *fixture) enqueue(kind string, opts ...jobs.Option) string {
 	f.t.Helper()
-	res, err := f.client.EnqueueRaw(f.ctx, kind, []byte(`{}`), opts...)
+	res, err := f.client.EnqueueRaw(f.ctx, kind, []byte(`{}`), append(opts, jobs.Unchecked())...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
