@@ -129,11 +129,17 @@ func (p *Pool) fetch(ctx, work context.Context, free int) (started int, more boo
 			return started, true, dueIn, nil
 		}
 		sent := time.Now()
-		res, err := p.ledger.Claim(ctx, q, p.cfg.WorkerID, p.cfg.LeaseTTL, n)
+		res, err := p.claim(ctx, q, n)
 		if err != nil {
 			return started, false, dueIn, err
 		}
 		p.logDropped(q, res.Dropped)
+		if ctx.Err() != nil {
+			// The pool is stopping: the jobs just claimed go back at once,
+			// their attempts not consumed, instead of starting now.
+			p.putBack(ctx, q, res.Jobs)
+			return started, false, dueIn, ctx.Err()
+		}
 		for _, c := range res.Jobs {
 			p.slots <- struct{}{} // never blocks: at most the free slots were claimed
 			p.work <- p.newAttempt(work, c, sent)
@@ -148,6 +154,37 @@ func (p *Pool) fetch(ctx, work context.Context, free int) (started int, more boo
 		p.hooks.claimed.Signal(claimEvent{Queue: q, Result: res})
 	}
 	return started, more, dueIn, nil
+}
+
+// claim claims up to n due jobs of queue q. The call is not cancelled with
+// ctx: a claim already sent runs on Redis anyway, and its reply is what
+// tells the pool which jobs it holds (bounded by the lease TTL).
+func (p *Pool) claim(ctx context.Context, q string, n int) (*ledger.ClaimResult, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
+	defer cancel()
+	return p.ledger.Claim(cctx, q, p.cfg.WorkerID, p.cfg.LeaseTTL, n)
+}
+
+// putBack returns claimed jobs to pending, due now and with their attempt
+// not consumed (a stopping pool's last claim). Jobs it cannot put back (Redis
+// unreachable) come back through lease expiry.
+func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed) {
+	if len(cs) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
+	defer cancel()
+	out := make([]ledger.Completion, len(cs))
+	for i, c := range cs {
+		out[i] = ledger.Completion{ID: c.ID, Token: c.Token,
+			Outcome: ledger.Outcome{Defer: true, Reason: "the pool stopped before the attempt started"}}
+	}
+	if _, err := p.ledger.Complete(cctx, q, out); err != nil {
+		p.log.Warn("claimed jobs could not be put back at shutdown; they come back when their leases expire",
+			"queue", q, "jobs", len(cs), "error", err)
+		return
+	}
+	p.log.Info("claimed jobs put back at shutdown", "queue", q, "jobs", len(cs))
 }
 
 // queueOrder returns the pool's queues in the order one fetch visits them:
