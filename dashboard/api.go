@@ -138,7 +138,7 @@ type queueView struct {
 
 // leaderView is the maintenance leader's state: the live leader from the
 // leader lease (ledger.LeaderResource), and the last scan from what the
-// leader last published (ledger.Ledger.LeaderStatus).
+// leader last published (jobs.Inspector.LeaderStatus).
 type leaderView struct {
 	// Present is true while a pool holds the leader lease; false
 	// shows as "no leader".

@@ -13,8 +13,8 @@
 //	                        with Pause and Resume buttons, throughput, fenced
 //	                        rejections, deduplications, the last hour's
 //	                        charts; the live maintenance leader (from its
-//	                        leader lease, ledger.LeaderResource) and its last
-//	                        scan (from ledger.Ledger.LeaderStatus)
+//	                        leader lease, jobs.Inspector.Leader) and its last
+//	                        scan (from jobs.Inspector.LeaderStatus)
 //	#/jobs?state=&queue=&kind=&from=&to=&sort=&offset=
 //	                        jobs filtered by state, queue, kind and a time
 //	                        range on the state's index (pending: due time;
@@ -63,12 +63,8 @@
 //	#/search/<text>         jobs by job id or operation id, or whose job id
 //	                        or operation id starts with the text
 //
-// "Run a scheduled job now" is not offered: the ledger has no transition
-// that moves a pending job's due time (cancel and re-run would do it, but
-// would count and record a cancellation).
-//
 // The charts are SVG built by app.js from per-minute buckets that the
-// maintenance leader records in Redis (ledger.Ledger.RecordSeries: a day per
+// maintenance leader records in Redis (a day per
 // queue, at most 1440 small entries), so they show on first load and
 // survive restarts; nothing is added to the claim, renew or commit paths.
 //
@@ -104,9 +100,9 @@
 //	POST api/bulk                      {"action": "cancel|rerun", "jobs": [{"queue","id"}], "note": "..."}
 //	                                   (at most 1000 jobs; answers done and, per job, why not)
 //
-// The dashboard reads through ledger.Ledger methods and the keys it exports
-// (StateKey and JobKey for filtered lists, OperationKey for prefix
-// searches, which SCAN within a budget and say when they stopped early).
+// The dashboard reads only through jobs.Inspector (List for filtered
+// lists, Search for ids and prefixes, which scans within a budget and says
+// when it stopped early).
 // Every action goes through jobs.Client (Cancel, Resolve, Pause, Resume),
 // which records the operator (operator:<user>) and the note in the job's
 // history or the queue's event feed.

@@ -108,7 +108,7 @@ func sumsOf(st map[string]int64) sums {
 // apiSeries returns a queue's (or every queue's) history over the last
 // hour (window=1h, one point a minute) or day (window=24h, one point per
 // five minutes), from the buckets the maintenance leader records each
-// minute (ledger.Ledger.Series).
+// minute (jobs.Inspector.Series).
 func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 	queue := r.URL.Query().Get("queue")
 	if !queueParam(w, queue) {

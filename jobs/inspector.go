@@ -251,8 +251,8 @@ func scoreTime(score float64) time.Time {
 const (
 	ByJobID             = "job_id"
 	ByOperationID       = "operation_id"
-	ByJobIDPrefix       = ledger.ByJobIDPrefix
-	ByOperationIDPrefix = ledger.ByOperationIDPrefix
+	ByJobIDPrefix       = "job_id_prefix"
+	ByOperationIDPrefix = "operation_id_prefix"
 )
 
 // SearchMatch is one job a search found, and what matched.

@@ -102,3 +102,17 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, actor
 	}
 	return c.ledger.SetPaused(ctx, queue, paused, who, note)
 }
+
+// RemoveSchedule deletes periodic schedule id's record and its ticks (a
+// schedule whose definition changed without a ScheduleID left its old
+// record behind). A pool that still defines the schedule registers it
+// again on its next pass. It reports whether the schedule existed.
+func (c *Client) RemoveSchedule(ctx context.Context, id string) (bool, error) {
+	if c.nsErr != nil {
+		return false, c.nsErr
+	}
+	if err := ValidateScheduleID(id); err != nil {
+		return false, err
+	}
+	return c.ledger.RemoveSchedule(ctx, id)
+}

@@ -10,10 +10,10 @@ import (
 var Version = "dev"
 
 // DefaultNamespace is the key prefix used when none is given.
-const DefaultNamespace = ledger.DefaultNamespace
+const DefaultNamespace = "fq"
 
 // DefaultRetention is how long finished jobs are kept when no Retention is given.
-const DefaultRetention = ledger.DefaultRetention
+const DefaultRetention = 7 * 24 * time.Hour
 
 // State is a job's state in the ledger (ARCHITECTURE.md has the state table).
 type State = ledger.State
@@ -22,20 +22,20 @@ type State = ledger.State
 const (
 	// Pending jobs wait in the queue until due (new, scheduled, retry
 	// scheduled, deferred, or re-run).
-	Pending = ledger.Pending
+	Pending State = "pending"
 	// Running jobs have a live attempt holding a token.
-	Running = ledger.Running
+	Running State = "running"
 	// Succeeded jobs are done; a redelivery is deduplicated.
-	Succeeded = ledger.Succeeded
+	Succeeded State = "succeeded"
 	// Dead jobs failed permanently or exhausted their retries.
-	Dead = ledger.Dead
+	Dead State = "dead"
 	// Cancelled jobs were cancelled by an operator before they could finish.
-	Cancelled = ledger.Cancelled
+	Cancelled State = "cancelled"
 	// Uncertain jobs may or may not have applied their side effect; the
 	// reconciler resolves them.
-	Uncertain = ledger.Uncertain
+	Uncertain State = "uncertain"
 	// Review jobs wait for an operator's decision.
-	Review = ledger.Review
+	Review State = "review"
 )
 
 // States lists every state in display order.
@@ -47,16 +47,16 @@ type Decision = ledger.Decision
 // Decisions.
 const (
 	// DecideSucceeded marks the job succeeded (its effect is known applied).
-	DecideSucceeded = ledger.DecideSucceeded
+	DecideSucceeded Decision = "succeeded"
 	// DecideRerun sends the job back to pending, due now; its next attempt
 	// gets a new, higher token.
-	DecideRerun = ledger.DecideRerun
+	DecideRerun Decision = "rerun"
 	// DecideDead marks the job dead.
-	DecideDead = ledger.DecideDead
+	DecideDead Decision = "dead"
 	// DecideReview hands the job to an operator.
-	DecideReview = ledger.DecideReview
+	DecideReview Decision = "review"
 	// DecideLater keeps the job where it is and schedules another look.
-	DecideLater = ledger.DecideLater
+	DecideLater Decision = "later"
 )
 
 // Record is one job as the ledger holds it: its state, args (redacted),
@@ -96,7 +96,7 @@ type Tick = ledger.Tick
 type SeriesBucket = ledger.SeriesBucket
 
 // SeriesStep is the width of one history bucket.
-const SeriesStep = ledger.SeriesStep
+const SeriesStep = time.Minute
 
 // Limits on the names every entry point accepts (the client, the worker's
 // configuration, the operator commands). A name outside them is rejected
@@ -110,12 +110,12 @@ const SeriesStep = ledger.SeriesStep
 //	operation id  1-200 bytes of UTF-8, no control characters
 //	schedule id   1-100 bytes of letters, digits and . _ -
 const (
-	MaxNamespaceLen   = ledger.MaxNamespaceLen
-	MaxQueueLen       = ledger.MaxQueueLen
-	MaxKindLen        = ledger.MaxKindLen
-	MaxResourceLen    = ledger.MaxResourceLen
-	MaxOperationIDLen = ledger.MaxOperationIDLen
-	MaxScheduleIDLen  = ledger.MaxScheduleIDLen
+	MaxNamespaceLen   = 64
+	MaxQueueLen       = 100
+	MaxKindLen        = 100
+	MaxResourceLen    = 512
+	MaxOperationIDLen = 200
+	MaxScheduleIDLen  = 100
 )
 
 // ValidateNamespace checks a key namespace (see the limits above).
@@ -142,7 +142,7 @@ func LeaseResource(id, resource string) string { return ledger.LeaseResource(id,
 
 // PeriodicOperationPrefix starts the operation id of every job a periodic
 // schedule enqueues.
-const PeriodicOperationPrefix = ledger.PeriodicOperationPrefix
+const PeriodicOperationPrefix = "periodic:"
 
 // PeriodicOperationID is the operation id of schedule id's tick at t: one
 // job per tick, whichever pool enqueues it.

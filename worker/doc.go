@@ -13,7 +13,7 @@
 //
 // The pool has four parts, each in its own file:
 //
-//   - the producer (producer.go) is the fetch loop: one ledger.Ledger.Claim
+//   - the producer (producer.go) is the fetch loop: one fenced claim
 //     call per queue takes up to min(free slots, FetchBatch) due jobs and
 //     starts an attempt on each (running, token T, owner, deadline). Queues
 //     are visited by priority (StrictPriority) or in a random order weighted

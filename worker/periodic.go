@@ -148,14 +148,14 @@ func (e every) String() string { return "@every " + time.Duration(e).String() }
 // CatchUpNone. A schedule's first tick is the first one after it was first
 // registered: a new schedule does not catch up on its past.
 //
-// The ledger records every schedule (ledger.Ledger.Schedules, Schedule,
+// The ledger records every schedule (jobs.Inspector.Schedules, Schedule,
 // ScheduleTicks): its definition, cursor, last tick and the job it
 // produced, next tick, and counts of ticks enqueued and skipped. A handler
 // learns its tick with jobs.ParsePeriodicOperationID(job.OperationID).
 //
 // Changing a schedule's expression, zone, args or queue without a
 // ScheduleID gives it a new default id, hence a new schedule that starts
-// afresh; the old record stays until removed (ledger.Ledger.RemoveSchedule).
+// afresh; the old record stays until removed (jobs.Client.RemoveSchedule).
 // Set ScheduleID to keep a schedule's history across changes.
 type PeriodicJob struct {
 	schedule    Schedule

@@ -43,7 +43,11 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	id := fs.String("id", "", "only this schedule (default: all)")
 	ticks := fs.Int("ticks", 5, "newest ticks shown per schedule, with the job each produced (0-100)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	remove := fs.Bool("remove", false, "delete the record of schedule --id (one no pool defines any more)")
 	return func(ctx context.Context, out io.Writer) error {
+		if *remove && *id == "" {
+			return fmt.Errorf("%w: --remove needs --id", errUsage)
+		}
 		if *id != "" {
 			if err := jobs.ValidateScheduleID(*id); err != nil {
 				return fmt.Errorf("%w: --id: %v", errUsage, err)
@@ -57,6 +61,17 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		defer closeAll()
+		if *remove {
+			found, err := client.RemoveSchedule(ctx, *id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("%w: schedule %s", jobs.ErrNotFound, *id)
+			}
+			fmt.Fprintf(out, "removed schedule %s\n", *id)
+			return nil
+		}
 		lines, err := loadSchedules(ctx, client.Inspector(), *id, *ticks)
 		if err != nil {
 			return err

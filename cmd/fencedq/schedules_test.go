@@ -124,7 +124,16 @@ func TestSchedulesCommand(t *testing.T) {
 	if code, _, errOut := e.cli("schedules", "--id", "nope"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("unknown schedule: %d %q", code, errOut)
 	}
-	for _, bad := range [][]string{{"--id", "a:b"}, {"--ticks", "101"}, {"--ticks", "-1"}} {
+	if code, out, errOut := e.cli("schedules", "--id", "sync", "--remove"); code != 0 || !strings.Contains(out, "removed schedule sync") {
+		t.Fatalf("--remove: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := e.cli("schedules", "--json"); code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || got[0].ID != "ops-report" {
+		t.Fatalf("after --remove: %d %q", code, out)
+	}
+	if code, _, errOut := e.cli("schedules", "--id", "sync", "--remove"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("--remove twice: %d %q", code, errOut)
+	}
+	for _, bad := range [][]string{{"--id", "a:b"}, {"--ticks", "101"}, {"--ticks", "-1"}, {"--remove"}} {
 		if code, _, errOut := e.cli(append([]string{"schedules"}, bad...)...); code != 2 {
 			t.Errorf("%v: %d %q", bad, code, errOut)
 		}

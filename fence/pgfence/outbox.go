@@ -107,7 +107,7 @@ var defaultOutbox = func() *Outbox {
 // relay enqueues the job (at once when the commit's notification reaches
 // it, else within Maintenance.Interval). It returns the job's operation id:
 // the OperationID option's, else "outbox:<row id>"; find the job with
-// ledger.Ledger.FindByOperation once relayed. A Delay counts from Enqueue.
+// jobs.Inspector.FindByOperation once relayed. A Delay counts from Enqueue.
 func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, args jobs.JobArgs, opts ...jobs.Option) (string, error) {
 	ops, err := o.EnqueueMany(ctx, tx, []jobs.Params{{Args: args, Options: opts}})
 	if err != nil {
