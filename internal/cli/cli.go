@@ -37,7 +37,7 @@ const EnvPrefix = "FENCEDQ_"
 // summary and the flags on stdout), 2 on bad usage (a bad flag, an argument,
 // or an error wrapping ErrUsage), 1 on any other error. Errors are one line
 // on stderr, prefixed with fs.Name(), the command as typed (e.g. "fencedq
-// inspect").
+// inspect"), with their text passed through Escape.
 func Run(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.Context, io.Writer) error, args []string, stdout, stderr io.Writer) int {
 	QuietRedis()
 	name := fs.Name()
@@ -52,7 +52,7 @@ func Run(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.
 			fs.PrintDefaults()
 			return 0
 		}
-		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for its flags.\n", name, err, name)
+		fmt.Fprint(stderr, Escapef("%s: %v\nRun '%s --help' for its flags.\n", name, err, name))
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -60,11 +60,11 @@ func Run(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.
 		return 2
 	}
 	if err := applyEnv(fs); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fmt.Fprint(stderr, Escapef("%s: %v\n", name, err))
 		return 2
 	}
 	if err := do(ctx, stdout); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fmt.Fprint(stderr, Escapef("%s: %v\n", name, err))
 		if errors.Is(err, ErrUsage) {
 			return 2
 		}
