@@ -9,17 +9,17 @@ import (
 
 func TestEscape(t *testing.T) {
 	for in, want := range map[string]string{
-		"":                             "",
-		"plain text, café, 東京, 🙂":      "plain text, café, 東京, 🙂",
-		`C:\path\x1b`:                  `C:\path\x1b`,
-		"\x1b]0;pwned\a\x1b[2J":        `\x1b]0;pwned\x07\x1b[2J`,
-		"a\nb\rc\td":                   `a\nb\rc\td`,
-		"nul\x00del\x7f":               `nul\x00del\x7f`,
-		"csi\u009b2J":                  `csi\u009b2J`,
-		"bad\xffutf8\xc3":              `bad\xffutf8\xc3`,
-		"rlo\u202egnp.exe":             `rlo\u202egnp.exe`,
-		"isolate\u2066x\u2069":         `isolate\u2066x\u2069`,
-		"line\u2028sep\u2029":          `line\u2028sep\u2029`,
+		"":                            "",
+		"plain text, café, 東京, 🙂":     "plain text, café, 東京, 🙂",
+		`C:\path\x1b`:                 `C:\path\x1b`,
+		"\x1b]0;pwned\a\x1b[2J":       `\x1b]0;pwned\x07\x1b[2J`,
+		"a\nb\rc\td":                  `a\nb\rc\td`,
+		"nul\x00del\x7f":              `nul\x00del\x7f`,
+		"csi\u009b2J":                 `csi\u009b2J`,
+		"bad\xffutf8\xc3":             `bad\xffutf8\xc3`,
+		"rlo\u202egnp.exe":            `rlo\u202egnp.exe`,
+		"isolate\u2066x\u2069":        `isolate\u2066x\u2069`,
+		"line\u2028sep\u2029":         `line\u2028sep\u2029`,
 		"zero width joiner \u200d ok": "zero width joiner \u200d ok",
 	} {
 		if got := Escape(in); got != want {
