@@ -283,7 +283,7 @@ func TestCronZones(t *testing.T) {
 type panicky struct{}
 
 func (panicky) Next(time.Time) time.Time { panic("poison schedule") }
-func (panicky) String() string          { return "@poison" }
+func (panicky) String() string           { return "@poison" }
 
 // TestPoisonScheduleDoesNotStopTheOthers: a schedule whose Next panics,
 // registered first, fails on its own (logged) while the schedule after it
