@@ -15,7 +15,8 @@ const RelayBatch = 500
 // into the queue (package pgfence's Outbox is one).
 type Relay interface {
 	// Relay moves up to max committed rows into the queue through client,
-	// fenced by leader, and returns how many it moved. Every row is
+	// fenced by leader, and returns how many rows it took (relayed, or
+	// set aside as impossible to enqueue). Every row is
 	// enqueued with an operation id of its own, so a batch relayed twice
 	// (a crash between the enqueue and the row's removal, two leaders
 	// around a handover) is enqueued once.
