@@ -89,7 +89,7 @@ func decodeStrict[T any](s string) (T, error) {
 	if err := dec.Decode(&v); err != nil {
 		return v, err
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) { // More misses a stray "}" or "]"
 		return v, errors.New("trailing data after the JSON object")
 	}
 	return v, nil
