@@ -95,7 +95,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	if errors.Is(ctx.Err(), context.Canceled) {
 		end.Shutdown = "asynq cancelled the handler mid-call"
 	}
-	outcome := attempt.Decide(end)
+	outcome := attempt.NameApplier(ctx, b.ledger, c.Queue, c.ID, err, attempt.Decide(end))
 	if outcome.To == jobs.Pending {
 		outcome.RetryAt = time.Now() // asynq decides when the retry is delivered
 	}

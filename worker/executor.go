@@ -129,7 +129,7 @@ func (p *Pool) execute(a *attempt) {
 	}
 	p.renewer.remove(a)
 	a.timer.Stop()
-	outcome := rules.Decide(end)
+	outcome := rules.NameApplier(a.ctx, p.ledger, c.Queue, c.ID, end.Err, rules.Decide(end))
 	if outcome.To == jobs.Pending && !outcome.Defer {
 		outcome.RetryAt = time.Now().Add(p.cfg.RetryDelay(c.Attempt))
 	}
