@@ -11,7 +11,8 @@ import (
 
 // TestActionBodiesRefuseTrailingData: every action's body is one JSON
 // object and nothing after it; a second object ({...}{"action":"rerun"})
-// or stray bytes get 400 and change nothing.
+// or stray bytes get 400 and change nothing, as does a note holding
+// control characters.
 func TestActionBodiesRefuseTrailingData(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(dashboard.Options{Username: user, Password: pass})
@@ -28,6 +29,9 @@ func TestActionBodiesRefuseTrailingData(t *testing.T) {
 		{"/api/queues/default/pause", `{"note":"x"}{}`},
 		{"/api/bulk", bulk + `{"action":"rerun"}`},
 		{"/api/bulk", bulk + `,`},
+		// A note with terminal escapes is refused by jobs.Client's rules.
+		{job + "/cancel", `{"note":"\u001b]0;pwned\u0007\u001b[2J"}`},
+		{"/api/queues/default/pause", `{"note":"a\rb"}`},
 	} {
 		if res, body := act(t, h, c.path, c.body); res.StatusCode != http.StatusBadRequest || errCode(t, body) != "invalid" {
 			t.Errorf("%s %s: %d %s, want 400 invalid", c.path, c.body, res.StatusCode, body)

@@ -181,8 +181,9 @@
 // "[redacted]" as a whole (the handler still gets the full payload).
 //
 // One bad row never stops the relay. Enqueue refuses what the table
-// cannot hold (max retries above the integer column's range, as every
-// value jobs.Client.Enqueue refuses). A committed row the relay still
+// cannot hold (max retries above the integer column's range, a RunAt
+// outside years 1-9999, whose milliseconds would wrap around) besides every
+// value jobs.Client.Enqueue refuses. A committed row the relay still
 // cannot enqueue (edited by hand, written by an older version: a payload
 // that is not a JSON object, an invalid queue or kind, a negative or
 // overflowing number, an infinite run_at) is set aside: it stays in the

@@ -160,6 +160,10 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) (
 			return nil, fmt.Errorf("pgfence: outbox: job %d: %w: max retries %d above %d", i, jobs.ErrInvalid, prep.MaxRetries, math.MaxInt32)
 		}
 		retries[i] = int32(prep.MaxRetries)
+		if !prep.RunAt.IsZero() && (prep.RunAt.Year() < 1 || prep.RunAt.Year() > 9999) {
+			// Milliseconds since 1970 would wrap around, or leave the column's range.
+			return nil, fmt.Errorf("pgfence: outbox: job %d: %w: run at %v outside years 1-9999", i, jobs.ErrInvalid, prep.RunAt)
+		}
 		timeouts[i] = prep.Timeout.Milliseconds()
 		if !prep.RunAt.IsZero() {
 			runAts[i] = prep.RunAt.UnixMilli()

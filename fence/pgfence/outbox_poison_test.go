@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,12 @@ func TestOutboxRefusesValuesThatDoNotFit(t *testing.T) {
 		})
 		if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "job 1") {
 			t.Fatalf("max retries above int32: %v, want ErrInvalid naming job 1", err)
+		}
+	})
+	e.inTx(t, true, func(tx pgx.Tx) {
+		_, err := e.outbox.Enqueue(ctx, tx, orderArgs{Order: "far"}, jobs.RunAt(time.Date(300_000_000, 1, 1, 0, 0, 0, 0, time.UTC)))
+		if !errors.Is(err, jobs.ErrInvalid) {
+			t.Fatalf("run at in year 300000000 (its milliseconds wrap around): %v, want ErrInvalid", err)
 		}
 	})
 	if n := e.rows(t); n != 0 {
