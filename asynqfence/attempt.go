@@ -69,10 +69,10 @@ func AttemptFromContext(ctx context.Context) (Attempt, bool) {
 // attempt's token.
 func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c ledger.Claimed, sent time.Time, log *slog.Logger) error {
 	log = log.With("attempt", c.Attempt, "token", c.Token.String())
-	kind := c.Kind
+	kind := b.kindLabel(t, next) // the metric label; c.Kind is the task type
 	b.metrics.Attempted.WithLabelValues(c.Queue, kind).Inc()
 	a := Attempt{
-		ID: c.ID, Queue: c.Queue, Kind: kind, OperationID: c.OperationID, Attempt: c.Attempt, MaxRetries: c.MaxRetries,
+		ID: c.ID, Queue: c.Queue, Kind: c.Kind, OperationID: c.OperationID, Attempt: c.Attempt, MaxRetries: c.MaxRetries,
 		Resource: jobs.LeaseResource(c.ID, ""), Token: c.Token, Owner: b.opts.WorkerID + "/" + c.ID, Deadline: c.Deadline,
 	}
 	actx, cancel := context.WithCancelCause(ctx)
@@ -83,7 +83,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 
 	r := b.startRenewer(c, sent, cancel, log)
 	start := time.Now()
-	err := b.safeRun(hctx, t, next, c, log)
+	err := b.safeRun(hctx, t, next, c.Queue, kind, log)
 	elapsed := time.Since(start)
 	r.stop()
 
@@ -101,7 +101,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	if errors.Is(ctx.Err(), context.Canceled) {
 		end.Shutdown = "asynq cancelled the handler mid-call"
 	}
-	outcome := attempt.Decide(end)
+	outcome := attempt.NameApplier(ctx, b.ledger, c.Queue, c.ID, err, attempt.Decide(end))
 	if outcome.To == jobs.Pending {
 		outcome.RetryIn = 0 // asynq decides when the retry is delivered
 	}
@@ -173,10 +173,10 @@ func retriesOnTimeout(t *asynq.Task, next asynq.Handler) bool {
 }
 
 // safeRun calls the handler, turning a panic into a retryable error.
-func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler, c ledger.Claimed, log *slog.Logger) (err error) {
+func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler, queue, kind string, log *slog.Logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			b.metrics.Panics.WithLabelValues(c.Queue, c.Kind).Inc()
+			b.metrics.Panics.WithLabelValues(queue, kind).Inc()
 			log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}

@@ -155,6 +155,7 @@ type Bridge struct {
 	log     *slog.Logger
 	metrics *metrics.Set
 	queues  sync.Map // ledger queues registered by this bridge
+	kinds   kinds    // task types labelled by name (kindLabel)
 }
 
 // New returns a bridge that keeps its attempts in the ledger of cfg's
@@ -233,6 +234,14 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		ID: taskID, Kind: t.Type(), Payload: t.Payload(), MaxRetries: maxRetry,
 		Owner: b.opts.WorkerID, TTL: b.opts.LeaseTTL, Bridge: BridgeName,
 	}
+	if len(d.Payload) > jobs.MaxPayloadBytes {
+		// As Enqueue refuses it: nothing is written, asynq archives the task.
+		b.metrics.Rejected.WithLabelValues(queueLabel(q), metrics.ReasonInvalid).Inc()
+		b.log.Warn("task refused: payload too large", "queue", q, "kind", t.Type(), "task_id", taskID,
+			"bytes", len(d.Payload), "max", jobs.MaxPayloadBytes)
+		return fmt.Errorf("asynqfence: %w: payload of %d bytes exceeds %d: %w",
+			jobs.ErrInvalid, len(d.Payload), jobs.MaxPayloadBytes, asynq.SkipRetry)
+	}
 	if op := b.opts.OperationID(t); op != "" {
 		d.ID = op
 	}
@@ -248,7 +257,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		dc, err := b.ledger.ClaimDelivery(ctx, q, d)
 		if err != nil {
 			if errors.Is(err, jobs.ErrInvalid) {
-				b.metrics.Rejected.WithLabelValues(q, metrics.ReasonInvalid).Inc()
+				b.metrics.Rejected.WithLabelValues(queueLabel(q), metrics.ReasonInvalid).Inc()
 				return fmt.Errorf("asynqfence: %w: %w", err, asynq.SkipRetry)
 			}
 			return fmt.Errorf("asynqfence: claim: %w", err)

@@ -31,11 +31,15 @@ type inProcess struct {
 }
 
 func startInProcess(t *testing.T, register func(mux *asynq.ServeMux)) *inProcess {
+	return startInProcessWith(t, asynqfence.Options{WorkerID: "in-process"}, register)
+}
+
+func startInProcessWith(t *testing.T, opts asynqfence.Options, register func(mux *asynq.ServeMux)) *inProcess {
 	rdb := redistest.Start(t, redistest.Options{}).Client()
 	addr := rdb.Options().Addr
 	ns := redistest.Namespace(t)
 	lg := ledger.New(rdb, ledger.Config{Namespace: ns})
-	b, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{WorkerID: "in-process"})
+	b, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

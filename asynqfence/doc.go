@@ -51,6 +51,25 @@
 //     (fencedq CLI or dashboard), run the archived task again in asynq
 //     (asynqmon or asynq.Inspector.RunTask): that delivery claims it.
 //
+// # Limits and metrics
+//
+// A task is refused as jobs.Client.Enqueue refuses a job: a payload over
+// jobs.MaxPayloadBytes, a task type that is not a valid kind, or a ledger
+// queue or operation id outside the names' rules is answered with an
+// error matching jobs.ErrInvalid and wrapping asynq.SkipRetry (asynq
+// archives the task), and counted as rejected (reason invalid), before
+// the ledger records anything or the handler runs.
+//
+// Options.Registerer gets the series native pools export, with labels
+// from bounded sets only. The kind label is the handler's, never a
+// task type chosen by whoever enqueues: the worker kind of a Handler; the
+// pattern that handles the task when the middleware wraps a whole
+// ServeMux; UnknownKind ("unknown", as native pools label kinds no worker
+// is registered for) for a type no handler matches; otherwise (a plain
+// handler under ServeMux.Use, which may serve a prefix pattern) the type,
+// for the first MaxKindLabels types a bridge sees, and UnknownKind after.
+// A queue the ledger refuses is labelled "invalid".
+//
 // # What asynq still decides, and what the bridge decides
 //
 // asynq's own guarantees are unchanged. A server holds a task under asynq's

@@ -73,6 +73,12 @@ func (h *typed[T]) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	return h.w.Work(ctx, job)
 }
 
+// kindLabel is the worker's kind, the handler's metric label.
+func (h *typed[T]) kindLabel() string {
+	var zero T
+	return zero.Kind()
+}
+
 // RetryOnTimeout passes the worker's own answer on (false without one).
 func (h *typed[T]) RetryOnTimeout() bool {
 	r, ok := h.w.(jobs.RetryOnTimeout)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 
@@ -13,8 +14,9 @@ import (
 // maxBulkBody bounds a bulk action's body (maxSelection job references).
 const maxBulkBody = 512 << 10
 
-// decodeBody reads r's JSON body into v, strictly, answering 415 or 400
-// when it cannot.
+// decodeBody reads r's JSON body into v, strictly (one object of v's
+// fields, nothing after it but white space, at most limit bytes),
+// answering 415 or 400 when it cannot. Every action's body is read here.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, shape string) bool {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		writeError(w, http.StatusUnsupportedMediaType, "invalid", "send the body as application/json")
@@ -24,6 +26,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, shap
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", "body must be "+shape)
+		return false
+	}
+	// A second value ({...}{"action":"rerun"}) or any other trailing data
+	// would be ignored by Decode: refuse the body instead.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "invalid", "body must be "+shape+", with nothing after it")
 		return false
 	}
 	return true

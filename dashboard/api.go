@@ -540,15 +540,8 @@ func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, "invalid", "send the decision as application/json")
-		return
-	}
 	var req resolveRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxResolveBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid", "body must be {\"decision\": \"succeeded|rerun|dead\", \"note\": \"...\"}")
+	if !decodeBody(w, r, maxResolveBody, &req, `{"decision": "succeeded|rerun|dead", "note": "..."}`) {
 		return
 	}
 	switch req.Decision {

@@ -100,6 +100,13 @@
 //	POST api/bulk                      {"action": "cancel|rerun", "jobs": [{"queue","id"}], "note": "..."}
 //	                                   (at most 1000 jobs; answers done and, per job, why not)
 //
+// An action's body is application/json holding exactly one object of the
+// fields shown: an unknown field, a second value ({...}{"action":"rerun"})
+// or any data after the object but white space is refused with 400
+// (code "invalid") and nothing is done. Notes and the operator's name
+// follow jobs.Client's rules (no control characters; a note may hold line
+// feeds and tabs).
+//
 // The dashboard reads only through jobs.Inspector (List for filtered
 // lists, Search for ids and prefixes, which scans within a budget and says
 // when it stopped early).

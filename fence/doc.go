@@ -45,10 +45,14 @@
 // operation (resource, token, owner; worker pools use "<worker id>/<job
 // id>" as owner, so it names the job), Fence is the refused write, and
 // [AlreadyAppliedError.Elsewhere] tells whether they differ. Worker pools
-// treat the error as success and keep its text in the job's record, so the
-// second job ends succeeded with a link to the first. Give two effects two
-// operation ids; an id reused for a different effect is reported as
-// already applied, never applied twice.
+// and the asynq bridge treat the error as success and keep its text in
+// the job's record, and the job's reason (its record, its history, fencedq
+// inspect, the dashboard's job page) names the job and queue that applied
+// the effect when the ledger still holds it: "effect already applied by
+// job <id> in queue <queue> (token, resource, owner)", or "by an earlier
+// attempt of this job". Give two effects two operation ids; an id reused
+// for a different effect is reported as already applied, never applied
+// twice.
 //
 // The fence is checked before the effect log: a stale write of an applied
 // operation gets [ErrStale]. A write refused as stale or invalid does not

@@ -3,8 +3,21 @@ package jobs
 import (
 	"context"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// Limits on what an operator action records (Cancel, RunNow, Pause,
+// Resume, Resolve): the operator's name is 1-200 bytes of UTF-8 without
+// control characters (surrounding spaces are trimmed); the note is at most
+// 2000 bytes of UTF-8 whose only control characters are line feeds and
+// tabs. Anything else is rejected with an error matching ErrInvalid before
+// anything is written.
+const (
+	MaxActorLen = 200
+	MaxNoteLen  = 2000
 )
 
 // operator checks an operator's name and note and returns the actor string
@@ -17,14 +30,17 @@ func (c *Client) operator(queue, actor, note string) (string, error) {
 		return "", err
 	}
 	actor = strings.TrimSpace(actor)
-	if actor == "" {
+	switch {
+	case actor == "":
 		return "", invalid("an operator action needs the operator's name")
-	}
-	if len(actor) > 200 {
-		return "", invalid("operator name longer than 200 bytes")
-	}
-	if len(note) > 2000 {
-		return "", invalid("note longer than 2000 bytes")
+	case len(actor) > MaxActorLen:
+		return "", invalid("operator name longer than %d bytes", MaxActorLen)
+	case !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl):
+		return "", invalid("operator name %q must be UTF-8 without control characters", actor)
+	case len(note) > MaxNoteLen:
+		return "", invalid("note longer than %d bytes", MaxNoteLen)
+	case !utf8.ValidString(note) || strings.ContainsFunc(note, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }):
+		return "", invalid("note %q must be UTF-8 whose only control characters are line feeds and tabs", note)
 	}
 	return "operator:" + actor, nil
 }

@@ -155,10 +155,10 @@ type MaintenanceConfig struct {
 // into the queue; package pgfence's Outbox implements it.
 type OutboxRelay interface {
 	// Relay moves up to max committed jobs into the queue through client,
-	// fenced by the leader's token, and returns how many it moved. Each
-	// job carries an operation id of its own, so a batch relayed twice (a
-	// crash between the enqueue and the row's removal, two leaders around
-	// a handover) is enqueued once.
+	// fenced by the leader's token, and returns how many rows it took off
+	// the outbox: relayed, or set aside because they cannot be enqueued
+	// (one bad row must never stop the others). Each job carries an
+	// operation id of its own, so a batch relayed twice is enqueued once.
 	Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (int, error)
 	// Listen returns a channel that receives when jobs may have been
 	// committed, until ctx ends (nil: the leader polls only).

@@ -57,7 +57,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	} else {
 		end = p.runHandler(a, h)
 	}
-	outcome := rules.Decide(end)
+	outcome := rules.NameApplier(a.ctx, p.ledger, c.Queue, c.ID, end.Err, rules.Decide(end))
 	if outcome.To == jobs.Pending && !outcome.Defer {
 		outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
 	}

@@ -316,3 +316,40 @@ func TestCronZones(t *testing.T) {
 		}
 	}
 }
+
+// panicky is a Schedule whose Next panics: a poison schedule.
+type panicky struct{}
+
+func (panicky) Next(time.Time) time.Time { panic("poison schedule") }
+func (panicky) String() string           { return "@poison" }
+
+// TestPoisonScheduleDoesNotStopTheOthers: a schedule whose Next panics,
+// registered first, fails on its own (logged) while the schedule after it
+// keeps ticking.
+func TestPoisonScheduleDoesNotStopTheOthers(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	ran := make(chan string, 16)
+	_ = worker.Register(p, jobs.WorkFunc[tickArgs](func(ctx context.Context, j *jobs.Job[tickArgs]) error {
+		ran <- j.OperationID
+		return nil
+	}))
+	if err := p.AddPeriodic(
+		worker.Periodic(panicky{}, tickArgs{Report: "poison"}, worker.ScheduleID("a-poison")),
+		worker.Periodic(worker.Every(time.Second), tickArgs{Report: "healthy"}, worker.ScheduleID("b-healthy")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	select {
+	case op := <-ran:
+		if id, _, ok := jobs.ParsePeriodicOperationID(op); !ok || id != "b-healthy" {
+			t.Fatalf("ran %q, want a tick of b-healthy", op)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the healthy schedule never ticked behind the poison one; logs:\n%s", tail(e.logs.String(), 20))
+	}
+	redistest.Await(t, e.rdb, e.ns, "the poison schedule's failure logged", func() bool {
+		return strings.Contains(e.logs.String(), "periodic schedule pass failed") && strings.Contains(e.logs.String(), "poison schedule")
+	})
+}

@@ -166,7 +166,7 @@ func (d *demo) stage(format string, a ...any) {
 	d.mu.Lock()
 	d.stages = append(d.stages, msg)
 	d.mu.Unlock()
-	fmt.Fprintln(d.progress, "  * "+msg)
+	fmt.Fprintln(d.progress, "  * "+cli.Escape(msg))
 }
 
 // run runs the demo and summarizes it; summarized is called with the
@@ -342,7 +342,7 @@ func (d *demo) enqueue(ctx context.Context, t bank.Transfer, opts ...jobs.Option
 	res, err := d.client.Enqueue(ctx, t, opts...)
 	if err != nil {
 		if ctx.Err() == nil {
-			fmt.Fprintf(d.progress, "  ! enqueue: %v\n", err)
+			fmt.Fprint(d.progress, cli.Escapef("  ! enqueue: %v\n", err))
 		}
 		return nil
 	}
@@ -416,13 +416,13 @@ func crashWorker(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var cfg bank.WorkerConfig
 	cfg.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		fmt.Fprint(stderr, cli.Escapef("%s: %v\n", fs.Name(), err))
 		return 2
 	}
 	cfg.StallAfterMemo = memoCrash
 	cfg.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	if err := bank.RunWorker(ctx, cfg, stdout); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		fmt.Fprint(stderr, cli.Escapef("%s: %v\n", fs.Name(), err))
 		return 1
 	}
 	return 0

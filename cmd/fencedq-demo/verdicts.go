@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -263,9 +264,9 @@ func printVerdicts(w io.Writer, vs []verdict) {
 		if v.JobID != "" {
 			job = " (job " + v.JobID + ")"
 		}
-		fmt.Fprintf(w, "  %-7s %s%s\n", label, strings.ReplaceAll(v.Check, "_", " "), job)
-		fmt.Fprintf(w, "          happened: %s\n", v.Happened)
-		fmt.Fprintf(w, "          required: %s\n", v.Required)
+		fmt.Fprint(w, cli.Escapef("  %-7s %s%s\n", label, strings.ReplaceAll(v.Check, "_", " "), job))
+		fmt.Fprint(w, cli.Escapef("          happened: %s\n", v.Happened))
+		fmt.Fprint(w, cli.Escapef("          required: %s\n", v.Required))
 	}
 	if failed == 0 {
 		fmt.Fprintf(w, "every check passed (%d)\n", len(vs))

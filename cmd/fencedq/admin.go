@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -70,9 +71,9 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return json.NewEncoder(out).Encode(enqueued{JobID: res.JobID, Queue: res.Queue, OperationID: res.OperationID, Deduplicated: res.Deduplicated})
 		}
 		if res.Deduplicated {
-			fmt.Fprintf(out, "deduplicated: operation %s already belongs to job %s\n", res.OperationID, res.JobID)
+			fmt.Fprint(out, cli.Escapef("deduplicated: operation %s already belongs to job %s\n", res.OperationID, res.JobID))
 		} else {
-			fmt.Fprintf(out, "enqueued job %s (queue %s, operation %s)\n", res.JobID, res.Queue, res.OperationID)
+			fmt.Fprint(out, cli.Escapef("enqueued job %s (queue %s, operation %s)\n", res.JobID, res.Queue, res.OperationID))
 		}
 		return nil
 	}
@@ -95,7 +96,7 @@ func decodeStrict[T any](s string) (T, error) {
 	if err := dec.Decode(&v); err != nil {
 		return v, err
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) { // More misses a stray "}" or "]"
 		return v, errors.New("trailing data after the JSON object")
 	}
 	return v, nil
@@ -226,7 +227,7 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 	}
 	fmt.Fprintln(tw, "\tPAUSED")
 	for _, i := range infos {
-		fmt.Fprint(tw, i.Queue)
+		fmt.Fprint(tw, cli.Escape(i.Queue))
 		for _, s := range jobs.States {
 			fmt.Fprintf(tw, "\t%d", i.Counts[s])
 		}
@@ -249,7 +250,8 @@ func emptyNamespaceHint(ns string) string {
 		"if you expected some, give the workers' namespace with --namespace (or FENCEDQ_NAMESPACE)\n", ns)
 }
 
-// pauseText describes a pause in one line ("no" while the queue runs).
+// pauseText describes a pause in one line ("no" while the queue runs),
+// escaped for a terminal.
 func pauseText(p *jobs.Pause) string {
 	if p == nil {
 		return "no"
@@ -258,7 +260,7 @@ func pauseText(p *jobs.Pause) string {
 	if p.Note != "" {
 		s += ": " + p.Note
 	}
-	return s
+	return cli.Escape(s)
 }
 
 func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.State, queue string, limit int, asJSON bool) error {
@@ -284,7 +286,7 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 			return err
 		}
 		if p != nil {
-			paused = append(paused, q+" ("+pauseText(p)+")")
+			paused = append(paused, cli.Escape(q)+" ("+pauseText(p)+")")
 		}
 	}
 	if asJSON {
@@ -304,7 +306,7 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 		if r.Bridge != "" {
 			q += " (" + r.Bridge + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, q, r.Kind, r.OperationID, r.Attempts, r.Token, fenceText(r.Fence), reason)
+		fmt.Fprint(tw, cli.Escapef("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, q, r.Kind, r.OperationID, r.Attempts, r.Token, fenceText(r.Fence), reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -331,23 +333,23 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 	if r.Bridge != "" {
 		q += " (delivered by " + r.Bridge + " through the bridge)"
 	}
-	fmt.Fprintf(out, "job %s\n  kind %s, queue %s, operation %s\n  state %s", r.ID, r.Kind, q, r.OperationID, r.State)
+	fmt.Fprint(out, cli.Escapef("job %s\n  kind %s, queue %s, operation %s\n  state %s", r.ID, r.Kind, q, r.OperationID, r.State))
 	if r.Reason != "" {
-		fmt.Fprintf(out, " (%s)", r.Reason)
+		fmt.Fprint(out, cli.Escapef(" (%s)", r.Reason))
 	}
 	fmt.Fprintf(out, "\n  attempts %d, token %d", r.Attempts, r.Token)
 	if r.Fence > 0 {
 		fmt.Fprintf(out, ", fence %d (the resource lease's token)", r.Fence)
 	}
-	fmt.Fprintf(out, ", resource %s\n  args %s\n", r.LeaseResource(), r.Args)
+	fmt.Fprint(out, cli.Escapef(", resource %s\n  args %s\n", r.LeaseResource(), r.Args))
 	if r.Error != "" {
-		fmt.Fprintf(out, "  last error %s\n", r.Error)
+		fmt.Fprint(out, cli.Escapef("  last error %s\n", r.Error))
 	}
 	if r.CancelledBy != "" && r.State == jobs.Running {
-		fmt.Fprintf(out, "  cancel requested by %s: the attempt is asked to stop; its outcome is still committed by its token\n", r.CancelledBy)
+		fmt.Fprint(out, cli.Escapef("  cancel requested by %s: the attempt is asked to stop; its outcome is still committed by its token\n", r.CancelledBy))
 	}
 	if paused != nil {
-		fmt.Fprintf(out, "  queue %s is paused %s\n", r.Queue, pauseText(paused))
+		fmt.Fprint(out, cli.Escapef("  queue %s is paused %s\n", r.Queue, pauseText(paused)))
 	}
 	fmt.Fprintln(out, "history:")
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
@@ -376,7 +378,7 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		case "deduplicated":
 			detail = "found due again after it finished: dropped, the handler did not run"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339Nano), e.Event, detail)
+		fmt.Fprint(tw, cli.Escapef("  %s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339Nano), e.Event, detail))
 	}
 	_ = tw.Flush()
 }
@@ -492,7 +494,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				Decision jobs.Decision `json:"decision"`
 			}{rec, d})
 		}
-		fmt.Fprintf(out, "job %s is now %s\n", rec.ID, rec.State)
+		fmt.Fprint(out, cli.Escapef("job %s is now %s\n", rec.ID, rec.State))
 		return nil
 	}
 }
@@ -542,10 +544,10 @@ func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			}{rec, rec.State == jobs.Cancelled, stop})
 		}
 		if stop {
-			fmt.Fprintf(out, "job %s is running: its attempt (token %d) is asked to stop; its outcome is still committed by its token, and a retry becomes cancelled\n", rec.ID, rec.Token)
+			fmt.Fprint(out, cli.Escapef("job %s is running: its attempt (token %d) is asked to stop; its outcome is still committed by its token, and a retry becomes cancelled\n", rec.ID, rec.Token))
 			return nil
 		}
-		fmt.Fprintf(out, "job %s is now %s\n", rec.ID, rec.State)
+		fmt.Fprint(out, cli.Escapef("job %s is now %s\n", rec.ID, rec.State))
 		return nil
 	})
 }
@@ -557,7 +559,7 @@ func runNowCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				Job *jobs.Record `json:"job"`
 			}{rec})
 		}
-		fmt.Fprintf(out, "job %s is due now (%s)\n", rec.ID, rec.State)
+		fmt.Fprint(out, cli.Escapef("job %s is due now (%s)\n", rec.ID, rec.State))
 		return nil
 	})
 }
@@ -617,16 +619,16 @@ func pauseOrResume(fs *flag.FlagSet, pause bool) func(context.Context, io.Writer
 		}
 		switch {
 		case pause && changed:
-			fmt.Fprintf(out, "queue %s is paused: no new attempts start; running ones finish; enqueues are accepted\n", *queue)
+			fmt.Fprint(out, cli.Escapef("queue %s is paused: no new attempts start; running ones finish; enqueues are accepted\n", *queue))
 		case pause:
-			fmt.Fprintf(out, "queue %s was already paused %s\n", *queue, pauseText(paused))
+			fmt.Fprint(out, cli.Escapef("queue %s was already paused %s\n", *queue, pauseText(paused)))
 		case changed:
-			fmt.Fprintf(out, "queue %s is resumed\n", *queue)
+			fmt.Fprint(out, cli.Escapef("queue %s is resumed\n", *queue))
 		default:
-			fmt.Fprintf(out, "queue %s was not paused\n", *queue)
+			fmt.Fprint(out, cli.Escapef("queue %s was not paused\n", *queue))
 		}
 		if !isKnown {
-			fmt.Fprintf(out, "note: no job or pool has used queue %s yet; check its name\n", *queue)
+			fmt.Fprint(out, cli.Escapef("note: no job or pool has used queue %s yet; check its name\n", *queue))
 		}
 		return nil
 	}
@@ -701,8 +703,8 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			if p.Leader {
 				role = "leader"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d/%d\t%s\t%s\t%s ago\t%s\n", p.ID, p.Host, p.PID, strings.Join(qs, ","), p.Busy, p.Concurrency,
-				p.Version, p.Started.UTC().Format(time.RFC3339), time.Since(p.LastHeartbeat).Round(time.Second), role)
+			fmt.Fprint(tw, cli.Escapef("%s\t%s\t%d\t%s\t%d/%d\t%s\t%s\t%s ago\t%s\n", p.ID, p.Host, p.PID, strings.Join(qs, ","), p.Busy, p.Concurrency,
+				p.Version, p.Started.UTC().Format(time.RFC3339), time.Since(p.LastHeartbeat).Round(time.Second), role))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -712,7 +714,7 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		case leader == "":
 			fmt.Fprint(out, "; no maintenance leader")
 		case !slices.ContainsFunc(lines, func(p poolLine) bool { return p.Leader }):
-			fmt.Fprintf(out, "; maintenance leader %s is not among them", leader)
+			fmt.Fprint(out, cli.Escapef("; maintenance leader %s is not among them", leader))
 		}
 		fmt.Fprintln(out)
 		return nil

@@ -76,8 +76,10 @@ func TestEnqueueDecodesKnownKindsStrictly(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, `unknown field "cent"`) {
 		t.Fatalf("mistyped field: %d %q", code, errOut)
 	}
-	if code, _, errOut := e.cli("enqueue", "--kind", "transfer", "--args", `{"from":"acct-000","to":"acct-001","cents":1} {}`); code != 2 || !strings.Contains(errOut, "trailing") {
-		t.Fatalf("trailing data: %d %q", code, errOut)
+	for _, trailing := range []string{` {}`, `}`, `]`} {
+		if code, _, errOut := e.cli("enqueue", "--kind", "transfer", "--args", `{"from":"acct-000","to":"acct-001","cents":1}`+trailing); code != 2 || !strings.Contains(errOut, "trailing") {
+			t.Fatalf("trailing %q: %d %q", trailing, code, errOut)
+		}
 	}
 	if n, err := e.ledger.Counts(context.Background(), "default"); err != nil || n[jobs.Pending] != 0 {
 		t.Fatalf("a refused enqueue wrote a job: %v %v", n, err)

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -163,8 +164,8 @@ func printSchedules(out io.Writer, lines []scheduleLine, one bool) error {
 		if !l.Seen.IsZero() {
 			seen = time.Since(l.Seen).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", l.ID, l.Kind, l.Queue, l.Schedule.Schedule, orDash(l.TimeZone),
-			orDash(l.CatchUp), timeText(l.LastTick), job, timeText(l.NextTick), l.Enqueued, l.Skipped, seen)
+		fmt.Fprint(tw, cli.Escapef("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", l.ID, l.Kind, l.Queue, l.Schedule.Schedule, orDash(l.TimeZone),
+			orDash(l.CatchUp), timeText(l.LastTick), job, timeText(l.NextTick), l.Enqueued, l.Skipped, seen))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -176,7 +177,7 @@ func printSchedules(out io.Writer, lines []scheduleLine, one bool) error {
 		if len(l.Ticks) == 0 {
 			continue
 		}
-		fmt.Fprintf(out, "\nticks of %s, newest first:\n", l.ID)
+		fmt.Fprint(out, cli.Escapef("\nticks of %s, newest first:\n", l.ID))
 		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  TICK\tJOB\tSTATE\tQUEUE\tRECORDED\tLEADER\tNOTE")
 		for _, t := range l.Ticks {
@@ -184,7 +185,7 @@ func printSchedules(out io.Writer, lines []scheduleLine, one bool) error {
 			if t.Deduplicated {
 				note = "deduplicated: the job already existed"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", timeText(t.Time), t.JobID, t.JobState, t.Queue, timeText(t.Recorded), t.Leader, note)
+			fmt.Fprint(tw, cli.Escapef("  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", timeText(t.Time), t.JobID, t.JobState, t.Queue, timeText(t.Recorded), t.Leader, note))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -15,7 +15,8 @@
 //	fencedq_fences     (resource text PRIMARY KEY, token numeric(20,0), owner text, updated_at timestamptz)
 //	fencedq_effects    (operation_id text PRIMARY KEY, resource text, token numeric(20,0), owner text, applied_at timestamptz)
 //	fencedq_outbox     (id uuid PRIMARY KEY, seq bigint identity, kind, queue, operation_id, resource,
-//	                    payload text, sensitive boolean, max_retries, timeout_ms, run_at, created_at)
+//	                    payload text, sensitive boolean, max_retries, timeout_ms, run_at, created_at,
+//	                    failed_at timestamptz, error text)
 //
 // fences holds each resource's high-water mark; effects is the effect log;
 // outbox holds jobs committed but not yet relayed. Tokens are
@@ -178,4 +179,18 @@
 // The relay re-enqueues the raw JSON args without their Go type, so the
 // args of a job with fields tagged fencedq:"sensitive" are shown as
 // "[redacted]" as a whole (the handler still gets the full payload).
+//
+// One bad row never stops the relay. Enqueue refuses what the table
+// cannot hold (max retries above the integer column's range, a RunAt
+// outside years 1-9999, whose milliseconds would wrap around) besides every
+// value jobs.Client.Enqueue refuses. A committed row the relay still
+// cannot enqueue (edited by hand, written by an older version: a payload
+// that is not a JSON object, an invalid queue or kind, a negative or
+// overflowing number, an infinite run_at) is set aside: it stays in the
+// table with failed_at and error set (migration 5), a warning naming it
+// goes to Options.Logger, and later relays skip it while they move the
+// rows after it. An operator lists such rows with [Outbox.Failed] (or
+// SELECT id, kind, queue, failed_at, error FROM fencedq_outbox WHERE
+// failed_at IS NOT NULL), fixes them with SQL and puts them back with
+// [Outbox.Retry], or deletes them.
 package pgfence

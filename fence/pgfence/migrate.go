@@ -83,6 +83,17 @@ var migrations = []Migration{
 	{Version: 4, Name: "fence check function", up: func(t tables) []string {
 		return []string{fenceCheckFunction(t)}
 	}},
+	// A row the relay cannot enqueue (a value out of range, a payload that
+	// is not a JSON object, a row edited by hand) is set aside with the
+	// time and the reason instead of stopping every later row; relays take
+	// only the rows not set aside, through the partial index.
+	{Version: 5, Name: "outbox rows set aside", up: func(t tables) []string {
+		return []string{
+			`ALTER TABLE ` + t.outbox + ` ADD COLUMN IF NOT EXISTS failed_at timestamptz,
+				ADD COLUMN IF NOT EXISTS error text`,
+			`CREATE INDEX IF NOT EXISTS ` + t.outboxPendingIdx + ` ON ` + t.outbox + ` (seq) WHERE failed_at IS NULL`,
+		}
+	}},
 }
 
 // SQLSTATEs the fence check function (migration 4) raises.
@@ -170,7 +181,8 @@ func LatestVersion() int { return migrations[len(migrations)-1].Version }
 //	effects    (operation_id text PRIMARY KEY, resource text, token numeric(20,0), owner text,
 //	            applied_at timestamptz), index (resource, applied_at)
 //	outbox     (id uuid PRIMARY KEY, seq bigint identity, kind, queue, operation_id, resource,
-//	            payload text, sensitive boolean, max_retries, timeout_ms, run_at, created_at), index (seq)
+//	            payload text, sensitive boolean, max_retries, timeout_ms, run_at, created_at,
+//	            failed_at timestamptz, error text), index (seq), index (seq) WHERE failed_at IS NULL
 //	fence_check(resources, tokens, owners text[], op, resource, token, owner text), a function
 //
 // Tokens are stored as numeric(20,0), so every uint64 fits. Databases

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,13 +40,14 @@ type Outbox struct {
 	channel string
 	store   *Store
 	q       outboxQueries
+	log     *slog.Logger
 	// listening is signalled each time Listen's LISTEN is in place; inert
 	// unless a test initialised it (export_test.go).
 	listening testsignal.Signal[struct{}]
 }
 
 type outboxQueries struct {
-	insert, take, remove string
+	insert, take, remove, setAside, failed, retry string
 }
 
 // NewOutbox returns the outbox in the tables Options names. pool serves
@@ -56,7 +59,11 @@ func NewOutbox(pool *pgxpool.Pool, opts Options) (*Outbox, error) {
 		return nil, err
 	}
 	t := store.t
-	return &Outbox{pool: pool, t: t, channel: channelOf(t), store: store, q: queriesOf(t)}, nil
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Outbox{pool: pool, t: t, channel: channelOf(t), store: store, q: queriesOf(t), log: log}, nil
 }
 
 func queriesOf(t tables) outboxQueries {
@@ -68,10 +75,20 @@ func queriesOf(t tables) outboxQueries {
 			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::boolean[],
 				$8::integer[], $9::bigint[], $10::bigint[])
 				AS r(id, kind, queue, op, res, payload, sensitive, max_retries, timeout_ms, run_at_ms)`,
+		// Every column comes out in a form that always scans, so one row
+		// edited by hand cannot fail the batch's read: an infinite run_at
+		// (which has no time.Time) is flagged instead.
 		take: `SELECT id, kind, queue, COALESCE(operation_id, ''), COALESCE(resource, ''), payload, sensitive,
-				max_retries, timeout_ms, run_at
-			FROM ` + t.outbox + ` ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+				max_retries, timeout_ms, CASE WHEN isfinite(run_at) THEN run_at END,
+				run_at IS NOT NULL AND NOT isfinite(run_at)
+			FROM ` + t.outbox + ` WHERE failed_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
 		remove: `DELETE FROM ` + t.outbox + ` WHERE id = ANY($1::uuid[])`,
+		setAside: `UPDATE ` + t.outbox + ` AS o SET failed_at = now(), error = r.error
+			FROM unnest($1::uuid[], $2::text[]) AS r(id, error) WHERE o.id = r.id`,
+		failed: `SELECT id, kind, queue, COALESCE(operation_id, ''), created_at, failed_at, COALESCE(error, '')
+			FROM ` + t.outbox + ` WHERE failed_at IS NOT NULL ORDER BY seq LIMIT $1`,
+		retry: `UPDATE ` + t.outbox + ` SET failed_at = NULL, error = NULL
+			WHERE id = ANY($1::uuid[]) AND failed_at IS NOT NULL`,
 	}
 }
 
@@ -140,7 +157,15 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) (
 		ids[i] = uuid.NewString()
 		kinds[i], queues[i], opIDs[i], resources[i], payloads[i] = prep.Kind, prep.Queue, prep.OperationID, prep.Resource, string(prep.Payload)
 		sensitive[i] = string(prep.Display) != string(prep.Payload)
+		if prep.MaxRetries > math.MaxInt32 {
+			// The column is an integer: a larger value would wrap around.
+			return nil, fmt.Errorf("pgfence: outbox: job %d: %w: max retries %d above %d", i, jobs.ErrInvalid, prep.MaxRetries, math.MaxInt32)
+		}
 		retries[i] = int32(prep.MaxRetries)
+		if !prep.RunAt.IsZero() && (prep.RunAt.Year() < 1 || prep.RunAt.Year() > 9999) {
+			// Milliseconds since 1970 would wrap around, or leave the column's range.
+			return nil, fmt.Errorf("pgfence: outbox: job %d: %w: run at %v outside years 1-9999", i, jobs.ErrInvalid, prep.RunAt)
+		}
 		timeouts[i] = prep.Timeout.Milliseconds()
 		if !prep.RunAt.IsZero() {
 			runAts[i] = prep.RunAt.UnixMilli()
@@ -175,22 +200,32 @@ func (o *Outbox) Table() string { return o.t.outbox }
 var relayHook func() error
 
 // Relay moves up to max committed rows, oldest first, into the queue
-// through client, and returns how many it moved. In one transaction it
+// through client, and returns how many rows it took off the outbox
+// (relayed, or set aside). In one transaction it
 //
-//  1. locks up to max rows (FOR UPDATE SKIP LOCKED: a second relay takes
-//     others, or none);
-//  2. fences the relay by leader: the high-water row of the resource
+//  1. locks up to max rows not set aside (FOR UPDATE SKIP LOCKED: a
+//     second relay takes others, or none);
+//  2. checks each row as Enqueue checks a job (jobs.Prepare) and sets
+//     aside every row that fails (see below);
+//  3. fences the relay by leader: the high-water row of the resource
 //     "fencedq:outbox:<table>" is raised to leader's token, or Relay
 //     returns a *fence.StaleError (a newer leader relays now);
-//  3. enqueues the rows with client.EnqueueMany, each with its operation
-//     id ("outbox:<row id>" unless the job set its own);
-//  4. deletes the rows and commits.
+//  4. enqueues the other rows with client.EnqueueMany, each with its
+//     operation id ("outbox:<row id>" unless the job set its own);
+//  5. deletes them, marks the rows set aside, and commits.
 //
-// A relay that dies after 3 leaves the rows in the outbox: the next relay
+// A relay that dies after 4 leaves the rows in the outbox: the next relay
 // enqueues them again and the ledger returns the jobs already written for
 // their operation ids, so no row is enqueued twice and none is lost. A
 // job whose args have sensitive fields is shown as "[redacted]" as a whole
 // (the relay has the raw payload, not the Go type that marks the fields).
+//
+// One bad row never stops the others. A row that cannot become a job (a
+// value out of range or a payload that is not a JSON object, as a row
+// edited by hand may hold) stays in the table with failed_at and error
+// set, is logged as a warning (Options.Logger) and is not taken again:
+// list such rows with Failed, fix them with SQL and put them back with
+// Retry, or delete them.
 func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (int, error) {
 	if o.pool == nil {
 		return 0, fmt.Errorf("%w: the package-level outbox cannot relay; use NewOutbox", ErrOptions)
@@ -210,44 +245,28 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	var (
 		ids []string
 		ps  []jobs.Params
+		bad []setAside
 	)
 	for rows.Next() {
-		var (
-			id, kind, queue, op, res, payload string
-			sensitive                         bool
-			retries                           int32
-			timeout                           int64
-			runAt                             *time.Time
-		)
-		if err := rows.Scan(&id, &kind, &queue, &op, &res, &payload, &sensitive, &retries, &timeout, &runAt); err != nil {
+		var r outboxRow
+		if err := rows.Scan(&r.id, &r.kind, &r.queue, &r.op, &r.res, &r.payload, &r.sensitive,
+			&r.retries, &r.timeoutMS, &r.runAt, &r.runAtInfinite); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("pgfence: relay: read: %w", err)
 		}
-		if op == "" {
-			op = OutboxOperationPrefix + id
+		p, err := r.params()
+		if err != nil {
+			bad = append(bad, setAside{row: r, err: err})
+			continue
 		}
-		opts := []jobs.Option{jobs.Queue(queue), jobs.OperationID(op), jobs.MaxRetries(int(retries))}
-		if res != "" {
-			opts = append(opts, jobs.Resource(res))
-		}
-		if timeout > 0 {
-			opts = append(opts, jobs.Timeout(time.Duration(timeout)*time.Millisecond))
-		}
-		if runAt != nil {
-			opts = append(opts, jobs.RunAt(*runAt))
-		}
-		var args jobs.JobArgs = rawArgs{kind: kind, payload: json.RawMessage(payload)}
-		if sensitive {
-			args = sensitiveArgs{rawArgs: args.(rawArgs)}
-		}
-		ids = append(ids, id)
-		ps = append(ps, jobs.Params{Args: args, Options: opts})
+		ids = append(ids, r.id)
+		ps = append(ps, p)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("pgfence: relay: read: %w", err)
 	}
-	if len(ids) == 0 {
+	if len(ids) == 0 && len(bad) == 0 {
 		return 0, nil
 	}
 	f := fence.Fence{Resource: "fencedq:outbox:" + o.t.outbox, Token: leader, Owner: relayOwner, OperationID: "-"}
@@ -257,21 +276,142 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	if err := o.store.raise(ctx, tx, f); err != nil {
 		return 0, err
 	}
-	if _, err := client.EnqueueMany(ctx, ps); err != nil {
-		return 0, fmt.Errorf("pgfence: relay: %w", err)
+	if len(ps) > 0 {
+		if _, err := client.EnqueueMany(ctx, ps); err != nil {
+			return 0, fmt.Errorf("pgfence: relay: %w", err)
+		}
 	}
 	if relayHook != nil {
 		if err := relayHook(); err != nil {
 			return 0, err
 		}
 	}
-	if _, err := tx.Exec(ctx, o.q.remove, ids); err != nil {
-		return 0, fmt.Errorf("pgfence: relay: remove: %w", err)
+	if len(ids) > 0 {
+		if _, err := tx.Exec(ctx, o.q.remove, ids); err != nil {
+			return 0, fmt.Errorf("pgfence: relay: remove: %w", err)
+		}
+	}
+	if len(bad) > 0 {
+		badIDs, reasons := make([]string, len(bad)), make([]string, len(bad))
+		for i, b := range bad {
+			badIDs[i], reasons[i] = b.row.id, b.err.Error()
+		}
+		if _, err := tx.Exec(ctx, o.q.setAside, badIDs, reasons); err != nil {
+			return 0, fmt.Errorf("pgfence: relay: set aside: %w", err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("pgfence: relay: commit: %w", err)
 	}
-	return len(ids), nil
+	for _, b := range bad {
+		o.log.Warn("outbox row set aside: it cannot be enqueued; fix it and call Outbox.Retry, or delete it",
+			"outbox", o.t.outbox, "row_id", b.row.id, "kind", b.row.kind, "queue", b.row.queue, "error", b.err)
+	}
+	return len(ids) + len(bad), nil
+}
+
+// outboxRow is one row as the relay reads it.
+type outboxRow struct {
+	id, kind, queue, op, res, payload string
+	sensitive                         bool
+	retries                           int32
+	timeoutMS                         int64
+	runAt                             *time.Time
+	runAtInfinite                     bool
+}
+
+// setAside is a row the relay could not enqueue, and why.
+type setAside struct {
+	row outboxRow
+	err error
+}
+
+// params returns the row as the job Enqueue wrote, checked as Enqueue
+// checks it: an error (matching jobs.ErrInvalid) says why the row cannot
+// be enqueued.
+func (r outboxRow) params() (jobs.Params, error) {
+	op := r.op
+	if op == "" {
+		op = OutboxOperationPrefix + r.id
+	}
+	opts := []jobs.Option{jobs.Queue(r.queue), jobs.OperationID(op), jobs.MaxRetries(int(r.retries))}
+	if r.res != "" {
+		opts = append(opts, jobs.Resource(r.res))
+	}
+	switch {
+	case r.timeoutMS > math.MaxInt64/int64(time.Millisecond) || r.timeoutMS < 0:
+		return jobs.Params{}, fmt.Errorf("%w: timeout_ms %d out of range", jobs.ErrInvalid, r.timeoutMS)
+	case r.timeoutMS > 0:
+		opts = append(opts, jobs.Timeout(time.Duration(r.timeoutMS)*time.Millisecond))
+	}
+	if r.runAtInfinite {
+		return jobs.Params{}, fmt.Errorf("%w: run_at is infinite", jobs.ErrInvalid)
+	}
+	if r.runAt != nil {
+		opts = append(opts, jobs.RunAt(*r.runAt))
+	}
+	var args jobs.JobArgs = rawArgs{kind: r.kind, payload: json.RawMessage(r.payload)}
+	if r.sensitive {
+		args = sensitiveArgs{rawArgs: args.(rawArgs)}
+	}
+	if _, err := jobs.Prepare(args, opts...); err != nil {
+		return jobs.Params{}, err
+	}
+	return jobs.Params{Args: args, Options: opts}, nil
+}
+
+// FailedRow is an outbox row the relay set aside (see Relay).
+type FailedRow struct {
+	// ID is the row's id; OperationID the job's own, "" when it set none
+	// (its jobs would have been "outbox:<ID>").
+	ID, Kind, Queue, OperationID string
+	// Created is when the row was written, FailedAt when it was set aside.
+	Created, FailedAt time.Time
+	// Error says why the row could not be enqueued.
+	Error string
+}
+
+// Failed returns up to limit rows the relay set aside, oldest first.
+func (o *Outbox) Failed(ctx context.Context, limit int) ([]FailedRow, error) {
+	if o.pool == nil {
+		return nil, fmt.Errorf("%w: the package-level outbox has no pool; use NewOutbox", ErrOptions)
+	}
+	rows, err := o.pool.Query(ctx, o.q.failed, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pgfence: outbox: failed rows: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailedRow, error) {
+		var f FailedRow
+		err := row.Scan(&f.ID, &f.Kind, &f.Queue, &f.OperationID, &f.Created, &f.FailedAt, &f.Error)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgfence: outbox: failed rows: %w", err)
+	}
+	return out, nil
+}
+
+// Retry puts rows the relay set aside back into the outbox (after the
+// cause was fixed, with SQL): the next relay takes them again, and sets
+// aside again any that still cannot be enqueued. It returns how many rows
+// it put back (ids of rows not set aside are ignored).
+func (o *Outbox) Retry(ctx context.Context, ids ...string) (int, error) {
+	if o.pool == nil {
+		return 0, fmt.Errorf("%w: the package-level outbox has no pool; use NewOutbox", ErrOptions)
+	}
+	for _, id := range ids {
+		if uuid.Validate(id) != nil {
+			return 0, fmt.Errorf("%w: row id %q is not a UUID", ErrOptions, id)
+		}
+	}
+	tag, err := o.pool.Exec(ctx, o.q.retry, ids)
+	if err != nil {
+		return 0, fmt.Errorf("pgfence: outbox: retry: %w", err)
+	}
+	if tag.RowsAffected() > 0 {
+		_, _ = o.pool.Exec(ctx, `SELECT pg_notify($1, '')`, o.channel) // wake the relay; polling covers a miss
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // rawArgs re-enqueues an outbox row's args as they were written.

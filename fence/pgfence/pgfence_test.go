@@ -327,10 +327,10 @@ func TestMigrateConcurrentAndOptions(t *testing.T) {
 		{Schema: `x"; DROP TABLE y; --`}, {TablePrefix: "a b"}, {Schema: "1abc"}, {TablePrefix: string(make([]byte, 41))},
 	} {
 		if _, err := pgfence.New(pool, bad); !errors.Is(err, pgfence.ErrOptions) {
-			t.Errorf("New(%q) = %v, want ErrOptions", bad, err)
+			t.Errorf("New(%+v) = %v, want ErrOptions", bad, err)
 		}
 		if err := pgfence.Migrate(ctx, pool, bad); !errors.Is(err, pgfence.ErrOptions) {
-			t.Errorf("Migrate(%q) = %v, want ErrOptions", bad, err)
+			t.Errorf("Migrate(%+v) = %v, want ErrOptions", bad, err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package pgfence
 
 import (
 	"fmt"
+	"log/slog"
 	"regexp"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,9 @@ type Options struct {
 	// fq_fences, fq_effects, fq_outbox and fq_migrations. Same character
 	// rules as Schema; at most 40 bytes.
 	TablePrefix string
+	// Logger receives an Outbox's warnings: each row its relay sets aside
+	// (default slog.Default()). Store and Migrate log nothing.
+	Logger *slog.Logger
 }
 
 // MigrateLockID is the pg_advisory_xact_lock key Migrate holds while it
@@ -65,7 +69,7 @@ type tables struct {
 	// quoted, schema-qualified where set.
 	fenceCheck string
 	// quoted, unqualified (index names take the table's schema)
-	effectsIdx, effectsAgeIdx, outboxIdx string
+	effectsIdx, effectsAgeIdx, outboxIdx, outboxPendingIdx string
 }
 
 func (o Options) tables() tables {
@@ -85,5 +89,7 @@ func (o Options) tables() tables {
 		effectsIdx:    pgx.Identifier{p + "effects_resource_idx"}.Sanitize(),
 		effectsAgeIdx: pgx.Identifier{p + "effects_applied_at_idx"}.Sanitize(),
 		outboxIdx:     pgx.Identifier{p + "outbox_seq_idx"}.Sanitize(),
+		// the rows a relay takes: those not set aside (migration 5)
+		outboxPendingIdx: pgx.Identifier{p + "outbox_pending_idx"}.Sanitize(),
 	}
 }

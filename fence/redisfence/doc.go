@@ -16,11 +16,21 @@
 //	<ns>:fence:opclaims:{<op id>}            integer: writes of it in flight or    EffectTTL + 1h
 //	                                              applied on that resource
 //
+// An operation id's two keys are hash-tagged by the operation id, which
+// may hold any character: one starting with "}" (which would leave an
+// empty tag, and Redis would hash each whole key into its own slot) is
+// tagged by a digest instead, <ns>:fence:opindex:#{<16 hex digits of its
+// SHA-256>}:<op id> and likewise for opclaims, so the two keys always
+// share a slot. (Before, such an id failed with CROSSSLOT on Cluster; a
+// binding a single Redis holds under the old key, <ns>:fence:opindex:{<op
+// id>}, is still read by Apply, Guard and Applied until it expires.)
+//
 // The data keys a write mutates must be in the same hash slot: include
 // "{<resource>}" in them, or use [Store.DataKey] (<ns>:data:{<resource>}:<name>).
 // Apply rejects other keys with fence.ErrInvalid (checked with [Slot] on
 // every deployment, so code that works on one Redis also works on Cluster).
-// Resource names must not contain "{" or "}".
+// Resource names must not contain "{" or "}": a write with one is refused
+// with fence.ErrInvalid before anything is written.
 //
 // # Writing
 //

@@ -2,7 +2,9 @@ package redisfence
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -130,16 +132,55 @@ func (s *Store) EffectKey(resource, operationID string) string {
 }
 
 // IndexKey returns the key binding operationID to the one resource it may
-// apply on (<ns>:fence:opindex:{<operation id>}), which also lets Applied
-// answer from the operation id alone.
-func (s *Store) IndexKey(operationID string) string {
-	return s.cfg.Namespace + ":fence:opindex:{" + operationID + "}"
+// apply on (<ns>:fence:opindex:{<operation id>}, see opKey), which also
+// lets Applied answer from the operation id alone.
+func (s *Store) IndexKey(operationID string) string { return s.opKey("opindex", operationID) }
+
+// ClaimsKey returns the key counting the writes of operationID in flight
+// or applied on the resource IndexKey binds it to
+// (<ns>:fence:opclaims:{<operation id>}, see opKey). It is always in
+// IndexKey's hash slot.
+func (s *Store) ClaimsKey(operationID string) string { return s.opKey("opclaims", operationID) }
+
+// opKey is the key of family (opindex, opclaims) for an operation id,
+// hash-tagged by the operation id so that both keys of one operation share
+// a slot on Redis Cluster, whatever its characters: <ns>:fence:<family>:{<op>}.
+// Redis hashes the text between the first "{" and the next "}", or the
+// whole key when that text is empty, so an operation id starting with "}"
+// ("}x{") would make the two keys hash whole, into different slots. Such
+// an id is tagged by a digest instead, in keys no other id produces:
+// <ns>:fence:<family>:#{<16 hex digits of its SHA-256>}:<op>.
+func (s *Store) opKey(family, op string) string {
+	if strings.HasPrefix(op, "}") {
+		sum := sha256.Sum256([]byte(op))
+		return s.cfg.Namespace + ":fence:" + family + ":#{" + hex.EncodeToString(sum[:8]) + "}:" + op
+	}
+	return s.cfg.Namespace + ":fence:" + family + ":{" + op + "}"
 }
 
-// ClaimsKey returns the key counting the writes of operationID in flight or applied on the
-// resource IndexKey binds it to (<ns>:fence:opclaims:{<operation id>}).
-func (s *Store) ClaimsKey(operationID string) string {
-	return s.cfg.Namespace + ":fence:opclaims:{" + operationID + "}"
+// legacyIndexKey is where versions before opKey's digest tag bound an
+// operation id starting with "}" (on a single Redis; on Cluster such ids
+// failed), read so that bindings made before an upgrade are still seen
+// until they expire; "" for every other id, whose key did not change.
+func (s *Store) legacyIndexKey(op string) string {
+	if !strings.HasPrefix(op, "}") {
+		return ""
+	}
+	return s.cfg.Namespace + ":fence:opindex:{" + op + "}"
+}
+
+// legacyBinding returns the resource a binding made before the upgrade
+// (legacyIndexKey) holds for op, "" when there is none.
+func (s *Store) legacyBinding(ctx context.Context, op string) (string, error) {
+	k := s.legacyIndexKey(op)
+	if k == "" {
+		return "", nil
+	}
+	v, err := s.client.Get(ctx, k).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("redisfence: binding of %q: %w", op, err)
+	}
+	return v, nil
 }
 
 // DataKey returns a key for application data in resource's hash slot
@@ -188,15 +229,24 @@ func (s *Store) claim(ctx context.Context, f fence.Fence) error {
 	if s.cfg.EffectTTL > 0 {
 		ttl = s.cfg.EffectTTL + indexSlack
 	}
-	keys := []string{s.IndexKey(f.OperationID), s.ClaimsKey(f.OperationID)}
-	reply, err := claimScript.Run(ctx, s.client, keys, f.Resource, ms(ttl)).Slice()
+	other, err := s.legacyBinding(ctx, f.OperationID)
 	if err != nil {
-		return fmt.Errorf("redisfence: claim %q: %w", f.OperationID, err)
+		return err
 	}
-	if code, _ := reply[0].(int64); code == 1 {
-		return nil
+	if other == f.Resource {
+		other = ""
 	}
-	other := str(reply[1])
+	if other == "" {
+		keys := []string{s.IndexKey(f.OperationID), s.ClaimsKey(f.OperationID)}
+		reply, err := claimScript.Run(ctx, s.client, keys, f.Resource, ms(ttl)).Slice()
+		if err != nil {
+			return fmt.Errorf("redisfence: claim %q: %w", f.OperationID, err)
+		}
+		if code, _ := reply[0].(int64); code == 1 {
+			return nil
+		}
+		other = str(reply[1])
+	}
 	tok, owner, err := s.HighWater(ctx, f.Resource)
 	if err != nil {
 		return err
@@ -356,7 +406,9 @@ func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, 
 	}
 	resource, err := s.client.Get(ctx, s.IndexKey(operationID)).Result()
 	if errors.Is(err, redis.Nil) {
-		return fence.Effect{}, false, nil
+		if resource, err = s.legacyBinding(ctx, operationID); err != nil || resource == "" {
+			return fence.Effect{}, false, err
+		}
 	}
 	if err != nil {
 		return fence.Effect{}, false, fmt.Errorf("redisfence: applied %q: %w", operationID, err)

@@ -76,6 +76,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Contract", func(t *testing.T) { fencetest.Run(t, harness(c)) })
 	t.Run("SlotMatchesServer", func(t *testing.T) { testSlotMatchesServer(t, c) })
 	t.Run("SpreadsResources", func(t *testing.T) { testClusterSpreadsResources(t, c) })
+	t.Run("GeneratedNames", func(t *testing.T) { testClusterGeneratedNames(t, c) })
 }
 
 func fz(resource string, tok lease.Token, owner, op string) fence.Fence {

@@ -87,7 +87,7 @@ func EnvVars(fs *flag.FlagSet) []string {
 // and the variables that set them on stdout), 2 on bad usage (a bad flag,
 // an argument, or an error wrapping ErrUsage), 1 on any other error.
 // Errors are one line on stderr, prefixed with fs.Name(), the command as
-// typed (e.g. "fencedq inspect").
+// typed (e.g. "fencedq inspect"), with their text passed through Escape.
 func Run(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.Context, io.Writer) error, args []string, stdout, stderr io.Writer) int {
 	return run(ctx, fs, summary, true, do, args, stdout, stderr)
 }
@@ -111,7 +111,7 @@ func run(ctx context.Context, fs *flag.FlagSet, summary string, env bool, do fun
 			printHelp(stdout, fs, summary, env)
 			return 0
 		}
-		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for its flags.\n", name, err, name)
+		fmt.Fprint(stderr, Escapef("%s: %v\nRun '%s --help' for its flags.\n", name, err, name))
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -119,16 +119,16 @@ func run(ctx context.Context, fs *flag.FlagSet, summary string, env bool, do fun
 		return 2
 	}
 	for _, w := range ignoredEnv(fs, env) {
-		fmt.Fprintf(stderr, "%s: %s\n", name, w)
+		fmt.Fprint(stderr, Escapef("%s: %s\n", name, w))
 	}
 	if env {
 		if err := applyEnv(fs); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			fmt.Fprint(stderr, Escapef("%s: %v\n", name, err))
 			return 2
 		}
 	}
 	if err := do(ctx, stdout); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fmt.Fprint(stderr, Escapef("%s: %v\n", name, err))
 		if errors.Is(err, ErrUsage) {
 			return 2
 		}

@@ -40,8 +40,16 @@ const enqueueChunk = 500
 // Insert writes js with one enqueue script call per queue and chunk, all in
 // one pipeline (Redis Cluster: one per node), and returns their results in
 // order; a job whose call failed has a nil result, and the first error
-// (matching ErrEnqueueUnknown for a Redis error) is returned.
+// (matching ErrEnqueueUnknown: the call's jobs were written whole or not
+// at all) is returned.
+//
+// A queue seen for the first time is added to the queue registry after
+// its jobs were written. That write failing (a Cluster node holding the
+// registry unreachable) does not fail the enqueue, whose jobs exist and
+// run: the queue is registered again by the next Insert of this ledger,
+// and by every pool serving it as it runs.
 func (l *Ledger) Insert(ctx context.Context, js []*NewJob) ([]*Inserted, error) {
+	defer l.registerPending(ctx)
 	type call struct {
 		queue string
 		idx   []int // positions in js
@@ -103,7 +111,7 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, idx []int, js []*Ne
 	}
 	r := newReply("enqueue", v, nil)
 	if err := r.need(1 + 2*len(idx)); err != nil {
-		return wrap("enqueue", err)
+		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", err))
 	}
 	res := make([]Inserted, len(idx))
 	for n, i := range idx {
@@ -114,13 +122,25 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, idx []int, js []*Ne
 		res[n] = Inserted{JobID: r.str(2 + 2*n), Queue: q, OperationID: op, Deduplicated: r.int(1+2*n) == 0}
 	}
 	if r.err != nil {
-		return wrap("enqueue", r.err)
+		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", r.err))
 	}
 	for n, i := range idx {
 		out[i] = &res[n]
 	}
-	if r.int(0) == 1 {
-		return l.RegisterQueues(ctx, q)
+	if r.int(0) == 1 && l.RegisterQueues(ctx, q) != nil {
+		l.unregistered.Store(q, struct{}{}) // the jobs are written: register later
 	}
 	return nil
+}
+
+// registerPending registers the queues whose registration failed after
+// their jobs were written; those that fail again stay pending.
+func (l *Ledger) registerPending(ctx context.Context) {
+	l.unregistered.Range(func(k, _ any) bool {
+		q := k.(string)
+		if l.RegisterQueues(ctx, q) == nil {
+			l.unregistered.Delete(q)
+		}
+		return ctx.Err() == nil
+	})
 }

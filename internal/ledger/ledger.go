@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +55,9 @@ type Ledger struct {
 	cfg    Config
 	batch  *scriptbatch.Batcher
 	leases *lease.Manager // reads the maintenance leader's lease
+	// unregistered holds queues an enqueue wrote to whose registration
+	// failed; the next Insert registers them again (see decodeInsert).
+	unregistered sync.Map
 }
 
 // New returns a Ledger over rdb.

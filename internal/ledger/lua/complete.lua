@@ -27,9 +27,10 @@ for i = 3, #ARGV, 7 do
       record(id, {event = 'fenced', stage = 'commit', token = token, outcome = outcome, error = err})
     end
     reply[r + 1], reply[r + 2], reply[r + 3] = 0, h[1] or 'missing', h[2] or '0'
-  elseif outcome == 'succeeded' and not hist and ARGV[i + 6] == '' and num(h[3]) <= 1 then
-    -- the common path (one attempt, its own fence, no history): what the
-    -- general path below writes for it, without its bookkeeping
+  elseif outcome == 'succeeded' and not hist and ARGV[i + 6] == '' and ARGV[i + 5] == '' and num(h[3]) <= 1 then
+    -- the common path (one attempt, its own fence, no reason to keep, no
+    -- history): what the general path below writes for it, without its
+    -- bookkeeping
     batch_move(id, 'running', 'succeeded', now)
     call('HSET', k, 'state', 'succeeded', 'finished', snow)
     finish(id, h[5], retention, false)
@@ -64,8 +65,9 @@ for i = 3, #ARGV, 7 do
     end
     batch_move(id, 'running', to, score)
     f[#f + 1] = 'state'; f[#f + 1] = to
-    if to == 'succeeded' and attempt <= 1 and fence == '' then
-      -- the common path with a history list: nothing to clear
+    if to == 'succeeded' and attempt <= 1 and fence == '' and reason == '' then
+      -- the common path with a history list: nothing to clear (a success
+      -- with a reason, an effect another job applied, keeps it)
       if hist then
         record(id, {event = 'end', attempt = attempt, token = token, outcome = to})
       end

@@ -18,7 +18,11 @@ type Outbox struct {
 	// Name names the outbox in logs.
 	Name string
 	// Relay moves up to max committed rows into the queue through client,
-	// fenced by leader, and returns how many it moved.
+	// fenced by leader, and returns how many rows it took (relayed, or
+	// set aside as impossible to enqueue). Every row is
+	// enqueued with an operation id of its own, so a batch relayed twice
+	// (a crash between the enqueue and the row's removal, two leaders
+	// around a handover) is enqueued once.
 	Relay func(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (int, error)
 	// Listen returns a channel that receives when rows may have been
 	// committed, until ctx ends (nil: the relay polls only).

@@ -3,6 +3,8 @@ package maintenance
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -61,7 +63,7 @@ func (s *periodic) runOnce(ctx context.Context, leader lease.Token) error {
 		return err
 	}
 	for _, p := range s.schedules {
-		if err := s.tick(ctx, leader, p, now); err != nil {
+		if err := s.safeTick(ctx, leader, p, now); err != nil {
 			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 				return err
 			}
@@ -69,6 +71,18 @@ func (s *periodic) runOnce(ctx context.Context, leader lease.Token) error {
 		}
 	}
 	return nil
+}
+
+// safeTick is tick with a panic (in a Schedule's Next, in the args'
+// Validate or MarshalJSON) turned into that schedule's error, so one
+// poison schedule cannot stop the others' ticks.
+func (s *periodic) safeTick(ctx context.Context, leader lease.Token, p Periodic, now time.Time) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return s.tick(ctx, leader, p, now)
 }
 
 // tick handles schedule p's ticks due at now: register, enqueue (each tick

@@ -1,0 +1,6 @@
+package asynqfence
+
+import "github.com/hibiken/asynq"
+
+// KindLabel is the metric label the bridge gives a delivery of t to next.
+func (b *Bridge) KindLabel(t *asynq.Task, next asynq.Handler) string { return b.kindLabel(t, next) }

@@ -1,0 +1,161 @@
+package pgfence_test
+
+import (
+	"errors"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/pgtest"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/syncbuf"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// TestOutboxRefusesValuesThatDoNotFit: a value the outbox's columns cannot
+// hold is refused at Enqueue (ErrInvalid, nothing written), never wrapped
+// around into a row every relay would then refuse.
+func TestOutboxRefusesValuesThatDoNotFit(t *testing.T) {
+	e := newOutboxEnv(t)
+	ctx := t.Context()
+	e.inTx(t, true, func(tx pgx.Tx) {
+		_, err := e.outbox.EnqueueMany(ctx, tx, []jobs.Params{
+			{Args: orderArgs{Order: "fine"}},
+			{Args: orderArgs{Order: "wraps"}, Options: []jobs.Option{jobs.MaxRetries(math.MaxInt32 + 1)}},
+		})
+		if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "job 1") {
+			t.Fatalf("max retries above int32: %v, want ErrInvalid naming job 1", err)
+		}
+	})
+	e.inTx(t, true, func(tx pgx.Tx) {
+		_, err := e.outbox.Enqueue(ctx, tx, orderArgs{Order: "far"}, jobs.RunAt(time.Date(300_000_000, 1, 1, 0, 0, 0, 0, time.UTC)))
+		if !errors.Is(err, jobs.ErrInvalid) {
+			t.Fatalf("run at in year 300000000 (its milliseconds wrap around): %v, want ErrInvalid", err)
+		}
+	})
+	if n := e.rows(t); n != 0 {
+		t.Fatalf("%d rows written by a refused call", n)
+	}
+}
+
+// poisonRows are outbox rows no relay can enqueue, as a row edited by hand
+// (or written by an older, buggier version) may be: each is set aside with
+// a reason naming what is wrong.
+var poisonRows = []struct {
+	name, set, reason string
+}{
+	{"payload not JSON", `payload = 'not json'`, "JSON"},
+	{"payload an array", `payload = '[1,2]'`, "JSON object"},
+	{"payload too large", `payload = '{"a":"' || repeat('x', 1100000) || '"}'`, "exceeds"},
+	{"empty kind", `kind = ''`, "kind"},
+	{"bad queue", `queue = 'no spaces allowed'`, "queue name"},
+	{"negative retries", `max_retries = -1`, "max retries"},
+	{"negative timeout", `timeout_ms = -5`, "timeout_ms -5 out of range"},
+	{"timeout overflows", `timeout_ms = 9223372036854775807`, "out of range"},
+	{"infinite run_at", `run_at = 'infinity'`, "run_at is infinite"},
+	{"control character in the operation id", `operation_id = E'op\x01'`, "operation id"},
+	{"brace in the resource", `resource = '{account}'`, "resource"},
+}
+
+// TestOutboxRelaySetsPoisonRowsAside: poison rows, the oldest first and
+// spread among good ones, never stop a batch. Relay enqueues every good
+// row, sets every poison row aside with its reason (logged, listed by
+// Failed, never taken again), and a row fixed by hand goes out after
+// Retry.
+func TestOutboxRelaySetsPoisonRowsAside(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := t.Context()
+	if err := pgfence.Migrate(ctx, pool, pgfence.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncbuf.Buffer{}
+	ob, err := pgfence.NewOutbox(pool, pgfence.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb, ns := redistest.New(t)
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	e := &outboxEnv{pool: pool, outbox: ob, client: client, ledger: ledger.New(rdb, ledger.Config{Namespace: ns})}
+
+	// good-0, poison-0, good-1, poison-1, ...: a poison row sorts first.
+	var good []string
+	poison := map[string]string{} // row id -> poison case
+	for _, p := range poisonRows {
+		var ops []string
+		e.inTx(t, true, func(tx pgx.Tx) {
+			var err error
+			ops, err = ob.EnqueueMany(ctx, tx, []jobs.Params{{Args: orderArgs{Order: "poison"}}, {Args: orderArgs{Order: "good"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+		id := strings.TrimPrefix(ops[0], pgfence.OutboxOperationPrefix)
+		if _, err := pool.Exec(ctx, `UPDATE `+ob.Table()+` SET `+p.set+` WHERE id = $1`, id); err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		poison[id] = p.name
+		good = append(good, ops[1])
+	}
+	total := 2 * len(poisonRows)
+	if n, err := ob.Relay(ctx, client, 10, 3); n != 3 || err != nil {
+		t.Fatalf("first batch of 3: %d, %v", n, err)
+	}
+	if n, err := ob.Relay(ctx, client, 10, 1000); n != total-3 || err != nil {
+		t.Fatalf("the rest: %d, %v (want %d)", n, err, total-3)
+	}
+	if n, err := ob.Relay(ctx, client, 10, 1000); n != 0 || err != nil {
+		t.Fatalf("set-aside rows taken again: %d, %v", n, err)
+	}
+	for _, op := range good {
+		if _, err := e.ledger.FindByOperation(ctx, op); err != nil {
+			t.Errorf("good row %s not relayed: %v", op, err)
+		}
+	}
+	failed, err := ob.Failed(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != len(poisonRows) || e.rows(t) != len(poisonRows) {
+		t.Fatalf("%d rows set aside, %d rows left; want %d", len(failed), e.rows(t), len(poisonRows))
+	}
+	for i, f := range failed {
+		p := poisonRows[i]
+		if poison[f.ID] != p.name || !strings.Contains(f.Error, p.reason) || f.FailedAt.IsZero() || f.Created.IsZero() {
+			t.Errorf("set aside %+v, want %s with a reason containing %q", f, p.name, p.reason)
+		}
+		if !strings.Contains(logs.String(), f.ID) {
+			t.Errorf("row %s (%s) set aside without a warning", f.ID, p.name)
+		}
+	}
+
+	// An operator fixes a row by hand and puts it back.
+	fixed := failed[0].ID
+	if _, err := pool.Exec(ctx, `UPDATE `+ob.Table()+` SET payload = '{"order":"fixed"}' WHERE id = $1`, fixed); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ob.Retry(ctx, fixed, uuid.NewString()); n != 1 || err != nil {
+		t.Fatalf("retry: %d, %v", n, err)
+	}
+	if _, err := ob.Retry(ctx, "not-a-uuid"); !errors.Is(err, pgfence.ErrOptions) {
+		t.Fatalf("retry of a bad id: %v", err)
+	}
+	if n, err := ob.Relay(ctx, client, 10, 1000); n != 1 || err != nil {
+		t.Fatalf("relay of the fixed row: %d, %v", n, err)
+	}
+	rec, err := e.ledger.FindByOperation(ctx, pgfence.OutboxOperationPrefix+fixed)
+	if err != nil || string(rec.Payload) != `{"order":"fixed"}` {
+		t.Fatalf("fixed row: %+v, %v", rec, err)
+	}
+	left, err := ob.Failed(ctx, 100)
+	if err != nil || len(left) != len(poisonRows)-1 || slices.ContainsFunc(left, func(f pgfence.FailedRow) bool { return f.ID == fixed }) {
+		t.Fatalf("after the fix: %+v, %v", left, err)
+	}
+}

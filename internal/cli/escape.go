@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Escape returns s safe to write to a terminal as one field of text
+// output: every character a terminal could act on is written as a Go
+// escape instead, so a job's kind, queue, args, error text or an
+// operator's note can neither move the cursor, retitle the window, clear
+// the screen, fake a line of output nor reorder what is shown:
+//
+//   - control characters (C0, DEL, C1, which include ESC and the 8-bit
+//     CSI): \n, \r and \t by those names, others as \x1b or \u009b;
+//   - line and paragraph separators and the bidirectional formatting
+//     characters (U+2028, U+2029, U+200E, U+200F, U+061C, U+202A-U+202E,
+//     U+2066-U+2069): as \u2028 and so on;
+//   - bytes that are not UTF-8: as \xff.
+//
+// Everything else, printable Unicode and backslashes included, is kept
+// as is. Every text (non-JSON) output of the commands passes each value
+// from Redis, a user or an error through Escape; JSON output is escaped by
+// the encoder.
+func Escape(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || unsafeRune(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for s = s[i:]; s != ""; {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x80 && unsafeRune(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// Escapef is fmt.Sprintf with every argument that prints as text passed
+// through Escape first: strings and string types, byte slices (raw JSON),
+// errors and fmt.Stringers. The format itself is the caller's; numbers
+// print as Sprintf prints them.
+func Escapef(format string, a ...any) string {
+	for i, v := range a {
+		switch x := v.(type) {
+		case nil:
+		case error:
+			a[i] = Escape(x.Error())
+		case fmt.Stringer:
+			a[i] = Escape(x.String())
+		default:
+			switch rv := reflect.ValueOf(v); {
+			case rv.Kind() == reflect.String:
+				a[i] = Escape(rv.String())
+			case rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8:
+				a[i] = Escape(string(rv.Bytes()))
+			}
+		}
+	}
+	return fmt.Sprintf(format, a...)
+}
+
+// unsafeRune reports whether a terminal may act on r (see Escape).
+func unsafeRune(r rune) bool {
+	if unicode.IsControl(r) {
+		return true
+	}
+	switch r {
+	case '\u2028', '\u2029', '\u200e', '\u200f', '\u061c':
+		return true
+	}
+	return r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
+}

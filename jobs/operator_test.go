@@ -1,0 +1,75 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+type noteArgs struct{}
+
+func (noteArgs) Kind() string { return "note" }
+
+// TestOperatorNamesAndNotesRefuseControlCharacters: every operator action
+// refuses an actor or a note carrying control characters (terminal
+// escapes, a carriage return, NUL) or invalid UTF-8, with ErrInvalid and
+// before anything is written; a note may hold line feeds and tabs.
+func TestOperatorNamesAndNotesRefuseControlCharacters(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	ctx := context.Background()
+	res, err := c.Enqueue(ctx, noteArgs{}, jobs.Delay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]func(actor, note string) error{
+		"cancel":  func(a, n string) error { _, err := c.Cancel(ctx, "default", res.JobID, a, n); return err },
+		"run-now": func(a, n string) error { _, err := c.RunNow(ctx, "default", res.JobID, a, n); return err },
+		"pause":   func(a, n string) error { _, err := c.Pause(ctx, "default", a, n); return err },
+		"resume":  func(a, n string) error { _, err := c.Resume(ctx, "default", a, n); return err },
+		"resolve": func(a, n string) error {
+			_, err := c.Resolve(ctx, "default", res.JobID, jobs.DecideRerun, a, n)
+			return err
+		},
+	}
+	bad := []struct{ actor, note string }{
+		{"alice", "\x1b]0;pwned\a\x1b[2J"},
+		{"alice", "a\rb"},
+		{"alice", "nul\x00"},
+		{"alice", "csi\u009b2J"},
+		{"alice", "bad\xff"},
+		{"al\x1b[2Jice", "x"},
+		{"alice\nbob", "x"},
+		{"alice\tbob", "x"},
+		{"bad\xff", "x"},
+	}
+	for name, do := range actions {
+		for _, b := range bad {
+			if err := do(b.actor, b.note); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "control characters") {
+				t.Errorf("%s by %q with note %q: %v, want ErrInvalid naming the rule", name, b.actor, b.note, err)
+			}
+		}
+	}
+	in := c.Inspector()
+	rec, err := in.Get(ctx, "default", res.JobID)
+	if err != nil || rec.State != jobs.Pending {
+		t.Fatalf("refused actions changed the job: %+v %v", rec, err)
+	}
+	if hist, err := in.History(ctx, "default", res.JobID); err != nil || len(hist) != 1 {
+		t.Fatalf("refused actions were recorded: %+v %v", hist, err)
+	}
+	if p, err := in.Paused(ctx, "default"); err != nil || p != nil {
+		t.Fatalf("a refused pause paused: %+v %v", p, err)
+	}
+	if _, err := c.Pause(ctx, "default", "  alice  ", "deploy\n\tstep 2"); err != nil {
+		t.Fatalf("a note with a line feed and a tab: %v", err)
+	}
+	if p, err := in.Paused(ctx, "default"); err != nil || p == nil || p.Actor != "operator:alice" || p.Note != "deploy\n\tstep 2" {
+		t.Fatalf("pause recorded %+v %v", p, err)
+	}
+}
