@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -544,6 +545,60 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			if c.Token == 0 || (c.ID != bad && c.ID != good) {
 				t.Fatalf("claimed %+v", c)
 			}
+		}
+	})
+	t.Run("headers/enqueue->every-claim", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.Header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"), jobs.Header("tenant", "acme"))
+		plain := f.enqueue(jobs.OperationID("plain"))
+		want := map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tenant": "acme"}
+		if rec, _ := f.l.Get(f.ctx, f.q, id); !maps.Equal(rec.Headers, want) {
+			t.Fatalf("record headers %v, want %v", rec.Headers, want)
+		}
+		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+		if err != nil || len(res.Jobs) != 2 {
+			t.Fatalf("claim %+v %v", res, err)
+		}
+		for _, c := range res.Jobs {
+			switch c.ID {
+			case id:
+				if !maps.Equal(c.Headers, want) {
+					t.Fatalf("claimed headers %v, want %v", c.Headers, want)
+				}
+				// a retry's claim carries them again
+				f.complete(c, ledger.Outcome{To: jobs.Pending})
+			case plain:
+				if c.Headers != nil {
+					t.Fatalf("a job without headers claimed with %v", c.Headers)
+				}
+			}
+		}
+		if hk, _ := f.rdb.HExists(f.ctx, f.l.JobKey(f.q, plain), "headers").Result(); hk {
+			t.Fatal("a job without headers has a headers field")
+		}
+		if again := f.claimOne(id); !maps.Equal(again.Headers, want) || again.Attempt != 2 {
+			t.Fatalf("retry claimed %+v, want attempt 2 with headers %v", again, want)
+		}
+		before, _ := redistest.CountKeys(f.ctx, rdb)
+		for name, opt := range map[string]jobs.Option{
+			"key with a space":     jobs.Header("a b", "x"),
+			"empty key":            jobs.Header("", "x"),
+			"control in the value": jobs.Header("k", "a\nb"),
+			"value too long":       jobs.Header("k", strings.Repeat("v", ledger.MaxHeaderValueLen+1)),
+		} {
+			if _, err := f.c.Enqueue(f.ctx, noteArgs{Text: "x"}, opt); !errors.Is(err, jobs.ErrInvalid) {
+				t.Errorf("%s: %v, want ErrInvalid", name, err)
+			}
+		}
+		many := make([]jobs.Option, ledger.MaxHeaders+1)
+		for i := range many {
+			many[i] = jobs.Header(fmt.Sprintf("k%d", i), "v")
+		}
+		if _, err := f.c.Enqueue(f.ctx, noteArgs{Text: "x"}, many...); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%d headers: %v, want ErrInvalid", len(many), err)
+		}
+		if after, _ := redistest.CountKeys(f.ctx, rdb); after != before {
+			t.Fatalf("refused enqueues wrote keys: %d -> %d", before, after)
 		}
 	})
 	t.Run("tokens-rise-after-keys-lost", func(t *testing.T) {
