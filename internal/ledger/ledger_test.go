@@ -601,6 +601,41 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatalf("refused enqueues wrote keys: %d -> %d", before, after)
 		}
 	})
+	t.Run("claim-job/pending->running", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.Delay(time.Hour), jobs.Header("k", "v"))
+		f.enqueue() // another pending job, left alone
+		if _, err := f.l.SetPaused(f.ctx, f.q, true, "op", ""); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.l.ClaimJob(f.ctx, f.q, id, "inline", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Token == 0 || c.Attempt != 1 || c.Kind != "note" || string(c.Payload) != `{"text":"x"}` || c.Headers["k"] != "v" || c.OperationID != id {
+			t.Fatalf("claimed %+v", c)
+		}
+		if rec, _ := f.l.Get(f.ctx, f.q, id); rec.State != jobs.Running || rec.Token != c.Token || rec.Owner != "inline" {
+			t.Fatalf("record %+v", rec)
+		}
+		if counts, _ := f.l.Counts(f.ctx, f.q); counts[jobs.Running] != 1 || counts[jobs.Pending] != 1 {
+			t.Fatalf("counts %v: want the claimed job running, the other pending", counts)
+		}
+		if _, err := f.l.ClaimJob(f.ctx, f.q, id, "inline", time.Minute); !errors.Is(err, jobs.ErrWrongState) {
+			t.Fatalf("claiming a running job: %v", err)
+		}
+		if _, err := f.l.ClaimJob(f.ctx, f.q, "nope", "inline", time.Minute); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("claiming a missing job: %v", err)
+		}
+		f.complete(*c, ledger.Outcome{To: jobs.Pending})
+		again, err := f.l.ClaimJob(f.ctx, f.q, id, "inline", time.Minute)
+		if err != nil || again.Token <= c.Token || again.Attempt != 2 {
+			t.Fatalf("second claim %+v %v: want attempt 2 with a higher token than %d", again, err, c.Token)
+		}
+		if h := f.events(id); len(h) != 4 || h[3] != "attempt:" {
+			t.Fatalf("history %v: want enqueued, attempt, end, attempt", h)
+		}
+	})
 	t.Run("tokens-rise-after-keys-lost", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue(jobs.OperationID("again"))
