@@ -30,6 +30,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// Built from the library in this repository (see the README's "Use it in
-// your module": the library is not yet published).
+// Built and tested against the library of the same commit (see the
+// README's "Use it in your module": no library version is published yet).
+// A dependency's replace is ignored by its users, so a release of this
+// module must require a tagged library version above.
 replace github.com/fencedq/fencedq => ../
