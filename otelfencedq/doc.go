@@ -20,9 +20,13 @@
 // middleware's consumer span, "attempt <kind>", is a child of the enqueue
 // span. Retries and operator re-runs of the job are claims of the same
 // record, so every attempt is a child of the same enqueue span, in the same
-// trace, told apart by its attempt number and token. A job enqueued without
-// a trace context (a periodic tick, an outbox relay, a raw enqueue from the
-// CLI) starts a trace at its attempt. A deduplicated enqueue writes nothing,
+// trace, told apart by its attempt number and token. The jobs a pool's
+// maintenance leader enqueues (periodic ticks, outbox relays) go through
+// the pool's jobs.Config.EnqueueMiddleware, so with this middleware there
+// each gets an enqueue span of its own, the root of its trace. A job
+// enqueued without a trace context (a raw enqueue from the CLI, a client
+// without the middleware) starts a trace at its attempt. A deduplicated
+// enqueue writes nothing,
 // so its span is marked fencedq.job.deduplicated and the existing job's
 // attempts stay in the trace that enqueued it.
 //

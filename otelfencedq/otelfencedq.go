@@ -120,8 +120,8 @@ func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
 // attempt, named "attempt <kind>", whose parent is the enqueue span the
 // job's headers carry, so every attempt of a job, retries and re-runs
 // included, continues the trace that enqueued it as a child of the same
-// enqueue span. A job enqueued without a trace context (a periodic tick, a
-// raw enqueue without the middleware) starts a new trace.
+// enqueue span. A job enqueued without a trace context (a raw enqueue from
+// a client without the middleware) starts a new trace.
 func Middleware(opts ...Option) worker.Middleware {
 	c := newConfig(opts)
 	tracer := c.tracer()

@@ -7,9 +7,11 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -180,5 +182,55 @@ func TestMiddlewareErrorSteersTheOutcome(t *testing.T) {
 	rec = jobstest.WaitState(t, e.ledger, "default", panicked.JobID, jobs.Dead)
 	if rec.Attempts != 2 || rec.Error != "handler panicked: middleware panicked" {
 		t.Fatalf("record %+v: want two attempts, each a recovered panic", rec)
+	}
+}
+
+// TestLeaderEnqueuesThroughMiddleware: the jobs the maintenance leader
+// enqueues (periodic ticks here) go through the pool's
+// Jobs.EnqueueMiddleware, and their headers reach the handler.
+func TestLeaderEnqueuesThroughMiddleware(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Queues = map[string]int{"ticks": 1}
+	cfg.Jobs.EnqueueMiddleware = []jobs.EnqueueMiddleware{func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			for _, r := range reqs {
+				r.SetHeader("via", "leader")
+			}
+			return next(ctx, reqs)
+		}
+	}}
+	p := e.pool(cfg)
+	var mu sync.Mutex
+	var seen []string
+	if err := worker.Register(p, jobs.WorkFunc[tickArgs](func(ctx context.Context, j *jobs.Job[tickArgs]) error {
+		mu.Lock()
+		seen = append(seen, j.Headers["via"])
+		mu.Unlock()
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AddPeriodic(worker.Periodic(worker.Every(time.Second), tickArgs{Report: "r"}, worker.ScheduleID("mw"),
+		worker.EnqueueOptions(jobs.Queue("ticks")))); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	var tick *jobs.Record
+	redistest.Await(t, e.rdb, e.ns, "a tick succeeded", func() bool {
+		done, err := e.ledger.List(context.Background(), "ticks", jobs.Succeeded, 0, 1)
+		if err != nil || len(done) == 0 {
+			return false
+		}
+		tick = done[0]
+		return true
+	})
+	if tick.Headers["via"] != "leader" {
+		t.Fatalf("tick %s has headers %v: want the pool's enqueue middleware's", tick.ID, tick.Headers)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 || seen[0] != "leader" {
+		t.Fatalf("the handler saw headers %v", seen)
 	}
 }
