@@ -51,6 +51,9 @@ type Job[T JobArgs] struct {
 	Owner string
 	// Deadline is when the attempt's handler context ends.
 	Deadline time.Time
+	// Headers are the headers the job was enqueued with (see Header); nil
+	// when it has none. Read them; changes are not kept.
+	Headers map[string]string
 	// Args are the decoded arguments.
 	Args T
 }

@@ -52,10 +52,12 @@ type options struct {
 	timeout    time.Duration
 	resource   string
 	unchecked  bool
+	headers    map[string]string
 }
 
+// optionsOf applies opts over the defaults.
 func optionsOf(opts []Option) options {
-	var o options
+	o := options{queue: DefaultQueue, maxRetries: DefaultMaxRetries}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -93,6 +95,25 @@ func Unchecked() Option { return func(o *options) { o.unchecked = true } }
 // with a Resource method instead).
 func Resource(r string) Option { return func(o *options) { o.resource = r } }
 
+// Header sets one of the job's headers: a short string the job record
+// carries to every attempt of the job, retries and re-runs included
+// (Job.Headers, worker middleware), such as a W3C trace context or a
+// tenant id. Headers are shown to operators as they are, never redacted:
+// put no secret in one. Limits: at most MaxHeaders, keys of letters,
+// digits and . _ - up to MaxHeaderKeyLen bytes, values up to
+// MaxHeaderValueLen bytes of UTF-8 without control characters,
+// MaxHeadersBytes in all. A deduplicated enqueue writes nothing, so its
+// headers are dropped; Prepare, and so the PostgreSQL outbox and periodic
+// schedules' options, keep none.
+func Header(key, value string) Option {
+	return func(o *options) {
+		if o.headers == nil {
+			o.headers = map[string]string{}
+		}
+		o.headers[key] = value
+	}
+}
+
 // Result reports what Enqueue did.
 type Result struct {
 	// JobID is the new job's id, or the existing one's when deduplicated.
@@ -112,13 +133,18 @@ type Result struct {
 type Client struct {
 	ledger *ledger.Ledger
 	m      *metrics.Set
-	nsErr  error // an invalid namespace: every call fails with it
+	nsErr  error       // an invalid namespace: every call fails with it
+	mw     EnqueueFunc // the enqueue middleware's chain; nil when there is none
 }
 
 // NewClient returns a Client over rdb. An invalid Config.Namespace makes
 // every call fail with an error matching ErrInvalid.
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
-	return &Client{ledger: ledger.New(rdb, cfg.ledger()), m: metrics.New(cfg.Registerer), nsErr: cfg.Validate()}
+	c := &Client{ledger: ledger.New(rdb, cfg.ledger()), m: metrics.New(cfg.Registerer), nsErr: cfg.Validate()}
+	if len(cfg.EnqueueMiddleware) > 0 {
+		c.mw = chain(cfg.EnqueueMiddleware, c.write)
+	}
+	return c
 }
 
 // Inspector returns the read API over the client's namespace.
@@ -142,9 +168,13 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 	if c.nsErr != nil {
 		return nil, c.nsErr
 	}
-	j, err := prepareTyped(args, opts)
+	o := optionsOf(opts)
+	if c.mw != nil {
+		return one(c.mw(ctx, []*EnqueueRequest{typedRequest(args, o, false)}))
+	}
+	j, err := prepareTyped(args, o)
 	if err != nil {
-		c.rejected(opts)
+		c.rejected(o.queue)
 		return nil, err
 	}
 	return c.insertOne(ctx, j)
@@ -165,22 +195,33 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, op
 	if c.nsErr != nil {
 		return nil, c.nsErr
 	}
-	if !json.Valid(payload) {
-		c.rejected(opts)
-		return nil, invalid("%s args are not valid JSON", kind)
+	o := optionsOf(opts)
+	if c.mw != nil {
+		return one(c.mw(ctx, []*EnqueueRequest{rawRequest(kind, payload, o)}))
 	}
-	j, err := prepare(kind, payload, nil, opts)
+	j, err := c.prepareRaw(ctx, kind, payload, o)
 	if err != nil {
-		c.rejected(opts)
+		c.rejected(o.queue)
 		return nil, err
 	}
-	if !optionsOf(opts).unchecked {
+	return c.insertOne(ctx, j)
+}
+
+// prepareRaw validates a raw enqueue, the kind's rules included.
+func (c *Client) prepareRaw(ctx context.Context, kind string, payload []byte, o options) (*ledger.NewJob, error) {
+	if !json.Valid(payload) {
+		return nil, invalid("%s args are not valid JSON", kind)
+	}
+	j, err := prepare(kind, payload, nil, o)
+	if err != nil {
+		return nil, err
+	}
+	if !o.unchecked {
 		if err := c.checkRaw(ctx, kind); err != nil {
-			c.rejected(opts)
 			return nil, err
 		}
 	}
-	return c.insertOne(ctx, j)
+	return j, nil
 }
 
 // checkRaw refuses a raw enqueue of a kind with rules, or unknown to every
@@ -230,11 +271,19 @@ func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error
 	if c.nsErr != nil {
 		return nil, c.nsErr
 	}
+	if c.mw != nil {
+		reqs := make([]*EnqueueRequest, len(ps))
+		for i, p := range ps {
+			reqs[i] = typedRequest(p.Args, optionsOf(p.Options), true)
+		}
+		return c.mw(ctx, reqs)
+	}
 	js := make([]*ledger.NewJob, len(ps))
 	for i, p := range ps {
-		j, err := prepareTyped(p.Args, p.Options)
+		o := optionsOf(p.Options)
+		j, err := prepareTyped(p.Args, o)
 		if err != nil {
-			c.rejected(p.Options)
+			c.rejected(o.queue)
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		js[i] = j
@@ -264,19 +313,15 @@ func (c *Client) insertOne(ctx context.Context, j *ledger.NewJob) (*Result, erro
 	return out[0], err
 }
 
-// rejected counts an invalid enqueue.
-func (c *Client) rejected(opts []Option) {
-	o := options{queue: DefaultQueue}
-	for _, f := range opts {
-		f(&o)
+// rejected counts an invalid enqueue on queue q.
+func (c *Client) rejected(q string) {
+	if ValidateQueue(q) != nil {
+		q = "invalid" // never a user-given value as a label
 	}
-	if ValidateQueue(o.queue) != nil {
-		o.queue = "invalid" // never a user-given value as a label
-	}
-	c.m.Rejected.WithLabelValues(o.queue, metrics.ReasonInvalid).Inc()
+	c.m.Rejected.WithLabelValues(q, metrics.ReasonInvalid).Inc()
 }
 
-func prepareTyped(args JobArgs, opts []Option) (*ledger.NewJob, error) {
+func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 	if args == nil {
 		return nil, invalid("nil args")
 	}
@@ -300,9 +345,9 @@ func prepareTyped(args JobArgs, opts []Option) (*ledger.NewJob, error) {
 		if res == "" {
 			return nil, invalid("%s: Resource() returned an empty resource", args.Kind())
 		}
-		opts = append(opts, Resource(res))
+		o.resource = res
 	}
-	return prepare(args.Kind(), payload, display, opts)
+	return prepare(args.Kind(), payload, display, o)
 }
 
 // IsJSONObject reports whether payload is one JSON object ("null", arrays
@@ -324,11 +369,7 @@ func StartsObject(valid []byte) bool {
 
 // prepare validates everything before anything is written. payload is
 // valid JSON.
-func prepare(kind string, payload, display []byte, opts []Option) (*ledger.NewJob, error) {
-	o := options{queue: DefaultQueue, maxRetries: DefaultMaxRetries}
-	for _, f := range opts {
-		f(&o)
-	}
+func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, error) {
 	if err := ValidateKind(kind); err != nil {
 		return nil, err
 	}
@@ -359,6 +400,9 @@ func prepare(kind string, payload, display []byte, opts []Option) (*ledger.NewJo
 	if err := ValidateQueue(o.queue); err != nil {
 		return nil, err
 	}
+	if err := ledger.ValidateHeaders(o.headers); err != nil {
+		return nil, err
+	}
 	if display == nil {
 		display = payload
 	}
@@ -369,6 +413,7 @@ func prepare(kind string, payload, display []byte, opts []Option) (*ledger.NewJo
 	return &ledger.NewJob{
 		ID: uuid.NewString(), Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
 		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: roundUpMS(o.timeout), Delay: delay,
+		Headers: o.headers,
 	}, nil
 }
 

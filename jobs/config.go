@@ -22,6 +22,11 @@ type Config struct {
 	// Registerer receives the client's metrics (enqueued, deduplicated at
 	// enqueue, rejected as invalid); default: none are exported.
 	Registerer prometheus.Registerer
+	// EnqueueMiddleware wraps every enqueue call of a Client built from
+	// this Config, the first outermost (see EnqueueMiddleware). A pool
+	// built from it (worker.Config.Jobs) applies it to the jobs its
+	// maintenance leader enqueues: periodic ticks and outbox relays.
+	EnqueueMiddleware []EnqueueMiddleware
 }
 
 // Validate checks the configuration (the namespace's characters, a

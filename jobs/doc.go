@@ -42,6 +42,30 @@
 // per queue and remembered for the retention period. A job enqueued
 // without one uses its own id.
 //
+// # Headers and enqueue middleware
+//
+// Header attaches short strings to a job beside its args (a trace
+// context, a tenant id); the job record keeps them and every attempt sees
+// them (Job.Headers, and worker middleware). Config.EnqueueMiddleware
+// wraps every enqueue of a Client: each middleware sees the jobs about to
+// be written (EnqueueRequest: the kind, the args, and the options resolved
+// over their defaults, which it may amend), calls the next, and sees the
+// results and the error. An EnqueueMany batch passes through once, so it
+// keeps its single round trip; requests are validated after the last
+// middleware, so an amendment out of bounds is refused like an option. The
+// tracing module github.com/fencedq/fencedq/otelfencedq is such a
+// middleware.
+//
+//	func tenancy(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+//		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+//			for _, r := range reqs {
+//				r.SetHeader("tenant", tenantOf(ctx))
+//			}
+//			return next(ctx, reqs)
+//		}
+//	}
+//	client := jobs.NewClient(rdb, jobs.Config{EnqueueMiddleware: []jobs.EnqueueMiddleware{tenancy}})
+//
 // # The ledger is the queue
 //
 // Ledger keeps, per job: kind, operation id, state, current token and

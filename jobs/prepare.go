@@ -22,7 +22,7 @@ type Prepared struct {
 // Prepare validates args and opts as Enqueue does (an error matches
 // ErrInvalid) and returns the job they describe, without writing anything.
 func Prepare(args JobArgs, opts ...Option) (*Prepared, error) {
-	j, err := prepareTyped(args, opts)
+	j, err := prepareTyped(args, optionsOf(opts))
 	if err != nil {
 		return nil, err
 	}

@@ -118,6 +118,14 @@ const (
 	MaxScheduleIDLen  = 100
 )
 
+// Limits on a job's headers (see Header).
+const (
+	MaxHeaders        = ledger.MaxHeaders
+	MaxHeaderKeyLen   = ledger.MaxHeaderKeyLen
+	MaxHeaderValueLen = ledger.MaxHeaderValueLen
+	MaxHeadersBytes   = ledger.MaxHeadersBytes
+)
+
 // ValidateNamespace checks a key namespace (see the limits above).
 func ValidateNamespace(ns string) error { return ledger.ValidateNamespace(ns) }
 

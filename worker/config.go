@@ -107,6 +107,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Maintenance configures the maintenance leader this pool may become.
 	Maintenance MaintenanceConfig
+	// Middleware wraps every handler call, the first outermost (see
+	// Middleware); default none.
+	Middleware []Middleware
 }
 
 // MaintenanceConfig configures the maintenance leader: one pool of the

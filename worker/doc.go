@@ -46,6 +46,28 @@
 // How a handler call ended maps to the outcome through one pure function,
 // shared with the asynq bridge (internal/attempt.Decide).
 //
+// # Middleware
+//
+// Config.Middleware wraps every handler call, the first outermost:
+// logging, tracing (github.com/fencedq/fencedq/otelfencedq), a panic
+// policy, a tenant's context. A Middleware gets the next Handler and
+// returns one; each call sees the handler's context (fence, deadline,
+// cancellation) and a JobView of the job (kind, queue, id, operation id,
+// attempt, token, owner, deadline, headers; never the args), and the
+// error the handler returned, which it may replace. JobView.Outcome says
+// what that error leads to (succeeded, retry, dead, uncertain,
+// cancelled). The chain is built once per kind at Register, so a pool
+// without middleware pays nothing for it.
+//
+//	func logged(next worker.Handler) worker.Handler {
+//		return func(ctx context.Context, job worker.JobView) error {
+//			err := next(ctx, job)
+//			slog.InfoContext(ctx, "attempt", "kind", job.Kind(), "attempt", job.Attempt(), "outcome", job.Outcome(err))
+//			return err
+//		}
+//	}
+//	pool, _ := worker.NewPool(rdb, worker.Config{Middleware: []worker.Middleware{logged}})
+//
 // # Timeouts and uncertainty
 //
 // A deadline does not prove failure: when a handler returns an error after

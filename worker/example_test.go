@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -71,4 +72,63 @@ func deleteKeys(rdb *redis.Client, ns string) {
 	for iter.Next(ctx) {
 		rdb.Del(ctx, iter.Val())
 	}
+}
+
+// A middleware wraps every attempt: here it puts the job's tenant header
+// into the handler's context and reports how each attempt ended.
+func ExampleMiddleware() {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ns := fmt.Sprintf("example-mw-%d", time.Now().UnixNano())
+	defer deleteKeys(rdb, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	type tenantKey struct{}
+	ended := make(chan string, 2)
+	tenancy := func(next worker.Handler) worker.Handler {
+		return func(ctx context.Context, job worker.JobView) error {
+			ctx = context.WithValue(ctx, tenantKey{}, job.Header("tenant"))
+			err := next(ctx, job)
+			ended <- fmt.Sprintf("%s attempt %d: %s", job.Kind(), job.Attempt(), job.Outcome(err))
+			return err
+		}
+	}
+	cfg := jobs.Config{Namespace: ns}
+	pool, err := worker.NewPool(rdb, worker.Config{
+		Jobs: cfg, Middleware: []worker.Middleware{tenancy},
+		RetryDelay: func(int) time.Duration { return 10 * time.Millisecond },
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	var tries atomic.Int32
+	_ = worker.Register(pool, jobs.WorkFunc[Greeting](func(ctx context.Context, j *jobs.Job[Greeting]) error {
+		if tries.Add(1) == 1 {
+			return fmt.Errorf("greeting service busy")
+		}
+		fmt.Printf("hello %s, for tenant %s\n", j.Args.Name, ctx.Value(tenantKey{}))
+		return nil
+	}))
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- pool.Run(runCtx) }()
+
+	client := jobs.NewClient(rdb, cfg)
+	if _, err := client.Enqueue(ctx, Greeting{Name: "ada"}, jobs.Header("tenant", "acme")); err != nil {
+		panic(err)
+	}
+	fmt.Println(<-ended)
+	fmt.Println(<-ended)
+	stop()
+	<-stopped
+	// Output:
+	// greeting attempt 1: retry
+	// hello ada, for tenant acme
+	// greeting attempt 2: succeeded
 }

@@ -122,24 +122,10 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 	base := jobs.Job[jobs.JobArgs]{
 		ID: c.ID, Kind: c.Kind, Queue: c.Queue, OperationID: c.OperationID, Attempt: c.Attempt,
 		MaxRetries: c.MaxRetries, Resource: a.resource, Token: tok, Owner: a.owner, Deadline: deadline,
+		Headers: c.Headers,
 	}
 	err := p.safeRun(hctx, a, h, base, c.Payload)
-	cause := context.Cause(a.ctx)
-	cancelled := a.cancelledByOperator()
-	end := rules.End{
-		Err:            err,
-		Malformed:      errors.Is(err, errMalformed),
-		Lost:           errors.Is(cause, lease.ErrLost),
-		LostCause:      cause,
-		Cancelled:      cancelled,
-		TimedOut:       errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
-		RetryOnTimeout: h.retryOnTimeout,
-		Reconcilable:   h.reconcile != nil || p.cfg.Maintenance.EffectLog != nil,
-	}
-	if errors.Is(cause, errShutdown) {
-		end.Shutdown = "worker shut down mid-call"
-	}
-	return end
+	return p.endOf(a, h, hctx, deadline, err)
 }
 
 // safeRun calls the handler, turning a panic into a retryable error.
@@ -151,5 +137,5 @@ func (p *Pool) safeRun(ctx context.Context, a *attempt, h *handler, base jobs.Jo
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
-	return h.run(ctx, base, payload)
+	return h.run(ctx, a, base, payload)
 }

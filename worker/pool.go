@@ -33,8 +33,9 @@ var errMalformed = errors.New("worker: malformed payload")
 // handler is a registered kind with its types erased.
 type handler struct {
 	kind string
-	// run decodes payload into the kind's args and calls the worker.
-	run func(ctx context.Context, base jobs.Job[jobs.JobArgs], payload []byte) error
+	// run decodes payload into the kind's args and calls the worker,
+	// wrapped in the pool's middleware.
+	run runFunc
 	// reconcile asks the worker about an uncertain job (nil if it cannot).
 	reconcile func(ctx context.Context, base jobs.Job[jobs.JobArgs], payload []byte) (jobs.Verdict, error)
 	// retryOnTimeout makes a timeout a plain retry instead of uncertain.
@@ -111,13 +112,13 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	h := &handler{
 		kind:  kind,
 		rules: jobs.RulesOf(zero),
-		run: func(ctx context.Context, base jobs.Job[jobs.JobArgs], payload []byte) error {
-			job, err := decode[T](base, payload)
-			if err != nil {
-				return err
-			}
-			return w.Work(ctx, job)
-		},
+	}
+	run := func(ctx context.Context, _ *attempt, base jobs.Job[jobs.JobArgs], payload []byte) error {
+		job, err := decode[T](base, payload)
+		if err != nil {
+			return err
+		}
+		return w.Work(ctx, job)
 	}
 	if r, ok := w.(jobs.Reconciler[T]); ok {
 		h.reconcile = func(ctx context.Context, base jobs.Job[jobs.JobArgs], payload []byte) (jobs.Verdict, error) {
@@ -131,6 +132,7 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	if r, ok := w.(jobs.RetryOnTimeout); ok {
 		h.retryOnTimeout = r.RetryOnTimeout()
 	}
+	h.run = p.wrap(h, run)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.running {
@@ -159,7 +161,7 @@ func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte) (*jobs.
 	return &jobs.Job[T]{
 		ID: base.ID, Kind: base.Kind, Queue: base.Queue, OperationID: base.OperationID,
 		Attempt: base.Attempt, MaxRetries: base.MaxRetries, Resource: base.Resource,
-		Token: base.Token, Owner: base.Owner, Deadline: base.Deadline, Args: args,
+		Token: base.Token, Owner: base.Owner, Deadline: base.Deadline, Headers: base.Headers, Args: args,
 	}, nil
 }
 
@@ -335,5 +337,6 @@ func (p *Pool) maintenance() *maintenance.Leader {
 		Periodic:          periodic,
 		Outboxes:          outboxes(mc.Outboxes),
 		Decided:           &p.hooks.decided,
+		EnqueueMiddleware: p.cfg.Jobs.EnqueueMiddleware,
 	}, p.ledger, p.leases)
 }

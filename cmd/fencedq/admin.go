@@ -264,6 +264,9 @@ func pauseText(p *jobs.Pause) string {
 }
 
 func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.State, queue string, limit int, asJSON bool) error {
+	if limit <= 0 {
+		return fmt.Errorf("%w: --limit %d must be positive", errUsage, limit)
+	}
 	queues := []string{queue}
 	if queue == "" {
 		var err error
@@ -271,16 +274,17 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 			return err
 		}
 	}
-	var all []*jobs.Record
+	var all []jobs.Listed
 	var paused []string
+	total, exact := int64(0), true
 	for _, q := range queues {
 		page, err := l.List(ctx, jobs.ListParams{State: s, Queue: q, Limit: limit})
 		if err != nil {
 			return err
 		}
-		for _, j := range page.Jobs {
-			all = append(all, j.Record)
-		}
+		all = append(all, page.Jobs...)
+		total += page.Total
+		exact = exact && page.TotalExact
 		p, err := l.Paused(ctx, q)
 		if err != nil {
 			return err
@@ -289,15 +293,31 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 			paused = append(paused, cli.Escape(q)+" ("+pauseText(p)+")")
 		}
 	}
+	// --limit bounds the whole list, not each queue's: the oldest first
+	// (pending: the soonest due), as each queue's page is.
+	slices.SortStableFunc(all, func(a, b jobs.Listed) int { return a.IndexAt.Compare(b.IndexAt) })
+	if len(all) > limit {
+		all = all[:limit]
+	}
 	if asJSON {
-		if all == nil {
-			all = []*jobs.Record{}
+		recs := make([]*jobs.Record, len(all))
+		for i, j := range all {
+			recs[i] = j.Record
 		}
-		return json.NewEncoder(out).Encode(all)
+		return json.NewEncoder(out).Encode(recs)
+	}
+	now := time.Now()
+	if t, err := l.ServerTime(ctx); err == nil {
+		now = t // due times are Redis's
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tQUEUE\tKIND\tOPERATION\tATTEMPTS\tTOKEN\tFENCE\tREASON")
-	for _, r := range all {
+	header := "JOB\tQUEUE\tKIND\tOPERATION\tATTEMPTS\tTOKEN\tFENCE\tREASON"
+	if s == jobs.Pending {
+		header = "JOB\tQUEUE\tKIND\tOPERATION\tDUE\tATTEMPTS\tTOKEN\tFENCE\tREASON"
+	}
+	fmt.Fprintln(tw, header)
+	for _, j := range all {
+		r := j.Record
 		reason := r.Reason
 		if r.CancelledBy != "" && r.State == jobs.Running {
 			reason = "cancel requested by " + r.CancelledBy
@@ -306,12 +326,25 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 		if r.Bridge != "" {
 			q += " (" + r.Bridge + ")"
 		}
-		fmt.Fprint(tw, cli.Escapef("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, q, r.Kind, r.OperationID, r.Attempts, r.Token, fenceText(r.Fence), reason))
+		due := ""
+		if s == jobs.Pending {
+			due = dueText(r, j.IndexAt, now) + "\t"
+		}
+		fmt.Fprint(tw, cli.Escapef("%s\t%s\t%s\t%s\t", r.ID, q, r.Kind, r.OperationID)+due+cli.Escapef("%d\t%d\t%s\t%s\n", r.Attempts, r.Token, fenceText(r.Fence), reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%d %s job(s)\n", len(all), s)
+	switch {
+	case int64(len(all)) < total:
+		more := ""
+		if !exact {
+			more = " or more"
+		}
+		fmt.Fprintf(out, "%d of %d%s %s job(s) shown (--limit %d)\n", len(all), total, more, s, limit)
+	default:
+		fmt.Fprintf(out, "%d %s job(s)\n", len(all), s)
+	}
 	if queue == "" && len(queues) == 0 {
 		fmt.Fprint(out, emptyNamespaceHint(l.Namespace()))
 	}
@@ -319,6 +352,26 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 		fmt.Fprintf(out, "paused queue %s\n", p)
 	}
 	return nil
+}
+
+// dueText says when a pending job is due: "now" once its due time (by
+// Redis's clock, now) has passed, else the time and how far off it is.
+func dueText(r *jobs.Record, due, now time.Time) string {
+	switch {
+	case r.Bridge != "":
+		return "when " + r.Bridge + " redelivers it"
+	case !due.After(now):
+		return "now"
+	}
+	return fmt.Sprintf("%s (in %s)", due.UTC().Format(time.RFC3339), due.Sub(now).Round(time.Second))
+}
+
+// byWhom is who did an operator action, and why when a note was given.
+func byWhom(actor, note string) string {
+	if note == "" {
+		return "by " + actor
+	}
+	return "by " + actor + ": " + note
 }
 
 func fenceText(t lease.Token) string {
@@ -367,14 +420,14 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		case "fenced":
 			detail = fmt.Sprintf("stale %s by token %s rejected", e.Stage, e.Token)
 		case "resolve":
-			detail = fmt.Sprintf("%s -> %s by %s: %s", e.From, e.Decision, e.Actor, e.Note)
+			detail = fmt.Sprintf("%s -> %s %s", e.From, e.Decision, byWhom(e.Actor, e.Note))
 		case "cancel":
-			detail = fmt.Sprintf("%s job cancelled by %s: %s", e.From, e.Actor, e.Note)
+			detail = fmt.Sprintf("%s job cancelled %s", e.From, byWhom(e.Actor, e.Note))
 			if e.From == string(jobs.Running) {
-				detail = fmt.Sprintf("running attempt asked to stop by %s: %s", e.Actor, e.Note)
+				detail = "running attempt asked to stop " + byWhom(e.Actor, e.Note)
 			}
 		case "run_now":
-			detail = fmt.Sprintf("made due now by %s: %s", e.Actor, e.Note)
+			detail = "made due now " + byWhom(e.Actor, e.Note)
 		case "deduplicated":
 			detail = "found due again after it finished: dropped, the handler did not run"
 		}

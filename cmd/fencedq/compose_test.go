@@ -300,9 +300,16 @@ func TestDockerCompose(t *testing.T) {
 			}
 		}
 		for _, p := range svc.Ports {
+			// [host address:]published:container (the address may be a
+			// ${VAR:-default}, itself holding a colon)
 			parts := strings.Split(p, ":")
-			if len(parts) != 2 || !contains(listen, parts[1]) {
+			if len(parts) < 2 || !contains(listen, parts[len(parts)-1]) {
 				t.Errorf("%s publishes %s, which it does not listen on (%v)", name, p, listen)
+			}
+			// The dashboard acts once credentials are set: by default only
+			// this host reaches it.
+			if name == "dashboard" && !strings.HasPrefix(p, "127.0.0.1:") && !strings.HasPrefix(p, "${DASHBOARD_BIND:-127.0.0.1}:") {
+				t.Errorf("dashboard publishes %s on every interface by default: bind it to 127.0.0.1", p)
 			}
 		}
 	}

@@ -28,8 +28,9 @@
 // The environment configures only where to connect, who acts, where to
 // listen, the dashboard's credentials and logging: FENCEDQ_REDIS,
 // FENCEDQ_NAMESPACE, FENCEDQ_ACTOR, FENCEDQ_ADDR, FENCEDQ_DASHBOARD_USER,
-// FENCEDQ_DASHBOARD_PASSWORD, FENCEDQ_LOG_LEVEL and FENCEDQ_LOG_FORMAT set
-// the flags of the same names (flags win). Flags that say what an action
+// FENCEDQ_DASHBOARD_PASSWORD, FENCEDQ_DASHBOARD_TOKEN, FENCEDQ_CSRF_KEY,
+// FENCEDQ_LOG_LEVEL and FENCEDQ_LOG_FORMAT set the flags of the same names
+// (flags win). Flags that say what an action
 // does (--queue, --job, --op, --decision, --note, --state, --kind, ...)
 // come from the command line only; a FENCEDQ_ variable naming one is
 // ignored, with a warning. Each command's --help lists the variables it

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +70,9 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{[]string{"resolve", "--job", "x"}, "--actor are required"},
 		{[]string{"resolve", "--job", "x", "--actor", "a", "--decision", "maybe"}, "--decision must be"},
 		{[]string{"dashboard", "extra-arg"}, "unexpected argument"},
+		{[]string{"dashboard", "--dashboard-user", "ops"}, "--dashboard-user and --dashboard-password go together"},
+		{[]string{"dashboard", "--protect-reads", "--dashboard-token", "t"}, "--protect-reads needs --dashboard-user and --dashboard-password"},
+		{[]string{"dashboard", "--csrf-key", "short"}, "--csrf-key has 5 bytes: give at least 32"},
 		{[]string{"inspect", "--redis", "not a url", "--state", "review"}, "--redis"},
 	}
 	for _, c := range cases {
@@ -184,7 +188,7 @@ func TestEnvVariablesOfEachCommand(t *testing.T) {
 	conn := []string{"FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}
 	op := []string{"FENCEDQ_ACTOR", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}
 	want := map[string][]string{
-		"dashboard": {"FENCEDQ_ADDR", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"},
+		"dashboard": {"FENCEDQ_ADDR", "FENCEDQ_CSRF_KEY", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_TOKEN", "FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"},
 		"enqueue":   conn, "inspect": conn, "queues": conn, "pools": conn, "schedules": conn,
 		"resolve": op, "cancel": op, "run-now": op, "pause": op, "resume": op,
 	}
@@ -203,8 +207,8 @@ func TestEnvVariablesOfEachCommand(t *testing.T) {
 	}
 	_, out, _ := runCLI(t, "--help")
 	env := strings.Fields(out[strings.Index(out, "logging flags:")+len("logging flags:") : strings.Index(out, "Flags that say")])
-	if want := []string{"FENCEDQ_ACTOR", "FENCEDQ_ADDR", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT",
-		"FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}; !slices.Equal(env, want) {
+	if want := []string{"FENCEDQ_ACTOR", "FENCEDQ_ADDR", "FENCEDQ_CSRF_KEY", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_TOKEN",
+		"FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}; !slices.Equal(env, want) {
 		t.Errorf("fencedq --help lists %v, want %v:\n%s", env, want, out)
 	}
 }
@@ -572,5 +576,58 @@ func TestRunNowCommand(t *testing.T) {
 	}
 	if code, _, errOut := e.cli("run-now", "--job", scheduled, "--actor", "alice"); code != 1 || !strings.Contains(errOut, "takes a pending (scheduled) job") {
 		t.Fatalf("run-now of a cancelled job: %d %q", code, errOut)
+	}
+	// Without a note the history says who, with nothing dangling.
+	quiet := e.enqueue(jobs.Delay(time.Hour))
+	if code, _, errOut := e.cli("run-now", "--job", quiet, "--actor", "bob"); code != 0 {
+		t.Fatalf("run-now without a note: %d %q", code, errOut)
+	}
+	code, out, _ = e.cli("inspect", "--job", quiet)
+	if code != 0 || !strings.Contains(out, "made due now by operator:bob\n") {
+		t.Fatalf("inspect after run-now without a note: %d %q", code, out)
+	}
+}
+
+// TestInspectPendingDueAndLimit: pending jobs show when they are due, and
+// --limit bounds the whole list (every queue's together) and says how many
+// it left out.
+func TestInspectPendingDueAndLimit(t *testing.T) {
+	e := newOperatorEnv(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, e.enqueue())
+	}
+	later := e.enqueue(jobs.Delay(time.Hour), jobs.Queue("other"))
+	code, out, errOut := e.cli("inspect", "--state", "pending", "--limit", "10")
+	if code != 0 || !strings.Contains(out, "\tDUE") && !strings.Contains(out, " DUE ") {
+		t.Fatalf("inspect pending: %d %q %q: want a DUE column", code, out, errOut)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, later):
+			if !regexp.MustCompile(`\(in (59m5\ds|1h0m0s)\)`).MatchString(line) {
+				t.Errorf("the scheduled job's line %q: want its due time an hour off", line)
+			}
+		case len(line) > 36 && slices.Contains(ids, line[:36]):
+			if !strings.Contains(line, " now ") {
+				t.Errorf("a due job's line %q: want due now", line)
+			}
+		}
+	}
+	if !strings.HasSuffix(out, "4 pending job(s)\n") {
+		t.Errorf("every job shown: %q", out)
+	}
+	code, out, _ = e.cli("inspect", "--state", "pending", "--limit", "2")
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if len(line) > 36 && (slices.Contains(ids, line[:36]) || line[:36] == later) {
+			rows++
+		}
+	}
+	if code != 0 || rows != 2 || !strings.Contains(out, "2 of 4 pending job(s) shown (--limit 2)") {
+		t.Fatalf("--limit 2 over two queues: %d rows, %q", rows, out)
+	}
+	if code, _, errOut := e.cli("inspect", "--state", "pending", "--limit", "0"); code != 2 || !strings.Contains(errOut, "--limit") {
+		t.Fatalf("--limit 0: %d %q", code, errOut)
 	}
 }

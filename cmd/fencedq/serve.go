@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,15 +25,38 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address (port 0 picks a free port)")
 	user := fs.String("dashboard-user", "", "user name for actions (with --dashboard-password; read-only without)")
 	password := fs.String("dashboard-password", "", "password for actions")
+	token := fs.String("dashboard-token", "", "bearer token for scripts' actions (Authorization: Bearer <token>)")
+	protectReads := fs.Bool("protect-reads", false, "require --dashboard-user and --dashboard-password for every page and read too")
+	csrfKey := fs.String("csrf-key", "", "key signing CSRF tokens, at least 32 bytes: give every replica behind one load balancer the same (default: random per process)")
+	origins := fs.String("trusted-origins", "", "comma-separated origins (https://ops.example.com) allowed to send actions although they differ from the request's Host (a proxy that rewrites Host)")
+	secureCookie := fs.Bool("secure-cookie", false, "mark the CSRF cookie Secure even over plain HTTP (behind a TLS-terminating proxy)")
 	var logs cli.LogFlags
 	logs.Add(fs, slog.LevelInfo)
 	return func(ctx context.Context, out io.Writer) error {
+		opts := dashboard.Options{Username: *user, Password: *password, Token: *token, ProtectReads: *protectReads,
+			SecureCookie: *secureCookie, Logger: logs.Logger(os.Stderr)}
+		switch {
+		case (*user == "") != (*password == ""):
+			return fmt.Errorf("%w: --dashboard-user and --dashboard-password go together: set both, or neither", errUsage)
+		case *protectReads && *user == "":
+			return fmt.Errorf("%w: --protect-reads needs --dashboard-user and --dashboard-password (a browser cannot send --dashboard-token)", errUsage)
+		case *csrfKey != "" && len(*csrfKey) < 32:
+			return fmt.Errorf("%w: --csrf-key has %d bytes: give at least 32 (for example: openssl rand -hex 32)", errUsage, len(*csrfKey))
+		}
+		if *csrfKey != "" {
+			opts.CSRFKey = []byte(*csrfKey)
+		}
+		for _, o := range strings.Split(*origins, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				opts.TrustedOrigins = append(opts.TrustedOrigins, o)
+			}
+		}
 		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err
 		}
 		defer closeAll()
-		h, err := dashboard.New(client.Inspector(), client, dashboard.Options{Username: *user, Password: *password, Logger: logs.Logger(os.Stderr)})
+		h, err := dashboard.New(client.Inspector(), client, opts)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}

@@ -48,7 +48,7 @@ var envFlags = []string{
 	// listen addresses
 	"addr", "metrics-addr",
 	// credentials
-	"dashboard-user", "dashboard-password",
+	"dashboard-user", "dashboard-password", "dashboard-token", "csrf-key",
 	// logging
 	"log-level", "log-format",
 }
@@ -57,8 +57,8 @@ var envFlags = []string{
 // FENCEDQ_<FLAG> may set (in the commands that read the environment at
 // all): the connection (redis, postgres, namespace), identity (actor),
 // address (addr, metrics-addr), credential (dashboard-user,
-// dashboard-password) and logging (log-level, log-format) flags. Every
-// other flag is taken from the command line only.
+// dashboard-password, dashboard-token, csrf-key) and logging (log-level,
+// log-format) flags. Every other flag is taken from the command line only.
 func EnvFlags() []string { return slices.Clone(envFlags) }
 
 // EnvVar is the environment variable that sets the flag name:

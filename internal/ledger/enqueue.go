@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -16,7 +17,8 @@ type NewJob struct {
 	Payload, Display                       []byte
 	MaxRetries                             int
 	Timeout                                time.Duration
-	Delay                                  time.Duration // due this long after Redis receives it
+	Delay                                  time.Duration     // due this long after Redis receives it
+	Headers                                map[string]string // nil: none (see ValidateHeaders)
 }
 
 func (j *NewJob) args() []any {
@@ -25,7 +27,29 @@ func (j *NewJob) args() []any {
 		display = nil
 	}
 	return []any{j.ID, j.Kind, j.OperationID, j.Resource, j.Payload, display,
-		j.MaxRetries, j.Timeout.Milliseconds(), j.Delay.Milliseconds()}
+		j.MaxRetries, j.Timeout.Milliseconds(), j.Delay.Milliseconds(), encodeHeaders(j.Headers)}
+}
+
+// encodeHeaders is the headers field of a job hash: a JSON object, or ""
+// for none (nothing is written).
+func encodeHeaders(h map[string]string) string {
+	if len(h) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(h) // a map of strings always encodes
+	return string(b)
+}
+
+// decodeHeaders reads a headers field; "" or a corrupt one reads as none.
+func decodeHeaders(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	var h map[string]string
+	if json.Unmarshal([]byte(s), &h) != nil || len(h) == 0 {
+		return nil
+	}
+	return h
 }
 
 // Inserted reports what the enqueue script did with one job.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -544,6 +545,95 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			if c.Token == 0 || (c.ID != bad && c.ID != good) {
 				t.Fatalf("claimed %+v", c)
 			}
+		}
+	})
+	t.Run("headers/enqueue->every-claim", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.Header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"), jobs.Header("tenant", "acme"))
+		plain := f.enqueue(jobs.OperationID("plain"))
+		want := map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tenant": "acme"}
+		if rec, _ := f.l.Get(f.ctx, f.q, id); !maps.Equal(rec.Headers, want) {
+			t.Fatalf("record headers %v, want %v", rec.Headers, want)
+		}
+		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+		if err != nil || len(res.Jobs) != 2 {
+			t.Fatalf("claim %+v %v", res, err)
+		}
+		for _, c := range res.Jobs {
+			switch c.ID {
+			case id:
+				if !maps.Equal(c.Headers, want) {
+					t.Fatalf("claimed headers %v, want %v", c.Headers, want)
+				}
+				// a retry's claim carries them again
+				f.complete(c, ledger.Outcome{To: jobs.Pending})
+			case plain:
+				if c.Headers != nil {
+					t.Fatalf("a job without headers claimed with %v", c.Headers)
+				}
+			}
+		}
+		if hk, _ := f.rdb.HExists(f.ctx, f.l.JobKey(f.q, plain), "headers").Result(); hk {
+			t.Fatal("a job without headers has a headers field")
+		}
+		if again := f.claimOne(id); !maps.Equal(again.Headers, want) || again.Attempt != 2 {
+			t.Fatalf("retry claimed %+v, want attempt 2 with headers %v", again, want)
+		}
+		before, _ := redistest.CountKeys(f.ctx, rdb)
+		for name, opt := range map[string]jobs.Option{
+			"key with a space":     jobs.Header("a b", "x"),
+			"empty key":            jobs.Header("", "x"),
+			"control in the value": jobs.Header("k", "a\nb"),
+			"value too long":       jobs.Header("k", strings.Repeat("v", ledger.MaxHeaderValueLen+1)),
+		} {
+			if _, err := f.c.Enqueue(f.ctx, noteArgs{Text: "x"}, opt); !errors.Is(err, jobs.ErrInvalid) {
+				t.Errorf("%s: %v, want ErrInvalid", name, err)
+			}
+		}
+		many := make([]jobs.Option, ledger.MaxHeaders+1)
+		for i := range many {
+			many[i] = jobs.Header(fmt.Sprintf("k%d", i), "v")
+		}
+		if _, err := f.c.Enqueue(f.ctx, noteArgs{Text: "x"}, many...); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%d headers: %v, want ErrInvalid", len(many), err)
+		}
+		if after, _ := redistest.CountKeys(f.ctx, rdb); after != before {
+			t.Fatalf("refused enqueues wrote keys: %d -> %d", before, after)
+		}
+	})
+	t.Run("claim-job/pending->running", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.Delay(time.Hour), jobs.Header("k", "v"))
+		f.enqueue() // another pending job, left alone
+		if _, err := f.l.SetPaused(f.ctx, f.q, true, "op", ""); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.l.ClaimJob(f.ctx, f.q, id, "inline", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Token == 0 || c.Attempt != 1 || c.Kind != "note" || string(c.Payload) != `{"text":"x"}` || c.Headers["k"] != "v" || c.OperationID != id {
+			t.Fatalf("claimed %+v", c)
+		}
+		if rec, _ := f.l.Get(f.ctx, f.q, id); rec.State != jobs.Running || rec.Token != c.Token || rec.Owner != "inline" {
+			t.Fatalf("record %+v", rec)
+		}
+		if counts, _ := f.l.Counts(f.ctx, f.q); counts[jobs.Running] != 1 || counts[jobs.Pending] != 1 {
+			t.Fatalf("counts %v: want the claimed job running, the other pending", counts)
+		}
+		if _, err := f.l.ClaimJob(f.ctx, f.q, id, "inline", time.Minute); !errors.Is(err, jobs.ErrWrongState) {
+			t.Fatalf("claiming a running job: %v", err)
+		}
+		if _, err := f.l.ClaimJob(f.ctx, f.q, "nope", "inline", time.Minute); !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("claiming a missing job: %v", err)
+		}
+		f.complete(*c, ledger.Outcome{To: jobs.Pending})
+		again, err := f.l.ClaimJob(f.ctx, f.q, id, "inline", time.Minute)
+		if err != nil || again.Token <= c.Token || again.Attempt != 2 {
+			t.Fatalf("second claim %+v %v: want attempt 2 with a higher token than %d", again, err, c.Token)
+		}
+		if h := f.events(id); len(h) != 4 || h[3] != "attempt:" {
+			t.Fatalf("history %v: want enqueued, attempt, end, attempt", h)
 		}
 	})
 	t.Run("tokens-rise-after-keys-lost", func(t *testing.T) {

@@ -86,6 +86,39 @@ func ValidateOperationID(op string) error {
 	return nil
 }
 
+// Limits on a job's headers (see ValidateHeaders).
+const (
+	MaxHeaders        = 16
+	MaxHeaderKeyLen   = 64
+	MaxHeaderValueLen = 1024
+	MaxHeadersBytes   = 4096
+)
+
+var headerKey = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidateHeaders checks a job's headers: at most 16, each key 1-64
+// letters, digits or ._- and each value at most 1024 bytes of UTF-8
+// without control characters, 4096 bytes in all (keys and values).
+func ValidateHeaders(h map[string]string) error {
+	if len(h) > MaxHeaders {
+		return invalid("%d headers: at most %d", len(h), MaxHeaders)
+	}
+	total := 0
+	for k, v := range h {
+		if !headerKey.MatchString(k) {
+			return invalid("header key %q must be 1-%d letters, digits or ._-", clip(k), MaxHeaderKeyLen)
+		}
+		if len(v) > MaxHeaderValueLen || !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+			return invalid("header %s: the value must be at most %d bytes of UTF-8 without control characters", k, MaxHeaderValueLen)
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxHeadersBytes {
+		return invalid("headers of %d bytes exceed %d", total, MaxHeadersBytes)
+	}
+	return nil
+}
+
 // clip shortens a rejected value for the error text.
 func clip(s string) string {
 	const n = 64

@@ -45,6 +45,9 @@ type Record struct {
 	Finished       time.Time       `json:"finished,omitzero"`
 	UncertainSince time.Time       `json:"uncertain_since,omitzero"`
 	Bridge         string          `json:"bridge,omitempty"` // the queue that delivers a bridged job ("asynq"); "" for native jobs
+	// Headers are the job's headers, given at enqueue (trace context, a
+	// tenant id): shown as they are, never redacted.
+	Headers map[string]string `json:"headers,omitempty"`
 
 	// Payload is the raw JSON args, sensitive fields included. Never show it.
 	Payload []byte `json:"-"`
@@ -103,7 +106,7 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		Args:    json.RawMessage(args), Error: h["error"], Reason: h["reason"], CancelledBy: h["cancel"],
 		Created: msTime(h["created"]), RunAt: msTime(h["run_at"]),
 		Started: msTime(h["started"]), Finished: msTime(h["finished"]), UncertainSince: msTime(h["uncertain_since"]),
-		Payload: []byte(h["payload"]), Bridge: h["bridge"],
+		Payload: []byte(h["payload"]), Bridge: h["bridge"], Headers: decodeHeaders(h["headers"]),
 	}
 	if r.RunAt.IsZero() {
 		r.RunAt = r.Created

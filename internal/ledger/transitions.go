@@ -25,6 +25,8 @@ type Claimed struct {
 	// KindDefers counts how often the job was put back because the pool
 	// that claimed it knew no worker for its kind.
 	KindDefers int
+	// Headers are the job's headers (nil: none).
+	Headers map[string]string
 }
 
 // Dropped is a due-index entry a claim removed without starting an attempt:
@@ -46,7 +48,7 @@ type ClaimResult struct {
 	DueIn time.Duration
 }
 
-const claimWidth = 11
+const claimWidth = 12
 
 // Claim is the fenced claim: it takes up to max due jobs of queue q for
 // owner and starts an attempt on each (running, a new token
@@ -77,7 +79,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 			Attempt: int(r.int(b + 3)), Payload: []byte(r.str(b + 4)), Kind: r.str(b + 5),
 			OperationID: r.str(b + 6), Resource: r.str(b + 7),
 			Timeout: time.Duration(r.int(b+8)) * time.Millisecond, MaxRetries: int(r.int(b + 9)),
-			KindDefers: int(r.int(b + 10)),
+			KindDefers: int(r.int(b + 10)), Headers: decodeHeaders(r.str(b + 11)),
 		}
 		if c.OperationID == "" {
 			c.OperationID = c.ID

@@ -7,9 +7,10 @@
 --   paused: 1 when the queue is paused (nothing is claimed)
 --   next due in ms: when fewer jobs were due than asked for, how long until the
 --            earliest pending job left is due, by Redis time (-1: none left)
---   claimed: 11 values per job: id, token, deadline ms, attempt, payload, kind,
+--   claimed: 12 values per job: id, token, deadline ms, attempt, payload, kind,
 --            operation id ('' = the job id), resource, timeout ms, max retries,
---            times the job was put back because no pool knew its kind
+--            times the job was put back because no pool knew its kind,
+--            headers ('' = none)
 --   dropped: 2 values per index entry that was not claimable and was removed
 --            from the due index: id, why ('missing', or the job's state)
 if redis.call('EXISTS', pausedk) == 1 then return {1, -1, 0} end
@@ -27,7 +28,7 @@ for i = 1, #ids do
   local id = ids[i]
   local k = P .. 'job:' .. id
   local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
-    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence')
+    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence', 'headers')
   if h[1] == 'pending' then
     local tok = num(h[2]) + 1
     if now_us > tok then tok = now_us end
@@ -44,8 +45,8 @@ for i = 1, #ids do
     end
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, stok, sdeadline, attempt, h[4] or ''
     reply[r + 6], reply[r + 7], reply[r + 8], reply[r + 9], reply[r + 10] = h[5] or '', h[6] or '', h[7] or '', num(h[8]), num(h[9])
-    reply[r + 11] = num(h[10])
-    r = r + 11
+    reply[r + 11], reply[r + 12] = num(h[10]), h[13] or ''
+    r = r + 12
   else
     local why = h[1] or 'missing'
     if why == 'succeeded' or why == 'dead' or why == 'cancelled' then
@@ -60,7 +61,7 @@ for i = 1, #ids do
   end
 end
 call_chunked('ZADD', index['running'], running, 1000)
-local n = (r - 3) / 11
+local n = (r - 3) / 12
 if n > 0 then count('attempted', n) end
 local next_due = -1
 if #ids < max then

@@ -1,19 +1,20 @@
 -- enqueue.lua: create pending jobs, each unless its operation id is already
 -- known (one job for Enqueue, a batch for EnqueueMany).
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
--- ARGV from 2, 9 values per job:
+-- ARGV from 2, 10 values per job:
 --   job id, kind, operation id ('' = the job id: no operation key is written),
 --   resource ('' = the job), payload (JSON),
 --   args for display (JSON with sensitive fields redacted; '' = the payload, stored as '='),
 --   max retries, timeout ms (0 = pool default), delay ms (the due time is Redis TIME plus the
---   delay, so no client clock is involved; negative for a RunAt already past)
+--   delay, so no client clock is involved; negative for a RunAt already past),
+--   headers (a JSON object of strings, returned by every claim; '' = none, nothing written)
 -- Reply: {first, then 2 values per job: created (1) or deduplicated (0), job id}
 --   first = 1 when the queue's counters were empty before this call: the caller
 --   (re-)registers the queue. A deduplicated job returns the existing job's id
 --   and writes nothing.
 local created, due = 0, {}
 local reply = {0}
-for i = 2, #ARGV, 9 do
+for i = 2, #ARGV, 10 do
   local id, kind, op, resource, payload, display = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local existing = false
   if op ~= '' then
@@ -38,6 +39,7 @@ for i = 2, #ARGV, 9 do
     opt('resource', resource)
     if display == '' then opt('args', '=') else opt('args', display) end
     opt('timeout_ms', ARGV[i + 7])
+    opt('headers', ARGV[i + 9])
     if run_at ~= now then opt('run_at', fmt(run_at)) end
     redis.call('HSET', jobkey(id), unpack(f))
     due[#due + 1], due[#due + 2] = fmt(run_at), id

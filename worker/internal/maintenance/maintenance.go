@@ -96,6 +96,9 @@ type Config struct {
 	// Decided, when a test initialised it, gets each decision of the
 	// expirer and the resolver once it is counted and logged.
 	Decided *testsignal.Signal[Decision]
+	// EnqueueMiddleware wraps the enqueues of periodic ticks and relayed
+	// outbox rows (the pool's jobs.Config.EnqueueMiddleware).
+	EnqueueMiddleware []jobs.EnqueueMiddleware
 }
 
 // ResultExpired is the Decision result of an attempt the expirer moved to
@@ -125,7 +128,8 @@ type Leader struct {
 // New returns the leader of one pool.
 func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 	// The client enqueues periodic ticks and relayed outbox rows.
-	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention()})
+	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention(),
+		EnqueueMiddleware: cfg.EnqueueMiddleware})
 	base := func(name string) service {
 		return service{name: name, ledger: ledger, log: cfg.Logger.With("service", name), metrics: cfg.Metrics,
 			errors: cfg.Metrics.MaintenanceErrors.WithLabelValues(name)}

@@ -1,0 +1,231 @@
+package fencedqtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// Want says which enqueued jobs of a kind match. Zero fields match any job.
+type Want struct {
+	// Args, when set, must equal the job's args (compared as JSON, so
+	// sensitive fields count too).
+	Args jobs.JobArgs
+	// Queue is the job's queue.
+	Queue string
+	// OperationID is the job's operation id.
+	OperationID string
+	// State is the job's state (default: any; a job a pool already worked
+	// was still enqueued).
+	State jobs.State
+	// MaxRetries, when positive, is the job's max retries.
+	MaxRetries int
+	// Timeout, when positive, is the job's timeout.
+	Timeout time.Duration
+	// Resource is the resource the job's attempts lease (as the args'
+	// Resource method or EnqueueRaw's option named it).
+	Resource string
+	// Scheduled, when true, matches only jobs due later than they were
+	// enqueued (a Delay or RunAt), due at or after DueAfter when that is
+	// set.
+	Scheduled bool
+	DueAfter  time.Time
+	// Headers must each be among the job's headers, with the same value.
+	Headers map[string]string
+}
+
+// Job is an enqueued job: its ledger record and its args decoded into the
+// kind's type.
+type Job[T jobs.JobArgs] struct {
+	// Record is the job as the ledger holds it (args redacted in
+	// Record.Args, raw in Record.Payload).
+	Record *jobs.Record
+	// Args are the job's args.
+	Args T
+}
+
+// scanPage is how many records one read takes from a state's index.
+const scanPage = 500
+
+// Enqueued returns every job of T's kind in the Env's namespace that
+// matches want (nil: every job of the kind), oldest first within each
+// state. It fails the test only when the ledger cannot be read.
+func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) []*Job[T] {
+	tb.Helper()
+	if want == nil {
+		want = &Want{}
+	}
+	var wantArgs any
+	if want.Args != nil {
+		var err error
+		if wantArgs, err = canonical(want.Args); err != nil {
+			tb.Fatalf("fencedqtest: Want.Args: %v", err)
+		}
+	}
+	found, err := e.scan(ctx, kindOf[T](), want)
+	if err != nil {
+		tb.Fatalf("fencedqtest: reading the ledger: %v", err)
+	}
+	var out []*Job[T]
+	for _, rec := range found {
+		if wantArgs != nil {
+			got, err := canonical(json.RawMessage(rec.Payload))
+			if err != nil || !reflect.DeepEqual(got, wantArgs) {
+				continue
+			}
+		}
+		var args T
+		if err := json.Unmarshal(rec.Payload, &args); err != nil {
+			tb.Fatalf("fencedqtest: job %s: args %s do not decode into %T: %v", rec.ID, rec.Args, args, err)
+		}
+		out = append(out, &Job[T]{Record: rec, Args: args})
+	}
+	return out
+}
+
+// RequireEnqueued asserts that exactly one job of T's kind matching want
+// was enqueued, and returns it. It fails the test, listing the jobs of the
+// kind it found, when none or several match.
+func RequireEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) *Job[T] {
+	tb.Helper()
+	got := Enqueued[T](ctx, tb, e, want)
+	if len(got) == 1 {
+		return got[0]
+	}
+	what := "no job"
+	if len(got) > 1 {
+		what = fmt.Sprintf("%d jobs", len(got))
+	}
+	tb.Fatalf("fencedqtest: want one %s job matching %s, found %s; the kind's jobs:%s", kindOf[T](), want.describe(), what,
+		listing(Enqueued[T](ctx, tb, e, nil)))
+	return nil
+}
+
+// RequireNotEnqueued asserts that no job of T's kind matching want (nil:
+// any job of the kind) was enqueued.
+func RequireNotEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) {
+	tb.Helper()
+	if got := Enqueued[T](ctx, tb, e, want); len(got) > 0 {
+		tb.Fatalf("fencedqtest: want no %s job matching %s, found %d:%s", kindOf[T](), want.describe(), len(got), listing(got))
+	}
+}
+
+// scan reads the records of kind that match want's fields (all but Args).
+func (e *Env) scan(ctx context.Context, kind string, want *Want) ([]*jobs.Record, error) {
+	qs := []string{want.Queue}
+	if want.Queue == "" {
+		var err error
+		if qs, err = e.ledger.Queues(ctx); err != nil {
+			return nil, err
+		}
+	}
+	states := jobs.States
+	if want.State != "" {
+		states = []jobs.State{want.State}
+	}
+	var out []*jobs.Record
+	for _, q := range qs {
+		for _, s := range states {
+			for offset := 0; ; offset += scanPage {
+				page, err := e.ledger.List(ctx, q, s, offset, scanPage)
+				if err != nil {
+					return nil, err
+				}
+				for _, rec := range page {
+					if rec.Kind == kind && want.matches(rec) {
+						out = append(out, rec)
+					}
+				}
+				if len(page) < scanPage {
+					break
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func (w *Want) matches(rec *jobs.Record) bool {
+	switch {
+	case w.OperationID != "" && rec.OperationID != w.OperationID,
+		w.MaxRetries > 0 && rec.MaxRetries != w.MaxRetries,
+		w.Timeout > 0 && rec.Timeout != w.Timeout,
+		w.Resource != "" && rec.Resource != w.Resource,
+		w.Scheduled && !rec.RunAt.After(rec.Created),
+		!w.DueAfter.IsZero() && rec.RunAt.Before(w.DueAfter):
+		return false
+	}
+	for k, v := range w.Headers {
+		if got, ok := rec.Headers[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// describe names what w matches, for failure messages (args redacted).
+func (w *Want) describe() string {
+	if w == nil {
+		return "anything"
+	}
+	var parts []string
+	add := func(name string, v any, set bool) {
+		if set {
+			parts = append(parts, fmt.Sprintf("%s %v", name, v))
+		}
+	}
+	if w.Args != nil {
+		shown, err := jobs.RedactJSON(w.Args)
+		if err != nil {
+			shown = []byte(fmt.Sprintf("%T", w.Args))
+		}
+		add("args", string(shown), true)
+	}
+	add("queue", w.Queue, w.Queue != "")
+	add("operation id", w.OperationID, w.OperationID != "")
+	add("state", w.State, w.State != "")
+	add("max retries", w.MaxRetries, w.MaxRetries > 0)
+	add("timeout", w.Timeout, w.Timeout > 0)
+	add("resource", w.Resource, w.Resource != "")
+	add("scheduled", w.Scheduled, w.Scheduled)
+	add("due after", w.DueAfter, !w.DueAfter.IsZero())
+	add("headers", w.Headers, len(w.Headers) > 0)
+	if len(parts) == 0 {
+		return "anything"
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// listing renders jobs one a line, args redacted.
+func listing[T jobs.JobArgs](js []*Job[T]) string {
+	if len(js) == 0 {
+		return " none"
+	}
+	var b strings.Builder
+	for _, j := range js {
+		r := j.Record
+		fmt.Fprintf(&b, "\n  %s queue %s state %s op %s max retries %d args %s", r.ID, r.Queue, r.State, r.OperationID, r.MaxRetries, r.Args)
+	}
+	return b.String()
+}
+
+// canonical decodes v's JSON form into plain values, for comparison.
+func canonical(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	return out, json.Unmarshal(b, &out)
+}
+
+func kindOf[T jobs.JobArgs]() string {
+	var zero T
+	return zero.Kind()
+}

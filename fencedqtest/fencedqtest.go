@@ -1,0 +1,71 @@
+// Package fencedqtest helps an application's tests with its fencedq jobs,
+// against the Redis the tests already use:
+//
+//   - RequireEnqueued asserts that code under test enqueued a job (its
+//     kind, args and options) without running it; RequireNotEnqueued
+//     asserts it did not, Enqueued lists what it did;
+//   - Work and WorkJob run one job's handler inline, in the test's
+//     goroutine, as a real attempt: a fenced claim in the ledger with a new
+//     token, the resource lease the kind names, a context carrying the
+//     fence, the lease and the deadline, and the outcome committed by the
+//     attempt's token, so protected storage (pgfence, redisfence,
+//     httpfence) sees exactly what a pool's attempt gives it;
+//   - WaitState waits for a job, worked by a pool the test runs, to reach a
+//     state.
+//
+// Every helper takes an Env: the Redis client and the jobs.Config (its
+// namespace) the application's client and pools use.
+//
+//	func TestCheckoutEnqueuesAReceipt(t *testing.T) {
+//		env := fencedqtest.New(rdb, jobs.Config{Namespace: ns})
+//		checkout(ctx, client, "order-1") // the code under test enqueues
+//		job := fencedqtest.RequireEnqueued[Receipt](ctx, t, env, &fencedqtest.Want{
+//			Args: Receipt{Order: "order-1"}, Queue: "mail", OperationID: "receipt:order-1",
+//		})
+//		res := fencedqtest.WorkJob(ctx, t, env, &ReceiptWorker{mail: fake}, job.Record.Queue, job.Record.ID)
+//		if res.Outcome != worker.OutcomeSucceeded {
+//			t.Fatalf("receipt: %s: %v", res.Outcome, res.Err)
+//		}
+//	}
+//
+// With a pool running in the test, wait for the job instead:
+//
+//	rec := env.WaitState(ctx, t, job.Record.ID, jobs.Succeeded)
+//
+// The helpers fail the test (t.Fatal) on anything they cannot do, with
+// what they found; a job's args appear in failure messages redacted.
+// Inline runs use no pool, so the pool's middleware (worker.Config.Middleware)
+// is not applied, and no renewal runs: the attempt's leases last its
+// timeout plus a second, so a maintenance leader running in the same
+// namespace leaves the attempt alone.
+package fencedqtest
+
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Env is the Redis and the namespace a test's jobs live in.
+type Env struct {
+	rdb    redis.UniversalClient
+	cfg    jobs.Config
+	ledger *ledger.Ledger
+	leases *lease.Manager
+	client *jobs.Client
+}
+
+// New returns the Env of the jobs of cfg's namespace on rdb: pass the
+// jobs.Config the application's client and pools are built from (its
+// EnqueueMiddleware applies to Work's enqueues).
+func New(rdb redis.UniversalClient, cfg jobs.Config) *Env {
+	cfg = cfg.WithDefaults()
+	return &Env{
+		rdb: rdb, cfg: cfg,
+		ledger: ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention}),
+		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace}),
+		client: jobs.NewClient(rdb, cfg),
+	}
+}

@@ -1,0 +1,244 @@
+package fencedqtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/fencedqtest"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+	"github.com/fencedq/fencedq/worker"
+)
+
+type email struct {
+	To   string `json:"to"`
+	Body string `json:"body" fencedq:"sensitive"`
+}
+
+func (email) Kind() string { return "email" }
+
+type debit struct {
+	Account string `json:"account"`
+	Cents   int    `json:"cents"`
+}
+
+func (debit) Kind() string       { return "debit" }
+func (d debit) Resource() string { return "account:" + d.Account }
+func (d debit) Validate() error {
+	if d.Cents <= 0 {
+		return errors.New("cents must be positive")
+	}
+	return nil
+}
+
+// fatalTB records a helper's failure instead of failing the test: Fatal
+// ends the helper's goroutine, as it would end a test's.
+type fatalTB struct {
+	testing.TB
+	mu  sync.Mutex
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.msg = fmt.Sprintf(format, args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+func (f *fatalTB) Fatal(args ...any) { f.Fatalf("%s", fmt.Sprint(args...)) }
+
+// failure runs fn with a fatalTB and returns the failure it reported ("":
+// none).
+func failure(t *testing.T, fn func(tb testing.TB)) string {
+	f := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(f)
+	}()
+	<-done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.msg
+}
+
+func newEnv(t *testing.T) (*fencedqtest.Env, *jobs.Client) {
+	rdb, ns := redistest.New(t)
+	cfg := jobs.Config{Namespace: ns}
+	return fencedqtest.New(rdb, cfg), jobs.NewClient(rdb, cfg)
+}
+
+// TestRequireEnqueued: jobs are matched by kind, args (sensitive fields
+// included) and options; none or several matching fail the test, naming
+// what was found with args redacted.
+func TestRequireEnqueued(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	if _, err := client.Enqueue(ctx, email{To: "ada@example.com", Body: "your receipt"}, jobs.Queue("mail"),
+		jobs.OperationID("receipt:1"), jobs.MaxRetries(2), jobs.Timeout(time.Second), jobs.Header("tenant", "acme")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(ctx, email{To: "bob@example.com", Body: "later"}, jobs.Queue("mail"), jobs.Delay(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(ctx, debit{Account: "7", Cents: 5}); err != nil {
+		t.Fatal(err)
+	}
+
+	job := fencedqtest.RequireEnqueued[email](ctx, t, env, &fencedqtest.Want{
+		Args: email{To: "ada@example.com", Body: "your receipt"}, Queue: "mail", OperationID: "receipt:1",
+		State: jobs.Pending, MaxRetries: 2, Timeout: time.Second, Headers: map[string]string{"tenant": "acme"},
+	})
+	if job.Args.To != "ada@example.com" || job.Args.Body != "your receipt" || job.Record.Queue != "mail" {
+		t.Fatalf("found %+v", job)
+	}
+	if later := fencedqtest.RequireEnqueued[email](ctx, t, env, &fencedqtest.Want{Scheduled: true, DueAfter: time.Now().Add(50 * time.Minute)}); later.Args.To != "bob@example.com" {
+		t.Fatalf("scheduled job found: %+v", later.Args)
+	}
+	fencedqtest.RequireEnqueued[debit](ctx, t, env, &fencedqtest.Want{Resource: "account:7"})
+	if n := len(fencedqtest.Enqueued[email](ctx, t, env, nil)); n != 2 {
+		t.Fatalf("%d email jobs, want 2", n)
+	}
+	fencedqtest.RequireNotEnqueued[email](ctx, t, env, &fencedqtest.Want{Args: email{To: "ada@example.com", Body: "another body"}})
+	fencedqtest.RequireNotEnqueued[email](ctx, t, env, &fencedqtest.Want{Queue: "default"})
+
+	for name, c := range map[string]struct {
+		fn   func(tb testing.TB)
+		want string
+	}{
+		"several": {func(tb testing.TB) { fencedqtest.RequireEnqueued[email](ctx, tb, env, nil) }, "found 2 jobs"},
+		"none": {func(tb testing.TB) {
+			fencedqtest.RequireEnqueued[email](ctx, tb, env, &fencedqtest.Want{Headers: map[string]string{"tenant": "other"}})
+		}, "found no job"},
+		"present": {func(tb testing.TB) {
+			fencedqtest.RequireNotEnqueued[debit](ctx, tb, env, nil)
+		}, "want no debit job matching anything, found 1"},
+	} {
+		msg := failure(t, c.fn)
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("%s: failure %q, want it to say %q", name, msg, c.want)
+		}
+		if strings.Contains(msg, "your receipt") || strings.Contains(msg, "later") {
+			t.Errorf("%s: failure message shows a sensitive field: %s", name, msg)
+		}
+	}
+}
+
+// TestWorkRunsARealAttempt: an inline attempt claims the job with a new
+// token, leases the resource its args name (its token is the fence), runs
+// the handler with the fence, lease and deadline in its context, and
+// commits the outcome by its token; a retry is due at once for the next.
+func TestWorkRunsARealAttempt(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	var seen []fence.Fence
+	calls := 0
+	w := jobs.WorkFunc[debit](func(ctx context.Context, j *jobs.Job[debit]) error {
+		f, ok := fence.FromContext(ctx)
+		l, hasLease := lease.FromContext(ctx)
+		d, hasDeadline := ctx.Deadline()
+		if !ok || !hasLease || !hasDeadline || f.Token != j.Token || l.Token != j.Token || !d.Equal(j.Deadline) ||
+			f.Resource != "account:"+j.Args.Account || f.OperationID != j.OperationID {
+			return jobs.Permanent(fmt.Errorf("attempt context: fence %+v %v, lease %+v %v, deadline %v %v", f, ok, l, hasLease, d, hasDeadline))
+		}
+		seen = append(seen, f)
+		if calls++; calls == 1 {
+			return errors.New("bank busy")
+		}
+		return nil
+	})
+	res := fencedqtest.Work(ctx, t, env, w, debit{Account: "7", Cents: 5}, jobs.Timeout(3*time.Second))
+	if res.Outcome != worker.OutcomeRetry || res.Err == nil || res.Record.State != jobs.Pending || res.Record.Attempts != 1 {
+		t.Fatalf("first attempt %+v (record %+v): want a retry", res, res.Record)
+	}
+	again := fencedqtest.WorkJob(ctx, t, env, w, res.Record.Queue, res.Record.ID)
+	if again.Outcome != worker.OutcomeSucceeded || again.Err != nil || again.Record.State != jobs.Succeeded || again.Record.Attempts != 2 {
+		t.Fatalf("second attempt %+v (record %+v): want success", again, again.Record)
+	}
+	if len(seen) != 2 || seen[1].Token <= seen[0].Token || again.Token != seen[1].Token || again.Record.Fence != seen[1].Token {
+		t.Fatalf("fences %+v, result token %d, record fence %d: want rising resource-lease tokens, recorded", seen, again.Token, again.Record.Fence)
+	}
+	h, err := client.Inspector().History(ctx, res.Record.Queue, res.Record.ID)
+	if err != nil || len(h) != 5 {
+		t.Fatalf("history %+v %v: want enqueued, two attempts and their ends", h, err)
+	}
+
+	// Outcomes by the pool's rules.
+	for name, c := range map[string]struct {
+		err  error
+		want string
+	}{
+		"permanent": {jobs.Permanent(errors.New("closed account")), worker.OutcomeDead},
+		"unknown":   {jobs.Unknown(errors.New("no answer")), worker.OutcomeUncertain},
+	} {
+		r := fencedqtest.Work(ctx, t, env, jobs.WorkFunc[email](func(context.Context, *jobs.Job[email]) error { return c.err }), email{To: name})
+		if r.Outcome != c.want || r.Record.State != jobs.State(c.want) || !errors.Is(r.Err, c.err) {
+			t.Errorf("%s: %+v, want %s", name, r, c.want)
+		}
+	}
+	panicked := fencedqtest.Work(ctx, t, env, jobs.WorkFunc[email](func(context.Context, *jobs.Job[email]) error { panic("boom") }), email{To: "p"}, jobs.MaxRetries(0))
+	if panicked.Outcome != worker.OutcomeDead || panicked.Record.Reason != "retries exhausted" || !strings.Contains(panicked.Err.Error(), "boom") {
+		t.Errorf("panic with no retries: %+v (record %+v)", panicked, panicked.Record)
+	}
+	raw, err := client.EnqueueRaw(ctx, "debit", []byte(`{"account":"7","cents":0}`), jobs.Unchecked())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := fencedqtest.WorkJob(ctx, t, env, w, raw.Queue, raw.JobID); r.Outcome != worker.OutcomeDead || r.Record.Reason != "malformed payload" {
+		t.Errorf("args that do not validate: %+v (record %+v), want dead as malformed", r, r.Record)
+	}
+	if msg := failure(t, func(tb testing.TB) { fencedqtest.WorkJob(ctx, tb, env, w, again.Record.Queue, again.Record.ID) }); !strings.Contains(msg, "not pending") {
+		t.Errorf("working a succeeded job: failure %q, want it to say the job is not pending", msg)
+	}
+	if msg := failure(t, func(tb testing.TB) { fencedqtest.WorkJob(ctx, tb, env, w, raw.Queue, panicked.Record.ID) }); !strings.Contains(msg, "not debit") {
+		t.Errorf("working a job of another kind: failure %q", msg)
+	}
+}
+
+// TestWaitState: WaitState returns once a pool moved the job to the state,
+// and fails the test, saying where the job is, when its context ends first.
+func TestWaitState(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	cfg := jobs.Config{Namespace: ns}
+	env, client := fencedqtest.New(rdb, cfg), jobs.NewClient(rdb, cfg)
+	ctx := context.Background()
+	parked, err := client.Enqueue(ctx, email{To: "later"}, jobs.Delay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithCancel(ctx)
+	cancel()
+	if msg := failure(t, func(tb testing.TB) { env.WaitState(short, tb, parked.JobID, jobs.Succeeded) }); !strings.Contains(msg, "it is pending") {
+		t.Fatalf("failure %q, want it to say the job is pending", msg)
+	}
+
+	pool, err := worker.NewPool(rdb, worker.Config{Jobs: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Register(pool, jobs.WorkFunc[email](func(context.Context, *jobs.Job[email]) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	res, err := client.Enqueue(ctx, email{To: "now"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := env.WaitState(ctx, t, res.JobID, jobs.Succeeded, jobs.Dead); rec.State != jobs.Succeeded || rec.Attempts != 1 {
+		t.Fatalf("record %+v", rec)
+	}
+}

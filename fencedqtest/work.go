@@ -1,0 +1,162 @@
+package fencedqtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/fencedq/fencedq/fence"
+	rules "github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// DefaultTimeout bounds an inline handler whose job sets no timeout, as a
+// pool's default worker.DefaultHandlerTimeout does.
+const DefaultTimeout = worker.DefaultHandlerTimeout
+
+// leaseWait is how long an inline attempt waits for a busy resource.
+const leaseWait = 5 * time.Second
+
+// Result is how an inline attempt ended.
+type Result struct {
+	// Err is what the handler returned (a panic: an error saying so).
+	Err error
+	// Outcome is what the attempt committed: worker.OutcomeSucceeded,
+	// OutcomeRetry (the job is pending again, due at once), OutcomeDead,
+	// OutcomeUncertain or OutcomeCancelled.
+	Outcome string
+	// Token is the attempt's fencing token (the resource lease's when the
+	// kind names a resource).
+	Token lease.Token
+	// Record is the job after the commit.
+	Record *jobs.Record
+}
+
+// Work enqueues args with opts, through a client built from the Env's
+// jobs.Config, and runs the job's attempt inline with w (see WorkJob).
+func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], args T, opts ...jobs.Option) *Result {
+	tb.Helper()
+	res, err := e.client.Enqueue(ctx, args, opts...)
+	if err != nil {
+		tb.Fatalf("fencedqtest: enqueue: %v", err)
+	}
+	if res.Deduplicated {
+		tb.Fatalf("fencedqtest: operation id %s already names job %s: nothing was enqueued to work", res.OperationID, res.JobID)
+	}
+	return WorkJob(ctx, tb, e, w, res.Queue, res.JobID)
+}
+
+// WorkJob runs one attempt of pending job id of queue (due or not, the
+// queue paused or not) inline with w, as a pool would: a fenced claim with
+// a new token, the lease of the resource the job names, w.Work under a
+// context carrying the fence (fence.FromContext), the lease
+// (lease.FromContext) and the deadline (the job's timeout, else
+// DefaultTimeout), then the outcome committed by the attempt's token,
+// decided by the pool's rules (a Reconcile method or RetryOnTimeout on w
+// count as they do in a pool). A retry is due at once, so a second WorkJob
+// runs the next attempt. It fails the test if the job is not a pending job
+// of T's kind.
+func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], queue, id string) *Result {
+	tb.Helper()
+	rec, err := e.ledger.Get(ctx, queue, id)
+	if err != nil {
+		tb.Fatalf("fencedqtest: %v", err)
+	}
+	if kind := kindOf[T](); rec.Kind != kind {
+		tb.Fatalf("fencedqtest: job %s is of kind %s, not %s", id, rec.Kind, kind)
+	}
+	timeout := rec.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ttl := timeout + time.Second // no renewals: the leases outlast the handler
+	owner := "fencedqtest-" + uuid.NewString()[:8] + "/" + id
+	c, err := e.ledger.ClaimJob(ctx, queue, id, owner, ttl)
+	if err != nil {
+		tb.Fatalf("fencedqtest: %v", err)
+	}
+	resource, tok := jobs.LeaseResource(c.ID, c.Resource), c.Token
+	var held *lease.Lease
+	if c.Resource != "" {
+		wctx, cancel := context.WithTimeout(ctx, leaseWait)
+		held, err = e.leases.AcquireWait(wctx, c.Resource, owner, ttl)
+		cancel()
+		if err != nil {
+			e.putBack(ctx, c)
+			tb.Fatalf("fencedqtest: job %s: leasing %s: %v (the job is pending again)", id, c.Resource, err)
+		}
+		defer func() { _ = e.leases.Release(context.WithoutCancel(ctx), held) }()
+		tok = held.Token
+	}
+	deadline := time.Now().Add(timeout)
+	hctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	hctx = fence.NewContext(hctx, fence.Fence{Resource: resource, Token: tok, Owner: owner, OperationID: c.OperationID})
+	hctx = lease.NewContext(hctx, &lease.Lease{Resource: resource, Owner: owner, Token: tok, Deadline: c.Deadline})
+	job := &jobs.Job[T]{
+		ID: c.ID, Kind: c.Kind, Queue: c.Queue, OperationID: c.OperationID, Attempt: c.Attempt, MaxRetries: c.MaxRetries,
+		Resource: resource, Token: tok, Owner: owner, Deadline: deadline, Headers: c.Headers,
+	}
+	malformed, err := run(hctx, w, job, c.Payload)
+	_, reconciles := w.(jobs.Reconciler[T])
+	end := rules.End{
+		Err: err, Malformed: malformed, Reconcilable: reconciles,
+		TimedOut: errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
+	}
+	if r, ok := w.(jobs.RetryOnTimeout); ok {
+		end.RetryOnTimeout = r.RetryOnTimeout()
+	}
+	outcome := rules.Decide(end)
+	committed, err2 := e.ledger.Complete(context.WithoutCancel(ctx), queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: tok, Outcome: outcome}})
+	if err2 != nil {
+		tb.Fatalf("fencedqtest: job %s: committing the outcome: %v", id, err2)
+	}
+	if !committed[0].Applied {
+		tb.Fatalf("fencedqtest: job %s: the attempt's commit was fenced: another attempt (token %d) runs the job", id, committed[0].Current)
+	}
+	after, err2 := e.ledger.Get(ctx, queue, id)
+	if err2 != nil {
+		tb.Fatalf("fencedqtest: %v", err2)
+	}
+	name := string(committed[0].State)
+	if committed[0].State == jobs.Pending {
+		name = worker.OutcomeRetry
+	}
+	return &Result{Err: err, Outcome: name, Token: tok, Record: after}
+}
+
+// run decodes payload into job's args as a pool does and calls w,
+// recovering a panic; malformed reports args that do not decode or validate.
+func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T], payload []byte) (malformed bool, err error) {
+	if err := json.Unmarshal(payload, &job.Args); err != nil {
+		return true, fmt.Errorf("fencedqtest: malformed payload: %s: %v", job.Kind, err)
+	}
+	if !jobs.IsJSONObject(payload) {
+		return true, fmt.Errorf("fencedqtest: malformed payload: %s: args are not a JSON object", job.Kind)
+	}
+	if v, ok := any(job.Args).(jobs.Validator); ok {
+		if err := v.Validate(); err != nil {
+			return true, fmt.Errorf("fencedqtest: malformed payload: %s: invalid args: %v", job.Kind, err)
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			malformed, err = false, fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return false, w.Work(ctx, job)
+}
+
+// putBack returns a claimed job to pending without consuming its attempt.
+func (e *Env) putBack(ctx context.Context, c *ledger.Claimed) {
+	_, _ = e.ledger.Complete(context.WithoutCancel(ctx), c.Queue, []ledger.Completion{{ID: c.ID, Token: c.Token,
+		Outcome: ledger.Outcome{Defer: true, Reason: "fencedqtest: resource busy"}}})
+}

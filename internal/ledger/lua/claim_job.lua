@@ -1,0 +1,24 @@
+-- claim_job.lua: the fenced claim of one pending job, named by id, due or
+-- not and whether or not its queue is paused (package fencedqtest runs one
+-- job inline in an application's test). The attempt is claim.lua's: a new
+-- token max(stored + 1, Redis TIME in µs), owner, lease deadline now + ttl,
+-- attempt count + 1.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- ARGV 2 job id   3 owner   4 lease ttl ms
+-- Reply: {1, token, deadline ms, attempt}, or {0, why}: 'missing', 'bridged'
+--   (its own queue delivers it) or the job's state when it is not pending
+local id, owner, ttl = ARGV[2], ARGV[3], num(ARGV[4])
+local k = jobkey(id)
+local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'hist', 'fence', 'bridge')
+if h[1] ~= 'pending' then return {0, h[1] or 'missing'} end
+if h[6] then return {0, 'bridged'} end
+local tok = num(h[2]) + 1
+if now_us > tok then tok = now_us end
+local stok, sdeadline, attempt = fmt(tok), fmt(now + ttl), num(h[3]) + 1
+redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
+  'attempts', attempt, 'started', snow)
+if h[5] then redis.call('HDEL', k, 'fence') end
+if h[4] then record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner}) end
+move(id, 'pending', 'running', now + ttl)
+count('attempted')
+return {1, stok, sdeadline, attempt}

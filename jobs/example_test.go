@@ -1,0 +1,109 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// Invoice is a job kind: its value is the job's args, stored as JSON.
+type Invoice struct {
+	Customer string `json:"customer"`
+	Cents    int64  `json:"cents"`
+	Card     string `json:"card" fencedq:"sensitive"` // redacted wherever args are shown
+}
+
+// Kind names the job kind.
+func (Invoice) Kind() string { return "invoice" }
+
+// Validate rejects bad args before anything is written.
+func (i Invoice) Validate() error {
+	if i.Cents <= 0 {
+		return fmt.Errorf("cents %d must be positive", i.Cents)
+	}
+	return nil
+}
+
+func exampleRedis() (*redis.Client, string) {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	return redis.NewClient(&redis.Options{Addr: addr}), fmt.Sprintf("example-jobs-%d", time.Now().UnixNano())
+}
+
+// deleteKeys removes the example's keys from the shared Redis.
+func deleteKeys(rdb *redis.Client, ns string) {
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, "*"+ns+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+}
+
+// Enqueue a job, enqueue it again under the same operation id (nothing new
+// is written), and read it back with its args redacted.
+func Example() {
+	rdb, ns := exampleRedis()
+	defer rdb.Close()
+	defer deleteKeys(rdb, ns)
+	ctx := context.Background()
+
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	res, err := client.Enqueue(ctx, Invoice{Customer: "ada", Cents: 1200, Card: "4242"},
+		jobs.Queue("billing"), jobs.OperationID("invoice-2024-001"), jobs.MaxRetries(3))
+	if err != nil {
+		panic(err)
+	}
+	again, _ := client.Enqueue(ctx, Invoice{Customer: "ada", Cents: 1200, Card: "4242"},
+		jobs.Queue("billing"), jobs.OperationID("invoice-2024-001"))
+	fmt.Println("deduplicated:", again.Deduplicated, again.JobID == res.JobID)
+
+	_, err = client.Enqueue(ctx, Invoice{Customer: "bob"})
+	fmt.Println("invalid:", err)
+
+	rec, _ := client.Inspector().Get(ctx, "billing", res.JobID)
+	fmt.Println(rec.State, rec.Kind, rec.MaxRetries, string(rec.Args))
+	// Output:
+	// deduplicated: true true
+	// invalid: jobs: invalid job: invoice: cents 0 must be positive
+	// pending invoice 3 {"card":"[redacted]","cents":1200,"customer":"ada"}
+}
+
+// Enqueue middleware sees every job before it is written and may amend its
+// options: here every job gets the tenant of the request that enqueued it,
+// and a job enqueued without a queue goes to the tenant's.
+func ExampleEnqueueMiddleware() {
+	rdb, ns := exampleRedis()
+	defer rdb.Close()
+	defer deleteKeys(rdb, ns)
+
+	type tenantKey struct{}
+	tenancy := func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			tenant, _ := ctx.Value(tenantKey{}).(string)
+			for _, r := range reqs {
+				r.SetHeader("tenant", tenant)
+				if r.Queue == jobs.DefaultQueue {
+					r.Queue = "tenant-" + tenant
+				}
+			}
+			return next(ctx, reqs)
+		}
+	}
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{tenancy}})
+	ctx := context.WithValue(context.Background(), tenantKey{}, "acme")
+	res, err := client.Enqueue(ctx, Invoice{Customer: "ada", Cents: 1200})
+	if err != nil {
+		panic(err)
+	}
+	rec, _ := client.Inspector().Get(ctx, res.Queue, res.JobID)
+	fmt.Println(rec.Queue, rec.Headers["tenant"])
+	// Output:
+	// tenant-acme acme
+}

@@ -1,0 +1,163 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// EnqueueRequest is one job an enqueue is about to write, as enqueue
+// middleware sees it: what is enqueued (Kind, Args or Payload, Resource)
+// can be read, and the options, the exported fields, can be amended before
+// the write. The fields start as the options given resolved over their
+// defaults (Queue "default", MaxRetries DefaultMaxRetries); they are
+// validated after the last middleware, exactly as options are, so an
+// amendment out of bounds rejects the enqueue with ErrInvalid.
+type EnqueueRequest struct {
+	kind      string
+	args      JobArgs // nil for EnqueueRaw
+	payload   []byte  // EnqueueRaw's JSON args
+	resource  string  // EnqueueRaw's Resource option
+	raw       bool    // from EnqueueRaw
+	many      bool    // from EnqueueMany: errors name the job's position
+	unchecked bool
+
+	// Queue is the job's queue.
+	Queue string
+	// OperationID is the job's operation id ("": the job's own id).
+	OperationID string
+	// Delay and RunAt schedule the job (zero: due at once; RunAt, when
+	// set, wins).
+	Delay time.Duration
+	RunAt time.Time
+	// MaxRetries is how many retries follow a failed attempt.
+	MaxRetries int
+	// Timeout bounds each attempt's handler (0: the pool's HandlerTimeout).
+	Timeout time.Duration
+	// Headers are the job's headers (see Header); nil when none was given.
+	// Middleware may set some, with SetHeader or by assigning the map.
+	Headers map[string]string
+}
+
+// Kind returns the job's kind.
+func (r *EnqueueRequest) Kind() string { return r.kind }
+
+// Args returns a typed enqueue's args (nil for EnqueueRaw).
+func (r *EnqueueRequest) Args() JobArgs { return r.args }
+
+// Payload returns EnqueueRaw's JSON args (nil for a typed enqueue: see
+// Args). It may hold sensitive fields: never log or show it.
+func (r *EnqueueRequest) Payload() []byte { return r.payload }
+
+// Resource returns the resource the job's attempts will lease: the one the
+// args' Resource method names, EnqueueRaw's Resource option, or "" for the
+// job itself.
+func (r *EnqueueRequest) Resource() string {
+	if res, ok := r.args.(Resourcer); ok && !r.raw {
+		return res.Resource()
+	}
+	return r.resource
+}
+
+// SetHeader sets one of the job's headers (see Header for the limits).
+func (r *EnqueueRequest) SetHeader(key, value string) {
+	if r.Headers == nil {
+		r.Headers = map[string]string{}
+	}
+	r.Headers[key] = value
+}
+
+// options returns the request's options.
+func (r *EnqueueRequest) options() options {
+	return options{queue: r.Queue, op: r.OperationID, runAt: r.RunAt, delay: r.Delay, maxRetries: r.MaxRetries,
+		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers}
+}
+
+// typedRequest is a typed enqueue's request; many marks EnqueueMany's.
+func typedRequest(args JobArgs, o options, many bool) *EnqueueRequest {
+	r := newRequest("", nil, o)
+	r.args, r.many = args, many
+	if args != nil {
+		r.kind = args.Kind()
+	}
+	return r
+}
+
+// rawRequest is EnqueueRaw's request.
+func rawRequest(kind string, payload []byte, o options) *EnqueueRequest {
+	r := newRequest(kind, payload, o)
+	r.raw = true
+	return r
+}
+
+func newRequest(kind string, payload []byte, o options) *EnqueueRequest {
+	return &EnqueueRequest{
+		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked,
+		Queue: o.queue, OperationID: o.op, Delay: o.delay, RunAt: o.runAt, MaxRetries: o.maxRetries,
+		Timeout: o.timeout, Headers: maps.Clone(o.headers),
+	}
+}
+
+// EnqueueFunc writes the jobs of one enqueue call: one request for
+// Client.Enqueue and EnqueueRaw, every job of Client.EnqueueMany in order.
+// results has one entry per request, nil for a job that was not written
+// (results is nil when the call wrote nothing, as for an invalid job); the
+// error is the call's (ErrInvalid, ErrEnqueueUnknown, ...).
+type EnqueueFunc func(ctx context.Context, reqs []*EnqueueRequest) (results []*Result, err error)
+
+// EnqueueMiddleware wraps every enqueue call of a Client (Config.EnqueueMiddleware):
+// it sees the requests before the write and may amend their options, and
+// sees the results and the error after it. It must call next once, with
+// the same requests in the same order, to have them written (or return an
+// error without calling it, to write nothing); the context it passes on is
+// the one the write runs under. A batch (EnqueueMany) passes through once,
+// so it keeps its single round trip.
+type EnqueueMiddleware func(next EnqueueFunc) EnqueueFunc
+
+// chain wraps write in mw, mw[0] outermost.
+func chain(mw []EnqueueMiddleware, write EnqueueFunc) EnqueueFunc {
+	next := write
+	for i := len(mw) - 1; i >= 0; i-- {
+		next = mw[i](next)
+	}
+	return next
+}
+
+// one returns a single enqueue's result.
+func one(res []*Result, err error) (*Result, error) {
+	if len(res) == 0 {
+		return nil, err
+	}
+	return res[0], err
+}
+
+// write is the last link of the middleware chain: it validates the
+// requests as they are now (one invalid job rejects the call, nothing
+// written) and writes them.
+func (c *Client) write(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
+	js := make([]*ledger.NewJob, len(reqs))
+	for i, r := range reqs {
+		var (
+			j   *ledger.NewJob
+			err error
+		)
+		o := r.options()
+		if r.raw {
+			j, err = c.prepareRaw(ctx, r.kind, r.payload, o)
+		} else {
+			j, err = prepareTyped(r.args, o)
+		}
+		if err != nil {
+			c.rejected(o.queue)
+			if r.many {
+				err = fmt.Errorf("job %d: %w", i, err)
+			}
+			return nil, err
+		}
+		js[i] = j
+	}
+	return c.insert(ctx, js)
+}

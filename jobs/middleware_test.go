@@ -1,0 +1,175 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+type accountArgs struct {
+	Account string `json:"account"`
+}
+
+func (accountArgs) Kind() string       { return "account" }
+func (a accountArgs) Resource() string { return "account:" + a.Account }
+
+// TestEnqueueMiddlewareSeesAndAmends: middleware runs in order (the first
+// outermost), sees the job and its resolved options before the write, and
+// its amendments are what is written; it sees the results after.
+func TestEnqueueMiddlewareSeesAndAmends(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	var trace []string
+	var seen []jobs.EnqueueRequest
+	var results []*jobs.Result
+	tag := func(name string) jobs.EnqueueMiddleware {
+		return func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+			return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+				trace = append(trace, name+" before")
+				res, err := next(ctx, reqs)
+				trace = append(trace, name+" after")
+				return res, err
+			}
+		}
+	}
+	amend := func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			for _, r := range reqs {
+				seen = append(seen, *r)
+				r.Queue = "amended"
+				r.SetHeader("tenant", "acme")
+			}
+			res, err := next(ctx, reqs)
+			results = res
+			return res, err
+		}
+	}
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{tag("outer"), amend, tag("inner")}})
+
+	res, err := c.Enqueue(ctx, accountArgs{Account: "42"}, jobs.OperationID("op-1"), jobs.Timeout(3*time.Second), jobs.Header("traceparent", "tp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"outer before", "inner before", "inner after", "outer after"}; !slices.Equal(trace, want) {
+		t.Fatalf("middleware ran %v, want %v", trace, want)
+	}
+	r := seen[0]
+	if r.Kind() != "account" || r.Args() == nil || r.Payload() != nil || r.Resource() != "account:42" ||
+		r.Queue != jobs.DefaultQueue || r.OperationID != "op-1" || r.MaxRetries != jobs.DefaultMaxRetries ||
+		r.Timeout != 3*time.Second || r.Headers["traceparent"] != "tp" {
+		t.Fatalf("middleware saw %+v (kind %q, resource %q)", r, r.Kind(), r.Resource())
+	}
+	if len(results) != 1 || results[0] != res || res.Queue != "amended" || res.Deduplicated {
+		t.Fatalf("middleware saw results %v, Enqueue returned %+v", results, res)
+	}
+	rec, err := c.Inspector().Get(ctx, "amended", res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"traceparent": "tp", "tenant": "acme"}; !maps.Equal(rec.Headers, want) || rec.Resource != "account:42" {
+		t.Fatalf("record headers %v resource %q, want %v on account:42", rec.Headers, rec.Resource, want)
+	}
+
+	// EnqueueRaw: the kind and payload are seen, Args is nil.
+	seen = nil
+	if _, err := c.EnqueueRaw(ctx, "raw", []byte(`{"n":1}`), jobs.Unchecked(), jobs.Resource("r:1")); err != nil {
+		t.Fatal(err)
+	}
+	if r := seen[0]; r.Kind() != "raw" || r.Args() != nil || string(r.Payload()) != `{"n":1}` || r.Resource() != "r:1" {
+		t.Fatalf("raw enqueue seen as %+v", r)
+	}
+
+	// EnqueueMany: the whole batch passes through once, in order.
+	seen, trace = nil, nil
+	out, err := c.EnqueueMany(ctx, []jobs.Params{{Args: accountArgs{Account: "1"}}, {Args: accountArgs{Account: "2"}, Options: []jobs.Option{jobs.MaxRetries(1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trace) != 4 || len(seen) != 2 || seen[0].Resource() != "account:1" || seen[1].MaxRetries != 1 || len(out) != 2 || out[1].Queue != "amended" {
+		t.Fatalf("batch: trace %v, seen %+v, results %+v", trace, seen, out)
+	}
+}
+
+// TestEnqueueMiddlewareAmendmentsAreValidated: requests are validated after
+// the last middleware, so an amendment out of bounds is refused and writes
+// nothing; middleware that returns without calling next writes nothing.
+func TestEnqueueMiddlewareAmendmentsAreValidated(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	amend := func(f func(*jobs.EnqueueRequest)) jobs.EnqueueMiddleware {
+		return func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+			return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+				for _, r := range reqs {
+					f(r)
+				}
+				return next(ctx, reqs)
+			}
+		}
+	}
+	var sawErr error
+	observe := func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			res, err := next(ctx, reqs)
+			sawErr = err
+			return res, err
+		}
+	}
+	for name, f := range map[string]func(*jobs.EnqueueRequest){
+		"queue":       func(r *jobs.EnqueueRequest) { r.Queue = "no spaces allowed" },
+		"max retries": func(r *jobs.EnqueueRequest) { r.MaxRetries = -1 },
+		"header":      func(r *jobs.EnqueueRequest) { r.SetHeader("k", strings.Repeat("v", jobs.MaxHeaderValueLen+1)) },
+		"timeout":     func(r *jobs.EnqueueRequest) { r.Timeout = -time.Second },
+	} {
+		c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{observe, amend(f)}})
+		if _, err := c.Enqueue(ctx, rangeArgs{N: 1}); !errors.Is(err, jobs.ErrInvalid) || !errors.Is(sawErr, jobs.ErrInvalid) {
+			t.Errorf("%s amended out of bounds: %v (middleware saw %v), want ErrInvalid", name, err, sawErr)
+		}
+		if _, err := c.EnqueueMany(ctx, []jobs.Params{{Args: rangeArgs{N: 1}}, {Args: rangeArgs{N: 2}}}); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "job 0") {
+			t.Errorf("%s amended out of bounds in a batch: %v, want ErrInvalid naming job 0", name, err)
+		}
+	}
+	refuse := errors.New("refused by policy")
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{func(jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(context.Context, []*jobs.EnqueueRequest) ([]*jobs.Result, error) { return nil, refuse }
+	}}})
+	if res, err := c.Enqueue(ctx, rangeArgs{N: 1}); !errors.Is(err, refuse) || res != nil {
+		t.Fatalf("a refusing middleware: %v %v", res, err)
+	}
+	if keys, _ := rdb.Keys(ctx, ns+":*").Result(); len(keys) != 0 {
+		t.Fatalf("refused enqueues wrote %v", keys)
+	}
+}
+
+// TestEnqueueMiddlewareHeadersAreCopies: a header option reused across
+// enqueues gives each its own map, so middleware amending one job's headers
+// never changes another's.
+func TestEnqueueMiddlewareHeadersAreCopies(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	n := 0
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			for _, r := range reqs {
+				n++
+				if len(r.Headers) != 1 {
+					t.Errorf("enqueue %d saw headers %v: an earlier amendment leaked", n, r.Headers)
+				}
+				r.SetHeader("n", strings.Repeat("x", n))
+			}
+			return next(ctx, reqs)
+		}
+	}}})
+	opts := []jobs.Option{jobs.Header("shared", "1")}
+	for i := range 3 {
+		if _, err := c.Enqueue(ctx, rangeArgs{N: i}, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

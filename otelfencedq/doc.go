@@ -1,0 +1,54 @@
+// Package otelfencedq traces fencedq jobs with OpenTelemetry: a span for
+// each enqueue and for each attempt, the attempt's span continuing the
+// trace that enqueued the job.
+//
+// It is a module of its own (github.com/fencedq/fencedq/otelfencedq), so an
+// application that does not trace never pulls OpenTelemetry in through
+// fencedq. It is two middlewares, one per side:
+//
+//	cfg := jobs.Config{Namespace: "fq", EnqueueMiddleware: []jobs.EnqueueMiddleware{otelfencedq.EnqueueMiddleware()}}
+//	client := jobs.NewClient(rdb, cfg)
+//	pool, _ := worker.NewPool(rdb, worker.Config{Jobs: cfg, Middleware: []worker.Middleware{otelfencedq.Middleware()}})
+//
+// # Spans
+//
+// The enqueue middleware starts a producer span per job, "enqueue <kind>",
+// as a child of the span in the enqueue's context (an HTTP handler's, say),
+// and writes that span's W3C trace context (traceparent, tracestate) into
+// the job's headers before the write. The job record keeps its headers
+// (jobs.Header): every claim of the job returns them, so the handler
+// middleware's consumer span, "attempt <kind>", is a child of the enqueue
+// span. Retries and operator re-runs of the job are claims of the same
+// record, so every attempt is a child of the same enqueue span, in the same
+// trace, told apart by its attempt number and token. The jobs a pool's
+// maintenance leader enqueues (periodic ticks, outbox relays) go through
+// the pool's jobs.Config.EnqueueMiddleware, so with this middleware there
+// each gets an enqueue span of its own, the root of its trace. A job
+// enqueued without a trace context (a raw enqueue from the CLI, a client
+// without the middleware) starts a trace at its attempt. A deduplicated
+// enqueue writes nothing,
+// so its span is marked fencedq.job.deduplicated and the existing job's
+// attempts stay in the trace that enqueued it.
+//
+// Why headers, not the payload: the args are the application's JSON, shown
+// (redacted) to operators and decoded into its Go type, and a trace context
+// is not part of them; a headers field is written by the enqueue script only
+// when present, costs nothing to jobs without one, and carries any other
+// context an application's own middleware needs (a tenant id).
+//
+// # Attributes
+//
+// Spans carry bounded attributes only: the messaging conventions'
+// messaging.system ("fencedq"), messaging.operation.type ("send" or
+// "process"), messaging.destination.name (the queue) and
+// messaging.message.id (the job id), and fencedq.job.kind,
+// fencedq.job.attempt, fencedq.job.token, fencedq.job.outcome (succeeded,
+// retry, dead, uncertain or cancelled: worker.JobView.Outcome) and
+// fencedq.job.deduplicated. Args, operation ids, resources and owners are
+// never recorded. A failed attempt's error is recorded as a span event (the
+// same text the ledger shows operators) and sets the span's status.
+//
+// Register the handler middleware first in worker.Config.Middleware, so
+// its span covers the others and its outcome is the one their error leads
+// to.
+package otelfencedq

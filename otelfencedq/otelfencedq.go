@@ -1,0 +1,190 @@
+package otelfencedq
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// ScopeName is the instrumentation scope of the tracer the spans come from.
+const ScopeName = "github.com/fencedq/fencedq/otelfencedq"
+
+// The attributes set on spans, beyond the messaging conventions'
+// (messaging.system "fencedq", messaging.operation.type,
+// messaging.destination.name: the queue, messaging.message.id: the job id).
+const (
+	// AttrKind is the job's kind.
+	AttrKind = attribute.Key("fencedq.job.kind")
+	// AttrAttempt is the attempt's number, from 1.
+	AttrAttempt = attribute.Key("fencedq.job.attempt")
+	// AttrToken is the attempt's fencing token, in decimal.
+	AttrToken = attribute.Key("fencedq.job.token")
+	// AttrOutcome is what the attempt commits (worker.JobView.Outcome).
+	AttrOutcome = attribute.Key("fencedq.job.outcome")
+	// AttrDeduplicated is true on an enqueue span whose operation id was
+	// already known: nothing was written, and the spans of the existing
+	// job's attempts belong to the trace that enqueued it.
+	AttrDeduplicated = attribute.Key("fencedq.job.deduplicated")
+)
+
+var (
+	system  = attribute.String("messaging.system", "fencedq")
+	send    = attribute.String("messaging.operation.type", "send")
+	process = attribute.String("messaging.operation.type", "process")
+)
+
+func destination(q string) attribute.KeyValue {
+	return attribute.String("messaging.destination.name", q)
+}
+
+func messageID(id string) attribute.KeyValue { return attribute.String("messaging.message.id", id) }
+
+// Option configures the middleware.
+type Option func(*config)
+
+type config struct {
+	tp   trace.TracerProvider
+	prop propagation.TextMapPropagator
+}
+
+// WithTracerProvider makes the spans come from tp (default: the global
+// provider, otel.GetTracerProvider, read when the middleware is made).
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+
+// WithPropagator carries the trace context in the job's headers with p
+// (default: W3C trace context, propagation.TraceContext). Whatever p
+// writes is stored in the job record and shown to operators: keep baggage
+// that may hold sensitive values out of it.
+func WithPropagator(p propagation.TextMapPropagator) Option { return func(c *config) { c.prop = p } }
+
+func newConfig(opts []Option) config {
+	c := config{prop: propagation.TraceContext{}}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
+	return c
+}
+
+func (c config) tracer() trace.Tracer { return c.tp.Tracer(ScopeName) }
+
+// EnqueueMiddleware returns the enqueue middleware (for
+// jobs.Config.EnqueueMiddleware): one producer span per job, named
+// "enqueue <kind>", a child of the span in the enqueue's context, whose
+// trace context it writes into the job's headers before the write.
+func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
+	c := newConfig(opts)
+	tracer := c.tracer()
+	return func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			spans := make([]trace.Span, len(reqs))
+			for i, r := range reqs {
+				sctx, span := tracer.Start(ctx, "enqueue "+r.Kind(), trace.WithSpanKind(trace.SpanKindProducer),
+					trace.WithAttributes(system, send, destination(r.Queue), AttrKind.String(r.Kind())))
+				c.prop.Inject(sctx, requestCarrier{r})
+				spans[i] = span
+			}
+			res, err := next(ctx, reqs)
+			for i, span := range spans {
+				var out *jobs.Result
+				if i < len(res) {
+					out = res[i]
+				}
+				switch {
+				case out != nil:
+					span.SetAttributes(messageID(out.JobID), destination(out.Queue), AttrDeduplicated.Bool(out.Deduplicated))
+				case err != nil:
+					span.RecordError(err)
+					span.SetStatus(codes.Error, "enqueue failed")
+				}
+				span.End()
+			}
+			return res, err
+		}
+	}
+}
+
+// Middleware returns the handler middleware (for worker.Config.Middleware,
+// first in the list so its span covers the others): one consumer span per
+// attempt, named "attempt <kind>", whose parent is the enqueue span the
+// job's headers carry, so every attempt of a job, retries and re-runs
+// included, continues the trace that enqueued it as a child of the same
+// enqueue span. A job enqueued without a trace context (a raw enqueue from
+// a client without the middleware) starts a new trace.
+func Middleware(opts ...Option) worker.Middleware {
+	c := newConfig(opts)
+	tracer := c.tracer()
+	return func(next worker.Handler) worker.Handler {
+		return func(ctx context.Context, job worker.JobView) (err error) {
+			start := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+				system, process, destination(job.Queue()), messageID(job.ID()), AttrKind.String(job.Kind()),
+				AttrAttempt.Int(job.Attempt()), AttrToken.String(job.Token().String()))}
+			parent := c.prop.Extract(ctx, viewCarrier{job})
+			if !trace.SpanContextFromContext(parent).IsRemote() {
+				parent, start = ctx, append(start, trace.WithNewRoot())
+			}
+			ctx, span := tracer.Start(parent, "attempt "+job.Kind(), start...)
+			defer func() {
+				if r := recover(); r != nil {
+					end(span, job, fmt.Errorf("handler panicked: %v", r))
+					panic(r)
+				}
+				end(span, job, err)
+			}()
+			return next(ctx, job)
+		}
+	}
+}
+
+// end ends an attempt's span with the outcome err leads to.
+func end(span trace.Span, job worker.JobView, err error) {
+	outcome := job.Outcome(err)
+	span.SetAttributes(AttrOutcome.String(outcome))
+	if err != nil {
+		span.RecordError(err)
+	}
+	if outcome != worker.OutcomeSucceeded {
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.End()
+}
+
+// requestCarrier writes a trace context into an enqueue's headers.
+type requestCarrier struct{ r *jobs.EnqueueRequest }
+
+func (c requestCarrier) Get(key string) string { return c.r.Headers[key] }
+func (c requestCarrier) Set(key, value string) { c.r.SetHeader(key, value) }
+func (c requestCarrier) Keys() []string {
+	keys := make([]string, 0, len(c.r.Headers))
+	for k := range c.r.Headers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// viewCarrier reads a trace context from an attempt's job headers.
+type viewCarrier struct{ job worker.JobView }
+
+func (c viewCarrier) Get(key string) string { return c.job.Header(key) }
+func (c viewCarrier) Set(string, string)    {} // an attempt's headers are read-only
+func (c viewCarrier) Keys() []string {
+	h := c.job.Headers()
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,280 @@
+package otelfencedq_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/otelfencedq"
+	"github.com/fencedq/fencedq/worker"
+)
+
+type payment struct {
+	Account string `json:"account"`
+	Card    string `json:"card" fencedq:"sensitive"`
+	Fail    int    `json:"fail"` // attempts that fail before one succeeds
+}
+
+func (payment) Kind() string { return "payment" }
+
+// traced is one test's Redis, tracer provider, client and pool, all traced.
+type traced struct {
+	t      *testing.T
+	exp    *tracetest.InMemoryExporter
+	tp     *sdktrace.TracerProvider
+	client *jobs.Client
+	ledger *ledger.Ledger
+	pool   *worker.Pool
+	calls  atomic.Int32
+}
+
+func newTraced(t *testing.T) *traced {
+	rdb, ns := redistest.New(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)) // a span is exported when it ends
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	cfg := jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{otelfencedq.EnqueueMiddleware(otelfencedq.WithTracerProvider(tp))}}
+	pool, err := worker.NewPool(rdb, worker.Config{
+		Jobs: cfg, Middleware: []worker.Middleware{otelfencedq.Middleware(otelfencedq.WithTracerProvider(tp))},
+		LeaseTTL: time.Second, RetryDelay: func(int) time.Duration { return 10 * time.Millisecond },
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Maintenance: worker.MaintenanceConfig{Disabled: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &traced{t: t, exp: exp, tp: tp, client: jobs.NewClient(rdb, cfg), ledger: ledger.New(rdb, ledger.Config{Namespace: ns}), pool: pool}
+	if err := worker.Register(pool, jobs.WorkFunc[payment](func(ctx context.Context, j *jobs.Job[payment]) error {
+		tr.calls.Add(1)
+		if j.Attempt <= j.Args.Fail {
+			return errors.New("card network busy")
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return tr
+}
+
+// spans returns the ended spans named name, oldest first.
+func (tr *traced) spans(name string) []tracetest.SpanStub {
+	var out []tracetest.SpanStub
+	for _, s := range tr.exp.GetSpans() {
+		if s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attr(s tracetest.SpanStub, k attribute.Key) attribute.Value {
+	for _, kv := range s.Attributes {
+		if kv.Key == k {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}
+
+// TestAttemptsContinueTheEnqueuersTrace: a job enqueued under a request's
+// span gets an enqueue span that is its child; each attempt's span,
+// retries included, is a child of that enqueue span in the same trace, with
+// the attempt's number, token and outcome; no attribute holds the args.
+func TestAttemptsContinueTheEnqueuersTrace(t *testing.T) {
+	tr := newTraced(t)
+	ctx, request := tr.tp.Tracer("app").Start(context.Background(), "POST /payments")
+	res, err := tr.client.Enqueue(ctx, payment{Account: "acct-7", Card: "4242-secret", Fail: 1}, jobs.OperationID("pay-ada-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	request.End()
+	rec := jobstest.WaitState(t, tr.ledger, "default", res.JobID, jobs.Succeeded)
+
+	enq := tr.spans("enqueue payment")
+	if len(enq) != 1 {
+		t.Fatalf("enqueue spans %+v, want 1", enq)
+	}
+	e := enq[0]
+	if e.Parent.SpanID() != request.SpanContext().SpanID() || e.SpanContext.TraceID() != request.SpanContext().TraceID() ||
+		e.SpanKind != trace.SpanKindProducer || attr(e, "messaging.message.id").AsString() != res.JobID ||
+		attr(e, "messaging.destination.name").AsString() != "default" || attr(e, otelfencedq.AttrDeduplicated).AsBool() {
+		t.Fatalf("enqueue span %+v: want a producer child of the request's span naming the job", e)
+	}
+	// The job record carries the enqueue span's W3C trace context.
+	carried := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(rec.Headers))
+	if sc := trace.SpanContextFromContext(carried); sc.SpanID() != e.SpanContext.SpanID() || sc.TraceID() != e.SpanContext.TraceID() {
+		t.Fatalf("record headers %v carry %v, want the enqueue span %v", rec.Headers, sc, e.SpanContext)
+	}
+
+	attempts := tr.spans("attempt payment")
+	if len(attempts) != 2 {
+		t.Fatalf("attempt spans %+v, want 2 (a retry, then a success)", attempts)
+	}
+	var seen []string
+	for _, a := range attempts {
+		if a.SpanContext.TraceID() != e.SpanContext.TraceID() || a.Parent.SpanID() != e.SpanContext.SpanID() || !a.Parent.IsRemote() ||
+			a.SpanKind != trace.SpanKindConsumer || attr(a, "messaging.message.id").AsString() != res.JobID {
+			t.Fatalf("attempt span %+v: want a consumer child of the enqueue span", a)
+		}
+		if attr(a, otelfencedq.AttrToken).AsString() == "" || attr(a, otelfencedq.AttrToken).AsString() == "0" {
+			t.Fatalf("attempt span without its token: %v", a.Attributes)
+		}
+		seen = append(seen, attr(a, otelfencedq.AttrAttempt).String()+":"+attr(a, otelfencedq.AttrOutcome).AsString()+":"+a.Status.Code.String())
+	}
+	slices.Sort(seen)
+	if want := []string{"1:retry:" + codes.Error.String(), "2:succeeded:" + codes.Unset.String()}; !slices.Equal(seen, want) {
+		t.Fatalf("attempts %v, want %v", seen, want)
+	}
+	if tok1, tok2 := attr(attempts[0], otelfencedq.AttrToken).AsString(), attr(attempts[1], otelfencedq.AttrToken).AsString(); tok1 == tok2 {
+		t.Fatalf("both attempts carry token %s", tok1)
+	}
+	for _, s := range tr.exp.GetSpans() {
+		for _, kv := range s.Attributes {
+			if v := kv.Value.String(); strings.Contains(v, "4242") || strings.Contains(v, "pay-ada") || strings.Contains(v, "acct-7") {
+				t.Fatalf("span %s attribute %s = %q holds args or the operation id", s.Name, kv.Key, v)
+			}
+		}
+	}
+}
+
+// TestDeduplicatedAndUntracedEnqueues: an enqueue of a known operation id
+// has a span marked deduplicated and writes nothing; a job enqueued
+// without a trace context (no span in its context) still gets a span per
+// attempt, as the root of a new trace.
+func TestDeduplicatedAndUntracedEnqueues(t *testing.T) {
+	tr := newTraced(t)
+	ctx := context.Background()
+	first, err := tr.client.Enqueue(ctx, payment{Account: "a"}, jobs.OperationID("once"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobstest.WaitState(t, tr.ledger, "default", first.JobID, jobs.Succeeded)
+	again, err := tr.client.Enqueue(ctx, payment{Account: "a"}, jobs.OperationID("once"))
+	if err != nil || !again.Deduplicated {
+		t.Fatalf("second enqueue %+v %v, want deduplicated", again, err)
+	}
+	enq := tr.spans("enqueue payment")
+	if len(enq) != 2 || attr(enq[0], otelfencedq.AttrDeduplicated).AsBool() || !attr(enq[1], otelfencedq.AttrDeduplicated).AsBool() {
+		t.Fatalf("enqueue spans %+v: want the second marked deduplicated", enq)
+	}
+	if enq[0].Parent.IsValid() {
+		t.Fatalf("an enqueue without a span in its context has parent %v", enq[0].Parent)
+	}
+	attempts := tr.spans("attempt payment")
+	if len(attempts) != 1 || tr.calls.Load() != 1 || attempts[0].Parent.SpanID() != enq[0].SpanContext.SpanID() {
+		t.Fatalf("attempts %+v (%d handler calls): want one, a child of the first enqueue", attempts, tr.calls.Load())
+	}
+
+	// A raw enqueue from a client without the middleware carries no trace
+	// context: its attempt starts a trace.
+	raw := jobs.NewClient(tr.ledger.Redis(), jobs.Config{Namespace: tr.ledger.Namespace()})
+	res, err := raw.EnqueueRaw(ctx, "payment", []byte(`{"account":"b"}`), jobs.Unchecked())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobstest.WaitState(t, tr.ledger, "default", res.JobID, jobs.Succeeded)
+	for _, a := range tr.spans("attempt payment") {
+		if attr(a, "messaging.message.id").AsString() == res.JobID && (a.Parent.IsValid() || a.SpanContext.TraceID() == enq[0].SpanContext.TraceID()) {
+			t.Fatalf("an untraced job's attempt span %+v: want the root of a new trace", a)
+		}
+	}
+}
+
+// TestEnqueueManySpansEachJob: a batch gets one enqueue span per job,
+// siblings under the caller's span, and each job's attempt continues its
+// own enqueue span; a refused batch ends every span with an error.
+func TestEnqueueManySpansEachJob(t *testing.T) {
+	tr := newTraced(t)
+	ctx, parent := tr.tp.Tracer("app").Start(context.Background(), "import")
+	out, err := tr.client.EnqueueMany(ctx, []jobs.Params{{Args: payment{Account: "x"}}, {Args: payment{Account: "y"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.client.EnqueueMany(ctx, []jobs.Params{{Args: payment{}}, {Args: payment{}, Options: []jobs.Option{jobs.Queue("bad queue")}}}); !errors.Is(err, jobs.ErrInvalid) {
+		t.Fatalf("invalid batch: %v", err)
+	}
+	parent.End()
+	for _, r := range out {
+		jobstest.WaitState(t, tr.ledger, "default", r.JobID, jobs.Succeeded)
+	}
+	enq := tr.spans("enqueue payment")
+	if len(enq) != 4 {
+		t.Fatalf("%d enqueue spans, want 4", len(enq))
+	}
+	byJob := map[string]trace.SpanID{}
+	for i, s := range enq {
+		if s.Parent.SpanID() != parent.SpanContext().SpanID() {
+			t.Fatalf("enqueue span %d is not a child of the caller's", i)
+		}
+		if i < 2 {
+			byJob[attr(s, "messaging.message.id").AsString()] = s.SpanContext.SpanID()
+		} else if s.Status.Code != codes.Error || len(s.Events) == 0 {
+			t.Fatalf("span of a refused batch %+v: want an error", s)
+		}
+	}
+	for _, a := range tr.spans("attempt payment") {
+		if want := byJob[attr(a, "messaging.message.id").AsString()]; a.Parent.SpanID() != want {
+			t.Fatalf("attempt of job %s has parent %v, want its own enqueue span %v", attr(a, "messaging.message.id").AsString(), a.Parent.SpanID(), want)
+		}
+	}
+}
+
+// TestWithPropagator: the propagator given writes and reads the job's
+// headers, in place of W3C trace context.
+func TestWithPropagator(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prop := otelfencedq.WithPropagator(spanIDPropagator{})
+	cfg := jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{otelfencedq.EnqueueMiddleware(otelfencedq.WithTracerProvider(tp), prop)}}
+	client := jobs.NewClient(rdb, cfg)
+	res, err := client.Enqueue(context.Background(), payment{Account: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := client.Inspector().Get(context.Background(), res.Queue, res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 1 || rec.Headers["x-span"] != spans[0].SpanContext.SpanID().String() || rec.Headers["traceparent"] != "" {
+		t.Fatalf("headers %v, spans %+v: want only the custom propagator's header", rec.Headers, spans)
+	}
+}
+
+// spanIDPropagator carries only the span id, under its own header.
+type spanIDPropagator struct{}
+
+func (spanIDPropagator) Inject(ctx context.Context, c propagation.TextMapCarrier) {
+	c.Set("x-span", trace.SpanContextFromContext(ctx).SpanID().String())
+}
+func (spanIDPropagator) Extract(ctx context.Context, _ propagation.TextMapCarrier) context.Context {
+	return ctx
+}
+func (spanIDPropagator) Fields() []string { return []string{"x-span"} }

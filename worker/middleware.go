@@ -1,0 +1,155 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+
+	rules "github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Handler runs one attempt's handler: the registered worker's Work, as
+// wrapped by the middleware after the one it is handed to.
+type Handler func(ctx context.Context, job JobView) error
+
+// Middleware wraps every handler call of a pool (Config.Middleware, the
+// first outermost): logging, tracing, a panic policy, a tenant's context.
+// It runs in the attempt's goroutine once the attempt holds its leases,
+// with the handler's context (its deadline, its fence: fence.FromContext,
+// and cancelled the moment a lease is lost), and sees the job (JobView)
+// and the error the handler returned. It may derive a context for next
+// from ctx (never replace it: the handler would lose its fence and its
+// cancellation) and may return another error, which then steers the
+// outcome as the handler's would (see Config). Attempts that never reach
+// a handler, because their resource was busy or no worker is registered
+// for their kind, are not wrapped. A panic in middleware is recovered
+// like one in a handler.
+type Middleware func(next Handler) Handler
+
+// JobView is a read-only view of the job an attempt runs, handed to
+// middleware. The args are not part of it: they may hold sensitive fields.
+type JobView struct {
+	job     jobs.Job[jobs.JobArgs]
+	payload []byte
+	// what Outcome needs
+	p    *Pool
+	a    *attempt
+	h    *handler
+	hctx context.Context
+}
+
+// ID returns the job's id.
+func (v JobView) ID() string { return v.job.ID }
+
+// Kind returns the job's kind.
+func (v JobView) Kind() string { return v.job.Kind }
+
+// Queue returns the job's queue.
+func (v JobView) Queue() string { return v.job.Queue }
+
+// OperationID returns the job's operation id.
+func (v JobView) OperationID() string { return v.job.OperationID }
+
+// Attempt returns the attempt's number, starting at 1.
+func (v JobView) Attempt() int { return v.job.Attempt }
+
+// MaxRetries returns how many retries follow a failed attempt.
+func (v JobView) MaxRetries() int { return v.job.MaxRetries }
+
+// Resource returns the leased resource ("job:<id>" unless the args name one).
+func (v JobView) Resource() string { return v.job.Resource }
+
+// Token returns the attempt's fencing token.
+func (v JobView) Token() lease.Token { return v.job.Token }
+
+// Owner returns the attempt's owner (worker id and job id).
+func (v JobView) Owner() string { return v.job.Owner }
+
+// Deadline returns when the handler's context ends.
+func (v JobView) Deadline() time.Time { return v.job.Deadline }
+
+// Header returns the job's header key ("" when it has none).
+func (v JobView) Header(key string) string { return v.job.Headers[key] }
+
+// Headers returns a copy of the job's headers (nil when it has none).
+func (v JobView) Headers() map[string]string { return maps.Clone(v.job.Headers) }
+
+// The outcomes JobView.Outcome reports.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeRetry     = "retry"
+	OutcomeDead      = "dead"
+	OutcomeUncertain = "uncertain"
+	OutcomeCancelled = "cancelled"
+)
+
+// Outcome returns the outcome the attempt would commit if its handler
+// call ended now with err: OutcomeSucceeded, OutcomeRetry, OutcomeDead
+// (a permanent error, a malformed payload, or retries exhausted),
+// OutcomeUncertain (an unknown result, a lease lost, the deadline passed,
+// a shutdown mid-call) or OutcomeCancelled (an operator cancelled the job).
+// The pool decides again by the same rules once the outermost middleware
+// returns, so a lease lost or a deadline passed in between can still make
+// the job uncertain; and the ledger commits the outcome only if the
+// attempt's token still runs the job.
+func (v JobView) Outcome(err error) string {
+	end := v.p.endOf(v.a, v.h, v.hctx, v.job.Deadline, err)
+	return outcomeName(rules.Decide(end).To, end.Cancelled, v.job)
+}
+
+// outcomeName names the outcome to of an attempt of job, as the ledger
+// will commit it (a retry of a cancelled job or one out of retries ends
+// the job).
+func outcomeName(to jobs.State, cancelled bool, job jobs.Job[jobs.JobArgs]) string {
+	switch {
+	case to != jobs.Pending:
+		return string(to)
+	case cancelled:
+		return OutcomeCancelled
+	case job.Attempt > job.MaxRetries:
+		return OutcomeDead
+	}
+	return OutcomeRetry
+}
+
+// runFunc runs a registered kind's handler on an attempt.
+type runFunc func(ctx context.Context, a *attempt, base jobs.Job[jobs.JobArgs], payload []byte) error
+
+// wrap returns run wrapped in the pool's middleware (run itself when there
+// is none, so a pool without middleware pays nothing for it).
+func (p *Pool) wrap(h *handler, run runFunc) runFunc {
+	mw := p.cfg.Middleware
+	if len(mw) == 0 {
+		return run
+	}
+	next := Handler(func(ctx context.Context, v JobView) error { return run(ctx, v.a, v.job, v.payload) })
+	for i := len(mw) - 1; i >= 0; i-- {
+		next = mw[i](next)
+	}
+	return func(ctx context.Context, a *attempt, base jobs.Job[jobs.JobArgs], payload []byte) error {
+		return next(ctx, JobView{job: base, payload: payload, p: p, a: a, h: h, hctx: ctx})
+	}
+}
+
+// endOf is how attempt a's handler call ended with err: hctx is the
+// handler's context and deadline its deadline.
+func (p *Pool) endOf(a *attempt, h *handler, hctx context.Context, deadline time.Time, err error) rules.End {
+	cause := context.Cause(a.ctx)
+	end := rules.End{
+		Err:            err,
+		Malformed:      errors.Is(err, errMalformed),
+		Lost:           errors.Is(cause, lease.ErrLost),
+		LostCause:      cause,
+		Cancelled:      a.cancelledByOperator(),
+		TimedOut:       errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
+		RetryOnTimeout: h.retryOnTimeout,
+		Reconcilable:   h.reconcile != nil || p.cfg.Maintenance.EffectLog != nil,
+	}
+	if errors.Is(cause, errShutdown) {
+		end.Shutdown = "worker shut down mid-call"
+	}
+	return end
+}
