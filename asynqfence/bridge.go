@@ -169,8 +169,9 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	cfg = cfg.WithDefaults()
-	lg := ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention})
 	opts = opts.withDefaults()
+	lg := ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention,
+		Sentinel: cfg.Sentinel, Logger: opts.Logger.With("worker", opts.WorkerID, "bridge", BridgeName)})
 	if len(opts.WorkerID) > 200 {
 		return nil, fmt.Errorf("%w: worker id longer than 200 bytes", ErrOptions)
 	}

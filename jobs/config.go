@@ -1,9 +1,11 @@
 package jobs
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
@@ -19,9 +21,22 @@ type Config struct {
 	// operation ids, which deduplicate enqueues) are kept (default
 	// DefaultRetention).
 	Retention time.Duration
+	// Sentinel, when the Redis client is made by redis.NewFailoverClient,
+	// is the same options. Job tokens (minted by the pools' and the asynq
+	// bridge's claims) and resource-lease tokens then take their fencing
+	// epoch from the Sentinels' config epoch for the master, agreed by
+	// election and raised by every failover; without it the epoch is
+	// counted in Redis. Either way a token minted after a failover is above
+	// every token minted before it (ARCHITECTURE.md, "Tokens").
+	Sentinel *redis.FailoverOptions
 	// Registerer receives the client's metrics (enqueued, deduplicated at
-	// enqueue, rejected as invalid); default: none are exported.
+	// enqueue, rejected as invalid, ledger rewinds detected); default: none
+	// are exported.
 	Registerer prometheus.Registerer
+	// Logger receives the client's logs (a detected ledger rewind, the
+	// fencing epoch of a new primary); default slog.Default(). A pool logs
+	// to its own worker.Config.Logger.
+	Logger *slog.Logger
 }
 
 // Validate checks the configuration (the namespace's characters, a
@@ -36,10 +51,10 @@ func (c Config) Validate() error {
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	l := c.ledger()
-	c.Namespace, c.Retention = l.Namespace, l.Retention
+	c.Namespace, c.Retention, c.Logger = l.Namespace, l.Retention, l.Logger
 	return c
 }
 
 func (c Config) ledger() ledger.Config {
-	return ledger.Config{Namespace: c.Namespace, Retention: c.Retention}.WithDefaults()
+	return ledger.Config{Namespace: c.Namespace, Retention: c.Retention, Sentinel: c.Sentinel, Logger: c.Logger}.WithDefaults()
 }

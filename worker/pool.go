@@ -76,12 +76,15 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	log := cfg.Logger.With("worker", cfg.WorkerID)
 	p := &Pool{
-		rdb:      rdb,
-		cfg:      cfg,
-		log:      cfg.Logger.With("worker", cfg.WorkerID),
-		ledger:   ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention}),
-		leases:   lease.NewManager(rdb, lease.Config{Namespace: cfg.Jobs.Namespace, SafetyMargin: cfg.SafetyMargin}),
+		rdb: rdb,
+		cfg: cfg,
+		log: log,
+		ledger: ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention,
+			Sentinel: cfg.Jobs.Sentinel, Logger: log}),
+		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Jobs.Namespace, SafetyMargin: cfg.SafetyMargin,
+			Sentinel: cfg.Jobs.Sentinel}),
 		margin:   watchdog.Margin(cfg.LeaseTTL, cfg.SafetyMargin),
 		metrics:  metrics.New(cfg.Registerer),
 		handlers: map[string]*handler{},

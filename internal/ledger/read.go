@@ -172,7 +172,7 @@ func (l *Ledger) FindByOperation(ctx context.Context, op string) (*Record, error
 
 // Entry is one line of a job's history (see History).
 type Entry struct {
-	Event    string    `json:"event"` // enqueued, attempt, end, fenced, deduplicated, resolve, cancel, run_now
+	Event    string    `json:"event"` // enqueued, attempt, end, fenced, deduplicated, resolve, cancel, run_now, raised
 	At       time.Time `json:"at"`
 	Attempt  int       `json:"attempt,omitempty"`
 	Token    string    `json:"token,omitempty"`

@@ -1,9 +1,15 @@
 -- claim.lua: the fenced claim. Takes up to N due pending jobs of the queue
--- and starts an attempt on each: a new token max(stored + 1, Redis TIME in µs),
--- owner, lease deadline now + ttl, attempt count + 1.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- and starts an attempt on each: a new token max(stored + 1, (epoch << 52) +
+-- Redis TIME in µs) (internal/epoch), owner, lease deadline now + ttl,
+-- attempt count + 1. A storage mark recorded by raise.lua lifts the stored
+-- token first, so the new token is above it.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the epoch record.
 -- ARGV 2 owner (pool id)   3 lease ttl ms   4 at most this many jobs
+--      5 replication id of the primary the caller's epoch is for ('' when epochs are off)
+--      6 the caller's epoch
 -- Reply: {paused, next due in ms, claimed count, claimed..., dropped...}
+--        {-1, replication id, recorded epoch} when due jobs were found but the
+--        caller must refresh its epoch (internal/epoch): nothing was written
 --   paused: 1 when the queue is paused (nothing is claimed)
 --   next due in ms: when fewer jobs were due than asked for, how long until the
 --            earliest pending job left is due, by Redis time (-1: none left)
@@ -16,7 +22,15 @@ if redis.call('EXISTS', pausedk) == 1 then return {1, -1, 0} end
 local owner, ttl = ARGV[2], num(ARGV[3])
 local max = num(ARGV[4])
 local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', now, 'LIMIT', 0, max)
-if #ids > 0 then call_chunked('ZREM', index['pending'], ids, 1000) end
+local ep = 0
+if #ids > 0 then
+  -- Only a claim that mints checks the epoch (an idle poll runs no INFO).
+  local stale
+  ep, stale = epoch_check(KEYS[13], ARGV[5], ARGV[6])
+  if not ep then return {-1, stale[1], stale[2]} end
+  call_chunked('ZREM', index['pending'], ids, 1000)
+end
+local mint = minter(ep)
 local call = redis.call
 local dropped, running, nrun = {}, {}, 0
 local deadline = now + ttl
@@ -27,11 +41,14 @@ for i = 1, #ids do
   local id = ids[i]
   local k = P .. 'job:' .. id
   local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
-    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence')
+    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence', 'mark')
   if h[1] == 'pending' then
-    local tok = num(h[2]) + 1
-    if now_us > tok then tok = now_us end
-    local stok = fmt(tok)
+    local last = h[2]
+    if h[13] then -- storage's mark (raise.lua): mint above it
+      last = u64_max(last, h[13])
+      call('HDEL', k, 'mark')
+    end
+    local stok = mint(last)
     local attempt = num(h[3]) + 1
     call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
       'attempts', attempt, 'started', snow)
