@@ -37,7 +37,19 @@ type Config struct {
 	// fencing epoch of a new primary); default slog.Default(). A pool logs
 	// to its own worker.Config.Logger.
 	Logger *slog.Logger
+	// RecentEnqueues is how many of its latest acknowledged enqueues the
+	// client records, so that after a detected ledger rewind it can
+	// re-submit those Redis lost (Client.Resubmit); default
+	// DefaultRecentEnqueues, negative: none. The record holds each job's
+	// payload: budget about its size times RecentEnqueues of memory.
+	RecentEnqueues int
+	// ResubmitOnRewind makes the client re-submit its recorded enqueues
+	// (Client.Resubmit, in the background) as soon as it detects a rewind.
+	ResubmitOnRewind bool
 }
+
+// DefaultRecentEnqueues is the default of Config.RecentEnqueues.
+const DefaultRecentEnqueues = ledger.DefaultRecent
 
 // Validate checks the configuration (the namespace's characters, a
 // non-negative retention).
@@ -57,4 +69,15 @@ func (c Config) WithDefaults() Config {
 
 func (c Config) ledger() ledger.Config {
 	return ledger.Config{Namespace: c.Namespace, Retention: c.Retention, Sentinel: c.Sentinel, Logger: c.Logger}.WithDefaults()
+}
+
+// recent is the ledger's record size for a client.
+func (c Config) recent() int {
+	switch {
+	case c.RecentEnqueues < 0:
+		return 0
+	case c.RecentEnqueues == 0:
+		return DefaultRecentEnqueues
+	}
+	return c.RecentEnqueues
 }

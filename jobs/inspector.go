@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -365,6 +366,29 @@ func (in *Inspector) Leader(ctx context.Context) (*lease.Lease, error) {
 		return nil, in.nsErr
 	}
 	return in.l.Leader(ctx)
+}
+
+// Rewinds returns the ledger rewinds recorded on every queue (losses of
+// acknowledged writes that clients, pools or bridges detected), latest
+// detection first.
+func (in *Inspector) Rewinds(ctx context.Context) ([]Rewind, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	qs, err := in.l.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Rewind
+	for _, q := range qs {
+		rs, err := in.l.Rewinds(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].LastAt.After(out[j].LastAt) })
+	return out, nil
 }
 
 // ServerTime returns Redis's clock, which every due time and deadline uses.

@@ -76,13 +76,10 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With("worker", cfg.WorkerID)
 	p := &Pool{
 		rdb: rdb,
 		cfg: cfg,
-		log: log,
-		ledger: ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention,
-			Sentinel: cfg.Jobs.Sentinel, Logger: log}),
+		log: cfg.Logger.With("worker", cfg.WorkerID),
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Jobs.Namespace, SafetyMargin: cfg.SafetyMargin,
 			Sentinel: cfg.Jobs.Sentinel}),
 		margin:   watchdog.Margin(cfg.LeaseTTL, cfg.SafetyMargin),
@@ -92,6 +89,11 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		work:     make(chan *attempt, cfg.Concurrency),
 		freed:    make(chan struct{}, 1),
 	}
+	// Every claim and completion checks the ledger for a rewind (a Redis
+	// that came back with older data): logged, recorded and counted.
+	p.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention,
+		Sentinel: cfg.Jobs.Sentinel, Logger: p.log, Name: cfg.WorkerID,
+		OnRewind: func(r ledger.Rewind) { p.metrics.Rewinds.WithLabelValues(r.Queue).Inc() }})
 	p.renewer = newRenewer(p)
 	p.completer = newCompleter(p)
 	return p, nil

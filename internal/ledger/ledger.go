@@ -38,6 +38,15 @@ type Config struct {
 	// Logger receives the epoch tracker's and the rewind detector's logs
 	// (default slog.Default()).
 	Logger *slog.Logger
+	// Name names this process in recorded rewinds (a pool's worker id;
+	// default "client").
+	Name string
+	// Recent is how many acknowledged enqueues the ledger records for
+	// Resubmit (0: none).
+	Recent int
+	// OnRewind, when set, is called with each rewind this ledger detects,
+	// after it was logged and recorded (see rewind.go).
+	OnRewind func(Rewind)
 }
 
 // Validate checks the configuration (the namespace's characters).
@@ -53,6 +62,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Name == "" {
+		c.Name = "client"
 	}
 	return c
 }
@@ -72,6 +84,8 @@ type Ledger struct {
 	batch  *scriptbatch.Batcher
 	leases *lease.Manager // reads the maintenance leader's lease
 	epoch  *epoch.Tracker // the epoch claims mint job tokens in
+	watch  watch          // the write sequences seen, for rewind detection
+	recent *recent        // acknowledged enqueues, for Resubmit (nil: none recorded)
 }
 
 // New returns a Ledger over rdb.
@@ -79,7 +93,8 @@ func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 	cfg = cfg.WithDefaults()
 	return &Ledger{rdb: rdb, cfg: cfg, batch: scriptbatch.New(rdb),
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel}),
-		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger})}
+		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
+		recent: newRecent(cfg.Recent)}
 }
 
 // run executes a ledger script; concurrent calls (a pool's claims, renewals
@@ -152,6 +167,8 @@ var (
 	bridgeClaimSrc string
 	//go:embed lua/raise.lua
 	raiseSrc string
+	//go:embed lua/rewind.lua
+	rewindSrc string
 
 	enqueueScript  = script(enqueueSrc)
 	claimScript    = script(claimSrc)
@@ -164,6 +181,7 @@ var (
 	pauseScript    = script(pauseSrc)
 	runNowScript   = script(runNowSrc)
 	raiseScript    = script(raiseSrc)
+	rewindScript   = script(rewindSrc)
 
 	bridgeClaimScript = script(bridgeClaimSrc)
 )

@@ -63,7 +63,9 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 		return &ClaimResult{}, nil
 	}
 	var r *reply
+	var seen seqSeen
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
+		seen = l.watch.before(q)
 		v, err := l.batch.Run(ctx, claimScript, l.mintKeys(q),
 			l.prefix(q), owner, ttl.Milliseconds(), max, st.ReplID, st.Epoch).Result()
 		r = newReply("claim", v, err)
@@ -75,17 +77,22 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	if err != nil {
 		return nil, wrap("claim "+q, err)
 	}
+	const header = 6
+	if err := r.need(header); err != nil {
+		return nil, wrap("claim "+q, err)
+	}
 	res := &ClaimResult{Paused: r.int(0) == 1, DueIn: -1}
 	if due := r.int(1); due >= 0 {
 		res.DueIn = time.Duration(due) * time.Millisecond
 	}
 	n := int(r.int(2))
-	if err := r.need(3 + n*claimWidth); err != nil {
+	seq := seqReply{seq: r.int(3), bumped: r.int(4), enqueued: r.int(5)}
+	if err := r.need(header + n*claimWidth); err != nil {
 		return nil, wrap("claim "+q, err)
 	}
 	res.Jobs = make([]Claimed, n)
 	for i := range res.Jobs {
-		b := 3 + i*claimWidth
+		b := header + i*claimWidth
 		c := Claimed{
 			ID: r.str(b), Queue: q, Token: lease.Token(r.uint(b + 1)), Deadline: time.UnixMilli(r.int(b + 2)),
 			Attempt: int(r.int(b + 3)), Payload: []byte(r.str(b + 4)), Kind: r.str(b + 5),
@@ -98,10 +105,14 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 		}
 		res.Jobs[i] = c
 	}
-	for i := 3 + n*claimWidth; i+1 < r.len(); i += 2 {
+	for i := header + n*claimWidth; i+1 < r.len(); i += 2 {
 		res.Dropped = append(res.Dropped, Dropped{ID: r.str(i), State: r.str(i + 1)})
 	}
-	return res, wrap("claim "+q, r.err)
+	if r.err != nil {
+		return nil, wrap("claim "+q, r.err)
+	}
+	l.observe(ctx, q, seen, seq)
+	return res, nil
 }
 
 // Attempt names one running attempt: a job and the token that runs it.
@@ -234,17 +245,23 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 		}
 		args = append(args, c.ID, c.Token.String(), outcome, o.Error, o.RetryIn.Milliseconds(), o.Reason, fence)
 	}
+	seen := l.watch.before(q)
 	v, err := l.run(ctx, completeScript, q, args...).Result()
+	const header = 3
 	r := newReply("complete", v, err)
-	if err := r.need(completeWidth * len(cs)); err != nil {
+	if err := r.need(header + completeWidth*len(cs)); err != nil {
 		return nil, wrap("complete "+q, err)
 	}
 	out := make([]Committed, len(cs))
 	for i := range out {
-		b := completeWidth * i
+		b := header + completeWidth*i
 		out[i] = Committed{Applied: r.int(b) == 1, State: State(r.str(b + 1)), Current: lease.Token(r.uint(b + 2))}
 	}
-	return out, wrap("complete "+q, r.err)
+	if r.err != nil {
+		return nil, wrap("complete "+q, r.err)
+	}
+	l.observe(ctx, q, seen, seqReply{seq: r.int(0), bumped: r.int(1), enqueued: r.int(2)})
+	return out, nil
 }
 
 // Expired is what one expiry pass did.

@@ -39,6 +39,7 @@ if not state then
 end
 if state and not h[4] then return {5, state} end
 if state == 'succeeded' or state == 'dead' or state == 'cancelled' then
+  seq_bump()
   count('deduplicated_execute')
   event({type = 'deduplicated', stage = 'execute', job = id})
   record(id, {event = 'deduplicated', stage = 'execute'})
@@ -47,6 +48,7 @@ end
 if state == 'running' then
   if num(h[5]) > now then return {3, h[6] or '', num(h[5])} end
   local reason = 'lease expired without commit'
+  seq_bump()
   move(id, 'running', 'uncertain', now)
   redis.call('HSET', k, 'state', 'uncertain', 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
   record(id, {event = 'end', attempt = num(h[3]), token = h[2], outcome = 'uncertain', reason = reason})
@@ -64,6 +66,7 @@ if h[8] then -- storage's mark (raise.lua): mint above it
   redis.call('HDEL', k, 'mark')
 end
 local stok = token_mint(last, ep, now_us)
+seq_bump()
 local attempt = num(h[3]) + 1
 local deadline = fmt(now + ttl)
 if not state then

@@ -7,10 +7,12 @@
 -- ARGV 2 owner (pool id)   3 lease ttl ms   4 at most this many jobs
 --      5 replication id of the primary the caller's epoch is for ('' when epochs are off)
 --      6 the caller's epoch
--- Reply: {paused, next due in ms, claimed count, claimed..., dropped...}
+-- Reply: {paused, next due in ms, claimed count, seq, seq raised, enqueued,
+--         claimed..., dropped...}
 --        {-1, replication id, recorded epoch} when due jobs were found but the
 --        caller must refresh its epoch (internal/epoch): nothing was written
 --   paused: 1 when the queue is paused (nothing is claimed)
+--   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua)
 --   next due in ms: when fewer jobs were due than asked for, how long until the
 --            earliest pending job left is due, by Redis time (-1: none left)
 --   claimed: 11 values per job: id, token, deadline ms, attempt, payload, kind,
@@ -18,7 +20,10 @@
 --            times the job was put back because no pool knew its kind
 --   dropped: 2 values per index entry that was not claimable and was removed
 --            from the due index: id, why ('missing', or the job's state)
-if redis.call('EXISTS', pausedk) == 1 then return {1, -1, 0} end
+if redis.call('EXISTS', pausedk) == 1 then
+  local s, b, e = seq_reply()
+  return {1, -1, 0, s, b, e}
+end
 local owner, ttl = ARGV[2], num(ARGV[3])
 local max = num(ARGV[4])
 local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', now, 'LIMIT', 0, max)
@@ -29,14 +34,15 @@ if #ids > 0 then
   ep, stale = epoch_check(KEYS[13], ARGV[5], ARGV[6])
   if not ep then return {-1, stale[1], stale[2]} end
   call_chunked('ZREM', index['pending'], ids, 1000)
+  seq_bump()
 end
 local mint = minter(ep)
 local call = redis.call
 local dropped, running, nrun = {}, {}, 0
 local deadline = now + ttl
 local sdeadline = fmt(deadline)
--- the reply's claimed values are written in place after its 3-value header
-local reply, r = {0, -1, 0}, 3
+-- the reply's claimed values are written in place after its 6-value header
+local reply, r = {0, -1, 0, 0, 0, 0}, 6
 for i = 1, #ids do
   local id = ids[i]
   local k = P .. 'job:' .. id
@@ -77,7 +83,7 @@ for i = 1, #ids do
   end
 end
 call_chunked('ZADD', index['running'], running, 1000)
-local n = (r - 3) / 11
+local n = (r - 6) / 11
 if n > 0 then count('attempted', n) end
 local next_due = -1
 if #ids < max then
@@ -88,5 +94,6 @@ if #ids < max then
   if first[2] then next_due = math.max(num(first[2]) - now, 0) end
 end
 reply[2], reply[3] = next_due, n
+reply[4], reply[5], reply[6] = seq_reply()
 for j = 1, #dropped do reply[r + j] = dropped[j] end
 return reply

@@ -7,7 +7,8 @@
 --  3 uncertain zset (score: next reconcile look ms)
 --  4 review zset   5 succeeded zset   6 dead zset   7 cancelled zset
 --    (final and review indexes score by the time the job got there)
---  8 stats hash (counters)   9 events list (fenced rejections, deduplications, operator actions)
+--  8 stats hash (counters, and 'seq': the queue's write sequence, see seq_bump)
+--  9 events list (fenced rejections, deduplications, operator actions, rewinds)
 -- 10 reconciler high-water (highest reconciler leader token seen)
 -- 11 paused flag (present while the queue is paused; its value says who and why)
 -- 12 idle flag (set by a claim that found nothing due: the next enqueue publishes a wake-up)
@@ -117,6 +118,25 @@ local function event(entry)
 end
 
 local function count(field, n) return redis.call('HINCRBY', statsk, field, n or 1) end
+
+-- The queue's write sequence, stats field 'seq', rises by one with every
+-- call of a script that changes the queue's jobs (seq_bump, once per call).
+-- Enqueue, claim and complete return it with 'enqueued' (seq_reply): the
+-- caller remembers the highest values it saw, and a later call that finds
+-- them lower found a ledger that went back (a failover to a lagging replica,
+-- a restart from older data: see internal/ledger's rewind.go).
+local seq_now = nil
+local function seq_bump()
+  if not seq_now then seq_now = redis.call('HINCRBY', statsk, 'seq', 1) end
+end
+-- seq_reply returns {write sequence, 1 when this call raised it (else 0),
+-- the queue's enqueued counter}.
+local function seq_reply()
+  local v = redis.call('HMGET', statsk, 'seq', 'enqueued')
+  local bumped = 0
+  if seq_now then bumped = 1 end
+  return num(v[1]), bumped, num(v[2])
+end
 
 -- finish applies the retention period to a job that reached a final state;
 -- hist says whether the job has a history list. The keys expire retention

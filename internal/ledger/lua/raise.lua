@@ -14,6 +14,7 @@ local k = jobkey(id)
 local h = redis.call('HMGET', k, 'state', 'token', 'mark')
 if not h[1] then return 0 end
 if u64_cmp(u64_max(h[2], h[3]), mark) >= 0 then return 0 end
+seq_bump()
 redis.call('HSET', k, 'mark', mark)
 record(id, {event = 'raised', token = h[2] or '0',
   note = 'storage holds token ' .. mark .. ': the next attempt mints above it'})

@@ -124,8 +124,11 @@ type Leader struct {
 
 // New returns the leader of one pool.
 func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
-	// The client enqueues periodic ticks and relayed outbox rows.
-	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention()})
+	// The client enqueues periodic ticks and relayed outbox rows. A relayed
+	// row is gone from its outbox once enqueued, so after a detected ledger
+	// rewind the client re-submits the enqueues Redis lost at once.
+	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention(),
+		Logger: cfg.Logger, ResubmitOnRewind: true})
 	base := func(name string) service {
 		return service{name: name, ledger: ledger, log: cfg.Logger.With("service", name), metrics: cfg.Metrics,
 			errors: cfg.Metrics.MaintenanceErrors.WithLabelValues(name)}
