@@ -396,6 +396,12 @@ func (in *Inspector) ServerTime(ctx context.Context) (time.Time, error) {
 	return in.l.ServerTime(ctx)
 }
 
+// Clock measures Redis's clock against this process's (one TIME call):
+// the offset, within half the round trip.
+func (in *Inspector) Clock(ctx context.Context) (ClockSample, error) {
+	return in.l.Clock(ctx)
+}
+
 // Ping checks that Redis answers.
 func (in *Inspector) Ping(ctx context.Context) error { return in.l.Ping(ctx) }
 

@@ -60,13 +60,15 @@ type Pool struct {
 	periodic []maintenance.Periodic // see AddPeriodic
 	running  bool
 
-	started   time.Time
-	slots     chan struct{} // one token per busy handler slot
-	work      chan *attempt // claimed attempts, run by Concurrency executor goroutines
-	freed     chan struct{} // signalled when a slot frees
-	renewer   *renewer
-	completer *completer
-	hooks     hooks
+	started    time.Time
+	slots      chan struct{} // one token per busy handler slot
+	work       chan *attempt // claimed attempts, run by Concurrency executor goroutines
+	freed      chan struct{} // signalled when a slot frees
+	renewer    *renewer
+	completer  *completer
+	clock      clockWatch    // Redis's clock against the pool's (clock.go)
+	clockEvery time.Duration // how often it is measured (registerEvery)
+	hooks      hooks
 }
 
 // NewPool returns a pool over rdb (a single Redis, Sentinel failover client
@@ -88,6 +90,8 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		slots:    make(chan struct{}, cfg.Concurrency),
 		work:     make(chan *attempt, cfg.Concurrency),
 		freed:    make(chan struct{}, 1),
+
+		clockEvery: registerEvery,
 	}
 	// Every claim and completion checks the ledger for a rewind (a Redis
 	// that came back with older data): logged, recorded and counted.
@@ -235,6 +239,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	bg.Add(2)
 	go func() { defer bg.Done(); p.renewer.run(background) }()
 	go func() { defer bg.Done(); p.completer.run(background) }()
+	var heartbeat sync.WaitGroup
+	heartbeat.Go(func() { p.watchClock(ctx) })
 
 	var maint sync.WaitGroup
 	if !p.cfg.Maintenance.Disabled {
@@ -267,6 +273,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	stopBackground()
 	bg.Wait()
 	maint.Wait()
+	heartbeat.Wait()
 	p.log.Info("pool stopped")
 	return nil
 }
@@ -274,9 +281,11 @@ func (p *Pool) Run(ctx context.Context) error {
 // info is the pool's heartbeat.
 func (p *Pool) info() jobs.PoolInfo {
 	host, _ := os.Hostname()
+	clock, jumps := p.clockInfo()
 	return jobs.PoolInfo{
 		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
 		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.Version, Started: p.started,
+		Clock: clock, ClockJumps: jumps,
 	}
 }
 

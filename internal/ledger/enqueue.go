@@ -136,8 +136,10 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 	for n, i := range idx {
 		out[i] = &res[n]
 	}
-	l.observe(ctx, q, seen, seq) // before recording: these jobs are not lost
-	if l.recent != nil && record { // a re-submitted job keeps its first record
+	// Checked before recording: these jobs are not lost. A re-submitted
+	// job keeps its first record.
+	l.observe(ctx, q, seen, seq)
+	if l.recent != nil && record {
 		at := time.Now()
 		for n, i := range idx {
 			if !res[n].Deduplicated {
