@@ -51,7 +51,9 @@ func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, err
 // Stats returns queue q's cumulative counters (enqueued, attempted,
 // succeeded, dead, cancelled, retried, deferred, uncertain,
 // deduplicated_enqueue, deduplicated_execute, fenced_commit, fenced_renew,
-// dropped_missing, resolved_<decision>).
+// dropped_missing, resolved_<decision>, raised (storage marks fed back),
+// rewinds (losses detected), resubmitted (lost jobs re-created); and seq,
+// the queue's write sequence, which rewind detection follows).
 func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, error) {
 	if err := in.queue(q); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker/internal/maintenance"
 )
 
 // clockJumpSlack is how far Redis's clock may fall back against the pool's
@@ -24,14 +25,21 @@ type clockWatch struct {
 
 // watchClock measures Redis's clock against the pool's and publishes the
 // pool's heartbeat (with the measurement), every clockEvery, until ctx
-// ends: busy or idle, the pool stays listed with its offset.
-func (p *Pool) watchClock(ctx context.Context) {
+// ends: busy or idle, the pool stays listed with its offset. With a
+// maintenance leader, it then re-submits what a ledger rewind lost of the
+// leader's enqueues (relayed outbox rows, periodic ticks).
+func (p *Pool) watchClock(ctx context.Context, leader *maintenance.Leader) {
 	t := time.NewTicker(p.clockEvery)
 	defer t.Stop()
 	for ctx.Err() == nil {
 		p.measureClock(ctx)
 		if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil && ctx.Err() == nil {
 			p.log.Warn("heartbeat failed", "error", err)
+		}
+		if leader != nil {
+			if err := leader.Resubmit(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("re-submitting the maintenance leader's enqueues lost in a ledger rewind failed; tried again at the next heartbeat", "error", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

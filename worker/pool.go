@@ -239,14 +239,15 @@ func (p *Pool) Run(ctx context.Context) error {
 	bg.Add(2)
 	go func() { defer bg.Done(); p.renewer.run(background) }()
 	go func() { defer bg.Done(); p.completer.run(background) }()
-	var heartbeat sync.WaitGroup
-	heartbeat.Go(func() { p.watchClock(ctx) })
 
 	var maint sync.WaitGroup
+	var leader *maintenance.Leader
 	if !p.cfg.Maintenance.Disabled {
-		leader := p.maintenance()
+		leader = p.maintenance()
 		maint.Go(func() { leader.Run(ctx) })
 	}
+	var heartbeat sync.WaitGroup
+	heartbeat.Go(func() { p.watchClock(ctx, leader) })
 
 	// Executors are long-lived goroutines (their stacks stay grown), one per slot.
 	var handlers sync.WaitGroup
