@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Rewind detection.
@@ -185,14 +187,21 @@ func (l *Ledger) CheckRewinds(ctx context.Context) (int, error) {
 	sort.Strings(qs)
 	for _, q := range qs {
 		s := l.watch.before(q)
-		v, err := l.rdb.HMGet(ctx, l.prefix(q)+"stats", "seq", "enqueued").Result()
-		if err != nil {
+		v, err := seqScript.Run(ctx, l.rdb, []string{l.prefix(q) + "stats"}).Result()
+		r := newReply("read sequence", v, err)
+		if err := r.need(2); err != nil {
 			return 0, wrap("check rewinds", err)
 		}
-		l.observe(ctx, q, s, seqReply{seq: int64Of(v[0]), enqueued: int64Of(v[1])})
+		l.observe(ctx, q, s, seqReply{seq: int64Of(r.at(0)), enqueued: int64Of(r.at(1))})
 	}
 	return len(qs), nil
 }
+
+// seqScript reads a queue's write sequence and enqueued counter. A script,
+// not HMGET: a client that routes reads to replicas (ReadOnly,
+// RouteRandomly) still reads the primary, so a lagging replica never looks
+// like a rewind.
+var seqScript = redis.NewScript(`return redis.call('HMGET', KEYS[1], 'seq', 'enqueued')`)
 
 func int64Of(v any) int64 {
 	s, _ := v.(string)
