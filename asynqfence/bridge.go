@@ -170,15 +170,20 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	cfg = cfg.WithDefaults()
-	lg := ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention})
 	opts = opts.withDefaults()
 	if len(opts.WorkerID) > 200 {
 		return nil, fmt.Errorf("%w: worker id longer than 200 bytes", ErrOptions)
 	}
-	return &Bridge{
-		ledger: lg, opts: opts, margin: watchdog.Margin(opts.LeaseTTL, opts.SafetyMargin), metrics: metrics.New(opts.Registerer),
+	b := &Bridge{
+		opts: opts, margin: watchdog.Margin(opts.LeaseTTL, opts.SafetyMargin), metrics: metrics.New(opts.Registerer),
 		log: opts.Logger.With("worker", opts.WorkerID, "bridge", BridgeName),
-	}, nil
+	}
+	// Completions check the ledger for a rewind (a Redis that came back
+	// with older data): logged, recorded and counted.
+	b.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention,
+		Sentinel: cfg.Sentinel, Logger: b.log, Name: opts.WorkerID,
+		OnRewind: func(r ledger.Rewind) { b.metrics.Rewinds.WithLabelValues(r.Queue).Inc() }})
+	return b, nil
 }
 
 // Middleware returns New(rdb, cfg, opts).Middleware(). With invalid

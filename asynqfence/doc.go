@@ -95,4 +95,10 @@
 // serving the same queue never claim it. The native reconciler, when a pool
 // runs in the namespace, expires and reconciles bridged attempts like any
 // other; without one, the bridge does both when asynq redelivers the task.
+//
+// Across Redis failovers the bridge behaves as pools do: with the
+// jobs.Config's Sentinel set, its tokens carry the Sentinels' failover
+// epoch; a storage refusal of an attempt's own fence raises the job's next
+// token above storage's mark; and its completions check the ledger for a
+// rewind (logged, counted in fencedq_ledger_rewinds_total, recorded).
 package asynqfence

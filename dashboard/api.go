@@ -427,11 +427,14 @@ type stuckList struct {
 	ServerTime time.Time  `json:"server_time"`
 	MarginMS   int64      `json:"margin_ms"`
 	Jobs       []*jobView `json:"jobs"`
+	// Clock says how far this dashboard's and the pools' clocks are from
+	// Redis's, which the page's deadlines are on.
+	Clock clockView `json:"clock"`
 }
 
 // apiStuck lists running jobs whose lease deadline is past or within the
 // margin, by Redis time (the clock every ledger deadline uses), most
-// overdue first.
+// overdue first, with the offsets of the other clocks.
 func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
 	margin := h.opts.StuckMargin
 	if ms, ok := intParam(r, "margin_ms", -1, int(time.Hour/time.Millisecond)); !ok {
@@ -464,7 +467,12 @@ func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	out := stuckList{ServerTime: now, MarginMS: margin.Milliseconds(), Jobs: []*jobView{}}
+	clock, err := h.clocks(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := stuckList{ServerTime: now, MarginMS: margin.Milliseconds(), Jobs: []*jobView{}, Clock: clock}
 	for _, name := range qs {
 		recs, err := h.insp.DueRunning(ctx, name, now.Add(margin), limit)
 		if err != nil {

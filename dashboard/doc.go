@@ -41,7 +41,9 @@
 //	                        jobs over the last hour or day
 //	#/pools                 every live pool (id, host, pid, queues,
 //	                        concurrency, busy slots, version, start, last
-//	                        heartbeat) and which one is the maintenance leader
+//	                        heartbeat, Redis's clock minus the pool's,
+//	                        flagged beyond jobs.ClockOffsetWarn or after a
+//	                        jump back) and which one is the maintenance leader
 //	#/schedules             periodic schedules: kind, queue, cron or interval
 //	                        and zone, catch-up policy, last tick and the job
 //	                        it produced (with its state), next tick, ticks
@@ -52,7 +54,10 @@
 //	                        the job (state, or "gone" past its retention),
 //	                        operation id, leader token, and whether the tick
 //	                        was deduplicated into an existing job
-//	#/stuck                 running jobs past or near their lease deadline
+//	#/stuck                 running jobs past or near their lease deadline,
+//	                        by Redis's clock, which the page names, with this
+//	                        dashboard's and the pools' offsets from it (a
+//	                        warning when one is beyond jobs.ClockOffsetWarn)
 //	#/attention             uncertain and review jobs with their evidence
 //	                        (reason, error, history) and resolve actions
 //	#/events/deduplicated   deduplicated enqueues and finished jobs found due
@@ -62,6 +67,10 @@
 //	                        resumptions with who and why)
 //	#/search/<text>         jobs by job id or operation id, or whose job id
 //	                        or operation id starts with the text
+//
+// Above every page, a banner lists the ledger rewinds detected in the last
+// day (jobs.Inspector.Rewinds): Redis came back with older data after a
+// failover or restart, and acknowledged writes were lost.
 //
 // The charts are SVG built by app.js from per-minute buckets that the
 // maintenance leader records in Redis (a day per
@@ -84,8 +93,11 @@
 //	                                   decisions, cancellable, server_time, overdue, queue_paused
 //	GET  api/search?q=&prefix=0        match by job id or operation id, then by prefix
 //	GET  api/events?queue=&type=&limit=  events, newest first; type deduplicated, fenced or operator
-//	GET  api/stuck?margin_ms=          running jobs whose lease deadline is due
-//	GET  api/pools                     live pools, the maintenance leader marked
+//	GET  api/stuck?margin_ms=          running jobs whose lease deadline is due, and clock: the
+//	                                   dashboard's and the pools' offsets from Redis, a warning
+//	GET  api/pools                     live pools (each with its clock measurement), the
+//	                                   maintenance leader marked
+//	GET  api/rewinds                   ledger rewinds detected in the last 24 hours
 //	GET  api/series?window=1h|24h&queue=  chart points: counter deltas and state counts
 //	GET  api/schedules?id=&ticks=      periodic schedules (at most 500; total counts all),
 //	                                   each with its newest ticks (default 5, at most 100)

@@ -168,6 +168,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /api/search", h.apiSearch)
 	m.HandleFunc("GET /api/events", h.apiEvents)
 	m.HandleFunc("GET /api/stuck", h.apiStuck)
+	m.HandleFunc("GET /api/rewinds", h.apiRewinds)
 	m.HandleFunc("GET /api/session", h.apiSession)
 	m.HandleFunc("GET /api/csrf", h.apiCSRF)
 	m.HandleFunc("GET /api/login", h.apiLogin)

@@ -16,12 +16,17 @@ type poolView struct {
 	// HeartbeatAgeMS is how long ago the pool last published, by the
 	// dashboard's clock (pools stamp their heartbeats with their own).
 	HeartbeatAgeMS int64 `json:"heartbeat_age_ms"`
+	// ClockWarn is true when the pool's clock is more than
+	// jobs.ClockOffsetWarn from Redis's (PoolInfo.Clock).
+	ClockWarn bool `json:"clock_warn"`
 }
 
 type poolList struct {
 	ServerTime  time.Time  `json:"server_time"`
 	Maintenance leaderView `json:"maintenance"`
 	Pools       []poolView `json:"pools"`
+	// ClockWarnMS is the offset beyond which a pool's clock is flagged.
+	ClockWarnMS int64 `json:"clock_warn_ms"`
 }
 
 // apiPools lists the live pools (their heartbeats), marking the one that
@@ -44,7 +49,7 @@ func (h *Handler) apiPools(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	out := poolList{ServerTime: now, Maintenance: ldr, Pools: []poolView{}}
+	out := poolList{ServerTime: now, Maintenance: ldr, Pools: []poolView{}, ClockWarnMS: jobs.ClockOffsetWarn.Milliseconds()}
 	for _, p := range ps {
 		if p.Queues == nil {
 			p.Queues = map[string]int{}
@@ -52,6 +57,7 @@ func (h *Handler) apiPools(w http.ResponseWriter, r *http.Request) {
 		out.Pools = append(out.Pools, poolView{
 			PoolInfo: p, Leader: ldr.Present && ldr.Leader == p.ID,
 			HeartbeatAgeMS: max(0, time.Since(p.LastHeartbeat).Milliseconds()),
+			ClockWarn:      p.Clock.Offset().Abs() > jobs.ClockOffsetWarn,
 		})
 	}
 	writeJSON(w, http.StatusOK, out)

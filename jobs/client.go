@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -130,21 +132,87 @@ type Result struct {
 // Client enqueues jobs: one script call writes the job, its operation id
 // and its place in the queue's due index, and wakes idle pools. It is safe
 // for concurrent use; enqueues from many goroutines share pipelines.
+//
+// Each acknowledgement is checked against what the client saw before, so a
+// Redis that came back with older data (a failover to a lagging replica) is
+// detected: logged at error level, counted (fencedq_ledger_rewinds_total),
+// recorded for the dashboard, and the client's record of its recent
+// enqueues can be re-submitted (Resubmit).
 type Client struct {
-	ledger *ledger.Ledger
-	m      *metrics.Set
-	nsErr  error       // an invalid namespace: every call fails with it
-	mw     EnqueueFunc // the enqueue middleware's chain; nil when there is none
+	ledger       *ledger.Ledger
+	m            *metrics.Set
+	nsErr        error       // an invalid namespace: every call fails with it
+	mw           EnqueueFunc // the enqueue middleware's chain; nil when there is none
+	log          *slog.Logger
+	resubmitting atomic.Bool // a background Resubmit runs (Config.ResubmitOnRewind)
 }
 
 // NewClient returns a Client over rdb. An invalid Config.Namespace makes
 // every call fail with an error matching ErrInvalid.
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
-	c := &Client{ledger: ledger.New(rdb, cfg.ledger()), m: metrics.New(cfg.Registerer), nsErr: cfg.Validate()}
+	c := &Client{m: metrics.New(cfg.Registerer), nsErr: cfg.Validate()}
+	lc := cfg.ledger()
+	c.log = lc.Logger
+	lc.Recent = cfg.recent()
+	lc.OnRewind = func(r Rewind) {
+		c.m.Rewinds.WithLabelValues(r.Queue).Inc()
+		if cfg.ResubmitOnRewind {
+			c.resubmitInBackground()
+		}
+	}
+	c.ledger = ledger.New(rdb, lc)
 	if len(cfg.EnqueueMiddleware) > 0 {
 		c.mw = chain(cfg.EnqueueMiddleware, c.write)
 	}
 	return c
+}
+
+// Rewind is a detected loss of acknowledged ledger writes on one queue
+// (Inspector.Rewinds): Redis came back with older data.
+type Rewind = ledger.Rewind
+
+// Resubmitted is what Client.Resubmit did for one queue.
+type Resubmitted = ledger.Resubmitted
+
+// Resubmit looks for ledger rewinds on every queue the client enqueued to
+// (a call's acknowledgement finds them too) and, for each queue found
+// rewound since the last call, enqueues again every recorded enqueue (see
+// Config.RecentEnqueues) acknowledged before the rewind was detected and
+// less than half the retention period ago. A job is created again only when
+// the ledger has neither its record nor its operation id, so a job Redis
+// kept (whatever became of it), or whose operation was enqueued again
+// meanwhile, is left alone: each lost job comes back exactly once, pending,
+// due when it was due, its attempts starting over. Whether its effect then
+// applies twice is for its fence: a store with an effect log (pgfence,
+// redisfence) finds an effect the lost job already applied. The restored
+// jobs are counted (fencedq_jobs_resubmitted_total) and added to the
+// rewind's record. Enqueues the client never saw acknowledged, and those of
+// other clients, are not in its record.
+func (c *Client) Resubmit(ctx context.Context) ([]Resubmitted, error) {
+	if c.nsErr != nil {
+		return nil, c.nsErr
+	}
+	out, err := c.ledger.Resubmit(ctx)
+	for _, r := range out {
+		c.m.Resubmitted.WithLabelValues(r.Queue).Add(float64(r.Restored))
+	}
+	return out, err
+}
+
+// resubmitInBackground runs Resubmit once in its own goroutine unless one
+// runs already.
+func (c *Client) resubmitInBackground() {
+	if !c.resubmitting.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.resubmitting.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := c.Resubmit(ctx); err != nil {
+			c.log.Error("re-submitting recorded enqueues after a ledger rewind failed; call Client.Resubmit again", "error", err)
+		}
+	}()
 }
 
 // Inspector returns the read API over the client's namespace.

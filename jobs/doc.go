@@ -80,4 +80,23 @@
 // every script touches one queue's hash slot, so the ledger runs on a
 // single Redis, Sentinel and Redis Cluster. Operators cancel jobs, pause
 // and resume queues, and resolve or re-run jobs through Client.
+//
+// # Across Redis failovers
+//
+// Give Config.Sentinel the options of the redis.NewFailoverClient the
+// client is built on (and the same Config to pools and the asynq bridge):
+// job tokens, like lease tokens, carry a failover epoch, so a token minted
+// after a failover is above every token minted before it, whatever the
+// promoted node's clock says.
+//
+// Redis replication is asynchronous, so a failover to a replica that
+// missed the last writes loses acknowledged enqueues, claims and
+// completions. Every enqueue's acknowledgement (and every pool's claim and
+// completion) is compared with what the caller saw before: a ledger that
+// went back (a rewind) is logged at error level, counted
+// (fencedq_ledger_rewinds_total) and recorded for Inspector.Rewinds and the
+// dashboard. The client records its latest acknowledged enqueues
+// (Config.RecentEnqueues); Client.Resubmit, or Config.ResubmitOnRewind,
+// enqueues those the ledger lost again, each exactly once. ARCHITECTURE.md
+// ("Loss you can see") has the mechanism and its limits.
 package jobs

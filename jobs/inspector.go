@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,7 +51,9 @@ func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, err
 // Stats returns queue q's cumulative counters (enqueued, attempted,
 // succeeded, dead, cancelled, retried, deferred, uncertain,
 // deduplicated_enqueue, deduplicated_execute, fenced_commit, fenced_renew,
-// dropped_missing, resolved_<decision>).
+// dropped_missing, resolved_<decision>, raised (storage marks fed back),
+// rewinds (losses detected), resubmitted (lost jobs re-created); and seq,
+// the queue's write sequence, which rewind detection follows).
 func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, error) {
 	if err := in.queue(q); err != nil {
 		return nil, err
@@ -367,9 +370,38 @@ func (in *Inspector) Leader(ctx context.Context) (*lease.Lease, error) {
 	return in.l.Leader(ctx)
 }
 
+// Rewinds returns the ledger rewinds recorded on every queue (losses of
+// acknowledged writes that clients, pools or bridges detected), latest
+// detection first.
+func (in *Inspector) Rewinds(ctx context.Context) ([]Rewind, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	qs, err := in.l.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Rewind
+	for _, q := range qs {
+		rs, err := in.l.Rewinds(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].LastAt.After(out[j].LastAt) })
+	return out, nil
+}
+
 // ServerTime returns Redis's clock, which every due time and deadline uses.
 func (in *Inspector) ServerTime(ctx context.Context) (time.Time, error) {
 	return in.l.ServerTime(ctx)
+}
+
+// Clock measures Redis's clock against this process's (one TIME call):
+// the offset, within half the round trip.
+func (in *Inspector) Clock(ctx context.Context) (ClockSample, error) {
+	return in.l.Clock(ctx)
 }
 
 // Ping checks that Redis answers.

@@ -81,6 +81,16 @@ type PoolInfo = ledger.PoolInfo
 // and EnqueueRaw refuses a kind that has any (see EnqueueRaw).
 type KindRules = ledger.KindRules
 
+// ClockSample is one measurement of Redis's clock against a process's own
+// (PoolInfo.Clock, Inspector.Clock).
+type ClockSample = ledger.ClockSample
+
+// ClockOffsetWarn is the offset between Redis's clock and a pool's (or the
+// dashboard's) beyond which pools log a warning and the dashboard shows
+// one: due times and lease deadlines are on Redis's clock, a RunAt on the
+// client's.
+const ClockOffsetWarn = time.Second
+
 // ScheduleSpec defines a periodic schedule.
 type ScheduleSpec = ledger.ScheduleSpec
 

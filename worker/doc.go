@@ -111,6 +111,28 @@
 // outcome stays uncertain. A paused queue (jobs.Client.Pause) is skipped by
 // every claim; its running attempts finish.
 //
+// # Redis failovers
+//
+// With Config.Jobs.Sentinel set (the options of the redis.NewFailoverClient
+// the pool runs on), every token the pool mints (claims, resource leases,
+// the maintenance leader's lease) carries the Sentinels' failover epoch:
+// tokens minted after a failover are above every token minted before it,
+// whatever the promoted node's clock says; without it the epoch is counted
+// in Redis. When a handler's write is still refused by storage with a
+// token the ledger lost (a fence.StaleError for the attempt's own fence),
+// the pool raises the job's (or the resource's) counter above storage's
+// mark before committing the retry, so the next attempt is accepted.
+//
+// Every claim and completion also checks the ledger for a rewind (a Redis
+// that came back with older data, having lost acknowledged writes): it is
+// logged at error level, counted (fencedq_ledger_rewinds_total) and
+// recorded for the dashboard. On every heartbeat (every few seconds, busy
+// or idle) the pool measures Redis's clock against its own: the offset is
+// exported (fencedq_redis_clock_offset_seconds), published in the heartbeat
+// (the dashboard's pools page, fencedq pools) and logged when beyond
+// jobs.ClockOffsetWarn; a jump of Redis's clock backwards is logged at
+// error level and counted (fencedq_redis_clock_jumps_total).
+//
 // # Metrics and logs
 //
 // Metrics are registered on Config.Registerer (never the global registry)

@@ -66,6 +66,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	}
 	if errors.Is(end.Err, fence.ErrStale) {
 		p.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageStorage).Inc()
+		p.raiseAbove(a, end.Err)
 	}
 	if end.Malformed {
 		p.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonMalformed).Inc()

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"time"
+
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/worker/internal/maintenance"
@@ -22,6 +24,8 @@ type Hooks struct {
 	// Decided: the maintenance leader's expirer or resolver decided about
 	// a job and counted it.
 	Decided *testsignal.Signal[Decision]
+	// Clocked: a measurement of Redis's clock was handled.
+	Clocked *testsignal.Signal[ledger.ClockSample]
 }
 
 // InitHooks initialises p's test signals for tb; call it before Run.
@@ -29,5 +33,10 @@ func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 	p.hooks.claimed.Init(tb, "claim handled")
 	p.hooks.committed.Init(tb, "completion batch reported")
 	p.hooks.decided.Init(tb, "maintenance decision counted")
-	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided}
+	p.hooks.clocked.Init(tb, "clock measured")
+	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided, Clocked: &p.hooks.clocked}
 }
+
+// SetClockEvery makes p measure Redis's clock (and publish its heartbeat)
+// every d instead of every few seconds; call it before Run.
+func SetClockEvery(p *Pool, d time.Duration) { p.clockEvery = d }

@@ -19,6 +19,9 @@ type hooks struct {
 	// decided: the maintenance leader's expirer or resolver decided about
 	// a job and counted the decision.
 	decided testsignal.Signal[maintenance.Decision]
+	// clocked: a measurement of Redis's clock was handled (gauge set,
+	// jumps counted and logged).
+	clocked testsignal.Signal[ledger.ClockSample]
 }
 
 // claimEvent is one handled claim.

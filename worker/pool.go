@@ -64,13 +64,15 @@ type Pool struct {
 	periodic []maintenance.Periodic // see AddPeriodic
 	running  bool
 
-	started   time.Time
-	slots     chan struct{} // one token per busy handler slot
-	work      chan *attempt // claimed attempts, run by Concurrency executor goroutines
-	freed     chan struct{} // signalled when a slot frees
-	renewer   *renewer
-	completer *completer
-	hooks     hooks
+	started    time.Time
+	slots      chan struct{} // one token per busy handler slot
+	work       chan *attempt // claimed attempts, run by Concurrency executor goroutines
+	freed      chan struct{} // signalled when a slot frees
+	renewer    *renewer
+	completer  *completer
+	clock      clockWatch    // Redis's clock against the pool's (clock.go)
+	clockEvery time.Duration // how often it is measured (registerEvery)
+	hooks      hooks
 }
 
 // NewPool returns a pool over rdb (a single Redis, Sentinel failover client
@@ -81,18 +83,25 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		return nil, err
 	}
 	p := &Pool{
-		rdb:      rdb,
-		cfg:      cfg,
-		log:      cfg.Logger.With("worker", cfg.WorkerID),
-		ledger:   ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention}),
-		leases:   lease.NewManager(rdb, lease.Config{Namespace: cfg.Jobs.Namespace, SafetyMargin: cfg.SafetyMargin}),
+		rdb: rdb,
+		cfg: cfg,
+		log: cfg.Logger.With("worker", cfg.WorkerID),
+		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Jobs.Namespace, SafetyMargin: cfg.SafetyMargin,
+			Sentinel: cfg.Jobs.Sentinel}),
 		margin:   watchdog.Margin(cfg.LeaseTTL, cfg.SafetyMargin),
 		metrics:  metrics.New(cfg.Registerer),
 		handlers: map[string]*handler{},
 		slots:    make(chan struct{}, cfg.Concurrency),
 		work:     make(chan *attempt, cfg.Concurrency),
 		freed:    make(chan struct{}, 1),
+
+		clockEvery: registerEvery,
 	}
+	// Every claim and completion checks the ledger for a rewind (a Redis
+	// that came back with older data): logged, recorded and counted.
+	p.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention,
+		Sentinel: cfg.Jobs.Sentinel, Logger: p.log, Name: cfg.WorkerID,
+		OnRewind: func(r ledger.Rewind) { p.metrics.Rewinds.WithLabelValues(r.Queue).Inc() }})
 	p.renewer = newRenewer(p)
 	p.completer = newCompleter(p)
 	return p, nil
@@ -238,10 +247,13 @@ func (p *Pool) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); p.completer.run(background) }()
 
 	var maint sync.WaitGroup
+	var leader *maintenance.Leader
 	if !p.cfg.Maintenance.Disabled {
-		leader := p.maintenance()
+		leader = p.maintenance()
 		maint.Go(func() { leader.Run(ctx) })
 	}
+	var heartbeat sync.WaitGroup
+	heartbeat.Go(func() { p.watchClock(ctx, leader) })
 
 	// Executors are long-lived goroutines (their stacks stay grown), one per slot.
 	var handlers sync.WaitGroup
@@ -268,6 +280,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	stopBackground()
 	bg.Wait()
 	maint.Wait()
+	heartbeat.Wait()
 	p.log.Info("pool stopped")
 	return nil
 }
@@ -275,6 +288,7 @@ func (p *Pool) Run(ctx context.Context) error {
 // info is the pool's heartbeat.
 func (p *Pool) info() jobs.PoolInfo {
 	host, _ := os.Hostname()
+	clock, jumps := p.clockInfo()
 	kinds := make(map[string]jobs.KindRules, len(p.handlers))
 	for k, h := range p.handlers {
 		kinds[k] = h.rules
@@ -282,7 +296,7 @@ func (p *Pool) info() jobs.PoolInfo {
 	return jobs.PoolInfo{
 		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
 		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.Version, Started: p.started,
-		Kinds: kinds,
+		Kinds: kinds, Clock: clock, ClockJumps: jumps,
 	}
 }
 

@@ -744,8 +744,9 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *asJSON {
 			return json.NewEncoder(out).Encode(lines)
 		}
+		warned := 0
 		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "POOL\tHOST\tPID\tQUEUES\tBUSY\tVERSION\tSTARTED\tLAST HEARTBEAT\tMAINTENANCE")
+		fmt.Fprintln(tw, "POOL\tHOST\tPID\tQUEUES\tBUSY\tVERSION\tSTARTED\tLAST HEARTBEAT\tMAINTENANCE\tREDIS CLOCK")
 		for _, p := range lines {
 			qs := make([]string, 0, len(p.Queues))
 			for q, w := range p.Queues {
@@ -756,8 +757,11 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			if p.Leader {
 				role = "leader"
 			}
-			fmt.Fprint(tw, cli.Escapef("%s\t%s\t%d\t%s\t%d/%d\t%s\t%s\t%s ago\t%s\n", p.ID, p.Host, p.PID, strings.Join(qs, ","), p.Busy, p.Concurrency,
-				p.Version, p.Started.UTC().Format(time.RFC3339), time.Since(p.LastHeartbeat).Round(time.Second), role))
+			fmt.Fprint(tw, cli.Escapef("%s\t%s\t%d\t%s\t%d/%d\t%s\t%s\t%s ago\t%s\t%s\n", p.ID, p.Host, p.PID, strings.Join(qs, ","), p.Busy, p.Concurrency,
+				p.Version, p.Started.UTC().Format(time.RFC3339), time.Since(p.LastHeartbeat).Round(time.Second), role, clockText(p.PoolInfo)))
+			if p.Clock.Offset().Abs() > jobs.ClockOffsetWarn || p.ClockJumps > 0 {
+				warned++
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -769,7 +773,31 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		case !slices.ContainsFunc(lines, func(p poolLine) bool { return p.Leader }):
 			fmt.Fprint(out, cli.Escapef("; maintenance leader %s is not among them", leader))
 		}
+		if warned > 0 {
+			fmt.Fprintf(out, "; %d with Redis's clock more than %v off theirs or jumping back (!): due times and lease deadlines are on Redis's clock", warned, jobs.ClockOffsetWarn)
+		}
 		fmt.Fprintln(out)
 		return nil
 	}
+}
+
+// clockText is a pool's latest measurement of Redis's clock minus its own
+// ("-" before the first), flagged with "!" beyond jobs.ClockOffsetWarn,
+// with the jumps back it saw.
+func clockText(p jobs.PoolInfo) string {
+	if p.Clock.At.IsZero() {
+		return "-"
+	}
+	off := p.Clock.Offset().Round(time.Millisecond)
+	s := off.String()
+	if off >= 0 {
+		s = "+" + s
+	}
+	if off.Abs() > jobs.ClockOffsetWarn {
+		s += " !"
+	}
+	if p.ClockJumps > 0 {
+		s += fmt.Sprintf(" (%d jump(s) back !)", p.ClockJumps)
+	}
+	return s
 }

@@ -14,7 +14,7 @@
 //	fencedq pause       stop pools from starting a queue's jobs
 //	fencedq resume      let pools start a paused queue's jobs again
 //	fencedq queues      list the queues: jobs per state, paused or not
-//	fencedq pools       list the live worker pools and the maintenance leader
+//	fencedq pools       list the live worker pools (with Redis's clock against each) and the maintenance leader
 //	fencedq schedules   list the periodic schedules: next and last tick, the job each tick produced
 //
 // The operator commands (resolve, cancel, pause, resume) need --actor, the

@@ -102,9 +102,14 @@ func TestQueuesPoolsAndResolveByOperation(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "PENDING") || !strings.Contains(out, "default") || !strings.Contains(out, "1 queue(s)") {
 		t.Fatalf("queues: %d %q %q", code, out, errOut)
 	}
-	for _, p := range []string{"pool-a", "pool-b"} {
+	for i, p := range []string{"pool-a", "pool-b"} {
+		// pool-b finds Redis's clock 10 minutes ahead of its own.
+		clock := jobs.ClockSample{At: time.Now(), Redis: time.Now(), OffsetMS: 2.5, RTTMS: 0.3}
+		if i == 1 {
+			clock.OffsetMS = 600_000
+		}
 		if err := e.ledger.Heartbeat(ctx, jobs.PoolInfo{ID: p, Host: "h", PID: 1, Queues: map[string]int{"default": 1}, Concurrency: 4, Busy: 1,
-			Version: "v9", Started: time.Now()}, time.Minute); err != nil {
+			Version: "v9", Started: time.Now(), Clock: clock}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +131,8 @@ func TestQueuesPoolsAndResolveByOperation(t *testing.T) {
 		}
 	}
 	code, out, _ = e.cli("pools")
-	if code != 0 || !strings.Contains(out, "1/4") || !strings.Contains(out, "leader") || !strings.Contains(out, "2 live pool(s)\n") {
+	if code != 0 || !strings.Contains(out, "1/4") || !strings.Contains(out, "leader") || !strings.Contains(out, "2 live pool(s); 1 with Redis's clock") ||
+		!strings.Contains(out, "REDIS CLOCK") || !strings.Contains(out, "+3ms") || !strings.Contains(out, "+10m0s !") {
 		t.Fatalf("pools: %d %q", code, out)
 	}
 

@@ -7,6 +7,7 @@
 
 (() => {
   const main = document.getElementById('main');
+  const bannerEl = document.getElementById('banner');
   const sessionEl = document.getElementById('session');
   const states = ['pending', 'running', 'uncertain', 'review', 'succeeded', 'dead', 'cancelled'];
   const decisionLabels = { succeeded: 'Mark succeeded', rerun: 'Re-run', dead: 'Mark dead' };
@@ -277,6 +278,29 @@
   const jobPath = (queue, id) => 'api/jobs/' + enc(queue) + '/' + enc(id);
   const resolve = (queue, id, decision, note) => post(jobPath(queue, id) + '/resolve', { decision, note });
 
+  // loadBanner shows, above every page, the ledger rewinds (losses of
+  // acknowledged writes after a Redis failover) detected in the last day.
+  async function loadBanner() {
+    let data;
+    try { data = await api('api/rewinds'); } catch (_) { return; }
+    const rs = data.rewinds || [];
+    if (!rs.length) { bannerEl.hidden = true; bannerEl.replaceChildren(); return; }
+    bannerEl.replaceChildren(
+      el('p', {}, el('strong', {}, 'Redis lost acknowledged writes'),
+        ' (a failover to a lagging replica, or a restart from older data) — detected in the last ' + data.window_hours + ' hours:'),
+      ...rs.map((r) => el('p', { class: 'rewind', 'data-queue': r.queue },
+        'Queue ', el('strong', { class: 'mono' }, r.queue), ': the ledger went back from write ' + r.known + ' to ' + r.found +
+        ' (at least ' + r.lost_writes + ' writes, ' + r.lost_enqueues + ' enqueued jobs lost' +
+        (r.lost_recorded ? '; ' + r.lost_recorded + ' of them in a client\'s record' : '') +
+        (r.resubmitted ? '; ' + r.resubmitted + ' re-submitted' : '') + '), found by ' + r.detected_by +
+        (r.detections > 1 ? ' and ' + (r.detections - 1) + ' more' : '') + ' ' + ago(r.last_at) +
+        '. Jobs the lost writes had claimed or finished run again or are reconciled; lost enqueues come back only when a client re-submits its record (Client.Resubmit).')));
+    bannerEl.hidden = false;
+  }
+
+  // fmtOffset is a clock offset in ms, signed.
+  const fmtOffset = (ms) => (ms >= 0 ? '+' : '−') + fmtDuration(Math.round(Math.abs(ms)));
+
   async function loadSession() {
     try {
       session = await api('api/session');
@@ -526,15 +550,21 @@
       el('td', { class: 'num' }, String(p.busy) + ' / ' + String(p.concurrency)),
       el('td', { class: 'mono' }, p.version),
       el('td', { class: 'nowrap' }, fmtTime(p.started)),
-      el('td', { class: 'nowrap' + (p.heartbeat_age_ms > 15000 ? ' warn' : '') }, fmtTime(p.last_heartbeat) + ' (' + fmtDuration(p.heartbeat_age_ms) + ' ago)')));
+      el('td', { class: 'nowrap' + (p.heartbeat_age_ms > 15000 ? ' warn' : '') }, fmtTime(p.last_heartbeat) + ' (' + fmtDuration(p.heartbeat_age_ms) + ' ago)'),
+      el('td', { class: 'nowrap num' + (p.clock_warn || p.clock_jumps ? ' warn' : ''), 'data-clock': p.id,
+        title: 'Redis\'s clock minus this pool\'s, ± half the ' + (p.clock ? p.clock.rtt_ms.toFixed(1) : '?') + 'ms round trip' },
+        p.clock ? fmtOffset(p.clock.offset_ms) : '—',
+        p.clock_jumps ? ' (' + p.clock_jumps + ' jump' + (p.clock_jumps > 1 ? 's' : '') + ' back)' : '')));
     const leaderLine = rc.present
       ? el('p', { id: 'pools-leader' }, 'Maintenance leader ', el('strong', { class: 'mono' }, rc.leader), ' (token ', el('span', { class: 'mono' }, rc.token), ')',
         data.pools.some((p) => p.leader) ? '' : ' — not among the pools listed (a pool without heartbeats, or one that just stopped).')
       : el('p', { class: 'warn', id: 'pools-leader' }, 'No maintenance leader: expired leases are not detected and uncertain jobs are not reconciled.');
     show('pools', el('h1', {}, 'Pools ', el('small', { class: 'muted' }, data.pools.length + ' live')),
       leaderLine,
-      table(['Pool', 'Host', 'PID', 'Queues (weight)', 'Busy / slots', 'Version', 'Started', 'Last heartbeat'], rows, { id: 'pools' }),
-      el('p', { class: 'muted' }, 'Pools publish a heartbeat every few seconds; one that stops is dropped from this list after its heartbeat lapses.'));
+      table(['Pool', 'Host', 'PID', 'Queues (weight)', 'Busy / slots', 'Version', 'Started', 'Last heartbeat', 'Redis clock'], rows, { id: 'pools' }),
+      el('p', { class: 'muted' }, 'Pools publish a heartbeat every few seconds; one that stops is dropped from this list after its heartbeat lapses. ' +
+        'Redis clock is Redis\'s clock minus the pool\'s, measured on each heartbeat: due times and lease deadlines are on Redis\'s clock; ' +
+        'an offset beyond ' + fmtDuration(data.clock_warn_ms) + ', or a jump back (a failover to a node whose clock is behind), is flagged.'));
     schedule(5000);
   }
 
@@ -637,10 +667,19 @@
       el('td', { class: 'nowrap' }, fmtTime(j.deadline)),
       el('td', { class: j.overdue_ms >= 0 ? 'warn' : '' },
         j.overdue_ms >= 0 ? fmtDuration(j.overdue_ms) + ' overdue' : 'due in ' + fmtDuration(j.overdue_ms))));
+    const ck = data.clock || { pools: [] };
+    const offsets = ck.pools.map((p) => p.offset_ms);
+    const clockLine = el('p', { class: 'muted', id: 'stuck-clock' },
+      'Clock: deadlines and "overdue" are by Redis\'s clock (TIME of the Redis this dashboard reads). ',
+      'Redis\'s clock minus this dashboard\'s: ' + fmtOffset(ck.dashboard_offset_ms),
+      offsets.length ? '; minus the pools\': ' + fmtOffset(Math.min(...offsets)) + (offsets.length > 1 ? ' to ' + fmtOffset(Math.max(...offsets)) : '') : '',
+      '. Pools stop an attempt by their own clock, a safety margin before its deadline.');
     show('stuck',
       el('h1', {}, 'Stuck jobs'),
+      ck.warning ? el('p', { class: 'warn', id: 'stuck-clock-warning' }, ck.warning) : '',
       el('p', { class: 'muted' }, 'Running jobs whose lease deadline has passed or is within ' + fmtDuration(data.margin_ms) +
         ' (Redis time ' + fmtTime(data.server_time) + '). A live attempt renews its lease well before that; the maintenance leader moves an expired one to uncertain.'),
+      clockLine,
       table(['Queue', 'Job', 'Kind', 'Owner', 'Token', 'Lease deadline', 'Status'], rows, { id: 'stuck' }));
     schedule(5000);
   }
@@ -866,6 +905,7 @@
       a.classList.toggle('active', a.dataset.nav === (name || 'overview'));
     });
     if (!refresh) main.dataset.ready = '0';
+    loadBanner();
     try {
       switch (name) {
         case '': await overviewPage(my); break;

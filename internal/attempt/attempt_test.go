@@ -53,3 +53,28 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestStorageMark(t *testing.T) {
+	f := fence.Fence{Resource: "job:1", Token: 10, Owner: "w/1", OperationID: "1"}
+	refusal := func(f fence.Fence, stored lease.Token) error {
+		return fmt.Errorf("handler: %w", &fence.StaleError{Fence: f, StoredToken: stored, StoredOwner: "zombie"})
+	}
+	other := f
+	other.Resource = "account:7"
+	for name, c := range map[string]struct {
+		err  error
+		mark lease.Token
+		ok   bool
+	}{
+		"refusal of the attempt's fence": {refusal(f, 99), 99, true},
+		"another fence":                  {refusal(other, 99), 0, false},
+		"same token of another owner":    {refusal(f, 10), 0, false},
+		"plain ErrStale":                 {fence.ErrStale, 0, false},
+		"no error":                       {nil, 0, false},
+	} {
+		mark, ok := StorageMark(c.err, f)
+		if mark != c.mark || ok != c.ok {
+			t.Errorf("%s: %d, %v; want %d, %v", name, mark, ok, c.mark, c.ok)
+		}
+	}
+}

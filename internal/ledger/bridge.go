@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -78,7 +79,7 @@ type DeliveryClaim struct {
 // ClaimDelivery starts a fenced attempt on bridged job d.ID of queue q for
 // one delivery by another queue, creating the record on first sight (kind,
 // payload, operation id, marked bridged). The attempt is what a native claim
-// starts: state running, a new token max(stored + 1, Redis TIME in µs),
+// starts: state running, a new token in the fencing epoch (see Claim),
 // owner, lease deadline now + d.TTL, attempt + 1, indexed in running, so
 // Renew, Complete, the expirer and the resolver treat it as any job. A
 // bridged job is never in the due index: native pools never claim it, and
@@ -105,10 +106,18 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 	if d.Bridge == "" {
 		return nil, invalid("a delivery needs a bridge name")
 	}
-	v, err := l.run(ctx, bridgeClaimScript, q, d.ID, d.Kind, d.OperationID, d.Payload, d.MaxRetries,
-		d.Timeout.Milliseconds(), d.Owner, d.TTL.Milliseconds(), d.Bridge).Result()
-	r := newReply("bridge claim", v, err)
-	if err := r.need(1); err != nil {
+	var r *reply
+	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
+		v, err := l.batch.Run(ctx, bridgeClaimScript, l.mintKeys(q), l.prefix(q), d.ID, d.Kind, d.OperationID,
+			d.Payload, d.MaxRetries, d.Timeout.Milliseconds(), d.Owner, d.TTL.Milliseconds(), d.Bridge,
+			st.ReplID, st.Epoch).Result()
+		r = newReply("bridge claim", v, err)
+		if err := r.need(1); err != nil {
+			return false, err
+		}
+		return r.int(0) == 7, nil
+	})
+	if err != nil {
 		return nil, wrap("claim delivery "+d.ID, err)
 	}
 	out := &DeliveryClaim{Status: DeliveryStatus(r.int(0))}

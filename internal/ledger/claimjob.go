@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/fencedq/fencedq/lease"
 )
 
 var (
 	//go:embed lua/claim_job.lua
 	claimJobSrc    string
-	claimJobScript = redis.NewScript(prelude + claimJobSrc)
+	claimJobScript = script(claimJobSrc)
 )
 
 // ClaimJob is the fenced claim of job id of queue q alone, due or not and

@@ -72,20 +72,29 @@ const enqueueChunk = 500
 // registry unreachable) does not fail the enqueue, whose jobs exist and
 // run: the queue is registered again by the next Insert of this ledger,
 // and by every pool serving it as it runs.
+//
+// Every reply is checked for a rewind (see rewind.go), and with a record
+// (Config.Recent) each job created is recorded for Resubmit.
 func (l *Ledger) Insert(ctx context.Context, js []*NewJob) ([]*Inserted, error) {
+	return l.insert(ctx, js, "")
+}
+
+// insert is Insert in the enqueue script's mode: "" or "resubmit".
+func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inserted, error) {
 	defer l.registerPending(ctx)
 	type call struct {
 		queue string
 		idx   []int // positions in js
 		args  []any
 		cmd   *redis.Cmd
+		seen  seqSeen
 	}
 	var calls []*call
 	open := map[string]*call{}
 	for i, j := range js {
 		cl := open[j.Queue]
 		if cl == nil || len(cl.idx) == enqueueChunk {
-			cl = &call{queue: j.Queue, args: []any{l.prefix(j.Queue)}}
+			cl = &call{queue: j.Queue, args: []any{l.prefix(j.Queue), mode}, seen: l.watch.before(j.Queue)}
 			open[j.Queue] = cl
 			calls = append(calls, cl)
 		}
@@ -115,7 +124,7 @@ func (l *Ledger) Insert(ctx context.Context, js []*NewJob) ([]*Inserted, error) 
 	out := make([]*Inserted, len(js))
 	var firstErr error
 	for _, cl := range calls {
-		if err := l.decodeInsert(ctx, cl.queue, cl.idx, js, cl.cmd, out); err != nil && firstErr == nil {
+		if err := l.decodeInsert(ctx, cl.queue, cl.seen, mode == "", cl.idx, js, cl.cmd, out); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -126,30 +135,49 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// decodeInsert reads one enqueue call's reply into out and registers a
-// queue whose counters were empty (new, or lost with Redis's keys).
-func (l *Ledger) decodeInsert(ctx context.Context, q string, idx []int, js []*NewJob, cmd *redis.Cmd, out []*Inserted) error {
+// decodeInsert reads one enqueue call's reply into out, checks it for a
+// rewind, records the jobs it created (record: not for a re-submission)
+// and registers a queue whose counters were empty (new, or lost with
+// Redis's keys).
+func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, record bool, idx []int, js []*NewJob, cmd *redis.Cmd, out []*Inserted) error {
 	v, err := cmd.Result()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
 	}
+	const header = 4
 	r := newReply("enqueue", v, nil)
-	if err := r.need(1 + 2*len(idx)); err != nil {
+	if err := r.need(header + 2*len(idx)); err != nil {
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", err))
 	}
 	res := make([]Inserted, len(idx))
+	created := int64(0)
 	for n, i := range idx {
 		op := js[i].OperationID
 		if op == "" {
 			op = js[i].ID
 		}
-		res[n] = Inserted{JobID: r.str(2 + 2*n), Queue: q, OperationID: op, Deduplicated: r.int(1+2*n) == 0}
+		res[n] = Inserted{JobID: r.str(header + 1 + 2*n), Queue: q, OperationID: op, Deduplicated: r.int(header+2*n) == 0}
+		if !res[n].Deduplicated {
+			created++
+		}
 	}
+	seq := seqReply{seq: r.int(1), bumped: r.int(2), enqueued: r.int(3), created: created}
 	if r.err != nil {
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", r.err))
 	}
 	for n, i := range idx {
 		out[i] = &res[n]
+	}
+	// Checked before recording: these jobs are not lost. A re-submitted
+	// job keeps its first record.
+	l.observe(ctx, q, seen, seq)
+	if l.recent != nil && record {
+		at := time.Now()
+		for n, i := range idx {
+			if !res[n].Deduplicated {
+				l.recent.add(js[i], seq.seq, at)
+			}
+		}
 	}
 	if r.int(0) == 1 && l.RegisterQueues(ctx, q) != nil {
 		l.unregistered.Store(q, struct{}{}) // the jobs are written: register later

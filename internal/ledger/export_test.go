@@ -20,8 +20,8 @@ var brokenScripts = map[string]struct {
 		"if h[1] ~= 'running' or h[2] ~= token then", "if h[1] ~= 'running' then"},
 	// A claim hands out the job's previous token again instead of a higher one.
 	"claim-reuse-token": {&claimScript, claimSrc,
-		"local tok = num(h[2]) + 1\n    if now_us > tok then tok = now_us end",
-		"local tok = num(h[2])\n    if tok == 0 then tok = now_us end"},
+		"local stok = mint(last)",
+		"local stok = u64_norm(last)\n    if stok == '0' then stok = mint(last) end"},
 }
 
 // UseBrokenScript swaps the named script for its broken copy until restore
@@ -35,6 +35,6 @@ func UseBrokenScript(name string) (restore func()) {
 		panic(fmt.Sprintf("broken script %q: the text to replace is gone from the script", name))
 	}
 	orig := *b.script
-	*b.script = redis.NewScript(prelude + strings.Replace(b.src, b.old, b.new, 1))
+	*b.script = script(strings.Replace(b.src, b.old, b.new, 1))
 	return func() { *b.script = orig }
 }

@@ -6,7 +6,8 @@ package ledger
 //
 //	ns:{q}:job:<id>, ns:{q}:job:<id>:history, ns:{q}:op:<operation id>
 //	ns:{q}:<state>                  one sorted set per state (pending is the queue)
-//	ns:{q}:stats, :events, :reconciler, :paused, :idle, :notify, :series
+//	ns:{q}:stats, :events, :reconciler, :paused, :idle, :notify, :series, :rewinds
+//	ns:epoch                        the fencing epochs (internal/epoch)
 //	ns:queues, ns:reconciler:status, ns:pools, ns:pool:<id>
 //	ns:{periodic}:leader, :schedules, :schedule:<id>, :schedule:<id>:ticks
 //
@@ -59,3 +60,5 @@ func (l *Ledger) scheduleKeys(id string) []string {
 }
 
 func (l *Ledger) seriesKey(q string) string { return l.prefix(q) + "series" }
+
+func (l *Ledger) rewindsKey(q string) string { return l.prefix(q) + "rewinds" }

@@ -3,12 +3,14 @@ package ledger
 import (
 	"context"
 	_ "embed"
+	"log/slog"
 	"regexp"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -29,6 +31,23 @@ type Config struct {
 	// operation ids, which deduplicate enqueues) are kept (default
 	// DefaultRetention).
 	Retention time.Duration
+	// Sentinel, for a client made by redis.NewFailoverClient, is the same
+	// options: job tokens (and the leases the ledger reads) take their
+	// fencing epoch from the Sentinels' config epoch for the master; without
+	// it the epoch is counted in Redis (see package internal/epoch).
+	Sentinel *redis.FailoverOptions
+	// Logger receives the epoch tracker's and the rewind detector's logs
+	// (default slog.Default()).
+	Logger *slog.Logger
+	// Name names this process in recorded rewinds (a pool's worker id;
+	// default "client").
+	Name string
+	// Recent is how many acknowledged enqueues the ledger records for
+	// Resubmit (0: none).
+	Recent int
+	// OnRewind, when set, is called with each rewind this ledger detects,
+	// after it was logged and recorded (see rewind.go).
+	OnRewind func(Rewind)
 }
 
 // Validate checks the configuration (the namespace's characters).
@@ -42,6 +61,12 @@ func (c Config) WithDefaults() Config {
 	if c.Retention <= 0 {
 		c.Retention = DefaultRetention
 	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Name == "" {
+		c.Name = "client"
+	}
 	return c
 }
 
@@ -50,11 +75,18 @@ func (c Config) WithDefaults() Config {
 // touches only the keys of one queue, hash-tagged {<queue>}, so it runs on
 // Redis Cluster. keys.go builds every key; ARCHITECTURE.md describes the
 // layout and every script.
+//
+// Job tokens are minted in fencing epochs (package internal/epoch): a
+// token minted after a failover is above every token minted before it,
+// whatever the promoted node's clock says.
 type Ledger struct {
 	rdb    redis.UniversalClient
 	cfg    Config
 	batch  *scriptbatch.Batcher
 	leases *lease.Manager // reads the maintenance leader's lease
+	epoch  *epoch.Tracker // the epoch claims mint job tokens in
+	watch  watch          // the write sequences seen, for rewind detection
+	recent *recent        // acknowledged enqueues, for Resubmit (nil: none recorded)
 	// unregistered holds queues an enqueue wrote to whose registration
 	// failed; the next Insert registers them again (see decodeInsert).
 	unregistered sync.Map
@@ -64,7 +96,9 @@ type Ledger struct {
 func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 	cfg = cfg.WithDefaults()
 	return &Ledger{rdb: rdb, cfg: cfg, batch: scriptbatch.New(rdb),
-		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace})}
+		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel}),
+		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
+		recent: newRecent(cfg.Recent)}
 }
 
 // run executes a ledger script; concurrent calls (a pool's claims, renewals
@@ -135,20 +169,41 @@ var (
 	runNowSrc string
 	//go:embed lua/bridge_claim.lua
 	bridgeClaimSrc string
+	//go:embed lua/raise.lua
+	raiseSrc string
+	//go:embed lua/rewind.lua
+	rewindSrc string
 
-	enqueueScript  = redis.NewScript(prelude + enqueueSrc)
-	claimScript    = redis.NewScript(prelude + claimSrc)
-	renewScript    = redis.NewScript(prelude + renewSrc)
-	completeScript = redis.NewScript(prelude + completeSrc)
-	expireScript   = redis.NewScript(prelude + expireSrc)
-	resolveScript  = redis.NewScript(prelude + resolveSrc)
-	leadScript     = redis.NewScript(prelude + leadSrc)
-	cancelScript   = redis.NewScript(prelude + cancelSrc)
-	pauseScript    = redis.NewScript(prelude + pauseSrc)
-	runNowScript   = redis.NewScript(prelude + runNowSrc)
+	enqueueScript  = script(enqueueSrc)
+	claimScript    = script(claimSrc)
+	renewScript    = script(renewSrc)
+	completeScript = script(completeSrc)
+	expireScript   = script(expireSrc)
+	resolveScript  = script(resolveSrc)
+	leadScript     = script(leadSrc)
+	cancelScript   = script(cancelSrc)
+	pauseScript    = script(pauseSrc)
+	runNowScript   = script(runNowSrc)
+	raiseScript    = script(raiseSrc)
+	rewindScript   = script(rewindSrc)
 
-	bridgeClaimScript = redis.NewScript(prelude + bridgeClaimSrc)
+	bridgeClaimScript = script(bridgeClaimSrc)
 )
+
+// script builds a ledger script: internal/epoch's library (token minting
+// and comparison of decimal uint64 tokens), the prelude, then src.
+func script(src string) *redis.Script { return redis.NewScript(epoch.Lua + prelude + src) }
+
+// mintKeys returns the KEYS of a minting script (claim, bridge claim) of
+// queue q: the ledger layout, then the namespace's epoch record when epochs
+// are on (not on Redis Cluster, whose scripts touch one hash slot).
+func (l *Ledger) mintKeys(q string) []string {
+	keys := l.keys(q)
+	if l.epoch.Enabled() {
+		keys = append(keys, l.epoch.Key())
+	}
+	return keys
+}
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/model"
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -45,6 +46,11 @@ type machine struct {
 	seq    int64               // makes due times distinct
 	high   uint64              // the highest token handed out
 	floor  uint64              // the highest token handed out before Redis lost its keys
+	epoch  uint64              // the fencing epoch of the last claim's tokens
+	minted bool                // a claim handed out tokens
+	// restarted is true when Redis restarted since the last claim that
+	// handed out tokens.
+	restarted bool
 }
 
 var machineSeq int
@@ -131,15 +137,30 @@ func (m *machine) claim(t *rapid.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	if len(res.Jobs) > 0 {
-		// The script's clock, from its evidence: deadline = now + ttl, and
-		// a token is max(previous + 1, now in µs).
+		// The script's clock and fencing epoch, from its evidence: deadline
+		// = now + ttl, and a token is max(previous + 1, (epoch << 52) + now
+		// in µs).
 		in.Now = res.Jobs[0].Deadline.UnixMilli() - in.TTL
-		in.NowMicro = uint64(in.Now) * 1000
+		e := epoch.Of(uint64(res.Jobs[0].Token))
+		us := uint64(in.Now) * 1000
 		for _, c := range res.Jobs {
-			if v := uint64(c.Token); v/1000 == uint64(in.Now) && (in.NowMicro%1000 == 0 || v < in.NowMicro) {
-				in.NowMicro = v
+			if epoch.Of(uint64(c.Token)) != e {
+				t.Fatalf("one claim minted tokens %d and %d of two epochs", res.Jobs[0].Token, c.Token)
+			}
+			if v := uint64(c.Token) - epoch.Floor(e, 0); v/1000 == uint64(in.Now) && (us%1000 == 0 || v < us) {
+				us = v
 			}
 		}
+		in.NowMicro = epoch.Floor(e, int64(us))
+		// Every restart gives the server a new replication id, so the first
+		// claim after one that followed a claim mints in a higher epoch.
+		switch {
+		case e < m.epoch:
+			t.Fatalf("claim minted in epoch %d after epoch %d", e, m.epoch)
+		case m.restarted && m.minted && e == m.epoch:
+			t.Fatalf("claim after a restart minted in epoch %d again", e)
+		}
+		m.epoch, m.minted, m.restarted = e, true, false
 	}
 	next, ev := m.m.Claim(in)
 	got := model.Claimed{Paused: res.Paused}
@@ -346,6 +367,7 @@ func (m *machine) restart(t *rapid.T) {
 		return // restarts are slow: most draws do nothing
 	}
 	m.srv.Restart()
+	m.restarted = true
 	m.m = m.m.Restart(model.Restart{Persistent: m.persistent})
 	if !m.persistent {
 		m.step.Reset = true

@@ -21,6 +21,12 @@ type PoolInfo struct {
 	LastHeartbeat time.Time      `json:"last_heartbeat"`
 	// Kinds are the rules of the kinds the pool runs, by kind.
 	Kinds map[string]KindRules `json:"kinds,omitempty"`
+	// Clock is the pool's latest measurement of Redis's clock against its
+	// own (zero before the first).
+	Clock ClockSample `json:"clock,omitzero"`
+	// ClockJumps counts the times the pool saw Redis's clock jump
+	// backwards since it started.
+	ClockJumps int64 `json:"clock_jumps,omitempty"`
 }
 
 // KindRules say what a kind's Go type does beyond its JSON: the checks a
@@ -36,6 +42,40 @@ type KindRules struct {
 
 // Any reports whether the kind has any rule.
 func (r KindRules) Any() bool { return r.Validate || r.Resource || r.Sensitive }
+
+// ClockSample is one measurement of Redis's clock against the local one:
+// a TIME call, its reply placed at the midpoint of the round trip.
+type ClockSample struct {
+	// At is the local time of the midpoint.
+	At time.Time `json:"at"`
+	// Redis is Redis's TIME reply.
+	Redis time.Time `json:"redis"`
+	// OffsetMS is Redis's clock minus the local one, in milliseconds
+	// (positive: Redis is ahead), within ±RTTMS/2.
+	OffsetMS float64 `json:"offset_ms"`
+	// RTTMS is the round trip of the TIME call, in milliseconds.
+	RTTMS float64 `json:"rtt_ms"`
+}
+
+// Offset returns OffsetMS as a duration.
+func (c ClockSample) Offset() time.Duration {
+	return time.Duration(c.OffsetMS * float64(time.Millisecond))
+}
+
+// Clock measures Redis's clock against the local one (one TIME call).
+func (l *Ledger) Clock(ctx context.Context) (ClockSample, error) {
+	sent := time.Now()
+	t, err := l.rdb.Time(ctx).Result()
+	if err != nil {
+		return ClockSample{}, wrap("time", err)
+	}
+	rtt := time.Since(sent) // monotonic
+	mid := sent.Add(rtt / 2)
+	return ClockSample{At: mid, Redis: t, OffsetMS: ms64(t.Sub(mid)), RTTMS: ms64(rtt)}, nil
+}
+
+// ms64 is d in milliseconds, to the microsecond.
+func ms64(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Heartbeat publishes p (LastHeartbeat is set here) for ttl: a pool that
 // stops beating disappears from Pools after ttl.

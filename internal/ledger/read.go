@@ -175,7 +175,7 @@ func (l *Ledger) FindByOperation(ctx context.Context, op string) (*Record, error
 
 // Entry is one line of a job's history (see History).
 type Entry struct {
-	Event    string    `json:"event"` // enqueued, attempt, end, fenced, deduplicated, resolve, cancel, run_now
+	Event    string    `json:"event"` // enqueued, attempt, end, fenced, deduplicated, resolve, cancel, run_now, raised
 	At       time.Time `json:"at"`
 	Attempt  int       `json:"attempt,omitempty"`
 	Token    string    `json:"token,omitempty"`
@@ -195,7 +195,7 @@ type Entry struct {
 // rejection, a deduplication or an operator action, naming the job it
 // concerns.
 type Event struct {
-	Type    string    `json:"type"` // fenced, deduplicated, cancel, run_now, pause, resume
+	Type    string    `json:"type"` // fenced, deduplicated, cancel, run_now, pause, resume, rewind, resubmitted
 	At      time.Time `json:"at"`
 	Job     string    `json:"job,omitempty"`
 	Op      string    `json:"op,omitempty"`
@@ -412,7 +412,8 @@ func (l *Ledger) Counts(ctx context.Context, q string) (map[State]int64, error) 
 // Stats returns queue q's counters: enqueued, attempted, succeeded, dead,
 // cancelled, retried, deferred, uncertain, deduplicated_enqueue,
 // deduplicated_execute, fenced_commit, fenced_renew, dropped_missing,
-// resolved_<decision>.
+// resolved_<decision>, raised, rewinds, resubmitted; and seq, the queue's
+// write sequence (see rewind.go).
 func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) {
 	h, err := l.rdb.HGetAll(ctx, l.prefix(q)+"stats").Result()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -144,7 +145,9 @@ func (t Tick) OperationID(id string) string { return PeriodicOperationID(id, t.T
 //go:embed lua/schedule.lua
 var scheduleSrc string
 
-var scheduleScript = redis.NewScript(scheduleSrc)
+// scheduleScript starts with internal/epoch's library: leader tokens are
+// compared as decimal uint64 strings (exact above 2^53, unlike Lua numbers).
+var scheduleScript = redis.NewScript(epoch.Lua + scheduleSrc)
 
 // scheduleWrite runs schedule.lua and maps its reply.
 func (l *Ledger) scheduleWrite(ctx context.Context, what, id string, args ...any) (time.Time, error) {

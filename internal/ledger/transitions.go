@@ -3,9 +3,11 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -52,15 +54,33 @@ const claimWidth = 12
 
 // Claim is the fenced claim: it takes up to max due jobs of queue q for
 // owner and starts an attempt on each (running, a new token
-// max(stored + 1, Redis TIME in µs), lease deadline now + ttl, attempt + 1).
-// A paused queue yields nothing.
+// max(stored + 1, (epoch << 52) + Redis TIME in µs), lease deadline
+// now + ttl, attempt + 1). After a failover the first claim that finds due
+// jobs learns the new primary's fencing epoch before minting, so its tokens
+// are above every token minted before, whatever the new primary's clock
+// says; while the primary keeps changing it fails with an error matching
+// epoch.ErrUnsettled (lease.ErrUnsettled). A paused queue yields nothing.
 func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, max int) (*ClaimResult, error) {
 	if max <= 0 {
 		return &ClaimResult{}, nil
 	}
-	v, err := l.run(ctx, claimScript, q, owner, ttl.Milliseconds(), max).Result()
-	r := newReply("claim", v, err)
-	if err := r.need(3); err != nil {
+	var r *reply
+	var seen seqSeen
+	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
+		seen = l.watch.before(q)
+		v, err := l.batch.Run(ctx, claimScript, l.mintKeys(q),
+			l.prefix(q), owner, ttl.Milliseconds(), max, st.ReplID, st.Epoch).Result()
+		r = newReply("claim", v, err)
+		if err := r.need(3); err != nil {
+			return false, err
+		}
+		return r.int(0) == -1, nil
+	})
+	if err != nil {
+		return nil, wrap("claim "+q, err)
+	}
+	const header = 6
+	if err := r.need(header); err != nil {
 		return nil, wrap("claim "+q, err)
 	}
 	res := &ClaimResult{Paused: r.int(0) == 1, DueIn: -1}
@@ -68,12 +88,13 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 		res.DueIn = time.Duration(due) * time.Millisecond
 	}
 	n := int(r.int(2))
-	if err := r.need(3 + n*claimWidth); err != nil {
+	seq := seqReply{seq: r.int(3), bumped: r.int(4), enqueued: r.int(5)}
+	if err := r.need(header + n*claimWidth); err != nil {
 		return nil, wrap("claim "+q, err)
 	}
 	res.Jobs = make([]Claimed, n)
 	for i := range res.Jobs {
-		b := 3 + i*claimWidth
+		b := header + i*claimWidth
 		c := Claimed{
 			ID: r.str(b), Queue: q, Token: lease.Token(r.uint(b + 1)), Deadline: time.UnixMilli(r.int(b + 2)),
 			Attempt: int(r.int(b + 3)), Payload: []byte(r.str(b + 4)), Kind: r.str(b + 5),
@@ -86,10 +107,14 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 		}
 		res.Jobs[i] = c
 	}
-	for i := 3 + n*claimWidth; i+1 < r.len(); i += 2 {
+	for i := header + n*claimWidth; i+1 < r.len(); i += 2 {
 		res.Dropped = append(res.Dropped, Dropped{ID: r.str(i), State: r.str(i + 1)})
 	}
-	return res, wrap("claim "+q, r.err)
+	if r.err != nil {
+		return nil, wrap("claim "+q, r.err)
+	}
+	l.observe(ctx, q, seen, seq)
+	return res, nil
 }
 
 // Attempt names one running attempt: a job and the token that runs it.
@@ -222,17 +247,23 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 		}
 		args = append(args, c.ID, c.Token.String(), outcome, o.Error, o.RetryIn.Milliseconds(), o.Reason, fence)
 	}
+	seen := l.watch.before(q)
 	v, err := l.run(ctx, completeScript, q, args...).Result()
+	const header = 3
 	r := newReply("complete", v, err)
-	if err := r.need(completeWidth * len(cs)); err != nil {
+	if err := r.need(header + completeWidth*len(cs)); err != nil {
 		return nil, wrap("complete "+q, err)
 	}
 	out := make([]Committed, len(cs))
 	for i := range out {
-		b := completeWidth * i
+		b := header + completeWidth*i
 		out[i] = Committed{Applied: r.int(b) == 1, State: State(r.str(b + 1)), Current: lease.Token(r.uint(b + 2))}
 	}
-	return out, wrap("complete "+q, r.err)
+	if r.err != nil {
+		return nil, wrap("complete "+q, r.err)
+	}
+	l.observe(ctx, q, seen, seqReply{seq: r.int(0), bumped: r.int(1), enqueued: r.int(2)})
+	return out, nil
 }
 
 // Expired is what one expiry pass did.
@@ -422,4 +453,31 @@ func (l *Ledger) RunNow(ctx context.Context, q, id, actor, note string) error {
 		return fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
 	}
 	return wrap("run now "+id, r.err)
+}
+
+// Raise makes the next token minted for job id of queue q greater than
+// mark, and reports whether it recorded the mark. Call it with the
+// high-water mark of a storage refusal of the job's own token (the
+// StoredToken of a *fence.StaleError for resource "job:<id>"): storage has
+// seen a token the ledger no longer knows (a failover lost it, and the
+// epochs could not tell), and the next attempt then mints above it at once
+// instead of being refused. A running attempt is not ended: its outcome is
+// committed by its token as usual. Tokens only rise, so a wrong mark costs
+// nothing but token space; a mark the job's token already reaches, or an
+// unknown job, changes nothing.
+func (l *Ledger) Raise(ctx context.Context, q, id string, mark lease.Token) (bool, error) {
+	switch {
+	case uint64(mark) == math.MaxUint64:
+		return false, invalid("no token is above mark %d", mark)
+	case mark == 0:
+		return false, nil
+	}
+	if err := ValidateQueue(q); err != nil {
+		return false, err
+	}
+	n, err := l.run(ctx, raiseScript, q, id, mark.String()).Int()
+	if err != nil {
+		return false, wrap("raise "+id, err)
+	}
+	return n == 1, nil
 }

@@ -29,6 +29,11 @@ type Set struct {
 	Leader            prometheus.Gauge
 	LastScan          prometheus.Gauge
 	MaintenanceErrors *prometheus.CounterVec // service
+	// Redis failovers and clocks.
+	Rewinds     *prometheus.CounterVec // queue
+	Resubmitted *prometheus.CounterVec // queue
+	ClockOffset prometheus.Gauge
+	ClockJumps  prometheus.Counter
 }
 
 // Label values used by the pool.
@@ -115,6 +120,18 @@ func New(reg prometheus.Registerer) *Set {
 		LastScan: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencedq_maintenance_last_scan_timestamp_seconds", Help: "When this pool, as the maintenance leader, last completed a status scan of every queue.",
 		}),
+		Rewinds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_ledger_rewinds_total", Help: "Times this process found a queue's ledger gone back: Redis came back with older data (a failover to a lagging replica, a restart from an older snapshot) and acknowledged writes were lost.",
+		}, []string{"queue"}),
+		Resubmitted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_jobs_resubmitted_total", Help: "Recorded enqueues an enqueue client re-created after a ledger rewind (jobs the rewound ledger had lost).",
+		}, []string{"queue"}),
+		ClockOffset: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencedq_redis_clock_offset_seconds", Help: "Redis's clock (TIME) minus this pool's, measured on each heartbeat from the round trip's midpoint; every lease deadline and due time is on Redis's clock.",
+		}),
+		ClockJumps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencedq_redis_clock_jumps_total", Help: "Times Redis's clock jumped backwards against this pool's between two heartbeats (a failover to a node whose clock is behind, or a clock stepped back).",
+		}),
 		MaintenanceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_maintenance_errors_total", Help: "Maintenance passes that failed, by service (expirer, resolver, pruner, status, periodic, outbox_relay); a pass failing on one queue, one schedule or the effect log counts once for each.",
 		}, []string{"service"}),
@@ -136,6 +153,10 @@ func New(reg prometheus.Registerer) *Set {
 	m.Leader = register(reg, m.Leader)
 	m.LastScan = register(reg, m.LastScan)
 	m.MaintenanceErrors = register(reg, m.MaintenanceErrors)
+	m.Rewinds = register(reg, m.Rewinds)
+	m.Resubmitted = register(reg, m.Resubmitted)
+	m.ClockOffset = register(reg, m.ClockOffset)
+	m.ClockJumps = register(reg, m.ClockJumps)
 	return m
 }
 

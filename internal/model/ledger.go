@@ -121,8 +121,9 @@ func (l Ledger) Enqueue(in Enqueue) (Ledger, Enqueued) {
 }
 
 // Claim starts attempts on up to Max pending jobs due at Now (ms), taken
-// in order of due time, then id. NowMicro is the Redis clock in µs: each
-// new token is max(previous token + 1, NowMicro). TTL is the lease in ms.
+// in order of due time, then id. NowMicro is the token floor, (fencing
+// epoch << 52) + the Redis clock in µs: each new token is max(previous
+// token + 1, NowMicro). TTL is the lease in ms.
 type Claim struct {
 	Max      int
 	TTL      int64

@@ -5,10 +5,14 @@
 -- a re-run stays out of the due index: see move in prelude.lua). Running, it
 -- is indexed in 'running' like any job, so the expirer and the resolver
 -- handle it as they handle native jobs.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the epoch record.
 -- ARGV 2 job id   3 kind   4 operation id ('' = the job id)   5 payload
 --      6 max retries   7 timeout ms (0 = none)   8 owner   9 lease ttl ms
 --     10 bridge name (e.g. 'asynq')
+--     11 replication id of the primary the caller's epoch is for ('' when epochs are off)
+--     12 the caller's epoch
+-- The token is minted as claim.lua mints it: max(stored + 1, (epoch << 52) +
+-- Redis TIME in µs), above a storage mark recorded by raise.lua.
 -- Reply: {1, token, deadline ms, attempt, created (1 = first sight)}  claimed
 --        {2, state}                    already final: a duplicate delivery
 --        {3, owner, deadline ms}       running under a live lease elsewhere
@@ -19,10 +23,12 @@
 --        {5, state}                    a native job (or another job owning the
 --                                      operation id) has this id: not claimed
 --        {6}                           the queue is paused
+--        {7, replication id, epoch}    the caller must refresh its epoch
+--                                      (internal/epoch); nothing was written
 local id, kind, op, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local owner, ttl, bridge = ARGV[8], num(ARGV[9]), ARGV[10]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'bridge', 'deadline', 'owner', 'reconcile_tries')
+local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'bridge', 'deadline', 'owner', 'reconcile_tries', 'mark')
 local state = h[1]
 local created = 0
 if not state then
@@ -33,6 +39,7 @@ if not state then
 end
 if state and not h[4] then return {5, state} end
 if state == 'succeeded' or state == 'dead' or state == 'cancelled' then
+  seq_bump()
   count('deduplicated_execute')
   event({type = 'deduplicated', stage = 'execute', job = id})
   record(id, {event = 'deduplicated', stage = 'execute'})
@@ -41,6 +48,7 @@ end
 if state == 'running' then
   if num(h[5]) > now then return {3, h[6] or '', num(h[5])} end
   local reason = 'lease expired without commit'
+  seq_bump()
   move(id, 'running', 'uncertain', now)
   redis.call('HSET', k, 'state', 'uncertain', 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
   record(id, {event = 'end', attempt = num(h[3]), token = h[2], outcome = 'uncertain', reason = reason})
@@ -50,9 +58,15 @@ end
 if state == 'uncertain' or state == 'review' then return {4, state, num(h[7])} end
 if state and state ~= 'pending' then return {5, state} end
 if redis.call('EXISTS', pausedk) == 1 then return {6} end
-local tok = num(h[2]) + 1
-if now_us > tok then tok = now_us end
-local stok = fmt(tok)
+local ep, stale = epoch_check(KEYS[13], ARGV[11], ARGV[12])
+if not ep then return {7, stale[1], stale[2]} end
+local last = h[2]
+if h[8] then -- storage's mark (raise.lua): mint above it
+  last = u64_max(last, h[8])
+  redis.call('HDEL', k, 'mark')
+end
+local stok = token_mint(last, ep, now_us)
+seq_bump()
 local attempt = num(h[3]) + 1
 local deadline = fmt(now + ttl)
 if not state then

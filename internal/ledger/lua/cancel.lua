@@ -11,12 +11,14 @@ local k = jobkey(id)
 local h = redis.call('HMGET', k, 'state', 'op')
 if not h[1] then return {0, 'missing'} end
 if h[1] == 'running' then
+  seq_bump()
   redis.call('HSET', k, 'cancel', actor)
   record(id, {event = 'cancel', from = 'running', actor = actor, note = note})
   event({type = 'cancel', job = id, actor = actor})
   return {2, 'running'}
 end
 if h[1] ~= 'pending' then return {0, h[1]} end
+seq_bump()
 move(id, 'pending', 'cancelled', now)
 redis.call('HSET', k, 'state', 'cancelled', 'reason', 'cancelled by ' .. actor, 'finished', fmt(now))
 record(id, {event = 'cancel', from = 'pending', actor = actor, note = note})

@@ -1,10 +1,18 @@
 -- claim.lua: the fenced claim. Takes up to N due pending jobs of the queue
--- and starts an attempt on each: a new token max(stored + 1, Redis TIME in µs),
--- owner, lease deadline now + ttl, attempt count + 1.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- and starts an attempt on each: a new token max(stored + 1, (epoch << 52) +
+-- Redis TIME in µs) (internal/epoch), owner, lease deadline now + ttl,
+-- attempt count + 1. A storage mark recorded by raise.lua lifts the stored
+-- token first, so the new token is above it.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the epoch record.
 -- ARGV 2 owner (pool id)   3 lease ttl ms   4 at most this many jobs
--- Reply: {paused, next due in ms, claimed count, claimed..., dropped...}
+--      5 replication id of the primary the caller's epoch is for ('' when epochs are off)
+--      6 the caller's epoch
+-- Reply: {paused, next due in ms, claimed count, seq, seq raised, enqueued,
+--         claimed..., dropped...}
+--        {-1, replication id, recorded epoch} when due jobs were found but the
+--        caller must refresh its epoch (internal/epoch): nothing was written
 --   paused: 1 when the queue is paused (nothing is claimed)
+--   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua)
 --   next due in ms: when fewer jobs were due than asked for, how long until the
 --            earliest pending job left is due, by Redis time (-1: none left)
 --   claimed: 12 values per job: id, token, deadline ms, attempt, payload, kind,
@@ -13,26 +21,41 @@
 --            headers ('' = none)
 --   dropped: 2 values per index entry that was not claimable and was removed
 --            from the due index: id, why ('missing', or the job's state)
-if redis.call('EXISTS', pausedk) == 1 then return {1, -1, 0} end
+if redis.call('EXISTS', pausedk) == 1 then
+  local s, b, e = seq_reply()
+  return {1, -1, 0, s, b, e}
+end
 local owner, ttl = ARGV[2], num(ARGV[3])
 local max = num(ARGV[4])
 local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', now, 'LIMIT', 0, max)
-if #ids > 0 then call_chunked('ZREM', index['pending'], ids, 1000) end
+local ep = 0
+if #ids > 0 then
+  -- Only a claim that mints checks the epoch (an idle poll runs no INFO).
+  local stale
+  ep, stale = epoch_check(KEYS[13], ARGV[5], ARGV[6])
+  if not ep then return {-1, stale[1], stale[2]} end
+  call_chunked('ZREM', index['pending'], ids, 1000)
+  seq_bump()
+end
+local mint = minter(ep)
 local call = redis.call
 local dropped, running, nrun = {}, {}, 0
 local deadline = now + ttl
 local sdeadline = fmt(deadline)
--- the reply's claimed values are written in place after its 3-value header
-local reply, r = {0, -1, 0}, 3
+-- the reply's claimed values are written in place after its 6-value header
+local reply, r = {0, -1, 0, 0, 0, 0}, 6
 for i = 1, #ids do
   local id = ids[i]
   local k = P .. 'job:' .. id
   local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
-    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence', 'headers')
+    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence', 'mark', 'headers')
   if h[1] == 'pending' then
-    local tok = num(h[2]) + 1
-    if now_us > tok then tok = now_us end
-    local stok = fmt(tok)
+    local last = h[2]
+    if h[13] then -- storage's mark (raise.lua): mint above it
+      last = u64_max(last, h[13])
+      call('HDEL', k, 'mark')
+    end
+    local stok = mint(last)
     local attempt = num(h[3]) + 1
     call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
       'attempts', attempt, 'started', snow)
@@ -45,7 +68,7 @@ for i = 1, #ids do
     end
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, stok, sdeadline, attempt, h[4] or ''
     reply[r + 6], reply[r + 7], reply[r + 8], reply[r + 9], reply[r + 10] = h[5] or '', h[6] or '', h[7] or '', num(h[8]), num(h[9])
-    reply[r + 11], reply[r + 12] = num(h[10]), h[13] or ''
+    reply[r + 11], reply[r + 12] = num(h[10]), h[14] or ''
     r = r + 12
   else
     local why = h[1] or 'missing'
@@ -61,7 +84,7 @@ for i = 1, #ids do
   end
 end
 call_chunked('ZADD', index['running'], running, 1000)
-local n = (r - 3) / 12
+local n = (r - 6) / 12
 if n > 0 then count('attempted', n) end
 local next_due = -1
 if #ids < max then
@@ -72,5 +95,6 @@ if #ids < max then
   if first[2] then next_due = math.max(num(first[2]) - now, 0) end
 end
 reply[2], reply[3] = next_due, n
+reply[4], reply[5], reply[6] = seq_reply()
 for j = 1, #dropped do reply[r + j] = dropped[j] end
 return reply

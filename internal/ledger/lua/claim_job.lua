@@ -1,20 +1,26 @@
 -- claim_job.lua: the fenced claim of one pending job, named by id, due or
 -- not and whether or not its queue is paused (package fencedqtest runs one
 -- job inline in an application's test). The attempt is claim.lua's: a new
--- token max(stored + 1, Redis TIME in µs), owner, lease deadline now + ttl,
--- attempt count + 1.
+-- token above the stored one (and above storage's mark when one was fed
+-- back), owner, lease deadline now + ttl, attempt count + 1.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 job id   3 owner   4 lease ttl ms
 -- Reply: {1, token, deadline ms, attempt}, or {0, why}: 'missing', 'bridged'
 --   (its own queue delivers it) or the job's state when it is not pending
 local id, owner, ttl = ARGV[2], ARGV[3], num(ARGV[4])
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'hist', 'fence', 'bridge')
+local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'hist', 'fence', 'bridge', 'mark')
 if h[1] ~= 'pending' then return {0, h[1] or 'missing'} end
 if h[6] then return {0, 'bridged'} end
-local tok = num(h[2]) + 1
-if now_us > tok then tok = now_us end
-local stok, sdeadline, attempt = fmt(tok), fmt(now + ttl), num(h[3]) + 1
+local last = h[2] or '0'
+if h[7] then
+  last = u64_max(last, h[7])
+  redis.call('HDEL', k, 'mark')
+end
+-- epoch 0: tokens above 2^53 (epochs 1 and up) are added to exactly, as
+-- strings, so the new token is strictly above the stored one
+local stok, sdeadline, attempt = token_mint(last, 0, now_us), fmt(now + ttl), num(h[3]) + 1
+seq_bump()
 redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
   'attempts', attempt, 'started', snow)
 if h[5] then redis.call('HDEL', k, 'fence') end

@@ -9,11 +9,13 @@
 --   operator asked to cancel becomes cancelled; a defer (resource busy) puts
 --   the job back without consuming its attempt; unknown_kind (the pool knows no
 --   worker for the kind) is a defer that also counts kind_defers and says why.
--- Reply: 3 values per outcome: applied (1) or stale (0), the job's state,
---   the job's current token ('0' when missing).
+-- Reply: {seq, seq raised, enqueued, then 3 values per outcome: applied (1) or
+--   stale (0), the job's state, the job's current token ('0' when missing)}.
+--   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua).
 local retention = ARGV[2]
 local call = redis.call
-local reply, r = {}, 0
+local reply, r = {0, 0, 0}, 3
+seq_bump()
 for i = 3, #ARGV, 7 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local k = P .. 'job:' .. id
@@ -99,4 +101,5 @@ for i = 3, #ARGV, 7 do
 end
 flush_moves()
 flush_tally()
+reply[1], reply[2], reply[3] = seq_reply()
 return reply

@@ -1,30 +1,38 @@
 -- enqueue.lua: create pending jobs, each unless its operation id is already
 -- known (one job for Enqueue, a batch for EnqueueMany).
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
--- ARGV from 2, 10 values per job:
+-- ARGV 2 mode: '' (enqueue) or 'resubmit' (a client re-submits enqueues it recorded,
+--   after a detected rewind: a job whose record or operation id exists is left as it
+--   is and reported deduplicated, even without an operation id)
+-- ARGV from 3, 10 values per job:
 --   job id, kind, operation id ('' = the job id: no operation key is written),
 --   resource ('' = the job), payload (JSON),
 --   args for display (JSON with sensitive fields redacted; '' = the payload, stored as '='),
 --   max retries, timeout ms (0 = pool default), delay ms (the due time is Redis TIME plus the
 --   delay, so no client clock is involved; negative for a RunAt already past),
 --   headers (a JSON object of strings, returned by every claim; '' = none, nothing written)
--- Reply: {first, then 2 values per job: created (1) or deduplicated (0), job id}
+-- Reply: {first, seq, seq raised (1/0), enqueued, then 2 values per job: created (1)
+--   or deduplicated (0), job id}
 --   first = 1 when the queue's counters were empty before this call: the caller
---   (re-)registers the queue. A deduplicated job returns the existing job's id
+--   (re-)registers the queue. seq, seq raised and enqueued: the write sequence
+--   (see seq_bump in prelude.lua). A deduplicated job returns the existing job's id
 --   and writes nothing.
 local created, due = 0, {}
-local reply = {0}
-for i = 2, #ARGV, 10 do
+local reply = {0, 0, 0, 0}
+local resubmit = ARGV[2] == 'resubmit'
+seq_bump()
+for i = 3, #ARGV, 10 do
   local id, kind, op, resource, payload, display = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local existing = false
-  if op ~= '' then
-    existing = redis.call('GET', opkey(op))
-    if existing then
+  if op ~= '' then existing = redis.call('GET', opkey(op)) end
+  if resubmit and not existing and redis.call('EXISTS', jobkey(id)) == 1 then existing = id end
+  if existing then
+    if not resubmit then
       tallied('deduplicated_enqueue')
       event({type = 'deduplicated', stage = 'enqueue', job = existing, op = op})
-    else
-      redis.call('SET', opkey(op), id)
     end
+  elseif op ~= '' then
+    redis.call('SET', opkey(op), id)
   end
   if existing then
     reply[#reply + 1], reply[#reply + 2] = 0, existing
@@ -42,6 +50,10 @@ for i = 2, #ARGV, 10 do
     opt('headers', ARGV[i + 9])
     if run_at ~= now then opt('run_at', fmt(run_at)) end
     redis.call('HSET', jobkey(id), unpack(f))
+    if resubmit then
+      tallied('resubmitted')
+      event({type = 'resubmitted', job = id, op = op})
+    end
     due[#due + 1], due[#due + 2] = fmt(run_at), id
     created = created + 1
     reply[#reply + 1], reply[#reply + 2] = 1, id
@@ -53,4 +65,5 @@ if created > 0 then
   if count('enqueued', created) == created then reply[1] = 1 end
 end
 flush_tally()
+reply[2], reply[3], reply[4] = seq_reply()
 return reply

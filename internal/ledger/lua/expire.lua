@@ -10,6 +10,7 @@ if not reconciler_ok(ARGV[2]) then return {-1} end
 local ids = redis.call('ZRANGEBYSCORE', index['running'], '-inf', now, 'LIMIT', 0, num(ARGV[3]))
 local moved, dropped = {}, {}
 local reason = 'lease expired without commit'
+if #ids > 0 then seq_bump() end
 for _, id in ipairs(ids) do
   local k = jobkey(id)
   local h = redis.call('HMGET', k, 'state', 'deadline', 'token', 'attempts')

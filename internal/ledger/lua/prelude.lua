@@ -1,4 +1,5 @@
--- prelude.lua: shared by every ledger script (prepended at load time).
+-- prelude.lua: shared by every ledger script (prepended at load time, after
+-- internal/epoch's lib.lua: u64_norm, u64_cmp, token_mint, epoch_check).
 --
 -- KEYS (the same layout for every ledger script, all in the queue's hash slot {<queue>}):
 --  1 pending zset (score: due time ms; this is the queue)
@@ -6,10 +7,13 @@
 --  3 uncertain zset (score: next reconcile look ms)
 --  4 review zset   5 succeeded zset   6 dead zset   7 cancelled zset
 --    (final and review indexes score by the time the job got there)
---  8 stats hash (counters)   9 events list (fenced rejections, deduplications, operator actions)
+--  8 stats hash (counters, and 'seq': the queue's write sequence, see seq_bump)
+--  9 events list (fenced rejections, deduplications, operator actions, rewinds)
 -- 10 reconciler high-water (highest reconciler leader token seen)
 -- 11 paused flag (present while the queue is paused; its value says who and why)
 -- 12 idle flag (set by a claim that found nothing due: the next enqueue publishes a wake-up)
+-- 13 minting scripts only (claim, bridge claim): the namespace's fencing-epoch record
+--    <ns>:epoch (internal/epoch); absent when epochs are off (Redis Cluster)
 -- ARGV 1 the queue's key prefix 'ns:{q}:'. Per-job keys (job hash, history list,
 -- operation-id key) are derived from it, so they share the queue's hash slot;
 -- a batched claim cannot name the jobs it will find in advance.
@@ -115,6 +119,25 @@ end
 
 local function count(field, n) return redis.call('HINCRBY', statsk, field, n or 1) end
 
+-- The queue's write sequence, stats field 'seq', rises by one with every
+-- call of a script that changes the queue's jobs (seq_bump, once per call).
+-- Enqueue, claim and complete return it with 'enqueued' (seq_reply): the
+-- caller remembers the highest values it saw, and a later call that finds
+-- them lower found a ledger that went back (a failover to a lagging replica,
+-- a restart from older data: see internal/ledger's rewind.go).
+local seq_now = nil
+local function seq_bump()
+  if not seq_now then seq_now = redis.call('HINCRBY', statsk, 'seq', 1) end
+end
+-- seq_reply returns {write sequence, 1 when this call raised it (else 0),
+-- the queue's enqueued counter}.
+local function seq_reply()
+  local v = redis.call('HMGET', statsk, 'seq', 'enqueued')
+  local bumped = 0
+  if seq_now then bumped = 1 end
+  return num(v[1]), bumped, num(v[2])
+end
+
 -- finish applies the retention period to a job that reached a final state;
 -- hist says whether the job has a history list. The keys expire retention
 -- after now: PEXPIREAT of that moment, which Redis runs as it is (a PEXPIRE
@@ -156,10 +179,44 @@ local function wake()
 end
 
 -- reconciler_ok fences reconciler writes by the leader's lease token.
+-- Lease tokens of fencing epoch 2 and up are above 2^53, where Lua numbers
+-- are not exact: they are compared as decimal strings.
 local function reconciler_ok(token)
   if token == '' then return true end
+  local tok = u64_norm(token)
   local hw = redis.call('GET', reconk)
-  if hw and num(hw) > num(token) then return false end
-  redis.call('SET', reconk, token)
+  if hw and u64_cmp(u64_norm(hw), tok) > 0 then return false end
+  redis.call('SET', reconk, tok)
   return true
+end
+
+-- u64_max returns the higher of two decimal tokens (normalised).
+local function u64_max(a, b)
+  a, b = u64_norm(a), u64_norm(b)
+  if u64_cmp(a, b) >= 0 then return a end
+  return b
+end
+
+-- minter returns the function a script mints job tokens with in fencing
+-- epoch ep: mint(last) = token_mint(last, ep, now_us) (internal/epoch's
+-- lib.lua), max(last + 1, (ep << 52) + now_us) as a decimal string. A claim
+-- mints many: while the floor and last are below 2^53 - 1 (epochs 0 and 1),
+-- where Lua numbers are exact, it computes in numbers.
+local EXACT = 9007199254740991 -- 2^53 - 1
+local function minter(ep)
+  local floor = token_mint('0', ep, now_us)
+  local nfloor = tonumber(floor)
+  if nfloor >= EXACT then
+    return function(last) return token_mint(last, ep, now_us) end
+  end
+  return function(last)
+    if type(last) == 'string' and #last <= 16 and string.find(last, '^%d+$') then
+      local n = tonumber(last) + 1
+      if n < EXACT then
+        if n > nfloor then return fmt(n) end
+        return floor
+      end
+    end
+    return token_mint(last, ep, now_us)
+  end
 end

@@ -22,6 +22,7 @@ if not reconciler_ok(ARGV[7]) then return {-1, state} end
 if decision ~= 'succeeded' and decision ~= 'rerun' and decision ~= 'dead' and decision ~= 'review' and decision ~= 'later' then
   return redis.error_reply('unknown decision ' .. decision)
 end
+seq_bump()
 -- recorded first, so a final state's retention covers the history too
 record(id, {event = 'resolve', from = state, decision = decision, actor = ARGV[5], note = ARGV[6]})
 local to = decision

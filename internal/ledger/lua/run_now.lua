@@ -10,6 +10,7 @@ local h = redis.call('HMGET', k, 'state', 'bridge')
 if not h[1] then return {0, 'missing'} end
 if h[1] ~= 'pending' then return {0, h[1]} end
 if h[2] then return {0, 'bridged'} end
+seq_bump()
 redis.call('HSET', k, 'run_at', fmt(now))
 redis.call('ZADD', index['pending'], fmt(now), id)
 record(id, {event = 'run_now', actor = ARGV[3], note = ARGV[4]})

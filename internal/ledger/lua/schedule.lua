@@ -1,6 +1,6 @@
--- schedule.lua: the periodic scheduler's records, written only by the
--- reconciler's leader and fenced by its lease token. Every key is in the
--- {periodic} hash slot of the namespace.
+-- schedule.lua (prepended with internal/epoch's lib.lua): the periodic
+-- scheduler's records, written only by the reconciler's leader and fenced by
+-- its lease token. Every key is in the {periodic} hash slot of the namespace.
 -- KEYS 1 leader high-water (highest scheduler leader token seen)
 --      2 schedules set (ids)   3 the schedule's hash   4 the schedule's ticks list
 -- ARGV 1 'register' or 'ticks'   2 leader token   3 schedule id
@@ -21,8 +21,10 @@ local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local function fmt(n) return string.format('%d', n) end
 local function num(s) return tonumber(s) or 0 end
 
+-- Leader tokens of fencing epoch 2 and up are above 2^53, where Lua numbers
+-- are not exact: compared as decimal strings (internal/epoch's lib.lua).
 local hw = redis.call('GET', KEYS[1])
-if hw and num(hw) > num(ARGV[2]) then return {-1, hw} end
+if hw and u64_cmp(u64_norm(hw), u64_norm(ARGV[2])) > 0 then return {-1, hw} end
 redis.call('SET', KEYS[1], ARGV[2])
 
 local key = KEYS[3]

@@ -115,6 +115,7 @@ type Decision struct {
 
 // Leader is the elector and the services it runs while this pool leads.
 type Leader struct {
+	client   *jobs.Client // enqueues ticks and relayed rows; records them for re-submission
 	elector  *elector
 	metrics  *metrics.Set
 	expirer  *expirer
@@ -127,15 +128,19 @@ type Leader struct {
 
 // New returns the leader of one pool.
 func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
-	// The client enqueues periodic ticks and relayed outbox rows.
+	// The client enqueues periodic ticks and relayed outbox rows. A relayed
+	// row is gone from its outbox once enqueued, so after a ledger rewind
+	// the client re-submits the enqueues Redis lost: at once when its own
+	// enqueue detects it, else at the pool's next Resubmit.
 	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention(),
-		EnqueueMiddleware: cfg.EnqueueMiddleware})
+		Logger: cfg.Logger, ResubmitOnRewind: true, EnqueueMiddleware: cfg.EnqueueMiddleware})
 	base := func(name string) service {
 		return service{name: name, ledger: ledger, log: cfg.Logger.With("service", name), metrics: cfg.Metrics,
 			errors: cfg.Metrics.MaintenanceErrors.WithLabelValues(name)}
 	}
 	t := &tally{}
 	l := &Leader{
+		client: client,
 		elector: &elector{leases: leases, owner: cfg.WorkerID, ttl: cfg.LeaseTTL, retry: cfg.Interval,
 			log: cfg.Logger, gauge: cfg.Metrics.Leader},
 		metrics: cfg.Metrics,
@@ -267,4 +272,14 @@ func (t task) safePass(ctx context.Context, leader lease.Token) (err error) {
 		}
 	}()
 	return t.runOnce(ctx, leader)
+}
+
+// Resubmit re-submits the enqueues this pool's leader terms relayed or
+// ticked that a ledger rewind lost (jobs.Client.Resubmit), whether this pool
+// leads or not: an outbox row is gone once relayed, so its job exists only
+// in the ledger and in this record. The pool calls it with every heartbeat;
+// without a rewind it costs a few reads of the queues it enqueued to.
+func (l *Leader) Resubmit(ctx context.Context) error {
+	_, err := l.client.Resubmit(ctx)
+	return err
 }

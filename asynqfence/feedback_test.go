@@ -1,0 +1,49 @@
+package asynqfence_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/fence/redisfence"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Storage holds a token for the job the ledger never minted (one a Redis
+// failover lost). The first delivery is refused; the bridge raises the
+// job's next token above storage's mark, so asynq's retry is accepted.
+func TestBridgeRaisesTheTokenAboveStorage(t *testing.T) {
+	store, err := redisfence.New(redistest.Start(t, redistest.Options{}).Client(), redisfence.Config{Namespace: "store"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lost := lease.Token(1 << 60)
+	if err := store.Apply(ctx, fence.Fence{Resource: jobs.LeaseResource("s1", ""), Token: lost, Owner: "lost", OperationID: "lost-op"},
+		redisfence.RPush(store.DataKey(jobs.LeaseResource("s1", ""), "log"), "lost")); err != nil {
+		t.Fatal(err)
+	}
+	p := startInProcess(t, func(mux *asynq.ServeMux) {
+		mux.HandleFunc("pay", func(ctx context.Context, _ *asynq.Task) error {
+			f, _ := fence.FromContext(ctx)
+			return store.Apply(ctx, f, redisfence.RPush(store.DataKey(f.Resource, "log"), f.Token.String()))
+		})
+	})
+	if _, err := p.client.Enqueue(asynq.NewTask("pay", []byte(`{}`)), asynq.TaskID("s1"), asynq.MaxRetry(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.next(); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("first delivery: want the storage refusal, got %v", err)
+	}
+	if err := p.next(); err != nil {
+		t.Fatalf("the retry after the raise: %v", err)
+	}
+	if rec := p.record("s1"); rec.State != jobs.Succeeded || rec.Attempts != 2 || rec.Token != lost+1 {
+		t.Fatalf("record %+v: want succeeded on attempt 2 with token %d", rec, lost+1)
+	}
+}

@@ -1,0 +1,441 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Rewind detection.
+//
+// Redis acknowledges a write before any replica has it, so a failover to a
+// lagging replica (or a restart from an older snapshot) brings the ledger
+// back with older data: acknowledged enqueues, claims and completions are
+// gone, and nothing in the data says so. Each queue therefore keeps a write
+// sequence, the stats field "seq", raised once by every script call that
+// changes the queue's jobs; enqueue, claim and complete return it with the
+// queue's enqueued counter. A Ledger remembers the highest values it saw per
+// queue. A call sent after a reply that showed sequence K runs after that
+// script, so it must find at least K; finding less means the ledger went
+// back: a rewind. The detector logs it at error level, records it in Redis
+// (rewind.lua: per queue, merged per replication id of the primary the loss
+// was found on, so every process's detection of one loss is one record),
+// reports it to Config.OnRewind (the metric) and, with a record of recent
+// enqueues (Config.Recent), counts the recorded enqueues certainly lost and
+// can re-submit them (Resubmit).
+//
+// What it cannot see: a loss no process had seen acknowledged (a process
+// learns the sequence from its own calls), a loss on a queue no process
+// calls again, and a process that started after the loss. What it counts:
+// LostWrites and LostEnqueues are lower bounds (the detector only knows what
+// it saw).
+
+// Rewind is one detected loss of acknowledged ledger writes on a queue.
+type Rewind struct {
+	// Queue is the queue whose ledger went back.
+	Queue string `json:"queue"`
+	// ReplicationID is the replication id of the primary the loss was
+	// found on ("unknown" when the Redis user may not run INFO).
+	ReplicationID string `json:"replication_id"`
+	// Known is the highest write sequence a detector saw acknowledged
+	// before; Found is the sequence it found the ledger at.
+	Known int64 `json:"known"`
+	Found int64 `json:"found"`
+	// LostEnqueues is at least how many acknowledged enqueues (by any
+	// client) the ledger lost: the detector's view of the queue's enqueued
+	// counter minus the one found.
+	LostEnqueues int64 `json:"lost_enqueues"`
+	// LostRecorded counts the enqueues a client recorded (Config.Recent)
+	// that were acknowledged after the sequence found: those are certainly
+	// lost (others may be too).
+	LostRecorded int64 `json:"lost_recorded"`
+	// Resubmitted counts the jobs clients re-created from their records.
+	Resubmitted int64 `json:"resubmitted"`
+	// Detections counts the processes (and calls) that detected the loss;
+	// DetectedBy names the first.
+	Detections int64  `json:"detections"`
+	DetectedBy string `json:"detected_by"`
+	// FirstAt and LastAt are the first and the latest detection, by
+	// Redis's clock.
+	FirstAt time.Time `json:"first_at"`
+	LastAt  time.Time `json:"last_at"`
+}
+
+// LostWrites is at least how many acknowledged script calls of the queue
+// the ledger lost.
+func (r Rewind) LostWrites() int64 { return max(0, r.Known-r.Found) }
+
+// seqMark is what a Ledger saw of one queue's write sequence.
+type seqMark struct {
+	seq, enqueued int64
+}
+
+// seqSeen is the mark a call was sent with: a reply is compared with what
+// was known before its call went out.
+type seqSeen struct {
+	mark seqMark
+	ok   bool   // anything was known
+	gen  uint64 // detections on the queue so far
+}
+
+// seqReply is what a script reported: the sequence after it ran, whether
+// it raised it (0/1), the enqueued counter after it ran, and how many jobs
+// it created.
+type seqReply struct {
+	seq, bumped, enqueued, created int64
+}
+
+// watch holds a Ledger's marks. Detections bump a queue's generation:
+// replies to calls sent before a detection neither detect it again nor
+// raise the mark back (they may come from the old primary).
+type watch struct {
+	mu    sync.Mutex
+	marks map[string]seqMark
+	gens  map[string]uint64
+}
+
+func (w *watch) before(q string) seqSeen {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m, ok := w.marks[q]
+	return seqSeen{mark: m, ok: ok, gen: w.gens[q]}
+}
+
+// after compares a reply with what its call was sent with and returns the
+// rewind it shows (nil: none, or one already reported).
+func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
+	foundSeq, foundEnq := r.seq-r.bumped, r.enqueued-r.created
+	rewound := s.ok && (foundSeq < s.mark.seq || foundEnq < s.mark.enqueued)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.marks == nil {
+		w.marks, w.gens = map[string]seqMark{}, map[string]uint64{}
+	}
+	cur := seqMark{seq: r.seq, enqueued: r.enqueued}
+	if w.gens[q] != s.gen {
+		// A rewind was reported since this call was sent: its reply may be
+		// the old primary's and says nothing new.
+		return nil
+	}
+	if !rewound {
+		m := w.marks[q]
+		w.marks[q] = seqMark{seq: max(m.seq, cur.seq), enqueued: max(m.enqueued, cur.enqueued)}
+		return nil
+	}
+	w.gens[q]++
+	w.marks[q] = cur
+	return &Rewind{Queue: q, Known: s.mark.seq, Found: foundSeq, LostEnqueues: max(0, s.mark.enqueued-foundEnq)}
+}
+
+// observe runs the check for one reply of queue q and reports a rewind.
+func (l *Ledger) observe(ctx context.Context, q string, s seqSeen, r seqReply) {
+	rw := l.watch.after(q, s, r)
+	if rw == nil {
+		return
+	}
+	if l.recent != nil {
+		rw.LostRecorded = l.recent.lostAfter(q, rw.Found)
+		l.recent.rewound(q)
+	}
+	attrs := []any{"queue", q, "known_write", rw.Known, "found_write", rw.Found,
+		"lost_writes_at_least", rw.LostWrites(), "lost_enqueues_at_least", rw.LostEnqueues}
+	if l.recent != nil {
+		attrs = append(attrs, "recorded_enqueues_lost", rw.LostRecorded)
+	}
+	l.cfg.Logger.Error("the ledger lost acknowledged writes: Redis came back with older data "+
+		"(a failover to a lagging replica, or a restart from an older snapshot)", attrs...)
+	// Recorded for every reader (the dashboard's banner); the call that
+	// found the loss has already returned its own result.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	// The queue registry may be among what was lost: readers find the
+	// record through it.
+	err := l.runRewind(rctx, q, "detected", rw.Known, rw.Found, rw.LostEnqueues, rw.LostRecorded, l.cfg.Name)
+	if err == nil {
+		err = l.RegisterQueues(rctx, q)
+	}
+	if err != nil {
+		l.cfg.Logger.Warn("could not record the ledger rewind in Redis", "queue", q, "error", err)
+	}
+	if l.cfg.OnRewind != nil {
+		l.cfg.OnRewind(*rw)
+	}
+}
+
+func (l *Ledger) runRewind(ctx context.Context, q string, args ...any) error {
+	keys := append(l.keys(q), l.rewindsKey(q))
+	return wrap("record rewind", rewindScript.Run(ctx, l.rdb, keys, append([]any{l.prefix(q)}, args...)...).Err())
+}
+
+// CheckRewinds reads the write sequence of every queue this ledger has
+// seen and reports a rewind it shows (as a call would have), so a process
+// that stopped calling a queue still learns of a loss there. It returns how
+// many queues it checked.
+func (l *Ledger) CheckRewinds(ctx context.Context) (int, error) {
+	l.watch.mu.Lock()
+	qs := make([]string, 0, len(l.watch.marks))
+	for q := range l.watch.marks {
+		qs = append(qs, q)
+	}
+	l.watch.mu.Unlock()
+	sort.Strings(qs)
+	for _, q := range qs {
+		s := l.watch.before(q)
+		v, err := seqScript.Run(ctx, l.rdb, []string{l.prefix(q) + "stats"}).Result()
+		r := newReply("read sequence", v, err)
+		if err := r.need(2); err != nil {
+			return 0, wrap("check rewinds", err)
+		}
+		l.observe(ctx, q, s, seqReply{seq: int64Of(r.at(0)), enqueued: int64Of(r.at(1))})
+	}
+	return len(qs), nil
+}
+
+// seqScript reads a queue's write sequence and enqueued counter. A script,
+// not HMGET: a client that routes reads to replicas (ReadOnly,
+// RouteRandomly) still reads the primary, so a lagging replica never looks
+// like a rewind.
+var seqScript = redis.NewScript(`return redis.call('HMGET', KEYS[1], 'seq', 'enqueued')`)
+
+func int64Of(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// Rewinds returns the rewinds recorded for queue q, latest detection first.
+func (l *Ledger) Rewinds(ctx context.Context, q string) ([]Rewind, error) {
+	h, err := l.rdb.HGetAll(ctx, l.rewindsKey(q)).Result()
+	if err != nil {
+		return nil, wrap("rewinds", err)
+	}
+	out := make([]Rewind, 0, len(h))
+	for _, v := range h {
+		var raw struct {
+			ReplicationID string `json:"replication_id"`
+			FirstAt       int64  `json:"first_at"`
+			LastAt        int64  `json:"last_at"`
+			Known         int64  `json:"known"`
+			Found         int64  `json:"found"`
+			LostEnqueues  int64  `json:"lost_enqueues"`
+			LostRecorded  int64  `json:"lost_recorded"`
+			Detections    int64  `json:"detections"`
+			DetectedBy    string `json:"detected_by"`
+			Resubmitted   int64  `json:"resubmitted"`
+		}
+		if json.Unmarshal([]byte(v), &raw) != nil {
+			continue
+		}
+		out = append(out, Rewind{Queue: q, ReplicationID: raw.ReplicationID, Known: raw.Known, Found: max(0, raw.Found),
+			LostEnqueues: raw.LostEnqueues, LostRecorded: raw.LostRecorded, Resubmitted: raw.Resubmitted,
+			Detections: raw.Detections, DetectedBy: raw.DetectedBy,
+			FirstAt: time.UnixMilli(raw.FirstAt), LastAt: time.UnixMilli(raw.LastAt)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].LastAt.After(out[j].LastAt) })
+	return out, nil
+}
+
+// DefaultRecent is how many acknowledged enqueues a client records for
+// re-submission after a rewind when its configuration says nothing.
+const DefaultRecent = 10000
+
+// recentJob is one acknowledged enqueue.
+type recentJob struct {
+	job *NewJob
+	seq int64     // the write sequence after the call that created it
+	at  time.Time // when its acknowledgement arrived (local clock)
+}
+
+// recent is a bounded record of a client's acknowledged enqueues, oldest
+// overwritten first, and the queues found rewound since their last
+// re-submission.
+type recent struct {
+	mu      sync.Mutex
+	ring    []recentJob
+	next    int
+	full    bool
+	pending map[string]time.Time // queue -> when its rewind was detected
+	handled map[string]bool      // rewind records (queue, replication id, first detection) acted on
+}
+
+func newRecent(n int) *recent {
+	if n <= 0 {
+		return nil
+	}
+	return &recent{ring: make([]recentJob, n), pending: map[string]time.Time{}, handled: map[string]bool{}}
+}
+
+// queues returns the queues of the recorded jobs.
+func (r *recent) queues() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	var qs []string
+	r.each(func(j recentJob) {
+		if !seen[j.job.Queue] {
+			seen[j.job.Queue] = true
+			qs = append(qs, j.job.Queue)
+		}
+	})
+	sort.Strings(qs)
+	return qs
+}
+
+// learn marks q rewound for a record another process made, once per
+// record.
+func (r *recent) learn(rw Rewind) {
+	key := rw.Queue + "\x00" + rw.ReplicationID + "\x00" + strconv.FormatInt(rw.FirstAt.UnixMilli(), 10)
+	r.mu.Lock()
+	seen := r.handled[key]
+	r.handled[key] = true
+	r.mu.Unlock()
+	if !seen {
+		r.rewound(rw.Queue)
+	}
+}
+
+func (r *recent) add(j *NewJob, seq int64, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ring[r.next] = recentJob{job: j, seq: seq, at: at}
+	r.next++
+	if r.next == len(r.ring) {
+		r.next, r.full = 0, true
+	}
+}
+
+// each calls f for every recorded job, oldest first, under the lock.
+func (r *recent) each(f func(recentJob)) {
+	start, n := 0, r.next
+	if r.full {
+		start, n = r.next, len(r.ring)
+	}
+	for i := range n {
+		f(r.ring[(start+i)%len(r.ring)])
+	}
+}
+
+// lostAfter counts the recorded jobs of q acknowledged after write
+// sequence found: the rewound ledger cannot hold them.
+func (r *recent) lostAfter(q string, found int64) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	r.each(func(j recentJob) {
+		if j.job.Queue == q && j.seq > found {
+			n++
+		}
+	})
+	return n
+}
+
+func (r *recent) rewound(q string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.pending[q]; !ok {
+		r.pending[q] = time.Now()
+	}
+}
+
+// Resubmitted is what Resubmit did for one queue.
+type Resubmitted struct {
+	Queue string
+	// Checked counts the recorded enqueues sent again; Restored those the
+	// ledger did not have, created again (the others were left as they are).
+	Checked, Restored int
+}
+
+// Resubmit re-submits, for every queue found rewound since the last call,
+// each recorded enqueue acknowledged before the rewind was detected and
+// less than half the retention period ago. A queue is found rewound by
+// this ledger's own calls (CheckRewinds runs first) or by a rewind record
+// of its queue this ledger has not acted on (another process detected the
+// loss: this one may have seen too little to tell, and every recorded job
+// of the queue is sent). The
+// enqueue script re-creates a job only when neither its record nor its
+// operation id exists, so a job the ledger kept (whatever it became), or
+// whose operation was enqueued again meanwhile, is left as it is: each lost
+// job comes back exactly once. A re-created job is pending, due when it
+// was due (its remaining delay), with its attempts starting over. Without a
+// record (Config.Recent) it does nothing.
+func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
+	if l.recent == nil {
+		return nil, nil
+	}
+	if _, err := l.CheckRewinds(ctx); err != nil {
+		return nil, err
+	}
+	r := l.recent
+	for _, q := range r.queues() {
+		rs, err := l.Rewinds(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, rw := range rs {
+			r.learn(rw)
+		}
+	}
+	r.mu.Lock()
+	due := r.pending
+	r.pending = map[string]time.Time{}
+	cut := time.Now().Add(-l.cfg.Retention / 2)
+	byQueue := map[string][]*NewJob{}
+	r.each(func(j recentJob) {
+		if det, ok := due[j.job.Queue]; ok && j.at.Before(det) && j.at.After(cut) {
+			nj := *j.job
+			if nj.Delay != 0 {
+				nj.Delay -= time.Since(j.at) // due when it was due
+			}
+			byQueue[nj.Queue] = append(byQueue[nj.Queue], &nj)
+		}
+	})
+	r.mu.Unlock()
+	qs := make([]string, 0, len(due))
+	for q := range due {
+		qs = append(qs, q)
+	}
+	sort.Strings(qs)
+	var out []Resubmitted
+	var firstErr error
+	for _, q := range qs {
+		js := byQueue[q]
+		res := Resubmitted{Queue: q, Checked: len(js)}
+		if len(js) > 0 {
+			ins, err := l.insert(ctx, js, "resubmit")
+			for _, in := range ins {
+				if in != nil && !in.Deduplicated {
+					res.Restored++
+				}
+			}
+			if err != nil {
+				// Not every job was sent: the queue stays due for another call.
+				r.rewound(q)
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+		}
+		if res.Restored > 0 {
+			if err := l.runRewind(ctx, q, "resubmitted", res.Restored, l.cfg.Name); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		l.cfg.Logger.Log(ctx, levelFor(res.Restored), "recorded enqueues re-submitted after a ledger rewind",
+			"queue", q, "sent", res.Checked, "restored", res.Restored)
+		out = append(out, res)
+	}
+	return out, firstErr
+}
+
+func levelFor(restored int) slog.Level {
+	if restored > 0 {
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}

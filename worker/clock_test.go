@@ -1,0 +1,74 @@
+package worker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// A pool measures Redis's clock against its own: the offset is exported,
+// published in the heartbeat and warned about when large; a jump of Redis's
+// clock backwards is logged at error level and counted.
+func TestPoolMeasuresRedisClock(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{ClockShim: true})
+	srv.SetClockOffset(3 * time.Second)
+	e := newEnvOn(t, srv.Client(), redistest.Namespace(t))
+	cfg := e.config()
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	p := e.pool(cfg)
+	worker.SetClockEvery(p, 20*time.Millisecond)
+	h := worker.InitHooks(p, t)
+	e.start(p)
+
+	near := func(s ledger.ClockSample, want time.Duration) bool {
+		return (s.Offset() - want).Abs() < 500*time.Millisecond
+	}
+	s := h.Clocked.WaitOrTimeout()
+	if !near(s, 3*time.Second) || s.RTTMS < 0 {
+		t.Fatalf("first measurement %+v, want an offset of about 3s", s)
+	}
+	if v := metricSum(t, reg, "fencedq_redis_clock_offset_seconds"); v < 2.5 || v > 3.5 {
+		t.Fatalf("fencedq_redis_clock_offset_seconds = %v, want about 3", v)
+	}
+	h.Clocked.WaitOrTimeout() // the first heartbeat, sent after the first measurement, is out
+	ps, err := e.client.Inspector().Pools(context.Background())
+	if err != nil || len(ps) != 1 || ps[0].Clock.At.IsZero() || (ps[0].Clock.Offset()-3*time.Second).Abs() > 500*time.Millisecond {
+		t.Fatalf("pools %+v, %v: want the pool's heartbeat with its offset", ps, err)
+	}
+	if !strings.Contains(e.logs.String(), "Redis's clock is far from this pool's") {
+		t.Fatal("a 3s offset is not warned about")
+	}
+	if v := metricSum(t, reg, "fencedq_redis_clock_jumps_total"); v != 0 {
+		t.Fatalf("jumps counted before any: %v", v)
+	}
+
+	// Redis's clock steps 10 minutes back (a failover to a node behind).
+	srv.SetClockOffset(-10 * time.Minute)
+	for s = h.Clocked.WaitOrTimeout(); !near(s, -10*time.Minute); s = h.Clocked.WaitOrTimeout() {
+	}
+	if v := metricSum(t, reg, "fencedq_redis_clock_jumps_total"); v != 1 {
+		t.Fatalf("fencedq_redis_clock_jumps_total = %v, want 1", v)
+	}
+	if !strings.Contains(e.logs.String(), `"level":"ERROR","msg":"Redis's clock jumped backwards`) {
+		t.Fatal("the jump is not logged at error level")
+	}
+	// Steady again: no more jumps; then back close to the pool's clock.
+	srv.SetClockOffset(0)
+	for s = h.Clocked.WaitOrTimeout(); !near(s, 0); s = h.Clocked.WaitOrTimeout() {
+	}
+	h.Clocked.WaitOrTimeout()
+	if v := metricSum(t, reg, "fencedq_redis_clock_jumps_total"); v != 1 {
+		t.Fatalf("a jump forward was counted: %v", v)
+	}
+	if !strings.Contains(e.logs.String(), "Redis's clock is close to this pool's again") {
+		t.Fatal("the offset's return is not logged")
+	}
+}

@@ -1,0 +1,92 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/fence/redisfence"
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+	"github.com/fencedq/fencedq/worker"
+)
+
+type storeArgs struct {
+	Account string `json:"account,omitempty"`
+}
+
+func (storeArgs) Kind() string { return "store-write" }
+
+type storeResourceArgs struct {
+	Account string `json:"account"`
+}
+
+func (storeResourceArgs) Kind() string { return "store-write-resource" }
+
+// Resource names the lease the worker takes before the handler runs.
+func (a storeResourceArgs) Resource() string { return "account:" + a.Account }
+
+// fencedWrite is a handler body: one write to storage with the attempt's fence.
+func fencedWrite(store *redisfence.Store) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		f, ok := fence.FromContext(ctx)
+		if !ok {
+			return fmt.Errorf("no fence in the handler's context")
+		}
+		return store.Apply(ctx, f, redisfence.RPush(store.DataKey(f.Resource, "log"), f.Token.String()))
+	}
+}
+
+// Storage feedback: storage holds a token for a job's resource that the
+// ledger and the lease counter never minted (one a Redis failover lost).
+// The first attempt is refused; the pool raises the counter of the refused
+// fence above storage's mark, so the retry is accepted and the job
+// succeeds. Without the feedback every retry would be refused until the
+// clock caught up with the mark, and the job would end dead.
+func TestStorageRefusalRaisesTheNextToken(t *testing.T) {
+	e := newEnv(t)
+	store, err := redisfence.New(e.rdb, redisfence.Config{Namespace: e.ns + "-store"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.pool(e.config())
+	write := fencedWrite(store)
+	_ = worker.Register(p, jobs.WorkFunc[storeArgs](func(ctx context.Context, _ *jobs.Job[storeArgs]) error { return write(ctx) }))
+	_ = worker.Register(p, jobs.WorkFunc[storeResourceArgs](func(ctx context.Context, _ *jobs.Job[storeResourceArgs]) error { return write(ctx) }))
+
+	ctx := context.Background()
+	lost := lease.Token(1 << 60) // far above any clock-based token of epoch 0
+	seed := func(resource string) {
+		t.Helper()
+		f := fence.Fence{Resource: resource, Token: lost, Owner: "lost-with-the-old-primary", OperationID: "lost-op:" + resource}
+		if err := store.Apply(ctx, f, redisfence.RPush(store.DataKey(resource, "log"), "lost")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The job's own token (resource "job:<id>") and a named resource's lease token.
+	// (The pool starts once storage is seeded.)
+	own := e.enqueue(storeArgs{}, jobs.MaxRetries(3))
+	seed(jobs.LeaseResource(own.JobID, ""))
+	named := e.enqueue(storeResourceArgs{Account: "7"}, jobs.MaxRetries(3))
+	seed("account:7")
+	e.start(p)
+
+	rec := jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, own.JobID, jobs.Succeeded)
+	if rec.Attempts != 2 || rec.Token != lost+1 {
+		t.Fatalf("job token: %d attempts, token %d; want 2 attempts, the second with token %d", rec.Attempts, rec.Token, lost+1)
+	}
+	h, _ := e.ledger.History(ctx, jobs.DefaultQueue, own.JobID)
+	if !strings.Contains(jobstest.History(h), `"event":"raised"`) {
+		t.Fatalf("no raised entry in the history:%s", jobstest.History(h))
+	}
+	rec = jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, named.JobID, jobs.Succeeded)
+	if rec.Attempts != 2 || rec.Fence != lost+1 {
+		t.Fatalf("resource lease: %d attempts, fence %d; want 2 attempts, the second with the lease token %d", rec.Attempts, rec.Fence, lost+1)
+	}
+	if !strings.Contains(e.logs.String(), "the next attempt mints above it") {
+		t.Fatalf("the raise is not logged")
+	}
+}
