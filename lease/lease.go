@@ -120,9 +120,10 @@ type Config struct {
 // client) and Redis Cluster: every script touches one hash slot.
 //
 // Concurrent Acquire, Renew and Release calls on one Manager share
-// pipelines: a call made while another is in flight waits for it and goes
-// out with the others that arrived meanwhile, one round trip for all. Share
-// one Manager between goroutines to get this.
+// pipelines: a few calls go out at once, each on its own connection, and a
+// call made while those are in flight waits for the first to return and
+// goes out with the others that arrived meanwhile, one round trip for all
+// (internal/scriptbatch). Share one Manager between goroutines to get this.
 type Manager struct {
 	client redis.UniversalClient
 	cfg    Config
@@ -157,7 +158,7 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.ReplicaTimeout <= 0 {
 		cfg.ReplicaTimeout = 100 * time.Millisecond
 	}
-	return &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client),
+	return &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{}),
 		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel})}
 }
 

@@ -21,7 +21,7 @@ var (
 // is not pending fails with ErrWrongState (a bridged one too: its own queue
 // delivers it), a missing one with ErrNotFound.
 func (l *Ledger) ClaimJob(ctx context.Context, q, id, owner string, ttl time.Duration) (*Claimed, error) {
-	v, err := l.run(ctx, claimJobScript, q, id, owner, ttl.Milliseconds()).Result()
+	v, err := l.run(ctx, l.lanes.other, claimJobScript, q, id, owner, ttl.Milliseconds()).Result()
 	r := newReply("claim job", v, err)
 	if err := r.need(2); err != nil {
 		return nil, wrap("claim "+id, err)

@@ -102,11 +102,11 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		cl.args = append(cl.args, j.args()...)
 	}
 	if len(calls) == 1 { // one call: share a pipeline with concurrent callers
-		calls[0].cmd = l.batch.Run(ctx, enqueueScript, l.keys(calls[0].queue), calls[0].args...)
+		calls[0].cmd = l.lanes.enqueue.Run(ctx, enqueueScript, l.layoutOf(calls[0].queue).keys, calls[0].args...)
 	} else {
 		pipe := l.rdb.Pipeline()
 		for _, cl := range calls {
-			cl.cmd = enqueueScript.EvalSha(ctx, pipe, l.keys(cl.queue), cl.args...)
+			cl.cmd = enqueueScript.EvalSha(ctx, pipe, l.layoutOf(cl.queue).keys, cl.args...)
 		}
 		_, _ = pipe.Exec(ctx)
 		// A server that lost its script cache answers NOSCRIPT and wrote
@@ -114,7 +114,7 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		retry := l.rdb.Pipeline()
 		for _, cl := range calls {
 			if isNoScript(cl.cmd.Err()) {
-				cl.cmd = enqueueScript.Eval(ctx, retry, l.keys(cl.queue), cl.args...)
+				cl.cmd = enqueueScript.Eval(ctx, retry, l.layoutOf(cl.queue).keys, cl.args...)
 			}
 		}
 		if retry.Len() > 0 {

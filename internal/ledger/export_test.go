@@ -38,3 +38,10 @@ func UseBrokenScript(name string) (restore func()) {
 	*b.script = script(strings.Replace(b.src, b.old, b.new, 1))
 	return func() { *b.script = orig }
 }
+
+// ScriptSHA returns the SHA1 by which the named script ("claim", "renew",
+// "complete", "enqueue") is called.
+func ScriptSHA(name string) string {
+	return map[string]*redis.Script{"claim": claimScript, "renew": renewScript,
+		"complete": completeScript, "enqueue": enqueueScript}[name].Hash()
+}

@@ -38,6 +38,32 @@ func (l *Ledger) OperationKey(q, op string) string { return l.opKey(q, op) }
 // woken when a job becomes due.
 func (l *Ledger) NotifyChannel(q string) string { return l.prefix(q) + "notify" }
 
+// layout is a queue's key prefix and the KEYS every ledger script takes.
+type layout struct {
+	prefix string
+	keys   []string // shared by every call: never modified
+}
+
+// maxLayouts bounds how many queues' layouts a ledger keeps; past it (a
+// client enqueueing into ever new queues) layouts are built per call.
+const maxLayouts = 4096
+
+// layoutOf returns queue q's layout, built on first use.
+func (l *Ledger) layoutOf(q string) *layout {
+	if v, ok := l.layouts.Load(q); ok {
+		return v.(*layout)
+	}
+	lay := &layout{prefix: l.prefix(q), keys: l.keys(q)}
+	if l.nlayouts.Load() >= maxLayouts {
+		return lay
+	}
+	if v, loaded := l.layouts.LoadOrStore(q, lay); loaded {
+		return v.(*layout)
+	}
+	l.nlayouts.Add(1)
+	return lay
+}
+
 // keys builds the KEYS layout every ledger script shares (see prelude.lua).
 func (l *Ledger) keys(q string) []string {
 	p := l.prefix(q)

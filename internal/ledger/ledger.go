@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -82,7 +83,7 @@ func (c Config) WithDefaults() Config {
 type Ledger struct {
 	rdb    redis.UniversalClient
 	cfg    Config
-	batch  *scriptbatch.Batcher
+	lanes  lanes
 	leases *lease.Manager // reads the maintenance leader's lease
 	epoch  *epoch.Tracker // the epoch claims mint job tokens in
 	watch  watch          // the write sequences seen, for rewind detection
@@ -90,21 +91,37 @@ type Ledger struct {
 	// unregistered holds queues an enqueue wrote to whose registration
 	// failed; the next Insert registers them again (see decodeInsert).
 	unregistered sync.Map
+	// layouts maps a queue to its *layout, built once (nlayouts of them).
+	layouts  sync.Map
+	nlayouts atomic.Int64
+}
+
+// lanes are the ledger's batchers, one per kind of call: concurrent calls
+// of one kind share pipelines, and calls of different kinds never wait for
+// each other, so a pool's claims never wait behind its completions. Within
+// a lane, calls made one after another are never reordered (see package
+// scriptbatch); a job's calls (claim, renewals, completion) are each made
+// after the previous one's reply.
+type lanes struct {
+	claim, renew, complete, enqueue, other *scriptbatch.Batcher
 }
 
 // New returns a Ledger over rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 	cfg = cfg.WithDefaults()
-	return &Ledger{rdb: rdb, cfg: cfg, batch: scriptbatch.New(rdb),
+	lane := func() *scriptbatch.Batcher { return scriptbatch.New(rdb, scriptbatch.Options{}) }
+	return &Ledger{rdb: rdb, cfg: cfg,
+		lanes:  lanes{claim: lane(), renew: lane(), complete: lane(), enqueue: lane(), other: lane()},
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel}),
 		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
 		recent: newRecent(cfg.Recent)}
 }
 
-// run executes a ledger script; concurrent calls (a pool's claims, renewals
-// and completions, enqueues from many goroutines) share pipelines.
-func (l *Ledger) run(ctx context.Context, script *redis.Script, q string, args ...any) *redis.Cmd {
-	return l.batch.Run(ctx, script, l.keys(q), append([]any{l.prefix(q)}, args...)...)
+// run executes a ledger script in lane; concurrent calls (a pool's
+// completions, enqueues from many goroutines) share pipelines.
+func (l *Ledger) run(ctx context.Context, lane *scriptbatch.Batcher, script *redis.Script, q string, args ...any) *redis.Cmd {
+	lay := l.layoutOf(q)
+	return lane.Run(ctx, script, lay.keys, append([]any{lay.prefix}, args...)...)
 }
 
 // Namespace returns the key prefix in use.

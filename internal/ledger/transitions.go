@@ -68,7 +68,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	var seen seqSeen
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		seen = l.watch.before(q)
-		v, err := l.batch.Run(ctx, claimScript, l.mintKeys(q),
+		v, err := l.lanes.claim.Run(ctx, claimScript, l.mintKeys(q),
 			l.prefix(q), owner, ttl.Milliseconds(), max, st.ReplID, st.Epoch).Result()
 		r = newReply("claim", v, err)
 		if err := r.need(3); err != nil {
@@ -156,7 +156,7 @@ func (l *Ledger) Renew(ctx context.Context, q string, ttl time.Duration, attempt
 	for _, a := range attempts {
 		args = append(args, a.ID, a.Token.String())
 	}
-	v, err := l.run(ctx, renewScript, q, args...).Result()
+	v, err := l.run(ctx, l.lanes.renew, renewScript, q, args...).Result()
 	r := newReply("renew", v, err)
 	if err := r.need(2 * len(attempts)); err != nil {
 		return nil, wrap("renew "+q, err)
@@ -248,7 +248,7 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 		args = append(args, c.ID, c.Token.String(), outcome, o.Error, o.RetryIn.Milliseconds(), o.Reason, fence)
 	}
 	seen := l.watch.before(q)
-	v, err := l.run(ctx, completeScript, q, args...).Result()
+	v, err := l.run(ctx, l.lanes.complete, completeScript, q, args...).Result()
 	const header = 3
 	r := newReply("complete", v, err)
 	if err := r.need(header + completeWidth*len(cs)); err != nil {
@@ -282,7 +282,7 @@ type Expired struct {
 // passed to uncertain. leader is the reconciler's lease token; a token
 // below the highest seen for the queue gets ErrStale.
 func (l *Ledger) Expire(ctx context.Context, q string, leader lease.Token, max int) (*Expired, error) {
-	v, err := l.run(ctx, expireScript, q, leader.String(), max).Result()
+	v, err := l.run(ctx, l.lanes.other, expireScript, q, leader.String(), max).Result()
 	r := newReply("expire", v, err)
 	if err := r.need(1); err != nil {
 		return nil, wrap("expire "+q, err)
@@ -309,7 +309,7 @@ func (l *Ledger) Expire(ctx context.Context, q string, leader lease.Token, max i
 // holding older tokens are refused on q from now on. It fails with
 // ErrStale when a newer leader was already seen.
 func (l *Ledger) Lead(ctx context.Context, q string, leader lease.Token) error {
-	n, err := l.run(ctx, leadScript, q, leader.String()).Int()
+	n, err := l.run(ctx, l.lanes.other, leadScript, q, leader.String()).Int()
 	if err != nil {
 		return wrap("lead "+q, err)
 	}
@@ -380,7 +380,7 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	if r.Leader > 0 {
 		leader = r.Leader.String()
 	}
-	v, err := l.run(ctx, resolveScript, q, id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
+	v, err := l.run(ctx, l.lanes.other, resolveScript, q, id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
 		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds()).Result()
 	rp := newReply("resolve", v, err)
 	if err := rp.need(2); err != nil {
@@ -406,7 +406,7 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 // committed by its token, and a retry then becomes cancelled. Other states
 // fail with ErrWrongState.
 func (l *Ledger) Cancel(ctx context.Context, q, id, actor, note string) (State, error) {
-	v, err := l.run(ctx, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds()).Result()
+	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds()).Result()
 	r := newReply("cancel", v, err)
 	if err := r.need(2); err != nil {
 		return "", wrap("cancel "+id, err)
@@ -429,7 +429,7 @@ func (l *Ledger) SetPaused(ctx context.Context, q string, paused bool, actor, no
 	if paused {
 		op = "pause"
 	}
-	n, err := l.run(ctx, pauseScript, q, op, actor, note).Int()
+	n, err := l.run(ctx, l.lanes.other, pauseScript, q, op, actor, note).Int()
 	if err != nil {
 		return false, wrap(op+" "+q, err)
 	}
@@ -440,7 +440,7 @@ func (l *Ledger) SetPaused(ctx context.Context, q string, paused bool, actor, no
 // once, on behalf of actor. A job that is not pending fails with
 // ErrWrongState (a bridged job too: its own queue delivers it).
 func (l *Ledger) RunNow(ctx context.Context, q, id, actor, note string) error {
-	v, err := l.run(ctx, runNowScript, q, id, actor, note).Result()
+	v, err := l.run(ctx, l.lanes.other, runNowScript, q, id, actor, note).Result()
 	r := newReply("run now", v, err)
 	if err := r.need(2); err != nil {
 		return wrap("run now "+id, err)
@@ -475,7 +475,7 @@ func (l *Ledger) Raise(ctx context.Context, q, id string, mark lease.Token) (boo
 	if err := ValidateQueue(q); err != nil {
 		return false, err
 	}
-	n, err := l.run(ctx, raiseScript, q, id, mark.String()).Int()
+	n, err := l.run(ctx, l.lanes.other, raiseScript, q, id, mark.String()).Int()
 	if err != nil {
 		return false, wrap("raise "+id, err)
 	}

@@ -1,15 +1,35 @@
 // Package scriptbatch sends the Lua script calls of many goroutines in shared
-// pipelines.
+// pipelines, keeping a few pipelines in flight at once.
 //
-// A call made while no pipeline is in flight goes out at once, on the
-// caller's goroutine, so an idle client adds no latency and no goroutine.
-// Calls that arrive while one is in flight queue up and go together in the
-// next pipeline, sent by a goroutine that lives only while the queue is not
-// empty. A busy client therefore pays one round trip (and one pair of
-// read/write system calls on each side) per batch instead of per call.
+// A Batcher has a budget of pipelines in flight (Options.InFlight). A call
+// made while the budget is not used up goes out at once, on the caller's
+// goroutine, so an idle client adds no latency and no goroutine. Calls that
+// arrive while every slot of the budget is in flight queue up and go
+// together in the next pipeline, sent by the first slot to free up (a
+// goroutine that lives only while the queue is not empty). A busy client
+// therefore pays one round trip (and one pair of read/write system calls on
+// each side) per batch instead of per call, and still has several round
+// trips overlapping, so neither side waits for the other.
+//
+// # Ordering
+//
+// A Batcher never reorders calls made one after another: a call made after
+// another returned is sent after it, so it runs after it. Calls made while
+// others are in flight are queued and sent in the order they were made, but
+// with InFlight above 1 the pipelines in flight at once may run in any
+// order. With InFlight 1, calls run exactly in the order they were made.
+// Callers that need an order between concurrent calls must wait for one
+// before making the other (the ledger's calls for one job are made so:
+// claim, then renewals, then the completion, each after the previous one's
+// reply). A call whose caller gave up (its context ended) may still run
+// later, as with any request whose reply was lost.
+//
+// Separate Batchers (lanes) share nothing: the job ledger keeps one per
+// kind of call, so that a claim never waits behind a backlog of
+// completions.
 //
 // Used by the lease manager (acquire, renew, release) and the job ledger
-// (claim, renew, commit).
+// (claim, renew, complete, enqueue, and the rest).
 package scriptbatch
 
 import (
@@ -28,10 +48,36 @@ import (
 // MaxBatch bounds how many calls share one pipeline.
 const MaxBatch = 64
 
+// MaxInFlight bounds Options.InFlight.
+const MaxInFlight = 16
+
 // Timeout bounds the round trip of a queued batch. A queued call no longer
 // runs under its caller's context (others share its pipeline), so this is
 // what stops it waiting for an unresponsive server forever.
 const Timeout = 5 * time.Second
+
+// DefaultInFlight is the in-flight budget of a Batcher whose Options leave
+// it zero: GOMAXPROCS, at least 2 and at most 4. Two pipelines in flight
+// already let the client prepare one batch while Redis runs the other;
+// more than a few only make batches smaller.
+func DefaultInFlight() int { return min(max(runtime.GOMAXPROCS(0), 2), 4) }
+
+// Options configure a Batcher. The zero value is usable.
+type Options struct {
+	// InFlight bounds the pipelines (or single calls) in flight at once
+	// (default DefaultInFlight(); at most MaxInFlight). 1 keeps calls in
+	// the order they were made.
+	InFlight int
+	// Append, when set, is called for every pipeline the Batcher sends,
+	// after its script calls were queued on pipe: it may queue one more
+	// command (a WAIT for replicas, say) and returns a check of that
+	// command's reply, run once the pipeline's replies arrived. When the
+	// check returns an error, every call of the pipeline that did not fail
+	// on its own fails with it (its script ran: its effect is there but
+	// not acknowledged). With Append set, a lone call goes out as a
+	// pipeline too.
+	Append func(ctx context.Context, pipe redis.Pipeliner) (check func() error)
+}
 
 // call is one script call waiting for a shared pipeline.
 type call struct {
@@ -47,9 +93,12 @@ type call struct {
 // Batcher batches script calls on one client. The zero value is not usable;
 // call New. A Batcher is safe for concurrent use and needs no stopping.
 type Batcher struct {
-	rdb   redis.UniversalClient
+	rdb      redis.UniversalClient
+	inFlight int // the budget
+	append   func(ctx context.Context, pipe redis.Pipeliner) func() error
+
 	mu    sync.Mutex
-	busy  bool // a call or a pipeline is in flight
+	busy  int // slots in flight: direct calls and flushing goroutines
 	queue []*call
 	hooks hooks
 }
@@ -57,28 +106,40 @@ type Batcher struct {
 // hooks are signals tests wait on (see internal/testsignal); inert unless
 // a test initialised them (export_test.go).
 type hooks struct {
-	direct testsignal.Signal[struct{}] // a call went out at once: the batcher is busy
+	direct testsignal.Signal[struct{}] // a call went out at once, taking a slot
 	queued testsignal.Signal[int]      // a call was queued (the queue's length)
 }
 
 // New returns a Batcher over rdb.
-func New(rdb redis.UniversalClient) *Batcher { return &Batcher{rdb: rdb} }
+func New(rdb redis.UniversalClient, o Options) *Batcher {
+	n := o.InFlight
+	if n <= 0 {
+		n = DefaultInFlight()
+	}
+	return &Batcher{rdb: rdb, inFlight: min(n, MaxInFlight), append: o.Append}
+}
 
 // Run runs script like script.Run(ctx, rdb, keys, args...), in a shared
-// pipeline when others are in flight. When ctx ends before the reply
-// arrives, Run returns ctx.Err() and the call may still run: its outcome is
-// unknown, as with any request whose reply was lost.
+// pipeline when the Batcher's in-flight budget is used up. When ctx ends
+// before the reply arrives, Run returns ctx.Err() and the call may still
+// run: its outcome is unknown, as with any request whose reply was lost.
 func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	c := &call{ctx: ctx, script: script, keys: keys, args: args}
 	b.mu.Lock()
-	if !b.busy {
-		b.busy = true
+	if b.busy < b.inFlight {
+		// A free slot means the queue is empty: slots are given back
+		// only once it is.
+		b.busy++
 		b.mu.Unlock()
 		b.hooks.direct.Signal(struct{}{})
-		cmd := script.Run(ctx, b.rdb, keys, args...)
+		b.send(ctx, []*call{c})
 		b.handOver()
+		cmd := redis.NewCmd(ctx)
+		cmd.SetVal(c.reply)
+		cmd.SetErr(c.err)
 		return cmd
 	}
-	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	c.done = make(chan struct{})
 	b.queue = append(b.queue, c)
 	n := len(b.queue)
 	b.mu.Unlock()
@@ -94,12 +155,13 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 	return cmd
 }
 
-// handOver ends a direct call: the calls queued meanwhile are sent by a
-// flushing goroutine, so the direct caller returns at once.
+// handOver ends a direct call: its slot flushes the calls queued meanwhile
+// on a goroutine of its own, so the direct caller returns at once; with
+// nothing queued the slot is given back.
 func (b *Batcher) handOver() {
 	b.mu.Lock()
 	if len(b.queue) == 0 {
-		b.busy = false
+		b.busy--
 		b.mu.Unlock()
 		return
 	}
@@ -107,14 +169,14 @@ func (b *Batcher) handOver() {
 	go b.flush()
 }
 
-// flush sends the queue in batches until it is empty.
+// flush sends the queue in batches until it is empty, then gives its slot
+// back.
 func (b *Batcher) flush() {
 	for {
-		runtime.Gosched()
 		b.mu.Lock()
 		n := min(len(b.queue), MaxBatch)
 		if n == 0 {
-			b.busy = false
+			b.busy--
 			b.queue = nil
 			b.mu.Unlock()
 			return
@@ -123,12 +185,13 @@ func (b *Batcher) flush() {
 		copy(batch, b.queue)
 		b.queue = b.queue[n:]
 		b.mu.Unlock()
-		b.exec(batch)
+		b.sendQueued(batch)
 	}
 }
 
-func (b *Batcher) exec(batch []*call) {
-	// Calls whose callers gave up before their turn are not sent.
+// sendQueued sends queued calls under the batch timeout and wakes their
+// callers. Calls whose callers gave up before their turn are not sent.
+func (b *Batcher) sendQueued(batch []*call) {
 	live := batch[:0]
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
@@ -142,27 +205,61 @@ func (b *Batcher) exec(batch []*call) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	if len(live) == 1 {
-		c := live[0]
-		c.reply, c.err = c.script.Run(ctx, b.rdb, c.keys, c.args...).Result()
+	b.send(ctx, live)
+	cancel()
+	for _, c := range live {
 		close(c.done)
+	}
+}
+
+// send runs calls and sets each one's reply and error: a lone call as a
+// plain script call, more (or any, with Append) in one pipeline.
+func (b *Batcher) send(ctx context.Context, calls []*call) {
+	if len(calls) == 1 && b.append == nil {
+		c := calls[0]
+		c.reply, c.err = c.script.Run(ctx, b.rdb, c.keys, c.args...).Result()
 		return
 	}
-	pipe := b.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(live))
-	for i, c := range live {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
-	}
-	_, _ = pipe.Exec(ctx)
-	for i, c := range live {
-		c.reply, c.err = cmds[i].Result()
-		if c.err != nil && isNoScript(c.err) {
+	cmds := make([]*redis.Cmd, len(calls))
+	b.pipeline(ctx, calls, cmds, false)
+	var again []*call
+	for i, c := range calls {
+		if isNoScript(cmds[i].Err()) {
 			// The server lost its script cache (a restart): EVALSHA did
 			// nothing, so running the script again is safe.
-			c.reply, c.err = c.script.Run(ctx, b.rdb, c.keys, c.args...).Result()
+			again = append(again, c)
 		}
-		close(c.done)
+	}
+	if len(again) > 0 {
+		b.pipeline(ctx, again, cmds[:len(again)], true)
+	}
+}
+
+// pipeline sends calls in one pipeline, by SHA or (withSource) with each
+// script's source, plus the Append command, and sets each call's reply.
+func (b *Batcher) pipeline(ctx context.Context, calls []*call, cmds []*redis.Cmd, withSource bool) {
+	pipe := b.rdb.Pipeline()
+	for i, c := range calls {
+		if withSource {
+			cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+		} else {
+			cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+	}
+	var check func() error
+	if b.append != nil {
+		check = b.append(ctx, pipe)
+	}
+	_, _ = pipe.Exec(ctx)
+	var ackErr error
+	if check != nil {
+		ackErr = check()
+	}
+	for i, c := range calls {
+		c.reply, c.err = cmds[i].Result()
+		if c.err == nil && ackErr != nil {
+			c.reply, c.err = nil, ackErr
+		}
 	}
 }
 

@@ -57,10 +57,13 @@ func client(t *testing.T, srv *redistest.Server) *redis.Client {
 	return c
 }
 
-// holdInFlight pauses the server (SIGSTOP) and sends one call through b.
-// The call goes out at once and waits for the server, so b queues every
-// call made until resume lets the server answer; done then reports the
-// held call's outcome.
+// one is the options of a batcher with one call or pipeline in flight.
+var one = scriptbatch.Options{InFlight: 1}
+
+// holdInFlight pauses the server (SIGSTOP) and sends one call through b
+// (made with InFlight 1). The call goes out at once and waits for the
+// server, so b queues every call made until resume lets the server answer;
+// done then reports the held call's outcome.
 func holdInFlight(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, srv *redistest.Server, direct *testsignal.Signal[struct{}]) (resume func(), done <-chan error) {
 	t.Helper()
 	if err := hold.Load(ctx, srv.Client()).Err(); err != nil {
@@ -80,7 +83,7 @@ func TestCallsQueuedBehindOneInFlightShareAPipeline(t *testing.T) {
 	rdb := client(t, srv)
 	hook := &pipeSizes{}
 	rdb.AddHook(hook)
-	b := scriptbatch.New(rdb)
+	b := scriptbatch.New(rdb, one)
 	direct, queued := scriptbatch.InitHooks(b, t)
 	if err := incr.Load(ctx, rdb).Err(); err != nil {
 		t.Fatal(err)
@@ -104,7 +107,7 @@ func TestCancelledQueuedCallIsNotSent(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := client(t, srv)
-	b := scriptbatch.New(rdb)
+	b := scriptbatch.New(rdb, one)
 	direct, queued := scriptbatch.InitHooks(b, t)
 	resume, held := holdInFlight(t, ctx, b, srv, direct)
 
@@ -134,7 +137,7 @@ func TestScriptMissingFromServerCacheIsLoaded(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := client(t, srv)
-	b := scriptbatch.New(rdb)
+	b := scriptbatch.New(rdb, one)
 	direct, queued := scriptbatch.InitHooks(b, t)
 	resume, held := holdInFlight(t, ctx, b, srv, direct)
 	// incr was never loaded on this server: the queued calls' EVALSHA
@@ -173,5 +176,156 @@ func runIncrs(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, rdb *re
 	}
 	if got, _ := rdb.Get(ctx, "count").Int(); got != n {
 		t.Fatalf("count = %d, want %d: a call ran twice or not at all", got, n)
+	}
+}
+
+// push appends ARGV[1] to the list KEYS[1].
+var push = redis.NewScript(`redis.call('RPUSH', KEYS[1], ARGV[1]) return ARGV[1]`)
+
+func TestInFlightBudgetThenSharedPipeline(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := client(t, srv)
+	hook := &pipeSizes{}
+	rdb.AddHook(hook)
+	const budget = 3
+	b := scriptbatch.New(rdb, scriptbatch.Options{InFlight: budget})
+	direct, queued := scriptbatch.InitHooks(b, t)
+	if err := incr.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	resume, held := holdInFlight(t, ctx, b, srv, direct)
+	// budget-1 more calls go out at once beside the held one, and wait for
+	// the stopped server too.
+	var wg sync.WaitGroup
+	for i := range budget - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.Run(ctx, incr, []string{"direct"}, fmt.Sprint(i)).Err(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	direct.WaitOrTimeoutN(budget - 1)
+	const n = 30
+	runIncrs(t, ctx, b, rdb, n, func() {
+		queued.WaitOrTimeoutN(n)
+		direct.RequireEmpty() // the budget was used up: nothing more went out at once
+		resume()
+	}, held)
+	wg.Wait()
+	if l := hook.largest(); l != n {
+		t.Fatalf("largest pipeline had %d calls (sizes %v); want the %d queued calls together", l, hook.sizes, n)
+	}
+}
+
+func TestOneInFlightKeepsTheOrderOfCalls(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := client(t, srv)
+	b := scriptbatch.New(rdb, one)
+	direct, queued := scriptbatch.InitHooks(b, t)
+	if err := push.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	resume, held := holdInFlight(t, ctx, b, srv, direct)
+	const n = 20
+	errs := make(chan error, n)
+	for i := range n {
+		// Each call is queued before the next is made: the order made.
+		go func() { errs <- b.Run(ctx, push, []string{"order"}, fmt.Sprint(i)).Err() }()
+		if got := queued.WaitOrTimeout(); got != i+1 {
+			t.Fatalf("queue length %d after call %d", got, i)
+		}
+	}
+	resume()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := rdb.LRange(ctx, "order", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != fmt.Sprint(i) {
+			t.Fatalf("calls ran in the order %v, want the order they were made", got)
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("%d calls ran, want %d", len(got), n)
+	}
+}
+
+// errUnacked is what the test's Append check reports.
+var errUnacked = errors.New("not acknowledged")
+
+func TestAppendAddsOneCommandPerPipelineAndItsCheckFailsTheCalls(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := client(t, srv)
+	var mu sync.Mutex
+	var pipes []int // each pipeline's calls, counted by its appended command
+	fail := false
+	b := scriptbatch.New(rdb, scriptbatch.Options{InFlight: 1, Append: func(ctx context.Context, pipe redis.Pipeliner) func() error {
+		n := pipe.Len()
+		cmd := pipe.Incr(ctx, "appended")
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if cmd.Err() != nil {
+				return cmd.Err()
+			}
+			pipes = append(pipes, n)
+			if fail {
+				return errUnacked
+			}
+			return nil
+		}
+	}})
+	direct, queued := scriptbatch.InitHooks(b, t)
+	// incr is not loaded: the first pipeline's EVALSHA fails with NOSCRIPT
+	// and the call is sent again with its source, in a pipeline of its own
+	// with the appended command.
+	if got, err := b.Run(ctx, incr, []string{"first"}, "a").Text(); err != nil || got != "a" {
+		t.Fatalf("lone call: reply %q, error %v", got, err)
+	}
+	mu.Lock()
+	if len(pipes) != 2 || pipes[0] != 1 || pipes[1] != 1 {
+		t.Fatalf("pipelines seen by the check %v, want [1 1]: the NOSCRIPT pipeline and its retry, each with the call", pipes)
+	}
+	pipes = nil
+	mu.Unlock()
+
+	resume, held := holdInFlight(t, ctx, b, srv, direct)
+	const n = 10
+	runIncrs(t, ctx, b, rdb, n, func() {
+		queued.WaitOrTimeoutN(n)
+		resume()
+	}, held)
+	// The held call and the queued calls: one command appended to each
+	// pipeline, and a check run for each.
+	if v, _ := rdb.Get(ctx, "appended").Int(); v != 4 {
+		t.Fatalf("appended command ran %d times, want 4 (two pipelines for the first call, the held one's, the batch's)", v)
+	}
+	mu.Lock()
+	if len(pipes) != 2 || pipes[1] != n {
+		t.Fatalf("pipelines seen by the check %v, want the held call's and one of %d calls", pipes, n)
+	}
+	fail = true
+	mu.Unlock()
+
+	// A failing check fails the calls, whose scripts ran.
+	err := b.Run(ctx, incr, []string{"count"}, "b").Err()
+	if !errors.Is(err, errUnacked) {
+		t.Fatalf("call under a failing check returned %v, want %v", err, errUnacked)
+	}
+	if v, _ := rdb.Get(ctx, "count").Int(); v != n+1 {
+		t.Fatalf("count = %d, want %d: the unacknowledged call's script did not run", v, n+1)
 	}
 }
