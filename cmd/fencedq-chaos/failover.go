@@ -259,8 +259,9 @@ type failoverPlan struct {
 // deployment is healthy (the replica in sync and promotable), cuts
 // replication and shifts the replica's clock if asked, SIGKILLs the
 // primary, waits for the Sentinel's promotion, restores the promoted node's
-// replication settings, then restarts the killed node as a replica of the
-// new primary and waits until it is in sync and promotable again.
+// replication settings, then restarts the killed node (with a true clock)
+// as a replica of the new primary and waits until it is in sync and
+// promotable again.
 func (f *failoverRedis) failover(ctx context.Context, p failoverPlan) (failoverRecord, error) {
 	rec := failoverRecord{Kind: p.kind, ClockOffset: p.offset.String()}
 	// Bounded waits: a deployment that does not heal fails the fault, not
@@ -272,18 +273,19 @@ func (f *failoverRedis) failover(ctx context.Context, p failoverPlan) (failoverR
 		return rec, fmt.Errorf("deployment not ready for a failover: %w", err)
 	}
 	rec.From, rec.To = primary.Addr, replica.Addr
-	if f.clock {
-		if err := replica.SetClockOffset(p.offset); err != nil {
-			return rec, err
-		}
-	}
 	if p.cut > 0 {
 		if err := replica.CutReplication(wctx); err != nil {
 			return rec, err
 		}
 		rec.Cut = time.Now()
-		sleepCtx(wctx, p.cut) // not cut short: the primary must die while cut off
 	}
+	if p.offset != 0 {
+		// The replica's clock steps back now, while it is cut off.
+		if err := replica.SetClockOffset(p.offset); err != nil {
+			return rec, err
+		}
+	}
+	sleepCtx(wctx, p.cut) // not cut short: the primary must die while cut off
 	primary.Kill()
 	rec.Killed = time.Now()
 	to, err := redisserver.WaitPromotion(wctx, f.sentinel.Addr, masterName, primary.Addr)
@@ -292,6 +294,13 @@ func (f *failoverRedis) failover(ctx context.Context, p failoverPlan) (failoverR
 		// still is (its AOF keeps what it acknowledged), so the run goes on.
 		if p.cut > 0 {
 			_ = replica.HealReplication(context.WithoutCancel(ctx))
+		}
+		if p.offset != 0 {
+			// The replica's link is down meanwhile (it reconnects when
+			// the primary is back); the next failover waits until it is
+			// up again, so the Sentinel judges it by a link down time
+			// measured with a true clock.
+			_ = replica.SetClockOffset(0)
 		}
 		primary.SetReplicaOf("")
 		if rerr := primary.Restart(context.WithoutCancel(ctx)); rerr != nil {
@@ -316,6 +325,16 @@ func (f *failoverRedis) failover(ctx context.Context, p failoverPlan) (failoverR
 		}
 	}
 	primary.SetReplicaOf(replica.Addr)
+	if f.clock {
+		// The killed node comes back with a true clock (set while it is
+		// down, so no running process sees its clock step forward): a
+		// replica whose clock steps forward by minutes reports its link to
+		// the primary down for as long, and the Sentinel will not promote
+		// it. Only the node a clock failover promotes runs shifted.
+		if err := primary.SetClockOffset(0); err != nil {
+			return rec, err
+		}
+	}
 	if err := primary.Restart(wctx); err != nil {
 		return rec, fmt.Errorf("restart the old primary as a replica: %w", err)
 	}
