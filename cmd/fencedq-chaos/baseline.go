@@ -115,6 +115,10 @@ func checkBaseline(ctx context.Context, e *runEnv, w *workload, rep *report) err
 		}
 	}
 
+	byOp := map[string]*operation{}
+	for _, op := range w.operations() {
+		byOp[op.ID] = op
+	}
 	appsByOp := map[string][]application{}
 	for _, a := range apps {
 		appsByOp[a.op] = append(appsByOp[a.op], a)
@@ -156,30 +160,47 @@ func checkBaseline(ctx context.Context, e *runEnv, w *workload, rep *report) err
 		}
 	}
 
-	// Outcomes: applied, or what asynq did with the task.
+	// Outcomes: applied, or what asynq did with the task; and every task
+	// asynq acknowledged is still there (retained after completion).
 	insp := asynq.NewInspectorFromRedisClient(e.rdb)
+	kept := rep.newCheck("acknowledged jobs kept", "every task asynq acknowledged is in asynq at the end (completed tasks are retained)")
+	fs := rep.Failover
+	if fs == nil {
+		fs = &failoverSummary{}
+	}
 	lost := rep.newCheck("no transfer lost", "every covered transfer was applied or is still in asynq's hands")
 	for _, op := range w.operations() {
-		if len(appsByOp[op.ID]) > 0 {
-			if op.Overdraft {
-				rep.fail(once, "overdraft %s was applied", op.ID)
-			}
-			rep.Outcomes["applied"]++
-			continue
-		}
+		applied := len(appsByOp[op.ID]) > 0
 		state, lastErr := "missing", ""
 		for _, q := range op.Queues {
+			if !op.Confirmed[q] {
+				continue
+			}
+			fs.AcknowledgedJobs++
 			ti, err := insp.GetTaskInfo(baselineQueue(namespace, q), op.ID)
 			if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+				fs.LostJobs++
+				if applied {
+					fs.LostApplied++
+				} else {
+					fs.LostNeverApplied++
+				}
+				rep.fail(kept, "%s: task in %s acknowledged, missing at the end (transfer applied: %v)", op.ID, q, applied)
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			state, lastErr = ti.State.String(), ti.LastErr
-			if ti.State != asynq.TaskStateArchived {
-				break
+			if state == "missing" || state == asynq.TaskStateArchived.String() {
+				state, lastErr = ti.State.String(), ti.LastErr
 			}
+		}
+		if applied {
+			if op.Overdraft {
+				rep.fail(once, "overdraft %s was applied", op.ID)
+			}
+			rep.Outcomes["applied"]++
+			continue
 		}
 		switch {
 		case op.Overdraft && state == "archived" && strings.Contains(lastErr, "insufficient funds"):
@@ -192,6 +213,15 @@ func checkBaseline(ctx context.Context, e *runEnv, w *workload, rep *report) err
 			b.Unfinished++
 			rep.Outcomes["unfinished_"+state]++
 		}
+	}
+	if rep.Failover != nil {
+		ws := make([]write, 0, len(apps))
+		for _, a := range apps {
+			if op := byOp[a.op]; op != nil {
+				ws = append(ws, write{at: a.at, account: op.Args.From})
+			}
+		}
+		rep.Failover.Costs = failoverCosts(rep.Failover.Failovers, ws, e.workloadStopped, time.Now())
 	}
 	b.Asynq, err = asynqCounts(insp)
 	return err

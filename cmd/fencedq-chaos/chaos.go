@@ -11,6 +11,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +69,8 @@ type runEnv struct {
 	dir      string
 	schema   string
 	admin    *pgxpool.Pool
-	redis    *redisServer
+	redis    *redisServer   // single-server mode
+	fo       *failoverRedis // --failover
 	rdb      *redis.Client
 	workers  *workers
 	accounts []string
@@ -75,6 +78,17 @@ type runEnv struct {
 
 	crashMu sync.Mutex
 	crashes []string
+	// switches are the primary switches the Sentinel announced (failover
+	// mode), with when they were seen.
+	switches []sentinelSwitch
+	// workloadStopped is when the workload stopped generating transfers.
+	workloadStopped time.Time
+}
+
+// sentinelSwitch is one +switch-master event.
+type sentinelSwitch struct {
+	at      time.Time
+	payload string
 }
 
 // runChaos performs one run and returns its report. An error means the run
@@ -146,19 +160,31 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	}
 	e.progress("schema %s ready", e.schema)
 
-	// Redis with AOF.
+	// Redis with AOF: one server, or a primary, a replica and a Sentinel.
 	rdir := filepath.Join(e.dir, "redis")
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return nil, err
 	}
-	if e.redis, err = startRedis(ctx, rdir); err != nil {
-		return nil, err
+	redisArgs := []string{}
+	if o.Failover {
+		if e.fo, err = startFailoverRedis(ctx, rdir, slices.Contains(o.FailoverKinds, faultFailoverClock)); err != nil {
+			return nil, err
+		}
+		defer e.fo.Stop()
+		e.rdb = redis.NewFailoverClient(e.fo.clientOptions())
+		redisArgs = append(redisArgs, "--sentinel", e.fo.sentinel.Addr, "--master-name", masterName)
+		e.progress("%s run, seed %d: %s, run directory %s", mode, o.Seed, e.fo.describe(), e.dir)
+	} else {
+		if e.redis, err = startRedis(ctx, rdir); err != nil {
+			return nil, err
+		}
+		defer e.redis.Stop()
+		e.rdb = redis.NewClient(&redis.Options{Addr: e.redis.Addr})
+		redisArgs = append(redisArgs, "--redis", e.redis.Addr)
+		e.progress("%s run, seed %d: redis-server %s (AOF, appendfsync always), run directory %s",
+			mode, o.Seed, e.redis.Addr, e.dir)
 	}
-	defer e.redis.Stop()
-	e.rdb = redis.NewClient(&redis.Options{Addr: e.redis.Addr})
 	defer e.rdb.Close()
-	e.progress("%s run, seed %d: redis-server %s (AOF, appendfsync always), run directory %s",
-		mode, o.Seed, e.redis.Addr, e.dir)
 
 	// Workers, each behind its own PostgreSQL proxy.
 	wmode := "fencedq"
@@ -168,12 +194,12 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	case modeBridge:
 		wmode = "asynq-bridge"
 	}
-	e.workers = &workers{exe: exe, dir: e.dir, mode: wmode, baseArg: []string{
-		"--redis", e.redis.Addr, "--postgres", o.DatabaseURL, "--schema", e.schema, "--namespace", namespace,
+	e.workers = &workers{exe: exe, dir: e.dir, mode: wmode, baseArg: append(redisArgs,
+		"--postgres", o.DatabaseURL, "--schema", e.schema, "--namespace", namespace,
 		"--concurrency", strconv.Itoa(o.Concurrency), "--lease-ttl", o.LeaseTTL.String(),
 		"--handler-timeout", o.HandlerTimeout.String(), "--reconcile-interval", o.ReconcileInterval.String(),
 		"--log-level", o.LogLevel,
-	}}
+	)}
 	for i := range o.Workers {
 		p, err := startProxy(upstream)
 		if err != nil {
@@ -215,18 +241,26 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	w.startSubmitters(subCtx, 8)
 
 	// Fault phase.
-	nem := newNemesis(o, e.workers, e.redis, e.progress)
+	nem := newNemesis(o, e.workers, e.redis, e.fo, e.progress)
 	faultCtx, faultCancel := context.WithTimeout(ctx, o.Duration)
 	defer faultCancel()
 	monCtx, monCancel := context.WithCancel(ctx)
 	defer monCancel()
 	go e.monitor(monCtx)
+	if e.fo != nil {
+		go e.fo.watchSwitches(monCtx, func(at time.Time, payload string) {
+			e.crashMu.Lock()
+			e.switches = append(e.switches, sentinelSwitch{at: at, payload: payload})
+			e.crashMu.Unlock()
+		})
+	}
 	go e.progressLoop(monCtx, w, nem, mode)
 	var genDone sync.WaitGroup
 	genDone.Add(1)
 	go func() {
 		defer genDone.Done()
 		w.generate(faultCtx)
+		e.workloadStopped = time.Now() // read after genDone.Wait
 	}()
 	nem.run(faultCtx)
 	genDone.Wait()
@@ -260,7 +294,7 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	// Check.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer ccancel()
-	rep = newReport(mode, o)
+	rep = e.newReport(mode, nem)
 	rep.Timing = timing{FaultPhase: faultPhase.Round(time.Second).String(), Drain: drain.Round(100 * time.Millisecond).String(), Settled: settled}
 	rep.Faults, rep.FaultLog = nem.Counts(), nem.Events()
 	rep.Workload = w.summary()
@@ -287,7 +321,7 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	}
 	if o.afterCheck != nil {
 		recheck := func() (*report, error) {
-			r := newReport(mode, o)
+			r := e.newReport(mode, nem)
 			if mode == modeBaseline {
 				return r, checkBaseline(cctx, e, w, r)
 			}
@@ -309,6 +343,37 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 		rep.Dir = e.dir
 	}
 	return rep, nil
+}
+
+// newReport starts the run's report; in failover mode it carries the
+// failovers the nemesis made, for the checker.
+func (e *runEnv) newReport(mode string, nem *nemesis) *report {
+	r := newReport(mode, e.o)
+	if e.fo == nil {
+		return r
+	}
+	fs := &failoverSummary{Durable: e.o.Durable, Failovers: nem.Failovers()}
+	e.crashMu.Lock()
+	switches := append([]sentinelSwitch{}, e.switches...)
+	e.crashMu.Unlock()
+	fs.SentinelSwitches = len(switches)
+	// A switch the nemesis did not cause is a failover all the same: the
+	// checker gives it a loss window (from a down-after and a vote before
+	// it was announced).
+	for _, sw := range switches {
+		planned := false
+		for _, f := range fs.Failovers {
+			planned = planned || (!sw.at.Before(f.Killed) && !f.Promoted.IsZero() && sw.at.Before(f.Promoted.Add(2*time.Second)))
+		}
+		if !planned {
+			promoted := sw.at
+			fs.Failovers = append(fs.Failovers, failoverRecord{Kind: "unplanned", Killed: promoted.Add(-sentinelDownAfter - 2*time.Second),
+				Promoted: promoted, Failover: "unknown", From: sw.payload})
+		}
+	}
+	sort.Slice(fs.Failovers, func(i, j int) bool { return fs.Failovers[i].Killed.Before(fs.Failovers[j].Killed) })
+	r.Failover = fs
+	return r
 }
 
 // pgUpstream returns the host:port a proxy forwards to.
@@ -392,6 +457,9 @@ func (e *runEnv) progressLoop(ctx context.Context, w *workload, n *nemesis, mode
 			} else {
 				state += fmt.Sprintf(" asynq tasks left %d", left)
 			}
+		}
+		if e.fo != nil {
+			state += " | primary " + e.fo.primaryAddr(ctx)
 		}
 		e.progress("submitted %d (confirmed %d, enqueue errors %d) | %s | faults %v",
 			w.submissions.Load(), w.confirmed.Load(), w.enqueueErrors.Load(), state, n.Counts())

@@ -7,7 +7,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencedq/fencedq/examples/bank"
@@ -32,6 +34,7 @@ type accepted struct {
 	owner            string
 	hwToken, hwOwner string
 	txid             int64
+	at               time.Time
 }
 
 // fenceChange is one change of a fences row (chaos_fence_log).
@@ -102,11 +105,16 @@ func readMoneyAndMoves(ctx context.Context, pool *pgxpool.Pool, schema string, a
 	return moves, nil
 }
 
-// jobView is one ledger job with its history.
+// jobView is one acknowledged job with its ledger record and history (nil
+// when lost).
 type jobView struct {
 	queue string
+	id    string
 	rec   *jobs.Record
 	hist  []jobs.Entry
+	// lost: missing at the end (for the bridge: its asynq task or its
+	// ledger job).
+	lost bool
 }
 
 // checkFenced verifies a fencedq run.
@@ -121,14 +129,14 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 	// Storage logs.
 	var acc []accepted
 	rows, err := pool.Query(ctx, `SELECT seq, operation_id, resource, token::text, owner,
-		coalesce(hw_token::text, ''), coalesce(hw_owner, ''), txid FROM `+s+`.chaos_accepted ORDER BY seq`)
+		coalesce(hw_token::text, ''), coalesce(hw_owner, ''), txid, at FROM `+s+`.chaos_accepted ORDER BY seq`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var a accepted
 		var tok string
-		if err := rows.Scan(&a.seq, &a.op, &a.resource, &tok, &a.owner, &a.hwToken, &a.hwOwner, &a.txid); err != nil {
+		if err := rows.Scan(&a.seq, &a.op, &a.resource, &tok, &a.owner, &a.hwToken, &a.hwOwner, &a.txid, &a.at); err != nil {
 			return err
 		}
 		a.token = parseTok(tok)
@@ -266,6 +274,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 	}
 
 	// Tokens per resource never decrease and never have two owners.
+	checkAcceptedOrder(acc, rep)
 	c = rep.newCheck("tokens per account never decrease, one owner per token",
 		"per resource, in the order the storage accepted them (one sequence under the fence row lock): high-water tokens never decrease, each write carries the high-water mark of its own transaction, no token has two owners")
 	type ev struct {
@@ -303,9 +312,6 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 			if x.write.hwToken != x.token.String() || x.write.hwOwner != x.owner {
 				rep.fail(c, "%s: write of %s with token %d/%s saw high-water %s/%s in its transaction", res, x.write.op, x.token, x.owner, x.write.hwToken, x.write.hwOwner)
 			}
-			if x.token < lastWrite {
-				rep.fail(c, "%s: accepted token %d after token %d (operation %s)", res, x.token, lastWrite, x.write.op)
-			}
 			if x.token > lastWrite {
 				strictWrites++
 			}
@@ -314,29 +320,48 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 	}
 	rep.Storage["resources"] = int64(len(perRes))
 
-	// The ledger: every operation's jobs, with their histories.
+	// The ledger: every job the client was given, with its history. For
+	// the bridge, the acknowledgement is asynq's: its task must be there too.
+	bridge := e.o.Baseline == modeBridge
+	var insp *asynq.Inspector
+	if bridge {
+		insp = asynq.NewInspectorFromRedisClient(e.rdb)
+	}
 	views := map[string][]*jobView{} // op -> its jobs
 	jobStates := map[string]int{}
+	ledgerLost := map[*jobView]bool{} // bridge: asynq kept the task, the ledger lost its job
 	for _, op := range ops {
 		for _, q := range op.Queues {
-			id, ok := op.Jobs[q]
-			if !ok {
-				continue
+			for _, id := range op.jobIDs(q) {
+				v := &jobView{queue: q, id: id}
+				views[op.ID] = append(views[op.ID], v)
+				if bridge {
+					_, err := insp.GetTaskInfo(baselineQueue(namespace, q), op.ID)
+					switch {
+					case errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound):
+						v.lost = true
+					case err != nil:
+						return err
+					}
+				}
+				rec, err := ledger.Get(ctx, q, id)
+				if errors.Is(err, jobs.ErrNotFound) {
+					if !v.lost {
+						ledgerLost[v] = true
+					}
+					v.lost = true
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				hist, err := ledger.History(ctx, q, id)
+				if err != nil {
+					return err
+				}
+				v.rec, v.hist = rec, hist
+				jobStates[string(rec.State)]++
 			}
-			rec, err := ledger.Get(ctx, q, id)
-			if errors.Is(err, jobs.ErrNotFound) {
-				views[op.ID] = append(views[op.ID], &jobView{queue: q})
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			hist, err := ledger.History(ctx, q, id)
-			if err != nil {
-				return err
-			}
-			views[op.ID] = append(views[op.ID], &jobView{queue: q, rec: rec, hist: hist})
-			jobStates[string(rec.State)]++
 		}
 	}
 	rep.Jobs = jobStates
@@ -351,14 +376,78 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 		}
 	}
 
+	// Acknowledged jobs kept: a violation with one Redis (its AOF keeps
+	// every acknowledged write) or with --durable; across failovers with
+	// asynchronous replication, a finding.
+	fs := rep.Failover
+	if fs == nil {
+		fs = &failoverSummary{} // counted, not reported
+	}
+	lossDetail := "every job the client's enqueue acknowledged is in the ledger at the end"
+	if bridge {
+		lossDetail = "every task asynq acknowledged is in asynq at the end, and the ledger job of every task it ran"
+	}
+	if e.fo != nil && !e.o.Durable {
+		lossDetail += "; without durable acknowledgements a failover may lose them: counted and reported, not failed (--durable makes them violations)"
+	}
+	loss := rep.newFinding("acknowledged jobs kept", lossDetail, e.fo == nil || e.o.Durable)
+	for _, op := range ops {
+		_, applied := effects[op.ID]
+		for _, v := range views[op.ID] {
+			fs.AcknowledgedJobs++
+			if !v.lost {
+				continue
+			}
+			fs.LostJobs++
+			what := "missing from the ledger"
+			if bridge {
+				what = "missing from asynq"
+				if ledgerLost[v] {
+					fs.LedgerJobsLost++
+					what = "kept by asynq, its ledger job missing"
+				}
+			}
+			if applied {
+				fs.LostApplied++
+			} else {
+				fs.LostNeverApplied++
+			}
+			rep.fail(loss, "%s: job %s in %s acknowledged, %s at the end (transfer applied: %v)", op.ID, v.id, v.queue, what, applied)
+		}
+	}
+	if !bridge { // the bridge's ledger jobs are made at delivery, not at enqueue
+		fs.ClientJobs = fs.AcknowledgedJobs
+		fs.LedgerEnqueued = rep.Ledger["enqueued"]
+	}
+	// lostID reports whether job id of op was lost.
+	lostID := func(op *operation, id string) bool {
+		for _, v := range views[op.ID] {
+			if v.id == id && v.lost {
+				return true
+			}
+		}
+		return false
+	}
+
 	// Every submitted operation has its jobs, each in a final state or
 	// review, with a reason where it did not succeed.
-	c = rep.newCheck("no operation lost or stuck",
-		"every confirmed submission has its ledger job; every job ends succeeded, or dead/review with a recorded reason; none pending, running or uncertain")
+	c = rep.newCheck("no job stuck",
+		"every submission was confirmed; every job there at the end is succeeded, or dead/review with a recorded reason; none pending, running or uncertain")
 	dedup := rep.newCheck("deduplicated submissions return the same job", "every repeated submission of an operation id to a queue got the first job's id")
 	for _, op := range ops {
-		for _, cf := range op.Conflicts {
-			rep.fail(dedup, "%s: %s", op.ID, cf)
+		for _, q := range op.Queues {
+			if len(op.Others[q]) == 0 {
+				continue
+			}
+			if lostID(op, op.Jobs[q]) {
+				// The ledger forgot the operation id with the job.
+				fs.ResubmittedAfterLoss += len(op.Others[q])
+				rep.fail(loss, "%s: re-submitted to %s after its job %s was lost, got new job(s) %v", op.ID, q, op.Jobs[q], op.Others[q])
+				continue
+			}
+			for _, cf := range op.Conflicts {
+				rep.fail(dedup, "%s: %s", op.ID, cf)
+			}
 		}
 		for _, q := range op.Queues {
 			if !op.Confirmed[q] {
@@ -367,8 +456,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 		}
 		for _, v := range views[op.ID] {
 			if v.rec == nil {
-				rep.fail(c, "%s: job in %s is missing from the ledger (lost)", op.ID, v.queue)
-				continue
+				continue // lost: the check above
 			}
 			switch v.rec.State {
 			case jobs.Succeeded:
@@ -383,14 +471,19 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 	}
 
 	// Exactly once: the ledger and the storage agree per operation.
+	var failovers []failoverRecord
+	if rep.Failover != nil {
+		failovers = rep.Failover.Failovers
+	}
 	c = rep.newCheck("every transfer applied exactly once",
 		"an operation with a succeeded job has exactly one effect; one whose jobs are all dead has none; overdrafts are never applied; every effect was written by an attempt of its own operation")
 	u := &uncertainSummary{Reasons: map[string]int{}, Decisions: map[string]int{}}
 	for _, op := range ops {
 		vs := views[op.ID]
-		succeeded, dead, review := 0, 0, 0
+		succeeded, dead, review, lost := 0, 0, 0, 0
 		for _, v := range vs {
 			if v.rec == nil {
+				lost++
 				continue
 			}
 			switch v.rec.State {
@@ -413,6 +506,12 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 			rep.fail(c, "overdraft %s was applied", op.ID)
 		}
 		switch {
+		case len(vs) > 0 && lost == len(vs):
+			if applied {
+				rep.Outcomes["lost_applied"]++
+			} else {
+				rep.Outcomes["lost_never_applied"]++
+			}
 		case len(vs) == 0 || (succeeded == 0 && dead == 0 && review == 0):
 			rep.Outcomes["unfinished"]++
 		case succeeded > 0:
@@ -435,7 +534,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 			// Native pools fence a transfer by its source account's lease;
 			// the asynq bridge fences each job by its own token.
 			want := "account:" + op.Args.From
-			if e.o.Baseline == modeBridge {
+			if bridge {
 				want = jobs.LeaseResource(op.ID, "")
 			}
 			if ef.resource != want {
@@ -453,11 +552,30 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 					}
 				}
 			}
-			if writer == nil {
-				rep.fail(c, "%s applied by %s, which names none of its jobs", op.ID, ef.owner)
-			} else {
+			var at time.Time
+			if as := accByOp[op.ID]; len(as) > 0 {
+				at = as[0].at
+			}
+			switch {
+			case writer == nil:
+				lostWriter := false
+				for _, v := range vs {
+					lostWriter = lostWriter || (v.lost && strings.HasSuffix(ef.owner, "/"+v.id))
+				}
+				if !lostWriter {
+					rep.fail(c, "%s applied by %s, which names none of its jobs", op.ID, ef.owner)
+				} // else counted as a lost job that was applied
+			default:
 				tok, found := writerAttempt(writer.rec.ID, writer.hist, ef.owner, ef.token)
-				if !found && len(writer.hist) < 200 { // histories keep the last 200 entries
+				switch {
+				case found || len(writer.hist) >= 200: // histories keep the last 200 entries
+				case e.fo != nil && e.inLossWindow(failovers, at):
+					// The attempt's claim was on the old primary after what
+					// the promoted replica had: the failover erased it.
+					fs.AttemptsErased++
+					rep.fail(loss, "%s applied with token %d by %s at %s, an attempt job %s's history lost in a failover",
+						op.ID, ef.token, ef.owner, at.Format("15:04:05.000"), writer.rec.ID)
+				default:
 					rep.fail(c, "%s applied with token %d by %s, which is no attempt in job %s's history", op.ID, ef.token, ef.owner, writer.rec.ID)
 				}
 				if found && writer.rec.State == jobs.Succeeded && writer.rec.Token != tok {
@@ -492,6 +610,18 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 	}
 	rep.Uncertain = u
 	rep.Storage["strictly_increasing_writes"] = int64(strictWrites)
+	if err := checkRefusals(ctx, e, rep); err != nil {
+		return err
+	}
+	if rep.Failover != nil {
+		ws := make([]write, 0, len(acc))
+		for _, a := range acc {
+			if op := byOp[a.op]; op != nil {
+				ws = append(ws, write{at: a.at, account: op.Args.From})
+			}
+		}
+		rep.Failover.Costs = failoverCosts(rep.Failover.Failovers, ws, e.workloadStopped, time.Now())
+	}
 	return nil
 }
 

@@ -71,6 +71,25 @@
 // A killed or long-paused server's task waits for asynq's recoverer (30-90
 // s), so the drain takes that long after such a fault.
 //
+// --failover runs Redis as a deployment that fails over: two redis-servers
+// (AOF, appendfsync always; one the primary, one its replica) and a
+// Sentinel (quorum 1, down-after 2s), all on free loopback ports; the
+// driver and every worker connect with redis.NewFailoverClient through the
+// Sentinel. The nemesis gains a Redis lane (one fault every ~--failover-gap)
+// that SIGKILLs the primary with the replica in sync (healthy), with the
+// replica cut off from it 3-5s before (lagging: what the primary
+// acknowledged meanwhile is lost), or cut off and with the replica's wall
+// clock shifted by --clock-offset through an LD_PRELOAD shim compiled with
+// cc (clock); after the Sentinel's promotion the killed node restarts as a
+// replica of the new primary and resynchronises, so failovers can go on.
+// Redis restarts then restart the replica. The checker adds: acknowledged
+// jobs lost (counted and reported; with --durable, violations), accepted
+// tokens never below an earlier accepted token of the same resource, no
+// resource refused by the storage for longer than a lease TTL plus the
+// longest failover, and what each failover cost (how long no write was
+// accepted, the slowest account to see a write again). It works with every
+// --baseline.
+//
 // Everything listens on loopback. Exit codes: 0 clean, 1 violation or
 // broken run, 2 bad usage.
 //
@@ -98,6 +117,12 @@
 //	--seed 0                 random seed (0: from the clock; printed)
 //	--baseline asynq         run the unfenced asynq baseline instead
 //	--baseline asynq-bridge  run asynq servers with the asynqfence middleware instead
+//	--failover               primary + replica + Sentinel, and failover faults
+//	--failover-faults healthy,lagging,clock
+//	--max-failovers 1000     per failover kind (0 disables)
+//	--failover-gap 10s       mean pause between two faults of the Redis lane
+//	--clock-offset -120s     the promoted node's clock shift in clock failovers
+//	--durable                an acknowledged job lost is a violation, not a finding
 //	--json                   print the report as one JSON object
 //	--keep                   keep the schema, Redis directory and worker logs
 //	--database-url URL       PostgreSQL (default $DATABASE_URL or the URL above)

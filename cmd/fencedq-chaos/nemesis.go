@@ -33,22 +33,30 @@ type faultEvent struct {
 // lanes: processes (pause, kill, redis restart) and the network between
 // the workers and PostgreSQL (stall, slow), plus, with --long-pauses, a
 // third lane of long pauses spread over the run.
+//
+// With --failover the Redis faults have a lane of their own, spaced by
+// --failover-gap: the failovers (failoverRedis.failover) and Redis restarts,
+// which there restart the replica (a crashed primary is what the failovers
+// are); the process lane keeps pauses and kills.
 type nemesis struct {
 	o       *options
 	workers *workers
-	redis   *redisServer
+	redis   *redisServer   // single-server mode
+	fo      *failoverRedis // failover mode
 	start   time.Time
 	out     func(format string, a ...any)
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	counts map[string]int
-	events []faultEvent
+	mu        sync.Mutex
+	rng       *rand.Rand
+	counts    map[string]int
+	events    []faultEvent
+	failovers []failoverRecord
 }
 
-// newNemesis prepares a nemesis over the run's workers and Redis.
-func newNemesis(o *options, w *workers, r *redisServer, out func(string, ...any)) *nemesis {
-	return &nemesis{o: o, workers: w, redis: r, out: out,
+// newNemesis prepares a nemesis over the run's workers and Redis (r, or fo
+// in failover mode).
+func newNemesis(o *options, w *workers, r *redisServer, fo *failoverRedis, out func(string, ...any)) *nemesis {
+	return &nemesis{o: o, workers: w, redis: r, fo: fo, out: out,
 		rng: rand.New(rand.NewPCG(o.Seed, 0xfa017)), counts: map[string]int{}}
 }
 
@@ -97,6 +105,9 @@ func (n *nemesis) Counts() map[string]int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := map[string]int{faultPause: 0, faultKill: 0, faultRedisRestart: 0, faultStall: 0, faultSlow: 0, faultLongPause: 0}
+	for _, k := range n.o.FailoverKinds {
+		out[k] = 0
+	}
 	for k, v := range n.counts {
 		out[k] = v
 	}
@@ -110,23 +121,41 @@ func (n *nemesis) Events() []faultEvent {
 	return append([]faultEvent{}, n.events...)
 }
 
+// Failovers returns the failovers made, in order.
+func (n *nemesis) Failovers() []failoverRecord {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]failoverRecord{}, n.failovers...)
+}
+
 // run injects faults until ctx ends; every fault in progress is undone
 // (paused workers resumed, proxies healed) before it returns.
 func (n *nemesis) run(ctx context.Context) {
 	n.start = time.Now()
 	var wg sync.WaitGroup
-	lanes := []struct {
+	type lane struct {
 		kinds  []string
 		limits []int
-	}{
-		{[]string{faultPause, faultKill, faultRedisRestart}, []int{n.o.MaxPauses, n.o.MaxKills, n.o.MaxRedisRestarts}},
-		{[]string{faultStall, faultSlow}, []int{n.o.MaxStalls, n.o.MaxSlowdowns}},
+		gap    time.Duration
+	}
+	lanes := []lane{
+		{[]string{faultPause, faultKill, faultRedisRestart}, []int{n.o.MaxPauses, n.o.MaxKills, n.o.MaxRedisRestarts}, n.o.FaultGap},
+		{[]string{faultStall, faultSlow}, []int{n.o.MaxStalls, n.o.MaxSlowdowns}, n.o.FaultGap},
+	}
+	if n.fo != nil {
+		lanes[0] = lane{[]string{faultPause, faultKill}, []int{n.o.MaxPauses, n.o.MaxKills}, n.o.FaultGap}
+		redisLane := lane{[]string{faultRedisRestart}, []int{n.o.MaxRedisRestarts}, n.o.FailoverGap}
+		for _, k := range n.o.FailoverKinds {
+			redisLane.kinds = append(redisLane.kinds, k)
+			redisLane.limits = append(redisLane.limits, n.o.MaxFailovers)
+		}
+		lanes = append(lanes, redisLane)
 	}
 	for _, l := range lanes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n.lane(ctx, l.kinds, l.limits)
+			n.lane(ctx, l.kinds, l.limits, l.gap)
 		}()
 	}
 	if n.o.LongPauses > 0 {
@@ -142,7 +171,7 @@ func (n *nemesis) run(ctx context.Context) {
 // lane injects one fault at a time: first each kind once in random order
 // (so even a short run sees every fault), then kinds at random among those
 // under their limit.
-func (n *nemesis) lane(ctx context.Context, kinds []string, limits []int) {
+func (n *nemesis) lane(ctx context.Context, kinds []string, limits []int, gap time.Duration) {
 	var first []string
 	for i, k := range kinds {
 		if limits[i] > 0 {
@@ -153,7 +182,7 @@ func (n *nemesis) lane(ctx context.Context, kinds []string, limits []int) {
 	n.rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
 	n.mu.Unlock()
 	// A short first gap: the first faults land while work is flowing.
-	if !sleepCtx(ctx, n.between(n.o.FaultGap/4, n.o.FaultGap)) {
+	if !sleepCtx(ctx, n.between(gap/4, gap)) {
 		return
 	}
 	for ctx.Err() == nil {
@@ -173,7 +202,7 @@ func (n *nemesis) lane(ctx context.Context, kinds []string, limits []int) {
 			kind = open[n.intn(len(open))]
 		}
 		n.inject(ctx, kind)
-		if !sleepCtx(ctx, n.between(n.o.FaultGap/2, n.o.FaultGap*3/2)) {
+		if !sleepCtx(ctx, n.between(gap/2, gap*3/2)) {
 			return
 		}
 	}
@@ -251,8 +280,46 @@ func (n *nemesis) inject(ctx context.Context, kind string) {
 		}
 		down := n.between(0, time.Second)
 		t0 := time.Now()
-		err := n.redis.restart(ctx, sig, down)
-		ev := faultEvent{Kind: kind, Target: "redis-server", Duration: time.Since(t0).Round(time.Millisecond).String(), Detail: how}
+		target := "redis-server"
+		var err error
+		if n.fo != nil {
+			var addr string
+			addr, err = n.fo.restartReplica(ctx, sig, down)
+			target = "replica " + addr
+		} else {
+			err = n.redis.restart(ctx, sig, down)
+		}
+		ev := faultEvent{Kind: kind, Target: target, Duration: time.Since(t0).Round(time.Millisecond).String(), Detail: how}
+		if err != nil {
+			ev.Error = err.Error()
+		}
+		n.record(ev)
+	case faultFailover, faultFailoverLagging, faultFailoverClock:
+		p := failoverPlan{kind: kind}
+		if kind != faultFailover {
+			// The setting: the replica cut off seconds before the
+			// kill, well within what the Sentinel still promotes.
+			p.cut = n.between(3*time.Second, 5*time.Second)
+		}
+		if kind == faultFailoverClock {
+			p.offset = n.o.ClockOffset
+		}
+		t0 := time.Now()
+		rec, err := n.fo.failover(ctx, p)
+		ev := faultEvent{Kind: kind, Target: "primary " + rec.From, Duration: time.Since(t0).Round(time.Millisecond).String()}
+		if !rec.Killed.IsZero() {
+			// A kill happened: whatever followed, the checker must know.
+			n.mu.Lock()
+			n.failovers = append(n.failovers, rec)
+			n.mu.Unlock()
+			ev.Detail = fmt.Sprintf("promoted %s after %s", rec.To, rec.Failover)
+			if p.cut > 0 {
+				ev.Detail += fmt.Sprintf(", replication cut %s before the kill", rec.Killed.Sub(rec.Cut).Round(time.Millisecond))
+			}
+			if kind == faultFailoverClock {
+				ev.Detail += ", its clock shifted " + p.offset.String()
+			}
+		}
 		if err != nil {
 			ev.Error = err.Error()
 		}

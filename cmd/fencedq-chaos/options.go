@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -46,10 +47,20 @@ type options struct {
 	Drain             time.Duration `json:"drain"`
 	Seed              uint64        `json:"seed"`
 	Baseline          string        `json:"baseline,omitempty"`
-	JSON              bool          `json:"-"`
-	Keep              bool          `json:"-"`
-	DatabaseURL       string        `json:"-"`
-	LogLevel          string        `json:"-"`
+	// Failover runs Redis as a primary, a replica and a Sentinel, and adds
+	// the failover faults in FailoverKinds.
+	Failover      bool          `json:"failover,omitempty"`
+	FailoverKinds []string      `json:"failover_faults,omitempty"`
+	MaxFailovers  int           `json:"max_failovers,omitempty"`
+	FailoverGap   time.Duration `json:"failover_gap,omitempty"`
+	ClockOffset   time.Duration `json:"clock_offset,omitempty"`
+	// Durable makes every acknowledged job lost a violation even across
+	// failovers (durable acknowledgements expected).
+	Durable     bool   `json:"durable,omitempty"`
+	JSON        bool   `json:"-"`
+	Keep        bool   `json:"-"`
+	DatabaseURL string `json:"-"`
+	LogLevel    string `json:"-"`
 	// Progress receives progress lines (stderr).
 	Progress io.Writer `json:"-"`
 	// afterCheck, set by tests, runs after the checker and before teardown;
@@ -96,6 +107,12 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.Drain, "drain", 3*time.Minute, "longest wait for the system to settle after the faults stop")
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed (0: from the clock)")
 	fs.StringVar(&o.Baseline, "baseline", "", `"asynq": run the unfenced asynq baseline instead of fencedq; "asynq-bridge": the same asynq servers with the handler under the asynqfence middleware`)
+	fs.BoolVar(&o.Failover, "failover", false, "run Redis as a primary, a replica and a Sentinel (clients follow it with redis.NewFailoverClient) and fail the primary over")
+	failoverFaults := fs.String("failover-faults", "healthy,lagging,clock", "with --failover, the failover faults: healthy (replica in sync), lagging (replication cut before the kill), clock (cut, and the promoted node's clock shifted by --clock-offset)")
+	fs.IntVar(&o.MaxFailovers, "max-failovers", 1000, "most failovers of each kind (0 disables)")
+	fs.DurationVar(&o.FailoverGap, "failover-gap", 10*time.Second, "with --failover, mean pause between two faults of the Redis lane (failovers, replica restarts)")
+	fs.DurationVar(&o.ClockOffset, "clock-offset", -120*time.Second, "clock failovers shift the promoted node's wall clock (Redis TIME) by this much (negative: behind)")
+	fs.BoolVar(&o.Durable, "durable", false, "expect durable acknowledgements: an acknowledged job lost in a failover is a violation, not a finding")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the schema, the Redis directory and the worker logs")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
@@ -111,6 +128,19 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.DatabaseURL == "" {
 		o.DatabaseURL = os.Getenv("DATABASE_URL")
+	}
+	if o.Failover && *failoverFaults != "" {
+		seen := map[string]bool{}
+		for _, k := range strings.Split(*failoverFaults, ",") {
+			kind, ok := failoverKinds[strings.TrimSpace(k)]
+			if !ok {
+				return nil, fmt.Errorf("%w: --failover-faults: unknown fault %q (healthy, lagging, clock)", errUsage, k)
+			}
+			if !seen[kind] {
+				seen[kind] = true
+				o.FailoverKinds = append(o.FailoverKinds, kind)
+			}
+		}
 	}
 	if o.DatabaseURL == "" {
 		o.DatabaseURL = defaultDatabaseURL
@@ -132,11 +162,11 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: --careless must be between 0 and --workers", errUsage)
 	case o.LeaseTTL < 100*time.Millisecond:
 		return nil, fmt.Errorf("%w: --lease-ttl must be at least 100ms", errUsage)
-	case o.HandlerTimeout <= 0 || o.ReconcileInterval <= 0 || o.FaultGap <= 0 || o.Drain <= 0 || o.LongPause <= 0:
+	case o.HandlerTimeout <= 0 || o.ReconcileInterval <= 0 || o.FaultGap <= 0 || o.Drain <= 0 || o.LongPause <= 0 || o.FailoverGap <= 0:
 		return nil, fmt.Errorf("%w: durations must be positive", errUsage)
 	case o.Dup < 0 || o.Dup > 0.9 || o.PriorityCopies < 0 || o.PriorityCopies > 1 || o.Overdrafts < 0 || o.Overdrafts > 1:
 		return nil, fmt.Errorf("%w: --dup must be in [0, 0.9]; --priority-copies and --overdrafts in [0, 1]", errUsage)
-	case o.MaxPauses < 0 || o.MaxKills < 0 || o.MaxRedisRestarts < 0 || o.MaxStalls < 0 || o.MaxSlowdowns < 0 || o.LongPauses < 0:
+	case o.MaxPauses < 0 || o.MaxKills < 0 || o.MaxRedisRestarts < 0 || o.MaxStalls < 0 || o.MaxSlowdowns < 0 || o.LongPauses < 0 || o.MaxFailovers < 0:
 		return nil, fmt.Errorf("%w: fault limits must not be negative", errUsage)
 	}
 	if o.Seed == 0 {

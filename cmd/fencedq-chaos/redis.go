@@ -39,17 +39,7 @@ func startRedis(ctx context.Context, dir string) (*redisServer, error) {
 // and directory; the AOF brings every acknowledged write back.
 func (s *redisServer) restart(ctx context.Context, sig syscall.Signal, down time.Duration) error {
 	if sig == syscall.SIGTERM {
-		if pid := s.Pid(); pid > 0 {
-			_ = syscall.Kill(pid, syscall.SIGTERM)
-			// Let it shut down by itself (it stops answering); Restart
-			// kills whatever is left.
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-				if redisserver.Ping(s.Addr) != nil {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
+		s.terminate()
 	}
 	s.Kill()
 	sleepCtx(ctx, down)
@@ -57,4 +47,20 @@ func (s *redisServer) restart(ctx context.Context, sig syscall.Signal, down time
 		return fmt.Errorf("restart redis-server: %w", err)
 	}
 	return nil
+}
+
+// terminate asks the server to shut down (SIGTERM) and waits up to 5s until
+// it stops answering; Kill ends whatever is left.
+func (s *redisServer) terminate() {
+	pid := s.Pid()
+	if pid <= 0 {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if redisserver.Ping(s.Addr) != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

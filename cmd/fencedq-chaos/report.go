@@ -32,15 +32,23 @@ type report struct {
 	Baseline *baselineSummary `json:"baseline,omitempty"`
 	// Asynq holds asynq's own counters and task states at the end (bridge
 	// mode; the baseline's are in Baseline).
-	Asynq  map[string]int `json:"asynq,omitempty"`
-	Checks []*check       `json:"checks"`
+	Asynq map[string]int `json:"asynq,omitempty"`
+	// LongestRefusal is the longest run of stale-fence refusals of one
+	// resource by the storage with no accepted write in between.
+	LongestRefusal *refusalStretch `json:"longest_refusal_stretch,omitempty"`
+	// Failover holds the failovers and what they cost (--failover).
+	Failover *failoverSummary `json:"failover,omitempty"`
+	Checks   []*check         `json:"checks"`
 	// ViolationCount is the number of violations over all checks.
 	ViolationCount int `json:"violation_count"`
 	// Violations lists failed checks' findings (the first examples of each).
-	Violations []string     `json:"violations"`
-	FaultLog   []faultEvent `json:"fault_log"`
-	Schema     string       `json:"kept_schema,omitempty"`
-	Dir        string       `json:"kept_dir,omitempty"`
+	Violations []string `json:"violations"`
+	// Findings lists what checks reported without failing the run (the
+	// first examples of each): losses a non-durable failover is allowed.
+	Findings []string     `json:"findings,omitempty"`
+	FaultLog []faultEvent `json:"fault_log"`
+	Schema   string       `json:"kept_schema,omitempty"`
+	Dir      string       `json:"kept_dir,omitempty"`
 }
 
 // timing says how long the fault phase and the drain took.
@@ -91,10 +99,13 @@ type uncertainSummary struct {
 	AppliedByEarlierAttempt int `json:"applied_by_earlier_attempt"`
 }
 
-// check is one verified property.
+// check is one verified property. A finding is a check whose failures are
+// reported and counted but are no violation of what the run promises (an
+// acknowledged job lost in a failover without durable acknowledgements).
 type check struct {
 	Name       string   `json:"name"`
 	OK         bool     `json:"ok"`
+	Finding    bool     `json:"finding,omitempty"`
 	Detail     string   `json:"detail"`
 	Violations int      `json:"violations"`
 	Examples   []string `json:"examples,omitempty"`
@@ -105,7 +116,7 @@ const maxExamples = 10
 
 // newReport starts an empty report for a run.
 func newReport(mode string, o *options) *report {
-	return &report{
+	r := &report{
 		Mode: mode, Seed: o.Seed,
 		Config: map[string]string{
 			"duration": o.Duration.String(), "rate": fmt.Sprint(o.Rate), "accounts": fmt.Sprint(o.Accounts),
@@ -119,6 +130,14 @@ func newReport(mode string, o *options) *report {
 		Outcomes: map[string]int{}, Storage: map[string]int64{},
 		WorkerCrashes: []string{}, Violations: []string{},
 	}
+	if o.Failover {
+		r.Config["redis"] = "failover"
+		r.Config["failover_faults"] = strings.Join(o.FailoverKinds, ",")
+		r.Config["failover_gap"] = o.FailoverGap.String()
+		r.Config["clock_offset"] = o.ClockOffset.String()
+		r.Config["durable"] = fmt.Sprint(o.Durable)
+	}
+	return r
 }
 
 // newCheck adds a passing check; fail turns it into a violation.
@@ -128,14 +147,26 @@ func (r *report) newCheck(name, detail string) *check {
 	return c
 }
 
-// fail records one violation of c.
+// newFinding adds a check whose failures are findings, not violations,
+// unless violation says otherwise.
+func (r *report) newFinding(name, detail string, violation bool) *check {
+	c := r.newCheck(name, detail)
+	c.Finding = !violation
+	return c
+}
+
+// fail records one violation (or finding) of c.
 func (r *report) fail(c *check, format string, a ...any) {
 	msg := fmt.Sprintf(format, a...)
 	c.OK = false
 	c.Violations++
 	if len(c.Examples) < maxExamples {
 		c.Examples = append(c.Examples, msg)
-		r.Violations = append(r.Violations, c.Name+": "+msg)
+		if c.Finding {
+			r.Findings = append(r.Findings, c.Name+": "+msg)
+		} else {
+			r.Violations = append(r.Violations, c.Name+": "+msg)
+		}
 	} else if len(c.Examples) == maxExamples {
 		c.Examples = append(c.Examples, "...")
 	}
@@ -146,7 +177,9 @@ func (r *report) fail(c *check, format string, a ...any) {
 func (r *report) violationCount() int {
 	n := 0
 	for _, c := range r.Checks {
-		n += c.Violations
+		if !c.Finding {
+			n += c.Violations
+		}
 	}
 	return n
 }
@@ -221,12 +254,38 @@ func (r *report) printTable(out io.Writer) {
 		row("unfinished tasks", b.Unfinished)
 		row("asynq", joinCounts(b.Asynq))
 	}
+	if st := r.LongestRefusal; st != nil {
+		limit := ""
+		if st.Limit != "" {
+			limit = ", limit " + st.Limit
+		}
+		row("longest refusal stretch", fmt.Sprintf("%s: %d stale-fence refusals over %s, no write accepted in between%s", st.Resource, st.Refusals, st.Duration, limit))
+	}
+	if f := r.Failover; f != nil {
+		fmt.Fprintf(tw, "\nfailovers\n")
+		row("acknowledged jobs", fmt.Sprintf("%d, lost %d (transfer applied anyway %d, never applied %d; ledger jobs of kept asynq tasks %d); re-submitted after the loss %d; attempts erased from histories %d",
+			f.AcknowledgedJobs, f.LostJobs, f.LostApplied, f.LostNeverApplied, f.LedgerJobsLost, f.ResubmittedAfterLoss, f.AttemptsErased))
+		if f.LedgerEnqueued > 0 {
+			row("ledger enqueued counter", fmt.Sprintf("%d (client was given %d jobs)", f.LedgerEnqueued, f.ClientJobs))
+		}
+		for i, fo := range f.Failovers {
+			cost := ""
+			if i < len(f.Costs) {
+				c := f.Costs[i]
+				cost = "; work stopped " + c.WorkStopped
+				if c.SlowestAccount != "" {
+					cost += fmt.Sprintf(", slowest account %s: %s", c.SlowestAccount, c.SlowestResumed)
+				}
+			}
+			row(fmt.Sprintf("%d %s", i+1, fo.Kind), fmt.Sprintf("%s -> %s in %s (clock %s)%s", fo.From, fo.To, fo.Failover, fo.ClockOffset, cost))
+		}
+	}
 	fmt.Fprintf(tw, "\nchecks\n")
 	for _, c := range r.Checks {
 		status := "ok"
 		if !c.OK {
 			status = fmt.Sprintf("VIOLATED (%d)", c.Violations)
-			if r.Mode == modeBaseline {
+			if r.Mode == modeBaseline || c.Finding {
 				status = fmt.Sprintf("found %d", c.Violations)
 			}
 		}
@@ -239,6 +298,8 @@ func (r *report) printTable(out io.Writer) {
 	switch {
 	case r.Mode == modeBaseline:
 		fmt.Fprintf(out, "\nbaseline: %d findings (reported, not failed)\n", r.violationCount())
+	case r.violationCount() == 0 && len(r.Findings) > 0:
+		fmt.Fprintf(out, "\nresult: no violations; findings reported (see the checks marked found)\n")
 	case r.violationCount() == 0:
 		fmt.Fprintln(out, "\nresult: clean, no violations")
 	default:

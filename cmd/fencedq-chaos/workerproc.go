@@ -36,6 +36,8 @@ const (
 type workerFlags struct {
 	mode           string
 	redis          string
+	sentinel       string
+	masterName     string
 	postgres       string
 	proxy          string
 	schema         string
@@ -54,6 +56,8 @@ type workerFlags struct {
 func (w *workerFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&w.mode, "mode", "fencedq", "fencedq (bank.Worker in a fencedq pool), asynq (the unfenced baseline) or asynq-bridge (bank.Worker on asynq under the asynqfence middleware)")
 	fs.StringVar(&w.redis, "redis", "", "Redis address host:port")
+	fs.StringVar(&w.sentinel, "sentinel", "", "Sentinel address host:port (instead of --redis: the worker follows the primary with redis.NewFailoverClient)")
+	fs.StringVar(&w.masterName, "master-name", masterName, "the name the Sentinel monitors the primary under")
 	fs.StringVar(&w.postgres, "postgres", "", "PostgreSQL URL")
 	fs.StringVar(&w.proxy, "proxy", "", "connect to PostgreSQL through this host:port instead of the URL's")
 	fs.StringVar(&w.schema, "schema", "", "the run's schema")
@@ -77,8 +81,8 @@ func workerMain(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if w.redis == "" || w.postgres == "" || w.schema == "" || w.id == "" {
-		return fmt.Errorf("%w: worker needs --redis, --postgres, --schema and --id", errUsage)
+	if (w.redis == "") == (w.sentinel == "") || w.postgres == "" || w.schema == "" || w.id == "" {
+		return fmt.Errorf("%w: worker needs --redis or --sentinel, --postgres, --schema and --id", errUsage)
 	}
 	if w.mode != "fencedq" && w.mode != "asynq" && w.mode != "asynq-bridge" {
 		return fmt.Errorf("%w: unknown --mode %q", errUsage, w.mode)
@@ -101,7 +105,12 @@ func workerMain(ctx context.Context, args []string, stderr io.Writer) error {
 
 // runWorker connects and runs one worker until ctx ends or it fails to start.
 func runWorker(ctx context.Context, w workerFlags, log *slog.Logger) error {
-	rdb := redis.NewClient(&redis.Options{Addr: w.redis})
+	var rdb *redis.Client
+	if w.sentinel != "" {
+		rdb = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: w.masterName, SentinelAddrs: []string{w.sentinel}})
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: w.redis})
+	}
 	defer rdb.Close()
 	pool, err := openPool(ctx, w.postgres, w.proxy, w.concurrency+4)
 	if err != nil {

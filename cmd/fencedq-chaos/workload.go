@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,11 +32,14 @@ type operation struct {
 
 	// Filled by the submitters, under workload.mu.
 	Submissions int
-	Jobs        map[string]string // queue -> job id the ledger returned
+	Jobs        map[string]string // queue -> job id the ledger returned first
 	Confirmed   map[string]bool   // queue -> at least one submission accepted
 	// Conflicts notes a deduplicated submission that returned another job
-	// id than the first (a violation).
+	// id than the first (a violation, unless the first job was lost in a
+	// failover: then the ledger no longer knew the operation id); Others
+	// holds those other ids per queue.
 	Conflicts []string
+	Others    map[string][]string
 }
 
 // submission is one Enqueue call to make.
@@ -215,6 +219,12 @@ func (w *workload) submit(ctx context.Context, s submission) {
 			w.mu.Lock()
 			if prev, ok := s.op.Jobs[s.queue]; ok && prev != id {
 				s.op.Conflicts = append(s.op.Conflicts, fmt.Sprintf("queue %s returned job %s, then %s", s.queue, prev, id))
+				if !slices.Contains(s.op.Others[s.queue], id) {
+					if s.op.Others == nil {
+						s.op.Others = map[string][]string{}
+					}
+					s.op.Others[s.queue] = append(s.op.Others[s.queue], id)
+				}
 			} else {
 				s.op.Jobs[s.queue] = id
 			}
@@ -233,6 +243,15 @@ func (w *workload) submit(ctx context.Context, s submission) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// jobIDs returns every job id the queue returned for q, the first first.
+func (op *operation) jobIDs(q string) []string {
+	id, ok := op.Jobs[q]
+	if !ok {
+		return nil
+	}
+	return append([]string{id}, op.Others[q]...)
 }
 
 // finish closes the queue and waits for the submitters.

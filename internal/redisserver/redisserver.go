@@ -291,6 +291,17 @@ func (s *Server) Restart(ctx context.Context) error {
 	return fmt.Errorf("redisserver: restart %s: %w", s.Addr, err)
 }
 
+// SetReplicaOf sets what the server replicates from when it next starts
+// (Restart): primary ("host:port"), or nothing (it starts as a primary)
+// when empty. A node that lost its primary role in a failover rejoins as
+// a replica of the new primary this way, without ever starting as a
+// primary with its old data; what it holds that the new primary does not
+// is discarded by the resynchronisation. Call it while the server is
+// down or before Restart, not concurrently with them.
+func (s *Server) SetReplicaOf(primary string) {
+	s.opts.ReplicaOf = primary
+}
+
 // Stop kills the server and removes its data directory if Start made it.
 func (s *Server) Stop() {
 	s.Kill()
