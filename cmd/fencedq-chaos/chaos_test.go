@@ -442,6 +442,11 @@ func TestFailoverChaosRun(t *testing.T) {
 	if kept == nil || !kept.Finding || kept.OK || f.LostJobs == 0 || kept.Violations < f.LostJobs {
 		t.Errorf("lost acknowledged jobs not reported as findings: check %+v, summary lost %d of %d", kept, f.LostJobs, f.AcknowledgedJobs)
 	}
+	// Every lost job was acknowledged inside a failover's loss window: a
+	// replicated job never disappears.
+	if f.LostOutsideWindows != 0 {
+		t.Errorf("%d lost jobs were acknowledged before every loss window (lost by kind: %v)", f.LostOutsideWindows, f.LostByKind)
+	}
 	for _, name := range []string{
 		"accepted tokens never below an earlier accepted token",
 		"no attempt refused for longer than lease TTL + failover time",
