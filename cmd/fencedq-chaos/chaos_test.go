@@ -266,6 +266,8 @@ func TestBadUsageExitsTwo(t *testing.T) {
 		{"--baseline", "river"},
 		{"--workers", "1"},
 		{"--dup", "2"},
+		{"--failover", "--failover-faults", "healthy,bogus"},
+		{"--failover-gap", "0s"},
 		{"extra"},
 		{"worker"},
 		{"worker", "--mode", "x", "--redis", "a", "--postgres", "postgres://x", "--schema", "s", "--id", "w"},
