@@ -180,6 +180,9 @@ func checkBaseline(ctx context.Context, e *runEnv, w *workload, rep *report) err
 			ti, err := insp.GetTaskInfo(baselineQueue(namespace, q), op.ID)
 			if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 				fs.LostJobs++
+				if rep.Failover != nil {
+					fs.attribute(op.AckedAt[q])
+				}
 				if applied {
 					fs.LostApplied++
 				} else {

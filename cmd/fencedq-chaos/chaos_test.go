@@ -266,6 +266,8 @@ func TestBadUsageExitsTwo(t *testing.T) {
 		{"--baseline", "river"},
 		{"--workers", "1"},
 		{"--dup", "2"},
+		{"--failover", "--failover-faults", "healthy,bogus"},
+		{"--failover-gap", "0s"},
 		{"extra"},
 		{"worker"},
 		{"worker", "--mode", "x", "--redis", "a", "--postgres", "postgres://x", "--schema", "s", "--id", "w"},
@@ -441,6 +443,11 @@ func TestFailoverChaosRun(t *testing.T) {
 	kept := byName["acknowledged jobs kept"]
 	if kept == nil || !kept.Finding || kept.OK || f.LostJobs == 0 || kept.Violations < f.LostJobs {
 		t.Errorf("lost acknowledged jobs not reported as findings: check %+v, summary lost %d of %d", kept, f.LostJobs, f.AcknowledgedJobs)
+	}
+	// Every lost job was acknowledged inside a failover's loss window: a
+	// replicated job never disappears.
+	if f.LostOutsideWindows != 0 {
+		t.Errorf("%d lost jobs were acknowledged before every loss window (lost by kind: %v)", f.LostOutsideWindows, f.LostByKind)
 	}
 	for _, name := range []string{
 		"accepted tokens never below an earlier accepted token",

@@ -346,7 +346,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 				}
 				rec, err := ledger.Get(ctx, q, id)
 				if errors.Is(err, jobs.ErrNotFound) {
-					if !v.lost {
+					if bridge && !v.lost {
 						ledgerLost[v] = true
 					}
 					v.lost = true
@@ -406,6 +406,9 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 					fs.LedgerJobsLost++
 					what = "kept by asynq, its ledger job missing"
 				}
+			}
+			if !ledgerLost[v] && rep.Failover != nil {
+				fs.attribute(op.AckedAt[v.queue])
 			}
 			if applied {
 				fs.LostApplied++

@@ -51,6 +51,14 @@ type failoverSummary struct {
 	LostJobs         int `json:"lost_jobs"`
 	LostApplied      int `json:"lost_applied"`
 	LostNeverApplied int `json:"lost_never_applied"`
+	// LostByKind attributes each lost job (or task) to the failover whose
+	// loss window its acknowledgement fell in: the first failover after
+	// it, if acknowledged after a second before what that failover's
+	// promoted replica last received (the cut, or the kill). LostOutsideWindows
+	// counts lost jobs acknowledged before every window: replicated, yet
+	// gone (expected 0).
+	LostByKind         map[string]int `json:"lost_by_failover_kind,omitempty"`
+	LostOutsideWindows int            `json:"lost_outside_windows"`
 	// LedgerJobsLost counts, for the bridge, tasks asynq kept whose ledger
 	// job is gone (included in LostJobs).
 	LedgerJobsLost int `json:"ledger_jobs_lost,omitempty"`
@@ -232,9 +240,29 @@ func checkAcceptedOrder(acc []accepted, rep *report) {
 	}
 }
 
+// attribute counts a job or task acknowledged at acked and lost, by the
+// failover that lost it (see LostByKind).
+func (fs *failoverSummary) attribute(acked time.Time) {
+	for _, f := range fs.Failovers {
+		// An acknowledgement read just after the kill was sent before it.
+		if acked.After(f.Killed.Add(time.Second)) {
+			continue
+		}
+		if !acked.Before(f.lossFrom()) {
+			if fs.LostByKind == nil {
+				fs.LostByKind = map[string]int{}
+			}
+			fs.LostByKind[f.Kind]++
+			return
+		}
+		break
+	}
+	fs.LostOutsideWindows++
+}
+
 // inLossWindow reports whether a write at t may have come from an attempt
 // whose ledger record a failover lost: claimed on the old primary after
-// what the promoted replica last received (the cut, or a second before
+// a second before what the promoted replica last received (the cut, or
 // the kill), writing within a handler timeout plus the longest pause (3
 // lease TTLs) of the kill. A long-paused attempt writing later is not
 // excused: by then newer attempts have raised the fence and the storage

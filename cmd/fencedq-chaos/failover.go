@@ -82,11 +82,12 @@ type failoverRecord struct {
 }
 
 // lossFrom is the earliest moment whose acknowledged writes this failover
-// may have lost: the cut, or for a healthy replica one second before the
-// kill (asynchronous replication lags by far less).
+// may have lost: one second before the cut (what was on its way to the
+// replica when its link was killed), or for a healthy replica before the
+// kill (asynchronous replication lags by far less on loopback).
 func (r failoverRecord) lossFrom() time.Time {
 	if !r.Cut.IsZero() {
-		return r.Cut
+		return r.Cut.Add(-time.Second)
 	}
 	return r.Killed.Add(-time.Second)
 }

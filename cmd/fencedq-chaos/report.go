@@ -265,6 +265,7 @@ func (r *report) printTable(out io.Writer) {
 		fmt.Fprintf(tw, "\nfailovers\n")
 		row("acknowledged jobs", fmt.Sprintf("%d, lost %d (transfer applied anyway %d, never applied %d; ledger jobs of kept asynq tasks %d); re-submitted after the loss %d; attempts erased from histories %d",
 			f.AcknowledgedJobs, f.LostJobs, f.LostApplied, f.LostNeverApplied, f.LedgerJobsLost, f.ResubmittedAfterLoss, f.AttemptsErased))
+		row("lost, by the failover that lost them", fmt.Sprintf("%s; acknowledged before every loss window: %d", joinCounts(f.LostByKind), f.LostOutsideWindows))
 		if f.LedgerEnqueued > 0 {
 			row("ledger enqueued counter", fmt.Sprintf("%d (client was given %d jobs)", f.LedgerEnqueued, f.ClientJobs))
 		}

@@ -40,6 +40,8 @@ type operation struct {
 	// holds those other ids per queue.
 	Conflicts []string
 	Others    map[string][]string
+	// AckedAt is when a submission to each queue was first acknowledged.
+	AckedAt map[string]time.Time
 }
 
 // submission is one Enqueue call to make.
@@ -227,6 +229,12 @@ func (w *workload) submit(ctx context.Context, s submission) {
 				}
 			} else {
 				s.op.Jobs[s.queue] = id
+			}
+			if !s.op.Confirmed[s.queue] {
+				if s.op.AckedAt == nil {
+					s.op.AckedAt = map[string]time.Time{}
+				}
+				s.op.AckedAt[s.queue] = time.Now()
 			}
 			s.op.Confirmed[s.queue] = true
 			w.mu.Unlock()
