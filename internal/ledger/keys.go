@@ -5,6 +5,7 @@ package ledger
 // key holds):
 //
 //	ns:{q}:job:<id>, ns:{q}:job:<id>:history, ns:{q}:op:<operation id>
+//	ns:{q}:unique                   unique jobs' keys (unique.go)
 //	ns:{q}:<state>                  one sorted set per state (pending is the queue)
 //	ns:{q}:stats, :events, :reconciler, :paused, :idle, :notify, :series, :rewinds
 //	ns:epoch                        the fencing epochs (internal/epoch)
@@ -88,3 +89,6 @@ func (l *Ledger) scheduleKeys(id string) []string {
 func (l *Ledger) seriesKey(q string) string { return l.prefix(q) + "series" }
 
 func (l *Ledger) rewindsKey(q string) string { return l.prefix(q) + "rewinds" }
+
+// uniqueKey is queue q's unique index (unique jobs: unique.go).
+func (l *Ledger) uniqueKey(q string) string { return l.prefix(q) + "unique" }

@@ -190,6 +190,10 @@ var (
 	raiseSrc string
 	//go:embed lua/rewind.lua
 	rewindSrc string
+	//go:embed lua/enqueue_unique.lua
+	enqueueUniqueSrc string
+	//go:embed lua/unique_prune.lua
+	uniquePruneSrc string
 
 	enqueueScript  = script(enqueueSrc)
 	claimScript    = script(claimSrc)
@@ -205,6 +209,10 @@ var (
 	rewindScript   = script(rewindSrc)
 
 	bridgeClaimScript = script(bridgeClaimSrc)
+
+	// flow control (see unique.go)
+	enqueueUniqueScript = script(enqueueUniqueSrc)
+	uniquePruneScript   = script(uniquePruneSrc)
 )
 
 // script builds a ledger script: internal/epoch's library (token minting

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,6 +49,11 @@ type Record struct {
 	// Headers are the job's headers, given at enqueue (trace context, a
 	// tenant id): shown as they are, never redacted.
 	Headers map[string]string `json:"headers,omitempty"`
+	// UniqueKey is a unique job's key in its queue's unique index (a digest
+	// of its kind and chosen args, with its period when it has one), and
+	// UniqueStates the states in which it holds it; empty for other jobs.
+	UniqueKey    string  `json:"unique_key,omitempty"`
+	UniqueStates []State `json:"unique_states,omitempty"`
 
 	// Payload is the raw JSON args, sensitive fields included. Never show it.
 	Payload []byte `json:"-"`
@@ -107,6 +113,12 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		Created: msTime(h["created"]), RunAt: msTime(h["run_at"]),
 		Started: msTime(h["started"]), Finished: msTime(h["finished"]), UncertainSince: msTime(h["uncertain_since"]),
 		Payload: []byte(h["payload"]), Bridge: h["bridge"], Headers: decodeHeaders(h["headers"]),
+		UniqueKey: h["ukey"],
+	}
+	if u := h["ustates"]; u != "" {
+		for _, s := range strings.Split(u, ",") {
+			r.UniqueStates = append(r.UniqueStates, State(s))
+		}
 	}
 	if r.RunAt.IsZero() {
 		r.RunAt = r.Created
