@@ -211,17 +211,6 @@ var (
 // and comparison of decimal uint64 tokens), the prelude, then src.
 func script(src string) *redis.Script { return redis.NewScript(epoch.Lua + prelude + src) }
 
-// mintKeys returns the KEYS of a minting script (claim, bridge claim) of
-// queue q: the ledger layout, then the namespace's epoch record when epochs
-// are on (not on Redis Cluster, whose scripts touch one hash slot).
-func (l *Ledger) mintKeys(q string) []string {
-	keys := l.keys(q)
-	if l.epoch.Enabled() {
-		keys = append(keys, l.epoch.Key())
-	}
-	return keys
-}
-
 func ms(t time.Time) int64 {
 	if t.IsZero() {
 		return 0

@@ -68,7 +68,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	var seen seqSeen
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		seen = l.watch.before(q)
-		v, err := l.lanes.claim.Run(ctx, claimScript, l.mintKeys(q),
+		v, err := l.lanes.claim.Run(ctx, claimScript, l.keys(q),
 			l.prefix(q), owner, ttl.Milliseconds(), max, st.ReplID, st.Epoch).Result()
 		r = newReply("claim", v, err)
 		if err := r.need(3); err != nil {
