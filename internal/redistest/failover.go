@@ -159,3 +159,26 @@ func (s *Server) SetClockOffset(d time.Duration) {
 		s.tb.Fatalf("redistest: set clock offset of %s: %v", s.Addr, err)
 	}
 }
+
+// Rejoin brings the primary KillPrimary killed back as a replica of the
+// promoted one (with the clock offset set on it while it was down, if
+// any), waits until it holds every write and the Sentinel knows it as
+// promotable, and swaps the roles: Primary is the promoted node, Replica
+// the rejoined one, so KillPrimary can fail back to it. The Sentinel waits
+// twice its failover timeout (10 s) after a failover before it starts
+// another one for the same primary name.
+func (f *Failover) Rejoin() {
+	f.tb.Helper()
+	old := f.Primary
+	old.srv.SetReplicaOf(f.Replica.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
+	if err := old.srv.Restart(ctx); err != nil {
+		f.tb.Fatal(err)
+	}
+	f.Primary, f.Replica = f.Replica, old
+	f.Sync()
+	if err := redisserver.WaitSentinelReady(ctx, f.Sentinel.Addr, MasterName, f.Replica.Addr); err != nil {
+		f.tb.Fatal(err)
+	}
+}
