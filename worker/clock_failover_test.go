@@ -132,7 +132,8 @@ func TestFailbackToTrueClockKeepsTime(t *testing.T) {
 	l := ledger.New(c, ledger.Config{Namespace: ns})
 	const long = 60 * time.Second
 
-	live, err := client.Enqueue(ctx, storeArgs{})
+	// Due an hour ago, so the slow node's claim finds it whatever its clock.
+	live, err := client.Enqueue(ctx, storeArgs{}, jobs.RunAt(time.Now().Add(-time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
