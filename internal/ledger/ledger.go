@@ -79,7 +79,10 @@ func (c Config) WithDefaults() Config {
 //
 // Job tokens are minted in fencing epochs (package internal/epoch): a
 // token minted after a failover is above every token minted before it,
-// whatever the promoted node's clock says.
+// whatever the promoted node's clock says. Due times and deadlines are in
+// the namespace's time (internal/epoch's epoch_now: Redis TIME plus the
+// primary tenure's offset), which continues from the old primary's after a
+// failover, whatever the promoted node's clock says.
 type Ledger struct {
 	rdb    redis.UniversalClient
 	cfg    Config
