@@ -148,7 +148,7 @@ func TestFailbackToTrueClockKeepsTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Rejoin() // the old primary, true clock, replicates the slow node
+	f.FailBackReady() // the old primary, true clock, replicates the slow node
 	f.KillPrimary()
 
 	exp := settle(t, "expire", func() (*ledger.Expired, error) { return l.Expire(ctx, jobs.DefaultQueue, 0, 10) })

@@ -68,6 +68,27 @@ func printTable(w io.Writer, r *Report) {
 			tw.Flush()
 		}
 	}
+	if d := r.Durable; d != nil {
+		for _, conc := range d.Concurrency {
+			at := d.At[strconv.Itoa(conc)]
+			if at == nil {
+				continue
+			}
+			fmt.Fprintf(w, "\ndurable: %d no-op jobs drained, concurrency %d, default vs durable (%d replica), median of %d\n", d.Jobs, conc, d.Replicas, d.Repeat)
+			fmt.Fprint(tw, header)
+			row("default", at.Default)
+			row("durable", at.Durable)
+			tw.Flush()
+			target := "no target"
+			if at.Target > 0 {
+				target = fmt.Sprintf("target ≤ %.0f%%: %s", at.Target, verdict(at.MeetsTarget))
+			}
+			fmt.Fprintf(w, "  durable is %.1f%% slower (%s)\n", at.SlowerPct, target)
+		}
+		fmt.Fprintf(w, "  Enqueue: default %.0f jobs/s, durable %.0f jobs/s (%.1f%% slower; round trips/job %.3f vs %.3f)\n",
+			d.EnqueueDefault.JobsPerSec, d.EnqueueDurable.JobsPerSec, d.EnqueueSlowerPct,
+			d.EnqueueDefault.PerJob.RoundTrips, d.EnqueueDurable.PerJob.RoundTrips)
+	}
 	if q := r.Enqueue; q != nil {
 		fmt.Fprintf(w, "\nenqueue: %d jobs from %d goroutines (EnqueueMany: %d jobs per call), median of %d\n", q.Jobs, q.Goroutines, q.Batch, q.Repeat)
 		fmt.Fprint(tw, "\tjobs/s\tround trips/job\tscripts/job\tredis cmds/job\tredis CPU µs/job\tclient CPU µs/job\t\n")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 	"github.com/fencedq/fencedq/lease"
@@ -49,10 +50,23 @@ type Config struct {
 	// OnRewind, when set, is called with each rewind this ledger detects,
 	// after it was logged and recorded (see rewind.go).
 	OnRewind func(Rewind)
+	// Durability, when enabled, makes enqueues, claims and completions wait
+	// for replicas before they are acknowledged (package internal/durable):
+	// a call too few replicas acknowledged in time fails with an error
+	// matching durable.ErrUnacknowledged (and ErrEnqueueUnknown for an
+	// enqueue); a claim's error comes with the jobs it claimed, which the
+	// caller must not start.
+	Durability durable.Options
 }
 
-// Validate checks the configuration (the namespace's characters).
-func (c Config) Validate() error { return ValidateNamespace(c.WithDefaults().Namespace) }
+// Validate checks the configuration (the namespace's characters, the
+// durability).
+func (c Config) Validate() error {
+	if err := c.Durability.Validate(); err != nil {
+		return invalid("%v", err)
+	}
+	return ValidateNamespace(c.WithDefaults().Namespace)
+}
 
 // WithDefaults fills in the defaults.
 func (c Config) WithDefaults() Config {
@@ -113,8 +127,19 @@ type lanes struct {
 func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 	cfg = cfg.WithDefaults()
 	lane := func() *scriptbatch.Batcher { return scriptbatch.New(rdb, scriptbatch.Options{}) }
+	// Durable lanes: enqueues, claims and completions wait for replicas,
+	// one WAIT per pipeline. Renewals, expiries, operator actions and
+	// reads do not (a lost one is redone or fenced: see ARCHITECTURE.md).
+	durableLane := lane
+	if cfg.Durability.Enabled() {
+		w := durable.New(rdb, cfg.Durability, cfg.Logger)
+		durableLane = func() *scriptbatch.Batcher {
+			return scriptbatch.New(rdb, scriptbatch.Options{Append: w.Append})
+		}
+	}
 	return &Ledger{rdb: rdb, cfg: cfg,
-		lanes:  lanes{claim: lane(), renew: lane(), complete: lane(), enqueue: lane(), other: lane()},
+		lanes: lanes{claim: durableLane(), renew: lane(), complete: durableLane(), enqueue: durableLane(),
+			other: lane()},
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel}),
 		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
 		recent: newRecent(cfg.Recent)}
@@ -129,6 +154,10 @@ func (l *Ledger) run(ctx context.Context, lane *scriptbatch.Batcher, script *red
 
 // Namespace returns the key prefix in use.
 func (l *Ledger) Namespace() string { return l.cfg.Namespace }
+
+// Durable reports whether enqueues, claims and completions wait for
+// replicas (Config.Durability).
+func (l *Ledger) Durable() bool { return l.cfg.Durability.Enabled() }
 
 // Retention returns how long finished jobs are kept.
 func (l *Ledger) Retention() time.Duration { return l.cfg.Retention }

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -160,24 +161,41 @@ func (s *Server) SetClockOffset(d time.Duration) {
 	}
 }
 
-// Rejoin brings the primary KillPrimary killed back as a replica of the
-// promoted one (with the clock offset set on it while it was down, if
-// any), waits until it holds every write and the Sentinel knows it as
-// promotable, and swaps the roles: Primary is the promoted node, Replica
-// the rejoined one, so KillPrimary can fail back to it. The Sentinel waits
-// twice its failover timeout (10 s) after a failover before it starts
-// another one for the same primary name.
+// Rejoin restarts the primary KillPrimary killed, empty, as a replica of the
+// promoted one (Replica), and waits until it holds every write the new
+// primary acknowledged so far: the deployment has a replica again.
 func (f *Failover) Rejoin() {
 	f.tb.Helper()
-	old := f.Primary
-	old.srv.SetReplicaOf(f.Replica.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 	defer cancel()
-	if err := old.srv.Restart(ctx); err != nil {
+	if err := f.Primary.srv.Restart(ctx); err != nil {
 		f.tb.Fatal(err)
 	}
-	f.Primary, f.Replica = f.Replica, old
-	f.Sync()
+	host, port, err := net.SplitHostPort(f.Replica.Addr)
+	if err != nil {
+		f.tb.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: f.Primary.Addr})
+	defer c.Close()
+	if err := c.ReplicaOf(ctx, host, port).Err(); err != nil {
+		f.tb.Fatal(err)
+	}
+	if err := redisserver.SyncReplicas(ctx, f.Replica.Addr, 1); err != nil {
+		f.tb.Fatal(err)
+	}
+}
+
+// FailBackReady is Rejoin, then swaps the roles: Primary is the promoted
+// node, Replica the rejoined one, once the Sentinel knows it as promotable,
+// so KillPrimary fails back to it. The Sentinel waits twice its failover
+// timeout (10 s) after a failover before it starts another one for the
+// same primary name.
+func (f *Failover) FailBackReady() {
+	f.tb.Helper()
+	f.Rejoin()
+	f.Primary, f.Replica = f.Replica, f.Primary
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
 	if err := redisserver.WaitSentinelReady(ctx, f.Sentinel.Addr, MasterName, f.Replica.Addr); err != nil {
 		f.tb.Fatal(err)
 	}
