@@ -93,7 +93,10 @@ func (c Config) WithDefaults() Config {
 //
 // Job tokens are minted in fencing epochs (package internal/epoch): a
 // token minted after a failover is above every token minted before it,
-// whatever the promoted node's clock says.
+// whatever the promoted node's clock says. Due times and deadlines are in
+// the namespace's time (internal/epoch's epoch_now: Redis TIME plus the
+// primary tenure's offset), which continues from the old primary's after a
+// failover, whatever the promoted node's clock says.
 type Ledger struct {
 	rdb    redis.UniversalClient
 	cfg    Config
@@ -239,17 +242,6 @@ var (
 // script builds a ledger script: internal/epoch's library (token minting
 // and comparison of decimal uint64 tokens), the prelude, then src.
 func script(src string) *redis.Script { return redis.NewScript(epoch.Lua + prelude + src) }
-
-// mintKeys returns the KEYS of a minting script (claim, bridge claim) of
-// queue q: the ledger layout, then the namespace's epoch record when epochs
-// are on (not on Redis Cluster, whose scripts touch one hash slot).
-func (l *Ledger) mintKeys(q string) []string {
-	keys := l.keys(q)
-	if l.epoch.Enabled() {
-		keys = append(keys, l.epoch.Key())
-	}
-	return keys
-}
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

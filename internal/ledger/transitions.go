@@ -77,7 +77,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	var unacked error
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		seen = l.watch.before(q)
-		v, err := l.lanes.claim.Run(ctx, claimScript, l.mintKeys(q),
+		v, err := l.lanes.claim.Run(ctx, claimScript, l.keys(q),
 			l.prefix(q), owner, ttl.Milliseconds(), max, st.ReplID, st.Epoch).Result()
 		unacked = nil
 		if errors.Is(err, durable.ErrUnacknowledged) && v != nil {
