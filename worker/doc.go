@@ -123,6 +123,12 @@
 // the pool raises the job's (or the resource's) counter above storage's
 // mark before committing the retry, so the next attempt is accepted.
 //
+// With Config.Jobs.Durability the pool's claims, completions and resource
+// leases wait for replicas (jobs.Durability). A claim too few replicas
+// acknowledged is never started: its jobs are put back pending, their
+// attempt not consumed (or come back when their leases expire); a
+// completion too few acknowledged is retried.
+//
 // Every claim and completion also checks the ledger for a rewind (a Redis
 // that came back with older data, having lost acknowledged writes): it is
 // logged at error level, counted (fencedq_ledger_rewinds_total) and
