@@ -44,8 +44,10 @@
 //
 // Concurrent calls on one [Manager] share round trips: a call made while
 // another is in flight queues, and the queued calls go out together in one
-// pipeline (without MinReplicas; a durable acquire waits for replicas on its
-// own connection). An idle Manager sends each call at once.
+// pipeline. An idle Manager sends each call at once. With
+// Config.Durability, Acquire's pipelines end with one WAIT (or WAITAOF) for
+// replicas, on the connection that ran the acquisitions, so a batch of
+// acquisitions pays for one wait; renewals and releases do not wait.
 //
 // # Failover
 //
@@ -122,10 +124,13 @@
 //     lost lease may still run while a second owner acquires (mutual
 //     exclusion is lost for that moment), but the new token is of a higher
 //     epoch, so storage takes the new owner's writes and refuses the old
-//     one's. Set Config.MinReplicas to make Acquire wait (Redis WAIT) for
+//     one's. Set Config.Durability to make Acquire wait (Redis WAIT) for
 //     replicas to acknowledge the new token, failing with [ErrReplicas]
-//     otherwise; this narrows, but (as WAIT is not consensus) cannot close,
-//     the window in which a promoted replica forgets a lease.
+//     (the acquisition undone) otherwise; this narrows, but (as WAIT is not
+//     consensus) cannot close, the window in which a promoted replica
+//     forgets a lease. A renewal is not waited for: one lost in a failover
+//     makes the lease end earlier on the new primary, which epochs and
+//     fencing make safe.
 //
 // Leases give liveness; tokens give safety. Use both.
 package lease
