@@ -1,13 +1,73 @@
 package jobs
 
 import (
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
 
-// Version is the fencedq version pools publish in their heartbeat.
-var Version = "dev"
+// Version, when set at link time, is the version pools publish in their
+// heartbeat (see [BuildVersion]):
+//
+//	go build -ldflags "-X github.com/fencedq/fencedq/jobs.Version=v1.2.3" ./...
+//
+// The repository's Dockerfile sets it from its VERSION build argument.
+var Version string
+
+// modulePath is the library's module path; the commands' and the tracing
+// integration's modules are below it.
+const modulePath = "github.com/fencedq/fencedq"
+
+// BuildVersion returns the version pools publish in their heartbeat:
+// [Version] when it was set at link time; else the library's version as
+// the binary's build information records it (the version an application
+// required, e.g. v1.2.3, or the pseudo-version the go command stamped on a
+// build of this repository); else the commit the binary was built from
+// ("devel+<12 hex digits>", "+dirty" with local changes); else "(devel)".
+func BuildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	return buildVersion(Version, bi, ok)
+}
+
+// buildVersion is BuildVersion over given build information.
+func buildVersion(linked string, bi *debug.BuildInfo, ok bool) string {
+	if linked != "" {
+		return linked
+	}
+	if !ok || bi == nil {
+		return "(devel)"
+	}
+	known := func(v string) bool { return v != "" && v != "(devel)" }
+	for _, d := range bi.Deps {
+		if d.Path != modulePath {
+			continue
+		}
+		if d.Replace != nil && known(d.Replace.Version) {
+			return d.Replace.Version
+		}
+		if d.Replace == nil && known(d.Version) {
+			return d.Version
+		}
+	}
+	if (bi.Main.Path == modulePath || strings.HasPrefix(bi.Main.Path, modulePath+"/")) && known(bi.Main.Version) {
+		return bi.Main.Version
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	if rev != "" {
+		return "devel+" + rev[:min(12, len(rev))] + dirty
+	}
+	return "(devel)"
+}
 
 // DefaultNamespace is the key prefix used when none is given.
 const DefaultNamespace = "fq"
