@@ -107,9 +107,10 @@
 //	GET  api/login                     asks the browser for basic-auth credentials
 //	POST api/jobs/{queue}/{id}/resolve {"decision": "succeeded|rerun|dead", "note": "..."}
 //	POST api/jobs/{queue}/{id}/cancel  {"note": "..."} (required)
+//	POST api/jobs/{queue}/{id}/run-now {"note": "..."} (optional): a scheduled pending job due at once
 //	POST api/queues/{queue}/pause      {"note": "..."} (required)
 //	POST api/queues/{queue}/resume     {"note": "..."}
-//	POST api/bulk                      {"action": "cancel|rerun", "jobs": [{"queue","id"}], "note": "..."}
+//	POST api/bulk                      {"action": "cancel|rerun|run_now", "jobs": [{"queue","id"}], "note": "..."}
 //	                                   (at most 1000 jobs; answers done and, per job, why not)
 //
 // An action's body is application/json holding exactly one object of the
@@ -122,7 +123,7 @@
 // The dashboard reads only through jobs.Inspector (List for filtered
 // lists, Search for ids and prefixes, which scans within a budget and says
 // when it stopped early).
-// Every action goes through jobs.Client (Cancel, Resolve, Pause, Resume),
+// Every action goes through jobs.Client (Cancel, Resolve, RunNow, Pause, Resume),
 // which records the operator (operator:<user>) and the note in the job's
 // history or the queue's event feed.
 //

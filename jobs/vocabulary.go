@@ -78,25 +78,30 @@ const DefaultRetention = 7 * 24 * time.Hour
 // State is a job's state in the ledger (ARCHITECTURE.md has the state table).
 type State = ledger.State
 
-// The job states.
-const (
-	// Pending jobs wait in the queue until due (new, scheduled, retry
-	// scheduled, deferred, or re-run).
-	Pending State = "pending"
-	// Running jobs have a live attempt holding a token.
-	Running State = "running"
-	// Succeeded jobs are done; a redelivery is deduplicated.
-	Succeeded State = "succeeded"
-	// Dead jobs failed permanently or exhausted their retries.
-	Dead State = "dead"
-	// Cancelled jobs were cancelled by an operator before they could finish.
-	Cancelled State = "cancelled"
-	// Uncertain jobs may or may not have applied their side effect; the
-	// reconciler resolves them.
-	Uncertain State = "uncertain"
-	// Review jobs wait for an operator's decision.
-	Review State = "review"
-)
+// The job states, declared one by one so that go doc lists them with State.
+
+// Pending jobs wait in the queue until due (new, scheduled, retry
+// scheduled, deferred, or re-run).
+const Pending State = "pending"
+
+// Running jobs have a live attempt holding a token.
+const Running State = "running"
+
+// Succeeded jobs are done; a redelivery is deduplicated.
+const Succeeded State = "succeeded"
+
+// Dead jobs failed permanently or exhausted their retries.
+const Dead State = "dead"
+
+// Cancelled jobs were cancelled by an operator before they could finish.
+const Cancelled State = "cancelled"
+
+// Uncertain jobs may or may not have applied their side effect; the
+// reconciler resolves them.
+const Uncertain State = "uncertain"
+
+// Review jobs wait for an operator's decision.
+const Review State = "review"
 
 // States lists every state in display order.
 var States = ledger.States
