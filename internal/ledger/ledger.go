@@ -190,6 +190,8 @@ var (
 	raiseSrc string
 	//go:embed lua/rewind.lua
 	rewindSrc string
+	//go:embed lua/progress.lua
+	progressSrc string
 
 	enqueueScript  = script(enqueueSrc)
 	claimScript    = script(claimSrc)
@@ -203,6 +205,7 @@ var (
 	runNowScript   = script(runNowSrc)
 	raiseScript    = script(raiseSrc)
 	rewindScript   = script(rewindSrc)
+	progressScript = script(progressSrc)
 
 	bridgeClaimScript = script(bridgeClaimSrc)
 )
