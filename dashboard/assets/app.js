@@ -775,11 +775,40 @@
         (d.queue_paused ? ' (queue ' + j.queue + ' is paused by ' + d.queue_paused.actor + ')' : ' (is a pool serving queue ' + j.queue + '?)'));
     }
     const lease = j.state === 'running' ? el('span', { id: 'job-lease', class: 'nowrap' }) : '';
+    let deadline = new Date(j.deadline).getTime();
+    const progress = el('span', { id: 'job-progress' });
+    const showProgress = (p, attempts) => {
+      if (!p) { progress.replaceChildren(el('span', { class: 'muted' }, 'none reported')); return; }
+      const pct = p.total > 0 ? Math.floor(100 * p.done / p.total) : null;
+      progress.replaceChildren(
+        pct !== null ? el('progress', { max: String(p.total), value: String(p.done) }) : '',
+        ' ', el('span', { id: 'job-progress-text' }, p.total > 0 ? p.done + ' of ' + p.total + ' (' + pct + '%)' : String(p.done)),
+        p.note ? ' · ' : '', p.note ? el('span', { id: 'job-progress-note' }, p.note) : '',
+        el('span', { class: 'muted' }, ' · attempt ' + p.attempt + (p.attempt !== attempts ? ' (an earlier attempt)' : '') + ', ' + ago(p.at)));
+    };
+    showProgress(j.progress, j.attempts);
+    if (j.state === 'running') {
+      // Follow the running attempt: its progress and lease deadline every
+      // 2 s; once it ended, show the job anew, unless the operator is
+      // typing in a form.
+      const follow = async () => {
+        if (my !== seq) return;
+        try {
+          const n = await api('api/jobs/' + enc(queue) + '/' + enc(id));
+          if (my !== seq) return;
+          const typing = main.contains(document.activeElement) && /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement.tagName);
+          if ((n.job.state !== 'running' || n.job.token !== j.token) && !typing) { render(true); return; }
+          showProgress(n.job.progress, n.job.attempts);
+          if (n.job.deadline) deadline = new Date(n.job.deadline).getTime();
+        } catch (_) { /* try again at the next step */ }
+        if (my === seq) timer = setTimeout(follow, 2000);
+      };
+      timer = setTimeout(follow, 2000);
+    }
     if (lease) {
-      const deadline = new Date(j.deadline).getTime();
       const tick = () => {
         const left = deadline - (Date.now() + skew);
-        lease.textContent = fmtTime(j.deadline) + (left >= 0 ? ' (in ' + fmtDuration(left) + ')' : ' (passed ' + fmtDuration(left) + ' ago)');
+        lease.textContent = fmtTime(deadline) + (left >= 0 ? ' (in ' + fmtDuration(left) + ')' : ' (passed ' + fmtDuration(left) + ' ago)');
         lease.classList.toggle('warn', left < 0);
       };
       tick();
@@ -833,6 +862,7 @@
         ['Queue paused', d.queue_paused ? 'by ' + d.queue_paused.actor + (d.queue_paused.note ? ': ' + d.queue_paused.note : '') + ' (' + ago(d.queue_paused.at) + ')' : ''],
         [j.state === 'running' ? 'Owner' : 'Last owner', j.owner],
         ['Lease deadline', lease],
+        ['Progress', j.progress || j.state === 'running' ? progress : ''],
         ['Attempts', String(j.attempts) + ' (max retries ' + j.max_retries + ', runs ' + j.runs + ')'],
         ['Created', fmtTime(j.created)], ['Updated', fmtTime(j.updated)], ['Finished', j.finished ? fmtTime(j.finished) : ''],
         ['Uncertain since', j.uncertain_since ? fmtTime(j.uncertain_since) : ''],
