@@ -173,6 +173,16 @@ type SeriesBucket = ledger.SeriesBucket
 // SeriesStep is the width of one history bucket.
 const SeriesStep = time.Minute
 
+// MinuteCounts are one queue's exact counts over one minute
+// (Inspector.Minutes): the counters added during the minute, by name
+// (enqueued, attempted, succeeded, dead, cancelled, retried, uncertain,
+// resolved_review, fenced_commit, fenced_renew, deduplicated_enqueue,
+// deduplicated_execute, ...).
+type MinuteCounts = ledger.MinuteCounts
+
+// MinuteKeep is how long a minute's counts are kept.
+const MinuteKeep = ledger.MinuteKeep
+
 // Limits on the names every entry point accepts (the client, the worker's
 // configuration, the operator commands). A name outside them is rejected
 // with an error matching ErrInvalid that states the rule, before anything

@@ -119,12 +119,14 @@
 
   // chart draws points[field] as one bar per step over [startMs, endMs].
   // A counter ('count') is totalled over the window; a state count
-  // ('gauge') shows its latest value.
-  function chart(name, title, points, field, startMs, endMs, stepMs, kind) {
+  // ('gauge') shows its latest value. The peak is the highest bar (0 with
+  // none); the axis only starts at 1 so that an empty chart still draws.
+  function chart(name, title, points, field, startMs, endMs, stepMs, kind, now) {
     const W = 600, H = 150, L = 44, R = 8, T = 10, B = 22;
     const vals = points.map((p) => ({ t: new Date(p.at).getTime(), v: Number(p[field]) || 0 }))
       .filter((p) => p.t >= startMs - stepMs && p.t <= endMs);
-    const maxV = Math.max(1, ...vals.map((p) => p.v));
+    const peak = Math.max(0, ...vals.map((p) => p.v));
+    const maxV = Math.max(1, peak);
     const x = (t) => L + (W - L - R) * (t - startMs) / (endMs - startMs);
     const y = (v) => T + (H - T - B) * (1 - v / maxV);
     const bw = Math.max(1, (W - L - R) * stepMs / (endMs - startMs) - 0.5);
@@ -142,8 +144,10 @@
       svg('text', { x: L, y: H - 6, class: 'tick' }, tickLabel(startMs, endMs - startMs)),
       svg('text', { x: W - R, y: H - 6, class: 'tick', 'text-anchor': 'end' }, tickLabel(endMs, endMs - startMs)),
       bars);
-    const summary = kind === 'count' ? total + ' in the window' : 'now ' + last + ', peak ' + (vals.length ? maxV : 0);
-    return el('figure', { class: 'chart', id: 'chart-' + name, 'data-total': String(total), 'data-bars': String(bars.length) },
+    const per = ' a ' + (stepMs >= 3600000 ? fmtDuration(stepMs) : (stepMs / 60000) + ' min');
+    const summary = kind === 'count' ? total + ' in the window' + (peak ? ', peak ' + peak + per : '') + (now !== undefined ? '; now ' + now : '')
+      : 'now ' + last + ', peak ' + peak;
+    return el('figure', { class: 'chart', id: 'chart-' + name, 'data-total': String(total), 'data-bars': String(bars.length), 'data-peak': String(peak) },
       el('figcaption', {}, el('strong', {}, title), ' ', el('span', { class: 'muted' }, summary)), g);
   }
 
@@ -152,8 +156,8 @@
     ['failures', 'Failed attempts (dead or retried)', 'failed', 'count'],
     ['fenced', 'Fenced rejections', 'fenced', 'count'],
     ['deduplicated', 'Deduplications', 'deduplicated', 'count'],
-    ['uncertain', 'Uncertain jobs', 'uncertain', 'gauge'],
-    ['review', 'Jobs in review', 'review', 'gauge'],
+    ['uncertain', 'Became uncertain', 'uncertain_started', 'count', 'uncertain'],
+    ['review', 'Sent to review', 'review_started', 'count', 'review'],
   ];
 
   function charts(data, which) {
@@ -162,9 +166,11 @@
     const step = data.step_seconds * 1000;
     const defs = chartDefs.filter((d) => !which || which.includes(d[0]));
     if (!data.points.length) {
-      return el('p', { class: 'muted', id: 'no-history' }, 'No history yet: the maintenance leader records each queue\'s counters once a minute; charts fill in from the second minute.');
+      return el('p', { class: 'muted', id: 'no-history' }, 'Nothing counted in this window yet.');
     }
-    return el('div', { class: 'charts' }, defs.map(([name, title, field, kind]) => chart(name, title, data.points, field, end - span, end, step, kind)));
+    const now = data.now || {};
+    return el('div', { class: 'charts' }, defs.map(([name, title, field, kind, state]) =>
+      chart(name, title, data.points, field, end - span, end, step, kind, state ? (now[state] || 0) : undefined)));
   }
 
   // ---- actions -----------------------------------------------------------
@@ -651,8 +657,8 @@
       ov.queues.map((q) => [' ', el('a', { href: '#/history?' + new URLSearchParams({ window: win, queue: q.name }).toString(), class: queue === q.name ? 'active' : '' }, q.name)]));
     show('history', el('h1', {}, 'History ', el('small', { class: 'muted' }, (queue ? 'queue ' + queue : 'every queue') + ', one bar per ' + fmtDuration(data.step_seconds * 1000))),
       tabs, charts(data),
-      el('p', { class: 'muted' }, 'From per-minute snapshots the maintenance leader keeps in Redis for a day (they survive restarts of the dashboard and the pools). Counters are per bar; uncertain and review are the jobs in that state at the end of each bar.'));
-    schedule(30000);
+      el('p', { class: 'muted' }, 'Exact counts per bar, kept per minute by the queue\'s own scripts in Redis for a day (every job counts, whether or not a maintenance leader ran; they survive restarts of the dashboard and the pools); the current minute is included and the page refreshes itself. "Now" is the jobs in that state at this moment.'));
+    schedule(win === '1h' ? 5000 : 30000);
   }
 
   async function stuckPage(my) {

@@ -118,7 +118,7 @@ const MinuteKeep = 25 * time.Hour
 // MinuteCounts are the exact counts of one queue over one minute, kept by
 // the scripts as they count (every counter of Stats but the write
 // sequence: enqueued, attempted, succeeded, dead, cancelled, retried,
-// uncertain, review, fenced_commit, deduplicated_execute, ...). They need
+// uncertain, resolved_review, fenced_commit, deduplicated_execute, ...). They need
 // no maintenance leader: a job counts in the minute its script ran, by
 // Redis's clock.
 type MinuteCounts struct {
