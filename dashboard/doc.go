@@ -37,8 +37,10 @@
 //	                        re-run)
 //	#/history?window=1h|24h&queue=
 //	                        charts of succeeded, failed attempts, fenced
-//	                        rejections, deduplications, uncertain and review
-//	                        jobs over the last hour or day
+//	                        rejections, deduplications, jobs that became
+//	                        uncertain and jobs sent to review over the last
+//	                        hour or day (exact per-minute counts kept by the
+//	                        scripts; refreshed live)
 //	#/pools                 every live pool (id, host, pid, queues,
 //	                        concurrency, busy slots, version, start, last
 //	                        heartbeat, Redis's clock minus the pool's,
@@ -98,7 +100,9 @@
 //	GET  api/pools                     live pools (each with its clock measurement), the
 //	                                   maintenance leader marked
 //	GET  api/rewinds                   ledger rewinds detected in the last 24 hours
-//	GET  api/series?window=1h|24h&queue=  chart points: counter deltas and state counts
+//	GET  api/series?window=1h|24h&queue=  chart points: the exact counts per step (kept per
+//	                                   minute by the scripts, the current minute included),
+//	                                   the leader's state snapshots, and the state counts now
 //	GET  api/schedules?id=&ticks=      periodic schedules (at most 500; total counts all),
 //	                                   each with its newest ticks (default 5, at most 100)
 //	                                   and the state of the job each produced
