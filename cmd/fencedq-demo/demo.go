@@ -307,7 +307,7 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 	var feedWG sync.WaitGroup
 	feedWG.Add(2)
 	go func() { defer feedWG.Done(); d.feed(feedCtx) }()
-	go func() { defer feedWG.Done(); d.stageFailures(feedCtx, staged) }()
+	go func() { defer feedWG.Done(); d.stageFailures(feedCtx, ctx, staged) }()
 	reportCtx, stopReport := context.WithCancel(ctx)
 	reported := make(chan struct{})
 	go func() { defer close(reported); d.report(reportCtx, start, end) }()
@@ -399,8 +399,11 @@ func (d *demo) enqueueStaged(ctx context.Context, check string, t bank.Transfer,
 }
 
 // stageFailures stages a paused worker, a late answer, a crash and a
-// finished job found due again.
-func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
+// finished job found due again. Stages start while ctx (the feed) lasts;
+// the crash stage, once started, runs to its end under runCtx, so a short
+// run or a slow machine does not cut it off between its enqueue and the
+// kill.
+func (d *demo) stageFailures(ctx, runCtx context.Context, staged *stagingStore) {
 	sleep := func(dur time.Duration) bool {
 		select {
 		case <-ctx.Done():
@@ -422,7 +425,7 @@ func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
 	if !sleep(500 * time.Millisecond) {
 		return
 	}
-	if err := d.crash(ctx); err != nil {
+	if err := d.crash(runCtx); err != nil {
 		d.stage("crash stage skipped: %v", err)
 	}
 	if !sleep(500 * time.Millisecond) {
