@@ -2,10 +2,11 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/lease"
 )
 
 // maxDueIn caps FirstDue's answers, so a far-off due time (a bridged job put
@@ -23,6 +24,25 @@ const maxDueIn = 24 * time.Hour
 // too, so an idle pool's claim soon checks it for a rewind (a plain read may
 // come from a lagging replica: the claim is what decides).
 func (l *Ledger) FirstDue(ctx context.Context, queues []string) ([]time.Duration, error) {
+	return l.first(ctx, queues, 0, true, "")
+}
+
+// FirstDeadline tells, for each queue, how long until the earliest lease
+// deadline of its running jobs passes by Redis's clock: 0 when one has
+// passed, -1 when nothing runs (capped at a day). A queue whose recorded
+// maintenance leader token is not leader shows 0 too (an Expire call with
+// leader raises it, or finds leader deposed). Like FirstDue, one pipelined
+// round trip of plain reads: the maintenance leader's expirer calls Expire
+// only on the queues it shows due.
+func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader lease.Token) ([]time.Duration, error) {
+	return l.first(ctx, queues, 1, false, leader.String())
+}
+
+// first reads the earliest score of the index KEYS[index+1] of each queue,
+// as a wait from Redis's TIME; withSeq makes a queue whose write sequence
+// reads behind what this ledger saw show as due, and a leader token one
+// whose recorded leader token differs.
+func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq bool, leader string) ([]time.Duration, error) {
 	if len(queues) == 0 {
 		return nil, nil
 	}
@@ -30,14 +50,20 @@ func (l *Ledger) FirstDue(ctx context.Context, queues []string) ([]time.Duration
 	now := pipe.Time(ctx)
 	firsts := make([]*redis.ZSliceCmd, len(queues))
 	seqs := make([]*redis.SliceCmd, len(queues))
+	leaders := make([]*redis.StringCmd, len(queues))
 	for i, q := range queues {
 		keys := l.layoutOf(q).keys
-		firsts[i] = pipe.ZRangeWithScores(ctx, keys[0], 0, 0)
-		seqs[i] = pipe.HMGet(ctx, keys[7], "seq")
+		firsts[i] = pipe.ZRangeWithScores(ctx, keys[index], 0, 0)
+		if withSeq {
+			seqs[i] = pipe.HMGet(ctx, keys[7], "seq")
+		}
+		if leader != "" {
+			leaders[i] = pipe.Get(ctx, keys[9])
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, wrap("first due", err)
-	}
+	// A queue whose reads fail (a key of the wrong type) shows as due: the
+	// call that follows reports its error for that queue alone.
+	_, _ = pipe.Exec(ctx)
 	t, err := now.Result()
 	if err != nil {
 		return nil, wrap("first due", err)
@@ -47,10 +73,15 @@ func (l *Ledger) FirstDue(ctx context.Context, queues []string) ([]time.Duration
 	for i, c := range firsts {
 		zs, err := c.Result()
 		if err != nil {
-			return nil, wrap("first due "+queues[i], err)
+			out[i] = 0
+			continue
 		}
-		if l.behind(queues[i], seqs[i]) {
+		if withSeq && l.behind(queues[i], seqs[i]) {
 			out[i] = 0 // a claim checks (through the primary) what the read suggests
+			continue
+		}
+		if leader != "" && leaders[i].Val() != leader {
+			out[i] = 0
 			continue
 		}
 		if len(zs) == 0 {

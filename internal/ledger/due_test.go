@@ -60,3 +60,43 @@ func TestFirstDue(t *testing.T) {
 		t.Fatal("no wake-up after the look")
 	}
 }
+
+// TestFirstDeadline: the expirer's look reports 0 for a queue with a passed
+// lease deadline or without the leader's token recorded, the wait for a
+// live attempt, -1 for a queue with nothing running, and 0 for a queue
+// whose index cannot be read (its Expire call then reports the error).
+func TestFirstDeadline(t *testing.T) {
+	rdb, _ := redistest.New(t)
+	f := newFixture(t, rdb)
+	const leader = 7
+	f.enqueue(jobs.Queue("expired"))
+	f.enqueue(jobs.Queue("live"))
+	if _, err := f.l.Claim(f.ctx, "expired", "w1", 0, 1); err != nil { // its deadline is now
+		t.Fatal(err)
+	}
+	if _, err := f.l.Claim(f.ctx, "live", "w1", time.Hour, 1); err != nil {
+		t.Fatal(err)
+	}
+	qs := []string{"expired", "live", "idle", "unled", "broken"}
+	for _, q := range qs[:4] {
+		if q == "unled" {
+			continue
+		}
+		if err := f.l.Lead(f.ctx, q, leader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.l.Lead(f.ctx, "broken", leader); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(f.ctx, f.l.StateKey("broken", jobs.Running), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.l.FirstDeadline(f.ctx, qs, leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 0 || got[1] < 59*time.Minute || got[2] != -1 || got[3] != 0 || got[4] != 0 {
+		t.Fatalf("first deadlines %v, want [0 ~1h -1 0 0]", got)
+	}
+}
