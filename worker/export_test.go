@@ -30,7 +30,12 @@ type Hooks struct {
 	// queue not known to be due) was applied; the value is how many
 	// queues it read.
 	Looked *testsignal.Signal[int]
+	// PutBack: claimed jobs were put back without starting.
+	PutBack *testsignal.Signal[PutBackEvent]
 }
+
+// PutBackEvent is what the PutBack hook carries.
+type PutBackEvent = putBackEvent
 
 // InitHooks initialises p's test signals for tb; call it before Run.
 func InitHooks(p *Pool, tb testsignal.TB) Hooks {
@@ -39,8 +44,9 @@ func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 	p.hooks.decided.Init(tb, "maintenance decision counted")
 	p.hooks.clocked.Init(tb, "clock measured")
 	p.hooks.looked.Init(tb, "idle look applied")
+	p.hooks.putBack.Init(tb, "claimed jobs put back")
 	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided, Clocked: &p.hooks.clocked,
-		Looked: &p.hooks.looked}
+		Looked: &p.hooks.looked, PutBack: &p.hooks.putBack}
 }
 
 // SetClockEvery makes p measure Redis's clock (and publish its heartbeat)
