@@ -17,8 +17,12 @@
 //     call per queue takes up to min(free slots, FetchBatch) due jobs and
 //     starts an attempt on each (running, token T, owner, deadline). Queues
 //     are visited by priority (StrictPriority) or in a random order weighted
-//     by priority. An idle pool sleeps until an enqueue publishes a wake-up
-//     on the queue's channel, until the next scheduled job is due, or for
+//     by priority; only queues that may have due work are claimed (a queue
+//     whose claim found nothing waits for a wake-up naming it, its next due
+//     time, or the idle look, one pipelined read of the earliest due time of
+//     every such queue per FetchPollInterval: an idle queue costs no claim).
+//     An idle pool sleeps until an enqueue publishes a wake-up on the
+//     queue's channel, until the next scheduled job is due, or for
 //     FetchPollInterval, whichever comes first;
 //   - the executor runs one attempt: when the
 //     kind names a resource it first takes that resource's lease (waiting
