@@ -350,6 +350,19 @@ func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]S
 	return in.l.Series(ctx, q, since)
 }
 
+// Minutes returns queue q's exact counts per minute from the minute
+// holding from to the one holding to, oldest first, leaving out minutes
+// that counted nothing; minutes are kept for MinuteKeep. The scripts keep
+// them as they count, so every job counts whether or not a maintenance
+// leader was alive (Series holds the leader's snapshots of the state
+// counts).
+func (in *Inspector) Minutes(ctx context.Context, q string, from, to time.Time) ([]MinuteCounts, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.l.Minutes(ctx, q, from, to)
+}
+
 // LeaderStatus is what the acting maintenance leader last published.
 type LeaderStatus = ledger.LeaderStatus
 
@@ -393,7 +406,11 @@ func (in *Inspector) Rewinds(ctx context.Context) ([]Rewind, error) {
 	return out, nil
 }
 
-// ServerTime returns Redis's clock, which every due time and deadline uses.
+// ServerTime returns the namespace's time, which every due time and
+// deadline uses: Redis TIME plus the current primary tenure's offset, so it
+// continues from the previous primary's after a failover to a node whose
+// clock is behind (ARCHITECTURE.md, "The clock"). On Redis Cluster it is the
+// server's TIME.
 func (in *Inspector) ServerTime(ctx context.Context) (time.Time, error) {
 	return in.l.ServerTime(ctx)
 }

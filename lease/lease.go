@@ -157,13 +157,13 @@ var (
 	raiseScript = redis.NewScript(epoch.Lua + raiseLua)
 	//go:embed renew.lua
 	renewSrc    string
-	renewScript = redis.NewScript(renewSrc)
+	renewScript = redis.NewScript(epoch.Lua + renewSrc)
 	//go:embed release.lua
 	releaseSrc    string
 	releaseScript = redis.NewScript(releaseSrc)
 	//go:embed holder.lua
 	holderSrc    string
-	holderScript = redis.NewScript(holderSrc)
+	holderScript = redis.NewScript(epoch.Lua + holderSrc)
 )
 
 // NewManager returns a Manager over client. A Config.Durability that does
@@ -242,10 +242,7 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 	if err := validate(resource, owner, ttl); err != nil {
 		return nil, err
 	}
-	keys := []string{m.Key(resource)}
-	if m.epoch.Enabled() {
-		keys = append(keys, m.epoch.Key())
-	}
+	keys := m.keys(resource)
 	var reply []any
 	var sent time.Time
 	err := m.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
@@ -323,7 +320,7 @@ func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error 
 		return err
 	}
 	sent := time.Now()
-	reply, err := m.batch.Run(ctx, renewScript, []string{m.Key(l.Resource)},
+	reply, err := m.batch.Run(ctx, renewScript, m.keys(l.Resource),
 		l.Owner, l.Token.String(), ttl.Milliseconds()).Slice()
 	if err != nil {
 		return fmt.Errorf("lease: renew %q: %w", l.Resource, err)
@@ -380,12 +377,22 @@ func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error 
 	return nil
 }
 
+// keys returns the KEYS of a script on resource's lease that reads the
+// namespace's time: the lease key, then the epoch record that keeps the
+// time (absent when epochs are off: Redis Cluster).
+func (m *Manager) keys(resource string) []string {
+	if m.epoch.Enabled() {
+		return []string{m.Key(resource), m.epoch.Key()}
+	}
+	return []string{m.Key(resource)}
+}
+
 // Holder returns the live lease on resource, or nil when it is free.
 func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {
 	if resource == "" {
 		return nil, fmt.Errorf("%w: empty resource", ErrInvalid)
 	}
-	h, err := holderScript.Run(ctx, m.client, []string{m.Key(resource)}).Slice()
+	h, err := holderScript.Run(ctx, m.client, m.keys(resource)).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("lease: holder %q: %w", resource, err)
 	}

@@ -40,7 +40,10 @@ type DurableResult struct {
 	Replicas    int                   `json:"replicas"`
 	Concurrency []int                 `json:"concurrency"`
 	At          map[string]*DurableAt `json:"at"`
-	// Enqueue is Enqueue from enqueue-goroutines goroutines.
+	// EnqueueGoroutines is how many goroutines call Enqueue.
+	EnqueueGoroutines int `json:"enqueue_goroutines"`
+	// EnqueueDefault and EnqueueDurable are Enqueue from EnqueueGoroutines
+	// goroutines.
 	EnqueueDefault   EnqueueSide `json:"enqueue_default"`
 	EnqueueDurable   EnqueueSide `json:"enqueue_durable"`
 	EnqueueSlowerPct float64     `json:"enqueue_slower_pct"`
@@ -71,7 +74,7 @@ func (e *bench) durable(ctx context.Context) (*DurableResult, error) {
 	}
 	o := e.opts
 	r := &DurableResult{Jobs: o.jobs, Repeat: o.repeat, Replicas: benchDurability.Replicas, Concurrency: o.concurrencies,
-		At: map[string]*DurableAt{}}
+		At: map[string]*DurableAt{}, EnqueueGoroutines: o.enqueueGoroutines}
 	durableDrain := func(ctx context.Context, t *target, queues []string, n, conc int, _ *drainOpts) (drainRun, error) {
 		return fencedqDrain(ctx, t, queues, n, conc, &drainOpts{durability: benchDurability})
 	}
@@ -88,7 +91,7 @@ func (e *bench) durable(ctx context.Context) (*DurableResult, error) {
 		}
 		at.MeetsTarget = at.Target == 0 || at.SlowerPct <= at.Target
 		r.At[strconv.Itoa(conc)] = at
-		e.progress("  concurrency %d: durable %.1f%% slower", conc, at.SlowerPct)
+		e.progress("  concurrency %d: durable %s", conc, slowerText(at.SlowerPct))
 	}
 	durableEnqueue := func(ctx context.Context, t *target, n, g, _ int) (enqueueRun, error) {
 		ns := uniq("fqd")

@@ -25,6 +25,14 @@ func verdict(ok bool) string {
 	return "MISSED"
 }
 
+// slowerText says "12.3% slower" or "4.5% faster".
+func slowerText(pct float64) string {
+	if pct < 0 {
+		return fmt.Sprintf("%.1f%% faster", -pct)
+	}
+	return fmt.Sprintf("%.1f%% slower", pct)
+}
+
 // printTable writes the human-readable report.
 func printTable(w io.Writer, r *Report) {
 	m := r.Machine
@@ -83,10 +91,10 @@ func printTable(w io.Writer, r *Report) {
 			if at.Target > 0 {
 				target = fmt.Sprintf("target ≤ %.0f%%: %s", at.Target, verdict(at.MeetsTarget))
 			}
-			fmt.Fprintf(w, "  durable is %.1f%% slower (%s)\n", at.SlowerPct, target)
+			fmt.Fprintf(w, "  durable ÷ default jobs/s = %.3f: %s (%s)\n", ratio(at.Durable.JobsPerSec, at.Default.JobsPerSec), slowerText(at.SlowerPct), target)
 		}
-		fmt.Fprintf(w, "  Enqueue: default %.0f jobs/s, durable %.0f jobs/s (%.1f%% slower; round trips/job %.3f vs %.3f)\n",
-			d.EnqueueDefault.JobsPerSec, d.EnqueueDurable.JobsPerSec, d.EnqueueSlowerPct,
+		fmt.Fprintf(w, "\ndurable: Enqueue from %d goroutines: default %.0f jobs/s, durable %.0f jobs/s (%s; round trips/job %.3f vs %.3f)\n",
+			d.EnqueueGoroutines, d.EnqueueDefault.JobsPerSec, d.EnqueueDurable.JobsPerSec, slowerText(d.EnqueueSlowerPct),
 			d.EnqueueDefault.PerJob.RoundTrips, d.EnqueueDurable.PerJob.RoundTrips)
 	}
 	if q := r.Enqueue; q != nil {

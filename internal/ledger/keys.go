@@ -1,5 +1,7 @@
 package ledger
 
+import "strconv"
+
 // Every Redis key of the queue is built here, and nowhere else. For
 // namespace ns and queue q (ARCHITECTURE.md has the table, with what each
 // key holds):
@@ -8,12 +10,13 @@ package ledger
 //	ns:{q}:unique                   unique jobs' keys (unique.go)
 //	ns:{q}:<state>                  one sorted set per state (pending is the queue)
 //	ns:{q}:stats, :events, :reconciler, :paused, :idle, :notify, :series, :rewinds
+//	ns:{q}:minute:<ms>              one minute's counts (expiring after MinuteKeep)
 //	ns:epoch                        the fencing epochs (internal/epoch)
 //	ns:queues, ns:reconciler:status, ns:pools, ns:pool:<id>
 //	ns:{periodic}:leader, :schedules, :schedule:<id>, :schedule:<id>:ticks
 //
 // Every key of a queue shares the hash slot {q}; the scripts derive the
-// per-job keys from the prefix (ARGV 1), so they stay in it.
+// per-job and per-minute keys from the prefix (ARGV 1), so they stay in it.
 
 func (l *Ledger) prefix(q string) string { return l.cfg.Namespace + ":{" + q + "}:" }
 
@@ -65,14 +68,28 @@ func (l *Ledger) layoutOf(q string) *layout {
 	return lay
 }
 
-// keys builds the KEYS layout every ledger script shares (see prelude.lua).
+// keys builds the KEYS layout every ledger script shares (see prelude.lua):
+// the queue's keys, then the clock record (clockKey).
 func (l *Ledger) keys(q string) []string {
 	p := l.prefix(q)
 	return []string{
 		p + "pending", p + "running", p + "uncertain", p + "review",
 		p + "succeeded", p + "dead", p + "cancelled",
 		p + "stats", p + "events", p + "reconciler", p + "paused", p + "idle",
+		l.clockKey(q),
 	}
+}
+
+// clockKey returns the record queue q's scripts keep the namespace's time
+// in (internal/epoch's epoch_now): the namespace's epoch record, which
+// minting scripts also check their epoch against; on Redis Cluster, where
+// epochs are off and a script touches one hash slot, the queue's own
+// <ns>:{q}:clock.
+func (l *Ledger) clockKey(q string) string {
+	if l.epoch.Enabled() {
+		return l.epoch.Key()
+	}
+	return l.prefix(q) + "clock"
 }
 
 func (l *Ledger) poolsKey() string { return l.cfg.Namespace + ":pools" }
@@ -87,6 +104,13 @@ func (l *Ledger) scheduleKeys(id string) []string {
 }
 
 func (l *Ledger) seriesKey(q string) string { return l.prefix(q) + "series" }
+
+// minuteKey is queue q's counts of the minute starting at ms (unix
+// milliseconds); the scripts build the same name from the queue's prefix
+// (prelude.lua's per_minute).
+func (l *Ledger) minuteKey(q string, ms int64) string {
+	return l.prefix(q) + "minute:" + strconv.FormatInt(ms, 10)
+}
 
 func (l *Ledger) rewindsKey(q string) string { return l.prefix(q) + "rewinds" }
 

@@ -93,7 +93,10 @@ func (c Config) WithDefaults() Config {
 //
 // Job tokens are minted in fencing epochs (package internal/epoch): a
 // token minted after a failover is above every token minted before it,
-// whatever the promoted node's clock says.
+// whatever the promoted node's clock says. Due times and deadlines are in
+// the namespace's time (internal/epoch's epoch_now: Redis TIME plus the
+// primary tenure's offset), which continues from the old primary's after a
+// failover, whatever the promoted node's clock says.
 type Ledger struct {
 	rdb    redis.UniversalClient
 	cfg    Config
@@ -223,6 +226,8 @@ var (
 	enqueueUniqueSrc string
 	//go:embed lua/unique_prune.lua
 	uniquePruneSrc string
+	//go:embed lua/progress.lua
+	progressSrc string
 
 	enqueueScript  = script(enqueueSrc)
 	claimScript    = script(claimSrc)
@@ -236,6 +241,7 @@ var (
 	runNowScript   = script(runNowSrc)
 	raiseScript    = script(raiseSrc)
 	rewindScript   = script(rewindSrc)
+	progressScript = script(progressSrc)
 
 	bridgeClaimScript = script(bridgeClaimSrc)
 
@@ -244,20 +250,10 @@ var (
 	uniquePruneScript   = script(uniquePruneSrc)
 )
 
-// script builds a ledger script: internal/epoch's library (token minting
-// and comparison of decimal uint64 tokens), the prelude, then src.
-func script(src string) *redis.Script { return redis.NewScript(epoch.Lua + prelude + src) }
-
-// mintKeys returns the KEYS of a minting script (claim, bridge claim) of
-// queue q: the ledger layout, then the namespace's epoch record when epochs
-// are on (not on Redis Cluster, whose scripts touch one hash slot).
-func (l *Ledger) mintKeys(q string) []string {
-	keys := l.keys(q)
-	if l.epoch.Enabled() {
-		keys = append(keys, l.epoch.Key())
-	}
-	return keys
-}
+// script builds a ledger script: the definitions src uses of internal/epoch's
+// library (token minting and comparison of decimal uint64 tokens) and of the
+// prelude (see link), then src.
+func script(src string) *redis.Script { return redis.NewScript(link(epoch.Lua+prelude, src)) }
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

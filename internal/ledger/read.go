@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -54,6 +55,9 @@ type Record struct {
 	// UniqueStates the states in which it holds it; empty for other jobs.
 	UniqueKey    string  `json:"unique_key,omitempty"`
 	UniqueStates []State `json:"unique_states,omitempty"`
+	// Progress is the latest progress an attempt reported (jobs.Progress),
+	// nil when none did. It stays after the attempt ended.
+	Progress *Progress `json:"progress,omitempty"`
 
 	// Payload is the raw JSON args, sensitive fields included. Never show it.
 	Payload []byte `json:"-"`
@@ -114,6 +118,7 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		Started: msTime(h["started"]), Finished: msTime(h["finished"]), UncertainSince: msTime(h["uncertain_since"]),
 		Payload: []byte(h["payload"]), Bridge: h["bridge"], Headers: decodeHeaders(h["headers"]),
 		UniqueKey: h["ukey"],
+		Progress:  decodeProgress(h["progress"]),
 	}
 	if u := h["ustates"]; u != "" {
 		for _, s := range strings.Split(u, ",") {
@@ -453,11 +458,30 @@ func (l *Ledger) Prune(ctx context.Context, q string, now time.Time) (int64, err
 	return n, nil
 }
 
-// ServerTime returns the Redis server's clock, the clock every ledger
-// deadline uses.
+// nowScript reads the namespace's time (internal/epoch's epoch_now) from
+// the clock record KEYS[1]: {seconds, microseconds}.
+var nowScript = redis.NewScript(epoch.Lua + `
+local t = epoch_now(KEYS[1])
+return {math.floor(t / 1000000), t % 1000000}`)
+
+// ServerTime returns the namespace's time, the time every ledger due time
+// and deadline is written in: Redis TIME plus the current primary tenure's
+// offset (internal/epoch's epoch_now), so it continues from the previous
+// primary's after a failover to a node whose clock is behind. On Redis
+// Cluster (epochs off) it is the server's TIME.
 func (l *Ledger) ServerTime(ctx context.Context) (time.Time, error) {
-	t, err := l.rdb.Time(ctx).Result()
-	return t, wrap("time", err)
+	if !l.epoch.Enabled() {
+		t, err := l.rdb.Time(ctx).Result()
+		return t, wrap("time", err)
+	}
+	v, err := nowScript.Run(ctx, l.rdb, []string{l.epoch.Key()}).Int64Slice()
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("malformed reply %v", v)
+	}
+	if err != nil {
+		return time.Time{}, wrap("time", err)
+	}
+	return time.Unix(v[0], v[1]*1000), nil
 }
 
 // LeaderResource is the lease resource the pools of one namespace compete

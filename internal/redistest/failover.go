@@ -184,3 +184,19 @@ func (f *Failover) Rejoin() {
 		f.tb.Fatal(err)
 	}
 }
+
+// FailBackReady is Rejoin, then swaps the roles: Primary is the promoted
+// node, Replica the rejoined one, once the Sentinel knows it as promotable,
+// so KillPrimary fails back to it. The Sentinel waits twice its failover
+// timeout (10 s) after a failover before it starts another one for the
+// same primary name.
+func (f *Failover) FailBackReady() {
+	f.tb.Helper()
+	f.Rejoin()
+	f.Primary, f.Replica = f.Replica, f.Primary
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
+	if err := redisserver.WaitSentinelReady(ctx, f.Sentinel.Addr, MasterName, f.Replica.Addr); err != nil {
+		f.tb.Fatal(err)
+	}
+}

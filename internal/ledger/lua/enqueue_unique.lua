@@ -15,7 +15,7 @@
 --   unique states (comma separated: the holder keeps the key while in one)
 -- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, then 2 values per
 --   job: created (1) or deduplicated (0), job id (the holder's when deduplicated)}
-local uniqk = KEYS[13]
+local uniqk = KEYS[14]
 local created, due = 0, {}
 local reply = {0, 0, 0, 0}
 seq_bump()

@@ -12,8 +12,9 @@
 -- 10 reconciler high-water (highest reconciler leader token seen)
 -- 11 paused flag (present while the queue is paused; its value says who and why)
 -- 12 idle flag (set by a claim that found nothing due: the next enqueue publishes a wake-up)
--- 13 minting scripts only (claim, bridge claim): the namespace's fencing-epoch record
---    <ns>:epoch (internal/epoch); absent when epochs are off (Redis Cluster)
+-- 13 the clock record (internal/epoch's epoch_now): the namespace's fencing-epoch record
+--    <ns>:epoch, which minting scripts (claim, bridge claim) also pass to epoch_check;
+--    on Redis Cluster, where epochs are off, the queue's own <ns>:{q}:clock
 -- ARGV 1 the queue's key prefix 'ns:{q}:'. Per-job keys (job hash, history list,
 -- operation-id key) are derived from it, so they share the queue's hash slot;
 -- a batched claim cannot name the jobs it will find in advance.
@@ -24,8 +25,10 @@ local index = {pending = KEYS[1], running = KEYS[2], uncertain = KEYS[3], review
 local statsk, eventsk, reconk, pausedk, idlek = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local HISTORY_CAP, EVENTS_CAP = 200, 1000
 
-local tm = redis.call('TIME')
-local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+-- now_us is the namespace's time (Redis TIME plus the primary tenure's
+-- offset, never below the last time written: see epoch_now), so times an
+-- earlier primary wrote are read on the clock they were written with.
+local now_us = epoch_now(KEYS[13])
 local now = math.floor(now_us / 1000)
 
 local function fmt(n) return string.format('%d', n) end
@@ -117,7 +120,28 @@ local function event(entry)
   end
 end
 
-local function count(field, n) return redis.call('HINCRBY', statsk, field, n or 1) end
+-- per_minute adds n to counter field of the current minute's hash,
+-- P .. 'minute:' .. <the minute's start, ms by Redis's clock>: exact counts
+-- per minute for the dashboard's charts, kept by the scripts themselves so
+-- every job counts whether or not a maintenance leader is alive. Every
+-- counter count and flush_tally add to goes here too: one more HINCRBY per
+-- counter and call (per kind of outcome for a batch), and a PEXPIREAT when a
+-- counter first appears in a minute, so each minute's hash is gone
+-- MINUTE_KEEP_MS after the minute began (ledger.MinuteKeep).
+local MINUTE_MS, MINUTE_KEEP_MS = 60000, 25 * 3600000
+local minute_at = now - now % MINUTE_MS
+local minutek = P .. 'minute:' .. fmt(minute_at)
+local function per_minute(field, n)
+  if n == 0 then return end
+  if redis.call('HINCRBY', minutek, field, n) == n then
+    redis.call('PEXPIREAT', minutek, fmt(minute_at + MINUTE_KEEP_MS))
+  end
+end
+
+local function count(field, n)
+  per_minute(field, n or 1)
+  return redis.call('HINCRBY', statsk, field, n or 1)
+end
 
 -- The queue's write sequence, stats field 'seq', rises by one with every
 -- call of a script that changes the queue's jobs (seq_bump, once per call).
@@ -163,7 +187,10 @@ end
 local tally = {}
 local function tallied(field) tally[field] = (tally[field] or 0) + 1 end
 local function flush_tally()
-  for field, n in pairs(tally) do redis.call('HINCRBY', statsk, field, n) end
+  for field, n in pairs(tally) do
+    redis.call('HINCRBY', statsk, field, n)
+    per_minute(field, n)
+  end
 end
 
 -- unfinish undoes finish for a job that leaves a final state (a re-run).
