@@ -17,8 +17,12 @@
 //     call per queue takes up to min(free slots, FetchBatch) due jobs and
 //     starts an attempt on each (running, token T, owner, deadline). Queues
 //     are visited by priority (StrictPriority) or in a random order weighted
-//     by priority. An idle pool sleeps until an enqueue publishes a wake-up
-//     on the queue's channel, until the next scheduled job is due, or for
+//     by priority; only queues that may have due work are claimed (a queue
+//     whose claim found nothing waits for a wake-up naming it, its next due
+//     time, or the idle look, one pipelined read of the earliest due time of
+//     every such queue per FetchPollInterval: an idle queue costs no claim).
+//     An idle pool sleeps until an enqueue publishes a wake-up on the
+//     queue's channel, until the next scheduled job is due, or for
 //     FetchPollInterval, whichever comes first;
 //   - the executor runs one attempt: when the
 //     kind names a resource it first takes that resource's lease (waiting
@@ -122,6 +126,12 @@
 // token the ledger lost (a fence.StaleError for the attempt's own fence),
 // the pool raises the job's (or the resource's) counter above storage's
 // mark before committing the retry, so the next attempt is accepted.
+//
+// With Config.Jobs.Durability the pool's claims, completions and resource
+// leases wait for replicas (jobs.Durability). A claim too few replicas
+// acknowledged is never started: its jobs are put back pending, their
+// attempt not consumed (or come back when their leases expire); a
+// completion too few acknowledged is retried.
 //
 // Every claim and completion also checks the ledger for a rewind (a Redis
 // that came back with older data, having lost acknowledged writes): it is
