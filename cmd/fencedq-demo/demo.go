@@ -488,7 +488,7 @@ func (d *demo) crash(ctx context.Context) error {
 	if res == nil {
 		return errors.New("could not enqueue the crash transfer")
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a process start on a loaded machine can take long
 	for !strings.Contains(output.String(), "stalling before the ledger commit") {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("worker process did not reach the effect: %s", strings.TrimSpace(output.String()))

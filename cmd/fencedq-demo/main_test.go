@@ -80,7 +80,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 func TestDemoOnEmbeddedRedis(t *testing.T) {
 	code, out, errOut := runDemo(t, "--duration", "20s", "--json", "--addr", "127.0.0.1:0")
 	if code != 0 {
-		t.Fatalf("demo exit %d\nstderr:\n%s", code, errOut)
+		t.Fatalf("demo exit %d\nsummary: %s\nstderr:\n%s", code, out, errOut)
 	}
 	var s summary
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
@@ -205,7 +205,7 @@ func TestDemoStaysUpUntilInterruptedAndIgnoresTheEnvironment(t *testing.T) {
 	select {
 	case code := <-done:
 		if code != 0 {
-			t.Fatalf("exit %d after Ctrl-C: %s", code, errb.String())
+			t.Fatalf("exit %d after Ctrl-C: %s\noutput:\n%s", code, errb.String(), out.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the demo did not end on Ctrl-C")
