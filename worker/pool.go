@@ -301,7 +301,7 @@ func (p *Pool) info() jobs.PoolInfo {
 	}
 	return jobs.PoolInfo{
 		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
-		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.Version, Started: p.started,
+		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.BuildVersion(), Started: p.started,
 		Kinds: kinds, Clock: clock, ClockJumps: jumps,
 	}
 }

@@ -222,6 +222,8 @@ var (
 	raiseSrc string
 	//go:embed lua/rewind.lua
 	rewindSrc string
+	//go:embed lua/progress.lua
+	progressSrc string
 
 	enqueueScript  = script(enqueueSrc)
 	claimScript    = script(claimSrc)
@@ -235,6 +237,7 @@ var (
 	runNowScript   = script(runNowSrc)
 	raiseScript    = script(raiseSrc)
 	rewindScript   = script(rewindSrc)
+	progressScript = script(progressSrc)
 
 	bridgeClaimScript = script(bridgeClaimSrc)
 )

@@ -90,7 +90,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 		if err := r.need(3); err != nil {
 			return false, err
 		}
-		return r.int(0) == -1 && unacked == nil, nil
+		return r.int(0) == -1, nil // another primary: refresh (nothing was claimed)
 	})
 	if err != nil {
 		return nil, wrap("claim "+q, err)
