@@ -435,3 +435,22 @@ func TestOverviewFollowsTheLeader(t *testing.T) {
 		t.Fatalf("after the pool stopped: %+v", r)
 	}
 }
+
+// TestJobDetailShowsUniqueKey: a unique job's detail carries its unique key
+// and the states in which it holds it (the job page shows them).
+func TestJobDetailShowsUniqueKey(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(dashboard.Options{})
+	res, err := f.client.Enqueue(context.Background(), echoArgs{N: 1}, jobs.Unique(jobs.UniqueOpts{ByArgs: true, ByState: []jobs.State{jobs.Pending, jobs.Running}}))
+	must(t, err)
+	var d struct {
+		Job struct {
+			UniqueKey    string   `json:"unique_key"`
+			UniqueStates []string `json:"unique_states"`
+		} `json:"job"`
+	}
+	getJSON(t, h, "/api/jobs/default/"+res.JobID, &d)
+	if d.Job.UniqueKey == "" || strings.Join(d.Job.UniqueStates, ",") != "pending,running" {
+		t.Fatalf("job detail: unique key %q, states %v", d.Job.UniqueKey, d.Job.UniqueStates)
+	}
+}

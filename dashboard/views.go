@@ -41,13 +41,17 @@ type jobView struct {
 	CancelRequestedBy string `json:"cancel_requested_by,omitempty"`
 	// Bridge names the queue system that delivers a bridged job ("asynq",
 	// through package asynqfence); empty for native jobs.
-	Bridge         string    `json:"bridge,omitempty"`
-	Created        time.Time `json:"created,omitzero"`
-	Updated        time.Time `json:"updated,omitzero"`
-	RunAt          time.Time `json:"run_at,omitzero"`
-	Started        time.Time `json:"started,omitzero"`
-	Finished       time.Time `json:"finished,omitzero"`
-	UncertainSince time.Time `json:"uncertain_since,omitzero"`
+	Bridge string `json:"bridge,omitempty"`
+	// UniqueKey and UniqueStates: a unique job's key and the states in
+	// which it holds it (jobs.Unique); empty for other jobs.
+	UniqueKey      string       `json:"unique_key,omitempty"`
+	UniqueStates   []jobs.State `json:"unique_states,omitempty"`
+	Created        time.Time    `json:"created,omitzero"`
+	Updated        time.Time    `json:"updated,omitzero"`
+	RunAt          time.Time    `json:"run_at,omitzero"`
+	Started        time.Time    `json:"started,omitzero"`
+	Finished       time.Time    `json:"finished,omitzero"`
+	UncertainSince time.Time    `json:"uncertain_since,omitzero"`
 	// IndexAt is the job's time in its state's index, which lists sort
 	// and filter on: pending: when due; running: the lease deadline;
 	// uncertain: the resolver's next look; others: when the state was
@@ -74,7 +78,7 @@ func viewOf(r *jobs.Record) *jobView {
 		State: r.State, Owner: r.Owner, Deadline: r.Deadline, Attempts: r.Attempts,
 		MaxRetries: r.MaxRetries, Runs: r.Runs, ReconcileTries: r.ReconcileTries,
 		TimeoutMS: r.Timeout.Milliseconds(), Args: args, Error: r.Error, Reason: r.Reason, CancelRequestedBy: r.CancelledBy,
-		Bridge:  r.Bridge,
+		Bridge: r.Bridge, UniqueKey: r.UniqueKey, UniqueStates: r.UniqueStates,
 		Created: r.Created, Updated: r.Updated, RunAt: r.RunAt, Started: r.Started,
 		Finished: r.Finished, UncertainSince: r.UncertainSince, Progress: r.Progress,
 	}

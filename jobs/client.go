@@ -55,6 +55,7 @@ type options struct {
 	resource   string
 	unchecked  bool
 	headers    map[string]string
+	unique     *UniqueOpts // nil: not unique
 }
 
 // optionsOf applies opts over the defaults.
@@ -124,8 +125,9 @@ type Result struct {
 	Queue string
 	// OperationID is the job's operation id.
 	OperationID string
-	// Deduplicated is true when the operation id was already known and
-	// nothing was written.
+	// Deduplicated is true when the operation id was already known, or a
+	// job holding the same unique key exists (see Unique), and nothing was
+	// written: JobID is the existing job's.
 	Deduplicated bool
 }
 
@@ -471,6 +473,14 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 	if err := ledger.ValidateHeaders(o.headers); err != nil {
 		return nil, err
 	}
+	var uniq *ledger.Unique
+	if o.unique != nil {
+		u, err := uniqueOf(kind, payload, o.unique)
+		if err != nil {
+			return nil, err
+		}
+		uniq = u
+	}
 	if display == nil {
 		display = payload
 	}
@@ -481,7 +491,7 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 	return &ledger.NewJob{
 		ID: uuid.NewString(), Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
 		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: roundUpMS(o.timeout), Delay: delay,
-		Headers: o.headers,
+		Headers: o.headers, Unique: uniq,
 	}, nil
 }
 

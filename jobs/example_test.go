@@ -109,6 +109,31 @@ func ExampleEnqueueMiddleware() {
 	// tenant-acme acme
 }
 
+// One invoice job per customer at a time: the second enqueue for ada finds
+// the first job, still pending, and writes nothing (add ByPeriod: time.Hour
+// to also let a new one in each hour of Redis's clock).
+func ExampleUnique() {
+	rdb, ns := exampleRedis()
+	defer rdb.Close()
+	defer deleteKeys(rdb, ns)
+	ctx := context.Background()
+
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	perCustomer := jobs.Unique(jobs.UniqueOpts{ByFields: []string{"customer"}})
+	first, err := client.Enqueue(ctx, Invoice{Customer: "ada", Cents: 1200}, perCustomer)
+	if err != nil {
+		panic(err)
+	}
+	second, err := client.Enqueue(ctx, Invoice{Customer: "ada", Cents: 900}, perCustomer)
+	if err != nil {
+		panic(err)
+	}
+	other, _ := client.Enqueue(ctx, Invoice{Customer: "bob", Cents: 900}, perCustomer)
+	fmt.Println(second.Deduplicated, second.JobID == first.JobID, other.Deduplicated)
+	// Output:
+	// true true false
+}
+
 // Durable acknowledgements: an enqueue is acknowledged only once a replica
 // holds it. The Redis of this example has no replica, so the enqueue's
 // outcome is unknown; enqueuing again under the same operation id is the

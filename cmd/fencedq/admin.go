@@ -395,6 +395,13 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		fmt.Fprintf(out, ", fence %d (the resource lease's token)", r.Fence)
 	}
 	fmt.Fprint(out, cli.Escapef(", resource %s\n  args %s\n", r.LeaseResource(), r.Args))
+	if r.UniqueKey != "" {
+		states := make([]string, len(r.UniqueStates))
+		for i, st := range r.UniqueStates {
+			states[i] = string(st)
+		}
+		fmt.Fprint(out, cli.Escapef("  unique key %s, held while %s\n", r.UniqueKey, strings.Join(states, ", ")))
+	}
 	if r.Error != "" {
 		fmt.Fprint(out, cli.Escapef("  last error %s\n", r.Error))
 	}

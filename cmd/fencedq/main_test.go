@@ -631,3 +631,18 @@ func TestInspectPendingDueAndLimit(t *testing.T) {
 		t.Fatalf("--limit 0: %d %q", code, errOut)
 	}
 }
+
+// TestInspectShowsUniqueKey: inspect --job shows a unique job's key and the
+// states in which it holds it, and nothing of the kind for other jobs.
+func TestInspectShowsUniqueKey(t *testing.T) {
+	e := newOperatorEnv(t)
+	unique := e.enqueue(jobs.Unique(jobs.UniqueOpts{ByFields: []string{"from"}}))
+	plain := e.enqueue()
+	code, out, errOut := e.cli("inspect", "--job", unique)
+	if code != 0 || !strings.Contains(out, "unique key ") || !strings.Contains(out, "held while pending, running, uncertain, review, succeeded") {
+		t.Fatalf("inspect of a unique job: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ = e.cli("inspect", "--job", plain); code != 0 || strings.Contains(out, "unique key") {
+		t.Fatalf("inspect of a plain job: %d %q", code, out)
+	}
+}

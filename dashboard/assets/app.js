@@ -860,6 +860,7 @@
         ['Queue', j.bridge ? [j.queue, ' ', el('span', { class: 'badge', id: 'job-bridge', title: 'delivered by ' + j.bridge + ' through the bridge; fenced by this ledger' }, j.bridge)] : j.queue],
         ['Kind', j.kind], ['Operation id', el('span', { class: 'mono' }, j.operation_id)],
         ['Resource', j.resource], ['Token', j.token],
+        ['Unique key', j.unique_key ? el('span', { class: 'mono', id: 'job-unique', title: 'held while the job is ' + (j.unique_states || []).join(', ') }, j.unique_key) : ''],
         ['Fence', j.fence ? el('span', { class: 'mono', title: 'the resource lease\'s token its side effects carried' }, j.fence) : ''],
         ['Cancel requested', j.cancel_requested_by ? el('span', { class: 'warn', id: 'job-cancel' },
           'by ' + j.cancel_requested_by + (j.state === 'running' ? ': the attempt is asked to stop; its outcome is still committed by its token' : '')) : ''],

@@ -20,6 +20,7 @@ type NewJob struct {
 	Timeout                                time.Duration
 	Delay                                  time.Duration     // due this long after Redis receives it
 	Headers                                map[string]string // nil: none (see ValidateHeaders)
+	Unique                                 *Unique           // nil: not unique (enqueue.lua); else enqueue_unique.lua
 }
 
 func (j *NewJob) args() []any {
@@ -27,8 +28,12 @@ func (j *NewJob) args() []any {
 	if bytes.Equal(display, j.Payload) {
 		display = nil
 	}
-	return []any{j.ID, j.Kind, j.OperationID, j.Resource, j.Payload, display,
+	a := []any{j.ID, j.Kind, j.OperationID, j.Resource, j.Payload, display,
 		j.MaxRetries, j.Timeout.Milliseconds(), j.Delay.Milliseconds(), encodeHeaders(j.Headers)}
+	if j.Unique != nil {
+		a = append(a, j.Unique.args()...)
+	}
+	return a
 }
 
 // encodeHeaders is the headers field of a job hash: a JSON object, or ""
@@ -85,6 +90,7 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	defer l.registerPending(ctx)
 	type call struct {
 		queue string
+		uniq  bool  // unique jobs: enqueue_unique.lua (never in resubmit mode)
 		idx   []int // positions in js
 		args  []any
 		cmd   *redis.Cmd
@@ -93,10 +99,20 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	var calls []*call
 	open := map[string]*call{}
 	for i, j := range js {
-		cl := open[j.Queue]
+		uniq := j.Unique != nil && mode == ""
+		if j.Unique != nil && !uniq { // a re-submission: its unique key is not checked again
+			c := *j
+			c.Unique = nil
+			j = &c
+		}
+		group := j.Queue
+		if uniq {
+			group += "\x00unique"
+		}
+		cl := open[group]
 		if cl == nil || len(cl.idx) == enqueueChunk {
-			cl = &call{queue: j.Queue, args: []any{l.prefix(j.Queue), mode}, seen: l.watch.before(j.Queue)}
-			open[j.Queue] = cl
+			cl = &call{queue: j.Queue, uniq: uniq, args: []any{l.prefix(j.Queue), mode}, seen: l.watch.before(j.Queue)}
+			open[group] = cl
 			calls = append(calls, cl)
 		}
 		cl.idx = append(cl.idx, i)
@@ -104,7 +120,8 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	}
 	switch {
 	case len(calls) == 1: // one call: share a pipeline with concurrent callers
-		calls[0].cmd = l.lanes.enqueue.Run(ctx, enqueueScript, l.layoutOf(calls[0].queue).keys, calls[0].args...)
+		script, keys := l.enqueueCall(calls[0].queue, calls[0].uniq)
+		calls[0].cmd = l.lanes.enqueue.Run(ctx, script, keys, calls[0].args...)
 	case l.Durable():
 		// Each call through the durable lane, so each pipeline (one per
 		// node on Redis Cluster) carries the wait for replicas.
@@ -113,14 +130,16 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				cl.cmd = l.lanes.enqueue.Run(ctx, enqueueScript, l.layoutOf(cl.queue).keys, cl.args...)
+				script, keys := l.enqueueCall(cl.queue, cl.uniq)
+				cl.cmd = l.lanes.enqueue.Run(ctx, script, keys, cl.args...)
 			}()
 		}
 		wg.Wait()
 	default:
 		pipe := l.rdb.Pipeline()
 		for _, cl := range calls {
-			cl.cmd = enqueueScript.EvalSha(ctx, pipe, l.layoutOf(cl.queue).keys, cl.args...)
+			script, keys := l.enqueueCall(cl.queue, cl.uniq)
+			cl.cmd = script.EvalSha(ctx, pipe, keys, cl.args...)
 		}
 		_, _ = pipe.Exec(ctx)
 		// A server that lost its script cache answers NOSCRIPT and wrote
@@ -128,7 +147,8 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		retry := l.rdb.Pipeline()
 		for _, cl := range calls {
 			if isNoScript(cl.cmd.Err()) {
-				cl.cmd = enqueueScript.Eval(ctx, retry, l.layoutOf(cl.queue).keys, cl.args...)
+				script, keys := l.enqueueCall(cl.queue, cl.uniq)
+				cl.cmd = script.Eval(ctx, retry, keys, cl.args...)
 			}
 		}
 		if retry.Len() > 0 {

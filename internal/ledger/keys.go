@@ -7,6 +7,7 @@ import "strconv"
 // key holds):
 //
 //	ns:{q}:job:<id>, ns:{q}:job:<id>:history, ns:{q}:op:<operation id>
+//	ns:{q}:unique                   unique jobs' keys (unique.go)
 //	ns:{q}:<state>                  one sorted set per state (pending is the queue)
 //	ns:{q}:stats, :events, :reconciler, :paused, :idle, :notify, :series, :rewinds
 //	ns:{q}:minute:<ms>              one minute's counts (expiring after MinuteKeep)
@@ -112,3 +113,6 @@ func (l *Ledger) minuteKey(q string, ms int64) string {
 }
 
 func (l *Ledger) rewindsKey(q string) string { return l.prefix(q) + "rewinds" }
+
+// uniqueKey is queue q's unique index (unique jobs: unique.go).
+func (l *Ledger) uniqueKey(q string) string { return l.prefix(q) + "unique" }

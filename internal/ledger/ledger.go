@@ -222,6 +222,10 @@ var (
 	raiseSrc string
 	//go:embed lua/rewind.lua
 	rewindSrc string
+	//go:embed lua/enqueue_unique.lua
+	enqueueUniqueSrc string
+	//go:embed lua/unique_prune.lua
+	uniquePruneSrc string
 	//go:embed lua/progress.lua
 	progressSrc string
 
@@ -240,6 +244,10 @@ var (
 	progressScript = script(progressSrc)
 
 	bridgeClaimScript = script(bridgeClaimSrc)
+
+	// flow control (see unique.go)
+	enqueueUniqueScript = script(enqueueUniqueSrc)
+	uniquePruneScript   = script(uniquePruneSrc)
 )
 
 // script builds a ledger script: the definitions src uses of internal/epoch's

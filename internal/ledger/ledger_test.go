@@ -153,6 +153,25 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatalf("invalid enqueues wrote %d keys", after-before)
 		}
 	})
+	t.Run("enqueue/unique-key-held->unchanged", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		u := jobs.Unique(jobs.UniqueOpts{ByArgs: true})
+		id := f.enqueue(u)
+		// In a batch with another queue's job (another slot on a Cluster),
+		// and a second copy of itself: both copies find the holder.
+		res, err := f.c.EnqueueMany(f.ctx, []jobs.Params{
+			{Args: noteArgs{Text: "x"}, Options: []jobs.Option{u}},
+			{Args: noteArgs{Text: "x"}, Options: []jobs.Option{u, jobs.Queue(f.q + "-other")}},
+			{Args: noteArgs{Text: "x"}, Options: []jobs.Option{u}},
+		})
+		if err != nil || !res[0].Deduplicated || res[0].JobID != id || res[1].Deduplicated || !res[2].Deduplicated || res[2].JobID != id {
+			t.Fatalf("unique dedup: %+v %+v %+v %v", res[0], res[1], res[2], err)
+		}
+		f.want(id, jobs.Pending)
+		if n := rdb.ZCard(f.ctx, f.l.StateKey(f.q, jobs.Pending)).Val(); n != 1 {
+			t.Fatalf("%d pending jobs on the queue, want 1", n)
+		}
+	})
 	t.Run("enqueue/known-operation->unchanged", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue(jobs.OperationID("op"))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,6 +50,11 @@ type Record struct {
 	// Headers are the job's headers, given at enqueue (trace context, a
 	// tenant id): shown as they are, never redacted.
 	Headers map[string]string `json:"headers,omitempty"`
+	// UniqueKey is a unique job's key in its queue's unique index (a digest
+	// of its kind and chosen args, with its period when it has one), and
+	// UniqueStates the states in which it holds it; empty for other jobs.
+	UniqueKey    string  `json:"unique_key,omitempty"`
+	UniqueStates []State `json:"unique_states,omitempty"`
 	// Progress is the latest progress an attempt reported (jobs.Progress),
 	// nil when none did. It stays after the attempt ended.
 	Progress *Progress `json:"progress,omitempty"`
@@ -111,7 +117,13 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		Created: msTime(h["created"]), RunAt: msTime(h["run_at"]),
 		Started: msTime(h["started"]), Finished: msTime(h["finished"]), UncertainSince: msTime(h["uncertain_since"]),
 		Payload: []byte(h["payload"]), Bridge: h["bridge"], Headers: decodeHeaders(h["headers"]),
-		Progress: decodeProgress(h["progress"]),
+		UniqueKey: h["ukey"],
+		Progress:  decodeProgress(h["progress"]),
+	}
+	if u := h["ustates"]; u != "" {
+		for _, s := range strings.Split(u, ",") {
+			r.UniqueStates = append(r.UniqueStates, State(s))
+		}
 	}
 	if r.RunAt.IsZero() {
 		r.RunAt = r.Created

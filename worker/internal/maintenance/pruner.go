@@ -8,7 +8,9 @@ import (
 )
 
 // pruner drops index entries of finished jobs whose records expired after
-// retention, and, with an EffectPruner, effect records past theirs.
+// retention, released entries of the queues' unique indexes (unique jobs:
+// their job gone or out of its unique states, their period over), and,
+// with an EffectPruner, effect records past theirs.
 type pruner struct {
 	service
 	interval time.Duration
@@ -32,6 +34,13 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 		n, err := p.ledger.Prune(ctx, q, p.now())
 		if n > 0 {
 			p.log.Debug("pruned finished jobs past retention", "queue", q, "entries", n)
+		}
+		if err != nil {
+			return err
+		}
+		n, err = p.ledger.PruneUnique(ctx, q)
+		if n > 0 {
+			p.log.Debug("pruned released unique keys", "queue", q, "keys", n)
 		}
 		return err
 	})

@@ -1,0 +1,76 @@
+-- enqueue_unique.lua: create pending jobs that are unique (jobs.Unique): a job
+-- is a duplicate while another job holding the same unique key is in one of
+-- that job's unique states; a duplicate returns the holder and writes
+-- nothing. Jobs without unique options go through enqueue.lua, which this
+-- script leaves untouched: it writes each job exactly as enqueue.lua does.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the queue's
+--   unique index ns:{q}:unique (hash: unique key -> job id holding it).
+-- ARGV 2 mode: '' (resubmissions go through enqueue.lua)
+-- ARGV from 3, 13 values per job: the 10 of enqueue.lua (job id, kind,
+--   operation id, resource, payload, args for display, max retries, timeout ms,
+--   delay ms, headers), then
+--   unique digest (hex, of kind and the chosen args),
+--   period ms (0: none; else the key is the digest in the period of Redis TIME
+--     the enqueue falls in: '<digest>:<period>:<floor(now / period)>'),
+--   unique states (comma separated: the holder keeps the key while in one)
+-- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, then 2 values per
+--   job: created (1) or deduplicated (0), job id (the holder's when deduplicated)}
+local uniqk = KEYS[14]
+local created, due = 0, {}
+local reply = {0, 0, 0, 0}
+seq_bump()
+
+-- holds reports whether job hid holds its unique key: it exists and is in
+-- one of its unique states.
+local function holds(hid)
+  local h = redis.call('HMGET', jobkey(hid), 'state', 'ustates')
+  if not h[1] or not h[2] then return false end
+  for s in string.gmatch(h[2], '[^,]+') do
+    if s == h[1] then return true end
+  end
+  return false
+end
+
+for i = 3, #ARGV, 13 do
+  local id, kind, op, resource, payload, display = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  local ukey, period, ustates = ARGV[i + 10], num(ARGV[i + 11]), ARGV[i + 12]
+  if period > 0 then ukey = ukey .. ':' .. fmt(period) .. ':' .. fmt(math.floor(now / period)) end
+  local existing, stage = false, 'enqueue'
+  if op ~= '' then existing = redis.call('GET', opkey(op)) end
+  if not existing then
+    local holder = redis.call('HGET', uniqk, ukey)
+    if holder and holds(holder) then existing, stage = holder, 'unique' end
+  end
+  if existing then
+    tallied('deduplicated_' .. stage)
+    event({type = 'deduplicated', stage = stage, job = existing, op = op})
+    reply[#reply + 1], reply[#reply + 2] = 0, existing
+  else
+    if op ~= '' then redis.call('SET', opkey(op), id) end
+    redis.call('HSET', uniqk, ukey, id)
+    local run_at = now
+    local delay = num(ARGV[i + 8])
+    if delay ~= 0 then run_at = now + delay end
+    local f = {'state', 'pending', 'kind', kind, 'payload', payload, 'max_retries', ARGV[i + 6],
+      'token', '0', 'attempts', '0', 'created', fmt(now), 'ukey', ukey, 'ustates', ustates}
+    local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
+    opt('op', op)
+    opt('resource', resource)
+    if display == '' then opt('args', '=') else opt('args', display) end
+    opt('timeout_ms', ARGV[i + 7])
+    opt('headers', ARGV[i + 9])
+    if run_at ~= now then opt('run_at', fmt(run_at)) end
+    redis.call('HSET', jobkey(id), unpack(f))
+    due[#due + 1], due[#due + 2] = fmt(run_at), id
+    created = created + 1
+    reply[#reply + 1], reply[#reply + 2] = 1, id
+  end
+end
+if created > 0 then
+  call_chunked('ZADD', index['pending'], due, 1000)
+  wake()
+  if count('enqueued', created) == created then reply[1] = 1 end
+end
+flush_tally()
+reply[2], reply[3], reply[4] = seq_reply()
+return reply

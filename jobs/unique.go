@@ -1,0 +1,132 @@
+package jobs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// UniqueOpts makes a job unique (the Unique option): while a job of the
+// same kind with the same unique key is in one of the chosen states,
+// enqueueing another writes nothing and returns the existing job with
+// Result.Deduplicated set. The check and the write are one script call, so
+// concurrent enqueues of one key (from any number of goroutines or
+// processes) create exactly one job.
+//
+// The key is the kind, plus the args when ByArgs or ByFields says so, plus
+// the period when ByPeriod is set, and is always scoped to the job's queue:
+// every key of a queue lives in one Redis hash slot, so uniqueness across
+// queues would need a script spanning two slots (on Redis Cluster, two
+// nodes), which no enqueue does. A kind enqueued on two queues is unique
+// per queue.
+type UniqueOpts struct {
+	// ByArgs includes all of the args in the key (their JSON, object keys
+	// sorted at every level, so field order does not matter).
+	ByArgs bool
+	// ByFields includes only these top-level fields of the args' JSON (by
+	// their JSON names; a field absent from the args counts as null).
+	// Setting it makes ByArgs unnecessary.
+	ByFields []string
+	// ByPeriod, when set, scopes the key to a period of Redis's clock: jobs
+	// enqueued in the same period (Redis TIME truncated to a multiple of
+	// ByPeriod since the Unix epoch) are duplicates, the first job of the
+	// next period is new. At least a millisecond (whole milliseconds are
+	// kept, a fraction rounded up).
+	ByPeriod time.Duration
+	// ByState lists the states in which a job holds its key (default
+	// DefaultUniqueStates). Pending and Running must be among them. A job
+	// that moves to a state outside the list (for example dead, with the
+	// default) releases the key: the next enqueue creates a new job. A job
+	// that expires after the retention period releases it too.
+	ByState []State
+}
+
+// DefaultUniqueStates are the states in which a unique job holds its key
+// when UniqueOpts.ByState is empty: every state but dead and cancelled.
+var DefaultUniqueStates = []State{Pending, Running, Uncertain, Review, Succeeded}
+
+// Unique makes the job unique (see UniqueOpts). An operator's re-run of a
+// dead or cancelled job does not check uniqueness again, and a job
+// re-submitted after a ledger rewind (Client.Resubmit) is restored without
+// its unique key.
+func Unique(u UniqueOpts) Option {
+	return func(o *options) { o.unique = &u }
+}
+
+// uniqueOf validates u and builds the ledger's unique key for a job of kind
+// with payload (valid JSON, an object).
+func uniqueOf(kind string, payload []byte, u *UniqueOpts) (*ledger.Unique, error) {
+	if u.ByPeriod < 0 || u.ByPeriod > MaxDelay {
+		return nil, invalid("unique period %v must be 0 (none) or positive, at most %v", u.ByPeriod, MaxDelay)
+	}
+	states := u.ByState
+	if len(states) == 0 {
+		states = DefaultUniqueStates
+	}
+	var seen []State
+	for _, s := range states {
+		if !s.Valid() {
+			return nil, invalid("unique state %q is not a job state", s)
+		}
+		if !slices.Contains(seen, s) {
+			seen = append(seen, s)
+		}
+	}
+	if !slices.Contains(seen, Pending) || !slices.Contains(seen, Running) {
+		return nil, invalid("unique states %v must include pending and running", states)
+	}
+	h := sha256.New()
+	h.Write([]byte(kind))
+	h.Write([]byte{0})
+	switch {
+	case len(u.ByFields) > 0:
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(payload, &fields); err != nil {
+			return nil, invalid("%s args: %v", kind, err)
+		}
+		names := slices.Clone(u.ByFields)
+		slices.Sort(names)
+		names = slices.Compact(names)
+		for _, name := range names {
+			if name == "" {
+				return nil, invalid("an empty unique field name")
+			}
+			v, err := canonicalJSON(fields[name])
+			if err != nil {
+				return nil, invalid("%s args field %q: %v", kind, name, err)
+			}
+			n, _ := json.Marshal(name)
+			h.Write(n)
+			h.Write([]byte{':'})
+			h.Write(v)
+			h.Write([]byte{0})
+		}
+	case u.ByArgs:
+		v, err := canonicalJSON(payload)
+		if err != nil {
+			return nil, invalid("%s args: %v", kind, err)
+		}
+		h.Write(v)
+	}
+	return &ledger.Unique{Digest: hex.EncodeToString(h.Sum(nil)[:16]), Period: roundUpMS(u.ByPeriod), States: seen}, nil
+}
+
+// canonicalJSON re-encodes JSON with object keys sorted at every level and
+// numbers kept as written; absent (nil) is null.
+func canonicalJSON(raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 {
+		return []byte("null"), nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v) // maps encode with sorted keys
+}

@@ -1,0 +1,282 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/fencedqtest"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+type syncArgs struct {
+	Customer string         `json:"customer"`
+	Scope    string         `json:"scope"`
+	Extra    map[string]int `json:"extra,omitempty"`
+}
+
+func (syncArgs) Kind() string { return "sync" }
+
+// enqueued enqueues and fails the test on an error.
+func enqueued(t *testing.T, c *jobs.Client, args jobs.JobArgs, opts ...jobs.Option) *jobs.Result {
+	t.Helper()
+	res, err := c.Enqueue(context.Background(), args, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestUniqueByArgsAndFields: a duplicate (same kind and chosen args, same
+// queue) returns the job holding the key, deduplicated, and writes
+// nothing; other args, another kind's key or another queue make new jobs;
+// ByFields looks only at the named fields; object key order does not
+// matter.
+func TestUniqueByArgsAndFields(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	byArgs := jobs.Unique(jobs.UniqueOpts{ByArgs: true})
+
+	first := enqueued(t, c, syncArgs{Customer: "c1", Scope: "all", Extra: map[string]int{"a": 1, "b": 2}}, byArgs)
+	if first.Deduplicated {
+		t.Fatal("the first unique job was reported deduplicated")
+	}
+	dup := enqueued(t, c, syncArgs{Customer: "c1", Scope: "all", Extra: map[string]int{"b": 2, "a": 1}}, byArgs)
+	if !dup.Deduplicated || dup.JobID != first.JobID {
+		t.Fatalf("duplicate: %+v, want job %s deduplicated", dup, first.JobID)
+	}
+	// The same args as raw JSON with its keys in another order.
+	raw, err := c.EnqueueRaw(ctx, "sync", []byte(`{"scope":"all","extra":{"b":2,"a":1},"customer":"c1"}`), byArgs, jobs.Unchecked())
+	if err != nil || !raw.Deduplicated || raw.JobID != first.JobID {
+		t.Fatalf("raw duplicate: %+v, %v", raw, err)
+	}
+	rec, err := c.Inspector().Get(ctx, first.Queue, first.JobID)
+	if err != nil || rec.UniqueKey == "" || len(rec.UniqueStates) != len(jobs.DefaultUniqueStates) {
+		t.Fatalf("the unique job's record: key %q, states %v (%v)", rec.UniqueKey, rec.UniqueStates, err)
+	}
+	if other := enqueued(t, c, syncArgs{Customer: "c2", Scope: "all"}, byArgs); other.Deduplicated {
+		t.Fatal("other args were deduplicated")
+	}
+	if q := enqueued(t, c, syncArgs{Customer: "c1", Scope: "all", Extra: map[string]int{"a": 1, "b": 2}}, byArgs, jobs.Queue("other")); q.Deduplicated {
+		t.Fatal("the same job on another queue was deduplicated: uniqueness is per queue")
+	}
+	// Without the option, nothing is unique.
+	if plain := enqueued(t, c, syncArgs{Customer: "c1", Scope: "all"}); plain.Deduplicated {
+		t.Fatal("a job without Unique was deduplicated")
+	}
+
+	byCustomer := jobs.Unique(jobs.UniqueOpts{ByFields: []string{"customer"}})
+	a := enqueued(t, c, syncArgs{Customer: "c9", Scope: "x"}, byCustomer)
+	b := enqueued(t, c, syncArgs{Customer: "c9", Scope: "y"}, byCustomer)
+	if a.Deduplicated || !b.Deduplicated || b.JobID != a.JobID {
+		t.Fatalf("by field customer: %+v then %+v, want the second deduplicated to the first", a, b)
+	}
+	if d := enqueued(t, c, syncArgs{Customer: "c10", Scope: "x"}, byCustomer); d.Deduplicated {
+		t.Fatal("another customer was deduplicated")
+	}
+	// By kind only: every job of the kind on the queue is one.
+	kindOnly := jobs.Unique(jobs.UniqueOpts{})
+	k1 := enqueued(t, c, rangeArgs{N: 1}, kindOnly)
+	k2 := enqueued(t, c, rangeArgs{N: 2}, kindOnly)
+	if !k2.Deduplicated || k2.JobID != k1.JobID {
+		t.Fatalf("unique by kind: %+v then %+v", k1, k2)
+	}
+
+	counts, err := c.Inspector().Counts(ctx, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counts[jobs.Pending]; n != 6 { // first, c2, plain, c9, c10, range
+		t.Fatalf("%d pending jobs on the default queue, want 6", n)
+	}
+	st, err := c.Inspector().Stats(ctx, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["deduplicated_unique"] != 4 {
+		t.Fatalf("deduplicated_unique = %d, want 4 (stats %v)", st["deduplicated_unique"], st)
+	}
+}
+
+// TestUniqueConcurrentEnqueues: 64 goroutines over 4 clients enqueue the
+// same unique job at once (singly and in batches): exactly one job exists,
+// and every caller got its id.
+func TestUniqueConcurrentEnqueues(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	clients := make([]*jobs.Client, 4)
+	for i := range clients {
+		clients[i] = jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	}
+	opt := jobs.Unique(jobs.UniqueOpts{ByFields: []string{"customer"}})
+	const n = 64
+	ids := make([]string, n)
+	created := make([]bool, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			c := clients[g%len(clients)]
+			args := syncArgs{Customer: "acme", Scope: fmt.Sprint(g)}
+			if g%2 == 0 {
+				res, err := c.Enqueue(ctx, args, opt)
+				if err == nil {
+					ids[g], created[g] = res.JobID, !res.Deduplicated
+				}
+				errs[g] = err
+				return
+			}
+			res, err := c.EnqueueMany(ctx, []jobs.Params{{Args: args, Options: []jobs.Option{opt}}, {Args: rangeArgs{N: g}}})
+			if err == nil {
+				ids[g], created[g] = res[0].JobID, !res[0].Deduplicated
+			}
+			errs[g] = err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	winners := 0
+	for g := range n {
+		if created[g] {
+			winners++
+		}
+		if ids[g] != ids[0] {
+			t.Fatalf("caller %d got job %s, caller 0 got %s", g, ids[g], ids[0])
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d callers created the unique job, want 1", winners)
+	}
+	list, err := clients[0].Inspector().List(ctx, jobs.ListParams{Queue: jobs.DefaultQueue, State: jobs.Pending, Kind: "sync", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Jobs) != 1 || list.Jobs[0].ID != ids[0] {
+		t.Fatalf("%d sync jobs pending, want the one job %s", len(list.Jobs), ids[0])
+	}
+}
+
+type okWorker struct{}
+
+func (okWorker) Work(context.Context, *jobs.Job[syncArgs]) error { return nil }
+
+// TestUniqueKeyReleasedOutsideItsStates: a job holds its key only while in
+// its unique states. With the default states a cancelled job releases it
+// and a succeeded one keeps it; with ByState pending and running, success
+// releases it. The pruner's scan then drops released keys and keeps held
+// ones.
+func TestUniqueKeyReleasedOutsideItsStates(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	cfg := jobs.Config{Namespace: ns}
+	c := jobs.NewClient(rdb, cfg)
+	env := fencedqtest.New(rdb, cfg)
+	def := jobs.Unique(jobs.UniqueOpts{ByArgs: true})
+	args := syncArgs{Customer: "c1"}
+
+	first := enqueued(t, c, args, def)
+	if _, err := c.Cancel(ctx, first.Queue, first.JobID, "alice", "test"); err != nil {
+		t.Fatal(err)
+	}
+	second := enqueued(t, c, args, def)
+	if second.Deduplicated || second.JobID == first.JobID {
+		t.Fatalf("after the holder was cancelled: %+v, want a new job", second)
+	}
+	if r := fencedqtest.WorkJob(ctx, t, env, okWorker{}, second.Queue, second.JobID); r.Record.State != jobs.Succeeded {
+		t.Fatalf("worked job is %s", r.Record.State)
+	}
+	if third := enqueued(t, c, args, def); !third.Deduplicated || third.JobID != second.JobID {
+		t.Fatalf("a succeeded holder (default states) must keep its key: %+v", third)
+	}
+
+	running := jobs.Unique(jobs.UniqueOpts{ByArgs: true, ByState: []jobs.State{jobs.Pending, jobs.Running}})
+	other := syncArgs{Customer: "c2"}
+	a := enqueued(t, c, other, running)
+	if b := enqueued(t, c, other, running); !b.Deduplicated || b.JobID != a.JobID {
+		t.Fatalf("a pending holder must keep its key: %+v", b)
+	}
+	fencedqtest.WorkJob(ctx, t, env, okWorker{}, a.Queue, a.JobID)
+	b := enqueued(t, c, other, running)
+	if b.Deduplicated {
+		t.Fatal("a job unique while pending or running kept its key after it succeeded")
+	}
+
+	// Two keys are released (first's, a's), two held (second's, b's).
+	l := jobs.NewClient(rdb, cfg)
+	removed, err := jobs.PruneUniqueForTest(ctx, l, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != 0 { // both released keys were taken over by the new holders
+		t.Fatalf("pruned %d keys, want 0: both released keys have new holders", removed)
+	}
+	if _, err := c.Cancel(ctx, b.Queue, b.JobID, "alice", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err = jobs.PruneUniqueForTest(ctx, l, jobs.DefaultQueue); err != nil || removed != 1 {
+		t.Fatalf("pruned %d keys (%v), want 1: the cancelled job's", removed, err)
+	}
+	if again := enqueued(t, c, args, def); !again.Deduplicated {
+		t.Fatal("pruning released a held key")
+	}
+}
+
+// TestUniqueByPeriod: jobs enqueued in the same period of Redis's clock are
+// duplicates; the first job of the next period is new.
+func TestUniqueByPeriod(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{ClockShim: true})
+	rdb := srv.Client()
+	ns := redistest.Namespace(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	// Move Redis's clock to the middle of an hour, so the test's own time
+	// cannot cross a period boundary.
+	now := time.Now()
+	mid := now.Truncate(time.Hour).Add(30 * time.Minute)
+	srv.SetClockOffset(mid.Sub(now))
+	hourly := jobs.Unique(jobs.UniqueOpts{ByArgs: true, ByPeriod: time.Hour})
+	a := enqueued(t, c, syncArgs{Customer: "c1"}, hourly)
+	if b := enqueued(t, c, syncArgs{Customer: "c1"}, hourly); !b.Deduplicated || b.JobID != a.JobID {
+		t.Fatalf("same period: %+v, want deduplicated to %s", b, a.JobID)
+	}
+	srv.SetClockOffset(mid.Sub(now) + time.Hour)
+	if b := enqueued(t, c, syncArgs{Customer: "c1"}, hourly); b.Deduplicated {
+		t.Fatal("the next period's first job was deduplicated")
+	}
+	if b := enqueued(t, c, syncArgs{Customer: "c1"}, hourly); !b.Deduplicated {
+		t.Fatal("the next period's second job was not deduplicated")
+	}
+}
+
+// TestUniqueRefusesBadOptions: bad unique options are refused before
+// anything is written.
+func TestUniqueRefusesBadOptions(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	for name, u := range map[string]jobs.UniqueOpts{
+		"negative period":     {ByPeriod: -time.Second},
+		"unknown state":       {ByState: []jobs.State{jobs.Pending, jobs.Running, "done"}},
+		"without running":     {ByState: []jobs.State{jobs.Pending, jobs.Succeeded}},
+		"without pending":     {ByState: []jobs.State{jobs.Running}},
+		"an empty field name": {ByFields: []string{""}},
+	} {
+		if _, err := c.Enqueue(ctx, syncArgs{}, jobs.Unique(u)); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if keys, _ := rdb.Keys(ctx, ns+":*").Result(); len(keys) != 0 {
+		t.Fatalf("refused enqueues wrote %v", keys)
+	}
+}
