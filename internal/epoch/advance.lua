@@ -1,6 +1,7 @@
 -- advance.lua (internal/epoch): learn the fencing epoch of the primary this runs on.
 -- KEYS[1] the namespace's epoch record <ns>:epoch: hash 'r:<replication id>' -> epoch,
---         'max' -> the highest epoch recorded
+--         'max' -> the highest epoch recorded (and the namespace's time, 'clk', 'crid',
+--         'coff', which lib.lua's epoch_now keeps and this script leaves alone)
 -- ARGV[1] the master's config epoch from its Sentinels ('' without Sentinel)
 -- ARGV[2] the highest epoch the caller ever minted with
 -- ARGV[3] the replication id of the primary the caller last minted on ('' for none)
@@ -60,7 +61,9 @@ if not mx or e > mx then redis.call('HSET', key, 'max', fmt(e)) end
 if redis.call('HLEN', key) > 64 then
   local all, ids = redis.call('HGETALL', key), {}
   for i = 1, #all, 2 do
-    if all[i] ~= 'max' and all[i] ~= 'r:' .. rid then table.insert(ids, {all[i], tonumber(all[i + 1]) or 0}) end
+    if string.sub(all[i], 1, 2) == 'r:' and all[i] ~= 'r:' .. rid then -- not 'max' nor the time's fields
+      table.insert(ids, {all[i], tonumber(all[i + 1]) or 0})
+    end
   end
   table.sort(ids, function(a, b) return a[2] < b[2] end)
   for i = 1, #ids - 31 do redis.call('HDEL', key, ids[i][1]) end

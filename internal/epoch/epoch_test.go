@@ -326,7 +326,7 @@ func TestRecordPruned(t *testing.T) {
 	for i := range 100 {
 		c.HSet(ctx, epoch.Key(ns), fmt.Sprintf("r:old%03d", i), i)
 	}
-	c.HSet(ctx, epoch.Key(ns), "max", 99)
+	c.HSet(ctx, epoch.Key(ns), "max", 99, "clk", 1, "crid", "old", "coff", 0)
 	tr := epoch.New(c, ns, epoch.Options{})
 	st, err := tr.Current(ctx)
 	if err != nil || st.Epoch != 100 {
@@ -336,8 +336,101 @@ func TestRecordPruned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f) != 33 || f["max"] != "100" || f["r:"+st.ReplID] != "100" || f["r:old099"] != "99" || f["r:old068"] != "" {
+	if len(f) != 36 || f["max"] != "100" || f["r:"+st.ReplID] != "100" || f["r:old099"] != "99" || f["r:old068"] != "" ||
+		f["clk"] != "1" || f["crid"] != "old" || f["coff"] != "0" {
 		t.Fatalf("record after pruning has %d fields: %v", len(f), f)
+	}
+}
+
+// nowScript exposes lib.lua's epoch_now: the namespace's time in µs, with
+// the clock record KEYS[1].
+var nowScript = redis.NewScript(epoch.Lua + `return epoch_now(KEYS[1])`)
+
+// The namespace's time continues from the record's high-water mark on a
+// primary whose clock is behind (a new tenure: another replication id),
+// returns to the node's own clock on a tenure whose clock is true (no jump
+// forward), absorbs a clock stepped back on the same primary, and never
+// goes back.
+func TestNamespaceTime(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	ns := redistest.Namespace(t)
+	key := epoch.Key(ns)
+	now := func() int64 {
+		t.Helper()
+		v, err := nowScript.Run(ctx, c, []string{key}).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tm := func() int64 {
+		t.Helper()
+		v, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UnixMicro()
+	}
+	rec := func() map[string]string {
+		t.Helper()
+		f, err := c.HGetAll(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	const skew = int64(120 * time.Second / time.Microsecond)
+	const slack = int64(5 * time.Second / time.Microsecond) // this machine's pace between calls
+
+	// A first call records the node's time.
+	if n, r := now(), tm(); n > r || r-n > slack {
+		t.Fatalf("first call: %d, TIME %d", n, r)
+	}
+	// This node is a new tenure whose clock is 2 minutes behind the old
+	// primary's, whose last time the record holds.
+	mark := tm() + skew
+	c.HSet(ctx, key, "clk", mark, "crid", "old-primary", "coff", 0)
+	first := now()
+	if first < mark || first-mark > slack {
+		t.Fatalf("after a failover to a node 2 min behind: %d, want from the mark %d on", first, mark)
+	}
+	f := rec()
+	off, _ := strconv.ParseInt(f["coff"], 10, 64)
+	if f["crid"] == "old-primary" || off < skew-slack || off > skew+slack {
+		t.Fatalf("tenure offset: %v, want about %d µs for this node", f, skew)
+	}
+	if second := now(); second < first {
+		t.Fatalf("time went back: %d after %d", second, first)
+	}
+	// Failing back to a node with a true clock (the offset was computed
+	// for another tenure): its own clock, not 2 minutes ahead of it.
+	c.HSet(ctx, key, "crid", "slow-primary", "coff", skew, "clk", tm())
+	if n, r := now(), tm(); n-r > slack {
+		t.Fatalf("after failing back to a true clock: %d, TIME %d: jumped by %v", n, r, time.Duration(n-r)*time.Microsecond)
+	}
+	if f := rec(); f["coff"] != "0" || f["crid"] == "slow-primary" {
+		t.Fatalf("offset after failing back: %v, want 0 for this node", f)
+	}
+	// The clock steps back by 30 s on the same primary: the offset absorbs it.
+	step := int64(30 * time.Second / time.Microsecond)
+	mark = tm() + step
+	c.HSet(ctx, key, "clk", mark)
+	if n := now(); n < mark || n-mark > slack {
+		t.Fatalf("after a step back: %d, want from the mark %d on", n, mark)
+	}
+	if off, _ := strconv.ParseInt(rec()["coff"], 10, 64); off < step-slack || off > step+slack {
+		t.Fatalf("offset after a step back: %d, want about %d", off, step)
+	}
+	// Less than a second behind the mark: the time holds at the mark and
+	// the offset stays.
+	c.HSet(ctx, key, "clk", tm()+step+500000)
+	before := rec()
+	if n := now(); n < tm()+step {
+		t.Fatalf("time went below the mark: %d", n)
+	}
+	if after := rec(); after["coff"] != before["coff"] || after["crid"] != before["crid"] {
+		t.Fatalf("offset changed for a mark less than a second ahead: %v -> %v", before, after)
 	}
 }
 

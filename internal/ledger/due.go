@@ -14,7 +14,7 @@ import (
 const maxDueIn = 24 * time.Hour
 
 // FirstDue tells, for each queue, how long until its earliest pending job
-// is due by Redis's clock: 0 when one is due now, -1 when the queue has no
+// is due by the namespace's time (readNow): 0 when one is due now, -1 when the queue has no
 // pending job (answers are capped at a day). It is one pipelined round trip
 // of plain reads (TIME and one ZRANGE of the due index per queue), no
 // script and no write: pools over many queues use it as their cheap look at
@@ -28,7 +28,7 @@ func (l *Ledger) FirstDue(ctx context.Context, queues []string) ([]time.Duration
 }
 
 // FirstDeadline tells, for each queue, how long until the earliest lease
-// deadline of its running jobs passes by Redis's clock: 0 when one has
+// deadline of its running jobs passes by the namespace's time: 0 when one has
 // passed, -1 when nothing runs (capped at a day). A queue whose recorded
 // maintenance leader token is not leader shows 0 too (an Expire call with
 // leader raises it, or finds leader deposed). Like FirstDue, one pipelined
@@ -39,7 +39,7 @@ func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader leas
 }
 
 // first reads the earliest score of the index KEYS[index+1] of each queue,
-// as a wait from Redis's TIME; withSeq makes a queue whose write sequence
+// as a wait from the namespace's time (readNow); withSeq makes a queue whose write sequence
 // reads behind what this ledger saw show as due, and a leader token one
 // whose recorded leader token differs.
 func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq bool, leader string) ([]time.Duration, error) {
@@ -51,9 +51,11 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq 
 	firsts := make([]*redis.ZSliceCmd, len(queues))
 	seqs := make([]*redis.SliceCmd, len(queues))
 	leaders := make([]*redis.StringCmd, len(queues))
+	clocks := make([]*redis.SliceCmd, len(queues))
 	for i, q := range queues {
 		keys := l.layoutOf(q).keys
 		firsts[i] = pipe.ZRangeWithScores(ctx, keys[index], 0, 0)
+		clocks[i] = pipe.HMGet(ctx, keys[12], "clk", "coff")
 		if withSeq {
 			seqs[i] = pipe.HMGet(ctx, keys[7], "seq")
 		}
@@ -68,9 +70,9 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq 
 	if err != nil {
 		return nil, wrap("first due", err)
 	}
-	nowMS := t.UnixMilli()
 	out := make([]time.Duration, len(queues))
 	for i, c := range firsts {
+		nowMS := readNow(t, clocks[i]) / 1000
 		zs, err := c.Result()
 		if err != nil {
 			out[i] = 0
@@ -92,6 +94,22 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq 
 		out[i] = time.Duration(ms) * time.Millisecond
 	}
 	return out, nil
+}
+
+// readNow estimates the namespace's time in µs from a plain read of the
+// clock record (internal/epoch's epoch_now): max(TIME + offset, mark),
+// without checking that the offset is this primary tenure's. A stale
+// offset (a failover back to a true clock, before any script ran there)
+// only makes a queue look due early: the call that follows decides with
+// the namespace's time.
+func readNow(t time.Time, c *redis.SliceCmd) int64 {
+	now := t.UnixMicro()
+	vs, err := c.Result()
+	if err != nil || len(vs) != 2 {
+		return now
+	}
+	now += int64Of(vs[1])
+	return max(now, int64Of(vs[0]))
 }
 
 // behind reports whether a read of queue q's write sequence is below what
