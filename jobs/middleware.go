@@ -40,6 +40,9 @@ type EnqueueRequest struct {
 	// Headers are the job's headers (see Header); nil when none was given.
 	// Middleware may set some, with SetHeader or by assigning the map.
 	Headers map[string]string
+	// PartitionKey picks the job's partition of a partitioned queue (see
+	// PartitionKey); "" when none was given.
+	PartitionKey string
 }
 
 // Kind returns the job's kind.
@@ -73,7 +76,7 @@ func (r *EnqueueRequest) SetHeader(key, value string) {
 // options returns the request's options.
 func (r *EnqueueRequest) options() options {
 	return options{queue: r.Queue, op: r.OperationID, runAt: r.RunAt, delay: r.Delay, maxRetries: r.MaxRetries,
-		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers}
+		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers, partitionKey: r.PartitionKey}
 }
 
 // typedRequest is a typed enqueue's request; many marks EnqueueMany's.
@@ -97,7 +100,7 @@ func newRequest(kind string, payload []byte, o options) *EnqueueRequest {
 	return &EnqueueRequest{
 		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked,
 		Queue: o.queue, OperationID: o.op, Delay: o.delay, RunAt: o.runAt, MaxRetries: o.maxRetries,
-		Timeout: o.timeout, Headers: maps.Clone(o.headers),
+		Timeout: o.timeout, Headers: maps.Clone(o.headers), PartitionKey: o.partitionKey,
 	}
 }
 

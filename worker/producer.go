@@ -40,6 +40,11 @@ func (p *Pool) produce(ctx, work context.Context) {
 			}
 			continue
 		}
+		select {
+		case <-wake: // a job became due somewhere: revisit idle partitions
+			p.parts.woken()
+		default:
+		}
 		_, more, dueIn, err := p.fetch(ctx, work, free)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -67,6 +72,7 @@ func (p *Pool) produce(ctx, work context.Context) {
 		if wait > 0 {
 			p.sleep(ctx, wake, wait)
 		}
+		p.parts.woken()
 	}
 }
 
@@ -78,6 +84,9 @@ func (p *Pool) announce(ctx context.Context) {
 	}
 	if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil {
 		p.log.Warn("heartbeat failed", "error", err)
+	}
+	if err := p.refreshPartitions(ctx); err != nil {
+		p.log.Warn("reading the queues' partitions failed", "error", err)
 	}
 }
 
@@ -96,11 +105,17 @@ func (p *Pool) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration)
 // wake-ups (a reconnect) are covered by polling.
 func (p *Pool) subscribe(ctx context.Context) <-chan struct{} {
 	wake := make(chan struct{}, 1)
-	channels := make([]string, 0, len(p.cfg.Queues))
-	for q := range p.cfg.Queues {
+	names := p.parts.all()
+	channels := make([]string, 0, len(names))
+	subbed := make(map[string]bool, len(names))
+	for _, q := range names {
 		channels = append(channels, p.ledger.NotifyChannel(q))
+		subbed[q] = true
 	}
 	sub := p.rdb.Subscribe(ctx, channels...)
+	p.parts.mu.Lock()
+	p.parts.sub, p.parts.subbed = sub, subbed
+	p.parts.mu.Unlock()
 	go func() {
 		<-ctx.Done()
 		_ = sub.Close()
@@ -123,7 +138,11 @@ func (p *Pool) subscribe(ctx context.Context) <-chan struct{} {
 // unknown or none).
 func (p *Pool) fetch(ctx, work context.Context, free int) (started int, more bool, dueIn time.Duration, err error) {
 	dueIn = -1
-	for _, q := range p.queueOrder() {
+	order, idleUntil := p.parts.expand(p.queueOrder())
+	if !idleUntil.IsZero() {
+		dueIn = max(time.Until(idleUntil), 0)
+	}
+	for _, q := range order {
 		n := min(free-started, p.cfg.FetchBatch)
 		if n <= 0 {
 			return started, true, dueIn, nil
@@ -151,6 +170,7 @@ func (p *Pool) fetch(ctx, work context.Context, free int) (started int, more boo
 		if res.DueIn >= 0 && (dueIn < 0 || res.DueIn < dueIn) {
 			dueIn = res.DueIn
 		}
+		p.parts.claimed(q, len(res.Jobs)+len(res.Dropped), res.Paused, res.DueIn, p.cfg.FetchPollInterval)
 		p.hooks.claimed.Signal(claimEvent{Queue: q, Result: res})
 	}
 	return started, more, dueIn, nil
@@ -224,10 +244,10 @@ func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 	for _, d := range dropped {
 		switch d.State {
 		case "missing":
-			p.metrics.Rejected.WithLabelValues(q, metrics.ReasonUnknownJob).Inc()
+			p.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonUnknownJob).Inc()
 			p.log.Warn("due entry without a job record removed (expired or lost)", "queue", q, "job_id", d.ID)
 		case string(jobs.Succeeded), string(jobs.Dead), string(jobs.Cancelled):
-			p.metrics.Deduplicated.WithLabelValues(q, metrics.StageExecute).Inc()
+			p.metrics.Deduplicated.WithLabelValues(ledger.Logical(q), metrics.StageExecute).Inc()
 			p.log.Info("duplicate delivery of a finished job acknowledged without running the handler", "queue", q, "job_id", d.ID, "job_state", d.State)
 		default:
 			p.log.Info("stale due entry removed: the job is owned elsewhere", "queue", q, "job_id", d.ID, "job_state", d.State)

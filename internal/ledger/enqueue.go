@@ -19,6 +19,9 @@ type NewJob struct {
 	Timeout                                time.Duration
 	Delay                                  time.Duration     // due this long after Redis receives it
 	Headers                                map[string]string // nil: none (see ValidateHeaders)
+	// PartitionKey picks the partition of a partitioned queue (not
+	// written: the job's queue is the partition it was routed to).
+	PartitionKey string
 }
 
 func (j *NewJob) args() []any {

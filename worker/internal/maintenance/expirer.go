@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -63,7 +64,7 @@ func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
 			}
 			for _, id := range exp.Moved {
 				x.tally.expired.Add(1)
-				x.metrics.Expired.WithLabelValues(q).Inc()
+				x.metrics.Expired.WithLabelValues(ledger.Logical(q)).Inc()
 				x.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
 				x.decided.Signal(Decision{JobID: id, Result: ResultExpired})
 			}

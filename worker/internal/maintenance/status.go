@@ -33,19 +33,30 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 	// next one).
 	minute := now.Truncate(jobs.SeriesStep).UnixMilli()
 	record := s.seriesMinute.Load() != minute
+	// A partitioned queue's gauges are the sums over its partitions.
+	sums := map[string]map[ledger.State]int64{}
 	err = s.eachQueue(ctx, func(q string) error {
 		counts, err := s.ledger.Counts(ctx, q)
 		if err != nil {
 			return err
 		}
+		l := ledger.Logical(q)
+		if sums[l] == nil {
+			sums[l] = map[ledger.State]int64{}
+		}
 		for st, n := range counts {
-			s.metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))
+			sums[l][st] += n
 		}
 		if record {
 			return s.ledger.RecordSeries(ctx, q, now)
 		}
 		return nil
 	})
+	for q, counts := range sums {
+		for st, n := range counts {
+			s.metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))
+		}
+	}
 	if record && err == nil {
 		s.seriesMinute.Store(minute)
 	}
