@@ -23,9 +23,11 @@ import (
 // one partition, itself.
 //
 // Spreading: Redis Cluster gives each of M masters a contiguous range of
-// the 16384 slots (redis-cli --cluster create: master i holds
+// the 16384 slots (redis-cli --cluster create: master i holds about
 // [i·16384/M, (i+1)·16384/M)). Partition k of P is named so that its slot
-// lies in the k-th of P equal slot ranges, [k·16384/P, (k+1)·16384/P): "q#k"
+// lies in the middle half of the k-th of P equal slot ranges
+// [k·16384/P, (k+1)·16384/P) (the middle half, so that the few slots by
+// which tools round the masters' ranges differently never matter): "q#k"
 // when its slot is there already, else "q#k.s" for the smallest s ≥ 1 that
 // puts it there. So P = M, or any multiple of M, puts the same number of
 // partitions on each master (3 on 3 masters: one each; 6 or 12 on 3 or 6
@@ -58,6 +60,7 @@ func PartitionNames(q string, p int) []string {
 	out := make([]string, p)
 	for k := range p {
 		lo, hi := k*clusterSlots/p, (k+1)*clusterSlots/p
+		lo, hi = lo+(hi-lo)/4, hi-(hi-lo)/4 // the middle half: robust to how a tool rounds the masters' ranges
 		base := q + string(partitionSep) + strconv.Itoa(k)
 		name := base
 		for s := 1; ; s++ {
