@@ -108,9 +108,11 @@ func runHelper(mode string) {
 }
 
 // startHelper runs a worker process in mode against addr/ns.
-func startHelper(t *testing.T, mode, addr, ns string) *exec.Cmd {
+// env adds variables (FENCEDQ_CLUSTER: a cluster's addresses, comma-separated).
+func startHelper(t *testing.T, mode, addr, ns string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "FENCEDQ_HELPER="+mode, "FENCEDQ_REDIS="+addr, "FENCEDQ_NS="+ns)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
