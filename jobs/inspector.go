@@ -525,7 +525,7 @@ func (in *Inspector) queue(q string) error {
 	if in.nsErr != nil {
 		return in.nsErr
 	}
-	return ledger.ValidateQueueRef(q)
+	return ValidateQueueRef(q)
 }
 
 // names checks q and returns the queue names holding its jobs (see
