@@ -27,6 +27,7 @@ import (
 type partitions struct {
 	mu     sync.Mutex
 	names  map[string][]string  // queue → the names holding its jobs
+	layout []string             // the current layouts' names, which the pool registers
 	cursor map[string]int       // queue → the partition the next fetch starts at
 	idle   map[string]time.Time // a partition's name → skipped until
 	sub    *redis.PubSub        // the pool's wake-up subscription (nil before produce)
@@ -46,12 +47,14 @@ func (p *Pool) refreshPartitions(ctx context.Context) error {
 		return err
 	}
 	names := make(map[string][]string, len(qs))
+	var layout []string
 	for i, q := range qs {
 		names[q] = ledger.Physical(q, counts[i], registered)
+		layout = append(layout, ledger.PartitionNames(q, counts[i])...)
 	}
 	pt := &p.parts
 	pt.mu.Lock()
-	pt.names = names
+	pt.names, pt.layout = names, layout
 	if pt.cursor == nil {
 		pt.cursor = map[string]int{}
 		pt.idle = map[string]time.Time{}
@@ -73,6 +76,14 @@ func (p *Pool) refreshPartitions(ctx context.Context) error {
 		return sub.Subscribe(ctx, add...)
 	}
 	return nil
+}
+
+// current returns the names of the queues' current layouts: each queue's
+// own name, or its partitions'.
+func (pt *partitions) current() []string {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return slices.Clone(pt.layout)
 }
 
 // all returns every name served.

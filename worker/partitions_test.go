@@ -65,6 +65,35 @@ func TestPartitionedQueueDrainsOnACluster(t *testing.T) {
 			t.Fatalf("op-%d applied %s times", i, n)
 		}
 	}
+	// The leader's gauges: the queue as one, each partition's depth.
+	gauges := func() (succeeded float64, parts map[string]bool) {
+		fams, _ := e.reg.Gather()
+		parts = map[string]bool{}
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				l := map[string]string{}
+				for _, lp := range m.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				switch {
+				case f.GetName() == "fencedq_jobs" && l["queue"] == "default" && l["state"] == "succeeded":
+					succeeded = m.GetGauge().GetValue()
+				case f.GetName() == "fencedq_jobs" && l["queue"] != "default":
+					t.Fatalf("a job-count gauge for %q", l["queue"])
+				case f.GetName() == "fencedq_partition_jobs" && l["queue"] == "default" && l["state"] == "pending":
+					parts[l["partition"]] = true
+				}
+			}
+		}
+		return succeeded, parts
+	}
+	if err := redistest.Wait(e.rdb, e.ns, 10*time.Second, func() bool {
+		n, parts := gauges()
+		return n == 30 && len(parts) == 3
+	}); err != nil {
+		n, parts := gauges()
+		t.Fatalf("gauges: succeeded %v, partitions %v: %v", n, parts, err)
+	}
 	for _, n := range old {
 		st, _ := e.ledger.Stats(ctx, n)
 		if st["attempted"] == 0 || st["succeeded"] != st["attempted"] {

@@ -230,10 +230,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.started = time.Now()
 	p.mu.Unlock()
 
-	if err := p.ledger.RegisterQueues(ctx, p.queueNames()...); err != nil {
+	if err := p.refreshPartitions(ctx); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if err := p.refreshPartitions(ctx); err != nil {
+	if err := p.ledger.RegisterQueues(ctx, p.parts.current()...); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)

@@ -76,17 +76,18 @@ func (p *Pool) produce(ctx, work context.Context) {
 	}
 }
 
-// announce registers the pool's queues and publishes its heartbeat.
+// announce reads the queues' partitions, registers the pool's queues (a
+// partitioned queue's partitions) and publishes its heartbeat.
 func (p *Pool) announce(ctx context.Context) {
-	if err := p.ledger.RegisterQueues(ctx, p.queueNames()...); err != nil {
+	if err := p.refreshPartitions(ctx); err != nil {
+		p.log.Warn("reading the queues' partitions failed", "error", err)
+	}
+	if err := p.ledger.RegisterQueues(ctx, p.parts.current()...); err != nil {
 		p.log.Warn("queue registration failed", "error", err)
 		return
 	}
 	if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil {
 		p.log.Warn("heartbeat failed", "error", err)
-	}
-	if err := p.refreshPartitions(ctx); err != nil {
-		p.log.Warn("reading the queues' partitions failed", "error", err)
 	}
 }
 
