@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/watchdog"
@@ -181,7 +182,7 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	// Completions check the ledger for a rewind (a Redis that came back
 	// with older data): logged, recorded and counted.
 	b.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention,
-		Sentinel: cfg.Sentinel, Logger: b.log, Name: opts.WorkerID,
+		Sentinel: cfg.Sentinel, Logger: b.log, Name: opts.WorkerID, Durability: durable.Options(cfg.Durability),
 		OnRewind: func(r ledger.Rewind) { b.metrics.Rewinds.WithLabelValues(r.Queue).Inc() }})
 	return b, nil
 }

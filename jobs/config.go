@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 )
 
@@ -51,16 +52,66 @@ type Config struct {
 	// ResubmitOnRewind makes the client re-submit its recorded enqueues
 	// (Client.Resubmit, in the background) as soon as it detects a rewind.
 	ResubmitOnRewind bool
+	// Durability makes writes wait for replicas before they are
+	// acknowledged (off by default): a client's enqueues, and a pool's
+	// (worker.Config.Jobs) claims, completions and resource-lease
+	// acquisitions. See Durability.
+	Durability Durability
+}
+
+// Durability says how many replicas must hold a write before fencedq
+// acknowledges it: each pipeline of batched script calls ends with a Redis
+// WAIT (WAITAOF with AOF, where the server has it) on the same connection,
+// so one wait covers the whole batch. On Redis Cluster each pipeline goes
+// to one master and waits for that master's replicas.
+//
+// When too few replicas acknowledge within Timeout:
+//   - an enqueue fails with an error matching ErrEnqueueUnknown: the job
+//     may exist (on the primary, perhaps on no replica). Enqueuing it again
+//     with the same operation id is safe: it ends in exactly one job.
+//   - a pool's claim is not started: its jobs are put back pending without
+//     consuming an attempt (or, if that fails too, come back when their
+//     leases expire), so no job runs twice because of it.
+//   - a pool's completion is retried (a retry that finds the outcome
+//     applied by the first try reports it applied, and waits for replicas
+//     again), up to the pool's commit timeout.
+//   - a resource-lease acquisition fails and is undone.
+//
+// What it guarantees: a write acknowledged in durable mode is held by at
+// least Replicas replicas, so a failover that promotes one of them (which
+// Sentinel does when they are reachable and not lagging, and the old
+// primary is down) keeps it. What it does not: Redis replication stays
+// asynchronous and WAIT is not consensus. Sentinel may promote a replica
+// that did not acknowledge (when those that did are down, or all replicas
+// lag past its limits); a write that timed out may still exist; and a
+// write is on a replica's memory, not its disk, unless AOF (WAITAOF) and
+// the replica's own fsync policy say so. Loss detection (rewinds) stays the
+// backstop. ARCHITECTURE.md, "Durable acknowledgements", has the details.
+type Durability struct {
+	// Replicas is how many replicas must acknowledge each write; 0 (the
+	// default) acknowledges writes when the primary applied them.
+	Replicas int
+	// Timeout bounds each wait for replicas (default 1s; 0 is the default,
+	// never "forever").
+	Timeout time.Duration
+	// AOF waits with WAITAOF (the replicas also fsynced the writes to their
+	// append-only file; needs appendonly on the replicas) where the server
+	// has it (Redis 7.2 and later), with WAIT otherwise (detected once, and
+	// logged at warn level).
+	AOF bool
 }
 
 // DefaultRecentEnqueues is the default of Config.RecentEnqueues.
 const DefaultRecentEnqueues = ledger.DefaultRecent
 
 // Validate checks the configuration (the namespace's characters, a
-// non-negative retention).
+// non-negative retention, the durability's numbers).
 func (c Config) Validate() error {
 	if c.Retention < 0 || (c.Retention > 0 && c.Retention < time.Second) {
 		return invalid("retention %v must be 0 (the default) or at least 1s", c.Retention)
+	}
+	if err := durable.Options(c.Durability).Validate(); err != nil {
+		return invalid("%v", err)
 	}
 	return ValidateNamespace(c.WithDefaults().Namespace)
 }
@@ -73,7 +124,8 @@ func (c Config) WithDefaults() Config {
 }
 
 func (c Config) ledger() ledger.Config {
-	return ledger.Config{Namespace: c.Namespace, Retention: c.Retention, Sentinel: c.Sentinel, Logger: c.Logger}.WithDefaults()
+	return ledger.Config{Namespace: c.Namespace, Retention: c.Retention, Sentinel: c.Sentinel, Logger: c.Logger,
+		Durability: durable.Options(c.Durability)}.WithDefaults()
 }
 
 // recent is the ledger's record size for a client.

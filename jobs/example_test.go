@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -106,4 +107,22 @@ func ExampleEnqueueMiddleware() {
 	fmt.Println(rec.Queue, rec.Headers["tenant"])
 	// Output:
 	// tenant-acme acme
+}
+
+// Durable acknowledgements: an enqueue is acknowledged only once a replica
+// holds it. The Redis of this example has no replica, so the enqueue's
+// outcome is unknown; enqueuing again under the same operation id is the
+// safe retry (it ends in one job however many tries it takes).
+func ExampleDurability() {
+	rdb, ns := exampleRedis()
+	defer rdb.Close()
+	defer deleteKeys(rdb, ns)
+	ctx := context.Background()
+
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns,
+		Durability: jobs.Durability{Replicas: 1, Timeout: 50 * time.Millisecond}})
+	_, err := client.Enqueue(ctx, Invoice{Customer: "ada", Cents: 1200}, jobs.OperationID("invoice-2024-002"))
+	fmt.Println("unknown:", errors.Is(err, jobs.ErrEnqueueUnknown))
+	// Output:
+	// unknown: true
 }

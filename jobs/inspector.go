@@ -506,7 +506,11 @@ func (in *Inspector) Rewinds(ctx context.Context) ([]Rewind, error) {
 	return out, nil
 }
 
-// ServerTime returns Redis's clock, which every due time and deadline uses.
+// ServerTime returns the namespace's time, which every due time and
+// deadline uses: Redis TIME plus the current primary tenure's offset, so it
+// continues from the previous primary's after a failover to a node whose
+// clock is behind (ARCHITECTURE.md, "The clock"). On Redis Cluster it is the
+// server's TIME.
 func (in *Inspector) ServerTime(ctx context.Context) (time.Time, error) {
 	return in.l.ServerTime(ctx)
 }

@@ -12,9 +12,10 @@
 --        {-1, replication id, recorded epoch} when the caller must refresh its epoch (nothing written).
 -- Token = max(last + 1, (epoch << 52) + Redis TIME in µs): every token minted after a
 -- failover is above every token minted before it, whatever this node's clock says.
--- Deadlines come from Redis TIME.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- Deadlines are in the namespace's time (epoch_now: Redis TIME plus the primary tenure's
+-- offset, kept in the epoch record), so a deadline an earlier primary wrote is read on
+-- the clock it was written with.
+local now = epoch_now(KEYS[2])
 local last
 local v = redis.call('GET', KEYS[1])
 if v then

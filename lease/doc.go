@@ -15,15 +15,16 @@
 // a single Redis, Sentinel and Redis Cluster). It never expires, so it keeps
 // the last token minted after the lease ends:
 //
-//	<ns>:lease:{<resource>}   "<token> <deadline µs, Redis clock> <owner>"
+//	<ns>:lease:{<resource>}   "<token> <deadline µs, namespace time> <owner>"
 //
-// Acquire runs one Lua script: if the deadline has not passed by Redis TIME,
+// Acquire runs one Lua script: if the deadline has not passed by the
+// namespace's time (below),
 // it returns the holder (the caller gets a [*HeldError] matching [ErrHeld]);
 // otherwise it mints
 //
 //	token = max(stored + 1, (epoch << 52) + Redis TIME in microseconds)
 //
-// records the holder and sets the deadline from Redis TIME. The epoch is 0
+// records the holder and sets the deadline from the namespace's time. The epoch is 0
 // until the first failover (so tokens are exactly max(stored + 1, TIME µs)
 // then) and grows with every failover; see Failover below. Renew extends the
 // deadline only for the exact (owner, token) pair that holds a live lease
@@ -43,8 +44,10 @@
 //
 // Concurrent calls on one [Manager] share round trips: a call made while
 // another is in flight queues, and the queued calls go out together in one
-// pipeline (without MinReplicas; a durable acquire waits for replicas on its
-// own connection). An idle Manager sends each call at once.
+// pipeline. An idle Manager sends each call at once. With
+// Config.Durability, Acquire's pipelines end with one WAIT (or WAITAOF) for
+// replicas, on the connection that ran the acquisitions, so a batch of
+// acquisitions pays for one wait; renewals and releases do not wait.
 //
 // # Failover
 //
@@ -83,17 +86,21 @@
 // them as unsigned 64-bit integers (pgfence stores numeric(20,0),
 // redisfence compares decimal strings, httpfence parses uint64).
 //
-// A failover does not move lease deadlines: a deadline recorded by the old
-// primary is read with the new primary's clock, so a lease held across a
-// failover to a node whose clock is behind lasts that much longer unless
-// its holder renews (a renew re-bases it on the new clock).
+// Deadlines are in the namespace's time: Redis TIME plus an offset per
+// primary tenure, never below the last time a script read, kept in the
+// epoch record <ns>:epoch (internal/epoch's epoch_now; ARCHITECTURE.md, "The
+// clock"). After a failover to a node whose clock is behind, the time
+// continues from the old primary's (at most the replication lag behind), so
+// a lease held across it ends on time, not that much later; failing back to
+// a node with a true clock does not end live leases early. On Redis Cluster
+// (epochs off) deadlines use the node's plain TIME.
 //
 // # Guarantees
 //
 //   - Tokens per resource strictly increase and are never handed to two
 //     owners, across failovers too, as far as the epochs reach (see Failover).
 //   - While Redis keeps its data, at most one owner holds a live lease.
-//   - Deadlines use the Redis server's clock, so client clocks do not matter
+//   - Deadlines use the namespace's time in Redis, so client clocks do not matter
 //     for expiry; only the local monotonic clock bounds KeepAlive's view.
 //
 // # Failure modes
@@ -117,10 +124,13 @@
 //     lost lease may still run while a second owner acquires (mutual
 //     exclusion is lost for that moment), but the new token is of a higher
 //     epoch, so storage takes the new owner's writes and refuses the old
-//     one's. Set Config.MinReplicas to make Acquire wait (Redis WAIT) for
+//     one's. Set Config.Durability to make Acquire wait (Redis WAIT) for
 //     replicas to acknowledge the new token, failing with [ErrReplicas]
-//     otherwise; this narrows, but (as WAIT is not consensus) cannot close,
-//     the window in which a promoted replica forgets a lease.
+//     (the acquisition undone) otherwise; this narrows, but (as WAIT is not
+//     consensus) cannot close, the window in which a promoted replica
+//     forgets a lease. A renewal is not waited for: one lost in a failover
+//     makes the lease end earlier on the new primary, which epochs and
+//     fencing make safe.
 //
 // Leases give liveness; tokens give safety. Use both.
 package lease

@@ -1,8 +1,9 @@
 -- holder.lua: read the live lease on one resource.
 -- KEYS[1] lease key <ns>:lease:{<resource>} = "<token> <deadline_us> <owner>"
+-- KEYS[2] the namespace's epoch record <ns>:epoch, which keeps its time (epoch_now;
+--         absent when epochs are off: Redis Cluster, plain TIME)
 -- Reply: {owner, token, deadline_us} of a live lease, or {} when free.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = epoch_now(KEYS[2])
 local v = redis.call('GET', KEYS[1])
 if not v then return {} end
 local htok, hdl, howner = string.match(v, '^(%d+) (%d+) (.*)$')

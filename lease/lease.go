@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
@@ -64,8 +65,8 @@ var (
 	ErrNotHeld = errors.New("lease: not held")
 	// ErrInvalid means an argument was rejected before anything was written.
 	ErrInvalid = errors.New("lease: invalid argument")
-	// ErrReplicas means fewer replicas than Config.MinReplicas acknowledged
-	// the new token in time; the acquisition was undone.
+	// ErrReplicas means fewer replicas than Config.Durability asks for
+	// acknowledged the new token in time; the acquisition was undone.
 	ErrReplicas = errors.New("lease: not enough replicas acknowledged")
 	// ErrUnsettled means the Redis primary changed on every attempt of an
 	// acquire (a failover in progress); nothing was acquired. Retry later.
@@ -96,12 +97,10 @@ type Config struct {
 	// Namespace prefixes every key (default "fq"), so tenants and tests
 	// never collide.
 	Namespace string
-	// MinReplicas, when above zero, makes Acquire wait (Redis WAIT) until that
-	// many replicas acknowledged the new token, and fail with ErrReplicas
-	// otherwise.
-	MinReplicas int
-	// ReplicaTimeout bounds that wait (default 100ms).
-	ReplicaTimeout time.Duration
+	// Durability, when Replicas is above zero, makes Acquire wait until
+	// that many replicas hold the new token (Redis WAIT, or WAITAOF),
+	// and fail with ErrReplicas otherwise, the acquisition undone.
+	Durability Durability
 	// SafetyMargin is subtracted from the local view of the deadline in
 	// KeepAlive, against clock drift between this process and Redis and
 	// network delay (default: a tenth of the TTL, at least 10ms; never more
@@ -113,6 +112,20 @@ type Config struct {
 	// raised by every failover); without it the epoch is counted in Redis
 	// (see "Failover" in the package documentation).
 	Sentinel *redis.FailoverOptions
+}
+
+// Durability says how many replicas must hold a write before it is
+// acknowledged. The zero value (Replicas 0) acknowledges a write when the
+// primary applied it, as Redis does.
+type Durability struct {
+	// Replicas is how many replicas must acknowledge each write (0: off).
+	Replicas int
+	// Timeout bounds each wait for replicas (default 1s).
+	Timeout time.Duration
+	// AOF waits with WAITAOF (the replicas also fsynced the write to their
+	// append-only file) where the server has it (Redis 7.2 and later),
+	// with WAIT otherwise (detected once, logged).
+	AOF bool
 }
 
 // Manager acquires, renews and releases fenced leases in Redis. It is safe
@@ -128,7 +141,10 @@ type Manager struct {
 	client redis.UniversalClient
 	cfg    Config
 	batch  *scriptbatch.Batcher
-	epoch  *epoch.Tracker
+	// acquires batches Acquire's calls: batch, or with Config.Durability
+	// a batcher whose pipelines end with the wait for replicas.
+	acquires *scriptbatch.Batcher
+	epoch    *epoch.Tracker
 }
 
 var (
@@ -141,25 +157,38 @@ var (
 	raiseScript = redis.NewScript(epoch.Lua + raiseLua)
 	//go:embed renew.lua
 	renewSrc    string
-	renewScript = redis.NewScript(renewSrc)
+	renewScript = redis.NewScript(epoch.Lua + renewSrc)
 	//go:embed release.lua
 	releaseSrc    string
 	releaseScript = redis.NewScript(releaseSrc)
 	//go:embed holder.lua
 	holderSrc    string
-	holderScript = redis.NewScript(holderSrc)
+	holderScript = redis.NewScript(epoch.Lua + holderSrc)
 )
 
-// NewManager returns a Manager over client.
+// NewManager returns a Manager over client. A Config.Durability that does
+// not validate (negative replicas or timeout) is treated as off; check it
+// with Config.Validate first.
 func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "fq"
 	}
-	if cfg.ReplicaTimeout <= 0 {
-		cfg.ReplicaTimeout = 100 * time.Millisecond
-	}
-	return &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{}),
+	m := &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{}),
 		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel})}
+	m.acquires = m.batch
+	if d := durable.Options(cfg.Durability); d.Enabled() && d.Validate() == nil {
+		w := durable.New(client, d, nil)
+		m.acquires = scriptbatch.New(client, scriptbatch.Options{Append: w.Append})
+	}
+	return m
+}
+
+// Validate checks the configuration (the durability's numbers).
+func (c Config) Validate() error {
+	if err := durable.Options(c.Durability).Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
 }
 
 // Namespace returns the key prefix in use.
@@ -213,21 +242,19 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 	if err := validate(resource, owner, ttl); err != nil {
 		return nil, err
 	}
-	keys := []string{m.Key(resource)}
-	if m.epoch.Enabled() {
-		keys = append(keys, m.epoch.Key())
-	}
+	keys := m.keys(resource)
 	var reply []any
 	var sent time.Time
 	err := m.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		args := []any{owner, ttl.Milliseconds(), st.ReplID, st.Epoch}
 		sent = time.Now()
 		var err error
-		if m.cfg.MinReplicas > 0 {
-			reply, err = m.acquireDurable(ctx, keys, args)
-		} else {
-			reply, err = m.batch.Run(ctx, acquireScript, keys, args...).Slice()
+		cmd := m.acquires.Run(ctx, acquireScript, keys, args...)
+		if err := cmd.Err(); errors.Is(err, durable.ErrUnacknowledged) {
+			v, _ := cmd.Val().([]any)
+			return false, m.undo(ctx, keys, owner, v, err)
 		}
+		reply, err = cmd.Slice()
 		if err != nil {
 			return false, err
 		}
@@ -250,42 +277,14 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 	return l, nil
 }
 
-// acquireDurable runs the acquire script and WAIT on one connection to the
-// master owning the resource's slot, so WAIT covers the script's writes.
-func (m *Manager) acquireDurable(ctx context.Context, keys []string, args []any) ([]any, error) {
-	var node redis.Cmdable = m.client
-	if cc, ok := m.client.(*redis.ClusterClient); ok {
-		c, err := cc.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return nil, err
-		}
-		node = c
+// undo frees a resource whose acquisition too few replicas acknowledged
+// (reply is the acquire script's). The burned token is harmless: tokens
+// only rise.
+func (m *Manager) undo(ctx context.Context, keys []string, owner string, reply []any, ackErr error) error {
+	if len(reply) == 4 && reply[0] == int64(1) {
+		_ = m.batch.Run(ctx, releaseScript, keys[:1], owner, str(reply[2])).Err()
 	}
-	// Make sure the script is cached, then EVALSHA and WAIT in one pipeline.
-	if err := acquireScript.Load(ctx, node).Err(); err != nil {
-		return nil, err
-	}
-	pipe := node.Pipeline()
-	run := acquireScript.EvalSha(ctx, pipe, keys, args...)
-	wait := pipe.Do(ctx, "wait", m.cfg.MinReplicas, m.cfg.ReplicaTimeout.Milliseconds())
-	_, _ = pipe.Exec(ctx)
-	reply, err := run.Slice()
-	if err != nil {
-		return nil, err
-	}
-	if reply[0] != int64(1) {
-		return reply, nil
-	}
-	acked, err := wait.Int64()
-	if err == nil && acked >= int64(m.cfg.MinReplicas) {
-		return reply, nil
-	}
-	// Undo: free the resource. The burned token is harmless: tokens only rise.
-	_ = releaseScript.Run(ctx, m.client, keys[:1], args[0], str(reply[2])).Err()
-	if err != nil {
-		return nil, fmt.Errorf("%w: WAIT: %v", ErrReplicas, err)
-	}
-	return nil, fmt.Errorf("%w: %d of %d within %v", ErrReplicas, acked, m.cfg.MinReplicas, m.cfg.ReplicaTimeout)
+	return fmt.Errorf("%w: %w", ErrReplicas, ackErr)
 }
 
 // AcquireWait retries Acquire with jittered exponential backoff while the
@@ -321,7 +320,7 @@ func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error 
 		return err
 	}
 	sent := time.Now()
-	reply, err := m.batch.Run(ctx, renewScript, []string{m.Key(l.Resource)},
+	reply, err := m.batch.Run(ctx, renewScript, m.keys(l.Resource),
 		l.Owner, l.Token.String(), ttl.Milliseconds()).Slice()
 	if err != nil {
 		return fmt.Errorf("lease: renew %q: %w", l.Resource, err)
@@ -378,12 +377,22 @@ func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error 
 	return nil
 }
 
+// keys returns the KEYS of a script on resource's lease that reads the
+// namespace's time: the lease key, then the epoch record that keeps the
+// time (absent when epochs are off: Redis Cluster).
+func (m *Manager) keys(resource string) []string {
+	if m.epoch.Enabled() {
+		return []string{m.Key(resource), m.epoch.Key()}
+	}
+	return []string{m.Key(resource)}
+}
+
 // Holder returns the live lease on resource, or nil when it is free.
 func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {
 	if resource == "" {
 		return nil, fmt.Errorf("%w: empty resource", ErrInvalid)
 	}
-	h, err := holderScript.Run(ctx, m.client, []string{m.Key(resource)}).Slice()
+	h, err := holderScript.Run(ctx, m.client, m.keys(resource)).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("lease: holder %q: %w", resource, err)
 	}

@@ -399,7 +399,7 @@ func TestWaitForReplicas(t *testing.T) {
 	ctx := context.Background()
 	primary := redistest.Start(t, redistest.Options{})
 	c := primary.Client()
-	cfg := lease.Config{Namespace: redistest.Namespace(t), MinReplicas: 1, ReplicaTimeout: 50 * time.Millisecond}
+	cfg := lease.Config{Namespace: redistest.Namespace(t), Durability: lease.Durability{Replicas: 1, Timeout: 50 * time.Millisecond}}
 	m := lease.NewManager(c, cfg)
 	if _, err := m.Acquire(ctx, "r", "a", time.Minute); !errors.Is(err, lease.ErrReplicas) {
 		t.Fatalf("no replica: want ErrReplicas, got %v", err)
@@ -417,7 +417,7 @@ func TestWaitForReplicas(t *testing.T) {
 	if n, err := c.Wait(ctx, 1, testsignal.Timeout()).Result(); err != nil || n < 1 {
 		t.Fatalf("replica did not come online within %v: %d acknowledged (%v)", testsignal.Timeout(), n, err)
 	}
-	m = lease.NewManager(c, lease.Config{Namespace: cfg.Namespace, MinReplicas: 1, ReplicaTimeout: 2 * time.Second})
+	m = lease.NewManager(c, lease.Config{Namespace: cfg.Namespace, Durability: lease.Durability{Replicas: 1, Timeout: 2 * time.Second}})
 	l, err := m.Acquire(ctx, "r", "a", time.Minute)
 	if err != nil {
 		t.Fatalf("durable acquire with a replica: %v", err)

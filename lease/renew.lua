@@ -1,12 +1,13 @@
 -- renew.lua: extend a live lease held by the caller's token.
 -- KEYS[1] lease key <ns>:lease:{<resource>} = "<token> <deadline_us> <owner>"
+-- KEYS[2] the namespace's epoch record <ns>:epoch, which keeps its time (epoch_now;
+--         absent when epochs are off: Redis Cluster, plain TIME)
 -- ARGV[1] owner
 -- ARGV[2] token
 -- ARGV[3] ttl in milliseconds
 -- Reply: {1, deadline_us} when renewed; {0, reason} when lost, reason one of
 --        "expired" (no live holder) or "superseded" (another token holds it).
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = epoch_now(KEYS[2])
 local v = redis.call('GET', KEYS[1])
 if not v then
   return {0, 'expired'}

@@ -127,7 +127,7 @@ func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
 			f.a.log.Error("commit failed with an unknown result; the maintenance leader resolves the job after its lease expires",
 				"wanted", f.outcome.To, "error", err)
 		} else {
-			c.report(f, out[i], retried)
+			out[i] = c.report(f, out[i], retried)
 		}
 		f.a.cancel(nil)
 		if l := f.a.resourceLease(); l != nil {
@@ -144,8 +144,9 @@ func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
 	wg.Wait()
 }
 
-// report logs and counts one committed outcome.
-func (c *completer) report(f *finished, got ledger.Committed, retried bool) {
+// report logs and counts one committed outcome and returns it as the pool
+// understood it (a retried call that found its own outcome applied).
+func (c *completer) report(f *finished, got ledger.Committed, retried bool) ledger.Committed {
 	q, log := f.a.job.Queue, f.a.log
 	wanted := f.outcome.To
 	if f.outcome.Defer {
@@ -161,11 +162,11 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) {
 			c.p.metrics.Fenced.WithLabelValues(ledger.Logical(q), metrics.StageCommit).Inc()
 			log.Warn("commit rejected: a newer attempt owns the job; this attempt's outcome is discarded",
 				"wanted", wanted, "job_state", got.State, "job_token", got.Current.String(), "handler_error", errText(f.err))
-			return
+			return got
 		}
 	}
 	if f.outcome.Defer {
-		return
+		return got
 	}
 	ser := c.p.series.complete(c.p.metrics, q, f.kind, string(got.State))
 	ser.count.Inc()
@@ -182,7 +183,7 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) {
 		level, msg = slog.LevelInfo, "job cancelled"
 	}
 	if !log.enabled(level) {
-		return
+		return got
 	}
 	attrs := []any{"state", got.State, "duration", f.elapsed}
 	if f.err != nil {
@@ -192,6 +193,7 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) {
 		attrs = append(attrs, "reason", f.outcome.Reason)
 	}
 	log.log(level, msg, attrs...)
+	return got
 }
 
 // reached reports whether a job in state got may have been put there by

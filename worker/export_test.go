@@ -26,7 +26,12 @@ type Hooks struct {
 	Decided *testsignal.Signal[Decision]
 	// Clocked: a measurement of Redis's clock was handled.
 	Clocked *testsignal.Signal[ledger.ClockSample]
+	// PutBack: claimed jobs were put back without starting.
+	PutBack *testsignal.Signal[PutBackEvent]
 }
+
+// PutBackEvent is what the PutBack hook carries.
+type PutBackEvent = putBackEvent
 
 // InitHooks initialises p's test signals for tb; call it before Run.
 func InitHooks(p *Pool, tb testsignal.TB) Hooks {
@@ -34,7 +39,9 @@ func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 	p.hooks.committed.Init(tb, "completion batch reported")
 	p.hooks.decided.Init(tb, "maintenance decision counted")
 	p.hooks.clocked.Init(tb, "clock measured")
-	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided, Clocked: &p.hooks.clocked}
+	p.hooks.putBack.Init(tb, "claimed jobs put back")
+	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided, Clocked: &p.hooks.clocked,
+		PutBack: &p.hooks.putBack}
 }
 
 // SetClockEvery makes p measure Redis's clock (and publish its heartbeat)

@@ -22,6 +22,16 @@ type hooks struct {
 	// clocked: a measurement of Redis's clock was handled (gauge set,
 	// jumps counted and logged).
 	clocked testsignal.Signal[ledger.ClockSample]
+	// putBack: claimed jobs were put back without starting (or the attempt
+	// to put them back failed and was logged).
+	putBack testsignal.Signal[putBackEvent]
+}
+
+// putBackEvent is one put-back of claimed jobs that were never started.
+type putBackEvent struct {
+	Queue  string
+	Jobs   []ledger.Claimed
+	Reason string
 }
 
 // claimEvent is one handled claim.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/watchdog"
@@ -88,7 +89,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		cfg: cfg,
 		log: cfg.Logger.With("worker", cfg.WorkerID),
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Jobs.Namespace, SafetyMargin: cfg.SafetyMargin,
-			Sentinel: cfg.Jobs.Sentinel}),
+			Sentinel: cfg.Jobs.Sentinel, Durability: lease.Durability(cfg.Jobs.Durability)}),
 		margin:   watchdog.Margin(cfg.LeaseTTL, cfg.SafetyMargin),
 		metrics:  metrics.New(cfg.Registerer),
 		handlers: map[string]*handler{},
@@ -101,7 +102,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	// Every claim and completion checks the ledger for a rewind (a Redis
 	// that came back with older data): logged, recorded and counted.
 	p.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention,
-		Sentinel: cfg.Jobs.Sentinel, Logger: p.log, Name: cfg.WorkerID,
+		Sentinel: cfg.Jobs.Sentinel, Logger: p.log, Name: cfg.WorkerID, Durability: durable.Options(cfg.Jobs.Durability),
 		OnRewind: func(r ledger.Rewind) { p.metrics.Rewinds.WithLabelValues(ledger.Logical(r.Queue)).Inc() }})
 	p.renewer = newRenewer(p)
 	p.completer = newCompleter(p)

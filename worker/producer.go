@@ -151,13 +151,18 @@ func (p *Pool) fetch(ctx, work context.Context, free int) (started int, more boo
 		sent := time.Now()
 		res, err := p.claim(ctx, q, n)
 		if err != nil {
+			if res != nil {
+				// Too few replicas acknowledged the claim: its jobs are
+				// not started, but put back.
+				p.putBack(ctx, q, res.Jobs, "the claim was not acknowledged by enough replicas")
+			}
 			return started, false, dueIn, err
 		}
 		p.logDropped(q, res.Dropped)
 		if ctx.Err() != nil {
 			// The pool is stopping: the jobs just claimed go back at once,
 			// their attempts not consumed, instead of starting now.
-			p.putBack(ctx, q, res.Jobs)
+			p.putBack(ctx, q, res.Jobs, "the pool stopped before the attempt started")
 			return started, false, dueIn, ctx.Err()
 		}
 		for _, c := range res.Jobs {
@@ -187,9 +192,11 @@ func (p *Pool) claim(ctx context.Context, q string, n int) (*ledger.ClaimResult,
 }
 
 // putBack returns claimed jobs to pending, due now and with their attempt
-// not consumed (a stopping pool's last claim). Jobs it cannot put back (Redis
-// unreachable) come back through lease expiry.
-func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed) {
+// not consumed, for reason (a stopping pool's last claim; a claim too few
+// replicas acknowledged). Jobs it cannot put back (Redis unreachable, or
+// the put-back itself not acknowledged) come back through lease expiry.
+// Either way their attempts never start.
+func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reason string) {
 	if len(cs) == 0 {
 		return
 	}
@@ -198,14 +205,15 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed) {
 	out := make([]ledger.Completion, len(cs))
 	for i, c := range cs {
 		out[i] = ledger.Completion{ID: c.ID, Token: c.Token,
-			Outcome: ledger.Outcome{Defer: true, Reason: "the pool stopped before the attempt started"}}
+			Outcome: ledger.Outcome{Defer: true, Reason: reason}}
 	}
+	defer p.hooks.putBack.Signal(putBackEvent{Queue: q, Jobs: cs, Reason: reason})
 	if _, err := p.ledger.Complete(cctx, q, out); err != nil {
-		p.log.Warn("claimed jobs could not be put back at shutdown; they come back when their leases expire",
-			"queue", q, "jobs", len(cs), "error", err)
+		p.log.Warn("claimed jobs not started could not be put back; they come back when their leases expire",
+			"queue", q, "jobs", len(cs), "reason", reason, "error", err)
 		return
 	}
-	p.log.Info("claimed jobs put back at shutdown", "queue", q, "jobs", len(cs))
+	p.log.Info("claimed jobs put back without starting", "queue", q, "jobs", len(cs), "reason", reason)
 }
 
 // queueOrder returns the pool's queues in the order one fetch visits them:

@@ -55,6 +55,12 @@
 //	          variant (--recovery-modes: asynq, fencedq-2s, fencedq-5s, the
 //	          fencedq lease TTL after the dash; maintenance interval 1s);
 //	          fencedq target: every kill recovered within lease TTL + 1 s.
+//	durable   the cost of durable acknowledgements (jobs.Durability with one
+//	          replica, a replica of the single server the section starts):
+//	          the noop drain at every --concurrency and Enqueue from
+//	          --enqueue-goroutines goroutines, default vs durable; how much
+//	          slower durable is (target ≤ 15 % at concurrency 50). Needs the
+//	          benchmark's own server (not --redis).
 //
 // Every fencedq pool runs worker.Config's defaults (maintenance on) with the
 // concurrency under test and a discarding logger; every asynq server runs

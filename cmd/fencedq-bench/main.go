@@ -36,7 +36,7 @@ func main() {
 }
 
 // allSections lists the sections in the order they run.
-var allSections = []string{"noop", "enqueue", "latency", "cluster", "lease", "memory", "postgres", "bridge", "outbox", "recovery"}
+var allSections = []string{"noop", "enqueue", "latency", "cluster", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable"}
 
 // options are the parsed flags.
 type options struct {
@@ -220,6 +220,7 @@ type Report struct {
 	Recovery *RecoveryResult `json:"recovery"`
 	Memory   *MemoryResult   `json:"memory"`
 	Cluster  *ClusterResult  `json:"cluster"`
+	Durable  *DurableResult  `json:"durable"`
 	// Errors maps a section that failed to its error.
 	Errors map[string]string `json:"errors,omitempty"`
 	// Seconds is the wall time of the whole run.
@@ -295,6 +296,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			rep.Outbox, err = e.outbox(ctx)
 		case "recovery":
 			rep.Recovery, err = e.recovery(ctx)
+		case "durable":
+			rep.Durable, err = e.durable(ctx)
 		}
 		if err != nil {
 			rep.Errors[s] = err.Error()

@@ -268,6 +268,8 @@ type drainOpts struct {
 	asynqRetention time.Duration
 	// fencedqOptions gives job i's enqueue options (nil: none but the queue).
 	fencedqOptions func(i int) []jobs.Option
+	// durability is the fencedq client's and pool's (zero: off).
+	durability jobs.Durability
 	// before runs just before the enqueue.
 	before func(ctx context.Context) error
 	// after runs once the drain finished and the server or pool stopped,
@@ -486,7 +488,7 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 		qm[q] = 1
 	}
 	defer deleteMatching(context.WithoutCancel(ctx), t.rdb, ns, aqs)
-	client := jobs.NewClient(t.rdb, jobs.Config{Namespace: ns})
+	client := jobs.NewClient(t.rdb, jobs.Config{Namespace: ns, Durability: o.durability})
 	defer func() { _ = client.Close() }()
 	d := &drained{ns: ns, queues: queues, jobs: make([]*jobs.Result, n)}
 	if o.before != nil {
@@ -513,7 +515,9 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 		return r, err
 	}
 	c := newCompletions(n)
-	pool, err := worker.NewPool(t.rdb, poolConfig(ns, conc, qm))
+	pcfg := poolConfig(ns, conc, qm)
+	pcfg.Jobs.Durability = o.durability
+	pool, err := worker.NewPool(t.rdb, pcfg)
 	if err != nil {
 		return r, err
 	}

@@ -25,6 +25,14 @@ func verdict(ok bool) string {
 	return "MISSED"
 }
 
+// slowerText says "12.3% slower" or "4.5% faster".
+func slowerText(pct float64) string {
+	if pct < 0 {
+		return fmt.Sprintf("%.1f%% faster", -pct)
+	}
+	return fmt.Sprintf("%.1f%% slower", pct)
+}
+
 // printTable writes the human-readable report.
 func printTable(w io.Writer, r *Report) {
 	m := r.Machine
@@ -67,6 +75,27 @@ func printTable(w io.Writer, r *Report) {
 			}
 			tw.Flush()
 		}
+	}
+	if d := r.Durable; d != nil {
+		for _, conc := range d.Concurrency {
+			at := d.At[strconv.Itoa(conc)]
+			if at == nil {
+				continue
+			}
+			fmt.Fprintf(w, "\ndurable: %d no-op jobs drained, concurrency %d, default vs durable (%d replica), median of %d\n", d.Jobs, conc, d.Replicas, d.Repeat)
+			fmt.Fprint(tw, header)
+			row("default", at.Default)
+			row("durable", at.Durable)
+			tw.Flush()
+			target := "no target"
+			if at.Target > 0 {
+				target = fmt.Sprintf("target ≤ %.0f%%: %s", at.Target, verdict(at.MeetsTarget))
+			}
+			fmt.Fprintf(w, "  durable ÷ default jobs/s = %.3f: %s (%s)\n", ratio(at.Durable.JobsPerSec, at.Default.JobsPerSec), slowerText(at.SlowerPct), target)
+		}
+		fmt.Fprintf(w, "\ndurable: Enqueue from %d goroutines: default %.0f jobs/s, durable %.0f jobs/s (%s; round trips/job %.3f vs %.3f)\n",
+			d.EnqueueGoroutines, d.EnqueueDefault.JobsPerSec, d.EnqueueDurable.JobsPerSec, slowerText(d.EnqueueSlowerPct),
+			d.EnqueueDefault.PerJob.RoundTrips, d.EnqueueDurable.PerJob.RoundTrips)
 	}
 	if q := r.Enqueue; q != nil {
 		fmt.Fprintf(w, "\nenqueue: %d jobs from %d goroutines (EnqueueMany: %d jobs per call), median of %d\n", q.Jobs, q.Goroutines, q.Batch, q.Repeat)

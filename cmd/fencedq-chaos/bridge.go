@@ -55,7 +55,7 @@ func runBridgeWorker(ctx context.Context, w workerFlags, rdb *redis.Client, pool
 		return err
 	}
 	prefix := w.namespace + "-"
-	b, err := asynqfence.New(rdb, jobs.Config{Namespace: w.namespace}, asynqfence.Options{
+	b, err := asynqfence.New(rdb, w.jobsConfig(), asynqfence.Options{
 		WorkerID:  w.id,
 		LeaseTTL:  w.leaseTTL,
 		Queue:     func(q string) string { return strings.TrimPrefix(q, prefix) },

@@ -200,6 +200,9 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 		"--handler-timeout", o.HandlerTimeout.String(), "--reconcile-interval", o.ReconcileInterval.String(),
 		"--log-level", o.LogLevel,
 	)}
+	if o.Durable && mode != modeBaseline {
+		e.workers.baseArg = append(e.workers.baseArg, "--replicas", strconv.Itoa(durability.Replicas))
+	}
 	for i := range o.Workers {
 		p, err := startProxy(upstream)
 		if err != nil {
@@ -222,7 +225,11 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	lg := ledger.New(e.rdb, ledger.Config{Namespace: namespace})
 	switch mode {
 	case modeFenced:
-		jc = jobs.NewClient(e.rdb, jobs.Config{Namespace: namespace})
+		cfg := jobs.Config{Namespace: namespace}
+		if o.Durable {
+			cfg.Durability = durability
+		}
+		jc = jobs.NewClient(e.rdb, cfg)
 		defer jc.Close()
 		enq = fencedEnqueuer(jc)
 	case modeBaseline:

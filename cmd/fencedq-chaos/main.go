@@ -122,7 +122,8 @@
 //	--max-failovers 1000     per failover kind (0 disables)
 //	--failover-gap 10s       mean pause between two faults of the Redis lane
 //	--clock-offset -120s     the promoted node's clock shift in clock failovers
-//	--durable                an acknowledged job lost is a violation, not a finding
+//	--durable                durable acknowledgements (jobs.Durability, one replica) for fencedq
+//	                         and the bridge; an acknowledged job lost is a violation
 //	--json                   print the report as one JSON object
 //	--keep                   keep the schema, Redis directory and worker logs
 //	--database-url URL       PostgreSQL (default $DATABASE_URL or the URL above)

@@ -54,8 +54,11 @@ type options struct {
 	MaxFailovers  int           `json:"max_failovers,omitempty"`
 	FailoverGap   time.Duration `json:"failover_gap,omitempty"`
 	ClockOffset   time.Duration `json:"clock_offset,omitempty"`
-	// Durable makes every acknowledged job lost a violation even across
-	// failovers (durable acknowledgements expected).
+	// Durable runs fencedq (the client and every worker; the bridge's
+	// workers with --baseline asynq-bridge) with durable acknowledgements
+	// (durability: one replica) and makes every acknowledged job lost a
+	// violation even across failovers. Plain asynq has no such mode: with
+	// --baseline asynq only the verdict changes.
 	Durable     bool   `json:"durable,omitempty"`
 	JSON        bool   `json:"-"`
 	Keep        bool   `json:"-"`
@@ -112,7 +115,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.MaxFailovers, "max-failovers", 1000, "most failovers of each kind (0 disables)")
 	fs.DurationVar(&o.FailoverGap, "failover-gap", 10*time.Second, "with --failover, mean pause between two faults of the Redis lane (failovers, replica restarts)")
 	fs.DurationVar(&o.ClockOffset, "clock-offset", -120*time.Second, "clock failovers shift the promoted node's wall clock (Redis TIME) by this much (negative: behind)")
-	fs.BoolVar(&o.Durable, "durable", false, "expect durable acknowledgements: an acknowledged job lost in a failover is a violation, not a finding")
+	fs.BoolVar(&o.Durable, "durable", false, "durable acknowledgements (one replica must hold each enqueue, claim and completion; fencedq and the bridge), and an acknowledged job lost in a failover is a violation, not a finding")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the schema, the Redis directory and the worker logs")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")

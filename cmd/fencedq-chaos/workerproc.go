@@ -50,6 +50,7 @@ type workerFlags struct {
 	leaseWait      time.Duration
 	logLevel       string
 	careless       bool
+	replicas       int
 }
 
 // add defines the worker's flags on fs.
@@ -69,6 +70,7 @@ func (w *workerFlags) add(fs *flag.FlagSet) {
 	fs.DurationVar(&w.reconcile, "reconcile-interval", 500*time.Millisecond, "the maintenance leader's interval (expiry, reconciling)")
 	fs.DurationVar(&w.leaseWait, "lease-wait", 250*time.Millisecond, "wait for a busy resource before deferring")
 	fs.StringVar(&w.logLevel, "log-level", "warn", "debug, info, warn or error")
+	fs.IntVar(&w.replicas, "replicas", 0, "durable acknowledgements: replicas that must hold each claim, completion and lease (jobs.Durability; 0: off)")
 	fs.BoolVar(&w.careless, "careless", false, "storage calls ignore the handler's cancellation (a handler that does not honour its context)")
 }
 
@@ -101,6 +103,20 @@ func workerMain(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn("worker could not start; retrying", "error", err)
 		sleepCtx(ctx, 300*time.Millisecond)
 	}
+}
+
+// durability is what --durable runs fencedq with: one replica must hold
+// each enqueue, claim and completion, waited for up to a second.
+var durability = jobs.Durability{Replicas: 1, Timeout: time.Second}
+
+// jobsConfig is the worker's jobs.Config: its namespace and, with
+// --replicas, durable acknowledgements.
+func (w workerFlags) jobsConfig() jobs.Config {
+	c := jobs.Config{Namespace: w.namespace}
+	if w.replicas > 0 {
+		c.Durability = jobs.Durability{Replicas: w.replicas, Timeout: durability.Timeout}
+	}
+	return c
 }
 
 // runWorker connects and runs one worker until ctx ends or it fails to start.
@@ -164,7 +180,7 @@ func runFencedWorker(ctx context.Context, w workerFlags, rdb *redis.Client, pool
 		return err
 	}
 	p, err := worker.NewPool(rdb, worker.Config{
-		Jobs:           jobs.Config{Namespace: w.namespace},
+		Jobs:           w.jobsConfig(),
 		Concurrency:    w.concurrency,
 		Queues:         map[string]int{transfersQueue: 1, priorityQueue: 2},
 		LeaseTTL:       w.leaseTTL,

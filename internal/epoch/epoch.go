@@ -69,6 +69,28 @@
 // grant it +info. Redis Cluster is not covered yet ([New] turns tracking
 // off for anything but a *redis.Client): its tokens stay in epoch 0. The epoch
 // says nothing about lost data; it only keeps the order of tokens.
+//
+// # The namespace's time
+//
+// lib.lua's epoch_now gives every ledger and lease script the time it
+// writes and reads due times and deadlines in: Redis TIME plus an offset per
+// primary tenure, never below a high-water mark. The record Key holds it too
+// ('clk' the mark in µs, raised by every call; 'coff' the offset in µs;
+// 'crid' the replication id it was computed for). The first script on a
+// primary whose replication id differs from 'crid' sets the offset to
+// max(0, clk − TIME), once: after a failover to a node whose clock is
+// behind, the time continues from where the old primary left it (at most
+// the replication lag, and the time since the last call, behind), and after
+// a later failover to a node with a true clock the offset is 0 again, so the
+// time does not jump forward. INFO is asked only while the offset is not 0
+// or TIME falls more than a second below the mark (a new tenure behind, or
+// a clock stepped back on the same primary, which raises the offset alike).
+// It needs no state from callers: a client that has not refreshed its epoch
+// since the failover reads the same time. It assumes the record replicates
+// like the data it dates (a replica without it starts from its own TIME)
+// and does nothing for a node whose clock is ahead (the time moves ahead by
+// its lead). On Redis Cluster, where epochs are off, the ledger keeps a
+// record per queue (same rule, per shard) and leases use plain TIME.
 package epoch
 
 import (
@@ -102,7 +124,8 @@ var (
 	// epoch_check(key, rid, ep), which returns the epoch to mint with or
 	// nil and {replication id, recorded epoch} when the caller must
 	// refresh, and token_mint(last, ep, now_us), which returns the token
-	// as a decimal string; plus u64_norm, u64_cmp and u64_add for decimal
+	// as a decimal string; epoch_now(key), the namespace's time in µs
+	// (see the package doc); plus u64_norm, u64_cmp and u64_add for decimal
 	// uint64 strings. See lib.lua.
 	//go:embed lib.lua
 	Lua string

@@ -106,3 +106,48 @@ local function epoch_check(key, rid, ep)
   end
   return e
 end
+
+-- CLOCK_SLACK_US: how far (µs) this primary's clock may fall behind the
+-- namespace's time before epoch_now looks for a new tenure or a clock
+-- stepped back. Below it, time just holds at the high-water mark.
+local CLOCK_SLACK_US = 1000000
+
+-- epoch_now returns the namespace's time in µs: the time every due time,
+-- lease deadline and next look of the namespace is written and read in.
+-- It is Redis TIME plus the offset of the current primary's tenure, never
+-- below the high-water mark of every time returned before, so it continues
+-- from where the previous primary left it (at most the replication lag
+-- behind), whatever the promoted node's clock says. key is the clock
+-- record, a hash: 'clk' the high-water mark (µs), 'crid' the replication id
+-- the offset is for, 'coff' the offset (µs); nil for none (plain TIME).
+-- The offset is computed once per tenure, by the first call that finds it
+-- was computed for another replication id (INFO is only asked while the
+-- offset is not 0, or when TIME falls more than CLOCK_SLACK_US below the
+-- mark): max(0, mark - TIME). So a promoted node whose clock is behind gets
+-- the difference, and a later failover back to a node with a true clock
+-- gets 0 again: time neither stops nor jumps forward. A clock stepped back
+-- on the same primary raises its offset likewise.
+local function epoch_now(key)
+  local t = redis.call('TIME')
+  local raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not key then return raw end
+  local c = redis.call('HMGET', key, 'clk', 'crid', 'coff')
+  local clk, off = tonumber(c[1] or ''), tonumber(c[3] or '') or 0
+  local now = raw + off
+  if clk and (off ~= 0 or now < clk - CLOCK_SLACK_US) then
+    local rid, crid, noff = epoch_replid(), c[2] or '', off
+    if rid ~= crid then
+      noff = math.max(0, clk - raw) -- a new tenure (failover, restart)
+    elseif now < clk - CLOCK_SLACK_US then
+      noff = clk - raw -- this primary's clock stepped back
+    end
+    if rid == '' and raw >= clk then noff = 0 end -- no INFO: the clock alone has caught up
+    if noff ~= off or rid ~= crid then
+      redis.call('HSET', key, 'crid', rid, 'coff', string.format('%d', noff))
+    end
+    now = raw + noff
+  end
+  if clk and now <= clk then return clk end
+  redis.call('HSET', key, 'clk', string.format('%d', now))
+  return now
+end

@@ -108,7 +108,7 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 	}
 	var r *reply
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
-		v, err := l.lanes.claim.Run(ctx, bridgeClaimScript, l.mintKeys(q), l.prefix(q), d.ID, d.Kind, d.OperationID,
+		v, err := l.lanes.claim.Run(ctx, bridgeClaimScript, l.keys(q), l.prefix(q), d.ID, d.Kind, d.OperationID,
 			d.Payload, d.MaxRetries, d.Timeout.Milliseconds(), d.Owner, d.TTL.Milliseconds(), d.Bridge,
 			st.ReplID, st.Epoch).Result()
 		r = newReply("bridge claim", v, err)

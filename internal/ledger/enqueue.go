@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -104,9 +105,22 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		cl.idx = append(cl.idx, i)
 		cl.args = append(cl.args, j.args()...)
 	}
-	if len(calls) == 1 { // one call: share a pipeline with concurrent callers
+	switch {
+	case len(calls) == 1: // one call: share a pipeline with concurrent callers
 		calls[0].cmd = l.lanes.enqueue.Run(ctx, enqueueScript, l.layoutOf(calls[0].queue).keys, calls[0].args...)
-	} else {
+	case l.Durable():
+		// Each call through the durable lane, so each pipeline (one per
+		// node on Redis Cluster) carries the wait for replicas.
+		var wg sync.WaitGroup
+		for _, cl := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cl.cmd = l.lanes.enqueue.Run(ctx, enqueueScript, l.layoutOf(cl.queue).keys, cl.args...)
+			}()
+		}
+		wg.Wait()
+	default:
 		pipe := l.rdb.Pipeline()
 		for _, cl := range calls {
 			cl.cmd = enqueueScript.EvalSha(ctx, pipe, l.layoutOf(cl.queue).keys, cl.args...)

@@ -64,14 +64,28 @@ func (l *Ledger) layoutOf(q string) *layout {
 	return lay
 }
 
-// keys builds the KEYS layout every ledger script shares (see prelude.lua).
+// keys builds the KEYS layout every ledger script shares (see prelude.lua):
+// the queue's keys, then the clock record (clockKey).
 func (l *Ledger) keys(q string) []string {
 	p := l.prefix(q)
 	return []string{
 		p + "pending", p + "running", p + "uncertain", p + "review",
 		p + "succeeded", p + "dead", p + "cancelled",
 		p + "stats", p + "events", p + "reconciler", p + "paused", p + "idle",
+		l.clockKey(q),
 	}
+}
+
+// clockKey returns the record queue q's scripts keep the namespace's time
+// in (internal/epoch's epoch_now): the namespace's epoch record, which
+// minting scripts also check their epoch against; on Redis Cluster, where
+// epochs are off and a script touches one hash slot, the queue's own
+// <ns>:{q}:clock.
+func (l *Ledger) clockKey(q string) string {
+	if l.epoch.Enabled() {
+		return l.epoch.Key()
+	}
+	return l.prefix(q) + "clock"
 }
 
 func (l *Ledger) poolsKey() string { return l.cfg.Namespace + ":pools" }

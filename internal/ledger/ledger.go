@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 	"github.com/fencedq/fencedq/lease"
@@ -49,10 +50,23 @@ type Config struct {
 	// OnRewind, when set, is called with each rewind this ledger detects,
 	// after it was logged and recorded (see rewind.go).
 	OnRewind func(Rewind)
+	// Durability, when enabled, makes enqueues, claims and completions wait
+	// for replicas before they are acknowledged (package internal/durable):
+	// a call too few replicas acknowledged in time fails with an error
+	// matching durable.ErrUnacknowledged (and ErrEnqueueUnknown for an
+	// enqueue); a claim's error comes with the jobs it claimed, which the
+	// caller must not start.
+	Durability durable.Options
 }
 
-// Validate checks the configuration (the namespace's characters).
-func (c Config) Validate() error { return ValidateNamespace(c.WithDefaults().Namespace) }
+// Validate checks the configuration (the namespace's characters, the
+// durability).
+func (c Config) Validate() error {
+	if err := c.Durability.Validate(); err != nil {
+		return invalid("%v", err)
+	}
+	return ValidateNamespace(c.WithDefaults().Namespace)
+}
 
 // WithDefaults fills in the defaults.
 func (c Config) WithDefaults() Config {
@@ -79,7 +93,10 @@ func (c Config) WithDefaults() Config {
 //
 // Job tokens are minted in fencing epochs (package internal/epoch): a
 // token minted after a failover is above every token minted before it,
-// whatever the promoted node's clock says.
+// whatever the promoted node's clock says. Due times and deadlines are in
+// the namespace's time (internal/epoch's epoch_now: Redis TIME plus the
+// primary tenure's offset), which continues from the old primary's after a
+// failover, whatever the promoted node's clock says.
 type Ledger struct {
 	rdb    redis.UniversalClient
 	cfg    Config
@@ -110,8 +127,19 @@ type lanes struct {
 func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 	cfg = cfg.WithDefaults()
 	lane := func() *scriptbatch.Batcher { return scriptbatch.New(rdb, scriptbatch.Options{}) }
+	// Durable lanes: enqueues, claims and completions wait for replicas,
+	// one WAIT per pipeline. Renewals, expiries, operator actions and
+	// reads do not (a lost one is redone or fenced: see ARCHITECTURE.md).
+	durableLane := lane
+	if cfg.Durability.Enabled() {
+		w := durable.New(rdb, cfg.Durability, cfg.Logger)
+		durableLane = func() *scriptbatch.Batcher {
+			return scriptbatch.New(rdb, scriptbatch.Options{Append: w.Append})
+		}
+	}
 	return &Ledger{rdb: rdb, cfg: cfg,
-		lanes:  lanes{claim: lane(), renew: lane(), complete: lane(), enqueue: lane(), other: lane()},
+		lanes: lanes{claim: durableLane(), renew: lane(), complete: durableLane(), enqueue: durableLane(),
+			other: lane()},
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel}),
 		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
 		recent: newRecent(cfg.Recent)}
@@ -126,6 +154,10 @@ func (l *Ledger) run(ctx context.Context, lane *scriptbatch.Batcher, script *red
 
 // Namespace returns the key prefix in use.
 func (l *Ledger) Namespace() string { return l.cfg.Namespace }
+
+// Durable reports whether enqueues, claims and completions wait for
+// replicas (Config.Durability).
+func (l *Ledger) Durable() bool { return l.cfg.Durability.Enabled() }
 
 // Retention returns how long finished jobs are kept.
 func (l *Ledger) Retention() time.Duration { return l.cfg.Retention }
@@ -210,17 +242,6 @@ var (
 // script builds a ledger script: internal/epoch's library (token minting
 // and comparison of decimal uint64 tokens), the prelude, then src.
 func script(src string) *redis.Script { return redis.NewScript(epoch.Lua + prelude + src) }
-
-// mintKeys returns the KEYS of a minting script (claim, bridge claim) of
-// queue q: the ledger layout, then the namespace's epoch record when epochs
-// are on (not on Redis Cluster, whose scripts touch one hash slot).
-func (l *Ledger) mintKeys(q string) []string {
-	keys := l.keys(q)
-	if l.epoch.Enabled() {
-		keys = append(keys, l.epoch.Key())
-	}
-	return keys
-}
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

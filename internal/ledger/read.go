@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -441,11 +442,30 @@ func (l *Ledger) Prune(ctx context.Context, q string, now time.Time) (int64, err
 	return n, nil
 }
 
-// ServerTime returns the Redis server's clock, the clock every ledger
-// deadline uses.
+// nowScript reads the namespace's time (internal/epoch's epoch_now) from
+// the clock record KEYS[1]: {seconds, microseconds}.
+var nowScript = redis.NewScript(epoch.Lua + `
+local t = epoch_now(KEYS[1])
+return {math.floor(t / 1000000), t % 1000000}`)
+
+// ServerTime returns the namespace's time, the time every ledger due time
+// and deadline is written in: Redis TIME plus the current primary tenure's
+// offset (internal/epoch's epoch_now), so it continues from the previous
+// primary's after a failover to a node whose clock is behind. On Redis
+// Cluster (epochs off) it is the server's TIME.
 func (l *Ledger) ServerTime(ctx context.Context) (time.Time, error) {
-	t, err := l.rdb.Time(ctx).Result()
-	return t, wrap("time", err)
+	if !l.epoch.Enabled() {
+		t, err := l.rdb.Time(ctx).Result()
+		return t, wrap("time", err)
+	}
+	v, err := nowScript.Run(ctx, l.rdb, []string{l.epoch.Key()}).Int64Slice()
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("malformed reply %v", v)
+	}
+	if err != nil {
+		return time.Time{}, wrap("time", err)
+	}
+	return time.Unix(v[0], v[1]*1000), nil
 }
 
 // LeaderResource is the lease resource the pools of one namespace compete

@@ -2,11 +2,13 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -60,21 +62,34 @@ const claimWidth = 12
 // are above every token minted before, whatever the new primary's clock
 // says; while the primary keeps changing it fails with an error matching
 // epoch.ErrUnsettled (lease.ErrUnsettled). A paused queue yields nothing.
+//
+// With Config.Durability, a claim too few replicas acknowledged in time
+// returns its result and an error matching durable.ErrUnacknowledged: the
+// jobs in it are running under the returned tokens on the primary (and
+// perhaps on no replica). The caller must not start them; it puts them
+// back (Complete with a Defer outcome), or leaves them to lease expiry.
 func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, max int) (*ClaimResult, error) {
 	if max <= 0 {
 		return &ClaimResult{}, nil
 	}
 	var r *reply
 	var seen seqSeen
+	var unacked error
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		seen = l.watch.before(q)
-		v, err := l.lanes.claim.Run(ctx, claimScript, l.mintKeys(q),
+		v, err := l.lanes.claim.Run(ctx, claimScript, l.keys(q),
 			l.prefix(q), owner, ttl.Milliseconds(), max, st.ReplID, st.Epoch).Result()
+		unacked = nil
+		if errors.Is(err, durable.ErrUnacknowledged) && v != nil {
+			// The claim ran; too few replicas hold it. Its jobs are read
+			// below so the caller can put them back, never start them.
+			unacked, err = err, nil
+		}
 		r = newReply("claim", v, err)
 		if err := r.need(3); err != nil {
 			return false, err
 		}
-		return r.int(0) == -1, nil
+		return r.int(0) == -1 && unacked == nil, nil
 	})
 	if err != nil {
 		return nil, wrap("claim "+q, err)
@@ -112,6 +127,9 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	}
 	if r.err != nil {
 		return nil, wrap("claim "+q, r.err)
+	}
+	if unacked != nil {
+		return res, wrap("claim "+q, unacked)
 	}
 	l.observe(ctx, q, seen, seq)
 	return res, nil

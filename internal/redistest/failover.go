@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -157,5 +158,45 @@ func (s *Server) SetClockOffset(d time.Duration) {
 	s.tb.Helper()
 	if err := s.srv.SetClockOffset(d); err != nil {
 		s.tb.Fatalf("redistest: set clock offset of %s: %v", s.Addr, err)
+	}
+}
+
+// Rejoin restarts the primary KillPrimary killed, empty, as a replica of the
+// promoted one (Replica), and waits until it holds every write the new
+// primary acknowledged so far: the deployment has a replica again.
+func (f *Failover) Rejoin() {
+	f.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
+	if err := f.Primary.srv.Restart(ctx); err != nil {
+		f.tb.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(f.Replica.Addr)
+	if err != nil {
+		f.tb.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: f.Primary.Addr})
+	defer c.Close()
+	if err := c.ReplicaOf(ctx, host, port).Err(); err != nil {
+		f.tb.Fatal(err)
+	}
+	if err := redisserver.SyncReplicas(ctx, f.Replica.Addr, 1); err != nil {
+		f.tb.Fatal(err)
+	}
+}
+
+// FailBackReady is Rejoin, then swaps the roles: Primary is the promoted
+// node, Replica the rejoined one, once the Sentinel knows it as promotable,
+// so KillPrimary fails back to it. The Sentinel waits twice its failover
+// timeout (10 s) after a failover before it starts another one for the
+// same primary name.
+func (f *Failover) FailBackReady() {
+	f.tb.Helper()
+	f.Rejoin()
+	f.Primary, f.Replica = f.Replica, f.Primary
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
+	if err := redisserver.WaitSentinelReady(ctx, f.Sentinel.Addr, MasterName, f.Replica.Addr); err != nil {
+		f.tb.Fatal(err)
 	}
 }

@@ -10,3 +10,10 @@ func InitHooks(b *Batcher, tb testsignal.TB) (direct *testsignal.Signal[struct{}
 	b.hooks.queued.Init(tb, "call queued")
 	return &b.hooks.direct, &b.hooks.queued
 }
+
+// InitNodeHook initialises b's signal of pipelines sent to one cluster
+// node. Call it before b runs anything.
+func InitNodeHook(b *Batcher, tb testsignal.TB) *testsignal.Signal[NodePipeline] {
+	b.hooks.node.Init(tb, "pipeline sent to a cluster node")
+	return &b.hooks.node
+}

@@ -74,8 +74,10 @@ type Options struct {
 	// command's reply, run once the pipeline's replies arrived. When the
 	// check returns an error, every call of the pipeline that did not fail
 	// on its own fails with it (its script ran: its effect is there but
-	// not acknowledged). With Append set, a lone call goes out as a
-	// pipeline too.
+	// not acknowledged), its reply kept beside the error. With Append set,
+	// a lone call goes out as a pipeline too, and on Redis Cluster each
+	// master owning a call's first key gets a pipeline of its own (with
+	// the command appended).
 	Append func(ctx context.Context, pipe redis.Pipeliner) (check func() error)
 }
 
@@ -106,8 +108,9 @@ type Batcher struct {
 // hooks are signals tests wait on (see internal/testsignal); inert unless
 // a test initialised them (export_test.go).
 type hooks struct {
-	direct testsignal.Signal[struct{}] // a call went out at once, taking a slot
-	queued testsignal.Signal[int]      // a call was queued (the queue's length)
+	direct testsignal.Signal[struct{}]     // a call went out at once, taking a slot
+	queued testsignal.Signal[int]          // a call was queued (the queue's length)
+	node   testsignal.Signal[NodePipeline] // a pipeline went to one cluster node
 }
 
 // New returns a Batcher over rdb.
@@ -236,9 +239,85 @@ func (b *Batcher) send(ctx context.Context, calls []*call) {
 }
 
 // pipeline sends calls in one pipeline, by SHA or (withSource) with each
-// script's source, plus the Append command, and sets each call's reply.
+// script's source, plus the Append command, and sets each call's reply. On
+// Redis Cluster with Append set, the calls are split by the master owning
+// their first key and each master gets a pipeline of its own with the
+// Append command, on one connection to it, so a WAIT covers the writes of
+// the scripts it follows.
 func (b *Batcher) pipeline(ctx context.Context, calls []*call, cmds []*redis.Cmd, withSource bool) {
-	pipe := b.rdb.Pipeline()
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok || b.append == nil {
+		b.pipelineOn(ctx, b.rdb, calls, cmds, withSource)
+		return
+	}
+	type group struct {
+		node  *redis.Client
+		idx   []int
+		calls []*call
+	}
+	var groups []*group
+	byNode := map[*redis.Client]*group{}
+	for i, c := range calls {
+		var node *redis.Client
+		var err error
+		if len(c.keys) == 0 {
+			err = errors.New("scriptbatch: a script call without keys cannot be routed to a cluster node")
+		} else {
+			node, err = cc.MasterForKey(ctx, c.keys[0])
+		}
+		if err != nil {
+			cmds[i] = redis.NewCmd(ctx)
+			cmds[i].SetErr(err)
+			c.reply, c.err = nil, err
+			continue
+		}
+		g := byNode[node]
+		if g == nil {
+			g = &group{node: node}
+			byNode[node] = g
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+		g.calls = append(g.calls, c)
+	}
+	var wg sync.WaitGroup
+	moved := false
+	var mu sync.Mutex
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := make([]*redis.Cmd, len(g.calls))
+			b.pipelineOn(ctx, g.node, g.calls, sub, withSource)
+			b.hooks.node.Signal(NodePipeline{Addr: g.node.Options().Addr, Calls: len(g.calls)})
+			for j, i := range g.idx {
+				cmds[i] = sub[j]
+				if isRedirect(sub[j].Err()) {
+					mu.Lock()
+					moved = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if moved {
+		// A slot moved: the script did not run there. The call fails (its
+		// caller retries) and the next pipeline is routed by the new map.
+		cc.ReloadState(ctx)
+	}
+}
+
+// NodePipeline describes a pipeline sent to one cluster node (a test
+// signal).
+type NodePipeline struct {
+	Addr  string // the node's address
+	Calls int    // the script calls it carried
+}
+
+// pipelineOn sends calls in one pipeline on rdb (see pipeline).
+func (b *Batcher) pipelineOn(ctx context.Context, rdb redis.Cmdable, calls []*call, cmds []*redis.Cmd, withSource bool) {
+	pipe := rdb.Pipeline()
 	for i, c := range calls {
 		if withSource {
 			cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
@@ -258,9 +337,16 @@ func (b *Batcher) pipeline(ctx context.Context, calls []*call, cmds []*redis.Cmd
 	for i, c := range calls {
 		c.reply, c.err = cmds[i].Result()
 		if c.err == nil && ackErr != nil {
-			c.reply, c.err = nil, ackErr
+			// The script ran, unacknowledged: its reply stays for callers
+			// that must know what it did (a claim puts its jobs back).
+			c.err = ackErr
 		}
 	}
+}
+
+func isRedirect(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && (strings.HasPrefix(re.Error(), "MOVED ") || strings.HasPrefix(re.Error(), "ASK "))
 }
 
 func isNoScript(err error) bool {

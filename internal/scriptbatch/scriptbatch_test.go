@@ -320,12 +320,126 @@ func TestAppendAddsOneCommandPerPipelineAndItsCheckFailsTheCalls(t *testing.T) {
 	fail = true
 	mu.Unlock()
 
-	// A failing check fails the calls, whose scripts ran.
-	err := b.Run(ctx, incr, []string{"count"}, "b").Err()
+	// A failing check fails the calls, whose scripts ran; the reply stays.
+	got, err := b.Run(ctx, incr, []string{"count"}, "b").Result()
 	if !errors.Is(err, errUnacked) {
 		t.Fatalf("call under a failing check returned %v, want %v", err, errUnacked)
 	}
+	if got != "b" {
+		t.Fatalf("unacknowledged call's reply %v, want the script's reply %q beside the error", got, "b")
+	}
 	if v, _ := rdb.Get(ctx, "count").Int(); v != n+1 {
 		t.Fatalf("count = %d, want %d: the unacknowledged call's script did not run", v, n+1)
+	}
+}
+
+// On Redis Cluster with Append set, a batch is split by the master owning
+// each call's first key: each master gets one pipeline with the appended
+// command, so a WAIT runs on the node (and connection) that ran the writes
+// it is about. Every call succeeds (none was sent to a node that does not
+// own its slot) and the appended command runs once per node pipeline.
+func TestAppendOnClusterSendsOnePipelinePerNode(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.StartCluster(t)
+	rdb := cl.Client()
+	var mu sync.Mutex
+	appended := 0
+	b := scriptbatch.New(rdb, scriptbatch.Options{InFlight: 1, Append: func(ctx context.Context, pipe redis.Pipeliner) func() error {
+		cmd := pipe.Do(ctx, "WAIT", 0, 0) // no replicas: answers 0 at once
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			appended++
+			return cmd.Err()
+		}
+	}})
+	direct, queued := scriptbatch.InitHooks(b, t)
+	node := scriptbatch.InitNodeHook(b, t)
+	// Keys spread over the three masters.
+	keys := make([]string, 30)
+	owner := map[string]string{}
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k{%d}", i)
+		m, err := rdb.MasterForKey(ctx, keys[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner[keys[i]] = m.Options().Addr
+	}
+	// Load the script everywhere first, so each call goes out once.
+	if err := rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		return incr.Load(ctx, c).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold a call in flight (its node paused), queue the others behind
+	// it, then let them go: one batch over the three masters.
+	var pausedNode *redistest.Server
+	heldKey := "held{0}"
+	hm, err := rdb.MasterForKey(ctx, heldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range cl.Nodes {
+		if n.Addr == hm.Options().Addr {
+			pausedNode = n
+		}
+	}
+	pausedNode.Pause()
+	held := make(chan error, 1)
+	go func() { held <- b.Run(ctx, incr, []string{heldKey}, "h").Err() }()
+	direct.WaitOrTimeout()
+	var wg sync.WaitGroup
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.Run(ctx, incr, []string{k}, k).Err()
+		}()
+	}
+	queued.WaitOrTimeoutN(len(keys))
+	pausedNode.Resume()
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call on %s: %v (sent to a node not owning its slot?)", keys[i], err)
+		}
+	}
+	for _, k := range keys {
+		if v, err := rdb.Get(ctx, k).Int(); err != nil || v != 1 {
+			t.Fatalf("%s = %d (%v), want 1", k, v, err)
+		}
+	}
+	sent := node.Drain()
+	calls := 0
+	perNode := map[string]int{}
+	for _, p := range sent {
+		calls += p.Calls
+		perNode[p.Addr] += p.Calls
+	}
+	if calls != len(keys)+1 {
+		t.Fatalf("node pipelines carried %d calls, want %d", calls, len(keys)+1)
+	}
+	want := map[string]int{hm.Options().Addr: 1}
+	for _, k := range keys {
+		want[owner[k]]++
+	}
+	if fmt.Sprint(perNode) != fmt.Sprint(want) {
+		t.Fatalf("calls per node %v, want %v (each call on the master owning its key)", perNode, want)
+	}
+	if len(want) != 3 {
+		t.Fatalf("keys fell on %d masters, want 3", len(want))
+	}
+	if len(sent) != 4 {
+		t.Fatalf("%d node pipelines, want 4: the held call's and one per master for the batch", len(sent))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if appended != len(sent) {
+		t.Fatalf("appended command ran %d times for %d node pipelines", appended, len(sent))
 	}
 }

@@ -12,8 +12,9 @@
 -- 10 reconciler high-water (highest reconciler leader token seen)
 -- 11 paused flag (present while the queue is paused; its value says who and why)
 -- 12 idle flag (set by a claim that found nothing due: the next enqueue publishes a wake-up)
--- 13 minting scripts only (claim, bridge claim): the namespace's fencing-epoch record
---    <ns>:epoch (internal/epoch); absent when epochs are off (Redis Cluster)
+-- 13 the clock record (internal/epoch's epoch_now): the namespace's fencing-epoch record
+--    <ns>:epoch, which minting scripts (claim, bridge claim) also pass to epoch_check;
+--    on Redis Cluster, where epochs are off, the queue's own <ns>:{q}:clock
 -- ARGV 1 the queue's key prefix 'ns:{q}:'. Per-job keys (job hash, history list,
 -- operation-id key) are derived from it, so they share the queue's hash slot;
 -- a batched claim cannot name the jobs it will find in advance.
@@ -24,8 +25,10 @@ local index = {pending = KEYS[1], running = KEYS[2], uncertain = KEYS[3], review
 local statsk, eventsk, reconk, pausedk, idlek = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local HISTORY_CAP, EVENTS_CAP = 200, 1000
 
-local tm = redis.call('TIME')
-local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+-- now_us is the namespace's time (Redis TIME plus the primary tenure's
+-- offset, never below the last time written: see epoch_now), so times an
+-- earlier primary wrote are read on the clock they were written with.
+local now_us = epoch_now(KEYS[13])
 local now = math.floor(now_us / 1000)
 
 local function fmt(n) return string.format('%d', n) end

@@ -4,7 +4,7 @@
 -- queue's write sequence went back. Detections of one loss are merged: a
 -- loss is found on the primary that has the older data, so records are
 -- kept per replication id of that primary.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the queue's
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 14 the queue's
 --   rewind records <ns>:{<queue>}:rewinds, a hash: replication id -> JSON
 -- ARGV 2 'detected' or 'resubmitted'
 --   detected: 3 write sequence the detector saw before   4 the sequence it found
@@ -12,7 +12,7 @@
 --             certainly lost   7 detector (pool id, client, bridge)
 --   resubmitted: 3 jobs a client re-created from its record   4 detector
 -- Reply: 1 when a new record was made (the loss was not known yet), else 0.
-local rk = KEYS[13]
+local rk = KEYS[14]
 local rid = epoch_replid()
 if rid == '' then rid = 'unknown' end
 local cur = redis.call('HGET', rk, rid)

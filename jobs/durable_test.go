@@ -1,0 +1,187 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// durableConfig is a client configuration in durable mode: one replica
+// must hold each enqueue.
+func durableConfig(t *testing.T, f *redistest.Failover) jobs.Config {
+	return jobs.Config{Namespace: redistest.Namespace(t), Sentinel: f.ClientOptions(),
+		Durability: jobs.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}}
+}
+
+// pending counts q's pending jobs as seen through rdb's server.
+func pendingOn(t *testing.T, insp *jobs.Inspector, q string) int64 {
+	t.Helper()
+	c, err := insp.Counts(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c[jobs.Pending]
+}
+
+// In durable mode an acknowledged enqueue is on the replica; with
+// replication cut, an enqueue fails with ErrEnqueueUnknown (its job is on
+// the primary only), and enqueuing again with the same operation id ends
+// in exactly one job: after replication heals (the retry finds the job and
+// waits for the replica), and after a failover that lost it (the retry on
+// the promoted replica creates it).
+func TestDurableEnqueueRetriedWithTheSameOperationIDMakesOneJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	rdb := f.Client()
+	cfg := durableConfig(t, f)
+	client := jobs.NewClient(rdb, cfg)
+	onReplica := jobs.NewInspector(f.Replica.Client(), jobs.Config{Namespace: cfg.Namespace})
+	q := jobs.DefaultQueue
+
+	a, err := client.Enqueue(ctx, countArgs{N: 1}, jobs.OperationID("a"))
+	if err != nil {
+		t.Fatalf("durable enqueue with a healthy replica: %v", err)
+	}
+	// Acknowledged means the replica holds it, now (no waiting).
+	if r, err := onReplica.FindByOperation(ctx, "a"); err != nil || r.ID != a.JobID {
+		t.Fatalf("acknowledged job not on the replica: %+v, %v", r, err)
+	}
+
+	f.CutReplication()
+	for range 2 {
+		if _, err := client.Enqueue(ctx, countArgs{N: 2}, jobs.OperationID("b")); !errors.Is(err, jobs.ErrEnqueueUnknown) {
+			t.Fatalf("enqueue with replication cut: %v, want ErrEnqueueUnknown", err)
+		}
+	}
+	onPrimary := client.Inspector()
+	if n := pendingOn(t, onPrimary, q); n != 2 {
+		t.Fatalf("%d pending jobs on the primary after two unacknowledged tries of one operation, want 2 (a, b)", n)
+	}
+	f.HealReplication()
+	f.Sync()
+	b, err := client.Enqueue(ctx, countArgs{N: 2}, jobs.OperationID("b"))
+	if err != nil || !b.Deduplicated {
+		t.Fatalf("retry after replication healed: %+v, %v; want the existing job, acknowledged", b, err)
+	}
+	if r, err := onReplica.FindByOperation(ctx, "b"); err != nil || r.ID != b.JobID {
+		t.Fatalf("retried job not on the replica: %+v, %v", r, err)
+	}
+
+	f.CutReplication()
+	if _, err := client.Enqueue(ctx, countArgs{N: 3}, jobs.OperationID("c")); !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Fatalf("enqueue with replication cut: %v, want ErrEnqueueUnknown", err)
+	}
+	f.KillPrimary()
+	f.Rejoin() // durable mode needs a replica on the new primary too
+	var c *jobs.Result
+	for range 10 { // the first tries may still meet the old primary's connections
+		if c, err = client.Enqueue(ctx, countArgs{N: 3}, jobs.OperationID("c")); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("retry after the failover: %v", err)
+	}
+	if c.Deduplicated {
+		t.Fatalf("retry after the failover found %s: the promoted replica never had it", c.JobID)
+	}
+	for _, op := range []string{"a", "b", "c"} {
+		if _, err := onPrimary.FindByOperation(ctx, op); err != nil {
+			t.Fatalf("operation %s after the failover: %v", op, err)
+		}
+	}
+	if n := pendingOn(t, onPrimary, q); n != 3 {
+		t.Fatalf("%d pending jobs after the failover, want 3 (a, b, c: one each)", n)
+	}
+}
+
+// Enqueuers run in durable mode while replication is cut and the primary
+// killed: every enqueue acknowledged before the failover exists after it
+// (without durability, those acknowledged during the cut are lost), and
+// those not acknowledged said so (ErrEnqueueUnknown).
+func TestDurableEnqueuesSurviveAFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	rdb := f.Client()
+	cfg := durableConfig(t, f)
+	client := jobs.NewClient(rdb, cfg)
+
+	var mu sync.Mutex
+	var acked []string
+	unknown := 0
+	ackedN := make(chan int, 1000)
+	failed := make(chan struct{}, 1)
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; wctx.Err() == nil; i++ {
+				op := fmt.Sprintf("op-%d-%d", g, i)
+				_, err := client.Enqueue(wctx, countArgs{N: i}, jobs.OperationID(op))
+				mu.Lock()
+				switch {
+				case err == nil:
+					acked = append(acked, op)
+					select {
+					case ackedN <- len(acked):
+					default:
+					}
+				case errors.Is(err, jobs.ErrEnqueueUnknown):
+					unknown++
+					select {
+					case failed <- struct{}{}:
+					default:
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for n := 0; n < 50; {
+		select {
+		case n = <-ackedN:
+		case <-time.After(testsignal.Timeout()):
+			t.Fatalf("fewer than 50 durable enqueues acknowledged in %v", testsignal.Timeout())
+		}
+	}
+	f.CutReplication()
+	select {
+	case <-failed:
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("no enqueue failed with replication cut")
+	}
+	f.KillPrimary()
+	stop()
+	wg.Wait()
+
+	insp := client.Inspector()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, op := range acked {
+		var err error
+		for range 10 { // the first reads may still meet the old primary's connections
+			if _, err = insp.FindByOperation(ctx, op); err == nil || errors.Is(err, jobs.ErrNotFound) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("acknowledged enqueue %s lost in the failover (%d acknowledged, %d unknown): %v", op, len(acked), unknown, err)
+		}
+	}
+	t.Logf("%d enqueues acknowledged, none lost; %d reported unknown", len(acked), unknown)
+}

@@ -1,0 +1,120 @@
+package worker_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// durablePool returns a pool config in durable mode (one replica must hold
+// each claim and completion).
+func durablePool(e *env) worker.Config {
+	cfg := e.config()
+	cfg.Jobs.Durability = jobs.Durability{Replicas: 1, Timeout: 100 * time.Millisecond}
+	return cfg
+}
+
+// A claim that too few replicas acknowledged is not started: the pool puts
+// its jobs back (attempt not consumed) and the handler never runs while
+// replication is cut; once it heals, the job runs exactly once.
+func TestDurableClaimNotAcknowledgedIsNotStarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	e := newEnvOn(t, f.Client(), redistest.Namespace(t))
+	var runs atomic.Int64
+	p := e.pool(durablePool(e))
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(context.Context, *jobs.Job[plainArgs]) error {
+		runs.Add(1)
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	hooks := worker.InitHooks(p, t)
+	job := e.enqueue(plainArgs{})
+	f.Sync()
+	f.CutReplication()
+	e.start(p)
+
+	ev := hooks.PutBack.WaitFor("the job's claim put back", func(ev worker.PutBackEvent) bool {
+		return slices.ContainsFunc(ev.Jobs, func(c ledger.Claimed) bool { return c.ID == job.JobID })
+	})
+	if !strings.Contains(ev.Reason, "not acknowledged") {
+		t.Fatalf("put back for %q, want the unacknowledged claim", ev.Reason)
+	}
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("handler ran %d times on an unacknowledged claim", n)
+	}
+	if rec, err := e.ledger.Get(ctx, jobs.DefaultQueue, job.JobID); err != nil || rec.State == jobs.Succeeded {
+		t.Fatalf("job after an unacknowledged claim: %+v, %v", rec, err)
+	}
+
+	f.HealReplication()
+	rec := jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, job.JobID, jobs.Succeeded)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want once", n)
+	}
+	if rec.Attempts != 1 {
+		t.Fatalf("job took %d attempts, want 1: the unstarted claims must not consume one", rec.Attempts)
+	}
+}
+
+// A completion too few replicas acknowledged is retried: it was applied on
+// the primary, the retry finds it applied by the same token, waits for the
+// replica again (every completion writes, so its wait covers the first
+// try's writes) and reports it applied.
+func TestDurableCompletionIsRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	e := newEnvOn(t, f.Client(), redistest.Namespace(t))
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var runs atomic.Int64
+	p := e.pool(durablePool(e))
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(context.Context, *jobs.Job[plainArgs]) error {
+		runs.Add(1)
+		started <- struct{}{}
+		<-release
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	hooks := worker.InitHooks(p, t)
+	job := e.enqueue(plainArgs{})
+	e.start(p)
+	<-started
+	f.CutReplication()
+	close(release)
+	// The first try applies on the primary and is not acknowledged.
+	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, job.JobID, jobs.Succeeded)
+	onReplica := ledger.New(f.Replica.Client(), ledger.Config{Namespace: e.ns})
+	if rec, err := onReplica.Get(ctx, jobs.DefaultQueue, job.JobID); err != nil || rec.State != jobs.Running {
+		t.Fatalf("replica's record while cut: %+v, %v; want running", rec, err)
+	}
+	hooks.Committed.RequireEmpty()
+	f.HealReplication()
+	out := hooks.Committed.WaitOrTimeout()
+	if len(out) != 1 || !out[0].Applied || out[0].State != jobs.Succeeded {
+		t.Fatalf("completion reported %+v, want applied, succeeded", out)
+	}
+	if rec, err := onReplica.Get(ctx, jobs.DefaultQueue, job.JobID); err != nil || rec.State != jobs.Succeeded {
+		t.Fatalf("replica's record after the acknowledged completion: %+v, %v; want succeeded", rec, err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want once", n)
+	}
+}
