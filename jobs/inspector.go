@@ -276,15 +276,14 @@ func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
 	if p.Limit == 0 {
 		p.Limit = 50
 	}
-	qs := []string{p.Queue}
+	var qs []string
+	var err error
 	if p.Queue == "" {
-		var err error
-		if qs, err = in.l.Queues(ctx); err != nil {
-			return nil, err
-		}
-	} else if err := in.queue(p.Queue); err != nil {
-		return nil, err
-	} else if qs, err = in.physical(ctx, p.Queue); err != nil {
+		qs, err = in.l.Queues(ctx)
+	} else {
+		qs, err = in.names(ctx, p.Queue) // a partitioned queue's partitions
+	}
+	if err != nil {
 		return nil, err
 	}
 	need := p.Offset + p.Limit
