@@ -9,8 +9,13 @@ COPY go.mod go.sum go.work ./
 COPY cmd/go.mod cmd/go.sum ./cmd/
 RUN GOWORK=off go mod download && cd cmd && GOWORK=off go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -o /out/fencedq ./cmd/fencedq \
-    && CGO_ENABLED=0 go build -trimpath -o /out/bank-worker ./examples/bank/cmd/bank-worker
+# The version pools publish in their heartbeat (jobs.Version); the build
+# context holds no git history, so pass it:
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) .
+# Without it, pools report "(devel)".
+ARG VERSION=
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/fencedq/fencedq/jobs.Version=${VERSION}" -o /out/fencedq ./cmd/fencedq \
+    && CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/fencedq/fencedq/jobs.Version=${VERSION}" -o /out/bank-worker ./examples/bank/cmd/bank-worker
 
 FROM debian:12.9-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates wget \

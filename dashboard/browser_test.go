@@ -338,6 +338,18 @@ func TestBrowser(t *testing.T) {
 	if txt := evalJS[string](t, tb, `document.getElementById('job-cancel').textContent`); !strings.Contains(txt, "operator:alice") {
 		t.Errorf("cancel request: %q", txt)
 	}
+	// Its progress shows live: a report made while the page is open appears
+	// without a reload.
+	if txt := evalJS[string](t, tb, `document.getElementById('job-progress').textContent`); txt != "none reported" {
+		t.Errorf("progress before any report: %q", txt)
+	}
+	running, err := f.ledger.Get(context.Background(), "slow", f.healthy)
+	must(t, err)
+	must(t, f.ledger.ReportProgress(context.Background(), "slow", f.healthy, running.Token, 3, 10, "batch 3 of 10"))
+	waitJS(t, tb, "the live progress", `(document.getElementById('job-progress-text') || {}).textContent === '3 of 10 (30%)'`)
+	if txt := evalJS[string](t, tb, `document.getElementById('job-progress').textContent`); !strings.Contains(txt, "batch 3 of 10") || !strings.Contains(txt, "attempt 1") {
+		t.Errorf("progress: %q", txt)
+	}
 	// Operator actions are listed with who and why.
 	must(t, tb.page.Eval(tb.ctx, `location.hash = '#/events/operator'`, nil))
 	waitJS(t, tb, "the operator actions", `document.getElementById('main').dataset.view === 'events' && document.querySelectorAll('#events tbody tr').length === 3`)

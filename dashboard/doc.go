@@ -37,8 +37,10 @@
 //	                        re-run)
 //	#/history?window=1h|24h&queue=
 //	                        charts of succeeded, failed attempts, fenced
-//	                        rejections, deduplications, uncertain and review
-//	                        jobs over the last hour or day
+//	                        rejections, deduplications, jobs that became
+//	                        uncertain and jobs sent to review over the last
+//	                        hour or day (exact per-minute counts kept by the
+//	                        scripts; refreshed live)
 //	#/pools                 every live pool (id, host, pid, queues,
 //	                        concurrency, busy slots, version, start, last
 //	                        heartbeat, Redis's clock minus the pool's,
@@ -98,7 +100,9 @@
 //	GET  api/pools                     live pools (each with its clock measurement), the
 //	                                   maintenance leader marked
 //	GET  api/rewinds                   ledger rewinds detected in the last 24 hours
-//	GET  api/series?window=1h|24h&queue=  chart points: counter deltas and state counts
+//	GET  api/series?window=1h|24h&queue=  chart points: the exact counts per step (kept per
+//	                                   minute by the scripts, the current minute included),
+//	                                   the leader's state snapshots, and the state counts now
 //	GET  api/schedules?id=&ticks=      periodic schedules (at most 500; total counts all),
 //	                                   each with its newest ticks (default 5, at most 100)
 //	                                   and the state of the job each produced
@@ -107,9 +111,10 @@
 //	GET  api/login                     asks the browser for basic-auth credentials
 //	POST api/jobs/{queue}/{id}/resolve {"decision": "succeeded|rerun|dead", "note": "..."}
 //	POST api/jobs/{queue}/{id}/cancel  {"note": "..."} (required)
+//	POST api/jobs/{queue}/{id}/run-now {"note": "..."} (optional): a scheduled pending job due at once
 //	POST api/queues/{queue}/pause      {"note": "..."} (required)
 //	POST api/queues/{queue}/resume     {"note": "..."}
-//	POST api/bulk                      {"action": "cancel|rerun", "jobs": [{"queue","id"}], "note": "..."}
+//	POST api/bulk                      {"action": "cancel|rerun|run_now", "jobs": [{"queue","id"}], "note": "..."}
 //	                                   (at most 1000 jobs; answers done and, per job, why not)
 //
 // An action's body is application/json holding exactly one object of the
@@ -122,7 +127,7 @@
 // The dashboard reads only through jobs.Inspector (List for filtered
 // lists, Search for ids and prefixes, which scans within a budget and says
 // when it stopped early).
-// Every action goes through jobs.Client (Cancel, Resolve, Pause, Resume),
+// Every action goes through jobs.Client (Cancel, Resolve, RunNow, Pause, Resume),
 // which records the operator (operator:<user>) and the note in the job's
 // history or the queue's event feed.
 //

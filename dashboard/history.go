@@ -63,18 +63,24 @@ func (h *Handler) apiPools(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// seriesPoint is one step of a history chart: counter deltas over the step
-// and state counts at its end.
+// seriesPoint is one step of a history chart: the exact counts of the
+// step (kept per minute by the scripts) and, where the maintenance
+// leader's snapshot of the step exists, the jobs per state at its end.
 type seriesPoint struct {
 	At time.Time `json:"at"`
-	// Deltas of the cumulative counters over the step.
+	// Counts over the step.
 	Succeeded    int64 `json:"succeeded"`
 	Attempted    int64 `json:"attempted"`
 	Enqueued     int64 `json:"enqueued"`
 	Failed       int64 `json:"failed"` // attempts that ended dead or to be retried
 	Fenced       int64 `json:"fenced"`
 	Deduplicated int64 `json:"deduplicated"`
-	// Jobs in a state at the end of the step.
+	// UncertainStarted counts jobs that became uncertain during the step
+	// (uncertain episodes started); ReviewStarted those sent to review.
+	UncertainStarted int64 `json:"uncertain_started"`
+	ReviewStarted    int64 `json:"review_started"`
+	// Jobs in a state at the end of the step, from the leader's snapshots
+	// (zero where none was taken).
 	Uncertain int64 `json:"uncertain"`
 	Review    int64 `json:"review"`
 	Pending   int64 `json:"pending"`
@@ -86,6 +92,8 @@ type seriesView struct {
 	StepSeconds int64         `json:"step_seconds"`
 	ServerTime  time.Time     `json:"server_time"`
 	Points      []seriesPoint `json:"points"`
+	// Now are the jobs per state at ServerTime (every queue asked for).
+	Now map[jobs.State]int64 `json:"now"`
 }
 
 // windows are the chart windows and their steps.
@@ -94,27 +102,36 @@ var windows = map[string]struct{ span, step time.Duration }{
 	"24h": {24 * time.Hour, 5 * time.Minute},
 }
 
-// sums are a bucket's counters the charts use.
-type sums struct{ succeeded, attempted, enqueued, failed, fenced, deduped int64 }
-
-func sumsOf(st map[string]int64) sums {
-	s := sums{succeeded: st["succeeded"], attempted: st["attempted"], enqueued: st["enqueued"],
-		failed: st["dead"] + st["retried"]}
-	for k, v := range st {
-		if strings.HasPrefix(k, "fenced_") {
-			s.fenced += v
-		}
-		if strings.HasPrefix(k, "deduplicated_") {
-			s.deduped += v
+// add adds one minute's counts to the point.
+func (p *seriesPoint) add(c map[string]int64) {
+	for k, v := range c {
+		switch {
+		case k == "succeeded":
+			p.Succeeded += v
+		case k == "attempted":
+			p.Attempted += v
+		case k == "enqueued":
+			p.Enqueued += v
+		case k == "dead" || k == "retried":
+			p.Failed += v
+		case k == "uncertain":
+			p.UncertainStarted += v
+		case k == "resolved_review":
+			p.ReviewStarted += v
+		case strings.HasPrefix(k, "fenced_"):
+			p.Fenced += v
+		case strings.HasPrefix(k, "deduplicated_"):
+			p.Deduplicated += v
 		}
 	}
-	return s
 }
 
 // apiSeries returns a queue's (or every queue's) history over the last
 // hour (window=1h, one point a minute) or day (window=24h, one point per
-// five minutes), from the buckets the maintenance leader records each
-// minute (jobs.Inspector.Series).
+// five minutes): the exact counts the scripts keep per minute
+// (jobs.Inspector.Minutes), the current minute included, and the state
+// counts of the maintenance leader's per-minute snapshots
+// (jobs.Inspector.Series).
 func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 	queue := r.URL.Query().Get("queue")
 	if !queueParam(w, queue) {
@@ -141,46 +158,52 @@ func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	// One more bucket than the window, to measure the first step from.
-	since := now.Add(-win.span - jobs.SeriesStep)
-	out := seriesView{Queue: queue, Window: name, StepSeconds: int64(win.step / time.Second), ServerTime: now, Points: []seriesPoint{}}
+	// The window's first step is the one holding now - span, truncated.
+	since := now.Add(-win.span).Truncate(win.step)
+	out := seriesView{Queue: queue, Window: name, StepSeconds: int64(win.step / time.Second), ServerTime: now,
+		Points: []seriesPoint{}, Now: map[jobs.State]int64{}}
 	steps := map[int64]*seriesPoint{}
+	point := func(t time.Time) *seriesPoint {
+		key := t.Truncate(win.step).UnixMilli()
+		p := steps[key]
+		if p == nil {
+			p = &seriesPoint{At: time.UnixMilli(key).UTC()}
+			steps[key] = p
+		}
+		return p
+	}
 	for _, q := range qs {
+		ms, err := h.insp.Minutes(ctx, q, since, now)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for _, m := range ms {
+			point(m.At).add(m.Counts)
+		}
 		bs, err := h.insp.Series(ctx, q, since)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		for i := 1; i < len(bs); i++ {
-			prev, cur := sumsOf(bs[i-1].Stats), sumsOf(bs[i].Stats)
-			key := bs[i].At.Truncate(win.step).UnixMilli()
-			p := steps[key]
-			if p == nil {
-				p = &seriesPoint{At: time.UnixMilli(key).UTC()}
-				steps[key] = p
-			}
-			d := func(a, b int64) int64 { return max(0, a-b) } // a counter reset counts nothing
-			p.Succeeded += d(cur.succeeded, prev.succeeded)
-			p.Attempted += d(cur.attempted, prev.attempted)
-			p.Enqueued += d(cur.enqueued, prev.enqueued)
-			p.Failed += d(cur.failed, prev.failed)
-			p.Fenced += d(cur.fenced, prev.fenced)
-			p.Deduplicated += d(cur.deduped, prev.deduped)
-		}
-		// State counts: each queue's last bucket within each step.
+		// State counts: each queue's last snapshot within each step.
 		last := map[int64]jobs.SeriesBucket{}
-		for _, b := range bs[min(1, len(bs)):] {
+		for _, b := range bs {
 			last[b.At.Truncate(win.step).UnixMilli()] = b
 		}
-		for key, b := range last {
-			p := steps[key]
-			if p == nil {
-				p = &seriesPoint{At: time.UnixMilli(key).UTC()}
-				steps[key] = p
-			}
+		for _, b := range last {
+			p := point(b.At)
 			p.Uncertain += b.Counts[jobs.Uncertain]
 			p.Review += b.Counts[jobs.Review]
 			p.Pending += b.Counts[jobs.Pending]
+		}
+		counts, err := h.insp.Counts(ctx, q)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for s, n := range counts {
+			out.Now[s] += n
 		}
 	}
 	for _, p := range steps {

@@ -56,6 +56,9 @@ type jobView struct {
 	// OverdueMS is how long ago the lease deadline passed (negative: how
 	// soon it passes); only on stuck jobs.
 	OverdueMS *int64 `json:"overdue_ms,omitempty"`
+	// Progress is the latest progress an attempt reported (jobs.Progress),
+	// on the job's own page.
+	Progress *jobs.ProgressReport `json:"progress,omitempty"`
 	// History is the job's latest history entries, when asked for.
 	History []jobs.Entry `json:"history,omitempty"`
 }
@@ -73,7 +76,7 @@ func viewOf(r *jobs.Record) *jobView {
 		TimeoutMS: r.Timeout.Milliseconds(), Args: args, Error: r.Error, Reason: r.Reason, CancelRequestedBy: r.CancelledBy,
 		Bridge:  r.Bridge,
 		Created: r.Created, Updated: r.Updated, RunAt: r.RunAt, Started: r.Started,
-		Finished: r.Finished, UncertainSince: r.UncertainSince,
+		Finished: r.Finished, UncertainSince: r.UncertainSince, Progress: r.Progress,
 	}
 	if r.Token > 0 {
 		v.Token = r.Token.String()

@@ -74,15 +74,17 @@ func (f WorkFunc[T]) Work(ctx context.Context, job *Job[T]) error { return f(ctx
 // Verdict is a reconcile answer about an uncertain job's side effect.
 type Verdict int
 
-// Reconcile answers.
-const (
-	// CannotTell means the outcome is still unknown; ask again later.
-	CannotTell Verdict = iota
-	// Applied means the side effect happened: the job succeeded.
-	Applied
-	// NotApplied means the side effect did not happen: re-run the job.
-	NotApplied
-)
+// The reconcile answers are declared one by one, so that go doc lists
+// them with the type.
+
+// CannotTell means the outcome is still unknown; ask again later.
+const CannotTell Verdict = 0
+
+// Applied means the side effect happened: the job succeeded.
+const Applied Verdict = 1
+
+// NotApplied means the side effect did not happen: re-run the job.
+const NotApplied Verdict = 2
 
 // String returns the verdict's name.
 func (v Verdict) String() string {

@@ -114,4 +114,12 @@
 // (Config.RecentEnqueues); Client.Resubmit, or Config.ResubmitOnRewind,
 // enqueues those the ledger lost again, each exactly once. ARCHITECTURE.md
 // ("Loss you can see") has the mechanism and its limits.
+//
+// To lose less in the first place, set Config.Durability: each enqueue (and
+// each claim, completion and resource-lease acquisition of the pools built
+// from the same Config) is acknowledged only once that many replicas hold
+// it, one Redis WAIT per pipeline of batched calls. An enqueue too few
+// replicas acknowledged in time fails with ErrEnqueueUnknown: enqueue
+// again with the same operation id. See Durability for what this
+// guarantees and what it does not.
 package jobs

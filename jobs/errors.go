@@ -28,6 +28,9 @@ var (
 	// job already written is returned, deduplicated); without one, a retry
 	// may create a second job.
 	ErrEnqueueUnknown = ledger.ErrEnqueueUnknown
+	// ErrNoAttempt means a call that belongs in a handler (Progress) got a
+	// context that no attempt gave.
+	ErrNoAttempt = errors.New("jobs: not in a job attempt")
 )
 
 type markedError struct {

@@ -462,6 +462,19 @@ func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]S
 	return out, nil
 }
 
+// Minutes returns queue q's exact counts per minute from the minute
+// holding from to the one holding to, oldest first, leaving out minutes
+// that counted nothing; minutes are kept for MinuteKeep. The scripts keep
+// them as they count, so every job counts whether or not a maintenance
+// leader was alive (Series holds the leader's snapshots of the state
+// counts).
+func (in *Inspector) Minutes(ctx context.Context, q string, from, to time.Time) ([]MinuteCounts, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.l.Minutes(ctx, q, from, to)
+}
+
 // LeaderStatus is what the acting maintenance leader last published.
 type LeaderStatus = ledger.LeaderStatus
 

@@ -1,13 +1,73 @@
 package jobs
 
 import (
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
 
-// Version is the fencedq version pools publish in their heartbeat.
-var Version = "dev"
+// Version, when set at link time, is the version pools publish in their
+// heartbeat (see [BuildVersion]):
+//
+//	go build -ldflags "-X github.com/fencedq/fencedq/jobs.Version=v1.2.3" ./...
+//
+// The repository's Dockerfile sets it from its VERSION build argument.
+var Version string
+
+// modulePath is the library's module path; the commands' and the tracing
+// integration's modules are below it.
+const modulePath = "github.com/fencedq/fencedq"
+
+// BuildVersion returns the version pools publish in their heartbeat:
+// [Version] when it was set at link time; else the library's version as
+// the binary's build information records it (the version an application
+// required, e.g. v1.2.3, or the pseudo-version the go command stamped on a
+// build of this repository); else the commit the binary was built from
+// ("devel+<12 hex digits>", "+dirty" with local changes); else "(devel)".
+func BuildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	return buildVersion(Version, bi, ok)
+}
+
+// buildVersion is BuildVersion over given build information.
+func buildVersion(linked string, bi *debug.BuildInfo, ok bool) string {
+	if linked != "" {
+		return linked
+	}
+	if !ok || bi == nil {
+		return "(devel)"
+	}
+	known := func(v string) bool { return v != "" && v != "(devel)" }
+	for _, d := range bi.Deps {
+		if d.Path != modulePath {
+			continue
+		}
+		if d.Replace != nil && known(d.Replace.Version) {
+			return d.Replace.Version
+		}
+		if d.Replace == nil && known(d.Version) {
+			return d.Version
+		}
+	}
+	if (bi.Main.Path == modulePath || strings.HasPrefix(bi.Main.Path, modulePath+"/")) && known(bi.Main.Version) {
+		return bi.Main.Version
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	if rev != "" {
+		return "devel+" + rev[:min(12, len(rev))] + dirty
+	}
+	return "(devel)"
+}
 
 // DefaultNamespace is the key prefix used when none is given.
 const DefaultNamespace = "fq"
@@ -18,25 +78,30 @@ const DefaultRetention = 7 * 24 * time.Hour
 // State is a job's state in the ledger (ARCHITECTURE.md has the state table).
 type State = ledger.State
 
-// The job states.
-const (
-	// Pending jobs wait in the queue until due (new, scheduled, retry
-	// scheduled, deferred, or re-run).
-	Pending State = "pending"
-	// Running jobs have a live attempt holding a token.
-	Running State = "running"
-	// Succeeded jobs are done; a redelivery is deduplicated.
-	Succeeded State = "succeeded"
-	// Dead jobs failed permanently or exhausted their retries.
-	Dead State = "dead"
-	// Cancelled jobs were cancelled by an operator before they could finish.
-	Cancelled State = "cancelled"
-	// Uncertain jobs may or may not have applied their side effect; the
-	// reconciler resolves them.
-	Uncertain State = "uncertain"
-	// Review jobs wait for an operator's decision.
-	Review State = "review"
-)
+// The job states, declared one by one so that go doc lists them with State.
+
+// Pending jobs wait in the queue until due (new, scheduled, retry
+// scheduled, deferred, or re-run).
+const Pending State = "pending"
+
+// Running jobs have a live attempt holding a token.
+const Running State = "running"
+
+// Succeeded jobs are done; a redelivery is deduplicated.
+const Succeeded State = "succeeded"
+
+// Dead jobs failed permanently or exhausted their retries.
+const Dead State = "dead"
+
+// Cancelled jobs were cancelled by an operator before they could finish.
+const Cancelled State = "cancelled"
+
+// Uncertain jobs may or may not have applied their side effect; the
+// reconciler resolves them.
+const Uncertain State = "uncertain"
+
+// Review jobs wait for an operator's decision.
+const Review State = "review"
 
 // States lists every state in display order.
 var States = ledger.States
@@ -107,6 +172,16 @@ type SeriesBucket = ledger.SeriesBucket
 
 // SeriesStep is the width of one history bucket.
 const SeriesStep = time.Minute
+
+// MinuteCounts are one queue's exact counts over one minute
+// (Inspector.Minutes): the counters added during the minute, by name
+// (enqueued, attempted, succeeded, dead, cancelled, retried, uncertain,
+// resolved_review, fenced_commit, fenced_renew, deduplicated_enqueue,
+// deduplicated_execute, ...).
+type MinuteCounts = ledger.MinuteCounts
+
+// MinuteKeep is how long a minute's counts are kept.
+const MinuteKeep = ledger.MinuteKeep
 
 // Limits on the names every entry point accepts (the client, the worker's
 // configuration, the operator commands). A name outside them is rejected

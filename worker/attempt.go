@@ -34,7 +34,7 @@ type attempt struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	local  watchdog.Watchdog // cancels ctx at the local deadline of every lease held
+	local  watchdog.Watchdog // cancels ctx at the local deadline of every lease held (on the pool's one timer)
 
 	mu        sync.Mutex
 	resLease  *lease.Lease // the named resource's lease, once acquired
@@ -43,7 +43,7 @@ type attempt struct {
 }
 
 // newAttempt starts the attempt of c, claimed by a call sent at sent, under
-// work.
+// work (a context that is never cancelled: see Pool.Run).
 func (p *Pool) newAttempt(work context.Context, c ledger.Claimed, sent time.Time) *attempt {
 	ctx, cancel := context.WithCancelCause(work)
 	a := &attempt{
@@ -51,7 +51,7 @@ func (p *Pool) newAttempt(work context.Context, c ledger.Claimed, sent time.Time
 		ctx: ctx, cancel: cancel,
 	}
 	a.log = jobLog{l: p.log, job: &a.job}
-	a.local.Start(sent, p.cfg.LeaseTTL, p.margin, cancel, errLocalDeadline)
+	p.watchdogs.Start(&a.local, sent, p.cfg.LeaseTTL, p.margin, cancel, errLocalDeadline)
 	return a
 }
 

@@ -82,7 +82,9 @@ type Config struct {
 	FetchBatch int
 	// FetchPollInterval is how often an idle pool looks for due jobs when no
 	// wake-up arrives (default DefaultFetchPollInterval). Enqueues wake idle
-	// pools at once; polling only covers lost wake-ups.
+	// pools at once; polling only covers lost wake-ups. The look is one
+	// pipelined read of every idle queue's earliest due time (no script):
+	// only queues it shows due are claimed.
 	FetchPollInterval time.Duration
 	// CompleteBatch caps how many outcomes one completion call carries; the
 	// completer flushes whatever has accumulated as soon as its previous

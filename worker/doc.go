@@ -11,23 +11,27 @@
 //
 // # How a pool runs jobs
 //
-// The pool has four parts, each in its own file:
+// The pool has four parts:
 //
-//   - the producer (producer.go) is the fetch loop: one fenced claim
+//   - the producer is the fetch loop: one fenced claim
 //     call per queue takes up to min(free slots, FetchBatch) due jobs and
 //     starts an attempt on each (running, token T, owner, deadline). Queues
 //     are visited by priority (StrictPriority) or in a random order weighted
-//     by priority. An idle pool sleeps until an enqueue publishes a wake-up
-//     on the queue's channel, until the next scheduled job is due, or for
+//     by priority; only queues that may have due work are claimed (a queue
+//     whose claim found nothing waits for a wake-up naming it, its next due
+//     time, or the idle look, one pipelined read of the earliest due time of
+//     every such queue per FetchPollInterval: an idle queue costs no claim).
+//     An idle pool sleeps until an enqueue publishes a wake-up on the
+//     queue's channel, until the next scheduled job is due, or for
 //     FetchPollInterval, whichever comes first;
-//   - the executor (executor.go) runs one attempt (attempt.go): when the
+//   - the executor runs one attempt: when the
 //     kind names a resource it first takes that resource's lease (waiting
 //     up to LeaseWait; a busy resource puts the job back, due a little
 //     later, without consuming an attempt), then calls the handler with a
 //     context carrying the fence (resource, token, owner, operation id)
 //     that is cancelled the moment a lease is lost, at the job's timeout,
 //     or when an operator cancels the job;
-//   - the renewer (renewer.go) renews every running attempt every
+//   - the renewer renews every running attempt every
 //     LeaseTTL/3: one ledger call per queue for all its attempts, and the
 //     resource leases through the lease manager, whose concurrent calls
 //     share pipelines. An attempt whose leases were not all confirmed by
@@ -35,7 +39,7 @@
 //     renewal + LeaseTTL - SafetyMargin) has its handler's context
 //     cancelled, cause matching lease.ErrLost, even if Redis is
 //     unreachable;
-//   - the completer (completer.go) commits outcomes in batches: whatever
+//   - the completer commits outcomes in batches: whatever
 //     arrived while its previous call was in flight goes in the next, one
 //     call per queue, each outcome applied only if its token still runs the
 //     job. A slot frees as soon as its outcome is handed over. A commit by a
@@ -44,7 +48,7 @@
 //     reports success.
 //
 // How a handler call ended maps to the outcome through one pure function,
-// shared with the asynq bridge (internal/attempt.Decide).
+// shared with the asynq bridge.
 //
 // # Middleware
 //
@@ -122,6 +126,12 @@
 // token the ledger lost (a fence.StaleError for the attempt's own fence),
 // the pool raises the job's (or the resource's) counter above storage's
 // mark before committing the retry, so the next attempt is accepted.
+//
+// With Config.Jobs.Durability the pool's claims, completions and resource
+// leases wait for replicas (jobs.Durability). A claim too few replicas
+// acknowledged is never started: its jobs are put back pending, their
+// attempt not consumed (or come back when their leases expire); a
+// completion too few acknowledged is retried.
 //
 // Every claim and completion also checks the ledger for a rewind (a Redis
 // that came back with older data, having lost acknowledged writes): it is

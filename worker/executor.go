@@ -120,6 +120,7 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 	f := fence.Fence{Resource: a.resource, Token: tok, Owner: a.owner, OperationID: c.OperationID}
 	hctx = fence.NewContext(hctx, f)
 	hctx = lease.NewContext(hctx, &lease.Lease{Resource: a.resource, Owner: a.owner, Token: tok, Deadline: c.Deadline})
+	hctx = ledger.WithAttempt(hctx, p.ledger, c.Queue, c.ID, c.Token)
 	base := jobs.Job[jobs.JobArgs]{
 		ID: c.ID, Kind: c.Kind, Queue: c.Queue, OperationID: c.OperationID, Attempt: c.Attempt,
 		MaxRetries: c.MaxRetries, Resource: a.resource, Token: tok, Owner: a.owner, Deadline: deadline,

@@ -26,6 +26,10 @@ type Hooks struct {
 	Decided *testsignal.Signal[Decision]
 	// Clocked: a measurement of Redis's clock was handled.
 	Clocked *testsignal.Signal[ledger.ClockSample]
+	// Looked: an idle look (one read of the earliest due time of every
+	// queue not known to be due) was applied; the value is how many
+	// queues it read.
+	Looked *testsignal.Signal[int]
 	// PutBack: claimed jobs were put back without starting.
 	PutBack *testsignal.Signal[PutBackEvent]
 }
@@ -39,9 +43,10 @@ func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 	p.hooks.committed.Init(tb, "completion batch reported")
 	p.hooks.decided.Init(tb, "maintenance decision counted")
 	p.hooks.clocked.Init(tb, "clock measured")
+	p.hooks.looked.Init(tb, "idle look applied")
 	p.hooks.putBack.Init(tb, "claimed jobs put back")
 	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided, Clocked: &p.hooks.clocked,
-		PutBack: &p.hooks.putBack}
+		Looked: &p.hooks.looked, PutBack: &p.hooks.putBack}
 }
 
 // SetClockEvery makes p measure Redis's clock (and publish its heartbeat)

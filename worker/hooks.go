@@ -19,6 +19,9 @@ type hooks struct {
 	// decided: the maintenance leader's expirer or resolver decided about
 	// a job and counted the decision.
 	decided testsignal.Signal[maintenance.Decision]
+	// looked: an idle look (Ledger.FirstDue) came back and was applied;
+	// the value is how many queues it read.
+	looked testsignal.Signal[int]
 	// clocked: a measurement of Redis's clock was handled (gauge set,
 	// jumps counted and logged).
 	clocked testsignal.Signal[ledger.ClockSample]

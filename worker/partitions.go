@@ -2,40 +2,29 @@ package worker
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
 	"sync"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
 
 // partitions is what a pool knows of its queues' partitions (see
 // jobs.Client.SetPartitions): the queue names it claims from for each of
-// its queues, where each fetch starts among them, and which are idle.
-//
-// A queue without partitions is served as before: one name, never skipped.
-// For a partitioned queue, each fetch visits its partitions in turn from a
-// cursor that starts at a random partition in each pool and moves one on
-// at every fetch, so pools start at different partitions and no partition
-// is everyone's first; the fetch goes on to the next partition while slots
-// are free. A partition whose claim found nothing due is skipped until a
-// wake-up reaches the pool, its next job is due, or FetchPollInterval
-// passed, so an idle partition costs no claim while its siblings are busy.
+// its queues. A partitioned queue enters the producer's queue set
+// (queues.go) as its partitions, each with the queue's priority, so the
+// weighted order starts each fetch at a random partition and goes on to
+// the next while slots are free, and an idle partition costs what an idle
+// queue costs (no claim). The names are read again at every heartbeat; a
+// change rebuilds the set.
 type partitions struct {
-	mu     sync.Mutex
-	names  map[string][]string  // queue → the names holding its jobs
-	layout []string             // the current layouts' names, which the pool registers
-	cursor map[string]int       // queue → the partition the next fetch starts at
-	idle   map[string]time.Time // a partition's name → skipped until
-	sub    *redis.PubSub        // the pool's wake-up subscription (nil before produce)
-	subbed map[string]bool      // the names subscribed to
+	mu      sync.Mutex
+	names   map[string][]string // queue → the names holding its jobs
+	layout  []string            // the current layouts' names, which the pool registers
+	changed bool                // names changed since takeChanged
 }
 
-// refresh reads the partition registry and the queue registry and updates
-// the names served; newly served names are subscribed to.
+// refreshPartitions reads the partition registry and the queue registry
+// and updates the names served.
 func (p *Pool) refreshPartitions(ctx context.Context) error {
 	qs := p.queueNames()
 	counts, err := p.ledger.PartitionsOf(ctx, qs...)
@@ -54,27 +43,13 @@ func (p *Pool) refreshPartitions(ctx context.Context) error {
 	}
 	pt := &p.parts
 	pt.mu.Lock()
-	pt.names, pt.layout = names, layout
-	if pt.cursor == nil {
-		pt.cursor = map[string]int{}
-		pt.idle = map[string]time.Time{}
-	}
-	var add []string
-	if pt.sub != nil {
-		for _, ns := range names {
-			for _, n := range ns {
-				if !pt.subbed[n] {
-					pt.subbed[n] = true
-					add = append(add, p.ledger.NotifyChannel(n))
-				}
-			}
+	defer pt.mu.Unlock()
+	for q, ns := range names {
+		if !slices.Equal(pt.names[q], ns) {
+			pt.changed = true
 		}
 	}
-	sub := pt.sub
-	pt.mu.Unlock()
-	if len(add) > 0 {
-		return sub.Subscribe(ctx, add...)
-	}
+	pt.names, pt.layout = names, layout
 	return nil
 }
 
@@ -86,80 +61,29 @@ func (pt *partitions) current() []string {
 	return slices.Clone(pt.layout)
 }
 
-// all returns every name served.
-func (pt *partitions) all() []string {
+// weights returns the queue set's names and priorities: each queue's
+// names holding its jobs, with the queue's priority.
+func (pt *partitions) weights(queues map[string]int) map[string]int {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	var out []string
-	for _, ns := range pt.names {
-		out = append(out, ns...)
+	out := make(map[string]int, len(queues))
+	for q, w := range queues {
+		ns := pt.names[q]
+		if len(ns) == 0 {
+			ns = []string{q}
+		}
+		for _, n := range ns {
+			out[n] = w
+		}
 	}
 	return out
 }
 
-// expand replaces each queue of order by the names holding its jobs, from
-// the queue's cursor on, leaving out idle partitions, and moves each
-// cursor one on. next is the earliest time a partition left out stops
-// being idle (zero: none left out).
-func (pt *partitions) expand(order []string) (out []string, next time.Time) {
+// takeChanged reports whether the names changed since the last call.
+func (pt *partitions) takeChanged() bool {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	now := time.Now()
-	for _, q := range order {
-		ns := pt.names[q]
-		if len(ns) <= 1 {
-			out = append(out, q)
-			continue
-		}
-		c, ok := pt.cursor[q]
-		if !ok {
-			c = rand.N(len(ns))
-		}
-		pt.cursor[q] = (c + 1) % len(ns)
-		for i := range ns {
-			n := ns[(c+i)%len(ns)]
-			if until, ok := pt.idle[n]; ok {
-				if now.Before(until) {
-					if next.IsZero() || until.Before(next) {
-						next = until
-					}
-					continue
-				}
-				delete(pt.idle, n)
-			}
-			out = append(out, n)
-		}
-	}
-	return out, next
-}
-
-// claimed records what a claim of name found: a partition that had
-// nothing due is idle until its next job is due (dueIn ≥ 0) or poll
-// passed; one paused, until poll passed.
-func (pt *partitions) claimed(name string, got int, paused bool, dueIn, poll time.Duration) {
-	if got > 0 || !ledger.IsPartition(name) && !pt.served(name) {
-		return
-	}
-	wait := poll
-	if !paused && dueIn >= 0 && dueIn < wait {
-		wait = dueIn
-	}
-	pt.mu.Lock()
-	pt.idle[name] = time.Now().Add(wait)
-	pt.mu.Unlock()
-}
-
-// served reports whether a queue's own name is one of several holding its
-// jobs (a queue given partitions, its own jobs draining).
-func (pt *partitions) served(name string) bool {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	return len(pt.names[name]) > 1 && slices.Contains(pt.names[name], name)
-}
-
-// woken forgets every idle mark: a wake-up, or the pool's sleep ended.
-func (pt *partitions) woken() {
-	pt.mu.Lock()
-	clear(pt.idle)
-	pt.mu.Unlock()
+	c := pt.changed
+	pt.changed = false
+	return c
 }

@@ -51,14 +51,16 @@ type handler struct {
 // competes to be the namespace's maintenance leader. Create it with
 // NewPool, add workers with Register, then call Run.
 type Pool struct {
-	rdb     redis.UniversalClient
-	cfg     Config
-	log     *slog.Logger
-	ledger  *ledger.Ledger
-	leases  *lease.Manager
-	margin  time.Duration // the attempts' safety margin (watchdog.Margin of the config's)
-	metrics *metrics.Set
-	series  series // the per-job metric children, by label values
+	rdb    redis.UniversalClient
+	cfg    Config
+	log    *slog.Logger
+	ledger *ledger.Ledger
+	leases *lease.Manager
+	margin time.Duration // the attempts' safety margin (watchdog.Margin of the config's)
+	// watchdogs holds every attempt's local deadline on one timer.
+	watchdogs watchdog.Group
+	metrics   *metrics.Set
+	series    series // the per-job metric children, by label values
 
 	mu       sync.Mutex
 	handlers map[string]*handler
@@ -239,9 +241,12 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)
 
-	// Handlers run under work, which outlives ctx by ShutdownTimeout.
-	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer stopWork(nil)
+	// Handlers run under work's values, and outlive ctx by ShutdownTimeout.
+	// An attempt's context is not a child of a shared cancellable context
+	// (whose lock every attempt would take to register and leave): the
+	// renewer, which knows every running attempt, cancels them all at the
+	// end of ShutdownTimeout (renewer.stopAll).
+	work := context.WithoutCancel(ctx)
 	// Renewals, completions and releases go on until the handlers are done.
 	background, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBackground()
@@ -276,7 +281,7 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	p.log.Info("pool shutting down", "timeout", p.cfg.ShutdownTimeout)
 	if !waitTimeout(&handlers, p.cfg.ShutdownTimeout) {
-		stopWork(errShutdown)
+		p.renewer.stopAll(errShutdown)
 		if !waitTimeout(&handlers, commitTimeout) {
 			p.log.Error("handlers still running after their contexts were cancelled; their leases lapse and the maintenance leader resolves their jobs")
 		}
@@ -300,7 +305,7 @@ func (p *Pool) info() jobs.PoolInfo {
 	}
 	return jobs.PoolInfo{
 		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
-		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.Version, Started: p.started,
+		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.BuildVersion(), Started: p.started,
 		Kinds: kinds, Clock: clock, ClockJumps: jumps,
 	}
 }

@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -21,10 +19,22 @@ const registerEvery = 5 * time.Second
 // call, hands each to an executor goroutine with a context derived from
 // work, and sleeps while nothing is due until a wake-up, the next due time
 // or the poll interval. It returns when ctx ends.
+//
+// It claims only the queues it knows may have due work (see queueSet): a
+// queue whose last claim found nothing due is claimed again when a wake-up
+// names it, when the job the claim said was next becomes due, or when the
+// idle look (one pipelined read of every such queue's earliest due time,
+// every FetchPollInterval) shows a due job. An idle queue costs one plain
+// read per poll interval, no script.
 func (p *Pool) produce(ctx, work context.Context) {
-	wake := p.subscribe(ctx)
+	// A partitioned queue enters the set as its partitions (partitions.go);
+	// the set is rebuilt when they change.
+	qs := newQueueSet(p.parts.weights(p.cfg.Queues), p.cfg.StrictPriority)
+	wake, stopSub := p.subscribeFor(ctx, qs)
+	defer func() { stopSub() }()
 	backoff := time.Duration(0)
 	lastRegister := time.Now()
+	lastLook := time.Now()
 	p.announce(ctx)
 	defer func() {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -40,12 +50,12 @@ func (p *Pool) produce(ctx, work context.Context) {
 			}
 			continue
 		}
-		select {
-		case <-wake: // a job became due somewhere: revisit idle partitions
-			p.parts.woken()
-		default:
+		if time.Since(lastLook) >= p.cfg.FetchPollInterval {
+			lastLook = time.Now()
+			p.lookIdle(ctx, qs)
 		}
-		_, more, dueIn, err := p.fetch(ctx, work, free)
+		qs.takeWoken(time.Now())
+		more, next, hasNext, err := p.fetch(ctx, work, free, qs)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -60,19 +70,24 @@ func (p *Pool) produce(ctx, work context.Context) {
 			continue
 		}
 		// Every queue is drained (or paused): sleep until a wake-up, the
-		// next due job, or the poll interval.
+		// next due job, or the next idle look.
 		if time.Since(lastRegister) > registerEvery {
 			lastRegister = time.Now()
 			p.announce(ctx)
+			if p.parts.takeChanged() {
+				stopSub()
+				qs = newQueueSet(p.parts.weights(p.cfg.Queues), p.cfg.StrictPriority)
+				wake, stopSub = p.subscribeFor(ctx, qs)
+				continue
+			}
 		}
-		wait := p.cfg.FetchPollInterval
-		if dueIn >= 0 && dueIn < wait {
-			wait = dueIn
+		wait := p.cfg.FetchPollInterval - time.Since(lastLook)
+		if hasNext {
+			wait = min(wait, time.Until(next))
 		}
 		if wait > 0 {
 			p.sleep(ctx, wake, wait)
 		}
-		p.parts.woken()
 	}
 }
 
@@ -91,6 +106,13 @@ func (p *Pool) announce(ctx context.Context) {
 	}
 }
 
+// subscribeFor subscribes to qs's wake-ups until ctx ends or stop is
+// called (the queue set is replaced).
+func (p *Pool) subscribeFor(ctx context.Context, qs *queueSet) (wake <-chan struct{}, stop context.CancelFunc) {
+	sctx, stop := context.WithCancel(ctx)
+	return p.subscribe(sctx, qs), stop
+}
+
 // sleep waits for d, a wake-up or the end of ctx.
 func (p *Pool) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) {
 	t := time.NewTimer(d)
@@ -102,27 +124,28 @@ func (p *Pool) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration)
 	}
 }
 
-// subscribe listens on the queues' wake-up channels until ctx ends. Lost
-// wake-ups (a reconnect) are covered by polling.
-func (p *Pool) subscribe(ctx context.Context) <-chan struct{} {
+// subscribe listens on the queues' wake-up channels until ctx ends, marking
+// each woken queue in qs. Lost wake-ups (a reconnect) are covered by the idle
+// look.
+func (p *Pool) subscribe(ctx context.Context, qs *queueSet) <-chan struct{} {
 	wake := make(chan struct{}, 1)
-	names := p.parts.all()
-	channels := make([]string, 0, len(names))
-	subbed := make(map[string]bool, len(names))
-	for _, q := range names {
-		channels = append(channels, p.ledger.NotifyChannel(q))
-		subbed[q] = true
+	byChannel := make(map[string]int, len(qs.queues))
+	channels := make([]string, 0, len(qs.queues))
+	for i, q := range qs.queues {
+		ch := p.ledger.NotifyChannel(q.name)
+		byChannel[ch] = i
+		channels = append(channels, ch)
 	}
 	sub := p.rdb.Subscribe(ctx, channels...)
-	p.parts.mu.Lock()
-	p.parts.sub, p.parts.subbed = sub, subbed
-	p.parts.mu.Unlock()
 	go func() {
 		<-ctx.Done()
 		_ = sub.Close()
 	}()
 	go func() {
-		for range sub.Channel() {
+		for m := range sub.Channel() {
+			if i, ok := byChannel[m.Channel]; ok {
+				qs.wake(i)
+			}
 			select {
 			case wake <- struct{}{}:
 			default:
@@ -132,21 +155,46 @@ func (p *Pool) subscribe(ctx context.Context) <-chan struct{} {
 	return wake
 }
 
-// fetch visits the queues in priority order and claims up to free jobs. It
-// returns how many it started, whether a queue may have more due jobs (a
-// claim got all it asked for, or the slots ran out before every queue was
-// visited), and the shortest wait until a pending job left is due (-1:
-// unknown or none).
-func (p *Pool) fetch(ctx, work context.Context, free int) (started int, more bool, dueIn time.Duration, err error) {
-	dueIn = -1
-	order, idleUntil := p.parts.expand(p.queueOrder())
-	if !idleUntil.IsZero() {
-		dueIn = max(time.Until(idleUntil), 0)
+// lookIdle reads the earliest due time of every queue not known to be due
+// now (one pipelined round trip of plain reads) and marks the queues that
+// have due work, or will sooner than the pool knew. It covers wake-ups lost
+// on the way (a reconnect of the subscription). A failed look is retried at
+// the next poll interval; claims go on meanwhile.
+func (p *Pool) lookIdle(ctx context.Context, qs *queueSet) {
+	names, idx := qs.notDue(time.Now())
+	if len(names) == 0 {
+		return
 	}
-	for _, q := range order {
+	dueIn, err := p.ledger.FirstDue(ctx, names)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("idle look failed", "error", err)
+		}
+		return
+	}
+	// The due times are counted from the reply's arrival: a little late
+	// rather than early, so a delayed job is claimed once, when due.
+	now := time.Now()
+	for j, d := range dueIn {
+		if d >= 0 {
+			qs.dueBy(idx[j], now.Add(d))
+		}
+	}
+	p.hooks.looked.Signal(len(names))
+}
+
+// fetch visits the queues that may have due work, in priority order, and
+// claims up to free jobs. It returns whether a queue may have more due jobs
+// now (a claim got all it asked for, or the slots ran out before every due
+// queue was visited) and, when it is known, the earliest moment a queue is
+// due (hasNext).
+func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bool, next time.Time, hasNext bool, err error) {
+	started := 0
+	for _, i := range qs.order(time.Now()) {
+		q := qs.queues[i].name
 		n := min(free-started, p.cfg.FetchBatch)
 		if n <= 0 {
-			return started, true, dueIn, nil
+			return true, time.Time{}, false, nil
 		}
 		sent := time.Now()
 		res, err := p.claim(ctx, q, n)
@@ -156,30 +204,38 @@ func (p *Pool) fetch(ctx, work context.Context, free int) (started int, more boo
 				// not started, but put back.
 				p.putBack(ctx, q, res.Jobs, "the claim was not acknowledged by enough replicas")
 			}
-			return started, false, dueIn, err
+			return false, time.Time{}, false, err
 		}
 		p.logDropped(q, res.Dropped)
 		if ctx.Err() != nil {
 			// The pool is stopping: the jobs just claimed go back at once,
 			// their attempts not consumed, instead of starting now.
 			p.putBack(ctx, q, res.Jobs, "the pool stopped before the attempt started")
-			return started, false, dueIn, ctx.Err()
+			return false, time.Time{}, false, ctx.Err()
 		}
 		for _, c := range res.Jobs {
 			p.slots <- struct{}{} // never blocks: at most the free slots were claimed
 			p.work <- p.newAttempt(work, c, sent)
 		}
 		started += len(res.Jobs)
-		if !res.Paused && len(res.Jobs)+len(res.Dropped) >= n {
+		switch {
+		case res.Paused:
+			// Claimed again at the next idle look that finds it has due
+			// jobs, or when resuming it wakes the pool.
+			qs.setDue(i, time.Time{}, false)
+		case len(res.Jobs)+len(res.Dropped) >= n:
 			more = true // the claim got all it asked for: there may be more
+			qs.setDue(i, sent, true)
+		case res.DueIn >= 0:
+			// Counted from the reply's arrival (see lookIdle).
+			qs.setDue(i, time.Now().Add(res.DueIn), true)
+		default:
+			qs.setDue(i, time.Time{}, false) // empty until a wake-up
 		}
-		if res.DueIn >= 0 && (dueIn < 0 || res.DueIn < dueIn) {
-			dueIn = res.DueIn
-		}
-		p.parts.claimed(q, len(res.Jobs)+len(res.Dropped), res.Paused, res.DueIn, p.cfg.FetchPollInterval)
 		p.hooks.claimed.Signal(claimEvent{Queue: q, Result: res})
 	}
-	return started, more, dueIn, nil
+	next, hasNext = qs.next()
+	return more, next, hasNext, nil
 }
 
 // claim claims up to n due jobs of queue q. The call is not cancelled with
@@ -216,47 +272,15 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 	p.log.Info("claimed jobs put back without starting", "queue", q, "jobs", len(cs), "reason", reason)
 }
 
-// queueOrder returns the pool's queues in the order one fetch visits them:
-// by priority with StrictPriority, else a random order weighted by priority.
-func (p *Pool) queueOrder() []string {
-	qs := p.queueNames()
-	if len(qs) == 1 {
-		return qs
-	}
-	if p.cfg.StrictPriority {
-		slices.SortFunc(qs, func(a, b string) int { return p.cfg.Queues[b] - p.cfg.Queues[a] })
-		return qs
-	}
-	// Weighted random order: repeatedly draw a queue with probability
-	// proportional to its priority among those left.
-	out := make([]string, 0, len(qs))
-	for len(qs) > 0 {
-		total := 0
-		for _, q := range qs {
-			total += p.cfg.Queues[q]
-		}
-		r := rand.N(total)
-		for i, q := range qs {
-			r -= p.cfg.Queues[q]
-			if r < 0 {
-				out = append(out, q)
-				qs = append(qs[:i], qs[i+1:]...)
-				break
-			}
-		}
-	}
-	return out
-}
-
 // logDropped explains due-index entries a claim removed without an attempt.
 func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 	for _, d := range dropped {
 		switch d.State {
 		case "missing":
-			p.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonUnknownJob).Inc()
+			p.metrics.Rejected.WithLabelValues(q, metrics.ReasonUnknownJob).Inc()
 			p.log.Warn("due entry without a job record removed (expired or lost)", "queue", q, "job_id", d.ID)
 		case string(jobs.Succeeded), string(jobs.Dead), string(jobs.Cancelled):
-			p.metrics.Deduplicated.WithLabelValues(ledger.Logical(q), metrics.StageExecute).Inc()
+			p.metrics.Deduplicated.WithLabelValues(q, metrics.StageExecute).Inc()
 			p.log.Info("duplicate delivery of a finished job acknowledged without running the handler", "queue", q, "job_id", d.ID, "job_state", d.State)
 		default:
 			p.log.Info("stale due entry removed: the job is owned elsewhere", "queue", q, "job_id", d.ID, "job_state", d.State)

@@ -18,9 +18,10 @@ import (
 // attempt whose lease is lost has its context cancelled at once; one whose
 // renewals fail is cancelled by its watchdog at its local deadline.
 type renewer struct {
-	p      *Pool
-	mu     sync.Mutex
-	active map[*attempt]struct{}
+	p       *Pool
+	mu      sync.Mutex
+	active  map[*attempt]struct{}
+	stopped error // set by stopAll: attempts added later are cancelled with it
 }
 
 func newRenewer(p *Pool) *renewer { return &renewer{p: p, active: map[*attempt]struct{}{}} }
@@ -28,7 +29,26 @@ func newRenewer(p *Pool) *renewer { return &renewer{p: p, active: map[*attempt]s
 func (r *renewer) add(a *attempt) {
 	r.mu.Lock()
 	r.active[a] = struct{}{}
+	stopped := r.stopped
 	r.mu.Unlock()
+	if stopped != nil {
+		a.cancel(stopped)
+	}
+}
+
+// stopAll cancels the context of every running attempt, and of every one
+// that starts later, with cause (the pool's shutdown timeout passed).
+func (r *renewer) stopAll(cause error) {
+	r.mu.Lock()
+	r.stopped = cause
+	as := make([]*attempt, 0, len(r.active))
+	for a := range r.active {
+		as = append(as, a)
+	}
+	r.mu.Unlock()
+	for _, a := range as {
+		a.cancel(cause)
+	}
 }
 
 func (r *renewer) remove(a *attempt) {

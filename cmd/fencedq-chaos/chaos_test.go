@@ -493,6 +493,53 @@ func TestFailoverChaosRun(t *testing.T) {
 	}
 }
 
+// TestDurableFailoverChaosRun is the CI run of durable mode: fencedq
+// with durable acknowledgements (--durable) through a failover to a replica
+// cut off before the kill. Enqueues during the cut are not acknowledged
+// (retried with the same operation id), so no acknowledged job is lost:
+// with --durable a lost one would be a violation.
+func TestDurableFailoverChaosRun(t *testing.T) {
+	needServers(t)
+	needCC(t)
+	t.Parallel()
+	o, err := parseOptions([]string{
+		"--failover", "--durable", "--failover-faults", "lagging", "--duration", "20s", "--rate", "6",
+		"--workers", "2", "--concurrency", "3", "--failover-gap", "3s", "--max-failovers", "1",
+		"--max-redis-restarts", "0", "--max-kills", "1", "--max-pauses", "2", "--max-stalls", "1", "--max-slowdowns", "1",
+		"--drain", "40s", "--seed", "20261202",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Progress = &logWriter{t: t}
+	rep, err := runChaos(t.Context(), o)
+	if err != nil {
+		t.Fatalf("chaos run broke: %v", err)
+	}
+	var table bytes.Buffer
+	rep.printTable(&table)
+	t.Log("\n" + table.String())
+	if len(rep.Violations) > 0 {
+		t.Fatalf("the checker found %d violations:\n%s", rep.ViolationCount, strings.Join(rep.Violations, "\n"))
+	}
+	if !rep.Timing.Settled {
+		t.Fatal("the run did not settle")
+	}
+	if rep.Faults[faultFailoverLagging] != 1 {
+		t.Fatalf("want one lagging failover, got faults %v", rep.Faults)
+	}
+	f := rep.Failover
+	if f == nil || !f.Durable || f.AcknowledgedJobs == 0 || f.LostJobs != 0 {
+		t.Fatalf("durable failover summary %+v: want acknowledged jobs, none lost", f)
+	}
+	if rep.Workload.EnqueueErrors == 0 {
+		t.Error("no enqueue was refused during the replication cut: durable mode did not wait for the replica")
+	}
+	if rep.Outcomes["succeeded"] < 30 {
+		t.Errorf("the run did too little to prove anything: outcomes %v", rep.Outcomes)
+	}
+}
+
 // tamperFailover plants two faults in a finished failover run's storage
 // logs and runs the checker again: a later accepted write of a resource
 // lowered below an earlier one, and a resource refused for a minute with

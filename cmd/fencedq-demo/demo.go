@@ -40,7 +40,15 @@ const (
 	memoPause   = "demo: paused worker"
 	memoSlowAck = "demo: answer after timeout"
 	memoCrash   = "demo: crash after effect"
+	// memoNoReport's first attempt gets no answer from the bank, and the
+	// bank's report of it stays unreachable: the reconciler cannot tell,
+	// and the job is left in review for the operator.
+	memoNoReport = "demo: bank report unreachable"
 )
+
+// heldQueue is the queue the demo pauses with one transfer in it, left for
+// the operator to resume.
+const heldQueue = "held"
 
 // summary is what the demo prints at the end.
 type summary struct {
@@ -54,8 +62,11 @@ type summary struct {
 	UncertainResolved int64  `json:"uncertain_resolved"`
 	InReview          int    `json:"in_review"`
 	Unfinished        int    `json:"unfinished"`
-	Lost              int    `json:"lost"`
-	MoneyConserved    bool   `json:"money_conserved"`
+	// LeftForOperator are the jobs the demo leaves on purpose: one in
+	// review, one waiting in a paused queue.
+	LeftForOperator []leftJob `json:"left_for_operator"`
+	Lost            int       `json:"lost"`
+	MoneyConserved  bool      `json:"money_conserved"`
 	// ExactlyOnce is true when every account's balance is what applying
 	// each transfer whose effect the store recorded exactly once gives (a
 	// transfer applied twice keeps the sum but not the balances), and no
@@ -108,7 +119,10 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			if *exit || *asJSON || ctx.Err() != nil {
 				return
 			}
-			fmt.Fprintf(d.progress, "\nThe dashboard stays up at %s for you to explore (the pools are idle now). Ctrl-C to exit; --exit ends the demo after the summary.\n", d.dashURL)
+			fmt.Fprintf(d.progress, "\nThe dashboard stays up at %s for you to explore (the pools still run, idle but for what you do). Ctrl-C to exit; --exit ends the demo after the summary.\n", d.dashURL)
+			if !*asJSON {
+				printLeft(d.progress, s.LeftForOperator, d.dashURL)
+			}
 			<-ctx.Done()
 		})
 		if err != nil {
@@ -159,6 +173,15 @@ type demo struct {
 	stages      []string
 	staged      map[string]stagedJob // the job each stage enqueued, by check name
 	stray       *strayResult         // what the stray due-entry stage saw
+	left        []leftJob            // the jobs left for the operator
+}
+
+// leftJob is a job the demo leaves for the operator, and what to do.
+type leftJob struct {
+	Queue string `json:"queue"`
+	ID    string `json:"id"`
+	State string `json:"state"`
+	What  string `json:"what"`
 }
 
 func (d *demo) stage(format string, a ...any) {
@@ -234,12 +257,12 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 
 	// Two in-process pools share a store that stages the pause and the
 	// late answer.
-	staged := &stagingStore{Store: store, paused: map[string]bool{}}
+	staged := &stagingStore{Store: store, paused: map[string]bool{}, unreachable: map[string]bool{}}
 	runCtx, stopPools := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	for _, name := range []string{"demo-worker-a", "demo-worker-b"} {
 		p, err := worker.NewPool(rdb, worker.Config{
-			Jobs: jobs.Config{Namespace: d.ns}, Concurrency: 8, Queues: map[string]int{"default": 1}, WorkerID: name,
+			Jobs: jobs.Config{Namespace: d.ns}, Concurrency: 8, Queues: map[string]int{"default": 1, heldQueue: 1}, WorkerID: name,
 			LeaseTTL: time.Second, HandlerTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second,
 			RetryDelay: func(int) time.Duration { return 200 * time.Millisecond },
 			Logger:     log, Registerer: d.reg,
@@ -274,7 +297,8 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 	case err := <-serveErr:
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	fmt.Fprintf(d.progress, "running for %v: %d transfers/s between %d accounts; staging failures\n", duration, d.rate, len(d.accounts))
+	fmt.Fprintf(d.progress, "running for %v: %d transfers/s between %d accounts for the first %v, staging failures, then letting them settle\n",
+		duration, d.rate, len(d.accounts), duration*6/10)
 
 	end := start.Add(duration)
 	feedEnd := start.Add(duration * 6 / 10)
@@ -283,11 +307,17 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 	var feedWG sync.WaitGroup
 	feedWG.Add(2)
 	go func() { defer feedWG.Done(); d.feed(feedCtx) }()
-	go func() { defer feedWG.Done(); d.stageFailures(feedCtx, staged) }()
-	go d.report(ctx, start, end)
+	go func() { defer feedWG.Done(); d.stageFailures(feedCtx, ctx, staged) }()
+	reportCtx, stopReport := context.WithCancel(ctx)
+	reported := make(chan struct{})
+	go func() { defer close(reported); d.report(reportCtx, start, end) }()
+	defer func() { stopReport(); <-reported }()
 	feedWG.Wait()
 	if left, err := d.unfinished(ctx); err == nil {
 		fmt.Fprintf(d.progress, "new transfers stopped; %d job(s) still to finish: watch the staged crash and timeouts settle (the maintenance leader reconciles uncertain jobs)\n", left)
+	}
+	if ctx.Err() == nil {
+		d.leaveForOperator(ctx, staged)
 	}
 
 	// Drain: wait for the stream to settle, until the duration ends (and
@@ -299,6 +329,9 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Progress lines end here: the summary is the last word.
+	stopReport()
+	<-reported
 	sctx := context.WithoutCancel(ctx)
 	s, err := d.summarize(sctx, before)
 	if err != nil {
@@ -366,8 +399,11 @@ func (d *demo) enqueueStaged(ctx context.Context, check string, t bank.Transfer,
 }
 
 // stageFailures stages a paused worker, a late answer, a crash and a
-// finished job found due again.
-func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
+// finished job found due again. Stages start while ctx (the feed) lasts;
+// the crash stage, once started, runs to its end under runCtx, so a short
+// run or a slow machine does not cut it off between its enqueue and the
+// kill.
+func (d *demo) stageFailures(ctx, runCtx context.Context, staged *stagingStore) {
 	sleep := func(dur time.Duration) bool {
 		select {
 		case <-ctx.Done():
@@ -389,7 +425,7 @@ func (d *demo) stageFailures(ctx context.Context, staged *stagingStore) {
 	if !sleep(500 * time.Millisecond) {
 		return
 	}
-	if err := d.crash(ctx); err != nil {
+	if err := d.crash(runCtx); err != nil {
 		d.stage("crash stage skipped: %v", err)
 	}
 	if !sleep(500 * time.Millisecond) {
@@ -540,6 +576,9 @@ func (d *demo) unfinished(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	for _, q := range qs {
+		if q == heldQueue { // paused on purpose: left for the operator
+			continue
+		}
 		c, err := l.Counts(ctx, q)
 		if err != nil {
 			return 0, err
@@ -562,9 +601,9 @@ func (d *demo) report(ctx context.Context, start, end time.Time) {
 			return
 		}
 		st := d.stats(ctx)
-		fmt.Fprintf(d.progress, "[%4.0fs] enqueued %d  succeeded %d  dedup %d  fenced %d  uncertain %d  resolved %d\n",
+		fmt.Fprintf(d.progress, "[%4.0fs] enqueued %d  succeeded %d  deduplicated %d  fenced rejections %d  uncertain %d  resolved %d\n",
 			time.Since(start).Seconds(), st["enqueued"], st["succeeded"],
-			st["deduplicated_enqueue"]+st["deduplicated_execute"], st["fenced_commit"]+st["fenced_renew"],
+			st["deduplicated_enqueue"]+st["deduplicated_execute"], st["fenced_commit"]+st["fenced_renew"]+d.storageRejections(),
 			st["uncertain"], st["resolved_succeeded"]+st["resolved_rerun"])
 	}
 }
@@ -586,6 +625,15 @@ func (d *demo) stats(ctx context.Context) map[string]int64 {
 func (d *demo) summarize(ctx context.Context, before map[string]int64) (*summary, error) {
 	st := d.stats(ctx)
 	s := &summary{Stages: d.stages}
+	d.mu.Lock()
+	left := slices.Clone(d.left)
+	d.mu.Unlock()
+	for _, j := range left {
+		if rec, err := d.client.Inspector().Get(ctx, j.Queue, j.ID); err == nil {
+			j.State = string(rec.State)
+		}
+		s.LeftForOperator = append(s.LeftForOperator, j)
+	}
 	d.mu.Lock()
 	s.Enqueued, s.Submissions = len(d.ids), d.submissions
 	ids := make([]string, 0, len(d.ids))
@@ -690,11 +738,76 @@ func printSummary(w io.Writer, s *summary) {
 	printVerdicts(w, s.Verdicts)
 }
 
-// stagingStore stages the paused worker and the late answer.
+// printLeft says what the demo left for the operator, with links.
+func printLeft(w io.Writer, left []leftJob, dash string) {
+	if len(left) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Left for you to act on:")
+	for _, j := range left {
+		fmt.Fprint(w, cli.Escapef("  - job %s (%s, queue %s): %s\n    %s#/job/%s/%s\n", j.ID, j.State, j.Queue, j.What, dash, j.Queue, j.ID))
+	}
+}
+
+// leaveForOperator stages the two jobs the demo leaves for the operator:
+// a transfer the bank never answered whose report stays unreachable (the
+// reconciler cannot tell, and after its tries the job is in review), and
+// a transfer waiting in a paused queue.
+func (d *demo) leaveForOperator(ctx context.Context, staged *stagingStore) {
+	res := d.enqueue(ctx, bank.Transfer{From: d.accounts[6%len(d.accounts)], To: d.accounts[7%len(d.accounts)], Cents: 100, Memo: memoNoReport},
+		jobs.Timeout(300*time.Millisecond), jobs.OperationID("demo-no-report-"+randomHex(4)))
+	if res != nil {
+		staged.makeUnreachable(res.OperationID)
+		d.mu.Lock()
+		d.left = append(d.left, leftJob{Queue: res.Queue, ID: res.JobID, State: string(jobs.Pending),
+			What: "the bank never answered and its report is unreachable: the reconciler could not tell whether the transfer was applied. Decide: succeeded, re-run (it then goes through) or dead"})
+		d.mu.Unlock()
+		d.stage("the bank never answers transfer %s and its report stays unreachable: the reconciler cannot tell, and after its tries the job waits in review for you", res.JobID)
+	}
+	if _, err := d.client.Pause(ctx, heldQueue, "operator:demo", "the demo holds this queue for you to resume"); err != nil {
+		d.stage("paused-queue stage skipped: %v", err)
+		return
+	}
+	res = d.enqueue(ctx, bank.Transfer{From: d.accounts[8%len(d.accounts)], To: d.accounts[9%len(d.accounts)], Cents: 100, Memo: "demo: held"}, jobs.Queue(heldQueue))
+	if res != nil {
+		d.mu.Lock()
+		d.left = append(d.left, leftJob{Queue: res.Queue, ID: res.JobID, State: string(jobs.Pending),
+			What: "stuck: due, but its queue is paused. Resume queue " + heldQueue + " on the overview and it runs"})
+		d.mu.Unlock()
+		d.stage("queue %s is paused with transfer %s due in it: stuck until you resume the queue", heldQueue, res.JobID)
+	}
+}
+
+// stagingStore stages the paused worker, the late answer and the
+// transfer whose report is unreachable.
 type stagingStore struct {
 	bank.Store
-	mu     sync.Mutex
-	paused map[string]bool
+	mu          sync.Mutex
+	paused      map[string]bool
+	unreachable map[string]bool // operation ids whose effect lookups fail until an attempt gets through
+}
+
+// makeUnreachable makes operation op's first attempt get no answer, and
+// every effect lookup of it fail, until an attempt of it gets through (an
+// operator's re-run).
+func (s *stagingStore) makeUnreachable(op string) {
+	s.mu.Lock()
+	s.unreachable[op] = true
+	s.mu.Unlock()
+}
+
+// errNoReport is the bank's report of a staged transfer being unreachable.
+var errNoReport = errors.New("demo: the bank's report of this transfer is unreachable")
+
+// Applied fails for an unreachable operation: the reconciler cannot tell.
+func (s *stagingStore) Applied(ctx context.Context, op string) (fence.Effect, bool, error) {
+	s.mu.Lock()
+	unreachable := s.unreachable[op]
+	s.mu.Unlock()
+	if unreachable {
+		return fence.Effect{}, false, errNoReport
+	}
+	return s.Store.Applied(ctx, op)
 }
 
 func (s *stagingStore) Transfer(ctx context.Context, f fence.Fence, t bank.Transfer) error {
@@ -709,6 +822,18 @@ func (s *stagingStore) Transfer(ctx context.Context, f fence.Fence, t bank.Trans
 			// its context, then writes as if nothing happened.
 			time.Sleep(3 * time.Second)
 			return s.Store.Transfer(context.WithoutCancel(ctx), f, t)
+		}
+	case memoNoReport:
+		s.mu.Lock()
+		first := s.unreachable[f.OperationID] && !s.paused[f.OperationID]
+		s.paused[f.OperationID] = true
+		if !first {
+			delete(s.unreachable, f.OperationID) // a later attempt gets through
+		}
+		s.mu.Unlock()
+		if first {
+			<-ctx.Done() // no answer at all: the attempt ends at its deadline
+			return fmt.Errorf("the bank did not answer: %w", ctx.Err())
 		}
 	case memoSlowAck:
 		err := s.Store.Transfer(ctx, f, t)

@@ -476,6 +476,13 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 	if r.Error != "" {
 		fmt.Fprint(out, cli.Escapef("  last error %s\n", r.Error))
 	}
+	if p := r.Progress; p != nil {
+		fmt.Fprint(out, "  progress ", progressText(p))
+		if p.Attempt != r.Attempts {
+			fmt.Fprint(out, " (an earlier attempt's)")
+		}
+		fmt.Fprintln(out)
+	}
 	if r.CancelledBy != "" && r.State == jobs.Running {
 		fmt.Fprint(out, cli.Escapef("  cancel requested by %s: the attempt is asked to stop; its outcome is still committed by its token\n", r.CancelledBy))
 	}
@@ -878,4 +885,17 @@ func clockText(p jobs.PoolInfo) string {
 		s += fmt.Sprintf(" (%d jump(s) back !)", p.ClockJumps)
 	}
 	return s
+}
+
+// progressText renders an attempt's progress report: "3 of 10 (30%): note,
+// attempt 2 at <time>".
+func progressText(p *jobs.ProgressReport) string {
+	s := fmt.Sprint(p.Done)
+	if p.Total > 0 {
+		s = fmt.Sprintf("%d of %d (%d%%)", p.Done, p.Total, p.Done*100/p.Total)
+	}
+	if p.Note != "" {
+		s += cli.Escapef(": %s", p.Note)
+	}
+	return s + fmt.Sprintf(", attempt %d at %s", p.Attempt, p.At.UTC().Format(time.RFC3339))
 }

@@ -166,12 +166,6 @@ func TestAlertRulesUseWorkerMetrics(t *testing.T) {
 	if len(rf.Groups) == 0 {
 		t.Fatal("no rule groups")
 	}
-	validValue := func(label, v string) bool {
-		if label == "state" || label == "outcome" {
-			return jobs.State(v).Valid()
-		}
-		return slices.Contains(labelValues[label], v)
-	}
 	seen := map[string]bool{}
 	used := map[string]bool{}
 	var exprs []string
@@ -200,62 +194,7 @@ func TestAlertRulesUseWorkerMetrics(t *testing.T) {
 				t.Errorf("%s: unbalanced brackets in %q", where, expr)
 			}
 
-			// Every metric is defined; the labels available to grouping
-			// clauses are the union of the expression's metrics' labels.
-			avail := map[string]bool{}
-			refs := metricRef.FindAllString(expr, -1)
-			if len(refs) == 0 {
-				t.Errorf("%s: expression names no fencedq metric", where)
-			}
-			for _, name := range refs {
-				base, m, ok := resolve(defs, name)
-				if !ok {
-					t.Errorf("%s: %s is not a metric the worker registers", where, name)
-					continue
-				}
-				used[base] = true
-				for _, l := range m.labels {
-					avail[l] = true
-				}
-			}
-			for _, sm := range selector.FindAllStringSubmatch(expr, -1) {
-				_, m, ok := resolve(defs, sm[1])
-				if !ok {
-					continue
-				}
-				for _, part := range strings.Split(sm[2], ",") {
-					mm := matcher.FindStringSubmatch(part)
-					if mm == nil {
-						t.Errorf("%s: cannot read matcher %q", where, part)
-						continue
-					}
-					if !slices.Contains(m.labels, mm[1]) {
-						t.Errorf("%s: %s has no label %q (labels %v)", where, sm[1], mm[1], m.labels)
-					}
-					values := []string{mm[3]}
-					if mm[2] == "=~" || mm[2] == "!~" {
-						values = strings.Split(mm[3], "|")
-					}
-					for _, v := range values {
-						if !validValue(mm[1], v) {
-							t.Errorf("%s: %s=%q is not a value the worker sets", where, mm[1], v)
-						}
-					}
-				}
-			}
-			for _, gm := range grouping.FindAllStringSubmatch(expr, -1) {
-				for _, l := range strings.Split(gm[1], ",") {
-					if l = strings.TrimSpace(l); l != "" && !avail[l] {
-						t.Errorf("%s: groups by %q, which none of its metrics has", where, l)
-					}
-				}
-			}
-			for _, rm := range rateOf.FindAllStringSubmatch(expr, -1) {
-				_, m, ok := resolve(defs, rm[1])
-				if ok && m.kind == "Gauge" {
-					t.Errorf("%s: rate/increase of the gauge %s", where, rm[1])
-				}
-			}
+			checkExpr(t, defs, where, expr, used)
 		}
 	}
 
@@ -277,6 +216,79 @@ func TestAlertRulesUseWorkerMetrics(t *testing.T) {
 	if promtool, err := exec.LookPath("promtool"); err == nil {
 		if out, err := exec.Command(promtool, "check", "rules", alertsFile).CombinedOutput(); err != nil {
 			t.Fatalf("promtool check rules: %v\n%s", err, out)
+		}
+	}
+}
+
+// checkExpr checks one PromQL expression against the registered metrics
+// defs: every metric it names is defined, every label it selects or groups
+// by exists on those metrics, label values are ones the pool sets, and
+// rate() is only taken of counters. It adds the metrics named to used.
+func checkExpr(t *testing.T, defs map[string]metric, where, expr string, used map[string]bool) {
+	t.Helper()
+	validValue := func(label, v string) bool {
+		if (label == "queue" || label == "kind") && strings.HasPrefix(v, "$") {
+			return true // a dashboard's template variable
+		}
+		if label == "state" || label == "outcome" {
+			return jobs.State(v).Valid()
+		}
+		return slices.Contains(labelValues[label], v)
+	}
+	// Every metric is defined; the labels available to grouping
+	// clauses are the union of the expression's metrics' labels.
+	avail := map[string]bool{}
+	refs := metricRef.FindAllString(expr, -1)
+	if len(refs) == 0 {
+		t.Errorf("%s: expression names no fencedq metric", where)
+	}
+	for _, name := range refs {
+		base, m, ok := resolve(defs, name)
+		if !ok {
+			t.Errorf("%s: %s is not a metric the worker registers", where, name)
+			continue
+		}
+		used[base] = true
+		for _, l := range m.labels {
+			avail[l] = true
+		}
+	}
+	for _, sm := range selector.FindAllStringSubmatch(expr, -1) {
+		_, m, ok := resolve(defs, sm[1])
+		if !ok {
+			continue
+		}
+		for _, part := range strings.Split(sm[2], ",") {
+			mm := matcher.FindStringSubmatch(part)
+			if mm == nil {
+				t.Errorf("%s: cannot read matcher %q", where, part)
+				continue
+			}
+			if !slices.Contains(m.labels, mm[1]) {
+				t.Errorf("%s: %s has no label %q (labels %v)", where, sm[1], mm[1], m.labels)
+			}
+			values := []string{mm[3]}
+			if mm[2] == "=~" || mm[2] == "!~" {
+				values = strings.Split(mm[3], "|")
+			}
+			for _, v := range values {
+				if !validValue(mm[1], v) {
+					t.Errorf("%s: %s=%q is not a value the worker sets", where, mm[1], v)
+				}
+			}
+		}
+	}
+	for _, gm := range grouping.FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(gm[1], ",") {
+			if l = strings.TrimSpace(l); l != "" && !avail[l] {
+				t.Errorf("%s: groups by %q, which none of its metrics has", where, l)
+			}
+		}
+	}
+	for _, rm := range rateOf.FindAllStringSubmatch(expr, -1) {
+		_, m, ok := resolve(defs, rm[1])
+		if ok && m.kind == "Gauge" {
+			t.Errorf("%s: rate/increase of the gauge %s", where, rm[1])
 		}
 	}
 }

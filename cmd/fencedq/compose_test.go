@@ -157,6 +157,15 @@ func TestDockerBuildContext(t *testing.T) {
 	if froms == 0 {
 		t.Error("Dockerfile has no FROM")
 	}
+	// The history stays out of the context, so the version pools report
+	// comes from the VERSION build argument, linked into every binary.
+	for _, line := range strings.Split(strings.ReplaceAll(string(df), "\\\n", " "), "\n") {
+		for _, c := range strings.Split(line, "&&") {
+			if strings.Contains(c, "go build") && !strings.Contains(c, "-X github.com/fencedq/fencedq/jobs.Version=${VERSION}") {
+				t.Errorf("Dockerfile: %q does not link the VERSION build argument into jobs.Version", strings.TrimSpace(c))
+			}
+		}
+	}
 	di, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
 	if err != nil {
 		t.Fatalf(".dockerignore: %v", err)
@@ -239,6 +248,17 @@ func TestDockerCompose(t *testing.T) {
 			continue
 		}
 		ctxDir, _ := svc.Build.(string)
+		if b, ok := svc.Build.(map[string]any); ok {
+			ctxDir, _ = b["context"].(string)
+			if args, _ := b["args"].(map[string]any); args != nil {
+				if _, ok := args["VERSION"]; !ok {
+					t.Errorf("%s: the build passes no VERSION (the version its pools report)", name)
+				}
+			}
+		}
+		if ctxDir == "" {
+			t.Errorf("%s: build has no context", name)
+		}
 		if _, err := os.Stat(filepath.Join(root, ctxDir, "Dockerfile")); err != nil {
 			t.Errorf("%s: build context %q has no Dockerfile", name, ctxDir)
 		}

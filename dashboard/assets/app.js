@@ -119,12 +119,14 @@
 
   // chart draws points[field] as one bar per step over [startMs, endMs].
   // A counter ('count') is totalled over the window; a state count
-  // ('gauge') shows its latest value.
-  function chart(name, title, points, field, startMs, endMs, stepMs, kind) {
+  // ('gauge') shows its latest value. The peak is the highest bar (0 with
+  // none); the axis only starts at 1 so that an empty chart still draws.
+  function chart(name, title, points, field, startMs, endMs, stepMs, kind, now) {
     const W = 600, H = 150, L = 44, R = 8, T = 10, B = 22;
     const vals = points.map((p) => ({ t: new Date(p.at).getTime(), v: Number(p[field]) || 0 }))
       .filter((p) => p.t >= startMs - stepMs && p.t <= endMs);
-    const maxV = Math.max(1, ...vals.map((p) => p.v));
+    const peak = Math.max(0, ...vals.map((p) => p.v));
+    const maxV = Math.max(1, peak);
     const x = (t) => L + (W - L - R) * (t - startMs) / (endMs - startMs);
     const y = (v) => T + (H - T - B) * (1 - v / maxV);
     const bw = Math.max(1, (W - L - R) * stepMs / (endMs - startMs) - 0.5);
@@ -142,8 +144,10 @@
       svg('text', { x: L, y: H - 6, class: 'tick' }, tickLabel(startMs, endMs - startMs)),
       svg('text', { x: W - R, y: H - 6, class: 'tick', 'text-anchor': 'end' }, tickLabel(endMs, endMs - startMs)),
       bars);
-    const summary = kind === 'count' ? total + ' in the window' : 'now ' + last + ', peak ' + (vals.length ? maxV : 0);
-    return el('figure', { class: 'chart', id: 'chart-' + name, 'data-total': String(total), 'data-bars': String(bars.length) },
+    const per = ' a ' + (stepMs >= 3600000 ? fmtDuration(stepMs) : (stepMs / 60000) + ' min');
+    const summary = kind === 'count' ? total + ' in the window' + (peak ? ', peak ' + peak + per : '') + (now !== undefined ? '; now ' + now : '')
+      : 'now ' + last + ', peak ' + peak;
+    return el('figure', { class: 'chart', id: 'chart-' + name, 'data-total': String(total), 'data-bars': String(bars.length), 'data-peak': String(peak) },
       el('figcaption', {}, el('strong', {}, title), ' ', el('span', { class: 'muted' }, summary)), g);
   }
 
@@ -152,8 +156,8 @@
     ['failures', 'Failed attempts (dead or retried)', 'failed', 'count'],
     ['fenced', 'Fenced rejections', 'fenced', 'count'],
     ['deduplicated', 'Deduplications', 'deduplicated', 'count'],
-    ['uncertain', 'Uncertain jobs', 'uncertain', 'gauge'],
-    ['review', 'Jobs in review', 'review', 'gauge'],
+    ['uncertain', 'Became uncertain', 'uncertain_started', 'count', 'uncertain'],
+    ['review', 'Sent to review', 'review_started', 'count', 'review'],
   ];
 
   function charts(data, which) {
@@ -162,9 +166,11 @@
     const step = data.step_seconds * 1000;
     const defs = chartDefs.filter((d) => !which || which.includes(d[0]));
     if (!data.points.length) {
-      return el('p', { class: 'muted', id: 'no-history' }, 'No history yet: the maintenance leader records each queue\'s counters once a minute; charts fill in from the second minute.');
+      return el('p', { class: 'muted', id: 'no-history' }, 'Nothing counted in this window yet.');
     }
-    return el('div', { class: 'charts' }, defs.map(([name, title, field, kind]) => chart(name, title, data.points, field, end - span, end, step, kind)));
+    const now = data.now || {};
+    return el('div', { class: 'charts' }, defs.map(([name, title, field, kind, state]) =>
+      chart(name, title, data.points, field, end - span, end, step, kind, state ? (now[state] || 0) : undefined)));
   }
 
   // ---- actions -----------------------------------------------------------
@@ -664,8 +670,8 @@
       ov.queues.map((q) => [' ', el('a', { href: '#/history?' + new URLSearchParams({ window: win, queue: q.name }).toString(), class: queue === q.name ? 'active' : '' }, q.name)]));
     show('history', el('h1', {}, 'History ', el('small', { class: 'muted' }, (queue ? 'queue ' + queue : 'every queue') + ', one bar per ' + fmtDuration(data.step_seconds * 1000))),
       tabs, charts(data),
-      el('p', { class: 'muted' }, 'From per-minute snapshots the maintenance leader keeps in Redis for a day (they survive restarts of the dashboard and the pools). Counters are per bar; uncertain and review are the jobs in that state at the end of each bar.'));
-    schedule(30000);
+      el('p', { class: 'muted' }, 'Exact counts per bar, kept per minute by the queue\'s own scripts in Redis for a day (every job counts, whether or not a maintenance leader ran; they survive restarts of the dashboard and the pools); the current minute is included and the page refreshes itself. "Now" is the jobs in that state at this moment.'));
+    schedule(win === '1h' ? 5000 : 30000);
   }
 
   async function stuckPage(my) {
@@ -788,11 +794,40 @@
         (d.queue_paused ? ' (queue ' + j.queue + ' is paused by ' + d.queue_paused.actor + ')' : ' (is a pool serving queue ' + j.queue + '?)'));
     }
     const lease = j.state === 'running' ? el('span', { id: 'job-lease', class: 'nowrap' }) : '';
+    let deadline = new Date(j.deadline).getTime();
+    const progress = el('span', { id: 'job-progress' });
+    const showProgress = (p, attempts) => {
+      if (!p) { progress.replaceChildren(el('span', { class: 'muted' }, 'none reported')); return; }
+      const pct = p.total > 0 ? Math.floor(100 * p.done / p.total) : null;
+      progress.replaceChildren(
+        pct !== null ? el('progress', { max: String(p.total), value: String(p.done) }) : '',
+        ' ', el('span', { id: 'job-progress-text' }, p.total > 0 ? p.done + ' of ' + p.total + ' (' + pct + '%)' : String(p.done)),
+        p.note ? ' · ' : '', p.note ? el('span', { id: 'job-progress-note' }, p.note) : '',
+        el('span', { class: 'muted' }, ' · attempt ' + p.attempt + (p.attempt !== attempts ? ' (an earlier attempt)' : '') + ', ' + ago(p.at)));
+    };
+    showProgress(j.progress, j.attempts);
+    if (j.state === 'running') {
+      // Follow the running attempt: its progress and lease deadline every
+      // 2 s; once it ended, show the job anew, unless the operator is
+      // typing in a form.
+      const follow = async () => {
+        if (my !== seq) return;
+        try {
+          const n = await api('api/jobs/' + enc(queue) + '/' + enc(id));
+          if (my !== seq) return;
+          const typing = main.contains(document.activeElement) && /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement.tagName);
+          if ((n.job.state !== 'running' || n.job.token !== j.token) && !typing) { render(true); return; }
+          showProgress(n.job.progress, n.job.attempts);
+          if (n.job.deadline) deadline = new Date(n.job.deadline).getTime();
+        } catch (_) { /* try again at the next step */ }
+        if (my === seq) timer = setTimeout(follow, 2000);
+      };
+      timer = setTimeout(follow, 2000);
+    }
     if (lease) {
-      const deadline = new Date(j.deadline).getTime();
       const tick = () => {
         const left = deadline - (Date.now() + skew);
-        lease.textContent = fmtTime(j.deadline) + (left >= 0 ? ' (in ' + fmtDuration(left) + ')' : ' (passed ' + fmtDuration(left) + ' ago)');
+        lease.textContent = fmtTime(deadline) + (left >= 0 ? ' (in ' + fmtDuration(left) + ')' : ' (passed ' + fmtDuration(left) + ' ago)');
         lease.classList.toggle('warn', left < 0);
       };
       tick();
@@ -846,6 +881,7 @@
         ['Queue paused', d.queue_paused ? 'by ' + d.queue_paused.actor + (d.queue_paused.note ? ': ' + d.queue_paused.note : '') + ' (' + ago(d.queue_paused.at) + ')' : ''],
         [j.state === 'running' ? 'Owner' : 'Last owner', j.owner],
         ['Lease deadline', lease],
+        ['Progress', j.progress || j.state === 'running' ? progress : ''],
         ['Attempts', String(j.attempts) + ' (max retries ' + j.max_retries + ', runs ' + j.runs + ')'],
         ['Created', fmtTime(j.created)], ['Updated', fmtTime(j.updated)], ['Finished', j.finished ? fmtTime(j.finished) : ''],
         ['Uncertain since', j.uncertain_since ? fmtTime(j.uncertain_since) : ''],

@@ -1,5 +1,7 @@
 package ledger
 
+import "strconv"
+
 // Every Redis key of the queue is built here, and nowhere else. For
 // namespace ns and queue q (ARCHITECTURE.md has the table, with what each
 // key holds):
@@ -7,12 +9,13 @@ package ledger
 //	ns:{q}:job:<id>, ns:{q}:job:<id>:history, ns:{q}:op:<operation id>
 //	ns:{q}:<state>                  one sorted set per state (pending is the queue)
 //	ns:{q}:stats, :events, :reconciler, :paused, :idle, :notify, :series, :rewinds
+//	ns:{q}:minute:<ms>              one minute's counts (expiring after MinuteKeep)
 //	ns:epoch                        the fencing epochs (internal/epoch)
 //	ns:queues, ns:reconciler:status, ns:pools, ns:pool:<id>
 //	ns:{periodic}:leader, :schedules, :schedule:<id>, :schedule:<id>:ticks
 //
 // Every key of a queue shares the hash slot {q}; the scripts derive the
-// per-job keys from the prefix (ARGV 1), so they stay in it.
+// per-job and per-minute keys from the prefix (ARGV 1), so they stay in it.
 
 func (l *Ledger) prefix(q string) string { return l.cfg.Namespace + ":{" + q + "}:" }
 
@@ -100,5 +103,12 @@ func (l *Ledger) scheduleKeys(id string) []string {
 }
 
 func (l *Ledger) seriesKey(q string) string { return l.prefix(q) + "series" }
+
+// minuteKey is queue q's counts of the minute starting at ms (unix
+// milliseconds); the scripts build the same name from the queue's prefix
+// (prelude.lua's per_minute).
+func (l *Ledger) minuteKey(q string, ms int64) string {
+	return l.prefix(q) + "minute:" + strconv.FormatInt(ms, 10)
+}
 
 func (l *Ledger) rewindsKey(q string) string { return l.prefix(q) + "rewinds" }

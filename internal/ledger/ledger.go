@@ -222,6 +222,8 @@ var (
 	raiseSrc string
 	//go:embed lua/rewind.lua
 	rewindSrc string
+	//go:embed lua/progress.lua
+	progressSrc string
 
 	enqueueScript  = script(enqueueSrc)
 	claimScript    = script(claimSrc)
@@ -235,13 +237,15 @@ var (
 	runNowScript   = script(runNowSrc)
 	raiseScript    = script(raiseSrc)
 	rewindScript   = script(rewindSrc)
+	progressScript = script(progressSrc)
 
 	bridgeClaimScript = script(bridgeClaimSrc)
 )
 
-// script builds a ledger script: internal/epoch's library (token minting
-// and comparison of decimal uint64 tokens), the prelude, then src.
-func script(src string) *redis.Script { return redis.NewScript(epoch.Lua + prelude + src) }
+// script builds a ledger script: the definitions src uses of internal/epoch's
+// library (token minting and comparison of decimal uint64 tokens) and of the
+// prelude (see link), then src.
+func script(src string) *redis.Script { return redis.NewScript(link(epoch.Lua+prelude, src)) }
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

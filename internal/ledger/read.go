@@ -49,6 +49,9 @@ type Record struct {
 	// Headers are the job's headers, given at enqueue (trace context, a
 	// tenant id): shown as they are, never redacted.
 	Headers map[string]string `json:"headers,omitempty"`
+	// Progress is the latest progress an attempt reported (jobs.Progress),
+	// nil when none did. It stays after the attempt ended.
+	Progress *Progress `json:"progress,omitempty"`
 
 	// Payload is the raw JSON args, sensitive fields included. Never show it.
 	Payload []byte `json:"-"`
@@ -108,6 +111,7 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		Created: msTime(h["created"]), RunAt: msTime(h["run_at"]),
 		Started: msTime(h["started"]), Finished: msTime(h["finished"]), UncertainSince: msTime(h["uncertain_since"]),
 		Payload: []byte(h["payload"]), Bridge: h["bridge"], Headers: decodeHeaders(h["headers"]),
+		Progress: decodeProgress(h["progress"]),
 	}
 	if r.RunAt.IsZero() {
 		r.RunAt = r.Created

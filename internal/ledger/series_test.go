@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -85,5 +86,72 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMinutesCountedByTheScripts: the scripts count every enqueue, claim
+// and outcome into the minute they ran in (no leader involved), a batch's
+// outcomes included, and each minute's counts expire after MinuteKeep.
+func TestMinutesCountedByTheScripts(t *testing.T) {
+	rdb, _ := redistest.New(t)
+	f := newFixture(t, rdb)
+	ctx := context.Background()
+	a := f.enqueue(jobs.OperationID("op-a"))
+	f.enqueue(jobs.OperationID("op-a")) // deduplicated
+	b, c := f.enqueue(), f.enqueue()
+	res, err := f.l.Claim(ctx, f.q, "w1", time.Minute, 10)
+	must(t, err)
+	if len(res.Jobs) != 3 {
+		t.Fatalf("claimed %d jobs", len(res.Jobs))
+	}
+	tok := map[string]ledger.Claimed{}
+	for _, j := range res.Jobs {
+		tok[j.ID] = j
+	}
+	_, err = f.l.Complete(ctx, f.q, []ledger.Completion{
+		{ID: a, Token: tok[a].Token, Outcome: ledger.Outcome{To: ledger.Succeeded}},
+		{ID: b, Token: tok[b].Token, Outcome: ledger.Outcome{To: ledger.Succeeded}},
+		{ID: c, Token: tok[c].Token, Outcome: ledger.Outcome{To: ledger.Uncertain, Reason: "timeout"}},
+	})
+	must(t, err)
+	// A stale completion of a finished job is fenced.
+	_, err = f.l.Complete(ctx, f.q, []ledger.Completion{{ID: a, Token: tok[a].Token - 1, Outcome: ledger.Outcome{To: ledger.Succeeded}}})
+	must(t, err)
+
+	now, err := f.l.ServerTime(ctx)
+	must(t, err)
+	ms, err := f.l.Minutes(ctx, f.q, now.Add(-time.Hour), now)
+	must(t, err)
+	if len(ms) == 0 || len(ms) > 2 { // the calls may straddle a minute
+		t.Fatalf("minutes: %+v", ms)
+	}
+	sum := map[string]int64{}
+	for _, m := range ms {
+		if m.At.Second() != 0 || m.At.After(now) {
+			t.Errorf("minute at %v", m.At)
+		}
+		for k, v := range m.Counts {
+			sum[k] += v
+		}
+		ttl, err := rdb.PTTL(ctx, f.l.Namespace()+":{"+f.q+"}:minute:"+strconv.FormatInt(m.At.UnixMilli(), 10)).Result()
+		must(t, err)
+		if ttl <= ledger.MinuteKeep-2*time.Minute || ttl > ledger.MinuteKeep {
+			t.Errorf("minute %v expires in %v, want about %v", m.At, ttl, ledger.MinuteKeep)
+		}
+	}
+	want := map[string]int64{"enqueued": 3, "deduplicated_enqueue": 1, "attempted": 3, "succeeded": 2, "uncertain": 1, "fenced_commit": 1}
+	for k, v := range want {
+		if sum[k] != v {
+			t.Errorf("%s counted %d, want %d (all: %v)", k, sum[k], v, sum)
+		}
+	}
+	// The stats hash and the minutes agree.
+	for k := range want {
+		if f.stat(k) != sum[k] {
+			t.Errorf("stats %s = %d, minutes %d", k, f.stat(k), sum[k])
+		}
+	}
+	if old, err := f.l.Minutes(ctx, f.q, now.Add(-3*time.Hour), now.Add(-2*time.Hour)); err != nil || len(old) != 0 {
+		t.Errorf("an earlier window: %+v %v", old, err)
 	}
 }

@@ -48,7 +48,8 @@ type ClaimResult struct {
 	// Paused is true when the queue is paused (nothing was claimed).
 	Paused bool
 	// DueIn is, when nothing was due, how long until the earliest pending
-	// job becomes due by the Redis clock; -1 when the queue is empty.
+	// job becomes due by the Redis clock (at most a day); -1 when the queue
+	// is empty.
 	DueIn time.Duration
 }
 
@@ -89,7 +90,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 		if err := r.need(3); err != nil {
 			return false, err
 		}
-		return r.int(0) == -1 && unacked == nil, nil
+		return r.int(0) == -1, nil // another primary: refresh (nothing was claimed)
 	})
 	if err != nil {
 		return nil, wrap("claim "+q, err)
@@ -100,7 +101,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	}
 	res := &ClaimResult{Paused: r.int(0) == 1, DueIn: -1}
 	if due := r.int(1); due >= 0 {
-		res.DueIn = time.Duration(due) * time.Millisecond
+		res.DueIn = time.Duration(min(due, maxDueIn.Milliseconds())) * time.Millisecond
 	}
 	n := int(r.int(2))
 	seq := seqReply{seq: r.int(3), bumped: r.int(4), enqueued: r.int(5)}

@@ -19,10 +19,13 @@
 // local deadline passes without a confirmation. It costs one timer and does
 // not reset it on each confirmation: the timer fires at the deadline it was
 // armed for and, if a confirmation moved the deadline meanwhile, re-arms
-// itself for the new one.
+// itself for the new one. Watchdogs started through a [Group] share the
+// group's one timer instead (a pool's attempts: one timer per pool, armed at
+// the earliest deadline of a heap), under the same rule.
 package watchdog
 
 import (
+	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -55,8 +58,12 @@ type Watchdog struct {
 	confirmed time.Time     // local send time of the last confirmation
 	cancel    context.CancelCauseFunc
 	cause     error
-	timer     *time.Timer
-	over      bool // fired or stopped
+	timer     *time.Timer // nil in a group
+	over      bool        // fired or stopped
+
+	group *Group    // the group whose timer serves w (nil: its own timer)
+	index int       // w's place in the group's heap (-1: not in it); under group.mu
+	due   time.Time // the deadline w is in the heap for; under group.mu
 }
 
 // Start arms w for a lease of ttl whose last confirmation was sent at
@@ -68,6 +75,122 @@ func (w *Watchdog) Start(confirmed time.Time, ttl, margin time.Duration, cancel 
 	defer w.mu.Unlock()
 	w.window, w.confirmed, w.cancel, w.cause = ttl-margin, confirmed, cancel, cause
 	w.timer = time.AfterFunc(time.Until(w.deadline()), w.expire)
+}
+
+// Group serves many watchdogs with one timer, armed at the earliest
+// deadline among them: starting, confirming and stopping a watchdog costs
+// a heap operation at most, and no timer of its own. Confirmations do not
+// touch the heap: a watchdog found in it past a deadline that moved is put
+// back for the new one, as a lone watchdog re-arms its timer. The zero
+// value is ready to use; a Group must not be copied after first use.
+type Group struct {
+	mu    sync.Mutex
+	h     watchHeap
+	timer *time.Timer
+	armed time.Time // what the timer is set for (zero: stopped)
+}
+
+// Start arms w, as Watchdog.Start does, on g's timer.
+func (g *Group) Start(w *Watchdog, confirmed time.Time, ttl, margin time.Duration, cancel context.CancelCauseFunc, cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.window, w.confirmed, w.cancel, w.cause = ttl-margin, confirmed, cancel, cause
+	w.group, w.index = g, -1
+	g.add(w, w.deadline())
+}
+
+// Len returns how many watchdogs wait on g's timer.
+func (g *Group) Len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.h)
+}
+
+// add puts w in the heap for deadline due and arms the timer for it when it
+// is the earliest.
+func (g *Group) add(w *Watchdog, due time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w.due = due
+	if w.index >= 0 {
+		heap.Fix(&g.h, w.index)
+	} else {
+		heap.Push(&g.h, w)
+	}
+	g.arm()
+}
+
+// remove takes w out of the heap and stops the timer when none is left.
+func (g *Group) remove(w *Watchdog) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w.index >= 0 {
+		heap.Remove(&g.h, w.index)
+	}
+	if len(g.h) == 0 && g.timer != nil {
+		g.timer.Stop()
+		g.armed = time.Time{}
+	}
+}
+
+// arm sets the timer for the earliest deadline in the heap, unless it is
+// set for that moment or an earlier one already (an early firing finds
+// nothing due and re-arms). g.mu is held.
+func (g *Group) arm() {
+	if len(g.h) == 0 {
+		return
+	}
+	next := g.h[0].due
+	if !g.armed.IsZero() && !next.Before(g.armed) {
+		return
+	}
+	g.armed = next
+	if g.timer == nil {
+		g.timer = time.AfterFunc(time.Until(next), g.fire)
+		return
+	}
+	g.timer.Reset(time.Until(next))
+}
+
+// fire takes every watchdog whose deadline passed out of the heap and
+// checks each: it cancels the context, or puts the watchdog back for the
+// deadline a confirmation moved it to.
+func (g *Group) fire() {
+	now := time.Now()
+	g.mu.Lock()
+	var due []*Watchdog
+	for len(g.h) > 0 && !g.h[0].due.After(now) {
+		due = append(due, heap.Pop(&g.h).(*Watchdog))
+	}
+	g.armed = time.Time{}
+	g.arm()
+	g.mu.Unlock()
+	for _, w := range due {
+		w.check(now)
+	}
+}
+
+// watchHeap orders watchdogs by the deadline they wait for.
+type watchHeap []*Watchdog
+
+func (h watchHeap) Len() int           { return len(h) }
+func (h watchHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h watchHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *watchHeap) Push(x any) {
+	w := x.(*Watchdog)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *watchHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	w.index = -1
+	*h = old[:len(old)-1]
+	return w
 }
 
 // Confirm records a confirmation of the lease sent at sent: the deadline
@@ -97,6 +220,9 @@ func (w *Watchdog) Stop() {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
+	if w.group != nil {
+		w.group.remove(w)
+	}
 }
 
 func (w *Watchdog) deadline() time.Time { return w.confirmed.Add(w.window) }
@@ -114,7 +240,11 @@ func (w *Watchdog) check(now time.Time) {
 		return
 	}
 	if left := w.deadline().Sub(now); left > 0 {
-		w.timer.Reset(left)
+		if w.group != nil {
+			w.group.add(w, w.deadline())
+		} else {
+			w.timer.Reset(left)
+		}
 		return
 	}
 	w.over = true

@@ -165,3 +165,87 @@ func TestStopPreventsFiring(t *testing.T) {
 	var never Watchdog
 	never.Stop()
 }
+
+// TestGroupFiresEachAtItsDeadline: watchdogs sharing a group's timer each
+// fire, with their cause, not before their own deadline (a confirmed one at
+// its moved deadline); a stopped one never fires; the heap empties.
+func TestGroupFiresEachAtItsDeadline(t *testing.T) {
+	var g Group
+	const n = 5
+	rs := make([]*recorder, n)
+	ws := make([]*Watchdog, n)
+	starts := make([]time.Time, n)
+	margin := 10 * time.Millisecond
+	for i := range n {
+		rs[i] = newRecorder(t)
+		ws[i] = &Watchdog{}
+		starts[i] = time.Now()
+		// TTLs out of order, so the heap's earliest changes as they come.
+		g.Start(ws[i], starts[i], time.Duration(60+40*((i*3)%n))*time.Millisecond, margin, rs[i].fire, errExpired)
+	}
+	if g.Len() != n {
+		t.Fatalf("%d watchdogs in the group, want %d", g.Len(), n)
+	}
+	ws[1].Stop()
+	moved := time.Now().Add(150 * time.Millisecond)
+	ws[2].Confirm(moved)
+	for i := range n {
+		if i == 1 {
+			continue
+		}
+		select {
+		case <-rs[i].ctx.Done():
+		case <-time.After(testsignal.Timeout()):
+			t.Fatalf("watchdog %d not cancelled", i)
+		}
+		if !errors.Is(context.Cause(rs[i].ctx), errExpired) {
+			t.Fatalf("watchdog %d: cause %v", i, context.Cause(rs[i].ctx))
+		}
+		want := ws[i].Deadline()
+		if rs[i].at.Before(want) {
+			t.Fatalf("watchdog %d cancelled %v before its deadline", i, want.Sub(rs[i].at))
+		}
+	}
+	if !ws[2].Deadline().Equal(moved.Add(ws[2].window)) {
+		t.Fatalf("the confirmed watchdog's deadline did not move")
+	}
+	if rs[1].count() != 0 {
+		t.Fatal("a stopped watchdog in a group fired")
+	}
+	if g.Len() != 0 {
+		t.Fatalf("%d watchdogs left in the group", g.Len())
+	}
+}
+
+// TestGroupCheckRequeues: a group's watchdog found before its moved
+// deadline goes back in the heap; at the deadline it fires once and leaves;
+// Stop takes a waiting one out.
+func TestGroupCheckRequeues(t *testing.T) {
+	var g Group
+	r := newRecorder(t)
+	w := &Watchdog{}
+	c0 := time.Now()
+	g.Start(w, c0, longTTL, Margin(longTTL, 0), r.fire, errExpired)
+	window := longTTL - Margin(longTTL, 0)
+	w.Confirm(c0.Add(time.Minute))
+	g.mu.Lock()
+	g.h.Pop() // as fire does with a watchdog whose deadline it reached
+	g.mu.Unlock()
+	w.check(c0.Add(window))
+	if r.count() != 0 || g.Len() != 1 {
+		t.Fatalf("before the moved deadline: %d cancels, %d in the group", r.count(), g.Len())
+	}
+	g.mu.Lock()
+	g.h.Pop()
+	g.mu.Unlock()
+	w.check(c0.Add(time.Minute + window))
+	if r.count() != 1 || g.Len() != 0 {
+		t.Fatalf("at the moved deadline: %d cancels, %d in the group", r.count(), g.Len())
+	}
+	other := &Watchdog{}
+	g.Start(other, c0, longTTL, 0, newRecorder(t).fire, errExpired)
+	other.Stop()
+	if g.Len() != 0 {
+		t.Fatalf("a stopped watchdog stayed in the group")
+	}
+}

@@ -23,10 +23,11 @@ for _, id in ipairs(ids) do
     move(id, 'running', 'uncertain', now)
     redis.call('HSET', k, 'state', 'uncertain', 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
     record(id, {event = 'end', attempt = num(h[4]), token = h[3], outcome = 'uncertain', reason = reason})
-    count('uncertain')
+    tallied('uncertain')
     moved[#moved + 1] = id
   end
 end
+flush_tally()
 local next_in = -1
 local first = redis.call('ZRANGE', index['running'], 0, 0, 'WITHSCORES')
 if first[2] then next_in = math.max(num(first[2]) - now, 0) end

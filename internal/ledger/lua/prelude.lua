@@ -120,7 +120,28 @@ local function event(entry)
   end
 end
 
-local function count(field, n) return redis.call('HINCRBY', statsk, field, n or 1) end
+-- per_minute adds n to counter field of the current minute's hash,
+-- P .. 'minute:' .. <the minute's start, ms by Redis's clock>: exact counts
+-- per minute for the dashboard's charts, kept by the scripts themselves so
+-- every job counts whether or not a maintenance leader is alive. Every
+-- counter count and flush_tally add to goes here too: one more HINCRBY per
+-- counter and call (per kind of outcome for a batch), and a PEXPIREAT when a
+-- counter first appears in a minute, so each minute's hash is gone
+-- MINUTE_KEEP_MS after the minute began (ledger.MinuteKeep).
+local MINUTE_MS, MINUTE_KEEP_MS = 60000, 25 * 3600000
+local minute_at = now - now % MINUTE_MS
+local minutek = P .. 'minute:' .. fmt(minute_at)
+local function per_minute(field, n)
+  if n == 0 then return end
+  if redis.call('HINCRBY', minutek, field, n) == n then
+    redis.call('PEXPIREAT', minutek, fmt(minute_at + MINUTE_KEEP_MS))
+  end
+end
+
+local function count(field, n)
+  per_minute(field, n or 1)
+  return redis.call('HINCRBY', statsk, field, n or 1)
+end
 
 -- The queue's write sequence, stats field 'seq', rises by one with every
 -- call of a script that changes the queue's jobs (seq_bump, once per call).
@@ -166,7 +187,10 @@ end
 local tally = {}
 local function tallied(field) tally[field] = (tally[field] or 0) + 1 end
 local function flush_tally()
-  for field, n in pairs(tally) do redis.call('HINCRBY', statsk, field, n) end
+  for field, n in pairs(tally) do
+    redis.call('HINCRBY', statsk, field, n)
+    per_minute(field, n)
+  end
 end
 
 -- unfinish undoes finish for a job that leaves a final state (a re-run).

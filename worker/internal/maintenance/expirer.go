@@ -2,11 +2,13 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/testsignal"
+	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -38,7 +40,9 @@ func (x *expirer) wakeUps(context.Context) <-chan struct{} { return x.wake }
 
 // runOnce is one expiry pass over every queue. Its expire calls also raise
 // each queue's leader high-water to this leader's token, so a deposed
-// leader is refused everywhere. After the pass it wakes itself at the
+// leader is refused everywhere. It calls Expire only on the queues a look
+// (Ledger.FirstDeadline, plain reads) shows with a passed deadline or
+// without this leader's token recorded: an idle queue costs one read. After the pass it wakes itself at the
 // earliest running deadline when that comes before the next interval, so a
 // crashed worker's job is found within about its lease TTL.
 func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
@@ -53,14 +57,43 @@ func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
 			})
 		}
 	}()
-	return x.eachQueue(ctx, func(q string) error {
+	qs, err := x.ledger.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	firsts, err := x.ledger.FirstDeadline(ctx, qs, leader)
+	if err != nil {
+		return err
+	}
+	for i, q := range qs {
+		if firsts[i] != 0 {
+			// Nothing expired here, and this leader's token is recorded.
+			if d := firsts[i]; d > 0 && (next < 0 || d < next) {
+				next = d
+			}
+			continue
+		}
+		if err := x.expireQueue(ctx, leader, q, &next); err != nil {
+			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
+				return err
+			}
+			x.failed("maintenance pass failed on one queue", "queue", q, "error", err)
+		}
+	}
+	return nil
+}
+
+// expireQueue expires queue q's attempts whose lease deadline passed, in
+// batches, and lowers *next to the earliest deadline left.
+func (x *expirer) expireQueue(ctx context.Context, leader lease.Token, q string, next *time.Duration) error {
+	{
 		for {
 			exp, err := x.ledger.Expire(ctx, q, leader, x.batch)
 			if err != nil {
 				return err
 			}
-			if exp.NextIn >= 0 && (next < 0 || exp.NextIn < next) {
-				next = exp.NextIn
+			if exp.NextIn >= 0 && (*next < 0 || exp.NextIn < *next) {
+				*next = exp.NextIn
 			}
 			for _, id := range exp.Moved {
 				x.tally.expired.Add(1)
@@ -75,5 +108,5 @@ func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
 				return nil
 			}
 		}
-	})
+	}
 }

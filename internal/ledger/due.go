@@ -1,0 +1,107 @@
+package ledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/lease"
+)
+
+// maxDueIn caps FirstDue's answers, so a far-off due time (a bridged job put
+// back, which waits at the end of year 9999) stays a valid duration.
+const maxDueIn = 24 * time.Hour
+
+// FirstDue tells, for each queue, how long until its earliest pending job
+// is due by Redis's clock: 0 when one is due now, -1 when the queue has no
+// pending job (answers are capped at a day). It is one pipelined round trip
+// of plain reads (TIME and one ZRANGE of the due index per queue), no
+// script and no write: pools over many queues use it as their cheap look at
+// idle queues, and claim only the queues it shows due. A paused queue's
+// due jobs show as due (the claim then says the queue is paused). A queue
+// whose write sequence reads lower than this ledger has seen shows as due
+// too, so an idle pool's claim soon checks it for a rewind (a plain read may
+// come from a lagging replica: the claim is what decides).
+func (l *Ledger) FirstDue(ctx context.Context, queues []string) ([]time.Duration, error) {
+	return l.first(ctx, queues, 0, true, "")
+}
+
+// FirstDeadline tells, for each queue, how long until the earliest lease
+// deadline of its running jobs passes by Redis's clock: 0 when one has
+// passed, -1 when nothing runs (capped at a day). A queue whose recorded
+// maintenance leader token is not leader shows 0 too (an Expire call with
+// leader raises it, or finds leader deposed). Like FirstDue, one pipelined
+// round trip of plain reads: the maintenance leader's expirer calls Expire
+// only on the queues it shows due.
+func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader lease.Token) ([]time.Duration, error) {
+	return l.first(ctx, queues, 1, false, leader.String())
+}
+
+// first reads the earliest score of the index KEYS[index+1] of each queue,
+// as a wait from Redis's TIME; withSeq makes a queue whose write sequence
+// reads behind what this ledger saw show as due, and a leader token one
+// whose recorded leader token differs.
+func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq bool, leader string) ([]time.Duration, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	pipe := l.rdb.Pipeline()
+	now := pipe.Time(ctx)
+	firsts := make([]*redis.ZSliceCmd, len(queues))
+	seqs := make([]*redis.SliceCmd, len(queues))
+	leaders := make([]*redis.StringCmd, len(queues))
+	for i, q := range queues {
+		keys := l.layoutOf(q).keys
+		firsts[i] = pipe.ZRangeWithScores(ctx, keys[index], 0, 0)
+		if withSeq {
+			seqs[i] = pipe.HMGet(ctx, keys[7], "seq")
+		}
+		if leader != "" {
+			leaders[i] = pipe.Get(ctx, keys[9])
+		}
+	}
+	// A queue whose reads fail (a key of the wrong type) shows as due: the
+	// call that follows reports its error for that queue alone.
+	_, _ = pipe.Exec(ctx)
+	t, err := now.Result()
+	if err != nil {
+		return nil, wrap("first due", err)
+	}
+	nowMS := t.UnixMilli()
+	out := make([]time.Duration, len(queues))
+	for i, c := range firsts {
+		zs, err := c.Result()
+		if err != nil {
+			out[i] = 0
+			continue
+		}
+		if withSeq && l.behind(queues[i], seqs[i]) {
+			out[i] = 0 // a claim checks (through the primary) what the read suggests
+			continue
+		}
+		if leader != "" && leaders[i].Val() != leader {
+			out[i] = 0
+			continue
+		}
+		if len(zs) == 0 {
+			out[i] = -1
+			continue
+		}
+		ms := min(max(int64(zs[0].Score)-nowMS, 0), maxDueIn.Milliseconds())
+		out[i] = time.Duration(ms) * time.Millisecond
+	}
+	return out, nil
+}
+
+// behind reports whether a read of queue q's write sequence is below what
+// this ledger has seen there.
+func (l *Ledger) behind(q string, c *redis.SliceCmd) bool {
+	vs, err := c.Result()
+	if err != nil || len(vs) == 0 {
+		return false
+	}
+	read := int64Of(vs[0])
+	seen := l.watch.before(q)
+	return seen.ok && read < seen.mark.seq
+}

@@ -1,0 +1,87 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fencedq/fencedq/lease"
+)
+
+// Progress is the latest progress an attempt reported (jobs.Progress).
+type Progress struct {
+	// Done and Total are as reported; Total 0 means unknown.
+	Done  int64 `json:"done"`
+	Total int64 `json:"total,omitempty"`
+	// Note is a short text about the step reached.
+	Note string `json:"note,omitempty"`
+	// Attempt and Token identify the attempt that reported it.
+	Attempt int         `json:"attempt"`
+	Token   lease.Token `json:"token,string"`
+	// At is when it was recorded, by Redis's clock.
+	At time.Time `json:"at"`
+}
+
+// decodeProgress reads the job's 'progress' field; nil when absent or corrupt.
+func decodeProgress(s string) *Progress {
+	if s == "" {
+		return nil
+	}
+	var raw struct{ Done, Total, Note, Attempt, Token, At string }
+	if json.Unmarshal([]byte(s), &raw) != nil {
+		return nil
+	}
+	done, err1 := strconv.ParseInt(raw.Done, 10, 64)
+	total, err2 := strconv.ParseInt(raw.Total, 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	return &Progress{Done: done, Total: total, Note: raw.Note, Attempt: atoi(raw.Attempt), Token: token(raw.Token), At: msTime(raw.At)}
+}
+
+// ReportProgress records how far the attempt of job id in queue q holding
+// ledger token tok got. It returns ErrStale when tok no longer runs the job
+// (a newer attempt took over, or the attempt ended): nothing is written.
+// The caller validates done, total and note.
+func (l *Ledger) ReportProgress(ctx context.Context, q, id string, tok lease.Token, done, total int64, note string) error {
+	if err := ValidateQueue(q); err != nil {
+		return err
+	}
+	n, err := l.run(ctx, l.lanes.other, progressScript, q, id, tok.String(),
+		strconv.FormatInt(done, 10), strconv.FormatInt(total, 10), note).Int()
+	if err != nil {
+		return wrap("progress "+id, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: progress of job %s by token %s, which no longer runs it", ErrStale, id, tok)
+	}
+	return nil
+}
+
+// attemptKey carries the running attempt in a handler's context.
+type attemptKey struct{}
+
+type attemptRef struct {
+	l     *Ledger
+	q, id string
+	tok   lease.Token
+}
+
+// WithAttempt returns ctx carrying the attempt of job id in queue q under
+// ledger token tok, for ProgressOf: pools and fencedqtest give it to the
+// handler.
+func WithAttempt(ctx context.Context, l *Ledger, q, id string, tok lease.Token) context.Context {
+	return context.WithValue(ctx, attemptKey{}, attemptRef{l: l, q: q, id: id, tok: tok})
+}
+
+// ProgressOf reports progress for the attempt ctx carries (WithAttempt);
+// ok is false, and nothing is done, when ctx carries none.
+func ProgressOf(ctx context.Context, done, total int64, note string) (ok bool, err error) {
+	a, ok := ctx.Value(attemptKey{}).(attemptRef)
+	if !ok {
+		return false, nil
+	}
+	return true, a.l.ReportProgress(ctx, a.q, a.id, a.tok, done, total, note)
+}

@@ -1,0 +1,157 @@
+package worker
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// queueSet is what a pool's fetch loop knows about each of its queues: when
+// the queue may next have a due job. A queue is claimed only once that time
+// has come, so an idle queue costs no claim: its claim said nothing was due
+// (and when the next pending job will be), and only a wake-up naming it, that
+// due time, or the idle look (Ledger.FirstDue, once per poll interval) makes
+// it due again. Every step is O(queues) or O(due queues × log) per fetch.
+//
+// The fields of queues are owned by the fetch loop's goroutine; wake-ups
+// arrive on the subscription's goroutine and are handed over under mu.
+type queueSet struct {
+	queues []queueState // by priority, highest first, then by name
+	strict bool
+
+	mu        sync.Mutex
+	woken     []int  // queues woken since the last takeWoken
+	wokenFlag []bool // woken[i] is listed
+	anyWoken  atomic.Bool
+
+	// scratch reused by the fetch loop
+	due   []int
+	keyed []keyedQueue
+	names []string
+	idx   []int
+}
+
+// queueState is one queue's entry.
+type queueState struct {
+	name   string
+	weight int
+	due    bool      // the queue may have due jobs from at on
+	at     time.Time // zero: now
+}
+
+type keyedQueue struct {
+	i   int
+	key float64
+}
+
+// newQueueSet returns the set of queues (name → priority), every queue due
+// at once, so a starting pool claims each once.
+func newQueueSet(queues map[string]int, strict bool) *queueSet {
+	s := &queueSet{strict: strict, wokenFlag: make([]bool, len(queues))}
+	for name, w := range queues {
+		s.queues = append(s.queues, queueState{name: name, weight: w, due: true})
+	}
+	slices.SortFunc(s.queues, func(a, b queueState) int {
+		if c := cmp.Compare(b.weight, a.weight); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	return s
+}
+
+// wake marks queue i woken (a job became due on it). Safe from any
+// goroutine.
+func (s *queueSet) wake(i int) {
+	s.mu.Lock()
+	if !s.wokenFlag[i] {
+		s.wokenFlag[i] = true
+		s.woken = append(s.woken, i)
+	}
+	s.mu.Unlock()
+	s.anyWoken.Store(true)
+}
+
+// takeWoken makes every queue woken since the last call due at now.
+func (s *queueSet) takeWoken(now time.Time) {
+	if !s.anyWoken.Load() {
+		return
+	}
+	s.mu.Lock()
+	s.anyWoken.Store(false)
+	for _, i := range s.woken {
+		s.wokenFlag[i] = false
+		s.queues[i].due, s.queues[i].at = true, now
+	}
+	s.woken = s.woken[:0]
+	s.mu.Unlock()
+}
+
+// setDue records what a claim of queue i learnt: due from at on, or (due
+// false) nothing known to become due.
+func (s *queueSet) setDue(i int, at time.Time, due bool) {
+	s.queues[i].due, s.queues[i].at = due, at
+}
+
+// dueBy makes queue i due by at at the latest.
+func (s *queueSet) dueBy(i int, at time.Time) {
+	q := &s.queues[i]
+	if !q.due || at.Before(q.at) {
+		q.due, q.at = true, at
+	}
+}
+
+// order returns the queues due at now in the order one fetch visits them:
+// by priority with StrictPriority, else a random order weighted by priority
+// (each queue drawn with probability proportional to its priority among
+// those left: sorting by an exponential variate divided by the weight gives
+// that order). The slice is reused by the next call.
+func (s *queueSet) order(now time.Time) []int {
+	s.due = s.due[:0]
+	for i := range s.queues {
+		if q := &s.queues[i]; q.due && !q.at.After(now) {
+			s.due = append(s.due, i)
+		}
+	}
+	if s.strict || len(s.due) < 2 {
+		return s.due
+	}
+	s.keyed = s.keyed[:0]
+	for _, i := range s.due {
+		s.keyed = append(s.keyed, keyedQueue{i: i, key: rand.ExpFloat64() / float64(s.queues[i].weight)})
+	}
+	slices.SortFunc(s.keyed, func(a, b keyedQueue) int { return cmp.Compare(a.key, b.key) })
+	for j, k := range s.keyed {
+		s.due[j] = k.i
+	}
+	return s.due
+}
+
+// next returns the earliest time a queue is due, and false when none is
+// known to become due.
+func (s *queueSet) next() (time.Time, bool) {
+	var at time.Time
+	found := false
+	for i := range s.queues {
+		if q := &s.queues[i]; q.due && (!found || q.at.Before(at)) {
+			at, found = q.at, true
+		}
+	}
+	return at, found
+}
+
+// notDue returns the names of the queues not due at now, and their indexes;
+// both slices are reused by the next call.
+func (s *queueSet) notDue(now time.Time) ([]string, []int) {
+	s.names, s.idx = s.names[:0], s.idx[:0]
+	for i := range s.queues {
+		if q := &s.queues[i]; !q.due || q.at.After(now) {
+			s.names = append(s.names, q.name)
+			s.idx = append(s.idx, i)
+		}
+	}
+	return s.names, s.idx
+}
