@@ -214,7 +214,7 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, j := range req.Jobs {
-		if err := jobs.ValidateQueue(j.Queue); err != nil {
+		if err := jobs.ValidateQueueRef(j.Queue); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid", err.Error())
 			return
 		}

@@ -101,7 +101,7 @@ func queueParam(w http.ResponseWriter, q string) bool {
 	if q == "" {
 		return true
 	}
-	if err := jobs.ValidateQueue(q); err != nil {
+	if err := jobs.ValidateQueueRef(q); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 		return false
 	}
@@ -134,6 +134,21 @@ type queueView struct {
 	// Throughput is null until the dashboard has watched the counters for a
 	// second.
 	Throughput *throughput `json:"throughput"`
+	// Partitions break a partitioned queue down (absent for other queues).
+	Partitions []partitionView `json:"partitions,omitempty"`
+}
+
+// partitionView is one partition of a partitioned queue on the overview:
+// its depth, its rate and the Redis master holding it.
+type partitionView struct {
+	Name string `json:"name"`
+	// Index is its number in the current layout; -1 for an earlier
+	// layout's partition (draining).
+	Index      int                  `json:"index"`
+	Master     string               `json:"master,omitempty"`
+	Counts     map[jobs.State]int64 `json:"counts"`
+	Paused     bool                 `json:"paused"`
+	Throughput *throughput          `json:"throughput"`
 }
 
 // leaderView is the maintenance leader's state: the live leader from the
@@ -221,6 +236,7 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 	for _, s := range jobs.States {
 		out.Totals[s] = 0
 	}
+	seen := slices.Clone(qs) // the names whose rates are kept
 	for _, q := range qs {
 		counts, err := h.insp.Counts(ctx, q)
 		if err != nil {
@@ -259,10 +275,37 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 			dead: stats["dead"], retried: stats["retried"], uncertain: stats["uncertain"],
 			fenced: v.FencedRejections, deduped: v.Deduplicated,
 		})
+		if v.Partitions, err = h.partitions(ctx, q, now); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for _, p := range v.Partitions {
+			seen = append(seen, p.Name)
+		}
 		out.Queues = append(out.Queues, v)
 	}
-	h.rates.forget(qs)
+	h.rates.forget(seen)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// partitions returns queue q's partitions for the overview, nil for a
+// queue without partitions.
+func (h *Handler) partitions(ctx context.Context, q string, now time.Time) ([]partitionView, error) {
+	lay, err := h.insp.Partitions(ctx, q)
+	if err != nil || (lay.Count == 1 && len(lay.Partitions) == 1) {
+		return nil, err
+	}
+	out := make([]partitionView, 0, len(lay.Partitions))
+	for _, p := range lay.Partitions {
+		stats, err := h.insp.Stats(ctx, p.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, partitionView{Name: p.Name, Index: p.Index, Master: p.Master, Counts: p.Counts, Paused: p.Paused != nil,
+			Throughput: h.rates.observe(p.Name, counters{at: now, enqueued: stats["enqueued"], attempted: stats["attempted"],
+				succeeded: stats["succeeded"], dead: stats["dead"], retried: stats["retried"], uncertain: stats["uncertain"]})})
+	}
+	return out, nil
 }
 
 type jobDetail struct {

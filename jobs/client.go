@@ -56,6 +56,8 @@ type options struct {
 	unchecked  bool
 	headers    map[string]string
 	unique     *UniqueOpts // nil: not unique
+	// partitionKey picks the partition of a partitioned queue.
+	partitionKey string
 }
 
 // optionsOf applies opts over the defaults.
@@ -129,6 +131,9 @@ type Result struct {
 	// job holding the same unique key exists (see Unique), and nothing was
 	// written: JobID is the existing job's.
 	Deduplicated bool
+	// Partition is the queue name of the partition holding the job (see
+	// Client.SetPartitions); Queue itself for a queue without partitions.
+	Partition string
 }
 
 // Client enqueues jobs: one script call writes the job, its operation id
@@ -147,6 +152,7 @@ type Client struct {
 	mw           EnqueueFunc // the enqueue middleware's chain; nil when there is none
 	log          *slog.Logger
 	resubmitting atomic.Bool // a background Resubmit runs (Config.ResubmitOnRewind)
+	parts        partitionCache
 }
 
 // NewClient returns a Client over rdb. An invalid Config.Namespace makes
@@ -157,7 +163,7 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 	c.log = lc.Logger
 	lc.Recent = cfg.recent()
 	lc.OnRewind = func(r Rewind) {
-		c.m.Rewinds.WithLabelValues(r.Queue).Inc()
+		c.m.Rewinds.WithLabelValues(ledger.Logical(r.Queue)).Inc()
 		if cfg.ResubmitOnRewind {
 			c.resubmitInBackground()
 		}
@@ -196,7 +202,7 @@ func (c *Client) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 	}
 	out, err := c.ledger.Resubmit(ctx)
 	for _, r := range out {
-		c.m.Resubmitted.WithLabelValues(r.Queue).Add(float64(r.Restored))
+		c.m.Resubmitted.WithLabelValues(ledger.Logical(r.Queue)).Add(float64(r.Restored))
 	}
 	return out, err
 }
@@ -362,17 +368,21 @@ func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error
 }
 
 func (c *Client) insert(ctx context.Context, js []*ledger.NewJob) ([]*Result, error) {
+	if err := c.route(ctx, js); err != nil {
+		return make([]*Result, len(js)), err
+	}
 	ins, err := c.ledger.Insert(ctx, js)
 	out := make([]*Result, len(js))
 	for i, r := range ins {
 		if r == nil {
 			continue
 		}
-		out[i] = &Result{JobID: r.JobID, Queue: r.Queue, OperationID: r.OperationID, Deduplicated: r.Deduplicated}
+		q := ledger.Logical(r.Queue)
+		out[i] = &Result{JobID: r.JobID, Queue: q, OperationID: r.OperationID, Deduplicated: r.Deduplicated, Partition: r.Queue}
 		if r.Deduplicated {
-			c.m.Deduplicated.WithLabelValues(r.Queue, metrics.StageEnqueue).Inc()
+			c.m.Deduplicated.WithLabelValues(q, metrics.StageEnqueue).Inc()
 		} else {
-			c.m.Enqueued.WithLabelValues(r.Queue).Inc()
+			c.m.Enqueued.WithLabelValues(q).Inc()
 		}
 	}
 	return out, err
@@ -409,6 +419,9 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 		if display, err = RedactJSON(args); err != nil {
 			return nil, invalid("%s args: %v", args.Kind(), err)
 		}
+	}
+	if k, ok := args.(Partitioner); ok && o.partitionKey == "" {
+		o.partitionKey = k.PartitionKey()
 	}
 	if r, ok := args.(Resourcer); ok {
 		res := r.Resource()
@@ -481,6 +494,9 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 		}
 		uniq = u
 	}
+	if len(o.partitionKey) > MaxPartitionKeyLen {
+		return nil, invalid("partition key of %d bytes exceeds %d", len(o.partitionKey), MaxPartitionKeyLen)
+	}
 	if display == nil {
 		display = payload
 	}
@@ -491,7 +507,7 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 	return &ledger.NewJob{
 		ID: uuid.NewString(), Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
 		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: roundUpMS(o.timeout), Delay: delay,
-		Headers: o.headers, Unique: uniq,
+		Headers: o.headers, Unique: uniq, PartitionKey: o.partitionKey,
 	}, nil
 }
 

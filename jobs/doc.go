@@ -42,6 +42,21 @@
 // per queue and remembered for the retention period. A job enqueued
 // without one uses its own id.
 //
+// # Partitioned queues
+//
+// Client.SetPartitions declares a queue with P partitions, each a whole
+// queue in its own Redis Cluster hash slot, spread over the masters. P is
+// an entry of the namespace's partition registry that clients and pools
+// read (again every PartitionRefresh), not an option, so the enqueuers and
+// the pools agree. An enqueue goes to the partition of its PartitionKey
+// (or the args' Partitioner), else of its operation id (so operation ids
+// deduplicate across the partitions), else the jobs are spread evenly;
+// Result.Partition names it. Reads and operator actions take the queue's
+// name and cover every partition (Inspector.Partitions breaks it down);
+// a job's Record.Queue is its partition's name, which they accept too.
+// Changing P sends new jobs to the new layout while pools drain the old
+// one.
+//
 // # Headers and enqueue middleware
 //
 // Header attaches short strings to a job beside its args (a trace

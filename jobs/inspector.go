@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -32,20 +33,44 @@ func NewInspector(rdb redis.UniversalClient, cfg Config) *Inspector {
 // Namespace returns the key namespace the inspector reads.
 func (in *Inspector) Namespace() string { return in.l.Namespace() }
 
-// Queues returns the namespace's queue names, sorted.
+// Queues returns the namespace's queue names, sorted. A partitioned
+// queue is one name (its partitions are listed by Partitions).
 func (in *Inspector) Queues(ctx context.Context) ([]string, error) {
 	if in.nsErr != nil {
 		return nil, in.nsErr
 	}
-	return in.l.Queues(ctx)
-}
-
-// Counts returns queue q's number of jobs in each state.
-func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, error) {
-	if err := in.queue(q); err != nil {
+	qs, err := in.l.Queues(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return in.l.Counts(ctx, q)
+	out := qs[:0]
+	for _, q := range qs {
+		if q = ledger.Logical(q); len(out) == 0 || out[len(out)-1] != q {
+			out = append(out, q)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out), nil
+}
+
+// Counts returns queue q's number of jobs in each state (summed over its
+// partitions; a partition's name reads that partition alone).
+func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, error) {
+	names, err := in.names(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := map[State]int64{}
+	for _, n := range names {
+		c, err := in.l.Counts(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		for s, v := range c {
+			out[s] += v
+		}
+	}
+	return out, nil
 }
 
 // Stats returns queue q's cumulative counters (enqueued, attempted,
@@ -54,27 +79,52 @@ func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, err
 // dropped_missing, resolved_<decision>, raised (storage marks fed back),
 // rewinds (losses detected), resubmitted (lost jobs re-created); and seq,
 // the queue's write sequence, which rewind detection follows).
+// A partitioned queue's counters are summed over its partitions.
 func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, error) {
-	if err := in.queue(q); err != nil {
+	names, err := in.names(ctx, q)
+	if err != nil {
 		return nil, err
 	}
-	return in.l.Stats(ctx, q)
+	out := map[string]int64{}
+	for _, n := range names {
+		st, err := in.l.Stats(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range st {
+			out[k] += v
+		}
+	}
+	return out, nil
 }
 
-// Paused returns who paused queue q and why, or nil when it runs.
+// Paused returns who paused queue q and why, or nil when it runs. A
+// partitioned queue reads as paused when any of its current partitions is
+// (Client.Pause pauses them all).
 func (in *Inspector) Paused(ctx context.Context, q string) (*Pause, error) {
-	if err := in.queue(q); err != nil {
+	names, err := in.names(ctx, q)
+	if err != nil {
 		return nil, err
 	}
-	return in.l.Paused(ctx, q)
+	for _, n := range names {
+		if p, err := in.l.Paused(ctx, n); err != nil || p != nil {
+			return p, err
+		}
+	}
+	return nil, nil
 }
 
-// Get returns job id of queue q, or an error matching ErrNotFound.
+// Get returns job id of queue q (found in whichever partition holds it),
+// or an error matching ErrNotFound.
 func (in *Inspector) Get(ctx context.Context, q, id string) (*Record, error) {
 	if err := in.queue(q); err != nil {
 		return nil, err
 	}
-	return in.l.Get(ctx, q, id)
+	n, err := locate(ctx, in.l, q, id)
+	if err != nil {
+		return nil, err
+	}
+	return in.l.Get(ctx, n, id)
 }
 
 // Find returns job id from whichever queue holds it, or an error matching
@@ -101,29 +151,61 @@ func (in *Inspector) History(ctx context.Context, q, id string) ([]Entry, error)
 	if err := in.queue(q); err != nil {
 		return nil, err
 	}
-	return in.l.History(ctx, q, id)
-}
-
-// Events returns queue q's latest n events, newest first.
-func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, error) {
-	if err := in.queue(q); err != nil {
+	name, err := locate(ctx, in.l, q, id)
+	if err != nil {
 		return nil, err
 	}
-	return in.l.Events(ctx, q, n)
+	return in.l.History(ctx, name, id)
+}
+
+// Events returns queue q's latest n events, newest first (merged over its
+// partitions).
+func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, error) {
+	names, err := in.names(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	var out []Event
+	for _, name := range names {
+		ev, err := in.l.Events(ctx, name, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev...)
+	}
+	if len(names) > 1 {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
+		if n >= 0 && len(out) > n {
+			out = out[:n]
+		}
+	}
+	return out, nil
 }
 
 // DueRunning returns up to limit jobs of queue q running with a lease
 // deadline at or before t (by Redis's clock: see ServerTime): stuck or
 // about to expire.
 func (in *Inspector) DueRunning(ctx context.Context, q string, t time.Time, limit int) ([]*Record, error) {
-	if err := in.queue(q); err != nil {
-		return nil, err
-	}
-	ids, err := in.l.DueIDs(ctx, q, Running, t, limit)
+	names, err := in.names(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	return in.l.GetMany(ctx, q, Running, ids)
+	var out []*Record
+	for _, n := range names {
+		if len(out) >= limit {
+			break
+		}
+		ids, err := in.l.DueIDs(ctx, n, Running, t, limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		recs, err := in.l.GetMany(ctx, n, Running, ids)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
 }
 
 // ListParams selects a page of jobs in one state.
@@ -194,13 +276,14 @@ func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
 	if p.Limit == 0 {
 		p.Limit = 50
 	}
-	qs := []string{p.Queue}
+	var qs []string
+	var err error
 	if p.Queue == "" {
-		var err error
-		if qs, err = in.l.Queues(ctx); err != nil {
-			return nil, err
-		}
-	} else if err := ValidateQueue(p.Queue); err != nil {
+		qs, err = in.l.Queues(ctx)
+	} else {
+		qs, err = in.names(ctx, p.Queue) // a partitioned queue's partitions
+	}
+	if err != nil {
 		return nil, err
 	}
 	need := p.Offset + p.Limit
@@ -344,10 +427,39 @@ func (in *Inspector) ScheduleTicks(ctx context.Context, id string, n int) ([]Tic
 
 // Series returns queue q's per-minute snapshots since t, oldest first.
 func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]SeriesBucket, error) {
-	if err := in.queue(q); err != nil {
+	names, err := in.names(ctx, q)
+	if err != nil {
 		return nil, err
 	}
-	return in.l.Series(ctx, q, since)
+	if len(names) == 1 {
+		return in.l.Series(ctx, names[0], since)
+	}
+	byMinute := map[time.Time]*SeriesBucket{}
+	for _, n := range names {
+		bs, err := in.l.Series(ctx, n, since)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			m := byMinute[b.At]
+			if m == nil {
+				m = &SeriesBucket{At: b.At, Stats: map[string]int64{}, Counts: map[State]int64{}}
+				byMinute[b.At] = m
+			}
+			for k, v := range b.Stats {
+				m.Stats[k] += v
+			}
+			for k, v := range b.Counts {
+				m.Counts[k] += v
+			}
+		}
+	}
+	out := make([]SeriesBucket, 0, len(byMinute))
+	for _, b := range byMinute {
+		out = append(out, *b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
 }
 
 // Minutes returns queue q's exact counts per minute from the minute
@@ -424,9 +536,19 @@ func (in *Inspector) Clock(ctx context.Context) (ClockSample, error) {
 // Ping checks that Redis answers.
 func (in *Inspector) Ping(ctx context.Context) error { return in.l.Ping(ctx) }
 
+// queue checks a queue's name or a partition's.
 func (in *Inspector) queue(q string) error {
 	if in.nsErr != nil {
 		return in.nsErr
 	}
-	return ValidateQueue(q)
+	return ValidateQueueRef(q)
+}
+
+// names checks q and returns the queue names holding its jobs (see
+// physical).
+func (in *Inspector) names(ctx context.Context, q string) ([]string, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	return in.physical(ctx, q)
 }

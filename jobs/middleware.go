@@ -42,6 +42,9 @@ type EnqueueRequest struct {
 	Headers map[string]string
 	// Unique makes the job unique (see UniqueOpts); nil when it is not.
 	Unique *UniqueOpts
+	// PartitionKey picks the job's partition of a partitioned queue (see
+	// PartitionKey); "" when none was given.
+	PartitionKey string
 }
 
 // Kind returns the job's kind.
@@ -75,7 +78,8 @@ func (r *EnqueueRequest) SetHeader(key, value string) {
 // options returns the request's options.
 func (r *EnqueueRequest) options() options {
 	return options{queue: r.Queue, op: r.OperationID, runAt: r.RunAt, delay: r.Delay, maxRetries: r.MaxRetries,
-		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers, unique: r.Unique}
+		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers, unique: r.Unique,
+		partitionKey: r.PartitionKey}
 }
 
 // typedRequest is a typed enqueue's request; many marks EnqueueMany's.
@@ -99,7 +103,7 @@ func newRequest(kind string, payload []byte, o options) *EnqueueRequest {
 	return &EnqueueRequest{
 		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked,
 		Queue: o.queue, OperationID: o.op, Delay: o.delay, RunAt: o.runAt, MaxRetries: o.maxRetries,
-		Timeout: o.timeout, Headers: maps.Clone(o.headers), Unique: o.unique,
+		Timeout: o.timeout, Headers: maps.Clone(o.headers), Unique: o.unique, PartitionKey: o.partitionKey,
 	}
 }
 

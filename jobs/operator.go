@@ -26,7 +26,7 @@ func (c *Client) operator(queue, actor, note string) (string, error) {
 	if c.nsErr != nil {
 		return "", c.nsErr
 	}
-	if err := ValidateQueue(queue); err != nil {
+	if err := ledger.ValidateQueueRef(queue); err != nil {
 		return "", err
 	}
 	actor = strings.TrimSpace(actor)
@@ -63,6 +63,9 @@ func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, acto
 	if d == DecideRerun {
 		from = append(from, Dead, Cancelled)
 	}
+	if queue, err = locate(ctx, c.ledger, queue, id); err != nil {
+		return nil, err
+	}
 	if _, err := c.ledger.Decide(ctx, queue, id, ledger.Resolution{From: from, Decision: d, Actor: who, Note: note}); err != nil {
 		return nil, err
 	}
@@ -76,6 +79,9 @@ func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, acto
 func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Record, error) {
 	who, err := c.operator(queue, actor, note)
 	if err != nil {
+		return nil, err
+	}
+	if queue, err = locate(ctx, c.ledger, queue, id); err != nil {
 		return nil, err
 	}
 	if _, err := c.ledger.Cancel(ctx, queue, id, who, note); err != nil {
@@ -92,6 +98,9 @@ func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Re
 	if err != nil {
 		return nil, err
 	}
+	if queue, err = locate(ctx, c.ledger, queue, id); err != nil {
+		return nil, err
+	}
 	if err := c.ledger.RunNow(ctx, queue, id, who, note); err != nil {
 		return nil, err
 	}
@@ -100,7 +109,9 @@ func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Re
 
 // Pause stops pools from claiming queue's jobs until Resume; running
 // attempts finish and enqueues are still accepted. It reports whether the
-// queue was running before.
+// queue was running before. A partitioned queue's partitions are paused
+// one by one (each its own slot); a call that fails part-way leaves some
+// paused: call it again.
 func (c *Client) Pause(ctx context.Context, queue, actor, note string) (bool, error) {
 	return c.setPaused(ctx, queue, true, actor, note)
 }
@@ -116,7 +127,19 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, actor
 	if err != nil {
 		return false, err
 	}
-	return c.ledger.SetPaused(ctx, queue, paused, who, note)
+	names, err := physical(ctx, c.ledger, queue)
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	for _, n := range names {
+		ch, err := c.ledger.SetPaused(ctx, n, paused, who, note)
+		if err != nil {
+			return false, err
+		}
+		changed = changed || ch
+	}
+	return changed, nil
 }
 
 // RemoveSchedule deletes periodic schedule id's record and its ticks (a

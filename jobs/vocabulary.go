@@ -217,6 +217,11 @@ func ValidateNamespace(ns string) error { return ledger.ValidateNamespace(ns) }
 // ValidateQueue checks a queue name (see the limits above).
 func ValidateQueue(q string) error { return ledger.ValidateQueue(q) }
 
+// ValidateQueueRef checks a name the read API and operator actions take: a
+// queue's, or one of its partitions' ("q#k" or "q#k.s", as Record.Queue
+// names the partition holding a job of a partitioned queue).
+func ValidateQueueRef(q string) error { return ledger.ValidateQueueRef(q) }
+
 // ValidateKind checks a job kind (see the limits above).
 func ValidateKind(kind string) error { return ledger.ValidateKind(kind) }
 

@@ -159,7 +159,7 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) ledg
 			// before its reply was lost.
 			got.Applied = true
 		} else {
-			c.p.metrics.Fenced.WithLabelValues(q, metrics.StageCommit).Inc()
+			c.p.metrics.Fenced.WithLabelValues(ledger.Logical(q), metrics.StageCommit).Inc()
 			log.Warn("commit rejected: a newer attempt owns the job; this attempt's outcome is discarded",
 				"wanted", wanted, "job_state", got.State, "job_token", got.Current.String(), "handler_error", errText(f.err))
 			return got

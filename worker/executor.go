@@ -43,7 +43,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	var end rules.End
 	start := time.Now()
 	if h == nil {
-		p.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonUnknownKind).Inc()
+		p.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonUnknownKind).Inc()
 		if c.KindDefers < p.cfg.UnknownKindDefers {
 			// Another pool (a newer deploy) may know the kind: put it back.
 			wait := min(time.Second<<min(c.KindDefers, 5), 30*time.Second)
@@ -62,14 +62,14 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 		outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
 	}
 	if end.Lost {
-		p.metrics.LeaseLost.WithLabelValues(c.Queue, kind).Inc()
+		p.metrics.LeaseLost.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
 	}
 	if errors.Is(end.Err, fence.ErrStale) {
-		p.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageStorage).Inc()
+		p.metrics.Fenced.WithLabelValues(ledger.Logical(c.Queue), metrics.StageStorage).Inc()
 		p.raiseAbove(a, end.Err)
 	}
 	if end.Malformed {
-		p.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonMalformed).Inc()
+		p.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonMalformed).Inc()
 	}
 	return &finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(start), kind: kind}
 }
@@ -82,7 +82,7 @@ func (p *Pool) acquireResource(a *attempt, kind string) bool {
 	wctx, cancel := context.WithTimeout(a.ctx, p.cfg.LeaseWait)
 	l, err := p.leases.AcquireWait(wctx, c.Resource, a.owner, p.cfg.LeaseTTL)
 	cancel()
-	p.metrics.LeaseWait.WithLabelValues(c.Queue, kind).Observe(time.Since(start).Seconds())
+	p.metrics.LeaseWait.WithLabelValues(ledger.Logical(c.Queue), kind).Observe(time.Since(start).Seconds())
 	if err != nil {
 		if errors.Is(err, lease.ErrHeld) {
 			a.log.Debug("resource busy, job deferred", "resource", c.Resource)
@@ -134,7 +134,7 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 func (p *Pool) safeRun(ctx context.Context, a *attempt, h *handler, base jobs.Job[jobs.JobArgs], payload []byte) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.metrics.Panics.WithLabelValues(base.Queue, h.kind).Inc()
+			p.metrics.Panics.WithLabelValues(ledger.Logical(base.Queue), h.kind).Inc()
 			a.log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}

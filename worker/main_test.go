@@ -60,7 +60,7 @@ func (w *effectWorker) Work(ctx context.Context, j *jobs.Job[effectArgs]) error 
 	// The effect and its count in one script, so a client-side retry of a
 	// call whose reply was lost cannot count the effect twice. A failed call
 	// may have been applied before the connection broke: outcome unknown.
-	if err := applyEffect.Run(ctx, w.rdb, []string{w.ns + ":test:effects", w.ns + ":test:applies"},
+	if err := applyEffect.Run(ctx, w.rdb, []string{w.ns + ":test:{fx}:effects", w.ns + ":test:{fx}:applies"},
 		j.OperationID, j.Token.String()).Err(); err != nil {
 		return jobs.Unknown(err)
 	}
@@ -76,7 +76,7 @@ func (w *effectWorker) Work(ctx context.Context, j *jobs.Job[effectArgs]) error 
 
 // Reconcile looks the operation id up in the effect hash.
 func (w *effectWorker) Reconcile(ctx context.Context, j *jobs.Job[effectArgs]) (jobs.Verdict, error) {
-	n, err := w.rdb.HExists(ctx, w.ns+":test:effects", j.OperationID).Result()
+	n, err := w.rdb.HExists(ctx, w.ns+":test:{fx}:effects", j.OperationID).Result()
 	if err != nil {
 		return jobs.CannotTell, err
 	}
@@ -87,7 +87,10 @@ func (w *effectWorker) Reconcile(ctx context.Context, j *jobs.Job[effectArgs]) (
 }
 
 func runHelper(mode string) {
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCEDQ_REDIS")})
+	var rdb redis.UniversalClient = redis.NewClient(&redis.Options{Addr: os.Getenv("FENCEDQ_REDIS")})
+	if addrs := os.Getenv("FENCEDQ_CLUSTER"); addrs != "" {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+	}
 	ns := os.Getenv("FENCEDQ_NS")
 	p, err := worker.NewPool(rdb, worker.Config{
 		Jobs: jobs.Config{Namespace: ns}, Concurrency: 2, LeaseTTL: time.Second, WorkerID: "helper-" + mode,
@@ -105,9 +108,11 @@ func runHelper(mode string) {
 }
 
 // startHelper runs a worker process in mode against addr/ns.
-func startHelper(t *testing.T, mode, addr, ns string) *exec.Cmd {
+// env adds variables (FENCEDQ_CLUSTER: a cluster's addresses, comma-separated).
+func startHelper(t *testing.T, mode, addr, ns string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "FENCEDQ_HELPER="+mode, "FENCEDQ_REDIS="+addr, "FENCEDQ_NS="+ns)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -75,6 +75,7 @@ type Pool struct {
 	completer  *completer
 	clock      clockWatch    // Redis's clock against the pool's (clock.go)
 	clockEvery time.Duration // how often it is measured (registerEvery)
+	parts      partitions    // the queues' partitions (partitions.go)
 	hooks      hooks
 }
 
@@ -104,7 +105,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	// that came back with older data): logged, recorded and counted.
 	p.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention,
 		Sentinel: cfg.Jobs.Sentinel, Logger: p.log, Name: cfg.WorkerID, Durability: durable.Options(cfg.Jobs.Durability),
-		OnRewind: func(r ledger.Rewind) { p.metrics.Rewinds.WithLabelValues(r.Queue).Inc() }})
+		OnRewind: func(r ledger.Rewind) { p.metrics.Rewinds.WithLabelValues(ledger.Logical(r.Queue)).Inc() }})
 	p.renewer = newRenewer(p)
 	p.completer = newCompleter(p)
 	return p, nil
@@ -232,7 +233,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.started = time.Now()
 	p.mu.Unlock()
 
-	if err := p.ledger.RegisterQueues(ctx, p.queueNames()...); err != nil {
+	if err := p.refreshPartitions(ctx); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if err := p.ledger.RegisterQueues(ctx, p.parts.current()...); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)

@@ -27,8 +27,11 @@ const registerEvery = 5 * time.Second
 // every FetchPollInterval) shows a due job. An idle queue costs one plain
 // read per poll interval, no script.
 func (p *Pool) produce(ctx, work context.Context) {
-	qs := newQueueSet(p.cfg.Queues, p.cfg.StrictPriority)
-	wake := p.subscribe(ctx, qs)
+	// A partitioned queue enters the set as its partitions (partitions.go);
+	// the set is rebuilt when they change.
+	qs := newQueueSet(p.parts.weights(p.cfg.Queues), p.cfg.StrictPriority)
+	wake, stopSub := p.subscribeFor(ctx, qs)
+	defer func() { stopSub() }()
 	backoff := time.Duration(0)
 	lastRegister := time.Now()
 	lastLook := time.Now()
@@ -71,6 +74,12 @@ func (p *Pool) produce(ctx, work context.Context) {
 		if time.Since(lastRegister) > registerEvery {
 			lastRegister = time.Now()
 			p.announce(ctx)
+			if p.parts.takeChanged() {
+				stopSub()
+				qs = newQueueSet(p.parts.weights(p.cfg.Queues), p.cfg.StrictPriority)
+				wake, stopSub = p.subscribeFor(ctx, qs)
+				continue
+			}
 		}
 		wait := p.cfg.FetchPollInterval - time.Since(lastLook)
 		if hasNext {
@@ -82,15 +91,26 @@ func (p *Pool) produce(ctx, work context.Context) {
 	}
 }
 
-// announce registers the pool's queues and publishes its heartbeat.
+// announce reads the queues' partitions, registers the pool's queues (a
+// partitioned queue's partitions) and publishes its heartbeat.
 func (p *Pool) announce(ctx context.Context) {
-	if err := p.ledger.RegisterQueues(ctx, p.queueNames()...); err != nil {
+	if err := p.refreshPartitions(ctx); err != nil {
+		p.log.Warn("reading the queues' partitions failed", "error", err)
+	}
+	if err := p.ledger.RegisterQueues(ctx, p.parts.current()...); err != nil {
 		p.log.Warn("queue registration failed", "error", err)
 		return
 	}
 	if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil {
 		p.log.Warn("heartbeat failed", "error", err)
 	}
+}
+
+// subscribeFor subscribes to qs's wake-ups until ctx ends or stop is
+// called (the queue set is replaced).
+func (p *Pool) subscribeFor(ctx context.Context, qs *queueSet) (wake <-chan struct{}, stop context.CancelFunc) {
+	sctx, stop := context.WithCancel(ctx)
+	return p.subscribe(sctx, qs), stop
 }
 
 // sleep waits for d, a wake-up or the end of ctx.

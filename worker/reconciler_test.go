@@ -190,7 +190,7 @@ func crashAt(t *testing.T, mode, mark, op string) (*env, *jobs.Result, string, w
 
 // applies returns how many times operation op's effect was applied.
 func (e *env) applies(op string) string {
-	return e.rdb.HGet(context.Background(), e.ns+":test:applies", op).Val()
+	return e.rdb.HGet(context.Background(), e.ns+":test:{fx}:applies", op).Val()
 }
 
 func TestKilledBeforeEffectIsRerunOnceWithHigherToken(t *testing.T) {

@@ -148,7 +148,7 @@ func (r *renewer) renewQueue(ctx context.Context, q string, as []*attempt) bool 
 	for i, a := range as {
 		switch out[i].Status {
 		case ledger.Lost:
-			r.p.metrics.Fenced.WithLabelValues(q, metrics.StageRenew).Inc()
+			r.p.metrics.Fenced.WithLabelValues(ledger.Logical(q), metrics.StageRenew).Inc()
 			a.cancel(fmt.Errorf("%w: the ledger says the job is %s", lease.ErrLost, out[i].State))
 		case ledger.CancelRequested:
 			a.cancelByOperator()

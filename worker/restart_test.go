@@ -28,13 +28,13 @@ func TestRedisRestartWithAOFLosesNothing(t *testing.T) {
 		ids[i] = e.enqueue(effectArgs{Name: fmt.Sprint(i)}, jobs.OperationID(fmt.Sprintf("op-%d", i))).JobID
 	}
 	ctx := context.Background()
-	effects := ns + ":test:effects"
+	effects := ns + ":test:{fx}:effects"
 	redistest.Await(t, rdb, effects, "five effects before the restart", func() bool { return rdb.HLen(ctx, effects).Val() >= 5 })
 	srv.Restart()
 	for _, id := range ids {
 		jobstest.WaitState(t, e.ledger, "default", id, jobs.Succeeded)
 	}
-	applies := rdb.HGetAll(ctx, ns+":test:applies").Val()
+	applies := rdb.HGetAll(ctx, ns+":test:{fx}:applies").Val()
 	if len(applies) != n {
 		t.Fatalf("%d effects for %d jobs", len(applies), n)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 )
 
@@ -34,7 +35,7 @@ func (s *series) attempt(m *metrics.Set, queue, kind string) prometheus.Counter 
 	if c, ok := s.attempted.Load(k); ok {
 		return c.(prometheus.Counter)
 	}
-	c, _ := s.attempted.LoadOrStore(k, m.Attempted.WithLabelValues(queue, kind))
+	c, _ := s.attempted.LoadOrStore(k, m.Attempted.WithLabelValues(ledger.Logical(queue), kind))
 	return c.(prometheus.Counter)
 }
 
@@ -46,8 +47,8 @@ func (s *series) complete(m *metrics.Set, queue, kind, outcome string) completed
 		return c.(completedSeries)
 	}
 	c, _ := s.completed.LoadOrStore(k, completedSeries{
-		count:    m.Completed.WithLabelValues(queue, kind, outcome),
-		duration: m.Duration.WithLabelValues(queue, kind, outcome),
+		count:    m.Completed.WithLabelValues(ledger.Logical(queue), kind, outcome),
+		duration: m.Duration.WithLabelValues(ledger.Logical(queue), kind, outcome),
 	})
 	return c.(completedSeries)
 }

@@ -31,7 +31,7 @@ func TestSmoke(t *testing.T) {
 		t.Skip("SKIPPING the benchmark smoke test: " + installHint)
 	}
 	args := []string{"--json", "--quiet", "--jobs", "200", "--memory-jobs", "500", "--pg-jobs", "100",
-		"--repeat", "1", "--kills", "1", "--lease-ops", "400", "--cluster-queues", "3",
+		"--repeat", "1", "--kills", "1", "--lease-ops", "400", "--cluster-queues", "3", "--partition-counts", "1,3",
 		"--recovery-modes", "fencedq-1s", "--recovery-timeout", "30s",
 		"--concurrency", "10,50", "--enqueue-jobs", "200", "--latency-rate", "200", "--latency-duration", "500ms",
 		"--outbox-rate", "200", "--outbox-duration", "500ms"}

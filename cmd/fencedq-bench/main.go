@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/jobs"
 )
 
 func main() {
@@ -36,7 +38,7 @@ func main() {
 }
 
 // allSections lists the sections in the order they run.
-var allSections = []string{"noop", "enqueue", "latency", "cluster", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable"}
+var allSections = []string{"noop", "enqueue", "latency", "cluster", "partitions", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable"}
 
 // options are the parsed flags.
 type options struct {
@@ -57,6 +59,7 @@ type options struct {
 	leaseOps, leaseGoroutines      int
 	leaseResources                 int
 	clusterJobs, clusterQueues     int
+	partitionCounts                []int
 	memoryJobs                     int
 	outboxJobs                     int
 	outboxRate                     float64
@@ -106,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.outboxDuration, "outbox-duration", 10*time.Second, "how long the outbox section's latency runs offer jobs, per run and side")
 	fs.IntVar(&o.clusterJobs, "cluster-jobs", 0, "jobs per timed run in the cluster section (default jobs/2)")
 	fs.IntVar(&o.clusterQueues, "cluster-queues", 6, "queues the cluster section spreads jobs over")
+	partitionCounts := fs.String("partition-counts", "1,3,6,12", "the partitions section's partition counts of its one queue (cluster-jobs jobs each)")
 	fs.IntVar(&o.memoryJobs, "memory-jobs", 0, "finished jobs retained per memory measurement (default jobs/2)")
 	modes := fs.String("recovery-modes", "asynq,fencedq-2s,fencedq-5s", "recovery variants: asynq and fencedq-<lease TTL>, e.g. fencedq-2s")
 	fs.DurationVar(&o.recoveryTimeout, "recovery-timeout", 0, "give up on one kill after this long (default: 150s for asynq, 10×TTL+10s for fencedq)")
@@ -160,6 +164,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.memoryJobs <= 0 {
 		o.memoryJobs = max(o.jobs/2, 1)
+	}
+	for _, f := range splitList(*partitionCounts) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > jobs.MaxPartitions {
+			return nil, fmt.Errorf("--partition-counts: %q is not a count of 1-%d", f, jobs.MaxPartitions)
+		}
+		o.partitionCounts = append(o.partitionCounts, n)
 	}
 	switch {
 	case o.jobs < 1 || o.repeat < 1 || o.concurrency < 1 || o.kills < 1:
@@ -220,7 +231,9 @@ type Report struct {
 	Recovery *RecoveryResult `json:"recovery"`
 	Memory   *MemoryResult   `json:"memory"`
 	Cluster  *ClusterResult  `json:"cluster"`
-	Durable  *DurableResult  `json:"durable"`
+	// Partitions is one queue with 1, 3, 6, ... partitions on the cluster.
+	Partitions *PartitionsResult `json:"partitions"`
+	Durable    *DurableResult    `json:"durable"`
 	// Errors maps a section that failed to its error.
 	Errors map[string]string `json:"errors,omitempty"`
 	// Seconds is the wall time of the whole run.
@@ -259,7 +272,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		"latency_rate": opts.latencyRate, "latency_duration_s": opts.latencyDuration.Seconds(),
 		"sections": opts.sections, "pg_jobs": opts.pgJobs, "lease_ops": opts.leaseOps,
 		"lease_goroutines": opts.leaseGoroutines, "lease_resources": opts.leaseResources,
-		"cluster_jobs": opts.clusterJobs, "cluster_queues": opts.clusterQueues, "memory_jobs": opts.memoryJobs,
+		"cluster_jobs": opts.clusterJobs, "cluster_queues": opts.clusterQueues, "partition_counts": opts.partitionCounts, "memory_jobs": opts.memoryJobs,
 		"outbox_jobs": opts.outboxJobs, "outbox_rate": opts.outboxRate, "outbox_duration_s": opts.outboxDuration.Seconds(),
 		"recovery_modes": opts.recoveryModes, "redis_started_by_bench": opts.redisAddr == "",
 	}}
@@ -284,6 +297,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			rep.Latency, err = e.latency(ctx)
 		case "cluster":
 			rep.Cluster, err = e.cluster(ctx)
+		case "partitions":
+			rep.Partitions, err = e.partitions(ctx)
 		case "lease":
 			rep.Lease, err = e.lease(ctx)
 		case "memory":

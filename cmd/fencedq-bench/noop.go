@@ -270,6 +270,9 @@ type drainOpts struct {
 	fencedqOptions func(i int) []jobs.Option
 	// durability is the fencedq client's and pool's (zero: off).
 	durability jobs.Durability
+	// partitions declares the (single) queue with this many partitions
+	// (0 or 1: none).
+	partitions int
 	// before runs just before the enqueue.
 	before func(ctx context.Context) error
 	// after runs once the drain finished and the server or pool stopped,
@@ -491,6 +494,11 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 	client := jobs.NewClient(t.rdb, jobs.Config{Namespace: ns, Durability: o.durability})
 	defer func() { _ = client.Close() }()
 	d := &drained{ns: ns, queues: queues, jobs: make([]*jobs.Result, n)}
+	if o.partitions > 1 {
+		if _, err := client.SetPartitions(ctx, queues[0], o.partitions); err != nil {
+			return r, err
+		}
+	}
 	if o.before != nil {
 		if err := o.before(ctx); err != nil {
 			return r, err

@@ -126,6 +126,9 @@ func printTable(w io.Writer, r *Report) {
 		tw.Flush()
 		fmt.Fprintf(w, "  fencedq target p50 ≤ %.0f ms and p99 ≤ %.0f ms: %s\n", l.TargetP50Ms, l.TargetP99Ms, verdict(l.MeetsTarget))
 	}
+	if r.Partitions != nil {
+		printPartitions(w, r.Partitions)
+	}
 	if c := r.Cluster; c != nil {
 		fmt.Fprintf(w, "\ncluster: %d jobs over %d queues, %d masters vs single server, concurrency %d, median of %d\n", c.Jobs, c.Queues, c.Masters, c.Concurrency, c.Repeat)
 		fmt.Fprint(tw, header)

@@ -178,12 +178,13 @@ func processCPU() time.Duration {
 
 // serverSnap is the server side of a measurement, summed over every master.
 type serverSnap struct {
-	calls       map[string]int64 // INFO commandstats calls by command
-	usec        map[string]int64 // INFO commandstats usec by command
-	cpu         float64          // used_cpu_user + used_cpu_sys, seconds
-	usedMemory  int64            // used_memory
-	clientsMem  int64            // mem_clients_normal
-	scriptCache int64            // used_memory_scripts (Redis 7), else 0
+	calls       map[string]int64   // INFO commandstats calls by command
+	usec        map[string]int64   // INFO commandstats usec by command
+	cpu         float64            // used_cpu_user + used_cpu_sys, seconds
+	cpuBy       map[string]float64 // the same per master address
+	usedMemory  int64              // used_memory
+	clientsMem  int64              // mem_clients_normal
+	scriptCache int64              // used_memory_scripts (Redis 7), else 0
 }
 
 // masters returns a function calling fn on every master of rdb.
@@ -203,8 +204,9 @@ func forEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(ctx c
 }
 
 func serverStats(ctx context.Context, rdb redis.UniversalClient) (serverSnap, error) {
-	s := serverSnap{calls: map[string]int64{}, usec: map[string]int64{}}
+	s := serverSnap{calls: map[string]int64{}, usec: map[string]int64{}, cpuBy: map[string]float64{}}
 	err := forEachMaster(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+		before := s.cpu
 		for _, section := range []string{"commandstats", "cpu", "memory"} {
 			text, err := c.Info(ctx, section).Result()
 			if err != nil {
@@ -212,6 +214,7 @@ func serverStats(ctx context.Context, rdb redis.UniversalClient) (serverSnap, er
 			}
 			parseInfo(text, &s)
 		}
+		s.cpuBy[c.Options().Addr] = s.cpu - before
 		return nil
 	})
 	return s, err
@@ -288,6 +291,8 @@ type PerUnit struct {
 	ServerCommands float64 `json:"server_commands"`
 	// RedisCPUMicros is redis-server CPU time (user + system).
 	RedisCPUMicros float64 `json:"redis_cpu_us"`
+	// RedisCPUMicrosByMaster splits it by master address (a cluster).
+	RedisCPUMicrosByMaster map[string]float64 `json:"redis_cpu_us_by_master,omitempty"`
 	// ClientCPUMicros is the benchmark process's CPU time (user + system).
 	ClientCPUMicros float64 `json:"client_cpu_us"`
 	// Scripts counts scripts by name, as sent by the client.
@@ -347,6 +352,12 @@ func (p *probe) end(ctx context.Context, units int) (PerUnit, error) {
 	}
 	out.ServerCommands = r(float64(total))
 	out.RedisCPUMicros = math.Round((srv.cpu-p.server.cpu)*1e6/n*10) / 10
+	if len(srv.cpuBy) > 1 {
+		out.RedisCPUMicrosByMaster = map[string]float64{}
+		for a, c := range srv.cpuBy {
+			out.RedisCPUMicrosByMaster[a] = math.Round((c-p.server.cpuBy[a])*1e6/n*10) / 10
+		}
+	}
 	out.ClientCPUMicros = math.Round(float64(cl.cpu-p.client.cpu)/float64(time.Microsecond)/n*10) / 10
 	return out, nil
 }

@@ -195,6 +195,8 @@ type queueInfo struct {
 	Queue  string               `json:"queue"`
 	Counts map[jobs.State]int64 `json:"counts"`
 	Paused *jobs.Pause          `json:"paused"`
+	// Partitions is a partitioned queue's breakdown (absent otherwise).
+	Partitions *jobs.QueueLayout `json:"partitions,omitempty"`
 }
 
 func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue string, asJSON bool) error {
@@ -215,7 +217,14 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 		if err != nil {
 			return err
 		}
-		infos = append(infos, queueInfo{Queue: q, Counts: counts, Paused: paused})
+		lay, err := l.Partitions(ctx, q)
+		if err != nil {
+			return err
+		}
+		if lay.Count == 1 && len(lay.Partitions) == 1 {
+			lay = nil // a plain queue
+		}
+		infos = append(infos, queueInfo{Queue: q, Counts: counts, Paused: paused, Partitions: lay})
 	}
 	if asJSON {
 		return json.NewEncoder(out).Encode(infos)
@@ -225,13 +234,16 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 	for _, s := range jobs.States {
 		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(s)))
 	}
-	fmt.Fprintln(tw, "\tPAUSED")
+	fmt.Fprintln(tw, "\tPAUSED\tMASTER")
 	for _, i := range infos {
 		fmt.Fprint(tw, cli.Escape(i.Queue))
 		for _, s := range jobs.States {
 			fmt.Fprintf(tw, "\t%d", i.Counts[s])
 		}
-		fmt.Fprintf(tw, "\t%s\n", pauseText(i.Paused))
+		fmt.Fprintf(tw, "\t%s\t\n", pauseText(i.Paused))
+		if i.Partitions != nil {
+			partitionRows(tw, i.Partitions)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -241,6 +253,72 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 		fmt.Fprint(out, emptyNamespaceHint(l.Namespace()))
 	}
 	return nil
+}
+
+// partitionRows writes a partitioned queue's partitions, indented under
+// its line: the current layout's by number, earlier layouts' (draining)
+// marked as such.
+func partitionRows(tw io.Writer, lay *jobs.QueueLayout) {
+	for _, p := range lay.Partitions {
+		label := fmt.Sprintf("  #%d %s", p.Index, p.Name)
+		if p.Index < 0 {
+			label = "  (earlier) " + p.Name
+		}
+		fmt.Fprint(tw, cli.Escape(label))
+		for _, s := range jobs.States {
+			fmt.Fprintf(tw, "\t%d", p.Counts[s])
+		}
+		fmt.Fprintf(tw, "\t%s\t%s\n", pauseText(p.Paused), cli.Escape(p.Master))
+	}
+}
+
+func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	var c commonFlags
+	c.add(fs)
+	queue := fs.String("queue", "", "queue (required)")
+	set := fs.Int("set", 0, fmt.Sprintf("declare the queue with this many partitions (1-%d; 1: none); new jobs go to the new layout, jobs in the old one drain", jobs.MaxPartitions))
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, out io.Writer) error {
+		if *queue == "" {
+			return fmt.Errorf("%w: --queue is required", errUsage)
+		}
+		if err := jobs.ValidateQueue(*queue); err != nil {
+			return fmt.Errorf("%w: --queue: %v", errUsage, err)
+		}
+		if *set < 0 || *set > jobs.MaxPartitions {
+			return fmt.Errorf("%w: --set %d is outside 1-%d", errUsage, *set, jobs.MaxPartitions)
+		}
+		client, closeAll, err := c.openClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		prev := 0
+		if *set > 0 {
+			if prev, err = client.SetPartitions(ctx, *queue, *set); err != nil {
+				return err
+			}
+		}
+		lay, err := client.Inspector().Partitions(ctx, *queue)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(out).Encode(lay)
+		}
+		if *set > 0 {
+			fmt.Fprint(out, cli.Escapef("queue %s: %d partition(s), was %d; clients and pools follow within %v\n", *queue, *set, prev, jobs.PartitionRefresh))
+		}
+		fmt.Fprint(out, cli.Escapef("queue %s has %d partition(s)\n", *queue, lay.Count))
+		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		fmt.Fprint(tw, "PARTITION")
+		for _, s := range jobs.States {
+			fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(s)))
+		}
+		fmt.Fprintln(tw, "\tPAUSED\tMASTER")
+		partitionRows(tw, lay)
+		return tw.Flush()
+	}
 }
 
 // emptyNamespaceHint follows a listing of a namespace without queues: the

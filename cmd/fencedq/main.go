@@ -77,7 +77,8 @@ var commands = []command{
 	{"run-now", "make a scheduled job due at once", runNowCmd},
 	{"pause", "pause a queue: pools start none of its jobs until it is resumed", pauseCmd},
 	{"resume", "resume a paused queue", resumeCmd},
-	{"queues", "list the queues: jobs per state, and whether each is paused", queuesCmd},
+	{"queues", "list the queues: jobs per state, and whether each is paused (a partitioned queue with each partition and its master)", queuesCmd},
+	{"partitions", "show a queue's partitions, or declare how many it has (--set)", partitionsCmd},
 	{"pools", "list the live worker pools and which one is the maintenance leader", poolsCmd},
 	{"schedules", "list the periodic schedules: last and next tick, and the job each tick produced", schedulesCmd},
 }

@@ -410,7 +410,20 @@
         el('td', { class: 'num', title: dedupTitle },
           el('a', { href: '#/events/deduplicated' }, String(q.deduplicated))),
         canAct() ? el('td', { class: 'actions' }, pauseButton(q)) : null);
-    });
+    }).flatMap((row, i) => [row, ...partitionRows(ov.queues[i])]);
+    // A partitioned queue's partitions, beneath its row: depth, rate, master.
+    function partitionRows(q) {
+      return (q.partitions || []).map((p) => el('tr', { class: 'partition', 'data-partition': p.name },
+        el('td', { class: 'mono muted' }, (p.index >= 0 ? '\u00a0\u00a0#' + p.index + ' ' : '\u00a0\u00a0(draining) ') + p.name,
+          p.paused ? ' (paused)' : ''),
+        states.map((s) => {
+          const n = (p.counts || {})[s] || 0;
+          return el('td', { class: 'count muted' }, el('a', { href: listHref({ state: s, queue: p.name }) }, String(n)));
+        }),
+        el('td', { class: 'num muted' }, fmtRate(p.throughput && p.throughput.succeeded_per_sec)),
+        el('td', { class: 'num muted' }, fmtRate(p.throughput && p.throughput.attempted_per_sec)),
+        el('td', { class: 'mono muted', colspan: canAct() ? 3 : 2, title: 'the Redis master holding this partition' }, p.master || '')));
+    }
     const totals = el('p', { class: 'totals' }, states.map((s) => [badge(s), ' ', String((ov.totals || {})[s] || 0), '  ']));
     const pausedQueues = ov.queues.filter((q) => q.paused);
     const pausedNode = pausedQueues.length ? el('p', { class: 'warn', id: 'paused' },

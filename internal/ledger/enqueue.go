@@ -21,6 +21,9 @@ type NewJob struct {
 	Delay                                  time.Duration     // due this long after Redis receives it
 	Headers                                map[string]string // nil: none (see ValidateHeaders)
 	Unique                                 *Unique           // nil: not unique (enqueue.lua); else enqueue_unique.lua
+	// PartitionKey picks the partition of a partitioned queue (not
+	// written: the job's queue is the partition it was routed to).
+	PartitionKey string
 }
 
 func (j *NewJob) args() []any {

@@ -42,7 +42,7 @@ type SeriesBucket struct {
 // a minute per queue by one process (the reconciler leader does); it adds
 // nothing to the claim, renew or commit paths.
 func (l *Ledger) RecordSeries(ctx context.Context, q string, now time.Time) error {
-	if err := ValidateQueue(q); err != nil {
+	if err := ValidateQueueRef(q); err != nil {
 		return err
 	}
 	stats, err := l.Stats(ctx, q)
@@ -85,7 +85,7 @@ func (l *Ledger) RecordSeries(ctx context.Context, q string, now time.Time) erro
 // Series returns queue q's buckets from since on, oldest first (at most
 // SeriesLength). Entries that do not decode are skipped.
 func (l *Ledger) Series(ctx context.Context, q string, since time.Time) ([]SeriesBucket, error) {
-	if err := ValidateQueue(q); err != nil {
+	if err := ValidateQueueRef(q); err != nil {
 		return nil, err
 	}
 	items, err := l.rdb.ZRangeByScore(ctx, l.seriesKey(q), &redis.ZRangeBy{

@@ -491,7 +491,7 @@ func (l *Ledger) Raise(ctx context.Context, q, id string, mark lease.Token) (boo
 	case mark == 0:
 		return false, nil
 	}
-	if err := ValidateQueue(q); err != nil {
+	if err := ValidateQueueRef(q); err != nil {
 		return false, err
 	}
 	n, err := l.run(ctx, l.lanes.other, raiseScript, q, id, mark.String()).Int()

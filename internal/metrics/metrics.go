@@ -22,6 +22,7 @@ type Set struct {
 	LeaseWait       *prometheus.HistogramVec // queue, kind
 	Duration        *prometheus.HistogramVec // queue, kind, outcome
 	Jobs            *prometheus.GaugeVec     // queue, state
+	PartitionJobs   *prometheus.GaugeVec     // queue, partition, state (partitioned queues only)
 	Expired         *prometheus.CounterVec   // queue
 	Decisions       *prometheus.CounterVec   // queue, result
 	ReconcileErrors prometheus.Counter
@@ -105,6 +106,9 @@ func New(reg prometheus.Registerer) *Set {
 		Jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fencedq_jobs", Help: "Jobs currently in each state (from the ledger indexes; set by the maintenance leader).",
 		}, []string{"queue", "state"}),
+		PartitionJobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencedq_partition_jobs", Help: "A partitioned queue's pending and running jobs per partition (the partition's queue name; set by the maintenance leader).",
+		}, []string{"queue", "partition", "state"}),
 		Expired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_attempts_expired_total", Help: "Running attempts whose lease deadline passed without a commit, moved to uncertain by the maintenance leader's expirer.",
 		}, []string{"queue"}),
@@ -147,6 +151,7 @@ func New(reg prometheus.Registerer) *Set {
 	m.LeaseWait = register(reg, m.LeaseWait)
 	m.Duration = register(reg, m.Duration)
 	m.Jobs = register(reg, m.Jobs)
+	m.PartitionJobs = register(reg, m.PartitionJobs)
 	m.Expired = register(reg, m.Expired)
 	m.Decisions = register(reg, m.Decisions)
 	m.ReconcileErrors = register(reg, m.ReconcileErrors)

@@ -108,7 +108,7 @@ func (s *Server) Client() *redis.Client {
 	return c
 }
 
-// Cluster is a three-master Redis Cluster on loopback.
+// Cluster is a Redis Cluster of masters on loopback.
 type Cluster struct {
 	// Nodes are the masters, in slot order.
 	Nodes []*Server
@@ -117,11 +117,15 @@ type Cluster struct {
 
 // StartCluster starts three cluster-enabled servers, splits the 16384 hash
 // slots between them and waits until the cluster reports ok.
-func StartCluster(tb testing.TB) *Cluster {
+func StartCluster(tb testing.TB) *Cluster { return StartClusterN(tb, 3) }
+
+// StartClusterN is StartCluster with n masters, each holding one
+// contiguous range of about 16384/n slots, in order.
+func StartClusterN(tb testing.TB, n int) *Cluster {
 	tb.Helper()
 	c := &Cluster{tb: tb}
-	procs := make([]*redisserver.Server, 0, 3)
-	for range 3 {
+	procs := make([]*redisserver.Server, 0, n)
+	for range n {
 		n := Start(tb, Options{ClusterEnabled: true})
 		c.Nodes = append(c.Nodes, n)
 		procs = append(procs, n.srv)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -96,7 +97,7 @@ func (x *expirer) expireQueue(ctx context.Context, leader lease.Token, q string,
 			}
 			for _, id := range exp.Moved {
 				x.tally.expired.Add(1)
-				x.metrics.Expired.WithLabelValues(q).Inc()
+				x.metrics.Expired.WithLabelValues(ledger.Logical(q)).Inc()
 				x.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
 				x.decided.Signal(Decision{JobID: id, Result: ResultExpired})
 			}

@@ -107,7 +107,7 @@ func (r *resolver) decide(ctx context.Context, rec *jobs.Record, leader lease.To
 		return err
 	}
 	r.tally.resolved.Add(1)
-	r.metrics.Decisions.WithLabelValues(rec.Queue, result).Inc()
+	r.metrics.Decisions.WithLabelValues(ledger.Logical(rec.Queue), result).Inc()
 	r.log.Info("reconciled", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID,
 		"kind", rec.Kind, "token", rec.Token.String(), "decision", res.Decision, "state", state, "evidence", evidence)
 	r.decided.Signal(Decision{JobID: rec.ID, Result: result})

@@ -20,6 +20,8 @@ type status struct {
 	// seriesMinute is the minute (unix ms) the queues' history was last
 	// recorded for.
 	seriesMinute atomic.Int64
+	// parts is the partition registry as of the current pass.
+	parts map[string]int
 }
 
 // runOnce is one status pass over every queue.
@@ -33,19 +35,39 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 	// next one).
 	minute := now.Truncate(jobs.SeriesStep).UnixMilli()
 	record := s.seriesMinute.Load() != minute
+	// A partitioned queue's gauges are the sums over its partitions, each
+	// partition's depth its own gauge.
+	sums := map[string]map[ledger.State]int64{}
+	if s.parts, err = s.ledger.Partitions(ctx); err != nil {
+		return err
+	}
 	err = s.eachQueue(ctx, func(q string) error {
 		counts, err := s.ledger.Counts(ctx, q)
 		if err != nil {
 			return err
 		}
+		l := ledger.Logical(q)
+		if sums[l] == nil {
+			sums[l] = map[ledger.State]int64{}
+		}
 		for st, n := range counts {
-			s.metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))
+			sums[l][st] += n
+		}
+		if l != q || s.partitioned(l) {
+			for _, st := range []ledger.State{ledger.Pending, ledger.Running} {
+				s.metrics.PartitionJobs.WithLabelValues(l, q, string(st)).Set(float64(counts[st]))
+			}
 		}
 		if record {
 			return s.ledger.RecordSeries(ctx, q, now)
 		}
 		return nil
 	})
+	for q, counts := range sums {
+		for st, n := range counts {
+			s.metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))
+		}
+	}
 	if record && err == nil {
 		s.seriesMinute.Store(minute)
 	}
@@ -58,3 +80,7 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 		Expired: s.tally.expired.Load(), Resolved: s.tally.resolved.Load(),
 	})
 }
+
+// partitioned reports whether queue q has partitions in the registry read
+// at the start of the pass.
+func (s *status) partitioned(q string) bool { return s.parts[q] > 1 }

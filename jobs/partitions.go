@@ -1,0 +1,304 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// MaxPartitions bounds a queue's partitions (Client.SetPartitions).
+const MaxPartitions = ledger.MaxPartitions
+
+// MaxPartitionKeyLen bounds a partition key, in bytes.
+const MaxPartitionKeyLen = 1024
+
+// PartitionRefresh is how long a client routes enqueues by the partition
+// count it last read from the registry before reading it again; a pool
+// reads it as often (every heartbeat). A change of a queue's partitions
+// reaches every client and pool within about this long.
+const PartitionRefresh = 5 * time.Second
+
+// PartitionKey routes the job of a partitioned queue (see
+// Client.SetPartitions): every job with the same key goes to the same
+// partition, so jobs of one key keep their order among themselves and a
+// resource they share is leased by the pools of one partition. Without a
+// key the operation id decides (so an operation id deduplicates across the
+// partitions), and without either the jobs are spread evenly. An operation
+// id deduplicates within one partition: give the same key with the same
+// operation id. Ignored on a queue without partitions. At most
+// MaxPartitionKeyLen bytes.
+func PartitionKey(key string) Option { return func(o *options) { o.partitionKey = key } }
+
+// Partitioner is implemented by args that name their partition key (see
+// PartitionKey; the option, when given, wins), such as the account a
+// transfer touches.
+type Partitioner interface {
+	PartitionKey() string
+}
+
+// partitionCache holds the partition counts a client routes by.
+type partitionCache struct {
+	mu     sync.Mutex
+	counts map[string]cachedPartitions
+	spread atomic.Uint64 // the even spread's counter
+}
+
+type cachedPartitions struct {
+	p  int
+	at time.Time
+}
+
+// SetPartitions declares queue q with p partitions (1 to MaxPartitions;
+// 1: none), each a whole queue in its own Redis Cluster hash slot, spread
+// over the cluster's masters (ARCHITECTURE.md, "Partitioned queues"). The
+// count is an entry of the namespace's partition registry, not a client
+// option, so every client routing enqueues and every pool claiming agree on
+// it: clients and pools read it again every PartitionRefresh. It returns
+// the previous count.
+//
+// Changing p for a queue in use is safe: jobs enqueued from then on go to
+// the new partitions, jobs already in the previous ones stay there and are
+// claimed until they are drained (pools serve every partition of the queue
+// that the queue registry lists), and reads show both. An operation id
+// enqueued before the change may be enqueued again in the new layout:
+// deduplication by operation id holds within one layout. On a paused
+// queue the new partitions start paused.
+func (c *Client) SetPartitions(ctx context.Context, q string, p int) (int, error) {
+	if c.nsErr != nil {
+		return 0, c.nsErr
+	}
+	if err := ValidateQueue(q); err != nil {
+		return 0, err
+	}
+	if p < 1 || p > MaxPartitions {
+		return 0, invalid("queue %s: %d partitions is outside 1-%d", q, p, MaxPartitions)
+	}
+	paused, err := c.Inspector().Paused(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	prev, err := c.ledger.SetPartitions(ctx, q, p)
+	if err != nil {
+		return 0, err
+	}
+	if paused != nil { // the new partitions start paused too
+		for _, n := range ledger.PartitionNames(q, p) {
+			if _, err := c.ledger.SetPaused(ctx, n, true, paused.Actor, paused.Note); err != nil {
+				return prev, err
+			}
+		}
+	}
+	c.parts.mu.Lock()
+	if c.parts.counts == nil {
+		c.parts.counts = map[string]cachedPartitions{}
+	}
+	c.parts.counts[q] = cachedPartitions{p: p, at: time.Now()}
+	c.parts.mu.Unlock()
+	return prev, nil
+}
+
+// route moves each job of a partitioned queue to its partition.
+func (c *Client) route(ctx context.Context, js []*ledger.NewJob) error {
+	counts, err := c.partitions(ctx, js)
+	if err != nil {
+		return err
+	}
+	for _, j := range js {
+		p := counts[j.Queue]
+		if p <= 1 {
+			continue
+		}
+		// A unique job without a partition key goes where its unique key
+		// says, so a duplicate meets the job it duplicates.
+		key := j.PartitionKey
+		if key == "" && j.Unique != nil {
+			key = "unique:" + j.Unique.Digest
+		}
+		n := uint64(0)
+		if key == "" && j.OperationID == "" {
+			n = c.parts.spread.Add(1)
+		}
+		j.Queue = ledger.PartitionNames(j.Queue, p)[ledger.RoutePartition(p, key, j.OperationID, n)]
+	}
+	return nil
+}
+
+// partitions returns the partition counts of js's queues, reading those
+// not read within PartitionRefresh from the registry (one call).
+func (c *Client) partitions(ctx context.Context, js []*ledger.NewJob) (map[string]int, error) {
+	pc := &c.parts
+	pc.mu.Lock()
+	if pc.counts == nil {
+		pc.counts = map[string]cachedPartitions{}
+		pc.spread.Store(rand.Uint64())
+	}
+	out := make(map[string]int, 1)
+	var stale []string
+	now := time.Now()
+	for _, j := range js {
+		if _, done := out[j.Queue]; done {
+			continue
+		}
+		cp, ok := pc.counts[j.Queue]
+		out[j.Queue] = cp.p
+		if !ok || now.Sub(cp.at) > PartitionRefresh {
+			stale = append(stale, j.Queue)
+		}
+	}
+	pc.mu.Unlock()
+	if len(stale) == 0 {
+		return out, nil
+	}
+	ps, err := c.ledger.PartitionsOf(ctx, stale...)
+	if err != nil {
+		for _, q := range stale {
+			if out[q] == 0 { // never read: the job's partition is unknown
+				return nil, fmt.Errorf("%w: reading queue %s's partitions (nothing was written): %w", ErrEnqueueUnknown, q, err)
+			}
+		}
+		c.log.Warn("reading the partition registry failed; routing by the counts read before", "error", err)
+		return out, nil
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if len(pc.counts) > maxCachedQueues {
+		clear(pc.counts)
+	}
+	for i, q := range stale {
+		out[q] = ps[i]
+		pc.counts[q] = cachedPartitions{p: ps[i], at: now}
+	}
+	return out, nil
+}
+
+// maxCachedQueues bounds the partition counts a client keeps.
+const maxCachedQueues = 4096
+
+// Partition describes one partition of a queue (Inspector.Partitions).
+type Partition struct {
+	// Name is the partition's queue name ("q#k" or "q#k.s"; the queue's
+	// own name for its jobs from before it had partitions).
+	Name string `json:"name"`
+	// Index is the partition's number in the queue's current layout, -1
+	// for a partition of an earlier layout (draining, or kept for its
+	// finished jobs).
+	Index int `json:"index"`
+	// Slot is the Redis Cluster hash slot of its keys; Master the address
+	// of the server holding them.
+	Slot   int    `json:"slot"`
+	Master string `json:"master,omitempty"`
+	// Counts are its jobs per state.
+	Counts map[State]int64 `json:"counts"`
+	// Paused is who paused it, nil when it runs.
+	Paused *Pause `json:"paused,omitempty"`
+}
+
+// QueueLayout is a queue's partitions (Inspector.Partitions).
+type QueueLayout struct {
+	Queue string `json:"queue"`
+	// Count is the registered partition count (1: no partitions).
+	Count      int         `json:"count"`
+	Partitions []Partition `json:"partitions"`
+}
+
+// Partitions returns queue q's registered partition count and, for each
+// queue name holding q's jobs (the current layout's partitions first, then
+// earlier layouts' still listed in the queue registry), its slot, master,
+// job counts and pause.
+func (in *Inspector) Partitions(ctx context.Context, q string) (*QueueLayout, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	if ledger.IsPartition(q) {
+		return nil, invalid("%s is a partition: ask for its queue %s", q, ledger.Logical(q))
+	}
+	ps, err := in.l.PartitionsOf(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	names, err := in.physical(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	index := map[string]int{}
+	for k, n := range ledger.PartitionNames(q, ps[0]) {
+		index[n] = k
+	}
+	out := &QueueLayout{Queue: q, Count: ps[0]}
+	for _, n := range names {
+		k, ok := index[n]
+		if !ok {
+			k = -1
+		}
+		part := Partition{Name: n, Index: k, Slot: ledger.Slot(n)}
+		if part.Master, err = in.l.Master(ctx, n); err != nil {
+			return nil, err
+		}
+		if part.Counts, err = in.l.Counts(ctx, n); err != nil {
+			return nil, err
+		}
+		if part.Paused, err = in.l.Paused(ctx, n); err != nil {
+			return nil, err
+		}
+		out.Partitions = append(out.Partitions, part)
+	}
+	sort.SliceStable(out.Partitions, func(i, j int) bool {
+		a, b := out.Partitions[i], out.Partitions[j]
+		if (a.Index < 0) != (b.Index < 0) {
+			return a.Index >= 0
+		}
+		return a.Index < b.Index
+	})
+	return out, nil
+}
+
+// physical returns the queue names holding queue q's jobs: q's partitions
+// (see ledger.Physical), or q alone for a partition's or a plain queue's
+// name.
+func (in *Inspector) physical(ctx context.Context, q string) ([]string, error) {
+	return physical(ctx, in.l, q)
+}
+
+func physical(ctx context.Context, l *ledger.Ledger, q string) ([]string, error) {
+	if ledger.IsPartition(q) {
+		return []string{q}, nil
+	}
+	ps, err := l.PartitionsOf(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := l.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.Physical(q, ps[0], qs), nil
+}
+
+// locate returns the queue name (q or one of its partitions) holding job
+// id, or an error matching ErrNotFound.
+func locate(ctx context.Context, l *ledger.Ledger, q, id string) (string, error) {
+	names, err := physical(ctx, l, q)
+	if err != nil {
+		return "", err
+	}
+	if len(names) == 1 {
+		return names[0], nil
+	}
+	for _, n := range names {
+		_, err := l.Get(ctx, n, id)
+		if err == nil {
+			return n, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+}
