@@ -4,10 +4,12 @@
 # image: run it from a checkout (go run ./cmd/fencedq-demo).
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
-# The library (root module) and the commands (module ./cmd), joined by go.work.
-COPY go.mod go.sum go.work ./
-COPY cmd/go.mod cmd/go.sum ./cmd/
-RUN GOWORK=off go mod download && cd cmd && GOWORK=off go mod download
+# The library (root module) and the commands (module ./cmd), joined by
+# go.work: the commands build against the library of this checkout. The
+# library's requirements are fetched first (a cached layer); the commands'
+# own are fetched by the build.
+COPY go.mod go.sum ./
+RUN go mod download
 COPY . .
 # The version pools publish in their heartbeat (jobs.Version); the build
 # context holds no git history, so pass it:

@@ -36,10 +36,3 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// The commands are built from the library of the same commit. This stays
-// even once the library is published: without it cmd/ resolves only a
-// published library version (GOWORK=off go mod download fails today for
-// want of one), and with it the go command refuses
-// `go install github.com/fencedq/fencedq/cmd/fencedq@version`; install from
-// a clone instead (README, "Use it in your module").
-replace github.com/fencedq/fencedq => ../
