@@ -22,7 +22,7 @@ local reply = {0, 0, 0, 0}
 local resubmit = ARGV[2] == 'resubmit'
 seq_bump()
 for i = 3, #ARGV, 10 do
-  local id, kind, op, resource, payload, display = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  local id, op = ARGV[i], ARGV[i + 2]
   local existing = false
   if op ~= '' then existing = redis.call('GET', opkey(op)) end
   if resubmit and not existing and redis.call('EXISTS', jobkey(id)) == 1 then existing = id end
@@ -37,19 +37,7 @@ for i = 3, #ARGV, 10 do
   if existing then
     reply[#reply + 1], reply[#reply + 2] = 0, existing
   else
-    local run_at = now
-    local delay = num(ARGV[i + 8])
-    if delay ~= 0 then run_at = now + delay end -- negative: a RunAt already past
-    local f = {'state', 'pending', 'kind', kind, 'payload', payload, 'max_retries', ARGV[i + 6],
-      'token', '0', 'attempts', '0', 'created', fmt(now)}
-    local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
-    opt('op', op)
-    opt('resource', resource)
-    if display == '' then opt('args', '=') else opt('args', display) end
-    opt('timeout_ms', ARGV[i + 7])
-    opt('headers', ARGV[i + 9])
-    if run_at ~= now then opt('run_at', fmt(run_at)) end
-    redis.call('HSET', jobkey(id), unpack(f))
+    local run_at = write_new_job(i, {})
     if resubmit then
       tallied('resubmitted')
       event({type = 'resubmitted', job = id, op = op})
@@ -59,11 +47,4 @@ for i = 3, #ARGV, 10 do
     reply[#reply + 1], reply[#reply + 2] = 1, id
   end
 end
-if created > 0 then
-  call_chunked('ZADD', index['pending'], due, 1000)
-  wake()
-  if count('enqueued', created) == created then reply[1] = 1 end
-end
-flush_tally()
-reply[2], reply[3], reply[4] = seq_reply()
-return reply
+return enqueue_reply(reply, created, due)

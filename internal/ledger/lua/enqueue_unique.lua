@@ -2,7 +2,7 @@
 -- is a duplicate while another job holding the same unique key is in one of
 -- that job's unique states; a duplicate returns the holder and writes
 -- nothing. Jobs without unique options go through enqueue.lua, which this
--- script leaves untouched: it writes each job exactly as enqueue.lua does.
+-- script leaves untouched: both write a job with the prelude's write_new_job.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the queue's
 --   unique index ns:{q}:unique (hash: unique key -> job id holding it).
 -- ARGV 2 mode: '' (resubmissions go through enqueue.lua)
@@ -32,7 +32,7 @@ local function holds(hid)
 end
 
 for i = 3, #ARGV, 13 do
-  local id, kind, op, resource, payload, display = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  local id, op = ARGV[i], ARGV[i + 2]
   local ukey, period, ustates = ARGV[i + 10], num(ARGV[i + 11]), ARGV[i + 12]
   if period > 0 then ukey = ukey .. ':' .. fmt(period) .. ':' .. fmt(math.floor(now / period)) end
   local existing, stage = false, 'enqueue'
@@ -48,29 +48,10 @@ for i = 3, #ARGV, 13 do
   else
     if op ~= '' then redis.call('SET', opkey(op), id) end
     redis.call('HSET', uniqk, ukey, id)
-    local run_at = now
-    local delay = num(ARGV[i + 8])
-    if delay ~= 0 then run_at = now + delay end
-    local f = {'state', 'pending', 'kind', kind, 'payload', payload, 'max_retries', ARGV[i + 6],
-      'token', '0', 'attempts', '0', 'created', fmt(now), 'ukey', ukey, 'ustates', ustates}
-    local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
-    opt('op', op)
-    opt('resource', resource)
-    if display == '' then opt('args', '=') else opt('args', display) end
-    opt('timeout_ms', ARGV[i + 7])
-    opt('headers', ARGV[i + 9])
-    if run_at ~= now then opt('run_at', fmt(run_at)) end
-    redis.call('HSET', jobkey(id), unpack(f))
+    local run_at = write_new_job(i, {'ukey', ukey, 'ustates', ustates})
     due[#due + 1], due[#due + 2] = fmt(run_at), id
     created = created + 1
     reply[#reply + 1], reply[#reply + 2] = 1, id
   end
 end
-if created > 0 then
-  call_chunked('ZADD', index['pending'], due, 1000)
-  wake()
-  if count('enqueued', created) == created then reply[1] = 1 end
-end
-flush_tally()
-reply[2], reply[3], reply[4] = seq_reply()
-return reply
+return enqueue_reply(reply, created, due)

@@ -247,3 +247,38 @@ local function minter(ep)
     return token_mint(last, ep, now_us)
   end
 end
+
+-- write_new_job writes a pending job from enqueue's 10 values per job
+-- starting at ARGV[i] (see enqueue.lua), plus the fields in extra (a flat
+-- list, may be empty), and returns its due time.
+local function write_new_job(i, extra)
+  local op, resource, display = ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
+  local run_at = now
+  local delay = num(ARGV[i + 8])
+  if delay ~= 0 then run_at = now + delay end -- negative: a RunAt already past
+  local f = {'state', 'pending', 'kind', ARGV[i + 1], 'payload', ARGV[i + 4], 'max_retries', ARGV[i + 6],
+    'token', '0', 'attempts', '0', 'created', fmt(now)}
+  for _, v in ipairs(extra) do f[#f + 1] = v end
+  local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
+  opt('op', op)
+  opt('resource', resource)
+  if display == '' then opt('args', '=') else opt('args', display) end
+  opt('timeout_ms', ARGV[i + 7])
+  opt('headers', ARGV[i + 9])
+  if run_at ~= now then opt('run_at', fmt(run_at)) end
+  redis.call('HSET', jobkey(ARGV[i]), unpack(f))
+  return run_at
+end
+
+-- enqueue_reply indexes the created jobs (due: flat score, id pairs), wakes
+-- idle pools, counts them and completes an enqueue script's reply.
+local function enqueue_reply(reply, created, due)
+  if created > 0 then
+    call_chunked('ZADD', index['pending'], due, 1000)
+    wake()
+    if count('enqueued', created) == created then reply[1] = 1 end
+  end
+  flush_tally()
+  reply[2], reply[3], reply[4] = seq_reply()
+  return reply
+end
