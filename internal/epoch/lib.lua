@@ -118,7 +118,8 @@ local CLOCK_SLACK_US = 1000000
 -- below the high-water mark of every time returned before, so it continues
 -- from where the previous primary left it (at most the replication lag
 -- behind), whatever the promoted node's clock says. key is the clock
--- record, a hash: 'clk' the high-water mark (µs), 'crid' the replication id
+-- record, a hash: 'clk' the high-water mark (µs: the last microsecond of
+-- the latest time's millisecond), 'crid' the replication id
 -- the offset is for, 'coff' the offset (µs); nil for none (plain TIME).
 -- The offset is computed once per tenure, by the first call that finds it
 -- was computed for another replication id (INFO is only asked while the
@@ -148,6 +149,9 @@ local function epoch_now(key)
     now = raw + noff
   end
   if clk and now <= clk then return clk end
-  redis.call('HSET', key, 'clk', string.format('%d', now))
+  -- The mark is written once per millisecond: the last microsecond of
+  -- now's millisecond, which no time returned before exceeds and which
+  -- later calls in this millisecond return (their milliseconds are now's).
+  redis.call('HSET', key, 'clk', string.format('%d', now - now % 1000 + 999))
   return now
 end
