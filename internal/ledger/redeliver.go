@@ -87,9 +87,9 @@ func (l *Ledger) Undelivered(ctx context.Context, q string, limit int) ([]Undeli
 // task that delivered it last is gone or finished there. It returns the
 // new task's id (stem~n, n counting the job's redeliveries), which the
 // caller then enqueues; ok is false, and nothing is written, when the job
-// is no longer in u's state under u's token, or is running under a live
-// lease, so of concurrent callers that saw the same job only one delivers
-// it. The job's history and the queue's events say so, and the 'redelivered'
+// is no longer in u's state under u's token with u's task recorded, or is
+// running under a live lease, so of concurrent callers that saw the same
+// job only one delivers it. The job's history and the queue's events say so, and the 'redelivered'
 // counter counts it.
 func (l *Ledger) Redeliver(ctx context.Context, q string, u Undelivered, taskQueue, stem string) (task string, ok bool, err error) {
 	if err := ValidateQueueRef(q); err != nil {
@@ -99,7 +99,7 @@ func (l *Ledger) Redeliver(ctx context.Context, q string, u Undelivered, taskQue
 	if u.Token != 0 {
 		tok = u.Token.String()
 	}
-	v, err := l.run(ctx, l.lanes.other, bridgeRedeliverScript, q, u.ID, string(u.State), tok, taskQueue, stem).Result()
+	v, err := l.run(ctx, l.lanes.other, bridgeRedeliverScript, q, u.ID, string(u.State), tok, u.TaskID, taskQueue, stem).Result()
 	r := newReply("bridge redeliver", v, err)
 	if err := r.need(2); err != nil {
 		return "", false, wrap("redeliver "+u.ID, err)
