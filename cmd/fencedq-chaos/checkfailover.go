@@ -94,7 +94,8 @@ type failoverCost struct {
 	Window string `json:"window,omitempty"`
 	// SlowestQueued tells a stall from an account with nothing to do: the
 	// transfers out of the slowest account (overdrafts aside) acknowledged
-	// before the next failover and not applied before this kill, and of
+	// from a minute before this kill until the next failover and not
+	// applied before this kill, and of
 	// them how many were applied only after the next failover's kill and
 	// how many never (lost with the failover's data).
 	SlowestQueued      int `json:"slowest_queued"`
@@ -388,7 +389,8 @@ func failoverCosts(failovers []failoverRecord, writes []write, queued []queuedTr
 			}
 		}
 		for _, q := range queued {
-			if q.account != c.SlowestAccount || !q.acked.Before(horizon) || (!q.applied.IsZero() && q.applied.Before(f.Killed)) {
+			if q.account != c.SlowestAccount || !q.acked.Before(horizon) || q.acked.Before(f.Killed.Add(-time.Minute)) ||
+				(!q.applied.IsZero() && q.applied.Before(f.Killed)) {
 				continue
 			}
 			c.SlowestQueued++
