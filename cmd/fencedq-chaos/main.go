@@ -124,6 +124,10 @@
 //	--clock-offset -120s     the promoted node's clock shift in clock failovers
 //	--durable                durable acknowledgements (jobs.Durability, one replica) for fencedq
 //	                         and the bridge; an acknowledged job lost is a violation
+//	--pg-idle-in-transaction 0
+//	                         the workers' PostgreSQL idle_in_transaction_session_timeout
+//	                         (0: off): a frozen worker's transaction is aborted, its row
+//	                         locks released
 //	--json                   print the report as one JSON object
 //	--keep                   keep the schema, Redis directory and worker logs
 //	--database-url URL       PostgreSQL (default $DATABASE_URL or the URL above)
