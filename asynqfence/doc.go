@@ -107,7 +107,9 @@
 // or uncertain), Bridge.Redeliver enqueues a new one (JobHeader names the
 // job); run Bridge.Run beside the asynq server to do so every
 // Options.RedeliverInterval. Its delivery reconciles the job before
-// anything runs, as any redelivery does.
+// anything runs, as any redelivery does. To drop a bridged job, cancel it
+// in the ledger (fencedq CLI or dashboard): deleting its asynq task alone
+// makes Redeliver enqueue a new one.
 //
 // Across Redis failovers the bridge behaves as pools do: with the
 // jobs.Config's Sentinel set, its tokens carry the Sentinels' failover
