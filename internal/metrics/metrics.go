@@ -62,6 +62,7 @@ const (
 	ServiceStatus   = "status"
 	ServicePeriodic = "periodic"
 	ServiceRelay    = "outbox_relay"
+	ServiceHandover = "handover"
 )
 
 // New registers the series on reg (nil: a private registry, so nothing is
