@@ -119,4 +119,3 @@ func showWorkflow(out io.Writer, st *workflow.Status, asJSON bool) error {
 	}
 	return tw.Flush()
 }
-
