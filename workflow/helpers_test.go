@@ -26,6 +26,8 @@ type Step struct {
 	Name string   `json:"name"`
 	Deps []string `json:"deps,omitempty"`
 	Fail bool     `json:"fail,omitempty"`
+	// Unknown makes the step end uncertain (until the test fixes it).
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 func (Step) Kind() string { return "wf_step" }
@@ -104,6 +106,9 @@ func (e *env) work(ctx context.Context, j *jobs.Job[Step]) error {
 		out.Seen[d] = o.N
 	}
 	out.N = len(out.Seen) + 1
+	if j.Args.Unknown && !e.fixed.Load() {
+		return jobs.Unknown(io.ErrUnexpectedEOF)
+	}
 	if j.Args.Fail && !e.fixed.Load() {
 		return jobs.Permanent(io.ErrUnexpectedEOF)
 	}

@@ -266,3 +266,63 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("runs after cancel: %v", e.runs.order)
 	}
 }
+
+// TestUncertainHoldsDependents: a step whose outcome is unknown holds its
+// dependents (waiting, not cancelled) until it is resolved; resolved
+// applied, they run.
+func TestUncertainHoldsDependents(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("unsure").
+		Add("charge", Step{Name: "charge", Unknown: true}).
+		Add("ship", step("ship"), workflow.After("charge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	// nothing can tell what happened (no Reconcile, no effect log): review
+	e.wait(res, "charge", jobs.Review)
+	if r := e.wait(res, "ship", "waiting"); r.Attempts != 0 {
+		t.Fatalf("ship ran while charge was uncertain: %+v", r)
+	}
+	ref := res.Steps["charge"]
+	if _, err := e.client.Resolve(ctx, ref.Queue, ref.JobID, jobs.DecideSucceeded, "ada", "the bank says it was charged"); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(res, "ship", jobs.Succeeded)
+	if e.runs.count("ship") != 1 || e.runs.count("charge") != 1 {
+		t.Fatalf("runs %v", e.runs.order)
+	}
+}
+
+// TestRerunOfADependentWaitsForItsCause: re-running a step its dependency's
+// failure cancelled puts it back to waiting for that dependency, never
+// straight to pending.
+func TestRerunOfADependentWaitsForItsCause(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("rerun-dependent").
+		Add("charge", Step{Name: "charge", Fail: true}).
+		Add("ship", step("ship"), workflow.After("charge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := e.start()
+	e.wait(res, "ship", jobs.Cancelled)
+	stop()
+	ref := res.Steps["ship"]
+	if _, err := e.client.Resolve(ctx, ref.Queue, ref.JobID, jobs.DecideRerun, "ada", "try again"); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(res, "ship", "waiting")
+	e.fixed.Store(true)
+	charge := res.Steps["charge"]
+	if _, err := e.client.Resolve(ctx, charge.Queue, charge.JobID, jobs.DecideRerun, "ada", "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(res, "ship", jobs.Succeeded)
+	if e.runs.count("ship") != 1 {
+		t.Fatalf("ship ran %d times", e.runs.count("ship"))
+	}
+}

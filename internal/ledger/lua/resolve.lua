@@ -13,7 +13,7 @@
 --        reconciler's token is stale.
 local id, decision = ARGV[2], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf')
+local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause')
 local state = h[1]
 if not state then return {0, 'missing'} end
 local allowed = false
@@ -41,6 +41,16 @@ elseif decision == 'rerun' and h[3] and ARGV[7] ~= '' then
   redis.call('HSET', k, 'reason', 'cancelled by ' .. h[3] .. '; not applied: ' .. ARGV[6], 'state', 'cancelled', 'finished', fmt(now))
   finish(id, h[2], ARGV[8], true)
   count('cancelled')
+elseif decision == 'rerun' and h[5] then
+  -- a workflow step its dependency's failure cancelled waits for that
+  -- dependency again (an operator re-running it, or the step, resumes it)
+  to = 'waiting'
+  redis.call('HSET', k, 'state', 'waiting')
+  redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'wf_cause')
+  redis.call('SADD', P .. 'job:' .. id .. ':waits', h[5])
+  unfinish(id, h[2])
+  redis.call('ZREM', index[state], id)
+  redis.call('ZADD', P .. 'waiting', snow, id)
 elseif decision == 'rerun' then
   to = 'pending'
   redis.call('HINCRBY', k, 'runs', 1)
@@ -62,7 +72,7 @@ count('resolved_' .. decision)
 if h[4] then
   if to == 'succeeded' or to == 'dead' or to == 'cancelled' then
     wf_settled(id, to, ARGV[8])
-  elseif to == 'pending' and (state == 'dead' or state == 'cancelled') then
+  elseif (to == 'pending' or to == 'waiting') and (state == 'dead' or state == 'cancelled') then
     wf_settled(id, 'reopen', ARGV[8])
   end
 end
