@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/jobstest"
@@ -79,6 +80,7 @@ type env struct {
 	ledger *ledger.Ledger
 	runs   *runs
 	fixed  atomic.Bool // steps with Fail succeed from now on
+	reg    *prometheus.Registry
 }
 
 func newEnv(t *testing.T) *env {
@@ -90,7 +92,7 @@ func newEnvOn(t *testing.T, rdb redis.UniversalClient, ns string) *env {
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	t.Cleanup(func() { _ = c.Close() })
 	return &env{t: t, rdb: rdb, ns: ns, client: c, ledger: ledger.New(rdb, ledger.Config{Namespace: ns}),
-		runs: &runs{n: map[string]int{}}}
+		runs: &runs{n: map[string]int{}}, reg: prometheus.NewRegistry()}
 }
 
 // work is the Step handler: a step reads every dependency's output and
@@ -130,6 +132,7 @@ func (e *env) start(queues ...string) func() {
 		RetryDelay:  func(int) time.Duration { return 20 * time.Millisecond },
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Maintenance: worker.MaintenanceConfig{Interval: 100 * time.Millisecond, MaxReconcileTries: 3},
+		Registerer:  e.reg,
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -171,3 +174,31 @@ func (e *env) status(id string) *workflow.Status {
 }
 
 func step(name string, deps ...string) Step { return Step{Name: name, Deps: deps} }
+
+// counter sums the counter name in reg (with outcome, only the series with
+// that outcome label).
+func counter(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			if outcome != "" {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" && l.GetValue() != outcome {
+						continue series
+					}
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}

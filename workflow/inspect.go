@@ -17,13 +17,13 @@ import (
 // The states of a workflow (Status.State), derived from its steps'.
 const (
 	// Running: some step is not final yet.
-	Running = "running"
+	Running = ledger.WorkflowRunning
 	// Succeeded: every step succeeded.
-	Succeeded = "succeeded"
+	Succeeded = ledger.WorkflowSucceeded
 	// Failed: every step is final and some did not succeed.
-	Failed = "failed"
+	Failed = ledger.WorkflowFailed
 	// Cancelled: an operator cancelled it and every step is final.
-	Cancelled = "cancelled"
+	Cancelled = ledger.WorkflowCancelled
 )
 
 // Status is a workflow as read now.
@@ -88,7 +88,7 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 	}
 	st := &Status{ID: id, Name: def.Name, Home: home, OperationID: info.OperationID, Total: len(def.Steps),
 		Created: time.UnixMilli(info.Created), CancelledBy: info.CancelledBy}
-	allOK := true
+	var states []jobs.State
 	for _, d := range def.Steps {
 		s := Step{Name: d.Name, Queue: d.Queue, JobID: d.ID, Kind: d.Kind, Deps: d.Deps, AllowFail: d.AllowFail}
 		r, err := l.Get(ctx, d.Queue, d.ID)
@@ -103,21 +103,10 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 		if s.State.Final() || s.State == "missing" {
 			st.Done++
 		}
-		if s.State != jobs.Succeeded {
-			allOK = false
-		}
+		states = append(states, s.State)
 		st.Steps = append(st.Steps, s)
 	}
-	switch {
-	case st.Done < st.Total:
-		st.State = Running
-	case allOK:
-		st.State = Succeeded
-	case st.CancelledBy != "":
-		st.State = Cancelled
-	default:
-		st.State = Failed
-	}
+	st.State = ledger.WorkflowOutcome(states, st.CancelledBy)
 	return st, nil
 }
 

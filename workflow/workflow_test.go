@@ -96,6 +96,17 @@ func TestDiamond(t *testing.T) {
 	if string(st.Steps[0].Output) == "" || st.Steps[0].Token == 0 {
 		t.Fatalf("step charge shows no output or token: %+v", st.Steps[0])
 	}
+	// the maintenance leader counts it started and finished, once
+	wk := e.ns + ":{default}:wf:" + res.ID
+	redistest.Await(t, e.rdb, wk, "the workflow's outcome counted", func() bool {
+		return e.rdb.HGet(ctx, wk, "final").Val() == workflow.Succeeded
+	})
+	if n := counter(t, e.reg, "fencedq_workflows_started_total", ""); n != 1 {
+		t.Fatalf("workflows started %v, want 1", n)
+	}
+	if n := counter(t, e.reg, "fencedq_workflows_finished_total", "succeeded"); n != 1 {
+		t.Fatalf("workflows finished succeeded %v, want 1", n)
+	}
 }
 
 // TestEnqueueTwice: the same operation id is one workflow.

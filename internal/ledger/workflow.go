@@ -384,3 +384,92 @@ func (l *Ledger) FindWorkflow(ctx context.Context, id string) (string, error) {
 func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string) error {
 	return wrap("cancel workflow "+id, l.rdb.HSet(ctx, l.workflowKey(q, id), "cancel", actor).Err())
 }
+
+// The outcomes of a workflow (WorkflowOutcome).
+const (
+	WorkflowRunning   = "running"
+	WorkflowSucceeded = "succeeded"
+	WorkflowFailed    = "failed"
+	WorkflowCancelled = "cancelled"
+)
+
+// WorkflowOutcome derives a workflow's state from its steps' states:
+// running until every step is final (a missing step, expired, counts as
+// final), then succeeded when all succeeded, else cancelled when an
+// operator cancelled it, else failed.
+func WorkflowOutcome(states []State, cancelledBy string) string {
+	ok := true
+	for _, s := range states {
+		if !s.Final() && s != "missing" {
+			return WorkflowRunning
+		}
+		if s != Succeeded {
+			ok = false
+		}
+	}
+	switch {
+	case ok:
+		return WorkflowSucceeded
+	case cancelledBy != "":
+		return WorkflowCancelled
+	}
+	return WorkflowFailed
+}
+
+// OpenWorkflows returns the ids of queue q's workflows whose outcome has
+// not been counted yet (SettleWorkflow).
+func (l *Ledger) OpenWorkflows(ctx context.Context, q string) ([]string, error) {
+	ids, err := l.rdb.SMembers(ctx, l.prefix(q)+"wf_open").Result()
+	return ids, wrap("open workflows of "+q, err)
+}
+
+// SettleWorkflow looks at open workflow id of home queue q for the
+// maintenance leader's counts: started is true the first time any caller
+// looks at it, outcome is its final state the first time a caller finds it
+// final (then it leaves the open set), "" otherwise. Each is reported once
+// whichever leader asks (HSETNX on the record), so the counters built on
+// it count each workflow once.
+func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool, outcome string, err error) {
+	info, err := l.Workflow(ctx, q, id)
+	if err != nil {
+		return false, "", err
+	}
+	if info == nil { // expired
+		return false, "", wrap("settle workflow "+id, l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err())
+	}
+	wk := l.workflowKey(q, id)
+	if started, err = l.rdb.HSetNX(ctx, wk, "seen", "1").Result(); err != nil {
+		return false, "", wrap("settle workflow "+id, err)
+	}
+	def, err := info.Def()
+	if err != nil {
+		return started, "", err
+	}
+	states := make([]State, len(def.Steps))
+	for i, s := range def.Steps {
+		r, err := l.Get(ctx, s.Queue, s.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			states[i] = "missing"
+		case err != nil:
+			return started, "", err
+		default:
+			states[i] = r.State
+		}
+	}
+	out := WorkflowOutcome(states, info.CancelledBy)
+	if out == WorkflowRunning {
+		return started, "", nil
+	}
+	first, err := l.rdb.HSetNX(ctx, wk, "final", out).Result()
+	if err != nil {
+		return started, "", wrap("settle workflow "+id, err)
+	}
+	if err := l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err(); err != nil {
+		return started, "", wrap("settle workflow "+id, err)
+	}
+	if !first {
+		out = ""
+	}
+	return started, out, nil
+}

@@ -61,6 +61,7 @@ if home then
   redis.call('HSET', wfk, 'def', ARGV[5], 'created', snow, 'op', op)
   if op ~= '' then redis.call('SET', P .. 'wfop:' .. op, wfid) end
   redis.call('ZADD', P .. 'workflows', snow, wfid)
+  redis.call('SADD', P .. 'wf_open', wfid) -- until the maintenance leader counts its outcome
   for _, r in ipairs(cjson.decode(ARGV[6])) do
     redis.call('HSET', P .. 'handover', r[1] .. '\n' .. r[2] .. '\n@start', 'succeeded ' .. fmt(seq_now))
     wf_handed.n = wf_handed.n + 1
