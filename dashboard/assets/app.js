@@ -889,12 +889,15 @@
         ['Reconcile tries', j.reconcile_tries ? String(j.reconcile_tries) : ''],
         ['Reason', j.reason ? el('span', { id: 'job-reason' }, j.reason) : ''],
         ['Error', j.error ? el('pre', { class: 'error-text', id: 'job-error' }, j.error) : ''],
+        ['Workflow', j.workflow ? el('span', { id: 'job-workflow' }, 'step ' + j.step + ' of ' + j.workflow) : ''],
       ]),
       runNow,
       cancel,
       resolveForm(j, d.decisions),
       el('h2', {}, 'Args ', el('small', { class: 'muted' }, '(sensitive fields redacted)')),
       el('pre', { class: 'args', id: 'job-args' }, args),
+      j.output !== undefined ? el('h2', {}, 'Output ', el('small', { class: 'muted' }, '(sensitive fields redacted)')) : '',
+      j.output !== undefined ? el('pre', { class: 'args', id: 'job-output' }, JSON.stringify(j.output, null, 2)) : '',
       el('h2', {}, 'Attempts'), attempts,
       el('h2', {}, 'History'), historyTable(d.history));
   }
