@@ -2,10 +2,12 @@
 -- Prepended with internal/epoch's lib.lua (epoch_check, token_mint).
 -- KEYS[1] lease key <ns>:lease:{<resource>} = "<token> <deadline_us> <owner>"; never expires:
 --         it keeps the last token minted after the lease ends
--- KEYS[2] the namespace's epoch record <ns>:epoch (absent when epochs are off: Redis Cluster)
+-- KEYS[2] the namespace's epoch record <ns>:epoch; on Redis Cluster the resource's own
+--         <ns>:lease:{<resource>}:clock (absent when epochs are off)
 -- ARGV[1] owner
 -- ARGV[2] ttl in milliseconds
--- ARGV[3] replication id of the primary the caller's epoch is for ('' when epochs are off)
+-- ARGV[3] replication id of the primary the caller's epoch is for ('' when epochs are off,
+--         '@node' on Redis Cluster: this master decides, see lib.lua's epoch_node)
 -- ARGV[4] the caller's epoch
 -- Reply: {1, owner, token, deadline_us} when acquired,
 --        {0, holder_owner, holder_token, holder_deadline_us} when held by a live lease,
@@ -15,7 +17,7 @@
 -- Deadlines are in the namespace's time (epoch_now: Redis TIME plus the primary tenure's
 -- offset, kept in the epoch record), so a deadline an earlier primary wrote is read on
 -- the clock it was written with.
-local now = epoch_now(KEYS[2])
+local now, rec = epoch_now(KEYS[2], ARGV[3]) -- rec: the epoch recorded for ARGV[3], read with the time
 local last
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -25,7 +27,7 @@ if v then
   end
   last = htok
 end
-local ep, stale = epoch_check(KEYS[2], ARGV[3], ARGV[4])
+local ep, stale = epoch_check(KEYS[2], ARGV[3], ARGV[4], rec)
 if not ep then return {-1, stale[1], stale[2]} end
 local stok = token_mint(last, ep, now)
 local sdl = string.format('%d', now + tonumber(ARGV[2]) * 1000)

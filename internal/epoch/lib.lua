@@ -79,9 +79,47 @@ local function epoch_replid()
   return string.match(info, 'master_replid:(%w+)') or ''
 end
 
+-- epoch_node returns the epoch to mint with on Redis Cluster, where key is
+-- the epoch record in the slot of the keys the script mints for (a queue's
+-- or a resource's; same fields as the namespace's record): the epoch
+-- recorded for this master's replication id, or, on the first mint of a
+-- tenure (a promoted replica, a restarted master, a slot moved here), the
+-- node's config epoch (CLUSTER INFO cluster_my_epoch, which the cluster
+-- raised above every other when it elected this node) when it is above
+-- every epoch recorded, else one more than the highest. It needs nothing
+-- from the caller: the slot's master decides, in the script. '' rid (INFO
+-- denied): 0, as epoch_check.
+local function epoch_node(key)
+  local rid = epoch_replid()
+  if rid == '' then return 0 end
+  local rec = tonumber(redis.call('HGET', key, 'r:' .. rid) or '')
+  if rec then return rec end
+  local mx = tonumber(redis.call('HGET', key, 'max') or '')
+  local ci = redis.pcall('CLUSTER', 'INFO')
+  local f = type(ci) == 'string' and tonumber(string.match(ci, 'cluster_my_epoch:(%d+)') or '')
+  local e
+  if f and (not mx or f > mx) then e = f elseif mx then e = mx + 1 else e = 0 end
+  if e > EPOCH_MAX then e = EPOCH_MAX end
+  redis.call('HSET', key, 'r:' .. rid, string.format('%d', e))
+  if not mx or e > mx then redis.call('HSET', key, 'max', string.format('%d', e)) end
+  -- Keep the newest 32 tenures: older replication ids never mint again.
+  if redis.call('HLEN', key) > 40 then
+    local all, ids = redis.call('HGETALL', key), {}
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == 'r:' and all[i] ~= 'r:' .. rid then
+        table.insert(ids, {all[i], tonumber(all[i + 1]) or 0})
+      end
+    end
+    table.sort(ids, function(a, b) return a[2] < b[2] end)
+    for i = 1, #ids - 31 do redis.call('HDEL', key, ids[i][1]) end
+  end
+  return e
+end
+
 -- epoch_check checks a minting script's epoch arguments against the node it
 -- runs on. rid is the replication id of the primary the caller's epoch ep
--- is for ('' or nil: epochs off, mint in epoch 0); key is the namespace's
+-- is for ('' or nil: epochs off, mint in epoch 0; '@node' on Redis
+-- Cluster: the slot's master decides, see epoch_node); key is the namespace's
 -- epoch record, a hash 'r:<replication id>' -> epoch, 'max' -> the highest
 -- epoch recorded. It returns the epoch to mint with, or nil and
 -- {replication id, recorded epoch or ''} when the caller must refresh its
@@ -89,15 +127,19 @@ end
 -- another primary (a failover or restart happened), or a higher epoch is
 -- recorded for it. Nothing is written then. An epoch above the record
 -- raises it, so no caller can mint below the highest epoch any caller used.
-local function epoch_check(key, rid, ep)
+-- pre, when not nil, is the record's 'r:<rid>' field as epoch_now read it
+-- (false: absent), so the record is read once.
+local function epoch_check(key, rid, ep, pre)
   if rid == nil or rid == '' then return 0 end
+  if rid == '@node' then return epoch_node(key) end
   local e = tonumber(ep)
   if not e or e < 0 or e > EPOCH_MAX or e ~= math.floor(e) then
     error({err = 'FENCEDQ invalid epoch ' .. tostring(ep)})
   end
   local mine = epoch_replid()
   if mine ~= rid then return nil, {mine, ''} end
-  local rec = tonumber(redis.call('HGET', key, 'r:' .. mine) or '')
+  if pre == nil then pre = redis.call('HGET', key, 'r:' .. mine) end
+  local rec = tonumber(pre or '')
   if rec and rec > e then return nil, {mine, string.format('%d', rec)} end
   if rec ~= e then
     redis.call('HSET', key, 'r:' .. mine, string.format('%d', e))
@@ -118,7 +160,8 @@ local CLOCK_SLACK_US = 1000000
 -- below the high-water mark of every time returned before, so it continues
 -- from where the previous primary left it (at most the replication lag
 -- behind), whatever the promoted node's clock says. key is the clock
--- record, a hash: 'clk' the high-water mark (µs), 'crid' the replication id
+-- record, a hash: 'clk' the high-water mark (µs: the last microsecond of
+-- the latest time's millisecond), 'crid' the replication id
 -- the offset is for, 'coff' the offset (µs); nil for none (plain TIME).
 -- The offset is computed once per tenure, by the first call that finds it
 -- was computed for another replication id (INFO is only asked while the
@@ -127,11 +170,19 @@ local CLOCK_SLACK_US = 1000000
 -- the difference, and a later failover back to a node with a true clock
 -- gets 0 again: time neither stops nor jumps forward. A clock stepped back
 -- on the same primary raises its offset likewise.
-local function epoch_now(key)
+-- With want (a replication id, as a minting script's caller passes it to
+-- epoch_check), the same read also returns the record's 'r:<want>' field
+-- (false: absent) as a second value, for epoch_check's pre.
+local function epoch_now(key, want)
   local t = redis.call('TIME')
   local raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if not key then return raw end
-  local c = redis.call('HMGET', key, 'clk', 'crid', 'coff')
+  local c
+  if want and want ~= '' then
+    c = redis.call('HMGET', key, 'clk', 'crid', 'coff', 'r:' .. want)
+  else
+    c = redis.call('HMGET', key, 'clk', 'crid', 'coff')
+  end
   local clk, off = tonumber(c[1] or ''), tonumber(c[3] or '') or 0
   local now = raw + off
   if clk and (off ~= 0 or now < clk - CLOCK_SLACK_US) then
@@ -147,7 +198,10 @@ local function epoch_now(key)
     end
     now = raw + noff
   end
-  if clk and now <= clk then return clk end
-  redis.call('HSET', key, 'clk', string.format('%d', now))
-  return now
+  if clk and now <= clk then return clk, c[4] end
+  -- The mark is written once per millisecond: the last microsecond of
+  -- now's millisecond, which no time returned before exceeds and which
+  -- later calls in this millisecond return (their milliseconds are now's).
+  redis.call('HSET', key, 'clk', string.format('%d', now - now % 1000 + 999))
+  return now, c[4]
 end
