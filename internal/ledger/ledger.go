@@ -228,6 +228,8 @@ var (
 	uniquePruneSrc string
 	//go:embed lua/progress.lua
 	progressSrc string
+	//go:embed lua/flow.lua
+	flowLib string
 
 	enqueueScript  = script(enqueueSrc)
 	claimScript    = script(claimSrc)
@@ -251,9 +253,11 @@ var (
 )
 
 // script builds a ledger script: the definitions src uses of internal/epoch's
-// library (token minting and comparison of decimal uint64 tokens) and of the
-// prelude (see link), then src.
-func script(src string) *redis.Script { return redis.NewScript(link(epoch.Lua+prelude, src)) }
+// library (token minting and comparison of decimal uint64 tokens), of the
+// prelude and of flow.lua (concurrency and rate limits; see link), then src.
+func script(src string) *redis.Script {
+	return redis.NewScript(link(epoch.Lua+prelude+flowLib, src))
+}
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

@@ -8,7 +8,7 @@
 --        to stop; {0, state} when the job cannot be cancelled ('missing').
 local id, actor, note = ARGV[2], ARGV[3], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op')
+local h = redis.call('HMGET', k, 'state', 'op', 'lkey', 'lmax', 'wait')
 if not h[1] then return {0, 'missing'} end
 if h[1] == 'running' then
   seq_bump()
@@ -20,6 +20,10 @@ end
 if h[1] ~= 'pending' then return {0, h[1]} end
 seq_bump()
 move(id, 'pending', 'cancelled', now)
+if h[3] then -- out of its limit's waiting jobs; a permit it was woken for goes to the next (flow.lua)
+  if h[5] == 'limit' then redis.call('ZREM', limit_waiting(h[3]), id) end
+  flow_release(id, h[3], h[4])
+end
 redis.call('HSET', k, 'state', 'cancelled', 'reason', 'cancelled by ' .. actor, 'finished', fmt(now))
 record(id, {event = 'cancel', from = 'pending', actor = actor, note = note})
 event({type = 'cancel', job = id, actor = actor})

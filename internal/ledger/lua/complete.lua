@@ -9,6 +9,7 @@
 --   operator asked to cancel becomes cancelled; a defer (resource busy) puts
 --   the job back without consuming its attempt; unknown_kind (the pool knows no
 --   worker for the kind) is a defer that also counts kind_defers and says why.
+--   Every applied outcome releases the attempt's concurrency-limit permit.
 -- Reply: {seq, seq raised, enqueued, then 3 values per outcome: applied (1) or
 --   stale (0), the job's state, the job's current token ('0' when missing)}.
 --   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua).
@@ -19,8 +20,10 @@ seq_bump()
 for i = 3, #ARGV, 7 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local k = P .. 'job:' .. id
-  local h = call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist')
+  local h = call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist', 'lkey', 'lmax')
   local hist = h[7] ~= false
+  -- an applied outcome ends the attempt's permit (flow.lua)
+  if h[8] and h[1] == 'running' and h[2] == token then flow_release(id, h[8], h[9]) end
   if h[1] ~= 'running' or h[2] ~= token then
     local err = ARGV[i + 3]
     tallied('fenced_commit')
