@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -284,4 +285,99 @@ func TestLimitPermitOfStoppedAndKilledHolderReclaimed(t *testing.T) {
 func awaitLog(t *testing.T, e *env, what string, cond func([]limitEvent) bool) {
 	t.Helper()
 	redistest.Await(t, e.rdb, e.ns+":test:limitlog", what, func() bool { return cond(readLimitLog(t, e.rdb, e.ns)) })
+}
+
+// TestRateAcrossProcesses runs three pools in separate processes and one
+// here on jobs sharing a rate of 5 starts per 400 ms: by the ledger's start
+// times (Redis's clock) no window of 400 ms holds more than 5 starts, and
+// every job started once (held-back jobs consumed no attempt, counted no
+// retry).
+func TestRateAcrossProcesses(t *testing.T) {
+	e := newEnv(t)
+	addr := e.rdb.(*redis.Client).Options().Addr
+	ctx := context.Background()
+	for i := range 3 {
+		startHelper(t, fmt.Sprintf("rate-%d", i), addr, e.ns)
+	}
+	cfg := e.config()
+	p := e.pool(cfg)
+	if err := worker.Register(p, jobs.Worker[limitArgs](&limitWorker{rdb: e.rdb, ns: e.ns, proc: "here"})); err != nil {
+		t.Fatal(err)
+	}
+	const n, rate, per = 30, 5, 400 * time.Millisecond
+	var ids []string
+	for range n {
+		r := e.enqueue(limitArgs{RateKey: "provider", RateMax: rate, RatePerMS: int(per.Milliseconds())})
+		ids = append(ids, r.JobID)
+	}
+	e.start(p)
+	var starts []time.Time
+	for _, id := range ids {
+		rec := jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, id, jobs.Succeeded)
+		if rec.Attempts != 1 {
+			t.Errorf("job %s: %d attempts, want 1", id, rec.Attempts)
+		}
+		starts = append(starts, rec.Started)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	for i := 0; i+rate < len(starts); i++ {
+		if d := starts[i+rate].Sub(starts[i]); d < per {
+			t.Fatalf("%d starts within %v (from %v), rate %d per %v", rate+1, d, starts[i], rate, per)
+		}
+	}
+	if span, least := starts[len(starts)-1].Sub(starts[0]), per*(n/rate-1); span < least {
+		t.Fatalf("%d starts in %v, the rate allows no less than %v", n, span, least)
+	}
+	st, err := e.client.Inspector().Stats(ctx, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["rate_deferrals"] == 0 || st["retried"] != 0 {
+		t.Fatalf("rate_deferrals %d (want > 0), retried %d (want 0)", st["rate_deferrals"], st["retried"])
+	}
+	t.Logf("%d starts over %v, %d deferrals", n, starts[len(starts)-1].Sub(starts[0]), st["rate_deferrals"])
+}
+
+// TestLimitCancelParkedAndWaitingFor: a parked job says what it waits for,
+// a cancelled parked job leaves the limit, and the jobs behind it still run.
+func TestLimitCancelParkedAndWaitingFor(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	p := e.pool(e.config())
+	if err := worker.Register(p, jobs.Worker[limitArgs](&limitWorker{rdb: e.rdb, ns: e.ns, proc: "here"})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	a := e.enqueue(limitArgs{Key: "export:cust-42", Max: 1, HoldMS: 1500})
+	awaitLog(t, e, "the first job's start", func(ev []limitEvent) bool { return limitCount(ev, "start") == 1 })
+	// The permit is held: the next jobs of the key are parked at enqueue.
+	b := e.enqueue(limitArgs{Key: "export:cust-42", Max: 1, HoldMS: 10})
+	c := e.enqueue(limitArgs{Key: "export:cust-42", Max: 1, HoldMS: 10})
+	other := e.enqueue(limitArgs{Key: "export:cust-7", Max: 1, HoldMS: 10})
+	rec, err := e.client.Inspector().Get(ctx, jobs.DefaultQueue, b.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "limit export:cust-42, 1 of 1 held"; rec.State != jobs.Pending || rec.WaitingFor != want {
+		t.Fatalf("state %s, waiting for %q, want pending, %q", rec.State, rec.WaitingFor, want)
+	}
+	// Another key's job is not blocked behind them.
+	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, other.JobID, jobs.Succeeded)
+	if rec, err := e.client.Inspector().Get(ctx, jobs.DefaultQueue, a.JobID); err != nil || rec.State != jobs.Running {
+		t.Fatalf("first job: %v, %v; want it still running", rec, err)
+	}
+	if _, err := e.client.Cancel(ctx, jobs.DefaultQueue, b.JobID, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{a.JobID, c.JobID, other.JobID} {
+		jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, id, jobs.Succeeded)
+	}
+	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, b.JobID, jobs.Cancelled)
+	fs, err := e.client.Inspector().Limits(ctx, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs.Limits) != 0 {
+		t.Fatalf("limits left: %+v", fs.Limits)
+	}
 }

@@ -85,6 +85,7 @@ local function flow_admit(id)
   local lkey, rkey = f[1], f[3]
   if lkey and redis.call('ZCARD', limit_holders(lkey)) >= num(f[2]) then
     flow_park(id, lkey, f[2], num(f[6]))
+    count('limit_waits')
     return 'limit:' .. flow_name(lkey)
   end
   local rk
@@ -106,6 +107,7 @@ local function flow_admit(id)
       redis.call('ZADD', index['pending'], at, id)
       redis.call('HSET', k, 'wait', 'rate', 'wait_at', fmt(at))
       redis.call('HSET', P .. 'rates', rkey, f[4] .. '/' .. f[5])
+      count('rate_deferrals')
       return 'rate:' .. flow_name(rkey)
     end
   end
