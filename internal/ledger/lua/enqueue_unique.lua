@@ -69,9 +69,7 @@ for i = 3, #ARGV, 18 do
       extra[#extra + 1] = 'rper'; extra[#extra + 1] = ARGV[i + 17]
     end
     local run_at = write_new_job(i, extra)
-    if lkey ~= '' and run_at <= now and flow_enqueue_parks(lkey, lmax) then
-      flow_park(id, lkey, lmax, now)
-    else
+    if not (lkey ~= '' and run_at <= now and flow_enqueue(id, lkey, lmax)) then
       due[#due + 1], due[#due + 2] = fmt(run_at), id
     end
     created = created + 1

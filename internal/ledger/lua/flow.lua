@@ -13,6 +13,9 @@
 -- Keys, derived from the queue's prefix so they share its hash slot:
 --   P..'limit:'..key..':holders'  zset: job id -> when its permit was taken (ms)
 --   P..'limit:'..key..':wait'     zset: parked job id -> its creation time (FIFO)
+--   P..'limit:'..key..':ready'    set: job ids put in the due index by an enqueue
+--                                 or a wake-up and not yet claimed (so an enqueue
+--                                 parks a job at once when they fill the limit)
 --   P..'limits'                   hash: key -> max, for keys with holders or waiters
 --   P..'rate:'..key               zset: '<job id>:<µs>' -> start time (ms), the
 --                                 starts of the last period
@@ -28,6 +31,7 @@ local function flow_name(key) return string.match(key, '^[^:]*') end
 
 local function limit_holders(key) return P .. 'limit:' .. key .. ':holders' end
 local function limit_waiting(key) return P .. 'limit:' .. key .. ':wait' end
+local function limit_ready(key) return P .. 'limit:' .. key .. ':ready' end
 
 -- flow_park parks pending job id (not in the due index) on limit key.
 local function flow_park(id, key, max, created)
@@ -49,29 +53,51 @@ local function flow_wake(key, n)
     if h[1] == 'pending' and h[2] == 'limit' then -- else cancelled or gone: skip it
       redis.call('HDEL', jobkey(e[1]), 'wait')
       redis.call('ZADD', index['pending'], e[2], e[1])
+      redis.call('SADD', limit_ready(key), e[1])
       woken = woken + 1
     end
   end
   if woken > 0 then wake() end
-  if redis.call('EXISTS', wk) == 0 and redis.call('EXISTS', limit_holders(key)) == 0 then
+  if redis.call('EXISTS', wk) == 0 and redis.call('EXISTS', limit_holders(key)) == 0
+      and redis.call('EXISTS', limit_ready(key)) == 0 then
     redis.call('HDEL', P .. 'limits', key)
   end
   return woken
 end
 
 -- flow_release ends job id's permit on limit key (its attempt ended or its
--- lease was reclaimed) and wakes as many parked jobs as permits are free.
+-- lease was reclaimed) and, when jobs wait, wakes as many as permits are
+-- free (held and promised to due jobs not yet claimed subtracted; at least
+-- one when nothing is held, so waiting jobs never stay parked behind a
+-- promise that was lost).
 local function flow_release(id, key, max)
   local hk = limit_holders(key)
   redis.call('ZREM', hk, id)
-  local free = num(max) - redis.call('ZCARD', hk)
-  if free > 0 then flow_wake(key, free) end
+  redis.call('SREM', limit_ready(key), id)
+  if redis.call('EXISTS', limit_waiting(key)) == 1 then
+    local held = redis.call('ZCARD', hk)
+    local free = num(max) - held - redis.call('SCARD', limit_ready(key))
+    if held == 0 then free = math.max(free, 1) end
+    if free > 0 then flow_wake(key, free) end
+  end
 end
 
--- flow_enqueue_parks reports whether a job of limit key created now and due
--- now should be parked at once: the limit is full or others wait before it.
-local function flow_enqueue_parks(key, max)
-  return redis.call('EXISTS', limit_waiting(key)) == 1 or redis.call('ZCARD', limit_holders(key)) >= num(max)
+-- flow_enqueue decides where a job of limit key, created now and due now,
+-- goes: parked at once (true) when the permits are taken or promised (held,
+-- or due jobs of the key not yet claimed) or jobs wait before it; else it
+-- enters the due index (false), counted among the key's ready jobs. A key
+-- with waiting jobs but nothing held or ready (which no release would ever
+-- wake) wakes them instead.
+local function flow_enqueue(id, key, max)
+  local taken = redis.call('ZCARD', limit_holders(key)) + redis.call('SCARD', limit_ready(key))
+  local waiting = redis.call('EXISTS', limit_waiting(key)) == 1
+  if taken > 0 and (waiting or taken >= num(max)) then
+    flow_park(id, key, max, now)
+    return true
+  end
+  if waiting then flow_wake(key, num(max)) end
+  redis.call('SADD', limit_ready(key), id)
+  return false
 end
 
 -- flow_admit decides whether job id, due and already taken off the due index
@@ -83,6 +109,7 @@ local function flow_admit(id)
   local k = jobkey(id)
   local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'created', 'wait')
   local lkey, rkey = f[1], f[3]
+  if lkey then redis.call('SREM', limit_ready(lkey), id) end
   if lkey and redis.call('ZCARD', limit_holders(lkey)) >= num(f[2]) then
     flow_park(id, lkey, f[2], num(f[6]))
     count('limit_waits')
