@@ -38,19 +38,19 @@ type options struct {
 	Overdrafts        float64       `json:"overdrafts"`
 	// LimitPerAccount and RateLimit put the workload under flow control
 	// (0: off; see checklimits.go).
-	LimitPerAccount int `json:"limit_per_account,omitempty"`
-	RateLimit       int `json:"rate_limit,omitempty"`
-	FaultGap          time.Duration `json:"fault_gap"`
-	MaxPauses         int           `json:"max_pauses"`
-	MaxKills          int           `json:"max_kills"`
-	MaxRedisRestarts  int           `json:"max_redis_restarts"`
-	MaxStalls         int           `json:"max_stalls"`
-	MaxSlowdowns      int           `json:"max_slowdowns"`
-	LongPauses        int           `json:"long_pauses"`
-	LongPause         time.Duration `json:"long_pause"`
-	Drain             time.Duration `json:"drain"`
-	Seed              uint64        `json:"seed"`
-	Baseline          string        `json:"baseline,omitempty"`
+	LimitPerAccount  int           `json:"limit_per_account,omitempty"`
+	RateLimit        int           `json:"rate_limit,omitempty"`
+	FaultGap         time.Duration `json:"fault_gap"`
+	MaxPauses        int           `json:"max_pauses"`
+	MaxKills         int           `json:"max_kills"`
+	MaxRedisRestarts int           `json:"max_redis_restarts"`
+	MaxStalls        int           `json:"max_stalls"`
+	MaxSlowdowns     int           `json:"max_slowdowns"`
+	LongPauses       int           `json:"long_pauses"`
+	LongPause        time.Duration `json:"long_pause"`
+	Drain            time.Duration `json:"drain"`
+	Seed             uint64        `json:"seed"`
+	Baseline         string        `json:"baseline,omitempty"`
 	// Failover runs Redis as a primary, a replica and a Sentinel, and adds
 	// the failover faults in FailoverKinds.
 	Failover      bool          `json:"failover,omitempty"`
