@@ -89,7 +89,20 @@ end
 -- with waiting jobs but nothing held or ready (which no release would ever
 -- wake) wakes them instead.
 local function flow_enqueue(id, key, max)
-  local taken = redis.call('ZCARD', limit_holders(key)) + redis.call('SCARD', limit_ready(key))
+  local held = redis.call('ZCARD', limit_holders(key))
+  local rk = limit_ready(key)
+  local ready = redis.call('SCARD', rk)
+  if held == 0 and ready >= num(max) then
+    -- Nothing holds a permit, so no release will come: drop promises to
+    -- jobs no longer due and unclaimed (a record lost), so they cannot
+    -- park this job for ever.
+    for _, rid in ipairs(redis.call('SMEMBERS', rk)) do
+      local h = redis.call('HMGET', jobkey(rid), 'state', 'wait')
+      if h[1] ~= 'pending' or h[2] then redis.call('SREM', rk, rid) end
+    end
+    ready = redis.call('SCARD', rk)
+  end
+  local taken = held + ready
   local waiting = redis.call('EXISTS', limit_waiting(key)) == 1
   if taken > 0 and (waiting or taken >= num(max)) then
     flow_park(id, key, max, now)
