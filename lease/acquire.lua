@@ -15,7 +15,7 @@
 -- Deadlines are in the namespace's time (epoch_now: Redis TIME plus the primary tenure's
 -- offset, kept in the epoch record), so a deadline an earlier primary wrote is read on
 -- the clock it was written with.
-local now = epoch_now(KEYS[2])
+local now, rec = epoch_now(KEYS[2], ARGV[3]) -- rec: the epoch recorded for ARGV[3], read with the time
 local last
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -25,7 +25,7 @@ if v then
   end
   last = htok
 end
-local ep, stale = epoch_check(KEYS[2], ARGV[3], ARGV[4])
+local ep, stale = epoch_check(KEYS[2], ARGV[3], ARGV[4], rec)
 if not ep then return {-1, stale[1], stale[2]} end
 local stok = token_mint(last, ep, now)
 local sdl = string.format('%d', now + tonumber(ARGV[2]) * 1000)

@@ -36,6 +36,12 @@ type attempt struct {
 	cancel context.CancelCauseFunc
 	local  watchdog.Watchdog // cancels ctx at the local deadline of every lease held (on the pool's one timer)
 
+	// held is the lease the handler's context carries (lease.NewContext)
+	// and fin the outcome handed to the completer: fields of the attempt,
+	// so neither costs an allocation of its own.
+	held lease.Lease
+	fin  finished
+
 	mu        sync.Mutex
 	resLease  *lease.Lease // the named resource's lease, once acquired
 	cancelled bool         // an operator asked to cancel the job

@@ -71,7 +71,8 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	if end.Malformed {
 		p.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonMalformed).Inc()
 	}
-	return &finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(start), kind: kind}
+	a.fin = finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(start), kind: kind}
+	return &a.fin
 }
 
 // acquireResource takes the named resource's lease, waiting up to
@@ -119,7 +120,8 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 	tok := a.fence()
 	f := fence.Fence{Resource: a.resource, Token: tok, Owner: a.owner, OperationID: c.OperationID}
 	hctx = fence.NewContext(hctx, f)
-	hctx = lease.NewContext(hctx, &lease.Lease{Resource: a.resource, Owner: a.owner, Token: tok, Deadline: c.Deadline})
+	a.held = lease.Lease{Resource: a.resource, Owner: a.owner, Token: tok, Deadline: c.Deadline}
+	hctx = lease.NewContext(hctx, &a.held)
 	hctx = ledger.WithAttempt(hctx, p.ledger, c.Queue, c.ID, c.Token)
 	base := jobs.Job[jobs.JobArgs]{
 		ID: c.ID, Kind: c.Kind, Queue: c.Queue, OperationID: c.OperationID, Attempt: c.Attempt,

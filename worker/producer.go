@@ -16,6 +16,13 @@ import (
 // and the CLI; a heartbeat lapses after three of these.
 const registerEvery = 5 * time.Second
 
+// gatherWindow is how long a pool waits before claiming again when a
+// wake-up arrived while its previous claim was in flight: wake-ups then
+// coalesce into one claim (and one wake-up message) for the jobs enqueued
+// meanwhile, instead of one claim per job. An idle pool woken by a single
+// enqueue claims at once.
+const gatherWindow = 500 * time.Microsecond
+
 // produce is the fetch loop: it claims up to the free slots of due jobs per
 // call, hands each to an executor goroutine with a context derived from
 // work, and sleeps while nothing is due until a wake-up, the next due time
@@ -69,6 +76,15 @@ func (p *Pool) produce(ctx, work context.Context) {
 		backoff = 0
 		if more {
 			continue
+		}
+		select {
+		case <-wake:
+			// A wake-up arrived while the claim was in flight: jobs come
+			// faster than a claim takes. Gather a moment, so the next
+			// claim takes several instead of one each.
+			p.sleep(ctx, nil, gatherWindow)
+			continue
+		default:
 		}
 		// Every queue is drained (or paused): sleep until a wake-up, the
 		// next due job, or the next idle look.

@@ -75,7 +75,8 @@
 // lib.lua's epoch_now gives every ledger and lease script the time it
 // writes and reads due times and deadlines in: Redis TIME plus an offset per
 // primary tenure, never below a high-water mark. The record Key holds it too
-// ('clk' the mark in µs, raised by every call; 'coff' the offset in µs;
+// ('clk' the mark in µs, raised once per millisecond to its last µs, so
+// one write serves every call of that millisecond; 'coff' the offset in µs;
 // 'crid' the replication id it was computed for). The first script on a
 // primary whose replication id differs from 'crid' sets the offset to
 // max(0, clk − TIME), once: after a failover to a node whose clock is

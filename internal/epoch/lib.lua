@@ -89,7 +89,9 @@ end
 -- another primary (a failover or restart happened), or a higher epoch is
 -- recorded for it. Nothing is written then. An epoch above the record
 -- raises it, so no caller can mint below the highest epoch any caller used.
-local function epoch_check(key, rid, ep)
+-- pre, when not nil, is the record's 'r:<rid>' field as epoch_now read it
+-- (false: absent), so the record is read once.
+local function epoch_check(key, rid, ep, pre)
   if rid == nil or rid == '' then return 0 end
   local e = tonumber(ep)
   if not e or e < 0 or e > EPOCH_MAX or e ~= math.floor(e) then
@@ -97,7 +99,8 @@ local function epoch_check(key, rid, ep)
   end
   local mine = epoch_replid()
   if mine ~= rid then return nil, {mine, ''} end
-  local rec = tonumber(redis.call('HGET', key, 'r:' .. mine) or '')
+  if pre == nil then pre = redis.call('HGET', key, 'r:' .. mine) end
+  local rec = tonumber(pre or '')
   if rec and rec > e then return nil, {mine, string.format('%d', rec)} end
   if rec ~= e then
     redis.call('HSET', key, 'r:' .. mine, string.format('%d', e))
@@ -118,7 +121,8 @@ local CLOCK_SLACK_US = 1000000
 -- below the high-water mark of every time returned before, so it continues
 -- from where the previous primary left it (at most the replication lag
 -- behind), whatever the promoted node's clock says. key is the clock
--- record, a hash: 'clk' the high-water mark (µs), 'crid' the replication id
+-- record, a hash: 'clk' the high-water mark (µs: the last microsecond of
+-- the latest time's millisecond), 'crid' the replication id
 -- the offset is for, 'coff' the offset (µs); nil for none (plain TIME).
 -- The offset is computed once per tenure, by the first call that finds it
 -- was computed for another replication id (INFO is only asked while the
@@ -127,11 +131,19 @@ local CLOCK_SLACK_US = 1000000
 -- the difference, and a later failover back to a node with a true clock
 -- gets 0 again: time neither stops nor jumps forward. A clock stepped back
 -- on the same primary raises its offset likewise.
-local function epoch_now(key)
+-- With want (a replication id, as a minting script's caller passes it to
+-- epoch_check), the same read also returns the record's 'r:<want>' field
+-- (false: absent) as a second value, for epoch_check's pre.
+local function epoch_now(key, want)
   local t = redis.call('TIME')
   local raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if not key then return raw end
-  local c = redis.call('HMGET', key, 'clk', 'crid', 'coff')
+  local c
+  if want and want ~= '' then
+    c = redis.call('HMGET', key, 'clk', 'crid', 'coff', 'r:' .. want)
+  else
+    c = redis.call('HMGET', key, 'clk', 'crid', 'coff')
+  end
   local clk, off = tonumber(c[1] or ''), tonumber(c[3] or '') or 0
   local now = raw + off
   if clk and (off ~= 0 or now < clk - CLOCK_SLACK_US) then
@@ -147,7 +159,10 @@ local function epoch_now(key)
     end
     now = raw + noff
   end
-  if clk and now <= clk then return clk end
-  redis.call('HSET', key, 'clk', string.format('%d', now))
-  return now
+  if clk and now <= clk then return clk, c[4] end
+  -- The mark is written once per millisecond: the last microsecond of
+  -- now's millisecond, which no time returned before exceeds and which
+  -- later calls in this millisecond return (their milliseconds are now's).
+  redis.call('HSET', key, 'clk', string.format('%d', now - now % 1000 + 999))
+  return now, c[4]
 end

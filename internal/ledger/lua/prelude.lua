@@ -154,8 +154,11 @@ local function seq_bump()
   if not seq_now then seq_now = redis.call('HINCRBY', statsk, 'seq', 1) end
 end
 -- seq_reply returns {write sequence, 1 when this call raised it (else 0),
--- the queue's enqueued counter}.
-local function seq_reply()
+-- the queue's enqueued counter}; enqueued, when given, is that counter as
+-- this call's own HINCRBY returned it (nothing else changes it meanwhile),
+-- and a call that raised the sequence then reads nothing.
+local function seq_reply(enqueued)
+  if seq_now and enqueued then return seq_now, 1, enqueued end
   local v = redis.call('HMGET', statsk, 'seq', 'enqueued')
   local bumped = 0
   if seq_now then bumped = 1 end
@@ -256,8 +259,9 @@ local function write_new_job(i, extra)
   local run_at = now
   local delay = num(ARGV[i + 8])
   if delay ~= 0 then run_at = now + delay end -- negative: a RunAt already past
+  -- no 'token' nor 'attempts' field until the first claim: missing, they read as 0
   local f = {'state', 'pending', 'kind', ARGV[i + 1], 'payload', ARGV[i + 4], 'max_retries', ARGV[i + 6],
-    'token', '0', 'attempts', '0', 'created', fmt(now)}
+    'created', snow}
   for _, v in ipairs(extra) do f[#f + 1] = v end
   local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
   opt('op', op)
@@ -273,12 +277,14 @@ end
 -- enqueue_reply indexes the created jobs (due: flat score, id pairs), wakes
 -- idle pools, counts them and completes an enqueue script's reply.
 local function enqueue_reply(reply, created, due)
+  local enqueued = nil
   if created > 0 then
     call_chunked('ZADD', index['pending'], due, 1000)
     wake()
-    if count('enqueued', created) == created then reply[1] = 1 end
+    enqueued = count('enqueued', created)
+    if enqueued == created then reply[1] = 1 end
   end
   flush_tally()
-  reply[2], reply[3], reply[4] = seq_reply()
+  reply[2], reply[3], reply[4] = seq_reply(enqueued)
   return reply
 end
