@@ -64,23 +64,25 @@ func checkFlow(o *options, views map[string][]*jobView, rep *report) {
 		return
 	}
 	var spans []permitSpan
-	var starts []time.Time
+	starts := map[string][]time.Time{} // queue -> attempt starts
 	for _, vs := range views {
 		for _, v := range vs {
 			if v.rec == nil {
 				continue
 			}
-			sp, st := attemptSpans(v.rec.LimitKey, v.hist)
+			// Limits and rates are per queue (a priority copy's queue
+			// has its own).
+			sp, st := attemptSpans(v.queue+" "+v.rec.LimitKey, v.hist)
 			if v.rec.LimitKey != "" {
 				spans = append(spans, sp...)
 			}
 			if v.rec.RateKey != "" {
-				starts = append(starts, st...)
+				starts[v.queue] = append(starts[v.queue], st...)
 			}
 		}
 	}
 	if n := o.LimitPerAccount; n > 0 {
-		c := rep.newCheck("never more than N holders", "no more than --limit-per-account attempts of transfers to one account held a permit at once, by the ledger's attempt and end times")
+		c := rep.newCheck("never more than N holders", "no more than --limit-per-account attempts of transfers to one account held a permit at once in one queue (limits are per queue), by the ledger's attempt and end times")
 		type ev struct {
 			at    time.Time
 			delta int
@@ -110,13 +112,15 @@ func checkFlow(o *options, views map[string][]*jobView, rep *report) {
 		rep.Storage["limit_most_holders"] = int64(most)
 	}
 	if n := o.RateLimit; n > 0 {
-		c := rep.newCheck("rate never exceeded", "no one-second window holds more than --rate-limit attempt starts, by the ledger's attempt times")
-		sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
-		for i := 0; i+n < len(starts); i++ {
-			if d := starts[i+n].Sub(starts[i]); d < time.Second {
-				rep.fail(c, "%d starts within %v from %s, rate %d per second", n+1, d, starts[i].Format(time.RFC3339Nano), n)
+		c := rep.newCheck("rate never exceeded", "no one-second window holds more than --rate-limit attempt starts in one queue (rates are per queue), by the ledger's attempt times")
+		for q, st := range starts {
+			sort.Slice(st, func(i, j int) bool { return st[i].Before(st[j]) })
+			for i := 0; i+n < len(st); i++ {
+				if d := st[i+n].Sub(st[i]); d < time.Second {
+					rep.fail(c, "queue %s: %d starts within %v from %s, rate %d per second", q, n+1, d, st[i].Format(time.RFC3339Nano), n)
+				}
 			}
+			rep.Storage["rate_starts"] += int64(len(st))
 		}
-		rep.Storage["rate_starts"] = int64(len(starts))
 	}
 }
