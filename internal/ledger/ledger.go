@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -234,7 +235,7 @@ var (
 	progressSrc string
 
 	enqueueScript  = script(enqueueSrc)
-	claimScript    = script(claimSrc)
+	claimScript    = mintingScript(claimSrc, 5)
 	renewScript    = script(renewSrc)
 	completeScript = script(completeSrc)
 	expireScript   = script(expireSrc)
@@ -247,7 +248,7 @@ var (
 	rewindScript   = script(rewindSrc)
 	progressScript = script(progressSrc)
 
-	bridgeClaimScript = script(bridgeClaimSrc)
+	bridgeClaimScript = mintingScript(bridgeClaimSrc, 11)
 
 	// flow control (see unique.go)
 	enqueueUniqueScript = script(enqueueUniqueSrc)
@@ -257,7 +258,18 @@ var (
 // script builds a ledger script: the definitions src uses of internal/epoch's
 // library (token minting and comparison of decimal uint64 tokens) and of the
 // prelude (see link), then src.
-func script(src string) *redis.Script { return redis.NewScript(link(epoch.Lua+prelude, src)) }
+func script(src string) *redis.Script {
+	return redis.NewScript(link(epoch.Lua+"local EPOCH_RID = nil\n"+prelude, src))
+}
+
+// mintingScript builds a script that mints job tokens, whose caller passes
+// the replication id its epoch is for in ARGV[ridArg]: the prelude's clock
+// read (epoch_now) then also reads the epoch recorded for that id, so
+// epoch_check needs no read of its own.
+func mintingScript(src string, ridArg int) *redis.Script {
+	rid := fmt.Sprintf("local EPOCH_RID = ARGV[%d]\n", ridArg)
+	return redis.NewScript(link(epoch.Lua+rid+prelude, src))
+}
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {
