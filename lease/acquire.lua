@@ -2,10 +2,12 @@
 -- Prepended with internal/epoch's lib.lua (epoch_check, token_mint).
 -- KEYS[1] lease key <ns>:lease:{<resource>} = "<token> <deadline_us> <owner>"; never expires:
 --         it keeps the last token minted after the lease ends
--- KEYS[2] the namespace's epoch record <ns>:epoch (absent when epochs are off: Redis Cluster)
+-- KEYS[2] the namespace's epoch record <ns>:epoch; on Redis Cluster the resource's own
+--         <ns>:lease:{<resource>}:clock (absent when epochs are off)
 -- ARGV[1] owner
 -- ARGV[2] ttl in milliseconds
--- ARGV[3] replication id of the primary the caller's epoch is for ('' when epochs are off)
+-- ARGV[3] replication id of the primary the caller's epoch is for ('' when epochs are off,
+--         '@node' on Redis Cluster: this master decides, see lib.lua's epoch_node)
 -- ARGV[4] the caller's epoch
 -- Reply: {1, owner, token, deadline_us} when acquired,
 --        {0, holder_owner, holder_token, holder_deadline_us} when held by a live lease,

@@ -68,7 +68,13 @@
 // <ns>:epoch, which every replica holds from the start of each primary's
 // tenure. internal/epoch documents the rules and what they do not cover
 // (mainly: without Sentinel, a chain of failovers that lost the record).
-// Redis Cluster stays in epoch 0 for now.
+// On Redis Cluster each resource keeps its own epoch record in its slot,
+// <ns>:lease:{<resource>}:clock, and the slot's master decides the epoch in
+// the acquire script itself: the first acquire of a master's tenure (a
+// promoted replica) records its config epoch, which the cluster raised
+// above every other master's when it elected it (or one more than the
+// highest recorded, when that is not above), so nothing the failover lost
+// and no round trip is needed.
 //
 // Storage feedback is the second line: a refused write's *fence.StaleError
 // carries storage's mark (StoredToken), and [Manager.Raise] lifts the
@@ -93,7 +99,8 @@
 // continues from the old primary's (at most the replication lag behind), so
 // a lease held across it ends on time, not that much later; failing back to
 // a node with a true clock does not end live leases early. On Redis Cluster
-// (epochs off) deadlines use the node's plain TIME.
+// the resource's record <ns>:lease:{<resource>}:clock keeps that time, by
+// the same rule, for the master of its slot.
 //
 // # Guarantees
 //

@@ -1,7 +1,8 @@
 -- holder.lua: read the live lease on one resource.
 -- KEYS[1] lease key <ns>:lease:{<resource>} = "<token> <deadline_us> <owner>"
 -- KEYS[2] the namespace's epoch record <ns>:epoch, which keeps its time (epoch_now;
---         absent when epochs are off: Redis Cluster, plain TIME)
+--         on Redis Cluster the resource's own <ns>:lease:{<resource>}:clock; absent, plain
+--         TIME, when epochs are off)
 -- Reply: {owner, token, deadline_us} of a live lease, or {} when free.
 local now = epoch_now(KEYS[2])
 local v = redis.call('GET', KEYS[1])

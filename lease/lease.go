@@ -379,13 +379,23 @@ func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error 
 
 // keys returns the KEYS of a script on resource's lease that reads the
 // namespace's time: the lease key, then the epoch record that keeps the
-// time (absent when epochs are off: Redis Cluster).
+// time and the epochs (on Redis Cluster the resource's own, in its slot:
+// clockKey; absent when epochs are off).
 func (m *Manager) keys(resource string) []string {
-	if m.epoch.Enabled() {
+	switch {
+	case m.epoch.Enabled():
 		return []string{m.Key(resource), m.epoch.Key()}
+	case m.epoch.Cluster():
+		return []string{m.Key(resource), m.clockKey(resource)}
 	}
 	return []string{m.Key(resource)}
 }
+
+// clockKey is resource's epoch record on Redis Cluster, where a script
+// touches one slot: <ns>:lease:{<resource>}:clock, the same fields as the
+// namespace's record (internal/epoch), in the lease's slot. No lease key
+// has this name (a lease key ends with the resource's closing brace).
+func (m *Manager) clockKey(resource string) string { return m.Key(resource) + ":clock" }
 
 // Holder returns the live lease on resource, or nil when it is free.
 func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {

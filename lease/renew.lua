@@ -1,7 +1,8 @@
 -- renew.lua: extend a live lease held by the caller's token.
 -- KEYS[1] lease key <ns>:lease:{<resource>} = "<token> <deadline_us> <owner>"
 -- KEYS[2] the namespace's epoch record <ns>:epoch, which keeps its time (epoch_now;
---         absent when epochs are off: Redis Cluster, plain TIME)
+--         on Redis Cluster the resource's own <ns>:lease:{<resource>}:clock; absent, plain
+--         TIME, when epochs are off)
 -- ARGV[1] owner
 -- ARGV[2] token
 -- ARGV[3] ttl in milliseconds

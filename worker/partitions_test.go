@@ -225,3 +225,85 @@ func TestKilledWorkersPartitionedJobsRecovered(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionedQueueOnSixMasters checks the layout on a six-master
+// cluster (P a multiple of the masters: the same number of partitions on
+// each; P = 3: three partitions on three masters) and drains a queue of six
+// partitions with two pools: every job runs once under a fenced claim in
+// its own partition, its effect applied once, and every partition, so
+// every master, serves its share.
+func TestPartitionedQueueOnSixMasters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("six masters skipped in -short mode")
+	}
+	cl := redistest.StartClusterN(t, 6)
+	e := newEnvOn(t, cl.Client(), redistest.Namespace(t))
+	ctx := context.Background()
+	insp := e.client.Inspector()
+	for _, tc := range []struct{ p, masters, each int }{{6, 6, 1}, {12, 6, 2}, {3, 3, 1}} {
+		q := fmt.Sprintf("spread-%d", tc.p)
+		if _, err := e.client.SetPartitions(ctx, q, tc.p); err != nil {
+			t.Fatal(err)
+		}
+		lay, err := insp.Partitions(ctx, q)
+		if err != nil || len(lay.Partitions) != tc.p {
+			t.Fatalf("P=%d: layout %+v, %v", tc.p, lay, err)
+		}
+		per := map[string]int{}
+		for _, part := range lay.Partitions {
+			per[part.Master]++
+		}
+		if len(per) != tc.masters {
+			t.Fatalf("P=%d on %d masters, want %d: %v", tc.p, len(per), tc.masters, per)
+		}
+		for m, n := range per {
+			if n != tc.each {
+				t.Fatalf("P=%d: master %s holds %d partitions, want %d: %v", tc.p, m, n, tc.each, per)
+			}
+		}
+	}
+
+	if _, err := e.client.SetPartitions(ctx, "default", 6); err != nil {
+		t.Fatal(err)
+	}
+	names := ledger.PartitionNames("default", 6)
+	var rs []*jobs.Result
+	for i := range 60 {
+		rs = append(rs, e.enqueue(effectArgs{Name: fmt.Sprint(i)}, jobs.OperationID(fmt.Sprintf("op6-%d", i))))
+	}
+	for _, id := range []string{"a", "b"} {
+		cfg := e.config()
+		cfg.WorkerID = "pool-" + id
+		p := e.pool(cfg)
+		_ = worker.Register(p, jobs.Worker[effectArgs](&effectWorker{rdb: e.rdb, ns: e.ns}))
+		e.start(p)
+	}
+	for i, r := range e.waitAll(rs, jobs.Succeeded) {
+		if r.Attempts != 1 || r.Token == 0 || r.Owner == "" || r.Queue != rs[i].Partition || !slices.Contains(names, r.Queue) {
+			t.Fatalf("job %d: %+v (enqueued to %s)", i, r, rs[i].Partition)
+		}
+		if n := e.applies(fmt.Sprintf("op6-%d", i)); n != "1" {
+			t.Fatalf("op6-%d applied %s times", i, n)
+		}
+	}
+	lay, err := insp.Partitions(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	masters := map[string]bool{}
+	var total int64
+	for _, part := range lay.Partitions {
+		if part.Index < 0 {
+			continue
+		}
+		st, _ := e.ledger.Stats(ctx, part.Name)
+		if part.Counts[jobs.Succeeded] == 0 || st["succeeded"] != st["attempted"] || part.Counts[jobs.Pending] != 0 {
+			t.Fatalf("partition %s on %s: counts %v, stats %v", part.Name, part.Master, part.Counts, st)
+		}
+		masters[part.Master] = true
+		total += part.Counts[jobs.Succeeded]
+	}
+	if len(masters) != 6 || total != 60 {
+		t.Fatalf("%d jobs succeeded over %d masters, want 60 over 6", total, len(masters))
+	}
+}

@@ -70,8 +70,9 @@ type runEnv struct {
 	schema   string
 	admin    *pgxpool.Pool
 	redis    *redisServer   // single-server mode
+	cluster  []*redisServer // --cluster: the masters
 	fo       *failoverRedis // --failover
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	workers  *workers
 	accounts []string
 	progress func(format string, a ...any)
@@ -174,6 +175,19 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 		e.rdb = redis.NewFailoverClient(e.fo.clientOptions())
 		redisArgs = append(redisArgs, "--sentinel", e.fo.sentinel.Addr, "--master-name", masterName)
 		e.progress("%s run, seed %d: %s, run directory %s", mode, o.Seed, e.fo.describe(), e.dir)
+	} else if o.Cluster > 0 {
+		if e.cluster, err = startCluster(ctx, rdir, o.Cluster); err != nil {
+			return nil, err
+		}
+		var addrs []string
+		for _, n := range e.cluster {
+			defer n.Stop()
+			addrs = append(addrs, n.Addr)
+		}
+		e.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+		redisArgs = append(redisArgs, "--cluster", strings.Join(addrs, ","))
+		e.progress("%s run, seed %d: Redis Cluster of %d masters %v (AOF, appendfsync always), run directory %s",
+			mode, o.Seed, len(addrs), addrs, e.dir)
 	} else {
 		if e.redis, err = startRedis(ctx, rdir); err != nil {
 			return nil, err
@@ -185,6 +199,18 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 			mode, o.Seed, e.redis.Addr, e.dir)
 	}
 	defer e.rdb.Close()
+
+	if o.Partitions > 1 {
+		pc := jobs.NewClient(e.rdb, jobs.Config{Namespace: namespace})
+		for _, q := range []string{transfersQueue, priorityQueue} {
+			if _, err := pc.SetPartitions(ctx, q, o.Partitions); err != nil {
+				_ = pc.Close()
+				return nil, err
+			}
+		}
+		_ = pc.Close()
+		e.progress("queues %s and %s declared with %d partitions", transfersQueue, priorityQueue, o.Partitions)
+	}
 
 	// Workers, each behind its own PostgreSQL proxy.
 	wmode := "fencedq"
@@ -249,6 +275,7 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 
 	// Fault phase.
 	nem := newNemesis(o, e.workers, e.redis, e.fo, e.progress)
+	nem.cluster = e.cluster
 	faultCtx, faultCancel := context.WithTimeout(ctx, o.Duration)
 	defer faultCancel()
 	monCtx, monCancel := context.WithCancel(ctx)
@@ -477,7 +504,7 @@ func (e *runEnv) progressLoop(ctx context.Context, w *workload, n *nemesis, mode
 func (e *runEnv) ledgerCounts(ctx context.Context) (map[jobs.State]int64, error) {
 	l := ledger.New(e.rdb, ledger.Config{Namespace: namespace})
 	out := map[jobs.State]int64{}
-	for _, q := range []string{transfersQueue, priorityQueue} {
+	for _, q := range e.ledgerQueues() {
 		c, err := l.Counts(ctx, q)
 		if err != nil {
 			return nil, err
@@ -500,7 +527,7 @@ func (e *runEnv) pendingDue(ctx context.Context) string {
 		return err.Error()
 	}
 	states := map[string]int{}
-	for _, q := range []string{transfersQueue, priorityQueue} {
+	for _, q := range e.ledgerQueues() {
 		all, err := l.IDs(ctx, q, jobs.Pending, 0, 50)
 		if err != nil {
 			return err.Error()
@@ -568,4 +595,28 @@ func (e *runEnv) waitSettled(ctx context.Context, mode string, deadline time.Tim
 		sleepCtx(ctx, time.Second)
 	}
 	return false
+}
+
+// ledgerQueues returns the ledger queues the workload's jobs live in: the
+// workload's queues, or with --partitions each one's partitions.
+func (e *runEnv) ledgerQueues() []string {
+	qs := []string{transfersQueue, priorityQueue}
+	if e.o.Partitions <= 1 {
+		return qs
+	}
+	var out []string
+	for _, q := range qs {
+		out = append(out, ledger.PartitionNames(q, e.o.Partitions)...)
+	}
+	return out
+}
+
+// ledgerQueue returns the ledger queue operation op's job of queue q lives
+// in: q, or with --partitions the partition its operation id routes it to
+// (the workload names no partition key).
+func (e *runEnv) ledgerQueue(q, op string) string {
+	if e.o.Partitions <= 1 {
+		return q
+	}
+	return ledger.PartitionNames(q, e.o.Partitions)[ledger.RoutePartition(e.o.Partitions, "", op, 0)]
 }

@@ -260,6 +260,30 @@ func TestBridgeSmoke(t *testing.T) {
 	t.Logf("bridge run: %v; faults %v", rep.Outcomes, rep.Faults)
 }
 
+// TestClusterPartitionsSmoke runs the workload briefly on a partitioned
+// queue on a three-master Redis Cluster, with master restarts among the
+// faults, and requires a clean report.
+func TestClusterPartitionsSmoke(t *testing.T) {
+	needServers(t)
+	t.Parallel()
+	var out bytes.Buffer
+	code := run(t.Context(), []string{
+		"--cluster", "3", "--partitions", "6", "--json", "--duration", "20s", "--rate", "5", "--workers", "2",
+		"--concurrency", "3", "--max-kills", "2", "--max-redis-restarts", "2", "--drain", "60s", "--seed", "2828",
+	}, &out, &logWriter{t: t})
+	if code != 0 {
+		t.Fatalf("cluster run exited %d; output:\n%s", code, out.String())
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("cluster report is not one JSON object: %v\n%s", err, out.String())
+	}
+	if rep.ViolationCount != 0 || rep.Workload.Submissions == 0 || rep.Ledger["succeeded"] == 0 {
+		t.Fatalf("cluster report is not clean: %s", out.String())
+	}
+	t.Logf("cluster run: %v; faults %v", rep.Outcomes, rep.Faults)
+}
+
 func TestBadUsageExitsTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"--duration", "1s"},
@@ -268,6 +292,11 @@ func TestBadUsageExitsTwo(t *testing.T) {
 		{"--dup", "2"},
 		{"--failover", "--failover-faults", "healthy,bogus"},
 		{"--failover-gap", "0s"},
+		{"--cluster", "2"},
+		{"--cluster", "3", "--failover"},
+		{"--partitions", "3", "--baseline", "asynq"},
+		{"--partitions", "65"},
+		{"worker", "--cluster", "a:1", "--redis", "a:2", "--postgres", "postgres://x", "--schema", "s", "--id", "w"},
 		{"extra"},
 		{"worker"},
 		{"worker", "--mode", "x", "--redis", "a", "--postgres", "postgres://x", "--schema", "s", "--id", "w"},

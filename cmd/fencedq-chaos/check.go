@@ -344,7 +344,8 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 						return err
 					}
 				}
-				rec, err := ledger.Get(ctx, q, id)
+				lq := e.ledgerQueue(q, op.ID)
+				rec, err := ledger.Get(ctx, lq, id)
 				if errors.Is(err, jobs.ErrNotFound) {
 					if bridge && !v.lost {
 						ledgerLost[v] = true
@@ -355,7 +356,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 				if err != nil {
 					return err
 				}
-				hist, err := ledger.History(ctx, q, id)
+				hist, err := ledger.History(ctx, lq, id)
 				if err != nil {
 					return err
 				}
@@ -366,7 +367,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 	}
 	rep.Jobs = jobStates
 	rep.Ledger = map[string]int64{}
-	for _, q := range []string{transfersQueue, priorityQueue} {
+	for _, q := range e.ledgerQueues() {
 		st, err := ledger.Stats(ctx, q)
 		if err != nil {
 			return err
@@ -550,7 +551,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 			var writer *jobView
 			for _, v := range vs {
 				if v.rec != nil && strings.HasSuffix(ef.owner, "/"+v.rec.ID) {
-					if _, ok := writerAttempt(v.rec.ID, v.hist, ef.owner, ef.token); ok || writer == nil {
+					if _, ok := writerAttempt(v.rec.ID, v.hist, ef.owner, ef.token, e.o.Cluster > 0); ok || writer == nil {
 						writer = v
 					}
 				}
@@ -569,7 +570,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 					rep.fail(c, "%s applied by %s, which names none of its jobs", op.ID, ef.owner)
 				} // else counted as a lost job that was applied
 			default:
-				tok, found := writerAttempt(writer.rec.ID, writer.hist, ef.owner, ef.token)
+				tok, found := writerAttempt(writer.rec.ID, writer.hist, ef.owner, ef.token, e.o.Cluster > 0)
 				switch {
 				case found || len(writer.hist) >= 200: // histories keep the last 200 entries
 				case e.fo != nil && e.inLossWindow(failovers, at):
@@ -641,7 +642,10 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 // (expired, fenced at commit, killed) has none recorded. So the writer is an
 // attempt with the effect's owner whose recorded fence is the effect's
 // token, or, with no fence recorded, whose job token is at or below it.
-func writerAttempt(id string, hist []jobs.Entry, owner string, token lease.Token) (lease.Token, bool) {
+// On Redis Cluster (crossSlot) the lease's token and the job's are minted
+// in two slots, each in the epoch of its own master, so they are not
+// ordered: the writer is then the latest attempt with the effect's owner.
+func writerAttempt(id string, hist []jobs.Entry, owner string, token lease.Token, crossSlot bool) (lease.Token, bool) {
 	fences := map[string]string{} // job token -> recorded fence
 	for _, h := range hist {
 		if h.Fence == "" || h.Token == "" {
@@ -664,7 +668,7 @@ func writerAttempt(id string, hist []jobs.Entry, owner string, token lease.Token
 			return t, true
 		case !recorded && t == token:
 			return t, true
-		case !recorded && t < token && t >= best:
+		case !recorded && (t < token || crossSlot) && t >= best:
 			best, found = t, true
 		}
 	}

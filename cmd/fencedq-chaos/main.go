@@ -90,6 +90,16 @@
 // accepted, the slowest account to see a write again). It works with every
 // --baseline.
 //
+// --cluster N runs Redis as a Redis Cluster of N masters (AOF each, no
+// replicas), which the driver and every worker reach with
+// redis.NewClusterClient; Redis restarts then restart one master at a time.
+// --partitions P declares the workload's two queues with P partitions
+// (Client.SetPartitions) before the workers start, so every job lives in
+// the partition its operation id routes it to, and the checker reads it
+// there. On a cluster a job's token and its account lease's token are
+// minted on two masters, each in its own fencing epoch, so the checker
+// names an effect's writer by its owner alone. Both run fencedq only.
+//
 // Everything listens on loopback. Exit codes: 0 clean, 1 violation or
 // broken run, 2 bad usage.
 //
@@ -124,6 +134,8 @@
 //	--clock-offset -120s     the promoted node's clock shift in clock failovers
 //	--durable                durable acknowledgements (jobs.Durability, one replica) for fencedq
 //	                         and the bridge; an acknowledged job lost is a violation
+//	--cluster N              a Redis Cluster of N masters (fencedq only)
+//	--partitions P           the workload's queues with P partitions (fencedq only)
 //	--json                   print the report as one JSON object
 //	--keep                   keep the schema, Redis directory and worker logs
 //	--database-url URL       PostgreSQL (default $DATABASE_URL or the URL above)

@@ -42,6 +42,7 @@ type nemesis struct {
 	o       *options
 	workers *workers
 	redis   *redisServer   // single-server mode
+	cluster []*redisServer // cluster mode: the masters, restarted one at a time
 	fo      *failoverRedis // failover mode
 	start   time.Time
 	out     func(format string, a ...any)
@@ -286,6 +287,10 @@ func (n *nemesis) inject(ctx context.Context, kind string) {
 			var addr string
 			addr, err = n.fo.restartReplica(ctx, sig, down)
 			target = "replica " + addr
+		} else if len(n.cluster) > 0 {
+			s := n.cluster[n.intn(len(n.cluster))]
+			target = "master " + s.Addr
+			err = s.restart(ctx, sig, down)
 		} else {
 			err = n.redis.restart(ctx, sig, down)
 		}

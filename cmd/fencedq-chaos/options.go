@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/fencedq/fencedq/jobs"
 )
 
 // errHelp is returned after --help printed the usage (exit code 0).
@@ -59,7 +61,12 @@ type options struct {
 	// (durability: one replica) and makes every acknowledged job lost a
 	// violation even across failovers. Plain asynq has no such mode: with
 	// --baseline asynq only the verdict changes.
-	Durable     bool   `json:"durable,omitempty"`
+	Durable bool `json:"durable,omitempty"`
+	// Cluster runs Redis as a Redis Cluster of this many masters (AOF
+	// each; 0: one server); Partitions declares the workload's queues with
+	// that many partitions (0 or 1: none).
+	Cluster     int    `json:"cluster,omitempty"`
+	Partitions  int    `json:"partitions,omitempty"`
 	JSON        bool   `json:"-"`
 	Keep        bool   `json:"-"`
 	DatabaseURL string `json:"-"`
@@ -116,6 +123,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.FailoverGap, "failover-gap", 10*time.Second, "with --failover, mean pause between two faults of the Redis lane (failovers, replica restarts)")
 	fs.DurationVar(&o.ClockOffset, "clock-offset", -120*time.Second, "clock failovers shift the promoted node's wall clock (Redis TIME) by this much (negative: behind)")
 	fs.BoolVar(&o.Durable, "durable", false, "durable acknowledgements (one replica must hold each enqueue, claim and completion; fencedq and the bridge), and an acknowledged job lost in a failover is a violation, not a finding")
+	fs.IntVar(&o.Cluster, "cluster", 0, "run Redis as a Redis Cluster of this many masters (AOF each; redis restarts hit one master at a time); fencedq only")
+	fs.IntVar(&o.Partitions, "partitions", 0, "declare the workload's queues with this many partitions (Client.SetPartitions; fencedq only)")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the schema, the Redis directory and the worker logs")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
@@ -151,6 +160,12 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case o.Baseline != "" && o.Baseline != "asynq" && o.Baseline != "asynq-bridge":
 		return nil, fmt.Errorf(`%w: --baseline must be "asynq" or "asynq-bridge"`, errUsage)
+	case (o.Cluster != 0 || o.Partitions > 1) && (o.Baseline != "" || o.Failover):
+		return nil, fmt.Errorf("%w: --cluster and --partitions run fencedq only, without --baseline and --failover", errUsage)
+	case o.Cluster < 0 || o.Cluster == 1 || o.Cluster == 2 || o.Cluster > 16:
+		return nil, fmt.Errorf("%w: --cluster must be 0 or 3 to 16 masters", errUsage)
+	case o.Partitions < 0 || o.Partitions > jobs.MaxPartitions:
+		return nil, fmt.Errorf("%w: --partitions must be between 0 and %d", errUsage, jobs.MaxPartitions)
 	case o.Duration < 5*time.Second:
 		return nil, fmt.Errorf("%w: --duration must be at least 5s", errUsage)
 	case o.Rate <= 0:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -63,4 +65,38 @@ func (s *redisServer) terminate() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// startCluster launches n cluster-enabled redis-servers with AOF, each in
+// its own directory under dir, and forms a Redis Cluster of n masters.
+func startCluster(ctx context.Context, dir string, n int) ([]*redisServer, error) {
+	if _, err := redisserver.Path(); err != nil {
+		return nil, errors.New(redisInstallHint)
+	}
+	var nodes []*redisServer
+	var procs []*redisserver.Server
+	stop := func() {
+		for _, s := range nodes {
+			s.Stop()
+		}
+	}
+	for i := range n {
+		d := filepath.Join(dir, fmt.Sprintf("node-%d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			stop()
+			return nil, err
+		}
+		s, err := redisserver.Start(ctx, redisserver.Options{Dir: d, AOF: true, Cluster: true})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		nodes = append(nodes, &redisServer{s})
+		procs = append(procs, s)
+	}
+	if err := redisserver.FormCluster(ctx, procs); err != nil {
+		stop()
+		return nil, err
+	}
+	return nodes, nil
 }

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -37,6 +38,7 @@ type workerFlags struct {
 	mode           string
 	redis          string
 	sentinel       string
+	cluster        string
 	masterName     string
 	postgres       string
 	proxy          string
@@ -57,6 +59,7 @@ type workerFlags struct {
 func (w *workerFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&w.mode, "mode", "fencedq", "fencedq (bank.Worker in a fencedq pool), asynq (the unfenced baseline) or asynq-bridge (bank.Worker on asynq under the asynqfence middleware)")
 	fs.StringVar(&w.redis, "redis", "", "Redis address host:port")
+	fs.StringVar(&w.cluster, "cluster", "", "Redis Cluster masters host:port,host:port,... (instead of --redis)")
 	fs.StringVar(&w.sentinel, "sentinel", "", "Sentinel address host:port (instead of --redis: the worker follows the primary with redis.NewFailoverClient)")
 	fs.StringVar(&w.masterName, "master-name", masterName, "the name the Sentinel monitors the primary under")
 	fs.StringVar(&w.postgres, "postgres", "", "PostgreSQL URL")
@@ -83,8 +86,14 @@ func workerMain(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if (w.redis == "") == (w.sentinel == "") || w.postgres == "" || w.schema == "" || w.id == "" {
-		return fmt.Errorf("%w: worker needs --redis or --sentinel, --postgres, --schema and --id", errUsage)
+	redisFlags := 0
+	for _, f := range []string{w.redis, w.sentinel, w.cluster} {
+		if f != "" {
+			redisFlags++
+		}
+	}
+	if redisFlags != 1 || w.postgres == "" || w.schema == "" || w.id == "" {
+		return fmt.Errorf("%w: worker needs one of --redis, --sentinel and --cluster, --postgres, --schema and --id", errUsage)
 	}
 	if w.mode != "fencedq" && w.mode != "asynq" && w.mode != "asynq-bridge" {
 		return fmt.Errorf("%w: unknown --mode %q", errUsage, w.mode)
@@ -121,6 +130,19 @@ func (w workerFlags) jobsConfig() jobs.Config {
 
 // runWorker connects and runs one worker until ctx ends or it fails to start.
 func runWorker(ctx context.Context, w workerFlags, log *slog.Logger) error {
+	if w.cluster != "" {
+		if w.mode != "fencedq" {
+			return fmt.Errorf("%w: --cluster runs fencedq workers only", errUsage)
+		}
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(w.cluster, ",")})
+		defer cc.Close()
+		pool, err := openPool(ctx, w.postgres, w.proxy, w.concurrency+4)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		return runFencedWorker(ctx, w, cc, pool, log)
+	}
 	var rdb *redis.Client
 	if w.sentinel != "" {
 		rdb = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: w.masterName, SentinelAddrs: []string{w.sentinel}})
@@ -174,7 +196,7 @@ func openPool(ctx context.Context, url, proxyAddr string, maxConns int) (*pgxpoo
 
 // runFencedWorker runs bank.Worker in a fencedq pool over
 // bank.PostgresStore until ctx ends.
-func runFencedWorker(ctx context.Context, w workerFlags, rdb *redis.Client, pool *pgxpool.Pool, log *slog.Logger) error {
+func runFencedWorker(ctx context.Context, w workerFlags, rdb redis.UniversalClient, pool *pgxpool.Pool, log *slog.Logger) error {
 	store, err := newRecordingStore(ctx, pool, w.schema, w.id, w.careless)
 	if err != nil {
 		return err

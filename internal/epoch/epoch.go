@@ -66,9 +66,28 @@
 // old one above it. Epochs above [Max] are capped (logged at error level):
 // past that point order across failovers is the clock's again. A Redis user
 // that may not run INFO (ACL) turns epochs off, logged at error level:
-// grant it +info. Redis Cluster is not covered yet ([New] turns tracking
-// off for anything but a *redis.Client): its tokens stay in epoch 0. The epoch
-// says nothing about lost data; it only keeps the order of tokens.
+// grant it +info. The epoch says nothing about lost data; it only keeps the
+// order of tokens.
+//
+// # Redis Cluster
+//
+// A cluster has a primary per slot range, and a script touches one slot,
+// so the epochs (and the time, below) are kept per slot: each queue's and
+// each lease resource's own record, in its slot (the caller names it; same
+// fields as Key's). A Tracker over a *redis.ClusterClient mints with [Node],
+// and lib.lua's epoch_node decides inside the minting script, on the slot's
+// master: the epoch recorded for its replication id, or, on the first mint
+// of a tenure, the master's config epoch (CLUSTER INFO cluster_my_epoch)
+// when it is above every epoch in the record, else one more than the
+// highest. A replica is promoted by an election of the masters that gives
+// it a config epoch above every one they know (or, by CLUSTER FAILOVER
+// TAKEOVER, above every one it knows), so the new tenure's epoch is above
+// the old master's whichever writes, the record included, the failover
+// lost; nothing is asked of the caller and no refresh round trip is made.
+// It does not cover a record that had gone above the old master's config
+// epoch (a slot moved from a master with a higher one) and was then lost:
+// the new tenure may get that epoch again, ordered by the clock as before
+// epochs. Epochs are capped at [Max] without a log line there.
 //
 // # The namespace's time
 //
@@ -90,8 +109,8 @@
 // since the failover reads the same time. It assumes the record replicates
 // like the data it dates (a replica without it starts from its own TIME)
 // and does nothing for a node whose clock is ahead (the time moves ahead by
-// its lead). On Redis Cluster, where epochs are off, the ledger keeps a
-// record per queue (same rule, per shard) and leases use plain TIME.
+// its lead). On Redis Cluster each record keeps the time of its slot's
+// master tenures by the same rule.
 package epoch
 
 import (
@@ -173,14 +192,23 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Node is the State a Tracker over a Redis Cluster client mints with: its
+// ReplID tells lib.lua's epoch_check that the slot's master decides the
+// epoch itself, from the epoch record in the slot the script mints in
+// (epoch_node: the epoch recorded for the master's replication id, or a
+// new tenure's from the master's config epoch). No real replication id
+// looks like it.
+var Node = State{ReplID: "@node"}
+
 // Tracker holds the epoch a client mints with. It is safe for concurrent
 // use. Components sharing a client and namespace may each have their own:
 // the record keeps them in step.
 type Tracker struct {
-	client *redis.Client // nil: tracking off
-	key    string
-	source Source
-	log    *slog.Logger
+	client  *redis.Client // nil: tracking off, or a cluster
+	cluster bool          // a Redis Cluster client: every mint uses Node
+	key     string
+	source  Source
+	log     *slog.Logger
 
 	state atomic.Pointer[State]
 	mu    sync.Mutex // serialises refreshes; guards max
@@ -188,12 +216,16 @@ type Tracker struct {
 }
 
 // New returns a tracker for namespace ns over client. Tracking is on for a
-// *redis.Client (a single server, or a failover client) and off for any
-// other client (Redis Cluster, Ring): its State is the zero State.
+// *redis.Client (a single server, or a failover client); a
+// *redis.ClusterClient mints with [Node] (the slot's master decides); any
+// other client (Ring) has the zero State: epochs off.
 func New(client redis.UniversalClient, ns string, opts Options) *Tracker {
 	t := &Tracker{key: Key(ns), source: opts.Source, log: opts.Logger}
-	if c, ok := client.(*redis.Client); ok {
+	switch c := client.(type) {
+	case *redis.Client:
 		t.client = c
+	case *redis.ClusterClient:
+		t.cluster = true
 	}
 	if t.source == nil && opts.Sentinel != nil {
 		t.source = sentinelSource{opts.Sentinel}
@@ -204,8 +236,15 @@ func New(client redis.UniversalClient, ns string, opts Options) *Tracker {
 	return t
 }
 
-// Enabled reports whether the tracker checks epochs (see New).
+// Enabled reports whether the tracker checks epochs on a single primary
+// (see New): the namespace's record Key is then the one every script of
+// the namespace keeps its epochs and time in.
 func (t *Tracker) Enabled() bool { return t.client != nil }
+
+// Cluster reports whether the tracker is for a Redis Cluster: each script
+// then keeps the epochs and time in a record of its own slot, and mints
+// with [Node].
+func (t *Tracker) Cluster() bool { return t.cluster }
 
 // Key returns the epoch record minting scripts pass to epoch_check.
 func (t *Tracker) Key() string { return t.key }
@@ -213,6 +252,9 @@ func (t *Tracker) Key() string { return t.key }
 // Current returns the state to mint with, learning it first if the
 // tracker has none yet.
 func (t *Tracker) Current(ctx context.Context) (State, error) {
+	if t.cluster {
+		return Node, nil
+	}
 	if !t.Enabled() {
 		return State{}, nil
 	}
@@ -226,6 +268,9 @@ func (t *Tracker) Current(ctx context.Context) (State, error) {
 // a script refused stale (the state it minted with). When another caller
 // already refreshed past stale, it returns that state without asking again.
 func (t *Tracker) Refresh(ctx context.Context, stale State) (State, error) {
+	if t.cluster {
+		return Node, nil
+	}
 	if !t.Enabled() {
 		return State{}, nil
 	}

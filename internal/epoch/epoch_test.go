@@ -59,6 +59,9 @@ func tryMint(c redis.UniversalClient, tr *epoch.Tracker, key string) (uint64, er
 		if tr.Enabled() {
 			keys = append(keys, tr.Key())
 		}
+		if tr.Cluster() {
+			keys = append(keys, key+":clock") // the record in the key's slot
+		}
 		r, err := mintScript.Run(context.Background(), c, keys, st.ReplID, st.Epoch).Slice()
 		if err != nil {
 			return false, err
@@ -460,19 +463,59 @@ func TestInfoDeniedTurnsEpochsOff(t *testing.T) {
 	}
 }
 
-// Tracking is off on Redis Cluster: the zero State, minted in epoch 0.
-func TestClusterOff(t *testing.T) {
+// On Redis Cluster the slot's master decides the epoch in the script: a
+// tenure's first mint records the master's config epoch when it is above
+// every epoch recorded in the slot's record, else one more than the
+// highest; later mints of the tenure keep the recorded epoch.
+func TestClusterNodeEpochs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster skipped in -short mode")
 	}
+	ctx := context.Background()
 	cc := redistest.StartCluster(t).Client()
 	ns := redistest.Namespace(t)
 	tr := epoch.New(cc, ns, epoch.Options{})
-	if tr.Enabled() {
-		t.Fatal("tracking on for a cluster client")
+	if tr.Enabled() || !tr.Cluster() {
+		t.Fatal("a cluster client is not tracked per node")
 	}
-	if tok := mint(t, cc, tr, "{x}"+ns); epoch.Of(tok) != 0 {
-		t.Fatalf("cluster token in epoch %d", epoch.Of(tok))
+	if st, err := tr.Current(ctx); err != nil || st != epoch.Node {
+		t.Fatalf("cluster state %+v, %v", st, err)
+	}
+	key := "{x}" + ns
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := node.ClusterInfo(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var myEpoch uint64
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_my_epoch:"); ok {
+			myEpoch, _ = strconv.ParseUint(v, 10, 64)
+		}
+	}
+	a := mint(t, cc, tr, key)
+	if epoch.Of(a) != myEpoch {
+		t.Fatalf("first mint in epoch %d, want the master's config epoch %d", epoch.Of(a), myEpoch)
+	}
+	rec := cc.HGetAll(ctx, key+":clock").Val()
+	if rec["max"] != strconv.FormatUint(myEpoch, 10) || len(rec) < 2 {
+		t.Fatalf("record after the first mint: %v", rec)
+	}
+	// A record that went above the config epoch (a slot moved here from a
+	// master with a higher one) is continued: one more than the highest.
+	key2 := "{y}" + ns
+	if err := cc.HSet(ctx, key2+":clock", "max", myEpoch+100, "r:gone", myEpoch+100).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := mint(t, cc, tr, key2)
+	if epoch.Of(b) != myEpoch+101 {
+		t.Fatalf("mint over a higher record in epoch %d, want %d", epoch.Of(b), myEpoch+101)
+	}
+	if c := mint(t, cc, tr, key2); epoch.Of(c) != myEpoch+101 || c <= b {
+		t.Fatalf("second mint of the tenure: %d (epoch %d) after %d", c, epoch.Of(c), b)
 	}
 }
 

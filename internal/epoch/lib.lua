@@ -79,9 +79,47 @@ local function epoch_replid()
   return string.match(info, 'master_replid:(%w+)') or ''
 end
 
+-- epoch_node returns the epoch to mint with on Redis Cluster, where key is
+-- the epoch record in the slot of the keys the script mints for (a queue's
+-- or a resource's; same fields as the namespace's record): the epoch
+-- recorded for this master's replication id, or, on the first mint of a
+-- tenure (a promoted replica, a restarted master, a slot moved here), the
+-- node's config epoch (CLUSTER INFO cluster_my_epoch, which the cluster
+-- raised above every other when it elected this node) when it is above
+-- every epoch recorded, else one more than the highest. It needs nothing
+-- from the caller: the slot's master decides, in the script. '' rid (INFO
+-- denied): 0, as epoch_check.
+local function epoch_node(key)
+  local rid = epoch_replid()
+  if rid == '' then return 0 end
+  local rec = tonumber(redis.call('HGET', key, 'r:' .. rid) or '')
+  if rec then return rec end
+  local mx = tonumber(redis.call('HGET', key, 'max') or '')
+  local ci = redis.pcall('CLUSTER', 'INFO')
+  local f = type(ci) == 'string' and tonumber(string.match(ci, 'cluster_my_epoch:(%d+)') or '')
+  local e
+  if f and (not mx or f > mx) then e = f elseif mx then e = mx + 1 else e = 0 end
+  if e > EPOCH_MAX then e = EPOCH_MAX end
+  redis.call('HSET', key, 'r:' .. rid, string.format('%d', e))
+  if not mx or e > mx then redis.call('HSET', key, 'max', string.format('%d', e)) end
+  -- Keep the newest 32 tenures: older replication ids never mint again.
+  if redis.call('HLEN', key) > 40 then
+    local all, ids = redis.call('HGETALL', key), {}
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == 'r:' and all[i] ~= 'r:' .. rid then
+        table.insert(ids, {all[i], tonumber(all[i + 1]) or 0})
+      end
+    end
+    table.sort(ids, function(a, b) return a[2] < b[2] end)
+    for i = 1, #ids - 31 do redis.call('HDEL', key, ids[i][1]) end
+  end
+  return e
+end
+
 -- epoch_check checks a minting script's epoch arguments against the node it
 -- runs on. rid is the replication id of the primary the caller's epoch ep
--- is for ('' or nil: epochs off, mint in epoch 0); key is the namespace's
+-- is for ('' or nil: epochs off, mint in epoch 0; '@node' on Redis
+-- Cluster: the slot's master decides, see epoch_node); key is the namespace's
 -- epoch record, a hash 'r:<replication id>' -> epoch, 'max' -> the highest
 -- epoch recorded. It returns the epoch to mint with, or nil and
 -- {replication id, recorded epoch or ''} when the caller must refresh its
@@ -93,6 +131,7 @@ end
 -- (false: absent), so the record is read once.
 local function epoch_check(key, rid, ep, pre)
   if rid == nil or rid == '' then return 0 end
+  if rid == '@node' then return epoch_node(key) end
   local e = tonumber(ep)
   if not e or e < 0 or e > EPOCH_MAX or e ~= math.floor(e) then
     error({err = 'FENCEDQ invalid epoch ' .. tostring(ep)})

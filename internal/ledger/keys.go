@@ -82,9 +82,9 @@ func (l *Ledger) keys(q string) []string {
 
 // clockKey returns the record queue q's scripts keep the namespace's time
 // in (internal/epoch's epoch_now): the namespace's epoch record, which
-// minting scripts also check their epoch against; on Redis Cluster, where
-// epochs are off and a script touches one hash slot, the queue's own
-// <ns>:{q}:clock.
+// minting scripts also check their epoch against; on Redis Cluster, where a
+// script touches one hash slot, the queue's own <ns>:{q}:clock, which holds
+// the queue's epochs and time the same way (internal/epoch's epoch_node).
 func (l *Ledger) clockKey(q string) string {
 	if l.epoch.Enabled() {
 		return l.epoch.Key()

@@ -468,9 +468,10 @@ return {math.floor(t / 1000000), t % 1000000}`)
 // and deadline is written in: Redis TIME plus the current primary tenure's
 // offset (internal/epoch's epoch_now), so it continues from the previous
 // primary's after a failover to a node whose clock is behind. On Redis
-// Cluster (epochs off) it is the server's TIME.
+// Cluster the record <ns>:epoch is kept by the master of its slot alone,
+// with the same rule; with epochs off (another client) it is plain TIME.
 func (l *Ledger) ServerTime(ctx context.Context) (time.Time, error) {
-	if !l.epoch.Enabled() {
+	if !l.epoch.Enabled() && !l.epoch.Cluster() {
 		t, err := l.rdb.Time(ctx).Result()
 		return t, wrap("time", err)
 	}

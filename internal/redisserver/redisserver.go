@@ -1,7 +1,8 @@
 // Package redisserver runs redis-server child processes on loopback: start
 // one (optionally with AOF, cluster-enabled, as a replica, or as a
 // Sentinel), pause, resume, kill and restart it on the same port and data
-// directory, and join three into a Redis Cluster. For failover tests it
+// directory, and join them into a Redis Cluster, with replicas that CLUSTER
+// FAILOVER promotes (cluster.go). For failover tests it
 // cuts a replica off its primary, waits for a Sentinel to promote a
 // replica, and shifts a server's wall clock through an LD_PRELOAD shim
 // (see [BuildClockShim]). The test harness (internal/redistest), the

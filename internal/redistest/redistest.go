@@ -5,7 +5,9 @@
 // data directory; tests can pause (SIGSTOP), resume (SIGCONT), kill (SIGKILL)
 // and restart it on the same port and directory, and shift its wall clock
 // ([Server.SetClockOffset], through an LD_PRELOAD shim compiled at test
-// time). [StartCluster] forms a three-master Redis Cluster. [StartFailover]
+// time). [StartCluster] forms a three-master Redis Cluster, [StartClusterWith]
+// any number of masters, each optionally with a replica it can fail over to
+// (coordinated, or after a SIGKILL of the master). [StartFailover]
 // starts a primary, a replica and a Sentinel, and can cut the replica off
 // (so it lags), kill the primary and wait for the Sentinel to promote the
 // replica. [New] returns a client and a fresh key
@@ -106,50 +108,6 @@ func (s *Server) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	s.tb.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// Cluster is a Redis Cluster of masters on loopback.
-type Cluster struct {
-	// Nodes are the masters, in slot order.
-	Nodes []*Server
-	tb    testing.TB
-}
-
-// StartCluster starts three cluster-enabled servers, splits the 16384 hash
-// slots between them and waits until the cluster reports ok.
-func StartCluster(tb testing.TB) *Cluster { return StartClusterN(tb, 3) }
-
-// StartClusterN is StartCluster with n masters, each holding one
-// contiguous range of about 16384/n slots, in order.
-func StartClusterN(tb testing.TB, n int) *Cluster {
-	tb.Helper()
-	c := &Cluster{tb: tb}
-	procs := make([]*redisserver.Server, 0, n)
-	for range n {
-		n := Start(tb, Options{ClusterEnabled: true})
-		c.Nodes = append(c.Nodes, n)
-		procs = append(procs, n.srv)
-	}
-	if err := redisserver.FormCluster(context.Background(), procs); err != nil {
-		tb.Fatal(err)
-	}
-	return c
-}
-
-// Addrs returns the masters' addresses.
-func (c *Cluster) Addrs() []string {
-	a := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		a[i] = n.Addr
-	}
-	return a
-}
-
-// Client returns a cluster client, closed at test end.
-func (c *Cluster) Client() *redis.ClusterClient {
-	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	c.tb.Cleanup(func() { _ = cl.Close() })
-	return cl
 }
 
 // Namespace returns a fresh key namespace for one test, unique across runs.

@@ -218,6 +218,7 @@ func (b *Batcher) sendQueued(batch []*call) {
 // send runs calls and sets each one's reply and error: a lone call as a
 // plain script call, more (or any, with Append) in one pipeline.
 func (b *Batcher) send(ctx context.Context, calls []*call) {
+	defer b.reloadAfterNodeLoss(calls)
 	if len(calls) == 1 && b.append == nil {
 		c := calls[0]
 		c.reply, c.err = c.script.Run(ctx, b.rdb, c.keys, c.args...).Result()
@@ -305,6 +306,28 @@ func (b *Batcher) pipeline(ctx context.Context, calls []*call, cmds []*redis.Cmd
 		// A slot moved: the script did not run there. The call fails (its
 		// caller retries) and the next pipeline is routed by the new map.
 		cc.ReloadState(ctx)
+	}
+}
+
+// reloadAfterNodeLoss asks a cluster client to reload its slot map when a
+// call failed without a reply from Redis (a refused dial, a reset
+// connection): the node may be a master that died and whose replica now
+// serves its slots. go-redis reloads the map on a redirect, or on its own
+// only every ClusterStateReloadInterval (a minute by default), so without
+// this every call to those slots would fail until then. Reloads are
+// coalesced by the client.
+func (b *Batcher) reloadAfterNodeLoss(calls []*call) {
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	for _, c := range calls {
+		var re redis.Error
+		if c.err != nil && !errors.As(c.err, &re) && !errors.Is(c.err, context.Canceled) &&
+			!errors.Is(c.err, context.DeadlineExceeded) {
+			cc.ReloadState(context.Background())
+			return
+		}
 	}
 }
 

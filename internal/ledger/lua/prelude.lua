@@ -14,7 +14,8 @@
 -- 12 idle flag (set by a claim that found nothing due: the next enqueue publishes a wake-up)
 -- 13 the clock record (internal/epoch's epoch_now): the namespace's fencing-epoch record
 --    <ns>:epoch, which minting scripts (claim, bridge claim) also pass to epoch_check;
---    on Redis Cluster, where epochs are off, the queue's own <ns>:{q}:clock
+--    on Redis Cluster the queue's own <ns>:{q}:clock (its epochs and time, kept by the
+--    slot's master: lib.lua's epoch_node)
 -- ARGV 1 the queue's key prefix 'ns:{q}:'. Per-job keys (job hash, history list,
 -- operation-id key) are derived from it, so they share the queue's hash slot;
 -- a batched claim cannot name the jobs it will find in advance.

@@ -1,0 +1,241 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/redisserver"
+	"github.com/fencedq/fencedq/internal/testsignal"
+)
+
+// ClusterOptions configures [StartClusterWith].
+type ClusterOptions struct {
+	// Masters is the number of masters (default 3), each holding one
+	// contiguous range of about 16384/Masters slots, in order.
+	Masters int
+	// Replicas gives every master one replica, so a master can fail over
+	// ([Cluster.Failover], [Cluster.KillMaster]).
+	Replicas bool
+	// ClockShim runs every node with the clock shim preloaded, so
+	// [Server.SetClockOffset] can shift its wall clock.
+	ClockShim bool
+}
+
+// Cluster is a Redis Cluster on loopback: masters and, when started with
+// replicas, one replica per master.
+type Cluster struct {
+	// Nodes are the masters, in slot order: Nodes[i] serves the i-th range.
+	Nodes []*Server
+	// Replicas[i] replicates Nodes[i] (nil without replicas). A failover
+	// swaps Nodes[i] and Replicas[i].
+	Replicas []*Server
+	tb       testing.TB
+}
+
+// StartCluster starts three cluster-enabled servers, splits the 16384 hash
+// slots between them and waits until the cluster reports ok.
+func StartCluster(tb testing.TB) *Cluster { return StartClusterN(tb, 3) }
+
+// StartClusterN is StartCluster with n masters, each holding one
+// contiguous range of about 16384/n slots, in order.
+func StartClusterN(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	return StartClusterWith(tb, ClusterOptions{Masters: n})
+}
+
+// StartClusterWith starts a cluster as opts say and returns once every
+// node reports cluster_state:ok, knows every other node, and every replica
+// holds everything its master acknowledged.
+func StartClusterWith(tb testing.TB, opts ClusterOptions) *Cluster {
+	tb.Helper()
+	if opts.Masters <= 0 {
+		opts.Masters = 3
+	}
+	shim := ""
+	if opts.ClockShim {
+		shim = ClockShim(tb)
+	}
+	c := &Cluster{tb: tb}
+	procs := make([]*redisserver.Server, 0, opts.Masters)
+	for range opts.Masters {
+		n := startWith(tb, redisserver.Options{Cluster: true, ClockShim: shim})
+		c.Nodes = append(c.Nodes, n)
+		procs = append(procs, n.srv)
+	}
+	if err := redisserver.FormCluster(context.Background(), procs); err != nil {
+		tb.Fatal(err)
+	}
+	if !opts.Replicas {
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
+	for _, m := range c.Nodes {
+		r := startWith(tb, redisserver.Options{Cluster: true, ClockShim: shim})
+		if err := redisserver.AddClusterReplica(ctx, m.srv, r.srv); err != nil {
+			tb.Fatal(err)
+		}
+		c.Replicas = append(c.Replicas, r)
+	}
+	if err := redisserver.WaitClusterOK(ctx, c.all(), 2*opts.Masters); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// all returns the addresses of every node, masters first.
+func (c *Cluster) all() []string {
+	a := c.Addrs()
+	for _, r := range c.Replicas {
+		a = append(a, r.Addr)
+	}
+	return a
+}
+
+// live returns the addresses of every node but skip.
+func (c *Cluster) live(skip *Server) []string {
+	var a []string
+	for _, n := range append(append([]*Server{}, c.Nodes...), c.Replicas...) {
+		if n != skip {
+			a = append(a, n.Addr)
+		}
+	}
+	return a
+}
+
+// Addrs returns the masters' addresses.
+func (c *Cluster) Addrs() []string {
+	a := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		a[i] = n.Addr
+	}
+	return a
+}
+
+// Client returns a cluster client, closed at test end.
+func (c *Cluster) Client() *redis.ClusterClient {
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.all()})
+	c.tb.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// replica returns Replicas[i], failing the test without one.
+func (c *Cluster) replica(i int) *Server {
+	c.tb.Helper()
+	if i < 0 || i >= len(c.Replicas) || c.Replicas[i] == nil {
+		c.tb.Fatalf("redistest: master %d has no replica (ClusterOptions.Replicas)", i)
+	}
+	return c.Replicas[i]
+}
+
+// Sync waits until Replicas[i] holds every write Nodes[i] acknowledged so far.
+func (c *Cluster) Sync(i int) {
+	c.tb.Helper()
+	c.replica(i)
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
+	if err := redisserver.SyncReplicas(ctx, c.Nodes[i].Addr, 1); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// CutReplication cuts Replicas[i] off its master: every write the master
+// acknowledges from now on is missing on it, which stays promotable by
+// KillMaster (a forced failover skips the replica's data-age check).
+func (c *Cluster) CutReplication(i int) {
+	c.tb.Helper()
+	if err := c.replica(i).srv.CutReplication(context.Background()); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// Failover promotes Replicas[i] with a coordinated CLUSTER FAILOVER (it
+// catches up with its live master first: nothing is lost) and waits until
+// every node routes the slots to it; then Nodes[i] is the promoted node and
+// Replicas[i] the former master, now its replica.
+func (c *Cluster) Failover(i int) {
+	c.tb.Helper()
+	r := c.replica(i)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testsignal.Timeout())
+	defer cancel()
+	// Redis aborts a manual failover that is not done within 5 s (a slow
+	// election on a loaded machine): ask again then.
+	var err error
+	for range 3 {
+		err = redisserver.ClusterFailover(ctx, r.Addr, redisserver.FailoverCoordinated, testsignal.Scale(6*time.Second))
+		if !errors.Is(err, redisserver.ErrNotPromoted) {
+			break
+		}
+	}
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	c.Nodes[i], c.Replicas[i] = r, c.Nodes[i]
+	c.settle(ctx, i, nil)
+	if err := redisserver.WaitReplica(ctx, c.Replicas[i].Addr, r.Addr); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// KillMaster kills Nodes[i] with SIGKILL and promotes Replicas[i] without
+// it: CLUSTER FAILOVER FORCE (an election among the other masters) at
+// once rather than waiting node-timeout for the automatic failover, and
+// TAKEOVER when the election does not promote it within a few seconds.
+// It returns once every live node routes the slots to the promoted node;
+// then Nodes[i] is the promoted node and Replicas[i] the dead one (see
+// Rejoin). Writes the replica had not received are lost.
+func (c *Cluster) KillMaster(i int) {
+	c.tb.Helper()
+	r := c.replica(i)
+	dead := c.Nodes[i]
+	dead.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
+	err := redisserver.ClusterFailover(ctx, r.Addr, redisserver.FailoverForce, testsignal.Scale(5*time.Second))
+	if errors.Is(err, redisserver.ErrNotPromoted) {
+		err = redisserver.ClusterFailover(ctx, r.Addr, redisserver.FailoverTakeover, testsignal.Timeout())
+	}
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	// Undo a CutReplication: the promoted node replicates again when it
+	// is failed back from.
+	if err := r.srv.HealReplication(ctx); err != nil {
+		c.tb.Fatal(err)
+	}
+	c.Nodes[i], c.Replicas[i] = r, dead
+	c.settle(ctx, i, dead)
+}
+
+// settle waits until every node but skip routes master i's slots to Nodes[i].
+func (c *Cluster) settle(ctx context.Context, i int, skip *Server) {
+	c.tb.Helper()
+	if err := redisserver.WaitSlotOwner(ctx, c.live(skip), c.Nodes[i].Addr); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// Rejoin restarts the master KillMaster killed (Replicas[i]), empty, and
+// waits until it is a replica of the promoted node holding everything that
+// node acknowledged: master i can fail over again. Its cluster config
+// survives the restart, and the cluster tells it its slots have moved, so
+// it never serves them again.
+func (c *Cluster) Rejoin(i int) {
+	c.tb.Helper()
+	r := c.replica(i)
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
+	if err := r.srv.Restart(ctx); err != nil {
+		c.tb.Fatal(err)
+	}
+	if err := redisserver.WaitReplica(ctx, r.Addr, c.Nodes[i].Addr); err != nil {
+		c.tb.Fatal(err)
+	}
+	if err := redisserver.WaitClusterOK(ctx, c.all(), 0); err != nil {
+		c.tb.Fatal(err)
+	}
+}
