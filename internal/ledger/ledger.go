@@ -223,6 +223,8 @@ var (
 	runNowSrc string
 	//go:embed lua/bridge_claim.lua
 	bridgeClaimSrc string
+	//go:embed lua/bridge_redeliver.lua
+	bridgeRedeliverSrc string
 	//go:embed lua/raise.lua
 	raiseSrc string
 	//go:embed lua/rewind.lua
@@ -248,7 +250,8 @@ var (
 	rewindScript   = script(rewindSrc)
 	progressScript = script(progressSrc)
 
-	bridgeClaimScript = mintingScript(bridgeClaimSrc, 11)
+	bridgeClaimScript     = mintingScript(bridgeClaimSrc, 11)
+	bridgeRedeliverScript = script(bridgeRedeliverSrc)
 
 	// flow control (see unique.go)
 	enqueueUniqueScript = script(enqueueUniqueSrc)
