@@ -85,6 +85,10 @@ func (c *completer) run(ctx context.Context) {
 
 // flush applies one batch, one ledger call per queue.
 func (c *completer) flush(ctx context.Context, batch []*finished) {
+	if oneQueue(batch) { // the common case: no map, no goroutine
+		c.complete(ctx, batch[0].a.job.Queue, batch)
+		return
+	}
 	byQueue := map[string][]*finished{}
 	for _, f := range batch {
 		byQueue[f.a.job.Queue] = append(byQueue[f.a.job.Queue], f)
@@ -98,6 +102,16 @@ func (c *completer) flush(ctx context.Context, batch []*finished) {
 		}()
 	}
 	wg.Wait()
+}
+
+// oneQueue reports whether every outcome of batch is of one queue.
+func oneQueue(batch []*finished) bool {
+	for _, f := range batch[1:] {
+		if f.a.job.Queue != batch[0].a.job.Queue {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *completer) complete(ctx context.Context, q string, fs []*finished) {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -238,7 +239,7 @@ var (
 	flowLib string
 
 	enqueueScript  = script(enqueueSrc)
-	claimScript    = script(claimSrc)
+	claimScript    = mintingScript(claimSrc, 5)
 	renewScript    = script(renewSrc)
 	completeScript = script(completeSrc)
 	expireScript   = script(expireSrc)
@@ -251,7 +252,7 @@ var (
 	rewindScript   = script(rewindSrc)
 	progressScript = script(progressSrc)
 
-	bridgeClaimScript     = script(bridgeClaimSrc)
+	bridgeClaimScript     = mintingScript(bridgeClaimSrc, 11)
 	bridgeRedeliverScript = script(bridgeRedeliverSrc)
 
 	// flow control (see unique.go)
@@ -264,7 +265,16 @@ var (
 // prelude, of the workflow definitions and of flow.lua (concurrency and rate
 // limits; see link), then src.
 func script(src string) *redis.Script {
-	return redis.NewScript(link(epoch.Lua+prelude+workflowLib+flowLib, src))
+	return redis.NewScript(link(epoch.Lua+"local EPOCH_RID = nil\n"+prelude+workflowLib+flowLib, src))
+}
+
+// mintingScript builds a script that mints job tokens, whose caller passes
+// the replication id its epoch is for in ARGV[ridArg]: the prelude's clock
+// read (epoch_now) then also reads the epoch recorded for that id, so
+// epoch_check needs no read of its own.
+func mintingScript(src string, ridArg int) *redis.Script {
+	rid := fmt.Sprintf("local EPOCH_RID = ARGV[%d]\n", ridArg)
+	return redis.NewScript(link(epoch.Lua+rid+prelude+workflowLib+flowLib, src))
 }
 
 func ms(t time.Time) int64 {

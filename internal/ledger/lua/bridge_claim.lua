@@ -62,7 +62,7 @@ end
 if state == 'uncertain' or state == 'review' then return {4, state, num(h[7])} end
 if state and state ~= 'pending' then return {5, state} end
 if redis.call('EXISTS', pausedk) == 1 then return {6} end
-local ep, stale = epoch_check(KEYS[13], ARGV[11], ARGV[12])
+local ep, stale = epoch_check(KEYS[13], ARGV[11], ARGV[12], epoch_rec)
 if not ep then return {7, stale[1], stale[2]} end
 local last = h[2]
 if h[8] then -- storage's mark (raise.lua): mint above it

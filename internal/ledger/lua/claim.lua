@@ -34,7 +34,7 @@ local ep = 0
 if #ids > 0 then
   -- Only a claim that mints checks the epoch (an idle poll runs no INFO).
   local stale
-  ep, stale = epoch_check(KEYS[13], ARGV[5], ARGV[6])
+  ep, stale = epoch_check(KEYS[13], ARGV[5], ARGV[6], epoch_rec)
   if not ep then return {-1, stale[1], stale[2]} end
   call_chunked('ZREM', index['pending'], ids, 1000)
   seq_bump()
