@@ -284,6 +284,39 @@ func TestClusterPartitionsSmoke(t *testing.T) {
 	t.Logf("cluster run: %v; faults %v", rep.Outcomes, rep.Faults)
 }
 
+// TestClusterFailoverSmoke runs the workload briefly on a partitioned queue
+// on a three-master Redis Cluster with one replica per master, failing
+// masters over (a SIGKILL then the replica's promotion, and a coordinated
+// CLUSTER FAILOVER) with durable acknowledgements, and requires a clean
+// report with both failovers made and no acknowledged job lost.
+func TestClusterFailoverSmoke(t *testing.T) {
+	needServers(t)
+	t.Parallel()
+	var out bytes.Buffer
+	code := run(t.Context(), []string{
+		"--cluster", "3", "--partitions", "6", "--failover", "--durable", "--json", "--duration", "25s", "--rate", "5",
+		"--workers", "2", "--concurrency", "3", "--max-kills", "1", "--max-redis-restarts", "1", "--max-failovers", "1",
+		"--failover-gap", "6s", "--drain", "60s", "--seed", "2323",
+	}, &out, &logWriter{t: t})
+	if code != 0 {
+		t.Fatalf("cluster failover run exited %d; output:\n%s", code, out.String())
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("cluster failover report is not one JSON object: %v\n%s", err, out.String())
+	}
+	if rep.ViolationCount != 0 || rep.Ledger["succeeded"] == 0 || rep.Failover == nil {
+		t.Fatalf("cluster failover report is not clean: %s", out.String())
+	}
+	if rep.Faults[faultClusterKill] != 1 || rep.Faults[faultClusterCoordinated] != 1 {
+		t.Fatalf("failovers made %v, want one of each kind", rep.Faults)
+	}
+	if rep.Failover.AcknowledgedJobs == 0 || rep.Failover.LostJobs != 0 {
+		t.Fatalf("durable: %d of %d acknowledged jobs lost", rep.Failover.LostJobs, rep.Failover.AcknowledgedJobs)
+	}
+	t.Logf("cluster failover run: %v; faults %v; failovers %v", rep.Outcomes, rep.Faults, rep.Failover.Failovers)
+}
+
 func TestBadUsageExitsTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"--duration", "1s"},
@@ -293,7 +326,8 @@ func TestBadUsageExitsTwo(t *testing.T) {
 		{"--failover", "--failover-faults", "healthy,bogus"},
 		{"--failover-gap", "0s"},
 		{"--cluster", "2"},
-		{"--cluster", "3", "--failover"},
+		{"--cluster", "3", "--failover", "--failover-faults", "healthy"},
+		{"--partitions", "3", "--failover"},
 		{"--partitions", "3", "--baseline", "asynq"},
 		{"--partitions", "65"},
 		{"worker", "--cluster", "a:1", "--redis", "a:2", "--postgres", "postgres://x", "--schema", "s", "--id", "w"},

@@ -199,7 +199,7 @@ func checkRefusals(ctx context.Context, e *runEnv, rep *report) error {
 	if len(stretches) > 0 {
 		rep.LongestRefusal = &stretches[0]
 	}
-	if e.fo == nil {
+	if !e.failingOver() {
 		return nil
 	}
 	var longestFailover time.Duration
