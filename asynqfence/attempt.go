@@ -127,7 +127,17 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 		b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageCommit).Inc()
 		log.Warn("stale outcome refused by the ledger: a newer attempt owns the job",
 			"job_state", com.State, "current_token", com.Current.String(), "outcome", outcome.To, "error", errText(err))
-		return nil
+		if com.State.Final() || com.State == "missing" {
+			return nil
+		}
+		// The job is not finished: asynq must keep the task. The attempt
+		// that owns the job may have no delivery of its own (a Redis
+		// failover can rewind the ledger to an attempt no process runs
+		// any more); acknowledging this delivery would finish the task
+		// and leave the job running or uncertain with nothing to deliver
+		// it again. The task's next delivery finds the job busy, final,
+		// or expired and reconciled first.
+		return fmt.Errorf("%w: job %s is %s under token %s", ErrSuperseded, c.ID, com.State, com.Current)
 	}
 	b.metrics.Completed.WithLabelValues(c.Queue, kind, string(com.State)).Inc()
 	b.metrics.Duration.WithLabelValues(c.Queue, kind, string(com.State)).Observe(elapsed.Seconds())

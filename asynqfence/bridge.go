@@ -31,6 +31,11 @@ const BridgeName = "asynq"
 // without it is the ledger job of its asynq task id.
 const OperationHeader = "fencedq-operation-id"
 
+// JobHeader is the asynq task header naming the ledger job a task
+// delivers; Redeliver sets it on the tasks it enqueues. It wins over the
+// operation id and the task id.
+const JobHeader = "fencedq-job-id"
+
 // Defaults for Options' zero fields.
 const (
 	// DefaultLeaseTTL is the attempt's lease in the ledger. It is shorter
@@ -43,6 +48,9 @@ const (
 	DefaultMaxReconcileTries = 5
 	// DefaultReconcileTimeout bounds one Reconcile or effect-log call.
 	DefaultReconcileTimeout = 10 * time.Second
+	// DefaultRedeliverInterval is how often Run looks for jobs whose asynq
+	// task is gone.
+	DefaultRedeliverInterval = 10 * time.Second
 )
 
 // Errors returned to asynq (each wraps the details). asynq retries the task
@@ -58,6 +66,11 @@ var (
 	// ErrReview means the job is held for an operator's decision; it wraps
 	// asynq.SkipRetry, so asynq archives the task.
 	ErrReview = errors.New("asynqfence: job held for review")
+	// ErrSuperseded means the ledger refused the delivery's outcome: another
+	// attempt's token owns the job, which is not finished. asynq keeps the
+	// task and delivers it again; that delivery finds the job final, busy,
+	// or expired and reconciles it before anything runs.
+	ErrSuperseded = errors.New("asynqfence: a newer attempt owns the unfinished job")
 	// ErrPaused means the ledger queue is paused: the delivery did not run.
 	ErrPaused = errors.New("asynqfence: queue paused")
 	// ErrConflict means a native fencedq job (or another job owning the
@@ -119,6 +132,12 @@ type Options struct {
 	// Registerer receives the bridge's metrics, the same series native pools
 	// export (default: none are exported).
 	Registerer prometheus.Registerer
+	// Asynq is the Redis asynq keeps its tasks in, which Redeliver reads
+	// and enqueues to (default: the ledger's Redis given to New).
+	Asynq redis.UniversalClient
+	// RedeliverInterval is how often Run calls Redeliver (default
+	// DefaultRedeliverInterval).
+	RedeliverInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -143,6 +162,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.RedeliverInterval <= 0 {
+		o.RedeliverInterval = DefaultRedeliverInterval
 	}
 	return o
 }
@@ -174,6 +196,9 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	opts = opts.withDefaults()
 	if len(opts.WorkerID) > 200 {
 		return nil, fmt.Errorf("%w: worker id longer than 200 bytes", ErrOptions)
+	}
+	if opts.Asynq == nil {
+		opts.Asynq = rdb
 	}
 	b := &Bridge{
 		opts: opts, margin: watchdog.Margin(opts.LeaseTTL, opts.SafetyMargin), metrics: metrics.New(opts.Registerer),
@@ -238,7 +263,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 	q := b.opts.Queue(aq)
 	d := ledger.Delivery{
 		ID: taskID, Kind: t.Type(), Payload: t.Payload(), MaxRetries: maxRetry,
-		Owner: b.opts.WorkerID, TTL: b.opts.LeaseTTL, Bridge: BridgeName,
+		Owner: b.opts.WorkerID, TTL: b.opts.LeaseTTL, Bridge: BridgeName, TaskQueue: aq, TaskID: taskID,
 	}
 	if len(d.Payload) > jobs.MaxPayloadBytes {
 		// As Enqueue refuses it: nothing is written, asynq archives the task.
@@ -248,7 +273,9 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		return fmt.Errorf("asynqfence: %w: payload of %d bytes exceeds %d: %w",
 			jobs.ErrInvalid, len(d.Payload), jobs.MaxPayloadBytes, asynq.SkipRetry)
 	}
-	if op := b.opts.OperationID(t); op != "" {
+	if id := t.Headers()[JobHeader]; id != "" {
+		d.ID = id // a task Redeliver enqueued
+	} else if op := b.opts.OperationID(t); op != "" {
 		d.ID = op
 	}
 	if dl, ok := ctx.Deadline(); ok {

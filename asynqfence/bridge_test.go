@@ -26,6 +26,7 @@ type inProcess struct {
 	t        *testing.T
 	rdb      *redis.Client
 	ledger   *ledger.Ledger
+	bridge   *asynqfence.Bridge
 	client   *asynq.Client
 	returned testsignal.Signal[error] // what the bridge returned to asynq, per delivery
 }
@@ -43,7 +44,7 @@ func startInProcessWith(t *testing.T, opts asynqfence.Options, register func(mux
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &inProcess{t: t, rdb: rdb, ledger: lg, client: asynq.NewClient(asynq.RedisClientOpt{Addr: addr})}
+	p := &inProcess{t: t, rdb: rdb, ledger: lg, bridge: b, client: asynq.NewClient(asynq.RedisClientOpt{Addr: addr})}
 	p.returned.Init(t, "delivery returned to asynq")
 	t.Cleanup(func() { _ = p.client.Close() })
 	mux := asynq.NewServeMux()
@@ -67,6 +68,15 @@ func startInProcessWith(t *testing.T, opts asynqfence.Options, register func(mux
 func (p *inProcess) next() error {
 	p.t.Helper()
 	return p.returned.WaitOrTimeout()
+}
+
+// awaitTask waits until asynq holds task id of queue "default" in state s.
+func (p *inProcess) awaitTask(insp *asynq.Inspector, id string, s asynq.TaskState) {
+	p.t.Helper()
+	redistest.Await(p.t, p.rdb, "asynq:{default}:", "asynq task "+id+" "+s.String(), func() bool {
+		info, err := insp.GetTaskInfo("default", id)
+		return err == nil && info.State == s
+	})
 }
 
 func (p *inProcess) record(id string) *jobs.Record {

@@ -39,9 +39,12 @@
 //
 // What the handler returns to asynq:
 //
-//   - nil: succeeded; a duplicate; an outcome refused as stale (a newer
-//     attempt owns the job and commits it); an uncertain job reconciled as
+//   - nil: succeeded; a duplicate; an outcome refused as stale once the
+//     job is final (or its record is gone); an uncertain job reconciled as
 //     applied.
+//   - an error matching ErrSuperseded: an outcome refused as stale while
+//     the job is unfinished; asynq keeps the task, and its next delivery
+//     finds the job busy, final, or expired and reconciled first.
 //   - an error matching ErrUncertain: the outcome is unknown; asynq retries
 //     the task and its next delivery is reconciled first.
 //   - ErrBusy, ErrPaused, or the handler's error: asynq retries the task.
@@ -95,6 +98,18 @@
 // serving the same queue never claim it. The native reconciler, when a pool
 // runs in the namespace, expires and reconciles bridged attempts like any
 // other; without one, the bridge does both when asynq redelivers the task.
+//
+// # Jobs whose task is gone
+//
+// A bridged job moves only when asynq delivers its task. When asynq holds
+// no live task for an unfinished job (a Redis failover rewound asynq's
+// record of it, or asynq archived it after retries that found the job busy
+// or uncertain), Bridge.Redeliver enqueues a new one (JobHeader names the
+// job); run Bridge.Run beside the asynq server to do so every
+// Options.RedeliverInterval. Its delivery reconciles the job before
+// anything runs, as any redelivery does. To drop a bridged job, cancel it
+// in the ledger (fencedq CLI or dashboard): deleting its asynq task alone
+// makes Redeliver enqueue a new one.
 //
 // Across Redis failovers the bridge behaves as pools do: with the
 // jobs.Config's Sentinel set, its tokens carry the Sentinels' failover

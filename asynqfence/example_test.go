@@ -198,3 +198,38 @@ func deleteExampleKeys(rdb *redis.Client, ns, queue string) {
 	}
 	rdb.SRem(ctx, "asynq:queues", queue)
 }
+
+// Run the bridge's redelivery beside the asynq server (srv.Run(mux) in
+// production): an unfinished bridged job whose asynq task is gone (a Redis
+// failover rewound it, asynq archived it after its retries) gets a new task,
+// whose delivery reconciles the job first. Redeliver is one pass; Run repeats
+// it every Options.RedeliverInterval until its context ends. It uses
+// REDIS_ADDR (default 127.0.0.1:6379) and a private namespace.
+func ExampleBridge_Redeliver() {
+	redisAddr := os.Getenv("REDIS_ADDR")
+	if redisAddr == "" {
+		redisAddr = "127.0.0.1:6379"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	ns := fmt.Sprintf("example-%d", time.Now().UnixNano())
+	defer deleteExampleKeys(rdb, ns, ns)
+	b, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(runCtx) }()
+
+	n, err := b.Redeliver(ctx) // nothing bridged yet
+	fmt.Println("new tasks:", n, err)
+	stop()
+	fmt.Println("Run returned:", <-done)
+	// Output:
+	// new tasks: 0 <nil>
+	// Run returned: context canceled
+}

@@ -224,7 +224,13 @@ func checkBaseline(ctx context.Context, e *runEnv, w *workload, rep *report) err
 				ws = append(ws, write{at: a.at, account: op.Args.From})
 			}
 		}
-		rep.Failover.Costs = failoverCosts(rep.Failover.Failovers, ws, e.workloadStopped, time.Now())
+		first := map[string]time.Time{}
+		for _, a := range apps {
+			if t, ok := first[a.op]; !ok || a.at.Before(t) {
+				first[a.op] = a.at
+			}
+		}
+		rep.Failover.Costs = failoverCosts(rep.Failover.Failovers, ws, queuedTransfers(w.operations(), first), e.workloadStopped, time.Now())
 	}
 	b.Asynq, err = asynqCounts(insp)
 	return err

@@ -48,7 +48,8 @@ func bridgeEnqueuer(c *asynq.Client, namespace string, timeout time.Duration) en
 }
 
 // runBridgeWorker runs an asynq server whose transfer handler is bank.Worker
-// under the asynqfence middleware, until ctx ends.
+// under the asynqfence middleware, and the bridge's redelivery of jobs whose
+// task is gone (Bridge.Run), until ctx ends.
 func runBridgeWorker(ctx context.Context, w workerFlags, rdb *redis.Client, pool *pgxpool.Pool, log *slog.Logger) error {
 	store, err := newRecordingStore(ctx, pool, w.schema, w.id, w.careless)
 	if err != nil {
@@ -80,7 +81,9 @@ func runBridgeWorker(ctx context.Context, w workerFlags, rdb *redis.Client, pool
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("asynq server: %w", err)
 	}
-	<-ctx.Done()
+	// Jobs whose asynq task a failover erased (or asynq archived while the
+	// job was unfinished) get a new task.
+	_ = b.Run(ctx)
 	srv.Shutdown()
 	return nil
 }

@@ -240,6 +240,9 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	if o.Durable && mode != modeBaseline {
 		e.workers.baseArg = append(e.workers.baseArg, "--replicas", strconv.Itoa(durability.Replicas))
 	}
+	if o.IdleInTransaction > 0 {
+		e.workers.baseArg = append(e.workers.baseArg, "--pg-idle-in-transaction", o.IdleInTransaction.String())
+	}
 	for i := range o.Workers {
 		p, err := startProxy(upstream)
 		if err != nil {

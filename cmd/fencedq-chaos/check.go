@@ -624,7 +624,13 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 				ws = append(ws, write{at: a.at, account: op.Args.From})
 			}
 		}
-		rep.Failover.Costs = failoverCosts(rep.Failover.Failovers, ws, e.workloadStopped, time.Now())
+		first := map[string]time.Time{}
+		for _, a := range acc {
+			if t, ok := first[a.op]; !ok || a.at.Before(t) {
+				first[a.op] = a.at
+			}
+		}
+		rep.Failover.Costs = failoverCosts(rep.Failover.Failovers, ws, queuedTransfers(ops, first), e.workloadStopped, time.Now())
 	}
 	return nil
 }

@@ -89,8 +89,51 @@ type failoverCost struct {
 	// was (or that it saw none before the next failover or the end).
 	SlowestAccount string `json:"slowest_account,omitempty"`
 	SlowestResumed string `json:"slowest_resumed,omitempty"`
-	slowest        time.Duration
-	stopped        time.Duration
+	// Window is how long the promoted primary served before the next
+	// failover's kill (or the end).
+	Window string `json:"window,omitempty"`
+	// SlowestQueued tells a stall from an account with nothing to do: the
+	// transfers out of the slowest account (overdrafts aside) acknowledged
+	// from a minute before this kill until the next failover and not
+	// applied before this kill, and of
+	// them how many were applied only after the next failover's kill and
+	// how many never (lost with the failover's data).
+	SlowestQueued      int `json:"slowest_queued"`
+	SlowestAppliedLate int `json:"slowest_applied_late"`
+	SlowestNeverRan    int `json:"slowest_never_applied"`
+	slowest            time.Duration
+	stopped            time.Duration
+}
+
+// queuedTransfer is one acknowledged transfer: when the queue first
+// acknowledged it, its source account, and when storage accepted it (zero:
+// never).
+type queuedTransfer struct {
+	acked, applied time.Time
+	account        string
+}
+
+// queuedTransfers lists the acknowledged transfers of ops (overdrafts
+// aside) with the time storage accepted each (firstApplied: by operation
+// id).
+func queuedTransfers(ops []*operation, firstApplied map[string]time.Time) []queuedTransfer {
+	out := make([]queuedTransfer, 0, len(ops))
+	for _, op := range ops {
+		if op.Overdraft {
+			continue
+		}
+		var acked time.Time
+		for _, at := range op.AckedAt {
+			if acked.IsZero() || at.Before(acked) {
+				acked = at
+			}
+		}
+		if acked.IsZero() {
+			continue
+		}
+		out = append(out, queuedTransfer{acked: acked, applied: firstApplied[op.ID], account: op.Args.From})
+	}
+	return out
 }
 
 // refusalStretch is a run of stale-fence refusals of one resource with no
@@ -280,7 +323,7 @@ func (e *runEnv) inLossWindow(failovers []failoverRecord, t time.Time) bool {
 // failoverCosts measures what each failover cost from the accepted writes
 // over the accounts; a failover after the workload stopped submitting
 // (stopped) had no work to hold up and is not measured.
-func failoverCosts(failovers []failoverRecord, writes []write, stopped, end time.Time) []failoverCost {
+func failoverCosts(failovers []failoverRecord, writes []write, queued []queuedTransfer, stopped, end time.Time) []failoverCost {
 	sort.Slice(writes, func(i, j int) bool { return writes[i].at.Before(writes[j].at) })
 	out := make([]failoverCost, 0, len(failovers))
 	for i, f := range failovers {
@@ -329,6 +372,7 @@ func failoverCosts(failovers []failoverRecord, writes []write, stopped, end time
 				}
 			}
 		}
+		c.Window = horizon.Sub(f.Promoted).Round(10 * time.Millisecond).String()
 		for _, a := range sortedKeys(active) {
 			d, ok := resumed[a]
 			if !ok {
@@ -342,6 +386,19 @@ func failoverCosts(failovers []failoverRecord, writes []write, stopped, end time
 			if d > c.slowest {
 				c.SlowestAccount, c.slowest = a, d
 				c.SlowestResumed = d.Round(10 * time.Millisecond).String()
+			}
+		}
+		for _, q := range queued {
+			if q.account != c.SlowestAccount || !q.acked.Before(horizon) || q.acked.Before(f.Killed.Add(-time.Minute)) ||
+				(!q.applied.IsZero() && q.applied.Before(f.Killed)) {
+				continue
+			}
+			c.SlowestQueued++
+			switch {
+			case q.applied.IsZero():
+				c.SlowestNeverRan++
+			case !q.applied.Before(horizon):
+				c.SlowestAppliedLate++
 			}
 		}
 		out = append(out, c)

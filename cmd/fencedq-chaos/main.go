@@ -148,6 +148,10 @@
 //	--cluster N              a Redis Cluster of N masters (fencedq only);
 //	                         with --failover, one replica each and master failovers
 //	--partitions P           the workload's queues with P partitions (fencedq only)
+//	--pg-idle-in-transaction 0
+//	                         the workers' PostgreSQL idle_in_transaction_session_timeout
+//	                         (0: off): a frozen worker's transaction is aborted, its row
+//	                         locks released
 //	--json                   print the report as one JSON object
 //	--keep                   keep the schema, Redis directory and worker logs
 //	--database-url URL       PostgreSQL (default $DATABASE_URL or the URL above)

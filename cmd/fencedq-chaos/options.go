@@ -65,12 +65,18 @@ type options struct {
 	// Cluster runs Redis as a Redis Cluster of this many masters (AOF
 	// each; 0: one server); Partitions declares the workload's queues with
 	// that many partitions (0 or 1: none).
-	Cluster     int    `json:"cluster,omitempty"`
-	Partitions  int    `json:"partitions,omitempty"`
-	JSON        bool   `json:"-"`
-	Keep        bool   `json:"-"`
-	DatabaseURL string `json:"-"`
-	LogLevel    string `json:"-"`
+	Cluster    int `json:"cluster,omitempty"`
+	Partitions int `json:"partitions,omitempty"`
+	// IdleInTransaction, when set, is the workers' PostgreSQL
+	// idle_in_transaction_session_timeout: the server aborts the open
+	// transaction of a worker frozen mid-transfer (a long pause), releasing
+	// its row locks, instead of every transfer of the same accounts
+	// blocking until the worker wakes up.
+	IdleInTransaction time.Duration `json:"idle_in_transaction,omitempty"`
+	JSON              bool          `json:"-"`
+	Keep              bool          `json:"-"`
+	DatabaseURL       string        `json:"-"`
+	LogLevel          string        `json:"-"`
 	// Progress receives progress lines (stderr).
 	Progress io.Writer `json:"-"`
 	// afterCheck, set by tests, runs after the checker and before teardown;
@@ -125,6 +131,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.Durable, "durable", false, "durable acknowledgements (one replica must hold each enqueue, claim and completion; fencedq and the bridge), and an acknowledged job lost in a failover is a violation, not a finding")
 	fs.IntVar(&o.Cluster, "cluster", 0, "run Redis as a Redis Cluster of this many masters (AOF each; redis restarts hit one master at a time); fencedq only; with --failover each master gets a replica and masters fail over")
 	fs.IntVar(&o.Partitions, "partitions", 0, "declare the workload's queues with this many partitions (Client.SetPartitions; fencedq only)")
+	fs.DurationVar(&o.IdleInTransaction, "pg-idle-in-transaction", 0, "the workers' PostgreSQL idle_in_transaction_session_timeout (0: the server's, off by default): aborts a frozen worker's transaction and releases its row locks")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the schema, the Redis directory and the worker logs")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
@@ -185,6 +192,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: --workers must be at least 2 (one is paused or killed at a time)", errUsage)
 	case o.Concurrency < 1:
 		return nil, fmt.Errorf("%w: --concurrency must be positive", errUsage)
+	case o.IdleInTransaction < 0 || (o.IdleInTransaction > 0 && o.IdleInTransaction < time.Millisecond):
+		return nil, fmt.Errorf("%w: --pg-idle-in-transaction must be 0 or at least 1ms", errUsage)
 	case o.Careless < 0 || o.Careless > o.Workers:
 		return nil, fmt.Errorf("%w: --careless must be between 0 and --workers", errUsage)
 	case o.LeaseTTL < 100*time.Millisecond:

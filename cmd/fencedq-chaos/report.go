@@ -275,7 +275,8 @@ func (r *report) printTable(out io.Writer) {
 				c := f.Costs[i]
 				cost = "; work stopped " + c.WorkStopped
 				if c.SlowestAccount != "" {
-					cost += fmt.Sprintf(", slowest account %s: %s", c.SlowestAccount, c.SlowestResumed)
+					cost += fmt.Sprintf(", slowest account %s: %s (window %s; its transfers queued %d, applied after the window %d, never %d)",
+						c.SlowestAccount, c.SlowestResumed, c.Window, c.SlowestQueued, c.SlowestAppliedLate, c.SlowestNeverRan)
 				}
 			}
 			row(fmt.Sprintf("%d %s", i+1, fo.Kind), fmt.Sprintf("%s -> %s in %s (clock %s)%s", fo.From, fo.To, fo.Failover, fo.ClockOffset, cost))

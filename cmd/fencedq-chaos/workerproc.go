@@ -53,6 +53,7 @@ type workerFlags struct {
 	logLevel       string
 	careless       bool
 	replicas       int
+	idleInTx       time.Duration
 }
 
 // add defines the worker's flags on fs.
@@ -74,6 +75,7 @@ func (w *workerFlags) add(fs *flag.FlagSet) {
 	fs.DurationVar(&w.leaseWait, "lease-wait", 250*time.Millisecond, "wait for a busy resource before deferring")
 	fs.StringVar(&w.logLevel, "log-level", "warn", "debug, info, warn or error")
 	fs.IntVar(&w.replicas, "replicas", 0, "durable acknowledgements: replicas that must hold each claim, completion and lease (jobs.Durability; 0: off)")
+	fs.DurationVar(&w.idleInTx, "pg-idle-in-transaction", 0, "PostgreSQL idle_in_transaction_session_timeout of the worker's connections (0: the server's)")
 	fs.BoolVar(&w.careless, "careless", false, "storage calls ignore the handler's cancellation (a handler that does not honour its context)")
 }
 
@@ -136,7 +138,7 @@ func runWorker(ctx context.Context, w workerFlags, log *slog.Logger) error {
 		}
 		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(w.cluster, ",")})
 		defer cc.Close()
-		pool, err := openPool(ctx, w.postgres, w.proxy, w.concurrency+4)
+		pool, err := openPool(ctx, w.postgres, w.proxy, w.concurrency+4, w.idleInTx)
 		if err != nil {
 			return err
 		}
@@ -150,7 +152,7 @@ func runWorker(ctx context.Context, w workerFlags, log *slog.Logger) error {
 		rdb = redis.NewClient(&redis.Options{Addr: w.redis})
 	}
 	defer rdb.Close()
-	pool, err := openPool(ctx, w.postgres, w.proxy, w.concurrency+4)
+	pool, err := openPool(ctx, w.postgres, w.proxy, w.concurrency+4, w.idleInTx)
 	if err != nil {
 		return err
 	}
@@ -165,7 +167,7 @@ func runWorker(ctx context.Context, w workerFlags, log *slog.Logger) error {
 }
 
 // openPool connects to PostgreSQL at url, or through the proxy at proxyAddr.
-func openPool(ctx context.Context, url, proxyAddr string, maxConns int) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, url, proxyAddr string, maxConns int, idleInTx time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PostgreSQL URL: %v", errUsage, err)
@@ -178,6 +180,9 @@ func openPool(ctx context.Context, url, proxyAddr string, maxConns int) (*pgxpoo
 		p, _ := strconv.ParseUint(port, 10, 16)
 		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
 		cfg.ConnConfig.Fallbacks = nil
+	}
+	if idleInTx > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTx.Milliseconds(), 10)
 	}
 	cfg.MaxConns = int32(maxConns)
 	cfg.ConnConfig.ConnectTimeout = 3 * time.Second

@@ -32,6 +32,11 @@ type Delivery struct {
 	TTL time.Duration
 	// Bridge names the delivering queue, stored in the record (Record.Bridge).
 	Bridge string
+	// TaskQueue and TaskID name the delivering queue's own record of the
+	// delivery (asynq's queue and task id), kept with a claimed attempt so
+	// that a job whose task that queue lost can be delivered again (see
+	// Ledger.Undelivered).
+	TaskQueue, TaskID string
 }
 
 // DeliveryStatus is the ledger's answer to a delivery.
@@ -110,7 +115,7 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		v, err := l.lanes.claim.Run(ctx, bridgeClaimScript, l.keys(q), l.prefix(q), d.ID, d.Kind, d.OperationID,
 			d.Payload, d.MaxRetries, d.Timeout.Milliseconds(), d.Owner, d.TTL.Milliseconds(), d.Bridge,
-			st.ReplID, st.Epoch).Result()
+			st.ReplID, st.Epoch, d.TaskQueue, d.TaskID).Result()
 		r = newReply("bridge claim", v, err)
 		if err := r.need(1); err != nil {
 			return false, err

@@ -146,3 +146,59 @@ func TestBridgedDeliveries(t *testing.T) {
 		}
 	})
 }
+
+// TestUndeliveredAndRedeliver: a claim records the delivering task; a
+// bridged job waiting for a delivery is listed with it; a redelivery is
+// recorded once per state and token seen, never for a live lease or a
+// finished job.
+func TestUndeliveredAndRedeliver(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	f := newFixture(t, rdb)
+	dc, err := f.l.ClaimDelivery(f.ctx, f.q, ledger.Delivery{
+		ID: "b1", Kind: "email:send", Payload: []byte(`{"to":"a"}`), MaxRetries: 3,
+		Owner: "asynq-1", TTL: time.Minute, Bridge: "asynq", TaskQueue: "mail", TaskID: "task-1",
+	})
+	if err != nil || dc.Status != ledger.DeliveryClaimed {
+		t.Fatalf("claim: %+v, %v", dc, err)
+	}
+	f.claimOne(f.enqueue()) // a native running job: never listed
+	us, err := f.l.Undelivered(f.ctx, f.q, 10)
+	if err != nil || len(us) != 1 {
+		t.Fatalf("undelivered: %+v, %v; want the bridged job only", us, err)
+	}
+	u := us[0]
+	if u.ID != "b1" || u.State != jobs.Running || u.Token != dc.Claimed.Token || u.TaskQueue != "mail" || u.TaskID != "task-1" ||
+		u.Kind != "email:send" || string(u.Payload) != `{"to":"a"}` || u.MaxRetries != 3 || u.Bridge != "asynq" {
+		t.Fatalf("undelivered job %+v", u)
+	}
+	if _, ok, err := f.l.Redeliver(f.ctx, f.q, u, "mail", "b1"); err != nil || ok {
+		t.Fatalf("redeliver under a live lease: %v, %v; want nothing recorded", ok, err)
+	}
+	if c := f.complete(dc.Claimed, ledger.Outcome{To: jobs.Pending, Error: "boom"}); !c.Applied {
+		t.Fatalf("retry: %+v", c)
+	}
+	us, err = f.l.Undelivered(f.ctx, f.q, 10)
+	if err != nil || len(us) != 1 || us[0].State != jobs.Pending {
+		t.Fatalf("undelivered after a retry: %+v, %v", us, err)
+	}
+	if _, ok, err := f.l.Redeliver(f.ctx, f.q, u, "mail", "b1"); err != nil || ok {
+		t.Fatalf("redeliver of a state no longer seen: %v, %v; want nothing recorded", ok, err)
+	}
+	task, ok, err := f.l.Redeliver(f.ctx, f.q, us[0], "mail", "b1")
+	if err != nil || !ok || task != "b1~1" {
+		t.Fatalf("redeliver: %q, %v, %v; want task b1~1", task, ok, err)
+	}
+	if _, ok, err := f.l.Redeliver(f.ctx, f.q, us[0], "mail", "b1"); err != nil || ok {
+		t.Fatalf("a second caller that saw the same job: %v, %v; want nothing recorded", ok, err)
+	}
+	us, _ = f.l.Undelivered(f.ctx, f.q, 10)
+	if len(us) != 1 || us[0].TaskID != "b1~1" {
+		t.Fatalf("undelivered after a redelivery: %+v; want the job's task b1~1", us)
+	}
+	if task, ok, _ := f.l.Redeliver(f.ctx, f.q, us[0], "mail", "b1"); !ok || task != "b1~2" {
+		t.Fatalf("redelivery of a job whose new task is gone too: %q, %v; want task b1~2", task, ok)
+	}
+	if n := f.stat("redelivered"); n != 2 {
+		t.Fatalf("redelivered counted %d times", n)
+	}
+}

@@ -222,6 +222,8 @@ var (
 	runNowSrc string
 	//go:embed lua/bridge_claim.lua
 	bridgeClaimSrc string
+	//go:embed lua/bridge_redeliver.lua
+	bridgeRedeliverSrc string
 	//go:embed lua/raise.lua
 	raiseSrc string
 	//go:embed lua/rewind.lua
@@ -247,7 +249,8 @@ var (
 	rewindScript   = script(rewindSrc)
 	progressScript = script(progressSrc)
 
-	bridgeClaimScript = script(bridgeClaimSrc)
+	bridgeClaimScript     = script(bridgeClaimSrc)
+	bridgeRedeliverScript = script(bridgeRedeliverSrc)
 
 	// flow control (see unique.go)
 	enqueueUniqueScript = script(enqueueUniqueSrc)

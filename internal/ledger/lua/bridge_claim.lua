@@ -11,6 +11,10 @@
 --     10 bridge name (e.g. 'asynq')
 --     11 replication id of the primary the caller's epoch is for ('' when epochs are off)
 --     12 the caller's epoch
+--     13 the delivering queue's own queue name   14 its task id: where the
+--        delivery came from, kept in 'bridge_queue' and 'bridge_task' so a
+--        job whose task that queue lost can be delivered again
+--        (bridge_redeliver.lua)
 -- The token is minted as claim.lua mints it: max(stored + 1, (epoch << 52) +
 -- Redis TIME in µs), above a storage mark recorded by raise.lua.
 -- Reply: {1, token, deadline ms, attempt, created (1 = first sight)}  claimed
@@ -73,7 +77,7 @@ if not state then
   created = 1
   local f = {'state', 'running', 'kind', kind, 'payload', payload, 'max_retries', ARGV[6],
     'token', stok, 'attempts', '1', 'created', fmt(now), 'started', fmt(now), 'owner', owner,
-    'deadline', deadline, 'bridge', bridge}
+    'deadline', deadline, 'bridge', bridge, 'bridge_queue', ARGV[13], 'bridge_task', ARGV[14]}
   if op ~= '' and op ~= id then
     redis.call('SET', opkey(op), id)
     f[#f + 1] = 'op'; f[#f + 1] = op
@@ -84,7 +88,7 @@ if not state then
 else
   redis.call('ZREM', index['pending'], id)
   redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', deadline,
-    'attempts', fmt(attempt), 'started', fmt(now))
+    'attempts', fmt(attempt), 'started', fmt(now), 'bridge_queue', ARGV[13], 'bridge_task', ARGV[14])
   if redis.call('EXISTS', histkey(id)) == 1 then
     record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner})
   end
