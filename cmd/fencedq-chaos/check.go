@@ -423,6 +423,9 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 		fs.ClientJobs = fs.AcknowledgedJobs
 		fs.LedgerEnqueued = rep.Ledger["enqueued"]
 	}
+	if err := e.checkRewinds(ctx, rep); err != nil {
+		return err
+	}
 	// lostID reports whether job id of op was lost.
 	lostID := func(op *operation, id string) bool {
 		for _, v := range views[op.ID] {

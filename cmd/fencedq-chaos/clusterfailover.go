@@ -22,6 +22,10 @@ import (
 //     not promote it in time). Writes the replica had not received are
 //     lost (asynchronous replication), unless --durable made every
 //     acknowledgement wait for the replica;
+//   - cluster_master_killed_lagging: the same, with the replica cut off
+//     from its master 3-5 s before the kill (redisserver's CutReplication):
+//     what the master acknowledged meanwhile is lost without --durable,
+//     and with it those acknowledgements never came;
 //   - cluster_failover_coordinated: a coordinated CLUSTER FAILOVER, where
 //     the replica catches up with its live master first.
 //
@@ -35,12 +39,14 @@ import (
 // them with --cluster.
 const (
 	faultClusterKill        = "cluster_master_killed"
+	faultClusterKillLagging = "cluster_master_killed_lagging"
 	faultClusterCoordinated = "cluster_failover_coordinated"
 )
 
 // clusterFailoverKinds maps --failover-faults names to fault kinds on Cluster.
 var clusterFailoverKinds = map[string]string{
 	"kill":        faultClusterKill,
+	"lagging":     faultClusterKillLagging,
 	"coordinated": faultClusterCoordinated,
 }
 
@@ -119,9 +125,10 @@ func (c *clusterRedis) Stop() {
 	}
 }
 
-// failover fails master i over as kind says and returns what happened; a
-// record with a zero Killed means nothing was attempted.
-func (c *clusterRedis) failover(ctx context.Context, kind string, i int) (failoverRecord, error) {
+// failover fails master i over as kind says (a lagging kill cuts the
+// replica off cut before it) and returns what happened; a record with a
+// zero Killed means nothing was attempted.
+func (c *clusterRedis) failover(ctx context.Context, kind string, i int, cut time.Duration) (failoverRecord, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, r := c.masters[i], c.replicas[i]
@@ -130,11 +137,22 @@ func (c *clusterRedis) failover(ctx context.Context, kind string, i int) (failov
 	if err := redisserver.WaitReplica(ctx, r.Addr, m.Addr); err != nil {
 		return rec, fmt.Errorf("replica %s not in sync before the failover: %w", r.Addr, err)
 	}
+	killed := kind != faultClusterCoordinated
+	if kind == faultClusterKillLagging {
+		rec.Cut = time.Now()
+		if err := r.CutReplication(ctx); err != nil {
+			return rec, err
+		}
+		sleepCtx(ctx, cut)
+	}
 	var err error
 	rec.Killed = time.Now()
-	if kind == faultClusterKill {
+	if killed {
 		m.Kill()
 		err = redisserver.PromoteReplica(ctx, r.Addr, clusterPromoteWait, clusterPromoteWait)
+		if herr := r.HealReplication(ctx); err == nil && kind == faultClusterKillLagging {
+			err = herr
+		}
 	} else {
 		err = redisserver.CoordinatedFailover(ctx, r.Addr, clusterPromoteWait)
 	}
@@ -143,7 +161,7 @@ func (c *clusterRedis) failover(ctx context.Context, kind string, i int) (failov
 	}
 	c.masters[i], c.replicas[i] = r, m
 	skip := (*redisServer)(nil)
-	if kind == faultClusterKill {
+	if killed {
 		skip = m
 	}
 	if err := redisserver.WaitSlotOwner(ctx, c.addrs(skip), r.Addr); err != nil {
@@ -151,7 +169,7 @@ func (c *clusterRedis) failover(ctx context.Context, kind string, i int) (failov
 	}
 	rec.Promoted = time.Now()
 	rec.Failover = rec.Promoted.Sub(rec.Killed).Round(time.Millisecond).String()
-	if kind == faultClusterKill {
+	if killed {
 		if err := m.Restart(context.WithoutCancel(ctx)); err != nil {
 			return rec, fmt.Errorf("restart killed master %s: %w", m.Addr, err)
 		}
@@ -183,13 +201,20 @@ func (n *nemesis) clusterFailover(ctx context.Context, kind string) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	rec, err := n.cf.failover(fctx, kind, i)
+	cut := time.Duration(0)
+	if kind == faultClusterKillLagging {
+		cut = n.between(3*time.Second, 5*time.Second)
+	}
+	rec, err := n.cf.failover(fctx, kind, i, cut)
 	ev := faultEvent{Kind: kind, Target: "master " + rec.From, Duration: time.Since(t0).Round(time.Millisecond).String()}
 	if !rec.Killed.IsZero() {
 		n.mu.Lock()
 		n.failovers = append(n.failovers, rec)
 		n.mu.Unlock()
 		ev.Detail = fmt.Sprintf("promoted %s after %s", rec.To, rec.Failover)
+		if cut > 0 {
+			ev.Detail += fmt.Sprintf(", replication cut %s before the kill", rec.Killed.Sub(rec.Cut).Round(time.Millisecond))
+		}
 	}
 	if err != nil {
 		ev.Error = err.Error()

@@ -103,8 +103,8 @@
 // --cluster N --failover gives each master one replica (AOF) and fails
 // masters over in the Redis lane: a SIGKILL of a master, then its
 // replica's promotion by CLUSTER FAILOVER FORCE (TAKEOVER if the election
-// stalls), and a coordinated CLUSTER FAILOVER (--failover-faults
-// kill,coordinated). Each waits until every live node routes the slots to
+// stalls), the same with the replica cut off 3-5s before the kill, and a
+// coordinated CLUSTER FAILOVER (--failover-faults kill,lagging,coordinated). Each waits until every live node routes the slots to
 // the promoted node; a killed master then restarts and rejoins as its
 // replica. Redis restarts restart a replica. The checker applies the
 // failover rules above: acknowledged jobs lost only in a failover's loss
@@ -139,7 +139,7 @@
 //	--baseline asynq-bridge  run asynq servers with the asynqfence middleware instead
 //	--failover               primary + replica + Sentinel, and failover faults
 //	--failover-faults healthy,lagging,clock
-//	                         (with --cluster: kill,coordinated)
+//	                         (with --cluster: kill,lagging,coordinated)
 //	--max-failovers 1000     per failover kind (0 disables)
 //	--failover-gap 10s       mean pause between two faults of the Redis lane
 //	--clock-offset -120s     the promoted node's clock shift in clock failovers

@@ -334,7 +334,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) {
 			ev.Error = err.Error()
 		}
 		n.record(ev)
-	case faultClusterKill, faultClusterCoordinated:
+	case faultClusterKill, faultClusterKillLagging, faultClusterCoordinated:
 		n.clusterFailover(ctx, kind)
 	case faultStall, faultSlow:
 		targets := n.workers.slots

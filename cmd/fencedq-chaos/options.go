@@ -124,7 +124,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed (0: from the clock)")
 	fs.StringVar(&o.Baseline, "baseline", "", `"asynq": run the unfenced asynq baseline instead of fencedq; "asynq-bridge": the same asynq servers with the handler under the asynqfence middleware`)
 	fs.BoolVar(&o.Failover, "failover", false, "run Redis as a primary, a replica and a Sentinel (clients follow it with redis.NewFailoverClient) and fail the primary over")
-	failoverFaults := fs.String("failover-faults", "healthy,lagging,clock", "with --failover, the failover faults: healthy (replica in sync), lagging (replication cut before the kill), clock (cut, and the promoted node's clock shifted by --clock-offset); with --cluster: kill (SIGKILL of a master, its replica promoted) and coordinated (CLUSTER FAILOVER), both by default")
+	failoverFaults := fs.String("failover-faults", "healthy,lagging,clock", "with --failover, the failover faults: healthy (replica in sync), lagging (replication cut before the kill), clock (cut, and the promoted node's clock shifted by --clock-offset); with --cluster: kill (SIGKILL of a master, its replica promoted), lagging (the same, replication cut 3-5s before) and coordinated (CLUSTER FAILOVER), all by default")
 	fs.IntVar(&o.MaxFailovers, "max-failovers", 1000, "most failovers of each kind (0 disables)")
 	fs.DurationVar(&o.FailoverGap, "failover-gap", 10*time.Second, "with --failover, mean pause between two faults of the Redis lane (failovers, replica restarts)")
 	fs.DurationVar(&o.ClockOffset, "clock-offset", -120*time.Second, "clock failovers shift the promoted node's wall clock (Redis TIME) by this much (negative: behind)")
@@ -151,9 +151,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if o.Failover && *failoverFaults != "" {
 		kinds, names := failoverKinds, "healthy, lagging, clock"
 		if o.Cluster > 0 {
-			kinds, names = clusterFailoverKinds, "kill, coordinated"
+			kinds, names = clusterFailoverKinds, "kill, lagging, coordinated"
 			if !flagSet(fs, "failover-faults") {
-				*failoverFaults = "kill,coordinated"
+				*failoverFaults = "kill,lagging,coordinated"
 			}
 		}
 		seen := map[string]bool{}
