@@ -72,6 +72,7 @@ type runEnv struct {
 	redis    *redisServer   // single-server mode
 	cluster  []*redisServer // --cluster: the masters
 	fo       *failoverRedis // --failover
+	cf       *clusterRedis  // --cluster with --failover
 	rdb      redis.UniversalClient
 	workers  *workers
 	accounts []string
@@ -167,7 +168,17 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 		return nil, err
 	}
 	redisArgs := []string{}
-	if o.Failover {
+	if o.Failover && o.Cluster > 0 {
+		if e.cf, err = startClusterRedis(ctx, rdir, o.Cluster); err != nil {
+			return nil, err
+		}
+		defer e.cf.Stop()
+		seeds := e.cf.seeds()
+		e.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
+		redisArgs = append(redisArgs, "--cluster", strings.Join(seeds, ","))
+		e.progress("%s run, seed %d: Redis Cluster of %d masters, one replica each %v (AOF, appendfsync always), run directory %s",
+			mode, o.Seed, o.Cluster, seeds, e.dir)
+	} else if o.Failover {
 		if e.fo, err = startFailoverRedis(ctx, rdir, slices.Contains(o.FailoverKinds, faultFailoverClock)); err != nil {
 			return nil, err
 		}
@@ -279,6 +290,7 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	// Fault phase.
 	nem := newNemesis(o, e.workers, e.redis, e.fo, e.progress)
 	nem.cluster = e.cluster
+	nem.cf = e.cf
 	faultCtx, faultCancel := context.WithTimeout(ctx, o.Duration)
 	defer faultCancel()
 	monCtx, monCancel := context.WithCancel(ctx)
@@ -386,7 +398,7 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 // failovers the nemesis made, for the checker.
 func (e *runEnv) newReport(mode string, nem *nemesis) *report {
 	r := newReport(mode, e.o)
-	if e.fo == nil {
+	if !e.failingOver() {
 		return r
 	}
 	fs := &failoverSummary{Durable: e.o.Durable, Failovers: nem.Failovers()}
@@ -623,3 +635,8 @@ func (e *runEnv) ledgerQueue(q, op string) string {
 	}
 	return ledger.PartitionNames(q, e.o.Partitions)[ledger.RoutePartition(e.o.Partitions, "", op, 0)]
 }
+
+// failingOver reports whether the run fails Redis over (--failover, on a
+// Sentinel deployment or a Cluster): the checker then applies its failover
+// rules.
+func (e *runEnv) failingOver() bool { return e.fo != nil || e.cf != nil }

@@ -284,6 +284,55 @@ func TestClusterPartitionsSmoke(t *testing.T) {
 	t.Logf("cluster run: %v; faults %v", rep.Outcomes, rep.Faults)
 }
 
+// TestClusterFailoverSmoke runs the workload briefly on a partitioned queue
+// on a three-master Redis Cluster with one replica per master, failing
+// masters over: with durable acknowledgements, one failover of each kind
+// (a SIGKILL then the replica's promotion, the same after a replication
+// cut, a coordinated CLUSTER FAILOVER) and no acknowledged job lost; without
+// them, lagging kills only, where whatever is lost must be recorded as a
+// ledger rewind (the checker's "lost jobs seen as rewinds").
+func TestClusterFailoverSmoke(t *testing.T) {
+	needServers(t)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		kinds []string
+	}{
+		{"durable", []string{"--durable"}, []string{faultClusterKill, faultClusterKillLagging, faultClusterCoordinated}},
+		{"lossy", []string{"--failover-faults", "lagging"}, []string{faultClusterKillLagging}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			code := run(t.Context(), append([]string{
+				"--cluster", "3", "--partitions", "6", "--failover", "--json", "--duration", "25s", "--rate", "5",
+				"--workers", "2", "--concurrency", "3", "--max-kills", "1", "--max-redis-restarts", "1", "--max-failovers", "1",
+				"--failover-gap", "5s", "--drain", "60s", "--seed", "2323",
+			}, tc.extra...), &out, &logWriter{t: t})
+			if code != 0 {
+				t.Fatalf("cluster failover run exited %d; output:\n%s", code, out.String())
+			}
+			var rep report
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatalf("cluster failover report is not one JSON object: %v\n%s", err, out.String())
+			}
+			if rep.ViolationCount != 0 || rep.Ledger["succeeded"] == 0 || rep.Failover == nil {
+				t.Fatalf("cluster failover report is not clean: %s", out.String())
+			}
+			for _, k := range tc.kinds {
+				if rep.Faults[k] != 1 {
+					t.Fatalf("failovers made %v, want one %s", rep.Faults, k)
+				}
+			}
+			f := rep.Failover
+			if f.AcknowledgedJobs == 0 || (f.Durable && f.LostJobs != 0) {
+				t.Fatalf("durable %v: %d of %d acknowledged jobs lost", f.Durable, f.LostJobs, f.AcknowledgedJobs)
+			}
+			t.Logf("cluster failover run: %v; faults %v; lost %d of %d, rewinds %d", rep.Outcomes, rep.Faults, f.LostJobs, f.AcknowledgedJobs, f.Rewinds)
+		})
+	}
+}
+
 func TestBadUsageExitsTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"--duration", "1s"},
@@ -293,7 +342,8 @@ func TestBadUsageExitsTwo(t *testing.T) {
 		{"--failover", "--failover-faults", "healthy,bogus"},
 		{"--failover-gap", "0s"},
 		{"--cluster", "2"},
-		{"--cluster", "3", "--failover"},
+		{"--cluster", "3", "--failover", "--failover-faults", "healthy"},
+		{"--partitions", "3", "--failover"},
 		{"--partitions", "3", "--baseline", "asynq"},
 		{"--partitions", "65"},
 		{"worker", "--cluster", "a:1", "--redis", "a:2", "--postgres", "postgres://x", "--schema", "s", "--id", "w"},

@@ -389,10 +389,10 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 	if bridge {
 		lossDetail = "every task asynq acknowledged is in asynq at the end, and the ledger job of every task it ran"
 	}
-	if e.fo != nil && !e.o.Durable {
+	if e.failingOver() && !e.o.Durable {
 		lossDetail += "; without durable acknowledgements a failover may lose them: counted and reported, not failed (--durable makes them violations)"
 	}
-	loss := rep.newFinding("acknowledged jobs kept", lossDetail, e.fo == nil || e.o.Durable)
+	loss := rep.newFinding("acknowledged jobs kept", lossDetail, !e.failingOver() || e.o.Durable)
 	for _, op := range ops {
 		_, applied := effects[op.ID]
 		for _, v := range views[op.ID] {
@@ -423,6 +423,9 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 	if !bridge { // the bridge's ledger jobs are made at delivery, not at enqueue
 		fs.ClientJobs = fs.AcknowledgedJobs
 		fs.LedgerEnqueued = rep.Ledger["enqueued"]
+	}
+	if err := e.checkRewinds(ctx, rep); err != nil {
+		return err
 	}
 	// lostID reports whether job id of op was lost.
 	lostID := func(op *operation, id string) bool {
@@ -574,7 +577,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 				tok, found := writerAttempt(writer.rec.ID, writer.hist, ef.owner, ef.token, e.o.Cluster > 0)
 				switch {
 				case found || len(writer.hist) >= 200: // histories keep the last 200 entries
-				case e.fo != nil && e.inLossWindow(failovers, at):
+				case e.failingOver() && e.inLossWindow(failovers, at):
 					// The attempt's claim was on the old primary after what
 					// the promoted replica had: the failover erased it.
 					fs.AttemptsErased++

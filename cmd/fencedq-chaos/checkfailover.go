@@ -72,6 +72,11 @@ type failoverSummary struct {
 	// LedgerEnqueued the ledger's own enqueued counter at the end (fencedq).
 	ClientJobs     int   `json:"client_jobs,omitempty"`
 	LedgerEnqueued int64 `json:"ledger_enqueued,omitempty"`
+	// Rewinds counts the ledger rewinds clients and pools recorded
+	// (fencedq), and RewindLostEnqueues the acknowledged enqueues they
+	// counted as lost (a lower bound).
+	Rewinds            int   `json:"rewinds"`
+	RewindLostEnqueues int64 `json:"rewind_lost_enqueues"`
 	// Costs says what each failover cost.
 	Costs []failoverCost `json:"costs"`
 }
@@ -242,7 +247,7 @@ func checkRefusals(ctx context.Context, e *runEnv, rep *report) error {
 	if len(stretches) > 0 {
 		rep.LongestRefusal = &stretches[0]
 	}
-	if e.fo == nil {
+	if !e.failingOver() {
 		return nil
 	}
 	var longestFailover time.Duration

@@ -100,6 +100,16 @@
 // minted on two masters, each in its own fencing epoch, so the checker
 // names an effect's writer by its owner alone. Both run fencedq only.
 //
+// --cluster N --failover gives each master one replica (AOF) and fails
+// masters over in the Redis lane: a SIGKILL of a master, then its
+// replica's promotion by CLUSTER FAILOVER FORCE (TAKEOVER if the election
+// stalls), the same with the replica cut off 3-5s before the kill, and a
+// coordinated CLUSTER FAILOVER (--failover-faults kill,lagging,coordinated). Each waits until every live node routes the slots to
+// the promoted node; a killed master then restarts and rejoins as its
+// replica. Redis restarts restart a replica. The checker applies the
+// failover rules above: acknowledged jobs lost only in a failover's loss
+// window (counted as findings, and seen as rewinds), none with --durable.
+//
 // Everything listens on loopback. Exit codes: 0 clean, 1 violation or
 // broken run, 2 bad usage.
 //
@@ -129,12 +139,14 @@
 //	--baseline asynq-bridge  run asynq servers with the asynqfence middleware instead
 //	--failover               primary + replica + Sentinel, and failover faults
 //	--failover-faults healthy,lagging,clock
+//	                         (with --cluster: kill,lagging,coordinated)
 //	--max-failovers 1000     per failover kind (0 disables)
 //	--failover-gap 10s       mean pause between two faults of the Redis lane
 //	--clock-offset -120s     the promoted node's clock shift in clock failovers
 //	--durable                durable acknowledgements (jobs.Durability, one replica) for fencedq
 //	                         and the bridge; an acknowledged job lost is a violation
-//	--cluster N              a Redis Cluster of N masters (fencedq only)
+//	--cluster N              a Redis Cluster of N masters (fencedq only);
+//	                         with --failover, one replica each and master failovers
 //	--partitions P           the workload's queues with P partitions (fencedq only)
 //	--pg-idle-in-transaction 0
 //	                         the workers' PostgreSQL idle_in_transaction_session_timeout

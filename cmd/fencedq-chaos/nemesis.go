@@ -44,6 +44,7 @@ type nemesis struct {
 	redis   *redisServer   // single-server mode
 	cluster []*redisServer // cluster mode: the masters, restarted one at a time
 	fo      *failoverRedis // failover mode
+	cf      *clusterRedis  // cluster failover mode
 	start   time.Time
 	out     func(format string, a ...any)
 
@@ -143,7 +144,7 @@ func (n *nemesis) run(ctx context.Context) {
 		{[]string{faultPause, faultKill, faultRedisRestart}, []int{n.o.MaxPauses, n.o.MaxKills, n.o.MaxRedisRestarts}, n.o.FaultGap},
 		{[]string{faultStall, faultSlow}, []int{n.o.MaxStalls, n.o.MaxSlowdowns}, n.o.FaultGap},
 	}
-	if n.fo != nil {
+	if n.fo != nil || n.cf != nil {
 		lanes[0] = lane{[]string{faultPause, faultKill}, []int{n.o.MaxPauses, n.o.MaxKills}, n.o.FaultGap}
 		redisLane := lane{[]string{faultRedisRestart}, []int{n.o.MaxRedisRestarts}, n.o.FailoverGap}
 		for _, k := range n.o.FailoverKinds {
@@ -287,6 +288,10 @@ func (n *nemesis) inject(ctx context.Context, kind string) {
 			var addr string
 			addr, err = n.fo.restartReplica(ctx, sig, down)
 			target = "replica " + addr
+		} else if n.cf != nil {
+			var addr string
+			addr, err = n.cf.restartReplica(ctx, n.intn(n.o.Cluster), sig, down)
+			target = "replica " + addr
 		} else if len(n.cluster) > 0 {
 			s := n.cluster[n.intn(len(n.cluster))]
 			target = "master " + s.Addr
@@ -329,6 +334,8 @@ func (n *nemesis) inject(ctx context.Context, kind string) {
 			ev.Error = err.Error()
 		}
 		n.record(ev)
+	case faultClusterKill, faultClusterKillLagging, faultClusterCoordinated:
+		n.clusterFailover(ctx, kind)
 	case faultStall, faultSlow:
 		targets := n.workers.slots
 		target := "all workers"

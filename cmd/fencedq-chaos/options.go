@@ -130,12 +130,12 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed (0: from the clock)")
 	fs.StringVar(&o.Baseline, "baseline", "", `"asynq": run the unfenced asynq baseline instead of fencedq; "asynq-bridge": the same asynq servers with the handler under the asynqfence middleware`)
 	fs.BoolVar(&o.Failover, "failover", false, "run Redis as a primary, a replica and a Sentinel (clients follow it with redis.NewFailoverClient) and fail the primary over")
-	failoverFaults := fs.String("failover-faults", "healthy,lagging,clock", "with --failover, the failover faults: healthy (replica in sync), lagging (replication cut before the kill), clock (cut, and the promoted node's clock shifted by --clock-offset)")
+	failoverFaults := fs.String("failover-faults", "healthy,lagging,clock", "with --failover, the failover faults: healthy (replica in sync), lagging (replication cut before the kill), clock (cut, and the promoted node's clock shifted by --clock-offset); with --cluster: kill (SIGKILL of a master, its replica promoted), lagging (the same, replication cut 3-5s before) and coordinated (CLUSTER FAILOVER), all by default")
 	fs.IntVar(&o.MaxFailovers, "max-failovers", 1000, "most failovers of each kind (0 disables)")
 	fs.DurationVar(&o.FailoverGap, "failover-gap", 10*time.Second, "with --failover, mean pause between two faults of the Redis lane (failovers, replica restarts)")
 	fs.DurationVar(&o.ClockOffset, "clock-offset", -120*time.Second, "clock failovers shift the promoted node's wall clock (Redis TIME) by this much (negative: behind)")
 	fs.BoolVar(&o.Durable, "durable", false, "durable acknowledgements (one replica must hold each enqueue, claim and completion; fencedq and the bridge), and an acknowledged job lost in a failover is a violation, not a finding")
-	fs.IntVar(&o.Cluster, "cluster", 0, "run Redis as a Redis Cluster of this many masters (AOF each; redis restarts hit one master at a time); fencedq only")
+	fs.IntVar(&o.Cluster, "cluster", 0, "run Redis as a Redis Cluster of this many masters (AOF each; redis restarts hit one master at a time); fencedq only; with --failover each master gets a replica and masters fail over")
 	fs.IntVar(&o.Partitions, "partitions", 0, "declare the workload's queues with this many partitions (Client.SetPartitions; fencedq only)")
 	fs.DurationVar(&o.IdleInTransaction, "pg-idle-in-transaction", 0, "the workers' PostgreSQL idle_in_transaction_session_timeout (0: the server's, off by default): aborts a frozen worker's transaction and releases its row locks")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object")
@@ -155,11 +155,18 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		o.DatabaseURL = os.Getenv("DATABASE_URL")
 	}
 	if o.Failover && *failoverFaults != "" {
+		kinds, names := failoverKinds, "healthy, lagging, clock"
+		if o.Cluster > 0 {
+			kinds, names = clusterFailoverKinds, "kill, lagging, coordinated"
+			if !flagSet(fs, "failover-faults") {
+				*failoverFaults = "kill,lagging,coordinated"
+			}
+		}
 		seen := map[string]bool{}
 		for _, k := range strings.Split(*failoverFaults, ",") {
-			kind, ok := failoverKinds[strings.TrimSpace(k)]
+			kind, ok := kinds[strings.TrimSpace(k)]
 			if !ok {
-				return nil, fmt.Errorf("%w: --failover-faults: unknown fault %q (healthy, lagging, clock)", errUsage, k)
+				return nil, fmt.Errorf("%w: --failover-faults: unknown fault %q (%s)", errUsage, k, names)
 			}
 			if !seen[kind] {
 				seen[kind] = true
@@ -173,8 +180,10 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case o.Baseline != "" && o.Baseline != "asynq" && o.Baseline != "asynq-bridge":
 		return nil, fmt.Errorf(`%w: --baseline must be "asynq" or "asynq-bridge"`, errUsage)
-	case (o.Cluster != 0 || o.Partitions > 1) && (o.Baseline != "" || o.Failover):
-		return nil, fmt.Errorf("%w: --cluster and --partitions run fencedq only, without --baseline and --failover", errUsage)
+	case (o.Cluster != 0 || o.Partitions > 1) && o.Baseline != "":
+		return nil, fmt.Errorf("%w: --cluster and --partitions run fencedq only, without --baseline", errUsage)
+	case o.Cluster == 0 && o.Partitions > 1 && o.Failover:
+		return nil, fmt.Errorf("%w: --partitions with --failover needs --cluster", errUsage)
 	case o.Cluster < 0 || o.Cluster == 1 || o.Cluster == 2 || o.Cluster > 16:
 		return nil, fmt.Errorf("%w: --cluster must be 0 or 3 to 16 masters", errUsage)
 	case o.Partitions < 0 || o.Partitions > jobs.MaxPartitions:
@@ -208,4 +217,11 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
 	return o, nil
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -266,6 +266,9 @@ func (r *report) printTable(out io.Writer) {
 		row("acknowledged jobs", fmt.Sprintf("%d, lost %d (transfer applied anyway %d, never applied %d; ledger jobs of kept asynq tasks %d); re-submitted after the loss %d; attempts erased from histories %d",
 			f.AcknowledgedJobs, f.LostJobs, f.LostApplied, f.LostNeverApplied, f.LedgerJobsLost, f.ResubmittedAfterLoss, f.AttemptsErased))
 		row("lost, by the failover that lost them", fmt.Sprintf("%s; acknowledged before every loss window: %d", joinCounts(f.LostByKind), f.LostOutsideWindows))
+		if f.Rewinds > 0 || f.LostJobs > 0 {
+			row("ledger rewinds recorded", fmt.Sprintf("%d (acknowledged enqueues they counted lost: at least %d)", f.Rewinds, f.RewindLostEnqueues))
+		}
 		if f.LedgerEnqueued > 0 {
 			row("ledger enqueued counter", fmt.Sprintf("%d (client was given %d jobs)", f.LedgerEnqueued, f.ClientJobs))
 		}

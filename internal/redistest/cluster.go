@@ -2,7 +2,6 @@ package redistest
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -162,16 +161,7 @@ func (c *Cluster) Failover(i int) {
 	r := c.replica(i)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*testsignal.Timeout())
 	defer cancel()
-	// Redis aborts a manual failover that is not done within 5 s (a slow
-	// election on a loaded machine): ask again then.
-	var err error
-	for range 3 {
-		err = redisserver.ClusterFailover(ctx, r.Addr, redisserver.FailoverCoordinated, testsignal.Scale(6*time.Second))
-		if !errors.Is(err, redisserver.ErrNotPromoted) {
-			break
-		}
-	}
-	if err != nil {
+	if err := redisserver.CoordinatedFailover(ctx, r.Addr, testsignal.Scale(6*time.Second)); err != nil {
 		c.tb.Fatal(err)
 	}
 	c.Nodes[i], c.Replicas[i] = r, c.Nodes[i]
@@ -195,11 +185,7 @@ func (c *Cluster) KillMaster(i int) {
 	dead.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 	defer cancel()
-	err := redisserver.ClusterFailover(ctx, r.Addr, redisserver.FailoverForce, testsignal.Scale(5*time.Second))
-	if errors.Is(err, redisserver.ErrNotPromoted) {
-		err = redisserver.ClusterFailover(ctx, r.Addr, redisserver.FailoverTakeover, testsignal.Timeout())
-	}
-	if err != nil {
+	if err := redisserver.PromoteReplica(ctx, r.Addr, testsignal.Scale(5*time.Second), testsignal.Timeout()); err != nil {
 		c.tb.Fatal(err)
 	}
 	// Undo a CutReplication: the promoted node replicates again when it
