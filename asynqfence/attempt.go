@@ -102,6 +102,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	if errors.Is(ctx.Err(), context.Canceled) {
 		end.Shutdown = "asynq cancelled the handler mid-call"
 	}
+	end.Output, end.OutputDisplay = ledger.OutputOf(hctx)
 	outcome := attempt.NameApplier(ctx, b.ledger, c.Queue, c.ID, err, attempt.Decide(end))
 	if outcome.To == jobs.Pending {
 		outcome.RetryIn = 0 // asynq decides when the retry is delivered

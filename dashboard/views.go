@@ -63,6 +63,12 @@ type jobView struct {
 	// Progress is the latest progress an attempt reported (jobs.Progress),
 	// on the job's own page.
 	Progress *jobs.ProgressReport `json:"progress,omitempty"`
+	// Output is what the successful attempt recorded (jobs.RecordOutput),
+	// sensitive fields redacted.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Workflow and Step name the workflow a step belongs to and its name.
+	Workflow string `json:"workflow,omitempty"`
+	Step     string `json:"step,omitempty"`
 	// History is the job's latest history entries, when asked for.
 	History []jobs.Entry `json:"history,omitempty"`
 }
@@ -81,6 +87,7 @@ func viewOf(r *jobs.Record) *jobView {
 		Bridge: r.Bridge, UniqueKey: r.UniqueKey, UniqueStates: r.UniqueStates,
 		Created: r.Created, Updated: r.Updated, RunAt: r.RunAt, Started: r.Started,
 		Finished: r.Finished, UncertainSince: r.UncertainSince, Progress: r.Progress,
+		Output: r.Output, Workflow: r.Workflow, Step: r.Step,
 	}
 	if r.Token > 0 {
 		v.Token = r.Token.String()

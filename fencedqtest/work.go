@@ -112,6 +112,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		Err: err, Malformed: malformed, Reconcilable: reconciles,
 		TimedOut: errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
 	}
+	end.Output, end.OutputDisplay = ledger.OutputOf(hctx)
 	if r, ok := w.(jobs.RetryOnTimeout); ok {
 		end.RetryOnTimeout = r.RetryOnTimeout()
 	}

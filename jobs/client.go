@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/clientledger"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 )
@@ -518,4 +519,13 @@ func roundUpMS(d time.Duration) time.Duration {
 		d += time.Millisecond - r
 	}
 	return d
+}
+
+func init() {
+	clientledger.Of = func(c any) *ledger.Ledger {
+		if c, ok := c.(*Client); ok && c != nil {
+			return c.ledger
+		}
+		return nil
+	}
 }

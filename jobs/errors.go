@@ -31,6 +31,9 @@ var (
 	// ErrNoAttempt means a call that belongs in a handler (Progress) got a
 	// context that no attempt gave.
 	ErrNoAttempt = errors.New("jobs: not in a job attempt")
+	// ErrNoOutput means the job recorded no output: it has not succeeded
+	// (yet), or its handler recorded none (see RecordOutput).
+	ErrNoOutput = errors.New("jobs: no output")
 )
 
 type markedError struct {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	rules "github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -151,5 +152,6 @@ func (p *Pool) endOf(a *attempt, h *handler, hctx context.Context, deadline time
 	if errors.Is(cause, errShutdown) {
 		end.Shutdown = "worker shut down mid-call"
 	}
+	end.Output, end.OutputDisplay = ledger.OutputOf(hctx)
 	return end
 }

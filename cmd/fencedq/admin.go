@@ -490,6 +490,12 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		}
 		fmt.Fprintln(out)
 	}
+	if len(r.Output) > 0 {
+		fmt.Fprint(out, cli.Escapef("  output %s\n", r.Output))
+	}
+	if r.Workflow != "" {
+		fmt.Fprint(out, cli.Escapef("  step %s of workflow %s (fencedq workflow inspect --id %s)\n", r.Step, r.Workflow, r.Workflow))
+	}
 	if r.CancelledBy != "" && r.State == jobs.Running {
 		fmt.Fprint(out, cli.Escapef("  cancel requested by %s: the attempt is asked to stop; its outcome is still committed by its token\n", r.CancelledBy))
 	}

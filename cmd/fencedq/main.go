@@ -81,6 +81,8 @@ var commands = []command{
 	{"partitions", "show a queue's partitions, or declare how many it has (--set)", partitionsCmd},
 	{"pools", "list the live worker pools and which one is the maintenance leader", poolsCmd},
 	{"schedules", "list the periodic schedules: last and next tick, and the job each tick produced", schedulesCmd},
+	{"workflow inspect", "list the newest workflows, or show one (--id): each step's dependencies, state, token and output", workflowInspectCmd},
+	{"workflow cancel", "cancel a workflow: its waiting and pending steps are cancelled, running ones asked to stop", workflowCancelCmd},
 }
 
 // errUsage marks bad flags or arguments (exit code 2).
@@ -105,7 +107,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "fencedq: the operator's tool for fencedq job queues (the dashboard, operator commands)")
 	fmt.Fprintln(w, "\nUsage: fencedq <command> [flags]\n\nCommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-17s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'fencedq <command> --help' for a command's flags. The environment sets only")
 	fmt.Fprintln(w, "the connection, identity, address, credential and logging flags:")
@@ -147,6 +149,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		return 0
+	}
+	if args[0] == "workflow" && len(args) > 1 { // two-word commands
+		args = append([]string{"workflow " + args[1]}, args[2:]...)
 	}
 	for _, c := range commands {
 		if c.name == args[0] {

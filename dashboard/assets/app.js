@@ -654,6 +654,65 @@
     schedule(10000);
   }
 
+  function workflowRow(w) {
+    return el('tr', { 'data-workflow': w.id },
+      el('td', { class: 'mono' }, el('a', { href: '#/workflows/' + enc(w.id) }, w.id)),
+      el('td', {}, w.name || ''),
+      el('td', {}, badge(w.state)),
+      el('td', { class: 'num' }, w.done + '/' + w.total),
+      el('td', { class: 'nowrap' }, fmtTime(w.created)),
+      el('td', { class: 'nowrap' }, ago(w.created)));
+  }
+
+  // workflowGraph draws the steps in columns by depth (a step sits right of
+  // every step it depends on), each box with its state, token and output,
+  // linked to its job's page.
+  function workflowGraph(w) {
+    const depth = {};
+    const byName = {};
+    w.steps.forEach((st) => { byName[st.name] = st; });
+    const depthOf = (st) => {
+      if (depth[st.name] !== undefined) return depth[st.name];
+      depth[st.name] = 0;
+      let d = 0;
+      (st.deps || []).forEach((n) => { if (byName[n]) d = Math.max(d, depthOf(byName[n]) + 1); });
+      depth[st.name] = d;
+      return d;
+    };
+    const cols = [];
+    w.steps.forEach((st) => { const d = depthOf(st); (cols[d] = cols[d] || []).push(st); });
+    return el('div', { class: 'wf-graph', id: 'workflow-graph', style: 'display:flex;gap:1.5em;align-items:flex-start;overflow-x:auto' },
+      ...cols.map((col, i) => el('div', { class: 'wf-col', 'data-depth': String(i), style: 'display:flex;flex-direction:column;gap:.6em' },
+        ...col.map((st) => el('div', { class: 'wf-step', 'data-step': st.name, 'data-state': st.state,
+          style: 'border:1px solid #888;border-radius:4px;padding:.4em .6em;min-width:11em' },
+          el('div', {}, el('strong', {}, st.name), ' ', badge(st.state)),
+          st.deps && st.deps.length ? el('div', { class: 'muted' }, 'after ' + st.deps.join(', ')
+            + (st.allow_fail && st.allow_fail.length ? ' (may fail: ' + st.allow_fail.join(', ') + ')' : '')) : '',
+          el('div', { class: 'mono' }, 'token ' + (st.token && st.token !== '0' ? st.token : '—'), ' · ', jobLink(st.queue, st.job_id)),
+          st.reason ? el('div', { class: 'muted' }, st.reason) : '',
+          st.output !== undefined ? el('pre', { class: 'args' }, JSON.stringify(st.output)) : '')))));
+  }
+
+  async function workflowsPage(my, id) {
+    if (id) {
+      const w = await api('api/workflows?id=' + enc(id));
+      if (my !== seq) return;
+      show('workflow', el('h1', {}, 'Workflow ', el('span', { class: 'mono' }, w.id), w.name ? ' ' + w.name : ''),
+        table(['Workflow', 'Name', 'State', 'Progress', 'Started', 'Age'], [workflowRow(w)], { id: 'workflows' }),
+        w.cancelled_by ? el('p', { class: 'warn' }, 'Cancelled by ' + w.cancelled_by) : '',
+        el('h2', {}, 'Steps'), workflowGraph(w),
+        el('p', {}, el('a', { href: '#/workflows' }, 'All workflows')));
+      schedule(5000);
+      return;
+    }
+    const data = await api('api/workflows');
+    if (my !== seq) return;
+    show('workflows', el('h1', {}, 'Workflows'),
+      table(['Workflow', 'Name', 'State', 'Progress', 'Started', 'Age'], data.workflows.map(workflowRow), { id: 'workflows' }),
+      el('p', { class: 'muted' }, 'Job graphs: each step runs once, after every step it depends on succeeded. Progress counts steps in a final state.'));
+    schedule(10000);
+  }
+
   async function historyPage(my, params) {
     const win = params.get('window') === '24h' ? '24h' : '1h';
     const queue = params.get('queue') || '';
@@ -889,12 +948,15 @@
         ['Reconcile tries', j.reconcile_tries ? String(j.reconcile_tries) : ''],
         ['Reason', j.reason ? el('span', { id: 'job-reason' }, j.reason) : ''],
         ['Error', j.error ? el('pre', { class: 'error-text', id: 'job-error' }, j.error) : ''],
+        ['Workflow', j.workflow ? el('span', { id: 'job-workflow' }, 'step ' + j.step + ' of ' + j.workflow) : ''],
       ]),
       runNow,
       cancel,
       resolveForm(j, d.decisions),
       el('h2', {}, 'Args ', el('small', { class: 'muted' }, '(sensitive fields redacted)')),
       el('pre', { class: 'args', id: 'job-args' }, args),
+      j.output !== undefined ? el('h2', {}, 'Output ', el('small', { class: 'muted' }, '(sensitive fields redacted)')) : '',
+      j.output !== undefined ? el('pre', { class: 'args', id: 'job-output' }, JSON.stringify(j.output, null, 2)) : '',
       el('h2', {}, 'Attempts'), attempts,
       el('h2', {}, 'History'), historyTable(d.history));
   }
@@ -967,6 +1029,7 @@
           await jobsPage(my, params); break;
         case 'pools': await poolsPage(my); break;
         case 'schedules': await schedulesPage(my, parts[1] || ''); break;
+        case 'workflows': await workflowsPage(my, parts[1] || ''); break;
         case 'history': await historyPage(my, params); break;
         case 'job': await jobPage(my, parts[1] || '', parts[2] || ''); break;
         case 'search': await searchPage(my, parts.slice(1).join('/')); break;

@@ -30,6 +30,9 @@ type End struct {
 	Shutdown       string // non-empty when the runner cancelled the call: the reason shown
 	RetryOnTimeout bool   // the kind's effects are safe to repeat after a timeout
 	Reconcilable   bool   // the kind has Reconcile, or an effect log answers for it
+	// Output and OutputDisplay are what the handler recorded
+	// (jobs.RecordOutput), committed only with a success.
+	Output, OutputDisplay []byte
 }
 
 // IsTimeout reports whether err is a timeout: the call may have reached
@@ -55,7 +58,7 @@ func Decide(e End) ledger.Outcome {
 	}
 	switch {
 	case err == nil:
-		return ledger.Outcome{To: jobs.Succeeded}
+		return ledger.Outcome{To: jobs.Succeeded, Output: e.Output, OutputDisplay: e.OutputDisplay}
 	case errors.Is(err, fence.ErrAlreadyApplied):
 		// The effect log says this operation's effect is applied.
 		reason := "effect already applied"

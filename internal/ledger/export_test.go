@@ -45,3 +45,10 @@ func ScriptSHA(name string) string {
 	return map[string]*redis.Script{"claim": claimScript, "renew": renewScript,
 		"complete": completeScript, "enqueue": enqueueScript}[name].Hash()
 }
+
+// HoldHandovers leaves hand-over records where the calls that wrote them
+// put them, for an explicit MoveHandovers, until restore is called.
+func HoldHandovers() (restore func()) {
+	autoMove = false
+	return func() { autoMove = true }
+}

@@ -116,3 +116,14 @@ func (l *Ledger) rewindsKey(q string) string { return l.prefix(q) + "rewinds" }
 
 // uniqueKey is queue q's unique index (unique jobs: unique.go).
 func (l *Ledger) uniqueKey(q string) string { return l.prefix(q) + "unique" }
+
+// Workflow keys (workflow.go): ns:{q}:wf:<id> (the record, in its home
+// queue), ns:{q}:wfop:<operation id>, ns:{q}:workflows (zset by creation),
+// ns:{q}:waiting (steps waiting for dependencies), ns:{q}:job:<id>:waits,
+// ns:{q}:handover (hand-over records to other queues).
+
+func (l *Ledger) workflowKey(q, id string) string { return l.prefix(q) + "wf:" + id }
+
+func (l *Ledger) workflowsKey(q string) string { return l.prefix(q) + "workflows" }
+
+func (l *Ledger) handoverKey(q string) string { return l.prefix(q) + "handover" }

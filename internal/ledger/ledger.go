@@ -258,9 +258,11 @@ var (
 )
 
 // script builds a ledger script: the definitions src uses of internal/epoch's
-// library (token minting and comparison of decimal uint64 tokens) and of the
-// prelude (see link), then src.
-func script(src string) *redis.Script { return redis.NewScript(link(epoch.Lua+prelude, src)) }
+// library (token minting and comparison of decimal uint64 tokens), of the
+// prelude and of the workflow definitions (see link), then src.
+func script(src string) *redis.Script {
+	return redis.NewScript(link(epoch.Lua+prelude+workflowLib, src))
+}
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fencedq/fencedq/lease"
@@ -67,13 +68,55 @@ type attemptRef struct {
 	l     *Ledger
 	q, id string
 	tok   lease.Token
+	out   *outputSlot
+}
+
+// outputSlot holds the output an attempt recorded (jobs.RecordOutput)
+// until its outcome is committed.
+type outputSlot struct {
+	mu           sync.Mutex
+	raw, display []byte
 }
 
 // WithAttempt returns ctx carrying the attempt of job id in queue q under
-// ledger token tok, for ProgressOf: pools and fencedqtest give it to the
-// handler.
+// ledger token tok, for ProgressOf, SetOutput and the reads of a workflow
+// step: pools, the asynq bridge and fencedqtest give it to the handler,
+// and read the recorded output back with OutputOf to commit it.
 func WithAttempt(ctx context.Context, l *Ledger, q, id string, tok lease.Token) context.Context {
-	return context.WithValue(ctx, attemptKey{}, attemptRef{l: l, q: q, id: id, tok: tok})
+	return context.WithValue(ctx, attemptKey{}, attemptRef{l: l, q: q, id: id, tok: tok, out: &outputSlot{}})
+}
+
+// SetOutput keeps raw (and its redacted display) as the output of the
+// attempt ctx carries, replacing an earlier one; ok is false when ctx
+// carries none. It is written with the attempt's successful completion.
+func SetOutput(ctx context.Context, raw, display []byte) (ok bool) {
+	a, ok := ctx.Value(attemptKey{}).(attemptRef)
+	if !ok {
+		return false
+	}
+	a.out.mu.Lock()
+	a.out.raw, a.out.display = raw, display
+	a.out.mu.Unlock()
+	return true
+}
+
+// OutputOf returns the output the attempt ctx carries recorded (nil when
+// none), for its completion.
+func OutputOf(ctx context.Context) (raw, display []byte) {
+	a, ok := ctx.Value(attemptKey{}).(attemptRef)
+	if !ok {
+		return nil, nil
+	}
+	a.out.mu.Lock()
+	defer a.out.mu.Unlock()
+	return a.out.raw, a.out.display
+}
+
+// AttemptOf returns the ledger, queue and job id of the attempt ctx
+// carries; ok is false when it carries none.
+func AttemptOf(ctx context.Context) (l *Ledger, q, id string, ok bool) {
+	a, ok := ctx.Value(attemptKey{}).(attemptRef)
+	return a.l, a.q, a.id, ok
 }
 
 // ProgressOf reports progress for the attempt ctx carries (WithAttempt);

@@ -58,6 +58,15 @@ type Record struct {
 	// Progress is the latest progress an attempt reported (jobs.Progress),
 	// nil when none did. It stays after the attempt ended.
 	Progress *Progress `json:"progress,omitempty"`
+	// Output is what the successful attempt recorded (jobs.RecordOutput),
+	// sensitive fields redacted; nil when none.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Workflow, WorkflowHome and Step name the workflow a step belongs to
+	// (its id, the queue holding its record) and the step's name; empty for
+	// plain jobs.
+	Workflow     string `json:"workflow,omitempty"`
+	WorkflowHome string `json:"workflow_home,omitempty"`
+	Step         string `json:"step,omitempty"`
 
 	// Payload is the raw JSON args, sensitive fields included. Never show it.
 	Payload []byte `json:"-"`
@@ -119,6 +128,14 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		Payload: []byte(h["payload"]), Bridge: h["bridge"], Headers: decodeHeaders(h["headers"]),
 		UniqueKey: h["ukey"],
 		Progress:  decodeProgress(h["progress"]),
+		Workflow:  h["wf"], WorkflowHome: h["wf_home"], Step: h["step"],
+	}
+	out := h["output_shown"] // redacted, when it differs from the output
+	if out == "" {
+		out = h["output"]
+	}
+	if out != "" && json.Valid([]byte(out)) {
+		r.Output = json.RawMessage(out)
 	}
 	if u := h["ustates"]; u != "" {
 		for _, s := range strings.Split(u, ",") {

@@ -28,6 +28,9 @@ var States = []State{Pending, Running, Uncertain, Review, Succeeded, Dead, Cance
 
 // Valid reports whether s is a known state.
 func (s State) Valid() bool {
+	if s == Waiting {
+		return true
+	}
 	for _, v := range States {
 		if v == s {
 			return true

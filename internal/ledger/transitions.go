@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -213,6 +214,9 @@ type Outcome struct {
 	// RetryIn is how long after the completion is applied (by Redis's
 	// clock) a retry or deferred job becomes due.
 	RetryIn time.Duration
+	// Output is the JSON the attempt recorded (jobs.RecordOutput), written
+	// only with a success; OutputDisplay is it redacted (nil: the same).
+	Output, OutputDisplay []byte
 }
 
 // Completion is one attempt's outcome, handed to Complete.
@@ -245,7 +249,7 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 1+7*len(cs))
+	args := make([]any, 0, 1+9*len(cs))
 	args = append(args, l.cfg.Retention.Milliseconds())
 	for _, c := range cs {
 		o := c.Outcome
@@ -264,7 +268,14 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 		if c.Fence > 0 && c.Fence != c.Token {
 			fence = c.Fence.String()
 		}
-		args = append(args, c.ID, c.Token.String(), outcome, o.Error, o.RetryIn.Milliseconds(), o.Reason, fence)
+		var out, shown []byte
+		if o.To == Succeeded && !o.Defer && !o.UnknownKind && len(o.Output) > 0 {
+			out = o.Output
+			if !bytes.Equal(o.OutputDisplay, o.Output) {
+				shown = o.OutputDisplay
+			}
+		}
+		args = append(args, c.ID, c.Token.String(), outcome, o.Error, o.RetryIn.Milliseconds(), o.Reason, fence, out, shown)
 	}
 	seen := l.watch.before(q)
 	v, err := l.run(ctx, l.lanes.complete, completeScript, q, args...).Result()
@@ -282,6 +293,9 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 		return nil, wrap("complete "+q, r.err)
 	}
 	l.observe(ctx, q, seen, seqReply{seq: r.int(0), bumped: r.int(1), enqueued: r.int(2)})
+	if r.len() > header+completeWidth*len(cs) {
+		l.moveAfter(ctx, q) // workflow steps handed their ends to other queues
+	}
 	return out, nil
 }
 
@@ -415,6 +429,9 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	case -1:
 		return state, fmt.Errorf("%w: reconciler token %d", ErrStale, r.Leader)
 	}
+	if rp.len() > 2 && rp.int(2) > 0 {
+		l.moveAfter(ctx, q)
+	}
 	return state, wrap("resolve "+id, rp.err)
 }
 
@@ -436,6 +453,9 @@ func (l *Ledger) Cancel(ctx context.Context, q, id, actor, note string) (State, 
 			return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
 		}
 		return state, fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
+	}
+	if r.len() > 2 && r.int(2) > 0 {
+		l.moveAfter(ctx, q)
 	}
 	return state, wrap("cancel "+id, r.err)
 }

@@ -30,6 +30,8 @@ type Set struct {
 	Leader            prometheus.Gauge
 	LastScan          prometheus.Gauge
 	MaintenanceErrors *prometheus.CounterVec // service
+	WorkflowsStarted  *prometheus.CounterVec // queue (the workflow's home)
+	WorkflowsFinished *prometheus.CounterVec // queue, outcome
 	// Redis failovers and clocks.
 	Rewinds     *prometheus.CounterVec // queue
 	Resubmitted *prometheus.CounterVec // queue
@@ -62,6 +64,7 @@ const (
 	ServiceStatus   = "status"
 	ServicePeriodic = "periodic"
 	ServiceRelay    = "outbox_relay"
+	ServiceHandover = "handover"
 )
 
 // New registers the series on reg (nil: a private registry, so nothing is
@@ -139,6 +142,12 @@ func New(reg prometheus.Registerer) *Set {
 		MaintenanceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_maintenance_errors_total", Help: "Maintenance passes that failed, by service (expirer, resolver, pruner, status, periodic, outbox_relay); a pass failing on one queue, one schedule or the effect log counts once for each.",
 		}, []string{"service"}),
+		WorkflowsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_workflows_started_total", Help: "Workflows the maintenance leader saw started, by home queue (each counted once, whichever leader saw it).",
+		}, []string{"queue"}),
+		WorkflowsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_workflows_finished_total", Help: "Workflows the maintenance leader saw finished, by home queue and outcome (succeeded, failed, cancelled; each counted once).",
+		}, []string{"queue", "outcome"}),
 	}
 	m.Enqueued = register(reg, m.Enqueued)
 	m.Attempted = register(reg, m.Attempted)
@@ -158,6 +167,8 @@ func New(reg prometheus.Registerer) *Set {
 	m.Leader = register(reg, m.Leader)
 	m.LastScan = register(reg, m.LastScan)
 	m.MaintenanceErrors = register(reg, m.MaintenanceErrors)
+	m.WorkflowsStarted = register(reg, m.WorkflowsStarted)
+	m.WorkflowsFinished = register(reg, m.WorkflowsFinished)
 	m.Rewinds = register(reg, m.Rewinds)
 	m.Resubmitted = register(reg, m.Resubmitted)
 	m.ClockOffset = register(reg, m.ClockOffset)

@@ -4,11 +4,14 @@
 -- still committed by its token (a retry then becomes cancelled).
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 job id   3 actor ('operator:<name>')   4 note   5 retention ms
--- Reply: {1, 'cancelled'}; {2, 'running'} when the running attempt was asked
---        to stop; {0, state} when the job cannot be cancelled ('missing').
+-- A workflow step waiting for its dependencies is cancelled like a pending
+-- job, and a cancelled step's dependents are cancelled in turn (workflow.lua).
+-- Reply: {1, 'cancelled', hand-over records written}; {2, 'running'} when the
+--        running attempt was asked to stop; {0, state} when the job cannot be
+--        cancelled ('missing').
 local id, actor, note = ARGV[2], ARGV[3], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op')
+local h = redis.call('HMGET', k, 'state', 'op', 'wf')
 if not h[1] then return {0, 'missing'} end
 if h[1] == 'running' then
   seq_bump()
@@ -17,12 +20,20 @@ if h[1] == 'running' then
   event({type = 'cancel', job = id, actor = actor})
   return {2, 'running'}
 end
-if h[1] ~= 'pending' then return {0, h[1]} end
+if h[1] ~= 'pending' and h[1] ~= 'waiting' then return {0, h[1]} end
 seq_bump()
-move(id, 'pending', 'cancelled', now)
+if h[1] == 'waiting' then
+  redis.call('ZREM', P .. 'waiting', id)
+  redis.call('DEL', P .. 'job:' .. id .. ':waits')
+end
+move(id, h[1], 'cancelled', now)
 redis.call('HSET', k, 'state', 'cancelled', 'reason', 'cancelled by ' .. actor, 'finished', fmt(now))
 record(id, {event = 'cancel', from = 'pending', actor = actor, note = note})
 event({type = 'cancel', job = id, actor = actor})
 finish(id, h[2], ARGV[5], true)
 count('cancelled')
-return {1, 'cancelled'}
+if h[3] then
+  wf_settled(id, 'cancelled', ARGV[5])
+  return {1, 'cancelled', wf_handed.n}
+end
+return {1, 'cancelled', 0}

@@ -1,25 +1,36 @@
 -- complete.lua: apply a batch of attempt outcomes, each only if its token
 -- still runs the job.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
--- ARGV 2 retention ms for finished jobs, then 7 values per outcome:
+-- ARGV 2 retention ms for finished jobs, then 9 values per outcome:
 --   id, token, outcome (succeeded | retry | dead | uncertain | defer | unknown_kind),
 --   error text, delay ms (retry and defer: due at Redis TIME plus it), reason, fence token ('' when the
---   attempt's fence is its own token; else the resource lease's token)
+--   attempt's fence is its own token; else the resource lease's token), output (JSON the
+--   attempt recorded, written only with a success; '' none), its redacted display ('' when the same)
 --   A retry whose attempts are used up becomes dead; a retry of a job an
 --   operator asked to cancel becomes cancelled; a defer (resource busy) puts
 --   the job back without consuming its attempt; unknown_kind (the pool knows no
 --   worker for the kind) is a defer that also counts kind_defers and says why.
 -- Reply: {seq, seq raised, enqueued, then 3 values per outcome: applied (1) or
 --   stale (0), the job's state, the job's current token ('0' when missing)}.
+-- A job of a workflow (field 'wf') that ends hands its end to its dependents
+-- (wf_settled in prelude.lua); a plain job does no more work for it.
 --   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua).
+--   When workflow steps ended with dependents in other queues, one more value
+--   follows: the number of hand-over records written (see workflow.lua).
 local retention = ARGV[2]
+-- output_fields: the job fields holding a success's output and its
+-- redacted display (only when it differs).
+local function output_fields(out, shown)
+  if shown == '' then return {'output', out} end
+  return {'output', out, 'output_shown', shown}
+end
 local call = redis.call
 local reply, r = {0, 0, 0}, 3
 seq_bump()
-for i = 3, #ARGV, 7 do
+for i = 3, #ARGV, 9 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local k = P .. 'job:' .. id
-  local h = call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist')
+  local h = call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist', 'wf')
   local hist = h[7] ~= false
   if h[1] ~= 'running' or h[2] ~= token then
     local err = ARGV[i + 3]
@@ -34,9 +45,14 @@ for i = 3, #ARGV, 7 do
     -- history): what the general path below writes for it, without its
     -- bookkeeping
     batch_move(id, 'running', 'succeeded', now)
-    call('HSET', k, 'state', 'succeeded', 'finished', snow)
+    if ARGV[i + 7] == '' then
+      call('HSET', k, 'state', 'succeeded', 'finished', snow)
+    else
+      call('HSET', k, 'state', 'succeeded', 'finished', snow, unpack(output_fields(ARGV[i + 7], ARGV[i + 8])))
+    end
     finish(id, h[5], retention, false)
     tallied('succeeded')
+    if h[8] then wf_settled(id, 'succeeded', retention) end
     reply[r + 1], reply[r + 2], reply[r + 3] = 1, 'succeeded', token
   else
     local err, due, reason, fence = ARGV[i + 3], now + num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
@@ -82,6 +98,9 @@ for i = 3, #ARGV, 7 do
         hist = true
       end
     end
+    if to == 'succeeded' and ARGV[i + 7] ~= '' then
+      for _, v in ipairs(output_fields(ARGV[i + 7], ARGV[i + 8])) do f[#f + 1] = v end
+    end
     if to == 'succeeded' or to == 'dead' or to == 'cancelled' then
       f[#f + 1] = 'finished'; f[#f + 1] = snow
       finish(id, h[5], retention, hist)
@@ -95,6 +114,7 @@ for i = 3, #ARGV, 7 do
     end
     if to == 'pending' then wake() end
     call('HSET', k, unpack(f))
+    if h[8] and (to == 'succeeded' or to == 'dead' or to == 'cancelled') then wf_settled(id, to, retention) end
     reply[r + 1], reply[r + 2], reply[r + 3] = 1, to, token
   end
   r = r + 3
@@ -102,4 +122,5 @@ end
 flush_moves()
 flush_tally()
 reply[1], reply[2], reply[3] = seq_reply()
+if wf_handed.n > 0 then reply[#reply + 1] = wf_handed.n end
 return reply

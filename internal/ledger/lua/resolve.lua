@@ -5,12 +5,15 @@
 --      5 actor ('reconciler:<pool>' or 'operator:<name>')   6 evidence or note
 --      7 reconciler leader token ('' for an operator)   8 retention ms
 --      9 next look in ms (for later: Redis TIME plus it)
--- Reply: {1, new state}; {0, state} when the job is not in an allowed state
+-- A workflow step's end (or an operator's re-run of a failed step, which
+-- reopens the dependents its failure cancelled) reaches its dependents
+-- (workflow.lua).
+-- Reply: {1, new state, hand-over records written}; {0, state} when the job is not in an allowed state
 --        ('missing' when there is no such job); {-1, state} when the
 --        reconciler's token is stale.
 local id, decision = ARGV[2], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'cancel')
+local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause')
 local state = h[1]
 if not state then return {0, 'missing'} end
 local allowed = false
@@ -38,6 +41,16 @@ elseif decision == 'rerun' and h[3] and ARGV[7] ~= '' then
   redis.call('HSET', k, 'reason', 'cancelled by ' .. h[3] .. '; not applied: ' .. ARGV[6], 'state', 'cancelled', 'finished', fmt(now))
   finish(id, h[2], ARGV[8], true)
   count('cancelled')
+elseif decision == 'rerun' and h[5] then
+  -- a workflow step its dependency's failure cancelled waits for that
+  -- dependency again (an operator re-running it, or the step, resumes it)
+  to = 'waiting'
+  redis.call('HSET', k, 'state', 'waiting')
+  redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'wf_cause')
+  redis.call('SADD', P .. 'job:' .. id .. ':waits', h[5])
+  unfinish(id, h[2])
+  redis.call('ZREM', index[state], id)
+  redis.call('ZADD', P .. 'waiting', snow, id)
 elseif decision == 'rerun' then
   to = 'pending'
   redis.call('HINCRBY', k, 'runs', 1)
@@ -56,4 +69,11 @@ elseif decision == 'review' then
   redis.call('HSET', k, 'reason', ARGV[6], 'state', 'review')
 end
 count('resolved_' .. decision)
-return {1, to}
+if h[4] then
+  if to == 'succeeded' or to == 'dead' or to == 'cancelled' then
+    wf_settled(id, to, ARGV[8])
+  elseif (to == 'pending' or to == 'waiting') and (state == 'dead' or state == 'cancelled') then
+    wf_settled(id, 'reopen', ARGV[8])
+  end
+end
+return {1, to, wf_handed.n}

@@ -17,7 +17,9 @@
 //   - the periodic service enqueues the ticks of the pool's schedules, each
 //     with its own operation id (periodic.go);
 //   - one relay service per outbox moves committed jobs into the queue, on
-//     each notification and every Interval (outbox.go).
+//     each notification and every Interval (outbox.go);
+//   - the hand-over service delivers the workflow hand-over records a
+//     completer did not move (handover.go).
 //
 // "Reconcile" names only what the resolver does: deciding uncertain jobs.
 //
@@ -124,6 +126,7 @@ type Leader struct {
 	status   *status
 	periodic *periodic // nil without schedules
 	relays   []*relay
+	handover *handover
 }
 
 // New returns the leader of one pool.
@@ -151,7 +154,8 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 			effectLog: cfg.EffectLog, reconcile: cfg.Reconcile, tally: t, decided: cfg.Decided},
 		pruner: &pruner{service: base(metrics.ServicePruner), interval: cfg.PruneInterval, effects: cfg.EffectPruner,
 			now: time.Now},
-		status: &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t},
+		status:   &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t},
+		handover: &handover{service: base(metrics.ServiceHandover), interval: cfg.Interval},
 	}
 	if len(cfg.Periodic) > 0 {
 		l.periodic = &periodic{service: base(metrics.ServicePeriodic), interval: cfg.Interval, client: client,
@@ -187,6 +191,7 @@ func (l *Leader) tasks() []task {
 		{l.resolver.service, l.resolver.interval, l.resolver.runOnce, nil},
 		{l.status.service, l.status.interval, l.status.runOnce, nil},
 		{l.pruner.service, l.pruner.interval, l.pruner.runOnce, nil},
+		{l.handover.service, l.handover.interval, l.handover.runOnce, nil},
 	}
 	if l.periodic != nil {
 		ts = append(ts, task{l.periodic.service, l.periodic.interval, l.periodic.runOnce, nil})

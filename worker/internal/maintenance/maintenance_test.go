@@ -16,7 +16,7 @@ import (
 	"github.com/fencedq/fencedq/lease"
 )
 
-// TestLeaderTasks: the leader runs the four core services, the periodic
+// TestLeaderTasks: the leader runs the five core services, the periodic
 // service only with schedules, and one relay per outbox, each under its
 // own name and interval.
 func TestLeaderTasks(t *testing.T) {
@@ -30,7 +30,7 @@ func TestLeaderTasks(t *testing.T) {
 	cfg := f.config()
 	cfg.PruneInterval = 2 * time.Hour
 	if got, want := names(f.leader(cfg)), []string{metrics.ServiceExpirer, metrics.ServiceResolver,
-		metrics.ServiceStatus, metrics.ServicePruner}; !slices.Equal(got, want) {
+		metrics.ServiceStatus, metrics.ServicePruner, metrics.ServiceHandover}; !slices.Equal(got, want) {
 		t.Fatalf("tasks %v, want %v", got, want)
 	}
 	cfg.Periodic = []Periodic{tickSchedule("ticks", "ticks")}
@@ -38,7 +38,7 @@ func TestLeaderTasks(t *testing.T) {
 	cfg.Outboxes = []Outbox{{Name: "a", Listen: none}, {Name: "b", Listen: none}}
 	l := f.leader(cfg)
 	if got, want := names(l), []string{metrics.ServiceExpirer, metrics.ServiceResolver, metrics.ServiceStatus,
-		metrics.ServicePruner, metrics.ServicePeriodic, metrics.ServiceRelay, metrics.ServiceRelay}; !slices.Equal(got, want) {
+		metrics.ServicePruner, metrics.ServiceHandover, metrics.ServicePeriodic, metrics.ServiceRelay, metrics.ServiceRelay}; !slices.Equal(got, want) {
 		t.Fatalf("tasks %v, want %v", got, want)
 	}
 	for _, task := range l.tasks() {

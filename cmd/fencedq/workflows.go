@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/cli"
+	"github.com/fencedq/fencedq/workflow"
+)
+
+// workflowInspectCmd lists the newest workflows, or shows one with its
+// steps (--id).
+func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	var c commonFlags
+	c.add(fs)
+	id := fs.String("id", "", "the workflow's id (default: list the newest workflows)")
+	limit := fs.Int("limit", 20, "how many workflows to list")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	return func(ctx context.Context, out io.Writer) error {
+		if *limit < 1 || *limit > 1000 {
+			return fmt.Errorf("%w: --limit must be 1-1000", errUsage)
+		}
+		client, closeAll, err := c.openClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		if *id == "" {
+			list, err := workflow.List(ctx, client, 0, *limit)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return json.NewEncoder(out).Encode(list)
+			}
+			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tPROGRESS\tSTARTED\tAGE")
+			for _, st := range list {
+				fmt.Fprint(tw, cli.Escapef("%s\t%s\t%s\t%d/%d\t%s\t%s\n", st.ID, st.Name, st.State, st.Done, st.Total,
+					st.Created.UTC().Format(time.RFC3339), time.Since(st.Created).Round(time.Second)))
+			}
+			return tw.Flush()
+		}
+		st, err := workflow.Get(ctx, client, *id)
+		if err != nil {
+			return workflowError("inspect", err)
+		}
+		return showWorkflow(out, st, *asJSON)
+	}
+}
+
+// workflowCancelCmd cancels a workflow.
+func workflowCancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	var o operatorFlags
+	o.add(fs, true)
+	id := fs.String("id", "", "the workflow's id (required)")
+	return func(ctx context.Context, out io.Writer) error {
+		if *id == "" {
+			return fmt.Errorf("%w: --id is required", errUsage)
+		}
+		if err := o.check(true); err != nil {
+			return err
+		}
+		client, closeAll, err := o.openClient(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		st, err := workflow.Cancel(ctx, client, *id, o.actor, o.note)
+		if err != nil {
+			return workflowError("cancel", err)
+		}
+		return showWorkflow(out, st, o.asJSON)
+	}
+}
+
+func workflowError(action string, err error) error {
+	if errors.Is(err, workflow.ErrNotFound) {
+		return fmt.Errorf("cannot %s workflow: %w", action, err)
+	}
+	return operatorError(action, err)
+}
+
+// showWorkflow prints a workflow and its steps: the graph as each step's
+// dependencies, its state, token and output.
+func showWorkflow(out io.Writer, st *workflow.Status, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(out).Encode(st)
+	}
+	fmt.Fprint(out, cli.Escapef("workflow %s %q: %s, %d/%d steps final, started %s (home queue %s)\n",
+		st.ID, st.Name, st.State, st.Done, st.Total, st.Created.UTC().Format(time.RFC3339), st.Home))
+	if st.CancelledBy != "" {
+		fmt.Fprint(out, cli.Escapef("  cancelled by %s\n", st.CancelledBy))
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tAFTER\tSTATE\tTOKEN\tATTEMPTS\tJOB\tREASON\tOUTPUT")
+	for _, s := range st.Steps {
+		after := strings.Join(s.Deps, ",")
+		if after == "" {
+			after = "-"
+		}
+		tok := "-"
+		if s.Token > 0 {
+			tok = fmt.Sprint(s.Token)
+		}
+		output := string(s.Output)
+		if len(output) > 60 {
+			output = output[:57] + "..."
+		}
+		fmt.Fprint(tw, cli.Escapef("%s\t%s\t%s\t%s\t%d\t%s/%s\t%s\t%s\n", s.Name, after, s.State, tok, s.Attempts,
+			s.Queue, s.JobID, s.Reason, output))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fencedq/fencedq/examples/bank"
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/workflow"
+)
+
+// workflow inspect lists and shows a workflow with each step's state,
+// token and output; workflow cancel cancels what has not run.
+func TestWorkflowInspectAndCancel(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	tr := bank.Transfer{From: "acct-000", To: "acct-001", Cents: 5}
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("order").
+		Add("charge", tr).
+		Add("ship", tr, workflow.After("charge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	charge := res.Steps["charge"].JobID
+	c := e.claim(charge)
+	out := []byte(`{"receipt":"r-1"}`)
+	if _, err := e.ledger.Complete(ctx, "default", []ledger.Completion{{ID: charge, Token: c.Token,
+		Outcome: ledger.Outcome{To: ledger.Succeeded, Output: out, OutputDisplay: out}}}); err != nil {
+		t.Fatal(err)
+	}
+	code, text, _ := e.cli("workflow", "inspect")
+	if code != 0 || !strings.Contains(text, res.ID) || !strings.Contains(text, "1/2") {
+		t.Fatalf("workflow inspect: %d %q", code, text)
+	}
+	code, text, _ = e.cli("workflow", "inspect", "--id", res.ID)
+	if code != 0 || !strings.Contains(text, `"order": running, 1/2`) || !strings.Contains(text, `{"receipt":"r-1"}`) ||
+		!strings.Contains(strings.Join(strings.Fields(text), " "), "ship charge pending - 0") {
+		t.Fatalf("workflow inspect --id: %d %q", code, text)
+	}
+	if code, text, _ = e.cli("inspect", "--job", charge); code != 0 || !strings.Contains(text, `output {"receipt":"r-1"}`) ||
+		!strings.Contains(text, "step charge of workflow "+res.ID) {
+		t.Fatalf("inspect --job: %d %q", code, text)
+	}
+	code, text, _ = e.cli("workflow", "cancel", "--id", res.ID, "--actor", "ada", "--note", "customer left")
+	if code != 0 || !strings.Contains(text, "cancelled, 2/2") {
+		t.Fatalf("workflow cancel: %d %q", code, text)
+	}
+	if r, _ := e.ledger.Get(ctx, "default", res.Steps["ship"].JobID); r.State != jobs.Cancelled {
+		t.Fatalf("ship after the cancel: %s", r.State)
+	}
+	if code, _, errText := e.cli("workflow", "inspect", "--id", "nope"); code != 1 || !strings.Contains(errText, "not found") {
+		t.Fatalf("unknown workflow: %d %q", code, errText)
+	}
+}

@@ -1,0 +1,50 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/fencedq/fencedq/workflow"
+)
+
+// apiWorkflows lists the newest workflows (state, progress n/m, started)
+// and, with ?id=, shows one with each step's dependencies, state, token
+// and redacted output. It needs the client (workflow reads go through
+// package workflow): a dashboard without one answers 503.
+func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
+	if h.client == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "workflows need a dashboard with a client")
+		return
+	}
+	n, ok := intParam(r, "limit", 50, 500)
+	if !ok || n == 0 {
+		writeError(w, http.StatusBadRequest, "invalid", "limit must be 1-500")
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	if id := r.URL.Query().Get("id"); id != "" {
+		st, err := workflow.Get(ctx, h.client, id)
+		if errors.Is(err, workflow.ErrNotFound) {
+			writeError(w, http.StatusNotFound, "not_found", "no such workflow")
+			return
+		}
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
+	list, err := workflow.List(ctx, h.client, 0, n)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []*workflow.Status{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Workflows []*workflow.Status `json:"workflows"`
+	}{list})
+}

@@ -1,0 +1,73 @@
+-- wf_enqueue.lua: write the steps of one workflow that live in this queue.
+-- A workflow spanning queues is written queue by queue: first every other
+-- queue (mode 'part': steps written waiting, roots waiting for '@start'),
+-- then the home queue (mode 'home'), whose call is the commit: it
+-- deduplicates by the workflow's operation id, writes the workflow record,
+-- its own steps, and the hand-over records releasing the other queues'
+-- roots (delivered like any hand-over). Steps are written only where their
+-- id is new, so a retried enqueue never doubles one.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua).
+-- ARGV 2 workflow id   3 mode ('home' | 'part')   4 workflow operation id ('' none)
+--      5 workflow record (JSON; home)   6 other queues' roots (JSON list of [queue, job id]; home)
+--      7 the home queue, then 14 values per step: the 10 of enqueue.lua, step name,
+--      dependents (JSON list of {q, id}; '' none), dependencies (JSON list of step
+--      names; '[]' for a root of the home queue), dependencies allowed to fail
+--      (JSON object name → true; '' none)
+-- Reply: {created (1) or deduplicated (0), workflow id, first (see enqueue.lua),
+--   seq, seq raised, enqueued, hand-over records written}
+local wfid, home, op = ARGV[2], ARGV[3] == 'home', ARGV[4]
+local reply = {1, wfid, 0, 0, 0, 0}
+local wfk = P .. 'wf:' .. wfid
+if home then
+  local existing = false
+  if op ~= '' then existing = redis.call('GET', P .. 'wfop:' .. op) end
+  if not existing and redis.call('EXISTS', wfk) == 1 then existing = wfid end
+  if existing then
+    tallied('deduplicated_enqueue')
+    event({type = 'deduplicated', stage = 'enqueue', workflow = existing, op = op})
+    flush_tally()
+    reply[1], reply[2] = 0, existing
+    reply[7] = 0
+    return reply
+  end
+end
+seq_bump()
+local created, due = 0, {}
+for i = 8, #ARGV, 14 do
+  local id = ARGV[i]
+  if redis.call('EXISTS', jobkey(id)) == 0 then
+    local extra = {'wf', wfid, 'step', ARGV[i + 10], 'wf_home', ARGV[7]}
+    if ARGV[i + 11] ~= '' then extra[#extra + 1] = 'wf_next'; extra[#extra + 1] = ARGV[i + 11] end
+    if ARGV[i + 13] ~= '' then extra[#extra + 1] = 'wf_allow'; extra[#extra + 1] = ARGV[i + 13] end
+    local deps = cjson.decode(ARGV[i + 12])
+    if #deps > 0 then
+      extra[#extra + 1] = 'state'; extra[#extra + 1] = 'waiting'
+    end
+    local run_at = write_new_job(i, extra)
+    if ARGV[i + 2] ~= '' and not redis.call('GET', opkey(ARGV[i + 2])) then
+      redis.call('SET', opkey(ARGV[i + 2]), id)
+    end
+    if #deps > 0 then
+      redis.call('SADD', wf_waitsk(id), unpack(deps))
+      redis.call('ZADD', wf_waitk(), snow, id)
+    else
+      due[#due + 1] = fmt(run_at)
+      due[#due + 1] = id
+    end
+    created = created + 1
+  end
+end
+if home then
+  redis.call('HSET', wfk, 'def', ARGV[5], 'created', snow, 'op', op)
+  if op ~= '' then redis.call('SET', P .. 'wfop:' .. op, wfid) end
+  redis.call('ZADD', P .. 'workflows', snow, wfid)
+  redis.call('SADD', P .. 'wf_open', wfid) -- until the maintenance leader counts its outcome
+  for _, r in ipairs(cjson.decode(ARGV[6])) do
+    redis.call('HSET', P .. 'handover', r[1] .. '\n' .. r[2] .. '\n@start', 'succeeded ' .. fmt(seq_now))
+    wf_handed.n = wf_handed.n + 1
+  end
+end
+local out = enqueue_reply({0, 0, 0, 0}, created, due)
+reply[3], reply[4], reply[5], reply[6] = out[1], out[2], out[3], out[4]
+reply[7] = wf_handed.n
+return reply

@@ -1,0 +1,100 @@
+-- workflow.lua: the workflow definitions shared by ledger scripts (prepended
+-- after prelude.lua, each only to the scripts that name it: see link.go).
+--
+-- A step of a workflow is a job whose hash also holds 'wf' (the workflow id),
+-- 'step' (its name), 'wf_home' (the queue holding the workflow record),
+-- 'wf_next' (JSON list of its dependents, {q = queue, id = job id}) and, on a
+-- step with dependencies, 'wf_allow' (JSON object: dependency name → true for
+-- those allowed to fail) and 'wf_cause' (the dependency whose failure
+-- cancelled it). A step that waits for dependencies is in state 'waiting',
+-- indexed in P .. 'waiting' (score: creation time), never claimed; the names
+-- of its dependencies not yet succeeded are the set P .. 'job:<id>:waits'.
+-- A dependency's end reaches a dependent in the same queue inside the script
+-- that ended it (wf_settled); in another queue (another slot) through a
+-- hand-over record, P .. 'handover' (hash: '<queue>\n<job id>\n<step>' →
+-- '<end> <write sequence>'), which the completer and the maintenance leader
+-- deliver with handover.lua and remove with handover_ack.lua.
+local function wf_waitk() return P .. 'waiting' end
+local function wf_waitsk(id) return P .. 'job:' .. id .. ':waits' end
+local wf_queue = string.match(P, '{(.*)}:$')
+-- wf_handed counts the hand-over records this call wrote: the script's reply
+-- carries it, so its caller moves them at once.
+local wf_handed = {n = 0}
+
+-- wf_deliver applies a dependency's end (from: its step name; what:
+-- succeeded, dead, cancelled, or reopen after an operator re-ran it) to the
+-- step id of this queue. Idempotent: a dependency name leaves the set once,
+-- and only a waiting step is promoted or cancelled, so delivering twice does
+-- nothing more. Returns the step's new end ('cancelled' or 'reopen') when
+-- its own dependents must hear of it, else nil.
+local function wf_deliver(id, from, what, retention)
+  local k = jobkey(id)
+  local h = redis.call('HMGET', k, 'state', 'wf_allow', 'wf_cause', 'op')
+  if what == 'reopen' then
+    if h[1] == 'waiting' then
+      redis.call('SADD', wf_waitsk(id), from)
+    elseif h[1] == 'cancelled' and h[3] == from then
+      redis.call('ZREM', index['cancelled'], id)
+      redis.call('ZADD', wf_waitk(), snow, id)
+      redis.call('HSET', k, 'state', 'waiting')
+      redis.call('HDEL', k, 'finished', 'reason', 'wf_cause')
+      redis.call('SADD', wf_waitsk(id), from)
+      unfinish(id, h[4])
+      record(id, {event = 'resumed', reason = 'dependency ' .. from .. ' re-run'})
+      return 'reopen'
+    end
+    return nil
+  end
+  if h[1] ~= 'waiting' then return nil end
+  local allowed = false
+  if what ~= 'succeeded' and h[2] then
+    local ok, a = pcall(cjson.decode, h[2])
+    allowed = ok and type(a) == 'table' and a[from] == true
+  end
+  if what == 'succeeded' or allowed then
+    redis.call('SREM', wf_waitsk(id), from)
+    if redis.call('SCARD', wf_waitsk(id)) == 0 then
+      redis.call('ZREM', wf_waitk(), id)
+      redis.call('ZADD', index['pending'], snow, id)
+      redis.call('HSET', k, 'state', 'pending')
+      wake()
+    end
+    return nil
+  end
+  local reason = 'dependency ' .. from .. ' ended ' .. what
+  redis.call('ZREM', wf_waitk(), id)
+  redis.call('ZADD', index['cancelled'], snow, id)
+  redis.call('DEL', wf_waitsk(id))
+  redis.call('HSET', k, 'state', 'cancelled', 'reason', reason, 'wf_cause', from, 'finished', snow)
+  record(id, {event = 'cancelled', reason = reason})
+  finish(id, h[4], retention, true)
+  count('cancelled')
+  return 'cancelled'
+end
+
+-- wf_settled hands the end of step id of this queue (succeeded, dead,
+-- cancelled, or reopen) to its dependents: in this queue at once (and on to
+-- theirs when that cancels or reopens them), in another queue through a
+-- hand-over record. Called only for jobs whose hash has 'wf'.
+local function wf_settled(id, what, retention)
+  local work = {{id, what}}
+  while #work > 0 do
+    local it = table.remove(work)
+    local x = redis.call('HMGET', jobkey(it[1]), 'step', 'wf_next')
+    if x[1] and x[2] then
+      local ok, deps = pcall(cjson.decode, x[2])
+      if ok and type(deps) == 'table' then
+        for _, d in ipairs(deps) do
+          if d.q == wf_queue then
+            local next = wf_deliver(d.id, x[1], it[2], retention)
+            if next then work[#work + 1] = {d.id, next} end
+          else
+            seq_bump()
+            wf_handed.n = wf_handed.n + 1
+            redis.call('HSET', P .. 'handover', d.q .. '\n' .. d.id .. '\n' .. x[1], it[2] .. ' ' .. fmt(seq_now))
+          end
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,475 @@
+package ledger
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Waiting is the state of a workflow step whose dependencies have not all
+// succeeded: never claimed; it becomes pending when the last one succeeds
+// (see lua/workflow.lua). It is not among States (the per-queue counts and
+// lists of plain jobs); workflow reads show it.
+const Waiting State = "waiting"
+
+// StepRef names a workflow step's job.
+type StepRef struct {
+	Queue string `json:"q"`
+	ID    string `json:"id"`
+}
+
+// WorkflowStep is one step of a NewWorkflow.
+type WorkflowStep struct {
+	Job  *NewJob
+	Name string
+	// Deps are the names of the steps it waits for; AllowFail those of
+	// them whose failure does not cancel it.
+	Deps, AllowFail []string
+	// Next are the steps that depend on it.
+	Next []StepRef
+}
+
+// NewWorkflow is a validated workflow, ready for EnqueueWorkflow.
+type NewWorkflow struct {
+	ID, OperationID string
+	// Home is the queue holding the workflow's record (its first step's).
+	Home string
+	// Record is the workflow's description (JSON), stored as it is.
+	Record []byte
+	Steps  []WorkflowStep
+}
+
+// StartDep is the dependency the roots of a workflow's other queues wait
+// for until the home queue's commit releases them.
+const StartDep = "@start"
+
+// EnqueueWorkflow writes w: one wf_enqueue.lua call per queue, the home
+// queue's last (the commit: see the script). It returns the workflow's id,
+// the existing one's when its operation id was already known
+// (deduplicated). Hand-over records the commit wrote are moved before it
+// returns; a failure there leaves them to the maintenance leader.
+func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string, dedup bool, err error) {
+	if w.OperationID != "" {
+		// known already: write nothing anywhere (the home call checks again)
+		got, err := l.rdb.Get(ctx, l.prefix(w.Home)+"wfop:"+w.OperationID).Result()
+		if err == nil {
+			l.moveAfter(ctx, w.Home) // a first try that stopped before moving them
+			return got, true, nil
+		}
+		if !errors.Is(err, redis.Nil) {
+			return "", false, wrap("enqueue workflow "+w.ID, err)
+		}
+	}
+	byQueue := map[string][]any{}
+	var order []string
+	var roots [][2]string
+	for _, s := range w.Steps {
+		q := s.Job.Queue
+		deps := s.Deps
+		if len(deps) == 0 && q != w.Home {
+			deps = []string{StartDep}
+			roots = append(roots, [2]string{q, s.Job.ID})
+		}
+		if _, ok := byQueue[q]; !ok {
+			order = append(order, q)
+		}
+		next, allow := "", ""
+		if len(s.Next) > 0 {
+			b, _ := json.Marshal(s.Next)
+			next = string(b)
+		}
+		if len(s.AllowFail) > 0 {
+			m := map[string]bool{}
+			for _, a := range s.AllowFail {
+				m[a] = true
+			}
+			b, _ := json.Marshal(m)
+			allow = string(b)
+		}
+		if deps == nil {
+			deps = []string{}
+		}
+		d, _ := json.Marshal(deps)
+		byQueue[q] = append(byQueue[q], append(s.Job.args(), s.Name, next, string(d), allow)...)
+	}
+	if roots == nil {
+		roots = [][2]string{}
+	}
+	rootsJSON, _ := json.Marshal(roots)
+	for _, q := range order {
+		if q == w.Home {
+			continue
+		}
+		args := append([]any{w.ID, "part", "", "", "[]", w.Home}, byQueue[q]...)
+		if _, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, q, args...).Result(); err != nil {
+			return "", false, wrap("enqueue workflow "+w.ID+" in "+q, err)
+		}
+	}
+	args := append([]any{w.ID, "home", w.OperationID, w.Record, rootsJSON, w.Home}, byQueue[w.Home]...)
+	v, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, w.Home, args...).Result()
+	r := newReply("wf_enqueue", v, err)
+	if err := r.need(7); err != nil {
+		return "", false, wrap("enqueue workflow "+w.ID, err)
+	}
+	id, dedup = r.str(1), r.int(0) == 0
+	if r.err != nil {
+		return "", false, wrap("enqueue workflow "+w.ID, r.err)
+	}
+	if err := l.RegisterQueues(ctx, order...); err != nil {
+		return id, dedup, err
+	}
+	l.moveAfter(ctx, w.Home)
+	return id, dedup, nil
+}
+
+// autoMove makes the calls that write hand-over records move them at once
+// (tests turn it off to leave them to an explicit MoveHandovers).
+var autoMove = true
+
+// moveAfter moves queue q's hand-over records after a call that wrote
+// some; a failure leaves them to the maintenance leader.
+func (l *Ledger) moveAfter(ctx context.Context, q string) {
+	if autoMove {
+		_, _ = l.MoveHandovers(ctx, q)
+	}
+}
+
+// handoverBatch bounds the records one handover.lua call delivers.
+const handoverBatch = 200
+
+// MoveHandovers delivers queue q's workflow hand-over records to the
+// queues they name (handover.lua, idempotent), then removes each record
+// still as it was read (handover_ack.lua), and goes on with the queues
+// whose steps wrote hand-over records in turn. A crash anywhere leaves
+// records that the next call delivers again, which changes nothing already
+// delivered. It returns how many records it delivered.
+func (l *Ledger) MoveHandovers(ctx context.Context, q string) (int, error) {
+	todo, seen, moved := []string{q}, map[string]int{}, 0
+	for len(todo) > 0 {
+		src := todo[0]
+		todo = todo[1:]
+		if seen[src]++; seen[src] > 8 {
+			continue // a long cascade: the next call goes on
+		}
+		recs, err := l.rdb.HGetAll(ctx, l.handoverKey(src)).Result()
+		if err != nil {
+			return moved, wrap("read hand-overs of "+src, err)
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		fields := make([]string, 0, len(recs))
+		for f := range recs {
+			fields = append(fields, f)
+		}
+		sort.Strings(fields)
+		byTarget := map[string][]string{}
+		var targets []string
+		for _, f := range fields {
+			parts := strings.SplitN(f, "\n", 3)
+			if len(parts) != 3 || ValidateQueue(parts[0]) != nil {
+				continue
+			}
+			if _, ok := byTarget[parts[0]]; !ok {
+				targets = append(targets, parts[0])
+			}
+			byTarget[parts[0]] = append(byTarget[parts[0]], f)
+		}
+		for _, t := range targets {
+			fs := byTarget[t]
+			for i := 0; i < len(fs); i += handoverBatch {
+				chunk := fs[i:min(i+handoverBatch, len(fs))]
+				args := []any{l.cfg.Retention.Milliseconds()}
+				ack := []any{}
+				for _, f := range chunk {
+					parts := strings.SplitN(f, "\n", 3)
+					what, _, _ := strings.Cut(recs[f], " ")
+					args = append(args, parts[1], parts[2], what)
+					ack = append(ack, f, recs[f])
+				}
+				n, err := l.run(ctx, l.lanes.other, handoverScript, t, args...).Int64Slice()
+				if err != nil {
+					return moved, wrap("deliver hand-overs to "+t, err)
+				}
+				if err := l.run(ctx, l.lanes.other, handoverAckScript, src, ack...).Err(); err != nil {
+					return moved, wrap("acknowledge hand-overs of "+src, err)
+				}
+				moved += len(chunk)
+				if len(n) > 0 && n[0] > 0 {
+					todo = append(todo, t)
+				}
+			}
+		}
+	}
+	return moved, nil
+}
+
+// HandoverQueues returns the queues among qs holding hand-over records
+// (one pipelined HLEN each), for the maintenance leader.
+func (l *Ledger) HandoverQueues(ctx context.Context, qs []string) ([]string, error) {
+	cmds := make([]*redis.IntCmd, len(qs))
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range qs {
+			cmds[i] = p.HLen(ctx, l.handoverKey(q))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, wrap("read hand-overs", err)
+	}
+	var out []string
+	for i, c := range cmds {
+		if c.Val() > 0 {
+			out = append(out, qs[i])
+		}
+	}
+	return out, nil
+}
+
+// WorkflowInfo is a workflow's record as stored (its steps' states are
+// read from their jobs).
+type WorkflowInfo struct {
+	ID, Home, OperationID string
+	Record                []byte
+	Created               int64  // ms
+	CancelledBy           string // the operator who cancelled it ("" none)
+}
+
+// Workflow reads the record of workflow id whose home queue is q; nil
+// when there is none.
+func (l *Ledger) Workflow(ctx context.Context, q, id string) (*WorkflowInfo, error) {
+	h, err := l.rdb.HGetAll(ctx, l.workflowKey(q, id)).Result()
+	if err != nil {
+		return nil, wrap("read workflow "+id, err)
+	}
+	if len(h) == 0 {
+		return nil, nil
+	}
+	return &WorkflowInfo{ID: id, Home: q, OperationID: h["op"], Record: []byte(h["def"]),
+		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"]}, nil
+}
+
+// Workflows returns the ids of queue q's workflows (those whose home it
+// is), newest first, from offset, at most n.
+func (l *Ledger) Workflows(ctx context.Context, q string, offset, n int) ([]string, error) {
+	ids, err := l.rdb.ZRevRange(ctx, l.workflowsKey(q), int64(offset), int64(offset+n-1)).Result()
+	if err != nil {
+		return nil, wrap("list workflows of "+q, err)
+	}
+	return ids, nil
+}
+
+// Output reads the output job id of queue q recorded with its success and
+// its redacted display ("" each when none).
+func (l *Ledger) Output(ctx context.Context, q, id string) (raw, display string, err error) {
+	v, err := l.rdb.HMGet(ctx, l.JobKey(q, id), "output", "output_shown", "state").Result()
+	if err != nil {
+		return "", "", wrap("read output of "+id, err)
+	}
+	if v[2] == nil {
+		return "", "", fmt.Errorf("%w: job %s in queue %s", ErrNotFound, id, q)
+	}
+	raw, _ = v[0].(string)
+	display, _ = v[1].(string)
+	if display == "" {
+		display = raw
+	}
+	return raw, display, nil
+}
+
+var (
+	//go:embed lua/workflow.lua
+	workflowLib string
+	//go:embed lua/wf_enqueue.lua
+	wfEnqueueSrc string
+	//go:embed lua/handover.lua
+	handoverSrc string
+	//go:embed lua/handover_ack.lua
+	handoverAckSrc string
+
+	wfEnqueueScript   = script(wfEnqueueSrc)
+	handoverScript    = script(handoverSrc)
+	handoverAckScript = script(handoverAckSrc)
+)
+
+// WorkflowDef is a workflow's record (NewWorkflow.Record): its name and
+// steps in definition order.
+type WorkflowDef struct {
+	Name  string    `json:"name,omitempty"`
+	Steps []StepDef `json:"steps"`
+}
+
+// StepDef is one step of a WorkflowDef.
+type StepDef struct {
+	Name      string   `json:"name"`
+	Queue     string   `json:"queue"`
+	ID        string   `json:"id"`
+	Kind      string   `json:"kind"`
+	Deps      []string `json:"deps,omitempty"`
+	AllowFail []string `json:"allow_fail,omitempty"`
+}
+
+// Def decodes the record.
+func (w *WorkflowInfo) Def() (*WorkflowDef, error) {
+	var d WorkflowDef
+	if err := json.Unmarshal(w.Record, &d); err != nil {
+		return nil, fmt.Errorf("%w: workflow %s's record: %v", ErrReply, w.ID, err)
+	}
+	return &d, nil
+}
+
+// StepOf finds step of the workflow that job id of queue q belongs to.
+func (l *Ledger) StepOf(ctx context.Context, q, id, step string) (StepRef, error) {
+	v, err := l.rdb.HMGet(ctx, l.JobKey(q, id), "wf", "wf_home").Result()
+	if err != nil {
+		return StepRef{}, wrap("read job "+id, err)
+	}
+	wf, _ := v[0].(string)
+	home, _ := v[1].(string)
+	if wf == "" || home == "" {
+		return StepRef{}, invalid("job %s is not a workflow step", id)
+	}
+	info, err := l.Workflow(ctx, home, wf)
+	if err != nil {
+		return StepRef{}, err
+	}
+	if info == nil {
+		return StepRef{}, fmt.Errorf("%w: workflow %s", ErrNotFound, wf)
+	}
+	def, err := info.Def()
+	if err != nil {
+		return StepRef{}, err
+	}
+	for _, s := range def.Steps {
+		if s.Name == step {
+			return StepRef{Queue: s.Queue, ID: s.ID}, nil
+		}
+	}
+	return StepRef{}, invalid("workflow %s has no step %q", wf, step)
+}
+
+// FindWorkflow returns the home queue of workflow id ("" when no
+// registered queue holds it): one pipelined ZSCORE per queue.
+func (l *Ledger) FindWorkflow(ctx context.Context, id string) (string, error) {
+	qs, err := l.Queues(ctx)
+	if err != nil {
+		return "", err
+	}
+	cmds := make([]*redis.FloatCmd, len(qs))
+	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range qs {
+			cmds[i] = p.ZScore(ctx, l.workflowsKey(q), id)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", wrap("find workflow "+id, err)
+	}
+	for i, c := range cmds {
+		if c.Err() == nil {
+			return qs[i], nil
+		}
+	}
+	return "", nil
+}
+
+// MarkWorkflowCancelled records on workflow id's record (home queue q)
+// that actor cancelled it.
+func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string) error {
+	return wrap("cancel workflow "+id, l.rdb.HSet(ctx, l.workflowKey(q, id), "cancel", actor).Err())
+}
+
+// The outcomes of a workflow (WorkflowOutcome).
+const (
+	WorkflowRunning   = "running"
+	WorkflowSucceeded = "succeeded"
+	WorkflowFailed    = "failed"
+	WorkflowCancelled = "cancelled"
+)
+
+// WorkflowOutcome derives a workflow's state from its steps' states:
+// running until every step is final (a missing step, expired, counts as
+// final), then succeeded when all succeeded, else cancelled when an
+// operator cancelled it, else failed.
+func WorkflowOutcome(states []State, cancelledBy string) string {
+	ok := true
+	for _, s := range states {
+		if !s.Final() && s != "missing" {
+			return WorkflowRunning
+		}
+		if s != Succeeded {
+			ok = false
+		}
+	}
+	switch {
+	case ok:
+		return WorkflowSucceeded
+	case cancelledBy != "":
+		return WorkflowCancelled
+	}
+	return WorkflowFailed
+}
+
+// OpenWorkflows returns the ids of queue q's workflows whose outcome has
+// not been counted yet (SettleWorkflow).
+func (l *Ledger) OpenWorkflows(ctx context.Context, q string) ([]string, error) {
+	ids, err := l.rdb.SMembers(ctx, l.prefix(q)+"wf_open").Result()
+	return ids, wrap("open workflows of "+q, err)
+}
+
+// SettleWorkflow looks at open workflow id of home queue q for the
+// maintenance leader's counts: started is true the first time any caller
+// looks at it, outcome is its final state the first time a caller finds it
+// final (then it leaves the open set), "" otherwise. Each is reported once
+// whichever leader asks (HSETNX on the record), so the counters built on
+// it count each workflow once.
+func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool, outcome string, err error) {
+	info, err := l.Workflow(ctx, q, id)
+	if err != nil {
+		return false, "", err
+	}
+	if info == nil { // expired
+		return false, "", wrap("settle workflow "+id, l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err())
+	}
+	wk := l.workflowKey(q, id)
+	if started, err = l.rdb.HSetNX(ctx, wk, "seen", "1").Result(); err != nil {
+		return false, "", wrap("settle workflow "+id, err)
+	}
+	def, err := info.Def()
+	if err != nil {
+		return started, "", err
+	}
+	states := make([]State, len(def.Steps))
+	for i, s := range def.Steps {
+		r, err := l.Get(ctx, s.Queue, s.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			states[i] = "missing"
+		case err != nil:
+			return started, "", err
+		default:
+			states[i] = r.State
+		}
+	}
+	out := WorkflowOutcome(states, info.CancelledBy)
+	if out == WorkflowRunning {
+		return started, "", nil
+	}
+	first, err := l.rdb.HSetNX(ctx, wk, "final", out).Result()
+	if err != nil {
+		return started, "", wrap("settle workflow "+id, err)
+	}
+	if err := l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err(); err != nil {
+		return started, "", wrap("settle workflow "+id, err)
+	}
+	if !first {
+		out = ""
+	}
+	return started, out, nil
+}

@@ -1,0 +1,101 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// MaxOutput is the largest output RecordOutput takes, in bytes of JSON.
+const MaxOutput = 64 << 10
+
+// RecordOutput records v, encoded as JSON, as the output of the running
+// attempt, for Client.Output, `fencedq inspect`, the dashboard's job page
+// and the steps of a workflow that depend on this job. Call it with the
+// context the handler was given; a later call replaces the earlier value.
+//
+// Nothing is written by the call: the output is written with the
+// attempt's successful completion, in the same script and only if the
+// attempt's token still runs the job. An attempt that fails, or whose
+// completion is fenced (its lease expired and a newer attempt took over),
+// leaves no output, so a stale attempt never overwrites the output of the
+// one that succeeded. A context that no attempt gave returns
+// [ErrNoAttempt]; a value that does not encode, or encodes to more than
+// [MaxOutput] bytes, returns [ErrInvalid]. Fields tagged
+// `fencedq:"sensitive"` are shown redacted like args (see RedactJSON);
+// Client.Output returns them as recorded.
+func RecordOutput(ctx context.Context, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return invalid("output: %v", err)
+	}
+	if len(raw) > MaxOutput {
+		return invalid("output: %d bytes of JSON, more than %d", len(raw), MaxOutput)
+	}
+	shown, err := RedactJSON(v)
+	if err != nil {
+		return invalid("output: %v", err)
+	}
+	if !ledger.SetOutput(ctx, raw, shown) {
+		return ErrNoAttempt
+	}
+	return nil
+}
+
+// Output decodes into v the output job id of queue q recorded with its
+// success (see RecordOutput), sensitive fields included. It returns
+// [ErrNotFound] when there is no such job and [ErrNoOutput] when the job
+// has none (not succeeded yet, or nothing recorded).
+func (c *Client) Output(ctx context.Context, q, id string, v any) error {
+	if err := c.nsErr; err != nil {
+		return err
+	}
+	if err := ledger.ValidateQueue(q); err != nil {
+		return err
+	}
+	raw, _, err := c.ledger.Output(ctx, q, id)
+	if err != nil {
+		return err
+	}
+	return decodeOutput(id, raw, v)
+}
+
+func decodeOutput(id, raw string, v any) error {
+	if raw == "" {
+		return fmt.Errorf("%w: job %s", ErrNoOutput, id)
+	}
+	if err := json.Unmarshal([]byte(raw), v); err != nil {
+		return fmt.Errorf("jobs: decoding the output of job %s: %w", id, err)
+	}
+	return nil
+}
+
+// DependencyOutput decodes into v the output of step, a step this job's
+// workflow step depends on (see package workflow). Call it with the
+// context the handler was given. A step runs only after every dependency
+// it waits for succeeded, so their outputs are final. It returns
+// [ErrNoAttempt] outside a handler, [ErrInvalid] when this job is not a
+// workflow step or step is not one of its workflow's steps, and
+// [ErrNoOutput] when that step recorded none (or failed and was allowed
+// to).
+func (j *Job[T]) DependencyOutput(ctx context.Context, step string, v any) error {
+	l, q, id, ok := ledger.AttemptOf(ctx)
+	if !ok {
+		return ErrNoAttempt
+	}
+	if q != j.Queue || id != j.ID {
+		return errors.New("jobs: DependencyOutput needs the context given with this job")
+	}
+	ref, err := l.StepOf(ctx, q, id, step)
+	if err != nil {
+		return err
+	}
+	raw, _, err := l.Output(ctx, ref.Queue, ref.ID)
+	if err != nil {
+		return err
+	}
+	return decodeOutput(ref.ID, raw, v)
+}

@@ -1,0 +1,71 @@
+package maintenance
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencedq/fencedq/lease"
+)
+
+// handover counts workflows started and finished, and delivers the
+// workflow hand-over records left in the queues (a
+// completer that crashed or failed between a step's completion and the
+// move, a Redis restart in between): one pipelined HLEN per queue per
+// pass, then Ledger.MoveHandovers on the queues holding some. Delivery is
+// idempotent (see ARCHITECTURE.md, "Workflows"), so it needs no leader
+// token: a deposed leader or a completer moving the same record at the
+// same time changes nothing twice.
+type handover struct {
+	service
+	interval time.Duration
+}
+
+func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
+	qs, err := h.ledger.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	h.countWorkflows(ctx, qs)
+	busy, err := h.ledger.HandoverQueues(ctx, qs)
+	if err != nil {
+		return err
+	}
+	for _, q := range busy {
+		n, err := h.ledger.MoveHandovers(ctx, q)
+		if err != nil {
+			h.failed("moving workflow hand-overs failed", "queue", q, "error", err)
+			continue
+		}
+		if n > 0 {
+			h.log.Info("moved workflow hand-overs a completer left", "queue", q, "records", n)
+		}
+	}
+	return nil
+}
+
+// countWorkflows counts the workflows started and finished since the last
+// pass (fencedq_workflows_started_total, _finished_total): each open
+// workflow's steps are read once per pass until it is final.
+func (h *handover) countWorkflows(ctx context.Context, qs []string) {
+	for _, q := range qs {
+		ids, err := h.ledger.OpenWorkflows(ctx, q)
+		if err != nil {
+			h.failed("reading open workflows failed", "queue", q, "error", err)
+			continue
+		}
+		for _, id := range ids {
+			started, outcome, err := h.ledger.SettleWorkflow(ctx, q, id)
+			if err != nil {
+				h.failed("reading a workflow failed", "queue", q, "workflow", id, "error", err)
+				continue
+			}
+			if started {
+				h.metrics.WorkflowsStarted.WithLabelValues(q).Inc()
+			}
+			if outcome != "" {
+				h.metrics.WorkflowsFinished.WithLabelValues(q, outcome).Inc()
+				h.log.Info("workflow finished", "queue", q, "workflow", id, "outcome", outcome)
+			}
+		}
+	}
+}

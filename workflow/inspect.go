@@ -1,0 +1,178 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/clientledger"
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// The states of a workflow (Status.State), derived from its steps'.
+const (
+	// Running: some step is not final yet.
+	Running = ledger.WorkflowRunning
+	// Succeeded: every step succeeded.
+	Succeeded = ledger.WorkflowSucceeded
+	// Failed: every step is final and some did not succeed.
+	Failed = ledger.WorkflowFailed
+	// Cancelled: an operator cancelled it and every step is final.
+	Cancelled = ledger.WorkflowCancelled
+)
+
+// Status is a workflow as read now.
+type Status struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name,omitempty"`
+	Home        string    `json:"home"`
+	OperationID string    `json:"operation_id,omitempty"`
+	State       string    `json:"state"`
+	Done        int       `json:"done"`  // steps in a final state
+	Total       int       `json:"total"` // steps
+	Created     time.Time `json:"created"`
+	CancelledBy string    `json:"cancelled_by,omitempty"`
+	Steps       []Step    `json:"steps"`
+}
+
+// Step is one step of a Status, in definition order.
+type Step struct {
+	Name      string   `json:"name"`
+	Queue     string   `json:"queue"`
+	JobID     string   `json:"job_id"`
+	Kind      string   `json:"kind"`
+	Deps      []string `json:"deps,omitempty"`
+	AllowFail []string `json:"allow_fail,omitempty"`
+	// State is the step's job state: "waiting" until its dependencies
+	// succeeded, then a job's states; "missing" when the job expired.
+	State    jobs.State  `json:"state"`
+	Token    lease.Token `json:"token,string"`
+	Attempts int         `json:"attempts"`
+	Reason   string      `json:"reason,omitempty"`
+	// Output is the step's output, sensitive fields redacted.
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// Get reads workflow id: its record and each step's job.
+func Get(ctx context.Context, c *jobs.Client, id string) (*Status, error) {
+	l := clientledger.Of(c)
+	if l == nil {
+		return nil, fmt.Errorf("%w: workflow.Get needs a *jobs.Client", jobs.ErrInvalid)
+	}
+	home, err := l.FindWorkflow(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if home == "" {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return get(ctx, l, home, id)
+}
+
+func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error) {
+	info, err := l.Workflow(ctx, home, id)
+	if err != nil {
+		return nil, err
+	}
+	if info == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	def, err := info.Def()
+	if err != nil {
+		return nil, err
+	}
+	st := &Status{ID: id, Name: def.Name, Home: home, OperationID: info.OperationID, Total: len(def.Steps),
+		Created: time.UnixMilli(info.Created), CancelledBy: info.CancelledBy}
+	var states []jobs.State
+	for _, d := range def.Steps {
+		s := Step{Name: d.Name, Queue: d.Queue, JobID: d.ID, Kind: d.Kind, Deps: d.Deps, AllowFail: d.AllowFail}
+		r, err := l.Get(ctx, d.Queue, d.ID)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			s.State = "missing"
+		case err != nil:
+			return nil, err
+		default:
+			s.State, s.Token, s.Attempts, s.Reason, s.Output = r.State, r.Token, r.Attempts, r.Reason, r.Output
+		}
+		if s.State.Final() || s.State == "missing" {
+			st.Done++
+		}
+		states = append(states, s.State)
+		st.Steps = append(st.Steps, s)
+	}
+	st.State = ledger.WorkflowOutcome(states, st.CancelledBy)
+	return st, nil
+}
+
+// List returns up to n workflows, newest first, skipping offset.
+func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error) {
+	l := clientledger.Of(c)
+	if l == nil {
+		return nil, fmt.Errorf("%w: workflow.List needs a *jobs.Client", jobs.ErrInvalid)
+	}
+	if offset < 0 || n <= 0 || n > 1000 {
+		return nil, fmt.Errorf("%w: list workflows: offset ≥ 0 and 1 ≤ n ≤ 1000", jobs.ErrInvalid)
+	}
+	qs, err := l.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Status
+	for _, q := range qs {
+		ids, err := l.Workflows(ctx, q, 0, offset+n)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			st, err := get(ctx, l, q, id)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, st)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	if offset >= len(out) {
+		return nil, nil
+	}
+	return out[offset:min(offset+n, len(out))], nil
+}
+
+// Cancel cancels workflow id on behalf of actor (an operator, with a
+// note): every step waiting or pending is cancelled, every running one is
+// asked to stop (its handler's context is cancelled at the next renewal;
+// its outcome is still committed by its token, and a retry then ends
+// cancelled), and finished steps stay as they are. It returns the
+// workflow as it is afterwards.
+func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Status, error) {
+	st, err := Get(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	l := clientledger.Of(c)
+	if err := l.MarkWorkflowCancelled(ctx, st.Home, id, "operator:"+actor); err != nil {
+		return nil, err
+	}
+	// dependents first, so each step's reason names the operator rather
+	// than a dependency cancelled a moment earlier
+	for i := len(st.Steps) - 1; i >= 0; i-- {
+		s := st.Steps[i]
+		if s.State.Final() || s.State == "missing" {
+			continue
+		}
+		if _, err := c.Cancel(ctx, s.Queue, s.JobID, actor, note); err != nil &&
+			!errors.Is(err, jobs.ErrWrongState) && !errors.Is(err, jobs.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return get(ctx, l, st.Home, id)
+}

@@ -1,0 +1,302 @@
+// Package workflow runs graphs of jobs whose every step happens once: a
+// step runs when every step it depends on has succeeded, reads their
+// outputs (jobs.Job.DependencyOutput), and is fenced like any job.
+//
+//	w := workflow.New("order").
+//		Add("charge", Charge{Order: 7}).
+//		Add("reserve", Reserve{Order: 7}, workflow.After("charge")).
+//		Add("invoice", Invoice{Order: 7}, workflow.After("charge")).
+//		Add("ship", Ship{Order: 7}, workflow.After("reserve", "invoice"))
+//	res, err := workflow.Enqueue(ctx, client, w, workflow.OperationID("order:7"))
+//
+// The graph is validated before anything is written (names, dependencies,
+// no cycle, at most MaxSteps steps, every step's args as jobs.Enqueue
+// validates them) and written in one call: the steps of the first step's
+// queue (the workflow's home) in one script, with the workflow's record.
+// Steps of other queues are written first, waiting, and released by that
+// commit, so a workflow is all there or not started. An operation id makes
+// enqueueing twice return the first workflow.
+//
+// Each step is a job in state "waiting" until its last dependency
+// succeeds; then it becomes pending exactly once (see ARCHITECTURE.md,
+// "Workflows"). A step that ends dead or cancelled cancels the steps that
+// depend on it, unless they allow it to fail (AllowFailure); an uncertain
+// step holds them until it is reconciled; an operator's re-run of a failed
+// step (jobs.Client.Resolve with DecideRerun) puts the steps its failure
+// cancelled back to waiting, so the workflow resumes.
+package workflow
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/fencedq/fencedq/internal/clientledger"
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// MaxSteps bounds the steps of one workflow.
+const MaxSteps = 1000
+
+// Workflow is a graph of steps under construction. Add records the first
+// mistake; Validate and Enqueue report it.
+type Workflow struct {
+	name  string
+	steps []*step
+	index map[string]int
+	err   error
+}
+
+type step struct {
+	name      string
+	args      jobs.JobArgs
+	deps      []string
+	allowFail []string
+	opts      []jobs.Option
+}
+
+// StepOption configures one step.
+type StepOption func(*step)
+
+// After makes the step wait for steps deps, each named before or after it.
+func After(deps ...string) StepOption {
+	return func(s *step) { s.deps = append(s.deps, deps...) }
+}
+
+// AllowFailure lets the step run even when dependencies deps (which it
+// must also wait for with After) end dead or cancelled: it then runs once
+// its other dependencies succeeded, and DependencyOutput of a failed one
+// returns jobs.ErrNoOutput.
+func AllowFailure(deps ...string) StepOption {
+	return func(s *step) { s.allowFail = append(s.allowFail, deps...) }
+}
+
+// Options gives the step's job enqueue options (jobs.Queue, jobs.MaxRetries,
+// jobs.Timeout, jobs.OperationID, ...) as for jobs.Client.Enqueue.
+func Options(opts ...jobs.Option) StepOption {
+	return func(s *step) { s.opts = append(s.opts, opts...) }
+}
+
+// New starts an empty workflow named name (shown by inspect and the
+// dashboard; it may be empty).
+func New(name string) *Workflow { return &Workflow{name: name, index: map[string]int{}} }
+
+var stepName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Add adds step name, running args, and returns w.
+func (w *Workflow) Add(name string, args jobs.JobArgs, opts ...StepOption) *Workflow {
+	if w.err != nil {
+		return w
+	}
+	if !stepName.MatchString(name) {
+		w.err = fmt.Errorf("%w: workflow step name %q must be 1-64 letters, digits, _ or -", jobs.ErrInvalid, name)
+		return w
+	}
+	if _, dup := w.index[name]; dup {
+		w.err = fmt.Errorf("%w: workflow step %q added twice", jobs.ErrInvalid, name)
+		return w
+	}
+	s := &step{name: name, args: args}
+	for _, o := range opts {
+		o(s)
+	}
+	w.index[name] = len(w.steps)
+	w.steps = append(w.steps, s)
+	return w
+}
+
+// Validate checks the graph as Enqueue does, writing nothing: an error
+// matches jobs.ErrInvalid.
+func (w *Workflow) Validate() error {
+	_, err := w.plan("validate", "")
+	return err
+}
+
+// plan validates w and builds what the ledger writes for workflow id.
+func (w *Workflow) plan(id, op string) (*ledger.NewWorkflow, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	switch {
+	case len(w.steps) == 0:
+		return nil, fmt.Errorf("%w: a workflow needs at least one step", jobs.ErrInvalid)
+	case len(w.steps) > MaxSteps:
+		return nil, fmt.Errorf("%w: a workflow has at most %d steps, not %d", jobs.ErrInvalid, MaxSteps, len(w.steps))
+	case len(w.name) > 200:
+		return nil, fmt.Errorf("%w: a workflow's name has at most 200 bytes", jobs.ErrInvalid)
+	}
+	nw := &ledger.NewWorkflow{ID: id, OperationID: op}
+	def := ledger.WorkflowDef{Name: w.name}
+	next := make([][]ledger.StepRef, len(w.steps))
+	jobsOf := make([]*ledger.NewJob, len(w.steps))
+	for i, s := range w.steps {
+		p, err := jobs.Prepare(s.args, s.opts...)
+		if err != nil {
+			return nil, fmt.Errorf("workflow step %q: %w", s.name, err)
+		}
+		j := &ledger.NewJob{ID: id + "." + s.name, Kind: p.Kind, Queue: p.Queue, OperationID: p.OperationID,
+			Resource: p.Resource, Payload: p.Payload, Display: p.Display, MaxRetries: p.MaxRetries, Timeout: p.Timeout}
+		if !p.RunAt.IsZero() {
+			j.Delay = time.Until(p.RunAt)
+		}
+		if j.OperationID == "" && op != "" {
+			j.OperationID = op + "/" + s.name // the effect log's key, stable across a retried enqueue
+		}
+		jobsOf[i] = j
+		seen := map[string]bool{}
+		for _, d := range s.deps {
+			_, ok := w.index[d]
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("%w: workflow step %q depends on %q, which is not a step", jobs.ErrInvalid, s.name, d)
+			case d == s.name:
+				return nil, fmt.Errorf("%w: workflow step %q depends on itself", jobs.ErrInvalid, s.name)
+			case seen[d]:
+				return nil, fmt.Errorf("%w: workflow step %q depends on %q twice", jobs.ErrInvalid, s.name, d)
+			}
+			seen[d] = true
+		}
+		for _, a := range s.allowFail {
+			if !seen[a] {
+				return nil, fmt.Errorf("%w: workflow step %q allows %q to fail but does not depend on it (After)", jobs.ErrInvalid, s.name, a)
+			}
+		}
+	}
+	if cyc := cycle(w); cyc != "" {
+		return nil, fmt.Errorf("%w: workflow steps form a cycle through %q", jobs.ErrInvalid, cyc)
+	}
+	for i, s := range w.steps {
+		for _, d := range s.deps {
+			k := w.index[d]
+			next[k] = append(next[k], ledger.StepRef{Queue: jobsOf[i].Queue, ID: jobsOf[i].ID})
+		}
+	}
+	nw.Home = jobsOf[0].Queue
+	for i, s := range w.steps {
+		nw.Steps = append(nw.Steps, ledger.WorkflowStep{Job: jobsOf[i], Name: s.name, Deps: s.deps, AllowFail: s.allowFail, Next: next[i]})
+		def.Steps = append(def.Steps, ledger.StepDef{Name: s.name, Queue: jobsOf[i].Queue, ID: jobsOf[i].ID,
+			Kind: jobsOf[i].Kind, Deps: s.deps, AllowFail: s.allowFail})
+	}
+	rec, err := json.Marshal(def)
+	if err != nil {
+		return nil, fmt.Errorf("%w: workflow record: %v", jobs.ErrInvalid, err)
+	}
+	nw.Record = rec
+	return nw, nil
+}
+
+// cycle returns a step on a cycle of w's dependencies, "" when there is
+// none (Kahn's algorithm).
+func cycle(w *Workflow) string {
+	indeg := make([]int, len(w.steps))
+	out := make([][]int, len(w.steps))
+	for i, s := range w.steps {
+		for _, d := range s.deps {
+			k := w.index[d]
+			out[k] = append(out[k], i)
+			indeg[i]++
+		}
+	}
+	var ready []int
+	for i, n := range indeg {
+		if n == 0 {
+			ready = append(ready, i)
+		}
+	}
+	done := 0
+	for len(ready) > 0 {
+		i := ready[len(ready)-1]
+		ready = ready[:len(ready)-1]
+		done++
+		for _, j := range out[i] {
+			if indeg[j]--; indeg[j] == 0 {
+				ready = append(ready, j)
+			}
+		}
+	}
+	if done == len(w.steps) {
+		return ""
+	}
+	for i, n := range indeg {
+		if n > 0 {
+			return w.steps[i].name
+		}
+	}
+	return ""
+}
+
+// Option configures Enqueue.
+type Option func(*enqueueOptions)
+
+type enqueueOptions struct{ op string }
+
+// OperationID deduplicates the workflow: enqueueing it again with the same
+// operation id (while the first is kept, see jobs.Config.Retention)
+// returns the first workflow and writes nothing. Its steps' operation ids
+// default to "<op>/<step>".
+func OperationID(op string) Option { return func(o *enqueueOptions) { o.op = op } }
+
+// Result is what Enqueue wrote.
+type Result struct {
+	// ID is the workflow's id; Home the queue holding its record.
+	ID, Home string
+	// Deduplicated is true when a workflow with the same operation id
+	// existed: ID is its id and nothing was written.
+	Deduplicated bool
+	// Steps maps each step's name to its job.
+	Steps map[string]StepRef
+}
+
+// StepRef names a step's job.
+type StepRef struct {
+	Queue string `json:"queue"`
+	JobID string `json:"job_id"`
+}
+
+// ErrNotFound means no workflow has that id (or it expired).
+var ErrNotFound = errors.New("workflow: not found")
+
+// Enqueue validates w and writes it (see the package documentation). An
+// error matching jobs.ErrInvalid means nothing was written. Any other
+// error leaves the workflow written whole, not at all, or (spanning
+// queues) with steps written in other queues but not started: enqueueing
+// again with the same OperationID then completes it, never doubles it.
+func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (*Result, error) {
+	l := clientledger.Of(c)
+	if l == nil {
+		return nil, fmt.Errorf("%w: workflow.Enqueue needs a *jobs.Client", jobs.ErrInvalid)
+	}
+	var o enqueueOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if len(o.op) > 200 {
+		return nil, fmt.Errorf("%w: a workflow operation id has at most 200 bytes", jobs.ErrInvalid)
+	}
+	id := "wf-" + uuid.NewString()
+	if o.op != "" {
+		sum := sha256.Sum256([]byte(o.op))
+		id = "wf-" + hex.EncodeToString(sum[:16])
+	}
+	nw, err := w.plan(id, o.op)
+	if err != nil {
+		return nil, err
+	}
+	got, dedup, err := l.EnqueueWorkflow(ctx, nw)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{ID: got, Home: nw.Home, Deduplicated: dedup, Steps: map[string]StepRef{}}
+	for _, s := range nw.Steps {
+		res.Steps[s.Name] = StepRef{Queue: s.Job.Queue, JobID: got + "." + s.Name}
+	}
+	return res, nil
+}

@@ -1,0 +1,339 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/workflow"
+)
+
+func diamond() *workflow.Workflow {
+	return workflow.New("order").
+		Add("charge", step("charge")).
+		Add("reserve", step("reserve", "charge"), workflow.After("charge")).
+		Add("invoice", step("invoice", "charge"), workflow.After("charge")).
+		Add("ship", step("ship", "reserve", "invoice"), workflow.After("reserve", "invoice"))
+}
+
+func TestValidateRefusesBadGraphsAndWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	big := workflow.New("big")
+	for i := range workflow.MaxSteps + 1 {
+		big.Add(fmt.Sprintf("s%d", i), step("x"))
+	}
+	cases := map[string]*workflow.Workflow{
+		"empty":          workflow.New("x"),
+		"cycle":          workflow.New("x").Add("a", step("a"), workflow.After("b")).Add("b", step("b"), workflow.After("a")),
+		"self":           workflow.New("x").Add("a", step("a"), workflow.After("a")),
+		"unknown dep":    workflow.New("x").Add("a", step("a"), workflow.After("nope")),
+		"duplicate":      workflow.New("x").Add("a", step("a")).Add("a", step("a")),
+		"bad name":       workflow.New("x").Add("a b", step("a")),
+		"allow, no dep":  workflow.New("x").Add("a", step("a")).Add("b", step("b"), workflow.AllowFailure("a")),
+		"bad step queue": workflow.New("x").Add("a", step("a"), workflow.Options(jobs.Queue("no spaces"))),
+		"too many":       big,
+	}
+	for name, w := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := w.Validate(); !errors.Is(err, jobs.ErrInvalid) {
+				t.Fatalf("Validate: %v, want ErrInvalid", err)
+			}
+			if _, err := workflow.Enqueue(ctx, e.client, w); !errors.Is(err, jobs.ErrInvalid) {
+				t.Fatalf("Enqueue: %v, want ErrInvalid", err)
+			}
+		})
+	}
+	n, err := redistest.CountKeys(ctx, e.rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := e.rdb.Keys(ctx, "*"+e.ns+"*").Result()
+	if len(keys) != 0 {
+		t.Fatalf("refused workflows wrote %d keys (of %d): %v", len(keys), n, keys)
+	}
+}
+
+// TestDiamond: charge → (reserve, invoice) → ship, each step once, in
+// dependency order, each reading its dependencies' outputs.
+func TestDiamond(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID("order-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nothing runs but the root until it succeeds
+	if st := e.status(res.ID); st.Steps[3].State != "waiting" || st.Steps[0].State != jobs.Pending {
+		t.Fatalf("before any pool: %+v", st.Steps)
+	}
+	e.start()
+	e.wait(res, "ship", jobs.Succeeded)
+	for _, s := range []string{"charge", "reserve", "invoice", "ship"} {
+		if n := e.runs.count(s); n != 1 {
+			t.Errorf("step %s ran %d times, want 1", s, n)
+		}
+	}
+	if e.runs.index("charge") != 0 || e.runs.index("ship") != 3 {
+		t.Errorf("order %v: charge first and ship last", e.runs.order)
+	}
+	var out StepOut
+	if err := e.client.Output(ctx, res.Steps["ship"].Queue, res.Steps["ship"].JobID, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Seen["reserve"] != 2 || out.Seen["invoice"] != 2 || out.N != 3 {
+		t.Fatalf("ship's output %+v: it read reserve's and invoice's outputs (n = 2 each)", out)
+	}
+	st := e.status(res.ID)
+	if st.State != workflow.Succeeded || st.Done != 4 || st.Total != 4 || st.Name != "order" {
+		t.Fatalf("status %+v", st)
+	}
+	if string(st.Steps[0].Output) == "" || st.Steps[0].Token == 0 {
+		t.Fatalf("step charge shows no output or token: %+v", st.Steps[0])
+	}
+	// the maintenance leader counts it started and finished, once
+	wk := e.ns + ":{default}:wf:" + res.ID
+	redistest.Await(t, e.rdb, wk, "the workflow's outcome counted", func() bool {
+		return e.rdb.HGet(ctx, wk, "final").Val() == workflow.Succeeded
+	})
+	if n := counter(t, e.reg, "fencedq_workflows_started_total", ""); n != 1 {
+		t.Fatalf("workflows started %v, want 1", n)
+	}
+	if n := counter(t, e.reg, "fencedq_workflows_finished_total", "succeeded"); n != 1 {
+		t.Fatalf("workflows finished succeeded %v, want 1", n)
+	}
+}
+
+// TestEnqueueTwice: the same operation id is one workflow.
+func TestEnqueueTwice(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID("order-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID("order-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Deduplicated || a.Deduplicated || a.ID != b.ID || b.Steps["ship"] != a.Steps["ship"] {
+		t.Fatalf("first %+v, second %+v: want the second deduplicated to the first", a, b)
+	}
+	e.start()
+	e.wait(a, "ship", jobs.Succeeded)
+	if n := e.runs.count("charge"); n != 1 {
+		t.Fatalf("charge ran %d times", n)
+	}
+	list, err := workflow.List(ctx, e.client, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != a.ID {
+		t.Fatalf("list: %d workflows, want the one", len(list))
+	}
+}
+
+// TestFanOutFanIn: 1 → 200 → 1; the join runs once, after all 200, and
+// reads all their outputs.
+func TestFanOutFanIn(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const n = 200
+	w := workflow.New("fan").Add("split", step("split"))
+	var mids []string
+	for i := range n {
+		name := fmt.Sprintf("page-%d", i)
+		mids = append(mids, name)
+		w.Add(name, step(name, "split"), workflow.After("split"))
+	}
+	w.Add("join", step("join", mids...), workflow.After(mids...))
+	res, err := workflow.Enqueue(ctx, e.client, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	// 202 steps through one pool of 8 slots, the join reading 200 outputs:
+	// longer than one job's bound on a loaded machine under -race
+	ref := res.Steps["join"]
+	jobstest.WaitStateWithin(t, e.ledger, ref.Queue, ref.JobID, jobs.Succeeded, time.Minute)
+	if c := e.runs.count("join"); c != 1 {
+		t.Fatalf("join ran %d times", c)
+	}
+	for _, m := range mids {
+		if c := e.runs.count(m); c != 1 {
+			t.Fatalf("%s ran %d times", m, c)
+		}
+	}
+	if e.runs.index("join") != n+1 {
+		t.Fatalf("join started at %d, want after all %d", e.runs.index("join"), n+1)
+	}
+	var out StepOut
+	if err := e.client.Output(ctx, res.Steps["join"].Queue, res.Steps["join"].JobID, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Seen) != n {
+		t.Fatalf("join read %d outputs, want %d", len(out.Seen), n)
+	}
+}
+
+// TestFailureCancelsDependentsUnlessAllowed: a dead step cancels what
+// depends on it (and on down), with the reason; a step that allows it to
+// fail runs.
+func TestFailureCancelsDependentsUnlessAllowed(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	bad := step("charge")
+	bad.Fail = true
+	w := workflow.New("fail").
+		Add("charge", bad).
+		Add("reserve", step("reserve"), workflow.After("charge")).
+		Add("ship", step("ship"), workflow.After("reserve")).
+		Add("notify", step("notify"), workflow.After("charge"), workflow.AllowFailure("charge"))
+	res, err := workflow.Enqueue(ctx, e.client, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(res, "charge", jobs.Dead)
+	r := e.wait(res, "reserve", jobs.Cancelled)
+	if r.Reason != "dependency charge ended dead" {
+		t.Fatalf("reserve's reason %q", r.Reason)
+	}
+	if r := e.wait(res, "ship", jobs.Cancelled); r.Reason != "dependency reserve ended cancelled" {
+		t.Fatalf("ship's reason %q", r.Reason)
+	}
+	e.wait(res, "notify", jobs.Succeeded)
+	if e.runs.count("reserve")+e.runs.count("ship") != 0 {
+		t.Fatal("a cancelled step ran")
+	}
+	if st := e.status(res.ID); st.State != workflow.Failed || st.Done != 4 {
+		t.Fatalf("status %s %d/%d", st.State, st.Done, st.Total)
+	}
+}
+
+// TestRerunResumes: an operator's re-run of the failed step puts the
+// steps its failure cancelled back to waiting, and the workflow finishes.
+func TestRerunResumes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("rerun").
+		Add("charge", Step{Name: "charge", Fail: true}).
+		Add("reserve", step("reserve", "charge"), workflow.After("charge")).
+		Add("ship", step("ship", "reserve"), workflow.After("reserve")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := e.start()
+	e.wait(res, "ship", jobs.Cancelled)
+	stop()
+	e.fixed.Store(true) // the operator fixed the cause (the handler fails no more)
+	ref := res.Steps["charge"]
+	if _, err := e.client.Resolve(ctx, ref.Queue, ref.JobID, jobs.DecideRerun, "ada", "card fixed"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.wait(res, "ship", "waiting"); r.Reason != "" {
+		t.Fatalf("ship back to waiting keeps reason %q", r.Reason)
+	}
+	e.start()
+	e.wait(res, "ship", jobs.Succeeded)
+	if st := e.status(res.ID); st.State != workflow.Succeeded {
+		t.Fatalf("status %s", st.State)
+	}
+}
+
+// TestCancel: cancelling a workflow cancels its waiting and pending steps.
+func TestCancel(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, diamond())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := workflow.Cancel(ctx, e.client, res.ID, "ada", "customer left")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != workflow.Cancelled || st.Done != 4 {
+		t.Fatalf("after cancel: %s %d/%d %+v", st.State, st.Done, st.Total, st.Steps)
+	}
+	for _, s := range st.Steps {
+		if s.State != jobs.Cancelled || s.Reason != "cancelled by operator:ada" {
+			t.Fatalf("step %s: %s (%q)", s.Name, s.State, s.Reason)
+		}
+	}
+	e.start()
+	m, err := e.client.Enqueue(ctx, Step{Name: "marker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a plain job enqueued after the cancel runs; no step did
+	jobstest.WaitState(t, e.ledger, m.Queue, m.JobID, jobs.Succeeded)
+	if len(e.runs.order) != 1 {
+		t.Fatalf("runs after cancel: %v", e.runs.order)
+	}
+}
+
+// TestUncertainHoldsDependents: a step whose outcome is unknown holds its
+// dependents (waiting, not cancelled) until it is resolved; resolved
+// applied, they run.
+func TestUncertainHoldsDependents(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("unsure").
+		Add("charge", Step{Name: "charge", Unknown: true}).
+		Add("ship", step("ship"), workflow.After("charge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	// nothing can tell what happened (no Reconcile, no effect log): review
+	e.wait(res, "charge", jobs.Review)
+	if r := e.wait(res, "ship", "waiting"); r.Attempts != 0 {
+		t.Fatalf("ship ran while charge was uncertain: %+v", r)
+	}
+	ref := res.Steps["charge"]
+	if _, err := e.client.Resolve(ctx, ref.Queue, ref.JobID, jobs.DecideSucceeded, "ada", "the bank says it was charged"); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(res, "ship", jobs.Succeeded)
+	if e.runs.count("ship") != 1 || e.runs.count("charge") != 1 {
+		t.Fatalf("runs %v", e.runs.order)
+	}
+}
+
+// TestRerunOfADependentWaitsForItsCause: re-running a step its dependency's
+// failure cancelled puts it back to waiting for that dependency, never
+// straight to pending.
+func TestRerunOfADependentWaitsForItsCause(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("rerun-dependent").
+		Add("charge", Step{Name: "charge", Fail: true}).
+		Add("ship", step("ship"), workflow.After("charge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := e.start()
+	e.wait(res, "ship", jobs.Cancelled)
+	stop()
+	ref := res.Steps["ship"]
+	if _, err := e.client.Resolve(ctx, ref.Queue, ref.JobID, jobs.DecideRerun, "ada", "try again"); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(res, "ship", "waiting")
+	e.fixed.Store(true)
+	charge := res.Steps["charge"]
+	if _, err := e.client.Resolve(ctx, charge.Queue, charge.JobID, jobs.DecideRerun, "ada", "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(res, "ship", jobs.Succeeded)
+	if e.runs.count("ship") != 1 {
+		t.Fatalf("ship ran %d times", e.runs.count("ship"))
+	}
+}
