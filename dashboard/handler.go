@@ -166,6 +166,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /api/series", h.apiSeries)
 	m.HandleFunc("GET /api/schedules", h.apiSchedules)
 	m.HandleFunc("GET /api/workflows", h.apiWorkflows)
+	m.HandleFunc("GET /api/limits", h.apiLimits)
 	m.HandleFunc("GET /api/search", h.apiSearch)
 	m.HandleFunc("GET /api/events", h.apiEvents)
 	m.HandleFunc("GET /api/stuck", h.apiStuck)

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/fencedq/fencedq/jobs"
@@ -44,14 +45,20 @@ type jobView struct {
 	Bridge string `json:"bridge,omitempty"`
 	// UniqueKey and UniqueStates: a unique job's key and the states in
 	// which it holds it (jobs.Unique); empty for other jobs.
-	UniqueKey      string       `json:"unique_key,omitempty"`
-	UniqueStates   []jobs.State `json:"unique_states,omitempty"`
-	Created        time.Time    `json:"created,omitzero"`
-	Updated        time.Time    `json:"updated,omitzero"`
-	RunAt          time.Time    `json:"run_at,omitzero"`
-	Started        time.Time    `json:"started,omitzero"`
-	Finished       time.Time    `json:"finished,omitzero"`
-	UncertainSince time.Time    `json:"uncertain_since,omitzero"`
+	UniqueKey    string       `json:"unique_key,omitempty"`
+	UniqueStates []jobs.State `json:"unique_states,omitempty"`
+	// Limit, Rate: the job's concurrency limit and rate limit (jobs.Limiter,
+	// jobs.RateLimiter) as text; WaitingFor: what a pending job held back by
+	// one waits for.
+	Limit          string    `json:"limit,omitempty"`
+	Rate           string    `json:"rate,omitempty"`
+	WaitingFor     string    `json:"waiting_for,omitempty"`
+	Created        time.Time `json:"created,omitzero"`
+	Updated        time.Time `json:"updated,omitzero"`
+	RunAt          time.Time `json:"run_at,omitzero"`
+	Started        time.Time `json:"started,omitzero"`
+	Finished       time.Time `json:"finished,omitzero"`
+	UncertainSince time.Time `json:"uncertain_since,omitzero"`
 	// IndexAt is the job's time in its state's index, which lists sort
 	// and filter on: pending: when due; running: the lease deadline;
 	// uncertain: the resolver's next look; others: when the state was
@@ -89,6 +96,13 @@ func viewOf(r *jobs.Record) *jobView {
 		Finished: r.Finished, UncertainSince: r.UncertainSince, Progress: r.Progress,
 		Output: r.Output, Workflow: r.Workflow, Step: r.Step,
 	}
+	if r.LimitKey != "" {
+		v.Limit = fmt.Sprintf("%s, at most %d at once", r.LimitKey, r.LimitMax)
+	}
+	if r.RateKey != "" {
+		v.Rate = fmt.Sprintf("%s, at most %d starts per %v", r.RateKey, r.RateMax, r.RatePer)
+	}
+	v.WaitingFor = r.WaitingFor
 	if r.Token > 0 {
 		v.Token = r.Token.String()
 	}

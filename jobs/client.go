@@ -57,6 +57,11 @@ type options struct {
 	unchecked  bool
 	headers    map[string]string
 	unique     *UniqueOpts // nil: not unique
+	// flow control (limits.go): a concurrency limit and a rate limit
+	limitKey, rateKey string
+	limitMax, rateMax int
+	ratePer           time.Duration
+	limitSet, rateSet bool
 	// partitionKey picks the partition of a partitioned queue.
 	partitionKey string
 }
@@ -424,6 +429,7 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 	if k, ok := args.(Partitioner); ok && o.partitionKey == "" {
 		o.partitionKey = k.PartitionKey()
 	}
+	flowArgs(args, &o)
 	if r, ok := args.(Resourcer); ok {
 		res := r.Resource()
 		if res == "" {
@@ -495,6 +501,10 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 		}
 		uniq = u
 	}
+	flow, err := flowOf(&o)
+	if err != nil {
+		return nil, err
+	}
 	if len(o.partitionKey) > MaxPartitionKeyLen {
 		return nil, invalid("partition key of %d bytes exceeds %d", len(o.partitionKey), MaxPartitionKeyLen)
 	}
@@ -508,7 +518,7 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 	return &ledger.NewJob{
 		ID: uuid.NewString(), Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
 		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: roundUpMS(o.timeout), Delay: delay,
-		Headers: o.headers, Unique: uniq, PartitionKey: o.partitionKey,
+		Headers: o.headers, Unique: uniq, Flow: flow, PartitionKey: o.partitionKey,
 	}, nil
 }
 

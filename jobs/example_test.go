@@ -151,3 +151,38 @@ func ExampleDurability() {
 	// Output:
 	// unknown: true
 }
+
+// Export is a job kind under a concurrency limit: at most one export per
+// customer runs at once, across every pool.
+type Export struct {
+	Customer string `json:"customer"`
+}
+
+// Kind names the job kind.
+func (Export) Kind() string { return "export" }
+
+// Limit gives the key ("export" is the limit's name in metrics) and max.
+func (e Export) Limit() (string, int) { return "export:" + e.Customer, 1 }
+
+// A second export for the same customer is parked until the first one's
+// permit frees (no pool runs here, so the permit is promised to the first
+// job, due and not yet claimed); another customer's export is not held up.
+func ExampleLimiter() {
+	rdb, ns := exampleRedis()
+	defer rdb.Close()
+	defer deleteKeys(rdb, ns)
+	ctx := context.Background()
+
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	first, _ := client.Enqueue(ctx, Export{Customer: "cust-42"})
+	second, _ := client.Enqueue(ctx, Export{Customer: "cust-42"})
+	other, _ := client.Enqueue(ctx, Export{Customer: "cust-7"})
+	for _, id := range []string{first.JobID, second.JobID, other.JobID} {
+		rec, _ := client.Inspector().Get(ctx, jobs.DefaultQueue, id)
+		fmt.Printf("%s %q\n", rec.State, rec.WaitingFor)
+	}
+	// Output:
+	// pending ""
+	// pending "limit export:cust-42, 0 of 1 held"
+	// pending ""
+}

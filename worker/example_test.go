@@ -132,3 +132,71 @@ func ExampleMiddleware() {
 	// hello ada, for tenant acme
 	// greeting attempt 2: succeeded
 }
+
+// Call is a job kind under a rate limit: at most 2 calls to the provider
+// start per 200 ms, across every pool.
+type Call struct {
+	N int `json:"n"`
+}
+
+// Kind names the job kind.
+func (Call) Kind() string { return "call" }
+
+// RateLimit gives the key ("provider" is the rate's name in metrics), the
+// most starts and the period.
+func (Call) RateLimit() (string, int, time.Duration) { return "provider", 2, 200 * time.Millisecond }
+
+// Six calls at 2 per 200 ms: the pool claims them, the rate defers the ones
+// that may not start yet to their earliest start (by Redis's clock), and
+// every call runs once, no attempt consumed by a wait.
+func ExampleConfig_rateLimit() {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ns := fmt.Sprintf("example-%d", time.Now().UnixNano())
+	defer deleteKeys(rdb, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cfg := jobs.Config{Namespace: ns}
+	pool, err := worker.NewPool(rdb, worker.Config{Jobs: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	var firstAttempts atomic.Int64
+	done := make(chan struct{}, 6)
+	_ = worker.Register(pool, jobs.WorkFunc[Call](func(ctx context.Context, j *jobs.Job[Call]) error {
+		if j.Attempt == 1 {
+			firstAttempts.Add(1)
+		}
+		done <- struct{}{}
+		return nil
+	}))
+	client := jobs.NewClient(rdb, cfg)
+	defer client.Close()
+	t0 := time.Now()
+	for i := range 6 {
+		if _, err := client.Enqueue(ctx, Call{N: i}); err != nil {
+			panic(err)
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- pool.Run(runCtx) }()
+	for range 6 {
+		<-done
+	}
+	stop()
+	<-stopped
+	st, _ := client.Inspector().Stats(ctx, jobs.DefaultQueue)
+	fmt.Println("ran:", firstAttempts.Load(), "each on its first attempt")
+	fmt.Println("took at least 400 ms:", time.Since(t0) >= 400*time.Millisecond)
+	fmt.Println("deferred, not retried:", st["rate_deferrals"] > 0, st["retried"] == 0)
+	// Output:
+	// ran: 6 each on its first attempt
+	// took at least 400 ms: true
+	// deferred, not retried: true true
+}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -291,6 +292,16 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 // logDropped explains due-index entries a claim removed without an attempt.
 func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 	for _, d := range dropped {
+		if name, ok := strings.CutPrefix(d.State, "limit:"); ok {
+			p.metrics.LimitWaits.WithLabelValues(q, name).Inc()
+			p.log.Debug("job parked until its concurrency limit frees a permit", "queue", q, "job_id", d.ID, "limit", name)
+			continue
+		}
+		if name, ok := strings.CutPrefix(d.State, "rate:"); ok {
+			p.metrics.RateDeferrals.WithLabelValues(q, name).Inc()
+			p.log.Debug("job deferred to the next start its rate limit allows", "queue", q, "job_id", d.ID, "rate", name)
+			continue
+		}
 		switch d.State {
 		case "missing":
 			p.metrics.Rejected.WithLabelValues(q, metrics.ReasonUnknownJob).Inc()

@@ -38,7 +38,7 @@ func main() {
 }
 
 // allSections lists the sections in the order they run.
-var allSections = []string{"noop", "enqueue", "latency", "cluster", "partitions", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable"}
+var allSections = []string{"noop", "enqueue", "latency", "cluster", "partitions", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable", "limits"}
 
 // options are the parsed flags.
 type options struct {
@@ -234,6 +234,7 @@ type Report struct {
 	// Partitions is one queue with 1, 3, 6, ... partitions on the cluster.
 	Partitions *PartitionsResult `json:"partitions"`
 	Durable    *DurableResult    `json:"durable"`
+	Limits     *LimitsResult     `json:"limits"`
 	// Errors maps a section that failed to its error.
 	Errors map[string]string `json:"errors,omitempty"`
 	// Seconds is the wall time of the whole run.
@@ -313,6 +314,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			rep.Recovery, err = e.recovery(ctx)
 		case "durable":
 			rep.Durable, err = e.durable(ctx)
+		case "limits":
+			rep.Limits, err = e.limits(ctx)
 		}
 		if err != nil {
 			rep.Errors[s] = err.Error()

@@ -260,7 +260,7 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 		}
 		jc = jobs.NewClient(e.rdb, cfg)
 		defer jc.Close()
-		enq = fencedEnqueuer(jc)
+		enq = fencedEnqueuer(jc, o)
 	case modeBaseline:
 		ac = asynq.NewClientFromRedisClient(e.rdb)
 		defer ac.Close()

@@ -366,6 +366,7 @@ func checkFenced(ctx context.Context, e *runEnv, ledger *ledger.Ledger, w *workl
 		}
 	}
 	rep.Jobs = jobStates
+	checkFlow(e.o, views, rep)
 	rep.Ledger = map[string]int64{}
 	for _, q := range e.ledgerQueues() {
 		st, err := ledger.Stats(ctx, q)

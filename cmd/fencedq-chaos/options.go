@@ -38,17 +38,21 @@ type options struct {
 	Dup               float64       `json:"dup"`
 	PriorityCopies    float64       `json:"priority_copies"`
 	Overdrafts        float64       `json:"overdrafts"`
-	FaultGap          time.Duration `json:"fault_gap"`
-	MaxPauses         int           `json:"max_pauses"`
-	MaxKills          int           `json:"max_kills"`
-	MaxRedisRestarts  int           `json:"max_redis_restarts"`
-	MaxStalls         int           `json:"max_stalls"`
-	MaxSlowdowns      int           `json:"max_slowdowns"`
-	LongPauses        int           `json:"long_pauses"`
-	LongPause         time.Duration `json:"long_pause"`
-	Drain             time.Duration `json:"drain"`
-	Seed              uint64        `json:"seed"`
-	Baseline          string        `json:"baseline,omitempty"`
+	// LimitPerAccount and RateLimit put the workload under flow control
+	// (0: off; see checklimits.go).
+	LimitPerAccount  int           `json:"limit_per_account,omitempty"`
+	RateLimit        int           `json:"rate_limit,omitempty"`
+	FaultGap         time.Duration `json:"fault_gap"`
+	MaxPauses        int           `json:"max_pauses"`
+	MaxKills         int           `json:"max_kills"`
+	MaxRedisRestarts int           `json:"max_redis_restarts"`
+	MaxStalls        int           `json:"max_stalls"`
+	MaxSlowdowns     int           `json:"max_slowdowns"`
+	LongPauses       int           `json:"long_pauses"`
+	LongPause        time.Duration `json:"long_pause"`
+	Drain            time.Duration `json:"drain"`
+	Seed             uint64        `json:"seed"`
+	Baseline         string        `json:"baseline,omitempty"`
 	// Failover runs Redis as a primary, a replica and a Sentinel, and adds
 	// the failover faults in FailoverKinds.
 	Failover      bool          `json:"failover,omitempty"`
@@ -112,6 +116,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.Dup, "dup", 0.1, "fraction of submissions that repeat an operation id (half of them concurrently)")
 	fs.Float64Var(&o.PriorityCopies, "priority-copies", 0.02, "fraction of operations also submitted to the priority queue")
 	fs.Float64Var(&o.Overdrafts, "overdrafts", 0.01, "fraction of transfers that cannot be covered and must end dead")
+	fs.IntVar(&o.LimitPerAccount, "limit-per-account", 0, "concurrency limit of transfers into one account (jobs.Limit; 0: none); the checker adds \"never more than N holders\"")
+	fs.IntVar(&o.RateLimit, "rate-limit", 0, "rate limit of transfer starts per second (jobs.Rate; 0: none); the checker adds \"rate never exceeded\"")
 	fs.DurationVar(&o.FaultGap, "fault-gap", 2*time.Second, "mean pause between two faults of one nemesis lane")
 	fs.IntVar(&o.MaxPauses, "max-pauses", 1000, "most SIGSTOP pauses (0 disables)")
 	fs.IntVar(&o.MaxKills, "max-kills", 1000, "most SIGKILLs of a worker (0 disables)")
@@ -175,6 +181,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: --partitions must be between 0 and %d", errUsage, jobs.MaxPartitions)
 	case o.Duration < 5*time.Second:
 		return nil, fmt.Errorf("%w: --duration must be at least 5s", errUsage)
+	case o.LimitPerAccount < 0 || o.RateLimit < 0:
+		return nil, fmt.Errorf("%w: --limit-per-account and --rate-limit must be 0 (off) or positive", errUsage)
 	case o.Rate <= 0:
 		return nil, fmt.Errorf("%w: --rate must be positive", errUsage)
 	case o.Accounts < 2:

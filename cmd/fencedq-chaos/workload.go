@@ -87,9 +87,10 @@ func newWorkload(o *options, accounts []string, enq enqueuer) *workload {
 }
 
 // fencedEnqueuer submits through jobs.Client.
-func fencedEnqueuer(c *jobs.Client) enqueuer {
+func fencedEnqueuer(c *jobs.Client, o *options) enqueuer {
 	return func(ctx context.Context, op *operation, queue string) (string, bool, error) {
-		res, err := c.Enqueue(ctx, op.Args, jobs.Queue(queue), jobs.OperationID(op.ID))
+		opts := append([]jobs.Option{jobs.Queue(queue), jobs.OperationID(op.ID)}, flowOptions(o, op.Args.To)...)
+		res, err := c.Enqueue(ctx, op.Args, opts...)
 		if err != nil {
 			return "", false, err
 		}

@@ -480,6 +480,15 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		}
 		fmt.Fprint(out, cli.Escapef("  unique key %s, held while %s\n", r.UniqueKey, strings.Join(states, ", ")))
 	}
+	if r.LimitKey != "" {
+		fmt.Fprint(out, cli.Escapef("  limit %s, at most %d at once\n", r.LimitKey, r.LimitMax))
+	}
+	if r.RateKey != "" {
+		fmt.Fprint(out, cli.Escapef("  rate %s, at most %d starts per %v\n", r.RateKey, r.RateMax, r.RatePer))
+	}
+	if r.WaitingFor != "" {
+		fmt.Fprint(out, cli.Escapef("  waiting for %s\n", r.WaitingFor))
+	}
 	if r.Error != "" {
 		fmt.Fprint(out, cli.Escapef("  last error %s\n", r.Error))
 	}

@@ -557,6 +557,34 @@
       pager);
   }
 
+  // limitsPage shows every queue's concurrency limits with holders or
+  // parked jobs (keys at their limit first) and its rate limits.
+  async function limitsPage(my) {
+    const data = await api('api/limits');
+    if (my !== seq) return;
+    const limitRows = [], rateRows = [];
+    data.queues.forEach((q) => {
+      (q.limits || []).forEach((l) => limitRows.push(el('tr', { 'data-limit': l.key },
+        el('td', {}, q.queue), el('td', { class: 'mono' }, l.key),
+        el('td', { class: 'num' + (l.at_limit ? ' warn' : '') }, l.held + ' of ' + l.max),
+        el('td', { class: 'num' }, String(l.waiting)),
+        el('td', { class: 'mono' }, (l.holders || []).map((id) => el('a', { href: '#/job/' + enc(q.queue) + '/' + enc(id) }, id.slice(0, 8) + ' '))))));
+      (q.rates || []).forEach((r) => rateRows.push(el('tr', { 'data-rate': r.key },
+        el('td', {}, q.queue), el('td', { class: 'mono' }, r.key),
+        el('td', { class: 'num' }, r.max + ' per ' + fmtDuration(r.per_ns / 1e6)),
+        el('td', { class: 'num' + (r.starts >= r.max ? ' warn' : '') }, String(r.starts)),
+        el('td', { class: 'num' }, String(r.deferred)))));
+    });
+    show('limits', el('h1', {}, 'Limits'),
+      el('h2', {}, 'Concurrency limits'),
+      limitRows.length ? table(['Queue', 'Key', 'Held', 'Waiting', 'Holders'], limitRows, { id: 'limits' })
+        : el('p', { class: 'muted', id: 'limits-none' }, 'No limit has holders or waiting jobs.'),
+      el('h2', {}, 'Rate limits'),
+      rateRows.length ? table(['Queue', 'Key', 'Rate', 'Starts in the last period', 'Deferred'], rateRows, { id: 'rates' })
+        : el('p', { class: 'muted' }, 'No rate limit seen.'));
+    schedule(5000);
+  }
+
   async function poolsPage(my) {
     const data = await api('api/pools');
     if (my !== seq) return;
@@ -934,6 +962,9 @@
         ['Resource', j.resource], ['Token', j.token],
         ['Unique key', j.unique_key ? el('span', { class: 'mono', id: 'job-unique', title: 'held while the job is ' + (j.unique_states || []).join(', ') }, j.unique_key) : ''],
         ['Fence', j.fence ? el('span', { class: 'mono', title: 'the resource lease\'s token its side effects carried' }, j.fence) : ''],
+        ['Limit', j.limit ? el('span', { class: 'mono', id: 'job-limit' }, j.limit) : ''],
+        ['Rate', j.rate ? el('span', { class: 'mono', id: 'job-rate' }, j.rate) : ''],
+        ['Waiting for', j.waiting_for ? el('span', { class: 'warn', id: 'job-waiting' }, j.waiting_for) : ''],
         ['Cancel requested', j.cancel_requested_by ? el('span', { class: 'warn', id: 'job-cancel' },
           'by ' + j.cancel_requested_by + (j.state === 'running' ? ': the attempt is asked to stop; its outcome is still committed by its token' : '')) : ''],
         ['Run at', runAtText],
@@ -1030,6 +1061,7 @@
         case 'pools': await poolsPage(my); break;
         case 'schedules': await schedulesPage(my, parts[1] || ''); break;
         case 'workflows': await workflowsPage(my, parts[1] || ''); break;
+        case 'limits': await limitsPage(my); break;
         case 'history': await historyPage(my, params); break;
         case 'job': await jobPage(my, parts[1] || '', parts[2] || ''); break;
         case 'search': await searchPage(my, parts.slice(1).join('/')); break;

@@ -21,6 +21,7 @@ type NewJob struct {
 	Delay                                  time.Duration     // due this long after Redis receives it
 	Headers                                map[string]string // nil: none (see ValidateHeaders)
 	Unique                                 *Unique           // nil: not unique (enqueue.lua); else enqueue_unique.lua
+	Flow                                   *Flow             // nil: no limit or rate (enqueue.lua); else enqueue_unique.lua
 	// PartitionKey picks the partition of a partitioned queue (not
 	// written: the job's queue is the partition it was routed to).
 	PartitionKey string
@@ -33,8 +34,9 @@ func (j *NewJob) args() []any {
 	}
 	a := []any{j.ID, j.Kind, j.OperationID, j.Resource, j.Payload, display,
 		j.MaxRetries, j.Timeout.Milliseconds(), j.Delay.Milliseconds(), encodeHeaders(j.Headers)}
-	if j.Unique != nil {
+	if j.Unique != nil || j.Flow != nil {
 		a = append(a, j.Unique.args()...)
+		a = append(a, j.Flow.args()...)
 	}
 	return a
 }
@@ -102,10 +104,12 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	var calls []*call
 	open := map[string]*call{}
 	for i, j := range js {
-		uniq := j.Unique != nil && mode == ""
-		if j.Unique != nil && !uniq { // a re-submission: its unique key is not checked again
+		uniq := (j.Unique != nil || j.Flow != nil) && mode == ""
+		if (j.Unique != nil || j.Flow != nil) && !uniq {
+			// a re-submission: its unique key is not checked again, and it
+			// comes back without flow control
 			c := *j
-			c.Unique = nil
+			c.Unique, c.Flow = nil, nil
 			j = &c
 		}
 		group := j.Queue

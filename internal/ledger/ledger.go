@@ -234,6 +234,8 @@ var (
 	uniquePruneSrc string
 	//go:embed lua/progress.lua
 	progressSrc string
+	//go:embed lua/flow.lua
+	flowLib string
 
 	enqueueScript  = script(enqueueSrc)
 	claimScript    = script(claimSrc)
@@ -259,9 +261,10 @@ var (
 
 // script builds a ledger script: the definitions src uses of internal/epoch's
 // library (token minting and comparison of decimal uint64 tokens), of the
-// prelude and of the workflow definitions (see link), then src.
+// prelude, of the workflow definitions and of flow.lua (concurrency and rate
+// limits; see link), then src.
 func script(src string) *redis.Script {
-	return redis.NewScript(link(epoch.Lua+prelude+workflowLib, src))
+	return redis.NewScript(link(epoch.Lua+prelude+workflowLib+flowLib, src))
 }
 
 func ms(t time.Time) int64 {

@@ -67,6 +67,16 @@ type Record struct {
 	Workflow     string `json:"workflow,omitempty"`
 	WorkflowHome string `json:"workflow_home,omitempty"`
 	Step         string `json:"step,omitempty"`
+	// Flow control (jobs.Limiter, jobs.RateLimiter): the job's concurrency
+	// limit and rate limit ("" keys: none), and, while a pending job is held
+	// back by one, what it waits for ("limit export:cust-42, 5 of 5 held",
+	// "rate provider: next start at ..."), filled by Get.
+	LimitKey   string        `json:"limit_key,omitempty"`
+	LimitMax   int           `json:"limit_max,omitempty"`
+	RateKey    string        `json:"rate_key,omitempty"`
+	RateMax    int           `json:"rate_max,omitempty"`
+	RatePer    time.Duration `json:"rate_per_ns,omitempty"`
+	WaitingFor string        `json:"waiting_for,omitempty"`
 
 	// Payload is the raw JSON args, sensitive fields included. Never show it.
 	Payload []byte `json:"-"`
@@ -129,6 +139,8 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		UniqueKey: h["ukey"],
 		Progress:  decodeProgress(h["progress"]),
 		Workflow:  h["wf"], WorkflowHome: h["wf_home"], Step: h["step"],
+		LimitKey: h["lkey"], LimitMax: atoi(h["lmax"]),
+		RateKey: h["rkey"], RateMax: atoi(h["rmax"]), RatePer: time.Duration(atoi(h["rper"])) * time.Millisecond,
 	}
 	out := h["output_shown"] // redacted, when it differs from the output
 	if out == "" {
@@ -162,7 +174,14 @@ func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 	if len(h) == 0 {
 		return nil, fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
 	}
-	return recordFrom(q, id, h), nil
+	r := recordFrom(q, id, h)
+	if r.State == Pending && h["wait"] != "" {
+		r.WaitingFor, err = l.waitingFor(ctx, q, h)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 // Find looks a job up by id in every known queue.

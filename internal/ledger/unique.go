@@ -21,8 +21,12 @@ type Unique struct {
 	States []State
 }
 
-// args are enqueue_unique.lua's three per-job values after enqueue.lua's.
+// args are enqueue_unique.lua's three per-job values after enqueue.lua's
+// (a nil u: not unique).
 func (u *Unique) args() []any {
+	if u == nil {
+		return []any{"", 0, ""}
+	}
 	s := make([]string, len(u.States))
 	for i, st := range u.States {
 		s[i] = string(st)

@@ -26,6 +26,11 @@ type Set struct {
 	Expired         *prometheus.CounterVec   // queue
 	Decisions       *prometheus.CounterVec   // queue, result
 	ReconcileErrors prometheus.Counter
+	// Flow control: jobs held back by a concurrency limit or a rate limit,
+	// labelled by the limit's name (its key up to the first ':'), never by
+	// the key.
+	LimitWaits    *prometheus.CounterVec // queue, limit
+	RateDeferrals *prometheus.CounterVec // queue, rate
 	// The maintenance leader's own series.
 	Leader            prometheus.Gauge
 	LastScan          prometheus.Gauge
@@ -121,6 +126,12 @@ func New(reg prometheus.Registerer) *Set {
 		ReconcileErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fencedq_reconcile_errors_total", Help: "Reconcile calls that failed or panicked, and decisions about uncertain jobs that could not be written.",
 		}),
+		LimitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_limit_waits_total", Help: "Due jobs parked by a claim because their concurrency limit was full (each waits, not claimed, until a permit frees), by the limit's name.",
+		}, []string{"queue", "limit"}),
+		RateDeferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_rate_deferrals_total", Help: "Due jobs a claim deferred to the earliest start their rate limit allows (no attempt consumed), by the rate's name.",
+		}, []string{"queue", "rate"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencedq_maintenance_leader", Help: "1 while this pool is the namespace's maintenance leader.",
 		}),
@@ -164,6 +175,8 @@ func New(reg prometheus.Registerer) *Set {
 	m.Expired = register(reg, m.Expired)
 	m.Decisions = register(reg, m.Decisions)
 	m.ReconcileErrors = register(reg, m.ReconcileErrors)
+	m.LimitWaits = register(reg, m.LimitWaits)
+	m.RateDeferrals = register(reg, m.RateDeferrals)
 	m.Leader = register(reg, m.Leader)
 	m.LastScan = register(reg, m.LastScan)
 	m.MaintenanceErrors = register(reg, m.MaintenanceErrors)

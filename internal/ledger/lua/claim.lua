@@ -20,7 +20,9 @@
 --            times the job was put back because no pool knew its kind,
 --            headers ('' = none)
 --   dropped: 2 values per index entry that was not claimable and was removed
---            from the due index: id, why ('missing', or the job's state)
+--            from the due index: id, why ('missing', or the job's state), or a
+--            job held back by flow control: id, 'limit:<name>' (parked until a
+--            permit frees) or 'rate:<name>' (due again at its next start)
 if redis.call('EXISTS', pausedk) == 1 then
   local s, b, e = seq_reply()
   return {1, -1, 0, s, b, e}
@@ -48,8 +50,13 @@ for i = 1, #ids do
   local id = ids[i]
   local k = P .. 'job:' .. id
   local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
-    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence', 'mark', 'headers')
-  if h[1] == 'pending' then
+    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence', 'mark', 'headers', 'flow')
+  -- a job under flow control may be held back (flow.lua): parked or deferred
+  local held = h[1] == 'pending' and h[15] and flow_admit(id)
+  if held then
+    dropped[#dropped + 1] = id
+    dropped[#dropped + 1] = held
+  elseif h[1] == 'pending' then
     local last = h[2]
     if h[13] then -- storage's mark (raise.lua): mint above it
       last = u64_max(last, h[13])

@@ -10,6 +10,7 @@
 --   operator asked to cancel becomes cancelled; a defer (resource busy) puts
 --   the job back without consuming its attempt; unknown_kind (the pool knows no
 --   worker for the kind) is a defer that also counts kind_defers and says why.
+--   Every applied outcome releases the attempt's concurrency-limit permit.
 -- Reply: {seq, seq raised, enqueued, then 3 values per outcome: applied (1) or
 --   stale (0), the job's state, the job's current token ('0' when missing)}.
 -- A job of a workflow (field 'wf') that ends hands its end to its dependents
@@ -30,8 +31,10 @@ seq_bump()
 for i = 3, #ARGV, 9 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local k = P .. 'job:' .. id
-  local h = call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist', 'wf')
+  local h = call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist', 'wf', 'lkey', 'lmax')
   local hist = h[7] ~= false
+  -- an applied outcome ends the attempt's permit (flow.lua)
+  if h[9] and h[1] == 'running' and h[2] == token then flow_release(id, h[9], h[10]) end
   if h[1] ~= 'running' or h[2] ~= token then
     local err = ARGV[i + 3]
     tallied('fenced_commit')

@@ -1,18 +1,23 @@
--- enqueue_unique.lua: create pending jobs that are unique (jobs.Unique): a job
+-- enqueue_unique.lua: create pending jobs that are unique (jobs.Unique) or under
+-- flow control (jobs.Limiter, jobs.RateLimiter: see flow.lua). A unique job
 -- is a duplicate while another job holding the same unique key is in one of
 -- that job's unique states; a duplicate returns the holder and writes
--- nothing. Jobs without unique options go through enqueue.lua, which this
--- script leaves untouched: both write a job with the prelude's write_new_job.
+-- nothing. A job due now whose concurrency limit is full, or has jobs
+-- waiting, is parked at once instead of entering the due index. Jobs
+-- without these options go through enqueue.lua, which this script leaves
+-- untouched: both write a job with the prelude's write_new_job.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the queue's
 --   unique index ns:{q}:unique (hash: unique key -> job id holding it).
 -- ARGV 2 mode: '' (resubmissions go through enqueue.lua)
--- ARGV from 3, 13 values per job: the 10 of enqueue.lua (job id, kind,
+-- ARGV from 3, 18 values per job: the 10 of enqueue.lua (job id, kind,
 --   operation id, resource, payload, args for display, max retries, timeout ms,
 --   delay ms, headers), then
 --   unique digest (hex, of kind and the chosen args),
 --   period ms (0: none; else the key is the digest in the period of Redis TIME
 --     the enqueue falls in: '<digest>:<period>:<floor(now / period)>'),
---   unique states (comma separated: the holder keeps the key while in one)
+--   unique states (comma separated: the holder keeps the key while in one),
+--   (unique digest '' = not unique: the three are ignored)
+--   limit key ('' = none), limit max, rate key ('' = none), rate max, rate period ms
 -- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, then 2 values per
 --   job: created (1) or deduplicated (0), job id (the holder's when deduplicated)}
 local uniqk = KEYS[14]
@@ -31,13 +36,13 @@ local function holds(hid)
   return false
 end
 
-for i = 3, #ARGV, 13 do
+for i = 3, #ARGV, 18 do
   local id, op = ARGV[i], ARGV[i + 2]
   local ukey, period, ustates = ARGV[i + 10], num(ARGV[i + 11]), ARGV[i + 12]
   if period > 0 then ukey = ukey .. ':' .. fmt(period) .. ':' .. fmt(math.floor(now / period)) end
   local existing, stage = false, 'enqueue'
   if op ~= '' then existing = redis.call('GET', opkey(op)) end
-  if not existing then
+  if not existing and ukey ~= '' then
     local holder = redis.call('HGET', uniqk, ukey)
     if holder and holds(holder) then existing, stage = holder, 'unique' end
   end
@@ -47,9 +52,26 @@ for i = 3, #ARGV, 13 do
     reply[#reply + 1], reply[#reply + 2] = 0, existing
   else
     if op ~= '' then redis.call('SET', opkey(op), id) end
-    redis.call('HSET', uniqk, ukey, id)
-    local run_at = write_new_job(i, {'ukey', ukey, 'ustates', ustates})
-    due[#due + 1], due[#due + 2] = fmt(run_at), id
+    local extra = {}
+    if ukey ~= '' then
+      redis.call('HSET', uniqk, ukey, id)
+      extra = {'ukey', ukey, 'ustates', ustates}
+    end
+    local lkey, lmax, rkey = ARGV[i + 13], ARGV[i + 14], ARGV[i + 15]
+    if lkey ~= '' or rkey ~= '' then extra[#extra + 1] = 'flow'; extra[#extra + 1] = '1' end
+    if lkey ~= '' then
+      extra[#extra + 1] = 'lkey'; extra[#extra + 1] = lkey
+      extra[#extra + 1] = 'lmax'; extra[#extra + 1] = lmax
+    end
+    if rkey ~= '' then
+      extra[#extra + 1] = 'rkey'; extra[#extra + 1] = rkey
+      extra[#extra + 1] = 'rmax'; extra[#extra + 1] = ARGV[i + 16]
+      extra[#extra + 1] = 'rper'; extra[#extra + 1] = ARGV[i + 17]
+    end
+    local run_at = write_new_job(i, extra)
+    if not (lkey ~= '' and run_at <= now and flow_enqueue(id, lkey, lmax)) then
+      due[#due + 1], due[#due + 2] = fmt(run_at), id
+    end
     created = created + 1
     reply[#reply + 1], reply[#reply + 2] = 1, id
   end

@@ -13,7 +13,7 @@ local reason = 'lease expired without commit'
 if #ids > 0 then seq_bump() end
 for _, id in ipairs(ids) do
   local k = jobkey(id)
-  local h = redis.call('HMGET', k, 'state', 'deadline', 'token', 'attempts')
+  local h = redis.call('HMGET', k, 'state', 'deadline', 'token', 'attempts', 'lkey', 'lmax')
   if h[1] ~= 'running' then
     redis.call('ZREM', index['running'], id)
     dropped[#dropped + 1] = id
@@ -24,6 +24,8 @@ for _, id in ipairs(ids) do
     redis.call('HSET', k, 'state', 'uncertain', 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
     record(id, {event = 'end', attempt = num(h[4]), token = h[3], outcome = 'uncertain', reason = reason})
     tallied('uncertain')
+    -- the permit is reclaimed: its holder can no longer renew or complete (flow.lua)
+    if h[5] then flow_release(id, h[5], h[6]) end
     moved[#moved + 1] = id
   end
 end

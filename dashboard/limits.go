@@ -1,0 +1,40 @@
+package dashboard
+
+import (
+	"net/http"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// queueLimits is one queue's flow control on the limits page.
+type queueLimits struct {
+	Queue string `json:"queue"`
+	*jobs.FlowStatus
+}
+
+// apiLimits lists, per queue, the concurrency limits with holders or
+// parked jobs (keys at their limit first: holders, waiting count) and the
+// rate limits seen (starts in the last period, deferred jobs).
+func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	qs, err := h.insp.Queues(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Queues []queueLimits `json:"queues"`
+	}{Queues: []queueLimits{}}
+	for _, q := range qs {
+		fs, err := h.insp.Limits(ctx, q)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if len(fs.Limits)+len(fs.Rates) > 0 {
+			out.Queues = append(out.Queues, queueLimits{Queue: q, FlowStatus: fs})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,57 @@
+package dashboard_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// TestLimitsViewAndJobWaitingFor: a key at its limit is listed with its
+// holder and waiting count, a parked job's page says what it waits for,
+// and a rate-limited job shows its rate.
+func TestLimitsViewAndJobWaitingFor(t *testing.T) {
+	f := newFixture(t)
+	holder := f.enqueue(echoArgs{}, jobs.Limit("export:cust-42", 1))
+	f.claimOne(jobs.DefaultQueue, holder, "w1", time.Minute)
+	parked := f.enqueue(echoArgs{}, jobs.Limit("export:cust-42", 1))
+	f.enqueue(echoArgs{}, jobs.Limit("export:cust-42", 1))
+	f.enqueue(echoArgs{}, jobs.Rate("provider", 10, time.Second))
+	h := f.handler(dashboard.Options{})
+
+	var lim struct {
+		Queues []struct {
+			Queue  string `json:"queue"`
+			Limits []struct {
+				Key     string   `json:"key"`
+				Max     int      `json:"max"`
+				Held    int      `json:"held"`
+				Waiting int      `json:"waiting"`
+				Holders []string `json:"holders"`
+				AtLimit bool     `json:"at_limit"`
+			} `json:"limits"`
+		} `json:"queues"`
+	}
+	getJSON(t, h, "/api/limits", &lim)
+	if len(lim.Queues) != 1 || len(lim.Queues[0].Limits) != 1 {
+		t.Fatalf("limits: %+v", lim)
+	}
+	l := lim.Queues[0].Limits[0]
+	if l.Key != "export:cust-42" || l.Max != 1 || l.Held != 1 || l.Waiting != 2 || !l.AtLimit ||
+		len(l.Holders) != 1 || l.Holders[0] != holder {
+		t.Fatalf("limit: %+v (holder %s)", l, holder)
+	}
+
+	var job struct {
+		Job struct {
+			Limit      string `json:"limit"`
+			WaitingFor string `json:"waiting_for"`
+		} `json:"job"`
+	}
+	body := getJSON(t, h, "/api/jobs/default/"+parked, &job)
+	if job.Job.WaitingFor != "limit export:cust-42, 1 of 1 held" || !strings.HasPrefix(job.Job.Limit, "export:cust-42, at most 1") {
+		t.Fatalf("parked job: %s", body)
+	}
+}

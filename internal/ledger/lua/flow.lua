@@ -1,0 +1,164 @@
+-- flow.lua: concurrency limits and rate limits (jobs.Limiter, jobs.RateLimiter),
+-- shared by the scripts that admit, park, release and wake jobs. Linked like
+-- prelude.lua (only the definitions a script names), so a script that names
+-- none of them, and a job without flow control, pays nothing.
+--
+-- A job under flow control carries the field 'flow' ('1'), read by the claim in
+-- the same HMGET as its other fields, and:
+--   lkey, lmax        its concurrency limit: at most lmax running attempts hold a
+--                     permit of key lkey at once
+--   rkey, rmax, rper  its rate limit: at most rmax starts per rper ms
+--   wait, wait_at     while held back: 'limit' (parked), or 'rate' and the start
+--                     time it was deferred to (ms)
+-- Keys, derived from the queue's prefix so they share its hash slot:
+--   P..'limit:'..key..':holders'  zset: job id -> when its permit was taken (ms)
+--   P..'limit:'..key..':wait'     zset: parked job id -> its creation time (FIFO)
+--   P..'limit:'..key..':ready'    set: job ids put in the due index by an enqueue
+--                                 or a wake-up and not yet claimed (so an enqueue
+--                                 parks a job at once when they fill the limit)
+--   P..'limits'                   hash: key -> max, for keys with holders or waiters
+--   P..'rate:'..key               zset: '<job id>:<µs>' -> start time (ms), the
+--                                 starts of the last period
+--   P..'rate:'..key..':held'      zset: deferred job id -> its deferred start (ms)
+--   P..'rates'                    hash: key -> '<max>/<per ms>'
+-- A permit is held by a running attempt: its token is the attempt's token, so
+-- a holder whose permit was reclaimed (its lease expired, see expire.lua) can
+-- neither renew nor complete, and storage fenced by the token refuses it once
+-- the job runs again.
+
+-- flow_name is the limit's name: its key up to the first ':' (metric labels).
+local function flow_name(key) return string.match(key, '^[^:]*') end
+
+local function limit_holders(key) return P .. 'limit:' .. key .. ':holders' end
+local function limit_waiting(key) return P .. 'limit:' .. key .. ':wait' end
+local function limit_ready(key) return P .. 'limit:' .. key .. ':ready' end
+
+-- flow_park parks pending job id (not in the due index) on limit key.
+local function flow_park(id, key, max, created)
+  redis.call('ZADD', limit_waiting(key), created, id)
+  redis.call('HSET', jobkey(id), 'wait', 'limit')
+  redis.call('HSET', P .. 'limits', key, max)
+end
+
+-- flow_wake moves up to n parked jobs of limit key back to the due index,
+-- oldest first (at their creation time, so ahead of later jobs), and drops
+-- the key's entry in the limits hash when nothing holds or waits on it.
+local function flow_wake(key, n)
+  local wk = limit_waiting(key)
+  local woken = 0
+  while woken < n do
+    local e = redis.call('ZPOPMIN', wk)
+    if not e[1] then break end
+    local h = redis.call('HMGET', jobkey(e[1]), 'state', 'wait')
+    if h[1] == 'pending' and h[2] == 'limit' then -- else cancelled or gone: skip it
+      redis.call('HDEL', jobkey(e[1]), 'wait')
+      redis.call('ZADD', index['pending'], e[2], e[1])
+      redis.call('SADD', limit_ready(key), e[1])
+      woken = woken + 1
+    end
+  end
+  if woken > 0 then wake() end
+  if redis.call('EXISTS', wk) == 0 and redis.call('EXISTS', limit_holders(key)) == 0
+      and redis.call('EXISTS', limit_ready(key)) == 0 then
+    redis.call('HDEL', P .. 'limits', key)
+  end
+  return woken
+end
+
+-- flow_release ends job id's permit on limit key (its attempt ended or its
+-- lease was reclaimed) and, when jobs wait, wakes as many as permits are
+-- free (held and promised to due jobs not yet claimed subtracted; at least
+-- one when nothing is held, so waiting jobs never stay parked behind a
+-- promise that was lost).
+local function flow_release(id, key, max)
+  local hk = limit_holders(key)
+  redis.call('ZREM', hk, id)
+  redis.call('SREM', limit_ready(key), id)
+  if redis.call('EXISTS', limit_waiting(key)) == 1 then
+    local held = redis.call('ZCARD', hk)
+    local free = num(max) - held - redis.call('SCARD', limit_ready(key))
+    if held == 0 then free = math.max(free, 1) end
+    if free > 0 then flow_wake(key, free) end
+  end
+end
+
+-- flow_enqueue decides where a job of limit key, created now and due now,
+-- goes: parked at once (true) when the permits are taken or promised (held,
+-- or due jobs of the key not yet claimed) or jobs wait before it; else it
+-- enters the due index (false), counted among the key's ready jobs. A key
+-- with waiting jobs but nothing held or ready (which no release would ever
+-- wake) wakes them instead.
+local function flow_enqueue(id, key, max)
+  local held = redis.call('ZCARD', limit_holders(key))
+  local rk = limit_ready(key)
+  local ready = redis.call('SCARD', rk)
+  if held == 0 and ready >= num(max) then
+    -- Nothing holds a permit, so no release will come: drop promises to
+    -- jobs no longer due and unclaimed (a record lost), so they cannot
+    -- park this job for ever.
+    for _, rid in ipairs(redis.call('SMEMBERS', rk)) do
+      local h = redis.call('HMGET', jobkey(rid), 'state', 'wait')
+      if h[1] ~= 'pending' or h[2] then redis.call('SREM', rk, rid) end
+    end
+    ready = redis.call('SCARD', rk)
+  end
+  local taken = held + ready
+  local waiting = redis.call('EXISTS', limit_waiting(key)) == 1
+  if taken > 0 and (waiting or taken >= num(max)) then
+    flow_park(id, key, max, now)
+    return true
+  end
+  if waiting then flow_wake(key, num(max)) end
+  redis.call('SADD', limit_ready(key), id)
+  return false
+end
+
+-- flow_admit decides whether job id, due and already taken off the due index
+-- by a claim, may start now. It returns nil when it may (its permit is taken
+-- and its start recorded); else why, for the claim's reply: 'limit:<name>'
+-- (parked until a permit frees) or 'rate:<name>' (back in the due index at the
+-- earliest start its rate allows). Nothing is counted as an attempt.
+local function flow_admit(id)
+  local k = jobkey(id)
+  local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'created', 'wait')
+  local lkey, rkey = f[1], f[3]
+  if lkey then redis.call('SREM', limit_ready(lkey), id) end
+  if lkey and redis.call('ZCARD', limit_holders(lkey)) >= num(f[2]) then
+    flow_park(id, lkey, f[2], num(f[6]))
+    count('limit_waits')
+    return 'limit:' .. flow_name(lkey)
+  end
+  local rk
+  if rkey then
+    local max, per = num(f[4]), num(f[5])
+    rk = P .. 'rate:' .. rkey
+    redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - per) -- the window is (now - per, now]
+    local n = redis.call('ZCARD', rk)
+    if n >= max then
+      -- The earliest start: when the start max places from the newest leaves
+      -- the window. Jobs deferred before it take the starts before it, max
+      -- per period, so a backlog is spread out instead of all due at once.
+      local heldk = rk .. ':held'
+      redis.call('ZREMRANGEBYSCORE', heldk, '-inf', now - per)
+      redis.call('ZREM', heldk, id)
+      local e = redis.call('ZRANGE', rk, n - max, n - max, 'WITHSCORES')
+      local at = num(e[2]) + per + per * math.floor(redis.call('ZCARD', heldk) / max)
+      redis.call('ZADD', heldk, at, id)
+      redis.call('ZADD', index['pending'], at, id)
+      redis.call('HSET', k, 'wait', 'rate', 'wait_at', fmt(at))
+      redis.call('HSET', P .. 'rates', rkey, f[4] .. '/' .. f[5])
+      count('rate_deferrals')
+      return 'rate:' .. flow_name(rkey)
+    end
+  end
+  if lkey then
+    redis.call('ZADD', limit_holders(lkey), now, id)
+    if f[7] == 'limit' then redis.call('ZREM', limit_waiting(lkey), id) end
+  end
+  if rk then
+    redis.call('ZADD', rk, now, id .. ':' .. fmt(now_us))
+    redis.call('ZREM', rk .. ':held', id)
+  end
+  if f[7] then redis.call('HDEL', k, 'wait', 'wait_at') end
+  return nil
+end

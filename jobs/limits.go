@@ -1,0 +1,106 @@
+package jobs
+
+import (
+	"time"
+	"unicode/utf8"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// Limiter is implemented by args whose attempts share a concurrency limit:
+// at most max attempts of jobs returning the same key run at once, across
+// every pool and process serving the job's queue. A job that cannot get a
+// permit is parked (not claimed, no attempt consumed) until one frees; jobs
+// of other keys behind it are claimed as usual.
+//
+// The key's part before the first ':' is the limit's name, used as a metric
+// label ("export" for "export:cust-42"): keep it one of a few fixed words.
+// A constant key limits the whole kind; the same key returned by every kind
+// of a queue limits the queue. Limits are scoped to the job's queue (every
+// key of a queue lives in one Redis hash slot, so the claim checks the limit
+// in the same script): the same key on two queues is two limits.
+//
+// An attempt's permit is fenced by the attempt's token: renewed with the
+// attempt, released when it ends, reclaimed when its lease expires (the
+// maintenance leader's expirer), after which the old attempt can neither
+// renew nor complete, and storage fenced by its token refuses it once the
+// job runs again. Return an empty key for no limit.
+type Limiter interface {
+	Limit() (key string, max int)
+}
+
+// RateLimiter is implemented by args whose starts share a rate limit: at
+// most max attempts of jobs returning the same key start per period, in any
+// window of that length, by Redis's clock (the namespace's time), across
+// every pool and process serving the queue. A job held back is due again at
+// the earliest start the rate allows: no polling, no attempt consumed, no
+// retry counted. Naming, scope and labels are as for Limiter. Return an
+// empty key for no rate limit.
+type RateLimiter interface {
+	RateLimit() (key string, max int, per time.Duration)
+}
+
+// Limits of the flow-control keys (Limit, Rate).
+const (
+	MaxFlowKeyLen = 200       // bytes of a limit's or rate's key
+	MaxFlowMax    = 1_000_000 // the largest max of a limit or rate
+	MaxRatePeriod = 24 * time.Hour
+)
+
+// Limit sets the job's concurrency limit (see Limiter), for EnqueueRaw or
+// to override the args' Limit method.
+func Limit(key string, max int) Option {
+	return func(o *options) { o.limitKey, o.limitMax, o.limitSet = key, max, true }
+}
+
+// Rate sets the job's rate limit (see RateLimiter), for EnqueueRaw or to
+// override the args' RateLimit method.
+func Rate(key string, max int, per time.Duration) Option {
+	return func(o *options) { o.rateKey, o.rateMax, o.ratePer, o.rateSet = key, max, per, true }
+}
+
+// flowArgs fills o's flow control from args' methods where no option set it.
+func flowArgs(args JobArgs, o *options) {
+	if l, ok := args.(Limiter); ok && !o.limitSet {
+		o.limitKey, o.limitMax = l.Limit()
+	}
+	if r, ok := args.(RateLimiter); ok && !o.rateSet {
+		o.rateKey, o.rateMax, o.ratePer = r.RateLimit()
+	}
+}
+
+// flowOf validates o's flow control; nil when the job has none.
+func flowOf(o *options) (*ledger.Flow, error) {
+	if o.limitKey == "" && o.rateKey == "" {
+		return nil, nil
+	}
+	f := &ledger.Flow{}
+	if o.limitKey != "" {
+		if err := validFlowKey("limit", o.limitKey, o.limitMax); err != nil {
+			return nil, err
+		}
+		f.LimitKey, f.LimitMax = o.limitKey, o.limitMax
+	}
+	if o.rateKey != "" {
+		if err := validFlowKey("rate", o.rateKey, o.rateMax); err != nil {
+			return nil, err
+		}
+		if o.ratePer < time.Millisecond || o.ratePer > MaxRatePeriod {
+			return nil, invalid("rate %q: period %v must be between 1ms and %v", o.rateKey, o.ratePer, MaxRatePeriod)
+		}
+		f.RateKey, f.RateMax, f.RatePer = o.rateKey, o.rateMax, roundUpMS(o.ratePer)
+	}
+	return f, nil
+}
+
+func validFlowKey(what, key string, max int) error {
+	switch {
+	case len(key) > MaxFlowKeyLen:
+		return invalid("%s key of %d bytes exceeds %d", what, len(key), MaxFlowKeyLen)
+	case !utf8.ValidString(key):
+		return invalid("%s key is not valid UTF-8", what)
+	case max < 1 || max > MaxFlowMax:
+		return invalid("%s %q: max %d is outside 1-%d", what, key, max, MaxFlowMax)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package jobs
+
+import (
+	"context"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// LimitStatus is one concurrency limit's key with permit holders or parked
+// jobs: its max, the job ids holding a permit, how many jobs wait.
+type LimitStatus = ledger.LimitStatus
+
+// RateStatus is one rate limit's key: its max per period, the starts in the
+// last period, the jobs deferred to a later start.
+type RateStatus = ledger.RateStatus
+
+// FlowStatus is a queue's flow control as Inspector.Limits reads it.
+type FlowStatus struct {
+	// Limits are the concurrency limits with holders or parked jobs, keys
+	// at their limit first (of a partitioned queue, per partition).
+	Limits []LimitStatus `json:"limits"`
+	// Rates are the rate limits seen on the queue.
+	Rates []RateStatus `json:"rates"`
+}
+
+// Limits returns queue q's concurrency limits and rate limits (see Limiter,
+// RateLimiter): keys at their limit, their holders, how many jobs wait.
+func (in *Inspector) Limits(ctx context.Context, q string) (*FlowStatus, error) {
+	names, err := in.names(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := &FlowStatus{Limits: []LimitStatus{}, Rates: []RateStatus{}}
+	for _, n := range names {
+		ls, rs, err := in.l.Limits(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		out.Limits = append(out.Limits, ls...)
+		out.Rates = append(out.Rates, rs...)
+	}
+	return out, nil
+}
