@@ -66,7 +66,7 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 		"reason":  {"invalid": true, "unknown_kind": true, "malformed": true, "unknown_job": true},
 		"state":   {"pending": true, "running": true, "uncertain": true, "review": true, "succeeded": true, "dead": true, "cancelled": true},
 		"result":  {"applied": true, "not_applied": true, "cannot_tell": true, "review": true},
-		"service": {"expirer": true, "resolver": true, "pruner": true, "status": true, "periodic": true, "outbox_relay": true},
+		"service": {"expirer": true, "resolver": true, "pruner": true, "status": true, "periodic": true, "outbox_relay": true, "handover": true},
 	}
 	for _, f := range fams {
 		if !strings.HasPrefix(f.GetName(), "fencedq_") {
