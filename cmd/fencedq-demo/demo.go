@@ -506,6 +506,11 @@ func withoutFencedqEnv(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, cli.EnvPrefix) })
 }
 
+// strayWait bounds the wait for a claim to drop the stray entry: an idle
+// pool finds it at its next idle look (FetchPollInterval), later on a
+// loaded machine.
+const strayWait = 15 * time.Second
+
 // strayDueEntry puts a succeeded job back in the queue's due index, as a
 // duplicate write or a restored backup could: the next claim must drop the
 // entry (counted as deduplicated_execute) and the handler must not run.
@@ -537,7 +542,7 @@ func (d *demo) strayDueEntry(ctx context.Context) {
 	d.mu.Lock()
 	d.stray = res
 	d.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(strayWait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if d.queueStat(ctx, q, "deduplicated_execute") > dedupBefore {
 			after, err := l.Get(ctx, q, id)

@@ -213,7 +213,7 @@ func (d *demo) verdicts(ctx context.Context, s *summary, st map[string]int64) ([
 	case stray == nil:
 		sv.Happened, sv.Result = "not staged: the run ended before this stage, or no transfer had succeeded yet", resultNotRun
 	case !stray.dropped:
-		sv.JobID, sv.Happened, sv.Result = stray.id, "the stray entry was not dropped within 5s", resultFail
+		sv.JobID, sv.Happened, sv.Result = stray.id, fmt.Sprintf("the stray entry was not dropped within %v", strayWait), resultFail
 	default:
 		sv.JobID = stray.id
 		a := stray.after

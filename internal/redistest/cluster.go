@@ -183,7 +183,9 @@ func (c *Cluster) KillMaster(i int) {
 	r := c.replica(i)
 	dead := c.Nodes[i]
 	dead.Kill()
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	// promotion (FORCE, then TAKEOVER), healing and every node's routing
+	// each wait up to Timeout: one budget for all three
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testsignal.Timeout())
 	defer cancel()
 	if err := redisserver.PromoteReplica(ctx, r.Addr, testsignal.Scale(5*time.Second), testsignal.Timeout()); err != nil {
 		c.tb.Fatal(err)
