@@ -400,9 +400,10 @@ func (d *demo) enqueueStaged(ctx context.Context, check string, t bank.Transfer,
 
 // stageFailures stages a paused worker, a late answer, a crash and a
 // finished job found due again. Stages start while ctx (the feed) lasts;
-// the crash stage, once started, runs to its end under runCtx, so a short
-// run or a slow machine does not cut it off between its enqueue and the
-// kill.
+// the crash and stray stages, once started, run to their end under runCtx,
+// so a short run or a slow machine does not cut them off mid-way (the
+// crash between its enqueue and the kill, the stray stage before its
+// entry is dropped).
 func (d *demo) stageFailures(ctx, runCtx context.Context, staged *stagingStore) {
 	sleep := func(dur time.Duration) bool {
 		select {
@@ -431,7 +432,7 @@ func (d *demo) stageFailures(ctx, runCtx context.Context, staged *stagingStore) 
 	if !sleep(500 * time.Millisecond) {
 		return
 	}
-	d.strayDueEntry(ctx)
+	d.strayDueEntry(runCtx)
 }
 
 // crashWorkerEnv, set to "1" in a fencedq-demo process's environment,

@@ -10,7 +10,7 @@
 --         Sentinels' epoch rose since, that epoch: raised to ARGV[1] if still recorded
 -- Reply: {replication id, epoch, capped, assigned}: capped 1 when the epoch was capped at
 --        EPOCH_MAX, assigned 1 when this run gave the primary its first epoch;
---        {'', '0', '0', '0'} when INFO is not permitted here (epochs off)
+--        {'', '0', '0', '0', why} when INFO gives no replication id here (epochs off)
 --
 -- A primary keeps the epoch recorded for its replication id. A replication
 -- id seen for the first time (a promoted replica, a restarted primary) gets:
@@ -29,8 +29,8 @@
 local key = KEYS[1]
 local F, C, L, EL = tonumber(ARGV[1]), tonumber(ARGV[2]) or 0, ARGV[3], tonumber(ARGV[4]) or 0
 local function fmt(n) return string.format('%d', n) end
-local rid = epoch_replid()
-if rid == '' then return {'', '0', '0', '0'} end -- INFO not permitted: epochs off
+local rid, why = epoch_replid()
+if rid == '' then return {'', '0', '0', '0', why} end -- no replication id: epochs off
 local mx = tonumber(redis.call('HGET', key, 'max') or '')
 local rec = tonumber(redis.call('HGET', key, 'r:' .. rid) or '')
 local e, assigned = nil, 0

@@ -66,7 +66,8 @@
 // old one above it. Epochs above [Max] are capped (logged at error level):
 // past that point order across failovers is the clock's again. A Redis user
 // that may not run INFO (ACL) turns epochs off, logged at error level:
-// grant it +info. The epoch says nothing about lost data; it only keeps the
+// grant it +info (a server without replication, such as an in-process test
+// server, turns them off with a warning). The epoch says nothing about lost data; it only keeps the
 // order of tokens.
 //
 // # Redis Cluster
@@ -120,6 +121,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -319,7 +321,7 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 		if err != nil {
 			return State{}, fmt.Errorf("epoch: advance: %w", err)
 		}
-		if len(reply) != 4 {
+		if len(reply) < 4 {
 			return State{}, fmt.Errorf("epoch: advance: malformed reply %q", reply)
 		}
 		e, err := strconv.ParseUint(reply[1], 10, 64)
@@ -327,8 +329,7 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 			return State{}, fmt.Errorf("epoch: advance: malformed reply %q", reply)
 		}
 		if reply[0] == "" {
-			t.log.Error("fencing epochs off: the Redis user may not run INFO (grant +info), so tokens are ordered by the clock across failovers",
-				"key", t.key)
+			t.logEpochsOff(reply[4:])
 			return State{}, nil
 		}
 		if reply[2] == "1" {
@@ -371,4 +372,22 @@ func (t *Tracker) Mint(ctx context.Context, mint func(State) (stale bool, err er
 			return err
 		}
 	}
+}
+
+// logEpochsOff says why epochs are off: at error level when the Redis user
+// may not run INFO (an operator can grant it), at warning level when the
+// server has no replication section (an in-process test server, which has
+// no failover either).
+func (t *Tracker) logEpochsOff(why []string) {
+	reason := "unknown"
+	if len(why) > 0 {
+		reason = why[0]
+	}
+	if strings.Contains(reason, "NOPERM") || strings.Contains(reason, "can't run this command") {
+		t.log.Error("fencing epochs off: the Redis user may not run INFO (grant +info), so tokens are ordered by the clock across failovers",
+			"key", t.key, "reason", reason)
+		return
+	}
+	t.log.Warn("fencing epochs off: this server gives no replication id (INFO replication), so tokens are ordered by the clock across failovers",
+		"key", t.key, "reason", reason)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/alicebob/miniredis/v2"
 	"log/slog"
 	"math"
 	"math/big"
@@ -460,6 +461,27 @@ func TestInfoDeniedTurnsEpochsOff(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "+info") {
 		t.Fatalf("epochs off without a loud log: %s", logs.String())
+	}
+}
+
+// A server without a replication section (the demo's in-process Redis)
+// has no failover: epochs are off with a warning, not an error that asks
+// an operator to grant INFO, and minting works.
+func TestNoReplicationSectionTurnsEpochsOffQuietly(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	var logs bytes.Buffer
+	ns := "noreplication"
+	tr := epoch.New(c, ns, epoch.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	a := mint(t, c, tr, ns+":a")
+	b := mint(t, c, tr, ns+":a")
+	if epoch.Of(a) != 0 || b <= a {
+		t.Fatalf("tokens without a replication id: %d then %d", a, b)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "level=WARN") ||
+		!strings.Contains(logs.String(), "no replication id") {
+		t.Fatalf("want one warning that the server gives no replication id: %s", logs.String())
 	}
 }
 

@@ -71,12 +71,17 @@ local function token_mint(last, ep, now_us)
 end
 
 -- epoch_replid returns the replication id of the node this runs on (its
--- primary's when it is a replica), or '' when INFO is not permitted (ACL):
+-- primary's when it is a replica), or '' and why when INFO gives none (the
+-- Redis user may not run INFO, or the server has no replication section):
 -- epochs are then off, and the caller's tracker says so in its log.
 local function epoch_replid()
   local info = redis.pcall('INFO', 'replication')
-  if type(info) ~= 'string' then return '' end
-  return string.match(info, 'master_replid:(%w+)') or ''
+  if type(info) ~= 'string' then
+    return '', type(info) == 'table' and tostring(info.err) or 'no reply'
+  end
+  local rid = string.match(info, 'master_replid:(%w+)')
+  if not rid then return '', 'no master_replid in INFO replication' end
+  return rid
 end
 
 -- epoch_node returns the epoch to mint with on Redis Cluster, where key is
