@@ -615,8 +615,8 @@ func TestInspectPendingDueAndLimit(t *testing.T) {
 			}
 		}
 	}
-	if !strings.HasSuffix(out, "4 pending job(s)\n") {
-		t.Errorf("every job shown: %q", out)
+	if !strings.HasSuffix(out, "4 pending job(s)\n") || strings.Contains(out, "%!") {
+		t.Errorf("every job shown, every column formatted: %q", out)
 	}
 	code, out, _ = e.cli("inspect", "--state", "pending", "--limit", "2")
 	rows := 0

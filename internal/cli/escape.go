@@ -59,9 +59,13 @@ func Escape(s string) string {
 // Escapef is fmt.Sprintf with every argument that prints as text passed
 // through Escape first: strings and string types, byte slices (raw JSON),
 // errors and fmt.Stringers. The format itself is the caller's; numbers
-// print as Sprintf prints them.
+// print as Sprintf prints them, number types with a String method too (a
+// token prints with %d).
 func Escapef(format string, a ...any) string {
 	for i, v := range a {
+		if v != nil && isNumber(reflect.ValueOf(v).Kind()) {
+			continue
+		}
 		switch x := v.(type) {
 		case nil:
 		case error:
@@ -78,6 +82,10 @@ func Escapef(format string, a ...any) string {
 		}
 	}
 	return fmt.Sprintf(format, a...)
+}
+
+func isNumber(k reflect.Kind) bool {
+	return (k >= reflect.Int && k <= reflect.Uint64) || k == reflect.Float32 || k == reflect.Float64
 }
 
 // unsafeRune reports whether a terminal may act on r (see Escape).

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"github.com/fencedq/fencedq/lease"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -33,6 +34,10 @@ func TestEscapef(t *testing.T) {
 	got := Escapef("%s %s %v %d %s|", state("x\x1b"), []byte("{\"a\":\"\x07\"}"), errors.New("e\r"), 7, "s\n")
 	if want := `x\x1b {"a":"\x07"} e\r 7 s\n|`; got != want {
 		t.Fatalf("Escapef = %q, want %q", got, want)
+	}
+	// A number type with a String method (a token) still prints with %d.
+	if got := Escapef("%d|%s", lease.Token(42), lease.Token(43)); got != "42|43" {
+		t.Fatalf("Escapef of tokens = %q, want %q", got, "42|43")
 	}
 }
 
