@@ -244,6 +244,7 @@ local function minter(ep)
     return function(last) return token_mint(last, ep, now_us) end
   end
   return function(last)
+    if not last then return floor end -- never claimed: no token field, reads as 0
     if type(last) == 'string' and #last <= 16 and string.find(last, '^%d+$') then
       local n = tonumber(last) + 1
       if n < EXACT then
