@@ -234,9 +234,8 @@ end
 -- minter returns the function a script mints job tokens with in fencing
 -- epoch ep: mint(last) = token_mint(last, ep, now_us) (internal/epoch's
 -- lib.lua), max(last + 1, (ep << 52) + now_us) as a decimal string. A claim
--- mints many: while the floor and last are below 2^53 - 1 (epochs 0 and 1),
+-- mints many: while the floor and last are below EXACT (epochs 0 and 1),
 -- where Lua numbers are exact, it computes in numbers.
-local EXACT = 9007199254740991 -- 2^53 - 1
 local function minter(ep)
   local floor = token_mint('0', ep, now_us)
   local nfloor = tonumber(floor)
