@@ -47,6 +47,11 @@ func redisCPU(tb testing.TB, c *redis.Client) float64 {
 func BenchmarkScriptCPU(b *testing.B) {
 	ctx := context.Background()
 	rdb := redistest.Start(b, redistest.Options{}).Client()
+	// as fencedq-bench's server: no keyspace events (redistest turns them on
+	// for Await; they cost Redis CPU on every write)
+	if err := rdb.ConfigSet(ctx, "notify-keyspace-events", "").Err(); err != nil {
+		b.Fatal(err)
+	}
 	l := ledger.New(rdb, ledger.Config{Namespace: "bench", Retention: time.Hour})
 	const q = "default"
 	fill := func(b *testing.B, n int) {
