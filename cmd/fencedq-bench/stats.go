@@ -36,26 +36,31 @@ var learned sync.Map
 
 var luaHeader = regexp.MustCompile(`(?m)^--\s*([A-Za-z0-9_]+)\.lua:`)
 
-// learnScript records a name for src's SHA1.
+// ledgerLibs are the ledger's shared Lua files, linked before a script's own
+// source: their header comments may come first.
+var ledgerLibs = map[string]bool{"prelude": true, "flow": true, "workflow": true}
+
+// learnScript records a name for src's SHA1: the last header comment's (a
+// script's own source comes after the definitions linked before it), with
+// "jobs:" when a ledger library is linked in.
 func learnScript(src string) {
 	sum := sha1.Sum([]byte(src))
 	sha := hex.EncodeToString(sum[:])
 	if _, ok := learned.Load(sha); ok {
 		return
 	}
-	name, prelude := "", false
+	name, ledger := "", false
 	for _, m := range luaHeader.FindAllStringSubmatch(src, -1) {
-		if m[1] == "prelude" {
-			prelude = true
+		if ledgerLibs[m[1]] {
+			ledger = true
 			continue
 		}
 		name = m[1]
-		break
 	}
 	switch {
 	case name == "":
 		return
-	case prelude:
+	case ledger:
 		name = "jobs:" + name
 	case name == "acquire" || name == "renew" || name == "release":
 		name = "lease:" + name

@@ -128,6 +128,15 @@ func TestDecimalArithmetic(t *testing.T) {
 		{strconv.FormatUint(epoch.Floor(7, now), 10), 3, epoch.Floor(7, now) + 1}, // a later epoch's token stays above
 		{"", epoch.Max, epoch.Floor(epoch.Max, now)},
 		{"18446744073709551614", 0, math.MaxUint64},
+		// around 2^53, where minting leaves numbers for decimal strings
+		{"9007199254740989", 0, 1<<53 - 2},
+		{"9007199254740990", 0, 1<<53 - 1},
+		{"9007199254740991", 0, 1 << 53},
+		{"9999999999999998", 0, 9999999999999999},
+		{strconv.FormatUint(epoch.Floor(1, now)+5, 10), 1, epoch.Floor(1, now) + 6},
+		{"0000000000000000000000123", 0, uint64(now)},
+		{"0007", 0, uint64(now)},
+		{"12a", 0, uint64(now)}, // garbage reads as none
 	} {
 		got := run("mint", tc.last, tc.ep, now)
 		if got != strconv.FormatUint(tc.want, 10) {

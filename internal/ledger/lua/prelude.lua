@@ -234,9 +234,8 @@ end
 -- minter returns the function a script mints job tokens with in fencing
 -- epoch ep: mint(last) = token_mint(last, ep, now_us) (internal/epoch's
 -- lib.lua), max(last + 1, (ep << 52) + now_us) as a decimal string. A claim
--- mints many: while the floor and last are below 2^53 - 1 (epochs 0 and 1),
+-- mints many: while the floor and last are below EXACT (epochs 0 and 1),
 -- where Lua numbers are exact, it computes in numbers.
-local EXACT = 9007199254740991 -- 2^53 - 1
 local function minter(ep)
   local floor = token_mint('0', ep, now_us)
   local nfloor = tonumber(floor)
@@ -244,6 +243,7 @@ local function minter(ep)
     return function(last) return token_mint(last, ep, now_us) end
   end
   return function(last)
+    if not last then return floor end -- never claimed: no token field, reads as 0
     if type(last) == 'string' and #last <= 16 and string.find(last, '^%d+$') then
       local n = tonumber(last) + 1
       if n < EXACT then

@@ -1,0 +1,130 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
+)
+
+// redisCPU returns the Redis main thread's CPU time so far in µs (INFO cpu):
+// unlike a call's wall time it does not grow while the server waits for a
+// core on a loaded machine.
+func redisCPU(tb testing.TB, c *redis.Client) float64 {
+	tb.Helper()
+	s, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(s, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				tb.Fatalf("INFO cpu %s: %v", k, err)
+			}
+			sum += f
+		}
+	}
+	return sum * 1e6
+}
+
+// BenchmarkScriptCPU reports the Redis CPU time of the claim and completion
+// scripts per call and per job, for batches of 5 and 25 jobs (about what a
+// pool of concurrency 10 and 50 sends): the script cost fencedq-bench's
+// no-op drain pays, without the client. Each iteration is one call.
+//
+//	go test -run '^$' -bench ScriptCPU -benchtime 400x ./internal/ledger/
+func BenchmarkScriptCPU(b *testing.B) {
+	ctx := context.Background()
+	rdb := redistest.Start(b, redistest.Options{}).Client()
+	// as fencedq-bench's server: no keyspace events (redistest turns them on
+	// for Await; they cost Redis CPU on every write)
+	if err := rdb.ConfigSet(ctx, "notify-keyspace-events", "").Err(); err != nil {
+		b.Fatal(err)
+	}
+	l := ledger.New(rdb, ledger.Config{Namespace: "bench", Retention: time.Hour})
+	const q = "default"
+	fill := func(b *testing.B, n int) {
+		b.Helper()
+		for i := 0; i < n; i += 100 {
+			js := make([]*ledger.NewJob, min(100, n-i))
+			for j := range js {
+				js[j] = &ledger.NewJob{ID: uuid.NewString(), Kind: "noop", Queue: q, Payload: []byte("{}"), MaxRetries: 5}
+			}
+			if _, err := l.Insert(ctx, js); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	claim := func(b *testing.B, batch int) []ledger.Claimed {
+		b.Helper()
+		res, err := l.Claim(ctx, q, "pool", time.Minute, batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Jobs) != batch {
+			b.Fatalf("claimed %d jobs, want %d", len(res.Jobs), batch)
+		}
+		return res.Jobs
+	}
+	complete := func(b *testing.B, js []ledger.Claimed) {
+		b.Helper()
+		cs := make([]ledger.Completion, len(js))
+		for i, j := range js {
+			cs[i] = ledger.Completion{ID: j.ID, Token: j.Token, Outcome: ledger.Outcome{To: ledger.Succeeded}}
+		}
+		out, err := l.Complete(ctx, q, cs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range out {
+			if !c.Applied {
+				b.Fatalf("completion not applied: %+v", c)
+			}
+		}
+	}
+	report := func(b *testing.B, cpu float64, batch int) {
+		b.ReportMetric(cpu/float64(b.N), "redis-µs/call")
+		b.ReportMetric(cpu/float64(b.N*batch), "redis-µs/job")
+	}
+	for _, batch := range []int{5, 25} {
+		b.Run(fmt.Sprintf("claim/%d", batch), func(b *testing.B) {
+			fill(b, b.N*batch)
+			var claimed [][]ledger.Claimed
+			t0 := redisCPU(b, rdb)
+			b.ResetTimer()
+			for range b.N {
+				claimed = append(claimed, claim(b, batch))
+			}
+			b.StopTimer()
+			report(b, redisCPU(b, rdb)-t0, batch)
+			for _, js := range claimed {
+				complete(b, js)
+			}
+		})
+		b.Run(fmt.Sprintf("complete/%d", batch), func(b *testing.B) {
+			fill(b, b.N*batch)
+			claimed := make([][]ledger.Claimed, b.N)
+			for i := range claimed {
+				claimed[i] = claim(b, batch)
+			}
+			t0 := redisCPU(b, rdb)
+			b.ResetTimer()
+			for _, js := range claimed {
+				complete(b, js)
+			}
+			b.StopTimer()
+			report(b, redisCPU(b, rdb)-t0, batch)
+		})
+	}
+}
