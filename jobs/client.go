@@ -514,6 +514,9 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 			return nil, err
 		}
 	}
+	if o.partitionKey == "" {
+		o.partitionKey = o.group // a group lives within one partition
+	}
 	if len(o.partitionKey) > MaxPartitionKeyLen {
 		return nil, invalid("partition key of %d bytes exceeds %d", len(o.partitionKey), MaxPartitionKeyLen)
 	}
