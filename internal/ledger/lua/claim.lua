@@ -94,9 +94,9 @@ while i < #ids do
     dropped[#dropped + 1] = id
     dropped[#dropped + 1] = why
   end
-  if i == #ids and group_need[1] and #ids < max then group_fill(ids, max) end
+  if i == #ids and #ids < max and (group_need[1] or group_cand[1]) then group_fill(ids, max) end
 end
-if group_need[1] or group_done[1] then group_heads() end
+if group_need[1] or group_done[1] or group_cand[1] then group_heads() end
 call_chunked('ZADD', index['running'], running, 1000)
 local n = (r - 6) / 12
 if n > 0 then count('attempted', n) end

@@ -81,19 +81,44 @@ local function group_leave(id, g)
   if not group_unpark(id, g) and redis.call('HGET', P .. 'groups', g) == id then group_promote(g) end
 end
 
--- The claim's bookkeeping (claim.lua): groups whose head (or a job taken
--- from the group's index) it took, in the order taken.
-local group_need, group_needs, group_took_ids, group_done = {}, {}, {}, {}
+-- The claim's bookkeeping (claim.lua): group_need lists the groups whose
+-- head (or a job taken from the group's index) it took, in the order taken;
+-- group_cand holds (group, id) pairs of grouped jobs taken off the due index
+-- not yet checked against their group's head (group_resolve checks them all
+-- with one HMGET); group_done lists the groups group_fill met.
+local group_need, group_needs, group_cand, group_took_ids, group_done = {}, {}, {}, {}, {}
+
+local function group_add_need(g)
+  if group_needs[g] then return end
+  group_needs[g] = true
+  group_need[#group_need + 1] = g
+end
 
 -- group_took records that the claim took job id of group g off the due index
 -- (claimed, held back or dropped): when id was the head, or was taken from
 -- the group's index by group_fill, the group needs a next job.
 local function group_took(g, id)
-  if group_needs[g] then return end
-  if group_took_ids[id] or redis.call('HGET', P .. 'groups', g) == id then
-    group_needs[g] = true
-    group_need[#group_need + 1] = g
+  if group_took_ids[id] then
+    group_add_need(g)
+  else
+    group_cand[#group_cand + 1] = g
+    group_cand[#group_cand + 1] = id
   end
+end
+
+-- group_resolve adds to group_need the groups of group_cand whose head was
+-- taken.
+local function group_resolve()
+  if not group_cand[1] then return end
+  local gs = {}
+  for j = 1, #group_cand, 2 do gs[#gs + 1] = group_cand[j] end
+  for c = 1, #gs, 1000 do -- within Lua's unpack limit
+    local heads = redis.call('HMGET', P .. 'groups', unpack(gs, c, math.min(c + 999, #gs)))
+    for j = 1, #heads do
+      if heads[j] == group_cand[2 * (c + j - 1)] then group_add_need(gs[c + j - 1]) end
+    end
+  end
+  group_cand = {}
 end
 
 -- group_fill, once the claim processed every id it has, fills the room left
@@ -103,14 +128,15 @@ end
 -- so no other job is passed over. Every group it met goes to group_done: its
 -- next head is made by group_heads.
 local function group_fill(ids, max)
+  group_resolve()
+  if not group_need[1] then return end
   local need = group_need
   group_need, group_needs = {}, {}
   local per = math.max(1, math.floor((max - #ids) / #need))
-  local gsk = P .. 'groups'
+  local taken = 0
   for _, g in ipairs(need) do
     local room = max - #ids
     if room > 0 then
-      local taken = 0
       local gk = group_key(g)
       local e = redis.call('ZPOPMIN', gk, math.min(per, room))
       for j = 1, #e, 2 do
@@ -123,22 +149,38 @@ local function group_fill(ids, max)
           break
         end
       end
-      if taken > 0 then redis.call('HINCRBY', gsk, GROUPS_N, -taken) end
     end
     group_done[#group_done + 1] = g
   end
+  if taken > 0 then redis.call('HINCRBY', P .. 'groups', GROUPS_N, -taken) end
 end
 
 -- group_heads, at the end of a claim, gives every group that needs one its
--- next head (group_promote).
+-- next head, due no earlier than now (group_promote, with the writes of all
+-- the groups batched: one HSET, one HDEL, one ZADD).
 local function group_heads()
-  local seen = {}
+  group_resolve()
+  local seen, set, gone, due, popped = {}, {}, {}, {}, 0
   for _, list in ipairs({group_need, group_done}) do
     for _, g in ipairs(list) do
       if not seen[g] then
         seen[g] = true
-        group_promote(g)
+        local e = redis.call('ZPOPMIN', group_key(g))
+        if e[1] then
+          popped = popped + 1
+          set[#set + 1], set[#set + 2] = g, e[1]
+          due[#due + 1], due[#due + 2] = fmt(math.max(num(e[2]), now)), e[1]
+        else
+          gone[#gone + 1] = g
+        end
       end
     end
   end
+  local gsk = P .. 'groups'
+  if popped > 0 then
+    redis.call('HINCRBY', gsk, GROUPS_N, -popped)
+    call_chunked('HSET', gsk, set, 1000)
+    call_chunked('ZADD', index['pending'], due, 1000)
+  end
+  if gone[1] then call_chunked('HDEL', gsk, gone, 1000) end
 end
