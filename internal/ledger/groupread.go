@@ -61,6 +61,20 @@ func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 	return out, nil
 }
 
+// GroupCount returns how many fair groups of queue q have pending jobs.
+func (l *Ledger) GroupCount(ctx context.Context, q string) (int64, error) {
+	pipe := l.rdb.Pipeline()
+	n := pipe.HLen(ctx, l.groupsKey(q))
+	counter := pipe.HExists(ctx, l.groupsKey(q), groupsParked)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, wrap("group count", err)
+	}
+	if counter.Val() {
+		return n.Val() - 1, nil
+	}
+	return n.Val(), nil
+}
+
 // groupAhead says where pending job id of group g stands in its group:
 // "group acme, 3 ahead" (the jobs of the group claimed before it; the
 // other groups' turns come between them).

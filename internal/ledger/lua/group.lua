@@ -85,8 +85,9 @@ end
 -- head (or a job taken from the group's index) it took, in the order taken;
 -- group_cand holds (group, id) pairs of grouped jobs taken off the due index
 -- not yet checked against their group's head (group_resolve checks them all
--- with one HMGET); group_done lists the groups group_fill met.
-local group_need, group_needs, group_cand, group_took_ids, group_done = {}, {}, {}, {}, {}
+-- with one HMGET); group_done lists the groups group_fill met; group_popped
+-- counts the jobs taken out of the groups' indexes (one HINCRBY of '#n').
+local group_need, group_needs, group_cand, group_took_ids, group_done, group_popped = {}, {}, {}, {}, {}, 0
 
 local function group_add_need(g)
   if group_needs[g] then return end
@@ -152,7 +153,7 @@ local function group_fill(ids, max)
     end
     group_done[#group_done + 1] = g
   end
-  if taken > 0 then redis.call('HINCRBY', P .. 'groups', GROUPS_N, -taken) end
+  group_popped = group_popped + taken
 end
 
 -- group_heads, at the end of a claim, gives every group that needs one its
@@ -160,7 +161,7 @@ end
 -- the groups batched: one HSET, one HDEL, one ZADD).
 local function group_heads()
   group_resolve()
-  local seen, set, gone, due, popped = {}, {}, {}, {}, 0
+  local seen, set, gone, due, popped = {}, {}, {}, {}, group_popped
   for _, list in ipairs({group_need, group_done}) do
     for _, g in ipairs(list) do
       if not seen[g] then
@@ -177,8 +178,8 @@ local function group_heads()
     end
   end
   local gsk = P .. 'groups'
-  if popped > 0 then
-    redis.call('HINCRBY', gsk, GROUPS_N, -popped)
+  if popped > 0 then redis.call('HINCRBY', gsk, GROUPS_N, -popped) end
+  if set[1] then
     call_chunked('HSET', gsk, set, 1000)
     call_chunked('ZADD', index['pending'], due, 1000)
   end
