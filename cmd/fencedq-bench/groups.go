@@ -63,12 +63,15 @@ func (e *bench) groups(ctx context.Context) (*GroupsResult, error) {
 // printGroups writes the groups section's table.
 func printGroups(w io.Writer, r *GroupsResult) {
 	fmt.Fprintf(w, "\ngroups: %d no-op jobs drained, concurrency %d, median of %d\n", r.Jobs, r.Concurrency, r.Repeat)
-	row := func(name string, v Variant, slower, cpu float64) {
-		fmt.Fprintf(w, "  %-12s %8.0f jobs/s (%s)  Redis CPU %.1f µs/job (%+.1f%%)\n", name, v.JobsPerSec, slowerText(slower), v.PerJob.RedisCPUMicros, cpu)
+	// Besides Redis's CPU: the commands it ran and its time in scripts
+	// (commandstats), per job.
+	row := func(name string, v Variant, vs string) {
+		fmt.Fprintf(w, "  %-12s %8.0f jobs/s  Redis CPU %5.1f µs/job  script time %5.1f µs/job  Redis commands %.2f/job%s\n", name,
+			v.JobsPerSec, v.PerJob.RedisCPUMicros, v.PerJob.ServerMicrosByCommand["evalsha"], v.PerJob.ServerCommands, vs)
 	}
-	fmt.Fprintf(w, "  %-12s %8.0f jobs/s            Redis CPU %.1f µs/job\n", "ungrouped", r.Plain.JobsPerSec, r.Plain.PerJob.RedisCPUMicros)
-	row("one group", r.One, r.OneSlowerPct, r.OneCPUMorePct)
-	row("1000 groups", r.Thousand, r.ThousandSlowerPct, r.ThousandCPUMorePct)
+	row("ungrouped", r.Plain, "")
+	row("one group", r.One, fmt.Sprintf("  (%s, Redis CPU %+.1f%%)", slowerText(r.OneSlowerPct), r.OneCPUMorePct))
+	row("1000 groups", r.Thousand, fmt.Sprintf("  (%s, Redis CPU %+.1f%%)", slowerText(r.ThousandSlowerPct), r.ThousandCPUMorePct))
 	fmt.Fprintf(w, "  target ≤ %.0f%% Redis CPU per job: %s\n", r.Target,
 		verdict(r.OneCPUMorePct <= r.Target && r.ThousandCPUMorePct <= r.Target))
 }
