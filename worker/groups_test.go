@@ -85,6 +85,9 @@ func TestGroupFairness(t *testing.T) {
 	if len(gs) != 2 || gs[0].Name != "a" || gs[0].Pending != nA || gs[1].Name != "b" || gs[1].Pending != nB {
 		t.Fatalf("groups %+v, want a with %d pending, b with %d", gs, nA, nB)
 	}
+	if n, err := e.ledger.GroupCount(ctx, jobs.DefaultQueue); err != nil || n != 2 {
+		t.Fatalf("group count %d, %v; want 2 (the fencedq_groups gauge)", n, err)
+	}
 	counts, err := in.Counts(ctx, jobs.DefaultQueue)
 	if err != nil {
 		t.Fatal(err)
@@ -230,6 +233,9 @@ func TestGroupedJobsLikeUngrouped(t *testing.T) {
 	}
 	if len(gs) != 0 || counts[jobs.Pending] != 0 {
 		t.Fatalf("after the drain: groups %+v, %d pending", gs, counts[jobs.Pending])
+	}
+	if n, err := e.ledger.GroupCount(ctx, q); err != nil || n != 0 {
+		t.Fatalf("group count after the drain %d, %v; want 0", n, err)
 	}
 	// An idle group keeps no key: only the parked-jobs counter, at 0, is left.
 	keys, err := e.rdb.Keys(ctx, e.ns+":{"+q+"}:group*").Result()
