@@ -339,3 +339,48 @@ func TestGroupsInPartitions(t *testing.T) {
 		t.Fatalf("groups after the drain: %+v, %v", gs, err)
 	}
 }
+
+// TestGroupedJobExpiresAndLimitPerGroup: a grouped job whose holder died
+// (claimed and never completed) expires, is reconciled and runs again, and
+// the group's other jobs are not held up meanwhile; jobs limited per group
+// (a limit keyed by the group) all run, one at a time per group.
+func TestGroupedJobExpiresAndLimitPerGroup(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	q := jobs.DefaultQueue
+	lost := e.enqueue(groupArgs{G: "g", N: 0})
+	next := e.enqueue(groupArgs{G: "g", N: 1})
+	// A worker that claims the group's head and dies.
+	c, err := e.ledger.Claim(ctx, q, "dead-worker", 200*time.Millisecond, 1)
+	if err != nil || len(c.Jobs) != 1 || c.Jobs[0].ID != lost.JobID {
+		t.Fatalf("claim: %+v, %v; want the group's head %s", c, err, lost.JobID)
+	}
+	var limited []*jobs.Result
+	for i := range 6 {
+		g := []string{"acme", "zeta"}[i%2]
+		limited = append(limited, e.enqueue(groupArgs{G: g, N: 10 + i}, jobs.Limit("export:"+g, 1)))
+	}
+	p := e.pool(e.config())
+	if err := worker.Register(p, jobs.Worker[groupArgs](&groupWorker{})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	// The group's next job runs while the lost attempt's lease runs out.
+	nrec := jobstest.WaitState(t, e.ledger, q, next.JobID, jobs.Succeeded)
+	rec := jobstest.WaitState(t, e.ledger, q, lost.JobID, jobs.Succeeded)
+	if rec.Attempts != 2 {
+		t.Fatalf("expired job: %d attempts, want 2 (the lost one, then a re-run)", rec.Attempts)
+	}
+	if rec.Started.Before(nrec.Started) {
+		t.Fatalf("the group's next job started at %v, after the expired job's re-run at %v", nrec.Started, rec.Started)
+	}
+	recs := e.waitAll(limited, jobs.Succeeded)
+	for _, r := range recs {
+		if r.Attempts != 1 {
+			t.Errorf("limited job %s: %d attempts, want 1", r.ID, r.Attempts)
+		}
+	}
+	if gs, err := e.client.Inspector().Groups(ctx, q); err != nil || len(gs) != 0 {
+		t.Fatalf("groups after the drain: %+v, %v", gs, err)
+	}
+}

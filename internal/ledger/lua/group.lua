@@ -170,7 +170,8 @@ local function group_heads()
         if e[1] then
           popped = popped + 1
           set[#set + 1], set[#set + 2] = g, e[1]
-          due[#due + 1], due[#due + 2] = fmt(math.max(num(e[2]), now)), e[1]
+          local at = num(e[2])
+          due[#due + 1], due[#due + 2] = at > now and fmt(at) or snow, e[1]
         else
           gone[#gone + 1] = g
         end
