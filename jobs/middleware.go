@@ -24,6 +24,7 @@ type EnqueueRequest struct {
 	raw       bool    // from EnqueueRaw
 	many      bool    // from EnqueueMany: errors name the job's position
 	unchecked bool
+	flow      options // the Limit and Rate options given (only their fields are read)
 
 	// Queue is the job's queue.
 	Queue string
@@ -83,7 +84,9 @@ func (r *EnqueueRequest) SetHeader(key, value string) {
 func (r *EnqueueRequest) options() options {
 	return options{queue: r.Queue, op: r.OperationID, runAt: r.RunAt, delay: r.Delay, maxRetries: r.MaxRetries,
 		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers, unique: r.Unique,
-		partitionKey: r.PartitionKey, group: r.Group, groupSet: true}
+		partitionKey: r.PartitionKey, group: r.Group, groupSet: true,
+		limitKey: r.flow.limitKey, limitMax: r.flow.limitMax, limitSet: r.flow.limitSet,
+		rateKey: r.flow.rateKey, rateMax: r.flow.rateMax, ratePer: r.flow.ratePer, rateSet: r.flow.rateSet}
 }
 
 // typedRequest is a typed enqueue's request; many marks EnqueueMany's.
@@ -107,7 +110,7 @@ func rawRequest(kind string, payload []byte, o options) *EnqueueRequest {
 
 func newRequest(kind string, payload []byte, o options) *EnqueueRequest {
 	return &EnqueueRequest{
-		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked,
+		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked, flow: o,
 		Queue: o.queue, OperationID: o.op, Delay: o.delay, RunAt: o.runAt, MaxRetries: o.maxRetries,
 		Timeout: o.timeout, Headers: maps.Clone(o.headers), Unique: o.unique, PartitionKey: o.partitionKey,
 		Group: o.group,
