@@ -17,7 +17,7 @@ import (
 )
 
 // TestGroupsRandomOperations runs random enqueues (grouped or not, due now
-// or a little later), claims of random sizes, completions (success, retry,
+// or a little later, some under a concurrency limit), claims of random sizes, completions (success, retry,
 // put-back), cancels, run-nows and claims by id, and checks after every
 // step what the fair groups rely on: each group with jobs in its own index
 // has its head in the due index, every job in a group's index is pending,
@@ -54,6 +54,9 @@ func groupsRandom(t *testing.T, seed uint64) {
 					Display: []byte(`{}`), MaxRetries: 2, Group: groups[rng.IntN(len(groups))]}
 				if rng.IntN(4) == 0 {
 					j.Delay = time.Duration(1+rng.IntN(20)) * time.Millisecond
+				}
+				if rng.IntN(5) == 0 { // a limit of 2 per group: parked, woken outside the group's turn
+					j.Flow = &ledger.Flow{LimitKey: "lim:" + j.Group, LimitMax: 2}
 				}
 				js = append(js, j)
 				ids = append(ids, j.ID)
