@@ -36,7 +36,9 @@ var learned sync.Map
 
 var luaHeader = regexp.MustCompile(`(?m)^--\s*([A-Za-z0-9_]+)\.lua:`)
 
-// learnScript records a name for src's SHA1.
+// learnScript records a name for src's SHA1: the last header comment's
+// (a ledger script is its libraries' definitions, which can carry their
+// files' headers, then its own text).
 func learnScript(src string) {
 	sum := sha1.Sum([]byte(src))
 	sha := hex.EncodeToString(sum[:])
@@ -50,7 +52,6 @@ func learnScript(src string) {
 			continue
 		}
 		name = m[1]
-		break
 	}
 	switch {
 	case name == "":
