@@ -6,15 +6,18 @@ import (
 	"github.com/fencedq/fencedq/jobs"
 )
 
-// queueLimits is one queue's flow control on the limits page.
+// queueLimits is one queue's flow control on the limits page: its limits,
+// rates and fair groups with pending jobs.
 type queueLimits struct {
 	Queue string `json:"queue"`
 	*jobs.FlowStatus
+	Groups []jobs.GroupStatus `json:"groups"`
 }
 
 // apiLimits lists, per queue, the concurrency limits with holders or
 // parked jobs (keys at their limit first: holders, waiting count) and the
-// rate limits seen (starts in the last period, deferred jobs).
+// rate limits seen (starts in the last period, deferred jobs), and the
+// fair groups with pending jobs (deepest first: their depth and head).
 func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
@@ -32,8 +35,13 @@ func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
-		if len(fs.Limits)+len(fs.Rates) > 0 {
-			out.Queues = append(out.Queues, queueLimits{Queue: q, FlowStatus: fs})
+		gs, err := h.insp.Groups(ctx, q)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if len(fs.Limits)+len(fs.Rates)+len(gs) > 0 {
+			out.Queues = append(out.Queues, queueLimits{Queue: q, FlowStatus: fs, Groups: gs})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

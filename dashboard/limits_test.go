@@ -55,3 +55,43 @@ func TestLimitsViewAndJobWaitingFor(t *testing.T) {
 		t.Fatalf("parked job: %s", body)
 	}
 }
+
+// TestLimitsViewGroups: the limits view lists the fair groups with pending
+// jobs, deepest first, with their head; a grouped job's page says its group
+// and how many of it are ahead.
+func TestLimitsViewGroups(t *testing.T) {
+	f := newFixture(t)
+	head := f.enqueue(echoArgs{}, jobs.Group("acme"))
+	f.enqueue(echoArgs{}, jobs.Group("acme"))
+	last := f.enqueue(echoArgs{}, jobs.Group("acme"), jobs.Delay(time.Minute))
+	f.enqueue(echoArgs{}, jobs.Group("zeta"))
+	h := f.handler(dashboard.Options{})
+	var lim struct {
+		Queues []struct {
+			Queue  string `json:"queue"`
+			Groups []struct {
+				Name    string `json:"name"`
+				Head    string `json:"head"`
+				Pending int    `json:"pending"`
+			} `json:"groups"`
+		} `json:"queues"`
+	}
+	body := getJSON(t, h, "/api/limits", &lim)
+	if len(lim.Queues) != 1 || len(lim.Queues[0].Groups) != 2 {
+		t.Fatalf("limits: %s", body)
+	}
+	g := lim.Queues[0].Groups[0]
+	if g.Name != "acme" || g.Pending != 3 || g.Head != head || lim.Queues[0].Groups[1].Name != "zeta" {
+		t.Fatalf("groups: %s (head %s)", body, head)
+	}
+	var job struct {
+		Job struct {
+			Group      string `json:"group"`
+			WaitingFor string `json:"waiting_for"`
+		} `json:"job"`
+	}
+	body = getJSON(t, h, "/api/jobs/default/"+last, &job)
+	if job.Job.Group != "acme" || job.Job.WaitingFor != "group acme, 2 ahead" {
+		t.Fatalf("grouped job: %s", body)
+	}
+}

@@ -50,8 +50,11 @@ type jobView struct {
 	// Limit, Rate: the job's concurrency limit and rate limit (jobs.Limiter,
 	// jobs.RateLimiter) as text; WaitingFor: what a pending job held back by
 	// one waits for.
-	Limit          string    `json:"limit,omitempty"`
-	Rate           string    `json:"rate,omitempty"`
+	Limit string `json:"limit,omitempty"`
+	Rate  string `json:"rate,omitempty"`
+	// Group is the job's fair group (jobs.Grouper); a pending grouped job's
+	// WaitingFor says how many of its group are ahead.
+	Group          string    `json:"group,omitempty"`
 	WaitingFor     string    `json:"waiting_for,omitempty"`
 	Created        time.Time `json:"created,omitzero"`
 	Updated        time.Time `json:"updated,omitzero"`
@@ -103,6 +106,7 @@ func viewOf(r *jobs.Record) *jobView {
 		v.Rate = fmt.Sprintf("%s, at most %d starts per %v", r.RateKey, r.RateMax, r.RatePer)
 	}
 	v.WaitingFor = r.WaitingFor
+	v.Group = r.Group
 	if r.Token > 0 {
 		v.Token = r.Token.String()
 	}

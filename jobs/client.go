@@ -64,6 +64,9 @@ type options struct {
 	limitSet, rateSet bool
 	// partitionKey picks the partition of a partitioned queue.
 	partitionKey string
+	// group is the job's fair group (groups.go); groupSet: by an option
+	group    string
+	groupSet bool
 }
 
 // optionsOf applies opts over the defaults.
@@ -430,6 +433,7 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 		o.partitionKey = k.PartitionKey()
 	}
 	flowArgs(args, &o)
+	groupArgs(args, &o)
 	if r, ok := args.(Resourcer); ok {
 		res := r.Resource()
 		if res == "" {
@@ -505,6 +509,14 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 	if err != nil {
 		return nil, err
 	}
+	if o.group != "" {
+		if err := ValidateGroup(o.group); err != nil {
+			return nil, err
+		}
+	}
+	if o.partitionKey == "" {
+		o.partitionKey = o.group // a group lives within one partition
+	}
 	if len(o.partitionKey) > MaxPartitionKeyLen {
 		return nil, invalid("partition key of %d bytes exceeds %d", len(o.partitionKey), MaxPartitionKeyLen)
 	}
@@ -518,7 +530,7 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 	return &ledger.NewJob{
 		ID: uuid.NewString(), Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
 		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: roundUpMS(o.timeout), Delay: delay,
-		Headers: o.headers, Unique: uniq, Flow: flow, PartitionKey: o.partitionKey,
+		Headers: o.headers, Unique: uniq, Flow: flow, Group: o.group, PartitionKey: o.partitionKey,
 	}, nil
 }
 

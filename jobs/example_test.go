@@ -186,3 +186,49 @@ func ExampleLimiter() {
 	// pending "limit export:cust-42, 0 of 1 held"
 	// pending ""
 }
+
+// Report is a job kind whose jobs belong to their tenant's fair group.
+type Report struct {
+	Tenant string `json:"tenant"`
+	N      int    `json:"n"`
+}
+
+// Kind names the job kind.
+func (Report) Kind() string { return "report" }
+
+// Group puts the job in its tenant's group (see Grouper).
+func (r Report) Group() string { return r.Tenant }
+
+// A tenant with a backlog does not hold up another tenant: each group has
+// one job in the queue's due index at a time, and claims take the groups in
+// turns. A pending job says how many of its group are ahead of it.
+func ExampleGrouper() {
+	rdb, ns := exampleRedis()
+	defer rdb.Close()
+	defer deleteKeys(rdb, ns)
+	ctx := context.Background()
+
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	var batch []jobs.Params
+	for i := range 1000 {
+		batch = append(batch, jobs.Params{Args: Report{Tenant: "acme", N: i}})
+	}
+	_, _ = client.EnqueueMany(ctx, batch)
+	small, _ := client.Enqueue(ctx, Report{Tenant: "zeta"})
+	// An option sets (or overrides) the group of any job.
+	later, _ := client.Enqueue(ctx, Report{N: 1}, jobs.Group("zeta"), jobs.Delay(time.Minute))
+
+	groups, _ := client.Inspector().Groups(ctx, jobs.DefaultQueue)
+	for _, g := range groups {
+		fmt.Println(g.Name, g.Pending, "pending")
+	}
+	for _, id := range []string{small.JobID, later.JobID} {
+		rec, _ := client.Inspector().Get(ctx, jobs.DefaultQueue, id)
+		fmt.Printf("%s: %s\n", rec.Group, rec.WaitingFor)
+	}
+	// Output:
+	// acme 1000 pending
+	// zeta 2 pending
+	// zeta: group zeta, 0 ahead (next of its group)
+	// zeta: group zeta, 1 ahead
+}

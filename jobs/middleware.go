@@ -24,6 +24,7 @@ type EnqueueRequest struct {
 	raw       bool    // from EnqueueRaw
 	many      bool    // from EnqueueMany: errors name the job's position
 	unchecked bool
+	flow      options // the Limit and Rate options given (only their fields are read)
 
 	// Queue is the job's queue.
 	Queue string
@@ -45,6 +46,10 @@ type EnqueueRequest struct {
 	// PartitionKey picks the job's partition of a partitioned queue (see
 	// PartitionKey); "" when none was given.
 	PartitionKey string
+	// Group is the job's fair group (see Grouper: the Group option, else the
+	// args' Group method); "" for none. Middleware may set it (a tenant
+	// taken from the context, say).
+	Group string
 }
 
 // Kind returns the job's kind.
@@ -79,7 +84,9 @@ func (r *EnqueueRequest) SetHeader(key, value string) {
 func (r *EnqueueRequest) options() options {
 	return options{queue: r.Queue, op: r.OperationID, runAt: r.RunAt, delay: r.Delay, maxRetries: r.MaxRetries,
 		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers, unique: r.Unique,
-		partitionKey: r.PartitionKey}
+		partitionKey: r.PartitionKey, group: r.Group, groupSet: true,
+		limitKey: r.flow.limitKey, limitMax: r.flow.limitMax, limitSet: r.flow.limitSet,
+		rateKey: r.flow.rateKey, rateMax: r.flow.rateMax, ratePer: r.flow.ratePer, rateSet: r.flow.rateSet}
 }
 
 // typedRequest is a typed enqueue's request; many marks EnqueueMany's.
@@ -88,6 +95,8 @@ func typedRequest(args JobArgs, o options, many bool) *EnqueueRequest {
 	r.args, r.many = args, many
 	if args != nil {
 		r.kind = args.Kind()
+		groupArgs(args, &o)
+		r.Group = o.group
 	}
 	return r
 }
@@ -101,9 +110,10 @@ func rawRequest(kind string, payload []byte, o options) *EnqueueRequest {
 
 func newRequest(kind string, payload []byte, o options) *EnqueueRequest {
 	return &EnqueueRequest{
-		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked,
+		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked, flow: o,
 		Queue: o.queue, OperationID: o.op, Delay: o.delay, RunAt: o.runAt, MaxRetries: o.maxRetries,
 		Timeout: o.timeout, Headers: maps.Clone(o.headers), Unique: o.unique, PartitionKey: o.partitionKey,
+		Group: o.group,
 	}
 }
 

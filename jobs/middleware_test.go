@@ -173,3 +173,30 @@ func TestEnqueueMiddlewareHeadersAreCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueueMiddlewareKeepsFlowAndGroupOptions: with a middleware in the
+// chain, the Limit, Rate and Group options still reach the job.
+func TestEnqueueMiddlewareKeepsFlowAndGroupOptions(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	var seen string
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			seen = reqs[0].Group
+			return next(ctx, reqs)
+		}
+	}}})
+	res, err := c.Enqueue(ctx, rangeArgs{N: 1}, jobs.Limit("export:c1", 2), jobs.Rate("provider", 5, time.Second), jobs.Group("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Inspector().Get(ctx, jobs.DefaultQueue, res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.LimitKey != "export:c1" || rec.LimitMax != 2 || rec.RateKey != "provider" || rec.RateMax != 5 ||
+		rec.RatePer != time.Second || rec.Group != "acme" || seen != "acme" {
+		t.Fatalf("limit %s/%d, rate %s/%d/%v, group %q (middleware saw %q)", rec.LimitKey, rec.LimitMax,
+			rec.RateKey, rec.RateMax, rec.RatePer, rec.Group, seen)
+	}
+}

@@ -38,7 +38,7 @@ func main() {
 }
 
 // allSections lists the sections in the order they run.
-var allSections = []string{"noop", "enqueue", "latency", "cluster", "partitions", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable", "limits"}
+var allSections = []string{"noop", "enqueue", "latency", "cluster", "partitions", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable", "limits", "groups"}
 
 // options are the parsed flags.
 type options struct {
@@ -235,6 +235,7 @@ type Report struct {
 	Partitions *PartitionsResult `json:"partitions"`
 	Durable    *DurableResult    `json:"durable"`
 	Limits     *LimitsResult     `json:"limits"`
+	Groups     *GroupsResult     `json:"groups"`
 	// Errors maps a section that failed to its error.
 	Errors map[string]string `json:"errors,omitempty"`
 	// Seconds is the wall time of the whole run.
@@ -316,6 +317,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			rep.Durable, err = e.durable(ctx)
 		case "limits":
 			rep.Limits, err = e.limits(ctx)
+		case "groups":
+			rep.Groups, err = e.groups(ctx)
 		}
 		if err != nil {
 			rep.Errors[s] = err.Error()

@@ -38,7 +38,7 @@ var luaHeader = regexp.MustCompile(`(?m)^--\s*([A-Za-z0-9_]+)\.lua:`)
 
 // ledgerLibs are the ledger's shared Lua files, linked before a script's own
 // source: their header comments may come first.
-var ledgerLibs = map[string]bool{"prelude": true, "flow": true, "workflow": true}
+var ledgerLibs = map[string]bool{"prelude": true, "flow": true, "workflow": true, "group": true}
 
 // learnScript records a name for src's SHA1: the last header comment's (a
 // script's own source comes after the definitions linked before it), with

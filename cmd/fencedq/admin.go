@@ -486,6 +486,9 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 	if r.RateKey != "" {
 		fmt.Fprint(out, cli.Escapef("  rate %s, at most %d starts per %v\n", r.RateKey, r.RateMax, r.RatePer))
 	}
+	if r.Group != "" {
+		fmt.Fprint(out, cli.Escapef("  group %s\n", r.Group))
+	}
 	if r.WaitingFor != "" {
 		fmt.Fprint(out, cli.Escapef("  waiting for %s\n", r.WaitingFor))
 	}

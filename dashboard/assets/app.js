@@ -562,7 +562,7 @@
   async function limitsPage(my) {
     const data = await api('api/limits');
     if (my !== seq) return;
-    const limitRows = [], rateRows = [];
+    const limitRows = [], rateRows = [], groupRows = [];
     data.queues.forEach((q) => {
       (q.limits || []).forEach((l) => limitRows.push(el('tr', { 'data-limit': l.key },
         el('td', {}, q.queue), el('td', { class: 'mono' }, l.key),
@@ -574,6 +574,10 @@
         el('td', { class: 'num' }, r.max + ' per ' + fmtDuration(r.per_ns / 1e6)),
         el('td', { class: 'num' + (r.starts >= r.max ? ' warn' : '') }, String(r.starts)),
         el('td', { class: 'num' }, String(r.deferred)))));
+      (q.groups || []).forEach((g) => groupRows.push(el('tr', { 'data-group': g.name },
+        el('td', {}, q.queue), el('td', { class: 'mono' }, g.name),
+        el('td', { class: 'num' }, String(g.pending)),
+        el('td', { class: 'mono' }, el('a', { href: '#/job/' + enc(q.queue) + '/' + enc(g.head) }, g.head.slice(0, 8))))));
     });
     show('limits', el('h1', {}, 'Limits'),
       el('h2', {}, 'Concurrency limits'),
@@ -581,7 +585,10 @@
         : el('p', { class: 'muted', id: 'limits-none' }, 'No limit has holders or waiting jobs.'),
       el('h2', {}, 'Rate limits'),
       rateRows.length ? table(['Queue', 'Key', 'Rate', 'Starts in the last period', 'Deferred'], rateRows, { id: 'rates' })
-        : el('p', { class: 'muted' }, 'No rate limit seen.'));
+        : el('p', { class: 'muted' }, 'No rate limit seen.'),
+      el('h2', {}, 'Fair groups'),
+      groupRows.length ? table(['Queue', 'Group', 'Pending', 'Next'], groupRows, { id: 'groups' })
+        : el('p', { class: 'muted', id: 'groups-none' }, 'No group has pending jobs.'));
     schedule(5000);
   }
 
@@ -964,6 +971,7 @@
         ['Fence', j.fence ? el('span', { class: 'mono', title: 'the resource lease\'s token its side effects carried' }, j.fence) : ''],
         ['Limit', j.limit ? el('span', { class: 'mono', id: 'job-limit' }, j.limit) : ''],
         ['Rate', j.rate ? el('span', { class: 'mono', id: 'job-rate' }, j.rate) : ''],
+        ['Group', j.group ? el('span', { class: 'mono', id: 'job-group' }, j.group) : ''],
         ['Waiting for', j.waiting_for ? el('span', { class: 'warn', id: 'job-waiting' }, j.waiting_for) : ''],
         ['Cancel requested', j.cancel_requested_by ? el('span', { class: 'warn', id: 'job-cancel' },
           'by ' + j.cancel_requested_by + (j.state === 'running' ? ': the attempt is asked to stop; its outcome is still committed by its token' : '')) : ''],

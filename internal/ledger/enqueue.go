@@ -22,6 +22,7 @@ type NewJob struct {
 	Headers                                map[string]string // nil: none (see ValidateHeaders)
 	Unique                                 *Unique           // nil: not unique (enqueue.lua); else enqueue_unique.lua
 	Flow                                   *Flow             // nil: no limit or rate (enqueue.lua); else enqueue_unique.lua
+	Group                                  string            // "": not grouped (enqueue.lua); else enqueue_unique.lua (group.lua)
 	// PartitionKey picks the partition of a partitioned queue (not
 	// written: the job's queue is the partition it was routed to).
 	PartitionKey string
@@ -34,12 +35,17 @@ func (j *NewJob) args() []any {
 	}
 	a := []any{j.ID, j.Kind, j.OperationID, j.Resource, j.Payload, display,
 		j.MaxRetries, j.Timeout.Milliseconds(), j.Delay.Milliseconds(), encodeHeaders(j.Headers)}
-	if j.Unique != nil || j.Flow != nil {
+	if j.extended() {
 		a = append(a, j.Unique.args()...)
 		a = append(a, j.Flow.args()...)
+		a = append(a, j.Group)
 	}
 	return a
 }
+
+// extended reports whether j goes through enqueue_unique.lua: unique,
+// under flow control or grouped.
+func (j *NewJob) extended() bool { return j.Unique != nil || j.Flow != nil || j.Group != "" }
 
 // encodeHeaders is the headers field of a job hash: a JSON object, or ""
 // for none (nothing is written).
@@ -104,12 +110,12 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	var calls []*call
 	open := map[string]*call{}
 	for i, j := range js {
-		uniq := (j.Unique != nil || j.Flow != nil) && mode == ""
-		if (j.Unique != nil || j.Flow != nil) && !uniq {
+		uniq := j.extended() && mode == ""
+		if j.extended() && !uniq {
 			// a re-submission: its unique key is not checked again, and it
-			// comes back without flow control
+			// comes back without flow control nor group
 			c := *j
-			c.Unique, c.Flow = nil, nil
+			c.Unique, c.Flow, c.Group = nil, nil, ""
 			j = &c
 		}
 		group := j.Queue

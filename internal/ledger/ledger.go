@@ -237,6 +237,8 @@ var (
 	progressSrc string
 	//go:embed lua/flow.lua
 	flowLib string
+	//go:embed lua/group.lua
+	groupLib string
 
 	enqueueScript  = script(enqueueSrc)
 	claimScript    = mintingScript(claimSrc, 5)
@@ -262,10 +264,10 @@ var (
 
 // script builds a ledger script: the definitions src uses of internal/epoch's
 // library (token minting and comparison of decimal uint64 tokens), of the
-// prelude, of the workflow definitions and of flow.lua (concurrency and rate
-// limits; see link), then src.
+// prelude, of the workflow definitions, of flow.lua (concurrency and rate
+// limits) and of group.lua (fair groups; see link), then src.
 func script(src string) *redis.Script {
-	return redis.NewScript(link(epoch.Lua+"local EPOCH_RID = nil\n"+prelude+workflowLib+flowLib, src))
+	return redis.NewScript(link(epoch.Lua+"local EPOCH_RID = nil\n"+prelude+workflowLib+flowLib+groupLib, src))
 }
 
 // mintingScript builds a script that mints job tokens, whose caller passes
@@ -274,7 +276,7 @@ func script(src string) *redis.Script {
 // epoch_check needs no read of its own.
 func mintingScript(src string, ridArg int) *redis.Script {
 	rid := fmt.Sprintf("local EPOCH_RID = ARGV[%d]\n", ridArg)
-	return redis.NewScript(link(epoch.Lua+rid+prelude+workflowLib+flowLib, src))
+	return redis.NewScript(link(epoch.Lua+rid+prelude+workflowLib+flowLib+groupLib, src))
 }
 
 func ms(t time.Time) int64 {

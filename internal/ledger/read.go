@@ -77,6 +77,10 @@ type Record struct {
 	RateMax    int           `json:"rate_max,omitempty"`
 	RatePer    time.Duration `json:"rate_per_ns,omitempty"`
 	WaitingFor string        `json:"waiting_for,omitempty"`
+	// Group is the job's fair group (jobs.Group; "" = none). WaitingFor
+	// says, for a pending job waiting its group's turn, how many of its
+	// group's jobs are ahead ("group acme, 3 ahead").
+	Group string `json:"group,omitempty"`
 
 	// Payload is the raw JSON args, sensitive fields included. Never show it.
 	Payload []byte `json:"-"`
@@ -141,6 +145,7 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		Workflow:  h["wf"], WorkflowHome: h["wf_home"], Step: h["step"],
 		LimitKey: h["lkey"], LimitMax: atoi(h["lmax"]),
 		RateKey: h["rkey"], RateMax: atoi(h["rmax"]), RatePer: time.Duration(atoi(h["rper"])) * time.Millisecond,
+		Group: h["group"],
 	}
 	out := h["output_shown"] // redacted, when it differs from the output
 	if out == "" {
@@ -178,6 +183,10 @@ func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 	if r.State == Pending && h["wait"] != "" {
 		r.WaitingFor, err = l.waitingFor(ctx, q, h)
 		if err != nil {
+			return nil, err
+		}
+	} else if r.State == Pending && r.Group != "" {
+		if r.WaitingFor, err = l.groupAhead(ctx, q, id, r.Group); err != nil {
 			return nil, err
 		}
 	}
@@ -452,12 +461,17 @@ func (l *Ledger) Counts(ctx context.Context, q string) (map[State]int64, error) 
 	for _, s := range States {
 		cmds[s] = pipe.ZCard(ctx, l.StateKey(q, s))
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	// pending jobs waiting their group's turn, outside the due index (group.lua)
+	grouped := pipe.HGet(ctx, l.groupsKey(q), groupsParked)
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, wrap("counts", err)
 	}
 	out := map[State]int64{}
 	for s, c := range cmds {
 		out[s] = c.Val()
+	}
+	if n, err := grouped.Int64(); err == nil && n > 0 {
+		out[Pending] += n
 	}
 	return out, nil
 }

@@ -23,6 +23,7 @@ type Set struct {
 	Duration        *prometheus.HistogramVec // queue, kind, outcome
 	Jobs            *prometheus.GaugeVec     // queue, state
 	PartitionJobs   *prometheus.GaugeVec     // queue, partition, state (partitioned queues only)
+	Groups          *prometheus.GaugeVec     // queue (fair groups with pending jobs; never the group's name)
 	Expired         *prometheus.CounterVec   // queue
 	Decisions       *prometheus.CounterVec   // queue, result
 	ReconcileErrors prometheus.Counter
@@ -117,6 +118,9 @@ func New(reg prometheus.Registerer) *Set {
 		PartitionJobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fencedq_partition_jobs", Help: "A partitioned queue's pending and running jobs per partition (the partition's queue name; set by the maintenance leader).",
 		}, []string{"queue", "partition", "state"}),
+		Groups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencedq_groups", Help: "Fair groups with pending jobs, per queue (jobs.Group; set by the maintenance leader; no group name label).",
+		}, []string{"queue"}),
 		Expired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_attempts_expired_total", Help: "Running attempts whose lease deadline passed without a commit, moved to uncertain by the maintenance leader's expirer.",
 		}, []string{"queue"}),
@@ -172,6 +176,7 @@ func New(reg prometheus.Registerer) *Set {
 	m.Duration = register(reg, m.Duration)
 	m.Jobs = register(reg, m.Jobs)
 	m.PartitionJobs = register(reg, m.PartitionJobs)
+	m.Groups = register(reg, m.Groups)
 	m.Expired = register(reg, m.Expired)
 	m.Decisions = register(reg, m.Decisions)
 	m.ReconcileErrors = register(reg, m.ReconcileErrors)

@@ -46,11 +46,16 @@ local deadline = now + ttl
 local sdeadline = fmt(deadline)
 -- the reply's claimed values are written in place after its 6-value header
 local reply, r = {0, -1, 0, 0, 0, 0}, 6
-for i = 1, #ids do
+-- ids grows while it is read when fair groups fill the batch (group.lua)
+local i = 0
+while i < #ids do
+  i = i + 1
   local id = ids[i]
   local k = P .. 'job:' .. id
   local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
-    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence', 'mark', 'headers', 'flow')
+    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence', 'mark', 'headers', 'flow', 'group')
+  -- a grouped job taken off the due index: its group may need a next job (group.lua)
+  if h[16] then group_took(h[16], id) end
   -- a job under flow control may be held back (flow.lua): parked or deferred
   local held = h[1] == 'pending' and h[15] and flow_admit(id)
   if held then
@@ -89,7 +94,9 @@ for i = 1, #ids do
     dropped[#dropped + 1] = id
     dropped[#dropped + 1] = why
   end
+  if i == #ids and #ids < max and (group_need[1] or group_cand[1]) then group_fill(ids, max) end
 end
+if group_need[1] or group_done[1] or group_cand[1] then group_heads() end
 call_chunked('ZADD', index['running'], running, 1000)
 local n = (r - 6) / 12
 if n > 0 then count('attempted', n) end

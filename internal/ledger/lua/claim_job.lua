@@ -9,7 +9,7 @@
 --   (its own queue delivers it) or the job's state when it is not pending
 local id, owner, ttl = ARGV[2], ARGV[3], num(ARGV[4])
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'hist', 'fence', 'bridge', 'mark')
+local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'hist', 'fence', 'bridge', 'mark', 'group')
 if h[1] ~= 'pending' then return {0, h[1] or 'missing'} end
 if h[6] then return {0, 'bridged'} end
 local last = h[2] or '0'
@@ -26,5 +26,6 @@ redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadli
 if h[5] then redis.call('HDEL', k, 'fence') end
 if h[4] then record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner}) end
 move(id, 'pending', 'running', now + ttl)
+if h[8] then group_leave(id, h[8]) end -- its group's next job leads (group.lua)
 count('attempted')
 return {1, stok, sdeadline, attempt}

@@ -1,5 +1,6 @@
--- enqueue_unique.lua: create pending jobs that are unique (jobs.Unique) or under
--- flow control (jobs.Limiter, jobs.RateLimiter: see flow.lua). A unique job
+-- enqueue_unique.lua: create pending jobs that are unique (jobs.Unique), under
+-- flow control (jobs.Limiter, jobs.RateLimiter: see flow.lua) or grouped
+-- (jobs.Group: see group.lua). A unique job
 -- is a duplicate while another job holding the same unique key is in one of
 -- that job's unique states; a duplicate returns the holder and writes
 -- nothing. A job due now whose concurrency limit is full, or has jobs
@@ -9,7 +10,7 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the queue's
 --   unique index ns:{q}:unique (hash: unique key -> job id holding it).
 -- ARGV 2 mode: '' (resubmissions go through enqueue.lua)
--- ARGV from 3, 18 values per job: the 10 of enqueue.lua (job id, kind,
+-- ARGV from 3, 19 values per job: the 10 of enqueue.lua (job id, kind,
 --   operation id, resource, payload, args for display, max retries, timeout ms,
 --   delay ms, headers), then
 --   unique digest (hex, of kind and the chosen args),
@@ -17,7 +18,8 @@
 --     the enqueue falls in: '<digest>:<period>:<floor(now / period)>'),
 --   unique states (comma separated: the holder keeps the key while in one),
 --   (unique digest '' = not unique: the three are ignored)
---   limit key ('' = none), limit max, rate key ('' = none), rate max, rate period ms
+--   limit key ('' = none), limit max, rate key ('' = none), rate max, rate period ms,
+--   group ('' = none)
 -- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, then 2 values per
 --   job: created (1) or deduplicated (0), job id (the holder's when deduplicated)}
 local uniqk = KEYS[14]
@@ -36,7 +38,7 @@ local function holds(hid)
   return false
 end
 
-for i = 3, #ARGV, 18 do
+for i = 3, #ARGV, 19 do
   local id, op = ARGV[i], ARGV[i + 2]
   local ukey, period, ustates = ARGV[i + 10], num(ARGV[i + 11]), ARGV[i + 12]
   if period > 0 then ukey = ukey .. ':' .. fmt(period) .. ':' .. fmt(math.floor(now / period)) end
@@ -68,8 +70,14 @@ for i = 3, #ARGV, 18 do
       extra[#extra + 1] = 'rmax'; extra[#extra + 1] = ARGV[i + 16]
       extra[#extra + 1] = 'rper'; extra[#extra + 1] = ARGV[i + 17]
     end
+    local g = ARGV[i + 18]
+    if g ~= '' then extra[#extra + 1] = 'group'; extra[#extra + 1] = g end
     local run_at = write_new_job(i, extra)
-    if not (lkey ~= '' and run_at <= now and flow_enqueue(id, lkey, lmax)) then
+    if lkey ~= '' and run_at <= now and flow_enqueue(id, lkey, lmax) then
+      -- parked on its limit: woken into the due index, outside its group's turn
+    elseif g ~= '' then
+      group_enqueue(id, g, run_at)
+    else
       due[#due + 1], due[#due + 2] = fmt(run_at), id
     end
     created = created + 1

@@ -6,13 +6,14 @@
 --        queue delivers).
 local id = ARGV[2]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'bridge')
+local h = redis.call('HMGET', k, 'state', 'bridge', 'group')
 if not h[1] then return {0, 'missing'} end
 if h[1] ~= 'pending' then return {0, h[1]} end
 if h[2] then return {0, 'bridged'} end
 seq_bump()
 redis.call('HSET', k, 'run_at', fmt(now))
 redis.call('ZADD', index['pending'], fmt(now), id)
+if h[3] then group_unpark(id, h[3]) end -- out of its group's turn (group.lua)
 record(id, {event = 'run_now', actor = ARGV[3], note = ARGV[4]})
 event({type = 'run_now', job = id, actor = ARGV[3], note = ARGV[4]})
 wake()

@@ -38,6 +38,7 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 	// A partitioned queue's gauges are the sums over its partitions, each
 	// partition's depth its own gauge.
 	sums := map[string]map[ledger.State]int64{}
+	groups := map[string]int64{}
 	if s.parts, err = s.ledger.Partitions(ctx); err != nil {
 		return err
 	}
@@ -53,6 +54,11 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 		for st, n := range counts {
 			sums[l][st] += n
 		}
+		ng, err := s.ledger.GroupCount(ctx, q)
+		if err != nil {
+			return err
+		}
+		groups[l] += ng
 		if l != q || s.partitioned(l) {
 			for _, st := range []ledger.State{ledger.Pending, ledger.Running} {
 				s.metrics.PartitionJobs.WithLabelValues(l, q, string(st)).Set(float64(counts[st]))
@@ -67,6 +73,7 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 		for st, n := range counts {
 			s.metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))
 		}
+		s.metrics.Groups.WithLabelValues(q).Set(float64(groups[q]))
 	}
 	if record && err == nil {
 		s.seriesMinute.Store(minute)

@@ -1,0 +1,190 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// TestGroupsRandomOperations runs random enqueues (grouped or not, due now
+// or a little later, some under a concurrency limit), claims of random sizes, completions (success, retry,
+// put-back), cancels, run-nows and claims by id, and checks after every
+// step what the fair groups rely on: each group with jobs in its own index
+// has its head in the due index, every job in a group's index is pending,
+// and the parked count is the sum of the groups' indexes. Then everything
+// drains: every job ends, and no group key is left.
+func TestGroupsRandomOperations(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { groupsRandom(t, seed) })
+	}
+}
+
+func groupsRandom(t *testing.T, seed uint64) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	const q = "rq"
+	rng := rand.New(rand.NewPCG(seed, 26))
+	groups := []string{"", "a", "b", "c", "d"}
+	var ids []string
+	running := map[string]lease.Token{}
+	n := 0
+	claimed := func(cs []ledger.Claimed) {
+		for _, c := range cs {
+			running[c.ID] = c.Token
+		}
+	}
+	for step := range 300 {
+		switch op := rng.IntN(10); {
+		case op < 3:
+			var js []*ledger.NewJob
+			for range 1 + rng.IntN(15) {
+				n++
+				j := &ledger.NewJob{ID: fmt.Sprintf("j%d", n), Kind: "k", Queue: q, Payload: []byte(`{}`),
+					Display: []byte(`{}`), MaxRetries: 2, Group: groups[rng.IntN(len(groups))]}
+				if rng.IntN(4) == 0 {
+					j.Delay = time.Duration(1+rng.IntN(20)) * time.Millisecond
+				}
+				if rng.IntN(5) == 0 { // a limit of 2 per group: parked, woken outside the group's turn
+					j.Flow = &ledger.Flow{LimitKey: "lim:" + j.Group, LimitMax: 2}
+				}
+				js = append(js, j)
+				ids = append(ids, j.ID)
+			}
+			if _, err := l.Insert(ctx, js); err != nil {
+				t.Fatal(err)
+			}
+		case op < 6:
+			r, err := l.Claim(ctx, q, "w", time.Minute, 1+rng.IntN(12))
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimed(r.Jobs)
+		case op < 8:
+			var cs []ledger.Completion
+			for id, tok := range running {
+				if rng.IntN(2) == 0 {
+					continue
+				}
+				o := ledger.Outcome{To: jobs.Succeeded}
+				switch rng.IntN(4) {
+				case 0:
+					o = ledger.Outcome{To: jobs.Pending, Error: "retry", RetryIn: time.Duration(rng.IntN(5)) * time.Millisecond}
+				case 1:
+					o = ledger.Outcome{Defer: true, Reason: "busy", RetryIn: time.Millisecond}
+				}
+				cs = append(cs, ledger.Completion{ID: id, Token: tok, Outcome: o})
+				delete(running, id)
+			}
+			if len(cs) > 0 {
+				if _, err := l.Complete(ctx, q, cs); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case op == 8 && len(ids) > 0:
+			id := ids[rng.IntN(len(ids))]
+			if rng.IntN(2) == 0 {
+				_, _ = l.Cancel(ctx, q, id, "operator:test", "") // any state: refused ones change nothing
+			} else {
+				_ = l.RunNow(ctx, q, id, "operator:test", "")
+			}
+		case op == 9 && len(ids) > 0:
+			if c, err := l.ClaimJob(ctx, q, ids[rng.IntN(len(ids))], "w", time.Minute); err == nil {
+				claimed([]ledger.Claimed{*c})
+			}
+		}
+		checkGroups(t, rdb, ns, q, step)
+	}
+	// Drain: claim and succeed everything; delayed jobs come due within 30 ms.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var cs []ledger.Completion
+		for id, tok := range running {
+			cs = append(cs, ledger.Completion{ID: id, Token: tok, Outcome: ledger.Outcome{To: jobs.Succeeded}})
+		}
+		clear(running)
+		if len(cs) > 0 {
+			if _, err := l.Complete(ctx, q, cs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := l.Claim(ctx, q, "w", time.Minute, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed(r.Jobs)
+		counts, err := l.Counts(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts[jobs.Pending] == 0 && len(running) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not drained: %v, %d running here", counts, len(running))
+		}
+		if len(r.Jobs) == 0 {
+			time.Sleep(5 * time.Millisecond) // delayed jobs and retries coming due
+		}
+	}
+	checkGroups(t, rdb, ns, q, -1)
+	for _, id := range ids {
+		rec, err := l.Get(ctx, q, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.State != jobs.Succeeded && rec.State != jobs.Cancelled && rec.State != jobs.Dead {
+			t.Fatalf("job %s ended %s", id, rec.State)
+		}
+	}
+	if gs, err := l.Groups(ctx, q); err != nil || len(gs) != 0 {
+		t.Fatalf("groups left: %+v, %v", gs, err)
+	}
+	if keys, _ := rdb.Keys(ctx, ns+":{"+q+"}:group:*").Result(); len(keys) != 0 {
+		t.Fatalf("group indexes left: %v", keys)
+	}
+	t.Logf("seed %d: %d jobs", seed, len(ids))
+}
+
+// checkGroups checks the groups' invariants (see TestGroupsRandomOperations).
+func checkGroups(t *testing.T, rdb *redis.Client, ns, q string, step int) {
+	t.Helper()
+	ctx := context.Background()
+	p := ns + ":{" + q + "}:"
+	heads, err := rdb.HGetAll(ctx, p+"groups").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked := int64(0)
+	keys, _ := rdb.Keys(ctx, p+"group:*").Result()
+	for _, k := range keys {
+		g := k[len(p+"group:"):]
+		members, _ := rdb.ZRange(ctx, k, 0, -1).Result()
+		parked += int64(len(members))
+		head := heads[g]
+		if head == "" {
+			t.Fatalf("step %d: group %s has %d jobs in its index and no head", step, g, len(members))
+		}
+		if _, err := rdb.ZScore(ctx, p+"pending", head).Result(); err != nil {
+			t.Fatalf("step %d: group %s's head %s is not in the due index: %v", step, g, head, err)
+		}
+		for _, id := range members {
+			if st, _ := rdb.HGet(ctx, p+"job:"+id, "state").Result(); st != "pending" {
+				t.Fatalf("step %d: job %s in group %s's index is %q", step, id, g, st)
+			}
+		}
+	}
+	if n, _ := strconv.ParseInt(heads["#n"], 10, 64); n != parked {
+		t.Fatalf("step %d: parked count %d, the groups' indexes hold %d", step, n, parked)
+	}
+}

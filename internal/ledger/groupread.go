@@ -1,0 +1,104 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The fair-group keys of a queue (group.lua has the layout).
+func (l *Ledger) groupsKey(q string) string       { return l.prefix(q) + "groups" }
+func (l *Ledger) groupKey(q, group string) string { return l.prefix(q) + "group:" + group }
+
+// groupsParked is the groups hash's field counting the jobs that wait in
+// the groups' own indexes (pending jobs outside the due index).
+const groupsParked = "#n"
+
+// GroupStatus is one fair group with pending jobs.
+type GroupStatus struct {
+	Name string `json:"name"`
+	// Head is the group's job in the queue's due index: the next one
+	// claimed when the group's turn comes.
+	Head string `json:"head"`
+	// Pending counts the group's pending jobs: the head and those waiting
+	// in the group's own index (retries of its jobs, which wait in the due
+	// index outside its turn, are not counted).
+	Pending int `json:"pending"`
+}
+
+// maxGroups bounds how many groups one Groups read returns.
+const maxGroups = 1000
+
+// Groups returns queue q's fair groups with pending jobs, deepest first
+// (at most maxGroups).
+func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
+	h, err := l.rdb.HGetAll(ctx, l.groupsKey(q)).Result()
+	if err != nil {
+		return nil, wrap("groups", err)
+	}
+	delete(h, groupsParked)
+	names := sortedKeys(h)
+	if len(names) > maxGroups {
+		names = names[:maxGroups]
+	}
+	pipe := l.rdb.Pipeline()
+	cards := make([]*redis.IntCmd, len(names))
+	for i, g := range names {
+		cards[i] = pipe.ZCard(ctx, l.groupKey(q, g))
+	}
+	if len(names) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, wrap("groups", err)
+		}
+	}
+	out := make([]GroupStatus, len(names))
+	for i, g := range names {
+		out[i] = GroupStatus{Name: g, Head: h[g], Pending: int(cards[i].Val()) + 1}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Pending > out[j].Pending })
+	return out, nil
+}
+
+// GroupCount returns how many fair groups of queue q have pending jobs.
+func (l *Ledger) GroupCount(ctx context.Context, q string) (int64, error) {
+	pipe := l.rdb.Pipeline()
+	n := pipe.HLen(ctx, l.groupsKey(q))
+	counter := pipe.HExists(ctx, l.groupsKey(q), groupsParked)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, wrap("group count", err)
+	}
+	if counter.Val() {
+		return n.Val() - 1, nil
+	}
+	return n.Val(), nil
+}
+
+// groupAhead says where pending job id of group g stands in its group:
+// "group acme, 3 ahead" (the jobs of the group claimed before it; the
+// other groups' turns come between them).
+func (l *Ledger) groupAhead(ctx context.Context, q, id, g string) (string, error) {
+	pipe := l.rdb.Pipeline()
+	head := pipe.HGet(ctx, l.groupsKey(q), g)
+	rank := pipe.ZRank(ctx, l.groupKey(q, g), id)
+	_, _ = pipe.Exec(ctx)
+	if err := head.Err(); err != nil && err != redis.Nil {
+		return "", wrap("group", err)
+	}
+	if head.Val() == id {
+		return fmt.Sprintf("group %s, 0 ahead (next of its group)", g), nil
+	}
+	n, err := rank.Result()
+	switch {
+	case err == redis.Nil: // in the due index outside its group's turn (a retry, a re-run)
+		return "", nil
+	case err != nil:
+		return "", wrap("group", err)
+	}
+	ahead := n
+	if head.Val() != "" {
+		ahead++
+	}
+	return fmt.Sprintf("group %s, %d ahead", g, ahead), nil
+}

@@ -1,0 +1,188 @@
+-- group.lua: fair groups (jobs.Group). Linked like prelude.lua and flow.lua
+-- (only the definitions a script names), so a script that names none of them,
+-- and a queue without grouped jobs, pays nothing beyond the claim reading one
+-- more field of each job it takes.
+--
+-- A grouped job carries the field 'group'. Of a group's pending jobs, one,
+-- its head, is in the queue's due index (at its due time, or the time it
+-- became the head, whichever is later); the others wait in the group's own
+-- index by due time. Keys, derived from the queue's prefix (its hash slot):
+--   P..'groups'         hash: group -> its head's job id, while the group has
+--                       pending jobs; field '#n': how many jobs wait in the
+--                       groups' own indexes (counted as pending)
+--   P..'group:'..name   zset: the group's other pending jobs -> due time (ms)
+-- A claim that takes a head makes the group's next job its head, due no
+-- earlier than now: behind every head that was due before, so claims rotate
+-- among the groups with due jobs. A claim with room left once every due job
+-- of the index is taken fills it from the groups it took heads of, in turns.
+-- Retries and re-runs of a grouped job enter the due index directly (they are
+-- not heads: taking one makes no new head).
+
+local GROUPS_N = '#n'
+local function group_key(g) return P .. 'group:' .. g end
+
+-- group_enqueue indexes new pending job id of group g, due at run_at: as the
+-- group's head when it has none in the due index (or the job is due before
+-- it), else in the group's index.
+local function group_enqueue(id, g, run_at)
+  local gsk = P .. 'groups'
+  local head = redis.call('HGET', gsk, g)
+  local hs = head and redis.call('ZSCORE', index['pending'], head)
+  local gk = group_key(g)
+  if hs and run_at >= num(hs) then
+    redis.call('ZADD', gk, fmt(run_at), id)
+    redis.call('HINCRBY', gsk, GROUPS_N, 1)
+    return
+  end
+  if hs then -- due before the head: the head waits behind it
+    redis.call('ZREM', index['pending'], head)
+    redis.call('ZADD', gk, hs, head)
+    redis.call('HINCRBY', gsk, GROUPS_N, 1)
+  else
+    -- no head in the due index (an idle group, or a head lost with its
+    -- record): the group's earliest job leads
+    local e = redis.call('ZRANGE', gk, 0, 0, 'WITHSCORES')
+    if e[1] and num(e[2]) < run_at then
+      redis.call('ZREM', gk, e[1])
+      redis.call('ZADD', gk, fmt(run_at), id)
+      id, run_at = e[1], math.max(num(e[2]), now)
+    end
+  end
+  redis.call('HSET', gsk, g, id)
+  redis.call('ZADD', index['pending'], fmt(run_at), id)
+end
+
+-- group_promote makes group g's next job its head, due no earlier than now,
+-- or forgets the group when it has none (an idle group keeps no key).
+local function group_promote(g)
+  local gsk = P .. 'groups'
+  local e = redis.call('ZPOPMIN', group_key(g))
+  if not e[1] then
+    redis.call('HDEL', gsk, g)
+    return
+  end
+  redis.call('HINCRBY', gsk, GROUPS_N, -1)
+  redis.call('HSET', gsk, g, e[1])
+  redis.call('ZADD', index['pending'], fmt(math.max(num(e[2]), now)), e[1])
+end
+
+-- group_unpark takes pending job id of group g out of the group's index (an
+-- operator made it due: it enters the due index itself); true when it was there.
+local function group_unpark(id, g)
+  if redis.call('ZREM', group_key(g), id) == 0 then return false end
+  redis.call('HINCRBY', P .. 'groups', GROUPS_N, -1)
+  return true
+end
+
+-- group_leave is called when pending job id of group g stops being pending
+-- outside a batch claim (cancelled, claimed by id): out of the group's index,
+-- or, when it was the head, the next job becomes the head.
+local function group_leave(id, g)
+  if not group_unpark(id, g) and redis.call('HGET', P .. 'groups', g) == id then group_promote(g) end
+end
+
+-- The claim's bookkeeping (claim.lua): group_need lists the groups whose
+-- head (or a job taken from the group's index) it took, in the order taken;
+-- group_cand holds (group, id) pairs of grouped jobs taken off the due index
+-- not yet checked against their group's head (group_resolve checks them all
+-- with one HMGET); group_done lists the groups group_fill met; group_popped
+-- counts the jobs taken out of the groups' indexes (one HINCRBY of '#n').
+local group_need, group_needs, group_cand, group_took_ids, group_done, group_popped = {}, {}, {}, {}, {}, 0
+
+local function group_add_need(g)
+  if group_needs[g] then return end
+  group_needs[g] = true
+  group_need[#group_need + 1] = g
+end
+
+-- group_took records that the claim took job id of group g off the due index
+-- (claimed, held back or dropped): when id was the head, or was taken from
+-- the group's index by group_fill, the group needs a next job.
+local function group_took(g, id)
+  if group_took_ids[id] then
+    group_add_need(g)
+  else
+    group_cand[#group_cand + 1] = g
+    group_cand[#group_cand + 1] = id
+  end
+end
+
+-- group_resolve adds to group_need the groups of group_cand whose head was
+-- taken.
+local function group_resolve()
+  if not group_cand[1] then return end
+  local gs = {}
+  for j = 1, #group_cand, 2 do gs[#gs + 1] = group_cand[j] end
+  for c = 1, #gs, 1000 do -- within Lua's unpack limit
+    local heads = redis.call('HMGET', P .. 'groups', unpack(gs, c, math.min(c + 999, #gs)))
+    for j = 1, #heads do
+      if heads[j] == group_cand[2 * (c + j - 1)] then group_add_need(gs[c + j - 1]) end
+    end
+  end
+  group_cand = {}
+end
+
+-- group_fill, once the claim processed every id it has, fills the room left
+-- (max - #ids) from the groups in group_need, in turns: each gives up to an
+-- equal share of its due jobs, appended to ids (they are claimed as if read
+-- from the due index). Called only while the due index has nothing due left,
+-- so no other job is passed over. Every group it met goes to group_done: its
+-- next head is made by group_heads.
+local function group_fill(ids, max)
+  group_resolve()
+  if not group_need[1] then return end
+  local need = group_need
+  group_need, group_needs = {}, {}
+  local per = math.max(1, math.floor((max - #ids) / #need))
+  local taken = 0
+  for _, g in ipairs(need) do
+    local room = max - #ids
+    if room > 0 then
+      local gk = group_key(g)
+      local e = redis.call('ZPOPMIN', gk, math.min(per, room))
+      for j = 1, #e, 2 do
+        if num(e[j + 1]) <= now then
+          ids[#ids + 1] = e[j]
+          group_took_ids[e[j]] = true
+          taken = taken + 1
+        else -- not due yet: back, with the rest
+          for m = j, #e, 2 do redis.call('ZADD', gk, e[m + 1], e[m]) end
+          break
+        end
+      end
+    end
+    group_done[#group_done + 1] = g
+  end
+  group_popped = group_popped + taken
+end
+
+-- group_heads, at the end of a claim, gives every group that needs one its
+-- next head, due no earlier than now (group_promote, with the writes of all
+-- the groups batched: one HSET, one HDEL, one ZADD).
+local function group_heads()
+  group_resolve()
+  local seen, set, gone, due, popped = {}, {}, {}, {}, group_popped
+  for _, list in ipairs({group_need, group_done}) do
+    for _, g in ipairs(list) do
+      if not seen[g] then
+        seen[g] = true
+        local e = redis.call('ZPOPMIN', group_key(g))
+        if e[1] then
+          popped = popped + 1
+          set[#set + 1], set[#set + 2] = g, e[1]
+          local at = num(e[2])
+          due[#due + 1], due[#due + 2] = at > now and fmt(at) or snow, e[1]
+        else
+          gone[#gone + 1] = g
+        end
+      end
+    end
+  end
+  local gsk = P .. 'groups'
+  if popped > 0 then redis.call('HINCRBY', gsk, GROUPS_N, -popped) end
+  if set[1] then
+    call_chunked('HSET', gsk, set, 1000)
+    call_chunked('ZADD', index['pending'], due, 1000)
+  end
+  if gone[1] then call_chunked('HDEL', gsk, gone, 1000) end
+end

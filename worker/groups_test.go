@@ -1,0 +1,386 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// groupArgs is a job of fair group G; N numbers it. FailOnce makes its
+// first attempt fail (a retry), Unknown its first attempt's outcome unknown
+// (uncertain, then reconciled as not applied and run again).
+type groupArgs struct {
+	G        string `json:"g"`
+	N        int    `json:"n"`
+	FailOnce bool   `json:"fail_once,omitempty"`
+	Unknown  bool   `json:"unknown,omitempty"`
+}
+
+func (groupArgs) Kind() string { return "grouped" }
+
+func (a groupArgs) Group() string { return a.G }
+
+// groupWorker records the order of starts, per group.
+type groupWorker struct {
+	mu     sync.Mutex
+	starts []groupArgs
+	// onStart, when set, is called with the starts so far after each one.
+	onStart func([]groupArgs)
+}
+
+func (w *groupWorker) Work(_ context.Context, j *jobs.Job[groupArgs]) error {
+	w.mu.Lock()
+	w.starts = append(w.starts, j.Args)
+	if w.onStart != nil {
+		w.onStart(w.starts)
+	}
+	w.mu.Unlock()
+	switch {
+	case j.Args.FailOnce && j.Attempt == 1:
+		return errors.New("first attempt fails")
+	case j.Args.Unknown && j.Attempt == 1:
+		return jobs.Unknown(errors.New("timed out after sending"))
+	}
+	return nil
+}
+
+func (w *groupWorker) Reconcile(context.Context, *jobs.Job[groupArgs]) (jobs.Verdict, error) {
+	return jobs.NotApplied, nil
+}
+
+// TestGroupFairness: group A has 20 000 pending jobs when group B's 10 are
+// enqueued behind them; B's jobs all start while almost all of A's are still
+// pending: at most 100 of A's start before B's last (one per claim batch
+// from the due index, plus equal shares of a batch's room, plus what runs in
+// the pool's slots).
+func TestGroupFairness(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const nA, nB, bound = 20_000, 10, 100
+	ps := make([]jobs.Params, 0, nA)
+	for i := range nA {
+		ps = append(ps, jobs.Params{Args: groupArgs{G: "a", N: i}})
+	}
+	if _, err := e.client.EnqueueMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	var bIDs []string
+	for i := range nB {
+		bIDs = append(bIDs, e.enqueue(groupArgs{G: "b", N: i}).JobID)
+	}
+	in := e.client.Inspector()
+	gs, err := in.Groups(ctx, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs) != 2 || gs[0].Name != "a" || gs[0].Pending != nA || gs[1].Name != "b" || gs[1].Pending != nB {
+		t.Fatalf("groups %+v, want a with %d pending, b with %d", gs, nA, nB)
+	}
+	if n, err := e.ledger.GroupCount(ctx, jobs.DefaultQueue); err != nil || n != 2 {
+		t.Fatalf("group count %d, %v; want 2 (the fencedq_groups gauge)", n, err)
+	}
+	counts, err := in.Counts(ctx, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[jobs.Pending] != nA+nB {
+		t.Fatalf("pending count %d, want %d", counts[jobs.Pending], nA+nB)
+	}
+	// Each of b's jobs says how many of its group are ahead of it: 0 to 9,
+	// each once (jobs enqueued in the same millisecond are in id order).
+	ahead := map[string]bool{}
+	for _, id := range bIDs {
+		rec, err := in.Get(ctx, jobs.DefaultQueue, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Group != "b" {
+			t.Fatalf("job %s: group %q, want b", id, rec.Group)
+		}
+		ahead[strings.TrimSuffix(rec.WaitingFor, " (next of its group)")] = true
+	}
+	for n := range nB {
+		if want := fmt.Sprintf("group b, %d ahead", n); !ahead[want] {
+			t.Fatalf("no job of b says %q: %v", want, ahead)
+		}
+	}
+
+	aBeforeLastB := make(chan int, 1)
+	w := &groupWorker{onStart: func(starts []groupArgs) {
+		a, b := 0, 0
+		for _, s := range starts {
+			if s.G == "a" {
+				a++
+			} else {
+				b++
+			}
+		}
+		if b == nB && starts[len(starts)-1].G == "b" {
+			aBeforeLastB <- a
+		}
+	}}
+	cfg := e.config()
+	cfg.Concurrency = 16
+	p := e.pool(cfg)
+	if err := worker.Register(p, jobs.Worker[groupArgs](w)); err != nil {
+		t.Fatal(err)
+	}
+	stop := e.start(p)
+	var a int
+	select {
+	case a = <-aBeforeLastB:
+	case <-time.After(60 * time.Second):
+		t.Fatal("group b's jobs did not all start within 60s")
+	}
+	stop()
+	t.Logf("%d of group a's %d jobs started before group b's last (of %d)", a, nA, nB)
+	if a > bound {
+		t.Fatalf("%d of group a's jobs started before group b's last, bound %d", a, bound)
+	}
+	for _, id := range bIDs {
+		jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, id, jobs.Succeeded)
+	}
+	counts, err = in.Counts(ctx, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[jobs.Pending] < nA-2*bound {
+		t.Fatalf("%d of group a's jobs pending after b's drained, want most of %d", counts[jobs.Pending], nA)
+	}
+}
+
+// TestGroupedJobsLikeUngrouped: grouped jobs retry, wait for their due time,
+// are cancelled, made due by an operator, become uncertain and are
+// reconciled and run again, each as an ungrouped job would, while the
+// queue was paused and resumed; afterwards the group leaves nothing behind.
+func TestGroupedJobsLikeUngrouped(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	q := jobs.DefaultQueue
+	if _, err := e.client.Pause(ctx, q, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	retried := e.enqueue(groupArgs{G: "g", N: 1, FailOnce: true})
+	uncertain := e.enqueue(groupArgs{G: "g", N: 2, Unknown: true})
+	cancelled := e.enqueue(groupArgs{G: "g", N: 3})
+	later := e.enqueue(groupArgs{G: "g", N: 4}, jobs.Delay(time.Hour))
+	soon := e.enqueue(groupArgs{G: "g", N: 5}, jobs.Delay(300*time.Millisecond))
+	plain := e.enqueue(groupArgs{N: 6}) // no group
+	other := e.enqueue(groupArgs{G: "h", N: 7})
+	in := e.client.Inspector()
+	rec, err := in.Get(ctx, q, cancelled.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// behind the head and, when enqueued in a later millisecond or with a
+	// higher id, the job before it
+	if rec.WaitingFor != "group g, 2 ahead" && rec.WaitingFor != "group g, 1 ahead" {
+		t.Fatalf("waiting for %q, want %q or %q", rec.WaitingFor, "group g, 2 ahead", "group g, 1 ahead")
+	}
+	if _, err := e.client.Cancel(ctx, q, cancelled.JobID, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.RunNow(ctx, q, later.JobID, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := in.Counts(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[jobs.Pending] != 6 || counts[jobs.Cancelled] != 1 {
+		t.Fatalf("counts %v, want 6 pending, 1 cancelled", counts)
+	}
+	w := &groupWorker{}
+	p := e.pool(e.config())
+	if err := worker.Register(p, jobs.Worker[groupArgs](w)); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	if _, err := e.client.Resume(ctx, q, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{retried.JobID: 2, uncertain.JobID: 2, later.JobID: 1, soon.JobID: 1, plain.JobID: 1, other.JobID: 1}
+	for id, attempts := range want {
+		rec := jobstest.WaitState(t, e.ledger, q, id, jobs.Succeeded)
+		if rec.Attempts != attempts {
+			t.Errorf("job %s: %d attempts, want %d", id, rec.Attempts, attempts)
+		}
+	}
+	jobstest.WaitState(t, e.ledger, q, cancelled.JobID, jobs.Cancelled)
+	rec, err = in.Get(ctx, q, soon.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rec.Started.Sub(rec.Created); d < 300*time.Millisecond-time.Millisecond {
+		t.Errorf("a job delayed 300ms started %v after its enqueue", d)
+	}
+	gs, err := in.Groups(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err = in.Counts(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs) != 0 || counts[jobs.Pending] != 0 {
+		t.Fatalf("after the drain: groups %+v, %d pending", gs, counts[jobs.Pending])
+	}
+	if n, err := e.ledger.GroupCount(ctx, q); err != nil || n != 0 {
+		t.Fatalf("group count after the drain %d, %v; want 0", n, err)
+	}
+	// An idle group keeps no key: only the parked-jobs counter, at 0, is left.
+	keys, err := e.rdb.Keys(ctx, e.ns+":{"+q+"}:group*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 1 {
+		t.Fatalf("keys left by idle groups: %v", keys)
+	}
+	if n, _ := e.rdb.HLen(ctx, e.ns+":{"+q+"}:groups").Result(); n > 1 {
+		t.Fatalf("groups hash has %d fields after the drain", n)
+	}
+}
+
+// TestGroupValidation: a bad group name is refused before anything is
+// written, alone or in a batch.
+func TestGroupValidation(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	ctx := context.Background()
+	long := string(make([]byte, jobs.MaxGroupLen+1))
+	for _, g := range []string{"has space", "ünicode", long, "a/b"} {
+		if _, err := c.Enqueue(ctx, groupArgs{G: g}); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("group %q: %v, want ErrInvalid", g, err)
+		}
+		if _, err := c.Enqueue(ctx, groupArgs{}, jobs.Group(g)); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("option group %q: %v, want ErrInvalid", g, err)
+		}
+	}
+	_, err := c.EnqueueMany(ctx, []jobs.Params{{Args: groupArgs{G: "ok"}}, {Args: groupArgs{G: "not ok"}}})
+	if !errors.Is(err, jobs.ErrInvalid) {
+		t.Fatalf("batch with a bad group: %v, want ErrInvalid", err)
+	}
+	if keys, err := rdb.Keys(ctx, ns+":*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("keys after refused enqueues: %v, %v", keys, err)
+	}
+	// An option overrides the args' group, and "" removes it.
+	r, err := c.Enqueue(ctx, groupArgs{G: "x"}, jobs.Group(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Inspector().Get(ctx, jobs.DefaultQueue, r.JobID)
+	if err != nil || rec.Group != "" {
+		t.Fatalf("group %q, %v; want none", rec.Group, err)
+	}
+}
+
+// TestGroupsInPartitions: on a partitioned queue a group's jobs go to one
+// partition (the group is their partition key unless one is given), where
+// they rotate with the partition's other groups; a middleware can set the
+// group.
+func TestGroupsInPartitions(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const q, per = "parts", 30
+	if _, err := e.client.SetPartitions(ctx, q, 4); err != nil {
+		t.Fatal(err)
+	}
+	tenant := jobs.EnqueueMiddleware(func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			for _, r := range reqs {
+				if r.Group == "" {
+					r.Group = "from-middleware"
+				}
+			}
+			return next(ctx, reqs)
+		}
+	})
+	mc := jobs.NewClient(e.rdb, jobs.Config{Namespace: e.ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{tenant}})
+	var rs []*jobs.Result
+	for i := range per {
+		for _, g := range []string{"acme", "zeta", ""} {
+			r, err := mc.Enqueue(ctx, groupArgs{G: g, N: i}, jobs.Queue(q))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+	}
+	gs, err := e.client.Inspector().Groups(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs) != 3 {
+		t.Fatalf("groups %+v, want acme, zeta and from-middleware, each in one partition", gs)
+	}
+	for _, g := range gs {
+		if g.Pending != per {
+			t.Fatalf("group %s: %d pending in one partition, want %d", g.Name, g.Pending, per)
+		}
+	}
+	cfg := e.config()
+	cfg.Queues = map[string]int{q: 1}
+	p := e.pool(cfg)
+	if err := worker.Register(p, jobs.Worker[groupArgs](&groupWorker{})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	e.waitAll(rs, jobs.Succeeded)
+	if gs, err := e.client.Inspector().Groups(ctx, q); err != nil || len(gs) != 0 {
+		t.Fatalf("groups after the drain: %+v, %v", gs, err)
+	}
+}
+
+// TestGroupedJobExpiresAndLimitPerGroup: a grouped job whose holder died
+// (claimed and never completed) expires, is reconciled and runs again, and
+// the group's other jobs are not held up meanwhile; jobs limited per group
+// (a limit keyed by the group) all run, one at a time per group.
+func TestGroupedJobExpiresAndLimitPerGroup(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	q := jobs.DefaultQueue
+	lost := e.enqueue(groupArgs{G: "g", N: 0})
+	next := e.enqueue(groupArgs{G: "g", N: 1})
+	// A worker that claims the group's head and dies.
+	c, err := e.ledger.Claim(ctx, q, "dead-worker", 200*time.Millisecond, 1)
+	if err != nil || len(c.Jobs) != 1 || c.Jobs[0].ID != lost.JobID {
+		t.Fatalf("claim: %+v, %v; want the group's head %s", c, err, lost.JobID)
+	}
+	var limited []*jobs.Result
+	for i := range 6 {
+		g := []string{"acme", "zeta"}[i%2]
+		limited = append(limited, e.enqueue(groupArgs{G: g, N: 10 + i}, jobs.Limit("export:"+g, 1)))
+	}
+	p := e.pool(e.config())
+	if err := worker.Register(p, jobs.Worker[groupArgs](&groupWorker{})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	// The group's next job runs while the lost attempt's lease runs out.
+	nrec := jobstest.WaitState(t, e.ledger, q, next.JobID, jobs.Succeeded)
+	rec := jobstest.WaitState(t, e.ledger, q, lost.JobID, jobs.Succeeded)
+	if rec.Attempts != 2 {
+		t.Fatalf("expired job: %d attempts, want 2 (the lost one, then a re-run)", rec.Attempts)
+	}
+	if rec.Started.Before(nrec.Started) {
+		t.Fatalf("the group's next job started at %v, after the expired job's re-run at %v", nrec.Started, rec.Started)
+	}
+	recs := e.waitAll(limited, jobs.Succeeded)
+	for _, r := range recs {
+		if r.Attempts != 1 {
+			t.Errorf("limited job %s: %d attempts, want 1", r.ID, r.Attempts)
+		}
+	}
+	if gs, err := e.client.Inspector().Groups(ctx, q); err != nil || len(gs) != 0 {
+		t.Fatalf("groups after the drain: %+v, %v", gs, err)
+	}
+}
