@@ -202,3 +202,32 @@ func counter(t *testing.T, reg *prometheus.Registry, name, outcome string) float
 	}
 	return sum
 }
+
+// gauge reads the gauge name in reg whose labels include labels (-1 when
+// there is none).
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return -1
+}

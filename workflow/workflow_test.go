@@ -337,3 +337,37 @@ func TestRerunOfADependentWaitsForItsCause(t *testing.T) {
 		t.Fatalf("ship ran %d times", e.runs.count("ship"))
 	}
 }
+
+// TestWaitingStepsCounted: waiting steps are among the queue's counts, its
+// lists by state and the maintenance leader's fencedq_jobs gauge.
+func TestWaitingStepsCounted(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := workflow.Enqueue(ctx, e.client, diamond()); err != nil {
+		t.Fatal(err)
+	}
+	in := e.client.Inspector()
+	c, err := in.Counts(ctx, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c[jobs.Waiting] != 3 || c[jobs.Pending] != 1 {
+		t.Fatalf("counts %v: 3 waiting, 1 pending", c)
+	}
+	l, err := in.List(ctx, jobs.ListParams{Queue: jobs.DefaultQueue, State: jobs.Waiting, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Total != 3 || len(l.Jobs) != 3 {
+		t.Fatalf("waiting list: %d of %d", len(l.Jobs), l.Total)
+	}
+	// a pool of another queue leads maintenance: its status pass sets the
+	// gauge of every queue
+	e.start("elsewhere")
+	redistest.Await(t, e.rdb, e.ns+":reconciler:status", "the gauge of waiting steps", func() bool {
+		return gauge(t, e.reg, "fencedq_jobs", map[string]string{"queue": jobs.DefaultQueue, "state": "waiting"}) == 3
+	})
+	if n := e.runs.count("charge"); n != 0 {
+		t.Fatalf("charge ran %d times in a pool of another queue", n)
+	}
+}

@@ -9,7 +9,7 @@
   const main = document.getElementById('main');
   const bannerEl = document.getElementById('banner');
   const sessionEl = document.getElementById('session');
-  const states = ['pending', 'running', 'uncertain', 'review', 'succeeded', 'dead', 'cancelled'];
+  const states = ['waiting', 'pending', 'running', 'uncertain', 'review', 'succeeded', 'dead', 'cancelled'];
   const decisionLabels = { succeeded: 'Mark succeeded', rerun: 'Re-run', dead: 'Mark dead' };
   let session = { actions_enabled: false, authenticated: false, basic_auth: false };
   let csrfToken = null;

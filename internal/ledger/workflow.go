@@ -12,12 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Waiting is the state of a workflow step whose dependencies have not all
-// succeeded: never claimed; it becomes pending when the last one succeeds
-// (see lua/workflow.lua). It is not among States (the per-queue counts and
-// lists of plain jobs); workflow reads show it.
-const Waiting State = "waiting"
-
 // StepRef names a workflow step's job.
 type StepRef struct {
 	Queue string `json:"q"`
