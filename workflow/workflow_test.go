@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -369,5 +371,88 @@ func TestWaitingStepsCounted(t *testing.T) {
 	})
 	if n := e.runs.count("charge"); n != 0 {
 		t.Fatalf("charge ran %d times in a pool of another queue", n)
+	}
+}
+
+// TestFinishedWorkflowsExpire: a finished workflow's record, operation id
+// and index entries are pruned once the retention passed and its steps'
+// jobs expired; enqueueing with the same operation id then makes a new
+// workflow. A finished workflow with a step still kept is not pruned.
+func TestFinishedWorkflowsExpire(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	e := newEnvWith(t, rdb, ns, time.Second)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID("order-expire"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(res, "ship", jobs.Succeeded)
+	redistest.AwaitWithin(t, e.rdb, e.ns, "the workflow's record pruned", 60*time.Second, func() bool {
+		_, err := workflow.Get(ctx, e.client, res.ID)
+		return errors.Is(err, workflow.ErrNotFound)
+	})
+	p := e.ns + ":{default}:"
+	if n := e.rdb.Exists(ctx, p+"wf:"+res.ID, p+"wfop:order-expire").Val(); n != 0 {
+		t.Errorf("%d of the record and its operation id left", n)
+	}
+	for _, idx := range []string{"workflows", "wf_done"} {
+		if err := e.rdb.ZScore(ctx, p+idx, res.ID).Err(); !errors.Is(err, redis.Nil) {
+			t.Errorf("index %s still lists the workflow (%v)", idx, err)
+		}
+	}
+	if e.rdb.SIsMember(ctx, p+"wf_open", res.ID).Val() {
+		t.Error("still open")
+	}
+	again, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID("order-expire"))
+	if err != nil || again.Deduplicated {
+		t.Fatalf("enqueue after expiry: %+v, %v: a new workflow", again, err)
+	}
+	e.wait(again, "ship", jobs.Succeeded)
+	if n := e.runs.count("ship"); n != 2 {
+		t.Fatalf("ship ran %d times: once per workflow", n)
+	}
+}
+
+// TestFinishedWorkflowWithAKeptStepStays: the pruner keeps a finished
+// workflow while any step's job is kept, and looks again a retention
+// later.
+func TestFinishedWorkflowWithAKeptStepStays(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID("order-kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(res, "ship", jobs.Succeeded)
+	wk := e.ns + ":{default}:wf:" + res.ID
+	redistest.Await(t, e.rdb, wk, "the workflow settled", func() bool {
+		return e.rdb.HGet(ctx, wk, "final").Val() == workflow.Succeeded
+	})
+	later := time.Now().Add(e.ledger.Retention() + time.Hour)
+	if n, err := e.ledger.PruneWorkflows(ctx, jobs.DefaultQueue, later); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) while its steps are kept", n, err)
+	}
+	if _, err := workflow.Get(ctx, e.client, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	// every step but ship expired: still kept, and not looked at again
+	// before another retention
+	for _, s := range []string{"charge", "reserve", "invoice"} {
+		e.rdb.Del(ctx, e.ns+":{default}:job:"+res.Steps[s].JobID)
+	}
+	if n, err := e.ledger.PruneWorkflows(ctx, jobs.DefaultQueue, later.Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) while ship is kept", n, err)
+	}
+	e.rdb.Del(ctx, e.ns+":{default}:job:"+res.Steps["ship"].JobID)
+	if n, err := e.ledger.PruneWorkflows(ctx, jobs.DefaultQueue, later.Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) before a retention passed since the last look", n, err)
+	}
+	if n, err := e.ledger.PruneWorkflows(ctx, jobs.DefaultQueue, later.Add(e.ledger.Retention()+2*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want the workflow", n, err)
+	}
+	if _, err := workflow.Get(ctx, e.client, res.ID); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("get after pruning: %v", err)
 	}
 }
