@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/workflow"
@@ -454,5 +456,72 @@ func TestFinishedWorkflowWithAKeptStepStays(t *testing.T) {
 	}
 	if _, err := workflow.Get(ctx, e.client, res.ID); !errors.Is(err, workflow.ErrNotFound) {
 		t.Fatalf("get after pruning: %v", err)
+	}
+}
+
+// TestStepsOnAPartitionedQueue: the steps of a partitioned queue go to a
+// partition, by default the workflow's (its id as the partition key), by
+// their own partition key when they have one; the workflow runs through
+// the partitions' pools, each step once, and enqueueing it again finds it.
+func TestStepsOnAPartitionedQueue(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetPartitions(ctx, "parts", 4); err != nil {
+		t.Fatal(err)
+	}
+	parts := ledger.PartitionNames("parts", 4)
+	// two keys routed to different partitions: at least one differs from
+	// the workflow's, so dependencies cross partitions
+	keyA, keyB := "mail-0", ""
+	for i := 1; keyB == ""; i++ {
+		if k := fmt.Sprintf("mail-%d", i); ledger.RoutePartition(4, k, "", 0) != ledger.RoutePartition(4, keyA, "", 0) {
+			keyB = k
+		}
+	}
+	opts := workflow.Options(jobs.Queue("parts"))
+	w := workflow.New("order").
+		Add("charge", step("charge"), opts).
+		Add("reserve", step("reserve", "charge"), workflow.After("charge"), opts).
+		Add("invoice", step("invoice", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("parts"), jobs.PartitionKey(keyA))).
+		Add("notify", step("notify", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("parts"), jobs.PartitionKey(keyB))).
+		Add("ship", step("ship", "reserve", "invoice", "notify"), workflow.After("reserve", "invoice", "notify"), opts)
+	res, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order-parts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(parts, res.Home) {
+		t.Fatalf("home %s is not a partition of parts %v", res.Home, parts)
+	}
+	for _, s := range []string{"charge", "reserve", "ship"} {
+		if q := res.Steps[s].Queue; q != res.Home {
+			t.Errorf("step %s (no key) in %s, not in the workflow's partition %s", s, q, res.Home)
+		}
+	}
+	if q, want := res.Steps["invoice"].Queue, parts[ledger.RoutePartition(4, keyA, "", 0)]; q != want {
+		t.Errorf("invoice (key %s) in %s, want %s", keyA, q, want)
+	}
+	if q, want := res.Steps["notify"].Queue, parts[ledger.RoutePartition(4, keyB, "", 0)]; q != want {
+		t.Errorf("notify (key %s) in %s, want %s", keyB, q, want)
+	}
+	e.start("parts")
+	e.wait(res, "ship", jobs.Succeeded)
+	for _, s := range []string{"charge", "reserve", "invoice", "notify", "ship"} {
+		if n := e.runs.count(s); n != 1 {
+			t.Errorf("step %s ran %d times", s, n)
+		}
+	}
+	if st := e.status(res.ID); st.State != workflow.Succeeded || st.Home != res.Home {
+		t.Fatalf("status %s, home %s", st.State, st.Home)
+	}
+	again, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order-parts"))
+	if err != nil || !again.Deduplicated || again.ID != res.ID {
+		t.Fatalf("enqueued again: %+v, %v", again, err)
+	}
+	if c, err := e.client.Inspector().Counts(ctx, "parts"); err != nil || c[jobs.Succeeded] != 5 {
+		t.Fatalf("counts of parts: %v, %v", c, err)
+	}
+	var out StepOut
+	if err := e.client.Output(ctx, res.Steps["ship"].Queue, res.Steps["ship"].JobID, &out); err != nil || out.N != 4 {
+		t.Fatalf("ship's output %+v, %v: it read its 3 dependencies' outputs", out, err)
 	}
 }

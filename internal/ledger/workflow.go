@@ -169,7 +169,7 @@ func (l *Ledger) MoveHandovers(ctx context.Context, q string) (int, error) {
 		var targets []string
 		for _, f := range fields {
 			parts := strings.SplitN(f, "\n", 3)
-			if len(parts) != 3 || ValidateQueue(parts[0]) != nil {
+			if len(parts) != 3 || ValidateQueueRef(parts[0]) != nil {
 				continue
 			}
 			if _, ok := byTarget[parts[0]]; !ok {
