@@ -112,7 +112,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	}
 	if errors.Is(err, fence.ErrStale) {
 		b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageStorage).Inc()
-		b.raiseAbove(ctx, a, err, log)
+		b.storageRefused(ctx, a, err, log)
 	}
 	// The outcome is committed even when asynq's context ended (a shutdown,
 	// a timeout): only the token decides whether it still counts.
@@ -160,24 +160,29 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	return fmt.Errorf("asynqfence: retry: %w", errOr(err))
 }
 
-// raiseAbove feeds a storage refusal of the attempt's own fence back to
-// the ledger: the job's next token is minted above the token storage holds
-// (one a Redis failover made the ledger forget), before the outcome is
-// committed, so the redelivery that follows is accepted.
-func (b *Bridge) raiseAbove(ctx context.Context, a Attempt, err error, log *slog.Logger) {
+// storageRefused records a storage refusal of the attempt (its error
+// matches fence.ErrStale) in the ledger, where the dashboard shows it with
+// the queue's fenced rejections, and, when storage refused the attempt's
+// own fence with a higher stored token (one a Redis failover made the
+// ledger forget), makes the job's next token mint above it, before the
+// outcome is committed, so the redelivery that follows is accepted.
+func (b *Bridge) storageRefused(ctx context.Context, a Attempt, err error, log *slog.Logger) {
 	mark, ok := attempt.StorageMark(err, fence.Fence{Resource: a.Resource, Token: a.Token, Owner: a.Owner, OperationID: a.OperationID})
 	if !ok {
-		return
+		mark = 0
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := b.ledger.Raise(rctx, a.Queue, a.ID, mark); err != nil {
-		log.Warn("storage holds a higher token, but raising the job's token above it failed; the next delivery may be refused too",
-			"storage_token", mark.String(), "error", err)
+	recorded, err := b.ledger.StorageRefused(rctx, a.Queue, a.ID, a.Token, mark)
+	if err != nil {
+		log.Warn("storage refused the attempt's token; recording it (and raising the job's token above storage's) failed",
+			"error", err)
 		return
 	}
-	log.Warn("storage holds a higher token than this attempt's (lost by a Redis failover?); the next attempt mints above it",
-		"storage_token", mark.String())
+	if recorded {
+		log.Warn("storage holds a higher token than this attempt's (lost by a Redis failover?); the next attempt mints above it",
+			"storage_token", mark.String())
+	}
 }
 
 func errText(err error) string {

@@ -23,7 +23,10 @@ type Validator interface {
 // Resourcer is implemented by args that name the resource their attempts
 // lease (for example "account:42"), so two jobs touching the same resource
 // exclude each other and are fenced against each other. Without it the
-// resource is the job itself.
+// resource is the job itself. A job naming a resource and no concurrency
+// limit of its own gets the limit "resource:<resource>" with max 1 (see
+// ResourceLimitName), so the queue's jobs waiting for the resource are
+// parked instead of claimed and put back.
 type Resourcer interface {
 	Resource() string
 }

@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 	"unicode/utf8"
 
@@ -69,8 +71,28 @@ func flowArgs(args JobArgs, o *options) {
 	}
 }
 
+// ResourceLimitName is the name of the limit a job naming a resource gets
+// when it has none of its own: key "resource:<resource>" (a digest of it
+// when the resource is longer than a limit's key may be), max 1. Jobs of a
+// queue waiting for a busy resource are then parked, not claimed and put
+// back; jobs.Limit("", 0) opts a job out.
+const ResourceLimitName = "resource"
+
+// resourceLimitKey is the implicit limit key of resource.
+func resourceLimitKey(resource string) string {
+	k := ResourceLimitName + ":" + resource
+	if len(k) > MaxFlowKeyLen {
+		sum := sha256.Sum256([]byte(resource))
+		k = ResourceLimitName + ":sha256:" + hex.EncodeToString(sum[:])
+	}
+	return k
+}
+
 // flowOf validates o's flow control; nil when the job has none.
 func flowOf(o *options) (*ledger.Flow, error) {
+	if o.limitKey == "" && !o.limitSet && o.resource != "" {
+		o.limitKey, o.limitMax = resourceLimitKey(o.resource), 1
+	}
 	if o.limitKey == "" && o.rateKey == "" {
 		return nil, nil
 	}

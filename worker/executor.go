@@ -66,7 +66,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	}
 	if errors.Is(end.Err, fence.ErrStale) {
 		p.metrics.Fenced.WithLabelValues(ledger.Logical(c.Queue), metrics.StageStorage).Inc()
-		p.raiseAbove(a, end.Err)
+		p.storageRefused(a, end.Err)
 	}
 	if end.Malformed {
 		p.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonMalformed).Inc()

@@ -89,4 +89,13 @@ func TestStorageRefusalRaisesTheNextToken(t *testing.T) {
 	if !strings.Contains(e.logs.String(), "the next attempt mints above it") {
 		t.Fatalf("the raise is not logged")
 	}
+	// Both refusals are on the ledger's record, where the dashboard and
+	// inspect read the queue's fenced rejections.
+	st, err := e.ledger.Stats(ctx, jobs.DefaultQueue)
+	if err != nil || st["fenced_storage"] != 2 {
+		t.Fatalf("fenced_storage %d (%v), want 2 (one per job)", st["fenced_storage"], err)
+	}
+	if h, _ := e.ledger.History(ctx, jobs.DefaultQueue, named.JobID); !strings.Contains(jobstest.History(h), `"stage":"storage"`) {
+		t.Fatalf("the resource job's history has no storage refusal:%s", jobstest.History(h))
+	}
 }

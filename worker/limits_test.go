@@ -336,6 +336,16 @@ func TestRateAcrossProcesses(t *testing.T) {
 		t.Fatalf("rate_deferrals %d (want > 0), retried %d (want 0)", st["rate_deferrals"], st["retried"])
 	}
 	t.Logf("%d starts over %v, %d deferrals", n, starts[len(starts)-1].Sub(starts[0]), st["rate_deferrals"])
+	// An idle rate key leaves nothing behind: its starts and deferrals
+	// expire a period after the last, and the rates hash drops it.
+	prefix := e.ns + ":{" + jobs.DefaultQueue + "}:"
+	redistest.Await(t, e.rdb, prefix+"rate:provider", "the rate key's expiry", func() bool {
+		n, err := e.rdb.Exists(ctx, prefix+"rate:provider", prefix+"rate:provider:held").Result()
+		return err == nil && n == 0
+	})
+	if n, err := e.rdb.HLen(ctx, prefix+"rates").Result(); err != nil || n != 0 {
+		t.Fatalf("the rates hash keeps %d idle key(s) (%v)", n, err)
+	}
 }
 
 // TestLimitCancelParkedAndWaitingFor: a parked job says what it waits for,

@@ -13,7 +13,7 @@ import (
 // Such a token is one the lease counter or the ledger no longer knows (a
 // failover lost it), and the next token for the resource must be minted
 // above it: the caller raises the counter (lease.Manager.Raise for a
-// resource lease, ledger.Ledger.Raise for a job's own token). A refusal
+// resource lease, ledger.Ledger.StorageRefused for a job's own token). A refusal
 // of another fence (a handler writing with a fence of its own), or one by
 // a mark at or below f's token (the same token of another owner), says
 // nothing about f's counter.

@@ -13,7 +13,7 @@ import (
 )
 
 // Storage feedback: storage refused an attempt because it holds a token
-// the ledger does not know. Raise records the mark; the running attempt
+// the ledger does not know. StorageRefused records the mark; the running attempt
 // still commits its outcome, and the next attempt mints exactly above the
 // mark (native claims and bridged deliveries alike).
 func TestRaiseAboveStorageMark(t *testing.T) {
@@ -22,10 +22,10 @@ func TestRaiseAboveStorageMark(t *testing.T) {
 	id := f.enqueue()
 	c1 := f.claimOne(id)
 	mark := c1.Token + 1_000_000_000
-	if ok, err := f.l.Raise(f.ctx, f.q, id, mark); err != nil || !ok {
+	if ok, err := f.l.StorageRefused(f.ctx, f.q, id, c1.Token, mark); err != nil || !ok {
 		t.Fatalf("raise: %v, %v", ok, err)
 	}
-	if ok, err := f.l.Raise(f.ctx, f.q, id, mark-1); err != nil || ok {
+	if ok, err := f.l.StorageRefused(f.ctx, f.q, id, c1.Token, mark-1); err != nil || ok {
 		t.Fatalf("a lower mark was recorded: %v, %v", ok, err)
 	}
 	// The attempt storage refused goes on and commits its retry.
@@ -36,8 +36,8 @@ func TestRaiseAboveStorageMark(t *testing.T) {
 	if c2.Token != mark+1 {
 		t.Fatalf("token after Raise %d, want the mark + 1 = %d", c2.Token, mark+1)
 	}
-	if f.stat("raised") != 1 {
-		t.Fatalf("raised counted %d times", f.stat("raised"))
+	if f.stat("raised") != 1 || f.stat("fenced_storage") != 2 {
+		t.Fatalf("raised counted %d times, fenced_storage %d (want 1 and 2)", f.stat("raised"), f.stat("fenced_storage"))
 	}
 	if ev := f.events(id); !contains(ev, "raised:") {
 		t.Fatalf("history %v has no raised entry", ev)
@@ -56,18 +56,61 @@ func TestRaiseAboveStorageMark(t *testing.T) {
 		t.Fatal(got)
 	}
 	big := lease.Token(1<<62 + 7)
-	if ok, err := f.l.Raise(f.ctx, f.q, "b1", big); err != nil || !ok {
+	if ok, err := f.l.StorageRefused(f.ctx, f.q, "b1", dc.Claimed.Token, big); err != nil || !ok {
 		t.Fatalf("raise bridged: %v, %v", ok, err)
 	}
 	if next := f.deliver("b1", time.Minute); next.Status != ledger.DeliveryClaimed || next.Claimed.Token != big+1 {
 		t.Fatalf("delivery after Raise: %+v, want token %d", next, big+1)
 	}
 
-	if ok, err := f.l.Raise(f.ctx, f.q, "no-such-job", mark); err != nil || ok {
+	if ok, err := f.l.StorageRefused(f.ctx, f.q, "no-such-job", 1, mark); err != nil || ok {
 		t.Fatalf("raise of a missing job: %v, %v", ok, err)
 	}
-	if _, err := f.l.Raise(f.ctx, f.q, id, math.MaxUint64); !errors.Is(err, jobs.ErrInvalid) {
+	if _, err := f.l.StorageRefused(f.ctx, f.q, id, c1.Token, math.MaxUint64); !errors.Is(err, jobs.ErrInvalid) {
 		t.Fatalf("raise to 2^64-1: want ErrInvalid, got %v", err)
+	}
+}
+
+// Every storage refusal is on record, mark or not: a zombie's write refused
+// by storage (the stored token is the live attempt's, which the ledger
+// knows) is counted as fenced_storage, listed with the queue's fenced
+// events and in the job's history, and records no mark.
+func TestStorageRefusalIsCountedAndListed(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	f := newFixture(t, rdb)
+	id := f.enqueue()
+	zombie := f.claimOne(id)
+	if got := f.complete(zombie, ledger.Outcome{To: jobs.Pending}); !got.Applied {
+		t.Fatal(got)
+	}
+	live := f.claimOne(id)
+	if ok, err := f.l.StorageRefused(f.ctx, f.q, id, zombie.Token, live.Token); err != nil || ok {
+		t.Fatalf("a zombie's refusal below the live token recorded a mark: %v, %v", ok, err)
+	}
+	if ok, err := f.l.StorageRefused(f.ctx, f.q, id, zombie.Token, 0); err != nil || ok {
+		t.Fatalf("a refusal without a mark: %v, %v", ok, err)
+	}
+	if f.stat("fenced_storage") != 2 || f.stat("raised") != 0 {
+		t.Fatalf("fenced_storage %d, raised %d: want 2 and 0", f.stat("fenced_storage"), f.stat("raised"))
+	}
+	evs, err := f.l.Events(f.ctx, f.q, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Type == "fenced" && e.Stage == "storage" && e.Job == id {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("queue events: %d storage refusals listed, want 2: %+v", n, evs)
+	}
+	if ev := f.events(id); !contains(ev, "fenced:storage") {
+		t.Fatalf("history %v has no storage refusal", ev)
+	}
+	if next := f.complete(live, ledger.Outcome{To: jobs.Succeeded}); !next.Applied {
+		t.Fatalf("the live attempt's commit after the zombie's refusal: %+v", next)
 	}
 }
 
@@ -79,7 +122,7 @@ func TestJobTokensExactAboveFloatRange(t *testing.T) {
 	f := newFixture(t, rdb)
 	id := f.enqueue(jobs.MaxRetries(10))
 	base := lease.Token(1<<62 + 12345)
-	if _, err := f.l.Raise(f.ctx, f.q, id, base); err != nil {
+	if _, err := f.l.StorageRefused(f.ctx, f.q, id, 0, base); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 4 {

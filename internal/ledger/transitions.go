@@ -494,29 +494,29 @@ func (l *Ledger) RunNow(ctx context.Context, q, id, actor, note string) error {
 	return wrap("run now "+id, r.err)
 }
 
-// Raise makes the next token minted for job id of queue q greater than
-// mark, and reports whether it recorded the mark. Call it with the
-// high-water mark of a storage refusal of the job's own token (the
-// StoredToken of a *fence.StaleError for resource "job:<id>"): storage has
-// seen a token the ledger no longer knows (a failover lost it, and the
-// epochs could not tell), and the next attempt then mints above it at once
-// instead of being refused. A running attempt is not ended: its outcome is
-// committed by its token as usual. Tokens only rise, so a wrong mark costs
-// nothing but token space; a mark the job's token already reaches, or an
-// unknown job, changes nothing.
-func (l *Ledger) Raise(ctx context.Context, q, id string, mark lease.Token) (bool, error) {
-	switch {
-	case uint64(mark) == math.MaxUint64:
+// StorageRefused records that storage refused job id's attempt with
+// token (the handler's error matched fence.ErrStale): it is counted as
+// fenced_storage and listed with the queue's fenced rejections and in the
+// job's history, like the ledger's own fenced commits. With a mark, the
+// high-water mark of a refusal of the job's own token (the StoredToken of a
+// *fence.StaleError for resource "job:<id>"), it also makes the next token
+// minted for the job greater than mark, and reports whether it recorded
+// the mark: storage has seen a token the ledger no longer knows (a failover
+// lost it, and the epochs could not tell), and the next attempt then mints
+// above it at once instead of being refused. A running attempt is not
+// ended: its outcome is committed by its token as usual. Tokens only rise,
+// so a wrong mark costs nothing but token space; mark 0, a mark the job's
+// token already reaches, or an unknown job records no mark.
+func (l *Ledger) StorageRefused(ctx context.Context, q, id string, token, mark lease.Token) (bool, error) {
+	if uint64(mark) == math.MaxUint64 {
 		return false, invalid("no token is above mark %d", mark)
-	case mark == 0:
-		return false, nil
 	}
 	if err := ValidateQueueRef(q); err != nil {
 		return false, err
 	}
-	n, err := l.run(ctx, l.lanes.other, raiseScript, q, id, mark.String()).Int()
+	n, err := l.run(ctx, l.lanes.other, raiseScript, q, id, mark.String(), token.String()).Int()
 	if err != nil {
-		return false, wrap("raise "+id, err)
+		return false, wrap("storage refusal of "+id, err)
 	}
 	return n == 1, nil
 }

@@ -20,7 +20,8 @@
 --   P..'rate:'..key               zset: '<job id>:<µs>' -> start time (ms), the
 --                                 starts of the last period
 --   P..'rate:'..key..':held'      zset: deferred job id -> its deferred start (ms)
---   P..'rates'                    hash: key -> '<max>/<per ms>'
+--   P..'rates'                    hash: key -> '<max>/<per ms>', for keys with deferred jobs
+--                                 (the rate zsets expire a period after their last entry)
 -- A permit is held by a running attempt: its token is the attempt's token, so
 -- a holder whose permit was reclaimed (its lease expired, see expire.lua) can
 -- neither renew nor complete, and storage fenced by the token refuses it once
@@ -128,9 +129,10 @@ local function flow_admit(id)
     count('limit_waits')
     return 'limit:' .. flow_name(lkey)
   end
-  local rk
+  local rk, per
   if rkey then
-    local max, per = num(f[4]), num(f[5])
+    local max
+    max, per = num(f[4]), num(f[5])
     rk = P .. 'rate:' .. rkey
     redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - per) -- the window is (now - per, now]
     local n = redis.call('ZCARD', rk)
@@ -144,6 +146,8 @@ local function flow_admit(id)
       local e = redis.call('ZRANGE', rk, n - max, n - max, 'WITHSCORES')
       local at = num(e[2]) + per + per * math.floor(redis.call('ZCARD', heldk) / max)
       redis.call('ZADD', heldk, at, id)
+      local last = redis.call('ZRANGE', heldk, -1, -1, 'WITHSCORES')
+      redis.call('PEXPIREAT', heldk, num(last[2]) + per)
       redis.call('ZADD', index['pending'], at, id)
       redis.call('HSET', k, 'wait', 'rate', 'wait_at', fmt(at))
       redis.call('HSET', P .. 'rates', rkey, f[4] .. '/' .. f[5])
@@ -156,8 +160,13 @@ local function flow_admit(id)
     if f[7] == 'limit' then redis.call('ZREM', limit_waiting(lkey), id) end
   end
   if rk then
+    -- A key's starts and deferrals expire a period after the last of them,
+    -- and its entry in the rates hash goes with its last deferred job: an
+    -- idle key leaves nothing behind.
     redis.call('ZADD', rk, now, id .. ':' .. fmt(now_us))
+    redis.call('PEXPIRE', rk, per)
     redis.call('ZREM', rk .. ':held', id)
+    if redis.call('EXISTS', rk .. ':held') == 0 then redis.call('HDEL', P .. 'rates', rkey) end
   end
   if f[7] then redis.call('HDEL', k, 'wait', 'wait_at') end
   return nil
