@@ -15,7 +15,7 @@ import (
 
 // The workflows page lists a workflow with its progress; its page draws
 // the steps by depth with each one's state, token and output, linked to
-// the job pages.
+// the job pages, and an arrow along each dependency.
 func TestBrowserWorkflows(t *testing.T) {
 	exe := browser.NeedChromium(t)
 	f := newFixture(t)
@@ -65,5 +65,22 @@ func TestBrowserWorkflows(t *testing.T) {
 	}
 	if !evalJS[bool](t, tb, `!!document.querySelector('.wf-step[data-step="ship"] a[data-job=`+jsString(res.Steps["ship"].JobID)+`]')`) {
 		t.Error("ship's box does not link to its job")
+	}
+	// an arrow per dependency, from the right of the dependency's box to
+	// the left of its dependent's, green once the dependency succeeded
+	waitJS(t, tb, "the edges", `document.querySelectorAll('#workflow-graph svg path.wf-edge').length === 4`)
+	edges := evalJS[string](t, tb, `[...document.querySelectorAll('#workflow-graph path.wf-edge')].map((p) => {
+		const g = document.getElementById('workflow-graph').getBoundingClientRect();
+		const from = document.querySelector('.wf-step[data-step="' + p.dataset.from + '"]').getBoundingClientRect();
+		const to = document.querySelector('.wf-step[data-step="' + p.dataset.to + '"]').getBoundingClientRect();
+		const [x1, y1, x2, y2] = p.getAttribute('d').match(/-?[0-9.]+/g).filter((_, i) => i < 2 || i >= 6).map(Number);
+		const near = (a, b) => Math.abs(a - b) < 2;
+		const ok = near(x1, from.right - g.left) && near(x2, to.left - g.left) &&
+			near(y1, from.top + from.height / 2 - g.top) && near(y2, to.top + to.height / 2 - g.top);
+		return p.dataset.from + '>' + p.dataset.to + ':' + p.getAttribute('stroke') + ':' + (ok ? 'attached' : 'loose');
+	}).sort().join(' ')`)
+	want := "charge>invoice:#2e7d32:attached charge>reserve:#2e7d32:attached invoice>ship:#888:attached reserve>ship:#888:attached"
+	if edges != want {
+		t.Errorf("edges %q, want %q", edges, want)
 	}
 }

@@ -61,4 +61,15 @@ func TestWorkflowsAPI(t *testing.T) {
 	if r, _ := call(t, h, httptest.NewRequest(http.MethodGet, "/api/workflows?id=nope", nil)); r.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown workflow: %d", r.StatusCode)
 	}
+	// the waiting step is counted with the queue's jobs and listed by state
+	var ov overviewJSON
+	getJSON(t, h, "/api/overview", &ov)
+	if len(ov.Queues) != 1 || ov.Queues[0].Counts["waiting"] != 1 || ov.Queues[0].Counts["pending"] != 1 {
+		t.Fatalf("overview counts: %+v", ov.Queues)
+	}
+	var list listJSON
+	getJSON(t, h, "/api/jobs?queue=default&state=waiting", &list)
+	if list.Total != 1 || len(list.Jobs) != 1 || list.Jobs[0].ID != res.Steps["ship"].JobID {
+		t.Fatalf("waiting jobs: %+v", list)
+	}
 }

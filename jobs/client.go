@@ -550,4 +550,10 @@ func init() {
 		}
 		return nil
 	}
+	clientledger.Route = func(ctx context.Context, c any, js []*ledger.NewJob) error {
+		if c, ok := c.(*Client); ok && c != nil {
+			return c.route(ctx, js)
+		}
+		return nil
+	}
 }

@@ -32,7 +32,8 @@ var (
 	// context that no attempt gave.
 	ErrNoAttempt = errors.New("jobs: not in a job attempt")
 	// ErrNoOutput means the job recorded no output: it has not succeeded
-	// (yet), or its handler recorded none (see RecordOutput).
+	// (yet), its handler recorded none (see RecordOutput), or it was
+	// reconciled as applied after its attempt died.
 	ErrNoOutput = errors.New("jobs: no output")
 )
 

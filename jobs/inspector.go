@@ -77,7 +77,8 @@ func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, err
 // succeeded, dead, cancelled, retried, deferred, uncertain,
 // deduplicated_enqueue, deduplicated_execute, fenced_commit, fenced_renew,
 // dropped_missing, resolved_<decision>, raised (storage marks fed back),
-// rewinds (losses detected), resubmitted (lost jobs re-created); and seq,
+// rewinds (losses detected), resubmitted (lost jobs re-created), promoted
+// (workflow steps moved from waiting to pending); and seq,
 // the queue's write sequence, which rewind detection follows).
 // A partitioned queue's counters are summed over its partitions.
 func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, error) {

@@ -45,7 +45,8 @@ func RecordOutput(ctx context.Context, v any) error {
 	return nil
 }
 
-// Output decodes into v the output job id of queue q recorded with its
+// Output decodes into v the output job id of queue q (the partition's name,
+// Result.Partition, for a job of a partitioned queue) recorded with its
 // success (see RecordOutput), sensitive fields included. It returns
 // [ErrNotFound] when there is no such job and [ErrNoOutput] when the job
 // has none (not succeeded yet, or nothing recorded).
@@ -53,7 +54,7 @@ func (c *Client) Output(ctx context.Context, q, id string, v any) error {
 	if err := c.nsErr; err != nil {
 		return err
 	}
-	if err := ledger.ValidateQueue(q); err != nil {
+	if err := ledger.ValidateQueueRef(q); err != nil {
 		return err
 	}
 	raw, _, err := c.ledger.Output(ctx, q, id)

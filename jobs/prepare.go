@@ -17,6 +17,9 @@ type Prepared struct {
 	Payload []byte
 	// Display is the args with sensitive fields redacted (see RedactJSON).
 	Display []byte
+	// PartitionKey routes the job on a partitioned queue ("" none: see
+	// PartitionKey).
+	PartitionKey string
 }
 
 // Prepare validates args and opts as Enqueue does (an error matches
@@ -28,7 +31,7 @@ func Prepare(args JobArgs, opts ...Option) (*Prepared, error) {
 	}
 	return &Prepared{
 		Kind: j.Kind, Queue: j.Queue, OperationID: j.OperationID, Resource: j.Resource, MaxRetries: j.MaxRetries,
-		Timeout: j.Timeout, RunAt: runAt(j.Delay), Payload: j.Payload, Display: j.Display,
+		Timeout: j.Timeout, RunAt: runAt(j.Delay), Payload: j.Payload, Display: j.Display, PartitionKey: j.PartitionKey,
 	}, nil
 }
 

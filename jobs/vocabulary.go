@@ -103,6 +103,11 @@ const Uncertain State = "uncertain"
 // Review jobs wait for an operator's decision.
 const Review State = "review"
 
+// Waiting is a workflow step whose dependencies have not all succeeded
+// (see package workflow): it is never claimed, and becomes pending once
+// they have.
+const Waiting State = "waiting"
+
 // States lists every state in display order.
 var States = ledger.States
 

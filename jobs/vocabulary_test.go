@@ -19,7 +19,7 @@ func TestVocabularyMatchesTheEngine(t *testing.T) {
 			t.Errorf("%v != engine's %v", c.got, c.want)
 		}
 	}
-	states := []State{Pending, Running, Uncertain, Review, Succeeded, Dead, Cancelled}
+	states := []State{Waiting, Pending, Running, Uncertain, Review, Succeeded, Dead, Cancelled}
 	for i, s := range ledger.States {
 		if states[i] != s {
 			t.Errorf("state %d: %s != engine's %s", i, states[i], s)

@@ -64,7 +64,7 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 		"outcome": {"succeeded": true, "dead": true, "uncertain": true, "pending": true, "cancelled": true},
 		"stage":   {"enqueue": true, "execute": true, "commit": true, "renew": true, "storage": true},
 		"reason":  {"invalid": true, "unknown_kind": true, "malformed": true, "unknown_job": true},
-		"state":   {"pending": true, "running": true, "uncertain": true, "review": true, "succeeded": true, "dead": true, "cancelled": true},
+		"state":   {"waiting": true, "pending": true, "running": true, "uncertain": true, "review": true, "succeeded": true, "dead": true, "cancelled": true},
 		"result":  {"applied": true, "not_applied": true, "cannot_tell": true, "review": true},
 		"service": {"expirer": true, "resolver": true, "pruner": true, "status": true, "periodic": true, "outbox_relay": true, "handover": true},
 	}

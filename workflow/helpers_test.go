@@ -81,6 +81,8 @@ type env struct {
 	runs   *runs
 	fixed  atomic.Bool // steps with Fail succeed from now on
 	reg    *prometheus.Registry
+	// retention is the namespace's jobs.Config.Retention (0: the default).
+	retention time.Duration
 }
 
 func newEnv(t *testing.T) *env {
@@ -89,10 +91,14 @@ func newEnv(t *testing.T) *env {
 }
 
 func newEnvOn(t *testing.T, rdb redis.UniversalClient, ns string) *env {
-	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	return newEnvWith(t, rdb, ns, 0)
+}
+
+func newEnvWith(t *testing.T, rdb redis.UniversalClient, ns string, retention time.Duration) *env {
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Retention: retention})
 	t.Cleanup(func() { _ = c.Close() })
-	return &env{t: t, rdb: rdb, ns: ns, client: c, ledger: ledger.New(rdb, ledger.Config{Namespace: ns}),
-		runs: &runs{n: map[string]int{}}, reg: prometheus.NewRegistry()}
+	return &env{t: t, rdb: rdb, ns: ns, client: c, ledger: ledger.New(rdb, ledger.Config{Namespace: ns, Retention: retention}),
+		runs: &runs{n: map[string]int{}}, reg: prometheus.NewRegistry(), retention: retention}
 }
 
 // work is the Step handler: a step reads every dependency's output and
@@ -127,11 +133,11 @@ func (e *env) start(queues ...string) func() {
 		qs[q] = 1
 	}
 	p, err := worker.NewPool(e.rdb, worker.Config{
-		Jobs: jobs.Config{Namespace: e.ns}, Queues: qs, Concurrency: 8,
+		Jobs: jobs.Config{Namespace: e.ns, Retention: e.retention}, Queues: qs, Concurrency: 8,
 		LeaseTTL: time.Second, HandlerTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second,
 		RetryDelay:  func(int) time.Duration { return 20 * time.Millisecond },
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Maintenance: worker.MaintenanceConfig{Interval: 100 * time.Millisecond, MaxReconcileTries: 3},
+		Maintenance: worker.MaintenanceConfig{Interval: 100 * time.Millisecond, MaxReconcileTries: 3, PruneInterval: 200 * time.Millisecond},
 		Registerer:  e.reg,
 	})
 	if err != nil {
@@ -201,4 +207,33 @@ func counter(t *testing.T, reg *prometheus.Registry, name, outcome string) float
 		}
 	}
 	return sum
+}
+
+// gauge reads the gauge name in reg whose labels include labels (-1 when
+// there is none).
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return -1
 }

@@ -80,7 +80,8 @@ func AllowFailure(deps ...string) StepOption {
 }
 
 // Options gives the step's job enqueue options (jobs.Queue, jobs.MaxRetries,
-// jobs.Timeout, jobs.OperationID, ...) as for jobs.Client.Enqueue.
+// jobs.Timeout, jobs.OperationID, jobs.PartitionKey, ...) as for
+// jobs.Client.Enqueue.
 func Options(opts ...jobs.Option) StepOption {
 	return func(s *step) { s.opts = append(s.opts, opts...) }
 }
@@ -116,12 +117,14 @@ func (w *Workflow) Add(name string, args jobs.JobArgs, opts ...StepOption) *Work
 // Validate checks the graph as Enqueue does, writing nothing: an error
 // matches jobs.ErrInvalid.
 func (w *Workflow) Validate() error {
-	_, err := w.plan("validate", "")
+	_, err := w.plan(context.Background(), "validate", "", nil)
 	return err
 }
 
-// plan validates w and builds what the ledger writes for workflow id.
-func (w *Workflow) plan(id, op string) (*ledger.NewWorkflow, error) {
+// plan validates w and builds what the ledger writes for workflow id;
+// route (nil: none) moves the steps of partitioned queues to their
+// partitions.
+func (w *Workflow) plan(ctx context.Context, id, op string, route func(context.Context, []*ledger.NewJob) error) (*ledger.NewWorkflow, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -143,7 +146,11 @@ func (w *Workflow) plan(id, op string) (*ledger.NewWorkflow, error) {
 			return nil, fmt.Errorf("workflow step %q: %w", s.name, err)
 		}
 		j := &ledger.NewJob{ID: id + "." + s.name, Kind: p.Kind, Queue: p.Queue, OperationID: p.OperationID,
-			Resource: p.Resource, Payload: p.Payload, Display: p.Display, MaxRetries: p.MaxRetries, Timeout: p.Timeout}
+			Resource: p.Resource, Payload: p.Payload, Display: p.Display, MaxRetries: p.MaxRetries, Timeout: p.Timeout,
+			PartitionKey: p.PartitionKey}
+		if j.PartitionKey == "" {
+			j.PartitionKey = id // a workflow's steps of one partitioned queue share a partition
+		}
 		if !p.RunAt.IsZero() {
 			j.Delay = time.Until(p.RunAt)
 		}
@@ -172,6 +179,11 @@ func (w *Workflow) plan(id, op string) (*ledger.NewWorkflow, error) {
 	}
 	if cyc := cycle(w); cyc != "" {
 		return nil, fmt.Errorf("%w: workflow steps form a cycle through %q", jobs.ErrInvalid, cyc)
+	}
+	if route != nil {
+		if err := route(ctx, jobsOf); err != nil {
+			return nil, err
+		}
 	}
 	for i, s := range w.steps {
 		for _, d := range s.deps {
@@ -255,7 +267,10 @@ type Result struct {
 	Steps map[string]StepRef
 }
 
-// StepRef names a step's job.
+// StepRef names a step's job. On a partitioned queue (see
+// jobs.Client.SetPartitions) Queue is the step's partition ("q#k"): the
+// steps of one queue share the workflow's partition (its id is their
+// partition key) unless a step gives its own jobs.PartitionKey.
 type StepRef struct {
 	Queue string `json:"queue"`
 	JobID string `json:"job_id"`
@@ -286,7 +301,9 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 		sum := sha256.Sum256([]byte(o.op))
 		id = "wf-" + hex.EncodeToString(sum[:16])
 	}
-	nw, err := w.plan(id, o.op)
+	nw, err := w.plan(ctx, id, o.op, func(ctx context.Context, js []*ledger.NewJob) error {
+		return clientledger.Route(ctx, c, js)
+	})
 	if err != nil {
 		return nil, err
 	}

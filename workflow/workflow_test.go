@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/workflow"
@@ -335,5 +339,189 @@ func TestRerunOfADependentWaitsForItsCause(t *testing.T) {
 	e.wait(res, "ship", jobs.Succeeded)
 	if e.runs.count("ship") != 1 {
 		t.Fatalf("ship ran %d times", e.runs.count("ship"))
+	}
+}
+
+// TestWaitingStepsCounted: waiting steps are among the queue's counts, its
+// lists by state and the maintenance leader's fencedq_jobs gauge.
+func TestWaitingStepsCounted(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := workflow.Enqueue(ctx, e.client, diamond()); err != nil {
+		t.Fatal(err)
+	}
+	in := e.client.Inspector()
+	c, err := in.Counts(ctx, jobs.DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c[jobs.Waiting] != 3 || c[jobs.Pending] != 1 {
+		t.Fatalf("counts %v: 3 waiting, 1 pending", c)
+	}
+	l, err := in.List(ctx, jobs.ListParams{Queue: jobs.DefaultQueue, State: jobs.Waiting, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Total != 3 || len(l.Jobs) != 3 {
+		t.Fatalf("waiting list: %d of %d", len(l.Jobs), l.Total)
+	}
+	// a pool of another queue leads maintenance: its status pass sets the
+	// gauge of every queue
+	e.start("elsewhere")
+	redistest.Await(t, e.rdb, e.ns+":reconciler:status", "the gauge of waiting steps", func() bool {
+		return gauge(t, e.reg, "fencedq_jobs", map[string]string{"queue": jobs.DefaultQueue, "state": "waiting"}) == 3
+	})
+	if n := e.runs.count("charge"); n != 0 {
+		t.Fatalf("charge ran %d times in a pool of another queue", n)
+	}
+}
+
+// TestFinishedWorkflowsExpire: a finished workflow's record, operation id
+// and index entries are pruned once the retention passed and its steps'
+// jobs expired; enqueueing with the same operation id then makes a new
+// workflow. A finished workflow with a step still kept is not pruned.
+func TestFinishedWorkflowsExpire(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	e := newEnvWith(t, rdb, ns, time.Second)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID("order-expire"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(res, "ship", jobs.Succeeded)
+	redistest.AwaitWithin(t, e.rdb, e.ns, "the workflow's record pruned", 60*time.Second, func() bool {
+		_, err := workflow.Get(ctx, e.client, res.ID)
+		return errors.Is(err, workflow.ErrNotFound)
+	})
+	p := e.ns + ":{default}:"
+	if n := e.rdb.Exists(ctx, p+"wf:"+res.ID, p+"wfop:order-expire").Val(); n != 0 {
+		t.Errorf("%d of the record and its operation id left", n)
+	}
+	for _, idx := range []string{"workflows", "wf_done"} {
+		if err := e.rdb.ZScore(ctx, p+idx, res.ID).Err(); !errors.Is(err, redis.Nil) {
+			t.Errorf("index %s still lists the workflow (%v)", idx, err)
+		}
+	}
+	if e.rdb.SIsMember(ctx, p+"wf_open", res.ID).Val() {
+		t.Error("still open")
+	}
+	again, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID("order-expire"))
+	if err != nil || again.Deduplicated {
+		t.Fatalf("enqueue after expiry: %+v, %v: a new workflow", again, err)
+	}
+	e.wait(again, "ship", jobs.Succeeded)
+	if n := e.runs.count("ship"); n != 2 {
+		t.Fatalf("ship ran %d times: once per workflow", n)
+	}
+}
+
+// TestFinishedWorkflowWithAKeptStepStays: the pruner keeps a finished
+// workflow while any step's job is kept, and looks again a retention
+// later.
+func TestFinishedWorkflowWithAKeptStepStays(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID("order-kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(res, "ship", jobs.Succeeded)
+	wk := e.ns + ":{default}:wf:" + res.ID
+	redistest.Await(t, e.rdb, wk, "the workflow settled", func() bool {
+		return e.rdb.HGet(ctx, wk, "final").Val() == workflow.Succeeded
+	})
+	later := time.Now().Add(e.ledger.Retention() + time.Hour)
+	if n, err := e.ledger.PruneWorkflows(ctx, jobs.DefaultQueue, later); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) while its steps are kept", n, err)
+	}
+	if _, err := workflow.Get(ctx, e.client, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	// every step but ship expired: still kept, and not looked at again
+	// before another retention
+	for _, s := range []string{"charge", "reserve", "invoice"} {
+		e.rdb.Del(ctx, e.ns+":{default}:job:"+res.Steps[s].JobID)
+	}
+	if n, err := e.ledger.PruneWorkflows(ctx, jobs.DefaultQueue, later.Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) while ship is kept", n, err)
+	}
+	e.rdb.Del(ctx, e.ns+":{default}:job:"+res.Steps["ship"].JobID)
+	if n, err := e.ledger.PruneWorkflows(ctx, jobs.DefaultQueue, later.Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) before a retention passed since the last look", n, err)
+	}
+	if n, err := e.ledger.PruneWorkflows(ctx, jobs.DefaultQueue, later.Add(e.ledger.Retention()+2*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want the workflow", n, err)
+	}
+	if _, err := workflow.Get(ctx, e.client, res.ID); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("get after pruning: %v", err)
+	}
+}
+
+// TestStepsOnAPartitionedQueue: the steps of a partitioned queue go to a
+// partition, by default the workflow's (its id as the partition key), by
+// their own partition key when they have one; the workflow runs through
+// the partitions' pools, each step once, and enqueueing it again finds it.
+func TestStepsOnAPartitionedQueue(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetPartitions(ctx, "parts", 4); err != nil {
+		t.Fatal(err)
+	}
+	parts := ledger.PartitionNames("parts", 4)
+	// two keys routed to different partitions: at least one differs from
+	// the workflow's, so dependencies cross partitions
+	keyA, keyB := "mail-0", ""
+	for i := 1; keyB == ""; i++ {
+		if k := fmt.Sprintf("mail-%d", i); ledger.RoutePartition(4, k, "", 0) != ledger.RoutePartition(4, keyA, "", 0) {
+			keyB = k
+		}
+	}
+	opts := workflow.Options(jobs.Queue("parts"))
+	w := workflow.New("order").
+		Add("charge", step("charge"), opts).
+		Add("reserve", step("reserve", "charge"), workflow.After("charge"), opts).
+		Add("invoice", step("invoice", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("parts"), jobs.PartitionKey(keyA))).
+		Add("notify", step("notify", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("parts"), jobs.PartitionKey(keyB))).
+		Add("ship", step("ship", "reserve", "invoice", "notify"), workflow.After("reserve", "invoice", "notify"), opts)
+	res, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order-parts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(parts, res.Home) {
+		t.Fatalf("home %s is not a partition of parts %v", res.Home, parts)
+	}
+	for _, s := range []string{"charge", "reserve", "ship"} {
+		if q := res.Steps[s].Queue; q != res.Home {
+			t.Errorf("step %s (no key) in %s, not in the workflow's partition %s", s, q, res.Home)
+		}
+	}
+	if q, want := res.Steps["invoice"].Queue, parts[ledger.RoutePartition(4, keyA, "", 0)]; q != want {
+		t.Errorf("invoice (key %s) in %s, want %s", keyA, q, want)
+	}
+	if q, want := res.Steps["notify"].Queue, parts[ledger.RoutePartition(4, keyB, "", 0)]; q != want {
+		t.Errorf("notify (key %s) in %s, want %s", keyB, q, want)
+	}
+	e.start("parts")
+	e.wait(res, "ship", jobs.Succeeded)
+	for _, s := range []string{"charge", "reserve", "invoice", "notify", "ship"} {
+		if n := e.runs.count(s); n != 1 {
+			t.Errorf("step %s ran %d times", s, n)
+		}
+	}
+	if st := e.status(res.ID); st.State != workflow.Succeeded || st.Home != res.Home {
+		t.Fatalf("status %s, home %s", st.State, st.Home)
+	}
+	again, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order-parts"))
+	if err != nil || !again.Deduplicated || again.ID != res.ID {
+		t.Fatalf("enqueued again: %+v, %v", again, err)
+	}
+	if c, err := e.client.Inspector().Counts(ctx, "parts"); err != nil || c[jobs.Succeeded] != 5 {
+		t.Fatalf("counts of parts: %v, %v", c, err)
+	}
+	var out StepOut
+	if err := e.client.Output(ctx, res.Steps["ship"].Queue, res.Steps["ship"].JobID, &out); err != nil || out.N != 4 {
+		t.Fatalf("ship's output %+v, %v: it read its 3 dependencies' outputs", out, err)
 	}
 }

@@ -34,7 +34,7 @@ func TestSmoke(t *testing.T) {
 		"--repeat", "1", "--kills", "1", "--lease-ops", "400", "--cluster-queues", "3", "--partition-counts", "1,3",
 		"--recovery-modes", "fencedq-1s", "--recovery-timeout", "30s",
 		"--concurrency", "10,50", "--enqueue-jobs", "200", "--latency-rate", "200", "--latency-duration", "500ms",
-		"--outbox-rate", "200", "--outbox-duration", "500ms"}
+		"--outbox-rate", "200", "--outbox-duration", "500ms", "--workflow-runs", "3"}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -86,6 +86,20 @@ func TestSmoke(t *testing.T) {
 		"machine.cpus",
 	} {
 		positive(p)
+	}
+	if wf, _ := rep["workflows"].(map[string]any); wf != nil {
+		shapes, _ := wf["shapes"].([]any)
+		if len(shapes) != 2 {
+			t.Errorf("workflows.shapes = %v, want the chain and the fan-out", wf["shapes"])
+		}
+		for _, sh := range shapes {
+			m, _ := sh.(map[string]any)
+			for _, k := range []string{"end_to_end_ms", "steps_per_s", "independent_ms"} {
+				if f, ok := m[k].(float64); !ok || !(f > 0) {
+					t.Errorf("workflows %v: %s = %v, want a positive number", m["name"], k, m[k])
+				}
+			}
+		}
 	}
 	if pg, _ := rep["postgres"].(map[string]any); pg != nil {
 		if pg["skipped"] == true {

@@ -61,6 +61,11 @@
 //	          --enqueue-goroutines goroutines, default vs durable; how much
 //	          slower durable is (target ≤ 15 % at concurrency 50). Needs the
 //	          benchmark's own server (not --redis).
+//	workflows a chain of 10 no-op steps and a fan-out 1 → 100 → 1, each run
+//	          --workflow-runs times (default 20) one at a time through one
+//	          pool: time from workflow.Enqueue to the last step, steps/s,
+//	          Redis commands and CPU per step, beside the same number of
+//	          independent no-op jobs enqueued with one EnqueueMany.
 //
 // Every fencedq pool runs worker.Config's defaults (maintenance on) with the
 // concurrency under test and a discarding logger; every asynq server runs

@@ -38,7 +38,7 @@ func main() {
 }
 
 // allSections lists the sections in the order they run.
-var allSections = []string{"noop", "enqueue", "latency", "cluster", "partitions", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable", "limits", "groups"}
+var allSections = []string{"noop", "enqueue", "latency", "cluster", "partitions", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable", "limits", "groups", "workflows"}
 
 // options are the parsed flags.
 type options struct {
@@ -67,6 +67,7 @@ type options struct {
 	recoveryModes                  []string
 	recoveryTimeout                time.Duration
 	cpuProfile                     string
+	workflowRuns                   int
 }
 
 func (o *options) has(section string) bool { return slices.Contains(o.sections, section) }
@@ -107,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.outboxJobs, "outbox-jobs", 0, "jobs per timed run in the outbox section (default jobs/2)")
 	fs.Float64Var(&o.outboxRate, "outbox-rate", 200, "jobs per second offered in the outbox section's latency runs")
 	fs.DurationVar(&o.outboxDuration, "outbox-duration", 10*time.Second, "how long the outbox section's latency runs offer jobs, per run and side")
+	fs.IntVar(&o.workflowRuns, "workflow-runs", 20, "workflows run one at a time per graph in the workflows section")
 	fs.IntVar(&o.clusterJobs, "cluster-jobs", 0, "jobs per timed run in the cluster section (default jobs/2)")
 	fs.IntVar(&o.clusterQueues, "cluster-queues", 6, "queues the cluster section spreads jobs over")
 	partitionCounts := fs.String("partition-counts", "1,3,6,12", "the partitions section's partition counts of its one queue (cluster-jobs jobs each)")
@@ -173,7 +175,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.partitionCounts = append(o.partitionCounts, n)
 	}
 	switch {
-	case o.jobs < 1 || o.repeat < 1 || o.concurrency < 1 || o.kills < 1:
+	case o.jobs < 1 || o.repeat < 1 || o.concurrency < 1 || o.kills < 1 || o.workflowRuns < 1:
 		return nil, errors.New("--jobs, --repeat, --concurrency and --kills must be positive")
 	case o.leaseOps < 1 || o.leaseGoroutines < 1 || o.leaseResources < 1 || o.clusterQueues < 1:
 		return nil, errors.New("--lease-ops, --lease-goroutines, --lease-resources and --cluster-queues must be positive")
@@ -236,6 +238,7 @@ type Report struct {
 	Durable    *DurableResult    `json:"durable"`
 	Limits     *LimitsResult     `json:"limits"`
 	Groups     *GroupsResult     `json:"groups"`
+	Workflows  *WorkflowsResult  `json:"workflows"`
 	// Errors maps a section that failed to its error.
 	Errors map[string]string `json:"errors,omitempty"`
 	// Seconds is the wall time of the whole run.
@@ -276,7 +279,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		"lease_goroutines": opts.leaseGoroutines, "lease_resources": opts.leaseResources,
 		"cluster_jobs": opts.clusterJobs, "cluster_queues": opts.clusterQueues, "partition_counts": opts.partitionCounts, "memory_jobs": opts.memoryJobs,
 		"outbox_jobs": opts.outboxJobs, "outbox_rate": opts.outboxRate, "outbox_duration_s": opts.outboxDuration.Seconds(),
-		"recovery_modes": opts.recoveryModes, "redis_started_by_bench": opts.redisAddr == "",
+		"recovery_modes": opts.recoveryModes, "workflow_runs": opts.workflowRuns, "redis_started_by_bench": opts.redisAddr == "",
 	}}
 	rep.Machine = machine(ctx, e.single.rdb, opts.pgURL)
 	for _, s := range allSections {
@@ -319,6 +322,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			rep.Limits, err = e.limits(ctx)
 		case "groups":
 			rep.Groups, err = e.groups(ctx)
+		case "workflows":
+			rep.Workflows, err = e.workflows(ctx)
 		}
 		if err != nil {
 			rep.Errors[s] = err.Error()

@@ -103,6 +103,9 @@ func printTable(w io.Writer, r *Report) {
 	if g := r.Groups; g != nil {
 		printGroups(w, g)
 	}
+	if wf := r.Workflows; wf != nil {
+		printWorkflows(w, wf)
+	}
 	if q := r.Enqueue; q != nil {
 		fmt.Fprintf(w, "\nenqueue: %d jobs from %d goroutines (EnqueueMany: %d jobs per call), median of %d\n", q.Jobs, q.Goroutines, q.Batch, q.Repeat)
 		fmt.Fprint(tw, "\tjobs/s\tround trips/job\tscripts/job\tredis cmds/job\tredis CPU µs/job\tclient CPU µs/job\t\n")

@@ -272,6 +272,9 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 		jc = jobs.NewClient(e.rdb, cfg)
 		defer jc.Close()
 		enq = fencedEnqueuer(jc, o)
+		if o.Workflows {
+			enq = workflowEnqueuer(jc, o)
+		}
 	case modeBaseline:
 		ac = asynq.NewClientFromRedisClient(e.rdb)
 		defer ac.Close()
@@ -360,6 +363,9 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 		err = checkBaseline(cctx, e, w, rep)
 	} else {
 		err = checkFenced(cctx, e, lg, w, rep)
+		if err == nil && o.Workflows {
+			err = checkWorkflows(cctx, e, lg, w, rep)
+		}
 	}
 	if err == nil && mode == modeBridge {
 		rep.Asynq, err = asynqCounts(asynq.NewInspectorFromRedisClient(e.rdb))
@@ -374,7 +380,10 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 			if mode == modeBaseline {
 				return r, checkBaseline(cctx, e, w, r)
 			}
-			return r, checkFenced(cctx, e, lg, w, r)
+			if err := checkFenced(cctx, e, lg, w, r); err != nil || !o.Workflows {
+				return r, err
+			}
+			return r, checkWorkflows(cctx, e, lg, w, r)
 		}
 		if err := o.afterCheck(cctx, e, recheck); err != nil {
 			return nil, err
@@ -583,7 +592,7 @@ func (e *runEnv) waitSettled(ctx context.Context, mode string, deadline time.Tim
 		switch mode {
 		case modeFenced:
 			if c, err := e.ledgerCounts(ctx); err == nil {
-				left = int(c[jobs.Pending] + c[jobs.Running] + c[jobs.Uncertain])
+				left = int(c[jobs.Waiting] + c[jobs.Pending] + c[jobs.Running] + c[jobs.Uncertain])
 			}
 		case modeBaseline:
 			if n, err := e.baselineLeft(ctx); err == nil {

@@ -202,6 +202,60 @@ func tamper(ctx context.Context, e *runEnv, recheck func() (*report, error)) (*r
 	return recheck()
 }
 
+// TestWorkflowsChaosSmoke runs the workflow workload briefly under faults:
+// a clean report, and the workflow checks catch a step applied twice and a
+// promotion counted twice.
+func TestWorkflowsChaosSmoke(t *testing.T) {
+	needServers(t)
+	t.Parallel()
+	o, err := parseOptions([]string{
+		"--workflows", "--duration", "20s", "--rate", "6", "--workers", "3", "--concurrency", "3",
+		"--fault-gap", "2500ms", "--max-kills", "2", "--max-redis-restarts", "2", "--max-pauses", "3",
+		"--drain", "60s", "--seed", "20261202",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Progress = &logWriter{t: t}
+	var tampered *report
+	o.afterCheck = func(ctx context.Context, e *runEnv, recheck func() (*report, error)) error {
+		s := qschema(e.schema)
+		if _, err := e.admin.Exec(ctx, `INSERT INTO `+s+`.chaos_wf_steps (operation_id, step, token, worker)
+			SELECT operation_id, step, token, 'tamper' FROM `+s+`.chaos_wf_steps ORDER BY seq LIMIT 1`); err != nil {
+			return err
+		}
+		if err := e.rdb.HIncrBy(ctx, namespace+":{"+transfersQueue+"}:stats", "promoted", 1).Err(); err != nil {
+			return err
+		}
+		tampered, err = recheck()
+		return err
+	}
+	rep, err := runChaos(t.Context(), o)
+	if err != nil {
+		t.Fatalf("chaos run broke: %v", err)
+	}
+	var table bytes.Buffer
+	rep.printTable(&table)
+	t.Log("\n" + table.String())
+	if len(rep.Violations) > 0 {
+		t.Fatalf("the checker found %d violations:\n%s", len(rep.Violations), strings.Join(rep.Violations, "\n"))
+	}
+	if rep.Storage["workflows_succeeded"] < 50 {
+		t.Errorf("only %d workflows succeeded", rep.Storage["workflows_succeeded"])
+	}
+	failed := map[string]bool{}
+	for _, c := range tampered.Checks {
+		if !c.OK {
+			failed[c.Name] = true
+		}
+	}
+	for _, want := range []string{"every workflow step once, after its dependency", "every dependent step promoted once"} {
+		if !failed[want] {
+			t.Errorf("after tampering, check %q still passes; tampered report: %v", want, tampered.Violations)
+		}
+	}
+}
+
 // TestBaselineSmoke runs the unfenced asynq baseline briefly and checks
 // that its report parses. Whether it finds double applies in 20 seconds is
 // a matter of luck, so the findings are logged, not asserted. No operation

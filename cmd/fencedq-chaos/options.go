@@ -71,6 +71,9 @@ type options struct {
 	// that many partitions (0 or 1: none).
 	Cluster    int `json:"cluster,omitempty"`
 	Partitions int `json:"partitions,omitempty"`
+	// Workflows submits each operation as a workflow: the transfer, then a
+	// ledger entry, then a notification (see checkworkflows.go).
+	Workflows bool `json:"workflows,omitempty"`
 	// IdleInTransaction, when set, is the workers' PostgreSQL
 	// idle_in_transaction_session_timeout: the server aborts the open
 	// transaction of a worker frozen mid-transfer (a long pause), releasing
@@ -137,6 +140,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.Durable, "durable", false, "durable acknowledgements (one replica must hold each enqueue, claim and completion; fencedq and the bridge), and an acknowledged job lost in a failover is a violation, not a finding")
 	fs.IntVar(&o.Cluster, "cluster", 0, "run Redis as a Redis Cluster of this many masters (AOF each; redis restarts hit one master at a time); fencedq only; with --failover each master gets a replica and masters fail over")
 	fs.IntVar(&o.Partitions, "partitions", 0, "declare the workload's queues with this many partitions (Client.SetPartitions; fencedq only)")
+	fs.BoolVar(&o.Workflows, "workflows", false, "submit each operation as a workflow: transfer → ledger entry → notification (the notification in the priority queue); the checker adds \"every step once, never before its dependency, every workflow final, every dependent promoted once\"; fencedq on one server only")
 	fs.DurationVar(&o.IdleInTransaction, "pg-idle-in-transaction", 0, "the workers' PostgreSQL idle_in_transaction_session_timeout (0: the server's, off by default): aborts a frozen worker's transaction and releases its row locks")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the schema, the Redis directory and the worker logs")
@@ -182,6 +186,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf(`%w: --baseline must be "asynq" or "asynq-bridge"`, errUsage)
 	case (o.Cluster != 0 || o.Partitions > 1) && o.Baseline != "":
 		return nil, fmt.Errorf("%w: --cluster and --partitions run fencedq only, without --baseline", errUsage)
+	case o.Workflows && (o.Baseline != "" || o.Failover || o.Cluster != 0 || o.Partitions > 1):
+		return nil, fmt.Errorf("%w: --workflows runs fencedq on one server only (no --baseline, --failover, --cluster or --partitions)", errUsage)
 	case o.Cluster == 0 && o.Partitions > 1 && o.Failover:
 		return nil, fmt.Errorf("%w: --partitions with --failover needs --cluster", errUsage)
 	case o.Cluster < 0 || o.Cluster == 1 || o.Cluster == 2 || o.Cluster > 16:

@@ -131,6 +131,9 @@ func setupStorage(ctx context.Context, pool *pgxpool.Pool, schema string, accoun
 	if _, err := pool.Exec(ctx, strings.ReplaceAll(setupSQL, "{s}", qschema(schema))); err != nil {
 		return fmt.Errorf("create chaos tables: %w", err)
 	}
+	if err := setupWorkflowStorage(ctx, pool, schema); err != nil {
+		return fmt.Errorf("create workflow step tables: %w", err)
+	}
 	return store.Setup(ctx, accounts, initial)
 }
 

@@ -223,6 +223,13 @@ func runFencedWorker(ctx context.Context, w workerFlags, rdb redis.UniversalClie
 	if err := worker.Register(p, &bank.Worker{Store: store}); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	steps, err := newStepWorker(pool, w.schema, w.id, w.careless)
+	if err != nil {
+		return err
+	}
+	if err := worker.Register(p, jobs.Worker[wfStep](steps)); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	return p.Run(ctx)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/workflow"
 )
 
 // overdraftCents is more than all accounts hold together: such a transfer
@@ -98,6 +99,26 @@ func fencedEnqueuer(c *jobs.Client, o *options) enqueuer {
 	}
 }
 
+// workflowEnqueuer submits each operation as a workflow whose first step
+// is the transfer (the operation's job, its operation id the operation's):
+// transfer → entry → notify, the notification in the priority queue.
+func workflowEnqueuer(c *jobs.Client, o *options) enqueuer {
+	return func(ctx context.Context, op *operation, queue string) (string, bool, error) {
+		w := workflow.New("transfer").
+			Add("transfer", op.Args, workflow.Options(append([]jobs.Option{jobs.Queue(queue), jobs.OperationID(op.ID)}, flowOptions(o, op.Args.To)...)...)).
+			Add("entry", wfStep{Op: op.ID, Step: "entry"}, workflow.After("transfer"), workflow.Options(jobs.Queue(queue))).
+			Add("notify", wfStep{Op: op.ID, Step: "notify"}, workflow.After("entry"), workflow.Options(jobs.Queue(priorityQueue)))
+		res, err := workflow.Enqueue(ctx, c, w, workflow.OperationID(workflowOp(op.ID)))
+		if err != nil {
+			return "", false, err
+		}
+		return res.Steps["transfer"].JobID, res.Deduplicated, nil
+	}
+}
+
+// workflowOp is the operation id of operation op's workflow.
+func workflowOp(op string) string { return "wf:" + op }
+
 // baselineEnqueuer submits through a plain asynq.Client: the operation id
 // is the task id and completed tasks are retained, which is how an asynq
 // user deduplicates.
@@ -133,7 +154,7 @@ func (w *workload) newOperation() *operation {
 		op.Args.Cents, op.Overdraft = overdraftCents, true
 		w.overdrafts.Add(1)
 	}
-	if w.rng.Float64() < w.o.PriorityCopies {
+	if w.rng.Float64() < w.o.PriorityCopies && !w.o.Workflows {
 		op.Queues = append(op.Queues, priorityQueue)
 		w.priorityCopies.Add(1)
 	}

@@ -24,13 +24,20 @@ func TestWorkflowInspectAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	charge := res.Steps["charge"].JobID
+	// the waiting step has its column in the queues table
+	code, text, _ := e.cli("queues")
+	if lines := strings.Split(text, "\n"); code != 0 || len(lines) < 2 ||
+		strings.Join(strings.Fields(lines[0])[:3], " ") != "QUEUE WAITING PENDING" ||
+		strings.Join(strings.Fields(lines[1])[:3], " ") != "default 1 1" {
+		t.Fatalf("queues: %d %q", code, text)
+	}
 	c := e.claim(charge)
 	out := []byte(`{"receipt":"r-1"}`)
 	if _, err := e.ledger.Complete(ctx, "default", []ledger.Completion{{ID: charge, Token: c.Token,
 		Outcome: ledger.Outcome{To: ledger.Succeeded, Output: out, OutputDisplay: out}}}); err != nil {
 		t.Fatal(err)
 	}
-	code, text, _ := e.cli("workflow", "inspect")
+	code, text, _ = e.cli("workflow", "inspect")
 	if code != 0 || !strings.Contains(text, res.ID) || !strings.Contains(text, "1/2") {
 		t.Fatalf("workflow inspect: %d %q", code, text)
 	}

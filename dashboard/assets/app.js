@@ -9,7 +9,7 @@
   const main = document.getElementById('main');
   const bannerEl = document.getElementById('banner');
   const sessionEl = document.getElementById('session');
-  const states = ['pending', 'running', 'uncertain', 'review', 'succeeded', 'dead', 'cancelled'];
+  const states = ['waiting', 'pending', 'running', 'uncertain', 'review', 'succeeded', 'dead', 'cancelled'];
   const decisionLabels = { succeeded: 'Mark succeeded', rerun: 'Re-run', dead: 'Mark dead' };
   let session = { actions_enabled: false, authenticated: false, basic_auth: false };
   let csrfToken = null;
@@ -701,7 +701,8 @@
 
   // workflowGraph draws the steps in columns by depth (a step sits right of
   // every step it depends on), each box with its state, token and output,
-  // linked to its job's page.
+  // linked to its job's page; an SVG layer draws an arrow from each
+  // dependency to its dependent once the boxes are laid out.
   function workflowGraph(w) {
     const depth = {};
     const byName = {};
@@ -716,16 +717,80 @@
     };
     const cols = [];
     w.steps.forEach((st) => { const d = depthOf(st); (cols[d] = cols[d] || []).push(st); });
-    return el('div', { class: 'wf-graph', id: 'workflow-graph', style: 'display:flex;gap:1.5em;align-items:flex-start;overflow-x:auto' },
-      ...cols.map((col, i) => el('div', { class: 'wf-col', 'data-depth': String(i), style: 'display:flex;flex-direction:column;gap:.6em' },
-        ...col.map((st) => el('div', { class: 'wf-step', 'data-step': st.name, 'data-state': st.state,
-          style: 'border:1px solid #888;border-radius:4px;padding:.4em .6em;min-width:11em' },
+    const boxes = {};
+    const graph = el('div', { class: 'wf-graph', id: 'workflow-graph' },
+      ...cols.map((col, i) => el('div', { class: 'wf-col', 'data-depth': String(i) },
+        ...col.map((st) => {
+          boxes[st.name] = el('div', { class: 'wf-step', 'data-step': st.name, 'data-state': st.state },
           el('div', {}, el('strong', {}, st.name), ' ', badge(st.state)),
           st.deps && st.deps.length ? el('div', { class: 'muted' }, 'after ' + st.deps.join(', ')
             + (st.allow_fail && st.allow_fail.length ? ' (may fail: ' + st.allow_fail.join(', ') + ')' : '')) : '',
           el('div', { class: 'mono' }, 'token ' + (st.token && st.token !== '0' ? st.token : '—'), ' · ', jobLink(st.queue, st.job_id)),
           st.reason ? el('div', { class: 'muted' }, st.reason) : '',
-          st.output !== undefined ? el('pre', { class: 'args' }, JSON.stringify(st.output)) : '')))));
+          st.output !== undefined ? el('pre', { class: 'args' }, JSON.stringify(st.output)) : '');
+          return boxes[st.name];
+        }))));
+    const draw = () => drawWorkflowEdges(graph, w, boxes, byName);
+    requestAnimationFrame(draw);
+    if (window.ResizeObserver) new ResizeObserver(draw).observe(graph);
+    return graph;
+  }
+
+  // drawWorkflowEdges (re)draws graph's dependency arrows: from the right
+  // of a dependency's box to the left of its dependent's, green once the
+  // dependency succeeded, red when it ended dead or cancelled.
+  function drawWorkflowEdges(graph, w, boxes, byName) {
+    const ns = 'http://www.w3.org/2000/svg';
+    const old = graph.querySelector('svg.wf-edges');
+    if (old) old.remove();
+    if (!graph.isConnected) return;
+    const svg = document.createElementNS(ns, 'svg');
+    svg.setAttribute('class', 'wf-edges');
+    svg.setAttribute('width', String(graph.scrollWidth));
+    svg.setAttribute('height', String(graph.scrollHeight));
+    const defs = document.createElementNS(ns, 'defs');
+    const colors = { ok: '#2e7d32', bad: '#c62828', other: '#888' };
+    for (const [k, c] of Object.entries(colors)) {
+      const m = document.createElementNS(ns, 'marker');
+      m.setAttribute('id', 'wf-arrow-' + k);
+      m.setAttribute('viewBox', '0 0 10 10');
+      m.setAttribute('refX', '10');
+      m.setAttribute('refY', '5');
+      m.setAttribute('markerWidth', '7');
+      m.setAttribute('markerHeight', '7');
+      m.setAttribute('orient', 'auto');
+      const tip = document.createElementNS(ns, 'path');
+      tip.setAttribute('d', 'M0,0 L10,5 L0,10 z');
+      tip.setAttribute('fill', c);
+      m.append(tip);
+      defs.append(m);
+    }
+    svg.append(defs);
+    const g = graph.getBoundingClientRect();
+    const at = (r, x) => [x - g.left + graph.scrollLeft, r.top + r.height / 2 - g.top + graph.scrollTop];
+    w.steps.forEach((st) => (st.deps || []).forEach((d) => {
+      const from = boxes[d];
+      const to = boxes[st.name];
+      if (!from || !to) return;
+      const a = from.getBoundingClientRect();
+      const b = to.getBoundingClientRect();
+      const [x1, y1] = at(a, a.right);
+      const [x2, y2] = at(b, b.left);
+      const dep = byName[d].state;
+      const kind = dep === 'succeeded' ? 'ok' : (dep === 'dead' || dep === 'cancelled') ? 'bad' : 'other';
+      const mid = (x1 + x2) / 2;
+      const p = document.createElementNS(ns, 'path');
+      p.setAttribute('class', 'wf-edge');
+      p.setAttribute('data-from', d);
+      p.setAttribute('data-to', st.name);
+      p.setAttribute('d', `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`);
+      p.setAttribute('fill', 'none');
+      p.setAttribute('stroke', colors[kind]);
+      p.setAttribute('stroke-width', '1.5');
+      p.setAttribute('marker-end', 'url(#wf-arrow-' + kind + ')');
+      svg.append(p);
+    }));
+    graph.prepend(svg);
   }
 
   async function workflowsPage(my, id) {

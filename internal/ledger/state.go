@@ -21,16 +21,17 @@ const (
 	Uncertain State = "uncertain"
 	// Review jobs wait for an operator's decision.
 	Review State = "review"
+	// Waiting is the state of a workflow step whose dependencies have not
+	// all succeeded: never claimed; it becomes pending when the last one
+	// succeeds (see lua/workflow.lua).
+	Waiting State = "waiting"
 )
 
 // States lists every state in display order.
-var States = []State{Pending, Running, Uncertain, Review, Succeeded, Dead, Cancelled}
+var States = []State{Waiting, Pending, Running, Uncertain, Review, Succeeded, Dead, Cancelled}
 
 // Valid reports whether s is a known state.
 func (s State) Valid() bool {
-	if s == Waiting {
-		return true
-	}
 	for _, v := range States {
 		if v == s {
 			return true

@@ -7,16 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// Waiting is the state of a workflow step whose dependencies have not all
-// succeeded: never claimed; it becomes pending when the last one succeeds
-// (see lua/workflow.lua). It is not among States (the per-queue counts and
-// lists of plain jobs); workflow reads show it.
-const Waiting State = "waiting"
 
 // StepRef names a workflow step's job.
 type StepRef struct {
@@ -173,7 +169,7 @@ func (l *Ledger) MoveHandovers(ctx context.Context, q string) (int, error) {
 		var targets []string
 		for _, f := range fields {
 			parts := strings.SplitN(f, "\n", 3)
-			if len(parts) != 3 || ValidateQueue(parts[0]) != nil {
+			if len(parts) != 3 || ValidateQueueRef(parts[0]) != nil {
 				continue
 			}
 			if _, ok := byTarget[parts[0]]; !ok {
@@ -461,15 +457,96 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 	if out == WorkflowRunning {
 		return started, "", nil
 	}
-	first, err := l.rdb.HSetNX(ctx, wk, "final", out).Result()
+	// final: counted once, then kept for retention (PruneWorkflows)
+	var first *redis.BoolCmd
+	_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		first = p.HSetNX(ctx, wk, "final", out)
+		p.ZAddNX(ctx, l.prefix(q)+"wf_done", redis.Z{Score: float64(time.Now().UnixMilli()), Member: id})
+		p.SRem(ctx, l.prefix(q)+"wf_open", id)
+		return nil
+	})
 	if err != nil {
 		return started, "", wrap("settle workflow "+id, err)
 	}
-	if err := l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err(); err != nil {
-		return started, "", wrap("settle workflow "+id, err)
-	}
-	if !first {
+	if !first.Val() {
 		out = ""
 	}
 	return started, out, nil
+}
+
+// pruneWorkflowBatch bounds the finished workflows one PruneWorkflows call
+// looks at.
+const pruneWorkflowBatch = 100
+
+// PruneWorkflows deletes the records of queue q's workflows that finished
+// (SettleWorkflow found them final) more than the retention before now and
+// whose steps' jobs have all expired: the record, its operation id (a
+// later enqueue with it makes a new workflow) and its index entries. A
+// finished workflow with a step still kept (an operator re-ran it) is
+// looked at again a retention later. It returns how many it deleted.
+func (l *Ledger) PruneWorkflows(ctx context.Context, q string, now time.Time) (int, error) {
+	done := l.prefix(q) + "wf_done"
+	cut := strconv.FormatInt(now.Add(-l.cfg.Retention).UnixMilli(), 10)
+	ids, err := l.rdb.ZRangeByScore(ctx, done, &redis.ZRangeBy{Min: "-inf", Max: "(" + cut, Count: pruneWorkflowBatch}).Result()
+	if err != nil {
+		return 0, wrap("prune workflows of "+q, err)
+	}
+	n := 0
+	for _, id := range ids {
+		info, err := l.Workflow(ctx, q, id)
+		if err != nil {
+			return n, err
+		}
+		if info != nil {
+			kept, err := l.stepsKept(ctx, info)
+			if err != nil {
+				return n, err
+			}
+			if kept {
+				if err := l.rdb.ZAddXX(ctx, done, redis.Z{Score: float64(now.UnixMilli()), Member: id}).Err(); err != nil {
+					return n, wrap("prune workflows of "+q, err)
+				}
+				continue
+			}
+		}
+		_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, l.workflowKey(q, id))
+			if info != nil && info.OperationID != "" {
+				p.Del(ctx, l.prefix(q)+"wfop:"+info.OperationID)
+			}
+			p.ZRem(ctx, l.workflowsKey(q), id)
+			p.ZRem(ctx, done, id)
+			p.SRem(ctx, l.prefix(q)+"wf_open", id)
+			return nil
+		})
+		if err != nil {
+			return n, wrap("prune workflow "+id, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// stepsKept reports whether any step of the workflow still has its job.
+func (l *Ledger) stepsKept(ctx context.Context, info *WorkflowInfo) (bool, error) {
+	def, err := info.Def()
+	if err != nil {
+		return false, err
+	}
+	cmds := make([]*redis.IntCmd, len(def.Steps))
+	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range def.Steps {
+			cmds[i] = p.Exists(ctx, l.JobKey(s.Queue, s.ID))
+		}
+		return nil
+	})
+	if err != nil {
+		return false, wrap("read workflow "+info.ID+"'s steps", err)
+	}
+	for _, c := range cmds {
+		if c.Val() > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }

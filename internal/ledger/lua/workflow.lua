@@ -57,6 +57,7 @@ local function wf_deliver(id, from, what, retention)
       redis.call('ZREM', wf_waitk(), id)
       redis.call('ZADD', index['pending'], snow, id)
       redis.call('HSET', k, 'state', 'pending')
+      redis.call('HINCRBY', statsk, 'promoted', 1)
       wake()
     end
     return nil

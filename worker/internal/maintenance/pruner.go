@@ -9,7 +9,8 @@ import (
 
 // pruner drops index entries of finished jobs whose records expired after
 // retention, released entries of the queues' unique indexes (unique jobs:
-// their job gone or out of its unique states, their period over), and,
+// their job gone or out of its unique states, their period over), the
+// records of finished workflows past retention whose steps expired, and,
 // with an EffectPruner, effect records past theirs.
 type pruner struct {
 	service
@@ -41,6 +42,13 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 		n, err = p.ledger.PruneUnique(ctx, q)
 		if n > 0 {
 			p.log.Debug("pruned released unique keys", "queue", q, "keys", n)
+		}
+		if err != nil {
+			return err
+		}
+		w, err := p.ledger.PruneWorkflows(ctx, q, p.now())
+		if w > 0 {
+			p.log.Debug("pruned finished workflows past retention", "queue", q, "workflows", w)
 		}
 		return err
 	})
