@@ -376,6 +376,10 @@ func TestLimitCancelParkedAndWaitingFor(t *testing.T) {
 	if rec, err := e.client.Inspector().Get(ctx, jobs.DefaultQueue, a.JobID); err != nil || rec.State != jobs.Running {
 		t.Fatalf("first job: %v, %v; want it still running", rec, err)
 	}
+	// Parked jobs are pending in the counts, though out of the due index.
+	if counts, err := e.client.Inspector().Counts(ctx, jobs.DefaultQueue); err != nil || counts[jobs.Pending] != 2 {
+		t.Fatalf("pending count %d (%v), want the 2 parked jobs", counts[jobs.Pending], err)
+	}
 	if _, err := e.client.Cancel(ctx, jobs.DefaultQueue, b.JobID, "test", ""); err != nil {
 		t.Fatal(err)
 	}

@@ -473,7 +473,35 @@ func (l *Ledger) Counts(ctx context.Context, q string) (map[State]int64, error) 
 	if n, err := grouped.Int64(); err == nil && n > 0 {
 		out[Pending] += n
 	}
+	parked, err := l.parkedOnLimits(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out[Pending] += parked
 	return out, nil
+}
+
+// parkedOnLimits counts queue q's pending jobs parked on a full
+// concurrency limit (flow.lua), outside the due index: they are pending
+// all the same.
+func (l *Ledger) parkedOnLimits(ctx context.Context, q string) (int64, error) {
+	keys, err := l.rdb.HKeys(ctx, l.limitsKey(q)).Result()
+	if err != nil || len(keys) == 0 {
+		return 0, wrap("counts", err)
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.ZCard(ctx, l.limitWaitKey(q, k))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, wrap("counts", err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
 }
 
 // Stats returns queue q's counters: enqueued, attempted, succeeded, dead,
