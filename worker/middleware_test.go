@@ -33,7 +33,7 @@ type seenAttempt struct {
 // the job's tenant header into the handler's context.
 type recorder struct {
 	mu    sync.Mutex
-	order []string
+	order map[string][]string // per attempt (job id#attempt): attempts run concurrently
 	seen  []seenAttempt
 }
 
@@ -41,7 +41,11 @@ func (r *recorder) tag(name string) worker.Middleware {
 	return func(next worker.Handler) worker.Handler {
 		return func(ctx context.Context, job worker.JobView) error {
 			r.mu.Lock()
-			r.order = append(r.order, name)
+			if r.order == nil {
+				r.order = map[string][]string{}
+			}
+			k := fmt.Sprintf("%s#%d", job.ID(), job.Attempt())
+			r.order[k] = append(r.order[k], name)
 			r.mu.Unlock()
 			return next(ctx, job)
 		}
@@ -143,9 +147,12 @@ func TestMiddlewareWrapsEveryAttempt(t *testing.T) {
 	mu.Unlock()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	for i := 0; i < len(rec.order); i += 2 {
-		if rec.order[i] != "outer" || rec.order[i+1] != "inner" {
-			t.Fatalf("middleware order %v: want outer then inner for every attempt", rec.order)
+	if len(rec.order) != len(want) {
+		t.Fatalf("middleware ran around %d attempts, want %d: %v", len(rec.order), len(want), rec.order)
+	}
+	for k, o := range rec.order {
+		if !slices.Equal(o, []string{"outer", "inner"}) {
+			t.Fatalf("middleware order of attempt %s: %v, want outer then inner", k, o)
 		}
 	}
 }
