@@ -346,6 +346,11 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	// Check.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer ccancel()
+	if e.cf != nil {
+		if err := e.cf.waitOK(cctx); err != nil {
+			e.progress("the cluster did not report ok on every node before the check: %v", err)
+		}
+	}
 	rep = e.newReport(mode, nem)
 	rep.Timing = timing{FaultPhase: faultPhase.Round(time.Second).String(), Drain: drain.Round(100 * time.Millisecond).String(), Settled: settled}
 	rep.Faults, rep.FaultLog = nem.Counts(), nem.Events()

@@ -181,6 +181,18 @@ func (c *clusterRedis) failover(ctx context.Context, kind string, i int, cut tim
 	return rec, nil
 }
 
+// waitOK waits until every node reports cluster_state:ok: the checker
+// reads once the cluster has healed from the last fault (a node can report
+// CLUSTERDOWN for a moment after a failover or a restart).
+func (c *clusterRedis) waitOK(ctx context.Context) error {
+	c.mu.Lock()
+	addrs, n := c.addrs(nil), len(c.masters)
+	c.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return redisserver.WaitClusterOK(wctx, addrs, 2*n)
+}
+
 // restartReplica restarts replica i as redisServer.restart does and waits
 // until it is back in sync with its master.
 func (c *clusterRedis) restartReplica(ctx context.Context, i int, sig syscall.Signal, down time.Duration) (string, error) {
