@@ -34,7 +34,7 @@ func TestSmoke(t *testing.T) {
 		"--repeat", "1", "--kills", "1", "--lease-ops", "400", "--cluster-queues", "3", "--partition-counts", "1,3",
 		"--recovery-modes", "fencedq-1s", "--recovery-timeout", "30s",
 		"--concurrency", "10,50", "--enqueue-jobs", "200", "--latency-rate", "200", "--latency-duration", "500ms",
-		"--outbox-rate", "200", "--outbox-duration", "500ms", "--workflow-runs", "3"}
+		"--outbox-rate", "200", "--outbox-duration", "500ms", "--workflow-runs", "3", "--groups-backlog", "2000"}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -83,9 +83,16 @@ func TestSmoke(t *testing.T) {
 		"memory.fencedq.gross_bytes_per_job", "memory.asynq_retained.gross_bytes_per_job", "memory.ratio",
 		"memory.fencedq.memory_usage_by_key.job_hash", "memory.fencedq_operation_id.memory_usage_by_key.operation_id",
 		"bridge.asynq.jobs_per_s", "bridge.bridge.jobs_per_s", "bridge.ratio", "bridge.bridge.per_job.round_trips",
-		"machine.cpus",
+		"machine.cpus", "groups.fairness.last_b_ms",
 	} {
 		positive(p)
+	}
+	// Group B's 10 jobs start long before group A's 2000-job backlog drains.
+	if g, _ := rep["groups"].(map[string]any); g != nil {
+		f, _ := g["fairness"].(map[string]any)
+		if n, ok := f["a_started_before_last_b"].(float64); !ok || n >= 1000 {
+			t.Errorf("groups.fairness = %v: want far fewer than 1000 of A's jobs before B's last", f)
+		}
 	}
 	if wf, _ := rep["workflows"].(map[string]any); wf != nil {
 		shapes, _ := wf["shapes"].([]any)

@@ -14,7 +14,7 @@ import (
 // Enqueue ratio targets: single Enqueue against asynq's Enqueue, and
 // EnqueueMany against asynq's Enqueue.
 const (
-	enqueueTarget     = 1.0
+	enqueueTarget     = 1.5
 	enqueueManyTarget = 5.0
 )
 

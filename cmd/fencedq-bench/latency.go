@@ -18,8 +18,8 @@ import (
 
 // Latency targets for fencedq, enqueue call to handler start.
 const (
-	latencyP50Target = 5 * time.Millisecond
-	latencyP99Target = 50 * time.Millisecond
+	latencyP50Target = time.Millisecond
+	latencyP99Target = 5 * time.Millisecond
 )
 
 // latArgs is the latency job: At is when its Enqueue call was made.

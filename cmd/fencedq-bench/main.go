@@ -68,6 +68,7 @@ type options struct {
 	recoveryTimeout                time.Duration
 	cpuProfile                     string
 	workflowRuns                   int
+	groupsBacklog                  int
 }
 
 func (o *options) has(section string) bool { return slices.Contains(o.sections, section) }
@@ -109,6 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.outboxRate, "outbox-rate", 200, "jobs per second offered in the outbox section's latency runs")
 	fs.DurationVar(&o.outboxDuration, "outbox-duration", 10*time.Second, "how long the outbox section's latency runs offer jobs, per run and side")
 	fs.IntVar(&o.workflowRuns, "workflow-runs", 20, "workflows run one at a time per graph in the workflows section")
+	fs.IntVar(&o.groupsBacklog, "groups-backlog", 100000, "pending jobs of one group ahead of another group's 10 in the groups section's fairness measurement")
 	fs.IntVar(&o.clusterJobs, "cluster-jobs", 0, "jobs per timed run in the cluster section (default jobs/2)")
 	fs.IntVar(&o.clusterQueues, "cluster-queues", 6, "queues the cluster section spreads jobs over")
 	partitionCounts := fs.String("partition-counts", "1,3,6,12", "the partitions section's partition counts of its one queue (cluster-jobs jobs each)")
@@ -175,8 +177,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.partitionCounts = append(o.partitionCounts, n)
 	}
 	switch {
-	case o.jobs < 1 || o.repeat < 1 || o.concurrency < 1 || o.kills < 1 || o.workflowRuns < 1:
-		return nil, errors.New("--jobs, --repeat, --concurrency and --kills must be positive")
+	case o.jobs < 1 || o.repeat < 1 || o.concurrency < 1 || o.kills < 1 || o.workflowRuns < 1 || o.groupsBacklog < 1:
+		return nil, errors.New("--jobs, --repeat, --concurrency, --kills, --workflow-runs and --groups-backlog must be positive")
 	case o.leaseOps < 1 || o.leaseGoroutines < 1 || o.leaseResources < 1 || o.clusterQueues < 1:
 		return nil, errors.New("--lease-ops, --lease-goroutines, --lease-resources and --cluster-queues must be positive")
 	case o.enqueueGoroutines < 1 || o.enqueueBatch < 1 || !(o.latencyRate > 0) || o.latencyDuration <= 0:
@@ -279,7 +281,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		"lease_goroutines": opts.leaseGoroutines, "lease_resources": opts.leaseResources,
 		"cluster_jobs": opts.clusterJobs, "cluster_queues": opts.clusterQueues, "partition_counts": opts.partitionCounts, "memory_jobs": opts.memoryJobs,
 		"outbox_jobs": opts.outboxJobs, "outbox_rate": opts.outboxRate, "outbox_duration_s": opts.outboxDuration.Seconds(),
-		"recovery_modes": opts.recoveryModes, "workflow_runs": opts.workflowRuns, "redis_started_by_bench": opts.redisAddr == "",
+		"recovery_modes": opts.recoveryModes, "workflow_runs": opts.workflowRuns, "groups_backlog": opts.groupsBacklog, "redis_started_by_bench": opts.redisAddr == "",
 	}}
 	rep.Machine = machine(ctx, e.single.rdb, opts.pgURL)
 	for _, s := range allSections {

@@ -645,8 +645,9 @@ func drainName(i, n int) string {
 	return fmt.Sprint(i)
 }
 
-// noopTargets are the noop ratio targets by concurrency.
-var noopTargets = map[int]float64{10: 2.0, 50: 4.0}
+// noopTargets are the noop ratio targets by concurrency (the performance
+// issue's: 3x asynq at concurrency 10, 6x at 50).
+var noopTargets = map[int]float64{10: 3.0, 50: 6.0}
 
 // NoopAt is the noop comparison at one concurrency.
 type NoopAt struct {
