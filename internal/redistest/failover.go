@@ -140,7 +140,10 @@ func (f *Failover) HealReplication() {
 func (f *Failover) KillPrimary() {
 	f.tb.Helper()
 	f.Primary.Kill()
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	// Sentinel aborts a failover when the replica's last INFO is stale
+	// (it asks every 10 s until the primary is down) and tries again only
+	// after twice the failover-timeout (10 s): the wait covers two tries.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testsignal.Timeout())
 	defer cancel()
 	addr, err := redisserver.WaitPromotion(ctx, f.Sentinel.Addr, MasterName, f.Primary.Addr)
 	if err != nil {
