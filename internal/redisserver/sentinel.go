@@ -192,7 +192,14 @@ func WaitPromotion(ctx context.Context, sentinelAddr, name, old string) (string,
 	for addr == "" || addr == old {
 		msg, err := sub.ReceiveMessage(ctx)
 		if err != nil {
-			return "", fmt.Errorf("%w: sentinel %s still names %s: %w", ErrNoPromotion, sentinelAddr, old, err)
+			state := "unknown"
+			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			cmd := redis.NewStringCmd(ictx, "INFO", "sentinel")
+			if sc.Process(ictx, cmd) == nil {
+				state = "tilt " + infoField(cmd.Val(), "sentinel_tilt")
+			}
+			cancel()
+			return "", fmt.Errorf("%w: sentinel %s still names %s (%s): %w", ErrNoPromotion, sentinelAddr, old, state, err)
 		}
 		// "<name> <old ip> <old port> <new ip> <new port>"
 		f := strings.Fields(msg.Payload)

@@ -142,8 +142,10 @@ func (f *Failover) KillPrimary() {
 	f.Primary.Kill()
 	// Sentinel aborts a failover when the replica's last INFO is stale
 	// (it asks every 10 s until the primary is down) and tries again only
-	// after twice the failover-timeout (10 s): the wait covers two tries.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*testsignal.Timeout())
+	// after twice the failover-timeout (10 s); a Sentinel whose timer was
+	// held up 2 s (a loaded machine) enters TILT mode and acts on nothing
+	// for 30 s. The wait covers a TILT and two tries.
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Scale(75*time.Second))
 	defer cancel()
 	addr, err := redisserver.WaitPromotion(ctx, f.Sentinel.Addr, MasterName, f.Primary.Addr)
 	if err != nil {
