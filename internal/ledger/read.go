@@ -463,6 +463,7 @@ func (l *Ledger) Counts(ctx context.Context, q string) (map[State]int64, error) 
 	}
 	// pending jobs waiting their group's turn, outside the due index (group.lua)
 	grouped := pipe.HGet(ctx, l.groupsKey(q), groupsParked)
+	limited := pipe.HKeys(ctx, l.limitsKey(q)) // keys with jobs parked on a full limit (flow.lua)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, wrap("counts", err)
 	}
@@ -473,7 +474,7 @@ func (l *Ledger) Counts(ctx context.Context, q string) (map[State]int64, error) 
 	if n, err := grouped.Int64(); err == nil && n > 0 {
 		out[Pending] += n
 	}
-	parked, err := l.parkedOnLimits(ctx, q)
+	parked, err := l.parkedOnLimits(ctx, q, limited.Val())
 	if err != nil {
 		return nil, err
 	}
@@ -482,12 +483,11 @@ func (l *Ledger) Counts(ctx context.Context, q string) (map[State]int64, error) 
 }
 
 // parkedOnLimits counts queue q's pending jobs parked on a full
-// concurrency limit (flow.lua), outside the due index: they are pending
-// all the same.
-func (l *Ledger) parkedOnLimits(ctx context.Context, q string) (int64, error) {
-	keys, err := l.rdb.HKeys(ctx, l.limitsKey(q)).Result()
-	if err != nil || len(keys) == 0 {
-		return 0, wrap("counts", err)
+// concurrency limit of keys (flow.lua), outside the due index: they are
+// pending all the same.
+func (l *Ledger) parkedOnLimits(ctx context.Context, q string, keys []string) (int64, error) {
+	if len(keys) == 0 {
+		return 0, nil
 	}
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, len(keys))
