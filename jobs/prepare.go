@@ -1,10 +1,15 @@
 package jobs
 
-import "time"
+import (
+	"maps"
+	"time"
+)
 
 // Prepared is a job validated exactly as Enqueue validates it, not yet
 // written: what a caller that keeps jobs to enqueue later (a transactional
-// outbox, a periodic schedule) needs to know about them.
+// outbox, a periodic schedule, a workflow) needs to know about them. Every
+// option Enqueue honours is here, so a caller that cannot carry one can
+// refuse it instead of dropping it.
 type Prepared struct {
 	Kind        string
 	Queue       string
@@ -20,19 +25,45 @@ type Prepared struct {
 	// PartitionKey routes the job on a partitioned queue ("" none: see
 	// PartitionKey).
 	PartitionKey string
+	// Headers are the job's headers (Header; nil none).
+	Headers map[string]string
+	// LimitKey and LimitMax are the job's concurrency limit (Limit,
+	// Limiter; "" none).
+	LimitKey string
+	LimitMax int
+	// RateKey, RateMax and RatePer are the job's rate limit (Rate,
+	// RateLimiter; "" none).
+	RateKey string
+	RateMax int
+	RatePer time.Duration
+	// Group is the job's fair group (Group, Grouper; "" none).
+	Group string
+	// Unique is the job's uniqueness (Unique; nil when not unique).
+	Unique *UniqueOpts
 }
 
 // Prepare validates args and opts as Enqueue does (an error matches
 // ErrInvalid) and returns the job they describe, without writing anything.
 func Prepare(args JobArgs, opts ...Option) (*Prepared, error) {
-	j, err := prepareTyped(args, optionsOf(opts))
+	o := optionsOf(opts)
+	j, err := prepareTyped(args, o)
 	if err != nil {
 		return nil, err
 	}
-	return &Prepared{
+	p := &Prepared{
 		Kind: j.Kind, Queue: j.Queue, OperationID: j.OperationID, Resource: j.Resource, MaxRetries: j.MaxRetries,
 		Timeout: j.Timeout, RunAt: runAt(j.Delay), Payload: j.Payload, Display: j.Display, PartitionKey: j.PartitionKey,
-	}, nil
+		Headers: maps.Clone(j.Headers), Group: j.Group,
+	}
+	if f := j.Flow; f != nil {
+		p.LimitKey, p.LimitMax, p.RateKey, p.RateMax, p.RatePer = f.LimitKey, f.LimitMax, f.RateKey, f.RateMax, f.RatePer
+	}
+	if o.unique != nil {
+		u := *o.unique
+		u.ByFields, u.ByState = append([]string(nil), u.ByFields...), append([]State(nil), u.ByState...)
+		p.Unique = &u
+	}
+	return p, nil
 }
 
 // runAt is the wall-clock time a job prepared now with delay d is due.

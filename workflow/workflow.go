@@ -80,8 +80,11 @@ func AllowFailure(deps ...string) StepOption {
 }
 
 // Options gives the step's job enqueue options (jobs.Queue, jobs.MaxRetries,
-// jobs.Timeout, jobs.OperationID, jobs.PartitionKey, ...) as for
-// jobs.Client.Enqueue.
+// jobs.Timeout, jobs.OperationID, jobs.PartitionKey, jobs.Header,
+// jobs.Limit, jobs.Rate, ...) as for jobs.Client.Enqueue. A step under a
+// limit or rate is held back by it once its dependencies finished. A step
+// cannot be unique (jobs.Unique) or grouped (jobs.Group, jobs.Grouper):
+// Enqueue refuses both with an error matching jobs.ErrInvalid.
 func Options(opts ...jobs.Option) StepOption {
 	return func(s *step) { s.opts = append(s.opts, opts...) }
 }
@@ -145,9 +148,15 @@ func (w *Workflow) plan(ctx context.Context, id, op string, route func(context.C
 		if err != nil {
 			return nil, fmt.Errorf("workflow step %q: %w", s.name, err)
 		}
+		switch {
+		case p.Unique != nil:
+			return nil, fmt.Errorf("%w: workflow step %q is unique (jobs.Unique): a workflow deduplicates as a whole, by its OperationID", jobs.ErrInvalid, s.name)
+		case p.Group != "":
+			return nil, fmt.Errorf("%w: workflow step %q names fair group %q: a step becomes due when its dependencies finish, not in its group's turn; give it a Limit keyed by the group for per-group concurrency", jobs.ErrInvalid, s.name, p.Group)
+		}
 		j := &ledger.NewJob{ID: id + "." + s.name, Kind: p.Kind, Queue: p.Queue, OperationID: p.OperationID,
 			Resource: p.Resource, Payload: p.Payload, Display: p.Display, MaxRetries: p.MaxRetries, Timeout: p.Timeout,
-			PartitionKey: p.PartitionKey}
+			PartitionKey: p.PartitionKey, Headers: p.Headers, Flow: flowOf(p)}
 		if j.PartitionKey == "" {
 			j.PartitionKey = id // a workflow's steps of one partitioned queue share a partition
 		}
@@ -316,4 +325,12 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 		res.Steps[s.Name] = StepRef{Queue: s.Job.Queue, JobID: got + "." + s.Name}
 	}
 	return res, nil
+}
+
+// flowOf is a prepared step's flow control for the ledger (nil: none).
+func flowOf(p *jobs.Prepared) *ledger.Flow {
+	if p.LimitKey == "" && p.RateKey == "" {
+		return nil
+	}
+	return &ledger.Flow{LimitKey: p.LimitKey, LimitMax: p.LimitMax, RateKey: p.RateKey, RateMax: p.RateMax, RatePer: p.RatePer}
 }

@@ -42,6 +42,8 @@ func TestValidateRefusesBadGraphsAndWritesNothing(t *testing.T) {
 		"allow, no dep":  workflow.New("x").Add("a", step("a")).Add("b", step("b"), workflow.AllowFailure("a")),
 		"bad step queue": workflow.New("x").Add("a", step("a"), workflow.Options(jobs.Queue("no spaces"))),
 		"too many":       big,
+		"unique step":    workflow.New("x").Add("a", step("a"), workflow.Options(jobs.Unique(jobs.UniqueOpts{ByArgs: true}))),
+		"grouped step":   workflow.New("x").Add("a", step("a"), workflow.Options(jobs.Group("acme"))),
 	}
 	for name, w := range cases {
 		t.Run(name, func(t *testing.T) {

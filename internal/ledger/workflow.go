@@ -92,7 +92,10 @@ func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string
 			deps = []string{}
 		}
 		d, _ := json.Marshal(deps)
-		byQueue[q] = append(byQueue[q], append(s.Job.args(), s.Name, next, string(d), allow)...)
+		// enqueue.lua's ten values (a step is never unique nor grouped:
+		// the workflow package refuses both), the step's, its flow's
+		step := append(s.Job.args()[:10:10], s.Name, next, string(d), allow)
+		byQueue[q] = append(byQueue[q], append(step, s.Job.Flow.args()...)...)
 	}
 	if roots == nil {
 		roots = [][2]string{}

@@ -9,10 +9,13 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 workflow id   3 mode ('home' | 'part')   4 workflow operation id ('' none)
 --      5 workflow record (JSON; home)   6 other queues' roots (JSON list of [queue, job id]; home)
---      7 the home queue, then 14 values per step: the 10 of enqueue.lua, step name,
+--      7 the home queue, then 19 values per step: the 10 of enqueue.lua, step name,
 --      dependents (JSON list of {q, id}; '' none), dependencies (JSON list of step
 --      names; '[]' for a root of the home queue), dependencies allowed to fail
---      (JSON object name → true; '' none)
+--      (JSON object name → true; '' none), then the five flow values of
+--      enqueue_unique.lua (limit key, limit max, rate key, rate max, rate period
+--      ms; '' keys: none). A step under flow control is held back by the claim
+--      that takes it (flow.lua), like a job that became due later.
 -- Reply: {created (1) or deduplicated (0), workflow id, first (see enqueue.lua),
 --   seq, seq raised, enqueued, hand-over records written}
 local wfid, home, op = ARGV[2], ARGV[3] == 'home', ARGV[4]
@@ -33,12 +36,23 @@ if home then
 end
 seq_bump()
 local created, due = 0, {}
-for i = 8, #ARGV, 14 do
+for i = 8, #ARGV, 19 do
   local id = ARGV[i]
   if redis.call('EXISTS', jobkey(id)) == 0 then
     local extra = {'wf', wfid, 'step', ARGV[i + 10], 'wf_home', ARGV[7]}
     if ARGV[i + 11] ~= '' then extra[#extra + 1] = 'wf_next'; extra[#extra + 1] = ARGV[i + 11] end
     if ARGV[i + 13] ~= '' then extra[#extra + 1] = 'wf_allow'; extra[#extra + 1] = ARGV[i + 13] end
+    local lkey, rkey = ARGV[i + 14], ARGV[i + 16]
+    if lkey ~= '' or rkey ~= '' then extra[#extra + 1] = 'flow'; extra[#extra + 1] = '1' end
+    if lkey ~= '' then
+      extra[#extra + 1] = 'lkey'; extra[#extra + 1] = lkey
+      extra[#extra + 1] = 'lmax'; extra[#extra + 1] = ARGV[i + 15]
+    end
+    if rkey ~= '' then
+      extra[#extra + 1] = 'rkey'; extra[#extra + 1] = rkey
+      extra[#extra + 1] = 'rmax'; extra[#extra + 1] = ARGV[i + 17]
+      extra[#extra + 1] = 'rper'; extra[#extra + 1] = ARGV[i + 18]
+    end
     local deps = cjson.decode(ARGV[i + 12])
     if #deps > 0 then
       extra[#extra + 1] = 'state'; extra[#extra + 1] = 'waiting'
