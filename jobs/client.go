@@ -117,8 +117,7 @@ func Resource(r string) Option { return func(o *options) { o.resource = r } }
 // digits and . _ - up to MaxHeaderKeyLen bytes, values up to
 // MaxHeaderValueLen bytes of UTF-8 without control characters,
 // MaxHeadersBytes in all. A deduplicated enqueue writes nothing, so its
-// headers are dropped; Prepare, and so the PostgreSQL outbox and periodic
-// schedules' options, keep none.
+// headers are dropped.
 func Header(key, value string) Option {
 	return func(o *options) {
 		if o.headers == nil {

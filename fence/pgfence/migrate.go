@@ -94,6 +94,11 @@ var migrations = []Migration{
 			`CREATE INDEX IF NOT EXISTS ` + t.outboxPendingIdx + ` ON ` + t.outbox + ` (seq) WHERE failed_at IS NULL`,
 		}
 	}},
+	// The enqueue options the other columns do not hold (headers, limits,
+	// fair group, uniqueness, partition key), as JSON; NULL when none.
+	{Version: 6, Name: "outbox job options", up: func(t tables) []string {
+		return []string{`ALTER TABLE ` + t.outbox + ` ADD COLUMN IF NOT EXISTS options jsonb`}
+	}},
 }
 
 // SQLSTATEs the fence check function (migration 4) raises.

@@ -69,18 +69,18 @@ func NewOutbox(pool *pgxpool.Pool, opts Options) (*Outbox, error) {
 func queriesOf(t tables) outboxQueries {
 	return outboxQueries{
 		insert: `INSERT INTO ` + t.outbox + ` (id, kind, queue, operation_id, resource, payload, sensitive,
-				max_retries, timeout_ms, run_at)
+				max_retries, timeout_ms, run_at, options)
 			SELECT id, kind, queue, NULLIF(op, ''), NULLIF(res, ''), payload, sensitive, max_retries, timeout_ms,
-				CASE WHEN run_at_ms > 0 THEN to_timestamp(run_at_ms / 1000.0) END
+				CASE WHEN run_at_ms > 0 THEN to_timestamp(run_at_ms / 1000.0) END, NULLIF(opts, '')::jsonb
 			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::boolean[],
-				$8::integer[], $9::bigint[], $10::bigint[])
-				AS r(id, kind, queue, op, res, payload, sensitive, max_retries, timeout_ms, run_at_ms)`,
+				$8::integer[], $9::bigint[], $10::bigint[], $11::text[])
+				AS r(id, kind, queue, op, res, payload, sensitive, max_retries, timeout_ms, run_at_ms, opts)`,
 		// Every column comes out in a form that always scans, so one row
 		// edited by hand cannot fail the batch's read: an infinite run_at
 		// (which has no time.Time) is flagged instead.
 		take: `SELECT id, kind, queue, COALESCE(operation_id, ''), COALESCE(resource, ''), payload, sensitive,
 				max_retries, timeout_ms, CASE WHEN isfinite(run_at) THEN run_at END,
-				run_at IS NOT NULL AND NOT isfinite(run_at)
+				run_at IS NOT NULL AND NOT isfinite(run_at), COALESCE(options::text, '')
 			FROM ` + t.outbox + ` WHERE failed_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
 		remove: `DELETE FROM ` + t.outbox + ` WHERE id = ANY($1::uuid[])`,
 		setAside: `UPDATE ` + t.outbox + ` AS o SET failed_at = now(), error = r.error
@@ -147,6 +147,7 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) (
 		sensitive        = make([]bool, n)
 		retries          = make([]int32, n)
 		timeouts, runAts = make([]int64, n), make([]int64, n)
+		options          = make([]string, n)
 		out              = make([]string, n)
 	)
 	for i, p := range ps {
@@ -170,6 +171,7 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) (
 		if !prep.RunAt.IsZero() {
 			runAts[i] = prep.RunAt.UnixMilli()
 		}
+		options[i] = optionsOf(prep)
 		out[i] = prep.OperationID
 		if out[i] == "" {
 			out[i] = OutboxOperationPrefix + ids[i]
@@ -178,7 +180,7 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) (
 	if n == 0 {
 		return out, nil
 	}
-	if _, err := tx.Exec(ctx, o.q.insert, ids, kinds, queues, opIDs, resources, payloads, sensitive, retries, timeouts, runAts); err != nil {
+	if _, err := tx.Exec(ctx, o.q.insert, ids, kinds, queues, opIDs, resources, payloads, sensitive, retries, timeouts, runAts, options); err != nil {
 		return nil, fmt.Errorf("pgfence: outbox: insert: %w", err)
 	}
 	// Delivered at commit only, and once however many rows the
@@ -250,7 +252,7 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	for rows.Next() {
 		var r outboxRow
 		if err := rows.Scan(&r.id, &r.kind, &r.queue, &r.op, &r.res, &r.payload, &r.sensitive,
-			&r.retries, &r.timeoutMS, &r.runAt, &r.runAtInfinite); err != nil {
+			&r.retries, &r.timeoutMS, &r.runAt, &r.runAtInfinite, &r.options); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("pgfence: relay: read: %w", err)
 		}
@@ -318,6 +320,7 @@ type outboxRow struct {
 	timeoutMS                         int64
 	runAt                             *time.Time
 	runAtInfinite                     bool
+	options                           string // the options column's JSON, "" when NULL
 }
 
 // setAside is a row the relay could not enqueue, and why.
@@ -350,6 +353,11 @@ func (r outboxRow) params() (jobs.Params, error) {
 	if r.runAt != nil {
 		opts = append(opts, jobs.RunAt(*r.runAt))
 	}
+	more, err := parseOptions(r.options)
+	if err != nil {
+		return jobs.Params{}, err
+	}
+	opts = append(opts, more...)
 	var args jobs.JobArgs = rawArgs{kind: r.kind, payload: json.RawMessage(r.payload)}
 	if r.sensitive {
 		args = sensitiveArgs{rawArgs: args.(rawArgs)}

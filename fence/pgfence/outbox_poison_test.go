@@ -63,6 +63,9 @@ var poisonRows = []struct {
 	{"infinite run_at", `run_at = 'infinity'`, "run_at is infinite"},
 	{"control character in the operation id", `operation_id = E'op\x01'`, "operation id"},
 	{"brace in the resource", `resource = '{account}'`, "resource"},
+	{"options of the wrong shape", `options = '{"limit": "export"}'`, "options column"},
+	{"limit of max 0", `options = '{"limit": {"key": "export", "max": 0}}'`, "limit"},
+	{"bad group", `options = '{"group": "no spaces"}'`, "group"},
 }
 
 // TestOutboxRelaySetsPoisonRowsAside: poison rows, the oldest first and
