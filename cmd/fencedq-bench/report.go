@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +61,8 @@ func printTable(w io.Writer, r *Report) {
 			row("fencedq", at.Fencedq)
 			tw.Flush()
 			fmt.Fprintf(w, "  ratio fencedq/asynq = %.3f (%s)\n", at.Ratio, targetText(at.Target, at.MeetsTarget))
+			fmt.Fprintf(w, "  cores busy while draining (Redis + client CPU per job × jobs/s): asynq %.2f, fencedq %.2f of %d (target for a saturated pool: ≥ 1.8 of 2)\n",
+				coresBusy(at.Asynq), coresBusy(at.Fencedq), runtime.NumCPU())
 			fmt.Fprintf(w, "  scripts per job (drain):   asynq %s\n                             fencedq %s\n", perMap(at.Asynq.PerJob.Scripts), perMap(at.Fencedq.PerJob.Scripts))
 			fmt.Fprintf(w, "  other commands per job (drain): asynq %s\n                                  fencedq %s\n", perMap(at.Asynq.PerJob.Commands), perMap(at.Fencedq.PerJob.Commands))
 			fmt.Fprintf(w, "  server µs per job in scripts (commandstats evalsha usec): asynq %.1f, fencedq %.1f\n",
@@ -298,4 +301,10 @@ func perMap(m map[string]float64) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// coresBusy is how many CPUs v's drain kept busy: its Redis and client
+// CPU time per job times its jobs per second.
+func coresBusy(v Variant) float64 {
+	return (v.PerJob.RedisCPUMicros + v.PerJob.ClientCPUMicros) * v.JobsPerSec / 1e6
 }
