@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencedq/fencedq/fence"
@@ -181,7 +182,7 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) (
 		return out, nil
 	}
 	if _, err := tx.Exec(ctx, o.q.insert, ids, kinds, queues, opIDs, resources, payloads, sensitive, retries, timeouts, runAts, options); err != nil {
-		return nil, fmt.Errorf("pgfence: outbox: insert: %w", err)
+		return nil, fmt.Errorf("pgfence: outbox: insert: %w%s", err, migrateHint(err))
 	}
 	// Delivered at commit only, and once however many rows the
 	// transaction wrote.
@@ -242,7 +243,7 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	rows, err := tx.Query(ctx, o.q.take, max)
 	if err != nil {
-		return 0, fmt.Errorf("pgfence: relay: %w", err)
+		return 0, fmt.Errorf("pgfence: relay: %w%s", err, migrateHint(err))
 	}
 	var (
 		ids []string
@@ -490,4 +491,14 @@ func (o *Outbox) listen(ctx context.Context, ch chan<- struct{}) error {
 		default: // a wake-up is already pending
 		}
 	}
+}
+
+// migrateHint says how to fix an error of a table older than this code (a
+// column or table a later migration adds): "" for any other error.
+func migrateHint(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42703" || pe.Code == "42P01") { // undefined_column, undefined_table
+		return fmt.Sprintf(" (the outbox table predates migration %d: run pgfence.Migrate)", LatestVersion())
+	}
+	return ""
 }

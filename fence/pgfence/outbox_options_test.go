@@ -1,11 +1,13 @@
 package pgfence_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencedq/fencedq/fence/pgfence"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -62,5 +64,43 @@ func TestOutboxKeepsEveryOption(t *testing.T) {
 	}
 	if p, err := e.ledger.FindByOperation(ctx, plain); err != nil || p.Group != "" || p.LimitKey != "" || len(p.Headers) != 0 {
 		t.Fatalf("plain job %+v, %v", p, err)
+	}
+}
+
+// TestOutboxOnATableBeforeMigration6: writers on a table that predates the
+// options column fail with a hint to migrate, nothing written; rows
+// written before the migration relay as they were.
+func TestOutboxOnATableBeforeMigration6(t *testing.T) {
+	e := newOutboxEnv(t)
+	ctx := t.Context()
+	e.inTx(t, true, func(tx pgx.Tx) {
+		if _, err := e.outbox.Enqueue(ctx, tx, orderArgs{Order: "before"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := e.pool.Exec(ctx, `ALTER TABLE `+e.outbox.Table()+` DROP COLUMN options;
+		DELETE FROM fencedq_migrations WHERE version = 6`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.outbox.Enqueue(ctx, tx, orderArgs{Order: "after"})
+	_ = tx.Rollback(ctx)
+	if err == nil || !strings.Contains(err.Error(), "run pgfence.Migrate") {
+		t.Fatalf("enqueue on an old table: %v, want a hint to run Migrate", err)
+	}
+	if _, err := e.outbox.Relay(ctx, e.client, 10, 100); err == nil || !strings.Contains(err.Error(), "run pgfence.Migrate") {
+		t.Fatalf("relay on an old table: %v, want a hint to run Migrate", err)
+	}
+	if err := pgfence.Migrate(ctx, e.pool, pgfence.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 1 || err != nil {
+		t.Fatalf("relay after migrating: %d, %v", n, err)
+	}
+	if e.pending(t) != 1 {
+		t.Fatalf("%d jobs, want the row written before the migration", e.pending(t))
 	}
 }
