@@ -116,5 +116,10 @@ type RetryOnTimeout interface {
 func RulesOf(args JobArgs) KindRules {
 	_, validates := args.(Validator)
 	_, resource := args.(Resourcer)
-	return KindRules{Validate: validates, Resource: resource, Sensitive: !plainType(reflect.TypeOf(args))}
+	_, limit := args.(Limiter)
+	_, rate := args.(RateLimiter)
+	_, group := args.(Grouper)
+	_, part := args.(Partitioner)
+	return KindRules{Validate: validates, Resource: resource, Sensitive: !plainType(reflect.TypeOf(args)),
+		Limit: limit, Rate: rate, Group: group, Partition: part}
 }

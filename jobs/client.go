@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -101,8 +100,9 @@ func MaxRetries(n int) Option { return func(o *options) { o.maxRetries = n } }
 func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // Unchecked makes EnqueueRaw skip its check of the kind's rules, for a kind
-// the caller knows has none (no Validate or Resource method, no sensitive
-// fields) while no pool that runs it is live. Enqueue ignores it.
+// the caller knows has none (no Validate, Resource, Limit, RateLimit, Group
+// or PartitionKey method, no sensitive fields) while no pool that runs it is
+// live. Enqueue ignores it.
 func Unchecked() Option { return func(o *options) { o.unchecked = true } }
 
 // Resource sets the leased resource for EnqueueRaw (typed args declare it
@@ -270,8 +270,9 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 //
 // Raw JSON cannot run a kind's Go rules, so EnqueueRaw honours them by
 // refusing (ErrInvalid, nothing written) a kind that a live pool reports
-// with any (a Validate method, a Resource method, fields marked sensitive:
-// see KindRules), and a kind no live pool runs, whose rules are unknown:
+// with any (a Validate, Resource, Limit, RateLimit, Group or PartitionKey
+// method, fields marked sensitive: see KindRules), and a kind no live pool
+// runs, whose rules are unknown:
 // enqueue such jobs from Go with their type. Unchecked skips the check for
 // a kind known to have none (the caller vouches for it: its args are shown
 // as given and it leases the job itself).
@@ -301,7 +302,7 @@ func (c *Client) prepareRaw(ctx context.Context, kind string, payload []byte, o 
 		return nil, err
 	}
 	if !o.unchecked {
-		if err := c.checkRaw(ctx, kind); err != nil {
+		if err := c.checkRaw(ctx, kind, o); err != nil {
 			return nil, err
 		}
 	}
@@ -309,8 +310,10 @@ func (c *Client) prepareRaw(ctx context.Context, kind string, payload []byte, o 
 }
 
 // checkRaw refuses a raw enqueue of a kind with rules, or unknown to every
-// live pool.
-func (c *Client) checkRaw(ctx context.Context, kind string) error {
+// live pool. A limit, rate, group or partition key given as an option
+// stands in for the kind's method (options win over methods, as in
+// Enqueue).
+func (c *Client) checkRaw(ctx context.Context, kind string, o options) error {
 	pools, err := c.ledger.Pools(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: reading the kinds' rules: %w", ErrEnqueueUnknown, err)
@@ -322,19 +325,16 @@ func (c *Client) checkRaw(ctx context.Context, kind string) error {
 			continue
 		}
 		known = true
+		r.Limit = r.Limit && !o.limitSet
+		r.Rate = r.Rate && !o.rateSet
+		r.Group = r.Group && !o.groupSet
+		r.Partition = r.Partition && o.partitionKey == ""
 		if r.Any() {
-			var rules []string
-			for name, has := range map[string]bool{"Validate": r.Validate, "Resource": r.Resource, "sensitive fields": r.Sensitive} {
-				if has {
-					rules = append(rules, name)
-				}
-			}
-			slices.Sort(rules)
-			return invalid("kind %s has rules raw JSON cannot honour (%s): enqueue it from Go with its type", kind, strings.Join(rules, ", "))
+			return invalid("kind %s has rules raw JSON cannot honour (%s): enqueue it from Go with its type", kind, strings.Join(r.Names(), ", "))
 		}
 	}
 	if !known {
-		return invalid("no live pool runs kind %s, so its rules (Validate, Resource, sensitive fields) are unknown: start a pool that registers it, or enqueue it from Go", kind)
+		return invalid("no live pool runs kind %s, so its rules (Validate, Resource, sensitive fields, Limit, RateLimit, Group, PartitionKey) are unknown: start a pool that registers it, or enqueue it from Go", kind)
 	}
 	return nil
 }

@@ -456,14 +456,26 @@ type plainArgs struct {
 
 func (plainArgs) Kind() string { return "plain" }
 
+// exportArgs' Go type limits, groups and partitions its jobs by customer.
+type exportArgs struct {
+	Customer string `json:"customer"`
+}
+
+func (exportArgs) Kind() string           { return "export" }
+func (a exportArgs) Limit() (string, int) { return "export:" + a.Customer, 2 }
+func (a exportArgs) Group() string        { return a.Customer }
+func (a exportArgs) PartitionKey() string { return a.Customer }
+
 // TestRawEnqueueHonoursTheKindsRules: a kind whose Go type has rules raw
-// JSON cannot run (a Resource, sensitive fields) is refused by EnqueueRaw,
+// JSON cannot run (a Resource, sensitive fields, a Limit, a Group, a
+// PartitionKey) is refused by EnqueueRaw,
 // as is a kind no live pool runs; a plain kind is enqueued and runs.
 func TestRawEnqueueHonoursTheKindsRules(t *testing.T) {
 	e := newEnv(t)
 	p := e.pool(e.config())
 	_ = worker.Register(p, jobs.WorkFunc[creditArgs](func(ctx context.Context, j *jobs.Job[creditArgs]) error { return nil }))
 	_ = worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, j *jobs.Job[plainArgs]) error { return nil }))
+	_ = worker.Register(p, jobs.WorkFunc[exportArgs](func(ctx context.Context, j *jobs.Job[exportArgs]) error { return nil }))
 	e.start(p)
 	ctx := context.Background()
 	redistest.Await(t, e.rdb, e.ns+":pools", "the pool's heartbeat", func() bool {
@@ -474,14 +486,29 @@ func TestRawEnqueueHonoursTheKindsRules(t *testing.T) {
 	if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "Resource, sensitive fields") {
 		t.Fatalf("raw credit: %v", err)
 	}
+	// a limit, a fair group and a partition key raw JSON would bypass
+	_, err = e.client.EnqueueRaw(ctx, "export", []byte(`{"customer":"acme"}`))
+	if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "(Limit, Group, PartitionKey)") {
+		t.Fatalf("raw export: %v", err)
+	}
+	// options stand in for the methods they override
+	_, err = e.client.EnqueueRaw(ctx, "export", []byte(`{"customer":"acme"}`), jobs.Limit("export:acme", 2), jobs.Group("acme"))
+	if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "(PartitionKey)") {
+		t.Fatalf("raw export with a limit and a group: %v", err)
+	}
+	res, err := e.client.EnqueueRaw(ctx, "export", []byte(`{"customer":"acme"}`), jobs.Limit("export:acme", 2), jobs.Group("acme"), jobs.PartitionKey("acme"))
+	if err != nil {
+		t.Fatalf("raw export with every rule as an option: %v", err)
+	}
+	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, res.JobID, jobs.Succeeded)
 	if _, err := e.client.EnqueueRaw(ctx, "nobody-runs-this", []byte(`{}`)); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "no live pool runs kind") {
 		t.Fatalf("raw unknown kind: %v", err)
 	}
 	counts, err := e.client.Inspector().Counts(ctx, jobs.DefaultQueue)
-	if err != nil || counts[jobs.Pending]+counts[jobs.Running]+counts[jobs.Succeeded] != 0 {
-		t.Fatalf("refused raw enqueues wrote jobs: %v %v", counts, err)
+	if err != nil || counts[jobs.Pending]+counts[jobs.Running]+counts[jobs.Succeeded] != 1 {
+		t.Fatalf("refused raw enqueues wrote jobs: %v %v (want only the export with its rules given)", counts, err)
 	}
-	res, err := e.client.EnqueueRaw(ctx, plainArgs{}.Kind(), []byte(`{"n":3}`))
+	res, err = e.client.EnqueueRaw(ctx, plainArgs{}.Kind(), []byte(`{"n":3}`))
 	if err != nil {
 		t.Fatal(err)
 	}

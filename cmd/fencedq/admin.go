@@ -29,7 +29,7 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	retries := fs.Int("max-retries", jobs.DefaultMaxRetries, "retries after a failed attempt")
 	timeout := fs.Duration("timeout", 0, "handler timeout (default: the pool's)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	unchecked := fs.Bool("unchecked", false, "enqueue a kind no live pool runs, vouching that it has no Validate or Resource method and no sensitive fields (its args are shown as given)")
+	unchecked := fs.Bool("unchecked", false, "enqueue a kind no live pool runs, vouching that it has no Validate, Resource, Limit, RateLimit, Group or PartitionKey method and no sensitive fields (its args are shown as given)")
 	return func(ctx context.Context, out io.Writer) error {
 		if *kind == "" {
 			return fmt.Errorf("%w: --kind is required: the job kind the workers registered (e.g. --kind transfer for the bank example)", errUsage)

@@ -38,10 +38,35 @@ type KindRules struct {
 	Resource bool `json:"resource,omitempty"`
 	// Sensitive: the type may hold fields shown redacted.
 	Sensitive bool `json:"sensitive,omitempty"`
+	// Limit: the type names a concurrency limit (jobs.Limiter).
+	Limit bool `json:"limit,omitempty"`
+	// Rate: the type names a rate limit (jobs.RateLimiter).
+	Rate bool `json:"rate,omitempty"`
+	// Group: the type names its fair group (jobs.Grouper).
+	Group bool `json:"group,omitempty"`
+	// Partition: the type names its partition key (jobs.Partitioner).
+	Partition bool `json:"partition,omitempty"`
 }
 
 // Any reports whether the kind has any rule.
-func (r KindRules) Any() bool { return r.Validate || r.Resource || r.Sensitive }
+func (r KindRules) Any() bool {
+	return r.Validate || r.Resource || r.Sensitive || r.Limit || r.Rate || r.Group || r.Partition
+}
+
+// Names lists the kind's rules, as the methods or fields that make them.
+func (r KindRules) Names() []string {
+	var n []string
+	for _, x := range []struct {
+		has  bool
+		name string
+	}{{r.Validate, "Validate"}, {r.Resource, "Resource"}, {r.Sensitive, "sensitive fields"},
+		{r.Limit, "Limit"}, {r.Rate, "RateLimit"}, {r.Group, "Group"}, {r.Partition, "PartitionKey"}} {
+		if x.has {
+			n = append(n, x.name)
+		}
+	}
+	return n
+}
 
 // ClockSample is one measurement of Redis's clock against the local one:
 // a TIME call, its reply placed at the midpoint of the round trip.
