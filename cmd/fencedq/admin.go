@@ -29,6 +29,8 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	retries := fs.Int("max-retries", jobs.DefaultMaxRetries, "retries after a failed attempt")
 	timeout := fs.Duration("timeout", 0, "handler timeout (default: the pool's)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	var flow flowFlags
+	flow.add(fs)
 	unchecked := fs.Bool("unchecked", false, "enqueue a kind no live pool runs, vouching that it has no Validate, Resource, Limit, RateLimit, Group or PartitionKey method and no sensitive fields (its args are shown as given)")
 	return func(ctx context.Context, out io.Writer) error {
 		if *kind == "" {
@@ -36,6 +38,10 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		if *args == "" {
 			return fmt.Errorf("%w: --args is required", errUsage)
+		}
+		more, err := flow.options()
+		if err != nil {
+			return err
 		}
 		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
@@ -49,6 +55,7 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *unchecked {
 			opts = append(opts, jobs.Unchecked())
 		}
+		opts = append(opts, more...)
 		var res *jobs.Result
 		if *kind == (bank.Transfer{}).Kind() {
 			// A known kind: decode it so validation, the resource and

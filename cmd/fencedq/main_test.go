@@ -60,6 +60,11 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{[]string{"enqueue"}, "--kind is required"},
 		{[]string{"enqueue", "--args", "{}"}, "--kind is required: the job kind the workers registered"},
 		{[]string{"enqueue", "--kind", "transfer"}, "--args is required"},
+		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--limit", "export"}, "--limit \"export\": want key=max"},
+		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--limit", "export=many"}, "max is not a number"},
+		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--rate", "p=100"}, "want key=max/period"},
+		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--rate", "p=100/soon"}, "period"},
+		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--header", "novalue"}, "want key=value"},
 		{[]string{"inspect"}, "give --state"},
 		{[]string{"inspect", "--state", "dead", "--job", "x"}, "give --state"},
 		{[]string{"inspect", "--queues"}, "flag provided but not defined: -queues"},
@@ -271,6 +276,22 @@ func TestEnqueueInspectResolve(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "inspect", "--redis", url, "--namespace", ns, "--job", "no-such-job"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("missing job: %d %q", code, errOut)
+	}
+	// flow-control flags reach the job
+	code, out, errOut = runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--kind", "report", "--unchecked", "--json",
+		"--args", `{"customer":"acme"}`, "--header", "tenant=acme", "--limit", "export:acme=2", "--rate", "provider=100/1s", "--group", "acme")
+	if code != 0 {
+		t.Fatalf("enqueue with flow flags: %d %s", code, errOut)
+	}
+	_ = json.Unmarshal([]byte(out), &res)
+	rec, err := jobs.NewClient(srv.Client(), jobs.Config{Namespace: ns}).Inspector().Get(context.Background(), jobs.DefaultQueue, res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Headers["tenant"] != "acme" || rec.LimitKey != "export:acme" || rec.LimitMax != 2 || rec.RateKey != "provider" ||
+		rec.RateMax != 100 || rec.RatePer != time.Second || rec.Group != "acme" {
+		t.Fatalf("job from flow flags: headers %v limit %q/%d rate %q/%d/%v group %q", rec.Headers, rec.LimitKey, rec.LimitMax,
+			rec.RateKey, rec.RateMax, rec.RatePer, rec.Group)
 	}
 }
 
