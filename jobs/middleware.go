@@ -84,7 +84,9 @@ func (r *EnqueueRequest) SetHeader(key, value string) {
 func (r *EnqueueRequest) options() options {
 	return options{queue: r.Queue, op: r.OperationID, runAt: r.RunAt, delay: r.Delay, maxRetries: r.MaxRetries,
 		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers, unique: r.Unique,
-		partitionKey: r.PartitionKey, group: r.Group, groupSet: true,
+		// a typed job's group is the request's (middleware may clear it); a
+		// raw job's counts as given only when an option or middleware gave one
+		partitionKey: r.PartitionKey, group: r.Group, groupSet: !r.raw || r.flow.groupSet || r.Group != "",
 		limitKey: r.flow.limitKey, limitMax: r.flow.limitMax, limitSet: r.flow.limitSet,
 		rateKey: r.flow.rateKey, rateMax: r.flow.rateMax, ratePer: r.flow.ratePer, rateSet: r.flow.rateSet}
 }
