@@ -8,24 +8,27 @@
 --      5 replication id of the primary the caller's epoch is for ('' when epochs are off)
 --      6 the caller's epoch
 -- Reply: {paused, next due in ms, claimed count, seq, seq raised, enqueued,
---         claimed..., dropped...}
+--         lease deadline ms, claimed..., dropped...}
 --        {-1, replication id, recorded epoch} when due jobs were found but the
 --        caller must refresh its epoch (internal/epoch): nothing was written
 --   paused: 1 when the queue is paused (nothing is claimed)
 --   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua)
 --   next due in ms: when fewer jobs were due than asked for, how long until the
 --            earliest pending job left is due, by Redis time (-1: none left)
---   claimed: 12 values per job: id, token, deadline ms, attempt, payload, kind,
---            operation id ('' = the job id), resource, timeout ms, max retries,
---            times the job was put back because no pool knew its kind,
---            headers ('' = none)
+--   lease deadline ms: every claimed job's (0 when none was claimed)
+--   claimed: 7 values per job: id, token, attempt, payload, kind, max retries,
+--            then 0 when the job has none of the optional fields, else an
+--            array of them: operation id ('' = the job id), resource,
+--            timeout ms, times the job was put back because no pool knew
+--            its kind, headers ('' = none). (Each reply value costs Redis
+--            about as much as a field read.)
 --   dropped: 2 values per index entry that was not claimable and was removed
 --            from the due index: id, why ('missing', or the job's state), or a
 --            job held back by flow control: id, 'limit:<name>' (parked until a
 --            permit frees) or 'rate:<name>' (due again at its next start)
 if redis.call('EXISTS', pausedk) == 1 then
   local s, b, e = seq_reply()
-  return {1, -1, 0, s, b, e}
+  return {1, -1, 0, s, b, e, 0}
 end
 local owner, ttl = ARGV[2], num(ARGV[3])
 local max = num(ARGV[4])
@@ -44,8 +47,8 @@ local call = redis.call
 local dropped, running, nrun = {}, {}, 0
 local deadline = now + ttl
 local sdeadline = fmt(deadline)
--- the reply's claimed values are written in place after its 6-value header
-local reply, r = {0, -1, 0, 0, 0, 0}, 6
+-- the reply's claimed values are written in place after its 7-value header
+local reply, r = {0, -1, 0, 0, 0, 0, 0}, 7
 -- ids grows while it is read when fair groups fill the batch (group.lua)
 local NONE = {} -- no optional fields
 local i = 0
@@ -89,10 +92,11 @@ while i < #ids do
     if o[5] then
       record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner})
     end
-    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, stok, sdeadline, attempt, h[4] or ''
-    reply[r + 6], reply[r + 7], reply[r + 8], reply[r + 9], reply[r + 10] = h[5] or '', o[1] or '', o[2] or '', num(o[3]), num(h[6])
-    reply[r + 11], reply[r + 12] = num(o[4]), o[8] or ''
-    r = r + 12
+    local extra = 0
+    if o ~= NONE then extra = {o[1] or '', o[2] or '', num(o[3]), num(o[4]), o[8] or ''} end
+    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, stok, attempt, h[4] or ''
+    reply[r + 5], reply[r + 6], reply[r + 7] = h[5] or '', num(h[6]), extra
+    r = r + 7
   else
     local why = h[1] or 'missing'
     if why == 'succeeded' or why == 'dead' or why == 'cancelled' then
@@ -109,7 +113,7 @@ while i < #ids do
 end
 if group_need[1] or group_done[1] or group_cand[1] then group_heads() end
 call_chunked('ZADD', index['running'], running, 1000)
-local n = (r - 6) / 12
+local n = (r - 7) / 7
 if n > 0 then count('attempted', n) end
 local next_due = -1
 if #ids < max then
@@ -121,5 +125,6 @@ if #ids < max then
 end
 reply[2], reply[3] = next_due, n
 reply[4], reply[5], reply[6] = seq_reply()
+if n > 0 then reply[7] = deadline end
 for j = 1, #dropped do reply[r + j] = dropped[j] end
 return reply

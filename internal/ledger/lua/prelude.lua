@@ -165,11 +165,12 @@ end
 -- this call's own HINCRBY returned it (nothing else changes it meanwhile),
 -- and a call that raised the sequence then reads nothing.
 local function seq_reply(enqueued)
-  if seq_now and enqueued then return seq_now, 1, enqueued end
+  if seq_now then
+    if enqueued then return seq_now, 1, enqueued end
+    return seq_now, 1, num(redis.call('HGET', statsk, 'enqueued'))
+  end
   local v = redis.call('HMGET', statsk, 'seq', 'enqueued')
-  local bumped = 0
-  if seq_now then bumped = 1 end
-  return num(v[1]), bumped, num(v[2])
+  return num(v[1]), 0, num(v[2])
 end
 
 -- finish applies the retention period to a job that reached a final state;
