@@ -259,7 +259,9 @@ type Committed struct {
 	Current lease.Token
 }
 
-const completeWidth = 3
+// completeWidth is the number of reply values per outcome: the state
+// when applied, else an array of the state and the current token.
+const completeWidth = 1
 
 // Complete applies a batch of outcomes of queue q's attempts, each only if
 // its token still runs the job.
@@ -305,7 +307,18 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 	out := make([]Committed, len(cs))
 	for i := range out {
 		b := header + completeWidth*i
-		out[i] = Committed{Applied: r.int(b) == 1, State: State(r.str(b + 1)), Current: lease.Token(r.uint(b + 2))}
+		if x, ok := r.at(b).([]any); ok { // stale
+			s := &reply{script: r.script, v: x}
+			if err := s.need(2); err != nil {
+				return nil, wrap("complete "+q, err)
+			}
+			out[i] = Committed{State: State(s.str(0)), Current: lease.Token(s.uint(1))}
+			if s.err != nil {
+				return nil, wrap("complete "+q, s.err)
+			}
+			continue
+		}
+		out[i] = Committed{Applied: true, State: State(r.str(b)), Current: cs[i].Token}
 	}
 	if r.err != nil {
 		return nil, wrap("complete "+q, r.err)

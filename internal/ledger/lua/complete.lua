@@ -11,8 +11,11 @@
 --   the job back without consuming its attempt; unknown_kind (the pool knows no
 --   worker for the kind) is a defer that also counts kind_defers and says why.
 --   Every applied outcome releases the attempt's concurrency-limit permit.
--- Reply: {seq, seq raised, enqueued, then 3 values per outcome: applied (1) or
---   stale (0), the job's state, the job's current token ('0' when missing)}.
+-- Reply: {seq, seq raised, enqueued, then 1 value per outcome: the job's
+--   state when it was applied (the job's token is the outcome's), else
+--   {the job's state ('missing' when gone), its current token ('0' when
+--   missing)}: the outcome is stale}. (Each reply value costs Redis about as
+--   much as a field read.)
 -- A job of a workflow (field 'wf') that ends hands its end to its dependents
 -- (wf_settled in prelude.lua); a plain job does no more work for it.
 --   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua).
@@ -42,7 +45,7 @@ for i = 3, #ARGV, 9 do
     if h[1] then
       record(id, {event = 'fenced', stage = 'commit', token = token, outcome = outcome, error = err})
     end
-    reply[r + 1], reply[r + 2], reply[r + 3] = 0, h[1] or 'missing', h[2] or '0'
+    reply[r + 1] = {h[1] or 'missing', h[2] or '0'}
   elseif outcome == 'succeeded' and not hist and ARGV[i + 6] == '' and ARGV[i + 5] == '' and num(h[3]) <= 1 then
     -- the common path (one attempt, its own fence, no reason to keep, no
     -- history): what the general path below writes for it, without its
@@ -56,7 +59,7 @@ for i = 3, #ARGV, 9 do
     finish(id, h[5], retention, false)
     tallied('succeeded')
     if h[8] then wf_settled(id, 'succeeded', retention) end
-    reply[r + 1], reply[r + 2], reply[r + 3] = 1, 'succeeded', token
+    reply[r + 1] = 'succeeded'
   else
     local err, due, reason, fence = ARGV[i + 3], now + num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
     local attempt = num(h[3])
@@ -118,9 +121,9 @@ for i = 3, #ARGV, 9 do
     if to == 'pending' then wake() end
     call('HSET', k, unpack(f))
     if h[8] and (to == 'succeeded' or to == 'dead' or to == 'cancelled') then wf_settled(id, to, retention) end
-    reply[r + 1], reply[r + 2], reply[r + 3] = 1, to, token
+    reply[r + 1] = to
   end
-  r = r + 3
+  r = r + 1
 end
 flush_moves()
 flush_tally()
