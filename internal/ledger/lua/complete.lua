@@ -34,10 +34,17 @@ seq_bump()
 for i = 3, #ARGV, 9 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local k = P .. 'job:' .. id
-  local h = call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist', 'wf', 'lkey', 'lmax')
-  local hist = h[7] ~= false
+  -- max_retries and cancel matter only to an outcome that may put the job
+  -- back: other outcomes leave them unread (h[9], h[10] nil)
+  local h
+  if outcome == 'retry' or outcome == 'defer' or outcome == 'unknown_kind' then
+    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'lmax', 'max_retries', 'cancel')
+  else
+    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'lmax')
+  end
+  local hist = h[5] ~= false
   -- an applied outcome ends the attempt's permit (flow.lua)
-  if h[9] and h[1] == 'running' and h[2] == token then flow_release(id, h[9], h[10]) end
+  if h[7] and h[1] == 'running' and h[2] == token then flow_release(id, h[7], h[8]) end
   if h[1] ~= 'running' or h[2] ~= token then
     local err = ARGV[i + 3]
     tallied('fenced_commit')
@@ -56,9 +63,9 @@ for i = 3, #ARGV, 9 do
     else
       call('HSET', k, 'state', 'succeeded', 'finished', snow, unpack(output_fields(ARGV[i + 7], ARGV[i + 8])))
     end
-    finish(id, h[5], retention, false)
+    finish(id, h[4], retention, false)
     tallied('succeeded')
-    if h[8] then wf_settled(id, 'succeeded', retention) end
+    if h[6] then wf_settled(id, 'succeeded', retention) end
     reply[r + 1] = 'succeeded'
   else
     local err, due, reason, fence = ARGV[i + 3], now + num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
@@ -67,9 +74,9 @@ for i = 3, #ARGV, 9 do
     local f = {}
     if fence ~= '' then f[#f + 1] = 'fence'; f[#f + 1] = fence end
     local putback = outcome == 'defer' or outcome == 'unknown_kind'
-    if h[6] and (outcome == 'retry' or putback) then
+    if h[10] and (outcome == 'retry' or putback) then
       to = 'cancelled'
-      reason = 'cancelled by ' .. h[6]
+      reason = 'cancelled by ' .. h[10]
     elseif putback then
       to, score = 'pending', due
       f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
@@ -80,7 +87,7 @@ for i = 3, #ARGV, 9 do
         tallied('deferred')
       end
     elseif outcome == 'retry' then
-      if attempt > num(h[4]) then
+      if attempt > num(h[9]) then
         to = 'dead'
         if reason == '' then reason = 'retries exhausted' end
       else
@@ -109,7 +116,7 @@ for i = 3, #ARGV, 9 do
     end
     if to == 'succeeded' or to == 'dead' or to == 'cancelled' then
       f[#f + 1] = 'finished'; f[#f + 1] = snow
-      finish(id, h[5], retention, hist)
+      finish(id, h[4], retention, hist)
       tallied(to)
     elseif to == 'uncertain' then
       f[#f + 1] = 'uncertain_since'; f[#f + 1] = snow
@@ -120,7 +127,7 @@ for i = 3, #ARGV, 9 do
     end
     if to == 'pending' then wake() end
     call('HSET', k, unpack(f))
-    if h[8] and (to == 'succeeded' or to == 'dead' or to == 'cancelled') then wf_settled(id, to, retention) end
+    if h[6] and (to == 'succeeded' or to == 'dead' or to == 'cancelled') then wf_settled(id, to, retention) end
     reply[r + 1] = to
   end
   r = r + 1
