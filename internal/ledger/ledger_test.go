@@ -620,6 +620,38 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatalf("refused enqueues wrote keys: %d -> %d", before, after)
 		}
 	})
+	// A claim reads a job's optional fields only when its record has more
+	// than the common ones, and sends them only then: both kinds of job in
+	// one batch decode to what was enqueued.
+	t.Run("claim/optional-fields", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		plain := f.enqueue(jobs.MaxRetries(7))
+		rich := f.enqueue(jobs.OperationID("op-1"), jobs.Resource("acct-1"), jobs.Timeout(3*time.Second),
+			jobs.Header("k", "v"))
+		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+		if err != nil || len(res.Jobs) != 2 {
+			t.Fatalf("claim %+v %v", res, err)
+		}
+		rec, _ := f.l.Get(f.ctx, f.q, plain)
+		for _, c := range res.Jobs {
+			if c.Token == 0 || c.Attempt != 1 || c.Kind != "note" || string(c.Payload) != `{"text":"x"}` ||
+				!c.Deadline.Equal(rec.Deadline) {
+				t.Fatalf("claimed %+v, record deadline %v", c, rec.Deadline)
+			}
+			switch c.ID {
+			case plain:
+				if c.OperationID != plain || c.Resource != "" || c.Timeout != 0 || c.Headers != nil || c.MaxRetries != 7 {
+					t.Fatalf("plain job claimed as %+v", c)
+				}
+			case rich:
+				if c.OperationID != "op-1" || c.Resource != "acct-1" || c.Timeout != 3*time.Second || c.Headers["k"] != "v" {
+					t.Fatalf("job with optional fields claimed as %+v", c)
+				}
+			default:
+				t.Fatalf("claimed an unknown job %+v", c)
+			}
+		}
+	})
 	t.Run("claim-job/pending->running", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue(jobs.Delay(time.Hour), jobs.Header("k", "v"))

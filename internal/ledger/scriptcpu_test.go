@@ -3,6 +3,8 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,4 +129,83 @@ func BenchmarkScriptCPU(b *testing.B) {
 			report(b, redisCPU(b, rdb)-t0, batch)
 		})
 	}
+}
+
+// BenchmarkScriptInstructions drives claims and completions of batch jobs
+// (FENCEDQ_BATCH, default 5) against a redis-server run under valgrind's
+// callgrind, and has callgrind dump its counts after the claims and again
+// after the completions: instruction counts per call that, unlike CPU
+// time, do not depend on the machine's load. It is skipped unless
+// FENCEDQ_CALLGRIND_ADDR (the server) and FENCEDQ_CALLGRIND_PID (valgrind's
+// process) are set; BENCHMARKS.md shows how to run and read it.
+func BenchmarkScriptInstructions(b *testing.B) {
+	addr, pid := os.Getenv("FENCEDQ_CALLGRIND_ADDR"), os.Getenv("FENCEDQ_CALLGRIND_PID")
+	if addr == "" || pid == "" {
+		b.Skip("FENCEDQ_CALLGRIND_ADDR and FENCEDQ_CALLGRIND_PID not set")
+	}
+	batch := 5
+	if s := os.Getenv("FENCEDQ_BATCH"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("FENCEDQ_BATCH=%q", s)
+		}
+		batch = n
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.ConfigSet(ctx, "notify-keyspace-events", "").Err(); err != nil {
+		b.Fatal(err)
+	}
+	l := ledger.New(rdb, ledger.Config{Namespace: "callgrind-" + uuid.NewString()[:8], Retention: time.Hour})
+	const q = "default"
+	n := (b.N + 1) * batch
+	for i := 0; i < n; i += 100 {
+		js := make([]*ledger.NewJob, min(100, n-i))
+		for j := range js {
+			js[j] = &ledger.NewJob{ID: uuid.NewString(), Kind: "noop", Queue: q, Payload: []byte("{}"), MaxRetries: 5}
+		}
+		if _, err := l.Insert(ctx, js); err != nil {
+			b.Fatal(err)
+		}
+	}
+	claim := func() []ledger.Claimed {
+		res, err := l.Claim(ctx, q, "pool", time.Minute, batch)
+		if err != nil || len(res.Jobs) != batch {
+			b.Fatalf("claim: %v, %+v", err, res)
+		}
+		return res.Jobs
+	}
+	complete := func(js []ledger.Claimed) {
+		cs := make([]ledger.Completion, len(js))
+		for i, j := range js {
+			cs[i] = ledger.Completion{ID: j.ID, Token: j.Token, Outcome: ledger.Outcome{To: ledger.Succeeded}}
+		}
+		out, err := l.Complete(ctx, q, cs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range out {
+			if !c.Applied {
+				b.Fatalf("completion not applied: %+v", c)
+			}
+		}
+	}
+	callgrind := func(arg string) {
+		if out, err := exec.Command("callgrind_control", arg, pid).CombinedOutput(); err != nil {
+			b.Fatalf("callgrind_control %s: %v: %s", arg, err, out)
+		}
+	}
+	complete(claim()) // loads the scripts and the epoch
+	claimed := make([][]ledger.Claimed, b.N)
+	b.ResetTimer()
+	callgrind("-z")
+	for i := range claimed {
+		claimed[i] = claim()
+	}
+	callgrind("-d")
+	for _, js := range claimed {
+		complete(js)
+	}
+	callgrind("-d")
 }

@@ -54,7 +54,12 @@ type ClaimResult struct {
 	DueIn time.Duration
 }
 
-const claimWidth = 12
+// claimWidth is the number of reply values per claimed job, and
+// claimExtras the number in its optional-fields array.
+const (
+	claimWidth  = 7
+	claimExtras = 5
+)
 
 // Claim is the fenced claim: it takes up to max due jobs of queue q for
 // owner and starts an attempt on each (running, a new token
@@ -96,7 +101,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	if err != nil {
 		return nil, wrap("claim "+q, err)
 	}
-	const header = 6
+	const header = 7
 	if err := r.need(header); err != nil {
 		return nil, wrap("claim "+q, err)
 	}
@@ -106,6 +111,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	}
 	n := int(r.int(2))
 	seq := seqReply{seq: r.int(3), bumped: r.int(4), enqueued: r.int(5)}
+	deadline := time.UnixMilli(r.int(6))
 	if err := r.need(header + n*claimWidth); err != nil {
 		return nil, wrap("claim "+q, err)
 	}
@@ -113,11 +119,23 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	for i := range res.Jobs {
 		b := header + i*claimWidth
 		c := Claimed{
-			ID: r.str(b), Queue: q, Token: lease.Token(r.uint(b + 1)), Deadline: time.UnixMilli(r.int(b + 2)),
-			Attempt: int(r.int(b + 3)), Payload: []byte(r.str(b + 4)), Kind: r.str(b + 5),
-			OperationID: r.str(b + 6), Resource: r.str(b + 7),
-			Timeout: time.Duration(r.int(b+8)) * time.Millisecond, MaxRetries: int(r.int(b + 9)),
-			KindDefers: int(r.int(b + 10)), Headers: decodeHeaders(r.str(b + 11)),
+			ID: r.str(b), Queue: q, Token: lease.Token(r.uint(b + 1)), Deadline: deadline,
+			Attempt: int(r.int(b + 2)), Payload: []byte(r.str(b + 3)), Kind: r.str(b + 4),
+			MaxRetries: int(r.int(b + 5)),
+		}
+		if x, ok := r.at(b + 6).([]any); ok {
+			e := &reply{script: r.script, v: x}
+			if err := e.need(claimExtras); err != nil {
+				return nil, wrap("claim "+q, err)
+			}
+			c.OperationID, c.Resource = e.str(0), e.str(1)
+			c.Timeout = time.Duration(e.int(2)) * time.Millisecond
+			c.KindDefers, c.Headers = int(e.int(3)), decodeHeaders(e.str(4))
+			if e.err != nil {
+				return nil, wrap("claim "+q, e.err)
+			}
+		} else if r.int(b+6) != 0 {
+			r.fail("value %d: want 0 or the optional fields", b+6)
 		}
 		if c.OperationID == "" {
 			c.OperationID = c.ID
@@ -241,7 +259,9 @@ type Committed struct {
 	Current lease.Token
 }
 
-const completeWidth = 3
+// completeWidth is the number of reply values per outcome: the state
+// when applied, else an array of the state and the current token.
+const completeWidth = 1
 
 // Complete applies a batch of outcomes of queue q's attempts, each only if
 // its token still runs the job.
@@ -287,7 +307,18 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 	out := make([]Committed, len(cs))
 	for i := range out {
 		b := header + completeWidth*i
-		out[i] = Committed{Applied: r.int(b) == 1, State: State(r.str(b + 1)), Current: lease.Token(r.uint(b + 2))}
+		if x, ok := r.at(b).([]any); ok { // stale
+			s := &reply{script: r.script, v: x}
+			if err := s.need(2); err != nil {
+				return nil, wrap("complete "+q, err)
+			}
+			out[i] = Committed{State: State(s.str(0)), Current: lease.Token(s.uint(1))}
+			if s.err != nil {
+				return nil, wrap("complete "+q, s.err)
+			}
+			continue
+		}
+		out[i] = Committed{Applied: true, State: State(r.str(b)), Current: cs[i].Token}
 	}
 	if r.err != nil {
 		return nil, wrap("complete "+q, r.err)

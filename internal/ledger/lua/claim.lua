@@ -8,28 +8,31 @@
 --      5 replication id of the primary the caller's epoch is for ('' when epochs are off)
 --      6 the caller's epoch
 -- Reply: {paused, next due in ms, claimed count, seq, seq raised, enqueued,
---         claimed..., dropped...}
+--         lease deadline ms, claimed..., dropped...}
 --        {-1, replication id, recorded epoch} when due jobs were found but the
 --        caller must refresh its epoch (internal/epoch): nothing was written
 --   paused: 1 when the queue is paused (nothing is claimed)
 --   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua)
 --   next due in ms: when fewer jobs were due than asked for, how long until the
 --            earliest pending job left is due, by Redis time (-1: none left)
---   claimed: 12 values per job: id, token, deadline ms, attempt, payload, kind,
---            operation id ('' = the job id), resource, timeout ms, max retries,
---            times the job was put back because no pool knew its kind,
---            headers ('' = none)
+--   lease deadline ms: every claimed job's (0 when none was claimed)
+--   claimed: 7 values per job: id, token, attempt, payload, kind, max retries,
+--            then 0 when the job has none of the optional fields, else an
+--            array of them: operation id ('' = the job id), resource,
+--            timeout ms, times the job was put back because no pool knew
+--            its kind, headers ('' = none). (Each reply value costs Redis
+--            about as much as a field read.)
 --   dropped: 2 values per index entry that was not claimable and was removed
 --            from the due index: id, why ('missing', or the job's state), or a
 --            job held back by flow control: id, 'limit:<name>' (parked until a
 --            permit frees) or 'rate:<name>' (due again at its next start)
 if redis.call('EXISTS', pausedk) == 1 then
   local s, b, e = seq_reply()
-  return {1, -1, 0, s, b, e}
+  return {1, -1, 0, s, b, e, 0}
 end
 local owner, ttl = ARGV[2], num(ARGV[3])
 local max = num(ARGV[4])
-local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', now, 'LIMIT', 0, max)
+local ids = redis.call('ZRANGEBYSCORE', index['pending'], '-inf', snow, 'LIMIT', '0', ARGV[4])
 local ep = 0
 if #ids > 0 then
   -- Only a claim that mints checks the epoch (an idle poll runs no INFO).
@@ -44,44 +47,56 @@ local call = redis.call
 local dropped, running, nrun = {}, {}, 0
 local deadline = now + ttl
 local sdeadline = fmt(deadline)
--- the reply's claimed values are written in place after its 6-value header
-local reply, r = {0, -1, 0, 0, 0, 0}, 6
+-- the reply's claimed values are written in place after its 7-value header
+local reply, r = {0, -1, 0, 0, 0, 0, 0}, 7
 -- ids grows while it is read when fair groups fill the batch (group.lua)
+local NONE = {} -- no optional fields
 local i = 0
 while i < #ids do
   i = i + 1
   local id = ids[i]
   local k = P .. 'job:' .. id
-  local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'op', 'resource',
-    'timeout_ms', 'max_retries', 'kind_defers', 'hist', 'fence', 'mark', 'headers', 'flow', 'group')
+  -- h: the common fields. o: the optional ones, read only when the record
+  -- has more fields than the common ones present (not a job as enqueued);
+  -- each field read costs about as much as a small command.
+  local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'max_retries', 'created', 'args')
+  local present = 0
+  for j = 1, 8 do if h[j] then present = present + 1 end end
+  local o = NONE
+  if call('HLEN', k) ~= present then
+    o = call('HMGET', k, 'op', 'resource', 'timeout_ms', 'kind_defers', 'hist', 'fence', 'mark', 'headers',
+      'flow', 'group')
+  end
   -- a grouped job taken off the due index: its group may need a next job (group.lua)
-  if h[16] then group_took(h[16], id) end
+  if o[10] then group_took(o[10], id) end
   -- a job under flow control may be held back (flow.lua): parked or deferred
-  local held = h[1] == 'pending' and h[15] and flow_admit(id)
+  local held = h[1] == 'pending' and o[9] and flow_admit(id)
   if held then
     dropped[#dropped + 1] = id
     dropped[#dropped + 1] = held
   elseif h[1] == 'pending' then
     local last = h[2]
-    if h[13] then -- storage's mark (raise.lua): mint above it
-      last = u64_max(last, h[13])
+    if o[7] then -- storage's mark (raise.lua): mint above it
+      last = u64_max(last, o[7])
       call('HDEL', k, 'mark')
     end
     local stok = mint(last)
     local attempt = num(h[3]) + 1
+    local sattempt = attempt == 1 and '1' or fmt(attempt)
     call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
-      'attempts', attempt, 'started', snow)
+      'attempts', sattempt, 'started', snow)
     running[nrun + 1], running[nrun + 2] = sdeadline, id
     nrun = nrun + 2
     -- an earlier attempt's resource-lease token is not this attempt's fence
-    if h[12] then call('HDEL', k, 'fence') end
-    if h[11] then
+    if o[6] then call('HDEL', k, 'fence') end
+    if o[5] then
       record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner})
     end
-    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, stok, sdeadline, attempt, h[4] or ''
-    reply[r + 6], reply[r + 7], reply[r + 8], reply[r + 9], reply[r + 10] = h[5] or '', h[6] or '', h[7] or '', num(h[8]), num(h[9])
-    reply[r + 11], reply[r + 12] = num(h[10]), h[14] or ''
-    r = r + 12
+    local extra = 0
+    if o ~= NONE then extra = {o[1] or '', o[2] or '', num(o[3]), num(o[4]), o[8] or ''} end
+    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, stok, attempt, h[4] or ''
+    reply[r + 5], reply[r + 6], reply[r + 7] = h[5] or '', num(h[6]), extra
+    r = r + 7
   else
     local why = h[1] or 'missing'
     if why == 'succeeded' or why == 'dead' or why == 'cancelled' then
@@ -98,7 +113,7 @@ while i < #ids do
 end
 if group_need[1] or group_done[1] or group_cand[1] then group_heads() end
 call_chunked('ZADD', index['running'], running, 1000)
-local n = (r - 6) / 12
+local n = (r - 7) / 7
 if n > 0 then count('attempted', n) end
 local next_due = -1
 if #ids < max then
@@ -110,5 +125,6 @@ if #ids < max then
 end
 reply[2], reply[3] = next_due, n
 reply[4], reply[5], reply[6] = seq_reply()
+if n > 0 then reply[7] = deadline end
 for j = 1, #dropped do reply[r + j] = dropped[j] end
 return reply

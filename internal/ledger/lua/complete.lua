@@ -11,8 +11,11 @@
 --   the job back without consuming its attempt; unknown_kind (the pool knows no
 --   worker for the kind) is a defer that also counts kind_defers and says why.
 --   Every applied outcome releases the attempt's concurrency-limit permit.
--- Reply: {seq, seq raised, enqueued, then 3 values per outcome: applied (1) or
---   stale (0), the job's state, the job's current token ('0' when missing)}.
+-- Reply: {seq, seq raised, enqueued, then 1 value per outcome: the job's
+--   state when it was applied (the job's token is the outcome's), else
+--   {the job's state ('missing' when gone), its current token ('0' when
+--   missing)}: the outcome is stale}. (Each reply value costs Redis about as
+--   much as a field read.)
 -- A job of a workflow (field 'wf') that ends hands its end to its dependents
 -- (wf_settled in prelude.lua); a plain job does no more work for it.
 --   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua).
@@ -31,10 +34,17 @@ seq_bump()
 for i = 3, #ARGV, 9 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local k = P .. 'job:' .. id
-  local h = call('HMGET', k, 'state', 'token', 'attempts', 'max_retries', 'op', 'cancel', 'hist', 'wf', 'lkey', 'lmax')
-  local hist = h[7] ~= false
+  -- max_retries and cancel matter only to an outcome that may put the job
+  -- back: other outcomes leave them unread (h[9], h[10] nil)
+  local h
+  if outcome == 'retry' or outcome == 'defer' or outcome == 'unknown_kind' then
+    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'lmax', 'max_retries', 'cancel')
+  else
+    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'lmax')
+  end
+  local hist = h[5] ~= false
   -- an applied outcome ends the attempt's permit (flow.lua)
-  if h[9] and h[1] == 'running' and h[2] == token then flow_release(id, h[9], h[10]) end
+  if h[7] and h[1] == 'running' and h[2] == token then flow_release(id, h[7], h[8]) end
   if h[1] ~= 'running' or h[2] ~= token then
     local err = ARGV[i + 3]
     tallied('fenced_commit')
@@ -42,7 +52,7 @@ for i = 3, #ARGV, 9 do
     if h[1] then
       record(id, {event = 'fenced', stage = 'commit', token = token, outcome = outcome, error = err})
     end
-    reply[r + 1], reply[r + 2], reply[r + 3] = 0, h[1] or 'missing', h[2] or '0'
+    reply[r + 1] = {h[1] or 'missing', h[2] or '0'}
   elseif outcome == 'succeeded' and not hist and ARGV[i + 6] == '' and ARGV[i + 5] == '' and num(h[3]) <= 1 then
     -- the common path (one attempt, its own fence, no reason to keep, no
     -- history): what the general path below writes for it, without its
@@ -53,10 +63,10 @@ for i = 3, #ARGV, 9 do
     else
       call('HSET', k, 'state', 'succeeded', 'finished', snow, unpack(output_fields(ARGV[i + 7], ARGV[i + 8])))
     end
-    finish(id, h[5], retention, false)
+    finish(id, h[4], retention, false)
     tallied('succeeded')
-    if h[8] then wf_settled(id, 'succeeded', retention) end
-    reply[r + 1], reply[r + 2], reply[r + 3] = 1, 'succeeded', token
+    if h[6] then wf_settled(id, 'succeeded', retention) end
+    reply[r + 1] = 'succeeded'
   else
     local err, due, reason, fence = ARGV[i + 3], now + num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
     local attempt = num(h[3])
@@ -64,9 +74,9 @@ for i = 3, #ARGV, 9 do
     local f = {}
     if fence ~= '' then f[#f + 1] = 'fence'; f[#f + 1] = fence end
     local putback = outcome == 'defer' or outcome == 'unknown_kind'
-    if h[6] and (outcome == 'retry' or putback) then
+    if h[10] and (outcome == 'retry' or putback) then
       to = 'cancelled'
-      reason = 'cancelled by ' .. h[6]
+      reason = 'cancelled by ' .. h[10]
     elseif putback then
       to, score = 'pending', due
       f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
@@ -77,7 +87,7 @@ for i = 3, #ARGV, 9 do
         tallied('deferred')
       end
     elseif outcome == 'retry' then
-      if attempt > num(h[4]) then
+      if attempt > num(h[9]) then
         to = 'dead'
         if reason == '' then reason = 'retries exhausted' end
       else
@@ -106,7 +116,7 @@ for i = 3, #ARGV, 9 do
     end
     if to == 'succeeded' or to == 'dead' or to == 'cancelled' then
       f[#f + 1] = 'finished'; f[#f + 1] = snow
-      finish(id, h[5], retention, hist)
+      finish(id, h[4], retention, hist)
       tallied(to)
     elseif to == 'uncertain' then
       f[#f + 1] = 'uncertain_since'; f[#f + 1] = snow
@@ -117,10 +127,10 @@ for i = 3, #ARGV, 9 do
     end
     if to == 'pending' then wake() end
     call('HSET', k, unpack(f))
-    if h[8] and (to == 'succeeded' or to == 'dead' or to == 'cancelled') then wf_settled(id, to, retention) end
-    reply[r + 1], reply[r + 2], reply[r + 3] = 1, to, token
+    if h[6] and (to == 'succeeded' or to == 'dead' or to == 'cancelled') then wf_settled(id, to, retention) end
+    reply[r + 1] = to
   end
-  r = r + 3
+  r = r + 1
 end
 flush_moves()
 flush_tally()

@@ -135,16 +135,19 @@ end
 local MINUTE_MS, MINUTE_KEEP_MS = 60000, 25 * 3600000
 local minute_at = now - now % MINUTE_MS
 local minutek = P .. 'minute:' .. fmt(minute_at)
-local function per_minute(field, n)
+-- Counts go to Redis as text: a number argument of redis.call is formatted
+-- with %.17g, several times the cost of the command's other arguments.
+local function per_minute(field, n, sn)
   if n == 0 then return end
-  if redis.call('HINCRBY', minutek, field, n) == n then
+  if redis.call('HINCRBY', minutek, field, sn) == n then
     redis.call('PEXPIREAT', minutek, fmt(minute_at + MINUTE_KEEP_MS))
   end
 end
 
 local function count(field, n)
-  per_minute(field, n or 1)
-  return redis.call('HINCRBY', statsk, field, n or 1)
+  local sn = n and fmt(n) or '1'
+  per_minute(field, n or 1, sn)
+  return redis.call('HINCRBY', statsk, field, sn)
 end
 
 -- The queue's write sequence, stats field 'seq', rises by one with every
@@ -155,18 +158,19 @@ end
 -- a restart from older data: see internal/ledger's rewind.go).
 local seq_now = nil
 local function seq_bump()
-  if not seq_now then seq_now = redis.call('HINCRBY', statsk, 'seq', 1) end
+  if not seq_now then seq_now = redis.call('HINCRBY', statsk, 'seq', '1') end
 end
 -- seq_reply returns {write sequence, 1 when this call raised it (else 0),
 -- the queue's enqueued counter}; enqueued, when given, is that counter as
 -- this call's own HINCRBY returned it (nothing else changes it meanwhile),
 -- and a call that raised the sequence then reads nothing.
 local function seq_reply(enqueued)
-  if seq_now and enqueued then return seq_now, 1, enqueued end
+  if seq_now then
+    if enqueued then return seq_now, 1, enqueued end
+    return seq_now, 1, num(redis.call('HGET', statsk, 'enqueued'))
+  end
   local v = redis.call('HMGET', statsk, 'seq', 'enqueued')
-  local bumped = 0
-  if seq_now then bumped = 1 end
-  return num(v[1]), bumped, num(v[2])
+  return num(v[1]), 0, num(v[2])
 end
 
 -- finish applies the retention period to a job that reached a final state;
@@ -195,8 +199,9 @@ local tally = {}
 local function tallied(field) tally[field] = (tally[field] or 0) + 1 end
 local function flush_tally()
   for field, n in pairs(tally) do
-    redis.call('HINCRBY', statsk, field, n)
-    per_minute(field, n)
+    local sn = fmt(n)
+    redis.call('HINCRBY', statsk, field, sn)
+    per_minute(field, n, sn)
   end
 end
 
