@@ -86,8 +86,11 @@ end
 -- group_cand holds (group, id) pairs of grouped jobs taken off the due index
 -- not yet checked against their group's head (group_resolve checks them all
 -- with one HMGET); group_done lists the groups group_fill met; group_popped
--- counts the jobs taken out of the groups' indexes (one HINCRBY of '#n').
+-- counts the jobs taken out of the groups' indexes (one HINCRBY of '#n');
+-- group_next holds, per group group_fill met, a due job it took out of the
+-- group's index for the group's next head.
 local group_need, group_needs, group_cand, group_took_ids, group_done, group_popped = {}, {}, {}, {}, {}, 0
+local group_next = {}
 
 local function group_add_need(g)
   if group_needs[g] then return end
@@ -127,33 +130,37 @@ end
 -- equal share of its due jobs, appended to ids (they are claimed as if read
 -- from the due index). Called only while the due index has nothing due left,
 -- so no other job is passed over. Every group it met goes to group_done: its
--- next head is made by group_heads.
+-- next head is made by group_heads, from the one more due job each group
+-- gives when it has it (group_next). The group's index is read by score
+-- without scores (a ZPOPMIN's reply formats each score as a double) and the
+-- jobs read are its lowest ranks: one ZREMRANGEBYRANK removes them.
 local function group_fill(ids, max)
   group_resolve()
   if not group_need[1] then return end
   local need = group_need
   group_need, group_needs = {}, {}
   local per = math.max(1, math.floor((max - #ids) / #need))
-  local taken = 0
   for _, g in ipairs(need) do
     local room = max - #ids
     if room > 0 then
+      local want = math.min(per, room)
+      local got = {}
+      if group_next[g] then got[1] = group_next[g]; group_next[g] = nil end
       local gk = group_key(g)
-      local e = redis.call('ZPOPMIN', gk, math.min(per, room))
-      for j = 1, #e, 2 do
-        if num(e[j + 1]) <= now then
-          ids[#ids + 1] = e[j]
-          group_took_ids[e[j]] = true
-          taken = taken + 1
-        else -- not due yet: back, with the rest
-          for m = j, #e, 2 do redis.call('ZADD', gk, e[m + 1], e[m]) end
-          break
-        end
+      local e = redis.call('ZRANGEBYSCORE', gk, '-inf', now, 'LIMIT', 0, want + 1 - #got)
+      if e[1] then
+        redis.call('ZREMRANGEBYRANK', gk, 0, #e - 1)
+        group_popped = group_popped + #e
+        for j = 1, #e do got[#got + 1] = e[j] end
       end
+      for j = 1, math.min(want, #got) do
+        ids[#ids + 1] = got[j]
+        group_took_ids[got[j]] = true
+      end
+      group_next[g] = got[want + 1]
     end
     group_done[#group_done + 1] = g
   end
-  group_popped = group_popped + taken
 end
 
 -- group_heads, at the end of a claim, gives every group that needs one its
@@ -166,12 +173,20 @@ local function group_heads()
     for _, g in ipairs(list) do
       if not seen[g] then
         seen[g] = true
-        local e = redis.call('ZPOPMIN', group_key(g))
-        if e[1] then
-          popped = popped + 1
-          set[#set + 1], set[#set + 2] = g, e[1]
-          local at = num(e[2])
-          due[#due + 1], due[#due + 2] = at > now and fmt(at) or snow, e[1]
+        local id, at = group_next[g], snow
+        if not id then
+          -- one call: cheaper than a read and a removal without the score
+          local e = redis.call('ZPOPMIN', group_key(g))
+          id = e[1]
+          if id then
+            popped = popped + 1
+            local t = num(e[2])
+            if t > now then at = fmt(t) end
+          end
+        end
+        if id then
+          set[#set + 1], set[#set + 2] = g, id
+          due[#due + 1], due[#due + 2] = at, id
         else
           gone[#gone + 1] = g
         end
