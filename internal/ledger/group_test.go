@@ -239,3 +239,48 @@ func TestRepairGroups(t *testing.T) {
 		t.Fatalf("groups left: %+v, %v", gs, err)
 	}
 }
+
+// TestPendingListsShowGroupedJobs: pending lists (Match, then Records: the
+// dashboard's and inspect's) list a group's jobs waiting in its own index,
+// not only its head, by due time, and say where each stands in its group.
+func TestPendingListsShowGroupedJobs(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	const q = "rq"
+	var js []*ledger.NewJob
+	for _, id := range []string{"a1", "a2", "a3", "b1", "u1"} {
+		j := &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), Display: []byte(`{}`), MaxRetries: 1}
+		if id[0] != 'u' {
+			j.Group = id[:1]
+		}
+		js = append(js, j)
+	}
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a1": "group a, 0 ahead (next of its group)", "a2": "group a, 1 ahead",
+		"a3": "group a, 2 ahead", "b1": "group b, 0 ahead (next of its group)", "u1": ""}
+	for _, f := range []ledger.Filter{{State: jobs.Pending}, {State: jobs.Pending, Kind: "k"}, {State: jobs.Pending, Desc: true}} {
+		items, total, exact, err := l.Match(ctx, []string{q}, f, 10)
+		if err != nil || total != 5 || !exact || len(items) != 5 {
+			t.Fatalf("%+v: %d items, total %d, exact %v, %v; want the 5 pending", f, len(items), total, exact, err)
+		}
+		recs, _, err := l.Records(ctx, jobs.Pending, items)
+		if err != nil || len(recs) != 5 {
+			t.Fatalf("%+v: %d records, %v", f, len(recs), err)
+		}
+		for _, r := range recs {
+			if r.WaitingFor != want[r.ID] {
+				t.Errorf("%+v: job %s waits for %q, want %q", f, r.ID, r.WaitingFor, want[r.ID])
+			}
+		}
+	}
+	if _, total, _, err := l.Match(ctx, []string{q}, ledger.Filter{State: jobs.Pending}, 0); err != nil || total != 5 {
+		t.Fatalf("count only: total %d, %v; want 5", total, err)
+	}
+	items, _, _, err := l.Match(ctx, []string{q}, ledger.Filter{State: jobs.Pending}, 2)
+	if err != nil || len(items) != 2 {
+		t.Fatalf("first 2: %v, %v", items, err)
+	}
+}
