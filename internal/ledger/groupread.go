@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -38,7 +39,11 @@ func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 	if err != nil {
 		return nil, wrap("groups", err)
 	}
-	delete(h, groupsParked)
+	for k := range h {
+		if strings.HasPrefix(k, "#") { // the parked count, group.lua's GROUPS_T
+			delete(h, k)
+		}
+	}
 	names := sortedKeys(h)
 	if len(names) > maxGroups {
 		names = names[:maxGroups]
@@ -65,14 +70,18 @@ func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 func (l *Ledger) GroupCount(ctx context.Context, q string) (int64, error) {
 	pipe := l.rdb.Pipeline()
 	n := pipe.HLen(ctx, l.groupsKey(q))
-	counter := pipe.HExists(ctx, l.groupsKey(q), groupsParked)
+	// fields that are no group: the parked count, group.lua's GROUPS_T
+	other := []*redis.BoolCmd{pipe.HExists(ctx, l.groupsKey(q), groupsParked), pipe.HExists(ctx, l.groupsKey(q), "#t")}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, wrap("group count", err)
 	}
-	if counter.Val() {
-		return n.Val() - 1, nil
+	c := n.Val()
+	for _, o := range other {
+		if o.Val() {
+			c--
+		}
 	}
-	return n.Val(), nil
+	return c, nil
 }
 
 // groupAhead says where pending job id of group g stands in its group:

@@ -9,7 +9,8 @@
 -- index by due time. Keys, derived from the queue's prefix (its hash slot):
 --   P..'groups'         hash: group -> its head's job id, while the group has
 --                       pending jobs; field '#n': how many jobs wait in the
---                       groups' own indexes (counted as pending)
+--                       groups' own indexes (counted as pending); field
+--                       '#t': see GROUPS_T (no group name starts with '#')
 --   P..'group:'..name   zset: the group's other pending jobs -> due time (ms)
 -- A claim that takes a head makes the group's next job its head, due no
 -- earlier than now: behind every head that was due before, so claims rotate
@@ -19,6 +20,13 @@
 -- not heads: taking one makes no new head).
 
 local GROUPS_N = '#n'
+-- GROUPS_T's value, longer than Redis's hash-max-listpack-value (64 by
+-- default), makes the groups hash a hash table from its first group on: a
+-- listpack (up to hash-max-listpack-entries fields, 512 by default) finds a
+-- field by a scan, and a claim looks up and writes a field per group it
+-- took from.
+local GROUPS_T = '#t'
+local GROUPS_T_VAL = 'a value longer than hash-max-listpack-value keeps this hash a hash table: O(1) lookups'
 local function group_key(g) return P .. 'group:' .. g end
 
 -- group_enqueue indexes new pending job id of group g, due at run_at: as the
@@ -48,7 +56,7 @@ local function group_enqueue(id, g, run_at)
       id, run_at = e[1], math.max(num(e[2]), now)
     end
   end
-  redis.call('HSET', gsk, g, id)
+  redis.call('HSET', gsk, g, id, GROUPS_T, GROUPS_T_VAL)
   redis.call('ZADD', index['pending'], fmt(run_at), id)
 end
 

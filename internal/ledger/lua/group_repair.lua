@@ -11,7 +11,7 @@ local res = redis.call('HSCAN', P .. 'groups', ARGV[2], 'COUNT', num(ARGV[3]))
 local kv, fixed = res[2], 0
 for i = 1, #kv, 2 do
   local g, head = kv[i], kv[i + 1]
-  if g ~= GROUPS_N and not redis.call('ZSCORE', index['pending'], head) then
+  if string.sub(g, 1, 1) ~= '#' and not redis.call('ZSCORE', index['pending'], head) then
     fixed = fixed + 1
     local h = redis.call('HMGET', jobkey(head), 'state', 'group', 'wait', 'run_at')
     if h[1] == 'pending' and h[2] == g and not h[3] then
