@@ -29,23 +29,43 @@ local GROUPS_T = '#t'
 local GROUPS_T_VAL = 'a value longer than hash-max-listpack-value keeps this hash a hash table: O(1) lookups'
 local function group_key(g) return P .. 'group:' .. g end
 
+-- An enqueue of many jobs batches its groups' writes: group_batch holds,
+-- per group met, its head's due time and the jobs to add to its index
+-- (flat score, id pairs); group_parked the jobs added to the groups'
+-- indexes (one HINCRBY of '#n'). group_enqueue_done writes them.
+local group_batch, group_parked = {}, 0
+
+local function group_park_flush(g, st)
+  if st.park[1] then
+    call_chunked('ZADD', group_key(g), st.park, 1000)
+    st.park = {}
+  end
+end
+
 -- group_enqueue indexes new pending job id of group g, due at run_at: as the
 -- group's head when it has none in the due index (or the job is due before
 -- it), else in the group's index.
 local function group_enqueue(id, g, run_at)
+  local st = group_batch[g]
+  if st and run_at >= st.hs then -- behind the head this call knows
+    st.park[#st.park + 1], st.park[#st.park + 2] = fmt(run_at), id
+    group_parked = group_parked + 1
+    return
+  end
+  if st then group_park_flush(g, st) end
   local gsk = P .. 'groups'
   local head = redis.call('HGET', gsk, g)
   local hs = head and redis.call('ZSCORE', index['pending'], head)
   local gk = group_key(g)
   if hs and run_at >= num(hs) then
-    redis.call('ZADD', gk, fmt(run_at), id)
-    redis.call('HINCRBY', gsk, GROUPS_N, 1)
+    group_batch[g] = {hs = num(hs), park = {fmt(run_at), id}}
+    group_parked = group_parked + 1
     return
   end
   if hs then -- due before the head: the head waits behind it
     redis.call('ZREM', index['pending'], head)
     redis.call('ZADD', gk, hs, head)
-    redis.call('HINCRBY', gsk, GROUPS_N, 1)
+    group_parked = group_parked + 1
   else
     -- no head in the due index (an idle group, or a head lost with its
     -- record): the group's earliest job leads
@@ -58,6 +78,13 @@ local function group_enqueue(id, g, run_at)
   end
   redis.call('HSET', gsk, g, id, GROUPS_T, GROUPS_T_VAL)
   redis.call('ZADD', index['pending'], fmt(run_at), id)
+  group_batch[g] = {hs = run_at, park = {}}
+end
+
+-- group_enqueue_done writes what group_enqueue batched.
+local function group_enqueue_done()
+  for g, st in pairs(group_batch) do group_park_flush(g, st) end
+  if group_parked ~= 0 then redis.call('HINCRBY', P .. 'groups', GROUPS_N, group_parked) end
 end
 
 -- group_promote makes group g's next job its head, due no earlier than now,
