@@ -78,7 +78,9 @@ func (l *Ledger) Match(ctx context.Context, qs []string, f Filter, need int) ([]
 
 // match is Match for one queue. Pending jobs are listed from the due index
 // and from the fair groups' own indexes (group.lua), where a group's jobs
-// other than its head wait their turn: merged by due time.
+// other than its head wait their turn: merged by due time. Past maxGroups
+// groups only the first maxGroups by name are read, and the total is not
+// exact.
 func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Indexed, int64, bool, error) {
 	items, total, exact, err := l.matchKey(ctx, q, l.StateKey(q, f.State), f, need)
 	if err != nil || f.State != Pending {
@@ -88,8 +90,15 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 	if err != nil {
 		return nil, 0, false, wrap("list groups", err)
 	}
-	if len(groups) <= 1 { // none, or only the parked count
-		return items, total, exact, nil
+	names := groups[:0]
+	for _, g := range groups {
+		if !strings.HasPrefix(g, "#") { // the parked count, group.lua's GROUPS_T
+			names = append(names, g)
+		}
+	}
+	if len(names) > maxGroups { // a bounded read: the first maxGroups by name
+		slices.Sort(names)
+		names, exact = names[:maxGroups], false
 	}
 	if f.Kind == "" {
 		// every group's first need entries and count in one round trip
@@ -100,10 +109,7 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 			n  *redis.IntCmd
 		}
 		var reads []read
-		for _, g := range groups {
-			if strings.HasPrefix(g, "#") {
-				continue
-			}
+		for _, g := range names {
 			a := redis.ZRangeArgs{Key: l.groupKey(q, g), ByScore: true, Start: lo, Stop: hi, Count: int64(need), Rev: f.Desc}
 			if f.Desc {
 				a.Start, a.Stop = hi, lo
@@ -114,8 +120,10 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 			}
 			reads = append(reads, r)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, 0, false, wrap("list groups", err)
+		if len(reads) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return nil, 0, false, wrap("list groups", err)
+			}
 		}
 		for _, r := range reads {
 			total += r.n.Val()
@@ -127,10 +135,7 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 			}
 		}
 	} else {
-		for _, g := range groups {
-			if strings.HasPrefix(g, "#") {
-				continue
-			}
+		for _, g := range names {
 			more, n, ex, err := l.matchKey(ctx, q, l.groupKey(q, g), f, need)
 			if err != nil {
 				return nil, 0, false, err
