@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -237,7 +239,8 @@ func TestGroupedJobsLikeUngrouped(t *testing.T) {
 	if n, err := e.ledger.GroupCount(ctx, q); err != nil || n != 0 {
 		t.Fatalf("group count after the drain %d, %v; want 0", n, err)
 	}
-	// An idle group keeps no key: only the parked-jobs counter, at 0, is left.
+	// An idle group keeps no key: only the groups hash is left, with the
+	// parked-jobs counter at 0 and the field that keeps it a hash table.
 	keys, err := e.rdb.Keys(ctx, e.ns+":{"+q+"}:group*").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +248,7 @@ func TestGroupedJobsLikeUngrouped(t *testing.T) {
 	if len(keys) > 1 {
 		t.Fatalf("keys left by idle groups: %v", keys)
 	}
-	if n, _ := e.rdb.HLen(ctx, e.ns+":{"+q+"}:groups").Result(); n > 1 {
+	if n, _ := e.rdb.HLen(ctx, e.ns+":{"+q+"}:groups").Result(); n > 2 {
 		t.Fatalf("groups hash has %d fields after the drain", n)
 	}
 }
@@ -382,5 +385,91 @@ func TestGroupedJobExpiresAndLimitPerGroup(t *testing.T) {
 	}
 	if gs, err := e.client.Inspector().Groups(ctx, q); err != nil || len(gs) != 0 {
 		t.Fatalf("groups after the drain: %+v, %v", gs, err)
+	}
+}
+
+// groupLogWorker writes each start to one Redis list, "<group> <n> <proc>",
+// whose order is the order of the starts across every process.
+type groupLogWorker struct {
+	rdb  redis.UniversalClient
+	ns   string
+	proc string
+}
+
+func (w *groupLogWorker) Work(ctx context.Context, j *jobs.Job[groupArgs]) error {
+	return w.rdb.RPush(ctx, w.ns+":test:grouplog", fmt.Sprintf("%s %d %s", j.Args.G, j.Args.N, w.proc)).Err()
+}
+
+// TestGroupFairnessAcrossProcesses: three pools in separate processes (2
+// slots each) drain group A's 20 000 jobs; once each has started some, group
+// B's 10 jobs are enqueued behind A's backlog. The handlers' log shows B's
+// jobs all started within the bound of README's "The bound": each of B's
+// jobs waits for about one of A's (the rotation: a claim of two slots takes
+// both heads) plus the claims made in the same millisecond, whose heads tie
+// and sort by job id (A's first): with 6 slots, at most about 6 claims of
+// one slot in a millisecond, so 10 × (1 + 6) = 70, plus A's jobs claimed
+// before B's were enqueued, which start afterwards (at most 6). Bound: 100.
+func TestGroupFairnessAcrossProcesses(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const nA, nB, bound = 20_000, 10, 100
+	ps := make([]jobs.Params, 0, nA)
+	for i := range nA {
+		ps = append(ps, jobs.Params{Args: groupArgs{G: "a", N: i}})
+	}
+	if _, err := e.client.EnqueueMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	addr := e.rdb.(*redis.Client).Options().Addr
+	for i := range 3 {
+		startHelper(t, fmt.Sprintf("group-%d", i), addr, e.ns)
+	}
+	logKey := e.ns + ":test:grouplog"
+	var lines []string
+	// read appends the log's new lines until done says stop.
+	read := func(what string, done func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !done() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 60s (%d starts logged)", what, len(lines))
+			}
+			more, err := e.rdb.LRange(ctx, logKey, int64(len(lines)), -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(more) == 0 {
+				time.Sleep(5 * time.Millisecond) // the handlers' next starts
+			}
+			lines = append(lines, more...)
+		}
+	}
+	procs := func(from int) map[string]int {
+		n := map[string]int{}
+		for _, l := range lines[from:] {
+			n[strings.Fields(l)[2]]++
+		}
+		return n
+	}
+	read("a start in each helper", func() bool { return len(procs(0)) == 3 })
+	from := len(lines)
+	for i := range nB {
+		e.enqueue(groupArgs{G: "b", N: i})
+	}
+	bs, a := 0, 0
+	read("group b's starts", func() bool {
+		for bs < nB && from+bs+a < len(lines) {
+			if strings.HasPrefix(lines[from+bs+a], "b ") {
+				bs++
+			} else {
+				a++
+			}
+		}
+		return bs == nB
+	})
+	t.Logf("%d of group a's jobs started from b's enqueue to b's last start (of %d); starts per process since: %v",
+		a, nB, procs(from))
+	if a > bound {
+		t.Fatalf("%d of group a's jobs started before group b's last, bound %d", a, bound)
 	}
 }

@@ -103,6 +103,7 @@ func runHelper(mode string) {
 	}
 	_ = worker.Register(p, jobs.Worker[effectArgs](&effectWorker{rdb: rdb, ns: ns, mode: mode}))
 	_ = worker.Register(p, jobs.Worker[limitArgs](&limitWorker{rdb: rdb, ns: ns, proc: mode}))
+	_ = worker.Register(p, jobs.Worker[groupArgs](&groupLogWorker{rdb: rdb, ns: ns, proc: mode}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	_ = p.Run(ctx)

@@ -407,6 +407,9 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 		if r.CancelledBy != "" && r.State == jobs.Running {
 			reason = "cancel requested by " + r.CancelledBy
 		}
+		if reason == "" && r.WaitingFor != "" {
+			reason = "waiting for " + r.WaitingFor
+		}
 		q := r.Queue
 		if r.Bridge != "" {
 			q += " (" + r.Bridge + ")"

@@ -188,3 +188,99 @@ func checkGroups(t *testing.T, rdb *redis.Client, ns, q string, step int) {
 		t.Fatalf("step %d: parked count %d, the groups' indexes hold %d", step, n, parked)
 	}
 }
+
+// TestRepairGroups: a group whose head's record was lost, and one whose
+// head lost only its due-index entry, are not claimed (nothing of theirs is
+// due) until RepairGroups gives each a head: the lost head's group's next
+// job, the other's own head back. Then every remaining job is claimed.
+func TestRepairGroups(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	const q = "rq"
+	var js []*ledger.NewJob
+	for _, id := range []string{"a1", "a2", "a3", "b1", "b2", "c1", "c2"} {
+		js = append(js, &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), Display: []byte(`{}`),
+			MaxRetries: 1, Group: id[:1]})
+	}
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	p := ns + ":{" + q + "}:"
+	rdb.Del(ctx, p+"job:a1")               // a's head lost with its record
+	rdb.ZRem(ctx, p+"pending", "a1", "b1") // and b's head's due-index entry
+	claimIDs := func() map[string]bool {
+		t.Helper()
+		r, err := l.Claim(ctx, q, "w", time.Minute, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, c := range r.Jobs {
+			got[c.ID] = true
+		}
+		return got
+	}
+	if got := claimIDs(); len(got) != 2 || !got["c1"] || !got["c2"] {
+		t.Fatalf("claimed %v before the repair, want c1 and c2 (a and b have no head due)", got)
+	}
+	n, err := l.RepairGroups(ctx, q)
+	if err != nil || n != 2 {
+		t.Fatalf("repaired %d groups, %v; want 2", n, err)
+	}
+	checkGroups(t, rdb, ns, q, 0)
+	if got := claimIDs(); len(got) != 4 || !got["a2"] || !got["a3"] || !got["b1"] || !got["b2"] {
+		t.Fatalf("claimed %v after the repair, want a2, a3, b1, b2", got)
+	}
+	if n, err := l.RepairGroups(ctx, q); err != nil || n != 0 {
+		t.Fatalf("second repair: %d groups, %v; want none", n, err)
+	}
+	if gs, err := l.Groups(ctx, q); err != nil || len(gs) != 0 {
+		t.Fatalf("groups left: %+v, %v", gs, err)
+	}
+}
+
+// TestPendingListsShowGroupedJobs: pending lists (Match, then Records: the
+// dashboard's and inspect's) list a group's jobs waiting in its own index,
+// not only its head, by due time, and say where each stands in its group.
+func TestPendingListsShowGroupedJobs(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	const q = "rq"
+	var js []*ledger.NewJob
+	for _, id := range []string{"a1", "a2", "a3", "b1", "u1"} {
+		j := &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), Display: []byte(`{}`), MaxRetries: 1}
+		if id[0] != 'u' {
+			j.Group = id[:1]
+		}
+		js = append(js, j)
+	}
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a1": "group a, 0 ahead (next of its group)", "a2": "group a, 1 ahead",
+		"a3": "group a, 2 ahead", "b1": "group b, 0 ahead (next of its group)", "u1": ""}
+	for _, f := range []ledger.Filter{{State: jobs.Pending}, {State: jobs.Pending, Kind: "k"}, {State: jobs.Pending, Desc: true}} {
+		items, total, exact, err := l.Match(ctx, []string{q}, f, 10)
+		if err != nil || total != 5 || !exact || len(items) != 5 {
+			t.Fatalf("%+v: %d items, total %d, exact %v, %v; want the 5 pending", f, len(items), total, exact, err)
+		}
+		recs, _, err := l.Records(ctx, jobs.Pending, items)
+		if err != nil || len(recs) != 5 {
+			t.Fatalf("%+v: %d records, %v", f, len(recs), err)
+		}
+		for _, r := range recs {
+			if r.WaitingFor != want[r.ID] {
+				t.Errorf("%+v: job %s waits for %q, want %q", f, r.ID, r.WaitingFor, want[r.ID])
+			}
+		}
+	}
+	if _, total, _, err := l.Match(ctx, []string{q}, ledger.Filter{State: jobs.Pending}, 0); err != nil || total != 5 {
+		t.Fatalf("count only: total %d, %v; want 5", total, err)
+	}
+	items, _, _, err := l.Match(ctx, []string{q}, ledger.Filter{State: jobs.Pending}, 2)
+	if err != nil || len(items) != 2 {
+		t.Fatalf("first 2: %v, %v", items, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -38,7 +39,11 @@ func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 	if err != nil {
 		return nil, wrap("groups", err)
 	}
-	delete(h, groupsParked)
+	for k := range h {
+		if strings.HasPrefix(k, "#") { // the parked count, group.lua's GROUPS_T
+			delete(h, k)
+		}
+	}
 	names := sortedKeys(h)
 	if len(names) > maxGroups {
 		names = names[:maxGroups]
@@ -65,40 +70,70 @@ func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 func (l *Ledger) GroupCount(ctx context.Context, q string) (int64, error) {
 	pipe := l.rdb.Pipeline()
 	n := pipe.HLen(ctx, l.groupsKey(q))
-	counter := pipe.HExists(ctx, l.groupsKey(q), groupsParked)
+	// fields that are no group: the parked count, group.lua's GROUPS_T
+	other := []*redis.BoolCmd{pipe.HExists(ctx, l.groupsKey(q), groupsParked), pipe.HExists(ctx, l.groupsKey(q), "#t")}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, wrap("group count", err)
 	}
-	if counter.Val() {
-		return n.Val() - 1, nil
+	c := n.Val()
+	for _, o := range other {
+		if o.Val() {
+			c--
+		}
 	}
-	return n.Val(), nil
+	return c, nil
 }
 
 // groupAhead says where pending job id of group g stands in its group:
 // "group acme, 3 ahead" (the jobs of the group claimed before it; the
 // other groups' turns come between them).
 func (l *Ledger) groupAhead(ctx context.Context, q, id, g string) (string, error) {
+	r := &Record{ID: id, Queue: q, Group: g}
+	err := l.groupsAhead(ctx, map[string]*Record{"": r})
+	return r.WaitingFor, err
+}
+
+// groupsAhead sets the WaitingFor of the grouped records of recs (pending
+// jobs) to where each stands in its group (see groupAhead), in one round
+// trip. A grouped job in the due index outside its group's turn (a retry,
+// a re-run) waits for nothing of its group: left as it is.
+func (l *Ledger) groupsAhead(ctx context.Context, recs map[string]*Record) error {
+	type read struct {
+		r    *Record
+		head *redis.StringCmd
+		rank *redis.IntCmd
+	}
+	var reads []read
 	pipe := l.rdb.Pipeline()
-	head := pipe.HGet(ctx, l.groupsKey(q), g)
-	rank := pipe.ZRank(ctx, l.groupKey(q, g), id)
-	_, _ = pipe.Exec(ctx)
-	if err := head.Err(); err != nil && err != redis.Nil {
-		return "", wrap("group", err)
+	for _, r := range recs {
+		if r.Group != "" {
+			reads = append(reads, read{r, pipe.HGet(ctx, l.groupsKey(r.Queue), r.Group),
+				pipe.ZRank(ctx, l.groupKey(r.Queue, r.Group), r.ID)})
+		}
 	}
-	if head.Val() == id {
-		return fmt.Sprintf("group %s, 0 ahead (next of its group)", g), nil
+	if len(reads) == 0 {
+		return nil
 	}
-	n, err := rank.Result()
-	switch {
-	case err == redis.Nil: // in the due index outside its group's turn (a retry, a re-run)
-		return "", nil
-	case err != nil:
-		return "", wrap("group", err)
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return wrap("group", err)
 	}
-	ahead := n
-	if head.Val() != "" {
-		ahead++
+	for _, rd := range reads {
+		head := rd.head.Val()
+		if head == rd.r.ID {
+			rd.r.WaitingFor = fmt.Sprintf("group %s, 0 ahead (next of its group)", rd.r.Group)
+			continue
+		}
+		n, err := rd.rank.Result()
+		if err == redis.Nil {
+			continue
+		}
+		if err != nil {
+			return wrap("group", err)
+		}
+		if head != "" {
+			n++
+		}
+		rd.r.WaitingFor = fmt.Sprintf("group %s, %d ahead", rd.r.Group, n)
 	}
-	return fmt.Sprintf("group %s, %d ahead", g, ahead), nil
+	return nil
 }

@@ -69,21 +69,100 @@ func (l *Ledger) Match(ctx context.Context, qs []string, f Filter, need int) ([]
 		total += n
 		exact = exact && ex
 	}
-	slices.SortStableFunc(all, func(a, b Indexed) int {
-		c := cmp.Compare(a.Score, b.Score)
-		if f.Desc {
-			c = -c
-		}
-		return cmp.Or(c, cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.ID, b.ID))
-	})
+	sortIndexed(all, f.Desc)
 	if len(all) > need {
 		all = all[:need]
 	}
 	return all, total, exact, nil
 }
 
+// match is Match for one queue. Pending jobs are listed from the due index
+// and from the fair groups' own indexes (group.lua), where a group's jobs
+// other than its head wait their turn: merged by due time. Past maxGroups
+// groups only the first maxGroups by name are read, and the total is not
+// exact.
 func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Indexed, int64, bool, error) {
-	key := l.StateKey(q, f.State)
+	items, total, exact, err := l.matchKey(ctx, q, l.StateKey(q, f.State), f, need)
+	if err != nil || f.State != Pending {
+		return items, total, exact, err
+	}
+	groups, err := l.rdb.HKeys(ctx, l.groupsKey(q)).Result()
+	if err != nil {
+		return nil, 0, false, wrap("list groups", err)
+	}
+	names := groups[:0]
+	for _, g := range groups {
+		if !strings.HasPrefix(g, "#") { // the parked count, group.lua's GROUPS_T
+			names = append(names, g)
+		}
+	}
+	if len(names) > maxGroups { // a bounded read: the first maxGroups by name
+		slices.Sort(names)
+		names, exact = names[:maxGroups], false
+	}
+	if f.Kind == "" {
+		// every group's first need entries and count in one round trip
+		lo, hi := f.scoreRange()
+		pipe := l.rdb.Pipeline()
+		type read struct {
+			zs *redis.ZSliceCmd
+			n  *redis.IntCmd
+		}
+		var reads []read
+		for _, g := range names {
+			a := redis.ZRangeArgs{Key: l.groupKey(q, g), ByScore: true, Start: lo, Stop: hi, Count: int64(need), Rev: f.Desc}
+			if f.Desc {
+				a.Start, a.Stop = hi, lo
+			}
+			r := read{n: pipe.ZCount(ctx, l.groupKey(q, g), lo, hi)}
+			if need > 0 {
+				r.zs = pipe.ZRangeArgsWithScores(ctx, a)
+			}
+			reads = append(reads, r)
+		}
+		if len(reads) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return nil, 0, false, wrap("list groups", err)
+			}
+		}
+		for _, r := range reads {
+			total += r.n.Val()
+			if r.zs == nil {
+				continue
+			}
+			for _, z := range r.zs.Val() {
+				items = append(items, Indexed{Queue: q, ID: z.Member.(string), Score: z.Score})
+			}
+		}
+	} else {
+		for _, g := range names {
+			more, n, ex, err := l.matchKey(ctx, q, l.groupKey(q, g), f, need)
+			if err != nil {
+				return nil, 0, false, err
+			}
+			items, total, exact = append(items, more...), total+n, exact && ex
+		}
+	}
+	sortIndexed(items, f.Desc)
+	if len(items) > need {
+		items = items[:need]
+	}
+	return items, total, exact, nil
+}
+
+// sortIndexed sorts items by score (descending when desc), then queue and id.
+func sortIndexed(items []Indexed, desc bool) {
+	slices.SortStableFunc(items, func(a, b Indexed) int {
+		c := cmp.Compare(a.Score, b.Score)
+		if desc {
+			c = -c
+		}
+		return cmp.Or(c, cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// matchKey is match on one index key of queue q.
+func (l *Ledger) matchKey(ctx context.Context, q, key string, f Filter, need int) ([]Indexed, int64, bool, error) {
 	lo, hi := f.scoreRange()
 	rng := func(off, n int) ([]redis.Z, error) {
 		a := redis.ZRangeArgs{Key: key, ByScore: true, Start: lo, Stop: hi, Offset: int64(off), Count: int64(n), Rev: f.Desc}
@@ -149,7 +228,8 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 }
 
 // Records reads the records of items (all in state s), in order, dropping
-// those gone; kept holds the items whose record was found.
+// those gone; kept holds the items whose record was found. A pending
+// grouped job's WaitingFor says where it stands in its group.
 func (l *Ledger) Records(ctx context.Context, s State, items []Indexed) (recs []*Record, kept []Indexed, err error) {
 	byQueue := map[string][]string{}
 	for _, it := range items {
@@ -163,6 +243,11 @@ func (l *Ledger) Records(ctx context.Context, s State, items []Indexed) (recs []
 		}
 		for _, r := range rs {
 			found[q+"\x00"+r.ID] = r
+		}
+	}
+	if s == Pending {
+		if err := l.groupsAhead(ctx, found); err != nil {
+			return nil, nil, err
 		}
 	}
 	for _, it := range items {

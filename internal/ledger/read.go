@@ -507,7 +507,7 @@ func (l *Ledger) parkedOnLimits(ctx context.Context, q string, keys []string) (i
 // Stats returns queue q's counters: enqueued, attempted, succeeded, dead,
 // cancelled, retried, deferred, uncertain, deduplicated_enqueue,
 // deduplicated_execute, fenced_commit, fenced_renew, fenced_storage, dropped_missing,
-// resolved_<decision>, raised, rewinds, resubmitted, promoted; and seq, the queue's
+// resolved_<decision>, raised, rewinds, resubmitted, promoted, groups_repaired; and seq, the queue's
 // write sequence (see rewind.go).
 func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) {
 	h, err := l.rdb.HGetAll(ctx, l.prefix(q)+"stats").Result()

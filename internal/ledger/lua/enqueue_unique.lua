@@ -84,4 +84,5 @@ for i = 3, #ARGV, 19 do
     reply[#reply + 1], reply[#reply + 2] = 1, id
   end
 end
+group_enqueue_done()
 return enqueue_reply(reply, created, due)

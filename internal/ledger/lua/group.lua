@@ -9,7 +9,8 @@
 -- index by due time. Keys, derived from the queue's prefix (its hash slot):
 --   P..'groups'         hash: group -> its head's job id, while the group has
 --                       pending jobs; field '#n': how many jobs wait in the
---                       groups' own indexes (counted as pending)
+--                       groups' own indexes (counted as pending); field
+--                       '#t': see GROUPS_T (no group name starts with '#')
 --   P..'group:'..name   zset: the group's other pending jobs -> due time (ms)
 -- A claim that takes a head makes the group's next job its head, due no
 -- earlier than now: behind every head that was due before, so claims rotate
@@ -19,25 +20,52 @@
 -- not heads: taking one makes no new head).
 
 local GROUPS_N = '#n'
+-- GROUPS_T's value, longer than Redis's hash-max-listpack-value (64 by
+-- default), makes the groups hash a hash table from its first group on: a
+-- listpack (up to hash-max-listpack-entries fields, 512 by default) finds a
+-- field by a scan, and a claim looks up and writes a field per group it
+-- took from.
+local GROUPS_T = '#t'
+local GROUPS_T_VAL = 'a value longer than hash-max-listpack-value keeps this hash a hash table: O(1) lookups'
 local function group_key(g) return P .. 'group:' .. g end
+
+-- An enqueue of many jobs batches its groups' writes: group_batch holds,
+-- per group met, its head's due time and the jobs to add to its index
+-- (flat score, id pairs); group_parked the jobs added to the groups'
+-- indexes (one HINCRBY of '#n'). group_enqueue_done writes them.
+local group_batch, group_parked = {}, 0
+
+local function group_park_flush(g, st)
+  if st.park[1] then
+    call_chunked('ZADD', group_key(g), st.park, 1000)
+    st.park = {}
+  end
+end
 
 -- group_enqueue indexes new pending job id of group g, due at run_at: as the
 -- group's head when it has none in the due index (or the job is due before
 -- it), else in the group's index.
 local function group_enqueue(id, g, run_at)
+  local st = group_batch[g]
+  if st and run_at >= st.hs then -- behind the head this call knows
+    st.park[#st.park + 1], st.park[#st.park + 2] = fmt(run_at), id
+    group_parked = group_parked + 1
+    return
+  end
+  if st then group_park_flush(g, st) end
   local gsk = P .. 'groups'
   local head = redis.call('HGET', gsk, g)
   local hs = head and redis.call('ZSCORE', index['pending'], head)
   local gk = group_key(g)
   if hs and run_at >= num(hs) then
-    redis.call('ZADD', gk, fmt(run_at), id)
-    redis.call('HINCRBY', gsk, GROUPS_N, 1)
+    group_batch[g] = {hs = num(hs), park = {fmt(run_at), id}}
+    group_parked = group_parked + 1
     return
   end
   if hs then -- due before the head: the head waits behind it
     redis.call('ZREM', index['pending'], head)
     redis.call('ZADD', gk, hs, head)
-    redis.call('HINCRBY', gsk, GROUPS_N, 1)
+    group_parked = group_parked + 1
   else
     -- no head in the due index (an idle group, or a head lost with its
     -- record): the group's earliest job leads
@@ -48,8 +76,15 @@ local function group_enqueue(id, g, run_at)
       id, run_at = e[1], math.max(num(e[2]), now)
     end
   end
-  redis.call('HSET', gsk, g, id)
+  redis.call('HSET', gsk, g, id, GROUPS_T, GROUPS_T_VAL)
   redis.call('ZADD', index['pending'], fmt(run_at), id)
+  group_batch[g] = {hs = run_at, park = {}}
+end
+
+-- group_enqueue_done writes what group_enqueue batched.
+local function group_enqueue_done()
+  for g, st in pairs(group_batch) do group_park_flush(g, st) end
+  if group_parked ~= 0 then redis.call('HINCRBY', P .. 'groups', GROUPS_N, group_parked) end
 end
 
 -- group_promote makes group g's next job its head, due no earlier than now,
@@ -86,8 +121,11 @@ end
 -- group_cand holds (group, id) pairs of grouped jobs taken off the due index
 -- not yet checked against their group's head (group_resolve checks them all
 -- with one HMGET); group_done lists the groups group_fill met; group_popped
--- counts the jobs taken out of the groups' indexes (one HINCRBY of '#n').
+-- counts the jobs taken out of the groups' indexes (one HINCRBY of '#n');
+-- group_next holds, per group group_fill met, a due job it took out of the
+-- group's index for the group's next head.
 local group_need, group_needs, group_cand, group_took_ids, group_done, group_popped = {}, {}, {}, {}, {}, 0
+local group_next = {}
 
 local function group_add_need(g)
   if group_needs[g] then return end
@@ -127,33 +165,37 @@ end
 -- equal share of its due jobs, appended to ids (they are claimed as if read
 -- from the due index). Called only while the due index has nothing due left,
 -- so no other job is passed over. Every group it met goes to group_done: its
--- next head is made by group_heads.
+-- next head is made by group_heads, from the one more due job each group
+-- gives when it has it (group_next). The group's index is read by score
+-- without scores (a ZPOPMIN's reply formats each score as a double) and the
+-- jobs read are its lowest ranks: one ZREMRANGEBYRANK removes them.
 local function group_fill(ids, max)
   group_resolve()
   if not group_need[1] then return end
   local need = group_need
   group_need, group_needs = {}, {}
   local per = math.max(1, math.floor((max - #ids) / #need))
-  local taken = 0
   for _, g in ipairs(need) do
     local room = max - #ids
     if room > 0 then
+      local want = math.min(per, room)
+      local got = {}
+      if group_next[g] then got[1] = group_next[g]; group_next[g] = nil end
       local gk = group_key(g)
-      local e = redis.call('ZPOPMIN', gk, math.min(per, room))
-      for j = 1, #e, 2 do
-        if num(e[j + 1]) <= now then
-          ids[#ids + 1] = e[j]
-          group_took_ids[e[j]] = true
-          taken = taken + 1
-        else -- not due yet: back, with the rest
-          for m = j, #e, 2 do redis.call('ZADD', gk, e[m + 1], e[m]) end
-          break
-        end
+      local e = redis.call('ZRANGEBYSCORE', gk, '-inf', now, 'LIMIT', 0, want + 1 - #got)
+      if e[1] then
+        redis.call('ZREMRANGEBYRANK', gk, 0, #e - 1)
+        group_popped = group_popped + #e
+        for j = 1, #e do got[#got + 1] = e[j] end
       end
+      for j = 1, math.min(want, #got) do
+        ids[#ids + 1] = got[j]
+        group_took_ids[got[j]] = true
+      end
+      group_next[g] = got[want + 1]
     end
     group_done[#group_done + 1] = g
   end
-  group_popped = group_popped + taken
 end
 
 -- group_heads, at the end of a claim, gives every group that needs one its
@@ -166,12 +208,20 @@ local function group_heads()
     for _, g in ipairs(list) do
       if not seen[g] then
         seen[g] = true
-        local e = redis.call('ZPOPMIN', group_key(g))
-        if e[1] then
-          popped = popped + 1
-          set[#set + 1], set[#set + 2] = g, e[1]
-          local at = num(e[2])
-          due[#due + 1], due[#due + 2] = at > now and fmt(at) or snow, e[1]
+        local id, at = group_next[g], snow
+        if not id then
+          -- one call: cheaper than a read and a removal without the score
+          local e = redis.call('ZPOPMIN', group_key(g))
+          id = e[1]
+          if id then
+            popped = popped + 1
+            local t = num(e[2])
+            if t > now then at = fmt(t) end
+          end
+        end
+        if id then
+          set[#set + 1], set[#set + 2] = g, id
+          due[#due + 1], due[#due + 2] = at, id
         else
           gone[#gone + 1] = g
         end

@@ -9,7 +9,8 @@ import (
 
 // pruner drops index entries of finished jobs whose records expired after
 // retention, released entries of the queues' unique indexes (unique jobs:
-// their job gone or out of its unique states, their period over), the
+// their job gone or out of its unique states, their period over), repairs
+// fair groups whose head was lost (ledger.RepairGroups), the
 // records of finished workflows past retention whose steps expired, and,
 // with an EffectPruner, effect records past theirs.
 type pruner struct {
@@ -42,6 +43,13 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 		n, err = p.ledger.PruneUnique(ctx, q)
 		if n > 0 {
 			p.log.Debug("pruned released unique keys", "queue", q, "keys", n)
+		}
+		if err != nil {
+			return err
+		}
+		g, err := p.ledger.RepairGroups(ctx, q)
+		if g > 0 {
+			p.log.Warn("gave fair groups whose head was lost a head", "queue", q, "groups", g)
 		}
 		if err != nil {
 			return err
