@@ -94,4 +94,21 @@ func TestLimitsViewGroups(t *testing.T) {
 	if job.Job.Group != "acme" || job.Job.WaitingFor != "group acme, 2 ahead" {
 		t.Fatalf("grouped job: %s", body)
 	}
+	// the pending list shows it too, with what it waits for
+	var list struct {
+		Jobs []struct {
+			ID         string `json:"id"`
+			WaitingFor string `json:"waiting_for"`
+		} `json:"jobs"`
+	}
+	body = getJSON(t, h, "/api/jobs?state=pending&queue=default", &list)
+	found := false
+	for _, j := range list.Jobs {
+		if j.ID == last {
+			found = j.WaitingFor == "group acme, 2 ahead"
+		}
+	}
+	if !found {
+		t.Fatalf("pending list lacks %s waiting for its group: %s", last, body)
+	}
 }

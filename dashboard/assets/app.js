@@ -514,7 +514,7 @@
       el('td', { class: 'num' }, String(j.attempts)),
       el('td', { class: 'nowrap' }, fmtTime(j.index_at)),
       el('td', { class: 'preview mono', title: j.args_size + ' bytes' }, j.args_preview || ''),
-      el('td', {}, j.reason || ''),
+      el('td', {}, j.reason || (j.waiting_for ? 'waiting for ' + j.waiting_for : '')),
       el('td', { class: 'error-text' }, j.error || '')));
 
     // Pages: labels follow the order shown.
