@@ -77,6 +77,41 @@ type Inserted struct {
 	Deduplicated              bool
 }
 
+// OpJobID returns the id jobs.Client gives a job enqueued to queue q with
+// operation id op: "=<q>=<op>" when op is 1-200 letters, digits or ._-
+// (the job then needs no operation key: the enqueue scripts find the
+// operation's job by its id), else "" (the job gets a random id and an
+// operation key op:<op> names it). Queue names hold no '=' and no random id
+// starts with one, so these ids are unique across queues and never a
+// random id. A NewJob whose ID is OpJobID(Queue, OperationID) is written
+// so (Queue being the logical queue: a partition's jobs keep it); any
+// other keeps the operation key.
+func OpJobID(q, op string) string {
+	if op == "" || len(op) > MaxOperationIDLen {
+		return ""
+	}
+	for i := 0; i < len(op); i++ {
+		c := op[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return ""
+		}
+	}
+	return "=" + Logical(q) + "=" + op
+}
+
+// opOf returns the operation id of job id whose record's operation id
+// field reads op: op, else the one its id names (see OpJobID), else the
+// job's own id.
+func opOf(id, op string) string {
+	if op != "" {
+		return op
+	}
+	if q, named, ok := strings.Cut(strings.TrimPrefix(id, "="), "="); ok && id[0] == '=' && OpJobID(q, named) == id {
+		return named
+	}
+	return id
+}
+
 // enqueueChunk bounds the jobs one enqueue script call carries.
 const enqueueChunk = 500
 

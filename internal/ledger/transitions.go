@@ -119,9 +119,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 			Timeout: time.Duration(r.int(b+8)) * time.Millisecond, MaxRetries: int(r.int(b + 9)),
 			KindDefers: int(r.int(b + 10)), Headers: decodeHeaders(r.str(b + 11)),
 		}
-		if c.OperationID == "" {
-			c.OperationID = c.ID
-		}
+		c.OperationID = opOf(c.ID, c.OperationID)
 		res.Jobs[i] = c
 	}
 	for i := header + n*claimWidth; i+1 < r.len(); i += 2 {
