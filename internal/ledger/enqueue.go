@@ -78,7 +78,8 @@ type Inserted struct {
 }
 
 // OpJobID returns the id jobs.Client gives a job enqueued to queue q with
-// operation id op: "=<q>=<op>" when op is 1-200 letters, digits or ._-
+// operation id op: "=<q>=<op>" when op is letters, digits or ._- and the
+// id is at most 200 bytes (MaxOperationIDLen, as every job id)
 // (the job then needs no operation key: the enqueue scripts find the
 // operation's job by its id), else "" (the job gets a random id and an
 // operation key op:<op> names it). Queue names hold no '=' and no random id
@@ -87,7 +88,8 @@ type Inserted struct {
 // so (Queue being the logical queue: a partition's jobs keep it); any
 // other keeps the operation key.
 func OpJobID(q, op string) string {
-	if op == "" || len(op) > MaxOperationIDLen {
+	q = Logical(q)
+	if op == "" || 2+len(q)+len(op) > MaxOperationIDLen { // ids are read back up to 200 bytes
 		return ""
 	}
 	for i := 0; i < len(op); i++ {
@@ -96,7 +98,7 @@ func OpJobID(q, op string) string {
 			return ""
 		}
 	}
-	return "=" + Logical(q) + "=" + op
+	return "=" + q + "=" + op
 }
 
 // opOf returns the operation id of job id whose record's operation id

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,19 @@ func TestOperationIDNamesTheJob(t *testing.T) {
 	}
 	if n, _ := f.rdb.Exists(f.ctx, f.l.JobKey(f.q, ledger.OpJobID(f.q, "legacy-1"))).Result(); n != 0 {
 		t.Fatal("a job named by legacy-1 was created beside the earlier layout's")
+	}
+	// an id that would exceed 200 bytes: a random id and an operation key
+	long := strings.Repeat("x", 200-len("=default="))
+	if res, err := f.c.Enqueue(f.ctx, noteArgs{Text: "g"}, jobs.OperationID(long)); err != nil || res.JobID != "="+f.q+"="+long {
+		t.Fatalf("enqueue of a %d-byte operation id: %+v, %v; want it named", len(long), res, err)
+	}
+	longer := long + "y"
+	res2, err := f.c.Enqueue(f.ctx, noteArgs{Text: "h"}, jobs.OperationID(longer))
+	if err != nil || res2.JobID[0] == '=' {
+		t.Fatalf("enqueue of a %d-byte operation id: %+v, %v; want a random id", len(longer), res2, err)
+	}
+	if dup, err := f.c.Enqueue(f.ctx, noteArgs{Text: "h"}, jobs.OperationID(longer)); err != nil || !dup.Deduplicated || dup.JobID != res2.JobID {
+		t.Fatalf("second enqueue of a %d-byte operation id: %+v, %v", len(longer), dup, err)
 	}
 	// the same operation id in another queue is another job, with another id
 	other, err := f.c.Enqueue(f.ctx, noteArgs{Text: "f"}, jobs.OperationID("charge-7.a_b"), jobs.Queue("other"))

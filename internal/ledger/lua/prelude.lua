@@ -45,11 +45,13 @@ local function histkey(id) return P .. 'job:' .. id .. ':history' end
 local function opkey(op) return P .. 'op:' .. op end
 -- op_named returns the id naming operation id op in this queue,
 -- '=<logical queue>=<op>' (internal/ledger's OpJobID), or nil for an
--- operation id of other characters than letters, digits and ._-.
+-- operation id of other characters than letters, digits and ._-, or when
+-- that id would exceed 200 bytes.
 local logical = nil -- the logical queue's name, read from P on first use
 local function op_named(op)
-  if op == '' or #op > 200 or not string.find(op, '^[%w._-]+$') then return nil end
+  if op == '' or not string.find(op, '^[%w._-]+$') then return nil end
   logical = logical or string.match(P, '{([^}#]*)[^}]*}:$') or ''
+  if #logical + #op + 2 > 200 then return nil end
   return '=' .. logical .. '=' .. op
 end
 -- op_holder returns the id of the job holding operation id op in this
