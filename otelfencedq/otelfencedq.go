@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -13,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -58,11 +58,12 @@ func messageID(id string) attribute.KeyValue {
 }
 
 // MessageID returns what spans record as messaging.message.id for job id:
-// the id itself, or for an id that names the job's operation id
-// ("=<queue>=<operation id>", see jobs.OperationID) "=" and 16 hex digits
-// of the id's SHA-256, the same for every span of the job.
+// the id itself, or for an id that may name the job's operation id (one
+// starting with '=': "=<queue>=<operation id>", see jobs.OperationID; no
+// random id starts so) "=" and 16 hex digits of the id's SHA-256, the
+// same for every span of the job.
 func MessageID(id string) string {
-	if !ledger.NamesOperation(id) {
+	if !strings.HasPrefix(id, "=") {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))

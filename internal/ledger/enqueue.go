@@ -101,10 +101,6 @@ func OpJobID(q, op string) string {
 	return "=" + q + "=" + op
 }
 
-// NamesOperation reports whether job id names the job's operation id (see
-// OpJobID), so that showing the id shows the operation id.
-func NamesOperation(id string) bool { return opOf(id, "") != id }
-
 // opOf returns the operation id of job id whose record's operation id
 // field reads op: op, else the one its id names (see OpJobID), else the
 // job's own id.
