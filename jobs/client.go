@@ -82,7 +82,10 @@ func Queue(q string) Option { return func(o *options) { o.queue = q } }
 
 // OperationID names the job's side effect. Enqueueing an operation id that
 // is already known (in the same queue, within the retention period) returns
-// the existing job instead of creating one. Default: the job's own id.
+// the existing job instead of creating one. Default: the job's own id. A
+// job enqueued with an operation id of letters, digits and ._- gets the
+// id "=<queue>=<operation id>" (its record is then the only key the
+// operation costs); other operation ids get a random job id.
 func OperationID(id string) Option { return func(o *options) { o.op = id } }
 
 // Delay makes the job due after d.
@@ -526,8 +529,12 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 	if !o.runAt.IsZero() {
 		delay = time.Until(o.runAt) // a wall-clock time: the caller's clock says how far off it is
 	}
+	id := ledger.OpJobID(o.queue, o.op) // an operation id that names its job: no operation key
+	if id == "" {
+		id = uuid.NewString()
+	}
 	return &ledger.NewJob{
-		ID: uuid.NewString(), Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
+		ID: id, Kind: kind, Queue: o.queue, OperationID: o.op, Resource: o.resource,
 		Payload: payload, Display: display, MaxRetries: o.maxRetries, Timeout: roundUpMS(o.timeout), Delay: delay,
 		Headers: o.headers, Unique: uniq, Flow: flow, Group: o.group, PartitionKey: o.partitionKey,
 	}, nil

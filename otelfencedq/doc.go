@@ -41,7 +41,8 @@
 // Spans carry bounded attributes only: the messaging conventions'
 // messaging.system ("fencedq"), messaging.operation.type ("send" or
 // "process"), messaging.destination.name (the queue) and
-// messaging.message.id (the job id), and fencedq.job.kind,
+// messaging.message.id (the job id; a digest of an id that names its
+// operation id, see MessageID), and fencedq.job.kind,
 // fencedq.job.attempt, fencedq.job.token, fencedq.job.outcome (succeeded,
 // retry, dead, uncertain or cancelled: worker.JobView.Outcome) and
 // fencedq.job.deduplicated. Args, operation ids, resources and owners are

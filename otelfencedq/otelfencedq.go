@@ -2,8 +2,11 @@ package otelfencedq
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -20,7 +23,8 @@ const ScopeName = "github.com/fencedq/fencedq/otelfencedq"
 
 // The attributes set on spans, beyond the messaging conventions'
 // (messaging.system "fencedq", messaging.operation.type,
-// messaging.destination.name: the queue, messaging.message.id: the job id).
+// messaging.destination.name: the queue, messaging.message.id: the job id,
+// see MessageID).
 const (
 	// AttrKind is the job's kind.
 	AttrKind = attribute.Key("fencedq.job.kind")
@@ -46,7 +50,25 @@ func destination(q string) attribute.KeyValue {
 	return attribute.String("messaging.destination.name", q)
 }
 
-func messageID(id string) attribute.KeyValue { return attribute.String("messaging.message.id", id) }
+// messageID is the job id; an id that names the job's operation id
+// (jobs.OperationID) is recorded as MessageID makes it, so no operation id
+// is recorded.
+func messageID(id string) attribute.KeyValue {
+	return attribute.String("messaging.message.id", MessageID(id))
+}
+
+// MessageID returns what spans record as messaging.message.id for job id:
+// the id itself, or for an id that may name the job's operation id (one
+// starting with '=': "=<queue>=<operation id>", see jobs.OperationID; no
+// random id starts so) "=" and 16 hex digits of the id's SHA-256, the
+// same for every span of the job.
+func MessageID(id string) string {
+	if !strings.HasPrefix(id, "=") {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "=" + hex.EncodeToString(sum[:8])
+}
 
 // Option configures the middleware.
 type Option func(*config)

@@ -122,7 +122,7 @@ func TestAttemptsContinueTheEnqueuersTrace(t *testing.T) {
 	}
 	e := enq[0]
 	if e.Parent.SpanID() != request.SpanContext().SpanID() || e.SpanContext.TraceID() != request.SpanContext().TraceID() ||
-		e.SpanKind != trace.SpanKindProducer || attr(e, "messaging.message.id").AsString() != res.JobID ||
+		e.SpanKind != trace.SpanKindProducer || attr(e, "messaging.message.id").AsString() != otelfencedq.MessageID(res.JobID) ||
 		attr(e, "messaging.destination.name").AsString() != "default" || attr(e, otelfencedq.AttrDeduplicated).AsBool() {
 		t.Fatalf("enqueue span %+v: want a producer child of the request's span naming the job", e)
 	}
@@ -139,7 +139,7 @@ func TestAttemptsContinueTheEnqueuersTrace(t *testing.T) {
 	var seen []string
 	for _, a := range attempts {
 		if a.SpanContext.TraceID() != e.SpanContext.TraceID() || a.Parent.SpanID() != e.SpanContext.SpanID() || !a.Parent.IsRemote() ||
-			a.SpanKind != trace.SpanKindConsumer || attr(a, "messaging.message.id").AsString() != res.JobID {
+			a.SpanKind != trace.SpanKindConsumer || attr(a, "messaging.message.id").AsString() != otelfencedq.MessageID(res.JobID) {
 			t.Fatalf("attempt span %+v: want a consumer child of the enqueue span", a)
 		}
 		if attr(a, otelfencedq.AttrToken).AsString() == "" || attr(a, otelfencedq.AttrToken).AsString() == "0" {
@@ -200,7 +200,7 @@ func TestDeduplicatedAndUntracedEnqueues(t *testing.T) {
 	}
 	jobstest.WaitState(t, tr.ledger, "default", res.JobID, jobs.Succeeded)
 	for _, a := range tr.spans("attempt payment") {
-		if attr(a, "messaging.message.id").AsString() == res.JobID && (a.Parent.IsValid() || a.SpanContext.TraceID() == enq[0].SpanContext.TraceID()) {
+		if attr(a, "messaging.message.id").AsString() == otelfencedq.MessageID(res.JobID) && (a.Parent.IsValid() || a.SpanContext.TraceID() == enq[0].SpanContext.TraceID()) {
 			t.Fatalf("an untraced job's attempt span %+v: want the root of a new trace", a)
 		}
 	}

@@ -81,7 +81,7 @@ func TestSmoke(t *testing.T) {
 		"lease.libraries.fencedq.ops_per_s", "lease.libraries.redislock.ops_per_s", "lease.libraries.redsync.ops_per_s",
 		"lease.ratio.redislock", "lease.ratio.redsync", "lease.libraries.fencedq.per_op.server_commands",
 		"memory.fencedq.gross_bytes_per_job", "memory.asynq_retained.gross_bytes_per_job", "memory.ratio",
-		"memory.fencedq.memory_usage_by_key.job_hash", "memory.fencedq_operation_id.memory_usage_by_key.operation_id",
+		"memory.fencedq.memory_usage_by_key.job_hash", "memory.fencedq_operation_id.memory_usage_by_key.job_hash",
 		"bridge.asynq.jobs_per_s", "bridge.bridge.jobs_per_s", "bridge.ratio", "bridge.bridge.per_job.round_trips",
 		"machine.cpus", "groups.fairness.last_b_ms",
 	} {

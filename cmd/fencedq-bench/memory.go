@@ -40,7 +40,8 @@ type MemoryResult struct {
 	// TaskID.
 	Fencedq MemFigures `json:"fencedq"`
 	// FencedqOperationID is the same with a caller-given OperationID per
-	// job, which adds the operation key.
+	// job ("bench-op-N"), which names the job ("=default=bench-op-N", see
+	// ledger.OpJobID) instead of adding an operation key.
 	FencedqOperationID MemFigures `json:"fencedq_operation_id"`
 	// AsynqRetained is plain asynq with asynq.Retention(7 days), which keeps
 	// completed tasks; plain asynq without Retention keeps nothing.
@@ -175,7 +176,8 @@ func (e *bench) fencedqKeys(ctx context.Context, d *drained) (map[string]float64
 		job := l.JobKey(res.Queue, res.JobID)
 		out["job_hash"] += e.memUsage(ctx, job) / float64(k)
 		out["history_list"] += e.memUsage(ctx, job+":history") / float64(k)
-		if res.OperationID != res.JobID { // jobs without one write no operation key
+		// jobs without one, and jobs their operation id names, write no operation key
+		if res.OperationID != res.JobID && ledger.OpJobID(res.Queue, res.OperationID) != res.JobID {
 			out["operation_id"] += e.memUsage(ctx, fmt.Sprintf("%s:{%s}:op:%s", d.ns, res.Queue, res.OperationID)) / float64(k)
 		}
 	}

@@ -59,12 +59,21 @@ func applier(ctx context.Context, l *ledger.Ledger, op, owner string) (q, id str
 	pipe := l.Redis().Pipeline()
 	byOp := make([]*redis.StringCmd, len(qs))
 	asID := make([]*redis.IntCmd, len(qs))
+	byName := make([]*redis.IntCmd, len(qs)) // a job whose id names op (ledger.OpJobID)
 	for i, q := range qs {
 		byOp[i] = pipe.Get(ctx, l.OperationKey(q, op))
 		asID[i] = pipe.Exists(ctx, l.JobKey(q, op))
+		if named := ledger.OpJobID(q, op); named != "" {
+			byName[i] = pipe.Exists(ctx, l.JobKey(q, named))
+		}
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, q := range qs {
+		if named := ledger.OpJobID(q, op); named != "" && strings.HasSuffix(owner, "/"+named) {
+			if n, err := byName[i].Result(); err == nil && n == 1 {
+				return q, named, true
+			}
+		}
 		if jid, err := byOp[i].Result(); err == nil && strings.HasSuffix(owner, "/"+jid) {
 			return q, jid, true
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
 
 // NewJob is a validated job, ready for enqueue.lua.
@@ -75,6 +77,43 @@ type Inserted struct {
 	Deduplicated              bool
 }
 
+// OpJobID returns the id jobs.Client gives a job enqueued to queue q with
+// operation id op: "=<q>=<op>" when op is letters, digits or ._- and the
+// id is at most 200 bytes (MaxOperationIDLen, as every job id)
+// (the job then needs no operation key: the enqueue scripts find the
+// operation's job by its id), else "" (the job gets a random id and an
+// operation key op:<op> names it). Queue names hold no '=' and no random id
+// starts with one, so these ids are unique across queues and never a
+// random id. A NewJob whose ID is OpJobID(Queue, OperationID) is written
+// so (Queue being the logical queue: a partition's jobs keep it); any
+// other keeps the operation key.
+func OpJobID(q, op string) string {
+	q = Logical(q)
+	if op == "" || 2+len(q)+len(op) > MaxOperationIDLen { // ids are read back up to 200 bytes
+		return ""
+	}
+	for i := 0; i < len(op); i++ {
+		c := op[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return ""
+		}
+	}
+	return "=" + q + "=" + op
+}
+
+// opOf returns the operation id of job id whose record's operation id
+// field reads op: op, else the one its id names (see OpJobID), else the
+// job's own id.
+func opOf(id, op string) string {
+	if op != "" {
+		return op
+	}
+	if q, named, ok := strings.Cut(strings.TrimPrefix(id, "="), "="); ok && id[0] == '=' && OpJobID(q, named) == id {
+		return named
+	}
+	return id
+}
+
 // enqueueChunk bounds the jobs one enqueue script call carries.
 const enqueueChunk = 500
 
@@ -132,9 +171,12 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		cl.args = append(cl.args, j.args()...)
 	}
 	switch {
-	case len(calls) == 1: // one call: share a pipeline with concurrent callers
-		script, keys := l.enqueueCall(calls[0].queue, calls[0].uniq)
-		calls[0].cmd = l.lanes.enqueue.Run(ctx, script, keys, calls[0].args...)
+	case len(calls) == 1:
+		// One call: share a pipeline, and a script call, with concurrent
+		// callers (see enqueueMerge).
+		cl := calls[0]
+		script, keys := l.enqueueCall(cl.queue, cl.uniq)
+		cl.cmd = l.lanes.enqueue.RunMerged(ctx, enqueueMerge(cl.args, cl.uniq), script, keys, cl.args...)
 	case l.Durable():
 		// Each call through the durable lane, so each pipeline (one per
 		// node on Redis Cluster) carries the wait for replicas.
@@ -176,6 +218,69 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		}
 	}
 	return out, firstErr
+}
+
+// enqueueMerge lets an enqueue call queued behind others (the enqueue
+// lane's pipelines all in flight) share one script call with the calls of
+// the same queue, script and mode queued with it: the script's fixed cost
+// (the clock, the write sequence, counters, the wake-up) is paid once per
+// merged call instead of once per job. The scripts process their jobs one
+// after another, so an operation id or unique key enqueued twice in one
+// merged call is deduplicated as in one EnqueueMany call. args is the
+// call's arguments (prefix, mode, then the jobs').
+func enqueueMerge(args []any, uniq bool) *scriptbatch.Merge {
+	m := &scriptbatch.Merge{Key: args[0].(string) + "\x00" + args[1].(string), Head: 2}
+	stride := enqueueStride
+	if uniq {
+		stride = enqueueUniqueStride
+	}
+	m.Max = enqueueChunk * stride
+	m.Split = func(v any, n []int) ([]any, error) { return splitEnqueue(v, n, stride) }
+	return m
+}
+
+// Arguments per job of enqueue.lua and enqueue_unique.lua.
+const (
+	enqueueStride       = 10
+	enqueueUniqueStride = 19
+)
+
+// splitEnqueue splits a merged enqueue reply ({first, seq, seq raised,
+// enqueued, then created and job id per job}) into one reply per merged
+// call, n[i] being call i's arguments. Each reply reads as if the calls had
+// run one after another: the enqueued counter after call i excludes the
+// jobs later calls created, so each caller's rewind check (enqueued minus
+// its own created jobs: the counter before its call) sees what was there
+// before the merged call ran.
+func splitEnqueue(v any, n []int, stride int) ([]any, error) {
+	r, ok := v.([]any)
+	total := 0
+	for _, k := range n {
+		total += k / stride
+	}
+	if !ok || len(r) != 4+2*total {
+		return nil, fmt.Errorf("merged enqueue: unexpected reply %v", v)
+	}
+	enqueued, ok := r[3].(int64)
+	if !ok {
+		return nil, fmt.Errorf("merged enqueue: unexpected enqueued counter %v", r[3])
+	}
+	out := make([]any, len(n))
+	end := len(r)
+	for i := len(n) - 1; i >= 0; i-- {
+		from := end - 2*(n[i]/stride)
+		part := make([]any, 0, 4+end-from)
+		part = append(part, r[0], r[1], r[2], enqueued)
+		part = append(part, r[from:end]...)
+		for j := from; j < end; j += 2 {
+			if c, _ := r[j].(int64); c == 1 {
+				enqueued--
+			}
+		}
+		out[i] = part
+		end = from
+	}
+	return out, nil
 }
 
 func isNoScript(err error) bool {

@@ -275,18 +275,22 @@ func (l *Ledger) SearchPrefix(ctx context.Context, prefix string, add func(by st
 	}
 	const placeholder = "\x00queue\x00"
 	pattern := func(key func(q, x string) string) string {
-		k := key(placeholder, "")
-		i := strings.Index(k, placeholder)
-		return globEscape(k[:i]) + "*" + globEscape(k[i+len(placeholder):]) + globEscape(prefix) + "*"
+		parts := strings.Split(key(placeholder, ""), placeholder)
+		for i, p := range parts {
+			parts[i] = globEscape(p)
+		}
+		return strings.Join(parts, "*") + globEscape(prefix) + "*"
 	}
 	found := 0
 	partial := false
 	for _, kind := range []struct {
-		by  string
-		key func(q, x string) string
+		by    string
+		key   func(q, x string) string
+		named bool // job ids naming their operation id (OpJobID)
 	}{
-		{ByOperationIDPrefix, l.opKey},
-		{ByJobIDPrefix, l.JobKey},
+		{ByOperationIDPrefix, func(q, x string) string { return l.JobKey(q, "="+Logical(q)+"="+x) }, true},
+		{ByOperationIDPrefix, l.opKey, false},
+		{ByJobIDPrefix, l.JobKey, false},
 	} {
 		keys, more, err := l.scanKeys(ctx, pattern(kind.key), MaxPrefixMatches-found)
 		if err != nil {
@@ -302,14 +306,17 @@ func (l *Ledger) SearchPrefix(ctx context.Context, prefix string, add func(by st
 				if !ok || !strings.HasPrefix(id, prefix) {
 					continue
 				}
-				if kind.by == ByJobIDPrefix && strings.HasSuffix(id, ":history") {
-					continue
+				if kind.by == ByJobIDPrefix && strings.HasSuffix(id, ":history") || kind.named && OpJobID(q, id) == "" {
+					continue // a history list
 				}
 				var rec *Record
 				var err error
-				if kind.by == ByOperationIDPrefix {
+				switch {
+				case kind.named:
+					rec, err = l.Get(ctx, q, OpJobID(q, id))
+				case kind.by == ByOperationIDPrefix:
 					rec, err = l.opRecord(ctx, q, id)
-				} else {
+				default:
 					rec, err = l.Get(ctx, q, id)
 				}
 				if errors.Is(err, ErrNotFound) {

@@ -126,10 +126,7 @@ func recordFrom(q, id string, h map[string]string) *Record {
 	if args == "" || !json.Valid([]byte(args)) {
 		args = "null"
 	}
-	op := h["op"]
-	if op == "" {
-		op = id
-	}
+	op := opOf(id, h["op"])
 	r := &Record{
 		ID: id, Kind: h["kind"], Queue: q, OperationID: op, Resource: h["resource"],
 		State: State(h["state"]), Token: token(h["token"]), Fence: token(h["fence"]), Owner: h["owner"],
@@ -219,6 +216,15 @@ func (l *Ledger) FindByOperation(ctx context.Context, op string) (*Record, error
 		return nil, err
 	}
 	for _, q := range qs {
+		if id := OpJobID(q, op); id != "" {
+			r, err := l.Get(ctx, q, id)
+			if err == nil {
+				return r, nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return nil, err
+			}
+		}
 		id, err := l.rdb.Get(ctx, l.opKey(q, op)).Result()
 		if errors.Is(err, redis.Nil) {
 			r, err := l.Get(ctx, q, op)

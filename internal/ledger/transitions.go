@@ -137,9 +137,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 		} else if r.int(b+6) != 0 {
 			r.fail("value %d: want 0 or the optional fields", b+6)
 		}
-		if c.OperationID == "" {
-			c.OperationID = c.ID
-		}
+		c.OperationID = opOf(c.ID, c.OperationID)
 		res.Jobs[i] = c
 	}
 	for i := header + n*claimWidth; i+1 < r.len(); i += 2 {

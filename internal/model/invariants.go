@@ -107,6 +107,14 @@ func (iv *Invariants) Observe(step Step, s Snapshot) []string {
 	if iv.last == nil {
 		iv.last = map[string]Observed{}
 	}
+	if step.Reset {
+		// Redis lost its keys: a job not in this snapshot is gone.
+		for id, prev := range iv.last {
+			if _, ok := s.Jobs[id]; !ok {
+				iv.last[id] = Observed{State: Missing, Token: prev.Token}
+			}
+		}
+	}
 	for id, o := range s.Jobs {
 		prev, ok := iv.last[id]
 		if !ok {
@@ -117,13 +125,18 @@ func (iv *Invariants) Observe(step Step, s Snapshot) []string {
 		if prev.State.Final() && o.State != prev.State && !step.Operator && !gone {
 			bad = append(bad, fmt.Sprintf("final job %s went %s -> %s without an operator", id, prev.State, o.State))
 		}
-		if o.State != Missing && o.Token < prev.Token {
+		// A job whose record was lost can be enqueued again under its id
+		// (an operation id naming its job): it starts without a token
+		// (read as Missing here until claimed), and its first token is
+		// still checked against every token the id had.
+		recreated := prev.State == Missing && o.State != Missing && o.Token == 0
+		if o.State != Missing && o.Token < prev.Token && !recreated {
 			bad = append(bad, fmt.Sprintf("job %s token went down %d -> %d", id, prev.Token, o.Token))
 		}
-		if o.State != Missing {
-			iv.last[id] = o
-		} else {
+		if o.State == Missing || recreated {
 			iv.last[id] = Observed{State: Missing, Token: prev.Token}
+		} else {
+			iv.last[id] = o
 		}
 	}
 	return bad

@@ -90,6 +90,8 @@ type call struct {
 	reply  any
 	err    error
 	done   chan struct{}
+	merge  *Merge  // nil: never merged
+	merged *merged // a merged call: the calls it stands for
 }
 
 // Batcher batches script calls on one client. The zero value is not usable;
@@ -127,7 +129,11 @@ func New(rdb redis.UniversalClient, o Options) *Batcher {
 // before the reply arrives, Run returns ctx.Err() and the call may still
 // run: its outcome is unknown, as with any request whose reply was lost.
 func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	c := &call{ctx: ctx, script: script, keys: keys, args: args}
+	return b.run(&call{ctx: ctx, script: script, keys: keys, args: args})
+}
+
+func (b *Batcher) run(c *call) *redis.Cmd {
+	ctx := c.ctx
 	b.mu.Lock()
 	if b.busy < b.inFlight {
 		// A free slot means the queue is empty: slots are given back
@@ -192,8 +198,9 @@ func (b *Batcher) flush() {
 	}
 }
 
-// sendQueued sends queued calls under the batch timeout and wakes their
-// callers. Calls whose callers gave up before their turn are not sent.
+// sendQueued sends queued calls under the batch timeout, mergeable ones
+// merged (see Merge), and wakes their callers. Calls whose callers gave up
+// before their turn are not sent.
 func (b *Batcher) sendQueued(batch []*call) {
 	live := batch[:0]
 	for _, c := range batch {
@@ -208,8 +215,10 @@ func (b *Batcher) sendQueued(batch []*call) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	b.send(ctx, live)
+	sent := mergeCalls(live)
+	b.send(ctx, sent)
 	cancel()
+	split(sent)
 	for _, c := range live {
 		close(c.done)
 	}

@@ -37,7 +37,7 @@ local state = h[1]
 local created = 0
 if not state then
   if op ~= '' and op ~= id then
-    local other = redis.call('GET', opkey(op))
+    local other = op_holder(op)
     if other and other ~= id then return {5, 'operation owned by ' .. other} end
   end
 end

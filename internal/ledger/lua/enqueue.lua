@@ -5,7 +5,8 @@
 --   after a detected rewind: a job whose record or operation id exists is left as it
 --   is and reported deduplicated, even without an operation id)
 -- ARGV from 3, 10 values per job:
---   job id, kind, operation id ('' = the job id: no operation key is written),
+--   job id, kind, operation id ('' = the job id: no operation key is written; with a
+--   job id op_named(operation id), the id names it: no operation key nor 'op' field),
 --   resource ('' = the job), payload (JSON),
 --   args for display (JSON with sensitive fields redacted; '' = the payload, stored as '='),
 --   max retries, timeout ms (0 = pool default), delay ms (the due time is Redis TIME plus the
@@ -24,14 +25,14 @@ seq_bump()
 for i = 3, #ARGV, 10 do
   local id, op = ARGV[i], ARGV[i + 2]
   local existing = false
-  if op ~= '' then existing = redis.call('GET', opkey(op)) end
+  if op ~= '' then existing = op_holder(op) end
   if resubmit and not existing and redis.call('EXISTS', jobkey(id)) == 1 then existing = id end
   if existing then
     if not resubmit then
       tallied('deduplicated_enqueue')
       event({type = 'deduplicated', stage = 'enqueue', job = existing, op = op})
     end
-  elseif op ~= '' then
+  elseif op ~= '' and id ~= op_named(op) then
     redis.call('SET', opkey(op), id)
   end
   if existing then

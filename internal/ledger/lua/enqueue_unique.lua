@@ -43,7 +43,7 @@ for i = 3, #ARGV, 19 do
   local ukey, period, ustates = ARGV[i + 10], num(ARGV[i + 11]), ARGV[i + 12]
   if period > 0 then ukey = ukey .. ':' .. fmt(period) .. ':' .. fmt(math.floor(now / period)) end
   local existing, stage = false, 'enqueue'
-  if op ~= '' then existing = redis.call('GET', opkey(op)) end
+  if op ~= '' then existing = op_holder(op) end
   if not existing and ukey ~= '' then
     local holder = redis.call('HGET', uniqk, ukey)
     if holder and holds(holder) then existing, stage = holder, 'unique' end
@@ -53,7 +53,7 @@ for i = 3, #ARGV, 19 do
     event({type = 'deduplicated', stage = stage, job = existing, op = op})
     reply[#reply + 1], reply[#reply + 2] = 0, existing
   else
-    if op ~= '' then redis.call('SET', opkey(op), id) end
+    if op ~= '' and id ~= op_named(op) then redis.call('SET', opkey(op), id) end
     local extra = {}
     if ukey ~= '' then
       redis.call('HSET', uniqk, ukey, id)

@@ -43,6 +43,26 @@ local function num(s) return tonumber(s) or 0 end
 local function jobkey(id) return P .. 'job:' .. id end
 local function histkey(id) return P .. 'job:' .. id .. ':history' end
 local function opkey(op) return P .. 'op:' .. op end
+-- op_named returns the id naming operation id op in this queue,
+-- '=<logical queue>=<op>' (internal/ledger's OpJobID), or nil for an
+-- operation id of other characters than letters, digits and ._-, or when
+-- that id would exceed 200 bytes.
+local logical = nil -- the logical queue's name, read from P on first use
+local function op_named(op)
+  if op == '' or not string.find(op, '^[%w._-]+$') then return nil end
+  logical = logical or string.match(P, '{([^}#]*)[^}]*}:$') or ''
+  if #logical + #op + 2 > 200 then return nil end
+  return '=' .. logical .. '=' .. op
+end
+-- op_holder returns the id of the job holding operation id op in this
+-- queue, or false: the job op_named names (enqueued without an operation
+-- key), or the one an operation key op:<op> names (other operation ids, and
+-- jobs enqueued before that layout).
+local function op_holder(op)
+  local named = op_named(op)
+  if named and redis.call('EXISTS', jobkey(named)) == 1 then return named end
+  return redis.call('GET', opkey(op))
+end
 
 -- BRIDGE_WAIT is the due time of a bridged job put back to pending: the
 -- last millisecond of year 9999, so it is listed and counted as pending but
@@ -273,7 +293,7 @@ local function write_new_job(i, extra)
     'created', snow}
   for _, v in ipairs(extra) do f[#f + 1] = v end
   local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
-  opt('op', op)
+  if ARGV[i] ~= op_named(op) then opt('op', op) end -- else the id names it
   opt('resource', resource)
   if display == '' then opt('args', '=') else opt('args', display) end
   opt('timeout_ms', ARGV[i + 7])

@@ -58,7 +58,7 @@ for i = 8, #ARGV, 19 do
       extra[#extra + 1] = 'state'; extra[#extra + 1] = 'waiting'
     end
     local run_at = write_new_job(i, extra)
-    if ARGV[i + 2] ~= '' and not redis.call('GET', opkey(ARGV[i + 2])) then
+    if ARGV[i + 2] ~= '' and not op_holder(ARGV[i + 2]) then
       redis.call('SET', opkey(ARGV[i + 2]), id)
     end
     if #deps > 0 then

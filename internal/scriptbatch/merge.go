@@ -1,0 +1,114 @@
+package scriptbatch
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Merge lets queued calls of one script share one script call: a script
+// that takes a list of like items after a fixed head of arguments (a batch
+// enqueue) runs once for the items of every call queued together, so the
+// script's fixed cost is paid once per batch instead of once per call.
+// A call that goes out at once (a free slot) is never merged, so an idle
+// client still pays one round trip and nothing else.
+//
+// The merged call is one script call: it succeeds or fails as a whole, and
+// every caller gets the merged call's error when it fails.
+type Merge struct {
+	// Key groups mergeable calls: queued calls of the same script with
+	// equal Keys are merged. They must have equal keys and equal first
+	// Head arguments (the Key names them).
+	Key string
+	// Head is how many leading arguments every merged call shares; the
+	// merged call carries them once, followed by each call's other
+	// arguments, in the order the calls were made.
+	Head int
+	// Max bounds the arguments after the head of one merged call (0: no
+	// bound); a call that would exceed it starts another merged call.
+	Max int
+	// Split returns the reply of each merged call from the merged reply;
+	// n[i] is how many arguments after the head call i carried.
+	Split func(reply any, n []int) ([]any, error)
+}
+
+// RunMerged is Run for a call that may be merged with others queued with
+// the same Merge key (see Merge). m must stay unchanged while in use.
+func (b *Batcher) RunMerged(ctx context.Context, m *Merge, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return b.run(&call{ctx: ctx, script: script, keys: keys, args: args, merge: m})
+}
+
+// merged is a call standing for several queued calls.
+type merged struct {
+	parts []*call
+	n     []int // each part's arguments after the head
+}
+
+// mergeCalls replaces the mergeable calls of a batch by one call per
+// script and Merge key (and per Max arguments), placed where the first of
+// them was; split gives the merged calls' replies back to their parts.
+func mergeCalls(batch []*call) []*call {
+	type group struct {
+		c    *call
+		size int
+	}
+	open := map[string]*group{}
+	out := batch[:0:0]
+	for _, c := range batch {
+		m := c.merge
+		if m == nil || len(c.args) < m.Head {
+			out = append(out, c)
+			continue
+		}
+		body := len(c.args) - m.Head
+		k := c.script.Hash() + "\x00" + m.Key
+		g := open[k]
+		if g == nil || (m.Max > 0 && g.size+body > m.Max) {
+			args := make([]any, 0, len(c.args)*2)
+			args = append(args, c.args...)
+			g = &group{c: &call{ctx: c.ctx, script: c.script, keys: c.keys, args: args, merge: m,
+				merged: &merged{parts: []*call{c}, n: []int{body}}}, size: body}
+			open[k] = g
+			out = append(out, g.c)
+			continue
+		}
+		g.c.args = append(g.c.args, c.args[m.Head:]...)
+		g.c.merged.parts = append(g.c.merged.parts, c)
+		g.c.merged.n = append(g.c.merged.n, body)
+		g.size += body
+	}
+	return out
+}
+
+// split sets the reply and error of every part of the merged calls in
+// sent.
+func split(sent []*call) {
+	for _, c := range sent {
+		mg := c.merged
+		if mg == nil {
+			continue
+		}
+		if len(mg.parts) == 1 {
+			mg.parts[0].reply, mg.parts[0].err = c.reply, c.err
+			continue
+		}
+		var replies []any
+		var err error
+		if c.reply != nil {
+			replies, err = c.merge.Split(c.reply, mg.n)
+			if err == nil && len(replies) != len(mg.parts) {
+				err = fmt.Errorf("scriptbatch: split %d replies for %d merged calls", len(replies), len(mg.parts))
+			}
+		}
+		for i, p := range mg.parts {
+			p.err = c.err
+			if p.err == nil {
+				p.err = err
+			}
+			if replies != nil && err == nil {
+				p.reply = replies[i]
+			}
+		}
+	}
+}
