@@ -102,10 +102,13 @@ func TestDiamond(t *testing.T) {
 	if string(st.Steps[0].Output) == "" || st.Steps[0].Token == 0 {
 		t.Fatalf("step charge shows no output or token: %+v", st.Steps[0])
 	}
-	// the maintenance leader counts it started and finished, once
+	// the maintenance leader counts it started and finished, once: it marks
+	// the record final, then counts, and its later passes write under the
+	// namespace, so each is a moment to look at the counter again
 	wk := e.ns + ":{default}:wf:" + res.ID
-	redistest.Await(t, e.rdb, wk, "the workflow's outcome counted", func() bool {
-		return e.rdb.HGet(ctx, wk, "final").Val() == workflow.Succeeded
+	redistest.Await(t, e.rdb, e.ns, "the workflow's outcome counted", func() bool {
+		return e.rdb.HGet(ctx, wk, "final").Val() == workflow.Succeeded &&
+			counter(t, e.reg, "fencedq_workflows_finished_total", "succeeded") > 0
 	})
 	if n := counter(t, e.reg, "fencedq_workflows_started_total", ""); n != 1 {
 		t.Fatalf("workflows started %v, want 1", n)
