@@ -204,7 +204,11 @@ func runFaultWorker(proc string) int {
 	}
 	ns := os.Getenv("FENCEDQ_NS")
 	p, err := worker.NewPool(rdb, worker.Config{
-		Jobs: jobs.Config{Namespace: ns}, Queues: map[string]int{qa: 1, qb: 1}, Concurrency: 4,
+		// One slot: a process playing a victim (blocked until the test
+		// kills or stops it) claims nothing else, so every victim step is
+		// played by a process of its own and no other step is caught in
+		// a killed or stopped process.
+		Jobs: jobs.Config{Namespace: ns}, Queues: map[string]int{qa: 1, qb: 1}, Concurrency: 1,
 		LeaseTTL: time.Second, WorkerID: proc, Logger: logger,
 		RetryDelay:  func(int) time.Duration { return 50 * time.Millisecond },
 		Maintenance: worker.MaintenanceConfig{Interval: 200 * time.Millisecond, MaxReconcileTries: 50, EffectLog: store},

@@ -134,7 +134,9 @@ func (p *Page) visible(ctx context.Context, selector string) (x, y float64, err 
 			const e = document.querySelector(sel);
 			if (!e || !e.isConnected) return null;
 			e.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
-			const r = e.getBoundingClientRect();
+			// an inline element wrapped over lines: the centre of its
+			// bounding box may fall between its boxes, so aim at its first
+			const r = e.getClientRects()[0] || e.getBoundingClientRect();
 			if (r.width === 0 || r.height === 0 || getComputedStyle(e).visibility === 'hidden') return null;
 			const left = Math.max(r.left, 0), right = Math.min(r.right, innerWidth);
 			const top = Math.max(r.top, 0), bottom = Math.min(r.bottom, innerHeight);
