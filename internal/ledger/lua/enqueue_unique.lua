@@ -59,17 +59,8 @@ for i = 3, #ARGV, 19 do
       redis.call('HSET', uniqk, ukey, id)
       extra = {'ukey', ukey, 'ustates', ustates}
     end
-    local lkey, lmax, rkey = ARGV[i + 13], ARGV[i + 14], ARGV[i + 15]
-    if lkey ~= '' or rkey ~= '' then extra[#extra + 1] = 'flow'; extra[#extra + 1] = '1' end
-    if lkey ~= '' then
-      extra[#extra + 1] = 'lkey'; extra[#extra + 1] = lkey
-      extra[#extra + 1] = 'lmax'; extra[#extra + 1] = lmax
-    end
-    if rkey ~= '' then
-      extra[#extra + 1] = 'rkey'; extra[#extra + 1] = rkey
-      extra[#extra + 1] = 'rmax'; extra[#extra + 1] = ARGV[i + 16]
-      extra[#extra + 1] = 'rper'; extra[#extra + 1] = ARGV[i + 17]
-    end
+    local lkey, lmax = ARGV[i + 13], ARGV[i + 14]
+    flow_fields(extra, i + 13)
     local g = ARGV[i + 18]
     if g ~= '' then extra[#extra + 1] = 'group'; extra[#extra + 1] = g end
     local run_at = write_new_job(i, extra)

@@ -27,6 +27,23 @@
 -- neither renew nor complete, and storage fenced by the token refuses it once
 -- the job runs again.
 
+-- flow_fields appends to extra (a job's extra fields for write_new_job) the
+-- flow fields of the five flow values at ARGV[a] (limit key, limit max, rate
+-- key, rate max, rate period ms; '' keys: none).
+local function flow_fields(extra, a)
+  local lkey, rkey = ARGV[a], ARGV[a + 2]
+  if lkey ~= '' or rkey ~= '' then extra[#extra + 1] = 'flow'; extra[#extra + 1] = '1' end
+  if lkey ~= '' then
+    extra[#extra + 1] = 'lkey'; extra[#extra + 1] = lkey
+    extra[#extra + 1] = 'lmax'; extra[#extra + 1] = ARGV[a + 1]
+  end
+  if rkey ~= '' then
+    extra[#extra + 1] = 'rkey'; extra[#extra + 1] = rkey
+    extra[#extra + 1] = 'rmax'; extra[#extra + 1] = ARGV[a + 3]
+    extra[#extra + 1] = 'rper'; extra[#extra + 1] = ARGV[a + 4]
+  end
+end
+
 -- flow_name is the limit's name: its key up to the first ':' (metric labels).
 local function flow_name(key) return string.match(key, '^[^:]*') end
 

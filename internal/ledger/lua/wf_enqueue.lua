@@ -42,17 +42,7 @@ for i = 8, #ARGV, 19 do
     local extra = {'wf', wfid, 'step', ARGV[i + 10], 'wf_home', ARGV[7]}
     if ARGV[i + 11] ~= '' then extra[#extra + 1] = 'wf_next'; extra[#extra + 1] = ARGV[i + 11] end
     if ARGV[i + 13] ~= '' then extra[#extra + 1] = 'wf_allow'; extra[#extra + 1] = ARGV[i + 13] end
-    local lkey, rkey = ARGV[i + 14], ARGV[i + 16]
-    if lkey ~= '' or rkey ~= '' then extra[#extra + 1] = 'flow'; extra[#extra + 1] = '1' end
-    if lkey ~= '' then
-      extra[#extra + 1] = 'lkey'; extra[#extra + 1] = lkey
-      extra[#extra + 1] = 'lmax'; extra[#extra + 1] = ARGV[i + 15]
-    end
-    if rkey ~= '' then
-      extra[#extra + 1] = 'rkey'; extra[#extra + 1] = rkey
-      extra[#extra + 1] = 'rmax'; extra[#extra + 1] = ARGV[i + 17]
-      extra[#extra + 1] = 'rper'; extra[#extra + 1] = ARGV[i + 18]
-    end
+    flow_fields(extra, i + 14)
     local deps = cjson.decode(ARGV[i + 12])
     if #deps > 0 then
       extra[#extra + 1] = 'state'; extra[#extra + 1] = 'waiting'
