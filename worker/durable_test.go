@@ -118,3 +118,63 @@ func TestDurableCompletionIsRetried(t *testing.T) {
 		t.Fatalf("handler ran %d times, want once", n)
 	}
 }
+
+// A saturated pool in durable mode keeps a second claim in flight while the
+// first waits for its replica, and still never runs more handlers at once
+// than its concurrency, nor a job twice.
+func TestDurablePoolOverlapsClaims(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	e := newEnvOn(t, f.Client(), redistest.Namespace(t))
+	cfg := durablePool(e)
+	cfg.Concurrency = 8
+	cfg.Jobs.Durability.Timeout = 5 * time.Second
+	p := e.pool(cfg)
+	const n = 3000
+	var running, most, ran atomic.Int64
+	seen := make([]atomic.Int32, n)
+	if err := worker.Register(p, jobs.WorkFunc[overlapArgs](func(_ context.Context, j *jobs.Job[overlapArgs]) error {
+		now := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+		}
+		seen[j.Args.I].Add(1)
+		time.Sleep(200 * time.Microsecond) // some work, so slots free one by one
+		ran.Add(1)
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]jobs.Params, n)
+	for i := range ps {
+		ps[i] = jobs.Params{Args: overlapArgs{I: i}}
+	}
+	if _, err := e.client.EnqueueMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	hooks := worker.InitHooks(p, t)
+	e.start(p)
+	if got := hooks.Overlapped.WaitOrTimeout(); got != 2 {
+		t.Fatalf("claims in flight after an overlapping send: %d, want 2", got)
+	}
+	for ran.Load() < n {
+		hooks.Committed.WaitOrTimeout()
+	}
+	if m := most.Load(); m > int64(cfg.Concurrency) {
+		t.Fatalf("%d handlers ran at once, concurrency is %d", m, cfg.Concurrency)
+	}
+	for i := range seen {
+		if c := seen[i].Load(); c != 1 {
+			t.Fatalf("job %d ran %d times", i, c)
+		}
+	}
+}
+
+type overlapArgs struct {
+	I int `json:"i"`
+}
+
+func (overlapArgs) Kind() string { return "overlap" }
