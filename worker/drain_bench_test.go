@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -17,9 +19,20 @@ import (
 // plain asynq; this one is for profiling the pool
 // (go test -run ^$ -bench Drain -cpuprofile cpu.out ./worker/).
 func BenchmarkDrain(b *testing.B) {
-	rdb := redistest.Start(b, redistest.Options{}).Client()
+	drain(b, redistest.Start(b, redistest.Options{}).Client(), jobs.Durability{})
+}
+
+// BenchmarkDrainReplicated is BenchmarkDrain on a primary with a replica
+// (and Sentinel): default, and durable (each write waits for the replica).
+func BenchmarkDrainReplicated(b *testing.B) {
+	f := redistest.StartFailover(b, redistest.FailoverOptions{})
+	b.Run("default", func(b *testing.B) { drain(b, f.Client(), jobs.Durability{}) })
+	b.Run("durable", func(b *testing.B) { drain(b, f.Client(), jobs.Durability{Replicas: 1}) })
+}
+
+func drain(b *testing.B, rdb redis.UniversalClient, d jobs.Durability) {
 	ns := redistest.Namespace(b)
-	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Durability: d})
 	ctx := context.Background()
 	batch := make([]jobs.Params, 0, 500)
 	for i := 0; i < b.N; i++ {
@@ -31,7 +44,7 @@ func BenchmarkDrain(b *testing.B) {
 			batch = batch[:0]
 		}
 	}
-	p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}, Concurrency: 50,
+	p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns, Durability: d}, Concurrency: 50,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)

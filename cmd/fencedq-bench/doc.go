@@ -10,6 +10,9 @@
 //	          asynq (targets ≥ 2.0 at 10, ≥ 4.0 at 50) and, per job, round
 //	          trips, scripts by name, INFO commandstats deltas, Redis and
 //	          client CPU.
+//	queues    the noop drain of one fencedq pool over one queue and over 100
+//	          queues (jobs spread evenly, equal weights) at every
+//	          --concurrency; ratio 100 queues ÷ one queue (target ≥ 0.9).
 //	enqueue   --enqueue-jobs jobs from --enqueue-goroutines goroutines into an
 //	          empty queue: asynq's Client.Enqueue vs jobs.Client.Enqueue
 //	          (target ≥ 1.0) and jobs.Client.EnqueueMany in calls of

@@ -38,7 +38,7 @@ func main() {
 }
 
 // allSections lists the sections in the order they run.
-var allSections = []string{"noop", "enqueue", "latency", "cluster", "partitions", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable", "limits", "groups", "workflows"}
+var allSections = []string{"noop", "queues", "enqueue", "latency", "cluster", "partitions", "lease", "memory", "postgres", "bridge", "outbox", "recovery", "durable", "limits", "groups", "workflows"}
 
 // options are the parsed flags.
 type options struct {
@@ -238,6 +238,7 @@ type Report struct {
 	// Partitions is one queue with 1, 3, 6, ... partitions on the cluster.
 	Partitions *PartitionsResult `json:"partitions"`
 	Durable    *DurableResult    `json:"durable"`
+	Queues     *QueuesResult     `json:"queues"`
 	Limits     *LimitsResult     `json:"limits"`
 	Groups     *GroupsResult     `json:"groups"`
 	Workflows  *WorkflowsResult  `json:"workflows"`
@@ -320,6 +321,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			rep.Recovery, err = e.recovery(ctx)
 		case "durable":
 			rep.Durable, err = e.durable(ctx)
+		case "queues":
+			rep.Queues, err = e.queues(ctx)
 		case "limits":
 			rep.Limits, err = e.limits(ctx)
 		case "groups":

@@ -100,6 +100,21 @@ func printTable(w io.Writer, r *Report) {
 			d.EnqueueGoroutines, d.EnqueueDefault.JobsPerSec, d.EnqueueDurable.JobsPerSec, slowerText(d.EnqueueSlowerPct),
 			d.EnqueueDefault.PerJob.RoundTrips, d.EnqueueDurable.PerJob.RoundTrips)
 	}
+	if q := r.Queues; q != nil {
+		for _, conc := range q.Concurrency {
+			at := q.At[strconv.Itoa(conc)]
+			if at == nil {
+				continue
+			}
+			fmt.Fprintf(w, "\nqueues: %d no-op jobs drained by one pool, concurrency %d, over one queue vs spread over %d queues, median of %d\n",
+				q.Jobs, conc, q.Queues, q.Repeat)
+			fmt.Fprint(tw, header)
+			row("one queue", at.One)
+			row(fmt.Sprintf("%d queues", q.Queues), at.Many)
+			tw.Flush()
+			fmt.Fprintf(w, "  %d queues ÷ one queue jobs/s = %.3f (target ≥ %.1f: %s)\n", q.Queues, at.Ratio, at.Target, verdict(at.MeetsTarget))
+		}
+	}
 	if l := r.Limits; l != nil {
 		printLimits(w, l)
 	}
