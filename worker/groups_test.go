@@ -87,8 +87,8 @@ func TestGroupFairness(t *testing.T) {
 	if len(gs) != 2 || gs[0].Name != "a" || gs[0].Pending != nA || gs[1].Name != "b" || gs[1].Pending != nB {
 		t.Fatalf("groups %+v, want a with %d pending, b with %d", gs, nA, nB)
 	}
-	if n, err := e.ledger.GroupCount(ctx, jobs.DefaultQueue); err != nil || n != 2 {
-		t.Fatalf("group count %d, %v; want 2 (the fencedq_groups gauge)", n, err)
+	if cs, err := e.ledger.CountsOf(ctx, []string{jobs.DefaultQueue}); err != nil || cs[0].Groups != 2 || cs[0].Jobs[jobs.Pending] != nA+nB {
+		t.Fatalf("counts %+v, %v; want 2 groups (the fencedq_groups gauge), %d pending", cs, err, nA+nB)
 	}
 	counts, err := in.Counts(ctx, jobs.DefaultQueue)
 	if err != nil {
@@ -236,8 +236,8 @@ func TestGroupedJobsLikeUngrouped(t *testing.T) {
 	if len(gs) != 0 || counts[jobs.Pending] != 0 {
 		t.Fatalf("after the drain: groups %+v, %d pending", gs, counts[jobs.Pending])
 	}
-	if n, err := e.ledger.GroupCount(ctx, q); err != nil || n != 0 {
-		t.Fatalf("group count after the drain %d, %v; want 0", n, err)
+	if cs, err := e.ledger.CountsOf(ctx, []string{q}); err != nil || cs[0].Groups != 0 {
+		t.Fatalf("counts after the drain %+v, %v; want 0 groups", cs, err)
 	}
 	// An idle group keeps no key: only the groups hash is left, with the
 	// parked-jobs counter at 0 and the field that keeps it a hash table.

@@ -38,6 +38,14 @@ func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader leas
 	return l.first(ctx, queues, 1, false, leader.String())
 }
 
+// FirstUncertain tells, for each queue, how long until its earliest
+// uncertain job is due for a look (0: one is due, -1: none is uncertain),
+// in one pipelined round trip of plain reads like FirstDue: the
+// maintenance leader's resolver reads only the queues it shows due.
+func (l *Ledger) FirstUncertain(ctx context.Context, queues []string) ([]time.Duration, error) {
+	return l.first(ctx, queues, 2, false, "")
+}
+
 // first reads the earliest score of the index KEYS[index+1] of each queue,
 // as a wait from the namespace's time (readNow); withSeq makes a queue whose write sequence
 // reads behind what this ledger saw show as due, and a leader token one

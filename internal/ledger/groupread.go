@@ -66,24 +66,6 @@ func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 	return out, nil
 }
 
-// GroupCount returns how many fair groups of queue q have pending jobs.
-func (l *Ledger) GroupCount(ctx context.Context, q string) (int64, error) {
-	pipe := l.rdb.Pipeline()
-	n := pipe.HLen(ctx, l.groupsKey(q))
-	// fields that are no group: the parked count, group.lua's GROUPS_T
-	other := []*redis.BoolCmd{pipe.HExists(ctx, l.groupsKey(q), groupsParked), pipe.HExists(ctx, l.groupsKey(q), "#t")}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, wrap("group count", err)
-	}
-	c := n.Val()
-	for _, o := range other {
-		if o.Val() {
-			c--
-		}
-	}
-	return c, nil
-}
-
 // groupAhead says where pending job id of group g stands in its group:
 // "group acme, 3 ahead" (the jobs of the group claimed before it; the
 // other groups' turns come between them).

@@ -462,52 +462,129 @@ func (l *Ledger) GetMany(ctx context.Context, q string, s State, ids []string) (
 
 // Counts returns the number of jobs per state in queue q.
 func (l *Ledger) Counts(ctx context.Context, q string) (map[State]int64, error) {
-	pipe := l.rdb.Pipeline()
-	cmds := map[State]*redis.IntCmd{}
-	for _, s := range States {
-		cmds[s] = pipe.ZCard(ctx, l.StateKey(q, s))
-	}
-	// pending jobs waiting their group's turn, outside the due index (group.lua)
-	grouped := pipe.HGet(ctx, l.groupsKey(q), groupsParked)
-	limited := pipe.HKeys(ctx, l.limitsKey(q)) // keys with jobs parked on a full limit (flow.lua)
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, wrap("counts", err)
-	}
-	out := map[State]int64{}
-	for s, c := range cmds {
-		out[s] = c.Val()
-	}
-	if n, err := grouped.Int64(); err == nil && n > 0 {
-		out[Pending] += n
-	}
-	parked, err := l.parkedOnLimits(ctx, q, limited.Val())
+	cs, err := l.CountsOf(ctx, []string{q})
 	if err != nil {
 		return nil, err
 	}
-	out[Pending] += parked
-	return out, nil
+	return cs[0].Jobs, cs[0].Err
 }
 
-// parkedOnLimits counts queue q's pending jobs parked on a full
-// concurrency limit of keys (flow.lua), outside the due index: they are
-// pending all the same.
-func (l *Ledger) parkedOnLimits(ctx context.Context, q string, keys []string) (int64, error) {
-	if len(keys) == 0 {
-		return 0, nil
+// QueueCounts is one queue's part of CountsOf.
+type QueueCounts struct {
+	// Jobs is the number of jobs per state. Pending counts the jobs
+	// waiting their group's turn or parked on a full limit too.
+	Jobs map[State]int64
+	// Groups is how many fair groups have pending jobs.
+	Groups int64
+	// Err is the error reading this queue's counts (Jobs is nil): a
+	// queue's failure leaves the others' counts.
+	Err error
+}
+
+// CountsOf returns the counts of each of queues, in their order: one
+// pipelined round trip for every queue, and a second only when some queue
+// has jobs parked on a full limit. A maintenance pass over a thousand
+// queues costs two round trips, not two thousand. When every queue's read
+// failed, it returns the first error instead.
+func (l *Ledger) CountsOf(ctx context.Context, queues []string) ([]QueueCounts, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	type reads struct {
+		states  []*redis.IntCmd
+		grouped *redis.StringCmd      // jobs waiting their group's turn (group.lua), outside the due index
+		limited *redis.StringSliceCmd // keys with jobs parked on a full limit (flow.lua)
+		groups  *redis.IntCmd         // the groups hash's fields (groups, plus GROUPS_T and the parked count)
+		tagged  *redis.BoolCmd        // the hash holds GROUPS_T ('#t', group.lua)
 	}
 	pipe := l.rdb.Pipeline()
-	cmds := make([]*redis.IntCmd, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.ZCard(ctx, l.limitWaitKey(q, k))
+	rs := make([]reads, len(queues))
+	for i, q := range queues {
+		r := &rs[i]
+		r.states = make([]*redis.IntCmd, len(States))
+		for j, s := range States {
+			r.states[j] = pipe.ZCard(ctx, l.StateKey(q, s))
+		}
+		gk := l.groupsKey(q)
+		r.grouped = pipe.HGet(ctx, gk, groupsParked)
+		r.limited = pipe.HKeys(ctx, l.limitsKey(q))
+		r.groups = pipe.HLen(ctx, gk)
+		r.tagged = pipe.HExists(ctx, gk, "#t")
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, wrap("counts", err)
+	// Errors are read per command below: one queue's bad key fails that
+	// queue alone; a connection error fails every one of them.
+	_, _ = pipe.Exec(ctx)
+	out := make([]QueueCounts, len(queues))
+	var waits []*redis.IntCmd
+	waitsOf := make([][2]int, len(queues)) // each queue's range of waits
+	wpipe := l.rdb.Pipeline()
+	for i, q := range queues {
+		r, c := &rs[i], &out[i]
+		c.Jobs = map[State]int64{}
+		for j, s := range States {
+			n, err := r.states[j].Result()
+			if err != nil {
+				c.Err = err
+			}
+			c.Jobs[s] = n
+		}
+		grouped, gerr := r.grouped.Int64()
+		switch {
+		case gerr == nil:
+			c.Jobs[Pending] += grouped
+		case !errors.Is(gerr, redis.Nil):
+			c.Err = gerr
+		}
+		if err := anyErr(r.limited.Err(), r.groups.Err(), r.tagged.Err()); err != nil {
+			c.Err = err
+		}
+		if c.Err != nil {
+			c.Jobs, c.Err = nil, wrap("counts "+q, c.Err)
+			continue
+		}
+		c.Groups = r.groups.Val()
+		if gerr == nil {
+			c.Groups--
+		}
+		if r.tagged.Val() {
+			c.Groups--
+		}
+		waitsOf[i][0] = len(waits)
+		for _, k := range r.limited.Val() {
+			waits = append(waits, wpipe.ZCard(ctx, l.limitWaitKey(q, k)))
+		}
+		waitsOf[i][1] = len(waits)
 	}
-	var n int64
-	for _, c := range cmds {
-		n += c.Val()
+	if len(waits) > 0 {
+		_, _ = wpipe.Exec(ctx)
 	}
-	return n, nil
+	for i := range out {
+		c := &out[i]
+		for _, w := range waits[waitsOf[i][0]:waitsOf[i][1]] {
+			n, err := w.Result()
+			if err != nil {
+				c.Jobs, c.Err = nil, wrap("counts "+queues[i], err)
+				break
+			}
+			c.Jobs[Pending] += n
+		}
+	}
+	for i := range out {
+		if out[i].Err == nil {
+			return out, nil
+		}
+	}
+	return nil, out[0].Err // every queue failed: the connection, most likely
+}
+
+// anyErr returns the first non-nil of errs.
+func anyErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Stats returns queue q's counters: enqueued, attempted, succeeded, dead,

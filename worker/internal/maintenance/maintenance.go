@@ -227,8 +227,13 @@ func (s service) eachQueue(ctx context.Context, f func(q string) error) error {
 	if err != nil {
 		return err
 	}
-	for _, q := range qs {
-		if err := f(q); err != nil {
+	return s.eachOf(ctx, qs, func(_ int, q string) error { return f(q) })
+}
+
+// eachOf runs f on each of qs (with its index), as eachQueue does.
+func (s service) eachOf(ctx context.Context, qs []string, f func(i int, q string) error) error {
+	for i, q := range qs {
+		if err := f(i, q); err != nil {
 			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 				return err
 			}

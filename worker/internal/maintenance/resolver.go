@@ -42,7 +42,20 @@ func (r *resolver) runOnce(ctx context.Context, leader lease.Token) error {
 	if err != nil {
 		return err
 	}
-	return r.eachQueue(ctx, func(q string) error {
+	qs, err := r.ledger.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	// One round trip shows which queues have an uncertain job due for a
+	// look; only those are read.
+	waits, err := r.ledger.FirstUncertain(ctx, qs)
+	if err != nil {
+		return err
+	}
+	return r.eachOf(ctx, qs, func(i int, q string) error {
+		if waits[i] != 0 {
+			return nil
+		}
 		ids, err := r.ledger.DueIDs(ctx, q, jobs.Uncertain, now, r.batch)
 		if err != nil {
 			return err

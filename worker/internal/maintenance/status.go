@@ -42,11 +42,20 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 	if s.parts, err = s.ledger.Partitions(ctx); err != nil {
 		return err
 	}
-	err = s.eachQueue(ctx, func(q string) error {
-		counts, err := s.ledger.Counts(ctx, q)
-		if err != nil {
-			return err
+	qs, err := s.ledger.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	// Every queue's counts in one round trip (two with parked jobs).
+	all, err := s.ledger.CountsOf(ctx, qs)
+	if err != nil {
+		return err
+	}
+	err = s.eachOf(ctx, qs, func(i int, q string) error {
+		if all[i].Err != nil {
+			return all[i].Err
 		}
+		counts := all[i].Jobs
 		l := ledger.Logical(q)
 		if sums[l] == nil {
 			sums[l] = map[ledger.State]int64{}
@@ -54,11 +63,7 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 		for st, n := range counts {
 			sums[l][st] += n
 		}
-		ng, err := s.ledger.GroupCount(ctx, q)
-		if err != nil {
-			return err
-		}
-		groups[l] += ng
+		groups[l] += all[i].Groups
 		if l != q || s.partitioned(l) {
 			for _, st := range []ledger.State{ledger.Pending, ledger.Running} {
 				s.metrics.PartitionJobs.WithLabelValues(l, q, string(st)).Set(float64(counts[st]))
