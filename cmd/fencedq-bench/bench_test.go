@@ -83,7 +83,7 @@ func TestSmoke(t *testing.T) {
 		"memory.fencedq.gross_bytes_per_job", "memory.asynq_retained.gross_bytes_per_job", "memory.ratio",
 		"memory.fencedq.memory_usage_by_key.job_hash", "memory.fencedq_operation_id.memory_usage_by_key.job_hash",
 		"bridge.asynq.jobs_per_s", "bridge.bridge.jobs_per_s", "bridge.ratio", "bridge.bridge.per_job.round_trips",
-		"machine.cpus", "groups.fairness.last_b_ms",
+		"machine.cpus", "groups.fairness.last_b_ms", "queues.at.10.ratio", "queues.at.50.ratio",
 	} {
 		positive(p)
 	}
