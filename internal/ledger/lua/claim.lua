@@ -70,7 +70,7 @@ while i < #ids do
   -- a grouped job taken off the due index: its group may need a next job (group.lua)
   if o[10] then group_took(o[10], id) end
   -- a job under flow control may be held back (flow.lua): parked or deferred
-  local held = h[1] == 'pending' and o[9] and flow_admit(id)
+  local held = h[1] == 'pending' and o[9] and flow_admit(id, o[9], h[7])
   if held then
     dropped[#dropped + 1] = id
     dropped[#dropped + 1] = held
