@@ -93,7 +93,7 @@ func (e *bench) limits(ctx context.Context) (*LimitsResult, error) {
 // othersCost is a hot-key run's cost per other job, in brief.
 func othersCost(p PerUnit) string {
 	return fmt.Sprintf("Redis CPU %.1f µs, %.2f claims, %.2f Redis commands per other job",
-		p.RedisCPUMicros, p.Scripts["claim"], p.ServerCommands)
+		p.RedisCPUMicros, p.Scripts["jobs:claim"], p.ServerCommands)
 }
 
 // othersDrain enqueues hot jobs on one key limited to 1 (none when hot is
