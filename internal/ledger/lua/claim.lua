@@ -62,14 +62,12 @@ while i < #ids do
   local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'max_retries', 'created', 'args')
   local present = 0
   for j = 1, 8 do if h[j] then present = present + 1 end end
-  -- A job whose only other fields are a limit's three (flow.lua: 'flow'
-  -- 'L<max>:<key>', lkey, lmax) has none of the optional ones: one field read.
+  -- Three more fields with a 'flow' one are a concurrency limit's (flow,
+  -- lkey, lmax: a rate has four, a held-back job a 'wait' too) and none of
+  -- the optional ones: one field read.
   local o, flow = NONE, nil
   local more = call('HLEN', k) - present
-  if more == 3 then
-    flow = call('HGET', k, 'flow')
-    if flow and string.byte(flow) ~= 76 then flow = nil end -- 76: 'L'
-  end
+  if more == 3 then flow = call('HGET', k, 'flow') end
   if more > 0 and not flow then
     o = call('HMGET', k, 'op', 'resource', 'timeout_ms', 'kind_defers', 'hist', 'fence', 'mark', 'headers',
       'flow', 'group')

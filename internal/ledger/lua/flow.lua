@@ -82,8 +82,9 @@ local function flow_wake(key, n)
       woken = woken + 1
     end
   end
-  if woken > 0 then wake() end
-  if redis.call('EXISTS', wk) == 0 and redis.call('EXISTS', hk) == 0 then
+  if woken > 0 then
+    wake() -- and the key has a promise, so it stays in the limits hash
+  elseif redis.call('EXISTS', wk) == 0 and redis.call('EXISTS', hk) == 0 then
     redis.call('HDEL', P .. 'limits', key)
   end
   return woken
