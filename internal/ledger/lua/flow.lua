@@ -108,9 +108,9 @@ end
 -- flow_enqueue decides where a job of limit key, created now and due now,
 -- goes: parked at once (true) when the permits are taken or promised (held,
 -- or due jobs of the key not yet claimed) or jobs wait before it; else it
--- enters the due index (false), counted among the key's ready jobs. A key
--- with waiting jobs but nothing held or ready (which no release would ever
--- wake) wakes them instead.
+-- enters the due index (false), promised a permit (in the holders, scored 0).
+-- A key with waiting jobs but nothing held or promised (which no release would
+-- ever wake) wakes them instead.
 local function flow_enqueue(id, key, max)
   local hk = limit_holders(key)
   local taken = redis.call('ZCARD', hk)
