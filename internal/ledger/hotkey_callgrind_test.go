@@ -30,6 +30,10 @@ import (
 //	valgrind --tool=callgrind --callgrind-out-file=/tmp/cg/cg.%p \
 //	  redis-server --port 16399 --save '' --appendonly no --hz 1 &
 //	FENCEDQ_CALLGRIND=127.0.0.1:16399,<pid>,/tmp/cg go test -run CallgrindHotKey -v ./internal/ledger/
+//
+// FENCEDQ_HOT sets the number of hot jobs (0: the others' limits alone);
+// FENCEDQ_CALLGRIND_KEEP=<name> keeps the dumps as <name>.<n> for
+// callgrind_annotate.
 func TestCallgrindHotKey(t *testing.T) {
 	conf := strings.Split(os.Getenv("FENCEDQ_CALLGRIND"), ",")
 	if len(conf) != 3 {
