@@ -37,6 +37,12 @@ type LimitsResult struct {
 	OthersAlone   float64 `json:"others_alone_jobs_per_s"`
 	OthersBesides float64 `json:"others_beside_hot_jobs_per_s"`
 	OthersPct     float64 `json:"others_pct_of_alone"`
+	// OthersAlonePerJob and OthersBesidePerJob are the costs of the runs
+	// (from the pool's start to the last other's completion, hot jobs run
+	// meanwhile included) per other job, from the median runs: the
+	// load-robust figures on a shared machine.
+	OthersAlonePerJob  PerUnit `json:"others_alone_per_job"`
+	OthersBesidePerJob PerUnit `json:"others_beside_per_job"`
 }
 
 // limits runs the limits section on the single server.
@@ -63,28 +69,39 @@ func (e *bench) limits(ctx context.Context) (*LimitsResult, error) {
 
 	r.HotJobs, r.OtherJobs = o.jobs*10, max(o.jobs/10, 100)
 	var alone, beside []float64
+	var alonePer, besidePer []PerUnit
 	for range o.repeat {
-		a, err := othersDrain(ctx, e.single, 0, r.OtherJobs, conc)
+		a, ap, err := othersDrain(ctx, e.single, 0, r.OtherJobs, conc)
 		if err != nil {
 			return nil, err
 		}
-		b, err := othersDrain(ctx, e.single, r.HotJobs, r.OtherJobs, conc)
+		b, bp, err := othersDrain(ctx, e.single, r.HotJobs, r.OtherJobs, conc)
 		if err != nil {
 			return nil, err
 		}
 		alone, beside = append(alone, a), append(beside, b)
-		e.progress("  others alone %.0f jobs/s, beside %d hot jobs %.0f jobs/s", a, r.HotJobs, b)
+		alonePer, besidePer = append(alonePer, ap), append(besidePer, bp)
+		e.progress("  others alone %.0f jobs/s (%s), beside %d hot jobs %.0f jobs/s (%s)",
+			a, othersCost(ap), r.HotJobs, b, othersCost(bp))
 	}
 	r.OthersAlone, r.OthersBesides = round(median(alone), 0), round(median(beside), 0)
+	r.OthersAlonePerJob, r.OthersBesidePerJob = alonePer[medianIndex(alone)], besidePer[medianIndex(beside)]
 	r.OthersPct = round(100*ratio(r.OthersBesides, r.OthersAlone), 1)
 	return r, nil
+}
+
+// othersCost is a hot-key run's cost per other job, in brief.
+func othersCost(p PerUnit) string {
+	return fmt.Sprintf("Redis CPU %.1f µs, %.2f claims, %.2f Redis commands per other job",
+		p.RedisCPUMicros, p.Scripts["jobs:claim"], p.ServerCommands)
 }
 
 // othersDrain enqueues hot jobs on one key limited to 1 (none when hot is
 // 0), then others jobs on keys of their own (limited to 1 each; unlimited
 // when hot is 0), runs a pool and returns how fast the others completed
-// (jobs/s from the pool's start to the last other's completion).
-func othersDrain(ctx context.Context, t *target, hot, others, conc int) (float64, error) {
+// (jobs/s from the pool's start to the last other's completion) and the
+// run's cost per other job.
+func othersDrain(ctx context.Context, t *target, hot, others, conc int) (float64, PerUnit, error) {
 	ns := uniq("fql")
 	defer deleteMatching(context.WithoutCancel(ctx), t.rdb, ns, nil)
 	client := jobs.NewClient(t.rdb, jobs.Config{Namespace: ns})
@@ -110,16 +127,16 @@ func othersDrain(ctx context.Context, t *target, hot, others, conc int) (float64
 		batch = append(batch, jobs.Params{Args: noopArgs{N: i}, Options: opts})
 		if len(batch) == chunk {
 			if err := flush(); err != nil {
-				return 0, err
+				return 0, PerUnit{}, err
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return 0, err
+		return 0, PerUnit{}, err
 	}
 	pool, err := worker.NewPool(t.rdb, poolConfig(ns, conc, map[string]int{jobs.DefaultQueue: 1}))
 	if err != nil {
-		return 0, err
+		return 0, PerUnit{}, err
 	}
 	var left atomic.Int64
 	left.Store(int64(others))
@@ -130,7 +147,11 @@ func othersDrain(ctx context.Context, t *target, hot, others, conc int) (float64
 		}
 		return nil
 	})); err != nil {
-		return 0, err
+		return 0, PerUnit{}, err
+	}
+	p, err := startProbe(ctx, t.rdb, t.hook)
+	if err != nil {
+		return 0, PerUnit{}, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	ran := make(chan error, 1)
@@ -142,14 +163,18 @@ func othersDrain(ctx context.Context, t *target, hot, others, conc int) (float64
 	case <-time.After(10 * time.Minute):
 	}
 	elapsed := time.Since(t0)
+	cost, perr := p.end(ctx, others)
 	cancel()
 	if err := <-ran; err != nil {
-		return 0, err
+		return 0, PerUnit{}, err
+	}
+	if perr != nil {
+		return 0, PerUnit{}, perr
 	}
 	if left.Load() > 0 {
-		return 0, fmt.Errorf("%d of %d other jobs not done", left.Load(), others)
+		return 0, PerUnit{}, fmt.Errorf("%d of %d other jobs not done", left.Load(), others)
 	}
-	return float64(others) / elapsed.Seconds(), nil
+	return float64(others) / elapsed.Seconds(), cost, nil
 }
 
 // printLimits writes the limits section's table.
@@ -160,4 +185,6 @@ func printLimits(w io.Writer, r *LimitsResult) {
 		verdict(r.LimitSlowerPct <= r.Target && r.RateSlowerPct <= r.Target))
 	fmt.Fprintf(w, "  hot key: %d jobs on one key limited to 1 ahead of %d jobs on keys of their own: the others drain at %.0f jobs/s, %.1f%% of %.0f jobs/s alone (target ≥ 80%%: %s)\n",
 		r.HotJobs, r.OtherJobs, r.OthersBesides, r.OthersPct, r.OthersAlone, verdict(r.OthersPct >= 80))
+	fmt.Fprintf(w, "    per other job, alone: %s\n    per other job, beside the hot key: %s\n",
+		othersCost(r.OthersAlonePerJob), othersCost(r.OthersBesidePerJob))
 }

@@ -25,7 +25,7 @@ func (l *Ledger) rateKey(q, key string) string      { return l.prefix(q) + "rate
 func (l *Ledger) waitingFor(ctx context.Context, q string, h map[string]string) (string, error) {
 	switch h["wait"] {
 	case "limit":
-		held, err := l.rdb.ZCard(ctx, l.limitHoldersKey(q, h["lkey"])).Result()
+		held, err := l.rdb.ZCount(ctx, l.limitHoldersKey(q, h["lkey"]), "(0", "+inf").Result()
 		if err != nil {
 			return "", wrap("limit holders", err)
 		}
@@ -81,7 +81,8 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	holders := make([]*redis.StringSliceCmd, len(keys))
 	waits := make([]*redis.IntCmd, len(keys))
 	for i, k := range keys {
-		holders[i] = pipe.ZRange(ctx, l.limitHoldersKey(q, k), 0, -1)
+		// promises to due jobs not yet claimed score 0 (flow.lua)
+		holders[i] = pipe.ZRangeByScore(ctx, l.limitHoldersKey(q, k), &redis.ZRangeBy{Min: "(0", Max: "+inf"})
 		waits[i] = pipe.ZCard(ctx, l.limitWaitKey(q, k))
 	}
 	starts := make([]*redis.IntCmd, len(rkeys))

@@ -62,15 +62,21 @@ while i < #ids do
   local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'max_retries', 'created', 'args')
   local present = 0
   for j = 1, 8 do if h[j] then present = present + 1 end end
-  local o = NONE
-  if call('HLEN', k) ~= present then
+  -- Three more fields with a 'flow' one are a concurrency limit's (flow,
+  -- lkey, lmax: a rate has four, a held-back job a 'wait' too) and none of
+  -- the optional ones: one field read.
+  local o, flow = NONE, nil
+  local more = call('HLEN', k) - present
+  if more == 3 then flow = call('HGET', k, 'flow') end
+  if more > 0 and not flow then
     o = call('HMGET', k, 'op', 'resource', 'timeout_ms', 'kind_defers', 'hist', 'fence', 'mark', 'headers',
       'flow', 'group')
+    flow = o[9]
   end
   -- a grouped job taken off the due index: its group may need a next job (group.lua)
   if o[10] then group_took(o[10], id) end
   -- a job under flow control may be held back (flow.lua): parked or deferred
-  local held = h[1] == 'pending' and o[9] and flow_admit(id)
+  local held = h[1] == 'pending' and flow and flow_admit(id, flow, h[7])
   if held then
     dropped[#dropped + 1] = id
     dropped[#dropped + 1] = held

@@ -3,19 +3,23 @@
 -- prelude.lua (only the definitions a script names), so a script that names
 -- none of them, and a job without flow control, pays nothing.
 --
--- A job under flow control carries the field 'flow' ('1'), read by the claim in
--- the same HMGET as its other fields, and:
+-- A job under flow control carries the field 'flow', read by the claim in the
+-- same HMGET as its other optional fields: 'L<lmax>:<lkey>' for a job with a
+-- concurrency limit only and no 'wait' field (the claim needs no other read),
+-- else '1' (the claim reads the fields below); parking a job sets it to '1'.
+-- And:
 --   lkey, lmax        its concurrency limit: at most lmax running attempts hold a
 --                     permit of key lkey at once
 --   rkey, rmax, rper  its rate limit: at most rmax starts per rper ms
 --   wait, wait_at     while held back: 'limit' (parked), or 'rate' and the start
 --                     time it was deferred to (ms)
 -- Keys, derived from the queue's prefix so they share its hash slot:
---   P..'limit:'..key..':holders'  zset: job id -> when its permit was taken (ms)
+--   P..'limit:'..key..':holders'  zset: job id -> when its permit was taken (ms);
+--                                 and, scored 0, the promises: job ids put in the
+--                                 due index by an enqueue or a wake-up and not yet
+--                                 claimed (so an enqueue parks a job at once when
+--                                 permits and promises fill the limit)
 --   P..'limit:'..key..':wait'     zset: parked job id -> its creation time (FIFO)
---   P..'limit:'..key..':ready'    set: job ids put in the due index by an enqueue
---                                 or a wake-up and not yet claimed (so an enqueue
---                                 parks a job at once when they fill the limit)
 --   P..'limits'                   hash: key -> max, for keys with holders or waiters
 --   P..'rate:'..key               zset: '<job id>:<µs>' -> start time (ms), the
 --                                 starts of the last period
@@ -32,7 +36,11 @@
 -- key, rate max, rate period ms; '' keys: none).
 local function flow_fields(extra, a)
   local lkey, rkey = ARGV[a], ARGV[a + 2]
-  if lkey ~= '' or rkey ~= '' then extra[#extra + 1] = 'flow'; extra[#extra + 1] = '1' end
+  if rkey ~= '' then
+    extra[#extra + 1] = 'flow'; extra[#extra + 1] = '1'
+  elseif lkey ~= '' then
+    extra[#extra + 1] = 'flow'; extra[#extra + 1] = 'L' .. ARGV[a + 1] .. ':' .. lkey
+  end
   if lkey ~= '' then
     extra[#extra + 1] = 'lkey'; extra[#extra + 1] = lkey
     extra[#extra + 1] = 'lmax'; extra[#extra + 1] = ARGV[a + 1]
@@ -49,12 +57,11 @@ local function flow_name(key) return string.match(key, '^[^:]*') end
 
 local function limit_holders(key) return P .. 'limit:' .. key .. ':holders' end
 local function limit_waiting(key) return P .. 'limit:' .. key .. ':wait' end
-local function limit_ready(key) return P .. 'limit:' .. key .. ':ready' end
 
 -- flow_park parks pending job id (not in the due index) on limit key.
 local function flow_park(id, key, max, created)
   redis.call('ZADD', limit_waiting(key), created, id)
-  redis.call('HSET', jobkey(id), 'wait', 'limit')
+  redis.call('HSET', jobkey(id), 'wait', 'limit', 'flow', '1')
   redis.call('HSET', P .. 'limits', key, max)
 end
 
@@ -62,7 +69,7 @@ end
 -- oldest first (at their creation time, so ahead of later jobs), and drops
 -- the key's entry in the limits hash when nothing holds or waits on it.
 local function flow_wake(key, n)
-  local wk = limit_waiting(key)
+  local wk, hk = limit_waiting(key), limit_holders(key)
   local woken = 0
   while woken < n do
     local e = redis.call('ZPOPMIN', wk)
@@ -71,31 +78,29 @@ local function flow_wake(key, n)
     if h[1] == 'pending' and h[2] == 'limit' then -- else cancelled or gone: skip it
       redis.call('HDEL', jobkey(e[1]), 'wait')
       redis.call('ZADD', index['pending'], e[2], e[1])
-      redis.call('SADD', limit_ready(key), e[1])
+      redis.call('ZADD', hk, 0, e[1]) -- promised
       woken = woken + 1
     end
   end
-  if woken > 0 then wake() end
-  if redis.call('EXISTS', wk) == 0 and redis.call('EXISTS', limit_holders(key)) == 0
-      and redis.call('EXISTS', limit_ready(key)) == 0 then
+  if woken > 0 then
+    wake() -- and the key has a promise, so it stays in the limits hash
+  elseif redis.call('EXISTS', wk) == 0 and redis.call('EXISTS', hk) == 0 then
     redis.call('HDEL', P .. 'limits', key)
   end
   return woken
 end
 
--- flow_release ends job id's permit on limit key (its attempt ended or its
--- lease was reclaimed) and, when jobs wait, wakes as many as permits are
--- free (held and promised to due jobs not yet claimed subtracted; at least
--- one when nothing is held, so waiting jobs never stay parked behind a
--- promise that was lost).
+-- flow_release ends job id's permit or promise on limit key (its attempt
+-- ended or its lease was reclaimed, or it was cancelled) and, when jobs wait,
+-- wakes as many as permits are free (held and promised to due jobs not yet
+-- claimed subtracted; at least one when nothing is held, so waiting jobs never
+-- stay parked behind a promise that was lost).
 local function flow_release(id, key, max)
   local hk = limit_holders(key)
   redis.call('ZREM', hk, id)
-  redis.call('SREM', limit_ready(key), id)
   if redis.call('EXISTS', limit_waiting(key)) == 1 then
-    local held = redis.call('ZCARD', hk)
-    local free = num(max) - held - redis.call('SCARD', limit_ready(key))
-    if held == 0 then free = math.max(free, 1) end
+    local free = num(max) - redis.call('ZCARD', hk)
+    if free <= 0 and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then free = 1 end
     if free > 0 then flow_wake(key, free) end
   end
 end
@@ -103,53 +108,60 @@ end
 -- flow_enqueue decides where a job of limit key, created now and due now,
 -- goes: parked at once (true) when the permits are taken or promised (held,
 -- or due jobs of the key not yet claimed) or jobs wait before it; else it
--- enters the due index (false), counted among the key's ready jobs. A key
--- with waiting jobs but nothing held or ready (which no release would ever
--- wake) wakes them instead.
+-- enters the due index (false), promised a permit (in the holders, scored 0).
+-- A key with waiting jobs but nothing held or promised (which no release would
+-- ever wake) wakes them instead.
 local function flow_enqueue(id, key, max)
-  local held = redis.call('ZCARD', limit_holders(key))
-  local rk = limit_ready(key)
-  local ready = redis.call('SCARD', rk)
-  if held == 0 and ready >= num(max) then
+  local hk = limit_holders(key)
+  local taken = redis.call('ZCARD', hk)
+  if taken >= num(max) and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then
     -- Nothing holds a permit, so no release will come: drop promises to
     -- jobs no longer due and unclaimed (a record lost), so they cannot
     -- park this job for ever.
-    for _, rid in ipairs(redis.call('SMEMBERS', rk)) do
+    for _, rid in ipairs(redis.call('ZRANGEBYSCORE', hk, 0, 0)) do
       local h = redis.call('HMGET', jobkey(rid), 'state', 'wait')
-      if h[1] ~= 'pending' or h[2] then redis.call('SREM', rk, rid) end
+      if h[1] ~= 'pending' or h[2] then redis.call('ZREM', hk, rid) end
     end
-    ready = redis.call('SCARD', rk)
+    taken = redis.call('ZCARD', hk)
   end
-  local taken = held + ready
   local waiting = redis.call('EXISTS', limit_waiting(key)) == 1
   if taken > 0 and (waiting or taken >= num(max)) then
     flow_park(id, key, max, now)
     return true
   end
   if waiting then flow_wake(key, num(max)) end
-  redis.call('SADD', limit_ready(key), id)
+  redis.call('ZADD', hk, 0, id) -- promised
   return false
 end
 
 -- flow_admit decides whether job id, due and already taken off the due index
--- by a claim, may start now. It returns nil when it may (its permit is taken
--- and its start recorded); else why, for the claim's reply: 'limit:<name>'
--- (parked until a permit frees) or 'rate:<name>' (back in the due index at the
--- earliest start its rate allows). Nothing is counted as an attempt.
-local function flow_admit(id)
+-- by a claim, may start now; flow is its 'flow' field and created its creation
+-- time. It returns nil when it may (its permit is taken and its start
+-- recorded); else why, for the claim's reply: 'limit:<name>' (parked until a
+-- permit frees) or 'rate:<name>' (back in the due index at the earliest start
+-- its rate allows). Nothing is counted as an attempt.
+local function flow_admit(id, flow, created)
   local k = jobkey(id)
-  local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'created', 'wait')
-  local lkey, rkey = f[1], f[3]
-  if lkey then redis.call('SREM', limit_ready(lkey), id) end
-  if lkey and redis.call('ZCARD', limit_holders(lkey)) >= num(f[2]) then
-    flow_park(id, lkey, f[2], num(f[6]))
+  local lkey, lmax, rkey, rmax, rper, wait
+  local m, key = string.match(flow, '^L(%d+):(.*)$')
+  if m then -- a limit only, not held back before: nothing more to read
+    lkey, lmax = key, m
+  else
+    local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'wait')
+    lkey, lmax, rkey, rmax, rper, wait = f[1], f[2], f[3], f[4], f[5], f[6]
+  end
+  local hk = lkey and limit_holders(lkey)
+  -- the permits held: promises (its own included) score 0 and do not count
+  if lkey and redis.call('ZCOUNT', hk, '(0', '+inf') >= num(lmax) then
+    redis.call('ZREM', hk, id) -- its promise, if it had one
+    flow_park(id, lkey, lmax, num(created))
     count('limit_waits')
     return 'limit:' .. flow_name(lkey)
   end
   local rk, per
   if rkey then
     local max
-    max, per = num(f[4]), num(f[5])
+    max, per = num(rmax), num(rper)
     rk = P .. 'rate:' .. rkey
     redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - per) -- the window is (now - per, now]
     local n = redis.call('ZCARD', rk)
@@ -167,14 +179,15 @@ local function flow_admit(id)
       redis.call('PEXPIREAT', heldk, num(last[2]) + per)
       redis.call('ZADD', index['pending'], at, id)
       redis.call('HSET', k, 'wait', 'rate', 'wait_at', fmt(at))
-      redis.call('HSET', P .. 'rates', rkey, f[4] .. '/' .. f[5])
+      redis.call('HSET', P .. 'rates', rkey, rmax .. '/' .. rper)
+      if lkey then redis.call('ZREM', hk, id) end -- no longer promised: not due
       count('rate_deferrals')
       return 'rate:' .. flow_name(rkey)
     end
   end
   if lkey then
-    redis.call('ZADD', limit_holders(lkey), now, id)
-    if f[7] == 'limit' then redis.call('ZREM', limit_waiting(lkey), id) end
+    redis.call('ZADD', hk, now, id)
+    if wait == 'limit' then redis.call('ZREM', limit_waiting(lkey), id) end
   end
   if rk then
     -- A key's starts and deferrals expire a period after the last of them,
@@ -185,6 +198,6 @@ local function flow_admit(id)
     redis.call('ZREM', rk .. ':held', id)
     if redis.call('EXISTS', rk .. ':held') == 0 then redis.call('HDEL', P .. 'rates', rkey) end
   end
-  if f[7] then redis.call('HDEL', k, 'wait', 'wait_at') end
+  if wait then redis.call('HDEL', k, 'wait', 'wait_at') end
   return nil
 end

@@ -1,0 +1,137 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
+)
+
+// serverCommands is the number of commands redis-server has run (INFO
+// commandstats, every redis.call in a script included), INFO and CONFIG
+// left out.
+func serverCommands(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	s, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(k, "cmdstat_") || k == "cmdstat_info" || strings.HasPrefix(k, "cmdstat_config") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+		c, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			t.Fatalf("commandstats %q: %v", line, err)
+		}
+		n += c
+	}
+	return n
+}
+
+// TestLimitCostPerJob: a job under a concurrency limit that binds nothing
+// costs the claim and the completion at most 5 Redis commands more than a
+// plain job (the optional fields' read, the holders' count, the permit taken,
+// the permit ended, the look for waiting jobs), so a key's limit does not
+// slow the jobs of other keys; a hot key's backlog sits parked (benchmark
+// "hot key"). A job written by the earlier layout (flow field '1') is still
+// admitted under its limit.
+func TestLimitCostPerJob(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: "cost"})
+	const n = 20
+	drain := func(q string, limited bool) int64 {
+		t.Helper()
+		js := make([]*ledger.NewJob, n)
+		for i := range js {
+			js[i] = &ledger.NewJob{ID: fmt.Sprintf("%s-%d", q, i), Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1}
+			if limited {
+				js[i].Flow = &ledger.Flow{LimitKey: fmt.Sprintf("acct:%d", i), LimitMax: 1}
+			}
+		}
+		if _, err := l.Insert(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Claim(ctx, q, "p", time.Minute, 0); err != nil { // the script loaded
+			t.Fatal(err)
+		}
+		before := serverCommands(t, rdb)
+		r, err := l.Claim(ctx, q, "p", time.Minute, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Jobs) != n {
+			t.Fatalf("claimed %d of %d (dropped %v)", len(r.Jobs), n, r.Dropped)
+		}
+		cs := make([]ledger.Completion, n)
+		for i, j := range r.Jobs {
+			cs[i] = ledger.Completion{ID: j.ID, Token: j.Token, Outcome: ledger.Outcome{To: ledger.Succeeded}}
+		}
+		out, err := l.Complete(ctx, q, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range out {
+			if !c.Applied {
+				t.Fatalf("completion not applied: %+v", c)
+			}
+		}
+		return serverCommands(t, rdb) - before
+	}
+	plain, limited := drain("plain", false), drain("limited", true)
+	t.Logf("Redis commands per job, claim and completion: plain %.2f, limited %.2f", float64(plain)/n, float64(limited)/n)
+	if extra := float64(limited-plain) / n; extra > 5 {
+		t.Errorf("a limited job costs %.2f Redis commands more than a plain one (plain %d, limited %d for %d jobs), want ≤ 5",
+			extra, plain, limited, n)
+	}
+	lim, _, err := l.Limits(ctx, "limited")
+	if err != nil || len(lim) != 0 {
+		t.Fatalf("limits after the drain: %+v, %v; want none", lim, err)
+	}
+
+	// The earlier layout: flow '1', the limit read from lkey and lmax.
+	const q = "legacy"
+	var ids []string
+	for i := range 2 {
+		ins, err := l.Insert(ctx, []*ledger.NewJob{{ID: fmt.Sprintf("old-%d", i), Kind: "k", Queue: q, Payload: []byte(`{}`),
+			MaxRetries: 1, Flow: &ledger.Flow{LimitKey: "acct:old", LimitMax: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ins[0].JobID)
+	}
+	if err := rdb.HSet(ctx, "cost:{"+q+"}:job:"+ids[0], "flow", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Claim(ctx, q, "p", time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Jobs) != 1 || r.Jobs[0].ID != ids[0] {
+		t.Fatalf("claimed %+v, want %s only (the other parked at its enqueue)", r.Jobs, ids[0])
+	}
+	lim, _, err = l.Limits(ctx, q)
+	if err != nil || len(lim) != 1 || lim[0].Held != 1 || lim[0].Waiting != 1 || !lim[0].AtLimit ||
+		len(lim[0].Holders) != 1 || lim[0].Holders[0] != ids[0] {
+		t.Fatalf("limits: %+v, %v; want acct:old 1 of 1 held by %s, 1 waiting", lim, err, ids[0])
+	}
+	out, err := l.Complete(ctx, q, []ledger.Completion{{ID: ids[0], Token: r.Jobs[0].Token, Outcome: ledger.Outcome{To: ledger.Succeeded}}})
+	if err != nil || !out[0].Applied {
+		t.Fatalf("complete: %+v, %v", out, err)
+	}
+	r, err = l.Claim(ctx, q, "p", time.Minute, 10)
+	if err != nil || len(r.Jobs) != 1 || r.Jobs[0].ID != ids[1] {
+		t.Fatalf("after the release claimed %+v (%v), want %s", r, err, ids[1])
+	}
+}
