@@ -154,6 +154,9 @@ var (
 	opsLua    string
 	opsSrc    = epoch.Lua + opsLua
 	opsScript = redis.NewScript(opsSrc)
+	//go:embed release.lua
+	releaseSrc    string
+	releaseScript = redis.NewScript(releaseSrc)
 	//go:embed raise.lua
 	raiseLua    string
 	raiseScript = redis.NewScript(epoch.Lua + raiseLua)
@@ -284,7 +287,17 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 // Used on a single primary only (epoch.Tracker.Enabled), where one script
 // may touch any keys; the Merge key is the state.
 func opsMerge(st epoch.State) *scriptbatch.Merge {
-	return &scriptbatch.Merge{Key: st.ReplID + "\x00" + strconv.FormatUint(st.Epoch, 10), Head: 2, KeyTail: 1, Max: 3 * 32, Split: splitOps}
+	return &scriptbatch.Merge{Key: st.ReplID + "\x00" + strconv.FormatUint(st.Epoch, 10), Head: 2, KeyTail: 1, Max: 3 * 32, Alone: alone, Split: splitOps}
+}
+
+// alone runs a release that goes out on its own as release.lua, which
+// needs neither the time nor the epoch library (its reply is the
+// operation's value); an acquire stays a call of ops.lua.
+func alone(s *redis.Script, keys []string, args []any) (*redis.Script, []string, []any) {
+	if len(args) == 5 && args[2] == "r" {
+		return releaseScript, keys[:1], args[3:]
+	}
+	return s, keys, args
 }
 
 // splitOps gives each merged operation its own value of ops.lua's reply.
@@ -302,7 +315,8 @@ func splitOps(reply any, n []int) ([]any, error) {
 func (m *Manager) run(ctx context.Context, b *scriptbatch.Batcher, st epoch.State, keys []string, op, owner string, x any) *redis.Cmd {
 	args := []any{st.ReplID, st.Epoch, op, owner, x}
 	if !m.epoch.Enabled() {
-		return unwrap(ctx, b.Run(ctx, opsScript, keys, args...))
+		s, k, a := alone(opsScript, keys, args)
+		return unwrap(ctx, b.Run(ctx, s, k, a...))
 	}
 	mg := m.merges.Load()
 	if mg == nil || mg.st != st {

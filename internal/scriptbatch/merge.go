@@ -40,6 +40,11 @@ type Merge struct {
 	// Max bounds the arguments after the head of one merged call (0: no
 	// bound); a call that would exceed it starts another merged call.
 	Max int
+	// Alone, when set, gives the script call made for a call that runs
+	// on its own (it went out at once, or nothing was merged with it):
+	// script, keys and args are the call's, and the result runs in their
+	// place (a script cheaper for one call, say). Its reply is the call's.
+	Alone func(script *redis.Script, keys []string, args []any) (*redis.Script, []string, []any)
 	// Split returns the reply of each merged call from the merged reply;
 	// n[i] is how many arguments after the head call i carried.
 	Split func(reply any, n []int) ([]any, error)
@@ -99,7 +104,19 @@ func mergeCalls(batch []*call) []*call {
 		g.c.merged.n = append(g.c.merged.n, body)
 		g.size += body
 	}
+	for _, c := range out {
+		if c.merged != nil && len(c.merged.parts) == 1 {
+			alone(c)
+		}
+	}
 	return out
+}
+
+// alone applies the Merge's Alone to a call that runs on its own.
+func alone(c *call) {
+	if c.merge != nil && c.merge.Alone != nil {
+		c.script, c.keys, c.args = c.merge.Alone(c.script, c.keys, c.args)
+	}
 }
 
 // split sets the reply and error of every part of the merged calls in

@@ -141,6 +141,7 @@ func (b *Batcher) run(c *call) *redis.Cmd {
 		b.busy++
 		b.mu.Unlock()
 		b.hooks.direct.Signal(struct{}{})
+		alone(c)
 		b.send(ctx, []*call{c})
 		b.handOver()
 		cmd := redis.NewCmd(ctx)
