@@ -137,7 +137,9 @@ type Durability struct {
 // pipelines: a few calls go out at once, each on its own connection, and a
 // call made while those are in flight waits for the first to return and
 // goes out with the others that arrived meanwhile, one round trip for all
-// (internal/scriptbatch). Share one Manager between goroutines to get this.
+// (internal/scriptbatch); on a single primary the queued acquisitions and
+// releases of one epoch run as one script call. Share one Manager between
+// goroutines to get this.
 type Manager struct {
 	client redis.UniversalClient
 	cfg    Config
@@ -175,12 +177,12 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "fq"
 	}
-	m := &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{}),
+	m := &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{Yield: true}),
 		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel})}
 	m.acquires = m.batch
 	if d := durable.Options(cfg.Durability); d.Enabled() && d.Validate() == nil {
 		w := durable.New(client, d, nil)
-		m.acquires = scriptbatch.New(client, scriptbatch.Options{Append: w.Append})
+		m.acquires = scriptbatch.New(client, scriptbatch.Options{Append: w.Append, Yield: true})
 	}
 	return m
 }
