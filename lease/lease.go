@@ -247,26 +247,32 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 		return nil, err
 	}
 	keys := m.keys(resource)
-	var reply []any
+	var got string // '<token> <deadline_us>' when acquired
+	var held []any
 	var sent time.Time
 	err := m.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		sent = time.Now()
 		cmd := m.run(ctx, m.acquires, st, keys, "a", owner, ttl.Milliseconds())
 		v, err := cmd.Result()
 		if errors.Is(err, durable.ErrUnacknowledged) {
-			r, _ := v.([]any)
-			return false, m.undo(ctx, resource, owner, r, err)
+			s, _ := v.(string)
+			return false, m.undo(ctx, resource, owner, s, err)
 		}
 		if err != nil {
 			return false, err
 		}
-		reply, _ = v.([]any)
+		if s, ok := v.(string); ok {
+			got = s
+			return false, nil
+		}
+		reply, _ := v.([]any)
 		switch {
 		case len(reply) > 0 && reply[0] == int64(-1):
 			return true, nil // another primary, or a higher epoch recorded: refresh
 		case len(reply) == 2 && reply[0] == int64(-2):
 			return false, errors.New(str(reply[1]))
-		case len(reply) == 3 && reply[0] == int64(1), len(reply) == 4 && reply[0] == int64(0):
+		case len(reply) == 4 && reply[0] == int64(0):
+			held = reply
 			return false, nil
 		}
 		return false, fmt.Errorf("malformed reply %v", v)
@@ -274,12 +280,16 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %q: %w", resource, err)
 	}
-	if reply[0] == int64(0) {
-		tok, _ := strconv.ParseUint(str(reply[2]), 10, 64)
-		return nil, &HeldError{Resource: resource, Owner: str(reply[1]), Token: Token(tok), Deadline: usec(str(reply[3]))}
+	if held != nil {
+		tok, _ := strconv.ParseUint(str(held[2]), 10, 64)
+		return nil, &HeldError{Resource: resource, Owner: str(held[1]), Token: Token(tok), Deadline: usec(str(held[3]))}
 	}
-	tok, _ := strconv.ParseUint(str(reply[1]), 10, 64)
-	l := &Lease{Resource: resource, Owner: owner, Token: Token(tok), Deadline: usec(str(reply[2])), sent: sent, ttl: ttl}
+	ts, dl, _ := strings.Cut(got, " ")
+	tok, err := strconv.ParseUint(ts, 10, 64)
+	if err != nil || tok == 0 {
+		return nil, fmt.Errorf("lease: acquire %q: malformed reply %q", resource, got)
+	}
+	l := &Lease{Resource: resource, Owner: owner, Token: Token(tok), Deadline: usec(dl), sent: sent, ttl: ttl}
 	return l, nil
 }
 
@@ -348,11 +358,12 @@ func unwrap(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 }
 
 // undo frees a resource whose acquisition too few replicas acknowledged
-// (reply is the operation's value in ops.lua's reply). The burned token is
+// (reply is the acquisition's value in ops.lua's reply, '<token>
+// <deadline_us>' when it acquired). The burned token is
 // harmless: tokens only rise.
-func (m *Manager) undo(ctx context.Context, resource, owner string, reply []any, ackErr error) error {
-	if len(reply) == 3 && reply[0] == int64(1) {
-		_ = m.run(ctx, m.batch, m.epoch.Last(), m.keys(resource), "r", owner, str(reply[1])).Err()
+func (m *Manager) undo(ctx context.Context, resource, owner, reply string, ackErr error) error {
+	if tok, _, ok := strings.Cut(reply, " "); ok {
+		_ = m.run(ctx, m.batch, m.epoch.Last(), m.keys(resource), "r", owner, tok).Err()
 	}
 	return fmt.Errorf("%w: %w", ErrReplicas, ackErr)
 }

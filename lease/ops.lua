@@ -13,7 +13,7 @@
 --   'a', owner, ttl in milliseconds: acquire
 --   'r', owner, token: release (only when the caller still holds its token)
 -- Reply: one value per operation, in order:
---   acquire: {1, token, deadline_us} when acquired,
+--   acquire: '<token> <deadline_us>' when acquired,
 --            {0, holder_owner, holder_token, holder_deadline_us} when held by a live lease,
 --            {-1, replication id, recorded epoch} when the caller must refresh its epoch
 --            (nothing written),
@@ -29,6 +29,7 @@
 local n = (#ARGV - 2) / 3
 local rkey = KEYS[n + 1] -- nil: epochs off
 local now, rec, checked, ep, stale
+local dls = {}
 local out = {}
 for i = 1, n do
   local key, op, owner, x = KEYS[i], ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
@@ -60,9 +61,14 @@ for i = 1, n do
       elseif not ok then
         out[i] = {-2, type(stok) == 'table' and stok.err or tostring(stok)}
       else
-        local sdl = string.format('%d', now + tonumber(x) * 1000)
-        redis.call('SET', key, stok .. ' ' .. sdl .. ' ' .. owner)
-        out[i] = {1, stok, sdl}
+        local sdl = dls[x] -- the deadline of a ttl, formatted once per call
+        if not sdl then
+          sdl = string.format('%d', now + tonumber(x) * 1000)
+          dls[x] = sdl
+        end
+        local val = stok .. ' ' .. sdl
+        redis.call('SET', key, val .. ' ' .. owner)
+        out[i] = val
       end
     end
   end
