@@ -44,7 +44,11 @@
 //
 // Concurrent calls on one [Manager] share round trips: a call made while
 // another is in flight queues, and the queued calls go out together in one
-// pipeline. An idle Manager sends each call at once. With
+// pipeline. On a single primary (or Sentinel), queued acquisitions and
+// releases run as one script call (each on its own resource, in the order
+// they were made; the time and the epoch checked once for all), so the
+// script's fixed cost is paid once per batch. An idle Manager sends each
+// call at once. With
 // Config.Durability, Acquire's pipelines end with one WAIT (or WAITAOF) for
 // replicas, on the connection that ran the acquisitions, so a batch of
 // acquisitions pays for one wait; renewals and releases do not wait.

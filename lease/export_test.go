@@ -16,11 +16,11 @@ var brokenScripts = map[string]struct {
 }{
 	// An acquisition reuses the resource's last token instead of minting a
 	// higher one: two holders in turn share a token.
-	"acquire-reuse-token": {&acquireScript, acquireSrc,
-		"local stok = token_mint(last, ep, now)",
-		"local stok = last or token_mint(last, ep, now)"},
+	"acquire-reuse-token": {&opsScript, opsSrc,
+		"ok, stok = pcall(token_mint, htok, ep, now)",
+		"ok, stok = true, htok or token_mint(htok, ep, now)"},
 	// An acquisition ignores the live holder: two holders at once.
-	"acquire-ignore-holder": {&acquireScript, acquireSrc,
+	"acquire-ignore-holder": {&opsScript, opsSrc,
 		"if hdl and tonumber(hdl) > now then", "if false then"},
 }
 

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -136,7 +137,9 @@ type Durability struct {
 // pipelines: a few calls go out at once, each on its own connection, and a
 // call made while those are in flight waits for the first to return and
 // goes out with the others that arrived meanwhile, one round trip for all
-// (internal/scriptbatch). Share one Manager between goroutines to get this.
+// (internal/scriptbatch); on a single primary the queued acquisitions and
+// releases of one epoch run as one script call. Share one Manager between
+// goroutines to get this.
 type Manager struct {
 	client redis.UniversalClient
 	cfg    Config
@@ -145,22 +148,23 @@ type Manager struct {
 	// a batcher whose pipelines end with the wait for replicas.
 	acquires *scriptbatch.Batcher
 	epoch    *epoch.Tracker
+	merges   atomic.Pointer[stateMerge]
 }
 
 var (
-	//go:embed acquire.lua
-	acquireLua    string
-	acquireSrc    = epoch.Lua + acquireLua
-	acquireScript = redis.NewScript(acquireSrc)
+	//go:embed ops.lua
+	opsLua    string
+	opsSrc    = epoch.Lua + opsLua
+	opsScript = redis.NewScript(opsSrc)
+	//go:embed release.lua
+	releaseSrc    string
+	releaseScript = redis.NewScript(releaseSrc)
 	//go:embed raise.lua
 	raiseLua    string
 	raiseScript = redis.NewScript(epoch.Lua + raiseLua)
 	//go:embed renew.lua
 	renewSrc    string
 	renewScript = redis.NewScript(epoch.Lua + renewSrc)
-	//go:embed release.lua
-	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
 	//go:embed holder.lua
 	holderSrc    string
 	holderScript = redis.NewScript(epoch.Lua + holderSrc)
@@ -173,12 +177,12 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "fq"
 	}
-	m := &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{}),
+	m := &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{Yield: true}),
 		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel})}
 	m.acquires = m.batch
 	if d := durable.Options(cfg.Durability); d.Enabled() && d.Validate() == nil {
 		w := durable.New(client, d, nil)
-		m.acquires = scriptbatch.New(client, scriptbatch.Options{Append: w.Append})
+		m.acquires = scriptbatch.New(client, scriptbatch.Options{Append: w.Append, Yield: true})
 	}
 	return m
 }
@@ -243,46 +247,123 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 		return nil, err
 	}
 	keys := m.keys(resource)
-	var reply []any
+	var got string // '<token> <deadline_us>' when acquired
+	var held []any
 	var sent time.Time
 	err := m.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
-		args := []any{owner, ttl.Milliseconds(), st.ReplID, st.Epoch}
 		sent = time.Now()
-		var err error
-		cmd := m.acquires.Run(ctx, acquireScript, keys, args...)
-		if err := cmd.Err(); errors.Is(err, durable.ErrUnacknowledged) {
-			v, _ := cmd.Val().([]any)
-			return false, m.undo(ctx, keys, owner, v, err)
+		cmd := m.run(ctx, m.acquires, st, keys, "a", owner, ttl.Milliseconds())
+		v, err := cmd.Result()
+		if errors.Is(err, durable.ErrUnacknowledged) {
+			s, _ := v.(string)
+			return false, m.undo(ctx, resource, owner, s, err)
 		}
-		reply, err = cmd.Slice()
 		if err != nil {
 			return false, err
 		}
-		if len(reply) > 0 && reply[0] == int64(-1) {
+		if s, ok := v.(string); ok {
+			got = s
+			return false, nil
+		}
+		reply, _ := v.([]any)
+		switch {
+		case len(reply) > 0 && reply[0] == int64(-1):
 			return true, nil // another primary, or a higher epoch recorded: refresh
+		case len(reply) == 2 && reply[0] == int64(-2):
+			return false, errors.New(str(reply[1]))
+		case len(reply) == 4 && reply[0] == int64(0):
+			held = reply
+			return false, nil
 		}
-		if len(reply) != 4 {
-			return false, fmt.Errorf("malformed reply %v", reply)
-		}
-		return false, nil
+		return false, fmt.Errorf("malformed reply %v", v)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %q: %w", resource, err)
 	}
-	tok, _ := strconv.ParseUint(str(reply[2]), 10, 64)
-	if reply[0] == int64(0) {
-		return nil, &HeldError{Resource: resource, Owner: str(reply[1]), Token: Token(tok), Deadline: usec(str(reply[3]))}
+	if held != nil {
+		tok, _ := strconv.ParseUint(str(held[2]), 10, 64)
+		return nil, &HeldError{Resource: resource, Owner: str(held[1]), Token: Token(tok), Deadline: usec(str(held[3]))}
 	}
-	l := &Lease{Resource: resource, Owner: owner, Token: Token(tok), Deadline: usec(str(reply[3])), sent: sent, ttl: ttl}
+	ts, dl, _ := strings.Cut(got, " ")
+	tok, err := strconv.ParseUint(ts, 10, 64)
+	if err != nil || tok == 0 {
+		return nil, fmt.Errorf("lease: acquire %q: malformed reply %q", resource, got)
+	}
+	l := &Lease{Resource: resource, Owner: owner, Token: Token(tok), Deadline: usec(dl), sent: sent, ttl: ttl}
 	return l, nil
 }
 
+// opsMerge merges queued acquires and releases of one epoch state into one
+// call of ops.lua: each operation's lease key, then the epoch record they
+// share (KeyTail); the state's two arguments, then three per operation.
+// Used on a single primary only (epoch.Tracker.Enabled), where one script
+// may touch any keys; the Merge key is the state.
+func opsMerge(st epoch.State) *scriptbatch.Merge {
+	return &scriptbatch.Merge{Key: st.ReplID + "\x00" + strconv.FormatUint(st.Epoch, 10), Head: 2, KeyTail: 1, Max: 3 * 32, Alone: alone, Split: splitOps}
+}
+
+// alone runs a release that goes out on its own as release.lua, which
+// needs neither the time nor the epoch library (its reply is the
+// operation's value); an acquire stays a call of ops.lua.
+func alone(s *redis.Script, keys []string, args []any) (*redis.Script, []string, []any) {
+	if len(args) == 5 && args[2] == "r" {
+		return releaseScript, keys[:1], args[3:]
+	}
+	return s, keys, args
+}
+
+// splitOps gives each merged operation its own value of ops.lua's reply.
+func splitOps(reply any, n []int) ([]any, error) {
+	r, ok := reply.([]any)
+	if !ok || len(r) != len(n) {
+		return nil, fmt.Errorf("malformed reply %v", reply)
+	}
+	return r, nil
+}
+
+// run runs one operation of ops.lua (op, owner and its third argument) on
+// keys (m.keys) through b with epoch state st, merged with others queued
+// on a single primary, and returns the operation's own reply.
+func (m *Manager) run(ctx context.Context, b *scriptbatch.Batcher, st epoch.State, keys []string, op, owner string, x any) *redis.Cmd {
+	args := []any{st.ReplID, st.Epoch, op, owner, x}
+	if !m.epoch.Enabled() {
+		s, k, a := alone(opsScript, keys, args)
+		return unwrap(ctx, b.Run(ctx, s, k, a...))
+	}
+	mg := m.merges.Load()
+	if mg == nil || mg.st != st {
+		mg = &stateMerge{st: st, m: opsMerge(st)}
+		m.merges.Store(mg)
+	}
+	return unwrap(ctx, b.RunMerged(ctx, mg.m, opsScript, keys, args...))
+}
+
+// stateMerge is the Merge of the epoch state calls last ran with.
+type stateMerge struct {
+	st epoch.State
+	m  *scriptbatch.Merge
+}
+
+// unwrap turns the reply of a lone ops.lua call (a list of one operation's
+// value) into that value; a merged call's part is that value already.
+func unwrap(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+	// No operation's value is a list of one.
+	if r, ok := cmd.Val().([]any); ok && len(r) == 1 {
+		out := redis.NewCmd(ctx)
+		out.SetVal(r[0])
+		out.SetErr(cmd.Err())
+		return out
+	}
+	return cmd
+}
+
 // undo frees a resource whose acquisition too few replicas acknowledged
-// (reply is the acquire script's). The burned token is harmless: tokens
-// only rise.
-func (m *Manager) undo(ctx context.Context, keys []string, owner string, reply []any, ackErr error) error {
-	if len(reply) == 4 && reply[0] == int64(1) {
-		_ = m.batch.Run(ctx, releaseScript, keys[:1], owner, str(reply[2])).Err()
+// (reply is the acquisition's value in ops.lua's reply, '<token>
+// <deadline_us>' when it acquired). The burned token is
+// harmless: tokens only rise.
+func (m *Manager) undo(ctx context.Context, resource, owner, reply string, ackErr error) error {
+	if tok, _, ok := strings.Cut(reply, " "); ok {
+		_ = m.run(ctx, m.batch, m.epoch.Last(), m.keys(resource), "r", owner, tok).Err()
 	}
 	return fmt.Errorf("%w: %w", ErrReplicas, ackErr)
 }
@@ -342,7 +423,7 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 	if l.Resource == "" || l.Owner == "" {
 		return fmt.Errorf("%w: lease without resource or owner", ErrInvalid)
 	}
-	n, err := m.batch.Run(ctx, releaseScript, []string{m.Key(l.Resource)}, l.Owner, l.Token.String()).Int()
+	n, err := m.run(ctx, m.batch, m.epoch.Last(), m.keys(l.Resource), "r", l.Owner, l.Token.String()).Int()
 	if err != nil {
 		return fmt.Errorf("lease: release %q: %w", l.Resource, err)
 	}

@@ -1,4 +1,5 @@
--- release.lua: free a lease, only when the caller still holds its token.
+-- release.lua: free a lease, only when the caller still holds its token (one release
+-- that runs on its own; ops.lua releases too, in calls merged with others).
 -- KEYS[1] lease key <ns>:lease:{<resource>} = "<token> <deadline_us> <owner>"
 -- ARGV[1] owner
 -- ARGV[2] token

@@ -62,7 +62,7 @@ func learnScript(src string) {
 		return
 	case ledger:
 		name = "jobs:" + name
-	case name == "acquire" || name == "renew" || name == "release":
+	case name == "ops" || name == "acquire" || name == "renew" || name == "release":
 		name = "lease:" + name
 	default:
 		name = "lua:" + name

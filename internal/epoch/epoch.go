@@ -266,6 +266,19 @@ func (t *Tracker) Current(ctx context.Context) (State, error) {
 	return t.Refresh(ctx, State{})
 }
 
+// Last returns the state the tracker last learned (Node on a cluster),
+// or the zero State when it has none yet; it never asks Redis. Scripts that
+// mint nothing but share a call with minting ones pass it.
+func (t *Tracker) Last() State {
+	if t.cluster {
+		return Node
+	}
+	if st := t.state.Load(); st != nil {
+		return *st
+	}
+	return State{}
+}
+
 // Refresh learns the epoch of the primary the client now writes to, after
 // a script refused stale (the state it minted with). When another caller
 // already refreshed past stale, it returns that state without asking again.

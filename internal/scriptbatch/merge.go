@@ -16,11 +16,23 @@ import (
 //
 // The merged call is one script call: it succeeds or fails as a whole, and
 // every caller gets the merged call's error when it fails.
+//
+// Merged calls share one hash slot's worth of keys only on a single Redis:
+// a merged call whose parts name different keys (KeyTail) may touch many
+// slots, so callers on Redis Cluster (or a Ring) merge only calls of equal
+// keys.
 type Merge struct {
 	// Key groups mergeable calls: queued calls of the same script with
-	// equal Keys are merged. They must have equal keys and equal first
-	// Head arguments (the Key names them).
+	// equal Keys are merged. They must have equal first Head arguments and
+	// equal keys, or with KeyTail equal last KeyTail keys (the Key names
+	// them).
 	Key string
+	// KeyTail, when above zero, lets merged calls name keys of their own:
+	// each call's keys but the last KeyTail are its own, and the merged
+	// call carries every call's own keys, in the order the calls were
+	// made, followed by the shared last KeyTail keys once. Zero: merged
+	// calls have equal keys, carried once.
+	KeyTail int
 	// Head is how many leading arguments every merged call shares; the
 	// merged call carries them once, followed by each call's other
 	// arguments, in the order the calls were made.
@@ -28,6 +40,11 @@ type Merge struct {
 	// Max bounds the arguments after the head of one merged call (0: no
 	// bound); a call that would exceed it starts another merged call.
 	Max int
+	// Alone, when set, gives the script call made for a call that runs
+	// on its own (it went out at once, or nothing was merged with it):
+	// script, keys and args are the call's, and the result runs in their
+	// place (a script cheaper for one call, say). Its reply is the call's.
+	Alone func(script *redis.Script, keys []string, args []any) (*redis.Script, []string, []any)
 	// Split returns the reply of each merged call from the merged reply;
 	// n[i] is how many arguments after the head call i carried.
 	Split func(reply any, n []int) ([]any, error)
@@ -57,7 +74,7 @@ func mergeCalls(batch []*call) []*call {
 	out := batch[:0:0]
 	for _, c := range batch {
 		m := c.merge
-		if m == nil || len(c.args) < m.Head {
+		if m == nil || len(c.args) < m.Head || len(c.keys) < m.KeyTail {
 			out = append(out, c)
 			continue
 		}
@@ -67,18 +84,39 @@ func mergeCalls(batch []*call) []*call {
 		if g == nil || (m.Max > 0 && g.size+body > m.Max) {
 			args := make([]any, 0, len(c.args)*2)
 			args = append(args, c.args...)
-			g = &group{c: &call{ctx: c.ctx, script: c.script, keys: c.keys, args: args, merge: m,
+			keys := c.keys
+			if m.KeyTail > 0 {
+				keys = append(make([]string, 0, len(c.keys)*4), c.keys...)
+			}
+			g = &group{c: &call{ctx: c.ctx, script: c.script, keys: keys, args: args, merge: m,
 				merged: &merged{parts: []*call{c}, n: []int{body}}}, size: body}
 			open[k] = g
 			out = append(out, g.c)
 			continue
+		}
+		if m.KeyTail > 0 {
+			own := len(c.keys) - m.KeyTail
+			at := len(g.c.keys) - m.KeyTail
+			g.c.keys = append(g.c.keys[:at], append(c.keys[:own:own], g.c.keys[at:]...)...)
 		}
 		g.c.args = append(g.c.args, c.args[m.Head:]...)
 		g.c.merged.parts = append(g.c.merged.parts, c)
 		g.c.merged.n = append(g.c.merged.n, body)
 		g.size += body
 	}
+	for _, c := range out {
+		if c.merged != nil && len(c.merged.parts) == 1 {
+			alone(c)
+		}
+	}
 	return out
+}
+
+// alone applies the Merge's Alone to a call that runs on its own.
+func alone(c *call) {
+	if c.merge != nil && c.merge.Alone != nil {
+		c.script, c.keys, c.args = c.merge.Alone(c.script, c.keys, c.args)
+	}
 }
 
 // split sets the reply and error of every part of the merged calls in

@@ -140,3 +140,52 @@ func TestMergedCallFailsEveryCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestMergedCallsCarryTheirOwnKeys: with KeyTail, a merged call's KEYS are
+// every part's own keys in the order the calls were made, then the shared
+// tail once, and each caller gets the reply of its own key.
+func TestMergedCallsCarryTheirOwnKeys(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := client(t, srv)
+	b := scriptbatch.New(rdb, one)
+	direct, queued := scriptbatch.InitHooks(b, t)
+	// replies, per argument after the head, the key at that argument's
+	// place and the last key (the shared tail)
+	keysOf := redis.NewScript(`
+redis.call('INCR', KEYS[#KEYS])
+local out = {}
+for i = 2, #ARGV do out[#out + 1] = KEYS[i - 1] .. '/' .. ARGV[i] .. '/' .. KEYS[#KEYS] end
+return out`)
+	if err := keysOf.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	resume, held := holdInFlight(t, ctx, b, srv, direct)
+	m := &scriptbatch.Merge{Key: "a", Head: 1, KeyTail: 1, Split: splitLengths}
+	const n = 4
+	replies := make([][]any, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i], errs[i] = b.RunMerged(ctx, m, keysOf, []string{fmt.Sprintf("own%d", i), "calls"}, "h", i).Slice()
+		}()
+		queued.WaitOrTimeout() // one at a time: the order the calls are made in
+	}
+	resume()
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		want := fmt.Sprintf("[own%d/%d/calls]", i, i)
+		if errs[i] != nil || fmt.Sprint(replies[i]) != want {
+			t.Fatalf("call %d: reply %v, error %v; want %s", i, replies[i], errs[i], want)
+		}
+	}
+	if calls, _ := rdb.Get(ctx, "calls").Int(); calls != 1 {
+		t.Fatalf("%d script calls ran on the shared key, want 1 (merged)", calls)
+	}
+}

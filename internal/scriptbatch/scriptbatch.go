@@ -79,6 +79,13 @@ type Options struct {
 	// master owning a call's first key gets a pipeline of its own (with
 	// the command appended).
 	Append func(ctx context.Context, pipe redis.Pipeliner) (check func() error)
+	// Yield lets the callers a pipeline's replies woke run before the
+	// slot looks at the queue again (runtime.Gosched): callers that call
+	// again at once (a lease released right after it was acquired) then
+	// queue up for the next pipeline instead of finding the slot given
+	// back and going out one by one. Pipelines get fuller, at the cost of
+	// a scheduler pass per pipeline.
+	Yield bool
 }
 
 // call is one script call waiting for a shared pipeline.
@@ -100,6 +107,7 @@ type Batcher struct {
 	rdb      redis.UniversalClient
 	inFlight int // the budget
 	append   func(ctx context.Context, pipe redis.Pipeliner) func() error
+	yield    bool
 
 	mu    sync.Mutex
 	busy  int // slots in flight: direct calls and flushing goroutines
@@ -121,7 +129,7 @@ func New(rdb redis.UniversalClient, o Options) *Batcher {
 	if n <= 0 {
 		n = DefaultInFlight()
 	}
-	return &Batcher{rdb: rdb, inFlight: min(n, MaxInFlight), append: o.Append}
+	return &Batcher{rdb: rdb, inFlight: min(n, MaxInFlight), append: o.Append, yield: o.Yield}
 }
 
 // Run runs script like script.Run(ctx, rdb, keys, args...), in a shared
@@ -141,6 +149,7 @@ func (b *Batcher) run(c *call) *redis.Cmd {
 		b.busy++
 		b.mu.Unlock()
 		b.hooks.direct.Signal(struct{}{})
+		alone(c)
 		b.send(ctx, []*call{c})
 		b.handOver()
 		cmd := redis.NewCmd(ctx)
@@ -195,6 +204,9 @@ func (b *Batcher) flush() {
 		b.queue = b.queue[n:]
 		b.mu.Unlock()
 		b.sendQueued(batch)
+		if b.yield {
+			runtime.Gosched()
+		}
 	}
 }
 
