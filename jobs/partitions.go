@@ -106,6 +106,9 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int) (int, error
 
 // route moves each job of a partitioned queue to its partition.
 func (c *Client) route(ctx context.Context, js []*ledger.NewJob) error {
+	if len(js) == 1 && c.parts.unpartitioned(js[0].Queue) {
+		return nil // the common single enqueue: nothing to read nor route
+	}
 	counts, err := c.partitions(ctx, js)
 	if err != nil {
 		return err
@@ -128,6 +131,15 @@ func (c *Client) route(ctx context.Context, js []*ledger.NewJob) error {
 		j.Queue = ledger.PartitionNames(j.Queue, p)[ledger.RoutePartition(p, key, j.OperationID, n)]
 	}
 	return nil
+}
+
+// unpartitioned reports whether queue q's count, read within
+// PartitionRefresh, says it has no partitions.
+func (pc *partitionCache) unpartitioned(q string) bool {
+	pc.mu.Lock()
+	cp, ok := pc.counts[q]
+	pc.mu.Unlock()
+	return ok && cp.p <= 1 && time.Since(cp.at) <= PartitionRefresh
 }
 
 // partitions returns the partition counts of js's queues, reading those

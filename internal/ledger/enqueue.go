@@ -163,7 +163,7 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		}
 		cl := open[group]
 		if cl == nil || len(cl.idx) == enqueueChunk {
-			cl = &call{queue: j.Queue, uniq: uniq, args: []any{l.prefix(j.Queue), mode}, seen: l.watch.before(j.Queue)}
+			cl = &call{queue: j.Queue, uniq: uniq, args: []any{l.layoutOf(j.Queue).prefix, mode}, seen: l.watch.before(j.Queue)}
 			open[group] = cl
 			calls = append(calls, cl)
 		}
@@ -176,7 +176,11 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		// callers (see enqueueMerge).
 		cl := calls[0]
 		script, keys := l.enqueueCall(cl.queue, cl.uniq)
-		cl.cmd = l.lanes.enqueue.RunMerged(ctx, enqueueMerge(cl.args, cl.uniq), script, keys, cl.args...)
+		m := l.layoutOf(cl.queue).merge[b2i(cl.uniq)]
+		if mode != "" {
+			m = enqueueMerge(l.prefix(cl.queue), mode, cl.uniq)
+		}
+		cl.cmd = l.lanes.enqueue.RunMerged(ctx, m, script, keys, cl.args...)
 	case l.Durable():
 		// Each call through the durable lane, so each pipeline (one per
 		// node on Redis Cluster) carries the wait for replicas.
@@ -227,9 +231,9 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 // merged call instead of once per job. The scripts process their jobs one
 // after another, so an operation id or unique key enqueued twice in one
 // merged call is deduplicated as in one EnqueueMany call. args is the
-// call's arguments (prefix, mode, then the jobs').
-func enqueueMerge(args []any, uniq bool) *scriptbatch.Merge {
-	m := &scriptbatch.Merge{Key: args[0].(string) + "\x00" + args[1].(string), Head: 2}
+// calls' arguments are the prefix, mode, then the jobs'.
+func enqueueMerge(prefix, mode string, uniq bool) *scriptbatch.Merge {
+	m := &scriptbatch.Merge{Key: prefix + "\x00" + mode, Head: 2}
 	stride := enqueueStride
 	if uniq {
 		stride = enqueueUniqueStride
@@ -237,6 +241,13 @@ func enqueueMerge(args []any, uniq bool) *scriptbatch.Merge {
 	m.Max = enqueueChunk * stride
 	m.Split = func(v any, n []int) ([]any, error) { return splitEnqueue(v, n, stride) }
 	return m
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Arguments per job of enqueue.lua and enqueue_unique.lua.

@@ -1,6 +1,10 @@
 package ledger
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/fencedq/fencedq/internal/scriptbatch"
+)
 
 // Every Redis key of the queue is built here, and nowhere else. For
 // namespace ns and queue q (ARCHITECTURE.md has the table, with what each
@@ -48,6 +52,9 @@ func (l *Ledger) NotifyChannel(q string) string { return l.prefix(q) + "notify" 
 type layout struct {
 	prefix string
 	keys   []string // shared by every call: never modified
+	// merge is how enqueue.lua calls of mode "" (plain, unique) merge
+	// (enqueueMerge), built once.
+	merge [2]*scriptbatch.Merge
 }
 
 // maxLayouts bounds how many queues' layouts a ledger keeps; past it (a
@@ -59,7 +66,8 @@ func (l *Ledger) layoutOf(q string) *layout {
 	if v, ok := l.layouts.Load(q); ok {
 		return v.(*layout)
 	}
-	lay := &layout{prefix: l.prefix(q), keys: l.keys(q)}
+	p := l.prefix(q)
+	lay := &layout{prefix: p, keys: l.keys(q), merge: [2]*scriptbatch.Merge{enqueueMerge(p, "", false), enqueueMerge(p, "", true)}}
 	if l.nlayouts.Load() >= maxLayouts {
 		return lay
 	}

@@ -130,15 +130,19 @@ func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 	// Durable lanes: enqueues, claims and completions wait for replicas,
 	// one WAIT per pipeline. Renewals, expiries, operator actions and
 	// reads do not (a lost one is redone or fenced: see ARCHITECTURE.md).
-	durableLane := lane
+	// The enqueue lane keeps its pipelines in flight of like size, so
+	// concurrent Enqueue calls merge into few script calls (see
+	// enqueueMerge).
+	var appendWait func(context.Context, redis.Pipeliner) func() error
 	if cfg.Durability.Enabled() {
-		w := durable.New(rdb, cfg.Durability, cfg.Logger)
-		durableLane = func() *scriptbatch.Batcher {
-			return scriptbatch.New(rdb, scriptbatch.Options{Append: w.Append})
-		}
+		appendWait = durable.New(rdb, cfg.Durability, cfg.Logger).Append
 	}
+	durableLane := func() *scriptbatch.Batcher {
+		return scriptbatch.New(rdb, scriptbatch.Options{Append: appendWait})
+	}
+	enqueueLane := scriptbatch.New(rdb, scriptbatch.Options{Append: appendWait, Balance: true})
 	return &Ledger{rdb: rdb, cfg: cfg,
-		lanes: lanes{claim: durableLane(), renew: lane(), complete: durableLane(), enqueue: durableLane(),
+		lanes: lanes{claim: durableLane(), renew: lane(), complete: durableLane(), enqueue: enqueueLane,
 			other: lane()},
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel}),
 		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger}),

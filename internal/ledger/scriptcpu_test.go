@@ -209,3 +209,54 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	}
 	callgrind("-d")
 }
+
+// BenchmarkEnqueueInstructions is BenchmarkScriptInstructions for the
+// enqueue script: each iteration is one Insert of FENCEDQ_BATCH (default 1)
+// plain jobs (after 200 more, so the pending index is no small listpack),
+// and callgrind dumps its counts after them. Skipped unless
+// FENCEDQ_CALLGRIND_ADDR and FENCEDQ_CALLGRIND_PID are set.
+func BenchmarkEnqueueInstructions(b *testing.B) {
+	addr, pid := os.Getenv("FENCEDQ_CALLGRIND_ADDR"), os.Getenv("FENCEDQ_CALLGRIND_PID")
+	if addr == "" || pid == "" {
+		b.Skip("FENCEDQ_CALLGRIND_ADDR and FENCEDQ_CALLGRIND_PID not set")
+	}
+	batch := 1
+	if s := os.Getenv("FENCEDQ_BATCH"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("FENCEDQ_BATCH=%q", s)
+		}
+		batch = n
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.ConfigSet(ctx, "notify-keyspace-events", "").Err(); err != nil {
+		b.Fatal(err)
+	}
+	l := ledger.New(rdb, ledger.Config{Namespace: "callgrind-" + uuid.NewString()[:8], Retention: time.Hour})
+	const q = "default"
+	insert := func() {
+		js := make([]*ledger.NewJob, batch)
+		for j := range js {
+			js[j] = &ledger.NewJob{ID: uuid.NewString(), Kind: "noop", Queue: q, Payload: []byte(`{"n":1}`), MaxRetries: 5}
+		}
+		if _, err := l.Insert(ctx, js); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range max(200/batch, 1) { // loads the script, registers the queue; a
+		insert() // pending index past listpack size, as in a benchmark's
+	}
+	callgrind := func(arg string) {
+		if out, err := exec.Command("callgrind_control", arg, pid).CombinedOutput(); err != nil {
+			b.Fatalf("callgrind_control %s: %v: %s", arg, err, out)
+		}
+	}
+	b.ResetTimer()
+	callgrind("-z")
+	for range b.N {
+		insert()
+	}
+	callgrind("-d")
+}

@@ -67,10 +67,12 @@ type merged struct {
 // them was; split gives the merged calls' replies back to their parts.
 func mergeCalls(batch []*call) []*call {
 	type group struct {
-		c    *call
-		size int
+		script *redis.Script
+		key    string
+		c      *call
+		size   int
 	}
-	open := map[string]*group{}
+	var open []group // few: a linear search beats a map
 	out := batch[:0:0]
 	for _, c := range batch {
 		m := c.merge
@@ -79,30 +81,40 @@ func mergeCalls(batch []*call) []*call {
 			continue
 		}
 		body := len(c.args) - m.Head
-		k := c.script.Hash() + "\x00" + m.Key
-		g := open[k]
-		if g == nil || (m.Max > 0 && g.size+body > m.Max) {
+		g := -1
+		for i := range open {
+			if open[i].script == c.script && open[i].key == m.Key {
+				g = i
+				break
+			}
+		}
+		if g < 0 || (m.Max > 0 && open[g].size+body > m.Max) {
 			args := make([]any, 0, len(c.args)*2)
 			args = append(args, c.args...)
 			keys := c.keys
 			if m.KeyTail > 0 {
 				keys = append(make([]string, 0, len(c.keys)*4), c.keys...)
 			}
-			g = &group{c: &call{ctx: c.ctx, script: c.script, keys: keys, args: args, merge: m,
-				merged: &merged{parts: []*call{c}, n: []int{body}}}, size: body}
-			open[k] = g
-			out = append(out, g.c)
+			mc := &call{ctx: c.ctx, script: c.script, keys: keys, args: args, merge: m,
+				merged: &merged{parts: []*call{c}, n: []int{body}}}
+			if g < 0 {
+				open = append(open, group{script: c.script, key: m.Key})
+				g = len(open) - 1
+			}
+			open[g].c, open[g].size = mc, body
+			out = append(out, mc)
 			continue
 		}
+		gc := open[g].c
 		if m.KeyTail > 0 {
 			own := len(c.keys) - m.KeyTail
-			at := len(g.c.keys) - m.KeyTail
-			g.c.keys = append(g.c.keys[:at], append(c.keys[:own:own], g.c.keys[at:]...)...)
+			at := len(gc.keys) - m.KeyTail
+			gc.keys = append(gc.keys[:at], append(c.keys[:own:own], gc.keys[at:]...)...)
 		}
-		g.c.args = append(g.c.args, c.args[m.Head:]...)
-		g.c.merged.parts = append(g.c.merged.parts, c)
-		g.c.merged.n = append(g.c.merged.n, body)
-		g.size += body
+		gc.args = append(gc.args, c.args[m.Head:]...)
+		gc.merged.parts = append(gc.merged.parts, c)
+		gc.merged.n = append(gc.merged.n, body)
+		open[g].size += body
 	}
 	for _, c := range out {
 		if c.merged != nil && len(c.merged.parts) == 1 {

@@ -24,6 +24,17 @@
 // reply). A call whose caller gave up (its context ended) may still run
 // later, as with any request whose reply was lost.
 //
+// # Balanced batches
+//
+// With Options.Balance, a call goes out at once only when nothing is in
+// flight. Otherwise it is queued, and a free slot of the budget sends the
+// queue only once it holds as many calls as a pipeline in flight carries
+// on average (or when nothing else is in flight): many concurrent callers
+// then fill a few pipelines of like size that overlap, instead of a free
+// slot carrying each call that finds it alone. A queued call still waits at
+// most until a pipeline in flight comes back, as when the budget is used
+// up; a lone caller still goes out at once.
+//
 // Separate Batchers (lanes) share nothing: the job ledger keeps one per
 // kind of call, so that a claim never waits behind a backlog of
 // completions.
@@ -86,6 +97,11 @@ type Options struct {
 	// back and going out one by one. Pipelines get fuller, at the cost of
 	// a scheduler pass per pipeline.
 	Yield bool
+	// Balance keeps the pipelines in flight of like size (see "Balanced
+	// batches"): for a lane of many concurrent callers whose calls merge
+	// (see Merge), where fewer, larger script calls save more than a free
+	// slot's earlier start.
+	Balance bool
 }
 
 // call is one script call waiting for a shared pipeline.
@@ -108,9 +124,11 @@ type Batcher struct {
 	inFlight int // the budget
 	append   func(ctx context.Context, pipe redis.Pipeliner) func() error
 	yield    bool
+	balance  bool
 
 	mu    sync.Mutex
 	busy  int // slots in flight: direct calls and flushing goroutines
+	calls int // calls in the pipelines in flight
 	queue []*call
 	hooks hooks
 }
@@ -129,7 +147,7 @@ func New(rdb redis.UniversalClient, o Options) *Batcher {
 	if n <= 0 {
 		n = DefaultInFlight()
 	}
-	return &Batcher{rdb: rdb, inFlight: min(n, MaxInFlight), append: o.Append, yield: o.Yield}
+	return &Batcher{rdb: rdb, inFlight: min(n, MaxInFlight), append: o.Append, yield: o.Yield, balance: o.Balance}
 }
 
 // Run runs script like script.Run(ctx, rdb, keys, args...), in a shared
@@ -143,15 +161,16 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 func (b *Batcher) run(c *call) *redis.Cmd {
 	ctx := c.ctx
 	b.mu.Lock()
-	if b.busy < b.inFlight {
-		// A free slot means the queue is empty: slots are given back
-		// only once it is.
+	if b.busy < b.inFlight && (!b.balance || b.busy == 0) {
+		// A free slot means the queue is empty (slots are given back
+		// only once it is), or, balanced, that nothing is in flight.
 		b.busy++
+		b.calls++
 		b.mu.Unlock()
 		b.hooks.direct.Signal(struct{}{})
 		alone(c)
 		b.send(ctx, []*call{c})
-		b.handOver()
+		b.handOver(1)
 		cmd := redis.NewCmd(ctx)
 		cmd.SetVal(c.reply)
 		cmd.SetErr(c.err)
@@ -160,8 +179,19 @@ func (b *Batcher) run(c *call) *redis.Cmd {
 	c.done = make(chan struct{})
 	b.queue = append(b.queue, c)
 	n := len(b.queue)
+	var batch []*call
+	if b.busy < b.inFlight && b.due(b.busy) {
+		// Balanced: the queue is as large as the pipelines in flight;
+		// this caller sends it on a free slot.
+		b.busy++
+		batch = b.take()
+	}
 	b.mu.Unlock()
 	b.hooks.queued.Signal(n)
+	if batch != nil {
+		b.sendQueued(batch)
+		b.handOver(len(batch))
+	}
 	cmd := redis.NewCmd(ctx)
 	select {
 	case <-c.done:
@@ -173,12 +203,36 @@ func (b *Batcher) run(c *call) *redis.Cmd {
 	return cmd
 }
 
-// handOver ends a direct call: its slot flushes the calls queued meanwhile
-// on a goroutine of its own, so the direct caller returns at once; with
-// nothing queued the slot is given back.
-func (b *Batcher) handOver() {
-	b.mu.Lock()
+// due reports, with b.mu held, whether a slot may send the queue now while
+// others slots are in flight: always, unless balanced, when only while
+// nothing else is in flight or the queue holds as many calls as the
+// pipelines in flight carry on average.
+func (b *Batcher) due(others int) bool {
+	return len(b.queue) > 0 && (!b.balance || others == 0 || len(b.queue)*others >= b.calls)
+}
+
+// take removes the next batch from the queue (b.mu held) and counts it in
+// flight.
+func (b *Batcher) take() []*call {
+	n := min(len(b.queue), MaxBatch)
+	batch := make([]*call, n)
+	copy(batch, b.queue)
+	b.queue = b.queue[n:]
 	if len(b.queue) == 0 {
+		b.queue = nil
+	}
+	b.calls += n
+	return batch
+}
+
+// handOver ends a slot's pipeline of n calls: the slot flushes the calls
+// queued meanwhile on a goroutine of its own, so its caller returns at
+// once; with nothing queued (balanced: not enough, while others are in
+// flight, whose return sends them) the slot is given back.
+func (b *Batcher) handOver(n int) {
+	b.mu.Lock()
+	b.calls -= n
+	if !b.due(b.busy - 1) {
 		b.busy--
 		b.mu.Unlock()
 		return
@@ -187,23 +241,22 @@ func (b *Batcher) handOver() {
 	go b.flush()
 }
 
-// flush sends the queue in batches until it is empty, then gives its slot
-// back.
+// flush sends the queue in batches until it is empty (balanced: until it
+// is not due), then gives its slot back.
 func (b *Batcher) flush() {
 	for {
 		b.mu.Lock()
-		n := min(len(b.queue), MaxBatch)
-		if n == 0 {
+		if !b.due(b.busy - 1) {
 			b.busy--
-			b.queue = nil
 			b.mu.Unlock()
 			return
 		}
-		batch := make([]*call, n)
-		copy(batch, b.queue)
-		b.queue = b.queue[n:]
+		batch := b.take()
 		b.mu.Unlock()
 		b.sendQueued(batch)
+		b.mu.Lock()
+		b.calls -= len(batch)
+		b.mu.Unlock()
 		if b.yield {
 			runtime.Gosched()
 		}

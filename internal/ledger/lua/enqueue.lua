@@ -38,12 +38,12 @@ for i = 3, #ARGV, 10 do
   if existing then
     reply[#reply + 1], reply[#reply + 2] = 0, existing
   else
-    local run_at = write_new_job(i, {})
+    local _, srun_at = write_new_job(i)
     if resubmit then
       tallied('resubmitted')
       event({type = 'resubmitted', job = id, op = op})
     end
-    due[#due + 1], due[#due + 2] = fmt(run_at), id
+    due[#due + 1], due[#due + 2] = srun_at, id
     created = created + 1
     reply[#reply + 1], reply[#reply + 2] = 1, id
   end

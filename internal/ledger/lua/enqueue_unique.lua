@@ -63,13 +63,13 @@ for i = 3, #ARGV, 19 do
     flow_fields(extra, i + 13)
     local g = ARGV[i + 18]
     if g ~= '' then extra[#extra + 1] = 'group'; extra[#extra + 1] = g end
-    local run_at = write_new_job(i, extra)
+    local run_at, srun_at = write_new_job(i, extra)
     if lkey ~= '' and run_at <= now and flow_enqueue(id, lkey, lmax) then
       -- parked on its limit: woken into the due index, outside its group's turn
     elseif g ~= '' then
       group_enqueue(id, g, run_at)
     else
-      due[#due + 1], due[#due + 2] = fmt(run_at), id
+      due[#due + 1], due[#due + 2] = srun_at, id
     end
     created = created + 1
     reply[#reply + 1], reply[#reply + 2] = 1, id

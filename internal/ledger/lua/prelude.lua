@@ -282,25 +282,29 @@ end
 
 -- write_new_job writes a pending job from enqueue's 10 values per job
 -- starting at ARGV[i] (see enqueue.lua), plus the fields in extra (a flat
--- list, may be empty), and returns its due time.
+-- list, may be nil or empty), and returns its due time and that time as
+-- text (a pending index score).
 local function write_new_job(i, extra)
   local op, resource, display = ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
-  local run_at = now
+  local run_at, srun_at = now, snow
   local delay = num(ARGV[i + 8])
-  if delay ~= 0 then run_at = now + delay end -- negative: a RunAt already past
+  if delay ~= 0 then run_at = now + delay; srun_at = fmt(run_at) end -- negative: a RunAt already past
   -- no 'token' nor 'attempts' field until the first claim: missing, they read as 0
   local f = {'state', 'pending', 'kind', ARGV[i + 1], 'payload', ARGV[i + 4], 'max_retries', ARGV[i + 6],
-    'created', snow}
-  for _, v in ipairs(extra) do f[#f + 1] = v end
-  local function opt(name, v) if v ~= '' and v ~= '0' then f[#f + 1] = name; f[#f + 1] = v end end
-  if ARGV[i] ~= op_named(op) then opt('op', op) end -- else the id names it
-  opt('resource', resource)
-  if display == '' then opt('args', '=') else opt('args', display) end
-  opt('timeout_ms', ARGV[i + 7])
-  opt('headers', ARGV[i + 9])
-  if run_at ~= now then opt('run_at', fmt(run_at)) end
-  redis.call('HSET', jobkey(ARGV[i]), unpack(f))
-  return run_at
+    'created', snow, 'args', display == '' and '=' or display}
+  local n = 12
+  if extra then
+    for _, v in ipairs(extra) do n = n + 1; f[n] = v end
+  end
+  -- optional fields, written only when set ('' and '0' are unset)
+  if op ~= '' and op ~= '0' and ARGV[i] ~= op_named(op) then n = n + 2; f[n - 1] = 'op'; f[n] = op end -- else the id names it
+  if resource ~= '' and resource ~= '0' then n = n + 2; f[n - 1] = 'resource'; f[n] = resource end
+  local timeout, headers = ARGV[i + 7], ARGV[i + 9]
+  if timeout ~= '' and timeout ~= '0' then n = n + 2; f[n - 1] = 'timeout_ms'; f[n] = timeout end
+  if headers ~= '' then n = n + 2; f[n - 1] = 'headers'; f[n] = headers end
+  if run_at ~= now then n = n + 2; f[n - 1] = 'run_at'; f[n] = srun_at end
+  redis.call('HSET', jobkey(ARGV[i]), unpack(f, 1, n))
+  return run_at, srun_at
 end
 
 -- enqueue_reply indexes the created jobs (due: flat score, id pairs), wakes
@@ -308,7 +312,7 @@ end
 local function enqueue_reply(reply, created, due)
   local enqueued = nil
   if created > 0 then
-    call_chunked('ZADD', index['pending'], due, 1000)
+    call_chunked('ZADD', KEYS[1], due, 1000) -- the pending index
     wake()
     enqueued = count('enqueued', created)
     if enqueued == created then reply[1] = 1 end

@@ -47,7 +47,7 @@ for i = 8, #ARGV, 19 do
     if #deps > 0 then
       extra[#extra + 1] = 'state'; extra[#extra + 1] = 'waiting'
     end
-    local run_at = write_new_job(i, extra)
+    local run_at, srun_at = write_new_job(i, extra)
     if ARGV[i + 2] ~= '' and not op_holder(ARGV[i + 2]) then
       redis.call('SET', opkey(ARGV[i + 2]), id)
     end
@@ -55,7 +55,7 @@ for i = 8, #ARGV, 19 do
       redis.call('SADD', wf_waitsk(id), unpack(deps))
       redis.call('ZADD', wf_waitk(), snow, id)
     else
-      due[#due + 1] = fmt(run_at)
+      due[#due + 1] = srun_at
       due[#due + 1] = id
     end
     created = created + 1
