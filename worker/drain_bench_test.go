@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -19,24 +20,32 @@ import (
 // plain asynq; this one is for profiling the pool
 // (go test -run ^$ -bench Drain -cpuprofile cpu.out ./worker/).
 func BenchmarkDrain(b *testing.B) {
-	drain(b, redistest.Start(b, redistest.Options{}).Client(), jobs.Durability{})
+	drain(b, redistest.Start(b, redistest.Options{}).Client(), jobs.Durability{}, 1)
+}
+
+// BenchmarkDrainQueues is BenchmarkDrain with the jobs spread over 1 and
+// over 100 queues of one pool (the benchmark section queues compares them).
+func BenchmarkDrainQueues(b *testing.B) {
+	rdb := redistest.Start(b, redistest.Options{}).Client()
+	b.Run("1", func(b *testing.B) { drain(b, rdb, jobs.Durability{}, 1) })
+	b.Run("100", func(b *testing.B) { drain(b, rdb, jobs.Durability{}, 100) })
 }
 
 // BenchmarkDrainReplicated is BenchmarkDrain on a primary with a replica
 // (and Sentinel): default, and durable (each write waits for the replica).
 func BenchmarkDrainReplicated(b *testing.B) {
 	f := redistest.StartFailover(b, redistest.FailoverOptions{})
-	b.Run("default", func(b *testing.B) { drain(b, f.Client(), jobs.Durability{}) })
-	b.Run("durable", func(b *testing.B) { drain(b, f.Client(), jobs.Durability{Replicas: 1}) })
+	b.Run("default", func(b *testing.B) { drain(b, f.Client(), jobs.Durability{}, 1) })
+	b.Run("durable", func(b *testing.B) { drain(b, f.Client(), jobs.Durability{Replicas: 1}, 1) })
 }
 
-func drain(b *testing.B, rdb redis.UniversalClient, d jobs.Durability) {
+func drain(b *testing.B, rdb redis.UniversalClient, d jobs.Durability, queues int) {
 	ns := redistest.Namespace(b)
 	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Durability: d})
 	ctx := context.Background()
 	batch := make([]jobs.Params, 0, 500)
 	for i := 0; i < b.N; i++ {
-		batch = append(batch, jobs.Params{Args: echoArgs{N: i}})
+		batch = append(batch, jobs.Params{Args: echoArgs{N: i}, Options: []jobs.Option{jobs.Queue(queueName(i % queues))}})
 		if len(batch) == cap(batch) || i == b.N-1 {
 			if _, err := client.EnqueueMany(ctx, batch); err != nil {
 				b.Fatal(err)
@@ -44,7 +53,11 @@ func drain(b *testing.B, rdb redis.UniversalClient, d jobs.Durability) {
 			batch = batch[:0]
 		}
 	}
-	p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns, Durability: d}, Concurrency: 50,
+	qs := map[string]int{}
+	for i := range queues {
+		qs[queueName(i)] = 1
+	}
+	p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns, Durability: d}, Concurrency: 50, Queues: qs,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -66,3 +79,5 @@ func drain(b *testing.B, rdb redis.UniversalClient, d jobs.Durability) {
 	stop()
 	<-finished
 }
+
+func queueName(i int) string { return "q" + strconv.Itoa(i) }
