@@ -32,9 +32,6 @@ type Hooks struct {
 	Looked *testsignal.Signal[int]
 	// PutBack: claimed jobs were put back without starting.
 	PutBack *testsignal.Signal[PutBackEvent]
-	// Overlapped: a saturated pool sent a second claim while one was in
-	// flight; the value is the claims in flight.
-	Overlapped *testsignal.Signal[int]
 }
 
 // PutBackEvent is what the PutBack hook carries.
@@ -48,9 +45,8 @@ func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 	p.hooks.clocked.Init(tb, "clock measured")
 	p.hooks.looked.Init(tb, "idle look applied")
 	p.hooks.putBack.Init(tb, "claimed jobs put back")
-	p.hooks.overlapped.Init(tb, "second claim in flight")
 	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided, Clocked: &p.hooks.clocked,
-		Looked: &p.hooks.looked, PutBack: &p.hooks.putBack, Overlapped: &p.hooks.overlapped}
+		Looked: &p.hooks.looked, PutBack: &p.hooks.putBack}
 }
 
 // SetClockEvery makes p measure Redis's clock (and publish its heartbeat)

@@ -28,9 +28,6 @@ type hooks struct {
 	// putBack: claimed jobs were put back without starting (or the attempt
 	// to put them back failed and was logged).
 	putBack testsignal.Signal[putBackEvent]
-	// overlapped: a saturated pool sent a claim while another was in
-	// flight (Pool.claims); the value is the claims now in flight.
-	overlapped testsignal.Signal[int]
 }
 
 // putBackEvent is one put-back of claimed jobs that were never started.

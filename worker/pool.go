@@ -67,19 +67,16 @@ type Pool struct {
 	periodic []maintenance.Periodic // see AddPeriodic
 	running  bool
 
-	started time.Time
-	slots   chan struct{} // one token per busy handler slot
-	work    chan *attempt // claimed attempts, run by Concurrency executor goroutines
-	freed   chan struct{} // signalled when a slot frees
-	// claimsInFlight is how many claims a saturated pool keeps in flight
-	// (Pool.claims).
-	claimsInFlight int
-	renewer        *renewer
-	completer      *completer
-	clock          clockWatch    // Redis's clock against the pool's (clock.go)
-	clockEvery     time.Duration // how often it is measured (registerEvery)
-	parts          partitions    // the queues' partitions (partitions.go)
-	hooks          hooks
+	started    time.Time
+	slots      chan struct{} // one token per busy handler slot
+	work       chan *attempt // claimed attempts, run by Concurrency executor goroutines
+	freed      chan struct{} // signalled when a slot frees
+	renewer    *renewer
+	completer  *completer
+	clock      clockWatch    // Redis's clock against the pool's (clock.go)
+	clockEvery time.Duration // how often it is measured (registerEvery)
+	parts      partitions    // the queues' partitions (partitions.go)
+	hooks      hooks
 }
 
 // NewPool returns a pool over rdb (a single Redis, Sentinel failover client
@@ -102,17 +99,13 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		work:     make(chan *attempt, cfg.Concurrency),
 		freed:    make(chan struct{}, 1),
 
-		claimsInFlight: 1,
-		clockEvery:     registerEvery,
+		clockEvery: registerEvery,
 	}
 	// Every claim and completion checks the ledger for a rewind (a Redis
 	// that came back with older data): logged, recorded and counted.
 	p.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention,
 		Sentinel: cfg.Jobs.Sentinel, Logger: p.log, Name: cfg.WorkerID, Durability: durable.Options(cfg.Jobs.Durability),
 		OnRewind: func(r ledger.Rewind) { p.metrics.Rewinds.WithLabelValues(ledger.Logical(r.Queue)).Inc() }})
-	if cfg.Jobs.Durability.Replicas > 0 {
-		p.claimsInFlight = 2
-	}
 	p.renewer = newRenewer(p)
 	p.completer = newCompleter(p)
 	return p, nil

@@ -207,28 +207,19 @@ func (p *Pool) lookIdle(ctx context.Context, qs *queueSet) {
 // is saturated (the last claim got all it asked for), it sends another fetch
 // whenever a quarter of the slots frees up while one is in flight, so a
 // claim's round trip (and, with durable acknowledgements, its WAIT) overlaps
-// the previous one instead of leaving slots idle. At most p.claimsInFlight
-// fetches are in flight (2 with durable acknowledgements, whose WAIT makes a
-// claim's round trip long; 1 otherwise, where a second claim measured no
-// gain); each reserves the slots it may fill before it is
+// the previous one instead of leaving slots idle. At most claimsInFlight
+// fetches are in flight; each reserves the slots it may fill before it is
 // sent, so the pool never claims more jobs than its concurrency. It returns
 // once none is in flight: whether a queue may have more due jobs now, the
 // earliest moment a queue is due (hasNext), and the first error. An idle
 // pool's claim (saturated false) is sent alone.
 func (p *Pool) claims(ctx, work context.Context, free int, qs *queueSet, saturated bool) (more bool, next time.Time, hasNext bool, err error) {
-	if p.claimsInFlight == 1 {
-		if more, err = p.fetch(ctx, work, free, qs); err != nil {
-			return false, time.Time{}, false, err
-		}
-		next, hasNext = qs.next()
-		return more, next, hasNext, nil
-	}
 	type fetched struct {
 		reserved int
 		more     bool
 		err      error
 	}
-	results := make(chan fetched, p.claimsInFlight)
+	results := make(chan fetched, claimsInFlight)
 	inFlight, reserved := 0, 0
 	send := func(n int) {
 		inFlight++
@@ -253,9 +244,8 @@ func (p *Pool) claims(ctx, work context.Context, free int, qs *queueSet, saturat
 		case <-p.freed:
 		}
 		if n := cap(p.slots) - len(p.slots) - reserved; saturated && err == nil && ctx.Err() == nil &&
-			inFlight < p.claimsInFlight && n >= max(1, cap(p.slots)/4) {
+			inFlight < claimsInFlight && n >= max(1, cap(p.slots)/4) {
 			send(n)
-			p.hooks.overlapped.Signal(inFlight)
 		}
 	}
 	if err != nil {
@@ -266,6 +256,9 @@ func (p *Pool) claims(ctx, work context.Context, free int, qs *queueSet, saturat
 	qs.claimMu.Unlock()
 	return more, next, hasNext, nil
 }
+
+// claimsInFlight is how many fetches a saturated pool keeps in flight.
+const claimsInFlight = 2
 
 // fetch visits the queues that may have due work, in priority order, and
 // claims up to free jobs. It returns whether a queue may have more due jobs
