@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -42,7 +41,6 @@ func (p *Pool) produce(ctx, work context.Context) {
 	wake, stopSub := p.subscribeFor(ctx, qs)
 	defer func() { stopSub() }()
 	backoff := time.Duration(0)
-	saturated := false // the last claims got all they asked for
 	lastRegister := time.Now()
 	lastLook := time.Now()
 	p.announce(ctx)
@@ -65,8 +63,7 @@ func (p *Pool) produce(ctx, work context.Context) {
 			p.lookIdle(ctx, qs)
 		}
 		qs.takeWoken(time.Now())
-		more, next, hasNext, err := p.claims(ctx, work, free, qs, saturated)
-		saturated = more
+		more, next, hasNext, err := p.fetch(ctx, work, free, qs)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -203,77 +200,18 @@ func (p *Pool) lookIdle(ctx context.Context, qs *queueSet) {
 	p.hooks.looked.Signal(len(names))
 }
 
-// claims sends a fetch of up to free jobs and waits for it. While the pool
-// is saturated (the last claim got all it asked for), it sends another fetch
-// whenever a quarter of the slots frees up while one is in flight, so a
-// claim's round trip (and, with durable acknowledgements, its WAIT) overlaps
-// the previous one instead of leaving slots idle. At most claimsInFlight
-// fetches are in flight; each reserves the slots it may fill before it is
-// sent, so the pool never claims more jobs than its concurrency. It returns
-// once none is in flight: whether a queue may have more due jobs now, the
-// earliest moment a queue is due (hasNext), and the first error. An idle
-// pool's claim (saturated false) is sent alone.
-func (p *Pool) claims(ctx, work context.Context, free int, qs *queueSet, saturated bool) (more bool, next time.Time, hasNext bool, err error) {
-	type fetched struct {
-		reserved int
-		more     bool
-		err      error
-	}
-	results := make(chan fetched, claimsInFlight)
-	inFlight, reserved := 0, 0
-	send := func(n int) {
-		inFlight++
-		reserved += n
-		go func() {
-			more, err := p.fetch(ctx, work, n, qs)
-			results <- fetched{reserved: n, more: more, err: err}
-		}()
-	}
-	send(free)
-	for inFlight > 0 {
-		select {
-		case r := <-results:
-			inFlight--
-			reserved -= r.reserved
-			more = more || r.more
-			saturated = r.more
-			if err == nil {
-				err = r.err
-			}
-			continue
-		case <-p.freed:
-		}
-		if n := cap(p.slots) - len(p.slots) - reserved; saturated && err == nil && ctx.Err() == nil &&
-			inFlight < claimsInFlight && n >= max(1, cap(p.slots)/4) {
-			send(n)
-		}
-	}
-	if err != nil {
-		return false, time.Time{}, false, err
-	}
-	qs.claimMu.Lock()
-	next, hasNext = qs.next()
-	qs.claimMu.Unlock()
-	return more, next, hasNext, nil
-}
-
-// claimsInFlight is how many fetches a saturated pool keeps in flight.
-const claimsInFlight = 2
-
 // fetch visits the queues that may have due work, in priority order, and
 // claims up to free jobs. It returns whether a queue may have more due jobs
 // now (a claim got all it asked for, or the slots ran out before every due
-// queue was visited).
-func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bool, err error) {
+// queue was visited) and, when it is known, the earliest moment a queue is
+// due (hasNext).
+func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bool, next time.Time, hasNext bool, err error) {
 	started := 0
-	qs.claimMu.Lock()
-	order := slices.Clone(qs.order(time.Now()))
-	qs.claimMu.Unlock()
-	for _, i := range order {
+	for _, i := range qs.order(time.Now()) {
 		q := qs.queues[i].name
 		n := min(free-started, p.cfg.FetchBatch)
 		if n <= 0 {
-			return true, nil
+			return true, time.Time{}, false, nil
 		}
 		sent := time.Now()
 		res, err := p.claim(ctx, q, n)
@@ -283,21 +221,20 @@ func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bo
 				// not started, but put back.
 				p.putBack(ctx, q, res.Jobs, "the claim was not acknowledged by enough replicas")
 			}
-			return false, err
+			return false, time.Time{}, false, err
 		}
 		p.logDropped(q, res.Dropped)
 		if ctx.Err() != nil {
 			// The pool is stopping: the jobs just claimed go back at once,
 			// their attempts not consumed, instead of starting now.
 			p.putBack(ctx, q, res.Jobs, "the pool stopped before the attempt started")
-			return false, ctx.Err()
+			return false, time.Time{}, false, ctx.Err()
 		}
 		for _, c := range res.Jobs {
-			p.slots <- struct{}{} // never blocks: the claim's slots were reserved
+			p.slots <- struct{}{} // never blocks: at most the free slots were claimed
 			p.work <- p.newAttempt(work, c, sent)
 		}
 		started += len(res.Jobs)
-		qs.claimMu.Lock()
 		switch {
 		case res.Paused:
 			// Claimed again at the next idle look that finds it has due
@@ -312,10 +249,10 @@ func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bo
 		default:
 			qs.setDue(i, time.Time{}, false) // empty until a wake-up
 		}
-		qs.claimMu.Unlock()
 		p.hooks.claimed.Signal(claimEvent{Queue: q, Result: res})
 	}
-	return more, nil
+	next, hasNext = qs.next()
+	return more, next, hasNext, nil
 }
 
 // claim claims up to n due jobs of queue q. The call is not cancelled with

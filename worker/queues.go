@@ -16,15 +16,11 @@ import (
 // due time, or the idle look (Ledger.FirstDue, once per poll interval) makes
 // it due again. Every step is O(queues) or O(due queues × log) per fetch.
 //
-// The fields of queues are owned by the fetch loop's goroutine, and by its
-// fetches under claimMu while several may be in flight (Pool.claims);
-// wake-ups arrive on the subscription's goroutine and are handed over under
-// mu.
+// The fields of queues are owned by the fetch loop's goroutine; wake-ups
+// arrive on the subscription's goroutine and are handed over under mu.
 type queueSet struct {
 	queues []queueState // by priority, highest first, then by name
 	strict bool
-
-	claimMu sync.Mutex // held by a fetch using queues while another may run
 
 	mu        sync.Mutex
 	woken     []int  // queues woken since the last takeWoken
