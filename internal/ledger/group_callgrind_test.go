@@ -3,16 +3,8 @@ package ledger_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
@@ -28,40 +20,8 @@ import (
 //	  redis-server --port 16399 --save '' --appendonly no --hz 1 &
 //	FENCEDQ_CALLGRIND=127.0.0.1:16399,<pid>,/tmp/cg go test -run CallgrindGroups -v ./internal/ledger/
 func TestCallgrindGroups(t *testing.T) {
-	conf := strings.Split(os.Getenv("FENCEDQ_CALLGRIND"), ",")
-	if len(conf) != 3 {
-		t.Skip("FENCEDQ_CALLGRIND (address,pid,dump directory) not set")
-	}
-	addr, pid, dir := conf[0], conf[1], conf[2]
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: time.Minute})
+	rdb, dump := callgrindServer(t, time.Minute)
 	ctx := context.Background()
-	total := regexp.MustCompile(`(?m)^(?:summary|totals): (\d+)`)
-	// dump returns the instructions since the previous dump.
-	dump := func() float64 {
-		t.Helper()
-		if out, err := exec.Command("callgrind_control", "-d", pid).CombinedOutput(); err != nil {
-			t.Fatalf("callgrind_control: %v: %s", err, out)
-		}
-		fs, _ := filepath.Glob(filepath.Join(dir, "cg."+pid+".*"))
-		var newest string
-		var at time.Time
-		for _, f := range fs {
-			if st, err := os.Stat(f); err == nil && st.ModTime().After(at) {
-				at, newest = st.ModTime(), f
-			}
-		}
-		b, err := os.ReadFile(newest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = os.Remove(newest)
-		m := total.FindSubmatch(b)
-		if m == nil {
-			t.Fatalf("no totals in %s", newest)
-		}
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
-		return v
-	}
 	const n = 10_000
 	for _, groups := range []int{0, 1, 1000} {
 		rdb.FlushAll(ctx)

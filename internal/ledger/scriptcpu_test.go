@@ -139,25 +139,8 @@ func BenchmarkScriptCPU(b *testing.B) {
 // FENCEDQ_CALLGRIND_ADDR (the server) and FENCEDQ_CALLGRIND_PID (valgrind's
 // process) are set; BENCHMARKS.md shows how to run and read it.
 func BenchmarkScriptInstructions(b *testing.B) {
-	addr, pid := os.Getenv("FENCEDQ_CALLGRIND_ADDR"), os.Getenv("FENCEDQ_CALLGRIND_PID")
-	if addr == "" || pid == "" {
-		b.Skip("FENCEDQ_CALLGRIND_ADDR and FENCEDQ_CALLGRIND_PID not set")
-	}
-	batch := 5
-	if s := os.Getenv("FENCEDQ_BATCH"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("FENCEDQ_BATCH=%q", s)
-		}
-		batch = n
-	}
+	l, batch, callgrind := instructionsLedger(b, 5)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	b.Cleanup(func() { _ = rdb.Close() })
-	if err := rdb.ConfigSet(ctx, "notify-keyspace-events", "").Err(); err != nil {
-		b.Fatal(err)
-	}
-	l := ledger.New(rdb, ledger.Config{Namespace: "callgrind-" + uuid.NewString()[:8], Retention: time.Hour})
 	const q = "default"
 	n := (b.N + 1) * batch
 	for i := 0; i < n; i += 100 {
@@ -191,11 +174,6 @@ func BenchmarkScriptInstructions(b *testing.B) {
 			}
 		}
 	}
-	callgrind := func(arg string) {
-		if out, err := exec.Command("callgrind_control", arg, pid).CombinedOutput(); err != nil {
-			b.Fatalf("callgrind_control %s: %v: %s", arg, err, out)
-		}
-	}
 	complete(claim()) // loads the scripts and the epoch
 	claimed := make([][]ledger.Claimed, b.N)
 	b.ResetTimer()
@@ -216,25 +194,8 @@ func BenchmarkScriptInstructions(b *testing.B) {
 // and callgrind dumps its counts after them. Skipped unless
 // FENCEDQ_CALLGRIND_ADDR and FENCEDQ_CALLGRIND_PID are set.
 func BenchmarkEnqueueInstructions(b *testing.B) {
-	addr, pid := os.Getenv("FENCEDQ_CALLGRIND_ADDR"), os.Getenv("FENCEDQ_CALLGRIND_PID")
-	if addr == "" || pid == "" {
-		b.Skip("FENCEDQ_CALLGRIND_ADDR and FENCEDQ_CALLGRIND_PID not set")
-	}
-	batch := 1
-	if s := os.Getenv("FENCEDQ_BATCH"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("FENCEDQ_BATCH=%q", s)
-		}
-		batch = n
-	}
+	l, batch, callgrind := instructionsLedger(b, 1)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	b.Cleanup(func() { _ = rdb.Close() })
-	if err := rdb.ConfigSet(ctx, "notify-keyspace-events", "").Err(); err != nil {
-		b.Fatal(err)
-	}
-	l := ledger.New(rdb, ledger.Config{Namespace: "callgrind-" + uuid.NewString()[:8], Retention: time.Hour})
 	const q = "default"
 	insert := func() {
 		js := make([]*ledger.NewJob, batch)
@@ -248,15 +209,41 @@ func BenchmarkEnqueueInstructions(b *testing.B) {
 	for range max(200/batch, 1) { // loads the script, registers the queue; a
 		insert() // pending index past listpack size, as in a benchmark's
 	}
-	callgrind := func(arg string) {
-		if out, err := exec.Command("callgrind_control", arg, pid).CombinedOutput(); err != nil {
-			b.Fatalf("callgrind_control %s: %v: %s", arg, err, out)
-		}
-	}
 	b.ResetTimer()
 	callgrind("-z")
 	for range b.N {
 		insert()
 	}
 	callgrind("-d")
+}
+
+// instructionsLedger is the set-up of the instruction benchmarks: a ledger
+// on the redis-server under callgrind (FENCEDQ_CALLGRIND_ADDR, valgrind's
+// process FENCEDQ_CALLGRIND_PID; the benchmark is skipped without them),
+// the jobs per call (FENCEDQ_BATCH, else def) and callgrind, which runs
+// callgrind_control with an argument ("-z": zero the counts, "-d": dump).
+func instructionsLedger(b *testing.B, def int) (l *ledger.Ledger, batch int, callgrind func(arg string)) {
+	addr, pid := os.Getenv("FENCEDQ_CALLGRIND_ADDR"), os.Getenv("FENCEDQ_CALLGRIND_PID")
+	if addr == "" || pid == "" {
+		b.Skip("FENCEDQ_CALLGRIND_ADDR and FENCEDQ_CALLGRIND_PID not set")
+	}
+	batch = def
+	if s := os.Getenv("FENCEDQ_BATCH"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("FENCEDQ_BATCH=%q", s)
+		}
+		batch = n
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.ConfigSet(context.Background(), "notify-keyspace-events", "").Err(); err != nil {
+		b.Fatal(err)
+	}
+	callgrind = func(arg string) {
+		if out, err := exec.Command("callgrind_control", arg, pid).CombinedOutput(); err != nil {
+			b.Fatalf("callgrind_control %s: %v: %s", arg, err, out)
+		}
+	}
+	return ledger.New(rdb, ledger.Config{Namespace: "callgrind-" + uuid.NewString()[:8], Retention: time.Hour}), batch, callgrind
 }
