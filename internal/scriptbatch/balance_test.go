@@ -13,51 +13,69 @@ import (
 )
 
 // gate holds every script call or pipeline of them the client sends until
-// the test lets it go, reporting each one's size as it arrives (a new
-// connection's set-up commands pass).
-type gate struct {
-	arrived chan int
+// the test releases that one (a new connection's set-up commands pass).
+type gate struct{ arrived chan held }
+
+// held is one call or pipeline waiting at the gate.
+type held struct {
+	n       int
 	release chan struct{}
 }
 
-func newGate() *gate { return &gate{arrived: make(chan int, 64), release: make(chan struct{}, 64)} }
+func newGate() *gate { return &gate{arrived: make(chan held, 64)} }
+
+func (g *gate) hold(n int) {
+	h := held{n: n, release: make(chan struct{})}
+	g.arrived <- h
+	<-h.release
+}
 
 func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !isScript(cmd) {
-			return next(ctx, cmd)
+		if isScript(cmd) {
+			g.hold(1)
 		}
-		g.arrived <- 1
-		<-g.release
 		return next(ctx, cmd)
 	}
 }
 func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) == 0 || !isScript(cmds[0]) {
-			return next(ctx, cmds)
+		if len(cmds) > 0 && isScript(cmds[0]) {
+			g.hold(len(cmds))
 		}
-		g.arrived <- len(cmds)
-		<-g.release
 		return next(ctx, cmds)
 	}
 }
 
 func isScript(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
 
-// next waits for the next command or pipeline to reach the gate and
-// returns its size.
-func (g *gate) next(t *testing.T) int {
+// next waits for the next call or pipeline to reach the gate and returns
+// it, still held, with its size.
+func (g *gate) next(t *testing.T) held {
 	t.Helper()
 	select {
-	case n := <-g.arrived:
-		return n
-	case <-t.Context().Done():
+	case h := <-g.arrived:
+		return h
 	case <-timeout(t):
 	}
 	t.Fatal("no command reached the server")
-	return 0
+	return held{}
+}
+
+// pass lets h through.
+func (h held) pass() { close(h.release) }
+
+// result waits for a call's outcome, failing the test if none comes.
+func result(t *testing.T, c <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-c:
+		return err
+	case <-timeout(t):
+	}
+	t.Fatal("a call did not return")
+	return nil
 }
 
 func timeout(t *testing.T) <-chan struct{} {
@@ -95,25 +113,28 @@ func TestBalancedWaitsForAQueueAsLargeAsThePipelineInFlight(t *testing.T) {
 	// large as A: it goes out on the second slot.
 	call(0)
 	direct.WaitOrTimeout()
-	if n := g.next(t); n != 1 {
-		t.Fatalf("first call went out in %d commands", n)
+	a := g.next(t)
+	if a.n != 1 {
+		t.Fatalf("first call went out in %d commands", a.n)
 	}
 	b1 := call(1)
 	queued.WaitOrTimeout()
-	if n := g.next(t); n != 1 {
-		t.Fatalf("second call went out in %d commands", n)
+	bh := g.next(t)
+	if bh.n != 1 {
+		t.Fatalf("second call went out in %d commands", bh.n)
 	}
 	// The budget is used up: C, D, E queue, and go together when A is back.
 	for i := 2; i < 5; i++ {
 		call(i)
 	}
 	queued.WaitOrTimeoutN(3)
-	g.release <- struct{}{} // A
-	if n := g.next(t); n != 3 {
-		t.Fatalf("the three queued calls went out in a pipeline of %d", n)
+	a.pass()
+	ce := g.next(t)
+	if ce.n != 3 {
+		t.Fatalf("the three queued calls went out in a pipeline of %d", ce.n)
 	}
-	g.release <- struct{}{} // B: its slot is free again, C-E still in flight
-	if err := <-b1; err != nil {
+	bh.pass() // B's slot is free again, C-E still in flight
+	if err := result(t, b1); err != nil {
 		t.Fatal(err)
 	}
 	// A slot is free and a pipeline of 3 is in flight: F and G wait, H
@@ -123,13 +144,14 @@ func TestBalancedWaitsForAQueueAsLargeAsThePipelineInFlight(t *testing.T) {
 	queued.WaitOrTimeoutN(2)
 	call(7)
 	queued.WaitOrTimeout()
-	if n := g.next(t); n != 3 {
-		t.Fatalf("F, G, H went out in a pipeline of %d, want 3 (a free slot sent calls before the queue was as large as the pipeline in flight)", n)
+	fh := g.next(t)
+	if fh.n != 3 {
+		t.Fatalf("F, G, H went out in a pipeline of %d, want 3 (a free slot sent calls before the queue was as large as the pipeline in flight)", fh.n)
 	}
-	g.release <- struct{}{}
-	g.release <- struct{}{}
+	ce.pass()
+	fh.pass()
 	for range 8 {
-		if err := <-results; err != nil {
+		if err := result(t, results); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -158,35 +180,37 @@ func TestBalancedLastSlotSendsWhatIsQueued(t *testing.T) {
 	// behind both slots and sent when A came back).
 	a := run(0)
 	direct.WaitOrTimeout()
-	g.next(t)
+	ah := g.next(t)
 	run(1)
 	queued.WaitOrTimeout()
-	g.next(t)
+	bh := g.next(t)
 	rest := []<-chan error{run(2), run(3), run(4)}
 	queued.WaitOrTimeoutN(3)
-	g.release <- struct{}{} // A; C-E go out
-	if err := <-a; err != nil {
+	ah.pass() // C-E go out
+	if err := result(t, a); err != nil {
 		t.Fatal(err)
 	}
-	if n := g.next(t); n != 3 {
-		t.Fatalf("pipeline of %d", n)
+	ce := g.next(t)
+	if ce.n != 3 {
+		t.Fatalf("pipeline of %d", ce.n)
 	}
 	// F queues (smaller than the pipelines in flight); when the last
 	// pipeline in flight is back, its slot sends F whatever its size.
 	f := run(5)
 	queued.WaitOrTimeout()
-	g.release <- struct{}{} // B
-	g.release <- struct{}{} // C-E
+	bh.pass()
+	ce.pass()
 	for _, c := range rest {
-		if err := <-c; err != nil {
+		if err := result(t, c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := g.next(t); n != 1 {
-		t.Fatalf("F went out in %d commands", n)
+	fh := g.next(t)
+	if fh.n != 1 {
+		t.Fatalf("F went out in %d commands", fh.n)
 	}
-	g.release <- struct{}{}
-	if err := <-f; err != nil {
+	fh.pass()
+	if err := result(t, f); err != nil {
 		t.Fatal(err)
 	}
 }
