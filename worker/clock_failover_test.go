@@ -16,22 +16,23 @@ import (
 	"github.com/fencedq/fencedq/worker"
 )
 
-// settle runs call until it succeeds, at most 5 times: right after a
-// promotion a failover client's pooled connections may still point at the
-// killed primary, and go-redis redials through the Sentinel after such an
-// error.
+// settle runs call until it succeeds or testsignal.Timeout passes: right
+// after a promotion a failover client's pooled connections may still point
+// at the killed primary, and go-redis redials through the Sentinel after
+// such an error (on a loaded machine, after more than a few tries).
 func settle[T any](t *testing.T, what string, call func() (T, error)) T {
 	t.Helper()
-	var err error
-	for range 5 {
-		var v T
-		if v, err = call(); err == nil {
+	deadline := time.Now().Add(testsignal.Timeout())
+	for {
+		v, err := call()
+		if err == nil {
 			return v
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after the failover: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond) // a redial's pace, not a wait for an outcome
 	}
-	t.Fatalf("%s after the failover: %v", what, err)
-	var zero T
-	return zero
 }
 
 // Times the old primary wrote (due times, lease deadlines) are read after
@@ -144,10 +145,9 @@ func TestFailbackToTrueClockKeepsTime(t *testing.T) {
 	if len(cl.Jobs) != 1 || cl.Jobs[0].ID != live.JobID {
 		t.Fatalf("claim on the slow node: %+v", cl)
 	}
-	delayed, err := client.Enqueue(ctx, storeArgs{}, jobs.Delay(long))
-	if err != nil {
-		t.Fatal(err)
-	}
+	delayed := settle(t, "enqueue", func() (*jobs.Result, error) {
+		return client.Enqueue(ctx, storeArgs{}, jobs.Delay(long), jobs.OperationID(ns+"-delayed"))
+	})
 	f.FailBackReady() // the old primary, true clock, replicates the slow node
 	f.KillPrimary()
 
