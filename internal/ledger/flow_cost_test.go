@@ -44,20 +44,22 @@ func serverCommands(t *testing.T, rdb *redis.Client) int64 {
 // plain job (the optional fields' read, the holders' count, the permit taken,
 // the permit ended, the look for waiting jobs), so a key's limit does not
 // slow the jobs of other keys; a hot key's backlog sits parked (benchmark
-// "hot key"). A job written by the earlier layout (flow field '1') is still
-// admitted under its limit.
+// "hot key"). A job under a rate limit that binds nothing costs at most 5
+// more too (the flow field's read, the window's trim and count, the start
+// recorded, the window's expiry). A job written by the earlier layout (flow
+// field '1') is still admitted under its limit.
 func TestLimitCostPerJob(t *testing.T) {
 	rdb := redistest.Start(t, redistest.Options{}).Client()
 	ctx := context.Background()
 	l := ledger.New(rdb, ledger.Config{Namespace: "cost"})
 	const n = 20
-	drain := func(q string, limited bool) int64 {
+	drain := func(q string, flow func(i int) *ledger.Flow) int64 {
 		t.Helper()
 		js := make([]*ledger.NewJob, n)
 		for i := range js {
 			js[i] = &ledger.NewJob{ID: fmt.Sprintf("%s-%d", q, i), Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1}
-			if limited {
-				js[i].Flow = &ledger.Flow{LimitKey: fmt.Sprintf("acct:%d", i), LimitMax: 1}
+			if flow != nil {
+				js[i].Flow = flow(i)
 			}
 		}
 		if _, err := l.Insert(ctx, js); err != nil {
@@ -89,15 +91,27 @@ func TestLimitCostPerJob(t *testing.T) {
 		}
 		return serverCommands(t, rdb) - before
 	}
-	plain, limited := drain("plain", false), drain("limited", true)
-	t.Logf("Redis commands per job, claim and completion: plain %.2f, limited %.2f", float64(plain)/n, float64(limited)/n)
-	if extra := float64(limited-plain) / n; extra > 5 {
-		t.Errorf("a limited job costs %.2f Redis commands more than a plain one (plain %d, limited %d for %d jobs), want ≤ 5",
-			extra, plain, limited, n)
+	plain := drain("plain", nil)
+	limited := drain("limited", func(i int) *ledger.Flow { return &ledger.Flow{LimitKey: fmt.Sprintf("acct:%d", i), LimitMax: 1} })
+	rated := drain("rated", func(int) *ledger.Flow { return &ledger.Flow{RateKey: "api", RateMax: 1000, RatePer: time.Second} })
+	t.Logf("Redis commands per job, claim and completion: plain %.2f, limited %.2f, rate-limited %.2f",
+		float64(plain)/n, float64(limited)/n, float64(rated)/n)
+	for _, c := range []struct {
+		what string
+		cmds int64
+	}{{"limited", limited}, {"rate-limited", rated}} {
+		if extra := float64(c.cmds-plain) / n; extra > 5 {
+			t.Errorf("a %s job costs %.2f Redis commands more than a plain one (plain %d, %s %d for %d jobs), want ≤ 5",
+				c.what, extra, plain, c.what, c.cmds, n)
+		}
 	}
 	lim, _, err := l.Limits(ctx, "limited")
 	if err != nil || len(lim) != 0 {
 		t.Fatalf("limits after the drain: %+v, %v; want none", lim, err)
+	}
+	_, rates, err := l.Limits(ctx, "rated")
+	if err != nil || len(rates) != 0 {
+		t.Fatalf("rates after a drain that deferred nothing: %+v, %v; want none", rates, err)
 	}
 
 	// The earlier layout: flow '1', the limit read from lkey and lmax.

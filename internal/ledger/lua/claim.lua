@@ -63,11 +63,16 @@ while i < #ids do
   local present = 0
   for j = 1, 8 do if h[j] then present = present + 1 end end
   -- Three more fields with a 'flow' one are a concurrency limit's (flow,
-  -- lkey, lmax: a rate has four, a held-back job a 'wait' too) and none of
-  -- the optional ones: one field read.
+  -- lkey, lmax), four with a flow 'R…' a rate limit's (flow, rkey, rmax,
+  -- rper), and none of the optional ones: one field read (flow.lua).
   local o, flow = NONE, nil
   local more = call('HLEN', k) - present
-  if more == 3 then flow = call('HGET', k, 'flow') end
+  if more == 3 then
+    flow = call('HGET', k, 'flow')
+  elseif more == 4 then
+    flow = call('HGET', k, 'flow')
+    if flow and string.byte(flow) ~= 82 then flow = nil end -- not 'R': read them all
+  end
   if more > 0 and not flow then
     o = call('HMGET', k, 'op', 'resource', 'timeout_ms', 'kind_defers', 'hist', 'fence', 'mark', 'headers',
       'flow', 'group')

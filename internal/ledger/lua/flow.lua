@@ -5,8 +5,9 @@
 --
 -- A job under flow control carries the field 'flow', read by the claim in the
 -- same HMGET as its other optional fields: 'L<lmax>:<lkey>' for a job with a
--- concurrency limit only and no 'wait' field (the claim needs no other read),
--- else '1' (the claim reads the fields below); parking a job sets it to '1'.
+-- concurrency limit only and 'R<rmax>/<rper>:<rkey>' for one with a rate limit
+-- only, neither held back before (the claim needs no other read), else '1' (the
+-- claim reads the fields below); parking or deferring a job sets it to '1'.
 -- And:
 --   lkey, lmax        its concurrency limit: at most lmax running attempts hold a
 --                     permit of key lkey at once
@@ -36,8 +37,10 @@
 -- key, rate max, rate period ms; '' keys: none).
 local function flow_fields(extra, a)
   local lkey, rkey = ARGV[a], ARGV[a + 2]
-  if rkey ~= '' then
+  if rkey ~= '' and lkey ~= '' then
     extra[#extra + 1] = 'flow'; extra[#extra + 1] = '1'
+  elseif rkey ~= '' then
+    extra[#extra + 1] = 'flow'; extra[#extra + 1] = 'R' .. ARGV[a + 3] .. '/' .. ARGV[a + 4] .. ':' .. rkey
   elseif lkey ~= '' then
     extra[#extra + 1] = 'flow'; extra[#extra + 1] = 'L' .. ARGV[a + 1] .. ':' .. lkey
   end
@@ -144,8 +147,11 @@ local function flow_admit(id, flow, created)
   local k = jobkey(id)
   local lkey, lmax, rkey, rmax, rper, wait
   local m, key = string.match(flow, '^L(%d+):(.*)$')
+  local rm, rp, rname = string.match(flow, '^R(%d+)/(%d+):(.*)$')
   if m then -- a limit only, not held back before: nothing more to read
     lkey, lmax = key, m
+  elseif rm then -- a rate only, not held back before
+    rkey, rmax, rper = rname, rm, rp
   else
     local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'wait')
     lkey, lmax, rkey, rmax, rper, wait = f[1], f[2], f[3], f[4], f[5], f[6]
@@ -158,13 +164,13 @@ local function flow_admit(id, flow, created)
     count('limit_waits')
     return 'limit:' .. flow_name(lkey)
   end
-  local rk, per
+  local rk, per, n
   if rkey then
     local max
     max, per = num(rmax), num(rper)
     rk = P .. 'rate:' .. rkey
     redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - per) -- the window is (now - per, now]
-    local n = redis.call('ZCARD', rk)
+    n = redis.call('ZCARD', rk)
     if n >= max then
       -- The earliest start: when the start max places from the newest leaves
       -- the window. Jobs deferred before it take the starts before it, max
@@ -178,7 +184,7 @@ local function flow_admit(id, flow, created)
       local last = redis.call('ZRANGE', heldk, -1, -1, 'WITHSCORES')
       redis.call('PEXPIREAT', heldk, num(last[2]) + per)
       redis.call('ZADD', index['pending'], at, id)
-      redis.call('HSET', k, 'wait', 'rate', 'wait_at', fmt(at))
+      redis.call('HSET', k, 'wait', 'rate', 'wait_at', fmt(at), 'flow', '1')
       redis.call('HSET', P .. 'rates', rkey, rmax .. '/' .. rper)
       if lkey then redis.call('ZREM', hk, id) end -- no longer promised: not due
       count('rate_deferrals')
@@ -191,12 +197,16 @@ local function flow_admit(id, flow, created)
   end
   if rk then
     -- A key's starts and deferrals expire a period after the last of them,
-    -- and its entry in the rates hash goes with its last deferred job: an
-    -- idle key leaves nothing behind.
+    -- and its entry in the rates hash goes with its last deferred job (or,
+    -- when that one was cancelled, with the first start after a quiet
+    -- period): an idle key leaves nothing behind, and a start that was
+    -- never deferred in a busy window costs no look at the deferrals.
     redis.call('ZADD', rk, now, id .. ':' .. fmt(now_us))
     redis.call('PEXPIRE', rk, per)
-    redis.call('ZREM', rk .. ':held', id)
-    if redis.call('EXISTS', rk .. ':held') == 0 then redis.call('HDEL', P .. 'rates', rkey) end
+    if wait == 'rate' then redis.call('ZREM', rk .. ':held', id) end
+    if (wait == 'rate' or n == 0) and redis.call('EXISTS', rk .. ':held') == 0 then
+      redis.call('HDEL', P .. 'rates', rkey)
+    end
   end
   if wait then redis.call('HDEL', k, 'wait', 'wait_at') end
   return nil
