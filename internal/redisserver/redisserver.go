@@ -312,41 +312,62 @@ func (s *Server) Stop() {
 }
 
 // FormCluster splits the 16384 hash slots between cluster-enabled servers,
-// joins them and waits until every node reports cluster_state:ok.
+// joins them and waits until every node reports cluster_state:ok and knows
+// every other. A node whose handshake timed out (a loaded machine: Redis
+// forgets a node that does not complete the handshake within the node
+// timeout) is introduced again every two seconds.
 func FormCluster(ctx context.Context, nodes []*Server) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	clients := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
+		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr})
+		defer clients[i].Close()
+	}
+	meet := func(i int) error {
+		return clients[i].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(nodes[0].Port)).Err()
+	}
 	per := 16384 / len(nodes)
 	for i, n := range nodes {
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
 		lo, hi := i*per, (i+1)*per-1
 		if i == len(nodes)-1 {
 			hi = 16383
 		}
-		err := cl.ClusterAddSlotsRange(ctx, lo, hi).Err()
+		err := clients[i].ClusterAddSlotsRange(ctx, lo, hi).Err()
 		if err == nil && i > 0 {
-			err = cl.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(nodes[0].Port)).Err()
+			err = meet(i)
 		}
-		_ = cl.Close()
 		if err != nil {
 			return fmt.Errorf("redisserver: form cluster on %s: %w", n.Addr, err)
 		}
 	}
-	want := "cluster_known_nodes:" + strconv.Itoa(len(nodes))
-	for _, n := range nodes {
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr})
-		for {
-			info, err := cl.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, want) {
-				break
+	known := strconv.Itoa(len(nodes))
+	lastMeet := time.Now()
+	for {
+		ready := true
+		var state string
+		for i, n := range nodes {
+			info, err := clients[i].ClusterInfo(ctx).Result()
+			if err == nil && infoField(info, "cluster_state") == "ok" && infoField(info, "cluster_known_nodes") == known {
+				continue
 			}
-			if ctx.Err() != nil {
-				_ = cl.Close()
-				return fmt.Errorf("redisserver: cluster did not become ok on %s: %v", n.Addr, err)
+			ready = false
+			state = fmt.Sprintf("%s: state %q, known nodes %q of %s (%v)", n.Addr,
+				infoField(info, "cluster_state"), infoField(info, "cluster_known_nodes"), known, err)
+			if i > 0 && err == nil && infoField(info, "cluster_known_nodes") != known && time.Since(lastMeet) > 2*time.Second {
+				_ = meet(i)
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
-		_ = cl.Close()
+		if ready {
+			return nil
+		}
+		if time.Since(lastMeet) > 2*time.Second {
+			lastMeet = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redisserver: cluster did not become ok: %s", state)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return nil
 }
