@@ -117,7 +117,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		end.RetryOnTimeout = r.RetryOnTimeout()
 	}
 	outcome := rules.Decide(end)
-	committed, err2 := e.ledger.Complete(context.WithoutCancel(ctx), queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: tok, Outcome: outcome}})
+	committed, err2 := e.ledger.Complete(context.WithoutCancel(ctx), queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: fenceOf(held), Outcome: outcome}})
 	if err2 != nil {
 		tb.Fatalf("fencedqtest: job %s: committing the outcome: %v", id, err2)
 	}
@@ -161,4 +161,13 @@ func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T]
 func (e *Env) putBack(ctx context.Context, c *ledger.Claimed) {
 	_, _ = e.ledger.Complete(context.WithoutCancel(ctx), c.Queue, []ledger.Completion{{ID: c.ID, Token: c.Token,
 		Outcome: ledger.Outcome{Defer: true, Reason: "fencedqtest: resource busy"}}})
+}
+
+// fenceOf is the token of the resource lease an attempt held (recorded
+// with its outcome), or 0 when it held none.
+func fenceOf(held *lease.Lease) lease.Token {
+	if held == nil {
+		return 0
+	}
+	return held.Token
 }

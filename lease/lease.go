@@ -305,7 +305,7 @@ func opsMerge(st epoch.State) *scriptbatch.Merge {
 // alone runs a release that goes out on its own as release.lua, which
 // needs neither the time nor the epoch library (its reply is the
 // operation's value); an acquire stays a call of ops.lua.
-func alone(s *redis.Script, keys []string, args []any) (*redis.Script, []string, []any) {
+func alone(s scriptbatch.Script, keys []string, args []any) (scriptbatch.Script, []string, []any) {
 	if len(args) == 5 && args[2] == "r" {
 		return releaseScript, keys[:1], args[3:]
 	}

@@ -117,7 +117,10 @@ func oneQueue(batch []*finished) bool {
 func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
 	cs := make([]ledger.Completion, len(fs))
 	for i, f := range fs {
-		cs[i] = ledger.Completion{ID: f.a.job.ID, Token: f.a.job.Token, Fence: f.a.fence(), Outcome: f.outcome}
+		cs[i] = ledger.Completion{ID: f.a.job.ID, Token: f.a.job.Token, Outcome: f.outcome}
+		if l := f.a.resourceLease(); l != nil {
+			cs[i].Fence = l.Token // recorded even when it equals the job's token
+		}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()

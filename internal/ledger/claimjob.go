@@ -12,7 +12,7 @@ import (
 var (
 	//go:embed lua/claim_job.lua
 	claimJobSrc    string
-	claimJobScript = script(claimJobSrc)
+	claimJobScript = script("claim_job", claimJobSrc)
 )
 
 // ClaimJob is the fenced claim of job id of queue q alone, due or not and

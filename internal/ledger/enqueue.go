@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/luafunc"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
 
@@ -201,12 +202,23 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 			cl.cmd = script.EvalSha(ctx, pipe, keys, cl.args...)
 		}
 		_, _ = pipe.Exec(ctx)
-		// A server that lost its script cache answers NOSCRIPT and wrote
-		// nothing for those calls: send them again with the script's source.
+		// A server that lacked the ledger's function library (or, without
+		// functions, its scripts) wrote nothing for those calls: load the
+		// library and send them again, by name, or else with their text.
 		retry := l.rdb.Pipeline()
+		tried, loaded := false, false
 		for _, cl := range calls {
-			if isNoScript(cl.cmd.Err()) {
-				script, keys := l.enqueueCall(cl.queue, cl.uniq)
+			if !luafunc.IsMissing(cl.cmd.Err()) {
+				continue
+			}
+			script, keys := l.enqueueCall(cl.queue, cl.uniq)
+			if !tried {
+				tried = true
+				loaded = script.Library().Load(ctx, l.rdb) == nil && script.Library().Available()
+			}
+			if loaded {
+				cl.cmd = script.EvalSha(ctx, retry, keys, cl.args...)
+			} else {
 				cl.cmd = script.Eval(ctx, retry, keys, cl.args...)
 			}
 		}
@@ -292,10 +304,6 @@ func splitEnqueue(v any, n []int, stride int) ([]any, error) {
 		end = from
 	}
 	return out, nil
-}
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // decodeInsert reads one enqueue call's reply into out, checks it for a

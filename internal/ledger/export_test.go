@@ -4,22 +4,22 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/fencedq/fencedq/internal/luafunc"
 )
 
 // brokenScripts are deliberately wrong copies of ledger scripts, so tests
 // can show that their checks catch a ledger that breaks fencing.
 var brokenScripts = map[string]struct {
-	script   **redis.Script
-	src      string
+	script   **luafunc.Script
+	src, rid string
 	old, new string
 }{
 	// Commits are applied without checking the attempt's token: a stale
 	// attempt overwrites the current one's outcome.
-	"complete-no-token-check": {&completeScript, completeSrc,
+	"complete-no-token-check": {&completeScript, completeSrc, "nil",
 		"if h[1] ~= 'running' or h[2] ~= token then", "if h[1] ~= 'running' then"},
 	// A claim hands out the job's previous token again instead of a higher one.
-	"claim-reuse-token": {&claimScript, claimSrc,
+	"claim-reuse-token": {&claimScript, claimSrc, "ARGV[5]",
 		"local stok = mint(last)",
 		"local stok = u64_norm(last)\n    if stok == '0' then stok = mint(last) end"},
 }
@@ -35,15 +35,26 @@ func UseBrokenScript(name string) (restore func()) {
 		panic(fmt.Sprintf("broken script %q: the text to replace is gone from the script", name))
 	}
 	orig := *b.script
-	*b.script = script(strings.Replace(b.src, b.old, b.new, 1))
+	*b.script = standalone(name, b.rid, strings.Replace(b.src, b.old, b.new, 1))
 	return func() { *b.script = orig }
 }
 
-// ScriptSHA returns the SHA1 by which the named script ("claim", "renew",
-// "complete", "enqueue") is called.
-func ScriptSHA(name string) string {
-	return map[string]*redis.Script{"claim": claimScript, "renew": renewScript,
-		"complete": completeScript, "enqueue": enqueueScript}[name].Hash()
+// standalone builds a ledger script alone in a function library of its own.
+func standalone(key, rid, src string) *luafunc.Script {
+	key = strings.ReplaceAll(key, "-", "_")
+	lib := luafunc.NewLibrary(func() (string, string) {
+		name := "fencedq_test_" + key
+		return name, library(name, sharedLua, []libScript{{fn: name + "_" + key, rid: rid, src: src}})
+	})
+	return luafunc.NewScript(lib, key, link(strings.Replace(sharedLua, "local EPOCH_RID = nil\n", "local EPOCH_RID = "+rid+"\n", 1), src))
+}
+
+// ScriptFunction returns the function name by which the named script
+// ("claim", "renew", "complete", "enqueue") is called (FCALL's first
+// argument).
+func ScriptFunction(name string) string {
+	return map[string]*luafunc.Script{"claim": claimScript, "renew": renewScript,
+		"complete": completeScript, "enqueue": enqueueScript}[name].Function()
 }
 
 // HoldHandovers leaves hand-over records where the calls that wrote them

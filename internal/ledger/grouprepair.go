@@ -8,7 +8,7 @@ import (
 //go:embed lua/group_repair.lua
 var groupRepairSrc string
 
-var groupRepairScript = script(groupRepairSrc)
+var groupRepairScript = script("group_repair", groupRepairSrc)
 
 // groupRepairCount is how many groups one group_repair.lua call scans.
 const groupRepairCount = 500

@@ -69,7 +69,7 @@ func TestClaimsDoNotWaitBehindCompletions(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	hold := newHoldScript(t, ledger.ScriptSHA("complete"))
+	hold := newHoldScript(t, ledger.ScriptFunction("complete"))
 	rdb.AddHook(hold)
 	f := newFixture(t, rdb)
 	c1 := f.claimOne(f.enqueue())

@@ -2,9 +2,12 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
 	"fmt"
+	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
+	"github.com/fencedq/fencedq/internal/luafunc"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -151,7 +155,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 
 // run executes a ledger script in lane; concurrent calls (a pool's
 // completions, enqueues from many goroutines) share pipelines.
-func (l *Ledger) run(ctx context.Context, lane *scriptbatch.Batcher, script *redis.Script, q string, args ...any) *redis.Cmd {
+func (l *Ledger) run(ctx context.Context, lane *scriptbatch.Batcher, script scriptbatch.Script, q string, args ...any) *redis.Cmd {
 	lay := l.layoutOf(q)
 	return lane.Run(ctx, script, lay.keys, append([]any{lay.prefix}, args...)...)
 }
@@ -244,43 +248,74 @@ var (
 	//go:embed lua/group.lua
 	groupLib string
 
-	enqueueScript  = script(enqueueSrc)
-	claimScript    = mintingScript(claimSrc, 5)
-	renewScript    = script(renewSrc)
-	completeScript = script(completeSrc)
-	expireScript   = script(expireSrc)
-	resolveScript  = script(resolveSrc)
-	leadScript     = script(leadSrc)
-	cancelScript   = script(cancelSrc)
-	pauseScript    = script(pauseSrc)
-	runNowScript   = script(runNowSrc)
-	raiseScript    = script(raiseSrc)
-	rewindScript   = script(rewindSrc)
-	progressScript = script(progressSrc)
+	enqueueScript  = script("enqueue", enqueueSrc)
+	claimScript    = mintingScript("claim", claimSrc, 5)
+	renewScript    = script("renew", renewSrc)
+	completeScript = script("complete", completeSrc)
+	expireScript   = script("expire", expireSrc)
+	resolveScript  = script("resolve", resolveSrc)
+	leadScript     = script("lead", leadSrc)
+	cancelScript   = script("cancel", cancelSrc)
+	pauseScript    = script("pause", pauseSrc)
+	runNowScript   = script("run_now", runNowSrc)
+	raiseScript    = script("raise", raiseSrc)
+	rewindScript   = script("rewind", rewindSrc)
+	progressScript = script("progress", progressSrc)
 
-	bridgeClaimScript     = mintingScript(bridgeClaimSrc, 11)
-	bridgeRedeliverScript = script(bridgeRedeliverSrc)
+	bridgeClaimScript     = mintingScript("bridge_claim", bridgeClaimSrc, 11)
+	bridgeRedeliverScript = script("bridge_redeliver", bridgeRedeliverSrc)
 
 	// flow control (see unique.go)
-	enqueueUniqueScript = script(enqueueUniqueSrc)
-	uniquePruneScript   = script(uniquePruneSrc)
+	enqueueUniqueScript = script("enqueue_unique", enqueueUniqueSrc)
+	uniquePruneScript   = script("unique_prune", uniquePruneSrc)
 )
 
-// script builds a ledger script: the definitions src uses of internal/epoch's
-// library (token minting and comparison of decimal uint64 tokens), of the
-// prelude, of the workflow definitions, of flow.lua (concurrency and rate
-// limits) and of group.lua (fair groups; see link), then src.
-func script(src string) *redis.Script {
-	return redis.NewScript(link(epoch.Lua+"local EPOCH_RID = nil\n"+prelude+workflowLib+flowLib+groupLib, src))
+// ledgerLib is the Redis function library of the ledger's scripts (see
+// internal/luafunc): each script a function over the shared definitions of
+// internal/epoch's library (token minting and comparison of decimal uint64
+// tokens), the prelude, the workflow definitions, flow.lua (concurrency and
+// rate limits) and group.lua (fair groups), defined once per load instead
+// of once per call. Its name is a hash of its scripts, so each version of
+// the ledger has its own.
+var ledgerLib = luafunc.NewLibrary(func() (string, string) {
+	h := sha1.New()
+	io.WriteString(h, sharedLua)
+	for _, s := range libScripts {
+		io.WriteString(h, s.fn+"\x00"+s.rid+"\x00"+s.src+"\x00")
+	}
+	name := fmt.Sprintf("fencedq_%x", h.Sum(nil)[:6])
+	scripts := make([]libScript, len(libScripts))
+	for i, s := range libScripts {
+		scripts[i] = libScript{fn: name + "_" + s.fn, rid: s.rid, src: s.src}
+	}
+	return name, library(name, sharedLua, scripts)
+})
+
+// libScripts are the scripts of ledgerLib, keyed by their short names.
+var libScripts []libScript
+
+// sharedLua is the Lua every ledger script may use (see ledgerLib); the
+// EPOCH_RID line is each script's own.
+var sharedLua = epoch.Lua + "local EPOCH_RID = nil\n" + prelude + workflowLib + flowLib + groupLib
+
+// script builds the ledger script key: a function of ledgerLib and, as its
+// plain form, the definitions src uses of sharedLua (see link), then src.
+func script(key, src string) *luafunc.Script {
+	return register(key, "nil", src)
 }
 
 // mintingScript builds a script that mints job tokens, whose caller passes
 // the replication id its epoch is for in ARGV[ridArg]: the prelude's clock
 // read (epoch_now) then also reads the epoch recorded for that id, so
 // epoch_check needs no read of its own.
-func mintingScript(src string, ridArg int) *redis.Script {
-	rid := fmt.Sprintf("local EPOCH_RID = ARGV[%d]\n", ridArg)
-	return redis.NewScript(link(epoch.Lua+rid+prelude+workflowLib+flowLib+groupLib, src))
+func mintingScript(key, src string, ridArg int) *luafunc.Script {
+	return register(key, fmt.Sprintf("ARGV[%d]", ridArg), src)
+}
+
+func register(key, rid, src string) *luafunc.Script {
+	libScripts = append(libScripts, libScript{fn: key, rid: rid, src: src})
+	plain := link(strings.Replace(sharedLua, "local EPOCH_RID = nil\n", "local EPOCH_RID = "+rid+"\n", 1), src)
+	return luafunc.NewScript(ledgerLib, key, plain)
 }
 
 func ms(t time.Time) int64 {

@@ -79,6 +79,19 @@ var (
 // link returns the definitions of lib that src needs, then src.
 func link(lib, src string) string {
 	units := splitUnits(lib)
+	need := needed(units, src)
+	var b strings.Builder
+	for i, u := range units {
+		if need[i] {
+			b.WriteString(u.text)
+		}
+	}
+	b.WriteString(src)
+	return b.String()
+}
+
+// needed marks the units src uses, directly or through another unit.
+func needed(units []luaUnit, src string) []bool {
 	definedBy := map[string]int{}
 	for i, u := range units {
 		for _, n := range u.names {
@@ -98,12 +111,67 @@ func link(lib, src string) string {
 		}
 	}
 	visit(src, -1)
+	return need
+}
+
+// libScript is one script of a function library: its function's name, the
+// expression its EPOCH_RID is set to ("nil", or "ARGV[n]" for a minting
+// script), and its source.
+type libScript struct {
+	fn, rid, src string
+}
+
+// library returns the code of the Redis function library name holding
+// scripts, each a function over the shared definitions of lib. The
+// library's top level defines, once per load, lib's functions and
+// constants; its other top-level locals (the queue's prefix and keys, the
+// clock's reading, per-call tables and caches) are declared there and set
+// at the start of each function that uses them, from its own KEYS and ARGV,
+// exactly as the same lines do when the script runs as a whole (link). A
+// function sets only the ones it uses, so it reads nothing another
+// script's call left.
+func library(name, lib string, scripts []libScript) string {
+	units := splitUnits(lib)
+	perCall := make([]bool, len(units))
 	var b strings.Builder
+	b.WriteString("#!lua name=" + name + "\n")
+	b.WriteString("local KEYS, ARGV -- each function's own, set at its start\n")
 	for i, u := range units {
-		if need[i] {
+		if localFunc.MatchString(u.text) || isConstant(u.text) {
 			b.WriteString(u.text)
+			continue
 		}
+		perCall[i] = true
+		b.WriteString("local " + strings.Join(u.names, ", ") + "\n")
 	}
-	b.WriteString(src)
+	for _, s := range scripts {
+		need := needed(units, s.src)
+		b.WriteString("redis.register_function('" + s.fn + "', function(keys, args)\nKEYS, ARGV = keys, args\n")
+		for i, u := range units {
+			switch {
+			case !need[i] || !perCall[i]:
+			case len(u.names) == 1 && u.names[0] == "EPOCH_RID":
+				b.WriteString("EPOCH_RID = " + s.rid + "\n")
+			default:
+				b.WriteString(strings.TrimPrefix(u.text, "local "))
+			}
+		}
+		b.WriteString(s.src)
+		b.WriteString("\nend)\n")
+	}
 	return b.String()
 }
+
+// isConstant reports whether a unit defines numbers and strings only
+// (literals and arithmetic on them), which a library defines once.
+func isConstant(text string) bool {
+	code := strings.TrimSpace(luaComment.ReplaceAllString(text, ""))
+	_, rhs, ok := strings.Cut(code, "=")
+	if !ok {
+		return false
+	}
+	rhs = luaQuoted.ReplaceAllString(rhs, "0")
+	return strings.TrimSpace(rhs) != "" && luaLiteral.MatchString(rhs)
+}
+
+var luaLiteral = regexp.MustCompile(`^[\s0-9.*+\-,]+$`)

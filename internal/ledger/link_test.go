@@ -47,3 +47,38 @@ func TestLinkedScriptsAreShorter(t *testing.T) {
 		t.Errorf("the renewal carries the minting or history helpers:\n%s", renew)
 	}
 }
+
+// TestLibraryDefinesOnceAndSetsPerCallState: a function library defines the
+// shared functions and constants once at its top level; every other shared
+// local (derived from KEYS and ARGV, per-call tables) is declared there and
+// set at the start of each function that uses it, EPOCH_RID from the
+// function's own argument; a function sets nothing it does not use.
+func TestLibraryDefinesOnceAndSetsPerCallState(t *testing.T) {
+	lib := `-- header
+local LIMIT, NAME = 10, 'x' -- constants
+local EPOCH_RID = nil
+local P = ARGV[1]
+local now = redis.call('TIME')[1] .. EPOCH_RID
+local seen = {}
+local function mark(id) seen[id] = true return P .. id end
+local function unused() return LIMIT end
+`
+	got := library("lib1", lib, []libScript{
+		{fn: "lib1_a", rid: "ARGV[5]", src: "return mark(ARGV[2]) .. now"},
+		{fn: "lib1_b", rid: "nil", src: "return LIMIT"},
+	})
+	want := "#!lua name=lib1\n" +
+		"local KEYS, ARGV -- each function's own, set at its start\n" +
+		"local LIMIT, NAME = 10, 'x' -- constants\n" +
+		"local EPOCH_RID\nlocal P\nlocal now\nlocal seen\n" +
+		"local function mark(id) seen[id] = true return P .. id end\n" +
+		"local function unused() return LIMIT end\n" +
+		"redis.register_function('lib1_a', function(keys, args)\nKEYS, ARGV = keys, args\n" +
+		"EPOCH_RID = ARGV[5]\nP = ARGV[1]\nnow = redis.call('TIME')[1] .. EPOCH_RID\nseen = {}\n" +
+		"return mark(ARGV[2]) .. now\nend)\n" +
+		"redis.register_function('lib1_b', function(keys, args)\nKEYS, ARGV = keys, args\n" +
+		"return LIMIT\nend)\n"
+	if got != want {
+		t.Fatalf("library:\n%s\nwant:\n%s", got, want)
+	}
+}

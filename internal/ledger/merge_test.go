@@ -44,8 +44,8 @@ func TestConcurrentEnqueuesMergedStayDeduplicated(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	hold := newHoldScript(t, ledger.ScriptSHA("enqueue"))
-	counted := &countScript{sha: ledger.ScriptSHA("enqueue")}
+	hold := newHoldScript(t, ledger.ScriptFunction("enqueue"))
+	counted := &countScript{sha: ledger.ScriptFunction("enqueue")}
 	rdb.AddHook(hold)
 	rdb.AddHook(counted)
 	f := newFixture(t, rdb)

@@ -283,7 +283,7 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 			return nil, invalid("outcome %q: want succeeded, dead, uncertain, pending (retry) or a defer", o.To)
 		}
 		fence := ""
-		if c.Fence > 0 && c.Fence != c.Token {
+		if c.Fence > 0 {
 			fence = c.Fence.String()
 		}
 		var out, shown []byte

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/fencedq/fencedq/internal/luafunc"
 )
 
 // Unique makes a job unique within its queue (enqueue_unique.lua): while a
@@ -69,7 +69,7 @@ func (l *Ledger) PruneUnique(ctx context.Context, q string) (int64, error) {
 
 // enqueueCall returns the enqueue script and the KEYS for a call of
 // queue q carrying unique jobs (u) or not.
-func (l *Ledger) enqueueCall(q string, u bool) (*redis.Script, []string) {
+func (l *Ledger) enqueueCall(q string, u bool) (*luafunc.Script, []string) {
 	if u {
 		return enqueueUniqueScript, l.uniqueKeys(q)
 	}

@@ -292,9 +292,9 @@ var (
 	//go:embed lua/handover_ack.lua
 	handoverAckSrc string
 
-	wfEnqueueScript   = script(wfEnqueueSrc)
-	handoverScript    = script(handoverSrc)
-	handoverAckScript = script(handoverAckSrc)
+	wfEnqueueScript   = script("wf_enqueue", wfEnqueueSrc)
+	handoverScript    = script("handover", handoverSrc)
+	handoverAckScript = script("handover_ack", handoverAckSrc)
 )
 
 // WorkflowDef is a workflow's record (NewWorkflow.Record): its name and

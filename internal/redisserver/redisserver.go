@@ -61,6 +61,9 @@ type Options struct {
 	// Sentinel, when set, starts a Sentinel (redis-server --sentinel)
 	// monitoring one primary instead of a data server.
 	Sentinel *SentinelOptions
+	// NoFunctions starts the server without FCALL and FUNCTION, as a
+	// server before Redis 7 (which has no function libraries) answers.
+	NoFunctions bool
 	// ClockShim is the path of the clock shim built by BuildClockShim. When
 	// set, the process runs with it preloaded and SetClockOffset shifts its
 	// wall clock.
@@ -135,6 +138,9 @@ func (s *Server) args() []string {
 		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		a = append(a, "--appendonly", "no")
+	}
+	if s.opts.NoFunctions {
+		a = append(a, "--rename-command", "FCALL", "", "--rename-command", "FUNCTION", "")
 	}
 	if s.opts.NotifyKeyspaceEvents != "" {
 		a = append(a, "--notify-keyspace-events", s.opts.NotifyKeyspaceEvents)

@@ -41,6 +41,9 @@ type Options struct {
 	// ClockShim runs the server with the clock shim preloaded, so
 	// [Server.SetClockOffset] can shift its wall clock (see [ClockShim]).
 	ClockShim bool
+	// NoFunctions starts the server without FCALL and FUNCTION, as a
+	// Redis before 7 answers.
+	NoFunctions bool
 }
 
 // Server is a redis-server child process owned by a test.
@@ -61,7 +64,7 @@ func Start(tb testing.TB, opts Options) *Server {
 	if opts.ClockShim {
 		shim = ClockShim(tb)
 	}
-	return startWith(tb, redisserver.Options{AOF: opts.AOF, Cluster: opts.ClusterEnabled, ClockShim: shim})
+	return startWith(tb, redisserver.Options{AOF: opts.AOF, Cluster: opts.ClusterEnabled, ClockShim: shim, NoFunctions: opts.NoFunctions})
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

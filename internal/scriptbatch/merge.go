@@ -44,7 +44,7 @@ type Merge struct {
 	// on its own (it went out at once, or nothing was merged with it):
 	// script, keys and args are the call's, and the result runs in their
 	// place (a script cheaper for one call, say). Its reply is the call's.
-	Alone func(script *redis.Script, keys []string, args []any) (*redis.Script, []string, []any)
+	Alone func(script Script, keys []string, args []any) (Script, []string, []any)
 	// Split returns the reply of each merged call from the merged reply;
 	// n[i] is how many arguments after the head call i carried.
 	Split func(reply any, n []int) ([]any, error)
@@ -52,7 +52,7 @@ type Merge struct {
 
 // RunMerged is Run for a call that may be merged with others queued with
 // the same Merge key (see Merge). m must stay unchanged while in use.
-func (b *Batcher) RunMerged(ctx context.Context, m *Merge, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (b *Batcher) RunMerged(ctx context.Context, m *Merge, script Script, keys []string, args ...any) *redis.Cmd {
 	return b.run(&call{ctx: ctx, script: script, keys: keys, args: args, merge: m})
 }
 
@@ -67,7 +67,7 @@ type merged struct {
 // them was; split gives the merged calls' replies back to their parts.
 func mergeCalls(batch []*call) []*call {
 	type group struct {
-		script *redis.Script
+		script Script
 		key    string
 		c      *call
 		size   int

@@ -53,6 +53,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/luafunc"
 	"github.com/fencedq/fencedq/internal/testsignal"
 )
 
@@ -104,10 +105,18 @@ type Options struct {
 	Balance bool
 }
 
+// Script is a script a Batcher runs: a go-redis Script, or a function of a
+// library (internal/luafunc), which a call that finds it missing loads.
+type Script interface {
+	Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd
+	EvalSha(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd
+	Eval(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd
+}
+
 // call is one script call waiting for a shared pipeline.
 type call struct {
 	ctx    context.Context
-	script *redis.Script
+	script Script
 	keys   []string
 	args   []any
 	reply  any
@@ -154,7 +163,7 @@ func New(rdb redis.UniversalClient, o Options) *Batcher {
 // pipeline when the Batcher's in-flight budget is used up. When ctx ends
 // before the reply arrives, Run returns ctx.Err() and the call may still
 // run: its outcome is unknown, as with any request whose reply was lost.
-func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (b *Batcher) Run(ctx context.Context, script Script, keys []string, args ...any) *redis.Cmd {
 	return b.run(&call{ctx: ctx, script: script, keys: keys, args: args})
 }
 
@@ -300,17 +309,46 @@ func (b *Batcher) send(ctx context.Context, calls []*call) {
 	}
 	cmds := make([]*redis.Cmd, len(calls))
 	b.pipeline(ctx, calls, cmds, false)
-	var again []*call
-	for i, c := range calls {
-		if isNoScript(cmds[i].Err()) {
-			// The server lost its script cache (a restart): EVALSHA did
-			// nothing, so running the script again is safe.
-			again = append(again, c)
+	for try := 0; try < 2; try++ {
+		// The server lacked a script or a function library (a restart, a
+		// new server, another version): nothing ran for those calls, so
+		// running them again is safe. Function libraries are loaded and
+		// the calls sent by name again; else (or if still missing) they go
+		// with the scripts' text.
+		var again []*call
+		for i, c := range calls {
+			if luafunc.IsMissing(cmds[i].Err()) {
+				again = append(again, c)
+			}
+		}
+		if len(again) == 0 {
+			return
+		}
+		withSource := try == 1 || !b.loadLibraries(ctx, again)
+		calls = again
+		b.pipeline(ctx, calls, cmds[:len(calls)], withSource)
+	}
+}
+
+// loadLibraries loads the function libraries of calls' scripts on the
+// Batcher's server, and reports whether every call's script is a function
+// of a library now loaded.
+func (b *Batcher) loadLibraries(ctx context.Context, calls []*call) bool {
+	loaded := map[*luafunc.Library]bool{}
+	for _, c := range calls {
+		l, ok := c.script.(luafunc.Loader)
+		if !ok {
+			return false
+		}
+		lib := l.Library()
+		if _, done := loaded[lib]; !done {
+			loaded[lib] = lib.Load(ctx, b.rdb) == nil && lib.Available()
+		}
+		if !loaded[lib] {
+			return false
 		}
 	}
-	if len(again) > 0 {
-		b.pipeline(ctx, again, cmds[:len(again)], true)
-	}
+	return true
 }
 
 // pipeline sends calls in one pipeline, by SHA or (withSource) with each
@@ -444,9 +482,4 @@ func (b *Batcher) pipelineOn(ctx context.Context, rdb redis.Cmdable, calls []*ca
 func isRedirect(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && (strings.HasPrefix(re.Error(), "MOVED ") || strings.HasPrefix(re.Error(), "ASK "))
-}
-
-func isNoScript(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOSCRIPT")
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/luafunc"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 	"github.com/fencedq/fencedq/internal/testsignal"
@@ -91,7 +93,7 @@ func TestCallsQueuedBehindOneInFlightShareAPipeline(t *testing.T) {
 	resume, held := holdInFlight(t, ctx, b, srv, direct)
 
 	const n = 40
-	runIncrs(t, ctx, b, rdb, n, func() {
+	runIncrs(t, ctx, b, rdb, incr, n, func() {
 		queued.WaitOrTimeoutN(n)
 		resume()
 	}, held)
@@ -143,16 +145,60 @@ func TestScriptMissingFromServerCacheIsLoaded(t *testing.T) {
 	// incr was never loaded on this server: the queued calls' EVALSHA
 	// fails with NOSCRIPT and each is run again with its source.
 	const n = 10
-	runIncrs(t, ctx, b, rdb, n, func() {
+	runIncrs(t, ctx, b, rdb, incr, n, func() {
 		queued.WaitOrTimeoutN(n)
 		resume()
 	}, held)
 }
 
+// incrLibrary returns incr as the function of a library of its own.
+func incrLibrary(name string) (*luafunc.Library, *luafunc.Script) {
+	lib := luafunc.NewLibrary(func() (string, string) {
+		return name, "#!lua name=" + name + "\nredis.register_function('" + name +
+			"_incr', function(keys, args) redis.call('INCR', keys[1]) return args[1] end)\n"
+	})
+	return lib, luafunc.NewScript(lib, "incr", `redis.call('INCR', KEYS[1]) return ARGV[1]`)
+}
+
+// A pipeline of calls to a function library the server lacks loads the
+// library once and sends the calls again by name; on a server without
+// functions they run as plain scripts.
+func TestFunctionLibraryMissingFromServerIsLoaded(t *testing.T) {
+	for _, noFunctions := range []bool{false, true} {
+		t.Run(fmt.Sprintf("no functions %v", noFunctions), func(t *testing.T) {
+			ctx := context.Background()
+			srv := redistest.Start(t, redistest.Options{NoFunctions: noFunctions})
+			rdb := client(t, srv)
+			b := scriptbatch.New(rdb, one)
+			direct, queued := scriptbatch.InitHooks(b, t)
+			resume, held := holdInFlight(t, ctx, b, srv, direct)
+			lib, fn := incrLibrary(fmt.Sprintf("fqtest_batch_%v", noFunctions))
+			const n = 10
+			runIncrs(t, ctx, b, rdb, fn, n, func() {
+				queued.WaitOrTimeoutN(n)
+				resume()
+			}, held)
+			if lib.Available() == noFunctions {
+				t.Fatalf("library available %v on a server with functions %v", lib.Available(), !noFunctions)
+			}
+			if noFunctions {
+				return
+			}
+			info, err := rdb.Info(ctx, "commandstats").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(info, "cmdstat_function|load:calls=1,") || strings.Contains(info, "cmdstat_eval:") {
+				t.Fatalf("want one FUNCTION LOAD and no EVAL:\n%s", info)
+			}
+		})
+	}
+}
+
 // runIncrs makes n concurrent incr calls through b while a held call keeps
 // it busy, calls queuedAll (which waits for them to queue and lets the
 // held call finish), then checks that each got its own reply and ran once.
-func runIncrs(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, rdb *redis.Client, n int, queuedAll func(), held <-chan error) {
+func runIncrs(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, rdb *redis.Client, script scriptbatch.Script, n int, queuedAll func(), held <-chan error) {
 	t.Helper()
 	var wg sync.WaitGroup
 	replies := make([]string, n)
@@ -161,7 +207,7 @@ func runIncrs(t *testing.T, ctx context.Context, b *scriptbatch.Batcher, rdb *re
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i], errs[i] = b.Run(ctx, incr, []string{"count"}, fmt.Sprint(i)).Text()
+			replies[i], errs[i] = b.Run(ctx, script, []string{"count"}, fmt.Sprint(i)).Text()
 		}()
 	}
 	queuedAll()
@@ -209,7 +255,7 @@ func TestInFlightBudgetThenSharedPipeline(t *testing.T) {
 	}
 	direct.WaitOrTimeoutN(budget - 1)
 	const n = 30
-	runIncrs(t, ctx, b, rdb, n, func() {
+	runIncrs(t, ctx, b, rdb, incr, n, func() {
 		queued.WaitOrTimeoutN(n)
 		direct.RequireEmpty() // the budget was used up: nothing more went out at once
 		resume()
@@ -304,7 +350,7 @@ func TestAppendAddsOneCommandPerPipelineAndItsCheckFailsTheCalls(t *testing.T) {
 
 	resume, held := holdInFlight(t, ctx, b, srv, direct)
 	const n = 10
-	runIncrs(t, ctx, b, rdb, n, func() {
+	runIncrs(t, ctx, b, rdb, incr, n, func() {
 		queued.WaitOrTimeoutN(n)
 		resume()
 	}, held)

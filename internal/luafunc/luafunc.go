@@ -1,0 +1,166 @@
+// Package luafunc runs Lua scripts as the functions of one Redis 7 function
+// library (FCALL), with plain scripts (EVALSHA, EVAL) as the fallback.
+//
+// A script run with EVALSHA executes its whole text on every call: each
+// shared helper it defines is made again (closures, tables), which costs
+// more than most of the commands the script calls. A function library runs
+// its top-level code once, when it is loaded; a call runs only its own
+// function. The library is loaded lazily: the first call that finds it
+// missing (a new server, a restart without persistence, another version of
+// the library) loads it and runs again. A server without functions (Redis
+// before 7) is detected once and every script then runs as a plain script.
+// Each Script keeps its plain text, so a call can always fall back to EVAL:
+// correctness never depends on the library being loaded.
+package luafunc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Library is one Redis function library. Its name and code are made on
+// first use by the build function given to NewLibrary, so every Script of
+// the library can be declared before the code exists.
+type Library struct {
+	build func() (name, code string)
+
+	once       sync.Once
+	name, code string
+
+	// unavailable is set once a server answered that it has no functions:
+	// scripts run as plain scripts from then on.
+	unavailable atomic.Bool
+}
+
+// NewLibrary returns a library whose name and code build returns (called
+// once, on first use). The code must start with "#!lua name=<name>" and
+// register each of its Scripts as <name>_<key>. The name should change
+// with the code (a hash of it, say), so processes of two versions sharing
+// one Redis each load their own library.
+func NewLibrary(build func() (name, code string)) *Library { return &Library{build: build} }
+
+func (l *Library) init() { l.once.Do(func() { l.name, l.code = l.build() }) }
+
+// Name returns the library's name.
+func (l *Library) Name() string { l.init(); return l.name }
+
+// Code returns the library's code.
+func (l *Library) Code() string { l.init(); return l.code }
+
+// Available reports whether scripts run as functions (no server has said
+// it lacks them).
+func (l *Library) Available() bool { return !l.unavailable.Load() }
+
+// Load loads (or replaces) the library on c's server, on every master of a
+// Redis Cluster. A server without functions marks the library unavailable
+// and is not an error.
+func (l *Library) Load(ctx context.Context, c redis.Scripter) error {
+	code := l.Code()
+	load := func(ctx context.Context, d redis.Cmdable) error {
+		err := d.FunctionLoadReplace(ctx, code).Err()
+		if isUnknownCommand(err) {
+			l.unavailable.Store(true)
+			return nil
+		}
+		return err
+	}
+	switch d := c.(type) {
+	case *redis.ClusterClient:
+		return d.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return load(ctx, m) })
+	case redis.Cmdable:
+		return load(ctx, d)
+	}
+	return errors.New("luafunc: cannot load a library through this client")
+}
+
+// Script is one Lua script: a function of a Library, and the same script as
+// plain text for EVALSHA and EVAL. Its methods have the signatures of
+// go-redis's Script's.
+type Script struct {
+	lib   *Library
+	key   string
+	plain *redis.Script
+
+	once sync.Once
+	fn   string
+}
+
+// NewScript returns the script lib registers as function <name>_<key>,
+// whose plain form is src (the same code, run as a whole on every call).
+func NewScript(lib *Library, key, src string) *Script {
+	return &Script{lib: lib, key: key, plain: redis.NewScript(src)}
+}
+
+// Function returns the name the library registers the script under.
+func (s *Script) Function() string {
+	s.once.Do(func() { s.fn = s.lib.Name() + "_" + s.key })
+	return s.fn
+}
+
+// Library returns the library the script belongs to.
+func (s *Script) Library() *Library { return s.lib }
+
+// EvalSha calls the script by name, without its text: FCALL, or EVALSHA
+// where the server has no functions. The reply's error matches IsMissing
+// when the server lacks the library or the script.
+func (s *Script) EvalSha(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	f, ok := c.(fcaller)
+	if !ok || !s.lib.Available() {
+		return s.plain.EvalSha(ctx, c, keys, args...)
+	}
+	return f.FCall(ctx, s.Function(), keys, args...)
+}
+
+// fcaller is what a client or pipeline has to call a function.
+type fcaller interface {
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+}
+
+// Eval runs the script with its text (EVAL): the retry of a call whose
+// EvalSha found the script missing, which ran nothing.
+func (s *Script) Eval(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.plain.Eval(ctx, c, keys, args...)
+}
+
+// Run calls the script by name and, when the server lacks it, loads the
+// library (or, without functions, the plain script) and calls it again.
+func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	cmd := s.EvalSha(ctx, c, keys, args...)
+	if !IsMissing(cmd.Err()) {
+		return cmd
+	}
+	if s.lib.Available() {
+		if err := s.lib.Load(ctx, c); err == nil && s.lib.Available() {
+			return s.EvalSha(ctx, c, keys, args...)
+		}
+	}
+	return s.plain.Run(ctx, c, keys, args...)
+}
+
+// IsMissing reports whether err says the server did not have the script
+// or function called by name, or has no functions at all: the call ran
+// nothing, so running it again is safe.
+func IsMissing(err error) bool {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "NOSCRIPT") || strings.HasPrefix(msg, "ERR Function not found") || isUnknownCommand(err)
+}
+
+func isUnknownCommand(err error) bool {
+	var re redis.Error
+	return err != nil && errors.As(err, &re) && strings.HasPrefix(strings.ToLower(re.Error()), "err unknown command")
+}
+
+// Loader is what a batch of calls needs to recover from a missing library:
+// implemented by Script.
+type Loader interface {
+	Library() *Library
+}

@@ -1,0 +1,146 @@
+package luafunc_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/luafunc"
+	"github.com/fencedq/fencedq/internal/redistest"
+)
+
+// newTwice returns a library of one function, and its script: twice
+// ARGV[1] (a helper defined once per load) plus INCR KEYS[1].
+func newTwice(name string) (*luafunc.Library, *luafunc.Script) {
+	lib := luafunc.NewLibrary(func() (string, string) {
+		return name, "#!lua name=" + name + "\n" +
+			"local function twice(x) return 2 * tonumber(x) end\n" +
+			"redis.register_function('" + name + "_twice', function(keys, args) return twice(args[1]) + redis.call('INCR', keys[1]) end)\n"
+	})
+	s := luafunc.NewScript(lib, "twice", "local function twice(x) return 2 * tonumber(x) end\n"+
+		"return twice(ARGV[1]) + redis.call('INCR', KEYS[1])")
+	return lib, s
+}
+
+// calls returns how many times the server ran cmd (commandstats), and how
+// many of those failed.
+func calls(t *testing.T, rdb *redis.Client, cmd string) (n, failed int) {
+	t.Helper()
+	s, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || k != "cmdstat_"+cmd {
+			continue
+		}
+		for _, f := range strings.Split(v, ",") {
+			name, val, _ := strings.Cut(f, "=")
+			var x int
+			for _, c := range val {
+				x = 10*x + int(c-'0')
+			}
+			switch name {
+			case "calls":
+				n = x
+			case "failed_calls":
+				failed = x
+			}
+		}
+	}
+	return n, failed
+}
+
+func TestRunLoadsTheLibraryOnceAndCallsByName(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	lib, s := newTwice("fqtest_once")
+	for i, want := range []int64{7, 8, 9} {
+		got, err := s.Run(ctx, rdb, []string{"n"}, 3).Int64()
+		if err != nil || got != want {
+			t.Fatalf("call %d: %d, %v; want %d", i, got, err, want)
+		}
+	}
+	if !lib.Available() {
+		t.Fatal("the library is marked unavailable on a server with functions")
+	}
+	if n, _ := calls(t, rdb, "function|load"); n != 1 {
+		t.Fatalf("FUNCTION LOAD ran %d times, want once", n)
+	}
+	if n, failed := calls(t, rdb, "fcall"); n != 4 || failed != 1 {
+		t.Fatalf("FCALL ran %d times (%d failed), want 4 with 1 failed (the first, before the load)", n, failed)
+	}
+	if n, _ := calls(t, rdb, "eval"); n != 0 {
+		t.Fatalf("EVAL ran %d times on a server with functions", n)
+	}
+}
+
+func TestRestartedServerGetsTheLibraryAgain(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	_, s := newTwice("fqtest_restart")
+	if err := s.Run(ctx, rdb, []string{"n"}, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart() // no persistence: the library is gone
+	got, err := s.Run(ctx, rdb, []string{"n"}, 1).Int64()
+	if err != nil || got != 3 {
+		t.Fatalf("after the restart: %d, %v; want 3 (the counter started again)", got, err)
+	}
+	if n, _ := calls(t, rdb, "function|load"); n != 1 {
+		t.Fatalf("FUNCTION LOAD ran %d times on the restarted server, want once", n)
+	}
+}
+
+func TestServerWithoutFunctionsRunsPlainScripts(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Options{NoFunctions: true}).Client()
+	lib, s := newTwice("fqtest_plain")
+	for i, want := range []int64{5, 6} {
+		got, err := s.Run(ctx, rdb, []string{"n"}, 2).Int64()
+		if err != nil || got != want {
+			t.Fatalf("call %d: %d, %v; want %d", i, got, err, want)
+		}
+	}
+	if lib.Available() {
+		t.Fatal("the library is still marked available on a server without functions")
+	}
+	// From now on by SHA, without trying FCALL.
+	before, _ := calls(t, rdb, "evalsha")
+	if err := s.EvalSha(ctx, rdb, []string{"n"}, 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := calls(t, rdb, "evalsha"); after != before+1 {
+		t.Fatalf("EVALSHA ran %d times for one call, want 1", after-before)
+	}
+}
+
+func TestIsMissing(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	missing := []error{
+		rdb.EvalSha(ctx, strings.Repeat("0", 40), nil).Err(),
+		rdb.FCall(ctx, "fqtest_nothing", nil).Err(),
+		rdb.Do(ctx, "NOSUCHCOMMAND").Err(),
+	}
+	for _, err := range missing {
+		if !luafunc.IsMissing(err) {
+			t.Errorf("IsMissing(%v) = false, want true", err)
+		}
+	}
+	for _, err := range []error{
+		nil,
+		errors.New("NOSCRIPT not a server's reply"),
+		rdb.Eval(ctx, "return redis.error_reply('FENCEDQ stale')", nil).Err(),
+		rdb.Eval(ctx, "return 1 + nil", nil).Err(),
+	} {
+		if luafunc.IsMissing(err) {
+			t.Errorf("IsMissing(%v) = true, want false", err)
+		}
+	}
+}
