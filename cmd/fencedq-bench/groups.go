@@ -75,7 +75,7 @@ func printGroups(w io.Writer, r *GroupsResult) {
 	// (commandstats), per job.
 	row := func(name string, v Variant, vs string) {
 		fmt.Fprintf(w, "  %-12s %8.0f jobs/s  Redis CPU %5.1f µs/job  script time %5.1f µs/job  Redis commands %.2f/job%s\n", name,
-			v.JobsPerSec, v.PerJob.RedisCPUMicros, v.PerJob.ServerMicrosByCommand["evalsha"], v.PerJob.ServerCommands, vs)
+			v.JobsPerSec, v.PerJob.RedisCPUMicros, scriptMicros(v.PerJob.ServerMicrosByCommand), v.PerJob.ServerCommands, vs)
 	}
 	row("ungrouped", r.Plain, "")
 	row("one group", r.One, fmt.Sprintf("  (%s, Redis CPU %+.1f%%)", slowerText(r.OneSlowerPct), r.OneCPUMorePct))

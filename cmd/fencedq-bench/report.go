@@ -65,8 +65,8 @@ func printTable(w io.Writer, r *Report) {
 				coresBusy(at.Asynq), coresBusy(at.Fencedq), runtime.NumCPU())
 			fmt.Fprintf(w, "  scripts per job (drain):   asynq %s\n                             fencedq %s\n", perMap(at.Asynq.PerJob.Scripts), perMap(at.Fencedq.PerJob.Scripts))
 			fmt.Fprintf(w, "  other commands per job (drain): asynq %s\n                                  fencedq %s\n", perMap(at.Asynq.PerJob.Commands), perMap(at.Fencedq.PerJob.Commands))
-			fmt.Fprintf(w, "  server µs per job in scripts (commandstats evalsha usec): asynq %.1f, fencedq %.1f\n",
-				at.Asynq.PerJob.ServerMicrosByCommand["evalsha"], at.Fencedq.PerJob.ServerMicrosByCommand["evalsha"])
+			fmt.Fprintf(w, "  server µs per job in scripts (commandstats evalsha and fcall usec): asynq %.1f, fencedq %.1f\n",
+				scriptMicros(at.Asynq.PerJob.ServerMicrosByCommand), scriptMicros(at.Fencedq.PerJob.ServerMicrosByCommand))
 		}
 		if len(n.ScriptServerMicros) > 0 {
 			fmt.Fprint(w, "  server time per script call (SLOWLOG at threshold 0 in one extra untimed drain each;\n"+

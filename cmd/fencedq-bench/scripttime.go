@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -63,8 +64,15 @@ func (e *bench) scriptTimes(ctx context.Context, n int, fns ...drainFunc) (map[s
 			return nil, err
 		}
 		for _, l := range logs {
-			if len(l.Args) > 1 && (l.Args[0] == "evalsha" || l.Args[0] == "EVALSHA") {
+			if len(l.Args) < 2 {
+				continue
+			}
+			switch strings.ToLower(l.Args[0]) {
+			case "evalsha":
 				name := scriptLabel(l.Args[1])
+				times[name] = append(times[name], float64(l.Duration.Microseconds()))
+			case "fcall":
+				name := functionLabel(l.Args[1])
 				times[name] = append(times[name], float64(l.Duration.Microseconds()))
 			}
 		}

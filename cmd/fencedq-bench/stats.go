@@ -88,6 +88,23 @@ func scriptLabel(sha string) string {
 	return "sha:" + sha
 }
 
+// functionLabel names a function of the ledger's library
+// (fencedq_<hash>_<script>) like the same script run with EVALSHA.
+func functionLabel(fn string) string {
+	if m := ledgerFunction.FindStringSubmatch(fn); m != nil {
+		return "jobs:" + m[1]
+	}
+	return "fn:" + fn
+}
+
+var ledgerFunction = regexp.MustCompile(`^fencedq_[0-9a-f]+_([a-z_]+)$`)
+
+// scriptMicros is the server's time in scripts: EVALSHA's and FCALL's
+// commandstats usec.
+func scriptMicros(byCommand map[string]float64) float64 {
+	return byCommand["evalsha"] + byCommand["fcall"]
+}
+
 // counters is a set of named counters safe for concurrent use.
 type counters struct{ m sync.Map }
 
@@ -124,6 +141,10 @@ func (h *commandHook) count(cmd redis.Cmder) {
 	case "evalsha", "evalsha_ro":
 		if len(args) > 1 {
 			h.scripts.add(scriptLabel(fmt.Sprint(args[1])), 1)
+		}
+	case "fcall", "fcall_ro":
+		if len(args) > 1 {
+			h.scripts.add(functionLabel(fmt.Sprint(args[1])), 1)
 		}
 	case "eval", "eval_ro":
 		if len(args) > 1 {
@@ -330,7 +351,7 @@ func (p *probe) end(ctx context.Context, units int) (PerUnit, error) {
 			continue
 		}
 		cmds += d
-		if strings.HasPrefix(k, "eval") {
+		if strings.HasPrefix(k, "eval") || strings.HasPrefix(k, "fcall") {
 			scripts += d
 			continue
 		}
