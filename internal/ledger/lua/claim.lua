@@ -123,6 +123,7 @@ while i < #ids do
   if i == #ids and #ids < max and (group_need[1] or group_cand[1]) then group_fill(ids, max) end
 end
 if group_need[1] or group_done[1] or group_cand[1] then group_heads() end
+flow_flush() -- the starts admitted under rate limits (flow.lua)
 call_chunked('ZADD', index['running'], running, 1000)
 local n = (r - 7) / 7
 if n > 0 then count('attempted', n) end

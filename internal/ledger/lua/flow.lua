@@ -32,6 +32,26 @@
 -- neither renew nor complete, and storage fenced by the token refuses it once
 -- the job runs again.
 
+-- The starts a claim admits under rate limits, per rate zset: the count of
+-- its window (read once per key and call, then counted here), and the
+-- starts not yet written, written by flow_flush at the end of the claim
+-- (before a deferral reads the zset). All of a call's starts share its now.
+local rate_n, rate_add, rate_per = {}, {}, {}
+
+-- flow_flush writes a rate zset's pending starts (all of them when rk is
+-- nil) and makes the zset expire a period after them.
+local function flow_flush(rk)
+  for k, adds in pairs(rate_add) do
+    if rk == nil or k == rk then
+      for i = 1, #adds, 1000 do
+        redis.call('ZADD', k, unpack(adds, i, math.min(i + 999, #adds)))
+      end
+      redis.call('PEXPIRE', k, rate_per[k])
+      rate_add[k] = nil
+    end
+  end
+end
+
 -- flow_fields appends to extra (a job's extra fields for write_new_job) the
 -- flow fields of the five flow values at ARGV[a] (limit key, limit max, rate
 -- key, rate max, rate period ms; '' keys: none).
@@ -169,9 +189,14 @@ local function flow_admit(id, flow, created)
     local max
     max, per = num(rmax), num(rper)
     rk = P .. 'rate:' .. rkey
-    redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - per) -- the window is (now - per, now]
-    n = redis.call('ZCARD', rk)
+    n = rate_n[rk]
+    if not n then
+      redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - per) -- the window is (now - per, now]
+      n = redis.call('ZCARD', rk)
+    end
+    rate_n[rk] = n
     if n >= max then
+      flow_flush(rk) -- the zset holds every start before it is read
       -- The earliest start: when the start max places from the newest leaves
       -- the window. Jobs deferred before it take the starts before it, max
       -- per period, so a backlog is spread out instead of all due at once.
@@ -201,8 +226,14 @@ local function flow_admit(id, flow, created)
     -- when that one was cancelled, with the first start after a quiet
     -- period): an idle key leaves nothing behind, and a start that was
     -- never deferred in a busy window costs no look at the deferrals.
-    redis.call('ZADD', rk, now, id .. ':' .. fmt(now_us))
-    redis.call('PEXPIRE', rk, per)
+    local adds = rate_add[rk]
+    if not adds then
+      adds = {}
+      rate_add[rk], rate_per[rk] = adds, per
+    end
+    adds[#adds + 1] = now
+    adds[#adds + 1] = id .. ':' .. fmt(now_us)
+    rate_n[rk] = n + 1
     if wait == 'rate' then redis.call('ZREM', rk .. ':held', id) end
     if (wait == 'rate' or n == 0) and redis.call('EXISTS', rk .. ':held') == 0 then
       redis.call('HDEL', P .. 'rates', rkey)
