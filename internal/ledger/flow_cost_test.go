@@ -44,7 +44,11 @@ func serverCommands(t *testing.T, rdb *redis.Client) int64 {
 // plain job (the optional fields' read, the holders' count, the permit taken,
 // the permit ended, the look for waiting jobs), so a key's limit does not
 // slow the jobs of other keys; a hot key's backlog sits parked (benchmark
-// "hot key"). A job under a rate limit that binds nothing costs at most 2
+// "hot key"). Jobs sharing one limit key cost at most 2.5 more (the flow
+// field's read, the permit's end; the count of permits held and the
+// permits taken are read and written once per claim, the look for waiting
+// jobs once per completion). A job under a rate limit that binds nothing
+// costs at most 2
 // more (the flow field's read; the window's trim, count, write and expiry
 // are one each per claim and key, whatever the number of jobs). A job written by the earlier layout (flow
 // field '1') is still admitted under its limit.
@@ -93,22 +97,25 @@ func TestLimitCostPerJob(t *testing.T) {
 	}
 	plain := drain("plain", nil)
 	limited := drain("limited", func(i int) *ledger.Flow { return &ledger.Flow{LimitKey: fmt.Sprintf("acct:%d", i), LimitMax: 1} })
+	shared := drain("shared", func(int) *ledger.Flow { return &ledger.Flow{LimitKey: "export", LimitMax: 1000} })
 	rated := drain("rated", func(int) *ledger.Flow { return &ledger.Flow{RateKey: "api", RateMax: 1000, RatePer: time.Second} })
-	t.Logf("Redis commands per job, claim and completion: plain %.2f, limited %.2f, rate-limited %.2f",
-		float64(plain)/n, float64(limited)/n, float64(rated)/n)
+	t.Logf("Redis commands per job, claim and completion: plain %.2f, limited %.2f, one shared limit %.2f, rate-limited %.2f",
+		float64(plain)/n, float64(limited)/n, float64(shared)/n, float64(rated)/n)
 	for _, c := range []struct {
 		what string
 		cmds int64
 		most float64
-	}{{"limited", limited, 5}, {"rate-limited", rated, 2}} {
+	}{{"limited", limited, 5}, {"shared-limit", shared, 2.5}, {"rate-limited", rated, 2}} {
 		if extra := float64(c.cmds-plain) / n; extra > c.most {
 			t.Errorf("a %s job costs %.2f Redis commands more than a plain one (plain %d, %s %d for %d jobs), want ≤ %v",
 				c.what, extra, plain, c.what, c.cmds, n, c.most)
 		}
 	}
-	lim, _, err := l.Limits(ctx, "limited")
-	if err != nil || len(lim) != 0 {
-		t.Fatalf("limits after the drain: %+v, %v; want none", lim, err)
+	for _, q := range []string{"limited", "shared"} {
+		lim, _, err := l.Limits(ctx, q)
+		if err != nil || len(lim) != 0 {
+			t.Fatalf("limits of %s after the drain: %+v, %v; want none", q, lim, err)
+		}
 	}
 	_, rates, err := l.Limits(ctx, "rated")
 	if err != nil || len(rates) != 0 {
@@ -136,7 +143,7 @@ func TestLimitCostPerJob(t *testing.T) {
 	if len(r.Jobs) != 1 || r.Jobs[0].ID != ids[0] {
 		t.Fatalf("claimed %+v, want %s only (the other parked at its enqueue)", r.Jobs, ids[0])
 	}
-	lim, _, err = l.Limits(ctx, q)
+	lim, _, err := l.Limits(ctx, q)
 	if err != nil || len(lim) != 1 || lim[0].Held != 1 || lim[0].Waiting != 1 || !lim[0].AtLimit ||
 		len(lim[0].Holders) != 1 || lim[0].Holders[0] != ids[0] {
 		t.Fatalf("limits: %+v, %v; want acct:old 1 of 1 held by %s, 1 waiting", lim, err, ids[0])

@@ -32,23 +32,39 @@
 -- neither renew nor complete, and storage fenced by the token refuses it once
 -- the job runs again.
 
--- The starts a claim admits under rate limits, per rate zset: the count of
--- its window (read once per key and call, then counted here), and the
--- starts not yet written, written by flow_flush at the end of the claim
--- (before a deferral reads the zset). All of a call's starts share its now.
+-- What a claim admits is counted per key and written once per key and call
+-- (flow_flush, at the end of the claim, and before a deferral reads a rate
+-- window): per rate zset, the count of its window (read once) and the starts
+-- not yet written; per holders zset, the permits held (read once) and the
+-- permits taken not yet written. All of a call's starts share its now.
 local rate_n, rate_add, rate_per = {}, {}, {}
+local limit_n, limit_add = {}, {}
+-- per limit key, whether jobs wait on it, looked at once per call by the
+-- releases of a completion or an expiry (which park nothing)
+local limit_waits = {}
 
--- flow_flush writes a rate zset's pending starts (all of them when rk is
--- nil) and makes the zset expire a period after them.
+-- zadd_all adds the score-member pairs of adds to zset k.
+local function zadd_all(k, adds)
+  for i = 1, #adds, 1000 do
+    redis.call('ZADD', k, unpack(adds, i, math.min(i + 999, #adds)))
+  end
+end
+
+-- flow_flush writes the permits taken and the starts admitted that are not
+-- yet written: a rate zset's own when rk is given, else all, each rate zset
+-- then expiring a period after its starts.
 local function flow_flush(rk)
   for k, adds in pairs(rate_add) do
     if rk == nil or k == rk then
-      for i = 1, #adds, 1000 do
-        redis.call('ZADD', k, unpack(adds, i, math.min(i + 999, #adds)))
-      end
+      zadd_all(k, adds)
       redis.call('PEXPIRE', k, rate_per[k])
       rate_add[k] = nil
     end
+  end
+  if rk then return end
+  for k, adds in pairs(limit_add) do
+    zadd_all(k, adds)
+    limit_add[k] = nil
   end
 end
 
@@ -121,7 +137,12 @@ end
 local function flow_release(id, key, max)
   local hk = limit_holders(key)
   redis.call('ZREM', hk, id)
-  if redis.call('EXISTS', limit_waiting(key)) == 1 then
+  local waits = limit_waits[key]
+  if waits == nil then
+    waits = redis.call('EXISTS', limit_waiting(key)) == 1
+    if not waits then limit_waits[key] = false end -- a release parks nothing
+  end
+  if waits then
     local free = num(max) - redis.call('ZCARD', hk)
     if free <= 0 and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then free = 1 end
     if free > 0 then flow_wake(key, free) end
@@ -177,8 +198,11 @@ local function flow_admit(id, flow, created)
     lkey, lmax, rkey, rmax, rper, wait = f[1], f[2], f[3], f[4], f[5], f[6]
   end
   local hk = lkey and limit_holders(lkey)
-  -- the permits held: promises (its own included) score 0 and do not count
-  if lkey and redis.call('ZCOUNT', hk, '(0', '+inf') >= num(lmax) then
+  if lkey and not limit_n[hk] then
+    -- the permits held: promises (its own included) score 0 and do not count
+    limit_n[hk] = redis.call('ZCOUNT', hk, '(0', '+inf')
+  end
+  if lkey and limit_n[hk] >= num(lmax) then
     redis.call('ZREM', hk, id) -- its promise, if it had one
     flow_park(id, lkey, lmax, num(created))
     count('limit_waits')
@@ -217,7 +241,14 @@ local function flow_admit(id, flow, created)
     end
   end
   if lkey then
-    redis.call('ZADD', hk, now, id)
+    local adds = limit_add[hk]
+    if not adds then
+      adds = {}
+      limit_add[hk] = adds
+    end
+    adds[#adds + 1] = now
+    adds[#adds + 1] = id
+    limit_n[hk] = limit_n[hk] + 1
     if wait == 'limit' then redis.call('ZREM', limit_waiting(lkey), id) end
   end
   if rk then
