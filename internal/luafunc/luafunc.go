@@ -57,13 +57,14 @@ func (l *Library) Code() string { l.init(); return l.code }
 func (l *Library) Available() bool { return !l.unavailable.Load() }
 
 // Load loads (or replaces) the library on c's server, on every master of a
-// Redis Cluster. A server without functions marks the library unavailable
-// and is not an error.
+// Redis Cluster. A server without functions, or a user the server's ACLs
+// do not let load or call functions, marks the library unavailable and is
+// not an error.
 func (l *Library) Load(ctx context.Context, c redis.Scripter) error {
 	code := l.Code()
 	load := func(ctx context.Context, d redis.Cmdable) error {
 		err := d.FunctionLoadReplace(ctx, code).Err()
-		if isUnknownCommand(err) {
+		if isUnavailable(err) {
 			l.unavailable.Store(true)
 			return nil
 		}
@@ -143,20 +144,27 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 }
 
 // IsMissing reports whether err says the server did not have the script
-// or function called by name, or has no functions at all: the call ran
-// nothing, so running it again is safe.
+// or function called by name, has no functions at all, or does not let
+// this user call them: the call ran nothing, so running it again is safe.
 func IsMissing(err error) bool {
 	var re redis.Error
 	if err == nil || !errors.As(err, &re) {
 		return false
 	}
 	msg := re.Error()
-	return strings.HasPrefix(msg, "NOSCRIPT") || strings.HasPrefix(msg, "ERR Function not found") || isUnknownCommand(err)
+	return strings.HasPrefix(msg, "NOSCRIPT") || strings.HasPrefix(msg, "ERR Function not found") || isUnavailable(err)
 }
 
-func isUnknownCommand(err error) bool {
+// isUnavailable reports whether err says the server has no such command
+// (no functions), or refuses this user FCALL or FUNCTION (ACLs).
+func isUnavailable(err error) bool {
 	var re redis.Error
-	return err != nil && errors.As(err, &re) && strings.HasPrefix(strings.ToLower(re.Error()), "err unknown command")
+	if err == nil || !errors.As(err, &re) {
+		return false
+	}
+	msg := strings.ToLower(re.Error())
+	return strings.HasPrefix(msg, "err unknown command") ||
+		strings.HasPrefix(msg, "noperm") && (strings.Contains(msg, "'fcall'") || strings.Contains(msg, "'function"))
 }
 
 // Loader is what a batch of calls needs to recover from a missing library:

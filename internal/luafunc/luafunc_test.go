@@ -144,3 +144,26 @@ func TestIsMissing(t *testing.T) {
 		}
 	}
 }
+
+// A user whose ACLs forbid FCALL and FUNCTION runs the scripts as plain
+// scripts.
+func TestUserWithoutFunctionPermissionsRunsPlainScripts(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	admin := srv.Client()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "plain", "on", "nopass", "~*", "&*", "+@all", "-fcall", "-function").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "plain", Password: "any"}) // nopass: any password
+	t.Cleanup(func() { _ = rdb.Close() })
+	lib, s := newTwice("fqtest_acl")
+	for i, want := range []int64{3, 4} {
+		got, err := s.Run(ctx, rdb, []string{"n"}, 1).Int64()
+		if err != nil || got != want {
+			t.Fatalf("call %d: %d, %v; want %d", i, got, err, want)
+		}
+	}
+	if lib.Available() {
+		t.Fatal("the library is still marked available for a user who may not call functions")
+	}
+}
