@@ -3,6 +3,7 @@ package luafunc_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,6 +26,18 @@ func newTwice(name string) (*luafunc.Library, *luafunc.Script) {
 	return lib, s
 }
 
+// runAll calls s once per value of want with argument x, each on key n,
+// and fails unless each call returns its value.
+func runAll(t *testing.T, s *luafunc.Script, rdb *redis.Client, x int, want ...int64) {
+	t.Helper()
+	for i, w := range want {
+		got, err := s.Run(context.Background(), rdb, []string{"n"}, x).Int64()
+		if err != nil || got != w {
+			t.Fatalf("call %d: %d, %v; want %d", i, got, err, w)
+		}
+	}
+}
+
 // calls returns how many times the server ran cmd (commandstats), and how
 // many of those failed.
 func calls(t *testing.T, rdb *redis.Client, cmd string) (n, failed int) {
@@ -40,10 +53,7 @@ func calls(t *testing.T, rdb *redis.Client, cmd string) (n, failed int) {
 		}
 		for _, f := range strings.Split(v, ",") {
 			name, val, _ := strings.Cut(f, "=")
-			var x int
-			for _, c := range val {
-				x = 10*x + int(c-'0')
-			}
+			x, _ := strconv.Atoi(val)
 			switch name {
 			case "calls":
 				n = x
@@ -56,15 +66,9 @@ func calls(t *testing.T, rdb *redis.Client, cmd string) (n, failed int) {
 }
 
 func TestRunLoadsTheLibraryOnceAndCallsByName(t *testing.T) {
-	ctx := context.Background()
 	rdb := redistest.Start(t, redistest.Options{}).Client()
 	lib, s := newTwice("fqtest_once")
-	for i, want := range []int64{7, 8, 9} {
-		got, err := s.Run(ctx, rdb, []string{"n"}, 3).Int64()
-		if err != nil || got != want {
-			t.Fatalf("call %d: %d, %v; want %d", i, got, err, want)
-		}
-	}
+	runAll(t, s, rdb, 3, 7, 8, 9)
 	if !lib.Available() {
 		t.Fatal("the library is marked unavailable on a server with functions")
 	}
@@ -101,12 +105,7 @@ func TestServerWithoutFunctionsRunsPlainScripts(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Start(t, redistest.Options{NoFunctions: true}).Client()
 	lib, s := newTwice("fqtest_plain")
-	for i, want := range []int64{5, 6} {
-		got, err := s.Run(ctx, rdb, []string{"n"}, 2).Int64()
-		if err != nil || got != want {
-			t.Fatalf("call %d: %d, %v; want %d", i, got, err, want)
-		}
-	}
+	runAll(t, s, rdb, 2, 5, 6)
 	if lib.Available() {
 		t.Fatal("the library is still marked available on a server without functions")
 	}
@@ -157,12 +156,7 @@ func TestUserWithoutFunctionPermissionsRunsPlainScripts(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "plain", Password: "any"}) // nopass: any password
 	t.Cleanup(func() { _ = rdb.Close() })
 	lib, s := newTwice("fqtest_acl")
-	for i, want := range []int64{3, 4} {
-		got, err := s.Run(ctx, rdb, []string{"n"}, 1).Int64()
-		if err != nil || got != want {
-			t.Fatalf("call %d: %d, %v; want %d", i, got, err, want)
-		}
-	}
+	runAll(t, s, rdb, 1, 3, 4)
 	if lib.Available() {
 		t.Fatal("the library is still marked available for a user who may not call functions")
 	}
