@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"time"
 
@@ -22,6 +23,10 @@ const registerEvery = 5 * time.Second
 // meanwhile, instead of one claim per job. An idle pool woken by a single
 // enqueue claims at once.
 const gatherWindow = 500 * time.Microsecond
+
+// settleYields bounds how often the fetch loop yields to the executors a
+// full claim woke before it counts the free slots again.
+const settleYields = 4
 
 // produce is the fetch loop: it claims up to the free slots of due jobs per
 // call, hands each to an executor goroutine with a context derived from
@@ -75,6 +80,7 @@ func (p *Pool) produce(ctx, work context.Context) {
 		}
 		backoff = 0
 		if more {
+			p.letExecutorsRun()
 			continue
 		}
 		select {
@@ -105,6 +111,23 @@ func (p *Pool) produce(ctx, work context.Context) {
 		if wait > 0 {
 			p.sleep(ctx, wake, wait)
 		}
+	}
+}
+
+// letExecutorsRun yields to the executors the last claim woke while they
+// keep freeing slots (at most settleYields times). Handlers that return at
+// once then free their slots before the next claim counts them, so it
+// takes every free slot, instead of claims alternating between a large
+// batch and the few slots freed while the large one was handed out.
+// Handlers that block cost a yield with nothing to run.
+func (p *Pool) letExecutorsRun() {
+	for i, free := 0, -1; i < settleYields; i++ {
+		now := cap(p.slots) - len(p.slots)
+		if now == free {
+			return
+		}
+		free = now
+		runtime.Gosched()
 	}
 }
 
