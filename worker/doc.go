@@ -23,7 +23,9 @@
 //     every such queue per FetchPollInterval: an idle queue costs no claim).
 //     An idle pool sleeps until an enqueue publishes a wake-up on the
 //     queue's channel, until the next scheduled job is due, or for
-//     FetchPollInterval, whichever comes first;
+//     FetchPollInterval, whichever comes first. After a claim that got
+//     all it asked for, it lets the executors it woke run before it counts
+//     the free slots again, so the next claim takes the slots they freed;
 //   - the executor runs one attempt: when the
 //     kind names a resource it first takes that resource's lease (waiting
 //     up to LeaseWait; a busy resource puts the job back, due a little
