@@ -132,7 +132,9 @@ func BenchmarkScriptCPU(b *testing.B) {
 }
 
 // BenchmarkScriptInstructions drives claims and completions of batch jobs
-// (FENCEDQ_BATCH, default 5) against a redis-server run under valgrind's
+// (FENCEDQ_BATCH, default 5; FENCEDQ_FLOW: "limit" puts every job under
+// one concurrency limit key, "rate" under one rate limit, neither binding)
+// against a redis-server run under valgrind's
 // callgrind, and has callgrind dump its counts after the claims and again
 // after the completions: instruction counts per call that, unlike CPU
 // time, do not depend on the machine's load. It is skipped unless
@@ -146,7 +148,8 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	for i := 0; i < n; i += 100 {
 		js := make([]*ledger.NewJob, min(100, n-i))
 		for j := range js {
-			js[j] = &ledger.NewJob{ID: uuid.NewString(), Kind: "noop", Queue: q, Payload: []byte("{}"), MaxRetries: 5}
+			js[j] = &ledger.NewJob{ID: uuid.NewString(), Kind: "noop", Queue: q, Payload: []byte("{}"), MaxRetries: 5,
+				Flow: benchFlow(b)}
 		}
 		if _, err := l.Insert(ctx, js); err != nil {
 			b.Fatal(err)
@@ -246,4 +249,20 @@ func instructionsLedger(b *testing.B, def int) (l *ledger.Ledger, batch int, cal
 		}
 	}
 	return ledger.New(rdb, ledger.Config{Namespace: "callgrind-" + uuid.NewString()[:8], Retention: time.Hour}), batch, callgrind
+}
+
+// benchFlow is the flow control FENCEDQ_FLOW names for the instruction
+// benchmarks: none, one limit key or one rate key that never binds.
+func benchFlow(b *testing.B) *ledger.Flow {
+	switch v := os.Getenv("FENCEDQ_FLOW"); v {
+	case "":
+		return nil
+	case "limit":
+		return &ledger.Flow{LimitKey: "bench", LimitMax: 1_000_000}
+	case "rate":
+		return &ledger.Flow{RateKey: "bench", RateMax: 1_000_000, RatePer: time.Second}
+	default:
+		b.Fatalf("FENCEDQ_FLOW=%q: want limit or rate", v)
+		return nil
+	}
 }

@@ -44,7 +44,7 @@ for i = 3, #ARGV, 9 do
   end
   local hist = h[5] ~= false
   -- an applied outcome ends the attempt's permit (flow.lua)
-  if h[7] and h[1] == 'running' and h[2] == token then flow_release(id, h[7], h[8]) end
+  if h[7] and h[1] == 'running' and h[2] == token then flow_release_later(id, h[7], h[8]) end
   if h[1] ~= 'running' or h[2] ~= token then
     local err = ARGV[i + 3]
     tallied('fenced_commit')
@@ -132,6 +132,7 @@ for i = 3, #ARGV, 9 do
   end
   r = r + 1
 end
+flow_release_flush()
 flush_moves()
 flush_tally()
 reply[1], reply[2], reply[3] = seq_reply()

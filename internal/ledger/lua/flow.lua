@@ -42,6 +42,14 @@ local limit_n, limit_add = {}, {}
 -- per limit key, whether jobs wait on it, looked at once per call by the
 -- releases of a completion or an expiry (which park nothing)
 local limit_waits = {}
+-- per holders zset, the permits a completion ended while nothing waited on
+-- the key, removed with one ZREM (flow_release_flush)
+local limit_rem = {}
+-- per flow field of a limit only or a rate only, what it says (false: it
+-- says neither, read the fields), parsed once per call (flow_parse)
+local flow_parsed = {}
+-- the suffix of a rate start's member (':' and the call's µs), once per call
+local rate_suffix = false
 
 -- zadd_all adds the score-member pairs of adds to zset k.
 local function zadd_all(k, adds)
@@ -129,6 +137,23 @@ local function flow_wake(key, n)
   return woken
 end
 
+-- flow_parse returns what flow field flow of a limit only ('L<max>:<key>') or
+-- a rate only ('R<max>/<per>:<key>') says: {lkey, lmax, hk} or {rkey, rmax,
+-- rper}; false for any other (the job's flow fields are read instead).
+local function flow_parse(flow)
+  local p = flow_parsed[flow]
+  if p ~= nil then return p end
+  local m, key = string.match(flow, '^L(%d+):(.*)$')
+  if m then
+    p = {lkey = key, lmax = m, hk = limit_holders(key)}
+  else
+    local rm, rp, rname = string.match(flow, '^R(%d+)/(%d+):(.*)$')
+    p = rm and {rkey = rname, rmax = rm, rper = rp} or false
+  end
+  flow_parsed[flow] = p
+  return p
+end
+
 -- flow_release ends job id's permit or promise on limit key (its attempt
 -- ended or its lease was reclaimed, or it was cancelled) and, when jobs wait,
 -- wakes as many as permits are free (held and promised to due jobs not yet
@@ -146,6 +171,34 @@ local function flow_release(id, key, max)
     local free = num(max) - redis.call('ZCARD', hk)
     if free <= 0 and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then free = 1 end
     if free > 0 then flow_wake(key, free) end
+  end
+end
+
+-- flow_release_later is flow_release for a script that only ends permits
+-- (complete.lua): while nothing waits on the key, the permit's end is written
+-- with the others of its key and call by flow_release_flush, which the
+-- script calls before it returns.
+local function flow_release_later(id, key, max)
+  local waits = limit_waits[key]
+  if waits == nil then
+    waits = redis.call('EXISTS', limit_waiting(key)) == 1
+    if not waits then limit_waits[key] = false end
+  end
+  if waits then return flow_release(id, key, max) end
+  local hk = limit_holders(key)
+  local ids = limit_rem[hk]
+  if not ids then
+    ids = {}
+    limit_rem[hk] = ids
+  end
+  ids[#ids + 1] = id
+end
+
+-- flow_release_flush removes the permits flow_release_later ended.
+local function flow_release_flush()
+  for hk, ids in pairs(limit_rem) do
+    call_chunked('ZREM', hk, ids, 1000)
+    limit_rem[hk] = nil
   end
 end
 
@@ -186,18 +239,15 @@ end
 -- its rate allows). Nothing is counted as an attempt.
 local function flow_admit(id, flow, created)
   local k = jobkey(id)
-  local lkey, lmax, rkey, rmax, rper, wait
-  local m, key = string.match(flow, '^L(%d+):(.*)$')
-  local rm, rp, rname = string.match(flow, '^R(%d+)/(%d+):(.*)$')
-  if m then -- a limit only, not held back before: nothing more to read
-    lkey, lmax = key, m
-  elseif rm then -- a rate only, not held back before
-    rkey, rmax, rper = rname, rm, rp
+  local lkey, lmax, rkey, rmax, rper, wait, hk
+  local p = flow_parse(flow)
+  if p then -- a limit only or a rate only, not held back before: nothing more to read
+    lkey, lmax, hk, rkey, rmax, rper = p.lkey, p.lmax, p.hk, p.rkey, p.rmax, p.rper
   else
     local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'wait')
     lkey, lmax, rkey, rmax, rper, wait = f[1], f[2], f[3], f[4], f[5], f[6]
+    hk = lkey and limit_holders(lkey)
   end
-  local hk = lkey and limit_holders(lkey)
   if lkey and not limit_n[hk] then
     -- the permits held: promises (its own included) score 0 and do not count
     limit_n[hk] = redis.call('ZCOUNT', hk, '(0', '+inf')
@@ -262,8 +312,9 @@ local function flow_admit(id, flow, created)
       adds = {}
       rate_add[rk], rate_per[rk] = adds, per
     end
+    if not rate_suffix then rate_suffix = ':' .. fmt(now_us) end
     adds[#adds + 1] = now
-    adds[#adds + 1] = id .. ':' .. fmt(now_us)
+    adds[#adds + 1] = id .. rate_suffix
     rate_n[rk] = n + 1
     if wait == 'rate' then redis.call('ZREM', rk .. ':held', id) end
     if (wait == 'rate' or n == 0) and redis.call('EXISTS', rk .. ':held') == 0 then
