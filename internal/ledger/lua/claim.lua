@@ -51,6 +51,7 @@ local sdeadline = fmt(deadline)
 local reply, r = {0, -1, 0, 0, 0, 0, 0}, 7
 -- ids grows while it is read when fair groups fill the batch (group.lua)
 local NONE = {} -- no optional fields
+local grouped = nil -- whether the queue has fair groups, looked at once
 local i = 0
 while i < #ids do
   i = i + 1
@@ -64,22 +65,26 @@ while i < #ids do
   for j = 1, 8 do if h[j] then present = present + 1 end end
   -- Three more fields with a 'flow' one are a concurrency limit's (flow,
   -- lkey, lmax), four with a flow 'R…' a rate limit's (flow, rkey, rmax,
-  -- rper), and none of the optional ones: one field read (flow.lua).
-  local o, flow = NONE, nil
+  -- rper), one in a queue with fair groups likely a group's ('group'), and
+  -- none of the optional ones: one field read (flow.lua, group.lua).
+  local o, flow, group = NONE, nil, nil
   local more = call('HLEN', k) - present
   if more == 3 then
     flow = call('HGET', k, 'flow')
   elseif more == 4 then
     flow = call('HGET', k, 'flow')
     if flow and string.byte(flow) ~= 82 then flow = nil end -- not 'R': read them all
+  elseif more == 1 then
+    if grouped == nil then grouped = call('EXISTS', P .. 'groups') == 1 end
+    if grouped then group = call('HGET', k, 'group') end
   end
-  if more > 0 and not flow then
+  if more > 0 and not flow and not group then
     o = call('HMGET', k, 'op', 'resource', 'timeout_ms', 'kind_defers', 'hist', 'fence', 'mark', 'headers',
       'flow', 'group')
-    flow = o[9]
+    flow, group = o[9], o[10]
   end
   -- a grouped job taken off the due index: its group may need a next job (group.lua)
-  if o[10] then group_took(o[10], id) end
+  if group then group_took(group, id) end
   -- a job under flow control may be held back (flow.lua): parked or deferred
   local held = h[1] == 'pending' and flow and flow_admit(id, flow, h[7])
   if held then
