@@ -45,9 +45,9 @@ local limit_waits = {}
 -- per holders zset, the permits a completion ended while nothing waited on
 -- the key, removed with one ZREM (flow_release_flush)
 local limit_rem = {}
--- per flow field of a limit only or a rate only, what it says (false: it
--- says neither, read the fields), parsed once per call (flow_parse)
-local flow_parsed = {}
+-- the last flow field flow_parse read this call (false: none) and what it
+-- says (fp_hk: the limit's holders zset)
+local fp_flow, fp_lkey, fp_lmax, fp_hk, fp_rkey, fp_rmax, fp_rper = false, nil, nil, nil, nil, nil, nil
 -- the suffix of a rate start's member (':' and the call's µs), once per call
 local rate_suffix = false
 
@@ -137,21 +137,21 @@ local function flow_wake(key, n)
   return woken
 end
 
--- flow_parse returns what flow field flow of a limit only ('L<max>:<key>') or
--- a rate only ('R<max>/<per>:<key>') says: {lkey, lmax, hk} or {rkey, rmax,
--- rper}; false for any other (the job's flow fields are read instead).
+-- flow_parse reads flow field flow of a limit only ('L<max>:<key>') or a
+-- rate only ('R<max>/<per>:<key>') into the fp_ values and reports whether it
+-- was one (else the job's flow fields are read). Jobs sharing a key, claimed
+-- one after another, parse it once.
 local function flow_parse(flow)
-  local p = flow_parsed[flow]
-  if p ~= nil then return p end
-  local m, key = string.match(flow, '^L(%d+):(.*)$')
-  if m then
-    p = {lkey = key, lmax = m, hk = limit_holders(key)}
-  else
-    local rm, rp, rname = string.match(flow, '^R(%d+)/(%d+):(.*)$')
-    p = rm and {rkey = rname, rmax = rm, rper = rp} or false
+  if flow ~= fp_flow then
+    fp_flow, fp_lkey, fp_lmax, fp_hk, fp_rkey, fp_rmax, fp_rper = flow, nil, nil, nil, nil, nil, nil
+    local m, key = string.match(flow, '^L(%d+):(.*)$')
+    if m then
+      fp_lkey, fp_lmax, fp_hk = key, m, limit_holders(key)
+    else
+      fp_rmax, fp_rper, fp_rkey = string.match(flow, '^R(%d+)/(%d+):(.*)$')
+    end
   end
-  flow_parsed[flow] = p
-  return p
+  return fp_lkey ~= nil or fp_rkey ~= nil
 end
 
 -- flow_release ends job id's permit or promise on limit key (its attempt
@@ -186,18 +186,24 @@ local function flow_release_later(id, key, max)
   end
   if waits then return flow_release(id, key, max) end
   local hk = limit_holders(key)
-  local ids = limit_rem[hk]
+  local ids = limit_rem[hk] -- one id as it is, more in a list
   if not ids then
-    ids = {}
-    limit_rem[hk] = ids
+    limit_rem[hk] = id
+  elseif type(ids) == 'string' then
+    limit_rem[hk] = {ids, id}
+  else
+    ids[#ids + 1] = id
   end
-  ids[#ids + 1] = id
 end
 
 -- flow_release_flush removes the permits flow_release_later ended.
 local function flow_release_flush()
   for hk, ids in pairs(limit_rem) do
-    call_chunked('ZREM', hk, ids, 1000)
+    if type(ids) == 'string' then
+      redis.call('ZREM', hk, ids)
+    else
+      call_chunked('ZREM', hk, ids, 1000)
+    end
     limit_rem[hk] = nil
   end
 end
@@ -240,9 +246,8 @@ end
 local function flow_admit(id, flow, created)
   local k = jobkey(id)
   local lkey, lmax, rkey, rmax, rper, wait, hk
-  local p = flow_parse(flow)
-  if p then -- a limit only or a rate only, not held back before: nothing more to read
-    lkey, lmax, hk, rkey, rmax, rper = p.lkey, p.lmax, p.hk, p.rkey, p.rmax, p.rper
+  if flow_parse(flow) then -- a limit only or a rate only, not held back before: nothing more to read
+    lkey, lmax, hk, rkey, rmax, rper = fp_lkey, fp_lmax, fp_hk, fp_rkey, fp_rmax, fp_rper
   else
     local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'wait')
     lkey, lmax, rkey, rmax, rper, wait = f[1], f[2], f[3], f[4], f[5], f[6]
