@@ -133,8 +133,9 @@ func BenchmarkScriptCPU(b *testing.B) {
 
 // BenchmarkScriptInstructions drives claims and completions of batch jobs
 // (FENCEDQ_BATCH, default 5; FENCEDQ_FLOW: "limit" puts every job under
-// one concurrency limit key, "rate" under one rate limit, neither binding)
-// against a redis-server run under valgrind's
+// one concurrency limit key, "rate" under one rate limit, neither binding;
+// FENCEDQ_SHAPE gives every job one optional field: "delayed", "headers",
+// "timeout" or "resource") against a redis-server run under valgrind's
 // callgrind, and has callgrind dump its counts after the claims and again
 // after the completions: instruction counts per call that, unlike CPU
 // time, do not depend on the machine's load. It is skipped unless
@@ -150,6 +151,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		for j := range js {
 			js[j] = &ledger.NewJob{ID: uuid.NewString(), Kind: "noop", Queue: q, Payload: []byte("{}"), MaxRetries: 5,
 				Flow: benchFlow(b)}
+			benchShape(b, js[j])
 		}
 		if _, err := l.Insert(ctx, js); err != nil {
 			b.Fatal(err)
@@ -264,5 +266,23 @@ func benchFlow(b *testing.B) *ledger.Flow {
 	default:
 		b.Fatalf("FENCEDQ_FLOW=%q: want limit or rate", v)
 		return nil
+	}
+}
+
+// benchShape gives j the one optional field FENCEDQ_SHAPE names (none
+// when unset).
+func benchShape(b *testing.B, j *ledger.NewJob) {
+	switch v := os.Getenv("FENCEDQ_SHAPE"); v {
+	case "":
+	case "delayed":
+		j.Delay = -time.Millisecond // a RunAt just past: due at once, with its run_at field
+	case "headers":
+		j.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	case "timeout":
+		j.Timeout = 30 * time.Second
+	case "resource":
+		j.Resource = "printer"
+	default:
+		b.Fatalf("FENCEDQ_SHAPE=%q: want delayed, headers, timeout or resource", v)
 	}
 }

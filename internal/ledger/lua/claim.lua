@@ -65,9 +65,11 @@ while i < #ids do
   for j = 1, 8 do if h[j] then present = present + 1 end end
   -- Three more fields with a 'flow' one are a concurrency limit's (flow,
   -- lkey, lmax), four with a flow 'R…' a rate limit's (flow, rkey, rmax,
-  -- rper), one in a queue with fair groups likely a group's ('group'), and
-  -- none of the optional ones: one field read (flow.lua, group.lua).
-  local o, flow, group = NONE, nil, nil
+  -- rper): one field read (flow.lua). One more field is most often, in a
+  -- queue with fair groups, a group's (group.lua), else a delayed job's
+  -- run_at (the claim needs nothing of it), headers, a timeout or a
+  -- resource: one read of those four.
+  local o, flow, group, known = NONE, nil, nil, false
   local more = call('HLEN', k) - present
   if more == 3 then
     flow = call('HGET', k, 'flow')
@@ -76,9 +78,20 @@ while i < #ids do
     if flow and string.byte(flow) ~= 82 then flow = nil end -- not 'R': read them all
   elseif more == 1 then
     if grouped == nil then grouped = call('EXISTS', P .. 'groups') == 1 end
-    if grouped then group = call('HGET', k, 'group') end
+    if grouped then
+      group = call('HGET', k, 'group')
+      known = group
+    end
+    if not known then
+      local p = call('HMGET', k, 'run_at', 'headers', 'timeout_ms', 'resource')
+      known = p[1]
+      if p[2] or p[3] or p[4] then
+        known = true
+        o = {false, p[4], p[3], false, false, false, false, p[2]}
+      end
+    end
   end
-  if more > 0 and not flow and not group then
+  if more > 0 and not flow and not known then
     o = call('HMGET', k, 'op', 'resource', 'timeout_ms', 'kind_defers', 'hist', 'fence', 'mark', 'headers',
       'flow', 'group')
     flow, group = o[9], o[10]
