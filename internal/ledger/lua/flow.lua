@@ -154,6 +154,17 @@ local function flow_parse(flow)
   return fp_lkey ~= nil or fp_rkey ~= nil
 end
 
+-- flow_waits reports whether jobs are parked on limit key; a key found with
+-- none is remembered for the call (a release parks nothing).
+local function flow_waits(key)
+  local waits = limit_waits[key]
+  if waits == nil then
+    waits = redis.call('EXISTS', limit_waiting(key)) == 1
+    if not waits then limit_waits[key] = false end
+  end
+  return waits
+end
+
 -- flow_release ends job id's permit or promise on limit key (its attempt
 -- ended or its lease was reclaimed, or it was cancelled) and, when jobs wait,
 -- wakes as many as permits are free (held and promised to due jobs not yet
@@ -162,11 +173,7 @@ end
 local function flow_release(id, key, max)
   local hk = limit_holders(key)
   redis.call('ZREM', hk, id)
-  local waits = limit_waits[key]
-  if waits == nil then
-    waits = redis.call('EXISTS', limit_waiting(key)) == 1
-    if not waits then limit_waits[key] = false end -- a release parks nothing
-  end
+  local waits = flow_waits(key)
   if waits then
     local free = num(max) - redis.call('ZCARD', hk)
     if free <= 0 and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then free = 1 end
@@ -179,11 +186,7 @@ end
 -- with the others of its key and call by flow_release_flush, which the
 -- script calls before it returns.
 local function flow_release_later(id, key, max)
-  local waits = limit_waits[key]
-  if waits == nil then
-    waits = redis.call('EXISTS', limit_waiting(key)) == 1
-    if not waits then limit_waits[key] = false end
-  end
+  local waits = flow_waits(key)
   if waits then return flow_release(id, key, max) end
   local hk = limit_holders(key)
   local ids = limit_rem[hk] -- one id as it is, more in a list
