@@ -215,7 +215,7 @@ func WaitSlotOwner(ctx context.Context, addrs []string, owner string) error {
 				// <id> <ip:port@cport> <flags> <master> <ping> <pong> <epoch> <link> <slot>...
 				if len(f) >= 9 && strings.HasPrefix(f[1], owner+"@") && strings.Contains(f[2], "master") &&
 					!strings.Contains(f[2], "fail") {
-					return infoField(info, "cluster_state") == "ok", "state " + infoField(info, "cluster_state")
+					return infoField(info, "cluster_state") == "ok", "state " + infoField(info, "cluster_state") + failingPeers(nodes)
 				}
 			}
 			return false, owner + " not a master with slots"
@@ -226,4 +226,16 @@ func WaitSlotOwner(ctx context.Context, addrs []string, owner string) error {
 		}
 	}
 	return nil
+}
+
+// failingPeers lists, for an error message, the nodes a CLUSTER NODES
+// reply flags as failing or suspected (", sees <addr> <flags>" each).
+func failingPeers(nodes string) string {
+	var out string
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && strings.Contains(f[2], "fail") {
+			out += ", sees " + f[1] + " " + f[2]
+		}
+	}
+	return out
 }
