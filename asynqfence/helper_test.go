@@ -61,7 +61,7 @@ func runHelper(mode string) {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	bridge, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{
-		WorkerID: name, LeaseTTL: time.Second, EffectLog: store, Logger: log,
+		WorkerID: name, LeaseTTL: 3 * time.Second, EffectLog: store, Logger: log,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
