@@ -83,25 +83,24 @@ func (c *completer) run(ctx context.Context) {
 	}
 }
 
-// flush applies one batch, one ledger call per queue.
+// flush applies one batch: one ledger call per queue, sent together.
 func (c *completer) flush(ctx context.Context, batch []*finished) {
-	if oneQueue(batch) { // the common case: no map, no goroutine
-		c.complete(ctx, batch[0].a.job.Queue, batch)
+	if oneQueue(batch) { // the common case: no map
+		c.complete(ctx, [][]*finished{batch})
 		return
 	}
-	byQueue := map[string][]*finished{}
+	var groups [][]*finished
+	byQueue := map[string]int{}
 	for _, f := range batch {
-		byQueue[f.a.job.Queue] = append(byQueue[f.a.job.Queue], f)
+		i, ok := byQueue[f.a.job.Queue]
+		if !ok {
+			i = len(groups)
+			byQueue[f.a.job.Queue] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], f)
 	}
-	var wg sync.WaitGroup
-	for q, fs := range byQueue {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.complete(ctx, q, fs)
-		}()
-	}
-	wg.Wait()
+	c.complete(ctx, groups)
 }
 
 // oneQueue reports whether every outcome of batch is of one queue.
@@ -114,49 +113,77 @@ func oneQueue(batch []*finished) bool {
 	return true
 }
 
-func (c *completer) complete(ctx context.Context, q string, fs []*finished) {
-	cs := make([]ledger.Completion, len(fs))
-	for i, f := range fs {
-		cs[i] = ledger.Completion{ID: f.a.job.ID, Token: f.a.job.Token, Outcome: f.outcome}
-		if l := f.a.resourceLease(); l != nil {
-			cs[i].Fence = l.Token // recorded even when it equals the job's token
+// complete applies groups, each the outcomes of one queue, retrying the
+// queues whose call failed with an unknown result (Redis unreachable) until
+// commitTimeout, then reports every outcome and releases the attempts'
+// resource leases.
+func (c *completer) complete(ctx context.Context, groups [][]*finished) {
+	qs := make([]ledger.QueueCompletions, len(groups))
+	for g, fs := range groups {
+		cs := make([]ledger.Completion, len(fs))
+		for i, f := range fs {
+			cs[i] = ledger.Completion{ID: f.a.job.ID, Token: f.a.job.Token, Outcome: f.outcome}
+			if l := f.a.resourceLease(); l != nil {
+				cs[i].Fence = l.Token // recorded even when it equals the job's token
+			}
 		}
+		qs[g] = ledger.QueueCompletions{Queue: fs[0].a.job.Queue, Completions: cs}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	var out []ledger.Committed
-	var err error
-	retried := false
+	outs, errs := make([][]ledger.Committed, len(groups)), make([]error, len(groups))
+	retried := make([]bool, len(groups)) // a group's call was sent again
+	todo := make([]int, len(groups)) // the groups not yet settled
+	for g := range todo {
+		todo[g] = g
+	}
 	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		out, err = c.p.ledger.Complete(cctx, q, cs)
-		if err == nil || errors.Is(err, jobs.ErrInvalid) || cctx.Err() != nil {
+		call := make([]ledger.QueueCompletions, len(todo))
+		for j, g := range todo {
+			call[j] = qs[g]
+		}
+		o, e := c.p.ledger.CompleteAll(cctx, call)
+		var again []int
+		for j, g := range todo {
+			outs[g], errs[g] = o[j], e[j]
+			if e[j] != nil && !errors.Is(e[j], jobs.ErrInvalid) && cctx.Err() == nil {
+				again = append(again, g)
+			}
+		}
+		if len(again) == 0 {
 			break
 		}
-		retried = true
+		for _, g := range again {
+			retried[g] = true
+		}
+		todo = again
 		select {
 		case <-cctx.Done():
 		case <-time.After(backoff):
 		}
 	}
 	var wg sync.WaitGroup
-	for i, f := range fs {
-		if err != nil {
-			f.a.log.Error("commit failed with an unknown result; the maintenance leader resolves the job after its lease expires",
-				"wanted", f.outcome.To, "error", err)
-		} else {
-			out[i] = c.report(f, out[i], retried)
+	for g, fs := range groups {
+		out, err := outs[g], errs[g]
+		for i, f := range fs {
+			if err != nil {
+				f.a.log.Error("commit failed with an unknown result; the maintenance leader resolves the job after its lease expires",
+					"wanted", f.outcome.To, "error", err)
+			} else {
+				out[i] = c.report(f, out[i], retried[g])
+			}
+			f.a.cancel(nil)
+			if l := f.a.resourceLease(); l != nil {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_ = c.p.leases.Release(cctx, l)
+				}()
+			}
 		}
-		f.a.cancel(nil)
-		if l := f.a.resourceLease(); l != nil {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = c.p.leases.Release(cctx, l)
-			}()
+		if err == nil {
+			c.p.hooks.committed.Signal(out)
 		}
-	}
-	if err == nil {
-		c.p.hooks.committed.Signal(out)
 	}
 	wg.Wait()
 }

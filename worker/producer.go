@@ -224,10 +224,11 @@ func (p *Pool) lookIdle(ctx context.Context, qs *queueSet) {
 }
 
 // fetch visits the queues that may have due work, in priority order, and
-// claims up to free jobs. It returns whether a queue may have more due jobs
-// now (a claim got all it asked for, or the slots ran out before every due
-// queue was visited) and, when it is known, the earliest moment a queue is
-// due (hasNext).
+// claims up to free jobs. It returns whether a queue has more due jobs now
+// (a claim left some due, or the slots ran out before every due queue was
+// visited) and, when it is known, the earliest moment a queue is due
+// (hasNext). A claim that takes a queue's last due jobs says so, so the
+// pool does not claim the drained queue again.
 func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bool, next time.Time, hasNext bool, err error) {
 	started := 0
 	for _, i := range qs.order(time.Now()) {
@@ -263,10 +264,10 @@ func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bo
 			// Claimed again at the next idle look that finds it has due
 			// jobs, or when resuming it wakes the pool.
 			qs.setDue(i, time.Time{}, false)
-		case len(res.Jobs)+len(res.Dropped) >= n:
-			more = true // the claim got all it asked for: there may be more
+		case res.DueIn == 0:
+			more = true // more jobs are due now
 			qs.setDue(i, sent, true)
-		case res.DueIn >= 0:
+		case res.DueIn > 0:
 			// Counted from the reply's arrival (see lookIdle).
 			qs.setDue(i, time.Now().Add(res.DueIn), true)
 		default:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
+	"github.com/fencedq/fencedq/internal/scriptbatch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -48,9 +49,9 @@ type ClaimResult struct {
 	Dropped []Dropped
 	// Paused is true when the queue is paused (nothing was claimed).
 	Paused bool
-	// DueIn is, when nothing was due, how long until the earliest pending
-	// job becomes due by the Redis clock (at most a day); -1 when the queue
-	// is empty.
+	// DueIn is how long until the earliest pending job left becomes due by
+	// the Redis clock (at most a day): 0 when one is due now (claim again),
+	// -1 when the queue has no pending job left.
 	DueIn time.Duration
 }
 
@@ -264,11 +265,53 @@ const completeWidth = 1
 // Complete applies a batch of outcomes of queue q's attempts, each only if
 // its token still runs the job.
 func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Committed, error) {
-	if len(cs) == 0 {
-		return nil, nil
+	out, errs := l.CompleteAll(ctx, []QueueCompletions{{Queue: q, Completions: cs}})
+	return out[0], errs[0]
+}
+
+// QueueCompletions are the outcomes of one queue's attempts (CompleteAll).
+type QueueCompletions struct {
+	Queue       string
+	Completions []Completion
+}
+
+// CompleteAll applies the outcomes of several queues' attempts as Complete
+// applies each queue's, the queues' calls sent together (one round trip).
+// It returns each queue's answers and error, in the order of qs.
+func (l *Ledger) CompleteAll(ctx context.Context, qs []QueueCompletions) ([][]Committed, []error) {
+	out, errs := make([][]Committed, len(qs)), make([]error, len(qs))
+	calls := make([]scriptbatch.Call, 0, len(qs))
+	sent := make([]int, 0, len(qs)) // the index in qs of each call
+	seen := make([]seqSeen, 0, len(qs))
+	for i, qc := range qs {
+		if len(qc.Completions) == 0 {
+			continue
+		}
+		args, err := completeArgs(l.cfg.Retention, qc.Completions)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		lay := l.layoutOf(qc.Queue)
+		calls = append(calls, scriptbatch.Call{Script: completeScript, Keys: lay.keys, Args: append([]any{lay.prefix}, args...)})
+		sent = append(sent, i)
+		seen = append(seen, l.watch.before(qc.Queue))
 	}
+	if len(calls) == 0 {
+		return out, errs
+	}
+	for j, cmd := range l.lanes.complete.RunAll(ctx, calls) {
+		i := sent[j]
+		v, err := cmd.Result()
+		out[i], errs[i] = l.completed(ctx, qs[i].Queue, qs[i].Completions, seen[j], v, err)
+	}
+	return out, errs
+}
+
+// completeArgs are the complete script's arguments for cs.
+func completeArgs(retention time.Duration, cs []Completion) ([]any, error) {
 	args := make([]any, 0, 1+9*len(cs))
-	args = append(args, l.cfg.Retention.Milliseconds())
+	args = append(args, retention.Milliseconds())
 	for _, c := range cs {
 		o := c.Outcome
 		outcome := string(o.To)
@@ -295,14 +338,18 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 		}
 		args = append(args, c.ID, c.Token.String(), outcome, o.Error, o.RetryIn.Milliseconds(), o.Reason, fence, out, shown)
 	}
-	seen := l.watch.before(q)
-	v, err := l.run(ctx, l.lanes.complete, completeScript, q, args...).Result()
+	return args, nil
+}
+
+// completed reads the complete script's reply to queue q's outcomes cs.
+func (l *Ledger) completed(ctx context.Context, q string, cs []Completion, seen seqSeen, v any, err error) ([]Committed, error) {
 	const header = 3
+	n := len(cs)
 	r := newReply("complete", v, err)
-	if err := r.need(header + completeWidth*len(cs)); err != nil {
+	if err := r.need(header + completeWidth*n); err != nil {
 		return nil, wrap("complete "+q, err)
 	}
-	out := make([]Committed, len(cs))
+	out := make([]Committed, n)
 	for i := range out {
 		b := header + completeWidth*i
 		if x, ok := r.at(b).([]any); ok { // stale
@@ -322,7 +369,7 @@ func (l *Ledger) Complete(ctx context.Context, q string, cs []Completion) ([]Com
 		return nil, wrap("complete "+q, r.err)
 	}
 	l.observe(ctx, q, seen, seqReply{seq: r.int(0), bumped: r.int(1), enqueued: r.int(2)})
-	if r.len() > header+completeWidth*len(cs) {
+	if r.len() > header+completeWidth*n {
 		l.moveAfter(ctx, q) // workflow steps handed their ends to other queues
 	}
 	return out, nil

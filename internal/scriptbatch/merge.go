@@ -53,7 +53,7 @@ type Merge struct {
 // RunMerged is Run for a call that may be merged with others queued with
 // the same Merge key (see Merge). m must stay unchanged while in use.
 func (b *Batcher) RunMerged(ctx context.Context, m *Merge, script Script, keys []string, args ...any) *redis.Cmd {
-	return b.run(&call{ctx: ctx, script: script, keys: keys, args: args, merge: m})
+	return b.run(ctx, []*call{{ctx: ctx, script: script, keys: keys, args: args, merge: m}})[0]
 }
 
 // merged is a call standing for several queued calls.

@@ -164,29 +164,50 @@ func New(rdb redis.UniversalClient, o Options) *Batcher {
 // before the reply arrives, Run returns ctx.Err() and the call may still
 // run: its outcome is unknown, as with any request whose reply was lost.
 func (b *Batcher) Run(ctx context.Context, script Script, keys []string, args ...any) *redis.Cmd {
-	return b.run(&call{ctx: ctx, script: script, keys: keys, args: args})
+	return b.run(ctx, []*call{{ctx: ctx, script: script, keys: keys, args: args}})[0]
 }
 
-func (b *Batcher) run(c *call) *redis.Cmd {
-	ctx := c.ctx
+// Call is one script call of RunAll.
+type Call struct {
+	Script Script
+	Keys   []string
+	Args   []any
+}
+
+// RunAll runs calls as Run runs each, sent together: in one pipeline on a
+// free slot of the budget, else queued together for the next pipeline
+// (split only past MaxBatch). Its replies are in the order of calls. A
+// caller with calls for several keys (a pool's completions of several
+// queues) pays one round trip instead of one per call.
+func (b *Batcher) RunAll(ctx context.Context, calls []Call) []*redis.Cmd {
+	cs := make([]*call, len(calls))
+	for i, c := range calls {
+		cs[i] = &call{ctx: ctx, script: c.Script, keys: c.Keys, args: c.Args}
+	}
+	return b.run(ctx, cs)
+}
+
+// run sends cs (at least one call) and returns their replies.
+func (b *Batcher) run(ctx context.Context, cs []*call) []*redis.Cmd {
 	b.mu.Lock()
 	if b.busy < b.inFlight && (!b.balance || b.busy == 0) {
 		// A free slot means the queue is empty (slots are given back
 		// only once it is), or, balanced, that nothing is in flight.
 		b.busy++
-		b.calls++
+		b.calls += len(cs)
 		b.mu.Unlock()
 		b.hooks.direct.Signal(struct{}{})
-		alone(c)
-		b.send(ctx, []*call{c})
-		b.handOver(1)
-		cmd := redis.NewCmd(ctx)
-		cmd.SetVal(c.reply)
-		cmd.SetErr(c.err)
-		return cmd
+		for _, c := range cs {
+			alone(c)
+		}
+		b.send(ctx, cs)
+		b.handOver(len(cs))
+		return replies(ctx, cs)
 	}
-	c.done = make(chan struct{})
-	b.queue = append(b.queue, c)
+	for _, c := range cs {
+		c.done = make(chan struct{})
+	}
+	b.queue = append(b.queue, cs...)
 	n := len(b.queue)
 	var batch []*call
 	if b.busy < b.inFlight && b.due(b.busy) {
@@ -201,15 +222,35 @@ func (b *Batcher) run(c *call) *redis.Cmd {
 		b.sendQueued(batch)
 		b.handOver(len(batch))
 	}
-	cmd := redis.NewCmd(ctx)
-	select {
-	case <-c.done:
+	for _, c := range cs {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return replies(ctx, cs)
+		}
+	}
+	return replies(ctx, cs)
+}
+
+// replies turns calls into commands: a call whose reply has not arrived
+// (ctx ended first) gets ctx's error.
+func replies(ctx context.Context, cs []*call) []*redis.Cmd {
+	out := make([]*redis.Cmd, len(cs))
+	for i, c := range cs {
+		cmd := redis.NewCmd(ctx)
+		out[i] = cmd
+		if c.done != nil {
+			select {
+			case <-c.done:
+			default:
+				cmd.SetErr(ctx.Err())
+				continue
+			}
+		}
 		cmd.SetVal(c.reply)
 		cmd.SetErr(c.err)
-	case <-ctx.Done():
-		cmd.SetErr(ctx.Err())
 	}
-	return cmd
+	return out
 }
 
 // due reports, with b.mu held, whether a slot may send the queue now while

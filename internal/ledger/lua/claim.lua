@@ -13,8 +13,8 @@
 --        caller must refresh its epoch (internal/epoch): nothing was written
 --   paused: 1 when the queue is paused (nothing is claimed)
 --   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua)
---   next due in ms: when fewer jobs were due than asked for, how long until the
---            earliest pending job left is due, by Redis time (-1: none left)
+--   next due in ms: how long until the earliest pending job left is due, by
+--            Redis time (0: one is due now; -1: none left)
 --   lease deadline ms: every claimed job's (0 when none was claimed)
 --   claimed: 7 values per job: id, token, attempt, payload, kind, max retries,
 --            then 0 when the job has none of the optional fields, else an
@@ -145,14 +145,13 @@ flow_flush() -- the starts admitted under rate limits (flow.lua)
 call_chunked('ZADD', index['running'], running, 1000)
 local n = (r - 7) / 7
 if n > 0 then count('attempted', n) end
+-- When the earliest pending job left is due (0: one is due now, so the
+-- caller claims again; -1: none left). A queue with nothing due now is
+-- drained for now: the next enqueue publishes a wake-up.
 local next_due = -1
-if #ids < max then
-  -- Fewer due than asked for: the queue is drained for now. The next enqueue
-  -- publishes a wake-up, and the caller learns when the next job is due.
-  redis.call('SET', idlek, '1')
-  local first = redis.call('ZRANGE', index['pending'], 0, 0, 'WITHSCORES')
-  if first[2] then next_due = math.max(num(first[2]) - now, 0) end
-end
+local first = redis.call('ZRANGE', index['pending'], 0, 0, 'WITHSCORES')
+if first[2] then next_due = math.max(num(first[2]) - now, 0) end
+if next_due ~= 0 then redis.call('SET', idlek, '1') end
 reply[2], reply[3] = next_due, n
 reply[4], reply[5], reply[6] = seq_reply()
 if n > 0 then reply[7] = deadline end
