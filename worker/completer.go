@@ -133,7 +133,7 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 	defer cancel()
 	outs, errs := make([][]ledger.Committed, len(groups)), make([]error, len(groups))
 	retried := make([]bool, len(groups)) // a group's call was sent again
-	todo := make([]int, len(groups)) // the groups not yet settled
+	todo := make([]int, len(groups))     // the groups not yet settled
 	for g := range todo {
 		todo[g] = g
 	}
