@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -34,52 +35,76 @@ type SeriesBucket struct {
 // seriesKey is queue q's history: a sorted set of JSON buckets scored by
 // their minute (unix milliseconds), in the queue's hash slot.
 
-// RecordSeries snapshots queue q's counters and state counts into the
+// RecordSeries snapshots each of qs's counters and state counts into the
 // bucket of now's minute, replacing a bucket already recorded for that
 // minute, and drops buckets older than SeriesLength minutes. The history
 // costs at most SeriesLength small entries per queue (a few hundred bytes
-// each). It reads and writes only q's keys and is meant to be called once
-// a minute per queue by one process (the reconciler leader does); it adds
+// each). It reads and writes only the queues' keys, in three pipelined
+// round trips whatever the number of queues, and is meant to be called
+// once a minute by one process (the maintenance leader does); it adds
 // nothing to the claim, renew or commit paths.
-func (l *Ledger) RecordSeries(ctx context.Context, q string, now time.Time) error {
-	if err := ValidateQueueRef(q); err != nil {
-		return err
-	}
-	stats, err := l.Stats(ctx, q)
-	if err != nil {
-		return err
-	}
-	counts, err := l.Counts(ctx, q)
-	if err != nil {
-		return err
-	}
-	b := SeriesBucket{At: now.Truncate(SeriesStep).UTC(), Stats: map[string]int64{}, Counts: map[State]int64{}}
-	for k, v := range stats {
-		if v != 0 {
-			b.Stats[k] = v
+func (l *Ledger) RecordSeries(ctx context.Context, qs []string, now time.Time) error {
+	for _, q := range qs {
+		if err := ValidateQueueRef(q); err != nil {
+			return err
 		}
 	}
-	for s, v := range counts {
-		if v != 0 {
-			b.Counts[s] = v
-		}
+	if len(qs) == 0 {
+		return nil
 	}
-	raw, err := json.Marshal(b)
+	pipe := l.rdb.Pipeline()
+	stats := make([]*redis.MapStringStringCmd, len(qs))
+	for i, q := range qs {
+		stats[i] = pipe.HGetAll(ctx, l.prefix(q)+"stats")
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	counts, err := l.CountsOf(ctx, qs)
 	if err != nil {
-		return wrap("series", err)
+		return err
 	}
-	minute := b.At.UnixMilli()
+	at := now.Truncate(SeriesStep).UTC()
+	minute := at.UnixMilli()
 	score := strconv.FormatInt(minute, 10)
 	oldest := strconv.FormatInt(minute-int64(SeriesLength)*SeriesStep.Milliseconds(), 10)
-	key := l.seriesKey(q)
+	var errs []error
 	_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZRemRangeByScore(ctx, key, score, score)
-		p.ZAdd(ctx, key, redis.Z{Score: float64(minute), Member: raw})
-		p.ZRemRangeByScore(ctx, key, "-inf", "("+oldest)
-		p.ZRemRangeByRank(ctx, key, 0, -int64(SeriesLength)-1)
+		for i, q := range qs {
+			h, err := stats[i].Result()
+			if err == nil {
+				err = counts[i].Err
+			}
+			if err != nil {
+				errs = append(errs, wrap("series of "+q, err))
+				continue
+			}
+			b := SeriesBucket{At: at, Stats: map[string]int64{}, Counts: map[State]int64{}}
+			for k, v := range h {
+				if n, _ := strconv.ParseInt(v, 10, 64); n != 0 {
+					b.Stats[k] = n
+				}
+			}
+			for st, v := range counts[i].Jobs {
+				if v != 0 {
+					b.Counts[st] = v
+				}
+			}
+			raw, err := json.Marshal(b)
+			if err != nil {
+				errs = append(errs, wrap("series of "+q, err))
+				continue
+			}
+			key := l.seriesKey(q)
+			p.ZRemRangeByScore(ctx, key, score, score)
+			p.ZAdd(ctx, key, redis.Z{Score: float64(minute), Member: raw})
+			p.ZRemRangeByScore(ctx, key, "-inf", "("+oldest)
+			p.ZRemRangeByRank(ctx, key, 0, -int64(SeriesLength)-1)
+		}
 		return nil
 	})
-	return wrap("series", err)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		errs = append(errs, wrap("series", err))
+	}
+	return errors.Join(errs...)
 }
 
 // Series returns queue q's buckets from since on, oldest first (at most

@@ -391,7 +391,32 @@ type Expired struct {
 // passed to uncertain. leader is the reconciler's lease token; a token
 // below the highest seen for the queue gets ErrStale.
 func (l *Ledger) Expire(ctx context.Context, q string, leader lease.Token, max int) (*Expired, error) {
-	v, err := l.run(ctx, l.lanes.other, expireScript, q, leader.String(), max).Result()
+	out, errs := l.ExpireAll(ctx, []string{q}, leader, max)
+	return out[0], errs[0]
+}
+
+// ExpireAll runs Expire on each of qs, the calls sent together (one round
+// trip): a new leader's first pass over a thousand queues is a few round
+// trips. It returns each queue's result and error, in the order of qs.
+func (l *Ledger) ExpireAll(ctx context.Context, qs []string, leader lease.Token, max int) ([]*Expired, []error) {
+	calls := make([]scriptbatch.Call, len(qs))
+	for i, q := range qs {
+		lay := l.layoutOf(q)
+		calls[i] = scriptbatch.Call{Script: expireScript, Keys: lay.keys, Args: []any{lay.prefix, leader.String(), max}}
+	}
+	out, errs := make([]*Expired, len(qs)), make([]error, len(qs))
+	if len(qs) == 0 {
+		return out, errs
+	}
+	for i, cmd := range l.lanes.other.RunAll(ctx, calls) {
+		v, err := cmd.Result()
+		out[i], errs[i] = expired(qs[i], leader, v, err)
+	}
+	return out, errs
+}
+
+// expired reads the expire script's reply for queue q.
+func expired(q string, leader lease.Token, v any, err error) (*Expired, error) {
 	r := newReply("expire", v, err)
 	if err := r.need(1); err != nil {
 		return nil, wrap("expire "+q, err)

@@ -415,11 +415,28 @@ func WorkflowOutcome(states []State, cancelledBy string) string {
 	return WorkflowFailed
 }
 
-// OpenWorkflows returns the ids of queue q's workflows whose outcome has
-// not been counted yet (SettleWorkflow).
-func (l *Ledger) OpenWorkflows(ctx context.Context, q string) ([]string, error) {
-	ids, err := l.rdb.SMembers(ctx, l.prefix(q)+"wf_open").Result()
-	return ids, wrap("open workflows of "+q, err)
+// OpenWorkflows returns, for each of qs, the ids of the queue's workflows
+// whose outcome has not been counted yet (SettleWorkflow), in one pipelined
+// round trip. A queue whose read failed has no ids; the error joins every
+// such queue's.
+func (l *Ledger) OpenWorkflows(ctx context.Context, qs []string) ([][]string, error) {
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(qs))
+	for i, q := range qs {
+		cmds[i] = pipe.SMembers(ctx, l.prefix(q)+"wf_open")
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	out := make([][]string, len(qs))
+	var errs []error
+	for i, c := range cmds {
+		ids, err := c.Result()
+		if err != nil {
+			errs = append(errs, wrap("open workflows of "+qs[i], err))
+			continue
+		}
+		out[i] = ids
+	}
+	return out, errors.Join(errs...)
 }
 
 // SettleWorkflow looks at open workflow id of home queue q for the

@@ -42,7 +42,8 @@ func (x *expirer) wakeUps(context.Context) <-chan struct{} { return x.wake }
 // each queue's leader high-water to this leader's token, so a deposed
 // leader is refused everywhere. It calls Expire only on the queues a look
 // (Ledger.FirstDeadline, plain reads) shows with a passed deadline or
-// without this leader's token recorded: an idle queue costs one read. After the pass it wakes itself at the
+// without this leader's token recorded, all in one round trip
+// (Ledger.ExpireAll): an idle queue costs one read. After the pass it wakes itself at the
 // earliest running deadline when that comes before the next interval, so a
 // crashed worker's job is found within about its lease TTL.
 func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
@@ -65,6 +66,7 @@ func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
 	if err != nil {
 		return err
 	}
+	var todo []string
 	for i, q := range qs {
 		if firsts[i] != 0 {
 			// Nothing expired here, and this leader's token is recorded.
@@ -73,40 +75,45 @@ func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
 			}
 			continue
 		}
-		if err := x.expireQueue(ctx, leader, q, &next); err != nil {
-			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
-				return err
+		todo = append(todo, q)
+	}
+	// The queues' expire calls go together, in batches of ExpireBatch
+	// attempts each; a queue whose batch was full is called again.
+	for len(todo) > 0 {
+		res, errs := x.ledger.ExpireAll(ctx, todo, leader, x.batch)
+		var again []string
+		for i, q := range todo {
+			if err := errs[i]; err != nil {
+				if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
+					return err
+				}
+				x.failed("maintenance pass failed on one queue", "queue", q, "error", err)
+				continue
 			}
-			x.failed("maintenance pass failed on one queue", "queue", q, "error", err)
+			if x.report(q, res[i], &next) {
+				again = append(again, q)
+			}
 		}
+		todo = again
 	}
 	return nil
 }
 
-// expireQueue expires queue q's attempts whose lease deadline passed, in
-// batches, and lowers *next to the earliest deadline left.
-func (x *expirer) expireQueue(ctx context.Context, leader lease.Token, q string, next *time.Duration) error {
-	{
-		for {
-			exp, err := x.ledger.Expire(ctx, q, leader, x.batch)
-			if err != nil {
-				return err
-			}
-			if exp.NextIn >= 0 && (*next < 0 || exp.NextIn < *next) {
-				*next = exp.NextIn
-			}
-			for _, id := range exp.Moved {
-				x.tally.expired.Add(1)
-				x.metrics.Expired.WithLabelValues(ledger.Logical(q)).Inc()
-				x.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
-				x.decided.Signal(Decision{JobID: id, Result: ResultExpired})
-			}
-			for _, id := range exp.Dropped {
-				x.log.Warn("running entry without a running job removed", "queue", q, "job_id", id)
-			}
-			if len(exp.Moved)+len(exp.Dropped) < x.batch {
-				return nil
-			}
-		}
+// report logs and counts what one expire call of queue q did, lowers *next
+// to the earliest deadline left, and reports whether the call's batch was
+// full (the queue may have more to expire).
+func (x *expirer) report(q string, exp *ledger.Expired, next *time.Duration) (full bool) {
+	if exp.NextIn >= 0 && (*next < 0 || exp.NextIn < *next) {
+		*next = exp.NextIn
 	}
+	for _, id := range exp.Moved {
+		x.tally.expired.Add(1)
+		x.metrics.Expired.WithLabelValues(ledger.Logical(q)).Inc()
+		x.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
+		x.decided.Signal(Decision{JobID: id, Result: ResultExpired})
+	}
+	for _, id := range exp.Dropped {
+		x.log.Warn("running entry without a running job removed", "queue", q, "job_id", id)
+	}
+	return len(exp.Moved)+len(exp.Dropped) >= x.batch
 }

@@ -47,13 +47,12 @@ func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
 // pass (fencedq_workflows_started_total, _finished_total): each open
 // workflow's steps are read once per pass until it is final.
 func (h *handover) countWorkflows(ctx context.Context, qs []string) {
-	for _, q := range qs {
-		ids, err := h.ledger.OpenWorkflows(ctx, q)
-		if err != nil {
-			h.failed("reading open workflows failed", "queue", q, "error", err)
-			continue
-		}
-		for _, id := range ids {
+	open, err := h.ledger.OpenWorkflows(ctx, qs)
+	if err != nil {
+		h.failed("reading open workflows failed", "error", err)
+	}
+	for i, q := range qs {
+		for _, id := range open[i] {
 			started, outcome, err := h.ledger.SettleWorkflow(ctx, q, id)
 			if err != nil {
 				h.failed("reading a workflow failed", "queue", q, "workflow", id, "error", err)

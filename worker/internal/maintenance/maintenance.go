@@ -220,17 +220,9 @@ func (s service) failed(msg string, args ...any) {
 	s.log.Warn(msg, args...)
 }
 
-// eachQueue runs f on every known queue. An error on one queue is logged
-// and counted and the others go on; a stale leader token ends the pass.
-func (s service) eachQueue(ctx context.Context, f func(q string) error) error {
-	qs, err := s.ledger.Queues(ctx)
-	if err != nil {
-		return err
-	}
-	return s.eachOf(ctx, qs, func(_ int, q string) error { return f(q) })
-}
-
-// eachOf runs f on each of qs (with its index), as eachQueue does.
+// eachOf runs f on each of qs (with its index). An error on one queue is
+// logged and counted and the others go on; a stale leader token ends the
+// pass.
 func (s service) eachOf(ctx context.Context, qs []string, f func(i int, q string) error) error {
 	for i, q := range qs {
 		if err := f(i, q); err != nil {

@@ -32,32 +32,49 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 			p.log.Info("pruned effect records past their retention", "records", n)
 		}
 	}
-	return p.eachQueue(ctx, func(q string) error {
-		n, err := p.ledger.Prune(ctx, q, p.now())
-		if n > 0 {
-			p.log.Debug("pruned finished jobs past retention", "queue", q, "entries", n)
-		}
-		if err != nil {
-			return err
-		}
-		n, err = p.ledger.PruneUnique(ctx, q)
-		if n > 0 {
-			p.log.Debug("pruned released unique keys", "queue", q, "keys", n)
-		}
-		if err != nil {
-			return err
-		}
-		g, err := p.ledger.RepairGroups(ctx, q)
-		if g > 0 {
-			p.log.Warn("gave fair groups whose head was lost a head", "queue", q, "groups", g)
-		}
-		if err != nil {
-			return err
-		}
-		w, err := p.ledger.PruneWorkflows(ctx, q, p.now())
-		if w > 0 {
-			p.log.Debug("pruned finished workflows past retention", "queue", q, "workflows", w)
-		}
+	qs, err := p.ledger.Queues(ctx)
+	if err != nil {
 		return err
+	}
+	// One look at every queue; only the calls a queue needs are made.
+	now := p.now()
+	needs := p.ledger.PruneLook(ctx, qs, now)
+	return p.eachOf(ctx, qs, func(i int, q string) error {
+		need := needs[i]
+		if need.Finished {
+			n, err := p.ledger.Prune(ctx, q, now)
+			if n > 0 {
+				p.log.Debug("pruned finished jobs past retention", "queue", q, "entries", n)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if need.Unique {
+			n, err := p.ledger.PruneUnique(ctx, q)
+			if n > 0 {
+				p.log.Debug("pruned released unique keys", "queue", q, "keys", n)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if need.Groups {
+			g, err := p.ledger.RepairGroups(ctx, q)
+			if g > 0 {
+				p.log.Warn("gave fair groups whose head was lost a head", "queue", q, "groups", g)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if need.Workflows {
+			w, err := p.ledger.PruneWorkflows(ctx, q, now)
+			if w > 0 {
+				p.log.Debug("pruned finished workflows past retention", "queue", q, "workflows", w)
+			}
+			return err
+		}
+		return nil
 	})
 }

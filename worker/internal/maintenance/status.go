@@ -69,11 +69,21 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 				s.metrics.PartitionJobs.WithLabelValues(l, q, string(st)).Set(float64(counts[st]))
 			}
 		}
-		if record {
-			return s.ledger.RecordSeries(ctx, q, now)
-		}
 		return nil
 	})
+	if record && err == nil {
+		// The queues whose counts were read (a broken one was reported).
+		var ok []string
+		for i, q := range qs {
+			if all[i].Err == nil {
+				ok = append(ok, q)
+			}
+		}
+		if serr := s.ledger.RecordSeries(ctx, ok, now); serr != nil {
+			s.failed("recording the queues' history failed; the next pass records it again", "error", serr)
+			record = false
+		}
+	}
 	for q, counts := range sums {
 		for st, n := range counts {
 			s.metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))

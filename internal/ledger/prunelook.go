@@ -1,0 +1,56 @@
+package ledger
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// PruneNeeds says which of the maintenance pruner's calls a queue needs.
+type PruneNeeds struct {
+	Finished  bool // finished jobs past retention (Prune)
+	Unique    bool // a unique index (PruneUnique)
+	Groups    bool // fair groups (RepairGroups)
+	Workflows bool // finished workflows past retention (PruneWorkflows)
+}
+
+// PruneLook tells, for each queue, which of the pruner's calls it needs at
+// now, in one pipelined round trip of plain reads (like FirstDue): a pass
+// over a thousand idle queues costs one round trip, not a few thousand. A
+// queue whose reads fail needs every call (each reports its error).
+func (l *Ledger) PruneLook(ctx context.Context, queues []string, now time.Time) []PruneNeeds {
+	cut := "(" + strconv.FormatInt(now.Add(-l.cfg.Retention).UnixMilli(), 10)
+	older := func(pipe redis.Pipeliner, key string) *redis.StringSliceCmd {
+		return pipe.ZRangeByScore(ctx, key, &redis.ZRangeBy{Min: "-inf", Max: cut, Count: 1})
+	}
+	type reads struct {
+		finished       [3]*redis.StringSliceCmd
+		unique, groups *redis.IntCmd
+		workflows      *redis.StringSliceCmd
+	}
+	pipe := l.rdb.Pipeline()
+	rs := make([]reads, len(queues))
+	for i, q := range queues {
+		r := &rs[i]
+		for j, s := range []State{Succeeded, Dead, Cancelled} {
+			r.finished[j] = older(pipe, l.StateKey(q, s))
+		}
+		r.unique = pipe.Exists(ctx, l.uniqueKey(q))
+		r.groups = pipe.Exists(ctx, l.groupsKey(q))
+		r.workflows = older(pipe, l.prefix(q)+"wf_done")
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	out := make([]PruneNeeds, len(queues))
+	for i, r := range rs {
+		n := &out[i]
+		for _, f := range r.finished {
+			n.Finished = n.Finished || f.Err() != nil || len(f.Val()) > 0
+		}
+		n.Unique = r.unique.Err() != nil || r.unique.Val() > 0
+		n.Groups = r.groups.Err() != nil || r.groups.Val() > 0
+		n.Workflows = r.workflows.Err() != nil || len(r.workflows.Val()) > 0
+	}
+	return out
+}
