@@ -45,6 +45,10 @@ local limit_waits = {}
 -- per holders zset, the permits a completion ended while nothing waited on
 -- the key, removed with one ZREM (flow_release_flush)
 local limit_rem = {}
+-- per limit key not looked at yet, its max and the job ids whose permits a
+-- completion ended (limit_later), in the order met (limit_later_keys):
+-- flow_release_flush looks whether jobs wait on any of them with one EXISTS
+local limit_later, limit_later_keys = {}, {}
 -- the last flow field flow_parse read this call (false: none) and what it
 -- says (fp_hk: the limit's holders zset)
 local fp_flow, fp_lkey, fp_lmax, fp_hk, fp_rkey, fp_rmax, fp_rper = false, nil, nil, nil, nil, nil, nil
@@ -181,15 +185,10 @@ local function flow_release(id, key, max)
   end
 end
 
--- flow_release_later is flow_release for a script that only ends permits
--- (complete.lua): while nothing waits on the key, the permit's end is written
--- with the others of its key and call by flow_release_flush, which the
--- script calls before it returns.
-local function flow_release_later(id, key, max)
-  local waits = flow_waits(key)
-  if waits then return flow_release(id, key, max) end
-  local hk = limit_holders(key)
-  local ids = limit_rem[hk] -- one id as it is, more in a list
+-- flow_rem_later records that job id's permit in holders zset hk ends with
+-- the others of its zset and call (one id as it is, more in a list).
+local function flow_rem_later(hk, id)
+  local ids = limit_rem[hk]
   if not ids then
     limit_rem[hk] = id
   elseif type(ids) == 'string' then
@@ -199,8 +198,47 @@ local function flow_release_later(id, key, max)
   end
 end
 
--- flow_release_flush removes the permits flow_release_later ended.
+-- flow_release_later is flow_release for a script that only ends permits
+-- (complete.lua): the releases of keys nothing waits on are written per key
+-- and call by flow_release_flush, which the script calls before it returns,
+-- and which looks at once at every key not looked at yet.
+local function flow_release_later(id, key, max)
+  local waits = limit_waits[key]
+  if waits == false then return flow_rem_later(limit_holders(key), id) end
+  local e = limit_later[key]
+  if e then
+    e[#e + 1] = id
+  else
+    limit_later[key] = {max, id}
+    limit_later_keys[#limit_later_keys + 1] = key
+  end
+end
+
+-- flow_release_flush ends the permits flow_release_later recorded: one
+-- EXISTS of the wait zsets of every key met (within Lua's unpack limit);
+-- when jobs wait on any, each key is looked at alone and a key with waiting
+-- jobs released at once (flow_release wakes them); the others' permits end
+-- with one ZREM per holders zset.
 local function flow_release_flush()
+  local keys = limit_later_keys
+  if keys[1] then
+    local wk, any = {}, 0
+    for j = 1, #keys do wk[j] = limit_waiting(keys[j]) end
+    for c = 1, #wk, 1000 do any = any + redis.call('EXISTS', unpack(wk, c, math.min(c + 999, #wk))) end
+    for _, key in ipairs(keys) do
+      local e = limit_later[key]
+      if any == 0 then limit_waits[key] = false end
+      for j = 2, #e do
+        if any > 0 and flow_waits(key) then
+          flow_release(e[j], key, e[1])
+        else
+          flow_rem_later(limit_holders(key), e[j])
+        end
+      end
+      limit_later[key] = nil
+    end
+    limit_later_keys = {}
+  end
   for hk, ids in pairs(limit_rem) do
     if type(ids) == 'string' then
       redis.call('ZREM', hk, ids)
