@@ -44,9 +44,13 @@ func TestCompletionReleasesWaitedAndFreeKeysTogether(t *testing.T) {
 	if n, err := rdb.ZCard(ctx, "rel:{q}:limit:busy:wait").Result(); err != nil || n != 1 {
 		t.Fatalf("jobs parked on the busy key: %d (%v), want 1", n, err)
 	}
+	// The waited key's permit ends last, after the free keys were looked at.
 	cs := make([]ledger.Completion, len(r.Jobs))
 	for i, j := range r.Jobs {
-		cs[i] = ledger.Completion{ID: j.ID, Token: j.Token, Outcome: ledger.Outcome{To: ledger.Succeeded}}
+		cs[len(cs)-1-i] = ledger.Completion{ID: j.ID, Token: j.Token, Outcome: ledger.Outcome{To: ledger.Succeeded}}
+	}
+	if cs[len(cs)-1].ID != "a1" {
+		t.Fatalf("claim order %+v: want a1 first", r.Jobs)
 	}
 	if _, err := l.Complete(ctx, q, cs); err != nil {
 		t.Fatal(err)

@@ -216,9 +216,9 @@ end
 
 -- flow_release_flush ends the permits flow_release_later recorded: one
 -- EXISTS of the wait zsets of every key met (within Lua's unpack limit);
--- when jobs wait on any, each key is looked at alone and a key with waiting
--- jobs released at once (flow_release wakes them); the others' permits end
--- with one ZREM per holders zset.
+-- when jobs wait on some, the keys are looked at alone until that many are
+-- found, and a key with waiting jobs is released at once (flow_release
+-- wakes them); the others' permits end with one ZREM per holders zset.
 local function flow_release_flush()
   local keys = limit_later_keys
   if keys[1] then
@@ -227,9 +227,12 @@ local function flow_release_flush()
     for c = 1, #wk, 1000 do any = any + redis.call('EXISTS', unpack(wk, c, math.min(c + 999, #wk))) end
     for _, key in ipairs(keys) do
       local e = limit_later[key]
-      if any == 0 then limit_waits[key] = false end
+      -- any counts the keys with waiting jobs not met yet: once it is 0,
+      -- no key left has any
+      local waits = any > 0 and flow_waits(key)
+      if waits then any = any - 1 else limit_waits[key] = false end
       for j = 2, #e do
-        if any > 0 and flow_waits(key) then
+        if waits then
           flow_release(e[j], key, e[1])
         else
           flow_rem_later(limit_holders(key), e[j])
