@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
 
 // Series bounds: one bucket a minute, kept for a day.
@@ -40,7 +42,8 @@ type SeriesBucket struct {
 // minute, and drops buckets older than SeriesLength minutes. The history
 // costs at most SeriesLength small entries per queue (a few hundred bytes
 // each). It reads and writes only the queues' keys, in three pipelined
-// round trips whatever the number of queues, and is meant to be called
+// round trips whatever the number of queues (on Redis Cluster, per
+// master), and is meant to be called
 // once a minute by one process (the maintenance leader does); it adds
 // nothing to the claim, renew or commit paths.
 func (l *Ledger) RecordSeries(ctx context.Context, qs []string, now time.Time) error {
@@ -67,45 +70,59 @@ func (l *Ledger) RecordSeries(ctx context.Context, qs []string, now time.Time) e
 	score := strconv.FormatInt(minute, 10)
 	oldest := strconv.FormatInt(minute-int64(SeriesLength)*SeriesStep.Milliseconds(), 10)
 	var errs []error
-	_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for i, q := range qs {
-			h, err := stats[i].Result()
-			if err == nil {
-				err = counts[i].Err
-			}
-			if err != nil {
-				errs = append(errs, wrap("series of "+q, err))
-				continue
-			}
-			b := SeriesBucket{At: at, Stats: map[string]int64{}, Counts: map[State]int64{}}
-			for k, v := range h {
-				if n, _ := strconv.ParseInt(v, 10, 64); n != 0 {
-					b.Stats[k] = n
-				}
-			}
-			for st, v := range counts[i].Jobs {
-				if v != 0 {
-					b.Counts[st] = v
-				}
-			}
-			raw, err := json.Marshal(b)
-			if err != nil {
-				errs = append(errs, wrap("series of "+q, err))
-				continue
-			}
-			key := l.seriesKey(q)
-			p.ZRemRangeByScore(ctx, key, score, score)
-			p.ZAdd(ctx, key, redis.Z{Score: float64(minute), Member: raw})
-			p.ZRemRangeByScore(ctx, key, "-inf", "("+oldest)
-			p.ZRemRangeByRank(ctx, key, 0, -int64(SeriesLength)-1)
+	var calls []scriptbatch.Call
+	var called []string
+	for i, q := range qs {
+		h, err := stats[i].Result()
+		if err == nil {
+			err = counts[i].Err
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		errs = append(errs, wrap("series", err))
+		if err != nil {
+			errs = append(errs, wrap("series of "+q, err))
+			continue
+		}
+		b := SeriesBucket{At: at, Stats: map[string]int64{}, Counts: map[State]int64{}}
+		for k, v := range h {
+			if n, _ := strconv.ParseInt(v, 10, 64); n != 0 {
+				b.Stats[k] = n
+			}
+		}
+		for st, v := range counts[i].Jobs {
+			if v != 0 {
+				b.Counts[st] = v
+			}
+		}
+		raw, err := json.Marshal(b)
+		if err != nil {
+			errs = append(errs, wrap("series of "+q, err))
+			continue
+		}
+		calls = append(calls, scriptbatch.Call{Script: seriesScript, Keys: []string{l.seriesKey(q)},
+			Args: []any{score, raw, oldest, SeriesLength}})
+		called = append(called, q)
+	}
+	// One script call per queue (its bucket replaced atomically), sent
+	// together: on Redis Cluster each goes to its queue's master.
+	if len(calls) > 0 {
+		for j, cmd := range l.lanes.other.RunAll(ctx, calls) {
+			if err := cmd.Err(); err != nil {
+				errs = append(errs, wrap("series of "+called[j], err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
+
+// seriesScript writes one queue's history bucket: KEYS[1] the history;
+// ARGV 1 the bucket's minute (ms), 2 the bucket, 3 the oldest minute kept
+// (ms), 4 the most buckets kept. A bucket already there for the minute is
+// replaced.
+var seriesScript = redis.NewScript(`
+redis.call('ZREMRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1])
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -tonumber(ARGV[4]) - 1)
+return 1`)
 
 // Series returns queue q's buckets from since on, oldest first (at most
 // SeriesLength). Entries that do not decode are skipped.

@@ -155,3 +155,36 @@ func TestMinutesCountedByTheScripts(t *testing.T) {
 		t.Errorf("an earlier window: %+v %v", old, err)
 	}
 }
+
+// TestSeriesOfManyQueuesOnCluster: one RecordSeries call records the
+// history of queues whose keys live on different masters of a Redis
+// Cluster, each bucket holding its own queue's counts.
+func TestSeriesOfManyQueuesOnCluster(t *testing.T) {
+	rdb := redistest.StartCluster(t).Client()
+	f := newFixture(t, rdb)
+	ctx := context.Background()
+	qs := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
+	masters := map[string]bool{}
+	for i, q := range qs {
+		for range i + 1 {
+			if _, err := f.c.Enqueue(ctx, noteArgs{Text: q}, jobs.Queue(q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := rdb.MasterForKey(ctx, f.l.Namespace()+":{"+q+"}:pending")
+		must(t, err)
+		masters[m.Options().Addr] = true
+	}
+	if len(masters) < 2 {
+		t.Fatalf("the queues' keys are on %d master(s); the test needs several", len(masters))
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	must(t, f.l.RecordSeries(ctx, qs, t0))
+	for i, q := range qs {
+		got, err := f.l.Series(ctx, q, t0.Add(-time.Hour))
+		must(t, err)
+		if len(got) != 1 || got[0].Counts[jobs.Pending] != int64(i+1) {
+			t.Fatalf("%s: buckets %+v, want one with %d pending", q, got, i+1)
+		}
+	}
+}
