@@ -33,7 +33,7 @@ func (f *fixture) operations() (bulk []string) {
 		qs, err := f.ledger.Queues(ctx)
 		must(t, err)
 		for _, q := range qs {
-			must(t, f.ledger.RecordSeries(ctx, []string{q}, at))
+			must(t, f.ledger.RecordSeries(ctx, []string{q}, nil, at))
 		}
 	}
 	must(t, f.ledger.RegisterQueues(ctx, "bulk")) // a queue's first bucket is the baseline its next ones count from

@@ -524,7 +524,7 @@ func TestSeriesCharts(t *testing.T) {
 	now, err := f.ledger.ServerTime(ctx)
 	must(t, err)
 	for _, q := range []string{"default", "other"} {
-		must(t, f.ledger.RecordSeries(ctx, []string{q}, now))
+		must(t, f.ledger.RecordSeries(ctx, []string{q}, nil, now))
 	}
 	getJSON(t, h, "/api/series?window=24h", &s)
 	if s.StepSeconds != 300 || len(s.Points) == 0 || s.sum().failed != 2 {

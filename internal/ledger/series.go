@@ -41,12 +41,13 @@ type SeriesBucket struct {
 // bucket of now's minute, replacing a bucket already recorded for that
 // minute, and drops buckets older than SeriesLength minutes. The history
 // costs at most SeriesLength small entries per queue (a few hundred bytes
-// each). It reads and writes only the queues' keys, in three pipelined
-// round trips whatever the number of queues (on Redis Cluster, per
-// master), and is meant to be called
-// once a minute by one process (the maintenance leader does); it adds
+// each). counts are the queues' counts as CountsOf returned them (nil:
+// read them). It reads and writes only the queues' keys, in two or three
+// pipelined round trips whatever the number of queues (on Redis Cluster,
+// per master), and is meant to be called once a minute by one process (the
+// maintenance leader does, with the counts its status pass read); it adds
 // nothing to the claim, renew or commit paths.
-func (l *Ledger) RecordSeries(ctx context.Context, qs []string, now time.Time) error {
+func (l *Ledger) RecordSeries(ctx context.Context, qs []string, counts []QueueCounts, now time.Time) error {
 	for _, q := range qs {
 		if err := ValidateQueueRef(q); err != nil {
 			return err
@@ -61,9 +62,11 @@ func (l *Ledger) RecordSeries(ctx context.Context, qs []string, now time.Time) e
 		stats[i] = pipe.HGetAll(ctx, l.prefix(q)+"stats")
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
-	counts, err := l.CountsOf(ctx, qs)
-	if err != nil {
-		return err
+	if counts == nil {
+		var err error
+		if counts, err = l.CountsOf(ctx, qs); err != nil {
+			return err
+		}
 	}
 	at := now.Truncate(SeriesStep).UTC()
 	minute := at.UnixMilli()

@@ -21,12 +21,12 @@ func TestSeriesRecordsOneBucketAMinute(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 
 	f.enqueue(jobs.Delay(time.Hour))
-	must(t, f.l.RecordSeries(ctx, []string{f.q}, t0.Add(10*time.Second)))
+	must(t, f.l.RecordSeries(ctx, []string{f.q}, nil, t0.Add(10*time.Second)))
 	f.enqueue(jobs.Delay(time.Hour))
-	must(t, f.l.RecordSeries(ctx, []string{f.q}, t0.Add(50*time.Second))) // same minute: replaces
+	must(t, f.l.RecordSeries(ctx, []string{f.q}, nil, t0.Add(50*time.Second))) // same minute: replaces
 	id := f.enqueue()
 	f.claimOne(id)
-	must(t, f.l.RecordSeries(ctx, []string{f.q}, t0.Add(70*time.Second)))
+	must(t, f.l.RecordSeries(ctx, []string{f.q}, nil, t0.Add(70*time.Second)))
 
 	got, err := f.l.Series(ctx, f.q, t0.Add(-time.Hour))
 	must(t, err)
@@ -61,10 +61,10 @@ func TestSeriesIsBounded(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	// An old bucket first, then a day and a bit of minutes.
-	must(t, f.l.RecordSeries(ctx, []string{f.q}, t0.Add(-48*time.Hour)))
+	must(t, f.l.RecordSeries(ctx, []string{f.q}, nil, t0.Add(-48*time.Hour)))
 	n := ledger.SeriesLength + 20
 	for i := range n {
-		must(t, f.l.RecordSeries(ctx, []string{f.q}, t0.Add(time.Duration(i)*time.Minute)))
+		must(t, f.l.RecordSeries(ctx, []string{f.q}, nil, t0.Add(time.Duration(i)*time.Minute)))
 	}
 	got, err := f.l.Series(ctx, f.q, time.Time{})
 	must(t, err)
@@ -179,7 +179,7 @@ func TestSeriesOfManyQueuesOnCluster(t *testing.T) {
 		t.Fatalf("the queues' keys are on %d master(s); the test needs several", len(masters))
 	}
 	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
-	must(t, f.l.RecordSeries(ctx, qs, t0))
+	must(t, f.l.RecordSeries(ctx, qs, nil, t0))
 	for i, q := range qs {
 		got, err := f.l.Series(ctx, q, t0.Add(-time.Hour))
 		must(t, err)

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/fencedq/fencedq/lease"
@@ -41,39 +42,33 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 	needs := p.ledger.PruneLook(ctx, qs, now)
 	return p.eachOf(ctx, qs, func(i int, q string) error {
 		need := needs[i]
-		if need.Finished {
-			n, err := p.ledger.Prune(ctx, q, now)
+		for _, step := range []struct {
+			needed bool
+			run    func() (int64, error)
+			level  slog.Level
+			msg    string
+		}{
+			{need.Finished, func() (int64, error) { return p.ledger.Prune(ctx, q, now) },
+				slog.LevelDebug, "pruned finished jobs past retention"},
+			{need.Unique, func() (int64, error) { return p.ledger.PruneUnique(ctx, q) },
+				slog.LevelDebug, "pruned released unique keys"},
+			{need.Groups, func() (int64, error) { return p.ledger.RepairGroups(ctx, q) },
+				slog.LevelWarn, "gave fair groups whose head was lost a head"},
+			{need.Workflows, func() (int64, error) {
+				n, err := p.ledger.PruneWorkflows(ctx, q, now)
+				return int64(n), err
+			}, slog.LevelDebug, "pruned finished workflows past retention"},
+		} {
+			if !step.needed {
+				continue
+			}
+			n, err := step.run()
 			if n > 0 {
-				p.log.Debug("pruned finished jobs past retention", "queue", q, "entries", n)
+				p.log.Log(ctx, step.level, step.msg, "queue", q, "count", n)
 			}
 			if err != nil {
 				return err
 			}
-		}
-		if need.Unique {
-			n, err := p.ledger.PruneUnique(ctx, q)
-			if n > 0 {
-				p.log.Debug("pruned released unique keys", "queue", q, "keys", n)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if need.Groups {
-			g, err := p.ledger.RepairGroups(ctx, q)
-			if g > 0 {
-				p.log.Warn("gave fair groups whose head was lost a head", "queue", q, "groups", g)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if need.Workflows {
-			w, err := p.ledger.PruneWorkflows(ctx, q, now)
-			if w > 0 {
-				p.log.Debug("pruned finished workflows past retention", "queue", q, "workflows", w)
-			}
-			return err
 		}
 		return nil
 	})

@@ -74,12 +74,14 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 	if record && err == nil {
 		// The queues whose counts were read (a broken one was reported).
 		var ok []string
+		var counts []ledger.QueueCounts
 		for i, q := range qs {
 			if all[i].Err == nil {
 				ok = append(ok, q)
+				counts = append(counts, all[i])
 			}
 		}
-		if serr := s.ledger.RecordSeries(ctx, ok, now); serr != nil {
+		if serr := s.ledger.RecordSeries(ctx, ok, counts, now); serr != nil {
 			s.failed("recording the queues' history failed; the next pass records it again", "error", serr)
 			record = false
 		}
