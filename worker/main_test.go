@@ -92,8 +92,11 @@ func runHelper(mode string) {
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
 	}
 	ns := os.Getenv("FENCEDQ_NS")
+	// A 3 s lease: a helper on a loaded machine (a race-detector binary
+	// beside other tests) may wait a second for a claim's reply, and a
+	// 1 s lease would then end before its handler starts.
 	p, err := worker.NewPool(rdb, worker.Config{
-		Jobs: jobs.Config{Namespace: ns}, Concurrency: 2, LeaseTTL: time.Second, WorkerID: "helper-" + mode,
+		Jobs: jobs.Config{Namespace: ns}, Concurrency: 2, LeaseTTL: 3 * time.Second, WorkerID: "helper-" + mode,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		Maintenance: worker.MaintenanceConfig{Disabled: true},
 	})
