@@ -110,3 +110,12 @@ func (e *env) enqueue(args jobs.JobArgs, opts ...jobs.Option) *jobs.Result {
 	}
 	return res
 }
+
+// waitReported waits until the pool's completer has reported n outcomes. A
+// job's new state is in the ledger before the completer counts and logs
+// its outcome, so a test that reads those waits for the report.
+func waitReported(hooks worker.Hooks, n int) {
+	for got := 0; got < n; {
+		got += len(hooks.Committed.WaitOrTimeout())
+	}
+}

@@ -47,6 +47,7 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	jobstest.WaitState(t, e.ledger, "default", ok.JobID, jobs.Succeeded)
 	jobstest.WaitState(t, e.ledger, "default", bad.JobID, jobs.Dead)
 	jobstest.WaitState(t, e.ledger, "default", unk.JobID, jobs.Review)
+	waitReported(hooks, 4) // the stray's, ok's and bad's ends and unk's uncertain
 
 	if v := testutil.ToFloat64(e.metric("fencedq_jobs_attempted_total")); v != 4 {
 		t.Errorf("attempted = %v, want 4", v)

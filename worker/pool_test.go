@@ -37,6 +37,7 @@ func (a echoArgs) Validate() error {
 func TestSucceedsWithFenceInContext(t *testing.T) {
 	e := newEnv(t)
 	p := e.pool(e.config())
+	hooks := worker.InitHooks(p, t)
 	var got atomic.Value
 	if err := worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
 		f, ok := fence.FromContext(ctx)
@@ -54,6 +55,7 @@ func TestSucceedsWithFenceInContext(t *testing.T) {
 	e.start(p)
 	res := e.enqueue(echoArgs{N: 7, Secret: "hunter2"}, jobs.OperationID("op-1"))
 	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
+	waitReported(hooks, 1)
 	if rec.Attempts != 1 || rec.OperationID != "op-1" {
 		t.Fatalf("record %+v", rec)
 	}
