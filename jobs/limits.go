@@ -14,7 +14,8 @@ import (
 // of other keys behind it are claimed as usual.
 //
 // The key's part before the first ':' is the limit's name, used as a metric
-// label ("export" for "export:cust-42"): keep it one of a few fixed words.
+// label ("export" for "export:cust-42"): keep it one of a few fixed words. A
+// pool labels at most 50 distinct names; any more count as "other".
 // A constant key limits the whole kind; the same key returned by every kind
 // of a queue limits the queue. Limits are scoped to the job's queue (every
 // key of a queue lives in one Redis hash slot, so the claim checks the limit

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -128,5 +129,58 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	}
 	if strings.Contains(logs, "USERDATA-secret") {
 		t.Error("a sensitive arg reached the logs")
+	}
+}
+
+// TestFlowNameLabelsAreBounded defers jobs of 60 rate keys without a fixed
+// name before a ':' (each key its own name, as keys built from user data
+// are) and checks that the deferrals metric labels at most 50 names, counts
+// the rest as "other", and warns once.
+func TestFlowNameLabelsAreBounded(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	hooks := worker.InitHooks(p, t)
+	if err := worker.Register(p, jobs.WorkFunc[limitArgs](func(context.Context, *jobs.Job[limitArgs]) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	const keys = 60
+	for k := range keys {
+		for range 2 { // the second start of the hour is deferred
+			e.enqueue(limitArgs{RateKey: fmt.Sprintf("cust-%d", k), RateMax: 1, RatePerMS: 3_600_000})
+		}
+	}
+	e.start(p)
+	deferred := 0
+	hooks.Claimed.WaitFor("every key's second job deferred", func(ev worker.ClaimEvent) bool {
+		for _, d := range ev.Result.Dropped {
+			if strings.HasPrefix(d.State, "rate:") {
+				deferred++
+			}
+		}
+		return deferred == keys
+	})
+	fams, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, total := map[string]float64{}, 0.0
+	for _, f := range fams {
+		if f.GetName() != "fencedq_rate_deferrals_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "rate" {
+					labels[l.GetValue()] += m.GetCounter().GetValue()
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if total != keys || len(labels) != 51 || labels["other"] != keys-50 {
+		t.Fatalf("deferrals %v over %d label values (want %d over 51, %d as other): %v", total, len(labels), keys, keys-50, labels)
+	}
+	if n := strings.Count(e.logs.String(), "more distinct limit and rate names than metric labels allow"); n != 1 {
+		t.Fatalf("the cap was logged %d times, want once", n)
 	}
 }

@@ -317,12 +317,12 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 	for _, d := range dropped {
 		if name, ok := strings.CutPrefix(d.State, "limit:"); ok {
-			p.metrics.LimitWaits.WithLabelValues(q, name).Inc()
+			p.metrics.LimitWaits.WithLabelValues(ledger.Logical(q), p.flowLabel(name)).Inc()
 			p.log.Debug("job parked until its concurrency limit frees a permit", "queue", q, "job_id", d.ID, "limit", name)
 			continue
 		}
 		if name, ok := strings.CutPrefix(d.State, "rate:"); ok {
-			p.metrics.RateDeferrals.WithLabelValues(q, name).Inc()
+			p.metrics.RateDeferrals.WithLabelValues(ledger.Logical(q), p.flowLabel(name)).Inc()
 			p.log.Debug("job deferred to the next start its rate limit allows", "queue", q, "job_id", d.ID, "rate", name)
 			continue
 		}
@@ -337,6 +337,17 @@ func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 			p.log.Info("stale due entry removed: the job is owned elsewhere", "queue", q, "job_id", d.ID, "job_state", d.State)
 		}
 	}
+}
+
+// flowLabel is the metric label of limit or rate name (see
+// series.flowName), warning once when names start counting as "other".
+func (p *Pool) flowLabel(name string) string {
+	label, first := p.series.flowName(name)
+	if first {
+		p.log.Warn("more distinct limit and rate names than metric labels allow; the rest count as \""+otherFlowName+"\": name a flow key's fixed part before a ':' (\"export:<customer>\")",
+			"labels", maxFlowNameLabels)
+	}
+	return label
 }
 
 // release frees a handler slot.
