@@ -117,7 +117,8 @@ func TestFailoverToSlowClockContinuesTime(t *testing.T) {
 
 // After a failover to a node whose clock is 10 minutes behind, failing
 // back to a node with a true clock makes the namespace's time neither jump
-// forward nor stop: a running attempt's lease (60 s) written on the slow
+// forward (not even by the first failover's outage, which the slow node's
+// time did not count) nor stop: a running attempt's lease (60 s) written on the slow
 // node is not expired at once, and a job delayed by 60 s there does not
 // become due at once.
 func TestFailbackToTrueClockKeepsTime(t *testing.T) {
@@ -148,8 +149,20 @@ func TestFailbackToTrueClockKeepsTime(t *testing.T) {
 	delayed := settle(t, "enqueue", func() (*jobs.Result, error) {
 		return client.Enqueue(ctx, storeArgs{}, jobs.Delay(long), jobs.OperationID(ns+"-delayed"))
 	})
+	before, err := l.ServerTime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
 	f.FailBackReady() // the old primary, true clock, replicates the slow node
 	f.KillPrimary()
+	after := settle(t, "server time", func() (time.Time, error) { return l.ServerTime(ctx) })
+	// The true-clock node's time is ahead of the namespace's by the first
+	// failover's outage, which the slow node's tenure did not count: the
+	// namespace's time goes on from its mark instead of jumping by it.
+	if gained, elapsed := after.Sub(before), time.Since(sent); gained > elapsed+200*time.Millisecond {
+		t.Fatalf("the namespace's time gained %v over %v of failing back: it jumped forward", gained, elapsed)
+	}
 
 	exp := settle(t, "expire", func() (*ledger.Expired, error) { return l.Expire(ctx, jobs.DefaultQueue, 0, 10) })
 	if slices.Contains(exp.Moved, live.JobID) {

@@ -97,20 +97,24 @@
 // primary tenure, never below a high-water mark. The record Key holds it too
 // ('clk' the mark in µs, raised once per millisecond to its last µs, so
 // one write serves every call of that millisecond; 'coff' the offset in µs;
-// 'crid' the replication id it was computed for). The first script on a
-// primary whose replication id differs from 'crid' sets the offset to
-// max(0, clk − TIME), once: after a failover to a node whose clock is
-// behind, the time continues from where the old primary left it (at most
-// the replication lag, and the time since the last call, behind), and after
-// a later failover to a node with a true clock the offset is 0 again, so the
-// time does not jump forward. INFO is asked only while the offset is not 0
-// or TIME falls more than a second below the mark (a new tenure behind, or
-// a clock stepped back on the same primary, which raises the offset alike).
-// It needs no state from callers: a client that has not refreshed its epoch
-// since the failover reads the same time. It assumes the record replicates
-// like the data it dates (a replica without it starts from its own TIME)
-// and does nothing for a node whose clock is ahead (the time moves ahead by
-// its lead). On Redis Cluster each record keeps the time of its slot's
+// 'crid' the replication id it was computed for; 'cat' the TIME a negative
+// offset was set at). The first script on a primary whose replication id
+// differs from 'crid' sets the offset to clk − TIME, once, so the time goes
+// on from where the old primary left it (at most the replication lag, and
+// the time since the last call, behind) whichever way the new node's clock
+// is off. A node behind keeps its positive offset. A node ahead (failing
+// back to a true clock, after a tenure that started behind it by the
+// failover's time) gets a negative offset that shrinks to 0 at 1 %
+// ([CatchUpDiv]), at most [CatchUpMax] of it (a longer gap is jumped): the
+// time never jumps forward by a failover, so leases and due times set
+// before it do not end early, by more than 1 % while it catches up. INFO is
+// asked only while the offset is not 0 or TIME falls more than a second
+// below the mark (a new tenure behind, or a clock stepped back on the same
+// primary, which raises the offset alike). It needs no state from callers:
+// a client that has not refreshed its epoch since the failover reads the
+// same time. It assumes the record replicates like the data it dates (a
+// replica without it starts from its own TIME).
+// On Redis Cluster each record keeps the time of its slot's
 // master tenures by the same rule.
 package epoch
 
@@ -124,6 +128,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -133,6 +138,14 @@ const Shift = 52
 
 // Max is the highest epoch: 12 bits above the 52 of Redis time in µs.
 const Max = 1<<(64-Shift) - 1
+
+// CatchUpDiv is lib.lua's CATCH_UP_DIV: while the namespace's time is
+// behind the primary's clock it gains 1 µs per CatchUpDiv µs (1 %).
+const CatchUpDiv = 100
+
+// CatchUpMax is lib.lua's CATCH_UP_MAX_US: the most a new tenure's time
+// starts behind its clock; a larger gap is jumped.
+const CatchUpMax = 60 * time.Second
 
 // MaxAttempts bounds how many times [Tracker.Mint] runs a minting script
 // that keeps reporting a stale epoch (the primary changing under it).

@@ -422,9 +422,45 @@ func TestNamespaceTime(t *testing.T) {
 	if n, r := now(), tm(); n-r > slack {
 		t.Fatalf("after failing back to a true clock: %d, TIME %d: jumped by %v", n, r, time.Duration(n-r)*time.Microsecond)
 	}
-	if f := rec(); f["coff"] != "0" || f["crid"] == "slow-primary" {
-		t.Fatalf("offset after failing back: %v, want 0 for this node", f)
+	if f := rec(); f["crid"] == "slow-primary" {
+		t.Fatalf("offset after failing back: %v, want one for this node", f)
 	}
+	// Failing back to a true clock after a tenure that started behind it
+	// by the failover's time (here 5 s): the time goes on from the mark, not
+	// 5 s ahead of it, so leases and delays set meanwhile do not end early.
+	lag := int64(5 * time.Second / time.Microsecond)
+	mark = tm() - lag
+	c.HSet(ctx, key, "crid", "slow-primary", "coff", skew, "clk", mark)
+	if n := now(); n < mark || n-mark > slack {
+		t.Fatalf("after failing back behind the clock by 5 s: %d, want from the mark %d on (TIME %d)", n, mark, tm())
+	}
+	f = rec()
+	if off, _ := strconv.ParseInt(f["coff"], 10, 64); off > -lag+slack || off < -lag-slack || f["cat"] == "" {
+		t.Fatalf("offset after failing back behind the clock: %v, want about %d µs and its start", f, -lag)
+	}
+	// It catches up at 1 %: 200 s after the offset was set, 2 s of it are
+	// gone; 1 000 s after, all of it (and the record says 0 again).
+	at := tm() - 200*1000000
+	c.HSet(ctx, key, "cat", at, "coff", -lag)
+	if n, r := now(), tm(); r-n > lag-2000000+slack || r-n < lag-2000000-slack {
+		t.Fatalf("200 s into the catch-up: %v behind TIME, want about 3 s", time.Duration(r-n)*time.Microsecond)
+	}
+	c.HSet(ctx, key, "cat", tm()-1000*1000000)
+	if n, r := now(), tm(); r-n > slack {
+		t.Fatalf("after the catch-up: %v behind TIME", time.Duration(r-n)*time.Microsecond)
+	}
+	if f := rec(); f["coff"] != "0" {
+		t.Fatalf("offset after the catch-up: %v, want 0", f)
+	}
+	// A new tenure more than a minute past the mark (a long outage after
+	// a tenure behind its clock): a minute behind its clock at most, the
+	// rest jumped.
+	c.HSet(ctx, key, "crid", "gone-primary", "coff", skew, "clk", tm()-int64(10*time.Minute/time.Microsecond))
+	if n, r := now(), tm(); r-n > int64(epoch.CatchUpMax/time.Microsecond)+slack || r-n < int64(epoch.CatchUpMax/time.Microsecond)-slack {
+		t.Fatalf("after a 10-minute gap: %v behind TIME, want about %v", time.Duration(r-n)*time.Microsecond, epoch.CatchUpMax)
+	}
+	c.HSet(ctx, key, "crid", "x", "coff", 0, "clk", tm()) // back to the node's own clock
+	now()
 	// The clock steps back by 30 s on the same primary: the offset absorbs it.
 	step := int64(30 * time.Second / time.Microsecond)
 	mark = tm() + step
@@ -606,4 +642,42 @@ func mintRetrying(t *testing.T, c *redis.Client, tr *epoch.Tracker, key string) 
 	}
 	t.Fatalf("no mint after the failover: %v", err)
 	return 0
+}
+
+// The catch-up constants the Go side reads the clock record with are
+// lib.lua's.
+func TestCatchUpConstantsMatchLua(t *testing.T) {
+	for _, want := range []string{
+		fmt.Sprintf("local CATCH_UP_DIV = %d\n", epoch.CatchUpDiv),
+		fmt.Sprintf("local CATCH_UP_MAX_US = %d\n", epoch.CatchUpMax.Microseconds()),
+	} {
+		if !strings.Contains(epoch.Lua, want) {
+			t.Errorf("lib.lua lacks %q", want)
+		}
+	}
+}
+
+// A replica that accepts writes (replica-read-only no) is refused by every
+// script that looks for the primary's replication id, with an error that
+// says so: its writes would go at its next sync.
+func TestWritableReplicaRefused(t *testing.T) {
+	ctx := context.Background()
+	primary := redistest.Start(t, redistest.Options{})
+	replica := redistest.Start(t, redistest.Options{})
+	rc := replica.Client()
+	host, port, _ := strings.Cut(primary.Addr, ":")
+	if err := rc.ReplicaOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.ConfigSet(ctx, "replica-read-only", "no").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rid := redis.NewScript(epoch.Lua + `return epoch_replid()`)
+	err := rid.Run(ctx, rc, nil).Err()
+	if err == nil || !strings.Contains(err.Error(), "replica") {
+		t.Fatalf("epoch_replid on a writable replica: %v, want an error naming the replica", err)
+	}
+	if got, err := rid.Run(ctx, primary.Client(), nil).Text(); err != nil || got == "" {
+		t.Fatalf("epoch_replid on the primary: %q, %v", got, err)
+	}
 }

@@ -92,6 +92,11 @@ local function epoch_replid()
   if type(info) ~= 'string' then
     return '', type(info) == 'table' and tostring(info.err) or 'no reply'
   end
+  -- A writable replica (replica-read-only no) runs the script: its writes
+  -- would go when it next syncs with its primary.
+  if string.find(info, 'role:slave', 1, true) then
+    error({err = 'FENCEDQ this Redis is a replica (replica-read-only no): connect to the primary'})
+  end
   -- a plain find, then a match anchored there: a pattern search from the
   -- start tries every position of the reply (about 2 µs per call)
   local at = string.find(info, 'master_replid:', 1, true)
@@ -174,6 +179,16 @@ end
 -- namespace's time before epoch_now looks for a new tenure or a clock
 -- stepped back. Below it, time just holds at the high-water mark.
 local CLOCK_SLACK_US = 1000000
+-- CATCH_UP_DIV: while the namespace's time is behind the primary's clock (a
+-- negative offset), it runs 1 µs faster per CATCH_UP_DIV µs (1 %) until it
+-- meets the clock: a due time or lease deadline set meanwhile comes at most
+-- 1 % of its delay early, well inside a lease's safety margin (10 % of the
+-- TTL by default).
+local CATCH_UP_DIV = 100
+-- CATCH_UP_MAX_US: the most a new tenure's time may start behind its
+-- clock (µs); a larger gap (a tenure starting after a long outage or idle
+-- spell: nothing live to end early) is jumped, all but this much.
+local CATCH_UP_MAX_US = 60000000
 
 -- epoch_now returns the namespace's time in µs: the time every due time,
 -- lease deadline and next look of the namespace is written and read in.
@@ -182,15 +197,19 @@ local CLOCK_SLACK_US = 1000000
 -- from where the previous primary left it (at most the replication lag
 -- behind), whatever the promoted node's clock says. key is the clock
 -- record, a hash: 'clk' the high-water mark (µs: the last microsecond of
--- the latest time's millisecond), 'crid' the replication id
--- the offset is for, 'coff' the offset (µs); nil for none (plain TIME).
+-- the latest time's millisecond), 'crid' the replication id the offset is
+-- for, 'coff' the offset (µs), 'cat' the TIME (µs) a negative offset was
+-- set at; nil for none (plain TIME).
 -- The offset is computed once per tenure, by the first call that finds it
 -- was computed for another replication id (INFO is only asked while the
 -- offset is not 0, or when TIME falls more than CLOCK_SLACK_US below the
--- mark): max(0, mark - TIME). So a promoted node whose clock is behind gets
--- the difference, and a later failover back to a node with a true clock
--- gets 0 again: time neither stops nor jumps forward. A clock stepped back
--- on the same primary raises its offset likewise.
+-- mark): mark - TIME, so the time goes on from the mark whichever way the
+-- new node's clock is off. A node behind keeps its positive offset; a node
+-- ahead (failing back to a true clock after a tenure that started behind
+-- it by the failover's time) gets a negative one that shrinks to 0 at 1 %
+-- (CATCH_UP_DIV): time never jumps forward by a failover, so leases granted
+-- and delays set before it do not end early. A clock stepped back on the
+-- same primary raises its offset likewise.
 -- With want (a replication id, as a minting script's caller passes it to
 -- epoch_check), the same read also returns the record's 'r:<want>' field
 -- (false: absent) as a second value, for epoch_check's pre.
@@ -204,18 +223,27 @@ local function epoch_now(key, want)
   else
     c = redis.call('HMGET', key, 'clk', 'crid', 'coff')
   end
-  local clk, off = tonumber(c[1] or ''), tonumber(c[3] or '') or 0
+  local clk, base = tonumber(c[1] or ''), tonumber(c[3] or '') or 0
+  local off = base
+  if base < 0 then -- catching up with this node's clock
+    local at = tonumber(redis.call('HGET', key, 'cat') or '')
+    off = at and math.min(0, base + math.floor((raw - at) / CATCH_UP_DIV)) or 0
+  end
   local now = raw + off
-  if clk and (off ~= 0 or now < clk - CLOCK_SLACK_US) then
+  if clk and (base ~= 0 or now < clk - CLOCK_SLACK_US) then
     local rid, crid, noff = epoch_replid(), c[2] or '', off
-    if rid ~= crid then
-      noff = math.max(0, clk - raw) -- a new tenure (failover, restart)
-    elseif now < clk - CLOCK_SLACK_US then
-      noff = clk - raw -- this primary's clock stepped back
+    if rid ~= crid or now < clk - CLOCK_SLACK_US then
+      -- a new tenure (failover, restart), or this primary's clock stepped
+      -- back: go on from the mark
+      noff = math.max(clk - raw, -CATCH_UP_MAX_US)
     end
     if rid == '' and raw >= clk then noff = 0 end -- no INFO: the clock alone has caught up
-    if noff ~= off or rid ~= crid then
-      redis.call('HSET', key, 'crid', rid, 'coff', string.format('%d', noff))
+    if rid ~= crid or noff ~= off or (noff == 0 and base ~= 0) then
+      if noff < 0 then
+        redis.call('HSET', key, 'crid', rid, 'coff', string.format('%d', noff), 'cat', string.format('%d', raw))
+      else
+        redis.call('HSET', key, 'crid', rid, 'coff', string.format('%d', noff))
+      end
     end
     now = raw + noff
   end

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -63,7 +64,7 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq 
 	for i, q := range queues {
 		keys := l.layoutOf(q).keys
 		firsts[i] = pipe.ZRangeWithScores(ctx, keys[index], 0, 0)
-		clocks[i] = pipe.HMGet(ctx, keys[12], "clk", "coff")
+		clocks[i] = pipe.HMGet(ctx, keys[12], "clk", "coff", "cat")
 		if withSeq {
 			seqs[i] = pipe.HMGet(ctx, keys[7], "seq")
 		}
@@ -105,19 +106,26 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq 
 }
 
 // readNow estimates the namespace's time in µs from a plain read of the
-// clock record (internal/epoch's epoch_now): max(TIME + offset, mark),
-// without checking that the offset is this primary tenure's. A stale
-// offset (a failover back to a true clock, before any script ran there)
-// only makes a queue look due early: the call that follows decides with
-// the namespace's time.
+// clock record (internal/epoch's epoch_now): max(TIME + offset, mark), a
+// negative offset shrunk by its catch-up since it was set, without checking
+// that the offset is this primary tenure's. A stale offset (a failover back
+// to a true clock, before any script ran there) only makes a queue look due
+// early: the call that follows decides with the namespace's time.
 func readNow(t time.Time, c *redis.SliceCmd) int64 {
 	now := t.UnixMicro()
 	vs, err := c.Result()
-	if err != nil || len(vs) != 2 {
+	if err != nil || len(vs) != 3 {
 		return now
 	}
-	now += int64Of(vs[1])
-	return max(now, int64Of(vs[0]))
+	off := int64Of(vs[1])
+	if off < 0 {
+		if at := int64Of(vs[2]); at > 0 {
+			off = min(0, off+(now-at)/epoch.CatchUpDiv)
+		} else {
+			off = 0
+		}
+	}
+	return max(now+off, int64Of(vs[0]))
 }
 
 // behind reports whether a read of queue q's write sequence is below what
