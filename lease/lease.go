@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -113,6 +114,10 @@ type Config struct {
 	// raised by every failover); without it the epoch is counted in Redis
 	// (see "Failover" in the package documentation).
 	Sentinel *redis.FailoverOptions
+	// Logger receives the Manager's logs: the fencing epoch's (a new
+	// primary, an epoch capped, epochs off) and the wait for replicas'
+	// (no WAITAOF). nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Durability says how many replicas must hold a write before it is
@@ -178,10 +183,10 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 		cfg.Namespace = "fq"
 	}
 	m := &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{Yield: true}),
-		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel})}
+		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger})}
 	m.acquires = m.batch
 	if d := durable.Options(cfg.Durability); d.Enabled() && d.Validate() == nil {
-		w := durable.New(client, d, nil)
+		w := durable.New(client, d, cfg.Logger)
 		m.acquires = scriptbatch.New(client, scriptbatch.Options{Append: w.Append, Yield: true})
 	}
 	return m

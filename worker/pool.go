@@ -91,7 +91,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		cfg: cfg,
 		log: cfg.Logger.With("worker", cfg.WorkerID),
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Jobs.Namespace, SafetyMargin: cfg.SafetyMargin,
-			Sentinel: cfg.Jobs.Sentinel, Durability: lease.Durability(cfg.Jobs.Durability)}),
+			Sentinel: cfg.Jobs.Sentinel, Durability: lease.Durability(cfg.Jobs.Durability), Logger: cfg.Logger.With("worker", cfg.WorkerID)}),
 		margin:   watchdog.Margin(cfg.LeaseTTL, cfg.SafetyMargin),
 		metrics:  metrics.New(cfg.Registerer),
 		handlers: map[string]*handler{},

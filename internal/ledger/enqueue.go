@@ -128,7 +128,10 @@ const enqueueChunk = 500
 // its jobs were written. That write failing (a Cluster node holding the
 // registry unreachable) does not fail the enqueue, whose jobs exist and
 // run: the queue is registered again by the next Insert of this ledger,
-// and by every pool serving it as it runs.
+// and by every pool serving it as it runs. A call whose outcome is unknown
+// (too few replicas acknowledged it, or its reply was lost) registers its
+// queue too, unless its reply says the queue was not new: its jobs may
+// exist, and a call made again finds the queue no longer new.
 //
 // Every reply is checked for a rewind (see rewind.go), and with a record
 // (Config.Recent) each job created is recorded for Resubmit.
@@ -313,11 +316,13 @@ func splitEnqueue(v any, n []int, stride int) ([]any, error) {
 func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, record bool, idx []int, js []*NewJob, cmd *redis.Cmd, out []*Inserted) error {
 	v, err := cmd.Result()
 	if err != nil {
+		l.registerUnknown(q, v)
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
 	}
 	const header = 4
 	r := newReply("enqueue", v, nil)
 	if err := r.need(header + 2*len(idx)); err != nil {
+		l.registerUnknown(q, v)
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", err))
 	}
 	res := make([]Inserted, len(idx))
@@ -334,6 +339,7 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 	}
 	seq := seqReply{seq: r.int(1), bumped: r.int(2), enqueued: r.int(3), created: created}
 	if r.err != nil {
+		l.registerUnknown(q, v)
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", r.err))
 	}
 	for n, i := range idx {
@@ -354,6 +360,22 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 		l.unregistered.Store(q, struct{}{}) // the jobs are written: register later
 	}
 	return nil
+}
+
+// registerUnknown marks queue q for registration after an enqueue call
+// whose outcome is unknown: too few replicas acknowledged it (v is its
+// reply, which says whether the queue was new), or its reply was lost (v
+// is nil). Its jobs may be written, and the call made again does not find
+// the queue new, so it would not register it. registerPending (at the end
+// of this Insert, or of the next) registers it; a queue whose jobs were
+// not written after all is registered harmlessly, as an empty queue.
+func (l *Ledger) registerUnknown(q string, v any) {
+	if r, ok := v.([]any); ok && len(r) > 0 {
+		if first, ok := r[0].(int64); ok && first != 1 {
+			return
+		}
+	}
+	l.unregistered.Store(q, struct{}{})
 }
 
 // registerPending registers the queues whose registration failed after

@@ -109,8 +109,9 @@ type Ledger struct {
 	epoch  *epoch.Tracker // the epoch claims mint job tokens in
 	watch  watch          // the write sequences seen, for rewind detection
 	recent *recent        // acknowledged enqueues, for Resubmit (nil: none recorded)
-	// unregistered holds queues an enqueue wrote to whose registration
-	// failed; the next Insert registers them again (see decodeInsert).
+	// unregistered holds queues an enqueue wrote to, or may have written
+	// to (an unknown outcome), whose registration failed or is pending; the
+	// next Insert registers them (see decodeInsert).
 	unregistered sync.Map
 	// layouts maps a queue to its *layout, built once (nlayouts of them).
 	layouts  sync.Map
@@ -148,7 +149,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 	return &Ledger{rdb: rdb, cfg: cfg,
 		lanes: lanes{claim: durableLane(), renew: lane(), complete: durableLane(), enqueue: enqueueLane,
 			other: lane()},
-		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel}),
+		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
 		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
 		recent: newRecent(cfg.Recent)}
 }

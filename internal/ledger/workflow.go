@@ -101,6 +101,11 @@ func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string
 		roots = [][2]string{}
 	}
 	rootsJSON, _ := json.Marshal(roots)
+	// Registered first: a call below whose outcome is unknown (a wait for
+	// replicas that timed out) may have written its steps.
+	if err := l.RegisterQueues(ctx, order...); err != nil {
+		return "", false, err
+	}
 	for _, q := range order {
 		if q == w.Home {
 			continue
@@ -119,9 +124,6 @@ func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string
 	id, dedup = r.str(1), r.int(0) == 0
 	if r.err != nil {
 		return "", false, wrap("enqueue workflow "+w.ID, r.err)
-	}
-	if err := l.RegisterQueues(ctx, order...); err != nil {
-		return id, dedup, err
 	}
 	l.moveAfter(ctx, w.Home)
 	return id, dedup, nil
