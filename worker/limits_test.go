@@ -340,7 +340,7 @@ func TestRateAcrossProcesses(t *testing.T) {
 	// expire a period after the last, and the rates hash drops it.
 	prefix := e.ns + ":{" + jobs.DefaultQueue + "}:"
 	redistest.Await(t, e.rdb, prefix+"rate:provider", "the rate key's expiry", func() bool {
-		n, err := e.rdb.Exists(ctx, prefix+"rate:provider", prefix+"rate:provider:held").Result()
+		n, err := e.rdb.Exists(ctx, prefix+"rate:provider", prefix+"rate-held:provider").Result()
 		return err == nil && n == 0
 	})
 	if n, err := e.rdb.HLen(ctx, prefix+"rates").Result(); err != nil || n != 0 {
@@ -393,5 +393,44 @@ func TestLimitCancelParkedAndWaitingFor(t *testing.T) {
 	}
 	if len(fs.Limits) != 0 {
 		t.Fatalf("limits left: %+v", fs.Limits)
+	}
+}
+
+// TestLimitOfJobBehindItsGroupBlocksNoOtherGroup: a job under a limit
+// enqueued behind 300 jobs of its group (A) holds no permit until it leads
+// its group, so a job of the same key in group B runs at once: it ends
+// before the first one starts.
+func TestLimitOfJobBehindItsGroupBlocksNoOtherGroup(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ps := make([]jobs.Params, 300)
+	for i := range ps {
+		// (a key that never binds: the handlers' log needs one)
+		ps[i] = jobs.Params{Args: limitArgs{Key: "free", Max: 1000, HoldMS: 10}, Options: []jobs.Option{jobs.Group("A")}}
+	}
+	if _, err := e.client.EnqueueMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	x := e.enqueue(limitArgs{Key: "exp", Max: 1, HoldMS: 10}, jobs.Group("A"))
+	y := e.enqueue(limitArgs{Key: "exp", Max: 1}, jobs.Group("B"))
+	p := e.pool(e.config())
+	if err := worker.Register(p, jobs.Worker[limitArgs](&limitWorker{rdb: e.rdb, ns: e.ns, proc: "here"})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, x.JobID, jobs.Succeeded)
+	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, y.JobID, jobs.Succeeded)
+	yEnd, xStart := -1, -1
+	for i, ev := range readLimitLog(t, e.rdb, e.ns) {
+		switch {
+		case ev.job == y.JobID && ev.what == "end":
+			yEnd = i
+		case ev.job == x.JobID && ev.what == "start":
+			xStart = i
+		}
+	}
+	if yEnd < 0 || xStart < 0 || yEnd > xStart {
+		t.Fatalf("group B's job ended at event %d, group A's job behind 300 others started at event %d: "+
+			"want B's first (the key was free)", yEnd, xStart)
 	}
 }

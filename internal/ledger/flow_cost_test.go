@@ -42,7 +42,8 @@ func serverCommands(t *testing.T, rdb *redis.Client) int64 {
 // TestLimitCostPerJob: a job under a concurrency limit that binds nothing
 // costs the claim and the completion at most 4 Redis commands more than a
 // plain job (the optional fields' read, the holders' count, the permit taken,
-// the permit ended; the look for waiting jobs is one per completion call,
+// the permit ended; the look for waiting jobs, and the one at the limits
+// hash for keys to drop from it, are one each per completion call,
 // whatever the number of keys), so a key's limit does not
 // slow the jobs of other keys; a hot key's backlog sits parked (benchmark
 // "hot key"). Jobs sharing one limit key cost at most 1.5 more (the flow

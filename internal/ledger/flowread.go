@@ -19,6 +19,7 @@ func (l *Ledger) limitHoldersKey(q, key string) string {
 }
 func (l *Ledger) limitWaitKey(q, key string) string { return l.prefix(q) + "limit:" + key + ":wait" }
 func (l *Ledger) rateKey(q, key string) string      { return l.prefix(q) + "rate:" + key }
+func (l *Ledger) rateHeldKey(q, key string) string  { return l.prefix(q) + "rate-held:" + key }
 
 // waitingFor says what a pending job held back by flow control waits for,
 // from its record h.
@@ -59,9 +60,16 @@ type RateStatus struct {
 // maxLimitKeys bounds how many keys one Limits read returns.
 const maxLimitKeys = 1000
 
+// limitsChunk bounds the keys one pipeline or prune call of Limits and
+// Counts covers.
+const limitsChunk = 1000
+
 // Limits returns queue q's concurrency limits that have holders or parked
-// jobs, keys at their limit first, and its rate limits (at most
-// maxLimitKeys of each).
+// jobs, keys at their limit first (then by key), and its rate limits (at
+// most maxLimitKeys of each). Every entry of the limits hash is looked at,
+// so a key at its limit is never hidden behind idle ones; entries whose key
+// nothing holds, is promised or waits on (left by earlier versions, which
+// kept every key that ever parked a job) are pruned.
 func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateStatus, error) {
 	lim, err := l.rdb.HGetAll(ctx, l.limitsKey(q)).Result()
 	if err != nil {
@@ -75,48 +83,120 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := sortedKeys(lim)
+	keys := make([]string, 0, len(lim))
+	for k := range lim {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	rkeys := sortedKeys(rates)
+	// The counts of every key: its holders zset's members (permits and
+	// promises, which score 0: flow.lua), its permits, its parked jobs.
+	var out []LimitStatus
+	var dead []string
+	for c := 0; c < len(keys); c += limitsChunk {
+		part := keys[c:min(c+limitsChunk, len(keys))]
+		pipe := l.rdb.Pipeline()
+		members := make([]*redis.IntCmd, len(part))
+		held := make([]*redis.IntCmd, len(part))
+		waits := make([]*redis.IntCmd, len(part))
+		for i, k := range part {
+			hk := l.limitHoldersKey(q, k)
+			members[i] = pipe.ZCard(ctx, hk)
+			held[i] = pipe.ZCount(ctx, hk, "(0", "+inf")
+			waits[i] = pipe.ZCard(ctx, l.limitWaitKey(q, k))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, nil, wrap("limits", err)
+		}
+		for i, k := range part {
+			s := LimitStatus{Key: k, Max: atoi(lim[k]), Held: int(held[i].Val()), Waiting: int(waits[i].Val())}
+			if members[i].Val() == 0 && s.Waiting == 0 {
+				dead = append(dead, k)
+			}
+			if s.Held == 0 && s.Waiting == 0 {
+				continue
+			}
+			s.AtLimit = s.Held >= s.Max
+			out = append(out, s)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].AtLimit && !out[j].AtLimit })
+	if len(out) > maxLimitKeys {
+		out = out[:maxLimitKeys]
+	}
 	pipe := l.rdb.Pipeline()
-	holders := make([]*redis.StringSliceCmd, len(keys))
-	waits := make([]*redis.IntCmd, len(keys))
-	for i, k := range keys {
-		// promises to due jobs not yet claimed score 0 (flow.lua)
-		holders[i] = pipe.ZRangeByScore(ctx, l.limitHoldersKey(q, k), &redis.ZRangeBy{Min: "(0", Max: "+inf"})
-		waits[i] = pipe.ZCard(ctx, l.limitWaitKey(q, k))
+	holders := make([]*redis.StringSliceCmd, len(out))
+	for i := range out {
+		holders[i] = pipe.ZRangeByScore(ctx, l.limitHoldersKey(q, out[i].Key), &redis.ZRangeBy{Min: "(0", Max: "+inf"})
 	}
 	starts := make([]*redis.IntCmd, len(rkeys))
-	held := make([]*redis.IntCmd, len(rkeys))
+	deferred := make([]*redis.IntCmd, len(rkeys))
 	pers := make([]time.Duration, len(rkeys))
 	for i, k := range rkeys {
 		_, per, _ := strings.Cut(rates[k], "/")
 		pers[i] = time.Duration(atoi(per)) * time.Millisecond
 		from := "(" + strconv.FormatInt(now.Add(-pers[i]).UnixMilli(), 10)
 		starts[i] = pipe.ZCount(ctx, l.rateKey(q, k), from, "+inf")
-		held[i] = pipe.ZCount(ctx, l.rateKey(q, k)+":held", from, "+inf")
+		deferred[i] = pipe.ZCount(ctx, l.rateHeldKey(q, k), from, "+inf")
 	}
-	if len(keys)+len(rkeys) > 0 {
+	if len(out)+len(rkeys) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, nil, wrap("limits", err)
 		}
 	}
-	out := make([]LimitStatus, 0, len(keys))
-	for i, k := range keys {
-		s := LimitStatus{Key: k, Max: atoi(lim[k]), Holders: holders[i].Val(), Waiting: int(waits[i].Val())}
-		s.Held = len(s.Holders)
-		if s.Held == 0 && s.Waiting == 0 {
-			continue
+	for i := range out {
+		s := &out[i]
+		s.Holders = holders[i].Val()
+		if s.Holders == nil {
+			s.Holders = []string{}
 		}
+		s.Held = len(s.Holders) // as listed, though a permit ended since the count
 		s.AtLimit = s.Held >= s.Max
-		out = append(out, s)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].AtLimit && !out[j].AtLimit })
+	if out == nil {
+		out = []LimitStatus{}
+	}
 	rs := make([]RateStatus, 0, len(rkeys))
 	for i, k := range rkeys {
 		mx, _, _ := strings.Cut(rates[k], "/")
-		rs = append(rs, RateStatus{Key: k, Max: atoi(mx), Per: pers[i], Starts: int(starts[i].Val()), Deferred: int(held[i].Val())})
+		rs = append(rs, RateStatus{Key: k, Max: atoi(mx), Per: pers[i], Starts: int(starts[i].Val()), Deferred: int(deferred[i].Val())})
 	}
+	l.pruneLimits(ctx, q, dead)
 	return out, rs, nil
+}
+
+// limitsPruneScript drops from a queue's limits hash (KEYS[1]) each key of
+// ARGV that nothing holds, is promised or waits on: KEYS[2i] and
+// KEYS[2i+1] are key ARGV[i]'s holders and wait zsets (flow.lua), looked at
+// again in the script, so a key a job parked on since the caller's read keeps
+// its entry.
+var limitsPruneScript = redis.NewScript(`
+local n = 0
+for i = 1, #ARGV do
+  if redis.call('EXISTS', KEYS[2 * i], KEYS[2 * i + 1]) == 0 then
+    n = n + redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+end
+return n`)
+
+// pruneLimits drops the limits hash entries of keys of queue q that
+// nothing holds, is promised or waits on (Limits and Counts found them so):
+// housekeeping of entries earlier versions left, best effort (an entry left
+// costs a read, never a wrong answer).
+func (l *Ledger) pruneLimits(ctx context.Context, q string, keys []string) {
+	for c := 0; c < len(keys); c += limitsChunk {
+		part := keys[c:min(c+limitsChunk, len(keys))]
+		ks := make([]string, 0, 1+2*len(part))
+		ks = append(ks, l.limitsKey(q))
+		args := make([]any, len(part))
+		for i, k := range part {
+			ks = append(ks, l.limitHoldersKey(q, k), l.limitWaitKey(q, k))
+			args[i] = k
+		}
+		if limitsPruneScript.Run(ctx, l.rdb, ks, args...).Err() != nil {
+			return
+		}
+	}
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -12,7 +12,7 @@ import (
 //
 //	ns:{q}:job:<id>, ns:{q}:job:<id>:history, ns:{q}:op:<operation id>
 //	ns:{q}:unique                   unique jobs' keys (unique.go)
-//	ns:{q}:limit:*, :limits, :rate:*, :rates   flow control (flowread.go)
+//	ns:{q}:limit:*, :limits, :rate:*, :rate-held:*, :rates   flow control (flowread.go, flow.lua)
 //	ns:{q}:groups, :group:<name>    fair groups (groupread.go)
 //	ns:{q}:<state>                  one sorted set per state (pending is the queue)
 //	ns:{q}:stats, :events, :reconciler, :paused, :idle, :notify, :series, :rewinds

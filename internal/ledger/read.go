@@ -515,7 +515,10 @@ func (l *Ledger) CountsOf(ctx context.Context, queues []string) ([]QueueCounts, 
 	// queue alone; a connection error fails every one of them.
 	_, _ = pipe.Exec(ctx)
 	out := make([]QueueCounts, len(queues))
+	// per key of a limits hash, its parked jobs and whether its holders
+	// zset exists (an entry with neither is pruned: pruneLimits)
 	var waits []*redis.IntCmd
+	var holds []*redis.IntCmd
 	waitsOf := make([][2]int, len(queues)) // each queue's range of waits
 	wpipe := l.rdb.Pipeline()
 	for i, q := range queues {
@@ -552,6 +555,7 @@ func (l *Ledger) CountsOf(ctx context.Context, queues []string) ([]QueueCounts, 
 		waitsOf[i][0] = len(waits)
 		for _, k := range r.limited.Val() {
 			waits = append(waits, wpipe.ZCard(ctx, l.limitWaitKey(q, k)))
+			holds = append(holds, wpipe.Exists(ctx, l.limitHoldersKey(q, k)))
 		}
 		waitsOf[i][1] = len(waits)
 	}
@@ -560,13 +564,20 @@ func (l *Ledger) CountsOf(ctx context.Context, queues []string) ([]QueueCounts, 
 	}
 	for i := range out {
 		c := &out[i]
-		for _, w := range waits[waitsOf[i][0]:waitsOf[i][1]] {
-			n, err := w.Result()
+		var dead []string
+		for j := waitsOf[i][0]; j < waitsOf[i][1]; j++ {
+			n, err := waits[j].Result()
 			if err != nil {
 				c.Jobs, c.Err = nil, wrap("counts "+queues[i], err)
 				break
 			}
 			c.Jobs[Pending] += n
+			if n == 0 && holds[j].Val() == 0 && holds[j].Err() == nil {
+				dead = append(dead, rs[i].limited.Val()[j-waitsOf[i][0]])
+			}
+		}
+		if c.Err == nil && len(dead) > 0 {
+			l.pruneLimits(ctx, queues[i], dead)
 		}
 	}
 	for i := range out {

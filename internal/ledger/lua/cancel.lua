@@ -11,7 +11,7 @@
 --        cancelled ('missing').
 local id, actor, note = ARGV[2], ARGV[3], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'wf', 'lkey', 'lmax', 'wait', 'group')
+local h = redis.call('HMGET', k, 'state', 'op', 'wf', 'lkey', 'lmax', 'wait', 'group', 'rkey')
 if not h[1] then return {0, 'missing'} end
 if h[1] == 'running' then
   seq_bump()
@@ -31,6 +31,9 @@ if h[4] then -- out of its limit's waiting jobs; a permit it was woken for goes 
   if h[6] == 'limit' then redis.call('ZREM', limit_waiting(h[4]), id) end
   flow_release(id, h[4], h[5])
 end
+-- out of its rate's deferrals: it holds no later start (flow.lua)
+if h[6] == 'rate' and h[8] then flow_unhold(id, h[8]) end
+if h[6] then redis.call('HDEL', k, 'wait', 'wait_at') end -- it waits for nothing now (a re-run is admitted anew)
 if h[7] and h[1] == 'pending' then group_leave(id, h[7]) end -- its group's next job leads (group.lua)
 redis.call('HSET', k, 'state', 'cancelled', 'reason', 'cancelled by ' .. actor, 'finished', fmt(now))
 record(id, {event = 'cancel', from = 'pending', actor = actor, note = note})

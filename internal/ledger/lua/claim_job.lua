@@ -9,7 +9,7 @@
 --   (its own queue delivers it) or the job's state when it is not pending
 local id, owner, ttl = ARGV[2], ARGV[3], num(ARGV[4])
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'hist', 'fence', 'bridge', 'mark', 'group')
+local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'hist', 'fence', 'bridge', 'mark', 'group', 'wait', 'lkey', 'rkey')
 if h[1] ~= 'pending' then return {0, h[1] or 'missing'} end
 if h[6] then return {0, 'bridged'} end
 local last = h[2] or '0'
@@ -27,5 +27,10 @@ if h[5] then redis.call('HDEL', k, 'fence') end
 if h[4] then record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner}) end
 move(id, 'pending', 'running', now + ttl)
 if h[8] then group_leave(id, h[8]) end -- its group's next job leads (group.lua)
+-- held back by flow control, it leaves what it waited in (flow.lua): the
+-- inline run takes no permit and no rate start
+if h[9] == 'limit' and h[10] then redis.call('ZREM', limit_waiting(h[10]), id) end
+if h[9] == 'rate' and h[11] then flow_unhold(id, h[11]) end
+if h[9] then redis.call('HDEL', k, 'wait', 'wait_at') end
 count('attempted')
 return {1, stok, sdeadline, attempt}

@@ -4,7 +4,8 @@
 -- is a duplicate while another job holding the same unique key is in one of
 -- that job's unique states; a duplicate returns the holder and writes
 -- nothing. A job due now whose concurrency limit is full, or has jobs
--- waiting, is parked at once instead of entering the due index. Jobs
+-- waiting, is parked at once instead of entering the due index (a grouped
+-- job only when it would lead its group: see group_enqueue). Jobs
 -- without these options go through enqueue.lua, which this script leaves
 -- untouched: both write a job with the prelude's write_new_job.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the queue's
@@ -64,10 +65,15 @@ for i = 3, #ARGV, 19 do
     local g = ARGV[i + 18]
     if g ~= '' then extra[#extra + 1] = 'group'; extra[#extra + 1] = g end
     local run_at, srun_at = write_new_job(i, extra)
-    if lkey ~= '' and run_at <= now and flow_enqueue(id, lkey, lmax) then
-      -- parked on its limit: woken into the due index, outside its group's turn
-    elseif g ~= '' then
-      group_enqueue(id, g, run_at)
+    local limited = lkey ~= '' and run_at <= now
+    if g ~= '' then
+      -- Promised a permit or parked (woken into the due index, outside its
+      -- group's turn) only when it would lead its group: a job behind
+      -- others in its group's index is not due, and a promise would hold
+      -- the key's permits from other groups' jobs until it leads.
+      group_enqueue(id, g, run_at, limited and function() return flow_enqueue(id, lkey, lmax) end)
+    elseif limited and flow_enqueue(id, lkey, lmax) then
+      -- parked on its limit
     else
       due[#due + 1], due[#due + 2] = srun_at, id
     end

@@ -21,12 +21,31 @@
 --                                 claimed (so an enqueue parks a job at once when
 --                                 permits and promises fill the limit)
 --   P..'limit:'..key..':wait'     zset: parked job id -> its creation time (FIFO)
---   P..'limits'                   hash: key -> max, for keys with holders or waiters
+--   P..'limits'                   hash: key -> max, for keys that had parked jobs
+--                                 and still have holders, promises or waiters:
+--                                 entered when a job parks, dropped when a
+--                                 release leaves the key none (a key that never
+--                                 parked a job is not in it); Limits and Counts
+--                                 (flowread.go, read.go) prune entries left by
+--                                 earlier versions, which kept them for ever
 --   P..'rate:'..key               zset: '<job id>:<µs>' -> start time (ms), the
 --                                 starts of the last period
---   P..'rate:'..key..':held'      zset: deferred job id -> its deferred start (ms)
+--   P..'rate-held:'..key          zset: deferred job id -> its deferred start (ms)
 --   P..'rates'                    hash: key -> '<max>/<per ms>', for keys with deferred jobs
 --                                 (the rate zsets expire a period after their last entry)
+-- Every family has its own prefix, none a prefix of another's followed by a
+-- key ('limit:' and 'limits', 'rate:', 'rate-held:' and 'rates'), and the two
+-- limit zsets of a key differ in their suffix, so no two keys' zsets share a
+-- Redis key whatever the key strings. (Earlier versions kept a rate's deferrals
+-- at P..'rate:'..key..':held', the starts zset of rate key key..':held'; such
+-- a zset is no longer read as deferrals and expires by itself a period after
+-- its last deferral: jobs deferred before an upgrade keep their due time and
+-- are admitted as usual, and until they start the deferrals made after it
+-- (and Limits' Deferred) count only the deferrals made since.)
+--
+-- A grouped job (group.lua) that enters its group's own index at its enqueue
+-- is neither promised a permit nor parked: it is not due, and the claim
+-- admits it (flow_admit) once it is its group's head.
 -- A permit is held by a running attempt: its token is the attempt's token, so
 -- a holder whose permit was reclaimed (its lease expired, see expire.lua) can
 -- neither renew nor complete, and storage fenced by the token refuses it once
@@ -42,8 +61,8 @@ local limit_n, limit_add = {}, {}
 -- per limit key, whether jobs wait on it, looked at once per call by the
 -- releases of a completion or an expiry (which park nothing)
 local limit_waits = {}
--- per holders zset, the permits a completion ended while nothing waited on
--- the key, removed with one ZREM (flow_release_flush)
+-- per limit key, the permits a completion ended while nothing waited on the
+-- key, removed from its holders zset with one ZREM (flow_release_flush)
 local limit_rem = {}
 -- per limit key not looked at yet, its max and the job ids whose permits a
 -- completion ended (limit_later), in the order met (limit_later_keys):
@@ -54,6 +73,9 @@ local limit_later, limit_later_keys = {}, {}
 local fp_flow, fp_lkey, fp_lmax, fp_hk, fp_rkey, fp_rmax, fp_rper = false, nil, nil, nil, nil, nil, nil
 -- the suffix of a rate start's member (':' and the call's µs), once per call
 local rate_suffix = false
+-- the jobs flow_enqueue promised a permit this call (an enqueue script adds
+-- them to the due index only as it returns)
+local limit_promised = {}
 
 -- zadd_all adds the score-member pairs of adds to zset k.
 local function zadd_all(k, adds)
@@ -108,6 +130,7 @@ local function flow_name(key) return string.match(key, '^[^:]*') end
 
 local function limit_holders(key) return P .. 'limit:' .. key .. ':holders' end
 local function limit_waiting(key) return P .. 'limit:' .. key .. ':wait' end
+local function rate_held(key) return P .. 'rate-held:' .. key end
 
 -- flow_park parks pending job id (not in the due index) on limit key.
 local function flow_park(id, key, max, created)
@@ -182,20 +205,40 @@ local function flow_release(id, key, max)
     local free = num(max) - redis.call('ZCARD', hk)
     if free <= 0 and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then free = 1 end
     if free > 0 then flow_wake(key, free) end
+  elseif redis.call('EXISTS', hk) == 0 then
+    -- nothing holds, is promised or waits: out of the limits hash (the
+    -- zset went with its last member)
+    redis.call('HDEL', P .. 'limits', key)
   end
 end
 
--- flow_rem_later records that job id's permit in holders zset hk ends with
--- the others of its zset and call (one id as it is, more in a list).
-local function flow_rem_later(hk, id)
-  local ids = limit_rem[hk]
+-- flow_rem_later records that job id's permit on limit key ends with the
+-- others of its key and call (one id as it is, more in a list).
+local function flow_rem_later(key, id)
+  local ids = limit_rem[key]
   if not ids then
-    limit_rem[hk] = id
+    limit_rem[key] = id
   elseif type(ids) == 'string' then
-    limit_rem[hk] = {ids, id}
+    limit_rem[key] = {ids, id}
   else
     ids[#ids + 1] = id
   end
+end
+
+-- flow_forget drops from the limits hash the keys of list keys (nothing
+-- waits on them) that nothing holds or is promised any more: one HMGET of
+-- the hash per call (per 1000 keys), and one EXISTS only per key it has (a
+-- key that parked jobs); a key that never parked one costs nothing more.
+local function flow_forget(keys)
+  local lk, gone = P .. 'limits', {}
+  for c = 1, #keys, 1000 do
+    local m = redis.call('HMGET', lk, unpack(keys, c, math.min(c + 999, #keys)))
+    for j = 1, #m do
+      local key = keys[c + j - 1]
+      if m[j] and redis.call('EXISTS', limit_holders(key)) == 0 then gone[#gone + 1] = key end
+    end
+  end
+  if gone[1] then call_chunked('HDEL', lk, gone, 1000) end
 end
 
 -- flow_release_later is flow_release for a script that only ends permits
@@ -204,7 +247,7 @@ end
 -- and which looks at once at every key not looked at yet.
 local function flow_release_later(id, key, max)
   local waits = limit_waits[key]
-  if waits == false then return flow_rem_later(limit_holders(key), id) end
+  if waits == false then return flow_rem_later(key, id) end
   local e = limit_later[key]
   if e then
     e[#e + 1] = id
@@ -218,7 +261,9 @@ end
 -- EXISTS of the wait zsets of every key met (within Lua's unpack limit);
 -- when jobs wait on some, the keys are looked at alone until that many are
 -- found, and a key with waiting jobs is released at once (flow_release
--- wakes them); the others' permits end with one ZREM per holders zset.
+-- wakes them); the others' permits end with one ZREM per holders zset, and
+-- their keys leave the limits hash when that was their last permit
+-- (flow_forget).
 local function flow_release_flush()
   local keys = limit_later_keys
   if keys[1] then
@@ -235,21 +280,34 @@ local function flow_release_flush()
         if waits then
           flow_release(e[j], key, e[1])
         else
-          flow_rem_later(limit_holders(key), e[j])
+          flow_rem_later(key, e[j])
         end
       end
       limit_later[key] = nil
     end
     limit_later_keys = {}
   end
-  for hk, ids in pairs(limit_rem) do
+  local freed = {}
+  for key, ids in pairs(limit_rem) do
+    local hk = limit_holders(key)
     if type(ids) == 'string' then
       redis.call('ZREM', hk, ids)
     else
       call_chunked('ZREM', hk, ids, 1000)
     end
-    limit_rem[hk] = nil
+    limit_rem[key] = nil
+    freed[#freed + 1] = key
   end
+  if freed[1] then flow_forget(freed) end
+end
+
+-- flow_unhold takes job id, deferred by rate key (its 'wait' is 'rate'), out
+-- of the key's deferrals (it starts, or it was cancelled: it holds no later
+-- start), and the key out of the rates hash when no deferral is left.
+local function flow_unhold(id, key)
+  local heldk = rate_held(key)
+  redis.call('ZREM', heldk, id)
+  if redis.call('EXISTS', heldk) == 0 then redis.call('HDEL', P .. 'rates', key) end
 end
 
 -- flow_enqueue decides where a job of limit key, created now and due now,
@@ -263,11 +321,15 @@ local function flow_enqueue(id, key, max)
   local taken = redis.call('ZCARD', hk)
   if taken >= num(max) and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then
     -- Nothing holds a permit, so no release will come: drop promises to
-    -- jobs no longer due and unclaimed (a record lost), so they cannot
-    -- park this job for ever.
+    -- jobs no longer due and unclaimed (a record lost, or a grouped job
+    -- promised by an earlier version while in its group's own index), so
+    -- they cannot park this job for ever.
     for _, rid in ipairs(redis.call('ZRANGEBYSCORE', hk, 0, 0)) do
       local h = redis.call('HMGET', jobkey(rid), 'state', 'wait')
-      if h[1] ~= 'pending' or h[2] then redis.call('ZREM', hk, rid) end
+      if h[1] ~= 'pending' or h[2] or
+          not (limit_promised[rid] or redis.call('ZSCORE', index['pending'], rid)) then
+        redis.call('ZREM', hk, rid)
+      end
     end
     taken = redis.call('ZCARD', hk)
   end
@@ -278,6 +340,7 @@ local function flow_enqueue(id, key, max)
   end
   if waiting then flow_wake(key, num(max)) end
   redis.call('ZADD', hk, 0, id) -- promised
+  limit_promised[id] = true
   return false
 end
 
@@ -323,7 +386,7 @@ local function flow_admit(id, flow, created)
       -- The earliest start: when the start max places from the newest leaves
       -- the window. Jobs deferred before it take the starts before it, max
       -- per period, so a backlog is spread out instead of all due at once.
-      local heldk = rk .. ':held'
+      local heldk = rate_held(rkey)
       redis.call('ZREMRANGEBYSCORE', heldk, '-inf', now - per)
       redis.call('ZREM', heldk, id)
       local e = redis.call('ZRANGE', rk, n - max, n - max, 'WITHSCORES')
@@ -365,8 +428,9 @@ local function flow_admit(id, flow, created)
     adds[#adds + 1] = now
     adds[#adds + 1] = id .. rate_suffix
     rate_n[rk] = n + 1
-    if wait == 'rate' then redis.call('ZREM', rk .. ':held', id) end
-    if (wait == 'rate' or n == 0) and redis.call('EXISTS', rk .. ':held') == 0 then
+    if wait == 'rate' then
+      flow_unhold(id, rkey)
+    elseif n == 0 and redis.call('EXISTS', rate_held(rkey)) == 0 then
       redis.call('HDEL', P .. 'rates', rkey)
     end
   end

@@ -44,8 +44,12 @@ end
 
 -- group_enqueue indexes new pending job id of group g, due at run_at: as the
 -- group's head when it has none in the due index (or the job is due before
--- it), else in the group's index.
-local function group_enqueue(id, g, run_at)
+-- it), else in the group's index. parks (false: none) is called only when id
+-- would become the head, before anything is written: when it returns true
+-- (flow.lua parked the job on its limit) the group is left as it was. A job
+-- that goes to the group's index is not due, so it is neither promised a
+-- permit nor parked there: the claim admits it once it leads.
+local function group_enqueue(id, g, run_at, parks)
   local st = group_batch[g]
   if st and run_at >= st.hs then -- behind the head this call knows
     st.park[#st.park + 1], st.park[#st.park + 2] = fmt(run_at), id
@@ -63,6 +67,7 @@ local function group_enqueue(id, g, run_at)
     return
   end
   if hs then -- due before the head: the head waits behind it
+    if parks and parks() then return end
     redis.call('ZREM', index['pending'], head)
     redis.call('ZADD', gk, hs, head)
     group_parked = group_parked + 1
@@ -74,6 +79,8 @@ local function group_enqueue(id, g, run_at)
       redis.call('ZREM', gk, e[1])
       redis.call('ZADD', gk, fmt(run_at), id)
       id, run_at = e[1], math.max(num(e[2]), now)
+    elseif parks and parks() then
+      return
     end
   end
   redis.call('HSET', gsk, g, id, GROUPS_T, GROUPS_T_VAL)
