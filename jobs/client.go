@@ -48,6 +48,7 @@ type Option func(*options)
 type options struct {
 	queue      string
 	op         string
+	opSet      bool // an OperationID option was given ("" then is refused)
 	runAt      time.Time
 	delay      time.Duration
 	maxRetries int
@@ -85,8 +86,9 @@ func Queue(q string) Option { return func(o *options) { o.queue = q } }
 // the existing job instead of creating one. Default: the job's own id. A
 // job enqueued with an operation id of letters, digits and ._- gets the
 // id "=<queue>=<operation id>" (its record is then the only key the
-// operation costs); other operation ids get a random job id.
-func OperationID(id string) Option { return func(o *options) { o.op = id } }
+// operation costs); other operation ids get a random job id. An empty id
+// is refused with ErrInvalid (leave the option out for the job's own id).
+func OperationID(id string) Option { return func(o *options) { o.op, o.opSet = id, true } }
 
 // Delay makes the job due after d.
 func Delay(d time.Duration) Option { return func(o *options) { o.delay = d } }
@@ -102,10 +104,11 @@ func MaxRetries(n int) Option { return func(o *options) { o.maxRetries = n } }
 // HandlerTimeout; at most MaxTimeout, rounded up to whole milliseconds).
 func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
-// Unchecked makes EnqueueRaw skip its check of the kind's rules, for a kind
-// the caller knows has none (no Validate, Resource, Limit, RateLimit, Group
-// or PartitionKey method, no sensitive fields) while no pool that runs it is
-// live. Enqueue ignores it.
+// Unchecked lets EnqueueRaw take a kind that no live pool runs, whose rules
+// are therefore unknown: the caller vouches that it has none (no Validate,
+// Resource, Limit, RateLimit, Group or PartitionKey method, no sensitive
+// fields). It never overrides what a live pool reports: a kind a live pool
+// runs with rules is refused all the same. Enqueue ignores it.
 func Unchecked() Option { return func(o *options) { o.unchecked = true } }
 
 // Resource sets the leased resource for EnqueueRaw (typed args declare it
@@ -276,9 +279,10 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 // with any (a Validate, Resource, Limit, RateLimit, Group or PartitionKey
 // method, fields marked sensitive: see KindRules), and a kind no live pool
 // runs, whose rules are unknown:
-// enqueue such jobs from Go with their type. Unchecked skips the check for
-// a kind known to have none (the caller vouches for it: its args are shown
-// as given and it leases the job itself).
+// enqueue such jobs from Go with their type. Unchecked admits a kind no
+// live pool runs, the caller vouching that it has no rules (its args are
+// shown as given and it leases the job itself); a kind a live pool reports
+// with rules is refused even then.
 func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, opts ...Option) (*Result, error) {
 	if c.nsErr != nil {
 		return nil, c.nsErr
@@ -304,18 +308,17 @@ func (c *Client) prepareRaw(ctx context.Context, kind string, payload []byte, o 
 	if err != nil {
 		return nil, err
 	}
-	if !o.unchecked {
-		if err := c.checkRaw(ctx, kind, o); err != nil {
-			return nil, err
-		}
+	if err := c.checkRaw(ctx, kind, o); err != nil {
+		return nil, err
 	}
 	return j, nil
 }
 
 // checkRaw refuses a raw enqueue of a kind with rules, or unknown to every
-// live pool. A limit, rate, group or partition key given as an option
-// stands in for the kind's method (options win over methods, as in
-// Enqueue).
+// live pool unless Unchecked vouches for it (Unchecked never overrides the
+// rules a live pool reports). A limit, rate, group or partition key given
+// as an option stands in for the kind's method (options win over methods,
+// as in Enqueue).
 func (c *Client) checkRaw(ctx context.Context, kind string, o options) error {
 	pools, err := c.ledger.Pools(ctx)
 	if err != nil {
@@ -333,10 +336,14 @@ func (c *Client) checkRaw(ctx context.Context, kind string, o options) error {
 		r.Group = r.Group && !o.groupSet
 		r.Partition = r.Partition && o.partitionKey == ""
 		if r.Any() {
-			return invalid("kind %s has rules raw JSON cannot honour (%s): enqueue it from Go with its type", kind, strings.Join(r.Names(), ", "))
+			hint := ""
+			if o.unchecked {
+				hint = " (Unchecked vouches only for a kind no live pool runs)"
+			}
+			return invalid("kind %s has rules raw JSON cannot honour (%s): enqueue it from Go with its type%s", kind, strings.Join(r.Names(), ", "), hint)
 		}
 	}
-	if !known {
+	if !known && !o.unchecked {
 		return invalid("no live pool runs kind %s, so its rules (Validate, Resource, sensitive fields, Limit, RateLimit, Group, PartitionKey) are unknown: start a pool that registers it, or enqueue it from Go", kind)
 	}
 	return nil
@@ -483,7 +490,7 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 	case o.delay > MaxDelay || (!o.runAt.IsZero() && time.Until(o.runAt) > MaxDelay):
 		return nil, invalid("a job can be scheduled at most %v ahead", MaxDelay)
 	}
-	if o.op != "" {
+	if o.op != "" || o.opSet { // OperationID("") is refused, not taken for none
 		if err := ValidateOperationID(o.op); err != nil {
 			return nil, err
 		}

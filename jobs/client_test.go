@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -57,5 +59,106 @@ func TestEnqueueRefusesNumbersOutOfRange(t *testing.T) {
 	}
 	if rec.Timeout != time.Millisecond || rec.MaxRetries != math.MaxInt32 {
 		t.Fatalf("stored timeout %v, max retries %d: want 1ms (rounded up) and %d", rec.Timeout, rec.MaxRetries, math.MaxInt32)
+	}
+}
+
+// passThrough is enqueue middleware that changes nothing: a client with
+// middleware validates on the middleware chain's path.
+func passThrough(next jobs.EnqueueFunc) jobs.EnqueueFunc { return next }
+
+// TestUncheckedDoesNotOverrideALivePoolsRules: Unchecked vouches only for
+// a kind no live pool runs; a kind a live pool reports with rules is
+// refused for a raw enqueue all the same (ErrInvalid, nothing written),
+// with or without enqueue middleware.
+func TestUncheckedDoesNotOverrideALivePoolsRules(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	if err := l.Heartbeat(ctx, jobs.PoolInfo{ID: "pool-1", Queues: map[string]int{jobs.DefaultQueue: 1}, Concurrency: 1,
+		Kinds: map[string]jobs.KindRules{
+			"pay":   {Sensitive: true},
+			"acct":  {Resource: true, Limit: true},
+			"plain": {},
+		}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*jobs.Client{
+		"plain client":    jobs.NewClient(rdb, jobs.Config{Namespace: ns}),
+		"with middleware": jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{passThrough}}),
+	} {
+		for _, e := range []struct {
+			kind string
+			opts []jobs.Option
+			want string
+		}{
+			{"pay", nil, "(sensitive fields)"},
+			{"acct", []jobs.Option{jobs.Resource("account:1")}, "(Resource, Limit)"},
+			{"acct", []jobs.Option{jobs.Resource("account:1"), jobs.Limit("acct:1", 1)}, "(Resource)"},
+		} {
+			_, err := c.EnqueueRaw(ctx, e.kind, []byte(`{"card":"SECRET"}`), append(e.opts, jobs.Unchecked())...)
+			if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), e.want) || !strings.Contains(err.Error(), "Unchecked vouches only") {
+				t.Errorf("%s: unchecked raw %s: %v, want ErrInvalid naming %s", name, e.kind, err, e.want)
+			}
+		}
+		// what Unchecked is for: a kind no live pool runs
+		if _, err := c.EnqueueRaw(ctx, "nobody-runs-this", []byte(`{}`)); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%s: raw kind no pool runs: %v, want ErrInvalid", name, err)
+		}
+		for _, kind := range []string{"nobody-runs-this", "plain"} {
+			if _, err := c.EnqueueRaw(ctx, kind, []byte(`{}`), jobs.Unchecked()); err != nil {
+				t.Errorf("%s: unchecked raw %s: %v", name, kind, err)
+			}
+		}
+	}
+	counts, err := jobs.NewClient(rdb, jobs.Config{Namespace: ns}).Inspector().Counts(ctx, jobs.DefaultQueue)
+	if err != nil || counts[jobs.Pending] != 4 {
+		t.Fatalf("pending %v (%v), want only the 4 accepted jobs: a refused one was written", counts, err)
+	}
+}
+
+// setOperation is enqueue middleware that gives every job an operation id.
+func setOperation(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+	return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+		for _, r := range reqs {
+			r.OperationID = "from-middleware"
+		}
+		return next(ctx, reqs)
+	}
+}
+
+// TestEnqueueRefusesAnEmptyOperationID: OperationID("") is an error
+// (ErrInvalid, nothing written), not taken for "none", in Enqueue,
+// EnqueueRaw, every job of EnqueueMany, Prepare and through middleware,
+// unless middleware gives the job an operation id.
+func TestEnqueueRefusesAnEmptyOperationID(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	empty := jobs.OperationID("")
+	for name, c := range map[string]*jobs.Client{
+		"plain client":    jobs.NewClient(rdb, jobs.Config{Namespace: ns}),
+		"with middleware": jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{passThrough}}),
+	} {
+		if _, err := c.Enqueue(ctx, rangeArgs{N: 1}, empty); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "operation id") {
+			t.Errorf("%s: Enqueue: %v, want ErrInvalid", name, err)
+		}
+		if _, err := c.EnqueueRaw(ctx, "raw", []byte(`{}`), empty, jobs.Unchecked()); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%s: EnqueueRaw: %v, want ErrInvalid", name, err)
+		}
+		_, err := c.EnqueueMany(ctx, []jobs.Params{{Args: rangeArgs{N: 1}, Options: []jobs.Option{jobs.OperationID("fine")}},
+			{Args: rangeArgs{N: 2}, Options: []jobs.Option{empty}}})
+		if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "job 1") {
+			t.Errorf("%s: EnqueueMany: %v, want ErrInvalid for job 1", name, err)
+		}
+	}
+	if _, err := jobs.Prepare(rangeArgs{N: 1}, empty); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("Prepare: %v, want ErrInvalid", err)
+	}
+	if keys, _ := rdb.Keys(ctx, ns+":*").Result(); len(keys) != 0 {
+		t.Fatalf("refused enqueues wrote %v", keys)
+	}
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{setOperation}})
+	res, err := c.Enqueue(ctx, rangeArgs{N: 3}, empty)
+	if err != nil || res.OperationID != "from-middleware" {
+		t.Fatalf("middleware giving the operation id: %+v %v", res, err)
 	}
 }

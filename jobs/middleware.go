@@ -24,11 +24,13 @@ type EnqueueRequest struct {
 	raw       bool    // from EnqueueRaw
 	many      bool    // from EnqueueMany: errors name the job's position
 	unchecked bool
+	opEmpty   bool    // OperationID("") was given: refused unless middleware sets one
 	flow      options // the Limit and Rate options given (only their fields are read)
 
 	// Queue is the job's queue.
 	Queue string
-	// OperationID is the job's operation id ("": the job's own id).
+	// OperationID is the job's operation id ("": the job's own id; an
+	// OperationID("") option left empty here is refused).
 	OperationID string
 	// Delay and RunAt schedule the job (zero: due at once; RunAt, when
 	// set, wins).
@@ -82,7 +84,7 @@ func (r *EnqueueRequest) SetHeader(key, value string) {
 
 // options returns the request's options.
 func (r *EnqueueRequest) options() options {
-	return options{queue: r.Queue, op: r.OperationID, runAt: r.RunAt, delay: r.Delay, maxRetries: r.MaxRetries,
+	return options{queue: r.Queue, op: r.OperationID, opSet: r.opEmpty, runAt: r.RunAt, delay: r.Delay, maxRetries: r.MaxRetries,
 		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers, unique: r.Unique,
 		// a typed job's group is the request's (middleware may clear it); a
 		// raw job's counts as given only when an option or middleware gave one
@@ -112,7 +114,7 @@ func rawRequest(kind string, payload []byte, o options) *EnqueueRequest {
 
 func newRequest(kind string, payload []byte, o options) *EnqueueRequest {
 	return &EnqueueRequest{
-		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked, flow: o,
+		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked, opEmpty: o.opSet && o.op == "", flow: o,
 		Queue: o.queue, OperationID: o.op, Delay: o.delay, RunAt: o.runAt, MaxRetries: o.maxRetries,
 		Timeout: o.timeout, Headers: maps.Clone(o.headers), Unique: o.unique, PartitionKey: o.partitionKey,
 		Group: o.group,

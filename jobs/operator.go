@@ -111,7 +111,9 @@ func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Re
 // attempts finish and enqueues are still accepted. It reports whether the
 // queue was running before. A partitioned queue's partitions are paused
 // one by one (each its own slot); a call that fails part-way leaves some
-// paused: call it again.
+// paused: call it again. The queue is added to the namespace's queue
+// registry first, so a paused queue is listed (Inspector.Queues, the
+// CLI, the dashboard) even before it holds a job.
 func (c *Client) Pause(ctx context.Context, queue, actor, note string) (bool, error) {
 	return c.setPaused(ctx, queue, true, actor, note)
 }
@@ -130,6 +132,13 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, actor
 	names, err := physical(ctx, c.ledger, queue)
 	if err != nil {
 		return false, err
+	}
+	if paused {
+		// Listed before it is paused: a paused queue nobody can see (a
+		// mistyped name) would hold back jobs enqueued to it later.
+		if err := c.ledger.RegisterQueues(ctx, names...); err != nil {
+			return false, err
+		}
 	}
 	changed := false
 	for _, n := range names {

@@ -73,3 +73,31 @@ func TestOperatorNamesAndNotesRefuseControlCharacters(t *testing.T) {
 		t.Fatalf("pause recorded %+v %v", p, err)
 	}
 }
+
+// TestAPausedQueueIsListedWithoutJobs: pausing a queue that holds no job
+// (nor ever did: a mistyped name) lists it, paused, among the queues, so
+// the pause can be seen and undone; it stays listed after Resume.
+func TestAPausedQueueIsListedWithoutJobs(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	in := c.Inspector()
+	ctx := context.Background()
+	if qs, err := in.Queues(ctx); err != nil || len(qs) != 0 {
+		t.Fatalf("queues of an empty namespace: %v %v", qs, err)
+	}
+	if changed, err := c.Pause(ctx, "typoq", "alice", "deploy"); err != nil || !changed {
+		t.Fatalf("pause: %v %v", changed, err)
+	}
+	if qs, err := in.Queues(ctx); err != nil || len(qs) != 1 || qs[0] != "typoq" {
+		t.Fatalf("queues after pausing an empty queue: %v %v, want [typoq]", qs, err)
+	}
+	if p, err := in.Paused(ctx, "typoq"); err != nil || p == nil || p.Actor != "operator:alice" {
+		t.Fatalf("paused: %+v %v", p, err)
+	}
+	if changed, err := c.Resume(ctx, "typoq", "alice", ""); err != nil || !changed {
+		t.Fatalf("resume: %v %v", changed, err)
+	}
+	if p, err := in.Paused(ctx, "typoq"); err != nil || p != nil {
+		t.Fatalf("paused after resume: %+v %v", p, err)
+	}
+}

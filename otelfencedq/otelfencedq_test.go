@@ -191,10 +191,10 @@ func TestDeduplicatedAndUntracedEnqueues(t *testing.T) {
 		t.Fatalf("attempts %+v (%d handler calls): want one, a child of the first enqueue", attempts, tr.calls.Load())
 	}
 
-	// A raw enqueue from a client without the middleware carries no trace
+	// An enqueue from a client without the middleware carries no trace
 	// context: its attempt starts a trace.
 	raw := jobs.NewClient(tr.ledger.Redis(), jobs.Config{Namespace: tr.ledger.Namespace()})
-	res, err := raw.EnqueueRaw(ctx, "payment", []byte(`{"account":"b"}`), jobs.Unchecked())
+	res, err := raw.Enqueue(ctx, payment{Account: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}

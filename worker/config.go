@@ -181,9 +181,14 @@ func outboxes(os []OutboxRelay) []maintenance.Outbox {
 	return out
 }
 
-// withDefaults fills zero fields; validate checks the result.
+// withDefaults fills zero fields; validate checks the result. Jobs keeps
+// the values given when they are invalid (jobs.Config.WithDefaults would
+// turn a negative Retention into the default), so validate refuses them
+// as jobs.NewClient does.
 func (c Config) withDefaults() Config {
-	c.Jobs = c.Jobs.WithDefaults()
+	if c.Jobs.Validate() == nil {
+		c.Jobs = c.Jobs.WithDefaults()
+	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}

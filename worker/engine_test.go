@@ -468,7 +468,7 @@ func (a exportArgs) PartitionKey() string { return a.Customer }
 
 // TestRawEnqueueHonoursTheKindsRules: a kind whose Go type has rules raw
 // JSON cannot run (a Resource, sensitive fields, a Limit, a Group, a
-// PartitionKey) is refused by EnqueueRaw,
+// PartitionKey) is refused by EnqueueRaw, Unchecked or not,
 // as is a kind no live pool runs; a plain kind is enqueued and runs.
 func TestRawEnqueueHonoursTheKindsRules(t *testing.T) {
 	e := newEnv(t)
@@ -485,6 +485,11 @@ func TestRawEnqueueHonoursTheKindsRules(t *testing.T) {
 	_, err := e.client.EnqueueRaw(ctx, "credit", []byte(`{"account":"a","note":"SECRET"}`))
 	if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "Resource, sensitive fields") {
 		t.Fatalf("raw credit: %v", err)
+	}
+	// Unchecked vouches only for a kind no live pool runs
+	_, err = e.client.EnqueueRaw(ctx, "credit", []byte(`{"account":"a","note":"SECRET"}`), jobs.Unchecked())
+	if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "Resource, sensitive fields") {
+		t.Fatalf("unchecked raw credit: %v", err)
 	}
 	// a limit, a fair group and a partition key raw JSON would bypass
 	_, err = e.client.EnqueueRaw(ctx, "export", []byte(`{"customer":"acme"}`))

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -21,8 +20,8 @@ import (
 func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var c commonFlags
 	c.add(fs)
-	kind := fs.String("kind", "", "job kind, as the workers registered it (required; e.g. transfer, the bank example's)")
-	args := fs.String("args", "", `job args as a JSON object, e.g. '{"from":"acct-000","to":"acct-001","cents":100}'`)
+	kind := fs.String("kind", "", "job kind, as the workers registered it (required)")
+	args := fs.String("args", "", `job args as a JSON object, e.g. '{"customer":"acme"}'`)
 	queue := fs.String("queue", jobs.DefaultQueue, "queue")
 	op := fs.String("op", "", "operation id (default: generated); a known one is deduplicated")
 	delay := fs.Duration("delay", 0, "run after this delay")
@@ -31,10 +30,10 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	var flow flowFlags
 	flow.add(fs)
-	unchecked := fs.Bool("unchecked", false, "enqueue a kind no live pool runs, vouching that it has no Validate, Resource, Limit, RateLimit, Group or PartitionKey method and no sensitive fields (its args are shown as given)")
+	unchecked := fs.Bool("unchecked", false, "enqueue a kind no live pool runs, vouching that it has no Validate, Resource, Limit, RateLimit, Group or PartitionKey method and no sensitive fields (its args are shown as given); a kind a live pool reports with rules is refused all the same")
 	return func(ctx context.Context, out io.Writer) error {
 		if *kind == "" {
-			return fmt.Errorf("%w: --kind is required: the job kind the workers registered (e.g. --kind transfer for the bank example)", errUsage)
+			return fmt.Errorf("%w: --kind is required: the job kind the workers registered", errUsage)
 		}
 		if *args == "" {
 			return fmt.Errorf("%w: --args is required", errUsage)
@@ -56,18 +55,9 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			opts = append(opts, jobs.Unchecked())
 		}
 		opts = append(opts, more...)
-		var res *jobs.Result
-		if *kind == (bank.Transfer{}).Kind() {
-			// A known kind: decode it so validation, the resource and
-			// redaction of sensitive fields apply.
-			t, derr := decodeStrict[bank.Transfer](*args)
-			if derr != nil {
-				return fmt.Errorf("%w: --args is not a transfer: %v", errUsage, derr)
-			}
-			res, err = client.Enqueue(ctx, t, opts...)
-		} else {
-			res, err = client.EnqueueRaw(ctx, *kind, []byte(*args), opts...)
-		}
+		// Raw JSON for every kind: the live pools' report of the kind's
+		// rules decides whether it can be taken (see jobs.Client.EnqueueRaw).
+		res, err := client.EnqueueRaw(ctx, *kind, []byte(*args), opts...)
 		if err != nil {
 			if errors.Is(err, jobs.ErrInvalid) {
 				return fmt.Errorf("%w: %v", errUsage, err)
@@ -92,21 +82,6 @@ type enqueued struct {
 	Queue        string `json:"queue"`
 	OperationID  string `json:"operation_id"`
 	Deduplicated bool   `json:"deduplicated"`
-}
-
-// decodeStrict decodes one JSON object into a T, refusing fields T does
-// not have (a mistyped "cent" is named in the error) and trailing data.
-func decodeStrict[T any](s string) (T, error) {
-	var v T
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return v, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) { // More misses a stray "}" or "]"
-		return v, errors.New("trailing data after the JSON object")
-	}
-	return v, nil
 }
 
 func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
@@ -292,7 +267,9 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if err := jobs.ValidateQueue(*queue); err != nil {
 			return fmt.Errorf("%w: --queue: %v", errUsage, err)
 		}
-		if *set < 0 || *set > jobs.MaxPartitions {
+		given := false // --set 0 is refused, not taken for "not given"
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "set" })
+		if given && (*set < 1 || *set > jobs.MaxPartitions) {
 			return fmt.Errorf("%w: --set %d is outside 1-%d", errUsage, *set, jobs.MaxPartitions)
 		}
 		client, closeAll, err := c.openClient(ctx)
@@ -768,14 +745,14 @@ func pauseOrResume(fs *flag.FlagSet, pause bool) func(context.Context, io.Writer
 		if pause {
 			action, set = "pause", client.Pause
 		}
+		l := client.Inspector()
+		known, err := l.Queues(ctx) // before: a pause lists the queue
+		if err != nil {
+			return err
+		}
 		changed, err := set(ctx, *queue, o.actor, o.note)
 		if err != nil {
 			return operatorError(action, err)
-		}
-		l := client.Inspector()
-		known, err := l.Queues(ctx)
-		if err != nil {
-			return err
 		}
 		paused, err := l.Paused(ctx, *queue)
 		if err != nil {

@@ -79,6 +79,8 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{[]string{"dashboard", "--protect-reads", "--dashboard-token", "t"}, "--protect-reads needs --dashboard-user and --dashboard-password"},
 		{[]string{"dashboard", "--csrf-key", "short"}, "--csrf-key has 5 bytes: give at least 32"},
 		{[]string{"inspect", "--redis", "not a url", "--state", "review"}, "--redis"},
+		{[]string{"partitions", "--queue", "orders", "--set", "0"}, "--set 0 is outside 1-64"}, // given, not "unset"
+		{[]string{"partitions", "--queue", "orders", "--set", "65"}, "--set 65 is outside 1-64"},
 	}
 	for _, c := range cases {
 		code, _, errOut := runCLI(t, c.args...)
@@ -240,12 +242,32 @@ func TestRedisHostPortAndAnEmptyNamespace(t *testing.T) {
 	}
 }
 
+// TestEnqueueInspectResolve: enqueue takes every kind as raw JSON, the
+// bank example's transfer included: refused while no live pool runs it,
+// and refused even with --unchecked once a live pool reports its rules;
+// a kind without rules is enqueued, deduplicated by its operation id,
+// inspected and listed.
 func TestEnqueueInspectResolve(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	url := "redis://" + srv.Addr
-	ns := redistest.Namespace(t)
-	code, out, errOut := runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--kind", "transfer", "--op", "op-1", "--json",
-		"--args", `{"from":"acct-000","to":"acct-001","cents":250,"memo":"rent for flat 4"}`)
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	transfer := `{"from":"acct-000","to":"acct-001","cents":250,"memo":"rent for flat 4"}`
+	if code, _, errOut := e.cli("enqueue", "--kind", "transfer", "--args", transfer); code != 2 || !strings.Contains(errOut, "no live pool runs kind transfer") {
+		t.Fatalf("transfer with no live pool: %d %q", code, errOut)
+	}
+	if err := e.ledger.Heartbeat(ctx, jobs.PoolInfo{ID: "pool-1", Queues: map[string]int{"default": 1}, Concurrency: 1,
+		Kinds: map[string]jobs.KindRules{"transfer": jobs.RulesOf(bank.Transfer{}), "report": {}}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range [][]string{nil, {"--unchecked"}} {
+		code, _, errOut := e.cli(append([]string{"enqueue", "--kind", "transfer", "--op", "op-t", "--args", transfer}, extra...)...)
+		if code != 2 || !strings.Contains(errOut, "kind transfer has rules raw JSON cannot honour (Validate, Resource, sensitive fields)") {
+			t.Fatalf("transfer %v with a live pool reporting its rules: %d %q", extra, code, errOut)
+		}
+	}
+	if qs, err := e.client.Inspector().Queues(ctx); err != nil || len(qs) != 0 {
+		t.Fatalf("refused enqueues wrote queues %v (%v)", qs, err)
+	}
+	code, out, errOut := e.cli("enqueue", "--kind", "report", "--op", "op-1", "--json", "--args", `{"customer":"acme"}`)
 	if code != 0 {
 		t.Fatalf("enqueue: %d %s", code, errOut)
 	}
@@ -253,38 +275,42 @@ func TestEnqueueInspectResolve(t *testing.T) {
 		JobID string `json:"job_id"`
 	}
 	_ = json.Unmarshal([]byte(out), &res)
-	code, out, _ = runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--kind", "transfer", "--op", "op-1",
-		"--args", `{"from":"acct-000","to":"acct-001","cents":250}`)
+	code, out, _ = e.cli("enqueue", "--kind", "report", "--op", "op-1", "--args", `{"customer":"acme"}`)
 	if code != 0 || !strings.Contains(out, "deduplicated") || !strings.Contains(out, res.JobID) {
 		t.Fatalf("second enqueue: %d %q", code, out)
 	}
-	if code, _, errOut := runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--kind", "transfer", "--args", `{"from":"a","to":"a","cents":1}`); code != 2 || !strings.Contains(errOut, "must differ") {
-		t.Fatalf("invalid transfer: %d %q", code, errOut)
-	}
-	code, out, _ = runCLI(t, "inspect", "--redis", url, "--namespace", ns, "--op", "op-1")
-	if code != 0 || !strings.Contains(out, "state pending") || strings.Contains(out, "rent for flat") || !strings.Contains(out, "[redacted]") {
+	code, out, _ = e.cli("inspect", "--op", "op-1")
+	if code != 0 || !strings.Contains(out, "state pending") || !strings.Contains(out, "acme") {
 		t.Fatalf("inspect: %d %q", code, out)
 	}
-	code, out, _ = runCLI(t, "inspect", "--redis", url, "--namespace", ns, "--state", "pending", "--json")
+	// a transfer enqueued from Go with its type is shown redacted
+	if _, err := e.client.Enqueue(ctx, bank.Transfer{From: "acct-000", To: "acct-001", Cents: 250, Memo: "rent for flat 4"}, jobs.OperationID("op-2")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = e.cli("inspect", "--op", "op-2")
+	if code != 0 || !strings.Contains(out, "state pending") || strings.Contains(out, "rent for flat") || !strings.Contains(out, "[redacted]") {
+		t.Fatalf("inspect a typed transfer: %d %q", code, out)
+	}
+	code, out, _ = e.cli("inspect", "--state", "pending", "--json")
 	if code != 0 || !strings.Contains(out, res.JobID) {
 		t.Fatalf("list: %d %q", code, out)
 	}
 	// Only review (or uncertain) jobs can be resolved.
-	code, _, errOut = runCLI(t, "resolve", "--redis", url, "--namespace", ns, "--job", res.JobID, "--decision", "dead", "--actor", "alice")
+	code, _, errOut = e.cli("resolve", "--job", res.JobID, "--decision", "dead", "--actor", "alice")
 	if code != 1 || !strings.Contains(errOut, "not in a state") {
 		t.Fatalf("resolve pending: %d %q", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, "inspect", "--redis", url, "--namespace", ns, "--job", "no-such-job"); code != 1 || !strings.Contains(errOut, "not found") {
+	if code, _, errOut := e.cli("inspect", "--job", "no-such-job"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("missing job: %d %q", code, errOut)
 	}
 	// flow-control flags reach the job
-	code, out, errOut = runCLI(t, "enqueue", "--redis", url, "--namespace", ns, "--kind", "report", "--unchecked", "--json",
+	code, out, errOut = e.cli("enqueue", "--kind", "report", "--unchecked", "--json",
 		"--args", `{"customer":"acme"}`, "--header", "tenant=acme", "--limit", "export:acme=2", "--rate", "provider=100/1s", "--group", "acme")
 	if code != 0 {
 		t.Fatalf("enqueue with flow flags: %d %s", code, errOut)
 	}
 	_ = json.Unmarshal([]byte(out), &res)
-	rec, err := jobs.NewClient(srv.Client(), jobs.Config{Namespace: ns}).Inspector().Get(context.Background(), jobs.DefaultQueue, res.JobID)
+	rec, err := e.client.Inspector().Get(ctx, jobs.DefaultQueue, res.JobID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,27 +68,41 @@ func TestRedisUnreachableIsOneLine(t *testing.T) {
 	}
 }
 
-// TestEnqueueDecodesKnownKindsStrictly: a mistyped field of a known kind
-// is an error naming it; the JSON output is snake_case.
-func TestEnqueueDecodesKnownKindsStrictly(t *testing.T) {
+// TestEnqueueRefusesArgsThatAreNoJSONObject: args that are not one JSON
+// object (trailing data, an array) are a usage error that writes nothing;
+// the JSON output is snake_case.
+func TestEnqueueRefusesArgsThatAreNoJSONObject(t *testing.T) {
 	e := newOperatorEnv(t)
-	code, _, errOut := e.cli("enqueue", "--kind", "transfer", "--args", `{"from":"acct-000","to":"acct-001","cent":100}`)
-	if code != 2 || !strings.Contains(errOut, `unknown field "cent"`) {
-		t.Fatalf("mistyped field: %d %q", code, errOut)
-	}
 	for _, trailing := range []string{` {}`, `}`, `]`} {
-		if code, _, errOut := e.cli("enqueue", "--kind", "transfer", "--args", `{"from":"acct-000","to":"acct-001","cents":1}`+trailing); code != 2 || !strings.Contains(errOut, "trailing") {
+		if code, _, errOut := e.cli("enqueue", "--kind", "report", "--unchecked", "--args", `{"customer":"acme"}`+trailing); code != 2 || !strings.Contains(errOut, "not valid JSON") {
 			t.Fatalf("trailing %q: %d %q", trailing, code, errOut)
 		}
+	}
+	if code, _, errOut := e.cli("enqueue", "--kind", "report", "--unchecked", "--args", `["acme"]`); code != 2 || !strings.Contains(errOut, "must be a JSON object") {
+		t.Fatalf("an array: %d %q", code, errOut)
 	}
 	if n, err := e.ledger.Counts(context.Background(), "default"); err != nil || n[jobs.Pending] != 0 {
 		t.Fatalf("a refused enqueue wrote a job: %v %v", n, err)
 	}
-	code, out, errOut := e.cli("enqueue", "--kind", "transfer", "--json", "--op", "op-json", "--args", `{"from":"acct-000","to":"acct-001","cents":100}`)
+	code, out, errOut := e.cli("enqueue", "--kind", "report", "--unchecked", "--json", "--op", "op-json", "--args", `{"customer":"acme"}`)
 	var res map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res["operation_id"] != "op-json" || res["job_id"] == "" ||
 		res["queue"] != "default" || res["deduplicated"] != false || len(res) != 4 {
 		t.Fatalf("enqueue --json: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestQueuesListsAPausedQueueWithoutJobs: a queue paused before it holds
+// a job (a mistyped name) is listed, paused, so the pause can be seen.
+func TestQueuesListsAPausedQueueWithoutJobs(t *testing.T) {
+	e := newOperatorEnv(t)
+	if code, _, errOut := e.cli("pause", "--queue", "typoq", "--actor", "alice", "--note", "deploy"); code != 0 {
+		t.Fatalf("pause: %d %q", code, errOut)
+	}
+	code, out, errOut := e.cli("queues")
+	if code != 0 || !strings.Contains(out, "typoq") || !strings.Contains(out, "by operator:alice since") ||
+		!strings.Contains(out, "1 queue(s)") || strings.Contains(out, "has no queues") {
+		t.Fatalf("queues after pausing an empty queue: %d %q %q", code, out, errOut)
 	}
 }
 

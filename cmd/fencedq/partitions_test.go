@@ -22,7 +22,7 @@ func TestPartitionsCommandOnACluster(t *testing.T) {
 		urls[i] = "redis://" + a
 	}
 	conn := []string{"--redis", strings.Join(urls, ","), "--namespace", ns}
-	for _, bad := range []string{"-1", "65"} {
+	for _, bad := range []string{"-1", "0", "65"} {
 		if code, _, errOut := runCLI(t, append([]string{"partitions", "--queue", "orders", "--set", bad}, conn...)...); code != 2 {
 			t.Fatalf("--set %s: exit %d %q", bad, code, errOut)
 		}

@@ -19,14 +19,25 @@
 // pool's settings (--concurrency, --queues, --lease-ttl, ...) come from the
 // command line only; --help lists the variables.
 //
+// With --enqueue it runs no pool: it enqueues one transfer (its JSON, with
+// --op as the operation id) as the bank's typed job, so validation, the
+// account resource and the redaction of the memo apply, prints the job id
+// and exits:
+//
+//	bank-worker --enqueue '{"from":"acct-000","to":"acct-001","cents":100}' --op pay-1
+//
 // Logs are JSON (--log-format text for text), with durations as text
 // ("10s"). Errors are one line on stderr. Exit codes: 0 after a graceful
 // shutdown, 1 failure, 2 bad usage.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -35,6 +46,7 @@ import (
 
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/internal/cli"
+	"github.com/fencedq/fencedq/jobs"
 )
 
 func main() {
@@ -54,8 +66,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.AddFlags(fs)
 	var logs cli.LogFlags
 	logs.Add(fs, slog.LevelInfo)
+	transfer := fs.String("enqueue", "", "enqueue this transfer (JSON: from, to, cents, memo) and exit instead of running a pool")
+	op := fs.String("op", "", "operation id of the --enqueue transfer (an enqueue with the same id is deduplicated)")
 	return cli.Run(ctx, fs, summary, func(ctx context.Context, out io.Writer) error {
+		if *transfer != "" {
+			return enqueue(ctx, cfg, *transfer, *op, out)
+		}
+		if *op != "" {
+			return fmt.Errorf("%w: --op needs --enqueue", cli.ErrUsage)
+		}
 		cfg.Logger = logs.Logger(stderr)
 		return bank.RunWorker(ctx, cfg, out)
 	}, args, stdout, stderr)
+}
+
+// enqueue enqueues transfer (JSON) as a typed bank.Transfer and prints its
+// job id.
+func enqueue(ctx context.Context, cfg bank.WorkerConfig, transfer, op string, out io.Writer) error {
+	var t bank.Transfer
+	dec := json.NewDecoder(bytes.NewReader([]byte(transfer)))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&t)
+	if err == nil && dec.More() {
+		err = errors.New("data after the object")
+	}
+	if err != nil {
+		return fmt.Errorf("%w: --enqueue is not a transfer (from, to, cents, memo): %v", cli.ErrUsage, err)
+	}
+	rdb, err := cli.ConnectRedis(ctx, cfg.Redis)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: cfg.Namespace})
+	defer client.Close()
+	var opts []jobs.Option
+	if op != "" {
+		opts = append(opts, jobs.OperationID(op))
+	}
+	res, err := client.Enqueue(ctx, t, opts...)
+	if errors.Is(err, jobs.ErrInvalid) {
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Deduplicated {
+		fmt.Fprintf(out, "job %s (deduplicated: operation %s was enqueued before)\n", res.JobID, op)
+	} else {
+		fmt.Fprintf(out, "job %s enqueued\n", res.JobID)
+	}
+	return nil
 }

@@ -243,3 +243,46 @@ func get(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+// TestEnqueueMode: --enqueue enqueues one typed transfer (its account
+// resource and the memo's redaction apply) and exits; the same --op is
+// deduplicated; a body that is no valid transfer is exit 2, nothing written.
+func TestEnqueueMode(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	base := []string{"--redis", "redis://" + srv.Addr, "--namespace", ns}
+	enq := func(args ...string) (int, string, string) {
+		return runCmd(t, append(append([]string{}, base...), args...)...)
+	}
+	body := `{"from":"acct-000","to":"acct-001","cents":100,"memo":"birthday"}`
+	code, out, errOut := enq("--enqueue", body, "--op", "pay-1")
+	if code != 0 || !strings.HasPrefix(out, "job ") || !strings.HasSuffix(out, " enqueued\n") || errOut != "" {
+		t.Fatalf("--enqueue: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	id := strings.Fields(out)[1]
+	code, out, _ = enq("--enqueue", body, "--op", "pay-1")
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "deduplicated") {
+		t.Fatalf("the same --op again: code %d, stdout %q", code, out)
+	}
+	rec, err := jobs.NewInspector(srv.Client(), jobs.Config{Namespace: ns}).Get(context.Background(), jobs.DefaultQueue, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Resource != "account:acct-000" || strings.Contains(string(rec.Args), "birthday") {
+		t.Fatalf("the enqueued transfer: resource %q, args %s (want account:acct-000, memo redacted)", rec.Resource, rec.Args)
+	}
+	for _, c := range []struct{ args []string }{
+		{[]string{"--enqueue", `{"from":"acct-000","to":"acct-001","cents":100,"order":"x"}`}},
+		{[]string{"--enqueue", `{"from":"acct-000","to":"acct-001","cents":100} {}`}},
+		{[]string{"--enqueue", `{"from":"acct-000","to":"acct-000","cents":100}`}},
+		{[]string{"--enqueue", `not json`}},
+		{[]string{"--op", "pay-2"}},
+	} {
+		if code, out, errOut := enq(c.args...); code != 2 || out != "" || !strings.HasPrefix(errOut, "bank-worker: ") {
+			t.Errorf("%v: code %d, stdout %q, stderr %q (want exit 2)", c.args, code, out, errOut)
+		}
+	}
+	if n, err := jobs.NewInspector(srv.Client(), jobs.Config{Namespace: ns}).Counts(context.Background(), jobs.DefaultQueue); err != nil || n[jobs.Pending] != 1 {
+		t.Fatalf("jobs after the refused enqueues: %v, %v (want the one transfer pending)", n, err)
+	}
+}
