@@ -62,6 +62,9 @@ func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string
 			return "", false, wrap("enqueue workflow "+w.ID, err)
 		}
 	}
+	if err := l.checkStepOperations(ctx, w); err != nil {
+		return "", false, err
+	}
 	byQueue := map[string][]any{}
 	var order []string
 	var roots [][2]string
@@ -127,6 +130,58 @@ func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string
 	}
 	l.moveAfter(ctx, w.Home)
 	return id, dedup, nil
+}
+
+// checkStepOperations refuses w (ErrInvalid, before anything is written)
+// when a step's operation id already names another job in its queue: the
+// step would run an operation that ran, or runs, as that job. A step of a
+// workflow enqueued before (the same step id) is not another job.
+// wf_enqueue.lua checks again, for an enqueue racing this one.
+func (l *Ledger) checkStepOperations(ctx context.Context, w *NewWorkflow) error {
+	type look struct {
+		step   *WorkflowStep
+		named  string
+		exists *redis.IntCmd
+		holder *redis.StringCmd
+	}
+	var looks []look
+	pipe := l.rdb.Pipeline()
+	seen := map[[2]string]string{} // logical queue, operation id -> step
+	for i := range w.Steps {
+		s := &w.Steps[i]
+		op := s.Job.OperationID
+		if op == "" {
+			continue
+		}
+		qo := [2]string{Logical(s.Job.Queue), op}
+		if other, dup := seen[qo]; dup {
+			return Invalid("steps %s and %s have the same operation id %q in queue %s: each step runs an operation of its own", other, s.Name, op, qo[0])
+		}
+		seen[qo] = s.Name
+		lk := look{step: s, named: OpJobID(s.Job.Queue, op)}
+		if lk.named != "" && lk.named != s.Job.ID {
+			lk.exists = pipe.Exists(ctx, l.JobKey(s.Job.Queue, lk.named))
+		}
+		lk.holder = pipe.Get(ctx, l.opKey(s.Job.Queue, op))
+		looks = append(looks, lk)
+	}
+	if len(looks) == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return wrap("enqueue workflow "+w.ID, err)
+	}
+	for _, lk := range looks {
+		holder := lk.holder.Val()
+		if lk.exists != nil && lk.exists.Val() == 1 {
+			holder = lk.named
+		}
+		if holder != "" && holder != lk.step.Job.ID {
+			return Invalid("step %s: operation id %q already names job %s in queue %s: a step runs an operation of its own (give it another operation id)",
+				lk.step.Name, lk.step.Job.OperationID, holder, lk.step.Job.Queue)
+		}
+	}
+	return nil
 }
 
 // autoMove makes the calls that write hand-over records move them at once

@@ -34,6 +34,17 @@ if home then
     return reply
   end
 end
+-- A step whose operation id names another job (an enqueue that raced
+-- EnqueueWorkflow's check) refuses the call before it writes anything.
+for i = 8, #ARGV, 19 do
+  local sop = ARGV[i + 2]
+  if sop ~= '' then
+    local holder = op_holder(sop)
+    if holder and holder ~= ARGV[i] then
+      return redis.error_reply('FENCEDQ step ' .. ARGV[i + 10] .. ': operation id ' .. sop .. ' already names job ' .. holder)
+    end
+  end
+end
 seq_bump()
 local created, due = 0, {}
 for i = 8, #ARGV, 19 do
@@ -50,7 +61,7 @@ for i = 8, #ARGV, 19 do
     local run_at, srun_at = write_new_job(i, extra)
     if ARGV[i + 2] ~= '' and not op_holder(ARGV[i + 2]) then
       redis.call('SET', opkey(ARGV[i + 2]), id)
-    end
+    end -- else this step's own id names it (checked above)
     if #deps > 0 then
       redis.call('SADD', wf_waitsk(id), unpack(deps))
       redis.call('ZADD', wf_waitk(), snow, id)

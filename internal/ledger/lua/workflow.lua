@@ -29,7 +29,7 @@ local wf_handed = {n = 0}
 -- its own dependents must hear of it, else nil.
 local function wf_deliver(id, from, what, retention)
   local k = jobkey(id)
-  local h = redis.call('HMGET', k, 'state', 'wf_allow', 'wf_cause', 'op')
+  local h = redis.call('HMGET', k, 'state', 'wf_allow', 'wf_cause', 'op', 'run_at')
   if what == 'reopen' then
     if h[1] == 'waiting' then
       redis.call('SADD', wf_waitsk(id), from)
@@ -55,7 +55,10 @@ local function wf_deliver(id, from, what, retention)
     redis.call('SREM', wf_waitsk(id), from)
     if redis.call('SCARD', wf_waitsk(id)) == 0 then
       redis.call('ZREM', wf_waitk(), id)
-      redis.call('ZADD', index['pending'], snow, id)
+      -- due now, or at the step's own Delay or RunAt if that is later
+      local due = snow
+      if h[5] and num(h[5]) > now then due = h[5] end
+      redis.call('ZADD', index['pending'], due, id)
       redis.call('HSET', k, 'state', 'pending')
       redis.call('HINCRBY', statsk, 'promoted', 1)
       wake()
