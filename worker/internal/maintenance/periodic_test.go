@@ -107,9 +107,18 @@ func TestPeriodicPass(t *testing.T) {
 	if sched.Created.IsZero() || sched.NextTick.IsZero() || sched.NextTick.Before(sched.Created) {
 		t.Fatalf("registered schedule %+v: want its creation and a next tick after it", sched)
 	}
-	// The clock must pass the next tick for it to be due (Redis's clock and
-	// this process's are the same machine's).
-	time.Sleep(time.Until(sched.NextTick) + 10*time.Millisecond)
+	// The clock must pass both schedules' next ticks for them to be due
+	// (Redis's clock and this process's are the same machine's); the
+	// broken one was registered after the first, by as long as its pass.
+	broken, err := f.ledger.Schedule(f.ctx, "broken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := sched.NextTick
+	if broken.NextTick.After(last) {
+		last = broken.NextTick
+	}
+	time.Sleep(time.Until(last) + 10*time.Millisecond)
 
 	if err := l.periodic.runOnce(f.ctx, leader); err != nil {
 		t.Fatalf("one broken schedule failed the pass: %v", err)
