@@ -83,11 +83,7 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := make([]string, 0, len(lim))
-	for k := range lim {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := sortedKeys(lim)
 	rkeys := sortedKeys(rates)
 	// The counts of every key: its holders zset's members (permits and
 	// promises, which score 0: flow.lua), its permits, its parked jobs.

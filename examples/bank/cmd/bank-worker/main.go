@@ -87,8 +87,8 @@ func enqueue(ctx context.Context, cfg bank.WorkerConfig, transfer, op string, ou
 	dec := json.NewDecoder(bytes.NewReader([]byte(transfer)))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&t)
-	if err == nil && dec.More() {
-		err = errors.New("data after the object")
+	if _, terr := dec.Token(); err == nil && !errors.Is(terr, io.EOF) { // More misses a stray "}" or "]"
+		err = errors.New("trailing data after the JSON object")
 	}
 	if err != nil {
 		return fmt.Errorf("%w: --enqueue is not a transfer (from, to, cents, memo): %v", cli.ErrUsage, err)

@@ -274,6 +274,7 @@ func TestEnqueueMode(t *testing.T) {
 	for _, c := range []struct{ args []string }{
 		{[]string{"--enqueue", `{"from":"acct-000","to":"acct-001","cents":100,"order":"x"}`}},
 		{[]string{"--enqueue", `{"from":"acct-000","to":"acct-001","cents":100} {}`}},
+		{[]string{"--enqueue", `{"from":"acct-000","to":"acct-001","cents":100}}`}},
 		{[]string{"--enqueue", `{"from":"acct-000","to":"acct-000","cents":100}`}},
 		{[]string{"--enqueue", `not json`}},
 		{[]string{"--op", "pay-2"}},
