@@ -85,6 +85,9 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	}
 	keys := sortedKeys(lim)
 	rkeys := sortedKeys(rates)
+	if len(rkeys) > maxLimitKeys {
+		rkeys = rkeys[:maxLimitKeys]
+	}
 	// The counts of every key: its holders zset's members (permits and
 	// promises, which score 0: flow.lua), its permits, its parked jobs.
 	var out []LimitStatus
@@ -195,14 +198,12 @@ func (l *Ledger) pruneLimits(ctx context.Context, q string, keys []string) {
 	}
 }
 
+// sortedKeys returns the keys of m in order (callers cap them).
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if len(keys) > maxLimitKeys {
-		keys = keys[:maxLimitKeys]
-	}
 	return keys
 }
