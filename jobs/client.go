@@ -557,11 +557,11 @@ func roundUpMS(d time.Duration) time.Duration {
 }
 
 func init() {
-	clientledger.Of = func(c any) *ledger.Ledger {
+	clientledger.Of = func(c any) (*ledger.Ledger, error) {
 		if c, ok := c.(*Client); ok && c != nil {
-			return c.ledger
+			return c.ledger, c.nsErr
 		}
-		return nil
+		return nil, nil
 	}
 	clientledger.Route = func(ctx context.Context, c any, js []*ledger.NewJob) error {
 		if c, ok := c.(*Client); ok && c != nil {

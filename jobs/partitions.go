@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/fencedq/fencedq/internal/ledger"
 )
 
@@ -127,6 +129,14 @@ func (c *Client) route(ctx context.Context, js []*ledger.NewJob) error {
 		n := uint64(0)
 		if key == "" && j.OperationID == "" {
 			n = c.parts.spread.Add(1)
+		}
+		// An id naming its operation id (ledger.OpJobID) is unique within
+		// the logical queue only while the operation id lives in one
+		// partition, but it can be in two: given with two partition keys,
+		// with a unique key, or enqueued again after a layout change. A
+		// partition's job gets a random id instead (and an operation key).
+		if j.OperationID != "" && j.ID == ledger.OpJobID(j.Queue, j.OperationID) {
+			j.ID = uuid.NewString()
 		}
 		j.Queue = ledger.PartitionNames(j.Queue, p)[ledger.RoutePartition(p, key, j.OperationID, n)]
 	}

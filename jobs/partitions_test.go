@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -195,5 +196,61 @@ func TestPartitionedQueueOnACluster(t *testing.T) {
 	}
 	if _, err := insp.Partitions(ctx, names[0]); !errors.Is(err, jobs.ErrInvalid) {
 		t.Fatalf("Partitions of a partition: %v", err)
+	}
+}
+
+// TestPartitionedOperationIDsNameOneJobEach: an operation id can be in two
+// partitions of a queue (enqueued again after a layout change, or given
+// with two partition keys); each job keeps an id of its own, so an
+// operator action given the queue's name and a job's id acts on that job,
+// while a repeat of an enqueue still finds its job.
+func TestPartitionedOperationIDsNameOneJobEach(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	before := enqueued(t, c, syncArgs{Customer: "a"}, jobs.Queue("orders"), jobs.OperationID("x"), jobs.Delay(time.Hour))
+	if _, err := c.SetPartitions(ctx, "orders", 3); err != nil {
+		t.Fatal(err)
+	}
+	after := enqueued(t, c, syncArgs{Customer: "b"}, jobs.Queue("orders"), jobs.OperationID("x"), jobs.Delay(time.Hour))
+	// Two partition keys (found so that they pick two partitions).
+	var keyed []*jobs.Result
+	for i := 0; len(keyed) < 2; i++ {
+		r := enqueued(t, c, syncArgs{Customer: "c"}, jobs.Queue("orders"), jobs.OperationID("y"), jobs.PartitionKey(fmt.Sprint("k", i)), jobs.Delay(time.Hour))
+		if len(keyed) == 0 || r.Partition != keyed[0].Partition {
+			keyed = append(keyed, r)
+		}
+	}
+	for _, pair := range [][2]*jobs.Result{{before, after}, {keyed[0], keyed[1]}} {
+		a, b := pair[0], pair[1]
+		if a.Deduplicated || b.Deduplicated || a.Partition == b.Partition {
+			t.Fatalf("want two jobs in two partitions: %+v, %+v", a, b)
+		}
+		if a.JobID == b.JobID {
+			t.Fatalf("jobs in %s and %s share the id %s", a.Partition, b.Partition, a.JobID)
+		}
+		if _, err := c.Cancel(ctx, "orders", b.JobID, "alice", ""); err != nil {
+			t.Fatal(err)
+		}
+		ra, err := c.Inspector().Get(ctx, a.Partition, a.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := c.Inspector().Get(ctx, b.Partition, b.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ra.State != jobs.Pending || rb.State != jobs.Cancelled || rb.OperationID != b.OperationID {
+			t.Fatalf("cancelling %s of queue orders: the job in %s is %s, the one in %s %s", b.JobID, a.Partition, ra.State, b.Partition, rb.State)
+		}
+	}
+	// A repeat (the same operation id and key) is still deduplicated.
+	again := enqueued(t, c, syncArgs{Customer: "b"}, jobs.Queue("orders"), jobs.OperationID("x"))
+	if !again.Deduplicated || again.JobID != after.JobID {
+		t.Fatalf("repeat: %+v, want the job %s", again, after.JobID)
+	}
+	rec, err := c.Inspector().FindByOperation(ctx, "y")
+	if err != nil || rec.OperationID != "y" {
+		t.Fatalf("FindByOperation: %+v, %v", rec, err)
 	}
 }

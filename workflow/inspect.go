@@ -60,9 +60,12 @@ type Step struct {
 
 // Get reads workflow id: its record and each step's job.
 func Get(ctx context.Context, c *jobs.Client, id string) (*Status, error) {
-	l := clientledger.Of(c)
+	l, err := clientledger.Of(c)
 	if l == nil {
 		return nil, fmt.Errorf("%w: workflow.Get needs a *jobs.Client", jobs.ErrInvalid)
+	}
+	if err != nil {
+		return nil, err
 	}
 	home, err := l.FindWorkflow(ctx, id)
 	if err != nil {
@@ -112,9 +115,12 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 
 // List returns up to n workflows, newest first, skipping offset.
 func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error) {
-	l := clientledger.Of(c)
+	l, err := clientledger.Of(c)
 	if l == nil {
 		return nil, fmt.Errorf("%w: workflow.List needs a *jobs.Client", jobs.ErrInvalid)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if offset < 0 || n <= 0 || n > 1000 {
 		return nil, fmt.Errorf("%w: list workflows: offset ≥ 0 and 1 ≤ n ≤ 1000", jobs.ErrInvalid)
@@ -158,7 +164,7 @@ func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Statu
 	if err != nil {
 		return nil, err
 	}
-	l := clientledger.Of(c)
+	l, _ := clientledger.Of(c) // Get checked c
 	if err := l.MarkWorkflowCancelled(ctx, st.Home, id, "operator:"+actor); err != nil {
 		return nil, err
 	}

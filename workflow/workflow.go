@@ -294,9 +294,12 @@ var ErrNotFound = errors.New("workflow: not found")
 // queues) with steps written in other queues but not started: enqueueing
 // again with the same OperationID then completes it, never doubles it.
 func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (*Result, error) {
-	l := clientledger.Of(c)
+	l, err := clientledger.Of(c)
 	if l == nil {
 		return nil, fmt.Errorf("%w: workflow.Enqueue needs a *jobs.Client", jobs.ErrInvalid)
+	}
+	if err != nil {
+		return nil, err
 	}
 	var o enqueueOptions
 	for _, f := range opts {

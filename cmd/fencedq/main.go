@@ -179,8 +179,12 @@ type commonFlags struct {
 }
 
 // openClient connects to Redis and returns a jobs client on the namespace;
-// closeAll releases both.
+// closeAll releases both. An invalid namespace is bad usage, refused
+// before connecting.
 func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
+	if err := (jobs.Config{Namespace: c.namespace}).Validate(); err != nil {
+		return nil, nil, fmt.Errorf("%w: --namespace: %v", errUsage, err)
+	}
 	rdb, err := cli.ConnectRedis(ctx, c.redis)
 	if err != nil {
 		return nil, nil, err

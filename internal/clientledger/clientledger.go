@@ -9,8 +9,10 @@ import (
 )
 
 // Of returns the ledger behind c, a *jobs.Client, or nil for anything
-// else. Package jobs sets it when it is initialised.
-var Of func(c any) *ledger.Ledger
+// else, and the error (matching jobs.ErrInvalid) every call of c returns
+// when its namespace is invalid, so that nothing is read or written under
+// it. Package jobs sets it when it is initialised.
+var Of func(c any) (*ledger.Ledger, error)
 
 // Route moves each job of js whose queue is partitioned to its partition
 // (by its PartitionKey, else its operation id), as c, a *jobs.Client,
