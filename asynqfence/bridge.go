@@ -281,6 +281,12 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 	if dl, ok := ctx.Deadline(); ok {
 		d.Timeout = time.Until(dl).Round(time.Millisecond)
 	}
+	if err := validDelivery(q, d); err != nil {
+		// As Enqueue refuses it, before anything is recorded (the queue's
+		// registration included); asynq archives the task.
+		b.metrics.Rejected.WithLabelValues(queueLabel(q), metrics.ReasonInvalid).Inc()
+		return fmt.Errorf("asynqfence: %w: %w", err, asynq.SkipRetry)
+	}
 	b.register(ctx, q)
 	log := b.log.With("queue", q, "kind", d.Kind, "job_id", d.ID, "task_id", taskID)
 	// At most: uncertain -> re-run decided -> claimed, with one more look
@@ -320,4 +326,17 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		}
 	}
 	return fmt.Errorf("%w: job %s changed state while being delivered", ErrBusy, d.ID)
+}
+
+// validDelivery checks the names of delivery d into ledger queue q by the
+// rules the ledger's claim applies (an error matching jobs.ErrInvalid), so
+// that a refused delivery registers no queue.
+func validDelivery(q string, d ledger.Delivery) error {
+	if err := ledger.ValidateQueue(q); err != nil {
+		return err
+	}
+	if err := ledger.ValidateOperationID(d.ID); err != nil {
+		return err
+	}
+	return ledger.ValidateKind(d.Kind)
 }

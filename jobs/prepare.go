@@ -38,7 +38,8 @@ type Prepared struct {
 	RatePer time.Duration
 	// Group is the job's fair group (Group, Grouper; "" none).
 	Group string
-	// Unique is the job's uniqueness (Unique; nil when not unique).
+	// Unique is the job's uniqueness (Unique; nil when not unique), its
+	// ByPeriod rounded up to whole milliseconds as Enqueue keeps it.
 	Unique *UniqueOpts
 }
 
@@ -61,6 +62,7 @@ func Prepare(args JobArgs, opts ...Option) (*Prepared, error) {
 	if o.unique != nil {
 		u := *o.unique
 		u.ByFields, u.ByState = append([]string(nil), u.ByFields...), append([]State(nil), u.ByState...)
+		u.ByPeriod = roundUpMS(u.ByPeriod) // the period Enqueue keys it by, as Timeout
 		p.Unique = &u
 	}
 	return p, nil

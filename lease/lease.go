@@ -209,12 +209,22 @@ func (m *Manager) Key(resource string) string {
 	return m.cfg.Namespace + ":lease:{" + resource + "}"
 }
 
-func validate(resource, owner string, ttl time.Duration) error {
+// validateResource refuses a resource name no lease may have.
+func validateResource(resource string) error {
 	switch {
 	case resource == "":
 		return fmt.Errorf("%w: empty resource", ErrInvalid)
 	case len(resource) > MaxResourceLen:
 		return fmt.Errorf("%w: resource longer than %d bytes", ErrInvalid, MaxResourceLen)
+	}
+	return nil
+}
+
+func validate(resource, owner string, ttl time.Duration) error {
+	if err := validateResource(resource); err != nil {
+		return err
+	}
+	switch {
 	case owner == "":
 		return fmt.Errorf("%w: empty owner", ErrInvalid)
 	case strings.ContainsAny(owner, "\r\n"):
@@ -449,9 +459,10 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 // reports ErrLost and the next Acquire may start at once. A mark the key
 // already reaches changes nothing.
 func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error {
+	if err := validateResource(resource); err != nil {
+		return err
+	}
 	switch {
-	case resource == "":
-		return fmt.Errorf("%w: empty resource", ErrInvalid)
 	case uint64(mark) == math.MaxUint64:
 		return fmt.Errorf("%w: no token is above mark %d", ErrInvalid, mark)
 	case mark == 0:
@@ -485,8 +496,8 @@ func (m *Manager) clockKey(resource string) string { return m.Key(resource) + ":
 
 // Holder returns the live lease on resource, or nil when it is free.
 func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {
-	if resource == "" {
-		return nil, fmt.Errorf("%w: empty resource", ErrInvalid)
+	if err := validateResource(resource); err != nil {
+		return nil, err
 	}
 	h, err := holderScript.Run(ctx, m.client, m.keys(resource)).Slice()
 	if err != nil {

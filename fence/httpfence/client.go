@@ -1,10 +1,12 @@
 package httpfence
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/fencedq/fencedq/fence"
@@ -60,7 +62,9 @@ func headerSafe(s string) bool {
 
 // FromRequest reads the fence from req's headers. ok is false when none of
 // the four headers is present. When some are missing the error matches
-// ErrMissing; a malformed token matches fence.ErrInvalid.
+// ErrMissing; a malformed token, or a header sent more than once with
+// different values (which of them would authorise the write?), matches
+// fence.ErrInvalid.
 func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
 	tok := req.Header.Get(HeaderToken)
 	f = fence.Fence{
@@ -70,6 +74,11 @@ func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
 	}
 	if tok == "" && f.Resource == "" && f.Owner == "" && f.OperationID == "" {
 		return fence.Fence{}, false, nil
+	}
+	for _, name := range []string{HeaderToken, HeaderResource, HeaderOwner, HeaderIdempotencyKey} {
+		if vs := req.Header.Values(name); len(vs) > 1 && slices.ContainsFunc(vs[1:], func(v string) bool { return v != vs[0] }) {
+			return f, true, fmt.Errorf("%w: %s sent %d times with different values", fence.ErrInvalid, name, len(vs))
+		}
 	}
 	var missing []string
 	for _, h := range []struct{ name, v string }{
@@ -163,16 +172,22 @@ type ErrorBody struct {
 // *fence.StaleError for 409 stale_token, fence.ErrInProgress for 409
 // operation_in_progress, and a *fence.AlreadyAppliedError when the
 // Fencing-Already-Applied header is "true". Any other response returns nil;
-// judge its status yourself. It reads (and replaces) the body only for
-// those answers.
+// judge its status yourself. It reads the start of the body only for a 409
+// or that header, and replaces resp.Body with one that still yields all of
+// it (closing it closes the original).
 func CheckResponse(resp *http.Response) error {
 	already := resp.Header.Get(HeaderAlreadyApplied) == "true"
 	if !already && resp.StatusCode != http.StatusConflict {
 		return nil
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	_ = resp.Body.Close()
-	resp.Body = io.NopCloser(strings.NewReader(string(raw)))
+	// The middleware's answers are short; a longer body (a service's own
+	// 409) is read no further, and the caller still reads all of it.
+	orig := resp.Body
+	raw, err := io.ReadAll(io.LimitReader(orig, 1<<16))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(raw), orig), orig}
 	if err != nil {
 		return fmt.Errorf("httpfence: read response: %w", err)
 	}

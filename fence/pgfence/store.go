@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -124,7 +125,9 @@ func (s *Store) Tables() (fences, effects string) { return s.t.fences, s.t.effec
 // Apply runs fn in one transaction that first fences f and records its
 // operation id, then commits all three together:
 //
-//  1. f is validated; an incomplete fence fails with an error matching
+//  1. f is validated; an incomplete fence, or one whose resource, owner or
+//     operation id holds a NUL byte or bytes that are not UTF-8 (which a
+//     text column cannot hold), fails with an error matching
 //     fence.ErrInvalid before the database is touched.
 //  2. The resource's high-water row is inserted or locked (SELECT ... FOR
 //     UPDATE semantics through INSERT ... ON CONFLICT DO UPDATE) and raised to
@@ -232,7 +235,7 @@ func validate(fences []fence.Fence) error {
 	}
 	seen := make(map[string]bool, len(fences))
 	for _, f := range fences {
-		if err := f.Validate(); err != nil {
+		if err := validFence(f); err != nil {
 			return err
 		}
 		if f.OperationID != fences[0].OperationID {
@@ -242,6 +245,31 @@ func validate(fences []fence.Fence) error {
 			return fmt.Errorf("%w: resource %q fenced twice", fence.ErrInvalid, f.Resource)
 		}
 		seen[f.Resource] = true
+	}
+	return nil
+}
+
+// validFence is f.Validate, and refuses with fence.ErrInvalid what a text
+// column cannot hold (textOK), before the database is touched.
+func validFence(f fence.Fence) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	for _, v := range []struct{ name, s string }{{"resource", f.Resource}, {"owner", f.Owner}, {"operation id", f.OperationID}} {
+		if err := textOK(v.name, v.s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// textOK refuses, with fence.ErrInvalid, a string PostgreSQL's text
+// cannot hold: a NUL byte, or bytes that are not UTF-8 (an HTTP header
+// may carry them to Guard). The server would refuse it with an error that
+// does not say the input was invalid.
+func textOK(name, s string) error {
+	if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s %q holds a NUL byte or bytes that are not UTF-8", fence.ErrInvalid, name, s)
 	}
 	return nil
 }
@@ -362,7 +390,7 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 	if f.OperationID == "" {
 		f.OperationID = "-" // not recorded; only satisfies Validate
 	}
-	if err := f.Validate(); err != nil {
+	if err := validFence(f); err != nil {
 		return err
 	}
 	b := &pgx.Batch{}
@@ -400,6 +428,9 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, bool, error) {
 	if operationID == "" {
 		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
+	}
+	if err := textOK("operation id", operationID); err != nil {
+		return fence.Effect{}, false, err
 	}
 	rec := fence.Effect{OperationID: operationID}
 	var tok string

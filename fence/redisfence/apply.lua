@@ -32,8 +32,32 @@ local function cmp(a, b) -- decimal strings without leading zeros
   return 1
 end
 
-local function isint(v)
-  return v ~= nil and #v <= 20 and string.match(v, '^-?%d+$') ~= nil
+-- i64 reads v as Redis reads an integer (INCRBY, HINCRBY): '0', or an optional '-' and digits
+-- without a leading zero, within the signed 64-bit range. It returns the value as {hi, lo},
+-- hi * 1e9 + lo with both of its sign (exact as Lua numbers), or nil where Redis would refuse v.
+local function i64(v)
+  if v == '0' then return {0, 0} end
+  local neg, mag = string.match(v or '', '^(%-?)([1-9]%d*)$')
+  if not mag or #mag > 19 then return nil end
+  if #mag == 19 and mag > (neg == '-' and '9223372036854775808' or '9223372036854775807') then
+    return nil
+  end
+  local hi, lo = 0, tonumber(string.sub(mag, -9))
+  if #mag > 9 then hi = tonumber(string.sub(mag, 1, -10)) end
+  if neg == '-' then return {-hi, -lo} end
+  return {hi, lo}
+end
+
+-- fits reports whether a + b (as i64 returns them) is within the signed 64-bit range, where
+-- Redis's INCRBY and HINCRBY would not refuse the sum as an overflow.
+local function fits(a, b)
+  local hi, lo = a[1] + b[1], a[2] + b[2]
+  while lo < 0 do hi, lo = hi - 1, lo + 1e9 end
+  while lo >= 1e9 do hi, lo = hi + 1, lo - 1e9 end
+  -- max 9223372036 * 1e9 + 854775807; min -9223372037 * 1e9 + 145224192
+  if hi > 9223372036 or (hi == 9223372036 and lo > 854775807) then return false end
+  if hi < -9223372037 or (hi == -9223372037 and lo < 145224192) then return false end
+  return true
 end
 
 local tok, owner, resource, opid, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -71,16 +95,28 @@ for i = 1, n do
     -- any type
   elseif cmd == 'INCRBY' then
     if t ~= 'none' and t ~= 'string' then return redis.error_reply('FENCEDQ INCRBY on ' .. t .. ' key ' .. key) end
-    if t == 'string' and not isint(redis.call('GET', key)) then
+    local cur = {0, 0}
+    if t == 'string' then cur = i64(redis.call('GET', key)) end
+    if not cur then
       return redis.error_reply('FENCEDQ INCRBY on non-integer value at ' .. key)
+    end
+    local d = i64(args[1])
+    if not d or not fits(cur, d) then
+      return redis.error_reply('FENCEDQ INCRBY would overflow at ' .. key)
     end
   elseif cmd == 'HSET' then
     if t ~= 'none' and t ~= 'hash' then return redis.error_reply('FENCEDQ HSET on ' .. t .. ' key ' .. key) end
   elseif cmd == 'HINCRBY' then
     if t ~= 'none' and t ~= 'hash' then return redis.error_reply('FENCEDQ HINCRBY on ' .. t .. ' key ' .. key) end
     local v = redis.call('HGET', key, args[1])
-    if v and not isint(v) then
+    local cur = {0, 0}
+    if v then cur = i64(v) end
+    if not cur then
       return redis.error_reply('FENCEDQ HINCRBY on non-integer field ' .. args[1] .. ' at ' .. key)
+    end
+    local d = i64(args[2])
+    if not d or not fits(cur, d) then
+      return redis.error_reply('FENCEDQ HINCRBY would overflow field ' .. args[1] .. ' at ' .. key)
     end
   elseif cmd == 'RPUSH' then
     if t ~= 'none' and t ~= 'list' then return redis.error_reply('FENCEDQ RPUSH on ' .. t .. ' key ' .. key) end

@@ -28,7 +28,9 @@
 // The data keys a write mutates must be in the same hash slot: include
 // "{<resource>}" in them, or use [Store.DataKey] (<ns>:data:{<resource>}:<name>).
 // Apply rejects other keys with fence.ErrInvalid (checked with [Slot] on
-// every deployment, so code that works on one Redis also works on Cluster).
+// every deployment, so code that works on one Redis also works on Cluster),
+// and so it does the store's own keys (<ns>:fence:...), which share the
+// slot but which no mutation may write.
 // Resource names must not contain "{" or "}": a write with one is refused
 // with fence.ErrInvalid before anything is written.
 //
@@ -40,9 +42,10 @@
 //
 // Supported mutations: [Set], [Del], [HSet], [HIncrBy], [IncrBy], [RPush],
 // each key at most once per call. The script reads everything it needs
-// (fence, effect record, the type and integer-ness of every mutated key)
-// before its first write, so a stale fence, a repeated operation or a
-// mutation that cannot apply (error matching [ErrMutation]) writes nothing.
+// (fence, effect record, the type and integer-ness of every mutated key,
+// whether a sum overflows 64 bits) before its first write, so a stale
+// fence, a repeated operation or a mutation that cannot apply (error
+// matching [ErrMutation]) writes nothing.
 //
 // # Effect log and retention
 //
@@ -71,6 +74,13 @@
 // already applied; after it, the operation would apply again. Keep the
 // retention longer than jobs can be retried or left for reconciliation.
 // High-water marks never expire.
+//
+// Run the Redis with maxmemory-policy noeviction (or without maxmemory):
+// an eviction is a deletion the scripts cannot see. Under a volatile-*
+// policy (the default of some managed Redis services) memory pressure
+// evicts effect records, which carry a TTL, and a repeated operation id
+// then applies again; under an allkeys-* policy it may evict high-water
+// marks too, and a lower token is then accepted after a higher one.
 //
 // # Guard
 //

@@ -54,9 +54,12 @@ func RPush(key string, values ...string) Op {
 	return Op{cmd: "RPUSH", key: key, args: values}
 }
 
-// validateOps checks every op is well formed, writes a distinct key and
-// shares the hash slot of the resource's fence keys.
-func validateOps(resource, hwKey string, ops []Op) error {
+// validateOps checks every op is well formed, writes a distinct key,
+// shares the hash slot of the resource's fence keys and is none of the
+// store's own keys (those starting with own, "<ns>:fence:": the high-water
+// mark, effect records, the operation index), which a mutation could
+// otherwise delete or forge, letting a lower token write after a higher one.
+func validateOps(resource, hwKey, own string, ops []Op) error {
 	want := Slot(hwKey)
 	seen := make(map[string]bool, len(ops))
 	for _, o := range ops {
@@ -67,6 +70,8 @@ func validateOps(resource, hwKey string, ops []Op) error {
 			return fmt.Errorf("%w: %s with empty key", fence.ErrInvalid, o.cmd)
 		case (o.cmd == "HSET" || o.cmd == "RPUSH") && len(o.args) == 0:
 			return fmt.Errorf("%w: %s %s without values", fence.ErrInvalid, o.cmd, o.key)
+		case strings.HasPrefix(o.key, own):
+			return fmt.Errorf("%w: key %q is one of the fence store's own keys (%s*)", fence.ErrInvalid, o.key, own)
 		case seen[o.key]:
 			return fmt.Errorf("%w: key %q written twice in one Apply", fence.ErrInvalid, o.key)
 		case Slot(o.key) != want:

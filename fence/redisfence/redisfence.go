@@ -35,7 +35,8 @@ var (
 	// ErrConfig means Config was rejected.
 	ErrConfig = errors.New("redisfence: invalid config")
 	// ErrMutation means a mutation could not apply to the data it found (a
-	// wrong key type, a non-integer counter); nothing was written.
+	// wrong key type, a counter Redis does not read as a 64-bit integer, a
+	// sum that would overflow one); nothing was written.
 	ErrMutation = errors.New("redisfence: mutation rejected")
 )
 
@@ -281,8 +282,9 @@ func refused(err error) bool {
 // Apply checks f and applies ops in one atomic script:
 //
 //  1. f and ops are validated first; an incomplete fence, a resource with a
-//     brace, or an op whose key is outside the resource's hash slot fails
-//     with an error matching fence.ErrInvalid and nothing is written.
+//     brace, or an op whose key is outside the resource's hash slot or is
+//     one of the store's own keys (<ns>:fence:...) fails with an error
+//     matching fence.ErrInvalid and nothing is written.
 //  2. The operation id is bound to f.Resource (IndexKey), so that it applies
 //     on one resource only and Applied can find it. If it is bound to
 //     another resource, Apply returns without writing: a *fence.StaleError
@@ -295,8 +297,9 @@ func refused(err error) bool {
 //  4. If the effect record of f.OperationID exists, it returns a
 //     *fence.AlreadyAppliedError (matching fence.ErrAlreadyApplied) with the
 //     recorded token; fence.ErrInProgress if a Guard holds it pending.
-//  5. Every op's precondition (key type, integer values) is checked; a
-//     failing one returns an error matching ErrMutation.
+//  5. Every op's precondition (key type, integer values, sums within the
+//     signed 64-bit range) is checked; a failing one returns an error
+//     matching ErrMutation.
 //  6. Only then does it write: the high-water mark, the effect record
 //     (expiring after Config.EffectTTL) and the ops, in order.
 //
@@ -308,7 +311,7 @@ func (s *Store) Apply(ctx context.Context, f fence.Fence, ops ...Op) error {
 		return err
 	}
 	hw := s.HighWaterKey(f.Resource)
-	if err := validateOps(f.Resource, hw, ops); err != nil {
+	if err := validateOps(f.Resource, hw, s.cfg.Namespace+":fence:", ops); err != nil {
 		return err
 	}
 	if err := s.claim(ctx, f); err != nil {
