@@ -172,10 +172,14 @@ func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 // bulkRequest is a bulk action over jobs the page selected (api/jobs with
 // select=1) and the operator confirmed.
 type bulkRequest struct {
-	// Action is "cancel" or "rerun".
+	// Action is "cancel", "rerun" or "run_now".
 	Action string   `json:"action"`
 	Jobs   []jobRef `json:"jobs"`
 	Note   string   `json:"note"`
+	// State is the state the jobs were selected in (optional): a re-run
+	// then applies only to the jobs still in it, so a job that moved on
+	// (to uncertain, say) is not run again blindly.
+	State jobs.State `json:"state"`
 }
 
 type bulkFailure struct {
@@ -194,19 +198,24 @@ type bulkResult struct {
 
 // apiBulk cancels, re-runs or runs now each listed job, recording the actor and the
 // note with each, and reports which could not be (a job may have moved on
-// since it was selected).
+// since it was selected; a re-run given the state they were selected in
+// skips those no longer in it).
 func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 	who, ok := h.authorizeAction(w, r)
 	if !ok {
 		return
 	}
 	var req bulkRequest
-	shape := `{"action": "cancel|rerun|run_now", "jobs": [{"queue": "...", "id": "..."}], "note": "why"}`
+	shape := `{"action": "cancel|rerun|run_now", "jobs": [{"queue": "...", "id": "..."}], "note": "why", "state": "..."}`
 	if !decodeBody(w, r, maxBulkBody, &req, shape) {
 		return
 	}
 	if req.Action != "cancel" && req.Action != "rerun" && req.Action != "run_now" {
 		writeError(w, http.StatusBadRequest, "invalid", "action must be cancel, rerun or run_now")
+		return
+	}
+	if req.State != "" && !req.State.Valid() {
+		writeError(w, http.StatusBadRequest, "invalid", "state must be the state the jobs were selected in, one of "+stateNames)
 		return
 	}
 	if len(req.Jobs) == 0 || len(req.Jobs) > maxSelection {
@@ -237,8 +246,12 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 			_, err = h.client.Cancel(ctx, j.Queue, j.ID, who.actor, n)
 		case "run_now":
 			_, err = h.client.RunNow(ctx, j.Queue, j.ID, who.actor, n)
-		default:
-			_, err = h.client.Resolve(ctx, j.Queue, j.ID, jobs.DecideRerun, who.actor, n)
+		case "rerun":
+			if req.State != "" {
+				_, err = h.client.ResolveSeen(ctx, j.Queue, j.ID, jobs.Seen{State: req.State, AnyToken: true}, jobs.DecideRerun, who.actor, n)
+			} else {
+				_, err = h.client.Resolve(ctx, j.Queue, j.ID, jobs.DecideRerun, who.actor, n)
+			}
 		}
 		if err == nil {
 			out.Done++

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // Limits on what one request reads.
@@ -578,10 +579,17 @@ func (h *Handler) apiLogin(w http.ResponseWriter, r *http.Request) {
 type resolveRequest struct {
 	Decision jobs.Decision `json:"decision"`
 	Note     string        `json:"note"`
+	// State and Token are what the page showed (the job's state and token,
+	// "" for a job never claimed): given, the decision applies only while
+	// the job is still there (jobs.Client.ResolveSeen), so a decision about
+	// one attempt never lands on a newer one.
+	State jobs.State `json:"state"`
+	Token string     `json:"token"`
 }
 
 // apiResolve applies an operator's decision to an uncertain, review (or,
-// for a re-run, dead or cancelled) job.
+// for a re-run, dead or cancelled) job; with the state and token the page
+// showed, only while the job is still there.
 func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 	who, ok := h.authorizeAction(w, r)
 	if !ok {
@@ -592,7 +600,7 @@ func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req resolveRequest
-	if !decodeBody(w, r, maxResolveBody, &req, `{"decision": "succeeded|rerun|dead", "note": "..."}`) {
+	if !decodeBody(w, r, maxResolveBody, &req, `{"decision": "succeeded|rerun|dead", "note": "...", "state": "...", "token": "..."}`) {
 		return
 	}
 	switch req.Decision {
@@ -606,12 +614,33 @@ func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "note longer than 2000 bytes")
 		return
 	}
+	var seen lease.Token
+	if req.State != "" || req.Token != "" {
+		if !req.State.Valid() {
+			writeError(w, http.StatusBadRequest, "invalid", "state must be the state the job was seen in, one of "+stateNames)
+			return
+		}
+		if req.Token != "" {
+			t, err := strconv.ParseUint(req.Token, 10, 64)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "invalid", "token must be the job's token as shown (decimal), or empty")
+				return
+			}
+			seen = lease.Token(t)
+		}
+	}
 	// Finish a decision that was sent even if the browser goes away, so
 	// what the ledger did is always logged.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.Timeout)
 	defer cancel()
 	log := h.log.With("queue", queue, "job_id", id, "decision", string(req.Decision), "actor", who.actor)
-	rec, err := h.client.Resolve(ctx, queue, id, req.Decision, who.actor, req.Note)
+	var rec *jobs.Record
+	var err error
+	if req.State != "" {
+		rec, err = h.client.ResolveSeen(ctx, queue, id, jobs.Seen{State: req.State, Token: seen}, req.Decision, who.actor, req.Note)
+	} else {
+		rec, err = h.client.Resolve(ctx, queue, id, req.Decision, who.actor, req.Note)
+	}
 	if err != nil {
 		log.WarnContext(ctx, "dashboard: operator decision failed", "error", err)
 		h.fail(w, r, err)

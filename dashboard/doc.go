@@ -109,13 +109,18 @@
 //	GET  api/session                   whether actions are enabled and who is signed in
 //	GET  api/csrf                      a CSRF token (also set as a cookie)
 //	GET  api/login                     asks the browser for basic-auth credentials
-//	POST api/jobs/{queue}/{id}/resolve {"decision": "succeeded|rerun|dead", "note": "..."}
+//	POST api/jobs/{queue}/{id}/resolve {"decision": "succeeded|rerun|dead", "note": "...", "state": "...", "token": "..."}
+//	                                   (state and token, optional: what the page showed; the
+//	                                   decision then applies only while the job is still in
+//	                                   that state with that token, else 409: it moved on)
 //	POST api/jobs/{queue}/{id}/cancel  {"note": "..."} (required)
 //	POST api/jobs/{queue}/{id}/run-now {"note": "..."} (optional): a scheduled pending job due at once
 //	POST api/queues/{queue}/pause      {"note": "..."} (required)
 //	POST api/queues/{queue}/resume     {"note": "..."}
-//	POST api/bulk                      {"action": "cancel|rerun|run_now", "jobs": [{"queue","id"}], "note": "..."}
-//	                                   (at most 1000 jobs; answers done and, per job, why not)
+//	POST api/bulk                      {"action": "cancel|rerun|run_now", "jobs": [{"queue","id"}], "note": "...", "state": "..."}
+//	                                   (at most 1000 jobs; answers done and, per job, why not;
+//	                                   state, optional: the state the jobs were selected in,
+//	                                   which a re-run then applies to only)
 //
 // An action's body is application/json holding exactly one object of the
 // fields shown: an unknown field, a second value ({...}{"action":"rerun"})

@@ -33,13 +33,18 @@ type listFilter struct {
 	limit    int
 }
 
-// timeParam parses an optional time: RFC 3339 or unix milliseconds.
+// maxTimeMillis is the first millisecond of year 10000, which no time in
+// a response can be (encoding/json refuses it).
+const maxTimeMillis = 253402300800000
+
+// timeParam parses an optional time: RFC 3339 or unix milliseconds (before
+// year 10000).
 func timeParam(s string) (time.Time, bool) {
 	if s == "" {
 		return time.Time{}, true
 	}
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if ms < 0 {
+		if ms < 0 || ms >= maxTimeMillis {
 			return time.Time{}, false
 		}
 		return time.UnixMilli(ms), true
@@ -69,7 +74,7 @@ func parseListFilter(w http.ResponseWriter, r *http.Request) (listFilter, bool) 
 	f.from, ok1 = timeParam(q.Get("from"))
 	f.to, ok2 = timeParam(q.Get("to"))
 	if !ok1 || !ok2 {
-		writeError(w, http.StatusBadRequest, "invalid", "from and to must be RFC 3339 times or unix milliseconds")
+		writeError(w, http.StatusBadRequest, "invalid", "from and to must be RFC 3339 times or unix milliseconds, before year 10000")
 		return f, false
 	}
 	if !f.from.IsZero() && !f.to.IsZero() && f.to.Before(f.from) {

@@ -209,6 +209,10 @@ func (in *Inspector) DueRunning(ctx context.Context, q string, t time.Time, limi
 	return out, nil
 }
 
+// MaxListWindow bounds ListParams: Offset+Limit and Select are at most
+// this many (List reads that many index entries of every queue it lists).
+const MaxListWindow = 1_000_000
+
 // ListParams selects a page of jobs in one state.
 type ListParams struct {
 	// State is the state listed (required).
@@ -225,7 +229,8 @@ type ListParams struct {
 	From, To time.Time
 	// Desc lists newest first (default oldest first).
 	Desc bool
-	// Offset and Limit page the list (Limit 0: 50).
+	// Offset and Limit page the list (Limit 0: 50; Offset+Limit at most
+	// MaxListWindow).
 	Offset, Limit int
 	// Select, when positive, also returns the references of up to Select
 	// matching jobs from the start of the list (for a bulk action).
@@ -273,6 +278,9 @@ func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
 	}
 	if p.Offset < 0 || p.Limit < 0 || p.Select < 0 {
 		return nil, invalid("offset, limit and select must not be negative")
+	}
+	if p.Offset > MaxListWindow-p.Limit || p.Select > MaxListWindow {
+		return nil, invalid("offset plus limit, and select, must be at most %d", MaxListWindow)
 	}
 	if p.Limit == 0 {
 		p.Limit = 50

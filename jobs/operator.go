@@ -2,11 +2,14 @@ package jobs
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // Limits on what an operator action records (Cancel, RunNow, Pause,
@@ -50,6 +53,36 @@ func (c *Client) operator(queue, actor, note string) (string, error) {
 // re-run), with who decided and why. A re-run is due at once and its next
 // attempt gets a new, higher token, so the old attempt stays fenced out.
 func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, actor, note string) (*Record, error) {
+	return c.resolve(ctx, queue, id, nil, d, actor, note)
+}
+
+// Seen is what an operator's decision was made on (Client.ResolveSeen):
+// the job's state and token as a page or a listing showed them.
+type Seen struct {
+	// State is the state the job was seen in.
+	State State
+	// Token is the token it held (Record.Token: its last attempt's; 0
+	// before its first claim), unless AnyToken.
+	Token lease.Token
+	// AnyToken leaves the token unchecked: the decision stands for any
+	// attempt in State (a bulk action over the jobs a filter selected).
+	AnyToken bool
+}
+
+// ResolveSeen is Resolve for a decision made on what the operator saw (a
+// dashboard page, a filtered list): it applies only while the job is
+// still in seen.State and, unless seen.AnyToken, holds seen.Token. A job
+// that moved on since (re-run and claimed again, resolved or cancelled by
+// someone else) fails with an error matching ErrWrongState and nothing is
+// written, so a decision about one attempt never lands on a newer one.
+func (c *Client) ResolveSeen(ctx context.Context, queue, id string, seen Seen, d Decision, actor, note string) (*Record, error) {
+	if !seen.State.Valid() {
+		return nil, invalid("unknown state %q", seen.State)
+	}
+	return c.resolve(ctx, queue, id, &seen, d, actor, note)
+}
+
+func (c *Client) resolve(ctx context.Context, queue, id string, seen *Seen, d Decision, actor, note string) (*Record, error) {
 	switch d {
 	case DecideSucceeded, DecideRerun, DecideDead:
 	default:
@@ -63,10 +96,20 @@ func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, acto
 	if d == DecideRerun {
 		from = append(from, Dead, Cancelled)
 	}
+	r := ledger.Resolution{From: from, Decision: d, Actor: who, Note: note}
+	if seen != nil {
+		if !slices.Contains(from, seen.State) {
+			return nil, fmt.Errorf("%w: job %s was seen %s, which %s does not apply to", ErrWrongState, id, seen.State, d)
+		}
+		r.From = []State{seen.State}
+		if !seen.AnyToken {
+			r.Seen = &seen.Token
+		}
+	}
 	if queue, err = locate(ctx, c.ledger, queue, id); err != nil {
 		return nil, err
 	}
-	if _, err := c.ledger.Decide(ctx, queue, id, ledger.Resolution{From: from, Decision: d, Actor: who, Note: note}); err != nil {
+	if _, err := c.ledger.Decide(ctx, queue, id, r); err != nil {
 		return nil, err
 	}
 	return c.ledger.Get(ctx, queue, id)
@@ -91,8 +134,9 @@ func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Re
 }
 
 // RunNow makes a scheduled job due at once on behalf of an operator
-// (recorded in its history with who and why). Only pending jobs qualify;
-// others fail with ErrWrongState.
+// (recorded in its history with who and why); a job already due keeps its
+// place in the queue. Only pending jobs qualify; others fail with
+// ErrWrongState.
 func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Record, error) {
 	who, err := c.operator(queue, actor, note)
 	if err != nil {

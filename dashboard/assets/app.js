@@ -282,7 +282,11 @@
   }
 
   const jobPath = (queue, id) => 'api/jobs/' + enc(queue) + '/' + enc(id);
-  const resolve = (queue, id, decision, note) => post(jobPath(queue, id) + '/resolve', { decision, note });
+  // resolve sends a decision with the state and token the page showed: the
+  // server refuses it (409) when the job moved on since, so a decision
+  // about one attempt never lands on a newer one.
+  const resolve = (job, decision, note) => post(jobPath(job.queue, job.id) + '/resolve',
+    { decision, note, state: job.state, token: job.token || '' });
 
   // loadBanner shows, above every page, the ledger rewinds (losses of
   // acknowledged writes after a Redis failover) detected in the last day.
@@ -338,7 +342,7 @@
         buttons.forEach((b) => { b.disabled = true; });
         status.textContent = 'Resolving…';
         try {
-          const res = await resolve(job.queue, job.id, d, note.value);
+          const res = await resolve(job, d, note.value);
           status.textContent = 'Resolved: job is now ' + res.job.state + '.';
           rerender(300);
         } catch (err) {
@@ -544,7 +548,8 @@
           };
         },
         run: async (note, selection) => {
-          const res = await post('api/bulk', { action: ba[0], jobs: selection, note });
+          // the state they were selected in: a job that moved on since is left alone
+          const res = await post('api/bulk', { action: ba[0], jobs: selection, note, state: f.state });
           const failed = res.failed.length ? '; ' + res.failed.length + ' could not be (' +
             [...new Set(res.failed.map((x) => x.code))].join(', ') + ')' : '';
           return 'Done: ' + res.done + ' of ' + res.requested + ' jobs' + failed + '.';
@@ -968,14 +973,13 @@
     if (j.state === 'running') {
       // Follow the running attempt: its progress and lease deadline every
       // 2 s; once it ended, show the job anew, unless the operator is
-      // typing in a form.
+      // busy on the page (a confirmation open, typing in a form).
       const follow = async () => {
         if (my !== seq) return;
         try {
           const n = await api('api/jobs/' + enc(queue) + '/' + enc(id));
           if (my !== seq) return;
-          const typing = main.contains(document.activeElement) && /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement.tagName);
-          if ((n.job.state !== 'running' || n.job.token !== j.token) && !typing) { render(true); return; }
+          if ((n.job.state !== 'running' || n.job.token !== j.token) && !busy()) { render(true); return; }
           showProgress(n.job.progress, n.job.attempts);
           if (n.job.deadline) deadline = new Date(n.job.deadline).getTime();
         } catch (_) { /* try again at the next step */ }
@@ -1096,10 +1100,21 @@
     setTimeout(() => { if (my === seq) render(true); }, ms);
   }
 
+  // busy says the operator is in the middle of something a refresh would
+  // throw away: an action's confirmation is open, or they are typing in
+  // a form of the page.
+  function busy() {
+    if (main.querySelector('.confirm-box')) return true;
+    const a = document.activeElement;
+    return main.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName);
+  }
+
+  // schedule refreshes the page after ms, later while it is hidden or the
+  // operator is busy on it.
   function schedule(ms) {
     clearTimeout(timer);
     const my = seq;
-    timer = setTimeout(() => { if (my === seq && !document.hidden) render(true); else if (my === seq) schedule(ms); }, ms);
+    timer = setTimeout(() => { if (my === seq && !document.hidden && !busy()) render(true); else if (my === seq) schedule(ms); }, ms);
   }
 
   function parseRoute() {
@@ -1154,7 +1169,7 @@
     location.hash = '#/search/' + enc(q);
   });
   window.addEventListener('hashchange', () => render(false));
-  document.addEventListener('visibilitychange', () => { if (!document.hidden && (parseRoute().parts[0] || '') === '') render(true); });
+  document.addEventListener('visibilitychange', () => { if (!document.hidden && !busy() && (parseRoute().parts[0] || '') === '') render(true); });
 
   loadSession().finally(() => render(false));
 })();

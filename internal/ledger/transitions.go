@@ -486,13 +486,18 @@ type Resolution struct {
 	// NextIn is how long (by Redis's clock) until the next look
 	// (DecideLater).
 	NextIn time.Duration
+	// Seen, when set, is the token the decision was made on (the job's
+	// last attempt's; 0 before its first claim): a job that no longer
+	// holds it (an attempt was claimed since) fails with ErrWrongState and
+	// nothing is written.
+	Seen *lease.Token
 }
 
 // Decide applies the resolution r to job id of queue q and returns its new
 // state. It is the one primitive behind the reconciler's decisions (fenced by
 // r.Leader) and Client.Resolve, the operator's validated entry point. It
-// fails with ErrNotFound, ErrWrongState (the job is not in r.From) or
-// ErrStale (a newer reconciler leader was seen).
+// fails with ErrNotFound, ErrWrongState (the job is not in r.From, or no
+// longer holds r.Seen) or ErrStale (a newer reconciler leader was seen).
 func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State, error) {
 	switch r.Decision {
 	case DecideSucceeded, DecideRerun, DecideDead, DecideReview, DecideLater:
@@ -510,12 +515,15 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	for i, s := range from {
 		names[i] = string(s)
 	}
-	leader := ""
+	leader, seen := "", ""
 	if r.Leader > 0 {
 		leader = r.Leader.String()
 	}
+	if r.Seen != nil {
+		seen = r.Seen.String()
+	}
 	v, err := l.run(ctx, l.lanes.other, resolveScript, q, id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
-		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds()).Result()
+		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds(), seen).Result()
 	rp := newReply("resolve", v, err)
 	if err := rp.need(2); err != nil {
 		return "", wrap("resolve "+id, err)
@@ -529,6 +537,8 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 		return state, fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
 	case -1:
 		return state, fmt.Errorf("%w: reconciler token %d", ErrStale, r.Leader)
+	case -2:
+		return state, fmt.Errorf("%w: job %s moved on: its attempt token is now %s, not %s", ErrWrongState, id, rp.str(2), seen)
 	}
 	if rp.len() > 2 && rp.int(2) > 0 {
 		l.moveAfter(ctx, q)
@@ -577,8 +587,10 @@ func (l *Ledger) SetPaused(ctx context.Context, q string, paused bool, actor, no
 }
 
 // RunNow makes a scheduled (pending, not yet due) job of queue q due at
-// once, on behalf of actor. A job that is not pending fails with
-// ErrWrongState (a bridged job too: its own queue delivers it).
+// once, on behalf of actor; a pending job already due keeps its place (it
+// is never moved behind the jobs that became due after it). A job that is
+// not pending fails with ErrWrongState (a bridged job too: its own queue
+// delivers it).
 func (l *Ledger) RunNow(ctx context.Context, q, id, actor, note string) error {
 	v, err := l.run(ctx, l.lanes.other, runNowScript, q, id, actor, note).Result()
 	r := newReply("run now", v, err)

@@ -5,15 +5,18 @@
 --      5 actor ('reconciler:<pool>' or 'operator:<name>')   6 evidence or note
 --      7 reconciler leader token ('' for an operator)   8 retention ms
 --      9 next look in ms (for later: Redis TIME plus it)
+--     10 the token the decision was made on ('' for none): the job must
+--        still hold it (no attempt claimed since; missing reads as 0)
 -- A workflow step's end (or an operator's re-run of a failed step, which
 -- reopens the dependents its failure cancelled) reaches its dependents
 -- (workflow.lua).
 -- Reply: {1, new state, hand-over records written}; {0, state} when the job is not in an allowed state
 --        ('missing' when there is no such job); {-1, state} when the
---        reconciler's token is stale.
+--        reconciler's token is stale; {-2, state, token} when the job no
+--        longer holds the token of ARGV 10 (token: the one it holds).
 local id, decision = ARGV[2], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause')
+local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token')
 local state = h[1]
 if not state then return {0, 'missing'} end
 local allowed = false
@@ -21,6 +24,7 @@ for s in string.gmatch(ARGV[3], '[^,]+') do
   if s == state then allowed = true end
 end
 if not allowed then return {0, state} end
+if ARGV[10] and ARGV[10] ~= '' and (h[6] or '0') ~= ARGV[10] then return {-2, state, h[6] or '0'} end
 if not reconciler_ok(ARGV[7]) then return {-1, state} end
 if decision ~= 'succeeded' and decision ~= 'rerun' and decision ~= 'dead' and decision ~= 'review' and decision ~= 'later' then
   return redis.error_reply('unknown decision ' .. decision)

@@ -1,4 +1,5 @@
--- run_now.lua: an operator makes a scheduled job due at once.
+-- run_now.lua: an operator makes a scheduled job due at once (a job already
+-- due stays where it is).
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 job id   3 actor ('operator:<name>')   4 note
 -- Reply: {1, 'pending'}; {0, state} when the job is not a pending native job
@@ -6,13 +7,18 @@
 --        queue delivers).
 local id = ARGV[2]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'bridge', 'group')
+local h = redis.call('HMGET', k, 'state', 'bridge', 'group', 'run_at')
 if not h[1] then return {0, 'missing'} end
 if h[1] ~= 'pending' then return {0, h[1]} end
 if h[2] then return {0, 'bridged'} end
 seq_bump()
-redis.call('HSET', k, 'run_at', fmt(now))
-redis.call('ZADD', index['pending'], fmt(now), id)
+-- due now, never later than it already was: a job already due keeps its
+-- place ahead of the jobs that became due after it
+local due = now
+local cur = redis.call('ZSCORE', index['pending'], id) or h[4]
+if cur and num(cur) < due then due = num(cur) end
+redis.call('HSET', k, 'run_at', fmt(due))
+redis.call('ZADD', index['pending'], fmt(due), id)
 if h[3] then group_unpark(id, h[3]) end -- out of its group's turn (group.lua)
 record(id, {event = 'run_now', actor = ARGV[3], note = ARGV[4]})
 event({type = 'run_now', job = id, actor = ARGV[3], note = ARGV[4]})

@@ -1,0 +1,39 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// TestListRefusesPagesPastAnyIndex: Inspector.List takes a page past
+// anything an index can hold (an offset plus a limit that overflows an
+// int) as a bad request, not a panic or an unbounded read.
+func TestListRefusesPagesPastAnyIndex(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	ctx := context.Background()
+	if _, err := c.Enqueue(ctx, noteArgs{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []jobs.ListParams{
+		{State: jobs.Pending, Offset: math.MaxInt, Limit: 1},
+		{State: jobs.Pending, Offset: 1, Limit: math.MaxInt},
+		{State: jobs.Pending, Select: math.MaxInt},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("List(%+v) panicked: %v", p, r)
+				}
+			}()
+			if _, err := c.Inspector().List(ctx, p); !errors.Is(err, jobs.ErrInvalid) {
+				t.Errorf("List(%+v): %v, want ErrInvalid", p, err)
+			}
+		}()
+	}
+}
