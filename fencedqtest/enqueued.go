@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -17,7 +18,8 @@ type Want struct {
 	// Args, when set, must equal the job's args (compared as JSON, so
 	// sensitive fields count too).
 	Args jobs.JobArgs
-	// Queue is the job's queue.
+	// Queue is the job's queue: a partitioned queue's name matches the jobs
+	// of every partition, a partition's name those of that partition.
 	Queue string
 	// OperationID is the job's operation id.
 	OperationID string
@@ -118,12 +120,12 @@ func RequireNotEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *E
 
 // scan reads the records of kind that match want's fields (all but Args).
 func (e *Env) scan(ctx context.Context, kind string, want *Want) ([]*jobs.Record, error) {
-	qs := []string{want.Queue}
-	if want.Queue == "" {
-		var err error
-		if qs, err = e.ledger.Queues(ctx); err != nil {
-			return nil, err
-		}
+	qs, err := e.ledger.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if want.Queue != "" {
+		qs = queueNames(want.Queue, qs)
 	}
 	states := jobs.States
 	if want.State != "" {
@@ -167,6 +169,22 @@ func (w *Want) matches(rec *jobs.Record) bool {
 		}
 	}
 	return true
+}
+
+// queueNames returns the names holding queue q's jobs among the
+// registered queue names qs: q itself (registered or not) and, for a queue
+// that is not a partition, its partitions.
+func queueNames(q string, qs []string) []string {
+	out := []string{q}
+	if ledger.IsPartition(q) {
+		return out
+	}
+	for _, n := range qs {
+		if n != q && ledger.Logical(n) == q {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // describe names what w matches, for failure messages (args redacted).

@@ -242,3 +242,50 @@ func TestWaitState(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 }
+
+type emailWorker struct{ sent chan string }
+
+func (w emailWorker) Work(_ context.Context, j *jobs.Job[email]) error {
+	w.sent <- j.Args.To
+	return nil
+}
+
+// TestHelpersOnAPartitionedQueue: on a partitioned queue the helpers take
+// the queue's name as every read does (README, "Partitioned queues"):
+// Enqueued and RequireEnqueued with Want.Queue find the job in whichever
+// partition it went to, WorkJob given the queue's name works it, and Work
+// (which enqueues, then works by the result's queue name) runs it.
+func TestHelpersOnAPartitionedQueue(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	cfg := jobs.Config{Namespace: ns}
+	client := jobs.NewClient(rdb, cfg)
+	if _, err := client.SetPartitions(ctx, "mail", 3); err != nil {
+		t.Fatal(err)
+	}
+	env := fencedqtest.New(rdb, cfg)
+	res, err := client.Enqueue(ctx, email{To: "ada@example.com"}, jobs.Queue("mail"), jobs.OperationID("welcome:ada"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Partition == "mail" {
+		t.Fatalf("the job went to %s, want a partition of mail", res.Partition)
+	}
+	job := fencedqtest.RequireEnqueued[email](ctx, t, env, &fencedqtest.Want{Queue: "mail", OperationID: "welcome:ada"})
+	if job.Record.ID != res.JobID || job.Record.Queue != res.Partition {
+		t.Fatalf("found job %s in %s, want %s in %s", job.Record.ID, job.Record.Queue, res.JobID, res.Partition)
+	}
+	if got := fencedqtest.Enqueued[email](ctx, t, env, &fencedqtest.Want{Queue: res.Partition}); len(got) != 1 {
+		t.Fatalf("by the partition's name: %d jobs, want 1", len(got))
+	}
+	fencedqtest.RequireNotEnqueued[email](ctx, t, env, &fencedqtest.Want{Queue: "other"})
+	w := emailWorker{sent: make(chan string, 2)}
+	r := fencedqtest.WorkJob(ctx, t, env, w, "mail", res.JobID)
+	if r.Outcome != worker.OutcomeSucceeded || r.Record.Queue != res.Partition || <-w.sent != "ada@example.com" {
+		t.Fatalf("WorkJob by the queue's name: %s in %s", r.Outcome, r.Record.Queue)
+	}
+	r = fencedqtest.Work(ctx, t, env, w, email{To: "bob@example.com"}, jobs.Queue("mail"))
+	if r.Outcome != worker.OutcomeSucceeded || <-w.sent != "bob@example.com" {
+		t.Fatalf("Work on a partitioned queue: %s, %v", r.Outcome, r.Err)
+	}
+}

@@ -54,8 +54,9 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 	return WorkJob(ctx, tb, e, w, res.Queue, res.JobID)
 }
 
-// WorkJob runs one attempt of pending job id of queue (due or not, the
-// queue paused or not) inline with w, as a pool would: a fenced claim with
+// WorkJob runs one attempt of pending job id of queue (a partitioned
+// queue's name finds the job's partition), due or not and the queue paused
+// or not, inline with w, as a pool would: a fenced claim with
 // a new token, the lease of the resource the job names, w.Work under a
 // context carrying the fence (fence.FromContext), the lease
 // (lease.FromContext) and the deadline (the job's timeout, else
@@ -66,10 +67,13 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // of T's kind.
 func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], queue, id string) *Result {
 	tb.Helper()
-	rec, err := e.ledger.Get(ctx, queue, id)
+	// A partitioned queue's name finds the job's partition, as the
+	// Inspector does; the attempt then runs on the partition.
+	rec, err := e.client.Inspector().Get(ctx, queue, id)
 	if err != nil {
 		tb.Fatalf("fencedqtest: %v", err)
 	}
+	queue = rec.Queue
 	if kind := kindOf[T](); rec.Kind != kind {
 		tb.Fatalf("fencedqtest: job %s is of kind %s, not %s", id, rec.Kind, kind)
 	}

@@ -260,7 +260,7 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 	}
 	o := optionsOf(opts)
 	if c.mw != nil {
-		return one(c.mw(ctx, []*EnqueueRequest{typedRequest(args, o, false)}))
+		return one(c.viaMiddleware(ctx, []*EnqueueRequest{typedRequest(args, o, false)}))
 	}
 	j, err := prepareTyped(args, o)
 	if err != nil {
@@ -289,7 +289,7 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, op
 	}
 	o := optionsOf(opts)
 	if c.mw != nil {
-		return one(c.mw(ctx, []*EnqueueRequest{rawRequest(kind, payload, o)}))
+		return one(c.viaMiddleware(ctx, []*EnqueueRequest{rawRequest(kind, payload, o)}))
 	}
 	j, err := c.prepareRaw(ctx, kind, payload, o)
 	if err != nil {
@@ -370,7 +370,7 @@ func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error
 		for i, p := range ps {
 			reqs[i] = typedRequest(p.Args, optionsOf(p.Options), true)
 		}
-		return c.mw(ctx, reqs)
+		return c.viaMiddleware(ctx, reqs)
 	}
 	js := make([]*ledger.NewJob, len(ps))
 	for i, p := range ps {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -133,8 +134,9 @@ type EnqueueFunc func(ctx context.Context, reqs []*EnqueueRequest) (results []*R
 // sees the results and the error after it. It must call next once, with
 // the same requests in the same order, to have them written (or return an
 // error without calling it, to write nothing); the context it passes on is
-// the one the write runs under. A batch (EnqueueMany) passes through once,
-// so it keeps its single round trip.
+// the one the write runs under. A chain that returns no error without a
+// result for every request fails the call with ErrEnqueueUnknown. A batch
+// (EnqueueMany) passes through once, so it keeps its single round trip.
 type EnqueueMiddleware func(next EnqueueFunc) EnqueueFunc
 
 // chain wraps write in mw, mw[0] outermost.
@@ -144,6 +146,24 @@ func chain(mw []EnqueueMiddleware, write EnqueueFunc) EnqueueFunc {
 		next = mw[i](next)
 	}
 	return next
+}
+
+// viaMiddleware runs reqs through the client's enqueue middleware. A chain
+// that ends without an error but without a result for every request (a
+// middleware that returned nil, nil instead of calling next or returning an
+// error) fails with an error matching ErrEnqueueUnknown: the caller cannot
+// tell whether its jobs were written, and must not get a nil Result and a
+// nil error.
+func (c *Client) viaMiddleware(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
+	res, err := c.mw(ctx, reqs)
+	if err != nil {
+		return res, err
+	}
+	if len(res) != len(reqs) || slices.Contains(res, nil) {
+		return res, fmt.Errorf("%w: the enqueue middleware returned no error and %d results for %d jobs (it must call next, or return an error)",
+			ErrEnqueueUnknown, len(res), len(reqs))
+	}
+	return res, nil
 }
 
 // one returns a single enqueue's result.

@@ -200,3 +200,42 @@ func TestEnqueueMiddlewareKeepsFlowAndGroupOptions(t *testing.T) {
 			rec.RateKey, rec.RateMax, rec.RatePer, rec.Group, seen)
 	}
 }
+
+// TestEnqueueMiddlewareWithoutResultsIsAnError: a middleware that returns
+// neither results nor an error (it swallowed next's error, or dropped the
+// jobs without saying so) does not hand the caller a nil Result with a nil
+// error: the call fails with ErrEnqueueUnknown, for Enqueue, EnqueueRaw
+// and EnqueueMany alike. A middleware that passes next's results on is
+// unaffected.
+func TestEnqueueMiddlewareWithoutResultsIsAnError(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	swallow := func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			if len(reqs) > 0 && reqs[0].OperationID == "pass" {
+				return next(ctx, reqs)
+			}
+			_, _ = next(ctx, reqs)
+			return nil, nil
+		}
+	}
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{swallow}})
+	res, err := c.Enqueue(ctx, accountArgs{Account: "1"})
+	if !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Errorf("Enqueue: %+v, %v; want ErrEnqueueUnknown", res, err)
+	}
+	res, err = c.EnqueueRaw(ctx, "account", []byte(`{"account":"2"}`), jobs.Unchecked(), jobs.Resource("account:2"))
+	if !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Errorf("EnqueueRaw: %+v, %v; want ErrEnqueueUnknown", res, err)
+	}
+	many, err := c.EnqueueMany(ctx, []jobs.Params{{Args: accountArgs{Account: "3"}}, {Args: accountArgs{Account: "4"}}})
+	if !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Errorf("EnqueueMany: %v, %v; want ErrEnqueueUnknown", many, err)
+	}
+	if res, err := c.Enqueue(ctx, accountArgs{Account: "5"}, jobs.OperationID("pass")); err != nil || res == nil || res.JobID == "" {
+		t.Errorf("a middleware passing next's result on: %+v, %v", res, err)
+	}
+	if many, err := c.EnqueueMany(ctx, nil); err != nil || len(many) != 0 {
+		t.Errorf("EnqueueMany of nothing: %v, %v", many, err)
+	}
+}

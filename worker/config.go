@@ -6,7 +6,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +33,16 @@ const (
 	DefaultUnknownKindDefers = 30
 	// MinLeaseTTL is the shortest LeaseTTL accepted.
 	MinLeaseTTL = 100 * time.Millisecond
+	// MaxConcurrency is the largest Concurrency accepted: each slot is an
+	// executor goroutine and a place in the pool's queues, allocated by
+	// NewPool and Run.
+	MaxConcurrency = 100_000
+	// MaxWorkerIDLen is the longest WorkerID accepted, in bytes.
+	MaxWorkerIDLen = 200
+	// MinPollInterval is the shortest FetchPollInterval, Maintenance.Interval
+	// and Maintenance.PruneInterval accepted: each is a loop's period, and
+	// a shorter one turns the loop into a busy loop of Redis calls.
+	MinPollInterval = 10 * time.Millisecond
 )
 
 // Defaults for Config.Maintenance's zero fields.
@@ -47,7 +60,7 @@ type Config struct {
 	// are stated once (its Registerer is not used: see Registerer below).
 	Jobs jobs.Config
 	// Concurrency is the number of jobs run at once (default
-	// DefaultConcurrency).
+	// DefaultConcurrency; at most MaxConcurrency).
 	Concurrency int
 	// Queues maps queue names to priorities (default {"default": 1}).
 	Queues map[string]int
@@ -81,10 +94,11 @@ type Config struct {
 	// never takes more than the free slots (default DefaultFetchBatch).
 	FetchBatch int
 	// FetchPollInterval is how often an idle pool looks for due jobs when no
-	// wake-up arrives (default DefaultFetchPollInterval). Enqueues wake idle
-	// pools at once; polling only covers lost wake-ups. The look is one
-	// pipelined read of every idle queue's earliest due time (no script):
-	// only queues it shows due are claimed.
+	// wake-up arrives (default DefaultFetchPollInterval; at least
+	// MinPollInterval). Enqueues wake idle pools at once; polling only
+	// covers lost wake-ups. The look is one pipelined read of every idle
+	// queue's earliest due time (no script): only queues it shows due are
+	// claimed.
 	FetchPollInterval time.Duration
 	// CompleteBatch caps how many outcomes one completion call carries; the
 	// completer flushes whatever has accumulated as soon as its previous
@@ -100,7 +114,9 @@ type Config struct {
 	// 1s, capped at 5m, with jitter).
 	RetryDelay func(n int) time.Duration
 	// WorkerID names this pool in lease owners and logs (default
-	// hostname-pid-random).
+	// hostname-pid-random): 1 to MaxWorkerIDLen bytes of UTF-8 without
+	// control characters, not only white space. It is part of every
+	// attempt's fence owner, which httpfence sends as a header.
 	WorkerID string
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger
@@ -131,14 +147,15 @@ type MaintenanceConfig struct {
 	PeriodicDisabled bool
 	// Interval between passes of the expirer, the resolver, the status
 	// service, the periodic service and the relays' polls (default
-	// DefaultMaintenanceInterval).
+	// DefaultMaintenanceInterval; at least MinPollInterval).
 	Interval time.Duration
 	// MaxReconcileTries is how many "cannot tell" answers send a job to
 	// review (default DefaultMaxReconcileTries); tries back off
 	// exponentially from Interval.
 	MaxReconcileTries int
 	// PruneInterval is how often index entries of finished jobs past
-	// retention are removed (default DefaultPruneInterval).
+	// retention are removed (default DefaultPruneInterval; at least
+	// MinPollInterval).
 	PruneInterval time.Duration
 	// EffectLog, when set, answers for kinds without a Reconcile method:
 	// an operation id found in the log was applied.
@@ -263,9 +280,22 @@ func (c Config) validate() error {
 			return fmt.Errorf("worker: %s %v is negative", name, d)
 		}
 	}
+	if err := validateWorkerID(c.WorkerID); err != nil {
+		return err
+	}
+	for name, d := range map[string]time.Duration{
+		"fetch poll interval": c.FetchPollInterval, "maintenance interval": c.Maintenance.Interval,
+		"prune interval": c.Maintenance.PruneInterval,
+	} {
+		if d < MinPollInterval {
+			return fmt.Errorf("worker: %s %v below %v", name, d, MinPollInterval)
+		}
+	}
 	switch {
 	case c.Concurrency < 0:
 		return fmt.Errorf("worker: concurrency %d is negative", c.Concurrency)
+	case c.Concurrency > MaxConcurrency:
+		return fmt.Errorf("worker: concurrency %d above %d", c.Concurrency, MaxConcurrency)
 	case c.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("worker: lease TTL %v below %v", c.LeaseTTL, MinLeaseTTL)
 	case c.Maintenance.EffectRetention > 0 && c.Maintenance.EffectRetention < c.Jobs.Retention:
@@ -274,6 +304,21 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: unknown kind defers %d: want -1 (none) or more", c.UnknownKindDefers)
 	case c.FetchBatch < 0 || c.CompleteBatch < 0 || c.Maintenance.MaxReconcileTries < 0:
 		return fmt.Errorf("worker: fetch batch, complete batch and max reconcile tries must not be negative")
+	}
+	return nil
+}
+
+// validateWorkerID checks a worker id: it names lease owners (where a line
+// break is refused), fence owners (sent as HTTP headers by httpfence) and
+// the pool in logs, heartbeats and the CLI.
+func validateWorkerID(id string) error {
+	switch {
+	case len(id) > MaxWorkerIDLen:
+		return fmt.Errorf("worker: worker id longer than %d bytes", MaxWorkerIDLen)
+	case strings.TrimSpace(id) == "":
+		return fmt.Errorf("worker: worker id %q is blank", id)
+	case !utf8.ValidString(id) || strings.ContainsFunc(id, unicode.IsControl):
+		return fmt.Errorf("worker: worker id %q must be UTF-8 without control characters", id)
 	}
 	return nil
 }

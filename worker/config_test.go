@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +38,52 @@ func TestNewPoolRefusesTheJobsConfigTheClientRefuses(t *testing.T) {
 	}
 	if _, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns, Retention: time.Hour}}); err != nil {
 		t.Fatalf("a valid retention: %v", err)
+	}
+}
+
+// TestNewPoolRefusesAbsurdConcurrencyAndWorkerIDs: a concurrency no
+// process can hold is refused with an error instead of panicking (or
+// exhausting memory) while the pool is built; a poll or maintenance
+// interval so short its loop would spin on Redis calls (1 ns: tens of
+// thousands of commands a second from one idle pool) is refused; a worker
+// id that cannot
+// name a lease owner (a line break: every resource lease and the leader
+// election would fail at run time, leaving jobs put back forever) or
+// reach a terminal or an HTTP header as it is (control characters) is
+// refused before anything runs.
+func TestNewPoolRefusesAbsurdConcurrencyAndWorkerIDs(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	for name, cfg := range map[string]worker.Config{
+		"concurrency 2^50":       {Concurrency: 1 << 50},
+		"concurrency over max":   {Concurrency: worker.MaxConcurrency + 1},
+		"worker id line break":   {WorkerID: "pool\n1"},
+		"worker id escape":       {WorkerID: "pool\x1b[2J"},
+		"worker id tab":          {WorkerID: "pool\t1"},
+		"worker id not UTF-8":    {WorkerID: "pool\xff"},
+		"worker id too long":     {WorkerID: strings.Repeat("w", worker.MaxWorkerIDLen+1)},
+		"worker id blank spaces": {WorkerID: "   "},
+		"poll interval 1ns":      {FetchPollInterval: time.Nanosecond},
+		"maintenance 1µs":        {Maintenance: worker.MaintenanceConfig{Interval: time.Microsecond}},
+		"prune interval 1ms":     {Maintenance: worker.MaintenanceConfig{PruneInterval: time.Millisecond}},
+	} {
+		cfg.Jobs = jobs.Config{Namespace: ns}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: NewPool panicked: %v", name, r)
+				}
+			}()
+			p, err := worker.NewPool(rdb, cfg)
+			if p != nil || err == nil {
+				t.Errorf("%s: NewPool accepted it", name)
+			}
+		}()
+	}
+	for _, cfg := range []worker.Config{{Concurrency: worker.MaxConcurrency}, {WorkerID: "host-1/päckchen.42"},
+		{FetchPollInterval: worker.MinPollInterval, Maintenance: worker.MaintenanceConfig{Interval: worker.MinPollInterval, PruneInterval: worker.MinPollInterval}}} {
+		cfg.Jobs = jobs.Config{Namespace: ns}
+		if _, err := worker.NewPool(rdb, cfg); err != nil {
+			t.Errorf("%+v: %v", cfg, err)
+		}
 	}
 }

@@ -56,6 +56,11 @@ func TestDurableClaimNotAcknowledgedIsNotStarted(t *testing.T) {
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("handler ran %d times on an unacknowledged claim", n)
 	}
+	// The put-back's log line (done or failed) names the jobs, so an
+	// operator can tell which jobs come back through lease expiry.
+	if logs := e.logs.String(); !strings.Contains(logs, "put back") || !strings.Contains(logs, job.JobID) {
+		t.Fatalf("the put-back's log does not name job %s:\n%s", job.JobID, tail(logs, 5))
+	}
 	if rec, err := e.ledger.Get(ctx, jobs.DefaultQueue, job.JobID); err != nil || rec.State == jobs.Succeeded {
 		t.Fatalf("job after an unacknowledged claim: %+v, %v", rec, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/fencedq/fencedq/fence"
@@ -16,15 +17,72 @@ import (
 	"github.com/fencedq/fencedq/lease"
 )
 
+// errGoexit is the error of an attempt whose handler (or middleware) ended
+// its goroutine with runtime.Goexit instead of returning.
+var errGoexit = errors.New("handler called runtime.Goexit (t.FailNow, t.Fatal) instead of returning")
+
+// executor runs attempts from p.work until it is closed, then calls
+// wg.Done. A handler that ends its goroutine (runtime.Goexit: t.FailNow
+// in a handler under test) ends the executor with it: execute still
+// completes that attempt, and a new executor takes this one's place, so
+// the pool keeps one per slot and no claimed job waits for an executor
+// that is gone.
+func (p *Pool) executor(wg *sync.WaitGroup) {
+	exited := true
+	defer func() {
+		if exited {
+			wg.Add(1) // this goroutine's count is still held: safe during Wait
+			go p.executor(wg)
+		}
+		wg.Done()
+	}()
+	for a := range p.work {
+		p.execute(a)
+	}
+	exited = false
+}
+
 // execute runs one attempt and hands its outcome to the completer. The slot
 // frees once the outcome is handed over.
 func (p *Pool) execute(a *attempt) {
-	defer p.release()
+	returned := false
+	defer func() {
+		if !returned {
+			p.goexited(a)
+		}
+		p.release()
+	}()
 	p.renewer.add(a)
 	f := p.runAttempt(a)
 	p.renewer.remove(a)
 	a.end()
 	p.completer.add(f)
+	returned = true
+}
+
+// goexited ends attempt a, whose goroutine is exiting without the attempt
+// having returned (runtime.Goexit in its handler or middleware): counted
+// and logged as a handler panic, and committed as a panic is (a retry),
+// unless the attempt's context says the lease was lost, an operator
+// cancelled it or the pool shut down mid-call.
+func (p *Pool) goexited(a *attempt) {
+	c := a.job
+	kind := p.kindLabel(c.Kind)
+	p.metrics.Panics.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
+	a.log.Error("handler ended its goroutine without returning", "error", errGoexit.Error())
+	cause := context.Cause(a.ctx)
+	end := rules.End{Err: errGoexit, Lost: errors.Is(cause, lease.ErrLost), LostCause: cause, Cancelled: a.cancelledByOperator()}
+	if errors.Is(cause, errShutdown) {
+		end.Shutdown = "worker shut down mid-call"
+	}
+	outcome := rules.Decide(end)
+	if outcome.To == jobs.Pending {
+		outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
+	}
+	p.renewer.remove(a)
+	a.end()
+	a.fin = finished{a: a, outcome: outcome, err: errGoexit, kind: kind}
+	p.completer.add(&a.fin)
 }
 
 // runAttempt takes the attempt's resource lease, if its kind names one, runs

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -182,5 +183,60 @@ func TestFlowNameLabelsAreBounded(t *testing.T) {
 	}
 	if n := strings.Count(e.logs.String(), "more distinct limit and rate names than metric labels allow"); n != 1 {
 		t.Fatalf("the cap was logged %d times, want once", n)
+	}
+}
+
+// TestDroppedEntryMetricsLabelTheQueueNotThePartition: the counts of due
+// entries a claim drops (a record gone: rejected{reason="unknown_job"}; a
+// finished job's stray entry: deduplicated{stage="execute"}) are labelled
+// by the queue, as every other pool metric is, never by the partition the
+// claim read.
+func TestDroppedEntryMetricsLabelTheQueueNotThePartition(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetPartitions(ctx, jobs.DefaultQueue, 2); err != nil {
+		t.Fatal(err)
+	}
+	p := e.pool(e.config())
+	hooks := worker.InitHooks(p, t)
+	_ = worker.Register(p, jobs.WorkFunc[plainArgs](func(context.Context, *jobs.Job[plainArgs]) error { return nil }))
+	res := e.enqueue(plainArgs{N: 1})
+	if res.Partition == jobs.DefaultQueue {
+		t.Fatalf("the job went to %s, want a partition", res.Partition)
+	}
+	e.rdb.ZAdd(ctx, e.ledger.StateKey(res.Partition, jobs.Pending), redis.Z{Score: 1, Member: "gone"})
+	e.start(p)
+	hooks.Claimed.WaitFor("the missing job's entry dropped", func(ev worker.ClaimEvent) bool { return len(ev.Result.Dropped) > 0 })
+	jobstest.WaitState(t, e.ledger, res.Partition, res.JobID, jobs.Succeeded)
+	// A stray due entry of the finished job: a duplicate delivery.
+	e.rdb.ZAdd(ctx, e.ledger.StateKey(res.Partition, jobs.Pending), redis.Z{Score: 1, Member: res.JobID})
+	e.rdb.Publish(ctx, e.ledger.NotifyChannel(res.Partition), "1")
+	hooks.Claimed.WaitFor("the finished job's entry dropped", func(ev worker.ClaimEvent) bool {
+		for _, d := range ev.Result.Dropped {
+			if d.ID == res.JobID {
+				return true
+			}
+		}
+		return false
+	})
+	fams, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" && l.GetValue() != jobs.DefaultQueue {
+					t.Errorf("%s{queue=%q}: want the queue %q", f.GetName(), l.GetValue(), jobs.DefaultQueue)
+				}
+			}
+		}
+		seen[f.GetName()] = true
+	}
+	for _, name := range []string{"fencedq_jobs_rejected_total", "fencedq_jobs_deduplicated_total"} {
+		if !seen[name] {
+			t.Errorf("%s not counted", name)
+		}
 	}
 }

@@ -269,12 +269,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	var handlers sync.WaitGroup
 	for range p.cfg.Concurrency {
 		handlers.Add(1)
-		go func() {
-			defer handlers.Done()
-			for a := range p.work {
-				p.execute(a)
-			}
-		}()
+		go p.executor(&handlers)
 	}
 	p.produce(ctx, work)
 	close(p.work)

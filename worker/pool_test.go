@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -353,5 +354,42 @@ func TestGracefulShutdownFinishesInFlightJobs(t *testing.T) {
 		if err != nil || r.State != jobs.Succeeded {
 			t.Fatalf("job %s after shutdown: %+v %v", id, r, err)
 		}
+	}
+}
+
+// TestHandlerGoexitEndsOnlyItsAttempt: a handler that ends its goroutine
+// with runtime.Goexit (t.FailNow or t.Fatal in a handler under test)
+// instead of returning ends its attempt as a panic does (logged with the
+// job id, counted, retried), and the pool keeps its executors: with one
+// slot, the job claimed next runs at once instead of waiting, claimed and
+// never started, until its lease expires and it goes to review.
+func TestHandlerGoexitEndsOnlyItsAttempt(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Concurrency = 1
+	p := e.pool(cfg)
+	var calls atomic.Int32
+	_ = worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, j *jobs.Job[plainArgs]) error {
+		if j.Args.N == 1 && calls.Add(1) == 1 {
+			runtime.Goexit()
+		}
+		return nil
+	}))
+	first := e.enqueue(plainArgs{N: 1})
+	e.start(p)
+	next := e.enqueue(plainArgs{N: 2})
+	rec := jobstest.WaitState(t, e.ledger, "default", next.JobID, jobs.Succeeded)
+	if rec.Attempts != 1 {
+		t.Fatalf("the next job took %d attempts, want 1", rec.Attempts)
+	}
+	rec = jobstest.WaitState(t, e.ledger, "default", first.JobID, jobs.Succeeded)
+	if rec.Attempts != 2 {
+		t.Fatalf("the job whose handler called Goexit took %d attempts, want 2 (a retry)", rec.Attempts)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "handler ended its goroutine") || !strings.Contains(logs, first.JobID) {
+		t.Fatal("the Goexit was not logged with the job id")
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_handler_panics_total")); v != 1 {
+		t.Fatalf("panics metric %v, want 1", v)
 	}
 }

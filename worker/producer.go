@@ -300,17 +300,19 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
 	defer cancel()
 	out := make([]ledger.Completion, len(cs))
+	ids := make([]string, len(cs)) // logged: which jobs, not only how many
 	for i, c := range cs {
 		out[i] = ledger.Completion{ID: c.ID, Token: c.Token,
 			Outcome: ledger.Outcome{Defer: true, Reason: reason}}
+		ids[i] = c.ID
 	}
 	defer p.hooks.putBack.Signal(putBackEvent{Queue: q, Jobs: cs, Reason: reason})
 	if _, err := p.ledger.Complete(cctx, q, out); err != nil {
 		p.log.Warn("claimed jobs not started could not be put back; they come back when their leases expire",
-			"queue", q, "jobs", len(cs), "reason", reason, "error", err)
+			"queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason, "error", err)
 		return
 	}
-	p.log.Info("claimed jobs put back without starting", "queue", q, "jobs", len(cs), "reason", reason)
+	p.log.Info("claimed jobs put back without starting", "queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason)
 }
 
 // logDropped explains due-index entries a claim removed without an attempt.
@@ -328,10 +330,10 @@ func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 		}
 		switch d.State {
 		case "missing":
-			p.metrics.Rejected.WithLabelValues(q, metrics.ReasonUnknownJob).Inc()
+			p.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonUnknownJob).Inc()
 			p.log.Warn("due entry without a job record removed (expired or lost)", "queue", q, "job_id", d.ID)
 		case string(jobs.Succeeded), string(jobs.Dead), string(jobs.Cancelled):
-			p.metrics.Deduplicated.WithLabelValues(q, metrics.StageExecute).Inc()
+			p.metrics.Deduplicated.WithLabelValues(ledger.Logical(q), metrics.StageExecute).Inc()
 			p.log.Info("duplicate delivery of a finished job acknowledged without running the handler", "queue", q, "job_id", d.ID, "job_state", d.State)
 		default:
 			p.log.Info("stale due entry removed: the job is owned elsewhere", "queue", q, "job_id", d.ID, "job_state", d.State)
