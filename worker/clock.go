@@ -31,7 +31,10 @@ type clockWatch struct {
 func (p *Pool) watchClock(ctx context.Context, leader *maintenance.Leader) {
 	t := time.NewTicker(p.clockEvery)
 	defer t.Stop()
-	for ctx.Err() == nil {
+	for beat := 0; ctx.Err() == nil; beat++ {
+		if beat%evictionEvery == 0 {
+			p.checkEviction(ctx)
+		}
 		p.measureClock(ctx)
 		if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil && ctx.Err() == nil {
 			p.log.Warn("heartbeat failed", "error", err)

@@ -74,6 +74,7 @@ type Pool struct {
 	renewer    *renewer
 	completer  *completer
 	clock      clockWatch    // Redis's clock against the pool's (clock.go)
+	evicting   bool          // Redis may evict keys, as last logged (eviction.go; the heartbeat goroutine only)
 	clockEvery time.Duration // how often it is measured (registerEvery)
 	parts      partitions    // the queues' partitions (partitions.go)
 	hooks      hooks

@@ -43,6 +43,7 @@ type Set struct {
 	Resubmitted *prometheus.CounterVec // queue
 	ClockOffset prometheus.Gauge
 	ClockJumps  prometheus.Counter
+	MayEvict    prometheus.Gauge
 }
 
 // Label values used by the pool.
@@ -151,6 +152,9 @@ func New(reg prometheus.Registerer) *Set {
 		ClockOffset: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencedq_redis_clock_offset_seconds", Help: "Redis's clock (TIME) minus this pool's, measured on each heartbeat from the round trip's midpoint; every lease deadline and due time is on Redis's clock.",
 		}),
+		MayEvict: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencedq_redis_may_evict", Help: "1 when Redis (a master of a Cluster) has a maxmemory and an eviction policy other than noeviction: under memory pressure it deletes keys, job records and fence marks among them; 0 otherwise. Read every minute.",
+		}),
 		ClockJumps: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fencedq_redis_clock_jumps_total", Help: "Times Redis's clock jumped backwards against this pool's between two heartbeats (a failover to a node whose clock is behind, or a clock stepped back).",
 		}),
@@ -191,6 +195,7 @@ func New(reg prometheus.Registerer) *Set {
 	m.Resubmitted = register(reg, m.Resubmitted)
 	m.ClockOffset = register(reg, m.ClockOffset)
 	m.ClockJumps = register(reg, m.ClockJumps)
+	m.MayEvict = register(reg, m.MayEvict)
 	return m
 }
 
