@@ -138,7 +138,7 @@ func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 			}
 			return
 		}
-		var req noteRequest
+		var req pauseRequest
 		if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why"}`) {
 			return
 		}
@@ -149,8 +149,13 @@ func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 		ctx, cancel := h.actionContext(r)
 		defer cancel()
 		action, set := "resume", h.client.Resume
-		if pause {
+		switch {
+		case pause:
 			action, set = "pause", h.client.Pause
+		case req.PauseID != nil:
+			set = func(ctx context.Context, queue, actor, note string) (bool, error) {
+				return h.client.ResumeSeen(ctx, queue, *req.PauseID, actor, note)
+			}
 		}
 		log := h.log.With("queue", queue, "action", action, "actor", who.actor)
 		changed, err := set(ctx, queue, who.actor, n)
@@ -167,6 +172,14 @@ func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 		log.InfoContext(ctx, "dashboard: operator "+action+"d queue", "changed", changed)
 		writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "paused": paused, "changed": changed})
 	}
+}
+
+// pauseRequest is a pause or a resume. PauseID (a resume, optional) names
+// the pause the page showed ("" one recorded without an id): a queue
+// paused again since by another pause stays paused (409 wrong_state).
+type pauseRequest struct {
+	Note    string  `json:"note"`
+	PauseID *string `json:"pause_id"`
 }
 
 // bulkRequest is a bulk action over jobs the page selected (api/jobs with

@@ -116,7 +116,9 @@
 //	POST api/jobs/{queue}/{id}/cancel  {"note": "..."} (required)
 //	POST api/jobs/{queue}/{id}/run-now {"note": "..."} (optional): a scheduled pending job due at once
 //	POST api/queues/{queue}/pause      {"note": "..."} (required)
-//	POST api/queues/{queue}/resume     {"note": "..."}
+//	POST api/queues/{queue}/resume     {"note": "...", "pause_id": "..."} (pause_id, optional: the
+//	                                   pause the page showed, its "id"; a queue paused again
+//	                                   since by another pause stays paused, 409)
 //	POST api/bulk                      {"action": "cancel|rerun|run_now", "jobs": [{"queue","id"}], "note": "...", "state": "..."}
 //	                                   (at most 1000 jobs; answers done and, per job, why not;
 //	                                   state, optional: the state the jobs were selected in,

@@ -318,7 +318,16 @@ func TestActions(t *testing.T) {
 	if p == nil || p.Actor != "operator:"+user || p.Note != "gateway maintenance" {
 		t.Fatalf("paused: %+v", p)
 	}
-	if res, body := act(t, h, "/api/queues/default/resume", `{}`); res.StatusCode != http.StatusOK {
+	// A resume naming another pause than the queue's (the page showed an
+	// earlier one) leaves it paused.
+	if res, body := act(t, h, "/api/queues/default/resume", `{"pause_id":"an-earlier-pause"}`); res.StatusCode != http.StatusConflict ||
+		!strings.Contains(string(body), "wrong_state") {
+		t.Fatalf("resume of another pause: %d %s, want 409", res.StatusCode, body)
+	}
+	if p2, err := f.ledger.Paused(ctx, "default"); err != nil || p2 == nil || p2.ID != p.ID {
+		t.Fatalf("after a resume of another pause: %+v %v, want %+v", p2, err, p)
+	}
+	if res, body := act(t, h, "/api/queues/default/resume", `{"pause_id":"`+p.ID+`"}`); res.StatusCode != http.StatusOK {
 		t.Fatalf("resume: %d %s", res.StatusCode, body)
 	}
 	if p, err := f.ledger.Paused(ctx, "default"); err != nil || p != nil {

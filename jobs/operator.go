@@ -8,6 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -159,16 +161,28 @@ func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Re
 // registry first, so a paused queue is listed (Inspector.Queues, the
 // CLI, the dashboard) even before it holds a job.
 func (c *Client) Pause(ctx context.Context, queue, actor, note string) (bool, error) {
-	return c.setPaused(ctx, queue, true, actor, note)
+	return c.setPaused(ctx, queue, true, nil, actor, note)
 }
 
 // Resume lets pools claim queue's jobs again and wakes idle ones. It
 // reports whether the queue was paused before.
 func (c *Client) Resume(ctx context.Context, queue, actor, note string) (bool, error) {
-	return c.setPaused(ctx, queue, false, actor, note)
+	return c.setPaused(ctx, queue, false, nil, actor, note)
 }
 
-func (c *Client) setPaused(ctx context.Context, queue string, paused bool, actor, note string) (bool, error) {
+// ResumeSeen is Resume for an operator who saw the queue paused by the
+// pause of id pauseID (Pause.ID, as Inspector.Paused or a dashboard page
+// showed it; "" for a pause recorded without an id): a queue resumed and
+// paused again since, by another pause, stays paused and the call fails
+// with an error matching ErrWrongState, so ending one incident's pause
+// never ends the next one's.
+func (c *Client) ResumeSeen(ctx context.Context, queue, pauseID, actor, note string) (bool, error) {
+	return c.setPaused(ctx, queue, false, &pauseID, actor, note)
+}
+
+// setPaused pauses queue's partitions under a new pause id, or resumes
+// them: every pause when seen is nil, else only the pause of id *seen.
+func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen *string, actor, note string) (bool, error) {
 	who, err := c.operator(queue, actor, note)
 	if err != nil {
 		return false, err
@@ -177,18 +191,28 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, actor
 	if err != nil {
 		return false, err
 	}
+	pauseID := ""
 	if paused {
 		// Listed before it is paused: a paused queue nobody can see (a
 		// mistyped name) would hold back jobs enqueued to it later.
 		if err := c.ledger.RegisterQueues(ctx, names...); err != nil {
 			return false, err
 		}
+		pauseID = uuid.NewString() // one for every partition
 	}
 	changed := false
 	for _, n := range names {
-		ch, err := c.ledger.SetPaused(ctx, n, paused, who, note)
+		var ch bool
+		switch {
+		case paused:
+			ch, err = c.ledger.PauseAs(ctx, n, pauseID, who, note)
+		case seen != nil:
+			ch, err = c.ledger.ResumeIf(ctx, n, *seen, who, note)
+		default:
+			ch, err = c.ledger.SetPaused(ctx, n, false, who, note)
+		}
 		if err != nil {
-			return false, err
+			return changed, err
 		}
 		changed = changed || ch
 	}

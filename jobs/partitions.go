@@ -92,7 +92,7 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int) (int, error
 	}
 	if paused != nil { // the new partitions start paused too
 		for _, n := range ledger.PartitionNames(q, p) {
-			if _, err := c.ledger.SetPaused(ctx, n, true, paused.Actor, paused.Note); err != nil {
+			if _, err := c.ledger.PauseAs(ctx, n, paused.ID, paused.Actor, paused.Note); err != nil {
 				return prev, err
 			}
 		}

@@ -234,7 +234,9 @@
       question: paused ? 'Resume queue ' + q.name + '? Pools start its jobs again.'
         : 'Pause queue ' + q.name + '? No new attempts start; running ones finish; enqueues are accepted.',
       run: async (note) => {
-        const res = await post('api/queues/' + enc(q.name) + '/' + (paused ? 'resume' : 'pause'), { note });
+        // a resume names the pause the page showed: a queue paused again since stays paused
+        const body = paused ? { note, pause_id: q.paused.id || '' } : { note };
+        const res = await post('api/queues/' + enc(q.name) + '/' + (paused ? 'resume' : 'pause'), body);
         return 'Queue ' + q.name + (res.paused ? ' is paused.' : ' is running.');
       },
     });

@@ -374,6 +374,9 @@ func (l *Ledger) Queues(ctx context.Context) ([]string, error) {
 
 // Pause describes a paused queue.
 type Pause struct {
+	// ID names this pause (a resume may name the pause it means to end);
+	// "" for a pause recorded without one.
+	ID    string    `json:"id,omitempty"`
 	Actor string    `json:"actor"`
 	Note  string    `json:"note,omitempty"`
 	At    time.Time `json:"at"`
@@ -389,7 +392,7 @@ func (l *Ledger) Paused(ctx context.Context, q string) (*Pause, error) {
 		return nil, wrap("paused "+q, err)
 	}
 	get := jsonFields(v)
-	return &Pause{Actor: get("actor"), Note: get("note"), At: msTime(get("at"))}, nil
+	return &Pause{ID: get("id"), Actor: get("actor"), Note: get("note"), At: msTime(get("at"))}, nil
 }
 
 // IDs returns up to limit job ids in state s of queue q, from offset, in

@@ -575,13 +575,41 @@ func (l *Ledger) Cancel(ctx context.Context, q, id, actor, note string) (State, 
 // reports whether the queue's state changed. Claims skip a paused queue;
 // running attempts go on and enqueues are still accepted.
 func (l *Ledger) SetPaused(ctx context.Context, q string, paused bool, actor, note string) (bool, error) {
+	return l.setPaused(ctx, q, paused, "", actor, note)
+}
+
+// PauseAs is SetPaused's pause under pause id id (Pause.ID), which
+// ResumeIf names.
+func (l *Ledger) PauseAs(ctx context.Context, q, id, actor, note string) (bool, error) {
+	return l.setPaused(ctx, q, true, id, actor, note)
+}
+
+// ResumeIf is SetPaused's resume, applied only while queue q is paused by
+// the pause of id seen (Pause.ID; "" for a pause recorded without one) or
+// not paused at all: a queue paused again since, by another pause, fails
+// with an error matching ErrWrongState and stays paused.
+func (l *Ledger) ResumeIf(ctx context.Context, q, seen, actor, note string) (bool, error) {
+	if seen == "" {
+		seen = noPauseID
+	}
+	return l.setPaused(ctx, q, false, seen, actor, note)
+}
+
+// noPauseID is what ResumeIf sends for a pause seen without an id: no
+// pause id is ever it, so only a pause recorded without one matches.
+const noPauseID = "-"
+
+func (l *Ledger) setPaused(ctx context.Context, q string, paused bool, id, actor, note string) (bool, error) {
 	op := "resume"
 	if paused {
 		op = "pause"
 	}
-	n, err := l.run(ctx, l.lanes.other, pauseScript, q, op, actor, note).Int()
+	n, err := l.run(ctx, l.lanes.other, pauseScript, q, op, actor, note, id).Int()
 	if err != nil {
 		return false, wrap(op+" "+q, err)
+	}
+	if n == -1 {
+		return false, fmt.Errorf("%w: queue %s was paused again since (by another pause than the one seen)", ErrWrongState, q)
 	}
 	return n == 1, nil
 }

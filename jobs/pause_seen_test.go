@@ -1,0 +1,88 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// ResumeSeen ends only the pause the operator saw: a queue resumed and
+// paused again since (another incident) stays paused, on every partition,
+// and the call fails with ErrWrongState. A pause recorded without an id
+// (an earlier version's) is named by "".
+func TestResumeSeenEndsOnlyThePauseSeen(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	in := c.Inspector()
+	ctx := context.Background()
+	if _, err := c.SetPartitions(ctx, "q", 3); err != nil {
+		t.Fatal(err)
+	}
+	paused := func() *jobs.Pause {
+		t.Helper()
+		p, err := in.Paused(ctx, "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, err := c.Pause(ctx, "q", "bob", "incident 1"); err != nil {
+		t.Fatal(err)
+	}
+	first := paused()
+	if first == nil || first.ID == "" {
+		t.Fatalf("pause %+v: want an id", first)
+	}
+	// Someone resumes and pauses again for another incident.
+	if _, err := c.Resume(ctx, "q", "bob", "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Pause(ctx, "q", "carol", "incident 2"); err != nil {
+		t.Fatal(err)
+	}
+	second := paused()
+	if second == nil || second.ID == first.ID {
+		t.Fatalf("second pause %+v: want a new id", second)
+	}
+	// A resume clicked on the first pause leaves the second in place.
+	if _, err := c.ResumeSeen(ctx, "q", first.ID, "alice", "done"); !errors.Is(err, jobs.ErrWrongState) {
+		t.Fatalf("resume of the first pause: %v, want ErrWrongState", err)
+	}
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	for _, n := range ledger.PartitionNames("q", 3) {
+		if p, err := l.Paused(ctx, n); err != nil || p == nil || p.ID != second.ID {
+			t.Fatalf("partition %s after the stale resume: %+v, %v; want the second pause", n, p, err)
+		}
+	}
+	// The pause seen now ends.
+	if changed, err := c.ResumeSeen(ctx, "q", second.ID, "alice", "done"); err != nil || !changed {
+		t.Fatalf("resume of the second pause: %v, %v", changed, err)
+	}
+	if p := paused(); p != nil {
+		t.Fatalf("still paused: %+v", p)
+	}
+	// A queue that runs: nothing to do, no error.
+	if changed, err := c.ResumeSeen(ctx, "q", second.ID, "alice", "again"); err != nil || changed {
+		t.Fatalf("resume of a running queue: %v, %v", changed, err)
+	}
+
+	// A pause recorded without an id is named by "".
+	for _, n := range ledger.PartitionNames("q", 3) {
+		if _, err := l.SetPaused(ctx, n, true, "operator:old", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := paused(); p == nil || p.ID != "" {
+		t.Fatalf("pause without an id read as %+v", p)
+	}
+	if _, err := c.ResumeSeen(ctx, "q", second.ID, "alice", "x"); !errors.Is(err, jobs.ErrWrongState) {
+		t.Fatalf("resume naming another pause: %v, want ErrWrongState", err)
+	}
+	if changed, err := c.ResumeSeen(ctx, "q", "", "alice", "x"); err != nil || !changed || paused() != nil {
+		t.Fatalf("resume of the pause without an id: %v, %v", changed, err)
+	}
+}
