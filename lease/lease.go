@@ -46,7 +46,9 @@ type Lease struct {
 	// Token is the fencing token minted for this holding.
 	Token Token
 	// Deadline is when the lease expires by the Redis server's clock, as of
-	// the last acquire or renew. Compare it with server time, not local time.
+	// the last acquire or Renew of this Lease (a lease a handler's context
+	// carries: see FromContext). Compare it with server time, not local
+	// time.
 	Deadline time.Time
 
 	// sent is the local monotonic time at which the request that set
