@@ -60,7 +60,7 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 		return true, nil // decided meanwhile: look again
 	}
 	v, evidence, asked := b.verdict(ctx, rec, b.reconcilerFor(t, next))
-	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "bridge:" + b.opts.WorkerID, Note: evidence}
+	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "bridge:" + b.opts.WorkerID, Note: evidence, Seen: &rec.Token}
 	result := v.String()
 	switch v {
 	case jobs.Applied:

@@ -354,6 +354,7 @@ func (p *Pool) maintenance() *maintenance.Leader {
 		Reconcile:         p.reconcileFor,
 		Logger:            log,
 		Metrics:           p.metrics,
+		Registerer:        p.cfg.Registerer,
 		Periodic:          periodic,
 		Outboxes:          outboxes(mc.Outboxes),
 		Decided:           &p.hooks.decided,

@@ -106,8 +106,9 @@ type ReconcileFunc func(ctx context.Context, rec *jobs.Record) (jobs.Verdict, er
 
 // Verdict asks f (the kind's Reconcile) if there is one, else the effect
 // log, about rec's effect, and says what the answer rests on. failed is
-// true when Reconcile failed or panicked (the answer is CannotTell); asked
-// is false when there was nothing to ask.
+// true when Reconcile failed or panicked, or the effect log could not be
+// read (the answer is CannotTell); asked is false when there was nothing to
+// ask.
 func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.EffectLog) (v jobs.Verdict, evidence string, asked, failed bool) {
 	if f != nil {
 		v, err := safeReconcile(ctx, f, rec)
@@ -120,7 +121,7 @@ func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.E
 		applied, ok, err := log.Applied(ctx, rec.OperationID)
 		switch {
 		case err != nil:
-			return jobs.CannotTell, "effect log unavailable: " + err.Error(), true, false
+			return jobs.CannotTell, "effect log unavailable: " + err.Error(), true, true
 		case ok:
 			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner), true, false
 		default:

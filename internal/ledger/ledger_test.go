@@ -381,6 +381,27 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatalf("history ttl %v after a final resolution", ttl)
 		}
 	})
+	t.Run("uncertain/decision-about-an-earlier-attempt->unchanged", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue()
+		t1 := f.claimOne(id)
+		f.complete(t1, ledger.Outcome{To: jobs.Uncertain})
+		if _, err := f.c.Resolve(f.ctx, f.q, id, jobs.DecideRerun, "ada", ""); err != nil {
+			t.Fatal(err)
+		}
+		t2 := f.claimOne(id)
+		f.complete(t2, ledger.Outcome{To: jobs.Uncertain})
+		res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideRerun, Actor: "reconciler:x",
+			Note: "not applied", Seen: &t1.Token}
+		if st, err := f.l.Decide(f.ctx, f.q, id, res); !errors.Is(err, jobs.ErrWrongState) || st != jobs.Uncertain {
+			t.Fatalf("a decision about attempt %d on attempt %d: %s, %v; want ErrWrongState", t1.Token, t2.Token, st, err)
+		}
+		f.want(id, jobs.Uncertain)
+		res.Seen = &t2.Token
+		if st, err := f.l.Decide(f.ctx, f.q, id, res); err != nil || st != jobs.Pending {
+			t.Fatalf("a decision about the current attempt: %s, %v", st, err)
+		}
+	})
 	t.Run("uncertain/cannot-tell->review->operator", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()

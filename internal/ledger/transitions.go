@@ -538,7 +538,7 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	case -1:
 		return state, fmt.Errorf("%w: reconciler token %d", ErrStale, r.Leader)
 	case -2:
-		return state, fmt.Errorf("%w: job %s moved on: its attempt token is now %s, not %s", ErrWrongState, id, rp.str(2), seen)
+		return state, fmt.Errorf("%w: job %s moved on (it ran again since): its attempt token is now %s, not %s", ErrWrongState, id, rp.str(2), seen)
 	}
 	if rp.len() > 2 && rp.int(2) > 0 {
 		l.moveAfter(ctx, q)

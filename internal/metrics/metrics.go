@@ -129,7 +129,7 @@ func New(reg prometheus.Registerer) *Set {
 			Name: "fencedq_reconcile_decisions_total", Help: "Decisions about uncertain jobs (the resolver's and the asynq bridge's), by result (applied, not_applied, cannot_tell, review).",
 		}, []string{"queue", "result"}),
 		ReconcileErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fencedq_reconcile_errors_total", Help: "Reconcile calls that failed or panicked, and decisions about uncertain jobs that could not be written.",
+			Name: "fencedq_reconcile_errors_total", Help: "Reconcile calls that failed or panicked, effect-log lookups that failed, and decisions about uncertain jobs that could not be written.",
 		}),
 		LimitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_limit_waits_total", Help: "Due jobs parked by a claim because their concurrency limit was full (each waits, not claimed, until a permit frees), by the limit's name.",

@@ -109,13 +109,17 @@ end
 
 -- record appends one entry to the job's history. The common path (enqueued,
 -- one attempt, succeeded) lives in the job's own fields; the first entry
--- beyond it first writes that path out, so the list is then complete.
+-- beyond it first writes that path out, so the list is then complete. A
+-- history started on a finished job (a late entry: a stale commit, a stray
+-- due entry) expires with the job, as finish would have made it.
 local function record(id, entry)
   local hk = histkey(id)
+  local ttl = nil
   if redis.call('EXISTS', hk) == 0 then
     local f = redis.call('HMGET', jobkey(id), 'created', 'attempts', 'started', 'token', 'owner', 'fence',
       'state', 'finished')
     if f[1] then
+      if f[8] then ttl = redis.call('PTTL', jobkey(id)) end
       redis.call('HSET', jobkey(id), 'hist', '1') -- claims and completions read this flag
       redis.call('RPUSH', hk, cjson.encode({event = 'enqueued', at = f[1]}))
       if num(f[2]) > 0 and entry.event ~= 'attempt' then
@@ -134,6 +138,7 @@ local function record(id, entry)
   if redis.call('RPUSH', hk, cjson.encode(entry)) > HISTORY_CAP then
     redis.call('LTRIM', hk, -HISTORY_CAP, -1)
   end
+  if ttl and ttl > 0 then redis.call('PEXPIRE', hk, ttl) end
 end
 
 -- event appends to the queue's event feed shown by the dashboard.

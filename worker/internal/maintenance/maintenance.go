@@ -61,7 +61,8 @@ type EffectPruner func(ctx context.Context) (int64, error)
 type ReconcileFunc = attempt.ReconcileFunc
 
 // Config configures the leader and its services. Every field is required
-// except EffectLog, EffectPruner, Periodic, Outboxes and Decided.
+// except EffectLog, EffectPruner, Registerer, Periodic, Outboxes and
+// Decided.
 type Config struct {
 	// WorkerID names the pool in the leader lease, the published status
 	// and the resolver's decisions.
@@ -89,6 +90,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics are the pool's series.
 	Metrics *metrics.Set
+	// Registerer is the pool's registry (nil: none), where the leader's
+	// own client counts the rewinds it detects and the enqueues it
+	// re-submits.
+	Registerer prometheus.Registerer
 	// Periodic are the schedules the periodic service enqueues (none: the
 	// service does not run).
 	Periodic []Periodic
@@ -136,7 +141,7 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 	// the client re-submits the enqueues Redis lost: at once when its own
 	// enqueue detects it, else at the pool's next Resubmit.
 	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention(),
-		Logger: cfg.Logger, ResubmitOnRewind: true, EnqueueMiddleware: cfg.EnqueueMiddleware})
+		Logger: cfg.Logger, Registerer: cfg.Registerer, ResubmitOnRewind: true, EnqueueMiddleware: cfg.EnqueueMiddleware})
 	base := func(name string) service {
 		return service{name: name, ledger: ledger, log: cfg.Logger.With("service", name), metrics: cfg.Metrics,
 			errors: cfg.Metrics.MaintenanceErrors.WithLabelValues(name)}

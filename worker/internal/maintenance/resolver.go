@@ -65,11 +65,14 @@ func (r *resolver) runOnce(ctx context.Context, leader lease.Token) error {
 			return err
 		}
 		for _, rec := range recs {
+			if ctx.Err() != nil {
+				return ctx.Err() // the leadership ended: ask nothing more
+			}
 			if rec.State != jobs.Uncertain {
 				continue
 			}
 			if err := r.decide(ctx, rec, leader); err != nil {
-				if errors.Is(err, jobs.ErrStale) {
+				if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 					return err // no longer the leader
 				}
 				r.metrics.ReconcileErrors.Inc()
@@ -81,14 +84,15 @@ func (r *resolver) runOnce(ctx context.Context, leader lease.Token) error {
 }
 
 // verdict asks the kind's Reconcile, else the effect log (see
-// attempt.Verdict); a Reconcile that fails or panics answers "cannot tell"
-// and is counted.
+// attempt.Verdict); a Reconcile that fails or panics, or an effect log that
+// cannot be read, answers "cannot tell" and is counted, unless the
+// leadership ended meanwhile (ctx done: the answer is not used).
 func (r *resolver) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdict, string, bool) {
 	f := r.reconcile(rec.Kind)
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	v, evidence, asked, failed := attempt.Verdict(cctx, rec, f, r.effectLog)
-	if failed {
+	if failed && ctx.Err() == nil {
 		r.metrics.ReconcileErrors.Inc()
 		r.log.Warn("Reconcile failed", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID, "kind", rec.Kind, "error", evidence)
 	}
@@ -97,9 +101,15 @@ func (r *resolver) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdict,
 
 func (r *resolver) decide(ctx context.Context, rec *jobs.Record, leader lease.Token) error {
 	v, evidence, asked := r.verdict(ctx, rec)
+	if err := ctx.Err(); err != nil {
+		return err // the leadership ended mid-call: its answer is not decided on
+	}
 	// The actor names the resolver's decisions in the job's history as it
 	// always has ("reconciler:<pool>"); readers of old histories match it.
-	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + r.workerID, Note: evidence, Leader: leader}
+	// The verdict is about rec's attempt: a job that ran again meanwhile (an
+	// operator's re-run, then another uncertain end) is not decided by it.
+	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + r.workerID, Note: evidence,
+		Leader: leader, Seen: &rec.Token}
 	result := v.String()
 	switch v {
 	case jobs.Applied:
