@@ -536,8 +536,9 @@ func (in *Inspector) ServerTime(ctx context.Context) (time.Time, error) {
 	return in.l.ServerTime(ctx)
 }
 
-// Clock measures Redis's clock against this process's (one TIME call):
-// the offset, within half the round trip.
+// Clock measures Redis's clock against this process's (one TIME call; on
+// Redis Cluster one per master, returning the master farthest from this
+// process's clock): the offset, within half the round trip.
 func (in *Inspector) Clock(ctx context.Context) (ClockSample, error) {
 	return in.l.Clock(ctx)
 }

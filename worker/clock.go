@@ -18,7 +18,8 @@ const clockJumpSlack = 500 * time.Millisecond
 // clockWatch is what the pool knows of Redis's clock.
 type clockWatch struct {
 	mu    sync.Mutex
-	last  ledger.ClockSample
+	last  ledger.ClockSample            // the farthest master's, last measured
+	nodes map[string]ledger.ClockSample // each master's, last measured, by its slots ("" off a cluster)
 	jumps int64
 	large bool // the last measurement was beyond jobs.ClockOffsetWarn
 }
@@ -58,39 +59,56 @@ func (p *Pool) watchClock(ctx context.Context, leader *maintenance.Leader) {
 // jobs.ClockOffsetWarn. Every lease deadline and due time is on Redis's
 // clock; the pool's local deadlines are on its own (monotonic) clock, so an
 // offset is harmless to fencing, but a jump moves every deadline in Redis.
+// On a Redis Cluster each master is measured and compared with the last
+// measurement of its slots (a failover's successor serves the same), and
+// the gauge and the heartbeat carry the master farthest from the pool's
+// clock: masters whose clocks differ are not a jump.
 func (p *Pool) measureClock(ctx context.Context) {
-	s, err := p.ledger.Clock(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
+	ss, err := p.ledger.Clocks(ctx)
+	if err != nil || len(ss) == 0 {
+		if err != nil && ctx.Err() == nil {
 			p.log.Debug("could not measure Redis's clock", "error", err)
 		}
 		return
 	}
+	s := ledger.Farthest(ss)
 	p.metrics.ClockOffset.Set(s.Offset().Seconds())
+	type jump struct {
+		now, prev ledger.ClockSample
+		back      time.Duration
+	}
+	var jumps []jump
 	w := &p.clock
 	w.mu.Lock()
-	prev := w.last
 	w.last = s
-	jumped := false
-	var back time.Duration
-	if !prev.At.IsZero() {
-		back = prev.Offset() - s.Offset()
-		slack := clockJumpSlack + time.Duration((prev.RTTMS+s.RTTMS)/2*float64(time.Millisecond))
+	seen := make(map[string]ledger.ClockSample, len(ss))
+	for _, n := range ss {
+		seen[n.Slots] = n
+		prev, ok := w.nodes[n.Slots]
+		if !ok {
+			continue
+		}
+		back := prev.Offset() - n.Offset()
+		slack := clockJumpSlack + time.Duration((prev.RTTMS+n.RTTMS)/2*float64(time.Millisecond))
 		if back > slack {
-			jumped = true
+			jumps = append(jumps, jump{now: n, prev: prev, back: back})
 			w.jumps++
 		}
 	}
+	w.nodes = seen
 	large := s.Offset().Abs() > jobs.ClockOffsetWarn
 	changed := large != w.large
 	w.large = large
 	w.mu.Unlock()
 
-	if jumped {
+	for _, j := range jumps {
 		p.metrics.ClockJumps.Inc()
+		attrs := []any{"by", j.back, "redis_time", j.now.Redis, "offset", j.now.Offset(), "previous_offset", j.prev.Offset()}
+		if j.now.Node != "" {
+			attrs = append(attrs, "node", j.now.Node, "slots", j.now.Slots)
+		}
 		p.log.Error("Redis's clock jumped backwards: every lease deadline and due time in Redis moved later by as much "+
-			"(a failover to a node whose clock is behind, or a clock stepped back)",
-			"by", back, "redis_time", s.Redis, "offset", s.Offset(), "previous_offset", prev.Offset())
+			"(a failover to a node whose clock is behind, or a clock stepped back)", attrs...)
 	}
 	switch {
 	case changed && large:

@@ -227,16 +227,25 @@ func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, erro
 	var rdb redis.UniversalClient
 	if strings.Contains(addr, ",") {
 		var addrs []string
-		var opt *redis.Options
+		var opt, first *redis.Options
 		for _, u := range strings.Split(addr, ",") {
 			o, err := ParseRedisURL(u)
 			if err != nil {
 				return nil, err
 			}
+			if opt != nil && (o.TLSConfig == nil) != (opt.TLSConfig == nil) {
+				return nil, fmt.Errorf("%w: --redis %q: mixes rediss:// and redis:// (a cluster's nodes all use TLS or none)", ErrUsage, RedactURL(addr))
+			}
 			addrs = append(addrs, o.Addr)
 			opt = o
+			if first == nil {
+				first = o
+			}
 		}
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: opt.Username, Password: opt.Password})
+		// rediss:// URLs keep TLS (with the first node's server name, as
+		// go-redis's ParseClusterURL does): credentials never go in clear.
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: opt.Username, Password: opt.Password,
+			TLSConfig: first.TLSConfig})
 	} else {
 		opt, err := ParseRedisURL(addr)
 		if err != nil {

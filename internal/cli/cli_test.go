@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -243,6 +244,50 @@ func TestRedactURL(t *testing.T) {
 	} {
 		if got := RedactURL(in); got != want || strings.Contains(got, "secret") {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestClusterURLsKeepTLS: comma-separated rediss:// URLs (a TLS Redis
+// Cluster) connect with TLS, as one rediss:// URL does: the password never
+// crosses the network in clear text.
+func TestClusterURLsKeepTLS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	first := make(chan []byte, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+				b := make([]byte, 512)
+				n, _ := c.Read(b)
+				first <- b[:n]
+			}()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	a := ln.Addr().String()
+	rdb, err := ConnectRedis(ctx, "rediss://user:secret@"+a+",rediss://user:secret@"+a)
+	if err == nil {
+		_ = rdb.Close()
+		t.Fatal("connected to a server that speaks no TLS")
+	}
+	got := <-first
+	if len(got) == 0 || got[0] != 0x16 || strings.Contains(string(got), "secret") {
+		t.Fatalf("first bytes sent to a rediss:// cluster node are not a TLS handshake: %q", got)
+	}
+	for _, mixed := range []string{"rediss://" + a + ",redis://" + a, "redis://" + a + ",rediss://" + a} {
+		if _, err := ConnectRedis(ctx, mixed); !errors.Is(err, ErrUsage) {
+			t.Errorf("ConnectRedis(%q) = %v, want ErrUsage (TLS for some nodes only)", mixed, err)
 		}
 	}
 }

@@ -3,6 +3,10 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,6 +84,12 @@ type ClockSample struct {
 	OffsetMS float64 `json:"offset_ms"`
 	// RTTMS is the round trip of the TIME call, in milliseconds.
 	RTTMS float64 `json:"rtt_ms"`
+	// Node is the address of the master measured, and Slots the first
+	// range of hash slots it serves ("0-5460"), on a Redis Cluster only:
+	// its masters' clocks differ, so each is measured, and a master's
+	// successor after a failover serves the same slots.
+	Node  string `json:"node,omitempty"`
+	Slots string `json:"slots,omitempty"`
 }
 
 // Offset returns OffsetMS as a duration.
@@ -87,10 +97,98 @@ func (c ClockSample) Offset() time.Duration {
 	return time.Duration(c.OffsetMS * float64(time.Millisecond))
 }
 
-// Clock measures Redis's clock against the local one (one TIME call).
+// Clock measures Redis's clock against the local one (one TIME call); on
+// a Redis Cluster, the clock of every master, returning the one farthest
+// from the local clock (see Clocks).
 func (l *Ledger) Clock(ctx context.Context) (ClockSample, error) {
+	ss, err := l.Clocks(ctx)
+	if err != nil {
+		return ClockSample{}, err
+	}
+	return Farthest(ss), nil
+}
+
+// Farthest returns the sample of ss farthest from the local clock (the
+// zero sample when ss is empty).
+func Farthest(ss []ClockSample) ClockSample {
+	var far ClockSample
+	for i, s := range ss {
+		if i == 0 || math.Abs(s.OffsetMS) > math.Abs(far.OffsetMS) {
+			far = s
+		}
+	}
+	return far
+}
+
+// Clocks measures Redis's clock against the local one: one sample (one
+// TIME call) on a single server or a failover client; on a Redis Cluster,
+// one per master (a keyless TIME would meet a random master each time, and
+// masters' clocks differ), each naming the master and its first slot
+// range, in slot order.
+func (l *Ledger) Clocks(ctx context.Context) ([]ClockSample, error) {
+	cc, ok := l.rdb.(*redis.ClusterClient)
+	if !ok {
+		s, err := clockOf(ctx, l.rdb)
+		if err != nil {
+			return nil, err
+		}
+		return []ClockSample{s}, nil
+	}
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, wrap("time", err)
+	}
+	first := map[string]int{} // master address -> its lowest slot
+	for _, r := range slots {
+		if len(r.Nodes) == 0 {
+			continue
+		}
+		if lo, ok := first[r.Nodes[0].Addr]; !ok || r.Start < lo {
+			first[r.Nodes[0].Addr] = r.Start
+		}
+	}
+	ranges := map[int]string{}
+	for _, r := range slots {
+		if len(r.Nodes) > 0 && first[r.Nodes[0].Addr] == r.Start {
+			ranges[r.Start] = strconv.Itoa(r.Start) + "-" + strconv.Itoa(r.End)
+		}
+	}
+	var mu sync.Mutex
+	var out []ClockSample
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		s, err := clockOf(ctx, m)
+		if err != nil {
+			return err
+		}
+		s.Node = m.Options().Addr
+		if lo, ok := first[s.Node]; ok {
+			s.Slots = ranges[lo]
+		} else {
+			s.Slots = s.Node // a master serving no slot
+		}
+		mu.Lock()
+		out = append(out, s)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, aok := first[out[i].Node]
+		b, bok := first[out[j].Node]
+		if aok != bok {
+			return aok
+		}
+		return a < b || a == b && out[i].Node < out[j].Node
+	})
+	return out, nil
+}
+
+// clockOf measures rdb's clock (one TIME call).
+func clockOf(ctx context.Context, rdb redis.Cmdable) (ClockSample, error) {
 	sent := time.Now()
-	t, err := l.rdb.Time(ctx).Result()
+	t, err := rdb.Time(ctx).Result()
 	if err != nil {
 		return ClockSample{}, wrap("time", err)
 	}
