@@ -201,16 +201,22 @@ func clockOf(ctx context.Context, rdb redis.Cmdable) (ClockSample, error) {
 func ms64(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Heartbeat publishes p (LastHeartbeat is set here) for ttl: a pool that
-// stops beating disappears from Pools after ttl.
+// stops beating disappears from Pools after ttl. Each heartbeat also drops
+// from the pools index the entries of pools that have not beaten for twice
+// ttl (a pool killed without leaving), so the index holds the live pools
+// whether or not anyone reads Pools; a live pool whose clock is that far
+// behind is listed again by its next heartbeat.
 func (l *Ledger) Heartbeat(ctx context.Context, p PoolInfo, ttl time.Duration) error {
 	p.LastHeartbeat = time.Now()
 	b, err := json.Marshal(p)
 	if err != nil {
 		return wrap("heartbeat", err)
 	}
+	lapsed := p.LastHeartbeat.Add(-2 * ttl).UnixMilli()
 	pipe := l.rdb.Pipeline()
 	pipe.Set(ctx, l.poolKey(p.ID), b, ttl)
 	pipe.ZAdd(ctx, l.poolsKey(), redis.Z{Score: float64(p.LastHeartbeat.UnixMilli()), Member: p.ID})
+	pipe.ZRemRangeByScore(ctx, l.poolsKey(), "-inf", "("+strconv.FormatInt(lapsed, 10))
 	_, err = pipe.Exec(ctx)
 	return wrap("heartbeat", err)
 }

@@ -183,6 +183,7 @@ func (l *Leader) serve(ctx context.Context, leader lease.Token) {
 	// Only the leader exports job counts: a former leader's would go stale.
 	defer l.metrics.Jobs.Reset()
 	defer l.metrics.PartitionJobs.Reset()
+	defer l.metrics.Groups.Reset()
 	var wg sync.WaitGroup
 	for _, t := range l.tasks() {
 		wg.Go(func() { t.loop(ctx, leader) })

@@ -1,9 +1,11 @@
 package maintenance
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fencedq/fencedq/internal/metrics"
@@ -87,5 +89,33 @@ func TestStatusQueueFailure(t *testing.T) {
 	}
 	if st, err := f.ledger.LeaderStatus(f.ctx); err != nil || st == nil || st.Leader != "pool-a" {
 		t.Fatalf("status not published: %+v, %v", st, err)
+	}
+}
+
+// TestFormerLeaderExportsNoCounts: when leadership ends, the gauges only
+// the leader sets (jobs per state, per partition, fair groups per queue)
+// are dropped, so a former leader exports no stale counts beside the new
+// leader's (a sum over pools would count every queue twice).
+func TestFormerLeaderExportsNoCounts(t *testing.T) {
+	f := newFixture(t)
+	l := f.leader(f.config())
+	leader := f.lead("pool-a")
+	f.enqueue("work", jobs.Group("acme"))
+	f.enqueue("work", jobs.Group("acme"))
+	if err := l.status.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(f.metrics.Groups.WithLabelValues(jobs.DefaultQueue)); v != 1 {
+		t.Fatalf("fencedq_groups = %v while leading, want 1", v)
+	}
+	ended, cancel := context.WithCancel(f.ctx)
+	cancel()
+	l.serve(ended, leader) // the leadership's context is over: serve returns
+	for name, c := range map[string]prometheus.Collector{
+		"fencedq_jobs": f.metrics.Jobs, "fencedq_partition_jobs": f.metrics.PartitionJobs, "fencedq_groups": f.metrics.Groups,
+	} {
+		if n := testutil.CollectAndCount(c); n != 0 {
+			t.Errorf("%s: a former leader still exports %d series", name, n)
+		}
 	}
 }
