@@ -50,6 +50,13 @@ const (
 // expression is read in the zone InTimeZone gives (default UTC), unless it
 // starts with CRON_TZ=<zone>. "@every d" is Every(d). An invalid expression
 // is reported by Pool.AddPeriodic.
+//
+// Across daylight-saving changes a fixed time of day (no wildcard among
+// the seconds, minutes and hours fields: "30 2 * * *") ticks once, as cron
+// runs it: a time the clocks skip ticks at the change, a time they repeat
+// ticks at its first occurrence only. Wildcard hours or minutes ("0 * * *
+// *", "*/15 * * * *") follow the real clock: one tick per hour that
+// passed.
 func Cron(expr string) Schedule {
 	if d, ok := strings.CutPrefix(expr, "@every "); ok {
 		iv, err := time.ParseDuration(strings.TrimSpace(d))
@@ -70,8 +77,20 @@ type cronSchedule struct {
 	err   error
 }
 
-func (c *cronSchedule) Next(t time.Time) time.Time { return c.sched.Next(t) }
-func (c *cronSchedule) String() string             { return c.expr }
+// Next returns the first tick strictly after t (zero for an invalid
+// expression). A fixed time of day ticks once a day across daylight-saving
+// changes, as cron runs it (see dstNext).
+func (c *cronSchedule) Next(t time.Time) time.Time {
+	if c.sched == nil {
+		return time.Time{}
+	}
+	if s, ok := c.sched.(*cron.SpecSchedule); ok {
+		return dstNext(s, t)
+	}
+	return c.sched.Next(t)
+}
+
+func (c *cronSchedule) String() string { return c.expr }
 
 // inZone reads the expression in loc unless it names its own zone, and
 // returns the zone used. A cron schedule is never read in the process's

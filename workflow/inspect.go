@@ -49,7 +49,9 @@ type Step struct {
 	Deps      []string `json:"deps,omitempty"`
 	AllowFail []string `json:"allow_fail,omitempty"`
 	// State is the step's job state: "waiting" until its dependencies
-	// succeeded, then a job's states; "missing" when the job expired.
+	// succeeded, then a job's states; "missing" when the job expired
+	// (the workflow's State counts it as the end the maintenance leader
+	// recorded for it).
 	State    jobs.State  `json:"state"`
 	Token    lease.Token `json:"token,string"`
 	Attempts int         `json:"attempts"`
@@ -106,7 +108,7 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 		if s.State.Final() || s.State == "missing" {
 			st.Done++
 		}
-		states = append(states, s.State)
+		states = append(states, info.StepState(d.Name, s.State)) // an expired step counts as it ended
 		st.Steps = append(st.Steps, s)
 	}
 	st.State = ledger.WorkflowOutcome(states, st.CancelledBy)

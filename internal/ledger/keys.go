@@ -130,6 +130,7 @@ func (l *Ledger) uniqueKey(q string) string { return l.prefix(q) + "unique" }
 // Workflow keys (workflow.go): ns:{q}:wf:<id> (the record, in its home
 // queue), ns:{q}:wfop:<operation id>, ns:{q}:workflows (zset by creation),
 // ns:{q}:waiting (steps waiting for dependencies), ns:{q}:job:<id>:waits,
+// ns:{q}:job:<id>:wf_failed (a cancelled step's failed dependencies),
 // ns:{q}:handover (hand-over records to other queues).
 
 func (l *Ledger) workflowKey(q, id string) string { return l.prefix(q) + "wf:" + id }

@@ -295,6 +295,24 @@ type WorkflowInfo struct {
 	Record                []byte
 	Created               int64  // ms
 	CancelledBy           string // the operator who cancelled it ("" none)
+	// Ends are the final states the maintenance leader saw its steps in
+	// (SettleWorkflow), by step name: what a step whose job expired ended.
+	Ends map[string]State
+}
+
+// endField prefixes the record's fields holding its steps' ends.
+const endField = "end:"
+
+// StepState is the state to count step name in, given the state its job
+// was read in: a job that expired ("missing") counts as the end recorded
+// for it, when one was.
+func (w *WorkflowInfo) StepState(name string, s State) State {
+	if s == "missing" {
+		if end, ok := w.Ends[name]; ok {
+			return end
+		}
+	}
+	return s
 }
 
 // Workflow reads the record of workflow id whose home queue is q; nil
@@ -307,8 +325,14 @@ func (l *Ledger) Workflow(ctx context.Context, q, id string) (*WorkflowInfo, err
 	if len(h) == 0 {
 		return nil, nil
 	}
-	return &WorkflowInfo{ID: id, Home: q, OperationID: h["op"], Record: []byte(h["def"]),
-		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"]}, nil
+	w := &WorkflowInfo{ID: id, Home: q, OperationID: h["op"], Record: []byte(h["def"]),
+		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"], Ends: map[string]State{}}
+	for f, v := range h {
+		if name, ok := strings.CutPrefix(f, endField); ok {
+			w.Ends[name] = State(v)
+		}
+	}
+	return w, nil
 }
 
 // Workflows returns the ids of queue q's workflows (those whose home it
@@ -519,15 +543,24 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 		return started, "", err
 	}
 	states := make([]State, len(def.Steps))
+	var ends []any // final states not recorded yet: kept for when the job expires
 	for i, s := range def.Steps {
 		r, err := l.Get(ctx, s.Queue, s.ID)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			states[i] = "missing"
+			states[i] = info.StepState(s.Name, "missing")
 		case err != nil:
 			return started, "", err
 		default:
 			states[i] = r.State
+			if r.State.Final() && info.Ends[s.Name] != r.State {
+				ends = append(ends, endField+s.Name, string(r.State))
+			}
+		}
+	}
+	if len(ends) > 0 {
+		if err := l.rdb.HSet(ctx, wk, ends...).Err(); err != nil {
+			return started, "", wrap("settle workflow "+id, err)
 		}
 	}
 	out := WorkflowOutcome(states, info.CancelledBy)

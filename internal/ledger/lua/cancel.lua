@@ -23,8 +23,9 @@ end
 if h[1] ~= 'pending' and h[1] ~= 'waiting' then return {0, h[1]} end
 seq_bump()
 if h[1] == 'waiting' then
+  -- its dependency set stays (with its expiry), kept up to date, so a
+  -- re-run waits for the dependencies that have not succeeded (workflow.lua)
   redis.call('ZREM', P .. 'waiting', id)
-  redis.call('DEL', P .. 'job:' .. id .. ':waits')
 end
 move(id, h[1], 'cancelled', now)
 if h[4] then -- out of its limit's waiting jobs; a permit it was woken for goes to the next (flow.lua)
@@ -40,6 +41,7 @@ record(id, {event = 'cancel', from = 'pending', actor = actor, note = note})
 event({type = 'cancel', job = id, actor = actor})
 finish(id, h[2], ARGV[5], true)
 count('cancelled')
+if h[1] == 'waiting' then wf_keep(id) end
 if h[3] then
   wf_settled(id, 'cancelled', ARGV[5])
   return {1, 'cancelled', wf_handed.n}

@@ -45,13 +45,15 @@ elseif decision == 'rerun' and h[3] and ARGV[7] ~= '' then
   redis.call('HSET', k, 'reason', 'cancelled by ' .. h[3] .. '; not applied: ' .. ARGV[6], 'state', 'cancelled', 'finished', fmt(now))
   finish(id, h[2], ARGV[8], true)
   count('cancelled')
-elseif decision == 'rerun' and h[5] then
-  -- a workflow step its dependency's failure cancelled waits for that
-  -- dependency again (an operator re-running it, or the step, resumes it)
+elseif decision == 'rerun' and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(id)) == 1) then
+  -- a workflow step cancelled while it waited (its dependency's failure
+  -- cancelled it, or an operator) waits again for the dependencies that
+  -- have not succeeded (an operator re-running them, or the step, resumes it)
   to = 'waiting'
   redis.call('HSET', k, 'state', 'waiting')
   redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'wf_cause')
-  redis.call('SADD', P .. 'job:' .. id .. ':waits', h[5])
+  if h[5] then redis.call('SADD', wf_waitsk(id), h[5]) end
+  wf_unkeep(id)
   unfinish(id, h[2])
   redis.call('ZREM', index[state], id)
   redis.call('ZADD', P .. 'waiting', snow, id)

@@ -21,57 +21,115 @@ local wf_queue = string.match(P, '{(.*)}:$')
 -- carries it, so its caller moves them at once.
 local wf_handed = {n = 0}
 
+-- wf_failedk is the hash of a cancelled step's dependencies that failed
+-- (name → end), kept with its dependency set until the step runs again.
+local function wf_failedk(id) return P .. 'job:' .. id .. ':wf_failed' end
+
+-- wf_keep gives a cancelled step's dependency set and failures its job's
+-- expiry (retention), and wf_unkeep takes it back when the step waits again.
+local function wf_keep(id)
+  local ttl = redis.call('PTTL', jobkey(id))
+  if ttl > 0 then
+    redis.call('PEXPIRE', wf_waitsk(id), ttl)
+    redis.call('PEXPIRE', wf_failedk(id), ttl)
+  end
+end
+local function wf_unkeep(id)
+  redis.call('PERSIST', wf_waitsk(id))
+  redis.call('DEL', wf_failedk(id))
+end
+
 -- wf_deliver applies a dependency's end (from: its step name; what:
 -- succeeded, dead, cancelled, or reopen after an operator re-ran it) to the
 -- step id of this queue. Idempotent: a dependency name leaves the set once,
 -- and only a waiting step is promoted or cancelled, so delivering twice does
--- nothing more. Returns the step's new end ('cancelled' or 'reopen') when
--- its own dependents must hear of it, else nil.
+-- nothing more. A cancelled step keeps its set (and the failed dependencies
+-- in wf_failedk) up to date, so a re-run waits for what has not succeeded
+-- yet. Returns the step's new end ('cancelled' or 'reopen') when its own
+-- dependents must hear of it, else nil.
 local function wf_deliver(id, from, what, retention)
   local k = jobkey(id)
   local h = redis.call('HMGET', k, 'state', 'wf_allow', 'wf_cause', 'op', 'run_at')
+  -- resume puts a step its dependency's failure cancelled back to waiting,
+  -- or on to the next failed dependency when another one failed too
+  local function resume()
+    local other = redis.call('HKEYS', wf_failedk(id))[1]
+    if other then
+      local reason = 'dependency ' .. other .. ' ended ' .. redis.call('HGET', wf_failedk(id), other)
+      redis.call('HSET', k, 'wf_cause', other, 'reason', reason)
+      return false
+    end
+    redis.call('ZREM', index['cancelled'], id)
+    redis.call('ZADD', wf_waitk(), snow, id)
+    redis.call('HSET', k, 'state', 'waiting')
+    redis.call('HDEL', k, 'finished', 'reason', 'wf_cause')
+    wf_unkeep(id)
+    unfinish(id, h[4])
+    record(id, {event = 'resumed', reason = 'dependency ' .. from .. ' re-run'})
+    return true
+  end
+  local promote = function()
+    redis.call('ZREM', wf_waitk(), id)
+    -- due now, or at the step's own Delay or RunAt if that is later
+    local due = snow
+    if h[5] and num(h[5]) > now then due = h[5] end
+    redis.call('ZADD', index['pending'], due, id)
+    redis.call('HSET', k, 'state', 'pending')
+    redis.call('HINCRBY', statsk, 'promoted', 1)
+    wake()
+  end
   if what == 'reopen' then
     if h[1] == 'waiting' then
       redis.call('SADD', wf_waitsk(id), from)
-    elseif h[1] == 'cancelled' and h[3] == from then
-      redis.call('ZREM', index['cancelled'], id)
-      redis.call('ZADD', wf_waitk(), snow, id)
-      redis.call('HSET', k, 'state', 'waiting')
-      redis.call('HDEL', k, 'finished', 'reason', 'wf_cause')
+    elseif h[1] == 'cancelled' and redis.call('HDEL', wf_failedk(id), from) == 1 then
       redis.call('SADD', wf_waitsk(id), from)
-      unfinish(id, h[4])
-      record(id, {event = 'resumed', reason = 'dependency ' .. from .. ' re-run'})
-      return 'reopen'
+      if h[3] == from and resume() then return 'reopen' end
+    elseif h[1] == 'cancelled' and h[3] == from then -- cancelled before wf_failedk existed
+      redis.call('SADD', wf_waitsk(id), from)
+      if resume() then return 'reopen' end
     end
     return nil
   end
-  if h[1] ~= 'waiting' then return nil end
+  if h[1] ~= 'waiting' and h[1] ~= 'cancelled' then return nil end
   local allowed = false
   if what ~= 'succeeded' and h[2] then
     local ok, a = pcall(cjson.decode, h[2])
     allowed = ok and type(a) == 'table' and a[from] == true
   end
+  if h[1] == 'cancelled' then
+    if what == 'succeeded' and redis.call('HDEL', wf_failedk(id), from) == 1 then
+      -- a failed dependency re-run and succeeded before its reopen reached
+      -- this step (the newer end replaced the hand-over record): both at once
+      redis.call('SREM', wf_waitsk(id), from)
+      if h[3] == from and resume() then
+        if redis.call('SCARD', wf_waitsk(id)) == 0 then promote() end
+        return 'reopen'
+      end
+      return nil
+    end
+    -- cancelled while it waited: keep what a re-run would wait for
+    if redis.call('EXISTS', wf_waitsk(id)) == 0 then return nil end
+    if what == 'succeeded' or allowed then
+      redis.call('SREM', wf_waitsk(id), from)
+    else
+      redis.call('HSET', wf_failedk(id), from, what)
+      wf_keep(id)
+    end
+    return nil
+  end
   if what == 'succeeded' or allowed then
     redis.call('SREM', wf_waitsk(id), from)
-    if redis.call('SCARD', wf_waitsk(id)) == 0 then
-      redis.call('ZREM', wf_waitk(), id)
-      -- due now, or at the step's own Delay or RunAt if that is later
-      local due = snow
-      if h[5] and num(h[5]) > now then due = h[5] end
-      redis.call('ZADD', index['pending'], due, id)
-      redis.call('HSET', k, 'state', 'pending')
-      redis.call('HINCRBY', statsk, 'promoted', 1)
-      wake()
-    end
+    if redis.call('SCARD', wf_waitsk(id)) == 0 then promote() end
     return nil
   end
   local reason = 'dependency ' .. from .. ' ended ' .. what
   redis.call('ZREM', wf_waitk(), id)
   redis.call('ZADD', index['cancelled'], snow, id)
-  redis.call('DEL', wf_waitsk(id))
+  redis.call('HSET', wf_failedk(id), from, what)
   redis.call('HSET', k, 'state', 'cancelled', 'reason', reason, 'wf_cause', from, 'finished', snow)
   record(id, {event = 'cancelled', reason = reason})
   finish(id, h[4], retention, true)
+  wf_keep(id)
   count('cancelled')
   return 'cancelled'
 end

@@ -131,7 +131,9 @@ func TestPeriodicPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sched.Enqueued < 1 || int64(len(ticks)) != sched.Enqueued || !sched.Cursor.Equal(sched.LastTick) {
+	// every 10 ms ticks since the schedule's creation, of which the
+	// ledger keeps the newest 100 (a slow first pass makes more)
+	if sched.Enqueued < 1 || int64(len(ticks)) != min(sched.Enqueued, 100) || !sched.Cursor.Equal(sched.LastTick) {
 		t.Fatalf("after the tick passed: %+v with %d ticks recorded", sched, len(ticks))
 	}
 	for _, tk := range ticks {
