@@ -116,6 +116,7 @@ type Ledger struct {
 	// layouts maps a queue to its *layout, built once (nlayouts of them).
 	layouts  sync.Map
 	nlayouts atomic.Int64
+	defs     defCache // workflow definitions StepOf read (workflow.go)
 }
 
 // lanes are the ledger's batchers, one per kind of call: concurrent calls

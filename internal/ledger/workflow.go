@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -405,6 +406,9 @@ func (w *WorkflowInfo) Def() (*WorkflowDef, error) {
 }
 
 // StepOf finds step of the workflow that job id of queue q belongs to.
+// A workflow's definition never changes once written, so it is read (one
+// HGET) and decoded once per workflow and kept (defs): a join reading the
+// outputs of its many dependencies reads one job field per dependency.
 func (l *Ledger) StepOf(ctx context.Context, q, id, step string) (StepRef, error) {
 	v, err := l.rdb.HMGet(ctx, l.JobKey(q, id), "wf", "wf_home").Result()
 	if err != nil {
@@ -415,14 +419,16 @@ func (l *Ledger) StepOf(ctx context.Context, q, id, step string) (StepRef, error
 	if wf == "" || home == "" {
 		return StepRef{}, invalid("job %s is not a workflow step", id)
 	}
-	info, err := l.Workflow(ctx, home, wf)
-	if err != nil {
-		return StepRef{}, err
-	}
-	if info == nil {
-		return StepRef{}, fmt.Errorf("%w: workflow %s", ErrNotFound, wf)
-	}
-	def, err := info.Def()
+	def, err := l.defs.get(home+"\x00"+wf, func() (*WorkflowDef, error) {
+		raw, err := l.rdb.HGet(ctx, l.workflowKey(home, wf), "def").Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("%w: workflow %s", ErrNotFound, wf)
+		}
+		if err != nil {
+			return nil, wrap("read workflow "+wf, err)
+		}
+		return (&WorkflowInfo{ID: wf, Record: []byte(raw)}).Def()
+	})
 	if err != nil {
 		return StepRef{}, err
 	}
@@ -432,6 +438,46 @@ func (l *Ledger) StepOf(ctx context.Context, q, id, step string) (StepRef, error
 		}
 	}
 	return StepRef{}, invalid("workflow %s has no step %q", wf, step)
+}
+
+// defCache keeps the definitions of the workflows read last (at most
+// maxDefs; the oldest read leaves first).
+type defCache struct {
+	mu    sync.Mutex
+	defs  map[string]*WorkflowDef
+	order []string
+}
+
+// maxDefs bounds a ledger's cache of workflow definitions.
+const maxDefs = 64
+
+// get returns the definition cached under key, else read's (kept when it
+// succeeds).
+func (c *defCache) get(key string, read func() (*WorkflowDef, error)) (*WorkflowDef, error) {
+	c.mu.Lock()
+	d, ok := c.defs[key]
+	c.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	d, err := read()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.defs == nil {
+		c.defs = map[string]*WorkflowDef{}
+	}
+	if _, ok := c.defs[key]; !ok {
+		if len(c.order) >= maxDefs {
+			delete(c.defs, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.defs[key] = d
+		c.order = append(c.order, key)
+	}
+	return d, nil
 }
 
 // FindWorkflow returns the home queue of workflow id ("" when no

@@ -24,7 +24,8 @@ for s in string.gmatch(ARGV[3], '[^,]+') do
   if s == state then allowed = true end
 end
 if not allowed then return {0, state} end
-if ARGV[10] and ARGV[10] ~= '' and (h[6] or '0') ~= ARGV[10] then return {-2, state, h[6] or '0'} end
+-- (compared as readers parse them: a token field that is no number reads as 0)
+if ARGV[10] and ARGV[10] ~= '' and u64_norm(h[6]) ~= u64_norm(ARGV[10]) then return {-2, state, u64_norm(h[6])} end
 if not reconciler_ok(ARGV[7]) then return {-1, state} end
 if decision ~= 'succeeded' and decision ~= 'rerun' and decision ~= 'dead' and decision ~= 'review' and decision ~= 'later' then
   return redis.error_reply('unknown decision ' .. decision)
