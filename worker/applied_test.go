@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/redisfence"
@@ -31,6 +32,7 @@ func TestAlreadyAppliedNamesTheJobThatApplied(t *testing.T) {
 	}
 	cfg := e.config()
 	cfg.Queues = map[string]int{"billing": 1, "billing-eu": 1}
+	cfg.LeaseTTL = 5 * time.Second // not a lease-loss test: a loaded machine must not lose it
 	p := e.pool(cfg)
 	var applied []error
 	done := make(chan error, 2)
