@@ -106,7 +106,7 @@ func decode[T jobs.JobArgs](kind string, payload []byte) (*jobs.Job[T], error) {
 	if !jobs.IsJSONObject(payload) {
 		return nil, fmt.Errorf("asynqfence: %s: args are not a JSON object", kind)
 	}
-	if err := json.Unmarshal(payload, &args); err != nil {
+	if err := jobs.DecodeArgs(payload, &args); err != nil {
 		return nil, fmt.Errorf("asynqfence: %s: malformed args: %w", kind, err)
 	}
 	if v, ok := any(args).(jobs.Validator); ok {

@@ -2,7 +2,6 @@ package fencedqtest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -142,7 +141,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 // run decodes payload into job's args as a pool does and calls w,
 // recovering a panic; malformed reports args that do not decode or validate.
 func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T], payload []byte) (malformed bool, err error) {
-	if err := json.Unmarshal(payload, &job.Args); err != nil {
+	if err := jobs.DecodeArgs(payload, &job.Args); err != nil {
 		return true, fmt.Errorf("fencedqtest: malformed payload: %s: %v", job.Kind, err)
 	}
 	if !jobs.IsJSONObject(payload) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -164,6 +165,7 @@ type Client struct {
 	m            *metrics.Set
 	nsErr        error       // an invalid namespace: every call fails with it
 	mw           EnqueueFunc // the enqueue middleware's chain; nil when there is none
+	mws          []EnqueueMiddleware
 	log          *slog.Logger
 	resubmitting atomic.Bool // a background Resubmit runs (Config.ResubmitOnRewind)
 	parts        partitionCache
@@ -184,7 +186,8 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 	}
 	c.ledger = ledger.New(rdb, lc)
 	if len(cfg.EnqueueMiddleware) > 0 {
-		c.mw = chain(cfg.EnqueueMiddleware, c.write)
+		c.mws = slices.Clone(cfg.EnqueueMiddleware)
+		c.mw = chain(c.mws, c.write)
 	}
 	return c
 }
@@ -568,5 +571,16 @@ func init() {
 			return c.route(ctx, js)
 		}
 		return nil
+	}
+	clientledger.Through = func(ctx context.Context, c any, steps []string, args []any, opts []any, write func(context.Context, []any) ([]clientledger.Written, error)) error {
+		cl, ok := c.(*Client)
+		if !ok || cl == nil {
+			return invalid("not a *jobs.Client")
+		}
+		if len(cl.mws) == 0 {
+			_, err := write(ctx, opts)
+			return err
+		}
+		return cl.through(ctx, steps, args, opts, write)
 	}
 }

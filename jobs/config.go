@@ -35,9 +35,10 @@ type Config struct {
 	// are exported.
 	Registerer prometheus.Registerer
 	// EnqueueMiddleware wraps every enqueue call of a Client built from
-	// this Config, the first outermost (see EnqueueMiddleware). A pool
-	// built from it (worker.Config.Jobs) applies it to the jobs its
-	// maintenance leader enqueues: periodic ticks and outbox relays.
+	// this Config, the first outermost (see EnqueueMiddleware), the steps
+	// of a workflow.Enqueue included. A pool built from it
+	// (worker.Config.Jobs) applies it to the jobs its maintenance leader
+	// enqueues: periodic ticks and outbox relays.
 	EnqueueMiddleware []EnqueueMiddleware
 	// Logger receives the client's logs (a detected ledger rewind, the
 	// fencing epoch of a new primary); default slog.Default(). A pool logs

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/clientledger"
 	"github.com/fencedq/fencedq/internal/ledger"
 )
 
@@ -26,6 +27,7 @@ type EnqueueRequest struct {
 	many      bool    // from EnqueueMany: errors name the job's position
 	unchecked bool
 	opEmpty   bool    // OperationID("") was given: refused unless middleware sets one
+	step      string  // the workflow step the job is ("" for a plain job)
 	flow      options // the Limit and Rate options given (only their fields are read)
 
 	// Queue is the job's queue.
@@ -45,6 +47,7 @@ type EnqueueRequest struct {
 	// Middleware may set some, with SetHeader or by assigning the map.
 	Headers map[string]string
 	// Unique makes the job unique (see UniqueOpts); nil when it is not.
+	// It is the request's own copy of the option's.
 	Unique *UniqueOpts
 	// PartitionKey picks the job's partition of a partitioned queue (see
 	// PartitionKey); "" when none was given.
@@ -57,6 +60,13 @@ type EnqueueRequest struct {
 
 // Kind returns the job's kind.
 func (r *EnqueueRequest) Kind() string { return r.kind }
+
+// WorkflowStep returns the name of the workflow step the job is, for the
+// steps of a workflow.Enqueue, "" for other jobs. A step cannot be unique
+// or grouped (see package workflow): a middleware that sets Unique or
+// Group, a tenant's fair group say, leaves steps alone, or the workflow is
+// refused with ErrInvalid.
+func (r *EnqueueRequest) WorkflowStep() string { return r.step }
 
 // Args returns a typed enqueue's args (nil for EnqueueRaw).
 func (r *EnqueueRequest) Args() JobArgs { return r.args }
@@ -117,9 +127,20 @@ func newRequest(kind string, payload []byte, o options) *EnqueueRequest {
 	return &EnqueueRequest{
 		kind: kind, payload: payload, resource: o.resource, unchecked: o.unchecked, opEmpty: o.opSet && o.op == "", flow: o,
 		Queue: o.queue, OperationID: o.op, Delay: o.delay, RunAt: o.runAt, MaxRetries: o.maxRetries,
-		Timeout: o.timeout, Headers: maps.Clone(o.headers), Unique: o.unique, PartitionKey: o.partitionKey,
+		Timeout: o.timeout, Headers: maps.Clone(o.headers), Unique: cloneUnique(o.unique), PartitionKey: o.partitionKey,
 		Group: o.group,
 	}
+}
+
+// cloneUnique copies u (nil stays nil), so a request amended by middleware
+// never changes the Unique option it came from, which callers may reuse.
+func cloneUnique(u *UniqueOpts) *UniqueOpts {
+	if u == nil {
+		return nil
+	}
+	c := *u
+	c.ByFields, c.ByState = slices.Clone(u.ByFields), slices.Clone(u.ByState)
+	return &c
 }
 
 // EnqueueFunc writes the jobs of one enqueue call: one request for
@@ -156,6 +177,12 @@ func chain(mw []EnqueueMiddleware, write EnqueueFunc) EnqueueFunc {
 // nil error.
 func (c *Client) viaMiddleware(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
 	res, err := c.mw(ctx, reqs)
+	return settle(reqs, res, err)
+}
+
+// settle checks what a middleware chain returned for reqs (see
+// viaMiddleware).
+func settle(reqs []*EnqueueRequest, res []*Result, err error) ([]*Result, error) {
 	if err != nil {
 		return res, err
 	}
@@ -200,4 +227,42 @@ func (c *Client) write(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, 
 		js[i] = j
 	}
 	return c.insert(ctx, js)
+}
+
+// through runs the steps of a workflow (see clientledger.Through) through
+// the client's enqueue middleware as one batch: the middleware sees (and
+// may amend) each step's request, write gets each step's options as the
+// middleware left them, and the middleware sees what write wrote.
+func (c *Client) through(ctx context.Context, steps []string, args, opts []any, write func(context.Context, []any) ([]clientledger.Written, error)) error {
+	reqs := make([]*EnqueueRequest, len(args))
+	for i := range args {
+		a, _ := args[i].(JobArgs)
+		o, _ := opts[i].([]Option)
+		reqs[i] = typedRequest(a, optionsOf(o), true)
+		reqs[i].step = steps[i]
+	}
+	given := slices.Clone(reqs)
+	last := func(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
+		if !slices.Equal(reqs, given) {
+			return nil, invalid("the enqueue middleware passed on other requests than the workflow's %d steps, in their order", len(given))
+		}
+		amended := make([]any, len(reqs))
+		for i, r := range reqs {
+			o := r.options()
+			amended[i] = []Option{func(x *options) { *x = o }}
+		}
+		ws, err := write(ctx, amended)
+		if ws == nil {
+			return nil, err
+		}
+		res := make([]*Result, len(ws))
+		for i, w := range ws {
+			res[i] = &Result{JobID: w.JobID, Queue: ledger.Logical(w.Queue), OperationID: w.OperationID,
+				Deduplicated: w.Deduplicated, Partition: w.Queue}
+		}
+		return res, err
+	}
+	res, err := chain(c.mws, last)(ctx, reqs)
+	_, err = settle(reqs, res, err)
+	return err
 }

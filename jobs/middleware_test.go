@@ -174,6 +174,35 @@ func TestEnqueueMiddlewareHeadersAreCopies(t *testing.T) {
 	}
 }
 
+// TestEnqueueMiddlewareUniqueOptsAreCopies: a Unique option reused across
+// enqueues gives each request its own UniqueOpts, so middleware amending
+// one job's uniqueness never changes the option or another job's.
+func TestEnqueueMiddlewareUniqueOptsAreCopies(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	n := 0
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			for _, r := range reqs {
+				n++
+				if r.Unique == nil || r.Unique.ByPeriod != 0 || !slices.Equal(r.Unique.ByFields, []string{"n"}) {
+					t.Errorf("enqueue %d saw unique %+v: an earlier amendment leaked", n, r.Unique)
+					continue
+				}
+				r.Unique.ByPeriod = time.Duration(n) * time.Hour
+				r.Unique.ByFields[0] = "N"
+			}
+			return next(ctx, reqs)
+		}
+	}}})
+	opts := []jobs.Option{jobs.Unique(jobs.UniqueOpts{ByFields: []string{"n"}})}
+	for i := range 3 {
+		if _, err := c.Enqueue(ctx, rangeArgs{N: i}, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestEnqueueMiddlewareKeepsFlowAndGroupOptions: with a middleware in the
 // chain, the Limit, Rate and Group options still reach the job.
 func TestEnqueueMiddlewareKeepsFlowAndGroupOptions(t *testing.T) {

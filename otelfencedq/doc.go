@@ -20,7 +20,9 @@
 // middleware's consumer span, "attempt <kind>", is a child of the enqueue
 // span. Retries and operator re-runs of the job are claims of the same
 // record, so every attempt is a child of the same enqueue span, in the same
-// trace, told apart by its attempt number and token. The jobs a pool's
+// trace, told apart by its attempt number and token. A workflow's steps
+// (workflow.Enqueue) pass through the client's enqueue middleware, so each
+// step gets an enqueue span and its attempts continue it. The jobs a pool's
 // maintenance leader enqueues (periodic ticks, outbox relays) go through
 // the pool's jobs.Config.EnqueueMiddleware, so with this middleware there
 // each gets an enqueue span of its own, the root of its trace. A job
@@ -47,7 +49,12 @@
 // retry, dead, uncertain or cancelled: worker.JobView.Outcome) and
 // fencedq.job.deduplicated. Args, operation ids, resources and owners are
 // never recorded. A failed attempt's error is recorded as a span event (the
-// same text the ledger shows operators) and sets the span's status.
+// same text the ledger shows operators) and sets the span's status; a
+// panic, or a handler that ends its goroutine (runtime.Goexit), is
+// recorded as the retry the pool commits. A failed enqueue's span records
+// only the class of its error (jobs.ErrInvalid, jobs.ErrEnqueueUnknown, a
+// context's end), never its text, which may quote the operation id or the
+// resource it was refused for; the caller gets the whole error.
 //
 // Register the handler middleware first in worker.Config.Middleware, so
 // its span covers the others and its outcome is the one their error leads

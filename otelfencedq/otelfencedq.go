@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -127,7 +128,7 @@ func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
 				case out != nil:
 					span.SetAttributes(messageID(out.JobID), destination(out.Queue), AttrDeduplicated.Bool(out.Deduplicated))
 				case err != nil:
-					span.RecordError(err)
+					span.RecordError(enqueueError(err))
 					span.SetStatus(codes.Error, "enqueue failed")
 				}
 				span.End()
@@ -135,6 +136,23 @@ func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
 			return res, err
 		}
 	}
+}
+
+// errEnqueueFailed is what an enqueue span records of a failure of no
+// class enqueueError knows.
+var errEnqueueFailed = errors.New("enqueue failed")
+
+// enqueueError is what an enqueue span records of a failed enqueue: the
+// class of the failure, never its text, which may quote the operation id
+// or the resource the job was refused for (or its args, in an error of
+// their Validate method). The caller gets the whole error.
+func enqueueError(err error) error {
+	for _, class := range []error{jobs.ErrInvalid, jobs.ErrEnqueueUnknown, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, class) {
+			return class
+		}
+	}
+	return errEnqueueFailed
 }
 
 // Middleware returns the handler middleware (for worker.Config.Middleware,
@@ -157,17 +175,30 @@ func Middleware(opts ...Option) worker.Middleware {
 				parent, start = ctx, append(start, trace.WithNewRoot())
 			}
 			ctx, span := tracer.Start(parent, "attempt "+job.Kind(), start...)
+			returned := false
 			defer func() {
 				if r := recover(); r != nil {
 					end(span, job, fmt.Errorf("handler panicked: %v", r))
 					panic(r)
 				}
+				if !returned {
+					// runtime.Goexit: the pool retries it as it does a panic.
+					err = errGoexit
+				}
 				end(span, job, err)
 			}()
-			return next(ctx, job)
+			err = next(ctx, job)
+			returned = true
+			return err
 		}
 	}
 }
+
+// errGoexit is the error an attempt's span records when its handler (or
+// a middleware after this one) ended the goroutine with runtime.Goexit
+// (t.FailNow in a handler under test) instead of returning: the pool
+// commits it as it does a panic, a retry.
+var errGoexit = errors.New("handler called runtime.Goexit (t.FailNow, t.Fatal) instead of returning")
 
 // end ends an attempt's span with the outcome err leads to.
 func end(span trace.Span, job worker.JobView, err error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/otelfencedq"
 	"github.com/fencedq/fencedq/worker"
+	"github.com/fencedq/fencedq/workflow"
 )
 
 type payment struct {
@@ -45,7 +47,7 @@ type traced struct {
 	calls  atomic.Int32
 }
 
-func newTraced(t *testing.T) *traced {
+func newTraced(t *testing.T, register ...func(*worker.Pool) error) *traced {
 	rdb, ns := redistest.New(t)
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)) // a span is exported when it ends
@@ -69,6 +71,11 @@ func newTraced(t *testing.T) *traced {
 		return nil
 	})); err != nil {
 		t.Fatal(err)
+	}
+	for _, r := range register {
+		if err := r(pool); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -278,3 +285,119 @@ func (spanIDPropagator) Extract(ctx context.Context, _ propagation.TextMapCarrie
 	return ctx
 }
 func (spanIDPropagator) Fields() []string { return []string{"x-span"} }
+
+type exiting struct{}
+
+func (exiting) Kind() string { return "exiting" }
+
+// TestAttemptEndingItsGoroutineIsNotASuccess: a handler that ends its
+// goroutine with runtime.Goexit (t.FailNow in a handler under test) is
+// retried by the pool as a panic is, so its attempt's span must say retry
+// with an error status, not succeeded.
+func TestAttemptEndingItsGoroutineIsNotASuccess(t *testing.T) {
+	tr := newTraced(t, func(p *worker.Pool) error {
+		return worker.Register(p, jobs.WorkFunc[exiting](func(ctx context.Context, j *jobs.Job[exiting]) error {
+			if j.Attempt == 1 {
+				runtime.Goexit()
+			}
+			return nil
+		}))
+	})
+	res, err := tr.client.Enqueue(context.Background(), exiting{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobstest.WaitState(t, tr.ledger, "default", res.JobID, jobs.Succeeded)
+	var seen []string
+	for _, a := range tr.spans("attempt exiting") {
+		seen = append(seen, attr(a, otelfencedq.AttrAttempt).String()+":"+attr(a, otelfencedq.AttrOutcome).AsString()+":"+a.Status.Code.String())
+	}
+	slices.Sort(seen)
+	if want := []string{"1:retry:" + codes.Error.String(), "2:succeeded:" + codes.Unset.String()}; !slices.Equal(seen, want) {
+		t.Fatalf("attempts %v, want %v", seen, want)
+	}
+}
+
+// TestWorkflowStepsContinueTheEnqueuersTrace: a workflow's steps are
+// enqueues of the client, so each gets an enqueue span under the caller's
+// span and each step's attempt continues its own enqueue span.
+func TestWorkflowStepsContinueTheEnqueuersTrace(t *testing.T) {
+	tr := newTraced(t)
+	ctx, request := tr.tp.Tracer("app").Start(context.Background(), "POST /orders")
+	w := workflow.New("order").Add("charge", payment{Account: "a"}).Add("refund", payment{Account: "b"}, workflow.After("charge"))
+	res, err := workflow.Enqueue(ctx, tr.client, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request.End()
+	byJob := map[string]trace.SpanID{}
+	for _, s := range tr.spans("enqueue payment") {
+		if s.Parent.SpanID() != request.SpanContext().SpanID() {
+			t.Fatalf("enqueue span %+v is not a child of the caller's", s)
+		}
+		byJob[attr(s, "messaging.message.id").AsString()] = s.SpanContext.SpanID()
+	}
+	if len(byJob) != 2 {
+		t.Fatalf("enqueue spans for %v, want one per step", byJob)
+	}
+	for _, name := range []string{"charge", "refund"} {
+		jobstest.WaitState(t, tr.ledger, "default", res.Steps[name].JobID, jobs.Succeeded)
+	}
+	attempts := tr.spans("attempt payment")
+	if len(attempts) != 2 {
+		t.Fatalf("%d attempt spans, want 2", len(attempts))
+	}
+	for _, a := range attempts {
+		id := attr(a, "messaging.message.id").AsString()
+		if want, ok := byJob[id]; !ok || a.Parent.SpanID() != want || a.SpanContext.TraceID() != request.SpanContext().TraceID() {
+			t.Fatalf("attempt of step %s has parent %v in trace %v, want its enqueue span %v in the caller's trace",
+				id, a.Parent.SpanID(), a.SpanContext.TraceID(), want)
+		}
+	}
+}
+
+type reserved struct {
+	Account string `json:"account"`
+}
+
+func (reserved) Kind() string { return "reserved" }
+
+// Resource names a reserved resource, so every enqueue is refused.
+func (r reserved) Resource() string { return "job:" + r.Account }
+
+// TestRefusedEnqueueRecordsNoOperationIDOrResource: an enqueue refused for
+// its operation id or its resource ends its span with an error, and
+// neither the span's attributes nor its events hold the operation id or
+// the resource the refusal names.
+func TestRefusedEnqueueRecordsNoOperationIDOrResource(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns,
+		EnqueueMiddleware: []jobs.EnqueueMiddleware{otelfencedq.EnqueueMiddleware(otelfencedq.WithTracerProvider(tp))}})
+	ctx := context.Background()
+	if _, err := client.Enqueue(ctx, payment{Account: "a"}, jobs.OperationID("refund-alice@example.com\x07")); !errors.Is(err, jobs.ErrInvalid) {
+		t.Fatalf("an operation id with a control character: %v", err)
+	}
+	if _, err := client.Enqueue(ctx, reserved{Account: "bob@example.com"}); !errors.Is(err, jobs.ErrInvalid) {
+		t.Fatalf("a reserved resource: %v", err)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	for _, s := range spans {
+		if s.Status.Code != codes.Error || len(s.Events) == 0 {
+			t.Fatalf("span %s of a refused enqueue: status %v, events %v: want an error", s.Name, s.Status, s.Events)
+		}
+		kvs := slices.Clone(s.Attributes)
+		for _, e := range s.Events {
+			kvs = append(kvs, e.Attributes...)
+		}
+		for _, kv := range kvs {
+			if v := kv.Value.Emit(); strings.Contains(v, "alice@") || strings.Contains(v, "bob@") {
+				t.Errorf("span %s records %s = %q: the operation id or resource", s.Name, kv.Key, v)
+			}
+		}
+	}
+}

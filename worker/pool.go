@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -161,7 +160,7 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 
 func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte) (*jobs.Job[T], error) {
 	var args T
-	if err := json.Unmarshal(payload, &args); err != nil {
+	if err := jobs.DecodeArgs(payload, &args); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errMalformed, base.Kind, err)
 	}
 	if !jobs.StartsObject(payload) { // valid JSON, as Unmarshal succeeded

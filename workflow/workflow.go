@@ -120,14 +120,15 @@ func (w *Workflow) Add(name string, args jobs.JobArgs, opts ...StepOption) *Work
 // Validate checks the graph as Enqueue does, writing nothing: an error
 // matches jobs.ErrInvalid.
 func (w *Workflow) Validate() error {
-	_, err := w.plan(context.Background(), "validate", "", nil)
+	_, err := w.plan(context.Background(), "validate", "", nil, nil)
 	return err
 }
 
 // plan validates w and builds what the ledger writes for workflow id;
-// route (nil: none) moves the steps of partitioned queues to their
-// partitions.
-func (w *Workflow) plan(ctx context.Context, id, op string, route func(context.Context, []*ledger.NewJob) error) (*ledger.NewWorkflow, error) {
+// opts (nil: the steps' own) are the steps' job options as the client's
+// enqueue middleware left them; route (nil: none) moves the steps of
+// partitioned queues to their partitions.
+func (w *Workflow) plan(ctx context.Context, id, op string, opts [][]jobs.Option, route func(context.Context, []*ledger.NewJob) error) (*ledger.NewWorkflow, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -144,7 +145,11 @@ func (w *Workflow) plan(ctx context.Context, id, op string, route func(context.C
 	next := make([][]ledger.StepRef, len(w.steps))
 	jobsOf := make([]*ledger.NewJob, len(w.steps))
 	for i, s := range w.steps {
-		p, err := jobs.Prepare(s.args, s.opts...)
+		stepOpts := s.opts
+		if opts != nil {
+			stepOpts = opts[i]
+		}
+		p, err := jobs.Prepare(s.args, stepOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("workflow step %q: %w", s.name, err)
 		}
@@ -288,7 +293,10 @@ type StepRef struct {
 // ErrNotFound means no workflow has that id (or it expired).
 var ErrNotFound = errors.New("workflow: not found")
 
-// Enqueue validates w and writes it (see the package documentation). An
+// Enqueue validates w and writes it (see the package documentation). The
+// steps pass through the client's enqueue middleware
+// (jobs.Config.EnqueueMiddleware) as one batch, a request per step in the
+// order they were added, and are validated after its last link. An
 // error matching jobs.ErrInvalid means nothing was written. Any other
 // error leaves the workflow written whole, not at all, or (spanning
 // queues) with steps written in other queues but not started: enqueueing
@@ -313,19 +321,49 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 		sum := sha256.Sum256([]byte(o.op))
 		id = "wf-" + hex.EncodeToString(sum[:16])
 	}
-	nw, err := w.plan(ctx, id, o.op, func(ctx context.Context, js []*ledger.NewJob) error {
-		return clientledger.Route(ctx, c, js)
+	if w.err != nil {
+		return nil, w.err
+	}
+	// The steps are enqueues of the client: its enqueue middleware (a trace
+	// context, a tenant header) sees them as one batch, and the workflow is
+	// validated and written after its last link.
+	names, args, stepOpts := make([]string, len(w.steps)), make([]any, len(w.steps)), make([]any, len(w.steps))
+	for i, s := range w.steps {
+		names[i], args[i], stepOpts[i] = s.name, s.args, s.opts
+	}
+	var res *Result
+	err = clientledger.Through(ctx, c, names, args, stepOpts, func(ctx context.Context, amended []any) ([]clientledger.Written, error) {
+		opts := make([][]jobs.Option, len(amended))
+		for i, a := range amended {
+			opts[i], _ = a.([]jobs.Option)
+		}
+		nw, err := w.plan(ctx, id, o.op, opts, func(ctx context.Context, js []*ledger.NewJob) error {
+			return clientledger.Route(ctx, c, js)
+		})
+		if err != nil {
+			return nil, err
+		}
+		got, dedup, err := l.EnqueueWorkflow(ctx, nw)
+		if err != nil {
+			return nil, err
+		}
+		res = &Result{ID: got, Home: nw.Home, Deduplicated: dedup, Steps: map[string]StepRef{}}
+		written := make([]clientledger.Written, len(nw.Steps))
+		for i, s := range nw.Steps {
+			res.Steps[s.Name] = StepRef{Queue: s.Job.Queue, JobID: got + "." + s.Name}
+			op := s.Job.OperationID
+			if op == "" {
+				op = got + "." + s.Name // a job without one is its own operation
+			}
+			written[i] = clientledger.Written{JobID: got + "." + s.Name, OperationID: op, Queue: s.Job.Queue, Deduplicated: dedup}
+		}
+		return written, nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	got, dedup, err := l.EnqueueWorkflow(ctx, nw)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{ID: got, Home: nw.Home, Deduplicated: dedup, Steps: map[string]StepRef{}}
-	for _, s := range nw.Steps {
-		res.Steps[s.Name] = StepRef{Queue: s.Job.Queue, JobID: got + "." + s.Name}
+	case res == nil: // a middleware made up results instead of calling next
+		return nil, fmt.Errorf("%w: the enqueue middleware returned results without writing the workflow (it must call next, or return an error)", jobs.ErrEnqueueUnknown)
 	}
 	return res, nil
 }

@@ -420,11 +420,12 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 }
 
 // dueText says when a pending job is due: "now" once its due time (by
-// Redis's clock, now) has passed, else the time and how far off it is.
+// Redis's clock, now) has passed, else the time and how far off it is. It
+// is escaped (a bridged job's bridge name is a field of its record).
 func dueText(r *jobs.Record, due, now time.Time) string {
 	switch {
 	case r.Bridge != "":
-		return "when " + r.Bridge + " redelivers it"
+		return "when " + cli.Escape(r.Bridge) + " redelivers it"
 	case !due.After(now):
 		return "now"
 	}

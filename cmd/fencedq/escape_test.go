@@ -123,3 +123,21 @@ func TestTextOutputEscapesControlCharacters(t *testing.T) {
 		t.Errorf("inspect --json: %d %q", code, out)
 	}
 }
+
+// TestPendingListEscapesTheBridgeName: a pending bridged job's due time
+// names the queue that redelivers it, a field of the job's record in
+// Redis; the pending list prints it escaped like every other field.
+func TestPendingListEscapesTheBridgeName(t *testing.T) {
+	e := newOperatorEnv(t)
+	id := e.enqueue()
+	if err := e.ledger.Redis().HSet(context.Background(), e.ledger.JobKey("default", id), "bridge", "asynq"+hostile).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.cli("inspect", "--state", "pending")
+	if code != 0 {
+		t.Fatalf("code %d, stderr %q", code, errOut)
+	}
+	if i := rawTerminalBytes(out + errOut); i >= 0 || !strings.Contains(out, hostileShown) {
+		t.Fatalf("raw control byte at %d, or the escaped text missing, in %q", i, out)
+	}
+}

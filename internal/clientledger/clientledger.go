@@ -18,3 +18,25 @@ var Of func(c any) (*ledger.Ledger, error)
 // (by its PartitionKey, else its operation id), as c, a *jobs.Client,
 // routes its enqueues. Package jobs sets it when it is initialised.
 var Route func(ctx context.Context, c any, js []*ledger.NewJob) error
+
+// Written is what the write handed to Through wrote for one job, or found
+// (deduplicated).
+type Written struct {
+	JobID, OperationID string
+	// Queue is the job's queue as the ledger holds it (a partition's name
+	// for a partitioned queue).
+	Queue        string
+	Deduplicated bool
+}
+
+// Through runs the steps of a workflow, which the caller writes itself,
+// through the enqueue middleware of c, a *jobs.Client
+// (jobs.Config.EnqueueMiddleware), as one EnqueueMany call would: step
+// steps[i], args[i] (a jobs.JobArgs) enqueued with opts[i] (a
+// []jobs.Option), is one job (jobs.EnqueueRequest.WorkflowStep names it).
+// write is the last link of the chain: it gets each job's options as the
+// middleware left them (a []jobs.Option per job, to validate and prepare
+// the job by, as Enqueue does after the last middleware), writes the jobs
+// and returns one Written per job. Package jobs sets it when it is
+// initialised.
+var Through func(ctx context.Context, c any, steps []string, args []any, opts []any, write func(ctx context.Context, opts []any) ([]Written, error)) error
