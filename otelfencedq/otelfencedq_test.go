@@ -395,7 +395,7 @@ func TestRefusedEnqueueRecordsNoOperationIDOrResource(t *testing.T) {
 			kvs = append(kvs, e.Attributes...)
 		}
 		for _, kv := range kvs {
-			if v := kv.Value.Emit(); strings.Contains(v, "alice@") || strings.Contains(v, "bob@") {
+			if v := kv.Value.String(); strings.Contains(v, "alice@") || strings.Contains(v, "bob@") {
 				t.Errorf("span %s records %s = %q: the operation id or resource", s.Name, kv.Key, v)
 			}
 		}
