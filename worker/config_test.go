@@ -87,3 +87,15 @@ func TestNewPoolRefusesAbsurdConcurrencyAndWorkerIDs(t *testing.T) {
 		}
 	}
 }
+
+// A pool whose context ends while it starts returns nil, as one stopped
+// later does, not the start's "context canceled".
+func TestRunStoppedWhileStartingReturnsNil(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("Run with an ended context: %v, want nil", err)
+	}
+}

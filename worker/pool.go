@@ -219,10 +219,21 @@ func (p *Pool) queueNames() []string {
 	return qs
 }
 
+// startFailed is Run's answer to err from its start: nil when ctx ended
+// (a pool stopped while it started), else the error.
+func (p *Pool) startFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		p.log.Info("pool stopped while starting")
+		return nil
+	}
+	return fmt.Errorf("worker: %w", err)
+}
+
 // Run processes jobs until ctx ends, then shuts down gracefully: it stops
 // claiming, waits up to ShutdownTimeout for running handlers, cancels the
 // contexts of those still running (their jobs end uncertain), completes
-// every outcome it has, and returns.
+// every outcome it has, and returns. A ctx that ends while the pool starts
+// (before any job is claimed) makes it return nil as well.
 func (p *Pool) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.running {
@@ -234,10 +245,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.mu.Unlock()
 
 	if err := p.refreshPartitions(ctx); err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return p.startFailed(ctx, err)
 	}
 	if err := p.ledger.RegisterQueues(ctx, p.parts.current()...); err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return p.startFailed(ctx, err)
 	}
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)
 
