@@ -5,10 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/fencedq/fencedq/internal/redistest"
-	"github.com/fencedq/fencedq/worker"
 )
 
 // On a Redis Cluster whose masters' clocks differ (one 5 s behind the
@@ -18,14 +15,7 @@ import (
 func TestClusterMastersWithDifferentClocksAreNoJump(t *testing.T) {
 	cl := redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, ClockShim: true})
 	cl.Nodes[1].SetClockOffset(-5 * time.Second)
-	e := newEnvOn(t, cl.Client(), redistest.Namespace(t))
-	cfg := e.config()
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	p := e.pool(cfg)
-	worker.SetClockEvery(p, 10*time.Millisecond)
-	h := worker.InitHooks(p, t)
-	e.start(p)
+	e, reg, h := beating(t, cl.Client(), 10*time.Millisecond)
 	var seen []time.Duration
 	for range 30 {
 		seen = append(seen, h.Clocked.WaitOrTimeout().Offset().Round(time.Second))
@@ -51,14 +41,7 @@ func TestClusterFailoverToSlowClockIsAJump(t *testing.T) {
 	}
 	cl := redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, Replicas: true, ClockShim: true})
 	cl.Replicas[1].SetClockOffset(-10 * time.Minute)
-	e := newEnvOn(t, cl.Client(), redistest.Namespace(t))
-	cfg := e.config()
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	p := e.pool(cfg)
-	worker.SetClockEvery(p, 20*time.Millisecond)
-	h := worker.InitHooks(p, t)
-	e.start(p)
+	e, reg, h := beating(t, cl.Client(), 20*time.Millisecond)
 	h.Clocked.WaitOrTimeout()
 	h.Clocked.WaitOrTimeout()
 	cl.KillMaster(1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -19,14 +20,7 @@ import (
 func TestPoolMeasuresRedisClock(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{ClockShim: true})
 	srv.SetClockOffset(3 * time.Second)
-	e := newEnvOn(t, srv.Client(), redistest.Namespace(t))
-	cfg := e.config()
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	p := e.pool(cfg)
-	worker.SetClockEvery(p, 20*time.Millisecond)
-	h := worker.InitHooks(p, t)
-	e.start(p)
+	e, reg, h := beating(t, srv.Client(), 20*time.Millisecond)
 
 	near := func(s ledger.ClockSample, want time.Duration) bool {
 		return (s.Offset() - want).Abs() < 500*time.Millisecond
@@ -71,4 +65,19 @@ func TestPoolMeasuresRedisClock(t *testing.T) {
 	if !strings.Contains(e.logs.String(), "Redis's clock is close to this pool's again") {
 		t.Fatal("the offset's return is not logged")
 	}
+}
+
+// beating starts a pool on rdb, with a registry of its own, whose
+// heartbeat (a clock measurement, and every 12th an eviction look) comes
+// every every, and returns its env, registry and test signals.
+func beating(t *testing.T, rdb redis.UniversalClient, every time.Duration) (*env, *prometheus.Registry, worker.Hooks) {
+	e := newEnvOn(t, rdb, redistest.Namespace(t))
+	cfg := e.config()
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	p := e.pool(cfg)
+	worker.SetClockEvery(p, every)
+	h := worker.InitHooks(p, t)
+	e.start(p)
+	return e, reg, h
 }

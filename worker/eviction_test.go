@@ -5,10 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/fencedq/fencedq/internal/redistest"
-	"github.com/fencedq/fencedq/worker"
 )
 
 // A pool on a Redis that may evict keys (a maxmemory and a policy other
@@ -24,14 +21,7 @@ func TestPoolWarnsOfAnEvictingRedis(t *testing.T) {
 	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvOn(t, rdb, redistest.Namespace(t))
-	cfg := e.config()
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	p := e.pool(cfg)
-	worker.SetClockEvery(p, 10*time.Millisecond)
-	h := worker.InitHooks(p, t)
-	e.start(p)
+	e, reg, h := beating(t, rdb, 10*time.Millisecond)
 
 	h.Clocked.WaitOrTimeout() // the first heartbeat's look came before it
 	if v := metricSum(t, reg, "fencedq_redis_may_evict"); v != 1 {
@@ -58,14 +48,7 @@ func TestPoolWarnsOfAnEvictingRedis(t *testing.T) {
 
 // A Redis without maxmemory (the default) is not reported.
 func TestPoolQuietOnANonEvictingRedis(t *testing.T) {
-	e := newEnvOn(t, redistest.Start(t, redistest.Options{}).Client(), redistest.Namespace(t))
-	cfg := e.config()
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	p := e.pool(cfg)
-	worker.SetClockEvery(p, 10*time.Millisecond)
-	h := worker.InitHooks(p, t)
-	e.start(p)
+	e, reg, h := beating(t, redistest.Start(t, redistest.Options{}).Client(), 10*time.Millisecond)
 	h.Clocked.WaitOrTimeout()
 	if v := metricSum(t, reg, "fencedq_redis_may_evict"); v != 0 {
 		t.Fatalf("fencedq_redis_may_evict = %v, want 0", v)
@@ -85,14 +68,7 @@ func TestPoolWarnsOfAnEvictingClusterMaster(t *testing.T) {
 	if err := last.ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvOn(t, cl.Client(), redistest.Namespace(t))
-	cfg := e.config()
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	p := e.pool(cfg)
-	worker.SetClockEvery(p, 10*time.Millisecond)
-	h := worker.InitHooks(p, t)
-	e.start(p)
+	e, reg, h := beating(t, cl.Client(), 10*time.Millisecond)
 	h.Clocked.WaitOrTimeout()
 	if v := metricSum(t, reg, "fencedq_redis_may_evict"); v != 1 {
 		t.Fatalf("fencedq_redis_may_evict = %v with one allkeys-lru master, want 1", v)
