@@ -1,9 +1,11 @@
 package fencedqtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"reflect"
 	"strings"
 	"testing"
@@ -83,7 +85,7 @@ func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *
 			}
 		}
 		var args T
-		if err := json.Unmarshal(rec.Payload, &args); err != nil {
+		if err := jobs.DecodeArgs(rec.Payload, &args); err != nil {
 			tb.Fatalf("fencedqtest: job %s: args %s do not decode into %T: %v", rec.ID, rec.Args, args, err)
 		}
 		out = append(out, &Job[T]{Record: rec, Args: args})
@@ -233,14 +235,42 @@ func listing[T jobs.JobArgs](js []*Job[T]) string {
 	return b.String()
 }
 
-// canonical decodes v's JSON form into plain values, for comparison.
+// canonical decodes v's JSON form into plain values, for comparison:
+// numbers keep every digit (an int64 id beyond 2^53 is not rounded to
+// its neighbour) and equal values compare equal however they are written
+// (1, 1.0 and 1e0).
 func canonical(v any) (any, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
 	var out any
-	return out, json.Unmarshal(b, &out)
+	if err := d.Decode(&out); err != nil {
+		return nil, err
+	}
+	return exactNumbers(out), nil
+}
+
+// exactNumbers replaces the json.Numbers in v by their exact values,
+// written one way.
+func exactNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if r, ok := new(big.Rat).SetString(string(v)); ok {
+			return r.RatString()
+		}
+	case map[string]any:
+		for k, e := range v {
+			v[k] = exactNumbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = exactNumbers(e)
+		}
+	}
+	return v
 }
 
 func kindOf[T jobs.JobArgs]() string {

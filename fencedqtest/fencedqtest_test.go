@@ -289,3 +289,79 @@ func TestHelpersOnAPartitionedQueue(t *testing.T) {
 		t.Fatalf("Work on a partitioned queue: %s, %v", r.Outcome, r.Err)
 	}
 }
+
+type order struct {
+	ID   int64  `json:"id"`
+	Card string `json:"card" fencedq:"sensitive"`
+}
+
+func (order) Kind() string { return "order" }
+
+// TestRequireEnqueuedComparesNumbersExactly: args are compared as JSON
+// with every digit of their numbers, so an int64 id beyond 2^53 matches
+// only itself.
+func TestRequireEnqueuedComparesNumbersExactly(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	if _, err := client.Enqueue(ctx, order{ID: 9007199254740993}); err != nil {
+		t.Fatal(err)
+	}
+	fencedqtest.RequireNotEnqueued[order](ctx, t, env, &fencedqtest.Want{Args: order{ID: 9007199254740992}})
+	fencedqtest.RequireEnqueued[order](ctx, t, env, &fencedqtest.Want{Args: order{ID: 9007199254740993}})
+}
+
+// cardV1 and cardV2 are two versions of one kind's args: a job enqueued
+// by the first does not decode into the second.
+type cardV1 struct {
+	Expiry string `json:"expiry" fencedq:"sensitive"`
+}
+
+func (cardV1) Kind() string { return "card" }
+
+type cardV2 struct {
+	Expiry time.Time `json:"expiry" fencedq:"sensitive"`
+}
+
+func (cardV2) Kind() string { return "card" }
+
+// TestEnqueuedArgsThatDoNotDecodeAreNotQuoted: a job whose args do not
+// decode into the kind's type fails the helper without quoting a
+// sensitive value (jobs.DecodeArgs).
+func TestEnqueuedArgsThatDoNotDecodeAreNotQuoted(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	if _, err := client.Enqueue(ctx, cardV1{Expiry: "2031-99"}); err != nil {
+		t.Fatal(err)
+	}
+	msg := failure(t, func(tb testing.TB) { fencedqtest.Enqueued[cardV2](ctx, tb, env, nil) })
+	if !strings.Contains(msg, "do not decode") || strings.Contains(msg, "2031-99") {
+		t.Fatalf("failure %q: want one that says the args do not decode without quoting them", msg)
+	}
+}
+
+// TestWorkJobWhoseContextEnds: a ctx that ends while the handler runs
+// cuts the attempt off as a pool's shutdown does: the job is left
+// uncertain (its effect may have happened), not retried, and the helper
+// still reports the committed record.
+func TestWorkJobWhoseContextEnds(t *testing.T) {
+	env, _ := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := fencedqtest.Work(ctx, t, env, jobs.WorkFunc[email](func(ctx context.Context, j *jobs.Job[email]) error {
+		cancel() // the test gives up while the handler waits on its dependency
+		<-ctx.Done()
+		return ctx.Err()
+	}), email{To: "ada@example.com"})
+	if r.Outcome != worker.OutcomeUncertain || r.Record == nil || r.Record.State != jobs.Uncertain || !errors.Is(r.Err, context.Canceled) {
+		t.Fatalf("%+v: want the job uncertain", r)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	r = fencedqtest.Work(ctx2, t, env, jobs.WorkFunc[email](func(context.Context, *jobs.Job[email]) error {
+		cancel2()
+		return nil // done before it noticed
+	}), email{To: "bob@example.com"})
+	if r.Outcome != worker.OutcomeSucceeded || r.Record.State != jobs.Succeeded {
+		t.Fatalf("%+v: a handler that succeeded despite the cancellation: want succeeded", r)
+	}
+}

@@ -62,8 +62,10 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // DefaultTimeout), then the outcome committed by the attempt's token,
 // decided by the pool's rules (a Reconcile method or RetryOnTimeout on w
 // count as they do in a pool). A retry is due at once, so a second WorkJob
-// runs the next attempt. It fails the test if the job is not a pending job
-// of T's kind.
+// runs the next attempt. A ctx that ends while the handler runs cuts it off
+// as a pool's shutdown does: unless the handler still succeeded, the job is
+// left uncertain. It fails the test if the job is not a pending job of T's
+// kind.
 func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], queue, id string) *Result {
 	tb.Helper()
 	// A partitioned queue's name finds the job's partition, as the
@@ -119,6 +121,11 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 	if r, ok := w.(jobs.RetryOnTimeout); ok {
 		end.RetryOnTimeout = r.RetryOnTimeout()
 	}
+	if ctx.Err() != nil {
+		// The caller's context ended mid-call, as a pool's does when it
+		// shuts down: the handler was cut off, its effect unknown.
+		end.Shutdown = "the caller's context ended mid-call"
+	}
 	outcome := rules.Decide(end)
 	committed, err2 := e.ledger.Complete(context.WithoutCancel(ctx), queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: fenceOf(held), Outcome: outcome}})
 	if err2 != nil {
@@ -127,7 +134,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 	if !committed[0].Applied {
 		tb.Fatalf("fencedqtest: job %s: the attempt's commit was fenced: another attempt (token %d) runs the job", id, committed[0].Current)
 	}
-	after, err2 := e.ledger.Get(ctx, queue, id)
+	after, err2 := e.ledger.Get(context.WithoutCancel(ctx), queue, id)
 	if err2 != nil {
 		tb.Fatalf("fencedqtest: %v", err2)
 	}

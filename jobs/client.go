@@ -91,10 +91,13 @@ func Queue(q string) Option { return func(o *options) { o.queue = q } }
 // is refused with ErrInvalid (leave the option out for the job's own id).
 func OperationID(id string) Option { return func(o *options) { o.op, o.opSet = id, true } }
 
-// Delay makes the job due after d.
+// Delay makes the job due after d. A job takes a Delay or a RunAt, not
+// both: the two together are refused with ErrInvalid.
 func Delay(d time.Duration) Option { return func(o *options) { o.delay = d } }
 
-// RunAt makes the job due at t.
+// RunAt makes the job due at t (a time already past: due at once). A job
+// takes a Delay or a RunAt, not both: the two together are refused with
+// ErrInvalid.
 func RunAt(t time.Time) Option { return func(o *options) { o.runAt = t } }
 
 // MaxRetries sets how many retries follow a failed attempt (default 5,
@@ -488,6 +491,8 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 		return nil, invalid("max retries %d is outside 0-%d", o.maxRetries, MaxMaxRetries)
 	case o.timeout < 0 || o.delay < 0:
 		return nil, invalid("negative timeout or delay")
+	case o.delay != 0 && !o.runAt.IsZero():
+		return nil, invalid("both a delay (%v) and a run-at time: give one", o.delay)
 	case o.timeout > MaxTimeout:
 		return nil, invalid("timeout %v exceeds %v", o.timeout, MaxTimeout)
 	case o.delay > MaxDelay || (!o.runAt.IsZero() && time.Until(o.runAt) > MaxDelay):

@@ -39,6 +39,19 @@ func TestEnqueueRefusesNumbersOutOfRange(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
+	// A delay and a run-at time together say two due times: refused, not
+	// one of them dropped, on every path to the write.
+	both := []jobs.Option{jobs.Delay(time.Hour), jobs.RunAt(time.Now())}
+	if _, err := c.Enqueue(ctx, rangeArgs{N: 1}, both...); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("Delay with RunAt: %v, want ErrInvalid", err)
+	}
+	if _, err := jobs.Prepare(rangeArgs{N: 1}, both...); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("Prepare with Delay and RunAt: %v, want ErrInvalid", err)
+	}
+	viaMW := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{passThrough}})
+	if _, err := viaMW.Enqueue(ctx, rangeArgs{N: 1}, both...); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("Delay with RunAt through middleware: %v, want ErrInvalid", err)
+	}
 	if _, err := c.EnqueueMany(ctx, []jobs.Params{{Args: rangeArgs{}}, {Args: rangeArgs{}, Options: []jobs.Option{jobs.MaxRetries(math.MaxInt32 + 1)}}}); !errors.Is(err, jobs.ErrInvalid) {
 		t.Errorf("EnqueueMany with one bad job: %v", err)
 	}

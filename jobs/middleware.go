@@ -35,8 +35,9 @@ type EnqueueRequest struct {
 	// OperationID is the job's operation id ("": the job's own id; an
 	// OperationID("") option left empty here is refused).
 	OperationID string
-	// Delay and RunAt schedule the job (zero: due at once; RunAt, when
-	// set, wins).
+	// Delay and RunAt schedule the job (zero: due at once). At most one
+	// may be set: a middleware that sets one clears the other, or the
+	// enqueue is refused with ErrInvalid.
 	Delay time.Duration
 	RunAt time.Time
 	// MaxRetries is how many retries follow a failed attempt.

@@ -49,7 +49,9 @@
 // retry, dead, uncertain or cancelled: worker.JobView.Outcome) and
 // fencedq.job.deduplicated. Args, operation ids, resources and owners are
 // never recorded. A failed attempt's error is recorded as a span event (the
-// same text the ledger shows operators) and sets the span's status; a
+// text the ledger shows operators, except that a fence or lease error in
+// it, which names the resource, owners or operation id, is recorded by its
+// class: "debit: fence: stale token") and sets the span's status; a
 // panic, or a handler that ends its goroutine (runtime.Goexit), is
 // recorded as the retry the pool commits. A failed enqueue's span records
 // only the class of its error (jobs.ErrInvalid, jobs.ErrEnqueueUnknown, a

@@ -15,7 +15,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
 )
 
@@ -205,12 +207,41 @@ func end(span trace.Span, job worker.JobView, err error) {
 	outcome := job.Outcome(err)
 	span.SetAttributes(AttrOutcome.String(outcome))
 	if err != nil {
-		span.RecordError(err)
+		span.RecordError(attemptError(err))
 	}
 	if outcome != worker.OutcomeSucceeded {
 		span.SetStatus(codes.Error, outcome)
 	}
 	span.End()
+}
+
+// attemptError is what an attempt's span records of err, the error its
+// handler (or a middleware) returned: err's text, with the text of each
+// fence or lease error in it that names a resource, an owner or an
+// operation id (fence.StaleError, fence.AlreadyAppliedError,
+// lease.HeldError: what protected storage and leases answer) replaced by
+// its class ("debit: fence: stale token"). The ledger keeps the whole
+// text for operators.
+func attemptError(err error) error {
+	msg := err.Error()
+	var (
+		stale   *fence.StaleError
+		applied *fence.AlreadyAppliedError
+		held    *lease.HeldError
+	)
+	if errors.As(err, &stale) {
+		msg = strings.ReplaceAll(msg, stale.Error(), fence.ErrStale.Error())
+	}
+	if errors.As(err, &applied) {
+		msg = strings.ReplaceAll(msg, applied.Error(), fence.ErrAlreadyApplied.Error())
+	}
+	if errors.As(err, &held) {
+		msg = strings.ReplaceAll(msg, held.Error(), lease.ErrHeld.Error())
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return errors.New(msg)
 }
 
 // requestCarrier writes a trace context into an enqueue's headers.

@@ -3,6 +3,7 @@ package otelfencedq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -19,10 +20,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/otelfencedq"
 	"github.com/fencedq/fencedq/worker"
 	"github.com/fencedq/fencedq/workflow"
@@ -399,5 +402,65 @@ func TestRefusedEnqueueRecordsNoOperationIDOrResource(t *testing.T) {
 				t.Errorf("span %s records %s = %q: the operation id or resource", s.Name, kv.Key, v)
 			}
 		}
+	}
+}
+
+type transfer struct {
+	From string `json:"from"`
+}
+
+func (transfer) Kind() string       { return "transfer" }
+func (t transfer) Resource() string { return "account:" + t.From }
+
+// TestAttemptErrorsRecordNoResourceOwnerOrOperationID: a handler that
+// returns what protected storage refused it with (fence.StaleError,
+// fence.AlreadyAppliedError, wrapped with the handler's own words) or a
+// lease's lease.HeldError gets an attempt span whose events keep the
+// handler's words and the error's class but not the resource, owner or
+// operation id those errors name.
+func TestAttemptErrorsRecordNoResourceOwnerOrOperationID(t *testing.T) {
+	tr := newTraced(t, func(p *worker.Pool) error {
+		return worker.Register(p, jobs.WorkFunc[transfer](func(ctx context.Context, j *jobs.Job[transfer]) error {
+			f, _ := fence.FromContext(ctx)
+			switch j.Attempt {
+			case 1:
+				return fmt.Errorf("debit: %w", &fence.StaleError{Fence: f, StoredToken: f.Token + 1, StoredOwner: "other-worker/job-9"})
+			case 2:
+				return fmt.Errorf("debit: %w", &lease.HeldError{Resource: f.Resource, Owner: "other-worker/job-9", Token: 3})
+			}
+			return fmt.Errorf("debit: %w", &fence.AlreadyAppliedError{
+				Record: fence.Effect{OperationID: f.OperationID, Resource: f.Resource, Token: f.Token - 1, Owner: "other-worker/job-9"}, Fence: f})
+		}))
+	})
+	res, err := tr.client.Enqueue(context.Background(), transfer{From: "alice@example.com"}, jobs.OperationID("refund-bob@example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobstest.WaitState(t, tr.ledger, "default", res.JobID, jobs.Succeeded)
+	attempts := tr.spans("attempt transfer")
+	if len(attempts) != 3 {
+		t.Fatalf("%d attempt spans, want 3", len(attempts))
+	}
+	var classes []string
+	for _, s := range attempts {
+		if len(s.Events) == 0 {
+			t.Fatalf("attempt %s: no error event", attr(s, otelfencedq.AttrAttempt).Emit())
+		}
+		for _, e := range s.Events {
+			for _, kv := range e.Attributes {
+				v := kv.Value.Emit()
+				if strings.Contains(v, "alice@") || strings.Contains(v, "bob@") || strings.Contains(v, "other-worker") {
+					t.Errorf("attempt %s records %s = %q: a resource, owner or operation id", attr(s, otelfencedq.AttrAttempt).Emit(), kv.Key, v)
+				}
+				if kv.Key == "exception.message" {
+					classes = append(classes, v)
+				}
+			}
+		}
+	}
+	slices.Sort(classes)
+	want := []string{"debit: " + fence.ErrAlreadyApplied.Error(), "debit: " + fence.ErrStale.Error(), "debit: " + lease.ErrHeld.Error()}
+	if !slices.Equal(classes, want) {
+		t.Fatalf("recorded errors %q, want %q", classes, want)
 	}
 }
