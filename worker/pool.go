@@ -289,7 +289,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	if !waitTimeout(&handlers, p.cfg.ShutdownTimeout) {
 		p.renewer.stopAll(errShutdown)
 		if !waitTimeout(&handlers, commitTimeout) {
-			p.log.Error("handlers still running after their contexts were cancelled; their leases lapse and the maintenance leader resolves their jobs")
+			// Named, so an operator can tell which jobs come back through
+			// lease expiry (the process may exit before they return).
+			p.log.Error("handlers still running after their contexts were cancelled; their leases lapse and the maintenance leader resolves their jobs",
+				"job_ids", p.renewer.activeIDs())
 		}
 	}
 	p.completer.close()

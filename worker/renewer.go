@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,18 @@ func (r *renewer) stopAll(cause error) {
 	for _, a := range as {
 		a.cancel(cause)
 	}
+}
+
+// activeIDs returns the job ids of the running attempts.
+func (r *renewer) activeIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.active))
+	for a := range r.active {
+		ids = append(ids, a.job.ID)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func (r *renewer) remove(a *attempt) {

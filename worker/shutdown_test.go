@@ -3,8 +3,10 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -75,4 +77,50 @@ func waitCount(t *testing.T, e *env, s jobs.State, n int64) {
 		c, err := e.client.Inspector().Counts(context.Background(), jobs.DefaultQueue)
 		return err == nil && c[s] == n
 	})
+}
+
+// TestShutdownNamesHandlersThatIgnoreTheirContext: a handler that ignores
+// its cancelled context past the shutdown timeout and the commit wait is
+// left running when Run returns; Run's error log names its job, so an
+// operator can tell which job comes back through lease expiry even if the
+// process exits before the handler returns. When it does return, its
+// dropped outcome is logged with the job id too.
+func TestShutdownNamesHandlersThatIgnoreTheirContext(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.ShutdownTimeout = 100 * time.Millisecond
+	p := e.pool(cfg)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	_ = worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, j *jobs.Job[plainArgs]) error {
+		defer close(returned)
+		close(started)
+		<-release // ignores ctx
+		return nil
+	}))
+	job := e.enqueue(plainArgs{})
+	stop := e.start(p)
+	<-started
+	stop()
+	var line string
+	for _, l := range strings.Split(e.logs.String(), "\n") {
+		if strings.Contains(l, "handlers still running") {
+			line = l
+		}
+	}
+	if line == "" || !strings.Contains(line, job.JobID) {
+		t.Fatalf("Run's log of the handler still running does not name job %s: %q", job.JobID, line)
+	}
+	close(release)
+	<-returned
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(e.logs.String(), "outcome dropped after shutdown") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, l := range strings.Split(e.logs.String(), "\n") {
+		if strings.Contains(l, "outcome dropped after shutdown") && !strings.Contains(l, job.JobID) {
+			t.Fatalf("the dropped outcome's log does not name job %s: %s", job.JobID, l)
+		}
+	}
 }

@@ -35,8 +35,9 @@
 // come from the command line only; a FENCEDQ_ variable naming one is
 // ignored, with a warning. Each command's --help lists the variables it
 // reads. --redis takes a URL (redis://[user:password@]host:port/db,
-// rediss:// for TLS, comma-separated URLs for a Redis Cluster) or a bare
-// host:port.
+// rediss:// for TLS, comma-separated URLs for a Redis Cluster,
+// redis-sentinel://[user:password@]host:port[,host:port...]/master[/db]
+// for a primary found through Sentinels) or a bare host:port.
 //
 // Logs are JSON (--log-format text for text), one format for every line of
 // a process, with durations as text ("10s"). A dashboard whose --addr is
@@ -189,11 +190,13 @@ func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, clos
 	if err != nil {
 		return nil, nil, err
 	}
-	client = jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace})
+	// A Sentinel address gives its options to the client as well, as a
+	// failover deployment's every process does (see jobs.Config.Sentinel).
+	client = jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace, Sentinel: cli.SentinelOptions(c.redis)})
 	return client, func() { _ = client.Close(); _ = rdb.Close() }, nil
 }
 
 func (c *commonFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&c.redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL or host:port (comma-separated for a Redis Cluster)")
+	fs.StringVar(&c.redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL or host:port (comma-separated for a Redis Cluster; redis-sentinel://host:port[,host:port...]/master[/db] through Sentinels)")
 	fs.StringVar(&c.namespace, "namespace", "fq", "key namespace (must match the workers')")
 }

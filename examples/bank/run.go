@@ -73,7 +73,7 @@ type WorkerConfig struct {
 // AddFlags defines the worker's flags on fs, bound to c, and sets c to
 // their defaults.
 func (c *WorkerConfig) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL (comma-separated URLs for a Redis Cluster)")
+	fs.StringVar(&c.Redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL (comma-separated URLs for a Redis Cluster; redis-sentinel://host:port[,host:port...]/master[/db] through Sentinels)")
 	fs.StringVar(&c.Namespace, "namespace", "fq", "key namespace (must match the producers' and the dashboard's)")
 	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL for the bank's accounts (default: keep them in Redis)")
 	fs.IntVar(&c.Concurrency, "concurrency", 10, "transfers run at once")
@@ -216,7 +216,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pool, err := worker.NewPool(rdb, worker.Config{
-		Jobs: jobs.Config{Namespace: cfg.Namespace}, Concurrency: cfg.Concurrency, Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL,
+		Jobs: jobs.Config{Namespace: cfg.Namespace, Sentinel: cli.SentinelOptions(cfg.Redis)}, Concurrency: cfg.Concurrency, Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL,
 		HandlerTimeout: cfg.HandlerTimeout, Logger: log, Registerer: reg,
 		Maintenance: worker.MaintenanceConfig{Disabled: cfg.DisableMaintenance, Interval: cfg.MaintenanceInterval, EffectLog: store},
 	})

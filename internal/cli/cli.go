@@ -8,6 +8,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -221,11 +223,21 @@ const PingTimeout = 5 * time.Second
 // ConnectRedis opens a Redis client from the --redis address and pings
 // it: a URL (redis://[user:password@]host:port/db, rediss:// for TLS) or a
 // bare host:port (redis://host:port); several comma-separated addresses
-// make a cluster client. A malformed address is a usage error; a Redis
-// that does not answer is named (password hidden).
+// make a cluster client; a redis-sentinel:// URL (see ParseSentinelURL)
+// makes a failover client that finds the primary through the Sentinels.
+// A malformed address is a usage error; a Redis that does not answer is
+// named (password hidden).
 func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
-	if strings.Contains(addr, ",") {
+	shown := withScheme(addr)
+	if isSentinelURL(addr) {
+		fo, err := ParseSentinelURL(addr)
+		if err != nil {
+			return nil, err
+		}
+		rdb = redis.NewFailoverClient(fo)
+		shown = strings.TrimSpace(addr)
+	} else if strings.Contains(addr, ",") {
 		var addrs []string
 		var opt, first *redis.Options
 		for _, u := range strings.Split(addr, ",") {
@@ -257,9 +269,114 @@ func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, erro
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis %s does not answer: %w", RedactURL(withScheme(addr)), err)
+		return nil, fmt.Errorf("redis %s does not answer: %w", RedactURL(shown), err)
 	}
 	return rdb, nil
+}
+
+// The schemes of a --redis address naming Sentinels (see ParseSentinelURL).
+const (
+	sentinelScheme    = "redis-sentinel://"
+	sentinelTLSScheme = "rediss-sentinel://"
+)
+
+// DefaultSentinelPort is the port of a Sentinel address given without one.
+const DefaultSentinelPort = "26379"
+
+func isSentinelURL(addr string) bool {
+	addr = strings.TrimSpace(addr)
+	return strings.HasPrefix(addr, sentinelScheme) || strings.HasPrefix(addr, sentinelTLSScheme)
+}
+
+// ParseSentinelURL reads a --redis address naming a Redis deployment
+// watched by Sentinels:
+//
+//	redis-sentinel://[user:password@]host:port[,host:port...]/master[/db]
+//
+// The hosts are the Sentinels (port 26379 when left out), master the name
+// they monitor the primary under, db the database (0 when left out).
+// user and password, percent-encoded, are the Redis servers' credentials
+// (the Sentinels are reached without). rediss-sentinel:// uses TLS to the
+// Sentinels and the servers. The options are those of
+// redis.NewFailoverClient; give the same to jobs.Config.Sentinel, so the
+// tokens a process mints take their failover epoch from the Sentinels
+// (see SentinelOptions). A malformed address is a usage error naming the
+// flag, its password hidden.
+func ParseSentinelURL(addr string) (*redis.FailoverOptions, error) {
+	addr = strings.TrimSpace(addr)
+	bad := func(why string) error {
+		return fmt.Errorf("%w: --redis %q: %s (want redis-sentinel://[user:password@]host:port[,host:port...]/master[/db])",
+			ErrUsage, RedactURL(addr), why)
+	}
+	fo := &redis.FailoverOptions{}
+	rest, ok := strings.CutPrefix(addr, sentinelScheme)
+	if !ok {
+		rest, ok = strings.CutPrefix(addr, sentinelTLSScheme)
+		if !ok {
+			return nil, bad("not a Sentinel URL")
+		}
+		fo.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12} // server name: each host dialled
+	}
+	if strings.ContainsAny(rest, "?#") {
+		return nil, bad("query parameters and fragments are not read")
+	}
+	hosts, path, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndex(hosts, "@"); at >= 0 {
+		user, pass, _ := strings.Cut(hosts[:at], ":")
+		var err1, err2 error
+		fo.Username, err1 = url.PathUnescape(user)
+		fo.Password, err2 = url.PathUnescape(pass)
+		if err1 != nil || err2 != nil {
+			return nil, bad("malformed user or password")
+		}
+		hosts = hosts[at+1:]
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			return nil, bad("an empty Sentinel address")
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			host, port = h, DefaultSentinelPort
+			if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+				return nil, bad(fmt.Sprintf("Sentinel address %q: %v", h, err))
+			}
+			host = strings.Trim(host, "[]")
+		}
+		if n, err := strconv.Atoi(port); host == "" || err != nil || n <= 0 || n > 65535 {
+			return nil, bad(fmt.Sprintf("Sentinel address %q: want host:port", h))
+		}
+		fo.SentinelAddrs = append(fo.SentinelAddrs, net.JoinHostPort(host, port))
+	}
+	master, db, hasDB := strings.Cut(path, "/")
+	master, err := url.PathUnescape(master)
+	if err != nil || master == "" {
+		return nil, bad("no master name (the name the Sentinels monitor the primary under)")
+	}
+	fo.MasterName = master
+	if hasDB {
+		n, err := strconv.Atoi(db)
+		if err != nil || n < 0 {
+			return nil, bad(fmt.Sprintf("database %q is not a number", db))
+		}
+		fo.DB = n
+	}
+	return fo, nil
+}
+
+// SentinelOptions returns the failover options of a --redis address of the
+// Sentinel form (ParseSentinelURL), for jobs.Config.Sentinel; nil for any
+// other address, or a malformed one (ConnectRedis reports it).
+func SentinelOptions(addr string) *redis.FailoverOptions {
+	if !isSentinelURL(addr) {
+		return nil
+	}
+	fo, err := ParseSentinelURL(addr)
+	if err != nil {
+		return nil
+	}
+	return fo
 }
 
 // ParseRedisURL reads one --redis address: a redis:// or rediss:// URL,
@@ -383,19 +500,25 @@ func ListenAndServe(ctx context.Context, flagName, addr string, h http.Handler, 
 	return Serve(ctx, ln, h)
 }
 
-// Serve serves h on ln until ctx ends, then shuts the server down (waiting
-// up to 5s for requests in flight).
+// Serve serves h on ln until ctx ends, then shuts the server down and
+// returns once the requests in flight were answered (waiting up to 5s for
+// them), so the caller does not close what they use under them.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+	// Serve returns at once when Shutdown starts; Shutdown returns when
+	// the requests in flight are done.
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-stopped
 	return nil
 }
 

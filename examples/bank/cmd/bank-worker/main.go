@@ -98,7 +98,7 @@ func enqueue(ctx context.Context, cfg bank.WorkerConfig, transfer, op string, ou
 		return err
 	}
 	defer rdb.Close()
-	client := jobs.NewClient(rdb, jobs.Config{Namespace: cfg.Namespace})
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: cfg.Namespace, Sentinel: cli.SentinelOptions(cfg.Redis)})
 	defer client.Close()
 	var opts []jobs.Option
 	if op != "" {
