@@ -571,6 +571,13 @@ func init() {
 		}
 		return nil, nil
 	}
+	clientledger.Operator = func(c any, queue, actor, note string) (string, error) {
+		cl, ok := c.(*Client)
+		if !ok || cl == nil {
+			return "", invalid("not a *jobs.Client")
+		}
+		return cl.operator(queue, actor, note)
+	}
 	clientledger.Route = func(ctx context.Context, c any, js []*ledger.NewJob) error {
 		if c, ok := c.(*Client); ok && c != nil {
 			return c.route(ctx, js)

@@ -54,6 +54,9 @@ func (c *Client) operator(queue, actor, note string) (string, error) {
 // DecideDead) to a job in review or uncertain (or dead or cancelled, for a
 // re-run), with who decided and why. A re-run is due at once and its next
 // attempt gets a new, higher token, so the old attempt stays fenced out.
+// A step of a cancelled workflow (workflow.Cancel) never runs again: its
+// re-run from review or uncertain (the verdict "not applied") ends it
+// cancelled, and from dead or cancelled fails with ErrWrongState.
 func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, actor, note string) (*Record, error) {
 	return c.resolve(ctx, queue, id, nil, d, actor, note)
 }

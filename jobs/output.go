@@ -81,7 +81,8 @@ func decodeOutput(id, raw string, v any) error {
 // [ErrNoAttempt] outside a handler, [ErrInvalid] when this job is not a
 // workflow step or step is not one of its workflow's steps, and
 // [ErrNoOutput] when that step recorded none (or failed and was allowed
-// to).
+// to, or its job expired: its retention, jobs.Config.Retention, passed
+// before this step ran).
 func (j *Job[T]) DependencyOutput(ctx context.Context, step string, v any) error {
 	l, q, id, ok := ledger.AttemptOf(ctx)
 	if !ok {
@@ -95,6 +96,9 @@ func (j *Job[T]) DependencyOutput(ctx context.Context, step string, v any) error
 		return err
 	}
 	raw, _, err := l.Output(ctx, ref.Queue, ref.ID)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: step %s (job %s) expired: its retention passed before this step ran", ErrNoOutput, step, ref.ID)
+	}
 	if err != nil {
 		return err
 	}

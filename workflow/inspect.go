@@ -159,28 +159,86 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 // note): every step waiting or pending is cancelled, every running one is
 // asked to stop (its handler's context is cancelled at the next renewal;
 // its outcome is still committed by its token, and a retry then ends
-// cancelled), and finished steps stay as they are. It returns the
+// cancelled), and finished steps stay as they are. Once a step was
+// cancelled with its workflow, it never starts again: a step uncertain or
+// in review stays so until it is reconciled (found applied it succeeded;
+// found not applied, by the reconciler or an operator's re-run, it ends
+// cancelled), and an operator's re-run of a finished step fails with an
+// error matching jobs.ErrWrongState. An actor or note the client refuses
+// fails with jobs.ErrInvalid before anything is written. It returns the
 // workflow as it is afterwards.
 func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Status, error) {
 	st, err := Get(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}
+	who, err := clientledger.Operator(c, st.Home, actor, note)
+	if err != nil {
+		return nil, err
+	}
 	l, _ := clientledger.Of(c) // Get checked c
-	if err := l.MarkWorkflowCancelled(ctx, st.Home, id, "operator:"+actor); err != nil {
+	if err := l.MarkWorkflowCancelled(ctx, st.Home, id, who); err != nil {
 		return nil, err
 	}
 	// dependents first, so each step's reason names the operator rather
-	// than a dependency cancelled a moment earlier
-	for i := len(st.Steps) - 1; i >= 0; i-- {
+	// than a dependency cancelled a moment earlier; each step is marked in
+	// the call that cancels it, so a dependency ending meanwhile never
+	// promotes a step already reached
+	for _, i := range dependentsFirst(st.Steps) {
 		s := st.Steps[i]
-		if s.State.Final() || s.State == "missing" {
+		if s.State == "missing" {
 			continue
 		}
-		if _, err := c.Cancel(ctx, s.Queue, s.JobID, actor, note); err != nil &&
+		if _, err := l.CancelStep(ctx, s.Queue, s.JobID, who, note); err != nil &&
 			!errors.Is(err, jobs.ErrWrongState) && !errors.Is(err, jobs.ErrNotFound) {
 			return nil, err
 		}
 	}
 	return get(ctx, l, st.Home, id)
+}
+
+// dependentsFirst orders the indexes of steps so that every step comes
+// before the steps it depends on (the graph has no cycle: Enqueue checked).
+func dependentsFirst(steps []Step) []int {
+	index := make(map[string]int, len(steps))
+	for i, s := range steps {
+		index[s.Name] = i
+	}
+	// dependents counts, per step, the steps depending on it not yet placed
+	dependents := make([]int, len(steps))
+	for _, s := range steps {
+		for _, d := range s.Deps {
+			if k, ok := index[d]; ok {
+				dependents[k]++
+			}
+		}
+	}
+	var ready, order []int
+	for i := len(steps) - 1; i >= 0; i-- {
+		if dependents[i] == 0 {
+			ready = append(ready, i)
+		}
+	}
+	placed := make([]bool, len(steps))
+	for len(ready) > 0 {
+		i := ready[0]
+		ready = ready[1:]
+		order = append(order, i)
+		placed[i] = true
+		for _, d := range steps[i].Deps {
+			k, ok := index[d]
+			if !ok {
+				continue
+			}
+			if dependents[k]--; dependents[k] == 0 {
+				ready = append(ready, k)
+			}
+		}
+	}
+	for i := len(steps) - 1; i >= 0; i-- { // a record read otherwise: the rest, last first
+		if !placed[i] {
+			order = append(order, i)
+		}
+	}
+	return order
 }

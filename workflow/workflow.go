@@ -23,7 +23,8 @@
 // depend on it, unless they allow it to fail (AllowFailure); an uncertain
 // step holds them until it is reconciled; an operator's re-run of a failed
 // step (jobs.Client.Resolve with DecideRerun) puts the steps its failure
-// cancelled back to waiting, so the workflow resumes.
+// cancelled back to waiting, so the workflow resumes. A cancelled workflow
+// does not resume: none of its steps starts again (see Cancel).
 package workflow
 
 import (

@@ -14,6 +14,12 @@ import (
 // it. Package jobs sets it when it is initialised.
 var Of func(c any) (*ledger.Ledger, error)
 
+// Operator checks an operator action's actor and note on queue as c, a
+// *jobs.Client, does (an error matching jobs.ErrInvalid) and returns the
+// actor as the ledger records it ("operator:<name>"). Package jobs sets it
+// when it is initialised.
+var Operator func(c any, queue, actor, note string) (string, error)
+
 // Route moves each job of js whose queue is partitioned to its partition
 // (by its PartitionKey, else its operation id), as c, a *jobs.Client,
 // routes its enqueues. Package jobs sets it when it is initialised.

@@ -539,6 +539,8 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 		return state, fmt.Errorf("%w: reconciler token %d", ErrStale, r.Leader)
 	case -2:
 		return state, fmt.Errorf("%w: job %s moved on (it ran again since): its attempt token is now %s, not %s", ErrWrongState, id, rp.str(2), seen)
+	case -3:
+		return state, fmt.Errorf("%w: job %s is a step of workflow %s, which %s cancelled: its steps do not run again", ErrWrongState, id, rp.str(2), rp.str(3))
 	}
 	if rp.len() > 2 && rp.int(2) > 0 {
 		l.moveAfter(ctx, q)
@@ -553,7 +555,20 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 // committed by its token, and a retry then becomes cancelled. Other states
 // fail with ErrWrongState.
 func (l *Ledger) Cancel(ctx context.Context, q, id, actor, note string) (State, error) {
-	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds()).Result()
+	return l.cancel(ctx, q, id, actor, note, "")
+}
+
+// CancelStep is Cancel for a step of a workflow its operator cancels
+// (workflow.Cancel): the step is marked first, whatever its state, so it
+// never runs again (see cancel.lua). A step uncertain or in review stays so
+// (to be reconciled: a verdict "not applied" ends it cancelled) and
+// CancelStep returns its state; a finished one fails with ErrWrongState.
+func (l *Ledger) CancelStep(ctx context.Context, q, id, actor, note string) (State, error) {
+	return l.cancel(ctx, q, id, actor, note, "wf")
+}
+
+func (l *Ledger) cancel(ctx context.Context, q, id, actor, note, mode string) (State, error) {
+	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode).Result()
 	r := newReply("cancel", v, err)
 	if err := r.need(2); err != nil {
 		return "", wrap("cancel "+id, err)

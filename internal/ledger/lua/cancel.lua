@@ -4,15 +4,32 @@
 -- still committed by its token (a retry then becomes cancelled).
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 job id   3 actor ('operator:<name>')   4 note   5 retention ms
+--      6 'wf' when the job's workflow is cancelled (workflow.Cancel), else ''
 -- A workflow step waiting for its dependencies is cancelled like a pending
 -- job, and a cancelled step's dependents are cancelled in turn (workflow.lua).
+-- A step whose workflow is cancelled is marked ('wf_cancel', whatever its
+-- state) first: it is never promoted, resumed or re-run again, and a
+-- verdict "not applied" about it (uncertain or in review) ends it cancelled
+-- (resolve.lua, workflow.lua).
 -- Reply: {1, 'cancelled', hand-over records written}; {2, 'running'} when the
---        running attempt was asked to stop; {0, state} when the job cannot be
+--        running attempt was asked to stop; {3, state} when a step uncertain
+--        or in review was marked (ARGV 6); {0, state} when the job cannot be
 --        cancelled ('missing').
 local id, actor, note = ARGV[2], ARGV[3], ARGV[4]
 local k = jobkey(id)
 local h = redis.call('HMGET', k, 'state', 'op', 'wf', 'lkey', 'lmax', 'wait', 'group', 'rkey')
 if not h[1] then return {0, 'missing'} end
+if ARGV[6] == 'wf' and h[3] then
+  seq_bump()
+  redis.call('HSET', k, 'wf_cancel', actor)
+  if h[1] == 'uncertain' or h[1] == 'review' then
+    -- its outcome is unknown: it stays to be reconciled, and ends cancelled
+    -- unless it is found applied
+    record(id, {event = 'cancel', from = h[1], actor = actor, note = note})
+    event({type = 'cancel', job = id, actor = actor})
+    return {3, h[1]}
+  end
+end
 if h[1] == 'running' then
   seq_bump()
   redis.call('HSET', k, 'cancel', actor)

@@ -10,13 +10,19 @@
 -- A workflow step's end (or an operator's re-run of a failed step, which
 -- reopens the dependents its failure cancelled) reaches its dependents
 -- (workflow.lua).
+-- A step of a cancelled workflow ('wf_cancel', cancel.lua) never runs
+-- again: a rerun of it uncertain or in review (the verdict "not applied",
+-- the reconciler's or an operator's) ends it cancelled, and a rerun of it
+-- dead or cancelled is refused.
 -- Reply: {1, new state, hand-over records written}; {0, state} when the job is not in an allowed state
 --        ('missing' when there is no such job); {-1, state} when the
 --        reconciler's token is stale; {-2, state, token} when the job no
---        longer holds the token of ARGV 10 (token: the one it holds).
+--        longer holds the token of ARGV 10 (token: the one it holds);
+--        {-3, state, workflow id, who cancelled it} when a rerun of a
+--        cancelled workflow's finished step is refused.
 local id, decision = ARGV[2], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token')
+local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token', 'wf_cancel')
 local state = h[1]
 if not state then return {0, 'missing'} end
 local allowed = false
@@ -30,6 +36,8 @@ if not reconciler_ok(ARGV[7]) then return {-1, state} end
 if decision ~= 'succeeded' and decision ~= 'rerun' and decision ~= 'dead' and decision ~= 'review' and decision ~= 'later' then
   return redis.error_reply('unknown decision ' .. decision)
 end
+local unknown = state == 'uncertain' or state == 'review'
+if decision == 'rerun' and h[7] and not unknown then return {-3, state, h[4], h[7]} end
 seq_bump()
 -- recorded first, so a final state's retention covers the history too
 record(id, {event = 'resolve', from = state, decision = decision, actor = ARGV[5], note = ARGV[6]})
@@ -38,12 +46,13 @@ if decision == 'later' then
   to = state
   redis.call('HINCRBY', k, 'reconcile_tries', 1)
   redis.call('ZADD', index[state], fmt(now + num(ARGV[9])), id)
-elseif decision == 'rerun' and h[3] and ARGV[7] ~= '' then
-  -- an operator asked to cancel the job before its outcome was known, and
-  -- the reconciler found it not applied: it ends cancelled, not re-run
+elseif decision == 'rerun' and ((h[3] and ARGV[7] ~= '') or h[7]) then
+  -- an operator asked to cancel the job (or its workflow) before its
+  -- outcome was known, and the reconciler (or, for a workflow's step, an
+  -- operator) found it not applied: it ends cancelled, not re-run
   to = 'cancelled'
   move(id, state, 'cancelled', now)
-  redis.call('HSET', k, 'reason', 'cancelled by ' .. h[3] .. '; not applied: ' .. ARGV[6], 'state', 'cancelled', 'finished', fmt(now))
+  redis.call('HSET', k, 'reason', 'cancelled by ' .. (h[7] or h[3]) .. '; not applied: ' .. ARGV[6], 'state', 'cancelled', 'finished', fmt(now))
   finish(id, h[2], ARGV[8], true)
   count('cancelled')
 elseif decision == 'rerun' and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(id)) == 1) then

@@ -45,11 +45,14 @@ end
 -- and only a waiting step is promoted or cancelled, so delivering twice does
 -- nothing more. A cancelled step keeps its set (and the failed dependencies
 -- in wf_failedk) up to date, so a re-run waits for what has not succeeded
--- yet. Returns the step's new end ('cancelled' or 'reopen') when its own
--- dependents must hear of it, else nil.
+-- yet. A cancelled step of a cancelled workflow ('wf_cancel') is never
+-- resumed. Returns the step's new end ('cancelled' or 'reopen') when its
+-- own dependents must hear of it, else nil.
 local function wf_deliver(id, from, what, retention)
   local k = jobkey(id)
-  local h = redis.call('HMGET', k, 'state', 'wf_allow', 'wf_cause', 'op', 'run_at')
+  local h = redis.call('HMGET', k, 'state', 'wf_allow', 'wf_cause', 'op', 'run_at', 'wf_cancel')
+  -- (cancel.lua marks a waiting step and cancels it in the same call)
+  if h[6] and h[1] ~= 'waiting' then return nil end
   -- resume puts a step its dependency's failure cancelled back to waiting,
   -- or on to the next failed dependency when another one failed too
   local function resume()
