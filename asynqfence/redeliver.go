@@ -11,7 +11,8 @@ import (
 	"github.com/fencedq/fencedq/internal/ledger"
 )
 
-// redeliverBatch bounds the jobs Redeliver looks at per queue and state.
+// redeliverBatch bounds the jobs Redeliver reads at once per queue and
+// state (it reads them all, a page at a time).
 const redeliverBatch = 200
 
 // Redeliver gives every unfinished bridged job whose asynq task is gone a
@@ -56,21 +57,28 @@ func (b *Bridge) Redeliver(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		us, err := b.ledger.Undelivered(ctx, q, redeliverBatch)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, u := range us {
-			if u.Bridge != BridgeName || u.TaskQueue == "" || u.TaskID == "" {
-				continue
-			}
-			sent, err := b.redeliver(ctx, insp, client, q, u)
+		// Page by page: however many jobs whose task asynq holds come
+		// first, every job is looked at.
+		for offset := 0; ctx.Err() == nil; offset += redeliverBatch {
+			us, more, err := b.ledger.Undelivered(ctx, q, offset, redeliverBatch)
 			if err != nil {
 				errs = append(errs, err)
+				break
 			}
-			if sent {
-				n++
+			for _, u := range us {
+				if u.Bridge != BridgeName || u.TaskQueue == "" || u.TaskID == "" {
+					continue
+				}
+				sent, err := b.redeliver(ctx, insp, client, q, u)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				if sent {
+					n++
+				}
+			}
+			if !more {
+				break
 			}
 		}
 	}

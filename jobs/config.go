@@ -55,8 +55,9 @@ type Config struct {
 	ResubmitOnRewind bool
 	// Durability makes writes wait for replicas before they are
 	// acknowledged (off by default): a client's enqueues, and a pool's
-	// (worker.Config.Jobs) claims, completions and resource-lease
-	// acquisitions. See Durability.
+	// (worker.Config.Jobs) claims, completions, resource-lease
+	// acquisitions and maintenance enqueues (periodic ticks, outbox
+	// relays). See Durability.
 	Durability Durability
 }
 

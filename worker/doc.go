@@ -130,7 +130,9 @@
 // mark before committing the retry, so the next attempt is accepted.
 //
 // With Config.Jobs.Durability the pool's claims, completions and resource
-// leases wait for replicas (jobs.Durability). A claim too few replicas
+// leases wait for replicas (jobs.Durability), and so do its maintenance
+// leader's enqueues (periodic ticks, outbox relays: a relayed row leaves
+// its outbox only once its job is acknowledged). A claim too few replicas
 // acknowledged is never started: its jobs are put back pending, their
 // attempt not consumed (or come back when their leases expire); a
 // completion too few acknowledged is retried.

@@ -214,7 +214,9 @@ var relayHook func() error
 //     "fencedq:outbox:<table>" is raised to leader's token, or Relay
 //     returns a *fence.StaleError (a newer leader relays now);
 //  4. enqueues the other rows with client.EnqueueMany, each with its
-//     operation id ("outbox:<row id>" unless the job set its own);
+//     operation id ("outbox:<row id>" unless the job set its own), and,
+//     when the client refuses the batch, a row at a time, setting aside
+//     the rows it refuses (see below);
 //  5. deletes them, marks the rows set aside, and commits.
 //
 // A relay that dies after 4 leaves the rows in the outbox: the next relay
@@ -225,10 +227,14 @@ var relayHook func() error
 //
 // One bad row never stops the others. A row that cannot become a job (a
 // value out of range or a payload that is not a JSON object, as a row
-// edited by hand may hold) stays in the table with failed_at and error
-// set, is logged as a warning (Options.Logger) and is not taken again:
-// list such rows with Failed, fix them with SQL and put them back with
-// Retry, or delete them.
+// edited by hand may hold), or whose job the client refuses (its enqueue
+// middleware returns an error, or amends the job out of bounds:
+// jobs.ErrInvalid), stays in the table with failed_at and error set, is
+// logged as a warning (Options.Logger) and is not taken again: list such
+// rows with Failed, fix them (or the middleware) and put them back with
+// Retry, or delete them. An error matching jobs.ErrEnqueueUnknown (Redis
+// failing, or a middleware that cannot tell for now) sets nothing aside:
+// Relay returns it and the rows stay for the next relay.
 func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (int, error) {
 	if o.pool == nil {
 		return 0, fmt.Errorf("%w: the package-level outbox cannot relay; use NewOutbox", ErrOptions)
@@ -246,9 +252,9 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 		return 0, fmt.Errorf("pgfence: relay: %w%s", err, migrateHint(err))
 	}
 	var (
-		ids []string
-		ps  []jobs.Params
-		bad []setAside
+		good []outboxRow
+		ps   []jobs.Params
+		bad  []setAside
 	)
 	for rows.Next() {
 		var r outboxRow
@@ -262,14 +268,14 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 			bad = append(bad, setAside{row: r, err: err})
 			continue
 		}
-		ids = append(ids, r.id)
+		good = append(good, r)
 		ps = append(ps, p)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("pgfence: relay: read: %w", err)
 	}
-	if len(ids) == 0 && len(bad) == 0 {
+	if len(good) == 0 && len(bad) == 0 {
 		return 0, nil
 	}
 	f := fence.Fence{Resource: "fencedq:outbox:" + o.t.outbox, Token: leader, Owner: relayOwner, OperationID: "-"}
@@ -279,10 +285,17 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	if err := o.store.raise(ctx, tx, f); err != nil {
 		return 0, err
 	}
-	if len(ps) > 0 {
-		if _, err := client.EnqueueMany(ctx, ps); err != nil {
-			return 0, fmt.Errorf("pgfence: relay: %w", err)
+	refused, err := enqueueRows(ctx, client, ps)
+	if err != nil {
+		return 0, err
+	}
+	ids := make([]string, 0, len(good))
+	for i, r := range good {
+		if err, ok := refused[i]; ok {
+			bad = append(bad, setAside{row: r, err: err})
+			continue
 		}
+		ids = append(ids, r.id)
 	}
 	if relayHook != nil {
 		if err := relayHook(); err != nil {
@@ -311,6 +324,45 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 			"outbox", o.t.outbox, "row_id", b.row.id, "kind", b.row.kind, "queue", b.row.queue, "error", b.err)
 	}
 	return len(ids) + len(bad), nil
+}
+
+// enqueueRows enqueues ps with one EnqueueMany call and returns the jobs
+// the client refused, by position in ps. A batch refused as a whole for
+// one job's sake (jobs.ErrInvalid, or an error of the client's enqueue
+// middleware, which sees the batch at once) is enqueued again one job at a
+// time, so only the jobs refused on their own are returned. An error
+// matching jobs.ErrEnqueueUnknown, or the end of ctx, says nothing about
+// the job: the call returns it, and every row stays in the outbox for the
+// next relay (the operation ids make enqueueing them again safe).
+func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (map[int]error, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	_, err := client.EnqueueMany(ctx, ps)
+	if err == nil {
+		return nil, nil
+	}
+	if transient(ctx, err) {
+		return nil, fmt.Errorf("pgfence: relay: %w", err)
+	}
+	refused := map[int]error{}
+	for i, p := range ps {
+		if _, err := client.Enqueue(ctx, p.Args, p.Options...); err != nil {
+			if transient(ctx, err) {
+				return nil, fmt.Errorf("pgfence: relay: %w", err)
+			}
+			refused[i] = err
+		}
+	}
+	return refused, nil
+}
+
+// transient reports whether an enqueue's error may go away by itself (the
+// job may even have been written): the row stays for the next relay
+// instead of being set aside.
+func transient(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, jobs.ErrEnqueueUnknown) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // outboxRow is one row as the relay reads it.

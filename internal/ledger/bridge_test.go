@@ -162,7 +162,7 @@ func TestUndeliveredAndRedeliver(t *testing.T) {
 		t.Fatalf("claim: %+v, %v", dc, err)
 	}
 	f.claimOne(f.enqueue()) // a native running job: never listed
-	us, err := f.l.Undelivered(f.ctx, f.q, 10)
+	us, _, err := f.l.Undelivered(f.ctx, f.q, 0, 10)
 	if err != nil || len(us) != 1 {
 		t.Fatalf("undelivered: %+v, %v; want the bridged job only", us, err)
 	}
@@ -177,7 +177,7 @@ func TestUndeliveredAndRedeliver(t *testing.T) {
 	if c := f.complete(dc.Claimed, ledger.Outcome{To: jobs.Pending, Error: "boom"}); !c.Applied {
 		t.Fatalf("retry: %+v", c)
 	}
-	us, err = f.l.Undelivered(f.ctx, f.q, 10)
+	us, _, err = f.l.Undelivered(f.ctx, f.q, 0, 10)
 	if err != nil || len(us) != 1 || us[0].State != jobs.Pending {
 		t.Fatalf("undelivered after a retry: %+v, %v", us, err)
 	}
@@ -191,7 +191,7 @@ func TestUndeliveredAndRedeliver(t *testing.T) {
 	if _, ok, err := f.l.Redeliver(f.ctx, f.q, us[0], "mail", "b1"); err != nil || ok {
 		t.Fatalf("a second caller that saw the same job: %v, %v; want nothing recorded", ok, err)
 	}
-	us, _ = f.l.Undelivered(f.ctx, f.q, 10)
+	us, _, _ = f.l.Undelivered(f.ctx, f.q, 0, 10)
 	if len(us) != 1 || us[0].TaskID != "b1~1" {
 		t.Fatalf("undelivered after a redelivery: %+v; want the job's task b1~1", us)
 	}

@@ -169,6 +169,10 @@ func (l *Ledger) Namespace() string { return l.cfg.Namespace }
 // replicas (Config.Durability).
 func (l *Ledger) Durable() bool { return l.cfg.Durability.Enabled() }
 
+// Durability returns how the ledger's writes wait for replicas
+// (Config.Durability), for a client that must write as durably.
+func (l *Ledger) Durability() durable.Options { return l.cfg.Durability }
+
 // Retention returns how long finished jobs are kept.
 func (l *Ledger) Retention() time.Duration { return l.cfg.Retention }
 

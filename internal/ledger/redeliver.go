@@ -34,28 +34,35 @@ type Undelivered struct {
 	TaskQueue, TaskID string
 }
 
-// Undelivered returns up to limit bridged jobs of queue q in each of the
-// states pending, running (earliest lease deadline first) and uncertain:
-// the jobs whose progress depends on their own queue delivering them again.
-func (l *Ledger) Undelivered(ctx context.Context, q string, limit int) ([]Undelivered, error) {
+// Undelivered returns bridged jobs of queue q in the states pending,
+// running (earliest lease deadline first) and uncertain: the jobs whose progress depends on their own queue delivering
+// them again. It looks at up to limit jobs of each state from the offset-th
+// on; more is true when a state may hold more jobs after them (call again
+// with offset + limit to see them).
+func (l *Ledger) Undelivered(ctx context.Context, q string, offset, limit int) (us []Undelivered, more bool, err error) {
 	if err := ValidateQueueRef(q); err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	if limit <= 0 {
+		return nil, false, nil
+	}
+	off, n := int64(max(offset, 0)), int64(limit)
 	pipe := l.rdb.Pipeline()
 	lists := []*redis.StringSliceCmd{
-		pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: l.StateKey(q, Pending), ByScore: true, Start: bridgeWait, Stop: "+inf", Count: int64(limit)}),
-		pipe.ZRange(ctx, l.StateKey(q, Running), 0, int64(limit-1)),
-		pipe.ZRange(ctx, l.StateKey(q, Uncertain), 0, int64(limit-1)),
+		pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: l.StateKey(q, Pending), ByScore: true, Start: bridgeWait, Stop: "+inf", Offset: off, Count: n}),
+		pipe.ZRange(ctx, l.StateKey(q, Running), off, off+n-1),
+		pipe.ZRange(ctx, l.StateKey(q, Uncertain), off, off+n-1),
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, wrap("undelivered", err)
+		return nil, false, wrap("undelivered", err)
 	}
 	var ids []string
 	for _, c := range lists {
 		ids = append(ids, c.Val()...)
+		more = more || len(c.Val()) == limit
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	pipe = l.rdb.Pipeline()
 	fields := make([]*redis.SliceCmd, len(ids))
@@ -64,7 +71,7 @@ func (l *Ledger) Undelivered(ctx context.Context, q string, limit int) ([]Undeli
 			"bridge_queue", "bridge_task", "timeout_ms")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, wrap("undelivered", err)
+		return nil, false, wrap("undelivered", err)
 	}
 	out := make([]Undelivered, 0, len(ids))
 	for i, id := range ids {
@@ -79,7 +86,7 @@ func (l *Ledger) Undelivered(ctx context.Context, q string, limit int) ([]Undeli
 			Timeout: time.Duration(atoi(str(8))) * time.Millisecond,
 		})
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // Redeliver records that bridged job u (as Undelivered returned it) is

@@ -139,9 +139,12 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 	// The client enqueues periodic ticks and relayed outbox rows. A relayed
 	// row is gone from its outbox once enqueued, so after a ledger rewind
 	// the client re-submits the enqueues Redis lost: at once when its own
-	// enqueue detects it, else at the pool's next Resubmit.
+	// enqueue detects it, else at the pool's next Resubmit. Its enqueues
+	// wait for replicas as the pool's writes do (jobs.Config.Durability), so
+	// a row leaves its outbox only once its job is as durable as any other.
 	client := jobs.NewClient(ledger.Redis(), jobs.Config{Namespace: ledger.Namespace(), Retention: ledger.Retention(),
-		Logger: cfg.Logger, Registerer: cfg.Registerer, ResubmitOnRewind: true, EnqueueMiddleware: cfg.EnqueueMiddleware})
+		Logger: cfg.Logger, Registerer: cfg.Registerer, ResubmitOnRewind: true, EnqueueMiddleware: cfg.EnqueueMiddleware,
+		Durability: jobs.Durability(ledger.Durability())})
 	base := func(name string) service {
 		return service{name: name, ledger: ledger, log: cfg.Logger.With("service", name), metrics: cfg.Metrics,
 			errors: cfg.Metrics.MaintenanceErrors.WithLabelValues(name)}

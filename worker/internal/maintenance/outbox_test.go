@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/durable"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/pgtest"
 	"github.com/fencedq/fencedq/jobs"
@@ -101,5 +104,40 @@ func TestRelayPass(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(f.metrics.MaintenanceErrors.WithLabelValues(metrics.ServiceRelay)); v != 0 {
 		t.Fatalf("relay errors %v: a pass's own error is counted by its loop, not by the pass", v)
+	}
+}
+
+// TestRelayWaitsForReplicas: with the pool's jobs.Config.Durability, a
+// relayed row leaves the outbox only once enough replicas hold its job. On
+// a Redis without the replicas Durability asks for, the relay's enqueue is
+// not acknowledged (jobs.ErrEnqueueUnknown) and every row stays in the
+// outbox for the next pass, as a client's own enqueue would fail.
+func TestRelayWaitsForReplicas(t *testing.T) {
+	f := newFixture(t)
+	pool := pgtest.New(t)
+	if err := pgfence.Migrate(t.Context(), pool, pgfence.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := pgfence.NewOutbox(pool, pgfence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.config()
+	cfg.Outboxes = []Outbox{{Name: ob.Name(), Relay: ob.Relay, Listen: ob.Listen}}
+	durableLedger := ledger.New(f.rdb, ledger.Config{Namespace: f.ns,
+		Durability: durable.Options{Replicas: 1, Timeout: 100 * time.Millisecond}})
+	l := New(cfg, durableLedger, f.leases)
+	leader := f.lead("pool-a")
+	commitOrders(t, pool, ob, 3)
+
+	if err := l.relays[0].runOnce(f.ctx, leader); !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Fatalf("a pass no replica acknowledged: %v, want jobs.ErrEnqueueUnknown", err)
+	}
+	var left int
+	if err := pool.QueryRow(f.ctx, `SELECT count(*) FROM `+ob.Table()).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 3 {
+		t.Fatalf("%d rows left in the outbox after an enqueue no replica acknowledged, want 3", left)
 	}
 }
