@@ -444,6 +444,9 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 			return nil, invalid("%s args: %v", args.Kind(), err)
 		}
 	}
+	if err := checkUniqueFields(args, o.unique); err != nil {
+		return nil, err
+	}
 	if k, ok := args.(Partitioner); ok && o.partitionKey == "" {
 		o.partitionKey = k.PartitionKey()
 	}

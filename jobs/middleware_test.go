@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -185,19 +186,19 @@ func TestEnqueueMiddlewareUniqueOptsAreCopies(t *testing.T) {
 		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
 			for _, r := range reqs {
 				n++
-				if r.Unique == nil || r.Unique.ByPeriod != 0 || !slices.Equal(r.Unique.ByFields, []string{"n"}) {
+				if r.Unique == nil || r.Unique.ByPeriod != 0 || !slices.Equal(r.Unique.ByFields, []string{"customer"}) {
 					t.Errorf("enqueue %d saw unique %+v: an earlier amendment leaked", n, r.Unique)
 					continue
 				}
 				r.Unique.ByPeriod = time.Duration(n) * time.Hour
-				r.Unique.ByFields[0] = "N"
+				r.Unique.ByFields[0] = "scope"
 			}
 			return next(ctx, reqs)
 		}
 	}}})
-	opts := []jobs.Option{jobs.Unique(jobs.UniqueOpts{ByFields: []string{"n"}})}
+	opts := []jobs.Option{jobs.Unique(jobs.UniqueOpts{ByFields: []string{"customer"}})}
 	for i := range 3 {
-		if _, err := c.Enqueue(ctx, rangeArgs{N: i}, opts...); err != nil {
+		if _, err := c.Enqueue(ctx, syncArgs{Customer: fmt.Sprint(i)}, opts...); err != nil {
 			t.Fatal(err)
 		}
 	}

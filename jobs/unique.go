@@ -5,7 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"reflect"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -30,7 +34,10 @@ type UniqueOpts struct {
 	ByArgs bool
 	// ByFields includes only these top-level fields of the args' JSON (by
 	// their JSON names; a field absent from the args counts as null).
-	// Setting it makes ByArgs unnecessary.
+	// Setting it makes ByArgs unnecessary. A name the args' type can never
+	// encode (a typo, or the Go name of a field whose JSON name differs) is
+	// refused with ErrInvalid, since it would make every job of the kind a
+	// duplicate of the first.
 	ByFields []string
 	// ByPeriod, when set, scopes the key to a period of Redis's clock: jobs
 	// enqueued in the same period (Redis TIME truncated to a multiple of
@@ -129,4 +136,91 @@ func canonicalJSON(raw json.RawMessage) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(v) // maps encode with sorted keys
+}
+
+// checkUniqueFields refuses a UniqueOpts.ByFields name that args' type
+// can never encode: a typo, or a Go field name where the JSON name
+// differs, would count as null in every job and make all jobs of the kind
+// duplicates of the first. Types whose JSON names cannot be known from
+// their fields (maps, custom MarshalJSON) are not checked.
+func checkUniqueFields(args JobArgs, u *UniqueOpts) error {
+	if u == nil || len(u.ByFields) == 0 {
+		return nil
+	}
+	names, ok := jsonNames(reflect.TypeOf(args))
+	if !ok {
+		return nil
+	}
+	for _, f := range u.ByFields {
+		if f != "" && !names[f] {
+			known := slices.Sorted(maps.Keys(names))
+			return invalid("%s: unique field %q is not a JSON field of %T (its fields: %s)", args.Kind(), f, args, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
+var jsonNamesCache sync.Map // reflect.Type → map[string]bool (nil: not known)
+
+// jsonNames returns the top-level object keys encoding/json can write for
+// a value of type t (a superset: conflicting embedded names are all
+// listed), and false when they cannot be known from t's fields.
+func jsonNames(t reflect.Type) (map[string]bool, bool) {
+	if v, ok := jsonNamesCache.Load(t); ok {
+		m := v.(map[string]bool)
+		return m, m != nil
+	}
+	m := map[string]bool{}
+	if !structNames(t, m, map[reflect.Type]bool{}) {
+		m = nil
+	}
+	jsonNamesCache.Store(t, m)
+	return m, m != nil
+}
+
+func structNames(t reflect.Type, out map[string]bool, seen map[reflect.Type]bool) bool {
+	if t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType) {
+		return false
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+		if t.Implements(marshalerType) {
+			return false
+		}
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	if seen[t] {
+		return true
+	}
+	seen[t] = true
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				if !structNames(ft, out, seen) {
+					return false
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = true
+	}
+	return true
 }

@@ -271,12 +271,30 @@ func TestUniqueRefusesBadOptions(t *testing.T) {
 		"without running":     {ByState: []jobs.State{jobs.Pending, jobs.Succeeded}},
 		"without pending":     {ByState: []jobs.State{jobs.Running}},
 		"an empty field name": {ByFields: []string{""}},
+		// either would count as null in every job: all duplicates of one
+		"a field the args never encode": {ByFields: []string{"custmer"}},
+		"a field's Go name":             {ByFields: []string{"scope", "Customer"}},
 	} {
 		if _, err := c.Enqueue(ctx, syncArgs{}, jobs.Unique(u)); !errors.Is(err, jobs.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
+	if _, err := c.EnqueueMany(ctx, []jobs.Params{{Args: syncArgs{}}, {Args: syncArgs{}, Options: []jobs.Option{jobs.Unique(jobs.UniqueOpts{ByFields: []string{"Scope"}})}}}); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("EnqueueMany with a field's Go name: %v, want ErrInvalid", err)
+	}
 	if keys, _ := rdb.Keys(ctx, ns+":*").Result(); len(keys) != 0 {
 		t.Fatalf("refused enqueues wrote %v", keys)
 	}
+	// Fields of an embedded struct are the args' own; a field absent from
+	// one job's JSON (omitempty) is a field all the same.
+	for _, fields := range [][]string{{"customer", "page"}, {"extra"}} {
+		if _, err := c.Enqueue(ctx, pagedSyncArgs{syncArgs: syncArgs{Customer: "c1"}, Page: 2}, jobs.Unique(jobs.UniqueOpts{ByFields: fields})); err != nil {
+			t.Errorf("ByFields %v: %v", fields, err)
+		}
+	}
+}
+
+type pagedSyncArgs struct {
+	syncArgs
+	Page int `json:"page"`
 }
