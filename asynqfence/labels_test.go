@@ -146,3 +146,20 @@ func TestOversizedPayloadIsRefused(t *testing.T) {
 		t.Fatalf("payload of %d bytes: %v, %d runs", len(fits), err, runs.Load())
 	}
 }
+
+// TestPointerArgsKindLabel: a typed worker for a pointer to args (its Kind
+// a method of the value) registers under its kind and labels by it.
+func TestPointerArgsKindLabel(t *testing.T) {
+	b, err := asynqfence.New(redis.NewClient(&redis.Options{}), jobs.Config{}, asynqfence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := jobs.WorkFunc[*transferArgs](func(context.Context, *jobs.Job[*transferArgs]) error { return nil })
+	mux := asynq.NewServeMux()
+	asynqfence.Handle(mux, w)
+	for _, next := range []asynq.Handler{mux, asynqfence.Handler(w)} {
+		if got := b.KindLabel(asynq.NewTask("transfer", nil), next); got != "transfer" {
+			t.Errorf("label %q, want transfer", got)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -50,8 +51,7 @@ func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
 
 // Handle registers w on mux under its kind (T's Kind()).
 func Handle[T jobs.JobArgs](mux *asynq.ServeMux, w jobs.Worker[T]) {
-	var zero T
-	mux.Handle(zero.Kind(), Handler(w))
+	mux.Handle(argtype.Zero[T]().Kind(), Handler(w)) // T may be a pointer to the args
 }
 
 type typed[T jobs.JobArgs] struct{ w jobs.Worker[T] }
@@ -75,8 +75,7 @@ func (h *typed[T]) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 // kindLabel is the worker's kind, the handler's metric label.
 func (h *typed[T]) kindLabel() string {
-	var zero T
-	return zero.Kind()
+	return argtype.Zero[T]().Kind()
 }
 
 // RetryOnTimeout passes the worker's own answer on (false without one).

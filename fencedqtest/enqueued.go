@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -274,6 +275,5 @@ func exactNumbers(v any) any {
 }
 
 func kindOf[T jobs.JobArgs]() string {
-	var zero T
-	return zero.Kind()
+	return argtype.Zero[T]().Kind() // T may be a pointer to the args
 }

@@ -365,3 +365,25 @@ func TestWorkJobWhoseContextEnds(t *testing.T) {
 		t.Fatalf("%+v: a handler that succeeded despite the cancellation: want succeeded", r)
 	}
 }
+
+// TestHelpersTakePointerArgs: the helpers take a pointer to args as their
+// type argument (its Kind a method of the value), as worker.Register does.
+func TestHelpersTakePointerArgs(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	if _, err := client.Enqueue(ctx, &email{To: "ada@example.com"}, jobs.OperationID("ptr-1")); err != nil {
+		t.Fatal(err)
+	}
+	job := fencedqtest.RequireEnqueued[*email](ctx, t, env, &fencedqtest.Want{OperationID: "ptr-1"})
+	if job.Args == nil || job.Args.To != "ada@example.com" {
+		t.Fatalf("found %+v", job.Args)
+	}
+	var sent string
+	res := fencedqtest.WorkJob(ctx, t, env, jobs.WorkFunc[*email](func(_ context.Context, j *jobs.Job[*email]) error {
+		sent = j.Args.To
+		return nil
+	}), job.Record.Queue, job.Record.ID)
+	if res.Outcome != worker.OutcomeSucceeded || sent != "ada@example.com" {
+		t.Fatalf("outcome %s (%v), sent to %q", res.Outcome, res.Err, sent)
+	}
+}

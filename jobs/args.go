@@ -30,7 +30,10 @@ type Resourcer interface {
 
 // Job is one attempt's view of a job, handed to its worker with decoded args.
 type Job[T JobArgs] struct {
-	// ID is the job's id (a UUID).
+	// ID is the job's id, an opaque string: a random UUID, or
+	// "=<queue>=<operation id>" for a job enqueued on a queue without
+	// partitions with an operation id of letters, digits and ._- only
+	// (ARCHITECTURE.md, "Redis layout").
 	ID string
 	// Kind is Args.Kind().
 	Kind string

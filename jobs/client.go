@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/clientledger"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
@@ -426,7 +427,7 @@ func (c *Client) rejected(q string) {
 }
 
 func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
-	if args == nil {
+	if argtype.IsNil(args) { // a nil pointer too: its Kind may not be callable
 		return nil, invalid("nil args")
 	}
 	if v, ok := args.(Validator); ok {

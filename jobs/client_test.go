@@ -175,3 +175,30 @@ func TestEnqueueRefusesAnEmptyOperationID(t *testing.T) {
 		t.Fatalf("middleware giving the operation id: %+v %v", res, err)
 	}
 }
+
+// TestEnqueueRefusesNilPointerArgs: a nil pointer to args is refused like
+// nil args (ErrInvalid, nothing written) by every typed entry point, with
+// and without enqueue middleware, never a panic from calling its Kind.
+func TestEnqueueRefusesNilPointerArgs(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	pass := func(next jobs.EnqueueFunc) jobs.EnqueueFunc { return next }
+	for _, c := range []*jobs.Client{
+		jobs.NewClient(rdb, jobs.Config{Namespace: ns}),
+		jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{pass}}),
+	} {
+		var nilArgs *rangeArgs
+		if _, err := c.Enqueue(ctx, nilArgs); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("Enqueue of a nil pointer: %v, want ErrInvalid", err)
+		}
+		if _, err := c.EnqueueMany(ctx, []jobs.Params{{Args: rangeArgs{}}, {Args: nilArgs}}); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("EnqueueMany with a nil pointer: %v, want ErrInvalid", err)
+		}
+		if _, err := c.Enqueue(ctx, &rangeArgs{N: 1}); err != nil {
+			t.Errorf("Enqueue of a pointer to args: %v", err)
+		}
+	}
+	if _, err := jobs.Prepare((*rangeArgs)(nil)); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("Prepare of a nil pointer: %v, want ErrInvalid", err)
+	}
+}

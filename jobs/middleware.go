@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/clientledger"
 	"github.com/fencedq/fencedq/internal/ledger"
 )
@@ -109,7 +110,7 @@ func (r *EnqueueRequest) options() options {
 func typedRequest(args JobArgs, o options, many bool) *EnqueueRequest {
 	r := newRequest("", nil, o)
 	r.args, r.many = args, many
-	if args != nil {
+	if !argtype.IsNil(args) { // nil args are refused after the middleware
 		r.kind = args.Kind()
 		groupArgs(args, &o)
 		r.Group = o.group

@@ -78,10 +78,15 @@ func Example() {
 	for _, s := range spans.GetSpans() {
 		names[s.SpanContext.SpanID().String()] = s.Name
 	}
-	for _, s := range spans.GetSpans() {
-		if s.Parent.IsValid() {
-			fmt.Printf("%s: child of %s, same trace: %v\n", s.Name, names[s.Parent.SpanID().String()],
-				s.SpanContext.TraceID() == request.SpanContext().TraceID())
+	// Spans are exported as they end: the attempt's may end before the
+	// enqueue's (the pool is woken by the write), so print them in the
+	// trace's order.
+	for _, name := range []string{"enqueue receipt", "attempt receipt"} {
+		for _, s := range spans.GetSpans() {
+			if s.Name == name && s.Parent.IsValid() {
+				fmt.Printf("%s: child of %s, same trace: %v\n", s.Name, names[s.Parent.SpanID().String()],
+					s.SpanContext.TraceID() == request.SpanContext().TraceID())
+			}
 		}
 	}
 	// Output:

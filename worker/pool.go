@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
@@ -24,7 +25,9 @@ import (
 var ErrRegistered = errors.New("worker: kind already registered")
 
 // ErrRunning means the pool is already running (or ran): register workers
-// before Run, and run a pool once.
+// before Run, and run a pool once. A Run that failed to start (it returned
+// an error before claiming anything) leaves the pool as it was: Run may be
+// called again.
 var ErrRunning = errors.New("worker: pool already running")
 
 // errMalformed marks a payload that does not decode into the kind's args.
@@ -117,7 +120,7 @@ func (p *Pool) ID() string { return p.cfg.WorkerID }
 // Register adds the worker for T's kind to p. It fails with ErrRegistered
 // for a kind already registered and ErrRunning once the pool runs.
 func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
-	var zero T
+	zero := argtype.Zero[T]() // T may be a pointer to the args
 	kind := zero.Kind()
 	if err := jobs.ValidateKind(kind); err != nil {
 		return fmt.Errorf("worker: %T.Kind(): %w", zero, err)
@@ -220,8 +223,12 @@ func (p *Pool) queueNames() []string {
 }
 
 // startFailed is Run's answer to err from its start: nil when ctx ended
-// (a pool stopped while it started), else the error.
+// (a pool stopped while it started), else the error. Nothing ran yet, so
+// the pool may be run again (Redis was not up yet, say).
 func (p *Pool) startFailed(ctx context.Context, err error) error {
+	p.mu.Lock()
+	p.running = false
+	p.mu.Unlock()
 	if ctx.Err() != nil {
 		p.log.Info("pool stopped while starting")
 		return nil
@@ -233,7 +240,9 @@ func (p *Pool) startFailed(ctx context.Context, err error) error {
 // claiming, waits up to ShutdownTimeout for running handlers, cancels the
 // contexts of those still running (their jobs end uncertain), completes
 // every outcome it has, and returns. A ctx that ends while the pool starts
-// (before any job is claimed) makes it return nil as well.
+// (before any job is claimed) makes it return nil as well. An error from
+// its start (Redis unreachable) is returned at once, and Run may be called
+// again.
 func (p *Pool) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.running {
@@ -251,6 +260,9 @@ func (p *Pool) Run(ctx context.Context) error {
 		return p.startFailed(ctx, err)
 	}
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)
+	if len(p.handlers) == 0 {
+		p.log.Warn("no workers registered: every job this pool claims is put back for another pool (register them with worker.Register before Run)")
+	}
 
 	// Handlers run under work's values, and outlive ctx by ShutdownTimeout.
 	// An attempt's context is not a child of a shared cancellable context

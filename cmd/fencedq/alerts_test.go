@@ -98,7 +98,7 @@ var labelValues = map[string][]string{
 	"reason": {metrics.ReasonMalformed, metrics.ReasonUnknownKind, metrics.ReasonUnknownJob, metrics.ReasonInvalid},
 	"result": {jobs.Applied.String(), jobs.NotApplied.String(), jobs.CannotTell.String(), metrics.ResultReview},
 	"service": {metrics.ServiceExpirer, metrics.ServiceResolver, metrics.ServicePruner, metrics.ServiceStatus,
-		metrics.ServicePeriodic, metrics.ServiceRelay},
+		metrics.ServicePeriodic, metrics.ServiceRelay, metrics.ServiceHandover},
 }
 
 type rulesFile struct {

@@ -225,8 +225,9 @@ const PingTimeout = 5 * time.Second
 // bare host:port (redis://host:port); several comma-separated addresses
 // make a cluster client; a redis-sentinel:// URL (see ParseSentinelURL)
 // makes a failover client that finds the primary through the Sentinels.
-// A malformed address is a usage error; a Redis that does not answer is
-// named (password hidden).
+// A malformed address is a usage error; a Redis that does not answer, or
+// answers with an error (a password it wants or refuses, a database it
+// does not have), is named (password hidden).
 func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	shown := withScheme(addr)
@@ -269,6 +270,9 @@ func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, erro
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
+		if rerr := redis.Error(nil); errors.As(err, &rerr) { // it answered, with an error
+			return nil, fmt.Errorf("redis %s refused the connection (check the user, password and database in --redis): %w", RedactURL(shown), err)
+		}
 		return nil, fmt.Errorf("redis %s does not answer: %w", RedactURL(shown), err)
 	}
 	return rdb, nil

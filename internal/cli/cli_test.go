@@ -291,3 +291,22 @@ func TestClusterURLsKeepTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisThatRefusesIsNotCalledSilent: a Redis that answers the first
+// contact with an error (a password it wants or refuses, a database it
+// does not have) is reported as refusing, with its answer and where to look,
+// not as a Redis that does not answer.
+func TestRedisThatRefusesIsNotCalledSilent(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ctx := context.Background()
+	for addr, want := range map[string]string{
+		"redis://" + srv.Addr + "/99":            "DB index is out of range",
+		"redis://user:secret@" + srv.Addr + "/0": "WRONGPASS",
+	} {
+		_, err := ConnectRedis(ctx, addr)
+		if err == nil || strings.Contains(err.Error(), "does not answer") || !strings.Contains(err.Error(), "refused the connection") ||
+			!strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("ConnectRedis(%q): %v, want it refused, saying %q", RedactURL(addr), err, want)
+		}
+	}
+}

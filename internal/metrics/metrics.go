@@ -159,7 +159,7 @@ func New(reg prometheus.Registerer) *Set {
 			Name: "fencedq_redis_clock_jumps_total", Help: "Times Redis's clock jumped backwards against this pool's between two heartbeats (a failover to a node whose clock is behind, or a clock stepped back).",
 		}),
 		MaintenanceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencedq_maintenance_errors_total", Help: "Maintenance passes that failed, by service (expirer, resolver, pruner, status, periodic, outbox_relay); a pass failing on one queue, one schedule or the effect log counts once for each.",
+			Name: "fencedq_maintenance_errors_total", Help: "Maintenance passes that failed, by service (expirer, resolver, pruner, status, periodic, outbox_relay, handover); a pass failing on one queue, one schedule or the effect log counts once for each.",
 		}, []string{"service"}),
 		WorkflowsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_workflows_started_total", Help: "Workflows the maintenance leader saw started, by home queue (each counted once, whichever leader saw it).",
