@@ -194,6 +194,9 @@ func (s *Server) launch(ctx context.Context) error {
 		default:
 		}
 		if Ping(s.Addr) == nil {
+			if s.opts.Sentinel != nil {
+				tuneSentinel(ctx, s.Addr)
+			}
 			s.mu.Lock()
 			s.cmd, s.exited = cmd, exited
 			s.mu.Unlock()
