@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"strings"
 	"time"
 
@@ -226,6 +227,97 @@ func WaitSlotOwner(ctx context.Context, addrs []string, owner string) error {
 		}
 	}
 	return nil
+}
+
+// WaitTopology waits until every node of want reports cluster_state:ok and
+// sees the cluster as want says: each of want's addresses (a node's
+// host:port) a master serving slots when its value is "", else a replica
+// of the master at its value; none of them flagged failing, suspected,
+// in handshake or without an address; each one's cluster bus link up. A
+// failover needs that of every node, not one: masters vote only for a
+// replica they know as a replica of the failing master, and a coordinated
+// failover starts only once the master knows the replica as its own; a
+// node that does not know yet counts its cluster_known_nodes all the same.
+// A node outside want (a killed master) is neither asked nor looked at.
+func WaitTopology(ctx context.Context, want map[string]string) error {
+	addrs := make([]string, 0, len(want))
+	for a := range want {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+		err := pollUntil(ctx, "cluster topology seen by "+a, func(ctx context.Context) (bool, string) {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err != nil {
+				return false, err.Error()
+			}
+			nodes, err := c.ClusterNodes(ctx).Result()
+			if err != nil {
+				return false, err.Error()
+			}
+			if state := infoField(info, "cluster_state"); state != "ok" {
+				return false, "state " + state + failingPeers(nodes)
+			}
+			if miss := topologyMismatch(nodes, want); miss != "" {
+				return false, miss
+			}
+			return true, ""
+		})
+		_ = c.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// topologyMismatch returns, for a CLUSTER NODES reply, the first node of
+// want the reply does not show as want says (see WaitTopology), or "".
+func topologyMismatch(nodes string, want map[string]string) string {
+	type node struct {
+		id, flags, master, link string
+		slots                   bool
+	}
+	seen, twice := map[string]node{}, map[string]bool{}
+	for _, line := range strings.Split(nodes, "\n") {
+		// <id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong> <epoch> <link> <slot>...
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		if _, dup := seen[addr]; dup {
+			twice[addr] = true
+		}
+		seen[addr] = node{id: f[0], flags: f[2], master: f[3], link: f[7], slots: len(f) > 8}
+	}
+	addrs := make([]string, 0, len(want))
+	for a := range want {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	for _, a := range addrs {
+		n, ok := seen[a]
+		switch {
+		case !ok:
+			return a + " unknown"
+		case twice[a]:
+			return a + " listed twice (a handshake in progress)"
+		case strings.Contains(n.flags, "fail") || strings.Contains(n.flags, "handshake") || strings.Contains(n.flags, "noaddr"):
+			return a + " flagged " + n.flags
+		case n.link != "connected":
+			return a + " link " + n.link
+		case want[a] == "" && (!strings.Contains(n.flags, "master") || !n.slots):
+			return a + " not a master with slots: " + n.flags
+		case want[a] != "":
+			m, ok := seen[want[a]]
+			if !strings.Contains(n.flags, "slave") || !ok || n.master != m.id {
+				return a + " not a replica of " + want[a] + ": " + n.flags + " of " + n.master
+			}
+		}
+	}
+	return ""
 }
 
 // failingPeers lists, for an error message, the nodes a CLUSTER NODES

@@ -47,8 +47,9 @@ func StartClusterN(tb testing.TB, n int) *Cluster {
 }
 
 // StartClusterWith starts a cluster as opts say and returns once every
-// node reports cluster_state:ok, knows every other node, and every replica
-// holds everything its master acknowledged.
+// node reports cluster_state:ok and knows every other node as what it is
+// (every master with its slots, every replica as its master's), and every
+// replica holds everything its master acknowledged.
 func StartClusterWith(tb testing.TB, opts ClusterOptions) *Cluster {
 	tb.Helper()
 	if opts.Masters <= 0 {
@@ -68,21 +69,18 @@ func StartClusterWith(tb testing.TB, opts ClusterOptions) *Cluster {
 	if err := redisserver.FormCluster(context.Background(), procs); err != nil {
 		tb.Fatal(err)
 	}
-	if !opts.Replicas {
-		return c
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 	defer cancel()
-	for _, m := range c.Nodes {
-		r := startWith(tb, redisserver.Options{Cluster: true, ClockShim: shim})
-		if err := redisserver.AddClusterReplica(ctx, m.srv, r.srv); err != nil {
-			tb.Fatal(err)
+	if opts.Replicas {
+		for _, m := range c.Nodes {
+			r := startWith(tb, redisserver.Options{Cluster: true, ClockShim: shim})
+			if err := redisserver.AddClusterReplica(ctx, m.srv, r.srv); err != nil {
+				tb.Fatal(err)
+			}
+			c.Replicas = append(c.Replicas, r)
 		}
-		c.Replicas = append(c.Replicas, r)
 	}
-	if err := redisserver.WaitClusterOK(ctx, c.all(), 2*opts.Masters); err != nil {
-		tb.Fatal(err)
-	}
+	c.settle(ctx)
 	return c
 }
 
@@ -95,15 +93,20 @@ func (c *Cluster) all() []string {
 	return a
 }
 
-// live returns the addresses of every node but skip.
-func (c *Cluster) live(skip *Server) []string {
-	var a []string
-	for _, n := range append(append([]*Server{}, c.Nodes...), c.Replicas...) {
-		if n != skip {
-			a = append(a, n.Addr)
+// topology returns what every running node is (see
+// redisserver.WaitTopology): a master ("") or the replica of a master's
+// address. A node KillMaster killed, not yet back (Rejoin), is left out.
+func (c *Cluster) topology() map[string]string {
+	want := map[string]string{}
+	for i, n := range c.Nodes {
+		if n.srv.Pid() != 0 {
+			want[n.Addr] = ""
+		}
+		if i < len(c.Replicas) && c.Replicas[i].srv.Pid() != 0 {
+			want[c.Replicas[i].Addr] = n.Addr
 		}
 	}
-	return a
+	return want
 }
 
 // Addrs returns the masters' addresses.
@@ -154,8 +157,9 @@ func (c *Cluster) CutReplication(i int) {
 
 // Failover promotes Replicas[i] with a coordinated CLUSTER FAILOVER (it
 // catches up with its live master first: nothing is lost) and waits until
-// every node routes the slots to it; then Nodes[i] is the promoted node and
-// Replicas[i] the former master, now its replica.
+// every node knows it as the master of the slots and the former master as
+// its replica, which holds everything it acknowledged; then Nodes[i] is the
+// promoted node and Replicas[i] the former master.
 func (c *Cluster) Failover(i int) {
 	c.tb.Helper()
 	r := c.replica(i)
@@ -165,7 +169,7 @@ func (c *Cluster) Failover(i int) {
 		c.tb.Fatal(err)
 	}
 	c.Nodes[i], c.Replicas[i] = r, c.Nodes[i]
-	c.settle(ctx, i, nil)
+	c.settle(ctx)
 	if err := redisserver.WaitReplica(ctx, c.Replicas[i].Addr, r.Addr); err != nil {
 		c.tb.Fatal(err)
 	}
@@ -175,9 +179,10 @@ func (c *Cluster) Failover(i int) {
 // it: CLUSTER FAILOVER FORCE (an election among the other masters) at
 // once rather than waiting node-timeout for the automatic failover, and
 // TAKEOVER when the election does not promote it within a few seconds.
-// It returns once every live node routes the slots to the promoted node;
-// then Nodes[i] is the promoted node and Replicas[i] the dead one (see
-// Rejoin). Writes the replica had not received are lost.
+// It returns once every live node knows the promoted node as the master of
+// the slots (and the rest of the cluster as before); then Nodes[i] is the
+// promoted node and Replicas[i] the dead one (see Rejoin). Writes the
+// replica had not received are lost.
 func (c *Cluster) KillMaster(i int) {
 	c.tb.Helper()
 	r := c.replica(i)
@@ -196,22 +201,29 @@ func (c *Cluster) KillMaster(i int) {
 		c.tb.Fatal(err)
 	}
 	c.Nodes[i], c.Replicas[i] = r, dead
-	c.settle(ctx, i, dead)
+	c.settle(ctx)
 }
 
-// settle waits until every node but skip routes master i's slots to Nodes[i].
-func (c *Cluster) settle(ctx context.Context, i int, skip *Server) {
+// settle waits until every running node reports cluster_state:ok and
+// sees every other running node as c says: the masters in Nodes serving
+// their slots, each replica in Replicas replicating its master, none of
+// them failing or in handshake. That, on every node, is what the next
+// failover needs (masters vote only for a replica they know as the failing
+// master's; a master joins a coordinated failover only of a replica it
+// knows as its own) and what routes every client, whichever node it asks,
+// to the master of each slot.
+func (c *Cluster) settle(ctx context.Context) {
 	c.tb.Helper()
-	if err := redisserver.WaitSlotOwner(ctx, c.live(skip), c.Nodes[i].Addr); err != nil {
+	if err := redisserver.WaitTopology(ctx, c.topology()); err != nil {
 		c.tb.Fatal(err)
 	}
 }
 
 // Rejoin restarts the master KillMaster killed (Replicas[i]), empty, and
 // waits until it is a replica of the promoted node holding everything that
-// node acknowledged: master i can fail over again. Its cluster config
-// survives the restart, and the cluster tells it its slots have moved, so
-// it never serves them again.
+// node acknowledged, and every node knows it as such: master i can fail
+// over again. Its cluster config survives the restart, and the cluster
+// tells it its slots have moved, so it never serves them again.
 func (c *Cluster) Rejoin(i int) {
 	c.tb.Helper()
 	r := c.replica(i)
@@ -223,7 +235,5 @@ func (c *Cluster) Rejoin(i int) {
 	if err := redisserver.WaitReplica(ctx, r.Addr, c.Nodes[i].Addr); err != nil {
 		c.tb.Fatal(err)
 	}
-	if err := redisserver.WaitClusterOK(ctx, c.all(), 0); err != nil {
-		c.tb.Fatal(err)
-	}
+	c.settle(ctx)
 }

@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,41 @@ func get(t *testing.T, ctx context.Context, cc *redis.ClusterClient, key string)
 	}
 }
 
+// knownAsReplicas fails the test unless every running node of c lists
+// Replicas[i] as a replica of Nodes[i], neither failing nor in handshake:
+// what the next failover's election needs of every voter.
+func knownAsReplicas(t *testing.T, c *redistest.Cluster, when string) {
+	t.Helper()
+	ids := map[string]string{} // address -> node id
+	for _, n := range append(append([]*redistest.Server{}, c.Nodes...), c.Replicas...) {
+		id, err := redisserver.NodeID(context.Background(), n.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[n.Addr] = id
+	}
+	for _, n := range append(append([]*redistest.Server{}, c.Nodes...), c.Replicas...) {
+		nodes, err := n.Client().ClusterNodes(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range c.Replicas {
+			want := ids[r.Addr] + " " + r.Addr + "@"
+			var line string
+			for _, l := range strings.Split(nodes, "\n") {
+				if strings.HasPrefix(l, want) {
+					line = l
+				}
+			}
+			f := strings.Fields(line)
+			if len(f) < 4 || !strings.Contains(f[2], "slave") || strings.Contains(f[2], "fail") ||
+				strings.Contains(f[2], "handshake") || f[3] != ids[c.Nodes[i].Addr] {
+				t.Fatalf("%s: %s sees replica %d as %q, want a replica of %s", when, n.Addr, i, line, ids[c.Nodes[i].Addr])
+			}
+		}
+	}
+}
+
 func role(t *testing.T, s *redistest.Server) string {
 	t.Helper()
 	r, _, err := redisserver.Role(context.Background(), s.Addr)
@@ -71,6 +107,7 @@ func TestClusterFailover(t *testing.T) {
 			t.Fatalf("node %d: roles %s/%s", i, role(t, c.Nodes[i]), role(t, c.Replicas[i]))
 		}
 	}
+	knownAsReplicas(t, c, "once started")
 	cc := c.Client()
 
 	k0 := slotKey(t, ctx, cc, c, 0, "a")
@@ -80,6 +117,7 @@ func TestClusterFailover(t *testing.T) {
 	if c.Nodes[0] == old0 || role(t, c.Nodes[0]) != "master" || role(t, c.Replicas[0]) != "slave" {
 		t.Fatal("coordinated failover did not swap the roles")
 	}
+	knownAsReplicas(t, c, "after a coordinated failover")
 	if v, err := get(t, ctx, cc, k0); err != nil || v != "kept" {
 		t.Fatalf("after a coordinated failover: %q, %v", v, err)
 	}
@@ -107,6 +145,7 @@ func TestClusterFailover(t *testing.T) {
 	if role(t, c.Replicas[1]) != "slave" {
 		t.Fatal("the killed master did not rejoin as a replica")
 	}
+	knownAsReplicas(t, c, "after a rejoin")
 	c.Failover(1)
 	if v, err := get(t, ctx, cc, k1); err != nil || v != "replicated" {
 		t.Fatalf("after failing back: %q, %v", v, err)
