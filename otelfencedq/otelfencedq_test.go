@@ -444,13 +444,13 @@ func TestAttemptErrorsRecordNoResourceOwnerOrOperationID(t *testing.T) {
 	var classes []string
 	for _, s := range attempts {
 		if len(s.Events) == 0 {
-			t.Fatalf("attempt %s: no error event", attr(s, otelfencedq.AttrAttempt).Emit())
+			t.Fatalf("attempt %s: no error event", attr(s, otelfencedq.AttrAttempt).String())
 		}
 		for _, e := range s.Events {
 			for _, kv := range e.Attributes {
-				v := kv.Value.Emit()
+				v := kv.Value.String()
 				if strings.Contains(v, "alice@") || strings.Contains(v, "bob@") || strings.Contains(v, "other-worker") {
-					t.Errorf("attempt %s records %s = %q: a resource, owner or operation id", attr(s, otelfencedq.AttrAttempt).Emit(), kv.Key, v)
+					t.Errorf("attempt %s records %s = %q: a resource, owner or operation id", attr(s, otelfencedq.AttrAttempt).String(), kv.Key, v)
 				}
 				if kv.Key == "exception.message" {
 					classes = append(classes, v)
