@@ -3,9 +3,6 @@ package workflow_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,41 +37,7 @@ func (r *reconciling) Reconcile(context.Context, *jobs.Job[Step]) (jobs.Verdict,
 // verdict; maintenance false keeps it out of the leader election (no
 // reconciling, no expiry).
 func (e *env) startReconciling(r *reconciling, maintenance bool, queues ...string) func() {
-	if len(queues) == 0 {
-		queues = []string{jobs.DefaultQueue}
-	}
-	qs := map[string]int{}
-	for _, q := range queues {
-		qs[q] = 1
-	}
-	p, err := worker.NewPool(e.rdb, worker.Config{
-		Jobs: jobs.Config{Namespace: e.ns, Retention: e.retention}, Queues: qs, Concurrency: 8,
-		LeaseTTL: time.Second, HandlerTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second,
-		RetryDelay: func(int) time.Duration { return 20 * time.Millisecond },
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Maintenance: worker.MaintenanceConfig{Disabled: !maintenance, Interval: 100 * time.Millisecond,
-			MaxReconcileTries: 3, PruneInterval: 200 * time.Millisecond},
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := worker.Register[Step](p, r); err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				e.t.Errorf("pool: %v", err)
-			}
-		})
-	}
-	e.t.Cleanup(stop)
-	return stop
+	return e.run(maintenance, nil, func(p *worker.Pool) error { return worker.Register[Step](p, r) }, queues...)
 }
 
 // stepState reads the state of step of res.

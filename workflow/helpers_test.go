@@ -125,6 +125,13 @@ func (e *env) work(ctx context.Context, j *jobs.Job[Step]) error {
 
 // start runs a pool over queues until the test ends.
 func (e *env) start(queues ...string) func() {
+	return e.run(true, e.reg, func(p *worker.Pool) error { return worker.Register(p, jobs.WorkFunc[Step](e.work)) }, queues...)
+}
+
+// run runs a pool over queues (default: the default queue), its workers
+// added by register, until the test ends or the returned stop is called;
+// maintenance false keeps it out of the leader election.
+func (e *env) run(maintenance bool, reg prometheus.Registerer, register func(*worker.Pool) error, queues ...string) func() {
 	if len(queues) == 0 {
 		queues = []string{jobs.DefaultQueue}
 	}
@@ -135,15 +142,16 @@ func (e *env) start(queues ...string) func() {
 	p, err := worker.NewPool(e.rdb, worker.Config{
 		Jobs: jobs.Config{Namespace: e.ns, Retention: e.retention}, Queues: qs, Concurrency: 8,
 		LeaseTTL: time.Second, HandlerTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second,
-		RetryDelay:  func(int) time.Duration { return 20 * time.Millisecond },
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Maintenance: worker.MaintenanceConfig{Interval: 100 * time.Millisecond, MaxReconcileTries: 3, PruneInterval: 200 * time.Millisecond},
-		Registerer:  e.reg,
+		RetryDelay: func(int) time.Duration { return 20 * time.Millisecond },
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Maintenance: worker.MaintenanceConfig{Disabled: !maintenance, Interval: 100 * time.Millisecond,
+			MaxReconcileTries: 3, PruneInterval: 200 * time.Millisecond},
+		Registerer: reg,
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := worker.Register(p, jobs.WorkFunc[Step](e.work)); err != nil {
+	if err := register(p); err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
