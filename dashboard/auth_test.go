@@ -284,3 +284,39 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		t.Fatalf("client only: %v", err)
 	}
 }
+
+// The username and TokenActor are the operator names recorded with every
+// action, which jobs.Client refuses unless they are 1-200 bytes of UTF-8
+// without control characters: New refuses them too, rather than serving a
+// dashboard whose every action then fails.
+func TestNewRejectsOperatorNamesNoActionTakes(t *testing.T) {
+	f := newFixture(t)
+	id := f.reviewJob("default", echoArgs{N: 1}, "op-actor")
+	long := strings.Repeat("a", jobs.MaxActorLen+1)
+	for _, tc := range []struct {
+		name string
+		opts dashboard.Options
+		req  func() *http.Request
+	}{
+		{"escape in user", dashboard.Options{Username: "ops\x1b[2J", Password: pass}, nil},
+		{"blank user", dashboard.Options{Username: "   ", Password: pass}, nil},
+		{"long user", dashboard.Options{Username: long, Password: pass}, nil},
+		{"invalid UTF-8 user", dashboard.Options{Username: "ops\xff", Password: pass}, nil},
+		{"bell in token actor", dashboard.Options{Token: token, TokenActor: "deploy-bot\a"}, nil},
+		{"long token actor", dashboard.Options{Token: token, TokenActor: long}, nil},
+	} {
+		h, err := dashboard.New(f.insp, f.client, tc.opts)
+		if errors.Is(err, dashboard.ErrOptions) {
+			continue
+		}
+		t.Errorf("%s: New: %v, want ErrOptions", tc.name, err)
+		if err != nil || tc.opts.Token == "" {
+			continue
+		}
+		res, body := call(t, h, resolveReq("default", id, `{"decision":"dead","note":"x"}`, bearer(token)))
+		t.Logf("%s: then every action answers %d %s", tc.name, res.StatusCode, body)
+	}
+	if s := f.state("default", id); s != jobs.Review {
+		t.Fatalf("job moved to %s", s)
+	}
+}

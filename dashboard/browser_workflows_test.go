@@ -84,3 +84,36 @@ func TestBrowserWorkflows(t *testing.T) {
 		t.Errorf("edges %q, want %q", edges, want)
 	}
 }
+
+// Step names are any letters, so a step may be named like a member every
+// JavaScript object inherits (constructor, __proto__, toString): its box,
+// its depth and its arrows are drawn like any other step's.
+func TestBrowserWorkflowStepNamedLikeObjectMembers(t *testing.T) {
+	exe := browser.NeedChromium(t)
+	f := newFixture(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, f.client, workflow.New("proto").
+		Add("constructor", echoArgs{N: 1}).
+		Add("__proto__", echoArgs{N: 2}, workflow.After("constructor")).
+		Add("toString", echoArgs{N: 3}, workflow.After("__proto__")).
+		Add("ship", echoArgs{N: 4}, workflow.After("toString", "constructor")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(f.handler(dashboard.Options{}))
+	t.Cleanup(srv.Close)
+	tb, _ := openBrowser(t, exe)
+	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/#/workflows/"+res.ID))
+	waitJS(t, tb, "the workflow graph", `!!document.querySelector('#workflow-graph')`)
+	steps := evalJS[string](t, tb, `[...document.querySelectorAll('#workflow-graph .wf-step')].map((b) =>
+		b.dataset.step + '@' + b.parentElement.dataset.depth).join(' ')`)
+	if want := "constructor@0 __proto__@1 toString@2 ship@3"; steps != want {
+		t.Errorf("steps drawn %q, want %q", steps, want)
+	}
+	waitJS(t, tb, "the edges", `document.querySelectorAll('#workflow-graph svg path.wf-edge').length >= 3`)
+	edges := evalJS[string](t, tb, `[...document.querySelectorAll('#workflow-graph path.wf-edge')].map((p) =>
+		p.dataset.from + '>' + p.dataset.to).sort().join(' ')`)
+	if want := "__proto__>toString constructor>__proto__ constructor>ship toString>ship"; edges != want {
+		t.Errorf("edges %q, want %q", edges, want)
+	}
+}

@@ -56,6 +56,12 @@
 //	                        the job (state, or "gone" past its retention),
 //	                        operation id, leader token, and whether the tick
 //	                        was deduplicated into an existing job
+//	#/workflows             the newest workflows: state, progress n/m, started
+//	#/workflows/<id>        one workflow's steps drawn by depth, each with its
+//	                        state, token and redacted output, linked to its
+//	                        job, an arrow along each dependency
+//	#/limits                concurrency limits with holders or waiting jobs,
+//	                        rate limits seen, fair groups with pending jobs
 //	#/stuck                 running jobs past or near their lease deadline,
 //	                        by Redis's clock, which the page names, with this
 //	                        dashboard's and the pools' offsets from it (a
@@ -69,6 +75,11 @@
 //	                        resumptions with who and why)
 //	#/search/<text>         jobs by job id or operation id, or whose job id
 //	                        or operation id starts with the text
+//
+// A page that refreshes itself (the overview, stuck jobs, pools, limits,
+// schedules, workflows, history) shows an error while the ledger cannot be
+// read (Redis down or failing over) and keeps trying every few seconds, so
+// it comes back by itself once Redis answers.
 //
 // Above every page, a banner lists the ledger rewinds detected in the last
 // day (jobs.Inspector.Rewinds): Redis came back with older data after a
@@ -106,6 +117,9 @@
 //	GET  api/schedules?id=&ticks=      periodic schedules (at most 500; total counts all),
 //	                                   each with its newest ticks (default 5, at most 100)
 //	                                   and the state of the job each produced
+//	GET  api/workflows?id=&limit=      the newest workflows (limit at most 500), or workflow
+//	                                   id with its steps (needs a client: 503 without one)
+//	GET  api/limits                    per queue: limits, rates and fair groups in use
 //	GET  api/session                   whether actions are enabled and who is signed in
 //	GET  api/csrf                      a CSRF token (also set as a cookie)
 //	GET  api/login                     asks the browser for basic-auth credentials

@@ -29,14 +29,15 @@ var (
 type Options struct {
 	// Username and Password enable actions for people: the browser sends
 	// them with HTTP basic auth. Set both or neither. The username is the
-	// actor recorded with each decision.
+	// actor recorded with each decision: 1-200 bytes of UTF-8 without ':'
+	// or control characters (jobs.MaxActorLen; New refuses others).
 	Username string
 	Password string
 	// Token enables actions for scripts: "Authorization: Bearer <Token>".
 	// Such requests need no CSRF token (browsers never send it on their own).
 	Token string
 	// TokenActor is the actor recorded for decisions made with Token
-	// (default "token").
+	// (default "token"; the same rules as Username).
 	TokenActor string
 	// ProtectReads makes every request, pages and reads included, require
 	// the credentials (only useful with Username and Password set, since a
@@ -98,6 +99,16 @@ func New(insp *jobs.Inspector, client *jobs.Client, opts Options) (*Handler, err
 	}
 	if strings.ContainsAny(opts.Username, ":\r\n") {
 		return nil, fmt.Errorf("%w: a basic-auth username cannot hold ':' or line breaks", ErrOptions)
+	}
+	if opts.Username != "" {
+		if err := jobs.ValidateActor(opts.Username); err != nil {
+			return nil, fmt.Errorf("%w: Username: %w", ErrOptions, err)
+		}
+	}
+	if opts.TokenActor != "" {
+		if err := jobs.ValidateActor(opts.TokenActor); err != nil {
+			return nil, fmt.Errorf("%w: TokenActor: %w", ErrOptions, err)
+		}
 	}
 	if opts.ProtectReads && opts.Username == "" {
 		return nil, fmt.Errorf("%w: ProtectReads needs Username and Password", ErrOptions)

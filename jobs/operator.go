@@ -34,14 +34,11 @@ func (c *Client) operator(queue, actor, note string) (string, error) {
 	if err := ledger.ValidateQueueRef(queue); err != nil {
 		return "", err
 	}
+	if err := ValidateActor(actor); err != nil {
+		return "", err
+	}
 	actor = strings.TrimSpace(actor)
 	switch {
-	case actor == "":
-		return "", invalid("an operator action needs the operator's name")
-	case len(actor) > MaxActorLen:
-		return "", invalid("operator name longer than %d bytes", MaxActorLen)
-	case !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl):
-		return "", invalid("operator name %q must be UTF-8 without control characters", actor)
 	case len(note) > MaxNoteLen:
 		return "", invalid("note longer than %d bytes", MaxNoteLen)
 	case !utf8.ValidString(note) || strings.ContainsFunc(note, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }):

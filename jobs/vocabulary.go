@@ -4,6 +4,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
@@ -238,6 +240,23 @@ func ValidateOperationID(op string) error { return ledger.ValidateOperationID(op
 
 // ValidateScheduleID checks a periodic schedule's id (see the limits above).
 func ValidateScheduleID(id string) error { return ledger.ValidateScheduleID(id) }
+
+// ValidateActor checks the name of an operator recorded with an action
+// (Client.Resolve, Cancel, Pause and the others): once surrounding spaces
+// are trimmed, 1 to MaxActorLen bytes of UTF-8 without control characters.
+// An error matches ErrInvalid.
+func ValidateActor(actor string) error {
+	actor = strings.TrimSpace(actor)
+	switch {
+	case actor == "":
+		return invalid("an operator action needs the operator's name")
+	case len(actor) > MaxActorLen:
+		return invalid("operator name longer than %d bytes", MaxActorLen)
+	case !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl):
+		return invalid("operator name %q must be UTF-8 without control characters", actor)
+	}
+	return nil
+}
 
 // LeaseResource is the lease resource of job id: its Resource when it names
 // one, else a per-job resource.

@@ -244,6 +244,17 @@
 
   // ---- API ---------------------------------------------------------------
 
+  // exactNumber keeps a number a float64 cannot hold as it was sent (an id
+  // beyond 2^53 in args or an output, a decimal with more digits): its
+  // source text, which JSON.stringify writes back unchanged (JSON.rawJSON),
+  // so a page never shows such a number rounded. The server's own numbers
+  // (counts, times, rates) are float64s and stay numbers.
+  function exactNumber(key, value, context) {
+    if (typeof value !== 'number' || !context || typeof context.source !== 'string' || typeof JSON.rawJSON !== 'function') return value;
+    const src = context.source;
+    return src === String(value) || src === '-0' ? value : JSON.rawJSON(src);
+  }
+
   async function api(path, opts) {
     const o = opts || {};
     const res = await fetch(path, {
@@ -254,7 +265,7 @@
       body: o.body,
     });
     let data = null;
-    try { data = await res.json(); } catch (_) { data = null; }
+    try { data = JSON.parse(await res.text(), exactNumber); } catch (_) { data = null; }
     if (!res.ok) {
       const err = new Error((data && data.error) || ('HTTP ' + res.status));
       err.status = res.status;
@@ -711,8 +722,10 @@
   // linked to its job's page; an SVG layer draws an arrow from each
   // dependency to its dependent once the boxes are laid out.
   function workflowGraph(w) {
-    const depth = {};
-    const byName = {};
+    // Keyed by step name without a prototype: a step may be named
+    // constructor, toString or __proto__.
+    const depth = Object.create(null);
+    const byName = Object.create(null);
     w.steps.forEach((st) => { byName[st.name] = st; });
     const depthOf = (st) => {
       if (depth[st.name] !== undefined) return depth[st.name];
@@ -724,7 +737,7 @@
     };
     const cols = [];
     w.steps.forEach((st) => { const d = depthOf(st); (cols[d] = cols[d] || []).push(st); });
-    const boxes = {};
+    const boxes = Object.create(null);
     const graph = el('div', { class: 'wf-graph', id: 'workflow-graph' },
       ...cols.map((col, i) => el('div', { class: 'wf-col', 'data-depth': String(i) },
         ...col.map((st) => {
@@ -1119,6 +1132,9 @@
     timer = setTimeout(() => { if (my === seq && !document.hidden && !busy()) render(true); else if (my === seq) schedule(ms); }, ms);
   }
 
+  // The pages that refresh themselves, and so try again after an error.
+  const selfRefreshing = new Set(['', 'stuck', 'pools', 'limits', 'schedules', 'workflows', 'history']);
+
   function parseRoute() {
     const raw = location.hash.replace(/^#\/?/, '');
     const [path, query] = raw.split('?');
@@ -1160,7 +1176,9 @@
     } catch (err) {
       if (my === seq) {
         showError(err);
-        if (name === '' || name === 'stuck') schedule(10000);
+        // A page that refreshes itself tries again: it comes back by
+        // itself once Redis answers (after a failover, say).
+        if (selfRefreshing.has(name)) schedule(5000);
       }
     }
   }
