@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -144,6 +145,22 @@ func (in *Inspector) FindByOperation(ctx context.Context, op string) (*Record, e
 		return nil, in.nsErr
 	}
 	return in.l.FindByOperation(ctx, op)
+}
+
+// FindByOperationIn returns the job owning operation id op in queue q (a
+// partitioned queue's partitions, or one partition by its name), or an
+// error matching ErrNotFound: the same operation id on two queues makes two
+// jobs, and FindByOperation returns either.
+func (in *Inspector) FindByOperationIn(ctx context.Context, q, op string) (*Record, error) {
+	names, err := in.names(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	r, err := in.l.FindByOperationIn(ctx, names, op)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: operation %s in queue %s", ErrNotFound, op, q)
+	}
+	return r, err
 }
 
 // History returns job id's timeline, oldest first: enqueue, each attempt

@@ -25,7 +25,10 @@ const MinInterval = time.Second
 var ErrSchedule = errors.New("worker: invalid periodic job")
 
 // Schedule says when a periodic job's ticks fall. Next must be
-// deterministic: every leader must compute the same ticks.
+// deterministic: every leader must compute the same ticks. The ledger keeps
+// ticks in whole milliseconds: a tick between two (Every(time.Hour/7)) is
+// taken at the next millisecond, and ticks less than a millisecond apart
+// are one tick.
 type Schedule interface {
 	// Next returns the first tick strictly after t (zero: no more ticks).
 	Next(t time.Time) time.Time
@@ -194,7 +197,9 @@ type PeriodicOption func(*PeriodicJob)
 // and a hash of the schedule, zone, queue and args.
 func ScheduleID(id string) PeriodicOption { return func(p *PeriodicJob) { p.id = id } }
 
-// InTimeZone reads a cron expression in loc (default UTC).
+// InTimeZone reads a cron expression in loc (default UTC). time.Local is
+// refused by Pool.AddPeriodic (as is CRON_TZ=Local): it is each machine's
+// own zone, and every pool that may lead must compute the same ticks.
 func InTimeZone(loc *time.Location) PeriodicOption { return func(p *PeriodicJob) { p.loc = loc } }
 
 // WithCatchUp sets the policy for ticks missed during downtime (default
@@ -276,6 +281,12 @@ func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
 			c.sched = &cp
 		}
 		zone = c.inZone(pj.loc)
+		if zone == time.Local.String() {
+			// Each machine's own zone: pools on machines in two zones would
+			// tick at different times under one schedule id.
+			return maintenance.Periodic{}, fmt.Errorf("%w: cron expression %q in the local zone, which may differ between pools: name the zone (time.LoadLocation(\"Europe/Paris\"), or CRON_TZ=Europe/Paris)",
+				ErrSchedule, s.expr)
+		}
 		pj.schedule = &c
 	case every:
 		if time.Duration(s) < MinInterval {

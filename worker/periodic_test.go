@@ -281,6 +281,12 @@ func TestAddPeriodicRejects(t *testing.T) {
 		"delay":         worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.Delay(time.Second))),
 		"nil schedule":  worker.Periodic(nil, tickArgs{}),
 		"nil time zone": worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(nil)),
+		// each machine's own zone: pools on two machines would tick at
+		// different times under one schedule id
+		"local zone":         worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(time.Local)),
+		"CRON_TZ=Local":      worker.Periodic(worker.Cron("CRON_TZ=Local 0 9 * * *"), tickArgs{}),
+		"TZ=Local":           worker.Periodic(worker.Cron("TZ=Local 0 9 * * *"), tickArgs{}),
+		"local zone, hourly": worker.Periodic(worker.Cron("@hourly"), tickArgs{}, worker.InTimeZone(time.Local)),
 	} {
 		if err := p.AddPeriodic(pj); !errors.Is(err, worker.ErrSchedule) {
 			t.Errorf("%s: %v, want ErrSchedule", name, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/internal/cli"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -88,7 +89,7 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var c commonFlags
 	c.add(fs)
 	state := fs.String("state", "", "list jobs in this state: "+stateList())
-	queue := fs.String("queue", "", "only this queue (default: all)")
+	queue := fs.String("queue", "", "only this queue, or one of its partitions (default: all)")
 	job := fs.String("job", "", "show one job and its history, by job id")
 	op := fs.String("op", "", "show one job and its history, by operation id")
 	limit := fs.Int("limit", 50, "how many jobs to list")
@@ -106,8 +107,11 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *state != "" && !jobs.State(*state).Valid() {
 			return fmt.Errorf("%w: unknown state %q (want %s)", errUsage, *state, stateList())
 		}
-		if *queue != "" {
-			if err := jobs.ValidateQueue(*queue); err != nil {
+		if *state != "" && (*limit <= 0 || *limit > jobs.MaxListWindow) {
+			return fmt.Errorf("%w: --limit %d must be 1-%d", errUsage, *limit, jobs.MaxListWindow)
+		}
+		if *queue != "" { // a queue, or a partition as a job's queue names it
+			if err := jobs.ValidateQueueRef(*queue); err != nil {
 				return fmt.Errorf("%w: --queue: %v", errUsage, err)
 			}
 		}
@@ -126,6 +130,8 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			rec, err = l.Get(ctx, *queue, *job)
 		case *job != "":
 			rec, err = l.Find(ctx, *job)
+		case *queue != "": // the same operation id on two queues is two jobs
+			rec, err = l.FindByOperationIn(ctx, *queue, *op)
 		default:
 			rec, err = l.FindByOperation(ctx, *op)
 		}
@@ -182,12 +188,13 @@ type queueInfo struct {
 }
 
 func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue string, asJSON bool) error {
-	names := []string{queue}
-	if queue == "" {
-		var err error
-		if names, err = l.Queues(ctx); err != nil {
-			return err
-		}
+	known, err := l.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	names := known
+	if queue != "" {
+		names = []string{queue}
 	}
 	infos := make([]queueInfo, 0, len(names))
 	for _, q := range names {
@@ -233,6 +240,9 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 	fmt.Fprintf(out, "%d queue(s)\n", len(infos))
 	if queue == "" && len(infos) == 0 {
 		fmt.Fprint(out, emptyNamespaceHint(l.Namespace()))
+	}
+	if queue != "" && !slices.Contains(known, queue) {
+		fmt.Fprint(out, unknownQueueNote(queue))
 	}
 	return nil
 }
@@ -326,15 +336,13 @@ func pauseText(p *jobs.Pause) string {
 }
 
 func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.State, queue string, limit int, asJSON bool) error {
-	if limit <= 0 {
-		return fmt.Errorf("%w: --limit %d must be positive", errUsage, limit)
+	known, err := l.Queues(ctx)
+	if err != nil {
+		return err
 	}
-	queues := []string{queue}
-	if queue == "" {
-		var err error
-		if queues, err = l.Queues(ctx); err != nil {
-			return err
-		}
+	queues := known
+	if queue != "" {
+		queues = []string{queue}
 	}
 	var all []jobs.Listed
 	var paused []string
@@ -416,7 +424,16 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 	for _, p := range paused {
 		fmt.Fprintf(out, "paused queue %s\n", p)
 	}
+	if queue != "" && !slices.Contains(known, ledger.Logical(queue)) {
+		fmt.Fprint(out, unknownQueueNote(queue))
+	}
 	return nil
+}
+
+// unknownQueueNote follows the output about a queue the namespace does not
+// list: most likely a mistyped name.
+func unknownQueueNote(queue string) string {
+	return cli.Escapef("note: no job or pool has used queue %s yet; check its name\n", queue)
 }
 
 // dueText says when a pending job is due: "now" once its due time (by
@@ -624,12 +641,14 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		id := *job
 		var q string
 		if *op != "" {
-			rec, err := client.Inspector().FindByOperation(ctx, *op)
+			var rec *jobs.Record
+			if *queue != "" { // the same operation id on two queues is two jobs
+				rec, err = client.Inspector().FindByOperationIn(ctx, *queue, *op)
+			} else {
+				rec, err = client.Inspector().FindByOperation(ctx, *op)
+			}
 			if err != nil {
 				return operatorError("resolve", err)
-			}
-			if *queue != "" && rec.Queue != *queue {
-				return operatorError("resolve", fmt.Errorf("%w: operation %s is in queue %s, not %s", jobs.ErrNotFound, *op, rec.Queue, *queue))
 			}
 			id, q = rec.ID, rec.Queue
 		} else if q, err = findQueue(ctx, client.Inspector(), *queue, *job, "resolve"); err != nil {
@@ -779,7 +798,7 @@ func pauseOrResume(fs *flag.FlagSet, pause bool) func(context.Context, io.Writer
 			fmt.Fprint(out, cli.Escapef("queue %s was not paused\n", *queue))
 		}
 		if !isKnown {
-			fmt.Fprint(out, cli.Escapef("note: no job or pool has used queue %s yet; check its name\n", *queue))
+			fmt.Fprint(out, unknownQueueNote(*queue))
 		}
 		return nil
 	}

@@ -72,6 +72,8 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{[]string{"pause"}, "--queue is required"},
 		{[]string{"resume", "--queue", "q{1}", "--actor", "a"}, "--queue"},
 		{[]string{"inspect", "--state", "sleeping"}, "unknown state"},
+		{[]string{"inspect", "--state", "pending", "--limit", "0"}, "--limit 0"},
+		{[]string{"inspect", "--state", "pending", "--limit", "2000000"}, "--limit 2000000"},
 		{[]string{"resolve", "--job", "x"}, "--actor are required"},
 		{[]string{"resolve", "--job", "x", "--actor", "a", "--decision", "maybe"}, "--decision must be"},
 		{[]string{"dashboard", "extra-arg"}, "unexpected argument"},

@@ -165,3 +165,65 @@ func TestQueuesPoolsAndResolveByOperation(t *testing.T) {
 		t.Fatalf("resolve --op: %d %q %q", code, out, errOut)
 	}
 }
+
+// TestListingAnUnknownQueueSaysSo: inspect --state and queues given a
+// queue no job or pool has used (a mistyped name) say so under the empty
+// listing, as pause does, instead of an empty listing alone; --json stays
+// one JSON value.
+func TestListingAnUnknownQueueSaysSo(t *testing.T) {
+	e := newOperatorEnv(t)
+	e.enqueue()
+	const note = "note: no job or pool has used queue typoq yet; check its name"
+	for _, args := range [][]string{{"inspect", "--state", "pending", "--queue", "typoq"}, {"queues", "--queue", "typoq"}} {
+		if code, out, errOut := e.cli(args...); code != 0 || !strings.Contains(out, note) {
+			t.Errorf("%v: %d %q %q", args, code, out, errOut)
+		}
+		if code, out, errOut := e.cli(append(args, "--json")...); code != 0 || !json.Valid([]byte(out)) {
+			t.Errorf("%v --json: %d %q %q", args, code, out, errOut)
+		}
+		known := append(args[:len(args)-1:len(args)-1], "default")
+		if code, out, errOut := e.cli(known...); code != 0 || strings.Contains(out, "note:") {
+			t.Errorf("%v: %d %q %q", known, code, out, errOut)
+		}
+	}
+}
+
+// TestOperationOnTwoQueues: the same operation id on two queues makes two
+// jobs; --queue picks which one inspect --op and resolve --op act on.
+func TestOperationOnTwoQueues(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	ids := map[string]string{}
+	for _, q := range []string{"qa", "qb"} {
+		res, err := e.client.EnqueueRaw(ctx, "raw", []byte(`{}`), jobs.Queue(q), jobs.OperationID("same"), jobs.Delay(time.Hour), jobs.Unchecked())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[q] = res.JobID
+		if _, err := e.client.Cancel(ctx, q, res.JobID, "alice", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{"qa", "qb"} {
+		code, out, errOut := e.cli("inspect", "--op", "same", "--queue", q, "--json")
+		var got struct {
+			Job struct {
+				ID    string `json:"id"`
+				Queue string `json:"queue"`
+			} `json:"job"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.Job.ID != ids[q] || got.Job.Queue != q {
+			t.Errorf("inspect --op same --queue %s: %d %q %q (want job %s)", q, code, out, errOut, ids[q])
+		}
+	}
+	code, out, errOut := e.cli("resolve", "--op", "same", "--queue", "qb", "--decision", "rerun", "--actor", "bob")
+	if code != 0 || out != "job "+ids["qb"]+" is now pending\n" {
+		t.Fatalf("resolve --op same --queue qb: %d %q %q", code, out, errOut)
+	}
+	if s, err := e.client.Inspector().Get(ctx, "qa", ids["qa"]); err != nil || s.State != jobs.Cancelled {
+		t.Fatalf("qa's job: %+v %v, want it cancelled still", s, err)
+	}
+	if code, _, errOut := e.cli("inspect", "--op", "same", "--queue", "qc"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("inspect --op in a queue without it: %d %q", code, errOut)
+	}
+}

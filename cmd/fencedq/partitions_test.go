@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -62,5 +63,61 @@ func TestPartitionsCommandOnACluster(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &infos); code != 0 || err != nil || len(infos) != 1 || infos[0].Partitions == nil ||
 		len(infos[0].Partitions.Partitions) != 3 || infos[0].Counts[jobs.Pending] != 9 {
 		t.Fatalf("queues --json: %d %v %q", code, err, out)
+	}
+}
+
+// TestCommandsTakeAJobsPartitionAndItsQueue: a job of a partitioned queue
+// is shown in its partition ("orders#1"); inspect, resolve and the other
+// job commands take that name, as printed, and the queue's own name, with
+// --job and with --op, and a partition that does not hold the job is not
+// found (exit 1).
+func TestCommandsTakeAJobsPartitionAndItsQueue(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetPartitions(ctx, "orders", 3); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.client.EnqueueRaw(ctx, "raw", []byte(`{}`), jobs.Queue("orders"), jobs.OperationID("op-1"),
+		jobs.Delay(time.Hour), jobs.Unchecked())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.client.Inspector().Get(ctx, "orders", res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := rec.Queue
+	other := "orders#0"
+	if part == other {
+		other = "orders#1"
+	}
+	if !strings.HasPrefix(part, "orders#") {
+		t.Fatalf("the job's queue is %q, want a partition of orders", part)
+	}
+	for _, q := range []string{"orders", part} {
+		if code, out, errOut := e.cli("inspect", "--job", res.JobID, "--queue", q); code != 0 || !strings.Contains(out, "queue "+part) {
+			t.Errorf("inspect --job --queue %s: %d %q %q", q, code, out, errOut)
+		}
+		if code, out, errOut := e.cli("inspect", "--state", "pending", "--queue", q); code != 0 || !strings.Contains(out, res.JobID) {
+			t.Errorf("inspect --state pending --queue %s: %d %q %q", q, code, out, errOut)
+		}
+	}
+	if code, _, errOut := e.cli("inspect", "--job", res.JobID, "--queue", other); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("inspect in a partition without the job: %d %q", code, errOut)
+	}
+	if _, err := e.client.Cancel(ctx, "orders", res.JobID, "alice", "x"); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"orders", part} {
+		code, out, errOut := e.cli("resolve", "--op", "op-1", "--queue", q, "--decision", "rerun", "--actor", "bob", "--json")
+		if code != 0 || !json.Valid([]byte(out)) {
+			t.Fatalf("resolve --op --queue %s: %d %q %q", q, code, out, errOut)
+		}
+		if _, err := e.client.Cancel(ctx, "orders", res.JobID, "alice", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, errOut := e.cli("resolve", "--op", "op-1", "--queue", other, "--decision", "rerun", "--actor", "bob"); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("resolve --op in a partition without the job: %d %q", code, errOut)
 	}
 }

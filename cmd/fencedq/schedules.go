@@ -70,6 +70,12 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			if !found {
 				return fmt.Errorf("%w: schedule %s", jobs.ErrNotFound, *id)
 			}
+			if *asJSON {
+				return json.NewEncoder(out).Encode(struct {
+					ID      string `json:"id"`
+					Removed bool   `json:"removed"`
+				}{*id, true})
+			}
 			fmt.Fprintf(out, "removed schedule %s\n", *id)
 			return nil
 		}

@@ -139,3 +139,21 @@ func TestSchedulesCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulesRemoveJSON: schedules --remove --json prints JSON, as every
+// --json output does.
+func TestSchedulesRemoveJSON(t *testing.T) {
+	e := newOperatorEnv(t)
+	if _, err := e.ledger.RegisterSchedule(context.Background(), 7, jobs.ScheduleSpec{ID: "gone", Schedule: "@every 1h0m0s",
+		TimeZone: "UTC", Kind: "transfer", Queue: "default", CatchUp: "latest"}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.cli("schedules", "--id", "gone", "--remove", "--json")
+	var got struct {
+		ID      string `json:"id"`
+		Removed bool   `json:"removed"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.ID != "gone" || !got.Removed {
+		t.Fatalf("--remove --json: %d %q %q", code, out, errOut)
+	}
+}

@@ -230,20 +230,31 @@ const PingTimeout = 5 * time.Second
 // does not have), is named (password hidden).
 func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
-	shown := withScheme(addr)
+	shown := withScheme(RedactURL(addr)) // redacted as typed: a comma may be a password's
 	if isSentinelURL(addr) {
 		fo, err := ParseSentinelURL(addr)
 		if err != nil {
 			return nil, err
 		}
 		rdb = redis.NewFailoverClient(fo)
-		shown = strings.TrimSpace(addr)
+		shown = RedactURL(strings.TrimSpace(addr))
 	} else if strings.Contains(addr, ",") {
 		var addrs []string
 		var opt, first *redis.Options
-		for _, u := range strings.Split(addr, ",") {
+		parts := strings.Split(addr, ",")
+		if strings.Contains(addr, "@") && slices.ContainsFunc(parts, func(p string) bool { return strings.Contains(p, "://") }) &&
+			slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(p, "://") }) {
+			// "redis://user:pa,ss@host": a comma split a password.
+			return nil, malformedCredentials(addr, "want comma-separated redis://[user:password@]host:port URLs")
+		}
+		for _, u := range parts {
 			o, err := ParseRedisURL(u)
 			if err != nil {
+				if strings.Contains(addr, "@") {
+					// A comma may have split a password: name the whole
+					// address, redacted, and quote none of its parts.
+					return nil, malformedCredentials(addr, "want comma-separated redis://[user:password@]host:port URLs")
+				}
 				return nil, err
 			}
 			if opt != nil && (o.TLSConfig == nil) != (opt.TLSConfig == nil) {
@@ -271,9 +282,9 @@ func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, erro
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
 		if rerr := redis.Error(nil); errors.As(err, &rerr) { // it answered, with an error
-			return nil, fmt.Errorf("redis %s refused the connection (check the user, password and database in --redis): %w", RedactURL(shown), err)
+			return nil, fmt.Errorf("redis %s refused the connection (check the user, password and database in --redis): %w", shown, err)
 		}
-		return nil, fmt.Errorf("redis %s does not answer: %w", RedactURL(shown), err)
+		return nil, fmt.Errorf("redis %s does not answer: %w", shown, err)
 	}
 	return rdb, nil
 }
@@ -324,17 +335,19 @@ func ParseSentinelURL(addr string) (*redis.FailoverOptions, error) {
 	if strings.ContainsAny(rest, "?#") {
 		return nil, bad("query parameters and fragments are not read")
 	}
-	hosts, path, _ := strings.Cut(rest, "/")
-	if at := strings.LastIndex(hosts, "@"); at >= 0 {
-		user, pass, _ := strings.Cut(hosts[:at], ":")
+	// The user and password end at the last '@', so a password holding a
+	// '/' or a ',' is neither split into hosts nor quoted in a message.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		user, pass, _ := strings.Cut(rest[:at], ":")
 		var err1, err2 error
 		fo.Username, err1 = url.PathUnescape(user)
 		fo.Password, err2 = url.PathUnescape(pass)
 		if err1 != nil || err2 != nil {
 			return nil, bad("malformed user or password")
 		}
-		hosts = hosts[at+1:]
+		rest = rest[at+1:]
 	}
+	hosts, path, _ := strings.Cut(rest, "/")
 	for _, h := range strings.Split(hosts, ",") {
 		h = strings.TrimSpace(h)
 		if h == "" {
@@ -388,6 +401,9 @@ func SentinelOptions(addr string) *redis.FailoverOptions {
 // usage error naming the flag.
 func ParseRedisURL(addr string) (*redis.Options, error) {
 	addr = strings.TrimSpace(addr)
+	if !credentialsParse(withScheme(addr)) {
+		return nil, malformedCredentials(addr, "want host:port or redis://[user:password@]host:port/db")
+	}
 	opt, err := redis.ParseURL(withScheme(addr))
 	if err != nil {
 		// A url.Error repeats the URL, password and all: keep its cause.
@@ -398,6 +414,26 @@ func ParseRedisURL(addr string) (*redis.Options, error) {
 		return nil, fmt.Errorf("%w: --redis %q: %v (want host:port or redis://[user:password@]host:port/db)", ErrUsage, RedactURL(addr), err)
 	}
 	return opt, nil
+}
+
+// credentialsParse reports whether a URL holding an '@' parses with its
+// user and password before that '@'. A password typed with a character a
+// URL reserves (/ ? #) ends the host early, and a parser's message about the
+// rest (an invalid port, database or option) would quote part of it.
+func credentialsParse(u string) bool {
+	if !strings.Contains(u, "@") {
+		return true
+	}
+	p, err := url.Parse(u)
+	return err == nil && p.User != nil && !strings.Contains(p.Host+p.Path+p.RawQuery+p.Fragment, "@")
+}
+
+// malformedCredentials is the usage error for an address whose user or
+// password does not parse: it names the address with the password hidden
+// and quotes no part of it.
+func malformedCredentials(addr, want string) error {
+	return fmt.Errorf("%w: --redis %q: malformed address: percent-encode the characters / ? # @ , %% in the user name and password (%s)",
+		ErrUsage, RedactURL(addr), want)
 }
 
 // withScheme reads each comma-separated address without a scheme as
@@ -415,21 +451,31 @@ func withScheme(addr string) string {
 }
 
 // RedactURL hides a password in a URL (or in each of comma-separated ones)
-// for messages.
+// for messages: everything from a URL's scheme (or the start) to the last
+// '@' before the next URL's scheme, so a password holding a comma or
+// another '@' is hidden whole.
 func RedactURL(u string) string {
-	parts := strings.Split(u, ",")
-	for i, p := range parts {
-		at := strings.LastIndex(p, "@")
-		if at < 0 {
-			continue
-		}
+	var b strings.Builder
+	for u != "" {
 		start := 0
-		if scheme := strings.Index(p, "://"); scheme >= 0 && scheme < at {
-			start = scheme + 3
+		if i := strings.Index(u, "://"); i >= 0 {
+			start = i + 3
 		}
-		parts[i] = p[:start] + "***" + p[at:]
+		b.WriteString(u[:start])
+		u = u[start:]
+		end := len(u) // this URL runs to the next one's scheme separator
+		if j := strings.Index(u, "://"); j >= 0 {
+			end = j
+		}
+		if at := strings.LastIndex(u[:end], "@"); at >= 0 {
+			b.WriteString("***")
+			u = u[at:]
+			end -= at
+		}
+		b.WriteString(u[:end])
+		u = u[end:]
 	}
-	return strings.Join(parts, ",")
+	return b.String()
 }
 
 // LogFlags are the --log-level and --log-format flags. Bad values are

@@ -241,8 +241,12 @@ func TestRedactURL(t *testing.T) {
 		"redis://host:6379/0":             "redis://host:6379/0",
 		"user:secret@host:6379":           "***@host:6379",
 		"redis://:a@h:1,redis://:b@h:2":   "redis://***@h:1,redis://***@h:2",
+		// a password holding a comma is no list of addresses
+		"redis://user:sec,ret@h:1/0":                 "redis://***@h:1/0",
+		"redis-sentinel://user:sec,ret@s1:1,s2:2/fq": "redis-sentinel://***@s1:1,s2:2/fq",
+		"user:sec,ret@h:1":                           "***@h:1",
 	} {
-		if got := RedactURL(in); got != want || strings.Contains(got, "secret") {
+		if got := RedactURL(in); got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec,") {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -307,6 +311,38 @@ func TestRedisThatRefusesIsNotCalledSilent(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "does not answer") || !strings.Contains(err.Error(), "refused the connection") ||
 			!strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("ConnectRedis(%q): %v, want it refused, saying %q", RedactURL(addr), err, want)
+		}
+	}
+}
+
+// TestMalformedRedisURLNeverShowsThePassword: a password typed with a
+// character a URL reserves (/ ? # , @) makes a malformed address; the usage
+// error says so without quoting any part of the password, for every form
+// of --redis (one URL, a Redis Cluster's list, Sentinels).
+func TestMalformedRedisURLNeverShowsThePassword(t *testing.T) {
+	ctx := context.Background()
+	for _, addr := range []string{
+		"redis://user:sec/ret@127.0.0.1:1/0",
+		"redis://user:sec?ret@127.0.0.1:1/0",
+		"redis://user:sec#ret@127.0.0.1:1/0",
+		"redis://user:1234/ret@127.0.0.1:1/0",
+		"redis://user:1234?ret@127.0.0.1:1/0",
+		"user:sec/ret@127.0.0.1:1",
+		"redis://user:sec,ret@127.0.0.1:1/0",
+		"redis://user:sec,ret@127.0.0.1:1,redis://user:sec,ret@127.0.0.1:2",
+		"redis://user:1234,ret@127.0.0.1:1/0",
+		"redis-sentinel://user:sec/ret@127.0.0.1:1/fq",
+		"redis-sentinel://user:sec,ret@127.0.0.1:1/fq/x",
+	} {
+		_, err := ConnectRedis(ctx, addr)
+		if err == nil {
+			t.Errorf("ConnectRedis(%s) connected", RedactURL(addr))
+			continue
+		}
+		for _, part := range []string{"sec", "ret", "1234"} {
+			if strings.Contains(err.Error(), part) {
+				t.Errorf("ConnectRedis(%s): %v: shows %q of the password", RedactURL(addr), err, part)
+			}
 		}
 	}
 }

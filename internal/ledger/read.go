@@ -215,6 +215,13 @@ func (l *Ledger) FindByOperation(ctx context.Context, op string) (*Record, error
 	if err != nil {
 		return nil, err
 	}
+	return l.FindByOperationIn(ctx, qs, op)
+}
+
+// FindByOperationIn returns the job owning operation id op in the first of
+// queues qs that holds one (the same operation id on two queues makes two
+// jobs).
+func (l *Ledger) FindByOperationIn(ctx context.Context, qs []string, op string) (*Record, error) {
 	for _, q := range qs {
 		if id := OpJobID(q, op); id != "" {
 			r, err := l.Get(ctx, q, id)

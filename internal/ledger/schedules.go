@@ -171,10 +171,19 @@ func (l *Ledger) scheduleWrite(ctx context.Context, what, id string, args ...any
 // returns the schedule as recorded. A newer leader's token seen by any
 // schedule write makes it fail with an error matching ErrStale.
 func (l *Ledger) RegisterSchedule(ctx context.Context, leader lease.Token, spec ScheduleSpec) (*Schedule, error) {
+	return l.RegisterScheduleAt(ctx, leader, spec, time.Time{})
+}
+
+// RegisterScheduleAt is RegisterSchedule for a scheduler pass that reads
+// the namespace's time (ServerTime) as now: a new schedule is created at
+// now, the clock its ticks are due by, so none of them falls before its
+// creation whatever the node's own TIME says (it differs by the tenure's
+// offset after a failover). A zero now is Redis TIME.
+func (l *Ledger) RegisterScheduleAt(ctx context.Context, leader lease.Token, spec ScheduleSpec, now time.Time) (*Schedule, error) {
 	if err := ValidateScheduleID(spec.ID); err != nil {
 		return nil, err
 	}
-	if _, err := l.scheduleWrite(ctx, "register schedule", spec.ID, "register", leader.String(), spec.ID,
+	if _, err := l.scheduleWrite(ctx, "register schedule", spec.ID, "register", leader.String(), spec.ID, ms(now),
 		"schedule", spec.Schedule, "tz", spec.TimeZone, "kind", spec.Kind, "queue", spec.Queue,
 		"catch_up", spec.CatchUp); err != nil {
 		return nil, err

@@ -4,9 +4,11 @@
 -- KEYS 1 leader high-water (highest scheduler leader token seen)
 --      2 schedules set (ids)   3 the schedule's hash   4 the schedule's ticks list
 -- ARGV 1 'register' or 'ticks'   2 leader token   3 schedule id
--- register: ARGV 4.. field, value pairs of the schedule's definition
---   (schedule, tz, kind, queue, catch_up). Creates the schedule (created =
---   now) when absent, else updates its definition; seen = now.
+-- register: ARGV 4 the creation time in ms (the namespace's time the
+--   scheduler pass reads; 0 = TIME), 5.. field, value pairs of the
+--   schedule's definition (schedule, tz, kind, queue, catch_up). Creates the
+--   schedule (created = ARGV 4) when absent, else updates its definition;
+--   seen = now.
 -- ticks: ARGV 4 ticks skipped by the catch-up policy   5 next tick ms (0 = unknown)
 --        6 cursor ms: the newest tick handled (enqueued or skipped)
 --        7 n, then n times: tick ms, job id, queue, deduplicated (0/1)
@@ -29,11 +31,13 @@ redis.call('SET', KEYS[1], ARGV[2])
 
 local key = KEYS[3]
 if ARGV[1] == 'register' then
-  if redis.call('HSETNX', key, 'created', fmt(now)) == 1 then
+  local created = fmt(now)
+  if num(ARGV[4]) > 0 then created = ARGV[4] end
+  if redis.call('HSETNX', key, 'created', created) == 1 then
     redis.call('SADD', KEYS[2], ARGV[3])
   end
   local f = {'seen', fmt(now), 'leader', ARGV[2]}
-  for i = 4, #ARGV, 2 do
+  for i = 5, #ARGV, 2 do
     f[#f + 1] = ARGV[i]
     f[#f + 1] = ARGV[i + 1]
   end

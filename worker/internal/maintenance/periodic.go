@@ -90,7 +90,7 @@ func (s *periodic) safeTick(ctx context.Context, leader lease.Token, p Periodic,
 // A crash or a lost leadership between the enqueue and the record is safe:
 // the next pass enqueues the same ticks again and is deduplicated.
 func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now time.Time) error {
-	sched, err := s.ledger.RegisterSchedule(ctx, leader, p.Spec)
+	sched, err := s.ledger.RegisterScheduleAt(ctx, leader, p.Spec, now) // created by the clock ticks are due by
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 // how many due ticks the policy drops, handled the newest tick walked
 // (zero when none was due) and next the first tick after it.
 func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, next, handled time.Time) {
-	t := p.Next(cursor)
+	t := nextTick(p, cursor)
 	for n := 0; !t.IsZero() && !t.After(now) && n < maxScan; n++ {
 		handled = t
 		switch p.Spec.CatchUp {
@@ -168,7 +168,7 @@ func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, 
 			}
 			due = append(due[:0], t)
 		}
-		t = p.Next(t)
+		t = nextTick(p, t)
 		if len(due) == PeriodicBatch && p.Spec.CatchUp != CatchUpLatest {
 			break
 		}
@@ -180,4 +180,16 @@ func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, 
 		due = nil
 	}
 	return due, skipped, t, handled
+}
+
+// nextTick is p's first tick after t, in whole milliseconds as the ledger
+// keeps ticks and cursors: a tick between two milliseconds is taken at the
+// next one, so the cursor recorded is the tick itself, the next pass starts
+// after it, and the operation id recorded with the tick is its job's.
+func nextTick(p Periodic, t time.Time) time.Time {
+	n := p.Next(t)
+	if r := n.Truncate(time.Millisecond); r.Before(n) {
+		n = r.Add(time.Millisecond)
+	}
+	return n
 }

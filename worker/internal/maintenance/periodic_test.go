@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -154,5 +155,102 @@ func TestPeriodicPass(t *testing.T) {
 
 	if err := l.periodic.runOnce(f.ctx, leader-1); !errors.Is(err, jobs.ErrStale) {
 		t.Fatalf("a pass under an older token: %v, want jobs.ErrStale", err)
+	}
+}
+
+// TestPeriodicSubMillisecondTicksHandledOnce: the ledger keeps a schedule's
+// cursor in milliseconds. A schedule whose ticks fall between two
+// milliseconds (half a millisecond after each second) must still have each
+// tick handled once: a pass after the tick was recorded enqueues nothing
+// and records nothing more, and the recorded tick's operation id is its
+// job's.
+func TestPeriodicSubMillisecondTicksHandledOnce(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	const off = 500 * time.Microsecond // ticks half a millisecond after each second
+	p := tickSchedule("odd", "odd")
+	p.Spec.CatchUp = CatchUpLatest
+	p.Next = func(t time.Time) time.Time { return t.UTC().Add(-off).Truncate(time.Second).Add(time.Second + off) }
+	cfg.Periodic = []Periodic{p}
+	l := f.leader(cfg)
+	leader := f.lead("pool-a")
+	if err := l.periodic.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	sched, err := f.ledger.Schedule(f.ctx, "odd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(sched.NextTick) + 20*time.Millisecond)
+	if err := l.periodic.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	first, err := f.ledger.Schedule(f.ctx, "odd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Enqueued != 1 {
+		t.Fatalf("after the first tick: %d enqueued, want 1", first.Enqueued)
+	}
+	// The next tick is about a second away: these passes find nothing due.
+	for range 3 {
+		if err := l.periodic.runOnce(f.ctx, leader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := f.ledger.Schedule(f.ctx, "odd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks, err := f.ledger.ScheduleTicks(f.ctx, "odd", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Enqueued != 1 || len(ticks) != 1 {
+		t.Fatalf("passes before the next tick enqueued the last one again: %d enqueued, ticks %+v", after.Enqueued, ticks)
+	}
+	rec, err := f.ledger.Get(f.ctx, "odd", ticks[0].JobID)
+	if err != nil || rec.OperationID != ticks[0].OperationID("odd") {
+		t.Fatalf("tick %v recorded job %s with operation id %q; the record says %q (%v)", ticks[0].Time, ticks[0].JobID,
+			rec.OperationID, ticks[0].OperationID("odd"), err)
+	}
+}
+
+// TestNewScheduleDoesNotCatchUpOnTheClockOffset: ticks are due by the
+// namespace's time, which after a failover to a node whose clock is
+// behind runs ahead of that node's TIME (the tenure's offset). A schedule
+// first registered then is new: no tick before its registration is
+// enqueued, however far behind the node's clock is.
+func TestNewScheduleDoesNotCatchUpOnTheClockOffset(t *testing.T) {
+	f := newFixture(t)
+	// This node is a new tenure whose clock is 10 minutes behind the
+	// old primary's, whose last time the record holds.
+	tm, err := f.rdb.Time(f.ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rdb.HSet(f.ctx, epoch.Key(f.ns), "clk", tm.Add(10*time.Minute).UnixMicro(), "crid", "old-primary", "coff", 0)
+	now, err := f.ledger.ServerTime(f.ctx)
+	if err != nil || now.Sub(tm) < 9*time.Minute {
+		t.Fatalf("the namespace's time %v (%v), want 10 minutes past TIME %v", now, err, tm)
+	}
+
+	cfg := f.config()
+	cfg.Periodic = []Periodic{{
+		Spec: jobs.ScheduleSpec{ID: "minutely", Schedule: "@every 1m0s", TimeZone: "UTC", Kind: "tick", Queue: "minutely",
+			CatchUp: CatchUpAll},
+		Next: everyMinute, Args: tickArgs{}, Options: []jobs.Option{jobs.Queue("minutely")},
+	}}
+	l := f.leader(cfg)
+	if err := l.periodic.runOnce(f.ctx, f.lead("pool-a")); err != nil {
+		t.Fatal(err)
+	}
+	sched, err := f.ledger.Schedule(f.ctx, "minutely")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sched.Enqueued != 0 || !sched.NextTick.After(now) {
+		t.Fatalf("a new schedule's first pass: %d ticks enqueued, next tick %v (the namespace's time %v, created %v)",
+			sched.Enqueued, sched.NextTick, now, sched.Created)
 	}
 }
