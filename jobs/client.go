@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -172,6 +173,7 @@ type Client struct {
 	mws          []EnqueueMiddleware
 	log          *slog.Logger
 	resubmitting atomic.Bool // a background Resubmit runs (Config.ResubmitOnRewind)
+	resubmitMore atomic.Bool // a rewind was detected since the background Resubmit last started
 	parts        partitionCache
 }
 
@@ -206,8 +208,10 @@ type Resubmitted = ledger.Resubmitted
 // Resubmit looks for ledger rewinds on every queue the client enqueued to
 // (a call's acknowledgement finds them too) and, for each queue found
 // rewound since the last call, enqueues again every recorded enqueue (see
-// Config.RecentEnqueues) acknowledged before the rewind was detected and
-// less than half the retention period ago. A job is created again only when
+// Config.RecentEnqueues) acknowledged before the rewind was detected (the
+// latest, when several were) and less than half the retention period ago;
+// a workflow (workflow.Enqueue) is written again, whole, when its home
+// queue lost its record. A job is created again only when
 // the ledger has neither its record nor its operation id, so a job Redis
 // kept (whatever became of it), or whose operation was enqueued again
 // meanwhile, is left alone: each lost job comes back exactly once, pending,
@@ -228,20 +232,35 @@ func (c *Client) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 	return out, err
 }
 
-// resubmitInBackground runs Resubmit once in its own goroutine unless one
-// runs already.
+// resubmitInBackground runs Resubmit in its own goroutine unless one runs
+// already; a rewind detected while it runs makes it run again once it is
+// done, so the jobs that rewind lost are re-submitted too.
 func (c *Client) resubmitInBackground() {
+	c.resubmitMore.Store(true)
 	if !c.resubmitting.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
-		defer c.resubmitting.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := c.Resubmit(ctx); err != nil {
-			c.log.Error("re-submitting recorded enqueues after a ledger rewind failed; call Client.Resubmit again", "error", err)
+		for {
+			for c.resubmitMore.Swap(false) {
+				c.resubmitOnce()
+			}
+			c.resubmitting.Store(false)
+			// A detection between the last Swap and the Store found the
+			// goroutine running and left its run to it.
+			if !c.resubmitMore.Load() || !c.resubmitting.CompareAndSwap(false, true) {
+				return
+			}
 		}
 	}()
+}
+
+func (c *Client) resubmitOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Resubmit(ctx); err != nil {
+		c.log.Error("re-submitting recorded enqueues after a ledger rewind failed; call Client.Resubmit again", "error", err)
+	}
 }
 
 // Inspector returns the read API over the client's namespace.
@@ -306,12 +325,15 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, op
 	return c.insertOne(ctx, j)
 }
 
-// prepareRaw validates a raw enqueue, the kind's rules included.
+// prepareRaw validates a raw enqueue, the kind's rules included. The job
+// holds a copy of payload: the client's record of recent enqueues keeps it
+// for re-submission after a rewind, and the caller may reuse its buffer
+// once the call returns.
 func (c *Client) prepareRaw(ctx context.Context, kind string, payload []byte, o options) (*ledger.NewJob, error) {
 	if !json.Valid(payload) {
 		return nil, invalid("%s args are not valid JSON", kind)
 	}
-	j, err := prepare(kind, payload, nil, o)
+	j, err := prepare(kind, bytes.Clone(payload), nil, o)
 	if err != nil {
 		return nil, err
 	}

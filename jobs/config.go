@@ -48,10 +48,13 @@ type Config struct {
 	// client records, so that after a detected ledger rewind it can
 	// re-submit those Redis lost (Client.Resubmit); default
 	// DefaultRecentEnqueues, negative: none. The record holds each job's
-	// payload: budget about its size times RecentEnqueues of memory.
+	// payload (EnqueueRaw's copied): budget about its size times
+	// RecentEnqueues of memory. A workflow is one entry holding every
+	// step's.
 	RecentEnqueues int
 	// ResubmitOnRewind makes the client re-submit its recorded enqueues
-	// (Client.Resubmit, in the background) as soon as it detects a rewind.
+	// (Client.Resubmit, in the background) as soon as it detects a rewind;
+	// a rewind detected while that runs is re-submitted after it.
 	ResubmitOnRewind bool
 	// Durability makes writes wait for replicas before they are
 	// acknowledged (off by default): a client's enqueues, and a pool's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -199,4 +200,56 @@ func TestDurableEnqueuesSurviveAFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d enqueues acknowledged, none lost; %d reported unknown", len(acked), unknown)
+}
+
+// On Redis Cluster durability applies per node: with one master's replica
+// cut off, enqueues to that master's slots fail with ErrEnqueueUnknown
+// while those to the other masters are acknowledged, in one EnqueueMany
+// too (its results name the jobs written).
+func TestDurableOnClusterFailsOnlyTheCutNodesEnqueues(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, Replicas: true})
+	rdb := cl.Client()
+	ns := redistest.Namespace(t)
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns,
+		Durability: jobs.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}})
+	queues := make([]string, len(cl.Nodes)) // one queue on each master
+	for n := 0; slices.Contains(queues, ""); n++ {
+		q := fmt.Sprintf("q%d", n)
+		m, err := rdb.MasterForKey(ctx, ns+":{"+q+"}:stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, node := range cl.Nodes {
+			if m.Options().Addr == node.Addr && queues[i] == "" {
+				queues[i] = q
+			}
+		}
+	}
+	for _, q := range queues {
+		if _, err := client.Enqueue(ctx, countArgs{N: 1}, jobs.Queue(q)); err != nil {
+			t.Fatalf("durable enqueue to %s with every replica up: %v", q, err)
+		}
+	}
+	cl.CutReplication(1)
+	var ps []jobs.Params
+	for i, q := range queues {
+		_, err := client.Enqueue(ctx, countArgs{N: 2}, jobs.Queue(q), jobs.OperationID("one-"+q))
+		if i == 1 && !errors.Is(err, jobs.ErrEnqueueUnknown) {
+			t.Errorf("enqueue to %s on the cut master: %v, want ErrEnqueueUnknown", q, err)
+		}
+		if i != 1 && err != nil {
+			t.Errorf("enqueue to %s on a master with its replica: %v", q, err)
+		}
+		ps = append(ps, jobs.Params{Args: countArgs{N: 3}, Options: []jobs.Option{jobs.Queue(q), jobs.OperationID("many-" + q)}})
+	}
+	res, err := client.EnqueueMany(ctx, ps)
+	if !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Errorf("EnqueueMany over the three masters: %v, want ErrEnqueueUnknown", err)
+	}
+	for i, r := range res {
+		if (r == nil) != (i == 1) {
+			t.Errorf("EnqueueMany result %d (queue %s): %+v", i, queues[i], r)
+		}
+	}
 }

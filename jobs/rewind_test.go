@@ -3,11 +3,15 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -149,4 +153,169 @@ func sum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return total
+}
+
+// holdResubmit holds every re-submission (an enqueue call in resubmit
+// mode) until release is closed, after telling held.
+type holdResubmit struct {
+	held, release chan struct{}
+}
+
+func isResubmit(cmd redis.Cmder) bool {
+	return slices.ContainsFunc(cmd.Args(), func(a any) bool { s, _ := a.(string); return s == "resubmit" })
+}
+
+func (h *holdResubmit) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdResubmit) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isResubmit(cmd) {
+			h.wait()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdResubmit) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if slices.ContainsFunc(cmds, isResubmit) {
+			h.wait()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *holdResubmit) wait() {
+	select {
+	case h.held <- struct{}{}:
+	default:
+	}
+	<-h.release
+}
+
+// With ResubmitOnRewind, a rewind detected while the background
+// re-submission of an earlier one runs is re-submitted once that one is
+// done: the jobs either rewind lost come back.
+func TestRewindDuringABackgroundResubmitIsResubmittedToo(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	hold := &holdResubmit{held: make(chan struct{}, 1), release: make(chan struct{})}
+	rdb.AddHook(hold)
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: redistest.Namespace(t), ResubmitOnRewind: true})
+	enqueue := func(n int) *jobs.Result {
+		t.Helper()
+		res, err := client.Enqueue(ctx, countArgs{N: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	all := []*jobs.Result{enqueue(0)}
+	if err := rdb.Save(ctx).Err(); err != nil { // the snapshot both restarts load
+		t.Fatal(err)
+	}
+	all = append(all, enqueue(1))
+	srv.Restart()
+	all = append(all, enqueue(2)) // finds the first rewind: a background re-submission starts
+	select {
+	case <-hold.held:
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("no background re-submission after the first rewind")
+	}
+	all = append(all, enqueue(3))
+	srv.Restart()
+	all = append(all, enqueue(4)) // finds the second rewind while the first re-submission runs
+	close(hold.release)
+
+	insp := client.Inspector()
+	deadline := time.Now().Add(testsignal.Scale(5 * time.Second))
+	for {
+		var missing []int
+		for i, r := range all {
+			if _, err := insp.Get(ctx, r.Queue, r.JobID); err != nil {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs %v lost for good after two rewinds with ResubmitOnRewind", missing)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A re-submitted job is due when it was due, whatever its queue (a
+// partition of a partitioned queue) and schedule (at once, Delay, RunAt),
+// sent in one EnqueueMany.
+func TestResubmittedJobsAreDueWhenTheyWereDue(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: redistest.Namespace(t)})
+	if _, err := client.SetPartitions(ctx, "orders", 3); err != nil {
+		t.Fatal(err)
+	}
+	var ps []jobs.Params
+	for i := range 6 {
+		ps = append(ps, jobs.Params{Args: partArgs{Account: fmt.Sprint(i)}, Options: []jobs.Option{jobs.Queue("orders")}})
+	}
+	ps = append(ps, jobs.Params{Args: countArgs{N: 1}, Options: []jobs.Option{jobs.Delay(time.Hour)}},
+		jobs.Params{Args: countArgs{N: 2}, Options: []jobs.Option{jobs.OperationID("op-2"), jobs.Queue("other")}},
+		jobs.Params{Args: countArgs{N: 3}, Options: []jobs.Option{jobs.RunAt(time.Now().Add(30 * time.Minute))}})
+	res, err := client.EnqueueMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insp := client.Inspector()
+	due := map[string]time.Time{}
+	for _, r := range res {
+		rec, err := insp.Get(ctx, r.Partition, r.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		due[r.JobID] = rec.RunAt
+	}
+	srv.Restart() // every job is lost
+	time.Sleep(time.Second)
+	if _, err := client.Resubmit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		rec, err := insp.Get(ctx, r.Partition, r.JobID)
+		if err != nil {
+			t.Fatalf("job %s of %s not restored: %v", r.JobID, r.Partition, err)
+		}
+		if d := rec.RunAt.Sub(due[r.JobID]); d > 200*time.Millisecond || d < -200*time.Millisecond {
+			t.Errorf("restored job %s of %s due %v, was due %v", r.JobID, r.Partition, rec.RunAt, due[r.JobID])
+		}
+	}
+}
+
+// EnqueueRaw keeps its own copy of the args: a caller that reuses its
+// buffer once the call returned does not change the job a re-submission
+// restores.
+func TestResubmitRestoresRawArgsAsEnqueued(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	client := jobs.NewClient(srv.Client(), jobs.Config{Namespace: redistest.Namespace(t)})
+	buf := []byte(`{"n":1}`)
+	res, err := client.EnqueueRaw(ctx, "count", buf, jobs.Unchecked())
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, `{"n":7}`) // the caller's next message
+	srv.Restart()
+	if _, err := client.Resubmit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := client.Inspector().Get(ctx, res.Queue, res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rec.Payload) != `{"n":1}` || string(rec.Args) != `{"n":1}` {
+		t.Fatalf("restored job's args %s (payload %s), want the enqueued {\"n\":1}", rec.Args, rec.Payload)
+	}
 }

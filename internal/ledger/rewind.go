@@ -3,7 +3,9 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -27,8 +29,8 @@ import (
 // (rewind.lua: per queue, merged per replication id of the primary the loss
 // was found on, so every process's detection of one loss is one record),
 // reports it to Config.OnRewind (the metric) and, with a record of recent
-// enqueues (Config.Recent), counts the recorded enqueues certainly lost and
-// can re-submit them (Resubmit).
+// enqueues and workflows (Config.Recent), counts the recorded enqueues
+// certainly lost and can re-submit them (Resubmit).
 //
 // What it cannot see: a loss no process had seen acknowledged (a process
 // learns the sequence from its own calls), a loss on a queue no process
@@ -245,11 +247,35 @@ func (l *Ledger) Rewinds(ctx context.Context, q string) ([]Rewind, error) {
 // re-submission after a rewind when its configuration says nothing.
 const DefaultRecent = 10000
 
-// recentJob is one acknowledged enqueue.
+// recentJob is one acknowledged enqueue: a job, or a workflow.
 type recentJob struct {
 	job *NewJob
-	seq int64     // the write sequence after the call that created it
-	at  time.Time // when its acknowledgement arrived (local clock)
+	wf  *NewWorkflow // a workflow (job is nil), recorded under its home queue
+	seq int64        // the write sequence after the call that created it
+	at  time.Time    // when its acknowledgement arrived (local clock)
+}
+
+// queue is the queue whose rewind loses the recorded enqueue: a workflow's
+// home queue, which holds its record.
+func (j recentJob) queue() string {
+	if j.wf != nil {
+		return j.wf.Home
+	}
+	return j.job.Queue
+}
+
+// jobs is how many jobs of its queue the recorded enqueue created.
+func (j recentJob) jobs() int64 {
+	if j.wf == nil {
+		return 1
+	}
+	var n int64
+	for _, s := range j.wf.Steps {
+		if s.Job.Queue == j.wf.Home {
+			n++
+		}
+	}
+	return n
 }
 
 // recent is a bounded record of a client's acknowledged enqueues, oldest
@@ -260,7 +286,7 @@ type recent struct {
 	ring    []recentJob
 	next    int
 	full    bool
-	pending map[string]time.Time // queue -> when its rewind was detected
+	pending map[string]time.Time // queue -> when its latest rewind was detected
 	handled map[string]bool      // rewind records (queue, replication id, first detection) acted on
 }
 
@@ -278,9 +304,9 @@ func (r *recent) queues() []string {
 	seen := map[string]bool{}
 	var qs []string
 	r.each(func(j recentJob) {
-		if !seen[j.job.Queue] {
-			seen[j.job.Queue] = true
-			qs = append(qs, j.job.Queue)
+		if q := j.queue(); !seen[q] {
+			seen[q] = true
+			qs = append(qs, q)
 		}
 	})
 	sort.Strings(qs)
@@ -296,14 +322,28 @@ func (r *recent) learn(rw Rewind) {
 	r.handled[key] = true
 	r.mu.Unlock()
 	if !seen {
-		r.rewound(rw.Queue)
+		// Only when this ledger has no detection of its own pending (the
+		// record may be of that detection).
+		r.mu.Lock()
+		if _, ok := r.pending[rw.Queue]; !ok {
+			r.pending[rw.Queue] = time.Now()
+		}
+		r.mu.Unlock()
 	}
 }
 
 func (r *recent) add(j *NewJob, seq int64, at time.Time) {
+	r.put(recentJob{job: j, seq: seq, at: at})
+}
+
+func (r *recent) addWorkflow(w *NewWorkflow, seq int64, at time.Time) {
+	r.put(recentJob{wf: w, seq: seq, at: at})
+}
+
+func (r *recent) put(j recentJob) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ring[r.next] = recentJob{job: j, seq: seq, at: at}
+	r.ring[r.next] = j
 	r.next++
 	if r.next == len(r.ring) {
 		r.next, r.full = 0, true
@@ -328,18 +368,25 @@ func (r *recent) lostAfter(q string, found int64) int64 {
 	defer r.mu.Unlock()
 	var n int64
 	r.each(func(j recentJob) {
-		if j.job.Queue == q && j.seq > found {
-			n++
+		if j.queue() == q && j.seq > found {
+			n += j.jobs()
 		}
 	})
 	return n
 }
 
-func (r *recent) rewound(q string) {
+// rewound marks q rewound now: Resubmit sends its jobs acknowledged before
+// the latest detection, so a second rewind before the re-submission (or
+// during one) also brings back the jobs acknowledged between the two.
+func (r *recent) rewound(q string) { r.rewoundAt(q, time.Now()) }
+
+// rewoundAt marks q rewound as detected at t, unless a later detection is
+// marked already.
+func (r *recent) rewoundAt(q string, t time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.pending[q]; !ok {
-		r.pending[q] = time.Now()
+	if det, ok := r.pending[q]; !ok || t.After(det) {
+		r.pending[q] = t
 	}
 }
 
@@ -347,13 +394,14 @@ func (r *recent) rewound(q string) {
 type Resubmitted struct {
 	Queue string
 	// Checked counts the recorded enqueues sent again; Restored those the
-	// ledger did not have, created again (the others were left as they are).
+	// ledger did not have, created again (the others were left as they
+	// are). A workflow's steps count one each.
 	Checked, Restored int
 }
 
 // Resubmit re-submits, for every queue found rewound since the last call,
-// each recorded enqueue acknowledged before the rewind was detected and
-// less than half the retention period ago. A queue is found rewound by
+// each recorded enqueue acknowledged before the rewind was detected (the
+// latest, when several were) and less than half the retention period ago. A queue is found rewound by
 // this ledger's own calls (CheckRewinds runs first) or by a rewind record
 // of its queue this ledger has not acted on (another process detected the
 // loss: this one may have seen too little to tell, and every recorded job
@@ -362,8 +410,10 @@ type Resubmitted struct {
 // operation id exists, so a job the ledger kept (whatever it became), or
 // whose operation was enqueued again meanwhile, is left as it is: each lost
 // job comes back exactly once. A re-created job is pending, due when it
-// was due (its remaining delay), with its attempts starting over. Without a
-// record (Config.Recent) it does nothing.
+// was due (its remaining delay), with its attempts starting over. A
+// recorded workflow is written again, whole, when its home queue lost its
+// record (see resubmitWorkflow). Without a record (Config.Recent) it does
+// nothing.
 func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 	if l.recent == nil {
 		return nil, nil
@@ -386,14 +436,28 @@ func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 	r.pending = map[string]time.Time{}
 	cut := time.Now().Add(-l.cfg.Retention / 2)
 	byQueue := map[string][]*NewJob{}
+	wfs := map[string][]*NewWorkflow{}
 	r.each(func(j recentJob) {
-		if det, ok := due[j.job.Queue]; ok && j.at.Before(det) && j.at.After(cut) {
-			nj := *j.job
-			if nj.Delay != 0 {
-				nj.Delay -= time.Since(j.at) // due when it was due
-			}
-			byQueue[nj.Queue] = append(byQueue[nj.Queue], &nj)
+		det, ok := due[j.queue()]
+		if !ok || !j.at.Before(det) || !j.at.After(cut) {
+			return
 		}
+		if j.wf != nil {
+			w := *j.wf
+			w.Steps = slices.Clone(w.Steps)
+			for i := range w.Steps {
+				sj := *w.Steps[i].Job
+				if sj.Delay != 0 {
+					sj.Delay -= time.Since(j.at) // not before when it was
+				}
+				w.Steps[i].Job = &sj
+			}
+			wfs[w.Home] = append(wfs[w.Home], &w)
+			return
+		}
+		nj := *j.job
+		nj.Delay -= time.Since(j.at) // due when it was due (a job due at once too)
+		byQueue[nj.Queue] = append(byQueue[nj.Queue], &nj)
 	})
 	r.mu.Unlock()
 	qs := make([]string, 0, len(due))
@@ -415,7 +479,18 @@ func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 			}
 			if err != nil {
 				// Not every job was sent: the queue stays due for another call.
-				r.rewound(q)
+				r.rewoundAt(q, due[q])
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+		}
+		for _, w := range wfs[q] {
+			res.Checked += len(w.Steps)
+			restored, err := l.resubmitWorkflow(ctx, w)
+			res.Restored += restored
+			if err != nil {
+				r.rewoundAt(q, due[q])
 				if firstErr == nil {
 					firstErr = err
 				}
@@ -431,6 +506,29 @@ func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 		out = append(out, res)
 	}
 	return out, firstErr
+}
+
+// resubmitWorkflow writes recorded workflow w again when its home queue
+// lost its record, and returns how many steps it wrote. A workflow the
+// ledger kept is left alone (its steps are not written again: one that
+// finished would come back waiting), as is one whose operation id, or a
+// step's, was enqueued again since.
+func (l *Ledger) resubmitWorkflow(ctx context.Context, w *NewWorkflow) (int, error) {
+	n, err := l.rdb.Exists(ctx, l.prefix(w.Home)+"wf:"+w.ID).Result()
+	if err != nil || n == 1 {
+		return 0, wrap("resubmit workflow "+w.ID, err)
+	}
+	_, dedup, err := l.enqueueWorkflow(ctx, w, false)
+	switch {
+	case errors.Is(err, ErrInvalid):
+		// a step's operation id names another job: it was enqueued again
+		l.cfg.Logger.Warn("a workflow lost in a ledger rewind was not re-submitted: an operation of its steps was enqueued again since",
+			"workflow", w.ID, "queue", w.Home, "error", err)
+		return 0, nil
+	case err != nil || dedup:
+		return 0, err
+	}
+	return len(w.Steps), nil
 }
 
 func levelFor(restored int) slog.Level {

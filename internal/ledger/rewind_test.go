@@ -243,3 +243,49 @@ func hasEvent(evs []ledger.Event, typ string) bool {
 	}
 	return false
 }
+
+// Two rewinds before a re-submission (a restart from the same older
+// snapshot twice): the second loses jobs acknowledged after the first was
+// detected, and one Resubmit brings back the lost jobs of both.
+func TestResubmitAfterTwoRewinds(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	ns := redistest.Namespace(t)
+	const q = "default"
+	var seen rewinds
+	client := ledger.New(rdb, ledger.Config{Namespace: ns, Recent: 100, OnRewind: seen.add})
+	insert := func() *ledger.NewJob {
+		t.Helper()
+		j := newJob(q, "")
+		if _, err := client.Insert(ctx, []*ledger.NewJob{j}); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	kept := insert()
+	if err := rdb.Save(ctx).Err(); err != nil { // the snapshot both restarts load
+		t.Fatal(err)
+	}
+	first := insert()
+	srv.Restart()
+	detected := insert() // finds the first rewind
+	second := insert()
+	srv.Restart()
+	insert() // finds the second rewind: detected and second are gone too
+	if n := len(seen.all()); n != 2 {
+		t.Fatalf("%d rewinds detected, want 2: %+v", n, seen.all())
+	}
+	res, err := client.Resubmit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Restored != 3 {
+		t.Fatalf("resubmitted %+v, want the 3 jobs the two rewinds lost", res)
+	}
+	for _, j := range []*ledger.NewJob{kept, first, detected, second} {
+		if rec, err := client.Get(ctx, q, j.ID); err != nil || rec.State != jobs.Pending {
+			t.Errorf("job %s after the re-submission: %+v, %v", j.ID, rec, err)
+		}
+	}
+}

@@ -51,7 +51,17 @@ const StartDep = "@start"
 // the existing one's when its operation id was already known
 // (deduplicated). Hand-over records the commit wrote are moved before it
 // returns; a failure there leaves them to the maintenance leader.
+//
+// Every reply is checked for a rewind (see rewind.go), and with a record
+// (Config.Recent) a workflow created is recorded for Resubmit, which writes
+// it again when its home queue lost it.
 func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string, dedup bool, err error) {
+	return l.enqueueWorkflow(ctx, w, true)
+}
+
+// enqueueWorkflow is EnqueueWorkflow; record: the workflow is recorded for
+// Resubmit (not for a re-submission, which keeps its first record).
+func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record bool) (id string, dedup bool, err error) {
 	if w.OperationID != "" {
 		// known already: write nothing anywhere (the home call checks again)
 		got, err := l.rdb.Get(ctx, l.prefix(w.Home)+"wfop:"+w.OperationID).Result()
@@ -115,11 +125,15 @@ func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string
 			continue
 		}
 		args := append([]any{w.ID, "part", "", "", "[]", w.Home}, byQueue[q]...)
-		if _, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, q, args...).Result(); err != nil {
+		seen := l.watch.before(q)
+		v, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, q, args...).Result()
+		if err != nil {
 			return "", false, wrap("enqueue workflow "+w.ID+" in "+q, err)
 		}
+		l.observeWorkflow(ctx, q, seen, newReply("wf_enqueue", v, nil))
 	}
 	args := append([]any{w.ID, "home", w.OperationID, w.Record, rootsJSON, w.Home}, byQueue[w.Home]...)
+	seen := l.watch.before(w.Home)
 	v, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, w.Home, args...).Result()
 	r := newReply("wf_enqueue", v, err)
 	if err := r.need(7); err != nil {
@@ -129,8 +143,27 @@ func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string
 	if r.err != nil {
 		return "", false, wrap("enqueue workflow "+w.ID, r.err)
 	}
+	if seq, ok := l.observeWorkflow(ctx, w.Home, seen, r); ok && record && l.recent != nil {
+		l.recent.addWorkflow(w, seq, time.Now())
+	}
 	l.moveAfter(ctx, w.Home)
 	return id, dedup, nil
+}
+
+// observeWorkflow checks a wf_enqueue.lua reply of queue q for a rewind, as
+// decodeInsert does an enqueue's, and returns the write sequence after the
+// call; ok is false for a deduplicated workflow (nothing written, no
+// sequence) and a reply without one.
+func (l *Ledger) observeWorkflow(ctx context.Context, q string, seen seqSeen, r *reply) (seq int64, ok bool) {
+	if r.err != nil || r.len() < 8 || r.int(0) == 0 {
+		return 0, false
+	}
+	s := seqReply{seq: r.int(3), bumped: r.int(4), enqueued: r.int(5), created: r.int(7)}
+	if r.err != nil {
+		return 0, false
+	}
+	l.observe(ctx, q, seen, s)
+	return s.seq, true
 }
 
 // checkStepOperations refuses w (ErrInvalid, before anything is written)

@@ -17,7 +17,8 @@
 --      ms; '' keys: none). A step under flow control is held back by the claim
 --      that takes it (flow.lua), like a job that became due later.
 -- Reply: {created (1) or deduplicated (0), workflow id, first (see enqueue.lua),
---   seq, seq raised, enqueued, hand-over records written}
+--   seq, seq raised, enqueued, hand-over records written, steps created}
+--   (a deduplicated home call writes nothing and returns 0 for the rest)
 local wfid, home, op = ARGV[2], ARGV[3] == 'home', ARGV[4]
 local reply = {1, wfid, 0, 0, 0, 0}
 local wfk = P .. 'wf:' .. wfid
@@ -30,7 +31,7 @@ if home then
     event({type = 'deduplicated', stage = 'enqueue', workflow = existing, op = op})
     flush_tally()
     reply[1], reply[2] = 0, existing
-    reply[7] = 0
+    reply[7], reply[8] = 0, 0
     return reply
   end
 end
@@ -85,4 +86,5 @@ end
 local out = enqueue_reply({0, 0, 0, 0}, created, due)
 reply[3], reply[4], reply[5], reply[6] = out[1], out[2], out[3], out[4]
 reply[7] = wf_handed.n
+reply[8] = created
 return reply
