@@ -26,7 +26,7 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	user := fs.String("dashboard-user", "", "user name for actions (with --dashboard-password; read-only without)")
 	password := fs.String("dashboard-password", "", "password for actions")
 	token := fs.String("dashboard-token", "", "bearer token for scripts' actions (Authorization: Bearer <token>)")
-	protectReads := fs.Bool("protect-reads", false, "require --dashboard-user and --dashboard-password for every page and read too")
+	protectReads := fs.Bool("protect-reads", false, "require --dashboard-user and --dashboard-password for every page and read too (not /metrics, which Prometheus scrapes)")
 	csrfKey := fs.String("csrf-key", "", "key signing CSRF tokens, at least 32 bytes: give every replica behind one load balancer the same (default: random per process)")
 	origins := fs.String("trusted-origins", "", "comma-separated origins (https://ops.example.com) allowed to send actions although they differ from the request's Host (a proxy that rewrites Host)")
 	secureCookie := fs.Bool("secure-cookie", false, "mark the CSRF cookie Secure even over plain HTTP (behind a TLS-terminating proxy)")
