@@ -93,13 +93,7 @@ func TestCancelledWorkflowsUncertainStepNotAppliedEndsCancelled(t *testing.T) {
 	if c.Reason == "" {
 		t.Error("charge cancelled without a reason")
 	}
-	time.Sleep(500 * time.Millisecond) // a re-run, had there been one, ran by now
-	if n, s := e.runs.count("charge"), e.runs.count("ship"); n != 1 || s != 0 {
-		t.Fatalf("charge ran %d times, ship %d (%v)", n, s, e.runs.order)
-	}
-	if st := e.status(res.ID); st.State != workflow.Cancelled {
-		t.Fatalf("workflow %s (%+v)", st.State, st.Steps)
-	}
+	e.requireStaysCancelled(t, res, map[string]int{"charge": 1, "ship": 0})
 }
 
 // TestCancelledWorkflowsUncertainStepApplied: found applied, the uncertain
@@ -152,13 +146,7 @@ func TestOperatorRerunOfACancelledWorkflowsUncertainStep(t *testing.T) {
 				t.Fatalf("charge %s after the re-run of a cancelled workflow's step, want cancelled", rec.State)
 			}
 			e.startReconciling(r, true)
-			time.Sleep(500 * time.Millisecond)
-			if n, s := e.runs.count("charge"), e.runs.count("ship"); n != 1 || s != 0 {
-				t.Fatalf("charge ran %d times, ship %d (%v)", n, s, e.runs.order)
-			}
-			if st := e.status(res.ID); st.State != workflow.Cancelled {
-				t.Fatalf("workflow %s (%+v)", st.State, st.Steps)
-			}
+			e.requireStaysCancelled(t, res, map[string]int{"charge": 1, "ship": 0})
 		})
 	}
 }
@@ -190,13 +178,7 @@ func TestRerunOfACancelledWorkflowsFailedStepIsRefused(t *testing.T) {
 		}
 	}
 	e.start()
-	time.Sleep(500 * time.Millisecond)
-	if n, s := e.runs.count("charge"), e.runs.count("ship"); n != 1 || s != 0 {
-		t.Fatalf("charge ran %d times, ship %d (%v)", n, s, e.runs.order)
-	}
-	if st := e.status(res.ID); st.State != workflow.Cancelled {
-		t.Fatalf("workflow %s (%+v)", st.State, st.Steps)
-	}
+	e.requireStaysCancelled(t, res, map[string]int{"charge": 1, "ship": 0})
 }
 
 // TestCancelWithAnInvalidOperatorWritesNothing: Cancel refuses an
@@ -251,13 +233,7 @@ func TestFanInWithAnUncertainBranchCancelled(t *testing.T) {
 	e.fixed.Store(true)
 	e.startReconciling(r, true)
 	e.wait(res, "b", jobs.Cancelled)
-	time.Sleep(500 * time.Millisecond)
-	if e.runs.count("b") != 1 || e.runs.count("c") != 0 || e.runs.count("d") != 0 {
-		t.Fatalf("runs %v", e.runs.order)
-	}
-	if st := e.status(res.ID); st.State != workflow.Cancelled {
-		t.Fatalf("workflow %s (%+v)", st.State, st.Steps)
-	}
+	e.requireStaysCancelled(t, res, map[string]int{"b": 1, "c": 0, "d": 0})
 }
 
 // TestDependencyOutputOfAnExpiredStep: a step whose dependency's job
@@ -366,6 +342,23 @@ func TestCancelWhileAStepCompletes(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if s := e.stepState(res, "ship"); s != jobs.Cancelled || e.runs.count("ship") != 0 {
 		t.Fatalf("ship %s, ran %d times", s, e.runs.count("ship"))
+	}
+	if st := e.status(res.ID); st.State != workflow.Cancelled {
+		t.Fatalf("workflow %s (%+v)", st.State, st.Steps)
+	}
+}
+
+// requireStaysCancelled waits a moment (a step that wrongly starts again
+// has run by then: pools here poll every few milliseconds), then fails t
+// unless each named step ran exactly as often as runs says and workflow res
+// is cancelled.
+func (e *env) requireStaysCancelled(t *testing.T, res *workflow.Result, runs map[string]int) {
+	t.Helper()
+	time.Sleep(500 * time.Millisecond)
+	for step, want := range runs {
+		if n := e.runs.count(step); n != want {
+			t.Fatalf("%s ran %d times, want %d (%v)", step, n, want, e.runs.order)
+		}
 	}
 	if st := e.status(res.ID); st.State != workflow.Cancelled {
 		t.Fatalf("workflow %s (%+v)", st.State, st.Steps)
