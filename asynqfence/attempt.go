@@ -92,6 +92,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	end := attempt.End{
 		Err:            err,
 		Permanent:      errors.Is(err, asynq.SkipRetry),
+		Malformed:      errors.Is(err, errMalformed),
 		Lost:           errors.Is(cause, lease.ErrLost),
 		LostCause:      cause,
 		Cancelled:      errors.Is(cause, errCancelled),
@@ -109,6 +110,9 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	}
 	if end.Lost {
 		b.metrics.LeaseLost.WithLabelValues(c.Queue, kind).Inc()
+	}
+	if end.Malformed {
+		b.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonMalformed).Inc()
 	}
 	if errors.Is(err, fence.ErrStale) {
 		b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageStorage).Inc()
@@ -147,8 +151,12 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 		log.Debug("job succeeded")
 		return nil
 	case jobs.Dead:
-		log.Warn("job dead", "reason", outcome.Reason, "error", errText(err))
-		return fmt.Errorf("asynqfence: job dead (%s): %w: %w", outcome.Reason, errOr(err), asynq.SkipRetry)
+		reason := outcome.Reason
+		if reason == "" {
+			reason = "retries exhausted" // a retry the ledger refused past the limit, with its reason
+		}
+		log.Warn("job dead", "reason", reason, "error", errText(err))
+		return fmt.Errorf("asynqfence: job dead (%s): %w: %w", reason, errOr(err), asynq.SkipRetry)
 	case jobs.Cancelled:
 		log.Info("job cancelled", "error", errText(err))
 		return fmt.Errorf("asynqfence: %w: %w", errCancelled, asynq.SkipRetry)

@@ -71,7 +71,10 @@ var (
 	// task and delivers it again; that delivery finds the job final, busy,
 	// or expired and reconciles it before anything runs.
 	ErrSuperseded = errors.New("asynqfence: a newer attempt owns the unfinished job")
-	// ErrPaused means the ledger queue is paused: the delivery did not run.
+	// ErrPaused means the ledger queue is paused: the delivery did not run
+	// (asynq retries it later). A job seen for the first time is recorded,
+	// pending, so that Redeliver gives it a new task after the resume
+	// should asynq have archived this one meanwhile.
 	ErrPaused = errors.New("asynqfence: queue paused")
 	// ErrConflict means a native fencedq job (or another job owning the
 	// operation id) has the task's id; it wraps asynq.SkipRetry.

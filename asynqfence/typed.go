@@ -3,6 +3,7 @@ package asynqfence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/hibiken/asynq"
@@ -38,7 +39,9 @@ func NewTask[T jobs.JobArgs](args T, operationID string, opts ...asynq.Option) (
 // Handler returns a fencedq worker as an asynq handler: it decodes the task's
 // JSON payload into T and calls w.Work with a jobs.Job carrying the
 // attempt's token. It must run under the bridge's middleware (else it fails
-// with ErrNoAttempt). When w has a Reconcile method the handler implements
+// with ErrNoAttempt). A payload that does not decode into T, or whose args'
+// Validate fails, makes the job dead at once (reason "malformed payload",
+// counted in fencedq_jobs_rejected_total), as native pools make it. When w has a Reconcile method the handler implements
 // TaskReconciler, so the bridge asks it about uncertain tasks; a
 // RetryOnTimeout method is honoured too.
 func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
@@ -53,6 +56,10 @@ func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
 func Handle[T jobs.JobArgs](mux *asynq.ServeMux, w jobs.Worker[T]) {
 	mux.Handle(argtype.Zero[T]().Kind(), Handler(w)) // T may be a pointer to the args
 }
+
+// errMalformed marks a payload that does not decode into a typed worker's
+// args: the job is dead at once, as native pools make it.
+var errMalformed = errors.New("asynqfence: malformed payload")
 
 type typed[T jobs.JobArgs] struct{ w jobs.Worker[T] }
 
@@ -103,14 +110,14 @@ func (h *reconciling[T]) ReconcileTask(ctx context.Context, rec *jobs.Record) (j
 func decode[T jobs.JobArgs](kind string, payload []byte) (*jobs.Job[T], error) {
 	var args T
 	if !jobs.IsJSONObject(payload) {
-		return nil, fmt.Errorf("asynqfence: %s: args are not a JSON object", kind)
+		return nil, fmt.Errorf("%w: %s: args are not a JSON object", errMalformed, kind)
 	}
 	if err := jobs.DecodeArgs(payload, &args); err != nil {
-		return nil, fmt.Errorf("asynqfence: %s: malformed args: %w", kind, err)
+		return nil, fmt.Errorf("%w: %s: %w", errMalformed, kind, err)
 	}
 	if v, ok := any(args).(jobs.Validator); ok {
 		if err := v.Validate(); err != nil {
-			return nil, fmt.Errorf("asynqfence: %s: invalid args: %w", kind, err)
+			return nil, fmt.Errorf("%w: %s: invalid args: %w", errMalformed, kind, err)
 		}
 	}
 	return &jobs.Job[T]{Kind: kind, Args: args}, nil

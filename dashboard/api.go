@@ -315,8 +315,8 @@ type jobDetail struct {
 	History  []jobs.Entry `json:"history"`
 	// Decisions are the operator decisions the job's state allows.
 	Decisions []jobs.Decision `json:"decisions"`
-	// Cancellable is true for a pending job (cancelled at once) and a
-	// running one (its attempt is asked to stop).
+	// Cancellable is true for a pending job or a waiting workflow step
+	// (cancelled at once) and a running one (its attempt is asked to stop).
 	Cancellable bool `json:"cancellable"`
 	// RunnableNow is true for a scheduled job (pending, not yet due) that
 	// an operator can make due at once.
@@ -378,7 +378,7 @@ func (h *Handler) apiJob(w http.ResponseWriter, r *http.Request) {
 	out := jobDetail{
 		Job: viewOf(rec), Attempts: attemptsOf(hist), History: hist,
 		Decisions: decisionsFor(rec.State), ActionsEnabled: h.ActionsEnabled(),
-		Cancellable: rec.State == jobs.Pending || (rec.State == jobs.Running && rec.CancelledBy == ""),
+		Cancellable: rec.State == jobs.Pending || rec.State == jobs.Waiting || (rec.State == jobs.Running && rec.CancelledBy == ""),
 		RunnableNow: rec.State == jobs.Pending && rec.Bridge == "" && rec.RunAt.After(now),
 		ServerTime:  now, QueuePaused: paused,
 	}

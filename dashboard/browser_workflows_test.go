@@ -9,7 +9,9 @@ import (
 
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/internal/browser"
+	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/workflow"
 )
 
@@ -116,4 +118,30 @@ func TestBrowserWorkflowStepNamedLikeObjectMembers(t *testing.T) {
 	if want := "__proto__>toString constructor>__proto__ constructor>ship toString>ship"; edges != want {
 		t.Errorf("edges %q, want %q", edges, want)
 	}
+}
+
+// A waiting step's page offers Cancel, named as a waiting step, and the
+// list of waiting jobs offers to cancel every matching one.
+func TestBrowserCancelWaitingSteps(t *testing.T) {
+	exe := browser.NeedChromium(t)
+	f := newFixture(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, f.client, workflow.New("order").
+		Add("charge", echoArgs{N: 1}).
+		Add("reserve", echoArgs{N: 2}, workflow.After("charge")).
+		Add("ship", echoArgs{N: 3}, workflow.After("charge")))
+	must(t, err)
+	srv := f.serveOps()
+	tb, _ := openBrowser(t, exe)
+	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/ops/#/job/default/"+res.Steps["ship"].JobID))
+	confirm(t, tb, `.action[data-action="cancel"]`, "not shipping")
+	if q := evalJS[string](t, tb, `document.querySelector('.action[data-action="cancel"] .question').textContent`); !strings.HasPrefix(q, "Cancel this waiting step?") {
+		t.Errorf("confirmation: %q", q)
+	}
+	jobstest.WaitState(t, f.ledger, "default", res.Steps["ship"].JobID, jobs.Cancelled)
+
+	navigate(t, tb, "#/jobs?state=waiting&queue=default")
+	confirm(t, tb, `#bulk .action[data-action="bulk-cancel"]`, "order withdrawn")
+	jobstest.WaitState(t, f.ledger, "default", res.Steps["reserve"].JobID, jobs.Cancelled)
+	waitJS(t, tb, "the bulk result", `(document.querySelector('#bulk .status') || {}).textContent === 'Done: 1 of 1 jobs.'`)
 }

@@ -22,7 +22,7 @@
 //	                        others: when the state was entered), oldest or
 //	                        newest first, 50 a page (the pager's labels
 //	                        follow the order shown); args as a preview; a
-//	                        bulk action (cancel pending or running jobs,
+//	                        bulk action (cancel waiting, pending or running jobs,
 //	                        re-run dead, cancelled, review or uncertain
 //	                        ones) over every job that passes the filters,
 //	                        after a confirmation that says how many

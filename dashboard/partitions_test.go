@@ -70,3 +70,29 @@ func TestOverviewShowsPartitions(t *testing.T) {
 		t.Fatalf("job detail %s", body)
 	}
 }
+
+// TestPauseOfAMistypedPartition: pausing a partition name its queue does
+// not have is refused with 400 and leaves nothing behind: the overview
+// neither shows the queue paused nor lists the name as a partition.
+func TestPauseOfAMistypedPartition(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(dashboard.Options{Username: user, Password: pass})
+	f.enqueue(echoArgs{N: 1}, jobs.Queue("plain"))
+	for _, path := range []string{"/api/queues/plain%237/pause", "/api/queues/plain%237/resume"} {
+		res, body := act(t, h, path, `{"note":"one partition is slow"}`)
+		if res.StatusCode != 400 || errCode(t, body) != "invalid" || !strings.Contains(string(body), "no partition plain#7") {
+			t.Fatalf("POST %s: %d %s, want 400 naming the partition", path, res.StatusCode, body)
+		}
+	}
+	var ov struct {
+		Queues []struct {
+			Name       string                  `json:"name"`
+			Paused     *jobs.Pause             `json:"paused"`
+			Partitions []struct{ Name string } `json:"partitions"`
+		} `json:"queues"`
+	}
+	getJSON(t, h, "/api/overview", &ov)
+	if len(ov.Queues) != 1 || ov.Queues[0].Name != "plain" || ov.Queues[0].Paused != nil || len(ov.Queues[0].Partitions) != 0 {
+		t.Fatalf("overview after a refused pause: %+v", ov)
+	}
+}

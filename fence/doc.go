@@ -62,7 +62,9 @@
 // the resources differ).
 //
 // A fence with an empty field or a zero token fails with [ErrInvalid] before
-// storage is touched.
+// storage is touched, as does one an adapter cannot carry faithfully (a
+// resource over lease.MaxResourceLen, text PostgreSQL cannot hold, a value
+// an HTTP header would alter).
 //
 // # Adapters
 //

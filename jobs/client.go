@@ -387,7 +387,10 @@ type Params struct {
 // EnqueueMany validates every job first (one invalid job rejects the whole
 // call, nothing written) and then enqueues them all in one round trip per
 // pipeline (per queue slot on Redis Cluster), each deduplicated by its
-// operation id. Results come in the order of ps. On a Redis error some jobs
+// operation id. A queue's jobs are written in their order, as by one
+// Enqueue after another: of jobs sharing an operation id (or a unique key),
+// the first is created with its args and options, and the later ones are
+// deduplicated to it. Results come in the order of ps. On a Redis error some jobs
 // may have been written and others not; each job's write is whole, and
 // enqueueing the same operation ids again is safe.
 func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error) {

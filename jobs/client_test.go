@@ -202,3 +202,50 @@ func TestEnqueueRefusesNilPointerArgs(t *testing.T) {
 		t.Errorf("Prepare of a nil pointer: %v, want ErrInvalid", err)
 	}
 }
+
+// TestEnqueueManyFirstOfAnOperationWins: jobs of one EnqueueMany call that
+// share an operation id are written as one after another would be,
+// whatever their options: the first is created, the later ones are
+// deduplicated to it, and the job keeps the first one's args and options
+// (a unique key, a group), not a later plain job's.
+func TestEnqueueManyFirstOfAnOperationWins(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	op := jobs.OperationID
+	res, err := c.EnqueueMany(ctx, []jobs.Params{
+		{Args: rangeArgs{N: 1}, Options: []jobs.Option{op("x")}},
+		{Args: rangeArgs{N: 2}, Options: []jobs.Option{op("y"), jobs.Unique(jobs.UniqueOpts{ByArgs: true})}},
+		{Args: rangeArgs{N: 3}, Options: []jobs.Option{op("y")}},
+		{Args: rangeArgs{N: 4}, Options: []jobs.Option{op("z"), jobs.Group("acme")}},
+		{Args: rangeArgs{N: 5}, Options: []jobs.Option{op("z")}},
+		{Args: rangeArgs{N: 6}, Options: []jobs.Option{op("x"), jobs.Limit("export", 1)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDedup := []bool{false, false, true, false, true, true}
+	for i, r := range res {
+		if r.Deduplicated != wantDedup[i] {
+			t.Errorf("job %d (operation %s): deduplicated %v, want %v", i, r.OperationID, r.Deduplicated, wantDedup[i])
+		}
+	}
+	in := c.Inspector()
+	for op, want := range map[string]string{"x": `{"n":1}`, "y": `{"n":2}`, "z": `{"n":4}`} {
+		r, err := in.FindByOperation(ctx, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Args) != want {
+			t.Errorf("operation %s holds args %s, want the first job's %s", op, r.Args, want)
+		}
+		switch {
+		case op == "y" && r.UniqueKey == "":
+			t.Errorf("operation y lost the first job's unique key")
+		case op == "z" && r.Group != "acme":
+			t.Errorf("operation z lost the first job's group")
+		case op == "x" && r.LimitKey != "":
+			t.Errorf("operation x took the later job's limit %q", r.LimitKey)
+		}
+	}
+}

@@ -253,3 +253,35 @@ func TestDurableOnClusterFailsOnlyTheCutNodesEnqueues(t *testing.T) {
 		}
 	}
 }
+
+// In durable mode too, an EnqueueMany call longer than one script call's
+// chunk writes a queue's jobs in their order: of two jobs sharing an
+// operation id, in different chunks, the first is created.
+func TestDurableEnqueueManyKeepsAQueuesOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	cfg := durableConfig(t, f)
+	cfg.Durability.Timeout = 10 * time.Second // a replica catching up with a long batch on a busy machine
+	client := jobs.NewClient(f.Client(), cfg)
+	const n, rounds = 1600, 3 // four chunks per call
+	for round := range rounds {
+		ps := make([]jobs.Params, n)
+		for i := range ps {
+			op := fmt.Sprintf("r%d-%d", round, i%(n/4)) // each operation four times, once per chunk
+			ps[i] = jobs.Params{Args: countArgs{N: i}, Options: []jobs.Option{jobs.OperationID(op)}}
+		}
+		res, err := client.EnqueueMany(ctx, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Deduplicated != (i >= n/4) {
+				t.Fatalf("round %d: job %d (operation %s) deduplicated %v: the first of an operation must be created",
+					round, i, r.OperationID, r.Deduplicated)
+			}
+		}
+	}
+}

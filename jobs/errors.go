@@ -60,7 +60,8 @@ func Permanent(err error) error {
 
 // Unknown wraps err to say the side effect may or may not have happened
 // (for example a request that timed out after being sent). The job becomes
-// uncertain and the reconciler finds out what happened instead of guessing.
+// uncertain and the reconciler finds out what happened instead of guessing,
+// even when the error is also marked Permanent.
 func Unknown(err error) error {
 	if err == nil {
 		err = ErrUnknown

@@ -35,7 +35,9 @@ type Limiter interface {
 // window of that length, by Redis's clock (the namespace's time), across
 // every pool and process serving the queue. A job held back is due again at
 // the earliest start the rate allows: no polling, no attempt consumed, no
-// retry counted. Naming, scope and labels are as for Limiter. Return an
+// retry counted. Naming, scope and labels are as for Limiter. Jobs naming
+// one key with different periods (two kinds, or jobs enqueued before the
+// rate was changed) each count the starts of their own period. Return an
 // empty key for no rate limit.
 type RateLimiter interface {
 	RateLimit() (key string, max int, per time.Duration)

@@ -138,7 +138,8 @@ func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Re
 // RunNow makes a scheduled job due at once on behalf of an operator
 // (recorded in its history with who and why); a job already due keeps its
 // place in the queue. Only pending jobs qualify; others fail with
-// ErrWrongState.
+// ErrWrongState, as does a job held back by its concurrency limit or rate
+// limit (parked or deferred: see Limiter), which keeps its place.
 func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Record, error) {
 	who, err := c.operator(queue, actor, note)
 	if err != nil {
@@ -159,7 +160,9 @@ func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Re
 // one by one (each its own slot); a call that fails part-way leaves some
 // paused: call it again. The queue is added to the namespace's queue
 // registry first, so a paused queue is listed (Inspector.Queues, the
-// CLI, the dashboard) even before it holds a job.
+// CLI, the dashboard) even before it holds a job. A partition's name
+// pauses that partition alone; a name the queue has no partition of (in
+// its layout or an earlier one) fails with ErrInvalid, nothing written.
 func (c *Client) Pause(ctx context.Context, queue, actor, note string) (bool, error) {
 	return c.setPaused(ctx, queue, true, nil, actor, note)
 }
@@ -186,6 +189,13 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 	who, err := c.operator(queue, actor, note)
 	if err != nil {
 		return false, err
+	}
+	if ledger.IsPartition(queue) {
+		// Registered by a pause, a mistyped partition would be listed and
+		// polled by every pool, and show its queue paused.
+		if err := knownPartition(ctx, c.ledger, queue); err != nil {
+			return false, err
+		}
 	}
 	names, err := physical(ctx, c.ledger, queue)
 	if err != nil {

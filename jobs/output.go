@@ -75,11 +75,11 @@ func decodeOutput(id, raw string, v any) error {
 }
 
 // DependencyOutput decodes into v the output of step, a step this job's
-// workflow step depends on (see package workflow). Call it with the
-// context the handler was given. A step runs only after every dependency
-// it waits for succeeded, so their outputs are final. It returns
-// [ErrNoAttempt] outside a handler, [ErrInvalid] when this job is not a
-// workflow step or step is not one of its workflow's steps, and
+// workflow step depends on, directly or through other steps (see package
+// workflow). Call it with the context the handler was given. A step runs
+// only after every dependency it waits for succeeded, so their outputs are
+// final. It returns [ErrNoAttempt] outside a handler, [ErrInvalid] when
+// this job is not a workflow step or step is not one it depends on, and
 // [ErrNoOutput] when that step recorded none (or failed and was allowed
 // to, or its job expired: its retention, jobs.Config.Retention, passed
 // before this step ran).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -301,6 +302,20 @@ func physical(ctx context.Context, l *ledger.Ledger, q string) ([]string, error)
 		return nil, err
 	}
 	return ledger.Physical(q, ps[0], qs), nil
+}
+
+// knownPartition checks that partition name belongs to its queue: to the
+// queue's layout, or to an earlier one still listed in the registry. A
+// mistyped name fails with ErrInvalid.
+func knownPartition(ctx context.Context, l *ledger.Ledger, name string) error {
+	names, err := physical(ctx, l, ledger.Logical(name))
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(names, name) {
+		return invalid("queue %s has no partition %s (fencedq partitions --queue %s lists them)", ledger.Logical(name), name, ledger.Logical(name))
+	}
+	return nil
 }
 
 // locate returns the queue name (q or one of its partitions) holding job

@@ -86,3 +86,65 @@ func TestResumeSeenEndsOnlyThePauseSeen(t *testing.T) {
 		t.Fatalf("resume of the pause without an id: %v, %v", changed, err)
 	}
 }
+
+// Pause and Resume take a partition's name only when the queue has that
+// partition (in its layout, or an earlier one still listed): a mistyped
+// one fails with ErrInvalid and writes nothing, so it neither lists a
+// phantom partition every pool then polls nor shows the queue paused.
+func TestPauseRefusesAPartitionTheQueueDoesNotHave(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	in := c.Inspector()
+	ctx := context.Background()
+	if _, err := c.Enqueue(ctx, noteArgs{}, jobs.Queue("plain")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPartitions(ctx, "parted", 3); err != nil {
+		t.Fatal(err)
+	}
+	before, err := in.Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	for _, bad := range []string{"plain#0", "plain#7", "parted#3", "parted#0.99", "nosuch#1"} {
+		if _, err := c.Pause(ctx, bad, "bob", "typo"); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("pause of %s: %v, want ErrInvalid", bad, err)
+		}
+		if _, err := c.Resume(ctx, bad, "bob", "typo"); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("resume of %s: %v, want ErrInvalid", bad, err)
+		}
+		if p, err := l.Paused(ctx, bad); err != nil || p != nil {
+			t.Errorf("%s after a refused pause: %+v, %v", bad, p, err)
+		}
+	}
+	for _, q := range []string{"plain", "parted"} {
+		if p, err := in.Paused(ctx, q); err != nil || p != nil {
+			t.Errorf("queue %s after refused pauses: %+v, %v", q, p, err)
+		}
+	}
+	after, err := in.Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("queues %v after refused pauses, were %v", after, before)
+	}
+	var raw []string
+	if raw, err = rdb.SMembers(ctx, ns+":queues").Result(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range raw {
+		if n == "plain#7" || n == "plain#0" || n == "parted#3" || n == "nosuch#1" {
+			t.Errorf("registry lists %s after a refused pause: %v", n, raw)
+		}
+	}
+	// A partition the queue has is paused alone.
+	part := ledger.PartitionNames("parted", 3)[1]
+	if changed, err := c.Pause(ctx, part, "bob", "one master is slow"); err != nil || !changed {
+		t.Fatalf("pause of partition %s: %v, %v", part, changed, err)
+	}
+	if p, err := l.Paused(ctx, part); err != nil || p == nil {
+		t.Fatalf("partition %s after its pause: %+v, %v", part, p, err)
+	}
+}

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+
+	"github.com/fencedq/fencedq/internal/ledger"
 )
 
 // Redacted replaces every sensitive value wherever args are shown.
-const Redacted = "[redacted]"
+const Redacted = ledger.Redacted
 
 // RedactJSON returns args as JSON with every sensitive value replaced by
 // "[redacted]". Logs, the CLI, the dashboard and metrics only ever see this

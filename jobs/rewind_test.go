@@ -319,3 +319,61 @@ func TestResubmitRestoresRawArgsAsEnqueued(t *testing.T) {
 		t.Fatalf("restored job's args %s (payload %s), want the enqueued {\"n\":1}", rec.Args, rec.Payload)
 	}
 }
+
+// A Redis that lost a queue's whole record (restarted without persistence,
+// or flushed) starts its write sequence again; other clients' enqueues
+// since can take it past what a client saw before the loss. That client's
+// next enqueue still finds the loss (the sequence's history changed),
+// counts it, and re-submits the job it lost.
+func TestLostRecordFoundDespiteLaterWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(*redistest.Server, *redis.Client)
+	}{
+		{"restart without persistence", func(srv *redistest.Server, _ *redis.Client) { srv.Restart() }},
+		{"flushed database", func(_ *redistest.Server, rdb *redis.Client) {
+			if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			srv := redistest.Start(t, redistest.Options{})
+			rdb := srv.Client()
+			ns := redistest.Namespace(t)
+			reg := prometheus.NewRegistry()
+			a := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Registerer: reg})
+			b := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+			lost, err := a.Enqueue(ctx, countArgs{N: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.lose(srv, rdb)
+			for n := range 3 { // more writes than a saw
+				if _, err := b.Enqueue(ctx, countArgs{N: 10 + n}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := a.Enqueue(ctx, countArgs{N: 2}); err != nil {
+				t.Fatal(err)
+			}
+			if v := sum(t, reg, "fencedq_ledger_rewinds_total"); v != 1 {
+				t.Fatalf("fencedq_ledger_rewinds_total = %v, want 1", v)
+			}
+			rs, err := a.Inspector().Rewinds(ctx)
+			if err != nil || len(rs) != 1 || rs[0].Found != 0 || rs[0].LostRecorded != 1 {
+				t.Fatalf("recorded rewinds: %+v, %v; want one, found at write 0, 1 recorded enqueue lost", rs, err)
+			}
+			if _, err := a.Resubmit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Inspector().Get(ctx, lost.Queue, lost.JobID); err != nil {
+				t.Fatalf("the lost job was not re-submitted: %v", err)
+			}
+			if st, err := a.Inspector().Stats(ctx, lost.Queue); err != nil || st["hist"] != 0 {
+				t.Fatalf("stats %v, %v: the sequence's history is no counter", st, err)
+			}
+		})
+	}
+}

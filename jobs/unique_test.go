@@ -298,3 +298,77 @@ type pagedSyncArgs struct {
 	syncArgs
 	Page int `json:"page"`
 }
+
+type pinArgs struct {
+	Account string `json:"account"`
+	PIN     string `json:"pin" fencedq:"sensitive"`
+}
+
+func (pinArgs) Kind() string { return "pin" }
+
+// TestUniqueKeyOfSensitiveArgsNotShown: a unique key is a digest of the
+// chosen args, so a shown key over a sensitive value would let anyone who
+// reads the ledger (the CLI, the dashboard) find a short secret by hashing
+// guesses, and tell which jobs share one. Every read shows it redacted
+// when the job's args had values redacted; keys over args with nothing to
+// redact are shown.
+func TestUniqueKeyOfSensitiveArgsNotShown(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	in := c.Inspector()
+	byPIN := jobs.Unique(jobs.UniqueOpts{ByFields: []string{"pin"}})
+	byArgs := jobs.Unique(jobs.UniqueOpts{ByArgs: true, ByPeriod: time.Hour})
+	secret := []*jobs.Result{
+		enqueued(t, c, pinArgs{Account: "a", PIN: "1234"}, byPIN, jobs.Queue("q1"), jobs.OperationID("op-1")),
+		enqueued(t, c, pinArgs{Account: "b", PIN: "1234"}, byPIN, jobs.Queue("q2")),
+		enqueued(t, c, pinArgs{Account: "c", PIN: "1234"}, byArgs, jobs.Queue("q3")),
+	}
+	plain := enqueued(t, c, syncArgs{Customer: "c1"}, jobs.Unique(jobs.UniqueOpts{ByFields: []string{"customer"}}))
+
+	check := func(how string, r *jobs.Record, want func(string) bool) {
+		t.Helper()
+		if !want(r.UniqueKey) {
+			t.Errorf("%s: job %s shows unique key %q", how, r.ID, r.UniqueKey)
+		}
+		if len(r.UniqueStates) == 0 {
+			t.Errorf("%s: job %s lost its unique states", how, r.ID)
+		}
+	}
+	redacted := func(k string) bool { return k == jobs.Redacted }
+	for _, res := range secret {
+		r, err := in.Get(ctx, res.Queue, res.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Get", r, redacted)
+		if r, err = in.Find(ctx, res.JobID); err != nil {
+			t.Fatal(err)
+		}
+		check("Find", r, redacted)
+		l, err := in.List(ctx, jobs.ListParams{Queue: res.Queue, State: jobs.Pending, Limit: 10})
+		if err != nil || len(l.Jobs) != 1 {
+			t.Fatalf("List %s: %v, %v", res.Queue, l, err)
+		}
+		check("List", l.Jobs[0].Record, redacted)
+	}
+	r, err := in.FindByOperation(ctx, "op-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("FindByOperation", r, redacted)
+	ms, _, err := in.Search(ctx, "op-1", false)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("Search: %v, %v", ms, err)
+	}
+	check("Search", ms[0].Record, redacted)
+	if r, err = in.Get(ctx, plain.Queue, plain.JobID); err != nil {
+		t.Fatal(err)
+	}
+	check("Get (no sensitive args)", r, func(k string) bool { return len(k) == 32 })
+
+	// Hidden from readers only: the key still deduplicates.
+	if dup := enqueued(t, c, pinArgs{Account: "z", PIN: "1234"}, byPIN, jobs.Queue("q1")); !dup.Deduplicated || dup.JobID != secret[0].JobID {
+		t.Fatalf("same PIN in q1: %+v, want deduplicated to %s", dup, secret[0].JobID)
+	}
+}

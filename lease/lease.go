@@ -272,8 +272,12 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 		cmd := m.run(ctx, m.acquires, st, keys, "a", owner, ttl.Milliseconds())
 		v, err := cmd.Result()
 		if errors.Is(err, durable.ErrUnacknowledged) {
-			s, _ := v.(string)
-			return false, m.undo(ctx, resource, owner, s, err)
+			if s, ok := v.(string); ok {
+				return false, m.undo(ctx, resource, owner, s, err)
+			}
+			// Nothing was acquired (held, or another primary): the
+			// reply says so whatever the replicas hold.
+			err = nil
 		}
 		if err != nil {
 			return false, err

@@ -427,6 +427,28 @@ func TestWaitForReplicas(t *testing.T) {
 	}
 }
 
+// A durable acquire that finds the resource held acquired nothing: it
+// reports the holder (ErrHeld, so AcquireWait waits), whether or not the
+// replicas acknowledged in time.
+func TestDurableAcquireOfAHeldResourceReportsTheHolder(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client() // no replica
+	ns := redistest.Namespace(t)
+	holder, err := lease.NewManager(c, lease.Config{Namespace: ns}).Acquire(ctx, "r", "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := lease.NewManager(c, lease.Config{Namespace: ns, Durability: lease.Durability{Replicas: 1, Timeout: 20 * time.Millisecond}})
+	_, err = m.Acquire(ctx, "r", "other", time.Minute)
+	var held *lease.HeldError
+	if !errors.As(err, &held) || held.Owner != "holder" || held.Token != holder.Token {
+		t.Fatalf("durable acquire of a held resource: %v; want the holder's HeldError", err)
+	}
+	if errors.Is(err, lease.ErrReplicas) {
+		t.Fatalf("nothing was acquired, yet the error says the acquisition was undone: %v", err)
+	}
+}
+
 func BenchmarkAcquireRelease(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
 	m := lease.NewManager(srv.Client(), lease.Config{Namespace: "bench"})

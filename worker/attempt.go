@@ -45,6 +45,7 @@ type attempt struct {
 	mu        sync.Mutex
 	resLease  *lease.Lease // the named resource's lease, once acquired
 	cancelled bool         // an operator asked to cancel the job
+	lost      bool         // a lease was found lost: renewals stop
 	stopAt    time.Time    // renewals stop here: the handler's deadline
 }
 
@@ -104,7 +105,17 @@ func (a *attempt) renewUntil(deadline time.Time) {
 func (a *attempt) renewing(now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.stopAt.IsZero() || !now.After(a.stopAt)
+	return !a.lost && (a.stopAt.IsZero() || !now.After(a.stopAt))
+}
+
+// loseLease cancels the handler's context with cause (matching
+// lease.ErrLost) and stops the attempt's renewals: a lost lease does not
+// come back, however long the handler runs on.
+func (a *attempt) loseLease(cause error) {
+	a.mu.Lock()
+	a.lost = true
+	a.mu.Unlock()
+	a.cancel(cause)
 }
 
 // cancelByOperator cancels the handler's context at an operator's request;

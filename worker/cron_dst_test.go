@@ -37,6 +37,9 @@ func TestCronAcrossDaylightSaving(t *testing.T) {
 		{"CRON_TZ=Europe/Paris 30 1 * * *", spring, "03-31", 1, time.Date(2024, 3, 31, 0, 30, 0, 0, time.UTC)},
 		{"CRON_TZ=Europe/Paris 0 * * * *", autumn, "10-27", 25, time.Time{}},
 		{"CRON_TZ=Europe/Paris 0 * * * *", spring, "03-31", 23, time.Time{}},
+		// a step names fixed times: 02:00 ticks once in autumn, at 03:00 in spring
+		{"CRON_TZ=Europe/Paris 0 */2 * * *", autumn, "10-27", 12, time.Time{}},
+		{"CRON_TZ=Europe/Paris 0 */2 * * *", spring, "03-31", 12, time.Time{}},
 	} {
 		s := worker.Cron(c.expr)
 		got := perDay(s, c.from)

@@ -123,3 +123,34 @@ func TestDurableCompletionIsRetried(t *testing.T) {
 		t.Fatalf("handler ran %d times, want once", n)
 	}
 }
+
+// With more replicas asked for than the primary has, every claim and every
+// put-back of its jobs runs on the primary unacknowledged. The put-back
+// says so: the jobs are pending again on the primary, not waiting for
+// their leases to expire.
+func TestDurablePutBackNotAcknowledgedSaysTheJobsAreBack(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{}) // no replica at all
+	e := newEnvOn(t, srv.Client(), redistest.Namespace(t))
+	cfg := durablePool(e)
+	cfg.Jobs.Durability.Timeout = 20 * time.Millisecond
+	p := e.pool(cfg)
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(context.Context, *jobs.Job[plainArgs]) error {
+		t.Error("handler ran on an unacknowledged claim")
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	hooks := worker.InitHooks(p, t)
+	job := e.enqueue(plainArgs{})
+	e.start(p)
+	hooks.PutBack.WaitFor("the job's claim put back", func(ev worker.PutBackEvent) bool {
+		return slices.ContainsFunc(ev.Jobs, func(c ledger.Claimed) bool { return c.ID == job.JobID })
+	})
+	logs := e.logs.String()
+	if strings.Contains(logs, "could not be put back") {
+		t.Fatalf("an unacknowledged put-back reported as not done:\n%s", tail(logs, 5))
+	}
+	if !strings.Contains(logs, "put back without starting; too few replicas acknowledged the put-back") {
+		t.Fatalf("no line says the put-back was not acknowledged:\n%s", tail(logs, 5))
+	}
+}

@@ -89,12 +89,21 @@ func (p *Pool) goexited(a *attempt) {
 // the handler, and returns the outcome to commit.
 func (p *Pool) runAttempt(a *attempt) *finished {
 	c := a.job
+	if p.stopping.Err() != nil {
+		return p.notStarted(a)
+	}
 	kind := p.kindLabel(c.Kind)
 	p.series.attempt(p.metrics, c.Queue, kind).Inc()
 
 	if c.Resource != "" && !p.acquireResource(a, kind) {
+		if p.stopping.Err() != nil {
+			return p.notStarted(a)
+		}
 		return &finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: "resource busy",
 			RetryIn: 100*time.Millisecond + rand.N(400*time.Millisecond)}}
+	}
+	if p.stopping.Err() != nil {
+		return p.notStarted(a) // the completer releases the resource's lease
 	}
 
 	h := p.handlerFor(c.Kind)
@@ -133,19 +142,34 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	return &a.fin
 }
 
+// notStarted puts back the job of attempt a, whose handler had not started
+// when the pool began to stop: pending, due now, its attempt not consumed.
+func (p *Pool) notStarted(a *attempt) *finished {
+	const reason = "the pool stopped before the attempt started"
+	a.log.Info("job put back without starting", "reason", reason)
+	a.fin = finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: reason}}
+	return &a.fin
+}
+
 // acquireResource takes the named resource's lease, waiting up to
-// LeaseWait, and reports whether the attempt holds it.
+// LeaseWait (less when the pool stops meanwhile), and reports whether the
+// attempt holds it.
 func (p *Pool) acquireResource(a *attempt, kind string) bool {
 	c := a.job
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(a.ctx, p.cfg.LeaseWait)
+	unhook := context.AfterFunc(p.stopping, cancel)
 	l, err := p.leases.AcquireWait(wctx, c.Resource, a.owner, p.cfg.LeaseTTL)
+	unhook()
 	cancel()
 	p.metrics.LeaseWait.WithLabelValues(ledger.Logical(c.Queue), kind).Observe(time.Since(start).Seconds())
 	if err != nil {
-		if errors.Is(err, lease.ErrHeld) {
+		switch {
+		case p.stopping.Err() != nil:
+			// Put back by the caller.
+		case errors.Is(err, lease.ErrHeld):
 			a.log.Debug("resource busy, job deferred", "resource", c.Resource)
-		} else {
+		default:
 			a.log.Warn("resource lease failed, job deferred", "resource", c.Resource, "error", err)
 		}
 		return false

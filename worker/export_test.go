@@ -32,6 +32,9 @@ type Hooks struct {
 	Looked *testsignal.Signal[int]
 	// PutBack: claimed jobs were put back without starting.
 	PutBack *testsignal.Signal[PutBackEvent]
+	// Renewed: a renewal round ended; the value is how many attempts it
+	// renewed.
+	Renewed *testsignal.Signal[int]
 }
 
 // PutBackEvent is what the PutBack hook carries.
@@ -45,8 +48,9 @@ func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 	p.hooks.clocked.Init(tb, "clock measured")
 	p.hooks.looked.Init(tb, "idle look applied")
 	p.hooks.putBack.Init(tb, "claimed jobs put back")
+	p.hooks.renewed.Init(tb, "renewal round ended")
 	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided, Clocked: &p.hooks.clocked,
-		Looked: &p.hooks.looked, PutBack: &p.hooks.putBack}
+		Looked: &p.hooks.looked, PutBack: &p.hooks.putBack, Renewed: &p.hooks.renewed}
 }
 
 // SetClockEvery makes p measure Redis's clock (and publish its heartbeat)

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,84 @@ func TestRunWithoutWorkersWarns(t *testing.T) {
 	logs := e.logs.String()
 	if !strings.Contains(logs, `"level":"WARN","msg":"no workers registered`) {
 		t.Fatalf("no warning about a pool without workers:\n%s", tail(logs, 10))
+	}
+}
+
+// nilWorker is a worker type whose nil pointer cannot work.
+type nilWorker struct{ calls int }
+
+func (w *nilWorker) Work(context.Context, *jobs.Job[plainArgs]) error {
+	w.calls++
+	return nil
+}
+
+// TestRegisterRefusesANilWorker: a nil worker (a nil interface, function
+// or pointer: a worker not built yet) is refused by Register, with an
+// error naming the kind, instead of panicking on every attempt of its
+// jobs until they go dead.
+func TestRegisterRefusesANilWorker(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	var fn jobs.WorkFunc[plainArgs]
+	var ptr *nilWorker
+	for name, register := range map[string]func() error{
+		"interface": func() error { return worker.Register[plainArgs](p, nil) },
+		"function":  func() error { return worker.Register(p, fn) },
+		"pointer":   func() error { return worker.Register[plainArgs](p, ptr) },
+	} {
+		err := register()
+		if !errors.Is(err, worker.ErrNilWorker) || !strings.Contains(err.Error(), "plain") {
+			t.Errorf("nil %s: Register = %v, want ErrNilWorker naming the kind", name, err)
+		}
+	}
+	if err := worker.Register[plainArgs](p, &nilWorker{}); err != nil {
+		t.Fatalf("the kind refused for a nil worker cannot be registered with a real one: %v", err)
+	}
+}
+
+// cancelOn is a log handler that calls cancel when a line with message msg
+// is logged: a test stops a pool at that point of its run.
+type cancelOn struct {
+	slog.Handler
+	msg    string
+	cancel func()
+}
+
+func (h cancelOn) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.cancel()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h cancelOn) WithAttrs(as []slog.Attr) slog.Handler {
+	return cancelOn{h.Handler.WithAttrs(as), h.msg, h.cancel}
+}
+
+func (h cancelOn) WithGroup(name string) slog.Handler {
+	return cancelOn{h.Handler.WithGroup(name), h.msg, h.cancel}
+}
+
+// TestStopAsItStartsWarnsNothing: a pool whose context ends just after it
+// started stops quietly: the calls its stop cut short are not reported as
+// failures (an operator alerting on warnings would be paged by every quick
+// restart).
+func TestStopAsItStartsWarnsNothing(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg.Logger = slog.New(cancelOn{Handler: cfg.Logger.Handler(), msg: "pool started", cancel: cancel})
+	p := e.pool(cfg)
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(context.Context, *jobs.Job[plainArgs]) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, l := range strings.Split(e.logs.String(), "\n") {
+		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+			t.Errorf("logged while stopping as it started: %s", l)
+		}
 	}
 }

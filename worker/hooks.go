@@ -28,6 +28,9 @@ type hooks struct {
 	// putBack: claimed jobs were put back without starting (or the attempt
 	// to put them back failed and was logged).
 	putBack testsignal.Signal[putBackEvent]
+	// renewed: a renewal round ended; the value is how many attempts it
+	// renewed.
+	renewed testsignal.Signal[int]
 }
 
 // putBackEvent is one put-back of claimed jobs that were never started.

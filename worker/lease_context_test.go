@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
@@ -119,5 +121,56 @@ func TestUnreachableRedisCancelsAtTheLocalDeadline(t *testing.T) {
 		}
 	case <-time.After(testsignal.Timeout()):
 		t.Fatal("the handler's context outlived its lease while Redis was unreachable")
+	}
+}
+
+// TestLostLeaseIsNotRenewedAgain: once the ledger says an attempt's lease
+// is lost (a newer attempt runs the job), a handler that ignores its
+// cancelled context keeps its slot but its lease is not renewed again:
+// the rejection is counted once, not once per renewal round for as long
+// as the handler runs.
+func TestLostLeaseIsNotRenewedAgain(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.LeaseTTL = 300 * time.Millisecond
+	cfg.Maintenance.Disabled = true
+	p := e.pool(cfg)
+	hooks := worker.InitHooks(p, t)
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	release := make(chan struct{})
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, _ *jobs.Job[plainArgs]) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		<-release // ignores its cancelled context
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	job := e.enqueue(plainArgs{})
+	e.start(p)
+	defer close(release) // before the pool stops
+	<-started
+	// A newer attempt takes the job over, as after an expiry and a re-run.
+	if err := e.rdb.HSet(context.Background(), e.ledger.JobKey("default", job.JobID), "token", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, lease.ErrLost) {
+			t.Fatalf("handler's context cancelled with %v, want lease.ErrLost", cause)
+		}
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the lost lease did not cancel the handler's context")
+	}
+	hooks.Renewed.WaitFor("a renewal round that leaves the lost lease alone", func(n int) bool { return n == 0 })
+	for range 2 {
+		if n := hooks.Renewed.WaitOrTimeout(); n != 0 {
+			t.Fatalf("a renewal round after the lease was lost renewed %d attempts, want 0", n)
+		}
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_fenced_rejections_total")); v != 1 {
+		t.Fatalf("fenced rejections %v, want 1 (the renewal that found the lease lost)", v)
 	}
 }

@@ -31,6 +31,8 @@ var ErrSchedule = errors.New("worker: invalid periodic job")
 // are one tick.
 type Schedule interface {
 	// Next returns the first tick strictly after t (zero: no more ticks).
+	// A tick not after t fails the schedule's pass (logged and counted like
+	// a panic) rather than repeating one tick.
 	Next(t time.Time) time.Time
 	// String describes the schedule (recorded in the ledger).
 	String() string
@@ -51,15 +53,17 @@ const (
 // field, or a descriptor (@yearly, @monthly, @weekly, @daily, @hourly,
 // @every <duration>), as parsed by github.com/robfig/cron/v3. The
 // expression is read in the zone InTimeZone gives (default UTC), unless it
-// starts with CRON_TZ=<zone>. "@every d" is Every(d). An invalid expression
-// is reported by Pool.AddPeriodic.
+// starts with CRON_TZ=<zone>. "@every d" is Every(d). An invalid expression,
+// or one no date matches ("0 0 30 2 *"), is reported by Pool.AddPeriodic.
 //
-// Across daylight-saving changes a fixed time of day (no wildcard among
-// the seconds, minutes and hours fields: "30 2 * * *") ticks once, as cron
+// Across daylight-saving changes a fixed time of day (none of the seconds,
+// minutes and hours fields a lone "*": "30 2 * * *") ticks once, as cron
 // runs it: a time the clocks skip ticks at the change, a time they repeat
-// ticks at its first occurrence only. Wildcard hours or minutes ("0 * * *
-// *", "*/15 * * * *") follow the real clock: one tick per hour that
-// passed.
+// ticks at its first occurrence only. A step counts as a list of fixed
+// times: "0 */2 * * *" is 00:00, 02:00, ... 22:00, each ticking once
+// across a change like "30 2 * * *". Wildcard hours or minutes ("0 * * *
+// *", "*/15 * * * *", whose hours field is "*") follow the real clock: one
+// tick per hour that passed.
 func Cron(expr string) Schedule {
 	if d, ok := strings.CutPrefix(expr, "@every "); ok {
 		iv, err := time.ParseDuration(strings.TrimSpace(d))
@@ -286,6 +290,9 @@ func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
 			// tick at different times under one schedule id.
 			return maintenance.Periodic{}, fmt.Errorf("%w: cron expression %q in the local zone, which may differ between pools: name the zone (time.LoadLocation(\"Europe/Paris\"), or CRON_TZ=Europe/Paris)",
 				ErrSchedule, s.expr)
+		}
+		if c.Next(time.Now()).IsZero() {
+			return maintenance.Periodic{}, fmt.Errorf("%w: cron expression %q matches no date: it would never tick", ErrSchedule, s.expr)
 		}
 		pj.schedule = &c
 	case every:

@@ -272,7 +272,10 @@ func TestAddPeriodicRejects(t *testing.T) {
 	e := newEnv(t)
 	p := e.pool(e.config())
 	for name, pj := range map[string]*worker.PeriodicJob{
-		"bad cron":      worker.Periodic(worker.Cron("61 * * * *"), tickArgs{}),
+		"bad cron": worker.Periodic(worker.Cron("61 * * * *"), tickArgs{}),
+		// no date matches: it would never tick
+		"february 30":   worker.Periodic(worker.Cron("0 0 30 2 *"), tickArgs{}),
+		"april 31":      worker.Periodic(worker.Cron("CRON_TZ=Europe/Paris 0 9 31 4 *"), tickArgs{}),
 		"bad every":     worker.Periodic(worker.Cron("@every soon"), tickArgs{}),
 		"short every":   worker.Periodic(worker.Every(time.Millisecond), tickArgs{}),
 		"bad id":        worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("a:b")),
@@ -358,4 +361,53 @@ func TestPoisonScheduleDoesNotStopTheOthers(t *testing.T) {
 	redistest.Await(t, e.rdb, e.ns, "the poison schedule's failure logged", func() bool {
 		return strings.Contains(e.logs.String(), "periodic schedule pass failed") && strings.Contains(e.logs.String(), "poison schedule")
 	})
+}
+
+// rounding is a Schedule whose Next rounds to the second instead of
+// truncating: at a whole second it returns t itself, not a tick after it.
+type rounding struct{}
+
+func (rounding) Next(t time.Time) time.Time { return t.Round(time.Second) }
+func (rounding) String() string             { return "@rounding" }
+
+// TestScheduleThatDoesNotAdvanceFailsAlone: a schedule whose Next returns
+// a time not after its argument fails on its own (logged, with what it
+// returned) instead of walking the same tick forever, and the schedule
+// after it keeps ticking.
+func TestScheduleThatDoesNotAdvanceFailsAlone(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	ran := make(chan string, 16)
+	_ = worker.Register(p, jobs.WorkFunc[tickArgs](func(ctx context.Context, j *jobs.Job[tickArgs]) error {
+		ran <- j.OperationID
+		return nil
+	}))
+	if err := p.AddPeriodic(
+		worker.Periodic(rounding{}, tickArgs{Report: "stuck"}, worker.ScheduleID("a-rounding")),
+		worker.Periodic(worker.Every(time.Second), tickArgs{Report: "healthy"}, worker.ScheduleID("b-healthy")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	deadline := time.After(20 * time.Second)
+	for healthy := 0; healthy < 2; {
+		select {
+		case op := <-ran:
+			if id, _, _ := jobs.ParsePeriodicOperationID(op); id == "b-healthy" {
+				healthy++
+			}
+		case <-deadline:
+			t.Fatalf("the healthy schedule did not tick twice behind the stuck one; logs:\n%s", tail(e.logs.String(), 20))
+		}
+	}
+	redistest.Await(t, e.rdb, e.ns, "the stuck schedule's failure logged", func() bool {
+		return strings.Contains(e.logs.String(), "periodic schedule pass failed") && strings.Contains(e.logs.String(), "not after")
+	})
+	s, err := e.ledger.Schedule(context.Background(), "a-rounding")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Skipped > 1 || s.Enqueued > 1 {
+		t.Fatalf("the stuck schedule counted %d skipped and %d enqueued ticks", s.Skipped, s.Enqueued)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"sync"
 	"time"
 
@@ -23,6 +24,10 @@ import (
 
 // ErrRegistered means a worker for the kind is already registered.
 var ErrRegistered = errors.New("worker: kind already registered")
+
+// ErrNilWorker means Register was given a nil worker (a nil interface,
+// function or pointer).
+var ErrNilWorker = errors.New("worker: nil worker")
 
 // ErrRunning means the pool is already running (or ran): register workers
 // before Run, and run a pool once. A Run that failed to start (it returned
@@ -70,9 +75,10 @@ type Pool struct {
 	running  bool
 
 	started    time.Time
-	slots      chan struct{} // one token per busy handler slot
-	work       chan *attempt // claimed attempts, run by Concurrency executor goroutines
-	freed      chan struct{} // signalled when a slot frees
+	stopping   context.Context // Run's context: done once the pool stops claiming
+	slots      chan struct{}   // one token per busy handler slot
+	work       chan *attempt   // claimed attempts, run by Concurrency executor goroutines
+	freed      chan struct{}   // signalled when a slot frees
 	renewer    *renewer
 	completer  *completer
 	clock      clockWatch    // Redis's clock against the pool's (clock.go)
@@ -101,6 +107,7 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		slots:    make(chan struct{}, cfg.Concurrency),
 		work:     make(chan *attempt, cfg.Concurrency),
 		freed:    make(chan struct{}, 1),
+		stopping: context.Background(), // Run's, once it runs
 
 		clockEvery: registerEvery,
 	}
@@ -117,13 +124,17 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 // ID returns the pool's worker id.
 func (p *Pool) ID() string { return p.cfg.WorkerID }
 
-// Register adds the worker for T's kind to p. It fails with ErrRegistered
-// for a kind already registered and ErrRunning once the pool runs.
+// Register adds the worker for T's kind to p. It fails with ErrNilWorker
+// for a nil worker, ErrRegistered for a kind already registered and
+// ErrRunning once the pool runs.
 func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	zero := argtype.Zero[T]() // T may be a pointer to the args
 	kind := zero.Kind()
 	if err := jobs.ValidateKind(kind); err != nil {
 		return fmt.Errorf("worker: %T.Kind(): %w", zero, err)
+	}
+	if isNil(w) {
+		return fmt.Errorf("%w: %s", ErrNilWorker, kind)
 	}
 	h := &handler{
 		kind:  kind,
@@ -159,6 +170,19 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	}
 	p.handlers[kind] = h
 	return nil
+}
+
+// isNil reports whether w is nil or holds a nil function or pointer, whose
+// Work would panic on every attempt.
+func isNil(w any) bool {
+	if w == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(w); v.Kind() {
+	case reflect.Func, reflect.Pointer:
+		return v.IsNil()
+	}
+	return false
 }
 
 func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte) (*jobs.Job[T], error) {
@@ -237,12 +261,13 @@ func (p *Pool) startFailed(ctx context.Context, err error) error {
 }
 
 // Run processes jobs until ctx ends, then shuts down gracefully: it stops
-// claiming, waits up to ShutdownTimeout for running handlers, cancels the
-// contexts of those still running (their jobs end uncertain), completes
-// every outcome it has, and returns. A ctx that ends while the pool starts
-// (before any job is claimed) makes it return nil as well. An error from
-// its start (Redis unreachable) is returned at once, and Run may be called
-// again.
+// claiming, puts back the jobs it claimed whose handlers have not started
+// (due now, their attempts not consumed), waits up to ShutdownTimeout for
+// running handlers, cancels the contexts of those still running (their
+// jobs end uncertain), completes every outcome it has, and returns. A ctx
+// that ends while the pool starts (before any job is claimed) makes it
+// return nil as well. An error from its start (Redis unreachable) is
+// returned at once, and Run may be called again.
 func (p *Pool) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.running {
@@ -251,6 +276,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	p.running = true
 	p.started = time.Now()
+	p.stopping = ctx
 	p.mu.Unlock()
 
 	if err := p.refreshPartitions(ctx); err != nil {

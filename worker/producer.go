@@ -2,10 +2,12 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
@@ -132,16 +134,19 @@ func (p *Pool) letExecutorsRun() {
 }
 
 // announce reads the queues' partitions, registers the pool's queues (a
-// partitioned queue's partitions) and publishes its heartbeat.
+// partitioned queue's partitions) and publishes its heartbeat. A call cut
+// short by the end of ctx (the pool stopping) is not a failure to report.
 func (p *Pool) announce(ctx context.Context) {
-	if err := p.refreshPartitions(ctx); err != nil {
+	if err := p.refreshPartitions(ctx); err != nil && ctx.Err() == nil {
 		p.log.Warn("reading the queues' partitions failed", "error", err)
 	}
 	if err := p.ledger.RegisterQueues(ctx, p.parts.current()...); err != nil {
-		p.log.Warn("queue registration failed", "error", err)
+		if ctx.Err() == nil {
+			p.log.Warn("queue registration failed", "error", err)
+		}
 		return
 	}
-	if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil {
+	if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil && ctx.Err() == nil {
 		p.log.Warn("heartbeat failed", "error", err)
 	}
 }
@@ -307,7 +312,16 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 		ids[i] = c.ID
 	}
 	defer p.hooks.putBack.Signal(putBackEvent{Queue: q, Jobs: cs, Reason: reason})
-	if _, err := p.ledger.Complete(cctx, q, out); err != nil {
+	_, err := p.ledger.Complete(cctx, q, out)
+	switch {
+	case errors.Is(err, durable.ErrUnacknowledged):
+		// Applied on the primary: the jobs are pending again there. A
+		// failover that loses the put-back brings them back through
+		// lease expiry instead.
+		p.log.Warn("claimed jobs put back without starting; too few replicas acknowledged the put-back, so after a failover they may come back when their leases expire",
+			"queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason, "error", err)
+		return
+	case err != nil:
 		p.log.Warn("claimed jobs not started could not be put back; they come back when their leases expire",
 			"queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason, "error", err)
 		return

@@ -97,8 +97,13 @@ func (r *renewer) renewAll(ctx context.Context) {
 		byQueue[a.job.Queue] = append(byQueue[a.job.Queue], a)
 	}
 	r.mu.Unlock()
+	n := 0
+	defer func() { r.p.hooks.renewed.Signal(n) }()
 	if len(byQueue) == 0 {
 		return
+	}
+	for _, as := range byQueue {
+		n += len(as)
 	}
 	sent := time.Now()
 	var mu sync.Mutex
@@ -162,7 +167,7 @@ func (r *renewer) renewQueue(ctx context.Context, q string, as []*attempt) bool 
 		switch out[i].Status {
 		case ledger.Lost:
 			r.p.metrics.Fenced.WithLabelValues(ledger.Logical(q), metrics.StageRenew).Inc()
-			a.cancel(fmt.Errorf("%w: the ledger says the job is %s", lease.ErrLost, out[i].State))
+			a.loseLease(fmt.Errorf("%w: the ledger says the job is %s", lease.ErrLost, out[i].State))
 		case ledger.CancelRequested:
 			a.cancelByOperator()
 		}
@@ -176,7 +181,7 @@ func (r *renewer) renewResource(ctx context.Context, a *attempt, l *lease.Lease)
 	cur := *l
 	err := r.p.leases.Renew(ctx, &cur, r.p.cfg.LeaseTTL)
 	if errors.Is(err, lease.ErrLost) {
-		a.cancel(fmt.Errorf("resource %s: %w", a.resource, err))
+		a.loseLease(fmt.Errorf("resource %s: %w", a.resource, err))
 	}
 	return err == nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -123,4 +124,54 @@ func TestShutdownNamesHandlersThatIgnoreTheirContext(t *testing.T) {
 			t.Fatalf("the dropped outcome's log does not name job %s: %s", job.JobID, l)
 		}
 	}
+}
+
+// TestShutdownPutsBackAttemptsWaitingForTheirResource: a job claimed but
+// still waiting for its resource's lease when the pool stops goes back to
+// pending at once, its attempt not consumed, instead of waiting out the
+// shutdown timeout; and it never starts its handler during shutdown,
+// even when the resource frees meanwhile (it would be cut off at the
+// shutdown timeout and end uncertain).
+func TestShutdownPutsBackAttemptsWaitingForTheirResource(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Concurrency = 2
+	cfg.LeaseWait = time.Minute
+	cfg.ShutdownTimeout = time.Minute
+	p := e.pool(cfg)
+	hooks := worker.InitHooks(p, t)
+	started := make(chan string, 2)
+	release := make(chan struct{})
+	_ = worker.Register(p, jobs.WorkFunc[accountArgs](func(ctx context.Context, j *jobs.Job[accountArgs]) error {
+		started <- j.ID
+		<-release
+		return nil
+	}))
+	holder := e.enqueue(accountArgs{Account: "1"})
+	stop := e.start(p)
+	if got := <-started; got != holder.JobID {
+		t.Fatalf("started %s, want %s", got, holder.JobID)
+	}
+	waiter := e.enqueue(accountArgs{Account: "1"})
+	hooks.Claimed.WaitFor("the waiting job's claim", func(ev worker.ClaimEvent) bool {
+		return len(ev.Result.Jobs) == 1 && ev.Result.Jobs[0].ID == waiter.JobID
+	})
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	// Bounded well below the shutdown timeout: the put-back must not wait for it.
+	rec := jobstest.WaitStateWithin(t, e.ledger, "default", waiter.JobID, jobs.Pending, 5*time.Second)
+	if rec.Attempts != 0 {
+		t.Fatalf("the job put back has %d attempts, want 0 (not consumed)", rec.Attempts)
+	}
+	close(release)
+	<-stopped
+	select {
+	case id := <-started:
+		t.Fatalf("job %s started its handler after the pool stopped", id)
+	default:
+	}
+	if rec, _ = e.ledger.Get(context.Background(), "default", waiter.JobID); rec.State != jobs.Pending {
+		t.Fatalf("after shutdown the waiting job is %s (reason %q), want pending", rec.State, rec.Reason)
+	}
+	jobstest.WaitState(t, e.ledger, "default", holder.JobID, jobs.Succeeded)
 }

@@ -164,7 +164,11 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 // in review stays so until it is reconciled (found applied it succeeded;
 // found not applied, by the reconciler or an operator's re-run, it ends
 // cancelled), and an operator's re-run of a finished step fails with an
-// error matching jobs.ErrWrongState. An actor or note the client refuses
+// error matching jobs.ErrWrongState. Cancelling again goes over the steps
+// again (completing a Cancel that stopped midway) and keeps the first
+// operator as CancelledBy; cancelling a workflow that succeeded fails with
+// jobs.ErrWrongState, and one that failed is marked cancelled (none of its
+// steps can then be re-run). An actor or note the client refuses
 // fails with jobs.ErrInvalid before anything is written. It returns the
 // workflow as it is afterwards.
 func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Status, error) {
@@ -176,9 +180,15 @@ func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Statu
 	if err != nil {
 		return nil, err
 	}
+	if st.State == Succeeded {
+		return nil, fmt.Errorf("%w: workflow %s succeeded", jobs.ErrWrongState, id)
+	}
 	l, _ := clientledger.Of(c) // Get checked c
-	if err := l.MarkWorkflowCancelled(ctx, st.Home, id, who); err != nil {
+	switch ok, err := l.MarkWorkflowCancelled(ctx, st.Home, id, who); {
+	case err != nil:
 		return nil, err
+	case !ok: // pruned since it was read
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	// dependents first, so each step's reason names the operator rather
 	// than a dependency cancelled a moment earlier; each step is marked in

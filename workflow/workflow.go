@@ -101,6 +101,9 @@ func (w *Workflow) Add(name string, args jobs.JobArgs, opts ...StepOption) *Work
 	if w.err != nil {
 		return w
 	}
+	if w.index == nil { // a zero Workflow
+		w.index = map[string]int{}
+	}
 	if !stepName.MatchString(name) {
 		w.err = fmt.Errorf("%w: workflow step name %q must be 1-64 letters, digits, _ or -", jobs.ErrInvalid, name)
 		return w
@@ -171,6 +174,10 @@ func (w *Workflow) plan(ctx context.Context, id, op string, opts [][]jobs.Option
 		}
 		if j.OperationID == "" && op != "" {
 			j.OperationID = op + "/" + s.name // the effect log's key, stable across a retried enqueue
+			if len(j.OperationID) > jobs.MaxOperationIDLen {
+				return nil, fmt.Errorf("%w: workflow step %q: its operation id %q/%s would exceed %d bytes: give the workflow a shorter OperationID or the step its own (jobs.OperationID)",
+					jobs.ErrInvalid, s.name, op, s.name, jobs.MaxOperationIDLen)
+			}
 		}
 		jobsOf[i] = j
 		seen := map[string]bool{}
@@ -267,8 +274,11 @@ type enqueueOptions struct{ op string }
 
 // OperationID deduplicates the workflow: enqueueing it again with the same
 // operation id (while the first is kept, see jobs.Config.Retention)
-// returns the first workflow and writes nothing. Its steps' operation ids
-// default to "<op>/<step>".
+// returns the first workflow and writes nothing, even when the graph
+// given again differs (Result then describes the first). op is checked
+// as jobs.ValidateOperationID checks a job's. Its steps' operation ids
+// default to "<op>/<step>", which must fit in jobs.MaxOperationIDLen
+// bytes too (else a step gives its own with jobs.OperationID).
 func OperationID(op string) Option { return func(o *enqueueOptions) { o.op = op } }
 
 // Result is what Enqueue wrote.
@@ -276,7 +286,8 @@ type Result struct {
 	// ID is the workflow's id; Home the queue holding its record.
 	ID, Home string
 	// Deduplicated is true when a workflow with the same operation id
-	// existed: ID is its id and nothing was written.
+	// existed: ID, Home and Steps are that workflow's, and nothing was
+	// written.
 	Deduplicated bool
 	// Steps maps each step's name to its job.
 	Steps map[string]StepRef
@@ -314,8 +325,13 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 	for _, f := range opts {
 		f(&o)
 	}
-	if len(o.op) > 200 {
-		return nil, fmt.Errorf("%w: a workflow operation id has at most 200 bytes", jobs.ErrInvalid)
+	if o.op != "" {
+		if err := jobs.ValidateOperationID(o.op); err != nil {
+			return nil, fmt.Errorf("workflow: %w", err)
+		}
+	}
+	if w == nil {
+		return nil, fmt.Errorf("%w: workflow.Enqueue needs a workflow (New)", jobs.ErrInvalid)
 	}
 	id := "wf-" + uuid.NewString()
 	if o.op != "" {
@@ -349,14 +365,26 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 			return nil, err
 		}
 		res = &Result{ID: got, Home: nw.Home, Deduplicated: dedup, Steps: map[string]StepRef{}}
+		for _, s := range nw.Steps {
+			res.Steps[s.Name] = StepRef{Queue: s.Job.Queue, JobID: got + "." + s.Name}
+		}
+		if dedup {
+			// the first workflow's steps: the graph given again may differ
+			if err := existing(ctx, l, res); err != nil {
+				return nil, err
+			}
+		}
 		written := make([]clientledger.Written, len(nw.Steps))
 		for i, s := range nw.Steps {
-			res.Steps[s.Name] = StepRef{Queue: s.Job.Queue, JobID: got + "." + s.Name}
+			ref, ok := res.Steps[s.Name]
+			if !ok { // not a step of the first workflow: nothing names it
+				ref = StepRef{Queue: s.Job.Queue, JobID: got + "." + s.Name}
+			}
 			op := s.Job.OperationID
 			if op == "" {
-				op = got + "." + s.Name // a job without one is its own operation
+				op = ref.JobID // a job without one is its own operation
 			}
-			written[i] = clientledger.Written{JobID: got + "." + s.Name, OperationID: op, Queue: s.Job.Queue, Deduplicated: dedup}
+			written[i] = clientledger.Written{JobID: ref.JobID, OperationID: op, Queue: ref.Queue, Deduplicated: dedup}
 		}
 		return written, nil
 	})
@@ -367,6 +395,29 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 		return nil, fmt.Errorf("%w: the enqueue middleware returned results without writing the workflow (it must call next, or return an error)", jobs.ErrEnqueueUnknown)
 	}
 	return res, nil
+}
+
+// existing fills res (deduplicated) with the home and steps of the
+// workflow it names, as its record holds them; one pruned meanwhile leaves
+// res as it is.
+func existing(ctx context.Context, l *ledger.Ledger, res *Result) error {
+	home, err := l.FindWorkflow(ctx, res.ID)
+	if err != nil || home == "" {
+		return err
+	}
+	info, err := l.Workflow(ctx, home, res.ID)
+	if err != nil || info == nil {
+		return err
+	}
+	def, err := info.Def()
+	if err != nil {
+		return err
+	}
+	res.Home, res.Steps = home, make(map[string]StepRef, len(def.Steps))
+	for _, s := range def.Steps {
+		res.Steps[s.Name] = StepRef{Queue: s.Queue, JobID: s.ID}
+	}
+	return nil
 }
 
 // flowOf is a prepared step's flow control for the ledger (nil: none).

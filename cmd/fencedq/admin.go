@@ -598,8 +598,8 @@ func operatorError(action string, err error) error {
 
 // takes says which states an action accepts.
 var takes = map[string]string{
-	"cancel":  "cancel takes a pending or running job",
-	"run-now": "run-now takes a pending (scheduled) job",
+	"cancel":  "cancel takes a pending or running job, or a waiting workflow step",
+	"run-now": "run-now takes a pending (scheduled) job not held back by its limit or rate",
 	"resolve": "succeeded and dead take an uncertain or review job; rerun also takes a dead or cancelled one",
 }
 

@@ -55,6 +55,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/fencedq/fencedq/internal/cli"
@@ -151,8 +152,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
-	if args[0] == "workflow" && len(args) > 1 { // two-word commands
-		args = append([]string{"workflow " + args[1]}, args[2:]...)
+	if subs := subcommands(args[0]); len(subs) > 0 { // two-word commands
+		if len(args) > 1 && slices.Contains(subs, args[0]+" "+args[1]) {
+			args = append([]string{args[0] + " " + args[1]}, args[2:]...)
+		} else if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "help") {
+			fmt.Fprintf(stdout, "Usage: fencedq %s <command> [flags]\n\nCommands:\n", args[0])
+			for _, c := range commands {
+				if slices.Contains(subs, c.name) {
+					fmt.Fprintf(stdout, "  %-17s %s\n", c.name, c.summary)
+				}
+			}
+			return 0
+		} else {
+			fmt.Fprintf(stderr, "fencedq %s: give a command: %s\n", args[0], strings.Join(prefixed("fencedq ", subs), " or "))
+			return 2
+		}
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
@@ -171,6 +185,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "fencedq: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// subcommands lists the commands of a two-word group ("workflow inspect",
+// "workflow cancel" for "workflow"), nil for any other word.
+func subcommands(group string) []string {
+	var subs []string
+	for _, c := range commands {
+		if g, _, ok := strings.Cut(c.name, " "); ok && g == group {
+			subs = append(subs, c.name)
+		}
+	}
+	return subs
+}
+
+// prefixed returns each of names with p before it.
+func prefixed(p string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = p + n
+	}
+	return out
 }
 
 // commonFlags are shared by the commands that talk to Redis.

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fencedq/fencedq/internal/cli"
+	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/workflow"
 )
 
@@ -82,8 +84,11 @@ func workflowCancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error 
 }
 
 func workflowError(action string, err error) error {
-	if errors.Is(err, workflow.ErrNotFound) {
+	switch {
+	case errors.Is(err, workflow.ErrNotFound):
 		return fmt.Errorf("cannot %s workflow: %w", action, err)
+	case action == "cancel" && errors.Is(err, jobs.ErrWrongState):
+		return fmt.Errorf("cannot cancel workflow: %w (a workflow that succeeded has nothing to cancel)", err)
 	}
 	return operatorError(action, err)
 }
@@ -112,7 +117,11 @@ func showWorkflow(out io.Writer, st *workflow.Status, asJSON bool) error {
 		}
 		output := string(s.Output)
 		if len(output) > 60 {
-			output = output[:57] + "..."
+			cut := 57
+			for cut > 0 && !utf8.RuneStart(output[cut]) {
+				cut-- // not inside a character
+			}
+			output = output[:cut] + "..."
 		}
 		fmt.Fprint(tw, cli.Escapef("%s\t%s\t%s\t%s\t%d\t%s/%s\t%s\t%s\n", s.Name, after, s.State, tok, s.Attempts,
 			s.Queue, s.JobID, s.Reason, output))

@@ -60,4 +60,60 @@ func TestWorkflowInspectAndCancel(t *testing.T) {
 	if code, _, errText := e.cli("workflow", "inspect", "--id", "nope"); code != 1 || !strings.Contains(errText, "not found") {
 		t.Fatalf("unknown workflow: %d %q", code, errText)
 	}
+	// a workflow that succeeded has nothing to cancel
+	done, err := workflow.Enqueue(ctx, e.client, workflow.New("done").Add("only", tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := done.Steps["only"].JobID
+	c = e.claim(only)
+	if _, err := e.ledger.Complete(ctx, "default", []ledger.Completion{{ID: only, Token: c.Token,
+		Outcome: ledger.Outcome{To: ledger.Succeeded}}}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errText := e.cli("workflow", "cancel", "--id", done.ID, "--actor", "ada", "--note", "late")
+	if code == 0 || !strings.Contains(errText, "a workflow that succeeded has nothing to cancel") {
+		t.Fatalf("workflow cancel of a succeeded workflow: %d %q", code, errText)
+	}
+}
+
+// TestWorkflowNeedsASubcommand: `fencedq workflow` without inspect or
+// cancel names the two in one line (exit 2), and --help lists them.
+func TestWorkflowNeedsASubcommand(t *testing.T) {
+	for _, args := range [][]string{{"workflow"}, {"workflow", "bogus"}, {"workflow", "--id", "w1"}} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 ||
+			!strings.Contains(errOut, "fencedq workflow inspect") || !strings.Contains(errOut, "fencedq workflow cancel") {
+			t.Errorf("%v: code %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"workflow", "--help"}, {"workflow", "-h"}, {"workflow", "help"}} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "workflow inspect") || !strings.Contains(out, "workflow cancel") {
+			t.Errorf("%v: code %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+}
+
+// TestWorkflowInspectCutsOutputAtARune: a long output is cut to its first
+// characters, never inside one (which would print as \x escapes).
+func TestWorkflowInspectCutsOutputAtARune(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	tr := bank.Transfer{From: "acct-000", To: "acct-001", Cents: 5}
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("order").Add("charge", tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	charge := res.Steps["charge"].JobID
+	c := e.claim(charge)
+	out := []byte(`{"receipt":"` + strings.Repeat("é", 40) + `"}`)
+	if _, err := e.ledger.Complete(ctx, "default", []ledger.Completion{{ID: charge, Token: c.Token,
+		Outcome: ledger.Outcome{To: ledger.Succeeded, Output: out, OutputDisplay: out}}}); err != nil {
+		t.Fatal(err)
+	}
+	code, text, _ := e.cli("workflow", "inspect", "--id", res.ID)
+	if code != 0 || strings.Contains(text, `\x`) || !strings.Contains(text, `{"receipt":"ééé`) || !strings.Contains(text, "é...") {
+		t.Fatalf("workflow inspect --id: %d %q", code, text)
+	}
 }

@@ -462,6 +462,7 @@
   // indexLabel names the time a state's index sorts on.
   const indexLabel = { pending: 'Due', running: 'Lease deadline', uncertain: 'Next look' };
   const bulkActions = {
+    waiting: [['cancel', 'Cancel all matching', 'Cancel']],
     pending: [['run_now', 'Run all matching now', 'Make due now'], ['cancel', 'Cancel all matching', 'Cancel']],
     running: [['cancel', 'Ask all matching to stop', 'Ask to stop']],
     dead: [['rerun', 'Re-run all matching', 'Re-run']],
@@ -584,7 +585,7 @@
     data.queues.forEach((q) => {
       (q.limits || []).forEach((l) => limitRows.push(el('tr', { 'data-limit': l.key },
         el('td', {}, q.queue), el('td', { class: 'mono' }, l.key),
-        el('td', { class: 'num' + (l.at_limit ? ' warn' : '') }, l.held + ' of ' + l.max),
+        el('td', { class: 'num' + (l.at_limit ? ' warn' : '') }, l.held + ' of ' + l.max + (l.promised ? ', ' + l.promised + ' promised' : '')),
         el('td', { class: 'num' }, String(l.waiting)),
         el('td', { class: 'mono' }, (l.holders || []).map((id) => el('a', { href: '#/job/' + enc(q.queue) + '/' + enc(id) }, id.slice(0, 8) + ' '))))));
       (q.rates || []).forEach((r) => rateRows.push(el('tr', { 'data-rate': r.key },
@@ -1025,7 +1026,8 @@
         label: j.state === 'running' ? 'Ask the attempt to stop' : 'Cancel job',
         question: j.state === 'running'
           ? 'Ask the running attempt to stop? Its outcome is still committed by its token; a retry it asks for becomes cancelled.'
-          : 'Cancel this ' + (runAt > new Date(d.server_time).getTime() ? 'scheduled' : 'pending') + ' job? It becomes cancelled (it can be re-run).',
+          : 'Cancel this ' + (j.state === 'waiting' ? 'waiting step' : runAt > new Date(d.server_time).getTime() ? 'scheduled job' : 'pending job') +
+            '? It becomes cancelled (it can be re-run).',
         run: async (note) => {
           const res = await post(jobPath(j.queue, j.id) + '/cancel', { note });
           return res.stop_requested ? 'The attempt is asked to stop.' : 'The job is now ' + res.job.state + '.';

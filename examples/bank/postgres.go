@@ -38,9 +38,19 @@ func NewPostgresStore(ctx context.Context, pool *pgxpool.Pool, opts pgfence.Opti
 		table = pgx.Identifier{opts.Schema, prefix + "bank_accounts"}
 	}
 	s := &PostgresStore{pool: pool, fence: fs, table: table.Sanitize()}
-	_, err = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table+` (
-		id text PRIMARY KEY,
-		balance bigint NOT NULL CHECK (balance >= 0))`)
+	// CREATE TABLE IF NOT EXISTS is not safe against itself: of two workers
+	// starting together on an empty database, one would fail on the table's
+	// row type. The advisory lock, held until the commit, makes them take
+	// turns.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, s.table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table+` (
+			id text PRIMARY KEY,
+			balance bigint NOT NULL CHECK (balance >= 0))`)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bank: create accounts: %w", err)
 	}

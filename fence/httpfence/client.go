@@ -33,7 +33,9 @@ const (
 var ErrMissing = fmt.Errorf("httpfence: missing fencing headers: %w", fence.ErrInvalid)
 
 // SetHeaders validates f and sets the fencing headers on req. An invalid
-// fence (or one whose fields cannot be sent as header values) returns an
+// fence, or one whose fields cannot be sent as header values (a control
+// character; a leading or trailing space, which servers strip, so the
+// service would see another resource, owner or operation id), returns an
 // error matching fence.ErrInvalid and leaves req unchanged.
 func SetHeaders(req *http.Request, f fence.Fence) error {
 	if err := f.Validate(); err != nil {
@@ -41,7 +43,7 @@ func SetHeaders(req *http.Request, f fence.Fence) error {
 	}
 	for name, v := range map[string]string{"resource": f.Resource, "owner": f.Owner, "operation id": f.OperationID} {
 		if !headerSafe(v) {
-			return fmt.Errorf("%w: %s contains a control character", fence.ErrInvalid, name)
+			return fmt.Errorf("%w: %s %q holds a control character or a leading or trailing space", fence.ErrInvalid, name, v)
 		}
 	}
 	req.Header.Set(HeaderToken, f.Token.String())
@@ -51,7 +53,13 @@ func SetHeaders(req *http.Request, f fence.Fence) error {
 	return nil
 }
 
+// headerSafe reports whether s arrives unchanged as a header value: it
+// holds no control character, and no leading or trailing space, which
+// servers strip from header values.
 func headerSafe(s string) bool {
+	if strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") {
+		return false
+	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == 0x7f {
 			return false

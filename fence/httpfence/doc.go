@@ -20,6 +20,11 @@
 //		err = httpfence.CheckResponse(resp) // *fence.StaleError, *fence.AlreadyAppliedError, ...
 //	}
 //
+// Both refuse, with an error matching fence.ErrInvalid, a fence whose
+// resource, owner or operation id would not arrive unchanged: one with a
+// control character, or with a leading or trailing space (servers strip
+// those, so "op " would reach the service as the operation "op").
+//
 // # Server
 //
 // [Middleware] is for services that are themselves protected storage. It

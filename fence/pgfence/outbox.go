@@ -439,7 +439,7 @@ func (o *Outbox) Failed(ctx context.Context, limit int) ([]FailedRow, error) {
 	}
 	rows, err := o.pool.Query(ctx, o.q.failed, limit)
 	if err != nil {
-		return nil, fmt.Errorf("pgfence: outbox: failed rows: %w", err)
+		return nil, fmt.Errorf("pgfence: outbox: failed rows: %w%s", err, migrateHint(err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailedRow, error) {
 		var f FailedRow
@@ -467,7 +467,7 @@ func (o *Outbox) Retry(ctx context.Context, ids ...string) (int, error) {
 	}
 	tag, err := o.pool.Exec(ctx, o.q.retry, ids)
 	if err != nil {
-		return 0, fmt.Errorf("pgfence: outbox: retry: %w", err)
+		return 0, fmt.Errorf("pgfence: outbox: retry: %w%s", err, migrateHint(err))
 	}
 	if tag.RowsAffected() > 0 {
 		_, _ = o.pool.Exec(ctx, `SELECT pg_notify($1, '')`, o.channel) // wake the relay; polling covers a miss
@@ -545,11 +545,18 @@ func (o *Outbox) listen(ctx context.Context, ch chan<- struct{}) error {
 	}
 }
 
-// migrateHint says how to fix an error of a table older than this code (a
-// column or table a later migration adds): "" for any other error.
+// migrateHint says how to fix an error of an outbox query on a database
+// not migrated (no table) or migrated by an older version (a column a later
+// migration adds): "" for any other error.
 func migrateHint(err error) string {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "42703" || pe.Code == "42P01") { // undefined_column, undefined_table
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	switch pe.Code {
+	case "42P01": // undefined_table
+		return " (no outbox table: run pgfence.Migrate)"
+	case "42703": // undefined_column
 		return fmt.Sprintf(" (the outbox table predates migration %d: run pgfence.Migrate)", LatestVersion())
 	}
 	return ""

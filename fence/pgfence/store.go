@@ -125,9 +125,11 @@ func (s *Store) Tables() (fences, effects string) { return s.t.fences, s.t.effec
 // Apply runs fn in one transaction that first fences f and records its
 // operation id, then commits all three together:
 //
-//  1. f is validated; an incomplete fence, or one whose resource, owner or
+//  1. f is validated; an incomplete fence, one whose resource, owner or
 //     operation id holds a NUL byte or bytes that are not UTF-8 (which a
-//     text column cannot hold), fails with an error matching
+//     text column cannot hold), or one whose resource is longer than
+//     lease.MaxResourceLen or operation id longer than MaxOperationIDLen
+//     (which the indexes cannot hold), fails with an error matching
 //     fence.ErrInvalid before the database is touched.
 //  2. The resource's high-water row is inserted or locked (SELECT ... FOR
 //     UPDATE semantics through INSERT ... ON CONFLICT DO UPDATE) and raised to
@@ -249,11 +251,24 @@ func validate(fences []fence.Fence) error {
 	return nil
 }
 
+// MaxOperationIDLen bounds an operation id, in bytes, so that it fits the
+// effect log's primary key index (PostgreSQL's index entries hold under
+// 2.7 kB). A resource is bounded by lease.MaxResourceLen, as leases and
+// package redisfence bound it.
+const MaxOperationIDLen = 2048
+
 // validFence is f.Validate, and refuses with fence.ErrInvalid what a text
-// column cannot hold (textOK), before the database is touched.
+// column cannot hold (textOK) and names longer than the indexes hold,
+// before the database is touched.
 func validFence(f fence.Fence) error {
 	if err := f.Validate(); err != nil {
 		return err
+	}
+	if len(f.Resource) > lease.MaxResourceLen {
+		return fmt.Errorf("%w: resource longer than %d bytes", fence.ErrInvalid, lease.MaxResourceLen)
+	}
+	if len(f.OperationID) > MaxOperationIDLen {
+		return fmt.Errorf("%w: operation id longer than %d bytes", fence.ErrInvalid, MaxOperationIDLen)
 	}
 	for _, v := range []struct{ name, s string }{{"resource", f.Resource}, {"owner", f.Owner}, {"operation id", f.OperationID}} {
 		if err := textOK(v.name, v.s); err != nil {

@@ -69,6 +69,11 @@ func Decide(e End) ledger.Outcome {
 		return ledger.Outcome{To: jobs.Succeeded, Error: text, Reason: reason}
 	case e.Malformed:
 		return ledger.Outcome{To: jobs.Dead, Error: text, Reason: "malformed payload"}
+	case errors.Is(err, jobs.ErrUnknown) && !errors.Is(err, fence.ErrStale):
+		// Even when also marked permanent: an effect that may have
+		// happened is reconciled, not dropped as failed. (A storage
+		// refusal, below, proves this attempt's did not happen.)
+		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "handler reported an unknown outcome"}
 	case e.Permanent || errors.Is(err, jobs.ErrPermanent):
 		reason := e.Reason
 		if reason == "" {
@@ -80,8 +85,6 @@ func Decide(e End) ledger.Outcome {
 		// effect was refused. A retry; if a newer attempt owns the job the
 		// commit itself is refused.
 		return ledger.Outcome{To: jobs.Pending, Error: text}
-	case errors.Is(err, jobs.ErrUnknown):
-		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "handler reported an unknown outcome"}
 	case e.Lost:
 		reason := "lease lost mid-call"
 		if e.LostCause != nil {

@@ -59,7 +59,9 @@ const (
 	// DeliveryConflict: a native job (or another job owning the operation
 	// id) has this id; nothing was written.
 	DeliveryConflict
-	// DeliveryPaused: the queue is paused; nothing was claimed.
+	// DeliveryPaused: the queue is paused; nothing was claimed. A job
+	// seen for the first time is recorded, pending for its task, so that
+	// it can be delivered again should that task be gone by the resume.
 	DeliveryPaused
 )
 

@@ -136,6 +136,24 @@ func TestBridgedDeliveries(t *testing.T) {
 		if dc := f.deliver("t5", time.Minute); dc.Status != ledger.DeliveryPaused {
 			t.Fatalf("delivery to a paused queue: %+v", dc)
 		}
+		// Recorded on first sight, pending for its task, never attempted.
+		if rec := f.want("t5", jobs.Pending); rec.Attempts != 0 || rec.Bridge != "asynq" {
+			t.Fatalf("job seen by a paused queue: %+v", rec)
+		}
+		if dc := f.deliver("t5", time.Minute); dc.Status != ledger.DeliveryPaused {
+			t.Fatalf("second delivery to a paused queue: %+v", dc)
+		}
+		if _, err := f.l.SetPaused(f.ctx, f.q, false, "operator:test", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.nativeClaimsNothing()
+		if dc := f.deliver("t5", time.Minute); dc.Status != ledger.DeliveryClaimed || dc.Claimed.Attempt != 1 {
+			t.Fatalf("delivery after the resume: %+v", dc)
+		}
+		f.want("t5", jobs.Running)
+		if n := f.stat("enqueued"); n != 1 {
+			t.Fatalf("enqueued %d times, want once", n)
+		}
 	})
 
 	t.Run("invalid deliveries are rejected", func(t *testing.T) {

@@ -66,7 +66,7 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq 
 		firsts[i] = pipe.ZRangeWithScores(ctx, keys[index], 0, 0)
 		clocks[i] = pipe.HMGet(ctx, keys[12], "clk", "coff", "cat")
 		if withSeq {
-			seqs[i] = pipe.HMGet(ctx, keys[7], "seq")
+			seqs[i] = pipe.HMGet(ctx, keys[7], "seq", "hist")
 		}
 		if leader != "" {
 			leaders[i] = pipe.Get(ctx, keys[9])
@@ -129,13 +129,17 @@ func readNow(t time.Time, c *redis.SliceCmd) int64 {
 }
 
 // behind reports whether a read of queue q's write sequence is below what
-// this ledger has seen there.
+// this ledger has seen there, or of another history.
 func (l *Ledger) behind(q string, c *redis.SliceCmd) bool {
 	vs, err := c.Result()
 	if err != nil || len(vs) == 0 {
 		return false
 	}
 	read := int64Of(vs[0])
+	hist := ""
+	if len(vs) > 1 {
+		hist, _ = vs[1].(string)
+	}
 	seen := l.watch.before(q)
-	return seen.ok && read < seen.mark.seq
+	return seen.ok && (read < seen.mark.seq || hist != seen.mark.hist)
 }

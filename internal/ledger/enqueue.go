@@ -31,14 +31,16 @@ type NewJob struct {
 	PartitionKey string
 }
 
-func (j *NewJob) args() []any {
+// args are j's arguments of enqueue.lua, or with extended those of
+// enqueue_unique.lua (which takes a plain job too).
+func (j *NewJob) args(extended bool) []any {
 	display := j.Display
 	if bytes.Equal(display, j.Payload) {
 		display = nil
 	}
 	a := []any{j.ID, j.Kind, j.OperationID, j.Resource, j.Payload, display,
 		j.MaxRetries, j.Timeout.Milliseconds(), j.Delay.Milliseconds(), encodeHeaders(j.Headers)}
-	if j.extended() {
+	if extended {
 		a = append(a, j.Unique.args()...)
 		a = append(a, j.Flow.args()...)
 		a = append(a, j.Group)
@@ -119,8 +121,8 @@ func opOf(id, op string) string {
 const enqueueChunk = 500
 
 // Insert writes js with one enqueue script call per queue and chunk, all in
-// one pipeline (Redis Cluster: one per node), and returns their results in
-// order; a job whose call failed has a nil result, and the first error
+// one pipeline (Redis Cluster: one per node), each queue's jobs in their
+// order, and returns their results in order; a job whose call failed has a nil result, and the first error
 // (matching ErrEnqueueUnknown: the call's jobs were written whole or not
 // at all) is returned.
 //
@@ -150,29 +152,36 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		cmd   *redis.Cmd
 		seen  seqSeen
 	}
+	// A queue's jobs go through one script, in their order, so jobs that
+	// share an operation id or a unique key are deduplicated as if written
+	// one after another: the first is created, whatever the options of the
+	// others. A queue with any unique, flow-controlled or grouped job takes
+	// enqueue_unique.lua for all of them.
+	uniqs := map[string]bool{}
+	if mode == "" {
+		for _, j := range js {
+			uniqs[j.Queue] = uniqs[j.Queue] || j.extended()
+		}
+	}
 	var calls []*call
 	open := map[string]*call{}
 	for i, j := range js {
-		uniq := j.extended() && mode == ""
-		if j.extended() && !uniq {
+		if j.extended() && mode != "" {
 			// a re-submission: its unique key is not checked again, and it
 			// comes back without flow control nor group
 			c := *j
 			c.Unique, c.Flow, c.Group = nil, nil, ""
 			j = &c
 		}
-		group := j.Queue
-		if uniq {
-			group += "\x00unique"
-		}
-		cl := open[group]
+		uniq := uniqs[j.Queue]
+		cl := open[j.Queue]
 		if cl == nil || len(cl.idx) == enqueueChunk {
 			cl = &call{queue: j.Queue, uniq: uniq, args: []any{l.layoutOf(j.Queue).prefix, mode}, seen: l.watch.before(j.Queue)}
-			open[group] = cl
+			open[j.Queue] = cl
 			calls = append(calls, cl)
 		}
 		cl.idx = append(cl.idx, i)
-		cl.args = append(cl.args, j.args()...)
+		cl.args = append(cl.args, j.args(uniq)...)
 	}
 	switch {
 	case len(calls) == 1:
@@ -187,14 +196,21 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 		cl.cmd = l.lanes.enqueue.RunMerged(ctx, m, script, keys, cl.args...)
 	case l.Durable():
 		// Each call through the durable lane, so each pipeline (one per
-		// node on Redis Cluster) carries the wait for replicas.
-		var wg sync.WaitGroup
+		// node on Redis Cluster) carries the wait for replicas; the queues
+		// at once, each queue's calls (chunks) in their order.
+		byQueue := map[string][]*call{}
 		for _, cl := range calls {
+			byQueue[cl.queue] = append(byQueue[cl.queue], cl)
+		}
+		var wg sync.WaitGroup
+		for _, qcalls := range byQueue {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				script, keys := l.enqueueCall(cl.queue, cl.uniq)
-				cl.cmd = l.lanes.enqueue.Run(ctx, script, keys, cl.args...)
+				for _, cl := range qcalls {
+					script, keys := l.enqueueCall(cl.queue, cl.uniq)
+					cl.cmd = l.lanes.enqueue.Run(ctx, script, keys, cl.args...)
+				}
 			}()
 		}
 		wg.Wait()
@@ -265,6 +281,10 @@ func b2i(b bool) int {
 	return 0
 }
 
+// enqueueHeader is how many values an enqueue reply has before its jobs':
+// first, seq, seq raised, enqueued, history.
+const enqueueHeader = 5
+
 // Arguments per job of enqueue.lua and enqueue_unique.lua.
 const (
 	enqueueStride       = 10
@@ -272,7 +292,7 @@ const (
 )
 
 // splitEnqueue splits a merged enqueue reply ({first, seq, seq raised,
-// enqueued, then created and job id per job}) into one reply per merged
+// enqueued, history, then created and job id per job}) into one reply per merged
 // call, n[i] being call i's arguments. Each reply reads as if the calls had
 // run one after another: the enqueued counter after call i excludes the
 // jobs later calls created, so each caller's rewind check (enqueued minus
@@ -284,7 +304,7 @@ func splitEnqueue(v any, n []int, stride int) ([]any, error) {
 	for _, k := range n {
 		total += k / stride
 	}
-	if !ok || len(r) != 4+2*total {
+	if !ok || len(r) != enqueueHeader+2*total {
 		return nil, fmt.Errorf("merged enqueue: unexpected reply %v", v)
 	}
 	enqueued, ok := r[3].(int64)
@@ -295,8 +315,8 @@ func splitEnqueue(v any, n []int, stride int) ([]any, error) {
 	end := len(r)
 	for i := len(n) - 1; i >= 0; i-- {
 		from := end - 2*(n[i]/stride)
-		part := make([]any, 0, 4+end-from)
-		part = append(part, r[0], r[1], r[2], enqueued)
+		part := make([]any, 0, enqueueHeader+end-from)
+		part = append(part, r[0], r[1], r[2], enqueued, r[4])
 		part = append(part, r[from:end]...)
 		for j := from; j < end; j += 2 {
 			if c, _ := r[j].(int64); c == 1 {
@@ -319,7 +339,7 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 		l.registerUnknown(q, v)
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
 	}
-	const header = 4
+	const header = enqueueHeader
 	r := newReply("enqueue", v, nil)
 	if err := r.need(header + 2*len(idx)); err != nil {
 		l.registerUnknown(q, v)
@@ -337,7 +357,7 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 			created++
 		}
 	}
-	seq := seqReply{seq: r.int(1), bumped: r.int(2), enqueued: r.int(3), created: created}
+	seq := seqReply{seq: r.int(1), bumped: r.int(2), enqueued: r.int(3), hist: r.str(4), created: created}
 	if r.err != nil {
 		l.registerUnknown(q, v)
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", r.err))

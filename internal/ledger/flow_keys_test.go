@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -487,5 +488,143 @@ func TestInlineClaimLeavesFlowWaits(t *testing.T) {
 	}
 	if ok, err := rdb.HExists(ctx, "fi:{q}:rates", "prov").Result(); err != nil || ok {
 		t.Fatalf("the rates hash keeps prov with no deferral left (%v, %v)", ok, err)
+	}
+}
+
+// TestRunNowLeavesHeldBackJobs: an operator's run-now cannot start a job
+// its limit parked or its rate deferred sooner; it fails with
+// ErrWrongState and leaves the job where it waits: the rate's first
+// deferral keeps its start, ahead of the later ones, instead of being
+// deferred again behind them by the claim it was made due for.
+func TestRunNowLeavesHeldBackJobs(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: "rn"})
+	const q = "q"
+	job := func(id string, f *ledger.Flow) *ledger.NewJob {
+		return &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1, Flow: f}
+	}
+	rate := &ledger.Flow{RateKey: "prov", RateMax: 1, RatePer: time.Minute}
+	limit := &ledger.Flow{LimitKey: "exp", LimitMax: 1}
+	js := []*ledger.NewJob{job("l1", limit), job("l2", limit)}
+	for i := range 4 {
+		js = append(js, job(fmt.Sprintf("r%d", i), rate))
+	}
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Claim(ctx, q, "p", time.Minute, 10)
+	if err != nil || len(r.Jobs) != 2 || len(r.Dropped) != 3 {
+		t.Fatalf("claimed %+v, held back %+v (%v); want l1 and r0 running, r1-r3 deferred (l2 parked at enqueue)", r.Jobs, r.Dropped, err)
+	}
+	waitAt := func(id string) string {
+		t.Helper()
+		at, err := rdb.HGet(ctx, "rn:{q}:job:"+id, "wait_at").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	before := waitAt("r1")
+	for _, id := range []string{"l2", "r1"} {
+		if err := l.RunNow(ctx, q, id, "op", ""); !errors.Is(err, ledger.ErrWrongState) || !strings.Contains(err.Error(), "held back") {
+			t.Fatalf("run-now of %s: %v; want ErrWrongState, held back", id, err)
+		}
+	}
+	r, err = l.Claim(ctx, q, "p", time.Minute, 10)
+	if err != nil || len(r.Jobs)+len(r.Dropped) != 0 {
+		t.Fatalf("a claim after the run-nows took %+v, held back %+v (%v); want nothing due", r.Jobs, r.Dropped, err)
+	}
+	if after := waitAt("r1"); after != before {
+		t.Fatalf("r1 deferred to %s after the run-now, was %s", after, before)
+	}
+	if g, err := l.Get(ctx, q, "l2"); err != nil || !strings.HasPrefix(g.WaitingFor, "limit exp") {
+		t.Fatalf("l2: %+v, %v; want still parked on exp", g, err)
+	}
+}
+
+// TestParkedJobSaysPermitsPromised: a job parked at its enqueue because the
+// key's only permit is promised to an earlier job not yet claimed says so,
+// and Limits counts the promise, rather than "0 of 1 held" alone.
+func TestParkedJobSaysPermitsPromised(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: "pp"})
+	const q = "q"
+	lim := &ledger.Flow{LimitKey: "exp:a", LimitMax: 1}
+	if _, err := l.Insert(ctx, []*ledger.NewJob{
+		{ID: "a", Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1, Flow: lim},
+		{ID: "b", Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1, Flow: lim},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := l.Get(ctx, q, "b")
+	if err != nil || g.WaitingFor != "limit exp:a, 0 of 1 held, 1 promised to due jobs" {
+		t.Fatalf("b waits for %q (%v); want the promise said", g.WaitingFor, err)
+	}
+	ls, _, err := l.Limits(ctx, q)
+	if err != nil || len(ls) != 1 || ls[0].Held != 0 || ls[0].Promised != 1 || ls[0].Waiting != 1 {
+		t.Fatalf("limits %+v (%v); want exp:a with 1 promised, 1 waiting", ls, err)
+	}
+	succeed(t, l, q, claimAll(t, l, q)) // a runs and ends: b is woken, promised
+	if g, err := l.Get(ctx, q, "b"); err != nil || g.WaitingFor != "" {
+		t.Fatalf("woken b waits for %q (%v); want nothing", g.WaitingFor, err)
+	}
+}
+
+// TestRateKeepsTheLongestPeriodsStarts: jobs of one rate key with different
+// periods (two kinds, or jobs enqueued before the rate was changed) each
+// count the starts of their own period: a start under a 50ms period does
+// not drop the starts a job of 2 per hour counts, so the hour's third job
+// is deferred, not started.
+func TestRateKeepsTheLongestPeriodsStarts(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: "rp"})
+	const q, starts = "q", "rp:{q}:rate:prov"
+	job := func(id string, f *ledger.Flow) *ledger.NewJob {
+		return &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1, Flow: f}
+	}
+	hour := &ledger.Flow{RateKey: "prov", RateMax: 2, RatePer: time.Hour}
+	fast := &ledger.Flow{RateKey: "prov", RateMax: 100, RatePer: 50 * time.Millisecond}
+	claim := func(js ...*ledger.NewJob) *ledger.ClaimResult {
+		t.Helper()
+		if _, err := l.Insert(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+		r, err := l.Claim(ctx, q, "p", time.Minute, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := claim(job("h1", hour), job("h2", hour)); len(r.Jobs) != 2 {
+		t.Fatalf("claimed %+v, want h1 and h2", r.Jobs)
+	}
+	// ten minutes pass: the hour's starts are in its window, not the fast one's
+	ss, err := rdb.ZRangeWithScores(ctx, starts, 0, -1).Result()
+	if err != nil || len(ss) != 2 {
+		t.Fatalf("starts %v (%v), want 2", ss, err)
+	}
+	for i := range ss {
+		ss[i].Score -= float64((10 * time.Minute).Milliseconds())
+	}
+	if err := rdb.ZAddXX(ctx, starts, ss...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := claim(job("f1", fast)); len(r.Jobs) != 1 {
+		t.Fatalf("claimed %+v, held back %+v; want f1", r.Jobs, r.Dropped)
+	}
+	if r := claim(job("h3", hour)); len(r.Jobs) != 0 || len(r.Dropped) != 1 {
+		t.Fatalf("claimed %+v, held back %+v; want h3 deferred (2 per hour started)", r.Jobs, r.Dropped)
+	}
+	if r := claim(job("f2", fast)); len(r.Jobs) != 1 {
+		t.Fatalf("claimed %+v, held back %+v; want f2 started (1 of 100 in its window)", r.Jobs, r.Dropped)
+	}
+	if n, err := rdb.ZCard(ctx, starts).Result(); err != nil || n != 4 {
+		t.Fatalf("the starts zset holds %d (%v), want the hour's 4", n, err)
+	}
+	if ttl, err := rdb.PTTL(ctx, starts).Result(); err != nil || ttl < 50*time.Minute {
+		t.Fatalf("the starts zset expires in %v (%v), want the hour's last start's period", ttl, err)
 	}
 }

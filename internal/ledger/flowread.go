@@ -26,11 +26,20 @@ func (l *Ledger) rateHeldKey(q, key string) string  { return l.prefix(q) + "rate
 func (l *Ledger) waitingFor(ctx context.Context, q string, h map[string]string) (string, error) {
 	switch h["wait"] {
 	case "limit":
-		held, err := l.rdb.ZCount(ctx, l.limitHoldersKey(q, h["lkey"]), "(0", "+inf").Result()
-		if err != nil {
+		// permits held, and promised to due jobs not yet claimed (they
+		// score 0: flow.lua), which park a job as held ones do
+		hk := l.limitHoldersKey(q, h["lkey"])
+		pipe := l.rdb.Pipeline()
+		members := pipe.ZCard(ctx, hk)
+		held := pipe.ZCount(ctx, hk, "(0", "+inf")
+		if _, err := pipe.Exec(ctx); err != nil {
 			return "", wrap("limit holders", err)
 		}
-		return fmt.Sprintf("limit %s, %d of %s held", h["lkey"], held, h["lmax"]), nil
+		s := fmt.Sprintf("limit %s, %d of %s held", h["lkey"], held.Val(), h["lmax"])
+		if p := members.Val() - held.Val(); p > 0 {
+			s += fmt.Sprintf(", %d promised to due jobs", p)
+		}
+		return s, nil
 	case "rate":
 		return fmt.Sprintf("rate %s: next start at %s", h["rkey"],
 			msTime(h["wait_at"]).UTC().Format(time.RFC3339Nano)), nil
@@ -40,12 +49,16 @@ func (l *Ledger) waitingFor(ctx context.Context, q string, h map[string]string) 
 
 // LimitStatus is one concurrency limit's key with holders or waiting jobs.
 type LimitStatus struct {
-	Key     string   `json:"key"`
-	Max     int      `json:"max"`
-	Held    int      `json:"held"`
-	Waiting int      `json:"waiting"` // parked jobs
-	Holders []string `json:"holders"` // job ids holding a permit
-	AtLimit bool     `json:"at_limit"`
+	Key  string `json:"key"`
+	Max  int    `json:"max"`
+	Held int    `json:"held"`
+	// Promised counts the permits promised to due jobs not yet claimed (an
+	// enqueue's or a release's): held and promised permits together park
+	// the key's next jobs.
+	Promised int      `json:"promised"`
+	Waiting  int      `json:"waiting"` // parked jobs
+	Holders  []string `json:"holders"` // job ids holding a permit
+	AtLimit  bool     `json:"at_limit"`
 }
 
 // RateStatus is one rate limit's key with starts in its current window.
@@ -108,7 +121,8 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 			return nil, nil, wrap("limits", err)
 		}
 		for i, k := range part {
-			s := LimitStatus{Key: k, Max: atoi(lim[k]), Held: int(held[i].Val()), Waiting: int(waits[i].Val())}
+			s := LimitStatus{Key: k, Max: atoi(lim[k]), Held: int(held[i].Val()), Waiting: int(waits[i].Val()),
+				Promised: int(members[i].Val() - held[i].Val())}
 			if members[i].Val() == 0 && s.Waiting == 0 {
 				dead = append(dead, k)
 			}

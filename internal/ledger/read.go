@@ -51,8 +51,10 @@ type Record struct {
 	// tenant id): shown as they are, never redacted.
 	Headers map[string]string `json:"headers,omitempty"`
 	// UniqueKey is a unique job's key in its queue's unique index (a digest
-	// of its kind and chosen args, with its period when it has one), and
-	// UniqueStates the states in which it holds it; empty for other jobs.
+	// of its kind and chosen args, with its period when it has one), or
+	// Redacted when the job's args had values redacted (a digest over them
+	// could be matched against guesses); UniqueStates the states in which
+	// it holds it. Both are empty for other jobs.
 	UniqueKey    string  `json:"unique_key,omitempty"`
 	UniqueStates []State `json:"unique_states,omitempty"`
 	// Progress is the latest progress an attempt reported (jobs.Progress),
@@ -114,6 +116,23 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 func token(s string) lease.Token { t, _ := strconv.ParseUint(s, 10, 64); return lease.Token(t) }
 
+// Redacted replaces every sensitive value wherever a job is shown.
+const Redacted = "[redacted]"
+
+// redactedJSON is Redacted as a JSON value: the shown args hold it where
+// a value was redacted.
+const redactedJSON = `"` + Redacted + `"`
+
+// shownUniqueKey is the unique key ukey as a job whose shown args are
+// args shows it: Redacted when a value of its args was redacted, since the
+// key may be a digest of that value.
+func shownUniqueKey(ukey, args string) string {
+	if ukey != "" && strings.Contains(args, redactedJSON) {
+		return Redacted
+	}
+	return ukey
+}
+
 // recordFrom reads a job hash. Missing or corrupt fields read as zero
 // values; the job's identity comes from its key.
 func recordFrom(q, id string, h map[string]string) *Record {
@@ -137,7 +156,7 @@ func recordFrom(q, id string, h map[string]string) *Record {
 		Created: msTime(h["created"]), RunAt: msTime(h["run_at"]),
 		Started: msTime(h["started"]), Finished: msTime(h["finished"]), UncertainSince: msTime(h["uncertain_since"]),
 		Payload: []byte(h["payload"]), Bridge: h["bridge"], Headers: decodeHeaders(h["headers"]),
-		UniqueKey: h["ukey"],
+		UniqueKey: shownUniqueKey(h["ukey"], args),
 		Progress:  decodeProgress(h["progress"]),
 		Workflow:  h["wf"], WorkflowHome: h["wf_home"], Step: h["step"],
 		LimitKey: h["lkey"], LimitMax: atoi(h["lmax"]),
@@ -612,7 +631,8 @@ func anyErr(errs ...error) error {
 // cancelled, retried, deferred, uncertain, deduplicated_enqueue,
 // deduplicated_execute, fenced_commit, fenced_renew, fenced_storage, dropped_missing,
 // resolved_<decision>, raised, rewinds, resubmitted, promoted, groups_repaired; and seq, the queue's
-// write sequence (see rewind.go).
+// write sequence (see rewind.go). The sequence's history (a time, not a
+// counter) is left out.
 func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) {
 	h, err := l.rdb.HGetAll(ctx, l.prefix(q)+"stats").Result()
 	if err != nil {
@@ -620,7 +640,9 @@ func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) 
 	}
 	out := make(map[string]int64, len(h))
 	for k, v := range h {
-		out[k], _ = strconv.ParseInt(v, 10, 64)
+		if k != seqHistField {
+			out[k], _ = strconv.ParseInt(v, 10, 64)
+		}
 	}
 	return out, nil
 }

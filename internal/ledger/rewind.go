@@ -22,10 +22,13 @@ import (
 // gone, and nothing in the data says so. Each queue therefore keeps a write
 // sequence, the stats field "seq", raised once by every script call that
 // changes the queue's jobs; enqueue, claim and complete return it with the
-// queue's enqueued counter. A Ledger remembers the highest values it saw per
-// queue. A call sent after a reply that showed sequence K runs after that
-// script, so it must find at least K; finding less means the ledger went
-// back: a rewind. The detector logs it at error level, records it in Redis
+// queue's enqueued counter and the sequence's history (when it was created).
+// A Ledger remembers the highest values it saw per queue. A call sent after a
+// reply that showed sequence K runs after that script, so it must find at
+// least K; finding less means the ledger went back: a rewind. Finding another
+// history means the ledger lost the queue's whole record (a restart without
+// persistence, a flushed database), however many writes were made since. The
+// detector logs it at error level, records it in Redis
 // (rewind.lua: per queue, merged per replication id of the primary the loss
 // was found on, so every process's detection of one loss is one record),
 // reports it to Config.OnRewind (the metric) and, with a record of recent
@@ -34,9 +37,11 @@ import (
 //
 // What it cannot see: a loss no process had seen acknowledged (a process
 // learns the sequence from its own calls), a loss on a queue no process
-// calls again, and a process that started after the loss. What it counts:
-// LostWrites and LostEnqueues are lower bounds (the detector only knows what
-// it saw).
+// calls again, a process that started after the loss, and, when the queue's
+// record survived in part (a failover to a lagging replica), a loss that
+// writes made on the new primary before the process's next call outnumber.
+// What it counts: LostWrites and LostEnqueues are lower bounds (the detector
+// only knows what it saw).
 
 // Rewind is one detected loss of acknowledged ledger writes on a queue.
 type Rewind struct {
@@ -73,9 +78,14 @@ type Rewind struct {
 // the ledger lost.
 func (r Rewind) LostWrites() int64 { return max(0, r.Known-r.Found) }
 
-// seqMark is what a Ledger saw of one queue's write sequence.
+// seqHistField is the stats field holding the write sequence's history.
+const seqHistField = "hist"
+
+// seqMark is what a Ledger saw of one queue's write sequence: its highest
+// values, and the history they belong to.
 type seqMark struct {
 	seq, enqueued int64
+	hist          string
 }
 
 // seqSeen is the mark a call was sent with: a reply is compared with what
@@ -87,10 +97,12 @@ type seqSeen struct {
 }
 
 // seqReply is what a script reported: the sequence after it ran, whether
-// it raised it (0/1), the enqueued counter after it ran, and how many jobs
-// it created.
+// it raised it (0/1), the enqueued counter after it ran, how many jobs it
+// created, and the sequence's history (the stats field "hist": when the
+// sequence was created; ” for one created before the field existed).
 type seqReply struct {
 	seq, bumped, enqueued, created int64
+	hist                           string
 }
 
 // watch holds a Ledger's marks. Detections bump a queue's generation:
@@ -110,16 +122,22 @@ func (w *watch) before(q string) seqSeen {
 }
 
 // after compares a reply with what its call was sent with and returns the
-// rewind it shows (nil: none, or one already reported).
+// rewind it shows (nil: none, or one already reported). A reply of another
+// history than the mark's found a ledger that lost the queue's whole record
+// (a restart without persistence, a flushed database): it went back to
+// nothing, however many writes the new history has had since.
 func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
 	foundSeq, foundEnq := r.seq-r.bumped, r.enqueued-r.created
-	rewound := s.ok && (foundSeq < s.mark.seq || foundEnq < s.mark.enqueued)
+	if s.ok && r.hist != s.mark.hist {
+		foundSeq, foundEnq = 0, 0
+	}
+	rewound := s.ok && (foundSeq < s.mark.seq || foundEnq < s.mark.enqueued || r.hist != s.mark.hist)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.marks == nil {
 		w.marks, w.gens = map[string]seqMark{}, map[string]uint64{}
 	}
-	cur := seqMark{seq: r.seq, enqueued: r.enqueued}
+	cur := seqMark{seq: r.seq, enqueued: r.enqueued, hist: r.hist}
 	if w.gens[q] != s.gen {
 		// A rewind was reported since this call was sent: its reply may be
 		// the old primary's and says nothing new.
@@ -127,7 +145,7 @@ func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
 	}
 	if !rewound {
 		m := w.marks[q]
-		w.marks[q] = seqMark{seq: max(m.seq, cur.seq), enqueued: max(m.enqueued, cur.enqueued)}
+		w.marks[q] = seqMark{seq: max(m.seq, cur.seq), enqueued: max(m.enqueued, cur.enqueued), hist: cur.hist}
 		return nil
 	}
 	w.gens[q]++
@@ -151,7 +169,7 @@ func (l *Ledger) observe(ctx context.Context, q string, s seqSeen, r seqReply) {
 		attrs = append(attrs, "recorded_enqueues_lost", rw.LostRecorded)
 	}
 	l.cfg.Logger.Error("the ledger lost acknowledged writes: Redis came back with older data "+
-		"(a failover to a lagging replica, or a restart from an older snapshot)", attrs...)
+		"(a failover to a lagging replica, a restart from an older snapshot or without persistence, a flushed database)", attrs...)
 	// Recorded for every reader (the dashboard's banner); the call that
 	// found the loss has already returned its own result.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -191,19 +209,20 @@ func (l *Ledger) CheckRewinds(ctx context.Context) (int, error) {
 		s := l.watch.before(q)
 		v, err := seqScript.Run(ctx, l.rdb, []string{l.prefix(q) + "stats"}).Result()
 		r := newReply("read sequence", v, err)
-		if err := r.need(2); err != nil {
+		if err := r.need(3); err != nil {
 			return 0, wrap("check rewinds", err)
 		}
-		l.observe(ctx, q, s, seqReply{seq: int64Of(r.at(0)), enqueued: int64Of(r.at(1))})
+		hist, _ := r.at(2).(string)
+		l.observe(ctx, q, s, seqReply{seq: int64Of(r.at(0)), enqueued: int64Of(r.at(1)), hist: hist})
 	}
 	return len(qs), nil
 }
 
-// seqScript reads a queue's write sequence and enqueued counter. A script,
+// seqScript reads a queue's write sequence, enqueued counter and history. A script,
 // not HMGET: a client that routes reads to replicas (ReadOnly,
 // RouteRandomly) still reads the primary, so a lagging replica never looks
 // like a rewind.
-var seqScript = redis.NewScript(`return redis.call('HMGET', KEYS[1], 'seq', 'enqueued')`)
+var seqScript = redis.NewScript(`return redis.call('HMGET', KEYS[1], 'seq', 'enqueued', 'hist')`)
 
 func int64Of(v any) int64 {
 	s, _ := v.(string)

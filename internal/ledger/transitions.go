@@ -102,7 +102,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	if err != nil {
 		return nil, wrap("claim "+q, err)
 	}
-	const header = 7
+	const header = 8
 	if err := r.need(header); err != nil {
 		return nil, wrap("claim "+q, err)
 	}
@@ -111,7 +111,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 		res.DueIn = time.Duration(min(due, maxDueIn.Milliseconds())) * time.Millisecond
 	}
 	n := int(r.int(2))
-	seq := seqReply{seq: r.int(3), bumped: r.int(4), enqueued: r.int(5)}
+	seq := seqReply{seq: r.int(3), bumped: r.int(4), enqueued: r.int(5), hist: r.str(7)}
 	deadline := time.UnixMilli(r.int(6))
 	if err := r.need(header + n*claimWidth); err != nil {
 		return nil, wrap("claim "+q, err)
@@ -343,7 +343,7 @@ func completeArgs(retention time.Duration, cs []Completion) ([]any, error) {
 
 // completed reads the complete script's reply to queue q's outcomes cs.
 func (l *Ledger) completed(ctx context.Context, q string, cs []Completion, seen seqSeen, v any, err error) ([]Committed, error) {
-	const header = 3
+	const header = 4
 	n := len(cs)
 	r := newReply("complete", v, err)
 	if err := r.need(header + completeWidth*n); err != nil {
@@ -368,7 +368,7 @@ func (l *Ledger) completed(ctx context.Context, q string, cs []Completion, seen 
 	if r.err != nil {
 		return nil, wrap("complete "+q, r.err)
 	}
-	l.observe(ctx, q, seen, seqReply{seq: r.int(0), bumped: r.int(1), enqueued: r.int(2)})
+	l.observe(ctx, q, seen, seqReply{seq: r.int(0), bumped: r.int(1), enqueued: r.int(2), hist: r.str(3)})
 	if r.len() > header+completeWidth*n {
 		l.moveAfter(ctx, q) // workflow steps handed their ends to other queues
 	}
@@ -633,14 +633,21 @@ func (l *Ledger) setPaused(ctx context.Context, q string, paused bool, id, actor
 // once, on behalf of actor; a pending job already due keeps its place (it
 // is never moved behind the jobs that became due after it). A job that is
 // not pending fails with ErrWrongState (a bridged job too: its own queue
-// delivers it).
+// delivers it), and so does a job held back by its concurrency limit or its
+// rate limit, which decides when it starts.
 func (l *Ledger) RunNow(ctx context.Context, q, id, actor, note string) error {
 	v, err := l.run(ctx, l.lanes.other, runNowScript, q, id, actor, note).Result()
 	r := newReply("run now", v, err)
 	if err := r.need(2); err != nil {
 		return wrap("run now "+id, err)
 	}
-	if r.int(0) == 0 {
+	switch r.int(0) {
+	case -1:
+		if r.str(1) == "rate" {
+			return fmt.Errorf("%w: job %s is held back by its rate limit: it starts at the earliest start the rate allows", ErrWrongState, id)
+		}
+		return fmt.Errorf("%w: job %s is held back by its concurrency limit: it starts when a permit frees", ErrWrongState, id)
+	case 0:
 		state := r.str(1)
 		if state == "missing" {
 			return fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)

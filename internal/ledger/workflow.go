@@ -49,7 +49,7 @@ const StartDep = "@start"
 // EnqueueWorkflow writes w: one wf_enqueue.lua call per queue, the home
 // queue's last (the commit: see the script). It returns the workflow's id,
 // the existing one's when its operation id was already known
-// (deduplicated). Hand-over records the commit wrote are moved before it
+// (deduplicated), whichever queue is that workflow's home. Hand-over records the commit wrote are moved before it
 // returns; a failure there leaves them to the maintenance leader.
 //
 // Every reply is checked for a rewind (see rewind.go), and with a record
@@ -71,6 +71,16 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 		}
 		if !errors.Is(err, redis.Nil) {
 			return "", false, wrap("enqueue workflow "+w.ID, err)
+		}
+		// the id is the operation id's: a first enqueue whose first step
+		// was in another queue holds it there
+		home, err := l.FindWorkflow(ctx, w.ID)
+		if err != nil {
+			return "", false, err
+		}
+		if home != "" {
+			l.moveAfter(ctx, home)
+			return w.ID, true, nil
 		}
 	}
 	if err := l.checkStepOperations(ctx, w); err != nil {
@@ -108,7 +118,7 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 		d, _ := json.Marshal(deps)
 		// enqueue.lua's ten values (a step is never unique nor grouped:
 		// the workflow package refuses both), the step's, its flow's
-		step := append(s.Job.args()[:10:10], s.Name, next, string(d), allow)
+		step := append(s.Job.args(false), s.Name, next, string(d), allow)
 		byQueue[q] = append(byQueue[q], append(step, s.Job.Flow.args()...)...)
 	}
 	if roots == nil {
@@ -155,10 +165,10 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 // call; ok is false for a deduplicated workflow (nothing written, no
 // sequence) and a reply without one.
 func (l *Ledger) observeWorkflow(ctx context.Context, q string, seen seqSeen, r *reply) (seq int64, ok bool) {
-	if r.err != nil || r.len() < 8 || r.int(0) == 0 {
+	if r.err != nil || r.len() < 9 || r.int(0) == 0 {
 		return 0, false
 	}
-	s := seqReply{seq: r.int(3), bumped: r.int(4), enqueued: r.int(5), created: r.int(7)}
+	s := seqReply{seq: r.int(3), bumped: r.int(4), enqueued: r.int(5), created: r.int(7), hist: r.str(8)}
 	if r.err != nil {
 		return 0, false
 	}
@@ -438,17 +448,20 @@ func (w *WorkflowInfo) Def() (*WorkflowDef, error) {
 	return &d, nil
 }
 
-// StepOf finds step of the workflow that job id of queue q belongs to.
+// StepOf finds step of the workflow that job id of queue q belongs to,
+// which must be one that job's step depends on, directly or through other
+// steps (ErrInvalid otherwise: another step's output may not be final).
 // A workflow's definition never changes once written, so it is read (one
 // HGET) and decoded once per workflow and kept (defs): a join reading the
 // outputs of its many dependencies reads one job field per dependency.
 func (l *Ledger) StepOf(ctx context.Context, q, id, step string) (StepRef, error) {
-	v, err := l.rdb.HMGet(ctx, l.JobKey(q, id), "wf", "wf_home").Result()
+	v, err := l.rdb.HMGet(ctx, l.JobKey(q, id), "wf", "wf_home", "step").Result()
 	if err != nil {
 		return StepRef{}, wrap("read job "+id, err)
 	}
 	wf, _ := v[0].(string)
 	home, _ := v[1].(string)
+	own, _ := v[2].(string)
 	if wf == "" || home == "" {
 		return StepRef{}, invalid("job %s is not a workflow step", id)
 	}
@@ -465,12 +478,33 @@ func (l *Ledger) StepOf(ctx context.Context, q, id, step string) (StepRef, error
 	if err != nil {
 		return StepRef{}, err
 	}
-	for _, s := range def.Steps {
-		if s.Name == step {
-			return StepRef{Queue: s.Queue, ID: s.ID}, nil
+	byName := make(map[string]*StepDef, len(def.Steps))
+	for i := range def.Steps {
+		byName[def.Steps[i].Name] = &def.Steps[i]
+	}
+	want, ok := byName[step]
+	if !ok {
+		return StepRef{}, invalid("workflow %s has no step %q", wf, step)
+	}
+	// walk up from the job's own step to its dependencies' dependencies
+	seen, todo := map[string]bool{}, []string{own}
+	for len(todo) > 0 {
+		s := byName[todo[len(todo)-1]]
+		todo = todo[:len(todo)-1]
+		if s == nil {
+			continue
+		}
+		for _, d := range s.Deps {
+			if d == step {
+				return StepRef{Queue: want.Queue, ID: want.ID}, nil
+			}
+			if !seen[d] {
+				seen[d] = true
+				todo = append(todo, d)
+			}
 		}
 	}
-	return StepRef{}, invalid("workflow %s has no step %q", wf, step)
+	return StepRef{}, invalid("step %q of workflow %s does not depend on step %q (After): its output may not be final", own, wf, step)
 }
 
 // defCache keeps the definitions of the workflows read last (at most
@@ -539,10 +573,21 @@ func (l *Ledger) FindWorkflow(ctx context.Context, id string) (string, error) {
 }
 
 // MarkWorkflowCancelled records on workflow id's record (home queue q)
-// that actor cancelled it.
-func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string) error {
-	return wrap("cancel workflow "+id, l.rdb.HSet(ctx, l.workflowKey(q, id), "cancel", actor).Err())
+// that actor cancelled it, unless an operator already did (the first one
+// stays). It reports whether the record exists: a pruned one is not
+// written again.
+func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string) (bool, error) {
+	n, err := markCancelScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id)}, actor).Int()
+	if err != nil {
+		return false, wrap("cancel workflow "+id, err)
+	}
+	return n == 1, nil
 }
+
+var markCancelScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSETNX', KEYS[1], 'cancel', ARGV[1])
+return 1`)
 
 // The outcomes of a workflow (WorkflowOutcome).
 const (

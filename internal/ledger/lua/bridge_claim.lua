@@ -26,7 +26,8 @@
 --                                      here, as the expirer would)
 --        {5, state}                    a native job (or another job owning the
 --                                      operation id) has this id: not claimed
---        {6}                           the queue is paused
+--        {6}                           the queue is paused: not claimed (a job
+--                                      seen first is recorded pending)
 --        {7, replication id, epoch}    the caller must refresh its epoch
 --                                      (internal/epoch); nothing was written
 local id, kind, op, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -61,7 +62,30 @@ if state == 'running' then
 end
 if state == 'uncertain' or state == 'review' then return {4, state, num(h[7])} end
 if state and state ~= 'pending' then return {5, state} end
-if redis.call('EXISTS', pausedk) == 1 then return {6} end
+-- first_sight returns the fields of the job's record created on its first
+-- delivery, in state st, and binds its operation id.
+local function first_sight(st)
+  local f = {'state', st, 'kind', kind, 'payload', payload, 'max_retries', ARGV[6], 'created', fmt(now),
+    'bridge', bridge, 'bridge_queue', ARGV[13], 'bridge_task', ARGV[14]}
+  if op ~= '' and op ~= id then
+    redis.call('SET', opkey(op), id)
+    f[#f + 1] = 'op'; f[#f + 1] = op
+  end
+  if num(ARGV[7]) > 0 then f[#f + 1] = 'timeout_ms'; f[#f + 1] = ARGV[7] end
+  return f
+end
+if redis.call('EXISTS', pausedk) == 1 then
+  if not state then
+    -- Recorded, pending for its task, though not claimed: should the task's
+    -- retries run out while the queue is paused, the job is still there to
+    -- be delivered again (bridge_redeliver.lua) once it is resumed.
+    seq_bump()
+    redis.call('HSET', k, unpack(first_sight('pending')))
+    redis.call('ZADD', index['pending'], fmt(BRIDGE_WAIT), id)
+    count('enqueued')
+  end
+  return {6}
+end
 local ep, stale = epoch_check(KEYS[13], ARGV[11], ARGV[12], epoch_rec)
 if not ep then return {7, stale[1], stale[2]} end
 local last = h[2]
@@ -75,14 +99,10 @@ local attempt = num(h[3]) + 1
 local deadline = fmt(now + ttl)
 if not state then
   created = 1
-  local f = {'state', 'running', 'kind', kind, 'payload', payload, 'max_retries', ARGV[6],
-    'token', stok, 'attempts', '1', 'created', fmt(now), 'started', fmt(now), 'owner', owner,
-    'deadline', deadline, 'bridge', bridge, 'bridge_queue', ARGV[13], 'bridge_task', ARGV[14]}
-  if op ~= '' and op ~= id then
-    redis.call('SET', opkey(op), id)
-    f[#f + 1] = 'op'; f[#f + 1] = op
+  local f = first_sight('running')
+  for _, v in ipairs({'token', stok, 'attempts', '1', 'started', fmt(now), 'owner', owner, 'deadline', deadline}) do
+    f[#f + 1] = v
   end
-  if num(ARGV[7]) > 0 then f[#f + 1] = 'timeout_ms'; f[#f + 1] = ARGV[7] end
   redis.call('HSET', k, unpack(f))
   count('enqueued')
 else

@@ -54,7 +54,7 @@ if h[6] == 'rate' and h[8] then flow_unhold(id, h[8]) end
 if h[6] then redis.call('HDEL', k, 'wait', 'wait_at') end -- it waits for nothing now (a re-run is admitted anew)
 if h[7] and h[1] == 'pending' then group_leave(id, h[7]) end -- its group's next job leads (group.lua)
 redis.call('HSET', k, 'state', 'cancelled', 'reason', 'cancelled by ' .. actor, 'finished', fmt(now))
-record(id, {event = 'cancel', from = 'pending', actor = actor, note = note})
+record(id, {event = 'cancel', from = h[1], actor = actor, note = note})
 event({type = 'cancel', job = id, actor = actor})
 finish(id, h[2], ARGV[5], true)
 count('cancelled')

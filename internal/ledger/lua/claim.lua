@@ -8,11 +8,11 @@
 --      5 replication id of the primary the caller's epoch is for ('' when epochs are off)
 --      6 the caller's epoch
 -- Reply: {paused, next due in ms, claimed count, seq, seq raised, enqueued,
---         lease deadline ms, claimed..., dropped...}
+--         lease deadline ms, history, claimed..., dropped...}
 --        {-1, replication id, recorded epoch} when due jobs were found but the
 --        caller must refresh its epoch (internal/epoch): nothing was written
 --   paused: 1 when the queue is paused (nothing is claimed)
---   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua)
+--   seq, seq raised (1/0), enqueued, history: the write sequence (seq_bump in prelude.lua)
 --   next due in ms: how long until the earliest pending job left is due, by
 --            Redis time (0: one is due now; -1: none left)
 --   lease deadline ms: every claimed job's (0 when none was claimed)
@@ -27,8 +27,8 @@
 --            job held back by flow control: id, 'limit:<name>' (parked until a
 --            permit frees) or 'rate:<name>' (due again at its next start)
 if redis.call('EXISTS', pausedk) == 1 then
-  local s, b, e = seq_reply()
-  return {1, -1, 0, s, b, e, 0}
+  local s, b, e, h = seq_reply()
+  return {1, -1, 0, s, b, e, 0, h}
 end
 local owner, ttl = ARGV[2], num(ARGV[3])
 local max = num(ARGV[4])
@@ -47,8 +47,8 @@ local call = redis.call
 local dropped, running, nrun = {}, {}, 0
 local deadline = now + ttl
 local sdeadline = fmt(deadline)
--- the reply's claimed values are written in place after its 7-value header
-local reply, r = {0, -1, 0, 0, 0, 0, 0}, 7
+-- the reply's claimed values are written in place after its 8-value header
+local reply, r = {0, -1, 0, 0, 0, 0, 0, ''}, 8
 -- ids grows while it is read when fair groups fill the batch (group.lua)
 local NONE = {} -- no optional fields
 local grouped = nil -- whether the queue has fair groups, looked at once
@@ -143,7 +143,7 @@ end
 if group_need[1] or group_done[1] or group_cand[1] then group_heads() end
 flow_flush() -- the starts admitted under rate limits (flow.lua)
 call_chunked('ZADD', index['running'], running, 1000)
-local n = (r - 7) / 7
+local n = (r - 8) / 7
 if n > 0 then count('attempted', n) end
 -- When the earliest pending job left is due (0: one is due now, so the
 -- caller claims again; -1: none left). A queue with nothing due now is
@@ -153,7 +153,7 @@ local first = redis.call('ZRANGE', index['pending'], 0, 0, 'WITHSCORES')
 if first[2] then next_due = math.max(num(first[2]) - now, 0) end
 if next_due ~= 0 then redis.call('SET', idlek, '1') end
 reply[2], reply[3] = next_due, n
-reply[4], reply[5], reply[6] = seq_reply()
+reply[4], reply[5], reply[6], reply[8] = seq_reply()
 if n > 0 then reply[7] = deadline end
 for j = 1, #dropped do reply[r + j] = dropped[j] end
 return reply

@@ -11,14 +11,14 @@
 --   the job back without consuming its attempt; unknown_kind (the pool knows no
 --   worker for the kind) is a defer that also counts kind_defers and says why.
 --   Every applied outcome releases the attempt's concurrency-limit permit.
--- Reply: {seq, seq raised, enqueued, then 1 value per outcome: the job's
+-- Reply: {seq, seq raised, enqueued, history, then 1 value per outcome: the job's
 --   state when it was applied (the job's token is the outcome's), else
 --   {the job's state ('missing' when gone), its current token ('0' when
 --   missing)}: the outcome is stale}. (Each reply value costs Redis about as
 --   much as a field read.)
 -- A job of a workflow (field 'wf') that ends hands its end to its dependents
 -- (wf_settled in prelude.lua); a plain job does no more work for it.
---   seq, seq raised (1/0), enqueued: the write sequence (seq_bump in prelude.lua).
+--   seq, seq raised (1/0), enqueued, history: the write sequence (seq_bump in prelude.lua).
 --   When workflow steps ended with dependents in other queues, one more value
 --   follows: the number of hand-over records written (see workflow.lua).
 local retention = ARGV[2]
@@ -29,7 +29,7 @@ local function output_fields(out, shown)
   return {'output', out, 'output_shown', shown}
 end
 local call = redis.call
-local reply, r = {0, 0, 0}, 3
+local reply, r = {0, 0, 0, ''}, 4
 seq_bump()
 for i = 3, #ARGV, 9 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -135,6 +135,6 @@ end
 flow_release_flush()
 flush_moves()
 flush_tally()
-reply[1], reply[2], reply[3] = seq_reply()
+reply[1], reply[2], reply[3], reply[4] = seq_reply()
 if wf_handed.n > 0 then reply[#reply + 1] = wf_handed.n end
 return reply

@@ -12,14 +12,14 @@
 --   max retries, timeout ms (0 = pool default), delay ms (the due time is Redis TIME plus the
 --   delay, so no client clock is involved; negative for a RunAt already past),
 --   headers (a JSON object of strings, returned by every claim; '' = none, nothing written)
--- Reply: {first, seq, seq raised (1/0), enqueued, then 2 values per job: created (1)
---   or deduplicated (0), job id}
+-- Reply: {first, seq, seq raised (1/0), enqueued, history, then 2 values per job:
+--   created (1) or deduplicated (0), job id}
 --   first = 1 when the queue's counters were empty before this call: the caller
---   (re-)registers the queue. seq, seq raised and enqueued: the write sequence
---   (see seq_bump in prelude.lua). A deduplicated job returns the existing job's id
+--   (re-)registers the queue. seq, seq raised, enqueued and history: the write
+--   sequence (see seq_bump in prelude.lua). A deduplicated job returns the existing job's id
 --   and writes nothing.
 local created, due = 0, {}
-local reply = {0, 0, 0, 0}
+local reply = {0, 0, 0, 0, ''}
 local resubmit = ARGV[2] == 'resubmit'
 seq_bump()
 for i = 3, #ARGV, 10 do

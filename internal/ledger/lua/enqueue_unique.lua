@@ -21,11 +21,11 @@
 --   (unique digest '' = not unique: the three are ignored)
 --   limit key ('' = none), limit max, rate key ('' = none), rate max, rate period ms,
 --   group ('' = none)
--- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, then 2 values per
+-- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, history, then 2 values per
 --   job: created (1) or deduplicated (0), job id (the holder's when deduplicated)}
 local uniqk = KEYS[14]
 local created, due = 0, {}
-local reply = {0, 0, 0, 0}
+local reply = {0, 0, 0, 0, ''}
 seq_bump()
 
 -- holds reports whether job hid holds its unique key: it exists and is in

@@ -29,12 +29,19 @@
 --                                 (flowread.go, read.go) prune entries left by
 --                                 earlier versions, which kept them for ever
 --   P..'rate:'..key               zset: '<job id>:<µs>' -> start time (ms), the
---                                 starts of the last period
+--                                 starts of the last period (the longest period
+--                                 of the jobs that started under the key: a job
+--                                 counts the starts of its own)
+--   P..'rate-per:'..key           string: that longest period (ms), expiring a
+--                                 period after the last start made with it, so a
+--                                 job of a shorter period (another kind, or one
+--                                 enqueued before the rate was changed) never
+--                                 drops the starts a longer one counts
 --   P..'rate-held:'..key          zset: deferred job id -> its deferred start (ms)
 --   P..'rates'                    hash: key -> '<max>/<per ms>', for keys with deferred jobs
 --                                 (the rate zsets expire a period after their last entry)
 -- Every family has its own prefix, none a prefix of another's followed by a
--- key ('limit:' and 'limits', 'rate:', 'rate-held:' and 'rates'), and the two
+-- key ('limit:' and 'limits', 'rate:', 'rate-held:', 'rate-per:' and 'rates'), and the two
 -- limit zsets of a key differ in their suffix, so no two keys' zsets share a
 -- Redis key whatever the key strings. (Earlier versions kept a rate's deferrals
 -- at P..'rate:'..key..':held', the starts zset of rate key key..':held'; such
@@ -53,10 +60,13 @@
 
 -- What a claim admits is counted per key and written once per key and call
 -- (flow_flush, at the end of the claim, and before a deferral reads a rate
--- window): per rate zset, the count of its window (read once) and the starts
--- not yet written; per holders zset, the permits held (read once) and the
--- permits taken not yet written. All of a call's starts share its now.
-local rate_n, rate_add, rate_per = {}, {}, {}
+-- window): per rate zset, the count of each period's window met (read once,
+-- rate_n[rk][per]), the longest period kept (rate_keep: the stored one, read
+-- once, or a longer one of this call's jobs), the starts not yet written and
+-- the longest period they were made with (rate_per); per holders zset, the
+-- permits held (read once) and the permits taken not yet written. All of a
+-- call's starts share its now.
+local rate_n, rate_add, rate_per, rate_keep = {}, {}, {}, {}
 local limit_n, limit_add = {}, {}
 -- per limit key, whether jobs wait on it, looked at once per call by the
 -- releases of a completion or an expiry (which park nothing)
@@ -86,12 +96,20 @@ end
 
 -- flow_flush writes the permits taken and the starts admitted that are not
 -- yet written: a rate zset's own when rk is given, else all, each rate zset
--- then expiring a period after its starts.
+-- then expiring the longest period kept after its starts (a start of a
+-- shorter period never shortens it).
 local function flow_flush(rk)
   for k, adds in pairs(rate_add) do
     if rk == nil or k == rk then
       zadd_all(k, adds)
-      redis.call('PEXPIRE', k, rate_per[k])
+      local per, keep = rate_per[k], rate_keep[k]
+      if per >= keep.stored then
+        redis.call('SET', keep.key, per, 'PX', per)
+        keep.stored = per
+        redis.call('PEXPIRE', k, per)
+      elseif redis.call('PTTL', k) < per then -- else it expires with the longer period's starts
+        redis.call('PEXPIRE', k, per)
+      end
       rate_add[k] = nil
     end
   end
@@ -131,6 +149,33 @@ local function flow_name(key) return string.match(key, '^[^:]*') end
 local function limit_holders(key) return P .. 'limit:' .. key .. ':holders' end
 local function limit_waiting(key) return P .. 'limit:' .. key .. ':wait' end
 local function rate_held(key) return P .. 'rate-held:' .. key end
+
+-- rate_window returns how many starts rate zset rk (of rate key key) holds
+-- in the last per ms. Its first look in a call drops the starts older than
+-- the longest period kept (stored at P..'rate-per:'..key, or per when
+-- longer); each period is counted once per call, later starts of the call
+-- added as they are admitted.
+local function rate_window(rk, key, per)
+  local keep = rate_keep[rk]
+  if not keep then
+    keep = {key = P .. 'rate-per:' .. key}
+    keep.stored = num(redis.call('GET', keep.key) or 0)
+    keep.per = math.max(keep.stored, per)
+    rate_keep[rk] = keep
+    rate_n[rk] = {}
+    redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - keep.per) -- the window is (now - per, now]
+  end
+  local n = rate_n[rk][per]
+  if not n then
+    if per >= keep.per then
+      n = redis.call('ZCARD', rk)
+    else
+      n = redis.call('ZCOUNT', rk, '(' .. fmt(now - per), '+inf')
+    end
+    rate_n[rk][per] = n
+  end
+  return n
+end
 
 -- flow_park parks pending job id (not in the due index) on limit key.
 local function flow_park(id, key, max, created)
@@ -375,12 +420,7 @@ local function flow_admit(id, flow, created)
     local max
     max, per = num(rmax), num(rper)
     rk = P .. 'rate:' .. rkey
-    n = rate_n[rk]
-    if not n then
-      redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - per) -- the window is (now - per, now]
-      n = redis.call('ZCARD', rk)
-    end
-    rate_n[rk] = n
+    n = rate_window(rk, rkey, per)
     if n >= max then
       flow_flush(rk) -- the zset holds every start before it is read
       -- The earliest start: when the start max places from the newest leaves
@@ -389,7 +429,7 @@ local function flow_admit(id, flow, created)
       local heldk = rate_held(rkey)
       redis.call('ZREMRANGEBYSCORE', heldk, '-inf', now - per)
       redis.call('ZREM', heldk, id)
-      local e = redis.call('ZRANGE', rk, n - max, n - max, 'WITHSCORES')
+      local e = redis.call('ZRANGE', rk, -max, -max, 'WITHSCORES')
       local at = num(e[2]) + per + per * math.floor(redis.call('ZCARD', heldk) / max)
       redis.call('ZADD', heldk, at, id)
       local last = redis.call('ZRANGE', heldk, -1, -1, 'WITHSCORES')
@@ -423,11 +463,13 @@ local function flow_admit(id, flow, created)
     if not adds then
       adds = {}
       rate_add[rk], rate_per[rk] = adds, per
+    elseif per > rate_per[rk] then
+      rate_per[rk] = per
     end
     if not rate_suffix then rate_suffix = ':' .. fmt(now_us) end
     adds[#adds + 1] = now
     adds[#adds + 1] = id .. rate_suffix
-    rate_n[rk] = n + 1
+    for p, c in pairs(rate_n[rk]) do rate_n[rk][p] = c + 1 end -- in every period's window
     if wait == 'rate' then
       flow_unhold(id, rkey)
     elseif n == 0 and redis.call('EXISTS', rate_held(rkey)) == 0 then

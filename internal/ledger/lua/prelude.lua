@@ -177,25 +177,36 @@ end
 
 -- The queue's write sequence, stats field 'seq', rises by one with every
 -- call of a script that changes the queue's jobs (seq_bump, once per call).
--- Enqueue, claim and complete return it with 'enqueued' (seq_reply): the
--- caller remembers the highest values it saw, and a later call that finds
--- them lower found a ledger that went back (a failover to a lagging replica,
--- a restart from older data: see internal/ledger's rewind.go).
-local seq_now = nil
+-- Enqueue, claim and complete return it with 'enqueued' and the sequence's
+-- history, 'hist' (seq_reply): the caller remembers the highest values it
+-- saw, and a later call that finds them lower found a ledger that went back
+-- (a failover to a lagging replica, a restart from older data: see
+-- internal/ledger's rewind.go). 'hist' is the namespace's time (µs) when the
+-- sequence was created: a ledger that lost the queue's whole record (a
+-- restart without persistence, a flushed database) starts a new history,
+-- which later writes cannot make look like the old one ('' for a sequence
+-- created before the field existed).
+local seq_now, seq_hist = nil, nil
 local function seq_bump()
-  if not seq_now then seq_now = redis.call('HINCRBY', statsk, 'seq', '1') end
+  if seq_now then return end
+  seq_now = redis.call('HINCRBY', statsk, 'seq', '1')
+  if seq_now == 1 then
+    seq_hist = fmt(now_us)
+    redis.call('HSET', statsk, 'hist', seq_hist)
+  end
 end
 -- seq_reply returns {write sequence, 1 when this call raised it (else 0),
--- the queue's enqueued counter}; enqueued, when given, is that counter as
--- this call's own HINCRBY returned it (nothing else changes it meanwhile),
--- and a call that raised the sequence then reads nothing.
+-- the queue's enqueued counter, the sequence's history ('' none)};
+-- enqueued, when given, is that counter as this call's own HINCRBY
+-- returned it (nothing else changes it meanwhile).
 local function seq_reply(enqueued)
   if seq_now then
-    if enqueued then return seq_now, 1, enqueued end
-    return seq_now, 1, num(redis.call('HGET', statsk, 'enqueued'))
+    if enqueued and seq_hist then return seq_now, 1, enqueued, seq_hist end
+    local v = redis.call('HMGET', statsk, 'enqueued', 'hist')
+    return seq_now, 1, enqueued or num(v[1]), seq_hist or v[2] or ''
   end
-  local v = redis.call('HMGET', statsk, 'seq', 'enqueued')
-  return num(v[1]), 0, num(v[2])
+  local v = redis.call('HMGET', statsk, 'seq', 'enqueued', 'hist')
+  return num(v[1]), 0, num(v[2]), v[3] or ''
 end
 
 -- finish applies the retention period to a job that reached a final state;
@@ -323,6 +334,6 @@ local function enqueue_reply(reply, created, due)
     if enqueued == created then reply[1] = 1 end
   end
   flush_tally()
-  reply[2], reply[3], reply[4] = seq_reply(enqueued)
+  reply[2], reply[3], reply[4], reply[5] = seq_reply(enqueued)
   return reply
 end

@@ -2,20 +2,27 @@
 -- due stays where it is).
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 job id   3 actor ('operator:<name>')   4 note
+-- A job held back by flow control (flow.lua) is left as it is: parked on its
+-- limit it starts when a permit frees, deferred by its rate at the earliest
+-- start the rate allows, and a claim made earlier would only hold it back
+-- again (a deferral behind every later one).
 -- Reply: {1, 'pending'}; {0, state} when the job is not a pending native job
 --        ('missing' when there is no such job, 'bridged' for one its own
---        queue delivers).
+--        queue delivers); {-1, 'limit' or 'rate'} when it is held back.
 local id = ARGV[2]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'bridge', 'group', 'run_at')
+local h = redis.call('HMGET', k, 'state', 'bridge', 'group', 'run_at', 'wait')
 if not h[1] then return {0, 'missing'} end
 if h[1] ~= 'pending' then return {0, h[1]} end
 if h[2] then return {0, 'bridged'} end
+if h[5] == 'limit' then return {-1, 'limit'} end
+local cur = redis.call('ZSCORE', index['pending'], id)
+if h[5] == 'rate' and cur and num(cur) > now then return {-1, 'rate'} end
 seq_bump()
 -- due now, never later than it already was: a job already due keeps its
 -- place ahead of the jobs that became due after it
 local due = now
-local cur = redis.call('ZSCORE', index['pending'], id) or h[4]
+cur = cur or h[4]
 if cur and num(cur) < due then due = num(cur) end
 redis.call('HSET', k, 'run_at', fmt(due))
 redis.call('ZADD', index['pending'], fmt(due), id)

@@ -17,7 +17,7 @@
 --      ms; '' keys: none). A step under flow control is held back by the claim
 --      that takes it (flow.lua), like a job that became due later.
 -- Reply: {created (1) or deduplicated (0), workflow id, first (see enqueue.lua),
---   seq, seq raised, enqueued, hand-over records written, steps created}
+--   seq, seq raised, enqueued, hand-over records written, steps created, history}
 --   (a deduplicated home call writes nothing and returns 0 for the rest)
 local wfid, home, op = ARGV[2], ARGV[3] == 'home', ARGV[4]
 local reply = {1, wfid, 0, 0, 0, 0}
@@ -83,8 +83,9 @@ if home then
     wf_handed.n = wf_handed.n + 1
   end
 end
-local out = enqueue_reply({0, 0, 0, 0}, created, due)
+local out = enqueue_reply({0, 0, 0, 0, ''}, created, due)
 reply[3], reply[4], reply[5], reply[6] = out[1], out[2], out[3], out[4]
 reply[7] = wf_handed.n
 reply[8] = created
+reply[9] = out[5]
 return reply

@@ -67,7 +67,9 @@ func (e *elector) once(ctx context.Context, lead func(ctx context.Context, leade
 	}
 	session, err := e.leases.KeepAlive(ctx, l, e.ttl)
 	if err != nil {
-		e.log.Warn("maintenance leadership could not be kept", "error", err)
+		if ctx.Err() == nil {
+			e.log.Warn("maintenance leadership could not be kept", "error", err)
+		}
 		return e.retry
 	}
 	defer func() {

@@ -87,7 +87,7 @@ func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
 				if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 					return err
 				}
-				x.failed("maintenance pass failed on one queue", "queue", q, "error", err)
+				x.failed(ctx, "maintenance pass failed on one queue", "queue", q, "error", err)
 				continue
 			}
 			if x.report(q, res[i], &next) {

@@ -33,7 +33,7 @@ func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
 	for _, q := range busy {
 		n, err := h.ledger.MoveHandovers(ctx, q)
 		if err != nil {
-			h.failed("moving workflow hand-overs failed", "queue", q, "error", err)
+			h.failed(ctx, "moving workflow hand-overs failed", "queue", q, "error", err)
 			continue
 		}
 		if n > 0 {
@@ -49,13 +49,13 @@ func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
 func (h *handover) countWorkflows(ctx context.Context, qs []string) {
 	open, err := h.ledger.OpenWorkflows(ctx, qs)
 	if err != nil {
-		h.failed("reading open workflows failed", "error", err)
+		h.failed(ctx, "reading open workflows failed", "error", err)
 	}
 	for i, q := range qs {
 		for _, id := range open[i] {
 			started, outcome, err := h.ledger.SettleWorkflow(ctx, q, id)
 			if err != nil {
-				h.failed("reading a workflow failed", "queue", q, "workflow", id, "error", err)
+				h.failed(ctx, "reading a workflow failed", "queue", q, "workflow", id, "error", err)
 				continue
 			}
 			if started {

@@ -223,8 +223,13 @@ type service struct {
 }
 
 // failed logs and counts one failed part of a pass (one queue, one
-// schedule, the effect log) that did not stop the rest of it.
-func (s service) failed(msg string, args ...any) {
+// schedule, the effect log) that did not stop the rest of it. Nothing is
+// logged or counted once ctx ended: the pool is stopping or lost its
+// leadership, and the failure is that cancellation.
+func (s service) failed(ctx context.Context, msg string, args ...any) {
+	if ctx.Err() != nil {
+		return
+	}
 	s.errors.Inc()
 	s.log.Warn(msg, args...)
 }
@@ -238,7 +243,7 @@ func (s service) eachOf(ctx context.Context, qs []string, f func(i int, q string
 			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 				return err
 			}
-			s.failed("maintenance pass failed on one queue", "queue", q, "error", err)
+			s.failed(ctx, "maintenance pass failed on one queue", "queue", q, "error", err)
 		}
 	}
 	return nil
@@ -266,7 +271,7 @@ func (t task) loop(ctx context.Context, leader lease.Token) {
 	}
 	for {
 		if err := t.safePass(ctx, leader); err != nil && ctx.Err() == nil {
-			t.service.failed("maintenance pass failed", "error", err)
+			t.service.failed(ctx, "maintenance pass failed", "error", err)
 		}
 		select {
 		case <-ctx.Done():

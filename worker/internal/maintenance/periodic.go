@@ -67,7 +67,7 @@ func (s *periodic) runOnce(ctx context.Context, leader lease.Token) error {
 			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 				return err
 			}
-			s.failed("periodic schedule pass failed", "schedule", p.Spec.ID, "error", err)
+			s.failed(ctx, "periodic schedule pass failed", "schedule", p.Spec.ID, "error", err)
 		}
 	}
 	return nil
@@ -102,7 +102,10 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 		cursor = sched.Created // no tick before the schedule existed
 	}
 	for {
-		due, skipped, next, handled := dueTicks(p, cursor, now)
+		due, skipped, next, handled, err := dueTicks(p, cursor, now)
+		if err != nil {
+			return err
+		}
 		if handled.IsZero() {
 			// Nothing due: keep the next tick current for readers.
 			if !next.Equal(sched.NextTick) {
@@ -148,10 +151,11 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 // dueTicks walks p's ticks after cursor up to now and applies the
 // catch-up policy: due are the ticks to enqueue (oldest first), skipped
 // how many due ticks the policy drops, handled the newest tick walked
-// (zero when none was due) and next the first tick after it.
-func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, next, handled time.Time) {
-	t := nextTick(p, cursor)
-	for n := 0; !t.IsZero() && !t.After(now) && n < maxScan; n++ {
+// (zero when none was due) and next the first tick after it. It fails,
+// walking nothing, when the schedule's Next does not move forward.
+func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, next, handled time.Time, err error) {
+	t, err := nextTick(p, cursor)
+	for n := 0; err == nil && !t.IsZero() && !t.After(now) && n < maxScan; n++ {
 		handled = t
 		switch p.Spec.CatchUp {
 		case CatchUpAll:
@@ -168,10 +172,13 @@ func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, 
 			}
 			due = append(due[:0], t)
 		}
-		t = nextTick(p, t)
+		t, err = nextTick(p, t)
 		if len(due) == PeriodicBatch && p.Spec.CatchUp != CatchUpLatest {
 			break
 		}
+	}
+	if err != nil {
+		return nil, 0, time.Time{}, time.Time{}, err
 	}
 	if p.Spec.CatchUp != CatchUpAll && p.Spec.CatchUp != CatchUpNone && !t.IsZero() && !t.After(now) {
 		// The walk stopped at maxScan short of now: the tick kept is not
@@ -179,17 +186,27 @@ func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, 
 		skipped += len(due)
 		due = nil
 	}
-	return due, skipped, t, handled
+	return due, skipped, t, handled, nil
 }
 
 // nextTick is p's first tick after t, in whole milliseconds as the ledger
 // keeps ticks and cursors: a tick between two milliseconds is taken at the
 // next one, so the cursor recorded is the tick itself, the next pass starts
-// after it, and the operation id recorded with the tick is its job's.
-func nextTick(p Periodic, t time.Time) time.Time {
+// after it, and the operation id recorded with the tick is its job's. A
+// Next that returns a time not after t (a custom Schedule rounding instead
+// of truncating, say) is an error: walking on would repeat that tick
+// forever.
+func nextTick(p Periodic, t time.Time) (time.Time, error) {
 	n := p.Next(t)
+	if n.IsZero() {
+		return n, nil
+	}
+	if !n.After(t) {
+		return time.Time{}, fmt.Errorf("schedule %s: Next(%s) returned %s, not after it",
+			p.Spec.Schedule, t.UTC().Format(time.RFC3339Nano), n.UTC().Format(time.RFC3339Nano))
+	}
 	if r := n.Truncate(time.Millisecond); r.Before(n) {
 		n = r.Add(time.Millisecond)
 	}
-	return n
+	return n, nil
 }

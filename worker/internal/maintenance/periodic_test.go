@@ -38,7 +38,10 @@ func TestDueTicksCatchUpNone(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := Periodic{Next: everyMinute, MissedAfter: c.missedAfter}
 			p.Spec.CatchUp = CatchUpNone
-			due, skipped, next, handled := dueTicks(p, cursor, now)
+			due, skipped, next, handled, err := dueTicks(p, cursor, now)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !slices.Equal(due, c.due) {
 				t.Errorf("due %v, want %v", due, c.due)
 			}
@@ -58,11 +61,17 @@ func TestDueTicksCatchUpNoneOnTime(t *testing.T) {
 	cursor := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	p := Periodic{Next: everyMinute, MissedAfter: time.Second}
 	p.Spec.CatchUp = CatchUpNone
-	due, skipped, _, _ := dueTicks(p, cursor, cursor.Add(time.Minute+500*time.Millisecond))
+	due, skipped, _, _, err := dueTicks(p, cursor, cursor.Add(time.Minute+500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(due) != 1 || !due[0].Equal(cursor.Add(time.Minute)) || skipped != 0 {
 		t.Fatalf("due %v, skipped %d; want the 12:01 tick, none skipped", due, skipped)
 	}
-	due, skipped, _, handled := dueTicks(p, cursor, cursor.Add(59*time.Second))
+	due, skipped, _, handled, err := dueTicks(p, cursor, cursor.Add(59*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(due) != 0 || skipped != 0 || !handled.IsZero() {
 		t.Fatalf("before the first tick: due %v, skipped %d, handled %v", due, skipped, handled)
 	}

@@ -28,7 +28,7 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 	if p.effects != nil {
 		n, err := p.effects(ctx)
 		if err != nil {
-			p.failed("effect log pruning failed", "error", err)
+			p.failed(ctx, "effect log pruning failed", "error", err)
 		} else if n > 0 {
 			p.log.Info("pruned effect records past their retention", "records", n)
 		}

@@ -82,7 +82,7 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 			}
 		}
 		if serr := s.ledger.RecordSeries(ctx, ok, counts, now); serr != nil {
-			s.failed("recording the queues' history failed; the next pass records it again", "error", serr)
+			s.failed(ctx, "recording the queues' history failed; the next pass records it again", "error", serr)
 			record = false
 		}
 	}

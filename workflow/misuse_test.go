@@ -1,0 +1,152 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/workflow"
+)
+
+// TestEnqueueRefusesABadOperationID: the workflow's operation id, and the
+// ones its steps derive from it, are checked as a job's are, before
+// anything is written.
+func TestEnqueueRefusesABadOperationID(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cases := map[string]string{
+		"control characters": "order\x1b[31m7",
+		"invalid UTF-8":      "order\xff",
+		"too long":           strings.Repeat("o", jobs.MaxOperationIDLen+1),
+		"too long for steps": strings.Repeat("o", jobs.MaxOperationIDLen-2), // "<op>/charge"
+	}
+	for name, op := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := workflow.Enqueue(ctx, e.client, diamond(), workflow.OperationID(op)); !errors.Is(err, jobs.ErrInvalid) {
+				t.Fatalf("Enqueue: %v, want ErrInvalid", err)
+			}
+		})
+	}
+	// a step with its own operation id does not derive one
+	w := workflow.New("x").Add("a", step("a"), workflow.Options(jobs.OperationID("a-own")))
+	if _, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID(cases["too long for steps"])); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := e.rdb.Keys(ctx, "*"+e.ns+"*job:*").Result(); len(keys) != 1 {
+		t.Fatalf("job keys %v, want the one step of the valid workflow", keys)
+	}
+}
+
+// TestEnqueueAgainWithAnotherGraph: an operation id names one workflow
+// whatever is given again with it, even a graph whose first step is in
+// another queue (another home); the result describes the first.
+func TestEnqueueAgainWithAnotherGraph(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	first, err := workflow.Enqueue(ctx, e.client, workflow.New("x").
+		Add("a", step("a")).Add("b", step("b"), workflow.After("a")), workflow.OperationID("order-9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*workflow.Workflow{
+		"other steps": workflow.New("x").Add("c", step("c")).Add("d", step("d"), workflow.After("c")),
+		"other home":  workflow.New("x").Add("a", step("a"), workflow.Options(jobs.Queue("other"))).Add("b", step("b"), workflow.After("a")),
+	} {
+		again, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order-9"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !again.Deduplicated || again.ID != first.ID || again.Home != first.Home ||
+			len(again.Steps) != 2 || again.Steps["a"] != first.Steps["a"] || again.Steps["b"] != first.Steps["b"] {
+			t.Fatalf("%s: %+v, want the first workflow %+v", name, again, first)
+		}
+	}
+	list, err := workflow.List(ctx, e.client, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Fatalf("%d workflows, want 1", len(list))
+	}
+	if keys, _ := e.rdb.Keys(ctx, e.ns+":{other}:*").Result(); len(keys) != 0 {
+		t.Fatalf("the deduplicated enqueue wrote %v", keys)
+	}
+}
+
+// TestCancelTwiceKeepsTheFirstOperator: cancelling again changes nothing
+// recorded; cancelling a workflow that succeeded is refused and writes
+// nothing.
+func TestCancelTwiceKeepsTheFirstOperator(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, diamond())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workflow.Cancel(ctx, e.client, res.ID, "ada", "customer left"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := workflow.Cancel(ctx, e.client, res.ID, "bob", "again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != workflow.Cancelled || st.CancelledBy != "operator:ada" {
+		t.Fatalf("after a second cancel: %s by %q, want cancelled by operator:ada", st.State, st.CancelledBy)
+	}
+	for _, s := range st.Steps {
+		if s.Reason != "cancelled by operator:ada" {
+			t.Fatalf("step %s: %q", s.Name, s.Reason)
+		}
+	}
+
+	done, err := workflow.Enqueue(ctx, e.client, workflow.New("ok").Add("a", step("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(done, "a", jobs.Succeeded)
+	if _, err := workflow.Cancel(ctx, e.client, done.ID, "bob", "too late"); !errors.Is(err, jobs.ErrWrongState) {
+		t.Fatalf("cancel of a succeeded workflow: %v, want ErrWrongState", err)
+	}
+	if st := e.status(done.ID); st.State != workflow.Succeeded || st.CancelledBy != "" {
+		t.Fatalf("after a refused cancel: %s by %q", st.State, st.CancelledBy)
+	}
+	if _, err := workflow.Cancel(ctx, e.client, "wf-none", "bob", "x"); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("cancel of an unknown workflow: %v, want ErrNotFound", err)
+	}
+}
+
+// TestDependencyOutputOfAStepNotDependedOn: a step reads the outputs of
+// the steps it depends on, directly or not; another step's is refused
+// (it may not have run yet), whatever the timing.
+func TestDependencyOutputOfAStepNotDependedOn(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("reads").
+		Add("a", step("a")).
+		Add("b", step("b", "a"), workflow.After("a")).
+		Add("c", step("c", "a"), workflow.After("b")). // a through b
+		Add("d", step("d", "b")))                      // no dependency
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(res, "c", jobs.Succeeded)
+	r := e.wait(res, "d", jobs.Dead)
+	if !strings.Contains(r.Error, "does not depend on step \"b\"") {
+		t.Fatalf("d's error %q: want it refused for not depending on b", r.Error)
+	}
+}
+
+// TestZeroWorkflow: a Workflow's zero value is an empty workflow.
+func TestZeroWorkflow(t *testing.T) {
+	var w workflow.Workflow
+	if err := w.Add("a", step("a")).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workflow.Enqueue(context.Background(), nil, nil); !errors.Is(err, jobs.ErrInvalid) {
+		t.Fatalf("Enqueue of nothing: %v, want ErrInvalid", err)
+	}
+}
