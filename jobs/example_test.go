@@ -183,7 +183,7 @@ func ExampleLimiter() {
 	}
 	// Output:
 	// pending ""
-	// pending "limit export:cust-42, 0 of 1 held"
+	// pending "limit export:cust-42, 0 of 1 held, 1 promised to due jobs"
 	// pending ""
 }
 

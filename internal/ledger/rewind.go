@@ -128,10 +128,13 @@ func (w *watch) before(q string) seqSeen {
 // nothing, however many writes the new history has had since.
 func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
 	foundSeq, foundEnq := r.seq-r.bumped, r.enqueued-r.created
-	if s.ok && r.hist != s.mark.hist {
+	// Another history matters only when the mark knew writes of its own:
+	// a queue first read before any write gets its history with its first.
+	newHist := s.ok && r.hist != s.mark.hist && (s.mark.seq > 0 || s.mark.enqueued > 0)
+	if newHist {
 		foundSeq, foundEnq = 0, 0
 	}
-	rewound := s.ok && (foundSeq < s.mark.seq || foundEnq < s.mark.enqueued || r.hist != s.mark.hist)
+	rewound := s.ok && (foundSeq < s.mark.seq || foundEnq < s.mark.enqueued || newHist)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.marks == nil {

@@ -289,3 +289,34 @@ func TestResubmitAfterTwoRewinds(t *testing.T) {
 		}
 	}
 }
+
+// A ledger that first read a queue before it had any write (a pool's claim
+// of an empty queue) saw no history: the queue's first write, by anyone,
+// starts one, and that is no loss.
+func TestFirstWriteAfterAnEmptyReadIsNoRewind(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ns := redistest.Namespace(t)
+	const q = "default"
+	var byPool rewinds
+	pool := ledger.New(rdb, ledger.Config{Namespace: ns, Name: "pool", OnRewind: byPool.add})
+	client := ledger.New(rdb, ledger.Config{Namespace: ns, Name: "client"})
+	if _, err := pool.Claim(ctx, q, "pool", time.Minute, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := client.Insert(ctx, []*ledger.NewJob{newJob(q, fmt.Sprintf("op-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := pool.Claim(ctx, q, "pool", time.Minute, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Jobs) != 3 {
+		t.Fatalf("claimed %d jobs, want 3", len(res.Jobs))
+	}
+	if got := byPool.all(); len(got) != 0 {
+		t.Fatalf("rewinds reported for a queue's first writes: %+v", got)
+	}
+}
