@@ -231,7 +231,7 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) ledg
 	}
 	attrs := []any{"state", got.State, "duration", f.elapsed}
 	if f.err != nil {
-		attrs = append(attrs, "error", f.err.Error())
+		attrs = append(attrs, "error", ledger.CapError(f.err.Error()))
 	}
 	if f.outcome.Reason != "" {
 		attrs = append(attrs, "reason", f.outcome.Reason)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
@@ -336,9 +337,28 @@ func completeArgs(retention time.Duration, cs []Completion) ([]any, error) {
 				shown = o.OutputDisplay
 			}
 		}
-		args = append(args, c.ID, c.Token.String(), outcome, o.Error, o.RetryIn.Milliseconds(), o.Reason, fence, out, shown)
+		args = append(args, c.ID, c.Token.String(), outcome, CapError(o.Error), o.RetryIn.Milliseconds(), o.Reason, fence, out, shown)
 	}
 	return args, nil
+}
+
+// MaxErrorLen bounds the bytes of a handler's error text the ledger keeps
+// per attempt (in the job's record and each entry of its history): an HTTP
+// client's error quoting a whole response body would otherwise fill Redis
+// for the job's retention.
+const MaxErrorLen = 8 << 10
+
+// CapError cuts text over MaxErrorLen at a character boundary and says how
+// much was cut.
+func CapError(text string) string {
+	if len(text) <= MaxErrorLen {
+		return text
+	}
+	cut := MaxErrorLen
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes cut)", text[:cut], len(text)-cut)
 }
 
 // completed reads the complete script's reply to queue q's outcomes cs.
