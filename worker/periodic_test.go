@@ -336,6 +336,17 @@ func (panicky) String() string           { return "@poison" }
 // registered first, fails on its own (logged) while the schedule after it
 // keeps ticking.
 func TestPoisonScheduleDoesNotStopTheOthers(t *testing.T) {
+	e := ticksBehind(t, panicky{}, 1)
+	redistest.Await(t, e.rdb, e.ns, "the poison schedule's failure logged", func() bool {
+		return strings.Contains(e.logs.String(), "periodic schedule pass failed") && strings.Contains(e.logs.String(), "poison schedule")
+	})
+}
+
+// ticksBehind runs a pool with schedule bad (id "a-bad"), registered
+// first, and a healthy one ticking every second ("b-healthy"), and returns
+// once the healthy one ticked n times.
+func ticksBehind(t *testing.T, bad worker.Schedule, n int) *env {
+	t.Helper()
 	e := newEnv(t)
 	p := e.pool(e.config())
 	ran := make(chan string, 16)
@@ -344,23 +355,26 @@ func TestPoisonScheduleDoesNotStopTheOthers(t *testing.T) {
 		return nil
 	}))
 	if err := p.AddPeriodic(
-		worker.Periodic(panicky{}, tickArgs{Report: "poison"}, worker.ScheduleID("a-poison")),
+		worker.Periodic(bad, tickArgs{Report: "bad"}, worker.ScheduleID("a-bad")),
 		worker.Periodic(worker.Every(time.Second), tickArgs{Report: "healthy"}, worker.ScheduleID("b-healthy")),
 	); err != nil {
 		t.Fatal(err)
 	}
 	e.start(p)
-	select {
-	case op := <-ran:
-		if id, _, ok := jobs.ParsePeriodicOperationID(op); !ok || id != "b-healthy" {
-			t.Fatalf("ran %q, want a tick of b-healthy", op)
+	deadline := time.After(20 * time.Second)
+	for healthy := 0; healthy < n; {
+		select {
+		case op := <-ran:
+			id, _, ok := jobs.ParsePeriodicOperationID(op)
+			if !ok || id != "b-healthy" {
+				t.Fatalf("ran %q, want a tick of b-healthy", op)
+			}
+			healthy++
+		case <-deadline:
+			t.Fatalf("the healthy schedule ticked fewer than %d times behind %s; logs:\n%s", n, bad, tail(e.logs.String(), 20))
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the healthy schedule never ticked behind the poison one; logs:\n%s", tail(e.logs.String(), 20))
 	}
-	redistest.Await(t, e.rdb, e.ns, "the poison schedule's failure logged", func() bool {
-		return strings.Contains(e.logs.String(), "periodic schedule pass failed") && strings.Contains(e.logs.String(), "poison schedule")
-	})
+	return e
 }
 
 // rounding is a Schedule whose Next rounds to the second instead of
@@ -375,35 +389,11 @@ func (rounding) String() string             { return "@rounding" }
 // returned) instead of walking the same tick forever, and the schedule
 // after it keeps ticking.
 func TestScheduleThatDoesNotAdvanceFailsAlone(t *testing.T) {
-	e := newEnv(t)
-	p := e.pool(e.config())
-	ran := make(chan string, 16)
-	_ = worker.Register(p, jobs.WorkFunc[tickArgs](func(ctx context.Context, j *jobs.Job[tickArgs]) error {
-		ran <- j.OperationID
-		return nil
-	}))
-	if err := p.AddPeriodic(
-		worker.Periodic(rounding{}, tickArgs{Report: "stuck"}, worker.ScheduleID("a-rounding")),
-		worker.Periodic(worker.Every(time.Second), tickArgs{Report: "healthy"}, worker.ScheduleID("b-healthy")),
-	); err != nil {
-		t.Fatal(err)
-	}
-	e.start(p)
-	deadline := time.After(20 * time.Second)
-	for healthy := 0; healthy < 2; {
-		select {
-		case op := <-ran:
-			if id, _, _ := jobs.ParsePeriodicOperationID(op); id == "b-healthy" {
-				healthy++
-			}
-		case <-deadline:
-			t.Fatalf("the healthy schedule did not tick twice behind the stuck one; logs:\n%s", tail(e.logs.String(), 20))
-		}
-	}
+	e := ticksBehind(t, rounding{}, 2)
 	redistest.Await(t, e.rdb, e.ns, "the stuck schedule's failure logged", func() bool {
 		return strings.Contains(e.logs.String(), "periodic schedule pass failed") && strings.Contains(e.logs.String(), "not after")
 	})
-	s, err := e.ledger.Schedule(context.Background(), "a-rounding")
+	s, err := e.ledger.Schedule(context.Background(), "a-bad")
 	if err != nil {
 		t.Fatal(err)
 	}
