@@ -132,6 +132,15 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 		b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageCommit).Inc()
 		log.Warn("stale outcome refused by the ledger: a newer attempt owns the job",
 			"job_state", com.State, "current_token", com.Current.String(), "outcome", outcome.To, "error", errText(err))
+		if com.State == "missing" && outcome.To != jobs.Succeeded && outcome.To != jobs.Cancelled {
+			// The job vanished under a failed (or uncertain) attempt:
+			// nothing else will deliver it again, so asynq must
+			// keep the task; its next delivery records the job afresh.
+			// asynq.SkipRetry in the handler's error still archives it.
+			log.Warn("the ledger lost the job of an attempt that did not succeed; asynq delivers the task again",
+				"outcome", outcome.To, "error", errText(err))
+			return fmt.Errorf("%w: job %s in queue %s (attempt outcome %s): %w", ErrGone, c.ID, c.Queue, outcome.To, errOr(err))
+		}
 		if com.State.Final() || com.State == "missing" {
 			return nil
 		}

@@ -71,6 +71,13 @@ var (
 	// task and delivers it again; that delivery finds the job final, busy,
 	// or expired and reconciles it before anything runs.
 	ErrSuperseded = errors.New("asynqfence: a newer attempt owns the unfinished job")
+	// ErrGone means the ledger no longer holds the job of an attempt that
+	// failed or ended uncertain (a Redis that came back with older data
+	// lost it): asynq keeps the task and delivers it again, and that
+	// delivery records the job afresh; acknowledging the task would drop
+	// the job. It wraps the handler's error, so a handler's asynq.SkipRetry
+	// still archives the task.
+	ErrGone = errors.New("asynqfence: the ledger lost the job of an attempt that did not succeed")
 	// ErrPaused means the ledger queue is paused: the delivery did not run
 	// (asynq retries it later). A job seen for the first time is recorded,
 	// pending, so that Redeliver gives it a new task after the resume
@@ -338,7 +345,7 @@ func validDelivery(q string, d ledger.Delivery) error {
 	if err := ledger.ValidateQueue(q); err != nil {
 		return err
 	}
-	if err := ledger.ValidateOperationID(d.ID); err != nil {
+	if err := ledger.ValidateJobID(d.ID); err != nil {
 		return err
 	}
 	return ledger.ValidateKind(d.Kind)

@@ -40,8 +40,11 @@
 // What the handler returns to asynq:
 //
 //   - nil: succeeded; a duplicate; an outcome refused as stale once the
-//     job is final (or its record is gone); an uncertain job reconciled as
-//     applied.
+//     job is final (or, for a success or a cancellation, its record is
+//     gone); an uncertain job reconciled as applied.
+//   - an error matching ErrGone: the ledger lost the job (a rewind) under
+//     an attempt that failed or ended uncertain; asynq retries the task,
+//     and its next delivery records the job afresh.
 //   - an error matching ErrSuperseded: an outcome refused as stale while
 //     the job is unfinished; asynq keeps the task, and its next delivery
 //     finds the job busy, final, or expired and reconciled first.

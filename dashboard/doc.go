@@ -60,8 +60,9 @@
 //	#/workflows/<id>        one workflow's steps drawn by depth, each with its
 //	                        state, token and redacted output, linked to its
 //	                        job, an arrow along each dependency
-//	#/limits                concurrency limits with holders or waiting jobs,
-//	                        rate limits seen, fair groups with pending jobs
+//	#/limits                concurrency limits at their limit or with parked
+//	                        jobs, rate limits with deferred jobs or a full
+//	                        window, fair groups with pending jobs
 //	#/stuck                 running jobs past or near their lease deadline,
 //	                        by Redis's clock, which the page names, with this
 //	                        dashboard's and the pools' offsets from it (a

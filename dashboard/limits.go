@@ -14,9 +14,10 @@ type queueLimits struct {
 	Groups []jobs.GroupStatus `json:"groups"`
 }
 
-// apiLimits lists, per queue, the concurrency limits with holders or
-// parked jobs (keys at their limit first: holders, waiting count) and the
-// rate limits seen (starts in the last period, deferred jobs), and the
+// apiLimits lists, per queue, the concurrency limits that hold jobs back,
+// at their limit or with parked jobs (keys at their limit first: holders,
+// waiting count), the rate limits with deferred jobs or a full window
+// (starts in the last period, deferred jobs), and the
 // fair groups with pending jobs (deepest first: their depth and head).
 func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -174,6 +175,9 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 	if withHistory {
 		for _, j := range out.Jobs {
 			hist, err := h.insp.History(ctx, j.Queue, j.ID)
+			if errors.Is(err, jobs.ErrNotFound) {
+				continue // expired since the list was read
+			}
 			if err != nil {
 				h.fail(w, r, err)
 				return

@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"reflect"
 	"time"
 
@@ -125,4 +127,16 @@ func RulesOf(args JobArgs) KindRules {
 	_, part := args.(Partitioner)
 	return KindRules{Validate: validates, Resource: resource, Sensitive: !plainType(reflect.TypeOf(args)),
 		Limit: limit, Rate: rate, Group: group, Partition: part}
+}
+
+// String describes the job without its args (which may hold sensitive
+// fields), so a Job formatted with %v or %+v shows no payload.
+func (j Job[T]) String() string {
+	return fmt.Sprintf("job %s (kind %s, queue %s, attempt %d, token %s)", j.ID, j.Kind, j.Queue, j.Attempt, j.Token)
+}
+
+// LogValue logs the job without its args (see String).
+func (j Job[T]) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("id", j.ID), slog.String("kind", j.Kind), slog.String("queue", j.Queue),
+		slog.Int("attempt", j.Attempt), slog.String("token", j.Token.String()))
 }

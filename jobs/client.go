@@ -177,10 +177,11 @@ type Client struct {
 	parts        partitionCache
 }
 
-// NewClient returns a Client over rdb. An invalid Config.Namespace makes
-// every call fail with an error matching ErrInvalid.
+// NewClient returns a Client over rdb. A nil rdb or an invalid Config
+// makes every call fail with an error matching ErrInvalid, which names the
+// mistake, instead of panicking.
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
-	c := &Client{m: metrics.New(cfg.Registerer), nsErr: cfg.Validate()}
+	c := &Client{m: metrics.New(cfg.Registerer), nsErr: configErr("NewClient", rdb, cfg)}
 	lc := cfg.ledger()
 	c.log = lc.Logger
 	lc.Recent = cfg.recent()
@@ -304,7 +305,7 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 // refusing (ErrInvalid, nothing written) a kind that a live pool reports
 // with any (a Validate, Resource, Limit, RateLimit, Group or PartitionKey
 // method, fields marked sensitive: see KindRules), and a kind no live pool
-// runs, whose rules are unknown:
+// runs, whose rules are unknown (also matching ErrUnknownKind):
 // enqueue such jobs from Go with their type. Unchecked admits a kind no
 // live pool runs, the caller vouching that it has no rules (its args are
 // shown as given and it leases the job itself); a kind a live pool reports
@@ -373,7 +374,7 @@ func (c *Client) checkRaw(ctx context.Context, kind string, o options) error {
 		}
 	}
 	if !known && !o.unchecked {
-		return invalid("no live pool runs kind %s, so its rules (Validate, Resource, sensitive fields, Limit, RateLimit, Group, PartitionKey) are unknown: start a pool that registers it, or enqueue it from Go", kind)
+		return &markedError{mark: ErrUnknownKind, err: invalid("no live pool runs kind %s, so its rules (Validate, Resource, sensitive fields, Limit, RateLimit, Group, PartitionKey) are unknown: start a pool that registers it, enqueue it from Go with its type, or vouch that it has none with the option jobs.Unchecked()", kind)}
 	}
 	return nil
 }
@@ -383,6 +384,18 @@ type Params struct {
 	Args    JobArgs
 	Options []Option
 }
+
+// String describes the job without its args (which may hold sensitive
+// fields), so Params formatted with %v or %+v show no payload.
+func (p Params) String() string {
+	if p.Args == nil {
+		return "job without args"
+	}
+	return p.Args.Kind() + " job"
+}
+
+// LogValue logs the job without its args (see String).
+func (p Params) LogValue() slog.Value { return slog.StringValue(p.String()) }
 
 // EnqueueMany validates every job first (one invalid job rejects the whole
 // call, nothing written) and then enqueues them all in one round trip per

@@ -82,7 +82,8 @@ func passThrough(next jobs.EnqueueFunc) jobs.EnqueueFunc { return next }
 // TestUncheckedDoesNotOverrideALivePoolsRules: Unchecked vouches only for
 // a kind no live pool runs; a kind a live pool reports with rules is
 // refused for a raw enqueue all the same (ErrInvalid, nothing written),
-// with or without enqueue middleware.
+// with or without enqueue middleware; a kind no live pool runs is refused
+// with ErrUnknownKind, the error naming Unchecked as the way to vouch for it.
 func TestUncheckedDoesNotOverrideALivePoolsRules(t *testing.T) {
 	rdb, ns := redistest.New(t)
 	ctx := context.Background()
@@ -113,9 +114,11 @@ func TestUncheckedDoesNotOverrideALivePoolsRules(t *testing.T) {
 				t.Errorf("%s: unchecked raw %s: %v, want ErrInvalid naming %s", name, e.kind, err, e.want)
 			}
 		}
-		// what Unchecked is for: a kind no live pool runs
-		if _, err := c.EnqueueRaw(ctx, "nobody-runs-this", []byte(`{}`)); !errors.Is(err, jobs.ErrInvalid) {
-			t.Errorf("%s: raw kind no pool runs: %v, want ErrInvalid", name, err)
+		// what Unchecked is for: a kind no live pool runs, refused with an
+		// error that names the way out
+		if _, err := c.EnqueueRaw(ctx, "nobody-runs-this", []byte(`{}`)); !errors.Is(err, jobs.ErrInvalid) ||
+			!errors.Is(err, jobs.ErrUnknownKind) || !strings.Contains(err.Error(), "jobs.Unchecked()") {
+			t.Errorf("%s: raw kind no pool runs: %v, want ErrInvalid and ErrUnknownKind naming jobs.Unchecked()", name, err)
 		}
 		for _, kind := range []string{"nobody-runs-this", "plain"} {
 			if _, err := c.EnqueueRaw(ctx, kind, []byte(`{}`), jobs.Unchecked()); err != nil {

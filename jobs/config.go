@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,6 +120,19 @@ func (c Config) Validate() error {
 		return invalid("%v", err)
 	}
 	return ValidateNamespace(c.WithDefaults().Namespace)
+}
+
+// configErr is what a constructor named fn records for every call to
+// return: a nil Redis client (an interface, or a typed nil pointer in one),
+// else c.Validate's error.
+func configErr(fn string, rdb redis.UniversalClient, c Config) error {
+	if rdb == nil {
+		return invalid("%s was given a nil Redis client (want a *redis.Client, *redis.ClusterClient or failover client)", fn)
+	}
+	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
+		return invalid("%s was given a nil %T (want a client from redis.NewClient, NewClusterClient or NewFailoverClient)", fn, rdb)
+	}
+	return c.Validate()
 }
 
 // WithDefaults returns c with every zero field set to its default.

@@ -18,7 +18,11 @@ import (
 // method (time.Time's quotes the text it was given) is replaced by one
 // naming the args' type. Args that can hold no sensitive field get
 // json.Unmarshal's error as it is.
-func DecodeArgs(payload []byte, v any) error {
+func DecodeArgs(payload []byte, v any) error { return decodeJSON(payload, v, "args") }
+
+// decodeJSON decodes payload into v as DecodeArgs does; what names the
+// value ("args", "output") in the error that replaces one it leaves out.
+func decodeJSON(payload []byte, v any, what string) error {
 	err := json.Unmarshal(payload, v)
 	if err == nil || plainType(reflect.TypeOf(v)) {
 		return err
@@ -39,5 +43,5 @@ func DecodeArgs(payload []byte, v any) error {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	return fmt.Errorf("json: a value of the %s args does not decode (the error is left out: it may quote a sensitive value)", t)
+	return fmt.Errorf("json: a value of the %s %s does not decode (the error is left out: it may quote a sensitive value)", t, what)
 }

@@ -35,6 +35,11 @@ var (
 	// (yet), its handler recorded none (see RecordOutput), or it was
 	// reconciled as applied after its attempt died.
 	ErrNoOutput = errors.New("jobs: no output")
+	// ErrUnknownKind means EnqueueRaw refused a kind that no live pool runs,
+	// so its rules are unknown; it also matches ErrInvalid (nothing was
+	// written). Start a pool that registers the kind, enqueue it from Go
+	// with its type, or vouch that it has no rules with Unchecked.
+	ErrUnknownKind = errors.New("jobs: no live pool runs the kind")
 )
 
 type markedError struct {

@@ -53,7 +53,7 @@ func ValidateGroup(name string) error {
 			c == '.' || c == '_' || c == ':' || c == '-'
 	}
 	if !ok {
-		return invalid("group name %q must be 1-%d letters, digits or ._:-", name, MaxGroupLen)
+		return invalid("group name %q must be 1-%d letters, digits or ._:-", ledger.Clip(name), MaxGroupLen)
 	}
 	return nil
 }

@@ -25,10 +25,10 @@ type Inspector struct {
 }
 
 // NewInspector returns an Inspector over rdb for cfg's namespace (only
-// Namespace is read). An invalid namespace makes every call fail with an
-// error matching ErrInvalid.
+// Namespace is read). A nil rdb or an invalid Config makes every call fail
+// with an error matching ErrInvalid.
 func NewInspector(rdb redis.UniversalClient, cfg Config) *Inspector {
-	return &Inspector{l: ledger.New(rdb, cfg.ledger()), nsErr: cfg.Validate()}
+	return &Inspector{l: ledger.New(rdb, cfg.ledger()), nsErr: configErr("NewInspector", rdb, cfg)}
 }
 
 // Namespace returns the key namespace the inspector reads.
@@ -165,6 +165,7 @@ func (in *Inspector) FindByOperationIn(ctx context.Context, q, op string) (*Reco
 
 // History returns job id's timeline, oldest first: enqueue, each attempt
 // and its outcome, fenced rejections, reconcile decisions, operator actions.
+// An id no job of q has (or one expired after retention) is ErrNotFound.
 func (in *Inspector) History(ctx context.Context, q, id string) ([]Entry, error) {
 	if err := in.queue(q); err != nil {
 		return nil, err

@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -89,7 +91,7 @@ func flowOf(o *options) (*ledger.Flow, error) {
 			return nil, err
 		}
 		if o.ratePer < time.Millisecond || o.ratePer > MaxRatePeriod {
-			return nil, invalid("rate %q: period %v must be between 1ms and %v", o.rateKey, o.ratePer, MaxRatePeriod)
+			return nil, invalid("rate %q: period %v must be between 1ms and %v", ledger.Clip(o.rateKey), o.ratePer, MaxRatePeriod)
 		}
 		f.RateKey, f.RateMax, f.RatePer = o.rateKey, o.rateMax, roundUpMS(o.ratePer)
 	}
@@ -100,10 +102,10 @@ func validFlowKey(what, key string, max int) error {
 	switch {
 	case len(key) > MaxFlowKeyLen:
 		return invalid("%s key of %d bytes exceeds %d", what, len(key), MaxFlowKeyLen)
-	case !utf8.ValidString(key):
-		return invalid("%s key is not valid UTF-8", what)
+	case !utf8.ValidString(key) || strings.ContainsFunc(key, unicode.IsControl):
+		return invalid("%s key %q must be UTF-8 without control characters", what, ledger.Clip(key))
 	case max < 1 || max > MaxFlowMax:
-		return invalid("%s %q: max %d is outside 1-%d", what, key, max, MaxFlowMax)
+		return invalid("%s %q: max %d is outside 1-%d", what, ledger.Clip(key), max, MaxFlowMax)
 	}
 	return nil
 }

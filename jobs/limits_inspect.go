@@ -6,7 +6,7 @@ import (
 	"github.com/fencedq/fencedq/internal/ledger"
 )
 
-// LimitStatus is one concurrency limit's key with permit holders or parked
+// LimitStatus is one concurrency limit's key at its limit or with parked
 // jobs: its max, the job ids holding a permit, how many jobs wait.
 type LimitStatus = ledger.LimitStatus
 
@@ -16,15 +16,18 @@ type RateStatus = ledger.RateStatus
 
 // FlowStatus is a queue's flow control as Inspector.Limits reads it.
 type FlowStatus struct {
-	// Limits are the concurrency limits with holders or parked jobs, keys
-	// at their limit first (of a partitioned queue, per partition).
+	// Limits are the concurrency limits at their limit or with parked
+	// jobs, keys at their limit first (of a partitioned queue, per
+	// partition).
 	Limits []LimitStatus `json:"limits"`
-	// Rates are the rate limits seen on the queue.
+	// Rates are the rate limits with deferred jobs or a full window.
 	Rates []RateStatus `json:"rates"`
 }
 
 // Limits returns queue q's concurrency limits and rate limits (see Limiter,
-// RateLimiter): keys at their limit, their holders, how many jobs wait.
+// RateLimiter) that hold jobs back: keys at their limit or with parked
+// jobs, their holders, how many jobs wait; rates with deferred jobs or a
+// full window. A key whose jobs all run at once is not listed.
 func (in *Inspector) Limits(ctx context.Context, q string) (*FlowStatus, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {

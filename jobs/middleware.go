@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -267,4 +268,15 @@ func (c *Client) through(ctx context.Context, steps []string, args, opts []any, 
 	res, err := chain(c.mws, last)(ctx, reqs)
 	_, err = settle(reqs, res, err)
 	return err
+}
+
+// String describes the request without its args (which may hold sensitive
+// fields), so a request formatted with %v or %+v shows no payload.
+func (r EnqueueRequest) String() string {
+	return fmt.Sprintf("enqueue of kind %s (queue %s, operation id %q)", r.kind, r.Queue, r.OperationID)
+}
+
+// LogValue logs the request without its args (see String).
+func (r EnqueueRequest) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("kind", r.kind), slog.String("queue", r.Queue), slog.String("operation_id", r.OperationID))
 }

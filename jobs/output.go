@@ -68,7 +68,7 @@ func decodeOutput(id, raw string, v any) error {
 	if raw == "" {
 		return fmt.Errorf("%w: job %s", ErrNoOutput, id)
 	}
-	if err := json.Unmarshal([]byte(raw), v); err != nil {
+	if err := decodeJSON([]byte(raw), v, "output"); err != nil { // quotes no sensitive value, as args
 		return fmt.Errorf("jobs: decoding the output of job %s: %w", id, err)
 	}
 	return nil

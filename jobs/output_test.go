@@ -108,3 +108,42 @@ func TestRecordOutputRefusesBadValues(t *testing.T) {
 		t.Fatalf("a refused output was kept: %s", raw)
 	}
 }
+
+type cardTimeOutput struct {
+	Card time.Time `json:"card" fencedq:"sensitive"`
+	N    int       `json:"n" fencedq:"sensitive"`
+}
+
+// TestOutputDecodeErrorQuotesNoSensitiveValue: an output that does not
+// decode into a type with sensitive fields gives an error naming the
+// field, never the value (the error may become a job's error, or a log
+// line).
+func TestOutputDecodeErrorQuotesNoSensitiveValue(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	res, err := c.Enqueue(ctx, outArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, id := res.Queue, res.JobID
+	a, err := l.ClaimJob(ctx, q, id, "w1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx := ledger.WithAttempt(ctx, l, q, id, a.Token)
+	if err := jobs.RecordOutput(actx, map[string]any{"card": "4111-1111-1111-1111", "n": 4242424242424242.5}); err != nil {
+		t.Fatal(err)
+	}
+	raw, shown := ledger.OutputOf(actx)
+	if _, err := l.Complete(ctx, q, []ledger.Completion{{ID: id, Token: a.Token,
+		Outcome: ledger.Outcome{To: ledger.Succeeded, Output: raw, OutputDisplay: shown}}}); err != nil {
+		t.Fatal(err)
+	}
+	var out cardTimeOutput
+	err = c.Output(ctx, q, id, &out)
+	if err == nil || strings.Contains(err.Error(), "4111") || strings.Contains(err.Error(), "4242") {
+		t.Fatalf("output decode: %v, want an error quoting no value", err)
+	}
+}

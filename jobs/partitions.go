@@ -71,8 +71,10 @@ type cachedPartitions struct {
 // claimed until they are drained (pools serve every partition of the queue
 // that the queue registry lists), and reads show both. An operation id
 // enqueued before the change may be enqueued again in the new layout:
-// deduplication by operation id holds within one layout. On a paused
-// queue the new partitions start paused.
+// deduplication by operation id holds within one layout. The new
+// partitions start paused when every partition the queue had (or the queue
+// itself, before it had any) was paused, by that pause, and running
+// otherwise; a partition kept in the new layout keeps its state.
 func (c *Client) SetPartitions(ctx context.Context, q string, p int) (int, error) {
 	if c.nsErr != nil {
 		return 0, c.nsErr
@@ -83,20 +85,23 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int) (int, error
 	if p < 1 || p > MaxPartitions {
 		return 0, invalid("queue %s: %d partitions is outside 1-%d", q, p, MaxPartitions)
 	}
-	paused, err := c.Inspector().Paused(ctx, q)
+	paused, had, err := pausedEverywhere(ctx, c.ledger, q)
 	if err != nil {
 		return 0, err
+	}
+	if paused != nil { // paused before any pool can see them in the registry
+		for _, n := range ledger.PartitionNames(q, p) {
+			if had[n] {
+				continue
+			}
+			if _, err := c.ledger.PauseAs(ctx, n, paused.ID, paused.Actor, paused.Note); err != nil {
+				return 0, err
+			}
+		}
 	}
 	prev, err := c.ledger.SetPartitions(ctx, q, p)
 	if err != nil {
 		return 0, err
-	}
-	if paused != nil { // the new partitions start paused too
-		for _, n := range ledger.PartitionNames(q, p) {
-			if _, err := c.ledger.PauseAs(ctx, n, paused.ID, paused.Actor, paused.Note); err != nil {
-				return prev, err
-			}
-		}
 	}
 	c.parts.mu.Lock()
 	if c.parts.counts == nil {
@@ -105,6 +110,32 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int) (int, error
 	c.parts.counts[q] = cachedPartitions{p: p, at: time.Now()}
 	c.parts.mu.Unlock()
 	return prev, nil
+}
+
+// pausedEverywhere returns, when every physical queue queue q has now is
+// paused, the pause of the first (the pause its new partitions start with)
+// and those queues (had); nil when one of them runs (they start running).
+func pausedEverywhere(ctx context.Context, l *ledger.Ledger, q string) (*Pause, map[string]bool, error) {
+	names, err := physical(ctx, l, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	had := make(map[string]bool, len(names))
+	var first *Pause
+	for i, n := range names {
+		had[n] = true
+		p, err := l.Paused(ctx, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p == nil {
+			return nil, had, nil // one runs: the new ones run too
+		}
+		if i == 0 {
+			first = p
+		}
+	}
+	return first, had, nil
 }
 
 // route moves each job of a partitioned queue to its partition.

@@ -254,3 +254,60 @@ func TestPartitionedOperationIDsNameOneJobEach(t *testing.T) {
 		t.Fatalf("FindByOperation: %+v, %v", rec, err)
 	}
 }
+
+// TestNewPartitionsStartPausedOnlyWhenEveryPartitionIs: changing a queue's
+// partitions starts the new ones paused when every partition it had was
+// paused (with that pause), and running when only some were; a partition
+// that stays in the new layout keeps its own state either way.
+func TestNewPartitionsStartPausedOnlyWhenEveryPartitionIs(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	insp := c.Inspector()
+	paused := func(name string) *jobs.Pause {
+		t.Helper()
+		p, err := insp.Paused(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// some paused: the new ones run, the kept ones keep their state
+	if _, err := c.SetPartitions(ctx, "some", 2); err != nil {
+		t.Fatal(err)
+	}
+	old := ledger.PartitionNames("some", 2)
+	if _, err := c.Pause(ctx, old[0], "ops", "one partition"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPartitions(ctx, "some", 6); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ledger.PartitionNames("some", 6) {
+		want := n == old[0]
+		if got := paused(n) != nil; got != want {
+			t.Errorf("only %s was paused: partition %s paused %v, want %v", old[0], n, got, want)
+		}
+	}
+
+	// all paused (a plain queue, then partitions): the new ones too, by the
+	// same pause
+	if _, err := c.Pause(ctx, "all", "ops", "every partition"); err != nil {
+		t.Fatal(err)
+	}
+	want := paused("all")
+	if want == nil {
+		t.Fatal("the queue is not paused")
+	}
+	for _, p := range []int{3, 6} {
+		if _, err := c.SetPartitions(ctx, "all", p); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ledger.PartitionNames("all", p) {
+			if got := paused(n); got == nil || got.ID != want.ID || got.Actor != want.Actor {
+				t.Errorf("every partition was paused: %s (of %d) has pause %+v, want %+v", n, p, got, want)
+			}
+		}
+	}
+}

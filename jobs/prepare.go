@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"fmt"
+	"log/slog"
 	"maps"
 	"time"
 )
@@ -74,4 +76,16 @@ func runAt(d time.Duration) time.Time {
 		return time.Time{}
 	}
 	return time.Now().Add(d)
+}
+
+// String describes the prepared job with its redacted args (Display), so a
+// Prepared formatted with %v or %+v shows no sensitive field.
+func (p Prepared) String() string {
+	return fmt.Sprintf("%s job (queue %s, operation id %q, args %s)", p.Kind, p.Queue, p.OperationID, p.Display)
+}
+
+// LogValue logs the prepared job with its redacted args (see String).
+func (p Prepared) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("kind", p.Kind), slog.String("queue", p.Queue),
+		slog.String("operation_id", p.OperationID), slog.String("args", string(p.Display)))
 }

@@ -93,8 +93,8 @@ func uniqueOf(kind string, payload []byte, u *UniqueOpts) (*ledger.Unique, error
 	switch {
 	case len(u.ByFields) > 0:
 		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(payload, &fields); err != nil {
-			return nil, invalid("%s args: %v", kind, err)
+		if json.Unmarshal(payload, &fields) != nil { // its error may quote a value of the args
+			return nil, invalid("%s args are not a JSON object, which unique fields need", kind)
 		}
 		names := slices.Clone(u.ByFields)
 		slices.Sort(names)

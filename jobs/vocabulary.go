@@ -196,7 +196,7 @@ const MinuteKeep = ledger.MinuteKeep
 // is written.
 //
 //	namespace     1-64 bytes of letters, digits and . _ : -
-//	queue         1-100 bytes of letters, digits and . _ : -
+//	queue         1-100 bytes of letters, digits and . _ : -, not "." nor ".."
 //	kind          1-100 bytes of UTF-8, no whitespace, control characters or braces
 //	resource      1-512 bytes of UTF-8, no control characters or braces
 //	operation id  1-200 bytes of UTF-8, no control characters
@@ -253,7 +253,7 @@ func ValidateActor(actor string) error {
 	case len(actor) > MaxActorLen:
 		return invalid("operator name longer than %d bytes", MaxActorLen)
 	case !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl):
-		return invalid("operator name %q must be UTF-8 without control characters", actor)
+		return invalid("operator name %q must be UTF-8 without control characters", ledger.Clip(actor))
 	}
 	return nil
 }

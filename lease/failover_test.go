@@ -259,3 +259,28 @@ func TestTokensExactAboveFloatRange(t *testing.T) {
 		}
 	}
 }
+
+// A flush (or a restart without persistence) loses the lease's last token
+// and the epoch record with it, on the same primary: the next acquire by a
+// manager that minted before moves to the next epoch, so its token is above
+// the zombie's whatever the clock says after the flush.
+func TestFlushKeepsTokensAboveTheZombie(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{ClockShim: true})
+	m := newManager(t, srv.Client())
+	zombie, err := m.Acquire(ctx, "r", "zombie", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Client().FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetClockOffset(-10 * time.Minute)
+	l, err := m.Acquire(ctx, "r", "live", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token <= zombie.Token {
+		t.Fatalf("token after the flush %d, not above the zombie's %d", l.Token, zombie.Token)
+	}
+}

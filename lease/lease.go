@@ -316,19 +316,19 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 
 // opsMerge merges queued acquires and releases of one epoch state into one
 // call of ops.lua: each operation's lease key, then the epoch record they
-// share (KeyTail); the state's two arguments, then three per operation.
+// share (KeyTail); the state's three arguments, then three per operation.
 // Used on a single primary only (epoch.Tracker.Enabled), where one script
 // may touch any keys; the Merge key is the state.
 func opsMerge(st epoch.State) *scriptbatch.Merge {
-	return &scriptbatch.Merge{Key: st.ReplID + "\x00" + strconv.FormatUint(st.Epoch, 10), Head: 2, KeyTail: 1, Max: 3 * 32, Alone: alone, Split: splitOps}
+	return &scriptbatch.Merge{Key: st.ReplID + "\x00" + strconv.FormatUint(st.Epoch, 10) + "\x00" + st.Born, Head: 3, KeyTail: 1, Max: 3 * 32, Alone: alone, Split: splitOps}
 }
 
 // alone runs a release that goes out on its own as release.lua, which
 // needs neither the time nor the epoch library (its reply is the
 // operation's value); an acquire stays a call of ops.lua.
 func alone(s scriptbatch.Script, keys []string, args []any) (scriptbatch.Script, []string, []any) {
-	if len(args) == 5 && args[2] == "r" {
-		return releaseScript, keys[:1], args[3:]
+	if len(args) == 6 && args[3] == "r" {
+		return releaseScript, keys[:1], args[4:]
 	}
 	return s, keys, args
 }
@@ -346,7 +346,7 @@ func splitOps(reply any, n []int) ([]any, error) {
 // keys (m.keys) through b with epoch state st, merged with others queued
 // on a single primary, and returns the operation's own reply.
 func (m *Manager) run(ctx context.Context, b *scriptbatch.Batcher, st epoch.State, keys []string, op, owner string, x any) *redis.Cmd {
-	args := []any{st.ReplID, st.Epoch, op, owner, x}
+	args := []any{st.ReplID, st.Epoch, st.Born, op, owner, x}
 	if !m.epoch.Enabled() {
 		s, k, a := alone(opsScript, keys, args)
 		return unwrap(ctx, b.Run(ctx, s, k, a...))

@@ -9,7 +9,8 @@
 -- ARGV[1] replication id of the primary the caller's epoch is for ('' when epochs are off,
 --         '@node' on Redis Cluster: this master decides, see lib.lua's epoch_node)
 -- ARGV[2] the caller's epoch
--- then three per operation i: ARGV[3i], ARGV[3i + 1], ARGV[3i + 2] =
+-- ARGV[3] the birth of the epoch record it was learned from (internal/epoch)
+-- then three per operation i: ARGV[3i + 1], ARGV[3i + 2], ARGV[3i + 3] =
 --   'a', owner, ttl in milliseconds: acquire
 --   'r', owner, token: release (only when the caller still holds its token)
 -- Reply: one value per operation, in order:
@@ -26,13 +27,13 @@
 -- offset, kept in the epoch record), so a deadline an earlier primary wrote is read on
 -- the clock it was written with. The time is read once per script call, when it acquires,
 -- and the epoch checked once, when it mints.
-local n = (#ARGV - 2) / 3
+local n = (#ARGV - 3) / 3
 local rkey = KEYS[n + 1] -- nil: epochs off
-local now, rec, checked, ep, stale
+local now, rec, rborn, checked, ep, stale
 local dls = {}
 local out = {}
 for i = 1, n do
-  local key, op, owner, x = KEYS[i], ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
+  local key, op, owner, x = KEYS[i], ARGV[3 * i + 1], ARGV[3 * i + 2], ARGV[3 * i + 3]
   local v = redis.call('GET', key)
   local htok, hdl, howner
   if v then htok, hdl, howner = string.match(v, '^(%d+) (%d+) (.*)$') end
@@ -45,13 +46,13 @@ for i = 1, n do
     end
   else
     if not now then
-      now, rec = epoch_now(rkey, ARGV[1]) -- rec: the epoch recorded for ARGV[1], read with the time
+      now, rec, rborn = epoch_now(rkey, ARGV[1]) -- the epoch recorded for ARGV[1] and the record's birth, read with the time
     end
     if hdl and tonumber(hdl) > now then
       out[i] = {0, howner, htok, hdl}
     else
       if not checked then
-        ep, stale = epoch_check(rkey, ARGV[1], ARGV[2], rec)
+        ep, stale = epoch_check(rkey, ARGV[1], ARGV[2], ARGV[3], rec, rborn)
         checked = true
       end
       local ok, stok

@@ -38,7 +38,7 @@ func TestOpsMergedCall(t *testing.T) {
 	run := func(rid string, ops ...[4]string) []any {
 		t.Helper()
 		var keys []string
-		args := []any{rid, st.Epoch}
+		args := []any{rid, st.Epoch, st.Born}
 		for _, op := range ops {
 			keys = append(keys, m.Key(op[0]))
 			args = append(args, op[1], op[2], op[3])

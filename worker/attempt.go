@@ -47,6 +47,8 @@ type attempt struct {
 	cancelled bool         // an operator asked to cancel the job
 	lost      bool         // a lease was found lost: renewals stop
 	stopAt    time.Time    // renewals stop here: the handler's deadline
+	returned  bool         // the attempt's call returned (or its goroutine exited)
+	abandoned bool         // a stopping pool gave up on the call (Pool.abandon)
 }
 
 // newAttempt starts the attempt of c, claimed by a call sent at sent, under
@@ -136,4 +138,25 @@ func (a *attempt) cancelledByOperator() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.cancelled
+}
+
+// abandon marks the attempt abandoned by a stopping pool and reports
+// whether it was still running (false: its call already returned).
+func (a *attempt) abandon() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.returned {
+		return false
+	}
+	a.abandoned = true
+	return true
+}
+
+// markReturned records that the attempt's call returned and reports
+// whether the pool had abandoned it before (its result is then late).
+func (a *attempt) markReturned() (late bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.returned = true
+	return a.abandoned
 }

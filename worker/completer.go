@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,22 +36,27 @@ type completer struct {
 	in     chan *finished
 	mu     sync.Mutex
 	closed bool
+	flyMu  sync.Mutex  // guards flying (mu is held while add blocks on a full in)
+	flying []*finished // the batch being committed
 }
 
 func newCompleter(p *Pool) *completer {
 	return &completer{p: p, in: make(chan *finished, 2*p.cfg.Concurrency)}
 }
 
-// add hands an outcome over. After close (a handler that ignored its
-// cancelled context past shutdown), the outcome is dropped and logged: the
-// attempt's lease lapses and the maintenance leader resolves the job.
+// add hands an outcome over. After close (the late result of a handler
+// the stopping pool abandoned), the outcome is committed at once, in the
+// caller's goroutine, and applied only if its token still runs the job:
+// the pool recorded the attempt uncertain under that token, so it applies
+// only where that record failed.
 func (c *completer) add(f *finished) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
-		f.a.log.Error("outcome dropped after shutdown; the maintenance leader resolves the job", "wanted", f.outcome.To)
+		c.mu.Unlock()
+		c.complete(context.Background(), [][]*finished{{f}})
 		return
 	}
+	defer c.mu.Unlock()
 	c.in <- f
 }
 
@@ -83,8 +89,39 @@ func (c *completer) run(ctx context.Context) {
 	}
 }
 
+// giveUp names as unsettled the outcomes not known to be committed when
+// a shutdown stops waiting for a Redis that does not answer: the batch in
+// flight (it may still land) and those not yet sent, which are dropped.
+func (c *completer) giveUp() {
+	c.flyMu.Lock()
+	left := slices.Clone(c.flying)
+	c.flyMu.Unlock()
+	for {
+		select {
+		case f, ok := <-c.in:
+			if ok {
+				left = append(left, f)
+				continue
+			}
+		default:
+		}
+		break
+	}
+	for _, f := range left {
+		c.p.unsettled.add(f.a, UnsettledCommitFailed)
+	}
+}
+
 // flush applies one batch: one ledger call per queue, sent together.
 func (c *completer) flush(ctx context.Context, batch []*finished) {
+	c.flyMu.Lock()
+	c.flying = batch
+	c.flyMu.Unlock()
+	defer func() {
+		c.flyMu.Lock()
+		c.flying = nil
+		c.flyMu.Unlock()
+	}()
 	if oneQueue(batch) { // the common case: no map
 		c.complete(ctx, [][]*finished{batch})
 		return
@@ -169,6 +206,9 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 			if err != nil {
 				f.a.log.Error("commit failed with an unknown result; the maintenance leader resolves the job after its lease expires",
 					"wanted", f.outcome.To, "error", err)
+				if c.p.stopping.Err() != nil {
+					c.p.unsettled.add(f.a, UnsettledCommitFailed)
+				}
 			} else {
 				out[i] = c.report(f, out[i], retried[g])
 			}

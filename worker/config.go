@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -19,6 +20,19 @@ import (
 	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker/internal/maintenance"
 )
+
+// ErrConfig means NewPool refused its arguments: a nil Redis client or an
+// invalid Config. Every such error matches it (an invalid Config.Jobs or
+// queue name matches jobs.ErrInvalid as well), and its text says which
+// field is wrong.
+var ErrConfig = errors.New("worker: invalid config")
+
+// configError marks err, NewPool's refusal of its arguments, with
+// ErrConfig; its text is err's.
+type configError struct{ err error }
+
+func (e configError) Error() string   { return e.err.Error() }
+func (e configError) Unwrap() []error { return []error{ErrConfig, e.err} }
 
 // Defaults for Config's zero fields.
 const (
@@ -177,11 +191,12 @@ type MaintenanceConfig struct {
 // into the queue; package pgfence's Outbox implements it.
 type OutboxRelay interface {
 	// Relay moves up to max committed jobs into the queue through client,
-	// fenced by the leader's token, and returns how many rows it took off
-	// the outbox: relayed, or set aside because they cannot be enqueued
-	// (one bad row must never stop the others). Each job carries an
-	// operation id of its own, so a batch relayed twice is enqueued once.
-	Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (int, error)
+	// fenced by the leader's token, and returns how many rows it relayed
+	// and how many it set aside because they cannot be enqueued (one bad
+	// row must never stop the others; the leader counts them in
+	// fencedq_outbox_rows_set_aside_total). Each job carries an operation
+	// id of its own, so a batch relayed twice is enqueued once.
+	Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (relayed, setAside int, err error)
 	// Listen returns a channel that receives when jobs may have been
 	// committed, until ctx ends (nil: the leader polls only).
 	Listen(ctx context.Context) <-chan struct{}
@@ -282,6 +297,16 @@ func (c Config) validate() error {
 	}
 	if err := validateWorkerID(c.WorkerID); err != nil {
 		return err
+	}
+	for i, m := range c.Middleware {
+		if m == nil {
+			return fmt.Errorf("worker: middleware %d is nil", i)
+		}
+	}
+	for i, o := range c.Maintenance.Outboxes {
+		if isNil(o) {
+			return fmt.Errorf("worker: maintenance outbox %d is nil", i)
+		}
 	}
 	for name, d := range map[string]time.Duration{
 		"fetch poll interval": c.FetchPollInterval, "maintenance interval": c.Maintenance.Interval,

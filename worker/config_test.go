@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -97,5 +99,86 @@ func TestRunStoppedWhileStartingReturnsNil(t *testing.T) {
 	cancel()
 	if err := p.Run(ctx); err != nil {
 		t.Fatalf("Run with an ended context: %v, want nil", err)
+	}
+}
+
+// TestNewPoolErrorsMatchErrConfig: every refusal of NewPool's arguments
+// matches worker.ErrConfig, so a caller can tell a configuration mistake
+// from a Redis error with errors.Is; a nil Redis client (an interface or a
+// typed nil pointer) is refused there instead of panicking at Run; the
+// refusals of the jobs config and queue names still match jobs.ErrInvalid.
+func TestNewPoolErrorsMatchErrConfig(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	var nilClient *redis.Client
+	for _, c := range []struct {
+		name    string
+		rdb     redis.UniversalClient
+		cfg     worker.Config
+		invalid bool // matches jobs.ErrInvalid too
+	}{
+		{name: "nil client", cfg: worker.Config{}},
+		{name: "typed nil client", rdb: nilClient, cfg: worker.Config{}},
+		{name: "jobs config", rdb: rdb, cfg: worker.Config{Jobs: jobs.Config{Namespace: "bad ns"}}, invalid: true},
+		{name: "queue name", rdb: rdb, cfg: worker.Config{Queues: map[string]int{"bad queue": 1}}, invalid: true},
+		{name: "queue priority", rdb: rdb, cfg: worker.Config{Queues: map[string]int{"q": 0}}},
+		{name: "negative duration", rdb: rdb, cfg: worker.Config{HandlerTimeout: -time.Second}},
+		{name: "worker id", rdb: rdb, cfg: worker.Config{WorkerID: "a\nb"}},
+		{name: "nil middleware", rdb: rdb, cfg: worker.Config{Middleware: []worker.Middleware{nil}}},
+		{name: "nil outbox", rdb: rdb, cfg: worker.Config{Maintenance: worker.MaintenanceConfig{Outboxes: []worker.OutboxRelay{nil}}}},
+		{name: "poll interval", rdb: rdb, cfg: worker.Config{FetchPollInterval: time.Nanosecond}},
+		{name: "negative concurrency", rdb: rdb, cfg: worker.Config{Concurrency: -1}},
+		{name: "concurrency", rdb: rdb, cfg: worker.Config{Concurrency: worker.MaxConcurrency + 1}},
+		{name: "lease TTL", rdb: rdb, cfg: worker.Config{LeaseTTL: time.Millisecond}},
+		{name: "effect retention", rdb: rdb, cfg: worker.Config{Maintenance: worker.MaintenanceConfig{EffectRetention: time.Second}}},
+		{name: "unknown kind defers", rdb: rdb, cfg: worker.Config{UnknownKindDefers: -2}},
+		{name: "fetch batch", rdb: rdb, cfg: worker.Config{FetchBatch: -1}},
+	} {
+		if c.cfg.Jobs.Namespace == "" {
+			c.cfg.Jobs.Namespace = ns
+		}
+		p, err := worker.NewPool(c.rdb, c.cfg)
+		if p != nil || !errors.Is(err, worker.ErrConfig) {
+			t.Errorf("%s: NewPool: %v, %v; want an error matching ErrConfig", c.name, p, err)
+			continue
+		}
+		if c.invalid != errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%s: %v: matches jobs.ErrInvalid %v, want %v", c.name, err, !c.invalid, c.invalid)
+		}
+		if strings.TrimSpace(err.Error()) == "" || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error text %q", c.name, err)
+		}
+	}
+	if _, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}}); err != nil {
+		t.Fatalf("the zero config: %v", err)
+	}
+}
+
+// TestRunAfterStopSaysThePoolRanOnce: a pool that ran and stopped is not
+// run again; Run and Register say so (ErrRunning, "has run") instead of
+// claiming the stopped pool is running.
+func TestRunAfterStopSaysThePoolRanOnce(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	ran := make(chan struct{}, 1)
+	if err := worker.Register(p, jobs.WorkFunc[effectArgs](func(context.Context, *jobs.Job[effectArgs]) error {
+		ran <- struct{}{}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	stop := e.start(p)
+	e.enqueue(effectArgs{Name: "once"})
+	select {
+	case <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job did not run")
+	}
+	stop()
+	err := p.Run(context.Background())
+	if !errors.Is(err, worker.ErrRunning) || !strings.Contains(err.Error(), "has run") || !strings.Contains(err.Error(), "NewPool") {
+		t.Fatalf("Run after stop: %v, want ErrRunning saying the pool has run and to build another with NewPool", err)
+	}
+	if err := worker.Register(p, jobs.WorkFunc[panicArgs](func(context.Context, *jobs.Job[panicArgs]) error { return nil })); !errors.Is(err, worker.ErrRunning) {
+		t.Fatalf("Register after stop: %v, want ErrRunning", err)
 	}
 }

@@ -54,6 +54,10 @@ func (p *Pool) execute(a *attempt) {
 	}()
 	p.renewer.add(a)
 	f := p.runAttempt(a)
+	if a.markReturned() {
+		a.log.Warn("a handler abandoned at shutdown returned; its result is committed only if its token still runs the job",
+			"wanted", f.outcome.To)
+	}
 	p.renewer.remove(a)
 	a.end()
 	p.completer.add(f)
@@ -79,6 +83,7 @@ func (p *Pool) goexited(a *attempt) {
 	if outcome.To == jobs.Pending {
 		outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
 	}
+	a.markReturned()
 	p.renewer.remove(a)
 	a.end()
 	a.fin = finished{a: a, outcome: outcome, err: errGoexit, kind: kind}

@@ -56,3 +56,6 @@ func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 // SetClockEvery makes p measure Redis's clock (and publish its heartbeat)
 // every d instead of every few seconds; call it before Run.
 func SetClockEvery(p *Pool, d time.Duration) { p.clockEvery = d }
+
+// ShutdownGrace is how long past ShutdownTimeout Run may take to return.
+const ShutdownGrace = shutdownGrace

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
 	"time"
 
@@ -154,4 +156,16 @@ func (p *Pool) endOf(a *attempt, h *handler, hctx context.Context, deadline time
 	}
 	end.Output, end.OutputDisplay = ledger.OutputOf(hctx)
 	return end
+}
+
+// String describes the attempt without its args (which may hold sensitive
+// fields), so a JobView formatted with %v or %+v shows no payload.
+func (v JobView) String() string {
+	return fmt.Sprintf("job %s (kind %s, queue %s, attempt %d, token %s)", v.job.ID, v.job.Kind, v.job.Queue, v.job.Attempt, v.job.Token)
+}
+
+// LogValue logs the attempt without its args (see String).
+func (v JobView) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("id", v.job.ID), slog.String("kind", v.job.Kind), slog.String("queue", v.job.Queue),
+		slog.Int("attempt", v.job.Attempt), slog.String("token", v.job.Token.String()))
 }

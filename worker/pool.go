@@ -29,11 +29,11 @@ var ErrRegistered = errors.New("worker: kind already registered")
 // function or pointer).
 var ErrNilWorker = errors.New("worker: nil worker")
 
-// ErrRunning means the pool is already running (or ran): register workers
-// before Run, and run a pool once. A Run that failed to start (it returned
-// an error before claiming anything) leaves the pool as it was: Run may be
-// called again.
-var ErrRunning = errors.New("worker: pool already running")
+// ErrRunning means the pool is running or has run: register workers before
+// Run, and run a pool once (build another with NewPool to run again). A Run
+// that failed to start (it returned an error before claiming anything)
+// leaves the pool as it was: Run may be called again.
+var ErrRunning = errors.New("worker: pool is running or has run (a pool runs once: build another with NewPool)")
 
 // errMalformed marks a payload that does not decode into the kind's args.
 var errMalformed = errors.New("worker: malformed payload")
@@ -85,15 +85,20 @@ type Pool struct {
 	evicting   bool          // Redis may evict keys, as last logged (eviction.go; the heartbeat goroutine only)
 	clockEvery time.Duration // how often it is measured (registerEvery)
 	parts      partitions    // the queues' partitions (partitions.go)
+	unsettled  unsettledSet  // the jobs a stopping pool leaves behind (shutdown.go)
 	hooks      hooks
 }
 
 // NewPool returns a pool over rdb (a single Redis, Sentinel failover client
-// or Redis Cluster client). It fails on an invalid Config.
+// or Redis Cluster client). It fails with an error matching ErrConfig on a
+// nil rdb or an invalid Config.
 func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
+	if isNil(rdb) {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrConfig)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, configError{err}
 	}
 	p := &Pool{
 		rdb: rdb,
@@ -264,10 +269,17 @@ func (p *Pool) startFailed(ctx context.Context, err error) error {
 // claiming, puts back the jobs it claimed whose handlers have not started
 // (due now, their attempts not consumed), waits up to ShutdownTimeout for
 // running handlers, cancels the contexts of those still running (their
-// jobs end uncertain), completes every outcome it has, and returns. A ctx
-// that ends while the pool starts (before any job is claimed) makes it
-// return nil as well. An error from its start (Redis unreachable) is
-// returned at once, and Run may be called again.
+// jobs end uncertain), completes every outcome it has, and returns nil.
+// Handlers that ignore their cancelled context for a few seconds more are
+// abandoned: each attempt is recorded uncertain under its own token
+// (counted in fencedq_handlers_abandoned_total), and a result such a
+// handler returns later is committed only if its token still runs the
+// job. When jobs were left unsettled that way, or their outcome's commit
+// failed, Run returns a *ShutdownError naming them (matching
+// ErrUnsettled). Run returns within ShutdownTimeout plus 10s even when
+// Redis does not answer its last calls. A ctx that ends while the pool starts (before any job is
+// claimed) makes it return nil as well. An error from its start (Redis
+// unreachable) is returned at once, and Run may be called again.
 func (p *Pool) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.running {
@@ -324,22 +336,37 @@ func (p *Pool) Run(ctx context.Context) error {
 	close(p.work)
 
 	p.log.Info("pool shutting down", "timeout", p.cfg.ShutdownTimeout)
+	giveUp := time.Now().Add(p.cfg.ShutdownTimeout + shutdownGrace)
 	if !waitTimeout(&handlers, p.cfg.ShutdownTimeout) {
 		p.renewer.stopAll(errShutdown)
 		if !waitTimeout(&handlers, commitTimeout) {
-			// Named, so an operator can tell which jobs come back through
-			// lease expiry (the process may exit before they return).
-			p.log.Error("handlers still running after their contexts were cancelled; their leases lapse and the maintenance leader resolves their jobs",
-				"job_ids", p.renewer.activeIDs())
+			// Named, so an operator can tell which jobs were abandoned
+			// (the process may exit before they return).
+			p.log.Error("handlers still running after their contexts were cancelled; their attempts are recorded uncertain and the maintenance leader resolves their jobs",
+				"job_ids", p.abandon())
 		}
 	}
-	p.completer.close()
-	stopBackground()
-	bg.Wait()
-	maint.Wait()
-	heartbeat.Wait()
-	p.log.Info("pool stopped")
-	return nil
+	// The last commits, the leader's release and the heartbeat's end talk
+	// to Redis: a frozen one must not hold Run past giveUp.
+	var tail sync.WaitGroup
+	tail.Go(func() {
+		p.completer.close()
+		stopBackground()
+		bg.Wait() // the completer applies what is left
+		maint.Wait()
+		heartbeat.Wait()
+	})
+	if !waitTimeout(&tail, time.Until(giveUp)) {
+		p.log.Error("Redis did not answer the shutdown's last calls in time; the outcomes not committed are left to lease expiry")
+		p.completer.giveUp()
+	}
+	err := p.unsettled.err()
+	if err != nil {
+		p.log.Warn("pool stopped with jobs unsettled", "error", err)
+	} else {
+		p.log.Info("pool stopped")
+	}
+	return err
 }
 
 // info is the pool's heartbeat.

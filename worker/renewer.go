@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -52,16 +51,15 @@ func (r *renewer) stopAll(cause error) {
 	}
 }
 
-// activeIDs returns the job ids of the running attempts.
-func (r *renewer) activeIDs() []string {
+// running returns the running attempts.
+func (r *renewer) running() []*attempt {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ids := make([]string, 0, len(r.active))
+	as := make([]*attempt, 0, len(r.active))
 	for a := range r.active {
-		ids = append(ids, a.job.ID)
+		as = append(as, a)
 	}
-	slices.Sort(ids)
-	return ids
+	return as
 }
 
 func (r *renewer) remove(a *attempt) {

@@ -82,15 +82,15 @@ type oneShotOutbox struct {
 	ids  chan []string
 }
 
-func (o *oneShotOutbox) Relay(ctx context.Context, c *jobs.Client, _ lease.Token, _ int) (int, error) {
+func (o *oneShotOutbox) Relay(ctx context.Context, c *jobs.Client, _ lease.Token, _ int) (int, int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.jobs) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	res, err := c.EnqueueMany(ctx, o.jobs)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	ids := make([]string, len(res))
 	for i, r := range res {
@@ -98,7 +98,7 @@ func (o *oneShotOutbox) Relay(ctx context.Context, c *jobs.Client, _ lease.Token
 	}
 	o.jobs = nil
 	o.ids <- ids
-	return len(ids), nil
+	return len(ids), 0, nil
 }
 
 func (o *oneShotOutbox) Listen(context.Context) <-chan struct{} { return nil }

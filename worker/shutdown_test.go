@@ -2,13 +2,17 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -80,49 +84,61 @@ func waitCount(t *testing.T, e *env, s jobs.State, n int64) {
 	})
 }
 
-// TestShutdownNamesHandlersThatIgnoreTheirContext: a handler that ignores
+// TestShutdownRecordsAbandonedHandlersUncertain: a handler that ignores
 // its cancelled context past the shutdown timeout and the commit wait is
-// left running when Run returns; Run's error log names its job, so an
-// operator can tell which job comes back through lease expiry even if the
-// process exits before the handler returns. When it does return, its
-// dropped outcome is logged with the job id too.
-func TestShutdownNamesHandlersThatIgnoreTheirContext(t *testing.T) {
+// abandoned: its attempt is recorded uncertain under its own token before
+// Run returns, counted, named in the log, and Run's error is a
+// *ShutdownError naming the job (matching ErrUnsettled). The result the
+// handler returns later is fenced: the uncertain record stands.
+func TestShutdownRecordsAbandonedHandlersUncertain(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.ShutdownTimeout = 100 * time.Millisecond
 	p := e.pool(cfg)
 	started := make(chan struct{})
 	release := make(chan struct{})
-	returned := make(chan struct{})
 	_ = worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, j *jobs.Job[plainArgs]) error {
-		defer close(returned)
 		close(started)
 		<-release // ignores ctx
 		return nil
 	}))
+	hooks := worker.InitHooks(p, t)
 	job := e.enqueue(plainArgs{})
-	stop := e.start(p)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
 	<-started
-	stop()
+	cancel()
+	err := <-done
+	var se *worker.ShutdownError
+	if !errors.Is(err, worker.ErrUnsettled) || !errors.As(err, &se) {
+		t.Fatalf("Run = %v, want a *ShutdownError matching ErrUnsettled", err)
+	}
+	if len(se.Jobs) != 1 || se.Jobs[0].ID != job.JobID || se.Jobs[0].Reason != worker.UnsettledAbandoned || se.Jobs[0].Token == 0 {
+		t.Fatalf("ShutdownError jobs %+v, want job %s abandoned with its token", se.Jobs, job.JobID)
+	}
+	rec, _ := e.ledger.Get(context.Background(), "default", job.JobID)
+	if rec.State != jobs.Uncertain || rec.Token != se.Jobs[0].Token {
+		t.Fatalf("after Run returned the job is %s under token %v, want uncertain under %v", rec.State, rec.Token, se.Jobs[0].Token)
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_handlers_abandoned_total")); v != 1 {
+		t.Fatalf("fencedq_handlers_abandoned_total = %v, want 1", v)
+	}
 	var line string
 	for _, l := range strings.Split(e.logs.String(), "\n") {
 		if strings.Contains(l, "handlers still running") {
 			line = l
 		}
 	}
-	if line == "" || !strings.Contains(line, job.JobID) {
+	if !strings.Contains(line, job.JobID) {
 		t.Fatalf("Run's log of the handler still running does not name job %s: %q", job.JobID, line)
 	}
+	// The late success is committed only if its token still runs the job:
+	// it does not (the job is uncertain), so nothing changes.
 	close(release)
-	<-returned
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(e.logs.String(), "outcome dropped after shutdown") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	for _, l := range strings.Split(e.logs.String(), "\n") {
-		if strings.Contains(l, "outcome dropped after shutdown") && !strings.Contains(l, job.JobID) {
-			t.Fatalf("the dropped outcome's log does not name job %s: %s", job.JobID, l)
-		}
+	hooks.Committed.WaitFor("the late result's commit", func(cs []ledger.Committed) bool { return len(cs) == 1 && !cs[0].Applied })
+	if rec, _ = e.ledger.Get(context.Background(), "default", job.JobID); rec.State != jobs.Uncertain {
+		t.Fatalf("the abandoned handler's late result moved the job to %s", rec.State)
 	}
 }
 
@@ -174,4 +190,44 @@ func TestShutdownPutsBackAttemptsWaitingForTheirResource(t *testing.T) {
 		t.Fatalf("after shutdown the waiting job is %s (reason %q), want pending", rec.State, rec.Reason)
 	}
 	jobstest.WaitState(t, e.ledger, "default", holder.JobID, jobs.Succeeded)
+}
+
+// TestShutdownWithRedisFrozenIsBounded: with Redis frozen (SIGSTOP) when
+// the pool stops, Run still returns within ShutdownTimeout plus a bounded
+// grace (shutdownGrace): its last calls to Redis (the pool's leave, the
+// final commits, the leader's release) do not hold it, and the job whose
+// commit could not be sent is named in its *ShutdownError.
+func TestShutdownWithRedisFrozenIsBounded(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	e := newEnvOn(t, srv.Client(), redistest.Namespace(t))
+	cfg := e.config()
+	cfg.ShutdownTimeout = time.Second
+	p := e.pool(cfg)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	_ = worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, j *jobs.Job[plainArgs]) error {
+		close(started)
+		<-release // ignores ctx: abandoned, and its uncertain record cannot be sent
+		return nil
+	}))
+	job := e.enqueue(plainArgs{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	<-started
+	srv.Pause()
+	t.Cleanup(srv.Resume) // runs before release is closed
+	begin := time.Now()
+	cancel()
+	bound := cfg.ShutdownTimeout + worker.ShutdownGrace + time.Second // a second for scheduling
+	select {
+	case err := <-done:
+		if !errors.Is(err, worker.ErrUnsettled) || !strings.Contains(err.Error(), job.JobID) {
+			t.Fatalf("Run = %v, want a *ShutdownError naming job %s", err, job.JobID)
+		}
+		t.Logf("Run returned after %v with Redis frozen", time.Since(begin).Round(time.Millisecond))
+	case <-time.After(bound):
+		t.Fatalf("Run did not return within %v of its context's end with Redis frozen", bound)
+	}
 }

@@ -160,7 +160,8 @@ func TestRerunOfACancelledWorkflowsFailedStepIsRefused(t *testing.T) {
 	ctx := context.Background()
 	res, err := workflow.Enqueue(ctx, e.client, workflow.New("failed").
 		Add("charge", Step{Name: "charge", Fail: true}).
-		Add("ship", step("ship", "charge"), workflow.After("charge")))
+		Add("ship", step("ship", "charge"), workflow.After("charge")).
+		Add("later", step("later"), workflow.Options(jobs.Delay(time.Hour)))) // keeps it running
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +172,51 @@ func TestRerunOfACancelledWorkflowsFailedStepIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.fixed.Store(true)
-	for _, s := range []string{"charge", "ship"} {
+	for _, s := range []string{"charge", "ship", "later"} {
 		ref := res.Steps[s]
 		if _, err := e.client.Resolve(ctx, ref.Queue, ref.JobID, jobs.DecideRerun, "bob", "try again"); !errors.Is(err, jobs.ErrWrongState) {
 			t.Fatalf("re-run of %s of a cancelled workflow: %v, want ErrWrongState", s, err)
 		}
 	}
 	e.start()
-	e.requireStaysCancelled(t, res, map[string]int{"charge": 1, "ship": 0})
+	e.requireStaysCancelled(t, res, map[string]int{"charge": 1, "ship": 0, "later": 0})
+}
+
+// TestCancelAFinishedWorkflowIsRefused: a workflow that failed or
+// succeeded is over: Cancel fails with ErrWrongState and leaves it as it
+// was (its state, no operator recorded, its failed step still re-runnable).
+func TestCancelAFinishedWorkflowIsRefused(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	failed, err := workflow.Enqueue(ctx, e.client, workflow.New("failed").
+		Add("charge", Step{Name: "charge", Fail: true}).
+		Add("ship", step("ship", "charge"), workflow.After("charge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := workflow.Enqueue(ctx, e.client, diamond())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.wait(failed, "ship", jobs.Cancelled)
+	e.wait(ok, "ship", jobs.Succeeded)
+	for _, res := range []*workflow.Result{failed, ok} {
+		want := e.status(res.ID).State
+		if _, err := workflow.Cancel(ctx, e.client, res.ID, "ada", "too late"); !errors.Is(err, jobs.ErrWrongState) {
+			t.Fatalf("cancel of a %s workflow: %v, want ErrWrongState", want, err)
+		}
+		if st := e.status(res.ID); st.State != want || st.CancelledBy != "" {
+			t.Fatalf("after a refused cancel: %s, cancelled by %q; want %s", st.State, st.CancelledBy, want)
+		}
+	}
+	// the failed one can still be re-run: its failed step runs again
+	e.fixed.Store(true)
+	ref := failed.Steps["charge"]
+	if _, err := e.client.Resolve(ctx, ref.Queue, ref.JobID, jobs.DecideRerun, "bob", "card fixed"); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(failed, "ship", jobs.Succeeded)
 }
 
 // TestCancelWithAnInvalidOperatorWritesNothing: Cancel refuses an

@@ -166,9 +166,9 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 // cancelled), and an operator's re-run of a finished step fails with an
 // error matching jobs.ErrWrongState. Cancelling again goes over the steps
 // again (completing a Cancel that stopped midway) and keeps the first
-// operator as CancelledBy; cancelling a workflow that succeeded fails with
-// jobs.ErrWrongState, and one that failed is marked cancelled (none of its
-// steps can then be re-run). An actor or note the client refuses
+// operator as CancelledBy. A workflow that finished (succeeded or failed)
+// is over: cancelling it fails with jobs.ErrWrongState and leaves it as it
+// is (a failed one's steps can still be re-run). An actor or note the client refuses
 // fails with jobs.ErrInvalid before anything is written. It returns the
 // workflow as it is afterwards.
 func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Status, error) {
@@ -180,15 +180,15 @@ func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Statu
 	if err != nil {
 		return nil, err
 	}
-	if st.State == Succeeded {
-		return nil, fmt.Errorf("%w: workflow %s succeeded", jobs.ErrWrongState, id)
+	if st.State == Succeeded || st.State == Failed {
+		return nil, fmt.Errorf("%w: workflow %s %s", jobs.ErrWrongState, id, st.State)
 	}
 	l, _ := clientledger.Of(c) // Get checked c
-	switch ok, err := l.MarkWorkflowCancelled(ctx, st.Home, id, who); {
+	switch err := l.MarkWorkflowCancelled(ctx, st.Home, id, who); {
+	case errors.Is(err, ledger.ErrNotFound): // pruned since it was read
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	case err != nil:
 		return nil, err
-	case !ok: // pruned since it was read
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	// dependents first, so each step's reason names the operator rather
 	// than a dependency cancelled a moment earlier; each step is marked in

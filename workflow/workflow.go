@@ -105,7 +105,7 @@ func (w *Workflow) Add(name string, args jobs.JobArgs, opts ...StepOption) *Work
 		w.index = map[string]int{}
 	}
 	if !stepName.MatchString(name) {
-		w.err = fmt.Errorf("%w: workflow step name %q must be 1-64 letters, digits, _ or -", jobs.ErrInvalid, name)
+		w.err = fmt.Errorf("%w: workflow step name %q must be 1-64 letters, digits, _ or -", jobs.ErrInvalid, ledger.Clip(name))
 		return w
 	}
 	if _, dup := w.index[name]; dup {

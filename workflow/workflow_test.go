@@ -530,3 +530,37 @@ func TestStepsOnAPartitionedQueue(t *testing.T) {
 		t.Fatalf("ship's output %+v, %v: it read its 3 dependencies' outputs", out, err)
 	}
 }
+
+// TestRerunReopensASettledWorkflow: a workflow the maintenance leader
+// settled failed, whose failed step an operator re-runs, is running again
+// and is settled again when it finishes: counted finished succeeded, its
+// record final succeeded.
+func TestRerunReopensASettledWorkflow(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("reopen").
+		Add("charge", Step{Name: "charge", Fail: true}).
+		Add("ship", step("ship", "charge"), workflow.After("charge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	wk := e.ns + ":{default}:wf:" + res.ID
+	redistest.Await(t, e.rdb, e.ns, "the workflow settled failed", func() bool {
+		return e.rdb.HGet(ctx, wk, "final").Val() == workflow.Failed &&
+			counter(t, e.reg, "fencedq_workflows_finished_total", "failed") == 1
+	})
+	e.fixed.Store(true)
+	ref := res.Steps["charge"]
+	if _, err := e.client.Resolve(ctx, ref.Queue, ref.JobID, jobs.DecideRerun, "ada", "card fixed"); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(res, "ship", jobs.Succeeded)
+	redistest.Await(t, e.rdb, e.ns, "the re-run workflow settled succeeded", func() bool {
+		return e.rdb.HGet(ctx, wk, "final").Val() == workflow.Succeeded &&
+			counter(t, e.reg, "fencedq_workflows_finished_total", "succeeded") == 1
+	})
+	if n := counter(t, e.reg, "fencedq_workflows_started_total", ""); n != 1 {
+		t.Fatalf("workflows started %v, want 1", n)
+	}
+}

@@ -277,7 +277,14 @@ func (d *demo) run(ctx context.Context, redisURL, addr string, duration time.Dur
 			return nil, err
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = p.Run(runCtx) }()
+		go func() {
+			defer wg.Done()
+			// A *worker.ShutdownError names jobs recorded uncertain at the
+			// stop: the maintenance leader resolves them, so it is no failure.
+			if err := p.Run(runCtx); err != nil {
+				log.Warn("pool stopped", "pool", name, "error", err)
+			}
+		}()
 	}
 	defer func() { stopPools(); wg.Wait() }()
 

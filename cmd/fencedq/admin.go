@@ -60,6 +60,9 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		// rules decides whether it can be taken (see jobs.Client.EnqueueRaw).
 		res, err := client.EnqueueRaw(ctx, *kind, []byte(*args), opts...)
 		if err != nil {
+			if errors.Is(err, jobs.ErrUnknownKind) {
+				return fmt.Errorf("%w: no live pool runs kind %s, so its rules (Validate, Resource, sensitive fields, Limit, RateLimit, Group, PartitionKey) are unknown: start a pool that registers it, or pass --unchecked to vouch that it has none", errUsage, *kind)
+			}
 			if errors.Is(err, jobs.ErrInvalid) {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}

@@ -253,7 +253,7 @@ func TestEnqueueInspectResolve(t *testing.T) {
 	e := newOperatorEnv(t)
 	ctx := context.Background()
 	transfer := `{"from":"acct-000","to":"acct-001","cents":250,"memo":"rent for flat 4"}`
-	if code, _, errOut := e.cli("enqueue", "--kind", "transfer", "--args", transfer); code != 2 || !strings.Contains(errOut, "no live pool runs kind transfer") {
+	if code, _, errOut := e.cli("enqueue", "--kind", "transfer", "--args", transfer); code != 2 || !strings.Contains(errOut, "no live pool runs kind transfer") || !strings.Contains(errOut, "--unchecked") {
 		t.Fatalf("transfer with no live pool: %d %q", code, errOut)
 	}
 	if err := e.ledger.Heartbeat(ctx, jobs.PoolInfo{ID: "pool-1", Queues: map[string]int{"default": 1}, Concurrency: 1,

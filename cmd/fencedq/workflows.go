@@ -88,7 +88,7 @@ func workflowError(action string, err error) error {
 	case errors.Is(err, workflow.ErrNotFound):
 		return fmt.Errorf("cannot %s workflow: %w", action, err)
 	case action == "cancel" && errors.Is(err, jobs.ErrWrongState):
-		return fmt.Errorf("cannot cancel workflow: %w (a workflow that succeeded has nothing to cancel)", err)
+		return fmt.Errorf("cannot cancel workflow: %w (a workflow that finished, succeeded or failed, has nothing to cancel)", err)
 	}
 	return operatorError(action, err)
 }

@@ -72,7 +72,7 @@ func TestWorkflowInspectAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errText := e.cli("workflow", "cancel", "--id", done.ID, "--actor", "ada", "--note", "late")
-	if code == 0 || !strings.Contains(errText, "a workflow that succeeded has nothing to cancel") {
+	if code == 0 || !strings.Contains(errText, "a workflow that finished, succeeded or failed, has nothing to cancel") {
 		t.Fatalf("workflow cancel of a succeeded workflow: %d %q", code, errText)
 	}
 }

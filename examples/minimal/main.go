@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -69,7 +70,12 @@ func main() {
 		}
 	}
 	stopPool()
-	if err := <-stopped; err != nil { // a graceful shutdown: outcomes are committed
+	switch err := <-stopped; {
+	case errors.Is(err, worker.ErrUnsettled):
+		// A handler ignored its cancelled context: its job was recorded
+		// uncertain, and the maintenance leader resolves it.
+		log.Print(err)
+	case err != nil:
 		log.Fatal(err)
 	}
 }

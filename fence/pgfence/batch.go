@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -99,7 +100,12 @@ func (s *Store) ApplyMultiBatch(ctx context.Context, fences []fence.Fence, b *pg
 	// rolls it back.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := br.Exec(); err != nil {
+		// The batch is prepared before it runs: a missing object of the
+		// caller's statements fails here too, and is not pgfence's.
 		_ = br.Close()
+		if s.names(err) {
+			err = notMigrated(err)
+		}
 		return fmt.Errorf("pgfence: begin: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {
@@ -165,10 +171,8 @@ func (s *Store) checkError(sorted []fence.Fence, p fence.Fence, err error) error
 	}
 	switch pe.Code {
 	case sqlStateStale, sqlStateApplied:
-	case "42883": // undefined_function
-		return fmt.Errorf("pgfence: fence operation %q: %w (the fence check function comes with migration 4: run Migrate)", p.OperationID, err)
 	default:
-		return fmt.Errorf("pgfence: fence operation %q: %w", p.OperationID, err)
+		return fmt.Errorf("pgfence: fence operation %q: %w", p.OperationID, notMigrated(err))
 	}
 	var d checkDetail
 	if jerr := json.Unmarshal([]byte(pe.Detail), &d); jerr != nil {
@@ -194,4 +198,19 @@ func (s *Store) checkError(sorted []fence.Fence, p fence.Fence, err error) error
 		}
 	}
 	return fmt.Errorf("pgfence: fence operation %q: refusal names resource %q, not fenced: %w", p.OperationID, str(d.Resource), err)
+}
+
+// names reports whether err, a PostgreSQL error, names one of the store's
+// own objects (its tables, its function or its schema).
+func (s *Store) names(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	for _, o := range s.own {
+		if strings.Contains(pe.Message, o) {
+			return true
+		}
+	}
+	return false
 }

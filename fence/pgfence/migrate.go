@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -15,6 +16,29 @@ import (
 // Set Options.TablePrefix to NoTablePrefix to keep using them, or rename
 // them to the prefixed names.
 var ErrLegacyTables = errors.New("pgfence: unprefixed tables of an earlier version found")
+
+// ErrNotMigrated means a table, column, function or schema that pgfence's
+// migrations create is missing: the database was never migrated, or only
+// by an older version. Every Store and Outbox call whose own statement
+// hits one returns an error matching it (and the PostgreSQL error); run
+// Migrate with the same Options. Errors of the caller's own statements
+// (Apply's fn, ApplyBatch's batch) are returned as they are.
+var ErrNotMigrated = errors.New("pgfence: tables not migrated")
+
+// notMigrated marks err with ErrNotMigrated, naming the migration to run,
+// when PostgreSQL says an object of pgfence's schema is missing; any other
+// error is returned as it is.
+func notMigrated(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.Code {
+	case "42P01", "42703", "42883", "3F000": // undefined table, column, function; invalid schema name
+		return fmt.Errorf("%w (%w: run pgfence.Migrate with the same Options, which brings them to version %d)", err, ErrNotMigrated, LatestVersion())
+	}
+	return err
+}
 
 // Migration is one versioned step of the schema.
 type Migration struct {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencedq/fencedq/fence"
@@ -182,7 +181,7 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) (
 		return out, nil
 	}
 	if _, err := tx.Exec(ctx, o.q.insert, ids, kinds, queues, opIDs, resources, payloads, sensitive, retries, timeouts, runAts, options); err != nil {
-		return nil, fmt.Errorf("pgfence: outbox: insert: %w%s", err, migrateHint(err))
+		return nil, fmt.Errorf("pgfence: outbox: insert: %w", notMigrated(err))
 	}
 	// Delivered at commit only, and once however many rows the
 	// transaction wrote.
@@ -203,8 +202,9 @@ func (o *Outbox) Table() string { return o.t.outbox }
 var relayHook func() error
 
 // Relay moves up to max committed rows, oldest first, into the queue
-// through client, and returns how many rows it took off the outbox
-// (relayed, or set aside). In one transaction it
+// through client, and returns how many rows it relayed and how many it set
+// aside (their sum is how many it took off the outbox; after an error both
+// are 0). In one transaction it
 //
 //  1. locks up to max rows not set aside (FOR UPDATE SKIP LOCKED: a
 //     second relay takes others, or none);
@@ -235,37 +235,37 @@ var relayHook func() error
 // Retry, or delete them. An error matching jobs.ErrEnqueueUnknown (Redis
 // failing, or a middleware that cannot tell for now) sets nothing aside:
 // Relay returns it and the rows stay for the next relay.
-func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (int, error) {
+func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (relayed, setAside int, err error) {
 	if o.pool == nil {
-		return 0, fmt.Errorf("%w: the package-level outbox cannot relay; use NewOutbox", ErrOptions)
+		return 0, 0, fmt.Errorf("%w: the package-level outbox cannot relay; use NewOutbox", ErrOptions)
 	}
 	if max <= 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	tx, err := o.pool.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("pgfence: relay: begin: %w", err)
+		return 0, 0, fmt.Errorf("pgfence: relay: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	rows, err := tx.Query(ctx, o.q.take, max)
 	if err != nil {
-		return 0, fmt.Errorf("pgfence: relay: %w%s", err, migrateHint(err))
+		return 0, 0, fmt.Errorf("pgfence: relay: %w", notMigrated(err))
 	}
 	var (
 		good []outboxRow
 		ps   []jobs.Params
-		bad  []setAside
+		bad  []asideRow
 	)
 	for rows.Next() {
 		var r outboxRow
 		if err := rows.Scan(&r.id, &r.kind, &r.queue, &r.op, &r.res, &r.payload, &r.sensitive,
 			&r.retries, &r.timeoutMS, &r.runAt, &r.runAtInfinite, &r.options); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("pgfence: relay: read: %w", err)
+			return 0, 0, fmt.Errorf("pgfence: relay: read: %w", err)
 		}
 		p, err := r.params()
 		if err != nil {
-			bad = append(bad, setAside{row: r, err: err})
+			bad = append(bad, asideRow{row: r, err: err})
 			continue
 		}
 		good = append(good, r)
@@ -273,38 +273,38 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("pgfence: relay: read: %w", err)
+		return 0, 0, fmt.Errorf("pgfence: relay: read: %w", err)
 	}
 	if len(good) == 0 && len(bad) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	f := fence.Fence{Resource: "fencedq:outbox:" + o.t.outbox, Token: leader, Owner: relayOwner, OperationID: "-"}
 	if err := f.Validate(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := o.store.raise(ctx, tx, f); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	refused, err := enqueueRows(ctx, client, ps)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	ids := make([]string, 0, len(good))
 	for i, r := range good {
 		if err, ok := refused[i]; ok {
-			bad = append(bad, setAside{row: r, err: err})
+			bad = append(bad, asideRow{row: r, err: err})
 			continue
 		}
 		ids = append(ids, r.id)
 	}
 	if relayHook != nil {
 		if err := relayHook(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	if len(ids) > 0 {
 		if _, err := tx.Exec(ctx, o.q.remove, ids); err != nil {
-			return 0, fmt.Errorf("pgfence: relay: remove: %w", err)
+			return 0, 0, fmt.Errorf("pgfence: relay: remove: %w", err)
 		}
 	}
 	if len(bad) > 0 {
@@ -313,17 +313,17 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 			badIDs[i], reasons[i] = b.row.id, b.err.Error()
 		}
 		if _, err := tx.Exec(ctx, o.q.setAside, badIDs, reasons); err != nil {
-			return 0, fmt.Errorf("pgfence: relay: set aside: %w", err)
+			return 0, 0, fmt.Errorf("pgfence: relay: set aside: %w", err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("pgfence: relay: commit: %w", err)
+		return 0, 0, fmt.Errorf("pgfence: relay: commit: %w", err)
 	}
 	for _, b := range bad {
 		o.log.Warn("outbox row set aside: it cannot be enqueued; fix it and call Outbox.Retry, or delete it",
 			"outbox", o.t.outbox, "row_id", b.row.id, "kind", b.row.kind, "queue", b.row.queue, "error", b.err)
 	}
-	return len(ids) + len(bad), nil
+	return len(ids), len(bad), nil
 }
 
 // enqueueRows enqueues ps with one EnqueueMany call and returns the jobs
@@ -376,8 +376,8 @@ type outboxRow struct {
 	options                           string // the options column's JSON, "" when NULL
 }
 
-// setAside is a row the relay could not enqueue, and why.
-type setAside struct {
+// asideRow is a row the relay could not enqueue, and why.
+type asideRow struct {
 	row outboxRow
 	err error
 }
@@ -439,7 +439,7 @@ func (o *Outbox) Failed(ctx context.Context, limit int) ([]FailedRow, error) {
 	}
 	rows, err := o.pool.Query(ctx, o.q.failed, limit)
 	if err != nil {
-		return nil, fmt.Errorf("pgfence: outbox: failed rows: %w%s", err, migrateHint(err))
+		return nil, fmt.Errorf("pgfence: outbox: failed rows: %w", notMigrated(err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailedRow, error) {
 		var f FailedRow
@@ -467,7 +467,7 @@ func (o *Outbox) Retry(ctx context.Context, ids ...string) (int, error) {
 	}
 	tag, err := o.pool.Exec(ctx, o.q.retry, ids)
 	if err != nil {
-		return 0, fmt.Errorf("pgfence: outbox: retry: %w%s", err, migrateHint(err))
+		return 0, fmt.Errorf("pgfence: outbox: retry: %w", notMigrated(err))
 	}
 	if tag.RowsAffected() > 0 {
 		_, _ = o.pool.Exec(ctx, `SELECT pg_notify($1, '')`, o.channel) // wake the relay; polling covers a miss
@@ -543,21 +543,4 @@ func (o *Outbox) listen(ctx context.Context, ch chan<- struct{}) error {
 		default: // a wake-up is already pending
 		}
 	}
-}
-
-// migrateHint says how to fix an error of an outbox query on a database
-// not migrated (no table) or migrated by an older version (a column a later
-// migration adds): "" for any other error.
-func migrateHint(err error) string {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return ""
-	}
-	switch pe.Code {
-	case "42P01": // undefined_table
-		return " (no outbox table: run pgfence.Migrate)"
-	case "42703": // undefined_column
-		return fmt.Sprintf(" (the outbox table predates migration %d: run pgfence.Migrate)", LatestVersion())
-	}
-	return ""
 }

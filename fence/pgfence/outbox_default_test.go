@@ -22,7 +22,7 @@ func TestPackageEnqueueMany(t *testing.T) {
 			t.Fatalf("enqueue: %v, %v", ops, err)
 		}
 	})
-	if n, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 0 || err != nil || e.rows(t) != 0 {
+	if n, _, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 0 || err != nil || e.rows(t) != 0 {
 		t.Fatalf("after a rollback: relayed %d (%v), %d rows", n, err, e.rows(t))
 	}
 
@@ -43,7 +43,7 @@ func TestPackageEnqueueMany(t *testing.T) {
 	if e.rows(t) != 2 {
 		t.Fatalf("%d rows in the default outbox after the commit, want 2", e.rows(t))
 	}
-	if n, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 2 || err != nil {
+	if n, _, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 2 || err != nil {
 		t.Fatalf("relay after the commit: %d, %v", n, err)
 	}
 	if e.rows(t) != 0 || e.pending(t) != 2 {

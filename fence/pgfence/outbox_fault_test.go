@@ -88,7 +88,7 @@ func relayHelper(mode string) error {
 		})
 	}
 	for {
-		n, err := ob.Relay(ctx, client, lease.Token(tok), relayHelperBatch)
+		n, _, err := ob.Relay(ctx, client, lease.Token(tok), relayHelperBatch)
 		if err != nil {
 			return err
 		}
@@ -210,7 +210,7 @@ func TestOutboxRelaySIGKILLedMidBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if _, err := e.outbox.Relay(ctx, e.client, 10, relayHelperBatch); !errors.Is(err, fence.ErrStale) {
+	if _, _, err := e.outbox.Relay(ctx, e.client, 10, relayHelperBatch); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("the deposed relay's token: %v, want fence.ErrStale", err)
 	}
 }

@@ -43,7 +43,7 @@ func TestOutboxKeepsEveryOption(t *testing.T) {
 	if withOptions != 2 {
 		t.Fatalf("%d rows with options, want 2 (a job without any keeps NULL)", withOptions)
 	}
-	if n, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 3 || err != nil {
+	if n, _, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 3 || err != nil {
 		t.Fatalf("relay: %d, %v", n, err)
 	}
 	rec, err := e.ledger.FindByOperation(ctx, first)
@@ -91,13 +91,13 @@ func TestOutboxOnATableBeforeMigration6(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "run pgfence.Migrate") {
 		t.Fatalf("enqueue on an old table: %v, want a hint to run Migrate", err)
 	}
-	if _, err := e.outbox.Relay(ctx, e.client, 10, 100); err == nil || !strings.Contains(err.Error(), "run pgfence.Migrate") {
+	if _, _, err := e.outbox.Relay(ctx, e.client, 10, 100); err == nil || !strings.Contains(err.Error(), "run pgfence.Migrate") {
 		t.Fatalf("relay on an old table: %v, want a hint to run Migrate", err)
 	}
 	if err := pgfence.Migrate(ctx, e.pool, pgfence.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 1 || err != nil {
+	if n, _, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 1 || err != nil {
 		t.Fatalf("relay after migrating: %d, %v", n, err)
 	}
 	if e.pending(t) != 1 {

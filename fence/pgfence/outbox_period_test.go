@@ -26,7 +26,7 @@ func TestOutboxKeepsUniquePeriod(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if _, err := e.outbox.Relay(ctx, e.client, 10, 100); err != nil {
+		if _, _, err := e.outbox.Relay(ctx, e.client, 10, 100); err != nil {
 			t.Fatal(err)
 		}
 		relayed, err := e.ledger.FindByOperation(ctx, op)

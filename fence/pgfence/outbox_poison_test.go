@@ -107,15 +107,15 @@ func TestOutboxRelaySetsPoisonRowsAside(t *testing.T) {
 		poison[id] = p.name
 		good = append(good, ops[1])
 	}
-	total := 2 * len(poisonRows)
-	if n, err := ob.Relay(ctx, client, 10, 3); n != 3 || err != nil {
-		t.Fatalf("first batch of 3: %d, %v", n, err)
+	// The first batch of 3 is poison, good, poison; Relay says so.
+	if n, aside, err := ob.Relay(ctx, client, 10, 3); n != 1 || aside != 2 || err != nil {
+		t.Fatalf("first batch of 3: %d relayed, %d set aside, %v; want 1 and 2", n, aside, err)
 	}
-	if n, err := ob.Relay(ctx, client, 10, 1000); n != total-3 || err != nil {
-		t.Fatalf("the rest: %d, %v (want %d)", n, err, total-3)
+	if n, aside, err := ob.Relay(ctx, client, 10, 1000); n != len(poisonRows)-1 || aside != len(poisonRows)-2 || err != nil {
+		t.Fatalf("the rest: %d relayed, %d set aside, %v; want %d and %d", n, aside, err, len(poisonRows)-1, len(poisonRows)-2)
 	}
-	if n, err := ob.Relay(ctx, client, 10, 1000); n != 0 || err != nil {
-		t.Fatalf("set-aside rows taken again: %d, %v", n, err)
+	if n, aside, err := ob.Relay(ctx, client, 10, 1000); n != 0 || aside != 0 || err != nil {
+		t.Fatalf("set-aside rows taken again: %d, %d, %v", n, aside, err)
 	}
 	for _, op := range good {
 		if _, err := e.ledger.FindByOperation(ctx, op); err != nil {
@@ -150,7 +150,7 @@ func TestOutboxRelaySetsPoisonRowsAside(t *testing.T) {
 	if _, err := ob.Retry(ctx, "not-a-uuid"); !errors.Is(err, pgfence.ErrOptions) {
 		t.Fatalf("retry of a bad id: %v", err)
 	}
-	if n, err := ob.Relay(ctx, client, 10, 1000); n != 1 || err != nil {
+	if n, _, err := ob.Relay(ctx, client, 10, 1000); n != 1 || err != nil {
 		t.Fatalf("relay of the fixed row: %d, %v", n, err)
 	}
 	rec, err := e.ledger.FindByOperation(ctx, pgfence.OutboxOperationPrefix+fixed)

@@ -91,7 +91,7 @@ func TestOutboxRollbackAndCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if n, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 0 || err != nil {
+	if n, _, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 0 || err != nil {
 		t.Fatalf("relay after rollback: %d, %v", n, err)
 	}
 	var op string
@@ -101,11 +101,11 @@ func TestOutboxRollbackAndCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Not visible to a relay before the commit.
-		if n, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 0 || err != nil {
+		if n, _, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 0 || err != nil {
 			t.Fatalf("relay before commit: %d, %v", n, err)
 		}
 	})
-	if n, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 1 || err != nil {
+	if n, _, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 1 || err != nil {
 		t.Fatalf("relay after commit: %d, %v", n, err)
 	}
 	if e.rows(t) != 0 || e.pending(t) != 1 {
@@ -148,7 +148,7 @@ func TestOutboxRelayCrashMidBatch(t *testing.T) {
 	})
 	crash := errors.New("relay died")
 	restore := pgfence.SetRelayHook(func() error { return crash })
-	if _, err := e.outbox.Relay(ctx, e.client, 10, 20); !errors.Is(err, crash) {
+	if _, _, err := e.outbox.Relay(ctx, e.client, 10, 20); !errors.Is(err, crash) {
 		t.Fatalf("relay with the hook: %v", err)
 	}
 	restore()
@@ -156,7 +156,7 @@ func TestOutboxRelayCrashMidBatch(t *testing.T) {
 		t.Fatalf("after the crash: %d rows, %d jobs", e.rows(t), e.pending(t))
 	}
 	for {
-		n, err := e.outbox.Relay(ctx, e.client, 11, 20)
+		n, _, err := e.outbox.Relay(ctx, e.client, 11, 20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestOutboxRelayCrashMidBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if _, err := e.outbox.Relay(ctx, e.client, 10, 20); !errors.Is(err, fence.ErrStale) {
+	if _, _, err := e.outbox.Relay(ctx, e.client, 10, 20); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("stale relay: %v", err)
 	}
 	if e.rows(t) != 1 {
@@ -205,7 +205,7 @@ func TestOutboxConcurrentRelays(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for {
-				n, err := e.outbox.Relay(ctx, e.client, 10, 25)
+				n, _, err := e.outbox.Relay(ctx, e.client, 10, 25)
 				if err != nil {
 					t.Error(err)
 					return

@@ -28,6 +28,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	t    tables
 	q    queries
+	own  []string // the unquoted names of its objects, as PostgreSQL's errors quote them
 }
 
 var _ fence.EffectLog = (*Store)(nil)
@@ -49,7 +50,11 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	// accept is the high-water rule (fence.Fence.Accepts) between the
 	// proposed row EXCLUDED and the stored row f.
 	const accept = `EXCLUDED.token > f.token OR (EXCLUDED.token = f.token AND EXCLUDED.owner = f.owner)`
-	return &Store{pool: pool, t: t, q: queries{
+	own := []string{`"` + opts.prefix() + "fences", `"` + opts.prefix() + "effects", opts.prefix() + "fence_check("}
+	if opts.Schema != "" {
+		own = append(own, `"`+opts.Schema+`"`, `"`+opts.Schema+".")
+	}
+	return &Store{pool: pool, t: t, own: own, q: queries{
 		// Apply's checks for one fence in one statement. raised inserts or
 		// locks the resource's row and raises it when the fence is
 		// accepted; a rejected row is locked too (ON CONFLICT DO UPDATE
@@ -185,7 +190,7 @@ func (s *Store) ApplyMulti(ctx context.Context, fences []fence.Fence, fn func(ct
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
-		return fmt.Errorf("pgfence: begin: %w", err)
+		return fmt.Errorf("pgfence: begin: %w", notMigrated(err))
 	}
 	var raised int64
 	var recorded bool
@@ -194,7 +199,7 @@ func (s *Store) ApplyMulti(ctx context.Context, fences []fence.Fence, fn func(ct
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("pgfence: fence operation %q: %w", fences[0].OperationID, err)
+		return fmt.Errorf("pgfence: fence operation %q: %w", fences[0].OperationID, notMigrated(err))
 	}
 	if err := s.verdict(ctx, tx, sorted, fences[0], raised, recorded); err != nil {
 		return err
@@ -226,7 +231,7 @@ func (s *Store) FenceTx(ctx context.Context, tx pgx.Tx, fences ...fence.Fence) e
 	var recorded bool
 	sql, args := s.fenceQuery(sorted, fences[0])
 	if err := tx.QueryRow(ctx, sql, args...).Scan(&raised, &recorded); err != nil {
-		return fmt.Errorf("pgfence: fence operation %q: %w", fences[0].OperationID, err)
+		return fmt.Errorf("pgfence: fence operation %q: %w", fences[0].OperationID, notMigrated(err))
 	}
 	return s.verdict(ctx, tx, sorted, fences[0], raised, recorded)
 }
@@ -380,7 +385,7 @@ func (s *Store) raise(ctx context.Context, tx pgx.Tx, f fence.Fence) error {
 		return nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("pgfence: fence %q: %w", f.Resource, err)
+		return fmt.Errorf("pgfence: fence %q: %w", f.Resource, notMigrated(err))
 	}
 	// Rejected. The row is locked by the statement above, so this reads the
 	// value that rejected f.
@@ -420,7 +425,7 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 	}
 	if err != nil {
 		_ = br.Close()
-		return fmt.Errorf("pgfence: fence %q: %w", f.Resource, err)
+		return fmt.Errorf("pgfence: fence %q: %w", f.Resource, notMigrated(err))
 	}
 	var tok, owner string
 	err = br.QueryRow().Scan(&tok, &owner)
@@ -428,7 +433,7 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("pgfence: fence of %q: %w", f.Resource, err)
+		return fmt.Errorf("pgfence: fence of %q: %w", f.Resource, notMigrated(err))
 	}
 	if !accepted {
 		return &fence.StaleError{Fence: f, StoredToken: parseToken(tok), StoredOwner: owner}
@@ -454,7 +459,7 @@ func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, 
 		return fence.Effect{}, false, nil
 	}
 	if err != nil {
-		return fence.Effect{}, false, fmt.Errorf("pgfence: applied %q: %w", operationID, err)
+		return fence.Effect{}, false, fmt.Errorf("pgfence: applied %q: %w", operationID, notMigrated(err))
 	}
 	rec.Token = parseToken(tok)
 	return rec, true, nil
@@ -469,7 +474,7 @@ func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, st
 		return 0, "", nil
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("pgfence: high-water of %q: %w", resource, err)
+		return 0, "", fmt.Errorf("pgfence: high-water of %q: %w", resource, notMigrated(err))
 	}
 	return parseToken(tok), owner, nil
 }
@@ -509,7 +514,7 @@ func (s *Store) PruneEffects(ctx context.Context, olderThan time.Duration) (int6
 	for {
 		tag, err := s.pool.Exec(ctx, s.q.prune, olderThan.Seconds(), pruneBatch)
 		if err != nil {
-			return total, fmt.Errorf("pgfence: prune effects: %w", err)
+			return total, fmt.Errorf("pgfence: prune effects: %w", notMigrated(err))
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < int64(pruneBatch) {

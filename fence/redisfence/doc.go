@@ -82,6 +82,25 @@
 // then applies again; under an allkeys-* policy it may evict high-water
 // marks too, and a lower token is then accepted after a higher one.
 //
+// # Losing writes
+//
+// High-water marks and effect records are only as durable as the Redis
+// that holds them. What its persistence keeps they keep: with append-only
+// persistence (appendfsync always) a restart loses none; with RDB
+// snapshots or appendfsync everysec a crash loses the writes since the last
+// save or second; without persistence a restart, and a FLUSHALL or
+// FLUSHDB anywhere, loses them all. A failover to a replica loses what it
+// had not received yet (use WAIT, or min-replicas-to-write, to bound it).
+// A lost mark lets a write with a lower token than the lost one apply (a
+// zombie's, after a failover or restart), and a lost effect record lets a
+// repeated operation id apply again: the data the marks guard was lost
+// with them when they share the Redis, but a fenced write to data kept
+// elsewhere is not. Tokens minted after the loss stay above the lost ones
+// (fencing epochs, see package lease), so it is the stored mark, not the
+// token order, that is gone. Where that matters, keep the fenced data in
+// storage whose durability matches it (package pgfence), or run this Redis
+// with appendfsync always and replicas acknowledging writes.
+//
 // # Guard
 //
 // [Store.Guard] serves package httpfence: it checks the fence and marks the

@@ -227,7 +227,9 @@ const PingTimeout = 5 * time.Second
 // makes a failover client that finds the primary through the Sentinels.
 // A malformed address is a usage error; a Redis that does not answer, or
 // answers with an error (a password it wants or refuses, a database it
-// does not have), is named (password hidden).
+// does not have), is named (password hidden). The client honours a
+// command's context deadline (go-redis ContextTimeoutEnabled), so a
+// frozen Redis holds a request no longer than its context allows.
 func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	shown := withScheme(RedactURL(addr)) // redacted as typed: a comma may be a password's
@@ -236,6 +238,7 @@ func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, erro
 		if err != nil {
 			return nil, err
 		}
+		fo.ContextTimeoutEnabled = true
 		rdb = redis.NewFailoverClient(fo)
 		shown = RedactURL(strings.TrimSpace(addr))
 	} else if strings.Contains(addr, ",") {
@@ -269,12 +272,13 @@ func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, erro
 		// rediss:// URLs keep TLS (with the first node's server name, as
 		// go-redis's ParseClusterURL does): credentials never go in clear.
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: opt.Username, Password: opt.Password,
-			TLSConfig: first.TLSConfig})
+			TLSConfig: first.TLSConfig, ContextTimeoutEnabled: true})
 	} else {
 		opt, err := ParseRedisURL(addr)
 		if err != nil {
 			return nil, err
 		}
+		opt.ContextTimeoutEnabled = true
 		rdb = redis.NewClient(opt)
 	}
 	pctx, cancel := context.WithTimeout(ctx, PingTimeout)

@@ -33,9 +33,10 @@
 //   - With Sentinel (Options.Sentinel), the master's config epoch, the
 //     highest over every Sentinel that answers. Sentinels agree on it by
 //     election and raise it on every failover, so it needs nothing the
-//     failover could have lost. A restart without failover keeps the
-//     epoch. If it is below an epoch already used (Sentinels redeployed
-//     with fresh state), the epoch is one more than the highest known.
+//     failover could have lost. It is taken only when it is above every
+//     epoch known (the record's, the caller's); otherwise (a restart
+//     without failover, Sentinels redeployed with fresh state) the epoch
+//     is one more than the highest known.
 //     The Sentinels are asked again after a first assignment, which is
 //     raised if their answer rose meanwhile; otherwise a Sentinel epoch
 //     never raises a primary's recorded epoch, since the node may be an
@@ -48,9 +49,25 @@
 //     seconds has it. A caller that minted on another primary with an
 //     epoch at least the recorded one raises the record above it.
 //
-// Scripts raise the record to a caller's epoch when it is higher and refuse
-// (Refresh again) a caller whose epoch is lower, so one stale caller cannot
-// mint below the epoch others use on the same primary.
+// Scripts mint only when the record holds exactly the caller's epoch, and
+// the birth of the record it was learned from (the record's 'born', set
+// when it is created); otherwise they write nothing and the caller
+// refreshes, so one stale caller cannot mint below the epoch others use on
+// the same primary.
+//
+// # A lost record
+//
+// FLUSHALL, FLUSHDB or a restart without persistence (and without
+// failover) loses the record, and the namespace's time with it, while the
+// primary may keep its replication id: minting would restart in the same
+// epoch at a time that may be below a zombie's token. A caller that minted
+// finds its epoch or the record's birth gone and refreshes; advance.lua
+// then moves the primary to one above every epoch the caller knows (logged
+// at error level), or keeps an epoch another caller already moved it to
+// above them. A process that never minted cannot tell a flushed namespace
+// from a new one: it starts at 0 (or the Sentinels' epoch) until a process
+// that minted before the loss moves the record above, and tokens it minted
+// meanwhile may be below a zombie's (storage marks still fence them).
 //
 // # What it does not guarantee
 //
@@ -156,8 +173,8 @@ var ErrUnsettled = errors.New("epoch: the primary kept changing")
 
 var (
 	// Lua is the script library minting scripts start with. It defines
-	// epoch_check(key, rid, ep), which returns the epoch to mint with or
-	// nil and {replication id, recorded epoch} when the caller must
+	// epoch_check(key, rid, ep, born), which returns the epoch to mint with
+	// or nil and {replication id, recorded epoch} when the caller must
 	// refresh, and token_mint(last, ep, now_us), which returns the token
 	// as a decimal string; epoch_now(key), the namespace's time in µs
 	// (see the package doc); plus u64_norm, u64_cmp and u64_add for decimal
@@ -186,6 +203,10 @@ func Key(ns string) string { return ns + ":epoch" }
 type State struct {
 	ReplID string
 	Epoch  uint64
+	// Born is the birth of the record the epoch was learned from (its
+	// 'born' field): a record created again (a flush, a restart without
+	// persistence) has another, and refuses the state.
+	Born string
 }
 
 // Source reports an epoch agreed outside the data nodes that grows with
@@ -343,7 +364,7 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 	}
 	for attempt := 1; ; attempt++ {
 		reply, err := advanceScript.Run(ctx, t.client, []string{t.key},
-			src, t.max, last.ReplID, last.Epoch, raise).StringSlice()
+			src, t.max, last.ReplID, last.Epoch, raise, last.Born).StringSlice()
 		if err != nil {
 			return State{}, fmt.Errorf("epoch: advance: %w", err)
 		}
@@ -358,11 +379,18 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 			t.logEpochsOff(reply[4:])
 			return State{}, nil
 		}
+		if len(reply) < 6 {
+			return State{}, fmt.Errorf("epoch: advance: malformed reply %q", reply)
+		}
+		if reply[5] == "1" && attempt == 1 {
+			t.log.Error("fencing epoch record lost (a flush, or a restart without persistence or failover): moved above every epoch this process minted in",
+				"key", t.key, "replication_id", reply[0], "epoch", e, "previous_epoch", t.max)
+		}
 		if reply[2] == "1" {
 			t.log.Error("fencing epoch capped: tokens are ordered by the clock across failovers from now on",
 				"key", t.key, "max", Max)
 		}
-		st := State{ReplID: reply[0], Epoch: e}
+		st := State{ReplID: reply[0], Epoch: e, Born: reply[4]}
 		if t.source == nil || (reply[3] != "1" && raise == "") || attempt == MaxAttempts {
 			return st, nil
 		}

@@ -34,7 +34,7 @@ if ARGV[1] == 'mint' then return token_mint(ARGV[2], tonumber(ARGV[3]), tonumber
 // mintScript is the smallest minting script: one counter per key, the
 // protocol a lease or a ledger claim follows.
 var mintScript = redis.NewScript(epoch.Lua + `
-local ep, stale = epoch_check(KEYS[2], ARGV[1], ARGV[2])
+local ep, stale = epoch_check(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 if not ep then return {-1, stale[1], stale[2]} end
 local t = redis.call('TIME')
 local tok = token_mint(redis.call('GET', KEYS[1]), ep, tonumber(t[1]) * 1000000 + tonumber(t[2]))
@@ -63,7 +63,7 @@ func tryMint(c redis.UniversalClient, tr *epoch.Tracker, key string) (uint64, er
 		if tr.Cluster() {
 			keys = append(keys, key+":clock") // the record in the key's slot
 		}
-		r, err := mintScript.Run(context.Background(), c, keys, st.ReplID, st.Epoch).Slice()
+		r, err := mintScript.Run(context.Background(), c, keys, st.ReplID, st.Epoch, st.Born).Slice()
 		if err != nil {
 			return false, err
 		}
@@ -238,7 +238,7 @@ func TestScriptsKeepTheHighestEpoch(t *testing.T) {
 	c.HSet(ctx, epoch.Key(ns), "r:"+st.ReplID, 3)
 	refused := 0
 	err = tr.Mint(ctx, func(st epoch.State) (bool, error) {
-		r, err := mintScript.Run(ctx, c, []string{ns + ":a", tr.Key()}, st.ReplID, st.Epoch).Slice()
+		r, err := mintScript.Run(ctx, c, []string{ns + ":a", tr.Key()}, st.ReplID, st.Epoch, st.Born).Slice()
 		if err != nil {
 			return false, err
 		}
@@ -257,14 +257,83 @@ func TestScriptsKeepTheHighestEpoch(t *testing.T) {
 	if err != nil || refused != 1 {
 		t.Fatalf("stale client: refused %d times, err %v", refused, err)
 	}
-	// The record fell below what the client holds: its next mint raises it.
+	// The record fell below what the client holds (it lost epoch 3): its
+	// next mint refreshes to one above every epoch it knows.
 	c.HSet(ctx, epoch.Key(ns), "r:"+st.ReplID, 1, "max", 1)
-	if tok := mint(t, c, tr, ns+":a"); epoch.Of(tok) != 3 {
-		t.Fatalf("minted in epoch %d, want 3", epoch.Of(tok))
+	if tok := mint(t, c, tr, ns+":a"); epoch.Of(tok) != 4 {
+		t.Fatalf("minted in epoch %d, want 4", epoch.Of(tok))
 	}
-	if f := c.HGetAll(ctx, epoch.Key(ns)).Val(); f["r:"+st.ReplID] != "3" || f["max"] != "3" {
-		t.Fatalf("record not raised back to 3: %v", f)
+	if f := c.HGetAll(ctx, epoch.Key(ns)).Val(); f["r:"+st.ReplID] != "4" || f["max"] != "4" {
+		t.Fatalf("record not moved above 3: %v", f)
 	}
+}
+
+// A flush loses the epoch record (and the namespace's time with it) on the
+// same primary, so the replication id alone cannot tell: a client that
+// minted before moves above every epoch it knew, logged at error level,
+// even when another client recreated the record first with that very
+// epoch (the record's birth differs). The zombie's token, from before the
+// flush, stays below every token minted after it, whatever the clock says.
+func TestLostRecordMovesAbove(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{ClockShim: true})
+	c := srv.Client()
+	ns := redistest.Namespace(t)
+	src := &fixedSource{}
+	src.e.Store(2)
+	var logs syncBuffer
+	tr := epoch.New(c, ns, epoch.Options{Source: src, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	key := ns + ":counter"
+	zombie := mint(t, c, tr, key)
+	if epoch.Of(zombie) != 2 {
+		t.Fatalf("before the flush: epoch %d, want the Sentinels' 2", epoch.Of(zombie))
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetClockOffset(-10 * time.Minute)
+	// A client that never minted recreates the record with the Sentinels'
+	// epoch, the zombie's: it cannot tell a flushed namespace from a new one.
+	fresh := epoch.New(c, ns, epoch.Options{Source: src})
+	if tok := mint(t, c, fresh, ns+":other"); epoch.Of(tok) != 2 {
+		t.Fatalf("a new client after the flush: epoch %d, want 2", epoch.Of(tok))
+	}
+	after := mint(t, c, tr, key)
+	if after <= zombie || epoch.Of(after) != 3 {
+		t.Fatalf("after the flush: %d (epoch %d), want epoch 3 above the zombie's %d", after, epoch.Of(after), zombie)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "record lost") {
+		t.Fatalf("no error logged for a lost record: %s", logs.String())
+	}
+	// The new client is refused its old epoch and joins the new one.
+	if tok := mint(t, c, fresh, ns+":other"); epoch.Of(tok) != 3 {
+		t.Fatalf("the new client after the move: epoch %d, want 3", epoch.Of(tok))
+	}
+	// A flush with no one recreating the record: the same.
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if tok := mint(t, c, tr, key); epoch.Of(tok) != 4 {
+		t.Fatalf("after a second flush: epoch %d, want 4", epoch.Of(tok))
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // seqSource answers from a list, repeating the last answer.
@@ -349,7 +418,7 @@ func TestRecordPruned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f) != 36 || f["max"] != "100" || f["r:"+st.ReplID] != "100" || f["r:old099"] != "99" || f["r:old068"] != "" ||
+	if len(f) != 37 || f["born"] == "" || f["max"] != "100" || f["r:"+st.ReplID] != "100" || f["r:old099"] != "99" || f["r:old068"] != "" ||
 		f["clk"] != "1" || f["crid"] != "old" || f["coff"] != "0" {
 		t.Fatalf("record after pruning has %d fields: %v", len(f), f)
 	}

@@ -145,17 +145,22 @@ end
 -- epoch_check checks a minting script's epoch arguments against the node it
 -- runs on. rid is the replication id of the primary the caller's epoch ep
 -- is for ('' or nil: epochs off, mint in epoch 0; '@node' on Redis
--- Cluster: the slot's master decides, see epoch_node); key is the namespace's
--- epoch record, a hash 'r:<replication id>' -> epoch, 'max' -> the highest
--- epoch recorded. It returns the epoch to mint with, or nil and
--- {replication id, recorded epoch or ''} when the caller must refresh its
--- epoch (internal/epoch Tracker.Refresh) and run again: this node is
--- another primary (a failover or restart happened), or a higher epoch is
--- recorded for it. Nothing is written then. An epoch above the record
--- raises it, so no caller can mint below the highest epoch any caller used.
--- pre, when not nil, is the record's 'r:<rid>' field as epoch_now read it
--- (false: absent), so the record is read once.
-local function epoch_check(key, rid, ep, pre)
+-- Cluster: the slot's master decides, see epoch_node); born is the birth
+-- of the record the caller learned ep from; key is the namespace's epoch
+-- record, a hash 'r:<replication id>' -> epoch, 'max' -> the highest epoch
+-- recorded, 'born' -> when the record was created (advance.lua). It
+-- returns the epoch to mint with, or nil and {replication id, recorded
+-- epoch or ''} when the caller must refresh its epoch (internal/epoch
+-- Tracker.Refresh) and run again: this node is another primary (a
+-- failover or restart happened), or the record does not hold exactly the
+-- caller's epoch and birth (another caller raised it, or the record was
+-- lost: a flush, a restart without persistence). Nothing is written: only
+-- a refresh assigns epochs, so a record that lost an epoch is moved above
+-- it by a caller that knew it.
+-- pre, pre_born, when pre is not nil, are the record's 'r:<rid>' and
+-- 'born' fields as epoch_now read them (false: absent), so the record is
+-- read once.
+local function epoch_check(key, rid, ep, born, pre, pre_born)
   if rid == nil or rid == '' then return 0 end
   if rid == '@node' then return epoch_node(key) end
   local e = tonumber(ep)
@@ -164,13 +169,13 @@ local function epoch_check(key, rid, ep, pre)
   end
   local mine = epoch_replid()
   if mine ~= rid then return nil, {mine, ''} end
-  if pre == nil then pre = redis.call('HGET', key, 'r:' .. mine) end
+  if pre == nil then
+    local f = redis.call('HMGET', key, 'r:' .. mine, 'born')
+    pre, pre_born = f[1], f[2]
+  end
   local rec = tonumber(pre or '')
-  if rec and rec > e then return nil, {mine, string.format('%d', rec)} end
-  if rec ~= e then
-    redis.call('HSET', key, 'r:' .. mine, string.format('%d', e))
-    local mx = tonumber(redis.call('HGET', key, 'max') or '')
-    if not mx or e > mx then redis.call('HSET', key, 'max', string.format('%d', e)) end
+  if rec ~= e or (pre_born or '') ~= (born or '') then
+    return nil, {mine, rec and string.format('%d', rec) or ''}
   end
   return e
 end
@@ -211,15 +216,16 @@ local CATCH_UP_MAX_US = 60000000
 -- and delays set before it do not end early. A clock stepped back on the
 -- same primary raises its offset likewise.
 -- With want (a replication id, as a minting script's caller passes it to
--- epoch_check), the same read also returns the record's 'r:<want>' field
--- (false: absent) as a second value, for epoch_check's pre.
+-- epoch_check), the same read also returns the record's 'r:<want>' and
+-- 'born' fields (false: absent) as second and third values, for
+-- epoch_check's pre and pre_born.
 local function epoch_now(key, want)
   local t = redis.call('TIME')
   local raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if not key then return raw end
   local c
   if want and want ~= '' then
-    c = redis.call('HMGET', key, 'clk', 'crid', 'coff', 'r:' .. want)
+    c = redis.call('HMGET', key, 'clk', 'crid', 'coff', 'r:' .. want, 'born')
   else
     c = redis.call('HMGET', key, 'clk', 'crid', 'coff')
   end
@@ -247,10 +253,10 @@ local function epoch_now(key, want)
     end
     now = raw + noff
   end
-  if clk and now <= clk then return clk, c[4] end
+  if clk and now <= clk then return clk, c[4], c[5] end
   -- The mark is written once per millisecond: the last microsecond of
   -- now's millisecond, which no time returned before exceeds and which
   -- later calls in this millisecond return (their milliseconds are now's).
   redis.call('HSET', key, 'clk', string.format('%d', now - now % 1000 + 999))
-  return now, c[4]
+  return now, c[4], c[5]
 end

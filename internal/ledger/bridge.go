@@ -96,7 +96,7 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 	if err := ValidateQueue(q); err != nil {
 		return nil, err
 	}
-	if err := ValidateOperationID(d.ID); err != nil {
+	if err := ValidateJobID(d.ID); err != nil {
 		return nil, err
 	}
 	if err := ValidateKind(d.Kind); err != nil {
@@ -117,7 +117,7 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		v, err := l.lanes.claim.Run(ctx, bridgeClaimScript, l.keys(q), l.prefix(q), d.ID, d.Kind, d.OperationID,
 			d.Payload, d.MaxRetries, d.Timeout.Milliseconds(), d.Owner, d.TTL.Milliseconds(), d.Bridge,
-			st.ReplID, st.Epoch, d.TaskQueue, d.TaskID).Result()
+			st.ReplID, st.Epoch, d.TaskQueue, d.TaskID, st.Born).Result()
 		r = newReply("bridge claim", v, err)
 		if err := r.need(1); err != nil {
 			return false, err

@@ -24,30 +24,52 @@ func (l *Ledger) rateHeldKey(q, key string) string  { return l.prefix(q) + "rate
 // waitingFor says what a pending job held back by flow control waits for,
 // from its record h.
 func (l *Ledger) waitingFor(ctx context.Context, q string, h map[string]string) (string, error) {
-	switch h["wait"] {
-	case "limit":
-		// permits held, and promised to due jobs not yet claimed (they
-		// score 0: flow.lua), which park a job as held ones do
-		hk := l.limitHoldersKey(q, h["lkey"])
-		pipe := l.rdb.Pipeline()
-		members := pipe.ZCard(ctx, hk)
-		held := pipe.ZCount(ctx, hk, "(0", "+inf")
-		if _, err := pipe.Exec(ctx); err != nil {
-			return "", wrap("limit holders", err)
-		}
-		s := fmt.Sprintf("limit %s, %d of %s held", h["lkey"], held.Val(), h["lmax"])
-		if p := members.Val() - held.Val(); p > 0 {
-			s += fmt.Sprintf(", %d promised to due jobs", p)
-		}
-		return s, nil
-	case "rate":
-		return fmt.Sprintf("rate %s: next start at %s", h["rkey"],
-			msTime(h["wait_at"]).UTC().Format(time.RFC3339Nano)), nil
-	}
-	return "", nil
+	r := &Record{}
+	err := l.flowWaits(ctx, q, []*Record{r}, []map[string]string{h})
+	return r.WaitingFor, err
 }
 
-// LimitStatus is one concurrency limit's key with holders or waiting jobs.
+// flowWaits sets the WaitingFor of each of recs (pending jobs of queue q)
+// that flow control holds back, from its record in hs: one round trip for
+// all of them, reading each limit key's permits once.
+func (l *Ledger) flowWaits(ctx context.Context, q string, recs []*Record, hs []map[string]string) error {
+	type permits struct{ members, held *redis.IntCmd }
+	byKey := map[string]permits{}
+	pipe := l.rdb.Pipeline()
+	for _, h := range hs {
+		if k := h["lkey"]; h["wait"] == "limit" {
+			if _, ok := byKey[k]; !ok {
+				// permits held, and promised to due jobs not yet claimed
+				// (they score 0: flow.lua), which park a job as held ones do
+				hk := l.limitHoldersKey(q, k)
+				byKey[k] = permits{pipe.ZCard(ctx, hk), pipe.ZCount(ctx, hk, "(0", "+inf")}
+			}
+		}
+	}
+	if len(byKey) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return wrap("limit holders", err)
+		}
+	}
+	for i, h := range hs {
+		switch h["wait"] {
+		case "limit":
+			p := byKey[h["lkey"]]
+			s := fmt.Sprintf("limit %s, %d of %s held", h["lkey"], p.held.Val(), h["lmax"])
+			if n := p.members.Val() - p.held.Val(); n > 0 {
+				s += fmt.Sprintf(", %d promised to due jobs", n)
+			}
+			recs[i].WaitingFor = s
+		case "rate":
+			recs[i].WaitingFor = fmt.Sprintf("rate %s: next start at %s", h["rkey"],
+				msTime(h["wait_at"]).UTC().Format(time.RFC3339Nano))
+		}
+	}
+	return nil
+}
+
+// LimitStatus is one concurrency limit's key at its limit or with parked
+// jobs.
 type LimitStatus struct {
 	Key  string `json:"key"`
 	Max  int    `json:"max"`
@@ -61,7 +83,8 @@ type LimitStatus struct {
 	AtLimit  bool     `json:"at_limit"`
 }
 
-// RateStatus is one rate limit's key with starts in its current window.
+// RateStatus is one rate limit's key with deferred jobs, or with its
+// current window full.
 type RateStatus struct {
 	Key      string        `json:"key"`
 	Max      int           `json:"max"`
@@ -77,9 +100,11 @@ const maxLimitKeys = 1000
 // Counts covers.
 const limitsChunk = 1000
 
-// Limits returns queue q's concurrency limits that have holders or parked
-// jobs, keys at their limit first (then by key), and its rate limits (at
-// most maxLimitKeys of each). Every entry of the limits hash is looked at,
+// Limits returns queue q's concurrency limits that hold jobs back (at
+// their limit, or with parked jobs), keys at their limit first (then by
+// key), and its rate limits that do (with deferred jobs, or their window
+// full), at most maxLimitKeys of each: a key whose jobs all run at once is
+// not listed. Every entry of the limits hash is looked at,
 // so a key at its limit is never hidden behind idle ones; entries whose key
 // nothing holds, is promised or waits on (left by earlier versions, which
 // kept every key that ever parked a job) are pruned.
@@ -126,10 +151,10 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 			if members[i].Val() == 0 && s.Waiting == 0 {
 				dead = append(dead, k)
 			}
-			if s.Held == 0 && s.Waiting == 0 {
-				continue
-			}
 			s.AtLimit = s.Held >= s.Max
+			if !s.AtLimit && s.Waiting == 0 {
+				continue // it holds no job back
+			}
 			out = append(out, s)
 		}
 	}
@@ -172,7 +197,10 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	rs := make([]RateStatus, 0, len(rkeys))
 	for i, k := range rkeys {
 		mx, _, _ := strings.Cut(rates[k], "/")
-		rs = append(rs, RateStatus{Key: k, Max: atoi(mx), Per: pers[i], Starts: int(starts[i].Val()), Deferred: int(deferred[i].Val())})
+		r := RateStatus{Key: k, Max: atoi(mx), Per: pers[i], Starts: int(starts[i].Val()), Deferred: int(deferred[i].Val())}
+		if r.Deferred > 0 || r.Starts >= r.Max { // else it holds no job back
+			rs = append(rs, r)
+		}
 	}
 	l.pruneLimits(ctx, q, dead)
 	return out, rs, nil

@@ -78,7 +78,8 @@ func (l *Ledger) groupAhead(ctx context.Context, q, id, g string) (string, error
 // groupsAhead sets the WaitingFor of the grouped records of recs (pending
 // jobs) to where each stands in its group (see groupAhead), in one round
 // trip. A grouped job in the due index outside its group's turn (a retry,
-// a re-run) waits for nothing of its group: left as it is.
+// a re-run) waits for nothing of its group, and one held back by flow
+// control (its WaitingFor set) says so: both left as they are.
 func (l *Ledger) groupsAhead(ctx context.Context, recs map[string]*Record) error {
 	type read struct {
 		r    *Record
@@ -88,7 +89,7 @@ func (l *Ledger) groupsAhead(ctx context.Context, recs map[string]*Record) error
 	var reads []read
 	pipe := l.rdb.Pipeline()
 	for _, r := range recs {
-		if r.Group != "" {
+		if r.Group != "" && r.WaitingFor == "" { // else held back by flow control (flowWaits)
 			reads = append(reads, read{r, pipe.HGet(ctx, l.groupsKey(r.Queue), r.Group),
 				pipe.ZRank(ctx, l.groupKey(r.Queue, r.Group), r.ID)})
 		}

@@ -180,8 +180,12 @@ func (l *Ledger) Retention() time.Duration { return l.cfg.Retention }
 func (l *Ledger) Redis() redis.UniversalClient { return l.rdb }
 
 // ValidateQueue checks a queue name: 1-100 of letters, digits and ._:-
-// (a byte loop: every enqueue checks its queue).
+// (a byte loop: every enqueue checks its queue), other than "." and "..",
+// which a URL path or a file path would clean to another name.
 func ValidateQueue(q string) error {
+	if q == "." || q == ".." {
+		return invalid("queue name %q is a path element, not a name", q)
+	}
 	ok := len(q) >= 1 && len(q) <= 100
 	for i := 0; ok && i < len(q); i++ {
 		c := q[i]
@@ -189,7 +193,7 @@ func ValidateQueue(q string) error {
 			c == '.' || c == '_' || c == ':' || c == '-'
 	}
 	if !ok {
-		return invalid("queue name %q must be 1-100 letters, digits or ._:-", q)
+		return invalid("queue name %q must be 1-100 letters, digits or ._:-", Clip(q))
 	}
 	return nil
 }

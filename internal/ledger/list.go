@@ -76,32 +76,25 @@ func (l *Ledger) Match(ctx context.Context, qs []string, f Filter, need int) ([]
 	return all, total, exact, nil
 }
 
-// match is Match for one queue. Pending jobs are listed from the due index
-// and from the fair groups' own indexes (group.lua), where a group's jobs
-// other than its head wait their turn: merged by due time. Past maxGroups
-// groups only the first maxGroups by name are read, and the total is not
-// exact.
+// match is Match for one queue. Pending jobs are listed from the due index,
+// from the fair groups' own indexes (group.lua), where a group's jobs other
+// than its head wait their turn, and from the limits' wait zsets
+// (flow.lua), where jobs parked on a full limit wait (scored by creation
+// time, the due time they are woken at): merged by score. Past maxGroups
+// groups or maxLimitKeys limit keys only the first ones by name are read,
+// and the total is not exact.
 func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Indexed, int64, bool, error) {
 	items, total, exact, err := l.matchKey(ctx, q, l.StateKey(q, f.State), f, need)
 	if err != nil || f.State != Pending {
 		return items, total, exact, err
 	}
-	groups, err := l.rdb.HKeys(ctx, l.groupsKey(q)).Result()
+	keys, all, err := l.pendingSideKeys(ctx, q)
 	if err != nil {
-		return nil, 0, false, wrap("list groups", err)
+		return nil, 0, false, err
 	}
-	names := groups[:0]
-	for _, g := range groups {
-		if !strings.HasPrefix(g, "#") { // the parked count, group.lua's GROUPS_T
-			names = append(names, g)
-		}
-	}
-	if len(names) > maxGroups { // a bounded read: the first maxGroups by name
-		slices.Sort(names)
-		names, exact = names[:maxGroups], false
-	}
+	exact = exact && all
 	if f.Kind == "" {
-		// every group's first need entries and count in one round trip
+		// every side index's first need entries and count in one round trip
 		lo, hi := f.scoreRange()
 		pipe := l.rdb.Pipeline()
 		type read struct {
@@ -109,12 +102,12 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 			n  *redis.IntCmd
 		}
 		var reads []read
-		for _, g := range names {
-			a := redis.ZRangeArgs{Key: l.groupKey(q, g), ByScore: true, Start: lo, Stop: hi, Count: int64(need), Rev: f.Desc}
+		for _, k := range keys {
+			a := redis.ZRangeArgs{Key: k, ByScore: true, Start: lo, Stop: hi, Count: int64(need), Rev: f.Desc}
 			if f.Desc {
 				a.Start, a.Stop = hi, lo
 			}
-			r := read{n: pipe.ZCount(ctx, l.groupKey(q, g), lo, hi)}
+			r := read{n: pipe.ZCount(ctx, k, lo, hi)}
 			if need > 0 {
 				r.zs = pipe.ZRangeArgsWithScores(ctx, a)
 			}
@@ -122,7 +115,7 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 		}
 		if len(reads) > 0 {
 			if _, err := pipe.Exec(ctx); err != nil {
-				return nil, 0, false, wrap("list groups", err)
+				return nil, 0, false, wrap("list pending", err)
 			}
 		}
 		for _, r := range reads {
@@ -135,8 +128,8 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 			}
 		}
 	} else {
-		for _, g := range names {
-			more, n, ex, err := l.matchKey(ctx, q, l.groupKey(q, g), f, need)
+		for _, k := range keys {
+			more, n, ex, err := l.matchKey(ctx, q, k, f, need)
 			if err != nil {
 				return nil, 0, false, err
 			}
@@ -148,6 +141,43 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 		items = items[:need]
 	}
 	return items, total, exact, nil
+}
+
+// pendingSideKeys returns the indexes of queue q holding pending jobs
+// outside the due index: each fair group's own index (group.lua) and each
+// limit key's wait zset (flow.lua; the keys of the limits hash, which holds
+// every key a job parked on). Past maxGroups groups or maxLimitKeys limit
+// keys only the first ones by name are returned, and all is false.
+func (l *Ledger) pendingSideKeys(ctx context.Context, q string) (keys []string, all bool, err error) {
+	pipe := l.rdb.Pipeline()
+	groups := pipe.HKeys(ctx, l.groupsKey(q))
+	limits := pipe.HKeys(ctx, l.limitsKey(q))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, false, wrap("list pending", err)
+	}
+	all = true
+	names := groups.Val()[:0]
+	for _, g := range groups.Val() {
+		if !strings.HasPrefix(g, "#") { // the parked count, group.lua's GROUPS_T
+			names = append(names, g)
+		}
+	}
+	if len(names) > maxGroups { // a bounded read: the first maxGroups by name
+		slices.Sort(names)
+		names, all = names[:maxGroups], false
+	}
+	lkeys := limits.Val()
+	if len(lkeys) > maxLimitKeys {
+		slices.Sort(lkeys)
+		lkeys, all = lkeys[:maxLimitKeys], false
+	}
+	for _, g := range names {
+		keys = append(keys, l.groupKey(q, g))
+	}
+	for _, k := range lkeys {
+		keys = append(keys, l.limitWaitKey(q, k))
+	}
+	return keys, all, nil
 }
 
 // sortIndexed sorts items by score (descending when desc), then queue and id.

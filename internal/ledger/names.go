@@ -38,7 +38,7 @@ var namespaceName = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 // (no braces, which would break the keys' hash tags).
 func ValidateNamespace(ns string) error {
 	if !namespaceName.MatchString(ns) {
-		return invalid("namespace %q must be 1-%d letters, digits or ._:-", clip(ns), MaxNamespaceLen)
+		return invalid("namespace %q must be 1-%d letters, digits or ._:-", Clip(ns), MaxNamespaceLen)
 	}
 	return nil
 }
@@ -48,7 +48,7 @@ func ValidateNamespace(ns string) error {
 func ValidateKind(kind string) error {
 	if kind == "" || len(kind) > MaxKindLen || !utf8.ValidString(kind) ||
 		strings.ContainsFunc(kind, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '{' || r == '}' }) {
-		return invalid("kind %q must be 1-%d bytes of UTF-8 without whitespace, control characters or braces", clip(kind), MaxKindLen)
+		return invalid("kind %q must be 1-%d bytes of UTF-8 without whitespace, control characters or braces", Clip(kind), MaxKindLen)
 	}
 	return nil
 }
@@ -69,10 +69,10 @@ const (
 func ValidateResource(resource string) error {
 	if resource == "" || len(resource) > MaxResourceLen || !utf8.ValidString(resource) ||
 		strings.ContainsFunc(resource, func(r rune) bool { return unicode.IsControl(r) || r == '{' || r == '}' }) {
-		return invalid("resource %q must be 1-%d bytes of UTF-8 without control characters or braces", clip(resource), MaxResourceLen)
+		return invalid("resource %q must be 1-%d bytes of UTF-8 without control characters or braces", Clip(resource), MaxResourceLen)
 	}
 	if strings.HasPrefix(resource, InternalResourcePrefix) || strings.HasPrefix(resource, JobResourcePrefix) {
-		return invalid("resource %q: the prefixes %q and %q are reserved", clip(resource), InternalResourcePrefix, JobResourcePrefix)
+		return invalid("resource %q: the prefixes %q and %q are reserved", Clip(resource), InternalResourcePrefix, JobResourcePrefix)
 	}
 	return nil
 }
@@ -81,7 +81,27 @@ func ValidateResource(resource string) error {
 // without control characters.
 func ValidateOperationID(op string) error {
 	if op == "" || len(op) > MaxOperationIDLen || !utf8.ValidString(op) || strings.ContainsFunc(op, unicode.IsControl) {
-		return invalid("operation id %q must be 1-%d bytes of UTF-8 without control characters", clip(op), MaxOperationIDLen)
+		return invalid("operation id %q must be 1-%d bytes of UTF-8 without control characters", Clip(op), MaxOperationIDLen)
+	}
+	return nil
+}
+
+// JobKeySuffixes are the suffixes the layout appends to a job's key for
+// its sibling keys (ns:{q}:job:<id>:history, :waits, :wf_failed): a job id
+// ending in one would name another job's sibling key.
+var JobKeySuffixes = []string{":history", ":waits", ":wf_failed"}
+
+// ValidateJobID checks a job id a caller chooses (a bridged delivery's):
+// an operation id (ValidateOperationID) not ending in one of
+// JobKeySuffixes.
+func ValidateJobID(id string) error {
+	if err := ValidateOperationID(id); err != nil {
+		return invalid("job id %q must be 1-%d bytes of UTF-8 without control characters", Clip(id), MaxOperationIDLen)
+	}
+	for _, s := range JobKeySuffixes {
+		if strings.HasSuffix(id, s) {
+			return invalid("job id %q: the suffix %q names a job's own keys", Clip(id), s)
+		}
 	}
 	return nil
 }
@@ -106,7 +126,7 @@ func ValidateHeaders(h map[string]string) error {
 	total := 0
 	for k, v := range h {
 		if !headerKey.MatchString(k) {
-			return invalid("header key %q must be 1-%d letters, digits or ._-", clip(k), MaxHeaderKeyLen)
+			return invalid("header key %q must be 1-%d letters, digits or ._-", Clip(k), MaxHeaderKeyLen)
 		}
 		if len(v) > MaxHeaderValueLen || !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
 			return invalid("header %s: the value must be at most %d bytes of UTF-8 without control characters", k, MaxHeaderValueLen)
@@ -120,7 +140,7 @@ func ValidateHeaders(h map[string]string) error {
 }
 
 // clip shortens a rejected value for the error text.
-func clip(s string) string {
+func Clip(s string) string {
 	const n = 64
 	if len(s) <= n {
 		return s

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -71,5 +72,21 @@ func TestValidateResourceLimits(t *testing.T) {
 	if jobs.MaxResourceLen != 512 || jobs.MaxOperationIDLen != 200 || jobs.MaxKindLen != 100 ||
 		jobs.MaxQueueLen != 100 || jobs.MaxNamespaceLen != 64 {
 		t.Fatal("a documented name limit changed; update the docs and the entry points")
+	}
+}
+
+// TestJobIDRefusesSiblingKeySuffixes: a caller-chosen job id ending in a
+// suffix of a job's sibling keys is refused, quoted clipped.
+func TestJobIDRefusesSiblingKeySuffixes(t *testing.T) {
+	for _, s := range ledger.JobKeySuffixes {
+		if err := ledger.ValidateJobID("task-1" + s); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", s, err)
+		}
+	}
+	if err := ledger.ValidateJobID(strings.Repeat("x", 150) + ":history"); err == nil || len(err.Error()) > 200 {
+		t.Errorf("long id: %v, want a clipped refusal", err)
+	}
+	if err := ledger.ValidateJobID("task-1:historic"); err != nil {
+		t.Error(err)
 	}
 }

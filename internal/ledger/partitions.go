@@ -99,7 +99,7 @@ func ValidateQueueRef(name string) error {
 	}
 	k, s, dotted := strings.Cut(name[i+1:], ".")
 	if !digits(k) || (dotted && !digits(s)) {
-		return invalid("partition name %q must be <queue>#<k> or <queue>#<k>.<s>", name)
+		return invalid("partition name %q must be <queue>#<k> or <queue>#<k>.<s>", Clip(name))
 	}
 	return nil
 }

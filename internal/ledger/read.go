@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -337,7 +338,7 @@ func decodeEvent(s string) Event {
 // History returns job id's timeline, oldest first. The common path
 // (enqueued, one attempt, succeeded) is kept in the job's own fields and the
 // history list holds only what goes beyond it; History shows the same
-// timeline either way.
+// timeline either way. An id no job has is ErrNotFound.
 func (l *Ledger) History(ctx context.Context, q, id string) ([]Entry, error) {
 	pipe := l.rdb.Pipeline()
 	items := pipe.LRange(ctx, l.JobKey(q, id)+":history", 0, -1)
@@ -353,7 +354,7 @@ func (l *Ledger) History(ctx context.Context, q, id string) ([]Entry, error) {
 		return out, nil
 	}
 	if len(fields.Val()) == 0 {
-		return nil, nil
+		return nil, fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
 	}
 	return commonPath(recordFrom(q, id, fields.Val())), nil
 }
@@ -458,7 +459,8 @@ func (l *Ledger) List(ctx context.Context, q string, s State, offset, limit int)
 }
 
 // getMany reads the records of ids (in state s's index) in one round trip,
-// dropping index entries without a record.
+// dropping index entries without a record; a pending job held back by flow
+// control says what it waits for (one more round trip for all of them).
 func (l *Ledger) getMany(ctx context.Context, q string, s State, ids []string) ([]*Record, error) {
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
@@ -469,13 +471,24 @@ func (l *Ledger) getMany(ctx context.Context, q string, s State, ids []string) (
 		return nil, wrap("list "+string(s), err)
 	}
 	out := make([]*Record, 0, len(ids))
+	var held []*Record // pending jobs held back by flow control
+	var heldH []map[string]string
 	for i, c := range cmds {
 		h := c.Val()
 		if len(h) == 0 {
 			l.rdb.ZRem(ctx, l.StateKey(q, s), ids[i])
 			continue
 		}
-		out = append(out, recordFrom(q, ids[i], h))
+		r := recordFrom(q, ids[i], h)
+		out = append(out, r)
+		if r.State == Pending && h["wait"] != "" {
+			held, heldH = append(held, r), append(heldH, h)
+		}
+	}
+	if len(held) > 0 {
+		if err := l.flowWaits(ctx, q, held, heldH); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -728,3 +741,15 @@ func (l *Ledger) LeaderStatus(ctx context.Context) (*LeaderStatus, error) {
 
 // Ping checks that Redis answers.
 func (l *Ledger) Ping(ctx context.Context) error { return wrap("ping", l.rdb.Ping(ctx).Err()) }
+
+// String describes the job without its raw payload (Payload, which holds
+// sensitive fields), so a Record formatted with %v or %+v shows none.
+func (r Record) String() string {
+	return fmt.Sprintf("job %s (kind %s, queue %s, %s, attempts %d)", r.ID, r.Kind, r.Queue, r.State, r.Attempts)
+}
+
+// LogValue logs the job without its raw payload (see String).
+func (r Record) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("id", r.ID), slog.String("kind", r.Kind), slog.String("queue", r.Queue),
+		slog.String("state", string(r.State)), slog.Int("attempts", r.Attempts))
+}

@@ -44,7 +44,7 @@ var scheduleIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
 // (no colon, so a tick's operation id splits unambiguously).
 func ValidateScheduleID(id string) error {
 	if !scheduleIDRE.MatchString(id) {
-		return invalid("schedule id %q must be 1-%d letters, digits or ._-", clip(id), MaxScheduleIDLen)
+		return invalid("schedule id %q must be 1-%d letters, digits or ._-", Clip(id), MaxScheduleIDLen)
 	}
 	return nil
 }

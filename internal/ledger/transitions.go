@@ -87,7 +87,7 @@ func (l *Ledger) Claim(ctx context.Context, q, owner string, ttl time.Duration, 
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		seen = l.watch.before(q)
 		v, err := l.lanes.claim.Run(ctx, claimScript, l.keys(q),
-			l.prefix(q), owner, ttl.Milliseconds(), max, st.ReplID, st.Epoch).Result()
+			l.prefix(q), owner, ttl.Milliseconds(), max, st.ReplID, st.Epoch, st.Born).Result()
 		unacked = nil
 		if errors.Is(err, durable.ErrUnacknowledged) && v != nil {
 			// The claim ran; too few replicas hold it. Its jobs are read
@@ -564,6 +564,9 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	}
 	if rp.len() > 2 && rp.int(2) > 0 {
 		l.moveAfter(ctx, q)
+	}
+	if r.Decision == DecideRerun && rp.err == nil && (state == Pending || state == Waiting) {
+		l.reopenStep(ctx, q, id) // a workflow settled final runs again
 	}
 	return state, wrap("resolve "+id, rp.err)
 }

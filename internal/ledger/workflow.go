@@ -574,20 +574,28 @@ func (l *Ledger) FindWorkflow(ctx context.Context, id string) (string, error) {
 
 // MarkWorkflowCancelled records on workflow id's record (home queue q)
 // that actor cancelled it, unless an operator already did (the first one
-// stays). It reports whether the record exists: a pruned one is not
-// written again.
-func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string) (bool, error) {
-	n, err := markCancelScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id)}, actor).Int()
-	if err != nil {
-		return false, wrap("cancel workflow "+id, err)
+// stays). A pruned record is not written again (ErrNotFound), and one the
+// maintenance leader settled succeeded or failed (SettleWorkflow) is
+// finished and left as it is (ErrWrongState).
+func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string) error {
+	v, err := markCancelScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id)}, actor).Text()
+	switch {
+	case err != nil:
+		return wrap("cancel workflow "+id, err)
+	case v == "missing":
+		return fmt.Errorf("%w: workflow %s", ErrNotFound, id)
+	case v != "ok":
+		return fmt.Errorf("%w: workflow %s %s", ErrWrongState, id, v)
 	}
-	return n == 1, nil
+	return nil
 }
 
 var markCancelScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
+local final = redis.call('HGET', KEYS[1], 'final')
+if final and final ~= 'cancelled' then return final end
 redis.call('HSETNX', KEYS[1], 'cancel', ARGV[1])
-return 1`)
+return 'ok'`)
 
 // The outcomes of a workflow (WorkflowOutcome).
 const (
@@ -708,6 +716,39 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 	return started, out, nil
 }
 
+// ReopenWorkflow puts workflow id of home queue q, settled final
+// (SettleWorkflow), back among the open ones: a step of it runs again (an
+// operator re-ran a failed step), so the maintenance leader settles it
+// again when it finishes, and counts that outcome. It does nothing to a
+// workflow still open or pruned, and is idempotent.
+func (l *Ledger) ReopenWorkflow(ctx context.Context, q, id string) error {
+	p := l.prefix(q)
+	err := reopenScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id), p + "wf_done", p + "wf_open"}, id).Err()
+	return wrap("reopen workflow "+id, err)
+}
+
+var reopenScript = redis.NewScript(`
+if redis.call('HDEL', KEYS[1], 'final') == 0 then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1`)
+
+// reopenStep reopens the workflow of job id of queue q (ReopenWorkflow),
+// when it is a step of one: its re-run from a final state (Decide) made
+// the workflow run again. A failure here is left to the pruner, which
+// reopens a finished workflow it finds with a step not final.
+func (l *Ledger) reopenStep(ctx context.Context, q, id string) {
+	v, err := l.rdb.HMGet(ctx, l.JobKey(q, id), "wf", "wf_home").Result()
+	if err != nil {
+		return
+	}
+	wf, _ := v[0].(string)
+	home, _ := v[1].(string)
+	if wf != "" && home != "" {
+		_ = l.ReopenWorkflow(ctx, home, wf)
+	}
+}
+
 // pruneWorkflowBatch bounds the finished workflows one PruneWorkflows call
 // looks at.
 const pruneWorkflowBatch = 100
@@ -717,7 +758,8 @@ const pruneWorkflowBatch = 100
 // whose steps' jobs have all expired: the record, its operation id (a
 // later enqueue with it makes a new workflow) and its index entries. A
 // finished workflow with a step still kept (an operator re-ran it) is
-// looked at again a retention later. It returns how many it deleted.
+// looked at again a retention later, and one with a step not final (it
+// runs again) is reopened (ReopenWorkflow). It returns how many it deleted.
 func (l *Ledger) PruneWorkflows(ctx context.Context, q string, now time.Time) (int, error) {
 	done := l.prefix(q) + "wf_done"
 	cut := strconv.FormatInt(now.Add(-l.cfg.Retention).UnixMilli(), 10)
@@ -732,9 +774,15 @@ func (l *Ledger) PruneWorkflows(ctx context.Context, q string, now time.Time) (i
 			return n, err
 		}
 		if info != nil {
-			kept, err := l.stepsKept(ctx, info)
+			kept, running, err := l.stepsKept(ctx, info)
 			if err != nil {
 				return n, err
+			}
+			if running {
+				if err := l.ReopenWorkflow(ctx, q, id); err != nil {
+					return n, err
+				}
+				continue
 			}
 			if kept {
 				if err := l.rdb.ZAddXX(ctx, done, redis.Z{Score: float64(now.UnixMilli()), Member: id}).Err(); err != nil {
@@ -761,26 +809,31 @@ func (l *Ledger) PruneWorkflows(ctx context.Context, q string, now time.Time) (i
 	return n, nil
 }
 
-// stepsKept reports whether any step of the workflow still has its job.
-func (l *Ledger) stepsKept(ctx context.Context, info *WorkflowInfo) (bool, error) {
+// stepsKept reports whether any step of the workflow still has its job,
+// and whether any such job is not final (the workflow runs again).
+func (l *Ledger) stepsKept(ctx context.Context, info *WorkflowInfo) (kept, running bool, err error) {
 	def, err := info.Def()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	cmds := make([]*redis.IntCmd, len(def.Steps))
+	cmds := make([]*redis.StringCmd, len(def.Steps))
 	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, s := range def.Steps {
-			cmds[i] = p.Exists(ctx, l.JobKey(s.Queue, s.ID))
+			cmds[i] = p.HGet(ctx, l.JobKey(s.Queue, s.ID), "state")
 		}
 		return nil
 	})
-	if err != nil {
-		return false, wrap("read workflow "+info.ID+"'s steps", err)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, false, wrap("read workflow "+info.ID+"'s steps", err)
 	}
 	for _, c := range cmds {
-		if c.Val() > 0 {
-			return true, nil
+		if c.Err() != nil {
+			continue // expired
+		}
+		kept = true
+		if !State(c.Val()).Final() {
+			running = true
 		}
 	}
-	return false, nil
+	return kept, running, nil
 }

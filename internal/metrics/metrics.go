@@ -19,6 +19,7 @@ type Set struct {
 	Fenced          *prometheus.CounterVec   // queue, stage
 	LeaseLost       *prometheus.CounterVec   // queue, kind
 	Panics          *prometheus.CounterVec   // queue, kind
+	Abandoned       *prometheus.CounterVec   // queue, kind
 	LeaseWait       *prometheus.HistogramVec // queue, kind
 	Duration        *prometheus.HistogramVec // queue, kind, outcome
 	Jobs            *prometheus.GaugeVec     // queue, state
@@ -36,6 +37,7 @@ type Set struct {
 	Leader            prometheus.Gauge
 	LastScan          prometheus.Gauge
 	MaintenanceErrors *prometheus.CounterVec // service
+	OutboxSetAside    *prometheus.CounterVec // outbox (its table's name, set by code)
 	WorkflowsStarted  *prometheus.CounterVec // queue (the workflow's home)
 	WorkflowsFinished *prometheus.CounterVec // queue, outcome
 	// Redis failovers and clocks.
@@ -105,6 +107,9 @@ func New(reg prometheus.Registerer) *Set {
 		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_handler_panics_total", Help: "Handler panics recovered (each is retried).",
 		}, []string{"queue", "kind"}),
+		Abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_handlers_abandoned_total", Help: "Handlers still running when a stopping pool gave up on them (each attempt recorded uncertain).",
+		}, []string{"queue", "kind"}),
 		LeaseWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "fencedq_lease_wait_seconds", Help: "Time a delivery waited for its resource lease.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5},
@@ -161,6 +166,9 @@ func New(reg prometheus.Registerer) *Set {
 		MaintenanceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_maintenance_errors_total", Help: "Maintenance passes that failed, by service (expirer, resolver, pruner, status, periodic, outbox_relay, handover); a pass failing on one queue, one schedule or the effect log counts once for each.",
 		}, []string{"service"}),
+		OutboxSetAside: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_outbox_rows_set_aside_total", Help: "Outbox rows the maintenance leader's relay set aside because they cannot be enqueued (failed_at and error set; list them with Outbox.Failed, put them back with Outbox.Retry), by outbox table.",
+		}, []string{"outbox"}),
 		WorkflowsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_workflows_started_total", Help: "Workflows the maintenance leader saw started, by home queue (each counted once, whichever leader saw it).",
 		}, []string{"queue"}),
@@ -176,6 +184,7 @@ func New(reg prometheus.Registerer) *Set {
 	m.Fenced = register(reg, m.Fenced)
 	m.LeaseLost = register(reg, m.LeaseLost)
 	m.Panics = register(reg, m.Panics)
+	m.Abandoned = register(reg, m.Abandoned)
 	m.LeaseWait = register(reg, m.LeaseWait)
 	m.Duration = register(reg, m.Duration)
 	m.Jobs = register(reg, m.Jobs)
@@ -189,6 +198,7 @@ func New(reg prometheus.Registerer) *Set {
 	m.Leader = register(reg, m.Leader)
 	m.LastScan = register(reg, m.LastScan)
 	m.MaintenanceErrors = register(reg, m.MaintenanceErrors)
+	m.OutboxSetAside = register(reg, m.OutboxSetAside)
 	m.WorkflowsStarted = register(reg, m.WorkflowsStarted)
 	m.WorkflowsFinished = register(reg, m.WorkflowsFinished)
 	m.Rewinds = register(reg, m.Rewinds)

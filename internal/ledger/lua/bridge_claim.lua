@@ -15,6 +15,7 @@
 --        delivery came from, kept in 'bridge_queue' and 'bridge_task' so a
 --        job whose task that queue lost can be delivered again
 --        (bridge_redeliver.lua)
+--     15 the birth of the epoch record the caller's epoch was learned from (internal/epoch)
 -- The token is minted as claim.lua mints it: max(stored + 1, (epoch << 52) +
 -- Redis TIME in µs), above a storage mark recorded by raise.lua.
 -- Reply: {1, token, deadline ms, attempt, created (1 = first sight)}  claimed
@@ -86,7 +87,7 @@ if redis.call('EXISTS', pausedk) == 1 then
   end
   return {6}
 end
-local ep, stale = epoch_check(KEYS[13], ARGV[11], ARGV[12], epoch_rec)
+local ep, stale = epoch_check(KEYS[13], ARGV[11], ARGV[12], ARGV[15], epoch_rec, epoch_born)
 if not ep then return {7, stale[1], stale[2]} end
 local last = h[2]
 if h[8] then -- storage's mark (raise.lua): mint above it

@@ -47,7 +47,7 @@ end
 move(id, h[1], 'cancelled', now)
 if h[4] then -- out of its limit's waiting jobs; a permit it was woken for goes to the next (flow.lua)
   if h[6] == 'limit' then redis.call('ZREM', limit_waiting(h[4]), id) end
-  flow_release(id, h[4], h[5])
+  flow_release(id, h[4])
 end
 -- out of its rate's deferrals: it holds no later start (flow.lua)
 if h[6] == 'rate' and h[8] then flow_unhold(id, h[8]) end

@@ -44,7 +44,7 @@ for i = 3, #ARGV, 9 do
   end
   local hist = h[5] ~= false
   -- an applied outcome ends the attempt's permit (flow.lua)
-  if h[7] and h[1] == 'running' and h[2] == token then flow_release_later(id, h[7], h[8]) end
+  if h[7] and h[1] == 'running' and h[2] == token then flow_release_later(id, h[7]) end
   if h[1] ~= 'running' or h[2] ~= token then
     local err = ARGV[i + 3]
     tallied('fenced_commit')

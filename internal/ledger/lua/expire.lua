@@ -25,7 +25,7 @@ for _, id in ipairs(ids) do
     record(id, {event = 'end', attempt = num(h[4]), token = h[3], outcome = 'uncertain', reason = reason})
     tallied('uncertain')
     -- the permit is reclaimed: its holder can no longer renew or complete (flow.lua)
-    if h[5] then flow_release(id, h[5], h[6]) end
+    if h[5] then flow_release(id, h[5]) end
     moved[#moved + 1] = id
   end
 end

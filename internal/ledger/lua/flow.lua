@@ -74,8 +74,8 @@ local limit_waits = {}
 -- per limit key, the permits a completion ended while nothing waited on the
 -- key, removed from its holders zset with one ZREM (flow_release_flush)
 local limit_rem = {}
--- per limit key not looked at yet, its max and the job ids whose permits a
--- completion ended (limit_later), in the order met (limit_later_keys):
+-- per limit key not looked at yet, the job ids whose permits a completion
+-- ended (limit_later), in the order met (limit_later_keys):
 -- flow_release_flush looks whether jobs wait on any of them with one EXISTS
 local limit_later, limit_later_keys = {}, {}
 -- the last flow field flow_parse read this call (false: none) and what it
@@ -184,21 +184,55 @@ local function flow_park(id, key, max, created)
   redis.call('HSET', P .. 'limits', key, max)
 end
 
--- flow_wake moves up to n parked jobs of limit key back to the due index,
--- oldest first (at their creation time, so ahead of later jobs), and drops
--- the key's entry in the limits hash when nothing holds or waits on it.
-local function flow_wake(key, n)
+-- flow_drop_lost drops from holders zset hk the promises to jobs no longer
+-- due and unclaimed (a record lost, or a grouped job promised by an earlier
+-- version while in its group's own index). Called only when nothing holds a
+-- permit of the key: no release will come, so such a promise would keep the
+-- key's parked jobs, and its next ones, parked for ever.
+local function flow_drop_lost(hk)
+  for _, rid in ipairs(redis.call('ZRANGEBYSCORE', hk, 0, 0)) do
+    local h = redis.call('HMGET', jobkey(rid), 'state', 'wait')
+    if h[1] ~= 'pending' or h[2] or
+        not (limit_promised[rid] or redis.call('ZSCORE', index['pending'], rid)) then
+      redis.call('ZREM', hk, rid)
+    end
+  end
+end
+
+-- flow_wake moves parked jobs of limit key back to the due index, oldest
+-- first (at their creation time, so ahead of later jobs), each promised a
+-- permit, while the claim would admit them: the permits held and promised
+-- stay below the woken job's own max (the max in force is the admitted
+-- job's), so a release after the limit was lowered wakes only the jobs the
+-- new limit admits, never jobs a claim would park again. It stops at the
+-- first job that does not fit (FIFO), and once the permits reach the last
+-- woken job's max (a job behind it with a higher max is woken by the next
+-- release: a promise or a holder remains to release). When the oldest does
+-- not fit and nothing holds a permit, promises to jobs no longer due are
+-- dropped first (flow_drop_lost), so a lost promise never leaves a job
+-- parked. It drops the key's entry in the limits hash when nothing holds or
+-- waits on it, and returns how many it woke.
+local function flow_wake(key)
   local wk, hk = limit_waiting(key), limit_holders(key)
-  local woken = 0
-  while woken < n do
+  local taken, woken, swept, fit = redis.call('ZCARD', hk), 0, false, nil
+  while not fit or taken < fit do
     local e = redis.call('ZPOPMIN', wk)
     if not e[1] then break end
-    local h = redis.call('HMGET', jobkey(e[1]), 'state', 'wait')
+    local h = redis.call('HMGET', jobkey(e[1]), 'state', 'wait', 'lmax')
     if h[1] == 'pending' and h[2] == 'limit' then -- else cancelled or gone: skip it
+      fit = num(h[3])
+      if taken >= fit and not swept and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then
+        flow_drop_lost(hk)
+        swept, taken = true, redis.call('ZCARD', hk)
+      end
+      if taken >= fit then
+        redis.call('ZADD', wk, e[2], e[1]) -- not admitted yet: it keeps its place
+        break
+      end
       redis.call('HDEL', jobkey(e[1]), 'wait')
       redis.call('ZADD', index['pending'], e[2], e[1])
       redis.call('ZADD', hk, 0, e[1]) -- promised
-      woken = woken + 1
+      taken, woken = taken + 1, woken + 1
     end
   end
   if woken > 0 then
@@ -239,17 +273,12 @@ end
 
 -- flow_release ends job id's permit or promise on limit key (its attempt
 -- ended or its lease was reclaimed, or it was cancelled) and, when jobs wait,
--- wakes as many as permits are free (held and promised to due jobs not yet
--- claimed subtracted; at least one when nothing is held, so waiting jobs never
--- stay parked behind a promise that was lost).
-local function flow_release(id, key, max)
+-- wakes those the freed permits admit (flow_wake).
+local function flow_release(id, key)
   local hk = limit_holders(key)
   redis.call('ZREM', hk, id)
-  local waits = flow_waits(key)
-  if waits then
-    local free = num(max) - redis.call('ZCARD', hk)
-    if free <= 0 and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then free = 1 end
-    if free > 0 then flow_wake(key, free) end
+  if flow_waits(key) then
+    flow_wake(key)
   elseif redis.call('EXISTS', hk) == 0 then
     -- nothing holds, is promised or waits: out of the limits hash (the
     -- zset went with its last member)
@@ -290,14 +319,14 @@ end
 -- (complete.lua): the releases of keys nothing waits on are written per key
 -- and call by flow_release_flush, which the script calls before it returns,
 -- and which looks at once at every key not looked at yet.
-local function flow_release_later(id, key, max)
+local function flow_release_later(id, key)
   local waits = limit_waits[key]
   if waits == false then return flow_rem_later(key, id) end
   local e = limit_later[key]
   if e then
     e[#e + 1] = id
   else
-    limit_later[key] = {max, id}
+    limit_later[key] = {id}
     limit_later_keys[#limit_later_keys + 1] = key
   end
 end
@@ -321,9 +350,9 @@ local function flow_release_flush()
       -- no key left has any
       local waits = any > 0 and flow_waits(key)
       if waits then any = any - 1 else limit_waits[key] = false end
-      for j = 2, #e do
+      for j = 1, #e do
         if waits then
-          flow_release(e[j], key, e[1])
+          flow_release(e[j], key)
         else
           flow_rem_later(key, e[j])
         end
@@ -360,30 +389,24 @@ end
 -- or due jobs of the key not yet claimed) or jobs wait before it; else it
 -- enters the due index (false), promised a permit (in the holders, scored 0).
 -- A key with waiting jobs but nothing held or promised (which no release would
--- ever wake) wakes them instead.
+-- ever wake) wakes them instead, and the job parks behind those still waiting.
 local function flow_enqueue(id, key, max)
   local hk = limit_holders(key)
   local taken = redis.call('ZCARD', hk)
   if taken >= num(max) and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then
-    -- Nothing holds a permit, so no release will come: drop promises to
-    -- jobs no longer due and unclaimed (a record lost, or a grouped job
-    -- promised by an earlier version while in its group's own index), so
-    -- they cannot park this job for ever.
-    for _, rid in ipairs(redis.call('ZRANGEBYSCORE', hk, 0, 0)) do
-      local h = redis.call('HMGET', jobkey(rid), 'state', 'wait')
-      if h[1] ~= 'pending' or h[2] or
-          not (limit_promised[rid] or redis.call('ZSCORE', index['pending'], rid)) then
-        redis.call('ZREM', hk, rid)
-      end
-    end
+    flow_drop_lost(hk) -- nothing holds a permit, so no release will come
     taken = redis.call('ZCARD', hk)
   end
-  local waiting = redis.call('EXISTS', limit_waiting(key)) == 1
+  local wk = limit_waiting(key)
+  local waiting = redis.call('EXISTS', wk) == 1
+  if waiting and taken == 0 then
+    flow_wake(key)
+    taken, waiting = redis.call('ZCARD', hk), redis.call('EXISTS', wk) == 1
+  end
   if taken > 0 and (waiting or taken >= num(max)) then
     flow_park(id, key, max, now)
     return true
   end
-  if waiting then flow_wake(key, num(max)) end
   redis.call('ZADD', hk, 0, id) -- promised
   limit_promised[id] = true
   return false

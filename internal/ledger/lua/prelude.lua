@@ -29,10 +29,11 @@ local HISTORY_CAP, EVENTS_CAP = 200, 1000
 -- now_us is the namespace's time (Redis TIME plus the primary tenure's
 -- offset, never below the last time written: see epoch_now), so times an
 -- earlier primary wrote are read on the clock they were written with.
--- epoch_rec: in a minting script, the epoch recorded for its caller's
--- replication id (EPOCH_RID, set by the script's builder in Go), read with
--- the clock, for epoch_check's pre; nil elsewhere.
-local now_us, epoch_rec = epoch_now(KEYS[13], EPOCH_RID)
+-- epoch_rec, epoch_born: in a minting script, the epoch recorded for its
+-- caller's replication id (EPOCH_RID, set by the script's builder in Go)
+-- and the record's birth, read with the clock, for epoch_check's pre and
+-- pre_born; nil elsewhere.
+local now_us, epoch_rec, epoch_born = epoch_now(KEYS[13], EPOCH_RID)
 local now = math.floor(now_us / 1000)
 
 local function fmt(n) return string.format('%d', n) end

@@ -18,12 +18,12 @@ type Outbox struct {
 	// Name names the outbox in logs.
 	Name string
 	// Relay moves up to max committed rows into the queue through client,
-	// fenced by leader, and returns how many rows it took (relayed, or
-	// set aside as impossible to enqueue). Every row is
-	// enqueued with an operation id of its own, so a batch relayed twice
-	// (a crash between the enqueue and the row's removal, two leaders
-	// around a handover) is enqueued once.
-	Relay func(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (int, error)
+	// fenced by leader, and returns how many rows it relayed and how many
+	// it set aside as impossible to enqueue. Every row is enqueued with an
+	// operation id of its own, so a batch relayed twice (a crash between
+	// the enqueue and the row's removal, two leaders around a handover) is
+	// enqueued once.
+	Relay func(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (relayed, setAside int, err error)
 	// Listen returns a channel that receives when rows may have been
 	// committed, until ctx ends (nil: the relay polls only).
 	Listen func(ctx context.Context) <-chan struct{}
@@ -39,25 +39,32 @@ type relay struct {
 	batch    int
 }
 
-// runOnce relays batches until the outbox is drained. Every row is
+// runOnce relays batches until the outbox is drained, and counts the rows
+// set aside (fencedq_outbox_rows_set_aside_total, by outbox). Every row is
 // enqueued with an operation id of its own, so a batch relayed twice (a
 // crash between the enqueue and the row's removal, two leaders around a
 // handover) is enqueued once.
 func (r *relay) runOnce(ctx context.Context, leader lease.Token) error {
 	start := time.Now()
-	total := 0
+	total, aside := 0, 0
+	defer func() {
+		if total > 0 || aside > 0 {
+			r.log.Debug("outbox relayed", "jobs", total, "set_aside", aside, "took", time.Since(start))
+		}
+	}()
 	for ctx.Err() == nil {
-		n, err := r.outbox.Relay(ctx, r.client, leader, r.batch)
+		n, bad, err := r.outbox.Relay(ctx, r.client, leader, r.batch)
 		total += n
+		aside += bad
+		if bad > 0 {
+			r.metrics.OutboxSetAside.WithLabelValues(r.outbox.Name).Add(float64(bad))
+		}
 		if err != nil {
 			return err
 		}
-		if n < r.batch {
+		if n+bad < r.batch {
 			break
 		}
-	}
-	if total > 0 {
-		r.log.Debug("outbox relayed", "jobs", total, "took", time.Since(start))
 	}
 	return nil
 }

@@ -141,3 +141,40 @@ func TestRelayWaitsForReplicas(t *testing.T) {
 		t.Fatalf("%d rows left in the outbox after an enqueue no replica acknowledged, want 3", left)
 	}
 }
+
+// TestRelayCountsRowsSetAside: rows the relay sets aside are counted by
+// outbox (fencedq_outbox_rows_set_aside_total), and a batch that set rows
+// aside does not end the pass: the rows after it are relayed too.
+func TestRelayCountsRowsSetAside(t *testing.T) {
+	f := newFixture(t)
+	pool := pgtest.New(t)
+	if err := pgfence.Migrate(t.Context(), pool, pgfence.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := pgfence.NewOutbox(pool, pgfence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.config()
+	cfg.Outboxes = []Outbox{{Name: ob.Name(), Relay: ob.Relay, Listen: ob.Listen}}
+	r := f.leader(cfg).relays[0]
+	r.batch = 2
+	ops := commitOrders(t, pool, ob, 5)
+	for _, op := range ops[:2] { // the first batch: both rows poison
+		id := op[len(pgfence.OutboxOperationPrefix):]
+		if _, err := pool.Exec(f.ctx, `UPDATE `+ob.Table()+` SET max_retries = -1 WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.runOnce(f.ctx, f.lead("pool-a")); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops[2:] {
+		if _, err := f.ledger.FindByOperation(f.ctx, op); err != nil {
+			t.Errorf("row %s after the set-aside batch not relayed in the same pass: %v", op, err)
+		}
+	}
+	if v := testutil.ToFloat64(f.metrics.OutboxSetAside.WithLabelValues(ob.Name())); v != 2 {
+		t.Fatalf("fencedq_outbox_rows_set_aside_total %v, want 2", v)
+	}
+}

@@ -1,0 +1,126 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
+)
+
+// ErrUnsettled means a pool stopped with jobs it had claimed left
+// unsettled: Run's error is then a *ShutdownError naming them.
+var ErrUnsettled = errors.New("worker: jobs left unsettled at shutdown")
+
+// Reasons an Unsettled job gives.
+const (
+	// UnsettledAbandoned: its handler was still running when the shutdown
+	// timeout and the wait after cancelling its context passed. The pool
+	// recorded the attempt uncertain under its token (unless Reason says
+	// that commit failed too); a result the handler returns later is
+	// committed only if that token still runs the job.
+	UnsettledAbandoned = "handler still running"
+	// UnsettledCommitFailed: the outcome's commit failed with an unknown
+	// result (Redis unreachable); the job's lease lapses and the
+	// maintenance leader resolves it.
+	UnsettledCommitFailed = "commit failed"
+)
+
+// Unsettled is one job a stopping pool left behind.
+type Unsettled struct {
+	Queue string
+	ID    string
+	// Token is the attempt's ledger token.
+	Token lease.Token
+	// Reason is UnsettledAbandoned or UnsettledCommitFailed.
+	Reason string
+}
+
+// ShutdownError is Run's error when the pool stopped with jobs it had
+// claimed left unsettled: handlers that ignored their cancelled context,
+// or outcomes whose commit failed. It matches ErrUnsettled. Each job comes
+// back through the ledger (uncertain, reconciled by the maintenance
+// leader; or its lease lapses), so a process may exit on it; it is worth
+// an alert, not a crash loop.
+type ShutdownError struct {
+	// Jobs are the jobs left unsettled, by queue and id.
+	Jobs []Unsettled
+}
+
+// Error names the jobs (ids only: never their args).
+func (e *ShutdownError) Error() string {
+	parts := make([]string, len(e.Jobs))
+	for i, j := range e.Jobs {
+		parts[i] = j.Queue + "/" + j.ID + " (" + j.Reason + ")"
+	}
+	return fmt.Sprintf("%v: %d: %s", ErrUnsettled, len(e.Jobs), strings.Join(parts, ", "))
+}
+
+// Unwrap returns ErrUnsettled.
+func (e *ShutdownError) Unwrap() error { return ErrUnsettled }
+
+// unsettledSet collects the jobs a stopping pool leaves behind.
+type unsettledSet struct {
+	mu   sync.Mutex
+	jobs []Unsettled
+}
+
+// add records attempt a's job, once (the first reason given stays).
+func (s *unsettledSet) add(a *attempt, reason string) {
+	u := Unsettled{Queue: ledger.Logical(a.job.Queue), ID: a.job.ID, Token: a.job.Token, Reason: reason}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range s.jobs {
+		if j.Queue == u.Queue && j.ID == u.ID && j.Token == u.Token {
+			return
+		}
+	}
+	s.jobs = append(s.jobs, u)
+}
+
+// err returns the *ShutdownError for the jobs collected, nil when none.
+func (s *unsettledSet) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.jobs) == 0 {
+		return nil
+	}
+	js := slices.Clone(s.jobs)
+	slices.SortFunc(js, func(a, b Unsettled) int { return strings.Compare(a.Queue+"/"+a.ID, b.Queue+"/"+b.ID) })
+	return &ShutdownError{Jobs: js}
+}
+
+// abandon gives up on the handlers still running once the shutdown
+// timeout and the wait after cancelling their contexts passed: each
+// attempt is recorded uncertain under its own token (the completer
+// commits it before Run returns), counted and named in Run's error.
+// A handler that returns later has its result committed only if its
+// token still runs the job (completer.add).
+func (p *Pool) abandon() []string {
+	var ids []string
+	for _, a := range p.renewer.running() {
+		if !a.abandon() {
+			continue // it returned meanwhile: its own outcome is on its way
+		}
+		ids = append(ids, a.job.ID)
+		kind := p.kindLabel(a.job.Kind)
+		p.metrics.Abandoned.WithLabelValues(ledger.Logical(a.job.Queue), kind).Inc()
+		p.unsettled.add(a, UnsettledAbandoned)
+		p.completer.add(&finished{a: a, kind: kind, err: errShutdown, outcome: ledger.Outcome{
+			To: jobs.Uncertain, Error: errShutdown.Error(),
+			Reason: "worker shut down with the handler still running: abandoned",
+		}})
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// shutdownGrace bounds how long past ShutdownTimeout Run takes to return,
+// whatever Redis does: the wait for cancelled handlers (commitTimeout),
+// then the last commits, and the pool's leave and the leader's release.
+const shutdownGrace = 10 * time.Second
