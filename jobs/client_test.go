@@ -252,3 +252,32 @@ func TestEnqueueManyFirstOfAnOperationWins(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueueRefusesFlowKeysWithControlCharacters: a limit's or a rate's key
+// with a control character is refused before anything is written, and the
+// error quotes the key cut short, never whole.
+func TestEnqueueRefusesFlowKeysWithControlCharacters(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	long := "acct\x1b[2J" + strings.Repeat("x", 150)
+	for name, opt := range map[string]jobs.Option{
+		"limit with an escape": jobs.Limit(long, 1),
+		"limit with a newline": jobs.Limit("acct\n1", 1),
+		"rate with a bell":     jobs.Rate("provider\a", 10, time.Second),
+		"rate with a delete":   jobs.Rate("provider\x7f", 10, time.Second),
+		"limit with a C1 code": jobs.Limit("acct\u0085", 1),
+	} {
+		_, err := c.Enqueue(ctx, rangeArgs{N: 1}, opt)
+		if !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), strings.Repeat("x", 100)) {
+			t.Errorf("%s: the error quotes the whole key: %v", name, err)
+		}
+	}
+	if keys, _ := rdb.Keys(ctx, ns+":*").Result(); len(keys) != 0 {
+		t.Fatalf("refused enqueues wrote %v", keys)
+	}
+}
