@@ -450,7 +450,7 @@ func TestJobDetailShowsUniqueKey(t *testing.T) {
 		} `json:"job"`
 	}
 	getJSON(t, h, "/api/jobs/default/"+res.JobID, &d)
-	if d.Job.UniqueKey == "" || strings.Join(d.Job.UniqueStates, ",") != "pending,running" {
+	if d.Job.UniqueKey == "" || strings.Join(d.Job.UniqueStates, ",") != "pending,running,uncertain" {
 		t.Fatalf("job detail: unique key %q, states %v", d.Job.UniqueKey, d.Job.UniqueStates)
 	}
 }

@@ -46,7 +46,9 @@ type UniqueOpts struct {
 	// kept, a fraction rounded up).
 	ByPeriod time.Duration
 	// ByState lists the states in which a job holds its key (default
-	// DefaultUniqueStates). Pending and Running must be among them. A job
+	// DefaultUniqueStates). Pending and Running must be among them, and
+	// Uncertain is added to them (its attempt may still run, and the
+	// reconciler may run it again). A job
 	// that moves to a state outside the list (for example dead, with the
 	// default) releases the key: the next enqueue creates a new job. A job
 	// that expires after the retention period releases it too.
@@ -58,9 +60,9 @@ type UniqueOpts struct {
 var DefaultUniqueStates = []State{Pending, Running, Uncertain, Review, Succeeded}
 
 // Unique makes the job unique (see UniqueOpts). An operator's re-run of a
-// dead or cancelled job does not check uniqueness again, and a job
-// re-submitted after a ledger rewind (Client.Resubmit) is restored without
-// its unique key.
+// dead or cancelled job does not check uniqueness again. A job re-submitted
+// after a ledger rewind (Client.Resubmit) is restored holding its key, or
+// left out when another job holds the key by then.
 func Unique(u UniqueOpts) Option {
 	return func(o *options) { o.unique = &u }
 }
@@ -86,6 +88,10 @@ func uniqueOf(kind string, payload []byte, u *UniqueOpts) (*ledger.Unique, error
 	}
 	if !slices.Contains(seen, Pending) || !slices.Contains(seen, Running) {
 		return nil, invalid("unique states %v must include pending and running", states)
+	}
+	if !slices.Contains(seen, Uncertain) {
+		// its handler may still run, and the reconciler may run it again
+		seen = append(seen, Uncertain)
 	}
 	h := sha256.New()
 	h.Write([]byte(kind))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -370,5 +371,36 @@ func TestUniqueKeyOfSensitiveArgsNotShown(t *testing.T) {
 	// Hidden from readers only: the key still deduplicates.
 	if dup := enqueued(t, c, pinArgs{Account: "z", PIN: "1234"}, byPIN, jobs.Queue("q1")); !dup.Deduplicated || dup.JobID != secret[0].JobID {
 		t.Fatalf("same PIN in q1: %+v, want deduplicated to %s", dup, secret[0].JobID)
+	}
+}
+
+type unknownWorker struct{}
+
+func (unknownWorker) Work(context.Context, *jobs.Job[syncArgs]) error {
+	return jobs.Unknown(errors.New("the call timed out"))
+}
+
+// TestUniqueKeyHeldWhileUncertain: a job unique while pending or running
+// whose attempt's outcome is unknown (uncertain: its handler may still run,
+// and the reconciler may run it again) keeps its key: an enqueue of the key
+// meanwhile is deduplicated, so the key never has two jobs running or
+// pending.
+func TestUniqueKeyHeldWhileUncertain(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	cfg := jobs.Config{Namespace: ns}
+	c := jobs.NewClient(rdb, cfg)
+	env := fencedqtest.New(rdb, cfg)
+	running := jobs.Unique(jobs.UniqueOpts{ByArgs: true, ByState: []jobs.State{jobs.Pending, jobs.Running}})
+	a := enqueued(t, c, syncArgs{Customer: "c1"}, running)
+	if r := fencedqtest.WorkJob(ctx, t, env, unknownWorker{}, a.Queue, a.JobID); r.Record.State != jobs.Uncertain {
+		t.Fatalf("worked job is %s, want uncertain", r.Record.State)
+	}
+	if b := enqueued(t, c, syncArgs{Customer: "c1"}, running); !b.Deduplicated || b.JobID != a.JobID {
+		t.Fatalf("enqueue while the holder is uncertain: %+v, want deduplicated to %s", b, a.JobID)
+	}
+	rec, err := c.Inspector().Get(ctx, a.Queue, a.JobID)
+	if err != nil || !slices.Contains(rec.UniqueStates, jobs.Uncertain) {
+		t.Fatalf("the holder's unique states: %+v, %v; want uncertain among them", rec, err)
 	}
 }

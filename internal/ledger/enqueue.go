@@ -146,7 +146,7 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	defer l.registerPending(ctx)
 	type call struct {
 		queue string
-		uniq  bool  // unique jobs: enqueue_unique.lua (never in resubmit mode)
+		uniq  bool  // extended jobs (in resubmit mode, unique ones): enqueue_unique.lua
 		idx   []int // positions in js
 		args  []any
 		cmd   *redis.Cmd
@@ -156,21 +156,18 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	// share an operation id or a unique key are deduplicated as if written
 	// one after another: the first is created, whatever the options of the
 	// others. A queue with any unique, flow-controlled or grouped job takes
-	// enqueue_unique.lua for all of them.
+	// enqueue_unique.lua for all of them (re-submissions: any unique job).
 	uniqs := map[string]bool{}
-	if mode == "" {
-		for _, j := range js {
-			uniqs[j.Queue] = uniqs[j.Queue] || j.extended()
-		}
+	for _, j := range js {
+		uniqs[j.Queue] = uniqs[j.Queue] || j.extended() && (mode == "" || j.Unique != nil)
 	}
 	var calls []*call
 	open := map[string]*call{}
 	for i, j := range js {
 		if j.extended() && mode != "" {
-			// a re-submission: its unique key is not checked again, and it
-			// comes back without flow control nor group
+			// a re-submission comes back without flow control nor group
 			c := *j
-			c.Unique, c.Flow, c.Group = nil, nil, ""
+			c.Flow, c.Group = nil, ""
 			j = &c
 		}
 		uniq := uniqs[j.Queue]
@@ -288,7 +285,7 @@ const enqueueHeader = 5
 // Arguments per job of enqueue.lua and enqueue_unique.lua.
 const (
 	enqueueStride       = 10
-	enqueueUniqueStride = 19
+	enqueueUniqueStride = 20
 )
 
 // splitEnqueue splits a merged enqueue reply ({first, seq, seq raised,

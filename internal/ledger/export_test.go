@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -62,4 +63,9 @@ func ScriptFunction(name string) string {
 func HoldHandovers() (restore func()) {
 	autoMove = false
 	return func() { autoMove = true }
+}
+
+// ResubmitForTest inserts js as a re-submission after a rewind does.
+func (l *Ledger) ResubmitForTest(ctx context.Context, js []*NewJob) ([]*Inserted, error) {
+	return l.insert(ctx, js, "resubmit")
 }

@@ -479,6 +479,11 @@ func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 		}
 		nj := *j.job
 		nj.Delay -= time.Since(j.at) // due when it was due (a job due at once too)
+		if nj.Unique != nil {
+			u := *nj.Unique
+			u.Age = time.Since(j.at) // its key in its enqueue's period
+			nj.Unique = &u
+		}
 		byQueue[nj.Queue] = append(byQueue[nj.Queue], &nj)
 	})
 	r.mu.Unlock()

@@ -19,19 +19,22 @@ type Unique struct {
 	Period time.Duration
 	// States are the states in which the job holds its key.
 	States []State
+	// Age, for a re-submission, is the time since the job's first
+	// enqueue: its key stays in that enqueue's period.
+	Age time.Duration
 }
 
-// args are enqueue_unique.lua's three per-job values after enqueue.lua's
+// args are enqueue_unique.lua's four per-job values after enqueue.lua's
 // (a nil u: not unique).
 func (u *Unique) args() []any {
 	if u == nil {
-		return []any{"", 0, ""}
+		return []any{"", 0, "", 0}
 	}
 	s := make([]string, len(u.States))
 	for i, st := range u.States {
 		s[i] = string(st)
 	}
-	return []any{u.Digest, u.Period.Milliseconds(), strings.Join(s, ",")}
+	return []any{u.Digest, u.Period.Milliseconds(), strings.Join(s, ","), u.Age.Milliseconds()}
 }
 
 // uniqueKeys returns the KEYS of the unique scripts of queue q: the ledger

@@ -10,15 +10,19 @@
 -- untouched: both write a job with the prelude's write_new_job.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the queue's
 --   unique index ns:{q}:unique (hash: unique key -> job id holding it).
--- ARGV 2 mode: '' (resubmissions go through enqueue.lua)
--- ARGV from 3, 19 values per job: the 10 of enqueue.lua (job id, kind,
+-- ARGV 2 mode: '' (enqueue) or 'resubmit' (as enqueue.lua's: a job whose record
+--   or operation id exists is left as it is; a unique job whose key another job
+--   holds is left out, reported deduplicated to that job; else it is created
+--   holding its key. Re-submitted jobs carry no flow control nor group)
+-- ARGV from 3, 20 values per job: the 10 of enqueue.lua (job id, kind,
 --   operation id, resource, payload, args for display, max retries, timeout ms,
 --   delay ms, headers), then
 --   unique digest (hex, of kind and the chosen args),
 --   period ms (0: none; else the key is the digest in the period of Redis TIME
---     the enqueue falls in: '<digest>:<period>:<floor(now / period)>'),
+--     the enqueue falls in: '<digest>:<period>:<floor((now - age) / period)>'),
 --   unique states (comma separated: the holder keeps the key while in one),
---   (unique digest '' = not unique: the three are ignored)
+--   age ms (a re-submission's time since its first enqueue, whose period it keeps; else 0)
+--   (unique digest '' = not unique: the four are ignored)
 --   limit key ('' = none), limit max, rate key ('' = none), rate max, rate period ms,
 --   group ('' = none)
 -- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, history, then 2 values per
@@ -26,6 +30,7 @@
 local uniqk = KEYS[14]
 local created, due = 0, {}
 local reply = {0, 0, 0, 0, ''}
+local resubmit = ARGV[2] == 'resubmit'
 seq_bump()
 
 -- holds reports whether job hid holds its unique key: it exists and is in
@@ -39,19 +44,24 @@ local function holds(hid)
   return false
 end
 
-for i = 3, #ARGV, 19 do
+for i = 3, #ARGV, 20 do
   local id, op = ARGV[i], ARGV[i + 2]
   local ukey, period, ustates = ARGV[i + 10], num(ARGV[i + 11]), ARGV[i + 12]
-  if period > 0 then ukey = ukey .. ':' .. fmt(period) .. ':' .. fmt(math.floor(now / period)) end
+  if period > 0 then
+    ukey = ukey .. ':' .. fmt(period) .. ':' .. fmt(math.floor((now - num(ARGV[i + 13])) / period))
+  end
   local existing, stage = false, 'enqueue'
   if op ~= '' then existing = op_holder(op) end
+  if resubmit and not existing and redis.call('EXISTS', jobkey(id)) == 1 then existing = id end
   if not existing and ukey ~= '' then
     local holder = redis.call('HGET', uniqk, ukey)
     if holder and holds(holder) then existing, stage = holder, 'unique' end
   end
   if existing then
-    tallied('deduplicated_' .. stage)
-    event({type = 'deduplicated', stage = stage, job = existing, op = op})
+    if not resubmit then
+      tallied('deduplicated_' .. stage)
+      event({type = 'deduplicated', stage = stage, job = existing, op = op})
+    end
     reply[#reply + 1], reply[#reply + 2] = 0, existing
   else
     if op ~= '' and id ~= op_named(op) then redis.call('SET', opkey(op), id) end
@@ -60,9 +70,9 @@ for i = 3, #ARGV, 19 do
       redis.call('HSET', uniqk, ukey, id)
       extra = {'ukey', ukey, 'ustates', ustates}
     end
-    local lkey, lmax = ARGV[i + 13], ARGV[i + 14]
-    flow_fields(extra, i + 13)
-    local g = ARGV[i + 18]
+    local lkey, lmax = ARGV[i + 14], ARGV[i + 15]
+    flow_fields(extra, i + 14)
+    local g = ARGV[i + 19]
     if g ~= '' then extra[#extra + 1] = 'group'; extra[#extra + 1] = g end
     local run_at, srun_at = write_new_job(i, extra)
     local limited = lkey ~= '' and run_at <= now
@@ -76,6 +86,10 @@ for i = 3, #ARGV, 19 do
       -- parked on its limit
     else
       due[#due + 1], due[#due + 2] = srun_at, id
+    end
+    if resubmit then
+      tallied('resubmitted')
+      event({type = 'resubmitted', job = id, op = op})
     end
     created = created + 1
     reply[#reply + 1], reply[#reply + 2] = 1, id
