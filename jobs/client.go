@@ -381,6 +381,7 @@ func (c *Client) checkRaw(ctx context.Context, kind string, o options) error {
 
 // Params is one job of an EnqueueMany call.
 type Params struct {
+	// Args and Options are what Enqueue would take for the job.
 	Args    JobArgs
 	Options []Option
 }

@@ -270,6 +270,7 @@ type Listed struct {
 
 // JobList is one page of a list.
 type JobList struct {
+	// Jobs is the page, in ListParams' order.
 	Jobs []Listed
 	// Total counts the jobs that pass the filters; TotalExact is false when
 	// a kind filter stopped reading a long index.

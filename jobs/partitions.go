@@ -256,9 +256,12 @@ type Partition struct {
 
 // QueueLayout is a queue's partitions (Inspector.Partitions).
 type QueueLayout struct {
+	// Queue is the queue's name.
 	Queue string `json:"queue"`
 	// Count is the registered partition count (1: no partitions).
-	Count      int         `json:"count"`
+	Count int `json:"count"`
+	// Partitions are the current layout's partitions and those of
+	// earlier layouts still listed (Index -1).
 	Partitions []Partition `json:"partitions"`
 }
 

@@ -13,6 +13,8 @@ import (
 // option Enqueue honours is here, so a caller that cannot carry one can
 // refuse it instead of dropping it.
 type Prepared struct {
+	// Kind and Queue are the job's kind and queue (DefaultQueue when none
+	// was given); MaxRetries its retries after a failed attempt.
 	Kind        string
 	Queue       string
 	OperationID string // "" when none was given

@@ -85,6 +85,7 @@ type HeldError struct {
 	Deadline time.Time
 }
 
+// Error names the resource, its holder and the lease's deadline.
 func (e *HeldError) Error() string {
 	return fmt.Sprintf("lease: %q held by owner %q (token %d) until %s",
 		e.Resource, e.Owner, e.Token, e.Deadline.UTC().Format(time.RFC3339Nano))

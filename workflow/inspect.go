@@ -28,31 +28,45 @@ const (
 
 // Status is a workflow as read now.
 type Status struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name,omitempty"`
-	Home        string    `json:"home"`
-	OperationID string    `json:"operation_id,omitempty"`
-	State       string    `json:"state"`
-	Done        int       `json:"done"`  // steps in a final state
-	Total       int       `json:"total"` // steps
-	Created     time.Time `json:"created"`
-	CancelledBy string    `json:"cancelled_by,omitempty"`
-	Steps       []Step    `json:"steps"`
+	// ID is the workflow's id; Name the name given to New.
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	// Home is the queue holding the workflow's record (its first step's).
+	Home string `json:"home"`
+	// OperationID deduplicates the workflow ("" when none was given).
+	OperationID string `json:"operation_id,omitempty"`
+	// State is Running, Succeeded, Failed or Cancelled.
+	State string `json:"state"`
+	Done  int    `json:"done"`  // steps in a final state
+	Total int    `json:"total"` // steps
+	// Created is when the workflow was enqueued.
+	Created time.Time `json:"created"`
+	// CancelledBy is the operator who cancelled it ("" unless cancelled).
+	CancelledBy string `json:"cancelled_by,omitempty"`
+	// Steps are its steps, in definition order.
+	Steps []Step `json:"steps"`
 }
 
 // Step is one step of a Status, in definition order.
 type Step struct {
-	Name      string   `json:"name"`
-	Queue     string   `json:"queue"`
-	JobID     string   `json:"job_id"`
-	Kind      string   `json:"kind"`
+	// Name is the step's name in the workflow; Queue and JobID its job,
+	// of kind Kind.
+	Name  string `json:"name"`
+	Queue string `json:"queue"`
+	JobID string `json:"job_id"`
+	Kind  string `json:"kind"`
+	// Deps are the steps it runs after (After); AllowFail those of them
+	// whose failure does not cancel it (AllowFailure).
 	Deps      []string `json:"deps,omitempty"`
 	AllowFail []string `json:"allow_fail,omitempty"`
 	// State is the step's job state: "waiting" until its dependencies
 	// succeeded, then a job's states; "missing" when the job expired
 	// (the workflow's State counts it as the end the maintenance leader
 	// recorded for it).
-	State    jobs.State  `json:"state"`
+	State jobs.State `json:"state"`
+	// Token is the fencing token of the job's latest attempt, Attempts
+	// how many it had, Reason the job record's last reason (why it is
+	// in its state, e.g. "dependency charge ended dead").
 	Token    lease.Token `json:"token,string"`
 	Attempts int         `json:"attempts"`
 	Reason   string      `json:"reason,omitempty"`

@@ -10,7 +10,7 @@
 //	res, err := workflow.Enqueue(ctx, client, w, workflow.OperationID("order:7"))
 //
 // The graph is validated before anything is written (names, dependencies,
-// no cycle, at most MaxSteps steps, every step's args as jobs.Enqueue
+// no cycle, at most MaxSteps steps, every step's args as jobs.Client.Enqueue
 // validates them) and written in one call: the steps of the first step's
 // queue (the workflow's home) in one script, with the workflow's record.
 // Steps of other queues are written first, waiting, and released by that
@@ -298,6 +298,7 @@ type Result struct {
 // steps of one queue share the workflow's partition (its id is their
 // partition key) unless a step gives its own jobs.PartitionKey.
 type StepRef struct {
+	// Queue and JobID name the step's job.
 	Queue string `json:"queue"`
 	JobID string `json:"job_id"`
 }

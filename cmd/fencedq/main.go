@@ -14,12 +14,16 @@
 //	fencedq pause       stop pools from starting a queue's jobs
 //	fencedq resume      let pools start a paused queue's jobs again
 //	fencedq queues      list the queues: jobs per state, paused or not
+//	fencedq partitions  show a queue's partitions, or declare how many it has
 //	fencedq pools       list the live worker pools (with Redis's clock against each) and the maintenance leader
 //	fencedq schedules   list the periodic schedules: next and last tick, the job each tick produced
+//	fencedq workflow inspect  list the newest workflows, or show one with its steps
+//	fencedq workflow cancel   cancel a workflow's steps that have not run
 //
-// The operator commands (resolve, cancel, pause, resume) need --actor, the
-// operator's name, recorded as operator:<actor> with the action and its
-// --note (required for cancel and pause). A cancelled job is final unless
+// The operator commands (resolve, cancel, run-now, pause, resume, workflow
+// cancel) need --actor, the operator's name, recorded as operator:<actor>
+// with the action and its --note (required for cancel, pause and workflow
+// cancel). A cancelled job is final unless
 // re-run (resolve --decision rerun). Cancelling a running job asks its
 // attempt to stop through its context; its outcome is still committed by
 // its token, and a retry it asks for becomes cancelled. A paused queue

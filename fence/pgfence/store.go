@@ -498,7 +498,7 @@ var pruneBatch = 5000
 // After pruning, a retry of a pruned operation id is no longer recognised
 // as applied, and the resolver can no longer find its effect. So choose
 // olderThan longer than any job can still be retried, reconciled or
-// re-run: at least the ledger's job retention (worker.Config.Retention,
+// re-run: at least the ledger's job retention (jobs.Config.Retention,
 // 7 days by default, after which a finished job and its operation id are
 // gone) plus the longest a job may wait in review for an operator.
 // DefaultEffectRetention (30 days) does that for the defaults.
