@@ -28,6 +28,12 @@ var (
 	// job already written is returned, deduplicated); without one, a retry
 	// may create a second job.
 	ErrEnqueueUnknown = ledger.ErrEnqueueUnknown
+	// ErrScheduleConflict means a periodic schedule is defined otherwise
+	// elsewhere: Client.RemoveSchedule refuses to remove a schedule that
+	// live pools still define (the error names them), and a scheduler
+	// leader whose definition differs from the one a more recently
+	// started pool recorded does not overwrite it.
+	ErrScheduleConflict = ledger.ErrScheduleConflict
 	// ErrNoAttempt means a call that belongs in a handler (Progress) got a
 	// context that no attempt gave.
 	ErrNoAttempt = errors.New("jobs: not in a job attempt")

@@ -231,8 +231,10 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 
 // RemoveSchedule deletes periodic schedule id's record and its ticks (a
 // schedule whose definition changed without a ScheduleID left its old
-// record behind). A pool that still defines the schedule registers it
-// again on its next pass. It reports whether the schedule existed.
+// record behind). It reports whether the schedule existed. While live
+// pools still define the schedule (with periodic jobs enabled) it is
+// refused with an error matching ErrScheduleConflict that names them:
+// their leader would record it again at once, its history lost.
 func (c *Client) RemoveSchedule(ctx context.Context, id string) (bool, error) {
 	if c.nsErr != nil {
 		return false, c.nsErr

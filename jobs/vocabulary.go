@@ -170,6 +170,14 @@ type ScheduleSpec = ledger.ScheduleSpec
 // (Inspector.Schedules).
 type Schedule = ledger.Schedule
 
+// ScheduleOwner is the pool whose definition of a periodic schedule is
+// recorded (Schedule.Owner).
+type ScheduleOwner = ledger.ScheduleOwner
+
+// ScheduleConflict is a pool's definition of a periodic schedule that
+// lost to the recorded one (Schedule.Conflict).
+type ScheduleConflict = ledger.ScheduleConflict
+
 // Tick is one tick of a periodic schedule: when, and the job it enqueued.
 type Tick = ledger.Tick
 

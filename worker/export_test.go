@@ -59,3 +59,12 @@ func SetClockEvery(p *Pool, d time.Duration) { p.clockEvery = d }
 
 // ShutdownGrace is how long past ShutdownTimeout Run may take to return.
 const ShutdownGrace = shutdownGrace
+
+// PeriodicSpec is what the ledger records of pj, as AddPeriodic compiles it.
+func PeriodicSpec(pj *PeriodicJob) (ledger.ScheduleSpec, error) {
+	p, err := pj.compile()
+	return p.Spec, err
+}
+
+// RecordedSchedule builds the ticks of a schedule another pool recorded.
+var RecordedSchedule = recordedSchedule

@@ -3,6 +3,7 @@ package worker
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -183,6 +184,12 @@ func (e every) String() string { return "@every " + time.Duration(e).String() }
 // ScheduleID gives it a new default id, hence a new schedule that starts
 // afresh; the old record stays until removed (jobs.Client.RemoveSchedule).
 // Set ScheduleID to keep a schedule's history across changes.
+//
+// Pools may define one schedule id differently (a rolling deploy): the
+// definition of the most recently started pool is recorded, and a leader
+// whose pool defines it otherwise ticks by the recorded definition when
+// its job is the same (kind, args, enqueue options), else skips it; it
+// logs one warning, and jobs.Schedule.Conflict shows it.
 type PeriodicJob struct {
 	schedule    Schedule
 	args        jobs.JobArgs
@@ -198,7 +205,9 @@ type PeriodicOption func(*PeriodicJob)
 
 // ScheduleID names the schedule (1-100 letters, digits or ._-); its ticks'
 // operation ids and its ledger record derive from it. Default: the kind
-// and a hash of the schedule, zone, queue and args.
+// and a hash of the schedule, zone, queue and args, so changing any of
+// them (an arg value included) starts a new schedule and orphans the old
+// record: give an explicit id to a schedule whose args may change.
 func ScheduleID(id string) PeriodicOption { return func(p *PeriodicJob) { p.id = id } }
 
 // InTimeZone reads a cron expression in loc (default UTC). time.Local is
@@ -273,34 +282,11 @@ func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
 	if pj.loc == nil {
 		return maintenance.Periodic{}, fmt.Errorf("%w: nil time zone", ErrSchedule)
 	}
-	zone := pj.loc.String()
-	switch s := pj.schedule.(type) {
-	case *cronSchedule:
-		if s.err != nil {
-			return maintenance.Periodic{}, fmt.Errorf("%w: cron expression %q: %v", ErrSchedule, s.expr, s.err)
-		}
-		c := *s // the caller's value may be shared with another job in another zone
-		if spec, ok := s.sched.(*cron.SpecSchedule); ok {
-			cp := *spec
-			c.sched = &cp
-		}
-		zone = c.inZone(pj.loc)
-		if zone == time.Local.String() {
-			// Each machine's own zone: pools on machines in two zones would
-			// tick at different times under one schedule id.
-			return maintenance.Periodic{}, fmt.Errorf("%w: cron expression %q in the local zone, which may differ between pools: name the zone (time.LoadLocation(\"Europe/Paris\"), or CRON_TZ=Europe/Paris)",
-				ErrSchedule, s.expr)
-		}
-		if c.Next(time.Now()).IsZero() {
-			return maintenance.Periodic{}, fmt.Errorf("%w: cron expression %q matches no date: it would never tick", ErrSchedule, s.expr)
-		}
-		pj.schedule = &c
-	case every:
-		if time.Duration(s) < MinInterval {
-			return maintenance.Periodic{}, fmt.Errorf("%w: interval %v below %v", ErrSchedule, time.Duration(s), MinInterval)
-		}
-		zone = "UTC"
+	sched, zone, err := compileSchedule(pj.schedule, pj.loc)
+	if err != nil {
+		return maintenance.Periodic{}, err
 	}
+	pj.schedule = sched
 	switch pj.catchUp {
 	case CatchUpLatest, CatchUpAll, CatchUpNone:
 	default:
@@ -323,14 +309,91 @@ func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
 	if err := jobs.ValidateScheduleID(id); err != nil {
 		return maintenance.Periodic{}, fmt.Errorf("%w: %w", ErrSchedule, err)
 	}
+	spec := jobs.ScheduleSpec{ID: id, Schedule: pj.schedule.String(), TimeZone: zone, Kind: prep.Kind,
+		Queue: prep.Queue, CatchUp: string(pj.catchUp), MissedAfter: pj.missedAfter}
+	if err := digestSpec(&spec, prep); err != nil {
+		return maintenance.Periodic{}, fmt.Errorf("%w: %v", ErrSchedule, err)
+	}
 	return maintenance.Periodic{
-		Spec: jobs.ScheduleSpec{ID: id, Schedule: pj.schedule.String(), TimeZone: zone, Kind: prep.Kind,
-			Queue: prep.Queue, CatchUp: string(pj.catchUp)},
+		Spec:        spec,
 		Next:        pj.schedule.Next,
 		MissedAfter: pj.missedAfter,
 		Args:        pj.args,
 		Options:     pj.opts,
 	}, nil
+}
+
+// compileSchedule checks schedule read in loc and returns the schedule to
+// run (a cron schedule copied and set to its zone) and the zone recorded.
+func compileSchedule(schedule Schedule, loc *time.Location) (Schedule, string, error) {
+	switch s := schedule.(type) {
+	case *cronSchedule:
+		if s.err != nil {
+			return nil, "", fmt.Errorf("%w: cron expression %q: %v", ErrSchedule, s.expr, s.err)
+		}
+		c := *s // the caller's value may be shared with another job in another zone
+		if spec, ok := s.sched.(*cron.SpecSchedule); ok {
+			cp := *spec
+			c.sched = &cp
+		}
+		zone := c.inZone(loc)
+		if zone == time.Local.String() {
+			// Each machine's own zone: pools on machines in two zones would
+			// tick at different times under one schedule id.
+			return nil, "", fmt.Errorf("%w: cron expression %q in the local zone, which may differ between pools: name the zone (time.LoadLocation(\"Europe/Paris\"), or CRON_TZ=Europe/Paris)",
+				ErrSchedule, s.expr)
+		}
+		if c.Next(time.Now()).IsZero() {
+			return nil, "", fmt.Errorf("%w: cron expression %q matches no date: it would never tick", ErrSchedule, s.expr)
+		}
+		return &c, zone, nil
+	case every:
+		if time.Duration(s) < MinInterval {
+			return nil, "", fmt.Errorf("%w: interval %v below %v", ErrSchedule, time.Duration(s), MinInterval)
+		}
+		return s, "UTC", nil
+	}
+	return schedule, loc.String(), nil
+}
+
+// recordedSchedule builds the ticks of a schedule expression recorded in
+// zone by another pool, as Cron and InTimeZone would.
+func recordedSchedule(expr, zone string) (func(time.Time) time.Time, error) {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return nil, fmt.Errorf("%w: zone %q: %v", ErrSchedule, zone, err)
+	}
+	s, _, err := compileSchedule(Cron(expr), loc)
+	if err != nil {
+		return nil, err
+	}
+	return s.Next, nil
+}
+
+// digestSpec sets spec's JobDigest, a digest of the job each tick enqueues,
+// and its Digest, a digest of the whole definition: pools that define the
+// schedule alike compute the same. The ledger keeps only digests of the
+// args, never the args.
+func digestSpec(spec *jobs.ScheduleSpec, prep *jobs.Prepared) error {
+	job := *prep
+	job.Display = nil // derived from Payload
+	b, err := json.Marshal(job)
+	if err != nil {
+		return err
+	}
+	spec.JobDigest = digest(string(b))
+	spec.Digest = digest(spec.Schedule, spec.TimeZone, spec.CatchUp, spec.MissedAfter.String(), spec.JobDigest)
+	return nil
+}
+
+// digest is a hex prefix of the SHA-256 of parts, each ended by a NUL.
+func digest(parts ...string) string {
+	h := sha256.New()
+	for _, s := range parts {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // defaultScheduleID is the kind (its characters outside the id alphabet
@@ -346,10 +409,5 @@ func defaultScheduleID(prep *jobs.Prepared, schedule, zone string) string {
 	if len(kind) > 80 {
 		kind = kind[:80]
 	}
-	h := sha256.New()
-	for _, s := range []string{schedule, zone, prep.Queue, string(prep.Payload)} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return string(kind) + "-" + hex.EncodeToString(h.Sum(nil))[:12]
+	return string(kind) + "-" + digest(schedule, zone, prep.Queue, string(prep.Payload))[:12]
 }

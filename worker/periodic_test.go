@@ -401,3 +401,74 @@ func TestScheduleThatDoesNotAdvanceFailsAlone(t *testing.T) {
 		t.Fatalf("the stuck schedule counted %d skipped and %d enqueued ticks", s.Skipped, s.Enqueued)
 	}
 }
+
+// TestPeriodicDefinitionDigests: pools defining a schedule alike record
+// the same digests; another timing changes the definition's digest but not
+// the job's, another arg value changes both. A recorded expression is
+// rebuilt in its zone, and one that cannot be is refused with ErrSchedule.
+func TestPeriodicDefinitionDigests(t *testing.T) {
+	spec := func(pj *worker.PeriodicJob) jobs.ScheduleSpec {
+		t.Helper()
+		s, err := worker.PeriodicSpec(pj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	hourly := func(arg string) *worker.PeriodicJob {
+		return worker.Periodic(worker.Every(time.Hour), tickArgs{Report: arg}, worker.ScheduleID("report"))
+	}
+	a, b := spec(hourly("r")), spec(hourly("r"))
+	if a.Digest == "" || a.JobDigest == "" || a.Digest != b.Digest || a.JobDigest != b.JobDigest {
+		t.Fatalf("one definition, two digests: %+v, %+v", a, b)
+	}
+	faster := spec(worker.Periodic(worker.Every(5*time.Minute), tickArgs{Report: "r"}, worker.ScheduleID("report")))
+	if faster.Digest == a.Digest || faster.JobDigest != a.JobDigest {
+		t.Fatalf("another interval: %+v, was %+v", faster, a)
+	}
+	if other := spec(hourly("s")); other.Digest == a.Digest || other.JobDigest == a.JobDigest {
+		t.Fatalf("another arg value: %+v, was %+v", other, a)
+	}
+
+	next, err := worker.RecordedSchedule(faster.Schedule, faster.TimeZone)
+	at := time.Date(2030, 1, 7, 8, 1, 0, 0, time.UTC)
+	if err != nil || !next(at).Equal(at.Add(4*time.Minute)) {
+		t.Fatalf("recorded %q: %v", faster.Schedule, err)
+	}
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Skip(err)
+	}
+	next, err = worker.RecordedSchedule("0 9 * * *", "Europe/Paris")
+	if err != nil || !next(at).Equal(time.Date(2030, 1, 8, 9, 0, 0, 0, paris)) {
+		t.Fatalf("recorded cron in Paris: %v", err)
+	}
+	for _, bad := range [][2]string{{"@every 1ms", "UTC"}, {"not cron", "UTC"}, {"0 9 * * *", "Nowhere/Else"}} {
+		if _, err := worker.RecordedSchedule(bad[0], bad[1]); !errors.Is(err, worker.ErrSchedule) {
+			t.Fatalf("recorded %q in %q: %v, want ErrSchedule", bad[0], bad[1], err)
+		}
+	}
+}
+
+// TestDefaultScheduleIDFollowsArgs: without a ScheduleID, the id hashes the
+// args, so another arg value is another schedule (hence the README's
+// advice to name schedules whose args change); a named one keeps its id.
+func TestDefaultScheduleIDFollowsArgs(t *testing.T) {
+	id := func(arg string, opts ...worker.PeriodicOption) string {
+		t.Helper()
+		s, err := worker.PeriodicSpec(worker.Periodic(worker.Every(time.Hour), tickArgs{Report: arg}, opts...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+	if a, b := id("r"), id("r"); a != b || !strings.HasPrefix(a, "tick-") {
+		t.Fatalf("one definition, ids %q and %q", a, b)
+	}
+	if a, b := id("r"), id("s"); a == b {
+		t.Fatalf("another arg value kept the default id %q", a)
+	}
+	if a, b := id("r", worker.ScheduleID("report")), id("s", worker.ScheduleID("report")); a != "report" || b != a {
+		t.Fatalf("named schedule: ids %q and %q", a, b)
+	}
+}

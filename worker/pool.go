@@ -377,10 +377,16 @@ func (p *Pool) info() jobs.PoolInfo {
 	for k, h := range p.handlers {
 		kinds[k] = h.rules
 	}
+	var schedules []string
+	if !p.cfg.Maintenance.PeriodicDisabled && !p.cfg.Maintenance.Disabled {
+		for _, s := range p.periodic {
+			schedules = append(schedules, s.Spec.ID)
+		}
+	}
 	return jobs.PoolInfo{
 		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
 		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.BuildVersion(), Started: p.started,
-		Kinds: kinds, Clock: clock, ClockJumps: jumps,
+		Schedules: schedules, Kinds: kinds, Clock: clock, ClockJumps: jumps,
 	}
 }
 
@@ -434,6 +440,8 @@ func (p *Pool) maintenance() *maintenance.Leader {
 		Metrics:           p.metrics,
 		Registerer:        p.cfg.Registerer,
 		Periodic:          periodic,
+		Started:           p.started,
+		ParseSchedule:     recordedSchedule,
 		Outboxes:          outboxes(mc.Outboxes),
 		Decided:           &p.hooks.decided,
 		EnqueueMiddleware: p.cfg.Jobs.EnqueueMiddleware,

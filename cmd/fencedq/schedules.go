@@ -44,7 +44,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	id := fs.String("id", "", "only this schedule (default: all)")
 	ticks := fs.Int("ticks", 5, "newest ticks shown per schedule, with the job each produced (0-100)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	remove := fs.Bool("remove", false, "delete the record of schedule --id (one no pool defines any more)")
+	remove := fs.Bool("remove", false, "delete the record of schedule --id (one no pool defines any more; refused, naming them, while live pools define it)")
 	return func(ctx context.Context, out io.Writer) error {
 		if *remove && *id == "" {
 			return fmt.Errorf("%w: --remove needs --id", errUsage)
@@ -178,6 +178,12 @@ func printSchedules(out io.Writer, lines []scheduleLine, one bool) error {
 	}
 	if !one {
 		fmt.Fprintf(out, "%d schedule(s)\n", len(lines))
+	}
+	for _, l := range lines {
+		if c := l.Conflict; c != nil {
+			fmt.Fprint(out, cli.Escapef("\nconflict on %s: pool %s (started %s) defines it otherwise (definition %s, last tried %s); pool %s's definition (started %s) is recorded and runs\n",
+				l.ID, c.Pool, timeText(c.Started), c.Digest, timeText(c.Seen), orDash(l.Owner.Pool), timeText(l.Owner.Started)))
+		}
 	}
 	for _, l := range lines {
 		if len(l.Ticks) == 0 {

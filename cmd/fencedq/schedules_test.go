@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,61 @@ func TestSchedulesRemoveJSON(t *testing.T) {
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.ID != "gone" || !got.Removed {
 		t.Fatalf("--remove --json: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestSchedulesShowsConflict: a schedule whose definition a pool started
+// earlier registers otherwise shows the conflict, naming both pools, in
+// the table and in the JSON.
+func TestSchedulesShowsConflict(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	t0 := time.Date(2030, 1, 7, 8, 0, 0, 0, time.UTC)
+	spec := jobs.ScheduleSpec{ID: "report", Schedule: "@every 5m0s", TimeZone: "UTC", Kind: "transfer", Queue: "default",
+		CatchUp: "latest", Digest: "d-new"}
+	if _, err := e.ledger.RegisterScheduleAt(ctx, 7, spec, jobs.ScheduleOwner{Pool: "pool-v2", Started: t0.Add(time.Minute)}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	spec.Schedule, spec.Digest = "@every 1h0m0s", "d-old"
+	if _, err := e.ledger.RegisterScheduleAt(ctx, 8, spec, jobs.ScheduleOwner{Pool: "pool-v1", Started: t0}, time.Time{}); !errors.Is(err, jobs.ErrScheduleConflict) {
+		t.Fatalf("the older pool's registration: %v, want jobs.ErrScheduleConflict", err)
+	}
+	code, out, errOut := e.cli("schedules")
+	if code != 0 || !strings.Contains(out, "conflict on report: pool pool-v1 (started 2030-01-07T08:00:00Z) defines it otherwise") ||
+		!strings.Contains(out, "pool pool-v2's definition (started 2030-01-07T08:01:00Z) is recorded") {
+		t.Fatalf("schedules: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = e.cli("schedules", "--json")
+	var got []struct {
+		Owner    struct{ Pool string } `json:"owner"`
+		Conflict struct {
+			Pool   string `json:"pool"`
+			Digest string `json:"digest"`
+		} `json:"conflict"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || got[0].Owner.Pool != "pool-v2" ||
+		got[0].Conflict.Pool != "pool-v1" || got[0].Conflict.Digest != "d-old" {
+		t.Fatalf("schedules --json: %d %q", code, out)
+	}
+}
+
+// TestSchedulesRemoveRefusedWhileDefined: --remove of a schedule a live
+// pool still defines fails, naming the pool, and keeps the record.
+func TestSchedulesRemoveRefusedWhileDefined(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	if _, err := e.ledger.RegisterSchedule(ctx, 7, jobs.ScheduleSpec{ID: "report", Schedule: "@every 1h0m0s",
+		TimeZone: "UTC", Kind: "transfer", Queue: "default", CatchUp: "latest"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ledger.Heartbeat(ctx, jobs.PoolInfo{ID: "pool-reports", Schedules: []string{"report"}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.cli("schedules", "--id", "report", "--remove")
+	if code != 1 || !strings.Contains(errOut, "still defined by live pools pool-reports") {
+		t.Fatalf("--remove of a defined schedule: %d %q %q", code, out, errOut)
+	}
+	if _, err := e.ledger.Schedule(ctx, "report"); err != nil {
+		t.Fatalf("the refused removal deleted the record: %v", err)
 	}
 }

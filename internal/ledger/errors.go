@@ -19,6 +19,10 @@ var (
 	// ErrEnqueueUnknown means an enqueue failed on its way to or from Redis:
 	// the job was written whole or not at all.
 	ErrEnqueueUnknown = errors.New("jobs: enqueue outcome unknown; enqueue again with the same operation id")
+	// ErrScheduleConflict means a periodic schedule's recorded definition
+	// is not the caller's: a more recently started pool defines it
+	// otherwise, or live pools still define a schedule being removed.
+	ErrScheduleConflict = errors.New("jobs: periodic schedule defined otherwise")
 )
 
 // Invalid returns an error matching ErrInvalid with the formatted reason.

@@ -23,6 +23,9 @@ type PoolInfo struct {
 	Version       string         `json:"version"`
 	Started       time.Time      `json:"started"`
 	LastHeartbeat time.Time      `json:"last_heartbeat"`
+	// Schedules are the ids of the periodic schedules the pool ticks when
+	// it leads (none with periodic jobs disabled).
+	Schedules []string `json:"schedules,omitempty"`
 	// Kinds are the rules of the kinds the pool runs, by kind.
 	Kinds map[string]KindRules `json:"kinds,omitempty"`
 	// Clock is the pool's latest measurement of Redis's clock against its

@@ -4,8 +4,10 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,11 +93,49 @@ type ScheduleSpec struct {
 	Queue string `json:"queue"`
 	// CatchUp is the catch-up policy after downtime ("all", "latest", "none").
 	CatchUp string `json:"catch_up"`
+	// MissedAfter is how late a tick may be enqueued under CatchUp "none".
+	MissedAfter time.Duration `json:"missed_after,omitempty"`
+	// JobDigest is a digest of the job each tick enqueues (kind, args,
+	// queue and enqueue options); Digest is a digest of the whole
+	// definition (JobDigest and the fields above). Two pools define the
+	// schedule alike when their Digests are equal.
+	JobDigest string `json:"job_digest,omitempty"`
+	Digest    string `json:"digest,omitempty"`
+}
+
+// ScheduleOwner is the pool whose definition of a schedule a registration
+// carries: of two definitions of one schedule id, the one of the most
+// recently started pool is recorded.
+type ScheduleOwner struct {
+	// Pool is the pool's worker id.
+	Pool string `json:"pool,omitempty"`
+	// Started is when the pool started.
+	Started time.Time `json:"started,omitzero"`
+}
+
+// ScheduleConflict is the newest registration of a schedule whose
+// definition differs from the recorded one and lost to it: its pool
+// started before the pool that defined the recorded one.
+type ScheduleConflict struct {
+	ScheduleOwner
+	// Digest is the digest of the definition that was not recorded.
+	Digest string `json:"digest"`
+	// Seen is when that registration was last tried.
+	Seen time.Time `json:"seen"`
 }
 
 // Schedule is a periodic schedule as the ledger records it.
 type Schedule struct {
 	ScheduleSpec
+	// Owner is the most recently started pool that registered the
+	// recorded definition (empty for a record written before owners were
+	// recorded).
+	Owner ScheduleOwner `json:"owner,omitzero"`
+	// Conflict, when set, is the newest registration of another definition
+	// that the recorded one won over (see ScheduleConflict); a schedule
+	// whose pools all define it alike keeps the last one until a newer
+	// definition is recorded.
+	Conflict *ScheduleConflict `json:"conflict,omitempty"`
 	// Created is when a leader first registered the schedule: no tick
 	// before it is due.
 	Created time.Time `json:"created"`
@@ -161,6 +201,8 @@ func (l *Ledger) scheduleWrite(ctx context.Context, what, id string, args ...any
 		return time.Time{}, fmt.Errorf("%w: %s %s: a newer scheduler leader (token %s) was seen", ErrStale, what, id, r.str(1))
 	case -2:
 		return time.Time{}, fmt.Errorf("%w: schedule %s", ErrNotFound, id)
+	case -3:
+		return time.Time{}, fmt.Errorf("%w: schedule %s: a more recently started pool's definition is recorded", ErrScheduleConflict, id)
 	}
 	return msTime(r.str(1)), nil
 }
@@ -171,24 +213,37 @@ func (l *Ledger) scheduleWrite(ctx context.Context, what, id string, args ...any
 // returns the schedule as recorded. A newer leader's token seen by any
 // schedule write makes it fail with an error matching ErrStale.
 func (l *Ledger) RegisterSchedule(ctx context.Context, leader lease.Token, spec ScheduleSpec) (*Schedule, error) {
-	return l.RegisterScheduleAt(ctx, leader, spec, time.Time{})
+	return l.RegisterScheduleAt(ctx, leader, spec, ScheduleOwner{}, time.Time{})
 }
 
 // RegisterScheduleAt is RegisterSchedule for a scheduler pass that reads
-// the namespace's time (ServerTime) as now: a new schedule is created at
-// now, the clock its ticks are due by, so none of them falls before its
-// creation whatever the node's own TIME says (it differs by the tenure's
-// offset after a failover). A zero now is Redis TIME.
-func (l *Ledger) RegisterScheduleAt(ctx context.Context, leader lease.Token, spec ScheduleSpec, now time.Time) (*Schedule, error) {
+// the namespace's time (ServerTime) as now, on behalf of pool by: a new
+// schedule is created at now, the clock its ticks are due by, so none of
+// them falls before its creation whatever the node's own TIME says (it
+// differs by the tenure's offset after a failover). A zero now is Redis
+// TIME.
+//
+// When the recorded definition has another Digest and was registered by a
+// pool started after by (or at the same time, with a greater digest), it
+// is kept: the registration is recorded as the schedule's Conflict, and
+// RegisterScheduleAt returns the schedule as recorded with an error
+// matching ErrScheduleConflict.
+func (l *Ledger) RegisterScheduleAt(ctx context.Context, leader lease.Token, spec ScheduleSpec, by ScheduleOwner, now time.Time) (*Schedule, error) {
 	if err := ValidateScheduleID(spec.ID); err != nil {
 		return nil, err
 	}
-	if _, err := l.scheduleWrite(ctx, "register schedule", spec.ID, "register", leader.String(), spec.ID, ms(now),
+	_, werr := l.scheduleWrite(ctx, "register schedule", spec.ID, "register", leader.String(), spec.ID, ms(now),
+		spec.Digest, ms(by.Started), by.Pool,
 		"schedule", spec.Schedule, "tz", spec.TimeZone, "kind", spec.Kind, "queue", spec.Queue,
-		"catch_up", spec.CatchUp); err != nil {
+		"catch_up", spec.CatchUp, "missed_after", spec.MissedAfter.Milliseconds(), "job_digest", spec.JobDigest)
+	if werr != nil && !errors.Is(werr, ErrScheduleConflict) {
+		return nil, werr
+	}
+	s, err := l.Schedule(ctx, spec.ID)
+	if err != nil {
 		return nil, err
 	}
-	return l.Schedule(ctx, spec.ID)
+	return s, werr
 }
 
 // TickRecord is what one scheduler pass did for one schedule.
@@ -235,10 +290,18 @@ func (l *Ledger) Schedule(ctx context.Context, id string) (*Schedule, error) {
 
 func scheduleFrom(id string, h map[string]string) *Schedule {
 	n := func(k string) int64 { v, _ := strconv.ParseInt(h[k], 10, 64); return v }
+	var conflict *ScheduleConflict
+	if h["conflict_digest"] != "" {
+		conflict = &ScheduleConflict{ScheduleOwner: ScheduleOwner{Pool: h["conflict_pool"], Started: msTime(h["conflict_started"])},
+			Digest: h["conflict_digest"], Seen: msTime(h["conflict_seen"])}
+	}
 	return &Schedule{
 		ScheduleSpec: ScheduleSpec{ID: id, Schedule: h["schedule"], TimeZone: h["tz"], Kind: h["kind"],
-			Queue: h["queue"], CatchUp: h["catch_up"]},
-		Created: msTime(h["created"]), Seen: msTime(h["seen"]), Cursor: msTime(h["cursor"]),
+			Queue: h["queue"], CatchUp: h["catch_up"], MissedAfter: time.Duration(n("missed_after")) * time.Millisecond,
+			JobDigest: h["job_digest"], Digest: h["digest"]},
+		Owner:    ScheduleOwner{Pool: h["pool"], Started: msTime(h["started"])},
+		Conflict: conflict,
+		Created:  msTime(h["created"]), Seen: msTime(h["seen"]), Cursor: msTime(h["cursor"]),
 		LastTick: msTime(h["last_tick"]), LastJob: h["last_job"], NextTick: msTime(h["next_tick"]),
 		Enqueued: n("enqueued"), Skipped: n("skipped"), Leader: token(h["leader"]), Updated: msTime(h["updated"]),
 	}
@@ -295,10 +358,27 @@ func (l *Ledger) ScheduleTicks(ctx context.Context, id string, n int) ([]Tick, e
 }
 
 // RemoveSchedule deletes schedule id's record and ticks (an operator
-// action for a schedule no pool registers any more; a leader whose pool
-// still registers it creates it again, anew). It reports whether it
-// existed.
+// action for a schedule no pool registers any more). It reports whether
+// it existed. It is refused with an error matching ErrScheduleConflict,
+// naming them, while live pools still tick the schedule when they lead:
+// their leader would record it again at once, its history lost. (A pool
+// starting during the removal may still record it anew.)
 func (l *Ledger) RemoveSchedule(ctx context.Context, id string) (bool, error) {
+	pools, err := l.Pools(ctx)
+	if err != nil {
+		return false, wrap("remove schedule "+id, err)
+	}
+	var defining []string
+	for _, p := range pools {
+		if slices.Contains(p.Schedules, id) {
+			defining = append(defining, p.ID)
+		}
+	}
+	if len(defining) > 0 {
+		sort.Strings(defining)
+		return false, fmt.Errorf("%w: schedule %s is still defined by live pools %s: remove it from their periodic jobs first",
+			ErrScheduleConflict, id, strings.Join(defining, ", "))
+	}
 	k := l.scheduleKeys(id)
 	pipe := l.rdb.TxPipeline()
 	del := pipe.Del(ctx, k[2], k[3])

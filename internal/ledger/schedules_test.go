@@ -99,3 +99,46 @@ func TestPeriodicOperationID(t *testing.T) {
 		t.Errorf("a:b: %v", err)
 	}
 }
+
+// TestScheduleDefinitionOrder: of two definitions of one schedule, the one
+// registered by the most recently started pool is kept whatever the order
+// of the registrations (equal starts: the greater digest); pools defining
+// it alike leave the most recently started one as its owner; a record
+// written without a digest is overwritten by the first with one.
+func TestScheduleDefinitionOrder(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	ctx := context.Background()
+	t0 := time.Date(2030, 1, 7, 8, 0, 0, 0, time.UTC)
+	tok := lease.Token(0)
+	reg := func(id, digest, pool string, started time.Time) (*ledger.Schedule, error) {
+		tok++
+		return l.RegisterScheduleAt(ctx, tok, jobs.ScheduleSpec{ID: id, Schedule: digest, Kind: "k", Queue: "q", Digest: digest},
+			ledger.ScheduleOwner{Pool: pool, Started: started}, time.Time{})
+	}
+	if _, err := l.RegisterSchedule(ctx, tok, jobs.ScheduleSpec{ID: "legacy", Schedule: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := reg("legacy", "d1", "a", t0); err != nil || s.Digest != "d1" || s.Owner.Pool != "a" {
+		t.Fatalf("a record without a digest: %+v, %v", s, err)
+	}
+	if _, err := reg("legacy", "d1", "b", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := reg("legacy", "d1", "a", t0); err != nil || s.Owner.Pool != "b" || !s.Owner.Started.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("alike definitions: owner %+v, %v; want the most recently started pool b", s.Owner, err)
+	}
+	for _, order := range [][2]string{{"dA", "dB"}, {"dB", "dA"}} {
+		id := "tie-" + order[0]
+		if _, err := reg(id, order[0], "p-"+order[0], t0); err != nil {
+			t.Fatal(err)
+		}
+		s, err := reg(id, order[1], "p-"+order[1], t0)
+		if order[1] == "dB" && (err != nil || s.Digest != "dB") {
+			t.Fatalf("equal starts, greater digest second: %+v, %v", s, err)
+		}
+		if order[1] == "dA" && (!errors.Is(err, jobs.ErrScheduleConflict) || s.Digest != "dB" || s.Conflict == nil || s.Conflict.Pool != "p-dA") {
+			t.Fatalf("equal starts, lesser digest second: %+v, %v", s, err)
+		}
+	}
+}

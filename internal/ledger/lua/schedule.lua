@@ -5,10 +5,14 @@
 --      2 schedules set (ids)   3 the schedule's hash   4 the schedule's ticks list
 -- ARGV 1 'register' or 'ticks'   2 leader token   3 schedule id
 -- register: ARGV 4 the creation time in ms (the namespace's time the
---   scheduler pass reads; 0 = TIME), 5.. field, value pairs of the
---   schedule's definition (schedule, tz, kind, queue, catch_up). Creates the
---   schedule (created = ARGV 4) when absent, else updates its definition;
---   seen = now.
+--   scheduler pass reads; 0 = TIME), 5 the definition's digest, 6 the
+--   registering pool's start in ms, 7 its id, 8.. field, value pairs of the
+--   definition (schedule, tz, kind, queue, catch_up, missed_after,
+--   job_digest). Creates the schedule (created = ARGV 4) when absent, else
+--   updates its definition; seen = now. A recorded definition of another
+--   digest registered by a pool started later (or at the same time, with a
+--   greater digest) is kept: the registration is noted as the schedule's
+--   conflict and the reply is {-3, created ms}.
 -- ticks: ARGV 4 ticks skipped by the catch-up policy   5 next tick ms (0 = unknown)
 --        6 cursor ms: the newest tick handled (enqueued or skipped)
 --        7 n, then n times: tick ms, job id, queue, deduplicated (0/1)
@@ -31,13 +35,26 @@ redis.call('SET', KEYS[1], ARGV[2])
 
 local key = KEYS[3]
 if ARGV[1] == 'register' then
+  local rec = redis.call('HMGET', key, 'digest', 'started', 'created', 'pool')
+  local digest, started, pool = ARGV[5], num(ARGV[6]), ARGV[7]
+  if rec[1] and rec[1] ~= '' and rec[1] ~= digest then
+    local rs = num(rec[2])
+    if rs > started or (rs == started and rec[1] > digest) then
+      redis.call('HSET', key, 'conflict_digest', digest, 'conflict_started', ARGV[6], 'conflict_pool', pool,
+        'conflict_seen', fmt(now))
+      return {-3, rec[3] or '0'}
+    end
+    redis.call('HDEL', key, 'conflict_digest', 'conflict_started', 'conflict_pool', 'conflict_seen')
+  elseif rec[1] == digest and num(rec[2]) > started then
+    started, pool = num(rec[2]), rec[4] or '' -- the most recently started pool defining it so
+  end
   local created = fmt(now)
   if num(ARGV[4]) > 0 then created = ARGV[4] end
   if redis.call('HSETNX', key, 'created', created) == 1 then
     redis.call('SADD', KEYS[2], ARGV[3])
   end
-  local f = {'seen', fmt(now), 'leader', ARGV[2]}
-  for i = 5, #ARGV, 2 do
+  local f = {'seen', fmt(now), 'leader', ARGV[2], 'digest', digest, 'started', fmt(started), 'pool', pool}
+  for i = 8, #ARGV, 2 do
     f[#f + 1] = ARGV[i]
     f[#f + 1] = ARGV[i + 1]
   end

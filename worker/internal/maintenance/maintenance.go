@@ -97,6 +97,13 @@ type Config struct {
 	// Periodic are the schedules the periodic service enqueues (none: the
 	// service does not run).
 	Periodic []Periodic
+	// Started is when the pool started: of two definitions of one
+	// schedule id, the most recently started pool's is recorded.
+	Started time.Time
+	// ParseSchedule builds the ticks of a schedule expression in a zone,
+	// as recorded by another pool (nil: a schedule recorded otherwise is
+	// skipped).
+	ParseSchedule func(expr, zone string) (func(time.Time) time.Time, error)
 	// Outboxes are the outboxes the relay services move into the queue,
 	// one service each (see outbox.go).
 	Outboxes []Outbox
@@ -167,7 +174,8 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 	}
 	if len(cfg.Periodic) > 0 {
 		l.periodic = &periodic{service: base(metrics.ServicePeriodic), interval: cfg.Interval, client: client,
-			schedules: cfg.Periodic}
+			schedules: cfg.Periodic, owner: jobs.ScheduleOwner{Pool: cfg.WorkerID, Started: cfg.Started},
+			parse: cfg.ParseSchedule, warned: map[string]string{}}
 	}
 	for _, o := range cfg.Outboxes {
 		svc := base(metrics.ServiceRelay)

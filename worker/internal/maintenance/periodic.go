@@ -52,6 +52,11 @@ type periodic struct {
 	interval  time.Duration
 	client    *jobs.Client
 	schedules []Periodic
+	owner     ledger.ScheduleOwner
+	parse     func(expr, zone string) (func(time.Time) time.Time, error)
+	// warned holds, by schedule id, the recorded digest of a conflict
+	// already logged, so a conflict is logged once, not at every pass.
+	warned map[string]string
 }
 
 // runOnce enqueues every schedule's due ticks. The clock is Redis's, so
@@ -89,10 +94,23 @@ func (s *periodic) safeTick(ctx context.Context, leader lease.Token, p Periodic,
 // with its own operation id, so a tick enqueued twice is one job), record.
 // A crash or a lost leadership between the enqueue and the record is safe:
 // the next pass enqueues the same ticks again and is deduplicated.
+//
+// When a more recently started pool recorded another definition of the
+// schedule, tick runs by that definition if this pool can build it (same
+// job, a schedule expression it parses), else skips the schedule; either
+// way it logs one warning until the conflict ends.
 func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now time.Time) error {
-	sched, err := s.ledger.RegisterScheduleAt(ctx, leader, p.Spec, now) // created by the clock ticks are due by
-	if err != nil {
+	sched, err := s.ledger.RegisterScheduleAt(ctx, leader, p.Spec, s.owner, now) // created by the clock ticks are due by
+	switch {
+	case errors.Is(err, jobs.ErrScheduleConflict):
+		var ok bool
+		if p, ok = s.recorded(p, sched); !ok {
+			return nil
+		}
+	case err != nil:
 		return err
+	default:
+		delete(s.warned, p.Spec.ID)
 	}
 	if err := s.ledger.Lead(ctx, p.Spec.Queue, leader); err != nil {
 		return err
@@ -146,6 +164,38 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 		}
 		return nil
 	}
+}
+
+// recorded returns p run by sched's recorded definition, and whether this
+// pool can build it; it logs the conflict once per recorded definition.
+func (s *periodic) recorded(p Periodic, sched *ledger.Schedule) (Periodic, bool) {
+	q := p
+	q.Spec = sched.ScheduleSpec
+	q.MissedAfter = sched.MissedAfter
+	var why error
+	switch {
+	case sched.JobDigest == "" || sched.JobDigest != p.Spec.JobDigest:
+		why = errors.New("its job (kind, args or enqueue options) differs from this pool's")
+	case s.parse == nil:
+		why = errors.New("this pool cannot parse schedule expressions")
+	case sched.CatchUp != CatchUpLatest && sched.CatchUp != CatchUpAll && sched.CatchUp != CatchUpNone,
+		sched.CatchUp == CatchUpNone && sched.MissedAfter <= 0:
+		why = fmt.Errorf("catch-up policy %q, missed-after %v", sched.CatchUp, sched.MissedAfter)
+	default:
+		q.Next, why = s.parse(sched.Schedule, sched.TimeZone)
+	}
+	if s.warned[p.Spec.ID] != sched.Digest {
+		s.warned[p.Spec.ID] = sched.Digest
+		args := []any{"schedule", p.Spec.ID, "recorded_by", sched.Owner.Pool, "recorded_pool_started", sched.Owner.Started,
+			"recorded_schedule", sched.Schedule, "own_schedule", p.Spec.Schedule, "pool_started", s.owner.Started}
+		if why != nil {
+			s.log.Warn("periodic schedule skipped: a more recently started pool defines it otherwise and this pool cannot run that definition",
+				append(args, "reason", why.Error())...)
+		} else {
+			s.log.Warn("periodic schedule defined otherwise by a more recently started pool: ticking by its definition", args...)
+		}
+	}
+	return q, why == nil
 }
 
 // dueTicks walks p's ticks after cursor up to now and applies the
