@@ -64,6 +64,7 @@ const (
 	DefaultMaintenanceInterval = time.Second
 	DefaultMaxReconcileTries   = 5
 	DefaultPruneInterval       = time.Minute
+	DefaultUncommittedGrace    = 10 * time.Minute
 )
 
 // Config configures a Pool. Every zero field takes the default documented
@@ -171,6 +172,12 @@ type MaintenanceConfig struct {
 	// retention are removed (default DefaultPruneInterval; at least
 	// MinPollInterval).
 	PruneInterval time.Duration
+	// UncommittedGrace is how long the steps a workflow enqueue wrote in
+	// other queues may wait for the commit in its home queue (the client
+	// died or failed between the two) before the leader cancels them,
+	// "never committed", and records the workflow cancelled (default
+	// DefaultUncommittedGrace).
+	UncommittedGrace time.Duration
 	// EffectLog, when set, answers for kinds without a Reconcile method:
 	// an operation id found in the log was applied.
 	EffectLog fence.EffectLog
@@ -270,6 +277,9 @@ func (c Config) withDefaults() Config {
 	if c.Maintenance.PruneInterval == 0 {
 		c.Maintenance.PruneInterval = DefaultPruneInterval
 	}
+	if c.Maintenance.UncommittedGrace == 0 {
+		c.Maintenance.UncommittedGrace = DefaultUncommittedGrace
+	}
 	return c
 }
 
@@ -289,7 +299,7 @@ func (c Config) validate() error {
 		"safety margin": c.SafetyMargin, "handler timeout": c.HandlerTimeout, "shutdown timeout": c.ShutdownTimeout, "lease wait": c.LeaseWait,
 		"fetch poll interval":  c.FetchPollInterval,
 		"maintenance interval": c.Maintenance.Interval, "prune interval": c.Maintenance.PruneInterval,
-		"effect retention": c.Maintenance.EffectRetention,
+		"effect retention": c.Maintenance.EffectRetention, "uncommitted grace": c.Maintenance.UncommittedGrace,
 	} {
 		if d < 0 {
 			return fmt.Errorf("worker: %s %v is negative", name, d)

@@ -433,6 +433,7 @@ func (p *Pool) maintenance() *maintenance.Leader {
 		MaxReconcileTries: mc.MaxReconcileTries,
 		ReconcileTimeout:  p.cfg.HandlerTimeout,
 		PruneInterval:     mc.PruneInterval,
+		UncommittedGrace:  mc.UncommittedGrace,
 		EffectLog:         mc.EffectLog,
 		EffectPruner:      effectPruner(mc),
 		Reconcile:         p.reconcileFor,

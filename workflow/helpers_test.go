@@ -83,6 +83,8 @@ type env struct {
 	reg    *prometheus.Registry
 	// retention is the namespace's jobs.Config.Retention (0: the default).
 	retention time.Duration
+	// grace is the pools' Maintenance.UncommittedGrace (0: the default).
+	grace time.Duration
 }
 
 func newEnv(t *testing.T) *env {
@@ -145,7 +147,7 @@ func (e *env) run(maintenance bool, reg prometheus.Registerer, register func(*wo
 		RetryDelay: func(int) time.Duration { return 20 * time.Millisecond },
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Maintenance: worker.MaintenanceConfig{Disabled: !maintenance, Interval: 100 * time.Millisecond,
-			MaxReconcileTries: 3, PruneInterval: 200 * time.Millisecond},
+			MaxReconcileTries: 3, PruneInterval: 200 * time.Millisecond, UncommittedGrace: e.grace},
 		Registerer: reg,
 	})
 	if err != nil {

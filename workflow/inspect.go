@@ -88,7 +88,7 @@ func Get(ctx context.Context, c *jobs.Client, id string) (*Status, error) {
 		return nil, err
 	}
 	if home == "" {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, ledger.Clip(id))
 	}
 	return get(ctx, l, home, id)
 }
@@ -99,7 +99,7 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 		return nil, err
 	}
 	if info == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, ledger.Clip(id))
 	}
 	def, err := info.Def()
 	if err != nil {
@@ -200,7 +200,7 @@ func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Statu
 	l, _ := clientledger.Of(c) // Get checked c
 	switch err := l.MarkWorkflowCancelled(ctx, st.Home, id, who); {
 	case errors.Is(err, ledger.ErrNotFound): // pruned since it was read
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, ledger.Clip(id))
 	case err != nil:
 		return nil, err
 	}

@@ -150,3 +150,23 @@ func TestZeroWorkflow(t *testing.T) {
 		t.Fatalf("Enqueue of nothing: %v, want ErrInvalid", err)
 	}
 }
+
+// TestNotFoundErrorQuotesAndClipsTheID: the id Get and Cancel were given
+// (a caller's input, maybe read from a request) comes back in the error
+// clipped and quoted: no line break or escape sequence reaches a log, and
+// a huge id does not make a huge error.
+func TestNotFoundErrorQuotesAndClipsTheID(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	id := "wf-\n\x1b[31mforged line" + strings.Repeat("x", 100000)
+	_, err := workflow.Get(ctx, e.client, id)
+	_, err2 := workflow.Cancel(ctx, e.client, id, "ops", "x")
+	for _, err := range []error{err, err2} {
+		if !errors.Is(err, workflow.ErrNotFound) {
+			t.Fatalf("odd id: %v, want ErrNotFound", err)
+		}
+		if msg := err.Error(); len(msg) > 200 || strings.ContainsAny(msg, "\n\x1b") {
+			t.Fatalf("error text of %d bytes, raw: %.120q", len(msg), msg)
+		}
+	}
+}

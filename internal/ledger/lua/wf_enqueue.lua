@@ -5,7 +5,10 @@
 -- deduplicates by the workflow's operation id, writes the workflow record,
 -- its own steps, and the hand-over records releasing the other queues'
 -- roots (delivered like any hand-over). Steps are written only where their
--- id is new, so a retried enqueue never doubles one.
+-- id is new, so a retried enqueue never doubles one. A part call notes the
+-- steps it wrote in P .. 'wf_part' (workflow id -> JSON {home, ids}) and
+-- P .. 'wf_parts' (by first write): the maintenance leader cancels the steps
+-- of a workflow never committed (AbandonUncommitted).
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 workflow id   3 mode ('home' | 'part')   4 workflow operation id ('' none)
 --      5 workflow record (JSON; home)   6 other queues' roots (JSON list of [queue, job id]; home)
@@ -47,7 +50,7 @@ for i = 8, #ARGV, 19 do
   end
 end
 seq_bump()
-local created, due = 0, {}
+local created, due, ids = 0, {}, {}
 for i = 8, #ARGV, 19 do
   local id = ARGV[i]
   if redis.call('EXISTS', jobkey(id)) == 0 then
@@ -71,7 +74,16 @@ for i = 8, #ARGV, 19 do
       due[#due + 1] = id
     end
     created = created + 1
+    ids[#ids + 1] = id
   end
+end
+if not home and #ids > 0 then
+  local part = {home = ARGV[7], ids = {}}
+  local cur = redis.call('HGET', P .. 'wf_part', wfid)
+  if cur then part = cjson.decode(cur) end
+  for _, id in ipairs(ids) do part.ids[#part.ids + 1] = id end
+  redis.call('HSET', P .. 'wf_part', wfid, cjson.encode(part))
+  redis.call('ZADD', P .. 'wf_parts', 'NX', snow, wfid)
 end
 if home then
   redis.call('HSET', wfk, 'def', ARGV[5], 'created', snow, 'op', op)

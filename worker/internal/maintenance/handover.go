@@ -18,6 +18,11 @@ import (
 type handover struct {
 	service
 	interval time.Duration
+	// grace is how long a workflow's steps of other queues wait for its
+	// home commit before they are cancelled (ledger.AbandonUncommitted).
+	grace time.Duration
+	// now is the clock grace is measured by (time.Now).
+	now func() time.Time
 }
 
 func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
@@ -25,6 +30,7 @@ func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
 	if err != nil {
 		return err
 	}
+	h.abandonUncommitted(ctx, qs)
 	h.countWorkflows(ctx, qs)
 	busy, err := h.ledger.HandoverQueues(ctx, qs)
 	if err != nil {
@@ -66,5 +72,19 @@ func (h *handover) countWorkflows(ctx context.Context, qs []string) {
 				h.log.Info("workflow finished", "queue", q, "workflow", id, "outcome", outcome)
 			}
 		}
+	}
+}
+
+// abandonUncommitted cancels the steps of workflows whose enqueue wrote
+// them in other queues but never committed the workflow, grace ago or
+// more, and records each workflow cancelled (counted finished by
+// countWorkflows).
+func (h *handover) abandonUncommitted(ctx context.Context, qs []string) {
+	ids, err := h.ledger.AbandonUncommitted(ctx, qs, h.now().Add(-h.grace))
+	if err != nil {
+		h.failed(ctx, "abandoning workflows never committed failed", "error", err)
+	}
+	for _, id := range ids {
+		h.log.Warn("cancelled the steps of a workflow its enqueue never committed", "workflow", id, "grace", h.grace)
 	}
 }

@@ -61,7 +61,7 @@ func newFixtureOn(t *testing.T, rdb *redis.Client, ns string, jc jobs.Config) *f
 func (f *fixture) config() Config {
 	return Config{
 		WorkerID: "pool-a", LeaseTTL: time.Minute, Interval: time.Hour, MaxReconcileTries: 3,
-		ReconcileTimeout: 5 * time.Second, PruneInterval: time.Hour,
+		ReconcileTimeout: 5 * time.Second, PruneInterval: time.Hour, UncommittedGrace: time.Hour,
 		Reconcile: func(string) ReconcileFunc { return nil },
 		Logger:    slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics:   f.metrics, Decided: &f.decided,

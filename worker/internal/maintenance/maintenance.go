@@ -80,6 +80,10 @@ type Config struct {
 	ReconcileTimeout time.Duration
 	// PruneInterval is the pruner's interval.
 	PruneInterval time.Duration
+	// UncommittedGrace is how long a workflow's steps written in other
+	// queues wait for its home commit before the hand-over service
+	// abandons it (ledger.AbandonUncommitted).
+	UncommittedGrace time.Duration
 	// EffectLog answers the resolver for kinds without a Reconcile.
 	EffectLog fence.EffectLog
 	// EffectPruner, when set, deletes old effect records on every prune pass.
@@ -169,8 +173,9 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 			effectLog: cfg.EffectLog, reconcile: cfg.Reconcile, tally: t, decided: cfg.Decided},
 		pruner: &pruner{service: base(metrics.ServicePruner), interval: cfg.PruneInterval, effects: cfg.EffectPruner,
 			now: time.Now},
-		status:   &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t},
-		handover: &handover{service: base(metrics.ServiceHandover), interval: cfg.Interval},
+		status: &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t},
+		handover: &handover{service: base(metrics.ServiceHandover), interval: cfg.Interval, grace: cfg.UncommittedGrace,
+			now: time.Now},
 	}
 	if len(cfg.Periodic) > 0 {
 		l.periodic = &periodic{service: base(metrics.ServicePeriodic), interval: cfg.Interval, client: client,

@@ -1,0 +1,208 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// UncommittedActor cancels the steps of a workflow whose enqueue never
+// committed it (AbandonUncommitted): its record's CancelledBy and, after
+// "cancelled by ", its steps' reason.
+const UncommittedActor = "maintenance:never committed"
+
+// uncommittedBatch bounds the workflow parts one AbandonUncommitted call
+// looks at per queue.
+const uncommittedBatch = 1000
+
+// part is what wf_enqueue.lua notes of the steps a part call wrote.
+type part struct {
+	Home string   `json:"home"`
+	IDs  []string `json:"ids"`
+}
+
+// AbandonUncommitted settles the workflows whose steps of other queues
+// were written (wf_enqueue.lua's part calls) before before, but whose home
+// commit never came (the client died between the calls, or a part call
+// failed): such steps wait for a record nothing will write. For each, it
+// writes a record in the home queue holding the steps found, cancelled by
+// UncommittedActor (so an enqueue retried with the same operation id now
+// returns that workflow, cancelled, and never commits it late), then
+// cancels the steps (reason "cancelled by maintenance:never committed",
+// in each step's history). The parts of committed workflows are
+// forgotten. Three pipelined round trips look at up to uncommittedBatch
+// parts per queue; it returns the ids of the workflows it abandoned.
+func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before time.Time) ([]string, error) {
+	max := "(" + strconv.FormatInt(before.UnixMilli(), 10)
+	pipe := l.rdb.Pipeline()
+	found := make([]*redis.StringSliceCmd, len(qs))
+	for i, q := range qs {
+		found[i] = pipe.ZRangeByScore(ctx, l.prefix(q)+"wf_parts", &redis.ZRangeBy{Min: "-inf", Max: max, Count: uncommittedBatch})
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	type where struct {
+		q, id string
+		p     *redis.StringCmd
+	}
+	var parts []where
+	var errs []error
+	pipe = l.rdb.Pipeline()
+	for i, c := range found {
+		if err := c.Err(); err != nil {
+			errs = append(errs, wrap("workflow parts of "+qs[i], err))
+			continue
+		}
+		for _, id := range c.Val() {
+			parts = append(parts, where{q: qs[i], id: id, p: pipe.HGet(ctx, l.prefix(qs[i])+"wf_part", id)})
+		}
+	}
+	if len(parts) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	_, _ = pipe.Exec(ctx)
+	// each workflow's parts, and whether its home holds a record
+	type wf struct {
+		home   string
+		steps  []StepRef
+		qs     []string
+		record *redis.SliceCmd
+	}
+	byID := map[string]*wf{}
+	var order []string
+	for _, w := range parts {
+		var p part
+		raw, err := w.p.Result()
+		if err == nil {
+			err = json.Unmarshal([]byte(raw), &p)
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			errs = append(errs, wrap("workflow part "+w.id+" of "+w.q, err))
+			continue
+		}
+		x := byID[w.id]
+		if x == nil {
+			x = &wf{home: p.Home}
+			byID[w.id] = x
+			order = append(order, w.id)
+		}
+		if x.home == "" {
+			x.home = p.Home
+		}
+		x.qs = append(x.qs, w.q)
+		for _, id := range p.IDs {
+			x.steps = append(x.steps, StepRef{Queue: w.q, ID: id})
+		}
+	}
+	pipe = l.rdb.Pipeline()
+	for _, id := range order {
+		if x := byID[id]; x.home != "" && ValidateQueueRef(x.home) == nil {
+			x.record = pipe.HMGet(ctx, l.workflowKey(x.home, id), "def", "cancel")
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+	var abandoned []string
+	forget := l.rdb.Pipeline()
+	for _, id := range order {
+		x := byID[id]
+		if x.record != nil && x.record.Err() != nil {
+			errs = append(errs, wrap("read workflow "+id, x.record.Err()))
+			continue
+		}
+		// no record, or one abandon wrote (a pass that stopped before its
+		// cancels): abandoned; any other record is the commit's
+		if x.record != nil && (x.record.Val()[0] == nil || x.record.Val()[1] == UncommittedActor) {
+			done, err := l.abandon(ctx, id, x.home, x.steps)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if done {
+				abandoned = append(abandoned, id)
+			}
+		}
+		for _, q := range x.qs { // the hash first: a part left in the index alone reads as none
+			forget.HDel(ctx, l.prefix(q)+"wf_part", id)
+			forget.ZRem(ctx, l.prefix(q)+"wf_parts", id)
+		}
+	}
+	if _, err := forget.Exec(ctx); err != nil {
+		errs = append(errs, wrap("forget workflow parts", err))
+	}
+	return abandoned, errors.Join(errs...)
+}
+
+// abandon writes the record of workflow id, never committed, in its home
+// queue and cancels its steps; done is false when the workflow was
+// committed (nothing is written).
+func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) (done bool, err error) {
+	type read struct {
+		h     *redis.SliceCmd
+		waits *redis.StringSliceCmd
+	}
+	rs := make([]read, len(steps))
+	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range steps {
+			rs[i] = read{h: p.HMGet(ctx, l.JobKey(s.Queue, s.ID), "step", "kind"),
+				waits: p.SMembers(ctx, l.JobKey(s.Queue, s.ID)+":waits")}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, wrap("read workflow "+id+"'s steps", err)
+	}
+	def := WorkflowDef{}
+	for i, s := range steps {
+		name, _ := rs[i].h.Val()[0].(string)
+		kind, _ := rs[i].h.Val()[1].(string)
+		if name == "" {
+			continue // expired
+		}
+		var deps []string
+		for _, d := range rs[i].waits.Val() {
+			if d != StartDep {
+				deps = append(deps, d)
+			}
+		}
+		sort.Strings(deps)
+		def.Steps = append(def.Steps, StepDef{Name: name, Queue: s.Queue, ID: s.ID, Kind: kind, Deps: deps})
+	}
+	rec, err := json.Marshal(def)
+	if err != nil {
+		return false, wrap("abandon workflow "+id, err)
+	}
+	p := l.prefix(home)
+	v, err := abandonScript.Run(ctx, l.rdb, []string{l.workflowKey(home, id), p + "workflows", p + "wf_open"},
+		id, rec, UncommittedActor).Text()
+	if err != nil {
+		return false, wrap("abandon workflow "+id, err)
+	}
+	if v != "abandoned" {
+		return false, nil
+	}
+	for _, s := range def.Steps {
+		_, err := l.CancelStep(ctx, s.Queue, s.ID, UncommittedActor, "its workflow's enqueue never committed it")
+		if err != nil && !errors.Is(err, ErrWrongState) && !errors.Is(err, ErrNotFound) {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// abandonScript writes the record of a workflow never committed, unless
+// its commit wrote one ('committed'); one it wrote before is kept.
+var abandonScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HGET', KEYS[1], 'cancel') == ARGV[3] then return 'abandoned' end
+  return 'committed'
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('HSET', KEYS[1], 'def', ARGV[2], 'created', now, 'op', '', 'cancel', ARGV[3])
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+return 'abandoned'`)

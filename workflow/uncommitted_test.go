@@ -1,0 +1,200 @@
+package workflow_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/workflow"
+)
+
+// failCommit fails the home queue's wf_enqueue call (the commit) without
+// sending it, as a client dying between a workflow's calls would leave it.
+type failCommit struct{ on atomic.Bool }
+
+func (f *failCommit) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failCommit) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.on.Load() && cmd.Name() == "fcall" {
+			args := cmd.Args()
+			if fn, _ := args[1].(string); strings.Contains(fn, "wf_enqueue") && slices.Contains(args, any("home")) {
+				cmd.SetErr(errors.New("connection reset by peer"))
+				return cmd.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *failCommit) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestWorkflowNeverCommittedIsCancelled: an enqueue without an operation
+// id wrote its steps of another queue, then its commit never came. The
+// steps do not wait forever: past the grace the maintenance leader cancels
+// them ("never committed") and records the workflow cancelled, as
+// workflow.Get shows it.
+func TestWorkflowNeverCommittedIsCancelled(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hook := &failCommit{}
+	e.rdb.(*redis.Client).AddHook(hook)
+	hook.on.Store(true)
+	w := workflow.New("half").
+		Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+		Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-other"))).
+		Add("audit", step("audit"), workflow.Options(jobs.Queue("wf-other")))
+	if _, err := workflow.Enqueue(ctx, e.client, w); err == nil {
+		t.Fatal("enqueue whose commit failed: no error")
+	}
+	// the same with an operation id, never retried within the grace
+	if _, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("half:op")); err == nil {
+		t.Fatal("enqueue whose commit failed: no error")
+	}
+	hook.on.Store(false)
+	waiting, err := e.rdb.ZRange(ctx, e.ns+":{wf-other}:waiting", 0, -1).Result()
+	if err != nil || len(waiting) != 4 {
+		t.Fatalf("steps left waiting in the other queue: %v, %v", waiting, err)
+	}
+	sum := sha256.Sum256([]byte("half:op"))
+	opID := "wf-" + hex.EncodeToString(sum[:16]) // the id Enqueue derives from the operation id
+	var opSteps []string
+	for _, jid := range waiting {
+		if strings.HasPrefix(jid, opID+".") {
+			opSteps = append(opSteps, jid)
+		}
+	}
+	if len(opSteps) != 2 {
+		t.Fatalf("steps of the workflow with an operation id: %v", opSteps)
+	}
+	// a workflow committed across the same queues is not touched
+	ok, err := workflow.Enqueue(ctx, e.client, workflow.New("whole").
+		Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+		Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-other"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting = slices.DeleteFunc(waiting, func(jid string) bool { return slices.Contains(opSteps, jid) })
+	id, _, _ := strings.Cut(waiting[0], ".")
+	if _, err := workflow.Get(ctx, e.client, id); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("workflow %s before the grace: %v, want not found", id, err)
+	}
+
+	e.grace = time.Millisecond
+	e.start("wf-home", "wf-other")
+	for _, jid := range waiting {
+		r := jobstest.WaitStateWithin(t, e.ledger, "wf-other", jid, jobs.Cancelled, 2*testsignal.DefaultTimeout)
+		if !strings.Contains(r.Reason, "never committed") {
+			t.Fatalf("step %s cancelled with reason %q, want it to say never committed", jid, r.Reason)
+		}
+	}
+	st := e.status(id)
+	if st.State != workflow.Cancelled || st.Total != 2 || st.Done != 2 || !strings.Contains(st.CancelledBy, "never committed") {
+		t.Fatalf("workflow after the grace: %+v", st)
+	}
+	// settled and counted like any workflow
+	key := e.ns + ":{wf-home}:wf:" + id
+	if err := redistest.Wait(e.rdb, key, testsignal.DefaultTimeout, func() bool {
+		return e.rdb.HGet(ctx, key, "final").Val() == workflow.Cancelled
+	}); err != nil {
+		t.Fatalf("workflow never settled: %v", err)
+	}
+	for _, jid := range opSteps {
+		jobstest.WaitState(t, e.ledger, "wf-other", jid, jobs.Cancelled)
+	}
+	// an enqueue retried late returns the workflow, cancelled: it never
+	// commits the steps cancelled meanwhile
+	again, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("half:op"))
+	if err != nil || !again.Deduplicated || again.ID != opID {
+		t.Fatalf("enqueue retried after the grace: %+v, %v", again, err)
+	}
+	if st := e.status(again.ID); st.State != workflow.Cancelled {
+		t.Fatalf("workflow retried after the grace: %+v", st)
+	}
+	e.wait(ok, "ship", jobs.Succeeded)
+	if st := e.status(ok.ID); st.State != workflow.Succeeded {
+		t.Fatalf("committed workflow: %+v", st)
+	}
+	if n := e.rdb.ZCard(ctx, e.ns+":{wf-other}:wf_parts").Val(); n != 0 {
+		t.Fatalf("%d workflow parts left noted", n)
+	}
+}
+
+// holdCommit holds the home queue's wf_enqueue call until release is
+// closed, after sending the workflow's id to reached.
+type holdCommit struct {
+	reached chan string
+	release chan struct{}
+}
+
+func (h *holdCommit) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdCommit) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if cmd.Name() == "fcall" {
+			if fn, _ := args[1].(string); strings.Contains(fn, "wf_enqueue") {
+				if i := slices.Index(args, any("home")); i > 0 {
+					h.reached <- args[i-1].(string)
+					<-h.release
+				}
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdCommit) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestLateCommitOfAnAbandonedWorkflowWritesNothing: a client stalled
+// between its part call and its commit past the grace finds the workflow
+// abandoned: its commit is deduplicated against the record the leader
+// wrote, so no home step is written next to the cancelled ones.
+func TestLateCommitOfAnAbandonedWorkflowWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hook := &holdCommit{reached: make(chan string, 1), release: make(chan struct{})}
+	e.rdb.(*redis.Client).AddHook(hook)
+	e.grace = time.Millisecond
+	e.start("wf-home", "wf-other")
+	type result struct {
+		res *workflow.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := workflow.Enqueue(ctx, e.client, workflow.New("late").
+			Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+			Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-other"))))
+		done <- result{res, err}
+	}()
+	id := <-hook.reached
+	jobstest.WaitState(t, e.ledger, "wf-other", id+".ship", jobs.Cancelled)
+	close(hook.release)
+	got := <-done
+	if got.err != nil || !got.res.Deduplicated || got.res.ID != id {
+		t.Fatalf("late commit: %+v, %v", got.res, got.err)
+	}
+	if _, err := e.ledger.Get(ctx, "wf-home", id+".charge"); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("home step after a late commit: %v, want none written", err)
+	}
+	if st := e.status(id); st.State != workflow.Cancelled || st.Total != 1 {
+		t.Fatalf("workflow after a late commit: %+v", st)
+	}
+}
