@@ -137,7 +137,15 @@ type queueView struct {
 	Throughput *throughput `json:"throughput"`
 	// Partitions break a partitioned queue down (absent for other queues).
 	Partitions []partitionView `json:"partitions,omitempty"`
+	// LayoutChanges are a partitioned queue's newest changes of its
+	// partition count (who, when, why), newest first, at most
+	// overviewLayoutChanges (absent for other queues).
+	LayoutChanges []jobs.PartitionChange `json:"layout_changes,omitempty"`
 }
+
+// overviewLayoutChanges bounds the layout changes the overview shows per
+// queue; fencedq partitions --queue shows every one kept.
+const overviewLayoutChanges = 5
 
 // partitionView is one partition of a partitioned queue on the overview:
 // its depth, its rate and the Redis master holding it.
@@ -282,6 +290,14 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, p := range v.Partitions {
 			seen = append(seen, p.Name)
+		}
+		if v.Partitions != nil {
+			chs, err := h.insp.PartitionChanges(ctx, q)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			v.LayoutChanges = chs[:min(len(chs), overviewLayoutChanges)]
 		}
 		out.Queues = append(out.Queues, v)
 	}

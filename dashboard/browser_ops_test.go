@@ -243,7 +243,13 @@ func TestBrowserOperations(t *testing.T) {
 	}
 
 	// Schedules: both, the last tick's job linked with its state; one
-	// schedule's ticks, newest first; markup in a schedule shown as text.
+	// schedule's ticks, newest first; markup in a schedule shown as text;
+	// a removed schedule listed with who removed it and why.
+	_, err := f.ledger.RegisterSchedule(bg, 42, jobs.ScheduleSpec{ID: "retired", Schedule: "@every 1h0m0s", Kind: "echo", Queue: "reports"})
+	must(t, err)
+	if ok, err := f.client.RemoveSchedule(bg, "retired", "carol", xss); !ok || err != nil {
+		t.Fatalf("RemoveSchedule: %v %v", ok, err)
+	}
 	navigate(t, tb, "#/schedules")
 	waitJS(t, tb, "the schedules", `document.getElementById('main').dataset.view === 'schedules' && document.querySelectorAll('#schedules tbody tr[data-schedule]').length === 2`)
 	if txt := evalJS[string](t, tb, `document.querySelector('#schedules tr[data-schedule="hourly-echo"]').textContent`); !strings.Contains(txt, f.tickJob) ||
@@ -252,6 +258,10 @@ func TestBrowserOperations(t *testing.T) {
 	}
 	if txt := evalJS[string](t, tb, `document.querySelector('#schedules tr[data-schedule="nightly-report"]').textContent`); !strings.Contains(txt, xss) {
 		t.Errorf("markup in a schedule is not shown as text: %q", txt)
+	}
+	if txt := evalJS[string](t, tb, `document.querySelector('#removed-schedules tr[data-removed="retired"]').textContent`); !strings.Contains(txt, "operator:carol") ||
+		!strings.Contains(txt, xss) || !strings.Contains(txt, "reports") {
+		t.Errorf("removed schedule row: %q", txt)
 	}
 	click(t, tb, `#schedules tr[data-schedule="hourly-echo"] a[href="#/schedules/hourly-echo"]`)
 	waitJS(t, tb, "the schedule's ticks", `document.getElementById('main').dataset.view === 'schedule' && document.querySelectorAll('#ticks tbody tr[data-tick]').length === 3`)

@@ -22,7 +22,7 @@ func TestOverviewShowsPartitions(t *testing.T) {
 	ns := redistest.Namespace(t)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	ctx := context.Background()
-	must(t, func() error { _, err := c.SetPartitions(ctx, "orders", 3); return err }())
+	must(t, func() error { _, err := c.SetPartitions(ctx, "orders", 3, "test", ""); return err }())
 	var last *jobs.Result
 	for range 6 {
 		var err error

@@ -49,11 +49,15 @@ type scheduleList struct {
 	// Total counts every recorded schedule; Schedules holds at most 500.
 	Total     int            `json:"total"`
 	Schedules []scheduleView `json:"schedules"`
+	// Removed are the newest schedule removals (who removed which, and
+	// why), newest first; empty with ?id=.
+	Removed []jobs.ScheduleRemoval `json:"removed"`
 }
 
 // apiSchedules lists the periodic schedules (or only ?id=) with their last
 // and next tick and the newest ?ticks= ticks (default 5, at most 100),
-// each with the state of the job it produced.
+// each with the state of the job it produced, and (without ?id=) the
+// newest schedule removals.
 func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 	n, ok := intParam(r, "ticks", defaultScheduleTicks, maxScheduleTicks)
 	if !ok {
@@ -95,7 +99,13 @@ func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	out := scheduleList{ServerTime: now, Maintenance: ldr, Total: len(scheds), Schedules: []scheduleView{}}
+	out := scheduleList{ServerTime: now, Maintenance: ldr, Total: len(scheds), Schedules: []scheduleView{}, Removed: []jobs.ScheduleRemoval{}}
+	if id == "" {
+		if out.Removed, err = h.insp.ScheduleRemovals(ctx); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
 	for _, s := range scheds[:min(len(scheds), maxSchedules)] {
 		v := scheduleView{Schedule: s, Ticks: []tickView{}}
 		if !s.Seen.IsZero() {

@@ -260,7 +260,7 @@ func TestHelpersOnAPartitionedQueue(t *testing.T) {
 	ctx := context.Background()
 	cfg := jobs.Config{Namespace: ns}
 	client := jobs.NewClient(rdb, cfg)
-	if _, err := client.SetPartitions(ctx, "mail", 3); err != nil {
+	if _, err := client.SetPartitions(ctx, "mail", 3, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	env := fencedqtest.New(rdb, cfg)

@@ -32,7 +32,7 @@ func TestNilRedisClientIsRefusedClearly(t *testing.T) {
 			"Cancel":              func() error { _, err := c.Cancel(ctx, "default", "id", "ada", ""); return err },
 			"Pause":               func() error { _, err := c.Pause(ctx, "default", "ada", ""); return err },
 			"Output":              func() error { var v any; return c.Output(ctx, "default", "id", &v) },
-			"SetPartitions":       func() error { _, err := c.SetPartitions(ctx, "default", 2); return err },
+			"SetPartitions":       func() error { _, err := c.SetPartitions(ctx, "default", 2, "test", ""); return err },
 			"Resubmit":            func() error { _, err := c.Resubmit(ctx); return err },
 			"Inspector().Queues":  func() error { _, err := c.Inspector().Queues(ctx); return err },
 			"NewInspector.Queues": func() error { _, err := in.Queues(ctx); return err },

@@ -15,7 +15,7 @@ import (
 )
 
 // Limits on what an operator action records (Cancel, RunNow, Pause,
-// Resume, Resolve): the operator's name is 1-200 bytes of UTF-8 without
+// Resume, Resolve, SetPartitions, RemoveSchedule): the operator's name is 1-200 bytes of UTF-8 without
 // control characters (surrounding spaces are trimmed); the note is at most
 // 2000 bytes of UTF-8 whose only control characters are line feeds and
 // tabs. Anything else is rejected with an error matching ErrInvalid before
@@ -34,6 +34,12 @@ func (c *Client) operator(queue, actor, note string) (string, error) {
 	if err := ledger.ValidateQueueRef(queue); err != nil {
 		return "", err
 	}
+	return operatorName(actor, note)
+}
+
+// operatorName checks an operator's name and note and returns the actor
+// string recorded with the action.
+func operatorName(actor, note string) (string, error) {
 	if err := ValidateActor(actor); err != nil {
 		return "", err
 	}
@@ -234,13 +240,39 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 // record behind). It reports whether the schedule existed. While live
 // pools still define the schedule (with periodic jobs enabled) it is
 // refused with an error matching ErrScheduleConflict that names them:
-// their leader would record it again at once, its history lost.
-func (c *Client) RemoveSchedule(ctx context.Context, id string) (bool, error) {
+// their leader would record it again at once, its history lost. Like the
+// other operator actions it records who removed it and why (actor and
+// note, checked before anything is written) in the same write as the
+// removal: the namespace keeps its newest MaxScheduleRemovals removals
+// (Inspector.ScheduleRemovals).
+func (c *Client) RemoveSchedule(ctx context.Context, id, actor, note string) (bool, error) {
 	if c.nsErr != nil {
 		return false, c.nsErr
 	}
 	if err := ValidateScheduleID(id); err != nil {
 		return false, err
 	}
-	return c.ledger.RemoveSchedule(ctx, id)
+	who, err := operatorName(actor, note)
+	if err != nil {
+		return false, err
+	}
+	return c.ledger.RemoveSchedule(ctx, id, who, note)
+}
+
+// MaxScheduleRemovals bounds the schedule removals a namespace keeps: the
+// newest.
+const MaxScheduleRemovals = ledger.MaxScheduleRemovals
+
+// ScheduleRemoval is an operator's removal of a schedule
+// (Client.RemoveSchedule): the schedule's id, kind and queue, when (by
+// Redis's clock), who (operator:<actor>) and why.
+type ScheduleRemoval = ledger.ScheduleRemoval
+
+// ScheduleRemovals returns the namespace's recorded schedule removals,
+// newest first, at most MaxScheduleRemovals.
+func (in *Inspector) ScheduleRemovals(ctx context.Context) ([]ScheduleRemoval, error) {
+	if in.nsErr != nil {
+		return nil, in.nsErr
+	}
+	return in.l.ScheduleRemovals(ctx)
 }

@@ -75,7 +75,13 @@ type cachedPartitions struct {
 // partitions start paused when every partition the queue had (or the queue
 // itself, before it had any) was paused, by that pause, and running
 // otherwise; a partition kept in the new layout keeps its state.
-func (c *Client) SetPartitions(ctx context.Context, q string, p int) (int, error) {
+//
+// Like the other operator actions it records who changed the count and why
+// (actor and note, with the limits of MaxActorLen and MaxNoteLen, checked
+// before anything is written) in the same write as the change: the newest
+// MaxLayoutChanges changes of q are kept (Inspector.PartitionChanges).
+// Giving the count q has already changes nothing and records nothing.
+func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note string) (int, error) {
 	if c.nsErr != nil {
 		return 0, c.nsErr
 	}
@@ -84,6 +90,10 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int) (int, error
 	}
 	if p < 1 || p > MaxPartitions {
 		return 0, invalid("queue %s: %d partitions is outside 1-%d", q, p, MaxPartitions)
+	}
+	who, err := operatorName(actor, note)
+	if err != nil {
+		return 0, err
 	}
 	paused, had, err := pausedEverywhere(ctx, c.ledger, q)
 	if err != nil {
@@ -99,7 +109,7 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int) (int, error
 			}
 		}
 	}
-	prev, err := c.ledger.SetPartitions(ctx, q, p)
+	prev, err := c.ledger.SetPartitions(ctx, q, p, who, note)
 	if err != nil {
 		return 0, err
 	}
@@ -234,6 +244,26 @@ func (c *Client) partitions(ctx context.Context, js []*ledger.NewJob) (map[strin
 
 // maxCachedQueues bounds the partition counts a client keeps.
 const maxCachedQueues = 4096
+
+// MaxLayoutChanges bounds the layout changes kept per queue: the newest.
+const MaxLayoutChanges = ledger.MaxLayoutChanges
+
+// PartitionChange is one change of a queue's partition count: when (by
+// Redis's clock), who (operator:<actor>), why, and the counts before and
+// after (Inspector.PartitionChanges).
+type PartitionChange = ledger.PartitionChange
+
+// PartitionChanges returns the recorded changes of queue q's partition
+// count (Client.SetPartitions), newest first, at most MaxLayoutChanges.
+func (in *Inspector) PartitionChanges(ctx context.Context, q string) ([]PartitionChange, error) {
+	if err := in.queue(q); err != nil {
+		return nil, err
+	}
+	if ledger.IsPartition(q) {
+		return nil, invalid("%s is a partition: ask for its queue %s", q, ledger.Logical(q))
+	}
+	return in.l.PartitionChanges(ctx, q)
+}
 
 // Partition describes one partition of a queue (Inspector.Partitions).
 type Partition struct {

@@ -38,17 +38,32 @@ func TestPartitionedQueueOnACluster(t *testing.T) {
 		q string
 		p int
 	}{{"orders", 0}, {"orders", jobs.MaxPartitions + 1}, {"orders#1", 3}, {"", 3}, {"a b", 2}} {
-		if _, err := c.SetPartitions(ctx, bad.q, bad.p); !errors.Is(err, jobs.ErrInvalid) {
+		if _, err := c.SetPartitions(ctx, bad.q, bad.p, "test", ""); !errors.Is(err, jobs.ErrInvalid) {
 			t.Fatalf("SetPartitions(%q, %d) = %v, want ErrInvalid", bad.q, bad.p, err)
 		}
 	}
 	if qs, _ := insp.Queues(ctx); len(qs) != 0 {
 		t.Fatalf("a refused declaration wrote queues %v", qs)
 	}
-	if prev, err := c.SetPartitions(ctx, "orders", 3); err != nil || prev != 1 {
+	if prev, err := c.SetPartitions(ctx, "orders", 3, "test", ""); err != nil || prev != 1 {
 		t.Fatalf("SetPartitions = %d, %v", prev, err)
 	}
 	names := ledger.PartitionNames("orders", 3)
+	// The change and its record are one script call: the record shares the
+	// registry's slot (a cross-slot script would fail on a cluster).
+	if chs, err := insp.PartitionChanges(ctx, "orders"); err != nil || len(chs) != 1 || chs[0].To != 3 || chs[0].Actor != "operator:test" {
+		t.Fatalf("PartitionChanges on a cluster = %+v, %v", chs, err)
+	}
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	if _, err := l.RegisterSchedule(ctx, 1, jobs.ScheduleSpec{ID: "s", Schedule: "@every 1h0m0s", Kind: "part", Queue: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.RemoveSchedule(ctx, "s", "test", "on a cluster"); !ok || err != nil {
+		t.Fatalf("RemoveSchedule on a cluster = %v, %v", ok, err)
+	}
+	if rs, err := insp.ScheduleRemovals(ctx); err != nil || len(rs) != 1 || rs[0].Note != "on a cluster" {
+		t.Fatalf("ScheduleRemovals on a cluster = %+v, %v", rs, err)
+	}
 
 	// The partitions live on three masters.
 	lay, err := insp.Partitions(ctx, "orders")
@@ -209,7 +224,7 @@ func TestPartitionedOperationIDsNameOneJobEach(t *testing.T) {
 	ctx := context.Background()
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	before := enqueued(t, c, syncArgs{Customer: "a"}, jobs.Queue("orders"), jobs.OperationID("x"), jobs.Delay(time.Hour))
-	if _, err := c.SetPartitions(ctx, "orders", 3); err != nil {
+	if _, err := c.SetPartitions(ctx, "orders", 3, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	after := enqueued(t, c, syncArgs{Customer: "b"}, jobs.Queue("orders"), jobs.OperationID("x"), jobs.Delay(time.Hour))
@@ -274,14 +289,14 @@ func TestNewPartitionsStartPausedOnlyWhenEveryPartitionIs(t *testing.T) {
 	}
 
 	// some paused: the new ones run, the kept ones keep their state
-	if _, err := c.SetPartitions(ctx, "some", 2); err != nil {
+	if _, err := c.SetPartitions(ctx, "some", 2, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	old := ledger.PartitionNames("some", 2)
 	if _, err := c.Pause(ctx, old[0], "ops", "one partition"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SetPartitions(ctx, "some", 6); err != nil {
+	if _, err := c.SetPartitions(ctx, "some", 6, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range ledger.PartitionNames("some", 6) {
@@ -301,7 +316,7 @@ func TestNewPartitionsStartPausedOnlyWhenEveryPartitionIs(t *testing.T) {
 		t.Fatal("the queue is not paused")
 	}
 	for _, p := range []int{3, 6} {
-		if _, err := c.SetPartitions(ctx, "all", p); err != nil {
+		if _, err := c.SetPartitions(ctx, "all", p, "test", ""); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range ledger.PartitionNames("all", p) {

@@ -19,7 +19,7 @@ func TestResumeSeenEndsOnlyThePauseSeen(t *testing.T) {
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	in := c.Inspector()
 	ctx := context.Background()
-	if _, err := c.SetPartitions(ctx, "q", 3); err != nil {
+	if _, err := c.SetPartitions(ctx, "q", 3, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	paused := func() *jobs.Pause {
@@ -99,7 +99,7 @@ func TestPauseRefusesAPartitionTheQueueDoesNotHave(t *testing.T) {
 	if _, err := c.Enqueue(ctx, noteArgs{}, jobs.Queue("plain")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SetPartitions(ctx, "parted", 3); err != nil {
+	if _, err := c.SetPartitions(ctx, "parted", 3, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	before, err := in.Queues(ctx)

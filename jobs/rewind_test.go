@@ -255,7 +255,7 @@ func TestResubmittedJobsAreDueWhenTheyWereDue(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client()
 	client := jobs.NewClient(rdb, jobs.Config{Namespace: redistest.Namespace(t)})
-	if _, err := client.SetPartitions(ctx, "orders", 3); err != nil {
+	if _, err := client.SetPartitions(ctx, "orders", 3, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	var ps []jobs.Params

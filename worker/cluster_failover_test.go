@@ -91,7 +91,7 @@ func testPartitionedFailover(t *testing.T, durable bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.SetPartitions(ctx, jobs.DefaultQueue, 3); err != nil {
+	if _, err := client.SetPartitions(ctx, jobs.DefaultQueue, 3, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	parts := ledger.PartitionNames(jobs.DefaultQueue, 3)

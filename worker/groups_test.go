@@ -294,7 +294,7 @@ func TestGroupsInPartitions(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const q, per = "parts", 30
-	if _, err := e.client.SetPartitions(ctx, q, 4); err != nil {
+	if _, err := e.client.SetPartitions(ctx, q, 4, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	tenant := jobs.EnqueueMiddleware(func(next jobs.EnqueueFunc) jobs.EnqueueFunc {

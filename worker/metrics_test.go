@@ -194,7 +194,7 @@ func TestFlowNameLabelsAreBounded(t *testing.T) {
 func TestDroppedEntryMetricsLabelTheQueueNotThePartition(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.client.SetPartitions(ctx, jobs.DefaultQueue, 2); err != nil {
+	if _, err := e.client.SetPartitions(ctx, jobs.DefaultQueue, 2, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	p := e.pool(e.config())

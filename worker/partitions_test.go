@@ -41,7 +41,7 @@ func (e *env) waitAll(rs []*jobs.Result, s jobs.State) []*jobs.Record {
 func TestPartitionedQueueDrainsOnACluster(t *testing.T) {
 	e, _ := clusterEnv(t)
 	ctx := context.Background()
-	if _, err := e.client.SetPartitions(ctx, "default", 3); err != nil {
+	if _, err := e.client.SetPartitions(ctx, "default", 3, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	old := ledger.PartitionNames("default", 3)
@@ -103,7 +103,7 @@ func TestPartitionedQueueDrainsOnACluster(t *testing.T) {
 
 	// Six partitions: new jobs go to the new layout (while the pools run),
 	// and the jobs of the old one still finish.
-	if prev, err := e.client.SetPartitions(ctx, "default", 6); err != nil || prev != 3 {
+	if prev, err := e.client.SetPartitions(ctx, "default", 6, "test", ""); err != nil || prev != 3 {
 		t.Fatalf("SetPartitions: %d, %v", prev, err)
 	}
 	now := ledger.PartitionNames("default", 6)
@@ -146,7 +146,7 @@ func TestPartitionedDrainAfterChangingPartitions(t *testing.T) {
 		t.Fatalf("a queue without partitions: %+v", rs[0])
 	}
 	for _, p := range []int{3, 6} {
-		if _, err := e.client.SetPartitions(ctx, "default", p); err != nil {
+		if _, err := e.client.SetPartitions(ctx, "default", p, "test", ""); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 12 {
@@ -187,7 +187,7 @@ func TestPartitionedDrainAfterChangingPartitions(t *testing.T) {
 func TestKilledWorkersPartitionedJobsRecovered(t *testing.T) {
 	e, cl := clusterEnv(t)
 	ctx := context.Background()
-	if _, err := e.client.SetPartitions(ctx, "default", 3); err != nil {
+	if _, err := e.client.SetPartitions(ctx, "default", 3, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	// Two jobs whose operation ids route them to two partitions.
@@ -242,7 +242,7 @@ func TestPartitionedQueueOnSixMasters(t *testing.T) {
 	insp := e.client.Inspector()
 	for _, tc := range []struct{ p, masters, each int }{{6, 6, 1}, {12, 6, 2}, {3, 3, 1}} {
 		q := fmt.Sprintf("spread-%d", tc.p)
-		if _, err := e.client.SetPartitions(ctx, q, tc.p); err != nil {
+		if _, err := e.client.SetPartitions(ctx, q, tc.p, "test", ""); err != nil {
 			t.Fatal(err)
 		}
 		lay, err := insp.Partitions(ctx, q)
@@ -263,7 +263,7 @@ func TestPartitionedQueueOnSixMasters(t *testing.T) {
 		}
 	}
 
-	if _, err := e.client.SetPartitions(ctx, "default", 6); err != nil {
+	if _, err := e.client.SetPartitions(ctx, "default", 6, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	names := ledger.PartitionNames("default", 6)

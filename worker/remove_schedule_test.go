@@ -44,7 +44,7 @@ func TestRemoveScheduleLivePoolsDefine(t *testing.T) {
 		return err == nil && len(pools) == 2
 	})
 
-	found, err := e.client.RemoveSchedule(ctx, id)
+	found, err := e.client.RemoveSchedule(ctx, id, "test", "")
 	if !errors.Is(err, jobs.ErrScheduleConflict) || found || !strings.Contains(err.Error(), "pool-reports") ||
 		strings.Contains(err.Error(), "pool-idle") {
 		t.Fatalf("removing a schedule a live pool defines: %v, %v; want jobs.ErrScheduleConflict naming pool-reports only", found, err)
@@ -54,7 +54,7 @@ func TestRemoveScheduleLivePoolsDefine(t *testing.T) {
 	}
 
 	stop()
-	if found, err := e.client.RemoveSchedule(ctx, id); err != nil || !found {
+	if found, err := e.client.RemoveSchedule(ctx, id, "test", ""); err != nil || !found {
 		t.Fatalf("removing it once no live pool ticks it: %v, %v", found, err)
 	}
 	stopIdle()

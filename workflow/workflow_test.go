@@ -471,7 +471,7 @@ func TestFinishedWorkflowWithAKeptStepStays(t *testing.T) {
 func TestStepsOnAPartitionedQueue(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.client.SetPartitions(ctx, "parts", 4); err != nil {
+	if _, err := e.client.SetPartitions(ctx, "parts", 4, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	parts := ledger.PartitionNames("parts", 4)

@@ -495,7 +495,7 @@ func fencedqDrain(ctx context.Context, t *target, queues []string, n, conc int, 
 	defer func() { _ = client.Close() }()
 	d := &drained{ns: ns, queues: queues, jobs: make([]*jobs.Result, n)}
 	if o.partitions > 1 {
-		if _, err := client.SetPartitions(ctx, queues[0], o.partitions); err != nil {
+		if _, err := client.SetPartitions(ctx, queues[0], o.partitions, "bench", "benchmark run: partitioned queue"); err != nil {
 			return r, err
 		}
 	}

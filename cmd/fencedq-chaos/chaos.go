@@ -214,7 +214,7 @@ func runChaos(ctx context.Context, o *options) (rep *report, err error) {
 	if o.Partitions > 1 {
 		pc := jobs.NewClient(e.rdb, jobs.Config{Namespace: namespace})
 		for _, q := range []string{transfersQueue, priorityQueue} {
-			if _, err := pc.SetPartitions(ctx, q, o.Partitions); err != nil {
+			if _, err := pc.SetPartitions(ctx, q, o.Partitions, "chaos", "chaos run: partitioned queues"); err != nil {
 				_ = pc.Close()
 				return nil, err
 			}

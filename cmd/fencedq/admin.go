@@ -272,6 +272,8 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	c.add(fs)
 	queue := fs.String("queue", "", "queue (required)")
 	set := fs.Int("set", 0, fmt.Sprintf("declare the queue with this many partitions (1-%d; 1: none); new jobs go to the new layout, jobs in the old one drain", jobs.MaxPartitions))
+	actor := fs.String("actor", "", "who changes the layout (required with --set; recorded as operator:<actor>)")
+	note := fs.String("note", "", "why (recorded with the change)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context, out io.Writer) error {
 		if *queue == "" {
@@ -285,6 +287,9 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if given && (*set < 1 || *set > jobs.MaxPartitions) {
 			return fmt.Errorf("%w: --set %d is outside 1-%d", errUsage, *set, jobs.MaxPartitions)
 		}
+		if given && strings.TrimSpace(*actor) == "" {
+			return fmt.Errorf("%w: --set needs --actor (who changes the layout)", errUsage)
+		}
 		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err
@@ -292,16 +297,23 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		defer closeAll()
 		prev := 0
 		if *set > 0 {
-			if prev, err = client.SetPartitions(ctx, *queue, *set); err != nil {
-				return err
+			if prev, err = client.SetPartitions(ctx, *queue, *set, *actor, *note); err != nil {
+				return operatorError("set partitions", err)
 			}
 		}
 		lay, err := client.Inspector().Partitions(ctx, *queue)
 		if err != nil {
 			return err
 		}
+		changes, err := client.Inspector().PartitionChanges(ctx, *queue)
+		if err != nil {
+			return err
+		}
 		if *asJSON {
-			return json.NewEncoder(out).Encode(lay)
+			return json.NewEncoder(out).Encode(struct {
+				*jobs.QueueLayout
+				Changes []jobs.PartitionChange `json:"changes"`
+			}{lay, changes})
 		}
 		if *set > 0 {
 			fmt.Fprint(out, cli.Escapef("queue %s: %d partition(s), was %d; clients and pools follow within %v\n", *queue, *set, prev, jobs.PartitionRefresh))
@@ -314,6 +326,18 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		fmt.Fprintln(tw, "\tPAUSED\tMASTER")
 		partitionRows(tw, lay)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+		fmt.Fprintln(out, "\nlayout changes, newest first:")
+		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  AT\tFROM\tTO\tBY\tNOTE")
+		for _, ch := range changes {
+			fmt.Fprint(tw, cli.Escapef("  %s\t%d\t%d\t%s\t%s\n", timeText(ch.At), ch.From, ch.To, ch.Actor, orDash(ch.Note)))
+		}
 		return tw.Flush()
 	}
 }

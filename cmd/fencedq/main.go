@@ -21,9 +21,9 @@
 //	fencedq workflow cancel   cancel a workflow's steps that have not run
 //
 // The operator commands (resolve, cancel, run-now, pause, resume, workflow
-// cancel) need --actor, the operator's name, recorded as operator:<actor>
-// with the action and its --note (required for cancel, pause and workflow
-// cancel). A cancelled job is final unless
+// cancel, and partitions --set, schedules --remove) need --actor, the
+// operator's name, recorded as operator:<actor> with the action and its
+// --note (required for cancel, pause and workflow cancel). A cancelled job is final unless
 // re-run (resolve --decision rerun). Cancelling a running job asks its
 // attempt to stop through its context; its outcome is still committed by
 // its token, and a retry it asks for becomes cancelled. A paused queue

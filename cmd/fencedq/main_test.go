@@ -198,7 +198,7 @@ func TestEnvVariablesOfEachCommand(t *testing.T) {
 	op := []string{"FENCEDQ_ACTOR", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}
 	want := map[string][]string{
 		"dashboard": {"FENCEDQ_ADDR", "FENCEDQ_CSRF_KEY", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_TOKEN", "FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"},
-		"enqueue":   conn, "inspect": conn, "queues": conn, "pools": conn, "schedules": conn, "partitions": conn,
+		"enqueue":   conn, "inspect": conn, "queues": conn, "pools": conn, "schedules": op, "partitions": op,
 		"resolve": op, "cancel": op, "run-now": op, "pause": op, "resume": op,
 		"workflow inspect": conn, "workflow cancel": op,
 	}

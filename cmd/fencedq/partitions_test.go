@@ -31,7 +31,7 @@ func TestPartitionsCommandOnACluster(t *testing.T) {
 	if code, _, _ := runCLI(t, append([]string{"partitions", "--queue", "orders#1"}, conn...)...); code != 2 {
 		t.Fatalf("a partition's name accepted as --queue: exit %d", code)
 	}
-	code, out, errOut := runCLI(t, append([]string{"partitions", "--queue", "orders", "--set", "3"}, conn...)...)
+	code, out, errOut := runCLI(t, append([]string{"partitions", "--queue", "orders", "--set", "3", "--actor", "ops"}, conn...)...)
 	if code != 0 || !strings.Contains(out, "3 partition(s), was 1") || strings.Count(out, "\n  #") != 3 {
 		t.Fatalf("partitions --set 3: %d %q %q", code, out, errOut)
 	}
@@ -74,7 +74,7 @@ func TestPartitionsCommandOnACluster(t *testing.T) {
 func TestCommandsTakeAJobsPartitionAndItsQueue(t *testing.T) {
 	e := newOperatorEnv(t)
 	ctx := context.Background()
-	if _, err := e.client.SetPartitions(ctx, "orders", 3); err != nil {
+	if _, err := e.client.SetPartitions(ctx, "orders", 3, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.client.EnqueueRaw(ctx, "raw", []byte(`{}`), jobs.Queue("orders"), jobs.OperationID("op-1"),

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -45,9 +46,18 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	ticks := fs.Int("ticks", 5, "newest ticks shown per schedule, with the job each produced (0-100)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	remove := fs.Bool("remove", false, "delete the record of schedule --id (one no pool defines any more; refused, naming them, while live pools define it)")
+	actor := fs.String("actor", "", "who removes the schedule (required with --remove; recorded as operator:<actor>)")
+	note := fs.String("note", "", "why (recorded with the removal)")
+	removed := fs.Bool("removed", false, "list the newest removals of schedules (who removed which, and why) only")
 	return func(ctx context.Context, out io.Writer) error {
 		if *remove && *id == "" {
 			return fmt.Errorf("%w: --remove needs --id", errUsage)
+		}
+		if *remove && strings.TrimSpace(*actor) == "" {
+			return fmt.Errorf("%w: --remove needs --actor (who removes the schedule)", errUsage)
+		}
+		if *remove && *removed {
+			return fmt.Errorf("%w: give --remove or --removed, not both", errUsage)
 		}
 		if *id != "" {
 			if err := jobs.ValidateScheduleID(*id); err != nil {
@@ -63,9 +73,9 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		defer closeAll()
 		if *remove {
-			found, err := client.RemoveSchedule(ctx, *id)
+			found, err := client.RemoveSchedule(ctx, *id, *actor, *note)
 			if err != nil {
-				return err
+				return operatorError("remove schedule", err)
 			}
 			if !found {
 				return fmt.Errorf("%w: schedule %s", jobs.ErrNotFound, *id)
@@ -79,6 +89,16 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			fmt.Fprintf(out, "removed schedule %s\n", *id)
 			return nil
 		}
+		if *removed {
+			rs, err := client.Inspector().ScheduleRemovals(ctx)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return json.NewEncoder(out).Encode(rs)
+			}
+			return printRemovals(out, rs)
+		}
 		lines, err := loadSchedules(ctx, client.Inspector(), *id, *ticks)
 		if err != nil {
 			return err
@@ -86,8 +106,27 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *asJSON {
 			return json.NewEncoder(out).Encode(lines)
 		}
-		return printSchedules(out, lines, *id != "")
+		if err := printSchedules(out, lines, *id != ""); err != nil || *id != "" {
+			return err
+		}
+		rs, err := client.Inspector().ScheduleRemovals(ctx)
+		if err != nil || len(rs) == 0 {
+			return err
+		}
+		fmt.Fprintln(out)
+		return printRemovals(out, rs)
 	}
+}
+
+// printRemovals writes the schedule removals, newest first.
+func printRemovals(out io.Writer, rs []jobs.ScheduleRemoval) error {
+	fmt.Fprintf(out, "removed schedules, newest first (%d):\n", len(rs))
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SCHEDULE\tKIND\tQUEUE\tREMOVED\tBY\tNOTE")
+	for _, r := range rs {
+		fmt.Fprint(tw, cli.Escapef("  %s\t%s\t%s\t%s\t%s\t%s\n", r.ID, orDash(r.Kind), orDash(r.Queue), timeText(r.At), r.Actor, orDash(r.Note)))
+	}
+	return tw.Flush()
 }
 
 // loadSchedules reads every schedule (or only id's) with up to n ticks each.

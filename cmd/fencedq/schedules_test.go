@@ -125,13 +125,13 @@ func TestSchedulesCommand(t *testing.T) {
 	if code, _, errOut := e.cli("schedules", "--id", "nope"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("unknown schedule: %d %q", code, errOut)
 	}
-	if code, out, errOut := e.cli("schedules", "--id", "sync", "--remove"); code != 0 || !strings.Contains(out, "removed schedule sync") {
+	if code, out, errOut := e.cli("schedules", "--id", "sync", "--remove", "--actor", "ops"); code != 0 || !strings.Contains(out, "removed schedule sync") {
 		t.Fatalf("--remove: %d %q %q", code, out, errOut)
 	}
 	if code, out, _ := e.cli("schedules", "--json"); code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || got[0].ID != "ops-report" {
 		t.Fatalf("after --remove: %d %q", code, out)
 	}
-	if code, _, errOut := e.cli("schedules", "--id", "sync", "--remove"); code != 1 || !strings.Contains(errOut, "not found") {
+	if code, _, errOut := e.cli("schedules", "--id", "sync", "--remove", "--actor", "ops"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("--remove twice: %d %q", code, errOut)
 	}
 	for _, bad := range [][]string{{"--id", "a:b"}, {"--ticks", "101"}, {"--ticks", "-1"}, {"--remove"}} {
@@ -149,7 +149,7 @@ func TestSchedulesRemoveJSON(t *testing.T) {
 		TimeZone: "UTC", Kind: "transfer", Queue: "default", CatchUp: "latest"}); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := e.cli("schedules", "--id", "gone", "--remove", "--json")
+	code, out, errOut := e.cli("schedules", "--id", "gone", "--remove", "--actor", "ops", "--json")
 	var got struct {
 		ID      string `json:"id"`
 		Removed bool   `json:"removed"`
@@ -206,7 +206,7 @@ func TestSchedulesRemoveRefusedWhileDefined(t *testing.T) {
 	if err := e.ledger.Heartbeat(ctx, jobs.PoolInfo{ID: "pool-reports", Schedules: []string{"report"}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := e.cli("schedules", "--id", "report", "--remove")
+	code, out, errOut := e.cli("schedules", "--id", "report", "--remove", "--actor", "ops")
 	if code != 1 || !strings.Contains(errOut, "still defined by live pools pool-reports") {
 		t.Fatalf("--remove of a defined schedule: %d %q %q", code, out, errOut)
 	}

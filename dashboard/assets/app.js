@@ -439,7 +439,10 @@
         }),
         el('td', { class: 'num muted' }, fmtRate(p.throughput && p.throughput.succeeded_per_sec)),
         el('td', { class: 'num muted' }, fmtRate(p.throughput && p.throughput.attempted_per_sec)),
-        el('td', { class: 'mono muted', colspan: canAct() ? 3 : 2, title: 'the Redis master holding this partition' }, p.master || '')));
+        el('td', { class: 'mono muted', colspan: canAct() ? 3 : 2, title: 'the Redis master holding this partition' }, p.master || ''))).concat(
+        (q.layout_changes || []).map((c) => el('tr', { class: 'partition layout-change', 'data-layout-change': q.name },
+          el('td', { class: 'muted', colspan: states.length + 5 + (canAct() ? 1 : 0) },
+            '\u00a0\u00a0partitions ' + c.from + ' \u2192 ' + c.to + ' by ' + c.actor + ' at ' + fmtTime(c.at) + (c.note ? ': ' + c.note : '')))));
     }
     const totals = el('p', { class: 'totals' }, states.map((s) => [badge(s), ' ', String((ov.totals || {})[s] || 0), '  ']));
     const pausedQueues = ov.queues.filter((q) => q.paused);
@@ -704,7 +707,12 @@
     show('schedules', el('h1', {}, 'Schedules ', el('small', { class: 'muted' }, data.total + ' recorded' + more)),
       leaderNote(data.maintenance || {}),
       table(scheduleHeaders, data.schedules.map(scheduleRow), { id: 'schedules' }),
-      el('p', { class: 'muted' }, 'Periodic jobs registered on the pools. The maintenance leader enqueues each tick once and records the job it produced; open a schedule for its newest ticks.'));
+      el('p', { class: 'muted' }, 'Periodic jobs registered on the pools. The maintenance leader enqueues each tick once and records the job it produced; open a schedule for its newest ticks.'),
+      (data.removed || []).length ? el('section', { id: 'schedule-removals' },
+        el('h2', {}, 'Removed ', el('small', { class: 'muted' }, 'newest first')),
+        table(['Schedule', 'Kind', 'Queue', 'Removed', 'By', 'Note'], data.removed.map((r) => el('tr', { 'data-removed': r.id },
+          el('td', { class: 'mono' }, r.id), el('td', { class: 'mono' }, r.kind), el('td', { class: 'mono' }, r.queue),
+          el('td', { class: 'nowrap' }, fmtTime(r.at)), el('td', { class: 'mono' }, r.actor), el('td', {}, r.note || ''))), { id: 'removed-schedules' })) : '');
     schedule(10000);
   }
 

@@ -19,7 +19,8 @@ import (
 //	ns:{q}:minute:<ms>              one minute's counts (expiring after MinuteKeep)
 //	ns:epoch                        the fencing epochs (internal/epoch)
 //	ns:queues, ns:reconciler:status, ns:pools, ns:pool:<id>
-//	ns:{periodic}:leader, :schedules, :schedule:<id>, :schedule:<id>:ticks
+//	ns:partitions, ns:partitions:{ns:partitions}:changes:<q>   the partition registry, a queue's layout changes
+//	ns:{periodic}:leader, :schedules, :schedule:<id>, :schedule:<id>:ticks, :removed
 //
 // Every key of a queue shares the hash slot {q}; the scripts derive the
 // per-job and per-minute keys from the prefix (ARGV 1), so they stay in it.
@@ -107,6 +108,17 @@ func (l *Ledger) poolsKey() string { return l.cfg.Namespace + ":pools" }
 func (l *Ledger) poolKey(id string) string { return l.cfg.Namespace + ":pool:" + id }
 
 func (l *Ledger) periodicPrefix() string { return l.cfg.Namespace + ":{periodic}:" }
+
+// scheduleRemovalsKey is the namespace's schedule removals, in the
+// {periodic} slot of the schedules they record.
+func (l *Ledger) scheduleRemovalsKey() string { return l.periodicPrefix() + "removed" }
+
+// partitionChangesKey is queue q's layout changes: a list in the slot of
+// the partition registry (its hash tag is the registry's key, which has
+// none), so the change and its record are one script call.
+func (l *Ledger) partitionChangesKey(q string) string {
+	return l.partitionsKey() + ":{" + l.partitionsKey() + "}:changes:" + q
+}
 
 func (l *Ledger) scheduleKeys(id string) []string {
 	p := l.periodicPrefix()

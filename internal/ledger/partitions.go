@@ -2,12 +2,14 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -177,26 +179,79 @@ func (l *Ledger) PartitionsOf(ctx context.Context, qs ...string) ([]int, error) 
 	return out, nil
 }
 
+// MaxLayoutChanges bounds the layout changes kept per queue (the newest).
+const MaxLayoutChanges = 50
+
+// PartitionChange is one change of a queue's partition count, recorded
+// with it.
+type PartitionChange struct {
+	// At is when it was made, by Redis's clock.
+	At time.Time `json:"at"`
+	// Actor is who made it (operator:<name>) and Note why.
+	Actor string `json:"actor"`
+	Note  string `json:"note,omitempty"`
+	// From and To are the partition counts before and after (1: none).
+	From int `json:"from"`
+	To   int `json:"to"`
+}
+
+// setPartitionsScript sets a queue's entry in the registry (KEYS 1) and,
+// when the count changes, records who changed it and why (KEYS 2, newest
+// first, capped). ARGV: queue, count, actor, note, cap. Reply: the
+// previous count.
+var setPartitionsScript = redis.NewScript(`
+local prev = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '1') or 1
+if prev < 1 then prev = 1 end
+local p = tonumber(ARGV[2])
+if p == prev then return prev end
+if p <= 1 then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+redis.call('LPUSH', KEYS[2], cjson.encode({at = string.format('%d', now), actor = ARGV[3], note = ARGV[4],
+  from = prev, to = p}))
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[5]) - 1)
+return prev
+`)
+
 // SetPartitions records queue q's partition count p (1: no partitions,
-// the entry is removed) and registers the new partitions in the queue
+// the entry is removed), with who changed it and why (actor, note: see
+// PartitionChanges), and registers the new partitions in the queue
 // registry, so every reader lists them before their first job. It returns
 // the previous count. Jobs already in the previous layout's partitions
 // stay where they are (pools serve every partition of q the queue registry
 // lists: they drain).
-func (l *Ledger) SetPartitions(ctx context.Context, q string, p int) (int, error) {
-	prev, err := l.PartitionsOf(ctx, q)
-	if err != nil {
-		return 0, err
-	}
-	if p <= 1 {
-		err = l.rdb.HDel(ctx, l.partitionsKey(), q).Err()
-	} else {
-		err = l.rdb.HSet(ctx, l.partitionsKey(), q, p).Err()
-	}
+func (l *Ledger) SetPartitions(ctx context.Context, q string, p int, actor, note string) (int, error) {
+	prev, err := setPartitionsScript.Run(ctx, l.rdb, []string{l.partitionsKey(), l.partitionChangesKey(q)},
+		q, p, actor, note, MaxLayoutChanges).Int()
 	if err != nil {
 		return 0, wrap("set partitions of "+q, err)
 	}
-	return prev[0], l.RegisterQueues(ctx, PartitionNames(q, p)...)
+	return prev, l.RegisterQueues(ctx, PartitionNames(q, p)...)
+}
+
+// PartitionChanges returns queue q's recorded layout changes, newest
+// first (at most MaxLayoutChanges).
+func (l *Ledger) PartitionChanges(ctx context.Context, q string) ([]PartitionChange, error) {
+	raw, err := l.rdb.LRange(ctx, l.partitionChangesKey(q), 0, MaxLayoutChanges-1).Result()
+	if err != nil {
+		return nil, wrap("partition changes of "+q, err)
+	}
+	out := make([]PartitionChange, 0, len(raw))
+	for _, s := range raw {
+		var e struct {
+			At, Actor, Note string
+			From, To        int
+		}
+		if json.Unmarshal([]byte(s), &e) != nil {
+			continue
+		}
+		out = append(out, PartitionChange{At: msTime(e.At), Actor: e.Actor, Note: e.Note, From: e.From, To: e.To})
+	}
+	return out, nil
 }
 
 // Physical returns the queue names holding logical queue q's jobs: the

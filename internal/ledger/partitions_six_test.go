@@ -31,7 +31,7 @@ func TestPartitionGuaranteesOnSixMasters(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	l := ledger.New(rdb, ledger.Config{Namespace: ns, Retention: time.Hour})
 	const p = 6
-	if _, err := c.SetPartitions(ctx, jobs.DefaultQueue, p); err != nil {
+	if _, err := c.SetPartitions(ctx, jobs.DefaultQueue, p, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	names := ledger.PartitionNames(jobs.DefaultQueue, p)

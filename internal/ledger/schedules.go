@@ -357,13 +357,46 @@ func (l *Ledger) ScheduleTicks(ctx context.Context, id string, n int) ([]Tick, e
 	return out, nil
 }
 
+// MaxScheduleRemovals bounds the schedule removals kept (the newest).
+const MaxScheduleRemovals = 50
+
+// ScheduleRemoval is an operator's removal of a schedule's record.
+type ScheduleRemoval struct {
+	// ID, Kind and Queue are the removed schedule's.
+	ID    string `json:"id"`
+	Kind  string `json:"kind"`
+	Queue string `json:"queue"`
+	// At is when it was removed, by Redis's clock.
+	At time.Time `json:"at"`
+	// Actor is who removed it (operator:<name>) and Note why.
+	Actor string `json:"actor"`
+	Note  string `json:"note,omitempty"`
+}
+
+// removeScheduleScript deletes a schedule's record (KEYS 2) and ticks
+// (KEYS 3), drops it from the ids (KEYS 1) and, when it existed, records
+// the removal (KEYS 4, newest first, capped). ARGV: id, actor, note, cap.
+// Reply: 1 when it existed.
+var removeScheduleScript = redis.NewScript(`
+redis.call('SREM', KEYS[1], ARGV[1])
+local def = redis.call('HMGET', KEYS[2], 'kind', 'queue')
+if redis.call('DEL', KEYS[2], KEYS[3]) == 0 then return 0 end
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+redis.call('LPUSH', KEYS[4], cjson.encode({id = ARGV[1], kind = def[1] or '', queue = def[2] or '',
+  at = string.format('%d', now), actor = ARGV[2], note = ARGV[3]}))
+redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[4]) - 1)
+return 1
+`)
+
 // RemoveSchedule deletes schedule id's record and ticks (an operator
 // action for a schedule no pool registers any more). It reports whether
-// it existed. It is refused with an error matching ErrScheduleConflict,
+// it existed, and records who removed it and why (ScheduleRemovals). It
+// is refused with an error matching ErrScheduleConflict,
 // naming them, while live pools still tick the schedule when they lead:
 // their leader would record it again at once, its history lost. (A pool
 // starting during the removal may still record it anew.)
-func (l *Ledger) RemoveSchedule(ctx context.Context, id string) (bool, error) {
+func (l *Ledger) RemoveSchedule(ctx context.Context, id, actor, note string) (bool, error) {
 	pools, err := l.Pools(ctx)
 	if err != nil {
 		return false, wrap("remove schedule "+id, err)
@@ -380,11 +413,30 @@ func (l *Ledger) RemoveSchedule(ctx context.Context, id string) (bool, error) {
 			ErrScheduleConflict, id, strings.Join(defining, ", "))
 	}
 	k := l.scheduleKeys(id)
-	pipe := l.rdb.TxPipeline()
-	del := pipe.Del(ctx, k[2], k[3])
-	pipe.SRem(ctx, k[1], id)
-	if _, err := pipe.Exec(ctx); err != nil {
+	n, err := removeScheduleScript.Run(ctx, l.rdb, []string{k[1], k[2], k[3], l.scheduleRemovalsKey()},
+		id, actor, note, MaxScheduleRemovals).Int()
+	if err != nil {
 		return false, wrap("remove schedule "+id, err)
 	}
-	return del.Val() > 0, nil
+	return n == 1, nil
+}
+
+// ScheduleRemovals returns the namespace's recorded schedule removals,
+// newest first (at most MaxScheduleRemovals).
+func (l *Ledger) ScheduleRemovals(ctx context.Context) ([]ScheduleRemoval, error) {
+	raw, err := l.rdb.LRange(ctx, l.scheduleRemovalsKey(), 0, MaxScheduleRemovals-1).Result()
+	if err != nil {
+		return nil, wrap("schedule removals", err)
+	}
+	out := make([]ScheduleRemoval, 0, len(raw))
+	for _, s := range raw {
+		var e struct {
+			ID, Kind, Queue, At, Actor, Note string
+		}
+		if json.Unmarshal([]byte(s), &e) != nil {
+			continue
+		}
+		out = append(out, ScheduleRemoval{ID: e.ID, Kind: e.Kind, Queue: e.Queue, At: msTime(e.At), Actor: e.Actor, Note: e.Note})
+	}
+	return out, nil
 }

@@ -72,7 +72,7 @@ func TestSchedulesFencedAndMonotonic(t *testing.T) {
 	if err != nil || len(all) != 1 || all[0].ID != "nightly" {
 		t.Fatalf("schedules %v, %v", all, err)
 	}
-	if ok, err := l.RemoveSchedule(ctx, "nightly"); !ok || err != nil {
+	if ok, err := l.RemoveSchedule(ctx, "nightly", "operator:test", ""); !ok || err != nil {
 		t.Fatalf("remove: %v %v", ok, err)
 	}
 	if all, _ := l.Schedules(ctx); len(all) != 0 {
