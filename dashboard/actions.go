@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // maxBulkBody bounds a bulk action's body (maxSelection job references).
@@ -58,17 +60,23 @@ func (h *Handler) actionContext(r *http.Request) (context.Context, context.Cance
 	return context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.Timeout)
 }
 
-type noteRequest struct {
-	Note string `json:"note"`
+// jobActionRequest is an action on one job. State and Token are what the
+// page showed (the job's state and token, "" for a job never claimed):
+// given, the action applies only while the job is still there, else 409.
+type jobActionRequest struct {
+	Note  string     `json:"note"`
+	State jobs.State `json:"state"`
+	Token string     `json:"token"`
 }
 
 // jobAction is an operator action on one job: it checks credentials, the
-// CSRF token, the path and the note, runs do with the operator's name, logs
-// the result with the job id, and answers with the job (plus extra).
+// CSRF token, the path, the note and what the page saw, runs do with the
+// operator's name, logs the result with the job id, and answers with the
+// job (plus extra).
 type jobAction struct {
 	name         string // in logs
 	noteRequired bool
-	do           func(ctx context.Context, queue, id, actor, note string) (*jobs.Record, error)
+	do           func(ctx context.Context, queue, id string, seen *jobs.Seen, actor, note string) (*jobs.Record, error)
 	extra        func(rec *jobs.Record) map[string]any
 }
 
@@ -82,18 +90,22 @@ func (h *Handler) serveJobAction(a jobAction) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		var req noteRequest
-		if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why"}`) {
+		var req jobActionRequest
+		if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why", "state": "...", "token": "..."}`) {
 			return
 		}
 		n, ok := note(w, req.Note, a.noteRequired)
 		if !ok {
 			return
 		}
+		seen, ok := seenOf(w, req.State, req.Token)
+		if !ok {
+			return
+		}
 		ctx, cancel := h.actionContext(r)
 		defer cancel()
 		log := h.log.With("queue", queue, "job_id", id, "action", a.name, "actor", who.actor)
-		rec, err := a.do(ctx, queue, id, who.actor, n)
+		rec, err := a.do(ctx, queue, id, seen, who.actor, n)
 		if err != nil {
 			log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
 			h.fail(w, r, err)
@@ -110,10 +122,38 @@ func (h *Handler) serveJobAction(a jobAction) http.HandlerFunc {
 	}
 }
 
+// seenOf parses the state and token a page showed (nil when neither was
+// sent; a token "" is a job never claimed), answering 400 when it cannot.
+func seenOf(w http.ResponseWriter, state jobs.State, token string) (*jobs.Seen, bool) {
+	if state == "" && token == "" {
+		return nil, true
+	}
+	if !state.Valid() {
+		writeError(w, http.StatusBadRequest, "invalid", "state must be the state the job was seen in, one of "+stateNames)
+		return nil, false
+	}
+	seen := &jobs.Seen{State: state}
+	if token != "" {
+		t, err := strconv.ParseUint(token, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid", "token must be the job's token as shown (decimal), or empty")
+			return nil, false
+		}
+		seen.Token = lease.Token(t)
+	}
+	return seen, true
+}
+
 // apiCancel cancels a pending (due or scheduled) job, or asks a running
 // job's attempt to stop (its outcome is still committed by its token).
 func (h *Handler) apiCancel() http.HandlerFunc {
-	return h.serveJobAction(jobAction{name: "cancel", noteRequired: true, do: h.client.Cancel,
+	return h.serveJobAction(jobAction{name: "cancel", noteRequired: true,
+		do: func(ctx context.Context, queue, id string, seen *jobs.Seen, actor, note string) (*jobs.Record, error) {
+			if seen != nil {
+				return h.client.CancelSeen(ctx, queue, id, *seen, actor, note)
+			}
+			return h.client.Cancel(ctx, queue, id, actor, note)
+		},
 		extra: func(rec *jobs.Record) map[string]any {
 			return map[string]any{"stop_requested": rec.State == jobs.Running}
 		}})
@@ -121,7 +161,13 @@ func (h *Handler) apiCancel() http.HandlerFunc {
 
 // apiRunNow makes a scheduled job due at once.
 func (h *Handler) apiRunNow() http.HandlerFunc {
-	return h.serveJobAction(jobAction{name: "run_now", do: h.client.RunNow})
+	return h.serveJobAction(jobAction{name: "run_now",
+		do: func(ctx context.Context, queue, id string, seen *jobs.Seen, actor, note string) (*jobs.Record, error) {
+			if seen != nil {
+				return h.client.RunNowSeen(ctx, queue, id, *seen, actor, note)
+			}
+			return h.client.RunNow(ctx, queue, id, actor, note)
+		}})
 }
 
 // apiPause pauses (pause=true) or resumes a queue.
@@ -189,9 +235,9 @@ type bulkRequest struct {
 	Action string   `json:"action"`
 	Jobs   []jobRef `json:"jobs"`
 	Note   string   `json:"note"`
-	// State is the state the jobs were selected in (optional): a re-run
-	// then applies only to the jobs still in it, so a job that moved on
-	// (to uncertain, say) is not run again blindly.
+	// State is the state the jobs were selected in (optional): the action
+	// then applies only to the jobs still in it, so a job that moved on (a
+	// scheduled job now running, a dead one now uncertain) is left alone.
 	State jobs.State `json:"state"`
 }
 
@@ -211,8 +257,8 @@ type bulkResult struct {
 
 // apiBulk cancels, re-runs or runs now each listed job, recording the actor and the
 // note with each, and reports which could not be (a job may have moved on
-// since it was selected; a re-run given the state they were selected in
-// skips those no longer in it).
+// since it was selected; given the state they were selected in, the
+// action skips those no longer in it).
 func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 	who, ok := h.authorizeAction(w, r)
 	if !ok {
@@ -254,17 +300,20 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 	out := bulkResult{Action: req.Action, Requested: len(req.Jobs), Failed: []bulkFailure{}}
 	for _, j := range req.Jobs {
 		var err error
-		switch req.Action {
-		case "cancel":
+		seen := jobs.Seen{State: req.State, AnyToken: true}
+		switch {
+		case req.Action == "cancel" && req.State != "":
+			_, err = h.client.CancelSeen(ctx, j.Queue, j.ID, seen, who.actor, n)
+		case req.Action == "cancel":
 			_, err = h.client.Cancel(ctx, j.Queue, j.ID, who.actor, n)
-		case "run_now":
+		case req.Action == "run_now" && req.State != "":
+			_, err = h.client.RunNowSeen(ctx, j.Queue, j.ID, seen, who.actor, n)
+		case req.Action == "run_now":
 			_, err = h.client.RunNow(ctx, j.Queue, j.ID, who.actor, n)
-		case "rerun":
-			if req.State != "" {
-				_, err = h.client.ResolveSeen(ctx, j.Queue, j.ID, jobs.Seen{State: req.State, AnyToken: true}, jobs.DecideRerun, who.actor, n)
-			} else {
-				_, err = h.client.Resolve(ctx, j.Queue, j.ID, jobs.DecideRerun, who.actor, n)
-			}
+		case req.State != "":
+			_, err = h.client.ResolveSeen(ctx, j.Queue, j.ID, seen, jobs.DecideRerun, who.actor, n)
+		default:
+			_, err = h.client.Resolve(ctx, j.Queue, j.ID, jobs.DecideRerun, who.actor, n)
 		}
 		if err == nil {
 			out.Done++

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/jobs"
-	"github.com/fencedq/fencedq/lease"
 )
 
 // Limits on what one request reads.
@@ -630,20 +629,9 @@ func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "note longer than 2000 bytes")
 		return
 	}
-	var seen lease.Token
-	if req.State != "" || req.Token != "" {
-		if !req.State.Valid() {
-			writeError(w, http.StatusBadRequest, "invalid", "state must be the state the job was seen in, one of "+stateNames)
-			return
-		}
-		if req.Token != "" {
-			t, err := strconv.ParseUint(req.Token, 10, 64)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, "invalid", "token must be the job's token as shown (decimal), or empty")
-				return
-			}
-			seen = lease.Token(t)
-		}
+	seen, ok := seenOf(w, req.State, req.Token)
+	if !ok {
+		return
 	}
 	// Finish a decision that was sent even if the browser goes away, so
 	// what the ledger did is always logged.
@@ -652,8 +640,8 @@ func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 	log := h.log.With("queue", queue, "job_id", id, "decision", string(req.Decision), "actor", who.actor)
 	var rec *jobs.Record
 	var err error
-	if req.State != "" {
-		rec, err = h.client.ResolveSeen(ctx, queue, id, jobs.Seen{State: req.State, Token: seen}, req.Decision, who.actor, req.Note)
+	if seen != nil {
+		rec, err = h.client.ResolveSeen(ctx, queue, id, *seen, req.Decision, who.actor, req.Note)
 	} else {
 		rec, err = h.client.Resolve(ctx, queue, id, req.Decision, who.actor, req.Note)
 	}

@@ -175,6 +175,22 @@ func TestBrowserOperations(t *testing.T) {
 		t.Errorf("cancel entry: %+v", e)
 	}
 
+	// Run now on a scheduled job that started since its page showed it:
+	// refused, the page says so, and the running attempt is untouched.
+	waitJS(t, tb, "the cancelled job's page shown again", `document.getElementById('main').dataset.view === 'job' && !document.querySelector('.action[data-action="cancel"]')`)
+	late := f.enqueue(echoArgs{N: 99}, jobs.Queue("late"), jobs.Delay(time.Hour))
+	navigate(t, tb, "#/job/late/"+late)
+	runNow := `.action[data-action="run-now"][data-target="` + late + `"]`
+	waitJS(t, tb, "the run-now button on the late job", `!!document.querySelector(`+jsString(runNow+` button.act`)+`)`)
+	cl, err := f.ledger.ClaimJob(bg, "late", late, "w1", time.Minute)
+	must(t, err)
+	watch.expectFailure(srv.URL + "/ops/api/jobs/late/" + late + "/run-now") // 409
+	confirm(t, tb, runNow, "")
+	waitJS(t, tb, "the refusal", `/seen pending .*now running/.test(document.querySelector(`+jsString(runNow+` .status`)+`).textContent)`)
+	if rec, err := f.ledger.Get(bg, "late", late); err != nil || rec.State != jobs.Running || rec.Token != cl.Token || lastEntry(t, f, "late", late).Event != "attempt" {
+		t.Errorf("the stale run-now landed: %+v, %v", rec, err)
+	}
+
 	// The stuck job is marked overdue; the healthy one counts its lease down.
 	navigate(t, tb, "#/job/slow/"+f.stuck)
 	waitJS(t, tb, "the overdue marker", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-overdue')`)
@@ -245,7 +261,7 @@ func TestBrowserOperations(t *testing.T) {
 	// Schedules: both, the last tick's job linked with its state; one
 	// schedule's ticks, newest first; markup in a schedule shown as text;
 	// a removed schedule listed with who removed it and why.
-	_, err := f.ledger.RegisterSchedule(bg, 42, jobs.ScheduleSpec{ID: "retired", Schedule: "@every 1h0m0s", Kind: "echo", Queue: "reports"})
+	_, err = f.ledger.RegisterSchedule(bg, 42, jobs.ScheduleSpec{ID: "retired", Schedule: "@every 1h0m0s", Kind: "echo", Queue: "reports"})
 	must(t, err)
 	if ok, err := f.client.RemoveSchedule(bg, "retired", "carol", xss); !ok || err != nil {
 		t.Fatalf("RemoveSchedule: %v %v", ok, err)

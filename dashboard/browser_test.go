@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,21 @@ func artifactDir(t *testing.T) string {
 type pageWatch struct {
 	mu       sync.Mutex
 	problems []string
+	expected []string           // URLs whose failed loads the test causes
 	changes  testsignal.Changes // notified after each problem recorded
+}
+
+// expectFailure says a load of url fails on purpose (an action refused).
+func (w *pageWatch) expectFailure(url string) {
+	w.mu.Lock()
+	w.expected = append(w.expected, url)
+	w.mu.Unlock()
+}
+
+func (w *pageWatch) failureExpected(url string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Contains(w.expected, url)
 }
 
 func (w *pageWatch) add(s string) {
@@ -112,7 +127,7 @@ func watchPage(tb *tab, w *pageWatch) {
 		e := ev.Entry
 		// Failed loads the test causes on purpose are not problems; the
 		// browser's own favicon probe outside the mount is not either.
-		if e.Level == "error" && !strings.Contains(e.URL, "favicon.ico") {
+		if e.Level == "error" && !strings.Contains(e.URL, "favicon.ico") && !w.failureExpected(e.URL) {
 			w.add("log " + e.Source + ": " + e.Text + " " + e.URL)
 		}
 	})

@@ -128,8 +128,10 @@
 //	                                   (state and token, optional: what the page showed; the
 //	                                   decision then applies only while the job is still in
 //	                                   that state with that token, else 409: it moved on)
-//	POST api/jobs/{queue}/{id}/cancel  {"note": "..."} (required)
-//	POST api/jobs/{queue}/{id}/run-now {"note": "..."} (optional): a scheduled pending job due at once
+//	POST api/jobs/{queue}/{id}/cancel  {"note": "...", "state": "...", "token": "..."} (note required)
+//	POST api/jobs/{queue}/{id}/run-now {"note": "...", "state": "...", "token": "..."} (note optional):
+//	                                   a scheduled pending job due at once
+//	                                   (state and token of both, optional: as for resolve)
 //	POST api/queues/{queue}/pause      {"note": "..."} (required)
 //	POST api/queues/{queue}/resume     {"note": "...", "pause_id": "..."} (pause_id, optional: the
 //	                                   pause the page showed, its "id"; a queue paused again
@@ -137,7 +139,7 @@
 //	POST api/bulk                      {"action": "cancel|rerun|run_now", "jobs": [{"queue","id"}], "note": "...", "state": "..."}
 //	                                   (at most 1000 jobs; answers done and, per job, why not;
 //	                                   state, optional: the state the jobs were selected in,
-//	                                   which a re-run then applies to only)
+//	                                   which the action then applies to only)
 //
 // An action's body is application/json holding exactly one object of the
 // fields shown: an unknown field, a second value ({...}{"action":"rerun"})

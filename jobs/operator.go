@@ -64,7 +64,8 @@ func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, acto
 	return c.resolve(ctx, queue, id, nil, d, actor, note)
 }
 
-// Seen is what an operator's decision was made on (Client.ResolveSeen):
+// Seen is what an operator's decision was made on (Client.ResolveSeen,
+// Client.CancelSeen, Client.RunNowSeen):
 // the job's state and token as a page or a listing showed them.
 type Seen struct {
 	// State is the state the job was seen in.
@@ -128,14 +129,32 @@ func (c *Client) resolve(ctx context.Context, queue, id string, seen *Seen, d De
 // is asked to stop through its context and its outcome is still committed
 // by its token (see Ledger.Cancel). Other states fail with ErrWrongState.
 func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Record, error) {
+	return c.cancel(ctx, queue, id, nil, actor, note)
+}
+
+// CancelSeen is Cancel for a decision made on what the operator saw (as
+// ResolveSeen): it applies only while the job is still in seen.State
+// (pending, waiting or running) and, unless seen.AnyToken, holds
+// seen.Token. A job that moved on since (a scheduled job that started
+// running, a pending retry claimed again) fails with an error matching
+// ErrWrongState and nothing is written.
+func (c *Client) CancelSeen(ctx context.Context, queue, id string, seen Seen, actor, note string) (*Record, error) {
+	return c.cancel(ctx, queue, id, &seen, actor, note)
+}
+
+func (c *Client) cancel(ctx context.Context, queue, id string, seen *Seen, actor, note string) (*Record, error) {
 	who, err := c.operator(queue, actor, note)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := seenFor(id, seen, "cancel", Pending, Waiting, Running)
 	if err != nil {
 		return nil, err
 	}
 	if queue, err = locate(ctx, c.ledger, queue, id); err != nil {
 		return nil, err
 	}
-	if _, err := c.ledger.Cancel(ctx, queue, id, who, note); err != nil {
+	if _, err := c.ledger.CancelSeen(ctx, queue, id, ls, who, note); err != nil {
 		return nil, err
 	}
 	return c.ledger.Get(ctx, queue, id)
@@ -147,17 +166,53 @@ func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Re
 // ErrWrongState, as does a job held back by its concurrency limit or rate
 // limit (parked or deferred: see Limiter), which keeps its place.
 func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Record, error) {
+	return c.runNow(ctx, queue, id, nil, actor, note)
+}
+
+// RunNowSeen is RunNow for a decision made on what the operator saw (as
+// ResolveSeen): it applies only while the job is still in seen.State
+// (pending) and, unless seen.AnyToken, holds seen.Token. A job that moved
+// on since fails with an error matching ErrWrongState and nothing is
+// written.
+func (c *Client) RunNowSeen(ctx context.Context, queue, id string, seen Seen, actor, note string) (*Record, error) {
+	return c.runNow(ctx, queue, id, &seen, actor, note)
+}
+
+func (c *Client) runNow(ctx context.Context, queue, id string, seen *Seen, actor, note string) (*Record, error) {
 	who, err := c.operator(queue, actor, note)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := seenFor(id, seen, "run now", Pending)
 	if err != nil {
 		return nil, err
 	}
 	if queue, err = locate(ctx, c.ledger, queue, id); err != nil {
 		return nil, err
 	}
-	if err := c.ledger.RunNow(ctx, queue, id, who, note); err != nil {
+	if err := c.ledger.RunNowSeen(ctx, queue, id, ls, who, note); err != nil {
 		return nil, err
 	}
 	return c.ledger.Get(ctx, queue, id)
+}
+
+// seenFor checks what an operator saw (nil: nothing) against the states
+// action takes and returns the ledger's check.
+func seenFor(id string, seen *Seen, action string, takes ...State) (ledger.Seen, error) {
+	if seen == nil {
+		return ledger.Seen{}, nil
+	}
+	if !seen.State.Valid() {
+		return ledger.Seen{}, invalid("unknown state %q", seen.State)
+	}
+	if !slices.Contains(takes, seen.State) {
+		return ledger.Seen{}, fmt.Errorf("%w: job %s was seen %s, which %s does not apply to", ErrWrongState, id, seen.State, action)
+	}
+	ls := ledger.Seen{State: seen.State}
+	if !seen.AnyToken {
+		ls.Token = &seen.Token
+	}
+	return ls, nil
 }
 
 // Pause stops pools from claiming queue's jobs until Resume; running

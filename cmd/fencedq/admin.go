@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -697,20 +698,27 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 }
 
 // jobCommand builds an operator command acting on one job (--job, looked
-// up in every queue unless --queue is given): do performs the action, show
+// up in every queue unless --queue is given): do performs the action, with
+// what the operator saw when --seen-state is given (nil otherwise), show
 // prints its result as text or JSON.
 func jobCommand(fs *flag.FlagSet, action string, noteRequired bool,
-	do func(c *jobs.Client, ctx context.Context, q, id, actor, note string) (*jobs.Record, error),
+	do func(c *jobs.Client, ctx context.Context, q, id string, seen *jobs.Seen, actor, note string) (*jobs.Record, error),
 	show func(out io.Writer, rec *jobs.Record, asJSON bool) error) func(context.Context, io.Writer) error {
 	var o operatorFlags
 	o.add(fs, noteRequired)
 	job := fs.String("job", "", "job id (required)")
 	queue := fs.String("queue", "", "the job's queue (default: looked up)")
+	seenState := fs.String("seen-state", "", "act only while the job is still in this state (as inspect showed it)")
+	seenToken := fs.String("seen-token", "", "with --seen-state: act only while the job still holds this token (0: never claimed)")
 	return func(ctx context.Context, out io.Writer) error {
 		if *job == "" {
 			return fmt.Errorf("%w: --job is required", errUsage)
 		}
 		if err := o.check(noteRequired); err != nil {
+			return err
+		}
+		seen, err := seenFlags(*seenState, *seenToken)
+		if err != nil {
 			return err
 		}
 		client, closeAll, err := o.openClient(ctx)
@@ -722,7 +730,7 @@ func jobCommand(fs *flag.FlagSet, action string, noteRequired bool,
 		if err != nil {
 			return err
 		}
-		rec, err := do(client, ctx, q, *job, o.actor, o.note)
+		rec, err := do(client, ctx, q, *job, seen, o.actor, o.note)
 		if err != nil {
 			return operatorError(action, err)
 		}
@@ -730,8 +738,37 @@ func jobCommand(fs *flag.FlagSet, action string, noteRequired bool,
 	}
 }
 
+// seenFlags parses --seen-state and --seen-token (nil when neither is
+// given; any token without --seen-token).
+func seenFlags(state, token string) (*jobs.Seen, error) {
+	if state == "" {
+		if token != "" {
+			return nil, fmt.Errorf("%w: --seen-token needs --seen-state", errUsage)
+		}
+		return nil, nil
+	}
+	seen := &jobs.Seen{State: jobs.State(state), AnyToken: token == ""}
+	if !seen.State.Valid() {
+		return nil, fmt.Errorf("%w: --seen-state must be a job state, not %q", errUsage, state)
+	}
+	if token != "" {
+		t, err := strconv.ParseUint(token, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --seen-token must be the job's token (decimal), not %q", errUsage, token)
+		}
+		seen.Token = lease.Token(t)
+	}
+	return seen, nil
+}
+
 func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
-	return jobCommand(fs, "cancel", true, (*jobs.Client).Cancel, func(out io.Writer, rec *jobs.Record, asJSON bool) error {
+	do := func(c *jobs.Client, ctx context.Context, q, id string, seen *jobs.Seen, actor, note string) (*jobs.Record, error) {
+		if seen != nil {
+			return c.CancelSeen(ctx, q, id, *seen, actor, note)
+		}
+		return c.Cancel(ctx, q, id, actor, note)
+	}
+	return jobCommand(fs, "cancel", true, do, func(out io.Writer, rec *jobs.Record, asJSON bool) error {
 		stop := rec.State == jobs.Running
 		if asJSON {
 			return json.NewEncoder(out).Encode(struct {
@@ -750,7 +787,13 @@ func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 }
 
 func runNowCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
-	return jobCommand(fs, "run-now", false, (*jobs.Client).RunNow, func(out io.Writer, rec *jobs.Record, asJSON bool) error {
+	do := func(c *jobs.Client, ctx context.Context, q, id string, seen *jobs.Seen, actor, note string) (*jobs.Record, error) {
+		if seen != nil {
+			return c.RunNowSeen(ctx, q, id, *seen, actor, note)
+		}
+		return c.RunNow(ctx, q, id, actor, note)
+	}
+	return jobCommand(fs, "run-now", false, do, func(out io.Writer, rec *jobs.Record, asJSON bool) error {
 		if asJSON {
 			return json.NewEncoder(out).Encode(struct {
 				Job *jobs.Record `json:"job"`

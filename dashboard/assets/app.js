@@ -295,9 +295,9 @@
   }
 
   const jobPath = (queue, id) => 'api/jobs/' + enc(queue) + '/' + enc(id);
-  // resolve sends a decision with the state and token the page showed: the
-  // server refuses it (409) when the job moved on since, so a decision
-  // about one attempt never lands on a newer one.
+  // resolve sends a decision with the state and token the page showed (as
+  // do cancel and run-now): the server refuses it (409) when the job moved
+  // on since, so a decision about one attempt never lands on a newer one.
   const resolve = (job, decision, note) => post(jobPath(job.queue, job.id) + '/resolve',
     { decision, note, state: job.state, token: job.token || '' });
 
@@ -1037,7 +1037,7 @@
           : 'Cancel this ' + (j.state === 'waiting' ? 'waiting step' : runAt > new Date(d.server_time).getTime() ? 'scheduled job' : 'pending job') +
             '? It becomes cancelled (it can be re-run).',
         run: async (note) => {
-          const res = await post(jobPath(j.queue, j.id) + '/cancel', { note });
+          const res = await post(jobPath(j.queue, j.id) + '/cancel', { note, state: j.state, token: j.token || '' });
           return res.stop_requested ? 'The attempt is asked to stop.' : 'The job is now ' + res.job.state + '.';
         },
       }));
@@ -1049,7 +1049,7 @@
         label: 'Run now',
         question: 'Make this scheduled job due now? Pools start it at once.',
         run: async (note) => {
-          const res = await post(jobPath(j.queue, j.id) + '/run-now', { note });
+          const res = await post(jobPath(j.queue, j.id) + '/run-now', { note, state: j.state, token: j.token || '' });
           return 'The job is due now (' + res.job.state + ').';
         },
       }));

@@ -578,7 +578,46 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 // committed by its token, and a retry then becomes cancelled. Other states
 // fail with ErrWrongState.
 func (l *Ledger) Cancel(ctx context.Context, q, id, actor, note string) (State, error) {
-	return l.cancel(ctx, q, id, actor, note, "")
+	return l.cancel(ctx, q, id, actor, note, "", Seen{})
+}
+
+// Seen is what an operator's action on a job was decided on (a page, a
+// filtered list). A zero Seen checks nothing.
+type Seen struct {
+	// State, unless empty, is the state the job must still be in.
+	State State
+	// Token, when set, is the token the job must still hold (its last
+	// attempt's; 0 before its first claim).
+	Token *lease.Token
+}
+
+// args are seen's script arguments: state and token, "" for unchecked.
+func (s Seen) args() (string, string) {
+	tok := ""
+	if s.Token != nil {
+		tok = s.Token.String()
+	}
+	return string(s.State), tok
+}
+
+// movedOn is the error for a job that is no longer as seen: it is state
+// and holds token now.
+func (s Seen) movedOn(id string, state State, token string) error {
+	was := string(s.State)
+	switch {
+	case s.Token == nil:
+	case *s.Token == 0:
+		was += " (never claimed)"
+	default:
+		was += " (token " + s.Token.String() + ")"
+	}
+	return fmt.Errorf("%w: job %s was seen %s and is now %s (token %s): it moved on since", ErrWrongState, id, strings.TrimSpace(was), state, token)
+}
+
+// CancelSeen is Cancel applied only while job id is as seen: a job that
+// moved on since fails with ErrWrongState and nothing is written.
+func (l *Ledger) CancelSeen(ctx context.Context, q, id string, seen Seen, actor, note string) (State, error) {
+	return l.cancel(ctx, q, id, actor, note, "", seen)
 }
 
 // CancelStep is Cancel for a step of a workflow its operator cancels
@@ -587,17 +626,21 @@ func (l *Ledger) Cancel(ctx context.Context, q, id, actor, note string) (State, 
 // (to be reconciled: a verdict "not applied" ends it cancelled) and
 // CancelStep returns its state; a finished one fails with ErrWrongState.
 func (l *Ledger) CancelStep(ctx context.Context, q, id, actor, note string) (State, error) {
-	return l.cancel(ctx, q, id, actor, note, "wf")
+	return l.cancel(ctx, q, id, actor, note, "wf", Seen{})
 }
 
-func (l *Ledger) cancel(ctx context.Context, q, id, actor, note, mode string) (State, error) {
-	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode).Result()
+func (l *Ledger) cancel(ctx context.Context, q, id, actor, note, mode string, seen Seen) (State, error) {
+	st, tok := seen.args()
+	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode, st, tok).Result()
 	r := newReply("cancel", v, err)
 	if err := r.need(2); err != nil {
 		return "", wrap("cancel "+id, err)
 	}
 	state := State(r.str(1))
-	if r.int(0) == 0 {
+	switch r.int(0) {
+	case -2:
+		return state, seen.movedOn(id, state, r.str(2))
+	case 0:
 		if state == "missing" {
 			return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
 		}
@@ -659,12 +702,21 @@ func (l *Ledger) setPaused(ctx context.Context, q string, paused bool, id, actor
 // delivers it), and so does a job held back by its concurrency limit or its
 // rate limit, which decides when it starts.
 func (l *Ledger) RunNow(ctx context.Context, q, id, actor, note string) error {
-	v, err := l.run(ctx, l.lanes.other, runNowScript, q, id, actor, note).Result()
+	return l.RunNowSeen(ctx, q, id, Seen{}, actor, note)
+}
+
+// RunNowSeen is RunNow applied only while job id is as seen: a job that
+// moved on since fails with ErrWrongState and nothing is written.
+func (l *Ledger) RunNowSeen(ctx context.Context, q, id string, seen Seen, actor, note string) error {
+	st, tok := seen.args()
+	v, err := l.run(ctx, l.lanes.other, runNowScript, q, id, actor, note, st, tok).Result()
 	r := newReply("run now", v, err)
 	if err := r.need(2); err != nil {
 		return wrap("run now "+id, err)
 	}
 	switch r.int(0) {
+	case -2:
+		return seen.movedOn(id, State(r.str(1)), r.str(2))
 	case -1:
 		if r.str(1) == "rate" {
 			return fmt.Errorf("%w: job %s is held back by its rate limit: it starts at the earliest start the rate allows", ErrWrongState, id)

@@ -5,6 +5,9 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 job id   3 actor ('operator:<name>')   4 note   5 retention ms
 --      6 'wf' when the job's workflow is cancelled (workflow.Cancel), else ''
+--      7 the state the operator saw the job in ('' for unchecked)
+--      8 the token it saw the job hold ('' for any): the job must still hold
+--        it (no attempt claimed since; missing reads as 0)
 -- A workflow step waiting for its dependencies is cancelled like a pending
 -- job, and a cancelled step's dependents are cancelled in turn (workflow.lua).
 -- A step whose workflow is cancelled is marked ('wf_cancel', whatever its
@@ -14,11 +17,16 @@
 -- Reply: {1, 'cancelled', hand-over records written}; {2, 'running'} when the
 --        running attempt was asked to stop; {3, state} when a step uncertain
 --        or in review was marked (ARGV 6); {0, state} when the job cannot be
---        cancelled ('missing').
+--        cancelled ('missing'); {-2, state, token} when the job is no longer
+--        in the state of ARGV 7 or holds another token than ARGV 8 (nothing
+--        written).
 local id, actor, note = ARGV[2], ARGV[3], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'wf', 'lkey', 'lmax', 'wait', 'group', 'rkey')
+local h = redis.call('HMGET', k, 'state', 'op', 'wf', 'lkey', 'lmax', 'wait', 'group', 'rkey', 'token')
 if not h[1] then return {0, 'missing'} end
+if (ARGV[7] and ARGV[7] ~= '' and h[1] ~= ARGV[7]) or (ARGV[8] and ARGV[8] ~= '' and u64_norm(h[9]) ~= u64_norm(ARGV[8])) then
+  return {-2, h[1], u64_norm(h[9])}
+end
 if ARGV[6] == 'wf' and h[3] then
   seq_bump()
   redis.call('HSET', k, 'wf_cancel', actor)

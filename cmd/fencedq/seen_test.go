@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// TestCancelAndRunNowWithSeenState: cancel and run-now with --seen-state
+// (and --seen-token) act only on the job as the operator saw it: a
+// scheduled job that started running since is left alone (exit 1, saying
+// what it was seen as and what it is now), and nothing is written.
+func TestCancelAndRunNowWithSeenState(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	id := e.enqueue(jobs.Delay(time.Hour))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cancel", "--job", id, "--actor", "alice", "--note", "x", "--seen-token", "0"}, "--seen-token needs --seen-state"},
+		{[]string{"run-now", "--job", id, "--actor", "alice", "--seen-state", "sleeping"}, "--seen-state must be a job state"},
+		{[]string{"run-now", "--job", id, "--actor", "alice", "--seen-state", "pending", "--seen-token", "-1"}, "--seen-token must be"},
+	} {
+		if code, _, errOut := e.cli(c.args...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: code %d, stderr %q (want 2 and %q)", c.args, code, errOut, c.want)
+		}
+	}
+	// Seen scheduled (never claimed); it starts before the command runs.
+	cl, err := e.ledger.ClaimJob(ctx, "default", id, "pool-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := e.ledger.History(ctx, "default", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"cancel", "--job", id, "--actor", "alice", "--note", "not needed", "--seen-state", "pending", "--seen-token", "0"},
+		{"cancel", "--job", id, "--actor", "alice", "--note", "not needed", "--seen-state", "pending"},
+		{"run-now", "--job", id, "--actor", "alice", "--seen-state", "pending", "--seen-token", "0"},
+	} {
+		code, _, errOut := e.cli(args...)
+		if code != 1 || !strings.Contains(errOut, "cannot "+args[0]) || !strings.Contains(errOut, "seen pending") ||
+			!strings.Contains(errOut, "now running") {
+			t.Errorf("%v: code %d, stderr %q (want 1, seen pending, now running)", args, code, errOut)
+		}
+	}
+	rec, err := e.ledger.Get(ctx, "default", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.ledger.History(ctx, "default", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != jobs.Running || rec.Token != cl.Token || rec.CancelledBy != "" || len(after) != len(before) {
+		t.Fatalf("the stale commands wrote: %s token %d cancel %q, history %d entries (was %d)", rec.State, rec.Token, rec.CancelledBy, len(after), len(before))
+	}
+	// What is seen now applies.
+	code, out, errOut := e.cli("cancel", "--job", id, "--actor", "alice", "--note", "stop it", "--seen-state", "running", "--seen-token", cl.Token.String())
+	if code != 0 || !strings.Contains(out, "is asked to stop") {
+		t.Fatalf("cancel of the running job seen: %d %q %q", code, out, errOut)
+	}
+}
