@@ -78,13 +78,14 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hctx := fence.NewContext(actx, fence.Fence{Resource: a.Resource, Token: a.Token, Owner: a.Owner, OperationID: a.OperationID})
-	hctx = ledger.WithAttempt(hctx, b.ledger, c.Queue, c.ID, c.Token)
+	hctx, endAttempt := ledger.WithAttempt(hctx, b.ledger, c.Queue, c.ID, c.Token)
 	hctx = lease.NewContext(hctx, &lease.Lease{Resource: a.Resource, Owner: a.Owner, Token: a.Token, Deadline: a.Deadline})
 	hctx = context.WithValue(hctx, attemptKey{}, a)
 
 	r := b.startRenewer(c, sent, cancel, log)
 	start := time.Now()
 	err := b.safeRun(hctx, t, next, c.Queue, kind, log)
+	endAttempt()
 	elapsed := time.Since(start)
 	r.stop()
 

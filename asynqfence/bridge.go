@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -193,11 +194,14 @@ type Bridge struct {
 
 // New returns a bridge that keeps its attempts in the ledger of cfg's
 // namespace on rdb (the namespace and retention of the jobs.Client and
-// pools sharing it). It fails with ErrOptions on a nil rdb, an invalid
+// pools sharing it). It fails with ErrOptions on a nil rdb (or Options.Asynq), an invalid
 // namespace or an invalid worker id.
 func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, error) {
-	if rdb == nil {
+	if argtype.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrOptions)
+	}
+	if opts.Asynq != nil && argtype.IsNil(opts.Asynq) {
+		return nil, fmt.Errorf("%w: Options.Asynq is a nil %T", ErrOptions, opts.Asynq)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)

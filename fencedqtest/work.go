@@ -106,12 +106,13 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 	defer cancel()
 	hctx = fence.NewContext(hctx, fence.Fence{Resource: resource, Token: tok, Owner: owner, OperationID: c.OperationID})
 	hctx = lease.NewContext(hctx, &lease.Lease{Resource: resource, Owner: owner, Token: tok, Deadline: c.Deadline})
-	hctx = ledger.WithAttempt(hctx, e.ledger, c.Queue, c.ID, c.Token)
+	hctx, endAttempt := ledger.WithAttempt(hctx, e.ledger, c.Queue, c.ID, c.Token)
 	job := &jobs.Job[T]{
 		ID: c.ID, Kind: c.Kind, Queue: c.Queue, OperationID: c.OperationID, Attempt: c.Attempt, MaxRetries: c.MaxRetries,
 		Resource: resource, Token: tok, Owner: owner, Deadline: deadline, Headers: c.Headers,
 	}
 	malformed, err := run(hctx, w, job, c.Payload)
+	endAttempt()
 	_, reconciles := w.(jobs.Reconciler[T])
 	end := rules.End{
 		Err: err, Malformed: malformed, Reconcilable: reconciles,

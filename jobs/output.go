@@ -22,7 +22,9 @@ const MaxOutput = 64 << 10
 // attempt's token still runs the job. An attempt that fails, or whose
 // completion is fenced (its lease expired and a newer attempt took over),
 // leaves no output, so a stale attempt never overwrites the output of the
-// one that succeeded. A context that no attempt gave returns
+// one that succeeded. A call after the handler returned (from a goroutine
+// it left running) records nothing and returns an error matching
+// [ErrStale]. A context that no attempt gave returns
 // [ErrNoAttempt]; a value that does not encode, or encodes to more than
 // [MaxOutput] bytes, returns [ErrInvalid]. Fields tagged
 // `fencedq:"sensitive"` are shown redacted like args (see RedactJSON);
@@ -39,10 +41,11 @@ func RecordOutput(ctx context.Context, v any) error {
 	if err != nil {
 		return invalid("output: %v", err)
 	}
-	if !ledger.SetOutput(ctx, raw, shown) {
+	ok, err := ledger.SetOutput(ctx, raw, shown)
+	if !ok {
 		return ErrNoAttempt
 	}
-	return nil
+	return err
 }
 
 // Output decodes into v the output job id of queue q (the partition's name,

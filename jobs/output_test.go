@@ -39,7 +39,7 @@ func TestStaleOutputRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := ledger.WithAttempt(ctx, l, q, id, a1.Token)
+	stale, _ := ledger.WithAttempt(ctx, l, q, id, a1.Token)
 	if err := jobs.RecordOutput(stale, receipt{Amount: 1, Card: "stale"}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestStaleOutputRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh := ledger.WithAttempt(ctx, l, q, id, a2.Token)
+	fresh, _ := ledger.WithAttempt(ctx, l, q, id, a2.Token)
 	if err := jobs.RecordOutput(fresh, receipt{Amount: 2, Card: "4242"}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestRecordOutputRefusesBadValues(t *testing.T) {
 	if err := jobs.RecordOutput(ctx, 1); !errors.Is(err, jobs.ErrNoAttempt) {
 		t.Fatalf("outside an attempt: %v", err)
 	}
-	actx := ledger.WithAttempt(ctx, nil, "q", "id", 1)
+	actx, _ := ledger.WithAttempt(ctx, nil, "q", "id", 1)
 	if err := jobs.RecordOutput(actx, strings.Repeat("x", jobs.MaxOutput)); !errors.Is(err, jobs.ErrInvalid) {
 		t.Fatalf("too large: %v", err)
 	}
@@ -132,7 +132,7 @@ func TestOutputDecodeErrorQuotesNoSensitiveValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	actx := ledger.WithAttempt(ctx, l, q, id, a.Token)
+	actx, _ := ledger.WithAttempt(ctx, l, q, id, a.Token)
 	if err := jobs.RecordOutput(actx, map[string]any{"card": "4111-1111-1111-1111", "n": 4242424242424242.5}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,9 @@ const MaxProgressNote = 200
 //
 // Progress is fenced like the attempt's commit: only the attempt that
 // runs the job may write it. An attempt that lost the job (its lease
-// expired and a newer attempt took over, or it already ended) gets an
-// error matching [ErrStale] and nothing is written, so a stale attempt
+// expired and a newer attempt took over, or it already ended: the handler
+// returned, and this is a goroutine it left running) gets an error
+// matching [ErrStale] and nothing is written, so a stale attempt
 // never overwrites the current one's progress. A context that no attempt
 // gave returns [ErrNoAttempt]; done < 0, total < 0, done > total when total
 // is known, or a note longer than [MaxProgressNote], not valid UTF-8 or

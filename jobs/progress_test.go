@@ -41,7 +41,7 @@ func TestProgressFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx1 := ledger.WithAttempt(ctx, l, q, id, first.Token)
+	ctx1, _ := ledger.WithAttempt(ctx, l, q, id, first.Token)
 	for _, bad := range []struct {
 		done, total int64
 		note        string
@@ -72,7 +72,7 @@ func TestProgressFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx2 := ledger.WithAttempt(ctx, l, q, id, second.Token)
+	ctx2, _ := ledger.WithAttempt(ctx, l, q, id, second.Token)
 	if err := jobs.Progress(ctx2, 3, 0, "second attempt"); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
@@ -157,6 +158,7 @@ type Manager struct {
 	acquires *scriptbatch.Batcher
 	epoch    *epoch.Tracker
 	merges   atomic.Pointer[stateMerge]
+	nilErr   error // a nil Redis client: every call fails with it
 }
 
 var (
@@ -180,10 +182,14 @@ var (
 
 // NewManager returns a Manager over client. A Config.Durability that does
 // not validate (negative replicas or timeout) is treated as off; check it
-// with Config.Validate first.
+// with Config.Validate first. A nil client (or a typed nil pointer) makes
+// every call fail with an error matching ErrInvalid instead of panicking.
 func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "fq"
+	}
+	if argtype.IsNil(client) {
+		return &Manager{cfg: cfg, nilErr: fmt.Errorf("%w: NewManager was given a nil Redis client", ErrInvalid)}
 	}
 	m := &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{Yield: true}),
 		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger})}
@@ -261,6 +267,9 @@ func str(v any) string {
 // token minted before, whatever the new primary's clock says. While the
 // primary keeps changing under it, Acquire fails with ErrUnsettled.
 func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
+	if m.nilErr != nil {
+		return nil, m.nilErr
+	}
 	if err := validate(resource, owner, ttl); err != nil {
 		return nil, err
 	}
@@ -416,6 +425,9 @@ func (m *Manager) AcquireWait(ctx context.Context, resource, owner string, ttl t
 // Renew extends l by ttl from now (Redis time) and updates l.Deadline. It
 // fails with ErrLost once the lease expired or a newer token exists.
 func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error {
+	if m.nilErr != nil {
+		return m.nilErr
+	}
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrInvalid)
 	}
@@ -439,6 +451,9 @@ func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error 
 // Release frees l if it still holds the resource. A stale release (expired,
 // or superseded by a newer token) changes nothing and returns ErrNotHeld.
 func (m *Manager) Release(ctx context.Context, l *Lease) error {
+	if m.nilErr != nil {
+		return m.nilErr
+	}
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrInvalid)
 	}
@@ -466,6 +481,9 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 // reports ErrLost and the next Acquire may start at once. A mark the key
 // already reaches changes nothing.
 func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error {
+	if m.nilErr != nil {
+		return m.nilErr
+	}
 	if err := validateResource(resource); err != nil {
 		return err
 	}
@@ -503,6 +521,9 @@ func (m *Manager) clockKey(resource string) string { return m.Key(resource) + ":
 
 // Holder returns the live lease on resource, or nil when it is free.
 func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {
+	if m.nilErr != nil {
+		return nil, m.nilErr
+	}
 	if err := validateResource(resource); err != nil {
 		return nil, err
 	}

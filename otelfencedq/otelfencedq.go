@@ -82,22 +82,26 @@ type config struct {
 }
 
 // WithTracerProvider makes the spans come from tp (default: the global
-// provider, otel.GetTracerProvider, read when the middleware is made).
+// provider, otel.GetTracerProvider, read when the middleware is made; also
+// for a nil tp).
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
 // WithPropagator carries the trace context in the job's headers with p
 // (default: W3C trace context, propagation.TraceContext). Whatever p
 // writes is stored in the job record and shown to operators: keep baggage
-// that may hold sensitive values out of it.
+// that may hold sensitive values out of it. A nil p keeps the default.
 func WithPropagator(p propagation.TextMapPropagator) Option { return func(c *config) { c.prop = p } }
 
 func newConfig(opts []Option) config {
-	c := config{prop: propagation.TraceContext{}}
+	var c config
 	for _, o := range opts {
 		o(&c)
 	}
 	if c.tp == nil {
 		c.tp = otel.GetTracerProvider()
+	}
+	if c.prop == nil {
+		c.prop = propagation.TraceContext{}
 	}
 	return c
 }

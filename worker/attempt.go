@@ -42,13 +42,51 @@ type attempt struct {
 	held lease.Lease
 	fin  finished
 
-	mu        sync.Mutex
-	resLease  *lease.Lease // the named resource's lease, once acquired
-	cancelled bool         // an operator asked to cancel the job
-	lost      bool         // a lease was found lost: renewals stop
-	stopAt    time.Time    // renewals stop here: the handler's deadline
-	returned  bool         // the attempt's call returned (or its goroutine exited)
-	abandoned bool         // a stopping pool gave up on the call (Pool.abandon)
+	mu         sync.Mutex
+	resLease   *lease.Lease // the named resource's lease, once acquired
+	cancelled  bool         // an operator asked to cancel the job
+	lost       bool         // a lease was found lost: renewals stop
+	stopAt     time.Time    // renewals stop here: the handler's deadline
+	returned   bool         // the attempt's call returned (or its goroutine exited)
+	abandoned  bool         // a stopping pool gave up on the call (Pool.abandon)
+	entered    bool         // middleware's next ran the handler
+	handled    bool         // the handler returned handlerErr
+	callOver   bool         // the handler's call, middleware included, ended: next refuses
+	handlerErr error
+}
+
+// enterHandler reports whether middleware's next may run the handler:
+// once per attempt, and not once the attempt's call ended.
+func (a *attempt) enterHandler() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.entered || a.callOver {
+		return false
+	}
+	a.entered = true
+	return true
+}
+
+// handlerReturned records what the handler, run by next, returned.
+func (a *attempt) handlerReturned(err error) {
+	a.mu.Lock()
+	a.handled, a.handlerErr = true, err
+	a.mu.Unlock()
+}
+
+// handlerResult returns what the handler returned; ok is false when it
+// did not return (not run, or it panicked).
+func (a *attempt) handlerResult() (ok bool, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.handled, a.handlerErr
+}
+
+// endCall records that the handler's call, middleware included, ended.
+func (a *attempt) endCall() {
+	a.mu.Lock()
+	a.callOver = true
+	a.mu.Unlock()
 }
 
 // newAttempt starts the attempt of c, claimed by a call sent at sent, under

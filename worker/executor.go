@@ -209,21 +209,33 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 	hctx = fence.NewContext(hctx, f)
 	a.held = lease.Lease{Resource: a.resource, Owner: a.owner, Token: tok, Deadline: c.Deadline}
 	hctx = lease.NewContext(hctx, &a.held)
-	hctx = ledger.WithAttempt(hctx, p.ledger, c.Queue, c.ID, c.Token)
+	hctx, endReports := ledger.WithAttempt(hctx, p.ledger, c.Queue, c.ID, c.Token)
 	base := jobs.Job[jobs.JobArgs]{
 		ID: c.ID, Kind: c.Kind, Queue: c.Queue, OperationID: c.OperationID, Attempt: c.Attempt,
 		MaxRetries: c.MaxRetries, Resource: a.resource, Token: tok, Owner: a.owner, Deadline: deadline,
 		Headers: c.Headers,
 	}
-	err := p.safeRun(hctx, a, h, base, c.Payload)
+	err := p.safeRun(hctx, a, h, base, c.Payload, endReports)
 	return p.endOf(a, h, hctx, deadline, err)
 }
 
-// safeRun calls the handler, turning a panic into a retryable error.
-func (p *Pool) safeRun(ctx context.Context, a *attempt, h *handler, base jobs.Job[jobs.JobArgs], payload []byte) (err error) {
+// safeRun calls the handler, turning a panic into a retryable error, and
+// then ends the attempt's call (end: its reports). A middleware's panic
+// after the handler returned keeps the handler's error.
+func (p *Pool) safeRun(ctx context.Context, a *attempt, h *handler, base jobs.Job[jobs.JobArgs], payload []byte, end func()) (err error) {
+	defer func() {
+		a.endCall()
+		end()
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.Panics.WithLabelValues(ledger.Logical(base.Queue), h.kind).Inc()
+			if ran, herr := a.handlerResult(); ran {
+				a.log.Error("middleware panicked after the handler returned; the handler's outcome stands",
+					"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = herr
+				return
+			}
 			a.log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}

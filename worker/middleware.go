@@ -29,8 +29,16 @@ type Handler func(ctx context.Context, job JobView) error
 // outcome as the handler's would (see Config). Attempts that never reach
 // a handler, because their resource was busy or no worker is registered
 // for their kind, are not wrapped. A panic in middleware is recovered
-// like one in a handler.
+// like one in a handler, except after next returned: the handler's
+// outcome then stands (the panic is logged and counted). next runs the
+// handler once: a second call, or one after the attempt's call ended
+// (from a goroutine), returns ErrAttemptEnded without running it.
 type Middleware func(next Handler) Handler
+
+// ErrAttemptEnded is what a middleware's next returns, without running the
+// handler, when the handler already ran for the attempt or the attempt's
+// call ended.
+var ErrAttemptEnded = errors.New("worker: the attempt's handler already ran or its call ended")
 
 // JobView is a read-only view of the job an attempt runs, handed to
 // middleware. The args are not part of it: they may hold sensitive fields.
@@ -128,7 +136,18 @@ func (p *Pool) wrap(h *handler, run runFunc) runFunc {
 	if len(mw) == 0 {
 		return run
 	}
-	next := Handler(func(ctx context.Context, v JobView) error { return run(ctx, v.a, v.job, v.payload) })
+	next := Handler(func(ctx context.Context, v JobView) error {
+		if v.a == nil || !v.a.enterHandler() { // v.a is nil in a JobView middleware made up
+			return ErrAttemptEnded
+		}
+		// The handler's own scope of the attempt: reports from goroutines it
+		// leaves running fail once it returns.
+		ctx, end := ledger.ScopeAttempt(ctx)
+		defer end()
+		err := run(ctx, v.a, v.job, v.payload)
+		v.a.handlerReturned(err)
+		return err
+	})
 	for i := len(mw) - 1; i >= 0; i-- {
 		next = mw[i](next)
 	}

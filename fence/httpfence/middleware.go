@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/argtype"
 )
 
 // Guard checks a fence and runs a callback at most once per operation id.
@@ -72,8 +73,11 @@ var errHandlerFailed = errors.New("httpfence: handler answered with an error sta
 // handler should write through pgfence.TxFromContext(r.Context()): its
 // writes then commit atomically with the fence. The request context also
 // carries the fence (fence.FromContext). Wrap only the routes that write;
-// reads need no fence.
+// reads need no fence. A nil g panics here, when the middleware is built.
 func Middleware(g Guard, opts Options) func(http.Handler) http.Handler {
+	if argtype.IsNil(g) {
+		panic("httpfence: Middleware was given a nil Guard")
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			f, ok, err := FromRequest(r)

@@ -218,6 +218,9 @@ func LatestVersion() int { return migrations[len(migrations)-1].Version }
 // whose tables were created before migrations were versioned are adopted:
 // every step is CREATE ... IF NOT EXISTS.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts Options) error {
+	if pool == nil {
+		return fmt.Errorf("%w: nil pool", ErrOptions)
+	}
 	if err := opts.validate(); err != nil {
 		return err
 	}
@@ -291,6 +294,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts Options) error {
 // Version returns the newest migration applied to the tables Options
 // names (0: none).
 func Version(ctx context.Context, pool *pgxpool.Pool, opts Options) (int, error) {
+	if pool == nil {
+		return 0, fmt.Errorf("%w: nil pool", ErrOptions)
+	}
 	if err := opts.validate(); err != nil {
 		return 0, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -89,9 +90,10 @@ var (
 	releaseScript = redis.NewScript(releaseSrc)
 )
 
-// New returns a Store over client.
+// New returns a Store over client. A nil client (or a typed nil pointer)
+// fails with ErrConfig.
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
-	if client == nil {
+	if argtype.IsNil(client) {
 		return nil, fmt.Errorf("%w: nil client", ErrConfig)
 	}
 	if cfg.Namespace == "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencedq/fencedq/lease"
@@ -69,6 +70,17 @@ type attemptRef struct {
 	q, id string
 	tok   lease.Token
 	out   *outputSlot
+	// ended and outer are set once the attempt (outer) or this scope of it
+	// (ended: a handler's, see ScopeAttempt) ended: reports are refused.
+	ended, outer *atomic.Bool
+}
+
+// over reports whether the attempt, or this scope of it, ended.
+func (a attemptRef) over() bool { return a.ended.Load() || a.outer != nil && a.outer.Load() }
+
+// errEnded is the error of a report made after its attempt ended.
+func (a attemptRef) errEnded(what string) error {
+	return fmt.Errorf("%w: %s of job %s by token %s after its attempt ended", ErrStale, what, a.id, a.tok)
 }
 
 // outputSlot holds the output an attempt recorded (jobs.RecordOutput)
@@ -81,23 +93,44 @@ type outputSlot struct {
 // WithAttempt returns ctx carrying the attempt of job id in queue q under
 // ledger token tok, for ProgressOf, SetOutput and the reads of a workflow
 // step: pools, the asynq bridge and fencedqtest give it to the handler,
-// and read the recorded output back with OutputOf to commit it.
-func WithAttempt(ctx context.Context, l *Ledger, q, id string, tok lease.Token) context.Context {
-	return context.WithValue(ctx, attemptKey{}, attemptRef{l: l, q: q, id: id, tok: tok, out: &outputSlot{}})
+// and read the recorded output back with OutputOf to commit it. They call
+// end once the handler's call returned: later reports through the context
+// (from a goroutine the handler leaked) fail with ErrStale.
+func WithAttempt(ctx context.Context, l *Ledger, q, id string, tok lease.Token) (_ context.Context, end func()) {
+	a := attemptRef{l: l, q: q, id: id, tok: tok, out: &outputSlot{}, ended: new(atomic.Bool)}
+	return context.WithValue(ctx, attemptKey{}, a), func() { a.ended.Store(true) }
+}
+
+// ScopeAttempt returns ctx with a scope of the attempt it carries (the
+// same output, the same fence) that ends, refusing reports, when end is
+// called or the attempt ends: a handler's view, ended as it returns while
+// the middleware around it still reports. ctx is returned as it is, with
+// a no-op end, when it carries no attempt.
+func ScopeAttempt(ctx context.Context) (_ context.Context, end func()) {
+	a, ok := ctx.Value(attemptKey{}).(attemptRef)
+	if !ok {
+		return ctx, func() {}
+	}
+	a.outer, a.ended = a.ended, new(atomic.Bool)
+	return context.WithValue(ctx, attemptKey{}, a), func() { a.ended.Store(true) }
 }
 
 // SetOutput keeps raw (and its redacted display) as the output of the
 // attempt ctx carries, replacing an earlier one; ok is false when ctx
 // carries none. It is written with the attempt's successful completion.
-func SetOutput(ctx context.Context, raw, display []byte) (ok bool) {
+// Once the attempt ended it writes nothing and returns ErrStale.
+func SetOutput(ctx context.Context, raw, display []byte) (ok bool, err error) {
 	a, ok := ctx.Value(attemptKey{}).(attemptRef)
 	if !ok {
-		return false
+		return false, nil
 	}
 	a.out.mu.Lock()
+	defer a.out.mu.Unlock()
+	if a.over() {
+		return true, a.errEnded("output")
+	}
 	a.out.raw, a.out.display = raw, display
-	a.out.mu.Unlock()
-	return true
+	return true, nil
 }
 
 // OutputOf returns the output the attempt ctx carries recorded (nil when
@@ -120,11 +153,15 @@ func AttemptOf(ctx context.Context) (l *Ledger, q, id string, ok bool) {
 }
 
 // ProgressOf reports progress for the attempt ctx carries (WithAttempt);
-// ok is false, and nothing is done, when ctx carries none.
+// ok is false, and nothing is done, when ctx carries none. Once the
+// attempt ended it writes nothing and returns ErrStale.
 func ProgressOf(ctx context.Context, done, total int64, note string) (ok bool, err error) {
 	a, ok := ctx.Value(attemptKey{}).(attemptRef)
 	if !ok {
 		return false, nil
+	}
+	if a.over() {
+		return true, a.errEnded("progress")
 	}
 	return true, a.l.ReportProgress(ctx, a.q, a.id, a.tok, done, total, note)
 }

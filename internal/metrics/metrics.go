@@ -105,7 +105,7 @@ func New(reg prometheus.Registerer) *Set {
 			Name: "fencedq_leases_lost_total", Help: "Attempts whose lease was lost while the handler ran.",
 		}, []string{"queue", "kind"}),
 		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencedq_handler_panics_total", Help: "Handler panics recovered (each is retried).",
+			Name: "fencedq_handler_panics_total", Help: "Handler and middleware panics recovered (retried, unless the handler had returned).",
 		}, []string{"queue", "kind"}),
 		Abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_handlers_abandoned_total", Help: "Handlers still running when a stopping pool gave up on them (each attempt recorded uncertain).",
