@@ -650,6 +650,8 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	op := fs.String("op", "", "the job's operation id, instead of --job")
 	queue := fs.String("queue", "", "the job's queue (default: looked up)")
 	decision := fs.String("decision", "", "succeeded, rerun or dead (required); rerun also takes a dead or cancelled job")
+	seenState := fs.String("seen-state", "", "decide only while the job is still in this state (as inspect showed it)")
+	seenToken := fs.String("seen-token", "", "with --seen-state: decide only while the job still holds this token (0: never claimed)")
 	return func(ctx context.Context, out io.Writer) error {
 		if (*job == "") == (*op == "") || o.actor == "" {
 			return fmt.Errorf("%w: --job or --op, and --actor are required", errUsage)
@@ -657,6 +659,10 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		d := jobs.Decision(*decision)
 		if d != jobs.DecideSucceeded && d != jobs.DecideRerun && d != jobs.DecideDead {
 			return fmt.Errorf("%w: --decision must be succeeded, rerun or dead", errUsage)
+		}
+		seen, err := seenFlags(*seenState, *seenToken)
+		if err != nil {
+			return err
 		}
 		if err := o.check(false); err != nil {
 			return err
@@ -682,7 +688,12 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		} else if q, err = findQueue(ctx, client.Inspector(), *queue, *job, "resolve"); err != nil {
 			return err
 		}
-		rec, err := client.Resolve(ctx, q, id, d, o.actor, o.note)
+		var rec *jobs.Record
+		if seen != nil {
+			rec, err = client.ResolveSeen(ctx, q, id, *seen, d, o.actor, o.note)
+		} else {
+			rec, err = client.Resolve(ctx, q, id, d, o.actor, o.note)
+		}
 		if err != nil {
 			return operatorError("resolve", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -64,5 +65,42 @@ func TestCancelAndRunNowWithSeenState(t *testing.T) {
 	code, out, errOut := e.cli("cancel", "--job", id, "--actor", "alice", "--note", "stop it", "--seen-state", "running", "--seen-token", cl.Token.String())
 	if code != 0 || !strings.Contains(out, "is asked to stop") {
 		t.Fatalf("cancel of the running job seen: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestResolveWithSeenState: resolve with --seen-state and --seen-token
+// decides only on the job as the operator saw it: a dead job seen under an
+// earlier attempt's token is left alone (exit 1), and the one seen now is
+// re-run.
+func TestResolveWithSeenState(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	id := e.enqueue()
+	cl := e.claim(id)
+	cs, err := e.ledger.Complete(ctx, "default", []ledger.Completion{{ID: id, Token: cl.Token,
+		Outcome: ledger.Outcome{To: jobs.Dead, Error: "card declined", Reason: "permanent error"}}})
+	if err != nil || !cs[0].Applied {
+		t.Fatalf("commit dead: %+v %v", cs, err)
+	}
+	if code, _, errOut := e.cli("resolve", "--job", id, "--decision", "rerun", "--actor", "alice", "--seen-token", "1"); code != 2 ||
+		!strings.Contains(errOut, "--seen-token needs --seen-state") {
+		t.Fatalf("--seen-token alone: %d %q", code, errOut)
+	}
+	stale := (cl.Token - 1).String()
+	for _, args := range [][]string{
+		{"--seen-state", "uncertain"},
+		{"--seen-state", "dead", "--seen-token", stale},
+	} {
+		code, _, errOut := e.cli(append([]string{"resolve", "--job", id, "--decision", "rerun", "--actor", "alice"}, args...)...)
+		if code != 1 || !strings.Contains(errOut, "cannot resolve") {
+			t.Errorf("resolve %v of a job dead under token %s: code %d, stderr %q (want 1)", args, cl.Token, code, errOut)
+		}
+	}
+	if s := e.state(id); s != jobs.Dead {
+		t.Fatalf("the stale decisions wrote: the job is %s", s)
+	}
+	code, _, errOut := e.cli("resolve", "--job", id, "--decision", "rerun", "--actor", "alice", "--seen-state", "dead", "--seen-token", cl.Token.String())
+	if code != 0 || e.state(id) != jobs.Pending {
+		t.Fatalf("resolve of the job as seen: %d %q, state %s", code, errOut, e.state(id))
 	}
 }
