@@ -337,7 +337,14 @@ func (e *bench) trial(ctx context.Context, m mode, setup chan<- error, kill <-ch
 	t0 := time.Now()
 	a.kill()
 	timeout := m.timeout(e.opts.recoveryTimeout)
+	deadline := time.Now().Add(timeout)
 	again, err := nextStart(ctx, rdb, sink, timeout)
+	// A start in the first worker from before the kill is a lease that
+	// lapsed on a starved machine (the worker took the job again itself):
+	// the recovery still to measure is the one after the kill.
+	for err == nil && again.pid == a.cmd.Process.Pid && again.at.Before(t0) {
+		again, err = nextStart(ctx, rdb, sink, max(time.Until(deadline), time.Millisecond))
+	}
 	if errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("%w within %v", errNoRecovery, timeout)
 	}

@@ -72,6 +72,10 @@ type summary struct {
 	// transfer applied twice keeps the sum but not the balances), and no
 	// job that ended dead has an effect.
 	ExactlyOnce bool `json:"exactly_once"`
+	// BalanceDiffs names the accounts whose balance differs from the
+	// expected one ("account: expected X, is Y"; sorted; empty when they
+	// all match).
+	BalanceDiffs []string `json:"balance_diffs,omitempty"`
 	// AppliedButDead counts jobs that ended dead although their effect is
 	// in the store (must be 0).
 	AppliedButDead int      `json:"applied_but_dead"`
@@ -378,12 +382,23 @@ func (d *demo) feed(ctx context.Context) {
 	}
 }
 
+// enqueueTimeout bounds one enqueue of the demo.
+const enqueueTimeout = 10 * time.Second
+
+// enqueue enqueues t and remembers its job for the checks; a feed that
+// already ended enqueues nothing.
 func (d *demo) enqueue(ctx context.Context, t bank.Transfer, opts ...jobs.Option) *jobs.Result {
-	res, err := d.client.Enqueue(ctx, t, opts...)
+	if ctx.Err() != nil {
+		return nil
+	}
+	// An enqueue once started is not cut off when the feed ends: a caller
+	// that gave up waiting could not tell whether Redis took the job, and
+	// a job that ran without being counted would break the balance check.
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), enqueueTimeout)
+	defer cancel()
+	res, err := d.client.Enqueue(ectx, t, opts...)
 	if err != nil {
-		if ctx.Err() == nil {
-			fmt.Fprint(d.progress, cli.Escapef("  ! enqueue: %v\n", err))
-		}
+		fmt.Fprint(d.progress, cli.Escapef("  ! enqueue: %v\n", err))
 		return nil
 	}
 	d.mu.Lock()
@@ -705,6 +720,7 @@ func (d *demo) summarize(ctx context.Context, before map[string]int64) (*summary
 	}
 	s.MoneyConserved = bank.Total(after) == bank.Total(before)
 	s.ExactlyOnce = decodable && s.AppliedButDead == 0 && maps.Equal(expected, after)
+	s.BalanceDiffs = balanceDiffs(expected, after)
 	s.Verdicts, err = d.verdicts(ctx, s, st)
 	if err != nil {
 		return nil, err
@@ -872,4 +888,21 @@ func (s *stagingStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error 
 		return r.FenceOnAcquire(ctx, f)
 	}
 	return nil
+}
+
+// balanceDiffs lists the accounts whose balance is not the expected one.
+func balanceDiffs(expected, got map[string]int64) []string {
+	var out []string
+	for a, want := range expected {
+		if have := got[a]; have != want {
+			out = append(out, fmt.Sprintf("%s: expected %d, is %d", a, want, have))
+		}
+	}
+	for a, have := range got {
+		if _, ok := expected[a]; !ok {
+			out = append(out, fmt.Sprintf("%s: expected none, is %d", a, have))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +285,18 @@ func TestDemoRefusesANamespaceItDidNotCreate(t *testing.T) {
 	}
 	if err := claimNamespace(ctx, cl, "fresh"); err != nil {
 		t.Fatalf("cluster, empty namespace: %v", err)
+	}
+}
+
+// TestBalanceDiffsNameEachAccount: a failed exactly-once check names the
+// accounts whose balance is off, and by how much.
+func TestBalanceDiffsNameEachAccount(t *testing.T) {
+	got := balanceDiffs(map[string]int64{"a": 10, "b": 5, "c": 1}, map[string]int64{"a": 10, "b": 7, "d": 3})
+	want := []string{"b: expected 5, is 7", "c: expected 1, is 0", "d: expected none, is 3"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("balanceDiffs = %q, want %q", got, want)
+	}
+	if d := diffText(got); d != " (b: expected 5, is 7; c: expected 1, is 0; d: expected none, is 3)" {
+		t.Fatalf("diffText = %q", d)
 	}
 }

@@ -245,7 +245,7 @@ func (d *demo) verdicts(ctx context.Context, s *summary, st map[string]int64) ([
 		verdict{Check: checkMoney, Required: "the sum of the balances is what it was",
 			Happened: map[bool]string{true: "the sum is unchanged", false: "the sum changed"}[s.MoneyConserved], Result: passIf(s.MoneyConserved)},
 		verdict{Check: checkOnce, Required: "each balance is what applying every recorded transfer exactly once gives, and no dead job has an effect",
-			Happened: fmt.Sprintf("balances match: %v; dead jobs with an effect: %d", s.ExactlyOnce, s.AppliedButDead), Result: passIf(s.ExactlyOnce)},
+			Happened: fmt.Sprintf("balances match: %v%s; dead jobs with an effect: %d", s.ExactlyOnce, diffText(s.BalanceDiffs), s.AppliedButDead), Result: passIf(s.ExactlyOnce)},
 	)
 	return out, nil
 }
@@ -273,4 +273,15 @@ func printVerdicts(w io.Writer, vs []verdict) {
 	} else {
 		fmt.Fprintf(w, "%d of %d checks FAILED\n", failed, len(vs))
 	}
+}
+
+// diffText shows the first accounts whose balance differs, if any.
+func diffText(diffs []string) string {
+	if len(diffs) == 0 {
+		return ""
+	}
+	if len(diffs) > 3 {
+		return fmt.Sprintf(" (%s and %d more)", strings.Join(diffs[:3], "; "), len(diffs)-3)
+	}
+	return " (" + strings.Join(diffs, "; ") + ")"
 }
