@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -290,6 +291,23 @@ func TestBrowserOperations(t *testing.T) {
 	}
 	click(t, tb, `#ticks tbody tr a[data-job]`)
 	waitJS(t, tb, "the tick's job", `document.getElementById('main').dataset.view === 'job' && location.hash === `+jsString("#/job/reports/"+f.tickJob))
+
+	// A schedule two pools define differently: both pools, the losing
+	// definition's digest; markup in a pool's name shown as text.
+	t0 := time.Date(2030, 1, 7, 8, 0, 0, 0, time.UTC)
+	split := jobs.ScheduleSpec{ID: "split", Schedule: "@every 5m0s", TimeZone: "UTC", Kind: "echo", Queue: "reports", Digest: "d-new"}
+	_, err = f.ledger.RegisterScheduleAt(bg, 43, split, jobs.ScheduleOwner{Pool: "pool-v2", Started: t0.Add(time.Minute)}, time.Time{})
+	must(t, err)
+	split.Schedule, split.Digest = "@every 1h0m0s", "d-old"
+	if _, err := f.ledger.RegisterScheduleAt(bg, 44, split, jobs.ScheduleOwner{Pool: xss, Started: t0}, time.Time{}); !errors.Is(err, jobs.ErrScheduleConflict) {
+		t.Fatalf("the older pool's registration: %v", err)
+	}
+	navigate(t, tb, "#/schedules/split")
+	waitJS(t, tb, "the schedule's conflict", `document.getElementById('main').dataset.view === 'schedule' && !!document.querySelector('#conflicts tr[data-conflict="split"]')`)
+	if txt := evalJS[string](t, tb, `document.querySelector('#conflicts tr[data-conflict="split"]').textContent`); !strings.Contains(txt, "pool-v2 (started 2030-01-07 08:01:00Z)") ||
+		!strings.Contains(txt, xss+" (started 2030-01-07 08:00:00Z)") || !strings.Contains(txt, "d-old") {
+		t.Errorf("conflict row: %q", txt)
+	}
 
 	// History: the day's charts.
 	navigate(t, tb, "#/history?window=24h")

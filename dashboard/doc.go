@@ -51,7 +51,9 @@
 //	                        it produced (with its state), next tick, ticks
 //	                        enqueued and skipped, and when a leader last
 //	                        registered it (one no pool registers any more
-//	                        stops being refreshed and is marked)
+//	                        stops being refreshed and is marked); schedules
+//	                        live pools define differently: the recorded
+//	                        definition's pool, the other pool, since when
 //	#/schedules/<id>        one schedule and its newest 50 ticks: tick time,
 //	                        the job (state, or "gone" past its retention),
 //	                        operation id, leader token, and whether the tick

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 )
 
 type schedulesJSON struct {
@@ -128,5 +130,53 @@ func TestSchedulesAPI(t *testing.T) {
 		if res.StatusCode != code || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") || strings.Contains(string(b), "<script>") {
 			t.Errorf("GET %s: %d %s", path, res.StatusCode, b)
 		}
+	}
+}
+
+// TestSchedulesAPIConflict: a schedule whose definition an older pool
+// registers otherwise shows the recorded definition's pool and the losing
+// one, with its digest, since when and its last try.
+func TestSchedulesAPIConflict(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	h := f.handler(dashboard.Options{})
+	t0 := time.Date(2030, 1, 7, 8, 0, 0, 0, time.UTC)
+	spec := jobs.ScheduleSpec{ID: "report", Schedule: "@every 5m0s", TimeZone: "UTC", Kind: "echo", Queue: "reports",
+		CatchUp: "latest", Digest: "d-new"}
+	_, err := f.ledger.RegisterScheduleAt(ctx, 7, spec, jobs.ScheduleOwner{Pool: "pool-v2", Started: t0.Add(time.Minute)}, time.Time{})
+	must(t, err)
+	spec.Schedule, spec.Digest = "@every 1h0m0s", "d-old"
+	for tok := range 2 { // the older pool's leader tries twice: since stays, seen moves
+		if _, err := f.ledger.RegisterScheduleAt(ctx, lease.Token(8+tok), spec, jobs.ScheduleOwner{Pool: "pool-v1", Started: t0}, time.Time{}); !errors.Is(err, jobs.ErrScheduleConflict) {
+			t.Fatalf("the older pool's registration: %v, want jobs.ErrScheduleConflict", err)
+		}
+	}
+	var out struct {
+		Schedules []struct {
+			ID    string `json:"id"`
+			Owner struct {
+				Pool    string    `json:"pool"`
+				Started time.Time `json:"started"`
+			} `json:"owner"`
+			Conflict *struct {
+				Pool    string    `json:"pool"`
+				Started time.Time `json:"started"`
+				Digest  string    `json:"digest"`
+				Since   time.Time `json:"since"`
+				Seen    time.Time `json:"seen"`
+			} `json:"conflict"`
+		} `json:"schedules"`
+	}
+	body := getJSON(t, h, "/api/schedules?id=report", &out)
+	if len(out.Schedules) != 1 {
+		t.Fatalf("schedules: %s", body)
+	}
+	s := out.Schedules[0]
+	if s.Owner.Pool != "pool-v2" || !s.Owner.Started.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("owner: %s", body)
+	}
+	if c := s.Conflict; c == nil || c.Pool != "pool-v1" || !c.Started.Equal(t0) || c.Digest != "d-old" || c.Since.IsZero() ||
+		c.Seen.Before(c.Since) {
+		t.Fatalf("conflict: %s", body)
 	}
 }

@@ -378,15 +378,18 @@ func (p *Pool) info() jobs.PoolInfo {
 		kinds[k] = h.rules
 	}
 	var schedules []string
-	if !p.cfg.Maintenance.PeriodicDisabled && !p.cfg.Maintenance.Disabled {
+	var digests map[string]string
+	if !p.cfg.Maintenance.PeriodicDisabled && !p.cfg.Maintenance.Disabled && len(p.periodic) > 0 {
+		digests = make(map[string]string, len(p.periodic))
 		for _, s := range p.periodic {
 			schedules = append(schedules, s.Spec.ID)
+			digests[s.Spec.ID] = s.Spec.Digest
 		}
 	}
 	return jobs.PoolInfo{
 		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
 		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.BuildVersion(), Started: p.started,
-		Schedules: schedules, Kinds: kinds, Clock: clock, ClockJumps: jumps,
+		Schedules: schedules, ScheduleDigests: digests, Kinds: kinds, Clock: clock, ClockJumps: jumps,
 	}
 }
 

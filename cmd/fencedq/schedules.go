@@ -220,8 +220,8 @@ func printSchedules(out io.Writer, lines []scheduleLine, one bool) error {
 	}
 	for _, l := range lines {
 		if c := l.Conflict; c != nil {
-			fmt.Fprint(out, cli.Escapef("\nconflict on %s: pool %s (started %s) defines it otherwise (definition %s, last tried %s); pool %s's definition (started %s) is recorded and runs\n",
-				l.ID, c.Pool, timeText(c.Started), c.Digest, timeText(c.Seen), orDash(l.Owner.Pool), timeText(l.Owner.Started)))
+			fmt.Fprint(out, cli.Escapef("\nconflict on %s: pool %s (started %s) defines it otherwise (definition %s, since %s, last tried %s); pool %s's definition (started %s) is recorded and runs\n",
+				l.ID, c.Pool, timeText(c.Started), c.Digest, timeText(c.Since), timeText(c.Seen), orDash(l.Owner.Pool), timeText(l.Owner.Started)))
 		}
 	}
 	for _, l := range lines {

@@ -176,7 +176,7 @@ func TestSchedulesShowsConflict(t *testing.T) {
 		t.Fatalf("the older pool's registration: %v, want jobs.ErrScheduleConflict", err)
 	}
 	code, out, errOut := e.cli("schedules")
-	if code != 0 || !strings.Contains(out, "conflict on report: pool pool-v1 (started 2030-01-07T08:00:00Z) defines it otherwise") ||
+	if code != 0 || !strings.Contains(out, "conflict on report: pool pool-v1 (started 2030-01-07T08:00:00Z) defines it otherwise (definition d-old, since 20") ||
 		!strings.Contains(out, "pool pool-v2's definition (started 2030-01-07T08:01:00Z) is recorded") {
 		t.Fatalf("schedules: %d %q %q", code, out, errOut)
 	}

@@ -681,6 +681,23 @@
 
   const scheduleHeaders = ['Schedule', 'Kind', 'Queue', 'When', 'Catch-up', 'Last tick', 'Last job', 'Next tick', 'Enqueued', 'Skipped', 'Last registered'];
 
+  // conflictsNote lists the schedules that pools define differently: the
+  // recorded definition (the most recently started pool's) runs.
+  function conflictsNote(scheds) {
+    const rows = scheds.filter((s) => s.conflict).map((s) => el('tr', { 'data-conflict': s.id },
+      el('td', { class: 'mono' }, s.id),
+      el('td', {}, el('span', { class: 'mono' }, (s.owner && s.owner.pool) || '—'), ' (started ', fmtTime(s.owner && s.owner.started), ')'),
+      el('td', {}, el('span', { class: 'mono' }, s.conflict.pool), ' (started ', fmtTime(s.conflict.started), ')'),
+      el('td', { class: 'mono' }, s.conflict.digest),
+      el('td', { class: 'nowrap' }, fmtTime(s.conflict.since)),
+      el('td', { class: 'nowrap' }, fmtTime(s.conflict.seen))));
+    if (!rows.length) return null;
+    return el('section', { id: 'schedule-conflicts' },
+      el('h2', { class: 'warn' }, 'Defined differently by live pools'),
+      table(['Schedule', 'Recorded definition (runs)', 'Defined otherwise by', 'Its definition', 'Since', 'Last tried'], rows, { id: 'conflicts' }),
+      el('p', { class: 'muted' }, 'The definition of the most recently started pool is recorded and runs; an older pool with the same job ticks by it, one with another job skips the schedule. The conflict is cleared once no live pool defines it otherwise.'));
+  }
+
   function leaderNote(rc) {
     return rc.present ? null
       : el('p', { class: 'warn', id: 'schedules-leader' }, 'No maintenance leader: no tick is enqueued until a pool becomes the leader.');
@@ -696,6 +713,7 @@
       show('schedule', el('h1', {}, 'Schedule ', el('span', { class: 'mono' }, s.id)),
         leaderNote(data.maintenance || {}),
         table(scheduleHeaders, [scheduleRow(s)], { id: 'schedules' }),
+        conflictsNote([s]),
         el('h2', {}, 'Newest ticks ', el('small', { class: 'muted' }, s.ticks.length + ' shown, newest first')),
         ticksTable(s),
         el('p', { class: 'muted' }, 'Each tick is enqueued once, with operation id periodic:<schedule>:<tick>; a tick enqueued again around a leader change is deduplicated into the same job.'),
@@ -707,6 +725,7 @@
     show('schedules', el('h1', {}, 'Schedules ', el('small', { class: 'muted' }, data.total + ' recorded' + more)),
       leaderNote(data.maintenance || {}),
       table(scheduleHeaders, data.schedules.map(scheduleRow), { id: 'schedules' }),
+      conflictsNote(data.schedules),
       el('p', { class: 'muted' }, 'Periodic jobs registered on the pools. The maintenance leader enqueues each tick once and records the job it produced; open a schedule for its newest ticks.'),
       (data.removed || []).length ? el('section', { id: 'schedule-removals' },
         el('h2', {}, 'Removed ', el('small', { class: 'muted' }, 'newest first')),

@@ -26,6 +26,10 @@ type PoolInfo struct {
 	// Schedules are the ids of the periodic schedules the pool ticks when
 	// it leads (none with periodic jobs disabled).
 	Schedules []string `json:"schedules,omitempty"`
+	// ScheduleDigests are the digests of the pool's definitions of those
+	// schedules (ScheduleSpec.Digest), by schedule id: a schedule's
+	// conflict lasts while a live pool reports the losing digest.
+	ScheduleDigests map[string]string `json:"schedule_digests,omitempty"`
 	// Kinds are the rules of the kinds the pool runs, by kind.
 	Kinds map[string]KindRules `json:"kinds,omitempty"`
 	// Clock is the pool's latest measurement of Redis's clock against its

@@ -122,6 +122,9 @@ type ScheduleConflict struct {
 	Digest string `json:"digest"`
 	// Seen is when that registration was last tried.
 	Seen time.Time `json:"seen"`
+	// Since is when a registration of this digest first lost to the
+	// recorded definition.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // Schedule is a periodic schedule as the ledger records it.
@@ -132,9 +135,9 @@ type Schedule struct {
 	// recorded).
 	Owner ScheduleOwner `json:"owner,omitzero"`
 	// Conflict, when set, is the newest registration of another definition
-	// that the recorded one won over (see ScheduleConflict); a schedule
-	// whose pools all define it alike keeps the last one until a newer
-	// definition is recorded.
+	// that the recorded one won over (see ScheduleConflict). It is cleared
+	// when a newer definition is recorded, or by the leader's next pass
+	// once no live pool reports the losing definition.
 	Conflict *ScheduleConflict `json:"conflict,omitempty"`
 	// Created is when a leader first registered the schedule: no tick
 	// before it is due.
@@ -203,6 +206,8 @@ func (l *Ledger) scheduleWrite(ctx context.Context, what, id string, args ...any
 		return time.Time{}, fmt.Errorf("%w: schedule %s", ErrNotFound, id)
 	case -3:
 		return time.Time{}, fmt.Errorf("%w: schedule %s: a more recently started pool's definition is recorded", ErrScheduleConflict, id)
+	case -4:
+		return time.Time{}, errConflictChanged
 	}
 	return msTime(r.str(1)), nil
 }
@@ -244,6 +249,24 @@ func (l *Ledger) RegisterScheduleAt(ctx context.Context, leader lease.Token, spe
 		return nil, err
 	}
 	return s, werr
+}
+
+// errConflictChanged: the schedule's conflict is no longer the one read.
+var errConflictChanged = errors.New("schedule conflict changed")
+
+// ClearScheduleConflict removes schedule id's conflict, on behalf of the
+// scheduler leader holding token leader, when it is still c (same digest,
+// same last try): an older pool's registration since then keeps it. It
+// reports whether it removed it; a missing schedule is not an error.
+func (l *Ledger) ClearScheduleConflict(ctx context.Context, leader lease.Token, id string, c ScheduleConflict) (bool, error) {
+	_, err := l.scheduleWrite(ctx, "clear schedule conflict", id, "unconflict", leader.String(), id, c.Digest, ms(c.Seen))
+	switch {
+	case errors.Is(err, errConflictChanged), errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // TickRecord is what one scheduler pass did for one schedule.
@@ -293,7 +316,7 @@ func scheduleFrom(id string, h map[string]string) *Schedule {
 	var conflict *ScheduleConflict
 	if h["conflict_digest"] != "" {
 		conflict = &ScheduleConflict{ScheduleOwner: ScheduleOwner{Pool: h["conflict_pool"], Started: msTime(h["conflict_started"])},
-			Digest: h["conflict_digest"], Seen: msTime(h["conflict_seen"])}
+			Digest: h["conflict_digest"], Seen: msTime(h["conflict_seen"]), Since: msTime(h["conflict_since"])}
 	}
 	return &Schedule{
 		ScheduleSpec: ScheduleSpec{ID: id, Schedule: h["schedule"], TimeZone: h["tz"], Kind: h["kind"],

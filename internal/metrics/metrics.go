@@ -36,6 +36,7 @@ type Set struct {
 	// The maintenance leader's own series.
 	Leader            prometheus.Gauge
 	LastScan          prometheus.Gauge
+	ScheduleConflicts prometheus.Gauge
 	MaintenanceErrors *prometheus.CounterVec // service
 	OutboxSetAside    *prometheus.CounterVec // outbox (its table's name, set by code)
 	WorkflowsStarted  *prometheus.CounterVec // queue (the workflow's home)
@@ -148,6 +149,9 @@ func New(reg prometheus.Registerer) *Set {
 		LastScan: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencedq_maintenance_last_scan_timestamp_seconds", Help: "When this pool, as the maintenance leader, last completed a status scan of every queue.",
 		}),
+		ScheduleConflicts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencedq_schedule_conflicts", Help: "Periodic schedules of this leader's pool that live pools define differently (a rolling deploy, or pools left on an old definition; set by the maintenance leader's periodic pass).",
+		}),
 		Rewinds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_ledger_rewinds_total", Help: "Times this process found a queue's ledger gone back: Redis came back with older data (a failover to a lagging replica, a restart from an older snapshot) and acknowledged writes were lost.",
 		}, []string{"queue"}),
@@ -197,6 +201,7 @@ func New(reg prometheus.Registerer) *Set {
 	m.RateDeferrals = register(reg, m.RateDeferrals)
 	m.Leader = register(reg, m.Leader)
 	m.LastScan = register(reg, m.LastScan)
+	m.ScheduleConflicts = register(reg, m.ScheduleConflicts)
 	m.MaintenanceErrors = register(reg, m.MaintenanceErrors)
 	m.OutboxSetAside = register(reg, m.OutboxSetAside)
 	m.WorkflowsStarted = register(reg, m.WorkflowsStarted)

@@ -3,7 +3,7 @@
 -- its lease token. Every key is in the {periodic} hash slot of the namespace.
 -- KEYS 1 leader high-water (highest scheduler leader token seen)
 --      2 schedules set (ids)   3 the schedule's hash   4 the schedule's ticks list
--- ARGV 1 'register' or 'ticks'   2 leader token   3 schedule id
+-- ARGV 1 'register', 'ticks' or 'unconflict'   2 leader token   3 schedule id
 -- register: ARGV 4 the creation time in ms (the namespace's time the
 --   scheduler pass reads; 0 = TIME), 5 the definition's digest, 6 the
 --   registering pool's start in ms, 7 its id, 8.. field, value pairs of the
@@ -12,7 +12,11 @@
 --   updates its definition; seen = now. A recorded definition of another
 --   digest registered by a pool started later (or at the same time, with a
 --   greater digest) is kept: the registration is noted as the schedule's
---   conflict and the reply is {-3, created ms}.
+--   conflict (conflict_since kept while its digest stays the same) and the
+--   reply is {-3, created ms}.
+-- unconflict: ARGV 4 the conflict's digest   5 its last try (conflict_seen)
+--   Removes the conflict when it is still that one; else the reply is
+--   {-4, '0'}.
 -- ticks: ARGV 4 ticks skipped by the catch-up policy   5 next tick ms (0 = unknown)
 --        6 cursor ms: the newest tick handled (enqueued or skipped)
 --        7 n, then n times: tick ms, job id, queue, deduplicated (0/1)
@@ -22,6 +26,7 @@
 -- Reply: {1, created ms} when written; {-1, high-water} when a newer
 --        leader's token was seen (nothing written).
 local TICKS_CAP = 100
+local CONFLICT = {'conflict_digest', 'conflict_started', 'conflict_pool', 'conflict_seen', 'conflict_since'}
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local function fmt(n) return string.format('%d', n) end
@@ -40,11 +45,14 @@ if ARGV[1] == 'register' then
   if rec[1] and rec[1] ~= '' and rec[1] ~= digest then
     local rs = num(rec[2])
     if rs > started or (rs == started and rec[1] > digest) then
+      if redis.call('HGET', key, 'conflict_digest') ~= digest then
+        redis.call('HSET', key, 'conflict_since', fmt(now))
+      end
       redis.call('HSET', key, 'conflict_digest', digest, 'conflict_started', ARGV[6], 'conflict_pool', pool,
         'conflict_seen', fmt(now))
       return {-3, rec[3] or '0'}
     end
-    redis.call('HDEL', key, 'conflict_digest', 'conflict_started', 'conflict_pool', 'conflict_seen')
+    redis.call('HDEL', key, unpack(CONFLICT))
   elseif rec[1] == digest and num(rec[2]) > started then
     started, pool = num(rec[2]), rec[4] or '' -- the most recently started pool defining it so
   end
@@ -63,6 +71,12 @@ if ARGV[1] == 'register' then
 end
 
 if redis.call('EXISTS', key) == 0 then return {-2, '0'} end
+if ARGV[1] == 'unconflict' then
+  local c = redis.call('HMGET', key, 'conflict_digest', 'conflict_seen')
+  if c[1] ~= ARGV[4] or c[2] ~= ARGV[5] then return {-4, '0'} end
+  redis.call('HDEL', key, unpack(CONFLICT))
+  return {1, redis.call('HGET', key, 'created')}
+end
 local last = num(redis.call('HGET', key, 'last_tick'))
 local n = num(ARGV[7])
 for i = 0, n - 1 do

@@ -180,7 +180,7 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 	if len(cfg.Periodic) > 0 {
 		l.periodic = &periodic{service: base(metrics.ServicePeriodic), interval: cfg.Interval, client: client,
 			schedules: cfg.Periodic, owner: jobs.ScheduleOwner{Pool: cfg.WorkerID, Started: cfg.Started},
-			parse: cfg.ParseSchedule, warned: map[string]string{}}
+			parse: cfg.ParseSchedule, warned: map[string]string{}, conflicted: map[string]bool{}}
 	}
 	for _, o := range cfg.Outboxes {
 		svc := base(metrics.ServiceRelay)
@@ -200,6 +200,7 @@ func (l *Leader) serve(ctx context.Context, leader lease.Token) {
 	defer l.metrics.Jobs.Reset()
 	defer l.metrics.PartitionJobs.Reset()
 	defer l.metrics.Groups.Reset()
+	defer l.metrics.ScheduleConflicts.Set(0)
 	var wg sync.WaitGroup
 	for _, t := range l.tasks() {
 		wg.Go(func() { t.loop(ctx, leader) })

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -57,6 +58,11 @@ type periodic struct {
 	// warned holds, by schedule id, the recorded digest of a conflict
 	// already logged, so a conflict is logged once, not at every pass.
 	warned map[string]string
+	// conflicted holds the schedules whose conflict a live pool still
+	// holds (fencedq_schedule_conflicts counts them); pools caches one
+	// pass's read of the live pools.
+	conflicted map[string]bool
+	pools      []ledger.PoolInfo
 }
 
 // runOnce enqueues every schedule's due ticks. The clock is Redis's, so
@@ -67,6 +73,8 @@ func (s *periodic) runOnce(ctx context.Context, leader lease.Token) error {
 	if err != nil {
 		return err
 	}
+	s.pools = nil
+	defer func() { s.metrics.ScheduleConflicts.Set(float64(len(s.conflicted))) }()
 	for _, p := range s.schedules {
 		if err := s.safeTick(ctx, leader, p, now); err != nil {
 			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
@@ -103,6 +111,7 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 	sched, err := s.ledger.RegisterScheduleAt(ctx, leader, p.Spec, s.owner, now) // created by the clock ticks are due by
 	switch {
 	case errors.Is(err, jobs.ErrScheduleConflict):
+		s.conflicted[p.Spec.ID] = true // this pool's definition lost
 		var ok bool
 		if p, ok = s.recorded(p, sched); !ok {
 			return nil
@@ -111,6 +120,9 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 		return err
 	default:
 		delete(s.warned, p.Spec.ID)
+		if err := s.settle(ctx, leader, sched); err != nil {
+			return err
+		}
 	}
 	if err := s.ledger.Lead(ctx, p.Spec.Queue, leader); err != nil {
 		return err
@@ -164,6 +176,40 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 		}
 		return nil
 	}
+}
+
+// settle keeps sched's conflict while a live pool reports the losing
+// definition (or lists the schedule without digests), and clears it once
+// none does: the older pools left or were upgraded.
+func (s *periodic) settle(ctx context.Context, leader lease.Token, sched *ledger.Schedule) error {
+	c := sched.Conflict
+	if c == nil {
+		delete(s.conflicted, sched.ID)
+		return nil
+	}
+	if s.pools == nil {
+		pools, err := s.ledger.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		s.pools = pools
+	}
+	for _, p := range s.pools {
+		if d, ok := p.ScheduleDigests[sched.ID]; slices.Contains(p.Schedules, sched.ID) && (!ok || d == c.Digest) {
+			s.conflicted[sched.ID] = true
+			return nil
+		}
+	}
+	cleared, err := s.ledger.ClearScheduleConflict(ctx, leader, sched.ID, *c)
+	if err != nil {
+		return err
+	}
+	delete(s.conflicted, sched.ID)
+	if cleared {
+		s.log.Info("periodic schedule conflict over: no live pool defines it otherwise any more",
+			"schedule", sched.ID, "conflict_pool", c.Pool, "conflict_since", c.Since)
+	}
+	return nil
 }
 
 // recorded returns p run by sched's recorded definition, and whether this

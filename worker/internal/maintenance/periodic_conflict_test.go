@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // reportSchedule is schedule "report" as a pool started at started defines
@@ -114,5 +115,70 @@ func TestScheduleDefinitionOfNewestPoolWins(t *testing.T) {
 	pass(pool("pool-v1", t0.Add(2*time.Minute), reportSchedule("@every 1h0m0s", hourlyAtHalf, "job")))
 	if s := read(); s.Schedule != "@every 1h0m0s" || s.Owner.Pool != "pool-v1" || s.Conflict != nil {
 		t.Fatalf("after the rollback: %q by %+v, conflict %+v; want v1's definition", s.Schedule, s.Owner, s.Conflict)
+	}
+}
+
+// TestScheduleConflictEndsWithLosingPools: a conflict stays shown while a
+// live pool reports the losing definition; once none does (the older pools
+// left), the winning leader's next pass clears it, and the conflicts gauge
+// follows.
+func TestScheduleConflictEndsWithLosingPools(t *testing.T) {
+	f := newFixture(t)
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	old := reportSchedule("@every 1h0m0s", hourlyAtHalf, "job")
+	cur := reportSchedule("@every 5m0s", every5m, "job")
+	pool := func(id string, started time.Time, p Periodic) *Leader {
+		cfg := f.config()
+		cfg.WorkerID, cfg.Started, cfg.Periodic = id, started, []Periodic{p}
+		return f.leader(cfg)
+	}
+	beat := func(id string, p Periodic) {
+		t.Helper()
+		if err := f.ledger.Heartbeat(f.ctx, jobs.PoolInfo{ID: id, Schedules: []string{p.Spec.ID},
+			ScheduleDigests: map[string]string{p.Spec.ID: p.Spec.Digest}}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1 := pool("pool-v1", t0, old)
+	v2 := pool("pool-v2", t0.Add(time.Minute), cur)
+	beat("pool-v1", old)
+	beat("pool-v2", cur)
+	tok := f.lead("pool-v1")
+	pass := func(l *Leader) {
+		t.Helper()
+		tok++
+		if err := l.periodic.runOnce(f.ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conflict := func() *jobs.ScheduleConflict {
+		t.Helper()
+		s, err := f.ledger.Schedule(f.ctx, "report")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Conflict
+	}
+	pass(v2)
+	pass(v1)
+	pass(v2) // pool-v1 is live: its definition still disagrees
+	if c := conflict(); c == nil || c.Pool != "pool-v1" {
+		t.Fatalf("conflict while pool-v1 is live: %+v", c)
+	}
+	if n := testutil.ToFloat64(f.metrics.ScheduleConflicts); n != 1 {
+		t.Fatalf("fencedq_schedule_conflicts %v while pool-v1 is live, want 1", n)
+	}
+	if err := f.ledger.Leave(f.ctx, "pool-v1"); err != nil {
+		t.Fatal(err)
+	}
+	pass(v2)
+	if c := conflict(); c != nil {
+		t.Fatalf("conflict still recorded after pool-v1 left: %+v", c)
+	}
+	if n := testutil.ToFloat64(f.metrics.ScheduleConflicts); n != 0 {
+		t.Fatalf("fencedq_schedule_conflicts %v after pool-v1 left, want 0", n)
+	}
+	if !strings.Contains(f.logs.String(), "periodic schedule conflict over") {
+		t.Fatalf("the end of the conflict was not logged:\n%s", f.logs.String())
 	}
 }
