@@ -198,3 +198,40 @@ func TestLateCommitOfAnAbandonedWorkflowWritesNothing(t *testing.T) {
 		t.Fatalf("workflow after a late commit: %+v", st)
 	}
 }
+
+// TestFinishedWorkflowPastRetentionIsNotAbandoned: a workflow committed
+// across queues that finished, and whose record and steps expired (a
+// retention shorter than the grace), is not taken for one never committed:
+// its noted parts are forgotten, nothing is reported abandoned and no
+// record is written for it again.
+func TestFinishedWorkflowPastRetentionIsNotAbandoned(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	e := newEnvWith(t, rdb, ns, time.Second)
+	e.grace = time.Hour
+	ctx := context.Background()
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("whole").
+		Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+		Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-other"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start("wf-home", "wf-other")
+	e.wait(res, "ship", jobs.Succeeded)
+	record := ns + ":{wf-home}:wf:" + res.ID
+	ship := e.ledger.JobKey("wf-other", res.Steps["ship"].JobID)
+	if err := redistest.Wait(rdb, ns+":", testsignal.DefaultTimeout, func() bool {
+		return rdb.Exists(ctx, record, ship).Val() == 0
+	}); err != nil {
+		t.Fatalf("the finished workflow never expired: %v", err)
+	}
+	ids, err := e.ledger.AbandonUncommitted(ctx, []string{"wf-home", "wf-other"}, time.Now().Add(time.Hour))
+	if err != nil || len(ids) != 0 {
+		t.Fatalf("AbandonUncommitted = %v, %v: a committed workflow taken for one never committed", ids, err)
+	}
+	if n := rdb.Exists(ctx, record).Val(); n != 0 {
+		t.Fatalf("a record was written again for the expired workflow: %v", rdb.HGetAll(ctx, record).Val())
+	}
+	if n := rdb.ZCard(ctx, ns+":{wf-other}:wf_parts").Val(); n != 0 {
+		t.Fatalf("%d workflow parts left noted", n)
+	}
+}

@@ -35,7 +35,8 @@ type part struct {
 // returns that workflow, cancelled, and never commits it late), then
 // cancels the steps (reason "cancelled by maintenance:never committed",
 // in each step's history). The parts of committed workflows are
-// forgotten. Three pipelined round trips look at up to uncommittedBatch
+// forgotten, and so are those none of whose steps still waits (a workflow
+// that finished and expired within the grace). Three pipelined round trips look at up to uncommittedBatch
 // parts per queue; it returns the ids of the workflows it abandoned.
 func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before time.Time) ([]string, error) {
 	max := "(" + strconv.FormatInt(before.UnixMilli(), 10)
@@ -138,7 +139,10 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 
 // abandon writes the record of workflow id, never committed, in its home
 // queue and cancels its steps; done is false when the workflow was
-// committed (nothing is written).
+// committed (nothing is written). A step of a workflow never committed
+// waits until it is cancelled, so when none of steps waits any more (all
+// finished or expired: a workflow committed, finished and expired before
+// the grace) there is nothing to abandon.
 func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) (done bool, err error) {
 	type read struct {
 		h     *redis.SliceCmd
@@ -147,7 +151,7 @@ func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) 
 	rs := make([]read, len(steps))
 	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, s := range steps {
-			rs[i] = read{h: p.HMGet(ctx, l.JobKey(s.Queue, s.ID), "step", "kind"),
+			rs[i] = read{h: p.HMGet(ctx, l.JobKey(s.Queue, s.ID), "step", "kind", "state"),
 				waits: p.SMembers(ctx, l.JobKey(s.Queue, s.ID)+":waits")}
 		}
 		return nil
@@ -156,11 +160,15 @@ func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) 
 		return false, wrap("read workflow "+id+"'s steps", err)
 	}
 	def := WorkflowDef{}
+	waiting := false
 	for i, s := range steps {
 		name, _ := rs[i].h.Val()[0].(string)
 		kind, _ := rs[i].h.Val()[1].(string)
 		if name == "" {
 			continue // expired
+		}
+		if st, _ := rs[i].h.Val()[2].(string); State(st) == Waiting {
+			waiting = true
 		}
 		var deps []string
 		for _, d := range rs[i].waits.Val() {
@@ -170,6 +178,9 @@ func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) 
 		}
 		sort.Strings(deps)
 		def.Steps = append(def.Steps, StepDef{Name: name, Queue: s.Queue, ID: s.ID, Kind: kind, Deps: deps})
+	}
+	if !waiting {
+		return false, nil
 	}
 	rec, err := json.Marshal(def)
 	if err != nil {
