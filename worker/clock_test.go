@@ -20,6 +20,10 @@ import (
 func TestPoolMeasuresRedisClock(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{ClockShim: true})
 	srv.SetClockOffset(3 * time.Second)
+	before, err := srv.Client().Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	e, reg, h := beating(t, srv.Client(), 20*time.Millisecond)
 
 	near := func(s ledger.ClockSample, want time.Duration) bool {
@@ -36,6 +40,11 @@ func TestPoolMeasuresRedisClock(t *testing.T) {
 	ps, err := e.client.Inspector().Pools(context.Background())
 	if err != nil || len(ps) != 1 || ps[0].Clock.At.IsZero() || (ps[0].Clock.Offset()-3*time.Second).Abs() > 500*time.Millisecond {
 		t.Fatalf("pools %+v, %v: want the pool's heartbeat with its offset", ps, err)
+	}
+	// The start time is Redis's (it orders pools, e.g. for periodic
+	// definitions), not the pool's own clock 3 s behind.
+	if ps[0].Started.Before(before) {
+		t.Fatalf("the pool started at %v, before Redis's time %v read ahead of it: not Redis's clock", ps[0].Started, before)
 	}
 	if !strings.Contains(e.logs.String(), "Redis's clock is far from this pool's") {
 		t.Fatal("a 3s offset is not warned about")

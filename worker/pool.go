@@ -297,6 +297,15 @@ func (p *Pool) Run(ctx context.Context) error {
 	if err := p.ledger.RegisterQueues(ctx, p.parts.current()...); err != nil {
 		return p.startFailed(ctx, err)
 	}
+	// The start is on the namespace's clock, like every time pools compare
+	// (the newest pool's periodic definition wins), not this machine's.
+	started, err := p.ledger.ServerTime(ctx)
+	if err != nil {
+		return p.startFailed(ctx, err)
+	}
+	p.mu.Lock()
+	p.started = started
+	p.mu.Unlock()
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)
 	if len(p.handlers) == 0 {
 		p.log.Warn("no workers registered: every job this pool claims is put back for another pool (register them with worker.Register before Run)")
@@ -360,7 +369,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.log.Error("Redis did not answer the shutdown's last calls in time; the outcomes not committed are left to lease expiry")
 		p.completer.giveUp()
 	}
-	err := p.unsettled.err()
+	err = p.unsettled.err()
 	if err != nil {
 		p.log.Warn("pool stopped with jobs unsettled", "error", err)
 	} else {
