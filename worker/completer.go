@@ -244,8 +244,11 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) ledg
 			got.Applied = true
 		} else {
 			c.p.metrics.Fenced.WithLabelValues(ledger.Logical(q), metrics.StageCommit).Inc()
-			log.Warn("commit rejected: a newer attempt owns the job; this attempt's outcome is discarded",
-				"wanted", wanted, "job_state", got.State, "job_token", got.Current.String(), "handler_error", errText(f.err))
+			msg := "commit rejected: a newer attempt owns the job; this attempt's outcome is discarded"
+			if got.State == "missing" || got.State == "corrupt" { // complete.lua's words for no or no job's state
+				msg = "commit rejected: the job's record is gone or corrupt; this attempt's outcome is discarded"
+			}
+			log.Warn(msg, "wanted", wanted, "job_state", got.State, "job_token", got.Current.String(), "handler_error", errText(f.err))
 			return got
 		}
 	}

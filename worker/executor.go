@@ -114,7 +114,12 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	h := p.handlerFor(c.Kind)
 	var end rules.End
 	start := time.Now()
-	if h == nil {
+	switch {
+	case h == nil && jobs.ValidateKind(c.Kind) != nil:
+		// No Kind method returns it (a record edited by hand): no pool
+		// can ever run the job, and its kind is not echoed.
+		end = rules.End{Err: fmt.Errorf("%w: the job's kind is missing or not a valid kind name", errMalformed), Malformed: true}
+	case h == nil:
 		p.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonUnknownKind).Inc()
 		if c.KindDefers < p.cfg.UnknownKindDefers {
 			// Another pool (a newer deploy) may know the kind: put it back.
@@ -126,7 +131,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 		}
 		end.Err = fmt.Errorf("%w: no worker registered for kind %q (put back %d times)", jobs.ErrPermanent, c.Kind, c.KindDefers)
 		end.Reason = "unknown kind"
-	} else {
+	default:
 		end = p.runHandler(a, h)
 	}
 	outcome := rules.NameApplier(a.ctx, p.ledger, c.Queue, c.ID, end.Err, rules.Decide(end))

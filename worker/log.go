@@ -23,8 +23,12 @@ func (j *jobLog) log(level slog.Level, msg string, args ...any) {
 		return
 	}
 	c := j.job
+	kind := c.Kind
+	if ledger.ValidateKind(kind) != nil { // a record edited by hand: not echoed
+		kind = "invalid"
+	}
 	all := make([]any, 0, 12+len(args))
-	all = append(all, "queue", c.Queue, "kind", c.Kind, "job_id", c.ID,
+	all = append(all, "queue", c.Queue, "kind", kind, "job_id", c.ID,
 		"operation_id", c.OperationID, "attempt", c.Attempt, "token", c.Token.String())
 	j.l.Log(ctx, level, msg, append(all, args...)...)
 }

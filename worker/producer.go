@@ -350,6 +350,9 @@ func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 		case "missing":
 			p.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonUnknownJob).Inc()
 			p.log.Warn("due entry without a job record removed (expired or lost)", "queue", q, "job_id", d.ID)
+		case "corrupt":
+			p.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonMalformed).Inc()
+			p.log.Warn("job record holds an unknown state (edited or corrupt): moved to review", "queue", q, "job_id", d.ID)
 		case string(jobs.Succeeded), string(jobs.Dead), string(jobs.Cancelled):
 			p.metrics.Deduplicated.WithLabelValues(ledger.Logical(q), metrics.StageExecute).Inc()
 			p.log.Info("duplicate delivery of a finished job acknowledged without running the handler", "queue", q, "job_id", d.ID, "job_state", d.State)

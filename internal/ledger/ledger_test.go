@@ -587,6 +587,31 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 			}
 		}
 	})
+	t.Run("unknown-state->review", func(t *testing.T) {
+		const reason = "corrupt record: unknown state"
+		f := newFixture(t, rdb)
+		due := f.enqueue()
+		rdb.HSet(f.ctx, f.l.JobKey(f.q, due), "state", "bogus")
+		res, err := f.l.Claim(f.ctx, f.q, "w1", time.Minute, 10)
+		if err != nil || len(res.Jobs) != 0 || len(res.Dropped) != 1 || res.Dropped[0] != (ledger.Dropped{ID: due, State: "corrupt"}) {
+			t.Fatalf("claim %+v %v", res, err)
+		}
+		if r := f.want(due, jobs.Review); r.Reason != reason {
+			t.Fatalf("reason %q", r.Reason)
+		}
+		f = newFixture(t, rdb)
+		running := f.enqueue()
+		f.claimOne(running)
+		rdb.HSet(f.ctx, f.l.JobKey(f.q, running), "state", "bogus")
+		rdb.ZAdd(f.ctx, f.l.StateKey(f.q, jobs.Running), redis.Z{Score: 1, Member: running}) // due for expiry
+		exp, err := f.l.Expire(f.ctx, f.q, 1, 100)
+		if err != nil || len(exp.Reviewed) != 1 || exp.Reviewed[0] != running || len(exp.Dropped)+len(exp.Moved) != 0 {
+			t.Fatalf("expire %+v %v", exp, err)
+		}
+		if r := f.want(running, jobs.Review); r.Reason != reason {
+			t.Fatalf("reason %q", r.Reason)
+		}
+	})
 	t.Run("headers/enqueue->every-claim", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue(jobs.Header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"), jobs.Header("tenant", "acme"))

@@ -400,6 +400,9 @@ type Expired struct {
 	// Moved are the running jobs whose lease deadline passed without a
 	// commit; they are now uncertain.
 	Moved []string
+	// Reviewed are running-index entries whose record holds a state no job
+	// has (edited by hand or corrupt); they are now in review.
+	Reviewed []string
 	// Dropped are running-index entries without a running record, removed.
 	Dropped []string
 	// NextIn is how long until the earliest running deadline left, by the
@@ -448,11 +451,14 @@ func expired(q string, leader lease.Token, v any, err error) (*Expired, error) {
 	if next := r.int(1); next >= 0 {
 		out.NextIn = time.Duration(next) * time.Millisecond
 	}
-	n := int(r.int(2))
-	for i := 3; i < r.len(); i++ {
-		if i < 3+n {
+	n, rv := int(r.int(2)), int(r.int(3))
+	for i := 4; i < r.len(); i++ {
+		switch {
+		case i < 4+n:
 			out.Moved = append(out.Moved, r.str(i))
-		} else {
+		case i < 4+n+rv:
+			out.Reviewed = append(out.Reviewed, r.str(i))
+		default:
 			out.Dropped = append(out.Dropped, r.str(i))
 		}
 	}

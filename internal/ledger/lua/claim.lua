@@ -23,7 +23,8 @@
 --            its kind, headers ('' = none). (Each reply value costs Redis
 --            about as much as a field read.)
 --   dropped: 2 values per index entry that was not claimable and was removed
---            from the due index: id, why ('missing', or the job's state), or a
+--            from the due index: id, why ('missing', 'corrupt': a state no job
+--            has, the job moved to review, or the job's state), or a
 --            job held back by flow control: id, 'limit:<name>' (parked until a
 --            permit frees) or 'rate:<name>' (due again at its next start)
 if redis.call('EXISTS', pausedk) == 1 then
@@ -126,6 +127,10 @@ while i < #ids do
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, stok, attempt, h[4] or ''
     reply[r + 5], reply[r + 6], reply[r + 7] = h[5] or '', num(h[6]), extra
     r = r + 7
+  elseif h[1] and not index[h[1]] and h[1] ~= 'waiting' then
+    quarantine(id, 'pending')
+    dropped[#dropped + 1] = id
+    dropped[#dropped + 1] = 'corrupt'
   else
     local why = h[1] or 'missing'
     if why == 'succeeded' or why == 'dead' or why == 'cancelled' then

@@ -13,8 +13,8 @@
 --   Every applied outcome releases the attempt's concurrency-limit permit.
 -- Reply: {seq, seq raised, enqueued, history, then 1 value per outcome: the job's
 --   state when it was applied (the job's token is the outcome's), else
---   {the job's state ('missing' when gone), its current token ('0' when
---   missing)}: the outcome is stale}. (Each reply value costs Redis about as
+--   {the job's state ('missing' when gone, 'corrupt' when no job's), its
+--   current token ('0' when missing or not a token)}: the outcome is stale}. (Each reply value costs Redis about as
 --   much as a field read.)
 -- A job of a workflow (field 'wf') that ends hands its end to its dependents
 -- (wf_settled in prelude.lua); a plain job does no more work for it.
@@ -48,11 +48,13 @@ for i = 3, #ARGV, 9 do
   if h[1] ~= 'running' or h[2] ~= token then
     local err = ARGV[i + 3]
     tallied('fenced_commit')
-    event({type = 'fenced', stage = 'commit', job = id, token = token, current = h[2] or '0'})
+    local cur = shown_token(h[2])
+    event({type = 'fenced', stage = 'commit', job = id, token = token, current = cur})
     if h[1] then
       record(id, {event = 'fenced', stage = 'commit', token = token, outcome = outcome, error = err})
     end
-    reply[r + 1] = {h[1] or 'missing', h[2] or '0'}
+    -- a record edited by hand cannot fail the batch's reply (shown_token)
+    reply[r + 1] = {shown_state(h[1]), cur}
   elseif outcome == 'succeeded' and not hist and ARGV[i + 6] == '' and ARGV[i + 5] == '' and num(h[3]) <= 1 then
     -- the common path (one attempt, its own fence, no reason to keep, no
     -- history): what the general path below writes for it, without its

@@ -142,6 +142,31 @@ local function record(id, entry)
   if ttl and ttl > 0 then redis.call('PEXPIRE', hk, ttl) end
 end
 
+-- shown_state and shown_token are a record's state and token as a reply or
+-- an event may carry them: 'missing' and '0' when absent, 'corrupt' and '0'
+-- when the record holds something no job has (edited by hand), never the
+-- bad value itself.
+local function shown_state(s)
+  if not s then return 'missing' end
+  if index[s] or s == 'waiting' then return s end
+  return 'corrupt'
+end
+local function shown_token(t)
+  local n = u64_norm(t)
+  if u64_cmp(n, U64_MAX) > 0 then return '0' end
+  return n
+end
+
+-- quarantine moves job id, whose record holds a state no job has (a record
+-- edited by hand or corrupt), from index from to review for an operator;
+-- the bad value is neither echoed nor kept.
+local function quarantine(id, from)
+  local reason = 'corrupt record: unknown state'
+  move(id, from, 'review', now)
+  redis.call('HSET', jobkey(id), 'state', 'review', 'reason', reason)
+  record(id, {event = 'end', outcome = 'review', reason = reason})
+end
+
 -- event appends to the queue's event feed shown by the dashboard.
 local function event(entry)
   entry['at'] = snow

@@ -5,7 +5,8 @@
 -- Reply: 2 values per attempt:
 --   1, deadline ms          renewed
 --   2, deadline ms          renewed, and an operator asked to cancel the job
---   0, state ('missing')    the token no longer runs the job: the lease is lost
+--   0, state ('missing', 'corrupt': shown_state in prelude.lua)
+--                           the token no longer runs the job: the lease is lost
 local deadline = fmt(now + num(ARGV[2]))
 local reply = {}
 for i = 3, #ARGV, 2 do
@@ -14,8 +15,8 @@ for i = 3, #ARGV, 2 do
   local h = redis.call('HMGET', k, 'state', 'token', 'cancel')
   if h[1] ~= 'running' or h[2] ~= token then
     count('fenced_renew')
-    event({type = 'fenced', stage = 'renew', job = id, token = token, current = h[2] or '0'})
-    reply[#reply + 1], reply[#reply + 2] = 0, h[1] or 'missing'
+    event({type = 'fenced', stage = 'renew', job = id, token = token, current = shown_token(h[2])})
+    reply[#reply + 1], reply[#reply + 2] = 0, shown_state(h[1])
   else
     redis.call('HSET', k, 'deadline', deadline)
     redis.call('ZADD', index['running'], deadline, id)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -112,8 +113,12 @@ func (x *expirer) report(q string, exp *ledger.Expired, next *time.Duration) (fu
 		x.log.Warn("lease expired without commit: job is uncertain", "queue", q, "job_id", id)
 		x.decided.Signal(Decision{JobID: id, Result: ResultExpired})
 	}
+	for _, id := range exp.Reviewed {
+		x.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonMalformed).Inc()
+		x.log.Warn("job record holds an unknown state (edited or corrupt): moved to review", "queue", q, "job_id", id)
+	}
 	for _, id := range exp.Dropped {
 		x.log.Warn("running entry without a running job removed", "queue", q, "job_id", id)
 	}
-	return len(exp.Moved)+len(exp.Dropped) >= x.batch
+	return len(exp.Moved)+len(exp.Reviewed)+len(exp.Dropped) >= x.batch
 }
