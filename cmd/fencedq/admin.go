@@ -283,8 +283,11 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if err := jobs.ValidateQueue(*queue); err != nil {
 			return fmt.Errorf("%w: --queue: %v", errUsage, err)
 		}
-		given := false // --set 0 is refused, not taken for "not given"
-		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "set" })
+		given, noted := false, false // --set 0 is refused, not taken for "not given"
+		fs.Visit(func(f *flag.Flag) { given, noted = given || f.Name == "set", noted || f.Name == "note" })
+		if noted && !given {
+			return fmt.Errorf("%w: --note is recorded with a change: give it with --set", errUsage)
+		}
 		if given && (*set < 1 || *set > jobs.MaxPartitions) {
 			return fmt.Errorf("%w: --set %d is outside 1-%d", errUsage, *set, jobs.MaxPartitions)
 		}

@@ -28,6 +28,10 @@ func TestPartitionsCommandOnACluster(t *testing.T) {
 			t.Fatalf("--set %s: exit %d %q", bad, code, errOut)
 		}
 	}
+	if code, _, errOut := runCLI(t, append([]string{"partitions", "--queue", "orders", "--note", "month end"}, conn...)...); code != 2 ||
+		!strings.Contains(errOut, "give it with --set") {
+		t.Fatalf("--note without --set: exit %d %q (a note nothing records)", code, errOut)
+	}
 	if code, _, _ := runCLI(t, append([]string{"partitions", "--queue", "orders#1"}, conn...)...); code != 2 {
 		t.Fatalf("a partition's name accepted as --queue: exit %d", code)
 	}

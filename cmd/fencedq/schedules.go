@@ -56,6 +56,11 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *remove && strings.TrimSpace(*actor) == "" {
 			return fmt.Errorf("%w: --remove needs --actor (who removes the schedule)", errUsage)
 		}
+		noted := false
+		fs.Visit(func(f *flag.Flag) { noted = noted || f.Name == "note" })
+		if noted && !*remove {
+			return fmt.Errorf("%w: --note is recorded with a removal: give it with --remove", errUsage)
+		}
 		if *remove && *removed {
 			return fmt.Errorf("%w: give --remove or --removed, not both", errUsage)
 		}

@@ -134,7 +134,7 @@ func TestSchedulesCommand(t *testing.T) {
 	if code, _, errOut := e.cli("schedules", "--id", "sync", "--remove", "--actor", "ops"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("--remove twice: %d %q", code, errOut)
 	}
-	for _, bad := range [][]string{{"--id", "a:b"}, {"--ticks", "101"}, {"--ticks", "-1"}, {"--remove"}} {
+	for _, bad := range [][]string{{"--id", "a:b"}, {"--ticks", "101"}, {"--ticks", "-1"}, {"--remove"}, {"--id", "sync", "--note", "retired"}} {
 		if code, _, errOut := e.cli(append([]string{"schedules"}, bad...)...); code != 2 {
 			t.Errorf("%v: %d %q", bad, code, errOut)
 		}
