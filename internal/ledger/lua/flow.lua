@@ -460,19 +460,7 @@ local function flow_admit(id, flow, created)
       redis.call('ZADD', index['pending'], at, id)
       redis.call('HSET', k, 'wait', 'rate', 'wait_at', fmt(at), 'flow', '1')
       redis.call('HSET', P .. 'rates', rkey, rmax .. '/' .. rper)
-      if lkey then
-        redis.call('ZREM', hk, id) -- no longer promised: not due
-        -- a job parked behind that promise may fit now: no release would
-        -- come for it (the permits this call took are written first)
-        if redis.call('EXISTS', limit_waiting(lkey)) == 1 then
-          local adds = limit_add[hk]
-          if adds then
-            zadd_all(hk, adds)
-            limit_add[hk] = nil
-          end
-          flow_wake(lkey)
-        end
-      end
+      if lkey then redis.call('ZREM', hk, id) end -- no longer promised: not due
       count('rate_deferrals')
       return 'rate:' .. flow_name(rkey)
     end
