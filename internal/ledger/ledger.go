@@ -147,6 +147,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 		return scriptbatch.New(rdb, scriptbatch.Options{Append: appendWait})
 	}
 	enqueueLane := scriptbatch.New(rdb, scriptbatch.Options{Append: appendWait, Balance: true})
+	ledgerLib.SetLogger(cfg.Logger) // the first ledger's logger hears of a refused library
 	return &Ledger{rdb: rdb, cfg: cfg,
 		lanes: lanes{claim: durableLane(), renew: lane(), complete: durableLane(), enqueue: enqueueLane,
 			other: lane()},

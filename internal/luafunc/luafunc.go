@@ -9,6 +9,9 @@
 // missing (a new server, a restart without persistence, another version of
 // the library) loads it and runs again. A server without functions (Redis
 // before 7) is detected once and every script then runs as a plain script.
+// So is a library the server refuses to load (its code does not compile
+// there): the refusal is logged once at error level and never retried,
+// since every call would otherwise pay a failed FUNCTION LOAD.
 // Each Script keeps its plain text, so a call can always fall back to EVAL:
 // correctness never depends on the library being loaded.
 package luafunc
@@ -16,6 +19,8 @@ package luafunc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,10 +37,18 @@ type Library struct {
 	once       sync.Once
 	name, code string
 
-	// unavailable is set once a server answered that it has no functions:
-	// scripts run as plain scripts from then on.
+	// unavailable is set once a server answered that it has no functions,
+	// or refused the library: scripts run as plain scripts from then on.
 	unavailable atomic.Bool
+	// rejected is the server's refusal of the library, if it refused it.
+	rejected atomic.Pointer[error]
+	// logger receives the refusal (see SetLogger).
+	logger atomic.Pointer[slog.Logger]
 }
+
+// ErrRejected is matched by the error of a Load the server refused: the
+// library's code does not load there (a compile error, a limit of its Lua).
+var ErrRejected = errors.New("luafunc: the server refused the function library")
 
 // NewLibrary returns a library whose name and code build returns (called
 // once, on first use). The code must start with "#!lua name=<name>" and
@@ -53,20 +66,58 @@ func (l *Library) Name() string { l.init(); return l.name }
 func (l *Library) Code() string { l.init(); return l.code }
 
 // Available reports whether scripts run as functions (no server has said
-// it lacks them).
+// it lacks them or refused the library).
 func (l *Library) Available() bool { return !l.unavailable.Load() }
+
+// SetLogger sets the logger that receives the server's refusal of the
+// library, unless one is set already: the first owner's logger serves the
+// process (slog.Default until one is set).
+func (l *Library) SetLogger(log *slog.Logger) {
+	if log != nil {
+		l.logger.CompareAndSwap(nil, log)
+	}
+}
+
+// Rejected returns the server's refusal of the library (matching
+// ErrRejected), or nil.
+func (l *Library) Rejected() error {
+	if p := l.rejected.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// reject records the server's refusal err, marks the library unavailable
+// and logs the refusal once, at error level; it returns the recorded error.
+func (l *Library) reject(err error) error {
+	wrapped := fmt.Errorf("%w %s: %v", ErrRejected, l.Name(), err)
+	if l.rejected.CompareAndSwap(nil, &wrapped) {
+		log := l.logger.Load()
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Error("Redis refused the function library: every script runs as a plain script (EVALSHA), which is several times slower",
+			"library", l.Name(), "error", err)
+	}
+	l.unavailable.Store(true)
+	return l.Rejected()
+}
 
 // Load loads (or replaces) the library on c's server, on every master of a
 // Redis Cluster. A server without functions, or a user the server's ACLs
 // do not let load or call functions, marks the library unavailable and is
-// not an error.
+// not an error. A server that refuses the code marks it unavailable too,
+// and the error matches ErrRejected.
 func (l *Library) Load(ctx context.Context, c redis.Scripter) error {
 	code := l.Code()
 	load := func(ctx context.Context, d redis.Cmdable) error {
 		err := d.FunctionLoadReplace(ctx, code).Err()
-		if isUnavailable(err) {
+		switch {
+		case isUnavailable(err):
 			l.unavailable.Store(true)
 			return nil
+		case isRefusal(err):
+			return l.reject(err)
 		}
 		return err
 	}
@@ -165,6 +216,20 @@ func isUnavailable(err error) bool {
 	msg := strings.ToLower(re.Error())
 	return strings.HasPrefix(msg, "err unknown command") ||
 		strings.HasPrefix(msg, "noperm") && (strings.Contains(msg, "'fcall'") || strings.Contains(msg, "'function"))
+}
+
+// isRefusal reports whether err is the server's refusal of a library's code
+// ("ERR Error compiling function", "ERR Error registering functions",
+// metadata errors), as opposed to a passing condition (READONLY, LOADING,
+// OOM, BUSY, a Cluster redirection, a broken connection) that a later load
+// may get past.
+func isRefusal(err error) bool {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return false
+	}
+	msg := strings.ToLower(re.Error())
+	return strings.HasPrefix(msg, "err ") && (strings.Contains(msg, "function") || strings.Contains(msg, "librar"))
 }
 
 // Loader is what a batch of calls needs to recover from a missing library:

@@ -1,8 +1,10 @@
 package luafunc_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,6 +118,48 @@ func TestServerWithoutFunctionsRunsPlainScripts(t *testing.T) {
 	}
 	if after, _ := calls(t, rdb, "evalsha"); after != before+1 {
 		t.Fatalf("EVALSHA ran %d times for one call, want 1", after-before)
+	}
+}
+
+func TestRefusedLibraryIsLoggedOnceAndNotRetried(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	const name = "fqtest_refused"
+	lib := luafunc.NewLibrary(func() (string, string) {
+		return name, "#!lua name=" + name + "\nthis is not lua\n"
+	})
+	var logs bytes.Buffer
+	lib.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+	s := luafunc.NewScript(lib, "twice", "return 2 * tonumber(ARGV[1]) + redis.call('INCR', KEYS[1])")
+	runAll(t, s, rdb, 1, 3, 4, 5, 6)
+	if lib.Available() {
+		t.Fatal("a library the server refused is still marked available")
+	}
+	if err := lib.Rejected(); !errors.Is(err, luafunc.ErrRejected) || !strings.Contains(err.Error(), "compiling") {
+		t.Fatalf("Rejected() = %v, want ErrRejected with the server's reason", err)
+	}
+	if n, _ := calls(t, rdb, "function|load"); n != 1 {
+		t.Fatalf("FUNCTION LOAD ran %d times for 4 calls, want once (a refusal is not retried)", n)
+	}
+	if n, _ := calls(t, rdb, "fcall"); n != 1 {
+		t.Fatalf("FCALL ran %d times, want once (the first call, before the refusal)", n)
+	}
+	if got := strings.Count(logs.String(), "level=ERROR"); got != 1 || !strings.Contains(logs.String(), name) {
+		t.Fatalf("want one error-level line naming the library, got:\n%s", logs.String())
+	}
+	// A passing condition is not a refusal: a replica's READONLY leaves the
+	// library to load later.
+	replica := luafunc.NewLibrary(func() (string, string) { return "fqtest_ro", "#!lua name=fqtest_ro\n" })
+	ro := redistest.Start(t, redistest.Options{}).Client()
+	if err := ro.ConfigSet(ctx, "replica-read-only", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ro.ReplicaOf(ctx, "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer ro.ReplicaOf(ctx, "NO", "ONE")
+	if err := replica.Load(ctx, ro); err == nil || errors.Is(err, luafunc.ErrRejected) || !replica.Available() {
+		t.Fatalf("a load refused by a read-only replica: %v, available %v; want a passing error", err, replica.Available())
 	}
 }
 
