@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 )
@@ -130,13 +131,23 @@ type libScript struct {
 // exactly as the same lines do when the script runs as a whole (link). A
 // function sets only the ones it uses, so it reads nothing another
 // script's call left.
+//
+// The settings run in begin functions of their own (see beginChunks), so a
+// script's function has as upvalues only the locals its own code names:
+// Lua 5.1 refuses a function with more than 60 upvalues, and the claim
+// alone sets about 40 per-call locals.
 func library(name, lib string, scripts []libScript) string {
 	units := splitUnits(lib)
 	perCall := make([]bool, len(units))
+	libNames := map[string]bool{"KEYS": true, "ARGV": true}
 	var b strings.Builder
 	b.WriteString("#!lua name=" + name + "\n")
 	b.WriteString("local KEYS, ARGV -- each function's own, set at its start\n")
+	b.WriteString("local BEGIN = {} -- each function's per-call settings (see beginChunks)\n")
 	for i, u := range units {
+		for _, n := range u.names {
+			libNames[n] = true
+		}
 		if localFunc.MatchString(u.text) || isConstant(u.text) {
 			b.WriteString(u.text)
 			continue
@@ -144,22 +155,66 @@ func library(name, lib string, scripts []libScript) string {
 		perCall[i] = true
 		b.WriteString("local " + strings.Join(u.names, ", ") + "\n")
 	}
+	nbegin := 0
 	for _, s := range scripts {
 		need := needed(units, s.src)
-		b.WriteString("redis.register_function('" + s.fn + "', function(keys, args)\nKEYS, ARGV = keys, args\n")
+		var sets []string
 		for i, u := range units {
 			switch {
 			case !need[i] || !perCall[i]:
 			case len(u.names) == 1 && u.names[0] == "EPOCH_RID":
-				b.WriteString("EPOCH_RID = " + s.rid + "\n")
+				sets = append(sets, "EPOCH_RID = "+s.rid+"\n")
 			default:
-				b.WriteString(strings.TrimPrefix(u.text, "local "))
+				sets = append(sets, strings.TrimPrefix(u.text, "local "))
 			}
 		}
+		var calls strings.Builder
+		for _, chunk := range beginChunks(sets, libNames) {
+			nbegin++
+			fmt.Fprintf(&b, "BEGIN[%d] = function()\n%send\n", nbegin, strings.Join(chunk, ""))
+			fmt.Fprintf(&calls, "BEGIN[%d]()\n", nbegin)
+		}
+		b.WriteString("redis.register_function('" + s.fn + "', function(keys, args)\nKEYS, ARGV = keys, args\n")
+		b.WriteString(calls.String())
 		b.WriteString(s.src)
 		b.WriteString("\nend)\n")
 	}
 	return b.String()
+}
+
+// maxBeginUpvalues bounds the library locals one begin function names,
+// below Lua 5.1's 60 upvalues per function.
+const maxBeginUpvalues = 50
+
+// beginChunks cuts a function's per-call settings, in their order, into
+// chunks that each name at most maxBeginUpvalues of the library's locals
+// (libNames), one begin function each.
+func beginChunks(sets []string, libNames map[string]bool) [][]string {
+	var chunks [][]string
+	var cur []string
+	used := map[string]bool{}
+	for _, set := range sets {
+		add := 0
+		ids := identifiers(set)
+		for w := range ids {
+			if libNames[w] && !used[w] {
+				add++
+			}
+		}
+		if len(cur) > 0 && len(used)+add > maxBeginUpvalues {
+			chunks, cur, used = append(chunks, cur), nil, map[string]bool{}
+		}
+		cur = append(cur, set)
+		for w := range ids {
+			if libNames[w] {
+				used[w] = true
+			}
+		}
+	}
+	if len(cur) > 0 {
+		chunks = append(chunks, cur)
+	}
+	return chunks
 }
 
 // isConstant reports whether a unit defines numbers and strings only

@@ -1,10 +1,13 @@
 package ledger
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/fencedq/fencedq/internal/epoch"
+	"github.com/fencedq/fencedq/internal/redistest"
 )
 
 // TestLinkTakesWhatAScriptUses: link prepends the definitions a script
@@ -69,16 +72,41 @@ local function unused() return LIMIT end
 	})
 	want := "#!lua name=lib1\n" +
 		"local KEYS, ARGV -- each function's own, set at its start\n" +
+		"local BEGIN = {} -- each function's per-call settings (see beginChunks)\n" +
 		"local LIMIT, NAME = 10, 'x' -- constants\n" +
 		"local EPOCH_RID\nlocal P\nlocal now\nlocal seen\n" +
 		"local function mark(id) seen[id] = true return P .. id end\n" +
 		"local function unused() return LIMIT end\n" +
-		"redis.register_function('lib1_a', function(keys, args)\nKEYS, ARGV = keys, args\n" +
-		"EPOCH_RID = ARGV[5]\nP = ARGV[1]\nnow = redis.call('TIME')[1] .. EPOCH_RID\nseen = {}\n" +
+		"BEGIN[1] = function()\nEPOCH_RID = ARGV[5]\nP = ARGV[1]\nnow = redis.call('TIME')[1] .. EPOCH_RID\nseen = {}\nend\n" +
+		"redis.register_function('lib1_a', function(keys, args)\nKEYS, ARGV = keys, args\nBEGIN[1]()\n" +
 		"return mark(ARGV[2]) .. now\nend)\n" +
 		"redis.register_function('lib1_b', function(keys, args)\nKEYS, ARGV = keys, args\n" +
 		"return LIMIT\nend)\n"
 	if got != want {
 		t.Fatalf("library:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestLibraryFunctionNeedingManyLocals: a function whose per-call settings
+// name more locals than Lua's 60 upvalues per function still loads: they
+// are set by begin functions of at most maxBeginUpvalues each, in order.
+func TestLibraryFunctionNeedingManyLocals(t *testing.T) {
+	var lib strings.Builder
+	lib.WriteString("local v1 = ARGV[1]\n")
+	for i := 2; i <= 130; i++ {
+		fmt.Fprintf(&lib, "local v%d = v%d .. 'x'\n", i, i-1)
+	}
+	code := library("lib2", lib.String(), []libScript{{fn: "lib2_f", rid: "nil", src: "return v130"}})
+	if n := strings.Count(code, "= function()"); n < 3 {
+		t.Fatalf("%d begin functions for 130 chained locals, want at least 3", n)
+	}
+	rdb, _ := redistest.New(t)
+	ctx := context.Background()
+	if err := rdb.FunctionLoadReplace(ctx, code).Err(); err != nil {
+		t.Fatalf("the library does not load: %v", err)
+	}
+	got, err := rdb.FCall(ctx, "lib2_f", nil, "a").Text()
+	if want := "a" + strings.Repeat("x", 129); err != nil || got != want {
+		t.Fatalf("lib2_f: %q, %v; want %q", got, err, want)
 	}
 }

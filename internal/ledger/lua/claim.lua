@@ -128,12 +128,7 @@ while i < #ids do
     reply[r + 5], reply[r + 6], reply[r + 7] = h[5] or '', num(h[6]), extra
     r = r + 7
   elseif h[1] and not index[h[1]] and h[1] ~= 'waiting' then
-    -- quarantine (prelude.lua) inlined: the claim is at Lua's limit of 60
-    -- upvalues (TestLibraryLoads)
-    call('ZREM', index['pending'], id)
-    call('ZADD', index['review'], snow, id)
-    call('HSET', k, 'state', 'review', 'reason', 'corrupt record: unknown state')
-    record(id, {event = 'end', outcome = 'review', reason = 'corrupt record: unknown state'})
+    quarantine(id, 'pending')
     dropped[#dropped + 1] = id
     dropped[#dropped + 1] = 'corrupt'
   else

@@ -243,6 +243,21 @@ local function flow_wake(key)
   return woken
 end
 
+-- flow_wake_freed wakes the jobs parked on limit key lkey (holders zset
+-- hk) once a promise was given up outside a release (a claim deferring the
+-- promised job by its rate): no release would come for them. The permits
+-- this call took are written first, so the wake counts them.
+local function flow_wake_freed(lkey, hk)
+  if redis.call('EXISTS', limit_waiting(lkey)) == 1 then
+    local adds = limit_add[hk]
+    if adds then
+      zadd_all(hk, adds)
+      limit_add[hk] = nil
+    end
+    flow_wake(lkey)
+  end
+end
+
 -- flow_parse reads flow field flow of a limit only ('L<max>:<key>') or a
 -- rate only ('R<max>/<per>:<key>') into the fp_ values and reports whether it
 -- was one (else the job's flow fields are read). Jobs sharing a key, claimed
@@ -460,7 +475,10 @@ local function flow_admit(id, flow, created)
       redis.call('ZADD', index['pending'], at, id)
       redis.call('HSET', k, 'wait', 'rate', 'wait_at', fmt(at), 'flow', '1')
       redis.call('HSET', P .. 'rates', rkey, rmax .. '/' .. rper)
-      if lkey then redis.call('ZREM', hk, id) end -- no longer promised: not due
+      if lkey then
+        redis.call('ZREM', hk, id) -- no longer promised: not due
+        flow_wake_freed(lkey, hk)
+      end
       count('rate_deferrals')
       return 'rate:' .. flow_name(rkey)
     end
