@@ -85,3 +85,28 @@ func TestVerdictsJudgeWhatHappened(t *testing.T) {
 		t.Errorf("not run: %v %q", err, out.String())
 	}
 }
+
+// TestReconciledOnceAllowsEarlierRefusedAttempts: an attempt before the one
+// that went uncertain (a write refused as stale because another transfer of
+// the same account ran under a newer token) does not fail the crash and
+// late-answer checks; an attempt after it does, as does a missing effect.
+func TestReconciledOnceAllowsEarlierRefusedAttempts(t *testing.T) {
+	succeeded := &jobs.Record{State: jobs.Succeeded, Attempts: 2}
+	cases := []struct {
+		name string
+		e    evidence
+		want bool
+	}{
+		{"one attempt", evidence{rec: &jobs.Record{State: jobs.Succeeded, Attempts: 1}, applied: true, wentUnc: true}, true},
+		{"a refused attempt before", evidence{rec: succeeded, applied: true, wentUnc: true, before: []string{"retry"}}, true},
+		{"an attempt after", evidence{rec: succeeded, applied: true, wentUnc: true, after: 1}, false},
+		{"never uncertain", evidence{rec: succeeded, applied: true}, false},
+		{"no effect", evidence{rec: succeeded, wentUnc: true}, false},
+		{"not succeeded", evidence{rec: &jobs.Record{State: jobs.Uncertain, Attempts: 1}, applied: true, wentUnc: true}, false},
+	}
+	for _, c := range cases {
+		if got := c.e.reconciledOnce(); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
