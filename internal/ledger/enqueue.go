@@ -146,7 +146,7 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	defer l.registerPending(ctx)
 	type call struct {
 		queue string
-		uniq  bool  // extended jobs (in resubmit mode, unique ones): enqueue_unique.lua
+		uniq  bool  // extended jobs: enqueue_unique.lua
 		idx   []int // positions in js
 		args  []any
 		cmd   *redis.Cmd
@@ -156,20 +156,14 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	// share an operation id or a unique key are deduplicated as if written
 	// one after another: the first is created, whatever the options of the
 	// others. A queue with any unique, flow-controlled or grouped job takes
-	// enqueue_unique.lua for all of them (re-submissions: any unique job).
+	// enqueue_unique.lua for all of them.
 	uniqs := map[string]bool{}
 	for _, j := range js {
-		uniqs[j.Queue] = uniqs[j.Queue] || j.extended() && (mode == "" || j.Unique != nil)
+		uniqs[j.Queue] = uniqs[j.Queue] || j.extended()
 	}
 	var calls []*call
 	open := map[string]*call{}
 	for i, j := range js {
-		if j.extended() && mode != "" {
-			// a re-submission comes back without flow control nor group
-			c := *j
-			c.Flow, c.Group = nil, ""
-			j = &c
-		}
 		uniq := uniqs[j.Queue]
 		cl := open[j.Queue]
 		if cl == nil || len(cl.idx) == enqueueChunk {

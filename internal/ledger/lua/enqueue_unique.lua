@@ -13,7 +13,7 @@
 -- ARGV 2 mode: '' (enqueue) or 'resubmit' (as enqueue.lua's: a job whose record
 --   or operation id exists is left as it is; a unique job whose key another job
 --   holds is left out, reported deduplicated to that job; else it is created
---   holding its key. Re-submitted jobs carry no flow control nor group)
+--   holding its key, under its limit, rate and group as first enqueued)
 -- ARGV from 3, 20 values per job: the 10 of enqueue.lua (job id, kind,
 --   operation id, resource, payload, args for display, max retries, timeout ms,
 --   delay ms, headers), then
