@@ -195,6 +195,11 @@ local CATCH_UP_DIV = 100
 -- spell: nothing live to end early) is jumped, all but this much.
 local CATCH_UP_MAX_US = 60000000
 
+-- epoch_max_seen is the clock record's 'max' (the highest epoch recorded,
+-- which rises with each primary tenure) as the latest epoch_now read it, or
+-- false: internal/ledger's write sequence marks where a tenure began.
+local epoch_max_seen = false
+
 -- epoch_now returns the namespace's time in µs: the time every due time,
 -- lease deadline and next look of the namespace is written and read in.
 -- It is Redis TIME plus the offset of the current primary's tenure, never
@@ -225,10 +230,11 @@ local function epoch_now(key, want)
   if not key then return raw end
   local c
   if want and want ~= '' then
-    c = redis.call('HMGET', key, 'clk', 'crid', 'coff', 'r:' .. want, 'born')
+    c = redis.call('HMGET', key, 'clk', 'crid', 'coff', 'max', 'r:' .. want, 'born')
   else
-    c = redis.call('HMGET', key, 'clk', 'crid', 'coff')
+    c = redis.call('HMGET', key, 'clk', 'crid', 'coff', 'max')
   end
+  epoch_max_seen = c[4]
   local clk, base = tonumber(c[1] or ''), tonumber(c[3] or '') or 0
   local off = base
   if base < 0 then -- catching up with this node's clock
@@ -253,10 +259,10 @@ local function epoch_now(key, want)
     end
     now = raw + noff
   end
-  if clk and now <= clk then return clk, c[4], c[5] end
+  if clk and now <= clk then return clk, c[5], c[6] end
   -- The mark is written once per millisecond: the last microsecond of
   -- now's millisecond, which no time returned before exceeds and which
   -- later calls in this millisecond return (their milliseconds are now's).
   redis.call('HSET', key, 'clk', string.format('%d', now - now % 1000 + 999))
-  return now, c[4], c[5]
+  return now, c[5], c[6]
 end

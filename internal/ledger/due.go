@@ -140,6 +140,8 @@ func (l *Ledger) behind(q string, c *redis.SliceCmd) bool {
 	if len(vs) > 1 {
 		hist, _ = vs[1].(string)
 	}
+	hist, ten := splitHist(hist)
 	seen := l.watch.before(q)
-	return seen.ok && (read < seen.mark.seq || hist != seen.mark.hist)
+	return seen.ok && (read < seen.mark.seq || hist != seen.mark.hist ||
+		ten.epoch != "" && ten.epoch != seen.mark.epoch && ten.seq < seen.mark.seq)
 }

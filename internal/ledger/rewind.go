@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,11 +36,20 @@ import (
 // enqueues and workflows (Config.Recent), counts the recorded enqueues
 // certainly lost and can re-submit them (Resubmit).
 //
+// The sequence's history also records where the current primary tenure
+// began: the epoch of the clock record (raised by the first minting call
+// on each new primary, internal/epoch) and the sequence when the first
+// call of that epoch wrote the queue. A process whose mark is of an earlier
+// tenure and above that start finds the loss even when the new primary's
+// writes since (more than were lost) raised the sequence above its mark.
+//
 // What it cannot see: a loss no process had seen acknowledged (a process
 // learns the sequence from its own calls), a loss on a queue no process
 // calls again, a process that started after the loss, and, when the queue's
 // record survived in part (a failover to a lagging replica), a loss that
-// writes made on the new primary before the process's next call outnumber.
+// writes made on the new primary before its first minting call (a claim)
+// outnumber; nor a tenure that got the previous one's epoch again (see
+// internal/epoch: without Sentinel, when the record of it was lost).
 // What it counts: LostWrites and LostEnqueues are lower bounds (the detector
 // only knows what it saw).
 
@@ -82,10 +92,40 @@ func (r Rewind) LostWrites() int64 { return max(0, r.Known-r.Found) }
 const seqHistField = "hist"
 
 // seqMark is what a Ledger saw of one queue's write sequence: its highest
-// values, and the history they belong to.
+// values, the history they belong to and the epoch of the primary tenure
+// of the latest reply.
 type seqMark struct {
 	seq, enqueued int64
 	hist          string
+	epoch         string
+}
+
+// tenure is where the current primary tenure began in a queue's write
+// sequence: the stats field "hist" after its '/' (see seq_bump in
+// prelude.lua), its epoch ("" when none is recorded), and the sequence and
+// enqueued counter the queue had when it began.
+type tenure struct {
+	epoch         string
+	seq, enqueued int64
+}
+
+// splitHist splits a stats field "hist" into the sequence's history and
+// the tenure it records.
+func splitHist(h string) (string, tenure) {
+	base, rest, ok := strings.Cut(h, "/")
+	if !ok {
+		return h, tenure{}
+	}
+	f := strings.Split(rest, ":")
+	if len(f) != 3 {
+		return base, tenure{}
+	}
+	seq, err1 := strconv.ParseInt(f[1], 10, 64)
+	enq, err2 := strconv.ParseInt(f[2], 10, 64)
+	if f[0] == "" || err1 != nil || err2 != nil {
+		return base, tenure{}
+	}
+	return base, tenure{epoch: f[0], seq: seq, enqueued: enq}
 }
 
 // seqSeen is the mark a call was sent with: a reply is compared with what
@@ -128,11 +168,18 @@ func (w *watch) before(q string) seqSeen {
 // nothing, however many writes the new history has had since.
 func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
 	foundSeq, foundEnq := r.seq-r.bumped, r.enqueued-r.created
+	hist, ten := splitHist(r.hist)
 	// Another history matters only when the mark knew writes of its own:
 	// a queue first read before any write gets its history with its first.
-	newHist := s.ok && r.hist != s.mark.hist && (s.mark.seq > 0 || s.mark.enqueued > 0)
-	if newHist {
+	newHist := s.ok && hist != s.mark.hist && (s.mark.seq > 0 || s.mark.enqueued > 0)
+	switch {
+	case newHist:
 		foundSeq, foundEnq = 0, 0
+	case s.ok && ten.epoch != "" && ten.epoch != s.mark.epoch && ten.seq < s.mark.seq:
+		// A primary tenure began since the mark's reply, below what the
+		// mark saw: the writes between are lost, even when the new
+		// primary's writes since raised the sequence above the mark.
+		foundSeq, foundEnq = min(foundSeq, ten.seq), min(foundEnq, ten.enqueued)
 	}
 	rewound := s.ok && (foundSeq < s.mark.seq || foundEnq < s.mark.enqueued || newHist)
 	w.mu.Lock()
@@ -140,7 +187,7 @@ func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
 	if w.marks == nil {
 		w.marks, w.gens = map[string]seqMark{}, map[string]uint64{}
 	}
-	cur := seqMark{seq: r.seq, enqueued: r.enqueued, hist: r.hist}
+	cur := seqMark{seq: r.seq, enqueued: r.enqueued, hist: hist, epoch: ten.epoch}
 	if w.gens[q] != s.gen {
 		// A rewind was reported since this call was sent: its reply may be
 		// the old primary's and says nothing new.
@@ -148,7 +195,7 @@ func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
 	}
 	if !rewound {
 		m := w.marks[q]
-		w.marks[q] = seqMark{seq: max(m.seq, cur.seq), enqueued: max(m.enqueued, cur.enqueued), hist: cur.hist}
+		w.marks[q] = seqMark{seq: max(m.seq, cur.seq), enqueued: max(m.enqueued, cur.enqueued), hist: cur.hist, epoch: cur.epoch}
 		return nil
 	}
 	w.gens[q]++

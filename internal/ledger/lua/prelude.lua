@@ -211,15 +211,31 @@ end
 -- sequence was created: a ledger that lost the queue's whole record (a
 -- restart without persistence, a flushed database) starts a new history,
 -- which later writes cannot make look like the old one ('' for a sequence
--- created before the field existed).
+-- created before the field existed). After it, '/<epoch>:<seq>:<enqueued>'
+-- marks where the current primary tenure began: the clock record's highest
+-- epoch (epoch_max_seen, raised by every tenure's first minting call) and
+-- the sequence and enqueued counter the queue had when the first call of
+-- that epoch wrote it. A caller that saw more than that before the tenure
+-- began finds the loss however many writes the new primary made since.
 local seq_now, seq_hist = nil, nil
 local function seq_bump()
   if seq_now then return end
   seq_now = redis.call('HINCRBY', statsk, 'seq', '1')
+  local ep = epoch_max_seen
   if seq_now == 1 then
     seq_hist = fmt(now_us)
+    if ep then seq_hist = seq_hist .. '/' .. ep .. ':0:0' end
     redis.call('HSET', statsk, 'hist', seq_hist)
+    return
   end
+  if not ep then return end
+  local h = redis.call('HGET', statsk, 'hist') or ''
+  local base, hep = string.match(h, '^([^/]*)/?(%d*)')
+  if hep ~= ep then
+    h = base .. '/' .. ep .. ':' .. fmt(seq_now - 1) .. ':' .. fmt(num(redis.call('HGET', statsk, 'enqueued')))
+    redis.call('HSET', statsk, 'hist', h)
+  end
+  seq_hist = h
 end
 -- seq_reply returns {write sequence, 1 when this call raised it (else 0),
 -- the queue's enqueued counter, the sequence's history ('' none)};
@@ -227,9 +243,9 @@ end
 -- returned it (nothing else changes it meanwhile).
 local function seq_reply(enqueued)
   if seq_now then
-    if enqueued and seq_hist then return seq_now, 1, enqueued, seq_hist end
+    if seq_hist then return seq_now, 1, enqueued or num(redis.call('HGET', statsk, 'enqueued')), seq_hist end
     local v = redis.call('HMGET', statsk, 'enqueued', 'hist')
-    return seq_now, 1, enqueued or num(v[1]), seq_hist or v[2] or ''
+    return seq_now, 1, enqueued or num(v[1]), v[2] or ''
   end
   local v = redis.call('HMGET', statsk, 'seq', 'enqueued', 'hist')
   return num(v[1]), 0, num(v[2]), v[3] or ''
