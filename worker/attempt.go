@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	rules "github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/watchdog"
 	"github.com/fencedq/fencedq/jobs"
@@ -53,6 +54,11 @@ type attempt struct {
 	handled    bool         // the handler returned handlerErr
 	callOver   bool         // the handler's call, middleware included, ended: next refuses
 	handlerErr error
+	start      time.Time // when the attempt's call (resource lease, handler) started
+	// exitEnd is how the handler's call ended when a middleware ended the
+	// goroutine (runtime.Goexit) after the handler returned: the
+	// handler's outcome stands (see goexited).
+	exitEnd *rules.End
 }
 
 // enterHandler reports whether middleware's next may run the handler:
@@ -80,6 +86,21 @@ func (a *attempt) handlerResult() (ok bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.handled, a.handlerErr
+}
+
+// keepHandlerEnd records end, how the handler's call ended, for a
+// middleware that exits its goroutine after the handler returned.
+func (a *attempt) keepHandlerEnd(end rules.End) {
+	a.mu.Lock()
+	a.exitEnd = &end
+	a.mu.Unlock()
+}
+
+// keptHandlerEnd returns the end keepHandlerEnd recorded (nil: none).
+func (a *attempt) keptHandlerEnd() *rules.End {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.exitEnd
 }
 
 // endCall records that the handler's call, middleware included, ended.

@@ -66,28 +66,37 @@ func (p *Pool) execute(a *attempt) {
 
 // goexited ends attempt a, whose goroutine is exiting without the attempt
 // having returned (runtime.Goexit in its handler or middleware): counted
-// and logged as a handler panic, and committed as a panic is (a retry),
-// unless the attempt's context says the lease was lost, an operator
-// cancelled it or the pool shut down mid-call.
+// and logged as a handler panic, and committed as a panic is. Before the
+// handler returned, that is a retry, unless the attempt's context says
+// the lease was lost, an operator cancelled it or the pool shut down
+// mid-call; once it returned (a middleware's Goexit after next), the
+// handler's outcome stands.
 func (p *Pool) goexited(a *attempt) {
 	c := a.job
 	kind := p.kindLabel(c.Kind)
 	p.metrics.Panics.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
-	a.log.Error("handler ended its goroutine without returning", "error", errGoexit.Error())
-	cause := context.Cause(a.ctx)
-	end := rules.End{Err: errGoexit, Lost: errors.Is(cause, lease.ErrLost), LostCause: cause, Cancelled: a.cancelledByOperator()}
-	if errors.Is(cause, errShutdown) {
-		end.Shutdown = "worker shut down mid-call"
-	}
-	outcome := rules.Decide(end)
-	if outcome.To == jobs.Pending {
-		outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
+	f := &a.fin
+	if end := a.keptHandlerEnd(); end != nil {
+		a.log.Error("middleware ended its goroutine after the handler returned; the handler's outcome stands",
+			"error", errGoexit.Error())
+		f = p.conclude(a, *end, kind)
+	} else {
+		a.log.Error("handler ended its goroutine without returning", "error", errGoexit.Error())
+		cause := context.Cause(a.ctx)
+		end := rules.End{Err: errGoexit, Lost: errors.Is(cause, lease.ErrLost), LostCause: cause, Cancelled: a.cancelledByOperator()}
+		if errors.Is(cause, errShutdown) {
+			end.Shutdown = "worker shut down mid-call"
+		}
+		outcome := rules.Decide(end)
+		if outcome.To == jobs.Pending {
+			outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
+		}
+		a.fin = finished{a: a, outcome: outcome, err: errGoexit, kind: kind}
 	}
 	a.markReturned()
 	p.renewer.remove(a)
 	a.end()
-	a.fin = finished{a: a, outcome: outcome, err: errGoexit, kind: kind}
-	p.completer.add(&a.fin)
+	p.completer.add(f)
 }
 
 // runAttempt takes the attempt's resource lease, if its kind names one, runs
@@ -113,7 +122,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 
 	h := p.handlerFor(c.Kind)
 	var end rules.End
-	start := time.Now()
+	a.start = time.Now()
 	switch {
 	case h == nil && jobs.ValidateKind(c.Kind) != nil:
 		// No Kind method returns it (a record edited by hand): no pool
@@ -134,6 +143,13 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	default:
 		end = p.runHandler(a, h)
 	}
+	return p.conclude(a, end, kind)
+}
+
+// conclude turns end, how attempt a's call ended, into the outcome to
+// commit, counting what it shows.
+func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
+	c := a.job
 	outcome := rules.NameApplier(a.ctx, p.ledger, c.Queue, c.ID, end.Err, rules.Decide(end))
 	if outcome.To == jobs.Pending && !outcome.Defer {
 		outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
@@ -148,7 +164,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	if end.Malformed {
 		p.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonMalformed).Inc()
 	}
-	a.fin = finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(start), kind: kind}
+	a.fin = finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(a.start), kind: kind}
 	return &a.fin
 }
 
@@ -220,7 +236,20 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 		MaxRetries: c.MaxRetries, Resource: a.resource, Token: tok, Owner: a.owner, Deadline: deadline,
 		Headers: c.Headers,
 	}
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if ran, herr := a.handlerResult(); ran {
+			// A middleware ended the goroutine (runtime.Goexit) after the
+			// handler returned: keep how the handler's call ended, for
+			// goexited, while its context still tells.
+			a.keepHandlerEnd(p.endOf(a, h, hctx, deadline, herr))
+		}
+	}()
 	err := p.safeRun(hctx, a, h, base, c.Payload, endReports)
+	returned = true
 	return p.endOf(a, h, hctx, deadline, err)
 }
 

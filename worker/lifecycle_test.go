@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -58,6 +59,56 @@ func TestMiddlewarePanicAfterNextKeepsTheOutcome(t *testing.T) {
 	logs := e.logs.String()
 	if !strings.Contains(logs, "middleware panicked after next") || !strings.Contains(logs, ok.JobID) {
 		t.Fatal("the middleware's panic is not logged with the job's id")
+	}
+}
+
+// TestMiddlewareGoexitAfterNextKeepsTheOutcome: a middleware that ends its
+// goroutine with runtime.Goexit (t.FailNow) once the handler returned
+// keeps the handler's outcome, as a panic there does: a success commits
+// once, with its output, instead of a retry that would run the handler's
+// effect again, and a permanent failure stays one. The Goexit is logged
+// with the job's id and counted as a panic.
+func TestMiddlewareGoexitAfterNextKeepsTheOutcome(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Middleware = []worker.Middleware{func(next worker.Handler) worker.Handler {
+		return func(ctx context.Context, job worker.JobView) error {
+			_ = next(ctx, job)
+			runtime.Goexit()
+			return nil
+		}
+	}}
+	p := e.pool(cfg)
+	var calls atomic.Int32
+	if err := worker.Register(p, jobs.WorkFunc[wrappedArgs](func(ctx context.Context, j *jobs.Job[wrappedArgs]) error {
+		calls.Add(1)
+		if j.Args.FailTimes > 0 {
+			return jobs.Permanent(errors.New("refused"))
+		}
+		return jobs.RecordOutput(ctx, "done")
+	})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	ok := e.enqueue(wrappedArgs{})
+	rec := jobstest.WaitState(t, e.ledger, "default", ok.JobID, jobs.Succeeded)
+	if rec.Attempts != 1 || string(rec.Output) != `"done"` {
+		t.Fatalf("succeeded after %d attempts with output %s, want 1 with \"done\"", rec.Attempts, rec.Output)
+	}
+	failed := e.enqueue(wrappedArgs{FailTimes: 1}, jobs.MaxRetries(1))
+	rec = jobstest.WaitState(t, e.ledger, "default", failed.JobID, jobs.Dead)
+	if rec.Attempts != 1 || rec.Reason != "permanent error" || !strings.Contains(rec.Error, "refused") {
+		t.Fatalf("failed job: %d attempts, reason %q, error %q: want the handler's permanent error", rec.Attempts, rec.Reason, rec.Error)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("the handler ran %d times for two jobs", n)
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_handler_panics_total")); v != 2 {
+		t.Fatalf("panics metric %v, want 2", v)
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, "middleware ended its goroutine after the handler returned") || !strings.Contains(logs, ok.JobID) {
+		t.Fatal("the middleware's Goexit is not logged with the job's id")
 	}
 }
 

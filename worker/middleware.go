@@ -30,7 +30,8 @@ type Handler func(ctx context.Context, job JobView) error
 // a handler, because their resource was busy or no worker is registered
 // for their kind, are not wrapped. A panic in middleware is recovered
 // like one in a handler, except after next returned: the handler's
-// outcome then stands (the panic is logged and counted). next runs the
+// outcome then stands (the panic is logged and counted), as it does when
+// the middleware ends its goroutine there (runtime.Goexit). next runs the
 // handler once: a second call, or one after the attempt's call ended
 // (from a goroutine), returns ErrAttemptEnded without running it.
 type Middleware func(next Handler) Handler

@@ -2,7 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"slices"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/jobs"
@@ -41,5 +44,102 @@ func TestHandlerReportsProgress(t *testing.T) {
 	if r.Progress == nil || r.Progress.Done != 2 || r.Progress.Total != 3 || r.Progress.Note != "step 2" ||
 		r.Progress.Attempt != 1 || r.Progress.Token != r.Token {
 		t.Fatalf("progress = %+v, want 2 of 3 by attempt 1 (token %d)", r.Progress, r.Token)
+	}
+}
+
+// holdProgress holds the Redis call that carries a progress report with
+// the note note until release is closed, after saying so on reached; sent
+// is closed once Redis answered it, with reply.
+type holdProgress struct {
+	note                   string
+	reached, release, sent chan struct{}
+	reply                  any
+}
+
+func (h *holdProgress) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdProgress) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		held := h.hold([]redis.Cmder{cmd})
+		if held != nil {
+			ctx = context.WithoutCancel(ctx) // on the wire: cancelling the caller's context no longer stops it
+		}
+		err := next(ctx, cmd)
+		if held != nil {
+			h.answered(held)
+		}
+		return err
+	}
+}
+
+func (h *holdProgress) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		held := h.hold(cmds)
+		if held != nil {
+			ctx = context.WithoutCancel(ctx)
+		}
+		err := next(ctx, cmds)
+		if held != nil {
+			h.answered(held)
+		}
+		return err
+	}
+}
+
+// hold holds cmds if one carries the note, and returns that one.
+func (h *holdProgress) hold(cmds []redis.Cmder) redis.Cmder {
+	for _, cmd := range cmds {
+		if slices.Contains(cmd.Args(), any(h.note)) {
+			close(h.reached)
+			<-h.release
+			return cmd
+		}
+	}
+	return nil
+}
+
+// answered keeps the reply to the held call cmd and closes sent.
+func (h *holdProgress) answered(cmd redis.Cmder) {
+	if c, ok := cmd.(*redis.Cmd); ok {
+		h.reply, _ = c.Result()
+	}
+	close(h.sent)
+}
+
+// TestProgressLandingAfterTheCommitWritesNothing: a progress report the
+// handler started (in a goroutine) that reaches Redis only after the
+// attempt's success is committed is refused by the fence (the job no
+// longer runs under the attempt's token): the finished record keeps no
+// report. (The call itself ends with the handler's context.)
+func TestProgressLandingAfterTheCommitWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	hook := &holdProgress{note: "late report", reached: make(chan struct{}), release: make(chan struct{}), sent: make(chan struct{})}
+	e.rdb.(*redis.Client).AddHook(hook)
+	p := e.pool(e.config())
+	late := make(chan error, 1)
+	if err := worker.Register(p, jobs.WorkFunc[progressArgs](func(ctx context.Context, j *jobs.Job[progressArgs]) error {
+		go func() { late <- jobs.Progress(ctx, 1, 2, "late report") }()
+		<-hook.reached // the report passed the attempt's checks and is on its way to Redis
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	res := e.enqueue(progressArgs{})
+	jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
+	close(hook.release)
+	<-hook.sent
+	if err := <-late; err == nil {
+		t.Fatal("progress landing after the commit: no error")
+	}
+	if hook.reply != int64(0) {
+		t.Fatalf("progress script reply %v (%T), want 0: refused, the job no longer runs under the token", hook.reply, hook.reply)
+	}
+	r, err := e.client.Inspector().Get(context.Background(), "default", res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != jobs.Succeeded || r.Progress != nil {
+		t.Fatalf("finished job after a late progress report: state %s, progress %+v; want succeeded with none", r.State, r.Progress)
 	}
 }
