@@ -15,18 +15,22 @@ import (
 	"github.com/fencedq/fencedq/jobs"
 )
 
-// failRegistry fails every write to one key while on: the queue registry
-// on a Cluster node that cannot be reached.
+// failRegistry fails every command cmd (SADD when "") on one key while on:
+// the queue or partition registry on a Cluster node that cannot be reached.
 type failRegistry struct {
-	key string
-	on  atomic.Bool
+	key, cmd string
+	on       atomic.Bool
 }
 
 func (f *failRegistry) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (f *failRegistry) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if f.on.Load() && cmd.Name() == "sadd" && len(cmd.Args()) > 1 && cmd.Args()[1] == f.key {
+		name := f.cmd
+		if name == "" {
+			name = "sadd"
+		}
+		if f.on.Load() && cmd.Name() == name && len(cmd.Args()) > 1 && cmd.Args()[1] == f.key {
 			cmd.SetErr(errors.New("dial tcp: connection refused"))
 			return cmd.Err()
 		}

@@ -1,9 +1,23 @@
 package jobs
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // PruneUniqueForTest runs one pass of the maintenance pruner's unique-index
 // scan on queue q.
 func PruneUniqueForTest(ctx context.Context, c *Client, q string) (int64, error) {
 	return c.ledger.PruneUnique(ctx, q)
+}
+
+// AgePartitionCountsForTest makes every partition count c read look read
+// by before, so its next enqueue reads the registry again.
+func AgePartitionCountsForTest(c *Client, by time.Duration) {
+	c.parts.mu.Lock()
+	defer c.parts.mu.Unlock()
+	for q, cp := range c.parts.counts {
+		cp.at = cp.at.Add(-by)
+		c.parts.counts[q] = cp
+	}
 }

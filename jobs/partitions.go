@@ -51,6 +51,9 @@ type partitionCache struct {
 	mu     sync.Mutex
 	counts map[string]cachedPartitions
 	spread atomic.Uint64 // the even spread's counter
+	// failing is set while registry reads fail: the failure is logged
+	// once, not by every enqueue of an outage.
+	failing atomic.Bool
 }
 
 type cachedPartitions struct {
@@ -227,8 +230,13 @@ func (c *Client) partitions(ctx context.Context, js []*ledger.NewJob) (map[strin
 				return nil, fmt.Errorf("%w: reading queue %s's partitions (nothing was written): %w", ErrEnqueueUnknown, q, err)
 			}
 		}
-		c.log.Warn("reading the partition registry failed; routing by the counts read before", "error", err)
+		if pc.failing.CompareAndSwap(false, true) {
+			c.log.Warn("reading the partition registry failed; routing by the counts read before (logged once until a read succeeds)", "error", err)
+		}
 		return out, nil
+	}
+	if pc.failing.Swap(false) {
+		c.log.Info("the partition registry is readable again")
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
