@@ -189,7 +189,9 @@ func (e every) String() string { return "@every " + time.Duration(e).String() }
 // definition of the most recently started pool is recorded, and a leader
 // whose pool defines it otherwise ticks by the recorded definition when
 // its job is the same (kind, args, enqueue options), else skips it; it
-// logs one warning, and jobs.Schedule.Conflict shows it.
+// logs one warning, and jobs.Schedule.Conflict shows it. Once no live pool
+// defines the recorded definition any more (the newer pools stopped), the
+// leader records its own and the conflict ends.
 type PeriodicJob struct {
 	schedule    Schedule
 	args        jobs.JobArgs

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -233,5 +234,56 @@ func TestFinishedWorkflowPastRetentionIsNotAbandoned(t *testing.T) {
 	}
 	if n := rdb.ZCard(ctx, ns+":{wf-other}:wf_parts").Val(); n != 0 {
 		t.Fatalf("%d workflow parts left noted", n)
+	}
+}
+
+// TestAbandonedWorkflowListsStepsBeyondABatch: one queue holds more noted
+// parts, all older, than one pass looks at, so the pass reaches a workflow
+// never committed through its part in another queue only. Its record must
+// still list, and the pass cancel, its steps in both queues.
+func TestAbandonedWorkflowListsStepsBeyondABatch(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hook := &failCommit{}
+	e.rdb.(*redis.Client).AddHook(hook)
+	hook.on.Store(true)
+	_, err := workflow.Enqueue(ctx, e.client, workflow.New("wide").
+		Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+		Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-a"))).
+		Add("audit", step("audit"), workflow.Options(jobs.Queue("wf-b"))))
+	if err == nil {
+		t.Fatal("enqueue whose commit failed: no error")
+	}
+	hook.on.Store(false)
+	ids := e.rdb.HKeys(ctx, e.ns+":{wf-b}:wf_part").Val()
+	if len(ids) != 1 {
+		t.Fatalf("parts noted in wf-b: %v", ids)
+	}
+	id := ids[0]
+	// 1000 older parts in wf-a (of workflows whose steps are gone): a
+	// pass's batch there ends before the workflow's part.
+	pipe := e.rdb.Pipeline()
+	for i := range 1000 {
+		old := fmt.Sprintf("wf-old-%d", i)
+		pipe.HSet(ctx, e.ns+":{wf-a}:wf_part", old, `{"home":"wf-home","ids":["`+old+`.x"]}`)
+		pipe.ZAdd(ctx, e.ns+":{wf-a}:wf_parts", redis.Z{Score: 1, Member: old})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.ledger.AbandonUncommitted(ctx, []string{"wf-home", "wf-a", "wf-b"}, time.Now().Add(time.Hour))
+	if err != nil || !slices.Equal(got, []string{id}) {
+		t.Fatalf("AbandonUncommitted = %v, %v; want [%s]", got, err, id)
+	}
+	if st := e.status(id); st.State != workflow.Cancelled || st.Total != 2 {
+		t.Fatalf("abandoned workflow lists %d steps (%+v), want its 2", st.Total, st)
+	}
+	for q, jid := range map[string]string{"wf-a": id + ".ship", "wf-b": id + ".audit"} {
+		if r, err := e.ledger.Get(ctx, q, jid); err != nil || r.State != jobs.Cancelled {
+			t.Fatalf("step %s after the pass: %+v, %v; want cancelled", jid, r, err)
+		}
+	}
+	if n := e.rdb.HLen(ctx, e.ns+":{wf-a}:wf_part").Val(); n != 0 {
+		t.Fatalf("%d parts left noted in wf-a", n)
 	}
 }

@@ -137,7 +137,8 @@ type Schedule struct {
 	// Conflict, when set, is the newest registration of another definition
 	// that the recorded one won over (see ScheduleConflict). It is cleared
 	// when a newer definition is recorded, or by the leader's next pass
-	// once no live pool reports the losing definition.
+	// once no live pool reports the losing definition (or the recorded
+	// one: TakeOverSchedule).
 	Conflict *ScheduleConflict `json:"conflict,omitempty"`
 	// Created is when a leader first registered the schedule: no tick
 	// before it is due.
@@ -251,7 +252,31 @@ func (l *Ledger) RegisterScheduleAt(ctx context.Context, leader lease.Token, spe
 	return s, werr
 }
 
-// errConflictChanged: the schedule's conflict is no longer the one read.
+// TakeOverSchedule records spec, registered on behalf of pool by, over
+// recorded (the schedule as read) whichever pool started last: the
+// scheduler leader calls it when no live pool defines the recorded
+// definition any more. The conflict is removed with it. It returns nil
+// and no error when the recorded definition (digest, pool start) changed
+// since recorded was read.
+func (l *Ledger) TakeOverSchedule(ctx context.Context, leader lease.Token, spec ScheduleSpec, by ScheduleOwner, recorded *Schedule, now time.Time) (*Schedule, error) {
+	if err := ValidateScheduleID(spec.ID); err != nil {
+		return nil, err
+	}
+	_, err := l.scheduleWrite(ctx, "take over schedule", spec.ID, "takeover", leader.String(), spec.ID, ms(now),
+		spec.Digest, ms(by.Started), by.Pool, recorded.Digest, ms(recorded.Owner.Started),
+		"schedule", spec.Schedule, "tz", spec.TimeZone, "kind", spec.Kind, "queue", spec.Queue,
+		"catch_up", spec.CatchUp, "missed_after", spec.MissedAfter.Milliseconds(), "job_digest", spec.JobDigest)
+	switch {
+	case errors.Is(err, errConflictChanged):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return l.Schedule(ctx, spec.ID)
+}
+
+// errConflictChanged: the schedule's conflict, or recorded definition, is no
+// longer the one read.
 var errConflictChanged = errors.New("schedule conflict changed")
 
 // ClearScheduleConflict removes schedule id's conflict, on behalf of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -36,8 +37,11 @@ type part struct {
 // cancels the steps (reason "cancelled by maintenance:never committed",
 // in each step's history). The parts of committed workflows are
 // forgotten, and so are those none of whose steps still waits (a workflow
-// that finished and expired within the grace). Three pipelined round trips look at up to uncommittedBatch
-// parts per queue; it returns the ids of the workflows it abandoned.
+// that finished and expired within the grace). Three pipelined round trips
+// look at up to uncommittedBatch parts per queue; a workflow to abandon has
+// its parts in the other queues of qs read by id too, so its record lists
+// all its steps even when a queue's batch stopped short of its part there.
+// It returns the ids of the workflows it abandoned.
 func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before time.Time) ([]string, error) {
 	max := "(" + strconv.FormatInt(before.UnixMilli(), 10)
 	pipe := l.rdb.Pipeline()
@@ -106,6 +110,11 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 		}
 	}
 	_, _ = pipe.Exec(ctx)
+	// no record, or one abandon wrote (a pass that stopped before its
+	// cancels): abandoned; any other record is the commit's
+	uncommitted := func(x *wf) bool {
+		return x.record != nil && x.record.Err() == nil && (x.record.Val()[0] == nil || x.record.Val()[1] == UncommittedActor)
+	}
 	var abandoned []string
 	forget := l.rdb.Pipeline()
 	for _, id := range order {
@@ -114,9 +123,13 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 			errs = append(errs, wrap("read workflow "+id, x.record.Err()))
 			continue
 		}
-		// no record, or one abandon wrote (a pass that stopped before its
-		// cancels): abandoned; any other record is the commit's
-		if x.record != nil && (x.record.Val()[0] == nil || x.record.Val()[1] == UncommittedActor) {
+		if uncommitted(x) {
+			more, steps, err := l.otherParts(ctx, id, x.steps, qs, x.qs)
+			if err != nil {
+				errs = append(errs, err) // not abandoned with part of its steps: the next pass tries again
+				continue
+			}
+			x.qs, x.steps = append(x.qs, more...), append(x.steps, steps...)
 			done, err := l.abandon(ctx, id, x.home, x.steps)
 			if err != nil {
 				errs = append(errs, err)
@@ -135,6 +148,59 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 		errs = append(errs, wrap("forget workflow parts", err))
 	}
 	return abandoned, errors.Join(errs...)
+}
+
+// otherParts returns the queues of qs other than found in which workflow
+// id noted a part (a queue whose batch of parts stopped short of it), and
+// the steps those parts list, so that its record lists, and its cancels
+// reach, every step it wrote. It reads no part when none of steps (those
+// found) waits: the workflow is then not abandoned (see abandon).
+func (l *Ledger) otherParts(ctx context.Context, id string, steps []StepRef, qs, found []string) ([]string, []StepRef, error) {
+	states := make([]*redis.StringCmd, len(steps))
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range steps {
+			states[i] = p.HGet(ctx, l.JobKey(s.Queue, s.ID), "state")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, wrap("read workflow "+id+"'s steps", err)
+	}
+	if !slices.ContainsFunc(states, func(c *redis.StringCmd) bool { return State(c.Val()) == Waiting }) {
+		return nil, nil, nil
+	}
+	var others []string
+	for _, q := range qs {
+		if !slices.Contains(found, q) {
+			others = append(others, q)
+		}
+	}
+	parts := make([]*redis.StringCmd, len(others))
+	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range others {
+			parts[i] = p.HGet(ctx, l.prefix(q)+"wf_part", id)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, wrap("workflow "+id+"'s parts", err)
+	}
+	var more []string
+	var moreSteps []StepRef
+	for i, c := range parts {
+		if errors.Is(c.Err(), redis.Nil) {
+			continue
+		}
+		var pt part
+		if err := json.Unmarshal([]byte(c.Val()), &pt); err != nil {
+			return nil, nil, wrap("workflow part "+id+" of "+others[i], err)
+		}
+		more = append(more, others[i])
+		for _, sid := range pt.IDs {
+			moreSteps = append(moreSteps, StepRef{Queue: others[i], ID: sid})
+		}
+	}
+	return more, moreSteps, nil
 }
 
 // abandon writes the record of workflow id, never committed, in its home

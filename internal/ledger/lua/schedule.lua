@@ -3,7 +3,7 @@
 -- its lease token. Every key is in the {periodic} hash slot of the namespace.
 -- KEYS 1 leader high-water (highest scheduler leader token seen)
 --      2 schedules set (ids)   3 the schedule's hash   4 the schedule's ticks list
--- ARGV 1 'register', 'ticks' or 'unconflict'   2 leader token   3 schedule id
+-- ARGV 1 'register', 'takeover', 'ticks' or 'unconflict'   2 leader token   3 schedule id
 -- register: ARGV 4 the creation time in ms (the namespace's time the
 --   scheduler pass reads; 0 = TIME), 5 the definition's digest, 6 the
 --   registering pool's start in ms, 7 its id, 8.. field, value pairs of the
@@ -14,6 +14,11 @@
 --   greater digest) is kept: the registration is noted as the schedule's
 --   conflict (conflict_since kept while its digest stays the same) and the
 --   reply is {-3, created ms}.
+-- takeover: register's ARGV 4-7, then 8 the recorded digest and 9 the
+--   recorded pool's start in ms as read, field pairs from 10: records the
+--   definition whatever pool started last (no live pool defines the recorded
+--   one any more) and removes the conflict, when the recorded definition is
+--   still that one; else the reply is {-4, '0'}.
 -- unconflict: ARGV 4 the conflict's digest   5 its last try (conflict_seen)
 --   Removes the conflict when it is still that one; else the reply is
 --   {-4, '0'}.
@@ -39,10 +44,15 @@ if hw and u64_cmp(u64_norm(hw), u64_norm(ARGV[2])) > 0 then return {-1, hw} end
 redis.call('SET', KEYS[1], ARGV[2])
 
 local key = KEYS[3]
-if ARGV[1] == 'register' then
+if ARGV[1] == 'register' or ARGV[1] == 'takeover' then
   local rec = redis.call('HMGET', key, 'digest', 'started', 'created', 'pool')
   local digest, started, pool = ARGV[5], num(ARGV[6]), ARGV[7]
-  if rec[1] and rec[1] ~= '' and rec[1] ~= digest then
+  local first = 8
+  if ARGV[1] == 'takeover' then
+    if (rec[1] or '') ~= ARGV[8] or num(rec[2]) ~= num(ARGV[9]) then return {-4, '0'} end
+    first = 10
+    redis.call('HDEL', key, unpack(CONFLICT))
+  elseif rec[1] and rec[1] ~= '' and rec[1] ~= digest then
     local rs = num(rec[2])
     if rs > started or (rs == started and rec[1] > digest) then
       if redis.call('HGET', key, 'conflict_digest') ~= digest then
@@ -62,7 +72,7 @@ if ARGV[1] == 'register' then
     redis.call('SADD', KEYS[2], ARGV[3])
   end
   local f = {'seen', fmt(now), 'leader', ARGV[2], 'digest', digest, 'started', fmt(started), 'pool', pool}
-  for i = 8, #ARGV, 2 do
+  for i = first, #ARGV, 2 do
     f[#f + 1] = ARGV[i]
     f[#f + 1] = ARGV[i + 1]
   end

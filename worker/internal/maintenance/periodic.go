@@ -106,11 +106,22 @@ func (s *periodic) safeTick(ctx context.Context, leader lease.Token, p Periodic,
 // When a more recently started pool recorded another definition of the
 // schedule, tick runs by that definition if this pool can build it (same
 // job, a schedule expression it parses), else skips the schedule; either
-// way it logs one warning until the conflict ends.
+// way it logs one warning until the conflict ends. When no live pool
+// defines the recorded definition any more, it records p's (takeOver).
 func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now time.Time) error {
 	sched, err := s.ledger.RegisterScheduleAt(ctx, leader, p.Spec, s.owner, now) // created by the clock ticks are due by
 	switch {
 	case errors.Is(err, jobs.ErrScheduleConflict):
+		taken, err := s.takeOver(ctx, leader, p, sched, now)
+		if err != nil {
+			return err
+		}
+		if taken != nil {
+			sched = taken
+			delete(s.warned, p.Spec.ID)
+			delete(s.conflicted, p.Spec.ID)
+			break
+		}
 		s.conflicted[p.Spec.ID] = true // this pool's definition lost
 		var ok bool
 		if p, ok = s.recorded(p, sched); !ok {
@@ -187,18 +198,13 @@ func (s *periodic) settle(ctx context.Context, leader lease.Token, sched *ledger
 		delete(s.conflicted, sched.ID)
 		return nil
 	}
-	if s.pools == nil {
-		pools, err := s.ledger.Pools(ctx)
-		if err != nil {
-			return err
-		}
-		s.pools = pools
+	pools, err := s.livePools(ctx)
+	if err != nil {
+		return err
 	}
-	for _, p := range s.pools {
-		if d, ok := p.ScheduleDigests[sched.ID]; slices.Contains(p.Schedules, sched.ID) && (!ok || d == c.Digest) {
-			s.conflicted[sched.ID] = true
-			return nil
-		}
+	if defines(pools, sched.ID, c.Digest) {
+		s.conflicted[sched.ID] = true
+		return nil
 	}
 	cleared, err := s.ledger.ClearScheduleConflict(ctx, leader, sched.ID, *c)
 	if err != nil {
@@ -210,6 +216,58 @@ func (s *periodic) settle(ctx context.Context, leader lease.Token, sched *ledger
 			"schedule", sched.ID, "conflict_pool", c.Pool, "conflict_since", c.Since)
 	}
 	return nil
+}
+
+// takeOver records p's definition over sched's when no live pool defines
+// the recorded one any more (the more recently started pools that did
+// left): the remaining pools would otherwise skip the schedule, or keep a
+// conflict, for ever. The owner recorded is the most recently started live
+// pool defining it as p does. It returns nil when a live pool may still
+// define the recorded one, when the live pools read do not include this
+// pool (heartbeats not written yet, or lapsed: not a list to trust), or
+// when the record changed meanwhile.
+func (s *periodic) takeOver(ctx context.Context, leader lease.Token, p Periodic, sched *ledger.Schedule, now time.Time) (*ledger.Schedule, error) {
+	pools, err := s.livePools(ctx)
+	if err != nil || defines(pools, sched.ID, sched.Digest) ||
+		!slices.ContainsFunc(pools, func(o ledger.PoolInfo) bool { return o.ID == s.owner.Pool }) {
+		return nil, err
+	}
+	by := s.owner
+	for _, o := range pools {
+		if o.ScheduleDigests[p.Spec.ID] == p.Spec.Digest && o.Started.After(by.Started) {
+			by = ledger.ScheduleOwner{Pool: o.ID, Started: o.Started}
+		}
+	}
+	taken, err := s.ledger.TakeOverSchedule(ctx, leader, p.Spec, by, sched, now)
+	if taken != nil {
+		s.log.Info("periodic schedule definition taken over: no live pool defines the recorded one any more",
+			"schedule", p.Spec.ID, "recorded_by", sched.Owner.Pool, "recorded_pool_started", sched.Owner.Started,
+			"recorded_schedule", sched.Schedule, "schedule_expr", p.Spec.Schedule, "owner", by.Pool)
+	}
+	return taken, err
+}
+
+// livePools returns the live pools, read once per pass.
+func (s *periodic) livePools(ctx context.Context) ([]ledger.PoolInfo, error) {
+	if s.pools == nil {
+		pools, err := s.ledger.Pools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.pools = pools
+	}
+	return s.pools, nil
+}
+
+// defines reports whether a pool of pools may define schedule id by digest:
+// it reports that digest, or lists the schedule without digests.
+func defines(pools []ledger.PoolInfo, id, digest string) bool {
+	for _, p := range pools {
+		if d, ok := p.ScheduleDigests[id]; slices.Contains(p.Schedules, id) && (!ok || d == digest) {
+			return true
+		}
+	}
+	return false
 }
 
 // recorded returns p run by sched's recorded definition, and whether this

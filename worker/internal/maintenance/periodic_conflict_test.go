@@ -182,3 +182,93 @@ func TestScheduleConflictEndsWithLosingPools(t *testing.T) {
 		t.Fatalf("the end of the conflict was not logged:\n%s", f.logs.String())
 	}
 }
+
+// TestScheduleTakenOverWhenNewerPoolsLeave: the reverse of a finished
+// rolling deploy. Pool v2 (started last) recorded its definition of
+// "report" over the one of pools v1 and v1b (a job v1 cannot run by v2's
+// timing, so v1 skips the schedule). Once v2 leaves, no live pool defines
+// the recorded definition: the leader's next pass records its own, owned
+// by the most recently started live pool defining it so, the conflict ends
+// and the schedule ticks again. A takeover against a record read before it
+// changed writes nothing.
+func TestScheduleTakenOverWhenNewerPoolsLeave(t *testing.T) {
+	f := newFixture(t)
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	old := reportSchedule("@every 1h0m0s", hourlyAtHalf, "old-job")
+	cur := reportSchedule("@every 5m0s", every5m, "new-job")
+	pool := func(id string, started time.Time, p Periodic) *Leader {
+		t.Helper()
+		cfg := f.config()
+		cfg.WorkerID, cfg.Started, cfg.Periodic = id, started, []Periodic{p}
+		if err := f.ledger.Heartbeat(f.ctx, jobs.PoolInfo{ID: id, Started: started, Schedules: []string{p.Spec.ID},
+			ScheduleDigests: map[string]string{p.Spec.ID: p.Spec.Digest}}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		return f.leader(cfg)
+	}
+	v1 := pool("pool-v1", t0, old)
+	pool("pool-v1b", t0.Add(30*time.Second), old)
+	v2 := pool("pool-v2", t0.Add(time.Minute), cur)
+	tok := f.lead("pool-v1")
+	pass := func(l *Leader) {
+		t.Helper()
+		tok++
+		if err := l.periodic.runOnce(f.ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() *jobs.Schedule {
+		t.Helper()
+		s, err := f.ledger.Schedule(f.ctx, "report")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	pass(v1)
+	pass(v2)
+	pass(v1) // pool-v2 is live: its definition stays, pool-v1 skips
+	s := read()
+	if s.Owner.Pool != "pool-v2" || s.Conflict == nil || s.Conflict.Pool != "pool-v1" {
+		t.Fatalf("while pool-v2 is live: recorded by %+v, conflict %+v", s.Owner, s.Conflict)
+	}
+	if n := testutil.ToFloat64(f.metrics.ScheduleConflicts); n != 1 {
+		t.Fatalf("fencedq_schedule_conflicts %v while pool-v2 is live, want 1", n)
+	}
+
+	if err := f.ledger.Leave(f.ctx, "pool-v2"); err != nil {
+		t.Fatal(err)
+	}
+	pass(v1)
+	s = read()
+	if s.Digest != old.Spec.Digest || s.Schedule != "@every 1h0m0s" || s.JobDigest != "old-job" {
+		t.Fatalf("after pool-v2 left: %q (%s) recorded, want the live pools' definition", s.Schedule, s.Digest)
+	}
+	if s.Owner.Pool != "pool-v1b" || !s.Owner.Started.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("owner %+v, want pool-v1b, the newest live pool defining it", s.Owner)
+	}
+	if s.Conflict != nil {
+		t.Fatalf("conflict still recorded after pool-v2 left: %+v", s.Conflict)
+	}
+	if n := testutil.ToFloat64(f.metrics.ScheduleConflicts); n != 0 {
+		t.Fatalf("fencedq_schedule_conflicts %v after pool-v2 left, want 0", n)
+	}
+	if next := s.NextTick.UTC(); next.Minute() != 30 || next.Nanosecond() != int(time.Millisecond) {
+		t.Fatalf("next tick %v, want half past an hour (pool-v1's definition)", next)
+	}
+	if !strings.Contains(f.logs.String(), "periodic schedule definition taken over") {
+		t.Fatalf("the takeover was not logged:\n%s", f.logs.String())
+	}
+
+	// A stale takeover (v2's record as read before) is refused.
+	stale := *s
+	stale.Digest, stale.Owner = cur.Spec.Digest, jobs.ScheduleOwner{Pool: "pool-v2", Started: t0.Add(time.Minute)}
+	tok++
+	got, err := f.ledger.TakeOverSchedule(f.ctx, tok, cur.Spec, jobs.ScheduleOwner{Pool: "x", Started: t0}, &stale, time.Time{})
+	if err != nil || got != nil {
+		t.Fatalf("stale takeover: %+v, %v; want nothing written", got, err)
+	}
+	if s := read(); s.Digest != old.Spec.Digest {
+		t.Fatalf("a stale takeover recorded %s", s.Digest)
+	}
+}
