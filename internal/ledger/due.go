@@ -66,7 +66,7 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq 
 		firsts[i] = pipe.ZRangeWithScores(ctx, keys[index], 0, 0)
 		clocks[i] = pipe.HMGet(ctx, keys[12], "clk", "coff", "cat")
 		if withSeq {
-			seqs[i] = pipe.HMGet(ctx, keys[7], "seq", "hist")
+			seqs[i] = pipe.HMGet(ctx, keys[7], "seq", "hist", "tenure")
 		}
 		if leader != "" {
 			leaders[i] = pipe.Get(ctx, keys[9])
@@ -139,6 +139,11 @@ func (l *Ledger) behind(q string, c *redis.SliceCmd) bool {
 	hist := ""
 	if len(vs) > 1 {
 		hist, _ = vs[1].(string)
+	}
+	if len(vs) > 2 {
+		if t, ok := vs[2].(string); ok {
+			hist += "/" + t
+		}
 	}
 	hist, ten := splitHist(hist)
 	seen := l.watch.before(q)

@@ -644,8 +644,8 @@ func anyErr(errs ...error) error {
 // cancelled, retried, deferred, uncertain, deduplicated_enqueue,
 // deduplicated_execute, fenced_commit, fenced_renew, fenced_storage, dropped_missing,
 // resolved_<decision>, raised, rewinds, resubmitted, promoted, groups_repaired; and seq, the queue's
-// write sequence (see rewind.go). The sequence's history (a time, not a
-// counter) is left out.
+// write sequence (see rewind.go). The sequence's history and tenure (not
+// counters) are left out.
 func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) {
 	h, err := l.rdb.HGetAll(ctx, l.prefix(q)+"stats").Result()
 	if err != nil {
@@ -653,7 +653,7 @@ func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) 
 	}
 	out := make(map[string]int64, len(h))
 	for k, v := range h {
-		if k != seqHistField {
+		if k != seqHistField && k != seqTenureField {
 			out[k], _ = strconv.ParseInt(v, 10, 64)
 		}
 	}

@@ -91,6 +91,10 @@ func (r Rewind) LostWrites() int64 { return max(0, r.Known-r.Found) }
 // seqHistField is the stats field holding the write sequence's history.
 const seqHistField = "hist"
 
+// seqTenureField is the stats field holding where the primary tenure began
+// (see tenure).
+const seqTenureField = "tenure"
+
 // seqMark is what a Ledger saw of one queue's write sequence: its highest
 // values, the history they belong to and the epoch of the primary tenure
 // of the latest reply.
@@ -101,16 +105,16 @@ type seqMark struct {
 }
 
 // tenure is where the current primary tenure began in a queue's write
-// sequence: the stats field "hist" after its '/' (see seq_bump in
-// prelude.lua), its epoch ("" when none is recorded), and the sequence and
+// sequence: the stats field "tenure", which replies carry after the
+// history and a '/' (see seq_bump in prelude.lua), its epoch ("" when none is recorded), and the sequence and
 // enqueued counter the queue had when it began.
 type tenure struct {
 	epoch         string
 	seq, enqueued int64
 }
 
-// splitHist splits a stats field "hist" into the sequence's history and
-// the tenure it records.
+// splitHist splits a replied history into the sequence's history and the
+// tenure after it.
 func splitHist(h string) (string, tenure) {
 	base, rest, ok := strings.Cut(h, "/")
 	if !ok {
@@ -268,11 +272,14 @@ func (l *Ledger) CheckRewinds(ctx context.Context) (int, error) {
 	return len(qs), nil
 }
 
-// seqScript reads a queue's write sequence, enqueued counter and history. A script,
+// seqScript reads a queue's write sequence, enqueued counter and history
+// (with its tenure, as seq_reply in prelude.lua returns them). A script,
 // not HMGET: a client that routes reads to replicas (ReadOnly,
 // RouteRandomly) still reads the primary, so a lagging replica never looks
 // like a rewind.
-var seqScript = redis.NewScript(`return redis.call('HMGET', KEYS[1], 'seq', 'enqueued', 'hist')`)
+var seqScript = redis.NewScript(`local v = redis.call('HMGET', KEYS[1], 'seq', 'enqueued', 'hist', 'tenure')
+if v[4] then v[3] = (v[3] or '') .. '/' .. v[4] end
+return {v[1], v[2], v[3]}`)
 
 func int64Of(v any) int64 {
 	s, _ := v.(string)

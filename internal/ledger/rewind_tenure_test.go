@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +74,21 @@ func TestRewindHiddenByLaterWritesIsDetected(t *testing.T) {
 	}
 	if rw := got[0]; rw.LostWrites() != lost || rw.LostEnqueues != lost {
 		t.Fatalf("rewind %+v: want %d writes and %d enqueues lost", rw, lost, lost)
+	}
+	// The tenure has a field of its own: 'hist' stays what processes of an
+	// earlier version compare whole, and neither is a counter.
+	statsKey := ns + ":{" + q + "}:stats"
+	if h, err := rdb.HGet(ctx, statsKey, "hist").Result(); err != nil || strings.Contains(h, "/") {
+		t.Fatalf("stats field hist = %q (%v), want the history alone", h, err)
+	}
+	if ten, err := rdb.HGet(ctx, statsKey, "tenure").Result(); err != nil || !strings.HasPrefix(ten, "1:") {
+		t.Fatalf("stats field tenure = %q (%v), want the second tenure's epoch 1 first", ten, err)
+	}
+	st, err := client.Stats(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st["tenure"]; ok {
+		t.Fatalf("Stats lists the tenure as a counter: %v", st)
 	}
 }

@@ -211,44 +211,58 @@ end
 -- sequence was created: a ledger that lost the queue's whole record (a
 -- restart without persistence, a flushed database) starts a new history,
 -- which later writes cannot make look like the old one ('' for a sequence
--- created before the field existed). After it, '/<epoch>:<seq>:<enqueued>'
--- marks where the current primary tenure began: the clock record's highest
--- epoch (epoch_max_seen, raised by every tenure's first minting call) and
--- the sequence and enqueued counter the queue had when the first call of
--- that epoch wrote it. A caller that saw more than that before the tenure
--- began finds the loss however many writes the new primary made since.
-local seq_now, seq_hist = nil, nil
+-- created before the field existed). The stats field 'tenure',
+-- '<epoch>:<seq>:<enqueued>', marks where the current primary tenure
+-- began: the clock record's highest epoch (epoch_max_seen, raised by every
+-- tenure's first minting call) and the sequence and enqueued counter the
+-- queue had when the first call of that epoch wrote it. seq_reply returns
+-- it after the history, as '<hist>/<tenure>': a caller that saw more than
+-- that before the tenure began finds the loss however many writes the new
+-- primary made since. (A field of its own: a process of an earlier version
+-- compares 'hist' whole.)
+local seq_now, seq_hist, seq_ten = nil, nil, nil
 local function seq_bump()
   if seq_now then return end
   seq_now = redis.call('HINCRBY', statsk, 'seq', '1')
   local ep = epoch_max_seen
   if seq_now == 1 then
     seq_hist = fmt(now_us)
-    if ep then seq_hist = seq_hist .. '/' .. ep .. ':0:0' end
-    redis.call('HSET', statsk, 'hist', seq_hist)
+    if ep then
+      seq_ten = ep .. ':0:0'
+      redis.call('HSET', statsk, 'hist', seq_hist, 'tenure', seq_ten)
+    else
+      redis.call('HSET', statsk, 'hist', seq_hist)
+    end
     return
   end
   if not ep then return end
-  local h = redis.call('HGET', statsk, 'hist') or ''
-  local base, hep = string.match(h, '^([^/]*)/?(%d*)')
-  if hep ~= ep then
-    h = base .. '/' .. ep .. ':' .. fmt(seq_now - 1) .. ':' .. fmt(num(redis.call('HGET', statsk, 'enqueued')))
-    redis.call('HSET', statsk, 'hist', h)
+  local v = redis.call('HMGET', statsk, 'hist', 'tenure')
+  seq_hist, seq_ten = v[1] or '', v[2]
+  if not seq_ten or string.match(seq_ten, '^%d+') ~= ep then
+    seq_ten = ep .. ':' .. fmt(seq_now - 1) .. ':' .. fmt(num(redis.call('HGET', statsk, 'enqueued')))
+    redis.call('HSET', statsk, 'tenure', seq_ten)
   end
-  seq_hist = h
+end
+-- seq_hist_reply is a history as seq_reply returns it: with the tenure,
+-- when one is recorded, after a '/'.
+local function seq_hist_reply(hist, ten)
+  if ten then return (hist or '') .. '/' .. ten end
+  return hist or ''
 end
 -- seq_reply returns {write sequence, 1 when this call raised it (else 0),
--- the queue's enqueued counter, the sequence's history ('' none)};
+-- the queue's enqueued counter, the sequence's history and tenure ('' none)};
 -- enqueued, when given, is that counter as this call's own HINCRBY
 -- returned it (nothing else changes it meanwhile).
 local function seq_reply(enqueued)
   if seq_now then
-    if seq_hist then return seq_now, 1, enqueued or num(redis.call('HGET', statsk, 'enqueued')), seq_hist end
-    local v = redis.call('HMGET', statsk, 'enqueued', 'hist')
-    return seq_now, 1, enqueued or num(v[1]), v[2] or ''
+    if seq_hist then
+      return seq_now, 1, enqueued or num(redis.call('HGET', statsk, 'enqueued')), seq_hist_reply(seq_hist, seq_ten)
+    end
+    local v = redis.call('HMGET', statsk, 'enqueued', 'hist', 'tenure')
+    return seq_now, 1, enqueued or num(v[1]), seq_hist_reply(v[2], v[3])
   end
-  local v = redis.call('HMGET', statsk, 'seq', 'enqueued', 'hist')
-  return num(v[1]), 0, num(v[2]), v[3] or ''
+  local v = redis.call('HMGET', statsk, 'seq', 'enqueued', 'hist', 'tenure')
+  return num(v[1]), 0, num(v[2]), seq_hist_reply(v[3], v[4])
 end
 
 -- finish applies the retention period to a job that reached a final state;
