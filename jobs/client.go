@@ -175,6 +175,7 @@ type Client struct {
 	resubmitting atomic.Bool // a background Resubmit runs (Config.ResubmitOnRewind)
 	resubmitMore atomic.Bool // a rewind was detected since the background Resubmit last started
 	parts        partitionCache
+	flow         metrics.FlowLabels // the limit names labelled by fencedq_limit_waits_total
 }
 
 // NewClient returns a Client over rdb. A nil rdb or an invalid Config
@@ -448,8 +449,25 @@ func (c *Client) insert(ctx context.Context, js []*ledger.NewJob) ([]*Result, er
 		} else {
 			c.m.Enqueued.WithLabelValues(q).Inc()
 		}
+		if r.Parked && js[i].Flow != nil {
+			// parked at its enqueue: a limit wait, as a claim's park is
+			c.m.LimitWaits.WithLabelValues(q, c.flowLabel(js[i].Flow.LimitKey)).Inc()
+		}
 	}
 	return out, err
+}
+
+// flowLabel is the metric label of limit key's name (its part before the
+// first ':'; see metrics.FlowLabels), warning once when names start
+// counting as "other".
+func (c *Client) flowLabel(key string) string {
+	name, _, _ := strings.Cut(key, ":")
+	label, first := c.flow.Label(name)
+	if first {
+		c.log.Warn("more distinct limit names than metric labels allow; the rest count as \""+metrics.OtherFlowName+"\": name a flow key's fixed part before a ':' (\"export:<customer>\")",
+			"labels", metrics.MaxFlowNameLabels)
+	}
+	return label
 }
 
 func (c *Client) insertOne(ctx context.Context, j *ledger.NewJob) (*Result, error) {

@@ -367,8 +367,8 @@ func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 func (p *Pool) flowLabel(name string) string {
 	label, first := p.series.flowName(name)
 	if first {
-		p.log.Warn("more distinct limit and rate names than metric labels allow; the rest count as \""+otherFlowName+"\": name a flow key's fixed part before a ':' (\"export:<customer>\")",
-			"labels", maxFlowNameLabels)
+		p.log.Warn("more distinct limit and rate names than metric labels allow; the rest count as \""+metrics.OtherFlowName+"\": name a flow key's fixed part before a ':' (\"export:<customer>\")",
+			"labels", metrics.MaxFlowNameLabels)
 	}
 	return label
 }

@@ -12,27 +12,14 @@ import (
 // series caches the labelled metric children a pool updates for every job,
 // so a job's counters cost one map read instead of WithLabelValues' label
 // validation and hashing. The label values are bounded (the pool's queues,
-// its registered kinds, the job states, and at most maxFlowNameLabels limit
+// its registered kinds, the job states, and at most metrics.MaxFlowNameLabels limit
 // and rate names), and so is the cache. The zero value is ready to use.
 type series struct {
 	attempted sync.Map // attemptedKey → prometheus.Counter
 	completed sync.Map // completedKey → completedSeries
 
-	flowMu    sync.Mutex
-	flowNames map[string]bool // the limit and rate names labelled so far
-	flowOther bool            // a name was turned away (logged once)
+	flow metrics.FlowLabels // the limit and rate names labelled so far
 }
-
-// maxFlowNameLabels bounds how many distinct limit and rate names a pool
-// uses as metric label values; the names met after them count as
-// otherFlowName. A name is a flow key's part before its first ':' (see
-// jobs.Limiter), so keys built from user data without a fixed name before
-// a ':' ("cust-42" instead of "export:cust-42") cannot grow the metrics
-// without bound.
-const maxFlowNameLabels = 50
-
-// otherFlowName is the label value of the names past maxFlowNameLabels.
-const otherFlowName = "other"
 
 type attemptedKey struct{ queue, kind string }
 
@@ -68,23 +55,8 @@ func (s *series) complete(m *metrics.Set, queue, kind, outcome string) completed
 	return c.(completedSeries)
 }
 
-// flowName returns the label value for limit or rate name: the name while
-// at most maxFlowNameLabels distinct names were labelled, else
-// otherFlowName; first reports the first name turned away.
+// flowName returns the label value for limit or rate name (see
+// metrics.FlowLabels); first reports the first name turned away.
 func (s *series) flowName(name string) (label string, first bool) {
-	s.flowMu.Lock()
-	defer s.flowMu.Unlock()
-	switch {
-	case s.flowNames[name]:
-		return name, false
-	case len(s.flowNames) < maxFlowNameLabels:
-		if s.flowNames == nil {
-			s.flowNames = map[string]bool{}
-		}
-		s.flowNames[name] = true
-		return name, false
-	}
-	first = !s.flowOther
-	s.flowOther = true
-	return otherFlowName, first
+	return s.flow.Label(name)
 }

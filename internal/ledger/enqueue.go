@@ -78,6 +78,9 @@ func decodeHeaders(s string) map[string]string {
 type Inserted struct {
 	JobID, Queue, OperationID string
 	Deduplicated              bool
+	// Parked: created and parked at once on its concurrency limit (its
+	// permits held or promised, or jobs waiting before it).
+	Parked bool
 }
 
 // OpJobID returns the id jobs.Client gives a job enqueued to queue q with
@@ -283,7 +286,8 @@ const (
 )
 
 // splitEnqueue splits a merged enqueue reply ({first, seq, seq raised,
-// enqueued, history, then created and job id per job}) into one reply per merged
+// enqueued, history, then created (1, 2: and parked) or not (0) and job id
+// per job}) into one reply per merged
 // call, n[i] being call i's arguments. Each reply reads as if the calls had
 // run one after another: the enqueued counter after call i excludes the
 // jobs later calls created, so each caller's rewind check (enqueued minus
@@ -310,7 +314,7 @@ func splitEnqueue(v any, n []int, stride int) ([]any, error) {
 		part = append(part, r[0], r[1], r[2], enqueued, r[4])
 		part = append(part, r[from:end]...)
 		for j := from; j < end; j += 2 {
-			if c, _ := r[j].(int64); c == 1 {
+			if c, _ := r[j].(int64); c >= 1 { // created (2: and parked)
 				enqueued--
 			}
 		}
@@ -343,7 +347,8 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 		if op == "" {
 			op = js[i].ID
 		}
-		res[n] = Inserted{JobID: r.str(header + 1 + 2*n), Queue: q, OperationID: op, Deduplicated: r.int(header+2*n) == 0}
+		c := r.int(header + 2*n) // 0 deduplicated, 1 created, 2 created and parked
+		res[n] = Inserted{JobID: r.str(header + 1 + 2*n), Queue: q, OperationID: op, Deduplicated: c == 0, Parked: c == 2}
 		if !res[n].Deduplicated {
 			created++
 		}

@@ -3,6 +3,8 @@
 package metrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -138,7 +140,7 @@ func New(reg prometheus.Registerer) *Set {
 			Name: "fencedq_reconcile_errors_total", Help: "Reconcile calls that failed or panicked, effect-log lookups that failed, and decisions about uncertain jobs that could not be written.",
 		}),
 		LimitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencedq_limit_waits_total", Help: "Due jobs parked by a claim because their concurrency limit was full (each waits, not claimed, until a permit frees), by the limit's name.",
+			Name: "fencedq_limit_waits_total", Help: "Due jobs parked because their concurrency limit was full (each waits, not claimed, until a permit frees), by a claim (counted by the pool) or by their enqueue (counted by the client), by the limit's name.",
 		}, []string{"queue", "limit"}),
 		RateDeferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_rate_deferrals_total", Help: "Due jobs a claim deferred to the earliest start their rate limit allows (no attempt consumed), by the rate's name.",
@@ -226,4 +228,44 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 		panic(err)
 	}
 	return c
+}
+
+// MaxFlowNameLabels bounds how many distinct limit and rate names one
+// FlowLabels (a pool's, a client's) uses as label values; the names met
+// after them count as OtherFlowName. A name is a flow key's part before its
+// first ':' (see jobs.Limiter), so keys built from user data without a
+// fixed name before a ':' ("cust-42" instead of "export:cust-42") cannot
+// grow the metrics without bound.
+const MaxFlowNameLabels = 50
+
+// OtherFlowName is the label value of the names past MaxFlowNameLabels.
+const OtherFlowName = "other"
+
+// FlowLabels turns limit and rate names into bounded label values. The zero
+// value is ready to use; it is safe for concurrent use.
+type FlowLabels struct {
+	mu    sync.Mutex
+	names map[string]bool // the names labelled so far
+	other bool            // a name was turned away
+}
+
+// Label returns the label value for limit or rate name: the name while at
+// most MaxFlowNameLabels distinct names were labelled, else OtherFlowName;
+// first reports the first name turned away (for the caller to warn once).
+func (f *FlowLabels) Label(name string) (label string, first bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.names[name]:
+		return name, false
+	case len(f.names) < MaxFlowNameLabels:
+		if f.names == nil {
+			f.names = map[string]bool{}
+		}
+		f.names[name] = true
+		return name, false
+	}
+	first = !f.other
+	f.other = true
+	return OtherFlowName, first
 }

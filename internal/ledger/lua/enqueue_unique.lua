@@ -26,7 +26,8 @@
 --   limit key ('' = none), limit max, rate key ('' = none), rate max, rate period ms,
 --   group ('' = none)
 -- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, history, then 2 values per
---   job: created (1) or deduplicated (0), job id (the holder's when deduplicated)}
+--   job: created (1), created and parked on its concurrency limit (2) or
+--   deduplicated (0), job id (the holder's when deduplicated)}
 local uniqk = KEYS[14]
 local created, due = 0, {}
 local reply = {0, 0, 0, 0, ''}
@@ -92,7 +93,7 @@ for i = 3, #ARGV, 20 do
       event({type = 'resubmitted', job = id, op = op})
     end
     created = created + 1
-    reply[#reply + 1], reply[#reply + 2] = 1, id
+    reply[#reply + 1], reply[#reply + 2] = limit_parked[id] and 2 or 1, id
   end
 end
 group_enqueue_done()

@@ -86,6 +86,9 @@ local rate_suffix = false
 -- the jobs flow_enqueue promised a permit this call (an enqueue script adds
 -- them to the due index only as it returns)
 local limit_promised = {}
+-- the jobs flow_enqueue parked this call (an enqueue script's reply says so,
+-- for the client's fencedq_limit_waits_total)
+local limit_parked = {}
 
 -- zadd_all adds the score-member pairs of adds to zset k.
 local function zadd_all(k, adds)
@@ -400,8 +403,9 @@ local function flow_unhold(id, key)
 end
 
 -- flow_enqueue decides where a job of limit key, created now and due now,
--- goes: parked at once (true) when the permits are taken or promised (held,
--- or due jobs of the key not yet claimed) or jobs wait before it; else it
+-- goes: parked at once (true; counted in limit_waits, and in limit_parked)
+-- when the permits are taken or promised (held, or due jobs of the key not
+-- yet claimed) or jobs wait before it; else it
 -- enters the due index (false), promised a permit (in the holders, scored 0).
 -- A key with waiting jobs but nothing held or promised (which no release would
 -- ever wake) wakes them instead, and the job parks behind those still waiting.
@@ -420,6 +424,8 @@ local function flow_enqueue(id, key, max)
   end
   if taken > 0 and (waiting or taken >= num(max)) then
     flow_park(id, key, max, now)
+    limit_parked[id] = true
+    tallied('limit_waits') -- as a claim's park counts (flow_admit)
     return true
   end
   redis.call('ZADD', hk, 0, id) -- promised
