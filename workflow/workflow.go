@@ -311,9 +311,11 @@ var ErrNotFound = errors.New("workflow: not found")
 // (jobs.Config.EnqueueMiddleware) as one batch, a request per step in the
 // order they were added, and are validated after its last link. An
 // error matching jobs.ErrInvalid means nothing was written. Any other
-// error leaves the workflow written whole, not at all, or (spanning
-// queues) with steps written in other queues but not started: enqueueing
-// again with the same OperationID then completes it, never doubles it.
+// error (one from Redis, or too few replicas in durable mode, matches
+// jobs.ErrEnqueueUnknown) leaves the workflow written whole, not at all,
+// or (spanning queues) with steps written in other queues but not
+// started: enqueueing again with the same OperationID then completes it,
+// never doubles it.
 func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (*Result, error) {
 	l, err := clientledger.Of(c)
 	if l == nil {

@@ -226,8 +226,8 @@ func (l *Ledger) RegisterSchedule(ctx context.Context, leader lease.Token, spec 
 // the namespace's time (ServerTime) as now, on behalf of pool by: a new
 // schedule is created at now, the clock its ticks are due by, so none of
 // them falls before its creation whatever the node's own TIME says (it
-// differs by the tenure's offset after a failover). A zero now is Redis
-// TIME.
+// differs by the tenure's offset after a failover), and Seen (and a
+// conflict's times) are now too. A zero now is Redis TIME.
 //
 // When the recorded definition has another Digest and was registered by a
 // pool started after by (or at the same time, with a greater digest), it
@@ -304,6 +304,9 @@ type TickRecord struct {
 	Skipped int
 	// Next is the schedule's next tick.
 	Next time.Time
+	// At is the pass's time (the namespace's time it read), recorded as
+	// when the ticks were recorded; zero: Redis TIME.
+	At time.Time
 }
 
 // RecordTicks records a scheduler pass of schedule id by the leader holding
@@ -312,7 +315,7 @@ type TickRecord struct {
 // matching ErrStale when a newer leader was seen, and ErrNotFound when the
 // schedule was never registered.
 func (l *Ledger) RecordTicks(ctx context.Context, id string, leader lease.Token, rec TickRecord) error {
-	args := []any{"ticks", leader.String(), id, rec.Skipped, ms(rec.Next), ms(rec.Cursor), len(rec.Ticks)}
+	args := []any{"ticks", leader.String(), id, rec.Skipped, ms(rec.Next), ms(rec.Cursor), ms(rec.At), len(rec.Ticks)}
 	for _, t := range rec.Ticks {
 		dedup := 0
 		if t.Deduplicated {

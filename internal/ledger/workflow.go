@@ -64,23 +64,21 @@ func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string
 func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record bool) (id string, dedup bool, err error) {
 	if w.OperationID != "" {
 		// known already: write nothing anywhere (the home call checks again)
-		got, err := l.rdb.Get(ctx, l.prefix(w.Home)+"wfop:"+w.OperationID).Result()
-		if err == nil {
-			l.moveAfter(ctx, w.Home) // a first try that stopped before moving them
-			return got, true, nil
-		}
-		if !errors.Is(err, redis.Nil) {
-			return "", false, wrap("enqueue workflow "+w.ID, err)
-		}
-		// the id is the operation id's: a first enqueue whose first step
-		// was in another queue holds it there
-		home, err := l.FindWorkflow(ctx, w.ID)
+		home, got, err := l.knownWorkflow(ctx, w)
 		if err != nil {
 			return "", false, err
 		}
-		if home != "" {
-			l.moveAfter(ctx, home)
-			return w.ID, true, nil
+		if got != "" && l.Durable() {
+			// Found on the primary, maybe left there by a try the replicas
+			// did not acknowledge: acknowledged once they hold it too.
+			got, err = l.confirmWorkflow(ctx, w, home)
+			if err != nil {
+				return "", false, err
+			}
+		}
+		if got != "" {
+			l.moveAfter(ctx, home) // a first try that stopped before moving them
+			return got, true, nil
 		}
 	}
 	if err := l.checkStepOperations(ctx, w); err != nil {
@@ -128,7 +126,7 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 	// Registered first: a call below whose outcome is unknown (a wait for
 	// replicas that timed out) may have written its steps.
 	if err := l.RegisterQueues(ctx, order...); err != nil {
-		return "", false, err
+		return "", false, enqueueUnknown(err)
 	}
 	for _, q := range order {
 		if q == w.Home {
@@ -138,7 +136,7 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 		seen := l.watch.before(q)
 		v, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, q, args...).Result()
 		if err != nil {
-			return "", false, wrap("enqueue workflow "+w.ID+" in "+q, err)
+			return "", false, enqueueUnknown(wrap("enqueue workflow "+w.ID+" in "+q, err))
 		}
 		l.observeWorkflow(ctx, q, seen, newReply("wf_enqueue", v, nil))
 	}
@@ -147,17 +145,73 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 	v, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, w.Home, args...).Result()
 	r := newReply("wf_enqueue", v, err)
 	if err := r.need(7); err != nil {
-		return "", false, wrap("enqueue workflow "+w.ID, err)
+		return "", false, enqueueUnknown(wrap("enqueue workflow "+w.ID, err))
 	}
 	id, dedup = r.str(1), r.int(0) == 0
 	if r.err != nil {
-		return "", false, wrap("enqueue workflow "+w.ID, r.err)
+		return "", false, enqueueUnknown(wrap("enqueue workflow "+w.ID, r.err))
 	}
 	if seq, ok := l.observeWorkflow(ctx, w.Home, seen, r); ok && record && l.recent != nil {
 		l.recent.addWorkflow(w, seq, time.Now())
 	}
 	l.moveAfter(ctx, w.Home)
 	return id, dedup, nil
+}
+
+// knownWorkflow looks for a workflow enqueued before under w's operation
+// id: its id and home queue, or "" for both.
+func (l *Ledger) knownWorkflow(ctx context.Context, w *NewWorkflow) (home, id string, err error) {
+	got, err := l.rdb.Get(ctx, l.prefix(w.Home)+"wfop:"+w.OperationID).Result()
+	if err == nil {
+		return w.Home, got, nil
+	}
+	if !errors.Is(err, redis.Nil) {
+		return "", "", enqueueUnknown(wrap("enqueue workflow "+w.ID, err))
+	}
+	// the id is the operation id's: a first enqueue whose first step
+	// was in another queue holds it there
+	home, err = l.FindWorkflow(ctx, w.ID)
+	if err != nil {
+		return "", "", enqueueUnknown(err)
+	}
+	if home != "" {
+		return home, w.ID, nil
+	}
+	return "", "", nil
+}
+
+// confirmWorkflow is, in durable mode, the acknowledgement of a workflow
+// an enqueue found written in queue home: the home call's deduplication
+// alone (wf_enqueue.lua's mode confirm), whose write the wait for replicas
+// follows, so the replicas hold everything the primary wrote before it,
+// the workflow included. It returns the workflow's id, or "" when it is no
+// longer there (pruned since: nothing written, enqueue it again).
+func (l *Ledger) confirmWorkflow(ctx context.Context, w *NewWorkflow, home string) (string, error) {
+	v, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, home, w.ID, "confirm", w.OperationID, "", "[]", home).Result()
+	r := newReply("wf_enqueue", v, err)
+	if err := r.need(2); err != nil {
+		return "", enqueueUnknown(wrap("enqueue workflow "+w.ID, err))
+	}
+	if r.int(0) != 0 {
+		return "", nil
+	}
+	id := r.str(1)
+	if r.err != nil {
+		return "", enqueueUnknown(wrap("enqueue workflow "+w.ID, r.err))
+	}
+	return id, nil
+}
+
+// enqueueUnknown marks an error of a workflow enqueue's Redis calls as
+// ErrEnqueueUnknown (the workflow may be written: enqueue it again with
+// the same operation id), as an enqueue's; a script's refusal (a FENCEDQ
+// reply: nothing written) is left as it is.
+func enqueueUnknown(err error) error {
+	var re redis.Error
+	if errors.Is(err, ErrEnqueueUnknown) || errors.As(err, &re) && strings.HasPrefix(re.Error(), "FENCEDQ ") {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
 }
 
 // observeWorkflow checks a wf_enqueue.lua reply of queue q for a rewind, as

@@ -4,8 +4,8 @@
 -- KEYS 1 leader high-water (highest scheduler leader token seen)
 --      2 schedules set (ids)   3 the schedule's hash   4 the schedule's ticks list
 -- ARGV 1 'register', 'takeover', 'ticks' or 'unconflict'   2 leader token   3 schedule id
--- register: ARGV 4 the creation time in ms (the namespace's time the
---   scheduler pass reads; 0 = TIME), 5 the definition's digest, 6 the
+-- register: ARGV 4 the scheduler pass's time in ms (the namespace's time;
+--   0 = TIME): the creation time and the time seen, 5 the definition's digest, 6 the
 --   registering pool's start in ms, 7 its id, 8.. field, value pairs of the
 --   definition (schedule, tz, kind, queue, catch_up, missed_after,
 --   job_digest). Creates the schedule (created = ARGV 4) when absent, else
@@ -24,7 +24,8 @@
 --   {-4, '0'}.
 -- ticks: ARGV 4 ticks skipped by the catch-up policy   5 next tick ms (0 = unknown)
 --        6 cursor ms: the newest tick handled (enqueued or skipped)
---        7 n, then n times: tick ms, job id, queue, deduplicated (0/1)
+--        7 the scheduler pass's time in ms (the namespace's time; 0 = TIME)
+--        8 n, then n times: tick ms, job id, queue, deduplicated (0/1)
 --   Raises cursor and last_tick (the newest tick enqueued) to the values
 --   given (never lowers them), appends each tick to the ticks list (newest
 --   first, capped). Reply {-2, '0'} when the schedule is not registered.
@@ -36,6 +37,12 @@ local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local function fmt(n) return string.format('%d', n) end
 local function num(s) return tonumber(s) or 0 end
+-- Times recorded are the pass's (the namespace's time, which the dashboard
+-- measures ages by), not this node's TIME: they differ by the primary
+-- tenure's offset after a failover to a node whose clock is off.
+local pass = 0
+if ARGV[1] == 'register' or ARGV[1] == 'takeover' then pass = num(ARGV[4]) elseif ARGV[1] == 'ticks' then pass = num(ARGV[7]) end
+if pass > 0 then now = pass end
 
 -- Leader tokens of fencing epoch 2 and up are above 2^53, where Lua numbers
 -- are not exact: compared as decimal strings (internal/epoch's lib.lua).
@@ -67,7 +74,6 @@ if ARGV[1] == 'register' or ARGV[1] == 'takeover' then
     started, pool = num(rec[2]), rec[4] or '' -- the most recently started pool defining it so
   end
   local created = fmt(now)
-  if num(ARGV[4]) > 0 then created = ARGV[4] end
   if redis.call('HSETNX', key, 'created', created) == 1 then
     redis.call('SADD', KEYS[2], ARGV[3])
   end
@@ -88,9 +94,9 @@ if ARGV[1] == 'unconflict' then
   return {1, redis.call('HGET', key, 'created')}
 end
 local last = num(redis.call('HGET', key, 'last_tick'))
-local n = num(ARGV[7])
+local n = num(ARGV[8])
 for i = 0, n - 1 do
-  local b = 8 + i * 4
+  local b = 9 + i * 4
   local tick = num(ARGV[b])
   redis.call('LPUSH', KEYS[4], cjson.encode({tick = ARGV[b], job = ARGV[b + 1], queue = ARGV[b + 2],
     dedup = ARGV[b + 3], at = fmt(now), leader = ARGV[2]}))

@@ -10,7 +10,7 @@
 -- P .. 'wf_parts' (by first write): the maintenance leader cancels the steps
 -- of a workflow never committed (AbandonUncommitted).
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
--- ARGV 2 workflow id   3 mode ('home' | 'part')   4 workflow operation id ('' none)
+-- ARGV 2 workflow id   3 mode ('home' | 'part' | 'confirm')   4 workflow operation id ('' none)
 --      5 workflow record (JSON; home)   6 other queues' roots (JSON list of [queue, job id]; home)
 --      7 the home queue, then 19 values per step: the 10 of enqueue.lua, step name,
 --      dependents (JSON list of {q, id}; '' none), dependencies (JSON list of step
@@ -22,7 +22,10 @@
 -- Reply: {created (1) or deduplicated (0), workflow id, first (see enqueue.lua),
 --   seq, seq raised, enqueued, hand-over records written, steps created, history}
 --   (a deduplicated home call writes nothing and returns 0 for the rest)
-local wfid, home, op = ARGV[2], ARGV[3] == 'home', ARGV[4]
+-- Mode 'confirm' (durable mode, a retry that found the workflow) is the home
+-- call's deduplication alone: its event is a write for the wait for replicas
+-- to cover; a workflow not there (pruned since) writes nothing, reply {1, ''}.
+local wfid, home, op = ARGV[2], ARGV[3] == 'home' or ARGV[3] == 'confirm', ARGV[4]
 local reply = {1, wfid, 0, 0, 0, 0}
 local wfk = P .. 'wf:' .. wfid
 if home then
@@ -37,6 +40,7 @@ if home then
     reply[7], reply[8] = 0, 0
     return reply
   end
+  if ARGV[3] == 'confirm' then return {1, ''} end
 end
 -- A step whose operation id names another job (an enqueue that raced
 -- EnqueueWorkflow's check) refuses the call before it writes anything.

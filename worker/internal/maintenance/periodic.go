@@ -150,11 +150,11 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 		if handled.IsZero() {
 			// Nothing due: keep the next tick current for readers.
 			if !next.Equal(sched.NextTick) {
-				return s.ledger.RecordTicks(ctx, p.Spec.ID, leader, ledger.TickRecord{Next: next})
+				return s.ledger.RecordTicks(ctx, p.Spec.ID, leader, ledger.TickRecord{Next: next, At: now})
 			}
 			return nil
 		}
-		rec := ledger.TickRecord{Cursor: handled, Skipped: skipped, Next: next}
+		rec := ledger.TickRecord{Cursor: handled, Skipped: skipped, Next: next, At: now}
 		if len(due) > 0 {
 			ps := make([]jobs.Params, len(due))
 			for i, t := range due {

@@ -1,0 +1,76 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/workflow"
+)
+
+// In durable mode a workflow is acknowledged only once the replica holds
+// it. With replication cut, its enqueue fails with ErrEnqueueUnknown, and
+// so does every retry with the same operation id (the workflow is on the
+// primary only): a retry that finds it written says so only once the
+// replica holds it too, and after a failover that lost it, the retry
+// writes it once.
+func TestDurableWorkflowRetryIsAcknowledgedOnlyOnTheReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	cfg := jobs.Config{Namespace: redistest.Namespace(t), Sentinel: f.ClientOptions(),
+		Durability: jobs.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}}
+	c := jobs.NewClient(f.Client(), cfg)
+	onReplica := jobs.NewClient(f.Replica.Client(), jobs.Config{Namespace: cfg.Namespace})
+
+	ok, err := workflow.Enqueue(ctx, c, diamond(), workflow.OperationID("a"))
+	if err != nil {
+		t.Fatalf("durable workflow with a healthy replica: %v", err)
+	}
+	if st, err := workflow.Get(ctx, onReplica, ok.ID); err != nil || len(st.Steps) != 4 {
+		t.Fatalf("acknowledged workflow not on the replica: %+v, %v", st, err)
+	}
+
+	f.CutReplication()
+	for i := range 2 {
+		res, err := workflow.Enqueue(ctx, c, diamond(), workflow.OperationID("b"))
+		if !errors.Is(err, jobs.ErrEnqueueUnknown) {
+			t.Fatalf("try %d with replication cut: %+v, %v; want ErrEnqueueUnknown", i+1, res, err)
+		}
+	}
+	f.HealReplication()
+	f.Sync()
+	b, err := workflow.Enqueue(ctx, c, diamond(), workflow.OperationID("b"))
+	if err != nil || !b.Deduplicated {
+		t.Fatalf("retry after replication healed: %+v, %v; want the existing workflow, acknowledged", b, err)
+	}
+	if st, err := workflow.Get(ctx, onReplica, b.ID); err != nil || len(st.Steps) != 4 {
+		t.Fatalf("retried workflow not on the replica: %+v, %v", st, err)
+	}
+
+	// A workflow the failover lost is written by the retry on the promoted
+	// replica: one workflow per operation.
+	f.CutReplication()
+	if _, err := workflow.Enqueue(ctx, c, diamond(), workflow.OperationID("c")); !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Fatalf("enqueue with replication cut: %v, want ErrEnqueueUnknown", err)
+	}
+	f.KillPrimary()
+	f.Rejoin()     // durable mode needs a replica on the new primary too
+	for range 10 { // the first tries may still meet the old primary's connections
+		if _, err = workflow.Enqueue(ctx, c, diamond(), workflow.OperationID("c")); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("retry after the failover: %v", err)
+	}
+	counts, err := c.Inspector().Counts(ctx, jobs.DefaultQueue)
+	if err != nil || counts[jobs.Pending] != 3 || counts[jobs.Waiting] != 9 {
+		t.Fatalf("counts %v, %v after the failover: want three workflows of 4 steps (a, b, c), each once", counts, err)
+	}
+}
