@@ -31,15 +31,20 @@ func TestWaitStateSeesTheCommit(t *testing.T) {
 	if err != nil || len(cl.Jobs) != 1 {
 		t.Fatal(cl, err)
 	}
+	done := make(chan error, 1)
 	go func() { // commits while WaitState waits
-		if _, err := l.Complete(ctx, jobs.DefaultQueue, []ledger.Completion{{ID: res.JobID, Token: cl.Jobs[0].Token,
-			Outcome: ledger.Outcome{To: jobs.Succeeded}}}); err != nil {
-			t.Error(err)
-		}
+		_, err := l.Complete(ctx, jobs.DefaultQueue, []ledger.Completion{{ID: res.JobID, Token: cl.Jobs[0].Token,
+			Outcome: ledger.Outcome{To: jobs.Succeeded}}})
+		done <- err
 	}()
 	rec := jobstest.WaitState(t, l, jobs.DefaultQueue, res.JobID, jobs.Succeeded)
 	if rec.State != jobs.Succeeded || rec.ID != res.JobID {
 		t.Fatalf("record %+v", rec)
+	}
+	// The commit can be seen before its call returns: wait for it, so the
+	// test's cleanup does not close the client under it.
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
