@@ -84,6 +84,10 @@ var (
 	// pending, so that Redeliver gives it a new task after the resume
 	// should asynq have archived this one meanwhile.
 	ErrPaused = errors.New("asynqfence: queue paused")
+	// ErrNotClaimed means the delivery's claim failed in the ledger (Redis
+	// unreachable, or too few replicas acknowledged it in durable mode):
+	// nothing ran, and asynq retries the task.
+	ErrNotClaimed = errors.New("asynqfence: the ledger did not grant the delivery an attempt")
 	// ErrConflict means a native fencedq job (or another job owning the
 	// operation id) has the task's id; it wraps asynq.SkipRetry.
 	ErrConflict = errors.New("asynqfence: the id belongs to another job")
@@ -313,7 +317,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 				b.metrics.Rejected.WithLabelValues(queueLabel(q), metrics.ReasonInvalid).Inc()
 				return fmt.Errorf("asynqfence: %w: %w", err, asynq.SkipRetry)
 			}
-			return fmt.Errorf("asynqfence: claim: %w", err)
+			return fmt.Errorf("%w: %w", ErrNotClaimed, err)
 		}
 		switch dc.Status {
 		case ledger.DeliveryClaimed:
@@ -340,6 +344,20 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		}
 	}
 	return fmt.Errorf("%w: job %s changed state while being delivered", ErrBusy, d.ID)
+}
+
+// IsFailure is for asynq.Config.IsFailure on servers whose handlers the
+// bridge wraps: a delivery the ledger did not let run (ErrBusy, ErrPaused,
+// ErrNotClaimed) is not a failure, so asynq retries its task without
+// spending one of its retries (nor counting it in the queue's failed
+// stats); any other non-nil error is, as asynq counts it by default.
+//
+//	srv := asynq.NewServer(redisOpt, asynq.Config{IsFailure: asynqfence.IsFailure})
+func IsFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	return !errors.Is(err, ErrBusy) && !errors.Is(err, ErrPaused) && !errors.Is(err, ErrNotClaimed)
 }
 
 // validDelivery checks the names of delivery d into ledger queue q by the

@@ -36,6 +36,12 @@ func startInProcess(t *testing.T, register func(mux *asynq.ServeMux)) *inProcess
 }
 
 func startInProcessWith(t *testing.T, opts asynqfence.Options, register func(mux *asynq.ServeMux)) *inProcess {
+	return startInProcessServer(t, opts, testServerConfig(), register)
+}
+
+// startInProcessServer is startInProcessWith with the asynq server's
+// configuration given.
+func startInProcessServer(t *testing.T, opts asynqfence.Options, cfg asynq.Config, register func(mux *asynq.ServeMux)) *inProcess {
 	rdb := redistest.Start(t, redistest.Options{}).Client()
 	addr := rdb.Options().Addr
 	ns := redistest.Namespace(t)
@@ -56,7 +62,7 @@ func startInProcessWith(t *testing.T, opts asynqfence.Options, register func(mux
 		})
 	}, b.Middleware())
 	register(mux)
-	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: addr}, testServerConfig())
+	srv := asynq.NewServer(asynq.RedisClientOpt{Addr: addr}, cfg)
 	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}

@@ -50,10 +50,13 @@
 //     finds the job busy, final, or expired and reconciled first.
 //   - an error matching ErrUncertain: the outcome is unknown; asynq retries
 //     the task and its next delivery is reconciled first.
-//   - ErrBusy, ErrPaused, or the handler's error: asynq retries the task.
-//     Each retry counts against the task's retry limit; a job whose task
-//     asynq archives meanwhile is given a new one by Redeliver (a job first
-//     delivered to a paused queue is recorded, pending, for that purpose).
+//   - ErrBusy, ErrPaused, ErrNotClaimed (the ledger's claim failed), or
+//     the handler's error: asynq retries the task. Each retry counts
+//     against the task's retry limit, unless the server's
+//     asynq.Config.IsFailure is IsFailure, which spends none on the first
+//     three (the delivery did not run); a job whose task asynq archives
+//     meanwhile is given a new one by Redeliver (a job first delivered to a
+//     paused queue is recorded, pending, for that purpose).
 //   - an error wrapping asynq.SkipRetry: the job is dead, cancelled, held for
 //     review (ErrReview), or its id belongs to a native job (ErrConflict).
 //     asynq archives the task. After an operator re-runs a job in review

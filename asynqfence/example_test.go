@@ -59,6 +59,7 @@ func Example() {
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency: 10, Queues: map[string]int{queue: 1}, TaskCheckInterval: 100 * time.Millisecond,
 		Logger: quietAsynq{}, LogLevel: asynq.ErrorLevel,
+		IsFailure: asynqfence.IsFailure, // a delivery the ledger did not let run spends no retry
 	})
 	// done learns when a delivery finished: after the bridge committed its outcome.
 	done := make(chan error, 1)
