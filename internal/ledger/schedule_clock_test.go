@@ -13,8 +13,8 @@ import (
 // A schedule's record is on the namespace's time, the clock the scheduler
 // pass reads and the dashboard measures its age by: after Redis's clock
 // stepped 10 minutes back (a failover to a node whose clock is behind), a
-// registration's Seen and a tick record's times are the pass's time, not
-// the node's TIME (which made every schedule look unregistered for 10
+// registration's Seen, a tick record's and a removal's times are the
+// namespace's time, not the node's TIME (which made every schedule look unregistered for 10
 // minutes).
 func TestScheduleRecordIsOnTheNamespacesTime(t *testing.T) {
 	ctx := context.Background()
@@ -61,4 +61,12 @@ func TestScheduleRecordIsOnTheNamespacesTime(t *testing.T) {
 		t.Fatalf("ticks %v, %v", ticks, err)
 	}
 	near("tick recorded", ticks[0].Recorded)
+	if ok, err := l.RemoveSchedule(ctx, "nightly", "ops", "retired"); err != nil || !ok {
+		t.Fatalf("remove: %v, %v", ok, err)
+	}
+	rs, err := l.ScheduleRemovals(ctx)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("removals %v, %v", rs, err)
+	}
+	near("removed", rs[0].At)
 }

@@ -426,16 +426,14 @@ type ScheduleRemoval struct {
 
 // removeScheduleScript deletes a schedule's record (KEYS 2) and ticks
 // (KEYS 3), drops it from the ids (KEYS 1) and, when it existed, records
-// the removal (KEYS 4, newest first, capped). ARGV: id, actor, note, cap.
-// Reply: 1 when it existed.
+// the removal (KEYS 4, newest first, capped). ARGV: id, actor, note, cap,
+// the removal's time in ms (the namespace's time). Reply: 1 when it existed.
 var removeScheduleScript = redis.NewScript(`
 redis.call('SREM', KEYS[1], ARGV[1])
 local def = redis.call('HMGET', KEYS[2], 'kind', 'queue')
 if redis.call('DEL', KEYS[2], KEYS[3]) == 0 then return 0 end
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 redis.call('LPUSH', KEYS[4], cjson.encode({id = ARGV[1], kind = def[1] or '', queue = def[2] or '',
-  at = string.format('%d', now), actor = ARGV[2], note = ARGV[3]}))
+  at = ARGV[5], actor = ARGV[2], note = ARGV[3]}))
 redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[4]) - 1)
 return 1
 `)
@@ -463,9 +461,13 @@ func (l *Ledger) RemoveSchedule(ctx context.Context, id, actor, note string) (bo
 		return false, fmt.Errorf("%w: schedule %s is still defined by live pools %s: remove it from their periodic jobs first",
 			ErrScheduleConflict, id, strings.Join(defining, ", "))
 	}
+	now, err := l.ServerTime(ctx)
+	if err != nil {
+		return false, wrap("remove schedule "+id, err)
+	}
 	k := l.scheduleKeys(id)
 	n, err := removeScheduleScript.Run(ctx, l.rdb, []string{k[1], k[2], k[3], l.scheduleRemovalsKey()},
-		id, actor, note, MaxScheduleRemovals).Int()
+		id, actor, note, MaxScheduleRemovals, ms(now)).Int()
 	if err != nil {
 		return false, wrap("remove schedule "+id, err)
 	}
