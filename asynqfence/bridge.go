@@ -294,7 +294,10 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 	if id := t.Headers()[JobHeader]; id != "" {
 		d.ID = id // a task Redeliver enqueued
 	} else if op := b.opts.OperationID(t); op != "" {
-		d.ID = op
+		// The job is named by its operation, which a native enqueue of the
+		// same operation id then finds (and a native job holding it first
+		// makes this delivery a conflict).
+		d.ID, d.OperationID = op, op
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		d.Timeout = time.Until(dl).Round(time.Millisecond)

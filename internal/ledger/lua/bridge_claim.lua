@@ -37,11 +37,9 @@ local k = jobkey(id)
 local h = redis.call('HMGET', k, 'state', 'token', 'attempts', 'bridge', 'deadline', 'owner', 'reconcile_tries', 'mark')
 local state = h[1]
 local created = 0
-if not state then
-  if op ~= '' and op ~= id then
-    local other = op_holder(op)
-    if other and other ~= id then return {5, 'operation owned by ' .. other} end
-  end
+if not state and op ~= '' then
+  local other = op_holder(op)
+  if other and other ~= id then return {5, 'operation owned by ' .. other} end
 end
 if state and not h[4] then return {5, state} end
 if state == 'succeeded' or state == 'dead' or state == 'cancelled' then
@@ -68,7 +66,7 @@ if state and state ~= 'pending' then return {5, state} end
 local function first_sight(st)
   local f = {'state', st, 'kind', kind, 'payload', payload, 'max_retries', ARGV[6], 'created', fmt(now),
     'bridge', bridge, 'bridge_queue', ARGV[13], 'bridge_task', ARGV[14]}
-  if op ~= '' and op ~= id then
+  if op ~= '' then -- (the job's id, when the task's operation id named it): a native enqueue of it finds the job
     redis.call('SET', opkey(op), id)
     f[#f + 1] = 'op'; f[#f + 1] = op
   end
