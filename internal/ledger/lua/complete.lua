@@ -35,12 +35,12 @@ for i = 3, #ARGV, 9 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local k = P .. 'job:' .. id
   -- max_retries and cancel matter only to an outcome that may put the job
-  -- back: other outcomes leave them unread (h[9], h[10] nil)
+  -- back: other outcomes leave them unread (h[8], h[9] nil)
   local h
   if outcome == 'retry' or outcome == 'defer' or outcome == 'unknown_kind' then
-    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'lmax', 'max_retries', 'cancel')
+    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'max_retries', 'cancel')
   else
-    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'lmax')
+    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey')
   end
   local hist = h[5] ~= false
   -- an applied outcome ends the attempt's permit (flow.lua)
@@ -76,9 +76,9 @@ for i = 3, #ARGV, 9 do
     local f = {}
     if fence ~= '' then f[#f + 1] = 'fence'; f[#f + 1] = fence end
     local putback = outcome == 'defer' or outcome == 'unknown_kind'
-    if h[10] and (outcome == 'retry' or putback) then
+    if h[9] and (outcome == 'retry' or putback) then
       to = 'cancelled'
-      reason = 'cancelled by ' .. h[10]
+      reason = 'cancelled by ' .. h[9]
     elseif putback then
       to, score = 'pending', due
       f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
@@ -89,7 +89,7 @@ for i = 3, #ARGV, 9 do
         tallied('deferred')
       end
     elseif outcome == 'retry' then
-      if attempt > num(h[9]) then
+      if attempt > num(h[8]) then
         to = 'dead'
         if reason == '' then reason = 'retries exhausted' end
       else

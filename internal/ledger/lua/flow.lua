@@ -79,8 +79,10 @@ local limit_rem = {}
 -- flow_release_flush looks whether jobs wait on any of them with one EXISTS
 local limit_later, limit_later_keys = {}, {}
 -- the last flow field flow_parse read this call (false: none) and what it
--- says (fp_hk: the limit's holders zset)
+-- says (fp_hk: the limit's holders zset; fp_nmax and fp_nper: the max and
+-- the period as numbers)
 local fp_flow, fp_lkey, fp_lmax, fp_hk, fp_rkey, fp_rmax, fp_rper = false, nil, nil, nil, nil, nil, nil
+local fp_nmax, fp_nper = nil, nil
 -- the suffix of a rate start's member (':' and the call's µs), once per call
 local rate_suffix = false
 -- the jobs flow_enqueue promised a permit this call (an enqueue script adds
@@ -270,9 +272,10 @@ local function flow_parse(flow)
     fp_flow, fp_lkey, fp_lmax, fp_hk, fp_rkey, fp_rmax, fp_rper = flow, nil, nil, nil, nil, nil, nil
     local m, key = string.match(flow, '^L(%d+):(.*)$')
     if m then
-      fp_lkey, fp_lmax, fp_hk = key, m, limit_holders(key)
+      fp_lkey, fp_lmax, fp_hk, fp_nmax = key, m, limit_holders(key), num(m)
     else
       fp_rmax, fp_rper, fp_rkey = string.match(flow, '^R(%d+)/(%d+):(.*)$')
+      fp_nmax, fp_nper = num(fp_rmax), num(fp_rper)
     end
   end
   return fp_lkey ~= nil or fp_rkey ~= nil
@@ -440,20 +443,23 @@ end
 -- permit frees) or 'rate:<name>' (back in the due index at the earliest start
 -- its rate allows). Nothing is counted as an attempt.
 local function flow_admit(id, flow, created)
-  local k = jobkey(id)
-  local lkey, lmax, rkey, rmax, rper, wait, hk
+  -- k (the job's key) is made only when it is written or read again
+  local k, lkey, lmax, rkey, rmax, rper, wait, hk, nlmax, nrmax, nper
   if flow_parse(flow) then -- a limit only or a rate only, not held back before: nothing more to read
     lkey, lmax, hk, rkey, rmax, rper = fp_lkey, fp_lmax, fp_hk, fp_rkey, fp_rmax, fp_rper
+    if lkey then nlmax = fp_nmax else nrmax, nper = fp_nmax, fp_nper end
   else
+    k = jobkey(id)
     local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'wait')
     lkey, lmax, rkey, rmax, rper, wait = f[1], f[2], f[3], f[4], f[5], f[6]
     hk = lkey and limit_holders(lkey)
+    nlmax, nrmax, nper = num(lmax), num(rmax), num(rper)
   end
   if lkey and not limit_n[hk] then
     -- the permits held: promises (its own included) score 0 and do not count
     limit_n[hk] = redis.call('ZCOUNT', hk, '(0', '+inf')
   end
-  if lkey and limit_n[hk] >= num(lmax) then
+  if lkey and limit_n[hk] >= nlmax then
     redis.call('ZREM', hk, id) -- its promise, if it had one
     flow_park(id, lkey, lmax, num(created))
     count('limit_waits')
@@ -461,8 +467,8 @@ local function flow_admit(id, flow, created)
   end
   local rk, per, n
   if rkey then
-    local max
-    max, per = num(rmax), num(rper)
+    local max = nrmax
+    per = nper
     rk = P .. 'rate:' .. rkey
     n = rate_window(rk, rkey, per)
     if n >= max then
@@ -479,7 +485,7 @@ local function flow_admit(id, flow, created)
       local last = redis.call('ZRANGE', heldk, -1, -1, 'WITHSCORES')
       redis.call('PEXPIREAT', heldk, num(last[2]) + per)
       redis.call('ZADD', index['pending'], at, id)
-      redis.call('HSET', k, 'wait', 'rate', 'wait_at', fmt(at), 'flow', '1')
+      redis.call('HSET', k or jobkey(id), 'wait', 'rate', 'wait_at', fmt(at), 'flow', '1')
       redis.call('HSET', P .. 'rates', rkey, rmax .. '/' .. rper)
       if lkey then
         redis.call('ZREM', hk, id) -- no longer promised: not due
@@ -495,7 +501,7 @@ local function flow_admit(id, flow, created)
       adds = {}
       limit_add[hk] = adds
     end
-    adds[#adds + 1] = now
+    adds[#adds + 1] = snow
     adds[#adds + 1] = id
     limit_n[hk] = limit_n[hk] + 1
     if wait == 'limit' then redis.call('ZREM', limit_waiting(lkey), id) end
@@ -514,7 +520,7 @@ local function flow_admit(id, flow, created)
       rate_per[rk] = per
     end
     if not rate_suffix then rate_suffix = ':' .. fmt(now_us) end
-    adds[#adds + 1] = now
+    adds[#adds + 1] = snow
     adds[#adds + 1] = id .. rate_suffix
     for p, c in pairs(rate_n[rk]) do rate_n[rk][p] = c + 1 end -- in every period's window
     if wait == 'rate' then
