@@ -3,6 +3,7 @@ package asynqfence_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -25,10 +26,10 @@ func (orderArgs) Kind() string { return "order" }
 // whose operation a native job holds is refused as a conflict (nothing
 // runs twice).
 func TestOperationIDNamesOneJobAcrossTheBridge(t *testing.T) {
-	var runs int
+	var runs atomic.Int32
 	p := startInProcess(t, func(mux *asynq.ServeMux) {
 		mux.HandleFunc("order", func(context.Context, *asynq.Task) error {
-			runs++
+			runs.Add(1)
 			return nil
 		})
 	})
@@ -67,7 +68,7 @@ func TestOperationIDNamesOneJobAcrossTheBridge(t *testing.T) {
 	if _, err := p.ledger.Get(ctx, "default", "order-43"); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("a bridged job order-43 beside the native one: %v", err)
 	}
-	if runs != 1 {
-		t.Fatalf("the asynq handler ran %d times, want once (order-42)", runs)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the asynq handler ran %d times, want once (order-42)", n)
 	}
 }
