@@ -39,8 +39,10 @@ type Limiter interface {
 // the earliest start the rate allows: no polling, no attempt consumed, no
 // retry counted. Naming, scope and labels are as for Limiter. Jobs naming
 // one key with different periods (two kinds, or jobs enqueued before the
-// rate was changed) each count the starts of their own period. Return an
-// empty key for no rate limit.
+// rate was changed) each count the starts of their own period that the key
+// kept: it keeps the starts of the longest period started under it, so a
+// job of a longer period than any started in its window counts only the
+// starts of the shorter one. Return an empty key for no rate limit.
 type RateLimiter interface {
 	RateLimit() (key string, max int, per time.Duration)
 }

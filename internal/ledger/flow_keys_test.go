@@ -628,3 +628,39 @@ func TestRateKeepsTheLongestPeriodsStarts(t *testing.T) {
 		t.Fatalf("the starts zset expires in %v (%v), want the hour's last start's period", ttl, err)
 	}
 }
+
+// TestRateCountsTheClaimsStartsInEveryPeriod: one claim of jobs of one rate
+// key with two periods (3 per hour, then three of 3 per minute) counts the
+// starts it admitted before it first looks at a period's window: the third
+// job of the minute finds 3 starts in its minute (the hour's job's among
+// them) and is deferred, not started as a fourth.
+func TestRateCountsTheClaimsStartsInEveryPeriod(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: "rc"})
+	const q = "q"
+	hour := &ledger.Flow{RateKey: "prov", RateMax: 3, RatePer: time.Hour}
+	minute := &ledger.Flow{RateKey: "prov", RateMax: 3, RatePer: time.Minute}
+	// one insert: the same due time, so the claim takes them in id order
+	var js []*ledger.NewJob
+	for i, f := range []*ledger.Flow{hour, minute, minute, minute} {
+		js = append(js, &ledger.NewJob{ID: fmt.Sprintf("j%d", i+1), Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1, Flow: f})
+	}
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Claim(ctx, q, "p", time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started []string
+	for _, j := range r.Jobs {
+		started = append(started, j.ID)
+	}
+	if strings.Join(started, ",") != "j1,j2,j3" || len(r.Dropped) != 1 || r.Dropped[0].ID != "j4" || r.Dropped[0].State != "rate:prov" {
+		t.Fatalf("started %v, held back %+v; want j1-j3 started and j4 deferred (3 per minute)", started, r.Dropped)
+	}
+	if n, err := rdb.ZCard(ctx, "rc:{q}:rate:prov").Result(); err != nil || n != 3 {
+		t.Fatalf("the starts zset holds %d (%v), want 3", n, err)
+	}
+}

@@ -74,3 +74,45 @@ func TestCompletionReleasesWaitedAndFreeKeysTogether(t *testing.T) {
 		t.Fatalf("limits left: %+v, %v", lim, err)
 	}
 }
+
+// TestRepairLimits: a permit whose holder's record was lost (a key deleted
+// by hand, an eviction) is never released by a completion or an expiry, so
+// the key's parked job would never run; RepairLimits ends it and wakes the
+// parked job, and leaves the permit of a running holder alone.
+func TestRepairLimits(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: "lr"})
+	const q = "q"
+	job := func(id, key string) *ledger.NewJob {
+		return &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1,
+			Flow: &ledger.Flow{LimitKey: key, LimitMax: 1}}
+	}
+	// a2 and b2 park at their enqueue: a1 and b1 are promised the permits
+	if _, err := l.Insert(ctx, []*ledger.NewJob{job("a1", "lost"), job("a2", "lost"), job("b1", "kept"), job("b2", "kept")}); err != nil {
+		t.Fatal(err)
+	}
+	if c := claimAll(t, l, q); len(c) != 2 {
+		t.Fatalf("claimed %+v, want a1 and b1", c)
+	}
+	if err := rdb.Del(ctx, l.JobKey(q, "a1")).Err(); err != nil { // a1's record is lost
+		t.Fatal(err)
+	}
+	if c := claimAll(t, l, q); len(c) != 0 {
+		t.Fatalf("claimed %+v, want nothing (a2 and b2 parked)", c)
+	}
+	n, err := l.RepairLimits(ctx, q)
+	if err != nil || n != 1 {
+		t.Fatalf("repaired %d (%v), want 1: a1's permit", n, err)
+	}
+	if c := claimAll(t, l, q); len(c) != 1 || c[0].ID != "a2" {
+		t.Fatalf("claimed %+v, want a2 (b1 still holds kept's permit)", c)
+	}
+	if n, err := l.RepairLimits(ctx, q); err != nil || n != 0 {
+		t.Fatalf("a second repair ended %d permits (%v), want none", n, err)
+	}
+	st, err := l.Stats(ctx, q)
+	if err != nil || st["limits_repaired"] != 1 {
+		t.Fatalf("limits_repaired %d (%v), want 1", st["limits_repaired"], err)
+	}
+}

@@ -13,6 +13,7 @@ type PruneNeeds struct {
 	Finished  bool // finished jobs past retention (Prune)
 	Unique    bool // a unique index (PruneUnique)
 	Groups    bool // fair groups (RepairGroups)
+	Limits    bool // concurrency limits with parked jobs (RepairLimits)
 	Workflows bool // finished workflows past retention (PruneWorkflows)
 }
 
@@ -28,6 +29,7 @@ func (l *Ledger) PruneLook(ctx context.Context, queues []string, now time.Time) 
 	type reads struct {
 		finished       [3]*redis.StringSliceCmd
 		unique, groups *redis.IntCmd
+		limits         *redis.IntCmd
 		workflows      *redis.StringSliceCmd
 	}
 	pipe := l.rdb.Pipeline()
@@ -39,6 +41,7 @@ func (l *Ledger) PruneLook(ctx context.Context, queues []string, now time.Time) 
 		}
 		r.unique = pipe.Exists(ctx, l.uniqueKey(q))
 		r.groups = pipe.Exists(ctx, l.groupsKey(q))
+		r.limits = pipe.Exists(ctx, l.limitsKey(q))
 		r.workflows = older(pipe, l.prefix(q)+"wf_done")
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
@@ -50,6 +53,7 @@ func (l *Ledger) PruneLook(ctx context.Context, queues []string, now time.Time) 
 		}
 		n.Unique = r.unique.Err() != nil || r.unique.Val() > 0
 		n.Groups = r.groups.Err() != nil || r.groups.Val() > 0
+		n.Limits = r.limits.Err() != nil || r.limits.Val() > 0
 		n.Workflows = r.workflows.Err() != nil || len(r.workflows.Val()) > 0
 	}
 	return out

@@ -643,7 +643,8 @@ func anyErr(errs ...error) error {
 // Stats returns queue q's counters: enqueued, attempted, succeeded, dead,
 // cancelled, retried, deferred, uncertain, deduplicated_enqueue,
 // deduplicated_execute, fenced_commit, fenced_renew, fenced_storage, dropped_missing,
-// resolved_<decision>, raised, rewinds, resubmitted, promoted, groups_repaired; and seq, the queue's
+// resolved_<decision>, raised, rewinds, resubmitted, promoted, groups_repaired,
+// limits_repaired; and seq, the queue's
 // write sequence (see rewind.go). The sequence's history and tenure (not
 // counters) are left out.
 func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) {

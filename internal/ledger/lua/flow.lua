@@ -158,8 +158,8 @@ local function rate_held(key) return P .. 'rate-held:' .. key end
 -- rate_window returns how many starts rate zset rk (of rate key key) holds
 -- in the last per ms. Its first look in a call drops the starts older than
 -- the longest period kept (stored at P..'rate-per:'..key, or per when
--- longer); each period is counted once per call, later starts of the call
--- added as they are admitted.
+-- longer); each period is counted once per call, with the call's starts
+-- admitted before that look, and later ones added as they are admitted.
 local function rate_window(rk, key, per)
   local keep = rate_keep[rk]
   if not keep then
@@ -177,6 +177,9 @@ local function rate_window(rk, key, per)
     else
       n = redis.call('ZCOUNT', rk, '(' .. fmt(now - per), '+inf')
     end
+    -- the call's starts not yet written (at now: in every period's window)
+    local adds = rate_add[rk]
+    if adds then n = n + #adds / 2 end
     rate_n[rk][per] = n
   end
   return n

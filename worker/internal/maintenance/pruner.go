@@ -11,7 +11,8 @@ import (
 // pruner drops index entries of finished jobs whose records expired after
 // retention, released entries of the queues' unique indexes (unique jobs:
 // their job gone or out of its unique states, their period over), repairs
-// fair groups whose head was lost (ledger.RepairGroups), the
+// fair groups whose head was lost (ledger.RepairGroups), ends the
+// concurrency-limit permits whose holder was lost (ledger.RepairLimits), the
 // records of finished workflows past retention whose steps expired, and,
 // with an EffectPruner, effect records past theirs.
 type pruner struct {
@@ -54,6 +55,8 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 				slog.LevelDebug, "pruned released unique keys"},
 			{need.Groups, func() (int64, error) { return p.ledger.RepairGroups(ctx, q) },
 				slog.LevelWarn, "gave fair groups whose head was lost a head"},
+			{need.Limits, func() (int64, error) { return p.ledger.RepairLimits(ctx, q) },
+				slog.LevelWarn, "ended concurrency-limit permits whose holder was lost"},
 			{need.Workflows, func() (int64, error) {
 				n, err := p.ledger.PruneWorkflows(ctx, q, now)
 				return int64(n), err

@@ -79,3 +79,37 @@ func TestPrunerEffectLogFailure(t *testing.T) {
 		t.Fatal("the failure was not logged")
 	}
 }
+
+// TestPrunerEndsLostLimitPermits: a pass ends the permit of a concurrency
+// limit whose holder's record was lost (ledger.RepairLimits), so the job
+// parked behind it is woken, and says so in the leader's log.
+func TestPrunerEndsLostLimitPermits(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	f := newFixtureOn(t, rdb, ns, jobs.Config{Namespace: ns})
+	l := f.leader(f.config())
+	leader := f.lead("pool-a")
+	lim := jobs.Limit("export:c1", 1)
+	holder := f.enqueue("work", lim)
+	parked := f.enqueue("work", lim)
+	if id := f.claim(jobs.DefaultQueue, time.Minute); id != holder {
+		t.Fatalf("claimed %s, want %s", id, holder)
+	}
+	if err := f.rdb.Del(f.ctx, f.ledger.JobKey(jobs.DefaultQueue, holder)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.get(parked).WaitingFor; w == "" {
+		t.Fatal("the second job is not parked behind the first's permit")
+	}
+	if err := l.pruner.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.get(parked).WaitingFor; w != "" {
+		t.Fatalf("the parked job still waits (%q) after the pass", w)
+	}
+	if id := f.claim(jobs.DefaultQueue, time.Minute); id != parked {
+		t.Fatalf("claimed %s, want the woken %s", id, parked)
+	}
+	if !f.logged("ended concurrency-limit permits whose holder was lost", `"count":1`) {
+		t.Fatalf("no warning of the ended permit in the log:\n%s", f.logs.String())
+	}
+}
