@@ -70,7 +70,7 @@ func AttemptFromContext(ctx context.Context) (Attempt, bool) {
 func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c ledger.Claimed, sent time.Time, log *slog.Logger) error {
 	log = log.With("attempt", c.Attempt, "token", c.Token.String())
 	kind := b.kindLabel(t, next) // the metric label; c.Kind is the task type
-	b.metrics.Attempted.WithLabelValues(c.Queue, kind).Inc()
+	b.metrics.Attempted.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
 	a := Attempt{
 		ID: c.ID, Queue: c.Queue, Kind: c.Kind, OperationID: c.OperationID, Attempt: c.Attempt, MaxRetries: c.MaxRetries,
 		Resource: jobs.LeaseResource(c.ID, ""), Token: c.Token, Owner: b.opts.WorkerID + "/" + c.ID, Deadline: c.Deadline,
@@ -110,13 +110,13 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 		outcome.RetryIn = 0 // asynq decides when the retry is delivered
 	}
 	if end.Lost {
-		b.metrics.LeaseLost.WithLabelValues(c.Queue, kind).Inc()
+		b.metrics.LeaseLost.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
 	}
 	if end.Malformed {
-		b.metrics.Rejected.WithLabelValues(c.Queue, metrics.ReasonMalformed).Inc()
+		b.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonMalformed).Inc()
 	}
 	if errors.Is(err, fence.ErrStale) {
-		b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageStorage).Inc()
+		b.metrics.Fenced.WithLabelValues(ledger.Logical(c.Queue), metrics.StageStorage).Inc()
 		b.storageRefused(ctx, a, err, log)
 	}
 	// The outcome is committed even when asynq's context ended (a shutdown,
@@ -130,7 +130,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	}
 	com := out[0]
 	if !com.Applied {
-		b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageCommit).Inc()
+		b.metrics.Fenced.WithLabelValues(ledger.Logical(c.Queue), metrics.StageCommit).Inc()
 		log.Warn("stale outcome refused by the ledger: a newer attempt owns the job",
 			"job_state", com.State, "current_token", com.Current.String(), "outcome", outcome.To, "error", errText(err))
 		if com.State == "missing" && outcome.To != jobs.Succeeded && outcome.To != jobs.Cancelled {
@@ -154,8 +154,8 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 		// or expired and reconciled first.
 		return fmt.Errorf("%w: job %s is %s under token %s", ErrSuperseded, c.ID, com.State, com.Current)
 	}
-	b.metrics.Completed.WithLabelValues(c.Queue, kind, string(com.State)).Inc()
-	b.metrics.Duration.WithLabelValues(c.Queue, kind, string(com.State)).Observe(elapsed.Seconds())
+	b.metrics.Completed.WithLabelValues(ledger.Logical(c.Queue), kind, string(com.State)).Inc()
+	b.metrics.Duration.WithLabelValues(ledger.Logical(c.Queue), kind, string(com.State)).Observe(elapsed.Seconds())
 	switch com.State {
 	case jobs.Succeeded:
 		log.Debug("job succeeded")
@@ -232,7 +232,7 @@ func retriesOnTimeout(t *asynq.Task, next asynq.Handler) bool {
 func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler, queue, kind string, log *slog.Logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			b.metrics.Panics.WithLabelValues(queue, kind).Inc()
+			b.metrics.Panics.WithLabelValues(ledger.Logical(queue), kind).Inc()
 			log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
@@ -286,7 +286,7 @@ func (b *Bridge) startRenewer(c ledger.Claimed, sent time.Time, cancel context.C
 			}
 			switch rs[0].Status {
 			case ledger.Lost:
-				b.metrics.Fenced.WithLabelValues(c.Queue, metrics.StageRenew).Inc()
+				b.metrics.Fenced.WithLabelValues(ledger.Logical(c.Queue), metrics.StageRenew).Inc()
 				cancel(fmt.Errorf("%w: the ledger says the job is %s under another token", lease.ErrLost, rs[0].State))
 				return
 			case ledger.CancelRequested:

@@ -188,12 +188,14 @@ func (o Options) withDefaults() Options {
 // Create it with New; install Middleware on an asynq.ServeMux.
 type Bridge struct {
 	ledger  *ledger.Ledger
+	rdb     redis.UniversalClient
 	opts    Options
 	margin  time.Duration // the attempts' safety margin (watchdog.Margin of the options')
 	log     *slog.Logger
 	metrics *metrics.Set
 	queues  sync.Map // ledger queues registered by this bridge
 	kinds   kinds    // task types labelled by name (kindLabel)
+	layouts layouts  // partitioned ledger queues' layouts (jobQueue)
 }
 
 // New returns a bridge that keeps its attempts in the ledger of cfg's
@@ -219,7 +221,7 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 		opts.Asynq = rdb
 	}
 	b := &Bridge{
-		opts: opts, margin: watchdog.Margin(opts.LeaseTTL, opts.SafetyMargin), metrics: metrics.New(opts.Registerer),
+		rdb: rdb, opts: opts, margin: watchdog.Margin(opts.LeaseTTL, opts.SafetyMargin), metrics: metrics.New(opts.Registerer),
 		log: opts.Logger.With("worker", opts.WorkerID, "bridge", BridgeName),
 	}
 	// Completions check the ledger for a rewind (a Redis that came back
@@ -308,6 +310,13 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		b.metrics.Rejected.WithLabelValues(queueLabel(q), metrics.ReasonInvalid).Inc()
 		return fmt.Errorf("asynqfence: %w: %w", err, asynq.SkipRetry)
 	}
+	// On a partitioned queue, the partition holding the job, or the one a
+	// native enqueue of its operation goes to.
+	pq, err := b.jobQueue(ctx, q, d.ID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotClaimed, err)
+	}
+	q = pq
 	b.register(ctx, q)
 	log := b.log.With("queue", q, "kind", d.Kind, "job_id", d.ID, "task_id", taskID)
 	// At most: uncertain -> re-run decided -> claimed, with one more look
@@ -326,7 +335,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		case ledger.DeliveryClaimed:
 			return b.run(ctx, t, next, dc.Claimed, sent, log)
 		case ledger.DeliveryFinal:
-			b.metrics.Deduplicated.WithLabelValues(q, metrics.StageExecute).Inc()
+			b.metrics.Deduplicated.WithLabelValues(ledger.Logical(q), metrics.StageExecute).Inc()
 			log.Info("duplicate delivery of a finished job acknowledged without running the handler", "job_state", dc.State)
 			return nil
 		case ledger.DeliveryBusy:
@@ -334,7 +343,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		case ledger.DeliveryPaused:
 			return fmt.Errorf("%w: %s", ErrPaused, q)
 		case ledger.DeliveryConflict:
-			b.metrics.Rejected.WithLabelValues(q, metrics.ReasonInvalid).Inc()
+			b.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonInvalid).Inc()
 			return fmt.Errorf("%w: job %s in queue %s (%s): %w", ErrConflict, d.ID, q, dc.State, asynq.SkipRetry)
 		case ledger.DeliveryUnresolved:
 			if dc.State == jobs.Review {

@@ -9,7 +9,10 @@
 //   - The job is the task's operation id (the OperationHeader header, see
 //     NewTask) or else asynq's task id. Its record is created on first sight
 //     (kind, payload, operation id), marked bridged (jobs.Record.Bridge is
-//     "asynq"), and listed by the dashboard and the CLI like any job.
+//     "asynq"), and listed by the dashboard and the CLI like any job. On a
+//     partitioned ledger queue (jobs.Client.SetPartitions) it goes to the
+//     partition a native enqueue of its operation id goes to, or stays in
+//     the one already holding it.
 //   - The attempt gets a fencing token higher than any before it. The
 //     handler's context carries it: fence.FromContext (for fence/pgfence,
 //     fence/redisfence, fence/httpfence), lease.FromContext and

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/internal/ledger"
 )
 
 // Label values the bridge uses in place of user-given ones.
@@ -73,10 +73,10 @@ func (b *Bridge) kindLabel(t *asynq.Task, next asynq.Handler) string {
 }
 
 // queueLabel is q as a metric label: "invalid" for a name the ledger
-// refuses, never the user's text.
+// refuses, never the user's text; a partition's queue for a partition.
 func queueLabel(q string) string {
-	if jobs.ValidateQueue(q) != nil {
+	if ledger.ValidateQueueRef(q) != nil {
 		return invalidQueue
 	}
-	return q
+	return ledger.Logical(q)
 }

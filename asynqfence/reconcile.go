@@ -84,7 +84,7 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 		b.metrics.ReconcileErrors.Inc()
 		return false, fmt.Errorf("asynqfence: reconcile: %w", err)
 	}
-	b.metrics.Decisions.WithLabelValues(q, result).Inc()
+	b.metrics.Decisions.WithLabelValues(ledger.Logical(q), result).Inc()
 	log.Info("reconciled before redelivery", "operation_id", rec.OperationID, "token", rec.Token.String(),
 		"decision", res.Decision, "state", state, "evidence", evidence)
 	switch res.Decision {

@@ -495,12 +495,38 @@ func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]S
 // that counted nothing; minutes are kept for MinuteKeep. The scripts keep
 // them as they count, so every job counts whether or not a maintenance
 // leader was alive (Series holds the leader's snapshots of the state
-// counts).
+// counts). A partitioned queue's are its partitions' summed.
 func (in *Inspector) Minutes(ctx context.Context, q string, from, to time.Time) ([]MinuteCounts, error) {
-	if err := in.queue(q); err != nil {
+	names, err := in.names(ctx, q)
+	if err != nil {
 		return nil, err
 	}
-	return in.l.Minutes(ctx, q, from, to)
+	if len(names) == 1 {
+		return in.l.Minutes(ctx, names[0], from, to)
+	}
+	byMinute := map[time.Time]*MinuteCounts{}
+	for _, n := range names {
+		ms, err := in.l.Minutes(ctx, n, from, to)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			sum := byMinute[m.At]
+			if sum == nil {
+				sum = &MinuteCounts{At: m.At, Counts: map[string]int64{}}
+				byMinute[m.At] = sum
+			}
+			for k, v := range m.Counts {
+				sum.Counts[k] += v
+			}
+		}
+	}
+	out := make([]MinuteCounts, 0, len(byMinute))
+	for _, m := range byMinute {
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
 }
 
 // LeaderStatus is what the acting maintenance leader last published.

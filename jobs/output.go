@@ -48,8 +48,8 @@ func RecordOutput(ctx context.Context, v any) error {
 	return err
 }
 
-// Output decodes into v the output job id of queue q (the partition's name,
-// Result.Partition, for a job of a partitioned queue) recorded with its
+// Output decodes into v the output job id of queue q (for a job of a
+// partitioned queue, the queue's name or its partition's) recorded with its
 // success (see RecordOutput), sensitive fields included. It returns
 // [ErrNotFound] when there is no such job and [ErrNoOutput] when the job
 // has none (not succeeded yet, or nothing recorded).
@@ -58,6 +58,10 @@ func (c *Client) Output(ctx context.Context, q, id string, v any) error {
 		return err
 	}
 	if err := ledger.ValidateQueueRef(q); err != nil {
+		return err
+	}
+	q, err := locate(ctx, c.ledger, q, id) // a partitioned queue's name: the job's partition
+	if err != nil {
 		return err
 	}
 	raw, _, err := c.ledger.Output(ctx, q, id)

@@ -54,7 +54,7 @@ const (
 // field, or a descriptor (@yearly, @monthly, @weekly, @daily, @hourly,
 // @every <duration>), as parsed by github.com/robfig/cron/v3. The
 // expression is read in the zone InTimeZone gives (default UTC), unless it
-// starts with CRON_TZ=<zone>. "@every d" is Every(d). An invalid expression,
+// starts with CRON_TZ=<zone>. "@every d" is Every(d), and takes no zone. An invalid expression,
 // or one no date matches ("0 0 30 2 *"), is reported by Pool.AddPeriodic.
 //
 // Across daylight-saving changes a fixed time of day (none of the seconds,
@@ -66,6 +66,12 @@ const (
 // *", "*/15 * * * *", whose hours field is "*") follow the real clock: one
 // tick per hour that passed.
 func Cron(expr string) Schedule {
+	if zone, rest, ok := strings.Cut(expr, " "); ok && (strings.HasPrefix(zone, "TZ=") || strings.HasPrefix(zone, "CRON_TZ=")) &&
+		strings.HasPrefix(strings.TrimSpace(rest), "@every") {
+		// The cron parser would tick it from each pass's cursor, not at
+		// Every's multiples, and below MinInterval unchecked.
+		return &cronSchedule{expr: expr, err: errors.New("@every takes no time zone: it ticks at the multiples of its interval in UTC; drop the zone")}
+	}
 	if d, ok := strings.CutPrefix(expr, "@every "); ok {
 		iv, err := time.ParseDuration(strings.TrimSpace(d))
 		if err != nil {
@@ -214,7 +220,9 @@ func ScheduleID(id string) PeriodicOption { return func(p *PeriodicJob) { p.id =
 
 // InTimeZone reads a cron expression in loc (default UTC). time.Local is
 // refused by Pool.AddPeriodic (as is CRON_TZ=Local): it is each machine's
-// own zone, and every pool that may lead must compute the same ticks.
+// own zone, and every pool that may lead must compute the same ticks. So
+// is a zone its name does not load (a time.FixedZone): the ledger records
+// the name, and pools reading the schedule back load the zone by it.
 func InTimeZone(loc *time.Location) PeriodicOption { return func(p *PeriodicJob) { p.loc = loc } }
 
 // WithCatchUp sets the policy for ticks missed during downtime (default
@@ -345,6 +353,9 @@ func compileSchedule(schedule Schedule, loc *time.Location) (Schedule, string, e
 			return nil, "", fmt.Errorf("%w: cron expression %q in the local zone, which may differ between pools: name the zone (time.LoadLocation(\"Europe/Paris\"), or CRON_TZ=Europe/Paris)",
 				ErrSchedule, s.expr)
 		}
+		if err := zoneByName(zone, loc, s.expr); err != nil {
+			return nil, "", err
+		}
 		if c.Next(time.Now()).IsZero() {
 			return nil, "", fmt.Errorf("%w: cron expression %q matches no date: it would never tick", ErrSchedule, s.expr)
 		}
@@ -356,6 +367,34 @@ func compileSchedule(schedule Schedule, loc *time.Location) (Schedule, string, e
 		return s, "UTC", nil
 	}
 	return schedule, loc.String(), nil
+}
+
+// zoneByName checks that loc, the zone a cron expression without a zone of
+// its own is read in, is the zone its name loads: the ledger records the
+// name only, so other pools (and the digest comparing definitions) know it
+// by that. A time.FixedZone named otherwise ("UTC+1", or an IANA name with
+// another offset) would tick at other times on a pool reading it back.
+func zoneByName(zone string, loc *time.Location, expr string) error {
+	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+		return nil // loaded by name already
+	}
+	named, err := time.LoadLocation(zone)
+	if err == nil {
+		y := time.Now().Year()
+		for _, m := range []time.Month{time.January, time.July} { // both sides of daylight saving
+			at := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+			_, a := at.In(loc).Zone()
+			_, b := at.In(named).Zone()
+			if a != b {
+				err = errors.New("its offsets differ from those of the zone of that name")
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: cron expression %q in zone %q, which other pools cannot load by its name (%v): use time.LoadLocation with an IANA name",
+			ErrSchedule, expr, zone, err)
+	}
+	return nil
 }
 
 // recordedSchedule builds the ticks of a schedule expression recorded in

@@ -274,16 +274,24 @@ func TestAddPeriodicRejects(t *testing.T) {
 	for name, pj := range map[string]*worker.PeriodicJob{
 		"bad cron": worker.Periodic(worker.Cron("61 * * * *"), tickArgs{}),
 		// no date matches: it would never tick
-		"february 30":   worker.Periodic(worker.Cron("0 0 30 2 *"), tickArgs{}),
-		"april 31":      worker.Periodic(worker.Cron("CRON_TZ=Europe/Paris 0 9 31 4 *"), tickArgs{}),
-		"bad every":     worker.Periodic(worker.Cron("@every soon"), tickArgs{}),
-		"short every":   worker.Periodic(worker.Every(time.Millisecond), tickArgs{}),
-		"bad id":        worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("a:b")),
-		"bad catch-up":  worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.WithCatchUp("sometimes")),
-		"operation id":  worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.OperationID("x"))),
-		"delay":         worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.Delay(time.Second))),
-		"nil schedule":  worker.Periodic(nil, tickArgs{}),
-		"nil time zone": worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(nil)),
+		"february 30": worker.Periodic(worker.Cron("0 0 30 2 *"), tickArgs{}),
+		"april 31":    worker.Periodic(worker.Cron("CRON_TZ=Europe/Paris 0 9 31 4 *"), tickArgs{}),
+		"bad every":   worker.Periodic(worker.Cron("@every soon"), tickArgs{}),
+		"short every": worker.Periodic(worker.Every(time.Millisecond), tickArgs{}),
+		// a zone would make the cron parser tick @every from the cursor,
+		// unaligned and unchecked against MinInterval
+		// the ledger records a zone's name: other pools load it by name
+		"fixed zone":              worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(time.FixedZone("UTC+1", 3600))),
+		"fixed zone, IANA name":   worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(time.FixedZone("Europe/Paris", 3600))),
+		"fixed zone without name": worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(time.FixedZone("", 3600))),
+		"zoned every":             worker.Periodic(worker.Cron("CRON_TZ=Europe/Paris @every 1h"), tickArgs{}),
+		"zoned short every":       worker.Periodic(worker.Cron("TZ=UTC @every 10ms"), tickArgs{}),
+		"bad id":                  worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("a:b")),
+		"bad catch-up":            worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.WithCatchUp("sometimes")),
+		"operation id":            worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.OperationID("x"))),
+		"delay":                   worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.Delay(time.Second))),
+		"nil schedule":            worker.Periodic(nil, tickArgs{}),
+		"nil time zone":           worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(nil)),
 		// each machine's own zone: pools on two machines would tick at
 		// different times under one schedule id
 		"local zone":         worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(time.Local)),

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"time"
@@ -69,6 +70,17 @@ func (p *Pool) produce(ctx, work context.Context) {
 			}
 			continue
 		}
+		// Busy or idle: a pool that always has due jobs must still see a
+		// change of its queues' partitions.
+		if time.Since(lastRegister) > registerEvery {
+			lastRegister = time.Now()
+			p.announce(ctx)
+			if p.parts.takeChanged() {
+				stopSub()
+				qs = newQueueSet(p.parts.weights(p.cfg.Queues), p.cfg.StrictPriority)
+				wake, stopSub = p.subscribeFor(ctx, qs)
+			}
+		}
 		if time.Since(lastLook) >= p.cfg.FetchPollInterval {
 			lastLook = time.Now()
 			p.lookIdle(ctx, qs)
@@ -100,16 +112,6 @@ func (p *Pool) produce(ctx, work context.Context) {
 		}
 		// Every queue is drained (or paused): sleep until a wake-up, the
 		// next due job, or the next idle look.
-		if time.Since(lastRegister) > registerEvery {
-			lastRegister = time.Now()
-			p.announce(ctx)
-			if p.parts.takeChanged() {
-				stopSub()
-				qs = newQueueSet(p.parts.weights(p.cfg.Queues), p.cfg.StrictPriority)
-				wake, stopSub = p.subscribeFor(ctx, qs)
-				continue
-			}
-		}
 		wait := p.cfg.FetchPollInterval - time.Since(lastLook)
 		if hasNext {
 			wait = min(wait, time.Until(next))
@@ -237,9 +239,17 @@ func (p *Pool) lookIdle(ctx context.Context, qs *queueSet) {
 // (a claim left some due, or the slots ran out before every due queue was
 // visited) and, when it is known, the earliest moment a queue is due
 // (hasNext). A claim that takes a queue's last due jobs says so, so the
-// pool does not claim the drained queue again.
+// pool does not claim the drained queue again. A queue whose claim fails
+// (its node down, say) is backed off on its own and the others are still
+// claimed; the error is returned when no claim started a job.
 func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bool, next time.Time, hasNext bool, err error) {
 	started := 0
+	var failed error
+	defer func() {
+		if failed != nil && err == nil {
+			p.log.Warn("claim failed; the queue is claimed again after a back-off, the others go on", "error", failed)
+		}
+	}()
 	for _, i := range qs.order(time.Now()) {
 		q := qs.queues[i].name
 		n := min(free-started, p.cfg.FetchBatch)
@@ -254,8 +264,14 @@ func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bo
 				// not started, but put back.
 				p.putBack(ctx, q, res.Jobs, "the claim was not acknowledged by enough replicas")
 			}
-			return false, time.Time{}, false, err
+			if ctx.Err() != nil {
+				return false, time.Time{}, false, err
+			}
+			failed = fmt.Errorf("queue %s: %w", q, err)
+			qs.failed(i, time.Now())
+			continue
 		}
+		qs.queues[i].fails = 0
 		p.logDropped(q, res.Dropped)
 		if ctx.Err() != nil {
 			// The pool is stopping: the jobs just claimed go back at once,
@@ -283,6 +299,9 @@ func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bo
 			qs.setDue(i, time.Time{}, false) // empty until a wake-up
 		}
 		p.hooks.claimed.Signal(claimEvent{Queue: q, Result: res})
+	}
+	if failed != nil && started == 0 {
+		return false, time.Time{}, false, failed
 	}
 	next, hasNext = qs.next()
 	return more, next, hasNext, nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencedq/fencedq/internal/ledger"
 )
 
 // queueSet is what a pool's fetch loop knows about each of its queues: when
@@ -29,6 +31,7 @@ type queueSet struct {
 
 	// scratch reused by the fetch loop
 	due   []int
+	inDue []int // due partitions per queue (by queueState.group)
 	keyed []keyedQueue
 	names []string
 	idx   []int
@@ -38,8 +41,10 @@ type queueSet struct {
 type queueState struct {
 	name   string
 	weight int
+	group  int       // the queue's index among the set's queues: its partitions share it
 	due    bool      // the queue may have due jobs from at on
 	at     time.Time // zero: now
+	fails  int       // claims failed in a row (failed)
 }
 
 type keyedQueue struct {
@@ -60,6 +65,17 @@ func newQueueSet(queues map[string]int, strict bool) *queueSet {
 		}
 		return cmp.Compare(a.name, b.name)
 	})
+	groups := map[string]int{}
+	for i := range s.queues {
+		q := ledger.Logical(s.queues[i].name)
+		g, ok := groups[q]
+		if !ok {
+			g = len(groups)
+			groups[q] = g
+		}
+		s.queues[i].group = g
+	}
+	s.inDue = make([]int, len(groups))
 	return s
 }
 
@@ -96,6 +112,20 @@ func (s *queueSet) setDue(i int, at time.Time, due bool) {
 	s.queues[i].due, s.queues[i].at = due, at
 }
 
+// Back-off bounds of a queue whose claims fail (failed).
+const (
+	claimBackoffMin = 50 * time.Millisecond
+	claimBackoffMax = time.Second
+)
+
+// failed records that a claim of queue i failed at now: it is claimed
+// again after a back-off doubling with each failure in a row.
+func (s *queueSet) failed(i int, now time.Time) {
+	q := &s.queues[i]
+	q.fails++
+	q.due, q.at = true, now.Add(min(claimBackoffMin<<min(q.fails-1, 5), claimBackoffMax))
+}
+
 // dueBy makes queue i due by at at the latest.
 func (s *queueSet) dueBy(i int, at time.Time) {
 	q := &s.queues[i]
@@ -108,7 +138,9 @@ func (s *queueSet) dueBy(i int, at time.Time) {
 // by priority with StrictPriority, else a random order weighted by priority
 // (each queue drawn with probability proportional to its priority among
 // those left: sorting by an exponential variate divided by the weight gives
-// that order). The slice is reused by the next call.
+// that order). A partitioned queue's due partitions share its priority, so
+// partitioning a queue does not raise its share, and either way they come
+// in a random order among themselves. The slice is reused by the next call.
 func (s *queueSet) order(now time.Time) []int {
 	s.due = s.due[:0]
 	for i := range s.queues {
@@ -116,12 +148,30 @@ func (s *queueSet) order(now time.Time) []int {
 			s.due = append(s.due, i)
 		}
 	}
-	if s.strict || len(s.due) < 2 {
+	if len(s.due) < 2 {
 		return s.due
+	}
+	if s.strict {
+		// a queue's partitions are adjacent (same priority, names "q#k")
+		for j := 0; j < len(s.due); {
+			k := j + 1
+			for k < len(s.due) && s.queues[s.due[k]].group == s.queues[s.due[j]].group {
+				k++
+			}
+			run := s.due[j:k]
+			rand.Shuffle(len(run), func(a, b int) { run[a], run[b] = run[b], run[a] })
+			j = k
+		}
+		return s.due
+	}
+	clear(s.inDue)
+	for _, i := range s.due {
+		s.inDue[s.queues[i].group]++
 	}
 	s.keyed = s.keyed[:0]
 	for _, i := range s.due {
-		s.keyed = append(s.keyed, keyedQueue{i: i, key: rand.ExpFloat64() / float64(s.queues[i].weight)})
+		q := &s.queues[i]
+		s.keyed = append(s.keyed, keyedQueue{i: i, key: rand.ExpFloat64() * float64(s.inDue[q.group]) / float64(q.weight)})
 	}
 	slices.SortFunc(s.keyed, func(a, b keyedQueue) int { return cmp.Compare(a.key, b.key) })
 	for j, k := range s.keyed {

@@ -81,3 +81,36 @@ func names(s *queueSet, idx []int) []string {
 	}
 	return out
 }
+
+// TestQueueSetPartitionsSharePriority: a partitioned queue's due
+// partitions share its priority, so it comes first as often as it would
+// unpartitioned, and under strict priority its partitions come in a
+// random order, not by name.
+func TestQueueSetPartitionsSharePriority(t *testing.T) {
+	now := time.Now()
+	w := newQueueSet(map[string]int{"a#0": 1, "a#1": 1, "a#2": 1, "a#3": 1, "a#4": 1, "b": 1}, false)
+	const draws = 4000
+	first := 0
+	for range draws {
+		if w.queues[w.order(now)[0]].name == "b" {
+			first++
+		}
+	}
+	if f := float64(first) / draws; f < 0.44 || f > 0.56 {
+		t.Fatalf("queue b (priority 1, beside a of priority 1 in five partitions) came first in %.3f of draws, want about 0.5", f)
+	}
+	strict := newQueueSet(map[string]int{"a#0": 5, "a#1": 5, "a#2": 5, "b": 1}, true)
+	seen := map[string]int{}
+	for range draws {
+		o := names(strict, strict.order(now))
+		if len(o) != 4 || o[3] != "b" {
+			t.Fatalf("strict order %v, want a's partitions before b", o)
+		}
+		seen[o[0]]++
+	}
+	for _, n := range []string{"a#0", "a#1", "a#2"} {
+		if f := float64(seen[n]) / draws; f < 0.25 || f > 0.42 {
+			t.Fatalf("partition %s came first in %.3f of strict draws, want about 1/3 (%v)", n, f, seen)
+		}
+	}
+}

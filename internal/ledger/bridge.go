@@ -93,7 +93,7 @@ type DeliveryClaim struct {
 // when a retry or a re-run puts it back to pending, the next delivery by its
 // own queue claims it.
 func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*DeliveryClaim, error) {
-	if err := ValidateQueue(q); err != nil {
+	if err := ValidateQueueRef(q); err != nil {
 		return nil, err
 	}
 	if err := ValidateJobID(d.ID); err != nil {

@@ -48,7 +48,7 @@ func decodeProgress(s string) *Progress {
 // (a newer attempt took over, or the attempt ended): nothing is written.
 // The caller validates done, total and note.
 func (l *Ledger) ReportProgress(ctx context.Context, q, id string, tok lease.Token, done, total int64, note string) error {
-	if err := ValidateQueue(q); err != nil {
+	if err := ValidateQueueRef(q); err != nil {
 		return err
 	}
 	n, err := l.run(ctx, l.lanes.other, progressScript, q, id, tok.String(),

@@ -178,7 +178,7 @@ type MinuteCounts struct {
 // nothing (or are older than MinuteKeep). One pipeline of at most one read
 // per minute.
 func (l *Ledger) Minutes(ctx context.Context, q string, from, to time.Time) ([]MinuteCounts, error) {
-	if err := ValidateQueue(q); err != nil {
+	if err := ValidateQueueRef(q); err != nil {
 		return nil, err
 	}
 	first, last := from.Truncate(SeriesStep).UnixMilli(), to.Truncate(SeriesStep).UnixMilli()

@@ -1,0 +1,84 @@
+package asynqfence
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+// layouts caches the queue names holding each ledger queue's jobs, read
+// again after jobs.PartitionRefresh or when the queue's partition count
+// (read at every delivery) changed.
+type layouts struct {
+	mu sync.Mutex
+	m  map[string]layout
+}
+
+type layout struct {
+	p     int      // the registered partition count
+	names []string // the queue names holding the queue's jobs (ledger.Physical)
+	at    time.Time
+}
+
+// maxLayouts bounds the layouts a bridge keeps.
+const maxLayouts = 4096
+
+// layoutOf returns ledger queue q's partition count and the queue names
+// holding its jobs.
+func (b *Bridge) layoutOf(ctx context.Context, q string) (layout, error) {
+	ps, err := b.ledger.PartitionsOf(ctx, q)
+	if err != nil {
+		return layout{}, err
+	}
+	b.layouts.mu.Lock()
+	c, ok := b.layouts.m[q]
+	b.layouts.mu.Unlock()
+	if ok && c.p == ps[0] && time.Since(c.at) <= jobs.PartitionRefresh {
+		return c, nil
+	}
+	qs, err := b.ledger.Queues(ctx)
+	if err != nil {
+		return layout{}, err
+	}
+	c = layout{p: ps[0], names: ledger.Physical(q, ps[0], qs), at: time.Now()}
+	b.layouts.mu.Lock()
+	if b.layouts.m == nil || len(b.layouts.m) > maxLayouts {
+		b.layouts.m = map[string]layout{}
+	}
+	b.layouts.m[q] = c
+	b.layouts.mu.Unlock()
+	return c, nil
+}
+
+// jobQueue returns the queue name holding job id of ledger queue q: q
+// itself for a queue that never had partitions; else the name that holds
+// the job already (a partition, or q from before it had any), and for a
+// job not recorded yet the partition a native enqueue of id as its
+// operation id goes to, so a task's job and a native job of its operation
+// meet in one partition (see jobs.PartitionKey).
+func (b *Bridge) jobQueue(ctx context.Context, q, id string) (string, error) {
+	c, err := b.layoutOf(ctx, q)
+	if err != nil || len(c.names) == 1 {
+		return q, err
+	}
+	cmds := make([]*redis.IntCmd, len(c.names))
+	if _, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := range c.names {
+			cmds[i] = p.Exists(ctx, b.ledger.JobKey(n, id))
+		}
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	for i, cmd := range cmds {
+		if cmd.Val() > 0 {
+			return c.names[i], nil
+		}
+	}
+	return ledger.PartitionNames(q, c.p)[ledger.RoutePartition(c.p, "", id, 0)], nil
+}
