@@ -212,6 +212,9 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
+	if err := cfg.ValidateClient(rdb); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
 	cfg = cfg.WithDefaults()
 	opts = opts.withDefaults()
 	if len(opts.WorkerID) > 200 {

@@ -98,7 +98,9 @@ type Durability struct {
 	// default) acknowledges writes when the primary applied them.
 	Replicas int
 	// Timeout bounds each wait for replicas (default 1s; 0 is the default,
-	// never "forever").
+	// never "forever"). At most 80 % of the Redis client's read timeout
+	// (go-redis's default: 5s), which the wait's reply is read under, and
+	// of 5s with ContextTimeoutEnabled (ValidateClient).
 	Timeout time.Duration
 	// AOF waits with WAITAOF (the replicas also fsynced the writes to their
 	// append-only file; needs appendonly on the replicas) where the server
@@ -132,7 +134,22 @@ func configErr(fn string, rdb redis.UniversalClient, c Config) error {
 	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
 		return invalid("%s was given a nil %T (want a client from redis.NewClient, NewClusterClient or NewFailoverClient)", fn, rdb)
 	}
-	return c.Validate()
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	return c.ValidateClient(rdb)
+}
+
+// ValidateClient checks the configuration against the Redis client it is
+// used with: Durability.Timeout must end well within the client's read
+// timeout (at most 80 % of it), which the wait's reply is read under
+// (see Durability.Timeout).
+// NewClient, NewInspector, worker.NewPool and asynqfence.New check it.
+func (c Config) ValidateClient(rdb redis.UniversalClient) error {
+	if err := durable.CheckClient(rdb, durable.Options(c.Durability)); err != nil {
+		return invalid("%v", err)
+	}
+	return nil
 }
 
 // WithDefaults returns c with every zero field set to its default.

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
@@ -265,7 +268,11 @@ func TestDurableEnqueueManyKeepsAQueuesOrder(t *testing.T) {
 	f := redistest.StartFailover(t, redistest.FailoverOptions{})
 	cfg := durableConfig(t, f)
 	cfg.Durability.Timeout = 10 * time.Second // a replica catching up with a long batch on a busy machine
-	client := jobs.NewClient(f.Client(), cfg)
+	fo := f.ClientOptions()
+	fo.ReadTimeout = 15 * time.Second // the wait's reply is read under it
+	rdb := redis.NewFailoverClient(fo)
+	t.Cleanup(func() { _ = rdb.Close() })
+	client := jobs.NewClient(rdb, cfg)
 	const n, rounds = 1600, 3 // four chunks per call
 	for round := range rounds {
 		ps := make([]jobs.Params, n)
@@ -283,5 +290,83 @@ func TestDurableEnqueueManyKeepsAQueuesOrder(t *testing.T) {
 					round, i, r.OperationID, r.Deduplicated)
 			}
 		}
+	}
+}
+
+// An enqueue whose outcome was unknown (too few replicas acknowledged it)
+// and whose retry with the same operation id found its job is acknowledged
+// by that retry: the client records it for re-submission like any enqueue
+// it saw acknowledged, so a later loss of the job's record brings it back.
+func TestDurableRetriedEnqueueIsResubmittedAfterALoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	rdb := f.Client()
+	client := jobs.NewClient(rdb, durableConfig(t, f))
+
+	kept, err := client.Enqueue(ctx, countArgs{N: 1}, jobs.OperationID("kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.CutReplication()
+	if _, err := client.Enqueue(ctx, countArgs{N: 2}, jobs.OperationID("retried")); !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Fatalf("enqueue with replication cut: %v, want ErrEnqueueUnknown", err)
+	}
+	f.HealReplication()
+	f.Sync()
+	retried, err := client.Enqueue(ctx, countArgs{N: 2}, jobs.OperationID("retried"))
+	if err != nil || !retried.Deduplicated {
+		t.Fatalf("retry after replication healed: %+v, %v; want the existing job, acknowledged", retried, err)
+	}
+
+	// Redis loses the namespace's record (an operator's flush, a restart
+	// without persistence): both acknowledged jobs are gone.
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.Sync()
+	if _, err := client.Resubmit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insp := client.Inspector()
+	for _, r := range []*jobs.Result{kept, retried} {
+		if _, err := insp.Get(ctx, r.Queue, r.JobID); err != nil {
+			t.Errorf("acknowledged job %s (operation %s) not re-submitted after the loss: %v", r.JobID, r.OperationID, err)
+		}
+	}
+	if n := pendingOn(t, insp, jobs.DefaultQueue); n != 2 {
+		t.Fatalf("%d pending jobs after the re-submission, want 2", n)
+	}
+}
+
+// A wait for replicas longer than the Redis client's read timeout allows
+// (its reply is read under it) is refused with a clear error before
+// anything is written: it would otherwise fail every slow wait as a
+// network error, after go-redis sent the pipeline again for each retry.
+func TestDurableTimeoutBeyondTheReadTimeoutRefused(t *testing.T) {
+	ctx := context.Background()
+	rdb, ns := redistest.New(t)
+	slow := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ReadTimeout: time.Second})
+	t.Cleanup(func() { _ = slow.Close() })
+	for _, tc := range []struct {
+		rdb *redis.Client
+		d   jobs.Durability
+	}{
+		{rdb, jobs.Durability{Replicas: 1, Timeout: 5 * time.Second}}, // go-redis's default read timeout: 5 s
+		{slow, jobs.Durability{Replicas: 1}},                          // the default 1 s wait, a 1 s read timeout
+	} {
+		c := jobs.NewClient(tc.rdb, jobs.Config{Namespace: ns, Durability: tc.d})
+		if _, err := c.Enqueue(ctx, countArgs{N: 1}); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "durability: timeout") {
+			t.Errorf("%+v with read timeout %v: enqueue %v, want ErrInvalid naming the durability timeout", tc.d, tc.rdb.Options().ReadTimeout, err)
+		}
+	}
+	if keys, err := rdb.Keys(ctx, "*"+ns+"*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("keys %v, %v after refused enqueues, want none", keys, err)
+	}
+	ok := jobs.Config{Namespace: ns, Durability: jobs.Durability{Replicas: 1, Timeout: 800 * time.Millisecond}}
+	if err := ok.ValidateClient(slow); err != nil {
+		t.Fatalf("a wait within the read timeout: %v", err)
 	}
 }

@@ -34,8 +34,8 @@ var errLocalDeadline = fmt.Errorf("%w: not confirmed before the local deadline",
 // KeepAlive starts renewing l every ttl/3 until ctx ends, Stop is called or
 // the lease is lost. l is copied; read the current state with Session.Lease.
 func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*Session, error) {
-	if m.nilErr != nil {
-		return nil, m.nilErr
+	if m.cfgErr != nil {
+		return nil, m.cfgErr
 	}
 	if l == nil {
 		return nil, fmt.Errorf("%w: nil lease", ErrInvalid)

@@ -130,7 +130,9 @@ type Config struct {
 type Durability struct {
 	// Replicas is how many replicas must acknowledge each write (0: off).
 	Replicas int
-	// Timeout bounds each wait for replicas (default 1s).
+	// Timeout bounds each wait for replicas (default 1s; at most 80 % of
+	// the Redis client's read timeout, which the wait's reply is read
+	// under: go-redis's default 5s).
 	Timeout time.Duration
 	// AOF waits with WAITAOF (the replicas also fsynced the write to their
 	// append-only file) where the server has it (Redis 7.2 and later),
@@ -158,7 +160,7 @@ type Manager struct {
 	acquires *scriptbatch.Batcher
 	epoch    *epoch.Tracker
 	merges   atomic.Pointer[stateMerge]
-	nilErr   error // a nil Redis client: every call fails with it
+	cfgErr   error // a nil Redis client or a durability refused: every call fails with it
 }
 
 var (
@@ -180,21 +182,25 @@ var (
 	holderScript = redis.NewScript(epoch.Lua + holderSrc)
 )
 
-// NewManager returns a Manager over client. A Config.Durability that does
-// not validate (negative replicas or timeout) is treated as off; check it
-// with Config.Validate first. A nil client (or a typed nil pointer) makes
-// every call fail with an error matching ErrInvalid instead of panicking.
+// NewManager returns a Manager over client. A nil client (or a typed nil
+// pointer), or a Config.Durability that does not validate (see
+// Config.Validate) or that client's read timeout cannot hold, makes every
+// call fail with an error matching ErrInvalid instead.
 func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "fq"
 	}
 	if argtype.IsNil(client) {
-		return &Manager{cfg: cfg, nilErr: fmt.Errorf("%w: NewManager was given a nil Redis client", ErrInvalid)}
+		return &Manager{cfg: cfg, cfgErr: fmt.Errorf("%w: NewManager was given a nil Redis client", ErrInvalid)}
 	}
 	m := &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{Yield: true}),
 		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger})}
 	m.acquires = m.batch
-	if d := durable.Options(cfg.Durability); d.Enabled() && d.Validate() == nil {
+	if err := durable.CheckClient(client, durable.Options(cfg.Durability)); err != nil {
+		m.cfgErr = fmt.Errorf("%w: %v", ErrInvalid, err)
+		return m
+	}
+	if d := durable.Options(cfg.Durability); d.Enabled() {
 		w := durable.New(client, d, cfg.Logger)
 		m.acquires = scriptbatch.New(client, scriptbatch.Options{Append: w.Append, Yield: true})
 	}
@@ -267,8 +273,8 @@ func str(v any) string {
 // token minted before, whatever the new primary's clock says. While the
 // primary keeps changing under it, Acquire fails with ErrUnsettled.
 func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
-	if m.nilErr != nil {
-		return nil, m.nilErr
+	if m.cfgErr != nil {
+		return nil, m.cfgErr
 	}
 	if err := validate(resource, owner, ttl); err != nil {
 		return nil, err
@@ -425,8 +431,8 @@ func (m *Manager) AcquireWait(ctx context.Context, resource, owner string, ttl t
 // Renew extends l by ttl from now (Redis time) and updates l.Deadline. It
 // fails with ErrLost once the lease expired or a newer token exists.
 func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error {
-	if m.nilErr != nil {
-		return m.nilErr
+	if m.cfgErr != nil {
+		return m.cfgErr
 	}
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrInvalid)
@@ -451,8 +457,8 @@ func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error 
 // Release frees l if it still holds the resource. A stale release (expired,
 // or superseded by a newer token) changes nothing and returns ErrNotHeld.
 func (m *Manager) Release(ctx context.Context, l *Lease) error {
-	if m.nilErr != nil {
-		return m.nilErr
+	if m.cfgErr != nil {
+		return m.cfgErr
 	}
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrInvalid)
@@ -481,8 +487,8 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 // reports ErrLost and the next Acquire may start at once. A mark the key
 // already reaches changes nothing.
 func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error {
-	if m.nilErr != nil {
-		return m.nilErr
+	if m.cfgErr != nil {
+		return m.cfgErr
 	}
 	if err := validateResource(resource); err != nil {
 		return err
@@ -521,8 +527,8 @@ func (m *Manager) clockKey(resource string) string { return m.Key(resource) + ":
 
 // Holder returns the live lease on resource, or nil when it is free.
 func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {
-	if m.nilErr != nil {
-		return nil, m.nilErr
+	if m.cfgErr != nil {
+		return nil, m.cfgErr
 	}
 	if err := validateResource(resource); err != nil {
 		return nil, err

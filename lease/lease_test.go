@@ -474,3 +474,21 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	})
 }
+
+// A durability the client's read timeout cannot hold (the wait's reply is
+// read under it) fails every call with ErrInvalid and writes nothing,
+// instead of acquiring without the wait.
+func TestDurabilityBeyondTheReadTimeoutRefused(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	ns := redistest.Namespace(t)
+	for _, d := range []lease.Durability{{Replicas: 1, Timeout: 5 * time.Second}, {Replicas: 1, Timeout: -time.Second}} {
+		m := lease.NewManager(c, lease.Config{Namespace: ns, Durability: d})
+		if _, err := m.Acquire(ctx, "r", "a", time.Minute); !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "durability: timeout") {
+			t.Fatalf("%+v: acquire %v, want ErrInvalid naming the durability timeout", d, err)
+		}
+	}
+	if keys, err := c.Keys(ctx, "*"+ns+"*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("keys %v, %v after refused acquisitions, want none", keys, err)
+	}
+}

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -152,5 +153,16 @@ func TestDurablePutBackNotAcknowledgedSaysTheJobsAreBack(t *testing.T) {
 	}
 	if !strings.Contains(logs, "put back without starting; too few replicas acknowledged the put-back") {
 		t.Fatalf("no line says the put-back was not acknowledged:\n%s", tail(logs, 5))
+	}
+}
+
+// A pool refuses a wait for replicas its Redis client's read timeout
+// cannot hold (the wait's reply is read under it).
+func TestDurableTimeoutBeyondTheReadTimeoutRefusesThePool(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	_, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns,
+		Durability: jobs.Durability{Replicas: 1, Timeout: 5 * time.Second}}})
+	if !errors.Is(err, worker.ErrConfig) || !strings.Contains(err.Error(), "durability: timeout") {
+		t.Fatalf("NewPool: %v, want ErrConfig naming the durability timeout", err)
 	}
 }

@@ -100,6 +100,9 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, configError{err}
 	}
+	if err := cfg.Jobs.ValidateClient(rdb); err != nil {
+		return nil, configError{err}
+	}
 	p := &Pool{
 		rdb: rdb,
 		cfg: cfg,

@@ -74,3 +74,47 @@ func TestDurableWorkflowRetryIsAcknowledgedOnlyOnTheReplica(t *testing.T) {
 		t.Fatalf("counts %v, %v after the failover: want three workflows of 4 steps (a, b, c), each once", counts, err)
 	}
 }
+
+// A workflow whose enqueue ended unknown and whose retry found it is
+// acknowledged by that retry: the client records it, so a later loss of
+// the namespace's record brings it back with Resubmit.
+func TestDurableRetriedWorkflowIsResubmittedAfterALoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	rdb := f.Client()
+	cfg := jobs.Config{Namespace: redistest.Namespace(t), Sentinel: f.ClientOptions(),
+		Durability: jobs.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}}
+	c := jobs.NewClient(rdb, cfg)
+
+	if _, err := workflow.Enqueue(ctx, c, diamond(), workflow.OperationID("kept")); err != nil {
+		t.Fatal(err)
+	}
+	f.CutReplication()
+	if _, err := workflow.Enqueue(ctx, c, diamond(), workflow.OperationID("retried")); !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Fatalf("enqueue with replication cut: %v, want ErrEnqueueUnknown", err)
+	}
+	f.HealReplication()
+	f.Sync()
+	retried, err := workflow.Enqueue(ctx, c, diamond(), workflow.OperationID("retried"))
+	if err != nil || !retried.Deduplicated {
+		t.Fatalf("retry after replication healed: %+v, %v; want the existing workflow, acknowledged", retried, err)
+	}
+
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.Sync()
+	if _, err := c.Resubmit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := workflow.Get(ctx, c, retried.ID); err != nil || len(st.Steps) != 4 {
+		t.Fatalf("acknowledged workflow not re-submitted after the loss: %+v, %v", st, err)
+	}
+	counts, err := c.Inspector().Counts(ctx, jobs.DefaultQueue)
+	if err != nil || counts[jobs.Pending] != 2 || counts[jobs.Waiting] != 6 {
+		t.Fatalf("counts %v, %v after the re-submission: want two workflows of 4 steps, each once", counts, err)
+	}
+}

@@ -37,6 +37,10 @@ import (
 // DefaultTimeout bounds the wait for replicas when Options.Timeout is 0.
 const DefaultTimeout = time.Second
 
+// roundTrip bounds a pipeline's round trip where the client applies its
+// context's deadline to reads (scriptbatch.Timeout).
+const roundTrip = 5 * time.Second
+
 // ErrUnacknowledged means fewer replicas than required acknowledged a write
 // in time. The write was applied on the primary (it may or may not survive
 // a failover): its outcome is unknown to the caller.
@@ -67,6 +71,37 @@ func (o Options) Validate() error {
 		return fmt.Errorf("durability: timeout %v must not be negative", o.Timeout)
 	case o.Timeout > time.Hour:
 		return fmt.Errorf("durability: timeout %v is longer than an hour", o.Timeout)
+	}
+	return nil
+}
+
+// CheckClient validates o and checks it against rdb's read timeout, where
+// rdb is a client whose options say it (a *redis.Client, failover clients
+// included, or a *redis.ClusterClient). The wait's reply is read with its
+// pipeline's, under that timeout (go-redis sets no longer one for a
+// command in a pipeline) and, with ContextTimeoutEnabled, under the
+// pipeline's round-trip bound (5 s): the wait must end well within them
+// (at most 80 %). One that runs out first fails the call as a network
+// error, after go-redis sent the whole pipeline again (its scripts
+// included) for every retry it allows.
+func CheckClient(rdb redis.UniversalClient, o Options) error {
+	if err := o.Validate(); err != nil || !o.Enabled() {
+		return err
+	}
+	var rt time.Duration
+	ctxDeadline := false
+	switch c := rdb.(type) {
+	case *redis.Client:
+		rt, ctxDeadline = c.Options().ReadTimeout, c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		rt, ctxDeadline = c.Options().ReadTimeout, c.Options().ContextTimeoutEnabled
+	}
+	if ctxDeadline && (rt <= 0 || rt > roundTrip) {
+		rt = roundTrip
+	}
+	if limit := rt * 4 / 5; rt > 0 && o.timeout() > limit {
+		return fmt.Errorf("durability: timeout %v is too long for the Redis client's read timeout %v (at most %v: the wait's reply is read under it; raise the client's ReadTimeout for a longer wait)",
+			o.timeout(), rt, limit)
 	}
 	return nil
 }

@@ -104,3 +104,40 @@ func TestOptionsValidate(t *testing.T) {
 		t.Error("Enabled wrong")
 	}
 }
+
+// A wait must end within the Redis client's read timeout, which its reply
+// is read under (at most 80 % of it), and within the pipeline's 5 s round
+// trip where the client applies its context's deadline; a client without a
+// read timeout takes any wait Validate takes.
+func TestCheckClient(t *testing.T) {
+	for _, tc := range []struct {
+		read    time.Duration
+		ctx     bool
+		timeout time.Duration
+		ok      bool
+	}{
+		{0, false, 4 * time.Second, true}, // go-redis's default: 5 s
+		{0, false, 5 * time.Second, false},
+		{time.Second, false, 800 * time.Millisecond, true},
+		{time.Second, false, 0, false}, // the default wait, 1 s
+		{time.Second, false, 900 * time.Millisecond, false},
+		{15 * time.Second, false, 10 * time.Second, true},
+		{15 * time.Second, true, 10 * time.Second, false},
+		{-1, false, time.Minute, true}, // no read timeout
+		{0, false, -time.Second, false},
+	} {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: tc.read, ContextTimeoutEnabled: tc.ctx})
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ReadTimeout: tc.read, ContextTimeoutEnabled: tc.ctx})
+		for _, rdb := range []redis.UniversalClient{c, cc} {
+			err := durable.CheckClient(rdb, durable.Options{Replicas: 1, Timeout: tc.timeout})
+			if (err == nil) != tc.ok {
+				t.Errorf("%T read timeout %v (context deadline %v), wait %v: %v, want ok %v", rdb, tc.read, tc.ctx, tc.timeout, err, tc.ok)
+			}
+		}
+		_ = c.Close()
+		_ = cc.Close()
+	}
+	if err := durable.CheckClient(nil, durable.Options{}); err != nil {
+		t.Errorf("durability off: %v", err)
+	}
+}

@@ -750,3 +750,40 @@ func TestWritableReplicaRefused(t *testing.T) {
 		t.Fatalf("epoch_replid on the primary: %q, %v", got, err)
 	}
 }
+
+// A primary's clock steps back, then is set right (its NTP fixed): the
+// offset that absorbed the step is dropped once the node's own clock has
+// reached the namespace's time, so the time goes on from where it was
+// instead of jumping ahead of the clock by the step (every lease ending
+// early, delayed jobs firing early).
+func TestClockSetRightAfterAStepBackDoesNotJumpAhead(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{ClockShim: true})
+	c := srv.Client()
+	key := epoch.Key(redistest.Namespace(t))
+	now := func() time.Time {
+		t.Helper()
+		v, err := nowScript.Run(ctx, c, []string{key}).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.UnixMicro(v)
+	}
+	const step = 10 * time.Minute
+	const slack = 5 * time.Second // this machine's pace between calls
+	if d := time.Until(now()).Abs(); d > slack {
+		t.Fatalf("first call %v off the local clock", d)
+	}
+	srv.SetClockOffset(-step)
+	if d := time.Until(now()).Abs(); d > slack {
+		t.Fatalf("after the clock stepped back by %v: the time is %v off the local clock, want it held", step, d)
+	}
+	srv.SetClockOffset(0)
+	before := now()
+	if d := time.Until(before); d.Abs() > slack {
+		t.Fatalf("after the clock was set right: the time is %v ahead of the local clock (want about 0, not the step %v)", d, step)
+	}
+	if after := now(); after.Before(before) {
+		t.Fatalf("time went back: %v after %v", after, before)
+	}
+}

@@ -250,6 +250,10 @@ local function epoch_now(key, want)
       noff = math.max(clk - raw, -CATCH_UP_MAX_US)
     end
     if rid == '' and raw >= clk then noff = 0 end -- no INFO: the clock alone has caught up
+    -- A clock stepped back (a positive offset) and set right is back at
+    -- the mark by itself (within the slack, where the time holds at the
+    -- mark): raw + offset would jump ahead of the clock by the step.
+    if noff > 0 and raw >= clk - CLOCK_SLACK_US then noff = 0 end
     if rid ~= crid or noff ~= off or (noff == 0 and base ~= 0) then
       if noff < 0 then
         redis.call('HSET', key, 'crid', rid, 'coff', string.format('%d', noff), 'cat', string.format('%d', raw))

@@ -332,12 +332,14 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 	v, err := cmd.Result()
 	if err != nil {
 		l.registerUnknown(q, v)
+		l.unknownOutcome(record, idx, js)
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)
 	}
 	const header = enqueueHeader
 	r := newReply("enqueue", v, nil)
 	if err := r.need(header + 2*len(idx)); err != nil {
 		l.registerUnknown(q, v)
+		l.unknownOutcome(record, idx, js)
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", err))
 	}
 	res := make([]Inserted, len(idx))
@@ -356,6 +358,7 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 	seq := seqReply{seq: r.int(1), bumped: r.int(2), enqueued: r.int(3), hist: r.str(4), created: created}
 	if r.err != nil {
 		l.registerUnknown(q, v)
+		l.unknownOutcome(record, idx, js)
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", r.err))
 	}
 	for n, i := range idx {
@@ -367,8 +370,18 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 	if l.recent != nil && record {
 		at := time.Now()
 		for n, i := range idx {
-			if !res[n].Deduplicated {
-				l.recent.add(js[i], seq.seq, at)
+			j := js[i]
+			retried := j.OperationID != "" && l.recent.settled(opKey("job", Logical(j.Queue), j.OperationID))
+			switch {
+			case !res[n].Deduplicated:
+				l.recent.add(j, seq.seq, at)
+			case retried:
+				// The retry of an enqueue whose outcome was unknown found
+				// its job: acknowledged now, at an unknown write (seq 0:
+				// not counted certainly lost).
+				nj := *j
+				nj.ID = res[n].JobID
+				l.recent.add(&nj, 0, at)
 			}
 		}
 	}
@@ -376,6 +389,20 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 		l.unregistered.Store(q, struct{}{}) // the jobs are written: register later
 	}
 	return nil
+}
+
+// unknownOutcome notes the operations of an enqueue call whose outcome is
+// unknown (record: not a re-submission), so a retry that finds their jobs
+// records them (see recent.unsure).
+func (l *Ledger) unknownOutcome(record bool, idx []int, js []*NewJob) {
+	if l.recent == nil || !record {
+		return
+	}
+	for _, i := range idx {
+		if op := js[i].OperationID; op != "" {
+			l.recent.unknown(opKey("job", Logical(js[i].Queue), op))
+		}
+	}
 }
 
 // registerUnknown marks queue q for registration after an enqueue call

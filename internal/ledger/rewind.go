@@ -364,13 +364,52 @@ type recent struct {
 	full    bool
 	pending map[string]time.Time // queue -> when its latest rewind was detected
 	handled map[string]bool      // rewind records (queue, replication id, first detection) acted on
+	// unsure holds the operations whose enqueue's outcome was unknown
+	// (ErrEnqueueUnknown): a retry that finds the job or workflow is its
+	// acknowledgement, recorded like a creation. Bounded like the ring,
+	// oldest dropped first (unsureOrder).
+	unsure      map[string]bool
+	unsureOrder []string
 }
 
 func newRecent(n int) *recent {
 	if n <= 0 {
 		return nil
 	}
-	return &recent{ring: make([]recentJob, n), pending: map[string]time.Time{}, handled: map[string]bool{}}
+	return &recent{ring: make([]recentJob, n), pending: map[string]time.Time{}, handled: map[string]bool{},
+		unsure: map[string]bool{}}
+}
+
+// opKey names an operation for unsure: a job's by its queue, a workflow's
+// by its home queue.
+func opKey(kind, q, op string) string { return kind + "\x00" + q + "\x00" + op }
+
+// unknown notes that the enqueue of operation key k ended unknown.
+func (r *recent) unknown(k string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unsure[k] {
+		return
+	}
+	for len(r.unsureOrder) >= len(r.ring) {
+		delete(r.unsure, r.unsureOrder[0])
+		r.unsureOrder = r.unsureOrder[1:]
+	}
+	r.unsure[k] = true
+	r.unsureOrder = append(r.unsureOrder, k)
+}
+
+// settled reports whether the enqueue of operation key k had ended
+// unknown, and forgets it.
+func (r *recent) settled(k string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.unsure[k] {
+		return false
+	}
+	delete(r.unsure, k)
+	r.unsureOrder = slices.DeleteFunc(r.unsureOrder, func(o string) bool { return o == k })
+	return true
 }
 
 // queues returns the queues of the recorded jobs.

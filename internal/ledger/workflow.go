@@ -62,6 +62,16 @@ func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string
 // enqueueWorkflow is EnqueueWorkflow; record: the workflow is recorded for
 // Resubmit (not for a re-submission, which keeps its first record).
 func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record bool) (id string, dedup bool, err error) {
+	track := record && l.recent != nil && w.OperationID != ""
+	if track {
+		// A try whose outcome is unknown is acknowledged by the retry
+		// that finds the workflow: recorded then (see recent.unsure).
+		defer func() {
+			if errors.Is(err, ErrEnqueueUnknown) {
+				l.recent.unknown(opKey("wf", w.Home, w.OperationID))
+			}
+		}()
+	}
 	if w.OperationID != "" {
 		// known already: write nothing anywhere (the home call checks again)
 		home, got, err := l.knownWorkflow(ctx, w)
@@ -78,6 +88,9 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 		}
 		if got != "" {
 			l.moveAfter(ctx, home) // a first try that stopped before moving them
+			if track && l.recent.settled(opKey("wf", w.Home, w.OperationID)) {
+				l.recent.addWorkflow(w, 0, time.Now()) // at an unknown write
+			}
 			return got, true, nil
 		}
 	}
@@ -151,8 +164,13 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 	if r.err != nil {
 		return "", false, enqueueUnknown(wrap("enqueue workflow "+w.ID, r.err))
 	}
-	if seq, ok := l.observeWorkflow(ctx, w.Home, seen, r); ok && record && l.recent != nil {
+	seq, ok := l.observeWorkflow(ctx, w.Home, seen, r)
+	retried := track && l.recent.settled(opKey("wf", w.Home, w.OperationID))
+	switch {
+	case ok && record && l.recent != nil:
 		l.recent.addWorkflow(w, seq, time.Now())
+	case dedup && retried:
+		l.recent.addWorkflow(w, 0, time.Now()) // at an unknown write
 	}
 	l.moveAfter(ctx, w.Home)
 	return id, dedup, nil
