@@ -39,12 +39,18 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, shap
 	return true
 }
 
-// note trims an operator's note, answering 400 when it is too long or
-// missing though required.
+// note trims an operator's note, answering 400 when it is too long, holds
+// a control character other than a line feed or a tab (jobs.ValidateNote),
+// or is missing though required: a bulk action refuses it once, before
+// touching any job.
 func note(w http.ResponseWriter, s string, required bool) (string, bool) {
 	s = strings.TrimSpace(s)
 	if len(s) > maxNoteLength {
 		writeError(w, http.StatusBadRequest, "invalid", "note longer than 2000 bytes")
+		return "", false
+	}
+	if err := jobs.ValidateNote(s); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 		return "", false
 	}
 	if required && s == "" {

@@ -270,6 +270,9 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"protect reads without user", f.insp, f.client, dashboard.Options{Token: "t", ProtectReads: true}, dashboard.ErrOptions},
 		{"namespace mismatch", f.insp, other, dashboard.Options{}, dashboard.ErrOptions},
 		{"bad trusted origin", f.insp, f.client, dashboard.Options{TrustedOrigins: []string{"not a url"}}, dashboard.ErrOptions},
+		{"short CSRF key", f.insp, f.client, dashboard.Options{Token: "t", CSRFKey: []byte("secret")}, dashboard.ErrOptions},
+		{"token with a trailing space", f.insp, f.client, dashboard.Options{Token: "t "}, dashboard.ErrOptions},
+		{"token with a line break", f.insp, f.client, dashboard.Options{Token: "t\nu"}, dashboard.ErrOptions},
 	}
 	for _, tc := range cases {
 		if _, err := dashboard.New(tc.insp, tc.client, tc.opts); !errors.Is(err, tc.want) {

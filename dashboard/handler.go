@@ -33,8 +33,10 @@ type Options struct {
 	// or control characters (jobs.MaxActorLen; New refuses others).
 	Username string
 	Password string
-	// Token enables actions for scripts: "Authorization: Bearer <Token>".
-	// Such requests need no CSRF token (browsers never send it on their own).
+	// Token enables actions for scripts: "Authorization: Bearer <Token>"
+	// (without surrounding white space or control characters, which no
+	// header carries: New refuses them). Such requests need no CSRF token
+	// (browsers never send it on their own).
 	Token string
 	// TokenActor is the actor recorded for decisions made with Token
 	// (default "token"; the same rules as Username).
@@ -44,7 +46,8 @@ type Options struct {
 	// browser cannot send the bearer token for page loads).
 	ProtectReads bool
 	// CSRFKey signs CSRF tokens. Give every replica behind one load balancer
-	// the same key (at least 32 random bytes); default: random per process.
+	// the same key (at least 32 random bytes; New refuses a shorter one);
+	// default: random per process.
 	CSRFKey []byte
 	// TrustedOrigins are origins ("https://ops.example.com") allowed to send
 	// actions although they differ from the request's Host, for proxies that
@@ -63,6 +66,9 @@ type Options struct {
 	// (default slog.Default()).
 	Logger *slog.Logger
 }
+
+// minCSRFKey is the shortest Options.CSRFKey New accepts, in bytes.
+const minCSRFKey = 32
 
 // Handler is the dashboard. It implements http.Handler; mount it under any
 // prefix with http.StripPrefix.
@@ -109,6 +115,13 @@ func New(insp *jobs.Inspector, client *jobs.Client, opts Options) (*Handler, err
 		if err := jobs.ValidateActor(opts.TokenActor); err != nil {
 			return nil, fmt.Errorf("%w: TokenActor: %w", ErrOptions, err)
 		}
+	}
+	if opts.Token != "" && (opts.Token != strings.TrimSpace(opts.Token) ||
+		strings.ContainsFunc(opts.Token, func(r rune) bool { return r < 0x20 || r == 0x7f })) {
+		return nil, fmt.Errorf("%w: a Token with surrounding white space or control characters never matches a bearer header", ErrOptions)
+	}
+	if n := len(opts.CSRFKey); n > 0 && n < minCSRFKey {
+		return nil, fmt.Errorf("%w: CSRFKey has %d bytes: give at least %d random bytes", ErrOptions, n, minCSRFKey)
 	}
 	if opts.ProtectReads && opts.Username == "" {
 		return nil, fmt.Errorf("%w: ProtectReads needs Username and Password", ErrOptions)

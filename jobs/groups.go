@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"slices"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
@@ -70,7 +71,8 @@ func groupArgs(args JobArgs, o *options) {
 type GroupStatus = ledger.GroupStatus
 
 // Groups returns queue q's fair groups with pending jobs (see Grouper),
-// deepest first, at most 1000 per partition of a partitioned queue.
+// deepest first, at most 1000 (the deepest) per partition of a
+// partitioned queue.
 func (in *Inspector) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
@@ -83,6 +85,9 @@ func (in *Inspector) Groups(ctx context.Context, q string) ([]GroupStatus, error
 			return nil, err
 		}
 		out = append(out, gs...)
+	}
+	if len(names) > 1 { // each partition's list is deepest first; merge them
+		slices.SortStableFunc(out, func(a, b GroupStatus) int { return b.Pending - a.Pending })
 	}
 	return out, nil
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -43,14 +41,10 @@ func operatorName(actor, note string) (string, error) {
 	if err := ValidateActor(actor); err != nil {
 		return "", err
 	}
-	actor = strings.TrimSpace(actor)
-	switch {
-	case len(note) > MaxNoteLen:
-		return "", invalid("note longer than %d bytes", MaxNoteLen)
-	case !utf8.ValidString(note) || strings.ContainsFunc(note, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }):
-		return "", invalid("note %q must be UTF-8 whose only control characters are line feeds and tabs", note)
+	if err := ValidateNote(note); err != nil {
+		return "", err
 	}
-	return "operator:" + actor, nil
+	return "operator:" + strings.TrimSpace(actor), nil
 }
 
 // Resolve applies an operator's decision (DecideSucceeded, DecideRerun or

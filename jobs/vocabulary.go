@@ -266,6 +266,19 @@ func ValidateActor(actor string) error {
 	return nil
 }
 
+// ValidateNote checks the note recorded with an operator action: at most
+// MaxNoteLen bytes of UTF-8 whose only control characters are line feeds
+// and tabs. An error matches ErrInvalid.
+func ValidateNote(note string) error {
+	switch {
+	case len(note) > MaxNoteLen:
+		return invalid("note longer than %d bytes", MaxNoteLen)
+	case !utf8.ValidString(note) || strings.ContainsFunc(note, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }):
+		return invalid("note %q must be UTF-8 whose only control characters are line feeds and tabs", note)
+	}
+	return nil
+}
+
 // LeaseResource is the lease resource of job id: its Resource when it names
 // one, else a per-job resource.
 func LeaseResource(id, resource string) string { return ledger.LeaseResource(id, resource) }

@@ -73,7 +73,8 @@
 // tenure. internal/epoch documents the rules and what they do not cover
 // (mainly: without Sentinel, a chain of failovers that lost the record).
 // On Redis Cluster each resource keeps its own epoch record in its slot,
-// <ns>:lease:{<resource>}:clock, and the slot's master decides the epoch in
+// <ns>:lease:{<resource>}:clock (a resource starting with "}", whose tag
+// would be empty, is tagged by a digest instead: see [Manager.Key]), and the slot's master decides the epoch in
 // the acquire script itself: the first acquire of a master's tenure (a
 // promoted replica) records its config epoch, which the cluster raised
 // above every other master's when it elected it (or one more than the

@@ -2,7 +2,9 @@ package lease
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -220,8 +222,25 @@ func (m *Manager) Namespace() string { return m.cfg.Namespace }
 
 // Key returns the Redis key of resource's lease: "<token> <deadline µs>
 // <owner>". It never expires, so it keeps the last token minted.
+//
+// It is <ns>:lease:{<resource>}, hash-tagged by the resource. Redis hashes
+// a whole key whose tag is empty, which a resource starting with "}"
+// makes, so on Redis Cluster such a lease key and its epoch record
+// (clockKey) would be in different slots: there a resource starting with
+// "}" is tagged by a digest instead, <ns>:lease:#{<16 hex digits of its
+// SHA-256>}:<resource>, a key no other resource produces.
 func (m *Manager) Key(resource string) string {
+	if m.epoch != nil && m.epoch.Cluster() && strings.HasPrefix(resource, "}") {
+		return m.cfg.Namespace + ":lease:" + digestTag(resource) + ":" + resource
+	}
 	return m.cfg.Namespace + ":lease:{" + resource + "}"
+}
+
+// digestTag is the hash tag of a resource starting with "}" on Redis
+// Cluster: #{<16 hex digits of its SHA-256>}.
+func digestTag(resource string) string {
+	sum := sha256.Sum256([]byte(resource))
+	return "#{" + hex.EncodeToString(sum[:8]) + "}"
 }
 
 // validateResource refuses a resource name no lease may have.
@@ -522,8 +541,15 @@ func (m *Manager) keys(resource string) []string {
 // clockKey is resource's epoch record on Redis Cluster, where a script
 // touches one slot: <ns>:lease:{<resource>}:clock, the same fields as the
 // namespace's record (internal/epoch), in the lease's slot. No lease key
-// has this name (a lease key ends with the resource's closing brace).
-func (m *Manager) clockKey(resource string) string { return m.Key(resource) + ":clock" }
+// has this name (a lease key ends with the resource's closing brace). A
+// resource Key tags by a digest has <ns>:lease:#{<digest>}:clock:<resource>
+// (its lease key has the resource, starting with "}", after the tag).
+func (m *Manager) clockKey(resource string) string {
+	if strings.HasPrefix(resource, "}") {
+		return m.cfg.Namespace + ":lease:" + digestTag(resource) + ":clock:" + resource
+	}
+	return m.Key(resource) + ":clock"
+}
 
 // Holder returns the live lease on resource, or nil when it is free.
 func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {

@@ -31,3 +31,8 @@ func Invalid(format string, a ...any) error {
 }
 
 func invalid(format string, a ...any) error { return Invalid(format, a...) }
+
+// noJob is the ErrNotFound of an id no job can have (siblingID).
+func noJob(q, id string) error {
+	return fmt.Errorf("%w: %s in queue %s", ErrNotFound, Clip(id), q)
+}

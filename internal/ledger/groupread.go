@@ -33,7 +33,8 @@ type GroupStatus struct {
 const maxGroups = 1000
 
 // Groups returns queue q's fair groups with pending jobs, deepest first
-// (at most maxGroups).
+// (then by name), at most maxGroups: the deepest of all, so every group is
+// counted before the list is cut.
 func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 	h, err := l.rdb.HGetAll(ctx, l.groupsKey(q)).Result()
 	if err != nil {
@@ -45,25 +46,23 @@ func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 		}
 	}
 	names := sortedKeys(h)
-	if len(names) > maxGroups {
-		names = names[:maxGroups]
-	}
-	pipe := l.rdb.Pipeline()
-	cards := make([]*redis.IntCmd, len(names))
-	for i, g := range names {
-		cards[i] = pipe.ZCard(ctx, l.groupKey(q, g))
-	}
-	if len(names) > 0 {
+	out := make([]GroupStatus, len(names))
+	for c := 0; c < len(names); c += maxGroups {
+		part := names[c:min(c+maxGroups, len(names))]
+		pipe := l.rdb.Pipeline()
+		cards := make([]*redis.IntCmd, len(part))
+		for i, g := range part {
+			cards[i] = pipe.ZCard(ctx, l.groupKey(q, g))
+		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, wrap("groups", err)
 		}
-	}
-	out := make([]GroupStatus, len(names))
-	for i, g := range names {
-		out[i] = GroupStatus{Name: g, Head: h[g], Pending: int(cards[i].Val()) + 1}
+		for i, g := range part {
+			out[c+i] = GroupStatus{Name: g, Head: h[g], Pending: int(cards[i].Val()) + 1}
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Pending > out[j].Pending })
-	return out, nil
+	return out[:min(len(out), maxGroups)], nil
 }
 
 // groupAhead says where pending job id of group g stands in its group:

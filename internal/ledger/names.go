@@ -91,12 +91,29 @@ func ValidateOperationID(op string) error {
 // ending in one would name another job's sibling key.
 var JobKeySuffixes = []string{":history", ":waits", ":wf_failed"}
 
+// siblingID reports whether id ends with one of JobKeySuffixes: no job has
+// such an id (ValidateJobID, OpJobID), and its job key would be another
+// job's sibling key, so a read or an action on it must find no job rather
+// than the sibling.
+func siblingID(id string) bool {
+	for _, s := range JobKeySuffixes {
+		if strings.HasSuffix(id, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // ValidateJobID checks a job id a caller chooses (a bridged delivery's):
-// an operation id (ValidateOperationID) not ending in one of
-// JobKeySuffixes.
+// an operation id (ValidateOperationID) other than "." and ".." (path
+// elements, which URLs clean away: the dashboard could not reach the job)
+// and not ending in one of JobKeySuffixes.
 func ValidateJobID(id string) error {
 	if err := ValidateOperationID(id); err != nil {
 		return invalid("job id %q must be 1-%d bytes of UTF-8 without control characters", Clip(id), MaxOperationIDLen)
+	}
+	if id == "." || id == ".." {
+		return invalid("job id %q is a path element, not a name", id)
 	}
 	for _, s := range JobKeySuffixes {
 		if strings.HasSuffix(id, s) {

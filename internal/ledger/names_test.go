@@ -1,11 +1,14 @@
 package ledger_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -88,5 +91,31 @@ func TestJobIDRefusesSiblingKeySuffixes(t *testing.T) {
 	}
 	if err := ledger.ValidateJobID("task-1:historic"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestJobIDRefusesPathElements: a caller-chosen job id "." or ".." is
+// refused, as a queue name is (URLs clean such a path element away, so no
+// page or action of the dashboard could reach the job), and a delivery
+// with one writes nothing.
+func TestJobIDRefusesPathElements(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	for _, id := range []string{".", ".."} {
+		if err := ledger.ValidateJobID(id); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("%q: %v, want ErrInvalid", id, err)
+		}
+		_, err := l.ClaimDelivery(context.Background(), "default", ledger.Delivery{ID: id, Kind: "k", Owner: "o", Bridge: "asynq", TTL: time.Minute})
+		if !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("delivery %q: %v, want ErrInvalid", id, err)
+		}
+		if _, err := l.Get(context.Background(), "default", id); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("refused delivery %q: %v, want no job", id, err)
+		}
+	}
+	for _, id := range []string{"...", ".a", "a.."} {
+		if err := ledger.ValidateJobID(id); err != nil {
+			t.Errorf("%q: %v", id, err)
+		}
 	}
 }

@@ -189,6 +189,9 @@ func recordFrom(q, id string, h map[string]string) *Record {
 
 // Get returns job id of queue q, or ErrNotFound.
 func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
+	if siblingID(id) {
+		return nil, noJob(q, id)
+	}
 	h, err := l.rdb.HGetAll(ctx, l.JobKey(q, id)).Result()
 	if err != nil {
 		return nil, wrap("get "+id, err)
@@ -340,6 +343,9 @@ func decodeEvent(s string) Event {
 // history list holds only what goes beyond it; History shows the same
 // timeline either way. An id no job has is ErrNotFound.
 func (l *Ledger) History(ctx context.Context, q, id string) ([]Entry, error) {
+	if siblingID(id) {
+		return nil, noJob(q, id)
+	}
 	pipe := l.rdb.Pipeline()
 	items := pipe.LRange(ctx, l.JobKey(q, id)+":history", 0, -1)
 	fields := pipe.HGetAll(ctx, l.JobKey(q, id))

@@ -525,6 +525,9 @@ type Resolution struct {
 // fails with ErrNotFound, ErrWrongState (the job is not in r.From, or no
 // longer holds r.Seen) or ErrStale (a newer reconciler leader was seen).
 func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State, error) {
+	if siblingID(id) {
+		return "", noJob(q, id)
+	}
 	switch r.Decision {
 	case DecideSucceeded, DecideRerun, DecideDead, DecideReview, DecideLater:
 	default:
@@ -636,6 +639,9 @@ func (l *Ledger) CancelStep(ctx context.Context, q, id, actor, note string) (Sta
 }
 
 func (l *Ledger) cancel(ctx context.Context, q, id, actor, note, mode string, seen Seen) (State, error) {
+	if siblingID(id) {
+		return "", noJob(q, id)
+	}
 	st, tok := seen.args()
 	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode, st, tok).Result()
 	r := newReply("cancel", v, err)
@@ -714,6 +720,9 @@ func (l *Ledger) RunNow(ctx context.Context, q, id, actor, note string) error {
 // RunNowSeen is RunNow applied only while job id is as seen: a job that
 // moved on since fails with ErrWrongState and nothing is written.
 func (l *Ledger) RunNowSeen(ctx context.Context, q, id string, seen Seen, actor, note string) error {
+	if siblingID(id) {
+		return noJob(q, id)
+	}
 	st, tok := seen.args()
 	v, err := l.run(ctx, l.lanes.other, runNowScript, q, id, actor, note, st, tok).Result()
 	r := newReply("run now", v, err)

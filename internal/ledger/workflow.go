@@ -464,6 +464,9 @@ func (l *Ledger) Workflows(ctx context.Context, q string, offset, n int) ([]stri
 // Output reads the output job id of queue q recorded with its success and
 // its redacted display ("" each when none).
 func (l *Ledger) Output(ctx context.Context, q, id string) (raw, display string, err error) {
+	if siblingID(id) {
+		return "", "", noJob(q, id)
+	}
 	v, err := l.rdb.HMGet(ctx, l.JobKey(q, id), "output", "output_shown", "state").Result()
 	if err != nil {
 		return "", "", wrap("read output of "+id, err)
