@@ -1,11 +1,13 @@
 package dashboard_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -24,7 +26,9 @@ func Example() {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	client := jobs.NewClient(rdb, jobs.Config{Namespace: "example-dashboard"})
+	ns := fmt.Sprintf("example-dashboard-%d", time.Now().UnixNano())
+	defer deleteKeys(rdb, ns) // reading the overview records the namespace's time
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	defer client.Close()
 
 	h, err := dashboard.New(nil, client, dashboard.Options{
@@ -54,4 +58,13 @@ func Example() {
 	// GET /ops/api/overview: 200 application/json; charset=utf-8
 	// GET /ops/: 200 text/html; charset=utf-8
 	// resolve without credentials: 401
+}
+
+// deleteKeys removes the example's keys from the shared Redis.
+func deleteKeys(rdb *redis.Client, ns string) {
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, ns+":*", 500).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
 }

@@ -63,6 +63,7 @@ const scanPage = 500
 // state. It fails the test only when the ledger cannot be read.
 func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) []*Job[T] {
 	tb.Helper()
+	e.check(tb)
 	if want == nil {
 		want = &Want{}
 	}

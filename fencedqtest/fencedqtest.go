@@ -41,6 +41,10 @@
 package fencedqtest
 
 import (
+	"fmt"
+	"reflect"
+	"testing"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -55,17 +59,35 @@ type Env struct {
 	ledger *ledger.Ledger
 	leases *lease.Manager
 	client *jobs.Client
+	err    error // a nil rdb or an invalid cfg: every helper fails the test with it
 }
 
 // New returns the Env of the jobs of cfg's namespace on rdb: pass the
 // jobs.Config the application's client and pools are built from (its
-// EnqueueMiddleware applies to Work's enqueues).
+// EnqueueMiddleware applies to Work's enqueues). A nil rdb or an invalid
+// cfg makes every helper fail the test, naming the mistake.
 func New(rdb redis.UniversalClient, cfg jobs.Config) *Env {
+	var err error
+	if rdb == nil || reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil() {
+		err = fmt.Errorf("%w: New was given a nil Redis client", jobs.ErrInvalid)
+	} else {
+		err = cfg.Validate()
+	}
 	cfg = cfg.WithDefaults()
 	return &Env{
+		err: err,
 		rdb: rdb, cfg: cfg,
 		ledger: ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention}),
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace}),
 		client: jobs.NewClient(rdb, cfg),
+	}
+}
+
+// check fails the test when e was built over a nil Redis client or an
+// invalid jobs.Config.
+func (e *Env) check(tb testing.TB) {
+	tb.Helper()
+	if e.err != nil {
+		tb.Fatalf("fencedqtest: %v", e.err)
 	}
 }

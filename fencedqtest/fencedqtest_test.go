@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fencedqtest"
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -385,5 +387,30 @@ func TestHelpersTakePointerArgs(t *testing.T) {
 	}), job.Record.Queue, job.Record.ID)
 	if res.Outcome != worker.OutcomeSucceeded || sent != "ada@example.com" {
 		t.Fatalf("outcome %s (%v), sent to %q", res.Outcome, res.Err, sent)
+	}
+}
+
+// TestEnvOverANilClientOrAnInvalidConfig: an Env built over a nil Redis
+// client or an invalid jobs.Config fails each helper's test with the
+// mistake (matching jobs.ErrInvalid's text) instead of panicking or
+// reading another namespace.
+func TestEnvOverANilClientOrAnInvalidConfig(t *testing.T) {
+	rdb, _ := redistest.New(t)
+	var typedNil *redis.Client
+	ctx := context.Background()
+	for name, env := range map[string]*fencedqtest.Env{
+		"nil client":       fencedqtest.New(nil, jobs.Config{}),
+		"typed nil client": fencedqtest.New(typedNil, jobs.Config{}),
+		"bad namespace":    fencedqtest.New(rdb, jobs.Config{Namespace: "bad ns"}),
+	} {
+		for helper, fn := range map[string]func(tb testing.TB){
+			"Enqueued":           func(tb testing.TB) { fencedqtest.Enqueued[email](ctx, tb, env, nil) },
+			"RequireNotEnqueued": func(tb testing.TB) { fencedqtest.RequireNotEnqueued[email](ctx, tb, env, nil) },
+			"WaitState":          func(tb testing.TB) { env.WaitState(ctx, tb, "some-job", jobs.Succeeded) },
+		} {
+			if msg := failure(t, fn); !strings.Contains(msg, "invalid job") {
+				t.Errorf("%s, %s: failure %q, want the mistake", name, helper, msg)
+			}
+		}
 	}
 }

@@ -27,6 +27,7 @@ const pollEvery = 50 * time.Millisecond
 // and every 50ms otherwise.
 func (e *Env) WaitState(ctx context.Context, tb testing.TB, id string, states ...jobs.State) *jobs.Record {
 	tb.Helper()
+	e.check(tb)
 	if len(states) == 0 {
 		tb.Fatal("fencedqtest: WaitState needs at least one state")
 	}

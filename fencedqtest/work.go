@@ -43,6 +43,7 @@ type Result struct {
 // jobs.Config, and runs the job's attempt inline with w (see WorkJob).
 func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], args T, opts ...jobs.Option) *Result {
 	tb.Helper()
+	e.check(tb)
 	res, err := e.client.Enqueue(ctx, args, opts...)
 	if err != nil {
 		tb.Fatalf("fencedqtest: enqueue: %v", err)
@@ -68,6 +69,7 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // kind.
 func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], queue, id string) *Result {
 	tb.Helper()
+	e.check(tb)
 	// A partitioned queue's name finds the job's partition, as the
 	// Inspector does; the attempt then runs on the partition.
 	rec, err := e.client.Inspector().Get(ctx, queue, id)

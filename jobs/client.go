@@ -45,7 +45,8 @@ const (
 	MaxTimeout = 365 * 24 * time.Hour
 )
 
-// Option changes how a job is enqueued.
+// Option changes how a job is enqueued. A nil Option is refused with
+// ErrInvalid.
 type Option func(*options)
 
 type options struct {
@@ -70,12 +71,21 @@ type options struct {
 	// group is the job's fair group (groups.go); groupSet: by an option
 	group    string
 	groupSet bool
+	// nilOption is 1 + the index of the first nil option (0: none); the
+	// enqueue is refused.
+	nilOption int
 }
 
 // optionsOf applies opts over the defaults.
 func optionsOf(opts []Option) options {
 	o := options{queue: DefaultQueue, maxRetries: DefaultMaxRetries}
-	for _, f := range opts {
+	for i, f := range opts {
+		if f == nil {
+			if o.nilOption == 0 {
+				o.nilOption = i + 1
+			}
+			continue
+		}
 		f(&o)
 	}
 	return o
@@ -193,7 +203,7 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 		}
 	}
 	c.ledger = ledger.New(rdb, lc)
-	if len(cfg.EnqueueMiddleware) > 0 {
+	if len(cfg.EnqueueMiddleware) > 0 && c.nsErr == nil { // nsErr: a nil middleware, say
 		c.mws = slices.Clone(cfg.EnqueueMiddleware)
 		c.mw = chain(c.mws, c.write)
 	}
@@ -544,6 +554,8 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 		return nil, err
 	}
 	switch {
+	case o.nilOption > 0:
+		return nil, invalid("option %d of the enqueue is nil", o.nilOption-1)
 	case len(payload) > MaxPayloadBytes:
 		return nil, invalid("payload of %d bytes exceeds %d", len(payload), MaxPayloadBytes)
 	case !StartsObject(payload): // valid JSON: checked by EnqueueRaw, produced by Marshal

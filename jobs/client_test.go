@@ -19,6 +19,54 @@ type rangeArgs struct {
 
 func (rangeArgs) Kind() string { return "range" }
 
+// TestNilOptionIsRefused: a nil option (an unset variable of type
+// jobs.Option passed along) is refused with ErrInvalid naming its place,
+// by every entry point that takes options, before anything is written,
+// instead of panicking.
+func TestNilOptionIsRefused(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	var unset jobs.Option
+	_, err := c.Enqueue(ctx, rangeArgs{N: 1}, jobs.Queue("q"), unset)
+	if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "option 1 of the enqueue is nil") {
+		t.Errorf("Enqueue: %v, want ErrInvalid naming option 1", err)
+	}
+	if _, err := c.EnqueueRaw(ctx, "range", []byte(`{"n":1}`), jobs.Unchecked(), unset); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("EnqueueRaw: %v, want ErrInvalid", err)
+	}
+	if _, err := c.EnqueueMany(ctx, []jobs.Params{{Args: rangeArgs{N: 1}}, {Args: rangeArgs{N: 2}, Options: []jobs.Option{unset}}}); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("EnqueueMany: %v, want ErrInvalid", err)
+	}
+	if _, err := jobs.Prepare(rangeArgs{N: 1}, unset); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("Prepare: %v, want ErrInvalid", err)
+	}
+	pass := func(next jobs.EnqueueFunc) jobs.EnqueueFunc { return next }
+	through := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{pass}})
+	if _, err := through.Enqueue(ctx, rangeArgs{N: 1}, unset); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("Enqueue through a middleware: %v, want ErrInvalid", err)
+	}
+	if keys, err := rdb.Keys(ctx, "*"+ns+"*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys written: %v (%v)", keys, err)
+	}
+}
+
+// TestNilEnqueueMiddlewareIsRefused: a client whose Config lists a nil
+// enqueue middleware fails every call with ErrInvalid naming it (as for any
+// invalid Config), instead of panicking at its first enqueue.
+func TestNilEnqueueMiddlewareIsRefused(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	pass := func(next jobs.EnqueueFunc) jobs.EnqueueFunc { return next }
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{pass, nil}})
+	if _, err := c.Enqueue(ctx, rangeArgs{N: 1}); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "EnqueueMiddleware 1 is nil") {
+		t.Errorf("Enqueue: %v, want ErrInvalid naming EnqueueMiddleware 1", err)
+	}
+	if keys, err := rdb.Keys(ctx, "*"+ns+"*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys written: %v (%v)", keys, err)
+	}
+}
+
 // TestEnqueueRefusesNumbersOutOfRange: numbers and durations that do not fit
 // are refused (nothing written), never wrapped or truncated; sub-millisecond
 // durations round up to the millisecond the ledger stores.

@@ -113,10 +113,16 @@ type Durability struct {
 const DefaultRecentEnqueues = ledger.DefaultRecent
 
 // Validate checks the configuration (the namespace's characters, a
-// non-negative retention, the durability's numbers).
+// non-negative retention, the durability's numbers, no nil enqueue
+// middleware).
 func (c Config) Validate() error {
 	if c.Retention < 0 || (c.Retention > 0 && c.Retention < time.Second) {
 		return invalid("retention %v must be 0 (the default) or at least 1s", c.Retention)
+	}
+	for i, m := range c.EnqueueMiddleware {
+		if m == nil {
+			return invalid("EnqueueMiddleware %d is nil", i)
+		}
 	}
 	if err := durable.Options(c.Durability).Validate(); err != nil {
 		return invalid("%v", err)

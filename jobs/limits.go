@@ -55,13 +55,13 @@ const (
 )
 
 // Limit sets the job's concurrency limit (see Limiter), for EnqueueRaw or
-// to override the args' Limit method.
+// to override the args' Limit method (an empty key: no limit).
 func Limit(key string, max int) Option {
 	return func(o *options) { o.limitKey, o.limitMax, o.limitSet = key, max, true }
 }
 
 // Rate sets the job's rate limit (see RateLimiter), for EnqueueRaw or to
-// override the args' RateLimit method.
+// override the args' RateLimit method (an empty key: no rate limit).
 func Rate(key string, max int, per time.Duration) Option {
 	return func(o *options) { o.rateKey, o.rateMax, o.ratePer, o.rateSet = key, max, per, true }
 }

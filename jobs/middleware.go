@@ -104,7 +104,8 @@ func (r *EnqueueRequest) options() options {
 		// raw job's counts as given only when an option or middleware gave one
 		partitionKey: r.PartitionKey, group: r.Group, groupSet: !r.raw || r.flow.groupSet || r.Group != "",
 		limitKey: r.flow.limitKey, limitMax: r.flow.limitMax, limitSet: r.flow.limitSet,
-		rateKey: r.flow.rateKey, rateMax: r.flow.rateMax, ratePer: r.flow.ratePer, rateSet: r.flow.rateSet}
+		rateKey: r.flow.rateKey, rateMax: r.flow.rateMax, ratePer: r.flow.ratePer, rateSet: r.flow.rateSet,
+		nilOption: r.flow.nilOption}
 }
 
 // typedRequest is a typed enqueue's request; many marks EnqueueMany's.

@@ -24,8 +24,12 @@ import (
 // ErrConfig means NewPool refused its arguments: a nil Redis client or an
 // invalid Config. Every such error matches it (an invalid Config.Jobs or
 // queue name matches jobs.ErrInvalid as well), and its text says which
-// field is wrong.
+// field is wrong. Register, AddPeriodic and Run return it for a nil *Pool
+// (the pool of a NewPool call whose error went unchecked).
 var ErrConfig = errors.New("worker: invalid config")
+
+// errNilPool is what a nil *Pool's methods return.
+var errNilPool = fmt.Errorf("%w: nil *Pool: NewPool failed, and its error says why", ErrConfig)
 
 // configError marks err, NewPool's refusal of its arguments, with
 // ErrConfig; its text is err's.

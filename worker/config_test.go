@@ -124,6 +124,7 @@ func TestNewPoolErrorsMatchErrConfig(t *testing.T) {
 		{name: "negative duration", rdb: rdb, cfg: worker.Config{HandlerTimeout: -time.Second}},
 		{name: "worker id", rdb: rdb, cfg: worker.Config{WorkerID: "a\nb"}},
 		{name: "nil middleware", rdb: rdb, cfg: worker.Config{Middleware: []worker.Middleware{nil}}},
+		{name: "nil enqueue middleware", rdb: rdb, cfg: worker.Config{Jobs: jobs.Config{EnqueueMiddleware: []jobs.EnqueueMiddleware{nil}}}, invalid: true},
 		{name: "nil outbox", rdb: rdb, cfg: worker.Config{Maintenance: worker.MaintenanceConfig{Outboxes: []worker.OutboxRelay{nil}}}},
 		{name: "poll interval", rdb: rdb, cfg: worker.Config{FetchPollInterval: time.Nanosecond}},
 		{name: "negative concurrency", rdb: rdb, cfg: worker.Config{Concurrency: -1}},
@@ -150,6 +151,55 @@ func TestNewPoolErrorsMatchErrConfig(t *testing.T) {
 	}
 	if _, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}}); err != nil {
 		t.Fatalf("the zero config: %v", err)
+	}
+}
+
+// TestNilPoolFailsWithErrConfig: the pool of a NewPool call whose error
+// was dropped (pool, _ := worker.NewPool(...), as short snippets do) is
+// nil; Register, AddPeriodic and Run on it return an error matching
+// ErrConfig instead of panicking with a nil dereference.
+func TestNilPoolFailsWithErrConfig(t *testing.T) {
+	rdb, _ := redistest.New(t)
+	p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: "bad ns"}})
+	if p != nil || !errors.Is(err, worker.ErrConfig) {
+		t.Fatalf("NewPool: %v, %v; want a nil pool and ErrConfig", p, err)
+	}
+	work := jobs.WorkFunc[effectArgs](func(context.Context, *jobs.Job[effectArgs]) error { return nil })
+	if err := worker.Register(p, work); !errors.Is(err, worker.ErrConfig) {
+		t.Errorf("Register on a nil pool: %v, want ErrConfig", err)
+	}
+	if err := p.AddPeriodic(worker.Periodic(worker.Every(time.Minute), effectArgs{Name: "tick"})); !errors.Is(err, worker.ErrConfig) {
+		t.Errorf("AddPeriodic on a nil pool: %v, want ErrConfig", err)
+	}
+	if err := p.Run(t.Context()); !errors.Is(err, worker.ErrConfig) {
+		t.Errorf("Run on a nil pool: %v, want ErrConfig", err)
+	}
+	if id := p.ID(); id != "" {
+		t.Errorf("ID of a nil pool: %q", id)
+	}
+}
+
+// TestNilPeriodicOptionsAreRefused: a nil PeriodicOption, or a nil
+// jobs.Option given to EnqueueOptions, makes AddPeriodic refuse the job
+// (nothing registered) instead of panicking in Periodic.
+func TestNilPeriodicOptionsAreRefused(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		popt worker.PeriodicOption
+		jopt jobs.Option
+	)
+	if err := p.AddPeriodic(worker.Periodic(worker.Every(time.Minute), effectArgs{Name: "tick"}, popt)); !errors.Is(err, worker.ErrSchedule) {
+		t.Errorf("a nil PeriodicOption: %v, want ErrSchedule", err)
+	}
+	if err := p.AddPeriodic(worker.Periodic(worker.Every(time.Minute), effectArgs{Name: "tick"}, worker.EnqueueOptions(jopt))); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("a nil jobs.Option: %v, want ErrInvalid", err)
+	}
+	if err := p.AddPeriodic(worker.Periodic(worker.Every(time.Minute), effectArgs{Name: "tick"}, worker.ScheduleID("tick"))); err != nil {
+		t.Errorf("the schedule without the nil options (nothing registered before): %v", err)
 	}
 }
 

@@ -206,6 +206,7 @@ type PeriodicJob struct {
 	catchUp     CatchUp
 	missedAfter time.Duration
 	opts        []jobs.Option
+	nilOption   int // 1 + the index of the first nil PeriodicOption (0: none)
 }
 
 // PeriodicOption configures a PeriodicJob.
@@ -240,10 +241,17 @@ func EnqueueOptions(opts ...jobs.Option) PeriodicOption {
 	return func(p *PeriodicJob) { p.opts = append(p.opts, opts...) }
 }
 
-// Periodic returns a job that enqueues args at every tick of schedule.
+// Periodic returns a job that enqueues args at every tick of schedule. A
+// nil option makes AddPeriodic refuse the job (ErrSchedule).
 func Periodic(schedule Schedule, args jobs.JobArgs, opts ...PeriodicOption) *PeriodicJob {
 	p := &PeriodicJob{schedule: schedule, args: args, loc: time.UTC, catchUp: CatchUpLatest, missedAfter: DefaultMissedAfter}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			if p.nilOption == 0 {
+				p.nilOption = i + 1
+			}
+			continue
+		}
 		o(p)
 	}
 	return p
@@ -251,12 +259,15 @@ func Periodic(schedule Schedule, args jobs.JobArgs, opts ...PeriodicOption) *Per
 
 // AddPeriodic registers periodic jobs on p; the maintenance leader
 // enqueues their ticks (a pool with Maintenance.Disabled or
-// Maintenance.PeriodicDisabled never does). It
-// fails with ErrRunning once the pool runs, and with an error matching
+// Maintenance.PeriodicDisabled never does). It fails with ErrRunning once
+// the pool runs, ErrConfig for a nil pool, and with an error matching
 // ErrSchedule (or jobs.ErrInvalid, for the args and enqueue options) when
 // a job is invalid or its schedule id is already registered; nothing is
 // registered then.
 func (p *Pool) AddPeriodic(pjs ...*PeriodicJob) error {
+	if p == nil {
+		return errNilPool
+	}
 	specs := make([]maintenance.Periodic, 0, len(pjs))
 	for _, pj := range pjs {
 		spec, err := pj.compile()
@@ -288,6 +299,9 @@ func (p *Pool) AddPeriodic(pjs ...*PeriodicJob) error {
 func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
 	if pj == nil || pj.schedule == nil {
 		return maintenance.Periodic{}, fmt.Errorf("%w: no schedule", ErrSchedule)
+	}
+	if pj.nilOption > 0 {
+		return maintenance.Periodic{}, fmt.Errorf("%w: option %d is nil", ErrSchedule, pj.nilOption-1)
 	}
 	if pj.loc == nil {
 		return maintenance.Periodic{}, fmt.Errorf("%w: nil time zone", ErrSchedule)

@@ -129,13 +129,21 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	return p, nil
 }
 
-// ID returns the pool's worker id.
-func (p *Pool) ID() string { return p.cfg.WorkerID }
+// ID returns the pool's worker id ("" for a nil pool).
+func (p *Pool) ID() string {
+	if p == nil {
+		return ""
+	}
+	return p.cfg.WorkerID
+}
 
 // Register adds the worker for T's kind to p. It fails with ErrNilWorker
-// for a nil worker, ErrRegistered for a kind already registered and
-// ErrRunning once the pool runs.
+// for a nil worker, ErrRegistered for a kind already registered,
+// ErrRunning once the pool runs and ErrConfig for a nil pool.
 func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
+	if p == nil {
+		return errNilPool
+	}
 	zero := argtype.Zero[T]() // T may be a pointer to the args
 	kind := zero.Kind()
 	if err := jobs.ValidateKind(kind); err != nil {
@@ -282,8 +290,12 @@ func (p *Pool) startFailed(ctx context.Context, err error) error {
 // ErrUnsettled). Run returns within ShutdownTimeout plus 10s even when
 // Redis does not answer its last calls. A ctx that ends while the pool starts (before any job is
 // claimed) makes it return nil as well. An error from its start (Redis
-// unreachable) is returned at once, and Run may be called again.
+// unreachable) is returned at once, and Run may be called again. A nil
+// pool returns ErrConfig.
 func (p *Pool) Run(ctx context.Context) error {
+	if p == nil {
+		return errNilPool
+	}
 	p.mu.Lock()
 	if p.running {
 		p.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -141,5 +142,63 @@ func TestProgressLandingAfterTheCommitWritesNothing(t *testing.T) {
 	}
 	if r.State != jobs.Succeeded || r.Progress != nil {
 		t.Fatalf("finished job after a late progress report: state %s, progress %+v; want succeeded with none", r.State, r.Progress)
+	}
+}
+
+// TestPartitionedQueueProgressOutputAndMinutes: the handler of a job of a
+// partitioned queue reports progress and records an output as any other
+// (its attempt names the job's partition, which they accept); the output
+// reads back by the queue's name and by the partition's, and the queue's
+// per-minute counts (the dashboard's history) sum its partitions'.
+func TestPartitionedQueueProgressOutputAndMinutes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetPartitions(ctx, "orders", 3, "alice", "month end"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config()
+	cfg.Queues = map[string]int{"orders": 1}
+	p := e.pool(cfg)
+	reported := make(chan error, 2)
+	if err := worker.Register(p, jobs.WorkFunc[progressArgs](func(ctx context.Context, j *jobs.Job[progressArgs]) error {
+		for _, err := range []error{jobs.Progress(ctx, 1, 1, "done"), jobs.RecordOutput(ctx, map[string]int{"n": 7})} {
+			select {
+			case reported <- err:
+			default: // a retry's: the first attempt's are the ones checked
+			}
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	res := e.enqueue(progressArgs{}, jobs.Queue("orders"))
+	for range 2 {
+		if err := <-reported; err != nil {
+			t.Fatalf("a handler of partition %s: %v", res.Partition, err)
+		}
+	}
+	rec := jobstest.WaitState(t, e.ledger, res.Partition, res.JobID, jobs.Succeeded)
+	if rec.Attempts != 1 || rec.Progress == nil || rec.Progress.Note != "done" {
+		t.Fatalf("record: %d attempt(s), progress %+v; want 1, done", rec.Attempts, rec.Progress)
+	}
+	in := e.client.Inspector()
+	now, err := in.ServerTime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"orders", res.Partition} {
+		var out map[string]int
+		if err := e.client.Output(ctx, q, res.JobID, &out); err != nil || out["n"] != 7 {
+			t.Errorf("Output by %s: %v, %v; want n 7", q, out, err)
+		}
+		ms, err := in.Minutes(ctx, q, now.Add(-time.Hour), now.Add(time.Minute))
+		succeeded := int64(0)
+		for _, m := range ms {
+			succeeded += m.Counts["succeeded"]
+		}
+		if err != nil || succeeded != 1 {
+			t.Errorf("Minutes of %s: %+v, %v; want 1 succeeded", q, ms, err)
+		}
 	}
 }

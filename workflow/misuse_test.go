@@ -170,3 +170,38 @@ func TestNotFoundErrorQuotesAndClipsTheID(t *testing.T) {
 		}
 	}
 }
+
+// TestNilOptionsAreRefused: a nil step option, a nil jobs.Option given to
+// workflow.Options, and a nil workflow.Option are refused with ErrInvalid
+// before anything is written, instead of panicking (or, for a job option,
+// being dropped on the way through the enqueue middleware).
+func TestNilOptionsAreRefused(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var (
+		step0 workflow.StepOption
+		job0  jobs.Option
+		wf0   workflow.Option
+	)
+	for name, enqueue := range map[string]func() error{
+		"step option": func() error {
+			_, err := workflow.Enqueue(ctx, e.client, workflow.New("x").Add("a", step("a"), step0))
+			return err
+		},
+		"job option": func() error {
+			_, err := workflow.Enqueue(ctx, e.client, workflow.New("x").Add("a", step("a"), workflow.Options(jobs.Queue("q"), job0)))
+			return err
+		},
+		"workflow option": func() error {
+			_, err := workflow.Enqueue(ctx, e.client, workflow.New("x").Add("a", step("a")), wf0)
+			return err
+		},
+	} {
+		if err := enqueue(); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "is nil") {
+			t.Errorf("%s: %v, want ErrInvalid saying it is nil", name, err)
+		}
+	}
+	if keys, _ := e.rdb.Keys(ctx, "*"+e.ns+"*job:*").Result(); len(keys) != 0 {
+		t.Fatalf("job keys %v, want none", keys)
+	}
+}

@@ -96,7 +96,9 @@ func New(name string) *Workflow { return &Workflow{name: name, index: map[string
 
 var stepName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// Add adds step name, running args, and returns w.
+// Add adds step name, running args, and returns w. A mistake (a bad or
+// repeated name, a nil option) is kept and returned by Validate and
+// Enqueue, matching jobs.ErrInvalid.
 func (w *Workflow) Add(name string, args jobs.JobArgs, opts ...StepOption) *Workflow {
 	if w.err != nil {
 		return w
@@ -113,7 +115,11 @@ func (w *Workflow) Add(name string, args jobs.JobArgs, opts ...StepOption) *Work
 		return w
 	}
 	s := &step{name: name, args: args}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			w.err = fmt.Errorf("%w: workflow step %q: option %d is nil", jobs.ErrInvalid, name, i)
+			return w
+		}
 		o(s)
 	}
 	w.index[name] = len(w.steps)
@@ -325,7 +331,10 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 		return nil, err
 	}
 	var o enqueueOptions
-	for _, f := range opts {
+	for i, f := range opts {
+		if f == nil {
+			return nil, fmt.Errorf("%w: workflow.Enqueue: option %d is nil", jobs.ErrInvalid, i)
+		}
 		f(&o)
 	}
 	if o.op != "" {

@@ -17,13 +17,14 @@ import (
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
+	"github.com/fencedq/fencedq/workflow"
 )
 
 func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var c commonFlags
 	c.add(fs)
 	kind := fs.String("kind", "", "job kind, as the workers registered it (required)")
-	args := fs.String("args", "", `job args as a JSON object, e.g. '{"customer":"acme"}'`)
+	args := fs.String("args", "", `job args as a JSON object, e.g. '{"customer":"acme"}' (required; '{}' for none)`)
 	queue := fs.String("queue", jobs.DefaultQueue, "queue")
 	op := fs.String("op", "", "operation id (default: generated); a known one is deduplicated")
 	delay := fs.Duration("delay", 0, "run after this delay")
@@ -38,7 +39,7 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return fmt.Errorf("%w: --kind is required: the job kind the workers registered", errUsage)
 		}
 		if *args == "" {
-			return fmt.Errorf("%w: --args is required", errUsage)
+			return fmt.Errorf("%w: --args is required: the job's args as a JSON object ('{}' for none)", errUsage)
 		}
 		more, err := flow.options()
 		if err != nil {
@@ -140,7 +141,7 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			rec, err = l.FindByOperation(ctx, *op)
 		}
 		if err != nil {
-			return notFound(err)
+			return inEmptyNamespace(ctx, l, notFound(err))
 		}
 		hist, err := l.History(ctx, rec.Queue, rec.ID)
 		if err != nil {
@@ -292,7 +293,7 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return fmt.Errorf("%w: --set %d is outside 1-%d", errUsage, *set, jobs.MaxPartitions)
 		}
 		if given && strings.TrimSpace(*actor) == "" {
-			return fmt.Errorf("%w: --set needs --actor (who changes the layout)", errUsage)
+			return fmt.Errorf("%w: --set needs --actor (who changes the layout, or set FENCEDQ_ACTOR)", errUsage)
 		}
 		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
@@ -333,6 +334,15 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if *set == 0 && len(changes) == 0 {
+			known, err := client.Inspector().Queues(ctx)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(known, ledger.Logical(*queue)) {
+				fmt.Fprint(out, unknownQueueNote(*queue))
+			}
+		}
 		if len(changes) == 0 {
 			return nil
 		}
@@ -351,6 +361,28 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 func emptyNamespaceHint(ns string) string {
 	return fmt.Sprintf("namespace %s has no queues: no job was enqueued and no pool ran in it yet on this Redis; "+
 		"if you expected some, give the workers' namespace with --namespace (or FENCEDQ_NAMESPACE)\n", ns)
+}
+
+// emptyNamespaceNote is emptyNamespaceHint when l's namespace has no
+// queues, "" when it has some (or they cannot be read): the note for an
+// empty listing or a missing job or workflow.
+func emptyNamespaceNote(ctx context.Context, l *jobs.Inspector) string {
+	if qs, err := l.Queues(ctx); err != nil || len(qs) > 0 {
+		return ""
+	}
+	return emptyNamespaceHint(l.Namespace())
+}
+
+// inEmptyNamespace adds emptyNamespaceNote to the error of a job or
+// workflow not found, so looking one up in the wrong namespace says so.
+func inEmptyNamespace(ctx context.Context, l *jobs.Inspector, err error) error {
+	if !errors.Is(err, jobs.ErrNotFound) && !errors.Is(err, workflow.ErrNotFound) {
+		return err
+	}
+	if note := emptyNamespaceNote(ctx, l); note != "" {
+		return fmt.Errorf("%w; %s", err, strings.TrimSuffix(note, "\n"))
+	}
+	return err
 }
 
 // pauseText describes a pause in one line ("no" while the queue runs),
@@ -604,7 +636,7 @@ func (o *operatorFlags) add(fs *flag.FlagSet, noteRequired bool) {
 // check validates the operator flags before Redis is touched.
 func (o *operatorFlags) check(noteRequired bool) error {
 	if strings.TrimSpace(o.actor) == "" {
-		return fmt.Errorf("%w: --actor is required", errUsage)
+		return fmt.Errorf("%w: --actor is required: who acts (or set FENCEDQ_ACTOR)", errUsage)
 	}
 	if noteRequired && strings.TrimSpace(o.note) == "" {
 		return fmt.Errorf("%w: --note is required (say why)", errUsage)
@@ -641,7 +673,7 @@ func findQueue(ctx context.Context, l *jobs.Inspector, queue, id, action string)
 	}
 	rec, err := l.Find(ctx, id)
 	if err != nil {
-		return "", operatorError(action, err)
+		return "", inEmptyNamespace(ctx, l, operatorError(action, err))
 	}
 	return rec.Queue, nil
 }
@@ -657,7 +689,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	seenToken := fs.String("seen-token", "", "with --seen-state: decide only while the job still holds this token (0: never claimed)")
 	return func(ctx context.Context, out io.Writer) error {
 		if (*job == "") == (*op == "") || o.actor == "" {
-			return fmt.Errorf("%w: --job or --op, and --actor are required", errUsage)
+			return fmt.Errorf("%w: --job or --op, and --actor are required (--actor: who acts, or set FENCEDQ_ACTOR)", errUsage)
 		}
 		d := jobs.Decision(*decision)
 		if d != jobs.DecideSucceeded && d != jobs.DecideRerun && d != jobs.DecideDead {
@@ -685,7 +717,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				rec, err = client.Inspector().FindByOperation(ctx, *op)
 			}
 			if err != nil {
-				return operatorError("resolve", err)
+				return inEmptyNamespace(ctx, client.Inspector(), operatorError("resolve", err))
 			}
 			id, q = rec.ID, rec.Queue
 		} else if q, err = findQueue(ctx, client.Inspector(), *queue, *job, "resolve"); err != nil {
@@ -698,7 +730,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			rec, err = client.Resolve(ctx, q, id, d, o.actor, o.note)
 		}
 		if err != nil {
-			return operatorError("resolve", err)
+			return inEmptyNamespace(ctx, client.Inspector(), operatorError("resolve", err))
 		}
 		if o.asJSON {
 			return json.NewEncoder(out).Encode(struct {
@@ -746,7 +778,7 @@ func jobCommand(fs *flag.FlagSet, action string, noteRequired bool,
 		}
 		rec, err := do(client, ctx, q, *job, seen, o.actor, o.note)
 		if err != nil {
-			return operatorError(action, err)
+			return inEmptyNamespace(ctx, client.Inspector(), operatorError(action, err))
 		}
 		return show(out, rec, o.asJSON)
 	}
@@ -978,6 +1010,9 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			fmt.Fprintf(out, "; %d with Redis's clock more than %v off theirs or jumping back (!): due times and lease deadlines are on Redis's clock", warned, jobs.ClockOffsetWarn)
 		}
 		fmt.Fprintln(out)
+		if len(lines) == 0 {
+			fmt.Fprint(out, emptyNamespaceNote(ctx, client.Inspector()))
+		}
 		return nil
 	}
 }

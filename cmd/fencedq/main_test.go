@@ -59,7 +59,7 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{[]string{"dashboard", "--no-such-flag"}, "flag provided but not defined"},
 		{[]string{"enqueue"}, "--kind is required"},
 		{[]string{"enqueue", "--args", "{}"}, "--kind is required: the job kind the workers registered"},
-		{[]string{"enqueue", "--kind", "transfer"}, "--args is required"},
+		{[]string{"enqueue", "--kind", "transfer"}, "--args is required: the job's args as a JSON object ('{}' for none)"},
 		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--limit", "export"}, "--limit \"export\": want key=max"},
 		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--limit", "export=many"}, "max is not a number"},
 		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--rate", "p=100"}, "want key=max/period"},
@@ -241,6 +241,44 @@ func TestRedisHostPortAndAnEmptyNamespace(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, "queues", "--redis", addr, "--namespace", "fq-typo", "--json"); code != 0 || out != "[]\n" {
 		t.Errorf("queues --json in a wrong namespace: %d %q", code, out)
+	}
+}
+
+// TestWrongNamespaceLookupsSaySo: looking a job, workflow or schedule up
+// in a namespace without queues (a typo, or the default fq while the
+// workers use another) says so, naming --namespace, beside "not found";
+// so do the pools, schedules and workflow listings when empty. In the
+// workers' namespace a missing job is only not found.
+func TestWrongNamespaceLookupsSaySo(t *testing.T) {
+	e := newOperatorEnv(t)
+	id := e.enqueue(jobs.OperationID("op-1"))
+	for _, args := range [][]string{
+		{"inspect", "--job", id},
+		{"inspect", "--op", "op-1"},
+		{"cancel", "--job", id, "--actor", "a", "--note", "n"},
+		{"cancel", "--job", id, "--queue", "default", "--actor", "a", "--note", "n"},
+		{"run-now", "--job", id, "--actor", "a"},
+		{"resolve", "--job", id, "--decision", "rerun", "--actor", "a"},
+		{"resolve", "--op", "op-1", "--decision", "rerun", "--actor", "a"},
+		{"schedules", "--id", "nightly"},
+		{"workflow", "inspect", "--id", "wf-1"},
+		{"workflow", "cancel", "--id", "wf-1", "--actor", "a", "--note", "n"},
+		{"pools"},
+		{"schedules"},
+		{"workflow", "inspect"},
+	} {
+		code, out, errOut := runCLI(t, append(args, "--redis", e.url, "--namespace", "fq-typo")...)
+		wantCode := 1
+		if args[len(args)-1] == "pools" || args[len(args)-1] == "schedules" || args[len(args)-1] == "inspect" {
+			wantCode = 0
+		}
+		if code != wantCode || !strings.Contains(out+errOut, "namespace fq-typo has no queues") || !strings.Contains(out+errOut, "--namespace") {
+			t.Errorf("%v in a wrong namespace: code %d (want %d), stdout %q, stderr %q", args, code, wantCode, out, errOut)
+		}
+	}
+	code, out, errOut := e.cli("inspect", "--job", "nope")
+	if code != 1 || !strings.Contains(errOut, "not found") || strings.Contains(out+errOut, "has no queues") {
+		t.Errorf("a missing job in the workers' namespace: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 
@@ -534,7 +572,7 @@ func TestPauseAndResumeCommands(t *testing.T) {
 	}{
 		{[]string{"pause", "--actor", "bob", "--note", "x"}, "--queue is required"},
 		{[]string{"pause", "--queue", "bad queue", "--actor", "bob", "--note", "x"}, "--queue"},
-		{[]string{"pause", "--queue", "default", "--note", "x"}, "--actor is required"},
+		{[]string{"pause", "--queue", "default", "--note", "x"}, "--actor is required: who acts (or set FENCEDQ_ACTOR)"},
 		{[]string{"pause", "--queue", "default", "--actor", "bob"}, "--note is required"},
 		{[]string{"resume", "--queue", "default"}, "--actor is required"},
 	} {

@@ -42,3 +42,19 @@ func TestBadNamespaceExitsTwoBeforeConnecting(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionsOfAnUnusedQueueSaysSo: partitions --queue names a queue no
+// job or pool has used (a typo shows one partition otherwise, as a real
+// queue would), as queues and inspect do; a used queue gets no note.
+func TestPartitionsOfAnUnusedQueueSaysSo(t *testing.T) {
+	e := newOperatorEnv(t)
+	e.enqueue()
+	code, out, errOut := e.cli("partitions", "--queue", "defualt")
+	if code != 0 || !strings.Contains(out, "no job or pool has used queue defualt") {
+		t.Errorf("partitions of an unused queue: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = e.cli("partitions", "--queue", "default")
+	if code != 0 || strings.Contains(out, "no job or pool has used") {
+		t.Errorf("partitions of a used queue: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -54,7 +54,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return fmt.Errorf("%w: --remove needs --id", errUsage)
 		}
 		if *remove && strings.TrimSpace(*actor) == "" {
-			return fmt.Errorf("%w: --remove needs --actor (who removes the schedule)", errUsage)
+			return fmt.Errorf("%w: --remove needs --actor (who removes the schedule, or set FENCEDQ_ACTOR)", errUsage)
 		}
 		noted := false
 		fs.Visit(func(f *flag.Flag) { noted = noted || f.Name == "note" })
@@ -106,13 +106,16 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		lines, err := loadSchedules(ctx, client.Inspector(), *id, *ticks)
 		if err != nil {
-			return err
+			return inEmptyNamespace(ctx, client.Inspector(), err)
 		}
 		if *asJSON {
 			return json.NewEncoder(out).Encode(lines)
 		}
 		if err := printSchedules(out, lines, *id != ""); err != nil || *id != "" {
 			return err
+		}
+		if len(lines) == 0 {
+			fmt.Fprint(out, emptyNamespaceNote(ctx, client.Inspector()))
 		}
 		rs, err := client.Inspector().ScheduleRemovals(ctx)
 		if err != nil || len(rs) == 0 {

@@ -48,11 +48,17 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 				fmt.Fprint(tw, cli.Escapef("%s\t%s\t%s\t%d/%d\t%s\t%s\n", st.ID, st.Name, st.State, st.Done, st.Total,
 					st.Created.UTC().Format(time.RFC3339), time.Since(st.Created).Round(time.Second)))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(list) == 0 {
+				fmt.Fprint(out, emptyNamespaceNote(ctx, client.Inspector()))
+			}
+			return nil
 		}
 		st, err := workflow.Get(ctx, client, *id)
 		if err != nil {
-			return workflowError("inspect", err)
+			return inEmptyNamespace(ctx, client.Inspector(), workflowError("inspect", err))
 		}
 		return showWorkflow(out, st, *asJSON)
 	}
@@ -77,7 +83,7 @@ func workflowCancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error 
 		defer closeAll()
 		st, err := workflow.Cancel(ctx, client, *id, o.actor, o.note)
 		if err != nil {
-			return workflowError("cancel", err)
+			return inEmptyNamespace(ctx, client.Inspector(), workflowError("cancel", err))
 		}
 		return showWorkflow(out, st, o.asJSON)
 	}

@@ -32,7 +32,7 @@ func Example() {
 	})
 	balance := store.DataKey("account:42", "balance") // in the resource's hash slot
 	defer rdb.Del(ctx, balance, store.HighWaterKey("account:42"),
-		store.EffectKey("account:42", "job-7"), store.IndexKey("job-7"))
+		store.EffectKey("account:42", "job-7"), store.IndexKey("job-7"), store.ClaimsKey("job-7"))
 
 	// Worker B holds the newer lease (token 34) and fences on acquire.
 	_ = store.FenceOnAcquire(ctx, fence.Fence{Resource: "account:42", Token: 34, Owner: "worker-b"})
