@@ -12,7 +12,8 @@
 //     "asynq"), and listed by the dashboard and the CLI like any job. On a
 //     partitioned ledger queue (jobs.Client.SetPartitions) it goes to the
 //     partition a native enqueue of its operation id goes to, or stays in
-//     the one already holding it.
+//     the one already holding it; like a native client, the bridge reads
+//     the queue's partitions again every jobs.PartitionRefresh.
 //   - The attempt gets a fencing token higher than any before it. The
 //     handler's context carries it: fence.FromContext (for fence/pgfence,
 //     fence/redisfence, fence/httpfence), lease.FromContext and

@@ -41,6 +41,7 @@ func TestOperationIDNamesOneJobOnAPartitionedQueue(t *testing.T) {
 	if _, err := client.SetPartitions(ctx, "default", 3, "test", "bridge"); err != nil {
 		t.Fatal(err)
 	}
+	p.bridge.ForgetLayouts() // the bridge reads the layout again each jobs.PartitionRefresh
 	task = asynq.NewTaskWithHeaders("order", []byte(`{"n":0}`), map[string]string{asynqfence.OperationHeader: "order-41"})
 	if _, err := p.client.Enqueue(task, asynq.TaskID("t-41b")); err != nil {
 		t.Fatal(err)

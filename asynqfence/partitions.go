@@ -12,8 +12,8 @@ import (
 )
 
 // layouts caches the queue names holding each ledger queue's jobs, read
-// again after jobs.PartitionRefresh or when the queue's partition count
-// (read at every delivery) changed.
+// again after jobs.PartitionRefresh, as a native client's partition count
+// is: a delivery costs no read of the layout in between.
 type layouts struct {
 	mu sync.Mutex
 	m  map[string]layout
@@ -31,15 +31,15 @@ const maxLayouts = 4096
 // layoutOf returns ledger queue q's partition count and the queue names
 // holding its jobs.
 func (b *Bridge) layoutOf(ctx context.Context, q string) (layout, error) {
-	ps, err := b.ledger.PartitionsOf(ctx, q)
-	if err != nil {
-		return layout{}, err
-	}
 	b.layouts.mu.Lock()
 	c, ok := b.layouts.m[q]
 	b.layouts.mu.Unlock()
-	if ok && c.p == ps[0] && time.Since(c.at) <= jobs.PartitionRefresh {
+	if ok && time.Since(c.at) <= jobs.PartitionRefresh {
 		return c, nil
+	}
+	ps, err := b.ledger.PartitionsOf(ctx, q)
+	if err != nil {
+		return layout{}, err
 	}
 	qs, err := b.ledger.Queues(ctx)
 	if err != nil {
