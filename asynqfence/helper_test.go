@@ -60,8 +60,10 @@ func runHelper(mode string) {
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// A lease far shorter than asynq's (30 s, what the tests wait for),
+	// long enough that a loaded machine never loses it mid-handler.
 	bridge, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{
-		WorkerID: name, LeaseTTL: 3 * time.Second, EffectLog: store, Logger: log,
+		WorkerID: name, LeaseTTL: 10 * time.Second, EffectLog: store, Logger: log,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
