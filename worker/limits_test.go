@@ -337,12 +337,25 @@ func TestRateAcrossProcesses(t *testing.T) {
 	}
 	t.Logf("%d starts over %v, %d deferrals", n, starts[len(starts)-1].Sub(starts[0]), st["rate_deferrals"])
 	// An idle rate key leaves nothing behind: its starts and deferrals
-	// expire a period after the last, and the rates hash drops it.
+	// expire a period and a minute after the last (on the namespace's time,
+	// here Redis's), and the rates hash drops it.
 	prefix := e.ns + ":{" + jobs.DefaultQueue + "}:"
-	redistest.Await(t, e.rdb, prefix+"rate:provider", "the rate key's expiry", func() bool {
-		n, err := e.rdb.Exists(ctx, prefix+"rate:provider", prefix+"rate-held:provider").Result()
-		return err == nil && n == 0
-	})
+	now, err := e.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{prefix + "rate:provider", prefix + "rate-held:provider", prefix + "rate-per:provider"} {
+		at, err := e.rdb.PExpireTime(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at == -2 && strings.Contains(k, "rate-held:") { // gone with its last deferral
+			continue
+		}
+		if at < 0 || time.UnixMilli(int64(at/time.Millisecond)).After(now.Add(per+time.Minute)) {
+			t.Fatalf("%s expires at %v (%v from now), want within a period and a minute", k, at, time.UnixMilli(int64(at/time.Millisecond)).Sub(now))
+		}
+	}
 	if n, err := e.rdb.HLen(ctx, prefix+"rates").Result(); err != nil || n != 0 {
 		t.Fatalf("the rates hash keeps %d idle key(s) (%v)", n, err)
 	}

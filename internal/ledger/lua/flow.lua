@@ -33,13 +33,15 @@
 --                                 of the jobs that started under the key: a job
 --                                 counts the starts of its own)
 --   P..'rate-per:'..key           string: that longest period (ms), expiring a
---                                 period after the last start made with it, so a
+--                                 period (and RATE_KEEP_MS) after the last start
+--                                 made with it, on the namespace's time, so a
 --                                 job of a shorter period (another kind, or one
 --                                 enqueued before the rate was changed) never
 --                                 drops the starts a longer one counts
 --   P..'rate-held:'..key          zset: deferred job id -> its deferred start (ms)
 --   P..'rates'                    hash: key -> '<max>/<per ms>', for keys with deferred jobs
---                                 (the rate zsets expire a period after their last entry)
+--                                 (the rate zsets expire a period and RATE_KEEP_MS
+--                                 after their last entry, on the namespace's time)
 -- Every family has its own prefix, none a prefix of another's followed by a
 -- key ('limit:' and 'limits', 'rate:', 'rate-held:', 'rate-per:' and 'rates'), and the two
 -- limit zsets of a key differ in their suffix, so no two keys' zsets share a
@@ -92,6 +94,18 @@ local limit_promised = {}
 -- for the client's fencedq_limit_waits_total)
 local limit_parked = {}
 
+-- RATE_KEEP_MS: how long past its period a rate's starts (its longest
+-- period kept, its deferrals) are kept. Windows are counted on the
+-- namespace's time, so these keys expire at a moment of that time
+-- (PEXPIREAT, as finish does), not a TTL on the node's clock: a TTL set on
+-- a primary whose clock is behind (a positive offset, internal/epoch) ends
+-- that much earlier on the node promoted next, which resumes the
+-- namespace's time from the last time written, and would forget starts its
+-- window still counts (a new window at once after every such failover).
+-- The margin covers a node's clock ahead of the namespace's time: at most
+-- CATCH_UP_MAX_US (60 s) while a new tenure catches up.
+local RATE_KEEP_MS = 60000
+
 -- zadd_all adds the score-member pairs of adds to zset k.
 local function zadd_all(k, adds)
   for i = 1, #adds, 1000 do
@@ -108,12 +122,13 @@ local function flow_flush(rk)
     if rk == nil or k == rk then
       zadd_all(k, adds)
       local per, keep = rate_per[k], rate_keep[k]
+      local at = now + per + RATE_KEEP_MS
       if per >= keep.stored then
-        redis.call('SET', keep.key, per, 'PX', per)
+        redis.call('SET', keep.key, per, 'PXAT', at)
         keep.stored = per
-        redis.call('PEXPIRE', k, per)
-      elseif redis.call('PTTL', k) < per then -- else it expires with the longer period's starts
-        redis.call('PEXPIRE', k, per)
+        redis.call('PEXPIREAT', k, at)
+      elseif redis.call('PEXPIRETIME', k) < at then -- else it expires with the longer period's starts
+        redis.call('PEXPIREAT', k, at)
       end
       rate_add[k] = nil
     end
@@ -486,7 +501,7 @@ local function flow_admit(id, flow, created)
       local at = num(e[2]) + per + per * math.floor(redis.call('ZCARD', heldk) / max)
       redis.call('ZADD', heldk, at, id)
       local last = redis.call('ZRANGE', heldk, -1, -1, 'WITHSCORES')
-      redis.call('PEXPIREAT', heldk, num(last[2]) + per)
+      redis.call('PEXPIREAT', heldk, num(last[2]) + per + RATE_KEEP_MS)
       redis.call('ZADD', index['pending'], at, id)
       redis.call('HSET', k or jobkey(id), 'wait', 'rate', 'wait_at', fmt(at), 'flow', '1')
       redis.call('HSET', P .. 'rates', rkey, rmax .. '/' .. rper)
@@ -510,7 +525,7 @@ local function flow_admit(id, flow, created)
     if wait == 'limit' then redis.call('ZREM', limit_waiting(lkey), id) end
   end
   if rk then
-    -- A key's starts and deferrals expire a period after the last of them,
+    -- A key's starts and deferrals expire a period (and RATE_KEEP_MS) after the last of them,
     -- and its entry in the rates hash goes with its last deferred job (or,
     -- when that one was cancelled, with the first start after a quiet
     -- period): an idle key leaves nothing behind, and a start that was
