@@ -183,9 +183,15 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 // the queue's fenced rejections, and, when storage refused the attempt's
 // own fence with a higher stored token (one a Redis failover made the
 // ledger forget), makes the job's next token mint above it, before the
-// outcome is committed, so the redelivery that follows is accepted.
+// outcome is committed, so the redelivery that follows is accepted. A mark
+// no counter mints (attempt.PlausibleMark) is logged, not fed back.
 func (b *Bridge) storageRefused(ctx context.Context, a Attempt, err error, log *slog.Logger) {
 	mark, ok := attempt.StorageMark(err, fence.Fence{Resource: a.Resource, Token: a.Token, Owner: a.Owner, OperationID: a.OperationID})
+	if ok && !attempt.PlausibleMark(mark, a.Token, time.Now()) {
+		log.Warn("storage refused the attempt's token with a mark no fencedq counter mints (a buggy or hostile storage?); the job's token is not raised to it",
+			"storage_token", mark.String())
+		ok = false
+	}
 	if !ok {
 		mark = 0
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"path"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -40,5 +42,31 @@ func TestQueueNamesThatPathCleanToAnotherAreRefused(t *testing.T) {
 	}
 	if keys, err := rdb.Keys(ctx, ns+":*").Result(); err != nil || len(keys) != 0 {
 		t.Errorf("refused names left keys behind: %v %v", keys, err)
+	}
+}
+
+// A refused queue reference names what the caller gave ("#", not the
+// empty queue before it), and a refused note is quoted cut to 64 bytes as
+// other refused names are, not in full; neither action writes anything.
+func TestRefusedQueueRefAndNoteQuotedAsGiven(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	ctx := context.Background()
+	for _, q := range []string{"#", "#1", "..#1", "a b#1"} {
+		_, err := c.Pause(ctx, q, "alice", "")
+		if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), strconv.Quote(q)) {
+			t.Errorf("pause %q: %v, want ErrInvalid naming %q", q, err, q)
+		}
+		if _, err := c.Inspector().Counts(ctx, q); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), strconv.Quote(q)) {
+			t.Errorf("counts of %q: %v, want ErrInvalid naming %q", q, err, q)
+		}
+	}
+	note := strings.Repeat("secret ", 280) + "\x1b[2J"
+	_, err := c.Pause(ctx, "default", "alice", note)
+	if !errors.Is(err, jobs.ErrInvalid) || len(err.Error()) > 200 || strings.Count(err.Error(), "secret") > 10 {
+		t.Fatalf("pause with a bad note: error of %d bytes (%v), want ErrInvalid with the note cut", len(err.Error()), err)
+	}
+	if n, err := rdb.Keys(ctx, ns+"*").Result(); err != nil || len(n) != 0 {
+		t.Fatalf("keys written by refused actions: %v (%v)", n, err)
 	}
 }

@@ -274,7 +274,7 @@ func ValidateNote(note string) error {
 	case len(note) > MaxNoteLen:
 		return invalid("note longer than %d bytes", MaxNoteLen)
 	case !utf8.ValidString(note) || strings.ContainsFunc(note, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }):
-		return invalid("note %q must be UTF-8 whose only control characters are line feeds and tabs", note)
+		return invalid("note %q must be UTF-8 whose only control characters are line feeds and tabs", ledger.Clip(note))
 	}
 	return nil
 }

@@ -32,6 +32,12 @@
 // (keeping the token) only for that pair; a stale release changes nothing
 // and returns [ErrNotHeld].
 //
+// Acquire is not idempotent by owner: an Acquire that failed after its
+// request was sent may have taken the lease, and the same owner's retry
+// then gets a [*HeldError] naming itself. Release [HeldError.Lease] and
+// acquire again (a higher token), or wait for its deadline; see
+// [Manager.Acquire].
+//
 // [Manager.KeepAlive] renews every TTL/3 and exposes a context that is
 // cancelled (cause matching [ErrLost]) when a renew reports the lease lost,
 // or when no renew was confirmed before the local deadline: the local send

@@ -97,6 +97,12 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// Lease returns the holding e names, for its owner to Release (see
+// Acquire: an acquisition whose outcome was unknown).
+func (e *HeldError) Lease() *Lease {
+	return &Lease{Resource: e.Resource, Owner: e.Owner, Token: e.Token, Deadline: e.Deadline}
+}
+
 // MaxResourceLen bounds a resource name, so a key stays a sane size.
 const MaxResourceLen = 512
 
@@ -291,6 +297,23 @@ func str(v any) string {
 // learns its fencing epoch before minting, so the token is above every
 // token minted before, whatever the new primary's clock says. While the
 // primary keeps changing under it, Acquire fails with ErrUnsettled.
+//
+// An Acquire that fails after its request was sent (ctx ended, a network
+// error) may still have taken the lease, and a retry by the same owner
+// then fails with a *HeldError naming that owner. Acquire is not
+// idempotent by owner on purpose: an owner name is not proof of one
+// holding (a pool's owner for a job is the same for two attempts of it, a
+// process name may be reused), and handing a second caller the held token
+// would let storage accept both callers' writes. To recover, release the
+// holding the error names and acquire again, which mints a higher token:
+//
+//	var held *lease.HeldError
+//	if errors.As(err, &held) && held.Owner == owner {
+//		_ = m.Release(ctx, held.Lease()) // ErrNotHeld: it ended meanwhile
+//		l, err = m.Acquire(ctx, resource, owner, ttl)
+//	}
+//
+// or wait until held.Deadline, when the lease ends by itself.
 func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
 	if m.cfgErr != nil {
 		return nil, m.cfgErr
@@ -504,7 +527,11 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 // mark costs nothing but token space. A live lease on resource whose token
 // is below mark ends (storage refuses that token anyway): its Renew
 // reports ErrLost and the next Acquire may start at once. A mark the key
-// already reaches changes nothing.
+// already reaches changes nothing. Raise takes any mark below 2^64 - 1,
+// and a counter raised near 2^64 can mint no more: bound marks from
+// storage you do not trust (pools and the asynq bridge feed back no mark
+// whose time part, its low 52 bits, lies more than a year past their
+// clock: no counter mints such a token).
 func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error {
 	if m.cfgErr != nil {
 		return m.cfgErr

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
 	rules "github.com/fencedq/fencedq/internal/attempt"
@@ -17,10 +18,16 @@ import (
 // forget), the counter of the attempt's fence is raised above it, so the
 // job's next attempt is accepted at once instead of being refused until the
 // clock catches up. It runs before the outcome is committed, so the retry's
-// next claim already mints above the mark.
+// next claim already mints above the mark. A mark no counter mints (its
+// time part far in the future: rules.PlausibleMark) is logged, not fed back.
 func (p *Pool) storageRefused(a *attempt, err error) {
 	tok := a.fence()
 	mark, raise := rules.StorageMark(err, fence.Fence{Resource: a.resource, Token: tok, Owner: a.owner, OperationID: a.job.OperationID})
+	if raise && !rules.PlausibleMark(mark, tok, time.Now()) {
+		a.log.Warn("storage refused the attempt's token with a mark no fencedq counter mints (a buggy or hostile storage?); the token counter is not raised to it",
+			"resource", a.resource, "fence_token", tok.String(), "storage_token", mark.String())
+		raise = false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
 	defer cancel()
 	var rerr error

@@ -3,8 +3,10 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/redisfence"
@@ -58,7 +60,7 @@ func TestStorageRefusalRaisesTheNextToken(t *testing.T) {
 	_ = worker.Register(p, jobs.WorkFunc[storeResourceArgs](func(ctx context.Context, _ *jobs.Job[storeResourceArgs]) error { return write(ctx) }))
 
 	ctx := context.Background()
-	lost := lease.Token(1 << 60) // far above any clock-based token of epoch 0
+	lost := lease.Token(3) << 52 // three fencing epochs above any clock-based token of epoch 0
 	seed := func(resource string) {
 		t.Helper()
 		f := fence.Fence{Resource: resource, Token: lost, Owner: "lost-with-the-old-primary", OperationID: "lost-op:" + resource}
@@ -97,5 +99,56 @@ func TestStorageRefusalRaisesTheNextToken(t *testing.T) {
 	}
 	if h, _ := e.ledger.History(ctx, jobs.DefaultQueue, named.JobID); !strings.Contains(jobstest.History(h), `"stage":"storage"`) {
 		t.Fatalf("the resource job's history has no storage refusal:%s", jobstest.History(h))
+	}
+}
+
+type hostileArgs struct{}
+
+func (hostileArgs) Kind() string { return "hostile-storage" }
+
+type hostileResourceArgs struct {
+	Account string `json:"account"`
+}
+
+func (hostileResourceArgs) Kind() string { return "hostile-storage-resource" }
+
+// Resource names the lease the worker takes before the handler runs.
+func (a hostileResourceArgs) Resource() string { return "account:" + a.Account }
+
+// A storage (an httpfence service, say) that refuses every write with a
+// mark near 2^64 must not make the pool raise the token counters to it: a
+// counter there can mint no more, and every later Acquire of the resource
+// would fail with "token space exhausted". The mark is logged and not fed
+// back, and the resource stays usable.
+func TestImplausibleStorageMarkNotRaised(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	huge := lease.Token(math.MaxUint64 - 1)
+	refuse := func(ctx context.Context) error {
+		f, _ := fence.FromContext(ctx)
+		return &fence.StaleError{Fence: f, StoredToken: huge, StoredOwner: "hostile"}
+	}
+	_ = worker.Register(p, jobs.WorkFunc[hostileArgs](func(ctx context.Context, _ *jobs.Job[hostileArgs]) error { return refuse(ctx) }))
+	_ = worker.Register(p, jobs.WorkFunc[hostileResourceArgs](func(ctx context.Context, _ *jobs.Job[hostileResourceArgs]) error { return refuse(ctx) }))
+	own := e.enqueue(hostileArgs{}, jobs.MaxRetries(1))
+	named := e.enqueue(hostileResourceArgs{Account: "9"}, jobs.MaxRetries(1))
+	e.start(p)
+
+	for _, id := range []string{own.JobID, named.JobID} {
+		rec := jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, id, jobs.Dead)
+		if rec.Attempts != 2 || rec.Token >= 1<<56 || rec.Fence >= 1<<56 {
+			t.Fatalf("job %s: %d attempts, token %d, fence %d; want 2 attempts with clock-based tokens", id, rec.Attempts, rec.Token, rec.Fence)
+		}
+	}
+	m := lease.NewManager(e.rdb, lease.Config{Namespace: e.ns})
+	l, err := m.Acquire(context.Background(), "account:9", "after", time.Minute)
+	if err != nil || l.Token >= 1<<56 {
+		t.Fatalf("acquire after the hostile marks: %v (%v), want a clock-based token", l, err)
+	}
+	if n := strings.Count(e.logs.String(), "a mark no fencedq counter mints"); n != 4 {
+		t.Fatalf("%d log lines about the implausible mark, want 4 (one per attempt)", n)
+	}
+	if strings.Contains(e.logs.String(), "the next attempt mints above it") {
+		t.Fatalf("a raise to the implausible mark is logged")
 	}
 }

@@ -29,8 +29,15 @@
 // "{<resource>}" in them, or use [Store.DataKey] (<ns>:data:{<resource>}:<name>).
 // Apply rejects other keys with fence.ErrInvalid (checked with [Slot] on
 // every deployment, so code that works on one Redis also works on Cluster),
-// and so it does the store's own keys (<ns>:fence:...), which share the
-// slot but which no mutation may write.
+// and so it does fencedq's own keys in the store's namespace, which may
+// share the slot but which no mutation may write: the store's
+// (<ns>:fence:...), the leases' and their epoch records (<ns>:lease:...,
+// where the resource's lease key is always in its slot), the namespace's
+// epoch record (<ns>:epoch), the queues' (<ns>:{<queue>}:...) and the
+// namespace's other keys (<ns>:partitions..., <ns>:queues, <ns>:pools,
+// <ns>:pool:..., <ns>:reconciler:...). The check knows only the store's
+// namespace: give the Store the namespace of the lease.Manager and pools
+// whose keys share the Redis (all default to "fq").
 // Resource names must not contain "{" or "}": a write with one is refused
 // with fence.ErrInvalid before anything is written.
 //

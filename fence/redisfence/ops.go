@@ -55,11 +55,10 @@ func RPush(key string, values ...string) Op {
 }
 
 // validateOps checks every op is well formed, writes a distinct key,
-// shares the hash slot of the resource's fence keys and is none of the
-// store's own keys (those starting with own, "<ns>:fence:": the high-water
-// mark, effect records, the operation index), which a mutation could
+// shares the hash slot of the resource's fence keys and is none of
+// fencedq's own keys in namespace ns (ownKey), which a mutation could
 // otherwise delete or forge, letting a lower token write after a higher one.
-func validateOps(resource, hwKey, own string, ops []Op) error {
+func validateOps(resource, hwKey, ns string, ops []Op) error {
 	want := Slot(hwKey)
 	seen := make(map[string]bool, len(ops))
 	for _, o := range ops {
@@ -70,8 +69,8 @@ func validateOps(resource, hwKey, own string, ops []Op) error {
 			return fmt.Errorf("%w: %s with empty key", fence.ErrInvalid, o.cmd)
 		case (o.cmd == "HSET" || o.cmd == "RPUSH") && len(o.args) == 0:
 			return fmt.Errorf("%w: %s %s without values", fence.ErrInvalid, o.cmd, o.key)
-		case strings.HasPrefix(o.key, own):
-			return fmt.Errorf("%w: key %q is one of the fence store's own keys (%s*)", fence.ErrInvalid, o.key, own)
+		case ownKey(ns, o.key) != "":
+			return fmt.Errorf("%w: key %q is one of fencedq's own keys (%s)", fence.ErrInvalid, o.key, ownKey(ns, o.key))
 		case seen[o.key]:
 			return fmt.Errorf("%w: key %q written twice in one Apply", fence.ErrInvalid, o.key)
 		case Slot(o.key) != want:
@@ -81,6 +80,32 @@ func validateOps(resource, hwKey, own string, ops []Op) error {
 		seen[o.key] = true
 	}
 	return nil
+}
+
+// ownKeys are the families of fencedq's keys after "<ns>:": prefixes, and
+// whole keys where the entry ends with "$". The store's, the leases' and
+// their epoch records (a lease key is always in its resource's slot), the
+// queues' (in a resource's slot when the queue is named like it), the
+// partition registry's (tagged {<ns>:partitions}) and the namespace's own.
+var ownKeys = []string{"fence:", "lease:", "{", "epoch$", "partitions", "queues$", "pools$", "pool:", "reconciler:"}
+
+// ownKey names the family of fencedq's keys in namespace ns that key
+// belongs to (ownKeys), "" when it is none.
+func ownKey(ns, key string) string {
+	rest, ok := strings.CutPrefix(key, ns+":")
+	if !ok {
+		return ""
+	}
+	for _, k := range ownKeys {
+		if whole, ok := strings.CutSuffix(k, "$"); ok {
+			if rest == whole {
+				return ns + ":" + whole
+			}
+		} else if strings.HasPrefix(rest, k) {
+			return ns + ":" + k + "*"
+		}
+	}
+	return ""
 }
 
 // Slot returns the Redis Cluster hash slot of key: CRC16 of the key's hash

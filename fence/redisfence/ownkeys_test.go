@@ -2,11 +2,15 @@ package redisfence_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/redisfence"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // The store's own keys (the high-water mark, effect records, the
@@ -39,5 +43,55 @@ func TestOpsOnTheStoresOwnKeysRefused(t *testing.T) {
 	}
 	if v := c.Get(ctx, s.DataKey(r, "v")).Val(); v != "new" {
 		t.Fatalf("value %q, want the newer write's", v)
+	}
+}
+
+// The leases' keys share their resource's hash slot, and a queue's keys
+// share it when the queue is named like the resource: no mutation may
+// write them either. Overwriting the lease key would hand the resource to
+// a forged holder or rewind its token counter, so a later lease would mint
+// a token storage already saw.
+func TestOpsOnLeaseAndQueueKeysRefused(t *testing.T) {
+	c := redistest.Start(t, redistest.Options{}).Client()
+	ctx := t.Context()
+	ns := redistest.Namespace(t)
+	s := newStore(t, c, redisfence.Config{Namespace: ns})
+	m := lease.NewManager(c, lease.Config{Namespace: ns})
+	r := "default"
+	l, err := m.Acquire(ctx, r, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, op := range []redisfence.Op{
+		redisfence.Set(m.Key(r), "1 0 "),
+		redisfence.Del(m.Key(r)),
+		redisfence.HSet(m.Key(r)+":clock", map[string]string{"max": "0"}),
+		redisfence.Del(ns + ":epoch"),
+		redisfence.HSet(ns+":{"+r+"}:job:x", map[string]string{"state": "succeeded"}),
+	} {
+		err := s.Apply(ctx, fz(r, l.Token, "holder", fmt.Sprint("op-", i)), op)
+		if !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), "fencedq's own keys") {
+			t.Errorf("case %d (%s): err = %v, want ErrInvalid naming fencedq's own keys", i, op, err)
+		}
+	}
+	if h, err := m.Holder(ctx, r); err != nil || h == nil || h.Owner != "holder" || h.Token != l.Token {
+		t.Fatalf("holder %+v (%v), want the lease acquired", h, err)
+	}
+	if err := m.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	next, err := m.Acquire(ctx, r, "next", time.Minute)
+	if err != nil || next.Token <= l.Token {
+		t.Fatalf("next lease %v (%v), want a token above %d", next, err, l.Token)
+	}
+	// The partition registry's change logs are tagged by <ns>:partitions.
+	reg := ns + ":partitions"
+	err = s.Apply(ctx, fz(reg, 1, "w", "op-reg"), redisfence.Del(reg+":{"+reg+"}:changes:q"))
+	if !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), "fencedq's own keys") {
+		t.Errorf("partition change log: err = %v, want ErrInvalid naming fencedq's own keys", err)
+	}
+	// A data key in the slot is still written.
+	if err := s.Apply(ctx, fz(r, next.Token, "next", "op-data"), redisfence.Set(s.DataKey(r, "v"), "x")); err != nil {
+		t.Fatal(err)
 	}
 }

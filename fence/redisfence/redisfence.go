@@ -285,7 +285,9 @@ func refused(err error) bool {
 //
 //  1. f and ops are validated first; an incomplete fence, a resource with a
 //     brace, or an op whose key is outside the resource's hash slot or is
-//     one of the store's own keys (<ns>:fence:...) fails with an error
+//     one of fencedq's own keys in the store's namespace (<ns>:fence:...,
+//     <ns>:lease:..., <ns>:epoch, <ns>:{<queue>}:... and the others the
+//     package documentation lists under Keys) fails with an error
 //     matching fence.ErrInvalid and nothing is written.
 //  2. The operation id is bound to f.Resource (IndexKey), so that it applies
 //     on one resource only and Applied can find it. If it is bound to
@@ -313,7 +315,7 @@ func (s *Store) Apply(ctx context.Context, f fence.Fence, ops ...Op) error {
 		return err
 	}
 	hw := s.HighWaterKey(f.Resource)
-	if err := validateOps(f.Resource, hw, s.cfg.Namespace+":fence:", ops); err != nil {
+	if err := validateOps(f.Resource, hw, s.cfg.Namespace, ops); err != nil {
 		return err
 	}
 	if err := s.claim(ctx, f); err != nil {

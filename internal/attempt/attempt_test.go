@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/jobs"
@@ -78,6 +79,25 @@ func TestStorageMark(t *testing.T) {
 		mark, ok := StorageMark(c.err, f)
 		if mark != c.mark || ok != c.ok {
 			t.Errorf("%s: %d, %v; want %d, %v", name, mark, ok, c.mark, c.ok)
+		}
+	}
+}
+
+func TestPlausibleMark(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	us := lease.Token(now.UnixMicro())
+	tok := lease.Token(5)<<52 + us
+	for mark, want := range map[lease.Token]bool{
+		tok - 1:                    true, // below: says nothing, allowed
+		tok + 1:                    true, // the same epoch, a later token
+		lease.Token(40)<<52 + us:   true, // many epochs ahead (failovers that lost the record)
+		lease.Token(4095)<<52 + us: true, // the last epoch
+		lease.Token(5)<<52 + us + lease.Token(time.Hour.Microseconds()): true, // a Redis clock an hour ahead
+		lease.Token(1<<64 - 2): false, // a time part past the year 2100
+		lease.Token(5)<<52 + us + lease.Token((2 * MaxMarkAhead).Microseconds()): false,
+	} {
+		if got := PlausibleMark(mark, tok, now); got != want {
+			t.Errorf("PlausibleMark(%d, %d) = %v, want %v", mark, tok, got, want)
 		}
 	}
 }

@@ -2,8 +2,10 @@ package attempt
 
 import (
 	"errors"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -26,4 +28,26 @@ func StorageMark(err error, f fence.Fence) (lease.Token, bool) {
 		return 0, false
 	}
 	return stale.StoredToken, true
+}
+
+// MaxMarkAhead is how far past the pool's clock the time part of a storage
+// mark may be. A fencedq token is (epoch << epoch.Shift) + Redis time in
+// µs, or a few increments past an earlier token: its low epoch.Shift bits
+// are a time, at most the clock skew between Redis and the pool past now,
+// whatever its epoch.
+const MaxMarkAhead = 366 * 24 * time.Hour
+
+// PlausibleMark reports whether storage mark may raise the counter of
+// token at now: a mark at or below token, or one whose time part is at most
+// MaxMarkAhead past now. Every token a fencedq counter mints is so, in
+// any epoch (a mark many epochs ahead, after failovers that lost the
+// epoch record, is fed back as before). A mark whose time part lies
+// further ahead (near 2^64, say) is a buggy or hostile storage's: raised to
+// it, the counter could mint no more tokens and the resource could never
+// be acquired again.
+func PlausibleMark(mark, token lease.Token, now time.Time) bool {
+	if mark <= token {
+		return true
+	}
+	return uint64(mark)&(1<<epoch.Shift-1) <= uint64(now.Add(MaxMarkAhead).UnixMicro())
 }

@@ -96,12 +96,9 @@ func ValidateQueueRef(name string) error {
 	if i < 0 {
 		return ValidateQueue(name)
 	}
-	if err := ValidateQueue(name[:i]); err != nil {
-		return err
-	}
 	k, s, dotted := strings.Cut(name[i+1:], ".")
-	if !digits(k) || (dotted && !digits(s)) {
-		return invalid("partition name %q must be <queue>#<k> or <queue>#<k>.<s>", Clip(name))
+	if ValidateQueue(name[:i]) != nil || !digits(k) || (dotted && !digits(s)) {
+		return invalid("partition name %q must be <queue>#<k> or <queue>#<k>.<s> (a valid queue name, then digits)", Clip(name))
 	}
 	return nil
 }
