@@ -337,7 +337,7 @@ type jobDetail struct {
 	// an operator can make due at once.
 	RunnableNow    bool `json:"runnable_now"`
 	ActionsEnabled bool `json:"actions_enabled"`
-	// ServerTime is Redis's clock, which run_at and deadline are on.
+	// ServerTime is the namespace's time, which run_at and deadline are on.
 	ServerTime time.Time `json:"server_time"`
 	// Overdue is set when the job is late: a running job whose lease
 	// deadline has passed or is within the stuck margin (OverdueMS is then

@@ -48,7 +48,9 @@ func (h *Handler) apiRewinds(w http.ResponseWriter, r *http.Request) {
 
 // poolClock is one pool's latest offset, for the stuck page.
 type poolClock struct {
-	Pool     string  `json:"pool"`
+	Pool string `json:"pool"`
+	// OffsetMS is the namespace's time minus the pool's clock: the pool's
+	// measurement of Redis's clock plus the namespace's offset.
 	OffsetMS float64 `json:"offset_ms"`
 	Jumps    int64   `json:"jumps"`
 }
@@ -56,12 +58,16 @@ type poolClock struct {
 // clockView says which clock a page's times are on and how far the other
 // clocks are from it.
 type clockView struct {
-	// DashboardOffsetMS is Redis's clock minus this dashboard's, within
+	// DashboardOffsetMS is the namespace's time (the one every deadline
+	// and due time is on) minus this dashboard's clock, within
 	// ±DashboardRTTMS/2.
 	DashboardOffsetMS float64 `json:"dashboard_offset_ms"`
 	DashboardRTTMS    float64 `json:"dashboard_rtt_ms"`
-	// Pools are the live pools' latest measurements of Redis's clock
-	// against theirs.
+	// NamespaceOffsetMS is the namespace's time minus Redis's clock: the
+	// offset that carries the time across a failover to a node whose
+	// clock is behind, or a clock stepped back (0 while none is needed).
+	NamespaceOffsetMS float64 `json:"namespace_offset_ms"`
+	// Pools are the live pools' latest offsets from the namespace's time.
 	Pools []poolClock `json:"pools"`
 	// WarnMS is the offset beyond which the page warns; Warning says
 	// what is off ("" when nothing is).
@@ -69,10 +75,11 @@ type clockView struct {
 	Warning string `json:"warning,omitempty"`
 }
 
-// clocks measures this dashboard's offset from Redis and collects the
-// pools' latest ones.
+// clocks measures the namespace's time against this dashboard's clock and
+// Redis's, and places the pools' latest measurements of Redis's clock on
+// it.
 func (h *Handler) clocks(ctx context.Context) (clockView, error) {
-	s, err := h.insp.Clock(ctx)
+	s, held, err := h.insp.NamespaceClock(ctx)
 	if err != nil {
 		return clockView{}, err
 	}
@@ -80,17 +87,18 @@ func (h *Handler) clocks(ctx context.Context) (clockView, error) {
 	if err != nil {
 		return clockView{}, err
 	}
-	v := clockView{DashboardOffsetMS: s.OffsetMS, DashboardRTTMS: s.RTTMS, Pools: []poolClock{},
-		WarnMS: jobs.ClockOffsetWarn.Milliseconds()}
+	v := clockView{DashboardOffsetMS: s.OffsetMS, DashboardRTTMS: s.RTTMS, NamespaceOffsetMS: ms(held),
+		Pools: []poolClock{}, WarnMS: jobs.ClockOffsetWarn.Milliseconds()}
 	worst, who := s.Offset(), "this dashboard's"
 	jumps := int64(0)
 	for _, p := range ps {
 		if p.Clock.At.IsZero() {
 			continue
 		}
-		v.Pools = append(v.Pools, poolClock{Pool: p.ID, OffsetMS: p.Clock.OffsetMS, Jumps: p.ClockJumps})
-		if p.Clock.Offset().Abs() > worst.Abs() {
-			worst, who = p.Clock.Offset(), "pool "+p.ID+"'s"
+		po := p.Clock.Offset() + held
+		v.Pools = append(v.Pools, poolClock{Pool: p.ID, OffsetMS: ms(po), Jumps: p.ClockJumps})
+		if po.Abs() > worst.Abs() {
+			worst, who = po, "pool "+p.ID+"'s"
 		}
 		jumps += p.ClockJumps
 	}
@@ -100,10 +108,23 @@ func (h *Handler) clocks(ctx context.Context) (clockView, error) {
 		if worst < 0 {
 			dir = "behind"
 		}
-		v.Warning = "Redis's clock is " + worst.Abs().Round(time.Millisecond).String() + " " + dir + " " + who +
-			": deadlines here are Redis's, and a deadline that looks far away may be near for the pools (or the reverse)."
+		v.Warning = "The namespace's time, which deadlines here are on, is " + worst.Abs().Round(time.Millisecond).String() + " " + dir + " " + who +
+			" clock: read a deadline here against the namespace's time above, not that clock, and fix the clock that is off (NTP)."
+	case jumps > 0 && held.Abs() > jobs.ClockOffsetWarn:
+		dir := "ahead of"
+		if held < 0 {
+			dir = "behind"
+		}
+		v.Warning = "Pools saw Redis's clock jump backwards (a failover to a node whose clock is behind, or a clock stepped back). " +
+			"The namespace's time went on from where it was: its offset holds it " + held.Abs().Round(time.Millisecond).String() + " " + dir +
+			" Redis's clock, so no deadline or due time moved. Fix the node's clock (NTP); the offset drops to 0 once the clock is back."
 	case jumps > 0:
-		v.Warning = "Pools saw Redis's clock jump backwards (a failover to a node whose clock is behind?): lease deadlines set before the jump end later than they should."
+		v.Warning = "Pools saw Redis's clock jump backwards (a failover to a node whose clock is behind, or a clock stepped back). " +
+			"The namespace's time went on from where it was, so no deadline or due time moved, and it is on Redis's clock again; " +
+			"if the jumps go on, fix the clock of the node they name (NTP)."
 	}
 	return v, nil
 }
+
+// ms returns d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -588,6 +588,15 @@ func (in *Inspector) Clock(ctx context.Context) (ClockSample, error) {
 	return in.l.Clock(ctx)
 }
 
+// NamespaceClock measures the namespace's time (see ServerTime) against
+// this process's clock, as Clock measures Redis's, and returns with it the
+// namespace's time minus Redis's clock: the offset that carries the time
+// across a failover to a node whose clock is behind or a clock stepped
+// back (0 while none is needed).
+func (in *Inspector) NamespaceClock(ctx context.Context) (ClockSample, time.Duration, error) {
+	return in.l.NamespaceClock(ctx)
+}
+
 // Ping checks that Redis answers.
 func (in *Inspector) Ping(ctx context.Context) error { return in.l.Ping(ctx) }
 

@@ -56,9 +56,10 @@ func (p *Pool) watchClock(ctx context.Context, leader *maintenance.Leader) {
 // measureClock takes one measurement: it sets the offset gauge, and logs
 // and counts a jump of Redis's clock backwards (a failover to a node whose
 // clock is behind, a clock stepped back) and an offset beyond
-// jobs.ClockOffsetWarn. Every lease deadline and due time is on Redis's
-// clock; the pool's local deadlines are on its own (monotonic) clock, so an
-// offset is harmless to fencing, but a jump moves every deadline in Redis.
+// jobs.ClockOffsetWarn. Every lease deadline and due time is on the
+// namespace's time, which an offset in its clock record carries across a
+// jump (internal/epoch's epoch_now); the pool's local deadlines are on its
+// own (monotonic) clock. A jump is still a node's clock to fix.
 // On a Redis Cluster each master is measured and compared with the last
 // measurement of its slots (a failover's successor serves the same), and
 // the gauge and the heartbeat carry the master farthest from the pool's
@@ -73,29 +74,11 @@ func (p *Pool) measureClock(ctx context.Context) {
 	}
 	s := ledger.Farthest(ss)
 	p.metrics.ClockOffset.Set(s.Offset().Seconds())
-	type jump struct {
-		now, prev ledger.ClockSample
-		back      time.Duration
-	}
-	var jumps []jump
 	w := &p.clock
 	w.mu.Lock()
 	w.last = s
-	seen := make(map[string]ledger.ClockSample, len(ss))
-	for _, n := range ss {
-		seen[n.Slots] = n
-		prev, ok := w.nodes[n.Slots]
-		if !ok {
-			continue
-		}
-		back := prev.Offset() - n.Offset()
-		slack := clockJumpSlack + time.Duration((prev.RTTMS+n.RTTMS)/2*float64(time.Millisecond))
-		if back > slack {
-			jumps = append(jumps, jump{now: n, prev: prev, back: back})
-			w.jumps++
-		}
-	}
-	w.nodes = seen
+	jumps := w.compare(ss)
+	w.jumps += int64(len(jumps))
 	large := s.Offset().Abs() > jobs.ClockOffsetWarn
 	changed := large != w.large
 	w.large = large
@@ -107,17 +90,49 @@ func (p *Pool) measureClock(ctx context.Context) {
 		if j.now.Node != "" {
 			attrs = append(attrs, "node", j.now.Node, "slots", j.now.Slots)
 		}
-		p.log.Error("Redis's clock jumped backwards: every lease deadline and due time in Redis moved later by as much "+
-			"(a failover to a node whose clock is behind, or a clock stepped back)", attrs...)
+		p.log.Error("Redis's clock jumped backwards (a failover to a node whose clock is behind, or a clock stepped back): "+
+			"the namespace's time, which lease deadlines and due times are on, goes on from where it was through its clock record's offset, "+
+			"so none moved unless that record was lost too; fix the node's clock (NTP), and the offset drops to 0 once it is back", attrs...)
 	}
 	switch {
 	case changed && large:
-		p.log.Warn("Redis's clock is far from this pool's: due times and lease deadlines are on Redis's clock, shown by the dashboard with it",
+		p.log.Warn("Redis's clock is far from this pool's: due times and lease deadlines are on the namespace's time (Redis's clock plus its offset), which the dashboard shows them with; fix the clock that is off (NTP)",
 			"offset", s.Offset(), "rtt", time.Duration(s.RTTMS*float64(time.Millisecond)), "warn_above", jobs.ClockOffsetWarn)
 	case changed:
 		p.log.Info("Redis's clock is close to this pool's again", "offset", s.Offset())
 	}
 	p.hooks.clocked.Signal(s)
+}
+
+// clockJump is one master's clock found moved back against the pool's.
+type clockJump struct {
+	now, prev ledger.ClockSample
+	back      time.Duration
+}
+
+// compare compares each sample with the last one of its slots and records
+// it as the last, under w.mu. A measurement that misses some slots (a
+// CLUSTER SLOTS reply from a node that has not yet learnt of a failover
+// names the promoted master by its address) leaves their last sample in
+// place, so the next one of those slots is still compared with it.
+func (w *clockWatch) compare(ss []ledger.ClockSample) []clockJump {
+	if w.nodes == nil {
+		w.nodes = make(map[string]ledger.ClockSample, len(ss))
+	}
+	var jumps []clockJump
+	for _, n := range ss {
+		prev, ok := w.nodes[n.Slots]
+		w.nodes[n.Slots] = n
+		if !ok {
+			continue
+		}
+		back := prev.Offset() - n.Offset()
+		slack := clockJumpSlack + time.Duration((prev.RTTMS+n.RTTMS)/2*float64(time.Millisecond))
+		if back > slack {
+			jumps = append(jumps, clockJump{now: n, prev: prev, back: back})
+		}
+	}
+	return jumps
 }
 
 // clockInfo returns the latest measurement and the jumps seen, for the heartbeat.

@@ -322,7 +322,7 @@
   }
 
   // fmtOffset is a clock offset in ms, signed.
-  const fmtOffset = (ms) => (ms >= 0 ? '+' : '−') + fmtDuration(Math.round(Math.abs(ms)));
+  const fmtOffset = (ms) => { const r = Math.round(ms); return (r >= 0 ? '+' : '−') + fmtDuration(Math.abs(r)); };
 
   async function loadSession() {
     try {
@@ -896,15 +896,16 @@
     const ck = data.clock || { pools: [] };
     const offsets = ck.pools.map((p) => p.offset_ms);
     const clockLine = el('p', { class: 'muted', id: 'stuck-clock' },
-      'Clock: deadlines and "overdue" are by Redis\'s clock (TIME of the Redis this dashboard reads). ',
-      'Redis\'s clock minus this dashboard\'s: ' + fmtOffset(ck.dashboard_offset_ms),
+      'Clock: deadlines and "overdue" are by the namespace\'s time (Redis\'s clock plus the offset that carries it across a failover or a clock stepped back: ' +
+        fmtOffset(ck.namespace_offset_ms || 0) + '). ',
+      'The namespace\'s time minus this dashboard\'s clock: ' + fmtOffset(ck.dashboard_offset_ms),
       offsets.length ? '; minus the pools\': ' + fmtOffset(Math.min(...offsets)) + (offsets.length > 1 ? ' to ' + fmtOffset(Math.max(...offsets)) : '') : '',
       '. Pools stop an attempt by their own clock, a safety margin before its deadline.');
     show('stuck',
       el('h1', {}, 'Stuck jobs'),
       ck.warning ? el('p', { class: 'warn', id: 'stuck-clock-warning' }, ck.warning) : '',
       el('p', { class: 'muted' }, 'Running jobs whose lease deadline has passed or is within ' + fmtDuration(data.margin_ms) +
-        ' (Redis time ' + fmtTime(data.server_time) + '). A live attempt renews its lease well before that; the maintenance leader moves an expired one to uncertain.'),
+        ' (namespace time ' + fmtTime(data.server_time) + '). A live attempt renews its lease well before that; the maintenance leader moves an expired one to uncertain.'),
       clockLine,
       table(['Queue', 'Job', 'Kind', 'Owner', 'Token', 'Lease deadline', 'Status'], rows, { id: 'stuck' }));
     schedule(5000);

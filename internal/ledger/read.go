@@ -688,6 +688,39 @@ var nowScript = redis.NewScript(epoch.Lua + `
 local t = epoch_now(KEYS[1])
 return {math.floor(t / 1000000), t % 1000000}`)
 
+// clockScript reads the namespace's time and the TIME of the node that
+// keeps its clock record KEYS[1]: {seconds, microseconds, TIME seconds,
+// TIME microseconds}.
+var clockScript = redis.NewScript(epoch.Lua + `
+local t = epoch_now(KEYS[1])
+local r = redis.call('TIME')
+return {math.floor(t / 1000000), t % 1000000, tonumber(r[1]), tonumber(r[2])}`)
+
+// NamespaceClock measures the namespace's time (see ServerTime) against
+// the local clock, as Clock measures Redis's: the sample's Redis is the
+// namespace's time. It also returns the namespace's time minus the TIME
+// of the node keeping it, read in the same call: the offset that carries
+// the time across a failover to a node whose clock is behind or a clock
+// stepped back (0 while none is needed, and with epochs off).
+func (l *Ledger) NamespaceClock(ctx context.Context) (ClockSample, time.Duration, error) {
+	if !l.epoch.Enabled() && !l.epoch.Cluster() {
+		s, err := clockOf(ctx, l.rdb)
+		return s, 0, err
+	}
+	sent := time.Now()
+	v, err := clockScript.Run(ctx, l.rdb, []string{l.epoch.Key()}).Int64Slice()
+	if err == nil && len(v) != 4 {
+		err = fmt.Errorf("malformed reply %v", v)
+	}
+	if err != nil {
+		return ClockSample{}, 0, wrap("time", err)
+	}
+	rtt := time.Since(sent) // monotonic
+	mid := sent.Add(rtt / 2)
+	t := time.Unix(v[0], v[1]*1000)
+	return ClockSample{At: mid, Redis: t, OffsetMS: ms64(t.Sub(mid)), RTTMS: ms64(rtt)}, t.Sub(time.Unix(v[2], v[3]*1000)), nil
+}
+
 // ServerTime returns the namespace's time, the time every ledger due time
 // and deadline is written in: Redis TIME plus the current primary tenure's
 // offset (internal/epoch's epoch_now), so it continues from the previous
