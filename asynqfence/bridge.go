@@ -123,8 +123,8 @@ type Options struct {
 	// last confirmed renewal + LeaseTTL - SafetyMargin), the handler's
 	// context is cancelled with a cause matching lease.ErrLost, even if
 	// Redis is unreachable. It covers clock drift between this process and
-	// Redis (default: a tenth of LeaseTTL, at least 10ms; never more than
-	// half of LeaseTTL).
+	// Redis (default: a tenth of LeaseTTL, at least 10ms, never more than
+	// half of it; a margin above half of LeaseTTL is refused by New).
 	SafetyMargin time.Duration
 	// Queue maps an asynq queue to its ledger queue (default: the same name).
 	Queue func(asynqQueue string) string
@@ -201,7 +201,7 @@ type Bridge struct {
 // New returns a bridge that keeps its attempts in the ledger of cfg's
 // namespace on rdb (the namespace and retention of the jobs.Client and
 // pools sharing it). It fails with ErrOptions on a nil rdb (or Options.Asynq), an invalid
-// namespace or an invalid worker id.
+// namespace, an invalid worker id or a SafetyMargin above half the LeaseTTL.
 func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, error) {
 	if argtype.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrOptions)
@@ -219,6 +219,9 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	opts = opts.withDefaults()
 	if len(opts.WorkerID) > 200 {
 		return nil, fmt.Errorf("%w: worker id longer than 200 bytes", ErrOptions)
+	}
+	if err := watchdog.CheckMargin(opts.LeaseTTL, opts.SafetyMargin); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrOptions, err)
 	}
 	if opts.Asynq == nil {
 		opts.Asynq = rdb

@@ -264,3 +264,16 @@ func TestUnreachableLedgerCancelsAtTheLocalDeadline(t *testing.T) {
 		t.Fatal("the handler's context outlived its lease while the ledger was unreachable")
 	}
 }
+
+// TestSafetyMarginAboveHalfTheTTLIsRefused: New refuses a SafetyMargin
+// above half the LeaseTTL with ErrOptions instead of capping it.
+func TestSafetyMarginAboveHalfTheTTLIsRefused(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	b, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{LeaseTTL: time.Second, SafetyMargin: 2 * time.Second})
+	if b != nil || !errors.Is(err, asynqfence.ErrOptions) || !strings.Contains(err.Error(), "safety margin") {
+		t.Fatalf("New: %v, %v; want an error matching ErrOptions naming the safety margin", b, err)
+	}
+	if _, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{LeaseTTL: time.Second, SafetyMargin: 500 * time.Millisecond}); err != nil {
+		t.Fatalf("half the TTL: %v", err)
+	}
+}

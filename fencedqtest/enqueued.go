@@ -278,3 +278,12 @@ func exactNumbers(v any) any {
 func kindOf[T jobs.JobArgs]() string {
 	return argtype.Zero[T]().Kind() // T may be a pointer to the args
 }
+
+// checkArgsType fails the test when T cannot encode as a JSON object, as
+// worker.Register refuses it.
+func checkArgsType[T jobs.JobArgs](tb testing.TB) {
+	tb.Helper()
+	if err := argtype.CheckObject(reflect.TypeFor[T]()); err != nil {
+		tb.Fatalf("fencedqtest: kind %s: args type %v (worker.Register refuses it)", kindOf[T](), err)
+	}
+}

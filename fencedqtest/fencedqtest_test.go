@@ -414,3 +414,35 @@ func TestEnvOverANilClientOrAnInvalidConfig(t *testing.T) {
 		}
 	}
 }
+
+type (
+	callback     struct{ Run func() }
+	callbackArgs struct{ Then *callback } // encodes while Then is nil
+)
+
+func (callbackArgs) Kind() string { return "callback" }
+
+// TestWorkRefusesArgsThatCannotBeAJSONObject: Work and WorkJob fail the
+// test for an args type that cannot encode as a JSON object, as
+// worker.Register refuses it, even when the value given encodes; Work
+// enqueues nothing.
+func TestWorkRefusesArgsThatCannotBeAJSONObject(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	w := jobs.WorkFunc[callbackArgs](func(context.Context, *jobs.Job[callbackArgs]) error { return nil })
+	msg := failure(t, func(tb testing.TB) { fencedqtest.Work(ctx, tb, env, w, callbackArgs{}) })
+	if !strings.Contains(msg, "callback") || !strings.Contains(msg, "Then.Run") {
+		t.Errorf("Work: failure %q, want the args type refused naming its field", msg)
+	}
+	if n, err := client.Inspector().Counts(ctx, "default"); err != nil || n[jobs.Pending] != 0 {
+		t.Errorf("pending after a refused Work: %v %v", n, err)
+	}
+	res, err := client.Enqueue(ctx, callbackArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg = failure(t, func(tb testing.TB) { fencedqtest.WorkJob(ctx, tb, env, w, res.Queue, res.JobID) })
+	if !strings.Contains(msg, "Then.Run") {
+		t.Errorf("WorkJob: failure %q, want the args type refused", msg)
+	}
+}

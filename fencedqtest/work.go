@@ -44,6 +44,7 @@ type Result struct {
 func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], args T, opts ...jobs.Option) *Result {
 	tb.Helper()
 	e.check(tb)
+	checkArgsType[T](tb)
 	res, err := e.client.Enqueue(ctx, args, opts...)
 	if err != nil {
 		tb.Fatalf("fencedqtest: enqueue: %v", err)
@@ -66,10 +67,11 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // runs the next attempt. A ctx that ends while the handler runs cuts it off
 // as a pool's shutdown does: unless the handler still succeeded, the job is
 // left uncertain. It fails the test if the job is not a pending job of T's
-// kind.
+// kind, or if T cannot encode as a JSON object (worker.Register refuses it).
 func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], queue, id string) *Result {
 	tb.Helper()
 	e.check(tb)
+	checkArgsType[T](tb)
 	// A partitioned queue's name finds the job's partition, as the
 	// Inspector does; the attempt then runs on the partition.
 	rec, err := e.client.Inspector().Get(ctx, queue, id)

@@ -576,9 +576,9 @@ func (in *Inspector) Rewinds(ctx context.Context) ([]Rewind, error) {
 // deadline uses: Redis TIME plus the current primary tenure's offset, so it
 // continues from the previous primary's after a failover to a node whose
 // clock is behind (ARCHITECTURE.md, "The clock"). On Redis Cluster it is the
-// server's TIME.
+// server's TIME. Like every Inspector read it writes nothing.
 func (in *Inspector) ServerTime(ctx context.Context) (time.Time, error) {
-	return in.l.ServerTime(ctx)
+	return in.l.ReadTime(ctx)
 }
 
 // Clock measures Redis's clock against this process's (one TIME call; on

@@ -43,7 +43,8 @@
 // or when no renew was confirmed before the local deadline: the local send
 // time of the last confirmed acquire or renew, plus the TTL, minus a safety
 // margin (Config.SafetyMargin; by default a tenth of the TTL and at least
-// 10ms, never more than half the TTL). Measuring from the send time with the
+// 10ms, never more than half the TTL; KeepAlive refuses a configured margin
+// above half its TTL with ErrInvalid). Measuring from the send time with the
 // monotonic clock means network delay only ever shortens the local view of
 // the lease. Worker pools and the asynq bridge apply the same rule to their
 // attempts.

@@ -4,7 +4,7 @@
 --         on Redis Cluster the resource's own <ns>:lease:{<resource>}:clock; absent, plain
 --         TIME, when epochs are off)
 -- Reply: {owner, token, deadline_us} of a live lease, or {} when free.
-local now = epoch_now(KEYS[2])
+local now = epoch_now(KEYS[2], nil, true) -- a read: writes nothing
 local v = redis.call('GET', KEYS[1])
 if not v then return {} end
 local htok, hdl, howner = string.match(v, '^(%d+) (%d+) (.*)$')

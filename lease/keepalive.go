@@ -33,6 +33,7 @@ var errLocalDeadline = fmt.Errorf("%w: not confirmed before the local deadline",
 
 // KeepAlive starts renewing l every ttl/3 until ctx ends, Stop is called or
 // the lease is lost. l is copied; read the current state with Session.Lease.
+// A Config.SafetyMargin above half of ttl is refused with ErrInvalid.
 func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*Session, error) {
 	if m.cfgErr != nil {
 		return nil, m.cfgErr
@@ -42,6 +43,9 @@ func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*
 	}
 	if err := validate(l.Resource, l.Owner, ttl); err != nil {
 		return nil, err
+	}
+	if err := watchdog.CheckMargin(ttl, m.cfg.SafetyMargin); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	cur := *l
 	if cur.sent.IsZero() { // a lease built by hand: confirm it first

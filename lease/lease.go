@@ -117,8 +117,8 @@ type Config struct {
 	Durability Durability
 	// SafetyMargin is subtracted from the local view of the deadline in
 	// KeepAlive, against clock drift between this process and Redis and
-	// network delay (default: a tenth of the TTL, at least 10ms; never more
-	// than half the TTL).
+	// network delay (default: a tenth of the TTL, at least 10ms, never more
+	// than half the TTL; KeepAlive refuses a margin above half its TTL).
 	SafetyMargin time.Duration
 	// Sentinel, for a client made by redis.NewFailoverClient, is the same
 	// options. The Manager then takes the fencing epoch of each new primary

@@ -492,3 +492,24 @@ func TestDurabilityBeyondTheReadTimeoutRefused(t *testing.T) {
 		t.Fatalf("keys %v, %v after refused acquisitions, want none", keys, err)
 	}
 }
+
+// TestKeepAliveRefusesAMarginAboveHalfTheTTL: KeepAlive refuses a
+// Config.SafetyMargin above half its TTL with ErrInvalid (it was capped,
+// silently) and starts no session; half the TTL is accepted.
+func TestKeepAliveRefusesAMarginAboveHalfTheTTL(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ctx := context.Background()
+	m := lease.NewManager(srv.Client(), lease.Config{Namespace: redistest.Namespace(t), SafetyMargin: time.Second})
+	l, err := m.Acquire(ctx, "r", "a", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := m.KeepAlive(ctx, l, time.Second); s != nil || !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "safety margin") {
+		t.Fatalf("KeepAlive: %v, %v; want an error matching ErrInvalid naming the safety margin", s, err)
+	}
+	s, err := m.KeepAlive(ctx, l, 2*time.Second)
+	if err != nil {
+		t.Fatalf("half the TTL: %v", err)
+	}
+	s.Stop()
+}

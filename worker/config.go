@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/watchdog"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker/internal/maintenance"
@@ -97,7 +98,8 @@ type Config struct {
 	// handler's context cancelled with a cause matching lease.ErrLost, even
 	// if Redis is unreachable. It covers clock drift between this process and
 	// Redis, and applies to the reconciler leader's lease as well (default: a
-	// tenth of LeaseTTL; never more than half of it).
+	// tenth of LeaseTTL, at least 10ms, never more than half of it; a
+	// margin above half of LeaseTTL is refused by NewPool).
 	SafetyMargin time.Duration
 	// HandlerTimeout bounds a handler when the job sets no timeout
 	// (default DefaultHandlerTimeout).
@@ -343,6 +345,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: unknown kind defers %d: want -1 (none) or more", c.UnknownKindDefers)
 	case c.FetchBatch < 0 || c.CompleteBatch < 0 || c.Maintenance.MaxReconcileTries < 0:
 		return fmt.Errorf("worker: fetch batch, complete batch and max reconcile tries must not be negative")
+	}
+	if err := watchdog.CheckMargin(c.LeaseTTL, c.SafetyMargin); err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
 	return nil
 }

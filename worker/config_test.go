@@ -232,3 +232,31 @@ func TestRunAfterStopSaysThePoolRanOnce(t *testing.T) {
 		t.Fatalf("Register after stop: %v, want ErrRunning", err)
 	}
 }
+
+// TestSafetyMarginAboveHalfTheTTLIsRefused: a SafetyMargin above half the
+// LeaseTTL (which was capped at half, silently) is refused by NewPool with
+// an error matching ErrConfig that names both; half the TTL, and the
+// default margin with the shortest TTL, are accepted.
+func TestSafetyMarginAboveHalfTheTTLIsRefused(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	for _, cfg := range []worker.Config{
+		{LeaseTTL: time.Second, SafetyMargin: 2 * time.Second},
+		{LeaseTTL: time.Second, SafetyMargin: 501 * time.Millisecond},
+		{SafetyMargin: worker.DefaultLeaseTTL}, // the default TTL
+	} {
+		cfg.Jobs.Namespace = ns
+		p, err := worker.NewPool(rdb, cfg)
+		if p != nil || !errors.Is(err, worker.ErrConfig) || !strings.Contains(err.Error(), "safety margin") {
+			t.Errorf("TTL %v, margin %v: NewPool: %v, %v; want an error matching ErrConfig naming the safety margin", cfg.LeaseTTL, cfg.SafetyMargin, p, err)
+		}
+	}
+	for _, cfg := range []worker.Config{
+		{LeaseTTL: time.Second, SafetyMargin: 500 * time.Millisecond},
+		{LeaseTTL: worker.MinLeaseTTL},
+	} {
+		cfg.Jobs.Namespace = ns
+		if _, err := worker.NewPool(rdb, cfg); err != nil {
+			t.Errorf("TTL %v, margin %v: %v", cfg.LeaseTTL, cfg.SafetyMargin, err)
+		}
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,7 +141,10 @@ func (p *Pool) ID() string {
 
 // Register adds the worker for T's kind to p. It fails with ErrNilWorker
 // for a nil worker, ErrRegistered for a kind already registered,
-// ErrRunning once the pool runs and ErrConfig for a nil pool.
+// ErrRunning once the pool runs and ErrConfig for a nil pool. An args type
+// T that cannot encode as a JSON object (a func, a channel, an int, a slice;
+// a struct with a func or channel field) is refused with an error matching
+// ErrConfig and jobs.ErrInvalid.
 func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	if p == nil {
 		return errNilPool
@@ -148,6 +153,9 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	kind := zero.Kind()
 	if err := jobs.ValidateKind(kind); err != nil {
 		return fmt.Errorf("worker: %T.Kind(): %w", zero, err)
+	}
+	if err := argtype.CheckObject(reflect.TypeFor[T]()); err != nil {
+		return &argsTypeError{kind: kind, err: err}
 	}
 	if isNil(w) {
 		return fmt.Errorf("%w: %s", ErrNilWorker, kind)
@@ -187,6 +195,19 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	p.handlers[kind] = h
 	return nil
 }
+
+// argsTypeError is Register's refusal of an args type that cannot encode
+// as a JSON object: it matches ErrConfig and jobs.ErrInvalid.
+type argsTypeError struct {
+	kind string
+	err  error
+}
+
+func (e *argsTypeError) Error() string {
+	return fmt.Sprintf("worker: kind %s: args type %v", e.kind, e.err)
+}
+
+func (e *argsTypeError) Unwrap() []error { return []error{ErrConfig, jobs.ErrInvalid} }
 
 // isNil reports whether w is nil or holds a nil function or pointer, whose
 // Work would panic on every attempt.
@@ -273,7 +294,49 @@ func (p *Pool) startFailed(ctx context.Context, err error) error {
 		p.log.Info("pool stopped while starting")
 		return nil
 	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return &unreachableError{addr: p.redisAddr(ne), cause: ne, err: err}
+	}
 	return fmt.Errorf("worker: %w", err)
+}
+
+// unreachableError is Run's error when Redis cannot be reached as the pool
+// starts: its text says so in plain words, naming the address and the
+// network's error; it unwraps to the whole chain, for errors.Is and
+// errors.As.
+type unreachableError struct {
+	addr  string // "" when unknown
+	cause net.Error
+	err   error
+}
+
+func (e *unreachableError) Error() string {
+	at := ""
+	if e.addr != "" {
+		at = " at " + e.addr
+	}
+	return fmt.Sprintf("worker: cannot reach Redis%s (is it running, and is the address right?): %v", at, e.cause)
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// redisAddr names the Redis a network error ne was about: the address it
+// dialled, else the client's configured addresses.
+func (p *Pool) redisAddr(ne net.Error) string {
+	if op := (*net.OpError)(nil); errors.As(ne, &op) && op.Addr != nil {
+		return op.Addr.String()
+	}
+	if s := p.cfg.Jobs.Sentinel; s != nil {
+		return fmt.Sprintf("master %s through the Sentinels %s", s.MasterName, strings.Join(s.SentinelAddrs, ","))
+	}
+	switch c := p.rdb.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	return ""
 }
 
 // Run processes jobs until ctx ends, then shuts down gracefully: it stops
@@ -289,8 +352,10 @@ func (p *Pool) startFailed(ctx context.Context, err error) error {
 // failed, Run returns a *ShutdownError naming them (matching
 // ErrUnsettled). Run returns within ShutdownTimeout plus 10s even when
 // Redis does not answer its last calls. A ctx that ends while the pool starts (before any job is
-// claimed) makes it return nil as well. An error from its start (Redis
-// unreachable) is returned at once, and Run may be called again. A nil
+// claimed) makes it return nil as well. An error from its start is
+// returned at once, and Run may be called again; a Redis it cannot reach
+// reads "worker: cannot reach Redis at <addr> ...: <network error>", the
+// network error kept for errors.Is and errors.As. A nil
 // pool returns ErrConfig.
 func (p *Pool) Run(ctx context.Context) error {
 	if p == nil {

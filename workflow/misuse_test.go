@@ -205,3 +205,35 @@ func TestNilOptionsAreRefused(t *testing.T) {
 		t.Fatalf("job keys %v, want none", keys)
 	}
 }
+
+type (
+	hook      struct{ Call func() }
+	hookStep  struct{ Hook *hook } // encodes while Hook is nil, not once set
+	countStep int
+)
+
+func (hookStep) Kind() string  { return "wf_hook" }
+func (countStep) Kind() string { return "wf_count" }
+
+// TestAddRefusesArgsThatCannotBeAJSONObject: a step whose args type cannot
+// encode as a JSON object is refused by Add (through Validate and Enqueue,
+// matching jobs.ErrInvalid, naming the step), even when this value happens
+// to encode (a nil pointer to a struct with a func field); nothing is
+// written.
+func TestAddRefusesArgsThatCannotBeAJSONObject(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for name, args := range map[string]jobs.JobArgs{"hook": hookStep{}, "count": countStep(3)} {
+		w := workflow.New("x").Add("a", step("a")).Add(name, args, workflow.After("a"))
+		if err := w.Validate(); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), `step "`+name+`"`) ||
+			!strings.Contains(err.Error(), "args type") {
+			t.Errorf("%s: Validate: %v; want jobs.ErrInvalid naming the step and its args type", name, err)
+		}
+		if _, err := workflow.Enqueue(ctx, e.client, w); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%s: Enqueue: %v; want jobs.ErrInvalid", name, err)
+		}
+	}
+	if keys, _ := e.rdb.Keys(ctx, "*"+e.ns+"*").Result(); len(keys) != 0 {
+		t.Errorf("keys %v after refused workflows", keys)
+	}
+}

@@ -34,11 +34,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/clientledger"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
@@ -97,7 +99,8 @@ func New(name string) *Workflow { return &Workflow{name: name, index: map[string
 var stepName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Add adds step name, running args, and returns w. A mistake (a bad or
-// repeated name, a nil option) is kept and returned by Validate and
+// repeated name, an args type that cannot encode as a JSON object, a nil
+// option) is kept and returned by Validate and
 // Enqueue, matching jobs.ErrInvalid.
 func (w *Workflow) Add(name string, args jobs.JobArgs, opts ...StepOption) *Workflow {
 	if w.err != nil {
@@ -113,6 +116,12 @@ func (w *Workflow) Add(name string, args jobs.JobArgs, opts ...StepOption) *Work
 	if _, dup := w.index[name]; dup {
 		w.err = fmt.Errorf("%w: workflow step %q added twice", jobs.ErrInvalid, name)
 		return w
+	}
+	if args != nil { // nil args are refused by Validate and Enqueue
+		if err := argtype.CheckObject(reflect.TypeOf(args)); err != nil {
+			w.err = fmt.Errorf("%w: workflow step %q: args type %v", jobs.ErrInvalid, name, err)
+			return w
+		}
 	}
 	s := &step{name: name, args: args}
 	for i, o := range opts {

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestBadNamespaceExitsTwoBeforeConnecting: every command that reads or
@@ -56,5 +59,49 @@ func TestPartitionsOfAnUnusedQueueSaysSo(t *testing.T) {
 	code, out, errOut = e.cli("partitions", "--queue", "default")
 	if code != 0 || strings.Contains(out, "no job or pool has used") {
 		t.Errorf("partitions of a used queue: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestReadOnlyCommandsWriteNothing: the read-only commands write nothing,
+// neither in a namespace never used (a mistyped --namespace leaves no key
+// behind, not even the clock record <ns>:epoch) nor in a used one (whose
+// clock record they do not move): Redis's count of writes does not change.
+func TestReadOnlyCommandsWriteNothing(t *testing.T) {
+	e := newOperatorEnv(t)
+	id := e.enqueue()
+	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(e.url, "redis://")})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	writes := func() string {
+		t.Helper()
+		info, err := rdb.Info(ctx, "persistence").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`rdb_changes_since_last_save:(\d+)`).FindStringSubmatch(info)
+		if m == nil {
+			t.Fatalf("no write count in %q", info)
+		}
+		return m[1]
+	}
+	reads := [][]string{
+		{"queues"}, {"inspect", "--job", id}, {"partitions", "--queue", "default"}, {"pools"}, {"schedules"},
+		{"workflow", "inspect"}, {"workflow", "inspect", "--id", "wf-1"},
+	}
+	for _, s := range []string{"waiting", "pending", "running", "uncertain", "review", "succeeded", "dead", "cancelled"} {
+		reads = append(reads, []string{"inspect", "--state", s})
+	}
+	for _, ns := range []string{e.ns, e.ns + "-typo"} {
+		keys := rdb.DBSize(ctx).Val()
+		before := writes()
+		for _, args := range reads {
+			runCLI(t, append(args, "--redis", e.url, "--namespace", ns)...)
+			if after := writes(); after != before {
+				t.Fatalf("namespace %s: %v wrote to Redis (%s writes before, %s after)", ns, args, before, after)
+			}
+		}
+		if n := rdb.DBSize(ctx).Val(); n != keys {
+			t.Errorf("namespace %s: %d keys after the reads, %d before", ns, n, keys)
+		}
 	}
 }

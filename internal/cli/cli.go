@@ -436,7 +436,7 @@ func credentialsParse(u string) bool {
 // password does not parse: it names the address with the password hidden
 // and quotes no part of it.
 func malformedCredentials(addr, want string) error {
-	return fmt.Errorf("%w: --redis %q: malformed address: percent-encode the characters / ? # @ , %% in the user name and password (%s)",
+	return fmt.Errorf("%w: --redis %q: malformed address: percent-encode the characters / ? # , %% in the user name and password (%s)",
 		ErrUsage, RedactURL(addr), want)
 }
 

@@ -316,7 +316,7 @@ func TestRedisThatRefusesIsNotCalledSilent(t *testing.T) {
 }
 
 // TestMalformedRedisURLNeverShowsThePassword: a password typed with a
-// character a URL reserves (/ ? # , @) makes a malformed address; the usage
+// character a URL reserves (/ ? # ,) makes a malformed address; the usage
 // error says so without quoting any part of the password, for every form
 // of --redis (one URL, a Redis Cluster's list, Sentinels).
 func TestMalformedRedisURLNeverShowsThePassword(t *testing.T) {

@@ -224,7 +224,10 @@ local epoch_max_seen = false
 -- epoch_check), the same read also returns the record's 'r:<want>' and
 -- 'born' fields (false: absent) as second and third values, for
 -- epoch_check's pre and pre_born.
-local function epoch_now(key, want)
+-- With peek (a read: holder.lua, the namespace's time for an inspector),
+-- the same time is returned and nothing is written: neither the record nor
+-- its mark or offset is created or moved.
+local function epoch_now(key, want, peek)
   local t = redis.call('TIME')
   local raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if not key then return raw end
@@ -254,7 +257,7 @@ local function epoch_now(key, want)
     -- the mark by itself (within the slack, where the time holds at the
     -- mark): raw + offset would jump ahead of the clock by the step.
     if noff > 0 and raw >= clk - CLOCK_SLACK_US then noff = 0 end
-    if rid ~= crid or noff ~= off or (noff == 0 and base ~= 0) then
+    if not peek and (rid ~= crid or noff ~= off or (noff == 0 and base ~= 0)) then
       if noff < 0 then
         redis.call('HSET', key, 'crid', rid, 'coff', string.format('%d', noff), 'cat', string.format('%d', raw))
       else
@@ -264,6 +267,7 @@ local function epoch_now(key, want)
     now = raw + noff
   end
   if clk and now <= clk then return clk, c[5], c[6] end
+  if peek then return now, c[5], c[6] end
   -- The mark is written once per millisecond: the last microsecond of
   -- now's millisecond, which no time returned before exceeds and which
   -- later calls in this millisecond return (their milliseconds are now's).

@@ -117,7 +117,7 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	if err != nil {
 		return nil, nil, wrap("rates", err)
 	}
-	now, err := l.ServerTime(ctx)
+	now, err := l.ReadTime(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -239,7 +239,7 @@ func (l *Ledger) Leave(ctx context.Context, id string) error {
 }
 
 // Pools returns the live pools, most recent heartbeat first. Entries of
-// pools whose heartbeat lapsed are removed.
+// pools whose heartbeat lapsed are skipped (a heartbeat removes them).
 func (l *Ledger) Pools(ctx context.Context) ([]PoolInfo, error) {
 	ids, err := l.rdb.ZRevRange(ctx, l.poolsKey(), 0, 999).Result()
 	if err != nil {
@@ -248,8 +248,7 @@ func (l *Ledger) Pools(ctx context.Context) ([]PoolInfo, error) {
 	out := make([]PoolInfo, 0, len(ids))
 	for _, id := range ids {
 		b, err := l.rdb.Get(ctx, l.poolKey(id)).Bytes()
-		if err == redis.Nil {
-			l.rdb.ZRem(ctx, l.poolsKey(), id)
+		if err == redis.Nil { // gone; the next heartbeat drops its entry
 			continue
 		}
 		if err != nil {

@@ -683,9 +683,10 @@ func (l *Ledger) Prune(ctx context.Context, q string, now time.Time) (int64, err
 }
 
 // nowScript reads the namespace's time (internal/epoch's epoch_now) from
-// the clock record KEYS[1]: {seconds, microseconds}.
+// the clock record KEYS[1]: {seconds, microseconds}. ARGV[1] "1" peeks:
+// the record is neither created nor moved.
 var nowScript = redis.NewScript(epoch.Lua + `
-local t = epoch_now(KEYS[1])
+local t = epoch_now(KEYS[1], nil, ARGV[1] == '1')
 return {math.floor(t / 1000000), t % 1000000}`)
 
 // clockScript reads the namespace's time and the TIME of the node that
@@ -727,12 +728,27 @@ func (l *Ledger) NamespaceClock(ctx context.Context) (ClockSample, time.Duration
 // primary's after a failover to a node whose clock is behind. On Redis
 // Cluster the record <ns>:epoch is kept by the master of its slot alone,
 // with the same rule; with epochs off (another client) it is plain TIME.
+// It raises the record's mark, as a write does: reads use ReadTime.
 func (l *Ledger) ServerTime(ctx context.Context) (time.Time, error) {
+	return l.serverTime(ctx, false)
+}
+
+// ReadTime returns the namespace's time as ServerTime does, writing
+// nothing: a read in a namespace never used creates no clock record.
+func (l *Ledger) ReadTime(ctx context.Context) (time.Time, error) {
+	return l.serverTime(ctx, true)
+}
+
+func (l *Ledger) serverTime(ctx context.Context, peek bool) (time.Time, error) {
 	if !l.epoch.Enabled() && !l.epoch.Cluster() {
 		t, err := l.rdb.Time(ctx).Result()
 		return t, wrap("time", err)
 	}
-	v, err := nowScript.Run(ctx, l.rdb, []string{l.epoch.Key()}).Int64Slice()
+	arg := "0"
+	if peek {
+		arg = "1"
+	}
+	v, err := nowScript.Run(ctx, l.rdb, []string{l.epoch.Key()}, arg).Int64Slice()
 	if err == nil && len(v) != 2 {
 		err = fmt.Errorf("malformed reply %v", v)
 	}

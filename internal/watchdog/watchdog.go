@@ -27,6 +27,7 @@ package watchdog
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -38,9 +39,19 @@ const (
 	MinDefaultMargin     = 10 * time.Millisecond
 )
 
-// Margin returns the safety margin of a lease of ttl: margin when positive,
-// else the default (ttl/DefaultMarginDivisor, at least MinDefaultMargin),
-// capped at half the TTL.
+// CheckMargin refuses a configured safety margin above half the lease's
+// ttl (a margin of zero or less picks the default, which Margin fits).
+func CheckMargin(ttl, margin time.Duration) error {
+	if margin > ttl/2 {
+		return fmt.Errorf("safety margin %v is more than half the lease TTL %v: give a margin of at most %v, or a longer TTL", margin, ttl, ttl/2)
+	}
+	return nil
+}
+
+// Margin returns the safety margin of a lease of ttl: margin when positive
+// (CheckMargin refuses one above half the TTL), else the default
+// (ttl/DefaultMarginDivisor, at least MinDefaultMargin), capped at half the
+// TTL.
 func Margin(ttl, margin time.Duration) time.Duration {
 	if margin <= 0 {
 		margin = max(ttl/DefaultMarginDivisor, MinDefaultMargin)
