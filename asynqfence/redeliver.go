@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -29,7 +30,8 @@ const redeliverBatch = 200
 // holds no such task, or holds it completed or archived, it enqueues a new
 // task of the job's kind and payload in the same asynq queue, with
 // JobHeader naming the job, the job's retry limit and timeout, and the
-// retention of the task it replaces when asynq still holds that one. Its delivery is an
+// headers and retention of the task it replaces when asynq still holds
+// that one. Its delivery is an
 // ordinary one: a pending job is claimed, an expired or uncertain one is
 // reconciled (Reconcile or the effect log) before anything runs, and a job
 // finished meanwhile is acknowledged as a duplicate. Nothing is applied
@@ -104,7 +106,14 @@ func (b *Bridge) redeliver(ctx context.Context, insp *asynq.Inspector, client *a
 		return false, err
 	}
 	log := b.log.With("queue", q, "kind", u.Kind, "job_id", u.ID, "task_id", task, "job_state", u.State)
-	t := asynq.NewTaskWithHeaders(u.Kind, u.Payload, map[string]string{JobHeader: u.ID})
+	// The headers of the task it replaces, when asynq still holds it (a
+	// task a failover rewound is gone, and its headers with it).
+	headers := map[string]string{}
+	if info != nil {
+		maps.Copy(headers, info.Headers)
+	}
+	headers[JobHeader] = u.ID
+	t := asynq.NewTaskWithHeaders(u.Kind, u.Payload, headers)
 	opts := []asynq.Option{asynq.TaskID(task), asynq.Queue(u.TaskQueue), asynq.MaxRetry(u.MaxRetries)}
 	if u.Timeout > 0 {
 		opts = append(opts, asynq.Timeout(u.Timeout))

@@ -42,7 +42,8 @@ func TestRedeliverGivesAJobWhoseTaskIsGoneANewTask(t *testing.T) {
 	if n, err := b.Redeliver(ctx); err != nil || n != 0 {
 		t.Fatalf("Redeliver with no bridged job: %d, %v", n, err)
 	}
-	if _, err := p.client.Enqueue(asynq.NewTask("charge", []byte(`{"cents":5}`)), asynq.TaskID("c1"), asynq.MaxRetry(0), asynq.Retention(time.Hour)); err != nil {
+	charge := asynq.NewTaskWithHeaders("charge", []byte(`{"cents":5}`), map[string]string{"tenant": "acme"})
+	if _, err := p.client.Enqueue(charge, asynq.TaskID("c1"), asynq.MaxRetry(0), asynq.Retention(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.next(); !errors.Is(err, asynqfence.ErrUncertain) {
@@ -72,8 +73,8 @@ func TestRedeliverGivesAJobWhoseTaskIsGoneANewTask(t *testing.T) {
 	if h := jobstest.History(hist); !strings.Contains(h, "redelivered") || !strings.Contains(h, "c1~1") {
 		t.Fatalf("history does not say the job was delivered again as task c1~1: %s", h)
 	}
-	if info, err := insp.GetTaskInfo("default", "c1~1"); err != nil || info.Headers[asynqfence.JobHeader] != "c1" {
-		t.Fatalf("new task %+v, %v; want it to name job c1", info, err)
+	if info, err := insp.GetTaskInfo("default", "c1~1"); err != nil || info.Headers[asynqfence.JobHeader] != "c1" || info.Headers["tenant"] != "acme" {
+		t.Fatalf("new task %+v, %v; want it to name job c1 and keep the archived task's headers", info, err)
 	}
 	if n, err := b.Redeliver(ctx); err != nil || n != 0 {
 		t.Fatalf("Redeliver after the job succeeded: %d, %v; want nothing", n, err)
