@@ -91,10 +91,10 @@ func TestOverlongNamesRefusedAsInvalid(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM fencedq_fences) + (SELECT count(*) FROM fencedq_effects)`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d rows written (%v), want none", n, err)
 	}
-	res, op := random(lease.MaxResourceLen), random(pgfence.MaxOperationIDLen)
+	res, op := "a"+random(lease.MaxResourceLen-1), random(pgfence.MaxOperationIDLen)
 	if err := s.ApplyMulti(ctx, []fence.Fence{
 		{Resource: res, Token: 5, Owner: "o", OperationID: op},
-		{Resource: "b" + res[1:], Token: 5, Owner: "o", OperationID: op},
+		{Resource: "b" + res[1:], Token: 5, Owner: "o", OperationID: op}, // another resource of the same length
 	}, nil); err != nil {
 		t.Fatalf("ApplyMulti at the bounds: %v", err)
 	}

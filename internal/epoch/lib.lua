@@ -225,8 +225,10 @@ local epoch_max_seen = false
 -- 'born' fields (false: absent) as second and third values, for
 -- epoch_check's pre and pre_born.
 -- With peek (a read: holder.lua, the namespace's time for an inspector),
--- the same time is returned and nothing is written: neither the record nor
--- its mark or offset is created or moved.
+-- the same time is returned and the mark is not moved, nor a record
+-- created where there is none. A new tenure's offset is still recorded
+-- (once per tenure): without it every read would compute the tenure's
+-- start again, and a time held at the mark would never move on.
 local function epoch_now(key, want, peek)
   local t = redis.call('TIME')
   local raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -257,7 +259,7 @@ local function epoch_now(key, want, peek)
     -- the mark by itself (within the slack, where the time holds at the
     -- mark): raw + offset would jump ahead of the clock by the step.
     if noff > 0 and raw >= clk - CLOCK_SLACK_US then noff = 0 end
-    if not peek and (rid ~= crid or noff ~= off or (noff == 0 and base ~= 0)) then
+    if rid ~= crid or noff ~= off or (noff == 0 and base ~= 0) then
       if noff < 0 then
         redis.call('HSET', key, 'crid', rid, 'coff', string.format('%d', noff), 'cat', string.format('%d', raw))
       else
