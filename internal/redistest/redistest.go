@@ -188,3 +188,17 @@ func CountKeys(ctx context.Context, c redis.UniversalClient) (int64, error) {
 	}
 	return c.DBSize(ctx).Result()
 }
+
+// ExampleLeavesNoKeys runs example, a runnable example that reads the Redis
+// address from REDIS_ADDR (often a developer's own server), against a
+// private server, and fails t when it left any key there.
+func ExampleLeavesNoKeys(t *testing.T, example func()) {
+	t.Helper()
+	srv := Start(t, Options{})
+	t.Setenv("REDIS_ADDR", srv.Addr)
+	example()
+	n, err := CountKeys(t.Context(), srv.Client())
+	if err != nil || n != 0 {
+		t.Fatalf("the example left %d key(s) (%v)", n, err)
+	}
+}
