@@ -70,19 +70,21 @@ func checkFlow(o *options, views map[string][]*jobView, rep *report) {
 			if v.rec == nil {
 				continue
 			}
-			// Limits and rates are per queue (a priority copy's queue
-			// has its own).
-			sp, st := attemptSpans(v.queue+" "+v.rec.LimitKey, v.hist)
+			// Limits and rates are per ledger queue: a priority copy's
+			// queue has its own, and so has each partition of a
+			// partitioned queue (the record's queue is the partition).
+			q := v.rec.Queue
+			sp, st := attemptSpans(q+" "+v.rec.LimitKey, v.hist)
 			if v.rec.LimitKey != "" {
 				spans = append(spans, sp...)
 			}
 			if v.rec.RateKey != "" {
-				starts[v.queue] = append(starts[v.queue], st...)
+				starts[q] = append(starts[q], st...)
 			}
 		}
 	}
 	if n := o.LimitPerAccount; n > 0 {
-		c := rep.newCheck("never more than N holders", "no more than --limit-per-account attempts of transfers to one account held a permit at once in one queue (limits are per queue), by the ledger's attempt and end times")
+		c := rep.newCheck("never more than N holders", "no more than --limit-per-account attempts of transfers to one account held a permit at once in one queue (limits are per queue, and per partition of a partitioned queue), by the ledger's attempt and end times")
 		type ev struct {
 			at    time.Time
 			delta int
@@ -112,7 +114,7 @@ func checkFlow(o *options, views map[string][]*jobView, rep *report) {
 		rep.Storage["limit_most_holders"] = int64(most)
 	}
 	if n := o.RateLimit; n > 0 {
-		c := rep.newCheck("rate never exceeded", "no one-second window holds more than --rate-limit attempt starts in one queue (rates are per queue), by the ledger's attempt times")
+		c := rep.newCheck("rate never exceeded", "no one-second window holds more than --rate-limit attempt starts in one queue (rates are per queue, and per partition of a partitioned queue), by the ledger's attempt times")
 		for q, st := range starts {
 			sort.Slice(st, func(i, j int) bool { return st[i].Before(st[j]) })
 			for i := 0; i+n < len(st); i++ {
