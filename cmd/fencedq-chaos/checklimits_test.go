@@ -13,7 +13,7 @@ import (
 // start for d.
 func heldJob(lq, key string, start time.Time, d time.Duration) *jobView {
 	return &jobView{queue: transfersQueue, id: fmt.Sprint(lq, key, start.UnixNano()),
-		rec: &jobs.Record{Queue: lq, LimitKey: key, RateKey: rateKey},
+		rec:  &jobs.Record{Queue: lq, LimitKey: key, RateKey: rateKey},
 		hist: []jobs.Entry{{Event: "attempt", At: start}, {Event: "end", At: start.Add(d)}}}
 }
 
