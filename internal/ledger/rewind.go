@@ -144,9 +144,11 @@ type seqSeen struct {
 // it raised it (0/1), the enqueued counter after it ran, how many jobs it
 // created, and the sequence's history (the stats field "hist": when the
 // sequence was created; ” for one created before the field existed).
+// unacknowledged marks a read that is no acknowledgement (see watch.after).
 type seqReply struct {
 	seq, bumped, enqueued, created int64
 	hist                           string
+	unacknowledged                 bool
 }
 
 // watch holds a Ledger's marks. Detections bump a queue's generation:
@@ -170,6 +172,12 @@ func (w *watch) before(q string) seqSeen {
 // history than the mark's found a ledger that lost the queue's whole record
 // (a restart without persistence, a flushed database): it went back to
 // nothing, however many writes the new history has had since.
+//
+// A reply that is not an acknowledgement (a read: CheckRewinds in durable
+// mode, where a write counts as acknowledged only once replicas hold it)
+// can find a rewind but does not raise the mark: the writes it shows may
+// be on the primary alone, and a failover that loses them loses nothing
+// anyone was told was done.
 func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
 	foundSeq, foundEnq := r.seq-r.bumped, r.enqueued-r.created
 	hist, ten := splitHist(r.hist)
@@ -198,6 +206,9 @@ func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
 		return nil
 	}
 	if !rewound {
+		if r.unacknowledged {
+			return nil
+		}
 		m := w.marks[q]
 		w.marks[q] = seqMark{seq: max(m.seq, cur.seq), enqueued: max(m.enqueued, cur.enqueued), hist: cur.hist, epoch: cur.epoch}
 		return nil
@@ -250,7 +261,8 @@ func (l *Ledger) runRewind(ctx context.Context, q string, args ...any) error {
 // CheckRewinds reads the write sequence of every queue this ledger has
 // seen and reports a rewind it shows (as a call would have), so a process
 // that stopped calling a queue still learns of a loss there. It returns how
-// many queues it checked.
+// many queues it checked. In durable mode what it reads does not raise
+// the marks: it may include writes no replica acknowledged yet.
 func (l *Ledger) CheckRewinds(ctx context.Context) (int, error) {
 	l.watch.mu.Lock()
 	qs := make([]string, 0, len(l.watch.marks))
@@ -267,7 +279,8 @@ func (l *Ledger) CheckRewinds(ctx context.Context) (int, error) {
 			return 0, wrap("check rewinds", err)
 		}
 		hist, _ := r.at(2).(string)
-		l.observe(ctx, q, s, seqReply{seq: int64Of(r.at(0)), enqueued: int64Of(r.at(1)), hist: hist})
+		l.observe(ctx, q, s, seqReply{seq: int64Of(r.at(0)), enqueued: int64Of(r.at(1)), hist: hist,
+			unacknowledged: l.Durable()})
 	}
 	return len(qs), nil
 }
