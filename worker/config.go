@@ -26,7 +26,8 @@ import (
 // invalid Config. Every such error matches it (an invalid Config.Jobs or
 // queue name matches jobs.ErrInvalid as well), and its text says which
 // field is wrong. Register, AddPeriodic and Run return it for a nil *Pool
-// (the pool of a NewPool call whose error went unchecked).
+// (the pool of a NewPool call whose error went unchecked), and Run when
+// the Sentinels of Config.Jobs.Sentinel monitor no master of its name.
 var ErrConfig = errors.New("worker: invalid config")
 
 // errNilPool is what a nil *Pool's methods return.

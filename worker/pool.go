@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/durable"
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/watchdog"
@@ -371,6 +372,14 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.stopping = ctx
 	p.mu.Unlock()
 
+	// A master name the Sentinels do not monitor fails every claim (and
+	// every command of a failover client given the same options, with
+	// go-redis's "all sentinels ... unreachable: redis: nil") until the
+	// configuration changes: refuse it first, naming it. Sentinels that do
+	// not answer are an outage: claims retry (and log).
+	if err := p.ledger.CheckSentinels(ctx); errors.Is(err, epoch.ErrUnknownMaster) {
+		return p.startFailed(ctx, configError{fmt.Errorf("Config.Jobs.Sentinel: %w", err)})
+	}
 	if err := p.refreshPartitions(ctx); err != nil {
 		return p.startFailed(ctx, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,5 +34,32 @@ func TestRunSaysRedisCannotBeReached(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "worker: cannot reach Redis at "+addr+" ") ||
 		strings.Contains(err.Error(), "partitions") || !errors.As(err, &op) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("Run: %v; want it to say Redis at %s cannot be reached, keeping the network error", err, addr)
+	}
+}
+
+// TestRunRefusesAMasterNameTheSentinelsDoNotMonitor: a pool whose
+// Config.Jobs.Sentinel names a master no Sentinel monitors could never
+// claim (every claim's epoch lookup fails); Run says so at once, with
+// ErrConfig, instead of starting and logging failed claims for ever.
+func TestRunRefusesAMasterNameTheSentinelsDoNotMonitor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	wrong := f.ClientOptions()
+	wrong.MasterName = "no-such-master"
+	shared := redis.NewFailoverClient(wrong) // as README's setup: one options value for both
+	t.Cleanup(func() { _ = shared.Close() })
+	for name, rdb := range map[string]redis.UniversalClient{"right client": f.Client(), "shared options": shared} {
+		p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: redistest.Namespace(t), Sentinel: wrong}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = p.Run(ctx)
+		if !errors.Is(err, worker.ErrConfig) || !strings.Contains(err.Error(), `master named "no-such-master"`) || ctx.Err() != nil {
+			t.Errorf("%s: Run with a master name the Sentinels do not monitor: %v; want ErrConfig naming it, at once", name, err)
+		}
+		cancel()
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -223,8 +224,12 @@ const PingTimeout = 5 * time.Second
 // ConnectRedis opens a Redis client from the --redis address and pings
 // it: a URL (redis://[user:password@]host:port/db, rediss:// for TLS) or a
 // bare host:port (redis://host:port); several comma-separated addresses
-// make a cluster client; a redis-sentinel:// URL (see ParseSentinelURL)
-// makes a failover client that finds the primary through the Sentinels.
+// make a cluster client, every master of which must answer (those that do
+// not are named), and so does one address of a cluster node; a
+// redis-sentinel:// URL (see ParseSentinelURL) makes a failover client that
+// finds the primary through the Sentinels (Sentinels that are all down, a
+// master name none monitors (ErrSentinelMaster) and a primary they name
+// that does not answer are each named as such).
 // A malformed address is a usage error; a Redis that does not answer, or
 // answers with an error (a password it wants or refuses, a database it
 // does not have), is named (password hidden). The client honours a
@@ -232,6 +237,8 @@ const PingTimeout = 5 * time.Second
 // frozen Redis holds a request no longer than its context allows.
 func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
+	var single *redis.Options            // the options of one address (not a Sentinel URL)
+	var primary string                   // the primary's address, as the Sentinels name it
 	shown := withScheme(RedactURL(addr)) // redacted as typed: a comma may be a password's
 	if isSentinelURL(addr) {
 		fo, err := ParseSentinelURL(addr)
@@ -239,8 +246,14 @@ func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, erro
 			return nil, err
 		}
 		fo.ContextTimeoutEnabled = true
-		rdb = redis.NewFailoverClient(fo)
 		shown = RedactURL(strings.TrimSpace(addr))
+		pctx, cancel := context.WithTimeout(ctx, PingTimeout)
+		primary, err = askSentinels(pctx, fo, shown)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		rdb = redis.NewFailoverClient(fo)
 	} else if strings.Contains(addr, ",") {
 		var addrs []string
 		var opt, first *redis.Options
@@ -279,19 +292,168 @@ func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, erro
 			return nil, err
 		}
 		opt.ContextTimeoutEnabled = true
+		single = opt
 		rdb = redis.NewClient(opt)
 	}
 	pctx, cancel := context.WithTimeout(ctx, PingTimeout)
 	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
+	err := ping(pctx, rdb)
+	if err == nil && single != nil && clusterNode(pctx, rdb) {
+		// One node of a Redis Cluster: a plain client would meet MOVED on
+		// every key of another master, so a cluster client finds them from it.
+		_ = rdb.Close()
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{single.Addr}, Username: single.Username,
+			Password: single.Password, TLSConfig: single.TLSConfig, ContextTimeoutEnabled: true})
+		err = ping(pctx, rdb)
+	}
+	if err != nil {
 		_ = rdb.Close()
 		if rerr := redis.Error(nil); errors.As(err, &rerr) { // it answered, with an error
 			return nil, fmt.Errorf("redis %s refused the connection (check the user, password and database in --redis): %w", shown, err)
+		}
+		if primary != "" {
+			return nil, fmt.Errorf("redis %s does not answer: the primary the Sentinels name, %s: %w", shown, primary, err)
 		}
 		return nil, fmt.Errorf("redis %s does not answer: %w", shown, err)
 	}
 	return rdb, nil
 }
+
+// clusterNode reports whether rdb's server runs in cluster mode.
+func clusterNode(ctx context.Context, rdb redis.UniversalClient) bool {
+	info, err := rdb.Info(ctx, "cluster").Result()
+	return err == nil && strings.Contains(info, "cluster_enabled:1")
+}
+
+// ping pings the server, or every master of a cluster, naming each master
+// that fails: a cluster client's own PING goes to one random master (and
+// it learns the masters from one node at a time, so a frozen one holds it
+// up), so with one master down a command connected or not by chance, and
+// named no master.
+func ping(ctx context.Context, rdb redis.UniversalClient) error {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return rdb.Ping(ctx).Err()
+	}
+	opt := cc.Options()
+	node := func(addr string) *redis.Client {
+		return redis.NewClient(&redis.Options{Addr: addr, Username: opt.Username, Password: opt.Password,
+			TLSConfig: opt.TLSConfig, Dialer: opt.Dialer, MaxRetries: -1, PoolSize: 1, ContextTimeoutEnabled: true})
+	}
+	// Every node given is asked for the masters at once; the first answer wins.
+	slots := make(chan []redis.ClusterSlot, len(opt.Addrs))
+	var failed []error
+	var mu sync.Mutex
+	var asked sync.WaitGroup
+	for _, a := range opt.Addrs {
+		asked.Go(func() {
+			c := node(a)
+			defer c.Close()
+			s, err := c.ClusterSlots(ctx).Result()
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, fmt.Errorf("node %s: %w", a, err))
+				mu.Unlock()
+				return
+			}
+			slots <- s
+		})
+	}
+	go func() { asked.Wait(); close(slots) }()
+	s, ok := <-slots
+	if !ok {
+		return joined(failed)
+	}
+	masters := map[string]bool{}
+	for _, r := range s {
+		if len(r.Nodes) > 0 {
+			masters[r.Nodes[0].Addr] = true
+		}
+	}
+	var errs []error
+	var pinged sync.WaitGroup
+	for m := range masters {
+		pinged.Go(func() {
+			c := node(m)
+			defer c.Close()
+			if err := c.Ping(ctx).Err(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("master %s: %w", m, err))
+				mu.Unlock()
+			}
+		})
+	}
+	pinged.Wait()
+	if len(errs) == 0 {
+		return nil
+	}
+	return joined(errs)
+}
+
+// joinedErrors is several errors on one line, sorted, each kept for
+// errors.Is and errors.As.
+type joinedErrors []error
+
+// joined returns errs as one error, sorted by text.
+func joined(errs []error) error {
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return joinedErrors(errs)
+}
+
+func (e joinedErrors) Error() string {
+	s := make([]string, len(e))
+	for i, err := range e {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (e joinedErrors) Unwrap() []error { return e }
+
+// askSentinels asks every Sentinel of fo for the address of its master, so
+// that a wrong master name or Sentinels that are all down are named as such
+// (the failover client reports either as unreachable Sentinels, or as a
+// timeout). It returns the first address a Sentinel names.
+func askSentinels(ctx context.Context, fo *redis.FailoverOptions, shown string) (string, error) {
+	type answer struct {
+		addr    string
+		primary []string
+		err     error
+	}
+	answers := make(chan answer, len(fo.SentinelAddrs))
+	for _, a := range fo.SentinelAddrs {
+		go func() {
+			sc := redis.NewSentinelClient(&redis.Options{Addr: a, Username: fo.SentinelUsername, Password: fo.SentinelPassword,
+				TLSConfig: fo.TLSConfig, Dialer: fo.Dialer, MaxRetries: -1, PoolSize: 1, ContextTimeoutEnabled: true})
+			defer sc.Close()
+			primary, err := sc.GetMasterAddrByName(ctx, fo.MasterName).Result()
+			answers <- answer{addr: a, primary: primary, err: err}
+		}()
+	}
+	var errs []string
+	unknown := 0
+	for range fo.SentinelAddrs {
+		a := <-answers
+		switch {
+		case a.err == nil && len(a.primary) == 2:
+			return net.JoinHostPort(a.primary[0], a.primary[1]), nil
+		case errors.Is(a.err, redis.Nil):
+			unknown++
+		default:
+			errs = append(errs, fmt.Sprintf("sentinel %s: %v", a.addr, a.err))
+		}
+	}
+	if unknown > 0 {
+		return "", fmt.Errorf("redis %s: %w: no Sentinel that answers monitors a master named %q (check the master name in --redis; SENTINEL MASTERS lists the names)",
+			shown, ErrSentinelMaster, fo.MasterName)
+	}
+	sort.Strings(errs)
+	return "", fmt.Errorf("redis %s does not answer: no Sentinel answers (%s)", shown, strings.Join(errs, "; "))
+}
+
+// ErrSentinelMaster is ConnectRedis's error when the Sentinels of a
+// redis-sentinel:// address answer but none monitors the master it names.
+var ErrSentinelMaster = errors.New("unknown Sentinel master")
 
 // The schemes of a --redis address naming Sentinels (see ParseSentinelURL).
 const (

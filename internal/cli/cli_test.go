@@ -346,3 +346,53 @@ func TestMalformedRedisURLNeverShowsThePassword(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterWithAMasterDownNamesIt: a Redis Cluster one of whose masters
+// does not answer is refused every time, naming that master (a cluster
+// client's PING goes to a random master: the command connected or not by
+// chance, and named every address given).
+func TestClusterWithAMasterDownNamesIt(t *testing.T) {
+	c := redistest.StartCluster(t)
+	addr := strings.Join(c.Addrs(), ",")
+	rdb, err := ConnectRedis(context.Background(), addr)
+	if err != nil {
+		t.Fatalf("ConnectRedis(%q): %v", addr, err)
+	}
+	_ = rdb.Close()
+	down := c.Nodes[2]
+	down.Pause()
+	t.Cleanup(down.Resume)
+	for range 2 {
+		rdb, err := ConnectRedis(context.Background(), addr)
+		if err == nil {
+			_ = rdb.Close()
+		}
+		var why string
+		if err != nil {
+			_, why, _ = strings.Cut(err.Error(), " does not answer: ")
+		}
+		if !strings.HasPrefix(why, "master "+down.Addr+": ") || strings.Contains(why, c.Nodes[0].Addr) || strings.Contains(why, c.Nodes[1].Addr) {
+			t.Fatalf("ConnectRedis(%q) with %s paused: %v, want it refused naming that master alone", addr, down.Addr, err)
+		}
+	}
+}
+
+// TestOneClusterNodeMakesAClusterClient: --redis naming one node of a Redis
+// Cluster reaches every master (a plain client met MOVED on the keys of
+// the others: "jobs: counts default: MOVED 5718 host:port").
+func TestOneClusterNodeMakesAClusterClient(t *testing.T) {
+	c := redistest.StartCluster(t)
+	ctx := context.Background()
+	rdb, err := ConnectRedis(ctx, "redis://"+c.Nodes[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	ns := redistest.Namespace(t)
+	for i := range 30 { // keys on every master
+		k := fmt.Sprintf("%s:{%d}", ns, i)
+		if err := rdb.Set(ctx, k, i, time.Minute).Err(); err != nil {
+			t.Fatalf("SET %s through --redis %s: %v", k, c.Nodes[0].Addr, err)
+		}
+	}
+}

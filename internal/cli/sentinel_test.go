@@ -111,3 +111,45 @@ func TestParseSentinelURL(t *testing.T) {
 		t.Errorf("unreachable Sentinel: %v", err)
 	}
 }
+
+// TestSentinelURLNamesAWrongMasterOrDownSentinels: a master name the
+// Sentinels do not monitor is named as such (not as a refused password or
+// unreachable Sentinels), Sentinels that are all down are named, at
+// once, not after the ping's timeout, and so is the primary they name when
+// it does not answer.
+func TestSentinelURLNamesAWrongMasterOrDownSentinels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	down := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
+
+	addr := "redis-sentinel://" + down + "," + f.Sentinel.Addr + "/nope"
+	_, err := ConnectRedis(ctx, addr)
+	if !errors.Is(err, ErrSentinelMaster) || !strings.Contains(err.Error(), `master named "nope"`) ||
+		strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("ConnectRedis(%q) = %v, want it to name the unknown master", addr, err)
+	}
+
+	addr = "redis-sentinel://" + down + "/" + redistest.MasterName
+	start := time.Now()
+	_, err = ConnectRedis(ctx, addr)
+	if err == nil || !strings.Contains(err.Error(), "no Sentinel answers") || !strings.Contains(err.Error(), down) ||
+		errors.Is(err, ErrSentinelMaster) {
+		t.Fatalf("ConnectRedis(%q) = %v, want it to name the Sentinel that does not answer", addr, err)
+	}
+	if d := time.Since(start); d >= PingTimeout {
+		t.Fatalf("ConnectRedis(%q) took %v: a refused Sentinel is reported at once", addr, d)
+	}
+
+	// No replica to promote: the Sentinel keeps naming the frozen primary.
+	f.Replica.Kill()
+	f.Primary.Pause()
+	t.Cleanup(f.Primary.Resume)
+	addr = "redis-sentinel://" + f.Sentinel.Addr + "/" + redistest.MasterName
+	_, err = ConnectRedis(ctx, addr)
+	if err == nil || !strings.Contains(err.Error(), "does not answer: the primary the Sentinels name, "+f.Primary.Addr+": ") {
+		t.Fatalf("ConnectRedis(%q) with the primary frozen = %v, want it to name the primary", addr, err)
+	}
+}

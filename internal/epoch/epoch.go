@@ -300,6 +300,18 @@ func (t *Tracker) Current(ctx context.Context) (State, error) {
 	return t.Refresh(ctx, State{})
 }
 
+// CheckSource asks the tracker's source (the Sentinels) for the epoch,
+// changing nothing; nil without a source.
+func (t *Tracker) CheckSource(ctx context.Context) error {
+	if t.source == nil {
+		return nil
+	}
+	if _, err := t.source.Epoch(ctx); err != nil {
+		return fmt.Errorf("epoch: %w", err)
+	}
+	return nil
+}
+
 // Last returns the state the tracker last learned (Node on a cluster),
 // or the zero State when it has none yet; it never asks Redis. Scripts that
 // mint nothing but share a call with minting ones pass it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,20 +16,28 @@ import (
 // cut off must not hold up a refresh for long.
 const sentinelTimeout = time.Second
 
+// ErrUnknownMaster means the Sentinels that answered monitor no master of
+// the name given (a wrong FailoverOptions.MasterName): a configuration
+// error, not an outage.
+var ErrUnknownMaster = errors.New("no Sentinel monitors the master")
+
 // sentinelSource asks every Sentinel of a failover client for the master's
 // config epoch (SENTINEL MASTER <name>, field config-epoch) and takes the
 // highest answer: the Sentinel that led the last failover, and any that
 // heard of it, report its epoch; one that has not heard yet reports less.
 type sentinelSource struct{ opts *redis.FailoverOptions }
 
-// Epoch implements Source. It fails only when no Sentinel answers.
+// Epoch implements Source. It fails only when no Sentinel answers with the
+// epoch: with ErrUnknownMaster when those that answered monitor no master
+// of that name.
 func (s sentinelSource) Epoch(ctx context.Context) (uint64, error) {
 	var (
-		mu   sync.Mutex
-		best uint64
-		ok   bool
-		errs []error
-		wg   sync.WaitGroup
+		mu      sync.Mutex
+		best    uint64
+		ok      bool
+		unknown bool
+		errs    []error
+		wg      sync.WaitGroup
 	)
 	for _, addr := range s.opts.SentinelAddrs {
 		wg.Add(1)
@@ -39,6 +48,7 @@ func (s sentinelSource) Epoch(ctx context.Context) (uint64, error) {
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("sentinel %s: %w", addr, err))
+				unknown = unknown || strings.Contains(err.Error(), "No such master")
 				return
 			}
 			if !ok || e > best {
@@ -47,6 +57,9 @@ func (s sentinelSource) Epoch(ctx context.Context) (uint64, error) {
 		}()
 	}
 	wg.Wait()
+	if !ok && unknown {
+		return 0, fmt.Errorf("%w named %q (check the Sentinel options' MasterName): %w", ErrUnknownMaster, s.opts.MasterName, errors.Join(errs...))
+	}
 	if !ok {
 		return 0, fmt.Errorf("no Sentinel reported the config epoch of %q: %w", s.opts.MasterName, errors.Join(errs...))
 	}

@@ -798,6 +798,11 @@ func (l *Ledger) LeaderStatus(ctx context.Context) (*LeaderStatus, error) {
 // Ping checks that Redis answers.
 func (l *Ledger) Ping(ctx context.Context) error { return wrap("ping", l.rdb.Ping(ctx).Err()) }
 
+// CheckSentinels asks the Sentinels of Config.Sentinel for the master's
+// epoch, changing nothing (nil without Sentinels): an error matching
+// epoch.ErrUnknownMaster when they monitor no master of its name.
+func (l *Ledger) CheckSentinels(ctx context.Context) error { return l.epoch.CheckSource(ctx) }
+
 // String describes the job without its raw payload (Payload, which holds
 // sensitive fields), so a Record formatted with %v or %+v shows none.
 func (r Record) String() string {
