@@ -239,7 +239,7 @@ func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler,
 	defer func() {
 		if r := recover(); r != nil {
 			b.metrics.Panics.WithLabelValues(ledger.Logical(queue), kind).Inc()
-			log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			log.Error("handler panicked", "panic", ledger.CapError(fmt.Sprint(r)), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()

@@ -266,11 +266,13 @@ func (p *Pool) safeRun(ctx context.Context, a *attempt, h *handler, base jobs.Jo
 			p.metrics.Panics.WithLabelValues(ledger.Logical(base.Queue), h.kind).Inc()
 			if ran, herr := a.handlerResult(); ran {
 				a.log.Error("middleware panicked after the handler returned; the handler's outcome stands",
-					"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+					"panic", ledger.CapError(fmt.Sprint(r)), "stack", string(debug.Stack()))
 				err = herr
 				return
 			}
-			a.log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			// Capped as a returned error's text is: a panic quoting a whole
+			// response body must not flood the log.
+			a.log.Error("handler panicked", "panic", ledger.CapError(fmt.Sprint(r)), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()

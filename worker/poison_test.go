@@ -2,13 +2,16 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -110,5 +113,143 @@ func TestRecordWithoutValidKindIsDeadAtOnce(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(e.metric("fencedq_jobs_rejected_total")); v != 2 {
 		t.Fatalf("rejected metric %v, want 2", v)
+	}
+}
+
+// A record whose attempt count or unknown-kind put-back count was edited
+// to a negative or absurd number runs as if the count were unset (a count
+// is never negative): no panic computing its delay takes the pool down,
+// and the jobs around it run as usual.
+func TestRecordWithCorruptCountsRuns(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.RetryDelay = nil // the default, exponential in the attempt
+	p := e.pool(cfg)
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		if j.Args.N == 4 {
+			return errors.New("try again")
+		}
+		return nil
+	}))
+	ctx := context.Background()
+	// the attempt count each edited value gives the first attempt: a
+	// count reads as a whole number from 0 to 2^31 - 1
+	failing := map[string]int{}
+	for bad, want := range map[string]int{"-3": 1, "-1e300": 1, "nan": 1, "abc": 1, "2.5": 3} {
+		id := e.enqueue(echoArgs{N: 4}).JobID
+		e.rdb.HSet(ctx, e.ledger.JobKey("default", id), "attempts", bad)
+		failing[id] = want
+	}
+	exhausted := e.enqueue(echoArgs{N: 4}).JobID
+	e.rdb.HSet(ctx, e.ledger.JobKey("default", exhausted), "attempts", "1e300")
+	unknown, err := e.client.EnqueueRaw(ctx, "nobody", []byte(`{}`), jobs.Unchecked())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rdb.HSet(ctx, e.ledger.JobKey("default", unknown.JobID), "kind_defers", "-4")
+	var good []string
+	for range 3 {
+		good = append(good, e.enqueue(echoArgs{N: 2}).JobID)
+	}
+	e.start(p)
+	for _, id := range good {
+		jobstest.WaitState(t, e.ledger, "default", id, jobs.Succeeded)
+	}
+	for id, want := range failing {
+		r := waitRecord(t, e.ledger, id, func(r *jobs.Record) bool { return r.State == jobs.Pending && r.Attempts != 0 })
+		if r.Attempts != want {
+			t.Errorf("job %s: %d attempts after its first, want %d", id, r.Attempts, want)
+		}
+	}
+	if r := jobstest.WaitState(t, e.ledger, "default", exhausted, jobs.Dead); r.Reason != "retries exhausted" {
+		t.Errorf("job with its attempts used up: reason %q", r.Reason)
+	}
+	r := waitRecord(t, e.ledger, unknown.JobID, func(r *jobs.Record) bool { return r.KindDefers != -4 })
+	if r.KindDefers != 1 || r.State != jobs.Pending {
+		t.Errorf("unknown kind: %d put-backs, state %s; want 1, pending", r.KindDefers, r.State)
+	}
+}
+
+// waitRecord polls job id of queue default until ok holds for its record.
+func waitRecord(t *testing.T, l *ledger.Ledger, id string, ok func(*jobs.Record) bool) *jobs.Record {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		r, err := l.Get(context.Background(), "default", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(end) {
+			t.Fatalf("job %s: %+v", id, r)
+		}
+	}
+}
+
+// A record whose limit or rate fields were edited by hand into something
+// no limit or rate has goes to review (logged with its id, counted as
+// malformed) instead of failing the claim it came in, which had already
+// taken the claim's other jobs off the due index: they run as usual.
+func TestRecordWithCorruptFlowFieldsGoesToReview(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error { return nil }))
+	ctx := context.Background()
+	var good []string
+	for range 3 {
+		good = append(good, e.enqueue(echoArgs{N: 1}).JobID)
+	}
+	corrupt := map[string][]string{ // the id of each edited record, and the fields edited out
+		e.enqueue(echoArgs{N: 2}, jobs.Limit("export", 2), jobs.Rate("api", 5, time.Second)).JobID: {"lmax"},
+		e.enqueue(echoArgs{N: 3}, jobs.Limit("export", 2), jobs.Rate("api", 5, time.Second)).JobID: {"rper"},
+	}
+	for id, fields := range corrupt {
+		e.rdb.HDel(ctx, e.ledger.JobKey("default", id), fields...)
+	}
+	for range 3 {
+		good = append(good, e.enqueue(echoArgs{N: 4}).JobID)
+	}
+	e.start(p)
+	for _, id := range good {
+		jobstest.WaitState(t, e.ledger, "default", id, jobs.Succeeded)
+	}
+	for id := range corrupt {
+		r := jobstest.WaitState(t, e.ledger, "default", id, jobs.Review)
+		if r.Reason != "corrupt record: flow control fields" {
+			t.Errorf("job %s: reason %q", id, r.Reason)
+		}
+		if !strings.Contains(e.logs.String(), `"job_id":"`+id+`"`) {
+			t.Errorf("job %s was not logged", id)
+		}
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_jobs_rejected_total")); v != 2 {
+		t.Fatalf("rejected metric %v, want 2", v)
+	}
+}
+
+// A handler that panics with a huge value (a response body quoted whole)
+// is logged with the value cut as a returned error's text is
+// (ledger.MaxErrorLen), not the whole of it.
+func TestHugePanicValueIsCutInTheLog(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		panic(strings.Repeat("body ", 1<<18))
+	}))
+	id := e.enqueue(echoArgs{}, jobs.MaxRetries(0)).JobID
+	e.start(p)
+	jobstest.WaitState(t, e.ledger, "default", id, jobs.Dead)
+	logged := false
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"handler panicked"`) {
+			logged = strings.Contains(line, `"job_id":"`+id+`"`) && strings.Contains(line, "bytes cut")
+			if len(line) > 4*ledger.MaxErrorLen+64<<10 {
+				t.Fatalf("the panic was logged in %d bytes", len(line))
+			}
+		}
+	}
+	if !logged {
+		t.Fatal("the panic was not logged, cut, with the job id")
 	}
 }

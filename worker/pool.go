@@ -351,8 +351,10 @@ func (p *Pool) redisAddr(ne net.Error) string {
 // handler returns later is committed only if its token still runs the
 // job. When jobs were left unsettled that way, or their outcome's commit
 // failed, Run returns a *ShutdownError naming them (matching
-// ErrUnsettled). Run returns within ShutdownTimeout plus 10s even when
-// Redis does not answer its last calls. A ctx that ends while the pool starts (before any job is
+// ErrUnsettled). Run returns within ShutdownTimeout plus 10s of ctx's end
+// even when Redis does not answer its last calls (a call already waiting
+// for a frozen Redis when ctx ends lasts up to the Redis client's
+// ReadTimeout, 3s by default, within that bound). A ctx that ends while the pool starts (before any job is
 // claimed) makes it return nil as well. An error from its start is
 // returned at once, and Run may be called again; a Redis it cannot reach
 // reads "worker: cannot reach Redis at <addr> ...: <network error>", the
@@ -430,12 +432,20 @@ func (p *Pool) Run(ctx context.Context) error {
 		handlers.Add(1)
 		go p.executor(&handlers)
 	}
+	// The shutdown's bounds count from the end of ctx, not from the return
+	// of a fetch loop held by a call to a frozen Redis.
+	stoppedAt := make(chan time.Time, 1)
+	stopHook := context.AfterFunc(ctx, func() { stoppedAt <- time.Now() })
 	p.produce(ctx, work)
 	close(p.work)
+	stopped := time.Now()
+	if !stopHook() {
+		stopped = <-stoppedAt
+	}
 
 	p.log.Info("pool shutting down", "timeout", p.cfg.ShutdownTimeout)
-	giveUp := time.Now().Add(p.cfg.ShutdownTimeout + shutdownGrace)
-	if !waitTimeout(&handlers, p.cfg.ShutdownTimeout) {
+	giveUp := stopped.Add(p.cfg.ShutdownTimeout + shutdownGrace)
+	if !waitTimeout(&handlers, time.Until(stopped.Add(p.cfg.ShutdownTimeout))) {
 		p.renewer.stopAll(errShutdown)
 		if !waitTimeout(&handlers, commitTimeout) {
 			// Named, so an operator can tell which jobs were abandoned
@@ -514,7 +524,12 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	case <-done:
 		return true
 	case <-t.C:
-		return false
+		select {
+		case <-done: // both ready (d was not positive)
+			return true
+		default:
+			return false
+		}
 	}
 }
 

@@ -256,6 +256,11 @@ func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bo
 		if n <= 0 {
 			return true, time.Time{}, false, nil
 		}
+		if ctx.Err() != nil {
+			// The pool stopped (during the idle look, say): no claim, whose
+			// call ctx does not cancel and whose jobs would go back.
+			return false, time.Time{}, false, ctx.Err()
+		}
 		sent := time.Now()
 		res, err := p.claim(ctx, q, n)
 		if err != nil {
@@ -372,6 +377,9 @@ func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 		case "corrupt":
 			p.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonMalformed).Inc()
 			p.log.Warn("job record holds an unknown state (edited or corrupt): moved to review", "queue", q, "job_id", d.ID)
+		case "corrupt_flow":
+			p.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonMalformed).Inc()
+			p.log.Warn("job record's limit or rate fields are corrupt (edited by hand): moved to review", "queue", q, "job_id", d.ID)
 		case string(jobs.Succeeded), string(jobs.Dead), string(jobs.Cancelled):
 			p.metrics.Deduplicated.WithLabelValues(ledger.Logical(q), metrics.StageExecute).Inc()
 			p.log.Info("duplicate delivery of a finished job acknowledged without running the handler", "queue", q, "job_id", d.ID, "job_state", d.State)

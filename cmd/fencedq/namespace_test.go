@@ -72,18 +72,7 @@ func TestReadOnlyCommandsWriteNothing(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(e.url, "redis://")})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	writes := func() string {
-		t.Helper()
-		info, err := rdb.Info(ctx, "persistence").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := regexp.MustCompile(`rdb_changes_since_last_save:(\d+)`).FindStringSubmatch(info)
-		if m == nil {
-			t.Fatalf("no write count in %q", info)
-		}
-		return m[1]
-	}
+	writes := func() string { return redisWrites(t, rdb) }
 	reads := [][]string{
 		{"queues"}, {"inspect", "--job", id}, {"partitions", "--queue", "default"}, {"pools"}, {"schedules"},
 		{"workflow", "inspect"}, {"workflow", "inspect", "--id", "wf-1"},
@@ -102,6 +91,57 @@ func TestReadOnlyCommandsWriteNothing(t *testing.T) {
 		}
 		if n := rdb.DBSize(ctx).Val(); n != keys {
 			t.Errorf("namespace %s: %d keys after the reads, %d before", ns, n, keys)
+		}
+	}
+}
+
+// redisWrites returns Redis's count of writes since its last save.
+func redisWrites(t *testing.T, rdb *redis.Client) string {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "persistence").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`rdb_changes_since_last_save:(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		t.Fatalf("no write count in %q", info)
+	}
+	return m[1]
+}
+
+// TestFailedOperatorCommandsWriteNothing: an operator command that finds
+// nothing to act on (a schedule, job or workflow not found) exits 1,
+// names an empty namespace as such, and writes nothing: a mistyped
+// --namespace leaves no key behind, not even the clock record.
+func TestFailedOperatorCommandsWriteNothing(t *testing.T) {
+	e := newOperatorEnv(t)
+	e.enqueue()
+	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(e.url, "redis://")})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	failing := [][]string{
+		{"schedules", "--id", "nosuch", "--remove", "--actor", "ops", "--note", "retired"},
+		{"cancel", "--job", "nosuch", "--actor", "ops", "--note", "n"},
+		{"resolve", "--job", "nosuch", "--actor", "ops", "--decision", "rerun"},
+		{"run-now", "--job", "nosuch", "--actor", "ops"},
+		{"workflow", "cancel", "--id", "nosuch", "--actor", "ops", "--note", "n"},
+	}
+	for _, ns := range []string{e.ns, e.ns + "-typo"} {
+		for _, args := range failing {
+			keys, before := rdb.DBSize(ctx).Val(), redisWrites(t, rdb)
+			code, out, errOut := runCLI(t, append(args, "--redis", e.url, "--namespace", ns)...)
+			if code != 1 || out != "" || !strings.Contains(errOut, "not found") {
+				t.Errorf("namespace %s: %v: code %d, stdout %q, stderr %q; want 1 and not found", ns, args, code, out, errOut)
+			}
+			if ns != e.ns && !strings.Contains(errOut, "has no queues") {
+				t.Errorf("namespace %s: %v: stderr %q does not say the namespace has no queues", ns, args, errOut)
+			}
+			if after := redisWrites(t, rdb); after != before {
+				t.Errorf("namespace %s: %v wrote to Redis (%s writes before, %s after)", ns, args, before, after)
+			}
+			if n := rdb.DBSize(ctx).Val(); n != keys {
+				t.Errorf("namespace %s: %v: %d keys after, %d before", ns, args, n, keys)
+			}
 		}
 	}
 }

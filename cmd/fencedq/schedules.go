@@ -83,7 +83,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				return operatorError("remove schedule", err)
 			}
 			if !found {
-				return fmt.Errorf("%w: schedule %s", jobs.ErrNotFound, *id)
+				return inEmptyNamespace(ctx, client.Inspector(), fmt.Errorf("%w: schedule %s", jobs.ErrNotFound, *id))
 			}
 			if *asJSON {
 				return json.NewEncoder(out).Encode(struct {

@@ -25,6 +25,14 @@ local function u64_cmp(a, b)
   return 1
 end
 
+-- u64_token returns token s normalised; anything but a uint64 (garbage, or
+-- digits above 2^64 - 1: a record edited by hand) reads as '0'.
+local function u64_token(s)
+  s = u64_norm(s)
+  if u64_cmp(s, U64_MAX) > 0 then return '0' end
+  return s
+end
+
 -- u64_join formats 7-digit chunks, most significant first.
 local function u64_join(chunks)
   local s = ''
@@ -63,7 +71,7 @@ end
 local EXACT = 9007199254740991
 
 -- token_mint returns the token to mint after last (a decimal string; nil,
--- '' or garbage for none) in epoch ep at Redis time now_us: the higher of
+-- '' or garbage, a number above 2^64 - 1 included, for none) in epoch ep at Redis time now_us: the higher of
 -- last + 1 and (ep << 52) + now_us. Epoch 0 gives max(last + 1, now_us).
 -- While both are below EXACT (epochs 0 and 1, and their tokens) it computes
 -- in numbers; the decimal strings cost about 8 µs of Redis CPU per call.
@@ -77,7 +85,7 @@ local function token_mint(last, ep, now_us)
     if n + 1 < EXACT then return string.format('%d', math.max(n + 1, nfloor)) end
   end
   local floor = u64_add(u64_mul(EPOCH_UNIT, ep), string.format('%d', now_us))
-  local tok = u64_add(u64_norm(last), '1')
+  local tok = u64_add(u64_token(last), '1')
   if u64_cmp(floor, tok) > 0 then tok = floor end
   if u64_cmp(tok, U64_MAX) > 0 then error({err = 'FENCEDQ token space exhausted'}) end
   return tok

@@ -461,7 +461,9 @@ func (l *Ledger) RemoveSchedule(ctx context.Context, id, actor, note string) (bo
 		return false, fmt.Errorf("%w: schedule %s is still defined by live pools %s: remove it from their periodic jobs first",
 			ErrScheduleConflict, id, strings.Join(defining, ", "))
 	}
-	now, err := l.ServerTime(ctx)
+	// Read, not recorded: a removal that finds nothing writes nothing (a
+	// mistyped namespace gets no clock record).
+	now, err := l.ReadTime(ctx)
 	if err != nil {
 		return false, wrap("remove schedule "+id, err)
 	}

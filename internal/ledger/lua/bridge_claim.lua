@@ -94,7 +94,7 @@ if h[8] then -- storage's mark (raise.lua): mint above it
 end
 local stok = token_mint(last, ep, now_us)
 seq_bump()
-local attempt = num(h[3]) + 1
+local attempt = cnt(h[3]) + 1
 local deadline = fmt(now + ttl)
 if not state then
   created = 1

@@ -24,7 +24,8 @@
 --            about as much as a field read.)
 --   dropped: 2 values per index entry that was not claimable and was removed
 --            from the due index: id, why ('missing', 'corrupt': a state no job
---            has, the job moved to review, or the job's state), or a
+--            has, 'corrupt_flow': flow fields no limit or rate has, the job
+--            moved to review in both, or the job's state), or a
 --            job held back by flow control: id, 'limit:<name>' (parked until a
 --            permit frees) or 'rate:<name>' (due again at its next start)
 if redis.call('EXISTS', pausedk) == 1 then
@@ -101,7 +102,11 @@ while i < #ids do
   if group then group_took(group, id) end
   -- a job under flow control may be held back (flow.lua): parked or deferred
   local held = h[1] == 'pending' and flow and flow_admit(id, flow, h[7])
-  if held then
+  if held == 'corrupt' then
+    quarantine(id, 'pending', 'corrupt record: flow control fields')
+    dropped[#dropped + 1] = id
+    dropped[#dropped + 1] = 'corrupt_flow'
+  elseif held then
     dropped[#dropped + 1] = id
     dropped[#dropped + 1] = held
   elseif h[1] == 'pending' then
@@ -111,7 +116,7 @@ while i < #ids do
       call('HDEL', k, 'mark')
     end
     local stok = mint(last)
-    local attempt = num(h[3]) + 1
+    local attempt = cnt(h[3]) + 1
     local sattempt = attempt == 1 and '1' or fmt(attempt)
     call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
       'attempts', sattempt, 'started', snow)
@@ -123,9 +128,9 @@ while i < #ids do
       record(id, {event = 'attempt', attempt = attempt, token = stok, owner = owner})
     end
     local extra = 0
-    if o ~= NONE then extra = {o[1] or '', o[2] or '', num(o[3]), num(o[4]), o[8] or ''} end
+    if o ~= NONE then extra = {o[1] or '', o[2] or '', num(o[3]), cnt(o[4]), o[8] or ''} end
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, stok, attempt, h[4] or ''
-    reply[r + 5], reply[r + 6], reply[r + 7] = h[5] or '', num(h[6]), extra
+    reply[r + 5], reply[r + 6], reply[r + 7] = h[5] or '', cnt(h[6]), extra
     r = r + 7
   elseif h[1] and not index[h[1]] and h[1] ~= 'waiting' then
     quarantine(id, 'pending')

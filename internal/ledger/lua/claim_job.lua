@@ -19,7 +19,7 @@ if h[7] then
 end
 -- epoch 0: tokens above 2^53 (epochs 1 and up) are added to exactly, as
 -- strings, so the new token is strictly above the stored one
-local stok, sdeadline, attempt = token_mint(last, 0, now_us), fmt(now + ttl), num(h[3]) + 1
+local stok, sdeadline, attempt = token_mint(last, 0, now_us), fmt(now + ttl), cnt(h[3]) + 1
 seq_bump()
 redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
   'attempts', attempt, 'started', snow)

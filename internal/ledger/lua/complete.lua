@@ -71,7 +71,7 @@ for i = 3, #ARGV, 9 do
     reply[r + 1] = 'succeeded'
   else
     local err, due, reason, fence = ARGV[i + 3], now + num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
-    local attempt = num(h[3])
+    local attempt = cnt(h[3])
     local to, score = outcome, now
     local f = {}
     if fence ~= '' then f[#f + 1] = 'fence'; f[#f + 1] = fence end
@@ -83,13 +83,14 @@ for i = 3, #ARGV, 9 do
       to, score = 'pending', due
       f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
       if outcome == 'unknown_kind' then
-        call('HINCRBY', k, 'kind_defers', 1)
+        -- not HINCRBY: a count edited into a non-number fails no batch
+        call('HSET', k, 'kind_defers', fmt(cnt(call('HGET', k, 'kind_defers')) + 1))
         tallied('deferred_unknown_kind')
       else
         tallied('deferred')
       end
     elseif outcome == 'retry' then
-      if attempt > num(h[8]) then
+      if attempt > cnt(h[8]) then
         to = 'dead'
         if reason == '' then reason = 'retries exhausted' end
       else

@@ -459,7 +459,9 @@ end
 -- time. It returns nil when it may (its permit is taken and its start
 -- recorded); else why, for the claim's reply: 'limit:<name>' (parked until a
 -- permit frees) or 'rate:<name>' (back in the due index at the earliest start
--- its rate allows). Nothing is counted as an attempt.
+-- its rate allows); or 'corrupt' when its flow fields are not a limit's or
+-- a rate's (a record edited by hand), for the claim to quarantine. Nothing
+-- is counted as an attempt.
 local function flow_admit(id, flow, created)
   -- k (the job's key) is made only when it is written or read again
   local k, lkey, lmax, rkey, rmax, rper, wait, hk, nlmax, nrmax, nper
@@ -470,6 +472,11 @@ local function flow_admit(id, flow, created)
     k = jobkey(id)
     local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'wait')
     lkey, lmax, rkey, rmax, rper, wait = f[1], f[2], f[3], f[4], f[5], f[6]
+    local digits = '^%d+$'
+    if lkey and not (lmax and string.find(lmax, digits))
+      or rkey and not (rmax and rper and string.find(rmax, digits) and string.find(rper, digits)) then
+      return 'corrupt'
+    end
     hk = lkey and limit_holders(lkey)
     nlmax, nrmax, nper = num(lmax), num(rmax), num(rper)
   end

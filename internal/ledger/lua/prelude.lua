@@ -41,6 +41,15 @@ local snow = fmt(now) -- now as stored in fields and index scores
 -- num reads a numeric field; a missing or corrupt one reads as 0, so one
 -- bad record can never abort a script that serves a whole batch.
 local function num(s) return tonumber(s) or 0 end
+-- cnt reads a count field (attempts, retries, put-backs): a whole number
+-- from 0 to 2^31 - 1; a missing, corrupt, negative or fractional one (a
+-- record edited by hand) reads as 0, or as the cap, or rounded down.
+local function cnt(s)
+  local n = tonumber(s)
+  if not n or not (n >= 0) then return 0 end -- NaN fails the comparison
+  if n >= 2147483647 then return 2147483647 end
+  return n - n % 1
+end
 local function jobkey(id) return P .. 'job:' .. id end
 local function histkey(id) return P .. 'job:' .. id .. ':history' end
 local function opkey(op) return P .. 'op:' .. op end
@@ -159,9 +168,10 @@ end
 
 -- quarantine moves job id, whose record holds a state no job has (a record
 -- edited by hand or corrupt), from index from to review for an operator;
--- the bad value is neither echoed nor kept.
-local function quarantine(id, from)
-  local reason = 'corrupt record: unknown state'
+-- the bad value is neither echoed nor kept. reason, when given, names
+-- another corrupt part of the record.
+local function quarantine(id, from, reason)
+  reason = reason or 'corrupt record: unknown state'
   move(id, from, 'review', now)
   redis.call('HSET', jobkey(id), 'state', 'review', 'reason', reason)
   record(id, {event = 'end', outcome = 'review', reason = reason})
@@ -321,9 +331,10 @@ local function reconciler_ok(token)
   return true
 end
 
--- u64_max returns the higher of two decimal tokens (normalised).
+-- u64_max returns the higher of two decimal tokens (normalised; one that
+-- is no uint64 reads as '0', as in token_mint).
 local function u64_max(a, b)
-  a, b = u64_norm(a), u64_norm(b)
+  a, b = u64_token(a), u64_token(b)
   if u64_cmp(a, b) >= 0 then return a end
   return b
 end
