@@ -155,7 +155,8 @@ type Result struct {
 	JobID string
 	// Queue is the job's queue.
 	Queue string
-	// OperationID is the job's operation id.
+	// OperationID is the job's operation id (the existing job's when
+	// deduplicated: for a unique key's holder, not the one given).
 	OperationID string
 	// Deduplicated is true when the operation id was already known, or a
 	// job holding the same unique key exists (see Unique), and nothing was

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,7 +31,8 @@ import (
 // per queue.
 type UniqueOpts struct {
 	// ByArgs includes all of the args in the key (their JSON, object keys
-	// sorted at every level, so field order does not matter).
+	// sorted at every level, so field order does not matter, and numbers
+	// by their value: 1, 1.0 and 1e0 are one).
 	ByArgs bool
 	// ByFields includes only these top-level fields of the args' JSON (by
 	// their JSON names; a field absent from the args counts as null).
@@ -80,7 +82,7 @@ func uniqueOf(kind string, payload []byte, u *UniqueOpts) (*ledger.Unique, error
 	var seen []State
 	for _, s := range states {
 		if !s.Valid() {
-			return nil, invalid("unique state %q is not a job state", s)
+			return nil, invalid("unique state %q is not a job state", ledger.Clip(string(s)))
 		}
 		if !slices.Contains(seen, s) {
 			seen = append(seen, s)
@@ -130,7 +132,8 @@ func uniqueOf(kind string, payload []byte, u *UniqueOpts) (*ledger.Unique, error
 }
 
 // canonicalJSON re-encodes JSON with object keys sorted at every level and
-// numbers kept as written; absent (nil) is null.
+// each number written one way for its value (canonicalNumber); absent
+// (nil) is null.
 func canonicalJSON(raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 {
 		return []byte("null"), nil
@@ -141,7 +144,75 @@ func canonicalJSON(raw json.RawMessage) ([]byte, error) {
 	if err := d.Decode(&v); err != nil {
 		return nil, err
 	}
-	return json.Marshal(v) // maps encode with sorted keys
+	return json.Marshal(canonicalNumbers(v)) // maps encode with sorted keys
+}
+
+// canonicalNumbers replaces the numbers of decoded JSON v by their
+// canonical form, in place.
+func canonicalNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		return json.Number(canonicalNumber(string(v)))
+	case map[string]any:
+		for k, e := range v {
+			v[k] = canonicalNumbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = canonicalNumbers(e)
+		}
+	}
+	return v
+}
+
+// maxPlainZeros bounds the zeros canonicalNumber writes out to show a
+// number without an exponent (as encoding/json, which writes 1e21 and up
+// with one); beyond it the number keeps one, so a short number never
+// grows much.
+const maxPlainZeros = 21
+
+// canonicalNumber writes valid JSON number n one way for its value, so
+// that args written by another encoder deduplicate: 1, 1.0, 1e0 and 10e-1
+// are "1", -0 is "0". An integer or decimal already written without
+// superfluous zeros or exponent (what encoding/json writes for integers and
+// for floats from 1e-6 to 1e21) stays as written; otherwise the exponent
+// form is digits without trailing zeros and an exponent ("15e-200"). Its
+// cost is linear in n, whatever the exponent.
+func canonicalNumber(n string) string {
+	neg := strings.HasPrefix(n, "-")
+	mant, exps, _ := strings.Cut(strings.ToLower(strings.TrimPrefix(n, "-")), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	exp := 0
+	if exps != "" {
+		e, err := strconv.ParseInt(exps, 10, 32)
+		if err != nil {
+			return n // an exponent beyond any float: left as written
+		}
+		exp = int(e)
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	exp -= len(frac)
+	if digits == "" {
+		return "0"
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	digits = trimmed
+	var out string
+	switch point := len(digits) + exp; {
+	case exp >= 0 && exp <= maxPlainZeros:
+		out = digits + strings.Repeat("0", exp)
+	case exp < 0 && point > 0:
+		out = digits[:point] + "." + digits[point:]
+	case exp < 0 && -point <= maxPlainZeros:
+		out = "0." + strings.Repeat("0", -point) + digits
+	default:
+		out = digits + "e" + strconv.Itoa(exp)
+	}
+	if neg {
+		return "-" + out
+	}
+	return out
 }
 
 // checkUniqueFields refuses a UniqueOpts.ByFields name that args' type
@@ -160,7 +231,7 @@ func checkUniqueFields(args JobArgs, u *UniqueOpts) error {
 	for _, f := range u.ByFields {
 		if f != "" && !names[f] {
 			known := slices.Sorted(maps.Keys(names))
-			return invalid("%s: unique field %q is not a JSON field of %T (its fields: %s)", args.Kind(), f, args, strings.Join(known, ", "))
+			return invalid("%s: unique field %q is not a JSON field of %T (its fields: %s)", args.Kind(), ledger.Clip(f), args, strings.Join(known, ", "))
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -402,5 +403,116 @@ func TestUniqueKeyHeldWhileUncertain(t *testing.T) {
 	rec, err := c.Inspector().Get(ctx, a.Queue, a.JobID)
 	if err != nil || !slices.Contains(rec.UniqueStates, jobs.Uncertain) {
 		t.Fatalf("the holder's unique states: %+v, %v; want uncertain among them", rec, err)
+	}
+}
+
+// TestUniqueNumbersByValue: a number is part of a unique key by its value,
+// not by how it is written, so args encoded by another producer (1.0 for
+// 1, 1e2 for 100, a float's -0) are duplicates of the same args from Go;
+// different values stay different keys, however large or small.
+func TestUniqueNumbersByValue(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	byArgs := jobs.Unique(jobs.UniqueOpts{ByArgs: true})
+	byField := jobs.Unique(jobs.UniqueOpts{ByFields: []string{"n"}})
+	raw := func(payload string, opt jobs.Option) *jobs.Result {
+		t.Helper()
+		res, err := c.EnqueueRaw(ctx, "sync", []byte(payload), opt, jobs.Unchecked())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for _, same := range [][]string{
+		{`{"n":1}`, `{"n":1.0}`, `{"n":1e0}`, `{"n":10e-1}`, `{"n":0.1E1}`},
+		{`{"n":100}`, `{"n":1e2}`, `{"n":1E+2}`, `{"n":100.000}`},
+		{`{"n":0}`, `{"n":-0}`, `{"n":0.0}`, `{"n":-0e10}`},
+		{`{"n":-2.5}`, `{"n":-25e-1}`, `{"n":-2.50}`},
+		{`{"n":0.001}`, `{"n":1e-3}`},
+		{`{"n":1e300}`, `{"n":10e299}`},
+		{`{"n":{"m":[1,2.0]}}`, `{"n":{"m":[1.0,2]}}`},
+	} {
+		for _, opt := range []jobs.Option{byArgs, byField} {
+			first := raw(same[0], opt)
+			if first.Deduplicated {
+				t.Fatalf("%s: the first job was deduplicated", same[0])
+			}
+			for _, p := range same[1:] {
+				if r := raw(p, opt); !r.Deduplicated || r.JobID != first.JobID {
+					t.Errorf("%s after %s: %+v, want deduplicated to %s", p, same[0], r, first.JobID)
+				}
+			}
+		}
+	}
+	// Distinct values, each new (in a queue of their own).
+	for _, p := range []string{`{"n":2}`, `{"n":1.5}`, `{"n":10}`, `{"n":0.1}`, `{"n":1e-300}`, `{"n":1e301}`,
+		`{"n":-1}`, `{"n":12345678901234567890123}`, `{"n":12345678901234567890124}`, `{"n":"1"}`} {
+		if r, err := c.EnqueueRaw(ctx, "sync", []byte(p), byArgs, jobs.Unchecked(), jobs.Queue("distinct")); err != nil || r.Deduplicated {
+			t.Errorf("%s: %+v, %v; want a new job", p, r, err)
+		}
+	}
+}
+
+// TestUniqueDeduplicatedResultNamesHolder: a job deduplicated to the holder
+// of its unique key reports the holder's operation id with the holder's
+// id, not the operation id it was given (or the id it would have had),
+// which names no job: looking the result's operation up finds the job.
+func TestUniqueDeduplicatedResultNamesHolder(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	in := c.Inspector()
+	byCustomer := jobs.Unique(jobs.UniqueOpts{ByFields: []string{"customer"}})
+	for _, tc := range []struct{ name, op1, op2 string }{
+		{"operation ids named by the job id", "sync-1", "sync-2"},
+		{"operation ids with an operation key", "sync/1 a", "sync/2 b"},
+		{"the holder without an operation id", "", "sync-3"},
+		{"neither with an operation id", "", ""},
+	} {
+		customer := tc.name
+		var o1, o2 []jobs.Option
+		if tc.op1 != "" {
+			o1 = append(o1, jobs.OperationID(tc.op1))
+		}
+		if tc.op2 != "" {
+			o2 = append(o2, jobs.OperationID(tc.op2))
+		}
+		first := enqueued(t, c, syncArgs{Customer: customer, Scope: "a"}, append(o1, byCustomer)...)
+		dups := []*jobs.Result{enqueued(t, c, syncArgs{Customer: customer, Scope: "b"}, append(o2, byCustomer)...)}
+		many, err := c.EnqueueMany(ctx, []jobs.Params{{Args: syncArgs{Customer: customer, Scope: "c"}, Options: append(o2, byCustomer)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dup := range append(dups, many...) {
+			if !dup.Deduplicated || dup.JobID != first.JobID || dup.OperationID != first.OperationID {
+				t.Errorf("%s: duplicate %+v, want job %s with its operation id %q", tc.name, dup, first.JobID, first.OperationID)
+			}
+			if r, err := in.FindByOperationIn(ctx, dup.Queue, dup.OperationID); err != nil || r.ID != first.JobID {
+				t.Errorf("%s: the duplicate's operation %q finds %v, %v; want job %s", tc.name, dup.OperationID, r, err, first.JobID)
+			}
+		}
+	}
+	st, err := in.Stats(ctx, jobs.DefaultQueue)
+	if err != nil || st["enqueued"] != 4 {
+		t.Fatalf("enqueued = %d (%v), want 4: duplicates are not counted", st["enqueued"], err)
+	}
+}
+
+// TestUniqueOptionErrorsCutLongNames: a refused unique state or field name
+// is quoted cut to 64 bytes, as every refused name, so a huge one does not
+// flood the caller's logs.
+func TestUniqueOptionErrorsCutLongNames(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	long := strings.Repeat("x", 10000)
+	for name, u := range map[string]jobs.UniqueOpts{
+		"state": {ByState: []jobs.State{jobs.Pending, jobs.Running, jobs.State(long)}},
+		"field": {ByFields: []string{long}},
+	} {
+		_, err := c.Enqueue(context.Background(), syncArgs{}, jobs.Unique(u))
+		if !errors.Is(err, jobs.ErrInvalid) || len(err.Error()) > 300 || !strings.Contains(err.Error(), "xxx...") {
+			t.Errorf("a %d-byte unique %s: %d-byte error %.300q, want ErrInvalid quoting it cut", len(long), name, len(fmt.Sprint(err)), err)
+		}
 	}
 }

@@ -314,7 +314,7 @@ func splitEnqueue(v any, n []int, stride int) ([]any, error) {
 		part = append(part, r[0], r[1], r[2], enqueued, r[4])
 		part = append(part, r[from:end]...)
 		for j := from; j < end; j += 2 {
-			if c, _ := r[j].(int64); c >= 1 { // created (2: and parked)
+			if c, _ := r[j].(int64); c == 1 || c == 2 { // created (2: and parked)
 				enqueued--
 			}
 		}
@@ -349,8 +349,16 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 		if op == "" {
 			op = js[i].ID
 		}
-		c := r.int(header + 2*n) // 0 deduplicated, 1 created, 2 created and parked
-		res[n] = Inserted{JobID: r.str(header + 1 + 2*n), Queue: q, OperationID: op, Deduplicated: c == 0, Parked: c == 2}
+		// 0 deduplicated, 1 created, 2 created and parked, 3 deduplicated
+		// to a unique key's holder: {its id, its op field}
+		c := r.int(header + 2*n)
+		id := ""
+		if c == 3 {
+			id, op = r.holder(header + 1 + 2*n)
+		} else {
+			id = r.str(header + 1 + 2*n)
+		}
+		res[n] = Inserted{JobID: id, Queue: q, OperationID: op, Deduplicated: c == 0 || c == 3, Parked: c == 2}
 		if !res[n].Deduplicated {
 			created++
 		}

@@ -240,6 +240,89 @@ func TestRepairGroups(t *testing.T) {
 	}
 }
 
+// TestRepairGroupsSkipsLostJobs: a group several of whose jobs were lost
+// (records deleted by hand, evicted) gets a live head from one repair: the
+// lost jobs behind its head do not each cost the group another prune pass.
+func TestRepairGroupsSkipsLostJobs(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	const q = "rq"
+	var js []*ledger.NewJob
+	for i := range 5 {
+		js = append(js, &ledger.NewJob{ID: fmt.Sprint("a", i), Kind: "k", Queue: q, Payload: []byte(`{}`), Display: []byte(`{}`),
+			MaxRetries: 1, Group: "a"})
+	}
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	p := ns + ":{" + q + "}:"
+	rdb.Del(ctx, p+"job:a0", p+"job:a1", p+"job:a2") // the head and the two next
+	if r, err := l.Claim(ctx, q, "w", time.Minute, 1); err != nil || len(r.Jobs) != 0 {
+		t.Fatalf("claim before the repair: %+v, %v; want nothing (a0 is lost)", r, err)
+	}
+	if n, err := l.RepairGroups(ctx, q); err != nil || n != 1 {
+		t.Fatalf("repaired %d groups, %v; want 1", n, err)
+	}
+	checkGroups(t, rdb, ns, q, 0)
+	r, err := l.Claim(ctx, q, "w", time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range r.Jobs {
+		got = append(got, c.ID)
+	}
+	if fmt.Sprint(got) != "[a3 a4]" {
+		t.Fatalf("claimed %v after one repair, want [a3 a4]", got)
+	}
+	if gs, err := l.Groups(ctx, q); err != nil || len(gs) != 0 {
+		t.Fatalf("groups left: %+v, %v", gs, err)
+	}
+}
+
+// TestGroupEnqueueKeepsHeadWithoutEntry: a group whose head lost only its
+// due-index entry (its record still pending) and that gets an enqueue
+// before the repair keeps that job: it is queued in the group, not left
+// pending outside every index, and every job is claimed.
+func TestGroupEnqueueKeepsHeadWithoutEntry(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	const q = "rq"
+	insert := func(ids ...string) {
+		t.Helper()
+		var js []*ledger.NewJob
+		for _, id := range ids {
+			js = append(js, &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), Display: []byte(`{}`),
+				MaxRetries: 1, Group: "a"})
+		}
+		if _, err := l.Insert(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("a1", "a2")
+	rdb.ZRem(ctx, ns+":{"+q+"}:pending", "a1") // the head's entry lost, its record kept
+	insert("a3")
+	checkGroups(t, rdb, ns, q, 0)
+	if _, err := l.RepairGroups(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for range 3 {
+		r, err := l.Claim(ctx, q, "w", time.Minute, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range r.Jobs {
+			got[c.ID] = true
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("claimed %v, want a1, a2 and a3", got)
+	}
+}
+
 // TestPendingListsShowGroupedJobs: pending lists (Match, then Records: the
 // dashboard's and inspect's) list a group's jobs waiting in its own index,
 // not only its head, by due time, and say where each stands in its group.

@@ -108,7 +108,25 @@ func (r *reply) str(i int) string {
 	}
 }
 
-// check fails unless the reply has at least n values, and returns err.
+// holder reads a {job id, op field} pair (enqueue_unique.lua's holder of
+// a unique key) as the job's id and operation id (opOf).
+func (r *reply) holder(i int) (id, op string) {
+	p, ok := r.at(i).([]any)
+	if r.err != nil {
+		return "", ""
+	}
+	if ok && len(p) == 2 {
+		id, ok = p[0].(string)
+		field, fok := p[1].(string)
+		if ok && fok && id != "" {
+			return id, opOf(id, field)
+		}
+	}
+	r.fail("value %d is not a job id and operation id", i)
+	return "", ""
+}
+
+// need fails unless the reply has at least n values, and returns err.
 func (r *reply) need(n int) error {
 	if r.err == nil && len(r.v) < n {
 		r.fail("want at least %d values, got %d", n, len(r.v))

@@ -26,8 +26,9 @@
 --   limit key ('' = none), limit max, rate key ('' = none), rate max, rate period ms,
 --   group ('' = none)
 -- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, history, then 2 values per
---   job: created (1), created and parked on its concurrency limit (2) or
---   deduplicated (0), job id (the holder's when deduplicated)}
+--   job: created (1), created and parked on its concurrency limit (2),
+--   deduplicated by operation id (0) or by unique key (3), job id (the
+--   holder's when deduplicated; for 3, {holder's id, its op field or ''})}
 local uniqk = KEYS[14]
 local created, due = 0, {}
 local reply = {0, 0, 0, 0, ''}
@@ -63,7 +64,12 @@ for i = 3, #ARGV, 20 do
       tallied('deduplicated_' .. stage)
       event({type = 'deduplicated', stage = stage, job = existing, op = op})
     end
-    reply[#reply + 1], reply[#reply + 2] = 0, existing
+    if stage == 'unique' then
+      -- the holder's operation id with its id: the one given names no job
+      reply[#reply + 1], reply[#reply + 2] = 3, {existing, redis.call('HGET', jobkey(existing), 'op') or ''}
+    else
+      reply[#reply + 1], reply[#reply + 2] = 0, existing
+    end
   else
     if op ~= '' and id ~= op_named(op) then redis.call('SET', opkey(op), id) end
     local extra = {}

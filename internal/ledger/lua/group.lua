@@ -73,7 +73,16 @@ local function group_enqueue(id, g, run_at, parks)
     group_parked = group_parked + 1
   else
     -- no head in the due index (an idle group, or a head lost with its
-    -- record): the group's earliest job leads
+    -- record or its entry): the group's earliest job leads. A head that
+    -- lost only its entry (still a pending job of the group, not parked)
+    -- joins the group's index first: replaced as head, it would be in no
+    -- index at all, and the repair looks only at heads.
+    if head then
+      local h = redis.call('HMGET', jobkey(head), 'state', 'group', 'wait', 'run_at')
+      if h[1] == 'pending' and h[2] == g and not h[3] and redis.call('ZADD', gk, 'NX', fmt(num(h[4])), head) == 1 then
+        group_parked = group_parked + 1
+      end
+    end
     local e = redis.call('ZRANGE', gk, 0, 0, 'WITHSCORES')
     if e[1] and num(e[2]) < run_at then
       redis.call('ZREM', gk, e[1])
@@ -95,17 +104,27 @@ local function group_enqueue_done()
 end
 
 -- group_promote makes group g's next job its head, due no earlier than now,
--- or forgets the group when it has none (an idle group keeps no key).
+-- or forgets the group when it has none (an idle group keeps no key). Jobs
+-- whose record is gone (deleted by hand, evicted) are dropped on the way
+-- (counted as dropped_missing): a claim that drops a lost head cannot tell
+-- its group, so each would leave the group without a head until the next
+-- repair.
 local function group_promote(g)
-  local gsk = P .. 'groups'
-  local e = redis.call('ZPOPMIN', group_key(g))
-  if not e[1] then
-    redis.call('HDEL', gsk, g)
-    return
+  local gsk, gk = P .. 'groups', group_key(g)
+  while true do
+    local e = redis.call('ZPOPMIN', gk)
+    if not e[1] then
+      redis.call('HDEL', gsk, g)
+      return
+    end
+    redis.call('HINCRBY', gsk, GROUPS_N, -1)
+    if redis.call('EXISTS', jobkey(e[1])) == 1 then
+      redis.call('HSET', gsk, g, e[1])
+      redis.call('ZADD', index['pending'], fmt(math.max(num(e[2]), now)), e[1])
+      return
+    end
+    count('dropped_missing')
   end
-  redis.call('HINCRBY', gsk, GROUPS_N, -1)
-  redis.call('HSET', gsk, g, e[1])
-  redis.call('ZADD', index['pending'], fmt(math.max(num(e[2]), now)), e[1])
 end
 
 -- group_unpark takes pending job id of group g out of the group's index (an
