@@ -446,3 +446,34 @@ func TestWorkRefusesArgsThatCannotBeAJSONObject(t *testing.T) {
 		t.Errorf("WorkJob: failure %q, want the args type refused", msg)
 	}
 }
+
+// TestWorkJobWhoseHandlerFailsTheTest: a handler under test that calls
+// t.Fatal (runtime.Goexit) ends the test's goroutine inside WorkJob; the
+// attempt is still committed, as a pool commits it, a retry, instead of
+// the job being left running (its resource leased) for the tests after.
+func TestWorkJobWhoseHandlerFailsTheTest(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	res, err := client.Enqueue(ctx, debit{Account: "a1", Cents: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := failure(t, func(tb testing.TB) {
+		fencedqtest.WorkJob(ctx, tb, env, jobs.WorkFunc[debit](func(context.Context, *jobs.Job[debit]) error {
+			tb.Fatal("the fake ledger refused the debit")
+			return nil
+		}), res.Queue, res.JobID)
+	})
+	if msg != "the fake ledger refused the debit" {
+		t.Fatalf("failure %q", msg)
+	}
+	rec, err := client.Inspector().Get(ctx, res.Queue, res.JobID)
+	if err != nil || rec.State != jobs.Pending || rec.Attempts != 1 {
+		t.Fatalf("record %+v (%v): want pending again after its one attempt", rec, err)
+	}
+	// The resource lease was released: the next attempt runs at once.
+	r := fencedqtest.WorkJob(ctx, t, env, jobs.WorkFunc[debit](func(context.Context, *jobs.Job[debit]) error { return nil }), res.Queue, res.JobID)
+	if r.Outcome != worker.OutcomeSucceeded {
+		t.Fatalf("the next attempt: %+v", r)
+	}
+}

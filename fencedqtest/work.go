@@ -66,7 +66,8 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // count as they do in a pool). A retry is due at once, so a second WorkJob
 // runs the next attempt. A ctx that ends while the handler runs cuts it off
 // as a pool's shutdown does: unless the handler still succeeded, the job is
-// left uncertain. It fails the test if the job is not a pending job of T's
+// left uncertain. A handler that ends the goroutine (t.Fatal) gets its
+// attempt committed as a pool commits it, a retry. It fails the test if the job is not a pending job of T's
 // kind, or if T cannot encode as a JSON object (worker.Register refuses it).
 func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], queue, id string) *Result {
 	tb.Helper()
@@ -115,7 +116,14 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		ID: c.ID, Kind: c.Kind, Queue: c.Queue, OperationID: c.OperationID, Attempt: c.Attempt, MaxRetries: c.MaxRetries,
 		Resource: resource, Token: tok, Owner: owner, Deadline: deadline, Headers: c.Headers,
 	}
+	returned := false
+	defer func() {
+		if !returned {
+			e.goexited(ctx, c, held, endAttempt)
+		}
+	}()
 	malformed, err := run(hctx, w, job, c.Payload)
+	returned = true
 	endAttempt()
 	_, reconciles := w.(jobs.Reconciler[T])
 	end := rules.End{
@@ -170,6 +178,19 @@ func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T]
 		}
 	}()
 	return false, w.Work(ctx, job)
+}
+
+// errGoexit is the error of an inline attempt whose handler ended the
+// goroutine (runtime.Goexit: t.FailNow, t.Fatal) instead of returning.
+var errGoexit = errors.New("handler called runtime.Goexit (t.FailNow, t.Fatal) instead of returning")
+
+// goexited commits the attempt of c whose handler ended the test's
+// goroutine instead of returning, as a pool commits it: a retry (due at
+// once), so the job is not left running for the tests after this one.
+func (e *Env) goexited(ctx context.Context, c *ledger.Claimed, held *lease.Lease, endAttempt func()) {
+	endAttempt()
+	outcome := rules.Decide(rules.End{Err: errGoexit})
+	_, _ = e.ledger.Complete(context.WithoutCancel(ctx), c.Queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: fenceOf(held), Outcome: outcome}})
 }
 
 // putBack returns a claimed job to pending without consuming its attempt.

@@ -206,7 +206,7 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 	c.ledger = ledger.New(rdb, lc)
 	if len(cfg.EnqueueMiddleware) > 0 && c.nsErr == nil { // nsErr: a nil middleware, say
 		c.mws = slices.Clone(cfg.EnqueueMiddleware)
-		c.mw = chain(c.mws, c.write)
+		c.mw, c.nsErr = chain(c.mws, c.write) // a middleware that returns nil fails every call
 	}
 	return c
 }

@@ -28,9 +28,10 @@ type EnqueueRequest struct {
 	raw       bool    // from EnqueueRaw
 	many      bool    // from EnqueueMany: errors name the job's position
 	unchecked bool
-	opEmpty   bool    // OperationID("") was given: refused unless middleware sets one
-	step      string  // the workflow step the job is ("" for a plain job)
-	flow      options // the Limit and Rate options given (only their fields are read)
+	opEmpty   bool               // OperationID("") was given: refused unless middleware sets one
+	step      string             // the workflow step the job is ("" for a plain job)
+	flow      options            // the Limit and Rate options given (only their fields are read)
+	call      *[]*EnqueueRequest // the requests of the call it is one of, in their order (see Client.write)
 
 	// Queue is the job's queue.
 	Queue string
@@ -157,20 +158,25 @@ type EnqueueFunc func(ctx context.Context, reqs []*EnqueueRequest) (results []*R
 // EnqueueMiddleware wraps every enqueue call of a Client (Config.EnqueueMiddleware):
 // it sees the requests before the write and may amend their options, and
 // sees the results and the error after it. It must call next once, with
-// the same requests in the same order, to have them written (or return an
-// error without calling it, to write nothing); the context it passes on is
+// the same requests in the same order, to have them written (other
+// requests are refused with ErrInvalid, nothing written), or return an
+// error without calling it, to write nothing; the context it passes on is
 // the one the write runs under. A chain that returns no error without a
 // result for every request fails the call with ErrEnqueueUnknown. A batch
 // (EnqueueMany) passes through once, so it keeps its single round trip.
 type EnqueueMiddleware func(next EnqueueFunc) EnqueueFunc
 
-// chain wraps write in mw, mw[0] outermost.
-func chain(mw []EnqueueMiddleware, write EnqueueFunc) EnqueueFunc {
+// chain wraps write in mw, mw[0] outermost. A middleware that returns a
+// nil EnqueueFunc is refused with ErrInvalid: the chain would be skipped,
+// or an enqueue would panic.
+func chain(mw []EnqueueMiddleware, write EnqueueFunc) (EnqueueFunc, error) {
 	next := write
 	for i := len(mw) - 1; i >= 0; i-- {
-		next = mw[i](next)
+		if next = mw[i](next); next == nil {
+			return nil, invalid("EnqueueMiddleware %d returned a nil EnqueueFunc", i)
+		}
 	}
-	return next
+	return next, nil
 }
 
 // viaMiddleware runs reqs through the client's enqueue middleware. A chain
@@ -180,6 +186,10 @@ func chain(mw []EnqueueMiddleware, write EnqueueFunc) EnqueueFunc {
 // tell whether its jobs were written, and must not get a nil Result and a
 // nil error.
 func (c *Client) viaMiddleware(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
+	given := slices.Clone(reqs)
+	for _, r := range reqs {
+		r.call = &given
+	}
 	res, err := c.mw(ctx, reqs)
 	return settle(reqs, res, err)
 }
@@ -207,8 +217,15 @@ func one(res []*Result, err error) (*Result, error) {
 
 // write is the last link of the middleware chain: it validates the
 // requests as they are now (one invalid job rejects the call, nothing
-// written) and writes them.
+// written) and writes them. They must be one call's own requests, in
+// their order: a middleware that passed on others (dropped, added or
+// reordered) would have some written under a failed call, or hand the
+// caller each job's result under another job's position; it is refused
+// with ErrInvalid, nothing written.
 func (c *Client) write(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
+	if len(reqs) > 0 && (reqs[0].call == nil || !slices.Equal(reqs, *reqs[0].call)) {
+		return nil, invalid("the enqueue middleware passed on other requests than its call's, in their order")
+	}
 	js := make([]*ledger.NewJob, len(reqs))
 	for i, r := range reqs {
 		var (
@@ -266,7 +283,11 @@ func (c *Client) through(ctx context.Context, steps []string, args, opts []any, 
 		}
 		return res, err
 	}
-	res, err := chain(c.mws, last)(ctx, reqs)
+	mw, err := chain(c.mws, last)
+	if err != nil {
+		return err
+	}
+	res, err := mw(ctx, reqs)
 	_, err = settle(reqs, res, err)
 	return err
 }

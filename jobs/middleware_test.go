@@ -269,3 +269,70 @@ func TestEnqueueMiddlewareWithoutResultsIsAnError(t *testing.T) {
 		t.Errorf("EnqueueMany of nothing: %v, %v", many, err)
 	}
 }
+
+// TestEnqueueMiddlewarePassingOtherRequestsWritesNothing: a middleware
+// must pass next the call's requests, in their order. One that reorders a
+// batch would hand the caller each job's result under another job, and
+// one that drops a request would write the others and fail the call: both
+// are refused with ErrInvalid and write nothing, as for a workflow's steps.
+func TestEnqueueMiddlewarePassingOtherRequestsWritesNothing(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	mangle := func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			switch reqs[0].OperationID {
+			case "reverse":
+				reqs = slices.Clone(reqs)
+				slices.Reverse(reqs)
+			case "drop":
+				reqs = reqs[1:]
+			case "twice":
+				reqs = []*jobs.EnqueueRequest{reqs[0], reqs[0]}
+			}
+			return next(ctx, reqs)
+		}
+	}
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{mangle}})
+	for i, how := range []string{"reverse", "drop", "twice"} {
+		ps := []jobs.Params{
+			{Args: accountArgs{Account: fmt.Sprint(i, "a")}, Options: []jobs.Option{jobs.OperationID(how)}},
+			{Args: accountArgs{Account: fmt.Sprint(i, "b")}, Options: []jobs.Option{jobs.Queue("other")}},
+		}
+		res, err := c.EnqueueMany(ctx, ps)
+		if !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%s: %v, %v; want ErrInvalid", how, res, err)
+		}
+	}
+	for _, q := range []string{"default", "other"} {
+		if n, err := c.Inspector().Counts(ctx, q); err != nil || n[jobs.Pending] != 0 {
+			t.Errorf("queue %s: %v jobs (%v), want none written", q, n, err)
+		}
+	}
+	if res, err := c.Enqueue(ctx, accountArgs{Account: "ok"}); err != nil || res.JobID == "" {
+		t.Errorf("a middleware passing the requests on: %+v, %v", res, err)
+	}
+}
+
+// TestEnqueueMiddlewareReturningNilIsRefused: a middleware that returns a
+// nil EnqueueFunc is a configuration mistake: the client's calls fail with
+// ErrInvalid naming it, instead of the chain being skipped (the outermost
+// returned nil) or the enqueue panicking (an inner one did).
+func TestEnqueueMiddlewareReturningNilIsRefused(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	broken := func(jobs.EnqueueFunc) jobs.EnqueueFunc { return nil }
+	pass := func(next jobs.EnqueueFunc) jobs.EnqueueFunc { return next }
+	for name, mw := range map[string][]jobs.EnqueueMiddleware{
+		"outermost": {broken, pass},
+		"inner":     {pass, broken},
+	} {
+		c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: mw})
+		res, err := c.Enqueue(ctx, accountArgs{Account: "1"})
+		if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "nil EnqueueFunc") {
+			t.Errorf("%s: %+v, %v; want ErrInvalid naming the nil EnqueueFunc", name, res, err)
+		}
+	}
+	if n, err := jobs.NewInspector(rdb, jobs.Config{Namespace: ns}).Counts(ctx, "default"); err != nil || n[jobs.Pending] != 0 {
+		t.Errorf("%v jobs (%v), want none written", n, err)
+	}
+}

@@ -226,6 +226,11 @@ const (
 	MaxHeadersBytes   = ledger.MaxHeadersBytes
 )
 
+// ValidateHeaders checks a job's headers against the limits of Header
+// (MaxHeaders, MaxHeaderKeyLen, MaxHeaderValueLen, MaxHeadersBytes), as an
+// enqueue does: an error matching ErrInvalid when they exceed them.
+func ValidateHeaders(h map[string]string) error { return ledger.ValidateHeaders(h) }
+
 // ValidateNamespace checks a key namespace (see the limits above).
 func ValidateNamespace(ns string) error { return ledger.ValidateNamespace(ns) }
 

@@ -15,7 +15,9 @@
 // The enqueue middleware starts a producer span per job, "enqueue <kind>",
 // as a child of the span in the enqueue's context (an HTTP handler's, say),
 // and writes that span's W3C trace context (traceparent, tracestate) into
-// the job's headers before the write. The job record keeps its headers
+// the job's headers before the write: each field that fits a job's header
+// limits (jobs.ValidateHeaders; a caller's tracestate may not), so the trace
+// context never gets an enqueue refused. The job record keeps its headers
 // (jobs.Header): every claim of the job returns them, so the handler
 // middleware's consumer span, "attempt <kind>", is a child of the enqueue
 // span. Retries and operator re-runs of the job are claims of the same
@@ -42,13 +44,15 @@
 //
 // Spans carry bounded attributes only: the messaging conventions'
 // messaging.system ("fencedq"), messaging.operation.type ("send" or
-// "process"), messaging.destination.name (the queue) and
+// "process"), messaging.destination.name (the queue: a partitioned
+// queue's, never the partition's) and
 // messaging.message.id (the job id; a digest of an id that names its
 // operation id, see MessageID), and fencedq.job.kind,
 // fencedq.job.attempt, fencedq.job.token, fencedq.job.outcome (succeeded,
 // retry, dead, uncertain or cancelled: worker.JobView.Outcome) and
 // fencedq.job.deduplicated. Args, operation ids, resources and owners are
-// never recorded. A failed attempt's error is recorded as a span event (the
+// never recorded, nor a kind or queue name an enqueue refuses as invalid
+// (its span is then named "enqueue"). A failed attempt's error is recorded as a span event (the
 // text the ledger shows operators, except that a fence or lease error in
 // it, which names the resource, owners or operation id, is recorded by its
 // class: "debit: fence: stale token") and sets the span's status; a

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -53,6 +55,15 @@ func destination(q string) attribute.KeyValue {
 	return attribute.String("messaging.destination.name", q)
 }
 
+// queueOf returns the queue a job's queue name belongs to: a partition's
+// name ("orders#1.2", what JobView.Queue gives for a job of a partitioned
+// queue) names its queue, so every span of a job, and the metrics, name
+// the queue it was enqueued on.
+func queueOf(name string) string {
+	q, _, _ := strings.Cut(name, "#")
+	return q
+}
+
 // messageID is the job id; an id that names the job's operation id
 // (jobs.OperationID) is recorded as MessageID makes it, so no operation id
 // is recorded.
@@ -83,7 +94,7 @@ type config struct {
 
 // WithTracerProvider makes the spans come from tp (default: the global
 // provider, otel.GetTracerProvider, read when the middleware is made; also
-// for a nil tp).
+// for a nil tp, a nil *sdktrace.TracerProvider included).
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
 // WithPropagator carries the trace context in the job's headers with p
@@ -97,13 +108,27 @@ func newConfig(opts []Option) config {
 	for _, o := range opts {
 		o(&c)
 	}
-	if c.tp == nil {
+	if isNil(c.tp) {
 		c.tp = otel.GetTracerProvider()
 	}
-	if c.prop == nil {
+	if isNil(c.prop) {
 		c.prop = propagation.TraceContext{}
 	}
 	return c
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, func or
+// channel: a *sdktrace.TracerProvider left nil (tracing configured off) is
+// as nil as an untyped nil, and would panic on its first span.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Interface, reflect.Slice:
+		return rv.IsNil()
+	}
+	return false
 }
 
 func (c config) tracer() trace.Tracer { return c.tp.Tracer(ScopeName) }
@@ -119,9 +144,9 @@ func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
 		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
 			spans := make([]trace.Span, len(reqs))
 			for i, r := range reqs {
-				sctx, span := tracer.Start(ctx, "enqueue "+r.Kind(), trace.WithSpanKind(trace.SpanKindProducer),
-					trace.WithAttributes(system, send, destination(r.Queue), AttrKind.String(r.Kind())))
-				c.prop.Inject(sctx, requestCarrier{r})
+				name, attrs := enqueueSpan(r)
+				sctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+				c.inject(sctx, r)
 				spans[i] = span
 			}
 			res, err := next(ctx, reqs)
@@ -140,6 +165,57 @@ func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
 				span.End()
 			}
 			return res, err
+		}
+	}
+}
+
+// enqueueSpan returns the name and attributes of r's enqueue span. The kind
+// and queue are validated after the middleware, and one the enqueue then
+// refuses may be anything the caller passed (a raw enqueue's kind from a
+// relayed row, a queue name built from user data): the span is named
+// after the kind and records the kind and queue only when they are valid.
+func enqueueSpan(r *jobs.EnqueueRequest) (string, []attribute.KeyValue) {
+	name, attrs := "enqueue", []attribute.KeyValue{system, send}
+	if jobs.ValidateKind(r.Kind()) == nil {
+		name += " " + r.Kind()
+		attrs = append(attrs, AttrKind.String(r.Kind()))
+	}
+	if jobs.ValidateQueue(r.Queue) == nil {
+		attrs = append(attrs, destination(r.Queue))
+	}
+	return name, attrs
+}
+
+// inject writes the trace context of ctx into r's headers, each field the
+// propagator writes only if the headers then keep within a job's limits
+// (jobs.ValidateHeaders): the trace context comes from the caller (an HTTP
+// request's tracestate may be longer than a header holds) and never gets
+// an enqueue refused. The fields go in the propagator's Fields order
+// (traceparent before tracestate), so one that does not fit leaves the
+// others in; the job's own headers always stay.
+func (c config) inject(ctx context.Context, r *jobs.EnqueueRequest) {
+	fields := propagation.MapCarrier{}
+	c.prop.Inject(ctx, fields)
+	keys := slices.Clone(c.prop.Fields())
+	extra := fields.Keys()
+	slices.Sort(extra)
+	for _, k := range extra {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		v, ok := fields[k]
+		if !ok {
+			continue
+		}
+		h := maps.Clone(r.Headers)
+		if h == nil {
+			h = map[string]string{}
+		}
+		h[k] = v
+		if jobs.ValidateHeaders(h) == nil {
+			r.SetHeader(k, v)
 		}
 	}
 }
@@ -174,7 +250,7 @@ func Middleware(opts ...Option) worker.Middleware {
 	return func(next worker.Handler) worker.Handler {
 		return func(ctx context.Context, job worker.JobView) (err error) {
 			start := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-				system, process, destination(job.Queue()), messageID(job.ID()), AttrKind.String(job.Kind()),
+				system, process, destination(queueOf(job.Queue())), messageID(job.ID()), AttrKind.String(job.Kind()),
 				AttrAttempt.Int(job.Attempt()), AttrToken.String(job.Token().String()))}
 			parent := c.prop.Extract(ctx, viewCarrier{job})
 			if !trace.SpanContextFromContext(parent).IsRemote() {
@@ -246,20 +322,6 @@ func attemptError(err error) error {
 		return err
 	}
 	return errors.New(msg)
-}
-
-// requestCarrier writes a trace context into an enqueue's headers.
-type requestCarrier struct{ r *jobs.EnqueueRequest }
-
-func (c requestCarrier) Get(key string) string { return c.r.Headers[key] }
-func (c requestCarrier) Set(key, value string) { c.r.SetHeader(key, value) }
-func (c requestCarrier) Keys() []string {
-	keys := make([]string, 0, len(c.r.Headers))
-	for k := range c.r.Headers {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // viewCarrier reads a trace context from an attempt's job headers.

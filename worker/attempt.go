@@ -73,6 +73,13 @@ func (a *attempt) enterHandler() bool {
 	return true
 }
 
+// handlerEntered reports whether middleware's next ran the handler.
+func (a *attempt) handlerEntered() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.entered
+}
+
 // handlerReturned records what the handler, run by next, returned.
 func (a *attempt) handlerReturned(err error) {
 	a.mu.Lock()

@@ -49,3 +49,24 @@ func TestJobViewOmitsArgs(t *testing.T) {
 		t.Errorf("the JobView does not show its job's id:\n%s", s)
 	}
 }
+
+// TestJobViewOutcomeOfAZeroView: a middleware's own unit test hands it a
+// JobView it made up (the zero value); its Outcome names what an error
+// leads to by the rules that need no pool instead of panicking.
+func TestJobViewOutcomeOfAZeroView(t *testing.T) {
+	var v worker.JobView
+	for err, want := range map[error]string{
+		nil:                                 worker.OutcomeSucceeded,
+		fmt.Errorf("busy"):                  worker.OutcomeRetry,
+		jobs.Permanent(fmt.Errorf("no")):    worker.OutcomeDead,
+		jobs.Unknown(fmt.Errorf("no idea")): worker.OutcomeUncertain,
+	} {
+		if got := v.Outcome(err); got != want {
+			t.Errorf("Outcome(%v) = %s, want %s", err, got, want)
+		}
+	}
+	next := worker.Handler(func(context.Context, worker.JobView) error { return nil })
+	if got := v.Outcome(next(context.Background(), v)); got != worker.OutcomeSucceeded {
+		t.Errorf("Outcome after a stub next: %s", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
@@ -238,5 +239,29 @@ func TestDroppedEntryMetricsLabelTheQueueNotThePartition(t *testing.T) {
 		if !seen[name] {
 			t.Errorf("%s not counted", name)
 		}
+	}
+}
+
+// TestLeaderGaugeSharedByPools: pools sharing a Registerer share the
+// leader gauge, so one that stops (or loses the leadership) while another
+// leads must not zero it.
+func TestLeaderGaugeSharedByPools(t *testing.T) {
+	e := newEnv(t)
+	leader := e.pool(e.config())
+	e.start(leader)
+	ctx := context.Background()
+	redistest.Await(t, e.rdb, e.ns, "a maintenance leader's status", func() bool {
+		st, _ := e.ledger.LeaderStatus(ctx)
+		return st != nil && st.Leader == leader.ID()
+	})
+	other := e.pool(e.config())
+	stop := e.start(other)
+	time.Sleep(300 * time.Millisecond) // the other pool tries for the leadership, and fails
+	stop()
+	if st, _ := e.ledger.LeaderStatus(ctx); st == nil || st.Leader != leader.ID() {
+		t.Fatalf("leader status %+v, want the first pool leading", st)
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_maintenance_leader")); v != 1 {
+		t.Fatalf("leader gauge = %v after a pool that never led stopped, want 1 (the other pool leads)", v)
 	}
 }

@@ -33,7 +33,9 @@ type Handler func(ctx context.Context, job JobView) error
 // outcome then stands (the panic is logged and counted), as it does when
 // the middleware ends its goroutine there (runtime.Goexit). next runs the
 // handler once: a second call, or one after the attempt's call ended
-// (from a goroutine), returns ErrAttemptEnded without running it.
+// (from a goroutine), returns ErrAttemptEnded without running it. A
+// middleware that returns no error without calling next ends the attempt
+// as succeeded without the handler (a warning names the job).
 type Middleware func(next Handler) Handler
 
 // ErrAttemptEnded is what a middleware's next returns, without running the
@@ -106,8 +108,13 @@ const (
 // The pool decides again by the same rules once the outermost middleware
 // returns, so a lease lost or a deadline passed in between can still make
 // the job uncertain; and the ledger commits the outcome only if the
-// attempt's token still runs the job.
+// attempt's token still runs the job. A JobView made up outside a pool
+// (the zero value, in a middleware's own test) is judged by err alone.
 func (v JobView) Outcome(err error) string {
+	if v.p == nil {
+		end := rules.End{Err: err, Malformed: errors.Is(err, errMalformed)}
+		return outcomeName(rules.Decide(end).To, false, v.job)
+	}
 	end := v.p.endOf(v.a, v.h, v.hctx, v.job.Deadline, err)
 	return outcomeName(rules.Decide(end).To, end.Cancelled, v.job)
 }
@@ -131,11 +138,12 @@ func outcomeName(to jobs.State, cancelled bool, job jobs.Job[jobs.JobArgs]) stri
 type runFunc func(ctx context.Context, a *attempt, base jobs.Job[jobs.JobArgs], payload []byte) error
 
 // wrap returns run wrapped in the pool's middleware (run itself when there
-// is none, so a pool without middleware pays nothing for it).
-func (p *Pool) wrap(h *handler, run runFunc) runFunc {
+// is none, so a pool without middleware pays nothing for it). A middleware
+// that returns a nil Handler fails it with ErrConfig.
+func (p *Pool) wrap(h *handler, run runFunc) (runFunc, error) {
 	mw := p.cfg.Middleware
 	if len(mw) == 0 {
-		return run
+		return run, nil
 	}
 	next := Handler(func(ctx context.Context, v JobView) error {
 		if v.a == nil || !v.a.enterHandler() { // v.a is nil in a JobView middleware made up
@@ -150,11 +158,17 @@ func (p *Pool) wrap(h *handler, run runFunc) runFunc {
 		return err
 	})
 	for i := len(mw) - 1; i >= 0; i-- {
-		next = mw[i](next)
+		if next = mw[i](next); next == nil {
+			return nil, fmt.Errorf("%w: middleware %d returned a nil Handler", ErrConfig, i)
+		}
 	}
 	return func(ctx context.Context, a *attempt, base jobs.Job[jobs.JobArgs], payload []byte) error {
-		return next(ctx, JobView{job: base, payload: payload, p: p, a: a, h: h, hctx: ctx})
-	}
+		err := next(ctx, JobView{job: base, payload: payload, p: p, a: a, h: h, hctx: ctx})
+		if err == nil && !a.handlerEntered() {
+			a.log.Warn("middleware returned no error without running the handler; the attempt succeeds without it")
+		}
+		return err
+	}, nil
 }
 
 // endOf is how attempt a's handler call ended with err: hctx is the

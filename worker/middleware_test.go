@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,4 +241,56 @@ func TestLeaderEnqueuesThroughMiddleware(t *testing.T) {
 	if len(seen) == 0 || seen[0] != "leader" {
 		t.Fatalf("the handler saw headers %v", seen)
 	}
+}
+
+// TestMiddlewareReturningNilIsRefused: a middleware that returns a nil
+// Handler is a configuration mistake Register reports (ErrConfig), rather
+// than every attempt of the kind panicking and being retried.
+func TestMiddlewareReturningNilIsRefused(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Middleware = []worker.Middleware{
+		func(next worker.Handler) worker.Handler { return next },
+		func(worker.Handler) worker.Handler { return nil },
+	}
+	p := e.pool(cfg)
+	err := worker.Register(p, jobs.WorkFunc[wrappedArgs](func(context.Context, *jobs.Job[wrappedArgs]) error { return nil }))
+	if !errors.Is(err, worker.ErrConfig) || !strings.Contains(err.Error(), "middleware 1") {
+		t.Fatalf("Register: %v; want ErrConfig naming middleware 1", err)
+	}
+}
+
+// TestMiddlewareSkippingTheHandlerIsLogged: a middleware that returns no
+// error without calling next ends the attempt as succeeded without the
+// handler having run (a skip policy, or a forgotten next): the pool says
+// so in a warning naming the job.
+func TestMiddlewareSkippingTheHandlerIsLogged(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Middleware = []worker.Middleware{func(worker.Handler) worker.Handler {
+		return func(context.Context, worker.JobView) error { return nil }
+	}}
+	p := e.pool(cfg)
+	ran := make(chan struct{}, 1)
+	if err := worker.Register(p, jobs.WorkFunc[wrappedArgs](func(context.Context, *jobs.Job[wrappedArgs]) error {
+		ran <- struct{}{}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	stop := e.start(p)
+	res := e.enqueue(wrappedArgs{})
+	jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Succeeded)
+	stop()
+	select {
+	case <-ran:
+		t.Fatal("the handler ran")
+	default:
+	}
+	for line := range strings.Lines(e.logs.String()) {
+		if strings.Contains(line, `"level":"WARN"`) && strings.Contains(line, "without running the handler") && strings.Contains(line, res.JobID) {
+			return
+		}
+	}
+	t.Fatalf("no warning naming job %s:\n%s", res.JobID, e.logs.String())
 }

@@ -142,7 +142,8 @@ func (p *Pool) ID() string {
 
 // Register adds the worker for T's kind to p. It fails with ErrNilWorker
 // for a nil worker, ErrRegistered for a kind already registered,
-// ErrRunning once the pool runs and ErrConfig for a nil pool. An args type
+// ErrRunning once the pool runs and ErrConfig for a nil pool or a
+// middleware (Config.Middleware) that returns a nil Handler. An args type
 // T that cannot encode as a JSON object (a func, a channel, an int, a slice;
 // a struct with a func or channel field) is refused with an error matching
 // ErrConfig and jobs.ErrInvalid.
@@ -184,7 +185,11 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	if r, ok := w.(jobs.RetryOnTimeout); ok {
 		h.retryOnTimeout = r.RetryOnTimeout()
 	}
-	h.run = p.wrap(h, run)
+	wrapped, err := p.wrap(h, run)
+	if err != nil {
+		return err
+	}
+	h.run = wrapped
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.running {

@@ -146,7 +146,7 @@ func New(reg prometheus.Registerer) *Set {
 			Name: "fencedq_rate_deferrals_total", Help: "Due jobs a claim deferred to the earliest start their rate limit allows (no attempt consumed), by the rate's name.",
 		}, []string{"queue", "rate"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fencedq_maintenance_leader", Help: "1 while this pool is the namespace's maintenance leader.",
+			Name: "fencedq_maintenance_leader", Help: "1 while this pool is the namespace's maintenance leader (pools sharing a Registerer add up: how many of them lead).",
 		}),
 		LastScan: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencedq_maintenance_last_scan_timestamp_seconds", Help: "When this pool, as the maintenance leader, last completed a status scan of every queue.",

@@ -24,7 +24,10 @@ type elector struct {
 	ttl    time.Duration // the leader lease's TTL
 	retry  time.Duration // the longest wait between two tries
 	log    *slog.Logger
-	gauge  prometheus.Gauge // fencedq_maintenance_leader
+	// gauge is fencedq_maintenance_leader, shared by the pools of a
+	// Registerer: each adds 1 while it leads, so one that stops or steps
+	// down never zeroes another's leadership.
+	gauge prometheus.Gauge
 	// tried, when a test initialised it, gets each try's acquire error (nil:
 	// this pool became the leader), once the try is over when it failed.
 	tried testsignal.Signal[error]
@@ -34,7 +37,6 @@ type elector struct {
 // the leader it calls lead with the leadership's context and token, and
 // tries again once lead has returned and the leadership ended.
 func (e *elector) run(ctx context.Context, lead func(ctx context.Context, leader lease.Token)) {
-	defer e.gauge.Set(0)
 	for {
 		wait := e.once(ctx, lead)
 		t := time.NewTimer(wait)
@@ -78,11 +80,13 @@ func (e *elector) once(ctx context.Context, lead func(ctx context.Context, leade
 		cancel()
 	}()
 	e.tried.Signal(nil)
-	e.gauge.Set(1)
+	e.gauge.Inc()
 	e.log.Info("this pool is the maintenance leader", "token", l.Token.String())
 	lctx := session.Context()
-	lead(lctx, l.Token)
-	e.gauge.Set(0)
+	func() {
+		defer e.gauge.Dec()
+		lead(lctx, l.Token)
+	}()
 	if ctx.Err() == nil && lctx.Err() != nil {
 		e.log.Warn("maintenance leadership lost", "cause", context.Cause(lctx))
 	}
