@@ -38,8 +38,8 @@ func (b *Bridge) reconcilerFor(t *asynq.Task, next asynq.Handler) ReconcileFunc 
 func (b *Bridge) verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc) (jobs.Verdict, string, bool) {
 	cctx, cancel := context.WithTimeout(ctx, b.opts.ReconcileTimeout)
 	defer cancel()
-	v, evidence, asked, failed := attempt.Verdict(cctx, rec, f, b.opts.EffectLog)
-	if failed {
+	v, evidence, asked, failure := attempt.Verdict(cctx, rec, f, b.opts.EffectLog)
+	if failure != nil {
 		b.metrics.ReconcileErrors.Inc()
 	}
 	return v, evidence, asked

@@ -104,7 +104,9 @@ func (v Verdict) String() string {
 
 // Reconciler is implemented by workers that can tell whether an uncertain
 // job's side effect happened (by asking the external service by operation
-// id, for example). The reconciler calls it for jobs left uncertain.
+// id, for example). The reconciler calls it for jobs left uncertain, with
+// a context that ends after the pool's HandlerTimeout: a call still running
+// then answers CannotTell (its late answer is dropped), like an error.
 type Reconciler[T JobArgs] interface {
 	Reconcile(ctx context.Context, job *Job[T]) (Verdict, error)
 }

@@ -133,7 +133,8 @@ type Config struct {
 	// Put-backs do not consume the job's attempts.
 	UnknownKindDefers int
 	// RetryDelay gives the delay before retry n (default: exponential from
-	// 1s, capped at 5m, with jitter).
+	// 1s, capped at 5m, with jitter). A negative delay retries at once; a
+	// RetryDelay that panics is logged and the default delay is used.
 	RetryDelay func(n int) time.Duration
 	// WorkerID names this pool in lease owners and logs (default
 	// hostname-pid-random): 1 to MaxWorkerIDLen bytes of UTF-8 without

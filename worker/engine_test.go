@@ -345,13 +345,16 @@ func TestStrictPriorityDrainsHigherQueuesFirst(t *testing.T) {
 	}
 }
 
-// TestPoolsPublishHeartbeats: a running pool is listed with its queues
-// and concurrency; a stopped one is gone.
+// TestPoolsPublishHeartbeats: a running pool is listed with its queues,
+// concurrency and the kinds it reconciles; a stopped one is gone.
 func TestPoolsPublishHeartbeats(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.WorkerID = "pool-hb"
 	p := e.pool(cfg)
+	if err := worker.Register[callArgs](p, &callWorker{}); err != nil {
+		t.Fatal(err)
+	}
 	stop := e.start(p)
 	ctx := context.Background()
 	redistest.Await(t, e.rdb, e.ns, "the pool's heartbeat", func() bool {
@@ -359,7 +362,8 @@ func TestPoolsPublishHeartbeats(t *testing.T) {
 		return len(ps) == 1
 	})
 	ps, _ := e.ledger.Pools(ctx)
-	if ps[0].ID != "pool-hb" || ps[0].Concurrency != cfg.Concurrency || ps[0].Queues["default"] != 1 || ps[0].Host == "" {
+	if ps[0].ID != "pool-hb" || ps[0].Concurrency != cfg.Concurrency || ps[0].Queues["default"] != 1 || ps[0].Host == "" ||
+		strings.Join(ps[0].Reconcilers, ",") != "call" {
 		t.Fatalf("heartbeat %+v", ps[0])
 	}
 	stop()

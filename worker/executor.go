@@ -89,7 +89,7 @@ func (p *Pool) goexited(a *attempt) {
 		}
 		outcome := rules.Decide(end)
 		if outcome.To == jobs.Pending {
-			outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
+			outcome.RetryIn = p.retryDelay(a)
 		}
 		a.fin = finished{a: a, outcome: outcome, err: errGoexit, kind: kind}
 	}
@@ -118,6 +118,15 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	}
 	if p.stopping.Err() != nil {
 		return p.notStarted(a) // the completer releases the resource's lease
+	}
+	// A worker frozen between its claim and here may have lost the job
+	// meanwhile (its watchdog cancelled the attempt, or a renewal found it
+	// lost): the handler must not start under a claim that lapsed. The job
+	// is put back, its attempt not consumed (a commit refused when the job
+	// moved on; a cancelled one when an operator asked).
+	if a.lapsed() || a.ctx.Err() != nil {
+		a.log.Warn("the claim lapsed before the handler started; job put back", "cause", context.Cause(a.ctx))
+		return &finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: "the claim lapsed before the handler started"}}
 	}
 
 	h := p.handlerFor(c.Kind)
@@ -152,7 +161,7 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 	c := a.job
 	outcome := rules.NameApplier(a.ctx, p.ledger, c.Queue, c.ID, end.Err, rules.Decide(end))
 	if outcome.To == jobs.Pending && !outcome.Defer {
-		outcome.RetryIn = p.cfg.RetryDelay(c.Attempt)
+		outcome.RetryIn = p.retryDelay(a)
 	}
 	if end.Lost {
 		p.metrics.LeaseLost.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
@@ -166,6 +175,22 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 	}
 	a.fin = finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(a.start), kind: kind}
 	return &a.fin
+}
+
+// retryDelay is Config.RetryDelay for the retry after attempt a: a
+// negative delay is none, and a RetryDelay that panics (a table of delays
+// indexed past its end) is logged with the job and replaced by the default
+// delay, so the outcome is still committed and the pool goes on.
+func (p *Pool) retryDelay(a *attempt) (d time.Duration) {
+	n := a.job.Attempt
+	defer func() {
+		if r := recover(); r != nil {
+			d = defaultRetryDelay(n)
+			a.log.Error("RetryDelay panicked; the retry uses the default delay",
+				"panic", ledger.CapError(fmt.Sprint(r)), "retry", n, "delay", d)
+		}
+	}()
+	return max(p.cfg.RetryDelay(n), 0)
 }
 
 // notStarted puts back the job of attempt a, whose handler had not started

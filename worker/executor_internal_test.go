@@ -67,3 +67,42 @@ func TestLapsedClaimDoesNotRunWithANewResourceToken(t *testing.T) {
 		t.Fatal("a lapsed, cancelled attempt took the resource lease")
 	}
 }
+
+type lapsedArgs struct{}
+
+func (lapsedArgs) Kind() string { return "lapsed" }
+
+// TestLapsedClaimDoesNotStartTheHandler: an attempt whose claim lapsed
+// before its handler started (a worker frozen between its claim and the
+// handler; its watchdog cancelled it) does not start the handler with a
+// context already cancelled: its job is put back, its attempt not
+// consumed, instead of ending uncertain without having run.
+func TestLapsedClaimDoesNotStartTheHandler(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	p, err := NewPool(rdb, Config{Jobs: jobs.Config{Namespace: ns}, LeaseTTL: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	if err := Register(p, jobs.WorkFunc[lapsedArgs](func(context.Context, *jobs.Job[lapsedArgs]) error {
+		ran = true
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	late := p.newAttempt(context.Background(), ledger.Claimed{ID: "j1", Queue: "default", Token: 9, Kind: "lapsed", Payload: []byte(`{}`)},
+		time.Now().Add(-2*time.Second))
+	defer late.end()
+	select {
+	case <-late.ctx.Done():
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the watchdog did not cancel an attempt claimed two TTLs ago")
+	}
+	f := p.runAttempt(late)
+	if ran {
+		t.Error("the handler ran under a lapsed claim")
+	}
+	if !f.outcome.Defer {
+		t.Errorf("outcome %+v, want the job put back (Defer)", f.outcome)
+	}
+}

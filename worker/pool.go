@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -487,9 +488,14 @@ func (p *Pool) info() jobs.PoolInfo {
 	host, _ := os.Hostname()
 	clock, jumps := p.clockInfo()
 	kinds := make(map[string]jobs.KindRules, len(p.handlers))
+	var reconcilers []string
 	for k, h := range p.handlers {
 		kinds[k] = h.rules
+		if h.reconcile != nil {
+			reconcilers = append(reconcilers, k)
+		}
 	}
+	slices.Sort(reconcilers)
 	var schedules []string
 	var digests map[string]string
 	if !p.cfg.Maintenance.PeriodicDisabled && !p.cfg.Maintenance.Disabled && len(p.periodic) > 0 {
@@ -502,7 +508,7 @@ func (p *Pool) info() jobs.PoolInfo {
 	return jobs.PoolInfo{
 		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
 		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.BuildVersion(), Started: p.started,
-		Schedules: schedules, ScheduleDigests: digests, Kinds: kinds, Clock: clock, ClockJumps: jumps,
+		Schedules: schedules, ScheduleDigests: digests, Kinds: kinds, Reconcilers: reconcilers, Clock: clock, ClockJumps: jumps,
 	}
 }
 

@@ -43,9 +43,19 @@ func IsTimeout(err error) bool {
 		(errors.As(err, &ne) && ne.Timeout())
 }
 
+// interruptedBy reports whether err is the end of the call's context (a
+// cancellation or a timeout) after the call was cut short (its lease lost,
+// its deadline passed, an operator cancelled it, the runner shutting
+// down): marked permanent or not, it says only that the handler stopped,
+// not that its effect did not happen or that the job failed.
+func (e End) interruptedBy(err error) bool {
+	return (e.Lost || e.TimedOut || e.Cancelled || e.Shutdown != "") && (errors.Is(err, context.Canceled) || IsTimeout(err))
+}
+
 // Decide maps how an attempt ended to the outcome to commit. Only a proven
 // result is final: a timeout, a lost lease or a shutdown mid-call leaves the
-// job uncertain, never guessed failed or succeeded. So does a dependency
+// job uncertain, never guessed failed or succeeded, even when the handler
+// marked its context's error permanent. So does a dependency
 // call that timed out before the job's own deadline, for kinds that can be
 // reconciled; other kinds retry it (they should return jobs.Unknown
 // themselves when a repeat would be harmful). A retry's due time is set by
@@ -74,7 +84,7 @@ func Decide(e End) ledger.Outcome {
 		// happened is reconciled, not dropped as failed. (A storage
 		// refusal, below, proves this attempt's did not happen.)
 		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "handler reported an unknown outcome"}
-	case e.Permanent || errors.Is(err, jobs.ErrPermanent):
+	case (e.Permanent || errors.Is(err, jobs.ErrPermanent)) && !e.interruptedBy(err):
 		reason := e.Reason
 		if reason == "" {
 			reason = "permanent error"
@@ -107,38 +117,98 @@ func Decide(e End) ledger.Outcome {
 // ReconcileFunc asks a job kind whether an uncertain job's effect happened.
 type ReconcileFunc func(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
 
+// ErrNoAnswer is the error of a Reconcile call or an effect log read that
+// did not return before its context ended (one that ignores its context):
+// the caller stops waiting for it and the answer is CannotTell.
+var ErrNoAnswer = errors.New("did not return before its context ended")
+
 // Verdict asks f (the kind's Reconcile) if there is one, else the effect
-// log, about rec's effect, and says what the answer rests on. failed is
-// true when Reconcile failed or panicked, or the effect log could not be
-// read (the answer is CannotTell); asked is false when there was nothing to
-// ask.
-func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.EffectLog) (v jobs.Verdict, evidence string, asked, failed bool) {
+// log, about rec's effect, and says what the answer rests on (evidence,
+// capped as an attempt's error is: it goes into the job's history).
+// failure is non-nil when Reconcile failed, panicked (Stack returns its
+// stack, for the log) or did not return before ctx ended (ErrNoAnswer), or
+// the effect log could not be read: the answer is then CannotTell. asked
+// is false when there was nothing to ask. Verdict returns once ctx ends,
+// whatever f or the log do: a call that ignores its context is left to
+// finish on its own and its late answer is dropped.
+func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.EffectLog) (v jobs.Verdict, evidence string, asked bool, failure error) {
 	if f != nil {
-		v, err := safeReconcile(ctx, f, rec)
+		v, err := bounded(ctx, func() (jobs.Verdict, error) { return f(ctx, rec) })
 		if err != nil {
-			return jobs.CannotTell, "Reconcile failed: " + err.Error(), true, true
+			return jobs.CannotTell, ledger.CapError("Reconcile failed: " + err.Error()), true, err
 		}
-		return v, "Reconcile answered " + v.String(), true, false
+		return v, "Reconcile answered " + v.String(), true, nil
 	}
 	if log != nil {
-		applied, ok, err := log.Applied(ctx, rec.OperationID)
+		type answer struct {
+			rec fence.Effect
+			ok  bool
+		}
+		a, err := bounded(ctx, func() (answer, error) {
+			rec, ok, err := log.Applied(ctx, rec.OperationID)
+			return answer{rec, ok}, err
+		})
+		applied, ok := a.rec, a.ok
 		switch {
 		case err != nil:
-			return jobs.CannotTell, "effect log unavailable: " + err.Error(), true, true
+			return jobs.CannotTell, ledger.CapError("effect log unavailable: " + err.Error()), true, err
 		case ok:
-			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner), true, false
+			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner), true, nil
 		default:
-			return jobs.NotApplied, "effect log: operation not applied", true, false
+			return jobs.NotApplied, "effect log: operation not applied", true, nil
 		}
 	}
-	return jobs.CannotTell, "kind has no Reconcile method and no effect log answers for it", false, false
+	return jobs.CannotTell, "kind has no Reconcile method and no effect log answers for it", false, nil
 }
 
-func safeReconcile(ctx context.Context, f ReconcileFunc, rec *jobs.Record) (v jobs.Verdict, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			v, err = jobs.CannotTell, fmt.Errorf("reconcile panicked: %v\n%s", r, debug.Stack())
-		}
+// panicError is a panic in a Reconcile call or an effect log read: its
+// text is the panic's value, its stack kept apart for the log.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panicked: %v", e.value) }
+
+// Stack returns the stack of a panic Verdict's failure reports ("" for
+// another failure).
+func Stack(err error) string {
+	var p *panicError
+	if errors.As(err, &p) {
+		return string(p.stack)
+	}
+	return ""
+}
+
+// bounded returns call's result, or ErrNoAnswer (with ctx's cause) once
+// ctx ends before call returns. A panic in call, or its end of the
+// goroutine (runtime.Goexit), is its error.
+func bounded[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1) // a late answer is dropped, not blocked on
+	go func() {
+		r := result{err: errors.New("ended its goroutine without returning")}
+		defer func() {
+			if p := recover(); p != nil {
+				r.err = &panicError{value: p, stack: debug.Stack()}
+			}
+			done <- r
+		}()
+		r.v, r.err = call()
 	}()
-	return f(ctx, rec)
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done: // it returned as ctx ended
+			return r.v, r.err
+		default:
+		}
+		var zero T
+		return zero, fmt.Errorf("%w: %w", ErrNoAnswer, context.Cause(ctx))
+	}
 }

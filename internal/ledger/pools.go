@@ -32,6 +32,10 @@ type PoolInfo struct {
 	ScheduleDigests map[string]string `json:"schedule_digests,omitempty"`
 	// Kinds are the rules of the kinds the pool runs, by kind.
 	Kinds map[string]KindRules `json:"kinds,omitempty"`
+	// Reconcilers are the kinds the pool runs whose worker has a Reconcile
+	// (jobs.Reconciler): a maintenance leader without one leaves their
+	// uncertain jobs to a leader that has it.
+	Reconcilers []string `json:"reconcilers,omitempty"`
 	// Clock is the pool's latest measurement of Redis's clock against its
 	// own (zero before the first).
 	Clock ClockSample `json:"clock,omitzero"`

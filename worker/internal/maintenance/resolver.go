@@ -3,6 +3,8 @@ package maintenance
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fencedq/fencedq/fence"
@@ -52,6 +54,7 @@ func (r *resolver) runOnce(ctx context.Context, leader lease.Token) error {
 	if err != nil {
 		return err
 	}
+	pass := &resolvePass{slow: map[string]bool{}}
 	return r.eachOf(ctx, qs, func(i int, q string) error {
 		if waits[i] != 0 {
 			return nil
@@ -68,10 +71,10 @@ func (r *resolver) runOnce(ctx context.Context, leader lease.Token) error {
 			if ctx.Err() != nil {
 				return ctx.Err() // the leadership ended: ask nothing more
 			}
-			if rec.State != jobs.Uncertain {
-				continue
+			if rec.State != jobs.Uncertain || pass.slow[rec.Kind] {
+				continue // a kind whose answer timed out this pass: looked at next pass
 			}
-			if err := r.decide(ctx, rec, leader); err != nil {
+			if err := r.decide(ctx, rec, leader, pass); err != nil {
 				if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 					return err // no longer the leader
 				}
@@ -83,24 +86,76 @@ func (r *resolver) runOnce(ctx context.Context, leader lease.Token) error {
 	})
 }
 
+// resolvePass is what one resolver pass learns as it goes: the live pools
+// that have a Reconcile, by kind (read once, when a kind without Reconcile
+// here needs them), and the kinds whose Reconcile (or effect log read) ran
+// out of time: the pass asks nothing more about them, so one kind whose
+// dependency is down does not hold up every other kind's jobs by a
+// timeout per job.
+type resolvePass struct {
+	read  bool
+	err   error
+	pools map[string][]string
+	slow  map[string]bool
+}
+
+// reconcilers returns the live pools that have a Reconcile for kind.
+func (rs *resolvePass) reconcilers(ctx context.Context, l *ledger.Ledger, kind string) ([]string, error) {
+	if !rs.read {
+		rs.read = true
+		ps, err := l.Pools(ctx)
+		rs.err = err
+		rs.pools = map[string][]string{}
+		for _, p := range ps {
+			for _, k := range p.Reconcilers {
+				rs.pools[k] = append(rs.pools[k], p.ID)
+			}
+		}
+	}
+	return rs.pools[kind], rs.err
+}
+
 // verdict asks the kind's Reconcile, else the effect log (see
 // attempt.Verdict); a Reconcile that fails or panics, or an effect log that
 // cannot be read, answers "cannot tell" and is counted, unless the
-// leadership ended meanwhile (ctx done: the answer is not used).
-func (r *resolver) verdict(ctx context.Context, rec *jobs.Record) (jobs.Verdict, string, bool) {
+// leadership ended meanwhile (ctx done: the answer is not used). A kind
+// without Reconcile here that another live pool reconciles (a pool that
+// does not run the kind, or runs an older version of it, leads) is not
+// answered by the effect log, which answers only for kinds without
+// Reconcile: it cannot tell, and a leader that has the Reconcile decides.
+func (r *resolver) verdict(ctx context.Context, rec *jobs.Record, pass *resolvePass) (jobs.Verdict, string, bool) {
 	f := r.reconcile(rec.Kind)
+	if f == nil {
+		pools, err := pass.reconcilers(ctx, r.ledger, rec.Kind)
+		switch {
+		case err != nil:
+			r.metrics.ReconcileErrors.Inc()
+			r.log.Warn("reading which pools reconcile the kind failed", "queue", rec.Queue, "job_id", rec.ID, "kind", rec.Kind, "error", err)
+			return jobs.CannotTell, "the pools could not be read to find one with a Reconcile for the kind: " + err.Error(), true
+		case len(pools) > 0:
+			return jobs.CannotTell, fmt.Sprintf("the maintenance leader %s has no Reconcile for the kind, which pools %s have: one of them must lead (not Maintenance.Disabled) to ask it",
+				r.workerID, strings.Join(pools, ", ")), true
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	v, evidence, asked, failed := attempt.Verdict(cctx, rec, f, r.effectLog)
-	if failed && ctx.Err() == nil {
+	v, evidence, asked, failure := attempt.Verdict(cctx, rec, f, r.effectLog)
+	if cctx.Err() != nil && ctx.Err() == nil {
+		pass.slow[rec.Kind] = true
+	}
+	if failure != nil && ctx.Err() == nil {
 		r.metrics.ReconcileErrors.Inc()
-		r.log.Warn("Reconcile failed", "queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID, "kind", rec.Kind, "error", evidence)
+		args := []any{"queue", rec.Queue, "job_id", rec.ID, "operation_id", rec.OperationID, "kind", rec.Kind, "error", evidence}
+		if stack := attempt.Stack(failure); stack != "" {
+			args = append(args, "stack", stack)
+		}
+		r.log.Warn("Reconcile failed", args...)
 	}
 	return v, evidence, asked
 }
 
-func (r *resolver) decide(ctx context.Context, rec *jobs.Record, leader lease.Token) error {
-	v, evidence, asked := r.verdict(ctx, rec)
+func (r *resolver) decide(ctx context.Context, rec *jobs.Record, leader lease.Token, pass *resolvePass) error {
+	v, evidence, asked := r.verdict(ctx, rec, pass)
 	if err := ctx.Err(); err != nil {
 		return err // the leadership ended mid-call: its answer is not decided on
 	}

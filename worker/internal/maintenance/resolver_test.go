@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/redisfence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -196,5 +198,130 @@ func TestResolverStaleLeaderDecidesNothing(t *testing.T) {
 	}
 	if v := f.decisions(jobs.Applied.String()) + testutil.ToFloat64(f.metrics.ReconcileErrors); v != 0 {
 		t.Fatalf("a refused decision was counted (%v)", v)
+	}
+}
+
+// TestResolverHungReconcileDoesNotStallThePass: a kind's Reconcile that
+// ignores its context and never returns answers "cannot tell" once
+// ReconcileTimeout passes (counted and logged as a failure), and the pass
+// goes on to decide the other kinds' jobs.
+func TestResolverHungReconcileDoesNotStallThePass(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	cfg.ReconcileTimeout = 100 * time.Millisecond
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	reconcilers := map[string]ReconcileFunc{
+		"hangs":   func(context.Context, *jobs.Record) (jobs.Verdict, error) { <-release; return jobs.Applied, nil },
+		"applied": answer(jobs.Applied),
+	}
+	cfg.Reconcile = func(kind string) ReconcileFunc { return reconcilers[kind] }
+	l := f.leader(cfg)
+	leader := f.lead("pool-a")
+	hung := f.uncertain("hangs", leader)
+	next := f.uncertain("hangs", leader)
+	other := f.uncertain("applied", leader)
+
+	done := make(chan error, 1)
+	go func() { done <- l.resolver.runOnce(f.ctx, leader) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a Reconcile that ignores its context stalled the resolver's pass")
+	}
+	if rec := f.get(hung); rec.State != jobs.Uncertain || rec.ReconcileTries != 1 {
+		t.Errorf("the hung job is %s with %d tries, want uncertain with 1", rec.State, rec.ReconcileTries)
+	}
+	if e := f.resolved(hung); e == nil || !strings.Contains(e.Note, "did not return") {
+		t.Errorf("the hung job's evidence %+v, want one saying Reconcile did not return", e)
+	}
+	if st := f.get(other).State; st != jobs.Succeeded {
+		t.Errorf("the other job is %s, want succeeded", st)
+	}
+	// The kind's answer timed out once: its other job is not asked (and its
+	// tries not spent) in this pass, so a kind whose dependency is down
+	// holds up the others by one timeout per pass, not one per job.
+	if rec := f.get(next); rec.State != jobs.Uncertain || rec.ReconcileTries != 0 || f.resolved(next) != nil {
+		t.Errorf("the hung kind's next job is %s with %d tries, want uncertain and not looked at this pass", rec.State, rec.ReconcileTries)
+	}
+	if v := testutil.ToFloat64(f.metrics.ReconcileErrors); v != 1 {
+		t.Errorf("reconcile errors %v, want 1", v)
+	}
+}
+
+// TestResolverLeavesKindsReconciledElsewhere: a leader that has no
+// Reconcile for a kind another live pool reconciles does not decide its
+// uncertain jobs by the effect log (which answers only for kinds without
+// Reconcile: "not applied" there would re-run an effect the kind's own
+// Reconcile may find applied): it cannot tell, says which pools can, and
+// looks again later. A kind no live pool reconciles is still answered by
+// the effect log.
+func TestResolverLeavesKindsReconciledElsewhere(t *testing.T) {
+	f := newFixture(t)
+	store, err := redisfence.New(f.rdb, redisfence.Config{Namespace: f.ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ledger.Heartbeat(f.ctx, ledger.PoolInfo{ID: "pool-b", Reconcilers: []string{"email"}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.config()
+	cfg.EffectLog = store
+	l := f.leader(cfg)
+	leader := f.lead("pool-a")
+	email := f.uncertain("email", leader)
+	transfer := f.uncertain("transfer", leader)
+
+	if err := l.resolver.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if rec := f.get(email); rec.State != jobs.Uncertain || rec.ReconcileTries != 1 {
+		t.Errorf("the job of a kind pool-b reconciles is %s with %d tries, want uncertain with 1 (not decided by the effect log)", rec.State, rec.ReconcileTries)
+	}
+	if e := f.resolved(email); e == nil || !strings.Contains(e.Note, "pool-b") {
+		t.Errorf("evidence %+v, want one naming pool-b", e)
+	}
+	if st := f.get(transfer).State; st != jobs.Pending {
+		t.Errorf("the job of a kind no pool reconciles is %s, want pending (the effect log said not applied)", st)
+	}
+}
+
+// TestResolverEvidenceIsCapped: what a failing Reconcile says (an error
+// quoting a whole response body, a panic) is kept in the job's history
+// capped as an attempt's error is, and a panic's stack goes to the log
+// only, not into every try's history entry.
+func TestResolverEvidenceIsCapped(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	body := strings.Repeat("x", 100<<10)
+	reconcilers := map[string]ReconcileFunc{
+		"verbose": func(context.Context, *jobs.Record) (jobs.Verdict, error) {
+			return jobs.CannotTell, errors.New("status 500: " + body)
+		},
+		"panics": func(context.Context, *jobs.Record) (jobs.Verdict, error) { panic("reconcile exploded") },
+	}
+	cfg.Reconcile = func(kind string) ReconcileFunc { return reconcilers[kind] }
+	l := f.leader(cfg)
+	leader := f.lead("pool-a")
+	verbose := f.uncertain("verbose", leader)
+	panics := f.uncertain("panics", leader)
+	if err := l.resolver.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if e := f.resolved(verbose); e == nil || len(e.Note) > ledger.MaxErrorLen+64 || !strings.Contains(e.Note, "status 500") {
+		n := -1
+		if e != nil {
+			n = len(e.Note)
+		}
+		t.Errorf("the verbose Reconcile's evidence is %d bytes, want it capped near %d", n, ledger.MaxErrorLen)
+	}
+	if e := f.resolved(panics); e == nil || !strings.Contains(e.Note, "reconcile exploded") || strings.Contains(e.Note, "goroutine ") {
+		t.Errorf("the panicking Reconcile's evidence %+v: want the panic without its stack", e)
+	}
+	if !f.logged(`"msg":"Reconcile failed"`, panics, "goroutine ") {
+		t.Error("the panic's stack was not logged")
 	}
 }
