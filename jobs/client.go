@@ -288,7 +288,10 @@ func (c *Client) Close() error { return nil }
 // already known, the existing job's id is returned with Deduplicated set.
 // An enqueue is atomic: a Redis error (matching ErrEnqueueUnknown) means
 // the job was written whole or not at all; enqueue again with the same
-// OperationID to find out safely. No other error follows a write: when
+// OperationID to find out safely. A Redis out of memory (maxmemory
+// reached under noeviction) refuses the write before it starts: that error
+// matches ErrOutOfMemory, and nothing was written. No other error follows
+// a write: when
 // only the queue registry (which lists a queue's first job to the
 // dashboard, the CLI and the reconciler) could not be updated, Enqueue
 // succeeds, and the registry is completed by the client's next enqueue and

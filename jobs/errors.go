@@ -28,6 +28,11 @@ var (
 	// job already written is returned, deduplicated); without one, a retry
 	// may create a second job.
 	ErrEnqueueUnknown = ledger.ErrEnqueueUnknown
+	// ErrOutOfMemory means Redis refused an enqueue because it reached its
+	// maxmemory (under maxmemory-policy noeviction): nothing was written,
+	// so enqueueing again, once Redis has memory, creates the job, with or
+	// without an OperationID.
+	ErrOutOfMemory = ledger.ErrOutOfMemory
 	// ErrScheduleConflict means a periodic schedule is defined otherwise
 	// elsewhere: Client.RemoveSchedule refuses to remove a schedule that
 	// live pools still define (the error names them), and a scheduler

@@ -19,15 +19,21 @@ const evictionEvery = 12
 // record, a lease or a fence's high-water mark vanishes, and fencing and
 // "no job lost" no longer hold. Such a policy is logged at error level
 // when first seen (and when it goes away), and exported as
-// fencedq_redis_may_evict. A Redis that refuses INFO is left unjudged.
+// fencedq_redis_may_evict. A Redis that refuses INFO (an ACL without
+// +info) is left unjudged, which is logged at warning level when first
+// seen: an evicting policy would go unreported. On a Cluster, a master
+// that evicts is reported even when another master's INFO failed.
 func (p *Pool) checkEviction(ctx context.Context) {
 	policy, err := evictionPolicy(ctx, p.rdb)
-	if err != nil {
-		if ctx.Err() == nil {
-			p.log.Debug("could not read Redis's eviction policy", "error", err)
+	if err != nil && policy == "" {
+		if ctx.Err() == nil && !p.evictionUnread {
+			p.evictionUnread = true
+			p.log.Warn("could not read Redis's eviction policy (INFO memory): a policy that evicts keys would go unreported; "+
+				"allow the pool's Redis user +info", "error", err)
 		}
 		return
 	}
+	p.evictionUnread = false
 	evicting := policy != ""
 	if evicting {
 		p.metrics.MayEvict.Set(1)

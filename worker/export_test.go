@@ -68,3 +68,6 @@ func PeriodicSpec(pj *PeriodicJob) (ledger.ScheduleSpec, error) {
 
 // RecordedSchedule builds the ticks of a schedule another pool recorded.
 var RecordedSchedule = recordedSchedule
+
+// EvictionEvery is how many heartbeats apart a pool reads the eviction policy.
+const EvictionEvery = evictionEvery

@@ -78,19 +78,20 @@ type Pool struct {
 	periodic []maintenance.Periodic // see AddPeriodic
 	running  bool
 
-	started    time.Time
-	stopping   context.Context // Run's context: done once the pool stops claiming
-	slots      chan struct{}   // one token per busy handler slot
-	work       chan *attempt   // claimed attempts, run by Concurrency executor goroutines
-	freed      chan struct{}   // signalled when a slot frees
-	renewer    *renewer
-	completer  *completer
-	clock      clockWatch    // Redis's clock against the pool's (clock.go)
-	evicting   bool          // Redis may evict keys, as last logged (eviction.go; the heartbeat goroutine only)
-	clockEvery time.Duration // how often it is measured (registerEvery)
-	parts      partitions    // the queues' partitions (partitions.go)
-	unsettled  unsettledSet  // the jobs a stopping pool leaves behind (shutdown.go)
-	hooks      hooks
+	started        time.Time
+	stopping       context.Context // Run's context: done once the pool stops claiming
+	slots          chan struct{}   // one token per busy handler slot
+	work           chan *attempt   // claimed attempts, run by Concurrency executor goroutines
+	freed          chan struct{}   // signalled when a slot frees
+	renewer        *renewer
+	completer      *completer
+	clock          clockWatch    // Redis's clock against the pool's (clock.go)
+	evicting       bool          // Redis may evict keys, as last logged (eviction.go; the heartbeat goroutine only)
+	evictionUnread bool          // the eviction policy could not be read, as last logged (eviction.go; the heartbeat goroutine only)
+	clockEvery     time.Duration // how often it is measured (registerEvery)
+	parts          partitions    // the queues' partitions (partitions.go)
+	unsettled      unsettledSet  // the jobs a stopping pool leaves behind (shutdown.go)
+	hooks          hooks
 }
 
 // NewPool returns a pool over rdb (a single Redis, Sentinel failover client

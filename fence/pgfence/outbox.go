@@ -331,8 +331,8 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 // one job's sake (jobs.ErrInvalid, or an error of the client's enqueue
 // middleware, which sees the batch at once) is enqueued again one job at a
 // time, so only the jobs refused on their own are returned. An error
-// matching jobs.ErrEnqueueUnknown, or the end of ctx, says nothing about
-// the job: the call returns it, and every row stays in the outbox for the
+// matching jobs.ErrEnqueueUnknown or jobs.ErrOutOfMemory, or the end of
+// ctx, says nothing about the job: the call returns it, and every row stays in the outbox for the
 // next relay (the operation ids make enqueueing them again safe).
 func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (map[int]error, error) {
 	if len(ps) == 0 {
@@ -361,7 +361,7 @@ func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (ma
 // job may even have been written): the row stays for the next relay
 // instead of being set aside.
 func transient(ctx context.Context, err error) bool {
-	return ctx.Err() != nil || errors.Is(err, jobs.ErrEnqueueUnknown) ||
+	return ctx.Err() != nil || errors.Is(err, jobs.ErrEnqueueUnknown) || errors.Is(err, jobs.ErrOutOfMemory) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 

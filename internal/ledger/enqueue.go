@@ -127,7 +127,8 @@ const enqueueChunk = 500
 // one pipeline (Redis Cluster: one per node), each queue's jobs in their
 // order, and returns their results in order; a job whose call failed has a nil result, and the first error
 // (matching ErrEnqueueUnknown: the call's jobs were written whole or not
-// at all) is returned.
+// at all; or ErrOutOfMemory: Redis refused the call, nothing written) is
+// returned.
 //
 // A queue seen for the first time is added to the queue registry after
 // its jobs were written. That write failing (a Cluster node holding the
@@ -330,6 +331,9 @@ func splitEnqueue(v any, n []int, stride int) ([]any, error) {
 // Redis's keys).
 func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, record bool, idx []int, js []*NewJob, cmd *redis.Cmd, out []*Inserted) error {
 	v, err := cmd.Result()
+	if isOOM(err) {
+		return fmt.Errorf("%w: %w", ErrOutOfMemory, err)
+	}
 	if err != nil {
 		l.registerUnknown(q, v)
 		l.unknownOutcome(record, idx, js)

@@ -3,6 +3,9 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Sentinel errors of the engine; package jobs exports the same values.
@@ -19,6 +22,9 @@ var (
 	// ErrEnqueueUnknown means an enqueue failed on its way to or from Redis:
 	// the job was written whole or not at all.
 	ErrEnqueueUnknown = errors.New("jobs: enqueue outcome unknown; enqueue again with the same operation id")
+	// ErrOutOfMemory means Redis refused an enqueue because it reached its
+	// maxmemory (under maxmemory-policy noeviction): nothing was written.
+	ErrOutOfMemory = errors.New("jobs: Redis is out of memory (maxmemory reached); nothing was written")
 	// ErrScheduleConflict means a periodic schedule's recorded definition
 	// is not the caller's: a more recently started pool defines it
 	// otherwise, or live pools still define a schedule being removed.
@@ -35,4 +41,12 @@ func invalid(format string, a ...any) error { return Invalid(format, a...) }
 // noJob is the ErrNotFound of an id no job can have (siblingID).
 func noJob(q, id string) error {
 	return fmt.Errorf("%w: %s in queue %s", ErrNotFound, Clip(id), q)
+}
+
+// isOOM reports whether err is Redis's refusal of a write for lack of
+// memory ("OOM command not allowed when used memory > 'maxmemory'"). Redis
+// refuses a script before its first write, so the script wrote nothing.
+func isOOM(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
 }

@@ -69,3 +69,6 @@ func HoldHandovers() (restore func()) {
 func (l *Ledger) ResubmitForTest(ctx context.Context, js []*NewJob) ([]*Inserted, error) {
 	return l.insert(ctx, js, "resubmit")
 }
+
+// PruneBatch is how many index entries one prune call removes at most.
+const PruneBatch = pruneBatch

@@ -454,20 +454,21 @@ func (l *Ledger) DueIDs(ctx context.Context, q string, s State, t time.Time, lim
 }
 
 // List returns up to limit jobs in state s of queue q, from offset. Ids
-// whose record is gone (expired after retention, or lost) are removed from
-// the index.
+// whose record is gone (expired after retention, or lost) are left out,
+// and removed from the index as GetMany removes them.
 func (l *Ledger) List(ctx context.Context, q string, s State, offset, limit int) ([]*Record, error) {
 	ids, err := l.IDs(ctx, q, s, offset, limit)
 	if err != nil {
 		return nil, err
 	}
-	return l.getMany(ctx, q, s, ids)
+	return l.getMany(ctx, q, s, ids, false)
 }
 
 // getMany reads the records of ids (in state s's index) in one round trip,
-// dropping index entries without a record; a pending job held back by flow
+// leaving out those without a record and dropping their index entries,
+// except a running or uncertain job's unless dropLive is set (see GetMany); a pending job held back by flow
 // control says what it waits for (one more round trip for all of them).
-func (l *Ledger) getMany(ctx context.Context, q string, s State, ids []string) ([]*Record, error) {
+func (l *Ledger) getMany(ctx context.Context, q string, s State, ids []string, dropLive bool) ([]*Record, error) {
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
@@ -482,7 +483,9 @@ func (l *Ledger) getMany(ctx context.Context, q string, s State, ids []string) (
 	for i, c := range cmds {
 		h := c.Val()
 		if len(h) == 0 {
-			l.rdb.ZRem(ctx, l.StateKey(q, s), ids[i])
+			if dropLive || s != Running && s != Uncertain {
+				l.rdb.ZRem(ctx, l.StateKey(q, s), ids[i])
+			}
 			continue
 		}
 		r := recordFrom(q, ids[i], h)
@@ -500,12 +503,25 @@ func (l *Ledger) getMany(ctx context.Context, q string, s State, ids []string) (
 }
 
 // GetMany returns the records of ids in state s of queue q, in order,
-// dropping index entries whose record is gone.
+// leaving out those whose record is gone, and drops their index entries,
+// except a running or uncertain job's: that is a lost job, left for the
+// maintenance pass that reports it (the expirer, or the resolver through
+// GetManyDropLost), so a read (a listing) does not hide it.
 func (l *Ledger) GetMany(ctx context.Context, q string, s State, ids []string) ([]*Record, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return l.getMany(ctx, q, s, ids)
+	return l.getMany(ctx, q, s, ids, false)
+}
+
+// GetManyDropLost is GetMany that also drops the entries of running or
+// uncertain jobs whose record is gone: for the maintenance pass that
+// reports them as lost jobs.
+func (l *Ledger) GetManyDropLost(ctx context.Context, q string, s State, ids []string) ([]*Record, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return l.getMany(ctx, q, s, ids, true)
 }
 
 // Counts returns the number of jobs per state in queue q.
@@ -667,17 +683,36 @@ func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) 
 	return out, nil
 }
 
+// pruneBatch bounds the index entries one prune call removes, so a pass
+// over a queue where many finished jobs expired at once (a burst a
+// retention ago, a retention just lowered, a leader that was away) holds
+// Redis for a bounded time per call instead of for all of them at once.
+const pruneBatch = 1000
+
+// pruneScript removes at most ARGV[2] members of the sorted set KEYS[1]
+// scored below ARGV[1], and returns how many it removed.
+var pruneScript = redis.NewScript(`
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
+return #ids`)
+
 // Prune drops ids of finished jobs that expired after retention from the
-// succeeded, dead and cancelled indexes, and returns how many it removed.
+// succeeded, dead and cancelled indexes, at most pruneBatch per call, and
+// returns how many it removed.
 func (l *Ledger) Prune(ctx context.Context, q string, now time.Time) (int64, error) {
-	cut := strconv.FormatInt(now.Add(-l.cfg.Retention).UnixMilli(), 10)
+	cut := "(" + strconv.FormatInt(now.Add(-l.cfg.Retention).UnixMilli(), 10)
 	var n int64
 	for _, s := range []State{Succeeded, Dead, Cancelled} {
-		removed, err := l.rdb.ZRemRangeByScore(ctx, l.StateKey(q, s), "-inf", "("+cut).Result()
-		if err != nil {
-			return n, wrap("prune", err)
+		for {
+			removed, err := pruneScript.Run(ctx, l.rdb, []string{l.StateKey(q, s)}, cut, pruneBatch).Int64()
+			if err != nil {
+				return n, wrap("prune", err)
+			}
+			n += removed
+			if removed < pruneBatch {
+				break
+			}
 		}
-		n += removed
 	}
 	return n, nil
 }

@@ -403,7 +403,12 @@ type Expired struct {
 	// Reviewed are running-index entries whose record holds a state no job
 	// has (edited by hand or corrupt); they are now in review.
 	Reviewed []string
-	// Dropped are running-index entries without a running record, removed.
+	// Lost are running-index entries whose record is gone (evicted by a
+	// Redis that may evict, or deleted by hand), removed: those jobs are
+	// lost.
+	Lost []string
+	// Dropped are running-index entries whose record is in another state
+	// (stale entries), removed.
 	Dropped []string
 	// NextIn is how long until the earliest running deadline left, by the
 	// Redis clock (-1: nothing runs).
@@ -451,13 +456,15 @@ func expired(q string, leader lease.Token, v any, err error) (*Expired, error) {
 	if next := r.int(1); next >= 0 {
 		out.NextIn = time.Duration(next) * time.Millisecond
 	}
-	n, rv := int(r.int(2)), int(r.int(3))
-	for i := 4; i < r.len(); i++ {
+	n, rv, lost := int(r.int(2)), int(r.int(3)), int(r.int(4))
+	for i := 5; i < r.len(); i++ {
 		switch {
-		case i < 4+n:
+		case i < 5+n:
 			out.Moved = append(out.Moved, r.str(i))
-		case i < 4+n+rv:
+		case i < 5+n+rv:
 			out.Reviewed = append(out.Reviewed, r.str(i))
+		case i < 5+n+rv+lost:
+			out.Lost = append(out.Lost, r.str(i))
 		default:
 			out.Dropped = append(out.Dropped, r.str(i))
 		}

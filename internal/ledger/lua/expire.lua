@@ -3,14 +3,16 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 reconciler leader token   3 at most this many jobs
 -- Reply: {-1} when the reconciler's token is stale; else
---        {1, next in ms, moved count, reviewed count, moved ids..., reviewed
---        ids..., dropped ids...} where next in is how long until the earliest
---        running deadline left (-1: none), reviewed are records holding a
---        state no job has (moved to review: quarantine in prelude.lua) and
---        dropped are index entries without a running record (removed).
+--        {1, next in ms, moved count, reviewed count, lost count, moved
+--        ids..., reviewed ids..., lost ids..., dropped ids...} where next in
+--        is how long until the earliest running deadline left (-1: none),
+--        reviewed are records holding a state no job has (moved to review:
+--        quarantine in prelude.lua), lost are index entries whose record is
+--        gone (evicted, deleted) and dropped those whose record is in
+--        another state (both removed).
 if not reconciler_ok(ARGV[2]) then return {-1} end
 local ids = redis.call('ZRANGEBYSCORE', index['running'], '-inf', now, 'LIMIT', 0, num(ARGV[3]))
-local moved, reviewed, dropped = {}, {}, {}
+local moved, reviewed, lost, dropped = {}, {}, {}, {}
 local reason = 'lease expired without commit'
 if #ids > 0 then seq_bump() end
 for _, id in ipairs(ids) do
@@ -19,6 +21,9 @@ for _, id in ipairs(ids) do
   if h[1] and not index[h[1]] and h[1] ~= 'waiting' then
     quarantine(id, 'running')
     reviewed[#reviewed + 1] = id
+  elseif not h[1] then
+    redis.call('ZREM', index['running'], id)
+    lost[#lost + 1] = id
   elseif h[1] ~= 'running' then
     redis.call('ZREM', index['running'], id)
     dropped[#dropped + 1] = id
@@ -38,8 +43,9 @@ flush_tally()
 local next_in = -1
 local first = redis.call('ZRANGE', index['running'], 0, 0, 'WITHSCORES')
 if first[2] then next_in = math.max(num(first[2]) - now, 0) end
-local reply = {1, next_in, #moved, #reviewed}
+local reply = {1, next_in, #moved, #reviewed, #lost}
 for _, v in ipairs(moved) do reply[#reply + 1] = v end
 for _, v in ipairs(reviewed) do reply[#reply + 1] = v end
+for _, v in ipairs(lost) do reply[#reply + 1] = v end
 for _, v in ipairs(dropped) do reply[#reply + 1] = v end
 return reply

@@ -100,6 +100,12 @@ func (x *expirer) runOnce(ctx context.Context, leader lease.Token) error {
 	return nil
 }
 
+// lostMsg is logged for a running or uncertain job whose record is gone
+// while its index entry was left: Redis evicted it (a maxmemory policy
+// other than noeviction) or someone deleted it. No pass can resolve it.
+const lostMsg = "job record gone (evicted by Redis or deleted): the job is lost and its index entry removed; " +
+	"check the effect of its operation by hand, and set maxmemory-policy noeviction"
+
 // report logs and counts what one expire call of queue q did, lowers *next
 // to the earliest deadline left, and reports whether the call's batch was
 // full (the queue may have more to expire).
@@ -117,8 +123,12 @@ func (x *expirer) report(q string, exp *ledger.Expired, next *time.Duration) (fu
 		x.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonMalformed).Inc()
 		x.log.Warn("job record holds an unknown state (edited or corrupt): moved to review", "queue", q, "job_id", id)
 	}
+	for _, id := range exp.Lost {
+		x.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonUnknownJob).Inc()
+		x.log.Error(lostMsg, "queue", q, "job_id", id, "job_state", jobs.Running)
+	}
 	for _, id := range exp.Dropped {
 		x.log.Warn("running entry without a running job removed", "queue", q, "job_id", id)
 	}
-	return len(exp.Moved)+len(exp.Reviewed)+len(exp.Dropped) >= x.batch
+	return len(exp.Moved)+len(exp.Reviewed)+len(exp.Lost)+len(exp.Dropped) >= x.batch
 }

@@ -63,10 +63,11 @@ func (r *resolver) runOnce(ctx context.Context, leader lease.Token) error {
 		if err != nil {
 			return err
 		}
-		recs, err := r.ledger.GetMany(ctx, q, jobs.Uncertain, ids)
+		recs, err := r.ledger.GetManyDropLost(ctx, q, jobs.Uncertain, ids)
 		if err != nil {
 			return err
 		}
+		r.reportLost(q, ids, recs)
 		for _, rec := range recs {
 			if ctx.Err() != nil {
 				return ctx.Err() // the leadership ended: ask nothing more
@@ -113,6 +114,25 @@ func (rs *resolvePass) reconcilers(ctx context.Context, l *ledger.Ledger, kind s
 		}
 	}
 	return rs.pools[kind], rs.err
+}
+
+// reportLost logs and counts the uncertain jobs of ids whose record is
+// gone: GetManyDropLost returned none for them and removed their index
+// entries.
+func (r *resolver) reportLost(q string, ids []string, recs []*jobs.Record) {
+	if len(recs) == len(ids) {
+		return
+	}
+	found := make(map[string]bool, len(recs))
+	for _, rec := range recs {
+		found[rec.ID] = true
+	}
+	for _, id := range ids {
+		if !found[id] {
+			r.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonUnknownJob).Inc()
+			r.log.Error(lostMsg, "queue", q, "job_id", id, "job_state", jobs.Uncertain)
+		}
+	}
 }
 
 // verdict asks the kind's Reconcile, else the effect log (see
