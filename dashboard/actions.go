@@ -66,13 +66,15 @@ func (h *Handler) actionContext(r *http.Request) (context.Context, context.Cance
 	return context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.Timeout)
 }
 
-// jobActionRequest is an action on one job. State and Token are what the
-// page showed (the job's state and token, "" for a job never claimed):
-// given, the action applies only while the job is still there, else 409.
+// jobActionRequest is an action on one job. State, Token and Runs are
+// what the page showed (the job's state, token, "" for a job never
+// claimed, and run count): given, the action applies only while the job is
+// still there, else 409.
 type jobActionRequest struct {
 	Note  string     `json:"note"`
 	State jobs.State `json:"state"`
 	Token string     `json:"token"`
+	Runs  int        `json:"runs"`
 }
 
 // jobAction is an operator action on one job: it checks credentials, the
@@ -83,7 +85,7 @@ type jobAction struct {
 	name         string // in logs
 	noteRequired bool
 	do           func(ctx context.Context, queue, id string, seen *jobs.Seen, actor, note string) (*jobs.Record, error)
-	extra        func(rec *jobs.Record) map[string]any
+	extra        func(ctx context.Context, rec *jobs.Record) map[string]any
 }
 
 func (h *Handler) serveJobAction(a jobAction) http.HandlerFunc {
@@ -97,14 +99,14 @@ func (h *Handler) serveJobAction(a jobAction) http.HandlerFunc {
 			return
 		}
 		var req jobActionRequest
-		if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why", "state": "...", "token": "..."}`) {
+		if !decodeBody(w, r, maxResolveBody, &req, `{"note": "why", "state": "...", "token": "...", "runs": 0}`) {
 			return
 		}
 		n, ok := note(w, req.Note, a.noteRequired)
 		if !ok {
 			return
 		}
-		seen, ok := seenOf(w, req.State, req.Token)
+		seen, ok := seenOf(w, req.State, req.Token, req.Runs)
 		if !ok {
 			return
 		}
@@ -120,7 +122,7 @@ func (h *Handler) serveJobAction(a jobAction) http.HandlerFunc {
 		log.InfoContext(ctx, "dashboard: operator action done", "state", string(rec.State))
 		out := map[string]any{"job": viewOf(rec)}
 		if a.extra != nil {
-			for k, v := range a.extra(rec) {
+			for k, v := range a.extra(ctx, rec) {
 				out[k] = v
 			}
 		}
@@ -128,17 +130,22 @@ func (h *Handler) serveJobAction(a jobAction) http.HandlerFunc {
 	}
 }
 
-// seenOf parses the state and token a page showed (nil when neither was
-// sent; a token "" is a job never claimed), answering 400 when it cannot.
-func seenOf(w http.ResponseWriter, state jobs.State, token string) (*jobs.Seen, bool) {
-	if state == "" && token == "" {
+// seenOf parses the state, token and run count a page showed (nil when
+// none was sent; a token "" is a job never claimed), answering 400 when it
+// cannot.
+func seenOf(w http.ResponseWriter, state jobs.State, token string, runs int) (*jobs.Seen, bool) {
+	if state == "" && token == "" && runs == 0 {
 		return nil, true
 	}
 	if !state.Valid() {
 		writeError(w, http.StatusBadRequest, "invalid", "state must be the state the job was seen in, one of "+stateNames)
 		return nil, false
 	}
-	seen := &jobs.Seen{State: state}
+	if runs < 0 {
+		writeError(w, http.StatusBadRequest, "invalid", "runs must be the job's run count as shown")
+		return nil, false
+	}
+	seen := &jobs.Seen{State: state, Runs: runs}
 	if token != "" {
 		t, err := strconv.ParseUint(token, 10, 64)
 		if err != nil {
@@ -160,12 +167,14 @@ func (h *Handler) apiCancel() http.HandlerFunc {
 			}
 			return h.client.Cancel(ctx, queue, id, actor, note)
 		},
-		extra: func(rec *jobs.Record) map[string]any {
+		extra: func(_ context.Context, rec *jobs.Record) map[string]any {
 			return map[string]any{"stop_requested": rec.State == jobs.Running}
 		}})
 }
 
-// apiRunNow makes a scheduled job due at once.
+// apiRunNow makes a scheduled job due at once, and says who paused its
+// queue when it is paused (queue_paused): then it starts only once the
+// queue is resumed.
 func (h *Handler) apiRunNow() http.HandlerFunc {
 	return h.serveJobAction(jobAction{name: "run_now",
 		do: func(ctx context.Context, queue, id string, seen *jobs.Seen, actor, note string) (*jobs.Record, error) {
@@ -173,6 +182,13 @@ func (h *Handler) apiRunNow() http.HandlerFunc {
 				return h.client.RunNowSeen(ctx, queue, id, *seen, actor, note)
 			}
 			return h.client.RunNow(ctx, queue, id, actor, note)
+		},
+		extra: func(ctx context.Context, rec *jobs.Record) map[string]any {
+			p, err := h.insp.Paused(ctx, rec.Queue)
+			if err != nil { // the job is due: only the note about a pause is missing
+				h.log.WarnContext(ctx, "dashboard: reading whether the queue is paused failed", "queue", rec.Queue, "error", err)
+			}
+			return map[string]any{"queue_paused": p}
 		}})
 }
 
@@ -216,12 +232,15 @@ func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 			h.fail(w, r, err)
 			return
 		}
+		log.InfoContext(ctx, "dashboard: operator "+action+"d queue", "changed", changed)
 		paused, err := h.insp.Paused(ctx, queue)
 		if err != nil {
-			h.fail(w, r, err)
+			// The action stands: say it was done, and that the queue's
+			// state could not be read back, rather than that it failed.
+			log.WarnContext(ctx, "dashboard: reading the queue back after the action failed; the action stands", "error", err)
+			writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "changed": changed, "unread": true})
 			return
 		}
-		log.InfoContext(ctx, "dashboard: operator "+action+"d queue", "changed", changed)
 		writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "paused": paused, "changed": changed})
 	}
 }
@@ -304,7 +323,18 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.actionContext(r)
 	defer cancel()
 	out := bulkResult{Action: req.Action, Requested: len(req.Jobs), Failed: []bulkFailure{}}
-	for _, j := range req.Jobs {
+	for i, j := range req.Jobs {
+		if ctx.Err() != nil {
+			// Out of time (Options.Timeout): the jobs left are not tried,
+			// nor each logged as a ledger failure.
+			h.log.WarnContext(ctx, "dashboard: bulk action ran out of time", "action", req.Action, "actor", who.actor,
+				"not_attempted", len(req.Jobs)-i, "error", ctx.Err())
+			for _, k := range req.Jobs[i:] {
+				out.Failed = append(out.Failed, bulkFailure{Queue: k.Queue, ID: k.ID, Code: "unavailable",
+					Error: "not attempted: the action ran out of time; it is left as it was (select the jobs left and act again)"})
+			}
+			break
+		}
 		var err error
 		seen := jobs.Seen{State: req.State, AnyToken: true}
 		switch {

@@ -594,12 +594,14 @@ func (h *Handler) apiLogin(w http.ResponseWriter, r *http.Request) {
 type resolveRequest struct {
 	Decision jobs.Decision `json:"decision"`
 	Note     string        `json:"note"`
-	// State and Token are what the page showed (the job's state and token,
-	// "" for a job never claimed): given, the decision applies only while
-	// the job is still there (jobs.Client.ResolveSeen), so a decision about
-	// one attempt never lands on a newer one.
+	// State, Token and Runs are what the page showed (the job's state,
+	// token, "" for a job never claimed, and run count): given, the
+	// decision applies only while the job is still there
+	// (jobs.Client.ResolveSeen), so a decision about one attempt never
+	// lands on a newer one, nor on a job another operator re-ran since.
 	State jobs.State `json:"state"`
 	Token string     `json:"token"`
+	Runs  int        `json:"runs"`
 }
 
 // apiResolve applies an operator's decision to an uncertain, review (or,
@@ -615,7 +617,7 @@ func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req resolveRequest
-	if !decodeBody(w, r, maxResolveBody, &req, `{"decision": "succeeded|rerun|dead", "note": "...", "state": "...", "token": "..."}`) {
+	if !decodeBody(w, r, maxResolveBody, &req, `{"decision": "succeeded|rerun|dead", "note": "...", "state": "...", "token": "...", "runs": 0}`) {
 		return
 	}
 	switch req.Decision {
@@ -629,7 +631,7 @@ func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "note longer than 2000 bytes")
 		return
 	}
-	seen, ok := seenOf(w, req.State, req.Token)
+	seen, ok := seenOf(w, req.State, req.Token, req.Runs)
 	if !ok {
 		return
 	}

@@ -126,22 +126,30 @@
 //	GET  api/session                   whether actions are enabled and who is signed in
 //	GET  api/csrf                      a CSRF token (also set as a cookie)
 //	GET  api/login                     asks the browser for basic-auth credentials
-//	POST api/jobs/{queue}/{id}/resolve {"decision": "succeeded|rerun|dead", "note": "...", "state": "...", "token": "..."}
-//	                                   (state and token, optional: what the page showed; the
+//	POST api/jobs/{queue}/{id}/resolve {"decision": "succeeded|rerun|dead", "note": "...", "state": "...", "token": "...", "runs": 0}
+//	                                   (state, token and runs, optional: what the page showed; the
 //	                                   decision then applies only while the job is still in
-//	                                   that state with that token, else 409: it moved on)
-//	POST api/jobs/{queue}/{id}/cancel  {"note": "...", "state": "...", "token": "..."} (note required)
-//	POST api/jobs/{queue}/{id}/run-now {"note": "...", "state": "...", "token": "..."} (note optional):
-//	                                   a scheduled pending job due at once
-//	                                   (state and token of both, optional: as for resolve)
+//	                                   that state with that token and run count, else 409: it
+//	                                   moved on; runs counts re-runs, so a job cancelled and
+//	                                   re-run since, never claimed, is refused too)
+//	POST api/jobs/{queue}/{id}/cancel  {"note": "...", "state": "...", "token": "...", "runs": 0} (note required)
+//	POST api/jobs/{queue}/{id}/run-now {"note": "...", "state": "...", "token": "...", "runs": 0} (note optional):
+//	                                   a scheduled pending job due at once (queue_paused: who
+//	                                   paused its queue, when it waits for a resume)
+//	                                   (state, token and runs of both, optional: as for resolve)
 //	POST api/queues/{queue}/pause      {"note": "..."} (required)
 //	POST api/queues/{queue}/resume     {"note": "...", "pause_id": "..."} (pause_id, optional: the
 //	                                   pause the page showed, its "id"; a queue paused again
 //	                                   since by another pause stays paused, 409)
+//	                                   (both answer the queue, whether the call changed it and
+//	                                   the pause it is under now, or "unread": true when the
+//	                                   action applied but that could not be read back)
 //	POST api/bulk                      {"action": "cancel|rerun|run_now", "jobs": [{"queue","id"}], "note": "...", "state": "..."}
 //	                                   (at most 1000 jobs; answers done and, per job, why not;
 //	                                   state, optional: the state the jobs were selected in,
-//	                                   which the action then applies to only)
+//	                                   which the action then applies to only; once the action's
+//	                                   time, Options.Timeout, runs out, the jobs left are not
+//	                                   tried and are listed "not attempted")
 //
 // An action's body is application/json holding exactly one object of the
 // fields shown: an unknown field, a second value ({...}{"action":"rerun"})

@@ -65,9 +65,20 @@ func TestResolveIsFencedByWhatThePageShowed(t *testing.T) {
 		t.Fatalf("the decision about attempt %s landed on attempt %s: job is %s", first, second, rec.State)
 	}
 
-	// The same decision on what the page shows now applies.
-	body, _ = json.Marshal(map[string]string{"decision": "rerun", "note": "checked attempt 2 too",
-		"state": "uncertain", "token": second})
+	// The same decision on what the page shows now (run 1: the
+	// reconciler's re-run) applies.
+	var now struct {
+		Job struct {
+			State, Token string
+			Runs         int
+		} `json:"job"`
+	}
+	getJSON(t, h, "/api/jobs/pay/"+id, &now)
+	if now.Job.State != "uncertain" || now.Job.Token != second || now.Job.Runs != 1 {
+		t.Fatalf("page now: %+v", now.Job)
+	}
+	body, _ = json.Marshal(map[string]any{"decision": "rerun", "note": "checked attempt 2 too",
+		"state": now.Job.State, "token": now.Job.Token, "runs": now.Job.Runs})
 	if res, b := act(t, h, "/api/jobs/pay/"+id+"/resolve", string(body)); res.StatusCode != http.StatusOK {
 		t.Fatalf("current decision: %d %s", res.StatusCode, b)
 	}

@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -49,7 +51,9 @@ func operatorName(actor, note string) (string, error) {
 
 // Resolve applies an operator's decision (DecideSucceeded, DecideRerun or
 // DecideDead) to a job in review or uncertain (or dead or cancelled, for a
-// re-run), with who decided and why. A re-run is due at once and its next
+// re-run), with who decided and why, and returns the job as it left it
+// (as the other operator actions do: read again, or, when that read fails,
+// only its queue, id and new state; the action stands either way). A re-run is due at once and its next
 // attempt gets a new, higher token, so the old attempt stays fenced out.
 // A step of a cancelled workflow (workflow.Cancel) never runs again: its
 // re-run from review or uncertain (the verdict "not applied") ends it
@@ -60,24 +64,31 @@ func (c *Client) Resolve(ctx context.Context, queue, id string, d Decision, acto
 
 // Seen is what an operator's decision was made on (Client.ResolveSeen,
 // Client.CancelSeen, Client.RunNowSeen):
-// the job's state and token as a page or a listing showed them.
+// the job's state, token and run count as a page or a listing showed them.
 type Seen struct {
 	// State is the state the job was seen in.
 	State State
 	// Token is the token it held (Record.Token: its last attempt's; 0
 	// before its first claim), unless AnyToken.
 	Token lease.Token
-	// AnyToken leaves the token unchecked: the decision stands for any
-	// attempt in State (a bulk action over the jobs a filter selected).
+	// Runs is the run count it had (Record.Runs: how many times an
+	// operator re-ran it), checked with Token: a job cancelled and re-run
+	// since it was seen, never claimed in between, is back in State with
+	// Token, yet another operator decided on it.
+	Runs int
+	// AnyToken leaves the token and the run count unchecked: the decision
+	// stands for any attempt in State (a bulk action over the jobs a
+	// filter selected).
 	AnyToken bool
 }
 
 // ResolveSeen is Resolve for a decision made on what the operator saw (a
 // dashboard page, a filtered list): it applies only while the job is
-// still in seen.State and, unless seen.AnyToken, holds seen.Token. A job
-// that moved on since (re-run and claimed again, resolved or cancelled by
-// someone else) fails with an error matching ErrWrongState and nothing is
-// written, so a decision about one attempt never lands on a newer one.
+// still in seen.State and, unless seen.AnyToken, holds seen.Token and
+// seen.Runs. A job that moved on since (re-run and claimed again, resolved
+// or cancelled by someone else, re-run and cancelled again) fails with an
+// error matching ErrWrongState and nothing is written, so a decision about
+// one attempt never lands on a newer one.
 func (c *Client) ResolveSeen(ctx context.Context, queue, id string, seen Seen, d Decision, actor, note string) (*Record, error) {
 	if !seen.State.Valid() {
 		return nil, invalid("unknown state %q", seen.State)
@@ -106,16 +117,32 @@ func (c *Client) resolve(ctx context.Context, queue, id string, seen *Seen, d De
 		}
 		r.From = []State{seen.State}
 		if !seen.AnyToken {
-			r.Seen = &seen.Token
+			r.Seen, r.SeenRuns = &seen.Token, &seen.Runs
 		}
 	}
 	if queue, err = locate(ctx, c.ledger, queue, id); err != nil {
 		return nil, err
 	}
-	if _, err := c.ledger.Decide(ctx, queue, id, r); err != nil {
+	st, err := c.ledger.Decide(ctx, queue, id, r)
+	if err != nil {
 		return nil, err
 	}
-	return c.ledger.Get(ctx, queue, id)
+	return c.readBack(ctx, queue, id, st), nil
+}
+
+// readBack returns job id of queue as an operator action that applied
+// left it, read again. The action stands whatever the read does: when it
+// fails (a lost connection, the caller's deadline) it is logged and the
+// Record holds only the job's queue, id and state, the state the action
+// reported, rather than an error that would say nothing happened.
+func (c *Client) readBack(ctx context.Context, queue, id string, state State) *Record {
+	rec, err := c.ledger.Get(ctx, queue, id)
+	if err != nil {
+		c.log.WarnContext(ctx, "reading a job back after an operator action failed; the action stands",
+			"queue", queue, "job_id", id, "state", string(state), "error", err)
+		return &Record{ID: id, Queue: queue, State: state}
+	}
+	return rec
 }
 
 // Cancel cancels a job on behalf of an operator: a pending (due or
@@ -129,9 +156,10 @@ func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Re
 // CancelSeen is Cancel for a decision made on what the operator saw (as
 // ResolveSeen): it applies only while the job is still in seen.State
 // (pending, waiting or running) and, unless seen.AnyToken, holds
-// seen.Token. A job that moved on since (a scheduled job that started
-// running, a pending retry claimed again) fails with an error matching
-// ErrWrongState and nothing is written.
+// seen.Token and seen.Runs. A job that moved on since (a scheduled job
+// that started running, a pending retry claimed again, a job cancelled and
+// re-run by others) fails with an error matching ErrWrongState and
+// nothing is written.
 func (c *Client) CancelSeen(ctx context.Context, queue, id string, seen Seen, actor, note string) (*Record, error) {
 	return c.cancel(ctx, queue, id, &seen, actor, note)
 }
@@ -148,10 +176,11 @@ func (c *Client) cancel(ctx context.Context, queue, id string, seen *Seen, actor
 	if queue, err = locate(ctx, c.ledger, queue, id); err != nil {
 		return nil, err
 	}
-	if _, err := c.ledger.CancelSeen(ctx, queue, id, ls, who, note); err != nil {
+	st, err := c.ledger.CancelSeen(ctx, queue, id, ls, who, note)
+	if err != nil {
 		return nil, err
 	}
-	return c.ledger.Get(ctx, queue, id)
+	return c.readBack(ctx, queue, id, st), nil
 }
 
 // RunNow makes a scheduled job due at once on behalf of an operator
@@ -165,9 +194,9 @@ func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Re
 
 // RunNowSeen is RunNow for a decision made on what the operator saw (as
 // ResolveSeen): it applies only while the job is still in seen.State
-// (pending) and, unless seen.AnyToken, holds seen.Token. A job that moved
-// on since fails with an error matching ErrWrongState and nothing is
-// written.
+// (pending) and, unless seen.AnyToken, holds seen.Token and seen.Runs. A
+// job that moved on since fails with an error matching ErrWrongState and
+// nothing is written.
 func (c *Client) RunNowSeen(ctx context.Context, queue, id string, seen Seen, actor, note string) (*Record, error) {
 	return c.runNow(ctx, queue, id, &seen, actor, note)
 }
@@ -187,7 +216,7 @@ func (c *Client) runNow(ctx context.Context, queue, id string, seen *Seen, actor
 	if err := c.ledger.RunNowSeen(ctx, queue, id, ls, who, note); err != nil {
 		return nil, err
 	}
-	return c.ledger.Get(ctx, queue, id)
+	return c.readBack(ctx, queue, id, Pending), nil
 }
 
 // seenFor checks what an operator saw (nil: nothing) against the states
@@ -204,7 +233,7 @@ func seenFor(id string, seen *Seen, action string, takes ...State) (ledger.Seen,
 	}
 	ls := ledger.Seen{State: seen.State}
 	if !seen.AnyToken {
-		ls.Token = &seen.Token
+		ls.Token, ls.Runs = &seen.Token, &seen.Runs
 	}
 	return ls, nil
 }
@@ -233,7 +262,10 @@ func (c *Client) Resume(ctx context.Context, queue, actor, note string) (bool, e
 // showed it; "" for a pause recorded without an id): a queue resumed and
 // paused again since, by another pause, stays paused and the call fails
 // with an error matching ErrWrongState, so ending one incident's pause
-// never ends the next one's.
+// never ends the next one's. Of a partitioned queue, it resumes every
+// partition the pause seen holds and leaves paused those another pause
+// holds (a partition paused on its own before its queue was); it fails
+// only when the pause seen holds none of them any more.
 func (c *Client) ResumeSeen(ctx context.Context, queue, pauseID, actor, note string) (bool, error) {
 	return c.setPaused(ctx, queue, false, &pauseID, actor, note)
 }
@@ -266,6 +298,7 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 		pauseID = uuid.NewString() // one for every partition
 	}
 	changed := false
+	var other error // a partition held by another pause than the one seen
 	for _, n := range names {
 		var ch bool
 		switch {
@@ -273,6 +306,10 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 			ch, err = c.ledger.PauseAs(ctx, n, pauseID, who, note)
 		case seen != nil:
 			ch, err = c.ledger.ResumeIf(ctx, n, *seen, who, note)
+			if errors.Is(err, ErrWrongState) {
+				// it stays paused; the pause seen still ends on the others
+				other, err = cmp.Or(other, err), nil
+			}
 		default:
 			ch, err = c.ledger.SetPaused(ctx, n, false, who, note)
 		}
@@ -280,6 +317,9 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 			return changed, err
 		}
 		changed = changed || ch
+	}
+	if other != nil && !changed {
+		return false, other // the pause seen held no partition: it ended before
 	}
 	return changed, nil
 }

@@ -102,3 +102,81 @@ func TestCancelAndRunNowKeepToWhatWasSeen(t *testing.T) {
 		t.Fatalf("bulk cancel of the pending retry: %+v, %v", rec, err)
 	}
 }
+
+// TestSeenActionsRefuseAJobReRunSince: a job cancelled and re-run since the
+// operator saw it is back in the state and with the token seen (no attempt
+// was claimed in between), yet it moved on: another operator decided on
+// it. A cancel, run-now or decision made on the page that showed it before
+// fails with ErrWrongState and leaves the later operator's decision as it
+// is; what is seen now applies.
+func TestSeenActionsRefuseAJobReRunSince(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	in := c.Inspector()
+	res, err := c.Enqueue(ctx, noteArgs{}, jobs.Queue("q"), jobs.Delay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, id := res.Queue, res.JobID
+	seenOf := func(r *jobs.Record) jobs.Seen { return jobs.Seen{State: r.State, Token: r.Token, Runs: r.Runs} }
+	get := func() *jobs.Record {
+		t.Helper()
+		r, err := in.Get(ctx, q, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	history := func() int {
+		t.Helper()
+		h, err := in.History(ctx, q, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(h)
+	}
+	page := get() // scheduled, never claimed
+	if _, err := c.Cancel(ctx, q, id, "alice", "customer withdrew"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resolve(ctx, q, id, jobs.DecideRerun, "bob", "customer asked again"); err != nil {
+		t.Fatal(err)
+	}
+	// Pending and never claimed again, as on the page; bob's re-run stands.
+	n := history()
+	for name, act := range map[string]func() error{
+		"cancel":  func() error { _, err := c.CancelSeen(ctx, q, id, seenOf(page), "carol", "stale page"); return err },
+		"run now": func() error { _, err := c.RunNowSeen(ctx, q, id, seenOf(page), "carol", "stale page"); return err },
+	} {
+		if err := act(); !errors.Is(err, jobs.ErrWrongState) || !strings.Contains(err.Error(), "re-ran it since") {
+			t.Fatalf("%s on the page shown before the re-run: %v, want ErrWrongState naming the re-run", name, err)
+		}
+	}
+	if r := get(); r.State != jobs.Pending || history() != n {
+		t.Fatalf("the stale actions wrote: %s, %d history entries (want pending, %d)", r.State, history(), n)
+	}
+
+	page = get() // pending after bob's re-run
+	if _, err := c.CancelSeen(ctx, q, id, seenOf(page), "dave", "as seen"); err != nil {
+		t.Fatalf("cancel of the job as seen now: %v", err)
+	}
+	cancelled := get()
+	if _, err := c.Resolve(ctx, q, id, jobs.DecideRerun, "erin", "run it"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, q, id, "frank", "do not run"); err != nil {
+		t.Fatal(err)
+	}
+	n = history()
+	_, err = c.ResolveSeen(ctx, q, id, seenOf(cancelled), jobs.DecideRerun, "gina", "stale page")
+	if !errors.Is(err, jobs.ErrWrongState) {
+		t.Fatalf("re-run on the page shown before erin's re-run and frank's cancel: %v, want ErrWrongState", err)
+	}
+	if r := get(); r.State != jobs.Cancelled || r.Reason != "cancelled by operator:frank" || history() != n {
+		t.Fatalf("frank's cancel was overridden: %s (%s), %d history entries (want %d)", r.State, r.Reason, history(), n)
+	}
+	if r, err := c.ResolveSeen(ctx, q, id, seenOf(get()), jobs.DecideRerun, "gina", "as seen"); err != nil || r.State != jobs.Pending {
+		t.Fatalf("re-run of the job as seen now: %+v, %v", r, err)
+	}
+}

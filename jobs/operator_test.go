@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -99,5 +100,54 @@ func TestAPausedQueueIsListedWithoutJobs(t *testing.T) {
 	}
 	if p, err := in.Paused(ctx, "typoq"); err != nil || p != nil {
 		t.Fatalf("paused after resume: %+v %v", p, err)
+	}
+}
+
+// TestASecondCancelOfARunningJobKeepsTheFirstRequest: the first operator
+// to ask a running attempt to stop is the one whose request stopped it: a
+// second cancel before the attempt ends is recorded in the history but
+// does not take over the job's CancelledBy, nor the reason its retry ends
+// cancelled with (as a workflow cancelled twice keeps its first operator).
+func TestASecondCancelOfARunningJobKeepsTheFirstRequest(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	res, err := c.Enqueue(ctx, noteArgs{}, jobs.Queue("q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.ClaimJob(ctx, "q", res.JobID, "w1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, "q", res.JobID, "alice", "wrong account"); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Cancel(ctx, "q", res.JobID, "bob", "me too")
+	if err != nil || rec.State != jobs.Running || rec.CancelledBy != "operator:alice" {
+		t.Fatalf("second cancel: %+v, %v (want running, cancel requested by alice)", rec, err)
+	}
+	cs, err := l.Complete(ctx, "q", []ledger.Completion{{ID: res.JobID, Token: a.Token,
+		Outcome: ledger.Outcome{To: jobs.Pending, Error: "context canceled", RetryIn: time.Second}}})
+	if err != nil || !cs[0].Applied || cs[0].State != jobs.Cancelled {
+		t.Fatalf("retry of the cancelled attempt: %+v, %v", cs, err)
+	}
+	rec, err = c.Inspector().Get(ctx, "q", res.JobID)
+	if err != nil || rec.CancelledBy != "operator:alice" || rec.Reason != "cancelled by operator:alice" {
+		t.Fatalf("after the attempt: %+v, %v (want cancelled by alice)", rec, err)
+	}
+	h, err := c.Inspector().History(ctx, "q", res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var who []string
+	for _, e := range h {
+		if e.Event == "cancel" {
+			who = append(who, e.Actor+": "+e.Note)
+		}
+	}
+	if strings.Join(who, ", ") != "operator:alice: wrong account, operator:bob: me too" {
+		t.Fatalf("cancel entries: %q (want both requests, alice's first)", who)
 	}
 }

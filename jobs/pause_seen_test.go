@@ -148,3 +148,60 @@ func TestPauseRefusesAPartitionTheQueueDoesNotHave(t *testing.T) {
 		t.Fatalf("partition %s after its pause: %+v, %v", part, p, err)
 	}
 }
+
+// TestResumeSeenEndsThePauseSeenOnEveryPartition: a partition paused on
+// its own (one incident) before its queue was paused (another) keeps the
+// first pause, and the queue shows the second. Resuming the second ends it
+// on every partition it holds, whichever order they come in, and leaves
+// the partition's own pause in place: not an error after resuming some
+// partitions and leaving the rest paused by the pause it meant to end.
+func TestResumeSeenEndsThePauseSeenOnEveryPartition(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	in := c.Inspector()
+	ctx := context.Background()
+	if _, err := c.SetPartitions(ctx, "q", 3, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	parts := ledger.PartitionNames("q", 3)
+	if _, err := c.Pause(ctx, parts[1], "alice", "partition 1 only"); err != nil {
+		t.Fatal(err)
+	}
+	own, err := l.Paused(ctx, parts[1])
+	if err != nil || own == nil {
+		t.Fatalf("partition pause: %+v, %v", own, err)
+	}
+	if _, err := c.Pause(ctx, "q", "bob", "the whole queue"); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := in.Paused(ctx, "q")
+	if err != nil || whole == nil || whole.ID == own.ID {
+		t.Fatalf("queue pause: %+v, %v", whole, err)
+	}
+	if changed, err := c.ResumeSeen(ctx, "q", whole.ID, "bob", "over"); err != nil || !changed {
+		t.Fatalf("resume of the queue's pause: %v, %v (want it ended, no error)", changed, err)
+	}
+	for i, n := range parts {
+		p, err := l.Paused(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 && (p == nil || p.ID != own.ID) || i != 1 && p != nil {
+			t.Fatalf("partition %d after the resume: %+v (want only partition 1 paused, by its own pause)", i, p)
+		}
+	}
+	if p, err := in.Paused(ctx, "q"); err != nil || p == nil || p.ID != own.ID {
+		t.Fatalf("queue after the resume: %+v, %v (want the partition's pause shown)", p, err)
+	}
+	// The pause ended is not there to end again; the other one still is.
+	if _, err := c.ResumeSeen(ctx, "q", whole.ID, "bob", "again"); !errors.Is(err, jobs.ErrWrongState) {
+		t.Fatalf("resume of the ended pause: %v, want ErrWrongState", err)
+	}
+	if changed, err := c.ResumeSeen(ctx, "q", own.ID, "alice", "done"); err != nil || !changed {
+		t.Fatalf("resume of the partition's pause: %v, %v", changed, err)
+	}
+	if p, err := in.Paused(ctx, "q"); err != nil || p != nil {
+		t.Fatalf("still paused: %+v, %v", p, err)
+	}
+}

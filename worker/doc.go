@@ -114,7 +114,8 @@
 // job it sets a flag that the next renewal reports, and the pool cancels
 // the handler's context. The attempt's outcome is still committed by its
 // token: a retry becomes cancelled, a success stays a success, an unknown
-// outcome stays uncertain. A paused queue (jobs.Client.Pause) is skipped by
+// outcome (a timeout that does not prove failure included) stays uncertain,
+// and ends cancelled if the reconciler finds it not applied. A paused queue (jobs.Client.Pause) is skipped by
 // every claim; its running attempts finish.
 //
 // # Redis failovers

@@ -537,6 +537,9 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		fmt.Fprint(out, cli.Escapef(" (%s)", r.Reason))
 	}
 	fmt.Fprintf(out, "\n  attempts %d, token %d", r.Attempts, r.Token)
+	if r.Runs > 0 {
+		fmt.Fprintf(out, ", runs %d (re-run by operators)", r.Runs)
+	}
 	if r.Fence > 0 {
 		fmt.Fprintf(out, ", fence %d (the resource lease's token)", r.Fence)
 	}
@@ -687,6 +690,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	decision := fs.String("decision", "", "succeeded, rerun or dead (required); rerun also takes a dead or cancelled job")
 	seenState := fs.String("seen-state", "", "decide only while the job is still in this state (as inspect showed it)")
 	seenToken := fs.String("seen-token", "", "with --seen-state: decide only while the job still holds this token (0: never claimed)")
+	seenRuns := fs.String("seen-runs", "", "with --seen-token: decide only while the job is still on this run (as inspect showed it; default 0: never re-run)")
 	return func(ctx context.Context, out io.Writer) error {
 		if (*job == "") == (*op == "") || o.actor == "" {
 			return fmt.Errorf("%w: --job or --op, and --actor are required (--actor: who acts, or set FENCEDQ_ACTOR)", errUsage)
@@ -695,7 +699,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if d != jobs.DecideSucceeded && d != jobs.DecideRerun && d != jobs.DecideDead {
 			return fmt.Errorf("%w: --decision must be succeeded, rerun or dead", errUsage)
 		}
-		seen, err := seenFlags(*seenState, *seenToken)
+		seen, err := seenFlags(*seenState, *seenToken, *seenRuns)
 		if err != nil {
 			return err
 		}
@@ -749,13 +753,14 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 // prints its result as text or JSON.
 func jobCommand(fs *flag.FlagSet, action string, noteRequired bool,
 	do func(c *jobs.Client, ctx context.Context, q, id string, seen *jobs.Seen, actor, note string) (*jobs.Record, error),
-	show func(out io.Writer, rec *jobs.Record, asJSON bool) error) func(context.Context, io.Writer) error {
+	show func(ctx context.Context, in *jobs.Inspector, out io.Writer, rec *jobs.Record, asJSON bool) error) func(context.Context, io.Writer) error {
 	var o operatorFlags
 	o.add(fs, noteRequired)
 	job := fs.String("job", "", "job id (required)")
 	queue := fs.String("queue", "", "the job's queue (default: looked up)")
 	seenState := fs.String("seen-state", "", "act only while the job is still in this state (as inspect showed it)")
 	seenToken := fs.String("seen-token", "", "with --seen-state: act only while the job still holds this token (0: never claimed)")
+	seenRuns := fs.String("seen-runs", "", "with --seen-token: act only while the job is still on this run (as inspect showed it; default 0: never re-run)")
 	return func(ctx context.Context, out io.Writer) error {
 		if *job == "" {
 			return fmt.Errorf("%w: --job is required", errUsage)
@@ -763,7 +768,7 @@ func jobCommand(fs *flag.FlagSet, action string, noteRequired bool,
 		if err := o.check(noteRequired); err != nil {
 			return err
 		}
-		seen, err := seenFlags(*seenState, *seenToken)
+		seen, err := seenFlags(*seenState, *seenToken, *seenRuns)
 		if err != nil {
 			return err
 		}
@@ -780,13 +785,17 @@ func jobCommand(fs *flag.FlagSet, action string, noteRequired bool,
 		if err != nil {
 			return inEmptyNamespace(ctx, client.Inspector(), operatorError(action, err))
 		}
-		return show(out, rec, o.asJSON)
+		return show(ctx, client.Inspector(), out, rec, o.asJSON)
 	}
 }
 
-// seenFlags parses --seen-state and --seen-token (nil when neither is
-// given; any token without --seen-token).
-func seenFlags(state, token string) (*jobs.Seen, error) {
+// seenFlags parses --seen-state, --seen-token and --seen-runs (nil when
+// none is given; any token and run without --seen-token; run 0 with it
+// unless --seen-runs says otherwise).
+func seenFlags(state, token, runs string) (*jobs.Seen, error) {
+	if runs != "" && token == "" {
+		return nil, fmt.Errorf("%w: --seen-runs needs --seen-token", errUsage)
+	}
 	if state == "" {
 		if token != "" {
 			return nil, fmt.Errorf("%w: --seen-token needs --seen-state", errUsage)
@@ -804,6 +813,13 @@ func seenFlags(state, token string) (*jobs.Seen, error) {
 		}
 		seen.Token = lease.Token(t)
 	}
+	if runs != "" {
+		n, err := strconv.Atoi(runs)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: --seen-runs must be the job's run count as inspect showed it, not %q", errUsage, runs)
+		}
+		seen.Runs = n
+	}
 	return seen, nil
 }
 
@@ -814,7 +830,7 @@ func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		return c.Cancel(ctx, q, id, actor, note)
 	}
-	return jobCommand(fs, "cancel", true, do, func(out io.Writer, rec *jobs.Record, asJSON bool) error {
+	return jobCommand(fs, "cancel", true, do, func(_ context.Context, _ *jobs.Inspector, out io.Writer, rec *jobs.Record, asJSON bool) error {
 		stop := rec.State == jobs.Running
 		if asJSON {
 			return json.NewEncoder(out).Encode(struct {
@@ -839,13 +855,19 @@ func runNowCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		return c.RunNow(ctx, q, id, actor, note)
 	}
-	return jobCommand(fs, "run-now", false, do, func(out io.Writer, rec *jobs.Record, asJSON bool) error {
+	return jobCommand(fs, "run-now", false, do, func(ctx context.Context, in *jobs.Inspector, out io.Writer, rec *jobs.Record, asJSON bool) error {
+		// the job is due whatever this read does: only the note about a pause would be missing
+		paused, _ := in.Paused(ctx, rec.Queue)
 		if asJSON {
 			return json.NewEncoder(out).Encode(struct {
-				Job *jobs.Record `json:"job"`
-			}{rec})
+				Job         *jobs.Record `json:"job"`
+				QueuePaused *jobs.Pause  `json:"queue_paused,omitempty"`
+			}{rec, paused})
 		}
 		fmt.Fprint(out, cli.Escapef("job %s is due now (%s)\n", rec.ID, rec.State))
+		if paused != nil {
+			fmt.Fprint(out, cli.Escapef("its queue %s is paused %s: it starts once the queue is resumed\n", rec.Queue, pauseText(paused)))
+		}
 		return nil
 	})
 }

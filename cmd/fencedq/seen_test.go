@@ -104,3 +104,55 @@ func TestResolveWithSeenState(t *testing.T) {
 		t.Fatalf("resolve of the job as seen: %d %q, state %s", code, errOut, e.state(id))
 	}
 }
+
+// TestSeenRunsWithSeenToken: inspect shows how many times operators re-ran
+// a job, and --seen-runs (with --seen-token) names the run seen: a job
+// cancelled and re-run by someone else since, back pending and never
+// claimed, is left alone (exit 1) unless the run seen is the one it is on.
+func TestSeenRunsWithSeenToken(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	id := e.enqueue(jobs.Delay(time.Hour))
+	if code, _, errOut := e.cli("cancel", "--job", id, "--actor", "alice", "--note", "x", "--seen-runs", "1"); code != 2 ||
+		!strings.Contains(errOut, "--seen-runs needs --seen-token") {
+		t.Fatalf("--seen-runs alone: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.cli("cancel", "--job", id, "--actor", "alice", "--note", "x", "--seen-state", "pending", "--seen-token", "0", "--seen-runs", "-1"); code != 2 ||
+		!strings.Contains(errOut, "--seen-runs must be") {
+		t.Fatalf("--seen-runs -1: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.cli("cancel", "--job", id, "--actor", "bob", "--note", "withdrawn"); code != 0 {
+		t.Fatalf("cancel: %d %q", code, errOut)
+	}
+	if code, _, errOut := e.cli("resolve", "--job", id, "--decision", "rerun", "--actor", "carol", "--note", "asked again"); code != 0 {
+		t.Fatalf("re-run: %d %q", code, errOut)
+	}
+	if code, out, errOut := e.cli("inspect", "--job", id); code != 0 || !strings.Contains(out, "runs 1") {
+		t.Fatalf("inspect: %d %q %q (want runs 1)", code, out, errOut)
+	}
+	code, _, errOut := e.cli("cancel", "--job", id, "--actor", "alice", "--note", "stale", "--seen-state", "pending", "--seen-token", "0")
+	if code != 1 || !strings.Contains(errOut, "re-ran it since") {
+		t.Fatalf("cancel seen on run 0: %d %q (want 1, naming the re-run)", code, errOut)
+	}
+	if rec, err := e.ledger.Get(ctx, "default", id); err != nil || rec.State != jobs.Pending {
+		t.Fatalf("the stale cancel wrote: %+v %v", rec, err)
+	}
+	if code, out, errOut := e.cli("cancel", "--job", id, "--actor", "alice", "--note", "as seen", "--seen-state", "pending", "--seen-token", "0", "--seen-runs", "1"); code != 0 ||
+		!strings.Contains(out, "is now cancelled") {
+		t.Fatalf("cancel seen on run 1: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestRunNowInAPausedQueueSaysItWaits: run-now of a job whose queue is
+// paused says so: the job is due, and starts once the queue is resumed.
+func TestRunNowInAPausedQueueSaysItWaits(t *testing.T) {
+	e := newOperatorEnv(t)
+	id := e.enqueue(jobs.Delay(time.Hour))
+	if _, err := e.client.Pause(context.Background(), "default", "bob", "incident"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.cli("run-now", "--job", id, "--actor", "alice")
+	if code != 0 || !strings.Contains(out, "is due now") || !strings.Contains(out, "is paused by operator:bob") || !strings.Contains(out, "once the queue is resumed") {
+		t.Fatalf("run-now in a paused queue: %d %q %q", code, out, errOut)
+	}
+}

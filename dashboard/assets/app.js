@@ -237,6 +237,7 @@
         // a resume names the pause the page showed: a queue paused again since stays paused
         const body = paused ? { note, pause_id: q.paused.id || '' } : { note };
         const res = await post('api/queues/' + enc(q.name) + '/' + (paused ? 'resume' : 'pause'), body);
+        if (res.unread) return 'Done; the queue\'s state could not be read back.';
         return 'Queue ' + q.name + (res.paused ? ' is paused.' : ' is running.');
       },
     });
@@ -295,11 +296,12 @@
   }
 
   const jobPath = (queue, id) => 'api/jobs/' + enc(queue) + '/' + enc(id);
-  // resolve sends a decision with the state and token the page showed (as
-  // do cancel and run-now): the server refuses it (409) when the job moved
-  // on since, so a decision about one attempt never lands on a newer one.
+  // resolve sends a decision with the state, token and run count the page
+  // showed (as do cancel and run-now): the server refuses it (409) when the
+  // job moved on since, so a decision about one attempt never lands on a
+  // newer one, nor on a job another operator re-ran since.
   const resolve = (job, decision, note) => post(jobPath(job.queue, job.id) + '/resolve',
-    { decision, note, state: job.state, token: job.token || '' });
+    { decision, note, state: job.state, token: job.token || '', runs: job.runs || 0 });
 
   // loadBanner shows, above every page, the ledger rewinds (losses of
   // acknowledged writes after a Redis failover) detected in the last day.
@@ -1057,7 +1059,7 @@
           : 'Cancel this ' + (j.state === 'waiting' ? 'waiting step' : runAt > new Date(d.server_time).getTime() ? 'scheduled job' : 'pending job') +
             '? It becomes cancelled (it can be re-run).',
         run: async (note) => {
-          const res = await post(jobPath(j.queue, j.id) + '/cancel', { note, state: j.state, token: j.token || '' });
+          const res = await post(jobPath(j.queue, j.id) + '/cancel', { note, state: j.state, token: j.token || '', runs: j.runs || 0 });
           return res.stop_requested ? 'The attempt is asked to stop.' : 'The job is now ' + res.job.state + '.';
         },
       }));
@@ -1067,9 +1069,11 @@
       runNow = actionBlocker('run this job now') || el('div', { class: 'job-actions' }, actionButton({
         name: 'run-now', target: j.id, noteRequired: false,
         label: 'Run now',
-        question: 'Make this scheduled job due now? Pools start it at once.',
+        question: d.queue_paused ? 'Make this scheduled job due now? Its queue is paused: it starts once the queue is resumed.'
+          : 'Make this scheduled job due now? Pools start it at once.',
         run: async (note) => {
-          const res = await post(jobPath(j.queue, j.id) + '/run-now', { note, state: j.state, token: j.token || '' });
+          const res = await post(jobPath(j.queue, j.id) + '/run-now', { note, state: j.state, token: j.token || '', runs: j.runs || 0 });
+          if (res.queue_paused) return 'The job is due now, but its queue is paused: it starts once the queue is resumed.';
           return 'The job is due now (' + res.job.state + ').';
         },
       }));

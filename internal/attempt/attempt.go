@@ -55,7 +55,8 @@ func (e End) interruptedBy(err error) bool {
 // Decide maps how an attempt ended to the outcome to commit. Only a proven
 // result is final: a timeout, a lost lease or a shutdown mid-call leaves the
 // job uncertain, never guessed failed or succeeded, even when the handler
-// marked its context's error permanent. So does a dependency
+// marked its context's error permanent or an operator asked the attempt to
+// stop. So does a dependency
 // call that timed out before the job's own deadline, for kinds that can be
 // reconciled; other kinds retry it (they should return jobs.Unknown
 // themselves when a repeat would be harmful). A retry's due time is set by
@@ -101,9 +102,6 @@ func Decide(e End) ledger.Outcome {
 			reason += ": " + e.LostCause.Error()
 		}
 		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: reason}
-	case e.Cancelled:
-		// The ledger turns a retry of a job an operator cancelled into cancelled.
-		return ledger.Outcome{To: jobs.Pending, Error: text}
 	case e.TimedOut && !e.RetryOnTimeout:
 		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "deadline passed mid-call"}
 	case e.Shutdown != "":
@@ -111,6 +109,9 @@ func Decide(e End) ledger.Outcome {
 	case IsTimeout(err) && e.Reconcilable && !e.RetryOnTimeout:
 		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "a dependency timed out; it may have accepted the work"}
 	}
+	// A retry; the ledger turns a retry of a job an operator cancelled into
+	// cancelled. An operator's stop request never hides an unknown outcome
+	// (above): that one is reconciled, and ends cancelled if not applied.
 	return ledger.Outcome{To: jobs.Pending, Error: text}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -524,6 +525,11 @@ type Resolution struct {
 	// holds it (an attempt was claimed since) fails with ErrWrongState and
 	// nothing is written.
 	Seen *lease.Token
+	// SeenRuns, when set, is the job's run count the decision was made on
+	// (Record.Runs): a job an operator re-ran since fails with
+	// ErrWrongState and nothing is written, even when it is back in its
+	// state and token as seen (cancelled and re-run, say, never claimed).
+	SeenRuns *int
 }
 
 // Decide applies the resolution r to job id of queue q and returns its new
@@ -551,15 +557,18 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	for i, s := range from {
 		names[i] = string(s)
 	}
-	leader, seen := "", ""
+	leader, seen, runs := "", "", ""
 	if r.Leader > 0 {
 		leader = r.Leader.String()
 	}
 	if r.Seen != nil {
 		seen = r.Seen.String()
 	}
+	if r.SeenRuns != nil {
+		runs = strconv.Itoa(*r.SeenRuns)
+	}
 	v, err := l.run(ctx, l.lanes.other, resolveScript, q, id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
-		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds(), seen).Result()
+		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds(), seen, runs).Result()
 	rp := newReply("resolve", v, err)
 	if err := rp.need(2); err != nil {
 		return "", wrap("resolve "+id, err)
@@ -575,6 +584,8 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 		return state, fmt.Errorf("%w: reconciler token %d", ErrStale, r.Leader)
 	case -2:
 		return state, fmt.Errorf("%w: job %s moved on (it ran again since): its attempt token is now %s, not %s", ErrWrongState, id, rp.str(2), seen)
+	case -4:
+		return state, fmt.Errorf("%w: job %s moved on (an operator re-ran it since): it is on run %s, not %s", ErrWrongState, id, rp.str(2), runs)
 	case -3:
 		return state, fmt.Errorf("%w: job %s is a step of workflow %s, which %s cancelled: its steps do not run again", ErrWrongState, id, rp.str(2), rp.str(3))
 	}
@@ -605,20 +616,28 @@ type Seen struct {
 	// Token, when set, is the token the job must still hold (its last
 	// attempt's; 0 before its first claim).
 	Token *lease.Token
+	// Runs, when set, is the run count the job must still have
+	// (Record.Runs): an operator's re-run since moved it on, even when it
+	// is back in State with Token (cancelled and re-run, never claimed).
+	Runs *int
 }
 
-// args are seen's script arguments: state and token, "" for unchecked.
-func (s Seen) args() (string, string) {
-	tok := ""
+// args are seen's script arguments: state, token and runs, "" for
+// unchecked.
+func (s Seen) args() (string, string, string) {
+	tok, runs := "", ""
 	if s.Token != nil {
 		tok = s.Token.String()
 	}
-	return string(s.State), tok
+	if s.Runs != nil {
+		runs = strconv.Itoa(*s.Runs)
+	}
+	return string(s.State), tok, runs
 }
 
-// movedOn is the error for a job that is no longer as seen: it is state
-// and holds token now.
-func (s Seen) movedOn(id string, state State, token string) error {
+// movedOn is the error for a job that is no longer as seen: it is state,
+// holds token and is on run runs now.
+func (s Seen) movedOn(id string, state State, token, runs string) error {
 	was := string(s.State)
 	switch {
 	case s.Token == nil:
@@ -626,6 +645,10 @@ func (s Seen) movedOn(id string, state State, token string) error {
 		was += " (never claimed)"
 	default:
 		was += " (token " + s.Token.String() + ")"
+	}
+	if s.Runs != nil && strconv.Itoa(*s.Runs) != runs {
+		return fmt.Errorf("%w: job %s was seen %s on run %d and is now %s on run %s (an operator re-ran it since): it moved on since",
+			ErrWrongState, id, strings.TrimSpace(was), *s.Runs, state, runs)
 	}
 	return fmt.Errorf("%w: job %s was seen %s and is now %s (token %s): it moved on since", ErrWrongState, id, strings.TrimSpace(was), state, token)
 }
@@ -649,8 +672,8 @@ func (l *Ledger) cancel(ctx context.Context, q, id, actor, note, mode string, se
 	if siblingID(id) {
 		return "", noJob(q, id)
 	}
-	st, tok := seen.args()
-	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode, st, tok).Result()
+	st, tok, runs := seen.args()
+	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode, st, tok, runs).Result()
 	r := newReply("cancel", v, err)
 	if err := r.need(2); err != nil {
 		return "", wrap("cancel "+id, err)
@@ -658,7 +681,7 @@ func (l *Ledger) cancel(ctx context.Context, q, id, actor, note, mode string, se
 	state := State(r.str(1))
 	switch r.int(0) {
 	case -2:
-		return state, seen.movedOn(id, state, r.str(2))
+		return state, seen.movedOn(id, state, r.str(2), r.str(3))
 	case 0:
 		if state == "missing" {
 			return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
@@ -730,15 +753,15 @@ func (l *Ledger) RunNowSeen(ctx context.Context, q, id string, seen Seen, actor,
 	if siblingID(id) {
 		return noJob(q, id)
 	}
-	st, tok := seen.args()
-	v, err := l.run(ctx, l.lanes.other, runNowScript, q, id, actor, note, st, tok).Result()
+	st, tok, runs := seen.args()
+	v, err := l.run(ctx, l.lanes.other, runNowScript, q, id, actor, note, st, tok, runs).Result()
 	r := newReply("run now", v, err)
 	if err := r.need(2); err != nil {
 		return wrap("run now "+id, err)
 	}
 	switch r.int(0) {
 	case -2:
-		return seen.movedOn(id, State(r.str(1)), r.str(2))
+		return seen.movedOn(id, State(r.str(1)), r.str(2), r.str(3))
 	case -1:
 		if r.str(1) == "rate" {
 			return fmt.Errorf("%w: job %s is held back by its rate limit: it starts at the earliest start the rate allows", ErrWrongState, id)

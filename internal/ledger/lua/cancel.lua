@@ -8,6 +8,8 @@
 --      7 the state the operator saw the job in ('' for unchecked)
 --      8 the token it saw the job hold ('' for any): the job must still hold
 --        it (no attempt claimed since; missing reads as 0)
+--      9 the run count it saw ('' for any): the job must still have it (no
+--        operator re-ran it since; missing reads as 0)
 -- A workflow step waiting for its dependencies is cancelled like a pending
 -- job, and a cancelled step's dependents are cancelled in turn (workflow.lua).
 -- A step whose workflow is cancelled is marked ('wf_cancel', whatever its
@@ -17,15 +19,16 @@
 -- Reply: {1, 'cancelled', hand-over records written}; {2, 'running'} when the
 --        running attempt was asked to stop; {3, state} when a step uncertain
 --        or in review was marked (ARGV 6); {0, state} when the job cannot be
---        cancelled ('missing'); {-2, state, token} when the job is no longer
---        in the state of ARGV 7 or holds another token than ARGV 8 (nothing
---        written).
+--        cancelled ('missing'); {-2, state, token, runs} when the job is no
+--        longer in the state of ARGV 7, holds another token than ARGV 8 or
+--        is on another run than ARGV 9 (nothing written).
 local id, actor, note = ARGV[2], ARGV[3], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'wf', 'lkey', 'lmax', 'wait', 'group', 'rkey', 'token')
+local h = redis.call('HMGET', k, 'state', 'op', 'wf', 'lkey', 'lmax', 'wait', 'group', 'rkey', 'token', 'runs')
 if not h[1] then return {0, 'missing'} end
-if (ARGV[7] and ARGV[7] ~= '' and h[1] ~= ARGV[7]) or (ARGV[8] and ARGV[8] ~= '' and u64_norm(h[9]) ~= u64_norm(ARGV[8])) then
-  return {-2, h[1], u64_norm(h[9])}
+if (ARGV[7] and ARGV[7] ~= '' and h[1] ~= ARGV[7]) or (ARGV[8] and ARGV[8] ~= '' and u64_norm(h[9]) ~= u64_norm(ARGV[8]))
+  or (ARGV[9] and ARGV[9] ~= '' and cnt(h[10]) ~= cnt(ARGV[9])) then
+  return {-2, h[1], u64_norm(h[9]), fmt(cnt(h[10]))}
 end
 if ARGV[6] == 'wf' and h[3] then
   seq_bump()
@@ -40,7 +43,9 @@ if ARGV[6] == 'wf' and h[3] then
 end
 if h[1] == 'running' then
   seq_bump()
-  redis.call('HSET', k, 'cancel', actor)
+  -- the first request stands (it is the one that stops the attempt); a
+  -- later one is recorded in the history only
+  redis.call('HSETNX', k, 'cancel', actor)
   record(id, {event = 'cancel', from = 'running', actor = actor, note = note})
   event({type = 'cancel', job = id, actor = actor})
   return {2, 'running'}

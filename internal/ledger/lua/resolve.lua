@@ -7,6 +7,8 @@
 --      9 next look in ms (for later: Redis TIME plus it)
 --     10 the token the decision was made on ('' for none): the job must
 --        still hold it (no attempt claimed since; missing reads as 0)
+--     11 the run count the decision was made on ('' for none): the job must
+--        still have it (no operator re-ran it since; missing reads as 0)
 -- A workflow step's end (or an operator's re-run of a failed step, which
 -- reopens the dependents its failure cancelled) reaches its dependents
 -- (workflow.lua).
@@ -19,10 +21,14 @@
 --        reconciler's token is stale; {-2, state, token} when the job no
 --        longer holds the token of ARGV 10 (token: the one it holds);
 --        {-3, state, workflow id, who cancelled it} when a rerun of a
---        cancelled workflow's finished step is refused.
+--        cancelled workflow's finished step is refused; {-4, state, runs}
+--        when the job is on another run than ARGV 11.
+-- Every operator re-run (to pending or, for a workflow step, to waiting)
+-- adds one to the job's 'runs': a job cancelled and re-run since a decision
+-- was seen is back in its state with its token, but not on its run.
 local id, decision = ARGV[2], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token', 'wf_cancel')
+local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token', 'wf_cancel', 'runs')
 local state = h[1]
 if not state then return {0, 'missing'} end
 local allowed = false
@@ -32,6 +38,7 @@ end
 if not allowed then return {0, state} end
 -- (compared as readers parse them: a token field that is no number reads as 0)
 if ARGV[10] and ARGV[10] ~= '' and u64_norm(h[6]) ~= u64_norm(ARGV[10]) then return {-2, state, u64_norm(h[6])} end
+if ARGV[11] and ARGV[11] ~= '' and cnt(h[8]) ~= cnt(ARGV[11]) then return {-4, state, fmt(cnt(h[8]))} end
 if not reconciler_ok(ARGV[7]) then return {-1, state} end
 if decision ~= 'succeeded' and decision ~= 'rerun' and decision ~= 'dead' and decision ~= 'review' and decision ~= 'later' then
   return redis.error_reply('unknown decision ' .. decision)
@@ -60,6 +67,7 @@ elseif decision == 'rerun' and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(
   -- cancelled it, or an operator) waits again for the dependencies that
   -- have not succeeded (an operator re-running them, or the step, resumes it)
   to = 'waiting'
+  redis.call('HINCRBY', k, 'runs', 1)
   redis.call('HSET', k, 'state', 'waiting')
   redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'wf_cause')
   if h[5] then redis.call('SADD', wf_waitsk(id), h[5]) end

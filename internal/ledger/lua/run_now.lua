@@ -5,6 +5,8 @@
 --      5 the state the operator saw the job in ('' for unchecked)
 --      6 the token it saw the job hold ('' for any): the job must still hold
 --        it (no attempt claimed since; missing reads as 0)
+--      7 the run count it saw ('' for any): the job must still have it (no
+--        operator re-ran it since; missing reads as 0)
 -- A job held back by flow control (flow.lua) is left as it is: parked on its
 -- limit it starts when a permit frees, deferred by its rate at the earliest
 -- start the rate allows, and a claim made earlier would only hold it back
@@ -12,14 +14,16 @@
 -- Reply: {1, 'pending'}; {0, state} when the job is not a pending native job
 --        ('missing' when there is no such job, 'bridged' for one its own
 --        queue delivers); {-1, 'limit' or 'rate'} when it is held back;
---        {-2, state, token} when the job is no longer in the state of ARGV 5
---        or holds another token than ARGV 6 (nothing written).
+--        {-2, state, token, runs} when the job is no longer in the state of
+--        ARGV 5, holds another token than ARGV 6 or is on another run than
+--        ARGV 7 (nothing written).
 local id = ARGV[2]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'bridge', 'group', 'run_at', 'wait', 'token')
+local h = redis.call('HMGET', k, 'state', 'bridge', 'group', 'run_at', 'wait', 'token', 'runs')
 if not h[1] then return {0, 'missing'} end
-if (ARGV[5] and ARGV[5] ~= '' and h[1] ~= ARGV[5]) or (ARGV[6] and ARGV[6] ~= '' and u64_norm(h[6]) ~= u64_norm(ARGV[6])) then
-  return {-2, h[1], u64_norm(h[6])}
+if (ARGV[5] and ARGV[5] ~= '' and h[1] ~= ARGV[5]) or (ARGV[6] and ARGV[6] ~= '' and u64_norm(h[6]) ~= u64_norm(ARGV[6]))
+  or (ARGV[7] and ARGV[7] ~= '' and cnt(h[7]) ~= cnt(ARGV[7])) then
+  return {-2, h[1], u64_norm(h[6]), fmt(cnt(h[7]))}
 end
 if h[1] ~= 'pending' then return {0, h[1]} end
 if h[2] then return {0, 'bridged'} end
