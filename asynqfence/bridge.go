@@ -99,6 +99,8 @@ var (
 )
 
 // ReconcileFunc tells whether an uncertain job's effect happened.
+//
+// go doc github.com/fencedq/fencedq/internal/attempt.ReconcileFunc lists its signature.
 type ReconcileFunc = attempt.ReconcileFunc
 
 // TaskReconciler is implemented by handlers that can tell whether an

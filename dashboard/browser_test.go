@@ -336,6 +336,9 @@ func TestBrowser(t *testing.T) {
 		!strings.Contains(txt, `"card": "`+jobs.Redacted+`"`) || strings.Contains(txt, secret) {
 		t.Errorf("args text: %q", txt)
 	}
+	if txt := evalJS[string](t, tb, `document.getElementById('job-headers').textContent`); txt != "region=eu, tenant="+xss {
+		t.Errorf("headers text: %q", txt)
+	}
 	if n := evalJS[int](t, tb, `document.querySelectorAll('main script, main img, main iframe').length`); n != 0 {
 		t.Errorf("%d elements were created from payload text", n)
 	}

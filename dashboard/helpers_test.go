@@ -127,7 +127,8 @@ func (f *fixture) seed() *fixture {
 	}
 
 	f.echo = f.enqueue(echoArgs{N: 1, Note: "hello", Secret: secret}, jobs.OperationID("op-echo"))
-	f.uncertain = f.enqueue(chargeArgs{Account: "acct-1", Memo: xss, Card: secret}, jobs.OperationID("op-charge-1"))
+	f.uncertain = f.enqueue(chargeArgs{Account: "acct-1", Memo: xss, Card: secret}, jobs.OperationID("op-charge-1"),
+		jobs.Header("tenant", xss), jobs.Header("region", "eu"))
 	f.review = f.enqueue(chargeArgs{Account: "acct-2", Memo: "second", Card: secret}, jobs.OperationID("op-charge-2"))
 	f.dead = f.enqueue(brokenArgs{Why: "test"}, jobs.OperationID("op-broken"))
 	f.pending = f.enqueue(echoArgs{N: 2}, jobs.OperationID("op-later"), jobs.Delay(time.Hour))

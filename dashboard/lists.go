@@ -196,7 +196,7 @@ func listViewOf(r *jobs.Record) *jobView {
 	v := viewOf(r)
 	v.ArgsSize = len(v.Args)
 	v.ArgsPreview = preview(v.Args, previewBytes)
-	v.Args = nil
+	v.Args, v.Headers = nil, nil
 	return v
 }
 

@@ -35,8 +35,11 @@ type jobView struct {
 	Args        json.RawMessage `json:"args,omitempty"`
 	ArgsPreview string          `json:"args_preview,omitempty"`
 	ArgsSize    int             `json:"args_size,omitempty"`
-	Error       string          `json:"error,omitempty"`
-	Reason      string          `json:"reason,omitempty"`
+	// Headers are the job's headers (jobs.Header), as they are (headers
+	// hold no secrets); like Args, lists carry none.
+	Headers map[string]string `json:"headers,omitempty"`
+	Error   string            `json:"error,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
 	// CancelRequestedBy names the operator who asked to cancel the job while
 	// it ran; its attempt is asked to stop and its outcome is still fenced.
 	CancelRequestedBy string `json:"cancel_requested_by,omitempty"`
@@ -93,7 +96,7 @@ func viewOf(r *jobs.Record) *jobView {
 		ID: r.ID, Queue: r.Queue, Kind: r.Kind, OperationID: r.OperationID, Resource: r.Resource,
 		State: r.State, Owner: r.Owner, Deadline: r.Deadline, Attempts: r.Attempts,
 		MaxRetries: r.MaxRetries, Runs: r.Runs, ReconcileTries: r.ReconcileTries,
-		TimeoutMS: r.Timeout.Milliseconds(), Args: args, Error: r.Error, Reason: r.Reason, CancelRequestedBy: r.CancelledBy,
+		TimeoutMS: r.Timeout.Milliseconds(), Args: args, Headers: r.Headers, Error: r.Error, Reason: r.Reason, CancelRequestedBy: r.CancelledBy,
 		Bridge: r.Bridge, UniqueKey: r.UniqueKey, UniqueStates: r.UniqueStates,
 		Created: r.Created, Updated: r.Updated, RunAt: r.RunAt, Started: r.Started,
 		Finished: r.Finished, UncertainSince: r.UncertainSince, Progress: r.Progress,

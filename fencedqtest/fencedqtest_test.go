@@ -408,7 +408,7 @@ func TestEnvOverANilClientOrAnInvalidConfig(t *testing.T) {
 			"RequireNotEnqueued": func(tb testing.TB) { fencedqtest.RequireNotEnqueued[email](ctx, tb, env, nil) },
 			"WaitState":          func(tb testing.TB) { env.WaitState(ctx, tb, "some-job", jobs.Succeeded) },
 		} {
-			if msg := failure(t, fn); !strings.Contains(msg, "invalid job") {
+			if msg := failure(t, fn); !strings.Contains(msg, "invalid argument") {
 				t.Errorf("%s, %s: failure %q, want the mistake", name, helper, msg)
 			}
 		}

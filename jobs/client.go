@@ -213,9 +213,13 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 
 // Rewind is a detected loss of acknowledged ledger writes on one queue
 // (Inspector.Rewinds): Redis came back with older data.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.Rewind lists its fields.
 type Rewind = ledger.Rewind
 
 // Resubmitted is what Client.Resubmit did for one queue.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.Resubmitted lists its fields.
 type Resubmitted = ledger.Resubmitted
 
 // Resubmit looks for ledger rewinds on every queue the client enqueued to

@@ -122,4 +122,12 @@
 // replicas acknowledged in time fails with ErrEnqueueUnknown: enqueue
 // again with the same operation id. See Durability for what this
 // guarantees and what it does not.
+//
+// # Types of the engine
+//
+// Record, Entry, Schedule, PoolInfo and the other values the Inspector
+// returns are aliases of the engine's types in internal/ledger, so go doc
+// shows them without their fields; each one's comment gives the go doc
+// command that lists them (go doc
+// github.com/fencedq/fencedq/internal/ledger.Record).
 package jobs

@@ -8,7 +8,9 @@ import (
 
 // Sentinel errors. Match them with errors.Is.
 var (
-	// ErrInvalid means the job was rejected before anything was written.
+	// ErrInvalid means an argument (a job, an option, a name, an operator
+	// action, a read's parameters, a configuration) was refused before
+	// anything was written.
 	ErrInvalid = ledger.ErrInvalid
 	// ErrPermanent marks a handler error that must not be retried.
 	ErrPermanent = errors.New("jobs: permanent failure")

@@ -72,7 +72,7 @@ func Example() {
 	fmt.Println(rec.State, rec.Kind, rec.MaxRetries, string(rec.Args))
 	// Output:
 	// deduplicated: true true
-	// invalid: jobs: invalid job: invoice: cents 0 must be positive
+	// invalid: jobs: invalid argument: invoice: cents 0 must be positive
 	// pending invoice 3 {"card":"[redacted]","cents":1200,"customer":"ada"}
 }
 

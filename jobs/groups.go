@@ -68,6 +68,8 @@ func groupArgs(args JobArgs, o *options) {
 
 // GroupStatus is one fair group with pending jobs: its name, its head (the
 // job of the group in the due index) and how many pending jobs it has.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.GroupStatus lists its fields.
 type GroupStatus = ledger.GroupStatus
 
 // Groups returns queue q's fair groups with pending jobs (see Grouper),

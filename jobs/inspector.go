@@ -530,6 +530,8 @@ func (in *Inspector) Minutes(ctx context.Context, q string, from, to time.Time) 
 }
 
 // LeaderStatus is what the acting maintenance leader last published.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.LeaderStatus lists its fields.
 type LeaderStatus = ledger.LeaderStatus
 
 // LeaderStatus returns what the acting maintenance leader last published

@@ -8,10 +8,14 @@ import (
 
 // LimitStatus is one concurrency limit's key at its limit or with parked
 // jobs: its max, the job ids holding a permit, how many jobs wait.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.LimitStatus lists its fields.
 type LimitStatus = ledger.LimitStatus
 
 // RateStatus is one rate limit's key: its max per period, the starts in the
 // last period, the jobs deferred to a later start.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.RateStatus lists its fields.
 type RateStatus = ledger.RateStatus
 
 // FlowStatus is a queue's flow control as Inspector.Limits reads it.

@@ -355,6 +355,8 @@ const MaxScheduleRemovals = ledger.MaxScheduleRemovals
 // ScheduleRemoval is an operator's removal of a schedule
 // (Client.RemoveSchedule): the schedule's id, kind and queue, when (by
 // Redis's clock), who (operator:<actor>) and why.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.ScheduleRemoval lists its fields.
 type ScheduleRemoval = ledger.ScheduleRemoval
 
 // ScheduleRemovals returns the namespace's recorded schedule removals,

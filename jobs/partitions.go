@@ -259,6 +259,8 @@ const MaxLayoutChanges = ledger.MaxLayoutChanges
 // PartitionChange is one change of a queue's partition count: when (by
 // Redis's clock), who (operator:<actor>), why, and the counts before and
 // after (Inspector.PartitionChanges).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.PartitionChange lists its fields.
 type PartitionChange = ledger.PartitionChange
 
 // PartitionChanges returns the recorded changes of queue q's partition

@@ -11,6 +11,8 @@ import (
 // ProgressReport is the latest progress an attempt reported with
 // [Progress]: done of total (total 0: unknown), a note, the attempt and
 // its token, and when Redis recorded it. [Record].Progress holds it.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.Progress lists its fields.
 type ProgressReport = ledger.Progress
 
 // MaxProgressNote is the longest note [Progress] takes, in bytes.

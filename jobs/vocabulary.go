@@ -133,28 +133,42 @@ const (
 
 // Record is one job as the ledger holds it: its state, args (redacted),
 // attempt, token, owner, deadline, times and outcome.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.Record lists its fields.
 type Record = ledger.Record
 
 // Entry is one line of a job's history (Inspector.History).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.Entry lists its fields.
 type Entry = ledger.Entry
 
 // Event is one line of a queue's recent-event feed: a fenced rejection, a
 // deduplication or an operator action (Inspector.Events).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.Event lists its fields.
 type Event = ledger.Event
 
 // Pause says who paused a queue, when and why (Inspector.Paused).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.Pause lists its fields.
 type Pause = ledger.Pause
 
 // PoolInfo is a live pool's heartbeat (Inspector.Pools).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.PoolInfo lists its fields.
 type PoolInfo = ledger.PoolInfo
 
 // KindRules say what a kind's Go type does beyond its JSON (Validate, a
 // Resource, sensitive fields): pools publish them for the kinds they run,
 // and EnqueueRaw refuses a kind that has any (see EnqueueRaw).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.KindRules lists its fields.
 type KindRules = ledger.KindRules
 
 // ClockSample is one measurement of Redis's clock against a process's own
 // (PoolInfo.Clock, Inspector.Clock).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.ClockSample lists its fields.
 type ClockSample = ledger.ClockSample
 
 // ClockOffsetWarn is the offset between Redis's clock and a pool's (or the
@@ -164,25 +178,37 @@ type ClockSample = ledger.ClockSample
 const ClockOffsetWarn = time.Second
 
 // ScheduleSpec defines a periodic schedule.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.ScheduleSpec lists its fields.
 type ScheduleSpec = ledger.ScheduleSpec
 
 // Schedule is a registered periodic schedule and its progress
 // (Inspector.Schedules).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.Schedule lists its fields.
 type Schedule = ledger.Schedule
 
 // ScheduleOwner is the pool whose definition of a periodic schedule is
 // recorded (Schedule.Owner).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.ScheduleOwner lists its fields.
 type ScheduleOwner = ledger.ScheduleOwner
 
 // ScheduleConflict is a pool's definition of a periodic schedule that
 // lost to the recorded one (Schedule.Conflict).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.ScheduleConflict lists its fields.
 type ScheduleConflict = ledger.ScheduleConflict
 
 // Tick is one tick of a periodic schedule: when, and the job it enqueued.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.Tick lists its fields.
 type Tick = ledger.Tick
 
 // SeriesBucket is a per-minute snapshot of one queue's counters and state
 // counts (Inspector.Series).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.SeriesBucket lists its fields.
 type SeriesBucket = ledger.SeriesBucket
 
 // SeriesStep is the width of one history bucket.
@@ -193,6 +219,8 @@ const SeriesStep = time.Minute
 // (enqueued, attempted, succeeded, dead, cancelled, retried, uncertain,
 // resolved_review, fenced_commit, fenced_renew, deduplicated_enqueue,
 // deduplicated_execute, ...).
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.MinuteCounts lists its fields.
 type MinuteCounts = ledger.MinuteCounts
 
 // MinuteKeep is how long a minute's counts are kept.

@@ -361,7 +361,7 @@ func (p *Pool) redisAddr(ne net.Error) string {
 // ErrUnsettled). Run returns within ShutdownTimeout plus 10s of ctx's end
 // even when Redis does not answer its last calls (a call already waiting
 // for a frozen Redis when ctx ends lasts up to the Redis client's
-// ReadTimeout, 3s by default, within that bound). A ctx that ends while the pool starts (before any job is
+// ReadTimeout, 5s by default, within that bound). A ctx that ends while the pool starts (before any job is
 // claimed) makes it return nil as well. An error from its start is
 // returned at once, and Run may be called again; a Redis it cannot reach
 // reads "worker: cannot reach Redis at <addr> ...: <network error>", the

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,13 +101,12 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	limit := fs.Int("limit", 50, "how many jobs to list")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context, out io.Writer) error {
-		modes := 0
-		for _, set := range []bool{*state != "", *job != "" || *op != ""} {
-			if set {
-				modes++
-			}
-		}
-		if modes != 1 {
+		switch {
+		case *job != "" && *op != "":
+			return fmt.Errorf("%w: --job and --op each name a job: give one of them", errUsage)
+		case *state != "" && (*job != "" || *op != ""):
+			return fmt.Errorf("%w: --state lists jobs, --job and --op show one: give one of them", errUsage)
+		case *state == "" && *job == "" && *op == "":
 			return fmt.Errorf("%w: give --state, or --job or --op (fencedq queues lists the queues)", errUsage)
 		}
 		if *state != "" && !jobs.State(*state).Valid() {
@@ -544,6 +544,13 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		fmt.Fprintf(out, ", fence %d (the resource lease's token)", r.Fence)
 	}
 	fmt.Fprint(out, cli.Escapef(", resource %s\n  args %s\n", r.LeaseResource(), r.Args))
+	if len(r.Headers) > 0 {
+		kv := make([]string, 0, len(r.Headers))
+		for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+			kv = append(kv, k+"="+r.Headers[k])
+		}
+		fmt.Fprint(out, cli.Escapef("  headers %s\n", strings.Join(kv, ", ")))
+	}
 	if r.UniqueKey != "" {
 		states := make([]string, len(r.UniqueStates))
 		for i, st := range r.UniqueStates {
@@ -692,7 +699,10 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	seenToken := fs.String("seen-token", "", "with --seen-state: decide only while the job still holds this token (0: never claimed)")
 	seenRuns := fs.String("seen-runs", "", "with --seen-token: decide only while the job is still on this run (as inspect showed it; default 0: never re-run)")
 	return func(ctx context.Context, out io.Writer) error {
-		if (*job == "") == (*op == "") || o.actor == "" {
+		if *job != "" && *op != "" {
+			return fmt.Errorf("%w: --job and --op each name a job: give one of them", errUsage)
+		}
+		if (*job == "" && *op == "") || o.actor == "" {
 			return fmt.Errorf("%w: --job or --op, and --actor are required (--actor: who acts, or set FENCEDQ_ACTOR)", errUsage)
 		}
 		d := jobs.Decision(*decision)

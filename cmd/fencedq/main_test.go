@@ -66,7 +66,7 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--rate", "p=100/soon"}, "period"},
 		{[]string{"enqueue", "--kind", "x", "--args", "{}", "--header", "novalue"}, "want key=value"},
 		{[]string{"inspect"}, "give --state"},
-		{[]string{"inspect", "--state", "dead", "--job", "x"}, "give --state"},
+		{[]string{"inspect", "--state", "dead", "--job", "x"}, "--state lists jobs, --job and --op show one"},
 		{[]string{"inspect", "--queues"}, "flag provided but not defined: -queues"},
 		{[]string{"cancel"}, "--job is required"},
 		{[]string{"pause"}, "--queue is required"},
@@ -732,5 +732,51 @@ func TestInspectShowsUniqueKey(t *testing.T) {
 	}
 	if code, out, _ = e.cli("inspect", "--job", plain); code != 0 || strings.Contains(out, "unique key") {
 		t.Fatalf("inspect of a plain job: %d %q", code, out)
+	}
+}
+
+// TestInspectShowsHeaders: inspect --job shows a job's headers, sorted by
+// key and escaped, and nothing of the kind for a job without.
+func TestInspectShowsHeaders(t *testing.T) {
+	e := newOperatorEnv(t)
+	id := e.enqueue(jobs.Header("tenant", "acme"), jobs.Header("traceparent", "00-abc-01"))
+	code, out, errOut := e.cli("inspect", "--job", id)
+	if code != 0 || !strings.Contains(out, "\n  headers tenant=acme, traceparent=00-abc-01\n") {
+		t.Fatalf("inspect of a job with headers: %d %q %q", code, out, errOut)
+	}
+	plain := e.enqueue()
+	if code, out, _ = e.cli("inspect", "--job", plain); code != 0 || strings.Contains(out, "headers") {
+		t.Fatalf("inspect of a job without headers: %d %q", code, out)
+	}
+	if _, err := e.client.Enqueue(context.Background(), bank.Transfer{From: "acct-000", To: "acct-001", Cents: 5},
+		jobs.Header("note", "a\x1b[2Jb")); err == nil {
+		t.Fatal("a header value with a control character was accepted")
+	}
+}
+
+// TestJobAndOpExcludeEachOther: inspect and resolve refuse --job with --op
+// (inspect showed --job's job and ignored --op; resolve said --job or --op
+// was missing), and inspect refuses --state with either, each naming the
+// flags at fault.
+func TestJobAndOpExcludeEachOther(t *testing.T) {
+	e := newOperatorEnv(t)
+	id := e.enqueue()
+	for _, args := range [][]string{
+		{"inspect", "--job", id, "--op", "another-operation"},
+		{"resolve", "--job", id, "--op", "another-operation", "--decision", "dead", "--actor", "alice"},
+	} {
+		if code, out, errOut := e.cli(args...); code != 2 || out != "" || !strings.Contains(errOut, "--job and --op each name a job: give one of them") {
+			t.Errorf("%v: %d %q %q", args, code, out, errOut)
+		}
+	}
+	if code, out, errOut := e.cli("inspect", "--state", "pending", "--job", id); code != 2 || out != "" ||
+		!strings.Contains(errOut, "--state lists jobs, --job and --op show one") {
+		t.Errorf("inspect --state --job: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := e.cli("inspect"); code != 2 || !strings.Contains(errOut, "give --state, or --job or --op") {
+		t.Errorf("inspect alone: %d %q", code, errOut)
+	}
+	if code, out, _ := e.cli("inspect", "--job", id); code != 0 || !strings.Contains(out, id) {
+		t.Errorf("inspect --job: %d %q", code, out)
 	}
 }

@@ -154,7 +154,7 @@ func TestQueuesPoolsAndResolveByOperation(t *testing.T) {
 	if _, err := e.client.Cancel(ctx, "default", id, "alice", "x"); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errOut := e.cli("resolve", "--op", "op-late", "--job", id, "--decision", "rerun", "--actor", "bob"); code != 2 || !strings.Contains(errOut, "--job or --op") {
+	if code, _, errOut := e.cli("resolve", "--op", "op-late", "--job", id, "--decision", "rerun", "--actor", "bob"); code != 2 || !strings.Contains(errOut, "--job and --op each name a job") {
 		t.Fatalf("both --op and --job: %d %q", code, errOut)
 	}
 	if code, _, errOut := e.cli("resolve", "--op", "op-nope", "--decision", "rerun", "--actor", "bob"); code != 1 || !strings.Contains(errOut, "not found") {

@@ -23,7 +23,7 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 	var c commonFlags
 	c.add(fs)
 	id := fs.String("id", "", "the workflow's id (default: list the newest workflows)")
-	limit := fs.Int("limit", 20, "how many workflows to list")
+	limit := fs.Int("limit", 20, "how many of the newest workflows to list (1-1000; the list says when it left some out)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	return func(ctx context.Context, out io.Writer) error {
 		if *limit < 1 || *limit > 1000 {
@@ -35,10 +35,12 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 		}
 		defer closeAll()
 		if *id == "" {
-			list, err := workflow.List(ctx, client, 0, *limit)
+			list, err := workflow.List(ctx, client, 0, *limit+1) // one more: are some left out?
 			if err != nil {
 				return err
 			}
+			more := len(list) > *limit
+			list = list[:min(len(list), *limit)]
 			if *asJSON {
 				return json.NewEncoder(out).Encode(list)
 			}
@@ -50,6 +52,11 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 			}
 			if err := tw.Flush(); err != nil {
 				return err
+			}
+			if more {
+				fmt.Fprintf(out, "the newest %d workflow(s) shown; older ones left out (--limit %d)\n", len(list), *limit)
+			} else {
+				fmt.Fprintf(out, "%d workflow(s)\n", len(list))
 			}
 			if len(list) == 0 {
 				fmt.Fprint(out, emptyNamespaceNote(ctx, client.Inspector()))

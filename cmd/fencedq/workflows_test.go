@@ -117,3 +117,30 @@ func TestWorkflowInspectCutsOutputAtARune(t *testing.T) {
 		t.Fatalf("workflow inspect --id: %d %q", code, text)
 	}
 }
+
+// workflow inspect counts what it lists and says when --limit left older
+// workflows out, as inspect --state does.
+func TestWorkflowInspectCountsAndLimit(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	if code, text, _ := e.cli("workflow", "inspect"); code != 0 || !strings.Contains(text, "0 workflow(s)") {
+		t.Fatalf("workflow inspect, none: %d %q", code, text)
+	}
+	tr := bank.Transfer{From: "acct-000", To: "acct-001", Cents: 5}
+	for range 3 {
+		if _, err := workflow.Enqueue(ctx, e.client, workflow.New("order").Add("charge", tr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, text, _ := e.cli("workflow", "inspect"); code != 0 || !strings.Contains(text, "3 workflow(s)") || strings.Contains(text, "left out") {
+		t.Fatalf("workflow inspect: %d %q", code, text)
+	}
+	code, text, _ := e.cli("workflow", "inspect", "--limit", "2")
+	if code != 0 || !strings.Contains(text, "the newest 2 workflow(s) shown; older ones left out (--limit 2)") ||
+		strings.Count(text, "order") != 2 {
+		t.Fatalf("workflow inspect --limit 2: %d %q", code, text)
+	}
+	if code, text, _ := e.cli("workflow", "inspect", "--limit", "2", "--json"); code != 0 || strings.Count(text, `"name":"order"`) != 2 {
+		t.Fatalf("workflow inspect --limit 2 --json: %d %q", code, text)
+	}
+}

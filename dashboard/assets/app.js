@@ -1090,6 +1090,8 @@
         ['Limit', j.limit ? el('span', { class: 'mono', id: 'job-limit' }, j.limit) : ''],
         ['Rate', j.rate ? el('span', { class: 'mono', id: 'job-rate' }, j.rate) : ''],
         ['Group', j.group ? el('span', { class: 'mono', id: 'job-group' }, j.group) : ''],
+        ['Headers', j.headers ? el('span', { class: 'mono', id: 'job-headers' },
+          Object.keys(j.headers).sort().map((k) => k + '=' + j.headers[k]).join(', ')) : ''],
         ['Waiting for', j.waiting_for ? el('span', { class: 'warn', id: 'job-waiting' }, j.waiting_for) : ''],
         ['Cancel requested', j.cancel_requested_by ? el('span', { class: 'warn', id: 'job-cancel' },
           'by ' + j.cancel_requested_by + (j.state === 'running' ? ': the attempt is asked to stop; its outcome is still committed by its token' : '')) : ''],

@@ -10,8 +10,10 @@ import (
 
 // Sentinel errors of the engine; package jobs exports the same values.
 var (
-	// ErrInvalid means the job was rejected before anything was written.
-	ErrInvalid = errors.New("jobs: invalid job")
+	// ErrInvalid means an argument (a job, an option, a name, an operator
+	// action, a read's parameters, a configuration) was refused before
+	// anything was written.
+	ErrInvalid = errors.New("jobs: invalid argument")
 	// ErrStale means a ledger write came from a token that no longer runs the
 	// job (a newer attempt took over); nothing changed.
 	ErrStale = errors.New("jobs: stale token")

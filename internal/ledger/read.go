@@ -43,11 +43,14 @@ type Record struct {
 	CancelledBy    string          `json:"cancel_requested_by,omitempty"`
 	Created        time.Time       `json:"created"`
 	Updated        time.Time       `json:"updated,omitzero"`
-	RunAt          time.Time       `json:"run_at,omitzero"`
-	Started        time.Time       `json:"started,omitzero"`
-	Finished       time.Time       `json:"finished,omitzero"`
-	UncertainSince time.Time       `json:"uncertain_since,omitzero"`
-	Bridge         string          `json:"bridge,omitempty"` // the queue that delivers a bridged job ("asynq"); "" for native jobs
+	// RunAt is when the job was due to run: as enqueued (or made due by a
+	// run-now); Get of a pending job gives its retry's or put-back's due
+	// time when later (lists carry the due time as their index time).
+	RunAt          time.Time `json:"run_at,omitzero"`
+	Started        time.Time `json:"started,omitzero"`
+	Finished       time.Time `json:"finished,omitzero"`
+	UncertainSince time.Time `json:"uncertain_since,omitzero"`
+	Bridge         string    `json:"bridge,omitempty"` // the queue that delivers a bridged job ("asynq"); "" for native jobs
 	// Headers are the job's headers, given at enqueue (trace context, a
 	// tenant id): shown as they are, never redacted.
 	Headers map[string]string `json:"headers,omitempty"`
@@ -208,6 +211,16 @@ func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 	} else if r.State == Pending && r.Group != "" {
 		if r.WaitingFor, err = l.groupAhead(ctx, q, id, r.Group); err != nil {
 			return nil, err
+		}
+	} else if r.State == Pending {
+		// A retry or a put-back is due at its index score, later than the
+		// run_at its enqueue (or a run-now) wrote.
+		score, err := l.rdb.ZScore(ctx, l.StateKey(q, Pending), id).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, wrap("get "+id, err)
+		}
+		if due := msTime(strconv.FormatFloat(score, 'f', 0, 64)); due.After(r.RunAt) {
+			r.RunAt = due
 		}
 	}
 	return r, nil
