@@ -209,8 +209,15 @@ func (w *watch) after(q string, s seqSeen, r seqReply) *Rewind {
 		if r.unacknowledged {
 			return nil
 		}
-		m := w.marks[q]
-		w.marks[q] = seqMark{seq: max(m.seq, cur.seq), enqueued: max(m.enqueued, cur.enqueued), hist: cur.hist, epoch: cur.epoch}
+		m, had := w.marks[q]
+		next := seqMark{seq: max(m.seq, cur.seq), enqueued: max(m.enqueued, cur.enqueued), hist: m.hist, epoch: m.epoch}
+		if !had || cur.seq >= m.seq {
+			// The history and tenure are the latest write's: a reply that
+			// comes back after a later one (pipelines in flight at once)
+			// may predate the tenure the later one saw begin.
+			next.hist, next.epoch = cur.hist, cur.epoch
+		}
+		w.marks[q] = next
 		return nil
 	}
 	w.gens[q]++
