@@ -9,7 +9,6 @@ import (
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
-	"github.com/fencedq/fencedq/internal/testsignal"
 )
 
 // TestDurableUnacknowledgedWritesAreNoRewind: in durable mode a write no
@@ -42,17 +41,7 @@ func TestDurableUnacknowledgedWritesAreNoRewind(t *testing.T) {
 
 	checkAgain := func() {
 		t.Helper()
-		deadline := time.Now().Add(testsignal.Timeout())
-		for {
-			_, err := l.CheckRewinds(ctx)
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond) // a redial's pace through the Sentinel
-		}
+		untilRedialed(t, func() error { _, err := l.CheckRewinds(ctx); return err })
 	}
 	checkAgain()
 	if got := seen.all(); len(got) != 0 {

@@ -33,23 +33,7 @@ func TestRewindHiddenByLaterWritesIsDetected(t *testing.T) {
 	client := ledger.New(rdb, ledger.Config{Namespace: ns, Sentinel: f.ClientOptions(), OnRewind: seen.add})
 	pool := ledger.New(rdb, ledger.Config{Namespace: ns, Sentinel: f.ClientOptions()})
 	other := ledger.New(rdb, ledger.Config{Namespace: ns, Sentinel: f.ClientOptions()})
-	// The first calls after the failover may meet the old primary's
-	// connections; on a loaded machine go-redis redials through the
-	// Sentinel after more than a few tries.
-	retry := func(call func() error) {
-		t.Helper()
-		deadline := time.Now().Add(testsignal.Timeout())
-		for {
-			err := call()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond) // a redial's pace, not a wait for an outcome
-		}
-	}
+	retry := func(call func() error) { t.Helper(); untilRedialed(t, call) }
 	insert := func(l *ledger.Ledger, n int) {
 		t.Helper()
 		for range n {
@@ -104,5 +88,23 @@ func TestRewindHiddenByLaterWritesIsDetected(t *testing.T) {
 	}
 	if _, ok := st["tenure"]; ok {
 		t.Fatalf("Stats lists the tenure as a counter: %v", st)
+	}
+}
+
+// untilRedialed calls call until it succeeds: the first calls after a
+// failover may meet the old primary's connections, and on a loaded machine
+// go-redis redials through the Sentinel after more than a few tries.
+func untilRedialed(t *testing.T, call func() error) {
+	t.Helper()
+	deadline := time.Now().Add(testsignal.Timeout())
+	for {
+		err := call()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // a redial's pace, not a wait for an outcome
 	}
 }
