@@ -237,7 +237,8 @@ func (l *Ledger) matchKey(ctx context.Context, q, key string, f Filter, need int
 			kinds[i] = pipe.HGet(ctx, l.JobKey(q, z.Member.(string)), "kind")
 		}
 		if len(zs) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			// a job key holding no hash has no kind (see jobFields)
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !wrongType(err) {
 				return nil, 0, false, wrap("list kinds", err)
 			}
 		}

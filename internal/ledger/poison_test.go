@@ -2,8 +2,12 @@ package ledger_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -124,4 +128,110 @@ func TestEditedFieldFailsNoClaimNorCompletion(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A job key that holds another type than a hash (written by hand, or by
+// something else) fails no batch: the claim, the completion, the renewal
+// and the expiry serve the other jobs and put that one in review (a
+// script's writes before an error stay: the claim had stranded the jobs it
+// took off the due index), and the reads show it in review.
+func TestForeignJobKeyFailsNoBatch(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	l := ledger.New(rdb, ledger.Config{Namespace: redistest.Namespace(t)})
+	const q = "default"
+	foreign := func(id string, kind string) {
+		k := l.JobKey(q, id)
+		rdb.Del(ctx, k)
+		if kind == "string" {
+			rdb.Set(ctx, k, "x", 0)
+		} else {
+			rdb.RPush(ctx, k, "x")
+		}
+	}
+	wantReview := func(id string) {
+		t.Helper()
+		ids, err := l.IDs(ctx, q, ledger.Review, 0, 100)
+		if err != nil || !slices.Contains(ids, id) {
+			t.Fatalf("review index %v (%v), want %s in it", ids, err, id)
+		}
+		rs, err := l.List(ctx, q, ledger.Review, 0, 100)
+		if err != nil {
+			t.Fatalf("list review: %v", err)
+		}
+		found := false
+		for _, r := range rs {
+			found = found || r.ID == id && r.State == ledger.Review && strings.Contains(r.Reason, "holds no hash")
+		}
+		if !found {
+			t.Fatalf("list review: %+v, want %s in review saying its key holds no hash", rs, id)
+		}
+		if r, err := l.Get(ctx, q, id); err != nil || r.State != ledger.Review {
+			t.Fatalf("get %s: %+v, %v", id, r, err)
+		}
+		if _, err := l.History(ctx, q, id); err != nil {
+			t.Fatalf("history %s: %v", id, err)
+		}
+	}
+
+	// the claim
+	js := []*ledger.NewJob{newJob(q, ""), newJob(q, ""), newJob(q, "")}
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	foreign(js[1].ID, "string")
+	r, err := l.Claim(ctx, q, "p", time.Minute, 3)
+	if err != nil || len(r.Jobs) != 2 || r.Jobs[0].ID == js[1].ID || r.Jobs[1].ID == js[1].ID {
+		t.Fatalf("claim with a foreign key: %+v, %v; want the two other jobs", r, err)
+	}
+	if len(r.Dropped) != 1 || r.Dropped[0] != (ledger.Dropped{ID: js[1].ID, State: "corrupt"}) {
+		t.Fatalf("dropped %+v, want %s as corrupt", r.Dropped, js[1].ID)
+	}
+	wantReview(js[1].ID)
+	evs, err := l.Events(ctx, q, 10)
+	if err != nil || len(evs) == 0 || evs[0].Type != "review" || evs[0].Job != js[1].ID {
+		t.Fatalf("events %+v, %v; want a review event for %s", evs, err, js[1].ID)
+	}
+
+	// the renewal and the completion
+	js = []*ledger.NewJob{newJob(q, ""), newJob(q, ""), newJob(q, "")}
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	r, err = l.Claim(ctx, q, "p", time.Minute, 3)
+	if err != nil || len(r.Jobs) != 3 {
+		t.Fatalf("claim: %+v, %v", r, err)
+	}
+	foreign(r.Jobs[1].ID, "list")
+	var as []ledger.Attempt
+	var cs []ledger.Completion
+	for _, j := range r.Jobs {
+		as = append(as, ledger.Attempt{ID: j.ID, Token: j.Token})
+		cs = append(cs, ledger.Completion{ID: j.ID, Token: j.Token, Outcome: ledger.Outcome{To: ledger.Succeeded}})
+	}
+	rn, err := l.Renew(ctx, q, time.Minute, as)
+	if err != nil || len(rn) != 3 || rn[0].Status != ledger.Renewed || rn[1].Status != ledger.Lost || rn[2].Status != ledger.Renewed {
+		t.Fatalf("renew with a foreign key: %+v, %v", rn, err)
+	}
+	out, err := l.Complete(ctx, q, cs)
+	if err != nil || len(out) != 3 || !out[0].Applied || out[1].Applied || !out[2].Applied {
+		t.Fatalf("complete with a foreign key: %+v, %v", out, err)
+	}
+
+	// the expiry (the foreign job still in the running index)
+	js = []*ledger.NewJob{newJob(q, "")}
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = l.Claim(ctx, q, "p", time.Millisecond, 1); err != nil || len(r.Jobs) != 1 {
+		t.Fatalf("claim: %+v, %v", r, err)
+	}
+	rdb.HSet(ctx, l.JobKey(q, r.Jobs[0].ID), "deadline", "1") // expired
+	rdb.ZAdd(ctx, l.StateKey(q, ledger.Running), redis.Z{Score: 1, Member: r.Jobs[0].ID})
+	rdb.ZAdd(ctx, l.StateKey(q, ledger.Running), redis.Z{Score: 1, Member: cs[1].ID})
+	ex, err := l.Expire(ctx, q, 0, 100)
+	if err != nil || !slices.Contains(ex.Moved, r.Jobs[0].ID) || !slices.Equal(ex.Reviewed, []string{cs[1].ID}) {
+		t.Fatalf("expire with a foreign key: %+v, %v", ex, err)
+	}
+	wantReview(cs[1].ID)
 }

@@ -190,12 +190,34 @@ func recordFrom(q, id string, h map[string]string) *Record {
 	return r
 }
 
+// foreignReason is the reason a job key holding no hash reads with (see
+// jobFields).
+const foreignReason = "corrupt record: the job key holds no hash"
+
+// jobFields returns a job record's fields as HGETALL read them. A job key
+// that holds another type than a hash (written by hand, or by something
+// else) reads as a record in review saying so, as the scripts treat it
+// (jobread in prelude.lua), so it fails no read of other jobs.
+func jobFields(c *redis.MapStringStringCmd) (map[string]string, error) {
+	h, err := c.Result()
+	if wrongType(err) {
+		return map[string]string{"state": string(Review), "reason": foreignReason}, nil
+	}
+	return h, err
+}
+
+// wrongType reports whether err is Redis's refusal of a command on a key
+// of another type.
+func wrongType(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
+}
+
 // Get returns job id of queue q, or ErrNotFound.
 func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 	if siblingID(id) {
 		return nil, noJob(q, id)
 	}
-	h, err := l.rdb.HGetAll(ctx, l.JobKey(q, id)).Result()
+	h, err := jobFields(l.rdb.HGetAll(ctx, l.JobKey(q, id)))
 	if err != nil {
 		return nil, wrap("get "+id, err)
 	}
@@ -306,7 +328,7 @@ type Entry struct {
 // rejection, a deduplication or an operator action, naming the job it
 // concerns.
 type Event struct {
-	Type    string    `json:"type"` // fenced, deduplicated, cancel, run_now, pause, resume, rewind, resubmitted
+	Type    string    `json:"type"` // fenced, deduplicated, cancel, run_now, pause, resume, rewind, resubmitted, review (a job key holding no hash, Note)
 	At      time.Time `json:"at"`
 	Job     string    `json:"job,omitempty"`
 	Op      string    `json:"op,omitempty"`
@@ -362,7 +384,11 @@ func (l *Ledger) History(ctx context.Context, q, id string) ([]Entry, error) {
 	pipe := l.rdb.Pipeline()
 	items := pipe.LRange(ctx, l.JobKey(q, id)+":history", 0, -1)
 	fields := pipe.HGetAll(ctx, l.JobKey(q, id))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !wrongType(err) {
+		return nil, wrap("history "+id, err)
+	}
+	h, err := jobFields(fields)
+	if err != nil {
 		return nil, wrap("history "+id, err)
 	}
 	if len(items.Val()) > 0 {
@@ -372,10 +398,10 @@ func (l *Ledger) History(ctx context.Context, q, id string) ([]Entry, error) {
 		}
 		return out, nil
 	}
-	if len(fields.Val()) == 0 {
+	if len(h) == 0 {
 		return nil, fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
 	}
-	return commonPath(recordFrom(q, id, fields.Val())), nil
+	return commonPath(recordFrom(q, id, h)), nil
 }
 
 // commonPath is the timeline of a job whose history list was never needed.
@@ -487,14 +513,17 @@ func (l *Ledger) getMany(ctx context.Context, q string, s State, ids []string, d
 	for i, id := range ids {
 		cmds[i] = pipe.HGetAll(ctx, l.JobKey(q, id))
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !wrongType(err) {
 		return nil, wrap("list "+string(s), err)
 	}
 	out := make([]*Record, 0, len(ids))
 	var held []*Record // pending jobs held back by flow control
 	var heldH []map[string]string
 	for i, c := range cmds {
-		h := c.Val()
+		h, err := jobFields(c)
+		if err != nil {
+			return nil, wrap("list "+string(s), err)
+		}
 		if len(h) == 0 {
 			if dropLive || s != Running && s != Uncertain {
 				l.rdb.ZRem(ctx, l.StateKey(q, s), ids[i])

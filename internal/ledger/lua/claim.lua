@@ -62,7 +62,9 @@ while i < #ids do
   -- h: the common fields. o: the optional ones, read only when the record
   -- has more fields than the common ones present (not a job as enqueued);
   -- each field read costs about as much as a small command.
-  local h = call('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'max_retries', 'created', 'args')
+  -- jobread, inlined on this path
+  local h = redis.pcall('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'max_retries', 'created', 'args')
+  if h.err then h = FOREIGN end
   local present = 0
   for j = 1, 8 do if h[j] then present = present + 1 end end
   -- Three more fields with a 'flow' one are a concurrency limit's (flow,
@@ -72,7 +74,7 @@ while i < #ids do
   -- run_at (the claim needs nothing of it), headers, a timeout or a
   -- resource: one read of those four.
   local o, flow, group, known = NONE, nil, nil, false
-  local more = call('HLEN', k) - present
+  local more = h ~= FOREIGN and call('HLEN', k) - present or 0
   if more == 3 then
     flow = call('HGET', k, 'flow')
   elseif more == 4 then

@@ -38,10 +38,11 @@ for i = 3, #ARGV, 9 do
   -- back: other outcomes leave them unread (h[8], h[9] nil)
   local h
   if outcome == 'retry' or outcome == 'defer' or outcome == 'unknown_kind' then
-    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'max_retries', 'cancel')
+    h = redis.pcall('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'max_retries', 'cancel')
   else
-    h = call('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey')
+    h = redis.pcall('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey')
   end
+  if h.err then h = FOREIGN end -- jobread, inlined on this path
   local hist = h[5] ~= false
   -- an applied outcome ends the attempt's permit (flow.lua)
   if h[7] and h[1] == 'running' and h[2] == token then flow_release_later(id, h[7]) end

@@ -17,7 +17,7 @@ local reason = 'lease expired without commit'
 if #ids > 0 then seq_bump() end
 for _, id in ipairs(ids) do
   local k = jobkey(id)
-  local h = redis.call('HMGET', k, 'state', 'deadline', 'token', 'attempts', 'lkey', 'lmax')
+  local h = jobread(k, 'state', 'deadline', 'token', 'attempts', 'lkey', 'lmax')
   if h[1] and not index[h[1]] and h[1] ~= 'waiting' then
     quarantine(id, 'running')
     reviewed[#reviewed + 1] = id

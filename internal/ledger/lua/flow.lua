@@ -214,7 +214,7 @@ end
 -- key's parked jobs, and its next ones, parked for ever.
 local function flow_drop_lost(hk)
   for _, rid in ipairs(redis.call('ZRANGEBYSCORE', hk, 0, 0)) do
-    local h = redis.call('HMGET', jobkey(rid), 'state', 'wait')
+    local h = jobread(jobkey(rid), 'state', 'wait')
     if h[1] ~= 'pending' or h[2] or
         not (limit_promised[rid] or redis.call('ZSCORE', index['pending'], rid)) then
       redis.call('ZREM', hk, rid)
@@ -241,7 +241,7 @@ local function flow_wake(key)
   while not fit or taken < fit do
     local e = redis.call('ZPOPMIN', wk)
     if not e[1] then break end
-    local h = redis.call('HMGET', jobkey(e[1]), 'state', 'wait', 'lmax')
+    local h = jobread(jobkey(e[1]), 'state', 'wait', 'lmax')
     if h[1] == 'pending' and h[2] == 'limit' then -- else cancelled or gone: skip it
       fit = num(h[3])
       if taken >= fit and not swept and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then

@@ -78,7 +78,7 @@ local function group_enqueue(id, g, run_at, parks)
     -- joins the group's index first: replaced as head, it would be in no
     -- index at all, and the repair looks only at heads.
     if head then
-      local h = redis.call('HMGET', jobkey(head), 'state', 'group', 'wait', 'run_at')
+      local h = jobread(jobkey(head), 'state', 'group', 'wait', 'run_at')
       if h[1] == 'pending' and h[2] == g and not h[3] and redis.call('ZADD', gk, 'NX', fmt(num(h[4])), head) == 1 then
         group_parked = group_parked + 1
       end

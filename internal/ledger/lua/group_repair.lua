@@ -13,7 +13,7 @@ for i = 1, #kv, 2 do
   local g, head = kv[i], kv[i + 1]
   if string.sub(g, 1, 1) ~= '#' and not redis.call('ZSCORE', index['pending'], head) then
     fixed = fixed + 1
-    local h = redis.call('HMGET', jobkey(head), 'state', 'group', 'wait', 'run_at')
+    local h = jobread(jobkey(head), 'state', 'group', 'wait', 'run_at')
     if h[1] == 'pending' and h[2] == g and not h[3] then
       redis.call('ZADD', index['pending'], fmt(math.max(num(h[4]), now)), head)
     else

@@ -17,7 +17,7 @@ for i = 1, #kv, 2 do
   local hk = limit_holders(key)
   local lost = {}
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', hk, '(0', '+inf')) do
-    local h = redis.call('HMGET', jobkey(id), 'state', 'lkey')
+    local h = jobread(jobkey(id), 'state', 'lkey')
     if h[1] ~= 'running' or h[2] ~= key then lost[#lost + 1] = id end
   end
   if lost[1] then

@@ -53,6 +53,18 @@ end
 local function jobkey(id) return P .. 'job:' .. id end
 local function histkey(id) return P .. 'job:' .. id .. ':history' end
 local function opkey(op) return P .. 'op:' .. op end
+-- jobread is HMGET of job key k's fields, or FOREIGN when k holds another
+-- type than a hash (written by hand, or by something else): such a key
+-- reads as a record in a state no job has, which the scripts put in review
+-- (quarantine), so it never fails a script serving a batch (whose writes
+-- before an error would stay: a claim would strand the jobs it had taken
+-- off the due index).
+local FOREIGN = {'foreign'}
+local function jobread(k, ...)
+  local h = redis.pcall('HMGET', k, ...)
+  if h.err then return FOREIGN end
+  return h
+end
 -- op_named returns the id naming operation id op in this queue,
 -- '=<logical queue>=<op>' (internal/ledger's OpJobID), or nil for an
 -- operation id of other characters than letters, digits and ._-, or when
@@ -125,9 +137,12 @@ end
 local function record(id, entry)
   local hk = histkey(id)
   local ttl = nil
-  if redis.call('EXISTS', hk) == 0 then
-    local f = redis.call('HMGET', jobkey(id), 'created', 'attempts', 'started', 'token', 'owner', 'fence',
+  local t = redis.call('TYPE', hk)['ok']
+  if t ~= 'none' and t ~= 'list' then return end -- a key no history is (see jobread)
+  if t == 'none' then
+    local f = jobread(jobkey(id), 'created', 'attempts', 'started', 'token', 'owner', 'fence',
       'state', 'finished')
+    if f == FOREIGN then return end
     if f[1] then
       if f[8] then ttl = redis.call('PTTL', jobkey(id)) end
       redis.call('HSET', jobkey(id), 'hist', '1') -- claims and completions read this flag
@@ -166,6 +181,14 @@ local function shown_token(t)
   return n
 end
 
+-- event appends to the queue's event feed shown by the dashboard.
+local function event(entry)
+  entry['at'] = snow
+  if redis.call('LPUSH', eventsk, cjson.encode(entry)) > EVENTS_CAP then
+    redis.call('LTRIM', eventsk, 0, EVENTS_CAP - 1)
+  end
+end
+
 -- quarantine moves job id, whose record holds a state no job has (a record
 -- edited by hand or corrupt), from index from to review for an operator;
 -- the bad value is neither echoed nor kept. reason, when given, names
@@ -173,16 +196,14 @@ end
 local function quarantine(id, from, reason)
   reason = reason or 'corrupt record: unknown state'
   move(id, from, 'review', now)
-  redis.call('HSET', jobkey(id), 'state', 'review', 'reason', reason)
-  record(id, {event = 'end', outcome = 'review', reason = reason})
-end
-
--- event appends to the queue's event feed shown by the dashboard.
-local function event(entry)
-  entry['at'] = snow
-  if redis.call('LPUSH', eventsk, cjson.encode(entry)) > EVENTS_CAP then
-    redis.call('LTRIM', eventsk, 0, EVENTS_CAP - 1)
+  local r = redis.pcall('HSET', jobkey(id), 'state', 'review', 'reason', reason)
+  if type(r) == 'table' and r.err then
+    -- the job key holds no hash (jobread): nothing is written to it; the
+    -- event feed says what became of the job
+    event({type = 'review', job = id, note = 'corrupt record: the job key holds no hash'})
+    return
   end
+  record(id, {event = 'end', outcome = 'review', reason = reason})
 end
 
 -- per_minute adds n to counter field of the current minute's hash,

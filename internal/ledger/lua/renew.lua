@@ -12,7 +12,7 @@ local reply = {}
 for i = 3, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
   local k = jobkey(id)
-  local h = redis.call('HMGET', k, 'state', 'token', 'cancel')
+  local h = jobread(k, 'state', 'token', 'cancel')
   if h[1] ~= 'running' or h[2] ~= token then
     count('fenced_renew')
     event({type = 'fenced', stage = 'renew', job = id, token = token, current = shown_token(h[2])})

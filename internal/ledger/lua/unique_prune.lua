@@ -15,7 +15,7 @@ for i = 1, #kv, 2 do
   local period, bucket = string.match(ukey, ':(%d+):(%d+)$')
   if period and num(bucket) < math.floor(now / num(period)) then released = true end
   if not released then
-    local h = redis.call('HMGET', jobkey(hid), 'state', 'ustates')
+    local h = jobread(jobkey(hid), 'state', 'ustates')
     released = true
     if h[1] and h[2] then
       for s in string.gmatch(h[2], '[^,]+') do

@@ -145,7 +145,7 @@ local function wf_settled(id, what, retention)
   local work = {{id, what}}
   while #work > 0 do
     local it = table.remove(work)
-    local x = redis.call('HMGET', jobkey(it[1]), 'step', 'wf_next')
+    local x = jobread(jobkey(it[1]), 'step', 'wf_next')
     if x[1] and x[2] then
       local ok, deps = pcall(cjson.decode, x[2])
       if ok and type(deps) == 'table' then
