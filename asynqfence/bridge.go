@@ -296,7 +296,8 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 	if len(d.Payload) > jobs.MaxPayloadBytes {
 		// As Enqueue refuses it: nothing is written, asynq archives the task.
 		b.metrics.Rejected.WithLabelValues(queueLabel(q), metrics.ReasonInvalid).Inc()
-		b.log.Warn("task refused: payload too large", "queue", q, "kind", t.Type(), "task_id", taskID,
+		// Type, task id and queue are not checked yet: quoted cut, as refused names are.
+		b.log.Warn("task refused: payload too large", "queue", ledger.Clip(q), "kind", ledger.Clip(t.Type()), "task_id", ledger.Clip(taskID),
 			"bytes", len(d.Payload), "max", jobs.MaxPayloadBytes)
 		return fmt.Errorf("asynqfence: %w: payload of %d bytes exceeds %d: %w",
 			jobs.ErrInvalid, len(d.Payload), jobs.MaxPayloadBytes, asynq.SkipRetry)

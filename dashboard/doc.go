@@ -190,7 +190,9 @@
 // or styles (default-src 'self'; frame-ancestors 'none'; ...),
 // X-Content-Type-Options: nosniff and Referrer-Policy: no-referrer. The
 // pages build their DOM with textContent only, so a payload or error text
-// holding markup is shown as text.
+// holding markup is shown as text; bidirectional formatting characters,
+// line separators and control characters other than line feed and tab
+// are shown as \u escapes (\u202e), as the fencedq command prints them.
 //
 // Operator actions are logged (Options.Logger) with the queue, job id,
 // action or decision and actor, never with args; a bulk action logs one

@@ -144,7 +144,7 @@ var errCheckFailed = errors.New("the checker found lost jobs, lost money or an e
 // failed.
 func report(out io.Writer, s *summary, asJSON bool) error {
 	if asJSON {
-		if err := json.NewEncoder(out).Encode(s); err != nil {
+		if err := json.NewEncoder(cli.JSONWriter(out)).Encode(s); err != nil {
 			return err
 		}
 	} else {
@@ -480,7 +480,7 @@ func crashWorker(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 2
 	}
 	cfg.StallAfterMemo = memoCrash
-	cfg.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	cfg.Logger = slog.New(slog.NewJSONHandler(cli.JSONWriter(stderr), &slog.HandlerOptions{Level: slog.LevelError}))
 	if err := bank.RunWorker(ctx, cfg, stdout); err != nil {
 		fmt.Fprint(stderr, cli.Escapef("%s: %v\n", fs.Name(), err))
 		return 1

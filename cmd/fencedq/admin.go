@@ -72,7 +72,7 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		if *asJSON {
-			return json.NewEncoder(out).Encode(enqueued{JobID: res.JobID, Queue: res.Queue, OperationID: res.OperationID, Deduplicated: res.Deduplicated})
+			return json.NewEncoder(cli.JSONWriter(out)).Encode(enqueued{JobID: res.JobID, Queue: res.Queue, OperationID: res.OperationID, Deduplicated: res.Deduplicated})
 		}
 		if res.Deduplicated {
 			fmt.Fprint(out, cli.Escapef("deduplicated: operation %s already belongs to job %s\n", res.OperationID, res.JobID))
@@ -155,7 +155,7 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			if hist == nil {
 				hist = []jobs.Entry{}
 			}
-			return json.NewEncoder(out).Encode(struct {
+			return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
 				Job         *jobs.Record `json:"job"`
 				History     []jobs.Entry `json:"history"`
 				QueuePaused *jobs.Pause  `json:"queue_paused"`
@@ -221,7 +221,7 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 		infos = append(infos, queueInfo{Queue: q, Counts: counts, Paused: paused, Partitions: lay})
 	}
 	if asJSON {
-		return json.NewEncoder(out).Encode(infos)
+		return json.NewEncoder(cli.JSONWriter(out)).Encode(infos)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "QUEUE")
@@ -315,7 +315,7 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		if *asJSON {
-			return json.NewEncoder(out).Encode(struct {
+			return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
 				*jobs.QueueLayout
 				Changes []jobs.PartitionChange `json:"changes"`
 			}{lay, changes})
@@ -437,7 +437,7 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 		for i, j := range all {
 			recs[i] = j.Record
 		}
-		return json.NewEncoder(out).Encode(recs)
+		return json.NewEncoder(cli.JSONWriter(out)).Encode(recs)
 	}
 	now := time.Now()
 	if t, err := l.ServerTime(ctx); err == nil {
@@ -747,7 +747,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return inEmptyNamespace(ctx, client.Inspector(), operatorError("resolve", err))
 		}
 		if o.asJSON {
-			return json.NewEncoder(out).Encode(struct {
+			return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
 				Job      *jobs.Record  `json:"job"`
 				Decision jobs.Decision `json:"decision"`
 			}{rec, d})
@@ -843,7 +843,7 @@ func cancelCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	return jobCommand(fs, "cancel", true, do, func(_ context.Context, _ *jobs.Inspector, out io.Writer, rec *jobs.Record, asJSON bool) error {
 		stop := rec.State == jobs.Running
 		if asJSON {
-			return json.NewEncoder(out).Encode(struct {
+			return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
 				Job           *jobs.Record `json:"job"`
 				Cancelled     bool         `json:"cancelled"`
 				StopRequested bool         `json:"stop_requested"`
@@ -869,7 +869,7 @@ func runNowCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		// the job is due whatever this read does: only the note about a pause would be missing
 		paused, _ := in.Paused(ctx, rec.Queue)
 		if asJSON {
-			return json.NewEncoder(out).Encode(struct {
+			return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
 				Job         *jobs.Record `json:"job"`
 				QueuePaused *jobs.Pause  `json:"queue_paused,omitempty"`
 			}{rec, paused})
@@ -928,7 +928,7 @@ func pauseOrResume(fs *flag.FlagSet, pause bool) func(context.Context, io.Writer
 		}
 		isKnown := slices.Contains(known, *queue)
 		if o.asJSON {
-			return json.NewEncoder(out).Encode(struct {
+			return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
 				Queue   string      `json:"queue"`
 				Paused  *jobs.Pause `json:"paused"`
 				Changed bool        `json:"changed"`
@@ -1007,7 +1007,7 @@ func poolsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			lines = append(lines, poolLine{PoolInfo: p, Leader: p.ID == leader})
 		}
 		if *asJSON {
-			return json.NewEncoder(out).Encode(lines)
+			return json.NewEncoder(cli.JSONWriter(out)).Encode(lines)
 		}
 		warned := 0
 		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)

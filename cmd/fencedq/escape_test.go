@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,52 @@ func TestPendingListEscapesTheBridgeName(t *testing.T) {
 	}
 	if i := rawTerminalBytes(out + errOut); i >= 0 || !strings.Contains(out, hostileShown) {
 		t.Fatalf("raw control byte at %d, or the escaped text missing, in %q", i, out)
+	}
+}
+
+// TestJSONOutputEscapesWhatATerminalActsOn: encoding/json escapes C0
+// controls but writes DEL, C1 controls (the 8-bit CSI among them), line
+// separators and bidirectional formatting characters as they are; the
+// commands' --json output writes them as \u escapes, so a handler's error
+// text or an operation id printed as JSON cannot act on the terminal or
+// reorder what it shows, and still decodes to the same text.
+func TestJSONOutputEscapesWhatATerminalActsOn(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	const sneaky = "declined\u009b2J\x7f\u202egnp.exe\u2028"
+	id := e.enqueue(jobs.OperationID("op\u202e-1"))
+	c := e.claim(id)
+	if _, err := e.ledger.Complete(ctx, "default", []ledger.Completion{{ID: id, Token: c.Token,
+		Outcome: ledger.Outcome{To: jobs.Dead, Error: sneaky, Reason: "permanent"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The escapes decode to the text the ledger holds.
+	_, out, _ := e.cli("inspect", "--job", id, "--json")
+	var got struct {
+		Job struct {
+			Error       string `json:"error"`
+			OperationID string `json:"operation_id"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Job.Error != sneaky || got.Job.OperationID != "op\u202e-1" {
+		t.Fatalf("decoded %+v (%v), want the error %q and the operation id", got, err, sneaky)
+	}
+	for _, args := range [][]string{
+		{"inspect", "--job", id, "--json"},
+		{"inspect", "--state", "dead", "--json"},
+		{"resolve", "--job", id, "--decision", "rerun", "--actor", "alice", "--json"}, // clears the error
+	} {
+		code, out, errOut := e.cli(args...)
+		if code != 0 {
+			t.Fatalf("%v: code %d, stderr %q", args, code, errOut)
+		}
+		if i := strings.IndexFunc(out, func(r rune) bool {
+			return r == 0x7f || r >= 0x80 && r <= 0x9f || r == '\u202e' || r == '\u2028'
+		}); i >= 0 {
+			t.Errorf("%v: raw %U at %d of %q", args, []rune(out[i:])[0], i, out)
+		}
+		if !strings.Contains(out, `op\u202e-1`) || args[0] == "inspect" && !strings.Contains(out, `declined\u009b2J\u007f\u202egnp.exe\u2028`) {
+			t.Errorf("%v: the escaped error text or operation id is missing: %q", args, out)
+		}
 	}
 }

@@ -86,7 +86,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				return inEmptyNamespace(ctx, client.Inspector(), fmt.Errorf("%w: schedule %s", jobs.ErrNotFound, *id))
 			}
 			if *asJSON {
-				return json.NewEncoder(out).Encode(struct {
+				return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
 					ID      string `json:"id"`
 					Removed bool   `json:"removed"`
 				}{*id, true})
@@ -100,7 +100,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				return err
 			}
 			if *asJSON {
-				return json.NewEncoder(out).Encode(rs)
+				return json.NewEncoder(cli.JSONWriter(out)).Encode(rs)
 			}
 			return printRemovals(out, rs)
 		}
@@ -109,7 +109,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return inEmptyNamespace(ctx, client.Inspector(), err)
 		}
 		if *asJSON {
-			return json.NewEncoder(out).Encode(lines)
+			return json.NewEncoder(cli.JSONWriter(out)).Encode(lines)
 		}
 		if err := printSchedules(out, lines, *id != ""); err != nil || *id != "" {
 			return err

@@ -42,7 +42,7 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 			more := len(list) > *limit
 			list = list[:min(len(list), *limit)]
 			if *asJSON {
-				return json.NewEncoder(out).Encode(list)
+				return json.NewEncoder(cli.JSONWriter(out)).Encode(list)
 			}
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tPROGRESS\tSTARTED\tAGE")
@@ -110,7 +110,7 @@ func workflowError(action string, err error) error {
 // dependencies, its state, token and output.
 func showWorkflow(out io.Writer, st *workflow.Status, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(out).Encode(st)
+		return json.NewEncoder(cli.JSONWriter(out)).Encode(st)
 	}
 	fmt.Fprint(out, cli.Escapef("workflow %s %q: %s, %d/%d steps final, started %s (home queue %s)\n",
 		st.ID, st.Name, st.State, st.Done, st.Total, st.Created.UTC().Format(time.RFC3339), st.Home))

@@ -1,7 +1,8 @@
 // fencedq dashboard. Plain JavaScript, no dependencies, no build step.
 //
 // Every value that comes from the API (job ids, args, error texts, notes)
-// enters the page through textContent or a text attribute, never as markup.
+// enters the page through textContent or a text attribute, never as markup,
+// with the characters that would reorder or hide it shown as \u escapes.
 // Every URL is relative, so the dashboard works under any path prefix.
 'use strict';
 
@@ -24,8 +25,17 @@
     return typeof h === 'string' && (h.startsWith('#/') || h === 'api/login') ? h : '#/';
   }
 
-  // el builds an element. Attribute values are set as text; children that
-  // are not nodes become text nodes.
+  // shown makes visible the characters that would reorder or hide what a
+  // value shows, as the command line prints them: bidirectional formatting
+  // characters, line separators and control characters other than line
+  // feed and tab (C0, DEL, C1) become \u escapes, so a job id, a note or an
+  // error text cannot make itself, or the text beside it, read otherwise.
+  const hidden = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+  const shown = (s) => String(s).replace(hidden, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
+  const text = (c) => (c instanceof Node ? c : document.createTextNode(shown(c)));
+
+  // el builds an element. Attribute values are set as text (a title as
+  // shown); children that are not nodes become text nodes, as shown.
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
@@ -33,11 +43,11 @@
       if (k === 'class') e.className = v;
       else if (k === 'href') e.setAttribute('href', safeHref(v));
       else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, String(v));
+      else e.setAttribute(k, k === 'title' ? shown(v) : String(v));
     }
     for (const c of children.flat(Infinity)) {
       if (c === null || c === undefined || c === false) continue;
-      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+      e.append(text(c));
     }
     return e;
   }
@@ -108,7 +118,7 @@
     for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
     for (const c of children.flat(Infinity)) {
       if (c === null || c === undefined || c === false) continue;
-      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+      e.append(text(c));
     }
     return e;
   }
@@ -197,7 +207,7 @@
       if (o.prepare) {
         open.disabled = true;
         status.textContent = 'Counting…';
-        try { prep = await o.prepare(); } catch (err) { status.textContent = 'Failed: ' + err.message; open.disabled = false; return; }
+        try { prep = await o.prepare(); } catch (err) { status.textContent = shown('Failed: ' + err.message); open.disabled = false; return; }
         open.disabled = false;
         status.textContent = '';
         if (!prep) return;
@@ -212,11 +222,11 @@
         ok.disabled = true; back.disabled = true; note.disabled = true;
         status.textContent = 'Working…';
         try {
-          status.textContent = await o.run(note.value.trim(), prep.data);
+          status.textContent = shown(await o.run(note.value.trim(), prep.data));
           box.dataset.done = '1';
           rerender(800);
         } catch (err) {
-          status.textContent = 'Failed: ' + err.message;
+          status.textContent = shown('Failed: ' + err.message);
           ok.disabled = false; back.disabled = false; note.disabled = false;
         }
       });
@@ -361,7 +371,7 @@
           status.textContent = 'Resolved: job is now ' + res.job.state + '.';
           rerender(300);
         } catch (err) {
-          status.textContent = 'Failed: ' + err.message;
+          status.textContent = shown('Failed: ' + err.message);
           buttons.forEach((b) => { b.disabled = false; });
         }
       },

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -320,8 +321,10 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 		return 0, 0, fmt.Errorf("pgfence: relay: commit: %w", err)
 	}
 	for _, b := range bad {
+		// The kind and queue may be any text the columns hold: cut, as the
+		// error quotes them.
 		o.log.Warn("outbox row set aside: it cannot be enqueued; fix it and call Outbox.Retry, or delete it",
-			"outbox", o.t.outbox, "row_id", b.row.id, "kind", b.row.kind, "queue", b.row.queue, "error", b.err)
+			"outbox", o.t.outbox, "row_id", b.row.id, "kind", ledger.Clip(b.row.kind), "queue", ledger.Clip(b.row.queue), "error", b.err)
 	}
 	return len(ids), len(bad), nil
 }

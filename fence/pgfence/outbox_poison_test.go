@@ -162,3 +162,46 @@ func TestOutboxRelaySetsPoisonRowsAside(t *testing.T) {
 		t.Fatalf("after the fix: %+v, %v", left, err)
 	}
 }
+
+// TestOutboxSetAsideLogQuotesNamesCut: a row set aside for a kind or a
+// queue no relay can enqueue (written with SQL: any text the column
+// holds) is logged with the name cut to 64 bytes, as the error quotes it,
+// never the whole text.
+func TestOutboxSetAsideLogQuotesNamesCut(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := t.Context()
+	if err := pgfence.Migrate(ctx, pool, pgfence.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncbuf.Buffer{}
+	ob, err := pgfence.NewOutbox(pool, pgfence.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb, ns := redistest.New(t)
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	e := &outboxEnv{pool: pool, outbox: ob, client: client, ledger: ledger.New(rdb, ledger.Config{Namespace: ns})}
+	for _, set := range []string{`kind = 'kind ' || repeat('k', 100000)`, `queue = 'queue ' || repeat('q', 100000)`} {
+		e.inTx(t, true, func(tx pgx.Tx) {
+			if _, err := ob.Enqueue(ctx, tx, orderArgs{Order: "poison"}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if _, err := pool.Exec(ctx, `UPDATE `+ob.Table()+` SET `+set+` WHERE failed_at IS NULL`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, aside, err := ob.Relay(ctx, client, 10, 1000); n != 0 || aside != 2 || err != nil {
+		t.Fatalf("relay: %d relayed, %d set aside, %v; want 0 and 2", n, aside, err)
+	}
+	out := logs.String()
+	if got := strings.Count(out, "outbox row set aside"); got != 2 {
+		t.Fatalf("%d set-aside lines, want 2: %.300q", got, out)
+	}
+	if strings.Contains(out, strings.Repeat("k", 100)) || strings.Contains(out, strings.Repeat("q", 100)) || len(out) > 4000 {
+		t.Fatalf("a set-aside line quotes the whole name (%d bytes of log): %.300q", len(out), out)
+	}
+	if !strings.Contains(out, "kind "+strings.Repeat("k", 59)+"...") || !strings.Contains(out, "queue "+strings.Repeat("q", 58)+"...") {
+		t.Fatalf("the names cut to 64 bytes are missing: %q", out)
+	}
+}

@@ -679,7 +679,7 @@ func (l *LogFlags) Logger(w io.Writer) *slog.Logger {
 	if l.format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(slog.NewJSONHandler(JSONWriter(w), opts))
 }
 
 func durationsAsText(_ []string, a slog.Attr) slog.Attr {

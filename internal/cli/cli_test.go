@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +31,25 @@ func TestLogsPrintDurationsAsDurations(t *testing.T) {
 				t.Errorf("%s: %q lacks %s", format, out, w)
 			}
 		}
+	}
+}
+
+// TestJSONLogsEscapeWhatATerminalActsOn: a JSON log line quoting a
+// handler's error text writes DEL, C1 controls and bidirectional
+// formatting characters as \u escapes (slog's JSON handler writes them as
+// they are), and still decodes to the text logged.
+func TestJSONLogsEscapeWhatATerminalActsOn(t *testing.T) {
+	const sneaky = "declined\u009b2J\x7f\u202egnp.exe\u2028 caf\u00e9"
+	var buf bytes.Buffer
+	l := LogFlags{level: slog.LevelInfo, format: "json"}
+	l.Logger(&buf).Error("handler failed", "error", sneaky)
+	out := buf.String()
+	if i := strings.IndexFunc(out, func(r rune) bool { return r > 0x1f && unsafeRune(r) }); i >= 0 {
+		t.Fatalf("raw %U at %d of %q", []rune(out[i:])[0], i, out)
+	}
+	var line struct{ Error string }
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line.Error != sneaky {
+		t.Fatalf("decoded %q (%v), want %q", line.Error, err, sneaky)
 	}
 }
 

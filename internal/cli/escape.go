@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"unicode"
@@ -23,8 +25,8 @@ import (
 //
 // Everything else, printable Unicode and backslashes included, is kept
 // as is. Every text (non-JSON) output of the commands passes each value
-// from Redis, a user or an error through Escape; JSON output is escaped by
-// the encoder.
+// from Redis, a user or an error through Escape; JSON output goes through
+// JSONWriter.
 func Escape(s string) string {
 	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || unsafeRune(r) })
 	if i < 0 {
@@ -98,4 +100,39 @@ func unsafeRune(r rune) bool {
 		return true
 	}
 	return r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
+}
+
+// JSONWriter returns w for JSON output (the commands' --json output, JSON
+// log lines): encoding/json escapes C0 control characters but writes DEL,
+// C1 controls (the 8-bit CSI among them), line separators and
+// bidirectional formatting characters as they are, so each Write has
+// those runes (the ones Escape escapes, above U+001F) written as \u
+// escapes instead. JSON holds them only inside strings, where the escape
+// stands for the same character: the output decodes to the same values.
+// Each Write must be whole runes (an Encoder's value, a log line).
+func JSONWriter(w io.Writer) io.Writer { return jsonWriter{w} }
+
+type jsonWriter struct{ w io.Writer }
+
+func (j jsonWriter) Write(p []byte) (int, error) {
+	unsafe := func(r rune) bool { return r > 0x1f && unsafeRune(r) }
+	i := bytes.IndexFunc(p, unsafe)
+	if i < 0 {
+		return j.w.Write(p)
+	}
+	b := make([]byte, 0, len(p)+16)
+	b = append(b, p[:i]...)
+	for s := p[i:]; len(s) > 0; {
+		r, n := utf8.DecodeRune(s)
+		if unsafe(r) {
+			b = fmt.Appendf(b, `\u%04x`, r)
+		} else {
+			b = append(b, s[:n]...)
+		}
+		s = s[n:]
+	}
+	if _, err := j.w.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
