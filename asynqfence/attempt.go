@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/watchdog"
@@ -121,14 +122,11 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	}
 	// The outcome is committed even when asynq's context ended (a shutdown,
 	// a timeout): only the token decides whether it still counts.
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer ccancel()
-	out, cerr := b.ledger.Complete(cctx, c.Queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Outcome: outcome}})
+	com, cerr := b.complete(ctx, c, outcome)
 	if cerr != nil {
 		log.Warn("outcome not committed; the job's lease will expire and its next delivery reconciles it", "error", cerr)
 		return fmt.Errorf("asynqfence: complete: %w", cerr)
 	}
-	com := out[0]
 	if !com.Applied {
 		b.metrics.Fenced.WithLabelValues(ledger.Logical(c.Queue), metrics.StageCommit).Inc()
 		log.Warn("stale outcome refused by the ledger: a newer attempt owns the job",
@@ -176,6 +174,41 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	}
 	log.Info("job failed; asynq retries it", "error", errText(err))
 	return fmt.Errorf("asynqfence: retry: %w", errOr(err))
+}
+
+// complete commits the outcome of attempt c, for up to 10 s. In durable
+// mode a commit too few replicas acknowledged is sent again until they do,
+// as a pool's completer does: it was applied on the primary, so the retry
+// finds it applied by this token (and its wait covers the first try's
+// writes) and reports it applied.
+func (b *Bridge) complete(ctx context.Context, c ledger.Claimed, outcome ledger.Outcome) (ledger.Committed, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	cs := []ledger.Completion{{ID: c.ID, Token: c.Token, Outcome: outcome}}
+	retried := false
+	want := outcome.To
+	if outcome.Defer {
+		want = jobs.Pending
+	}
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		out, err := b.ledger.Complete(cctx, c.Queue, cs)
+		if err == nil {
+			com := out[0]
+			if retried && !com.Applied && com.Current == c.Token && attempt.Reached(want, com.State) {
+				com.Applied = true
+			}
+			return com, nil
+		}
+		if !errors.Is(err, durable.ErrUnacknowledged) {
+			return ledger.Committed{}, err
+		}
+		retried = true
+		select {
+		case <-cctx.Done():
+			return ledger.Committed{}, err
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // storageRefused records a storage refusal of the attempt (its error

@@ -85,8 +85,9 @@ var (
 	// should asynq have archived this one meanwhile.
 	ErrPaused = errors.New("asynqfence: queue paused")
 	// ErrNotClaimed means the delivery's claim failed in the ledger (Redis
-	// unreachable, or too few replicas acknowledged it in durable mode):
-	// nothing ran, and asynq retries the task.
+	// unreachable, or too few replicas acknowledged it in durable mode, in
+	// which case its job was put back, its attempt not consumed): nothing
+	// ran, and asynq retries the task.
 	ErrNotClaimed = errors.New("asynqfence: the ledger did not grant the delivery an attempt")
 	// ErrConflict means a native fencedq job (or another job owning the
 	// operation id) has the task's id; it wraps asynq.SkipRetry.
@@ -236,7 +237,7 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	// with older data): logged, recorded and counted.
 	b.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention,
 		Sentinel: cfg.Sentinel, Logger: b.log, Name: opts.WorkerID, Durability: durable.Options(cfg.Durability),
-		OnRewind: func(r ledger.Rewind) { b.metrics.Rewinds.WithLabelValues(r.Queue).Inc() }})
+		OnRewind: func(r ledger.Rewind) { b.metrics.Rewinds.WithLabelValues(ledger.Logical(r.Queue)).Inc() }})
 	return b, nil
 }
 
@@ -338,6 +339,11 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 				b.metrics.Rejected.WithLabelValues(queueLabel(q), metrics.ReasonInvalid).Inc()
 				return fmt.Errorf("asynqfence: %w: %w", err, asynq.SkipRetry)
 			}
+			if dc != nil && dc.Status == ledger.DeliveryClaimed {
+				// Too few replicas acknowledged the claim: its attempt
+				// does not start.
+				b.putBack(ctx, dc.Claimed, log)
+			}
 			return fmt.Errorf("%w: %w", ErrNotClaimed, err)
 		}
 		switch dc.Status {
@@ -365,6 +371,29 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		}
 	}
 	return fmt.Errorf("%w: job %s changed state while being delivered", ErrBusy, d.ID)
+}
+
+// putBack returns the job of attempt c, which did not start because too
+// few replicas acknowledged its claim, to pending with its attempt not
+// consumed, so the task's next delivery claims it at once. A put-back that
+// fails leaves the job to lease expiry: its next delivery after that
+// reconciles it.
+func (b *Bridge) putBack(ctx context.Context, c ledger.Claimed, log *slog.Logger) {
+	const reason = "the claim was not acknowledged by enough replicas"
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := b.ledger.Complete(cctx, c.Queue, []ledger.Completion{{ID: c.ID, Token: c.Token,
+		Outcome: ledger.Outcome{Defer: true, Reason: reason}}})
+	switch {
+	case errors.Is(err, durable.ErrUnacknowledged):
+		log.Warn("claimed job put back without starting; too few replicas acknowledged the put-back, so after a failover it may come back when its lease expires",
+			"reason", reason, "error", err)
+	case err != nil:
+		log.Warn("claimed job not started could not be put back; it comes back when its lease expires",
+			"reason", reason, "error", err)
+	default:
+		log.Info("claimed job put back without starting", "reason", reason)
+	}
 }
 
 // IsFailure is for asynq.Config.IsFailure on servers whose handlers the

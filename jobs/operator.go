@@ -242,7 +242,8 @@ func seenFor(id string, seen *Seen, action string, takes ...State) (ledger.Seen,
 // attempts finish and enqueues are still accepted. It reports whether the
 // queue was running before. A partitioned queue's partitions are paused
 // one by one (each its own slot); a call that fails part-way leaves some
-// paused: call it again. The queue is added to the namespace's queue
+// paused: call it again. Partitions a concurrent SetPartitions adds are
+// paused too. The queue is added to the namespace's queue
 // registry first, so a paused queue is listed (Inspector.Queues, the
 // CLI, the dashboard) even before it holds a job. A partition's name
 // pauses that partition alone; a name the queue has no partition of (in
@@ -299,24 +300,34 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 	}
 	changed := false
 	var other error // a partition held by another pause than the one seen
-	for _, n := range names {
-		var ch bool
-		switch {
-		case paused:
-			ch, err = c.ledger.PauseAs(ctx, n, pauseID, who, note)
-		case seen != nil:
-			ch, err = c.ledger.ResumeIf(ctx, n, *seen, who, note)
-			if errors.Is(err, ErrWrongState) {
-				// it stays paused; the pause seen still ends on the others
-				other, err = cmp.Or(other, err), nil
+	done := make(map[string]bool, len(names))
+	for pending := names; len(pending) > 0; {
+		for _, n := range pending {
+			done[n] = true
+			var ch bool
+			switch {
+			case paused:
+				ch, err = c.ledger.PauseAs(ctx, n, pauseID, who, note)
+			case seen != nil:
+				ch, err = c.ledger.ResumeIf(ctx, n, *seen, who, note)
+				if errors.Is(err, ErrWrongState) {
+					// it stays paused; the pause seen still ends on the others
+					other, err = cmp.Or(other, err), nil
+				}
+			default:
+				ch, err = c.ledger.SetPaused(ctx, n, false, who, note)
 			}
-		default:
-			ch, err = c.ledger.SetPaused(ctx, n, false, who, note)
+			if err != nil {
+				return changed, err
+			}
+			changed = changed || ch
 		}
-		if err != nil {
+		// Partitions a layout change added since they were read
+		// (SetPartitions, which read them before, checks again too).
+		if names, err = physical(ctx, c.ledger, queue); err != nil {
 			return changed, err
 		}
-		changed = changed || ch
+		pending = slices.DeleteFunc(names, func(n string) bool { return done[n] })
 	}
 	if other != nil && !changed {
 		return false, other // the pause seen held no partition: it ended before

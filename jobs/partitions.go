@@ -116,6 +116,11 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note
 	if err != nil {
 		return 0, err
 	}
+	// A pause or resume of q that read its partitions before this change
+	// did not reach the new ones: they follow the earlier ones again.
+	if err := c.followPause(ctx, q, p, had, paused, who, note); err != nil {
+		return 0, err
+	}
 	c.parts.mu.Lock()
 	if c.parts.counts == nil {
 		c.parts.counts = map[string]cachedPartitions{}
@@ -123,6 +128,37 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note
 	c.parts.counts[q] = cachedPartitions{p: p, at: time.Now()}
 	c.parts.mu.Unlock()
 	return prev, nil
+}
+
+// followPause brings the partitions of q's layout of p partitions that q
+// did not have (had) to the state of those it had, when a pause or resume
+// of q, which read its partitions before the layout changed, changed them
+// since SetPartitions read them (started: the pause they had then, or nil;
+// a resume is recorded as the layout change's, by who).
+func (c *Client) followPause(ctx context.Context, q string, p int, had map[string]bool, started *Pause, who, note string) error {
+	names := make([]string, 0, len(had))
+	for n := range had {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	now, err := pauseOf(ctx, c.ledger, names)
+	if err != nil || (now == nil) == (started == nil) {
+		return err
+	}
+	for _, n := range ledger.PartitionNames(q, p) {
+		if had[n] {
+			continue
+		}
+		if now != nil {
+			_, err = c.ledger.PauseAs(ctx, n, now.ID, now.Actor, now.Note)
+		} else if _, err = c.ledger.ResumeIf(ctx, n, started.ID, who, note); errors.Is(err, ErrWrongState) {
+			err = nil // paused since by another pause: it stays
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pausedEverywhere returns, when every physical queue queue q has now is
@@ -134,21 +170,27 @@ func pausedEverywhere(ctx context.Context, l *ledger.Ledger, q string) (*Pause, 
 		return nil, nil, err
 	}
 	had := make(map[string]bool, len(names))
+	for _, n := range names {
+		had[n] = true
+	}
+	first, err := pauseOf(ctx, l, names)
+	return first, had, err
+}
+
+// pauseOf returns the pause of names[0] when every queue of names is
+// paused, nil when one of them runs (new partitions then run too).
+func pauseOf(ctx context.Context, l *ledger.Ledger, names []string) (*Pause, error) {
 	var first *Pause
 	for i, n := range names {
-		had[n] = true
 		p, err := l.Paused(ctx, n)
-		if err != nil {
-			return nil, nil, err
-		}
-		if p == nil {
-			return nil, had, nil // one runs: the new ones run too
+		if err != nil || p == nil {
+			return nil, err
 		}
 		if i == 0 {
 			first = p
 		}
 	}
-	return first, had, nil
+	return first, nil
 }
 
 // route moves each job of a partitioned queue to its partition.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	rules "github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
@@ -237,7 +238,7 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) ledg
 		wanted = jobs.Pending
 	}
 	if !got.Applied {
-		if retried && got.Current == f.a.job.Token && reached(wanted, got.State) {
+		if retried && got.Current == f.a.job.Token && rules.Reached(wanted, got.State) {
 			// A retried call found the job already ended by this very
 			// token as this outcome would end it: the first call applied
 			// before its reply was lost.
@@ -281,13 +282,6 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) ledg
 	}
 	log.log(level, msg, attrs...)
 	return got
-}
-
-// reached reports whether a job in state got may have been put there by
-// an outcome that wanted state want (a retry can also end dead or
-// cancelled).
-func reached(want, got jobs.State) bool {
-	return got == want || want == jobs.Pending && (got == jobs.Dead || got == jobs.Cancelled)
 }
 
 func errText(err error) string {

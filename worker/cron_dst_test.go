@@ -1,9 +1,13 @@
 package worker_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
 
@@ -74,5 +78,95 @@ func TestCronRepeatedMinuteTicksOnce(t *testing.T) {
 	}
 	if n != 12 {
 		t.Fatalf("%d ticks, want 12", n)
+	}
+}
+
+type dailyArgs struct{}
+
+func (dailyArgs) Kind() string { return "daily-report" }
+
+// TestCronTicksDailyWhereClocksChangeByHalfAnHour: on Lord Howe Island
+// the clocks change by 30 minutes. A pool whose leader was down since
+// before the island's last clock change catches up (CatchUpAll) on a
+// daily 03:00 that ticks once every day, the day of the change included
+// (the cron library, walking the zone's clock an hour at a time, missed
+// it), and a sweep of every quarter hour of a year in zones changing by
+// 30 minutes, 1 hour and 2 hours finds one tick per day.
+func TestCronTicksDailyWhereClocksChangeByHalfAnHour(t *testing.T) {
+	zones := map[string]*time.Location{}
+	for _, z := range []string{"Australia/Lord_Howe", "Pacific/Chatham", "Antarctica/Troll", "America/Havana"} {
+		loc, err := time.LoadLocation(z)
+		if err != nil {
+			t.Skip(err)
+		}
+		zones[z] = loc
+	}
+	for z, loc := range zones {
+		from, end := time.Date(2024, 1, 1, 12, 0, 0, 0, loc), time.Date(2025, 1, 1, 12, 0, 0, 0, loc)
+		for mins := 0; mins < 24*60; mins += 15 {
+			expr := fmt.Sprintf("CRON_TZ=%s %d %d * * *", z, mins%60, mins/60)
+			days := map[string]int{}
+			for tk := worker.Cron(expr).Next(from); !tk.IsZero() && tk.Before(end); tk = worker.Cron(expr).Next(tk) {
+				days[tk.In(loc).Format("2006-01-02")]++
+			}
+			for d := from.AddDate(0, 0, 1); d.Before(end); d = d.AddDate(0, 0, 1) {
+				if n := days[d.Format("2006-01-02")]; n != 1 {
+					t.Errorf("%s: %d ticks on %s, want 1", expr, n, d.Format("2006-01-02"))
+				}
+			}
+		}
+	}
+
+	e := newEnv(t)
+	ctx := t.Context()
+	now, err := e.ledger.ServerTime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc := zones["Australia/Lord_Howe"]
+	// The island's last clock change before now, and the day before it.
+	start, _ := now.In(loc).ZoneBounds()
+	created := time.Date(start.In(loc).Year(), start.In(loc).Month(), start.In(loc).Day()-1, 12, 0, 0, 0, loc)
+	var want []string // 03:00 is never skipped nor repeated there
+	var last time.Time
+	for d := created.AddDate(0, 0, 1); ; d = d.AddDate(0, 0, 1) {
+		tk := time.Date(d.Year(), d.Month(), d.Day(), 3, 0, 0, 0, loc)
+		if tk.After(now) {
+			break
+		}
+		want, last = append(want, jobs.PeriodicOperationID("lord-howe-daily", tk)), tk
+	}
+	const expr = "CRON_TZ=Australia/Lord_Howe 0 3 * * *"
+	const id = "lord-howe-daily"
+	spec := jobs.ScheduleSpec{ID: id, Schedule: expr, TimeZone: "Australia/Lord_Howe", Kind: dailyArgs{}.Kind(),
+		Queue: jobs.DefaultQueue, CatchUp: string(worker.CatchUpAll)}
+	if _, err := e.ledger.RegisterSchedule(ctx, 0, spec); err != nil {
+		t.Fatal(err)
+	}
+	key := e.ns + ":{periodic}:schedule:" + id
+	if err := e.rdb.HSet(ctx, key, "created", created.UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := e.pool(e.config())
+	if err := worker.Register(p, jobs.WorkFunc[dailyArgs](func(context.Context, *jobs.Job[dailyArgs]) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AddPeriodic(worker.Periodic(worker.Cron(expr), dailyArgs{}, worker.ScheduleID(id),
+		worker.WithCatchUp(worker.CatchUpAll))); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	var s *jobs.Schedule
+	redistest.Await(t, e.rdb, key, "the missed days caught up", func() bool {
+		s, err = e.ledger.Schedule(ctx, id)
+		return err == nil && !s.LastTick.Before(last)
+	})
+	for _, op := range want {
+		if _, err := e.ledger.FindByOperation(ctx, op); err != nil {
+			t.Errorf("tick %s: %v", op, err)
+		}
+	}
+	if s.Enqueued != int64(len(want)) || s.Skipped != 0 {
+		t.Fatalf("schedule %+v: want %d ticks enqueued (one a day since %s), none skipped", s, len(want), created)
 	}
 }

@@ -11,10 +11,14 @@ const cronStar = 1 << 63
 
 // dstNext is s.Next(t) for a fixed time of day (its seconds, minutes and
 // hours fields all without a wildcard) made to tick once a day across
-// daylight-saving changes, as cron does: robfig/cron skips a time the
-// clocks jump over (spring forward), which then ticks at the change, and
-// ticks twice at a time the clocks repeat (fall back), whose second
-// occurrence is skipped. Other schedules tick by the real clock.
+// daylight-saving changes, as cron does: a time the clocks jump over
+// (spring forward) ticks at the change, and a time the clocks repeat (fall
+// back) at its first occurrence only. The wall-clock times are found by
+// the schedule read in UTC, which has no clock changes, and only then
+// placed in the zone: robfig/cron walks the zone's clock an hour at a time
+// and misses days in zones whose clocks change by other than an hour
+// (Australia/Lord_Howe, Pacific/Chatham, Antarctica/Troll). Other
+// schedules tick by the real clock.
 func dstNext(s *cron.SpecSchedule, t time.Time) time.Time {
 	if s.Second&cronStar != 0 || s.Minute&cronStar != 0 || s.Hour&cronStar != 0 {
 		return s.Next(t)
@@ -23,60 +27,46 @@ func dstNext(s *cron.SpecSchedule, t time.Time) time.Time {
 	if loc == time.Local {
 		loc = t.Location() // as robfig/cron reads it
 	}
-	for range 8 { // each turn passes a clock change
-		n := s.Next(t)
-		if n.IsZero() {
-			return n
+	utc := *s
+	utc.Location = time.UTC
+	w := wallClock(t.In(loc))
+	for range 8 { // a wall-clock time already passed (repeated) is skipped
+		if w = utc.Next(w); w.IsZero() {
+			return w
 		}
-		if g, ok := skippedTick(s, loc, t, n); ok {
-			return g.In(n.Location())
+		if at := instant(loc, w); at.After(t) {
+			return at
 		}
-		end, repeated := repeatedTime(loc, n)
-		if !repeated {
-			return n
-		}
-		t = end.Add(-time.Nanosecond) // on from the end of the repeated times
 	}
-	return s.Next(t)
+	return time.Time{}
 }
 
-// skippedTick returns the first clock change after t and before n that
-// jumps over a wall-clock time s names (a spring-forward gap), if any.
-func skippedTick(s *cron.SpecSchedule, loc *time.Location, t, n time.Time) (time.Time, bool) {
-	x := t.In(loc)
-	for range 64 { // a schedule's ticks may be years apart
-		_, end := x.ZoneBounds()
-		if end.IsZero() || !end.Before(n) {
-			return time.Time{}, false
-		}
-		_, before := x.Zone()
-		_, after := end.In(loc).Zone()
-		if jump := time.Duration(after-before) * time.Second; jump > 0 {
-			// the wall clock just before the change, read as UTC: the
-			// skipped times are [wall, wall+jump)
-			wall := time.Unix(end.Unix()+int64(before), 0).UTC()
-			utc := *s
-			utc.Location = time.UTC
-			if m := utc.Next(wall.Add(-time.Second)); !m.IsZero() && m.Before(wall.Add(jump)) {
-				return end, true
-			}
-		}
-		x = end.In(loc)
-	}
-	return time.Time{}, false
+// wallClock returns t's wall-clock time read as UTC.
+func wallClock(t time.Time) time.Time {
+	y, mo, d := t.Date()
+	h, mi, s := t.Clock()
+	return time.Date(y, mo, d, h, mi, s, t.Nanosecond(), time.UTC)
 }
 
-// repeatedTime reports whether n's wall-clock time already occurred (the
-// hour the clocks repeat after falling back, second occurrence), and when
-// the repeated times end.
-func repeatedTime(loc *time.Location, n time.Time) (time.Time, bool) {
-	x := n.In(loc)
-	start, _ := x.ZoneBounds()
-	if start.IsZero() {
-		return time.Time{}, false
+// instant returns when wall-clock time w (read as UTC) occurs in loc: its
+// first occurrence when the clocks repeat it, the clock change when they
+// jump over it.
+func instant(loc *time.Location, w time.Time) time.Time {
+	// The offsets in force a day either side: a zone changes its clocks
+	// at most once in two days.
+	_, before := w.Add(-24 * time.Hour).In(loc).Zone()
+	_, after := w.Add(24 * time.Hour).In(loc).Zone()
+	var first time.Time
+	for _, off := range []int{before, after} {
+		at := w.Add(-time.Duration(off) * time.Second).In(loc)
+		if _, o := at.Zone(); o == off && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
 	}
-	_, after := x.Zone()
-	_, before := start.Add(-time.Second).In(loc).Zone()
-	end := start.Add(time.Duration(before-after) * time.Second)
-	return end, n.Before(end)
+	if !first.IsZero() {
+		return first
+	}
+	// Skipped: read with the offset before the change it falls after it.
+	start, _ := w.Add(-time.Duration(before) * time.Second).In(loc).ZoneBounds()
+	return start.In(loc)
 }

@@ -287,3 +287,51 @@ func TestAbandonedWorkflowListsStepsBeyondABatch(t *testing.T) {
 		t.Fatalf("%d parts left noted in wf-a", n)
 	}
 }
+
+// TestStepsOfAnotherGraphLeftByAnUncommittedTryAreCancelled: a try whose
+// commit failed wrote its steps of another queue; the retry, with the same
+// operation id but a graph without one of them ("audit"), commits. The
+// step only the failed try had waits for a start nothing will give: past
+// the grace the maintenance leader cancels it, and the committed workflow
+// runs to its end.
+func TestStepsOfAnotherGraphLeftByAnUncommittedTryAreCancelled(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hook := &failCommit{}
+	e.rdb.(*redis.Client).AddHook(hook)
+	hook.on.Store(true)
+	first := workflow.New("order").
+		Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+		Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-other"))).
+		Add("audit", step("audit"), workflow.Options(jobs.Queue("wf-other")))
+	if _, err := workflow.Enqueue(ctx, e.client, first, workflow.OperationID("order:1")); err == nil {
+		t.Fatal("enqueue whose commit failed: no error")
+	}
+	hook.on.Store(false)
+	retry := workflow.New("order").
+		Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+		Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-other")))
+	res, err := workflow.Enqueue(ctx, e.client, retry, workflow.OperationID("order:1"))
+	if err != nil || res.Deduplicated {
+		t.Fatalf("retry with another graph: %+v, %v", res, err)
+	}
+	stray := res.ID + ".audit"
+	if r, err := e.ledger.Get(ctx, "wf-other", stray); err != nil || r.State != jobs.Waiting {
+		t.Fatalf("the failed try's audit step: %+v, %v; want it waiting", r, err)
+	}
+
+	e.grace = time.Millisecond
+	e.start("wf-home", "wf-other")
+	r := jobstest.WaitStateWithin(t, e.ledger, "wf-other", stray, jobs.Cancelled, 2*testsignal.DefaultTimeout)
+	if !strings.Contains(r.Reason, "never committed") {
+		t.Fatalf("stray step cancelled with reason %q", r.Reason)
+	}
+	e.wait(res, "ship", jobs.Succeeded)
+	if st := e.status(res.ID); st.State != workflow.Succeeded || st.Total != 2 {
+		t.Fatalf("committed workflow: %+v", st)
+	}
+	key := e.ns + ":{wf-other}:wf_parts"
+	if err := redistest.Wait(e.rdb, key, testsignal.DefaultTimeout, func() bool { return e.rdb.ZCard(ctx, key).Val() == 0 }); err != nil {
+		t.Fatalf("workflow parts left noted: %v", err)
+	}
+}

@@ -213,3 +213,11 @@ func bounded[T any](ctx context.Context, call func() (T, error)) (T, error) {
 		return zero, fmt.Errorf("%w: %w", ErrNoAnswer, context.Cause(ctx))
 	}
 }
+
+// Reached reports whether a job in state got may have been put there by
+// an outcome that wanted state want (a retry can also end dead or
+// cancelled): a commit sent again that finds this, under the attempt's own
+// token, finds its first try applied.
+func Reached(want, got jobs.State) bool {
+	return got == want || want == jobs.Pending && (got == jobs.Dead || got == jobs.Cancelled)
+}

@@ -2,8 +2,10 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -92,6 +94,12 @@ type DeliveryClaim struct {
 // bridged job is never in the due index: native pools never claim it, and
 // when a retry or a re-run puts it back to pending, the next delivery by its
 // own queue claims it.
+//
+// With Config.Durability, a call too few replicas acknowledged in time
+// returns its answer and an error matching durable.ErrUnacknowledged: an
+// attempt it claimed runs on the primary (and perhaps on no replica). The
+// caller must not start it; it puts it back (Complete with a Defer
+// outcome), or leaves it to lease expiry.
 func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*DeliveryClaim, error) {
 	if err := ValidateQueueRef(q); err != nil {
 		return nil, err
@@ -114,10 +122,17 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 		return nil, invalid("a delivery needs a bridge name")
 	}
 	var r *reply
+	var unacked error
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
 		v, err := l.lanes.claim.Run(ctx, bridgeClaimScript, l.keys(q), l.prefix(q), d.ID, d.Kind, d.OperationID,
 			d.Payload, d.MaxRetries, d.Timeout.Milliseconds(), d.Owner, d.TTL.Milliseconds(), d.Bridge,
 			st.ReplID, st.Epoch, d.TaskQueue, d.TaskID, st.Born).Result()
+		unacked = nil
+		if errors.Is(err, durable.ErrUnacknowledged) && v != nil {
+			// The script ran; too few replicas hold it. Its answer is read
+			// below so the caller can put a claimed attempt back.
+			unacked, err = err, nil
+		}
 		r = newReply("bridge claim", v, err)
 		if err := r.need(1); err != nil {
 			return false, err
@@ -156,6 +171,9 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 	}
 	if r.err != nil {
 		return nil, wrap("claim delivery "+d.ID, r.err)
+	}
+	if unacked != nil {
+		return out, wrap("claim delivery "+d.ID, unacked)
 	}
 	return out, nil
 }

@@ -36,7 +36,8 @@ type part struct {
 // returns that workflow, cancelled, and never commits it late), then
 // cancels the steps (reason "cancelled by maintenance:never committed",
 // in each step's history). The parts of committed workflows are
-// forgotten, and so are those none of whose steps still waits (a workflow
+// forgotten, after their steps the record does not list (see
+// cancelStrays) are cancelled likewise, and so are those none of whose steps still waits (a workflow
 // that finished and expired within the grace). Three pipelined round trips
 // look at up to uncommittedBatch parts per queue; a workflow to abandon has
 // its parts in the other queues of qs read by id too, so its record lists
@@ -138,6 +139,11 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 			if done {
 				abandoned = append(abandoned, id)
 			}
+		} else if x.record != nil {
+			if err := l.cancelStrays(ctx, id, x.record.Val()[0], x.steps); err != nil {
+				errs = append(errs, err) // the next pass tries again
+				continue
+			}
 		}
 		for _, q := range x.qs { // the hash first: a part left in the index alone reads as none
 			forget.HDel(ctx, l.prefix(q)+"wf_part", id)
@@ -148,6 +154,48 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 		errs = append(errs, wrap("forget workflow parts", err))
 	}
 	return abandoned, errors.Join(errs...)
+}
+
+// cancelStrays cancels the steps of committed workflow id (its record's
+// definition def) that a part call wrote but the definition does not list,
+// those still waiting: another enqueue of the workflow's operation id,
+// with another graph, wrote them before its commit found the workflow
+// committed (concurrently, or a retry of a try that never committed
+// enqueued another graph). Nothing would ever start them.
+func (l *Ledger) cancelStrays(ctx context.Context, id string, def any, steps []StepRef) error {
+	raw, _ := def.(string)
+	var d WorkflowDef
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return wrap("read workflow "+id, err)
+	}
+	listed := make(map[StepRef]bool, len(d.Steps))
+	for _, s := range d.Steps {
+		listed[StepRef{Queue: s.Queue, ID: s.ID}] = true
+	}
+	steps = slices.DeleteFunc(slices.Clone(steps), func(s StepRef) bool { return listed[s] })
+	if len(steps) == 0 {
+		return nil
+	}
+	states := make([]*redis.StringCmd, len(steps))
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range steps {
+			states[i] = p.HGet(ctx, l.JobKey(s.Queue, s.ID), "state")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return wrap("read workflow "+id+"'s steps", err)
+	}
+	for i, s := range steps {
+		if State(states[i].Val()) != Waiting {
+			continue
+		}
+		_, err := l.CancelStep(ctx, s.Queue, s.ID, UncommittedActor, "its workflow was committed by another enqueue, without it")
+		if err != nil && !errors.Is(err, ErrWrongState) && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }
 
 // otherParts returns the queues of qs other than found in which workflow
