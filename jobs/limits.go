@@ -21,7 +21,10 @@ import (
 // A constant key limits the whole kind; the same key returned by every kind
 // of a queue limits the queue. Limits are scoped to the job's queue (every
 // key of a queue lives in one Redis hash slot, so the claim checks the limit
-// in the same script): the same key on two queues is two limits.
+// in the same script): the same key on two queues is two limits. On a
+// partitioned queue a job without a partition key goes to the partition its
+// limit's key picks, so the limit holds across the partitions; jobs with
+// partition keys share it within each partition.
 //
 // An attempt's permit is fenced by the attempt's token: renewed with the
 // attempt, released when it ends, reclaimed when its lease expires (the

@@ -32,8 +32,10 @@ const PartitionRefresh = 5 * time.Second
 // Client.SetPartitions): every job with the same key goes to the same
 // partition, so jobs of one key keep their order among themselves and a
 // resource they share is leased by the pools of one partition. Without a
-// key the operation id decides (so an operation id deduplicates across the
-// partitions), and without either the jobs are spread evenly. An operation
+// key a unique job's unique key decides, else a limited job's limit key (or
+// rate key: see Limiter), so the job meets its duplicates and the permits
+// of its key; else the operation id (so an operation id deduplicates across
+// the partitions), and without any the jobs are spread evenly. An operation
 // id deduplicates within one partition: give the same key with the same
 // operation id. Ignored on a queue without partitions. At most
 // MaxPartitionKeyLen bytes.
@@ -207,11 +209,19 @@ func (c *Client) route(ctx context.Context, js []*ledger.NewJob) error {
 		if p <= 1 {
 			continue
 		}
-		// A unique job without a partition key goes where its unique key
-		// says, so a duplicate meets the job it duplicates.
+		// A job without a partition key goes where its unique key says, so
+		// a duplicate meets the job it duplicates; else where its
+		// concurrency limit's key (or its rate limit's) says, so every job
+		// of the key meets the same permits and starts.
 		key := j.PartitionKey
-		if key == "" && j.Unique != nil {
+		switch {
+		case key != "":
+		case j.Unique != nil:
 			key = "unique:" + j.Unique.Digest
+		case j.Flow != nil && j.Flow.LimitKey != "":
+			key = "limit:" + j.Flow.LimitKey
+		case j.Flow != nil:
+			key = "rate:" + j.Flow.RateKey
 		}
 		n := uint64(0)
 		if key == "" && j.OperationID == "" {

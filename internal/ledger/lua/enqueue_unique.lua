@@ -35,11 +35,13 @@ local reply = {0, 0, 0, 0, ''}
 local resubmit = ARGV[2] == 'resubmit'
 seq_bump()
 
--- holds reports whether job hid holds its unique key: it exists and is in
--- one of its unique states.
-local function holds(hid)
-  local h = redis.call('HMGET', jobkey(hid), 'state', 'ustates')
-  if not h[1] or not h[2] then return false end
+-- holds reports whether job hid holds unique key ukey: it exists, is in
+-- one of its unique states, and ukey is its key (a job id named by an
+-- operation id is used again once its job expired: the new job may hold
+-- another key, and the index's entry of the old one is then free).
+local function holds(hid, ukey)
+  local h = redis.call('HMGET', jobkey(hid), 'state', 'ustates', 'ukey')
+  if not h[1] or not h[2] or h[3] ~= ukey then return false end
   for s in string.gmatch(h[2], '[^,]+') do
     if s == h[1] then return true end
   end
@@ -57,7 +59,7 @@ for i = 3, #ARGV, 20 do
   if resubmit and not existing and redis.call('EXISTS', jobkey(id)) == 1 then existing = id end
   if not existing and ukey ~= '' then
     local holder = redis.call('HGET', uniqk, ukey)
-    if holder and holds(holder) then existing, stage = holder, 'unique' end
+    if holder and holds(holder, ukey) then existing, stage = holder, 'unique' end
   end
   if existing then
     if not resubmit then

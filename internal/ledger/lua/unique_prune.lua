@@ -1,6 +1,7 @@
 -- unique_prune.lua: remove released entries from a queue's unique index: a
--- key whose job is gone (expired after retention) or has left its unique
--- states, and a key of a period that has ended. Enqueues already treat such
+-- key whose job is gone (expired after retention), has left its unique
+-- states or holds another key (its id, named by an operation id, used again
+-- after it expired), and a key of a period that has ended. Enqueues already treat such
 -- entries as free; this only bounds the index's size.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua, KEYS 1-13); KEYS 14 the queue's
 --   unique index ns:{q}:unique.
@@ -15,9 +16,9 @@ for i = 1, #kv, 2 do
   local period, bucket = string.match(ukey, ':(%d+):(%d+)$')
   if period and num(bucket) < math.floor(now / num(period)) then released = true end
   if not released then
-    local h = jobread(jobkey(hid), 'state', 'ustates')
+    local h = jobread(jobkey(hid), 'state', 'ustates', 'ukey')
     released = true
-    if h[1] and h[2] then
+    if h[1] and h[2] and h[3] == ukey then
       for s in string.gmatch(h[2], '[^,]+') do
         if s == h[1] then released = false end
       end
