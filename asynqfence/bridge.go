@@ -99,6 +99,12 @@ var (
 	ErrOptions = errors.New("asynqfence: invalid options")
 )
 
+// errUnmade is what a Bridge New did not make returns.
+var errUnmade = fmt.Errorf("%w: a nil or zero *Bridge: create it with New", ErrOptions)
+
+// unmade reports whether b is nil or a zero Bridge, not made by New.
+func (b *Bridge) unmade() bool { return b == nil || b.ledger == nil }
+
 // ReconcileFunc tells whether an uncertain job's effect happened.
 //
 // go doc github.com/fencedq/fencedq/internal/attempt.ReconcileFunc lists its signature.
@@ -258,10 +264,15 @@ func Middleware(rdb redis.UniversalClient, cfg jobs.Config, opts Options) asynq.
 // Middleware returns the bridge as asynq middleware (asynq.ServeMux.Use).
 // Install it last, so that next is the task's own handler: a handler
 // implementing TaskReconciler is asked about its uncertain tasks. It may
-// also wrap a whole ServeMux (asynq.Server.Run(mw(mux))).
+// also wrap a whole ServeMux (asynq.Server.Run(mw(mux))). The middleware of
+// a nil or zero Bridge (one New did not make) fails every delivery with
+// ErrOptions, running nothing; asynq retries the task.
 func (b *Bridge) Middleware() asynq.MiddlewareFunc {
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			if b.unmade() {
+				return errUnmade
+			}
 			return b.process(ctx, t, next)
 		})
 	}

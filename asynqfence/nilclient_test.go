@@ -1,10 +1,12 @@
 package asynqfence_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/asynqfence"
@@ -36,5 +38,47 @@ func TestNilRedisClientIsRefused(t *testing.T) {
 		if err := f(); !errors.Is(err, asynqfence.ErrOptions) || !strings.Contains(err.Error(), "nil") {
 			t.Errorf("%s: %v, want ErrOptions naming the nil client", name, err)
 		}
+	}
+}
+
+// TestNilOrZeroBridgeIsRefused: a Bridge New did not make (a nil pointer,
+// such as an unset field, or a zero value) returns ErrOptions saying to use
+// New from Run, Redeliver and each delivery through its middleware, which
+// runs nothing, instead of panicking; New's Bridge over the same Redis
+// redelivers.
+func TestNilOrZeroBridgeIsRefused(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := t.Context()
+	var unset *asynqfence.Bridge
+	for name, b := range map[string]*asynqfence.Bridge{"nil": unset, "zero": {}} {
+		ran := false
+		handler := b.Middleware()(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { ran = true; return nil }))
+		calls := map[string]func() error{
+			"Run":       func() error { return b.Run(ctx) },
+			"Redeliver": func() error { _, err := b.Redeliver(ctx); return err },
+			"delivery":  func() error { return handler.ProcessTask(ctx, asynq.NewTask("t", nil)) },
+		}
+		for call, f := range calls {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s bridge: %s panicked: %v", name, call, r)
+					}
+				}()
+				if err := f(); !errors.Is(err, asynqfence.ErrOptions) || !strings.Contains(err.Error(), "New") {
+					t.Errorf("%s bridge: %s: %v, want ErrOptions saying to use New", name, call, err)
+				}
+			}()
+		}
+		if ran {
+			t.Errorf("%s bridge: the handler ran", name)
+		}
+	}
+	b, err := asynqfence.New(rdb, jobs.Config{Namespace: ns}, asynqfence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Redeliver(ctx); err != nil {
+		t.Fatalf("New's bridge: Redeliver: %v", err)
 	}
 }

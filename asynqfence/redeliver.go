@@ -44,6 +44,9 @@ const redeliverBatch = 200
 // review, or claimed before the ledger recorded their task are left alone.
 // Run calls Redeliver periodically.
 func (b *Bridge) Redeliver(ctx context.Context) (int, error) {
+	if b.unmade() {
+		return 0, errUnmade
+	}
 	qs, err := b.ledger.Queues(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("asynqfence: redeliver: %w", err)
@@ -135,7 +138,11 @@ func (b *Bridge) redeliver(ctx context.Context, insp *asynq.Inspector, client *a
 
 // Run calls Redeliver every Options.RedeliverInterval until ctx ends, and
 // returns ctx's error. A failed pass is logged; the next one tries again.
+// A nil or zero Bridge (one New did not make) returns ErrOptions at once.
 func (b *Bridge) Run(ctx context.Context) error {
+	if b.unmade() {
+		return errUnmade
+	}
 	t := time.NewTicker(b.opts.RedeliverInterval)
 	defer t.Stop()
 	for {

@@ -65,7 +65,8 @@ type Env struct {
 // New returns the Env of the jobs of cfg's namespace on rdb: pass the
 // jobs.Config the application's client and pools are built from (its
 // EnqueueMiddleware applies to Work's enqueues). A nil rdb or an invalid
-// cfg makes every helper fail the test, naming the mistake.
+// cfg makes every helper fail the test, naming the mistake, as does a nil
+// or zero Env.
 func New(rdb redis.UniversalClient, cfg jobs.Config) *Env {
 	var err error
 	if rdb == nil || reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil() {
@@ -84,9 +85,12 @@ func New(rdb redis.UniversalClient, cfg jobs.Config) *Env {
 }
 
 // check fails the test when e was built over a nil Redis client or an
-// invalid jobs.Config.
+// invalid jobs.Config, or is a nil or zero Env, which New did not make.
 func (e *Env) check(tb testing.TB) {
 	tb.Helper()
+	if e == nil || (e.ledger == nil && e.err == nil) {
+		tb.Fatalf("fencedqtest: a nil or zero Env: create it with fencedqtest.New")
+	}
 	if e.err != nil {
 		tb.Fatalf("fencedqtest: %v", e.err)
 	}

@@ -415,6 +415,41 @@ func TestEnvOverANilClientOrAnInvalidConfig(t *testing.T) {
 	}
 }
 
+// TestNilOrZeroEnvFailsTheTest: an Env New did not make (a nil pointer,
+// such as an unset field of a suite, or a zero value) fails each helper's
+// test saying to use New, instead of panicking; New's Env over the same
+// Redis works.
+func TestNilOrZeroEnvFailsTheTest(t *testing.T) {
+	ctx := context.Background()
+	var unset *fencedqtest.Env
+	w := emailWorker{sent: make(chan string, 1)}
+	for name, env := range map[string]*fencedqtest.Env{"nil": unset, "zero": {}} {
+		for helper, fn := range map[string]func(tb testing.TB){
+			"Enqueued":           func(tb testing.TB) { fencedqtest.Enqueued[email](ctx, tb, env, nil) },
+			"RequireNotEnqueued": func(tb testing.TB) { fencedqtest.RequireNotEnqueued[email](ctx, tb, env, nil) },
+			"WaitState":          func(tb testing.TB) { env.WaitState(ctx, tb, "some-job", jobs.Succeeded) },
+			"Work":               func(tb testing.TB) { fencedqtest.Work(ctx, tb, env, w, email{To: "ada@example.com"}) },
+			"WorkJob":            func(tb testing.TB) { fencedqtest.WorkJob(ctx, tb, env, w, "default", "some-job") },
+		} {
+			msg := failure(t, func(tb testing.TB) {
+				defer func() {
+					if r := recover(); r != nil {
+						tb.Fatalf("panicked: %v", r)
+					}
+				}()
+				fn(tb)
+			})
+			if !strings.Contains(msg, "fencedqtest.New") {
+				t.Errorf("%s Env, %s: failure %q, want one saying to use fencedqtest.New", name, helper, msg)
+			}
+		}
+	}
+	env, _ := newEnv(t)
+	if res := fencedqtest.Work(ctx, t, env, w, email{To: "ada@example.com"}); res.Outcome != worker.OutcomeSucceeded {
+		t.Fatalf("New's Env: Work: %s, %v", res.Outcome, res.Err)
+	}
+}
+
 type (
 	callback     struct{ Run func() }
 	callbackArgs struct{ Then *callback } // encodes while Then is nil

@@ -191,7 +191,8 @@ type Client struct {
 
 // NewClient returns a Client over rdb. A nil rdb or an invalid Config
 // makes every call fail with an error matching ErrInvalid, which names the
-// mistake, instead of panicking.
+// mistake, instead of panicking; so does every call on a nil or zero
+// Client (one NewClient did not make).
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 	c := &Client{m: metrics.New(cfg.Registerer), nsErr: configErr("NewClient", rdb, cfg)}
 	lc := cfg.ledger()
@@ -239,8 +240,8 @@ type Resubmitted = ledger.Resubmitted
 // rewind's record. Enqueues the client never saw acknowledged, and those of
 // other clients, are not in its record.
 func (c *Client) Resubmit(ctx context.Context) ([]Resubmitted, error) {
-	if c.nsErr != nil {
-		return nil, c.nsErr
+	if err := c.err(); err != nil {
+		return nil, err
 	}
 	out, err := c.ledger.Resubmit(ctx)
 	for _, r := range out {
@@ -281,7 +282,21 @@ func (c *Client) resubmitOnce() {
 }
 
 // Inspector returns the read API over the client's namespace.
-func (c *Client) Inspector() *Inspector { return &Inspector{l: c.ledger, nsErr: c.nsErr} }
+func (c *Client) Inspector() *Inspector {
+	if c == nil {
+		return &Inspector{nsErr: c.err()}
+	}
+	return &Inspector{l: c.ledger, nsErr: c.err()}
+}
+
+// err is what every call fails with: the mistake NewClient found, or
+// ErrInvalid for a nil or zero Client, which NewClient did not make.
+func (c *Client) err() error {
+	if c == nil || (c.ledger == nil && c.nsErr == nil) {
+		return invalid("a nil or zero jobs.Client: create it with NewClient")
+	}
+	return c.nsErr
+}
 
 // Close releases nothing today (the Redis client stays open); it is kept so
 // callers can treat the client as a resource.
@@ -301,8 +316,8 @@ func (c *Client) Close() error { return nil }
 // succeeds, and the registry is completed by the client's next enqueue and
 // by every pool serving the queue.
 func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Result, error) {
-	if c.nsErr != nil {
-		return nil, c.nsErr
+	if err := c.err(); err != nil {
+		return nil, err
 	}
 	o := optionsOf(opts)
 	if c.mw != nil {
@@ -330,8 +345,8 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts ...Option) (*Re
 // shown as given and it leases the job itself); a kind a live pool reports
 // with rules is refused even then.
 func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload []byte, opts ...Option) (*Result, error) {
-	if c.nsErr != nil {
-		return nil, c.nsErr
+	if err := c.err(); err != nil {
+		return nil, err
 	}
 	o := optionsOf(opts)
 	if c.mw != nil {
@@ -427,8 +442,8 @@ func (p Params) LogValue() slog.Value { return slog.StringValue(p.String()) }
 // may have been written and others not; each job's write is whole, and
 // enqueueing the same operation ids again is safe.
 func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error) {
-	if c.nsErr != nil {
-		return nil, c.nsErr
+	if err := c.err(); err != nil {
+		return nil, err
 	}
 	if c.mw != nil {
 		reqs := make([]*EnqueueRequest, len(ps))
@@ -648,7 +663,7 @@ func roundUpMS(d time.Duration) time.Duration {
 func init() {
 	clientledger.Of = func(c any) (*ledger.Ledger, error) {
 		if c, ok := c.(*Client); ok && c != nil {
-			return c.ledger, c.nsErr
+			return c.ledger, c.err()
 		}
 		return nil, nil
 	}

@@ -26,9 +26,9 @@
 //
 // Work receives decoded args and the attempt's fencing token (j.Token; also
 // in ctx as a fence.Fence). Its result steers the outcome: nil succeeds; an
-// error is retried; Permanent(err) goes to dead; Unknown(err) says the
-// side effect may or may not have happened and makes the job uncertain, to
-// be reconciled rather than guessed. A worker that can find out what
+// error is retried (RetryAfter(err, d): after d); Permanent(err) goes to
+// dead; Unknown(err) says the side effect may or may not have happened and
+// makes the job uncertain, to be reconciled rather than guessed. A worker that can find out what
 // happened implements Reconcile (the Reconciler interface).
 //
 // # Enqueueing

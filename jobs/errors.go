@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
@@ -41,8 +43,8 @@ var (
 	// leader whose definition differs from the one a more recently
 	// started pool recorded does not overwrite it.
 	ErrScheduleConflict = ledger.ErrScheduleConflict
-	// ErrNoAttempt means a call that belongs in a handler (Progress) got a
-	// context that no attempt gave.
+	// ErrNoAttempt means a call that belongs in a handler (Progress,
+	// RecordOutput) got a context that no attempt gave.
 	ErrNoAttempt = errors.New("jobs: not in a job attempt")
 	// ErrNoOutput means the job recorded no output: it has not succeeded
 	// (yet), its handler recorded none (see RecordOutput), or it was
@@ -68,7 +70,9 @@ func (e *markedError) Error() string {
 }
 func (e *markedError) Unwrap() []error { return []error{e.mark, e.err} }
 
-// Permanent wraps err so the job goes to dead without retries.
+// Permanent wraps err so the job goes to dead without retries. Permanent(nil)
+// is not nil: it is an error matching ErrPermanent, so the job still goes
+// to dead.
 func Permanent(err error) error {
 	if err == nil {
 		err = ErrPermanent
@@ -80,11 +84,45 @@ func Permanent(err error) error {
 // (for example a request that timed out after being sent). The job becomes
 // uncertain and the reconciler finds out what happened instead of guessing,
 // even when the error is also marked Permanent.
+// Unknown(nil) is not nil: it is an error matching ErrUnknown.
 func Unknown(err error) error {
 	if err == nil {
 		err = ErrUnknown
 	}
 	return &markedError{mark: ErrUnknown, err: err}
 }
+
+// RetryAfter wraps err so that, when it makes the attempt a retry, the
+// retry is due after d instead of after the pool's worker.Config.RetryDelay:
+// an upstream's Retry-After, a resource known to be back at a given time.
+// Unlike River's JobSnooze the attempt counts against MaxRetries, as every
+// retry does, and its last retry still ends dead. Everything else about err
+// still steers the outcome (a Permanent or Unknown error in it wins); a
+// negative d retries at once, and d is capped at MaxDelay. RetryAfter(nil, d)
+// is an error too. Inline runs (fencedqtest.WorkJob) leave the retry due at
+// once.
+func RetryAfter(err error, d time.Duration) error {
+	return &RetryAfterError{Err: err, Delay: min(max(d, 0), MaxDelay)}
+}
+
+// RetryAfterError is the error RetryAfter returns; find it with errors.As.
+type RetryAfterError struct {
+	// Err is the handler's error (nil when none was given).
+	Err error
+	// Delay is how long after the attempt its retry is due.
+	Delay time.Duration
+}
+
+// Error returns the wrapped error's text, or says the delay when there is
+// none.
+func (e *RetryAfterError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("jobs: retry after %v", e.Delay)
+	}
+	return e.Err.Error()
+}
+
+// Unwrap returns the wrapped error.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 func invalid(format string, a ...any) error { return ledger.Invalid(format, a...) }

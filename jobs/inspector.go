@@ -26,19 +26,35 @@ type Inspector struct {
 
 // NewInspector returns an Inspector over rdb for cfg's namespace (only
 // Namespace is read). A nil rdb or an invalid Config makes every call fail
-// with an error matching ErrInvalid.
+// with an error matching ErrInvalid, and so does every call on a nil or
+// zero Inspector.
 func NewInspector(rdb redis.UniversalClient, cfg Config) *Inspector {
 	return &Inspector{l: ledger.New(rdb, cfg.ledger()), nsErr: configErr("NewInspector", rdb, cfg)}
 }
 
-// Namespace returns the key namespace the inspector reads.
-func (in *Inspector) Namespace() string { return in.l.Namespace() }
+// Namespace returns the key namespace the inspector reads ("" for a nil
+// or zero Inspector).
+func (in *Inspector) Namespace() string {
+	if in == nil || in.l == nil {
+		return ""
+	}
+	return in.l.Namespace()
+}
+
+// err is what every read fails with: the mistake NewInspector (or
+// NewClient) found, or ErrInvalid for a nil or zero Inspector.
+func (in *Inspector) err() error {
+	if in == nil || (in.l == nil && in.nsErr == nil) {
+		return invalid("a nil or zero jobs.Inspector: get it from NewInspector or Client.Inspector")
+	}
+	return in.nsErr
+}
 
 // Queues returns the namespace's queue names, sorted. A partitioned
 // queue is one name (its partitions are listed by Partitions).
 func (in *Inspector) Queues(ctx context.Context) ([]string, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	qs, err := in.l.Queues(ctx)
 	if err != nil {
@@ -132,8 +148,8 @@ func (in *Inspector) Get(ctx context.Context, q, id string) (*Record, error) {
 // Find returns job id from whichever queue holds it, or an error matching
 // ErrNotFound.
 func (in *Inspector) Find(ctx context.Context, id string) (*Record, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	return in.l.Find(ctx, id)
 }
@@ -141,8 +157,8 @@ func (in *Inspector) Find(ctx context.Context, id string) (*Record, error) {
 // FindByOperation returns the job owning caller-given operation id op, in
 // whichever queue, or an error matching ErrNotFound.
 func (in *Inspector) FindByOperation(ctx context.Context, op string) (*Record, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	return in.l.FindByOperation(ctx, op)
 }
@@ -284,8 +300,8 @@ type JobList struct {
 
 // List returns a page of the jobs that pass p.
 func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	if !p.State.Valid() {
 		return nil, invalid("state %q is not a job state", p.State)
@@ -381,8 +397,8 @@ type SearchMatch struct {
 // most 20, scanning the keyspace within a budget: partial is true when the
 // budget ran out first).
 func (in *Inspector) Search(ctx context.Context, text string, prefix bool) (matches []SearchMatch, partial bool, err error) {
-	if in.nsErr != nil {
-		return nil, false, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, false, err
 	}
 	if text == "" || len(text) > MaxOperationIDLen {
 		return nil, false, invalid("search text must be 1-%d bytes", MaxOperationIDLen)
@@ -417,24 +433,24 @@ func (in *Inspector) Search(ctx context.Context, text string, prefix bool) (matc
 
 // Pools returns the live pools (those whose heartbeat has not expired).
 func (in *Inspector) Pools(ctx context.Context) ([]PoolInfo, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	return in.l.Pools(ctx)
 }
 
 // Schedules returns every registered periodic schedule.
 func (in *Inspector) Schedules(ctx context.Context) ([]*Schedule, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	return in.l.Schedules(ctx)
 }
 
 // Schedule returns periodic schedule id, or an error matching ErrNotFound.
 func (in *Inspector) Schedule(ctx context.Context, id string) (*Schedule, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	if err := ValidateScheduleID(id); err != nil {
 		return nil, err
@@ -444,8 +460,8 @@ func (in *Inspector) Schedule(ctx context.Context, id string) (*Schedule, error)
 
 // ScheduleTicks returns schedule id's newest n ticks, newest first.
 func (in *Inspector) ScheduleTicks(ctx context.Context, id string, n int) ([]Tick, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	if err := ValidateScheduleID(id); err != nil {
 		return nil, err
@@ -537,16 +553,16 @@ type LeaderStatus = ledger.LeaderStatus
 // LeaderStatus returns what the acting maintenance leader last published
 // (nil when none has).
 func (in *Inspector) LeaderStatus(ctx context.Context) (*LeaderStatus, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	return in.l.LeaderStatus(ctx)
 }
 
 // Leader returns the maintenance leader's lease (nil when none is held).
 func (in *Inspector) Leader(ctx context.Context) (*lease.Lease, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	return in.l.Leader(ctx)
 }
@@ -555,8 +571,8 @@ func (in *Inspector) Leader(ctx context.Context) (*lease.Lease, error) {
 // acknowledged writes that clients, pools or bridges detected), latest
 // detection first.
 func (in *Inspector) Rewinds(ctx context.Context) ([]Rewind, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	qs, err := in.l.Queues(ctx)
 	if err != nil {
@@ -580,6 +596,9 @@ func (in *Inspector) Rewinds(ctx context.Context) ([]Rewind, error) {
 // clock is behind (ARCHITECTURE.md, "The clock"). On Redis Cluster it is the
 // server's TIME. Like every Inspector read it writes nothing.
 func (in *Inspector) ServerTime(ctx context.Context) (time.Time, error) {
+	if err := in.err(); err != nil {
+		return time.Time{}, err
+	}
 	return in.l.ReadTime(ctx)
 }
 
@@ -587,6 +606,9 @@ func (in *Inspector) ServerTime(ctx context.Context) (time.Time, error) {
 // Redis Cluster one per master, returning the master farthest from this
 // process's clock): the offset, within half the round trip.
 func (in *Inspector) Clock(ctx context.Context) (ClockSample, error) {
+	if err := in.err(); err != nil {
+		return ClockSample{}, err
+	}
 	return in.l.Clock(ctx)
 }
 
@@ -596,16 +618,24 @@ func (in *Inspector) Clock(ctx context.Context) (ClockSample, error) {
 // across a failover to a node whose clock is behind or a clock stepped
 // back (0 while none is needed).
 func (in *Inspector) NamespaceClock(ctx context.Context) (ClockSample, time.Duration, error) {
+	if err := in.err(); err != nil {
+		return ClockSample{}, 0, err
+	}
 	return in.l.NamespaceClock(ctx)
 }
 
 // Ping checks that Redis answers.
-func (in *Inspector) Ping(ctx context.Context) error { return in.l.Ping(ctx) }
+func (in *Inspector) Ping(ctx context.Context) error {
+	if err := in.err(); err != nil {
+		return err
+	}
+	return in.l.Ping(ctx)
+}
 
 // queue checks a queue's name or a partition's.
 func (in *Inspector) queue(q string) error {
-	if in.nsErr != nil {
-		return in.nsErr
+	if err := in.err(); err != nil {
+		return err
 	}
 	return ValidateQueueRef(q)
 }

@@ -28,8 +28,8 @@ const (
 // operator checks an operator's name and note and returns the actor string
 // recorded with the action.
 func (c *Client) operator(queue, actor, note string) (string, error) {
-	if c.nsErr != nil {
-		return "", c.nsErr
+	if err := c.err(); err != nil {
+		return "", err
 	}
 	if err := ledger.ValidateQueueRef(queue); err != nil {
 		return "", err
@@ -346,8 +346,8 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 // removal: the namespace keeps its newest MaxScheduleRemovals removals
 // (Inspector.ScheduleRemovals).
 func (c *Client) RemoveSchedule(ctx context.Context, id, actor, note string) (bool, error) {
-	if c.nsErr != nil {
-		return false, c.nsErr
+	if err := c.err(); err != nil {
+		return false, err
 	}
 	if err := ValidateScheduleID(id); err != nil {
 		return false, err
@@ -373,8 +373,8 @@ type ScheduleRemoval = ledger.ScheduleRemoval
 // ScheduleRemovals returns the namespace's recorded schedule removals,
 // newest first, at most MaxScheduleRemovals.
 func (in *Inspector) ScheduleRemovals(ctx context.Context) ([]ScheduleRemoval, error) {
-	if in.nsErr != nil {
-		return nil, in.nsErr
+	if err := in.err(); err != nil {
+		return nil, err
 	}
 	return in.l.ScheduleRemovals(ctx)
 }

@@ -54,7 +54,7 @@ func RecordOutput(ctx context.Context, v any) error {
 // [ErrNotFound] when there is no such job and [ErrNoOutput] when the job
 // has none (not succeeded yet, or nothing recorded).
 func (c *Client) Output(ctx context.Context, q, id string, v any) error {
-	if err := c.nsErr; err != nil {
+	if err := c.err(); err != nil {
 		return err
 	}
 	if err := ledger.ValidateQueueRef(q); err != nil {

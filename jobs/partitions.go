@@ -87,8 +87,8 @@ type cachedPartitions struct {
 // MaxLayoutChanges changes of q are kept (Inspector.PartitionChanges).
 // Giving the count q has already changes nothing and records nothing.
 func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note string) (int, error) {
-	if c.nsErr != nil {
-		return 0, c.nsErr
+	if err := c.err(); err != nil {
+		return 0, err
 	}
 	if err := ValidateQueue(q); err != nil {
 		return 0, err

@@ -35,8 +35,8 @@ var errLocalDeadline = fmt.Errorf("%w: not confirmed before the local deadline",
 // the lease is lost. l is copied; read the current state with Session.Lease.
 // A Config.SafetyMargin above half of ttl is refused with ErrInvalid.
 func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*Session, error) {
-	if m.cfgErr != nil {
-		return nil, m.cfgErr
+	if err := m.err(); err != nil {
+		return nil, err
 	}
 	if l == nil {
 		return nil, fmt.Errorf("%w: nil lease", ErrInvalid)

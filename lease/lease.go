@@ -193,7 +193,8 @@ var (
 // NewManager returns a Manager over client. A nil client (or a typed nil
 // pointer), or a Config.Durability that does not validate (see
 // Config.Validate) or that client's read timeout cannot hold, makes every
-// call fail with an error matching ErrInvalid instead.
+// call fail with an error matching ErrInvalid instead, as does every call
+// on a nil or zero Manager.
 func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "fq"
@@ -223,8 +224,22 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Namespace returns the key prefix in use.
-func (m *Manager) Namespace() string { return m.cfg.Namespace }
+// Namespace returns the key prefix in use ("" for a nil Manager).
+func (m *Manager) Namespace() string {
+	if m == nil {
+		return ""
+	}
+	return m.cfg.Namespace
+}
+
+// err is what every call fails with: the mistake NewManager found, or
+// ErrInvalid for a nil or zero Manager, which NewManager did not make.
+func (m *Manager) err() error {
+	if m == nil || (m.client == nil && m.cfgErr == nil) {
+		return fmt.Errorf("%w: a nil or zero lease.Manager: create it with NewManager", ErrInvalid)
+	}
+	return m.cfgErr
+}
 
 // Key returns the Redis key of resource's lease: "<token> <deadline µs>
 // <owner>". It never expires, so it keeps the last token minted.
@@ -315,8 +330,8 @@ func str(v any) string {
 //
 // or wait until held.Deadline, when the lease ends by itself.
 func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.Duration) (*Lease, error) {
-	if m.cfgErr != nil {
-		return nil, m.cfgErr
+	if err := m.err(); err != nil {
+		return nil, err
 	}
 	if err := validate(resource, owner, ttl); err != nil {
 		return nil, err
@@ -473,8 +488,8 @@ func (m *Manager) AcquireWait(ctx context.Context, resource, owner string, ttl t
 // Renew extends l by ttl from now (Redis time) and updates l.Deadline. It
 // fails with ErrLost once the lease expired or a newer token exists.
 func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error {
-	if m.cfgErr != nil {
-		return m.cfgErr
+	if err := m.err(); err != nil {
+		return err
 	}
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrInvalid)
@@ -499,8 +514,8 @@ func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error 
 // Release frees l if it still holds the resource. A stale release (expired,
 // or superseded by a newer token) changes nothing and returns ErrNotHeld.
 func (m *Manager) Release(ctx context.Context, l *Lease) error {
-	if m.cfgErr != nil {
-		return m.cfgErr
+	if err := m.err(); err != nil {
+		return err
 	}
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrInvalid)
@@ -533,8 +548,8 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 // whose time part, its low 52 bits, lies more than a year past their
 // clock: no counter mints such a token).
 func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error {
-	if m.cfgErr != nil {
-		return m.cfgErr
+	if err := m.err(); err != nil {
+		return err
 	}
 	if err := validateResource(resource); err != nil {
 		return err
@@ -580,8 +595,8 @@ func (m *Manager) clockKey(resource string) string {
 
 // Holder returns the live lease on resource, or nil when it is free.
 func (m *Manager) Holder(ctx context.Context, resource string) (*Lease, error) {
-	if m.cfgErr != nil {
-		return nil, m.cfgErr
+	if err := m.err(); err != nil {
+		return nil, err
 	}
 	if err := validateResource(resource); err != nil {
 		return nil, err

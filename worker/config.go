@@ -26,12 +26,16 @@ import (
 // invalid Config. Every such error matches it (an invalid Config.Jobs or
 // queue name matches jobs.ErrInvalid as well), and its text says which
 // field is wrong. Register, AddPeriodic and Run return it for a nil *Pool
-// (the pool of a NewPool call whose error went unchecked), and Run when
+// (the pool of a NewPool call whose error went unchecked) or a zero Pool
+// (one NewPool did not make), and Run when
 // the Sentinels of Config.Jobs.Sentinel monitor no master of its name.
 var ErrConfig = errors.New("worker: invalid config")
 
-// errNilPool is what a nil *Pool's methods return.
-var errNilPool = fmt.Errorf("%w: nil *Pool: NewPool failed, and its error says why", ErrConfig)
+// errNilPool is what the methods of a Pool NewPool did not make return.
+var errNilPool = fmt.Errorf("%w: nil or zero *Pool: create it with NewPool; a nil one means NewPool failed, and its error says why", ErrConfig)
+
+// unmade reports whether p is nil or a zero Pool, not made by NewPool.
+func (p *Pool) unmade() bool { return p == nil || p.ledger == nil }
 
 // configError marks err, NewPool's refusal of its arguments, with
 // ErrConfig; its text is err's.
@@ -134,7 +138,8 @@ type Config struct {
 	UnknownKindDefers int
 	// RetryDelay gives the delay before retry n (default: exponential from
 	// 1s, capped at 5m, with jitter). A negative delay retries at once; a
-	// RetryDelay that panics is logged and the default delay is used.
+	// RetryDelay that panics is logged and the default delay is used. A
+	// handler error made with jobs.RetryAfter gives its own delay instead.
 	RetryDelay func(n int) time.Duration
 	// WorkerID names this pool in lease owners and logs (default
 	// hostname-pid-random): 1 to MaxWorkerIDLen bytes of UTF-8 without

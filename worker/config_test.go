@@ -179,6 +179,47 @@ func TestNilPoolFailsWithErrConfig(t *testing.T) {
 	}
 }
 
+// TestZeroPoolFailsWithErrConfig: a Pool NewPool did not make (var p
+// worker.Pool, or &worker.Pool{}) is refused by Register, AddPeriodic and
+// Run with an error matching ErrConfig that says to use NewPool, instead of
+// panicking; the pool NewPool makes over the same Redis runs.
+func TestZeroPoolFailsWithErrConfig(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	p := &worker.Pool{}
+	work := jobs.WorkFunc[effectArgs](func(context.Context, *jobs.Job[effectArgs]) error { return nil })
+	calls := map[string]func() error{
+		"Register": func() error { return worker.Register(p, work) },
+		"AddPeriodic": func() error {
+			return p.AddPeriodic(worker.Periodic(worker.Every(time.Minute), effectArgs{Name: "tick"}))
+		},
+		"Run": func() error { return p.Run(t.Context()) },
+	}
+	for name, call := range calls {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s on a zero pool panicked: %v", name, r)
+				}
+			}()
+			if err := call(); !errors.Is(err, worker.ErrConfig) || !strings.Contains(err.Error(), "NewPool") {
+				t.Errorf("%s on a zero pool: %v, want ErrConfig saying to use NewPool", name, err)
+			}
+		}()
+	}
+	made, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Register(made, work); err != nil {
+		t.Fatalf("Register on the pool NewPool made: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := made.Run(ctx); err != nil {
+		t.Fatalf("Run of the pool NewPool made, its context ended: %v", err)
+	}
+}
+
 // TestNilPeriodicOptionsAreRefused: a nil PeriodicOption, or a nil
 // jobs.Option given to EnqueueOptions, makes AddPeriodic refuse the job
 // (nothing registered) instead of panicking in Periodic.

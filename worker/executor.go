@@ -161,7 +161,12 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 	c := a.job
 	outcome := rules.NameApplier(a.ctx, p.ledger, c.Queue, c.ID, end.Err, rules.Decide(end))
 	if outcome.To == jobs.Pending && !outcome.Defer {
-		outcome.RetryIn = p.retryDelay(a)
+		var after *jobs.RetryAfterError
+		if errors.As(end.Err, &after) {
+			outcome.RetryIn = after.Delay
+		} else {
+			outcome.RetryIn = p.retryDelay(a)
+		}
 	}
 	if end.Lost {
 		p.metrics.LeaseLost.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()

@@ -28,7 +28,10 @@ type Handler func(ctx context.Context, job JobView) error
 // cancellation) and may return another error, which then steers the
 // outcome as the handler's would (see Config). Attempts that never reach
 // a handler, because their resource was busy or no worker is registered
-// for their kind, are not wrapped. A panic in middleware is recovered
+// for their kind, are not wrapped. A handler's panic unwinds through next,
+// as in asynq: code after next runs only if deferred (a deferred recover
+// sees the panic, and the error the middleware then returns steers the
+// outcome). A panic in middleware is recovered
 // like one in a handler, except after next returned: the handler's
 // outcome then stands (the panic is logged and counted), as it does when
 // the middleware ends its goroutine there (runtime.Goexit). next runs the

@@ -265,7 +265,7 @@ func Periodic(schedule Schedule, args jobs.JobArgs, opts ...PeriodicOption) *Per
 // a job is invalid or its schedule id is already registered; nothing is
 // registered then.
 func (p *Pool) AddPeriodic(pjs ...*PeriodicJob) error {
-	if p == nil {
+	if p.unmade() {
 		return errNilPool
 	}
 	specs := make([]maintenance.Periodic, 0, len(pjs))

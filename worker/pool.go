@@ -150,7 +150,7 @@ func (p *Pool) ID() string {
 // a struct with a func or channel field) is refused with an error matching
 // ErrConfig and jobs.ErrInvalid.
 func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
-	if p == nil {
+	if p.unmade() {
 		return errNilPool
 	}
 	zero := argtype.Zero[T]() // T may be a pointer to the args
@@ -368,7 +368,7 @@ func (p *Pool) redisAddr(ne net.Error) string {
 // network error kept for errors.Is and errors.As. A nil
 // pool returns ErrConfig.
 func (p *Pool) Run(ctx context.Context) error {
-	if p == nil {
+	if p.unmade() {
 		return errNilPool
 	}
 	p.mu.Lock()

@@ -51,3 +51,58 @@ func TestRetryDelayThatPanicsOrGoesNegative(t *testing.T) {
 		t.Errorf("the panicking RetryDelay was not logged with the job id:\n%s", tail(e.logs.String(), 10))
 	}
 }
+
+type snoozedArgs struct {
+	Snooze bool `json:"snooze"`
+}
+
+func (snoozedArgs) Kind() string { return "snoozed" }
+
+// TestRetryAfterOverridesRetryDelay: a handler returning jobs.RetryAfter
+// gets its retry due after the delay it gave, not the pool's RetryDelay
+// (here: at once), and the attempt counts as a retry; a plain error of the
+// same kind is retried by RetryDelay, at once, until it succeeds.
+func TestRetryAfterOverridesRetryDelay(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.RetryDelay = func(int) time.Duration { return 0 }
+	p := e.pool(cfg)
+	if err := worker.Register(p, jobs.WorkFunc[snoozedArgs](func(_ context.Context, j *jobs.Job[snoozedArgs]) error {
+		switch {
+		case j.Args.Snooze:
+			return jobs.RetryAfter(errors.New("upstream says 429"), time.Hour)
+		case j.Attempt < 2:
+			return errors.New("try again")
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	ctx := context.Background()
+	before := time.Now()
+	snoozed := e.enqueue(snoozedArgs{Snooze: true})
+	plain := e.enqueue(snoozedArgs{})
+	in := e.client.Inspector()
+	var rec *jobs.Record
+	redistest.AwaitWithin(t, e.rdb, e.ns, "the snoozed job's first attempt to end", 30*time.Second, func() bool {
+		var err error
+		rec, err = in.Get(ctx, jobs.DefaultQueue, snoozed.JobID)
+		return err == nil && rec.Attempts == 1 && rec.State == jobs.Pending
+	})
+	if rec.RunAt.Before(before.Add(50*time.Minute)) || rec.Error != "upstream says 429" {
+		t.Errorf("snoozed job: due %v (enqueued %v), error %q; want due about an hour later, the handler's error kept",
+			rec.RunAt, before, rec.Error)
+	}
+	redistest.AwaitWithin(t, e.rdb, e.ns, "the plain job to succeed on its retry", 30*time.Second, func() bool {
+		r, err := in.Get(ctx, jobs.DefaultQueue, plain.JobID)
+		return err == nil && r.State == jobs.Succeeded && r.Attempts == 2
+	})
+	if rec, err := in.Get(ctx, jobs.DefaultQueue, snoozed.JobID); err != nil || rec.Attempts != 1 || rec.State != jobs.Pending {
+		t.Errorf("snoozed job after the plain one's retry: %+v, %v; want pending after its one attempt", rec, err)
+	}
+	var after *jobs.RetryAfterError
+	if err := jobs.RetryAfter(nil, -time.Second); !errors.As(err, &after) || after.Delay != 0 {
+		t.Errorf("RetryAfter(nil, -1s): %v, want a *RetryAfterError with no delay", err)
+	}
+}
