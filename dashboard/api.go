@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/termsafe"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -42,7 +43,8 @@ var eventTypes = map[string][]string{
 	"operator":     {"cancel", "pause", "resume", "run_now"},
 }
 
-// writeJSON sends v as JSON; encoding/json escapes <, > and & in strings.
+// writeJSON sends v as JSON; encoding/json escapes <, > and & in strings,
+// termsafe.JSONWriter the characters a terminal may act on.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -51,7 +53,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	// read in terminals too (curl): no character there may act on one
+	_, _ = termsafe.JSONWriter(w).Write(append(b, '\n'))
 }
 
 type apiError struct {

@@ -1,6 +1,7 @@
 package dashboard_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -453,4 +454,71 @@ func TestJobDetailShowsUniqueKey(t *testing.T) {
 	if d.Job.UniqueKey == "" || strings.Join(d.Job.UniqueStates, ",") != "pending,running,uncertain" {
 		t.Fatalf("job detail: unique key %q, states %v", d.Job.UniqueKey, d.Job.UniqueStates)
 	}
+}
+
+// TestJSONAPIEscapesTerminalControls: a script reading the API in a
+// terminal (curl) gets no character a terminal may act on as it is (bidi
+// overrides, C1 controls such as the 8-bit CSI, line separators): they
+// come as \u escapes, and the body decodes to the same values.
+func TestJSONAPIEscapesTerminalControls(t *testing.T) {
+	f := newFixture(t)
+	const op = "refund-\u202egnp.exe"
+	const note = "memo\u202eabc\u0085"
+	const errText = "declined\u009b2J \u2067spoof\u2069\u2028next\u007f"
+	id := f.enqueue(echoArgs{N: 1, Note: note}, jobs.OperationID(op))
+	c := f.claimOne("default", id, "w", time.Minute)
+	if _, err := f.ledger.Complete(context.Background(), "default", []ledger.Completion{{ID: id, Token: c.Token,
+		Outcome: ledger.Outcome{To: ledger.Dead, Error: errText, Reason: "permanent"}}}); err != nil {
+		t.Fatal(err)
+	}
+	h := f.handler(dashboard.Options{})
+	for _, path := range []string{"/api/jobs/default/" + id, "/api/jobs?state=dead", "/api/search?q=refund-"} {
+		res, body := call(t, h, httptest.NewRequest(http.MethodGet, path, nil))
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
+		}
+		if i := bytes.IndexFunc(body, func(r rune) bool {
+			return r >= 0x7f && r <= 0x9f || r == '\u2028' || r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
+		}); i >= 0 {
+			t.Fatalf("%s: a character a terminal acts on, as it is, at byte %d: %q", path, i, body)
+		}
+		if !bytes.Contains(body, []byte(`refund-\u202egnp.exe`)) {
+			t.Fatalf("%s: the operation id not escaped: %s", path, body)
+		}
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		want := []string{op}
+		if path == "/api/jobs/default/"+id {
+			want = append(want, errText)
+		}
+		for _, s := range want {
+			if !holds(v, s) {
+				t.Fatalf("%s: decoded body %v does not hold %q", path, v, s)
+			}
+		}
+	}
+	var d struct{ Job struct{ Args echoArgs } }
+	getJSON(t, h, "/api/jobs/default/"+id, &d)
+	if d.Job.Args.Note != note {
+		t.Fatalf("args decoded to note %q, want %q", d.Job.Args.Note, note)
+	}
+}
+
+// holds reports whether decoded JSON v holds string s as a value.
+func holds(v any, s string) bool {
+	switch x := v.(type) {
+	case string:
+		return x == s
+	case []any:
+		return slices.ContainsFunc(x, func(e any) bool { return holds(e, s) })
+	case map[string]any:
+		for _, e := range x {
+			if holds(e, s) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -120,7 +120,7 @@
 //	GET  api/schedules?id=&ticks=      periodic schedules (at most 500; total counts all),
 //	                                   each with its newest ticks (default 5, at most 100)
 //	                                   and the state of the job each produced
-//	GET  api/workflows?id=&limit=      the newest workflows (limit at most 500), or workflow
+//	GET  api/workflows?id=&limit=      the newest workflows (limit at most 100), or workflow
 //	                                   id with its steps (needs a client: 503 without one)
 //	GET  api/limits                    per queue: limits, rates and fair groups in use
 //	GET  api/session                   whether actions are enabled and who is signed in
@@ -193,6 +193,8 @@
 // holding markup is shown as text; bidirectional formatting characters,
 // line separators and control characters other than line feed and tab
 // are shown as \u escapes (\u202e), as the fencedq command prints them.
+// The JSON API writes those characters (above U+001F) as \u escapes too,
+// for scripts reading it in a terminal: the values decode the same.
 //
 // Operator actions are logged (Options.Logger) with the queue, job id,
 // action or decision and actor, never with args; a bulk action logs one

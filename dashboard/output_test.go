@@ -4,12 +4,17 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/workflow"
 )
 
@@ -71,5 +76,69 @@ func TestWorkflowsAPI(t *testing.T) {
 	getJSON(t, h, "/api/jobs?queue=default&state=waiting", &list)
 	if list.Total != 1 || len(list.Jobs) != 1 || list.Jobs[0].ID != res.Steps["ship"].JobID {
 		t.Fatalf("waiting jobs: %+v", list)
+	}
+}
+
+// countWorkflowReads counts the workflow records read (HGETALL of a
+// wf: key) through the client it is added to.
+type countWorkflowReads struct{ n atomic.Int64 }
+
+func (c *countWorkflowReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *countWorkflowReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "hgetall" && len(args) > 1 {
+			if k, _ := args[1].(string); strings.Contains(k, ":wf:") {
+				c.n.Add(1)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *countWorkflowReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// The workflows API reads the workflows it lists, no more: with homes in
+// several queues, limit=2 reads two records (and their steps), not two of
+// every queue; and it lists 100 at most.
+func TestWorkflowsAPIReadsOnlyWhatItLists(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	created := map[string]int64{} // workflow id → its creation (ms)
+	for i := range 101 {
+		home := "home-" + strconv.Itoa(i%3)
+		res, err := workflow.Enqueue(ctx, f.client, workflow.New("order").
+			Add("charge", echoArgs{N: i}, workflow.Options(jobs.Queue(home))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		created[res.ID] = int64(f.rdb.ZScore(ctx, f.ns+":{"+home+"}:workflows", res.ID).Val())
+	}
+	h := f.handler(dashboard.Options{})
+	hook := &countWorkflowReads{}
+	f.rdb.AddHook(hook)
+	var l struct {
+		Workflows []workflow.Status `json:"workflows"`
+	}
+	getJSON(t, h, "/api/workflows?limit=2", &l)
+	if len(l.Workflows) != 2 || l.Workflows[0].ID == l.Workflows[1].ID {
+		t.Fatalf("limit=2 listed %+v", l.Workflows)
+	}
+	last := created[l.Workflows[1].ID]
+	for id, at := range created {
+		if id != l.Workflows[0].ID && id != l.Workflows[1].ID && at > last || created[l.Workflows[0].ID] < last {
+			t.Fatalf("limit=2 listed %+v, not the newest two of %v", l.Workflows, created)
+		}
+	}
+	if n := hook.n.Load(); n != 2 {
+		t.Fatalf("limit=2 read %d workflow records, want 2", n)
+	}
+	// a larger limit lists (and reads) 100
+	hook.n.Store(0)
+	getJSON(t, h, "/api/workflows?limit=500", &l)
+	if len(l.Workflows) != 100 || hook.n.Load() != 100 {
+		t.Fatalf("limit=500 listed %d workflows, read %d records; want 100 each", len(l.Workflows), hook.n.Load())
 	}
 }

@@ -3,9 +3,15 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/fencedq/fencedq/workflow"
 )
+
+// maxWorkflowsLimit bounds api/workflows?limit: every workflow listed has
+// every step's job read (up to workflow.MaxSteps each), on a read endpoint
+// open to every viewer.
+const maxWorkflowsLimit = 100
 
 // apiWorkflows lists the newest workflows (state, progress n/m, started)
 // and, with ?id=, shows one with each step's dependencies, state, token
@@ -16,9 +22,9 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "workflows need a dashboard with a client")
 		return
 	}
-	n, ok := intParam(r, "limit", 50, 500)
+	n, ok := intParam(r, "limit", 50, maxWorkflowsLimit)
 	if !ok || n == 0 {
-		writeError(w, http.StatusBadRequest, "invalid", "limit must be 1-500")
+		writeError(w, http.StatusBadRequest, "invalid", "limit must be 1-"+strconv.Itoa(maxWorkflowsLimit))
 		return
 	}
 	ctx, cancel := h.ctx(r)

@@ -118,18 +118,23 @@ func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, err
 
 // Paused returns who paused queue q and why, or nil when it runs. A
 // partitioned queue reads as paused when any of its current partitions is
-// (Client.Pause pauses them all).
+// (Client.Pause pauses them all), by the pause holding the most of them (a
+// partition paused on its own before its queue was keeps its own pause;
+// Inspector.Partitions shows each).
 func (in *Inspector) Paused(ctx context.Context, q string) (*Pause, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
 		return nil, err
 	}
+	ps := make([]*Pause, 0, len(names))
 	for _, n := range names {
-		if p, err := in.l.Paused(ctx, n); err != nil || p != nil {
-			return p, err
+		p, err := in.l.Paused(ctx, n)
+		if err != nil {
+			return nil, err
 		}
+		ps = append(ps, p)
 	}
-	return nil, nil
+	return mainPause(ps), nil
 }
 
 // Get returns job id of queue q (found in whichever partition holds it),

@@ -78,8 +78,9 @@ type cachedPartitions struct {
 // enqueued before the change may be enqueued again in the new layout:
 // deduplication by operation id holds within one layout. The new
 // partitions start paused when every partition the queue had (or the queue
-// itself, before it had any) was paused, by that pause, and running
-// otherwise; a partition kept in the new layout keeps its state.
+// itself, before it had any) was paused, by the pause holding the most of
+// them (as Inspector.Paused shows it), and running otherwise; a partition
+// kept in the new layout keeps its state.
 //
 // Like the other operator actions it records who changed the count and why
 // (actor and note, with the limits of MaxActorLen and MaxNoteLen, checked
@@ -164,8 +165,9 @@ func (c *Client) followPause(ctx context.Context, q string, p int, had map[strin
 }
 
 // pausedEverywhere returns, when every physical queue queue q has now is
-// paused, the pause of the first (the pause its new partitions start with)
-// and those queues (had); nil when one of them runs (they start running).
+// paused, the pause holding most of them (mainPause: the pause its new
+// partitions start with) and those queues (had); nil when one of them runs
+// (they start running).
 func pausedEverywhere(ctx context.Context, l *ledger.Ledger, q string) (*Pause, map[string]bool, error) {
 	names, err := physical(ctx, l, q)
 	if err != nil {
@@ -175,24 +177,50 @@ func pausedEverywhere(ctx context.Context, l *ledger.Ledger, q string) (*Pause, 
 	for _, n := range names {
 		had[n] = true
 	}
-	first, err := pauseOf(ctx, l, names)
-	return first, had, err
+	main, err := pauseOf(ctx, l, names)
+	return main, had, err
 }
 
-// pauseOf returns the pause of names[0] when every queue of names is
-// paused, nil when one of them runs (new partitions then run too).
+// pauseOf returns the pause holding most queues of names (mainPause) when
+// every one is paused, nil when one of them runs (new partitions then run
+// too).
 func pauseOf(ctx context.Context, l *ledger.Ledger, names []string) (*Pause, error) {
-	var first *Pause
-	for i, n := range names {
+	ps := make([]*Pause, 0, len(names))
+	for _, n := range names {
 		p, err := l.Paused(ctx, n)
 		if err != nil || p == nil {
 			return nil, err
 		}
-		if i == 0 {
-			first = p
+		ps = append(ps, p)
+	}
+	return mainPause(ps), nil
+}
+
+// mainPause returns the pause of ps (the pauses of a queue's partitions,
+// nil for one running) that holds the most partitions, nil when none is
+// paused. A partition paused on its own before its queue was keeps its own
+// pause, so the queue's pause is the one holding most; of pauses holding as
+// many, the newest (the queue's, when it left older one-partition pauses
+// in place), then the smallest id.
+func mainPause(ps []*Pause) *Pause {
+	held := map[string]int{}
+	var main *Pause
+	for _, p := range ps {
+		if p == nil {
+			continue
+		}
+		held[p.ID]++
+	}
+	for _, p := range ps {
+		if p == nil {
+			continue
+		}
+		if main == nil || held[p.ID] > held[main.ID] || held[p.ID] == held[main.ID] &&
+			(p.At.After(main.At) || p.At.Equal(main.At) && p.ID < main.ID) {
+			main = p
 		}
 	}
-	return first, nil
+	return main
 }
 
 // route moves each job of a partitioned queue to its partition.

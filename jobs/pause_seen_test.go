@@ -205,3 +205,59 @@ func TestResumeSeenEndsThePauseSeenOnEveryPartition(t *testing.T) {
 		t.Fatalf("still paused: %+v, %v", p, err)
 	}
 }
+
+// TestNewPartitionsTakeTheQueuesPause: the first partition paused on its
+// own before its queue was keeps its own pause; the queue shows the pause
+// holding the others, the partitions a layout change adds take that one
+// too, and resuming it leaves only the first partition paused.
+func TestNewPartitionsTakeTheQueuesPause(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	in := c.Inspector()
+	ctx := context.Background()
+	if _, err := c.SetPartitions(ctx, "q", 3, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	parts := ledger.PartitionNames("q", 3)
+	if _, err := c.Pause(ctx, parts[0], "alice", "partition 0 only"); err != nil {
+		t.Fatal(err)
+	}
+	own, err := l.Paused(ctx, parts[0])
+	if err != nil || own == nil {
+		t.Fatalf("partition pause: %+v, %v", own, err)
+	}
+	if _, err := c.Pause(ctx, "q", "bob", "the whole queue"); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := l.Paused(ctx, parts[1])
+	if err != nil || whole == nil || whole.ID == own.ID {
+		t.Fatalf("queue pause on partition 1: %+v, %v", whole, err)
+	}
+	if p, err := in.Paused(ctx, "q"); err != nil || p == nil || p.ID != whole.ID {
+		t.Fatalf("queue shows %+v, %v; want the queue's pause %s, not partition 0's %s", p, err, whole.ID, own.ID)
+	}
+	if _, err := c.SetPartitions(ctx, "q", 5, "test", "grow"); err != nil {
+		t.Fatal(err)
+	}
+	all := append(ledger.PartitionNames("q", 5), parts...)
+	for _, n := range all {
+		p, err := l.Paused(ctx, n)
+		want := whole.ID
+		if n == parts[0] {
+			want = own.ID
+		}
+		if err != nil || p == nil || p.ID != want {
+			t.Fatalf("partition %s after the change: %+v, %v; want pause %s", n, p, err, want)
+		}
+	}
+	if changed, err := c.ResumeSeen(ctx, "q", whole.ID, "bob", "over"); err != nil || !changed {
+		t.Fatalf("resume of the queue's pause: %v, %v", changed, err)
+	}
+	for _, n := range all {
+		p, err := l.Paused(ctx, n)
+		if err != nil || (n == parts[0]) != (p != nil) {
+			t.Fatalf("partition %s after the resume: %+v, %v (want only %s paused)", n, p, err, parts[0])
+		}
+	}
+}

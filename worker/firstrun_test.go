@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -176,6 +177,66 @@ func TestStopAsItStartsWarnsNothing(t *testing.T) {
 	for _, l := range strings.Split(e.logs.String(), "\n") {
 		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
 			t.Errorf("logged while stopping as it started: %s", l)
+		}
+	}
+}
+
+// warnings is a slog handler sending each warning's message and
+// attributes, as one line, to c (dropped when c is full).
+type warnings struct{ c chan string }
+
+func (w warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (w warnings) Handle(_ context.Context, r slog.Record) error {
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
+	select {
+	case w.c <- line:
+	default: // the test stopped reading
+	}
+	return nil
+}
+
+func (w warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w warnings) WithGroup(string) slog.Handler      { return w }
+
+// TestPeriodicJobWithoutAWorkerWarns: a pool registering a periodic job
+// of a kind it has no worker for (meant for another pool, or a forgotten
+// Register) says so when it starts, naming the schedule and the kind; a
+// periodic job whose kind it runs is not named.
+func TestPeriodicJobWithoutAWorkerWarns(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	logs := make(chan string, 100)
+	cfg.Logger = slog.New(warnings{logs})
+	p := e.pool(cfg)
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(context.Context, *jobs.Job[plainArgs]) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AddPeriodic(
+		worker.Periodic(worker.Every(time.Hour), plainArgs{}, worker.ScheduleID("served")),
+		worker.Periodic(worker.Every(time.Hour), effectArgs{Name: "tick"}, worker.ScheduleID("elsewhere"))); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	deadline := time.After(testsignal.DefaultTimeout)
+	for {
+		select {
+		case line := <-logs:
+			if strings.Contains(line, "schedule=served") {
+				t.Fatalf("warned of a periodic job the pool has a worker for: %s", line)
+			}
+			if strings.Contains(line, "schedule=elsewhere") {
+				if !strings.Contains(line, "kind=effect") || !strings.Contains(line, "no worker") {
+					t.Fatalf("warning %q: want it to say the kind effect has no worker", line)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no warning of a periodic job whose kind has no worker in the pool")
 		}
 	}
 }

@@ -263,7 +263,9 @@ func Periodic(schedule Schedule, args jobs.JobArgs, opts ...PeriodicOption) *Per
 // the pool runs, ErrConfig for a nil pool, and with an error matching
 // ErrSchedule (or jobs.ErrInvalid, for the args and enqueue options) when
 // a job is invalid or its schedule id is already registered; nothing is
-// registered then.
+// registered then. A job of a kind p has no worker for is registered all
+// the same (another pool may run its ticks): Run logs a warning naming its
+// schedule and kind.
 func (p *Pool) AddPeriodic(pjs ...*PeriodicJob) error {
 	if p.unmade() {
 		return errNilPool

@@ -408,6 +408,12 @@ func (p *Pool) Run(ctx context.Context) error {
 	if len(p.handlers) == 0 {
 		p.log.Warn("no workers registered: every job this pool claims is put back for another pool (register them with worker.Register before Run)")
 	}
+	for _, s := range p.periodic {
+		if p.handlers[s.Spec.Kind] == nil {
+			p.log.Warn("a periodic job's kind has no worker in this pool: its ticks run only where a pool registers one",
+				"schedule", s.Spec.ID, "kind", s.Spec.Kind, "queue", s.Spec.Queue)
+		}
+	}
 
 	// Handlers run under work's values, and outlive ctx by ShutdownTimeout.
 	// An attempt's context is not a child of a shared cancellable context

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/clientledger"
@@ -129,7 +128,9 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 	return st, nil
 }
 
-// List returns up to n workflows, newest first, skipping offset.
+// List returns up to n workflows, newest first, skipping offset. It
+// reads the ids of the newest offset+n of every queue (one pipelined round
+// trip), then the record and every step's job of the n it returns only.
 func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error) {
 	l, err := clientledger.Of(c)
 	if l == nil {
@@ -145,28 +146,23 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 	if err != nil {
 		return nil, err
 	}
+	// the ids first: only the n workflows listed have their steps read
+	refs, err := l.NewestWorkflows(ctx, qs, offset+n)
+	if err != nil || offset >= len(refs) {
+		return nil, err
+	}
 	var out []*Status
-	for _, q := range qs {
-		ids, err := l.Workflows(ctx, q, 0, offset+n)
+	for _, ref := range refs[offset:] {
+		st, err := get(ctx, l, ref.Home, ref.ID)
+		if errors.Is(err, ErrNotFound) {
+			continue // pruned since
+		}
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range ids {
-			st, err := get(ctx, l, q, id)
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, st)
-		}
+		out = append(out, st)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
-	if offset >= len(out) {
-		return nil, nil
-	}
-	return out[offset:min(offset+n, len(out))], nil
+	return out, nil
 }
 
 // Cancel cancels workflow id on behalf of actor (an operator, with a

@@ -1,13 +1,18 @@
 package workflow_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
@@ -334,4 +340,126 @@ func TestStepsOfAnotherGraphLeftByAnUncommittedTryAreCancelled(t *testing.T) {
 	if err := redistest.Wait(e.rdb, key, testsignal.DefaultTimeout, func() bool { return e.rdb.ZCard(ctx, key).Val() == 0 }); err != nil {
 		t.Fatalf("workflow parts left noted: %v", err)
 	}
+}
+
+// TestRetryCommittedInAnotherHomePartitionIsNotAbandoned: the home queue
+// is partitioned and its partition count changes between a try whose
+// commit failed and the retry, which commits in another partition. The
+// failed try's notes name the old one, where no record is: the workflow
+// is not abandoned there, its steps are not cancelled, and it runs to its
+// end.
+func TestRetryCommittedInAnotherHomePartitionIsNotAbandoned(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetPartitions(ctx, "wf-home", 2, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	hook := &failCommit{}
+	e.rdb.(*redis.Client).AddHook(hook)
+	hook.on.Store(true)
+	w := workflow.New("order").
+		Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+		Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-other")))
+	if _, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order:moved")); err == nil {
+		t.Fatal("enqueue whose commit failed: no error")
+	}
+	hook.on.Store(false)
+	sum := sha256.Sum256([]byte("order:moved"))
+	id := "wf-" + hex.EncodeToString(sum[:16])
+	var noted struct{ Home string }
+	raw, err := e.rdb.HGet(ctx, e.ns+":{wf-other}:wf_part", id).Result()
+	if err != nil || json.Unmarshal([]byte(raw), &noted) != nil || !ledger.IsPartition(noted.Home) {
+		t.Fatalf("the failed try's part note: %q, %v", raw, err)
+	}
+	// a layout in which the workflow's home is another partition
+	p := 3
+	for ledger.PartitionNames("wf-home", p)[ledger.RoutePartition(p, id, "", 0)] == noted.Home {
+		p++
+	}
+	if _, err := e.client.SetPartitions(ctx, "wf-home", p, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order:moved"))
+	if err != nil || res.Deduplicated || res.ID != id || res.Home == noted.Home {
+		t.Fatalf("retry in the new layout: %+v, %v (noted home %s)", res, err, noted.Home)
+	}
+	qs, err := e.ledger.Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.ledger.AbandonUncommitted(ctx, qs, time.Now().Add(time.Hour))
+	if err != nil || len(got) != 0 {
+		t.Fatalf("AbandonUncommitted = %v, %v: the committed workflow abandoned", got, err)
+	}
+	ship := res.Steps["ship"]
+	if r, err := e.ledger.Get(ctx, ship.Queue, ship.JobID); err != nil || r.State != jobs.Waiting {
+		t.Fatalf("the committed workflow's ship step: %+v, %v; want it waiting", r, err)
+	}
+	if n := e.rdb.Exists(ctx, e.ns+":{"+noted.Home+"}:wf:"+id).Val(); n != 0 {
+		t.Fatalf("a record written in the old home %s", noted.Home)
+	}
+	if n := e.rdb.ZCard(ctx, e.ns+":{wf-other}:wf_parts").Val(); n != 0 {
+		t.Fatalf("%d workflow parts left noted", n)
+	}
+	e.start("wf-home", "wf-other")
+	e.wait(res, "ship", jobs.Succeeded)
+	if st := e.status(res.ID); st.State != workflow.Succeeded {
+		t.Fatalf("committed workflow: %+v", st)
+	}
+}
+
+// TestUnreadableCommittedRecordForgetsItsParts: a committed workflow whose
+// record's definition does not parse fails no pass of AbandonUncommitted:
+// it is logged, with the workflow's id, and its part notes are forgotten
+// instead of being read again on every pass.
+func TestUnreadableCommittedRecordForgetsItsParts(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hook := &failCommit{}
+	e.rdb.(*redis.Client).AddHook(hook)
+	hook.on.Store(true)
+	w := workflow.New("order").
+		Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+		Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-other")))
+	if _, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order:bad")); err == nil {
+		t.Fatal("enqueue whose commit failed: no error")
+	}
+	hook.on.Store(false)
+	res, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order:bad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.HSet(ctx, e.ns+":{wf-home}:wf:"+res.ID, "def", "{not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	l := ledger.New(e.rdb, ledger.Config{Namespace: e.ns,
+		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{mu: &mu, w: &logs}, nil))})
+	for pass := range 2 {
+		if got, err := l.AbandonUncommitted(ctx, []string{"wf-home", "wf-other"}, time.Now().Add(time.Hour)); err != nil || len(got) != 0 {
+			t.Fatalf("pass %d: AbandonUncommitted = %v, %v", pass, got, err)
+		}
+	}
+	if n := e.rdb.ZCard(ctx, e.ns+":{wf-other}:wf_parts").Val(); n != 0 {
+		t.Fatalf("%d workflow parts left noted", n)
+	}
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if strings.Count(out, `"level":"ERROR"`) != 1 || !strings.Contains(out, `"workflow":"`+res.ID+`"`) {
+		t.Fatalf("logs %s: want one error naming workflow %s", out, res.ID)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (lw *lockedWriter) Write(p []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.w.Write(p)
 }

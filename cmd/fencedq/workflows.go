@@ -112,7 +112,7 @@ func showWorkflow(out io.Writer, st *workflow.Status, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(cli.JSONWriter(out)).Encode(st)
 	}
-	fmt.Fprint(out, cli.Escapef("workflow %s %q: %s, %d/%d steps final, started %s (home queue %s)\n",
+	fmt.Fprint(out, cli.Escapef("workflow %s \"%s\": %s, %d/%d steps final, started %s (home queue %s)\n",
 		st.ID, st.Name, st.State, st.Done, st.Total, st.Created.UTC().Format(time.RFC3339), st.Home))
 	if st.CancelledBy != "" {
 		fmt.Fprint(out, cli.Escapef("  cancelled by %s\n", st.CancelledBy))

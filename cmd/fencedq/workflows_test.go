@@ -144,3 +144,19 @@ func TestWorkflowInspectCountsAndLimit(t *testing.T) {
 		t.Fatalf("workflow inspect --limit 2 --json: %d %q", code, text)
 	}
 }
+
+// workflow inspect prints the workflow's name escaped once, as every text
+// output escapes: a backslash as it is, an escape character as \x1b.
+func TestWorkflowInspectEscapesTheNameOnce(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	tr := bank.Transfer{From: "acct-000", To: "acct-001", Cents: 5}
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New(`C:\orders`+"\x1b[2J").Add("charge", tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, text, _ := e.cli("workflow", "inspect", "--id", res.ID)
+	if want := `"C:\orders\x1b[2J"`; code != 0 || !strings.Contains(text, want) || strings.Contains(text, "\x1b") {
+		t.Fatalf("workflow inspect --id: %d %q, want the name shown as %s", code, text, want)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/termsafe"
 )
 
 // TestLogsPrintDurationsAsDurations: in both formats.
@@ -44,7 +45,7 @@ func TestJSONLogsEscapeWhatATerminalActsOn(t *testing.T) {
 	l := LogFlags{level: slog.LevelInfo, format: "json"}
 	l.Logger(&buf).Error("handler failed", "error", sneaky)
 	out := buf.String()
-	if i := strings.IndexFunc(out, func(r rune) bool { return r > 0x1f && unsafeRune(r) }); i >= 0 {
+	if i := strings.IndexFunc(out, func(r rune) bool { return r > 0x1f && termsafe.Unsafe(r) }); i >= 0 {
 		t.Fatalf("raw %U at %d of %q", []rune(out[i:])[0], i, out)
 	}
 	var line struct{ Error string }

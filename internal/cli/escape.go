@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"reflect"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/fencedq/fencedq/internal/termsafe"
 )
 
 // Escape returns s safe to write to a terminal as one field of text
@@ -28,7 +28,7 @@ import (
 // from Redis, a user or an error through Escape; JSON output goes through
 // JSONWriter.
 func Escape(s string) string {
-	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || unsafeRune(r) })
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || termsafe.Unsafe(r) })
 	if i < 0 {
 		return s
 	}
@@ -46,9 +46,9 @@ func Escape(s string) string {
 			b.WriteString(`\r`)
 		case r == '\t':
 			b.WriteString(`\t`)
-		case r < 0x80 && unsafeRune(r):
+		case r < 0x80 && termsafe.Unsafe(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case unsafeRune(r):
+		case termsafe.Unsafe(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[:n])
@@ -90,49 +90,8 @@ func isNumber(k reflect.Kind) bool {
 	return (k >= reflect.Int && k <= reflect.Uint64) || k == reflect.Float32 || k == reflect.Float64
 }
 
-// unsafeRune reports whether a terminal may act on r (see Escape).
-func unsafeRune(r rune) bool {
-	if unicode.IsControl(r) {
-		return true
-	}
-	switch r {
-	case '\u2028', '\u2029', '\u200e', '\u200f', '\u061c':
-		return true
-	}
-	return r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
-}
-
 // JSONWriter returns w for JSON output (the commands' --json output, JSON
-// log lines): encoding/json escapes C0 control characters but writes DEL,
-// C1 controls (the 8-bit CSI among them), line separators and
-// bidirectional formatting characters as they are, so each Write has
-// those runes (the ones Escape escapes, above U+001F) written as \u
-// escapes instead. JSON holds them only inside strings, where the escape
-// stands for the same character: the output decodes to the same values.
+// log lines): termsafe.JSONWriter, which writes the runes Escape escapes
+// (above U+001F) as \u escapes; the output decodes to the same values.
 // Each Write must be whole runes (an Encoder's value, a log line).
-func JSONWriter(w io.Writer) io.Writer { return jsonWriter{w} }
-
-type jsonWriter struct{ w io.Writer }
-
-func (j jsonWriter) Write(p []byte) (int, error) {
-	unsafe := func(r rune) bool { return r > 0x1f && unsafeRune(r) }
-	i := bytes.IndexFunc(p, unsafe)
-	if i < 0 {
-		return j.w.Write(p)
-	}
-	b := make([]byte, 0, len(p)+16)
-	b = append(b, p[:i]...)
-	for s := p[i:]; len(s) > 0; {
-		r, n := utf8.DecodeRune(s)
-		if unsafe(r) {
-			b = fmt.Appendf(b, `\u%04x`, r)
-		} else {
-			b = append(b, s[:n]...)
-		}
-		s = s[n:]
-	}
-	if _, err := j.w.Write(b); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
+func JSONWriter(w io.Writer) io.Writer { return termsafe.JSONWriter(w) }

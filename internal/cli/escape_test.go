@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"github.com/fencedq/fencedq/internal/termsafe"
 	"github.com/fencedq/fencedq/lease"
 	"strings"
 	"testing"
@@ -52,13 +53,13 @@ func FuzzEscape(f *testing.F) {
 		if !utf8.ValidString(out) {
 			t.Fatalf("Escape(%q) = %q: not UTF-8", s, out)
 		}
-		if i := strings.IndexFunc(out, unsafeRune); i >= 0 {
+		if i := strings.IndexFunc(out, termsafe.Unsafe); i >= 0 {
 			t.Fatalf("Escape(%q) = %q: unsafe rune at %d", s, out, i)
 		}
 		if again := Escape(out); again != out {
 			t.Fatalf("Escape not idempotent: %q -> %q", out, again)
 		}
-		if utf8.ValidString(s) && strings.IndexFunc(s, unsafeRune) < 0 && out != s {
+		if utf8.ValidString(s) && strings.IndexFunc(s, termsafe.Unsafe) < 0 && out != s {
 			t.Fatalf("safe %q changed to %q", s, out)
 		}
 	})

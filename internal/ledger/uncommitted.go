@@ -124,7 +124,20 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 			errs = append(errs, wrap("read workflow "+id, x.record.Err()))
 			continue
 		}
-		if uncommitted(x) {
+		var def any // the committed record's definition; nil: none
+		switch {
+		case x.record != nil && !uncommitted(x):
+			def = x.record.Val()[0]
+		case uncommitted(x) && x.record.Val()[0] == nil:
+			// A retry after the home queue's partition count changed
+			// committed in another partition than the one noted.
+			var err error
+			if def, err = l.committedElsewhere(ctx, id, x.home); err != nil {
+				errs = append(errs, err) // the next pass tries again
+				continue
+			}
+		}
+		if def == nil && uncommitted(x) {
 			more, steps, err := l.otherParts(ctx, id, x.steps, qs, x.qs)
 			if err != nil {
 				errs = append(errs, err) // not abandoned with part of its steps: the next pass tries again
@@ -139,8 +152,8 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 			if done {
 				abandoned = append(abandoned, id)
 			}
-		} else if x.record != nil {
-			if err := l.cancelStrays(ctx, id, x.record.Val()[0], x.steps); err != nil {
+		} else if def != nil {
+			if err := l.cancelStrays(ctx, id, def, x.steps); err != nil {
 				errs = append(errs, err) // the next pass tries again
 				continue
 			}
@@ -156,17 +169,44 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 	return abandoned, errors.Join(errs...)
 }
 
+// committedElsewhere returns the definition of workflow id's record when
+// a home queue other than noted (the one its part notes name) holds it,
+// committed; nil when none does. The home of a workflow on a partitioned
+// queue is its partition in the layout of the try that committed, so a
+// retry after the queue's partition count changed commits in another
+// partition than the failed try's notes name: its steps are the committed
+// workflow's, and must not be abandoned.
+func (l *Ledger) committedElsewhere(ctx context.Context, id, noted string) (any, error) {
+	home, err := l.FindWorkflow(ctx, id)
+	if err != nil || home == "" || home == noted {
+		return nil, err
+	}
+	rec, err := l.rdb.HMGet(ctx, l.workflowKey(home, id), "def", "cancel").Result()
+	if err != nil {
+		return nil, wrap("read workflow "+id, err)
+	}
+	if rec[0] == nil || rec[1] == UncommittedActor {
+		return nil, nil
+	}
+	return rec[0], nil
+}
+
 // cancelStrays cancels the steps of committed workflow id (its record's
 // definition def) that a part call wrote but the definition does not list,
 // those still waiting: another enqueue of the workflow's operation id,
 // with another graph, wrote them before its commit found the workflow
 // committed (concurrently, or a retry of a try that never committed
-// enqueued another graph). Nothing would ever start them.
+// enqueued another graph). Nothing would ever start them. A definition
+// that does not parse is logged, and its notes are forgotten.
 func (l *Ledger) cancelStrays(ctx context.Context, id string, def any, steps []StepRef) error {
 	raw, _ := def.(string)
 	var d WorkflowDef
 	if err := json.Unmarshal([]byte(raw), &d); err != nil {
-		return wrap("read workflow "+id, err)
+		// Failing would fail every pass and keep the notes for ever: its
+		// strays, if any, are left to an operator.
+		l.cfg.Logger.Error("a committed workflow's record does not parse: its stray steps, if any, are not cancelled",
+			"workflow", id, "error", err)
+		return nil
 	}
 	listed := make(map[StepRef]bool, len(d.Steps))
 	for _, s := range d.Steps {

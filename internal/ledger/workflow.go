@@ -461,6 +461,38 @@ func (l *Ledger) Workflows(ctx context.Context, q string, offset, n int) ([]stri
 	return ids, nil
 }
 
+// WorkflowRef names a workflow: its home queue, its id and when it was
+// created (Unix ms).
+type WorkflowRef struct {
+	Home, ID string
+	Created  int64
+}
+
+// NewestWorkflows returns the newest n workflows of every queue of qs
+// (those whose home it is), newest first: one pipelined ZREVRANGE per
+// queue, n at most from each.
+func (l *Ledger) NewestWorkflows(ctx context.Context, qs []string, n int) ([]WorkflowRef, error) {
+	cmds := make([]*redis.ZSliceCmd, len(qs))
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range qs {
+			cmds[i] = p.ZRevRangeWithScores(ctx, l.workflowsKey(q), 0, int64(n-1))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("list workflows", err)
+	}
+	var out []WorkflowRef
+	for i, c := range cmds {
+		for _, z := range c.Val() {
+			id, _ := z.Member.(string)
+			out = append(out, WorkflowRef{Home: qs[i], ID: id, Created: int64(z.Score)})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Created > out[j].Created })
+	return out[:min(n, len(out))], nil
+}
+
 // Output reads the output job id of queue q recorded with its success and
 // its redacted display ("" each when none).
 func (l *Ledger) Output(ctx context.Context, q, id string) (raw, display string, err error) {

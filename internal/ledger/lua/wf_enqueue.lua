@@ -79,6 +79,14 @@ for i = 8, #ARGV, 19 do
     end
     created = created + 1
     ids[#ids + 1] = id
+  elseif not home then
+    -- Left waiting by a try that never committed: when its home was
+    -- another partition of the home queue (the layout changed since), the
+    -- step reads the workflow's record where this try commits it.
+    local cur = redis.call('HMGET', jobkey(id), 'wf', 'wf_home', 'state')
+    if cur[1] == wfid and cur[2] ~= ARGV[7] and cur[3] == 'waiting' then
+      redis.call('HSET', jobkey(id), 'wf_home', ARGV[7])
+    end
   end
 end
 if not home and #ids > 0 then
