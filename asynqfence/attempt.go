@@ -13,7 +13,6 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
-	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/watchdog"
@@ -176,11 +175,12 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	return fmt.Errorf("asynqfence: retry: %w", errOr(err))
 }
 
-// complete commits the outcome of attempt c, for up to 10 s. In durable
-// mode a commit too few replicas acknowledged is sent again until they do,
-// as a pool's completer does: it was applied on the primary, so the retry
-// finds it applied by this token (and its wait covers the first try's
-// writes) and reports it applied.
+// complete commits the outcome of attempt c, for up to 10 s. A commit
+// whose result is unknown (Redis unreachable, its reply lost, or in durable
+// mode too few replicas acknowledged it) is sent again until it has one,
+// as a pool's completer does: a retry that finds the job ended by this
+// token as the outcome ends it (the first try applied; in durable mode the
+// retry's wait covers its writes) reports it applied.
 func (b *Bridge) complete(ctx context.Context, c ledger.Claimed, outcome ledger.Outcome) (ledger.Committed, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -199,7 +199,7 @@ func (b *Bridge) complete(ctx context.Context, c ledger.Claimed, outcome ledger.
 			}
 			return com, nil
 		}
-		if !errors.Is(err, durable.ErrUnacknowledged) {
+		if errors.Is(err, jobs.ErrInvalid) || cctx.Err() != nil {
 			return ledger.Committed{}, err
 		}
 		retried = true

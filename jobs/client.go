@@ -227,7 +227,8 @@ type Resubmitted = ledger.Resubmitted
 // (a call's acknowledgement finds them too) and, for each queue found
 // rewound since the last call, enqueues again every recorded enqueue (see
 // Config.RecentEnqueues) acknowledged before the rewind was detected (the
-// latest, when several were) and less than half the retention period ago;
+// latest, when several were) and less than half the retention period ago
+// (the client's Config.Retention, or a pool's shorter one: see there);
 // a workflow (workflow.Enqueue) is written again, whole, when its home
 // queue lost its record. A job is created again only when
 // the ledger has neither its record nor its operation id, so a job Redis

@@ -21,7 +21,11 @@ type Config struct {
 	Namespace string
 	// Retention is how long succeeded, dead and cancelled jobs (and their
 	// operation ids, which deduplicate enqueues) are kept (default
-	// DefaultRetention; at least a second).
+	// DefaultRetention; at least a second). Give the pools applying it and
+	// the clients of a namespace the same: Client.Resubmit sends recorded
+	// jobs up to half the retention old, the client's or a pool's shorter
+	// one kept with the queue's counters; with those lost too, a client's
+	// longer Retention can bring back a finished job whose record expired.
 	Retention time.Duration
 	// Sentinel, when the Redis client is made by redis.NewFailoverClient,
 	// is the same options. Job tokens (minted by the pools' and the asynq

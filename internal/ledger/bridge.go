@@ -122,8 +122,11 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 		return nil, invalid("a delivery needs a bridge name")
 	}
 	var r *reply
+	var seq seqReply
+	var seen seqSeen
 	var unacked error
 	err := l.epoch.Mint(ctx, func(st epoch.State) (bool, error) {
+		seen = l.watch.before(q)
 		v, err := l.lanes.claim.Run(ctx, bridgeClaimScript, l.keys(q), l.prefix(q), d.ID, d.Kind, d.OperationID,
 			d.Payload, d.MaxRetries, d.Timeout.Milliseconds(), d.Owner, d.TTL.Milliseconds(), d.Bridge,
 			st.ReplID, st.Epoch, d.TaskQueue, d.TaskID, st.Born).Result()
@@ -133,10 +136,13 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 			// below so the caller can put a claimed attempt back.
 			unacked, err = err, nil
 		}
-		r = newReply("bridge claim", v, err)
-		if err := r.need(1); err != nil {
+		// The write sequence first (rewind.go), then the answer.
+		head := newReply("bridge claim", v, err)
+		if err := head.need(bridgeHeader + 1); err != nil {
 			return false, err
 		}
+		seq = seqReply{seq: head.int(0), bumped: head.int(1), enqueued: head.int(2), hist: head.str(3)}
+		r = &reply{script: head.script, v: head.v[bridgeHeader:], err: head.err}
 		return r.int(0) == 7, nil
 	})
 	if err != nil {
@@ -175,5 +181,10 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 	if unacked != nil {
 		return out, wrap("claim delivery "+d.ID, unacked)
 	}
+	l.observe(ctx, q, seen, seq)
 	return out, nil
 }
+
+// bridgeHeader is how many values a bridge claim's reply has before its
+// answer: the write sequence (seq, seq raised, enqueued, history).
+const bridgeHeader = 4

@@ -347,6 +347,7 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", err))
 	}
 	res := make([]Inserted, len(idx))
+	byOp := make([]bool, len(idx)) // deduplicated by operation id: the job this call (or an earlier try) created
 	created := int64(0)
 	for n, i := range idx {
 		op := js[i].OperationID
@@ -363,6 +364,7 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 			id = r.str(header + 1 + 2*n)
 		}
 		res[n] = Inserted{JobID: id, Queue: q, OperationID: op, Deduplicated: c == 0 || c == 3, Parked: c == 2}
+		byOp[n] = c == 0
 		if !res[n].Deduplicated {
 			created++
 		}
@@ -383,17 +385,24 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 		at := time.Now()
 		for n, i := range idx {
 			j := js[i]
-			retried := j.OperationID != "" && l.recent.settled(opKey("job", Logical(j.Queue), j.OperationID))
+			var first time.Time
+			retried := false
+			if j.OperationID != "" {
+				first, retried = l.recent.settled(opKey("job", Logical(j.Queue), j.OperationID))
+			}
 			switch {
 			case !res[n].Deduplicated:
 				l.recent.add(j, seq.seq, at)
-			case retried:
+			case retried && byOp[n]:
 				// The retry of an enqueue whose outcome was unknown found
 				// its job: acknowledged now, at an unknown write (seq 0:
-				// not counted certainly lost).
+				// not counted certainly lost), made by an earlier try (its
+				// delay counts from the first). One deduplicated to another
+				// job holding its unique key found no job of its own: the
+				// earlier try wrote nothing.
 				nj := *j
 				nj.ID = res[n].JobID
-				l.recent.add(&nj, 0, at)
+				l.recent.add(&nj, 0, first)
 			}
 		}
 	}

@@ -718,7 +718,7 @@ func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) 
 	}
 	out := make(map[string]int64, len(h))
 	for k, v := range h {
-		if k != seqHistField && k != seqTenureField {
+		if k != seqHistField && k != seqTenureField && k != retentionField {
 			out[k], _ = strconv.ParseInt(v, 10, 64)
 		}
 	}

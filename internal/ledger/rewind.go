@@ -348,7 +348,7 @@ type recentJob struct {
 	job *NewJob
 	wf  *NewWorkflow // a workflow (job is nil), recorded under its home queue
 	seq int64        // the write sequence after the call that created it
-	at  time.Time    // when its acknowledgement arrived (local clock)
+	at  time.Time    // when its acknowledgement arrived (local clock; a retry's: when its first unknown try ended)
 }
 
 // queue is the queue whose rewind loses the recorded enqueue: a workflow's
@@ -385,10 +385,12 @@ type recent struct {
 	pending map[string]time.Time // queue -> when its latest rewind was detected
 	handled map[string]bool      // rewind records (queue, replication id, first detection) acted on
 	// unsure holds the operations whose enqueue's outcome was unknown
-	// (ErrEnqueueUnknown): a retry that finds the job or workflow is its
-	// acknowledgement, recorded like a creation. Bounded like the ring,
-	// oldest dropped first (unsureOrder).
-	unsure      map[string]bool
+	// (ErrEnqueueUnknown), with when the first such try ended: a retry
+	// that finds the job or workflow is its acknowledgement, recorded like
+	// a creation acknowledged then (its delay counts from the try that
+	// wrote it, not from the retry). Bounded like the ring, oldest dropped
+	// first (unsureOrder).
+	unsure      map[string]time.Time
 	unsureOrder []string
 }
 
@@ -397,39 +399,41 @@ func newRecent(n int) *recent {
 		return nil
 	}
 	return &recent{ring: make([]recentJob, n), pending: map[string]time.Time{}, handled: map[string]bool{},
-		unsure: map[string]bool{}}
+		unsure: map[string]time.Time{}}
 }
 
 // opKey names an operation for unsure: a job's by its queue, a workflow's
 // by its home queue.
 func opKey(kind, q, op string) string { return kind + "\x00" + q + "\x00" + op }
 
-// unknown notes that the enqueue of operation key k ended unknown.
+// unknown notes that the enqueue of operation key k ended unknown now,
+// unless an earlier try did.
 func (r *recent) unknown(k string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.unsure[k] {
+	if _, ok := r.unsure[k]; ok {
 		return
 	}
 	for len(r.unsureOrder) >= len(r.ring) {
 		delete(r.unsure, r.unsureOrder[0])
 		r.unsureOrder = r.unsureOrder[1:]
 	}
-	r.unsure[k] = true
+	r.unsure[k] = time.Now()
 	r.unsureOrder = append(r.unsureOrder, k)
 }
 
 // settled reports whether the enqueue of operation key k had ended
-// unknown, and forgets it.
-func (r *recent) settled(k string) bool {
+// unknown, and when its first such try did, and forgets it.
+func (r *recent) settled(k string) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.unsure[k] {
-		return false
+	at, ok := r.unsure[k]
+	if !ok {
+		return time.Time{}, false
 	}
 	delete(r.unsure, k)
 	r.unsureOrder = slices.DeleteFunc(r.unsureOrder, func(o string) bool { return o == k })
-	return true
+	return at, true
 }
 
 // queues returns the queues of the recorded jobs.
@@ -536,7 +540,9 @@ type Resubmitted struct {
 
 // Resubmit re-submits, for every queue found rewound since the last call,
 // each recorded enqueue acknowledged before the rewind was detected (the
-// latest, when several were) and less than half the retention period ago. A queue is found rewound by
+// latest, when several were) and less than half the retention period ago
+// (this ledger's, or a shorter one a pool applied to the queue: see
+// retentionOf). A queue is found rewound by
 // this ledger's own calls (CheckRewinds runs first) or by a rewind record
 // of its queue this ledger has not acted on (another process detected the
 // loss: this one may have seen too little to tell, and every recorded job
@@ -557,6 +563,7 @@ func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 		return nil, err
 	}
 	r := l.recent
+	cuts := map[string]time.Time{} // per queue: the oldest enqueue sent
 	for _, q := range r.queues() {
 		rs, err := l.Rewinds(ctx, q)
 		if err != nil {
@@ -565,15 +572,23 @@ func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 		for _, rw := range rs {
 			r.learn(rw)
 		}
+		keep, err := l.retentionOf(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		cuts[q] = time.Now().Add(-keep / 2)
 	}
 	r.mu.Lock()
 	due := r.pending
 	r.pending = map[string]time.Time{}
-	cut := time.Now().Add(-l.cfg.Retention / 2)
 	byQueue := map[string][]*NewJob{}
 	wfs := map[string][]*NewWorkflow{}
 	r.each(func(j recentJob) {
 		det, ok := due[j.queue()]
+		cut, known := cuts[j.queue()]
+		if !known {
+			cut = time.Now().Add(-l.cfg.Retention / 2)
+		}
 		if !ok || !j.at.Before(det) || !j.at.After(cut) {
 			return
 		}
@@ -646,6 +661,23 @@ func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 		out = append(out, res)
 	}
 	return out, firstErr
+}
+
+// retentionField is the stats field holding the shortest retention (ms)
+// applied to the queue's finished jobs (finish in prelude.lua).
+const retentionField = "retention"
+
+// retentionOf is how long queue q's finished jobs are kept: this ledger's
+// retention, or a shorter one a pool applied there.
+func (l *Ledger) retentionOf(ctx context.Context, q string) (time.Duration, error) {
+	v, err := l.rdb.HGet(ctx, l.prefix(q)+"stats", retentionField).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, wrap("read retention", err)
+	}
+	if ms, perr := strconv.ParseInt(v, 10, 64); perr == nil && ms > 0 { // none, or not a number: this ledger's
+		return min(l.cfg.Retention, time.Duration(ms)*time.Millisecond), nil
+	}
+	return l.cfg.Retention, nil
 }
 
 // resubmitWorkflow writes recorded workflow w again when its home queue

@@ -86,7 +86,7 @@ func (l *Ledger) RecordSeries(ctx context.Context, qs []string, counts []QueueCo
 		}
 		b := SeriesBucket{At: at, Stats: map[string]int64{}, Counts: map[State]int64{}}
 		for k, v := range h {
-			if n, _ := strconv.ParseInt(v, 10, 64); n != 0 && k != seqHistField {
+			if n, _ := strconv.ParseInt(v, 10, 64); n != 0 && k != seqHistField && k != retentionField {
 				b.Stats[k] = n
 			}
 		}

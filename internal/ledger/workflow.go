@@ -88,8 +88,10 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 		}
 		if got != "" {
 			l.moveAfter(ctx, home) // a first try that stopped before moving them
-			if track && l.recent.settled(opKey("wf", w.Home, w.OperationID)) {
-				l.recent.addWorkflow(w, 0, time.Now()) // at an unknown write
+			if track {
+				if first, ok := l.recent.settled(opKey("wf", w.Home, w.OperationID)); ok {
+					l.recent.addWorkflow(w, 0, first) // at an unknown write, by an earlier try
+				}
 			}
 			return got, true, nil
 		}
@@ -165,12 +167,16 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 		return "", false, enqueueUnknown(wrap("enqueue workflow "+w.ID, r.err))
 	}
 	seq, ok := l.observeWorkflow(ctx, w.Home, seen, r)
-	retried := track && l.recent.settled(opKey("wf", w.Home, w.OperationID))
+	var first time.Time
+	retried := false
+	if track {
+		first, retried = l.recent.settled(opKey("wf", w.Home, w.OperationID))
+	}
 	switch {
 	case ok && record && l.recent != nil:
 		l.recent.addWorkflow(w, seq, time.Now())
 	case dedup && retried:
-		l.recent.addWorkflow(w, 0, time.Now()) // at an unknown write
+		l.recent.addWorkflow(w, 0, first) // at an unknown write, by an earlier try
 	}
 	l.moveAfter(ctx, w.Home)
 	return id, dedup, nil

@@ -18,7 +18,10 @@
 --     15 the birth of the epoch record the caller's epoch was learned from (internal/epoch)
 -- The token is minted as claim.lua mints it: max(stored + 1, (epoch << 52) +
 -- Redis TIME in µs), above a storage mark recorded by raise.lua.
--- Reply: {1, token, deadline ms, attempt, created (1 = first sight)}  claimed
+-- Reply: {seq, seq raised, enqueued, history} (the write sequence, as
+--        prelude.lua's seq_reply returns it, for the caller's rewind check),
+--        then one of:
+--        {1, token, deadline ms, attempt, created (1 = first sight)}  claimed
 --        {2, state}                    already final: a duplicate delivery
 --        {3, owner, deadline ms}       running under a live lease elsewhere
 --        {4, state, reconcile tries}   uncertain or review: the reconciler
@@ -31,6 +34,11 @@
 --                                      seen first is recorded pending)
 --        {7, replication id, epoch}    the caller must refresh its epoch
 --                                      (internal/epoch); nothing was written
+-- answer is the reply: the write sequence, then the status values given.
+local function answer(...)
+  local seq, raised, enqueued, hist = seq_reply()
+  return {seq, raised, enqueued, hist, ...}
+end
 local id, kind, op, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local owner, ttl, bridge = ARGV[8], num(ARGV[9]), ARGV[10]
 local k = jobkey(id)
@@ -39,28 +47,28 @@ local state = h[1]
 local created = 0
 if not state and op ~= '' then
   local other = op_holder(op)
-  if other and other ~= id then return {5, 'operation owned by ' .. other} end
+  if other and other ~= id then return answer(5, 'operation owned by ' .. other) end
 end
-if state and not h[4] then return {5, state} end
+if state and not h[4] then return answer(5, state) end
 if state == 'succeeded' or state == 'dead' or state == 'cancelled' then
   seq_bump()
   count('deduplicated_execute')
   event({type = 'deduplicated', stage = 'execute', job = id})
   record(id, {event = 'deduplicated', stage = 'execute'})
-  return {2, state}
+  return answer(2, state)
 end
 if state == 'running' then
-  if num(h[5]) > now then return {3, h[6] or '', num(h[5])} end
+  if num(h[5]) > now then return answer(3, h[6] or '', num(h[5])) end
   local reason = 'lease expired without commit'
   seq_bump()
   move(id, 'running', 'uncertain', now)
   redis.call('HSET', k, 'state', 'uncertain', 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
   record(id, {event = 'end', attempt = num(h[3]), token = h[2], outcome = 'uncertain', reason = reason})
   count('uncertain')
-  return {4, 'uncertain', 0}
+  return answer(4, 'uncertain', 0)
 end
-if state == 'uncertain' or state == 'review' then return {4, state, num(h[7])} end
-if state and state ~= 'pending' then return {5, state} end
+if state == 'uncertain' or state == 'review' then return answer(4, state, num(h[7])) end
+if state and state ~= 'pending' then return answer(5, state) end
 -- first_sight returns the fields of the job's record created on its first
 -- delivery, in state st, and binds its operation id.
 local function first_sight(st)
@@ -83,10 +91,10 @@ if redis.call('EXISTS', pausedk) == 1 then
     redis.call('ZADD', index['pending'], fmt(BRIDGE_WAIT), id)
     count('enqueued')
   end
-  return {6}
+  return answer(6)
 end
 local ep, stale = epoch_check(KEYS[13], ARGV[11], ARGV[12], ARGV[15], epoch_rec, epoch_born)
-if not ep then return {7, stale[1], stale[2]} end
+if not ep then return answer(7, stale[1], stale[2]) end
 local last = h[2]
 if h[8] then -- storage's mark (raise.lua): mint above it
   last = u64_max(last, h[8])
@@ -114,4 +122,4 @@ else
 end
 redis.call('ZADD', index['running'], deadline, id)
 count('attempted')
-return {1, stok, deadline, attempt, created}
+return answer(1, stok, deadline, attempt, created)

@@ -299,7 +299,10 @@ end
 -- finish applies the retention period to a job that reached a final state;
 -- hist says whether the job has a history list. The keys expire retention
 -- after now: PEXPIREAT of that moment, which Redis runs as it is (a PEXPIRE
--- is rewritten into it for propagation, on every call).
+-- is rewritten into it for propagation, on every call). The shortest
+-- retention applied to the queue is kept in the stats field 'retention'
+-- (ms): a client's re-submission after a rewind sends no job older than
+-- half of it (a job whose record expired would come back).
 local expiry = {} -- retention_ms → the moment as text, formatted once per call
 local function finish(id, op, retention_ms, hist)
   local key = retention_ms or ''
@@ -308,6 +311,10 @@ local function finish(id, op, retention_ms, hist)
     local r = tonumber(key)
     at = (r and r > 0) and fmt(now + r) or false
     expiry[key] = at
+    if at then
+      local kept = tonumber(redis.call('HGET', statsk, 'retention') or '')
+      if not kept or r < kept then redis.call('HSET', statsk, 'retention', key) end
+    end
   end
   if at then
     redis.call('PEXPIREAT', jobkey(id), at)
