@@ -104,35 +104,3 @@ func TestRateDeferredJobParkedOnItsLimitGivesUpItsDeferral(t *testing.T) {
 		t.Errorf("y deferred to %d, want %d (a period after b's start): %v later", atMS, want, time.Duration(atMS-want)*time.Millisecond)
 	}
 }
-
-// TestRatePutBackGivesBackItsStart: a claimed job put back without running
-// (a busy resource, a pool stopping or not knowing the kind) did not start:
-// the start its claim counted under its rate is given back, so it and the
-// key's other jobs are not held back by starts that never ran.
-func TestRatePutBackGivesBackItsStart(t *testing.T) {
-	rdb := redistest.Start(t, redistest.Options{}).Client()
-	ctx := context.Background()
-	l := ledger.New(rdb, ledger.Config{Namespace: "rp"})
-	const q = "q"
-	job := func(id string) *ledger.NewJob {
-		return &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1,
-			Flow: &ledger.Flow{RateKey: "prov", RateMax: 1, RatePer: time.Hour}}
-	}
-	if _, err := l.Insert(ctx, []*ledger.NewJob{job("a")}); err != nil {
-		t.Fatal(err)
-	}
-	// each put back due at once: the next claim takes it again
-	for _, out := range []ledger.Outcome{{Defer: true, Reason: "resource busy"}, {UnknownKind: true}} {
-		r, err := l.Claim(ctx, q, "p", time.Minute, 10)
-		if err != nil || len(r.Jobs) != 1 {
-			t.Fatalf("claim %+v (%v); want a started", r, err)
-		}
-		c, err := l.Complete(ctx, q, []ledger.Completion{{ID: "a", Token: r.Jobs[0].Token, Outcome: out}})
-		if err != nil || !c[0].Applied {
-			t.Fatalf("put-back %+v: %+v (%v)", out, c, err)
-		}
-		if n, err := rdb.ZCard(ctx, "rp:{q}:rate:prov").Result(); err != nil || n != 0 {
-			t.Fatalf("after the put-back (%+v) prov's window holds %d starts (%v), want 0", out, n, err)
-		}
-	}
-}

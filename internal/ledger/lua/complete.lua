@@ -8,9 +8,8 @@
 --   attempt recorded, written only with a success; '' none), its redacted display ('' when the same)
 --   A retry whose attempts are used up becomes dead; a retry of a job an
 --   operator asked to cancel becomes cancelled; a defer (resource busy) puts
---   the job back without consuming its attempt (nor, under a rate limit, its
---   start); unknown_kind (the pool knows no worker for the kind) is a defer that
---   also counts kind_defers and says why.
+--   the job back without consuming its attempt; unknown_kind (the pool knows no
+--   worker for the kind) is a defer that also counts kind_defers and says why.
 --   Every applied outcome releases the attempt's concurrency-limit permit.
 -- Reply: {seq, seq raised, enqueued, history, then 1 value per outcome: the job's
 --   state when it was applied (the job's token is the outcome's), else
@@ -39,7 +38,7 @@ for i = 3, #ARGV, 9 do
   -- back: other outcomes leave them unread (h[8], h[9] nil)
   local h
   if outcome == 'retry' or outcome == 'defer' or outcome == 'unknown_kind' then
-    h = redis.pcall('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'max_retries', 'cancel', 'rkey', 'started')
+    h = redis.pcall('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey', 'max_retries', 'cancel')
   else
     h = redis.pcall('HMGET', k, 'state', 'token', 'attempts', 'op', 'hist', 'wf', 'lkey')
   end
@@ -84,7 +83,6 @@ for i = 3, #ARGV, 9 do
     elseif putback then
       to, score = 'pending', due
       f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
-      if h[10] and h[11] then flow_unstart(id, h[10], h[11]) end -- it never started (flow.lua)
       if outcome == 'unknown_kind' then
         -- not HINCRBY: a count edited into a non-number fails no batch
         call('HSET', k, 'kind_defers', fmt(cnt(call('HGET', k, 'kind_defers')) + 1))

@@ -423,17 +423,6 @@ local function flow_unhold(id, key)
   if redis.call('EXISTS', heldk) == 0 then redis.call('HDEL', P .. 'rates', key) end
 end
 
--- flow_unstart gives back the start job id's claim counted under rate key
--- key at started (ms, the claim's time): the job was put back without
--- running (a busy resource, a pool stopping or not knowing its kind), so
--- the start never happened and must not hold the key's jobs back.
-local function flow_unstart(id, key, started)
-  local rk, pre = P .. 'rate:' .. key, id .. ':'
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', rk, started, started)) do
-    if string.sub(m, 1, #pre) == pre then redis.call('ZREM', rk, m) end
-  end
-end
-
 -- flow_enqueue decides where a job of limit key, created now and due now,
 -- goes: parked at once (true; counted in limit_waits, and in limit_parked)
 -- when the permits are taken or promised (held, or due jobs of the key not
