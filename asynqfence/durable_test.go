@@ -32,7 +32,7 @@ func TestDurableDeliveryNotAcknowledgedIsPutBack(t *testing.T) {
 	rdb := f.Client()
 	ns := redistest.Namespace(t)
 	cfg := jobs.Config{Namespace: ns, Sentinel: f.ClientOptions(),
-		Durability: jobs.Durability{Replicas: 1, Timeout: 100 * time.Millisecond}}
+		Durability: jobs.Durability{Replicas: 1, Timeout: time.Second}}
 	// A lease far longer than the test: a claim left running would keep
 	// the job busy throughout.
 	b, err := asynqfence.New(rdb, cfg, asynqfence.Options{WorkerID: "in-process", LeaseTTL: 10 * time.Minute})
@@ -112,7 +112,7 @@ func TestDurableDeliveryCompletionIsRetried(t *testing.T) {
 	rdb := f.Client()
 	ns := redistest.Namespace(t)
 	cfg := jobs.Config{Namespace: ns, Sentinel: f.ClientOptions(),
-		Durability: jobs.Durability{Replicas: 1, Timeout: 100 * time.Millisecond}}
+		Durability: jobs.Durability{Replicas: 1, Timeout: time.Second}}
 	b, err := asynqfence.New(rdb, cfg, asynqfence.Options{WorkerID: "in-process", LeaseTTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
