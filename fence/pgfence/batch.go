@@ -61,6 +61,9 @@ import (
 // connection's next batch prepares them again, once. As with Apply, a
 // failed COMMIT leaves the outcome unknown (ask Applied).
 func (s *Store) ApplyBatch(ctx context.Context, f fence.Fence, b *pgx.Batch) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	return s.ApplyMultiBatch(ctx, []fence.Fence{f}, b)
 }
 
@@ -72,6 +75,9 @@ func (s *Store) ApplyBatch(ctx context.Context, f fence.Fence, b *pgx.Batch) err
 // resource in that order; the effect log records the operation with the
 // first fence of the slice (the primary resource).
 func (s *Store) ApplyMultiBatch(ctx context.Context, fences []fence.Fence, b *pgx.Batch) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if err := validate(fences); err != nil {
 		return err
 	}

@@ -29,6 +29,9 @@ func TxFromContext(ctx context.Context) (pgx.Tx, bool) {
 // on the uncommitted record and then gets fence.ErrAlreadyApplied (or runs,
 // if the first one rolled back).
 func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.Context) error) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	return s.Apply(ctx, f, func(ctx context.Context, tx pgx.Tx) error {
 		return run(context.WithValue(ctx, txKey{}, tx))
 	})

@@ -37,6 +37,15 @@ type queries struct {
 	fenceOne, fenceMany, marks, raise, stored, recorded, highWater, prune, check string
 }
 
+// usable is what every call fails with on a nil or zero Store (one New
+// did not make), instead of panicking.
+func (s *Store) usable() error {
+	if s == nil || s.pool == nil {
+		return fmt.Errorf("%w: a nil or zero pgfence.Store: create it with New", ErrOptions)
+	}
+	return nil
+}
+
 // New returns a Store over pool using the tables Options names. It does not
 // touch the database; run Migrate first.
 func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
@@ -161,6 +170,9 @@ func (s *Store) Tables() (fences, effects string) { return s.t.fences, s.t.effec
 // failed commit leaves the outcome unknown to the caller (the server may
 // have committed); ask Applied to find out.
 func (s *Store) Apply(ctx context.Context, f fence.Fence, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	return s.ApplyMulti(ctx, []fence.Fence{f}, fn)
 }
 
@@ -177,6 +189,9 @@ func (s *Store) Apply(ctx context.Context, f fence.Fence, fn func(ctx context.Co
 // with the first fence of the slice (the primary resource) as its
 // resource, token and owner.
 func (s *Store) ApplyMulti(ctx context.Context, fences []fence.Fence, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if err := validate(fences); err != nil {
 		return err
 	}
@@ -223,6 +238,9 @@ func (s *Store) ApplyMulti(ctx context.Context, fences []fence.Fence, fn func(ct
 // pass. The caller commits; on any error it must roll back, since a
 // multi-resource fence may have raised some marks before failing.
 func (s *Store) FenceTx(ctx context.Context, tx pgx.Tx, fences ...fence.Fence) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if err := validate(fences); err != nil {
 		return err
 	}
@@ -407,6 +425,9 @@ func (s *Store) raise(ctx context.Context, tx pgx.Tx, f fence.Fence) error {
 // run as one implicit transaction, so the mark read is the one that
 // rejected f (or f's own, when accepted).
 func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if f.OperationID == "" {
 		f.OperationID = "-" // not recorded; only satisfies Validate
 	}
@@ -446,6 +467,9 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 // needs only the job's operation id. For an ApplyMulti operation the record
 // names its primary (first) resource.
 func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, bool, error) {
+	if err := s.usable(); err != nil {
+		return fence.Effect{}, false, err
+	}
 	if operationID == "" {
 		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
 	}
@@ -468,6 +492,9 @@ func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, 
 // HighWater returns the highest accepted token of resource and its owner,
 // or a zero token when the resource was never fenced.
 func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, string, error) {
+	if err := s.usable(); err != nil {
+		return 0, "", err
+	}
 	var tok, owner string
 	err := s.pool.QueryRow(ctx, s.q.highWater, resource).Scan(&tok, &owner)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -507,6 +534,9 @@ var pruneBatch = 5000
 // writes and with another pruner; the maintenance leader is the natural
 // place to run it on a schedule (worker.Config.Maintenance.EffectRetention).
 func (s *Store) PruneEffects(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("%w: olderThan %v must be positive", fence.ErrInvalid, olderThan)
 	}

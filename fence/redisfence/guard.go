@@ -36,6 +36,9 @@ import (
 // after run succeeded, Guard returns an error although the effect happened;
 // the pending record then expires and a retry runs again.
 func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.Context) error) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if err := validateFence(f); err != nil {
 		return err
 	}

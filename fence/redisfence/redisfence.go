@@ -117,6 +117,15 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	return &Store{client: client, cfg: cfg}, nil
 }
 
+// usable is what every call fails with on a nil or zero Store (one New
+// did not make), instead of panicking.
+func (s *Store) usable() error {
+	if s == nil || s.client == nil {
+		return fmt.Errorf("%w: a nil or zero redisfence.Store: create it with New", ErrConfig)
+	}
+	return nil
+}
+
 // Namespace returns the key prefix in use.
 func (s *Store) Namespace() string { return s.cfg.Namespace }
 
@@ -311,6 +320,9 @@ func refused(err error) bool {
 // it gives its binding up again. A network error leaves the outcome
 // unknown (ask Applied) and keeps the binding until it expires.
 func (s *Store) Apply(ctx context.Context, f fence.Fence, ops ...Op) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if err := validateFence(f); err != nil {
 		return err
 	}
@@ -370,6 +382,9 @@ func (s *Store) run(ctx context.Context, f fence.Fence, mode string, ttl int64, 
 // fence.ErrStale) if a higher token, or the same token of another owner, is
 // already stored.
 func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if f.OperationID == "" {
 		f.OperationID = "-" // not recorded; only satisfies Validate
 	}
@@ -389,6 +404,9 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 // HighWater returns the highest accepted token of resource and its owner,
 // or a zero token when the resource was never fenced.
 func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, string, error) {
+	if err := s.usable(); err != nil {
+		return 0, "", err
+	}
 	h, err := s.client.HMGet(ctx, s.HighWaterKey(resource), "token", "owner").Result()
 	if err != nil {
 		return 0, "", fmt.Errorf("redisfence: high-water of %q: %w", resource, err)
@@ -408,6 +426,9 @@ func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, st
 // applied (yet). If the reconciler knows the resource, AppliedOn saves the
 // index lookup.
 func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, bool, error) {
+	if err := s.usable(); err != nil {
+		return fence.Effect{}, false, err
+	}
 	if operationID == "" {
 		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
 	}
@@ -426,6 +447,9 @@ func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, 
 // AppliedOn reports whether operationID was applied on resource, reading
 // the effect record directly (one round trip, no index).
 func (s *Store) AppliedOn(ctx context.Context, resource, operationID string) (fence.Effect, bool, error) {
+	if err := s.usable(); err != nil {
+		return fence.Effect{}, false, err
+	}
 	if operationID == "" {
 		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
 	}
