@@ -39,17 +39,8 @@ func TestDurableDeliveryNotAcknowledgedIsPutBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var returned testsignal.Signal[error]
-	returned.Init(t, "delivery returned to asynq")
 	var runs atomic.Int32
-	mux := asynq.NewServeMux()
-	mux.Use(func(next asynq.Handler) asynq.Handler {
-		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-			err := next.ProcessTask(ctx, task)
-			returned.Signal(err)
-			return err
-		})
-	}, b.Middleware())
+	mux, returned := bridgedMux(t, b)
 	mux.HandleFunc("invoice", func(context.Context, *asynq.Task) error {
 		runs.Add(1)
 		return nil
@@ -117,20 +108,11 @@ func TestDurableDeliveryCompletionIsRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var returned testsignal.Signal[error]
-	returned.Init(t, "delivery returned to asynq")
 	var started testsignal.Signal[struct{}]
 	started.Init(t, "handler started")
 	release := make(chan struct{})
 	var runs atomic.Int32
-	mux := asynq.NewServeMux()
-	mux.Use(func(next asynq.Handler) asynq.Handler {
-		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-			err := next.ProcessTask(ctx, task)
-			returned.Signal(err)
-			return err
-		})
-	}, b.Middleware())
+	mux, returned := bridgedMux(t, b)
 	mux.HandleFunc("invoice", func(context.Context, *asynq.Task) error {
 		runs.Add(1)
 		started.Signal(struct{}{})

@@ -58,18 +58,9 @@ func TestFailoverRewindToAnOrphanedAttemptIsReconciled(t *testing.T) {
 	}
 	var started testsignal.Signal[fence.Fence]
 	started.Init(t, "attempt started")
-	var returned testsignal.Signal[error]
-	returned.Init(t, "delivery returned to asynq")
 	gates := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
 	var runs int
-	mux := asynq.NewServeMux()
-	mux.Use(func(next asynq.Handler) asynq.Handler {
-		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-			err := next.ProcessTask(ctx, task)
-			returned.Signal(err)
-			return err
-		})
-	}, b.Middleware())
+	mux, returned := bridgedMux(t, b)
 	mux.HandleFunc("pay", func(ctx context.Context, _ *asynq.Task) error {
 		fc, _ := fence.FromContext(ctx)
 		mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -19,6 +20,7 @@ import (
 	"github.com/fencedq/fencedq/asynqfence"
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/pgfence"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -133,4 +135,20 @@ func testServerConfig() asynq.Config {
 		ShutdownTimeout:          time.Second,
 		LogLevel:                 asynq.ErrorLevel,
 	}
+}
+
+// bridgedMux returns a ServeMux whose handlers run behind b's middleware,
+// and a signal of what each delivery returned to asynq.
+func bridgedMux(t *testing.T, b *asynqfence.Bridge) (*asynq.ServeMux, *testsignal.Signal[error]) {
+	returned := &testsignal.Signal[error]{}
+	returned.Init(t, "delivery returned to asynq")
+	mux := asynq.NewServeMux()
+	mux.Use(func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+			err := next.ProcessTask(ctx, task)
+			returned.Signal(err)
+			return err
+		})
+	}, b.Middleware())
+	return mux, returned
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/fencedq/fencedq/asynqfence"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
-	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -79,17 +78,8 @@ func TestDeliveryCompletionWithALostReplyIsRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var returned testsignal.Signal[error]
-	returned.Init(t, "delivery returned to asynq")
 	var runs atomic.Int32
-	mux := asynq.NewServeMux()
-	mux.Use(func(next asynq.Handler) asynq.Handler {
-		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-			err := next.ProcessTask(ctx, task)
-			returned.Signal(err)
-			return err
-		})
-	}, b.Middleware())
+	mux, returned := bridgedMux(t, b)
 	mux.HandleFunc("invoice", func(context.Context, *asynq.Task) error {
 		runs.Add(1)
 		return nil
