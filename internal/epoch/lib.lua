@@ -116,19 +116,21 @@ end
 -- epoch_node returns the epoch to mint with on Redis Cluster, where key is
 -- the epoch record in the slot of the keys the script mints for (a queue's
 -- or a resource's; same fields as the namespace's record): the epoch
--- recorded for this master's replication id, or, on the first mint of a
--- tenure (a promoted replica, a restarted master, a slot moved here), the
--- node's config epoch (CLUSTER INFO cluster_my_epoch, which the cluster
--- raised above every other when it elected this node) when it is above
--- every epoch recorded, else one more than the highest. It needs nothing
--- from the caller: the slot's master decides, in the script. '' rid (INFO
--- denied): 0, as epoch_check.
+-- recorded for this master's replication id while it is the highest
+-- recorded, or, on the first mint of a tenure (a promoted replica, a
+-- restarted master, a slot moved here, or moved back after another
+-- master's tenure recorded a higher epoch), the node's config epoch
+-- (CLUSTER INFO cluster_my_epoch, which the cluster raised above every
+-- other when it elected this node) when it is above every epoch recorded,
+-- else one more than the highest. It needs nothing from the caller: the
+-- slot's master decides, in the script. '' rid (INFO denied): 0, as
+-- epoch_check.
 local function epoch_node(key)
   local rid = epoch_replid()
   if rid == '' then return 0 end
-  local rec = tonumber(redis.call('HGET', key, 'r:' .. rid) or '')
-  if rec then return rec end
-  local mx = tonumber(redis.call('HGET', key, 'max') or '')
+  local r = redis.call('HMGET', key, 'r:' .. rid, 'max')
+  local rec, mx = tonumber(r[1] or ''), tonumber(r[2] or '')
+  if rec and (not mx or rec >= mx) then return rec end
   local ci = redis.pcall('CLUSTER', 'INFO')
   local f = type(ci) == 'string' and tonumber(string.match(ci, 'cluster_my_epoch:(%d+)') or '')
   local e
