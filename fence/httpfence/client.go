@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -68,11 +70,19 @@ func headerSafe(s string) bool {
 	return true
 }
 
+// maxTokenAhead is how far past the server's clock the time part of a
+// request's token may lie. A lease token is (epoch << 52) + Redis time in
+// µs, or a few increments past one, so its low 52 bits are a time, whatever
+// its epoch; pools apply the same bound to the marks storage reports.
+const maxTokenAhead = 366 * 24 * time.Hour
+
 // FromRequest reads the fence from req's headers. ok is false when none of
 // the four headers is present. When some are missing the error matches
-// ErrMissing; a malformed token, or a header sent more than once with
-// different values (which of them would authorise the write?), matches
-// fence.ErrInvalid.
+// ErrMissing; a malformed token, a token no lease mints (its time part lies
+// more than a year past the clock: stored as a mark, 2^64-1 say, it
+// would refuse every later holder of the resource for good), or a header
+// sent more than once with different values (which of them would authorise
+// the write?), matches fence.ErrInvalid.
 func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
 	tok := req.Header.Get(HeaderToken)
 	f = fence.Fence{
@@ -103,19 +113,26 @@ func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
 	if err != nil {
 		return f, true, fmt.Errorf("%w: %s: %v", fence.ErrInvalid, HeaderToken, err)
 	}
+	if uint64(t)&(1<<epoch.Shift-1) > uint64(time.Now().Add(maxTokenAhead).UnixMicro()) {
+		return f, true, fmt.Errorf("%w: %s %s is no lease token: its time part lies more than a year ahead", fence.ErrInvalid, HeaderToken, tok)
+	}
 	f.Token = t
 	return f, true, nil
 }
 
 // Transport is an http.RoundTripper that adds the fencing headers of the
 // fence carried by each request's context (fence.FromContext). Requests
-// without a fence pass unchanged unless Require is set. The original
-// request is never modified.
+// without a fence pass unchanged unless Require is set. A redirect to
+// another host than the first request's gets no fence, as net/http's
+// client drops Authorization there: a fence authorises writes (the same
+// token and owner are accepted again), so it goes only where the request
+// was addressed. The original request is never modified.
 type Transport struct {
 	// Base sends the requests (default http.DefaultTransport).
 	Base http.RoundTripper
-	// Require makes requests without a fence in their context fail with
-	// ErrMissing instead of being sent unfenced.
+	// Require makes requests without a fence in their context, or
+	// redirected to another host, fail with ErrMissing instead of being
+	// sent unfenced.
 	Require bool
 }
 
@@ -126,6 +143,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	f, ok := fence.FromContext(req.Context())
+	if ok && !sameHost(req) {
+		if t.Require {
+			closeBody(req)
+			return nil, fmt.Errorf("%w: redirected to %s, not the host the fenced request was addressed to", ErrMissing, req.URL.Host)
+		}
+		return base.RoundTrip(req)
+	}
 	if !ok {
 		if t.Require {
 			closeBody(req)
@@ -139,6 +163,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return base.RoundTrip(r)
+}
+
+// sameHost reports whether req goes to the host of the first request of
+// its redirect chain (itself, when it is no redirect).
+func sameHost(req *http.Request) bool {
+	first := req
+	for first.Response != nil && first.Response.Request != nil {
+		first = first.Response.Request
+	}
+	return strings.EqualFold(first.URL.Host, req.URL.Host)
 }
 
 func closeBody(req *http.Request) {

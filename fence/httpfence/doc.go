@@ -30,7 +30,9 @@
 // [Middleware] is for services that are themselves protected storage. It
 // needs a [Guard]; *pgfence.Store and *redisfence.Store both are one. It
 // answers requests without fencing headers with 428 (unless
-// Options.AllowUnfenced), malformed ones with 400, stale tokens with 409
+// Options.AllowUnfenced), malformed ones with 400 (a token whose time part
+// lies more than a year ahead too: no lease mints it, and as the resource's
+// mark it would refuse every later holder for good), stale tokens with 409
 // and a JSON body {"error":"stale_token",...}, and repeated operation ids
 // with 200, the header Fencing-Already-Applied: true and a JSON body
 // {"status":"already_applied",...}, without running the handler again (the
@@ -43,4 +45,10 @@
 // commit together. With the Redis guard the fence is checked and the
 // operation held as pending before the handler runs and recorded after;
 // see redisfence.Store.Guard for what that cannot cover.
+//
+// The middleware trusts the headers: it cannot tell a lease holder from a
+// client that copies or invents a fence. A made-up token within the bound
+// above costs the next holder one refused attempt (pools raise their
+// counter above the mark that refused it); admit only your workers, behind
+// authentication of your own.
 package httpfence

@@ -49,9 +49,10 @@ var errHandlerFailed = errors.New("httpfence: handler answered with an error sta
 //
 //   - 428 Precondition Required, error "fence_required": no fencing headers
 //     (unless Options.AllowUnfenced), or only some of them.
-//   - 400 Bad Request, error "invalid_fence": a malformed token, a fencing
-//     header sent more than once with different values, or a fence the
-//     store rejects as invalid.
+//   - 400 Bad Request, error "invalid_fence": a malformed token, a token no
+//     lease mints (its time part more than a year ahead: see FromRequest),
+//     a fencing header sent more than once with different values, or a
+//     fence the store rejects as invalid.
 //   - 409 Conflict, error "stale_token": storage has seen a higher token for
 //     the resource (or the same token of another owner). The handler did not
 //     run. stored_token and stored_owner say what storage holds.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
 )
@@ -21,7 +22,8 @@ import (
 //     an applied record returns a *fence.AlreadyAppliedError; a pending
 //     record of another Guard returns fence.ErrInProgress. Otherwise the
 //     operation is recorded as pending, expiring after Config.PendingTTL.
-//  2. run executes with a context that ends when the pending record expires.
+//  2. run executes with a context that ends when the pending record expires
+//     (by the local clock, counted from before Begin was sent).
 //  3. If run returns nil, the record turns into an applied one (kept for
 //     Config.EffectTTL). If run fails or panics, the pending record is
 //     deleted and the binding given up, so a retry can run, on any
@@ -48,6 +50,9 @@ func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.C
 	if err := s.claim(ctx, f); err != nil {
 		return err
 	}
+	// The pending record expires PendingTTL after the script runs, so the
+	// callback's deadline counts from before it is sent, not from its reply.
+	deadline := time.Now().Add(s.cfg.PendingTTL)
 	if err := s.run(ctx, f, "begin", ms(s.cfg.PendingTTL), nonce, nil); err != nil {
 		if refused(err) {
 			s.release(ctx, f)
@@ -62,7 +67,7 @@ func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.C
 			s.release(ctx, f)
 		}
 	}()
-	runCtx, cancel := context.WithTimeout(ctx, s.cfg.PendingTTL)
+	runCtx, cancel := context.WithDeadline(ctx, deadline)
 	err := run(runCtx)
 	cancel()
 	if err != nil {
