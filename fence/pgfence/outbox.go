@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -135,7 +138,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, args jobs.JobArgs, opts
 }
 
 // EnqueueMany is Enqueue for several jobs in one statement: every job is
-// validated first (one invalid job rejects the call, nothing written).
+// validated first (one invalid job rejects the call, nothing written). A
+// job whose args, partition key or unique field names PostgreSQL cannot
+// hold as given (not UTF-8, or a NUL byte) is invalid here.
 // Operation ids come back in the order of ps.
 func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) ([]string, error) {
 	if tx == nil {
@@ -167,6 +172,9 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) (
 		if !prep.RunAt.IsZero() && (prep.RunAt.Year() < 1 || prep.RunAt.Year() > 9999) {
 			// Milliseconds since 1970 would wrap around, or leave the column's range.
 			return nil, fmt.Errorf("pgfence: outbox: job %d: %w: run at %v outside years 1-9999", i, jobs.ErrInvalid, prep.RunAt)
+		}
+		if err := fitsText(prep); err != nil {
+			return nil, fmt.Errorf("pgfence: outbox: job %d: %w: %s", i, jobs.ErrInvalid, err)
 		}
 		timeouts[i] = prep.Timeout.Milliseconds()
 		if !prep.RunAt.IsZero() {
@@ -311,7 +319,7 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	if len(bad) > 0 {
 		badIDs, reasons := make([]string, len(bad)), make([]string, len(bad))
 		for i, b := range bad {
-			badIDs[i], reasons[i] = b.row.id, b.err.Error()
+			badIDs[i], reasons[i] = b.row.id, storable(b.err.Error())
 		}
 		if _, err := tx.Exec(ctx, o.q.setAside, badIDs, reasons); err != nil {
 			return 0, 0, fmt.Errorf("pgfence: relay: set aside: %w", err)
@@ -366,6 +374,30 @@ func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (ma
 func transient(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, jobs.ErrEnqueueUnknown) || errors.Is(err, jobs.ErrOutOfMemory) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// fitsText returns why p holds text the outbox's text and jsonb columns
+// cannot keep as given (a NUL byte, bytes that are not UTF-8), nil when
+// none: such a value would fail the caller's transaction, or (json.Marshal
+// replaces bytes that are not UTF-8) relay another partition key.
+func fitsText(p *jobs.Prepared) error {
+	fits := func(s string) bool { return utf8.ValidString(s) && !strings.Contains(s, "\x00") }
+	switch {
+	case !utf8.Valid(p.Payload):
+		return errors.New("args are not UTF-8")
+	case !fits(p.PartitionKey):
+		return errors.New("partition key is not UTF-8 without NUL bytes")
+	case p.Unique != nil && slices.ContainsFunc(p.Unique.ByFields, func(f string) bool { return !fits(f) }):
+		return errors.New("a unique field name is not UTF-8 without NUL bytes")
+	}
+	return nil
+}
+
+// storable makes s fit a text column: PostgreSQL refuses a NUL byte or
+// invalid UTF-8, which an error's text (an enqueue middleware's, say) may
+// hold, and the row would then never be set aside.
+func storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // outboxRow is one row as the relay reads it.

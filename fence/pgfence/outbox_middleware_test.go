@@ -156,3 +156,47 @@ func TestOutboxRelayMiddlewareFailsTransiently(t *testing.T) {
 		t.Fatalf("%d rows left, %d jobs on the default queue; want 0 and 2", e.rows(t), e.pending(t))
 	}
 }
+
+// TestOutboxRelaySetsAsideARowRefusedWithAnyText: a middleware's refusal
+// whose text PostgreSQL cannot store as is (a NUL byte, a name cut inside
+// a UTF-8 sequence) still sets its row aside, with the text made storable,
+// instead of failing every relay of the batch and holding back the rows
+// after it for good.
+func TestOutboxRelaySetsAsideARowRefusedWithAnyText(t *testing.T) {
+	mw := func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			for _, r := range reqs {
+				if r.Queue == "refused" {
+					return nil, fmt.Errorf("tenant %s\x00 unknown", "café"[:4])
+				}
+			}
+			return next(ctx, reqs)
+		}
+	}
+	e, _ := newMiddlewareOutboxEnv(t, mw)
+	ctx := t.Context()
+	var ops []string
+	e.inTx(t, true, func(tx pgx.Tx) {
+		var err error
+		ops, err = e.outbox.EnqueueMany(ctx, tx, []jobs.Params{
+			{Args: orderArgs{Order: "refused"}, Options: []jobs.Option{jobs.Queue("refused")}},
+			{Args: orderArgs{Order: "good"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n, aside, err := e.outbox.Relay(ctx, e.client, 10, 100); n != 1 || aside != 1 || err != nil {
+		t.Fatalf("relay: %d relayed, %d set aside, %v; want 1 and 1", n, aside, err)
+	}
+	if _, err := e.ledger.FindByOperation(ctx, ops[1]); err != nil {
+		t.Errorf("good row held back by the refused one: %v", err)
+	}
+	failed, err := e.outbox.Failed(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || pgfence.OutboxOperationPrefix+failed[0].ID != ops[0] || !strings.Contains(failed[0].Error, "unknown") {
+		t.Fatalf("set aside %+v, want row %s with its reason", failed, ops[0])
+	}
+}

@@ -3,6 +3,7 @@ package pgfence
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/fencedq/fencedq/jobs"
@@ -76,14 +77,32 @@ func parseOptions(col string) ([]jobs.Option, error) {
 		opts = append(opts, jobs.Limit(o.Limit.Key, o.Limit.Max))
 	}
 	if o.Rate != nil {
-		opts = append(opts, jobs.Rate(o.Rate.Key, o.Rate.Max, time.Duration(o.Rate.PerMS)*time.Millisecond))
+		per, err := millis("rate per_ms", o.Rate.PerMS)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, jobs.Rate(o.Rate.Key, o.Rate.Max, per))
 	}
 	if o.Group != "" {
 		opts = append(opts, jobs.Group(o.Group))
 	}
 	if u := o.Unique; u != nil {
+		period, err := millis("unique by_period_ms", u.ByPeriodMS)
+		if err != nil {
+			return nil, err
+		}
 		opts = append(opts, jobs.Unique(jobs.UniqueOpts{ByArgs: u.ByArgs, ByFields: u.ByFields,
-			ByPeriod: time.Duration(u.ByPeriodMS) * time.Millisecond, ByState: u.ByState}))
+			ByPeriod: period, ByState: u.ByState}))
 	}
 	return opts, nil
+}
+
+// millis is ms milliseconds as a duration; an error (matching
+// jobs.ErrInvalid) when they have none, rather than a value wrapped
+// around into another, perhaps valid, one.
+func millis(name string, ms int64) (time.Duration, error) {
+	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return 0, fmt.Errorf("%w: options column: %s %d out of range", jobs.ErrInvalid, name, ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }

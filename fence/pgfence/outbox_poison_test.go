@@ -66,6 +66,9 @@ var poisonRows = []struct {
 	{"options of the wrong shape", `options = '{"limit": "export"}'`, "options column"},
 	{"limit of max 0", `options = '{"limit": {"key": "export", "max": 0}}'`, "limit"},
 	{"bad group", `options = '{"group": "no spaces"}'`, "group"},
+	// Milliseconds whose nanoseconds wrap around into the allowed range.
+	{"rate period overflows", `options = '{"rate": {"key": "export", "max": 1, "per_ms": 18446744073711}}'`, "out of range"},
+	{"unique period overflows", `options = '{"unique": {"by_args": true, "by_period_ms": 18446744073711}}'`, "out of range"},
 }
 
 // TestOutboxRelaySetsPoisonRowsAside: poison rows, the oldest first and
@@ -203,5 +206,44 @@ func TestOutboxSetAsideLogQuotesNamesCut(t *testing.T) {
 	}
 	if !strings.Contains(out, "kind "+strings.Repeat("k", 59)+"...") || !strings.Contains(out, "queue "+strings.Repeat("q", 58)+"...") {
 		t.Fatalf("the names cut to 64 bytes are missing: %q", out)
+	}
+}
+
+// rawBytesArgs encode as a JSON string holding bytes that are not UTF-8,
+// which json.Marshal keeps from a MarshalJSON as they are.
+type rawBytesArgs struct{}
+
+func (rawBytesArgs) Kind() string                 { return "raw-bytes" }
+func (rawBytesArgs) MarshalJSON() ([]byte, error) { return []byte("{\"id\":\"\xff\xfe\"}"), nil }
+
+// customArgs encode themselves: their unique fields' names are not checked.
+type customArgs struct{}
+
+func (customArgs) Kind() string                 { return "custom" }
+func (customArgs) MarshalJSON() ([]byte, error) { return []byte(`{"id":"x"}`), nil }
+
+// TestOutboxRefusesTextItsColumnsCannotHold: a partition key, unique field
+// name or args that PostgreSQL's text and jsonb cannot hold as given (a NUL byte, bytes that
+// are not UTF-8) are refused at Enqueue with ErrInvalid, nothing written,
+// instead of failing the caller's transaction with a database error or
+// relaying a job whose key was changed (json.Marshal replaces bytes that
+// are not UTF-8, moving the job to another partition).
+func TestOutboxRefusesTextItsColumnsCannotHold(t *testing.T) {
+	e := newOutboxEnv(t)
+	ctx := t.Context()
+	for name, p := range map[string]jobs.Params{
+		"NUL in the partition key":        {Args: orderArgs{Order: "nul"}, Options: []jobs.Option{jobs.PartitionKey("tenant\x00a")}},
+		"partition key that is not UTF-8": {Args: orderArgs{Order: "binary"}, Options: []jobs.Option{jobs.PartitionKey("\xff\x01")}},
+		"args that are not UTF-8":         {Args: rawBytesArgs{}},
+		"NUL in a unique field name":      {Args: customArgs{}, Options: []jobs.Option{jobs.Unique(jobs.UniqueOpts{ByFields: []string{"i\x00d"}})}},
+	} {
+		e.inTx(t, true, func(tx pgx.Tx) {
+			if _, err := e.outbox.EnqueueMany(ctx, tx, []jobs.Params{p}); !errors.Is(err, jobs.ErrInvalid) {
+				t.Errorf("%s: %v, want ErrInvalid", name, err)
+			}
+		})
+	}
+	if n := e.rows(t); n != 0 {
+		t.Fatalf("%d rows written by refused calls", n)
 	}
 }
