@@ -80,7 +80,7 @@ func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *
 	}
 	var out []*Job[T]
 	for _, rec := range found {
-		if wantArgs != nil {
+		if want.Args != nil { // a nil pointer's null matches no job's args
 			got, err := canonical(json.RawMessage(rec.Payload))
 			if err != nil || !reflect.DeepEqual(got, wantArgs) {
 				continue

@@ -512,3 +512,43 @@ func TestWorkJobWhoseHandlerFailsTheTest(t *testing.T) {
 		t.Fatalf("the next attempt: %+v", r)
 	}
 }
+
+// TestWorkJobNamesTheJobThatAppliedTheEffect: an attempt refused because
+// another job (the same operation id in another queue) already applied the
+// effect succeeds with a reason naming that job, as a pool's attempt does.
+func TestWorkJobNamesTheJobThatAppliedTheEffect(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	first, err := client.Enqueue(ctx, email{To: "ada@example.com"}, jobs.Queue("mail"), jobs.OperationID("receipt:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := client.Enqueue(ctx, email{To: "ada@example.com"}, jobs.Queue("mail-eu"), jobs.OperationID("receipt:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := "pool-1/" + first.JobID
+	w := jobs.WorkFunc[email](func(ctx context.Context, j *jobs.Job[email]) error {
+		f, _ := fence.FromContext(ctx)
+		return &fence.AlreadyAppliedError{Record: fence.Effect{OperationID: "receipt:1", Resource: "mailbox", Token: 7, Owner: owner}, Fence: f}
+	})
+	res := fencedqtest.WorkJob(ctx, t, env, w, second.Queue, second.JobID)
+	want := fmt.Sprintf("effect already applied by job %s in queue mail (token 7 on mailbox, owner %s)", first.JobID, owner)
+	if res.Outcome != worker.OutcomeSucceeded || res.Record.Reason != want {
+		t.Fatalf("outcome %s, reason %q: want succeeded, reason %q", res.Outcome, res.Record.Reason, want)
+	}
+}
+
+// TestRequireEnqueuedWithNilPointerArgs: Want.Args set to a nil pointer
+// asks for args that are JSON null, which no job has: it matches nothing
+// rather than every job of the kind.
+func TestRequireEnqueuedWithNilPointerArgs(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	if _, err := client.Enqueue(ctx, &email{To: "ada@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fencedqtest.Enqueued[*email](ctx, t, env, &fencedqtest.Want{Args: (*email)(nil)}); len(got) != 0 {
+		t.Fatalf("a nil pointer as Want.Args matched %d jobs, want none", len(got))
+	}
+}

@@ -63,7 +63,8 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // (lease.FromContext) and the deadline (the job's timeout, else
 // DefaultTimeout), then the outcome committed by the attempt's token,
 // decided by the pool's rules (a Reconcile method or RetryOnTimeout on w
-// count as they do in a pool). A retry is due at once, so a second WorkJob
+// count as they do in a pool; an effect another job applied is named in
+// the reason as a pool names it). A retry is due at once, so a second WorkJob
 // runs the next attempt. A ctx that ends while the handler runs cuts it off
 // as a pool's shutdown does: unless the handler still succeeded, the job is
 // left uncertain. A handler that ends the goroutine (t.Fatal) gets its
@@ -139,7 +140,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		// shuts down: the handler was cut off, its effect unknown.
 		end.Shutdown = "the caller's context ended mid-call"
 	}
-	outcome := rules.Decide(end)
+	outcome := rules.NameApplier(ctx, e.ledger, queue, id, err, rules.Decide(end))
 	committed, err2 := e.ledger.Complete(context.WithoutCancel(ctx), queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: fenceOf(held), Outcome: outcome}})
 	if err2 != nil {
 		tb.Fatalf("fencedqtest: job %s: committing the outcome: %v", id, err2)

@@ -161,6 +161,11 @@ func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
 				case err != nil:
 					span.RecordError(enqueueError(err))
 					span.SetStatus(codes.Error, "enqueue failed")
+				default:
+					// No result and no error: the client fails the call with
+					// jobs.ErrEnqueueUnknown.
+					span.RecordError(jobs.ErrEnqueueUnknown)
+					span.SetStatus(codes.Error, "enqueue failed")
 				}
 				span.End()
 			}
@@ -259,13 +264,21 @@ func Middleware(opts ...Option) worker.Middleware {
 			ctx, span := tracer.Start(parent, "attempt "+job.Kind(), start...)
 			returned := false
 			defer func() {
+				// A panic or runtime.Goexit after the handler returned leaves
+				// the handler's outcome standing; before, the pool retries it.
+				ran, herr := job.HandlerResult()
 				if r := recover(); r != nil {
-					end(span, job, fmt.Errorf("handler panicked: %v", r))
+					if !ran {
+						herr = fmt.Errorf("handler panicked: %v", r)
+					}
+					end(span, job, herr)
 					panic(r)
 				}
 				if !returned {
-					// runtime.Goexit: the pool retries it as it does a panic.
-					err = errGoexit
+					if !ran {
+						herr = errGoexit
+					}
+					err = herr
 				}
 				end(span, job, err)
 			}()

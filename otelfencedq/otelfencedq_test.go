@@ -464,3 +464,71 @@ func TestAttemptErrorsRecordNoResourceOwnerOrOperationID(t *testing.T) {
 		t.Fatalf("recorded errors %q, want %q", classes, want)
 	}
 }
+
+// TestMiddlewarePanicAfterTheHandlerKeepsItsOutcome: a middleware after
+// this one that panics once the handler returned leaves the handler's
+// outcome standing in the pool, and so in the attempt's span: a success is
+// not shown as a failed retry.
+func TestMiddlewarePanicAfterTheHandlerKeepsItsOutcome(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	panicking := func(next worker.Handler) worker.Handler {
+		return func(ctx context.Context, job worker.JobView) error {
+			_ = next(ctx, job)
+			panic("audit log down")
+		}
+	}
+	cfg := jobs.Config{Namespace: ns}
+	pool, err := worker.NewPool(rdb, worker.Config{
+		Jobs: cfg, Middleware: []worker.Middleware{otelfencedq.Middleware(otelfencedq.WithTracerProvider(tp)), panicking},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Maintenance: worker.MaintenanceConfig{Disabled: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Register(pool, jobs.WorkFunc[payment](func(context.Context, *jobs.Job[payment]) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	res, err := jobs.NewClient(rdb, cfg).Enqueue(context.Background(), payment{Account: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobstest.WaitState(t, ledger.New(rdb, ledger.Config{Namespace: ns}), "default", res.JobID, jobs.Succeeded)
+	spans := exp.GetSpans()
+	if len(spans) != 1 || attr(spans[0], otelfencedq.AttrOutcome).AsString() != worker.OutcomeSucceeded || spans[0].Status.Code != codes.Unset {
+		t.Fatalf("spans %+v: want one attempt span, succeeded", spans)
+	}
+}
+
+// TestEnqueueWithoutResultIsAFailedSpan: a later enqueue middleware that
+// returns neither results nor an error fails the call with
+// jobs.ErrEnqueueUnknown, and the enqueue span says so instead of ending as
+// if the job had been written.
+func TestEnqueueWithoutResultIsAFailedSpan(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	swallow := func(jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(context.Context, []*jobs.EnqueueRequest) ([]*jobs.Result, error) { return nil, nil }
+	}
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns,
+		EnqueueMiddleware: []jobs.EnqueueMiddleware{otelfencedq.EnqueueMiddleware(otelfencedq.WithTracerProvider(tp)), swallow}})
+	if _, err := client.Enqueue(context.Background(), payment{Account: "a"}); !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Fatalf("enqueue: %v, want ErrEnqueueUnknown", err)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 1 || spans[0].Status.Code != codes.Error || len(spans[0].Events) == 0 {
+		t.Fatalf("spans %+v: want one enqueue span with an error", spans)
+	}
+}

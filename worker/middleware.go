@@ -94,6 +94,18 @@ func (v JobView) Header(key string) string { return v.job.Headers[key] }
 // Headers returns a copy of the job's headers (nil when it has none).
 func (v JobView) Headers() map[string]string { return maps.Clone(v.job.Headers) }
 
+// HandlerResult reports whether the attempt's handler returned, and what:
+// returned is false while it has not (not run yet, still running, or it
+// panicked). A middleware that recovers a panic, or sees its goroutine
+// end, after next can tell from it whether the handler's outcome stands
+// (see Middleware).
+func (v JobView) HandlerResult() (returned bool, err error) {
+	if v.a == nil {
+		return false, nil
+	}
+	return v.a.handlerResult()
+}
+
 // The outcomes JobView.Outcome reports.
 const (
 	OutcomeSucceeded = "succeeded"
