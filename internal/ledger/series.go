@@ -186,13 +186,17 @@ func (l *Ledger) Minutes(ctx context.Context, q string, from, to time.Time) ([]M
 	if last < first {
 		return nil, nil
 	}
-	if n := (last-first)/step + 1; n > int64(MinuteKeep/SeriesStep) {
-		first = last - (int64(MinuteKeep/SeriesStep)-1)*step
+	// Minutes are counted, not walked to last: a range reaching the ends
+	// of the millisecond clock would overflow last-first or m+step.
+	keep := int64(MinuteKeep / SeriesStep)
+	n := (last-first)/step + 1
+	if last-first < 0 || n > keep {
+		n, first = keep, last-(keep-1)*step
 	}
 	p := l.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, 0, (last-first)/step+1)
-	for m := first; m <= last; m += step {
-		cmds = append(cmds, p.HGetAll(ctx, l.minuteKey(q, m)))
+	cmds := make([]*redis.MapStringStringCmd, n)
+	for i := range cmds {
+		cmds[i] = p.HGetAll(ctx, l.minuteKey(q, first+int64(i)*step))
 	}
 	if _, err := p.Exec(ctx); err != nil {
 		return nil, wrap("minutes", err)
