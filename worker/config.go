@@ -134,7 +134,9 @@ type Config struct {
 	// worker for is put back for another pool (a rolling deploy: an old pool
 	// claims a new kind) before it goes dead; the waits grow from 1s to 30s
 	// (default DefaultUnknownKindDefers, about 13 minutes; -1: dead at once).
-	// Put-backs do not consume the job's attempts.
+	// While another live pool serving the job's queue runs the kind, the job
+	// is put back past this limit too. Put-backs do not consume the job's
+	// attempts.
 	UnknownKindDefers int
 	// RetryDelay gives the delay before retry n (default: exponential from
 	// 1s, capped at 5m, with jitter). A negative delay retries at once; a

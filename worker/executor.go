@@ -109,7 +109,11 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	kind := p.kindLabel(c.Kind)
 	p.series.attempt(p.metrics, c.Queue, kind).Inc()
 
-	if c.Resource != "" && !p.acquireResource(a, kind) {
+	// A pool without the kind's worker takes no resource lease: it only
+	// puts the job back (below), and would keep the resource from the
+	// pools that run the kind.
+	h := p.handlerFor(c.Kind)
+	if h != nil && c.Resource != "" && !p.acquireResource(a, kind) {
 		if p.stopping.Err() != nil {
 			return p.notStarted(a)
 		}
@@ -129,7 +133,6 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 		return &finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: "the claim lapsed before the handler started"}}
 	}
 
-	h := p.handlerFor(c.Kind)
 	var end rules.End
 	a.start = time.Now()
 	switch {
@@ -139,8 +142,9 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 		end = rules.End{Err: fmt.Errorf("%w: the job's kind is missing or not a valid kind name", errMalformed), Malformed: true}
 	case h == nil:
 		p.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonUnknownKind).Inc()
-		if c.KindDefers < p.cfg.UnknownKindDefers {
-			// Another pool (a newer deploy) may know the kind: put it back.
+		// Another pool (a newer deploy) may know the kind: put it back, past
+		// the limit too while a live pool of the queue runs it (busy now).
+		if c.KindDefers < p.cfg.UnknownKindDefers || p.servedElsewhere(a.ctx, c.Queue, c.Kind) {
 			wait := min(time.Second<<min(c.KindDefers, 5), 30*time.Second)
 			a.log.Warn("no worker for this kind in this pool; job put back for another pool",
 				"put_backs", c.KindDefers+1, "limit", p.cfg.UnknownKindDefers, "in", wait)

@@ -91,6 +91,7 @@ type Pool struct {
 	clockEvery     time.Duration // how often it is measured (registerEvery)
 	parts          partitions    // the queues' partitions (partitions.go)
 	unsettled      unsettledSet  // the jobs a stopping pool leaves behind (shutdown.go)
+	liveKinds      liveKinds     // the kinds other live pools run (livekinds.go)
 	hooks          hooks
 }
 
