@@ -134,11 +134,15 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		case *job != "" && *queue != "":
 			rec, err = l.Get(ctx, *queue, *job)
 		case *job != "":
-			rec, err = l.Find(ctx, *job)
+			var q string
+			if q, err = findQueue(ctx, l, "", *job, "inspect"); err != nil {
+				return err
+			}
+			rec, err = l.Get(ctx, q, *job)
 		case *queue != "": // the same operation id on two queues is two jobs
 			rec, err = l.FindByOperationIn(ctx, *queue, *op)
 		default:
-			rec, err = l.FindByOperation(ctx, *op)
+			rec, err = findByOperation(ctx, l, *op)
 		}
 		if err != nil {
 			return inEmptyNamespace(ctx, l, notFound(err))
@@ -676,16 +680,64 @@ var takes = map[string]string{
 	"resolve": "succeeded and dead take an uncertain or review job; rerun also takes a dead or cancelled one",
 }
 
+// findByOperation returns the job owning operation id op in whichever
+// queue holds one. The same operation id on two queues is two jobs: found
+// in more than one, it is a usage error naming them (give --queue), never
+// either job.
+func findByOperation(ctx context.Context, l *jobs.Inspector, op string) (*jobs.Record, error) {
+	qs, err := l.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rec *jobs.Record
+	var in []string
+	for _, q := range qs {
+		r, err := l.FindByOperationIn(ctx, q, op)
+		if errors.Is(err, jobs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		rec, in = r, append(in, q)
+	}
+	switch {
+	case len(in) == 0:
+		return nil, fmt.Errorf("%w: operation %s", jobs.ErrNotFound, op)
+	case len(in) > 1:
+		return nil, fmt.Errorf("%w: operation %s names a job in each of queues %s: give --queue", errUsage, op, strings.Join(in, ", "))
+	}
+	return rec, nil
+}
+
 // findQueue returns queue, or looks job id up in every queue when empty.
+// A job id can be in two queues (a bridged task's id is unique only in
+// its asynq queue): found in more than one, it is a usage error naming
+// them (give --queue), never either job.
 func findQueue(ctx context.Context, l *jobs.Inspector, queue, id, action string) (string, error) {
 	if queue != "" {
 		return queue, nil
 	}
-	rec, err := l.Find(ctx, id)
+	qs, err := l.Queues(ctx)
 	if err != nil {
-		return "", inEmptyNamespace(ctx, l, operatorError(action, err))
+		return "", err
 	}
-	return rec.Queue, nil
+	var in []string
+	for _, q := range qs {
+		if _, err := l.Get(ctx, q, id); errors.Is(err, jobs.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return "", err
+		}
+		in = append(in, q)
+	}
+	switch {
+	case len(in) == 0:
+		return "", inEmptyNamespace(ctx, l, operatorError(action, fmt.Errorf("%w: %s", jobs.ErrNotFound, id)))
+	case len(in) > 1:
+		return "", fmt.Errorf("%w: job %s is in each of queues %s: give --queue", errUsage, id, strings.Join(in, ", "))
+	}
+	return in[0], nil
 }
 
 func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
@@ -728,7 +780,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			if *queue != "" { // the same operation id on two queues is two jobs
 				rec, err = client.Inspector().FindByOperationIn(ctx, *queue, *op)
 			} else {
-				rec, err = client.Inspector().FindByOperation(ctx, *op)
+				rec, err = findByOperation(ctx, client.Inspector(), *op)
 			}
 			if err != nil {
 				return inEmptyNamespace(ctx, client.Inspector(), operatorError("resolve", err))

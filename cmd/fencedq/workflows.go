@@ -35,12 +35,21 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 		}
 		defer closeAll()
 		if *id == "" {
-			list, err := workflow.List(ctx, client, 0, *limit+1) // one more: are some left out?
+			list, err := workflow.List(ctx, client, 0, *limit)
 			if err != nil {
 				return err
 			}
-			more := len(list) > *limit
-			list = list[:min(len(list), *limit)]
+			more := false
+			if len(list) == *limit { // are some left out? (List takes at most 1000)
+				next, err := workflow.List(ctx, client, *limit, 1)
+				if err != nil {
+					return err
+				}
+				more = len(next) > 0
+			}
+			if list == nil {
+				list = []*workflow.Status{} // JSON: an empty array, as the other listings
+			}
 			if *asJSON {
 				return json.NewEncoder(cli.JSONWriter(out)).Encode(list)
 			}

@@ -160,3 +160,23 @@ func TestWorkflowInspectEscapesTheNameOnce(t *testing.T) {
 		t.Fatalf("workflow inspect --id: %d %q, want the name shown as %s", code, text, want)
 	}
 }
+
+// workflow inspect --limit takes 1000, the most its help names, and --json
+// lists no workflow as an empty array, as the other listings do.
+func TestWorkflowInspectLimitBoundsAndEmptyJSON(t *testing.T) {
+	e := newOperatorEnv(t)
+	if code, text, errText := e.cli("workflow", "inspect", "--json"); code != 0 || strings.TrimSpace(text) != "[]" {
+		t.Fatalf("workflow inspect --json, none: %d %q %q, want []", code, text, errText)
+	}
+	ctx := context.Background()
+	tr := bank.Transfer{From: "acct-000", To: "acct-001", Cents: 5}
+	if _, err := workflow.Enqueue(ctx, e.client, workflow.New("order").Add("charge", tr)); err != nil {
+		t.Fatal(err)
+	}
+	if code, text, errText := e.cli("workflow", "inspect", "--limit", "1000"); code != 0 || !strings.Contains(text, "1 workflow(s)") {
+		t.Fatalf("workflow inspect --limit 1000: %d %q %q", code, text, errText)
+	}
+	if code, text, errText := e.cli("workflow", "inspect", "--limit", "1001"); code != 2 || text != "" {
+		t.Fatalf("workflow inspect --limit 1001: %d %q %q, want exit 2", code, text, errText)
+	}
+}

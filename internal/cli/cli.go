@@ -618,31 +618,59 @@ func withScheme(addr string) string {
 }
 
 // RedactURL hides a password in a URL (or in each of comma-separated ones)
-// for messages: everything from a URL's scheme (or the start) to the last
-// '@' before the next URL's scheme, so a password holding a comma or
-// another '@' is hidden whole.
+// for messages: everything from a URL's scheme (or the start) to its last
+// '@'. A URL runs to the next comma followed by a scheme, so a password
+// holding a comma, a "://" or another '@' is hidden whole.
 func RedactURL(u string) string {
 	var b strings.Builder
-	for u != "" {
-		start := 0
-		if i := strings.Index(u, "://"); i >= 0 {
-			start = i + 3
+	for {
+		end := len(u)
+		for i := strings.IndexByte(u, ','); i >= 0; i = nextComma(u, i) {
+			if schemeLen(u[i+1:]) > 0 {
+				end = i
+				break
+			}
 		}
-		b.WriteString(u[:start])
-		u = u[start:]
-		end := len(u) // this URL runs to the next one's scheme separator
-		if j := strings.Index(u, "://"); j >= 0 {
-			end = j
+		one := u[:end]
+		start := schemeLen(one)
+		if at := strings.LastIndex(one, "@"); at >= start {
+			one = one[:start] + "***" + one[at:]
 		}
-		if at := strings.LastIndex(u[:end], "@"); at >= 0 {
-			b.WriteString("***")
-			u = u[at:]
-			end -= at
+		b.WriteString(one)
+		if end == len(u) {
+			return b.String()
 		}
-		b.WriteString(u[:end])
-		u = u[end:]
+		b.WriteByte(',')
+		u = u[end+1:]
 	}
-	return b.String()
+}
+
+// nextComma returns the index of the first comma in u after index i, -1
+// when there is none.
+func nextComma(u string, i int) int {
+	j := strings.IndexByte(u[i+1:], ',')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
+// schemeLen is the length of the scheme and "://" that u starts with
+// ("redis://", "rediss-sentinel://"), 0 when it starts with none.
+func schemeLen(u string) int {
+	for i := 0; i < len(u); i++ {
+		c := u[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			if i > 0 && strings.HasPrefix(u[i:], "://") {
+				return i + 3
+			}
+			return 0
+		}
+	}
+	return 0
 }
 
 // LogFlags are the --log-level and --log-format flags. Bad values are

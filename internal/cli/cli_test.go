@@ -266,6 +266,12 @@ func TestRedactURL(t *testing.T) {
 		"redis://user:sec,ret@h:1/0":                 "redis://***@h:1/0",
 		"redis-sentinel://user:sec,ret@s1:1,s2:2/fq": "redis-sentinel://***@s1:1,s2:2/fq",
 		"user:sec,ret@h:1":                           "***@h:1",
+		// nor is a password holding "://" a second address
+		"redis://user:sec://ret@h:1/0":            "redis://***@h:1/0",
+		"user:sec://ret@h:1":                      "***@h:1",
+		"redis://user:sec://ret@h:1,redis://h:2":  "redis://***@h:1,redis://h:2",
+		"redis-sentinel://user:sec://ret@s1:1/fq": "redis-sentinel://***@s1:1/fq",
+		"unix://user:secret@/run/redis.sock":      "unix://***@/run/redis.sock",
 	} {
 		if got := RedactURL(in); got != want || strings.Contains(got, "secret") || strings.Contains(got, "sec,") {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
@@ -354,6 +360,9 @@ func TestMalformedRedisURLNeverShowsThePassword(t *testing.T) {
 		"redis://user:1234,ret@127.0.0.1:1/0",
 		"redis-sentinel://user:sec/ret@127.0.0.1:1/fq",
 		"redis-sentinel://user:sec,ret@127.0.0.1:1/fq/x",
+		"redis://user:sec://ret@127.0.0.1:1/0",
+		"redis://user:sec://ret@127.0.0.1:1,redis://127.0.0.1:2",
+		"redis-sentinel://user:sec://ret@127.0.0.1:1/fq",
 	} {
 		_, err := ConnectRedis(ctx, addr)
 		if err == nil {
