@@ -306,6 +306,7 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "jobs must list 1 to 1000 jobs")
 		return
 	}
+	listed := make(map[jobRef]bool, len(req.Jobs))
 	for _, j := range req.Jobs {
 		if err := jobs.ValidateQueueRef(j.Queue); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid", err.Error())
@@ -315,6 +316,12 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "invalid", "bad job id")
 			return
 		}
+		// A job listed twice would be counted done twice.
+		if listed[j] {
+			writeError(w, http.StatusBadRequest, "invalid", "jobs must list each job once")
+			return
+		}
+		listed[j] = true
 	}
 	n, ok := note(w, req.Note, true)
 	if !ok {

@@ -570,6 +570,8 @@ func (h *Handler) apiSession(w http.ResponseWriter, r *http.Request) {
 	s := session{ActionsEnabled: h.ActionsEnabled(), BasicAuth: h.opts.Username != ""}
 	if id, ok := h.authenticate(r); ok {
 		s.Authenticated, s.Actor = true, id.actor
+	} else if s.ActionsEnabled { // else there are no credentials to guess
+		h.logRejected(r)
 	}
 	writeJSON(w, http.StatusOK, s)
 }

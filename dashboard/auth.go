@@ -59,10 +59,16 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request, msg string) 
 	if h.opts.Username != "" {
 		w.Header().Set("WWW-Authenticate", realm)
 	}
+	h.logRejected(r)
+	writeError(w, http.StatusUnauthorized, "unauthorized", msg)
+}
+
+// logRejected logs a request whose credentials were rejected (not one that
+// sent none), so guessing shows in the log.
+func (h *Handler) logRejected(r *http.Request) {
 	if r.Header.Get("Authorization") != "" {
 		h.log.WarnContext(r.Context(), "dashboard: rejected credentials", "path", r.URL.Path, "remote", r.RemoteAddr)
 	}
-	writeError(w, http.StatusUnauthorized, "unauthorized", msg)
 }
 
 // authorizeAction decides whether r may perform an action. It writes the

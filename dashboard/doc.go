@@ -121,7 +121,8 @@
 //	                                   each with its newest ticks (default 5, at most 100)
 //	                                   and the state of the job each produced
 //	GET  api/workflows?id=&limit=      the newest workflows (limit at most 100), or workflow
-//	                                   id with its steps (needs a client: 503 without one)
+//	                                   id (at most 200 bytes) with its steps (needs a client:
+//	                                   503 without one)
 //	GET  api/limits                    per queue: limits, rates and fair groups in use
 //	GET  api/session                   whether actions are enabled and who is signed in
 //	GET  api/csrf                      a CSRF token (also set as a cookie)
@@ -145,18 +146,19 @@
 //	                                   the pause it is under now, or "unread": true when the
 //	                                   action applied but that could not be read back)
 //	POST api/bulk                      {"action": "cancel|rerun|run_now", "jobs": [{"queue","id"}], "note": "...", "state": "..."}
-//	                                   (at most 1000 jobs; answers done and, per job, why not;
-//	                                   state, optional: the state the jobs were selected in,
-//	                                   which the action then applies to only; once the action's
-//	                                   time, Options.Timeout, runs out, the jobs left are not
-//	                                   tried and are listed "not attempted")
+//	                                   (at most 1000 jobs, each listed once; answers done and,
+//	                                   per job, why not; state, optional: the state the jobs
+//	                                   were selected in, which the action then applies to only;
+//	                                   once the action's time, Options.Timeout, runs out, the
+//	                                   jobs left are not tried and are listed "not attempted")
 //
 // An action's body is application/json holding exactly one object of the
 // fields shown: an unknown field, a second value ({...}{"action":"rerun"})
 // or any data after the object but white space is refused with 400
-// (code "invalid") and nothing is done. Notes and the operator's name
-// follow jobs.Client's rules (no control characters; a note may hold line
-// feeds and tabs).
+// (code "invalid") and nothing is done. An endpoint asked with a method it
+// does not serve answers 405 (code "method_not_allowed") with Allow. Notes
+// and the operator's name follow jobs.Client's rules (no control
+// characters; a note may hold line feeds and tabs).
 //
 // The dashboard reads only through jobs.Inspector (List for filtered
 // lists, Search for ids and prefixes, which scans within a budget and says
@@ -198,5 +200,7 @@
 //
 // Operator actions are logged (Options.Logger) with the queue, job id,
 // action or decision and actor, never with args; a bulk action logs one
-// line with its counts.
+// line with its counts. Rejected credentials (on an action, a protected
+// read, api/login or api/session) are logged with the path and the remote
+// address, never the credentials.
 package dashboard

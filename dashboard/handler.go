@@ -199,9 +199,32 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /api/csrf", h.apiCSRF)
 	m.HandleFunc("GET /api/login", h.apiLogin)
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := h.allowed(r); allow != "" {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here: use "+allow)
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", "no such API endpoint")
 	})
 	h.mux = m
+}
+
+// allowed lists the methods an API endpoint serves at r's path ("" for no
+// endpoint there), for the catch-all to answer a wrong method with 405.
+func (h *Handler) allowed(r *http.Request) string {
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		r2 := new(http.Request)
+		*r2 = *r
+		r2.Method = method
+		if _, pattern := h.mux.Handler(r2); pattern != "" && pattern != "/api/" {
+			allow = append(allow, method)
+			if method == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // contentSecurityPolicy allows only the dashboard's own files: no inline

@@ -27,9 +27,15 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "limit must be 1-"+strconv.Itoa(maxWorkflowsLimit))
 		return
 	}
+	// Bounded as every id: it is looked up once per queue.
+	id := r.URL.Query().Get("id")
+	if len(id) > maxIDLength {
+		writeError(w, http.StatusBadRequest, "invalid", "id must be a workflow id (at most 200 bytes)")
+		return
+	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if id := r.URL.Query().Get("id"); id != "" {
+	if id != "" {
 		st, err := workflow.Get(ctx, h.client, id)
 		if errors.Is(err, workflow.ErrNotFound) {
 			writeError(w, http.StatusNotFound, "not_found", "no such workflow")
