@@ -118,7 +118,8 @@
 //	                                   minute by the scripts, the current minute included),
 //	                                   the leader's state snapshots, and the state counts now
 //	GET  api/schedules?id=&ticks=      periodic schedules (at most 500; total counts all),
-//	                                   each with its newest ticks (default 5, at most 100)
+//	                                   each with its newest ticks (default 5, at most 100
+//	                                   with id, 5 without)
 //	                                   and the state of the job each produced
 //	GET  api/workflows?id=&limit=      the newest workflows (limit at most 100), or workflow
 //	                                   id (at most 200 bytes) with its steps (needs a client:

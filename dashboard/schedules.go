@@ -55,7 +55,8 @@ type scheduleList struct {
 }
 
 // apiSchedules lists the periodic schedules (or only ?id=) with their last
-// and next tick and the newest ?ticks= ticks (default 5, at most 100),
+// and next tick and the newest ?ticks= ticks (default 5, at most 100 for
+// one schedule, 5 for all),
 // each with the state of the job it produced, and (without ?id=) the
 // newest schedule removals.
 func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
@@ -65,6 +66,12 @@ func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.URL.Query().Get("id")
+	if id == "" {
+		// Each tick shown costs a read of its job: across every schedule
+		// (up to 500) the default is the most, so one request cannot make
+		// tens of thousands of reads.
+		n = min(n, defaultScheduleTicks)
+	}
 	if id != "" {
 		if err := jobs.ValidateScheduleID(id); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid", err.Error())

@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -178,5 +180,36 @@ func TestSchedulesAPIConflict(t *testing.T) {
 	if c := s.Conflict; c == nil || c.Pool != "pool-v1" || !c.Started.Equal(t0) || c.Digest != "d-old" || c.Since.IsZero() ||
 		c.Seen.Before(c.Since) {
 		t.Fatalf("conflict: %s", body)
+	}
+}
+
+// TestSchedulesAPITicksOfAllAreBounded: each tick shown costs a read of its
+// job, so across every schedule ?ticks= takes at most the default (5); one
+// schedule's (?id=) shows up to 100.
+func TestSchedulesAPITicksOfAllAreBounded(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	h := f.handler(dashboard.Options{})
+	const leader = lease.Token(42)
+	_, err := f.ledger.RegisterSchedule(ctx, leader, jobs.ScheduleSpec{ID: "minutely", Schedule: "@every 1m0s", TimeZone: "UTC",
+		Kind: "echo", Queue: "reports", CatchUp: "latest"})
+	must(t, err)
+	now, err := f.ledger.ServerTime(ctx)
+	must(t, err)
+	at := now.Truncate(time.Minute)
+	var ticks []jobs.Tick
+	for i := 8; i > 0; i-- {
+		ticks = append(ticks, jobs.Tick{Time: at.Add(-time.Duration(i) * time.Minute), JobID: fmt.Sprintf("job-%d", i), Queue: "reports"})
+	}
+	must(t, f.ledger.RecordTicks(ctx, "minutely", leader, ledger.TickRecord{Cursor: at, Next: at.Add(time.Minute), Ticks: ticks}))
+
+	var out schedulesJSON
+	getJSON(t, h, "/api/schedules?ticks=100", &out)
+	if len(out.Schedules) != 1 || len(out.Schedules[0].Ticks) != 5 {
+		t.Fatalf("all schedules, ?ticks=100: %+v, want 5 ticks", out.Schedules)
+	}
+	getJSON(t, h, "/api/schedules?id=minutely&ticks=100", &out)
+	if len(out.Schedules) != 1 || len(out.Schedules[0].Ticks) != 8 {
+		t.Fatalf("one schedule, ?ticks=100: %+v, want its 8 ticks", out.Schedules)
 	}
 }
