@@ -21,7 +21,7 @@ type clockWatch struct {
 	last  ledger.ClockSample            // the farthest master's, last measured
 	nodes map[string]ledger.ClockSample // each master's, last measured, by its slots ("" off a cluster)
 	jumps int64
-	large bool // the last measurement was beyond jobs.ClockOffsetWarn
+	large bool // the offset was last found beyond jobs.ClockOffsetWarn
 }
 
 // watchClock measures Redis's clock against the pool's and publishes the
@@ -79,7 +79,16 @@ func (p *Pool) measureClock(ctx context.Context) {
 	w.last = s
 	jumps := w.compare(ss)
 	w.jumps += int64(len(jumps))
-	large := s.Offset().Abs() > jobs.ClockOffsetWarn
+	// The offset is within half the round trip of the measured one: a slow
+	// reply (a paused or busy Redis) that leaves it either side of the
+	// warning changes nothing.
+	large, off, half := w.large, s.Offset().Abs(), time.Duration(s.RTTMS/2*float64(time.Millisecond))
+	switch {
+	case off-half > jobs.ClockOffsetWarn:
+		large = true
+	case off+half <= jobs.ClockOffsetWarn:
+		large = false
+	}
 	changed := large != w.large
 	w.large = large
 	w.mu.Unlock()

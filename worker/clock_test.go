@@ -114,3 +114,48 @@ func beating(t *testing.T, rdb redis.UniversalClient, every time.Duration) (*env
 	e.start(p)
 	return e, reg, h
 }
+
+// A measurement is placed at its round trip's midpoint, so a Redis that
+// answers slowly (CLIENT PAUSE, a long script) shifts it by up to half the
+// round trip: such a measurement neither warns of an offset its round
+// trip may account for, nor says a real offset is gone.
+func TestSlowRedisIsNoClockOffset(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{ClockShim: true})
+	e, _, h := beating(t, srv.Client(), 20*time.Millisecond)
+	admin := srv.Client()
+	slow := func() ledger.ClockSample {
+		t.Helper()
+		for {
+			h.Clocked.WaitOrTimeout()
+			if err := admin.Do(context.Background(), "CLIENT", "PAUSE", "2500", "ALL").Err(); err != nil {
+				t.Fatal(err)
+			}
+			// The measurement sent during the pause, unless a heartbeat
+			// was in flight instead: then pause again.
+			s := h.Clocked.WaitOrTimeout()
+			if s.RTTMS > 2000 {
+				return s
+			}
+		}
+	}
+	if s := slow(); s.Offset() <= jobs.ClockOffsetWarn {
+		t.Fatalf("slow measurement %+v: want it off by more than %v, or this test checks nothing", s, jobs.ClockOffsetWarn)
+	}
+	h.Clocked.WaitOrTimeout()
+	if strings.Contains(e.logs.String(), "Redis's clock is far from this pool's") {
+		t.Fatal("a slow reply was warned about as a clock offset")
+	}
+
+	// A real offset is warned about, and a slow measurement does not end it.
+	srv.SetClockOffset(-3 * time.Second)
+	for s := h.Clocked.WaitOrTimeout(); s.Offset() > -2*time.Second; s = h.Clocked.WaitOrTimeout() {
+	}
+	if !strings.Contains(e.logs.String(), "Redis's clock is far from this pool's") {
+		t.Fatal("a 3s offset is not warned about")
+	}
+	slow()
+	h.Clocked.WaitOrTimeout()
+	if strings.Contains(e.logs.String(), "Redis's clock is close to this pool's again") {
+		t.Fatal("a slow measurement said the offset was gone")
+	}
+}

@@ -145,7 +145,7 @@
 // or idle) the pool measures Redis's clock against its own: the offset is
 // exported (fencedq_redis_clock_offset_seconds), published in the heartbeat
 // (the dashboard's pools page, fencedq pools) and logged when beyond
-// jobs.ClockOffsetWarn; a jump of Redis's clock backwards is logged at
+// jobs.ClockOffsetWarn by more than half the measurement's round trip; a jump of Redis's clock backwards is logged at
 // error level and counted (fencedq_redis_clock_jumps_total).
 //
 // # Metrics and logs

@@ -463,3 +463,44 @@ func (lw *lockedWriter) Write(p []byte) (int, error) {
 	defer lw.mu.Unlock()
 	return lw.w.Write(p)
 }
+
+// TestUncommittedGraceIsOnTheNamespacesTime: a workflow's parts are
+// noted at the namespace's time, and the grace is measured by it too: a
+// leader whose clock is ahead of that time (here Redis's clock is two
+// hours behind the pools') does not abandon a workflow whose commit is on
+// its way.
+func TestUncommittedGraceIsOnTheNamespacesTime(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{ClockShim: true})
+	srv.SetClockOffset(-2 * time.Hour)
+	rdb := srv.Client()
+	e := newEnvOn(t, rdb, redistest.Namespace(t))
+	ctx := context.Background()
+	hook := &holdCommit{reached: make(chan string, 1), release: make(chan struct{})}
+	rdb.AddHook(hook)
+	e.grace = time.Hour
+	e.start("wf-home", "wf-other")
+	done := make(chan error, 1)
+	go func() {
+		_, err := workflow.Enqueue(ctx, e.client, workflow.New("held").
+			Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+			Add("ship", step("ship", "charge"), workflow.After("charge"), workflow.Options(jobs.Queue("wf-other"))))
+		done <- err
+	}()
+	id := <-hook.reached
+	// A part noted long ago on any clock: its removal shows a hand-over
+	// pass looked after the held workflow's part was noted.
+	parts := e.ns + ":{wf-other}:wf_parts"
+	if err := rdb.ZAdd(ctx, parts, redis.Z{Score: 1, Member: "ghost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Await(t, rdb, e.ns, "the ghost part forgotten", func() bool {
+		return rdb.ZScore(ctx, parts, "ghost").Err() == redis.Nil
+	})
+	close(hook.release)
+	if err := <-done; err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if st := e.status(id); st.State == workflow.Cancelled {
+		t.Fatalf("the workflow was abandoned while its commit was on its way: %+v", st)
+	}
+}

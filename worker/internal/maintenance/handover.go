@@ -21,8 +21,9 @@ type handover struct {
 	// grace is how long a workflow's steps of other queues wait for its
 	// home commit before they are cancelled (ledger.AbandonUncommitted).
 	grace time.Duration
-	// now is the clock grace is measured by (time.Now).
-	now func() time.Time
+	// now reads the clock grace is measured by: the namespace's time
+	// (Ledger.ReadTime), which a workflow's parts are scored by.
+	now func(context.Context) (time.Time, error)
 }
 
 func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
@@ -80,7 +81,12 @@ func (h *handover) countWorkflows(ctx context.Context, qs []string) {
 // more, and records each workflow cancelled (counted finished by
 // countWorkflows).
 func (h *handover) abandonUncommitted(ctx context.Context, qs []string) {
-	ids, err := h.ledger.AbandonUncommitted(ctx, qs, h.now().Add(-h.grace))
+	now, err := h.now(ctx)
+	if err != nil {
+		h.failed(ctx, "abandoning workflows never committed failed", "error", err)
+		return
+	}
+	ids, err := h.ledger.AbandonUncommitted(ctx, qs, now.Add(-h.grace))
 	if err != nil {
 		h.failed(ctx, "abandoning workflows never committed failed", "error", err)
 	}

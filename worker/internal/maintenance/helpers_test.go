@@ -140,3 +140,12 @@ func (f *fixture) logged(parts ...string) bool {
 	}
 	return false
 }
+
+// later returns a clock reading the namespace's time moved on by d, for a
+// service measuring ages by it.
+func (f *fixture) later(d time.Duration) func(context.Context) (time.Time, error) {
+	return func(ctx context.Context) (time.Time, error) {
+		now, err := f.ledger.ReadTime(ctx)
+		return now.Add(d), err
+	}
+}

@@ -172,10 +172,10 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 			workerID: cfg.WorkerID, maxTries: cfg.MaxReconcileTries, timeout: cfg.ReconcileTimeout,
 			effectLog: cfg.EffectLog, reconcile: cfg.Reconcile, tally: t, decided: cfg.Decided},
 		pruner: &pruner{service: base(metrics.ServicePruner), interval: cfg.PruneInterval, effects: cfg.EffectPruner,
-			now: time.Now},
+			now: ledger.ReadTime},
 		status: &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t},
 		handover: &handover{service: base(metrics.ServiceHandover), interval: cfg.Interval, grace: cfg.UncommittedGrace,
-			now: time.Now},
+			now: ledger.ReadTime},
 	}
 	if len(cfg.Periodic) > 0 {
 		l.periodic = &periodic{service: base(metrics.ServicePeriodic), interval: cfg.Interval, client: client,

@@ -19,8 +19,9 @@ type pruner struct {
 	service
 	interval time.Duration
 	effects  EffectPruner // nil: effect records are kept
-	// now is the clock retention is measured by (time.Now).
-	now func() time.Time
+	// now reads the clock retention is measured by: the namespace's time
+	// (Ledger.ReadTime), which finished jobs are scored and expire by.
+	now func(context.Context) (time.Time, error)
 }
 
 // runOnce is one prune pass. An effect log that fails to prune is logged
@@ -38,8 +39,11 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 	if err != nil {
 		return err
 	}
+	now, err := p.now(ctx)
+	if err != nil {
+		return err
+	}
 	// One look at every queue; only the calls a queue needs are made.
-	now := p.now()
 	needs := p.ledger.PruneLook(ctx, qs, now)
 	return p.eachOf(ctx, qs, func(i int, q string) error {
 		need := needs[i]

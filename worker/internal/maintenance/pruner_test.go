@@ -39,7 +39,7 @@ func TestPrunerPass(t *testing.T) {
 		t.Fatalf("a job cancelled just now was pruned (%d left)", n)
 	}
 	// Past it (the pruner's clock moved on): its index entry goes.
-	l.pruner.now = func() time.Time { return time.Now().Add(time.Hour + time.Minute) }
+	l.pruner.now = f.later(time.Hour + time.Minute)
 	if err := l.pruner.runOnce(f.ctx, leader); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestPrunerEffectLogFailure(t *testing.T) {
 	cfg := f.config()
 	cfg.EffectPruner = func(context.Context) (int64, error) { return 0, errors.New("database is down") }
 	l := f.leader(cfg)
-	l.pruner.now = func() time.Time { return time.Now().Add(jobs.DefaultRetention + time.Minute) }
+	l.pruner.now = f.later(jobs.DefaultRetention + time.Minute)
 	id := f.enqueue("work")
 	if _, err := f.client.Cancel(f.ctx, jobs.DefaultQueue, id, "alice", "no longer needed"); err != nil {
 		t.Fatal(err)
