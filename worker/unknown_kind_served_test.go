@@ -47,7 +47,7 @@ func TestUnknownKindServedByAnotherLivePoolIsNotKilled(t *testing.T) {
 
 	cfgB := e.config()
 	cfgB.UnknownKindDefers = 1 // one put-back, then dead unless a live pool runs the kind
-	e.start(e.pool(cfgB))
+	stopB := e.start(e.pool(cfgB))
 	waiting := e.enqueue(servedArgs{N: 2})
 
 	// Pool B claims the job again and again while A is busy: past its put-back
@@ -64,9 +64,12 @@ func TestUnknownKindServedByAnotherLivePoolIsNotKilled(t *testing.T) {
 	if rec.State == jobs.Dead {
 		t.Fatalf("a job of a kind a live pool of its queue runs went dead: reason %q, put back %d times", rec.Reason, rec.KindDefers)
 	}
+	// B stops, so A (not B, racing it at each due time) claims the job when
+	// its put-back delay (doubling, up to 30 s) runs out.
+	stopB()
 	close(release)
 	jobstest.WaitState(t, e.ledger, "default", busy.JobID, jobs.Succeeded)
-	rec = jobstest.WaitState(t, e.ledger, "default", waiting.JobID, jobs.Succeeded)
+	rec = jobstest.WaitStateWithin(t, e.ledger, "default", waiting.JobID, jobs.Succeeded, time.Minute)
 	if rec.Attempts != 1 {
 		t.Fatalf("%d attempts: the put-backs consumed attempts", rec.Attempts)
 	}
