@@ -12,8 +12,8 @@
 // # Protocol
 //
 // Each resource has one key, hash-tagged by resource (the same code runs on
-// a single Redis, Sentinel and Redis Cluster). It never expires, so it keeps
-// the last token minted after the lease ends:
+// a single Redis, Sentinel and Redis Cluster). It keeps the last token
+// minted after the lease ends, until it is no longer needed (see Keys):
 //
 //	<ns>:lease:{<resource>}   "<token> <deadline µs, namespace time> <owner>"
 //
@@ -113,6 +113,25 @@
 // a node with a true clock does not end live leases early. On Redis Cluster
 // the resource's record <ns>:lease:{<resource>}:clock keeps that time, by
 // the same rule, for the master of its slot.
+//
+// # Keys
+//
+// A released lease's key (and a raised one's) expires 2 minutes past the
+// time part of its token (its low 52 bits, a Redis time in µs), so
+// resources named after user data (one per customer) do not keep a key
+// each for ever. That is when it is no longer needed: a key gone mints
+// (epoch << 52) + the namespace's time, which never goes back and is never
+// more than a minute behind the Redis clock that expires the key, so every
+// token minted afresh is above every token the key held (ARCHITECTURE.md,
+// "Lease keys linger out", names the one case it does not cover: a clock
+// run ahead and stepped back while no script read the time). A key stays (no
+// expiry) on Redis Cluster, where each resource also keeps its epoch
+// record, without the namespace's time (a client that is not a
+// *redis.Client nor a *redis.ClusterClient), and while it holds a token of
+// an epoch above the releasing Manager's (a mark storage fed back). The
+// key of a lease that was never released stays until it is acquired and
+// released again. Redis must not evict keys (maxmemory-policy noeviction):
+// an evicted key loses its counter.
 //
 // # Guarantees
 //

@@ -172,16 +172,18 @@ type Manager struct {
 }
 
 var (
+	//go:embed linger.lua
+	lingerLua string
 	//go:embed ops.lua
 	opsLua    string
-	opsSrc    = epoch.Lua + opsLua
+	opsSrc    = epoch.Lua + lingerLua + opsLua
 	opsScript = redis.NewScript(opsSrc)
 	//go:embed release.lua
-	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseLua    string
+	releaseScript = redis.NewScript(lingerLua + releaseLua)
 	//go:embed raise.lua
 	raiseLua    string
-	raiseScript = redis.NewScript(epoch.Lua + raiseLua)
+	raiseScript = redis.NewScript(epoch.Lua + lingerLua + raiseLua)
 	//go:embed renew.lua
 	renewSrc    string
 	renewScript = redis.NewScript(epoch.Lua + renewSrc)
@@ -242,7 +244,9 @@ func (m *Manager) err() error {
 }
 
 // Key returns the Redis key of resource's lease: "<token> <deadline µs>
-// <owner>". It never expires, so it keeps the last token minted.
+// <owner>". It keeps the last token minted; released (or raised), it
+// expires once every token minted afresh would be above it (see "Keys" in
+// the package documentation).
 //
 // It is <ns>:lease:{<resource>}, hash-tagged by the resource. Redis hashes
 // a whole key whose tag is empty, which a resource starting with "}"
@@ -401,9 +405,24 @@ func opsMerge(st epoch.State) *scriptbatch.Merge {
 // operation's value); an acquire stays a call of ops.lua.
 func alone(s scriptbatch.Script, keys []string, args []any) (scriptbatch.Script, []string, []any) {
 	if len(args) == 6 && args[3] == "r" {
-		return releaseScript, keys[:1], args[4:]
+		rid, _ := args[0].(string)
+		ep, _ := args[1].(uint64)
+		st := epoch.State{ReplID: rid, Epoch: ep}
+		return releaseScript, keys[:1], []any{args[4], args[5], lingerEpoch(st, len(keys) > 1)}
 	}
 	return s, keys, args
+}
+
+// lingerEpoch is the epoch argument of a script that lets a lease key
+// linger out (linger.lua): st's epoch when the namespace's epoch record
+// keeps the time (timed: the keys name it), empty when the key is to stay:
+// without a clock record, and on Redis Cluster, where the slot's master
+// decides the epoch.
+func lingerEpoch(st epoch.State, timed bool) string {
+	if !timed || st.ReplID == epoch.Node.ReplID {
+		return ""
+	}
+	return strconv.FormatUint(st.Epoch, 10)
 }
 
 // splitOps gives each merged operation its own value of ops.lua's reply.
@@ -560,7 +579,8 @@ func (m *Manager) Raise(ctx context.Context, resource string, mark Token) error 
 	case mark == 0:
 		return nil
 	}
-	if err := m.batch.Run(ctx, raiseScript, []string{m.Key(resource)}, mark.String()).Err(); err != nil {
+	ep := lingerEpoch(m.epoch.Last(), m.epoch.Enabled())
+	if err := m.batch.Run(ctx, raiseScript, []string{m.Key(resource)}, mark.String(), ep).Err(); err != nil {
 		return fmt.Errorf("lease: raise %q: %w", resource, err)
 	}
 	return nil

@@ -87,7 +87,7 @@ func testAcquireRenewRelease(t *testing.T, c redis.UniversalClient) {
 	if l2.Token <= l.Token {
 		t.Fatalf("token did not increase: %d then %d", l.Token, l2.Token)
 	}
-	// The counter never expires.
+	// A live lease's key has no expiry.
 	if ttl := c.PTTL(ctx, m.Key("account:1")).Val(); ttl != -1 {
 		t.Fatalf("token counter has a TTL: %v", ttl)
 	}

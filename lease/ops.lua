@@ -1,9 +1,9 @@
 -- ops.lua: acquire and release leases, one or more (the calls of several callers merged
 -- into one script call, see internal/scriptbatch's Merge). Prepended with internal/epoch's
--- lib.lua (epoch_now, epoch_check, token_mint).
+-- lib.lua (epoch_now, epoch_check, token_mint) and linger.lua.
 -- KEYS[i] (i = 1..n) the lease key <ns>:lease:{<resource>} of operation i =
---         "<token> <deadline_us> <owner>"; never expires: it keeps the last token minted
---         after the lease ends
+--         "<token> <deadline_us> <owner>"; it keeps the last token minted after the lease
+--         ends, until it lingers out (linger.lua)
 -- KEYS[n + 1] the namespace's epoch record <ns>:epoch; on Redis Cluster the resource's own
 --         <ns>:lease:{<resource>}:clock (n is then 1); absent when epochs are off
 -- ARGV[1] replication id of the primary the caller's epoch is for ('' when epochs are off,
@@ -20,7 +20,9 @@
 --            (nothing written),
 --            {-2, error} when no token is left to mint (nothing written);
 --   release: 1 when released, 0 when the caller no longer held it (nothing changed). The
---            token stays in the key (deadline 0, no owner): the next acquire mints a higher one.
+--            token stays in the key (deadline 0, no owner) until the key lingers out (with
+--            the epoch record: merged calls run on a single primary): the next acquire
+--            mints a higher one.
 -- Token = max(last + 1, (epoch << 52) + Redis TIME in µs): every token minted after a
 -- failover is above every token minted before it, whatever this node's clock says.
 -- Deadlines are in the namespace's time (epoch_now: Redis TIME plus the primary tenure's
@@ -40,6 +42,7 @@ for i = 1, n do
   if op == 'r' then
     if htok and htok == x and howner == owner then
       redis.call('SET', key, htok .. ' 0 ')
+      if rkey and ARGV[1] ~= '@node' then linger(key, htok, ARGV[2]) end
       out[i] = 1
     else
       out[i] = 0

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -524,5 +525,30 @@ func TestRawEnqueueHonoursTheKindsRules(t *testing.T) {
 	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, res.JobID, jobs.Succeeded)
 	if _, err := e.client.EnqueueRaw(ctx, "nobody-runs-this", []byte(`{}`), jobs.Unchecked()); err != nil {
 		t.Fatalf("unchecked: %v", err)
+	}
+}
+
+// TestJobResourceLeaseKeysExpire: a job's resource lease, released when
+// the job ends, leaves a key that expires within minutes, so resources
+// named after user data (one per customer) do not accumulate.
+func TestJobResourceLeaseKeysExpire(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.WorkFunc[namedResourceArgs](func(ctx context.Context, j *jobs.Job[namedResourceArgs]) error { return nil }))
+	e.start(p)
+	leases := lease.NewManager(e.rdb, lease.Config{Namespace: e.ns})
+	for i := range 5 {
+		name := fmt.Sprintf("customer:%d", i)
+		res := e.enqueue(namedResourceArgs{Name: name})
+		jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, res.JobID, jobs.Succeeded)
+		key := leases.Key(name)
+		var ttl time.Duration
+		redistest.Await(t, e.rdb, key, "the released lease key's expiry", func() bool {
+			ttl = e.rdb.PTTL(context.Background(), key).Val()
+			return ttl > 0
+		})
+		if ttl > 3*time.Minute {
+			t.Fatalf("%s: the released key expires in %v, want about 2 minutes", name, ttl)
+		}
 	}
 }

@@ -53,7 +53,7 @@ func (mixWorker) Reconcile(_ context.Context, j *jobs.Job[mixArgs]) (jobs.Verdic
 // minute counts (expire after 25 h), the leader's high-water, the idle flag;
 // per namespace the queue registry, the partition registry and its change
 // log (capped), the clock and epoch record, the maintenance leader's
-// status and lease (a lease never expires, so its tokens only rise), the
+// status and lease (kept while held, so its tokens only rise), the
 // periodic scheduler's leader high-water and removals log (capped), and the
 // live pools while the pool runs.
 var fixedKeys = regexp.MustCompile(`^(\{[^}]+\}:(stats|events|series|minute:\d+|reconciler|idle|groups)` +
