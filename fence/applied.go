@@ -21,7 +21,8 @@ var ErrInProgress = errors.New("fence: operation in progress")
 // id>" as owner, so Record.Owner identifies the job that applied it).
 type AlreadyAppliedError struct {
 	// Record is what the effect log holds: the resource, token and owner
-	// that applied the operation.
+	// that applied the operation (the owner is empty when the answer did
+	// not tell it, as httpfence's does not for another holder's).
 	Record Effect
 	// Fence is the write that was refused (zero when unknown, as for an
 	// answer of httpfence.CheckResponse to a request without fence headers).
@@ -31,8 +32,11 @@ type AlreadyAppliedError struct {
 // Error describes the recorded operation and, when it came from another
 // holder or resource (Elsewhere), the refused write.
 func (e *AlreadyAppliedError) Error() string {
-	msg := fmt.Sprintf("fence: operation %q already applied on %q with token %d of owner %q",
-		e.Record.OperationID, e.Record.Resource, e.Record.Token, e.Record.Owner)
+	msg := fmt.Sprintf("fence: operation %q already applied on %q with token %d",
+		e.Record.OperationID, e.Record.Resource, e.Record.Token)
+	if e.Record.Owner != "" {
+		msg += fmt.Sprintf(" of owner %q", e.Record.Owner)
+	}
 	if e.Elsewhere() {
 		msg += fmt.Sprintf(" (refused: token %d of owner %q on %q)", e.Fence.Token, e.Fence.Owner, e.Fence.Resource)
 	}

@@ -46,5 +46,5 @@ func ExampleStaleError() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// fence: stale token 33 for "account:42" (storage has token 34 of owner "worker-b")
+	// fence: stale token 33 for "account:42" (storage has token 34)
 }

@@ -59,15 +59,21 @@ type StaleError struct {
 	// Fence is the rejected fence.
 	Fence Fence
 	// StoredToken and StoredOwner are the resource's high-water mark that
-	// rejected it.
+	// rejected it. Tell StoredOwner to no one who could send it back.
 	StoredToken lease.Token
 	StoredOwner string
 }
 
-// Error describes the rejection.
+// Error describes the rejection. It does not name StoredOwner: with
+// StoredToken it authorises writes as the holder, and error texts travel
+// (to HTTP answers, logs, job records).
 func (e *StaleError) Error() string {
-	return fmt.Sprintf("fence: stale token %d for %q (storage has token %d of owner %q)",
-		e.Fence.Token, e.Fence.Resource, e.StoredToken, e.StoredOwner)
+	other := ""
+	if e.StoredToken == e.Fence.Token {
+		other = " of another owner"
+	}
+	return fmt.Sprintf("fence: stale token %d for %q (storage has token %d%s)",
+		e.Fence.Token, e.Fence.Resource, e.StoredToken, other)
 }
 
 // Is makes errors.Is(err, ErrStale) true.

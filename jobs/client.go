@@ -290,6 +290,12 @@ func (c *Client) Inspector() *Inspector {
 	return &Inspector{l: c.ledger, nsErr: c.err()}
 }
 
+// Err returns what every call of c fails with, an error matching
+// ErrInvalid: the mistake NewClient found, or a nil or zero Client (one
+// NewClient did not make). It is nil for a usable client. Code handed a
+// client checks it with Err before it acts on anything else.
+func (c *Client) Err() error { return c.err() }
+
 // err is what every call fails with: the mistake NewClient found, or
 // ErrInvalid for a nil or zero Client, which NewClient did not make.
 func (c *Client) err() error {

@@ -177,9 +177,10 @@ func (s *service) fenceOnAcquire(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case errors.As(err, &stale):
 		// The middleware's 409 body, so httpfence.CheckResponse reads it.
-		reply(w, http.StatusConflict, httpfence.ErrorBody{Error: "stale_token", Message: err.Error(),
+		// No owner: with the token it would let any client write as the holder.
+		reply(w, http.StatusConflict, httpfence.ErrorBody{Error: "stale_token", Message: stale.Error(),
 			Resource: f.Resource, OperationID: f.OperationID, Token: f.Token.String(),
-			StoredToken: stale.StoredToken.String(), StoredOwner: stale.StoredOwner})
+			StoredToken: stale.StoredToken.String()})
 	case errors.Is(err, fence.ErrInvalid):
 		reply(w, http.StatusBadRequest, httpfence.ErrorBody{Error: "invalid_fence", Message: err.Error()})
 	default:

@@ -202,7 +202,9 @@ type ErrorBody struct {
 	// StoredToken is the resource's high-water token (on stale_token) or
 	// the token that applied the operation (on already_applied).
 	StoredToken string `json:"stored_token,omitempty"`
-	// StoredOwner is the owner of StoredToken.
+	// StoredOwner is, on already_applied, the owner of StoredToken when it
+	// is the request's own owner; never another holder's (with StoredToken
+	// it would let any client write as that holder).
 	StoredOwner string `json:"stored_owner,omitempty"`
 	// StoredResource is, on already_applied, the resource the operation was
 	// applied on: an operation id names one effect across the store, so it

@@ -56,6 +56,6 @@ func Example() {
 	// Output:
 	// 201 <nil>
 	// 200 fence: operation "job-1" already applied on "doc:1" with token 34 of owner "worker-b"
-	// 409 fence: stale token 33 for "doc:1" (storage has token 34 of owner "worker-b")
+	// 409 fence: stale token 33 for "doc:1" (storage has token 34)
 	// handler runs: 1
 }

@@ -41,6 +41,10 @@ type Options struct {
 
 var errHandlerFailed = errors.New("httpfence: handler answered with an error status")
 
+// staleMessage explains a stale_token answer. It names no owner: a store's
+// refusal text may name the holder's.
+const staleMessage = "storage holds a higher token for the resource, or this token of another owner"
+
 // Middleware protects a handler that is itself protected storage: every
 // request must carry a fence (see SetHeaders), which g checks against the
 // resource's high-water mark and the operation id's effect record.
@@ -55,12 +59,14 @@ var errHandlerFailed = errors.New("httpfence: handler answered with an error sta
 //     fence the store rejects as invalid.
 //   - 409 Conflict, error "stale_token": storage has seen a higher token for
 //     the resource (or the same token of another owner). The handler did not
-//     run. stored_token and stored_owner say what storage holds.
+//     run. stored_token says what storage holds; its owner is never told, as
+//     its token and owner together would let any client write as the holder.
 //   - 409 Conflict, error "operation_in_progress", with Retry-After: another
 //     request with the same Idempotency-Key is running (Redis guard).
 //   - 200 OK with header Fencing-Already-Applied: true and body
 //     {"status":"already_applied",...}: the operation id was applied before.
 //     The handler did not run again; its original response is not replayed.
+//     stored_owner is given only when it is the request's own owner.
 //   - 503 Service Unavailable, error "fence_unavailable": the store failed.
 //     With the Postgres guard the handler's writes rolled back; with the
 //     Redis guard the handler may have run and a retry may run it again.
@@ -114,17 +120,19 @@ func Middleware(g Guard, opts Options) func(http.Handler) http.Handler {
 			case err == nil || errors.Is(err, errHandlerFailed):
 				rec.send(w)
 			case errors.As(err, &stale):
-				body.Error, body.Message = "stale_token", err.Error()
-				body.StoredToken, body.StoredOwner = stale.StoredToken.String(), stale.StoredOwner
+				body.Error, body.Message = "stale_token", staleMessage
+				body.StoredToken = stale.StoredToken.String()
 				writeJSON(w, http.StatusConflict, body)
 			case errors.Is(err, fence.ErrStale):
-				body.Error, body.Message = "stale_token", err.Error()
+				body.Error, body.Message = "stale_token", staleMessage
 				writeJSON(w, http.StatusConflict, body)
 			case errors.Is(err, fence.ErrAlreadyApplied):
 				body.Status = "already_applied"
 				if errors.As(err, &already) {
-					body.StoredToken, body.StoredOwner = already.Record.Token.String(), already.Record.Owner
-					body.StoredResource = already.Record.Resource
+					body.StoredToken, body.StoredResource = already.Record.Token.String(), already.Record.Resource
+					if already.Record.Owner == f.Owner {
+						body.StoredOwner = f.Owner
+					}
 				}
 				w.Header().Set(HeaderAlreadyApplied, "true")
 				writeJSON(w, http.StatusOK, body)

@@ -143,6 +143,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, args jobs.JobArgs, opts
 // hold as given (not UTF-8, or a NUL byte) is invalid here.
 // Operation ids come back in the order of ps.
 func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) ([]string, error) {
+	if err := o.usable(); err != nil {
+		return nil, err
+	}
 	if tx == nil {
 		return nil, fmt.Errorf("%w: nil transaction", ErrOptions)
 	}
@@ -200,6 +203,27 @@ func (o *Outbox) EnqueueMany(ctx context.Context, tx pgx.Tx, ps []jobs.Params) (
 	return out, nil
 }
 
+// usable is what every call fails with on a nil or zero Outbox (one
+// NewOutbox did not make), instead of panicking or writing to no table.
+func (o *Outbox) usable() error {
+	if o == nil || o.q.insert == "" {
+		return fmt.Errorf("%w: a nil or zero pgfence.Outbox: create it with NewOutbox", ErrOptions)
+	}
+	return nil
+}
+
+// relayable is what Relay, Failed and Retry fail with on an outbox they
+// cannot serve.
+func (o *Outbox) relayable() error {
+	if err := o.usable(); err != nil {
+		return err
+	}
+	if o.pool == nil {
+		return fmt.Errorf("%w: the package-level outbox has no pool; use NewOutbox", ErrOptions)
+	}
+	return nil
+}
+
 // Name names the outbox (its table) in logs.
 func (o *Outbox) Name() string { return o.t.outbox }
 
@@ -244,9 +268,16 @@ var relayHook func() error
 // Retry, or delete them. An error matching jobs.ErrEnqueueUnknown (Redis
 // failing, or a middleware that cannot tell for now) sets nothing aside:
 // Relay returns it and the rows stay for the next relay.
+//
+// A nil or zero client (one jobs.NewClient did not make), or one it
+// refused, fails the call with ErrOptions (and jobs.ErrInvalid) before
+// anything is touched: no row is set aside for the client's sake.
 func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.Token, max int) (relayed, setAside int, err error) {
-	if o.pool == nil {
-		return 0, 0, fmt.Errorf("%w: the package-level outbox cannot relay; use NewOutbox", ErrOptions)
+	if err := o.relayable(); err != nil {
+		return 0, 0, err
+	}
+	if err := client.Err(); err != nil {
+		return 0, 0, fmt.Errorf("%w: relay through an unusable client: %w", ErrOptions, err)
 	}
 	if max <= 0 {
 		return 0, 0, nil
@@ -469,8 +500,8 @@ type FailedRow struct {
 
 // Failed returns up to limit rows the relay set aside, oldest first.
 func (o *Outbox) Failed(ctx context.Context, limit int) ([]FailedRow, error) {
-	if o.pool == nil {
-		return nil, fmt.Errorf("%w: the package-level outbox has no pool; use NewOutbox", ErrOptions)
+	if err := o.relayable(); err != nil {
+		return nil, err
 	}
 	rows, err := o.pool.Query(ctx, o.q.failed, limit)
 	if err != nil {
@@ -492,8 +523,8 @@ func (o *Outbox) Failed(ctx context.Context, limit int) ([]FailedRow, error) {
 // aside again any that still cannot be enqueued. It returns how many rows
 // it put back (ids of rows not set aside are ignored).
 func (o *Outbox) Retry(ctx context.Context, ids ...string) (int, error) {
-	if o.pool == nil {
-		return 0, fmt.Errorf("%w: the package-level outbox has no pool; use NewOutbox", ErrOptions)
+	if err := o.relayable(); err != nil {
+		return 0, err
 	}
 	for _, id := range ids {
 		if uuid.Validate(id) != nil {
@@ -531,7 +562,7 @@ type sensitiveArgs struct {
 // Enqueue). A lost connection is reopened after a second; meanwhile, and
 // for any lost notification, the leader's polling covers.
 func (o *Outbox) Listen(ctx context.Context) <-chan struct{} {
-	if o.pool == nil {
+	if o.relayable() != nil {
 		return nil
 	}
 	ch := make(chan struct{}, 1)

@@ -75,7 +75,11 @@ func Decide(e End) ledger.Outcome {
 		reason := "effect already applied"
 		var ae *fence.AlreadyAppliedError
 		if errors.As(err, &ae) && ae.Elsewhere() {
-			reason = fmt.Sprintf("effect already applied by %s (token %d on %s)", ae.Record.Owner, ae.Record.Token, ae.Record.Resource)
+			by := ae.Record.Owner
+			if by == "" {
+				by = "another holder"
+			}
+			reason = fmt.Sprintf("effect already applied by %s (token %d on %s)", by, ae.Record.Token, ae.Record.Resource)
 		}
 		return ledger.Outcome{To: jobs.Succeeded, Error: text, Reason: reason}
 	case e.Malformed:
