@@ -44,9 +44,11 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -54,20 +56,39 @@ import (
 
 // Env is the Redis and the namespace a test's jobs live in.
 type Env struct {
-	rdb    redis.UniversalClient
-	cfg    jobs.Config
-	ledger *ledger.Ledger
-	leases *lease.Manager
-	client *jobs.Client
-	err    error // a nil rdb or an invalid cfg: every helper fails the test with it
+	rdb     redis.UniversalClient
+	cfg     jobs.Config
+	ledger  *ledger.Ledger
+	leases  *lease.Manager
+	client  *jobs.Client
+	effects fence.EffectLog // the pools' Maintenance.EffectLog, if any
+	timeout time.Duration   // the pools' HandlerTimeout (0: DefaultTimeout)
+	err     error           // a nil rdb or an invalid cfg: every helper fails the test with it
 }
+
+// Option configures an Env.
+type Option func(*Env)
+
+// WithEffectLog says the application's pools run with log as their
+// worker.Config.Maintenance.EffectLog. As in those pools, an inline attempt
+// whose handler returns a dependency's timeout before the job's deadline
+// then leaves the job uncertain (the log can reconcile it) instead of
+// retrying it; without it only a kind with a Reconcile method does.
+func WithEffectLog(log fence.EffectLog) Option { return func(e *Env) { e.effects = log } }
+
+// WithHandlerTimeout says the application's pools run with d as their
+// worker.Config.HandlerTimeout: an inline attempt of a job that sets no
+// timeout then has d, as in those pools, instead of DefaultTimeout. A d
+// that is not positive leaves DefaultTimeout.
+func WithHandlerTimeout(d time.Duration) Option { return func(e *Env) { e.timeout = d } }
 
 // New returns the Env of the jobs of cfg's namespace on rdb: pass the
 // jobs.Config the application's client and pools are built from (its
 // EnqueueMiddleware applies to Work's enqueues). A nil rdb or an invalid
 // cfg makes every helper fail the test, naming the mistake, as does a nil
-// or zero Env.
-func New(rdb redis.UniversalClient, cfg jobs.Config) *Env {
+// or zero Env. Give the options the pools' settings that decide an
+// attempt's outcome (WithEffectLog, WithHandlerTimeout).
+func New(rdb redis.UniversalClient, cfg jobs.Config, opts ...Option) *Env {
 	var err error
 	if rdb == nil || reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil() {
 		err = fmt.Errorf("%w: New was given a nil Redis client", jobs.ErrInvalid)
@@ -75,13 +96,19 @@ func New(rdb redis.UniversalClient, cfg jobs.Config) *Env {
 		err = cfg.Validate()
 	}
 	cfg = cfg.WithDefaults()
-	return &Env{
+	e := &Env{
 		err: err,
 		rdb: rdb, cfg: cfg,
 		ledger: ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention}),
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace}),
 		client: jobs.NewClient(rdb, cfg),
 	}
+	for _, o := range opts {
+		if o != nil {
+			o(e)
+		}
+	}
+	return e
 }
 
 // check fails the test when e was built over a nil Redis client or an

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -550,5 +551,77 @@ func TestRequireEnqueuedWithNilPointerArgs(t *testing.T) {
 	}
 	if got := fencedqtest.Enqueued[*email](ctx, t, env, &fencedqtest.Want{Args: (*email)(nil)}); len(got) != 0 {
 		t.Fatalf("a nil pointer as Want.Args matched %d jobs, want none", len(got))
+	}
+}
+
+// noEffects is an effect log that holds no effect.
+type noEffects struct{}
+
+func (noEffects) Applied(context.Context, string) (fence.Effect, bool, error) {
+	return fence.Effect{}, false, nil
+}
+
+// TestWorkJobWithAnEffectLog: a dependency's timeout before the job's
+// deadline leaves the job uncertain when the Env names the pools' effect
+// log, as such a pool does, and is retried without one.
+func TestWorkJobWithAnEffectLog(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	cfg := jobs.Config{Namespace: ns}
+	client := jobs.NewClient(rdb, cfg)
+	ctx := context.Background()
+	timedOut := jobs.WorkFunc[email](func(context.Context, *jobs.Job[email]) error {
+		return fmt.Errorf("smtp: %w", os.ErrDeadlineExceeded)
+	})
+	for _, tc := range []struct {
+		name string
+		env  *fencedqtest.Env
+		want string
+	}{
+		{"without", fencedqtest.New(rdb, cfg), worker.OutcomeRetry},
+		{"with", fencedqtest.New(rdb, cfg, fencedqtest.WithEffectLog(noEffects{})), worker.OutcomeUncertain},
+	} {
+		res, err := client.Enqueue(ctx, email{To: "ada@example.com"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := fencedqtest.WorkJob(ctx, t, tc.env, timedOut, res.Queue, res.JobID)
+		if r.Outcome != tc.want {
+			t.Errorf("%s an effect log: outcome %s (reason %q), want %s", tc.name, r.Outcome, r.Record.Reason, tc.want)
+		}
+	}
+}
+
+// TestWorkJobWithAHandlerTimeout: a job that sets no timeout gets the
+// pools' HandlerTimeout named by the Env, and a handler still running at
+// its end leaves the job uncertain, as in those pools; the job's own
+// timeout still wins.
+func TestWorkJobWithAHandlerTimeout(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	cfg := jobs.Config{Namespace: ns}
+	client := jobs.NewClient(rdb, cfg)
+	env := fencedqtest.New(rdb, cfg, fencedqtest.WithHandlerTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	slow := jobs.WorkFunc[email](func(ctx context.Context, j *jobs.Job[email]) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+			return nil
+		}
+	})
+	for _, tc := range []struct {
+		opts []jobs.Option
+		want string
+	}{
+		{nil, worker.OutcomeUncertain},
+		{[]jobs.Option{jobs.Timeout(10 * time.Second)}, worker.OutcomeSucceeded},
+	} {
+		res, err := client.Enqueue(ctx, email{To: "ada@example.com"}, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := fencedqtest.WorkJob(ctx, t, env, slow, res.Queue, res.JobID); r.Outcome != tc.want {
+			t.Errorf("timeout option %d: outcome %s (reason %q), want %s", len(tc.opts), r.Outcome, r.Record.Reason, tc.want)
+		}
 	}
 }

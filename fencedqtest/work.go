@@ -60,9 +60,10 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // or not, inline with w, as a pool would: a fenced claim with
 // a new token, the lease of the resource the job names, w.Work under a
 // context carrying the fence (fence.FromContext), the lease
-// (lease.FromContext) and the deadline (the job's timeout, else
-// DefaultTimeout), then the outcome committed by the attempt's token,
-// decided by the pool's rules (a Reconcile method or RetryOnTimeout on w
+// (lease.FromContext) and the deadline (the job's timeout, else the one
+// given to New with WithHandlerTimeout, else DefaultTimeout), then the
+// outcome committed by the attempt's token, decided by the pool's rules (a
+// Reconcile method or RetryOnTimeout on w, and an effect log given to New,
 // count as they do in a pool; an effect another job applied is named in
 // the reason as a pool names it). A retry is due at once, so a second WorkJob
 // runs the next attempt. A ctx that ends while the handler runs cuts it off
@@ -85,6 +86,9 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		tb.Fatalf("fencedqtest: job %s is of kind %s, not %s", id, rec.Kind, kind)
 	}
 	timeout := rec.Timeout
+	if timeout <= 0 {
+		timeout = e.timeout
+	}
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -128,7 +132,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 	endAttempt()
 	_, reconciles := w.(jobs.Reconciler[T])
 	end := rules.End{
-		Err: err, Malformed: malformed, Reconcilable: reconciles,
+		Err: err, Malformed: malformed, Reconcilable: reconciles || e.effects != nil,
 		TimedOut: errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
 	}
 	end.Output, end.OutputDisplay = ledger.OutputOf(hctx)

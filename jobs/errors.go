@@ -109,7 +109,8 @@ func RetryAfter(err error, d time.Duration) error {
 type RetryAfterError struct {
 	// Err is the handler's error (nil when none was given).
 	Err error
-	// Delay is how long after the attempt its retry is due.
+	// Delay is how long after the attempt its retry is due (a pool reads
+	// a negative one as none and caps it at MaxDelay).
 	Delay time.Duration
 }
 

@@ -139,7 +139,8 @@ type Config struct {
 	// attempts.
 	UnknownKindDefers int
 	// RetryDelay gives the delay before retry n (default: exponential from
-	// 1s, capped at 5m, with jitter). A negative delay retries at once; a
+	// 1s, capped at 5m, with jitter). A negative delay retries at once, one
+	// past jobs.MaxDelay is capped at it; a
 	// RetryDelay that panics is logged and the default delay is used. A
 	// handler error made with jobs.RetryAfter gives its own delay instead.
 	RetryDelay func(n int) time.Duration

@@ -167,7 +167,7 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 	if outcome.To == jobs.Pending && !outcome.Defer {
 		var after *jobs.RetryAfterError
 		if errors.As(end.Err, &after) {
-			outcome.RetryIn = after.Delay
+			outcome.RetryIn = min(max(after.Delay, 0), jobs.MaxDelay) // one built without RetryAfter too
 		} else {
 			outcome.RetryIn = p.retryDelay(a)
 		}
@@ -187,7 +187,8 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 }
 
 // retryDelay is Config.RetryDelay for the retry after attempt a: a
-// negative delay is none, and a RetryDelay that panics (a table of delays
+// negative delay is none, one past jobs.MaxDelay is capped at it (as
+// jobs.RetryAfter caps its own), and a RetryDelay that panics (a table of delays
 // indexed past its end) is logged with the job and replaced by the default
 // delay, so the outcome is still committed and the pool goes on.
 func (p *Pool) retryDelay(a *attempt) (d time.Duration) {
@@ -199,7 +200,7 @@ func (p *Pool) retryDelay(a *attempt) (d time.Duration) {
 				"panic", ledger.CapError(fmt.Sprint(r)), "retry", n, "delay", d)
 		}
 	}()
-	return max(p.cfg.RetryDelay(n), 0)
+	return min(max(p.cfg.RetryDelay(n), 0), jobs.MaxDelay)
 }
 
 // notStarted puts back the job of attempt a, whose handler had not started

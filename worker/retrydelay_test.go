@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,44 @@ func TestRetryAfterOverridesRetryDelay(t *testing.T) {
 	var after *jobs.RetryAfterError
 	if err := jobs.RetryAfter(nil, -time.Second); !errors.As(err, &after) || after.Delay != 0 {
 		t.Errorf("RetryAfter(nil, -1s): %v, want a *RetryAfterError with no delay", err)
+	}
+}
+
+type farArgs struct {
+	Literal bool `json:"literal"`
+}
+
+func (farArgs) Kind() string { return "far" }
+
+// TestRetryDelayIsCappedAtMaxDelay: a RetryDelay of 292 years, like a
+// RetryAfterError built by hand with that delay, schedules the retry at
+// most jobs.MaxDelay ahead, as jobs.RetryAfter does.
+func TestRetryDelayIsCappedAtMaxDelay(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.RetryDelay = func(int) time.Duration { return math.MaxInt64 }
+	p := e.pool(cfg)
+	if err := worker.Register(p, jobs.WorkFunc[farArgs](func(_ context.Context, j *jobs.Job[farArgs]) error {
+		if j.Args.Literal {
+			return &jobs.RetryAfterError{Err: errors.New("later"), Delay: math.MaxInt64}
+		}
+		return errors.New("later")
+	})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	ctx := context.Background()
+	in := e.client.Inspector()
+	for _, args := range []farArgs{{}, {Literal: true}} {
+		res := e.enqueue(args)
+		var rec *jobs.Record
+		redistest.AwaitWithin(t, e.rdb, e.ns, "the job's first attempt to end", 30*time.Second, func() bool {
+			var err error
+			rec, err = in.Get(ctx, jobs.DefaultQueue, res.JobID)
+			return err == nil && rec.Attempts == 1 && rec.State == jobs.Pending
+		})
+		if limit := time.Now().Add(jobs.MaxDelay); rec.RunAt.After(limit) || rec.RunAt.Before(limit.Add(-time.Hour)) {
+			t.Errorf("%+v: retry due %v, want about jobs.MaxDelay ahead (%v)", args, rec.RunAt, limit)
+		}
 	}
 }

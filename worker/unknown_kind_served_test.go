@@ -111,3 +111,36 @@ func TestUnknownKindPutBackTakesNoResourceLease(t *testing.T) {
 		t.Fatalf("%d attempts: the put-back consumed one", rec.Attempts)
 	}
 }
+
+type rerunUnknownArgs struct{}
+
+func (rerunUnknownArgs) Kind() string { return "rerun-unknown-kind" }
+
+// An operator's re-run of a job that went dead as "unknown kind" gives it a
+// fresh allowance of put-backs: a pool still without the kind puts it back
+// again for another pool instead of killing it at its first claim.
+func TestRerunOfAnUnknownKindJobPutsItBackAgain(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.UnknownKindDefers = 1
+	e.start(e.pool(cfg))
+	res := e.enqueue(rerunUnknownArgs{})
+	jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Dead)
+
+	ctx := context.Background()
+	if _, err := e.client.Resolve(ctx, "default", res.JobID, jobs.DecideRerun, "ada", "the kind is deployed now"); err != nil {
+		t.Fatal(err)
+	}
+	// Put back (pending with the put-back's reason; a re-run clears it) or dead.
+	var got *jobs.Record
+	err := redistest.Wait(e.rdb, e.ledger.JobKey("default", res.JobID), testsignal.DefaultTimeout, func() bool {
+		got, _ = e.ledger.Get(ctx, "default", res.JobID)
+		return got != nil && got.Runs == 1 && (got.State == jobs.Dead || got.State == jobs.Pending && got.Reason != "")
+	})
+	if err != nil {
+		t.Fatalf("the re-run job was neither put back nor killed: %v", err)
+	}
+	if got.State != jobs.Pending || got.KindDefers != 1 {
+		t.Fatalf("re-run job: %s (reason %q), put back %d times since its re-run; want pending, put back once", got.State, got.Reason, got.KindDefers)
+	}
+}

@@ -26,6 +26,9 @@
 -- Every operator re-run (to pending or, for a workflow step, to waiting)
 -- adds one to the job's 'runs': a job cancelled and re-run since a decision
 -- was seen is back in its state with its token, but not on its run.
+-- A re-run also clears 'kind_defers': the new run gets a fresh allowance of
+-- put-backs by pools without the kind (one that went dead as "unknown
+-- kind" is not killed again at its first claim).
 local id, decision = ARGV[2], ARGV[4]
 local k = jobkey(id)
 local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token', 'wf_cancel', 'runs')
@@ -69,7 +72,7 @@ elseif decision == 'rerun' and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(
   to = 'waiting'
   redis.call('HINCRBY', k, 'runs', 1)
   redis.call('HSET', k, 'state', 'waiting')
-  redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'wf_cause')
+  redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'wf_cause', 'kind_defers')
   if h[5] then redis.call('SADD', wf_waitsk(id), h[5]) end
   wf_unkeep(id)
   unfinish(id, h[2])
@@ -79,7 +82,7 @@ elseif decision == 'rerun' then
   to = 'pending'
   redis.call('HINCRBY', k, 'runs', 1)
   redis.call('HSET', k, 'state', 'pending', 'run_at', fmt(now))
-  redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error')
+  redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'kind_defers')
   unfinish(id, h[2])
   move(id, state, 'pending', now)
   wake()
