@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/fencedq/fencedq/internal/argtype"
+	rules "github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -45,7 +46,7 @@ func NewTask[T jobs.JobArgs](args T, operationID string, opts ...asynq.Option) (
 // TaskReconciler, so the bridge asks it about uncertain tasks; a
 // RetryOnTimeout method is honoured too.
 func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
-	h := &typed[T]{w: w}
+	h := &typed[T]{w: w, sensitive: jobs.RulesOf(argtype.Zero[T]()).Sensitive}
 	if r, ok := w.(jobs.Reconciler[T]); ok {
 		return &reconciling[T]{typed: h, r: r}
 	}
@@ -61,16 +62,25 @@ func Handle[T jobs.JobArgs](mux *asynq.ServeMux, w jobs.Worker[T]) {
 // args: the job is dead at once, as native pools make it.
 var errMalformed = errors.New("asynqfence: malformed payload")
 
-type typed[T jobs.JobArgs] struct{ w jobs.Worker[T] }
+// typed runs a typed worker. When its kind has sensitive fields, the
+// texts user code builds (errors, panic values) have their values replaced
+// (jobs.RedactText) before the bridge stores, logs or returns them.
+type typed[T jobs.JobArgs] struct {
+	w         jobs.Worker[T]
+	sensitive bool
+}
 
-func (h *typed[T]) ProcessTask(ctx context.Context, t *asynq.Task) error {
+func (h *typed[T]) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	a, ok := AttemptFromContext(ctx)
 	if !ok {
 		return ErrNoAttempt
 	}
-	job, err := decode[T](t.Type(), t.Payload())
+	job, err := decode[T](t.Type(), t.Payload(), h.sensitive)
 	if err != nil {
 		return jobs.Permanent(err)
+	}
+	if h.sensitive {
+		defer rules.Redact(job.Args, &err)
 	}
 	job.ID, job.Queue, job.OperationID, job.Attempt, job.MaxRetries = a.ID, a.Queue, a.OperationID, a.Attempt, a.MaxRetries
 	job.Resource, job.Token, job.Owner = a.Resource, a.Token, a.Owner
@@ -97,17 +107,22 @@ type reconciling[T jobs.JobArgs] struct {
 }
 
 // ReconcileTask asks the worker's Reconcile about an uncertain job.
-func (h *reconciling[T]) ReconcileTask(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error) {
-	job, err := decode[T](rec.Kind, rec.Payload)
+func (h *reconciling[T]) ReconcileTask(ctx context.Context, rec *jobs.Record) (_ jobs.Verdict, err error) {
+	job, err := decode[T](rec.Kind, rec.Payload, h.sensitive)
 	if err != nil {
 		return jobs.CannotTell, err
+	}
+	if h.sensitive {
+		defer rules.Redact(job.Args, &err)
 	}
 	job.ID, job.Queue, job.OperationID, job.Attempt, job.MaxRetries = rec.ID, rec.Queue, rec.OperationID, rec.Attempts, rec.MaxRetries
 	job.Resource, job.Token, job.Owner = rec.LeaseResource(), rec.Token, rec.Owner
 	return h.r.Reconcile(ctx, job)
 }
 
-func decode[T jobs.JobArgs](kind string, payload []byte) (*jobs.Job[T], error) {
+// decode decodes payload into T and validates it; a Validate error's text
+// has the args' sensitive values replaced when sensitive.
+func decode[T jobs.JobArgs](kind string, payload []byte, sensitive bool) (*jobs.Job[T], error) {
 	var args T
 	if !jobs.IsJSONObject(payload) {
 		return nil, fmt.Errorf("%w: %s: args are not a JSON object", errMalformed, kind)
@@ -117,6 +132,9 @@ func decode[T jobs.JobArgs](kind string, payload []byte) (*jobs.Job[T], error) {
 	}
 	if v, ok := any(args).(jobs.Validator); ok {
 		if err := v.Validate(); err != nil {
+			if sensitive {
+				err = rules.RedactError(args, err)
+			}
 			return nil, fmt.Errorf("%w: %s: invalid args: %w", errMalformed, kind, err)
 		}
 	}

@@ -165,6 +165,8 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 
 // run decodes payload into job's args as a pool does and calls w,
 // recovering a panic; malformed reports args that do not decode or validate.
+// As a pool, it replaces the sensitive values of a kind with sensitive
+// fields in the texts of Validate's error, w's error and a panic.
 func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T], payload []byte) (malformed bool, err error) {
 	if err := jobs.DecodeArgs(payload, &job.Args); err != nil {
 		return true, fmt.Errorf("fencedqtest: malformed payload: %s: %v", job.Kind, err)
@@ -172,8 +174,12 @@ func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T]
 	if !jobs.IsJSONObject(payload) {
 		return true, fmt.Errorf("fencedqtest: malformed payload: %s: args are not a JSON object", job.Kind)
 	}
+	sensitive := jobs.RulesOf(job.Args).Sensitive
 	if v, ok := any(job.Args).(jobs.Validator); ok {
 		if err := v.Validate(); err != nil {
+			if sensitive {
+				err = rules.RedactError(job.Args, err)
+			}
 			return true, fmt.Errorf("fencedqtest: malformed payload: %s: invalid args: %v", job.Kind, err)
 		}
 	}
@@ -182,6 +188,9 @@ func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T]
 			malformed, err = false, fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
+	if sensitive {
+		defer rules.Redact(job.Args, &err)
+	}
 	return false, w.Work(ctx, job)
 }
 

@@ -2,9 +2,11 @@ package jobs
 
 import (
 	"bytes"
+	"cmp"
 	"encoding"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -472,4 +474,109 @@ func isSensitive(f reflect.StructField) bool {
 		}
 	}
 	return false
+}
+
+// minHiddenLen is the shortest sensitive value RedactText replaces: a
+// shorter one would match too much unrelated text.
+const minHiddenLen = 3
+
+// RedactText returns text with every sensitive value of args replaced by
+// Redacted: each string or number (as JSON writes it, at least 3 bytes
+// long) that RedactJSON hides. Pools apply it to the texts user code
+// builds for a job of a kind with sensitive fields (a Validate error at
+// attempt time, a handler's or Reconcile's error, a panic's value) before
+// they are stored, logged or traced. Args that do not encode hide the whole
+// text.
+func RedactText(args any, text string) string {
+	hidden, ok := hiddenValues(args)
+	if !ok {
+		return Redacted
+	}
+	if len(hidden) == 0 || text == "" {
+		return text
+	}
+	// The longest first, so a value holding another is replaced whole.
+	slices.SortFunc(hidden, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b))
+	})
+	pairs := make([]string, 0, 2*len(hidden))
+	for _, s := range slices.Compact(hidden) {
+		pairs = append(pairs, s, Redacted)
+	}
+	return strings.NewReplacer(pairs...).Replace(text)
+}
+
+// hiddenValues returns the strings and numbers RedactJSON hides in args,
+// each as JSON writes it (strings also as they are), and whether args
+// encode.
+func hiddenValues(args any) ([]string, bool) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, false
+	}
+	full, err1 := decodeTree(raw)
+	shown, err2 := decodeTree(raw)
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	var out []string
+	collectHidden(full, redact(reflect.ValueOf(args), shown), &out)
+	return out, true
+}
+
+func decodeTree(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var tree any
+	err := dec.Decode(&tree)
+	return tree, err
+}
+
+// collectHidden adds to out the leaves of full that shown, its redacted
+// form, replaced by Redacted.
+func collectHidden(full, shown any, out *[]string) {
+	if s, ok := shown.(string); ok && s == Redacted {
+		leaves(full, out)
+		return
+	}
+	switch f := full.(type) {
+	case map[string]any:
+		if m, ok := shown.(map[string]any); ok {
+			for k, v := range f {
+				collectHidden(v, m[k], out)
+			}
+		}
+	case []any:
+		if s, ok := shown.([]any); ok && len(s) == len(f) {
+			for i := range f {
+				collectHidden(f[i], s[i], out)
+			}
+		}
+	}
+}
+
+// leaves adds to out every string and number in tree long enough to hide.
+func leaves(tree any, out *[]string) {
+	add := func(s string) {
+		if len(s) >= minHiddenLen && s != Redacted {
+			*out = append(*out, s)
+		}
+	}
+	switch t := tree.(type) {
+	case string:
+		add(t)
+		if b, err := json.Marshal(t); err == nil {
+			add(string(b[1 : len(b)-1])) // as quoted in a JSON payload
+		}
+	case json.Number:
+		add(t.String())
+	case map[string]any:
+		for _, v := range t {
+			leaves(v, out)
+		}
+	case []any:
+		for _, v := range t {
+			leaves(v, out)
+		}
+	}
 }

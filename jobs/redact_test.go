@@ -105,3 +105,30 @@ func TestRedactJSONInterfaceFields(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactText: every sensitive value RedactJSON hides, nested, behind
+// an interface or in a whole sensitive struct, is replaced in a text, the
+// longest first and as a JSON payload quotes it too; other values, and
+// sensitive ones under 3 bytes, stay.
+func TestRedactText(t *testing.T) {
+	c := charge{
+		Embedded: Embedded{Token: `tok"quoted`},
+		Amount:   4242,
+		Card:     card{Number: "4111111111111111", Brand: "visa"},
+		Backup:   []card{{Number: "41111111", Brand: "mc"}},
+		PIN:      "12",
+	}
+	text := `card 4111111111111111 or 41111111 (visa, mc), amount 4242, pin 12, token tok"quoted in {"api_token":"tok\"quoted"}`
+	got := jobs.RedactText(c, text)
+	want := `card [redacted] or [redacted] (visa, mc), amount 4242, pin 12, token [redacted] in {"api_token":"[redacted]"}`
+	if got != want {
+		t.Errorf("RedactText:\n got %s\nwant %s", got, want)
+	}
+	h := holder{Any: whole{Credentials: Credentials{User: "ada", Password: "hunter2"}, Amount: 4242}}
+	if got := jobs.RedactText(h, "ada:hunter2 4242"); got != "[redacted]:[redacted] 4242" {
+		t.Errorf("RedactText behind an interface: %s", got)
+	}
+	if got := jobs.RedactText(card{Brand: "visa"}, "visa"); got != "visa" {
+		t.Errorf("RedactText with no sensitive value: %s", got)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
@@ -313,8 +314,9 @@ func end(span trace.Span, job worker.JobView, err error) {
 // fence or lease error in it that names a resource, an owner or an
 // operation id (fence.StaleError, fence.AlreadyAppliedError,
 // lease.HeldError: what protected storage and leases answer) replaced by
-// its class ("debit: fence: stale token"). The ledger keeps the whole
-// text for operators.
+// its class ("debit: fence: stale token"), and cut as the ledger and the
+// pool's log cut it (ledger.MaxErrorLen). The ledger keeps the details
+// for operators.
 func attemptError(err error) error {
 	msg := err.Error()
 	var (
@@ -331,6 +333,7 @@ func attemptError(err error) error {
 	if errors.As(err, &held) {
 		msg = strings.ReplaceAll(msg, held.Error(), lease.ErrHeld.Error())
 	}
+	msg = ledger.CapError(msg)
 	if msg == err.Error() {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/argtype"
+	rules "github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -169,18 +170,28 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 		kind:  kind,
 		rules: jobs.RulesOf(zero),
 	}
-	run := func(ctx context.Context, _ *attempt, base jobs.Job[jobs.JobArgs], payload []byte) error {
-		job, err := decode[T](base, payload)
+	// Texts user code builds for a kind with sensitive fields (errors,
+	// panic values) have those fields' values replaced before anything
+	// stores, logs or traces them: middleware sees them so.
+	sensitive := h.rules.Sensitive
+	run := func(ctx context.Context, _ *attempt, base jobs.Job[jobs.JobArgs], payload []byte) (err error) {
+		job, err := decode[T](base, payload, sensitive)
 		if err != nil {
 			return err
+		}
+		if sensitive {
+			defer rules.Redact(job.Args, &err)
 		}
 		return w.Work(ctx, job)
 	}
 	if r, ok := w.(jobs.Reconciler[T]); ok {
-		h.reconcile = func(ctx context.Context, base jobs.Job[jobs.JobArgs], payload []byte) (jobs.Verdict, error) {
-			job, err := decode[T](base, payload)
+		h.reconcile = func(ctx context.Context, base jobs.Job[jobs.JobArgs], payload []byte) (_ jobs.Verdict, err error) {
+			job, err := decode[T](base, payload, sensitive)
 			if err != nil {
 				return jobs.CannotTell, err
+			}
+			if sensitive {
+				defer rules.Redact(job.Args, &err)
 			}
 			return r.Reconcile(ctx, job)
 		}
@@ -231,7 +242,10 @@ func isNil(w any) bool {
 	return false
 }
 
-func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte) (*jobs.Job[T], error) {
+// decode decodes payload into the kind's args and validates them; a
+// Validate error's text has the args' sensitive values replaced when the
+// kind has sensitive fields.
+func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte, sensitive bool) (*jobs.Job[T], error) {
 	var args T
 	if err := jobs.DecodeArgs(payload, &args); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errMalformed, base.Kind, err)
@@ -241,7 +255,11 @@ func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte) (*jobs.
 	}
 	if v, ok := any(args).(jobs.Validator); ok {
 		if err := v.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: %s: invalid args: %v", errMalformed, base.Kind, err)
+			text := err.Error()
+			if sensitive {
+				text = jobs.RedactText(args, text)
+			}
+			return nil, fmt.Errorf("%w: %s: invalid args: %s", errMalformed, base.Kind, text)
 		}
 	}
 	return &jobs.Job[T]{

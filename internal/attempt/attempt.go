@@ -225,3 +225,44 @@ func bounded[T any](ctx context.Context, call func() (T, error)) (T, error) {
 func Reached(want, got jobs.State) bool {
 	return got == want || want == jobs.Pending && (got == jobs.Dead || got == jobs.Cancelled)
 }
+
+// Redact is deferred by a handler's or Reconcile's call for a kind with
+// sensitive fields: it replaces, in *err's text and in a panic's value,
+// every sensitive value of args (jobs.RedactText), so a text quoting one
+// is stored, logged and traced without it. errors.Is and errors.As see
+// the error, and a panic value that is an error, as before.
+func Redact(args any, err *error) {
+	if r := recover(); r != nil {
+		text := fmt.Sprint(r)
+		hidden := jobs.RedactText(args, text)
+		if hidden == text {
+			panic(r)
+		}
+		if e, ok := r.(error); ok {
+			panic(&redactedError{text: hidden, err: e})
+		}
+		panic(hidden)
+	}
+	if *err != nil {
+		*err = RedactError(args, *err)
+	}
+}
+
+// RedactError returns err with every sensitive value of args in its text
+// replaced (jobs.RedactText); errors.Is and errors.As see it as err.
+func RedactError(args any, err error) error {
+	text := err.Error()
+	if hidden := jobs.RedactText(args, text); hidden != text {
+		return &redactedError{text: hidden, err: err}
+	}
+	return err
+}
+
+// redactedError is an error whose text had sensitive values replaced.
+type redactedError struct {
+	text string
+	err  error
+}
+
+func (e *redactedError) Error() string { return e.text }
+func (e *redactedError) Unwrap() error { return e.err }

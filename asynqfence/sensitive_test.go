@@ -1,0 +1,63 @@
+package asynqfence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/fencedq/fencedq/asynqfence"
+	"github.com/fencedq/fencedq/jobs"
+)
+
+type secretPay struct {
+	Mode string `json:"mode"`
+	Card string `json:"card" fencedq:"sensitive"`
+}
+
+func (secretPay) Kind() string { return "secret-pay" }
+
+func (a secretPay) Validate() error {
+	if a.Mode == "validate" {
+		return fmt.Errorf("card %s is refused", a.Card)
+	}
+	return nil
+}
+
+// TestTypedWorkerTextsQuoteNoSensitiveValue: a typed worker of a kind with
+// a sensitive field whose Validate, error and panic quote the field's
+// value returns to asynq, and leaves in the ledger, texts without it.
+func TestTypedWorkerTextsQuoteNoSensitiveValue(t *testing.T) {
+	const card = "4111111111111111"
+	p := startInProcess(t, func(mux *asynq.ServeMux) {
+		asynqfence.Handle(mux, jobs.Worker[secretPay](jobs.WorkFunc[secretPay](func(_ context.Context, j *jobs.Job[secretPay]) error {
+			if j.Args.Mode == "panic" {
+				panic("card " + j.Args.Card + " declined")
+			}
+			return jobs.Permanent(fmt.Errorf("card %s declined", j.Args.Card))
+		})))
+	})
+	for _, mode := range []string{"validate", "error", "panic"} {
+		task, err := asynqfence.NewTask(secretPay{Mode: mode, Card: card}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.client.Enqueue(task, asynq.TaskID(mode), asynq.MaxRetry(0)); err != nil {
+			t.Fatal(err)
+		}
+		err = p.next()
+		if err == nil || strings.Contains(err.Error(), card) || !strings.Contains(err.Error(), "card "+jobs.Redacted) {
+			t.Errorf("%s: returned %v: want the card redacted", mode, err)
+		}
+		if mode != "panic" && !errors.Is(err, asynq.SkipRetry) {
+			t.Errorf("%s: returned %v: want no retry", mode, err)
+		}
+		rec := p.record(mode)
+		if strings.Contains(rec.Error, card) || !strings.Contains(rec.Error, jobs.Redacted) {
+			t.Errorf("%s: record error %q: want the card redacted", mode, rec.Error)
+		}
+	}
+}
