@@ -440,7 +440,7 @@ func (d *demo) stageFailures(ctx, runCtx context.Context, staged *stagingStore) 
 		return
 	}
 	d.enqueueStaged(ctx, checkPaused, bank.Transfer{From: d.accounts[0], To: d.accounts[1], Cents: 100, Memo: memoPause}, jobs.Timeout(500*time.Millisecond))
-	d.stage("a worker pauses for 3s past its 1s lease mid-transfer; the job is re-run with a higher token and the paused worker's late write must be fenced out")
+	d.stage("a worker pauses mid-transfer past its 1s lease (3s, or until the re-run wrote); the job is re-run with a higher token and the paused worker's late write must be fenced out")
 	if !sleep(500 * time.Millisecond) {
 		return
 	}
@@ -849,9 +849,18 @@ func (s *stagingStore) Transfer(ctx context.Context, f fence.Fence, t bank.Trans
 		s.mu.Unlock()
 		if first {
 			// A stop-the-world pause: the worker neither renews nor notices
-			// its context, then writes as if nothing happened.
+			// its context, then writes as if nothing happened. It lasts 3 s,
+			// and on a slow machine until the re-run has written (at most
+			// 30 s): a late reconciler would otherwise find this write and
+			// settle the job without the re-run the stage shows.
+			bg := context.WithoutCancel(ctx)
 			time.Sleep(3 * time.Second)
-			return s.Store.Transfer(context.WithoutCancel(ctx), f, t)
+			for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				if _, done, err := s.Store.Applied(bg, f.OperationID); err == nil && done {
+					break
+				}
+			}
+			return s.Store.Transfer(bg, f, t)
 		}
 	case memoNoReport:
 		s.mu.Lock()
