@@ -14,9 +14,10 @@ import (
 	"github.com/fencedq/fencedq/jobs"
 )
 
-// commitTimeout bounds how long the completer keeps retrying a batch that
-// failed with an unknown result (Redis unreachable), and how long shutdown
-// waits for handlers whose contexts it cancelled.
+// commitTimeout bounds how long shutdown waits for handlers whose contexts
+// it cancelled, and how long the completer keeps retrying a batch that
+// failed with an unknown result (Redis unreachable) at least: a running
+// pool retries it while any of its attempts' leases is still held.
 const commitTimeout = 5 * time.Second
 
 // finished is an attempt's outcome on its way to the ledger.
@@ -152,9 +153,11 @@ func oneQueue(batch []*finished) bool {
 }
 
 // complete applies groups, each the outcomes of one queue, retrying the
-// queues whose call failed with an unknown result (Redis unreachable) until
-// commitTimeout, then reports every outcome and releases the attempts'
-// resource leases.
+// queues whose call failed with an unknown result (Redis unreachable) for
+// commitTimeout or, in a running pool, until the last local deadline of
+// their attempts' leases (a Redis that stalls for longer than
+// commitTimeout still takes the outcomes its leases allow), then reports
+// every outcome and releases the attempts' resource leases.
 func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 	qs := make([]ledger.QueueCompletions, len(groups))
 	for g, fs := range groups {
@@ -167,7 +170,17 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 		}
 		qs[g] = ledger.QueueCompletions{Queue: fs[0].a.job.Queue, Completions: cs}
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	until := time.Now().Add(commitTimeout)
+	if c.p.stopping.Err() == nil {
+		for _, fs := range groups {
+			for _, f := range fs {
+				if d := f.a.local.Deadline(); d.After(until) {
+					until = d
+				}
+			}
+		}
+	}
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), until)
 	defer cancel()
 	outs, errs := make([][]ledger.Committed, len(groups)), make([]error, len(groups))
 	retried := make([]bool, len(groups)) // a group's call was sent again
