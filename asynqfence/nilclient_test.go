@@ -3,6 +3,7 @@ package asynqfence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -80,5 +81,30 @@ func TestNilOrZeroBridgeIsRefused(t *testing.T) {
 	}
 	if _, err := b.Redeliver(ctx); err != nil {
 		t.Fatalf("New's bridge: Redeliver: %v", err)
+	}
+}
+
+// TestHandlerOfANilWorkerPanics: Handler (and Handle) given a nil worker,
+// or a nil function or pointer in one, panic when built, as asynq's
+// ServeMux.Handle does on a nil handler, instead of failing every delivery.
+func TestHandlerOfANilWorkerPanics(t *testing.T) {
+	var fn jobs.WorkFunc[transferArgs]
+	var ptr *transferWorker
+	for name, build := range map[string]func(){
+		"nil":          func() { asynqfence.Handler[transferArgs](nil) },
+		"nil function": func() { asynqfence.Handler[transferArgs](fn) },
+		"nil pointer":  func() { asynqfence.Handle[transferArgs](asynq.NewServeMux(), ptr) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nil worker") {
+					t.Fatalf("recovered %v, want a panic naming the nil worker", r)
+				}
+			}()
+			build()
+		})
+	}
+	if asynqfence.Handler[transferArgs](&transferWorker{}) == nil {
+		t.Fatal("a worker's handler is nil")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/hibiken/asynq"
 
@@ -44,8 +45,13 @@ func NewTask[T jobs.JobArgs](args T, operationID string, opts ...asynq.Option) (
 // Validate fails, makes the job dead at once (reason "malformed payload",
 // counted in fencedq_jobs_rejected_total), as native pools make it. When w has a Reconcile method the handler implements
 // TaskReconciler, so the bridge asks it about uncertain tasks; a
-// RetryOnTimeout method is honoured too.
+// RetryOnTimeout method is honoured too. A nil w (or a nil function or
+// pointer in it) panics here, as asynq's ServeMux.Handle panics on a nil
+// handler, instead of failing every delivery.
 func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
+	if isNilWorker(w) {
+		panic("asynqfence: Handler of a nil worker")
+	}
 	h := &typed[T]{w: w, sensitive: jobs.RulesOf(argtype.Zero[T]()).Sensitive}
 	if r, ok := w.(jobs.Reconciler[T]); ok {
 		return &reconciling[T]{typed: h, r: r}
@@ -56,6 +62,19 @@ func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
 // Handle registers w on mux under its kind (T's Kind()).
 func Handle[T jobs.JobArgs](mux *asynq.ServeMux, w jobs.Worker[T]) {
 	mux.Handle(argtype.Zero[T]().Kind(), Handler(w)) // T may be a pointer to the args
+}
+
+// isNilWorker reports whether w is nil or holds a nil function or
+// pointer, whose Work would panic on every delivery.
+func isNilWorker(w any) bool {
+	if w == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(w); v.Kind() {
+	case reflect.Func, reflect.Pointer:
+		return v.IsNil()
+	}
+	return false
 }
 
 // errMalformed marks a payload that does not decode into a typed worker's
