@@ -163,6 +163,28 @@ func TestBrowserOperations(t *testing.T) {
 		return err == nil && p == nil
 	})
 
+	// Another operator pauses the queue while this one confirms a pause:
+	// the page says that pause stands and this note was not recorded
+	// (the message is caught as it is shown: the view re-renders soon after).
+	must(t, tb.page.Eval(tb.ctx, `window.__statuses = []; new MutationObserver(() => {
+		for (const s of document.querySelectorAll('.action .status')) if (s.textContent) window.__statuses.push(s.textContent);
+	}).observe(document.body, { subtree: true, childList: true, characterData: true }); true`, nil))
+	waitJS(t, tb, "the pause action", `!!document.querySelector(`+jsString(pause+` button.act`)+`)`)
+	click(t, tb, pause+` button.act`)
+	waitJS(t, tb, "the pause confirmation", `!!document.querySelector(`+jsString(pause+` .confirm-box input.note`)+`)`)
+	if _, err := f.client.Pause(bg, "default", "bob", "gateway maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	must(t, tb.page.Type(tb.ctx, pause+` .confirm-box input.note`, "my own reason"))
+	click(t, tb, pause+` .confirm-box button.confirm`)
+	waitJS(t, tb, "the message that bob's pause stands", `window.__statuses.some((s) => s.includes('already paused by operator:bob') && s.includes('not recorded'))`)
+	if p, err := f.ledger.Paused(bg, "default"); err != nil || p == nil || p.Actor != "operator:bob" {
+		t.Fatalf("pause after the race: %+v %v, want bob's", p, err)
+	}
+	if _, err := f.client.Resume(bg, "default", "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+
 	// Cancel the scheduled job from its page: the page shows when it runs.
 	navigate(t, tb, "#/job/default/"+f.pending)
 	waitJS(t, tb, "the scheduled job", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-run-at')`)

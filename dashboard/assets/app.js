@@ -248,6 +248,12 @@
         const body = paused ? { note, pause_id: q.paused.id || '' } : { note };
         const res = await post('api/queues/' + enc(q.name) + '/' + (paused ? 'resume' : 'pause'), body);
         if (res.unread) return 'Done; the queue\'s state could not be read back.';
+        if (!res.changed && res.paused) {
+          // another operator's pause stands: this action recorded nothing
+          return 'Queue ' + q.name + ' was already paused by ' + res.paused.actor +
+            (res.paused.note ? ' ("' + res.paused.note + '")' : '') + '; your note was not recorded.';
+        }
+        if (!res.changed) return 'Queue ' + q.name + ' was already running; nothing was recorded.';
         return 'Queue ' + q.name + (res.paused ? ' is paused.' : ' is running.');
       },
     });
