@@ -655,6 +655,14 @@ func (o *operatorFlags) check(noteRequired bool) error {
 	if noteRequired && strings.TrimSpace(o.note) == "" {
 		return fmt.Errorf("%w: --note is required (say why)", errUsage)
 	}
+	// checked before any lookup: a bad note is bad usage (exit 2) even for
+	// a job that does not exist
+	if err := jobs.ValidateActor(o.actor); err != nil {
+		return fmt.Errorf("%w: --actor: %v", errUsage, err)
+	}
+	if err := jobs.ValidateNote(o.note); err != nil {
+		return fmt.Errorf("%w: --note: %v", errUsage, err)
+	}
 	return nil
 }
 

@@ -76,3 +76,24 @@ func TestJobIDOnTwoQueuesNeedsQueue(t *testing.T) {
 		t.Fatalf("the default queue's job after cancelling other's: %+v %v, want it pending", r, err)
 	}
 }
+
+// A bad note or actor is bad usage (exit 2), checked before the job is
+// looked up: also for a job that does not exist (which would be exit 1).
+func TestBadNoteIsUsageBeforeLookup(t *testing.T) {
+	e := newOperatorEnv(t)
+	for _, args := range [][]string{
+		{"cancel", "--job", "nope", "--note", "\x1b[2J", "--actor", "a"},
+		{"run-now", "--job", "nope", "--note", "bell\a", "--actor", "a"},
+		{"resolve", "--job", "nope", "--decision", "rerun", "--note", "\x1b[2J", "--actor", "a"},
+		{"cancel", "--job", "nope", "--note", "why", "--actor", "a\x1b[2J"},
+		{"pause", "--queue", "default", "--note", "\x1b[2J", "--actor", "a"},
+	} {
+		code, text, errText := e.cli(args...)
+		if code != 2 || text != "" || strings.Contains(errText, "\x1b") || strings.Contains(errText, "\a") {
+			t.Errorf("%q: %d %q %q, want exit 2 with the input escaped", args, code, text, errText)
+		}
+	}
+	if p, err := e.client.Inspector().Paused(context.Background(), "default"); err != nil || p != nil {
+		t.Fatalf("queue default after a refused pause: %+v %v", p, err)
+	}
+}
