@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/hibiken/asynq"
 
@@ -49,7 +48,7 @@ func NewTask[T jobs.JobArgs](args T, operationID string, opts ...asynq.Option) (
 // pointer in it) panics here, as asynq's ServeMux.Handle panics on a nil
 // handler, instead of failing every delivery.
 func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
-	if isNilWorker(w) {
+	if argtype.IsNil(w) {
 		panic("asynqfence: Handler of a nil worker")
 	}
 	h := &typed[T]{w: w, sensitive: jobs.RulesOf(argtype.Zero[T]()).Sensitive}
@@ -62,19 +61,6 @@ func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
 // Handle registers w on mux under its kind (T's Kind()).
 func Handle[T jobs.JobArgs](mux *asynq.ServeMux, w jobs.Worker[T]) {
 	mux.Handle(argtype.Zero[T]().Kind(), Handler(w)) // T may be a pointer to the args
-}
-
-// isNilWorker reports whether w is nil or holds a nil function or
-// pointer, whose Work would panic on every delivery.
-func isNilWorker(w any) bool {
-	if w == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(w); v.Kind() {
-	case reflect.Func, reflect.Pointer:
-		return v.IsNil()
-	}
-	return false
 }
 
 // errMalformed marks a payload that does not decode into a typed worker's

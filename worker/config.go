@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/watchdog"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -330,7 +331,7 @@ func (c Config) validate() error {
 		}
 	}
 	for i, o := range c.Maintenance.Outboxes {
-		if isNil(o) {
+		if argtype.IsNil(o) {
 			return fmt.Errorf("worker: maintenance outbox %d is nil", i)
 		}
 	}

@@ -100,7 +100,7 @@ type Pool struct {
 // or Redis Cluster client). It fails with an error matching ErrConfig on a
 // nil rdb or an invalid Config.
 func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
-	if isNil(rdb) {
+	if argtype.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrConfig)
 	}
 	cfg = cfg.withDefaults()
@@ -163,7 +163,7 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	if err := argtype.CheckObject(reflect.TypeFor[T]()); err != nil {
 		return &argsTypeError{kind: kind, err: err}
 	}
-	if isNil(w) {
+	if argtype.IsNil(w) {
 		return fmt.Errorf("%w: %s", ErrNilWorker, kind)
 	}
 	h := &handler{
@@ -228,19 +228,6 @@ func (e *argsTypeError) Error() string {
 }
 
 func (e *argsTypeError) Unwrap() []error { return []error{ErrConfig, jobs.ErrInvalid} }
-
-// isNil reports whether w is nil or holds a nil function or pointer, whose
-// Work would panic on every attempt.
-func isNil(w any) bool {
-	if w == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(w); v.Kind() {
-	case reflect.Func, reflect.Pointer:
-		return v.IsNil()
-	}
-	return false
-}
 
 // decode decodes payload into the kind's args and validates them; a
 // Validate error's text has the args' sensitive values replaced when the
