@@ -482,6 +482,13 @@ func (p *Pool) Run(ctx context.Context) error {
 		bg.Wait() // the completer applies what is left
 		maint.Wait()
 		heartbeat.Wait()
+		// After the last heartbeat, so none lands after it; bounded, and
+		// the heartbeat lapses by itself if the leave never lands.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		if err := p.ledger.Leave(lctx, p.cfg.WorkerID); err != nil {
+			p.log.Warn("leaving the list of pools failed; this pool's entry lapses by itself", "error", err)
+		}
+		cancel()
 	})
 	if !waitTimeout(&tail, time.Until(giveUp)) {
 		p.log.Error("Redis did not answer the shutdown's last calls in time; the outcomes not committed are left to lease expiry")

@@ -52,15 +52,6 @@ func (p *Pool) produce(ctx, work context.Context) {
 	lastRegister := time.Now()
 	lastLook := time.Now()
 	p.announce(ctx)
-	defer func() {
-		// In the background: a frozen Redis must not hold up the shutdown
-		// (the heartbeat lapses by itself if the leave never lands).
-		go func() {
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = p.ledger.Leave(lctx, p.cfg.WorkerID)
-			cancel()
-		}()
-	}()
 	for ctx.Err() == nil {
 		free := cap(p.slots) - len(p.slots)
 		if free == 0 {
