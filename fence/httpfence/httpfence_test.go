@@ -154,6 +154,50 @@ func pgBackend(t *testing.T) backend {
 	}
 }
 
+// fencedServer serves b's write behind the middleware: 201 when it is
+// written, 500 when it fails.
+func fencedServer(t *testing.T, b backend) *httptest.Server {
+	srv := httptest.NewServer(httpfence.Middleware(b.guard, httpfence.Options{})(http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			if err := b.write(r.Context()); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		})))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// reply is a fenced server's answer to postFenced.
+type reply struct {
+	status int
+	body   httpfence.ErrorBody
+	raw    string
+	err    error // CheckResponse
+}
+
+// postFenced sends a write to url with the fence's headers set as given
+// (raw strings, so a test can send what no lease mints).
+func postFenced(t *testing.T, url, resource, token, owner, op string) reply {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, nil)
+	req.Header.Set(httpfence.HeaderToken, token)
+	req.Header.Set(httpfence.HeaderResource, resource)
+	req.Header.Set(httpfence.HeaderOwner, owner)
+	req.Header.Set(httpfence.HeaderIdempotencyKey, op)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := reply{status: resp.StatusCode, err: httpfence.CheckResponse(resp)}
+	raw, _ := io.ReadAll(resp.Body)
+	r.raw = string(raw)
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
 func TestMiddleware(t *testing.T) {
 	for name, mk := range map[string]func(*testing.T) backend{"redis": redisBackend, "postgres": pgBackend} {
 		t.Run(name, func(t *testing.T) { testMiddleware(t, mk(t)) })

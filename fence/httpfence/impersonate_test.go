@@ -1,16 +1,12 @@
 package httpfence_test
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/fencedq/fencedq/fence"
-	"github.com/fencedq/fencedq/fence/httpfence"
 )
 
 // A fence authorises writes: whoever sends the holder's token and owner
@@ -24,40 +20,9 @@ func TestMiddlewareAnswersGiveNoHolderAway(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := mk(t)
 			ctx := t.Context()
-			srv := httptest.NewServer(httpfence.Middleware(b.guard, httpfence.Options{})(http.HandlerFunc(
-				func(w http.ResponseWriter, r *http.Request) {
-					if err := b.write(r.Context()); err != nil {
-						http.Error(w, err.Error(), http.StatusInternalServerError)
-						return
-					}
-					w.WriteHeader(http.StatusCreated)
-				})))
-			defer srv.Close()
+			srv := fencedServer(t, b)
 			const holder = "holder-secret-owner"
-			type reply struct {
-				status int
-				body   httpfence.ErrorBody
-				raw    string
-				err    error
-			}
-			post := func(res, tok, owner, op string) reply {
-				t.Helper()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
-				req.Header.Set(httpfence.HeaderToken, tok)
-				req.Header.Set(httpfence.HeaderResource, res)
-				req.Header.Set(httpfence.HeaderOwner, owner)
-				req.Header.Set(httpfence.HeaderIdempotencyKey, op)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				r := reply{status: resp.StatusCode, err: httpfence.CheckResponse(resp)}
-				raw, _ := io.ReadAll(resp.Body)
-				r.raw = string(raw)
-				_ = json.Unmarshal(raw, &r.body)
-				return r
-			}
+			post := func(res, tok, owner, op string) reply { return postFenced(t, srv.URL, res, tok, owner, op) }
 			if r := post("acct:1", "1000", holder, "holder-op"); r.status != http.StatusCreated {
 				t.Fatalf("the holder's write: %d %q", r.status, r.raw)
 			}

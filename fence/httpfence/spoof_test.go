@@ -3,12 +3,10 @@ package httpfence_test
 import (
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/fencedq/fencedq/fence/httpfence"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -24,27 +22,8 @@ func TestMiddlewareRefusesTokensNoLeaseMints(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := mk(t)
 			ctx := t.Context()
-			srv := httptest.NewServer(httpfence.Middleware(b.guard, httpfence.Options{})(http.HandlerFunc(
-				func(w http.ResponseWriter, r *http.Request) {
-					if err := b.write(r.Context()); err != nil {
-						http.Error(w, err.Error(), http.StatusInternalServerError)
-					}
-				})))
-			defer srv.Close()
-			post := func(tok, op string) int {
-				t.Helper()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
-				req.Header.Set(httpfence.HeaderToken, tok)
-				req.Header.Set(httpfence.HeaderResource, "acct:spoofed")
-				req.Header.Set(httpfence.HeaderOwner, "w")
-				req.Header.Set(httpfence.HeaderIdempotencyKey, op)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				return resp.StatusCode
-			}
+			srv := fencedServer(t, b)
+			post := func(tok, op string) int { return postFenced(t, srv.URL, "acct:spoofed", tok, "w", op).status }
 			// Any epoch, with a time part two years ahead, or the largest token.
 			ahead := uint64(time.Now().Add(2 * 366 * 24 * time.Hour).UnixMicro())
 			for _, tok := range []uint64{math.MaxUint64, 7<<52 | ahead, ahead} {
@@ -57,13 +36,13 @@ func TestMiddlewareRefusesTokensNoLeaseMints(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st := post(l.Token.String(), "legit"); st != http.StatusOK {
-				t.Fatalf("the lease holder's write (token %d): status %d, want %d", l.Token, st, http.StatusOK)
+			if st := post(l.Token.String(), "legit"); st != http.StatusCreated {
+				t.Fatalf("the lease holder's write (token %d): status %d, want %d", l.Token, st, http.StatusCreated)
 			}
 			// Far epochs with a current time part are tokens a lease mints
 			// after failovers; they are accepted.
-			if st := post(strconv.FormatUint(uint64(l.Token)+100<<52, 10), "later-epoch"); st != http.StatusOK {
-				t.Fatalf("a later epoch's token: status %d, want %d", st, http.StatusOK)
+			if st := post(strconv.FormatUint(uint64(l.Token)+100<<52, 10), "later-epoch"); st != http.StatusCreated {
+				t.Fatalf("a later epoch's token: status %d, want %d", st, http.StatusCreated)
 			}
 			if n := b.writes(ctx); n != 2 {
 				t.Fatalf("%d writes, want 2", n)
