@@ -47,7 +47,8 @@ func (b *Bridge) verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc)
 
 // reconcile decides an uncertain job before its task runs again: applied
 // (succeeded; the delivery is acknowledged), not applied (re-run: rerun is
-// true and the caller claims it), or cannot tell (another look at asynq's
+// true and the caller claims it; a job an operator asked to cancel ends
+// cancelled instead, and the claim acknowledges it), or cannot tell (another look at asynq's
 // next delivery, review after MaxReconcileTries answers). Decisions are the
 // native reconciler's, with its evidence and metrics; the actor is
 // "bridge:<worker id>".

@@ -146,9 +146,10 @@ func (c *Client) readBack(ctx context.Context, queue, id string, state State) *R
 }
 
 // Cancel cancels a job on behalf of an operator: a pending (due or
-// scheduled) job becomes cancelled, a final state; a running job's handler
-// is asked to stop through its context and its outcome is still committed
-// by its token (see Ledger.Cancel). Other states fail with ErrWrongState.
+// scheduled) job, or a workflow step waiting for its dependencies, becomes
+// cancelled, a final state; a running job's handler is asked to stop
+// through its context and its outcome is still committed by its token
+// (see Ledger.Cancel). Other states fail with ErrWrongState.
 func (c *Client) Cancel(ctx context.Context, queue, id, actor, note string) (*Record, error) {
 	return c.cancel(ctx, queue, id, nil, actor, note)
 }

@@ -367,3 +367,35 @@ func TestPendingListsShowGroupedJobs(t *testing.T) {
 		t.Fatalf("first 2: %v, %v", items, err)
 	}
 }
+
+// TestGetOfAGroupedRetryGivesItsDueTime: a grouped job's retry (and a
+// put-back) enters the due index directly, outside its group's turn; Get
+// gives its due time as it does for any pending job (Record.RunAt), not the
+// enqueue's, so a page showing it offers run-now and marks it neither due
+// nor overdue.
+func TestGetOfAGroupedRetryGivesItsDueTime(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	const q = "rq"
+	if _, err := l.Insert(ctx, []*ledger.NewJob{{ID: "g1", Kind: "k", Queue: q, Payload: []byte(`{}`),
+		Display: []byte(`{}`), MaxRetries: 3, Group: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Claim(ctx, q, "w", time.Minute, 1)
+	if err != nil || len(r.Jobs) != 1 {
+		t.Fatalf("claim: %+v %v", r, err)
+	}
+	c := r.Jobs[0]
+	if _, err := l.Complete(ctx, q, []ledger.Completion{{ID: c.ID, Token: c.Token,
+		Outcome: ledger.Outcome{To: jobs.Pending, Error: "later", RetryIn: time.Hour}}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := l.Get(ctx, q, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != jobs.Pending || rec.RunAt.Before(time.Now().Add(59*time.Minute)) {
+		t.Fatalf("a grouped retry due in an hour reads %s, due %v", rec.State, rec.RunAt)
+	}
+}

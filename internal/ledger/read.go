@@ -230,13 +230,15 @@ func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 		if err != nil {
 			return nil, err
 		}
-	} else if r.State == Pending && r.Group != "" {
-		if r.WaitingFor, err = l.groupAhead(ctx, q, id, r.Group); err != nil {
-			return nil, err
-		}
 	} else if r.State == Pending {
-		// A retry or a put-back is due at its index score, later than the
-		// run_at its enqueue (or a run-now) wrote.
+		if r.Group != "" {
+			if r.WaitingFor, err = l.groupAhead(ctx, q, id, r.Group); err != nil {
+				return nil, err
+			}
+		}
+		// A retry or a put-back (of a grouped job too: it enters the due
+		// index outside its group's turn) is due at its index score, later
+		// than the run_at its enqueue (or a run-now) wrote.
 		score, err := l.rdb.ZScore(ctx, l.StateKey(q, Pending), id).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, wrap("get "+id, err)

@@ -511,7 +511,9 @@ type Resolution struct {
 	From []State
 	// Decision is what happens.
 	Decision Decision
-	// Actor is "reconciler:<pool>" or "operator:<name>".
+	// Actor is "reconciler:<pool>", "bridge:<worker>" or "operator:<name>":
+	// only an operator's re-run runs a job an operator asked to cancel
+	// again (a reconciler's ends it cancelled).
 	Actor string
 	// Note is the evidence or the operator's reason.
 	Note string
@@ -599,7 +601,8 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 }
 
 // Cancel cancels job id of queue q on behalf of actor. A pending job (due or
-// scheduled) becomes cancelled at once and Cancel returns Cancelled. A
+// scheduled), or a workflow step waiting for its dependencies, becomes
+// cancelled at once and Cancel returns Cancelled. A
 // running job is asked to stop (its handler's context is cancelled at the
 // pool's next renewal) and Cancel returns Running; its outcome is still
 // committed by its token, and a retry then becomes cancelled. Other states

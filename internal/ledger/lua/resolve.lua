@@ -2,7 +2,8 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 job id   3 allowed starting states, comma separated (e.g. 'uncertain,review')
 --      4 decision: succeeded | rerun | dead | review | later
---      5 actor ('reconciler:<pool>' or 'operator:<name>')   6 evidence or note
+--      5 actor ('reconciler:<pool>', 'bridge:<worker>' or 'operator:<name>')
+--      6 evidence or note
 --      7 reconciler leader token ('' for an operator)   8 retention ms
 --      9 next look in ms (for later: Redis TIME plus it)
 --     10 the token the decision was made on ('' for none): the job must
@@ -56,10 +57,11 @@ if decision == 'later' then
   to = state
   redis.call('HINCRBY', k, 'reconcile_tries', 1)
   redis.call('ZADD', index[state], fmt(now + num(ARGV[9])), id)
-elseif decision == 'rerun' and ((h[3] and ARGV[7] ~= '') or h[7]) then
+elseif decision == 'rerun' and ((h[3] and string.sub(ARGV[5], 1, 9) ~= 'operator:') or h[7]) then
   -- an operator asked to cancel the job (or its workflow) before its
-  -- outcome was known, and the reconciler (or, for a workflow's step, an
-  -- operator) found it not applied: it ends cancelled, not re-run
+  -- outcome was known, and a reconciler (the maintenance leader's, or the
+  -- asynq bridge's, which has no leader token; or, for a workflow's step,
+  -- an operator) found it not applied: it ends cancelled, not re-run
   to = 'cancelled'
   move(id, state, 'cancelled', now)
   redis.call('HSET', k, 'reason', 'cancelled by ' .. (h[7] or h[3]) .. '; not applied: ' .. ARGV[6], 'state', 'cancelled', 'finished', fmt(now))
