@@ -267,7 +267,9 @@ func retriesOnTimeout(t *asynq.Task, next asynq.Handler) bool {
 	return ok && r.RetryOnTimeout()
 }
 
-// safeRun calls the handler, turning a panic into a retryable error.
+// safeRun calls the handler, turning a panic into a retryable error. An
+// error whose Error method panics (a nil pointer of an error type) is a
+// panic of the handler's too, not one where the outcome is decided.
 func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler, queue, kind string, log *slog.Logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -276,7 +278,11 @@ func (b *Bridge) safeRun(ctx context.Context, t *asynq.Task, next asynq.Handler,
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
-	return next.ProcessTask(ctx, t)
+	err = next.ProcessTask(ctx, t)
+	if err != nil {
+		_ = err.Error()
+	}
+	return err
 }
 
 // renewer keeps one attempt's ledger lease alive while its handler runs and

@@ -625,3 +625,30 @@ func TestWorkJobWithAHandlerTimeout(t *testing.T) {
 		}
 	}
 }
+
+type lookup struct {
+	Key string `json:"key"`
+}
+
+func (lookup) Kind() string { return "lookup" }
+
+// lookupError is an error type whose Error method reads its receiver.
+type lookupError struct{ key string }
+
+func (e *lookupError) Error() string { return "no such key " + e.key }
+
+// TestWorkJobWithANilPointerError: a handler that returns a nil pointer of
+// an error type whose Error method dereferences it has its inline attempt
+// committed as a pool commits it, a panic's retry, instead of panicking
+// in the test with the job left running.
+func TestWorkJobWithANilPointerError(t *testing.T) {
+	env, _ := newEnv(t)
+	ctx := context.Background()
+	r := fencedqtest.Work(ctx, t, env, jobs.WorkFunc[lookup](func(context.Context, *jobs.Job[lookup]) error {
+		var missing *lookupError
+		return missing
+	}), lookup{Key: "k"})
+	if r.Outcome != worker.OutcomeRetry || r.Record.State != jobs.Pending || !strings.Contains(r.Err.Error(), "handler panicked") {
+		t.Fatalf("%+v (record %+v): want a panic's retry", r, r.Record)
+	}
+}

@@ -191,7 +191,11 @@ func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T]
 	if sensitive {
 		defer rules.Redact(job.Args, &err)
 	}
-	return false, w.Work(ctx, job)
+	err = w.Work(ctx, job)
+	if err != nil {
+		_ = err.Error() // one that panics (a nil pointer of an error type) is the handler's panic
+	}
+	return false, err
 }
 
 // errGoexit is the error of an inline attempt whose handler ended the

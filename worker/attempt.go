@@ -55,10 +55,12 @@ type attempt struct {
 	callOver   bool         // the handler's call, middleware included, ended: next refuses
 	handlerErr error
 	start      time.Time // when the attempt's call (resource lease, handler) started
-	// exitEnd is how the handler's call ended when a middleware ended the
-	// goroutine (runtime.Goexit) after the handler returned: the
-	// handler's outcome stands (see goexited).
-	exitEnd *rules.End
+	// exitEnd is how the handler's call ended when its goroutine ended
+	// (runtime.Goexit) in the call, read while the handler's context still
+	// told (see goexited); exitAfter says the handler had returned, so a
+	// middleware ended it and the handler's outcome stands.
+	exitEnd   *rules.End
+	exitAfter bool
 }
 
 // enterHandler reports whether middleware's next may run the handler:
@@ -95,19 +97,20 @@ func (a *attempt) handlerResult() (ok bool, err error) {
 	return a.handled, a.handlerErr
 }
 
-// keepHandlerEnd records end, how the handler's call ended, for a
-// middleware that exits its goroutine after the handler returned.
-func (a *attempt) keepHandlerEnd(end rules.End) {
+// keepHandlerEnd records end, how the handler's call ended, for a call
+// whose goroutine exits; after says the handler had returned.
+func (a *attempt) keepHandlerEnd(end rules.End, after bool) {
 	a.mu.Lock()
-	a.exitEnd = &end
+	a.exitEnd, a.exitAfter = &end, after
 	a.mu.Unlock()
 }
 
-// keptHandlerEnd returns the end keepHandlerEnd recorded (nil: none).
-func (a *attempt) keptHandlerEnd() *rules.End {
+// keptHandlerEnd returns the end keepHandlerEnd recorded (nil: none) and
+// whether the handler had returned.
+func (a *attempt) keptHandlerEnd() (end *rules.End, after bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.exitEnd
+	return a.exitEnd, a.exitAfter
 }
 
 // endCall records that the handler's call, middleware included, ended.

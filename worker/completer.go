@@ -259,8 +259,13 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) ledg
 		} else {
 			c.p.metrics.Fenced.WithLabelValues(ledger.Logical(q), metrics.StageCommit).Inc()
 			msg := "commit rejected: a newer attempt owns the job; this attempt's outcome is discarded"
-			if got.State == "missing" || got.State == "corrupt" { // complete.lua's words for no or no job's state
+			switch {
+			case got.State == "missing" || got.State == "corrupt": // complete.lua's words for no or no job's state
 				msg = "commit rejected: the job's record is gone or corrupt; this attempt's outcome is discarded"
+			case got.Current == f.a.job.Token:
+				// No attempt ran since: the job left running under this
+				// token, made uncertain (then maybe reconciled).
+				msg = "commit rejected: the job left running under this attempt's token before the commit (its lease expired, or the stopping pool abandoned the attempt) and no newer attempt ran; this attempt's outcome is discarded"
 			}
 			log.Warn(msg, "wanted", wanted, "job_state", got.State, "job_token", got.Current.String(), "handler_error", errText(f.err))
 			return got

@@ -67,18 +67,22 @@ func (p *Pool) execute(a *attempt) {
 // goexited ends attempt a, whose goroutine is exiting without the attempt
 // having returned (runtime.Goexit in its handler or middleware): counted
 // and logged as a handler panic, and committed as a panic is. Before the
-// handler returned, that is a retry, unless the attempt's context says
-// the lease was lost, an operator cancelled it or the pool shut down
-// mid-call; once it returned (a middleware's Goexit after next), the
-// handler's outcome stands.
+// handler returned, that is a retry, unless the handler's context says
+// the lease was lost, its deadline passed, an operator cancelled it or
+// the pool shut down mid-call; once it returned (a middleware's Goexit
+// after next), the handler's outcome stands.
 func (p *Pool) goexited(a *attempt) {
 	c := a.job
 	kind := p.kindLabel(c.Kind)
 	p.metrics.Panics.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
 	f := &a.fin
-	if end := a.keptHandlerEnd(); end != nil {
-		a.log.Error("middleware ended its goroutine after the handler returned; the handler's outcome stands",
-			"error", errGoexit.Error())
+	if end, after := a.keptHandlerEnd(); end != nil {
+		if after {
+			a.log.Error("middleware ended its goroutine after the handler returned; the handler's outcome stands",
+				"error", errGoexit.Error())
+		} else {
+			a.log.Error("handler ended its goroutine without returning", "error", errGoexit.Error())
+		}
 		f = p.conclude(a, *end, kind)
 	} else {
 		a.log.Error("handler ended its goroutine without returning", "error", errGoexit.Error())
@@ -276,12 +280,15 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 		if returned {
 			return
 		}
-		if ran, herr := a.handlerResult(); ran {
-			// A middleware ended the goroutine (runtime.Goexit) after the
-			// handler returned: keep how the handler's call ended, for
-			// goexited, while its context still tells.
-			a.keepHandlerEnd(p.endOf(a, h, hctx, deadline, herr))
+		// The call ended its goroutine (runtime.Goexit): keep how it
+		// ended, for goexited, while the handler's context still tells
+		// (its deadline, its lease). After the handler returned, a
+		// middleware ended it: the handler's outcome stands.
+		ran, herr := a.handlerResult()
+		if !ran {
+			herr = errGoexit
 		}
+		a.keepHandlerEnd(p.endOf(a, h, hctx, deadline, herr), ran)
 	}()
 	err := p.safeRun(hctx, a, h, base, c.Payload, endReports)
 	returned = true
@@ -311,5 +318,17 @@ func (p *Pool) safeRun(ctx context.Context, a *attempt, h *handler, base jobs.Jo
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
-	return h.run(ctx, a, base, payload)
+	err = h.run(ctx, a, base, payload)
+	mustText(err)
+	return err
+}
+
+// mustText calls err's Error method, so that one that panics (a nil
+// pointer of an error type whose Error reads it) panics in the call,
+// where it is recovered as the call's panic, and not where the outcome
+// is decided, which would crash the pool.
+func mustText(err error) {
+	if err != nil {
+		_ = err.Error()
+	}
 }

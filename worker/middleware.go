@@ -169,6 +169,7 @@ func (p *Pool) wrap(h *handler, run runFunc) (runFunc, error) {
 		ctx, end := ledger.ScopeAttempt(ctx)
 		defer end()
 		err := run(ctx, v.a, v.job, v.payload)
+		mustText(err) // a panic of the handler's, not one after it returned
 		v.a.handlerReturned(err)
 		return err
 	})

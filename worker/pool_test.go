@@ -393,3 +393,29 @@ func TestHandlerGoexitEndsOnlyItsAttempt(t *testing.T) {
 		t.Fatalf("panics metric %v, want 1", v)
 	}
 }
+
+// TestHandlerGoexitAfterItsDeadlineIsUncertain: a handler that ends its
+// goroutine with runtime.Goexit once its deadline passed leaves its job
+// uncertain, as a panic or an error there does (a timeout does not prove
+// failure), instead of retrying an effect that may have happened; it is
+// counted as a panic.
+func TestHandlerGoexitAfterItsDeadlineIsUncertain(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Maintenance.Disabled = true
+	p := e.pool(cfg)
+	_ = worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, j *jobs.Job[plainArgs]) error {
+		<-ctx.Done() // the effect's call outlived the deadline
+		runtime.Goexit()
+		return nil
+	}))
+	e.start(p)
+	res := e.enqueue(plainArgs{N: 1}, jobs.Timeout(200*time.Millisecond), jobs.MaxRetries(3))
+	rec := jobstest.WaitState(t, e.ledger, "default", res.JobID, jobs.Uncertain)
+	if rec.Attempts != 1 || rec.Reason != "deadline passed mid-call" || !strings.Contains(rec.Error, "Goexit") {
+		t.Fatalf("attempts %d, reason %q, error %q: want the first attempt uncertain, its deadline passed", rec.Attempts, rec.Reason, rec.Error)
+	}
+	if v := testutil.ToFloat64(e.metric("fencedq_handler_panics_total")); v != 1 {
+		t.Fatalf("panics metric %v, want 1", v)
+	}
+}

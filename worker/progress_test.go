@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -200,5 +202,45 @@ func TestPartitionedQueueProgressOutputAndMinutes(t *testing.T) {
 		if err != nil || succeeded != 1 {
 			t.Errorf("Minutes of %s: %+v, %v; want 1 succeeded", q, ms, err)
 		}
+	}
+}
+
+// TestProgressAfterTheLeaseWasLostIsStale: an attempt whose lease was lost
+// (a newer attempt runs the job) and that reports progress with its
+// cancelled context gets an error matching jobs.ErrStale, as documented,
+// not only the context's error, and writes nothing.
+func TestProgressAfterTheLeaseWasLostIsStale(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.LeaseTTL = 300 * time.Millisecond
+	cfg.Maintenance.Disabled = true
+	p := e.pool(cfg)
+	started := make(chan struct{})
+	reported := make(chan error, 1)
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, _ *jobs.Job[plainArgs]) error {
+		close(started)
+		<-ctx.Done()
+		reported <- jobs.Progress(ctx, 1, 2, "woke up")
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	job := e.enqueue(plainArgs{})
+	e.start(p)
+	<-started
+	// A newer attempt takes the job over, as after an expiry and a re-run.
+	if err := e.rdb.HSet(context.Background(), e.ledger.JobKey("default", job.JobID), "token", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-reported:
+		if !errors.Is(err, jobs.ErrStale) {
+			t.Fatalf("progress after the lease was lost: %v, want jobs.ErrStale", err)
+		}
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the lost lease did not cancel the handler's context")
+	}
+	if rec, err := e.ledger.Get(context.Background(), "default", job.JobID); err != nil || rec.Progress != nil {
+		t.Fatalf("progress %+v (%v): the stale attempt wrote it", rec.Progress, err)
 	}
 }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -162,6 +163,11 @@ func ProgressOf(ctx context.Context, done, total int64, note string) (ok bool, e
 	}
 	if a.over() {
 		return true, a.errEnded("progress")
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, lease.ErrLost) {
+		// The attempt lost the job (its context was cancelled for it):
+		// stale, not merely a cancelled call.
+		return true, fmt.Errorf("%w: progress of job %s by token %s: %w", ErrStale, a.id, a.tok, cause)
 	}
 	return true, a.l.ReportProgress(ctx, a.q, a.id, a.tok, done, total, note)
 }
