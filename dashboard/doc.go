@@ -71,8 +71,10 @@
 //	                        warning when one is beyond jobs.ClockOffsetWarn)
 //	#/attention             uncertain and review jobs with their evidence
 //	                        (reason, error, history) and resolve actions
-//	#/events/deduplicated   deduplicated enqueues and finished jobs found due
-//	                        again, linked to the original job
+//	#/events/deduplicated   deduplicated enqueues (an operation id known, a
+//	                        unique key held) and finished jobs found due
+//	                        again, each with its cause, linked to the
+//	                        original job
 //	                        (#/events/fenced: fenced writes;
 //	                        #/events/operator: cancellations, pauses and
 //	                        resumptions with who and why)

@@ -652,3 +652,34 @@ func TestWorkJobWithANilPointerError(t *testing.T) {
 		t.Fatalf("%+v (record %+v): want a panic's retry", r, r.Record)
 	}
 }
+
+// TestWorkOfADuplicate: Work of args whose enqueue is deduplicated fails
+// the test naming the existing job and why it exists already: its
+// operation id, or the unique key it holds (the duplicate gave no
+// operation id, so the failure must not say one was known).
+func TestWorkOfADuplicate(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	w := jobs.WorkFunc[email](func(context.Context, *jobs.Job[email]) error { return nil })
+	byTo := jobs.Unique(jobs.UniqueOpts{ByFields: []string{"to"}})
+	held, err := client.Enqueue(ctx, email{To: "ada@example.com", Body: "first"}, byTo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := failure(t, func(tb testing.TB) {
+		fencedqtest.Work(ctx, tb, env, w, email{To: "ada@example.com", Body: "second"}, byTo)
+	})
+	if !strings.Contains(msg, held.JobID) || !strings.Contains(msg, "unique key") {
+		t.Errorf("Work of a unique job's duplicate: failure %q, want it to name job %s and its unique key", msg, held.JobID)
+	}
+	known, err := client.Enqueue(ctx, email{To: "bob@example.com"}, jobs.OperationID("welcome:bob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg = failure(t, func(tb testing.TB) {
+		fencedqtest.Work(ctx, tb, env, w, email{To: "bob@example.com"}, jobs.OperationID("welcome:bob"))
+	})
+	if !strings.Contains(msg, known.JobID) || !strings.Contains(msg, "welcome:bob") {
+		t.Errorf("Work of a known operation id: failure %q, want it to name job %s and the operation id", msg, known.JobID)
+	}
+}

@@ -40,7 +40,9 @@ type Result struct {
 }
 
 // Work enqueues args with opts, through a client built from the Env's
-// jobs.Config, and runs the job's attempt inline with w (see WorkJob).
+// jobs.Config, and runs the job's attempt inline with w (see WorkJob). An
+// enqueue deduplicated to an existing job (its operation id known, or its
+// unique key held) fails the test, naming that job.
 func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], args T, opts ...jobs.Option) *Result {
 	tb.Helper()
 	e.check(tb)
@@ -50,7 +52,9 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 		tb.Fatalf("fencedqtest: enqueue: %v", err)
 	}
 	if res.Deduplicated {
-		tb.Fatalf("fencedqtest: operation id %s already names job %s: nothing was enqueued to work", res.OperationID, res.JobID)
+		// by its operation id, or by a unique key the job holds (Result
+		// does not say which)
+		tb.Fatalf("fencedqtest: the enqueue was deduplicated to job %s (operation id %s), which holds its operation id or its unique key: nothing was enqueued to work", res.JobID, res.OperationID)
 	}
 	return WorkJob(ctx, tb, e, w, res.Queue, res.JobID)
 }

@@ -92,7 +92,7 @@ func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, err
 
 // Stats returns queue q's cumulative counters (enqueued, attempted,
 // succeeded, dead, cancelled, retried, deferred, uncertain,
-// deduplicated_enqueue, deduplicated_execute, fenced_commit, fenced_renew,
+// deduplicated_enqueue, deduplicated_unique, deduplicated_execute, fenced_commit, fenced_renew,
 // dropped_missing, resolved_<decision>, raised (storage marks fed back),
 // rewinds (losses detected), resubmitted (lost jobs re-created), promoted
 // (workflow steps moved from waiting to pending); and seq,

@@ -89,7 +89,7 @@ func uniqueOf(kind string, payload []byte, u *UniqueOpts) (*ledger.Unique, error
 		}
 	}
 	if !slices.Contains(seen, Pending) || !slices.Contains(seen, Running) {
-		return nil, invalid("unique states %v must include pending and running", states)
+		return nil, invalid("unique states %v must include pending and running", seen) // each once: the list given may be long
 	}
 	if !slices.Contains(seen, Uncertain) {
 		// its handler may still run, and the reconciler may run it again

@@ -33,6 +33,9 @@ var errLocalDeadline = fmt.Errorf("%w: not confirmed before the local deadline",
 
 // KeepAlive starts renewing l every ttl/3 until ctx ends, Stop is called or
 // the lease is lost. l is copied; read the current state with Session.Lease.
+// A lease last acquired or renewed for less than ttl (or built by hand) is
+// renewed for ttl before KeepAlive returns, and an error doing so is
+// returned (ErrLost when it ended meanwhile).
 // A Config.SafetyMargin above half of ttl is refused with ErrInvalid.
 func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*Session, error) {
 	if err := m.err(); err != nil {
@@ -48,7 +51,10 @@ func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	cur := *l
-	if cur.sent.IsZero() { // a lease built by hand: confirm it first
+	// A lease built by hand, or acquired (or renewed) for less than ttl,
+	// is renewed for ttl first: the session's local deadline and its first
+	// renewal count from there, not past the lease's end in Redis.
+	if cur.sent.IsZero() || cur.ttl < ttl {
 		if err := m.Renew(ctx, &cur, ttl); err != nil {
 			return nil, err
 		}

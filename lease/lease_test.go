@@ -513,3 +513,31 @@ func TestKeepAliveRefusesAMarginAboveHalfTheTTL(t *testing.T) {
 	}
 	s.Stop()
 }
+
+// TestKeepAliveLongerThanTheAcquiredTTL: a session kept alive with a TTL
+// longer than the one the lease was acquired with holds the lease from
+// the start: no other owner takes it while the session's context is live,
+// though the first renewal of the session's TTL comes after the acquired
+// TTL ended.
+func TestKeepAliveLongerThanTheAcquiredTTL(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ctx := context.Background()
+	m := newManager(t, srv.Client())
+	l, err := m.Acquire(ctx, "r", "a", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.KeepAlive(ctx, l, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	time.Sleep(500 * time.Millisecond) // past the acquired TTL, before the session's first renewal
+	other, err := m.Acquire(ctx, "r", "b", time.Second)
+	if err == nil && s.Context().Err() == nil {
+		t.Fatalf("owner b acquired token %d while the session of token %d is live", other.Token, l.Token)
+	}
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("acquire by another owner: %v, want ErrHeld", err)
+	}
+}

@@ -41,8 +41,9 @@ const (
 	// AttrOutcome is what the attempt commits (worker.JobView.Outcome).
 	AttrOutcome = attribute.Key("fencedq.job.outcome")
 	// AttrDeduplicated is true on an enqueue span whose operation id was
-	// already known: nothing was written, and the spans of the existing
-	// job's attempts belong to the trace that enqueued it.
+	// already known, or whose unique key another job held (jobs.Unique):
+	// nothing was written, and the spans of the existing job's attempts
+	// belong to the trace that enqueued it.
 	AttrDeduplicated = attribute.Key("fencedq.job.deduplicated")
 )
 

@@ -148,7 +148,11 @@ type Config struct {
 	// WorkerID names this pool in lease owners and logs (default
 	// hostname-pid-random): 1 to MaxWorkerIDLen bytes of UTF-8 without
 	// control characters, not only white space. It is part of every
-	// attempt's fence owner, which httpfence sends as a header.
+	// attempt's fence owner, which httpfence sends as a header. Give each
+	// live pool of a namespace its own: pools sharing one overwrite each
+	// other's heartbeat (the list of pools, and the kinds EnqueueRaw finds
+	// live pools running, show one of them), and the one that stops
+	// removes the other from the list until its next heartbeat.
 	WorkerID string
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger

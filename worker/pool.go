@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"reflect"
@@ -463,7 +464,11 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 
 	p.log.Info("pool shutting down", "timeout", p.cfg.ShutdownTimeout)
-	giveUp := stopped.Add(p.cfg.ShutdownTimeout + shutdownGrace)
+	bound := p.cfg.ShutdownTimeout + shutdownGrace
+	if bound < p.cfg.ShutdownTimeout { // a ShutdownTimeout near the largest Duration: no wrap-around into the past
+		bound = math.MaxInt64
+	}
+	giveUp := stopped.Add(bound)
 	if !waitTimeout(&handlers, time.Until(stopped.Add(p.cfg.ShutdownTimeout))) {
 		p.renewer.stopAll(errShutdown)
 		if !waitTimeout(&handlers, commitTimeout) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -252,5 +253,45 @@ func testFrozenShutdown(t *testing.T, midCall bool) {
 		t.Logf("Run returned after %v with Redis frozen", time.Since(begin).Round(time.Millisecond))
 	case <-time.After(bound):
 		t.Fatalf("Run did not return within %v of its context's end with Redis frozen", bound)
+	}
+}
+
+// TestShutdownTimeoutOfTheLargestDuration: a ShutdownTimeout of the
+// largest Duration (wait as long as the handlers take) lets the shutdown
+// commit the outcome of a handler that finishes after ctx ended: Run
+// returns nil, not a *ShutdownError claiming the commit failed.
+func TestShutdownTimeoutOfTheLargestDuration(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.ShutdownTimeout = math.MaxInt64
+	p := e.pool(cfg)
+	started := make(chan struct{})
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, j *jobs.Job[plainArgs]) error {
+		close(started)
+		time.Sleep(300 * time.Millisecond)
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	res := e.enqueue(plainArgs{N: 1})
+	<-started
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if strings.Contains(e.logs.String(), "did not answer the shutdown's last calls") {
+		t.Error("the shutdown gave up on Redis at once")
+	}
+	r, err := e.client.Inspector().Get(context.Background(), res.Queue, res.JobID)
+	if err != nil || r.State != jobs.Succeeded {
+		t.Fatalf("job: %v, %v; want succeeded", r, err)
 	}
 }

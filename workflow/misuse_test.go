@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/workflow"
@@ -235,5 +238,58 @@ func TestAddRefusesArgsThatCannotBeAJSONObject(t *testing.T) {
 	}
 	if keys, _ := e.rdb.Keys(ctx, "*"+e.ns+"*").Result(); len(keys) != 0 {
 		t.Errorf("keys %v after refused workflows", keys)
+	}
+}
+
+// failReads fails, while on, every pipeline with a command cmd on a key
+// containing part: a Redis that cannot be reached as a workflow enqueue
+// reads.
+type failReads struct {
+	cmd, part string
+	on        atomic.Bool
+}
+
+func (f *failReads) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (f *failReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (f *failReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if k, _ := c.Args()[1].(string); f.on.Load() && c.Name() == f.cmd && strings.Contains(k, f.part) {
+				err := errors.New("dial tcp: connection refused")
+				for _, c := range cmds {
+					c.SetErr(err)
+				}
+				return err
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestEnqueueRedisErrorsAreUnknown: a Redis error while the enqueue checks
+// its steps' operation ids, or reads the steps of the workflow it was
+// deduplicated to, matches jobs.ErrEnqueueUnknown, as the package
+// documentation says of every Redis error, so a caller that retries on it
+// does; the retry writes the workflow, or finds it.
+func TestEnqueueRedisErrorsAreUnknown(t *testing.T) {
+	e := newEnv(t)
+	ops := &failReads{cmd: "get", part: ":op:"}
+	found := &failReads{cmd: "zscore", part: "workflows"}
+	e.rdb.AddHook(ops)
+	e.rdb.AddHook(found)
+	ctx := context.Background()
+	w := workflow.New("w").Add("a", step("a")).Add("b", step("b", "a"), workflow.After("a"))
+	for _, f := range []*failReads{ops, found} {
+		f.on.Store(true)
+		_, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("checked"))
+		if !errors.Is(err, jobs.ErrEnqueueUnknown) {
+			t.Fatalf("Enqueue while %s fails: %v, want an error matching jobs.ErrEnqueueUnknown", f.cmd, err)
+		}
+		f.on.Store(false)
+		res, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("checked"))
+		if err != nil || len(res.Steps) != 2 || res.Deduplicated != (f == found) {
+			t.Fatalf("Enqueue again: %+v, %v", res, err)
+		}
 	}
 }

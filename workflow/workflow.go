@@ -420,15 +420,22 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 
 // existing fills res (deduplicated) with the home and steps of the
 // workflow it names, as its record holds them; one pruned meanwhile leaves
-// res as it is.
+// res as it is. A Redis error matches jobs.ErrEnqueueUnknown: enqueueing
+// again finds the workflow.
 func existing(ctx context.Context, l *ledger.Ledger, res *Result) error {
 	home, err := l.FindWorkflow(ctx, res.ID)
-	if err != nil || home == "" {
-		return err
+	if err != nil {
+		return fmt.Errorf("%w: reading the steps of workflow %s: %w", jobs.ErrEnqueueUnknown, res.ID, err)
+	}
+	if home == "" {
+		return nil
 	}
 	info, err := l.Workflow(ctx, home, res.ID)
-	if err != nil || info == nil {
-		return err
+	if err != nil {
+		return fmt.Errorf("%w: reading the steps of workflow %s: %w", jobs.ErrEnqueueUnknown, res.ID, err)
+	}
+	if info == nil {
+		return nil
 	}
 	def, err := info.Def()
 	if err != nil {

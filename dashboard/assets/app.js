@@ -959,6 +959,15 @@
       section('Uncertain', 'uncertain', uncertain, 'No uncertain job.'));
   }
 
+  // dedupCause says why an event's job was deduplicated, by its stage: a
+  // finished job found due again, a unique key another job held (the
+  // operation id given, if any, names no job), or an operation id known.
+  function dedupCause(e) {
+    if (e.stage === 'execute') return 'due again after it finished';
+    if (e.stage === 'unique') return 'unique key held' + (e.op ? ' (operation ' + e.op + ')' : '');
+    return 'operation ' + (e.op || '?');
+  }
+
   async function eventsPage(my, type) {
     const t = type === 'fenced' || type === 'operator' ? type : 'deduplicated';
     const data = await api('api/events?type=' + t + '&limit=200');
@@ -969,7 +978,7 @@
       el('td', {}, t === 'operator' ? e.type : e.stage),
       el('td', {}, e.job ? jobLink(e.queue, e.job) : '—'),
       t === 'deduplicated'
-        ? el('td', { class: 'mono' }, e.op ? 'operation ' + e.op : 'due again after it finished')
+        ? el('td', { class: 'mono' }, dedupCause(e))
         : t === 'fenced'
           ? el('td', { class: 'mono' }, 'token ' + (e.token || '?') + ' < current ' + (e.current || '?'))
           : el('td', {}, (e.actor || '') + (e.note ? ': ' + e.note : ''))));
@@ -979,7 +988,7 @@
       el('a', { href: '#/events/operator', class: t === 'operator' ? 'active' : '' }, 'Operator actions'));
     const titles = { deduplicated: 'Deduplicated deliveries', fenced: 'Fenced rejections', operator: 'Operator actions' };
     const intros = {
-      deduplicated: 'Enqueues of an operation id already known (the caller got the original job) and jobs found due again after they finished (their handler did not run). Each links to the original job.',
+      deduplicated: 'Enqueues of an operation id already known or of a unique job whose key another job holds (the caller got the original job), and jobs found due again after they finished (their handler did not run). Each links to the original job.',
       fenced: 'Writes refused because they carried a token older than the job\'s current one.',
       operator: 'Cancellations, pauses, resumptions and scheduled jobs run now, with who and why (a cancellation\'s note is in the job\'s history).',
     };

@@ -708,7 +708,7 @@ func anyErr(errs ...error) error {
 
 // Stats returns queue q's counters: enqueued, attempted, succeeded, dead,
 // cancelled, retried, deferred, uncertain, deduplicated_enqueue,
-// deduplicated_execute, fenced_commit, fenced_renew, fenced_storage, dropped_missing,
+// deduplicated_unique, deduplicated_execute, fenced_commit, fenced_renew, fenced_storage, dropped_missing,
 // resolved_<decision>, raised, rewinds, resubmitted, promoted, groups_repaired,
 // limits_repaired; and seq, the queue's
 // write sequence (see rewind.go). The sequence's history and tenure (not

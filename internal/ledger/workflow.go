@@ -291,7 +291,7 @@ func (l *Ledger) checkStepOperations(ctx context.Context, w *NewWorkflow) error 
 		return nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return wrap("enqueue workflow "+w.ID, err)
+		return enqueueUnknown(wrap("enqueue workflow "+w.ID+" (nothing was written)", err))
 	}
 	for _, lk := range looks {
 		holder := lk.holder.Val()

@@ -38,9 +38,11 @@ seq_bump()
 -- holds reports whether job hid holds unique key ukey: it exists, is in
 -- one of its unique states, and ukey is its key (a job id named by an
 -- operation id is used again once its job expired: the new job may hold
--- another key, and the index's entry of the old one is then free).
+-- another key, and the index's entry of the old one is then free). A job
+-- key holding no hash holds nothing (jobread): an error here would leave
+-- the batch's jobs written before it in no index.
 local function holds(hid, ukey)
-  local h = redis.call('HMGET', jobkey(hid), 'state', 'ustates', 'ukey')
+  local h = jobread(jobkey(hid), 'state', 'ustates', 'ukey')
   if not h[1] or not h[2] or h[3] ~= ukey then return false end
   for s in string.gmatch(h[2], '[^,]+') do
     if s == h[1] then return true end

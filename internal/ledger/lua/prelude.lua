@@ -79,11 +79,15 @@ end
 -- op_holder returns the id of the job holding operation id op in this
 -- queue, or false: the job op_named names (enqueued without an operation
 -- key), or the one an operation key op:<op> names (other operation ids, and
--- jobs enqueued before that layout).
+-- jobs enqueued before that layout). An operation key of another type
+-- (written by hand) names no job, and the enqueue's SET replaces it: an
+-- error here would leave a batch's jobs written before it in no index.
 local function op_holder(op)
   local named = op_named(op)
   if named and redis.call('EXISTS', jobkey(named)) == 1 then return named end
-  return redis.call('GET', opkey(op))
+  local v = redis.pcall('GET', opkey(op))
+  if type(v) == 'table' then return false end -- an error reply
+  return v
 end
 
 -- BRIDGE_WAIT is the due time of a bridged job put back to pending: the
