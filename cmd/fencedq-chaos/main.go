@@ -129,6 +129,13 @@
 //	--dup 0.1                fraction of submissions that are duplicates
 //	--priority-copies 0.02   fraction of operations also sent to a second queue
 //	--overdrafts 0.01        fraction of transfers that cannot be covered
+//	--limit-per-account 0    concurrency limit of transfers into one account
+//	                         (jobs.Limit; 0: none); the checker adds "never more than N holders"
+//	--rate-limit 0           transfer starts per second (jobs.Rate; 0: none); the
+//	                         checker adds "rate never exceeded"
+//	--workflows              each operation as a workflow: transfer, ledger entry,
+//	                         notification (fencedq on one server only); the checker
+//	                         adds each step once, in order, and every workflow final
 //	--fault-gap 2s           mean pause between faults in each nemesis lane
 //	--max-pauses, --max-kills, --max-redis-restarts, --max-stalls, --max-slowdowns
 //	                         per-kind fault limits (default 1000; 0 disables)

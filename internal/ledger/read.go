@@ -410,14 +410,14 @@ func (l *Ledger) History(ctx context.Context, q, id string) ([]Entry, error) {
 func commonPath(r *Record) []Entry {
 	out := []Entry{{Event: "enqueued", At: r.Created}}
 	if r.Attempts > 0 {
-		e := Entry{Event: "attempt", At: r.Started, Attempt: r.Attempts, Token: r.Token.String(), Owner: r.Owner}
-		if r.Fence > 0 {
+		out = append(out, Entry{Event: "attempt", At: r.Started, Attempt: r.Attempts, Token: r.Token.String(), Owner: r.Owner})
+	}
+	if r.State == Succeeded {
+		e := Entry{Event: "end", At: r.Finished, Attempt: r.Attempts, Token: r.Token.String(), Outcome: string(Succeeded)}
+		if r.Fence > 0 { // the resource lease's token, known at the end
 			e.Fence = r.Fence.String()
 		}
 		out = append(out, e)
-	}
-	if r.State == Succeeded {
-		out = append(out, Entry{Event: "end", At: r.Finished, Attempt: r.Attempts, Token: r.Token.String(), Outcome: string(Succeeded)})
 	}
 	return out
 }

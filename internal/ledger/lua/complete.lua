@@ -56,15 +56,20 @@ for i = 3, #ARGV, 9 do
     end
     -- a record edited by hand cannot fail the batch's reply (shown_token)
     reply[r + 1] = {shown_state(h[1]), cur}
-  elseif outcome == 'succeeded' and not hist and ARGV[i + 6] == '' and ARGV[i + 5] == '' and num(h[3]) <= 1 then
-    -- the common path (one attempt, its own fence, no reason to keep, no
-    -- history): what the general path below writes for it, without its
-    -- bookkeeping
+  elseif outcome == 'succeeded' and not hist and ARGV[i + 5] == '' and num(h[3]) <= 1 then
+    -- the common path (one attempt, no reason to keep, no history): what
+    -- the general path below writes for it, without its bookkeeping (a
+    -- resource lease's token is kept in the record's 'fence')
     batch_move(id, 'running', 'succeeded', now)
-    if ARGV[i + 7] == '' then
+    if ARGV[i + 6] == '' and ARGV[i + 7] == '' then
       call('HSET', k, 'state', 'succeeded', 'finished', snow)
     else
-      call('HSET', k, 'state', 'succeeded', 'finished', snow, unpack(output_fields(ARGV[i + 7], ARGV[i + 8])))
+      local f = {'state', 'succeeded', 'finished', snow}
+      if ARGV[i + 6] ~= '' then f[#f + 1] = 'fence'; f[#f + 1] = ARGV[i + 6] end
+      if ARGV[i + 7] ~= '' then
+        for _, v in ipairs(output_fields(ARGV[i + 7], ARGV[i + 8])) do f[#f + 1] = v end
+      end
+      call('HSET', k, unpack(f))
     end
     finish(id, h[4], retention, false)
     tallied('succeeded')
@@ -100,11 +105,11 @@ for i = 3, #ARGV, 9 do
     end
     batch_move(id, 'running', to, score)
     f[#f + 1] = 'state'; f[#f + 1] = to
-    if to == 'succeeded' and attempt <= 1 and fence == '' and reason == '' then
+    if to == 'succeeded' and attempt <= 1 and reason == '' then
       -- the common path with a history list: nothing to clear (a success
       -- with a reason, an effect another job applied, keeps it)
       if hist then
-        record(id, {event = 'end', attempt = attempt, token = token, outcome = to})
+        record(id, {event = 'end', attempt = attempt, token = token, fence = fence, outcome = to})
       end
     else
       if err ~= '' then f[#f + 1] = 'error'; f[#f + 1] = err end

@@ -153,12 +153,13 @@ local function record(id, entry)
       redis.call('RPUSH', hk, cjson.encode({event = 'enqueued', at = f[1]}))
       if num(f[2]) > 0 and entry.event ~= 'attempt' then
         redis.call('RPUSH', hk, cjson.encode({event = 'attempt', at = f[3], attempt = num(f[2]),
-          token = f[4], owner = f[5], fence = f[6]}))
+          token = f[4], owner = f[5]}))
         -- a job that already succeeded on the common path (an entry about
-        -- it afterwards: a stray due-index entry, a stale commit)
+        -- it afterwards: a stray due-index entry, a stale commit), with its
+        -- resource lease's token if it had one
         if f[7] == 'succeeded' then
           redis.call('RPUSH', hk, cjson.encode({event = 'end', at = f[8], attempt = num(f[2]),
-            token = f[4], outcome = 'succeeded'}))
+            token = f[4], fence = f[6], outcome = 'succeeded'}))
         end
       end
     end
