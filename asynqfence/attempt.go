@@ -242,11 +242,14 @@ func (b *Bridge) storageRefused(ctx context.Context, a Attempt, err error, log *
 	}
 }
 
+// errText is err's text for a log line, cut as the job's record keeps it
+// (ledger.CapError): an error quoting a whole response body must not
+// flood the log.
 func errText(err error) string {
 	if err == nil {
 		return ""
 	}
-	return err.Error()
+	return ledger.CapError(err.Error())
 }
 
 func errOr(err error) error {

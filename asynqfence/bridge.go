@@ -236,7 +236,7 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 		opts.Asynq = rdb
 	}
 	b := &Bridge{
-		rdb: rdb, opts: opts, margin: watchdog.Margin(opts.LeaseTTL, opts.SafetyMargin), metrics: metrics.New(opts.Registerer),
+		rdb: rdb, opts: opts, margin: watchdog.Margin(opts.LeaseTTL, opts.SafetyMargin), metrics: metrics.NewClient(opts.Registerer),
 		log: opts.Logger.With("worker", opts.WorkerID, "bridge", BridgeName),
 	}
 	// Completions check the ledger for a rewind (a Redis that came back

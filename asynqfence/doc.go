@@ -76,8 +76,9 @@
 // archives the task), and counted as rejected (reason invalid), before
 // the ledger records anything or the handler runs.
 //
-// Options.Registerer gets the series native pools export, with labels
-// from bounded sets only. The kind label is the handler's, never a
+// Options.Registerer gets the series native pools export (but those only
+// pools set: the maintenance leader's, Redis's clock and eviction policy),
+// with labels from bounded sets only. The kind label is the handler's, never a
 // task type chosen by whoever enqueues: the worker kind of a Handler; the
 // pattern that handles the task when the middleware wraps a whole
 // ServeMux; UnknownKind ("unknown", as native pools label kinds no worker

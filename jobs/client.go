@@ -194,7 +194,7 @@ type Client struct {
 // mistake, instead of panicking; so does every call on a nil or zero
 // Client (one NewClient did not make).
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
-	c := &Client{m: metrics.New(cfg.Registerer), nsErr: configErr("NewClient", rdb, cfg)}
+	c := &Client{m: metrics.NewClient(cfg.Registerer), nsErr: configErr("NewClient", rdb, cfg)}
 	lc := cfg.ledger()
 	c.log = lc.Logger
 	lc.Recent = cfg.recent()

@@ -267,7 +267,7 @@ func (c *completer) report(f *finished, got ledger.Committed, retried bool) ledg
 				// token, made uncertain (then maybe reconciled).
 				msg = "commit rejected: the job left running under this attempt's token before the commit (its lease expired, or the stopping pool abandoned the attempt) and no newer attempt ran; this attempt's outcome is discarded"
 			}
-			log.Warn(msg, "wanted", wanted, "job_state", got.State, "job_token", got.Current.String(), "handler_error", errText(f.err))
+			log.Warn(msg, "wanted", wanted, "job_state", got.State, "job_token", got.Current.String(), "handler_error", ledger.CapError(errText(f.err)))
 			return got
 		}
 	}

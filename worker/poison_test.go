@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -251,5 +252,38 @@ func TestHugePanicValueIsCutInTheLog(t *testing.T) {
 	}
 	if !logged {
 		t.Fatal("the panic was not logged, cut, with the job id")
+	}
+}
+
+// A handler's huge error (a response body quoted whole) is cut in the log
+// line of a commit the ledger rejects too, as in every other line that
+// quotes it.
+func TestHugeErrorOfARejectedCommitIsCutInTheLog(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	started := make(chan string, 1)
+	release := make(chan struct{})
+	_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(ctx context.Context, j *jobs.Job[echoArgs]) error {
+		started <- j.ID
+		<-release
+		return errors.New(strings.Repeat("body ", 1<<18))
+	}))
+	id := e.enqueue(echoArgs{}).JobID
+	e.start(p)
+	<-started
+	// The record changes under the attempt: its commit is rejected.
+	e.rdb.HSet(context.Background(), e.ledger.JobKey("default", id), "state", "bogus")
+	close(release)
+	jobstest.WaitState(t, e.ledger, "default", id, jobs.Review)
+	redistest.Await(t, e.rdb, e.ns, "the rejected commit's log line", func() bool {
+		return strings.Contains(e.logs.String(), `"msg":"commit rejected`)
+	})
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		if !strings.Contains(line, `"msg":"commit rejected`) {
+			continue
+		}
+		if len(line) > 2*ledger.MaxErrorLen || !strings.Contains(line, "bytes cut") || !strings.Contains(line, `"job_id":"`+id+`"`) {
+			t.Fatalf("the rejected commit was logged in %d bytes, want the job id and its error cut: %.300s", len(line), line)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -562,5 +563,47 @@ func TestRerunReopensASettledWorkflow(t *testing.T) {
 	})
 	if n := counter(t, e.reg, "fencedq_workflows_started_total", ""); n != 1 {
 		t.Fatalf("workflows started %v, want 1", n)
+	}
+}
+
+// TestWorkflowMetricsLabelTheQueueNotThePartition: a workflow whose home
+// is a partitioned queue is counted started and finished under the
+// queue's name, as every other metric is, never under its partition's.
+func TestWorkflowMetricsLabelTheQueueNotThePartition(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.client.SetPartitions(ctx, "parts", 4, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	opts := workflow.Options(jobs.Queue("parts"))
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("order").
+		Add("charge", step("charge"), opts).
+		Add("ship", step("ship", "charge"), workflow.After("charge"), opts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Home == "parts" {
+		t.Fatalf("home %s, want a partition of parts", res.Home)
+	}
+	e.start("parts")
+	e.wait(res, "ship", jobs.Succeeded)
+	redistest.Await(t, e.rdb, e.ns, "the workflow's outcome counted", func() bool {
+		return counter(t, e.reg, "fencedq_workflows_finished_total", "succeeded") == 1
+	})
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "fencedq_workflows_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" && l.GetValue() != "parts" {
+					t.Errorf("%s{queue=%q}: want the queue, parts", mf.GetName(), l.GetValue())
+				}
+			}
+		}
 	}
 }

@@ -85,16 +85,21 @@ func newLedgerCollector(l *jobs.Inspector) *ledgerCollector {
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
+// Collect reads every queue's counts. A read that fails (Redis
+// unreachable) fails the scrape with its error: no series would tell
+// Prometheus the ledger is empty.
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	qs, err := c.l.Queues(ctx)
 	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("reading the ledger's queues: %w", err))
 		return
 	}
 	for _, q := range qs {
 		counts, err := c.l.Counts(ctx, q)
 		if err != nil {
+			ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("reading queue %s's counts: %w", q, err))
 			continue
 		}
 		for s, n := range counts {

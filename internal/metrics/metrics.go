@@ -79,9 +79,18 @@ const (
 	ServiceHandover = "handover"
 )
 
-// New registers the series on reg (nil: a private registry, so nothing is
-// exported) or reuses those already registered there.
-func New(reg prometheus.Registerer) *Set {
+// New registers a worker pool's series on reg (nil: a private registry, so
+// nothing is exported) or reuses those already registered there.
+func New(reg prometheus.Registerer) *Set { return newSet(reg, true) }
+
+// NewClient is New for an enqueue client or an asynq bridge: the series
+// only pools set (the maintenance leader's unlabelled gauges, Redis's clock
+// and eviction policy) are not registered, since each would export a
+// sample no one set: a maintenance leader of 0 from a process that runs no
+// pool (bridges alone need none), a clock offset of 0 never measured.
+func NewClient(reg prometheus.Registerer) *Set { return newSet(reg, false) }
+
+func newSet(reg prometheus.Registerer, pool bool) *Set {
 	if reg == nil {
 		reg = prometheus.NewRegistry() // private: series exist but are not exported
 	}
@@ -201,18 +210,20 @@ func New(reg prometheus.Registerer) *Set {
 	m.ReconcileErrors = register(reg, m.ReconcileErrors)
 	m.LimitWaits = register(reg, m.LimitWaits)
 	m.RateDeferrals = register(reg, m.RateDeferrals)
-	m.Leader = register(reg, m.Leader)
-	m.LastScan = register(reg, m.LastScan)
-	m.ScheduleConflicts = register(reg, m.ScheduleConflicts)
 	m.MaintenanceErrors = register(reg, m.MaintenanceErrors)
 	m.OutboxSetAside = register(reg, m.OutboxSetAside)
 	m.WorkflowsStarted = register(reg, m.WorkflowsStarted)
 	m.WorkflowsFinished = register(reg, m.WorkflowsFinished)
 	m.Rewinds = register(reg, m.Rewinds)
 	m.Resubmitted = register(reg, m.Resubmitted)
-	m.ClockOffset = register(reg, m.ClockOffset)
-	m.ClockJumps = register(reg, m.ClockJumps)
-	m.MayEvict = register(reg, m.MayEvict)
+	if pool {
+		m.Leader = register(reg, m.Leader)
+		m.LastScan = register(reg, m.LastScan)
+		m.ScheduleConflicts = register(reg, m.ScheduleConflicts)
+		m.ClockOffset = register(reg, m.ClockOffset)
+		m.ClockJumps = register(reg, m.ClockJumps)
+		m.MayEvict = register(reg, m.MayEvict)
+	}
 	return m
 }
 

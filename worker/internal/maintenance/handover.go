@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -66,10 +67,10 @@ func (h *handover) countWorkflows(ctx context.Context, qs []string) {
 				continue
 			}
 			if started {
-				h.metrics.WorkflowsStarted.WithLabelValues(q).Inc()
+				h.metrics.WorkflowsStarted.WithLabelValues(ledger.Logical(q)).Inc()
 			}
 			if outcome != "" {
-				h.metrics.WorkflowsFinished.WithLabelValues(q, outcome).Inc()
+				h.metrics.WorkflowsFinished.WithLabelValues(ledger.Logical(q), outcome).Inc()
 				h.log.Info("workflow finished", "queue", q, "workflow", id, "outcome", outcome)
 			}
 		}

@@ -36,9 +36,13 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 	minute := now.Truncate(jobs.SeriesStep).UnixMilli()
 	record := s.seriesMinute.Load() != minute
 	// A partitioned queue's gauges are the sums over its partitions, each
-	// partition's depth its own gauge.
+	// partition's depth its own gauge. A queue with a partition that could
+	// not be read keeps its gauges as the last full pass set them, as a
+	// plain queue that could not be read does: a partial sum would be
+	// wrong.
 	sums := map[string]map[ledger.State]int64{}
 	groups := map[string]int64{}
+	unread := map[string]bool{}
 	if s.parts, err = s.ledger.Partitions(ctx); err != nil {
 		return err
 	}
@@ -46,17 +50,27 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 	if err != nil {
 		return err
 	}
+	// A queue with partitions in the registry, now or earlier (set back to
+	// one, it runs on its own name while they drain), has every name's
+	// depth exported.
+	split := map[string]bool{}
+	for _, q := range qs {
+		if ledger.IsPartition(q) {
+			split[ledger.Logical(q)] = true
+		}
+	}
 	// Every queue's counts in one round trip (two with parked jobs).
 	all, err := s.ledger.CountsOf(ctx, qs)
 	if err != nil {
 		return err
 	}
 	err = s.eachOf(ctx, qs, func(i int, q string) error {
+		l := ledger.Logical(q)
 		if all[i].Err != nil {
+			unread[l] = true
 			return all[i].Err
 		}
 		counts := all[i].Jobs
-		l := ledger.Logical(q)
 		if sums[l] == nil {
 			sums[l] = map[ledger.State]int64{}
 		}
@@ -64,7 +78,7 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 			sums[l][st] += n
 		}
 		groups[l] += all[i].Groups
-		if l != q || s.partitioned(l) {
+		if split[l] || s.partitioned(l) {
 			for _, st := range []ledger.State{ledger.Pending, ledger.Running} {
 				s.metrics.PartitionJobs.WithLabelValues(l, q, string(st)).Set(float64(counts[st]))
 			}
@@ -87,6 +101,9 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 		}
 	}
 	for q, counts := range sums {
+		if unread[q] {
+			continue
+		}
 		for st, n := range counts {
 			s.metrics.Jobs.WithLabelValues(q, string(st)).Set(float64(n))
 		}

@@ -2,12 +2,14 @@ package maintenance
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -117,5 +119,81 @@ func TestFormerLeaderExportsNoCounts(t *testing.T) {
 		if n := testutil.CollectAndCount(c); n != 0 {
 			t.Errorf("%s: a former leader still exports %d series", name, n)
 		}
+	}
+}
+
+// TestStatusPartitionFailureKeepsTheQueueGauges: a partitioned queue's
+// gauges are the sums over its partitions; a pass that cannot read one of
+// them leaves the queue's gauges as the last full pass set them, as it
+// leaves a plain queue's it cannot read, instead of exporting the sum of
+// the partitions it could read.
+func TestStatusPartitionFailureKeepsTheQueueGauges(t *testing.T) {
+	f := newFixture(t)
+	l := f.leader(f.config())
+	leader := f.lead("pool-a")
+	if _, err := f.client.SetPartitions(f.ctx, "orders", 2, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		f.enqueue("work", jobs.Queue("orders"), jobs.OperationID(fmt.Sprint("op-", i)))
+	}
+	if err := l.status.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	pending := f.metrics.Jobs.WithLabelValues("orders", string(jobs.Pending))
+	if v := testutil.ToFloat64(pending); v != n {
+		t.Fatalf("fencedq_jobs{queue=\"orders\",state=\"pending\"} = %v, want %d", v, n)
+	}
+	parts := ledger.PartitionNames("orders", 2)
+	for _, p := range parts {
+		if v := testutil.ToFloat64(f.metrics.PartitionJobs.WithLabelValues("orders", p, string(jobs.Pending))); v == 0 {
+			t.Fatalf("partition %s holds no job: the test needs both", p)
+		}
+	}
+	if err := f.rdb.Set(f.ctx, f.ledger.StateKey(parts[0], jobs.Review), "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.status.runOnce(f.ctx, leader); err != nil {
+		t.Fatalf("one broken partition failed the pass: %v", err)
+	}
+	if v := testutil.ToFloat64(pending); v != n {
+		t.Fatalf("with partition %s unreadable, fencedq_jobs{queue=\"orders\",state=\"pending\"} = %v, want the last full count %d", parts[0], v, n)
+	}
+	if !f.logged("maintenance pass failed on one queue", `"service":"status"`, `"queue":"`+parts[0]+`"`) {
+		t.Fatal("the broken partition was not logged")
+	}
+}
+
+// TestStatusPartitionGaugesAfterGoingBackToOnePartition: a queue set back
+// to one partition runs on its own name again while its earlier partitions
+// drain; the queue's own name keeps its partition gauge up to date beside
+// theirs, instead of the count it had when it was last one partition among
+// several.
+func TestStatusPartitionGaugesAfterGoingBackToOnePartition(t *testing.T) {
+	f := newFixture(t)
+	l := f.leader(f.config())
+	leader := f.lead("pool-a")
+	f.enqueue("work", jobs.Queue("orders"))
+	if _, err := f.client.SetPartitions(f.ctx, "orders", 2, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.status.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	own := f.metrics.PartitionJobs.WithLabelValues("orders", "orders", string(jobs.Pending))
+	if v := testutil.ToFloat64(own); v != 1 {
+		t.Fatalf("fencedq_partition_jobs{partition=\"orders\",state=\"pending\"} = %v while partitioned, want 1", v)
+	}
+	if _, err := f.client.SetPartitions(f.ctx, "orders", 1, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	f.enqueue("work", jobs.Queue("orders"))
+	f.enqueue("work", jobs.Queue("orders"))
+	if err := l.status.runOnce(f.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(own); v != 3 {
+		t.Fatalf("fencedq_partition_jobs{partition=\"orders\",state=\"pending\"} = %v back on one partition, want 3", v)
 	}
 }
