@@ -35,10 +35,18 @@ func (p *Pool) refreshPartitions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The registry's names by logical queue, so each queue's layout reads
+	// its own (Physical over the whole registry per queue is quadratic:
+	// seconds over thousands of queues).
+	byLogical := make(map[string][]string, len(qs))
+	for _, n := range registered {
+		l := ledger.Logical(n)
+		byLogical[l] = append(byLogical[l], n)
+	}
 	names := make(map[string][]string, len(qs))
 	var layout []string
 	for i, q := range qs {
-		names[q] = ledger.Physical(q, counts[i], registered)
+		names[q] = ledger.Physical(q, counts[i], byLogical[q])
 		layout = append(layout, ledger.PartitionNames(q, counts[i])...)
 	}
 	pt := &p.parts

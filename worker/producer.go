@@ -12,6 +12,7 @@ import (
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/redis/go-redis/v9"
 )
 
 // registerEvery is how often a running pool adds its queues to the queue
@@ -48,10 +49,11 @@ func (p *Pool) produce(ctx, work context.Context) {
 	qs := newQueueSet(p.parts.weights(p.cfg.Queues), p.cfg.StrictPriority)
 	wake, stopSub := p.subscribeFor(ctx, qs)
 	defer func() { stopSub() }()
+	p.announce(ctx)
+	p.firstLook(ctx, qs)
 	backoff := time.Duration(0)
 	lastRegister := time.Now()
 	lastLook := time.Now()
-	p.announce(ctx)
 	for ctx.Err() == nil {
 		free := cap(p.slots) - len(p.slots)
 		if free == 0 {
@@ -70,6 +72,7 @@ func (p *Pool) produce(ctx, work context.Context) {
 				stopSub()
 				qs = newQueueSet(p.parts.weights(p.cfg.Queues), p.cfg.StrictPriority)
 				wake, stopSub = p.subscribeFor(ctx, qs)
+				p.firstLook(ctx, qs)
 			}
 		}
 		if time.Since(lastLook) >= p.cfg.FetchPollInterval {
@@ -179,6 +182,21 @@ func (p *Pool) subscribe(ctx context.Context, qs *queueSet) <-chan struct{} {
 		channels = append(channels, ch)
 	}
 	sub := p.rdb.Subscribe(ctx, channels...)
+	// Wait for Redis to confirm the subscription (one SUBSCRIBE: once its
+	// first channel is confirmed, every channel is), so the first look that
+	// follows and the wake-ups between them miss no job. Without it, a job
+	// enqueued just after the look was found only by the next idle look.
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.LeaseTTL)
+	first, err := sub.Receive(rctx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		p.log.Warn("subscribing to the queues' wake-ups failed; the idle look finds their jobs meanwhile", "error", err)
+	}
+	if m, ok := first.(*redis.Message); ok {
+		if i, ok := byChannel[m.Channel]; ok {
+			qs.wake(i)
+		}
+	}
 	go func() {
 		<-ctx.Done()
 		_ = sub.Close()
@@ -195,6 +213,32 @@ func (p *Pool) subscribe(ctx context.Context, qs *queueSet) <-chan struct{} {
 		}
 	}()
 	return wake
+}
+
+// firstLook replaces a new queue set's "every queue due" with what one
+// look at every queue shows (Ledger.ArmAndFirstDue: one pipelined round
+// trip that arms each queue's wake-ups, then reads its earliest due time),
+// so a starting pool claims only the queues with due jobs instead of each
+// queue in turn (over 5 000 queues, 49 s before its first job). The look
+// comes after the subscription is confirmed, so a job enqueued meanwhile is
+// seen by one or the other. When the look fails, every queue stays due.
+func (p *Pool) firstLook(ctx context.Context, qs *queueSet) {
+	dueIn, err := p.ledger.ArmAndFirstDue(ctx, qs.allNames())
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("the first look at the queues failed; claiming each", "error", err)
+		}
+		return
+	}
+	now := time.Now() // counted from the reply's arrival (see lookIdle)
+	for i, d := range dueIn {
+		if d >= 0 {
+			qs.setDue(i, now.Add(d), true)
+		} else {
+			qs.setDue(i, time.Time{}, false)
+		}
+	}
+	p.hooks.looked.Signal(len(dueIn))
 }
 
 // lookIdle reads the earliest due time of every queue not known to be due

@@ -53,7 +53,7 @@ type keyedQueue struct {
 }
 
 // newQueueSet returns the set of queues (name → priority), every queue due
-// at once, so a starting pool claims each once.
+// at once (the pool's first look then tells which are).
 func newQueueSet(queues map[string]int, strict bool) *queueSet {
 	s := &queueSet{strict: strict, wokenFlag: make([]bool, len(queues))}
 	for name, w := range queues {
@@ -191,6 +191,15 @@ func (s *queueSet) next() (time.Time, bool) {
 		}
 	}
 	return at, found
+}
+
+// allNames returns the names of every queue, by index.
+func (s *queueSet) allNames() []string {
+	out := make([]string, len(s.queues))
+	for i := range s.queues {
+		out[i] = s.queues[i].name
+	}
+	return out
 }
 
 // notDue returns the names of the queues not due at now, and their indexes;

@@ -25,7 +25,16 @@ const maxDueIn = 24 * time.Hour
 // too, so an idle pool's claim soon checks it for a rewind (a plain read may
 // come from a lagging replica: the claim is what decides).
 func (l *Ledger) FirstDue(ctx context.Context, queues []string) ([]time.Duration, error) {
-	return l.first(ctx, queues, 0, true, "")
+	return l.first(ctx, queues, 0, true, false, "")
+}
+
+// ArmAndFirstDue is FirstDue after setting each queue's idle flag, in the
+// same round trip: the next enqueue into any of them publishes a wake-up,
+// as after a claim that found nothing due. A starting pool subscribes, then
+// calls it, and misses no job without claiming every queue to arm their
+// wake-ups. A flag set on a queue with due jobs costs one spare wake-up.
+func (l *Ledger) ArmAndFirstDue(ctx context.Context, queues []string) ([]time.Duration, error) {
+	return l.first(ctx, queues, 0, true, true, "")
 }
 
 // FirstDeadline tells, for each queue, how long until the earliest lease
@@ -36,7 +45,7 @@ func (l *Ledger) FirstDue(ctx context.Context, queues []string) ([]time.Duration
 // round trip of plain reads: the maintenance leader's expirer calls Expire
 // only on the queues it shows due.
 func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader lease.Token) ([]time.Duration, error) {
-	return l.first(ctx, queues, 1, false, leader.String())
+	return l.first(ctx, queues, 1, false, false, leader.String())
 }
 
 // FirstUncertain tells, for each queue, how long until its earliest
@@ -44,14 +53,15 @@ func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader leas
 // in one pipelined round trip of plain reads like FirstDue: the
 // maintenance leader's resolver reads only the queues it shows due.
 func (l *Ledger) FirstUncertain(ctx context.Context, queues []string) ([]time.Duration, error) {
-	return l.first(ctx, queues, 2, false, "")
+	return l.first(ctx, queues, 2, false, false, "")
 }
 
 // first reads the earliest score of the index KEYS[index+1] of each queue,
 // as a wait from the namespace's time (readNow); withSeq makes a queue whose write sequence
 // reads behind what this ledger saw show as due, and a leader token one
-// whose recorded leader token differs.
-func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq bool, leader string) ([]time.Duration, error) {
+// whose recorded leader token differs; arm sets each queue's idle flag
+// before the reads.
+func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq, arm bool, leader string) ([]time.Duration, error) {
 	if len(queues) == 0 {
 		return nil, nil
 	}
@@ -63,6 +73,9 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq 
 	clocks := make([]*redis.SliceCmd, len(queues))
 	for i, q := range queues {
 		keys := l.layoutOf(q).keys
+		if arm {
+			pipe.Set(ctx, keys[11], "1", 0)
+		}
 		firsts[i] = pipe.ZRangeWithScores(ctx, keys[index], 0, 0)
 		clocks[i] = pipe.HMGet(ctx, keys[12], "clk", "coff", "cat")
 		if withSeq {
