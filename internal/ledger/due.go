@@ -71,13 +71,21 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq,
 	seqs := make([]*redis.SliceCmd, len(queues))
 	leaders := make([]*redis.StringCmd, len(queues))
 	clocks := make([]*redis.SliceCmd, len(queues))
+	clockOf := map[string]*redis.SliceCmd{}
 	for i, q := range queues {
 		keys := l.layoutOf(q).keys
 		if arm {
 			pipe.Set(ctx, keys[11], "1", 0)
 		}
 		firsts[i] = pipe.ZRangeWithScores(ctx, keys[index], 0, 0)
-		clocks[i] = pipe.HMGet(ctx, keys[12], "clk", "coff", "cat")
+		// One read per clock record: outside a Cluster every queue shares
+		// the namespace's.
+		if c, ok := clockOf[keys[12]]; ok {
+			clocks[i] = c
+		} else {
+			clocks[i] = pipe.HMGet(ctx, keys[12], "clk", "coff", "cat")
+			clockOf[keys[12]] = clocks[i]
+		}
 		if withSeq {
 			seqs[i] = pipe.HMGet(ctx, keys[7], "seq", "hist", "tenure")
 		}
