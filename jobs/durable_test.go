@@ -21,7 +21,7 @@ import (
 // must hold each enqueue.
 func durableConfig(t *testing.T, f *redistest.Failover) jobs.Config {
 	return jobs.Config{Namespace: redistest.Namespace(t), Sentinel: f.ClientOptions(),
-		Durability: jobs.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}}
+		Durability: jobs.Durability{Replicas: 1, Timeout: time.Second}} // ample on a loaded machine; the cut cases wait it out
 }
 
 // pending counts q's pending jobs as seen through rdb's server.
@@ -215,7 +215,7 @@ func TestDurableOnClusterFailsOnlyTheCutNodesEnqueues(t *testing.T) {
 	rdb := cl.Client()
 	ns := redistest.Namespace(t)
 	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns,
-		Durability: jobs.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}})
+		Durability: jobs.Durability{Replicas: 1, Timeout: time.Second}}) // ample on a loaded machine
 	queues := make([]string, len(cl.Nodes)) // one queue on each master
 	for n := 0; slices.Contains(queues, ""); n++ {
 		q := fmt.Sprintf("q%d", n)

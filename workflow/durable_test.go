@@ -24,7 +24,7 @@ func TestDurableWorkflowRetryIsAcknowledgedOnlyOnTheReplica(t *testing.T) {
 	ctx := context.Background()
 	f := redistest.StartFailover(t, redistest.FailoverOptions{})
 	cfg := jobs.Config{Namespace: redistest.Namespace(t), Sentinel: f.ClientOptions(),
-		Durability: jobs.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}}
+		Durability: jobs.Durability{Replicas: 1, Timeout: time.Second}} // ample on a loaded machine; the cut cases wait it out
 	c := jobs.NewClient(f.Client(), cfg)
 	onReplica := jobs.NewClient(f.Replica.Client(), jobs.Config{Namespace: cfg.Namespace})
 
@@ -86,7 +86,7 @@ func TestDurableRetriedWorkflowIsResubmittedAfterALoss(t *testing.T) {
 	f := redistest.StartFailover(t, redistest.FailoverOptions{})
 	rdb := f.Client()
 	cfg := jobs.Config{Namespace: redistest.Namespace(t), Sentinel: f.ClientOptions(),
-		Durability: jobs.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}}
+		Durability: jobs.Durability{Replicas: 1, Timeout: time.Second}} // ample on a loaded machine; the cut cases wait it out
 	c := jobs.NewClient(rdb, cfg)
 
 	if _, err := workflow.Enqueue(ctx, c, diamond(), workflow.OperationID("kept")); err != nil {
