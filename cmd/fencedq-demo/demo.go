@@ -875,7 +875,11 @@ func (s *stagingStore) Transfer(ctx context.Context, f fence.Fence, t bank.Trans
 			return fmt.Errorf("the bank did not answer: %w", ctx.Err())
 		}
 	case memoSlowAck:
-		err := s.Store.Transfer(ctx, f, t)
+		// Storage accepts the write whatever the caller's deadline (on a
+		// loaded machine the write itself can outlast the job's 300 ms
+		// timeout: cancelled with it, it would be a transfer never made,
+		// which the reconciler rightly re-runs), then answers late.
+		err := s.Store.Transfer(context.WithoutCancel(ctx), f, t)
 		if err != nil {
 			return err
 		}
