@@ -81,3 +81,44 @@ func drain(b *testing.B, rdb redis.UniversalClient, d jobs.Durability, queues in
 }
 
 func queueName(i int) string { return "q" + strconv.Itoa(i) }
+
+// BenchmarkStartOverManyQueues measures how long a pool over 1 000 and
+// 5 000 idle queues takes from Run to the end of a job enqueued into its
+// last queue just after it started (the first look arms every queue's
+// wake-ups: see ARCHITECTURE.md, queue selection).
+func BenchmarkStartOverManyQueues(b *testing.B) {
+	rdb := redistest.Start(b, redistest.Options{}).Client()
+	for _, n := range []int{1000, 5000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			qs := map[string]int{}
+			for i := range n {
+				qs[queueName(i)] = 1
+			}
+			for range b.N {
+				ns := redistest.Namespace(b)
+				client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+				p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}, Queues: qs,
+					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ran := make(chan struct{})
+				_ = worker.Register(p, jobs.WorkFunc[echoArgs](func(context.Context, *jobs.Job[echoArgs]) error {
+					close(ran)
+					return nil
+				}))
+				ctx, stop := context.WithCancel(context.Background())
+				finished := make(chan struct{})
+				go func() { _ = p.Run(ctx); close(finished) }()
+				if _, err := client.Enqueue(ctx, echoArgs{}, jobs.Queue(queueName(n-1))); err != nil {
+					b.Fatal(err)
+				}
+				<-ran
+				b.StopTimer()
+				stop()
+				<-finished
+				b.StartTimer()
+			}
+		})
+	}
+}
