@@ -96,6 +96,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 		Malformed:      errors.Is(err, errMalformed),
 		Lost:           errors.Is(cause, lease.ErrLost),
 		LostCause:      cause,
+		Cause:          cause,
 		Cancelled:      errors.Is(cause, errCancelled),
 		TimedOut:       errors.Is(ctx.Err(), context.DeadlineExceeded),
 		RetryOnTimeout: retriesOnTimeout(t, next),
@@ -128,7 +129,16 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	}
 	if !com.Applied {
 		b.metrics.Fenced.WithLabelValues(ledger.Logical(c.Queue), metrics.StageCommit).Inc()
-		log.Warn("stale outcome refused by the ledger: a newer attempt owns the job",
+		why := "a newer attempt owns the job"
+		switch {
+		case com.State == "missing" || com.State == "corrupt": // complete.lua's words for no or no job's state
+			why = "the job's record is gone or corrupt"
+		case com.Current == c.Token:
+			// No attempt ran since: the job left running under this
+			// token (its lease expired: uncertain, maybe reconciled).
+			why = "the job left running under this attempt's token before the commit (its lease expired) and no newer attempt ran"
+		}
+		log.Warn("stale outcome refused by the ledger: "+why,
 			"job_state", com.State, "current_token", com.Current.String(), "outcome", outcome.To, "error", errText(err))
 		if com.State == "missing" && outcome.To != jobs.Succeeded && outcome.To != jobs.Cancelled {
 			// The job vanished under a failed (or uncertain) attempt:
@@ -149,7 +159,10 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 		// and leave the job running or uncertain with nothing to deliver
 		// it again. The task's next delivery finds the job busy, final,
 		// or expired and reconciled first.
-		return fmt.Errorf("%w: job %s is %s under token %s", ErrSuperseded, c.ID, com.State, com.Current)
+		if com.Current == c.Token {
+			return fmt.Errorf("%w: job %s is %s under this attempt's token %s (its lease expired before the commit)", ErrSuperseded, c.ID, com.State, com.Current)
+		}
+		return fmt.Errorf("%w: job %s is %s under a newer attempt's token %s", ErrSuperseded, c.ID, com.State, com.Current)
 	}
 	b.metrics.Completed.WithLabelValues(ledger.Logical(c.Queue), kind, string(com.State)).Inc()
 	b.metrics.Duration.WithLabelValues(ledger.Logical(c.Queue), kind, string(com.State)).Observe(elapsed.Seconds())

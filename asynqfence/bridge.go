@@ -67,11 +67,14 @@ var (
 	// ErrReview means the job is held for an operator's decision; it wraps
 	// asynq.SkipRetry, so asynq archives the task.
 	ErrReview = errors.New("asynqfence: job held for review")
-	// ErrSuperseded means the ledger refused the delivery's outcome: another
-	// attempt's token owns the job, which is not finished. asynq keeps the
-	// task and delivers it again; that delivery finds the job final, busy,
-	// or expired and reconciles it before anything runs.
-	ErrSuperseded = errors.New("asynqfence: a newer attempt owns the unfinished job")
+	// ErrSuperseded means the ledger refused the delivery's outcome while
+	// the job is not finished: another attempt's token owns it, or the
+	// delivery's lease expired before the commit and the job left running
+	// under its token (uncertain, maybe reconciled since; the wrapped text
+	// says which). asynq keeps the task and delivers it again; that
+	// delivery finds the job final, busy, or expired and reconciles it
+	// before anything runs.
+	ErrSuperseded = errors.New("asynqfence: the ledger refused the outcome of the unfinished job")
 	// ErrGone means the ledger no longer holds the job of an attempt that
 	// failed or ended uncertain (a Redis that came back with older data
 	// lost it): asynq keeps the task and delivers it again, and that

@@ -683,3 +683,74 @@ func TestWorkOfADuplicate(t *testing.T) {
 		t.Errorf("Work of a known operation id: failure %q, want it to name job %s and the operation id", msg, known.JobID)
 	}
 }
+
+// TestWorkJobWhoseHandlerFailsTheTestAfterItsDeadline: a handler that
+// calls t.Fatal (runtime.Goexit) once its deadline passed ends the job
+// uncertain (its effect may have happened), as a pool commits it, not as
+// a retry.
+func TestWorkJobWhoseHandlerFailsTheTestAfterItsDeadline(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	res, err := client.Enqueue(ctx, debit{Account: "a2", Cents: 5}, jobs.Timeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := failure(t, func(tb testing.TB) {
+		fencedqtest.WorkJob(ctx, tb, env, jobs.WorkFunc[debit](func(ctx context.Context, _ *jobs.Job[debit]) error {
+			<-ctx.Done()
+			tb.Fatal("the debit timed out")
+			return nil
+		}), res.Queue, res.JobID)
+	})
+	if msg != "the debit timed out" {
+		t.Fatalf("failure %q", msg)
+	}
+	rec, err := client.Inspector().Get(ctx, res.Queue, res.JobID)
+	if err != nil || rec.State != jobs.Uncertain {
+		t.Fatalf("record %+v (%v): want uncertain, as a pool leaves it", rec, err)
+	}
+}
+
+// TestWorkJobWatchesForAnOperatorsCancel: an operator who cancels a job
+// while WorkJob runs its handler cancels the handler's context, as a
+// pool's renewal does, with a cause saying so; a handler that stops and
+// returns its context's error, or its context's cause marked permanent,
+// ends the job cancelled (the operator's intent), not retried or dead.
+func TestWorkJobWatchesForAnOperatorsCancel(t *testing.T) {
+	for name, stop := range map[string]func(ctx context.Context) error{
+		"context error":             func(ctx context.Context) error { return ctx.Err() },
+		"permanent context cause":   func(ctx context.Context) error { return jobs.Permanent(context.Cause(ctx)) },
+		"permanent context error":   func(ctx context.Context) error { return jobs.Permanent(ctx.Err()) },
+		"an error of its own":       func(context.Context) error { return errors.New("stopped") },
+		"a wrapped permanent cause": func(ctx context.Context) error { return fmt.Errorf("charge: %w", jobs.Permanent(context.Cause(ctx))) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			env, client := newEnv(t)
+			ctx := context.Background()
+			res, err := client.Enqueue(ctx, email{To: "ada@example.com"}, jobs.Timeout(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cancelled := make(chan error, 1)
+			var cause error
+			r := fencedqtest.WorkJob(ctx, t, env, jobs.WorkFunc[email](func(ctx context.Context, j *jobs.Job[email]) error {
+				go func() {
+					_, err := client.Cancel(context.Background(), j.Queue, j.ID, "alice", "customer withdrew")
+					cancelled <- err
+				}()
+				<-ctx.Done() // the job's deadline is an hour away: only the cancel ends this
+				cause = context.Cause(ctx)
+				return stop(ctx)
+			}), res.Queue, res.JobID)
+			if err := <-cancelled; err != nil {
+				t.Fatal(err)
+			}
+			if r.Outcome != worker.OutcomeCancelled || r.Record.State != jobs.Cancelled || r.Record.CancelledBy == "" {
+				t.Fatalf("%s (reason %q, error %v): want the job cancelled", r.Outcome, r.Record.Reason, r.Err)
+			}
+			if cause == nil || errors.Is(cause, context.Canceled) || !strings.Contains(cause.Error(), "cancelled by an operator") {
+				t.Fatalf("the handler's context's cause is %v, want one saying an operator cancelled the job", cause)
+			}
+		})
+	}
+}

@@ -70,10 +70,14 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // Reconcile method or RetryOnTimeout on w, and an effect log given to New,
 // count as they do in a pool; an effect another job applied is named in
 // the reason as a pool names it). A retry is due at once, so a second WorkJob
-// runs the next attempt. A ctx that ends while the handler runs cuts it off
+// runs the next attempt. An operator's cancel of the job while the handler
+// runs cancels its context, as a pool's renewal does (within 50ms,
+// sooner where the server sends keyspace notifications): a retry then ends
+// the job cancelled. A ctx that ends while the handler runs cuts it off
 // as a pool's shutdown does: unless the handler still succeeded, the job is
 // left uncertain. A handler that ends the goroutine (t.Fatal) gets its
-// attempt committed as a pool commits it, a retry. It fails the test if the job is not a pending job of T's
+// attempt committed as a pool commits it: a retry, or uncertain once its
+// deadline passed or ctx ended. It fails the test if the job is not a pending job of T's
 // kind, or if T cannot encode as a JSON object (worker.Register refuses it).
 func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], queue, id string) *Result {
 	tb.Helper()
@@ -116,8 +120,11 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		tok = held.Token
 	}
 	deadline := time.Now().Add(timeout)
-	hctx, cancel := context.WithDeadline(ctx, deadline)
+	actx, cancelAttempt := context.WithCancelCause(ctx)
+	defer cancelAttempt(nil)
+	hctx, cancel := context.WithDeadline(actx, deadline)
 	defer cancel()
+	stopWatch := e.watchCancel(actx, c, cancelAttempt)
 	hctx = fence.NewContext(hctx, fence.Fence{Resource: resource, Token: tok, Owner: owner, OperationID: c.OperationID})
 	hctx = lease.NewContext(hctx, &lease.Lease{Resource: resource, Owner: owner, Token: tok, Deadline: c.Deadline})
 	hctx, endAttempt := ledger.WithAttempt(hctx, e.ledger, c.Queue, c.ID, c.Token)
@@ -125,30 +132,38 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		ID: c.ID, Kind: c.Kind, Queue: c.Queue, OperationID: c.OperationID, Attempt: c.Attempt, MaxRetries: c.MaxRetries,
 		Resource: resource, Token: tok, Owner: owner, Deadline: deadline, Headers: c.Headers,
 	}
+	// endOf is how the call ended with err, by the pool's rules.
+	_, reconciles := w.(jobs.Reconciler[T])
+	endOf := func(err error, malformed bool) rules.End {
+		stopWatch()
+		cause := context.Cause(actx)
+		end := rules.End{
+			Err: err, Malformed: malformed, Reconcilable: reconciles || e.effects != nil,
+			TimedOut:  errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
+			Cancelled: errors.Is(cause, errCancelled), Cause: cause,
+		}
+		end.Output, end.OutputDisplay = ledger.OutputOf(hctx)
+		if r, ok := w.(jobs.RetryOnTimeout); ok {
+			end.RetryOnTimeout = r.RetryOnTimeout()
+		}
+		if ctx.Err() != nil {
+			// The caller's context ended mid-call, as a pool's does when it
+			// shuts down: the handler was cut off, its effect unknown.
+			end.Shutdown = "the caller's context ended mid-call"
+		}
+		return end
+	}
 	returned := false
 	defer func() {
 		if !returned {
-			e.goexited(ctx, c, held, endAttempt)
+			endAttempt()
+			e.goexited(ctx, c, held, endOf(errGoexit, false))
 		}
 	}()
 	malformed, err := run(hctx, w, job, c.Payload)
 	returned = true
 	endAttempt()
-	_, reconciles := w.(jobs.Reconciler[T])
-	end := rules.End{
-		Err: err, Malformed: malformed, Reconcilable: reconciles || e.effects != nil,
-		TimedOut: errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
-	}
-	end.Output, end.OutputDisplay = ledger.OutputOf(hctx)
-	if r, ok := w.(jobs.RetryOnTimeout); ok {
-		end.RetryOnTimeout = r.RetryOnTimeout()
-	}
-	if ctx.Err() != nil {
-		// The caller's context ended mid-call, as a pool's does when it
-		// shuts down: the handler was cut off, its effect unknown.
-		end.Shutdown = "the caller's context ended mid-call"
-	}
-	outcome := rules.NameApplier(ctx, e.ledger, queue, id, err, rules.Decide(end))
+	outcome := rules.NameApplier(ctx, e.ledger, queue, id, err, rules.Decide(endOf(err, malformed)))
 	committed, err2 := e.ledger.Complete(context.WithoutCancel(ctx), queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: fenceOf(held), Outcome: outcome}})
 	if err2 != nil {
 		tb.Fatalf("fencedqtest: job %s: committing the outcome: %v", id, err2)
@@ -202,16 +217,56 @@ func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T]
 	return false, err
 }
 
+// errCancelled is the cause given to an inline handler's context when an
+// operator cancels its running job.
+var errCancelled = errors.New("fencedqtest: job cancelled by an operator")
+
+// watchCancel cancels ctx, the context of the attempt of c, with
+// errCancelled once an operator asks to cancel the job, as a pool's
+// renewal does. It reads the job when a keyspace notification says its
+// record changed and every pollEvery otherwise; stop ends the watch and
+// waits for it (safe to call more than once).
+func (e *Env) watchCancel(ctx context.Context, c *ledger.Claimed, cancel context.CancelCauseFunc) (stop func()) {
+	wctx, end := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wake := e.notifications(wctx, e.ledger.JobKey(c.Queue, c.ID))
+		tick := time.NewTicker(pollEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-wake:
+			case <-tick.C:
+			}
+			// Asked to stop while this attempt's token runs the job, as a
+			// renewal reads it.
+			rec, err := e.ledger.Get(wctx, c.Queue, c.ID)
+			if err == nil && rec.State == jobs.Running && rec.Token == c.Token && rec.CancelledBy != "" {
+				cancel(errCancelled)
+				return
+			}
+		}
+	}()
+	return func() {
+		end()
+		<-done
+	}
+}
+
 // errGoexit is the error of an inline attempt whose handler ended the
 // goroutine (runtime.Goexit: t.FailNow, t.Fatal) instead of returning.
 var errGoexit = errors.New("handler called runtime.Goexit (t.FailNow, t.Fatal) instead of returning")
 
 // goexited commits the attempt of c whose handler ended the test's
-// goroutine instead of returning, as a pool commits it: a retry (due at
-// once), so the job is not left running for the tests after this one.
-func (e *Env) goexited(ctx context.Context, c *ledger.Claimed, held *lease.Lease, endAttempt func()) {
-	endAttempt()
-	outcome := rules.Decide(rules.End{Err: errGoexit})
+// goroutine instead of returning, as a pool commits it (end: how the call
+// ended): a retry (due at once), or uncertain when its deadline had passed
+// or the caller's context ended mid-call, so the job is not left running
+// for the tests after this one.
+func (e *Env) goexited(ctx context.Context, c *ledger.Claimed, held *lease.Lease, end rules.End) {
+	outcome := rules.Decide(end)
 	_, _ = e.ledger.Complete(context.WithoutCancel(ctx), c.Queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: fenceOf(held), Outcome: outcome}})
 }
 

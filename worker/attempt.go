@@ -54,7 +54,7 @@ type attempt struct {
 	handled    bool         // the handler returned handlerErr
 	callOver   bool         // the handler's call, middleware included, ended: next refuses
 	handlerErr error
-	start      time.Time // when the attempt's call (resource lease, handler) started
+	start      time.Time // when the handler's call started (set by begin)
 	// exitEnd is how the handler's call ended when its goroutine ended
 	// (runtime.Goexit) in the call, read while the handler's context still
 	// told (see goexited); exitAfter says the handler had returned, so a
@@ -111,6 +111,23 @@ func (a *attempt) keptHandlerEnd() (end *rules.End, after bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.exitEnd, a.exitAfter
+}
+
+// begin records that the handler's call starts now.
+func (a *attempt) begin() {
+	a.mu.Lock()
+	a.start = time.Now()
+	a.mu.Unlock()
+}
+
+// ranFor is how long the handler's call has run (0: not started).
+func (a *attempt) ranFor() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.start.IsZero() {
+		return 0
+	}
+	return time.Since(a.start)
 }
 
 // endCall records that the handler's call, middleware included, ended.

@@ -138,7 +138,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	}
 
 	var end rules.End
-	a.start = time.Now()
+	a.begin()
 	switch {
 	case h == nil && jobs.ValidateKind(c.Kind) != nil:
 		// No Kind method returns it (a record edited by hand): no pool
@@ -186,7 +186,7 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 	if end.Malformed {
 		p.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonMalformed).Inc()
 	}
-	a.fin = finished{a: a, outcome: outcome, err: end.Err, elapsed: time.Since(a.start), kind: kind}
+	a.fin = finished{a: a, outcome: outcome, err: end.Err, elapsed: a.ranFor(), kind: kind}
 	return &a.fin
 }
 

@@ -196,6 +196,7 @@ func (p *Pool) endOf(a *attempt, h *handler, hctx context.Context, deadline time
 		Malformed:      errors.Is(err, errMalformed),
 		Lost:           errors.Is(cause, lease.ErrLost),
 		LostCause:      cause,
+		Cause:          cause,
 		Cancelled:      a.cancelledByOperator(),
 		TimedOut:       errors.Is(hctx.Err(), context.DeadlineExceeded) && !time.Now().Before(deadline),
 		RetryOnTimeout: h.retryOnTimeout,

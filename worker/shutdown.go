@@ -98,7 +98,8 @@ func (s *unsettledSet) err() error {
 // abandon gives up on the handlers still running once the shutdown
 // timeout and the wait after cancelling their contexts passed: each
 // attempt is recorded uncertain under its own token (the completer
-// commits it before Run returns), counted and named in Run's error.
+// commits it before Run returns, its duration the time the handler ran
+// until then), counted and named in Run's error.
 // A handler that returns later has its result committed only if its
 // token still runs the job (completer.add).
 func (p *Pool) abandon() []string {
@@ -111,7 +112,7 @@ func (p *Pool) abandon() []string {
 		kind := p.kindLabel(a.job.Kind)
 		p.metrics.Abandoned.WithLabelValues(ledger.Logical(a.job.Queue), kind).Inc()
 		p.unsettled.add(a, UnsettledAbandoned)
-		p.completer.add(&finished{a: a, kind: kind, err: errShutdown, outcome: ledger.Outcome{
+		p.completer.add(&finished{a: a, kind: kind, err: errShutdown, elapsed: a.ranFor(), outcome: ledger.Outcome{
 			To: jobs.Uncertain, Error: errShutdown.Error(),
 			Reason: "worker shut down with the handler still running: abandoned",
 		}})

@@ -28,6 +28,7 @@ type End struct {
 	Cancelled      bool   // an operator asked to cancel the job
 	TimedOut       bool   // the handler's deadline passed
 	Shutdown       string // non-empty when the runner cancelled the call: the reason shown
+	Cause          error  // the cause the runner gave the call's context when it cut it short (nil: none)
 	RetryOnTimeout bool   // the kind's effects are safe to repeat after a timeout
 	Reconcilable   bool   // the kind has Reconcile, or an effect log answers for it
 	// Output and OutputDisplay are what the handler recorded
@@ -44,12 +45,14 @@ func IsTimeout(err error) bool {
 }
 
 // interruptedBy reports whether err is the end of the call's context (a
-// cancellation or a timeout) after the call was cut short (its lease lost,
-// its deadline passed, an operator cancelled it, the runner shutting
-// down): marked permanent or not, it says only that the handler stopped,
-// not that its effect did not happen or that the job failed.
+// cancellation, a timeout, or the cause the runner gave it) after the call
+// was cut short (its lease lost, its deadline passed, an operator
+// cancelled it, the runner shutting down): marked permanent or not, it
+// says only that the handler stopped, not that its effect did not happen
+// or that the job failed.
 func (e End) interruptedBy(err error) bool {
-	return (e.Lost || e.TimedOut || e.Cancelled || e.Shutdown != "") && (errors.Is(err, context.Canceled) || IsTimeout(err))
+	return (e.Lost || e.TimedOut || e.Cancelled || e.Shutdown != "") &&
+		(errors.Is(err, context.Canceled) || IsTimeout(err) || e.Cause != nil && errors.Is(err, e.Cause))
 }
 
 // Decide maps how an attempt ended to the outcome to commit. Only a proven

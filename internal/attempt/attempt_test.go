@@ -39,6 +39,8 @@ func TestDecide(t *testing.T) {
 		{"a permanent context error after a lost lease", End{Err: jobs.Permanent(context.Canceled), Lost: true}, jobs.Uncertain, "lease lost mid-call"},
 		{"a permanent context error at shutdown", End{Err: jobs.Permanent(context.Canceled), Shutdown: "worker shut down mid-call"}, jobs.Uncertain, "worker shut down mid-call"},
 		{"a permanent context error after an operator's cancel", End{Err: jobs.Permanent(context.Canceled), Cancelled: true}, jobs.Pending, ""},
+		{"a permanent context cause after an operator's cancel", End{Err: jobs.Permanent(boom), Cancelled: true, Cause: boom}, jobs.Pending, ""},
+		{"a permanent context cause after a lost lease", End{Err: jobs.Permanent(lease.ErrLost), Lost: true, Cause: lease.ErrLost}, jobs.Uncertain, "lease lost mid-call"},
 		{"a permanent error of its own after the deadline", End{Err: jobs.Permanent(boom), TimedOut: true}, jobs.Dead, "permanent error"},
 		{"lease lost mid-call", End{Err: boom, Lost: true, LostCause: lease.ErrLost}, jobs.Uncertain, "lease lost mid-call: " + lease.ErrLost.Error()},
 		{"cancelled by an operator", End{Err: boom, Cancelled: true}, jobs.Pending, ""},
