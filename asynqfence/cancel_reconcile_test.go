@@ -22,7 +22,7 @@ import (
 func TestCancelStandsWhenTheBridgeFindsTheEffectNotApplied(t *testing.T) {
 	var runs atomic.Int32
 	started := make(chan struct{}, 1)
-	opts := asynqfence.Options{WorkerID: "in-process", LeaseTTL: 300 * time.Millisecond,
+	opts := asynqfence.Options{WorkerID: "in-process", LeaseTTL: 3 * time.Second, // the cancel must find the attempt still running on a loaded machine
 		Reconcile: func(string) asynqfence.ReconcileFunc {
 			return func(context.Context, *jobs.Record) (jobs.Verdict, error) { return jobs.NotApplied, nil }
 		}}
