@@ -246,7 +246,7 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	// with older data): logged, recorded and counted.
 	b.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention,
 		Sentinel: cfg.Sentinel, Logger: b.log, Name: opts.WorkerID, Durability: durable.Options(cfg.Durability),
-		OnRewind: func(r ledger.Rewind) { b.metrics.Rewinds.WithLabelValues(ledger.Logical(r.Queue)).Inc() }})
+		OnRewind: func(r ledger.Rewind) { b.metrics.CountRewind(ledger.Logical(r.Queue), b.ledger.LossID(r)) }})
 	return b, nil
 }
 

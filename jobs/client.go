@@ -199,7 +199,7 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 	c.log = lc.Logger
 	lc.Recent = cfg.recent()
 	lc.OnRewind = func(r Rewind) {
-		c.m.Rewinds.WithLabelValues(ledger.Logical(r.Queue)).Inc()
+		c.m.CountRewind(ledger.Logical(r.Queue), c.ledger.LossID(r))
 		if cfg.ResubmitOnRewind {
 			c.resubmitInBackground()
 		}

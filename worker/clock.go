@@ -37,9 +37,7 @@ func (p *Pool) watchClock(ctx context.Context, leader *maintenance.Leader) {
 			p.checkEviction(ctx)
 		}
 		p.measureClock(ctx)
-		if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil && ctx.Err() == nil {
-			p.log.Warn("heartbeat failed", "error", err)
-		}
+		p.heartbeat(ctx)
 		if leader != nil {
 			if err := leader.Resubmit(ctx); err != nil && ctx.Err() == nil {
 				p.log.Warn("re-submitting the maintenance leader's enqueues lost in a ledger rewind failed; tried again at the next heartbeat", "error", err)

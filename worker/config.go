@@ -149,10 +149,16 @@ type Config struct {
 	// hostname-pid-random): 1 to MaxWorkerIDLen bytes of UTF-8 without
 	// control characters, not only white space. It is part of every
 	// attempt's fence owner, which httpfence sends as a header. Give each
-	// live pool of a namespace its own: pools sharing one overwrite each
-	// other's heartbeat (the list of pools, and the kinds EnqueueRaw finds
-	// live pools running, show one of them), and the one that stops
-	// removes the other from the list until its next heartbeat.
+	// live pool of a namespace its own: Run fails with ErrDuplicateWorkerID
+	// when another pool's heartbeat of the id is refreshed while it watches
+	// it, and waits for one nobody refreshes (a crashed pool's) to lapse,
+	// within 15 s; a pool whose heartbeat replaces
+	// another pool's (two started at once) logs it at error level and
+	// counts it (fencedq_worker_id_conflicts_total) at every heartbeat:
+	// pools sharing one overwrite each other's heartbeat (the list of
+	// pools, and the kinds EnqueueRaw finds live pools running, show one of
+	// them), and the one that stops removes the other from the list until
+	// its next heartbeat.
 	WorkerID string
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/argtype"
@@ -40,6 +41,14 @@ var ErrNilWorker = errors.New("worker: nil worker")
 // that failed to start (it returned an error before claiming anything)
 // leaves the pool as it was: Run may be called again.
 var ErrRunning = errors.New("worker: pool is running or has run (a pool runs once: build another with NewPool)")
+
+// ErrDuplicateWorkerID means Run found a live heartbeat of the pool's
+// WorkerID from another pool (another process, or another Pool of this
+// one): one refreshed while Run watched it. Each live pool needs its own
+// WorkerID. The heartbeat of a pool that stopped is gone at once; Run
+// waits for one of a pool that crashed to lapse (within three heartbeat
+// intervals, 15 s) and then starts.
+var ErrDuplicateWorkerID = errors.New("worker: another live pool has this WorkerID (each live pool needs its own)")
 
 // errMalformed marks a payload that does not decode into the kind's args.
 var errMalformed = errors.New("worker: malformed payload")
@@ -69,7 +78,10 @@ type Pool struct {
 	log    *slog.Logger
 	ledger *ledger.Ledger
 	leases *lease.Manager
-	margin time.Duration // the attempts' safety margin (watchdog.Margin of the config's)
+	// instance tells this pool's heartbeats from those of another pool
+	// with its WorkerID.
+	instance string
+	margin   time.Duration // the attempts' safety margin (watchdog.Margin of the config's)
 	// watchdogs holds every attempt's local deadline on one timer.
 	watchdogs watchdog.Group
 	metrics   *metrics.Set
@@ -126,12 +138,13 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 		stopping: context.Background(), // Run's, once it runs
 
 		clockEvery: registerEvery,
+		instance:   uuid.NewString(),
 	}
 	// Every claim and completion checks the ledger for a rewind (a Redis
 	// that came back with older data): logged, recorded and counted.
 	p.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention,
 		Sentinel: cfg.Jobs.Sentinel, Logger: p.log, Name: cfg.WorkerID, Durability: durable.Options(cfg.Jobs.Durability),
-		OnRewind: func(r ledger.Rewind) { p.metrics.Rewinds.WithLabelValues(ledger.Logical(r.Queue)).Inc() }})
+		OnRewind: func(r ledger.Rewind) { p.metrics.CountRewind(ledger.Logical(r.Queue), p.ledger.LossID(r)) }})
 	p.renewer = newRenewer(p)
 	p.completer = newCompleter(p)
 	return p, nil
@@ -369,7 +382,10 @@ func (p *Pool) redisAddr(ne net.Error) string {
 // even when Redis does not answer its last calls (a call already waiting
 // for a frozen Redis when ctx ends lasts up to the Redis client's
 // ReadTimeout, 5s by default, within that bound). A ctx that ends while the pool starts (before any job is
-// claimed) makes it return nil as well. An error from its start is
+// claimed) makes it return nil as well. A heartbeat of its WorkerID from
+// another pool makes it wait until that heartbeat lapses (a crashed pool)
+// or fail, when it is refreshed meanwhile (a live pool), with an error
+// matching ErrDuplicateWorkerID naming that pool's host. An error from its start is
 // returned at once, and Run may be called again; a Redis it cannot reach
 // reads "worker: cannot reach Redis at <addr> ...: <network error>", the
 // network error kept for errors.Is and errors.As. A nil
@@ -411,6 +427,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.mu.Lock()
 	p.started = started
 	p.mu.Unlock()
+	if err := p.join(ctx); err != nil {
+		return p.startFailed(ctx, err)
+	}
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)
 	if len(p.handlers) == 0 {
 		p.log.Warn("no workers registered: every job this pool claims is put back for another pool (register them with worker.Register before Run)")
@@ -508,6 +527,88 @@ func (p *Pool) Run(ctx context.Context) error {
 	return err
 }
 
+// join publishes the pool's first heartbeat. A heartbeat of its WorkerID
+// from another pool found there is watched: refreshed (its pool is alive)
+// the start fails with ErrDuplicateWorkerID; lapsed (a pool that crashed,
+// restarted here with its WorkerID) the pool starts. A restart after a
+// crash thus waits for the old heartbeat to lapse (at most heartbeatTTL)
+// instead of failing; a live pool is told within one heartbeat interval.
+func (p *Pool) join(ctx context.Context) error {
+	for {
+		other, left, err := p.ledger.Join(ctx, p.info(), heartbeatTTL)
+		if err != nil || other == nil {
+			return err
+		}
+		left = min(left, heartbeatTTL)
+		p.log.Warn("a heartbeat of this pool's WorkerID from another pool is there: waiting for it to lapse (a pool that crashed) or be refreshed (a live one)",
+			"other_host", other.Host, "other_pid", other.PID, "lapses_within", left)
+		refreshed, err := p.watchHeartbeat(ctx, other, left+time.Second)
+		if err != nil {
+			return err
+		}
+		if refreshed {
+			p.sharedID(other, true)
+			return fmt.Errorf("%w: %q is the WorkerID of a live pool on host %s (pid %d, started %s)",
+				ErrDuplicateWorkerID, p.cfg.WorkerID, other.Host, other.PID, other.Started.Format(time.RFC3339))
+		}
+	}
+}
+
+// watchHeartbeat reads the heartbeat of the pool's WorkerID until it
+// differs from other's (refreshed: true), is gone, or bound passed (a
+// heartbeat nobody refreshes is a dead pool's: false).
+func (p *Pool) watchHeartbeat(ctx context.Context, other *jobs.PoolInfo, bound time.Duration) (refreshed bool, err error) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	end := time.Now().Add(bound)
+	for time.Now().Before(end) {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.C:
+		}
+		cur, err := p.ledger.HeartbeatOf(ctx, p.cfg.WorkerID)
+		if err != nil {
+			return false, err
+		}
+		if cur == nil {
+			return false, nil
+		}
+		if cur.Instance != other.Instance || !cur.LastHeartbeat.Equal(other.LastHeartbeat) {
+			return cur.Instance != p.instance, nil
+		}
+	}
+	return false, p.ledger.Heartbeat(ctx, p.info(), heartbeatTTL)
+}
+
+// heartbeat publishes the pool's heartbeat and reports another pool's it
+// replaced.
+func (p *Pool) heartbeat(ctx context.Context) {
+	other, err := p.ledger.Beat(ctx, p.info(), heartbeatTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("heartbeat failed", "error", err)
+		}
+		return
+	}
+	if other != nil {
+		p.sharedID(other, false)
+	}
+}
+
+// sharedID logs and counts other, a live heartbeat of this pool's
+// WorkerID from another pool, found at the start or at a heartbeat.
+func (p *Pool) sharedID(other *jobs.PoolInfo, starting bool) {
+	p.metrics.WorkerIDConflicts.Inc()
+	host, _ := os.Hostname()
+	msg := "another live pool has this pool's WorkerID: they overwrite each other's heartbeat and the list of pools shows one of them; give each its own (Config.WorkerID)"
+	if starting {
+		msg = "not starting: another live pool has this pool's WorkerID; give each its own (Config.WorkerID)"
+	}
+	p.log.Error(msg, "host", host, "pid", os.Getpid(), "other_host", other.Host, "other_pid", other.PID,
+		"other_started", other.Started)
+}
+
 // info is the pool's heartbeat.
 func (p *Pool) info() jobs.PoolInfo {
 	host, _ := os.Hostname()
@@ -531,7 +632,7 @@ func (p *Pool) info() jobs.PoolInfo {
 		}
 	}
 	return jobs.PoolInfo{
-		ID: p.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
+		ID: p.cfg.WorkerID, Instance: p.instance, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
 		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.BuildVersion(), Started: p.started,
 		Schedules: schedules, ScheduleDigests: digests, Kinds: kinds, Reconcilers: reconcilers, Clock: clock, ClockJumps: jumps,
 	}

@@ -21,6 +21,9 @@ import (
 // and the CLI; a heartbeat lapses after three of these.
 const registerEvery = 5 * time.Second
 
+// heartbeatTTL is how long a pool's heartbeat lasts without another.
+const heartbeatTTL = 3 * registerEvery
+
 // gatherWindow is how long a pool waits before claiming again when a
 // wake-up arrived while its previous claim was in flight: wake-ups then
 // coalesce into one claim (and one wake-up message) for the jobs enqueued
@@ -146,9 +149,7 @@ func (p *Pool) announce(ctx context.Context) {
 		}
 		return
 	}
-	if err := p.ledger.Heartbeat(ctx, p.info(), 3*registerEvery); err != nil && ctx.Err() == nil {
-		p.log.Warn("heartbeat failed", "error", err)
-	}
+	p.heartbeat(ctx)
 }
 
 // subscribeFor subscribes to qs's wake-ups until ctx ends or stop is

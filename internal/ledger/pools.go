@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"sort"
 	"strconv"
@@ -14,7 +15,11 @@ import (
 
 // PoolInfo is what a running worker pool publishes about itself.
 type PoolInfo struct {
-	ID            string         `json:"id"`
+	ID string `json:"id"`
+	// Instance is a random nonce of the pool (one per worker.Pool value):
+	// two live heartbeats of one ID with different instances are two
+	// pools sharing the ID.
+	Instance      string         `json:"instance,omitempty"`
 	Host          string         `json:"host"`
 	PID           int            `json:"pid"`
 	Queues        map[string]int `json:"queues"`
@@ -219,18 +224,84 @@ func ms64(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // whether or not anyone reads Pools; a live pool whose clock is that far
 // behind is listed again by its next heartbeat.
 func (l *Ledger) Heartbeat(ctx context.Context, p PoolInfo, ttl time.Duration) error {
+	_, err := l.Beat(ctx, p, ttl)
+	return err
+}
+
+// Beat is Heartbeat, and returns the heartbeat it replaced when that was
+// another instance's (PoolInfo.Instance): another live pool publishes
+// under p.ID (nil when none did).
+func (l *Ledger) Beat(ctx context.Context, p PoolInfo, ttl time.Duration) (*PoolInfo, error) {
 	p.LastHeartbeat = time.Now()
 	b, err := json.Marshal(p)
 	if err != nil {
-		return wrap("heartbeat", err)
+		return nil, wrap("heartbeat", err)
 	}
 	lapsed := p.LastHeartbeat.Add(-2 * ttl).UnixMilli()
 	pipe := l.rdb.Pipeline()
+	prev := pipe.Get(ctx, l.poolKey(p.ID))
 	pipe.Set(ctx, l.poolKey(p.ID), b, ttl)
 	pipe.ZAdd(ctx, l.poolsKey(), redis.Z{Score: float64(p.LastHeartbeat.UnixMilli()), Member: p.ID})
 	pipe.ZRemRangeByScore(ctx, l.poolsKey(), "-inf", "("+strconv.FormatInt(lapsed, 10))
-	_, err = pipe.Exec(ctx)
-	return wrap("heartbeat", err)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, wrap("heartbeat", err)
+	}
+	return otherInstance(prev.Val(), p), nil
+}
+
+// Join publishes p's heartbeat, as a starting pool's first, unless a live
+// heartbeat of another instance holds p.ID: then it writes nothing and
+// returns that heartbeat and how long before it lapses.
+func (l *Ledger) Join(ctx context.Context, p PoolInfo, ttl time.Duration) (*PoolInfo, time.Duration, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, 0, wrap("join", err)
+	}
+	set, err := l.rdb.SetNX(ctx, l.poolKey(p.ID), b, ttl).Result()
+	if err != nil {
+		return nil, 0, wrap("join", err)
+	}
+	if !set {
+		pipe := l.rdb.Pipeline()
+		cur := pipe.Get(ctx, l.poolKey(p.ID))
+		left := pipe.PTTL(ctx, l.poolKey(p.ID))
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, 0, wrap("join", err)
+		}
+		if o := otherInstance(cur.Val(), p); o != nil {
+			return o, max(0, left.Val()), nil
+		}
+	}
+	return nil, 0, l.Heartbeat(ctx, p, ttl)
+}
+
+// HeartbeatOf returns pool id's current heartbeat (nil: none).
+func (l *Ledger) HeartbeatOf(ctx context.Context, id string) (*PoolInfo, error) {
+	b, err := l.rdb.Get(ctx, l.poolKey(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap("heartbeat of "+id, err)
+	}
+	var p PoolInfo
+	if err := json.Unmarshal([]byte(b), &p); err != nil {
+		return nil, wrap("heartbeat of "+id, err)
+	}
+	return &p, nil
+}
+
+// otherInstance decodes heartbeat b ("": none) when it is another
+// instance's than p's.
+func otherInstance(b string, p PoolInfo) *PoolInfo {
+	if b == "" {
+		return nil
+	}
+	var o PoolInfo
+	if json.Unmarshal([]byte(b), &o) != nil || o.Instance == p.Instance {
+		return nil
+	}
+	return &o
 }
 
 // Leave removes pool id from the list at once (a clean shutdown).

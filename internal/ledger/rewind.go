@@ -248,8 +248,9 @@ func (l *Ledger) observe(ctx context.Context, q string, s seqSeen, r seqReply) {
 	defer cancel()
 	// The queue registry may be among what was lost: readers find the
 	// record through it.
-	err := l.runRewind(rctx, q, "detected", rw.Known, rw.Found, rw.LostEnqueues, rw.LostRecorded, l.cfg.Name)
+	rec, err := l.runRewind(rctx, q, "detected", rw.Known, rw.Found, rw.LostEnqueues, rw.LostRecorded, l.cfg.Name)
 	if err == nil {
+		rw.ReplicationID, rw.FirstAt = rec.ReplicationID, rec.FirstAt
 		err = l.RegisterQueues(rctx, q)
 	}
 	if err != nil {
@@ -260,9 +261,30 @@ func (l *Ledger) observe(ctx context.Context, q string, s seqSeen, r seqReply) {
 	}
 }
 
-func (l *Ledger) runRewind(ctx context.Context, q string, args ...any) error {
+// runRewind runs rewind.lua on queue q's record and returns what names
+// the record: its replication id and first detection.
+func (l *Ledger) runRewind(ctx context.Context, q string, args ...any) (Rewind, error) {
 	keys := append(l.keys(q), l.rewindsKey(q))
-	return wrap("record rewind", rewindScript.Run(ctx, l.rdb, keys, append([]any{l.prefix(q)}, args...)...).Err())
+	v, err := rewindScript.Run(ctx, l.rdb, keys, append([]any{l.prefix(q)}, args...)...).Result()
+	r := newReply("record rewind", v, err)
+	if err := r.need(3); err != nil {
+		return Rewind{}, wrap("record rewind", err)
+	}
+	rec := Rewind{Queue: q, ReplicationID: r.str(1), FirstAt: time.UnixMilli(r.int(2))}
+	return rec, wrap("record rewind", r.err)
+}
+
+// LossID names the loss rewind r (as OnRewind reports it) is of, the same
+// for every detection of it by any Ledger of the namespace: the queue
+// (its partitions, lost at once, are one loss of it) and the replication
+// id of the primary it was found on, which records merge detections by.
+// It is "" when r was not recorded or its record cannot tell losses apart
+// (a replication id "unknown": every loss of the queue shares it).
+func (l *Ledger) LossID(r Rewind) string {
+	if r.ReplicationID == "" || r.ReplicationID == "unknown" {
+		return ""
+	}
+	return l.cfg.Namespace + "\x00" + Logical(r.Queue) + "\x00" + r.ReplicationID
 }
 
 // CheckRewinds reads the write sequence of every queue this ledger has
@@ -652,7 +674,7 @@ func (l *Ledger) Resubmit(ctx context.Context) ([]Resubmitted, error) {
 			}
 		}
 		if res.Restored > 0 {
-			if err := l.runRewind(ctx, q, "resubmitted", res.Restored, l.cfg.Name); err != nil && firstErr == nil {
+			if _, err := l.runRewind(ctx, q, "resubmitted", res.Restored, l.cfg.Name); err != nil && firstErr == nil {
 				firstErr = err
 			}
 		}

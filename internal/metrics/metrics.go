@@ -49,6 +49,9 @@ type Set struct {
 	ClockOffset prometheus.Gauge
 	ClockJumps  prometheus.Counter
 	MayEvict    prometheus.Gauge
+	// WorkerIDConflicts counts live heartbeats of a pool's WorkerID from
+	// another pool that the pool found.
+	WorkerIDConflicts prometheus.Counter
 }
 
 // Label values used by the pool.
@@ -164,7 +167,7 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 			Name: "fencedq_schedule_conflicts", Help: "Periodic schedules of this leader's pool that live pools define differently (a rolling deploy, or pools left on an old definition; set by the maintenance leader's periodic pass).",
 		}),
 		Rewinds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencedq_ledger_rewinds_total", Help: "Times this process found a queue's ledger gone back: Redis came back with older data (a failover to a lagging replica, a restart from an older snapshot) and acknowledged writes were lost.",
+			Name: "fencedq_ledger_rewinds_total", Help: "Times this process found a queue's ledger gone back: Redis came back with older data (a failover to a lagging replica, a restart from an older snapshot) and acknowledged writes were lost; one loss counts once, however many pools and clients sharing the registry found it.",
 		}, []string{"queue"}),
 		Resubmitted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_jobs_resubmitted_total", Help: "Recorded enqueues an enqueue client re-created after a ledger rewind (jobs the rewound ledger had lost).",
@@ -174,6 +177,9 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 		}),
 		MayEvict: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencedq_redis_may_evict", Help: "1 when Redis (a master of a Cluster) has a maxmemory and an eviction policy other than noeviction: under memory pressure it deletes keys, job records and fence marks among them; 0 otherwise. Read every minute.",
+		}),
+		WorkerIDConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencedq_worker_id_conflicts_total", Help: "Times this pool found a live heartbeat of its WorkerID from another pool (as it started, which then failed, or at a heartbeat): each live pool needs its own WorkerID.",
 		}),
 		ClockJumps: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fencedq_redis_clock_jumps_total", Help: "Times Redis's clock jumped backwards against this pool's between two heartbeats (a failover to a node whose clock is behind, or a clock stepped back).",
@@ -223,8 +229,31 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 		m.ClockOffset = register(reg, m.ClockOffset)
 		m.ClockJumps = register(reg, m.ClockJumps)
 		m.MayEvict = register(reg, m.MayEvict)
+		m.WorkerIDConflicts = register(reg, m.WorkerIDConflicts)
 	}
 	return m
+}
+
+// rewindsCounted holds, per rewinds counter, the losses counted in it
+// (CountRewind): a counter's Sets are the pools, their leaders' clients and
+// the clients sharing one Registerer.
+var rewindsCounted sync.Map // countedLoss -> struct{}
+
+type countedLoss struct {
+	c    *prometheus.CounterVec
+	loss string
+}
+
+// CountRewind counts a ledger rewind of queue once per loss (loss: its
+// name, ledger.Ledger.LossID), however many of the detectors sharing this
+// Set's counter found it; a loss "" is counted each time.
+func (m *Set) CountRewind(queue, loss string) {
+	if loss != "" {
+		if _, dup := rewindsCounted.LoadOrStore(countedLoss{m.Rewinds, loss}, struct{}{}); dup {
+			return
+		}
+	}
+	m.Rewinds.WithLabelValues(queue).Inc()
 }
 
 // register adds c to reg; when several pools in one process share a

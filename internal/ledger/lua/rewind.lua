@@ -11,7 +11,8 @@
 --             5 enqueued jobs lost, at least   6 the detector's recorded enqueues
 --             certainly lost   7 detector (pool id, client, bridge)
 --   resubmitted: 3 jobs a client re-created from its record   4 detector
--- Reply: 1 when a new record was made (the loss was not known yet), else 0.
+-- Reply: {1 when a new record was made (the loss was not known yet) else 0,
+--   the record's replication id, its first_at}: the record names the loss.
 local rk = KEYS[14]
 local rid = epoch_replid()
 if rid == '' then rid = 'unknown' end
@@ -57,4 +58,4 @@ if redis.call('HLEN', rk) > 20 then
   table.sort(recs, function(a, b) return a[2] < b[2] end)
   for i = 1, #recs - 20 do redis.call('HDEL', rk, recs[i][1]) end
 end
-return created
+return {created, rid, num(rec.first_at)}
