@@ -37,6 +37,13 @@ var (
 	// so enqueueing again, once Redis has memory, creates the job, with or
 	// without an OperationID.
 	ErrOutOfMemory = ledger.ErrOutOfMemory
+	// ErrForeignKey means a key an enqueued job needs (its own, its limit's
+	// or its group's) holds another type than the one fencedq writes there
+	// (written by hand, or by something else): nothing was written for that
+	// job, whose Result is nil, and the call's other jobs were enqueued; for
+	// a workflow (a step's key, or the workflow's record), nothing of it
+	// was committed.
+	ErrForeignKey = ledger.ErrForeignKey
 	// ErrScheduleConflict means a periodic schedule is defined otherwise
 	// elsewhere: Client.RemoveSchedule refuses to remove a schedule that
 	// live pools still define (the error names them), and a scheduler

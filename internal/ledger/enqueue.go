@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -348,6 +349,7 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 	}
 	res := make([]Inserted, len(idx))
 	byOp := make([]bool, len(idx)) // deduplicated by operation id: the job this call (or an earlier try) created
+	var refused []int              // left out by the script
 	created := int64(0)
 	for n, i := range idx {
 		op := js[i].OperationID
@@ -355,9 +357,14 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 			op = js[i].ID
 		}
 		// 0 deduplicated, 1 created, 2 created and parked, 3 deduplicated
-		// to a unique key's holder: {its id, its op field}
+		// to a unique key's holder: {its id, its op field}, 4 left out (a
+		// foreign key: no result, ErrForeignKey)
 		c := r.int(header + 2*n)
 		id := ""
+		if c == 4 {
+			refused = append(refused, n)
+			continue
+		}
 		if c == 3 {
 			id, op = r.holder(header + 1 + 2*n)
 		} else {
@@ -376,7 +383,9 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 		return fmt.Errorf("%w: %w", ErrEnqueueUnknown, wrap("enqueue", r.err))
 	}
 	for n, i := range idx {
-		out[i] = &res[n]
+		if !slices.Contains(refused, n) {
+			out[i] = &res[n]
+		}
 	}
 	// Checked before recording: these jobs are not lost. A re-submitted
 	// job keeps its first record.
@@ -391,6 +400,7 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 				first, retried = l.recent.settled(opKey("job", Logical(j.Queue), j.OperationID))
 			}
 			switch {
+			case out[i] == nil: // left out
 			case !res[n].Deduplicated:
 				l.recent.add(j, seq.seq, at)
 			case retried && byOp[n]:
@@ -408,6 +418,9 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 	}
 	if r.int(0) == 1 && l.RegisterQueues(ctx, q) != nil {
 		l.unregistered.Store(q, struct{}{}) // the jobs are written: register later
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%w: job %s in queue %s", ErrForeignKey, Clip(js[idx[refused[0]]].ID), q)
 	}
 	return nil
 }

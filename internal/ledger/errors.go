@@ -27,6 +27,12 @@ var (
 	// ErrOutOfMemory means Redis refused an enqueue because it reached its
 	// maxmemory (under maxmemory-policy noeviction): nothing was written.
 	ErrOutOfMemory = errors.New("jobs: Redis is out of memory (maxmemory reached); nothing was written")
+	// ErrForeignKey means a key an enqueued job needs (its own, its limit's
+	// or its group's) holds another type than the ledger writes there
+	// (written by hand, or by something else): nothing was written for that
+	// job, and the call's other jobs were enqueued; for a workflow (a step's
+	// key, or the workflow's record), nothing of it was committed.
+	ErrForeignKey = errors.New("jobs: a key of the job holds another type; nothing was written for it")
 	// ErrScheduleConflict means a periodic schedule's recorded definition
 	// is not the caller's: a more recently started pool defines it
 	// otherwise, or live pools still define a schedule being removed.

@@ -229,9 +229,13 @@ func (l *Ledger) confirmWorkflow(ctx context.Context, w *NewWorkflow, home strin
 // enqueueUnknown marks an error of a workflow enqueue's Redis calls as
 // ErrEnqueueUnknown (the workflow may be written: enqueue it again with
 // the same operation id), as an enqueue's; a script's refusal (a FENCEDQ
-// reply: nothing written) is left as it is.
+// reply: nothing written) is left as it is, matching ErrForeignKey for a
+// key of another type.
 func enqueueUnknown(err error) error {
 	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FENCEDQ foreign key") {
+		return fmt.Errorf("%w: %w", ErrForeignKey, err)
+	}
 	if errors.Is(err, ErrEnqueueUnknown) || errors.As(err, &re) && strings.HasPrefix(re.Error(), "FENCEDQ ") {
 		return err
 	}

@@ -59,7 +59,7 @@ if h[1] == 'waiting' then
 end
 move(id, h[1], 'cancelled', now)
 if h[4] then -- out of its limit's waiting jobs; a permit it was woken for goes to the next (flow.lua)
-  if h[6] == 'limit' then redis.call('ZREM', limit_waiting(h[4]), id) end
+  if h[6] == 'limit' then redis.pcall('ZREM', limit_waiting(h[4]), id) end -- another type: holds no job
   flow_release(id, h[4])
 end
 -- out of its rate's deferrals: it holds no later start (flow.lua)

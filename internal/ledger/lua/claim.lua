@@ -24,7 +24,8 @@
 --            about as much as a field read.)
 --   dropped: 2 values per index entry that was not claimable and was removed
 --            from the due index: id, why ('missing', 'corrupt': a state no job
---            has, 'corrupt_flow': flow fields no limit or rate has, the job
+--            has, 'corrupt_flow': flow fields no limit or rate has, or a key of
+--            its limit or rate holding another type, the job
 --            moved to review in both, or the job's state), or a
 --            job held back by flow control: id, 'limit:<name>' (parked until a
 --            permit frees) or 'rate:<name>' (due again at its next start)
@@ -104,8 +105,9 @@ while i < #ids do
   if group then group_took(group, id) end
   -- a job under flow control may be held back (flow.lua): parked or deferred
   local held = h[1] == 'pending' and flow and flow_admit(id, flow, h[7])
-  if held == 'corrupt' then
-    quarantine(id, 'pending', 'corrupt record: flow control fields')
+  if held == 'corrupt' or held == 'corrupt_key' then
+    quarantine(id, 'pending', held == 'corrupt' and 'corrupt record: flow control fields'
+      or 'corrupt flow control key: holds another type')
     dropped[#dropped + 1] = id
     dropped[#dropped + 1] = 'corrupt_flow'
   elseif held then

@@ -34,7 +34,7 @@ move(id, 'pending', 'running', now + ttl)
 if h[8] then group_leave(id, h[8]) end -- its group's next job leads (group.lua)
 -- held back by flow control, it leaves what it waited in (flow.lua): the
 -- inline run takes no permit and no rate start
-if h[9] == 'limit' and h[10] then redis.call('ZREM', limit_waiting(h[10]), id) end
+if h[9] == 'limit' and h[10] then redis.pcall('ZREM', limit_waiting(h[10]), id) end -- another type: holds no job
 if h[9] == 'rate' and h[11] then flow_unhold(id, h[11]) end
 if h[9] then redis.call('HDEL', k, 'wait', 'wait_at') end
 count('attempted')

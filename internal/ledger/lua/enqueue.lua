@@ -13,7 +13,8 @@
 --   delay, so no client clock is involved; negative for a RunAt already past),
 --   headers (a JSON object of strings, returned by every claim; '' = none, nothing written)
 -- Reply: {first, seq, seq raised (1/0), enqueued, history, then 2 values per job:
---   created (1) or deduplicated (0), job id}
+--   created (1), deduplicated (0) or left out, nothing written, its job key
+--   holding another type than a hash (4), job id}
 --   first = 1 when the queue's counters were empty before this call: the caller
 --   (re-)registers the queue. seq, seq raised, enqueued and history: the write
 --   sequence (see seq_bump in prelude.lua). A deduplicated job returns the existing job's id
@@ -27,18 +28,19 @@ for i = 3, #ARGV, 10 do
   local existing = false
   if op ~= '' then existing = op_holder(op) end
   if resubmit and not existing and redis.call('EXISTS', jobkey(id)) == 1 then existing = id end
+  local srun_at = nil
   if existing then
     if not resubmit then
       tallied('deduplicated_enqueue')
       event({type = 'deduplicated', stage = 'enqueue', job = existing, op = op})
     end
-  elseif op ~= '' and id ~= op_named(op) then
-    redis.call('SET', opkey(op), id)
-  end
-  if existing then
     reply[#reply + 1], reply[#reply + 2] = 0, existing
   else
-    local _, srun_at = write_new_job(i)
+    srun_at = select(2, write_new_job(i)) -- the job's first write
+    if not srun_at then reply[#reply + 1], reply[#reply + 2] = 4, id end
+  end
+  if srun_at then
+    if op ~= '' and id ~= op_named(op) then redis.call('SET', opkey(op), id) end
     if resubmit then
       tallied('resubmitted')
       event({type = 'resubmitted', job = id, op = op})

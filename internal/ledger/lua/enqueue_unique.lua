@@ -27,7 +27,9 @@
 --   group ('' = none)
 -- Reply: as enqueue.lua's: {first, seq, seq raised, enqueued, history, then 2 values per
 --   job: created (1), created and parked on its concurrency limit (2),
---   deduplicated by operation id (0) or by unique key (3), job id (the
+--   deduplicated by operation id (0) or by unique key (3), left out, nothing
+--   written, its job key holding another type than a hash or its limit or
+--   group key another type than a sorted set (4), job id (the
 --   holder's when deduplicated; for 3, {holder's id, its op field or ''})}
 local uniqk = KEYS[14]
 local created, due = 0, {}
@@ -56,7 +58,8 @@ for i = 3, #ARGV, 20 do
   if period > 0 then
     ukey = ukey .. ':' .. fmt(period) .. ':' .. fmt(math.floor((now - num(ARGV[i + 13])) / period))
   end
-  local existing, stage = false, 'enqueue'
+  local existing, stage, run_at, srun_at, lkey, lmax, g = false, 'enqueue', nil, nil, '', '', ''
+  local limited, taken, waiting = false, nil, nil
   if op ~= '' then existing = op_holder(op) end
   if resubmit and not existing and redis.call('EXISTS', jobkey(id)) == 1 then existing = id end
   if not existing and ukey ~= '' then
@@ -75,25 +78,35 @@ for i = 3, #ARGV, 20 do
       reply[#reply + 1], reply[#reply + 2] = 0, existing
     end
   else
-    if op ~= '' and id ~= op_named(op) then redis.call('SET', opkey(op), id) end
     local extra = {}
-    if ukey ~= '' then
-      redis.call('HSET', uniqk, ukey, id)
-      extra = {'ukey', ukey, 'ustates', ustates}
-    end
-    local lkey, lmax = ARGV[i + 14], ARGV[i + 15]
+    if ukey ~= '' then extra = {'ukey', ukey, 'ustates', ustates} end
+    lkey, lmax, g = ARGV[i + 14], ARGV[i + 15], ARGV[i + 19]
     flow_fields(extra, i + 14)
-    local g = ARGV[i + 19]
     if g ~= '' then extra[#extra + 1] = 'group'; extra[#extra + 1] = g end
-    local run_at, srun_at = write_new_job(i, extra)
-    local limited = lkey ~= '' and run_at <= now
+    -- The keys the job's enqueue touches are checked before its first
+    -- write (write_new_job's, checked itself): a limit's, read here, when
+    -- due now; a group's.
+    local ok = true
+    limited = lkey ~= '' and num(ARGV[i + 8]) <= 0
+    if g ~= '' then
+      ok = not foreign('zset', limited and {group_key(g), limit_holders(lkey), limit_waiting(lkey)} or {group_key(g)})
+    elseif limited then
+      taken, waiting = flow_pre(lkey)
+      ok = taken ~= nil
+    end
+    if ok then run_at, srun_at = write_new_job(i, extra) end
+    if not run_at then reply[#reply + 1], reply[#reply + 2] = 4, id end
+  end
+  if not existing and run_at then
+    if op ~= '' and id ~= op_named(op) then redis.call('SET', opkey(op), id) end
+    if ukey ~= '' then redis.call('HSET', uniqk, ukey, id) end
     if g ~= '' then
       -- Promised a permit or parked (woken into the due index, outside its
       -- group's turn) only when it would lead its group: a job behind
       -- others in its group's index is not due, and a promise would hold
       -- the key's permits from other groups' jobs until it leads.
       group_enqueue(id, g, run_at, limited and function() return flow_enqueue(id, lkey, lmax) end)
-    elseif limited and flow_enqueue(id, lkey, lmax) then
+    elseif limited and flow_enqueue(id, lkey, lmax, taken, waiting) then
       -- parked on its limit
     else
       due[#due + 1], due[#due + 2] = srun_at, id

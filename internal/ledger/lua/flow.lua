@@ -200,11 +200,14 @@ local function rate_window(rk, key, per)
   return n
 end
 
--- flow_park parks pending job id (not in the due index) on limit key.
+-- flow_park parks pending job id (not in the due index) on limit key; false
+-- when the key's waiting zset holds another type: nothing is written.
 local function flow_park(id, key, max, created)
-  redis.call('ZADD', limit_waiting(key), created, id)
+  local r = redis.pcall('ZADD', limit_waiting(key), created, id)
+  if type(r) == 'table' then return false end
   redis.call('HSET', jobkey(id), 'wait', 'limit', 'flow', '1')
   redis.call('HSET', P .. 'limits', key, max)
+  return true
 end
 
 -- flow_drop_lost drops from holders zset hk the promises to jobs no longer
@@ -237,10 +240,11 @@ end
 -- waits on it, and returns how many it woke.
 local function flow_wake(key)
   local wk, hk = limit_waiting(key), limit_holders(key)
-  local taken, woken, swept, fit = redis.call('ZCARD', hk), 0, false, nil
+  local taken, woken, swept, fit = redis.pcall('ZCARD', hk), 0, false, nil
+  if type(taken) == 'table' then return 0 end -- holders of another type (foreign release)
   while not fit or taken < fit do
-    local e = redis.call('ZPOPMIN', wk)
-    if not e[1] then break end
+    local e = redis.pcall('ZPOPMIN', wk)
+    if e.err or not e[1] then break end -- none left, or waiting of another type
     local h = jobread(jobkey(e[1]), 'state', 'wait', 'lmax')
     if h[1] == 'pending' and h[2] == 'limit' then -- else cancelled or gone: skip it
       fit = num(h[3])
@@ -310,12 +314,20 @@ local function flow_waits(key)
   return waits
 end
 
+-- A release (a completion, an expiry, a cancel) reads and writes a limit's
+-- keys with redis.pcall where it first touches them (marked 'foreign
+-- release'): a key holding another type (written by hand) holds no permit
+-- and no waiting job, so there is nothing to release or wake, and an error
+-- there would fail the call after its jobs' records were written, their
+-- indexes not.
+
 -- flow_release ends job id's permit or promise on limit key (its attempt
 -- ended or its lease was reclaimed, or it was cancelled) and, when jobs wait,
 -- wakes those the freed permits admit (flow_wake).
 local function flow_release(id, key)
   local hk = limit_holders(key)
-  redis.call('ZREM', hk, id)
+  local r = redis.pcall('ZREM', hk, id)
+  if type(r) == 'table' then return end -- holders of another type (foreign release)
   if flow_waits(key) then
     flow_wake(key)
   elseif redis.call('EXISTS', hk) == 0 then
@@ -403,13 +415,14 @@ local function flow_release_flush()
   local freed = {}
   for key, ids in pairs(limit_rem) do
     local hk = limit_holders(key)
-    if type(ids) == 'string' then
-      redis.call('ZREM', hk, ids)
-    else
-      call_chunked('ZREM', hk, ids, 1000)
+    if type(ids) == 'string' then ids = {ids} end
+    local ok = true
+    for c = 1, #ids, 1000 do
+      local r = redis.pcall('ZREM', hk, unpack(ids, c, math.min(c + 999, #ids)))
+      ok = ok and type(r) ~= 'table'
     end
     limit_rem[key] = nil
-    freed[#freed + 1] = key
+    if ok then freed[#freed + 1] = key end -- else holders of another type (foreign release)
   end
   if freed[1] then flow_forget(freed) end
 end
@@ -419,7 +432,8 @@ end
 -- start), and the key out of the rates hash when no deferral is left.
 local function flow_unhold(id, key)
   local heldk = rate_held(key)
-  redis.call('ZREM', heldk, id)
+  local r = redis.pcall('ZREM', heldk, id)
+  if type(r) == 'table' then return end -- deferrals of another type (foreign release)
   if redis.call('EXISTS', heldk) == 0 then redis.call('HDEL', P .. 'rates', key) end
 end
 
@@ -430,15 +444,17 @@ end
 -- enters the due index (false), promised a permit (in the holders, scored 0).
 -- A key with waiting jobs but nothing held or promised (which no release would
 -- ever wake) wakes them instead, and the job parks behind those still waiting.
-local function flow_enqueue(id, key, max)
+-- taken and waiting, when given, are the holders' count and whether jobs
+-- wait, read by the caller before the job's first write (flow_pre).
+local function flow_enqueue(id, key, max, taken, waiting)
   local hk = limit_holders(key)
-  local taken = redis.call('ZCARD', hk)
+  taken = taken or redis.call('ZCARD', hk)
   if taken >= num(max) and redis.call('ZCOUNT', hk, '(0', '+inf') == 0 then
     flow_drop_lost(hk) -- nothing holds a permit, so no release will come
     taken = redis.call('ZCARD', hk)
   end
   local wk = limit_waiting(key)
-  local waiting = redis.call('EXISTS', wk) == 1
+  if waiting == nil then waiting = redis.call('EXISTS', wk) == 1 end
   if waiting and taken == 0 then
     flow_wake(key)
     taken, waiting = redis.call('ZCARD', hk), redis.call('EXISTS', wk) == 1
@@ -454,14 +470,40 @@ local function flow_enqueue(id, key, max)
   return false
 end
 
+-- rate_keys_ok reports whether the keys of rate key rkey hold the types
+-- flow control writes there, looked at once per call and key: one written
+-- by hand would fail the claim after its first write, stranding the batch
+-- it took off the due index. (A limit's keys are read with redis.pcall
+-- where flow_admit first touches them.)
+local rate_checked = {}
+local function rate_keys_ok(rkey)
+  if rate_checked[rkey] == nil then
+    rate_checked[rkey] = not foreign('zset', {P .. 'rate:' .. rkey, rate_held(rkey)})
+      and not foreign('string', {P .. 'rate-per:' .. rkey})
+  end
+  return rate_checked[rkey]
+end
+
+-- flow_pre reads what flow_enqueue reads of limit key key, for a job not
+-- yet written: the holders' count and whether jobs wait, or nil when a key
+-- of the limit holds another type (the job is then left out).
+local function flow_pre(key)
+  local taken = redis.pcall('ZCARD', limit_holders(key))
+  if type(taken) == 'table' then return nil end
+  local t = redis.call('TYPE', limit_waiting(key))['ok']
+  if t ~= 'none' and t ~= 'zset' then return nil end
+  return taken, t == 'zset'
+end
+
 -- flow_admit decides whether job id, due and already taken off the due index
 -- by a claim, may start now; flow is its 'flow' field and created its creation
 -- time. It returns nil when it may (its permit is taken and its start
 -- recorded); else why, for the claim's reply: 'limit:<name>' (parked until a
 -- permit frees) or 'rate:<name>' (back in the due index at the earliest start
 -- its rate allows); or 'corrupt' when its flow fields are not a limit's or
--- a rate's (a record edited by hand), for the claim to quarantine. Nothing
--- is counted as an attempt.
+-- a rate's (a record edited by hand), or 'corrupt_key' when a key of its
+-- limit or rate holds another type, for the claim to
+-- quarantine. Nothing is counted as an attempt.
 local function flow_admit(id, flow, created)
   -- k (the job's key) is made only when it is written or read again
   local k, lkey, lmax, rkey, rmax, rper, wait, hk, nlmax, nrmax, nper
@@ -480,9 +522,12 @@ local function flow_admit(id, flow, created)
     hk = lkey and limit_holders(lkey)
     nlmax, nrmax, nper = num(lmax), num(rmax), num(rper)
   end
+  if rkey and not rate_keys_ok(rkey) then return 'corrupt_key' end
   if lkey and not limit_n[hk] then
     -- the permits held: promises (its own included) score 0 and do not count
-    limit_n[hk] = redis.call('ZCOUNT', hk, '(0', '+inf')
+    local c = redis.pcall('ZCOUNT', hk, '(0', '+inf')
+    if type(c) == 'table' then return 'corrupt_key' end -- holds another type: nothing written yet
+    limit_n[hk] = c
   end
   if lkey and limit_n[hk] >= nlmax then
     redis.call('ZREM', hk, id) -- its promise, if it had one
@@ -492,7 +537,9 @@ local function flow_admit(id, flow, created)
       flow_unhold(id, rkey)
       redis.call('HDEL', k, 'wait_at')
     end
-    flow_park(id, lkey, lmax, num(created))
+    -- a waiting zset of another type: the job leaves its promise and
+    -- deferral, for review
+    if not flow_park(id, lkey, lmax, num(created)) then return 'corrupt_key' end
     count('limit_waits')
     return 'limit:' .. flow_name(lkey)
   end
@@ -535,7 +582,7 @@ local function flow_admit(id, flow, created)
     adds[#adds + 1] = snow
     adds[#adds + 1] = id
     limit_n[hk] = limit_n[hk] + 1
-    if wait == 'limit' then redis.call('ZREM', limit_waiting(lkey), id) end
+    if wait == 'limit' then redis.pcall('ZREM', limit_waiting(lkey), id) end -- another type: nothing to take off
   end
   if rk then
     -- A key's starts and deferrals expire a period (and RATE_KEEP_MS) after the last of them,

@@ -28,6 +28,15 @@ local GROUPS_N = '#n'
 local GROUPS_T = '#t'
 local GROUPS_T_VAL = 'a value longer than hash-max-listpack-value keeps this hash a hash table: O(1) lookups'
 local function group_key(g) return P .. 'group:' .. g end
+-- A group's index of another type (written by hand) holds no job: the
+-- claim and the operator actions read it with group_read (an error there
+-- would fail the call after its first write), and an enqueue leaves out a
+-- job of its group (checked before the job's first write).
+local function group_read(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then return nil end
+  return r
+end
 
 -- An enqueue of many jobs batches its groups' writes: group_batch holds,
 -- per group met, its head's due time and the jobs to add to its index
@@ -112,7 +121,7 @@ end
 local function group_promote(g)
   local gsk, gk = P .. 'groups', group_key(g)
   while true do
-    local e = redis.call('ZPOPMIN', gk)
+    local e = group_read('ZPOPMIN', gk) or {}
     if not e[1] then
       redis.call('HDEL', gsk, g)
       return
@@ -130,7 +139,7 @@ end
 -- group_unpark takes pending job id of group g out of the group's index (an
 -- operator made it due: it enters the due index itself); true when it was there.
 local function group_unpark(id, g)
-  if redis.call('ZREM', group_key(g), id) == 0 then return false end
+  if (group_read('ZREM', group_key(g), id) or 0) == 0 then return false end
   redis.call('HINCRBY', P .. 'groups', GROUPS_N, -1)
   return true
 end
@@ -208,7 +217,7 @@ local function group_fill(ids, max)
       local got = {}
       if group_next[g] then got[1] = group_next[g]; group_next[g] = nil end
       local gk = group_key(g)
-      local e = redis.call('ZRANGEBYSCORE', gk, '-inf', now, 'LIMIT', 0, want + 1 - #got)
+      local e = group_read('ZRANGEBYSCORE', gk, '-inf', now, 'LIMIT', 0, want + 1 - #got) or {}
       if e[1] then
         redis.call('ZREMRANGEBYRANK', gk, 0, #e - 1)
         group_popped = group_popped + #e
@@ -237,7 +246,7 @@ local function group_heads()
         local id, at = group_next[g], snow
         if not id then
           -- one call: cheaper than a read and a removal without the score
-          local e = redis.call('ZPOPMIN', group_key(g))
+          local e = group_read('ZPOPMIN', group_key(g)) or {}
           id = e[1]
           if id then
             popped = popped + 1

@@ -65,6 +65,18 @@ local function jobread(k, ...)
   if h.err then return FOREIGN end
   return h
 end
+-- foreign reports whether any of keys ks holds another type than want
+-- (written by hand, or by something else). A script serving a batch
+-- checks an item's keys with it before the item's first write, and leaves
+-- the item out when one is foreign: Redis keeps a script's writes before an
+-- error, so failing on a later write would leave the batch half applied.
+local function foreign(want, ks)
+  for _, k in ipairs(ks) do
+    local t = redis.call('TYPE', k)['ok']
+    if t ~= 'none' and t ~= want then return true end
+  end
+  return false
+end
 -- op_named returns the id naming operation id op in this queue,
 -- '=<logical queue>=<op>' (internal/ledger's OpJobID), or nil for an
 -- operation id of other characters than letters, digits and ._-, or when
@@ -81,10 +93,12 @@ end
 -- key), or the one an operation key op:<op> names (other operation ids, and
 -- jobs enqueued before that layout). An operation key of another type
 -- (written by hand) names no job, and the enqueue's SET replaces it: an
--- error here would leave a batch's jobs written before it in no index.
+-- error here would leave a batch's jobs written before it in no index. A
+-- named id whose key holds no hash names no job either (write_new_job then
+-- leaves the enqueued job out).
 local function op_holder(op)
   local named = op_named(op)
-  if named and redis.call('EXISTS', jobkey(named)) == 1 then return named end
+  if named and redis.call('TYPE', jobkey(named))['ok'] == 'hash' then return named end
   local v = redis.pcall('GET', opkey(op))
   if type(v) == 'table' then return false end -- an error reply
   return v
@@ -399,7 +413,9 @@ end
 -- write_new_job writes a pending job from enqueue's 10 values per job
 -- starting at ARGV[i] (see enqueue.lua), plus the fields in extra (a flat
 -- list, may be nil or empty), and returns its due time and that time as
--- text (a pending index score).
+-- text (a pending index score); nil when the job's key holds another type
+-- than a hash (written by hand): nothing is written, the caller leaves the
+-- job out (its first write, so the job is written whole or not at all).
 local function write_new_job(i, extra)
   local op, resource, display = ARGV[i + 2], ARGV[i + 3], ARGV[i + 5]
   local run_at, srun_at = now, snow
@@ -419,7 +435,8 @@ local function write_new_job(i, extra)
   if timeout ~= '' and timeout ~= '0' then n = n + 2; f[n - 1] = 'timeout_ms'; f[n] = timeout end
   if headers ~= '' then n = n + 2; f[n - 1] = 'headers'; f[n] = headers end
   if run_at ~= now then n = n + 2; f[n - 1] = 'run_at'; f[n] = srun_at end
-  redis.call('HSET', jobkey(ARGV[i]), unpack(f, 1, n))
+  local w = redis.pcall('HSET', jobkey(ARGV[i]), unpack(f, 1, n))
+  if type(w) == 'table' and w.err then return nil end
   return run_at, srun_at
 end
 

@@ -31,7 +31,14 @@ local wfk = P .. 'wf:' .. wfid
 if home then
   local existing = false
   if op ~= '' then existing = redis.call('GET', P .. 'wfop:' .. op) end
-  if not existing and redis.call('EXISTS', wfk) == 1 then existing = wfid end
+  if not existing then
+    local t = redis.call('TYPE', wfk)['ok']
+    if t == 'hash' then
+      existing = wfid
+    elseif t ~= 'none' then
+      return redis.error_reply('FENCEDQ foreign key: the record of workflow ' .. wfid .. ' holds another type')
+    end
+  end
   if existing then
     tallied('deduplicated_enqueue')
     event({type = 'deduplicated', stage = 'enqueue', workflow = existing, op = op})
@@ -43,7 +50,9 @@ if home then
   if ARGV[3] == 'confirm' then return {1, ''} end
 end
 -- A step whose operation id names another job (an enqueue that raced
--- EnqueueWorkflow's check) refuses the call before it writes anything.
+-- EnqueueWorkflow's check), or whose record or waits set holds another
+-- type (written by hand), refuses the call before it writes anything.
+local fresh = {} -- the steps to write: no record yet
 for i = 8, #ARGV, 19 do
   local sop = ARGV[i + 2]
   if sop ~= '' then
@@ -52,12 +61,17 @@ for i = 8, #ARGV, 19 do
       return redis.error_reply('FENCEDQ step ' .. ARGV[i + 10] .. ': operation id ' .. sop .. ' already names job ' .. holder)
     end
   end
+  local t = redis.call('TYPE', jobkey(ARGV[i]))['ok']
+  fresh[i] = t == 'none'
+  if (t ~= 'none' and t ~= 'hash') or (fresh[i] and ARGV[i + 12] ~= '[]' and foreign('set', {wf_waitsk(ARGV[i])})) then
+    return redis.error_reply('FENCEDQ foreign key: step ' .. ARGV[i + 10] .. ' (job ' .. ARGV[i] .. ') has a key holding another type')
+  end
 end
 seq_bump()
 local created, due, ids = 0, {}, {}
 for i = 8, #ARGV, 19 do
   local id = ARGV[i]
-  if redis.call('EXISTS', jobkey(id)) == 0 then
+  if fresh[i] then
     local extra = {'wf', wfid, 'step', ARGV[i + 10], 'wf_home', ARGV[7]}
     if ARGV[i + 11] ~= '' then extra[#extra + 1] = 'wf_next'; extra[#extra + 1] = ARGV[i + 11] end
     if ARGV[i + 13] ~= '' then extra[#extra + 1] = 'wf_allow'; extra[#extra + 1] = ARGV[i + 13] end

@@ -50,9 +50,19 @@ end
 -- own dependents must hear of it, else nil.
 local function wf_deliver(id, from, what, retention)
   local k = jobkey(id)
-  local h = redis.call('HMGET', k, 'state', 'wf_allow', 'wf_cause', 'op', 'run_at', 'wf_cancel')
+  local h = jobread(k, 'state', 'wf_allow', 'wf_cause', 'op', 'run_at', 'wf_cancel')
+  if h == FOREIGN then return nil end -- no step: nothing to deliver to
   -- (cancel.lua marks a waiting step and cancels it in the same call)
   if h[6] and h[1] ~= 'waiting' then return nil end
+  -- A step whose dependency sets hold another type (written by hand)
+  -- goes to review before anything is written for it: an error on them
+  -- would fail the completion delivering to it after its writes.
+  if (h[1] == 'waiting' or h[1] == 'cancelled') and
+      (foreign('set', {wf_waitsk(id)}) or foreign('hash', {wf_failedk(id)})) then
+    redis.call('ZREM', wf_waitk(), id)
+    quarantine(id, h[1], 'corrupt workflow key: holds another type')
+    return nil
+  end
   -- resume puts a step its dependency's failure cancelled back to waiting,
   -- or on to the next failed dependency when another one failed too
   local function resume()
