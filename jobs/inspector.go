@@ -249,7 +249,10 @@ func (in *Inspector) DueRunning(ctx context.Context, q string, t time.Time, limi
 }
 
 // MaxListWindow bounds ListParams: Offset+Limit and Select are at most
-// this many (List reads that many index entries of every queue it lists).
+// this many. A page of jobs that all sit in one index (one queue, outside
+// fair groups and limit waits) with no kind filter is read by rank, at the
+// same cost wherever it is; otherwise List reads Offset+Limit index entries
+// of every queue it lists.
 const MaxListWindow = 1_000_000
 
 // ListParams selects a page of jobs in one state.
@@ -335,17 +338,17 @@ func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
 	if err != nil {
 		return nil, err
 	}
-	need := p.Offset + p.Limit
-	if p.Select > 0 {
-		need = max(need, p.Select+1)
-	}
 	f := ledger.Filter{State: p.State, Kind: p.Kind, From: p.From, To: p.To, Desc: p.Desc}
-	items, total, exact, err := in.l.Match(ctx, qs, f, need)
+	page, total, exact, err := in.l.Page(ctx, qs, f, p.Offset, p.Limit)
 	if err != nil {
 		return nil, err
 	}
 	out := &JobList{Total: total, TotalExact: exact, Jobs: []Listed{}}
 	if p.Select > 0 {
+		items, _, _, err := in.l.Match(ctx, qs, f, p.Select+1)
+		if err != nil {
+			return nil, err
+		}
 		out.Selection = []JobRef{}
 		for i, it := range items {
 			if i == p.Select {
@@ -354,10 +357,6 @@ func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
 			}
 			out.Selection = append(out.Selection, JobRef{Queue: it.Queue, ID: it.ID})
 		}
-	}
-	var page []ledger.Indexed
-	if p.Offset < len(items) {
-		page = items[p.Offset:min(len(items), p.Offset+p.Limit)]
 	}
 	recs, kept, err := in.l.Records(ctx, p.State, page)
 	if err != nil {

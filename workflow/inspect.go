@@ -106,16 +106,20 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 	}
 	st := &Status{ID: id, Name: def.Name, Home: home, OperationID: info.OperationID, Total: len(def.Steps),
 		Created: time.UnixMilli(info.Created), CancelledBy: info.CancelledBy}
+	refs := make([]ledger.StepRef, len(def.Steps))
+	for i, d := range def.Steps {
+		refs[i] = ledger.StepRef{Queue: d.Queue, ID: d.ID}
+	}
+	recs, err := l.Steps(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
 	var states []jobs.State
-	for _, d := range def.Steps {
+	for i, d := range def.Steps {
 		s := Step{Name: d.Name, Queue: d.Queue, JobID: d.ID, Kind: d.Kind, Deps: d.Deps, AllowFail: d.AllowFail}
-		r, err := l.Get(ctx, d.Queue, d.ID)
-		switch {
-		case errors.Is(err, ledger.ErrNotFound):
+		if r := recs[i]; r == nil {
 			s.State = "missing"
-		case err != nil:
-			return nil, err
-		default:
+		} else {
 			s.State, s.Token, s.Attempts, s.Reason, s.Output = r.State, r.Token, r.Attempts, r.Reason, r.Output
 		}
 		if s.State.Final() || s.State == "missing" {

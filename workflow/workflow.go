@@ -10,8 +10,9 @@
 //	res, err := workflow.Enqueue(ctx, client, w, workflow.OperationID("order:7"))
 //
 // The graph is validated before anything is written (names, dependencies,
-// no cycle, at most MaxSteps steps, every step's args as jobs.Client.Enqueue
-// validates them) and written in one call: the steps of the first step's
+// no cycle, at most MaxSteps steps, step args adding up to at most
+// MaxPayloadBytes, every step's args as jobs.Client.Enqueue validates them)
+// and written in one call: the steps of the first step's
 // queue (the workflow's home) in one script, with the workflow's record.
 // Steps of other queues are written first, waiting, and released by that
 // commit, so a workflow is all there or not started. An operation id makes
@@ -48,6 +49,11 @@ import (
 
 // MaxSteps bounds the steps of one workflow.
 const MaxSteps = 1000
+
+// MaxPayloadBytes bounds the sum of a workflow's step args (each step's is
+// bounded by jobs.MaxPayloadBytes): the steps of one queue are written by
+// one script call, which holds Redis for as long as it takes.
+const MaxPayloadBytes = 16 << 20
 
 // Workflow is a graph of steps under construction. Add records the first
 // mistake; Validate and Enqueue report it.
@@ -163,6 +169,7 @@ func (w *Workflow) plan(ctx context.Context, id, op string, opts [][]jobs.Option
 	def := ledger.WorkflowDef{Name: w.name}
 	next := make([][]ledger.StepRef, len(w.steps))
 	jobsOf := make([]*ledger.NewJob, len(w.steps))
+	size := 0
 	for i, s := range w.steps {
 		stepOpts := s.opts
 		if opts != nil {
@@ -172,7 +179,10 @@ func (w *Workflow) plan(ctx context.Context, id, op string, opts [][]jobs.Option
 		if err != nil {
 			return nil, fmt.Errorf("workflow step %q: %w", s.name, err)
 		}
+		size += len(p.Payload)
 		switch {
+		case size > MaxPayloadBytes:
+			return nil, fmt.Errorf("%w: a workflow's step args add up to at most %d bytes (workflow.MaxPayloadBytes), over at step %q", jobs.ErrInvalid, MaxPayloadBytes, s.name)
 		case p.Unique != nil:
 			return nil, fmt.Errorf("%w: workflow step %q is unique (jobs.Unique): a workflow deduplicates as a whole, by its OperationID", jobs.ErrInvalid, s.name)
 		case p.Group != "":

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,101 @@ func (l *Ledger) Match(ctx context.Context, qs []string, f Filter, need int) ([]
 		all = all[:need]
 	}
 	return all, total, exact, nil
+}
+
+// pageScript reads entries ARGV[4] to ARGV[4]+ARGV[5]-1 of the entries of
+// the sorted set KEYS[1] scored from ARGV[1] to ARGV[2] (descending when
+// ARGV[3] is "1"), by rank: O(log N) plus the page, wherever the page is.
+// It returns {count in range, {member, score, ...}}.
+var pageScript = redis.NewScript(`
+local lo, hi, desc = ARGV[1], ARGV[2], ARGV[3] == '1'
+local off, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+local total = redis.call('ZCOUNT', KEYS[1], lo, hi)
+if off >= total or n <= 0 then return {total, {}} end
+local stop = math.min(off + n, total) - 1
+if desc then
+  local before = redis.call('ZCOUNT', KEYS[1], '(' .. hi, '+inf')
+  return {total, redis.call('ZREVRANGE', KEYS[1], before + off, before + stop, 'WITHSCORES')}
+end
+local before = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. lo)
+return {total, redis.call('ZRANGE', KEYS[1], before + off, before + stop, 'WITHSCORES')}`)
+
+// Page returns entries offset to offset+limit of the list Match returns,
+// with its total. When every entry that passes f is in one index key (one
+// queue holds them, outside fair groups and limit waits) and no kind filter
+// is given, the page is read by rank, at the same cost wherever it is;
+// otherwise Match reads the first offset+limit entries of each key.
+func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit int) ([]Indexed, int64, bool, error) {
+	if f.Kind == "" {
+		type index struct{ q, key string }
+		var idx []index
+		exact := true
+		for _, q := range qs {
+			idx = append(idx, index{q, l.StateKey(q, f.State)})
+			if f.State == Pending {
+				keys, all, err := l.pendingSideKeys(ctx, q)
+				if err != nil {
+					return nil, 0, false, err
+				}
+				exact = exact && all
+				for _, k := range keys {
+					idx = append(idx, index{q, k})
+				}
+			}
+		}
+		lo, hi := f.scoreRange()
+		pipe := l.rdb.Pipeline()
+		counts := make([]*redis.IntCmd, len(idx))
+		for i, x := range idx {
+			counts[i] = pipe.ZCount(ctx, x.key, lo, hi)
+		}
+		if len(idx) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return nil, 0, false, wrap("count "+string(f.State), err)
+			}
+		}
+		var full []index
+		for i, x := range idx {
+			if counts[i].Val() > 0 {
+				full = append(full, x)
+			}
+		}
+		switch len(full) {
+		case 0:
+			return nil, 0, exact, nil
+		case 1:
+			desc := "0"
+			if f.Desc {
+				desc = "1"
+			}
+			v, err := pageScript.Run(ctx, l.rdb, []string{full[0].key}, lo, hi, desc, offset, limit).Slice()
+			if err == nil && len(v) != 2 {
+				err = fmt.Errorf("malformed reply %v", v)
+			}
+			if err != nil {
+				return nil, 0, false, wrap("list "+string(f.State), err)
+			}
+			total, _ := v[0].(int64)
+			flat, _ := v[1].([]any)
+			items := make([]Indexed, 0, len(flat)/2)
+			for i := 0; i+1 < len(flat); i += 2 {
+				id, _ := flat[i].(string)
+				sc, _ := flat[i+1].(string)
+				score, _ := strconv.ParseFloat(sc, 64)
+				items = append(items, Indexed{Queue: full[0].q, ID: id, Score: score})
+			}
+			sortIndexed(items, f.Desc)
+			return items, total, exact, nil
+		}
+	}
+	items, total, exact, err := l.Match(ctx, qs, f, offset+limit)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if offset >= len(items) {
+		return nil, total, exact, nil
+	}
+	return items[offset:], total, exact, nil
 }
 
 // match is Match for one queue. Pending jobs are listed from the due index,

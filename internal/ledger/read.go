@@ -893,3 +893,40 @@ func (r Record) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("id", r.ID), slog.String("kind", r.Kind), slog.String("queue", r.Queue),
 		slog.String("state", string(r.State)), slog.Int("attempts", r.Attempts))
 }
+
+// stepChunk is how many job records one round trip of Steps reads.
+const stepChunk = 100
+
+// Steps returns the records of jobs refs (nil for one gone), read as
+// recorded, a pipelined round trip per stepChunk of them: a workflow's
+// status reads its up to a thousand steps in a few round trips, not one
+// per step. Unlike Get it does not work out where a pending job waits.
+func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
+	out := make([]*Record, len(refs))
+	for lo := 0; lo < len(refs); lo += stepChunk {
+		chunk := refs[lo:min(lo+stepChunk, len(refs))]
+		cmds := make([]*redis.MapStringStringCmd, len(chunk))
+		pipe := l.rdb.Pipeline()
+		for i, r := range chunk {
+			if !siblingID(r.ID) {
+				cmds[i] = pipe.HGetAll(ctx, l.JobKey(r.Queue, r.ID))
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !wrongType(err) && !errors.Is(err, redis.Nil) {
+			return nil, wrap("read steps", err)
+		}
+		for i, c := range cmds {
+			if c == nil {
+				continue
+			}
+			h, err := jobFields(c)
+			if err != nil {
+				return nil, wrap("get "+chunk[i].ID, err)
+			}
+			if len(h) > 0 {
+				out[lo+i] = recordFrom(chunk[i].Queue, chunk[i].ID, h)
+			}
+		}
+	}
+	return out, nil
+}
