@@ -216,7 +216,7 @@ func (l *Ledger) cancelStrays(ctx context.Context, id string, def any, steps []S
 	if len(steps) == 0 {
 		return nil
 	}
-	states, err := l.stepStates(ctx, id, steps)
+	states, err := l.stepStates(ctx, steps)
 	if err != nil {
 		return err
 	}
@@ -232,33 +232,13 @@ func (l *Ledger) cancelStrays(ctx context.Context, id string, def any, steps []S
 	return nil
 }
 
-// stepStates reads the states of workflow id's steps in one round trip
-// ("" for a step whose record is gone).
-func (l *Ledger) stepStates(ctx context.Context, id string, steps []StepRef) ([]State, error) {
-	cmds := make([]*redis.StringCmd, len(steps))
-	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, s := range steps {
-			cmds[i] = p.HGet(ctx, l.JobKey(s.Queue, s.ID), "state")
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, wrap("read workflow "+id+"'s steps", err)
-	}
-	states := make([]State, len(cmds))
-	for i, c := range cmds {
-		states[i] = State(c.Val())
-	}
-	return states, nil
-}
-
 // otherParts returns the queues of qs other than found in which workflow
 // id noted a part (a queue whose batch of parts stopped short of it), and
 // the steps those parts list, so that its record lists, and its cancels
 // reach, every step it wrote. It reads no part when none of steps (those
 // found) waits: the workflow is then not abandoned (see abandon).
 func (l *Ledger) otherParts(ctx context.Context, id string, steps []StepRef, qs, found []string) ([]string, []StepRef, error) {
-	states, err := l.stepStates(ctx, id, steps)
+	states, err := l.stepStates(ctx, steps)
 	if err != nil {
 		return nil, nil, err
 	}
