@@ -42,7 +42,13 @@ var (
 	// (written by hand, or by something else): nothing was written for that
 	// job, whose Result is nil, and the call's other jobs were enqueued; for
 	// a workflow (a step's key, or the workflow's record), nothing of it
-	// was committed.
+	// was committed. A queue-level key of another type (the stats hash, the
+	// events list, a state index, the unique, limits, rates or groups hash,
+	// ...) fails an operator's action, a maintenance call or a workflow
+	// enqueue that may write it before its first write: nothing was
+	// written (enqueues, claims and completions do not check those keys:
+	// see the README's "Errors on partial failure"). A periodic schedule's
+	// key of another type fails its scheduler's writes the same way.
 	ErrForeignKey = ledger.ErrForeignKey
 	// ErrScheduleConflict means a periodic schedule is defined otherwise
 	// elsewhere: Client.RemoveSchedule refuses to remove a schedule that

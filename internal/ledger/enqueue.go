@@ -335,6 +335,9 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 	if isOOM(err) {
 		return fmt.Errorf("%w: %w", ErrOutOfMemory, err)
 	}
+	if f := foreignQueueKey(err); f != err {
+		return f // refused before the first write
+	}
 	if err != nil {
 		l.registerUnknown(q, v)
 		l.unknownOutcome(record, idx, js)

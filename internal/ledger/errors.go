@@ -31,7 +31,12 @@ var (
 	// or its group's) holds another type than the ledger writes there
 	// (written by hand, or by something else): nothing was written for that
 	// job, and the call's other jobs were enqueued; for a workflow (a step's
-	// key, or the workflow's record), nothing of it was committed.
+	// key, or the workflow's record), nothing of it was committed. A
+	// queue-level key of another type (the stats hash, the events list, a
+	// state index, the limits, rates or groups hash, ...) fails an
+	// operator, maintenance or workflow-enqueue call that may write it,
+	// before its first write (queue_guard: the hot paths do not check);
+	// so does a periodic schedule's key for its scheduler's writes.
 	ErrForeignKey = errors.New("jobs: a key of the job holds another type; nothing was written for it")
 	// ErrScheduleConflict means a periodic schedule's recorded definition
 	// is not the caller's: a more recently started pool defines it
@@ -57,4 +62,15 @@ func noJob(q, id string) error {
 func isOOM(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
+}
+
+// foreignQueueKey returns err matching ErrForeignKey when it is a script's
+// refusal of a queue-level key holding another type (queue_guard in
+// prelude.lua, refused before the script's first write), else err.
+func foreignQueueKey(err error) error {
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FOREIGNKEY ") && !errors.Is(err, ErrForeignKey) {
+		return fmt.Errorf("%w: %w", ErrForeignKey, err)
+	}
+	return err
 }

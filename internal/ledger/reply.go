@@ -138,5 +138,5 @@ func wrap(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("jobs: %s: %w", what, err)
+	return fmt.Errorf("jobs: %s: %w", what, foreignQueueKey(err))
 }

@@ -230,13 +230,13 @@ func (l *Ledger) confirmWorkflow(ctx context.Context, w *NewWorkflow, home strin
 // ErrEnqueueUnknown (the workflow may be written: enqueue it again with
 // the same operation id), as an enqueue's; a script's refusal (a FENCEDQ
 // reply: nothing written) is left as it is, matching ErrForeignKey for a
-// key of another type.
+// key of another type (a step's, or a queue-level key: wrap).
 func enqueueUnknown(err error) error {
 	var re redis.Error
 	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FENCEDQ foreign key") {
 		return fmt.Errorf("%w: %w", ErrForeignKey, err)
 	}
-	if errors.Is(err, ErrEnqueueUnknown) || errors.As(err, &re) && strings.HasPrefix(re.Error(), "FENCEDQ ") {
+	if errors.Is(err, ErrEnqueueUnknown) || errors.Is(err, ErrForeignKey) || errors.As(err, &re) && strings.HasPrefix(re.Error(), "FENCEDQ ") {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrEnqueueUnknown, err)

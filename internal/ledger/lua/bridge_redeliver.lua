@@ -23,6 +23,7 @@ if not state then return {0, 'missing'} end
 if not h[3] or state ~= ARGV[3] or (h[2] or '') ~= ARGV[4] or (h[5] or '') ~= ARGV[5] then return {0, state} end
 if state ~= 'pending' and state ~= 'running' and state ~= 'uncertain' then return {0, state} end
 if state == 'running' and num(h[4]) > now then return {0, state} end
+queue_guard()
 seq_bump()
 local n = redis.call('HINCRBY', k, 'redeliveries', 1)
 local task = ARGV[7] .. '~' .. fmt(n)

@@ -30,6 +30,7 @@ if (ARGV[7] and ARGV[7] ~= '' and h[1] ~= ARGV[7]) or (ARGV[8] and ARGV[8] ~= ''
   or (ARGV[9] and ARGV[9] ~= '' and cnt(h[10]) ~= cnt(ARGV[9])) then
   return {-2, h[1], u64_norm(h[9]), fmt(cnt(h[10]))}
 end
+queue_guard()
 if ARGV[6] == 'wf' and h[3] then
   seq_bump()
   redis.call('HSET', k, 'wf_cancel', actor)

@@ -25,6 +25,7 @@ if h[7] then redis.call('HDEL', k, 'mark') end
 -- tokens above 2^53 (epochs 2 and up) are added to exactly, as strings,
 -- so the new token is strictly above the stored one
 local stok, sdeadline, attempt = token_mint(last, ep, now_us), fmt(now + ttl), cnt(h[3]) + 1
+queue_guard()
 seq_bump()
 redis.call('HSET', k, 'state', 'running', 'token', stok, 'owner', owner, 'deadline', sdeadline,
   'attempts', attempt, 'started', snow)

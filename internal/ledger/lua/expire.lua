@@ -14,7 +14,10 @@ if not reconciler_ok(ARGV[2]) then return {-1} end
 local ids = redis.call('ZRANGEBYSCORE', index['running'], '-inf', now, 'LIMIT', 0, num(ARGV[3]))
 local moved, reviewed, lost, dropped = {}, {}, {}, {}
 local reason = 'lease expired without commit'
-if #ids > 0 then seq_bump() end
+if #ids > 0 then
+  queue_guard()
+  seq_bump()
+end
 for _, id in ipairs(ids) do
   local k = jobkey(id)
   local h = jobread(k, 'state', 'deadline', 'token', 'attempts', 'lkey', 'lmax')

@@ -7,6 +7,7 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 HSCAN cursor of the groups hash ('0' to start)   3 HSCAN COUNT
 -- Reply: {next cursor ('0' when the scan is complete), groups repaired}
+queue_guard()
 local res = redis.call('HSCAN', P .. 'groups', ARGV[2], 'COUNT', num(ARGV[3]))
 local kv, fixed = res[2], 0
 for i = 1, #kv, 2 do

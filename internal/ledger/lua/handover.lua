@@ -8,6 +8,7 @@
 --   dependency's step name, its end (succeeded | dead | cancelled | reopen)
 -- Reply: {hand-over records this call wrote in turn (for this queue's own
 --   dependents in other queues)}.
+queue_guard()
 seq_bump()
 for i = 3, #ARGV, 3 do
   local next = wf_deliver(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[2])

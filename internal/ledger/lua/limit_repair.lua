@@ -10,13 +10,18 @@
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 HSCAN cursor of the limits hash ('0' to start)   3 HSCAN COUNT
 -- Reply: {next cursor ('0' when the scan is complete), permits ended}
+queue_guard()
 local res = redis.call('HSCAN', P .. 'limits', ARGV[2], 'COUNT', num(ARGV[3]))
 local kv, fixed = res[2], 0
 for i = 1, #kv, 2 do
   local key = kv[i]
   local hk = limit_holders(key)
   local lost = {}
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', hk, '(0', '+inf')) do
+  -- a holders key of another type (written by hand) holds no permit: an
+  -- error here would keep the permits this call ended before it
+  local held = redis.pcall('ZRANGEBYSCORE', hk, '(0', '+inf')
+  if held.err then held = {} end
+  for _, id in ipairs(held) do
     local h = jobread(jobkey(id), 'state', 'lkey')
     if h[1] ~= 'running' or h[2] ~= key then lost[#lost + 1] = id end
   end

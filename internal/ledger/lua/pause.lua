@@ -7,6 +7,7 @@
 -- Reply: 1 when the queue's state changed, 0 when it already was so, -1 when
 --   a resume found the queue paused by another pause than the one seen
 --   (nothing changed).
+queue_guard({'events'})
 local changed
 local id = ARGV[5] or ''
 if ARGV[2] == 'pause' then

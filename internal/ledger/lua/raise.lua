@@ -16,6 +16,7 @@ local id, mark, token = ARGV[2], u64_norm(ARGV[3]), ARGV[4]
 local k = jobkey(id)
 local h = redis.call('HMGET', k, 'state', 'token', 'mark')
 if not h[1] then return 0 end
+queue_guard()
 seq_bump()
 count('fenced_storage')
 event({type = 'fenced', stage = 'storage', job = id, token = token, current = u64_max(h[2] or '0', mark)})

@@ -49,6 +49,12 @@ if decision ~= 'succeeded' and decision ~= 'rerun' and decision ~= 'dead' and de
 end
 local unknown = state == 'uncertain' or state == 'review'
 if decision == 'rerun' and h[7] and not unknown then return {-3, state, h[4], h[7]} end
+queue_guard()
+-- a step re-run waits again in its dependency set: one of another type
+-- (written by hand) fails the call before its first write
+if decision == 'rerun' and h[4] and foreign('set', {wf_waitsk(id)}) then
+  return redis.error_reply('FOREIGNKEY the dependency set of step ' .. id .. ' holds another type: nothing was written')
+end
 seq_bump()
 -- recorded first, so a final state's retention covers the history too
 record(id, {event = 'resolve', from = state, decision = decision, actor = ARGV[5], note = ARGV[6]})

@@ -14,6 +14,7 @@
 -- Reply: {1 when a new record was made (the loss was not known yet) else 0,
 --   the record's replication id, its first_at}: the record names the loss.
 local rk = KEYS[14]
+queue_guard({'stats', 'minute', 'events'}, {{rk, 'hash'}})
 local rid = epoch_replid()
 if rid == '' then rid = 'unknown' end
 local cur = redis.call('HGET', rk, rid)

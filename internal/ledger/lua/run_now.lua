@@ -30,6 +30,7 @@ if h[2] then return {0, 'bridged'} end
 if h[5] == 'limit' then return {-1, 'limit'} end
 local cur = redis.call('ZSCORE', index['pending'], id)
 if h[5] == 'rate' and cur and num(cur) > now then return {-1, 'rate'} end
+queue_guard()
 seq_bump()
 -- due now, never later than it already was: a job already due keeps its
 -- place ahead of the jobs that became due after it

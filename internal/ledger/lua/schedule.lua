@@ -46,6 +46,17 @@ if pass > 0 then now = pass end
 
 -- Leader tokens of fencing epoch 2 and up are above 2^53, where Lua numbers
 -- are not exact: compared as decimal strings (internal/epoch's lib.lua).
+-- A key of another type (written by hand) fails the call before its first
+-- write: a register failing at the schedules set after writing 'created'
+-- would leave the schedule out of the set for good (the next register finds
+-- it created).
+for i, want in ipairs({'string', 'set', 'hash', 'list'}) do
+  local t = redis.call('TYPE', KEYS[i])['ok']
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('FOREIGNKEY the key ' .. KEYS[i] .. ' holds another type than a ' .. want ..
+      ': nothing was written')
+  end
+end
 local hw = redis.call('GET', KEYS[1])
 if hw and u64_cmp(u64_norm(hw), u64_norm(ARGV[2])) > 0 then return {-1, hw} end
 redis.call('SET', KEYS[1], ARGV[2])

@@ -67,6 +67,7 @@ for i = 8, #ARGV, 19 do
     return redis.error_reply('FENCEDQ foreign key: step ' .. ARGV[i + 10] .. ' (job ' .. ARGV[i] .. ') has a key holding another type')
   end
 end
+queue_guard()
 seq_bump()
 local created, due, ids = 0, {}, {}
 for i = 8, #ARGV, 19 do
