@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/workflow"
 )
@@ -49,26 +49,6 @@ func TestWorkflowArgsAreBounded(t *testing.T) {
 	}
 }
 
-// roundTrips is a go-redis hook counting the client's round trips (a
-// pipeline is one).
-type roundTrips struct{ n atomic.Int64 }
-
-func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 // TestLargestWorkflowReadsInFewRoundTrips: a workflow of MaxSteps steps
 // enqueues, and workflow.Get (the dashboard's workflow page) reads its
 // status in a few round trips, not one or more per step: a page listing
@@ -87,11 +67,11 @@ func TestLargestWorkflowReadsInFewRoundTrips(t *testing.T) {
 	}
 	hooked := redis.NewClient(e.rdb.(*redis.Client).Options())
 	defer hooked.Close()
-	trips := &roundTrips{}
+	trips := &redistest.RoundTrips{}
 	hooked.AddHook(trips)
 	c := jobs.NewClient(hooked, jobs.Config{Namespace: e.ns})
 	defer c.Close()
-	trips.n.Store(0)
+	trips.Reset()
 	st, err := workflow.Get(ctx, c, res.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -104,18 +84,18 @@ func TestLargestWorkflowReadsInFewRoundTrips(t *testing.T) {
 			t.Fatalf("step %s reads as missing", s.Name)
 		}
 	}
-	if n := trips.n.Load(); n > 30 {
+	if n := trips.N(); n > 30 {
 		t.Errorf("workflow.Get of %d steps took %d round trips, want at most 30", workflow.MaxSteps, n)
 	}
 	// The maintenance leader settles every open workflow on each pass:
 	// reading its steps' states is a few round trips too (it was one
 	// whole-record read per step).
 	l := ledger.New(hooked, ledger.Config{Namespace: e.ns})
-	trips.n.Store(0)
+	trips.Reset()
 	if _, outcome, err := l.SettleWorkflow(ctx, res.Home, res.ID); err != nil || outcome != "" {
 		t.Fatalf("settle: outcome %q, %v; want the workflow still running", outcome, err)
 	}
-	if n := trips.n.Load(); n > 30 {
+	if n := trips.N(); n > 30 {
 		t.Errorf("settling a workflow of %d steps took %d round trips, want at most 30", workflow.MaxSteps, n)
 	}
 }

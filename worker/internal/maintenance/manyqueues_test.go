@@ -1,32 +1,11 @@
 package maintenance
 
 import (
-	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/fencedq/fencedq/internal/redistest"
 )
-
-// roundTrips counts the commands and pipelines a client sends.
-type roundTrips struct{ n atomic.Int64 }
-
-func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
 
 // Every maintenance pass over a thousand idle queues costs a few round
 // trips, not a few per queue: each reads every queue in one pipeline and
@@ -45,7 +24,7 @@ func TestPassesOverManyQueuesCostFewRoundTrips(t *testing.T) {
 	if err := f.ledger.RegisterQueues(f.ctx, qs...); err != nil {
 		t.Fatal(err)
 	}
-	var rt roundTrips
+	var rt redistest.RoundTrips
 	f.rdb.AddHook(&rt)
 	for _, p := range []struct {
 		name string
@@ -60,11 +39,11 @@ func TestPassesOverManyQueuesCostFewRoundTrips(t *testing.T) {
 		{"expirer", func() error { return l.expirer.runOnce(f.ctx, leader) }, 4},
 		{"pruner", func() error { return l.pruner.runOnce(f.ctx, leader) }, 4},
 	} {
-		rt.n.Store(0)
+		rt.Reset()
 		if err := p.run(); err != nil {
 			t.Fatal(err)
 		}
-		if n := rt.n.Load(); n > p.max {
+		if n := rt.N(); n > p.max {
 			t.Errorf("a %s pass over %d idle queues took %d round trips, want at most %d", p.name, len(qs), n, p.max)
 		}
 	}
