@@ -35,9 +35,11 @@
 -- the caller learned (a flush, a restart without persistence, a replica
 -- promoted without it: the record was created again), or when it holds no
 -- epoch, or a lower one, for the primary the caller minted on: this primary
--- then keeps a recorded epoch only if it is above every epoch the caller
--- knows, else gets one more than the highest. So a zombie's token, minted
--- in an epoch the record forgot, stays below every token minted after.
+-- then keeps a recorded epoch only if it is the highest recorded and above
+-- every epoch the caller minted in (another caller that found the same loss
+-- moved it there: one loss moves it once), else gets one more than the
+-- highest known. So a zombie's token, minted in an epoch the record forgot,
+-- stays below every token minted after.
 local key = KEYS[1]
 local F, C, L, EL = tonumber(ARGV[1]), tonumber(ARGV[2]) or 0, ARGV[3], tonumber(ARGV[4]) or 0
 local function fmt(n) return string.format('%d', n) end
@@ -49,9 +51,13 @@ local known = math.max(mx or 0, C, EL)
 local lost = L ~= '' and (born ~= ARGV[6] or (rid == L and not (rec and rec >= EL)))
 local e, assigned = nil, 0
 if lost then
-  e = rec or F
-  if not rec then assigned = 1 end
-  if not e or e <= known then e = known + 1 end
+  if rec and rec >= (mx or 0) and rec > math.max(C, EL) then
+    e = rec -- moved above the loss already
+  else
+    e = rec or F
+    if not rec then assigned = 1 end
+    if not e or e <= known then e = known + 1 end
+  end
 elseif rec then
   e = rec
   if F then

@@ -62,9 +62,13 @@
 // primary may keep its replication id: minting would restart in the same
 // epoch at a time that may be below a zombie's token. A caller that minted
 // finds its epoch or the record's birth gone and refreshes; advance.lua
-// then moves the primary to one above every epoch the caller knows (logged
-// at error level), or keeps an epoch another caller already moved it to
-// above them. A process that never minted cannot tell a flushed namespace
+// then moves the primary to one above every epoch the caller knows, or
+// keeps the epoch another caller that found the same loss moved it to
+// when that is the highest recorded and above every epoch this caller
+// minted in: one loss moves it once, however many trackers (a pool's
+// ledger, its lease manager) find it. The loss is logged at error level
+// once per process and record, at debug level by the process's other
+// trackers. A process that never minted cannot tell a flushed namespace
 // from a new one: it starts at 0 (or the Sentinels' epoch) until a process
 // that minted before the loss moves the record above, and tokens it minted
 // meanwhile may be below a zombie's (storage marks still fence them).
@@ -223,7 +227,8 @@ type Options struct {
 	Sentinel *redis.FailoverOptions
 	// Source replaces the Sentinel source (tests).
 	Source Source
-	// Logger receives a new primary's epoch (info) and a capped epoch (error);
+	// Logger receives a new primary's epoch (info), a lost record (error, once
+	// per process and record) and a capped epoch (error);
 	// default slog.Default().
 	Logger *slog.Logger
 }
@@ -395,8 +400,7 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 			return State{}, fmt.Errorf("epoch: advance: malformed reply %q", reply)
 		}
 		if reply[5] == "1" && attempt == 1 {
-			t.log.Error("fencing epoch record lost (a flush, or a restart without persistence or failover): moved above every epoch this process minted in",
-				"key", t.key, "replication_id", reply[0], "epoch", e, "previous_epoch", t.max)
+			t.logLost(ctx, reply[0], e, reply[4])
 		}
 		if reply[2] == "1" {
 			t.log.Error("fencing epoch capped: tokens are ordered by the clock across failovers from now on",
@@ -415,6 +419,23 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 		}
 		src, raise = strconv.FormatUint(after, 10), reply[1]
 	}
+}
+
+// lossesLogged holds, per epoch record key, the birth of the record the
+// last loss logged in this process was found on.
+var lossesLogged sync.Map
+
+// logLost logs a lost record found on the record born at born: at error
+// level once per process, at debug level for the process's other trackers
+// (a pool's ledger, its lease manager, its leader's client), which each
+// find the same loss (advance.lua moves the primary once for them all).
+func (t *Tracker) logLost(ctx context.Context, replID string, e uint64, born string) {
+	lvl := slog.LevelError
+	if prev, seen := lossesLogged.Swap(t.key, born); seen && prev == born {
+		lvl = slog.LevelDebug
+	}
+	t.log.Log(ctx, lvl, "fencing epoch record lost (a flush, or a restart without persistence or failover): moved above every epoch this process minted in",
+		"key", t.key, "replication_id", replID, "epoch", e, "previous_epoch", t.max)
 }
 
 // Mint runs mint with the state to mint with and, while mint reports it

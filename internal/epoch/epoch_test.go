@@ -787,3 +787,43 @@ func TestClockSetRightAfterAStepBackDoesNotJumpAhead(t *testing.T) {
 		t.Fatalf("time went back: %v after %v", after, before)
 	}
 }
+
+// One lost record moves the epoch once: a process's trackers (a pool's
+// ledger, its lease manager, its leader's client) that all minted before a
+// restart without persistence each find the loss, and the first moves the
+// primary above every epoch they minted in; the others keep that epoch,
+// which is above theirs too, and log the loss at debug level only.
+// Moving again would give the same order while spending an epoch, logging
+// the loss once per tracker, and refusing every mint made with the first.
+func TestLostRecordMovesOnce(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := srv.Client()
+	ns := redistest.Namespace(t)
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	trs := []*epoch.Tracker{
+		epoch.New(c, ns, epoch.Options{Logger: log}),
+		epoch.New(c, ns, epoch.Options{Logger: log}),
+		epoch.New(c, ns, epoch.Options{Logger: log}),
+	}
+	before := make([]uint64, len(trs))
+	for i, tr := range trs {
+		before[i] = mint(t, c, tr, fmt.Sprintf("%s:counter:%d", ns, i))
+	}
+	srv.Restart()
+	for i, tr := range trs {
+		if tok := mint(t, c, tr, fmt.Sprintf("%s:counter:%d", ns, i)); epoch.Of(tok) != 1 || tok <= before[i] {
+			t.Fatalf("tracker %d after the restart: %d (epoch %d), want epoch 1 above %d", i, tok, epoch.Of(tok), before[i])
+		}
+	}
+	if got := strings.Count(logs.String(), "level=ERROR msg=\"fencing epoch record lost"); got != 1 {
+		t.Fatalf("%d error lines for one lost record, want 1:\n%s", got, logs.String())
+	}
+	// Each tracker found the loss: the first moved the epoch, the others kept it.
+	if got := strings.Count(logs.String(), "level=DEBUG msg=\"fencing epoch record lost"); got != len(trs)-1 {
+		t.Fatalf("%d debug lines for the trackers that kept the moved epoch, want %d:\n%s", got, len(trs)-1, logs.String())
+	}
+	if f := c.HGetAll(context.Background(), epoch.Key(ns)).Val(); f["max"] != "1" {
+		t.Fatalf("record after one loss: %v, want max 1", f)
+	}
+}
