@@ -116,3 +116,67 @@ func TestRepairLimits(t *testing.T) {
 		t.Fatalf("limits_repaired %d (%v), want 1", st["limits_repaired"], err)
 	}
 }
+
+// TestRepairLimitsDropsLostPromiseOfBusyKey: a promise (a permit promised
+// to a due job not yet claimed) whose job's record was lost is dropped by an
+// enqueue or a wake-up only while nothing holds a permit of the key; on a
+// key some job always holds, it would take one of the key's permits for
+// ever, parking jobs the limit admits. RepairLimits drops it and wakes the
+// parked job, and leaves the promise of a job still due alone.
+func TestRepairLimitsDropsLostPromiseOfBusyKey(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: "lp"})
+	const q = "q"
+	job := func(id string) *ledger.NewJob {
+		return &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1,
+			Flow: &ledger.Flow{LimitKey: "busy", LimitMax: 2}}
+	}
+	// a and b are promised the key's two permits; a claim takes a's
+	if _, err := l.Insert(ctx, []*ledger.NewJob{job("a"), job("b")}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Claim(ctx, q, "p", time.Minute, 1)
+	if err != nil || len(r.Jobs) != 1 || r.Jobs[0].ID != "a" {
+		t.Fatalf("claimed %+v (%v), want a", r, err)
+	}
+	if err := rdb.Del(ctx, l.JobKey(q, "b")).Err(); err != nil { // b's record is lost
+		t.Fatal(err)
+	}
+	if c := claimAll(t, l, q); len(c) != 0 { // drops b's due entry
+		t.Fatalf("claimed %+v, want nothing", c)
+	}
+	// c parks behind a's permit and b's lost promise, though one permit is free
+	if _, err := l.Insert(ctx, []*ledger.NewJob{job("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rdb.ZCard(ctx, "lp:{q}:limit:busy:wait").Result(); err != nil || n != 1 {
+		t.Fatalf("jobs parked: %d (%v), want c", n, err)
+	}
+	n, err := l.RepairLimits(ctx, q)
+	if err != nil || n != 1 {
+		t.Fatalf("repaired %d (%v), want 1: b's lost promise", n, err)
+	}
+	if c := claimAll(t, l, q); len(c) != 1 || c[0].ID != "c" {
+		t.Fatalf("claimed %+v, want c (a holds one permit of 2)", c)
+	}
+	// a ends: d is promised the permit it frees, e parks; the repair keeps
+	// d's promise
+	cs := []ledger.Completion{{ID: "a", Token: r.Jobs[0].Token, Outcome: ledger.Outcome{To: ledger.Succeeded}}}
+	if _, err := l.Complete(ctx, q, cs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Insert(ctx, []*ledger.NewJob{job("d"), job("e")}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.RepairLimits(ctx, q); err != nil || n != 0 {
+		t.Fatalf("a second repair ended %d (%v), want none", n, err)
+	}
+	want := "limit busy, 1 of 2 held, 1 promised to due jobs"
+	if rec, err := l.Get(ctx, q, "e"); err != nil || rec.WaitingFor != want {
+		t.Fatalf("e waits for %q (%v), want %q", rec.WaitingFor, err, want)
+	}
+	if c := claimAll(t, l, q); len(c) != 1 || c[0].ID != "d" {
+		t.Fatalf("claimed %+v, want d", c)
+	}
+}

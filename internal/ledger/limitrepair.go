@@ -15,8 +15,10 @@ const limitRepairCount = 500
 
 // RepairLimits ends the concurrency-limit permits of queue q whose holder
 // was lost (its record gone or no longer a running job of the key: an
-// eviction, a deleted key) and returns how many it ended: such a permit
-// would otherwise never be released, and the key's parked jobs never run.
+// eviction, a deleted key), and the promises to jobs no longer due, and
+// returns how many it ended: such a permit would otherwise never be
+// released, and the key's parked jobs never run (a lost promise, on a key
+// some job always holds, would take one of its permits for ever).
 // The key's parked jobs the freed permits admit are woken. It scans the
 // keys with parked jobs (the limits hash), a bounded slice per call.
 func (l *Ledger) RepairLimits(ctx context.Context, q string) (int64, error) {
