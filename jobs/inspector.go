@@ -645,10 +645,16 @@ func (in *Inspector) queue(q string) error {
 }
 
 // names checks q and returns the queue names holding its jobs (see
-// physical).
+// physical). A partition's name its queue has in no layout (mistyped) is
+// refused (ErrInvalid), rather than read as an empty queue.
 func (in *Inspector) names(ctx context.Context, q string) ([]string, error) {
 	if err := in.queue(q); err != nil {
 		return nil, err
+	}
+	if ledger.IsPartition(q) {
+		if err := knownPartition(ctx, in.l, q); err != nil {
+			return nil, err
+		}
 	}
 	return in.physical(ctx, q)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -91,9 +92,9 @@ func TestCommandsTakeAJobsPartitionAndItsQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	part := rec.Queue
-	other := "orders#0"
+	other := ledger.PartitionNames("orders", 3)[0]
 	if part == other {
-		other = "orders#1"
+		other = ledger.PartitionNames("orders", 3)[1]
 	}
 	if !strings.HasPrefix(part, "orders#") {
 		t.Fatalf("the job's queue is %q, want a partition of orders", part)
@@ -123,5 +124,9 @@ func TestCommandsTakeAJobsPartitionAndItsQueue(t *testing.T) {
 	}
 	if code, _, errOut := e.cli("resolve", "--op", "op-1", "--queue", other, "--decision", "rerun", "--actor", "bob"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Errorf("resolve --op in a partition without the job: %d %q", code, errOut)
+	}
+	// a partition the queue does not have is refused, not searched
+	if code, _, errOut := e.cli("resolve", "--op", "op-1", "--queue", "orders#9", "--decision", "rerun", "--actor", "bob"); code != 2 || !strings.Contains(errOut, "has no partition") {
+		t.Errorf("resolve --op in a partition orders does not have: %d %q", code, errOut)
 	}
 }
