@@ -61,6 +61,18 @@ type attempt struct {
 	// middleware ended it and the handler's outcome stands.
 	exitEnd   *rules.End
 	exitAfter bool
+
+	// Set and read by the attempt's goroutine only. deciding is the end
+	// conclude is deciding the outcome of (decided once it returns), so a
+	// goroutine ending in RetryDelay keeps it; delay is the retry delay,
+	// computed once per attempt (delaySet); handedOver says the outcome
+	// went to the completer; exitCounted that goexited counted the Goexit.
+	deciding    rules.End
+	decidingSet bool
+	delay       time.Duration
+	delaySet    bool
+	handedOver  bool
+	exitCounted bool
 }
 
 // enterHandler reports whether middleware's next may run the handler:

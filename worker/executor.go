@@ -45,15 +45,20 @@ func (p *Pool) executor(wg *sync.WaitGroup) {
 // execute runs one attempt and hands its outcome to the completer. The slot
 // frees once the outcome is handed over.
 func (p *Pool) execute(a *attempt) {
-	returned := false
-	defer func() {
-		if !returned {
-			p.goexited(a)
+	var f *finished
+	defer p.release() // even if goexited's own logging ends the goroutine again
+	exited := func() {
+		if !a.handedOver {
+			p.goexited(a, f)
 		}
-		p.release()
-	}()
+	}
+	// A RetryDelay called by goexited (after a handler's Goexit) may end
+	// the goroutine again: the second call then hands over the outcome
+	// with the default delay, calling no RetryDelay.
+	defer exited()
+	defer exited()
 	p.renewer.add(a)
-	f := p.runAttempt(a)
+	f = p.runAttempt(a)
 	if a.markReturned() {
 		a.log.Warn("a handler abandoned at shutdown returned; its result is committed only if its token still runs the job",
 			"wanted", f.outcome.To)
@@ -61,7 +66,7 @@ func (p *Pool) execute(a *attempt) {
 	p.renewer.remove(a)
 	a.end()
 	p.completer.add(f)
-	returned = true
+	a.handedOver = true
 }
 
 // goexited ends attempt a, whose goroutine is exiting without the attempt
@@ -70,13 +75,29 @@ func (p *Pool) execute(a *attempt) {
 // handler returned, that is a retry, unless the handler's context says
 // the lease was lost, its deadline passed, an operator cancelled it or
 // the pool shut down mid-call; once it returned (a middleware's Goexit
-// after next), the handler's outcome stands.
-func (p *Pool) goexited(a *attempt) {
+// after next), the handler's outcome stands, as does an outcome already
+// decided (decided, or being decided when RetryDelay ended the goroutine):
+// an attempt's outcome is decided once, and RetryDelay is not called
+// again from an exiting goroutine.
+func (p *Pool) goexited(a *attempt, decided *finished) {
 	c := a.job
 	kind := p.kindLabel(c.Kind)
-	p.metrics.Panics.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
+	if !a.exitCounted {
+		a.exitCounted = true
+		p.metrics.Panics.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
+	}
 	f := &a.fin
-	if end, after := a.keptHandlerEnd(); end != nil {
+	if decided == nil && a.fin.a != nil {
+		decided = &a.fin // conclude decided it, then its counting ended the goroutine
+	}
+	if decided != nil {
+		a.log.Error("the attempt's goroutine ended after its outcome was decided; the outcome stands",
+			"error", errGoexit.Error(), "wanted", decided.outcome.To)
+		f = decided
+	} else if a.decidingSet {
+		// RetryDelay ended it (logged there): the delay is the default.
+		f = p.conclude(a, a.deciding, kind)
+	} else if end, after := a.keptHandlerEnd(); end != nil {
 		if after {
 			a.log.Error("middleware ended its goroutine after the handler returned; the handler's outcome stands",
 				"error", errGoexit.Error())
@@ -101,6 +122,7 @@ func (p *Pool) goexited(a *attempt) {
 	p.renewer.remove(a)
 	a.end()
 	p.completer.add(f)
+	a.handedOver = true
 }
 
 // runAttempt takes the attempt's resource lease, if its kind names one, runs
@@ -167,6 +189,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 // commit, counting what it shows.
 func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 	c := a.job
+	a.deciding, a.decidingSet = end, true
 	outcome := rules.NameApplier(a.ctx, p.ledger, c.Queue, c.ID, end.Err, rules.Decide(end))
 	if outcome.To == jobs.Pending && !outcome.Defer {
 		var after *jobs.RetryAfterError
@@ -176,6 +199,7 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 			outcome.RetryIn = p.retryDelay(a)
 		}
 	}
+	a.fin = finished{a: a, outcome: outcome, err: end.Err, elapsed: a.ranFor(), kind: kind}
 	if end.Lost {
 		p.metrics.LeaseLost.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
 	}
@@ -186,7 +210,6 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 	if end.Malformed {
 		p.metrics.Rejected.WithLabelValues(ledger.Logical(c.Queue), metrics.ReasonMalformed).Inc()
 	}
-	a.fin = finished{a: a, outcome: outcome, err: end.Err, elapsed: a.ranFor(), kind: kind}
 	return &a.fin
 }
 
@@ -194,17 +217,30 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 // negative delay is none, one past jobs.MaxDelay is capped at it (as
 // jobs.RetryAfter caps its own), and a RetryDelay that panics (a table of delays
 // indexed past its end) is logged with the job and replaced by the default
-// delay, so the outcome is still committed and the pool goes on.
+// delay, so the outcome is still committed and the pool goes on. It is
+// computed once per attempt: a RetryDelay that ends the goroutine
+// (runtime.Goexit) leaves the default delay for goexited.
 func (p *Pool) retryDelay(a *attempt) (d time.Duration) {
+	if a.delaySet {
+		return a.delay
+	}
 	n := a.job.Attempt
+	a.delay, a.delaySet = defaultRetryDelay(n), true
+	called := false
 	defer func() {
 		if r := recover(); r != nil {
-			d = defaultRetryDelay(n)
+			d = a.delay
 			a.log.Error("RetryDelay panicked; the retry uses the default delay",
 				"panic", ledger.CapError(fmt.Sprint(r)), "retry", n, "delay", d)
+		} else if !called {
+			a.log.Error("RetryDelay ended its goroutine (runtime.Goexit); the retry uses the default delay",
+				"retry", n, "delay", a.delay)
 		}
 	}()
-	return min(max(p.cfg.RetryDelay(n), 0), jobs.MaxDelay)
+	d = min(max(p.cfg.RetryDelay(n), 0), jobs.MaxDelay)
+	called = true
+	a.delay = d
+	return d
 }
 
 // notStarted puts back the job of attempt a, whose handler had not started

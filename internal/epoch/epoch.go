@@ -68,10 +68,12 @@
 // minted in: one loss moves it once, however many trackers (a pool's
 // ledger, its lease manager) find it. The loss is logged at error level
 // once per process and record, at debug level by the process's other
-// trackers. A process that never minted cannot tell a flushed namespace
-// from a new one: it starts at 0 (or the Sentinels' epoch) until a process
-// that minted before the loss moves the record above, and tokens it minted
-// meanwhile may be below a zombie's (storage marks still fence them).
+// trackers. A new primary is likewise logged at info level once per
+// process and replication id. A process that never minted cannot tell a
+// flushed namespace from a new one: it starts at 0 (or the Sentinels'
+// epoch) until a process that minted before the loss moves the record
+// above, and tokens it minted meanwhile may be below a zombie's (storage
+// marks still fence them).
 //
 // # What it does not guarantee
 //
@@ -227,8 +229,10 @@ type Options struct {
 	Sentinel *redis.FailoverOptions
 	// Source replaces the Sentinel source (tests).
 	Source Source
-	// Logger receives a new primary's epoch (info), a lost record (error, once
-	// per process and record) and a capped epoch (error);
+	// Logger receives a new primary's epoch (info, once per process and
+	// primary), a lost record (error, once per process and record) and a
+	// capped epoch (error); other trackers of the process log the first
+	// two at debug level;
 	// default slog.Default().
 	Logger *slog.Logger
 }
@@ -358,7 +362,11 @@ func (t *Tracker) Refresh(ctx context.Context, stale State) (State, error) {
 	case last.ReplID == "":
 		t.log.Debug("fencing epoch", "key", t.key, "replication_id", st.ReplID, "epoch", st.Epoch)
 	case st != last:
-		t.log.Info("fencing epoch: new primary", "key", t.key, "replication_id", st.ReplID,
+		lvl := slog.LevelInfo
+		if prev, seen := primariesLogged.Swap(t.key, st.ReplID); seen && prev == st.ReplID {
+			lvl = slog.LevelDebug
+		}
+		t.log.Log(ctx, lvl, "fencing epoch: new primary", "key", t.key, "replication_id", st.ReplID,
 			"epoch", st.Epoch, "previous_replication_id", last.ReplID, "previous_epoch", last.Epoch)
 	}
 	t.max = max(t.max, st.Epoch)
@@ -420,6 +428,12 @@ func (t *Tracker) advance(ctx context.Context, last State) (State, error) {
 		src, raise = strconv.FormatUint(after, 10), reply[1]
 	}
 }
+
+// primariesLogged holds, per epoch record key, the replication id of the
+// last new primary logged at info level in this process: the process's
+// other trackers (a pool's ledger, its lease manager, a client, the
+// bridge) each learn the same primary and log it at debug level.
+var primariesLogged sync.Map
 
 // lossesLogged holds, per epoch record key, the birth of the record the
 // last loss logged in this process was found on.

@@ -827,3 +827,41 @@ func TestLostRecordMovesOnce(t *testing.T) {
 		t.Fatalf("record after one loss: %v, want max 1", f)
 	}
 }
+
+// TestNewPrimaryLoggedOncePerProcess: the trackers of one process (a
+// pool's ledger, its lease manager, a client) each learn a new primary,
+// but the process logs it at info level once; the others log it at debug
+// level, so one failover is one line in the process's log.
+func TestNewPrimaryLoggedOncePerProcess(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := srv.Client()
+	ns := redistest.Namespace(t)
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	trs := []*epoch.Tracker{
+		epoch.New(c, ns, epoch.Options{Logger: log}),
+		epoch.New(c, ns, epoch.Options{Logger: log}),
+		epoch.New(c, ns, epoch.Options{Logger: log}),
+	}
+	for i, tr := range trs {
+		mint(t, c, tr, fmt.Sprintf("%s:counter:%d", ns, i))
+	}
+	srv.Restart()
+	for i, tr := range trs {
+		mint(t, c, tr, fmt.Sprintf("%s:counter:%d", ns, i))
+	}
+	if got := strings.Count(logs.String(), "level=INFO msg=\"fencing epoch: new primary\""); got != 1 {
+		t.Fatalf("%d info lines for one new primary, want 1:\n%s", got, logs.String())
+	}
+	if got := strings.Count(logs.String(), "level=DEBUG msg=\"fencing epoch: new primary\""); got != len(trs)-1 {
+		t.Fatalf("%d debug lines for the process's other trackers, want %d:\n%s", got, len(trs)-1, logs.String())
+	}
+	// A second new primary is logged again, once.
+	srv.Restart()
+	for i, tr := range trs {
+		mint(t, c, tr, fmt.Sprintf("%s:counter:%d", ns, i))
+	}
+	if got := strings.Count(logs.String(), "level=INFO msg=\"fencing epoch: new primary\""); got != 2 {
+		t.Fatalf("%d info lines for two new primaries, want 2:\n%s", got, logs.String())
+	}
+}
