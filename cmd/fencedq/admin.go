@@ -99,9 +99,17 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	job := fs.String("job", "", "show one job and its history, by job id")
 	op := fs.String("op", "", "show one job and its history, by operation id")
 	limit := fs.Int("limit", 50, "how many jobs to list")
+	kind := fs.String("kind", "", "with --state: only jobs of this kind (reads at most 20000 index entries per queue; past that the total is a lower bound)")
+	offset := fs.Int("offset", 0, "with --state: skip this many jobs of the list (the next page starts at --offset plus --limit)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context, out io.Writer) error {
+		offsetGiven := false
+		fs.Visit(func(f *flag.Flag) { offsetGiven = offsetGiven || f.Name == "offset" })
 		switch {
+		case offsetGiven && *state == "":
+			return fmt.Errorf("%w: --offset pages a list: give it with --state", errUsage)
+		case *kind != "" && *state == "":
+			return fmt.Errorf("%w: --kind filters a list: give it with --state", errUsage)
 		case *job != "" && *op != "":
 			return fmt.Errorf("%w: --job and --op each name a job: give one of them", errUsage)
 		case *state != "" && (*job != "" || *op != ""):
@@ -115,9 +123,20 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *state != "" && (*limit <= 0 || *limit > jobs.MaxListWindow) {
 			return fmt.Errorf("%w: --limit %d must be 1-%d", errUsage, *limit, jobs.MaxListWindow)
 		}
+		if *state != "" && (*offset < 0 || *offset > jobs.MaxListWindow-*limit) {
+			return fmt.Errorf("%w: --offset %d: --offset plus --limit must be 0-%d", errUsage, *offset, jobs.MaxListWindow)
+		}
 		if *queue != "" { // a queue, or a partition as a job's queue names it
 			if err := jobs.ValidateQueueRef(*queue); err != nil {
 				return fmt.Errorf("%w: --queue: %v", errUsage, err)
+			}
+		}
+		if err := checkOp(*op); err != nil {
+			return err
+		}
+		if *kind != "" {
+			if err := jobs.ValidateKind(*kind); err != nil {
+				return fmt.Errorf("%w: --kind: %v", errUsage, err)
 			}
 		}
 		client, closeAll, err := c.openClient(ctx)
@@ -127,7 +146,7 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		defer closeAll()
 		l := client.Inspector()
 		if *state != "" {
-			return listJobs(ctx, out, l, jobs.State(*state), *queue, *limit, *asJSON)
+			return listJobs(ctx, out, l, jobs.ListParams{State: jobs.State(*state), Queue: *queue, Kind: *kind, Offset: *offset, Limit: *limit}, *asJSON)
 		}
 		var rec *jobs.Record
 		switch {
@@ -306,7 +325,7 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		defer closeAll()
 		prev := 0
 		if *set > 0 {
-			if prev, err = client.SetPartitions(ctx, *queue, *set, *actor, *note); err != nil {
+			if prev, err = client.SetPartitions(ctx, *queue, *set, *actor, strings.TrimSpace(*note)); err != nil {
 				return operatorError("set partitions", err)
 			}
 		}
@@ -402,7 +421,10 @@ func pauseText(p *jobs.Pause) string {
 	return cli.Escape(s)
 }
 
-func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.State, queue string, limit int, asJSON bool) error {
+// listJobs prints one page of p (its State's jobs of its Queue and Kind, or
+// of every queue merged in index order: pending, the soonest due first).
+func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, p jobs.ListParams, asJSON bool) error {
+	s, queue, offset, limit := p.State, p.Queue, p.Offset, p.Limit
 	known, err := l.Queues(ctx)
 	if err != nil {
 		return err
@@ -411,30 +433,25 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 	if queue != "" {
 		queues = []string{queue}
 	}
-	var all []jobs.Listed
-	var paused []string
-	total, exact := int64(0), true
-	for _, q := range queues {
-		page, err := l.List(ctx, jobs.ListParams{State: s, Queue: q, Limit: limit})
-		if err != nil {
-			return err
+	// One list over every queue: --offset and --limit page the merged list,
+	// not each queue's.
+	page, err := l.List(ctx, p)
+	if err != nil {
+		if errors.Is(err, jobs.ErrInvalid) {
+			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		all = append(all, page.Jobs...)
-		total += page.Total
-		exact = exact && page.TotalExact
-		p, err := l.Paused(ctx, q)
-		if err != nil {
-			return err
-		}
-		if p != nil {
-			paused = append(paused, cli.Escape(q)+" ("+pauseText(p)+")")
-		}
+		return err
 	}
-	// --limit bounds the whole list, not each queue's: the oldest first
-	// (pending: the soonest due), as each queue's page is.
-	slices.SortStableFunc(all, func(a, b jobs.Listed) int { return a.IndexAt.Compare(b.IndexAt) })
-	if len(all) > limit {
-		all = all[:limit]
+	all, total, exact := page.Jobs, page.Total, page.TotalExact
+	var paused []string
+	for _, q := range queues {
+		pause, err := l.Paused(ctx, q)
+		if err != nil {
+			return err
+		}
+		if pause != nil {
+			paused = append(paused, cli.Escape(q)+" ("+pauseText(pause)+")")
+		}
 	}
 	if asJSON {
 		recs := make([]*jobs.Record, len(all))
@@ -475,13 +492,20 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, s jobs.Stat
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	more, next := "", ""
+	if !exact {
+		more = " or more"
+	}
+	if int64(offset+limit) < total {
+		next = fmt.Sprintf("; next page: --offset %d", offset+limit)
+	}
 	switch {
+	case offset > 0 && len(all) == 0:
+		fmt.Fprintf(out, "no %s job at --offset %d (%d%s in all)\n", s, offset, total, more)
+	case offset > 0:
+		fmt.Fprintf(out, "jobs %d-%d of %d%s %s job(s) shown (--offset %d --limit %d)%s\n", offset+1, offset+len(all), total, more, s, offset, limit, next)
 	case int64(len(all)) < total:
-		more := ""
-		if !exact {
-			more = " or more"
-		}
-		fmt.Fprintf(out, "%d of %d%s %s job(s) shown (--limit %d)\n", len(all), total, more, s, limit)
+		fmt.Fprintf(out, "%d of %d%s %s job(s) shown (--limit %d)%s\n", len(all), total, more, s, limit, next)
 	default:
 		fmt.Fprintf(out, "%d %s job(s)\n", len(all), s)
 	}
@@ -648,7 +672,9 @@ func (o *operatorFlags) add(fs *flag.FlagSet, noteRequired bool) {
 }
 
 // check validates the operator flags before Redis is touched.
+// The note is trimmed, as the dashboard trims it.
 func (o *operatorFlags) check(noteRequired bool) error {
+	o.note = strings.TrimSpace(o.note)
 	if strings.TrimSpace(o.actor) == "" {
 		return fmt.Errorf("%w: --actor is required: who acts (or set FENCEDQ_ACTOR)", errUsage)
 	}
@@ -686,6 +712,18 @@ var takes = map[string]string{
 	"cancel":  "cancel takes a pending or running job, or a waiting workflow step",
 	"run-now": "run-now takes a pending (scheduled) job not held back by its limit or rate",
 	"resolve": "succeeded and dead take an uncertain or review job; rerun also takes a dead or cancelled one",
+}
+
+// checkOp refuses, as bad usage, an --op no enqueue takes (too long,
+// control characters): it names no job. "" (not given) passes.
+func checkOp(op string) error {
+	if op == "" {
+		return nil
+	}
+	if err := jobs.ValidateOperationID(op); err != nil {
+		return fmt.Errorf("%w: --op: %v", errUsage, err)
+	}
+	return nil
 }
 
 // findByOperation returns the job owning operation id op in whichever
@@ -774,6 +812,9 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		if err := o.check(false); err != nil {
+			return err
+		}
+		if err := checkOp(*op); err != nil {
 			return err
 		}
 		client, closeAll, err := o.openClient(ctx)

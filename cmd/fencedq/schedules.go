@@ -78,7 +78,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		defer closeAll()
 		if *remove {
-			found, err := client.RemoveSchedule(ctx, *id, *actor, *note)
+			found, err := client.RemoveSchedule(ctx, *id, *actor, strings.TrimSpace(*note))
 			if err != nil {
 				return operatorError("remove schedule", err)
 			}
