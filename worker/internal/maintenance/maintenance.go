@@ -161,6 +161,7 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 			errors: cfg.Metrics.MaintenanceErrors.WithLabelValues(name)}
 	}
 	t := &tally{}
+	pruned := &queueSet{}
 	l := &Leader{
 		client: client,
 		elector: &elector{leases: leases, owner: cfg.WorkerID, ttl: cfg.LeaseTTL, retry: cfg.Interval,
@@ -172,8 +173,9 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 			workerID: cfg.WorkerID, maxTries: cfg.MaxReconcileTries, timeout: cfg.ReconcileTimeout,
 			effectLog: cfg.EffectLog, reconcile: cfg.Reconcile, tally: t, decided: cfg.Decided},
 		pruner: &pruner{service: base(metrics.ServicePruner), interval: cfg.PruneInterval, effects: cfg.EffectPruner,
-			now: ledger.ReadTime},
-		status: &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t},
+			now: ledger.ReadTime, pruned: pruned},
+		status: &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t,
+			pruned: pruned},
 		handover: &handover{service: base(metrics.ServiceHandover), interval: cfg.Interval, grace: cfg.UncommittedGrace,
 			now: ledger.ReadTime},
 	}

@@ -22,6 +22,9 @@ type pruner struct {
 	// now reads the clock retention is measured by: the namespace's time
 	// (Ledger.ReadTime), which finished jobs are scored and expire by.
 	now func(context.Context) (time.Time, error)
+	// pruned gets the queues whose indexes a pass pruned, for the status
+	// service to read again.
+	pruned *queueSet
 }
 
 // runOnce is one prune pass. An effect log that fails to prune is logged
@@ -70,6 +73,9 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 				continue
 			}
 			n, err := step.run()
+			if n > 0 || err != nil {
+				p.pruned.add(q)
+			}
 			if n > 0 {
 				p.log.Log(ctx, step.level, step.msg, "queue", q, "count", n)
 			}

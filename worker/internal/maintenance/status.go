@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,44 @@ type status struct {
 	seriesMinute atomic.Int64
 	// parts is the partition registry as of the current pass.
 	parts map[string]int
+	// known is each queue's change mark (ledger.Ledger.Marks) and the
+	// counts read with it: a pass reads the counts of only the queues
+	// whose mark moved, and of every queue when it records the history.
+	known map[string]knownCounts
+	// pruned are the queues the pruner removed index entries from since
+	// the last pass (Prune does not move a queue's mark).
+	pruned *queueSet
+}
+
+// knownCounts is a queue's counts as a status pass last read them, and the
+// queue's change mark read before them.
+type knownCounts struct {
+	mark   string
+	counts ledger.QueueCounts
+}
+
+// queueSet is a set of queue names shared between services.
+type queueSet struct {
+	mu sync.Mutex
+	qs map[string]bool
+}
+
+func (s *queueSet) add(q string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.qs == nil {
+		s.qs = map[string]bool{}
+	}
+	s.qs[q] = true
+}
+
+// take returns the set's queues and empties it.
+func (s *queueSet) take() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	qs := s.qs
+	s.qs = nil
+	return qs
 }
 
 // runOnce is one status pass over every queue.
@@ -59,8 +98,7 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 			split[ledger.Logical(q)] = true
 		}
 	}
-	// Every queue's counts in one round trip (two with parked jobs).
-	all, err := s.ledger.CountsOf(ctx, qs)
+	all, err := s.counts(ctx, qs, record)
 	if err != nil {
 		return err
 	}
@@ -125,3 +163,48 @@ func (s *status) runOnce(ctx context.Context, leader lease.Token) error {
 // partitioned reports whether queue q has partitions in the registry read
 // at the start of the pass.
 func (s *status) partitioned(q string) bool { return s.parts[q] > 1 }
+
+// counts returns the counts of each of qs: read in one round trip (two
+// with parked jobs) for the queues whose change mark moved since the last
+// pass, that the pruner pruned, or whose last read failed, and for all of
+// them when all is set; the others' as last read. An idle queue costs one
+// read per pass.
+func (s *status) counts(ctx context.Context, qs []string, all bool) ([]ledger.QueueCounts, error) {
+	pruned := s.pruned.take()
+	marks, err := s.ledger.Marks(ctx, qs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ledger.QueueCounts, len(qs))
+	var read []string
+	var at []int
+	for i, q := range qs {
+		k, ok := s.known[q]
+		if all || !ok || marks[i] == "" || k.mark != marks[i] || pruned[q] {
+			read, at = append(read, q), append(at, i)
+			continue
+		}
+		out[i] = k.counts
+	}
+	fresh, err := s.ledger.CountsOf(ctx, read)
+	if err != nil && len(read) == len(qs) {
+		return nil, err
+	}
+	if err != nil { // every queue read failed, the others were not read
+		fresh = make([]ledger.QueueCounts, len(read))
+		for j := range fresh {
+			fresh[j].Err = err
+		}
+	}
+	known := make(map[string]knownCounts, len(qs))
+	for j, i := range at {
+		out[i] = fresh[j]
+	}
+	for i, q := range qs {
+		if out[i].Err == nil && marks[i] != "" {
+			known[q] = knownCounts{mark: marks[i], counts: out[i]}
+		}
+	}
+	s.known = known
+	return out, nil
+}
