@@ -23,15 +23,21 @@ type idleArgs struct{}
 
 func (idleArgs) Kind() string { return "idle" }
 
-// TestIdleCostOfManyQueues measures the Redis CPU an idle pool over many
+// BenchmarkIdleManyQueues measures the Redis CPU an idle pool over 1 000
 // queues costs (used_cpu_sys + used_cpu_user over 10 s, on a private
-// server). It is a measurement, not a check: it runs only with
-// FENCEDQ_IDLE_QUEUES set to the number of queues.
-func TestIdleCostOfManyQueues(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("FENCEDQ_IDLE_QUEUES"))
-	if n <= 0 {
-		t.Skip("set FENCEDQ_IDLE_QUEUES to measure")
+// server), reported as redis-ms/s; FENCEDQ_IDLE_COMMANDS set logs the
+// commands sent meanwhile. One sample whatever b.N: run it with
+// -benchtime 1x.
+func BenchmarkIdleManyQueues(b *testing.B) {
+	const n = 1000
+	for range b.N {
+		b.ReportMetric(idleCost(b, n), "redis-ms/s")
 	}
+}
+
+// idleCost returns the Redis CPU, in ms per second, that an idle pool
+// over n queues costs.
+func idleCost(t testing.TB, n int) float64 {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client()
 	ns := redistest.Namespace(t)
@@ -62,14 +68,14 @@ func TestIdleCostOfManyQueues(t *testing.T) {
 	before := usedCPU(t, rdb)
 	time.Sleep(10 * time.Second)
 	after := usedCPU(t, rdb)
-	t.Logf("%d idle queues: Redis CPU %.1f ms per second", n, (after-before)*1000/10)
 	if os.Getenv("FENCEDQ_IDLE_COMMANDS") != "" {
 		stats, _ := rdb.Info(ctx, "commandstats").Result()
 		t.Logf("commands over 10 s:\n%s", stats)
 	}
+	return (after - before) * 1000 / 10
 }
 
-func usedCPU(t *testing.T, rdb *redis.Client) float64 {
+func usedCPU(t testing.TB, rdb *redis.Client) float64 {
 	info, err := rdb.Info(context.Background(), "cpu").Result()
 	if err != nil {
 		t.Fatal(err)
