@@ -418,6 +418,11 @@ func (p *Pool) Run(ctx context.Context) error {
 	if err := p.ledger.RegisterQueues(ctx, p.parts.current()...); err != nil {
 		return p.startFailed(ctx, err)
 	}
+	// The hot paths do not check the queue-level keys' types per call
+	// (cost): a key of another type is refused here, once, naming it.
+	if err := p.ledger.CheckQueueKeys(ctx, p.parts.current()...); err != nil {
+		return p.startFailed(ctx, err)
+	}
 	// The start is on the namespace's clock, like every time pools compare
 	// (the newest pool's periodic definition wins), not this machine's.
 	started, err := p.ledger.ServerTime(ctx)

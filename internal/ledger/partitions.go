@@ -195,8 +195,10 @@ type PartitionChange struct {
 // setPartitionsScript sets a queue's entry in the registry (KEYS 1) and,
 // when the count changes, records who changed it and why (KEYS 2, newest
 // first, capped). ARGV: queue, count, actor, note, cap. Reply: the
-// previous count.
-var setPartitionsScript = redis.NewScript(`
+// previous count. A key of another type fails it before its first write
+// (ErrForeignKey).
+var setPartitionsScript = redis.NewScript(keyGuardLua + `
+key_guard(KEYS[1], 'hash', KEYS[2], 'list')
 local prev = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '1') or 1
 if prev < 1 then prev = 1 end
 local p = tonumber(ARGV[2])

@@ -742,13 +742,21 @@ return #ids`)
 
 // Prune drops ids of finished jobs that expired after retention from the
 // succeeded, dead and cancelled indexes, at most pruneBatch per call, and
-// returns how many it removed.
+// returns how many it removed. An index holding another type (written by
+// hand: the script fails at its first read) is passed over, the others are
+// pruned, and the error matches ErrForeignKey, naming it.
 func (l *Ledger) Prune(ctx context.Context, q string, now time.Time) (int64, error) {
 	cut := "(" + strconv.FormatInt(now.Add(-l.cfg.Retention).UnixMilli(), 10)
 	var n int64
+	var foreign []error
 	for _, s := range []State{Succeeded, Dead, Cancelled} {
 		for {
-			removed, err := pruneScript.Run(ctx, l.rdb, []string{l.StateKey(q, s)}, cut, pruneBatch).Int64()
+			key := l.StateKey(q, s)
+			removed, err := pruneScript.Run(ctx, l.rdb, []string{key}, cut, pruneBatch).Int64()
+			if wrongType(err) {
+				foreign = append(foreign, fmt.Errorf("%w: prune: the index %s holds another type than a zset", ErrForeignKey, key))
+				break
+			}
 			if err != nil {
 				return n, wrap("prune", err)
 			}
@@ -758,7 +766,7 @@ func (l *Ledger) Prune(ctx context.Context, q string, now time.Time) (int64, err
 			}
 		}
 	}
-	return n, nil
+	return n, errors.Join(foreign...)
 }
 
 // nowScript reads the namespace's time (internal/epoch's epoch_now) from

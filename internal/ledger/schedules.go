@@ -428,7 +428,9 @@ type ScheduleRemoval struct {
 // (KEYS 3), drops it from the ids (KEYS 1) and, when it existed, records
 // the removal (KEYS 4, newest first, capped). ARGV: id, actor, note, cap,
 // the removal's time in ms (the namespace's time). Reply: 1 when it existed.
-var removeScheduleScript = redis.NewScript(`
+// A key of another type fails it before its first write (ErrForeignKey).
+var removeScheduleScript = redis.NewScript(keyGuardLua + `
+key_guard(KEYS[1], 'set', KEYS[2], 'hash', KEYS[3], 'list', KEYS[4], 'list')
 redis.call('SREM', KEYS[1], ARGV[1])
 local def = redis.call('HMGET', KEYS[2], 'kind', 'queue')
 if redis.call('DEL', KEYS[2], KEYS[3]) == 0 then return 0 end

@@ -888,7 +888,11 @@ func (l *Ledger) ReopenWorkflow(ctx context.Context, q, id string) error {
 	return wrap("reopen workflow "+id, err)
 }
 
-var reopenScript = redis.NewScript(`
+// reopenScript fails before its first write when the done index or the
+// open set holds another type (ErrForeignKey): clearing the outcome alone
+// would leave the workflow neither open nor done, for good.
+var reopenScript = redis.NewScript(keyGuardLua + `
+key_guard(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'set')
 if redis.call('HDEL', KEYS[1], 'final') == 0 then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[1])

@@ -2,9 +2,11 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
+	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -50,6 +52,7 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 	needs := p.ledger.PruneLook(ctx, qs, now)
 	return p.eachOf(ctx, qs, func(i int, q string) error {
 		need := needs[i]
+		var errs []error
 		for _, step := range []struct {
 			needed bool
 			run    func() (int64, error)
@@ -79,10 +82,13 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 			if n > 0 {
 				p.log.Log(ctx, step.level, step.msg, "queue", q, "count", n)
 			}
-			if err != nil {
+			if errors.Is(err, jobs.ErrStale) || ctx.Err() != nil {
 				return err
 			}
+			// The queue's other calls run all the same: a key one of them
+			// fails at (of another type, say) must not stop the others.
+			errs = append(errs, err)
 		}
-		return nil
+		return errors.Join(errs...)
 	})
 }

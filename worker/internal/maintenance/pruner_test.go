@@ -113,3 +113,42 @@ func TestPrunerEndsLostLimitPermits(t *testing.T) {
 		t.Fatalf("no warning of the ended permit in the log:\n%s", f.logs.String())
 	}
 }
+
+// TestPrunerPassesOverForeignIndex: a queue whose succeeded index holds
+// another type (written by hand) still has its other indexes pruned and
+// its lost concurrency-limit permits ended; the foreign key is logged by
+// name and counted. The pass stopped at that index, on every pass: the
+// queue's jobs parked on a lost permit waited for ever.
+func TestPrunerPassesOverForeignIndex(t *testing.T) {
+	f := newFixture(t)
+	l := f.leader(f.config())
+	l.pruner.now = f.later(jobs.DefaultRetention + time.Minute)
+	q := jobs.DefaultQueue
+	held := f.enqueue("work", jobs.Limit("acct", 1))
+	parked := f.enqueue("work", jobs.Limit("acct", 1))
+	if got := f.claim(q, time.Minute); got != held {
+		t.Fatalf("claimed %s, want %s", got, held)
+	}
+	f.rdb.Del(f.ctx, f.ledger.JobKey(q, held)) // its holder lost
+	old := f.enqueue("other")
+	if _, err := f.client.Cancel(f.ctx, q, old, "alice", "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	succeeded := f.ledger.StateKey(q, jobs.Succeeded)
+	f.rdb.Set(f.ctx, succeeded, "x", 0)
+	if err := l.pruner.runOnce(f.ctx, f.lead("pool-a")); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.rdb.ZCard(f.ctx, f.ledger.StateKey(q, jobs.Cancelled)).Val(); n != 0 {
+		t.Fatalf("the cancelled index was not pruned (%d entries left)", n)
+	}
+	if st := f.get(parked).State; st != jobs.Pending {
+		t.Fatalf("the parked job is %s, want pending: its lost permit ended", st)
+	}
+	if v := testutil.ToFloat64(f.metrics.MaintenanceErrors.WithLabelValues(metrics.ServicePruner)); v != 1 {
+		t.Fatalf("pruner errors %v, want 1", v)
+	}
+	if !f.logged("maintenance pass failed on one queue", succeeded) {
+		t.Fatal("the foreign index was not logged by name")
+	}
+}
