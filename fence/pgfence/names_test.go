@@ -44,6 +44,11 @@ func TestTextPostgresCannotHoldRefusedAsInvalid(t *testing.T) {
 	if _, _, err := s.Applied(ctx, "op\xfe"); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("Applied: %v, want ErrInvalid", err)
 	}
+	for _, r := range []string{"a\x00b", "acct:\xff"} {
+		if _, _, err := s.HighWater(ctx, r); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("HighWater(%q): %v, want ErrInvalid", r, err)
+		}
+	}
 	var n int
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM fencedq_fences) + (SELECT count(*) FROM fencedq_effects)`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d rows written (%v), want none", n, err)

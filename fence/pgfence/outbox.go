@@ -498,10 +498,14 @@ type FailedRow struct {
 	Error string
 }
 
-// Failed returns up to limit rows the relay set aside, oldest first.
+// Failed returns up to limit rows the relay set aside, oldest first. A
+// negative limit fails with ErrOptions.
 func (o *Outbox) Failed(ctx context.Context, limit int) ([]FailedRow, error) {
 	if err := o.relayable(); err != nil {
 		return nil, err
+	}
+	if limit < 0 {
+		return nil, fmt.Errorf("%w: negative limit %d", ErrOptions, limit)
 	}
 	rows, err := o.pool.Query(ctx, o.q.failed, limit)
 	if err != nil {

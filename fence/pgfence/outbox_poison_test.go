@@ -153,6 +153,9 @@ func TestOutboxRelaySetsPoisonRowsAside(t *testing.T) {
 	if _, err := ob.Retry(ctx, "not-a-uuid"); !errors.Is(err, pgfence.ErrOptions) {
 		t.Fatalf("retry of a bad id: %v", err)
 	}
+	if _, err := ob.Failed(ctx, -1); !errors.Is(err, pgfence.ErrOptions) {
+		t.Fatalf("failed rows with a negative limit: %v, want ErrOptions", err)
+	}
 	if n, _, err := ob.Relay(ctx, client, 10, 1000); n != 1 || err != nil {
 		t.Fatalf("relay of the fixed row: %d, %v", n, err)
 	}

@@ -490,9 +490,16 @@ func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, 
 }
 
 // HighWater returns the highest accepted token of resource and its owner,
-// or a zero token when the resource was never fenced.
+// or a zero token when the resource was never fenced. An empty resource,
+// or one a text column cannot hold, fails with fence.ErrInvalid.
 func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, string, error) {
 	if err := s.usable(); err != nil {
+		return 0, "", err
+	}
+	if resource == "" {
+		return 0, "", fmt.Errorf("%w: empty resource", fence.ErrInvalid)
+	}
+	if err := textOK("resource", resource); err != nil {
 		return 0, "", err
 	}
 	var tok, owner string

@@ -18,7 +18,8 @@
 --        {0, stored_token, stored_owner}                 stale: nothing changed
 --        {2, token, owner, applied_us, resource}         operation already applied: nothing changed
 --        {3, token, owner}                               operation pending under a Guard: nothing changed
---        error 'FENCEDQ <reason>'                        a mutation cannot apply: nothing changed
+--        error 'FENCEDQ <reason>'                        a mutation cannot apply, or KEYS[1] or KEYS[2]
+--                                                        holds another type than a hash: nothing changed
 -- The fence accepts a higher token, or the same token from the same owner. Every check and
 -- every mutation's precondition is read before the first write, so a rejection writes nothing.
 
@@ -63,8 +64,17 @@ end
 local tok, owner, resource, opid, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ttl = tonumber(ARGV[6])
 
+-- hget is HMGET of a key the store keeps as a hash; one holding another type is refused (pcall
+-- costs what call does), not failed on with a bare WRONGTYPE.
+local function hget(key, ...)
+  local v = redis.pcall('HMGET', key, ...)
+  if v.err then return nil, redis.error_reply('FENCEDQ store key ' .. key .. ' is not a hash') end
+  return v
+end
+
 -- 1. Fence.
-local hw = redis.call('HMGET', KEYS[1], 'token', 'owner')
+local hw, err = hget(KEYS[1], 'token', 'owner')
+if err then return err end
 if hw[1] then
   local c = cmp(tok, hw[1])
   if c < 0 or (c == 0 and owner ~= hw[2]) then
@@ -73,7 +83,8 @@ if hw[1] then
 end
 
 -- 2. Effect log.
-local rec = redis.call('HMGET', KEYS[2], 'state', 'token', 'owner', 'applied_us', 'resource')
+local rec, err2 = hget(KEYS[2], 'state', 'token', 'owner', 'applied_us', 'resource')
+if err2 then return err2 end
 if rec[1] == 'applied' then
   return {2, rec[2] or '', rec[3] or '', rec[4] or '', rec[5] or ''}
 elseif rec[1] == 'pending' then

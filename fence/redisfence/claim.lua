@@ -7,18 +7,24 @@
 -- ARGV[2] TTL of both keys in ms (0: keep forever)
 -- Reply: {1, resource}      bound to ARGV[1] (now or before): the write may go ahead; claims + 1
 --        {0, other}         bound to another resource: the write must not go ahead; nothing changed
-local cur = redis.call('GET', KEYS[1])
+--        error 'FENCEDQ <reason>'   a key holds what the store does not write there: nothing changed
+-- The claim is counted before the binding is written: INCR is the call that can fail.
+local cur = redis.pcall('GET', KEYS[1])
+if type(cur) == 'table' and cur.err then
+  return redis.error_reply('FENCEDQ store key ' .. KEYS[1] .. ' is not a string')
+end
 if cur and cur ~= ARGV[1] then
   return {0, cur}
+end
+if type(redis.pcall('INCR', KEYS[2])) == 'table' then
+  return redis.error_reply('FENCEDQ store key ' .. KEYS[2] .. ' is not an integer')
 end
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
-  redis.call('INCR', KEYS[2])
   redis.call('PEXPIRE', KEYS[2], ttl)
 else
   redis.call('SET', KEYS[1], ARGV[1])
-  redis.call('INCR', KEYS[2])
   redis.call('PERSIST', KEYS[2])
 end
 return {1, ARGV[1]}

@@ -4,6 +4,7 @@
 -- ARGV[2] owner
 -- Reply: {1, token, owner}                  accepted: the mark is now (token, owner)
 --        {0, stored_token, stored_owner}    stale: nothing changed
+--        error 'FENCEDQ <reason>'           KEYS[1] holds another type than a hash: nothing changed
 local function cmp(a, b) -- decimal strings without leading zeros
   if #a ~= #b then
     if #a < #b then return -1 end
@@ -13,7 +14,8 @@ local function cmp(a, b) -- decimal strings without leading zeros
   if a < b then return -1 end
   return 1
 end
-local hw = redis.call('HMGET', KEYS[1], 'token', 'owner')
+local hw = redis.pcall('HMGET', KEYS[1], 'token', 'owner')
+if hw.err then return redis.error_reply('FENCEDQ store key ' .. KEYS[1] .. ' is not a hash') end
 if hw[1] then
   local c = cmp(ARGV[1], hw[1])
   if c < 0 or (c == 0 and ARGV[2] ~= hw[2]) then

@@ -37,7 +37,9 @@ var (
 	ErrConfig = errors.New("redisfence: invalid config")
 	// ErrMutation means a mutation could not apply to the data it found (a
 	// wrong key type, a counter Redis does not read as a 64-bit integer, a
-	// sum that would overflow one); nothing was written.
+	// sum that would overflow one), or one of the store's own keys holds
+	// another type than the store writes there (edited by hand); nothing
+	// was written, and the operation id is left unbound.
 	ErrMutation = errors.New("redisfence: mutation rejected")
 )
 
@@ -252,7 +254,7 @@ func (s *Store) claim(ctx context.Context, f fence.Fence) error {
 		keys := []string{s.IndexKey(f.OperationID), s.ClaimsKey(f.OperationID)}
 		reply, err := claimScript.Run(ctx, s.client, keys, f.Resource, ms(ttl)).Slice()
 		if err != nil {
-			return fmt.Errorf("redisfence: claim %q: %w", f.OperationID, err)
+			return scriptError(fmt.Sprintf("claim %q", f.OperationID), err)
 		}
 		if code, _ := reply[0].(int64); code == 1 {
 			return nil
@@ -312,7 +314,8 @@ func refused(err error) bool {
 //     recorded token; fence.ErrInProgress if a Guard holds it pending.
 //  5. Every op's precondition (key type, integer values, sums within the
 //     signed 64-bit range) is checked; a failing one returns an error
-//     matching ErrMutation.
+//     matching ErrMutation, as does a store key (see Keys in the package
+//     documentation) holding another type than the store writes there.
 //  6. Only then does it write: the high-water mark, the effect record
 //     (expiring after Config.EffectTTL) and the ops, in order.
 //
@@ -353,10 +356,7 @@ func (s *Store) run(ctx context.Context, f fence.Fence, mode string, ttl int64, 
 	}
 	reply, err := applyScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
-		if msg, ok := strings.CutPrefix(err.Error(), "FENCEDQ "); ok {
-			return fmt.Errorf("%w: %s", ErrMutation, msg)
-		}
-		return fmt.Errorf("redisfence: apply %q on %q: %w", f.OperationID, f.Resource, err)
+		return scriptError(fmt.Sprintf("apply %q on %q", f.OperationID, f.Resource), err)
 	}
 	switch code, _ := reply[0].(int64); code {
 	case 1:
@@ -393,7 +393,7 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 	}
 	reply, err := raiseScript.Run(ctx, s.client, []string{s.HighWaterKey(f.Resource)}, f.Token.String(), f.Owner).Slice()
 	if err != nil {
-		return fmt.Errorf("redisfence: fence %q: %w", f.Resource, err)
+		return scriptError(fmt.Sprintf("fence %q", f.Resource), err)
 	}
 	if code, _ := reply[0].(int64); code != 1 {
 		return &fence.StaleError{Fence: f, StoredToken: parseToken(reply[1]), StoredOwner: str(reply[2])}
@@ -402,9 +402,13 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 }
 
 // HighWater returns the highest accepted token of resource and its owner,
-// or a zero token when the resource was never fenced.
+// or a zero token when the resource was never fenced. A resource no write
+// can name (empty, too long, with a brace) fails with fence.ErrInvalid.
 func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, string, error) {
 	if err := s.usable(); err != nil {
+		return 0, "", err
+	}
+	if err := validateResource(resource); err != nil {
 		return 0, "", err
 	}
 	h, err := s.client.HMGet(ctx, s.HighWaterKey(resource), "token", "owner").Result()
@@ -464,6 +468,16 @@ func (s *Store) AppliedOn(ctx context.Context, resource, operationID string) (fe
 		return fence.Effect{}, false, nil
 	}
 	return fence.Effect{OperationID: operationID, Resource: resource, Token: parseToken(h[1]), Owner: str(h[2])}, true, nil
+}
+
+// scriptError wraps a script's error: a refusal the script raised
+// ("FENCEDQ <reason>": a mutation that cannot apply, a store key of another
+// type) matches ErrMutation, anything else is what doing failed with.
+func scriptError(doing string, err error) error {
+	if msg, ok := strings.CutPrefix(err.Error(), "FENCEDQ "); ok {
+		return fmt.Errorf("%w: %s", ErrMutation, msg)
+	}
+	return fmt.Errorf("redisfence: %s: %w", doing, err)
 }
 
 func str(v any) string {

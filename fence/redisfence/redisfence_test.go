@@ -215,6 +215,11 @@ func TestOpsValidated(t *testing.T) {
 			t.Errorf("case %d: err = %v, want ErrInvalid", i, err)
 		}
 	}
+	// A resource no write can name has no mark to read: a brace would read
+	// a key of another resource's slot.
+	if _, _, err := s.HighWater(ctx, "acct:{1}"); !errors.Is(err, fence.ErrInvalid) {
+		t.Errorf("HighWater of a resource with a brace: %v, want ErrInvalid", err)
+	}
 	// Any key in the resource's slot is fine, not only DataKey.
 	if err := s.Apply(ctx, fz("acct:1", 1, "w", "op"), redisfence.Set("app:{acct:1}:balance", "5")); err != nil {
 		t.Fatal(err)

@@ -213,6 +213,11 @@ func testInvalid(t *testing.T, h Harness) {
 	if err := h.FenceOnAcquire(ctx, fz("acct:new", 0, "b", "")); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("FenceOnAcquire(zero token): err = %v, want ErrInvalid", err)
 	}
+	// A read of no resource is refused as Applied refuses no operation id,
+	// not answered with a mark nothing can hold.
+	if _, _, err := h.HighWater(ctx, ""); !errors.Is(err, fence.ErrInvalid) {
+		t.Errorf("HighWater(empty resource): err = %v, want ErrInvalid", err)
+	}
 	n1, err := h.Count(ctx)
 	if err != nil {
 		t.Fatal(err)
