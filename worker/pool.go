@@ -433,6 +433,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.started = started
 	p.mu.Unlock()
 	if err := p.join(ctx); err != nil {
+		// The join may have published the heartbeat before it failed (its
+		// context ended between two calls): a pool that did not start must
+		// not look alive, nor make a restart with its WorkerID wait.
+		p.unjoin(ctx)
 		return p.startFailed(ctx, err)
 	}
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)
@@ -512,9 +516,11 @@ func (p *Pool) Run(ctx context.Context) error {
 		maint.Wait()
 		heartbeat.Wait()
 		// After the last heartbeat, so none lands after it; bounded, and
-		// the heartbeat lapses by itself if the leave never lands.
+		// the heartbeat lapses by itself if the leave never lands. Only
+		// this instance's heartbeat: a live pool sharing the WorkerID
+		// keeps its own.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		if err := p.ledger.Leave(lctx, p.cfg.WorkerID); err != nil {
+		if err := p.ledger.LeaveAs(lctx, p.cfg.WorkerID, p.instance); err != nil {
 			p.log.Warn("leaving the list of pools failed; this pool's entry lapses by itself", "error", err)
 		}
 		cancel()
@@ -556,6 +562,16 @@ func (p *Pool) join(ctx context.Context) error {
 			return fmt.Errorf("%w: %q is the WorkerID of a live pool on host %s (pid %d, started %s)",
 				ErrDuplicateWorkerID, p.cfg.WorkerID, other.Host, other.PID, other.Started.Format(time.RFC3339))
 		}
+	}
+}
+
+// unjoin removes the heartbeat a join that failed may have published
+// (this instance's only), within a second whatever ctx says.
+func (p *Pool) unjoin(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := p.ledger.LeaveAs(lctx, p.cfg.WorkerID, p.instance); err != nil {
+		p.log.Warn("removing the heartbeat of a start that failed failed; it lapses by itself", "error", err)
 	}
 }
 

@@ -359,14 +359,17 @@ func (p *Pool) claim(ctx context.Context, q string, n int) (*ledger.ClaimResult,
 
 // putBack returns claimed jobs to pending, due now and with their attempt
 // not consumed, for reason (a stopping pool's last claim; a claim too few
-// replicas acknowledged). Jobs it cannot put back (Redis unreachable, or
+// replicas acknowledged). A call that fails with an unknown result (a
+// dropped connection) is sent again, as the completer's are, for up to
+// commitTimeout within the lease (a put-back applies once: a retry finds
+// the job pending). Jobs it still cannot put back (Redis unreachable, or
 // the put-back itself not acknowledged) come back through lease expiry.
 // Either way their attempts never start.
 func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reason string) {
 	if len(cs) == 0 {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(p.cfg.LeaseTTL, commitTimeout))
 	defer cancel()
 	out := make([]ledger.Completion, len(cs))
 	ids := make([]string, len(cs)) // logged: which jobs, not only how many
@@ -377,6 +380,18 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 	}
 	defer p.hooks.putBack.Signal(putBackEvent{Queue: q, Jobs: cs, Reason: reason})
 	_, err := p.ledger.Complete(cctx, q, out)
+	for backoff := 20 * time.Millisecond; err != nil && !errors.Is(err, durable.ErrUnacknowledged) && !errors.Is(err, jobs.ErrInvalid); backoff = min(2*backoff, time.Second) {
+		t := time.NewTimer(backoff)
+		select {
+		case <-cctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if cctx.Err() != nil {
+			break
+		}
+		_, err = p.ledger.Complete(cctx, q, out)
+	}
 	switch {
 	case errors.Is(err, durable.ErrUnacknowledged):
 		// Applied on the primary: the jobs are pending again there. A

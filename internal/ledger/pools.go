@@ -313,6 +313,31 @@ func (l *Ledger) Leave(ctx context.Context, id string) error {
 	return wrap("leave", err)
 }
 
+// LeaveAs is Leave for the pool instance instance only: its heartbeat is
+// deleted only while it is that instance's (another live pool's, sharing
+// the ID, stays), and the list entry only when the heartbeat was the
+// instance's or is gone. It undoes the heartbeat of a start cut short.
+func (l *Ledger) LeaveAs(ctx context.Context, id, instance string) error {
+	left, err := leaveAsScript.Run(ctx, l.rdb, []string{l.poolKey(id)}, instance).Int()
+	if err != nil {
+		return wrap("leave", err)
+	}
+	if left == 0 {
+		return nil
+	}
+	return wrap("leave", l.rdb.ZRem(ctx, l.poolsKey(), id).Err())
+}
+
+// leaveAsScript deletes KEYS[1], a pool's heartbeat, when it is instance
+// ARGV[1]'s; it returns 1 when it did or the key is gone, else 0.
+var leaveAsScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return 1 end
+local ok, hb = pcall(cjson.decode, v)
+if not ok or type(hb) ~= 'table' or hb.instance ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`)
+
 // Pools returns the live pools, most recent heartbeat first. Entries of
 // pools whose heartbeat lapsed are skipped (a heartbeat removes them).
 func (l *Ledger) Pools(ctx context.Context) ([]PoolInfo, error) {

@@ -37,3 +37,30 @@ func TestHeartbeatDropsLapsedPools(t *testing.T) {
 		t.Fatalf("pools index holds %d entries after the crashed pools' heartbeats lapsed (want only the live one): %q ...", len(ids), ids[:min(3, len(ids))])
 	}
 }
+
+// TestLeaveAsLeavesAnotherInstancesHeartbeat: LeaveAs removes a pool's
+// heartbeat and list entry only while the heartbeat is its instance's;
+// another live pool's, sharing the ID, stays listed.
+func TestLeaveAsLeavesAnotherInstancesHeartbeat(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	if err := l.Heartbeat(ctx, ledger.PoolInfo{ID: "shared", Instance: "other"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.LeaveAs(ctx, "shared", "mine"); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := l.Pools(ctx); err != nil || len(ps) != 1 || ps[0].Instance != "other" {
+		t.Fatalf("another instance's heartbeat after LeaveAs: %+v, %v", ps, err)
+	}
+	if err := l.LeaveAs(ctx, "shared", "other"); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := l.Pools(ctx); err != nil || len(ps) != 0 {
+		t.Fatalf("own heartbeat after LeaveAs: %+v, %v", ps, err)
+	}
+	if n, err := rdb.ZCard(ctx, ns+":pools").Result(); err != nil || n != 0 {
+		t.Fatalf("list entries after LeaveAs: %d, %v", n, err)
+	}
+}
