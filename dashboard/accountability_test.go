@@ -2,7 +2,9 @@ package dashboard_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/jobs"
@@ -90,5 +92,42 @@ func TestSchedulesAPIShowsRemovals(t *testing.T) {
 	getJSON(t, h, "/api/schedules?id=kept", &out)
 	if len(out.Removed) != 0 {
 		t.Fatalf("?id= with removals %+v", out.Removed)
+	}
+}
+
+// TestOperatorEventsSayWhy: the operator actions feed (api/events
+// type=operator, the page #/events/operator) carries each action's note
+// with its actor: a cancellation, of a scheduled job or of a running
+// attempt, as a pause and a run-now do.
+func TestOperatorEventsSayWhy(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	h := f.handler(dashboard.Options{Username: user, Password: pass})
+	sched := f.enqueue(echoArgs{N: 1}, jobs.Queue("ops"), jobs.Delay(time.Hour))
+	run := f.enqueue(echoArgs{N: 2}, jobs.Queue("ops"))
+	f.claimOne("ops", run, "w1", time.Minute)
+	for id, note := range map[string]string{sched: "customer withdrew <b>", run: "duplicate order"} {
+		if res, b := act(t, h, "/api/jobs/ops/"+id+"/cancel", `{"note":"`+note+`"}`); res.StatusCode != http.StatusOK {
+			t.Fatalf("cancel %s: %d %s", id, res.StatusCode, b)
+		}
+	}
+	_, err := f.client.Pause(ctx, "ops", "bob", "maintenance")
+	must(t, err)
+	var evs struct {
+		Events []struct{ Type, Job, Actor, Note string } `json:"events"`
+	}
+	getJSON(t, h, "/api/events?type=operator&queue=ops", &evs)
+	got := map[string]string{}
+	for _, e := range evs.Events {
+		got[e.Type+" "+e.Job] = e.Actor + ": " + e.Note
+	}
+	for k, want := range map[string]string{
+		"cancel " + sched: "operator:admin: customer withdrew <b>",
+		"cancel " + run:   "operator:admin: duplicate order",
+		"pause ":          "operator:bob: maintenance",
+	} {
+		if got[k] != want {
+			t.Errorf("%s: %q, want %q (events %+v)", k, got[k], want, evs.Events)
+		}
 	}
 }

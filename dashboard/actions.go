@@ -137,12 +137,12 @@ func seenOf(w http.ResponseWriter, state jobs.State, token string, runs int) (*j
 	if state == "" && token == "" && runs == 0 {
 		return nil, true
 	}
-	if !state.Valid() {
-		writeError(w, http.StatusBadRequest, "invalid", "state must be the state the job was seen in, one of "+stateNames)
-		return nil, false
-	}
 	if runs < 0 {
 		writeError(w, http.StatusBadRequest, "invalid", "runs must be the job's run count as shown")
+		return nil, false
+	}
+	if !state.Valid() {
+		writeError(w, http.StatusBadRequest, "invalid", "state must be the state the job was seen in, one of "+stateNames)
 		return nil, false
 	}
 	seen := &jobs.Seen{State: state, Runs: runs}

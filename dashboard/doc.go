@@ -104,8 +104,9 @@
 //
 //	GET  api/overview                  queues, counts, paused queues, counters, throughput, maintenance (the leader)
 //	GET  api/jobs?state=&queue=&kind=&from=&to=&sort=asc|desc&offset=&limit=&history=1&select=1
-//	                                   filtered jobs (limit at most 200; args_preview and
-//	                                   args_size, not args); select=1 adds the selection
+//	                                   filtered jobs (limit at most 200; offset at most
+//	                                   100000, max_offset, a larger one is refused with 400;
+//	                                   args_preview and args_size, not args); select=1 adds the selection
 //	                                   (at most 1000 job references) for a bulk action
 //	GET  api/jobs/{queue}/{id}         job (whole redacted args), attempts, history, allowed
 //	                                   decisions, cancellable, server_time, overdue, queue_paused

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -91,9 +92,16 @@ func parseListFilter(w http.ResponseWriter, r *http.Request) (listFilter, bool) 
 		return f, false
 	}
 	limit, ok1 := intParam(r, "limit", defaultLimit, maxListLimit)
-	offset, ok2 := intParam(r, "offset", 0, maxOffset)
+	offset, ok2 := intParam(r, "offset", 0, math.MaxInt)
 	if !ok1 || !ok2 {
 		writeError(w, http.StatusBadRequest, "invalid", "offset and limit must be non-negative integers")
+		return f, false
+	}
+	// Refused, not cut to the bound: the page asked for would not be the
+	// page shown.
+	if offset > maxOffset {
+		writeError(w, http.StatusBadRequest, "invalid", "offset must be at most "+strconv.Itoa(maxOffset)+
+			": narrow the filters (queue, kind, time range) or reverse the order to see the jobs beyond")
 		return f, false
 	}
 	if limit == 0 {
@@ -118,6 +126,8 @@ type jobList struct {
 	Sort   string `json:"sort"`
 	Offset int    `json:"offset"`
 	Limit  int    `json:"limit"`
+	// MaxOffset is the deepest offset served: a larger one is refused.
+	MaxOffset int `json:"max_offset"`
 	// Total is the number of jobs that pass the filters (across queues when
 	// no queue was given); TotalExact is false when a kind filter stopped
 	// reading a long index, making Total a lower bound.
@@ -155,7 +165,7 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	out := jobList{
 		State: f.state, Queue: f.queue, Kind: f.kind, From: f.from, To: f.to, Sort: "asc",
-		Offset: f.offset, Limit: f.limit, Total: list.Total, TotalExact: list.TotalExact, Jobs: []*jobView{},
+		Offset: f.offset, Limit: f.limit, MaxOffset: maxOffset, Total: list.Total, TotalExact: list.TotalExact, Jobs: []*jobView{},
 		SelectionTruncated: list.SelectionTruncated,
 	}
 	if f.desc {

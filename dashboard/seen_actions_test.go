@@ -295,3 +295,24 @@ func TestBulkActionOutOfTimeSaysWhatWasNotTried(t *testing.T) {
 		t.Fatalf("%d log lines for the jobs not attempted, want at most the one that ran out of time:\n%s", n, f.logs.String())
 	}
 }
+
+// TestSeenRunsRefusedForWhatIsWrong: a negative run count is refused
+// (400) naming the run count, whether or not a state was sent, not as a
+// missing state; nothing is done.
+func TestSeenRunsRefusedForWhatIsWrong(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(dashboard.Options{Username: user, Password: pass})
+	id := f.deadJob("default", "op-dead")
+	for _, body := range []string{
+		`{"decision":"rerun","note":"x","runs":-1}`,
+		`{"decision":"rerun","note":"x","state":"dead","runs":-1}`,
+	} {
+		res, b := act(t, h, "/api/jobs/default/"+id+"/resolve", body)
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "runs must be") {
+			t.Errorf("%s: %d %s (want 400 naming runs)", body, res.StatusCode, b)
+		}
+	}
+	if st := f.state("default", id); st != jobs.Dead {
+		t.Fatalf("job %s after refused decisions", st)
+	}
+}

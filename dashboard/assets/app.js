@@ -564,7 +564,9 @@
       offset > 0 ? el('a', { href: page(Math.max(0, offset - limit)), rel: 'prev' }, earlier) : '',
       ' ', data.jobs.length ? String(offset + 1) + '–' + String(offset + data.jobs.length) : '0',
       ' of ' + data.total + (data.total_exact ? '' : '+') + ' (' + (desc ? 'newest' : 'oldest') + ' first) ',
-      offset + data.jobs.length < data.total ? el('a', { href: page(offset + limit), rel: 'next' }, later) : '');
+      offset + data.jobs.length >= data.total ? ''
+        : offset + limit <= data.max_offset ? el('a', { href: page(offset + limit), rel: 'next' }, later)
+          : el('span', { class: 'muted' }, 'no pages past ' + data.max_offset + ' jobs: narrow the filters or reverse the order'));
 
     // A bulk action over every job that passes the filters.
     let bulk = null;

@@ -38,7 +38,7 @@ if ARGV[6] == 'wf' and h[3] then
     -- its outcome is unknown: it stays to be reconciled, and ends cancelled
     -- unless it is found applied
     record(id, {event = 'cancel', from = h[1], actor = actor, note = note})
-    event({type = 'cancel', job = id, actor = actor})
+    event({type = 'cancel', job = id, actor = actor, note = note})
     return {3, h[1]}
   end
 end
@@ -48,7 +48,7 @@ if h[1] == 'running' then
   -- later one is recorded in the history only
   redis.call('HSETNX', k, 'cancel', actor)
   record(id, {event = 'cancel', from = 'running', actor = actor, note = note})
-  event({type = 'cancel', job = id, actor = actor})
+  event({type = 'cancel', job = id, actor = actor, note = note})
   return {2, 'running'}
 end
 if h[1] ~= 'pending' and h[1] ~= 'waiting' then return {0, h[1]} end
@@ -69,7 +69,7 @@ if h[6] then redis.call('HDEL', k, 'wait', 'wait_at') end -- it waits for nothin
 if h[7] and h[1] == 'pending' then group_leave(id, h[7]) end -- its group's next job leads (group.lua)
 redis.call('HSET', k, 'state', 'cancelled', 'reason', 'cancelled by ' .. actor, 'finished', fmt(now))
 record(id, {event = 'cancel', from = h[1], actor = actor, note = note})
-event({type = 'cancel', job = id, actor = actor})
+event({type = 'cancel', job = id, actor = actor, note = note})
 finish(id, h[2], ARGV[5], true)
 count('cancelled')
 if h[1] == 'waiting' then wf_keep(id) end
