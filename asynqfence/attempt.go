@@ -24,6 +24,10 @@ import (
 // cancels its running job.
 var errCancelled = errors.New("asynqfence: job cancelled by an operator")
 
+// errGoexit is the error of an attempt whose handler ended its goroutine
+// (runtime.Goexit) instead of returning.
+var errGoexit = errors.New("handler called runtime.Goexit (t.FailNow, t.Fatal) instead of returning")
+
 // errLocalDeadline is the cause given to a handler's context when no
 // renewal confirmed its lease before the local deadline.
 var errLocalDeadline = fmt.Errorf("%w: no renewal confirmed the lease before its local deadline", lease.ErrLost)
@@ -84,7 +88,30 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 
 	r := b.startRenewer(c, sent, cancel, log)
 	start := time.Now()
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The handler ended its goroutine (runtime.Goexit): the attempt
+		// ends as a panic's does, so that its lease is not renewed forever.
+		// asynq gets no answer and delivers the task again once its
+		// timeout passes.
+		b.metrics.Panics.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
+		log.Error("handler ended its goroutine without returning; asynq delivers the task again once its timeout passes",
+			"error", errGoexit.Error())
+		_ = b.finish(ctx, t, next, c, a, actx, hctx, endAttempt, r, start, kind, errGoexit, log)
+	}()
 	err := b.safeRun(hctx, t, next, c.Queue, kind, log)
+	returned = true
+	return b.finish(ctx, t, next, c, a, actx, hctx, endAttempt, r, start, kind, err, log)
+}
+
+// finish ends attempt a of claim c, whose handler ended with err: stops
+// renewing its lease, decides its outcome and commits it with the
+// attempt's token, and returns what asynq gets.
+func (b *Bridge) finish(ctx context.Context, t *asynq.Task, next asynq.Handler, c ledger.Claimed, a Attempt,
+	actx, hctx context.Context, endAttempt func(), r *renewer, start time.Time, kind string, err error, log *slog.Logger) error {
 	endAttempt()
 	elapsed := time.Since(start)
 	r.stop()
@@ -92,7 +119,7 @@ func (b *Bridge) run(ctx context.Context, t *asynq.Task, next asynq.Handler, c l
 	cause := context.Cause(actx)
 	end := attempt.End{
 		Err:            err,
-		Permanent:      errors.Is(err, asynq.SkipRetry),
+		Permanent:      errors.Is(err, asynq.SkipRetry) || errors.Is(err, asynq.RevokeTask), // asynq runs neither again
 		Malformed:      errors.Is(err, errMalformed),
 		Lost:           errors.Is(cause, lease.ErrLost),
 		LostCause:      cause,

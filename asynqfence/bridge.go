@@ -269,12 +269,19 @@ func Middleware(rdb redis.UniversalClient, cfg jobs.Config, opts Options) asynq.
 // implementing TaskReconciler is asked about its uncertain tasks. It may
 // also wrap a whole ServeMux (asynq.Server.Run(mw(mux))). The middleware of
 // a nil or zero Bridge (one New did not make) fails every delivery with
-// ErrOptions, running nothing; asynq retries the task.
+// ErrOptions, running nothing; asynq retries the task. Installed twice on
+// one chain, the inner one runs next under the outer one's attempt.
 func (b *Bridge) Middleware() asynq.MiddlewareFunc {
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			if b.unmade() {
 				return errUnmade
+			}
+			if _, ok := AttemptFromContext(ctx); ok {
+				// Installed twice on one chain: the outer delivery's
+				// attempt is this task's (a second claim would find the
+				// job busy under it).
+				return next.ProcessTask(ctx, t)
 			}
 			return b.process(ctx, t, next)
 		})
@@ -332,6 +339,9 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		// As Enqueue refuses it, before anything is recorded (the queue's
 		// registration included); asynq archives the task.
 		b.metrics.Rejected.WithLabelValues(queueLabel(q), metrics.ReasonInvalid).Inc()
+		// The names are not all valid: quoted cut.
+		b.log.Warn("task refused: invalid name; asynq archives it", "queue", ledger.Clip(q), "kind", ledger.Clip(t.Type()),
+			"job_id", ledger.Clip(d.ID), "task_id", ledger.Clip(taskID), "error", err)
 		return fmt.Errorf("asynqfence: %w: %w", err, asynq.SkipRetry)
 	}
 	// On a partitioned queue, the partition holding the job, or the one a
@@ -351,6 +361,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 		if err != nil {
 			if errors.Is(err, jobs.ErrInvalid) {
 				b.metrics.Rejected.WithLabelValues(queueLabel(q), metrics.ReasonInvalid).Inc()
+				log.Warn("task refused by the ledger; asynq archives it", "error", err)
 				return fmt.Errorf("asynqfence: %w: %w", err, asynq.SkipRetry)
 			}
 			if dc != nil && dc.Status == ledger.DeliveryClaimed {
@@ -373,9 +384,12 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 			return fmt.Errorf("%w: %s", ErrPaused, q)
 		case ledger.DeliveryConflict:
 			b.metrics.Rejected.WithLabelValues(ledger.Logical(q), metrics.ReasonInvalid).Inc()
+			log.Warn("task refused: its job id belongs to another job (a native one, or another operation's); asynq archives it",
+				"job_state", dc.State)
 			return fmt.Errorf("%w: job %s in queue %s (%s): %w", ErrConflict, d.ID, q, dc.State, asynq.SkipRetry)
 		case ledger.DeliveryUnresolved:
 			if dc.State == jobs.Review {
+				log.Warn("task refused: its job is held for review; asynq archives it (run it again in asynq after the operator's decision)")
 				return fmt.Errorf("%w: job %s in queue %s: %w", ErrReview, d.ID, q, asynq.SkipRetry)
 			}
 			rerun, err := b.reconcile(ctx, q, d.ID, t, next, dc.ReconcileTries, log)

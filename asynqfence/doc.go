@@ -61,11 +61,18 @@
 //     three (the delivery did not run); a job whose task asynq archives
 //     meanwhile is given a new one by Redeliver (a job first delivered to a
 //     paused queue is recorded, pending, for that purpose).
+//   - the handler's error wrapping asynq.SkipRetry or asynq.RevokeTask: the
+//     job is dead (asynq archives or drops the task, as the handler said).
 //   - an error wrapping asynq.SkipRetry: the job is dead, cancelled, held for
 //     review (ErrReview), or its id belongs to a native job (ErrConflict).
 //     asynq archives the task. After an operator re-runs a job in review
 //     (fencedq CLI or dashboard), run the archived task again in asynq
 //     (asynqmon or asynq.Inspector.RunTask): that delivery claims it.
+//
+// A handler that panics is committed as a retry (counted in
+// fencedq_handler_panics_total). So is one that ends its goroutine
+// (runtime.Goexit, as t.FailNow does), logged with the job id; asynq then
+// gets no answer and delivers the task again once its timeout passes.
 //
 // # Limits and metrics
 //
@@ -73,8 +80,9 @@
 // jobs.MaxPayloadBytes, a task type that is not a valid kind, or a ledger
 // queue or operation id outside the names' rules is answered with an
 // error matching jobs.ErrInvalid and wrapping asynq.SkipRetry (asynq
-// archives the task), and counted as rejected (reason invalid), before
-// the ledger records anything or the handler runs.
+// archives the task), counted as rejected (reason invalid) and logged
+// with the task id (its names cut), before the ledger records anything or
+// the handler runs.
 //
 // Options.Registerer gets the series native pools export (but those only
 // pools set: the maintenance leader's, Redis's clock and eviction policy),
