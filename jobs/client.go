@@ -107,7 +107,8 @@ func OperationID(id string) Option { return func(o *options) { o.op, o.opSet = i
 // both: the two together are refused with ErrInvalid.
 func Delay(d time.Duration) Option { return func(o *options) { o.delay = d } }
 
-// RunAt makes the job due at t (a time already past: due at once). A job
+// RunAt makes the job due at t (a time already past: due at once, one
+// before 1970 as at 1970). A job
 // takes a Delay or a RunAt, not both: the two together are refused with
 // ErrInvalid.
 func RunAt(t time.Time) Option { return func(o *options) { o.runAt = t } }
@@ -645,7 +646,15 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 	}
 	delay := roundUpMS(o.delay)
 	if !o.runAt.IsZero() {
-		delay = time.Until(o.runAt) // a wall-clock time: the caller's clock says how far off it is
+		// A wall-clock time: the caller's clock says how far off it is. The
+		// ledger keeps Unix milliseconds, so a time before 1970 is due as
+		// at 1970; the delay then never saturates, which a re-submission
+		// (Resubmit subtracts the time since) would wrap centuries ahead.
+		at := o.runAt
+		if at.Before(minRunAt) {
+			at = minRunAt
+		}
+		delay = time.Until(at)
 	}
 	id := ledger.OpJobID(o.queue, o.op) // an operation id that names its job: no operation key
 	if id == "" {
@@ -657,6 +666,10 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 		Headers: o.headers, Unique: uniq, Flow: flow, Group: o.group, PartitionKey: o.partitionKey,
 	}, nil
 }
+
+// minRunAt is the earliest due time a RunAt keeps (earlier ones are due as
+// at it): the first millisecond after the Unix epoch.
+var minRunAt = time.UnixMilli(1)
 
 // roundUpMS rounds a positive duration up to whole milliseconds, the unit
 // the ledger stores.

@@ -147,7 +147,11 @@ func (in *Inspector) Get(ctx context.Context, q, id string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return in.l.Get(ctx, n, id)
+	rec, err := in.l.Get(ctx, n, id)
+	if err != nil {
+		return nil, notFoundIn(ctx, in.l, n, err)
+	}
+	return rec, nil
 }
 
 // Find returns job id from whichever queue holds it, or an error matching
@@ -179,7 +183,7 @@ func (in *Inspector) FindByOperationIn(ctx context.Context, q, op string) (*Reco
 	}
 	r, err := in.l.FindByOperationIn(ctx, names, op)
 	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: operation %s in queue %s", ErrNotFound, op, q)
+		return nil, fmt.Errorf("%w: operation %s in queue %s", ErrNotFound, ledger.ShownID(op), q)
 	}
 	return r, err
 }
@@ -195,7 +199,11 @@ func (in *Inspector) History(ctx context.Context, q, id string) ([]Entry, error)
 	if err != nil {
 		return nil, err
 	}
-	return in.l.History(ctx, name, id)
+	h, err := in.l.History(ctx, name, id)
+	if err != nil {
+		return nil, notFoundIn(ctx, in.l, name, err)
+	}
+	return h, nil
 }
 
 // Events returns queue q's latest n events, newest first (merged over its

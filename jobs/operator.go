@@ -125,7 +125,7 @@ func (c *Client) resolve(ctx context.Context, queue, id string, seen *Seen, d De
 	}
 	st, err := c.ledger.Decide(ctx, queue, id, r)
 	if err != nil {
-		return nil, err
+		return nil, notFoundIn(ctx, c.ledger, queue, err)
 	}
 	return c.readBack(ctx, queue, id, st), nil
 }
@@ -179,7 +179,7 @@ func (c *Client) cancel(ctx context.Context, queue, id string, seen *Seen, actor
 	}
 	st, err := c.ledger.CancelSeen(ctx, queue, id, ls, who, note)
 	if err != nil {
-		return nil, err
+		return nil, notFoundIn(ctx, c.ledger, queue, err)
 	}
 	return c.readBack(ctx, queue, id, st), nil
 }
@@ -215,7 +215,7 @@ func (c *Client) runNow(ctx context.Context, queue, id string, seen *Seen, actor
 		return nil, err
 	}
 	if err := c.ledger.RunNowSeen(ctx, queue, id, ls, who, note); err != nil {
-		return nil, err
+		return nil, notFoundIn(ctx, c.ledger, queue, err)
 	}
 	return c.readBack(ctx, queue, id, Pending), nil
 }

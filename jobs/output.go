@@ -66,7 +66,7 @@ func (c *Client) Output(ctx context.Context, q, id string, v any) error {
 	}
 	raw, _, err := c.ledger.Output(ctx, q, id)
 	if err != nil {
-		return err
+		return notFoundIn(ctx, c.ledger, q, err)
 	}
 	return decodeOutput(id, raw, v)
 }

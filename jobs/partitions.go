@@ -472,6 +472,21 @@ func knownPartition(ctx context.Context, l *ledger.Ledger, name string) error {
 	return nil
 }
 
+// notFoundIn refines err, a job's action or read under queue name q: a
+// job not found under a partition's name its queue has in no layout (a
+// mistyped one) fails with ErrInvalid, as the queue's reads do. The name
+// is checked only once the job was not found, so a found job costs
+// nothing more.
+func notFoundIn(ctx context.Context, l *ledger.Ledger, q string, err error) error {
+	if !errors.Is(err, ErrNotFound) || !ledger.IsPartition(q) {
+		return err
+	}
+	if kerr := knownPartition(ctx, l, q); errors.Is(kerr, ErrInvalid) {
+		return kerr
+	}
+	return err
+}
+
 // locate returns the queue name (q or one of its partitions) holding job
 // id, or an error matching ErrNotFound.
 func locate(ctx context.Context, l *ledger.Ledger, q, id string) (string, error) {
@@ -491,5 +506,5 @@ func locate(ctx context.Context, l *ledger.Ledger, q, id string) (string, error)
 			return "", err
 		}
 	}
-	return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+	return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, ledger.ShownID(id), q)
 }

@@ -39,7 +39,7 @@ func (l *Ledger) ClaimJob(ctx context.Context, q, id, owner string, ttl time.Dur
 	if r.int(0) == 0 {
 		why := r.str(1)
 		if why == "missing" {
-			return nil, fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+			return nil, noJob(q, id)
 		}
 		return nil, fmt.Errorf("%w: job %s is %s, not pending", ErrWrongState, id, why)
 	}

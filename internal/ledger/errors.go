@@ -3,7 +3,10 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -51,9 +54,21 @@ func Invalid(format string, a ...any) error {
 
 func invalid(format string, a ...any) error { return Invalid(format, a...) }
 
-// noJob is the ErrNotFound of an id no job can have (siblingID).
+// noJob is the ErrNotFound of job id in queue q.
 func noJob(q, id string) error {
-	return fmt.Errorf("%w: %s in queue %s", ErrNotFound, Clip(id), q)
+	return fmt.Errorf("%w: %s in queue %s", ErrNotFound, ShownID(id), q)
+}
+
+// ShownID is a caller-given id (a job's, an operation's) as an error
+// shows it: cut to 64 bytes (see Clip), and quoted when it holds anything
+// but printable UTF-8, so a 10 KB id or one with escape sequences reaches
+// no log or terminal as given.
+func ShownID(id string) string {
+	c := Clip(id)
+	if !utf8.ValidString(c) || strings.ContainsFunc(c, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(c)
+	}
+	return c
 }
 
 // isOOM reports whether err is Redis's refusal of a write for lack of

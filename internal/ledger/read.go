@@ -222,7 +222,7 @@ func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 		return nil, wrap("get "+id, err)
 	}
 	if len(h) == 0 {
-		return nil, fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+		return nil, noJob(q, id)
 	}
 	r := recordFrom(q, id, h)
 	if r.State == Pending && h["wait"] != "" {
@@ -265,7 +265,7 @@ func (l *Ledger) Find(ctx context.Context, id string) (*Record, error) {
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	return nil, fmt.Errorf("%w: %s", ErrNotFound, ShownID(id))
 }
 
 // FindByOperation returns the job owning operation id op in any known
@@ -305,7 +305,7 @@ func (l *Ledger) FindByOperationIn(ctx context.Context, qs []string, op string) 
 		}
 		return l.Get(ctx, q, id)
 	}
-	return nil, fmt.Errorf("%w: operation %s", ErrNotFound, op)
+	return nil, fmt.Errorf("%w: operation %s", ErrNotFound, ShownID(op))
 }
 
 // Entry is one line of a job's history (see History).
@@ -401,7 +401,7 @@ func (l *Ledger) History(ctx context.Context, q, id string) ([]Entry, error) {
 		return out, nil
 	}
 	if len(h) == 0 {
-		return nil, fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+		return nil, noJob(q, id)
 	}
 	return commonPath(recordFrom(q, id, h)), nil
 }

@@ -579,7 +579,7 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	switch rp.int(0) {
 	case 0:
 		if state == "missing" {
-			return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+			return "", noJob(q, id)
 		}
 		return state, fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
 	case -1:
@@ -687,7 +687,7 @@ func (l *Ledger) cancel(ctx context.Context, q, id, actor, note, mode string, se
 		return state, seen.movedOn(id, state, r.str(2), r.str(3))
 	case 0:
 		if state == "missing" {
-			return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+			return "", noJob(q, id)
 		}
 		return state, fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
 	}
@@ -773,7 +773,7 @@ func (l *Ledger) RunNowSeen(ctx context.Context, q, id string, seen Seen, actor,
 	case 0:
 		state := r.str(1)
 		if state == "missing" {
-			return fmt.Errorf("%w: %s in queue %s", ErrNotFound, id, q)
+			return noJob(q, id)
 		}
 		return fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
 	}

@@ -514,7 +514,7 @@ func (l *Ledger) Output(ctx context.Context, q, id string) (raw, display string,
 		return "", "", wrap("read output of "+id, err)
 	}
 	if v[2] == nil {
-		return "", "", fmt.Errorf("%w: job %s in queue %s", ErrNotFound, id, q)
+		return "", "", fmt.Errorf("%w: job %s in queue %s", ErrNotFound, ShownID(id), q)
 	}
 	raw, _ = v[0].(string)
 	display, _ = v[1].(string)
