@@ -414,6 +414,43 @@ func (l *Ledger) HandoverQueues(ctx context.Context, qs []string) ([]string, err
 	return out, nil
 }
 
+// WorkflowQueues returns the queues among qs holding any key the
+// maintenance leader's hand-over pass reads (open workflows, hand-over
+// records, parts of uncommitted workflows): one pipelined EXISTS of those
+// keys per queue, so an idle queue costs one command. Redis deletes an
+// empty set, hash or sorted set, so a queue left out has nothing there for
+// the pass. A queue whose read failed is returned (the pass's own reads
+// report its error); the error is returned only when every read failed.
+func (l *Ledger) WorkflowQueues(ctx context.Context, qs []string) ([]string, error) {
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(qs))
+	for i, q := range qs {
+		p := l.prefix(q)
+		cmds[i] = pipe.Exists(ctx, p+"wf_open", l.handoverKey(q), p+"wf_parts", p+"wf_part")
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	var out []string
+	var first error
+	ok := false
+	for i, c := range cmds {
+		n, err := c.Result()
+		if err != nil && first == nil {
+			first = wrap("workflow keys of "+qs[i], err)
+		}
+		ok = ok || err == nil
+		if err != nil || n > 0 {
+			out = append(out, qs[i])
+		}
+	}
+	if !ok {
+		return nil, first // every queue failed: the connection, most likely
+	}
+	return out, nil
+}
+
 // WorkflowInfo is a workflow's record as stored (its steps' states are
 // read from their jobs).
 type WorkflowInfo struct {
@@ -424,6 +461,8 @@ type WorkflowInfo struct {
 	// Ends are the final states the maintenance leader saw its steps in
 	// (SettleWorkflow), by step name: what a step whose job expired ended.
 	Ends map[string]State
+	// seen is whether SettleWorkflow has counted it started.
+	seen bool
 }
 
 // endField prefixes the record's fields holding its steps' ends.
@@ -452,7 +491,7 @@ func (l *Ledger) Workflow(ctx context.Context, q, id string) (*WorkflowInfo, err
 		return nil, nil
 	}
 	w := &WorkflowInfo{ID: id, Home: q, OperationID: h["op"], Record: []byte(h["def"]),
-		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"], Ends: map[string]State{}}
+		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"], Ends: map[string]State{}, seen: h["seen"] != ""}
 	for f, v := range h {
 		if name, ok := strings.CutPrefix(f, endField); ok {
 			w.Ends[name] = State(v)
@@ -784,8 +823,12 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 		return false, "", wrap("settle workflow "+id, l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err())
 	}
 	wk := l.workflowKey(q, id)
-	if started, err = l.rdb.HSetNX(ctx, wk, "seen", "1").Result(); err != nil {
-		return false, "", wrap("settle workflow "+id, err)
+	// A record read with the mark was seen already: no HSETNX, which would
+	// write nothing, on each pass of a workflow that stays open.
+	if !info.seen {
+		if started, err = l.rdb.HSetNX(ctx, wk, "seen", "1").Result(); err != nil {
+			return false, "", wrap("settle workflow "+id, err)
+		}
 	}
 	def, err := info.Def()
 	if err != nil {

@@ -11,8 +11,10 @@ import (
 // handover counts workflows started and finished, and delivers the
 // workflow hand-over records left in the queues (a
 // completer that crashed or failed between a step's completion and the
-// move, a Redis restart in between): one pipelined HLEN per queue per
-// pass, then Ledger.MoveHandovers on the queues holding some. Delivery is
+// move, a Redis restart in between). Each pass first finds the queues
+// holding any workflow key it reads (Ledger.WorkflowQueues: one pipelined
+// EXISTS per queue), then reads only those: an idle queue costs one
+// command per pass. Delivery is
 // idempotent (see ARCHITECTURE.md, "Workflows"), so it needs no leader
 // token: a deposed leader or a completer moving the same record at the
 // same time changes nothing twice.
@@ -28,8 +30,12 @@ type handover struct {
 }
 
 func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
-	qs, err := h.ledger.Queues(ctx)
+	all, err := h.ledger.Queues(ctx)
 	if err != nil {
+		return err
+	}
+	qs, err := h.ledger.WorkflowQueues(ctx, all)
+	if err != nil || len(qs) == 0 {
 		return err
 	}
 	h.abandonUncommitted(ctx, qs)

@@ -34,7 +34,7 @@ func TestPassesOverManyQueuesCostFewRoundTrips(t *testing.T) {
 		{"status (first: records the history)", func() error { return l.status.runOnce(f.ctx, leader) }, 12},
 		{"status", func() error { return l.status.runOnce(f.ctx, leader) }, 8},
 		{"resolver", func() error { return l.resolver.runOnce(f.ctx, leader) }, 4},
-		{"handover (and the namespace's time for the uncommitted workflows' grace)", func() error { return l.handover.runOnce(f.ctx, leader) }, 5},
+		{"handover", func() error { return l.handover.runOnce(f.ctx, leader) }, 2},
 		{"expirer (first: records the leader's token)", func() error { return l.expirer.runOnce(f.ctx, leader) }, 6},
 		{"expirer", func() error { return l.expirer.runOnce(f.ctx, leader) }, 4},
 		{"pruner", func() error { return l.pruner.runOnce(f.ctx, leader) }, 4},
