@@ -29,8 +29,9 @@
 // then) and grows with every failover; see Failover below. Renew extends the
 // deadline only for the exact (owner, token) pair that holds a live lease
 // and returns [ErrLost] otherwise. Release clears the deadline and owner
-// (keeping the token) only for that pair; a stale release changes nothing
-// and returns [ErrNotHeld].
+// (keeping the token) only for that pair, expired or not; a stale release
+// (another token, or the lease already released) changes nothing and
+// returns [ErrNotHeld].
 //
 // Acquire is not idempotent by owner: an Acquire that failed after its
 // request was sent may have taken the lease, and the same owner's retry

@@ -75,6 +75,10 @@ var (
 	// ErrReplicas means fewer replicas than Config.Durability asks for
 	// acknowledged the new token in time; the acquisition was undone.
 	ErrReplicas = errors.New("lease: not enough replicas acknowledged")
+	// ErrExhausted means the resource's counter reached 2^64 - 1 (raised
+	// there by Raise): no token is left to mint, and every Acquire of the
+	// resource fails with it; nothing was written.
+	ErrExhausted = errors.New("lease: no token left to mint")
 	// ErrUnsettled means the Redis primary changed on every attempt of an
 	// acquire (a failover in progress); nothing was acquired. Retry later.
 	ErrUnsettled = epoch.ErrUnsettled
@@ -105,6 +109,11 @@ func (e *HeldError) Lease() *Lease {
 
 // MaxResourceLen bounds a resource name, so a key stays a sane size.
 const MaxResourceLen = 512
+
+// MaxOwnerLen bounds an owner name, which every acquire and renew writes
+// into the lease key and every script on the resource reads back (a worker
+// pool's owners, "<WorkerID>/<job id>", are at most 401 bytes).
+const MaxOwnerLen = 512
 
 // Config configures a Manager. The zero value is usable.
 type Config struct {
@@ -279,15 +288,27 @@ func validateResource(resource string) error {
 	return nil
 }
 
+// validateOwner refuses an owner name no lease may have.
+func validateOwner(owner string) error {
+	switch {
+	case owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalid)
+	case len(owner) > MaxOwnerLen:
+		return fmt.Errorf("%w: owner longer than %d bytes", ErrInvalid, MaxOwnerLen)
+	case strings.ContainsAny(owner, "\r\n"):
+		return fmt.Errorf("%w: owner contains a line break", ErrInvalid)
+	}
+	return nil
+}
+
 func validate(resource, owner string, ttl time.Duration) error {
 	if err := validateResource(resource); err != nil {
 		return err
 	}
+	if err := validateOwner(owner); err != nil {
+		return err
+	}
 	switch {
-	case owner == "":
-		return fmt.Errorf("%w: empty owner", ErrInvalid)
-	case strings.ContainsAny(owner, "\r\n"):
-		return fmt.Errorf("%w: owner contains a line break", ErrInvalid)
 	case ttl < time.Millisecond:
 		return fmt.Errorf("%w: ttl %v must be at least 1ms", ErrInvalid, ttl)
 	}
@@ -368,7 +389,7 @@ func (m *Manager) Acquire(ctx context.Context, resource, owner string, ttl time.
 		case len(reply) > 0 && reply[0] == int64(-1):
 			return true, nil // another primary, or a higher epoch recorded: refresh
 		case len(reply) == 2 && reply[0] == int64(-2):
-			return false, errors.New(str(reply[1]))
+			return false, fmt.Errorf("%w (%s)", ErrExhausted, str(reply[1]))
 		case len(reply) == 4 && reply[0] == int64(0):
 			held = reply
 			return false, nil
@@ -530,8 +551,11 @@ func (m *Manager) Renew(ctx context.Context, l *Lease, ttl time.Duration) error 
 	return nil
 }
 
-// Release frees l if it still holds the resource. A stale release (expired,
-// or superseded by a newer token) changes nothing and returns ErrNotHeld.
+// Release frees l if its token still holds the resource. A stale release
+// (superseded by a newer token, already released, or raised past) changes
+// nothing and returns ErrNotHeld. A lease that expired while no one
+// acquired the resource since is still freed (nil): Release reads no
+// clock, and the next token is above l's either way.
 func (m *Manager) Release(ctx context.Context, l *Lease) error {
 	if err := m.err(); err != nil {
 		return err
@@ -539,8 +563,11 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrInvalid)
 	}
-	if l.Resource == "" || l.Owner == "" {
-		return fmt.Errorf("%w: lease without resource or owner", ErrInvalid)
+	if err := validateResource(l.Resource); err != nil {
+		return err
+	}
+	if err := validateOwner(l.Owner); err != nil {
+		return err
 	}
 	n, err := m.run(ctx, m.batch, m.epoch.Last(), m.keys(l.Resource), "r", l.Owner, l.Token.String()).Int()
 	if err != nil {
@@ -562,7 +589,8 @@ func (m *Manager) Release(ctx context.Context, l *Lease) error {
 // is below mark ends (storage refuses that token anyway): its Renew
 // reports ErrLost and the next Acquire may start at once. A mark the key
 // already reaches changes nothing. Raise takes any mark below 2^64 - 1,
-// and a counter raised near 2^64 can mint no more: bound marks from
+// and a counter raised near 2^64 can mint no more (Acquire fails with
+// ErrExhausted): bound marks from
 // storage you do not trust (pools and the asynq bridge feed back no mark
 // whose time part, its low 52 bits, lies more than a year past their
 // clock: no counter mints such a token).

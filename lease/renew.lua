@@ -7,7 +7,8 @@
 -- ARGV[2] token
 -- ARGV[3] ttl in milliseconds
 -- Reply: {1, deadline_us} when renewed; {0, reason} when lost, reason one of
---        "expired" (no live holder) or "superseded" (another token holds it).
+--        "expired" (no live holder), "released" (the caller's token was released) or
+--        "superseded" (another token holds it, or raised the key past it).
 local now = epoch_now(KEYS[2])
 local v = redis.call('GET', KEYS[1])
 if not v then
@@ -15,6 +16,7 @@ if not v then
 end
 local htok, hdl, howner = string.match(v, '^(%d+) (%d+) (.*)$')
 if htok ~= ARGV[2] or howner ~= ARGV[1] then
+  if htok == ARGV[2] and howner == '' then return {0, 'released'} end
   return {0, 'superseded'}
 end
 if tonumber(hdl) <= now then
