@@ -22,14 +22,20 @@ const pollEvery = 50 * time.Millisecond
 // WaitState waits until job id (in whichever queue holds it) is in one of
 // states, and returns its record. It fails the test, with the job's last
 // state and history, when ctx ends first (after DefaultWait when ctx has no
-// deadline). It reads the job when a keyspace notification says its record
-// changed (on a Redis whose notify-keyspace-events includes K and h, or A)
-// and every 50ms otherwise.
+// deadline), and at once when a state is none of jobs.States. It reads
+// the job when a keyspace notification says its record changed (on a
+// Redis whose notify-keyspace-events includes K and h, or A) and every
+// 50ms otherwise.
 func (e *Env) WaitState(ctx context.Context, tb testing.TB, id string, states ...jobs.State) *jobs.Record {
 	tb.Helper()
 	e.check(tb)
 	if len(states) == 0 {
 		tb.Fatal("fencedqtest: WaitState needs at least one state")
+	}
+	for _, s := range states {
+		if !slices.Contains(jobs.States, s) {
+			tb.Fatalf("fencedqtest: WaitState: %q is not a job state (the states: %v)", s, jobs.States)
+		}
 	}
 	var cancel context.CancelFunc
 	if _, ok := ctx.Deadline(); ok {

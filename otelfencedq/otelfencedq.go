@@ -151,7 +151,22 @@ func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
 				c.inject(sctx, r)
 				spans[i] = span
 			}
+			ended := false
+			defer func() {
+				if ended {
+					return
+				}
+				// A later middleware (or the args' encoding) panicked: end
+				// the spans as failures, never quoting the panic, which may
+				// quote the args, and let the panic go on.
+				for _, span := range spans {
+					span.RecordError(errEnqueuePanicked)
+					span.SetStatus(codes.Error, "enqueue panicked")
+					span.End()
+				}
+			}()
 			res, err := next(ctx, reqs)
+			ended = true
 			for i, span := range spans {
 				var out *jobs.Result
 				if i < len(res) {
@@ -227,6 +242,11 @@ func (c config) inject(ctx context.Context, r *jobs.EnqueueRequest) {
 	}
 }
 
+// errEnqueuePanicked is what an enqueue span records when the enqueue
+// panicked (in a later middleware, or encoding the args): the caller gets
+// the panic.
+var errEnqueuePanicked = errors.New("enqueue panicked")
+
 // errEnqueueFailed is what an enqueue span records of a failure of no
 // class enqueueError knows.
 var errEnqueueFailed = errors.New("enqueue failed")
@@ -270,10 +290,11 @@ func Middleware(opts ...Option) worker.Middleware {
 				// the handler's outcome standing; before, the pool retries it.
 				ran, herr := job.HandlerResult()
 				if r := recover(); r != nil {
+					recorded := herr
 					if !ran {
-						herr = fmt.Errorf("handler panicked: %v", r)
+						herr, recorded = panicError(r)
 					}
-					end(span, job, herr)
+					end(span, job, herr, recorded)
 					panic(r)
 				}
 				if !returned {
@@ -282,7 +303,7 @@ func Middleware(opts ...Option) worker.Middleware {
 					}
 					err = herr
 				}
-				end(span, job, err)
+				end(span, job, err, err)
 			}()
 			err = next(ctx, job)
 			returned = true
@@ -297,12 +318,27 @@ func Middleware(opts ...Option) worker.Middleware {
 // commits it as it does a panic, a retry.
 var errGoexit = errors.New("handler called runtime.Goexit (t.FailNow, t.Fatal) instead of returning")
 
-// end ends an attempt's span with the outcome err leads to.
-func end(span trace.Span, job worker.JobView, err error) {
+// panicError returns the error the pool commits for a handler's panic
+// with r, for the outcome, and the one its span records: the same text,
+// but wrapping r when r is an error, so that attemptError reduces a fence
+// or lease error panicked with (a must-style helper's panic(err)) to its
+// class. Only the first: the pool does not judge a panic by the errors
+// in it.
+func panicError(r any) (committed, recorded error) {
+	committed = fmt.Errorf("handler panicked: %v", r)
+	if e, ok := r.(error); ok {
+		return committed, fmt.Errorf("handler panicked: %w", e)
+	}
+	return committed, committed
+}
+
+// end ends an attempt's span with the outcome err leads to, recording
+// recorded (err, or what panicError records of a panic).
+func end(span trace.Span, job worker.JobView, err, recorded error) {
 	outcome := job.Outcome(err)
 	span.SetAttributes(AttrOutcome.String(outcome))
-	if err != nil {
-		span.RecordError(attemptError(err))
+	if recorded != nil {
+		span.RecordError(attemptError(recorded))
 	}
 	if outcome != worker.OutcomeSucceeded {
 		span.SetStatus(codes.Error, outcome)

@@ -170,3 +170,67 @@ func TestCronTicksDailyWhereClocksChangeByHalfAnHour(t *testing.T) {
 		t.Fatalf("schedule %+v: want %d ticks enqueued (one a day since %s), none skipped", s, len(want), created)
 	}
 }
+
+// TestCronFromTheRepeatedHourSecondPass: from a time in the second pass of
+// the hour the clocks repeat, a schedule of many fixed times in that hour
+// ("*/5 2 * * *") ticks the next day: its times in the hour ticked at
+// their first occurrence. (The walk gave up after eight of them: no next
+// tick, so a schedule first registered then never ticked.)
+func TestCronFromTheRepeatedHourSecondPass(t *testing.T) {
+	for _, c := range []struct {
+		expr     string
+		from     time.Time // in the second pass of the repeated hour
+		want     time.Time
+		wantZone string
+	}{
+		// Berlin repeats 02:00-03:00 on 2024-10-27: 01:10 UTC is 02:10 CET
+		{"CRON_TZ=Europe/Berlin */5 2 * * *", time.Date(2024, 10, 27, 1, 10, 0, 0, time.UTC), time.Date(2024, 10, 28, 1, 0, 0, 0, time.UTC), "Europe/Berlin"},
+		{"CRON_TZ=Europe/Berlin 0-59 0-59 2 * * *", time.Date(2024, 10, 27, 1, 59, 0, 0, time.UTC), time.Date(2024, 10, 28, 1, 0, 0, 0, time.UTC), "Europe/Berlin"},
+		// the times after the repeated hour still tick
+		{"CRON_TZ=Europe/Berlin */5 2,3 * * *", time.Date(2024, 10, 27, 1, 10, 0, 0, time.UTC), time.Date(2024, 10, 27, 2, 0, 0, 0, time.UTC), "Europe/Berlin"},
+		// New York repeats 01:00-02:00 on 2024-11-03: 06:10 UTC is 01:10 EST
+		{"CRON_TZ=America/New_York */5 1 * * *", time.Date(2024, 11, 3, 6, 10, 0, 0, time.UTC), time.Date(2024, 11, 4, 6, 0, 0, 0, time.UTC), "America/New_York"},
+	} {
+		if _, err := time.LoadLocation(c.wantZone); err != nil {
+			t.Skip(err)
+		}
+		if got := worker.Cron(c.expr).Next(c.from); !got.Equal(c.want) {
+			t.Errorf("%s: next after %s is %s, want %s", c.expr, c.from, got.UTC(), c.want)
+		}
+	}
+}
+
+type repeatedHourArgs struct{}
+
+func (repeatedHourArgs) Kind() string { return "repeated-hour-report" }
+
+// TestScheduleCreatedInTheRepeatedHourTicks: a schedule first registered
+// in the second pass of the hour the clocks repeat ticks afterwards (its
+// latest missed tick caught up) instead of finding no next tick for ever.
+func TestScheduleCreatedInTheRepeatedHourTicks(t *testing.T) {
+	if _, err := time.LoadLocation("Europe/Berlin"); err != nil {
+		t.Skip(err)
+	}
+	e := newEnv(t)
+	ctx := t.Context()
+	const id, expr = "repeated-hour", "CRON_TZ=Europe/Berlin */5 2 * * *"
+	spec := jobs.ScheduleSpec{ID: id, Schedule: expr, TimeZone: "Europe/Berlin", Kind: repeatedHourArgs{}.Kind(),
+		Queue: jobs.DefaultQueue, CatchUp: string(worker.CatchUpLatest)}
+	if _, err := e.ledger.RegisterSchedule(ctx, 0, spec); err != nil {
+		t.Fatal(err)
+	}
+	key := e.ns + ":{periodic}:schedule:" + id
+	created := time.Date(2024, 10, 27, 1, 10, 0, 0, time.UTC) // 02:10 CET, the second pass
+	if err := e.rdb.HSet(ctx, key, "created", created.UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := e.pool(e.config())
+	if err := p.AddPeriodic(worker.Periodic(worker.Cron(expr), repeatedHourArgs{}, worker.ScheduleID(id))); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	redistest.Await(t, e.rdb, key, "the latest missed tick enqueued", func() bool {
+		s, err := e.ledger.Schedule(ctx, id)
+		return err == nil && s.Enqueued == 1 && s.LastTick.After(created)
+	})
+}

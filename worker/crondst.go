@@ -30,15 +30,33 @@ func dstNext(s *cron.SpecSchedule, t time.Time) time.Time {
 	utc := *s
 	utc.Location = time.UTC
 	w := wallClock(t.In(loc))
-	for range 8 { // a wall-clock time already passed (repeated) is skipped
+	for range 8 {
 		if w = utc.Next(w); w.IsZero() {
 			return w
 		}
-		if at := instant(loc, w); at.After(t) {
+		at := instant(loc, w)
+		if at.After(t) {
 			return at
+		}
+		// w is a time the clocks repeat, ticked at its first occurrence,
+		// and t is in their second pass: go on from the end of the
+		// repeated times (as many of the schedule's as they hold).
+		if end := repeatEnd(loc, t); end.After(w) {
+			w = end
 		}
 	}
 	return time.Time{}
+}
+
+// repeatEnd returns the last wall-clock time (read as UTC) before the
+// clock change that started t's period in loc: for t in the second pass
+// of times the clocks repeat, the last of them.
+func repeatEnd(loc *time.Location, t time.Time) time.Time {
+	start, _ := t.In(loc).ZoneBounds()
+	if start.IsZero() {
+		return time.Time{}
+	}
+	return wallClock(start.Add(-time.Nanosecond).In(loc))
 }
 
 // wallClock returns t's wall-clock time read as UTC.

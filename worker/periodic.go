@@ -66,11 +66,22 @@ const (
 // *", "*/15 * * * *", whose hours field is "*") follow the real clock: one
 // tick per hour that passed.
 func Cron(expr string) Schedule {
-	if zone, rest, ok := strings.Cut(expr, " "); ok && (strings.HasPrefix(zone, "TZ=") || strings.HasPrefix(zone, "CRON_TZ=")) &&
-		strings.HasPrefix(strings.TrimSpace(rest), "@every") {
-		// The cron parser would tick it from each pass's cursor, not at
-		// Every's multiples, and below MinInterval unchecked.
-		return &cronSchedule{expr: expr, err: errors.New("@every takes no time zone: it ticks at the multiples of its interval in UTC; drop the zone")}
+	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+		zone, rest, _ := strings.Cut(expr, " ")
+		_, name, _ := strings.Cut(zone, "=")
+		rest = strings.TrimSpace(rest)
+		switch {
+		case name == "":
+			// The cron parser would read it as UTC, recorded as zone "".
+			return &cronSchedule{expr: expr, err: errors.New("the zone prefix names no zone")}
+		case rest == "":
+			// The cron parser panics on it.
+			return &cronSchedule{expr: expr, err: errors.New("a zone prefix with no schedule after it (\"CRON_TZ=Europe/Paris 0 9 * * *\")")}
+		case strings.HasPrefix(rest, "@every"):
+			// The cron parser would tick it from each pass's cursor, not at
+			// Every's multiples, and below MinInterval unchecked.
+			return &cronSchedule{expr: expr, err: errors.New("@every takes no time zone: it ticks at the multiples of its interval in UTC; drop the zone")}
+		}
 	}
 	if d, ok := strings.CutPrefix(expr, "@every "); ok {
 		iv, err := time.ParseDuration(strings.TrimSpace(d))
@@ -231,7 +242,9 @@ func InTimeZone(loc *time.Location) PeriodicOption { return func(p *PeriodicJob)
 func WithCatchUp(c CatchUp) PeriodicOption { return func(p *PeriodicJob) { p.catchUp = c } }
 
 // MissedAfter sets how late a tick may be enqueued under CatchUpNone
-// (default DefaultMissedAfter).
+// (default DefaultMissedAfter). The leader finds a tick up to
+// Maintenance.Interval after it is due: Pool.AddPeriodic refuses a
+// shorter MissedAfter under CatchUpNone (ErrSchedule).
 func MissedAfter(d time.Duration) PeriodicOption { return func(p *PeriodicJob) { p.missedAfter = d } }
 
 // EnqueueOptions are applied to every tick's job (queue, retries,
@@ -275,6 +288,11 @@ func (p *Pool) AddPeriodic(pjs ...*PeriodicJob) error {
 		spec, err := pj.compile()
 		if err != nil {
 			return err
+		}
+		if spec.Spec.CatchUp == string(CatchUpNone) && spec.MissedAfter < p.cfg.Maintenance.Interval {
+			// A tick is found up to an interval after it is due.
+			return fmt.Errorf("%w: schedule %q: missed-after %v is below the maintenance interval %v: most ticks would be skipped as late",
+				ErrSchedule, spec.Spec.ID, spec.MissedAfter, p.cfg.Maintenance.Interval)
 		}
 		specs = append(specs, spec)
 	}

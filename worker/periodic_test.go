@@ -480,3 +480,44 @@ func TestDefaultScheduleIDFollowsArgs(t *testing.T) {
 		t.Fatalf("named schedule: ids %q and %q", a, b)
 	}
 }
+
+// A zone prefix with no expression after it, or naming no zone, is
+// refused like any invalid expression (the cron parser panics on the
+// first and reads the second as UTC).
+func TestCronZonePrefixAloneRefused(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	for _, expr := range []string{"CRON_TZ=Europe/Paris", "TZ=UTC", "CRON_TZ=", "CRON_TZ= 0 9 * * *", "TZ= @daily"} {
+		if err := p.AddPeriodic(worker.Periodic(worker.Cron(expr), tickArgs{})); !errors.Is(err, worker.ErrSchedule) {
+			t.Errorf("%q: %v, want ErrSchedule", expr, err)
+		}
+	}
+	if n := worker.Cron("CRON_TZ=Europe/Paris").Next(time.Now()); !n.IsZero() {
+		t.Errorf("next tick %v, want none", n)
+	}
+}
+
+// TestMissedAfterBelowTheMaintenanceInterval: under CatchUpNone a tick is
+// found up to Maintenance.Interval after it is due, so a MissedAfter
+// shorter than that interval would skip most ticks; it is refused. Other
+// policies do not use it.
+func TestMissedAfterBelowTheMaintenanceInterval(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Maintenance.Interval = time.Second
+	p := e.pool(cfg)
+	err := p.AddPeriodic(worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("late"),
+		worker.WithCatchUp(worker.CatchUpNone), worker.MissedAfter(time.Millisecond)))
+	if !errors.Is(err, worker.ErrSchedule) || !strings.Contains(err.Error(), "maintenance interval") {
+		t.Fatalf("AddPeriodic: %v, want ErrSchedule naming the maintenance interval", err)
+	}
+	for _, pj := range []*worker.PeriodicJob{
+		worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("late"),
+			worker.WithCatchUp(worker.CatchUpNone), worker.MissedAfter(time.Second)),
+		worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("latest"), worker.MissedAfter(time.Millisecond)),
+	} {
+		if err := p.AddPeriodic(pj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
