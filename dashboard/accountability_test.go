@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -128,6 +129,50 @@ func TestOperatorEventsSayWhy(t *testing.T) {
 	} {
 		if got[k] != want {
 			t.Errorf("%s: %q, want %q (events %+v)", k, got[k], want, evs.Events)
+		}
+	}
+}
+
+// TestOperatorEventsShowResolutions: an operator's resolution (re-run,
+// mark succeeded, mark dead) is an operator event naming the job, the
+// decision, who and why; a reconciler's decision is not.
+func TestOperatorEventsShowResolutions(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	h := f.handler(dashboard.Options{})
+	review := f.reviewJob("mail", chargeArgs{Account: "a"}, "op-review") // the reconciler's review
+	uncertain := f.reviewJob("mail", chargeArgs{Account: "b"}, "op-review-2")
+	dead := f.deadJob("mail", "op-dead")
+	_, err := f.client.Resolve(ctx, "mail", review, jobs.DecideSucceeded, "alice", "gateway shows it paid")
+	must(t, err)
+	_, err = f.client.Resolve(ctx, "mail", dead, jobs.DecideRerun, "bob", "card fixed")
+	must(t, err)
+	_, err = f.client.Resolve(ctx, "mail", uncertain, jobs.DecideDead, "carol", "")
+	must(t, err)
+
+	var e struct {
+		Events []struct {
+			Queue, Type, Job, Actor, Note, Decision string
+		} `json:"events"`
+	}
+	getJSON(t, h, "/api/events?type=operator", &e)
+	want := []string{
+		"mail resolve " + uncertain + " dead operator:carol ",
+		"mail resolve " + dead + " rerun operator:bob card fixed",
+		"mail resolve " + review + " succeeded operator:alice gateway shows it paid",
+	}
+	var got []string
+	for _, ev := range e.Events {
+		got = append(got, ev.Queue+" "+ev.Type+" "+ev.Job+" "+ev.Decision+" "+ev.Actor+" "+ev.Note)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("operator events:\n got %q\nwant %q", got, want)
+	}
+	evs, err := f.insp.Events(ctx, "mail", 100)
+	must(t, err)
+	for _, ev := range evs {
+		if ev.Type == "resolve" && (ev.Decision == "" || ev.Actor == "reconciler") {
+			t.Fatalf("inspector event %+v", ev)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,11 +17,14 @@ import (
 
 // Limits on what one request reads.
 const (
-	defaultLimit   = 50
-	maxLimit       = 500
-	maxOffset      = 100_000
-	maxEvents      = 1000 // the ledger keeps at most this many per queue
-	historyInline  = 20   // history entries shown with each job of a list
+	defaultLimit = 50
+	maxLimit     = 500
+	maxOffset    = 100_000
+	maxEvents    = 1000 // the ledger keeps at most this many per queue
+	// eventBudget bounds the events api/events reads over all queues: past
+	// eventBudget/maxEvents queues, each queue's newest share of it.
+	eventBudget    = 20 * maxEvents
+	historyInline  = 20 // history entries shown with each job of a list
 	maxIDLength    = 200
 	maxNoteLength  = 2000
 	maxResolveBody = 8 << 10
@@ -36,11 +40,12 @@ var stateNames = func() string {
 }()
 
 // eventTypes maps the api/events type filter to the event types it selects:
-// operator actions are cancellations, pauses and resumptions.
+// operator actions are cancellations, resolutions, runs now, pauses and
+// resumptions.
 var eventTypes = map[string][]string{
 	"deduplicated": {"deduplicated"},
 	"fenced":       {"fenced"},
-	"operator":     {"cancel", "pause", "resume", "run_now"},
+	"operator":     {"cancel", "resolve", "pause", "resume", "run_now"},
 }
 
 // writeJSON sends v as JSON; encoding/json escapes <, > and & in strings,
@@ -452,29 +457,34 @@ func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	qs, err := h.queues(ctx, queue)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	read := limit
 	if typ != "" {
 		read = maxEvents // filter from the whole feed
 	}
-	out := eventList{Events: []eventView{}}
-	for _, name := range qs {
-		evs, err := h.insp.Events(ctx, name, read)
+	var byQueue map[string][]jobs.Event
+	if queue != "" {
+		evs, err := h.insp.Events(ctx, queue, read)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		for _, e := range evs {
+		byQueue = map[string][]jobs.Event{queue: evs}
+	} else {
+		var err error
+		if byQueue, err = h.insp.AllEvents(ctx, read, eventBudget); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	out := eventList{Events: []eventView{}}
+	for _, name := range slices.Sorted(maps.Keys(byQueue)) { // equal times in queue order
+		for _, e := range byQueue[name] {
 			if typ != "" && !slices.Contains(want, e.Type) {
 				continue
 			}
 			out.Events = append(out.Events, eventView{
 				Queue: name, Type: e.Type, Stage: e.Stage, At: e.At, Job: e.Job, Op: e.Op,
-				Token: e.Token, Current: e.Current, Actor: e.Actor, Note: e.Note,
+				Token: e.Token, Current: e.Current, Actor: e.Actor, Note: e.Note, Decision: e.Decision,
 			})
 		}
 	}

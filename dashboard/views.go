@@ -209,7 +209,7 @@ func decisionsFor(s jobs.State) []jobs.Decision {
 // eventView is one entry of a queue's event feed.
 type eventView struct {
 	Queue   string    `json:"queue"`
-	Type    string    `json:"type"` // deduplicated, fenced, cancel, run_now, pause or resume
+	Type    string    `json:"type"` // deduplicated, fenced, cancel, run_now, resolve, pause or resume
 	Stage   string    `json:"stage,omitempty"`
 	At      time.Time `json:"at"`
 	Job     string    `json:"job,omitempty"`
@@ -218,4 +218,6 @@ type eventView struct {
 	Current string    `json:"current,omitempty"`
 	Actor   string    `json:"actor,omitempty"`
 	Note    string    `json:"note,omitempty"`
+	// Decision is an operator's resolution (type resolve).
+	Decision string `json:"decision,omitempty"`
 }

@@ -230,6 +230,42 @@ func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, erro
 	return out, nil
 }
 
+// AllEvents returns every queue's latest events, newest first, by queue
+// (merged over its partitions), in two round trips whatever the number of
+// queues: at most perQueue of each queue's feeds, and fewer when there are
+// many, so that at most budget events are read in all (at least one per
+// feed).
+func (in *Inspector) AllEvents(ctx context.Context, perQueue, budget int) (map[string][]Event, error) {
+	if err := in.err(); err != nil {
+		return nil, err
+	}
+	names, err := in.l.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := perQueue
+	if len(names) > 0 {
+		n = min(n, max(1, budget/len(names)))
+	}
+	evs, err := in.l.EventsOf(ctx, names, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]Event)
+	for i, name := range names {
+		q := ledger.Logical(name)
+		out[q] = append(out[q], evs[i]...)
+	}
+	for q, ev := range out {
+		if len(ev) == 0 {
+			delete(out, q)
+			continue
+		}
+		sort.SliceStable(ev, func(i, j int) bool { return ev[i].At.After(ev[j].At) })
+	}
+	return out, nil
+}
+
 // DueRunning returns up to limit jobs of queue q running with a lease
 // deadline at or before t (by Redis's clock: see ServerTime): stuck or
 // about to expire.

@@ -977,7 +977,7 @@
     const rows = data.events.map((e) => el('tr', {},
       el('td', { class: 'nowrap' }, fmtTime(e.at)),
       el('td', { class: 'mono' }, e.queue),
-      el('td', {}, t === 'operator' ? e.type : e.stage),
+      el('td', {}, t !== 'operator' ? e.stage : e.type === 'resolve' ? 'resolve: ' + (e.decision || '?') : e.type),
       el('td', {}, e.job ? jobLink(e.queue, e.job) : '—'),
       t === 'deduplicated'
         ? el('td', { class: 'mono' }, dedupCause(e))
@@ -992,7 +992,7 @@
     const intros = {
       deduplicated: 'Enqueues of an operation id already known or of a unique job whose key another job holds (the caller got the original job), and jobs found due again after they finished (their handler did not run). Each links to the original job.',
       fenced: 'Writes refused because they carried a token older than the job\'s current one.',
-      operator: 'Cancellations, pauses, resumptions and scheduled jobs run now, with who and why (a cancellation\'s note is in the job\'s history).',
+      operator: 'Cancellations, resolutions (re-run, marked succeeded or dead), pauses, resumptions and scheduled jobs run now, with who and why.',
     };
     const last = { deduplicated: 'Duplicate', fenced: 'Tokens', operator: 'By' };
     show('events', el('h1', {}, titles[t]), tabs,

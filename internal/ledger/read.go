@@ -330,7 +330,7 @@ type Entry struct {
 // rejection, a deduplication or an operator action, naming the job it
 // concerns.
 type Event struct {
-	Type    string    `json:"type"` // fenced, deduplicated, cancel, run_now, pause, resume, rewind, resubmitted, review (a job key holding no hash, Note)
+	Type    string    `json:"type"` // fenced, deduplicated, cancel, run_now, resolve, pause, resume, rewind, resubmitted, review (a job key holding no hash, Note)
 	At      time.Time `json:"at"`
 	Job     string    `json:"job,omitempty"`
 	Op      string    `json:"op,omitempty"`
@@ -339,6 +339,9 @@ type Event struct {
 	Current string    `json:"current,omitempty"`
 	Actor   string    `json:"actor,omitempty"`
 	Note    string    `json:"note,omitempty"`
+	// Decision is an operator's resolution (type resolve): succeeded,
+	// rerun, dead or review.
+	Decision string `json:"decision,omitempty"`
 }
 
 // jsonFields reads a JSON object written by the scripts as text fields
@@ -372,6 +375,7 @@ func decodeEvent(s string) Event {
 	return Event{
 		Type: get("type"), At: msTime(get("at")), Job: get("job"), Op: get("op"), Stage: get("stage"),
 		Token: get("token"), Current: get("current"), Actor: get("actor"), Note: get("note"),
+		Decision: get("decision"),
 	}
 }
 
@@ -432,6 +436,29 @@ func (l *Ledger) Events(ctx context.Context, q string, n int) ([]Event, error) {
 	out := make([]Event, len(items))
 	for i, s := range items {
 		out[i] = decodeEvent(s)
+	}
+	return out, nil
+}
+
+// EventsOf returns the latest n events of each of queues names (physical
+// names), newest first, read in one pipelined round trip.
+func (l *Ledger) EventsOf(ctx context.Context, names []string, n int) ([][]Event, error) {
+	if len(names) == 0 || n <= 0 {
+		return make([][]Event, len(names)), nil
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(names))
+	for i, q := range names {
+		cmds[i] = pipe.LRange(ctx, l.prefix(q)+"events", 0, int64(n)-1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !wrongType(err) {
+		return nil, wrap("events", err)
+	}
+	out := make([][]Event, len(names))
+	for i, c := range cmds {
+		for _, s := range c.Val() { // a key of another type reads as no events
+			out[i] = append(out[i], decodeEvent(s))
+		}
 	}
 	return out, nil
 }

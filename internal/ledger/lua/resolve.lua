@@ -58,6 +58,11 @@ end
 seq_bump()
 -- recorded first, so a final state's retention covers the history too
 record(id, {event = 'resolve', from = state, decision = decision, actor = ARGV[5], note = ARGV[6]})
+-- an operator's decision is in the event feed too (a reconciler's is not:
+-- it decides many jobs, each in its history)
+if string.sub(ARGV[5], 1, 9) == 'operator:' then
+  event({type = 'resolve', job = id, decision = decision, actor = ARGV[5], note = ARGV[6]})
+end
 local to = decision
 if decision == 'later' then
   to = state
