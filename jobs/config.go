@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/durable"
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/ledger"
 )
 
@@ -117,8 +118,8 @@ type Durability struct {
 const DefaultRecentEnqueues = ledger.DefaultRecent
 
 // Validate checks the configuration (the namespace's characters, a
-// non-negative retention, the durability's numbers, no nil enqueue
-// middleware).
+// non-negative retention, the durability's numbers, Sentinel options that
+// name a master and a Sentinel, no nil enqueue middleware).
 func (c Config) Validate() error {
 	if c.Retention < 0 || (c.Retention > 0 && c.Retention < time.Second) {
 		return invalid("retention %v must be 0 (the default) or at least 1s", c.Retention)
@@ -129,6 +130,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := durable.Options(c.Durability).Validate(); err != nil {
+		return invalid("%v", err)
+	}
+	if err := epoch.ValidateSentinel(c.Sentinel); err != nil {
 		return invalid("%v", err)
 	}
 	return ValidateNamespace(c.WithDefaults().Namespace)

@@ -82,6 +82,10 @@ var (
 	// ErrUnsettled means the Redis primary changed on every attempt of an
 	// acquire (a failover in progress); nothing was acquired. Retry later.
 	ErrUnsettled = epoch.ErrUnsettled
+	// ErrUnknownMaster means the Sentinels of Config.Sentinel that answered
+	// monitor no master of its MasterName: a configuration error, not an
+	// outage; nothing was acquired.
+	ErrUnknownMaster = epoch.ErrUnknownMaster
 )
 
 // HeldError reports the live holder of a resource. It matches ErrHeld.
@@ -202,10 +206,10 @@ var (
 )
 
 // NewManager returns a Manager over client. A nil client (or a typed nil
-// pointer), or a Config.Durability that does not validate (see
-// Config.Validate) or that client's read timeout cannot hold, makes every
-// call fail with an error matching ErrInvalid instead, as does every call
-// on a nil or zero Manager.
+// pointer), a Config that does not validate (see Config.Validate: its
+// Durability, its Sentinel options) or a Durability that client's read
+// timeout cannot hold makes every call fail with an error matching
+// ErrInvalid instead, as does every call on a nil or zero Manager.
 func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "fq"
@@ -216,6 +220,10 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	m := &Manager{client: client, cfg: cfg, batch: scriptbatch.New(client, scriptbatch.Options{Yield: true}),
 		epoch: epoch.New(client, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger})}
 	m.acquires = m.batch
+	if err := cfg.Validate(); err != nil {
+		m.cfgErr = err
+		return m
+	}
 	if err := durable.CheckClient(client, durable.Options(cfg.Durability)); err != nil {
 		m.cfgErr = fmt.Errorf("%w: %v", ErrInvalid, err)
 		return m
@@ -227,9 +235,13 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	return m
 }
 
-// Validate checks the configuration (the durability's numbers).
+// Validate checks the configuration (the durability's numbers, Sentinel
+// options that name a master and a Sentinel).
 func (c Config) Validate() error {
 	if err := durable.Options(c.Durability).Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := epoch.ValidateSentinel(c.Sentinel); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil

@@ -541,3 +541,51 @@ func TestKeepAliveLongerThanTheAcquiredTTL(t *testing.T) {
 		t.Fatalf("acquire by another owner: %v, want ErrHeld", err)
 	}
 }
+
+// TestIncompleteSentinelOptionsRefused: Sentinel options that name no
+// master or no Sentinel could never give an epoch: every acquisition would
+// fail as if the Sentinels were down. They are refused with ErrInvalid,
+// writing nothing.
+func TestIncompleteSentinelOptionsRefused(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	ns := redistest.Namespace(t)
+	for name, fo := range map[string]*redis.FailoverOptions{
+		"no address":    {MasterName: "fq"},
+		"no name":       {SentinelAddrs: []string{"127.0.0.1:26379"}},
+		"empty address": {MasterName: "fq", SentinelAddrs: []string{" "}},
+	} {
+		cfg := lease.Config{Namespace: ns, Sentinel: fo}
+		if err := cfg.Validate(); !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "sentinel options") {
+			t.Errorf("%s: Validate: %v, want ErrInvalid naming the Sentinel options", name, err)
+		}
+		m := lease.NewManager(c, cfg)
+		if _, err := m.Acquire(ctx, "r", "a", time.Minute); !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "sentinel options") {
+			t.Errorf("%s: acquire: %v, want ErrInvalid naming the Sentinel options", name, err)
+		}
+	}
+	if keys, err := c.Keys(ctx, "*"+ns+"*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("keys %v, %v after refused acquisitions, want none", keys, err)
+	}
+}
+
+// TestAcquireWithAMasterNameTheSentinelsDoNotMonitor: the error says it is
+// a configuration error (ErrUnknownMaster), not an outage, and nothing is
+// written.
+func TestAcquireWithAMasterNameTheSentinelsDoNotMonitor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	wrong := f.ClientOptions()
+	wrong.MasterName = "no-such-master"
+	ns := redistest.Namespace(t)
+	m := lease.NewManager(f.Client(), lease.Config{Namespace: ns, Sentinel: wrong})
+	if _, err := m.Acquire(ctx, "r", "a", time.Minute); !errors.Is(err, lease.ErrUnknownMaster) {
+		t.Fatalf("acquire: %v, want ErrUnknownMaster", err)
+	}
+	if keys, err := f.Client().Keys(ctx, "*"+ns+"*:lease:*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("lease keys %v, %v after a refused acquisition, want none", keys, err)
+	}
+}

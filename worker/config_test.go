@@ -25,6 +25,11 @@ func TestNewPoolRefusesTheJobsConfigTheClientRefuses(t *testing.T) {
 		"negative retention":   {Namespace: ns, Retention: -time.Hour},
 		"sub-second retention": {Namespace: ns, Retention: time.Millisecond},
 		"negative replicas":    {Namespace: ns, Durability: jobs.Durability{Replicas: -1}},
+		// Sentinel options no claim could take an epoch from: the pool
+		// would start and fail every claim and leader election for ever.
+		"no Sentinel address": {Namespace: ns, Sentinel: &redis.FailoverOptions{MasterName: "fq"}},
+		"no master name":      {Namespace: ns, Sentinel: &redis.FailoverOptions{SentinelAddrs: []string{"127.0.0.1:26379"}}},
+		"empty address":       {Namespace: ns, Sentinel: &redis.FailoverOptions{MasterName: "fq", SentinelAddrs: []string{""}}},
 	} {
 		want := jc.Validate()
 		if !errors.Is(want, jobs.ErrInvalid) {

@@ -21,6 +21,27 @@ const sentinelTimeout = time.Second
 // error, not an outage.
 var ErrUnknownMaster = errors.New("no Sentinel monitors the master")
 
+// ValidateSentinel checks the Sentinel options a tracker asks for the
+// epoch: nil options are fine (no Sentinel); otherwise they must name the
+// master and at least one Sentinel, or no claim or acquisition could ever
+// mint a token.
+func ValidateSentinel(fo *redis.FailoverOptions) error {
+	switch {
+	case fo == nil:
+		return nil
+	case fo.MasterName == "":
+		return errors.New("sentinel options name no master (MasterName is empty)")
+	case len(fo.SentinelAddrs) == 0:
+		return fmt.Errorf("sentinel options for master %q name no Sentinel (SentinelAddrs is empty)", fo.MasterName)
+	}
+	for i, a := range fo.SentinelAddrs {
+		if strings.TrimSpace(a) == "" {
+			return fmt.Errorf("sentinel options for master %q: SentinelAddrs[%d] is empty", fo.MasterName, i)
+		}
+	}
+	return nil
+}
+
 // sentinelSource asks every Sentinel of a failover client for the master's
 // config epoch (SENTINEL MASTER <name>, field config-epoch) and takes the
 // highest answer: the Sentinel that led the last failover, and any that
@@ -59,6 +80,9 @@ func (s sentinelSource) Epoch(ctx context.Context) (uint64, error) {
 	wg.Wait()
 	if !ok && unknown {
 		return 0, fmt.Errorf("%w named %q (check the Sentinel options' MasterName): %w", ErrUnknownMaster, s.opts.MasterName, errors.Join(errs...))
+	}
+	if len(s.opts.SentinelAddrs) == 0 {
+		return 0, fmt.Errorf("no Sentinel to ask for the config epoch of %q (SentinelAddrs is empty)", s.opts.MasterName)
 	}
 	if !ok {
 		return 0, fmt.Errorf("no Sentinel reported the config epoch of %q: %w", s.opts.MasterName, errors.Join(errs...))

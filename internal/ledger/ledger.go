@@ -64,9 +64,12 @@ type Config struct {
 }
 
 // Validate checks the configuration (the namespace's characters, the
-// durability).
+// durability, the Sentinel options).
 func (c Config) Validate() error {
 	if err := c.Durability.Validate(); err != nil {
+		return invalid("%v", err)
+	}
+	if err := epoch.ValidateSentinel(c.Sentinel); err != nil {
 		return invalid("%v", err)
 	}
 	return ValidateNamespace(c.WithDefaults().Namespace)
