@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -11,12 +10,14 @@ import (
 	"github.com/fencedq/fencedq/worker"
 )
 
-// TestRunRefusesAForeignQueueKey: a pool whose queue has a queue-level key
+// TestRunNamesAForeignQueueKey: a pool whose queue has a queue-level key
 // of another type (written by hand, or by another application sharing the
-// Redis) fails to start with an error matching ErrForeignKey naming the
-// key, instead of running until a call writing that key fails with
-// WRONGTYPE, possibly after writing part of its batch. Fixed, it runs.
-func TestRunRefusesAForeignQueueKey(t *testing.T) {
+// Redis) logs it at error level when it starts, naming the key, instead of
+// leaving it to the first call writing that key to fail with WRONGTYPE; it
+// starts all the same (a failing queue does not stop the others:
+// TestFailingQueueDoesNotStopTheOthers), and serves the queue's jobs whose
+// calls never write that key.
+func TestRunNamesAForeignQueueKey(t *testing.T) {
 	rdb, ns := redistest.New(t)
 	e := newEnvOn(t, rdb, ns)
 	p := e.pool(e.config())
@@ -29,24 +30,21 @@ func TestRunRefusesAForeignQueueKey(t *testing.T) {
 	}
 	id := e.enqueue(effectArgs{Name: "foreign"}).JobID
 	part := ns + ":{default}:wf_part"
-	rdb.Set(context.Background(), part, "x", 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, jobs.ErrForeignKey) || !strings.Contains(err.Error(), part) {
-			t.Fatalf("Run: %v, want ErrForeignKey naming %s", err, part)
-		}
-	case <-ran:
-		cancel()
-		<-done
-		t.Fatal("the pool started and ran a job with a queue key of another type")
+	if err := rdb.Set(context.Background(), part, "x", 0).Err(); err != nil {
+		t.Fatal(err)
 	}
-	cancel()
-	rdb.Del(context.Background(), part)
 	e.start(p)
 	if got := <-ran; got != id {
 		t.Fatalf("ran %s, want %s", got, id)
+	}
+	var named bool
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		if strings.Contains(line, `"level":"ERROR"`) && strings.Contains(line, part) &&
+			strings.Contains(line, "a queue key holds another type") {
+			named = true
+		}
+	}
+	if !named {
+		t.Fatalf("no error line names the foreign key %s:\n%s", part, e.logs.String())
 	}
 }
