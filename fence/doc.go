@@ -62,9 +62,11 @@
 // the resources differ).
 //
 // A fence with an empty field or a zero token fails with [ErrInvalid] before
-// storage is touched, as does one an adapter cannot carry faithfully (a
-// resource over lease.MaxResourceLen, text PostgreSQL cannot hold, a value
-// an HTTP header would alter).
+// storage is touched, as does one no lease can have issued (a resource over
+// lease.MaxResourceLen or an owner over lease.MaxOwnerLen bytes, refused by
+// Fence.Validate and so by every adapter) or one an adapter cannot carry
+// faithfully (text PostgreSQL cannot hold, a value an HTTP header would
+// alter).
 //
 // # Adapters
 //

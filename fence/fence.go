@@ -33,15 +33,21 @@ type Fence struct {
 	OperationID string
 }
 
-// Validate reports an incomplete fence with ErrInvalid.
+// Validate reports with ErrInvalid an incomplete fence, or one no lease
+// can have issued: a resource longer than lease.MaxResourceLen or an owner
+// longer than lease.MaxOwnerLen bytes.
 func (f Fence) Validate() error {
 	switch {
 	case f.Resource == "":
 		return fmt.Errorf("%w: empty resource", ErrInvalid)
+	case len(f.Resource) > lease.MaxResourceLen:
+		return fmt.Errorf("%w: resource longer than %d bytes", ErrInvalid, lease.MaxResourceLen)
 	case f.Token == 0:
 		return fmt.Errorf("%w: zero token", ErrInvalid)
 	case f.Owner == "":
 		return fmt.Errorf("%w: empty owner", ErrInvalid)
+	case len(f.Owner) > lease.MaxOwnerLen:
+		return fmt.Errorf("%w: owner longer than %d bytes", ErrInvalid, lease.MaxOwnerLen)
 	case f.OperationID == "":
 		return fmt.Errorf("%w: empty operation id", ErrInvalid)
 	}

@@ -82,7 +82,8 @@ const maxTokenAhead = 366 * 24 * time.Hour
 // more than a year past the clock: stored as a mark, 2^64-1 say, it
 // would refuse every later holder of the resource for good), or a header
 // sent more than once with different values (which of them would authorise
-// the write?), matches fence.ErrInvalid.
+// the write?), or a fence fence.Fence.Validate refuses (an owner or
+// resource longer than a lease's), matches fence.ErrInvalid.
 func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
 	tok := req.Header.Get(HeaderToken)
 	f = fence.Fence{
@@ -117,6 +118,9 @@ func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
 		return f, true, fmt.Errorf("%w: %s %s is no lease token: its time part lies more than a year ahead", fence.ErrInvalid, HeaderToken, tok)
 	}
 	f.Token = t
+	if err := f.Validate(); err != nil {
+		return f, true, err
+	}
 	return f, true, nil
 }
 
@@ -214,13 +218,16 @@ type ErrorBody struct {
 
 // CheckResponse turns a fenced service's answer into the fence errors: a
 // *fence.StaleError for 409 stale_token, fence.ErrInProgress for 409
-// operation_in_progress, and a *fence.AlreadyAppliedError when the
-// Fencing-Already-Applied header is "true". Any other response returns nil;
-// judge its status yourself. It reads the start of the body only for a 409
-// or that header, and replaces resp.Body with one that still yields all of
-// it (closing it closes the original).
+// operation_in_progress, and a *fence.AlreadyAppliedError when a 2xx
+// answer carries the Fencing-Already-Applied header "true" (the
+// middleware's already-applied answer is a 200; on an error status, from a
+// proxy passing the header on or a failing service, it proves nothing, and
+// reading it as "applied" would drop the effect). Any other response
+// returns nil; judge its status yourself. It reads the start of the body
+// only for a 409 or that answer, and replaces resp.Body with one that
+// still yields all of it (closing it closes the original).
 func CheckResponse(resp *http.Response) error {
-	already := resp.Header.Get(HeaderAlreadyApplied) == "true"
+	already := resp.StatusCode >= 200 && resp.StatusCode < 300 && resp.Header.Get(HeaderAlreadyApplied) == "true"
 	if !already && resp.StatusCode != http.StatusConflict {
 		return nil
 	}

@@ -40,6 +40,70 @@ func notMigrated(err error) error {
 	return err
 }
 
+// ErrForeignTable means Migrate found a high-water table or effect log of
+// the names Options gives whose columns are not the ones pgfence creates
+// (a table it did not create, or one altered since): a token column that
+// is not numeric (text compares "9" above "10", double precision rounds
+// neighbouring tokens together), a name column that is not text, or a
+// missing column. Migrate refuses to adopt it and changes nothing.
+var ErrForeignTable = errors.New("pgfence: table not as pgfence creates it")
+
+// wantColumns are the columns of the tables checkColumns checks, with the
+// base type pgfence creates them with.
+var wantColumns = map[string][]struct{ name, typ string }{
+	"fences":  {{"resource", "text"}, {"token", "numeric"}, {"owner", "text"}},
+	"effects": {{"operation_id", "text"}, {"resource", "text"}, {"token", "numeric"}, {"owner", "text"}},
+}
+
+// checkColumns refuses with ErrForeignTable a high-water table or effect
+// log (of those that exist) whose fenced columns are missing or of another
+// type than pgfence creates them with.
+func checkColumns(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, opts Options) error {
+	rows, err := q.Query(ctx, `SELECT c.relname, a.attname, a.atttypid::regtype::text
+		FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+		WHERE n.nspname = COALESCE(NULLIF($1, ''), current_schema()) AND c.relname IN ($2, $3)`,
+		opts.Schema, opts.prefix()+"fences", opts.prefix()+"effects")
+	if err != nil {
+		return fmt.Errorf("pgfence: migrate: read columns: %w", err)
+	}
+	found := map[string]map[string]string{}
+	for rows.Next() {
+		var table, col, typ string
+		if err := rows.Scan(&table, &col, &typ); err != nil {
+			rows.Close()
+			return fmt.Errorf("pgfence: migrate: read columns: %w", err)
+		}
+		if found[table] == nil {
+			found[table] = map[string]string{}
+		}
+		found[table][col] = typ
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgfence: migrate: read columns: %w", err)
+	}
+	for _, kind := range []string{"fences", "effects"} {
+		table := opts.prefix() + kind
+		cols, ok := found[table]
+		if !ok {
+			continue
+		}
+		for _, w := range wantColumns[kind] {
+			switch got, ok := cols[w.name]; {
+			case !ok:
+				return fmt.Errorf("%w: table %s has no column %s", ErrForeignTable, table, w.name)
+			case got != w.typ:
+				return fmt.Errorf("%w: column %s.%s is %s, not %s", ErrForeignTable, table, w.name, got, w.typ)
+			}
+		}
+	}
+	return nil
+}
+
 // Migration is one versioned step of the schema.
 type Migration struct {
 	// Version orders migrations; each is applied once, in order.
@@ -201,7 +265,10 @@ func LatestVersion() int { return migrations[len(migrations)-1].Version }
 // the migrations applied after waiting for the lock applies nothing. When
 // the schema is already current it returns without taking that lock, so
 // workers starting against a migrated database never queue behind a
-// migrator that was paused while holding it.
+// migrator that was paused while holding it. Either way it reads the
+// columns of the high-water table and the effect log, and refuses with
+// ErrForeignTable (changing nothing) tables of those names whose fenced
+// columns pgfence did not create as they are (see ErrForeignTable).
 //
 // Tables (names depend on Options; default prefix DefaultTablePrefix):
 //
@@ -230,7 +297,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts Options) error {
 	// catalog-cache entry for a missing schema that CREATE SCHEMA IF NOT
 	// EXISTS below could trust after the lock wait.
 	if v, err := version(ctx, pool, opts, t); err == nil && v >= LatestVersion() {
-		return nil
+		return checkColumns(ctx, pool, opts)
 	}
 	if err := checkLegacy(ctx, pool, opts); err != nil {
 		return err
@@ -254,6 +321,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts Options) error {
 		applied_at timestamptz NOT NULL DEFAULT now()
 	)`); err != nil {
 		return fmt.Errorf("pgfence: migrate: %w", err)
+	}
+	if err := checkColumns(ctx, tx, opts); err != nil {
+		return err
 	}
 	applied := map[int]bool{}
 	rows, err := tx.Query(ctx, `SELECT version FROM `+t.migrations)

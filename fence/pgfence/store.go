@@ -142,7 +142,8 @@ func (s *Store) Tables() (fences, effects string) { return s.t.fences, s.t.effec
 //  1. f is validated; an incomplete fence, one whose resource, owner or
 //     operation id holds a NUL byte or bytes that are not UTF-8 (which a
 //     text column cannot hold), or one whose resource is longer than
-//     lease.MaxResourceLen or operation id longer than MaxOperationIDLen
+//     lease.MaxResourceLen, owner longer than lease.MaxOwnerLen or
+//     operation id longer than MaxOperationIDLen
 //     (which the indexes cannot hold), fails with an error matching
 //     fence.ErrInvalid before the database is touched.
 //  2. The resource's high-water row is inserted or locked (SELECT ... FOR
@@ -276,8 +277,8 @@ func validate(fences []fence.Fence) error {
 
 // MaxOperationIDLen bounds an operation id, in bytes, so that it fits the
 // effect log's primary key index (PostgreSQL's index entries hold under
-// 2.7 kB). A resource is bounded by lease.MaxResourceLen, as leases and
-// package redisfence bound it.
+// 2.7 kB). A resource is bounded by lease.MaxResourceLen and an owner by
+// lease.MaxOwnerLen, as leases bound them (fence.Fence.Validate).
 const MaxOperationIDLen = 2048
 
 // validFence is f.Validate, and refuses with fence.ErrInvalid what a text
@@ -286,9 +287,6 @@ const MaxOperationIDLen = 2048
 func validFence(f fence.Fence) error {
 	if err := f.Validate(); err != nil {
 		return err
-	}
-	if len(f.Resource) > lease.MaxResourceLen {
-		return fmt.Errorf("%w: resource longer than %d bytes", fence.ErrInvalid, lease.MaxResourceLen)
 	}
 	if len(f.OperationID) > MaxOperationIDLen {
 		return fmt.Errorf("%w: operation id longer than %d bytes", fence.ErrInvalid, MaxOperationIDLen)
@@ -490,14 +488,18 @@ func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, 
 }
 
 // HighWater returns the highest accepted token of resource and its owner,
-// or a zero token when the resource was never fenced. An empty resource,
-// or one a text column cannot hold, fails with fence.ErrInvalid.
+// or a zero token when the resource was never fenced. A resource no write
+// can name (empty, longer than lease.MaxResourceLen, or one a text column
+// cannot hold) fails with fence.ErrInvalid.
 func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, string, error) {
 	if err := s.usable(); err != nil {
 		return 0, "", err
 	}
 	if resource == "" {
 		return 0, "", fmt.Errorf("%w: empty resource", fence.ErrInvalid)
+	}
+	if len(resource) > lease.MaxResourceLen {
+		return 0, "", fmt.Errorf("%w: resource longer than %d bytes", fence.ErrInvalid, lease.MaxResourceLen)
 	}
 	if err := textOK("resource", resource); err != nil {
 		return 0, "", err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -95,4 +96,57 @@ func dumpKeys(t *testing.T, c *redis.Client, ns string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// A read of a store key holding another type than the store writes there
+// fails as a write on it does: with ErrMutation, naming the key, not with a
+// bare WRONGTYPE error. So does a write whose operation id is bound to
+// another resource whose effect key holds another type (its claim reads
+// that record), writing nothing.
+func TestStoreKeysOfAnotherTypeReadAsErrMutation(t *testing.T) {
+	c := redistest.Start(t, redistest.Options{}).Client()
+	ctx := t.Context()
+	s := newStore(t, c, redisfence.Config{})
+	wantKey := func(name, key string, err error) {
+		t.Helper()
+		if !errors.Is(err, redisfence.ErrMutation) || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v, want ErrMutation naming %s", name, err, key)
+		}
+	}
+	if err := c.Set(ctx, s.HighWaterKey("acct:1"), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := s.HighWater(ctx, "acct:1")
+	wantKey("HighWater", s.HighWaterKey("acct:1"), err)
+
+	if err := c.RPush(ctx, s.EffectKey("acct:2", "op-1"), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.AppliedOn(ctx, "acct:2", "op-1")
+	wantKey("AppliedOn", s.EffectKey("acct:2", "op-1"), err)
+	if err := c.Set(ctx, s.IndexKey("op-1"), "acct:2", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.Applied(ctx, "op-1")
+	wantKey("Applied through the binding", s.EffectKey("acct:2", "op-1"), err)
+	before := dumpKeys(t, c, s.Namespace())
+	err = s.Apply(ctx, fz("acct:3", 5, "w", "op-1"), redisfence.Set(s.DataKey("acct:3", "v"), "1"))
+	wantKey("Apply of an operation bound to acct:2", s.EffectKey("acct:2", "op-1"), err)
+	if after := dumpKeys(t, c, s.Namespace()); !maps.Equal(before, after) {
+		t.Errorf("Apply left keys %q, want %q unchanged", slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(before)))
+	}
+
+	if err := c.RPush(ctx, s.IndexKey("op-2"), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.Applied(ctx, "op-2")
+	wantKey("Applied", s.IndexKey("op-2"), err)
+
+	// A legacy binding key (an operation id starting with "}") of another type.
+	op := "}x{"
+	if err := c.RPush(ctx, s.Namespace()+":fence:opindex:{"+op+"}", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.Applied(ctx, op)
+	wantKey("Applied of a legacy binding", s.Namespace()+":fence:opindex:{"+op+"}", err)
 }

@@ -39,7 +39,9 @@ var (
 	// wrong key type, a counter Redis does not read as a 64-bit integer, a
 	// sum that would overflow one), or one of the store's own keys holds
 	// another type than the store writes there (edited by hand); nothing
-	// was written, and the operation id is left unbound.
+	// was written, and the operation id is left unbound. Reads (HighWater,
+	// Applied, AppliedOn) of a store key holding another type fail with it
+	// too, naming the key.
 	ErrMutation = errors.New("redisfence: mutation rejected")
 )
 
@@ -192,7 +194,7 @@ func (s *Store) legacyBinding(ctx context.Context, op string) (string, error) {
 	}
 	v, err := s.client.Get(ctx, k).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", fmt.Errorf("redisfence: binding of %q: %w", op, err)
+		return "", readError(fmt.Sprintf("binding of %q", op), k, "a string", err)
 	}
 	return v, nil
 }
@@ -411,9 +413,10 @@ func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, st
 	if err := validateResource(resource); err != nil {
 		return 0, "", err
 	}
-	h, err := s.client.HMGet(ctx, s.HighWaterKey(resource), "token", "owner").Result()
+	key := s.HighWaterKey(resource)
+	h, err := s.client.HMGet(ctx, key, "token", "owner").Result()
 	if err != nil {
-		return 0, "", fmt.Errorf("redisfence: high-water of %q: %w", resource, err)
+		return 0, "", readError(fmt.Sprintf("high-water of %q", resource), key, "a hash", err)
 	}
 	if h[0] == nil {
 		return 0, "", nil
@@ -436,14 +439,15 @@ func (s *Store) Applied(ctx context.Context, operationID string) (fence.Effect, 
 	if operationID == "" {
 		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
 	}
-	resource, err := s.client.Get(ctx, s.IndexKey(operationID)).Result()
+	key := s.IndexKey(operationID)
+	resource, err := s.client.Get(ctx, key).Result()
 	if errors.Is(err, redis.Nil) {
 		if resource, err = s.legacyBinding(ctx, operationID); err != nil || resource == "" {
 			return fence.Effect{}, false, err
 		}
 	}
 	if err != nil {
-		return fence.Effect{}, false, fmt.Errorf("redisfence: applied %q: %w", operationID, err)
+		return fence.Effect{}, false, readError(fmt.Sprintf("applied %q", operationID), key, "a string", err)
 	}
 	return s.AppliedOn(ctx, resource, operationID)
 }
@@ -460,9 +464,10 @@ func (s *Store) AppliedOn(ctx context.Context, resource, operationID string) (fe
 	if err := validateResource(resource); err != nil {
 		return fence.Effect{}, false, err
 	}
-	h, err := s.client.HMGet(ctx, s.EffectKey(resource, operationID), "state", "token", "owner").Result()
+	key := s.EffectKey(resource, operationID)
+	h, err := s.client.HMGet(ctx, key, "state", "token", "owner").Result()
 	if err != nil {
-		return fence.Effect{}, false, fmt.Errorf("redisfence: applied %q on %q: %w", operationID, resource, err)
+		return fence.Effect{}, false, readError(fmt.Sprintf("applied %q on %q", operationID, resource), key, "a hash", err)
 	}
 	if str(h[0]) != "applied" {
 		return fence.Effect{}, false, nil
@@ -476,6 +481,18 @@ func (s *Store) AppliedOn(ctx context.Context, resource, operationID string) (fe
 func scriptError(doing string, err error) error {
 	if msg, ok := strings.CutPrefix(err.Error(), "FENCEDQ "); ok {
 		return fmt.Errorf("%w: %s", ErrMutation, msg)
+	}
+	return fmt.Errorf("redisfence: %s: %w", doing, err)
+}
+
+// readError wraps the error of a read of store key key, which the store
+// keeps as kind ("a hash", "a string"): a key holding another type (edited
+// by hand, or written by another program) matches ErrMutation and names
+// the key, as the scripts' refusals do; anything else is what doing failed
+// with.
+func readError(doing, key, kind string, err error) error {
+	if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		return fmt.Errorf("%w: store key %s is not %s", ErrMutation, key, kind)
 	}
 	return fmt.Errorf("redisfence: %s: %w", doing, err)
 }

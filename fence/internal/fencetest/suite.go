@@ -19,6 +19,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -205,18 +207,33 @@ func testInvalid(t *testing.T, h Harness) {
 		fz("acct:1", 30, "", "op-2"),
 		fz("acct:1", 30, "b", ""),
 		fz("acct:new", 0, "b", "op-3"),
+		// Names no lease can have: an owner or a resource over the lease
+		// package's bounds, refused before anything is written.
+		fz("acct:1", 30, longOwner, "op-4"),
+		fz("acct:new", 30, longOwner, "op-4"),
+		fz(longResource, 30, "b", "op-4"),
 	} {
 		if err := h.Apply(ctx, f, 1); !errors.Is(err, fence.ErrInvalid) {
-			t.Errorf("Apply(%+v): err = %v, want ErrInvalid", f, err)
+			t.Errorf("Apply(%s): err = %v, want ErrInvalid", clip(f), err)
 		}
 	}
-	if err := h.FenceOnAcquire(ctx, fz("acct:new", 0, "b", "")); !errors.Is(err, fence.ErrInvalid) {
-		t.Errorf("FenceOnAcquire(zero token): err = %v, want ErrInvalid", err)
+	for _, f := range []fence.Fence{
+		fz("acct:new", 0, "b", ""),
+		fz("acct:1", 30, longOwner, ""),
+		fz("acct:new", 30, longOwner, ""),
+		fz(longResource, 30, "b", ""),
+	} {
+		if err := h.FenceOnAcquire(ctx, f); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("FenceOnAcquire(%s): err = %v, want ErrInvalid", clip(f), err)
+		}
 	}
 	// A read of no resource is refused as Applied refuses no operation id,
-	// not answered with a mark nothing can hold.
-	if _, _, err := h.HighWater(ctx, ""); !errors.Is(err, fence.ErrInvalid) {
-		t.Errorf("HighWater(empty resource): err = %v, want ErrInvalid", err)
+	// not answered with a mark nothing can hold; so is one of a resource no
+	// write can name.
+	for _, r := range []string{"", longResource} {
+		if _, _, err := h.HighWater(ctx, r); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("HighWater(%.60q): err = %v, want ErrInvalid", r, err)
+		}
 	}
 	n1, err := h.Count(ctx)
 	if err != nil {
@@ -229,7 +246,29 @@ func testInvalid(t *testing.T, h Harness) {
 	if s.value != 1 || s.hwTok != 20 {
 		t.Fatalf("state after invalid fences: %+v", s)
 	}
+	// Names at the bounds are a lease's, and apply.
+	mustApply(t, h, fz("acct:1", 30, longOwner[1:], "op-5"), 1)
+	if tok, owner, err := h.HighWater(ctx, "acct:1"); err != nil || tok != 30 || owner != longOwner[1:] {
+		t.Fatalf("HighWater after an owner of %d bytes = %d, %.20q, %v", lease.MaxOwnerLen, tok, owner, err)
+	}
 }
+
+// clip describes f with its names cut short.
+func clip(f fence.Fence) string {
+	c := func(s string) string {
+		if len(s) > 20 {
+			return fmt.Sprintf("%.20q... (%d bytes)", s, len(s))
+		}
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("resource %s, token %d, owner %s, operation %s", c(f.Resource), f.Token, c(f.Owner), c(f.OperationID))
+}
+
+// longOwner and longResource are one byte over the lease package's bounds.
+var (
+	longOwner    = strings.Repeat("o", lease.MaxOwnerLen+1)
+	longResource = strings.Repeat("r", lease.MaxResourceLen+1)
+)
 
 func testConcurrentSameOp(t *testing.T, h Harness) {
 	ctx := t.Context()
