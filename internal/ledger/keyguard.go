@@ -36,7 +36,7 @@ var queueKeyTypes = []struct{ name, typ string }{
 	{string(Review), "zset"}, {string(Succeeded), "zset"}, {string(Dead), "zset"},
 	{string(Cancelled), "zset"}, {"stats", "hash"}, {"events", "list"}, {"limits", "hash"},
 	{"rates", "hash"}, {"groups", "hash"}, {"handover", "hash"}, {"wf_part", "hash"},
-	{"waiting", "zset"},
+	{"waiting", "zset"}, {changedKey, "set"},
 }
 
 // CheckQueueKeys reports, with an error matching ErrForeignKey naming each,

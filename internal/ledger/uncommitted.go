@@ -329,8 +329,8 @@ func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) 
 		return false, wrap("abandon workflow "+id, err)
 	}
 	p := l.prefix(home)
-	v, err := abandonScript.Run(ctx, l.rdb, []string{l.workflowKey(home, id), p + "workflows", p + "wf_open"},
-		id, rec, UncommittedActor).Text()
+	v, err := abandonScript.Run(ctx, l.rdb, []string{l.workflowKey(home, id), p + "workflows", p + "wf_open", p + changedKey},
+		id, rec, UncommittedActor, changedMember(home, id)).Text()
 	if err != nil {
 		return false, wrap("abandon workflow "+id, err)
 	}
@@ -350,7 +350,7 @@ func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) 
 // its commit wrote one ('committed'); one it wrote before is kept. A key
 // of another type fails it before its first write (ErrForeignKey).
 var abandonScript = redis.NewScript(keyGuardLua + `
-key_guard(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'set')
+key_guard(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'set', KEYS[4], 'set')
 if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HGET', KEYS[1], 'cancel') == ARGV[3] then return 'abandoned' end
   return 'committed'
@@ -360,4 +360,5 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('HSET', KEYS[1], 'def', ARGV[2], 'created', now, 'op', '', 'cancel', ARGV[3])
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[4])
 return 'abandoned'`)

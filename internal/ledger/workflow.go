@@ -416,7 +416,7 @@ func (l *Ledger) HandoverQueues(ctx context.Context, qs []string) ([]string, err
 
 // WorkflowQueues returns the queues among qs holding any key the
 // maintenance leader's hand-over pass reads (open workflows, hand-over
-// records, parts of uncommitted workflows): one pipelined EXISTS of those
+// records, parts of uncommitted workflows, workflows changed): one pipelined EXISTS of those
 // keys per queue, so an idle queue costs one command. Redis deletes an
 // empty set, hash or sorted set, so a queue left out has nothing there for
 // the pass. A queue whose read failed is returned (the pass's own reads
@@ -429,7 +429,7 @@ func (l *Ledger) WorkflowQueues(ctx context.Context, qs []string) ([]string, err
 	cmds := make([]*redis.IntCmd, len(qs))
 	for i, q := range qs {
 		p := l.prefix(q)
-		cmds[i] = pipe.Exists(ctx, p+"wf_open", l.handoverKey(q), p+"wf_parts", p+"wf_part")
+		cmds[i] = pipe.Exists(ctx, p+"wf_open", l.handoverKey(q), p+"wf_parts", p+"wf_part", p+changedKey)
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
 	var out []string
@@ -451,6 +451,79 @@ func (l *Ledger) WorkflowQueues(ctx context.Context, qs []string) ([]string, err
 	return out, nil
 }
 
+// changedKey is a queue's set of the workflows one of its scripts may have
+// changed the state of since the maintenance leader last looked
+// ('<home queue>\n<workflow id>'): workflow.lua's wf_settled adds the
+// workflow of each step it ends or reopens, wf_enqueue.lua a workflow it
+// commits, and the scripts that cancel, reopen or abandon a workflow's
+// record theirs.
+const changedKey = "wf_changed"
+
+// changedMember is workflow id's (home queue q) entry in changedKey.
+func changedMember(q, id string) string { return q + "\n" + id }
+
+// changedBatch bounds the entries one SPOP of ChangedWorkflows takes.
+const changedBatch = 1000
+
+// ChangedWorkflows takes the workflows whose state the scripts may have
+// changed since the last call out of the change sets of qs (one pipelined
+// SPOP per queue, again for a queue that had more), and returns them
+// without duplicates, each with its home queue. An entry is removed as it
+// is read: a script changing the workflow later adds it again, so a caller
+// that reads the workflow after this call misses no change; one whose read
+// fails keeps the entry itself. Changes no script makes (a step's job
+// deleted by hand) are not noted: the caller reads every open workflow now
+// and then. An error is returned only when every queue's read failed.
+func (l *Ledger) ChangedWorkflows(ctx context.Context, qs []string) ([]WorkflowRef, error) {
+	var out []WorkflowRef
+	seen := map[string]bool{}
+	var first error
+	ok := false
+	todo := qs
+	for round := 0; len(todo) > 0 && round < 100; round++ {
+		pipe := l.rdb.Pipeline()
+		cmds := make([]*redis.StringSliceCmd, len(todo))
+		for i, q := range todo {
+			cmds[i] = pipe.SPopN(ctx, l.prefix(q)+changedKey, changedBatch)
+		}
+		_, _ = pipe.Exec(ctx) // read per command below
+		var more []string
+		for i, c := range cmds {
+			ms, err := c.Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				if first == nil {
+					first = wrap("changed workflows of "+todo[i], err)
+				}
+				continue
+			}
+			ok = true
+			for _, m := range ms {
+				home, id, found := strings.Cut(m, "\n")
+				if !found || home == "" || id == "" || seen[m] || ValidateQueueRef(home) != nil {
+					continue // written by hand: nothing to read
+				}
+				seen[m] = true
+				out = append(out, WorkflowRef{Home: home, ID: id})
+			}
+			if len(ms) == changedBatch {
+				more = append(more, todo[i])
+			}
+		}
+		todo = more
+	}
+	if !ok && len(qs) > 0 {
+		return nil, first
+	}
+	return out, nil
+}
+
+// NoteWorkflowChanged adds workflow id of home queue q to q's change set
+// (ChangedWorkflows), so that the next pass reads it: for a read that
+// failed after its entry was taken.
+func (l *Ledger) NoteWorkflowChanged(ctx context.Context, q, id string) error {
+	return wrap("note workflow "+id, l.rdb.SAdd(ctx, l.prefix(q)+changedKey, changedMember(q, id)).Err())
+}
+
 // WorkflowInfo is a workflow's record as stored (its steps' states are
 // read from their jobs).
 type WorkflowInfo struct {
@@ -461,8 +534,10 @@ type WorkflowInfo struct {
 	// Ends are the final states the maintenance leader saw its steps in
 	// (SettleWorkflow), by step name: what a step whose job expired ended.
 	Ends map[string]State
-	// seen is whether SettleWorkflow has counted it started.
-	seen bool
+	// seen is whether SettleWorkflow has counted it started, final the
+	// outcome it counted ("" none yet).
+	seen  bool
+	final string
 }
 
 // endField prefixes the record's fields holding its steps' ends.
@@ -491,7 +566,7 @@ func (l *Ledger) Workflow(ctx context.Context, q, id string) (*WorkflowInfo, err
 		return nil, nil
 	}
 	w := &WorkflowInfo{ID: id, Home: q, OperationID: h["op"], Record: []byte(h["def"]),
-		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"], Ends: map[string]State{}, seen: h["seen"] != ""}
+		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"], Ends: map[string]State{}, seen: h["seen"] != "", final: h["final"]}
 	for f, v := range h {
 		if name, ok := strings.CutPrefix(f, endField); ok {
 			w.Ends[name] = State(v)
@@ -734,7 +809,7 @@ func (l *Ledger) FindWorkflow(ctx context.Context, id string) (string, error) {
 // maintenance leader settled succeeded or failed (SettleWorkflow) is
 // finished and left as it is (ErrWrongState).
 func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string) error {
-	v, err := markCancelScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id)}, actor).Text()
+	v, err := markCancelScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id), l.prefix(q) + changedKey}, actor, changedMember(q, id)).Text()
 	switch {
 	case err != nil:
 		return wrap("cancel workflow "+id, err)
@@ -750,7 +825,9 @@ var markCancelScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
 local final = redis.call('HGET', KEYS[1], 'final')
 if final and final ~= 'cancelled' then return final end
-redis.call('HSETNX', KEYS[1], 'cancel', ARGV[1])
+if redis.call('HSETNX', KEYS[1], 'cancel', ARGV[1]) == 1 then
+  redis.pcall('SADD', KEYS[2], ARGV[2]) -- a note for the next pass (a key of another type: none)
+end
 return 'ok'`)
 
 // The outcomes of a workflow (WorkflowOutcome).
@@ -819,7 +896,7 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 	if err != nil {
 		return false, "", err
 	}
-	if info == nil { // expired
+	if info == nil || info.final != "" { // expired, or settled already (a change noted after)
 		return false, "", wrap("settle workflow "+id, l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err())
 	}
 	wk := l.workflowKey(q, id)
@@ -927,7 +1004,7 @@ func (l *Ledger) stepStates(ctx context.Context, refs []StepRef) ([]State, error
 // workflow still open or pruned, and is idempotent.
 func (l *Ledger) ReopenWorkflow(ctx context.Context, q, id string) error {
 	p := l.prefix(q)
-	err := reopenScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id), p + "wf_done", p + "wf_open"}, id).Err()
+	err := reopenScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id), p + "wf_done", p + "wf_open", p + changedKey}, id, changedMember(q, id)).Err()
 	return wrap("reopen workflow "+id, err)
 }
 
@@ -935,10 +1012,11 @@ func (l *Ledger) ReopenWorkflow(ctx context.Context, q, id string) error {
 // open set holds another type (ErrForeignKey): clearing the outcome alone
 // would leave the workflow neither open nor done, for good.
 var reopenScript = redis.NewScript(keyGuardLua + `
-key_guard(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'set')
+key_guard(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'set', KEYS[4], 'set')
 if redis.call('HDEL', KEYS[1], 'final') == 0 then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[2])
 return 1`)
 
 // reopenStep reopens the workflow of job id of queue q (ReopenWorkflow),

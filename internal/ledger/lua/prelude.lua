@@ -263,9 +263,10 @@ local function queue_guard(names, extra)
     cancelled = {KEYS[7], 'zset'}, stats = {statsk, 'hash'}, events = {eventsk, 'list'},
     minute = {minutek, 'hash'}, limits = {P .. 'limits', 'hash'}, rates = {P .. 'rates', 'hash'},
     groups = {P .. 'groups', 'hash'}, handover = {P .. 'handover', 'hash'},
-    wf_part = {P .. 'wf_part', 'hash'}, waiting = {P .. 'waiting', 'zset'}}
+    wf_part = {P .. 'wf_part', 'hash'}, waiting = {P .. 'waiting', 'zset'},
+    wf_changed = {P .. 'wf_changed', 'set'}}
   local all = {'pending', 'running', 'uncertain', 'review', 'succeeded', 'dead', 'cancelled', 'stats',
-    'events', 'minute', 'limits', 'rates', 'groups', 'handover', 'wf_part', 'waiting'}
+    'events', 'minute', 'limits', 'rates', 'groups', 'handover', 'wf_part', 'waiting', 'wf_changed'}
   local ks = {}
   for _, name in ipairs(names or all) do ks[#ks + 1] = known[name] end
   for _, k in ipairs(extra or {}) do ks[#ks + 1] = k end

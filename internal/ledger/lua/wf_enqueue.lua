@@ -117,6 +117,7 @@ if home then
   if op ~= '' then redis.call('SET', P .. 'wfop:' .. op, wfid) end
   redis.call('ZADD', P .. 'workflows', snow, wfid)
   redis.call('SADD', P .. 'wf_open', wfid) -- until the maintenance leader counts its outcome
+  redis.call('SADD', P .. 'wf_changed', ARGV[7] .. '\n' .. wfid) -- read by the next pass
   for _, r in ipairs(cjson.decode(ARGV[6])) do
     redis.call('HSET', P .. 'handover', r[1] .. '\n' .. r[2] .. '\n@start', 'succeeded ' .. fmt(seq_now))
     wf_handed.n = wf_handed.n + 1

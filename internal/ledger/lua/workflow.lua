@@ -150,12 +150,17 @@ end
 -- wf_settled hands the end of step id of this queue (succeeded, dead,
 -- cancelled, or reopen) to its dependents: in this queue at once (and on to
 -- theirs when that cancels or reopens them), in another queue through a
--- hand-over record. Called only for jobs whose hash has 'wf'.
+-- hand-over record. Called only for jobs whose hash has 'wf'. Each step it
+-- ends or reopens notes its workflow in P .. 'wf_changed' (set of
+-- '<home queue>\n<workflow id>').
 local function wf_settled(id, what, retention)
   local work = {{id, what}}
   while #work > 0 do
     local it = table.remove(work)
-    local x = jobread(jobkey(it[1]), 'step', 'wf_next')
+    local x = jobread(jobkey(it[1]), 'step', 'wf_next', 'wf', 'wf_home')
+    -- the workflow may have changed state: the maintenance leader's next
+    -- pass reads it (Ledger.ChangedWorkflows), not every open workflow
+    if x[3] and x[4] then redis.call('SADD', P .. 'wf_changed', x[4] .. '\n' .. x[3]) end
     if x[1] and x[2] then
       local ok, deps = pcall(cjson.decode, x[2])
       if ok and type(deps) == 'table' then

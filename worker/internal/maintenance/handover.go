@@ -27,7 +27,19 @@ type handover struct {
 	// now reads the clock grace is measured by: the namespace's time
 	// (Ledger.ReadTime), which a workflow's parts are scored by.
 	now func(context.Context) (time.Time, error)
+	// fullAt is when the last pass read every open workflow (zero: none
+	// yet); the passes in between read only the workflows the scripts
+	// noted changed (Ledger.ChangedWorkflows).
+	fullAt time.Time
+	// retry holds the changed workflows whose read failed, for the next
+	// pass.
+	retry map[ledger.WorkflowRef]bool
 }
+
+// fullEvery is how often a pass reads every open workflow, not only those
+// the scripts noted changed: the safety net for changes no script notes
+// (a step's job deleted by hand, a note lost with a failover).
+const fullEvery = time.Minute
 
 func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
 	all, err := h.ledger.Queues(ctx)
@@ -58,30 +70,70 @@ func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
 }
 
 // countWorkflows counts the workflows started and finished since the last
-// pass (fencedq_workflows_started_total, _finished_total): each open
-// workflow's steps are read once per pass until it is final.
+// pass (fencedq_workflows_started_total, _finished_total). A pass reads the
+// workflows the scripts noted changed (a step ended or re-run, a workflow
+// committed, cancelled, reopened or abandoned): a queue of idle open
+// workflows costs one command. Every fullEvery, and on a leader's first
+// pass, it reads every open workflow, each once.
 func (h *handover) countWorkflows(ctx context.Context, qs []string) {
-	open, err := h.ledger.OpenWorkflows(ctx, qs)
+	changed, err := h.ledger.ChangedWorkflows(ctx, qs)
 	if err != nil {
-		h.failed(ctx, "reading open workflows failed", "error", err)
+		h.failed(ctx, "reading changed workflows failed", "error", err)
 	}
-	for i, q := range qs {
-		for _, id := range open[i] {
-			started, outcome, err := h.ledger.SettleWorkflow(ctx, q, id)
-			if err != nil {
-				h.failed(ctx, "reading a workflow failed", "queue", q, "workflow", id, "error", err)
-				continue
-			}
-			if started {
-				h.metrics.WorkflowsStarted.WithLabelValues(ledger.Logical(q)).Inc()
-			}
-			if outcome != "" {
-				h.metrics.WorkflowsFinished.WithLabelValues(ledger.Logical(q), outcome).Inc()
-				h.log.Info("workflow finished", "queue", q, "workflow", id, "outcome", outcome)
+	todo := make([]ledger.WorkflowRef, 0, len(changed)+len(h.retry))
+	seen := make(map[ledger.WorkflowRef]bool, len(changed)+len(h.retry))
+	add := func(r ledger.WorkflowRef) {
+		r.Created = 0
+		if !seen[r] {
+			seen[r] = true
+			todo = append(todo, r)
+		}
+	}
+	for r := range h.retry {
+		add(r)
+	}
+	for _, r := range changed {
+		add(r)
+	}
+	if now := time.Now(); h.fullAt.IsZero() || now.Sub(h.fullAt) >= fullEvery || err != nil {
+		open, oerr := h.ledger.OpenWorkflows(ctx, qs)
+		if oerr != nil {
+			h.failed(ctx, "reading open workflows failed", "error", oerr)
+		} else if err == nil {
+			h.fullAt = now
+		}
+		for i, q := range qs {
+			for _, id := range open[i] {
+				add(ledger.WorkflowRef{Home: q, ID: id})
 			}
 		}
 	}
+	h.retry = nil
+	for _, r := range todo {
+		started, outcome, err := h.ledger.SettleWorkflow(ctx, r.Home, r.ID)
+		if err != nil {
+			h.failed(ctx, "reading a workflow failed", "queue", r.Home, "workflow", r.ID, "error", err)
+			if h.retry == nil {
+				h.retry = map[ledger.WorkflowRef]bool{}
+			}
+			if len(h.retry) < maxRetry {
+				h.retry[r] = true
+			}
+			continue
+		}
+		if started {
+			h.metrics.WorkflowsStarted.WithLabelValues(ledger.Logical(r.Home)).Inc()
+		}
+		if outcome != "" {
+			h.metrics.WorkflowsFinished.WithLabelValues(ledger.Logical(r.Home), outcome).Inc()
+			h.log.Info("workflow finished", "queue", r.Home, "workflow", r.ID, "outcome", outcome)
+		}
+	}
 }
+
+// maxRetry bounds the workflows whose failed read a pass keeps for the
+// next one (the others wait for the next full pass).
+const maxRetry = 10000
 
 // abandonUncommitted cancels the steps of workflows whose enqueue wrote
 // them in other queues but never committed the workflow, grace ago or

@@ -89,6 +89,7 @@ func TestHandoverPassReadsOnlyQueuesWithWorkflows(t *testing.T) {
 	// Only the hand-over record stays in q10: counting the workflow
 	// would read q10 anyway.
 	f.rdb.SRem(f.ctx, f.ns+":{q10}:wf_open", "left")
+	f.rdb.Del(f.ctx, f.ns+":{q10}:wf_changed")
 	f.rdb.HSet(f.ctx, f.ns+":{q10}:handover", "q11\nleft.s1\ns0", "succeeded 7")
 	// q20's workflow, committed: counted started by the pass.
 	one := &ledger.NewWorkflow{ID: "one", Home: "q20", Record: []byte(`{"steps":[{"name":"s0","queue":"q20","id":"one.s0","kind":"k"}]}`)}
@@ -109,7 +110,7 @@ func TestHandoverPassReadsOnlyQueuesWithWorkflows(t *testing.T) {
 		t.Fatal("a workflow whose home commit failed: no error")
 	}
 	hook.on.Store(false)
-	for _, k := range []string{":{q10}:wf_open", ":{q30}:wf_open", ":{q31}:wf_open", ":{q31}:handover"} {
+	for _, k := range []string{":{q10}:wf_open", ":{q10}:wf_changed", ":{q30}:wf_open", ":{q30}:wf_changed", ":{q31}:wf_changed", ":{q31}:wf_open", ":{q31}:handover"} {
 		if n := f.rdb.Exists(f.ctx, f.ns+k).Val(); n != 0 {
 			t.Fatalf("%s exists: the queue holds more than the case it stands for", k)
 		}
