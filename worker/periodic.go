@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,13 @@ import (
 // DefaultMissedAfter is how late a tick may be enqueued under CatchUpNone
 // when MissedAfter is not given.
 const DefaultMissedAfter = time.Minute
+
+// DefaultMaxCatchUp is how many missed ticks a schedule under CatchUpAll
+// or CatchUpNone enqueues after a downtime when MaxCatchUp is not given.
+const DefaultMaxCatchUp = maintenance.DefaultMaxCatchUp
+
+// MaxMaxCatchUp is the largest value MaxCatchUp accepts.
+const MaxMaxCatchUp = maintenance.MaxMaxCatchUp
 
 // MinInterval is the shortest interval Every accepts.
 const MinInterval = time.Second
@@ -182,10 +190,12 @@ func (e every) String() string { return "@every " + time.Duration(e).String() }
 //   - CatchUpLatest (default): only the newest missed tick is enqueued;
 //     the others are counted as skipped.
 //   - CatchUpAll: every missed tick is enqueued, oldest first, in batches
-//     of 100.
+//     of 100, up to MaxCatchUp (default DefaultMaxCatchUp) ticks: the
+//     newest ones; older ones are skipped, with a warning naming the
+//     schedule and how many.
 //   - CatchUpNone: a tick later than MissedAfter (default
 //     DefaultMissedAfter) is skipped; only ticks that are still on time
-//     are enqueued.
+//     are enqueued (again at most MaxCatchUp, the newest).
 //
 // A leader handover takes up to the leader lease's TTL; a tick due during
 // it is late, not missed, unless it is later than MissedAfter under
@@ -216,8 +226,12 @@ type PeriodicJob struct {
 	loc         *time.Location
 	catchUp     CatchUp
 	missedAfter time.Duration
-	opts        []jobs.Option
-	nilOption   int // 1 + the index of the first nil PeriodicOption (0: none)
+	maxCatchUp  int
+	// maxCatchUpSet: MaxCatchUp was given (a zero is refused, not the
+	// default).
+	maxCatchUpSet bool
+	opts          []jobs.Option
+	nilOption     int // 1 + the index of the first nil PeriodicOption (0: none)
 }
 
 // PeriodicOption configures a PeriodicJob.
@@ -246,6 +260,17 @@ func WithCatchUp(c CatchUp) PeriodicOption { return func(p *PeriodicJob) { p.cat
 // Maintenance.Interval after it is due: Pool.AddPeriodic refuses a
 // shorter MissedAfter under CatchUpNone (ErrSchedule).
 func MissedAfter(d time.Duration) PeriodicOption { return func(p *PeriodicJob) { p.missedAfter = d } }
+
+// MaxCatchUp bounds how many missed ticks the schedule enqueues after a
+// downtime under CatchUpAll or CatchUpNone (1 to MaxMaxCatchUp, default
+// DefaultMaxCatchUp): the newest n, oldest first; the older ones are
+// skipped (counted in the schedule's skipped ticks and logged with its
+// id). A schedule every second whose leader was down for a week enqueues n
+// jobs, not 604 800. Pool.AddPeriodic refuses a value out of range
+// (ErrSchedule).
+func MaxCatchUp(n int) PeriodicOption {
+	return func(p *PeriodicJob) { p.maxCatchUp = n; p.maxCatchUpSet = true }
+}
 
 // EnqueueOptions are applied to every tick's job (queue, retries,
 // timeout). OperationID, RunAt and Delay are rejected: the tick sets its
@@ -339,6 +364,13 @@ func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
 	if pj.missedAfter <= 0 {
 		return maintenance.Periodic{}, fmt.Errorf("%w: missed-after %v must be positive", ErrSchedule, pj.missedAfter)
 	}
+	maxCatchUp := DefaultMaxCatchUp
+	if pj.maxCatchUpSet {
+		if pj.maxCatchUp < 1 || pj.maxCatchUp > MaxMaxCatchUp {
+			return maintenance.Periodic{}, fmt.Errorf("%w: max catch-up %d out of range 1 to %d", ErrSchedule, pj.maxCatchUp, MaxMaxCatchUp)
+		}
+		maxCatchUp = pj.maxCatchUp
+	}
 	prep, err := jobs.Prepare(pj.args, pj.opts...)
 	if err != nil {
 		return maintenance.Periodic{}, fmt.Errorf("worker: periodic job: %w", err)
@@ -354,7 +386,7 @@ func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
 		return maintenance.Periodic{}, fmt.Errorf("%w: %w", ErrSchedule, err)
 	}
 	spec := jobs.ScheduleSpec{ID: id, Schedule: pj.schedule.String(), TimeZone: zone, Kind: prep.Kind,
-		Queue: prep.Queue, CatchUp: string(pj.catchUp), MissedAfter: pj.missedAfter}
+		Queue: prep.Queue, CatchUp: string(pj.catchUp), MissedAfter: pj.missedAfter, MaxCatchUp: maxCatchUp}
 	if err := digestSpec(&spec, prep); err != nil {
 		return maintenance.Periodic{}, fmt.Errorf("%w: %v", ErrSchedule, err)
 	}
@@ -362,6 +394,7 @@ func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
 		Spec:        spec,
 		Next:        pj.schedule.Next,
 		MissedAfter: pj.missedAfter,
+		MaxCatchUp:  maxCatchUp,
 		Args:        pj.args,
 		Options:     pj.opts,
 	}, nil
@@ -457,7 +490,13 @@ func digestSpec(spec *jobs.ScheduleSpec, prep *jobs.Prepared) error {
 		return err
 	}
 	spec.JobDigest = digest(string(b))
-	spec.Digest = digest(spec.Schedule, spec.TimeZone, spec.CatchUp, spec.MissedAfter.String(), spec.JobDigest)
+	parts := []string{spec.Schedule, spec.TimeZone, spec.CatchUp, spec.MissedAfter.String(), spec.JobDigest}
+	if spec.MaxCatchUp != DefaultMaxCatchUp {
+		// Only when set otherwise, so a definition without it keeps the
+		// digest pools computed before the bound existed.
+		parts = append(parts, "max_catch_up="+strconv.Itoa(spec.MaxCatchUp))
+	}
+	spec.Digest = digest(parts...)
 	return nil
 }
 

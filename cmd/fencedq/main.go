@@ -220,8 +220,12 @@ type commonFlags struct {
 
 // openClient connects to Redis and returns a jobs client on the namespace;
 // closeAll releases both. An invalid namespace is bad usage, refused
-// before connecting.
+// before connecting, and so is an empty one (an unset shell variable,
+// "--namespace $NS"): it would act on the default namespace fq unseen.
 func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
+	if c.namespace == "" {
+		return nil, nil, fmt.Errorf("%w: --namespace is empty: name the workers' namespace (fq when the flag is not given)", errUsage)
+	}
 	if err := (jobs.Config{Namespace: c.namespace}).Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: --namespace: %v", errUsage, err)
 	}

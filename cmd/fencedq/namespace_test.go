@@ -15,33 +15,36 @@ import (
 // writes the ledger refuses an invalid --namespace as bad usage (exit 2,
 // naming the flag) before it connects, as it refuses an invalid --queue:
 // the dashboard does not start serving, and a workflow listing does not
-// print an empty table.
+// print an empty table. An empty --namespace (an unset shell variable) is
+// refused too, rather than taken for the default fq.
 func TestBadNamespaceExitsTwoBeforeConnecting(t *testing.T) {
 	e := newOperatorEnv(t)
-	bad := []string{"--namespace", "bad ns{x}", "--redis", e.url}
-	for _, args := range [][]string{
-		{"dashboard", "--addr", "127.0.0.1:0"},
-		{"enqueue", "--kind", "k", "--args", "{}", "--unchecked"},
-		{"inspect", "--state", "pending"},
-		{"inspect", "--job", "x"},
-		{"resolve", "--job", "x", "--decision", "rerun", "--actor", "a", "--note", "n"},
-		{"cancel", "--job", "x", "--actor", "a", "--note", "n"},
-		{"run-now", "--job", "x", "--actor", "a", "--note", "n"},
-		{"pause", "--queue", "q", "--actor", "a", "--note", "n"},
-		{"resume", "--queue", "q", "--actor", "a", "--note", "n"},
-		{"queues"},
-		{"partitions", "--queue", "q"},
-		{"pools"},
-		{"schedules"},
-		{"workflow", "inspect"},
-		{"workflow", "cancel", "--id", "x", "--actor", "a", "--note", "n"},
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var out, errb bytes.Buffer
-		code := run(ctx, append(args, bad...), &out, &errb)
-		cancel()
-		if code != 2 || !strings.Contains(errb.String(), "--namespace") {
-			t.Errorf("%v: code %d, stdout %q, stderr %q (want 2, naming --namespace)", args, code, out.String(), errb.String())
+	for _, ns := range []string{"bad ns{x}", ""} {
+		bad := []string{"--namespace", ns, "--redis", e.url}
+		for _, args := range [][]string{
+			{"dashboard", "--addr", "127.0.0.1:0"},
+			{"enqueue", "--kind", "k", "--args", "{}", "--unchecked"},
+			{"inspect", "--state", "pending"},
+			{"inspect", "--job", "x"},
+			{"resolve", "--job", "x", "--decision", "rerun", "--actor", "a", "--note", "n"},
+			{"cancel", "--job", "x", "--actor", "a", "--note", "n"},
+			{"run-now", "--job", "x", "--actor", "a", "--note", "n"},
+			{"pause", "--queue", "q", "--actor", "a", "--note", "n"},
+			{"resume", "--queue", "q", "--actor", "a", "--note", "n"},
+			{"queues"},
+			{"partitions", "--queue", "q"},
+			{"pools"},
+			{"schedules"},
+			{"workflow", "inspect"},
+			{"workflow", "cancel", "--id", "x", "--actor", "a", "--note", "n"},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var out, errb bytes.Buffer
+			code := run(ctx, append(args, bad...), &out, &errb)
+			cancel()
+			if code != 2 || !strings.Contains(errb.String(), "--namespace") {
+				t.Errorf("%v: code %d, stdout %q, stderr %q (want 2, naming --namespace)", args, code, out.String(), errb.String())
+			}
 		}
 	}
 }

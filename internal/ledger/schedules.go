@@ -95,6 +95,9 @@ type ScheduleSpec struct {
 	CatchUp string `json:"catch_up"`
 	// MissedAfter is how late a tick may be enqueued under CatchUp "none".
 	MissedAfter time.Duration `json:"missed_after,omitempty"`
+	// MaxCatchUp is how many missed ticks one pass enqueues under CatchUp
+	// "all" or "none", the newest ones (0: the default, 1000).
+	MaxCatchUp int `json:"max_catch_up,omitempty"`
 	// JobDigest is a digest of the job each tick enqueues (kind, args,
 	// queue and enqueue options); Digest is a digest of the whole
 	// definition (JobDigest and the fields above). Two pools define the
@@ -241,7 +244,7 @@ func (l *Ledger) RegisterScheduleAt(ctx context.Context, leader lease.Token, spe
 	_, werr := l.scheduleWrite(ctx, "register schedule", spec.ID, "register", leader.String(), spec.ID, ms(now),
 		spec.Digest, ms(by.Started), by.Pool,
 		"schedule", spec.Schedule, "tz", spec.TimeZone, "kind", spec.Kind, "queue", spec.Queue,
-		"catch_up", spec.CatchUp, "missed_after", spec.MissedAfter.Milliseconds(), "job_digest", spec.JobDigest)
+		"catch_up", spec.CatchUp, "missed_after", spec.MissedAfter.Milliseconds(), "max_catch_up", spec.MaxCatchUp, "job_digest", spec.JobDigest)
 	if werr != nil && !errors.Is(werr, ErrScheduleConflict) {
 		return nil, werr
 	}
@@ -265,7 +268,7 @@ func (l *Ledger) TakeOverSchedule(ctx context.Context, leader lease.Token, spec 
 	_, err := l.scheduleWrite(ctx, "take over schedule", spec.ID, "takeover", leader.String(), spec.ID, ms(now),
 		spec.Digest, ms(by.Started), by.Pool, recorded.Digest, ms(recorded.Owner.Started),
 		"schedule", spec.Schedule, "tz", spec.TimeZone, "kind", spec.Kind, "queue", spec.Queue,
-		"catch_up", spec.CatchUp, "missed_after", spec.MissedAfter.Milliseconds(), "job_digest", spec.JobDigest)
+		"catch_up", spec.CatchUp, "missed_after", spec.MissedAfter.Milliseconds(), "max_catch_up", spec.MaxCatchUp, "job_digest", spec.JobDigest)
 	switch {
 	case errors.Is(err, errConflictChanged):
 		return nil, nil
@@ -349,7 +352,8 @@ func scheduleFrom(id string, h map[string]string) *Schedule {
 	return &Schedule{
 		ScheduleSpec: ScheduleSpec{ID: id, Schedule: h["schedule"], TimeZone: h["tz"], Kind: h["kind"],
 			Queue: h["queue"], CatchUp: h["catch_up"], MissedAfter: time.Duration(n("missed_after")) * time.Millisecond,
-			JobDigest: h["job_digest"], Digest: h["digest"]},
+			MaxCatchUp: int(n("max_catch_up")),
+			JobDigest:  h["job_digest"], Digest: h["digest"]},
 		Owner:    ScheduleOwner{Pool: h["pool"], Started: msTime(h["started"])},
 		Conflict: conflict,
 		Created:  msTime(h["created"]), Seen: msTime(h["seen"]), Cursor: msTime(h["cursor"]),

@@ -8,7 +8,7 @@
 --   0 = TIME): the creation time and the time seen, 5 the definition's digest, 6 the
 --   registering pool's start in ms, 7 its id, 8.. field, value pairs of the
 --   definition (schedule, tz, kind, queue, catch_up, missed_after,
---   job_digest). Creates the schedule (created = ARGV 4) when absent, else
+--   max_catch_up, job_digest). Creates the schedule (created = ARGV 4) when absent, else
 --   updates its definition; seen = now. A recorded definition of another
 --   digest registered by a pool started later (or at the same time, with a
 --   greater digest) is kept: the registration is noted as the schedule's

@@ -26,10 +26,18 @@ const (
 // the same pass.
 const PeriodicBatch = 100
 
-// maxScan bounds how many ticks one pass walks through for one schedule
-// (a long downtime of a schedule ticking every second); the walk resumes
-// from there on the next pass.
+// maxScan bounds how many ticks one walk goes through for one schedule
+// (a long downtime of a schedule ticking every second); the pass walks on
+// from there. It is above MaxMaxCatchUp.
 const maxScan = 100_000
+
+// DefaultMaxCatchUp is how many missed ticks a schedule under CatchUpAll
+// or CatchUpNone enqueues after a downtime when its MaxCatchUp is not
+// set: the newest ones; the older ones are skipped.
+const DefaultMaxCatchUp = 1000
+
+// MaxMaxCatchUp is the largest MaxCatchUp a schedule may set.
+const MaxMaxCatchUp = 10_000
 
 // Periodic is one registered schedule, as the periodic service runs it
 // (worker.PeriodicJob compiled).
@@ -41,10 +49,26 @@ type Periodic struct {
 	Next func(t time.Time) time.Time
 	// MissedAfter is how late a tick may be enqueued under CatchUpNone.
 	MissedAfter time.Duration
+	// MaxCatchUp bounds how many due ticks one pass enqueues under
+	// CatchUpAll and CatchUpNone: the newest ones; the older ones are
+	// skipped. Zero is DefaultMaxCatchUp.
+	MaxCatchUp int
 	// Args and Options are enqueued at each tick (the operation id is set
 	// by the service).
 	Args    jobs.JobArgs
 	Options []jobs.Option
+}
+
+// maxCatchUp is p's MaxCatchUp, DefaultMaxCatchUp when unset, capped at
+// MaxMaxCatchUp (a recorded definition is not validated by this pool).
+func (p Periodic) maxCatchUp() int {
+	switch {
+	case p.MaxCatchUp <= 0:
+		return DefaultMaxCatchUp
+	case p.MaxCatchUp > MaxMaxCatchUp:
+		return MaxMaxCatchUp
+	}
+	return p.MaxCatchUp
 }
 
 // periodic enqueues the due ticks of the pool's schedules.
@@ -143,7 +167,7 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 		cursor = sched.Created // no tick before the schedule existed
 	}
 	for {
-		due, skipped, next, handled, err := dueTicks(p, cursor, now)
+		due, skipped, beyond, next, handled, err := dueTicks(p, cursor, now)
 		if err != nil {
 			return err
 		}
@@ -154,39 +178,68 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 			}
 			return nil
 		}
-		rec := ledger.TickRecord{Cursor: handled, Skipped: skipped, Next: next, At: now}
-		if len(due) > 0 {
-			ps := make([]jobs.Params, len(due))
-			for i, t := range due {
-				opts := append(append([]jobs.Option(nil), p.Options...), jobs.OperationID(jobs.PeriodicOperationID(p.Spec.ID, t)))
-				ps[i] = jobs.Params{Args: p.Args, Options: opts}
+		if beyond > 0 {
+			s.log.Warn("periodic ticks skipped: more missed ticks than the schedule catches up", "schedule", p.Spec.ID,
+				"catch_up", p.Spec.CatchUp, "max_catch_up", p.maxCatchUp(), "skipped", beyond)
+		}
+		if skipped > beyond {
+			s.log.Info("periodic ticks skipped by the catch-up policy", "schedule", p.Spec.ID,
+				"catch_up", p.Spec.CatchUp, "skipped", skipped-beyond)
+		}
+		// The ticks go in batches of PeriodicBatch, each recorded (the
+		// cursor moved to its newest tick) before the next is enqueued.
+		for first := true; first || len(due) > 0; first = false {
+			batch := due[:min(len(due), PeriodicBatch)]
+			due = due[len(batch):]
+			rec := ledger.TickRecord{Cursor: handled, Next: next, At: now}
+			if first {
+				rec.Skipped = skipped
 			}
-			res, err := s.client.EnqueueMany(ctx, ps)
-			if err != nil {
+			if len(due) > 0 {
+				rec.Cursor, rec.Next = batch[len(batch)-1], due[0]
+			}
+			if err := s.enqueueTicks(ctx, p, batch, &rec); err != nil {
 				return err
 			}
-			for i, r := range res {
-				rec.Ticks = append(rec.Ticks, jobs.Tick{Time: due[i], JobID: r.JobID, Queue: r.Queue, Deduplicated: r.Deduplicated})
-				if r.Deduplicated {
-					s.log.Info("periodic tick already enqueued", "schedule", p.Spec.ID, "tick", due[i], "job_id", r.JobID)
-				} else {
-					s.log.Debug("periodic tick enqueued", "schedule", p.Spec.ID, "tick", due[i], "job_id", r.JobID)
-				}
+			if err := s.ledger.RecordTicks(ctx, p.Spec.ID, leader, rec); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return nil
 			}
 		}
-		if skipped > 0 {
-			s.log.Info("periodic ticks skipped by the catch-up policy", "schedule", p.Spec.ID,
-				"catch_up", p.Spec.CatchUp, "skipped", skipped)
-		}
-		if err := s.ledger.RecordTicks(ctx, p.Spec.ID, leader, rec); err != nil {
-			return err
-		}
-		if !next.After(now) && ctx.Err() == nil {
-			cursor = handled // more ticks due: another batch
+		if !next.After(now) {
+			cursor = handled // more ticks due: walk on
 			continue
 		}
 		return nil
 	}
+}
+
+// enqueueTicks enqueues schedule p's ticks due (at most PeriodicBatch) in
+// one call, each with its own operation id, and adds them to rec.
+func (s *periodic) enqueueTicks(ctx context.Context, p Periodic, due []time.Time, rec *ledger.TickRecord) error {
+	if len(due) == 0 {
+		return nil
+	}
+	ps := make([]jobs.Params, len(due))
+	for i, t := range due {
+		opts := append(append([]jobs.Option(nil), p.Options...), jobs.OperationID(jobs.PeriodicOperationID(p.Spec.ID, t)))
+		ps[i] = jobs.Params{Args: p.Args, Options: opts}
+	}
+	res, err := s.client.EnqueueMany(ctx, ps)
+	if err != nil {
+		return err
+	}
+	for i, r := range res {
+		rec.Ticks = append(rec.Ticks, jobs.Tick{Time: due[i], JobID: r.JobID, Queue: r.Queue, Deduplicated: r.Deduplicated})
+		if r.Deduplicated {
+			s.log.Info("periodic tick already enqueued", "schedule", p.Spec.ID, "tick", due[i], "job_id", r.JobID)
+		} else {
+			s.log.Debug("periodic tick enqueued", "schedule", p.Spec.ID, "tick", due[i], "job_id", r.JobID)
+		}
+	}
+	return nil
 }
 
 // settle keeps sched's conflict while a live pool reports the losing
@@ -276,6 +329,7 @@ func (s *periodic) recorded(p Periodic, sched *ledger.Schedule) (Periodic, bool)
 	q := p
 	q.Spec = sched.ScheduleSpec
 	q.MissedAfter = sched.MissedAfter
+	q.MaxCatchUp = sched.MaxCatchUp
 	var why error
 	switch {
 	case sched.JobDigest == "" || sched.JobDigest != p.Spec.JobDigest:
@@ -303,23 +357,39 @@ func (s *periodic) recorded(p Periodic, sched *ledger.Schedule) (Periodic, bool)
 }
 
 // dueTicks walks p's ticks after cursor up to now and applies the
-// catch-up policy: due are the ticks to enqueue (oldest first), skipped
-// how many due ticks the policy drops, handled the newest tick walked
+// catch-up policy: due are the ticks to enqueue (oldest first, at most
+// p's MaxCatchUp), skipped how many walked ticks the policy drops, beyond
+// how many of those it drops only for being older than the newest
+// MaxCatchUp (CatchUpAll, CatchUpNone), handled the newest tick walked
 // (zero when none was due) and next the first tick after it. It fails,
 // walking nothing, when the schedule's Next does not move forward.
-func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, next, handled time.Time, err error) {
+//
+// One call walks at most maxScan ticks. A walk stopped short of now
+// enqueues nothing: it skips the ticks walked before the newest MaxCatchUp
+// it kept, and returns those kept as next, so the following call walks
+// them again and keeps those still among the newest.
+func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped, beyond int, next, handled time.Time, err error) {
+	limit := p.maxCatchUp()
+	var before time.Time // the newest tick walked and not kept
 	t, err := nextTick(p, cursor)
 	for n := 0; err == nil && !t.IsZero() && !t.After(now) && n < maxScan; n++ {
 		handled = t
 		switch p.Spec.CatchUp {
-		case CatchUpAll:
-			due = append(due, t)
-		case CatchUpNone:
-			if now.Sub(t) <= p.MissedAfter {
-				due = append(due, t)
-			} else {
+		case CatchUpAll, CatchUpNone:
+			if p.Spec.CatchUp == CatchUpNone && now.Sub(t) > p.MissedAfter {
 				skipped++
+				before = t
+				break
 			}
+			if len(due) == limit {
+				// The oldest kept tick is not among the newest limit:
+				// skipped.
+				before = due[0]
+				due = due[1:]
+				skipped++
+				beyond++
+			}
+			due = append(due, t)
 		default: // CatchUpLatest
 			if len(due) > 0 {
 				skipped++
@@ -327,20 +397,22 @@ func dueTicks(p Periodic, cursor, now time.Time) (due []time.Time, skipped int, 
 			due = append(due[:0], t)
 		}
 		t, err = nextTick(p, t)
-		if len(due) == PeriodicBatch && p.Spec.CatchUp != CatchUpLatest {
-			break
-		}
 	}
 	if err != nil {
-		return nil, 0, time.Time{}, time.Time{}, err
+		return nil, 0, 0, time.Time{}, time.Time{}, err
 	}
-	if p.Spec.CatchUp != CatchUpAll && p.Spec.CatchUp != CatchUpNone && !t.IsZero() && !t.After(now) {
-		// The walk stopped at maxScan short of now: the tick kept is not
-		// the latest, so it is skipped too.
-		skipped += len(due)
+	if !t.IsZero() && !t.After(now) && len(due) > 0 {
+		// The walk stopped at maxScan short of now: the ticks kept may not
+		// be the newest.
+		if (p.Spec.CatchUp == CatchUpAll || p.Spec.CatchUp == CatchUpNone) && !before.IsZero() {
+			// Walk them again: everything before them is skipped (there is
+			// such a tick: maxScan is above any MaxCatchUp).
+			return nil, skipped, beyond, due[0], before, nil
+		}
+		skipped += len(due) // CatchUpLatest: the tick kept is not the latest
 		due = nil
 	}
-	return due, skipped, t, handled, nil
+	return due, skipped, beyond, t, handled, nil
 }
 
 // nextTick is p's first tick after t, in whole milliseconds as the ledger

@@ -38,7 +38,7 @@ func TestDueTicksCatchUpNone(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := Periodic{Next: everyMinute, MissedAfter: c.missedAfter}
 			p.Spec.CatchUp = CatchUpNone
-			due, skipped, next, handled, err := dueTicks(p, cursor, now)
+			due, skipped, _, next, handled, err := dueTicks(p, cursor, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,14 +61,14 @@ func TestDueTicksCatchUpNoneOnTime(t *testing.T) {
 	cursor := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	p := Periodic{Next: everyMinute, MissedAfter: time.Second}
 	p.Spec.CatchUp = CatchUpNone
-	due, skipped, _, _, err := dueTicks(p, cursor, cursor.Add(time.Minute+500*time.Millisecond))
+	due, skipped, _, _, _, err := dueTicks(p, cursor, cursor.Add(time.Minute+500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(due) != 1 || !due[0].Equal(cursor.Add(time.Minute)) || skipped != 0 {
 		t.Fatalf("due %v, skipped %d; want the 12:01 tick, none skipped", due, skipped)
 	}
-	due, skipped, _, handled, err := dueTicks(p, cursor, cursor.Add(59*time.Second))
+	due, skipped, _, _, handled, err := dueTicks(p, cursor, cursor.Add(59*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,5 +261,40 @@ func TestNewScheduleDoesNotCatchUpOnTheClockOffset(t *testing.T) {
 	if sched.Enqueued != 0 || !sched.NextTick.After(now) {
 		t.Fatalf("a new schedule's first pass: %d ticks enqueued, next tick %v (the namespace's time %v, created %v)",
 			sched.Enqueued, sched.NextTick, now, sched.Created)
+	}
+}
+
+// TestDueTicksMaxCatchUpAcrossWalks: more missed ticks than one walk
+// covers (maxScan) still end with the newest MaxCatchUp enqueued, even
+// when fewer than MaxCatchUp of them lie beyond the first walk: a walk
+// stopped short keeps its newest ticks for the next one.
+func TestDueTicksMaxCatchUpAcrossWalks(t *testing.T) {
+	everySecond := func(t time.Time) time.Time { return t.UTC().Truncate(time.Second).Add(time.Second) }
+	cursor := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, missed := range []int{maxScan + 50, 3*maxScan + 7, 250} {
+		p := Periodic{Next: everySecond, MaxCatchUp: 100}
+		p.Spec.CatchUp = CatchUpAll
+		now := cursor.Add(time.Duration(missed) * time.Second)
+		var due []time.Time
+		skipped, beyond, c := 0, 0, cursor
+		for walks := 0; ; walks++ {
+			if walks > 10 {
+				t.Fatalf("%d missed: no end after %d walks", missed, walks)
+			}
+			d, s, b, next, handled, err := dueTicks(p, c, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			due, skipped, beyond = append(due, d...), skipped+s, beyond+b
+			if next.After(now) || next.IsZero() {
+				break
+			}
+			c = handled
+		}
+		if len(due) != 100 || !due[0].Equal(now.Add(-99*time.Second)) || !due[99].Equal(now) ||
+			skipped != missed-100 || beyond != missed-100 {
+			t.Errorf("%d missed: %d due (%v .. ), skipped %d, beyond %d; want the newest 100, %d skipped",
+				missed, len(due), due[:min(1, len(due))], skipped, beyond, missed-100)
+		}
 	}
 }
