@@ -32,6 +32,10 @@ var (
 	// job already written is returned, deduplicated); without one, a retry
 	// may create a second job.
 	ErrEnqueueUnknown = ledger.ErrEnqueueUnknown
+	// ErrNextCalled is what an enqueue middleware's next returns, writing
+	// nothing, when it was already called for the same enqueue call (a
+	// second call would write the jobs again) or the call had ended.
+	ErrNextCalled = errors.New("jobs: the enqueue middleware's next was already called for this enqueue, or the enqueue ended")
 	// ErrOutOfMemory means Redis refused an enqueue because it reached its
 	// maxmemory (under maxmemory-policy noeviction): nothing was written,
 	// so enqueueing again, once Redis has memory, creates the job, with or

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/argtype"
@@ -28,10 +29,10 @@ type EnqueueRequest struct {
 	raw       bool    // from EnqueueRaw
 	many      bool    // from EnqueueMany: errors name the job's position
 	unchecked bool
-	opEmpty   bool               // OperationID("") was given: refused unless middleware sets one
-	step      string             // the workflow step the job is ("" for a plain job)
-	flow      options            // the Limit and Rate options given (only their fields are read)
-	call      *[]*EnqueueRequest // the requests of the call it is one of, in their order (see Client.write)
+	opEmpty   bool         // OperationID("") was given: refused unless middleware sets one
+	step      string       // the workflow step the job is ("" for a plain job)
+	flow      options      // the Limit and Rate options given (only their fields are read)
+	call      *enqueueCall // the call it is one of (see Client.write)
 
 	// Queue is the job's queue.
 	Queue string
@@ -157,7 +158,9 @@ type EnqueueFunc func(ctx context.Context, reqs []*EnqueueRequest) (results []*R
 
 // EnqueueMiddleware wraps every enqueue call of a Client (Config.EnqueueMiddleware):
 // it sees the requests before the write and may amend their options, and
-// sees the results and the error after it. It must call next once, with
+// sees the results and the error after it. It must call next once (a
+// second call, or one after the enqueue returned, writes nothing and
+// returns ErrNextCalled), with
 // the same requests in the same order, to have them written (other
 // requests are refused with ErrInvalid, nothing written), or return an
 // error without calling it, to write nothing; the context it passes on is
@@ -179,6 +182,13 @@ func chain(mw []EnqueueMiddleware, write EnqueueFunc) (EnqueueFunc, error) {
 	return next, nil
 }
 
+// enqueueCall is one enqueue call through the middleware: its requests, in
+// their order, and whether its write started (next runs it once).
+type enqueueCall struct {
+	reqs  []*EnqueueRequest
+	ended atomic.Bool // the write started, or the call returned: next refuses
+}
+
 // viaMiddleware runs reqs through the client's enqueue middleware. A chain
 // that ends without an error but without a result for every request (a
 // middleware that returned nil, nil instead of calling next or returning an
@@ -186,11 +196,12 @@ func chain(mw []EnqueueMiddleware, write EnqueueFunc) (EnqueueFunc, error) {
 // tell whether its jobs were written, and must not get a nil Result and a
 // nil error.
 func (c *Client) viaMiddleware(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
-	given := slices.Clone(reqs)
+	call := &enqueueCall{reqs: slices.Clone(reqs)}
 	for _, r := range reqs {
-		r.call = &given
+		r.call = call
 	}
 	res, err := c.mw(ctx, reqs)
+	call.ended.Store(true) // a next called later, from a goroutine, writes nothing
 	return settle(reqs, res, err)
 }
 
@@ -223,7 +234,7 @@ func one(res []*Result, err error) (*Result, error) {
 // caller each job's result under another job's position; it is refused
 // with ErrInvalid, nothing written.
 func (c *Client) write(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
-	if len(reqs) > 0 && (reqs[0].call == nil || !slices.Equal(reqs, *reqs[0].call)) {
+	if len(reqs) > 0 && (reqs[0].call == nil || !slices.Equal(reqs, reqs[0].call.reqs)) {
 		return nil, invalid("the enqueue middleware passed on other requests than its call's, in their order")
 	}
 	js := make([]*ledger.NewJob, len(reqs))
@@ -247,6 +258,9 @@ func (c *Client) write(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, 
 		}
 		js[i] = j
 	}
+	if len(reqs) > 0 && !reqs[0].call.ended.CompareAndSwap(false, true) {
+		return nil, ErrNextCalled // written once already, or the call returned
+	}
 	return c.insert(ctx, js)
 }
 
@@ -263,9 +277,13 @@ func (c *Client) through(ctx context.Context, steps []string, args, opts []any, 
 		reqs[i].step = steps[i]
 	}
 	given := slices.Clone(reqs)
+	var ended atomic.Bool // next writes the workflow once, and not once the call returned
 	last := func(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
 		if !slices.Equal(reqs, given) {
 			return nil, invalid("the enqueue middleware passed on other requests than the workflow's %d steps, in their order", len(given))
+		}
+		if !ended.CompareAndSwap(false, true) {
+			return nil, ErrNextCalled
 		}
 		amended := make([]any, len(reqs))
 		for i, r := range reqs {
@@ -288,6 +306,7 @@ func (c *Client) through(ctx context.Context, steps []string, args, opts []any, 
 		return err
 	}
 	res, err := mw(ctx, reqs)
+	ended.Store(true)
 	_, err = settle(reqs, res, err)
 	return err
 }

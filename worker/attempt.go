@@ -51,8 +51,10 @@ type attempt struct {
 	returned   bool         // the attempt's call returned (or its goroutine exited)
 	abandoned  bool         // a stopping pool gave up on the call (Pool.abandon)
 	entered    bool         // middleware's next ran the handler
+	nextDone   bool         // next's run of the handler ended (returned, panicked or exited)
 	handled    bool         // the handler returned handlerErr
 	callOver   bool         // the handler's call, middleware included, ended: next refuses
+	stray      bool         // the call ended while next still ran the handler (see endCall)
 	handlerErr error
 	start      time.Time // when the handler's call started (set by begin)
 	// exitEnd is how the handler's call ended when its goroutine ended
@@ -142,11 +144,33 @@ func (a *attempt) ranFor() time.Duration {
 	return time.Since(a.start)
 }
 
-// endCall records that the handler's call, middleware included, ended.
-func (a *attempt) endCall() {
+// endCall records that the handler's call, middleware included, ended,
+// and reports whether next was still running the handler then (next
+// called from a goroutine the middleware did not wait for). Later calls of
+// next refuse to run it.
+func (a *attempt) endCall() (stray bool) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.callOver = true
-	a.mu.Unlock()
+	a.stray = a.entered && !a.nextDone
+	return a.stray
+}
+
+// nextEnded records that next's run of the handler ended, and reports
+// whether the attempt's call had ended before (see endCall).
+func (a *attempt) nextEnded() (late bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nextDone = true
+	return a.stray
+}
+
+// strayHandler reports whether the handler's call ended while next was
+// still running the handler.
+func (a *attempt) strayHandler() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stray
 }
 
 // newAttempt starts the attempt of c, claimed by a call sent at sent, under

@@ -321,7 +321,10 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 		// (its deadline, its lease). After the handler returned, a
 		// middleware ended it: the handler's outcome stands.
 		ran, herr := a.handlerResult()
-		if !ran {
+		switch {
+		case a.strayHandler(): // safeRun logged and counted it
+			ran, herr = false, errStillRunning
+		case !ran:
 			herr = errGoexit
 		}
 		a.keepHandlerEnd(p.endOf(a, h, hctx, deadline, herr), ran)
@@ -336,7 +339,12 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 // after the handler returned keeps the handler's error.
 func (p *Pool) safeRun(ctx context.Context, a *attempt, h *handler, base jobs.Job[jobs.JobArgs], payload []byte, end func()) (err error) {
 	defer func() {
-		a.endCall()
+		if a.endCall() {
+			p.metrics.Abandoned.WithLabelValues(ledger.Logical(base.Queue), h.kind).Inc()
+			a.log.Error("middleware returned while next was still running the handler (next called from a goroutine it did not wait for): the attempt is uncertain",
+				"error", ErrHandlerStillRunning.Error())
+			err = errStillRunning
+		}
 		end()
 	}()
 	defer func() {

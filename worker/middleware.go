@@ -36,7 +36,11 @@ type Handler func(ctx context.Context, job JobView) error
 // outcome then stands (the panic is logged and counted), as it does when
 // the middleware ends its goroutine there (runtime.Goexit). next runs the
 // handler once: a second call, or one after the attempt's call ended
-// (from a goroutine), returns ErrAttemptEnded without running it. A
+// (from a goroutine), returns ErrAttemptEnded without running it. The
+// attempt's outcome is decided when the middleware returns: one that
+// returns while next, called from a goroutine, still runs the handler
+// ends the attempt uncertain with ErrHandlerStillRunning: a middleware
+// that runs next in a goroutine must wait for it to return. A
 // middleware that returns no error without calling next ends the attempt
 // as succeeded without the handler (a warning names the job).
 type Middleware func(next Handler) Handler
@@ -45,6 +49,20 @@ type Middleware func(next Handler) Handler
 // handler, when the handler already ran for the attempt or the attempt's
 // call ended.
 var ErrAttemptEnded = errors.New("worker: the attempt's handler already ran or its call ended")
+
+// ErrHandlerStillRunning is the error of an attempt whose middleware
+// returned (or panicked, or ended its goroutine) while next, called from a
+// goroutine it did not wait for, was still running the handler. The
+// handler's effect may still happen, so the attempt is recorded uncertain
+// (the error matches jobs.ErrUnknown too), whatever the middleware
+// returned; it is logged with the job, counted in
+// fencedq_handlers_abandoned_total, and the handler's context is
+// cancelled. What the handler returns later is logged, never committed.
+var ErrHandlerStillRunning = errors.New("worker: middleware returned while next was still running the handler")
+
+// errStillRunning is the error an attempt ends with when its call ended
+// while next still ran the handler (see ErrHandlerStillRunning).
+var errStillRunning = jobs.Unknown(ErrHandlerStillRunning)
 
 // JobView is a read-only view of the job an attempt runs, handed to
 // middleware. The args are not part of it: they may hold sensitive fields.
@@ -160,17 +178,31 @@ func (p *Pool) wrap(h *handler, run runFunc) (runFunc, error) {
 	if len(mw) == 0 {
 		return run, nil
 	}
-	next := Handler(func(ctx context.Context, v JobView) error {
+	next := Handler(func(ctx context.Context, v JobView) (err error) {
 		if v.a == nil || !v.a.enterHandler() { // v.a is nil in a JobView middleware made up
 			return ErrAttemptEnded
 		}
+		returned := false
+		defer func() {
+			if v.a.nextEnded() { // the attempt's call ended first: it is recorded uncertain
+				text := "none"
+				if !returned {
+					text = "it did not return (a panic, or runtime.Goexit)"
+				} else if err != nil {
+					text = ledger.CapError(err.Error())
+				}
+				v.a.log.Error("the handler ended after its attempt did (its middleware returned while next ran it); its result is not committed",
+					"error", text)
+			}
+		}()
 		// The handler's own scope of the attempt: reports from goroutines it
 		// leaves running fail once it returns.
 		ctx, end := ledger.ScopeAttempt(ctx)
 		defer end()
-		err := run(ctx, v.a, v.job, v.payload)
+		err = run(ctx, v.a, v.job, v.payload)
 		mustText(err) // a panic of the handler's, not one after it returned
 		v.a.handlerReturned(err)
+		returned = true
 		return err
 	})
 	for i := len(mw) - 1; i >= 0; i-- {

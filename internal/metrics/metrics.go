@@ -123,7 +123,7 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 			Name: "fencedq_handler_panics_total", Help: "Handler and middleware panics recovered (retried, unless the handler had returned).",
 		}, []string{"queue", "kind"}),
 		Abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencedq_handlers_abandoned_total", Help: "Handlers still running when a stopping pool gave up on them (each attempt recorded uncertain).",
+			Name: "fencedq_handlers_abandoned_total", Help: "Handlers still running when a stopping pool gave up on them, or when their middleware returned while next ran them (each attempt recorded uncertain).",
 		}, []string{"queue", "kind"}),
 		LeaseWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "fencedq_lease_wait_seconds", Help: "Time a delivery waited for its resource lease.",
