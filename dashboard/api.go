@@ -235,7 +235,7 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	qs, err := h.insp.Queues(ctx)
+	qs, err := h.insp.Overview(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -252,27 +252,16 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 	for _, s := range jobs.States {
 		out.Totals[s] = 0
 	}
-	seen := slices.Clone(qs) // the names whose rates are kept
+	seen := make([]string, 0, len(qs)) // the names whose rates are kept
 	for _, q := range qs {
-		counts, err := h.insp.Counts(ctx, q)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		stats, err := h.insp.Stats(ctx, q)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		paused, err := h.insp.Paused(ctx, q)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
+		seen = append(seen, q.Queue)
+	}
+	for _, q := range qs {
+		counts, stats, paused := q.Counts, q.Stats, q.Paused
 		if paused != nil {
-			out.Paused = append(out.Paused, q)
+			out.Paused = append(out.Paused, q.Queue)
 		}
-		v := queueView{Name: q, Counts: counts, Paused: paused, Stats: stats, Fenced: map[string]int64{}, Deduplications: map[string]int64{}}
+		v := queueView{Name: q.Queue, Counts: counts, Paused: paused, Stats: stats, Fenced: map[string]int64{}, Deduplications: map[string]int64{}}
 		for k, n := range stats {
 			if stage, ok := strings.CutPrefix(k, "fenced_"); ok {
 				v.Fenced[stage] = n
@@ -286,25 +275,17 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 		for s, n := range counts {
 			out.Totals[s] += n
 		}
-		v.Throughput = h.rates.observe(q, counters{
+		v.Throughput = h.rates.observe(q.Queue, counters{
 			at: now, enqueued: stats["enqueued"], attempted: stats["attempted"], succeeded: stats["succeeded"],
 			dead: stats["dead"], retried: stats["retried"], uncertain: stats["uncertain"],
 			fenced: v.FencedRejections, deduped: v.Deduplicated,
 		})
-		if v.Partitions, err = h.partitions(ctx, q, now); err != nil {
-			h.fail(w, r, err)
-			return
-		}
+		v.Partitions = h.partitions(q, now)
 		for _, p := range v.Partitions {
 			seen = append(seen, p.Name)
 		}
 		if v.Partitions != nil {
-			chs, err := h.insp.PartitionChanges(ctx, q)
-			if err != nil {
-				h.fail(w, r, err)
-				return
-			}
-			v.LayoutChanges = chs[:min(len(chs), overviewLayoutChanges)]
+			v.LayoutChanges = q.Changes[:min(len(q.Changes), overviewLayoutChanges)]
 		}
 		out.Queues = append(out.Queues, v)
 	}
@@ -314,22 +295,18 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 
 // partitions returns queue q's partitions for the overview, nil for a
 // queue without partitions.
-func (h *Handler) partitions(ctx context.Context, q string, now time.Time) ([]partitionView, error) {
-	lay, err := h.insp.Partitions(ctx, q)
-	if err != nil || (lay.Count == 1 && len(lay.Partitions) == 1) {
-		return nil, err
+func (h *Handler) partitions(q jobs.QueueOverview, now time.Time) []partitionView {
+	if q.Layout == nil {
+		return nil
 	}
-	out := make([]partitionView, 0, len(lay.Partitions))
-	for _, p := range lay.Partitions {
-		stats, err := h.insp.Stats(ctx, p.Name)
-		if err != nil {
-			return nil, err
-		}
+	out := make([]partitionView, 0, len(q.Layout.Partitions))
+	for i, p := range q.Layout.Partitions {
+		stats := q.PartitionStats[i]
 		out = append(out, partitionView{Name: p.Name, Index: p.Index, Master: p.Master, Counts: p.Counts, Paused: p.Paused != nil,
 			Throughput: h.rates.observe(p.Name, counters{at: now, enqueued: stats["enqueued"], attempted: stats["attempted"],
 				succeeded: stats["succeeded"], dead: stats["dead"], retried: stats["retried"], uncertain: stats["uncertain"]})})
 	}
-	return out, nil
+	return out
 }
 
 type jobDetail struct {
@@ -534,32 +511,30 @@ func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	qs, err := h.queues(ctx, queue)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	clock, err := h.clocks(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	out := stuckList{ServerTime: now, MarginMS: margin.Milliseconds(), Jobs: []*jobView{}, Clock: clock}
-	for _, name := range qs {
-		recs, err := h.insp.DueRunning(ctx, name, now.Add(margin), limit)
-		if err != nil {
-			h.fail(w, r, err)
-			return
+	var recs []*jobs.Record
+	if queue != "" {
+		recs, err = h.insp.DueRunning(ctx, queue, now.Add(margin), limit)
+	} else {
+		recs, err = h.insp.AllDueRunning(ctx, now.Add(margin), limit)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	for _, rec := range recs {
+		if rec.State != jobs.Running { // committed since the index was read
+			continue
 		}
-		for _, rec := range recs {
-			if rec.State != jobs.Running { // committed since the index was read
-				continue
-			}
-			v := viewOf(rec)
-			over := now.Sub(rec.Deadline).Milliseconds()
-			v.OverdueMS = &over
-			out.Jobs = append(out.Jobs, v)
-		}
+		v := viewOf(rec)
+		over := now.Sub(rec.Deadline).Milliseconds()
+		v.OverdueMS = &over
+		out.Jobs = append(out.Jobs, v)
 	}
 	slices.SortStableFunc(out.Jobs, func(a, b *jobView) int { return a.Deadline.Compare(b.Deadline) })
 	if len(out.Jobs) > limit {

@@ -22,7 +22,7 @@ type queueLimits struct {
 func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	qs, err := h.insp.Queues(ctx)
+	qs, err := h.insp.AllLimits(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -31,18 +31,8 @@ func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 		Queues []queueLimits `json:"queues"`
 	}{Queues: []queueLimits{}}
 	for _, q := range qs {
-		fs, err := h.insp.Limits(ctx, q)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		gs, err := h.insp.Groups(ctx, q)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		if len(fs.Limits)+len(fs.Rates)+len(gs) > 0 {
-			out.Queues = append(out.Queues, queueLimits{Queue: q, FlowStatus: fs, Groups: gs})
+		if len(q.Flow.Limits)+len(q.Flow.Rates)+len(q.Groups) > 0 {
+			out.Queues = append(out.Queues, queueLimits{Queue: q.Queue, FlowStatus: q.Flow, Groups: q.Groups})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -249,3 +249,29 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// HasFlow reports, for each of queues names, whether it has a limits,
+// rates or groups hash (Limits and Groups read nothing for a queue
+// without), in one pipelined round trip.
+func (l *Ledger) HasFlow(ctx context.Context, names []string) ([]bool, error) {
+	out := make([]bool, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([][3]*redis.IntCmd, len(names))
+	for i, q := range names {
+		cmds[i] = [3]*redis.IntCmd{pipe.Exists(ctx, l.limitsKey(q)), pipe.Exists(ctx, l.ratesKey(q)), pipe.Exists(ctx, l.groupsKey(q))}
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	for i, c := range cmds {
+		for _, cmd := range c {
+			n, err := cmd.Result()
+			if err != nil {
+				return nil, wrap("flow of "+names[i], err)
+			}
+			out[i] = out[i] || n > 0
+		}
+	}
+	return out, nil
+}

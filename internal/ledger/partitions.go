@@ -239,6 +239,11 @@ func (l *Ledger) PartitionChanges(ctx context.Context, q string) ([]PartitionCha
 	if err != nil {
 		return nil, wrap("partition changes of "+q, err)
 	}
+	return partitionChangesFrom(raw), nil
+}
+
+// partitionChangesFrom decodes a layout changes list.
+func partitionChangesFrom(raw []string) []PartitionChange {
 	out := make([]PartitionChange, 0, len(raw))
 	for _, s := range raw {
 		var e struct {
@@ -250,7 +255,7 @@ func (l *Ledger) PartitionChanges(ctx context.Context, q string) ([]PartitionCha
 		}
 		out = append(out, PartitionChange{At: msTime(e.At), Actor: e.Actor, Note: e.Note, From: e.From, To: e.To})
 	}
-	return out, nil
+	return out
 }
 
 // Physical returns the queue names holding logical queue q's jobs: the

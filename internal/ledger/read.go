@@ -492,8 +492,13 @@ func (l *Ledger) Paused(ctx context.Context, q string) (*Pause, error) {
 	if err != nil {
 		return nil, wrap("paused "+q, err)
 	}
+	return pauseFrom(v), nil
+}
+
+// pauseFrom decodes a paused key's value.
+func pauseFrom(v string) *Pause {
 	get := jsonFields(v)
-	return &Pause{ID: get("id"), Actor: get("actor"), Note: get("note"), At: msTime(get("at"))}, nil
+	return &Pause{ID: get("id"), Actor: get("actor"), Note: get("note"), At: msTime(get("at"))}
 }
 
 // IDs returns up to limit job ids in state s of queue q, from offset, in
@@ -519,6 +524,33 @@ func (l *Ledger) DueIDs(ctx context.Context, q string, s State, t time.Time, lim
 		Count: int64(limit),
 	}).Result()
 	return ids, wrap("due "+string(s), err)
+}
+
+// DueIDsOf returns, for each of queues names, up to limit ids in state s
+// whose index score is at or before t (as DueIDs), with their scores (Unix
+// ms), in one pipelined round trip whatever the number of queues.
+func (l *Ledger) DueIDsOf(ctx context.Context, names []string, s State, t time.Time, limit int) ([][]redis.Z, error) {
+	out := make([][]redis.Z, len(names))
+	if len(names) == 0 || limit <= 0 {
+		return out, nil
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.ZSliceCmd, len(names))
+	stop := strconv.FormatInt(t.UnixMilli(), 10)
+	for i, q := range names {
+		cmds[i] = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+			Key: l.StateKey(q, s), ByScore: true, Start: "-inf", Stop: stop, Count: int64(limit),
+		})
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	for i, c := range cmds {
+		zs, err := c.Result()
+		if err != nil {
+			return nil, wrap("due "+string(s), err)
+		}
+		out[i] = zs
+	}
+	return out, nil
 }
 
 // List returns up to limit jobs in state s of queue q, from offset. Ids
@@ -745,13 +777,73 @@ func (l *Ledger) Stats(ctx context.Context, q string) (map[string]int64, error) 
 	if err != nil {
 		return nil, wrap("stats", err)
 	}
+	return statsFrom(h), nil
+}
+
+// statsFrom reads a stats hash's counters (see Stats).
+func statsFrom(h map[string]string) map[string]int64 {
 	out := make(map[string]int64, len(h))
 	for k, v := range h {
 		if k != seqHistField && k != seqTenureField && k != retentionField {
 			out[k], _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
-	return out, nil
+	return out
+}
+
+// QueueSummary is one queue name's part of Summaries.
+type QueueSummary struct {
+	// Stats are its counters (as Stats returns them).
+	Stats map[string]int64
+	// Paused is who paused it, nil when it runs (as Paused returns it).
+	Paused *Pause
+}
+
+// Summaries returns the counters and the pause of each of names (queue
+// names, partitions' included), and the layout changes of each of
+// layouts (logical queues, as PartitionChanges returns them), in one
+// pipelined round trip whatever their number. Any read's error fails the
+// call, as the one-queue reads do.
+func (l *Ledger) Summaries(ctx context.Context, names, layouts []string) ([]QueueSummary, [][]PartitionChange, error) {
+	pipe := l.rdb.Pipeline()
+	stats := make([]*redis.MapStringStringCmd, len(names))
+	paused := make([]*redis.StringCmd, len(names))
+	for i, q := range names {
+		stats[i] = pipe.HGetAll(ctx, l.prefix(q)+"stats")
+		paused[i] = pipe.Get(ctx, l.prefix(q)+"paused")
+	}
+	changes := make([]*redis.StringSliceCmd, len(layouts))
+	for i, q := range layouts {
+		changes[i] = pipe.LRange(ctx, l.partitionChangesKey(q), 0, MaxLayoutChanges-1)
+	}
+	if len(names)+len(layouts) > 0 {
+		_, _ = pipe.Exec(ctx) // read per command below
+	}
+	out := make([]QueueSummary, len(names))
+	for i, q := range names {
+		h, err := stats[i].Result()
+		if err != nil {
+			return nil, nil, wrap("stats", err)
+		}
+		out[i].Stats = statsFrom(h)
+		v, err := paused[i].Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, nil, wrap("paused "+q, err)
+		default:
+			out[i].Paused = pauseFrom(v)
+		}
+	}
+	chs := make([][]PartitionChange, len(layouts))
+	for i, q := range layouts {
+		raw, err := changes[i].Result()
+		if err != nil {
+			return nil, nil, wrap("partition changes of "+q, err)
+		}
+		chs[i] = partitionChangesFrom(raw)
+	}
+	return out, chs, nil
 }
 
 // pruneBatch bounds the index entries one prune call removes, so a pass

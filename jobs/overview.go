@@ -1,0 +1,273 @@
+package jobs
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/fencedq/fencedq/internal/ledger"
+)
+
+// QueueOverview is one queue's part of Inspector.Overview: what Counts,
+// Stats, Paused, Partitions and PartitionChanges return for it.
+type QueueOverview struct {
+	// Queue is the queue's name.
+	Queue string
+	// Counts are its jobs per state, Stats its counters (both summed over
+	// its partitions), Paused its pause (see Inspector.Paused).
+	Counts map[State]int64
+	Stats  map[string]int64
+	Paused *Pause
+	// Layout is a partitioned queue's layout (nil for a queue with one
+	// name), PartitionStats each of Layout.Partitions' counters, in their
+	// order, and Changes its layout changes, newest first.
+	Layout         *QueueLayout
+	PartitionStats []map[string]int64
+	Changes        []PartitionChange
+}
+
+// queueNames is the registry read once: every logical queue (sorted) and
+// the names holding its jobs, with its registered partition count.
+type queueNames struct {
+	queues []string
+	counts []int
+	names  [][]string
+}
+
+// allNames reads the queue registry and the partition counts in two round
+// trips. A registry member whose queue name no call could take (written by
+// hand) is left out, rather than failing every view over all queues.
+func (in *Inspector) allNames(ctx context.Context) (*queueNames, error) {
+	if err := in.err(); err != nil {
+		return nil, err
+	}
+	raw, err := in.l.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &queueNames{}
+	for _, q := range raw {
+		if q = ledger.Logical(q); ValidateQueue(q) == nil && (len(out.queues) == 0 || out.queues[len(out.queues)-1] != q) {
+			out.queues = append(out.queues, q)
+		}
+	}
+	sort.Strings(out.queues)
+	if out.counts, err = in.l.PartitionsOf(ctx, out.queues...); err != nil {
+		return nil, err
+	}
+	out.names = make([][]string, len(out.queues))
+	for i, q := range out.queues {
+		out.names[i] = ledger.Physical(q, out.counts[i], raw)
+	}
+	return out, nil
+}
+
+// Overview returns every queue's counts, counters, pause and, for a
+// partitioned queue, its partitions and layout changes, sorted by queue:
+// what Counts, Stats, Paused, Partitions and PartitionChanges return for
+// each, in a fixed number of round trips whatever the number of queues
+// (the registry, the partition counts, the counts in one or two, the
+// counters, pauses and layout changes in one).
+func (in *Inspector) Overview(ctx context.Context) ([]QueueOverview, error) {
+	qn, err := in.allNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var all, layouts []string
+	for i, q := range qn.queues {
+		all = append(all, qn.names[i]...)
+		if qn.counts[i] > 1 || len(qn.names[i]) > 1 {
+			layouts = append(layouts, q)
+		}
+	}
+	counts, err := in.l.CountsOf(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range counts {
+		if c.Err != nil {
+			return nil, c.Err
+		}
+	}
+	sums, changes, err := in.l.Summaries(ctx, all, layouts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueueOverview, len(qn.queues))
+	at, li := 0, 0
+	for i, q := range qn.queues {
+		o := &out[i]
+		o.Queue, o.Counts, o.Stats = q, map[State]int64{}, map[string]int64{}
+		names := qn.names[i]
+		ps := make([]*Pause, len(names))
+		for k := range names {
+			for s, n := range counts[at+k].Jobs {
+				o.Counts[s] += n
+			}
+			for c, n := range sums[at+k].Stats {
+				o.Stats[c] += n
+			}
+			ps[k] = sums[at+k].Paused
+		}
+		o.Paused = mainPause(ps)
+		if qn.counts[i] > 1 || len(names) > 1 {
+			if o.Layout, o.PartitionStats, err = in.layoutOf(ctx, q, qn.counts[i], names, counts[at:at+len(names)], sums[at:at+len(names)]); err != nil {
+				return nil, err
+			}
+			o.Changes = changes[li]
+			li++
+		}
+		at += len(names)
+	}
+	return out, nil
+}
+
+// layoutOf builds queue q's layout (as Partitions does) from its names'
+// counts and summaries, with each partition's counters.
+func (in *Inspector) layoutOf(ctx context.Context, q string, p int, names []string, counts []ledger.QueueCounts, sums []ledger.QueueSummary) (*QueueLayout, []map[string]int64, error) {
+	index := map[string]int{}
+	for k, n := range ledger.PartitionNames(q, p) {
+		index[n] = k
+	}
+	out := &QueueLayout{Queue: q, Count: p}
+	stats := make([]map[string]int64, 0, len(names))
+	for i, n := range names {
+		k, ok := index[n]
+		if !ok {
+			k = -1
+		}
+		part := Partition{Name: n, Index: k, Slot: ledger.Slot(n), Counts: counts[i].Jobs, Paused: sums[i].Paused}
+		var err error
+		if part.Master, err = in.l.Master(ctx, n); err != nil {
+			return nil, nil, err
+		}
+		out.Partitions = append(out.Partitions, part)
+		stats = append(stats, sums[i].Stats)
+	}
+	order := make([]int, len(names))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := out.Partitions[order[i]], out.Partitions[order[j]]
+		if (a.Index < 0) != (b.Index < 0) {
+			return a.Index >= 0
+		}
+		return a.Index < b.Index
+	})
+	parts := make([]Partition, len(order))
+	sorted := make([]map[string]int64, len(order))
+	for i, k := range order {
+		parts[i], sorted[i] = out.Partitions[k], stats[k]
+	}
+	out.Partitions = parts
+	return out, sorted, nil
+}
+
+// AllDueRunning returns up to limit jobs of all queues running with a
+// lease deadline at or before t (as DueRunning does for one queue), those
+// due first: one round trip reads every queue's due index, then the
+// records of the limit due first, one round trip per queue holding some.
+func (in *Inspector) AllDueRunning(ctx context.Context, t time.Time, limit int) ([]*Record, error) {
+	qn, err := in.allNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var all []string
+	for _, names := range qn.names {
+		all = append(all, names...)
+	}
+	due, err := in.l.DueIDsOf(ctx, all, Running, t, limit)
+	if err != nil {
+		return nil, err
+	}
+	type cand struct {
+		name int
+		id   string
+		at   float64
+	}
+	var cs []cand
+	for i, zs := range due {
+		for _, z := range zs {
+			id, _ := z.Member.(string)
+			cs = append(cs, cand{i, id, z.Score})
+		}
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].at < cs[j].at })
+	cs = cs[:min(len(cs), limit)]
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	var out []*Record
+	for i := 0; i < len(cs); {
+		j := i
+		var ids []string
+		for ; j < len(cs) && cs[j].name == cs[i].name; j++ {
+			ids = append(ids, cs[j].id)
+		}
+		recs, err := in.l.GetMany(ctx, all[cs[i].name], Running, ids)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+		i = j
+	}
+	return out, nil
+}
+
+// QueueFlow is one queue's part of Inspector.AllLimits: what Limits and
+// Groups return for it.
+type QueueFlow struct {
+	Queue  string
+	Flow   *FlowStatus
+	Groups []GroupStatus
+}
+
+// AllLimits returns, for every queue with concurrency limits, rate limits
+// or fair groups, sorted by queue, what Limits and Groups return: one
+// pipelined round trip finds those queues, so a queue without any costs
+// no more.
+func (in *Inspector) AllLimits(ctx context.Context) ([]QueueFlow, error) {
+	qn, err := in.allNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var all []string
+	for _, names := range qn.names {
+		all = append(all, names...)
+	}
+	has, err := in.l.HasFlow(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueFlow
+	at := 0
+	for i, q := range qn.queues {
+		names := qn.names[i]
+		flows := slices.Contains(has[at:at+len(names)], true)
+		at += len(names)
+		if !flows {
+			continue
+		}
+		f := QueueFlow{Queue: q, Flow: &FlowStatus{Limits: []LimitStatus{}, Rates: []RateStatus{}}, Groups: []GroupStatus{}}
+		for _, n := range names {
+			ls, rs, err := in.l.Limits(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			f.Flow.Limits = append(f.Flow.Limits, ls...)
+			f.Flow.Rates = append(f.Flow.Rates, rs...)
+		}
+		for _, n := range names {
+			gs, err := in.l.Groups(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			f.Groups = append(f.Groups, gs...)
+		}
+		if len(names) > 1 {
+			slices.SortStableFunc(f.Groups, func(a, b GroupStatus) int { return b.Pending - a.Pending })
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
