@@ -17,6 +17,7 @@ import (
 	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/durable"
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/watchdog"
@@ -214,6 +215,12 @@ type Bridge struct {
 // namespace on rdb (the namespace and retention of the jobs.Client and
 // pools sharing it). It fails with ErrOptions on a nil rdb (or Options.Asynq), an invalid
 // namespace, an invalid worker id or a SafetyMargin above half the LeaseTTL.
+// With cfg.Sentinel it asks the Sentinels (each for at most a second) and
+// fails with ErrOptions, naming it, on a master name none that answers
+// monitors (matching lease.ErrUnknownMaster) or an address a Redis server
+// answers that is not a Sentinel (lease.ErrNotSentinel). With
+// cfg.Durability it logs at error level, once and in the background, when
+// the primary has fewer replicas online than required.
 func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, error) {
 	if argtype.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrOptions)
@@ -247,7 +254,42 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	b.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Namespace, Retention: cfg.Retention,
 		Sentinel: cfg.Sentinel, Logger: b.log, Name: opts.WorkerID, Durability: durable.Options(cfg.Durability),
 		OnRewind: func(r ledger.Rewind) { b.metrics.CountRewind(ledger.Logical(r.Queue), b.ledger.LossID(r)) }})
+	if cfg.Sentinel != nil {
+		// A master name no Sentinel monitors, or an address that is a
+		// Redis server and not a Sentinel, fails every claim: refuse it
+		// here, naming it, as a pool's Run does. Sentinels that do not
+		// answer (each asked for at most a second) are an outage: claims
+		// retry.
+		ctx, cancel := context.WithTimeout(context.Background(), startCheckTimeout)
+		err := b.ledger.CheckSentinels(ctx)
+		cancel()
+		if errors.Is(err, epoch.ErrUnknownMaster) || errors.Is(err, epoch.ErrNotSentinel) {
+			return nil, fmt.Errorf("%w: jobs.Config.Sentinel: %w", ErrOptions, err)
+		}
+	}
+	if cfg.Durability.Replicas > 0 {
+		// Too few replicas fail every durable claim and completion: said
+		// once, in the background (New does not wait for Redis).
+		go b.checkReplicas(durable.Options(cfg.Durability))
+	}
 	return b, nil
+}
+
+// startCheckTimeout bounds New's checks of the Sentinels and replicas.
+const startCheckTimeout = 5 * time.Second
+
+// checkReplicas logs at error level, with both counts, when the primary
+// (each master of a Redis Cluster) has fewer replicas online than d
+// requires; replicas may connect later, so nothing is refused.
+func (b *Bridge) checkReplicas(d durable.Options) {
+	ctx, cancel := context.WithTimeout(context.Background(), startCheckTimeout)
+	defer cancel()
+	short, _ := durable.Shortfalls(ctx, b.rdb, d)
+	for _, s := range short {
+		b.log.Error("fewer Redis replicas are connected than jobs.Config.Durability.Replicas requires: every durable claim and completion "+
+			"of the bridge fails (not acknowledged) until enough replicas connect",
+			"primary", s.Addr, "replicas_connected", s.Connected, "replicas_required", s.Required)
+	}
 }
 
 // Middleware returns New(rdb, cfg, opts).Middleware(). With invalid

@@ -86,6 +86,10 @@ var (
 	// monitor no master of its MasterName: a configuration error, not an
 	// outage; nothing was acquired.
 	ErrUnknownMaster = epoch.ErrUnknownMaster
+	// ErrNotSentinel means an address of Config.Sentinel's SentinelAddrs is
+	// a Redis server, not a Sentinel, and no Sentinel gave the epoch: a
+	// configuration error, not an outage; nothing was acquired.
+	ErrNotSentinel = epoch.ErrNotSentinel
 )
 
 // HeldError reports the live holder of a resource. It matches ErrHeld.

@@ -589,3 +589,24 @@ func TestAcquireWithAMasterNameTheSentinelsDoNotMonitor(t *testing.T) {
 		t.Fatalf("lease keys %v, %v after a refused acquisition, want none", keys, err)
 	}
 }
+
+// TestAcquireWithARedisServerGivenAsTheSentinel: an address of
+// Config.Sentinel that a plain Redis server answers is a configuration
+// error (ErrNotSentinel, naming it), not an outage, and nothing is
+// written.
+func TestAcquireWithARedisServerGivenAsTheSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	wrong := &redis.FailoverOptions{MasterName: redistest.MasterName, SentinelAddrs: []string{f.Primary.Addr}}
+	ns := redistest.Namespace(t)
+	m := lease.NewManager(f.Client(), lease.Config{Namespace: ns, Sentinel: wrong})
+	if _, err := m.Acquire(ctx, "r", "a", time.Minute); !errors.Is(err, lease.ErrNotSentinel) || !strings.Contains(err.Error(), f.Primary.Addr) {
+		t.Fatalf("acquire: %v, want ErrNotSentinel naming %s", err, f.Primary.Addr)
+	}
+	if keys, err := f.Client().Keys(ctx, "*"+ns+"*:lease:*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("lease keys %v, %v after a refused acquisition, want none", keys, err)
+	}
+}

@@ -408,10 +408,13 @@ func (p *Pool) Run(ctx context.Context) error {
 	// every command of a failover client given the same options, with
 	// go-redis's "all sentinels ... unreachable: redis: nil") until the
 	// configuration changes: refuse it first, naming it. Sentinels that do
-	// not answer are an outage: claims retry (and log).
-	if err := p.ledger.CheckSentinels(ctx); errors.Is(err, epoch.ErrUnknownMaster) {
+	// not answer are an outage: claims retry (and log). An address that
+	// answers as a Redis server, not a Sentinel, is a configuration error
+	// too (each claim's epoch lookup would skip it or fail).
+	if err := p.ledger.CheckSentinels(ctx); errors.Is(err, epoch.ErrUnknownMaster) || errors.Is(err, epoch.ErrNotSentinel) {
 		return p.startFailed(ctx, configError{fmt.Errorf("Config.Jobs.Sentinel: %w", err)})
 	}
+	p.checkReplicas(ctx)
 	if err := p.refreshPartitions(ctx); err != nil {
 		return p.startFailed(ctx, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
 )
 
@@ -61,5 +62,38 @@ func TestRunRefusesAMasterNameTheSentinelsDoNotMonitor(t *testing.T) {
 			t.Errorf("%s: Run with a master name the Sentinels do not monitor: %v; want ErrConfig naming it, at once", name, err)
 		}
 		cancel()
+	}
+}
+
+// TestRunRefusesARedisServerGivenAsASentinel: a Sentinel address that a
+// plain Redis server answers (a data node's port given for a Sentinel's)
+// is a configuration error, not an outage: Run fails at once with
+// ErrConfig (and lease.ErrNotSentinel) naming the address, alone or beside
+// a real Sentinel, and starts nothing.
+func TestRunRefusesARedisServerGivenAsASentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	plain := f.Primary.Addr
+	for name, addrs := range map[string][]string{
+		"only a Redis server":    {plain},
+		"beside a real Sentinel": {f.Sentinel.Addr, plain},
+	} {
+		fo := &redis.FailoverOptions{MasterName: redistest.MasterName, SentinelAddrs: addrs}
+		ns := redistest.Namespace(t)
+		p, err := worker.NewPool(f.Client(), worker.Config{Jobs: jobs.Config{Namespace: ns, Sentinel: fo}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = p.Run(ctx)
+		if !errors.Is(err, worker.ErrConfig) || !errors.Is(err, lease.ErrNotSentinel) || !strings.Contains(err.Error(), plain) || ctx.Err() != nil {
+			t.Errorf("%s: Run with a Redis server as a Sentinel: %v; want ErrConfig and ErrNotSentinel naming %s, at once", name, err, plain)
+		}
+		cancel()
+		if keys, err := f.Client().Keys(context.Background(), ns+":*").Result(); err != nil || len(keys) != 0 {
+			t.Errorf("%s: keys %v, %v after a refused start, want none", name, keys, err)
+		}
 	}
 }

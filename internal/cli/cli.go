@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/epoch"
 )
 
 // ErrUsage marks bad flags or arguments: Run exits 2 on an error wrapping
@@ -431,7 +433,7 @@ func askSentinels(ctx context.Context, fo *redis.FailoverOptions, shown string) 
 			answers <- answer{addr: a, primary: primary, err: err}
 		}()
 	}
-	var errs []string
+	var errs, servers []string
 	unknown := 0
 	for range fo.SentinelAddrs {
 		a := <-answers
@@ -440,9 +442,16 @@ func askSentinels(ctx context.Context, fo *redis.FailoverOptions, shown string) 
 			return net.JoinHostPort(a.primary[0], a.primary[1]), nil
 		case errors.Is(a.err, redis.Nil):
 			unknown++
+		case notSentinel(a.err):
+			servers = append(servers, a.addr)
 		default:
 			errs = append(errs, fmt.Sprintf("sentinel %s: %v", a.addr, a.err))
 		}
+	}
+	if len(servers) > 0 {
+		sort.Strings(servers)
+		return "", fmt.Errorf("redis %s: %w: %s (a redis-sentinel:// address names Sentinels, by default on port %s, not the Redis servers)",
+			shown, epoch.ErrNotSentinel, strings.Join(servers, ", "), DefaultSentinelPort)
 	}
 	if unknown > 0 {
 		return "", fmt.Errorf("redis %s: %w: no Sentinel that answers monitors a master named %q (check the master name in --redis; SENTINEL MASTERS lists the names)",
@@ -450,6 +459,17 @@ func askSentinels(ctx context.Context, fo *redis.FailoverOptions, shown string) 
 	}
 	sort.Strings(errs)
 	return "", fmt.Errorf("redis %s does not answer: no Sentinel answers (%s)", shown, strings.Join(errs, "; "))
+}
+
+// notSentinel reports whether err is a Redis server's answer to a SENTINEL
+// command it does not know: the address is not a Sentinel's.
+func notSentinel(err error) bool {
+	var rerr redis.Error
+	msg := ""
+	if err != nil {
+		msg = strings.ToLower(err.Error())
+	}
+	return errors.As(err, &rerr) && strings.Contains(msg, "unknown command") && strings.Contains(msg, "sentinel")
 }
 
 // ErrSentinelMaster is ConnectRedis's error when the Sentinels of a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/redistest"
 )
 
@@ -141,6 +142,14 @@ func TestSentinelURLNamesAWrongMasterOrDownSentinels(t *testing.T) {
 	}
 	if d := time.Since(start); d >= PingTimeout {
 		t.Fatalf("ConnectRedis(%q) took %v: a refused Sentinel is reported at once", addr, d)
+	}
+
+	// A Redis server's address given for a Sentinel's is named as such.
+	for _, sentinels := range []string{f.Replica.Addr, f.Replica.Addr + "," + down} {
+		addr = "redis-sentinel://" + sentinels + "/" + redistest.MasterName
+		if rdb, err := ConnectRedis(ctx, addr); rdb != nil || !errors.Is(err, epoch.ErrNotSentinel) || !strings.Contains(err.Error(), f.Replica.Addr) {
+			t.Fatalf("ConnectRedis(%q) = %v, %v, want ErrNotSentinel naming %s", addr, rdb, err, f.Replica.Addr)
+		}
 	}
 
 	// No replica to promote: the Sentinel keeps naming the frozen primary.

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -220,4 +221,57 @@ func (w *Waiter) enough(got int64) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %d of %d replicas within %v", ErrUnacknowledged, got, w.o.Replicas, w.o.timeout())
+}
+
+// Shortfall is a primary with fewer replicas online than Options.Replicas
+// asks for: every durable write to it fails until enough replicas connect.
+type Shortfall struct {
+	Addr      string // the primary's address ("" for a single client's server)
+	Connected int    // replicas online (INFO replication)
+	Required  int    // Options.Replicas
+}
+
+// Shortfalls reads INFO replication of rdb's primary (each master of a
+// Redis Cluster) once and returns those with fewer replicas online than
+// o.Replicas; nil when durability is off. It writes nothing.
+func Shortfalls(ctx context.Context, rdb redis.UniversalClient, o Options) ([]Shortfall, error) {
+	if !o.Enabled() {
+		return nil, nil
+	}
+	var (
+		mu  sync.Mutex
+		out []Shortfall
+	)
+	check := func(ctx context.Context, c redis.UniversalClient, addr string) error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if n := onlineReplicas(info); n < o.Replicas {
+			mu.Lock()
+			out = append(out, Shortfall{Addr: addr, Connected: n, Required: o.Replicas})
+			mu.Unlock()
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return check(ctx, c, c.Options().Addr) })
+	} else {
+		err = check(ctx, rdb, "")
+	}
+	return out, err
+}
+
+// onlineReplicas counts the replicas an INFO replication reply lists as
+// online (slaveN:...,state=online,...).
+func onlineReplicas(info string) int {
+	n := 0
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if strings.HasPrefix(k, "slave") && k != "slave_read_only" && strings.Contains(","+v+",", ",state=online,") {
+			n++
+		}
+	}
+	return n
 }

@@ -310,9 +310,17 @@ func (t *Tracker) Current(ctx context.Context) (State, error) {
 }
 
 // CheckSource asks the tracker's source (the Sentinels) for the epoch,
-// changing nothing; nil without a source.
+// changing nothing; nil without a source. With Sentinels, any address that
+// is not a Sentinel fails it (ErrNotSentinel), even when another Sentinel
+// gave the epoch.
 func (t *Tracker) CheckSource(ctx context.Context) error {
 	if t.source == nil {
+		return nil
+	}
+	if c, ok := t.source.(interface{ Check(context.Context) error }); ok {
+		if err := c.Check(ctx); err != nil {
+			return fmt.Errorf("epoch: %w", err)
+		}
 		return nil
 	}
 	if _, err := t.source.Epoch(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,12 @@ const sentinelTimeout = time.Second
 // the name given (a wrong FailoverOptions.MasterName): a configuration
 // error, not an outage.
 var ErrUnknownMaster = errors.New("no Sentinel monitors the master")
+
+// ErrNotSentinel means an address of FailoverOptions.SentinelAddrs is
+// answered by a Redis server that is not a Sentinel (it knows no SENTINEL
+// command): a data node given as a Sentinel, a configuration error, not an
+// outage.
+var ErrNotSentinel = errors.New("the address is a Redis server, not a Sentinel")
 
 // ValidateSentinel checks the Sentinel options a tracker asks for the
 // epoch: nil options are fine (no Sentinel); otherwise they must name the
@@ -49,16 +56,45 @@ func ValidateSentinel(fo *redis.FailoverOptions) error {
 type sentinelSource struct{ opts *redis.FailoverOptions }
 
 // Epoch implements Source. It fails only when no Sentinel answers with the
-// epoch: with ErrUnknownMaster when those that answered monitor no master
-// of that name.
+// epoch: with ErrNotSentinel when an address answered as a Redis server
+// that is not a Sentinel, else with ErrUnknownMaster when those that
+// answered monitor no master of that name.
 func (s sentinelSource) Epoch(ctx context.Context) (uint64, error) {
+	p := s.poll(ctx)
+	if !p.ok {
+		return 0, p.err(s.opts)
+	}
+	return p.best, nil
+}
+
+// Check asks every Sentinel as Epoch does, and fails on any configuration
+// error even when another Sentinel answered: an address that is a Redis
+// server, not a Sentinel (ErrNotSentinel, naming it), or a master name no
+// Sentinel that answered monitors (ErrUnknownMaster). Sentinels that do
+// not answer are an outage: nil when another gave the epoch.
+func (s sentinelSource) Check(ctx context.Context) error {
+	p := s.poll(ctx)
+	if len(p.notSentinel) > 0 || !p.ok {
+		return p.err(s.opts)
+	}
+	return nil
+}
+
+// polled is what asking every Sentinel once gave.
+type polled struct {
+	best        uint64
+	ok          bool     // some Sentinel gave the epoch
+	unknown     bool     // some Sentinel monitors no master of the name
+	notSentinel []string // addresses a plain Redis server answered, sorted
+	errs        []error
+}
+
+// poll asks every Sentinel of the options at once.
+func (s sentinelSource) poll(ctx context.Context) polled {
 	var (
-		mu      sync.Mutex
-		best    uint64
-		ok      bool
-		unknown bool
-		errs    []error
-		wg      sync.WaitGroup
+		mu sync.Mutex
+		p  polled
+		wg sync.WaitGroup
 	)
 	for _, addr := range s.opts.SentinelAddrs {
 		wg.Add(1)
@@ -68,26 +104,47 @@ func (s sentinelSource) Epoch(ctx context.Context) (uint64, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("sentinel %s: %w", addr, err))
-				unknown = unknown || strings.Contains(err.Error(), "No such master")
+				p.errs = append(p.errs, fmt.Errorf("sentinel %s: %w", addr, err))
+				p.unknown = p.unknown || strings.Contains(err.Error(), "No such master")
+				if notSentinel(err) {
+					p.notSentinel = append(p.notSentinel, addr)
+				}
 				return
 			}
-			if !ok || e > best {
-				best, ok = e, true
+			if !p.ok || e > p.best {
+				p.best, p.ok = e, true
 			}
 		}()
 	}
 	wg.Wait()
-	if !ok && unknown {
-		return 0, fmt.Errorf("%w named %q (check the Sentinel options' MasterName): %w", ErrUnknownMaster, s.opts.MasterName, errors.Join(errs...))
+	slices.Sort(p.notSentinel)
+	slices.SortFunc(p.errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return p
+}
+
+// err describes a poll that found a configuration error or no epoch.
+func (p polled) err(fo *redis.FailoverOptions) error {
+	switch {
+	case len(p.notSentinel) > 0:
+		return fmt.Errorf("%w: %s (check the Sentinel options' SentinelAddrs: they name Sentinels, by default on port 26379, not the Redis servers of master %q)",
+			ErrNotSentinel, strings.Join(p.notSentinel, ", "), fo.MasterName)
+	case p.unknown:
+		return fmt.Errorf("%w named %q (check the Sentinel options' MasterName): %w", ErrUnknownMaster, fo.MasterName, errors.Join(p.errs...))
+	case len(fo.SentinelAddrs) == 0:
+		return fmt.Errorf("no Sentinel to ask for the config epoch of %q (SentinelAddrs is empty)", fo.MasterName)
 	}
-	if len(s.opts.SentinelAddrs) == 0 {
-		return 0, fmt.Errorf("no Sentinel to ask for the config epoch of %q (SentinelAddrs is empty)", s.opts.MasterName)
+	return fmt.Errorf("no Sentinel reported the config epoch of %q: %w", fo.MasterName, errors.Join(p.errs...))
+}
+
+// notSentinel reports whether err is a Redis server's answer to a SENTINEL
+// command it does not know: the server is not a Sentinel.
+func notSentinel(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
 	}
-	if !ok {
-		return 0, fmt.Errorf("no Sentinel reported the config epoch of %q: %w", s.opts.MasterName, errors.Join(errs...))
-	}
-	return best, nil
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "unknown command") && strings.Contains(msg, "sentinel")
 }
 
 // ask asks one Sentinel.

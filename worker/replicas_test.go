@@ -1,0 +1,82 @@
+package worker_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+)
+
+// recordingHandler keeps every record logged and closes started when the
+// pool logs its start.
+type recordingHandler struct {
+	mu      *sync.Mutex
+	records *[]slog.Record
+	started chan struct{}
+	once    *sync.Once
+}
+
+func (h recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h recordingHandler) WithGroup(string) slog.Handler            { return h }
+func (h recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	*h.records = append(*h.records, r.Clone())
+	h.mu.Unlock()
+	if r.Message == "pool started" {
+		h.once.Do(func() { close(h.started) })
+	}
+	return nil
+}
+
+// TestRunSaysTooFewReplicasAreConnected: a pool whose Durability asks for
+// more replicas than the primary has (here a primary with none) would fail
+// every durable claim and completion; its start says so at error level,
+// with both counts, and the pool starts all the same (replicas may come).
+func TestRunSaysTooFewReplicasAreConnected(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	var (
+		mu      sync.Mutex
+		records []slog.Record
+	)
+	h := recordingHandler{mu: &mu, records: &records, started: make(chan struct{}), once: &sync.Once{}}
+	p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns, Durability: jobs.Durability{Replicas: 2}},
+		Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-h.started:
+	case err := <-done:
+		t.Fatalf("Run returned %v before the pool started", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range records {
+		if r.Level != slog.LevelError {
+			continue
+		}
+		got := map[string]int64{}
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Value.Kind() == slog.KindInt64 {
+				got[a.Key] = a.Value.Int64()
+			}
+			return true
+		})
+		if c, ok := got["replicas_connected"]; ok && c == 0 && got["replicas_required"] == 2 {
+			return
+		}
+	}
+	t.Fatalf("no error-level log naming 0 replicas connected of 2 required among %d records", len(records))
+}
