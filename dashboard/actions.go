@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
@@ -24,7 +26,20 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, shap
 		writeError(w, http.StatusUnsupportedMediaType, "invalid", "send the body as application/json")
 		return false
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "body must be "+shape+", at most "+strconv.FormatInt(limit, 10)+" bytes")
+		return false
+	}
+	// encoding/json keeps the last of two equal keys and matches keys
+	// without regard to case, so {"decision":"succeeded","Decision":"dead"}
+	// would act on a value a reader of the body (a proxy's log, a review)
+	// takes for another: refuse such a body.
+	if key, dup := duplicateKey(b); dup {
+		writeError(w, http.StatusBadRequest, "invalid", "body must be "+shape+", each field once: "+strconv.Quote(key)+" is repeated")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", "body must be "+shape)
@@ -37,6 +52,68 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, shap
 		return false
 	}
 	return true
+}
+
+// duplicateKey reports the first key that an object of the JSON text b
+// repeats, at any depth, comparing keys as encoding/json matches them to
+// fields (Unicode case folding). Text that is not JSON reports none (the
+// decoder refuses it).
+func duplicateKey(b []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	type frame struct {
+		object bool
+		key    bool // the next token of the object is a key
+		keys   map[string]bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if n := len(stack); n > 0 {
+			top = stack[n-1]
+		}
+		if top != nil && top.object && top.key {
+			if k, ok := tok.(string); ok {
+				f := foldKey(k)
+				if top.keys[f] {
+					return k, true
+				}
+				top.keys[f] = true
+				top.key = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, key: true, keys: map[string]bool{}})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: the object it was in expects a key next.
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].key = true
+		}
+	}
+}
+
+// foldKey maps k to one representative of the keys encoding/json takes
+// for the same field: each rune becomes the smallest of its simple case
+// folding orbit (so K, k and the Kelvin sign fold alike).
+func foldKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		return m
+	}, k)
 }
 
 // note trims an operator's note, answering 400 when it is too long, holds

@@ -157,10 +157,14 @@
 //	                                   jobs left are not tried and are listed "not attempted")
 //
 // An action's body is application/json holding exactly one object of the
-// fields shown: an unknown field, a second value ({...}{"action":"rerun"})
+// fields shown: an unknown field, a field given twice in any object (keys
+// compared as encoding/json matches them, without regard to case), a
+// second value ({...}{"action":"rerun"})
 // or any data after the object but white space is refused with 400
 // (code "invalid") and nothing is done. An endpoint asked with a method it
-// does not serve answers 405 (code "method_not_allowed") with Allow. Notes
+// does not serve answers 405 (code "method_not_allowed") with Allow; an
+// API path with an empty, "." or ".." segment answers 404 (code
+// "not_found"), never a redirect. Notes
 // and the operator's name follow jobs.Client's rules (no control
 // characters; a note may hold line feeds and tabs).
 //

@@ -273,6 +273,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.URL = &u
 		r = r2
 	}
+	if ep := r.URL.EscapedPath(); !cleanPath(ep) && strings.HasPrefix(path.Clean(ep)+"/", "/api/") {
+		// The mux would redirect to the cleaned path with an HTML body, and
+		// under a bare http.StripPrefix to a Location outside the mount:
+		// no API endpoint has such a path.
+		writeError(w, http.StatusNotFound, "not_found", "no such API endpoint: the path has empty, . or .. segments")
+		return
+	}
 	if h.opts.ProtectReads {
 		if _, ok := h.authenticate(r); !ok {
 			h.challenge(w, r, "sign in to view the dashboard")
@@ -280,6 +287,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// cleanPath reports whether p (rooted, escaped: an encoded slash is no
+// separator) has no empty, "." or ".." segment but a trailing slash.
+func cleanPath(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 // originalPath is the request's path before any prefix was stripped.
