@@ -96,7 +96,9 @@ func TestPartitionedQueueDrainsOnACluster(t *testing.T) {
 	}
 	for _, n := range old {
 		st, _ := e.ledger.Stats(ctx, n)
-		if st["attempted"] == 0 || st["succeeded"] != st["attempted"] {
+		// A claim that lapsed before its handler started (a loaded machine)
+		// is put back: counted attempted and deferred, not run.
+		if st["attempted"] == 0 || st["succeeded"] != st["attempted"]-st["deferred"] {
 			t.Fatalf("partition %s: %v", n, st)
 		}
 	}
@@ -297,7 +299,7 @@ func TestPartitionedQueueOnSixMasters(t *testing.T) {
 			continue
 		}
 		st, _ := e.ledger.Stats(ctx, part.Name)
-		if part.Counts[jobs.Succeeded] == 0 || st["succeeded"] != st["attempted"] || part.Counts[jobs.Pending] != 0 {
+		if part.Counts[jobs.Succeeded] == 0 || st["succeeded"] != st["attempted"]-st["deferred"] || part.Counts[jobs.Pending] != 0 {
 			t.Fatalf("partition %s on %s: counts %v, stats %v", part.Name, part.Master, part.Counts, st)
 		}
 		masters[part.Master] = true
