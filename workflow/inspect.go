@@ -25,6 +25,11 @@ const (
 	Cancelled = ledger.WorkflowCancelled
 )
 
+// StepLost is the state of a step whose job record went missing while its
+// workflow ran (Step.State): the maintenance leader ended it dead, with
+// reason "job record missing".
+const StepLost = jobs.State(ledger.StepLost)
+
 // Status is a workflow as read now.
 type Status struct {
 	// ID is the workflow's id; Name the name given to New.
@@ -61,7 +66,11 @@ type Step struct {
 	// State is the step's job state: "waiting" until its dependencies
 	// succeeded, then a job's states; "missing" when the job expired
 	// (the workflow's State counts it as the end the maintenance leader
-	// recorded for it).
+	// recorded for it); StepLost ("lost") when its job record went
+	// missing while the workflow ran (deleted by hand, or lost with a
+	// Redis that came back with older data): the maintenance leader ended
+	// it dead for its dependents and the workflow, Reason "job record
+	// missing".
 	State jobs.State `json:"state"`
 	// Token is the fencing token of the job's latest attempt, Attempts
 	// how many it had, Reason the job record's last reason (why it is
@@ -119,13 +128,20 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 		s := Step{Name: d.Name, Queue: d.Queue, JobID: d.ID, Kind: d.Kind, Deps: d.Deps, AllowFail: d.AllowFail}
 		if r := recs[i]; r == nil {
 			s.State = "missing"
+			if why, ok := info.Lost[d.Name]; ok {
+				s.State, s.Reason = StepLost, why
+			}
 		} else {
 			s.State, s.Token, s.Attempts, s.Reason, s.Output = r.State, r.Token, r.Attempts, r.Reason, r.Output
 		}
-		if s.State.Final() || s.State == "missing" {
+		if s.State.Final() || s.State == "missing" || s.State == StepLost {
 			st.Done++
 		}
-		states = append(states, info.StepState(d.Name, s.State)) // an expired step counts as it ended
+		state := s.State
+		if state == StepLost {
+			state = "missing" // counts as the end recorded for it: dead
+		}
+		states = append(states, info.StepState(d.Name, state)) // an expired step counts as it ended
 		st.Steps = append(st.Steps, s)
 	}
 	st.State = ledger.WorkflowOutcome(states, st.CancelledBy)
@@ -210,7 +226,7 @@ func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Statu
 	// promotes a step already reached
 	for _, i := range dependentsFirst(st.Steps) {
 		s := st.Steps[i]
-		if s.State == "missing" {
+		if s.State == "missing" || s.State == StepLost {
 			continue
 		}
 		if _, err := l.CancelStep(ctx, s.Queue, s.JobID, who, note); err != nil &&

@@ -83,7 +83,8 @@
     return v >= 10 ? v.toFixed(0) + '/s' : v.toFixed(2) + '/s';
   }
 
-  const badge = (state) => el('span', { class: 'badge state-' + (states.includes(state) ? state : 'other') }, state);
+  // A workflow step whose job record went missing ("lost") ended dead.
+  const badge = (state) => el('span', { class: 'badge state-' + (states.includes(state) ? state : state === 'lost' ? 'dead' : 'other') }, state);
 
   function table(headers, rows, attrs) {
     return el('table', attrs || {},
@@ -806,7 +807,7 @@
 
   // drawWorkflowEdges (re)draws graph's dependency arrows: from the right
   // of a dependency's box to the left of its dependent's, green once the
-  // dependency succeeded, red when it ended dead or cancelled.
+  // dependency succeeded, red when it ended dead or cancelled (or lost).
   function drawWorkflowEdges(graph, w, boxes, byName) {
     const ns = 'http://www.w3.org/2000/svg';
     const old = graph.querySelector('svg.wf-edges');
@@ -845,7 +846,7 @@
       const [x1, y1] = at(a, a.right);
       const [x2, y2] = at(b, b.left);
       const dep = byName[d].state;
-      const kind = dep === 'succeeded' ? 'ok' : (dep === 'dead' || dep === 'cancelled') ? 'bad' : 'other';
+      const kind = dep === 'succeeded' ? 'ok' : (dep === 'dead' || dep === 'cancelled' || dep === 'lost') ? 'bad' : 'other';
       const mid = (x1 + x2) / 2;
       const p = document.createElementNS(ns, 'path');
       p.setAttribute('class', 'wf-edge');

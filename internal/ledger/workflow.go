@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -534,14 +535,31 @@ type WorkflowInfo struct {
 	// Ends are the final states the maintenance leader saw its steps in
 	// (SettleWorkflow), by step name: what a step whose job expired ended.
 	Ends map[string]State
+	// Lost are the steps the maintenance leader found without a job
+	// record while the workflow ran (SettleWorkflow), by step name: the
+	// reason (LostReason). Each counts as dead (Ends).
+	Lost map[string]string
 	// seen is whether SettleWorkflow has counted it started, final the
 	// outcome it counted ("" none yet).
 	seen  bool
 	final string
 }
 
-// endField prefixes the record's fields holding its steps' ends.
-const endField = "end:"
+// endField prefixes the record's fields holding its steps' ends, and
+// lostField those holding why a step was found lost.
+const (
+	endField  = "end:"
+	lostField = "lost:"
+)
+
+// LostReason is why the maintenance leader ended a workflow step lost: its
+// job record was gone (deleted by hand, or lost with a Redis that came
+// back with older data) while its workflow ran.
+const LostReason = "job record missing"
+
+// StepLost is the state a workflow read reports for a lost step (its job
+// record gone while its workflow ran): it counts as dead.
+const StepLost State = "lost"
 
 // StepState is the state to count step name in, given the state its job
 // was read in: a job that expired ("missing") counts as the end recorded
@@ -566,10 +584,13 @@ func (l *Ledger) Workflow(ctx context.Context, q, id string) (*WorkflowInfo, err
 		return nil, nil
 	}
 	w := &WorkflowInfo{ID: id, Home: q, OperationID: h["op"], Record: []byte(h["def"]),
-		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"], Ends: map[string]State{}, seen: h["seen"] != "", final: h["final"]}
+		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"], Ends: map[string]State{}, Lost: map[string]string{},
+		seen: h["seen"] != "", final: h["final"]}
 	for f, v := range h {
 		if name, ok := strings.CutPrefix(f, endField); ok {
 			w.Ends[name] = State(v)
+		} else if name, ok := strings.CutPrefix(f, lostField); ok {
+			w.Lost[name] = v
 		}
 	}
 	return w, nil
@@ -885,31 +906,47 @@ func (l *Ledger) OpenWorkflows(ctx context.Context, qs []string) ([][]string, er
 	return out, errors.Join(errs...)
 }
 
+// LostStep is a workflow step SettleWorkflow found lost: its job record
+// was gone while the workflow ran, and no end was recorded for it.
+type LostStep struct {
+	Name, Queue, ID string
+}
+
 // SettleWorkflow looks at open workflow id of home queue q for the
 // maintenance leader's counts: started is true the first time any caller
 // looks at it, outcome is its final state the first time a caller finds it
 // final (then it leaves the open set), "" otherwise. Each is reported once
 // whichever leader asks (HSETNX on the record), so the counters built on
 // it count each workflow once.
-func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool, outcome string, err error) {
+//
+// A step whose job record is gone with no end recorded for it (deleted by
+// hand, or lost with a Redis that came back with older data: a record is
+// written only after every step's job, so none is merely not yet written)
+// is ended lost (lost, each once whichever leader asks): the record holds
+// it dead (end:<step>) with LostReason (lost:<step>), and a hand-over
+// record "lost" to each of its dependents, in q, which the caller delivers
+// (MoveHandovers): a dependent still waiting for it hears a dead end, by
+// the workflow's rules (cancelled unless it allows the step to fail); one
+// that heard the step's end already is left as it is.
+func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool, outcome string, lost []LostStep, err error) {
 	info, err := l.Workflow(ctx, q, id)
 	if err != nil {
-		return false, "", err
+		return false, "", nil, err
 	}
 	if info == nil || info.final != "" { // expired, or settled already (a change noted after)
-		return false, "", wrap("settle workflow "+id, l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err())
+		return false, "", nil, wrap("settle workflow "+id, l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err())
 	}
 	wk := l.workflowKey(q, id)
 	// A record read with the mark was seen already: no HSETNX, which would
 	// write nothing, on each pass of a workflow that stays open.
 	if !info.seen {
 		if started, err = l.rdb.HSetNX(ctx, wk, "seen", "1").Result(); err != nil {
-			return false, "", wrap("settle workflow "+id, err)
+			return false, "", nil, wrap("settle workflow "+id, err)
 		}
 	}
 	def, err := info.Def()
 	if err != nil {
-		return started, "", err
+		return started, "", nil, err
 	}
 	refs := make([]StepRef, len(def.Steps))
 	for i, s := range def.Steps {
@@ -917,13 +954,24 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 	}
 	found, err := l.stepStates(ctx, refs)
 	if err != nil {
-		return started, "", err
+		return started, "", nil, err
 	}
 	states := make([]State, len(def.Steps))
 	var ends []any // final states not recorded yet: kept for when the job expires
 	for i, s := range def.Steps {
 		st := found[i]
 		if st == "" {
+			if _, ended := info.Ends[s.Name]; !ended && !siblingID(s.ID) {
+				marked, err := l.markLost(ctx, q, id, def, s)
+				if err != nil {
+					return started, "", lost, err
+				}
+				if marked {
+					lost = append(lost, LostStep{Name: s.Name, Queue: s.Queue, ID: s.ID})
+				}
+				states[i] = Dead // marked now, or by another leader meanwhile
+				continue
+			}
 			states[i] = info.StepState(s.Name, "missing")
 			continue
 		}
@@ -934,12 +982,12 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 	}
 	if len(ends) > 0 {
 		if err := l.rdb.HSet(ctx, wk, ends...).Err(); err != nil {
-			return started, "", wrap("settle workflow "+id, err)
+			return started, "", lost, wrap("settle workflow "+id, err)
 		}
 	}
 	out := WorkflowOutcome(states, info.CancelledBy)
 	if out == WorkflowRunning {
-		return started, "", nil
+		return started, "", lost, nil
 	}
 	// final: counted once, then kept for retention (PruneWorkflows)
 	var first *redis.BoolCmd
@@ -950,13 +998,45 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 		return nil
 	})
 	if err != nil {
-		return started, "", wrap("settle workflow "+id, err)
+		return started, "", lost, wrap("settle workflow "+id, err)
 	}
 	if !first.Val() {
 		out = ""
 	}
-	return started, out, nil
+	return started, out, lost, nil
 }
+
+// markLost ends step s of workflow id (home queue q, definition def) lost
+// (lostScript): true when this call did, false when the step had an end
+// recorded already (another leader, or its job ended and expired since
+// the read) or the workflow was settled or pruned meanwhile.
+func (l *Ledger) markLost(ctx context.Context, q, id string, def *WorkflowDef, s StepDef) (bool, error) {
+	args := []any{endField + s.Name, lostField + s.Name, LostReason, time.Now().UnixMilli()}
+	for _, d := range def.Steps {
+		if slices.Contains(d.Deps, s.Name) {
+			args = append(args, d.Queue+"\n"+d.ID+"\n"+s.Name)
+		}
+	}
+	n, err := lostScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id), l.handoverKey(q)}, args...).Int()
+	if err != nil {
+		return false, wrap("end lost step "+s.Name+" of workflow "+id, err)
+	}
+	return n == 1, nil
+}
+
+// lostScript records a lost step on its workflow's record, once: dead
+// (ARGV 1, end:<step>) with its reason (ARGV 2, 3), and a hand-over record
+// "lost <ms>" (ARGV 4) in the home queue for each of its dependents (ARGV
+// from 5: '<queue>\n<job id>\n<step>'), in one script, so a crash leaves
+// either both or neither. It fails before its first write when the
+// hand-over hash holds another type (ErrForeignKey).
+var lostScript = redis.NewScript(keyGuardLua + `
+key_guard(KEYS[1], 'hash', KEYS[2], 'hash')
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'final') == 1 then return 0 end
+if redis.call('HSETNX', KEYS[1], ARGV[1], 'dead') == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+for i = 5, #ARGV do redis.call('HSET', KEYS[2], ARGV[i], 'lost ' .. ARGV[4]) end
+return 1`)
 
 // stepStates returns the state of each of jobs refs ("" for one gone), a
 // pipelined round trip of HGETs per stepChunk of them: the maintenance

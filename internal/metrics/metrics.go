@@ -43,6 +43,7 @@ type Set struct {
 	OutboxSetAside    *prometheus.CounterVec // outbox (its table's name, set by code)
 	WorkflowsStarted  *prometheus.CounterVec // queue (the workflow's home)
 	WorkflowsFinished *prometheus.CounterVec // queue, outcome
+	WorkflowStepsLost *prometheus.CounterVec // queue (the workflow's home)
 	// Redis failovers and clocks.
 	Rewinds     *prometheus.CounterVec // queue
 	Resubmitted *prometheus.CounterVec // queue
@@ -196,6 +197,9 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 		WorkflowsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_workflows_finished_total", Help: "Workflows the maintenance leader saw finished, by home queue and outcome (succeeded, failed, cancelled; each counted once).",
 		}, []string{"queue", "outcome"}),
+		WorkflowStepsLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_workflow_steps_lost_total", Help: "Workflow steps the maintenance leader ended lost because their job record was missing while the workflow ran (deleted by hand, or lost with a Redis that came back with older data), by the workflow's home queue; each counts as dead for its dependents.",
+		}, []string{"queue"}),
 	}
 	m.Enqueued = register(reg, m.Enqueued)
 	m.Attempted = register(reg, m.Attempted)
@@ -220,6 +224,7 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 	m.OutboxSetAside = register(reg, m.OutboxSetAside)
 	m.WorkflowsStarted = register(reg, m.WorkflowsStarted)
 	m.WorkflowsFinished = register(reg, m.WorkflowsFinished)
+	m.WorkflowStepsLost = register(reg, m.WorkflowStepsLost)
 	m.Rewinds = register(reg, m.Rewinds)
 	m.Resubmitted = register(reg, m.Resubmitted)
 	if pool {

@@ -40,7 +40,8 @@ local function wf_unkeep(id)
 end
 
 -- wf_deliver applies a dependency's end (from: its step name; what:
--- succeeded, dead, cancelled, or reopen after an operator re-ran it) to the
+-- succeeded, dead, cancelled, reopen after an operator re-ran it, or lost
+-- when its job record was found gone) to the
 -- step id of this queue. Idempotent: a dependency name leaves the set once,
 -- and only a waiting step is promoted or cancelled, so delivering twice does
 -- nothing more. A cancelled step keeps its set (and the failed dependencies
@@ -62,6 +63,16 @@ local function wf_deliver(id, from, what, retention)
     redis.call('ZREM', wf_waitk(), id)
     quarantine(id, h[1], 'corrupt workflow key: holds another type')
     return nil
+  end
+  -- lost: the maintenance leader found the dependency's job record gone
+  -- while the workflow ran (Ledger.SettleWorkflow). A dead end, for a step
+  -- still waiting for it only: one that heard its end already (its name
+  -- left the set) is left as it is.
+  local why = what
+  if what == 'lost' then
+    if (h[1] ~= 'waiting' and h[1] ~= 'cancelled') or
+        redis.call('SISMEMBER', wf_waitsk(id), from) == 0 then return nil end
+    what, why = 'dead', 'lost: job record missing'
   end
   -- resume puts a step its dependency's failure cancelled back to waiting,
   -- or on to the next failed dependency when another one failed too
@@ -136,6 +147,7 @@ local function wf_deliver(id, from, what, retention)
     return nil
   end
   local reason = 'dependency ' .. from .. ' ended ' .. what
+  if why ~= what then reason = 'dependency ' .. from .. ' ' .. why end
   redis.call('ZREM', wf_waitk(), id)
   redis.call('ZADD', index['cancelled'], snow, id)
   redis.call('HSET', wf_failedk(id), from, what)

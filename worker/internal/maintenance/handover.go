@@ -70,7 +70,10 @@ func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
 }
 
 // countWorkflows counts the workflows started and finished since the last
-// pass (fencedq_workflows_started_total, _finished_total). A pass reads the
+// pass (fencedq_workflows_started_total, _finished_total), and ends lost
+// the steps of open workflows whose job record is gone (logged at error
+// level, fencedq_workflow_steps_lost_total; their dependents hear of it
+// through the hand-over records this same pass moves). A pass reads the
 // workflows the scripts noted changed (a step ended or re-run, a workflow
 // committed, cancelled, reopened or abandoned): a queue of idle open
 // workflows costs one command. Every fullEvery, and on a leader's first
@@ -110,7 +113,12 @@ func (h *handover) countWorkflows(ctx context.Context, qs []string) {
 	}
 	h.retry = nil
 	for _, r := range todo {
-		started, outcome, err := h.ledger.SettleWorkflow(ctx, r.Home, r.ID)
+		started, outcome, lost, err := h.ledger.SettleWorkflow(ctx, r.Home, r.ID)
+		for _, s := range lost {
+			h.metrics.WorkflowStepsLost.WithLabelValues(ledger.Logical(r.Home)).Inc()
+			h.log.Error("ended a workflow step lost: its job record is missing", "queue", r.Home, "workflow", r.ID,
+				"step", s.Name, "step_queue", s.Queue, "job_id", s.ID, "reason", ledger.LostReason)
+		}
 		if err != nil {
 			h.failed(ctx, "reading a workflow failed", "queue", r.Home, "workflow", r.ID, "error", err)
 			if h.retry == nil {
