@@ -52,6 +52,7 @@ type attempt struct {
 	abandoned  bool         // a stopping pool gave up on the call (Pool.abandon)
 	entered    bool         // middleware's next ran the handler
 	nextDone   bool         // next's run of the handler ended (returned, panicked or exited)
+	unwound    bool         // next's run of the handler ended without returning (panicked or exited)
 	handled    bool         // the handler returned handlerErr
 	callOver   bool         // the handler's call, middleware included, ended: next refuses
 	stray      bool         // the call ended while next still ran the handler (see endCall)
@@ -59,7 +60,7 @@ type attempt struct {
 	start      time.Time // when the handler's call started (set by begin)
 	// exitEnd is how the handler's call ended when its goroutine ended
 	// (runtime.Goexit) in the call, read while the handler's context still
-	// told (see goexited); exitAfter says the handler had returned, so a
+	// told (see decideExited); exitAfter says the handler had returned, so a
 	// middleware ended it and the handler's outcome stands.
 	exitEnd   *rules.End
 	exitAfter bool
@@ -67,26 +68,32 @@ type attempt struct {
 	// Set and read by the attempt's goroutine only. deciding is the end
 	// conclude is deciding the outcome of (decided once it returns), so a
 	// goroutine ending in RetryDelay keeps it; delay is the retry delay,
-	// computed once per attempt (delaySet); handedOver says the outcome
-	// went to the completer; exitCounted that goexited counted the Goexit.
+	// computed once per attempt (delaySet).
 	deciding    rules.End
 	decidingSet bool
 	delay       time.Duration
 	delaySet    bool
-	handedOver  bool
-	exitCounted bool
 }
 
-// enterHandler reports whether middleware's next may run the handler:
-// once per attempt, and not once the attempt's call ended.
-func (a *attempt) enterHandler() bool {
+// enterHandler reports whether middleware's next may run the handler
+// (nil): once per attempt, not once the attempt's call ended
+// (ErrAttemptEnded), and not once hctx, the handler's context, is done or
+// the claim lapsed (a middleware that kept next waiting past the lease):
+// the error then says why (lease.ErrLost for a lost lease).
+func (a *attempt) enterHandler(hctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.entered || a.callOver {
-		return false
+		return ErrAttemptEnded
+	}
+	if hctx.Err() != nil {
+		return fmt.Errorf("worker: the handler's context ended before next ran it: %w", context.Cause(hctx))
+	}
+	if a.lapsed() {
+		return fmt.Errorf("worker: the claim lapsed before next ran the handler: %w", errLocalDeadline)
 	}
 	a.entered = true
-	return true
+	return nil
 }
 
 // handlerEntered reports whether middleware's next ran the handler.
@@ -156,13 +163,22 @@ func (a *attempt) endCall() (stray bool) {
 	return a.stray
 }
 
-// nextEnded records that next's run of the handler ended, and reports
+// nextEnded records that next's run of the handler ended (returned: it
+// returned, rather than panicked or ended its goroutine), and reports
 // whether the attempt's call had ended before (see endCall).
-func (a *attempt) nextEnded() (late bool) {
+func (a *attempt) nextEnded(returned bool) (late bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.nextDone = true
+	a.nextDone, a.unwound = true, !returned
 	return a.stray
+}
+
+// handlerUnwound reports whether next's run of the handler ended without
+// returning: a panic of the handler's unwound through next.
+func (a *attempt) handlerUnwound() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.unwound
 }
 
 // strayHandler reports whether the handler's call ended while next was

@@ -44,85 +44,88 @@ func (p *Pool) executor(wg *sync.WaitGroup) {
 
 // execute runs one attempt and hands its outcome to the completer. The slot
 // frees once the outcome is handed over.
+//
+// An attempt's outcome is decided once, into a.fin, and handed over once,
+// by settle, deferred here: when execute returns, and also when its
+// goroutine ends without returning (runtime.Goexit: t.FailNow in a
+// handler, a middleware or RetryDelay under test).
 func (p *Pool) execute(a *attempt) {
-	var f *finished
-	defer p.release() // even if goexited's own logging ends the goroutine again
-	exited := func() {
-		if !a.handedOver {
-			p.goexited(a, f)
-		}
-	}
-	// A RetryDelay called by goexited (after a handler's Goexit) may end
-	// the goroutine again: the second call then hands over the outcome
-	// with the default delay, calling no RetryDelay.
-	defer exited()
-	defer exited()
+	exited := true
+	defer p.release() // even if settle's own logging ends the goroutine again
+	defer func() { p.settle(a, exited) }()
 	p.renewer.add(a)
-	f = p.runAttempt(a)
+	p.runAttempt(a)
 	if a.markReturned() {
 		a.log.Warn("a handler abandoned at shutdown returned; its result is committed only if its token still runs the job",
-			"wanted", f.outcome.To)
+			"wanted", a.fin.outcome.To)
 	}
-	p.renewer.remove(a)
-	a.end()
-	p.completer.add(f)
-	a.handedOver = true
+	exited = false
 }
 
-// goexited ends attempt a, whose goroutine is exiting without the attempt
-// having returned (runtime.Goexit in its handler or middleware): counted
-// and logged as a handler panic, and committed as a panic is. Before the
-// handler returned, that is a retry, unless the handler's context says
-// the lease was lost, its deadline passed, an operator cancelled it or
-// the pool shut down mid-call; once it returned (a middleware's Goexit
-// after next), the handler's outcome stands, as does an outcome already
-// decided (decided, or being decided when RetryDelay ended the goroutine):
-// an attempt's outcome is decided once, and RetryDelay is not called
-// again from an exiting goroutine.
-func (p *Pool) goexited(a *attempt, decided *finished) {
-	c := a.job
-	kind := p.kindLabel(c.Kind)
-	if !a.exitCounted {
-		a.exitCounted = true
-		p.metrics.Panics.WithLabelValues(ledger.Logical(c.Queue), kind).Inc()
+// settle hands attempt a's outcome over to the completer. exited says
+// its goroutine is ending (runtime.Goexit) instead of execute returning:
+// that is counted and logged as a handler panic, and an outcome not yet
+// decided is decided by decideExited. The hand-over is deferred, so a
+// RetryDelay that ends the goroutine again while deciding still hands
+// the attempt over (decided again, with the default delay).
+func (p *Pool) settle(a *attempt, exited bool) {
+	defer p.handOver(a)
+	if !exited {
+		return
 	}
-	f := &a.fin
-	if decided == nil && a.fin.a != nil {
-		decided = &a.fin // conclude decided it, then its counting ended the goroutine
-	}
-	if decided != nil {
+	p.metrics.Panics.WithLabelValues(ledger.Logical(a.job.Queue), p.kindLabel(a.job.Kind)).Inc()
+	if a.fin.a != nil {
 		a.log.Error("the attempt's goroutine ended after its outcome was decided; the outcome stands",
-			"error", errGoexit.Error(), "wanted", decided.outcome.To)
-		f = decided
-	} else if a.decidingSet {
-		// RetryDelay ended it (logged there): the delay is the default.
-		f = p.conclude(a, a.deciding, kind)
-	} else if end, after := a.keptHandlerEnd(); end != nil {
-		if after {
-			a.log.Error("middleware ended its goroutine after the handler returned; the handler's outcome stands",
-				"error", errGoexit.Error())
-		} else {
-			a.log.Error("handler ended its goroutine without returning", "error", errGoexit.Error())
-		}
-		f = p.conclude(a, *end, kind)
-	} else {
-		a.log.Error("handler ended its goroutine without returning", "error", errGoexit.Error())
-		cause := context.Cause(a.ctx)
-		end := rules.End{Err: errGoexit, Lost: errors.Is(cause, lease.ErrLost), LostCause: cause, Cancelled: a.cancelledByOperator()}
-		if errors.Is(cause, errShutdown) {
-			end.Shutdown = "worker shut down mid-call"
-		}
-		outcome := rules.Decide(end)
-		if outcome.To == jobs.Pending {
-			outcome.RetryIn = p.retryDelay(a)
-		}
-		a.fin = finished{a: a, outcome: outcome, err: errGoexit, kind: kind}
+			"error", errGoexit.Error(), "wanted", a.fin.outcome.To)
+		return
+	}
+	p.decideExited(a)
+}
+
+// handOver hands attempt a's outcome to the completer, deciding it first
+// if deciding it ended the goroutine (see settle), and stops its renewals
+// and its watchdog.
+func (p *Pool) handOver(a *attempt) {
+	if a.fin.a == nil {
+		p.decideExited(a) // RetryDelay is not called again: its delay is the default
 	}
 	a.markReturned()
 	p.renewer.remove(a)
 	a.end()
-	p.completer.add(f)
-	a.handedOver = true
+	p.completer.add(&a.fin)
+}
+
+// decideExited decides the outcome of attempt a, whose goroutine ended
+// (runtime.Goexit) before the outcome was decided. Before the handler
+// returned, that is a retry, unless the handler's context says the lease
+// was lost, its deadline passed, an operator cancelled it or the pool
+// shut down mid-call; once it returned (a middleware's Goexit after next),
+// the handler's outcome stands. When RetryDelay ended it while conclude
+// decided (a.decidingSet), that end is decided again with the default
+// delay: an attempt's outcome is decided from one end, and RetryDelay is
+// called at most once per attempt.
+func (p *Pool) decideExited(a *attempt) {
+	kind := p.kindLabel(a.job.Kind)
+	if a.decidingSet { // RetryDelay ended it (logged there)
+		p.conclude(a, a.deciding, kind)
+		return
+	}
+	end, after := a.keptHandlerEnd()
+	switch {
+	case end == nil: // outside the handler's call: how its context tells
+		cause := context.Cause(a.ctx)
+		end = &rules.End{Err: errGoexit, Lost: errors.Is(cause, lease.ErrLost), LostCause: cause, Cancelled: a.cancelledByOperator()}
+		if errors.Is(cause, errShutdown) {
+			end.Shutdown = "worker shut down mid-call"
+		}
+		fallthrough
+	case !after:
+		a.log.Error("handler ended its goroutine without returning", "error", errGoexit.Error())
+	default:
+		a.log.Error("middleware ended its goroutine after the handler returned; the handler's outcome stands",
+			"error", errGoexit.Error())
+	}
+	p.conclude(a, *end, kind)
 }
 
 // runAttempt takes the attempt's resource lease, if its kind names one, runs
@@ -143,8 +146,8 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 		if p.stopping.Err() != nil {
 			return p.notStarted(a)
 		}
-		return &finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: "resource busy",
-			RetryIn: 100*time.Millisecond + rand.N(400*time.Millisecond)}}
+		return p.decided(a, ledger.Outcome{Defer: true, Reason: "resource busy",
+			RetryIn: 100*time.Millisecond + rand.N(400*time.Millisecond)})
 	}
 	if p.stopping.Err() != nil {
 		return p.notStarted(a) // the completer releases the resource's lease
@@ -156,7 +159,7 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 	// moved on; a cancelled one when an operator asked).
 	if a.lapsed() || a.ctx.Err() != nil {
 		a.log.Warn("the claim lapsed before the handler started; job put back", "cause", context.Cause(a.ctx))
-		return &finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: "the claim lapsed before the handler started"}}
+		return p.decided(a, ledger.Outcome{Defer: true, Reason: "the claim lapsed before the handler started"})
 	}
 
 	var end rules.End
@@ -174,8 +177,8 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 			wait := min(time.Second<<min(c.KindDefers, 5), 30*time.Second)
 			a.log.Warn("no worker for this kind in this pool; job put back for another pool",
 				"put_backs", c.KindDefers+1, "limit", p.cfg.UnknownKindDefers, "in", wait)
-			return &finished{a: a, outcome: ledger.Outcome{Defer: true, UnknownKind: true,
-				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryIn: wait}}
+			return p.decided(a, ledger.Outcome{Defer: true, UnknownKind: true,
+				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryIn: wait})
 		}
 		end.Err = fmt.Errorf("%w: no worker registered for kind %q (put back %d times)", jobs.ErrPermanent, c.Kind, c.KindDefers)
 		end.Reason = "unknown kind"
@@ -219,7 +222,7 @@ func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 // indexed past its end) is logged with the job and replaced by the default
 // delay, so the outcome is still committed and the pool goes on. It is
 // computed once per attempt: a RetryDelay that ends the goroutine
-// (runtime.Goexit) leaves the default delay for goexited.
+// (runtime.Goexit) leaves the default delay for decideExited.
 func (p *Pool) retryDelay(a *attempt) (d time.Duration) {
 	if a.delaySet {
 		return a.delay
@@ -243,13 +246,19 @@ func (p *Pool) retryDelay(a *attempt) (d time.Duration) {
 	return d
 }
 
+// decided records outcome, one no handler's call decided (the job put
+// back), as attempt a's.
+func (p *Pool) decided(a *attempt, outcome ledger.Outcome) *finished {
+	a.fin = finished{a: a, outcome: outcome}
+	return &a.fin
+}
+
 // notStarted puts back the job of attempt a, whose handler had not started
 // when the pool began to stop: pending, due now, its attempt not consumed.
 func (p *Pool) notStarted(a *attempt) *finished {
 	const reason = "the pool stopped before the attempt started"
 	a.log.Info("job put back without starting", "reason", reason)
-	a.fin = finished{a: a, outcome: ledger.Outcome{Defer: true, Reason: reason}}
-	return &a.fin
+	return p.decided(a, ledger.Outcome{Defer: true, Reason: reason})
 }
 
 // acquireResource takes the named resource's lease, waiting up to
@@ -317,7 +326,7 @@ func (p *Pool) runHandler(a *attempt, h *handler) rules.End {
 			return
 		}
 		// The call ended its goroutine (runtime.Goexit): keep how it
-		// ended, for goexited, while the handler's context still tells
+		// ended, for decideExited, while the handler's context still tells
 		// (its deadline, its lease). After the handler returned, a
 		// middleware ended it: the handler's outcome stands.
 		ran, herr := a.handlerResult()
@@ -357,8 +366,15 @@ func (p *Pool) safeRun(ctx context.Context, a *attempt, h *handler, base jobs.Jo
 				return
 			}
 			// Capped as a returned error's text is: a panic quoting a whole
-			// response body must not flood the log.
-			a.log.Error("handler panicked", "panic", ledger.CapError(fmt.Sprint(r)), "stack", string(debug.Stack()))
+			// response body must not flood the log. The panic is the
+			// handler's when it unwound through next (or there is no
+			// middleware), else a middleware's (before next, or while next
+			// runs in a goroutine); the attempt's error reads the same.
+			msg := "handler panicked"
+			if len(p.cfg.Middleware) > 0 && !a.handlerUnwound() {
+				msg = "middleware panicked"
+			}
+			a.log.Error(msg, "panic", ledger.CapError(fmt.Sprint(r)), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()

@@ -36,7 +36,11 @@ type Handler func(ctx context.Context, job JobView) error
 // outcome then stands (the panic is logged and counted), as it does when
 // the middleware ends its goroutine there (runtime.Goexit). next runs the
 // handler once: a second call, or one after the attempt's call ended
-// (from a goroutine), returns ErrAttemptEnded without running it. The
+// (from a goroutine), returns ErrAttemptEnded without running it, and so
+// does one made once the handler's context ended or the claim lapsed
+// (with the cause: lease.ErrLost for a lost lease); a call with a context
+// not derived from the attempt's returns ErrContextReplaced, and one with
+// a JobView not the attempt's ErrForeignJobView, the handler not run. The
 // attempt's outcome is decided when the middleware returns: one that
 // returns while next, called from a goroutine, still runs the handler
 // ends the attempt uncertain with ErrHandlerStillRunning: a middleware
@@ -59,6 +63,20 @@ var ErrAttemptEnded = errors.New("worker: the attempt's handler already ran or i
 // fencedq_handlers_abandoned_total, and the handler's context is
 // cancelled. What the handler returns later is logged, never committed.
 var ErrHandlerStillRunning = errors.New("worker: middleware returned while next was still running the handler")
+
+// ErrContextReplaced is what a middleware's next returns, without running
+// the handler, when the context it was handed is not derived from the
+// attempt's: one without the attempt's lease and fence (context.Background,
+// a context of the middleware's own), or without its deadline
+// (context.WithoutCancel), which would also have lost the cancellation
+// that tells the handler its lease was lost. The handler never runs
+// without its fence.
+var ErrContextReplaced = errors.New("worker: next was called with a context not derived from its attempt's (the handler would lose its fence and its cancellation)")
+
+// ErrForeignJobView is what a middleware's next returns, without running
+// any handler, when the JobView it was handed is not its attempt's: one
+// the middleware made up (the zero value) or another attempt's.
+var ErrForeignJobView = errors.New("worker: next was called with a JobView that is not its attempt's")
 
 // errStillRunning is the error an attempt ends with when its call ended
 // while next still ran the handler (see ErrHandlerStillRunning).
@@ -179,12 +197,15 @@ func (p *Pool) wrap(h *handler, run runFunc) (runFunc, error) {
 		return run, nil
 	}
 	next := Handler(func(ctx context.Context, v JobView) (err error) {
-		if v.a == nil || !v.a.enterHandler() { // v.a is nil in a JobView middleware made up
-			return ErrAttemptEnded
+		if err := v.sameAttempt(ctx); err != nil {
+			return err
+		}
+		if err := v.a.enterHandler(v.hctx); err != nil {
+			return err
 		}
 		returned := false
 		defer func() {
-			if v.a.nextEnded() { // the attempt's call ended first: it is recorded uncertain
+			if v.a.nextEnded(returned) { // the attempt's call ended first: it is recorded uncertain
 				text := "none"
 				if !returned {
 					text = "it did not return (a panic, or runtime.Goexit)"
@@ -217,6 +238,27 @@ func (p *Pool) wrap(h *handler, run runFunc) (runFunc, error) {
 		}
 		return err
 	}, nil
+}
+
+// sameAttempt checks that ctx, the context a middleware handed next, is
+// derived from the handler's context of v's attempt: it carries that
+// attempt's lease (so its fence too) and a deadline no later than the
+// handler's. It reads only what ctx already holds.
+func (v JobView) sameAttempt(ctx context.Context) error {
+	if v.a == nil { // made up by the middleware
+		return ErrForeignJobView
+	}
+	l, ok := lease.FromContext(ctx)
+	if !ok {
+		return ErrContextReplaced
+	}
+	if l != &v.a.held { // the context of another attempt
+		return ErrForeignJobView
+	}
+	if dl, has := ctx.Deadline(); !has || dl.After(v.job.Deadline) {
+		return ErrContextReplaced // its values, without its cancellation
+	}
+	return nil
 }
 
 // endOf is how attempt a's handler call ended with err: hctx is the
