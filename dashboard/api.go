@@ -116,14 +116,6 @@ func queueParam(w http.ResponseWriter, q string) bool {
 	return true
 }
 
-// queues returns [q] or, when q is empty, every known queue.
-func (h *Handler) queues(ctx context.Context, q string) ([]string, error) {
-	if q != "" {
-		return []string{q}, nil
-	}
-	return h.insp.Queues(ctx)
-}
-
 // queueView is one queue on the overview.
 type queueView struct {
 	Name   string               `json:"name"`

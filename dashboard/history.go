@@ -131,7 +131,9 @@ func (p *seriesPoint) add(c map[string]int64) {
 // five minutes): the exact counts the scripts keep per minute
 // (jobs.Inspector.Minutes), the current minute included, and the state
 // counts of the maintenance leader's per-minute snapshots
-// (jobs.Inspector.Series).
+// (jobs.Inspector.Series). Every queue's is read in a fixed number of
+// round trips (jobs.Inspector.AllHistory), skipping the minutes the
+// snapshots prove idle.
 func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 	queue := r.URL.Query().Get("queue")
 	if !queueParam(w, queue) {
@@ -153,13 +155,27 @@ func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	qs, err := h.queues(ctx, queue)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	// The window's first step is the one holding now - span, truncated.
 	since := now.Add(-win.span).Truncate(win.step)
+	var hs []jobs.QueueHistory
+	if queue == "" {
+		if hs, err = h.insp.AllHistory(ctx, since, now); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	} else {
+		one := jobs.QueueHistory{Queue: queue}
+		if one.Minutes, err = h.insp.Minutes(ctx, queue, since, now); err == nil {
+			if one.Series, err = h.insp.Series(ctx, queue, since); err == nil {
+				one.Counts, err = h.insp.Counts(ctx, queue)
+			}
+		}
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		hs = append(hs, one)
+	}
 	out := seriesView{Queue: queue, Window: name, StepSeconds: int64(win.step / time.Second), ServerTime: now,
 		Points: []seriesPoint{}, Now: map[jobs.State]int64{}}
 	steps := map[int64]*seriesPoint{}
@@ -172,23 +188,13 @@ func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 		}
 		return p
 	}
-	for _, q := range qs {
-		ms, err := h.insp.Minutes(ctx, q, since, now)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		for _, m := range ms {
+	for _, q := range hs {
+		for _, m := range q.Minutes {
 			point(m.At).add(m.Counts)
-		}
-		bs, err := h.insp.Series(ctx, q, since)
-		if err != nil {
-			h.fail(w, r, err)
-			return
 		}
 		// State counts: each queue's last snapshot within each step.
 		last := map[int64]jobs.SeriesBucket{}
-		for _, b := range bs {
+		for _, b := range q.Series {
 			last[b.At.Truncate(win.step).UnixMilli()] = b
 		}
 		for _, b := range last {
@@ -197,12 +203,7 @@ func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 			p.Review += b.Counts[jobs.Review]
 			p.Pending += b.Counts[jobs.Pending]
 		}
-		counts, err := h.insp.Counts(ctx, q)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		for s, n := range counts {
+		for s, n := range q.Counts {
 			out.Now[s] += n
 		}
 	}

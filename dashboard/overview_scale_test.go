@@ -2,10 +2,16 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/dashboard"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -103,4 +109,109 @@ func TestOddRegistryNameLeavesTheViews(t *testing.T) {
 	for _, path := range []string{"/api/limits", "/api/stuck"} {
 		getJSON(t, h, path, new(map[string]any))
 	}
+}
+
+// TestHistoryBoundedOverManyQueues: the history of every queue
+// (/api/series without a queue) costs a fixed number of round trips over
+// 1 000 queues, and reads no minute the maintenance leader's snapshots
+// prove idle, while showing what the queues' own histories add up to.
+func TestHistoryBoundedOverManyQueues(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const queues = 1000
+	manyQueues(t, f, queues)
+	now, err := f.ledger.ServerTime(ctx)
+	must(t, err)
+	// The leader's snapshot of every queue, near the start of the day's
+	// window (before the hour's), then work in three queues.
+	var names []string
+	for i := range queues {
+		names = append(names, "q"+strconv.Itoa(i))
+	}
+	names = append(names, ledger.PartitionNames("parts", 3)...)
+	writeSnapshots(t, f, names, now.Add(-24*time.Hour+time.Minute))
+	f.enqueue(echoArgs{N: 1}, jobs.Queue("q3"))
+	f.enqueue(echoArgs{N: 2}, jobs.Queue("q3"), jobs.Delay(time.Hour))
+	f.enqueue(echoArgs{N: 3}, jobs.Queue("parts"))
+	f.enqueue(echoArgs{N: 4}, jobs.Queue("parts"))
+	h := f.handler(dashboard.Options{})
+	var rt redistest.RoundTrips
+	var n commandCount
+	f.rdb.AddHook(&rt)
+	f.rdb.AddHook(&n)
+	type view struct {
+		Points []map[string]any     `json:"points"`
+		Now    map[jobs.State]int64 `json:"now"`
+	}
+	for _, window := range []string{"1h", "24h"} {
+		rt.Reset()
+		n.Reset()
+		var all view
+		getJSON(t, h, "/api/series?window="+window, &all)
+		if rt.N() > 12 || n.N() > 30*queues {
+			t.Errorf("%s: %d round trips, %d commands over %d queues", window, rt.N(), n.N(), queues)
+		}
+		// What the queues' own histories add up to (the idle ones alike).
+		want := view{Now: map[jobs.State]int64{}}
+		points := map[string]map[string]any{}
+		for _, q := range []string{"q0", "q3", "parts", "q999"} {
+			var one view
+			getJSON(t, h, "/api/series?window="+window+"&queue="+q, &one)
+			for s, c := range one.Now {
+				want.Now[s] += c
+			}
+			for _, p := range one.Points {
+				at := p["at"].(string)
+				if points[at] == nil {
+					points[at] = map[string]any{}
+					for k, v := range p {
+						points[at][k] = v
+					}
+					continue
+				}
+				for k, v := range p {
+					if x, ok := v.(float64); ok {
+						points[at][k] = points[at][k].(float64) + x
+					}
+				}
+			}
+		}
+		if len(all.Points) != len(points) || !reflect.DeepEqual(all.Now, want.Now) {
+			t.Fatalf("%s: %d points, now %v; want %d, %v", window, len(all.Points), all.Now, len(points), want.Now)
+		}
+		enq := 0.0
+		for _, p := range all.Points {
+			if !reflect.DeepEqual(p, points[p["at"].(string)]) {
+				t.Fatalf("%s: point %v, want %v", window, p, points[p["at"].(string)])
+			}
+			enq += p["enqueued"].(float64)
+		}
+		if enq != 4 || all.Now[jobs.Pending] != 4 {
+			t.Fatalf("%s: %v enqueued, now %v", window, enq, all.Now)
+		}
+	}
+}
+
+// writeSnapshots writes the buckets the maintenance leader would have
+// recorded at t for each of names (their counters now, read at t).
+func writeSnapshots(t *testing.T, f *fixture, names []string, at time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	at = at.Truncate(time.Minute).UTC()
+	pipe := f.rdb.Pipeline()
+	for _, q := range names {
+		st, err := f.ledger.Stats(ctx, q)
+		must(t, err)
+		b := ledger.SeriesBucket{At: at, Read: at.Add(time.Second), Stats: map[string]int64{}, Counts: map[jobs.State]int64{}}
+		for k, v := range st {
+			if v != 0 {
+				b.Stats[k] = v
+			}
+		}
+		raw, err := json.Marshal(b)
+		must(t, err)
+		pipe.ZAdd(ctx, f.ns+":{"+q+"}:series", redis.Z{Score: float64(at.UnixMilli()), Member: raw})
+	}
+	_, err := pipe.Exec(ctx)
+	must(t, err)
 }

@@ -526,12 +526,22 @@ func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]S
 	if len(names) == 1 {
 		return in.l.Series(ctx, names[0], since)
 	}
-	byMinute := map[time.Time]*SeriesBucket{}
-	for _, n := range names {
-		bs, err := in.l.Series(ctx, n, since)
-		if err != nil {
+	lists := make([][]SeriesBucket, len(names))
+	for i, n := range names {
+		if lists[i], err = in.l.Series(ctx, n, since); err != nil {
 			return nil, err
 		}
+	}
+	return mergeSeries(lists), nil
+}
+
+// mergeSeries sums partitions' buckets minute by minute, oldest first.
+func mergeSeries(lists [][]SeriesBucket) []SeriesBucket {
+	if len(lists) == 1 {
+		return lists[0]
+	}
+	byMinute := map[time.Time]*SeriesBucket{}
+	for _, bs := range lists {
 		for _, b := range bs {
 			m := byMinute[b.At]
 			if m == nil {
@@ -551,7 +561,7 @@ func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]S
 		out = append(out, *b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
-	return out, nil
+	return out
 }
 
 // Minutes returns queue q's exact counts per minute from the minute
@@ -568,12 +578,22 @@ func (in *Inspector) Minutes(ctx context.Context, q string, from, to time.Time) 
 	if len(names) == 1 {
 		return in.l.Minutes(ctx, names[0], from, to)
 	}
-	byMinute := map[time.Time]*MinuteCounts{}
-	for _, n := range names {
-		ms, err := in.l.Minutes(ctx, n, from, to)
-		if err != nil {
+	lists := make([][]MinuteCounts, len(names))
+	for i, n := range names {
+		if lists[i], err = in.l.Minutes(ctx, n, from, to); err != nil {
 			return nil, err
 		}
+	}
+	return mergeMinutes(lists), nil
+}
+
+// mergeMinutes sums partitions' minutes minute by minute, oldest first.
+func mergeMinutes(lists [][]MinuteCounts) []MinuteCounts {
+	if len(lists) == 1 {
+		return lists[0]
+	}
+	byMinute := map[time.Time]*MinuteCounts{}
+	for _, ms := range lists {
 		for _, m := range ms {
 			sum := byMinute[m.At]
 			if sum == nil {
@@ -590,7 +610,7 @@ func (in *Inspector) Minutes(ctx context.Context, q string, from, to time.Time) 
 		out = append(out, *m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
-	return out, nil
+	return out
 }
 
 // LeaderStatus is what the acting maintenance leader last published.

@@ -225,6 +225,17 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 		names = []string{queue}
 	}
 	infos := make([]queueInfo, 0, len(names))
+	if queue == "" {
+		// Every queue in a fixed number of round trips.
+		ov, err := l.Overview(ctx)
+		if err != nil {
+			return err
+		}
+		for _, o := range ov {
+			infos = append(infos, queueInfo{Queue: o.Queue, Counts: o.Counts, Paused: o.Paused, Partitions: o.Layout})
+		}
+		names = nil
+	}
 	for _, q := range names {
 		counts, err := l.Counts(ctx, q)
 		if err != nil {

@@ -91,19 +91,15 @@ func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	qs, err := c.l.Queues(ctx)
+	// Every queue's counts in a fixed number of round trips.
+	ov, err := c.l.Overview(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("reading the ledger's queues: %w", err))
 		return
 	}
-	for _, q := range qs {
-		counts, err := c.l.Counts(ctx, q)
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("reading queue %s's counts: %w", q, err))
-			continue
-		}
-		for s, n := range counts {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), q, string(s))
+	for _, o := range ov {
+		for s, n := range o.Counts {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), o.Queue, string(s))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strconv"
 	"time"
 
@@ -32,6 +33,9 @@ type SeriesBucket struct {
 	Stats map[string]int64 `json:"stats"`
 	// Counts are the jobs per state; zero counts are left out.
 	Counts map[State]int64 `json:"counts"`
+	// Read is Redis's time when the counters were read (zero in buckets
+	// recorded before the field existed).
+	Read time.Time `json:"read,omitzero"`
 }
 
 // seriesKey is queue q's history: a sorted set of JSON buckets scored by
@@ -61,7 +65,9 @@ func (l *Ledger) RecordSeries(ctx context.Context, qs []string, counts []QueueCo
 	for i, q := range qs {
 		stats[i] = pipe.HGetAll(ctx, l.prefix(q)+"stats")
 	}
+	clock := pipe.Time(ctx)
 	_, _ = pipe.Exec(ctx) // read per command below
+	read, _ := clock.Result()
 	if counts == nil {
 		var err error
 		if counts, err = l.CountsOf(ctx, qs); err != nil {
@@ -84,7 +90,7 @@ func (l *Ledger) RecordSeries(ctx context.Context, qs []string, counts []QueueCo
 			errs = append(errs, wrap("series of "+q, err))
 			continue
 		}
-		b := SeriesBucket{At: at, Stats: map[string]int64{}, Counts: map[State]int64{}}
+		b := SeriesBucket{At: at, Read: read.UTC(), Stats: map[string]int64{}, Counts: map[State]int64{}}
 		for k, v := range h {
 			if n, _ := strconv.ParseInt(v, 10, 64); n != 0 && k != seqHistField && k != retentionField {
 				b.Stats[k] = n
@@ -139,21 +145,7 @@ func (l *Ledger) Series(ctx context.Context, q string, since time.Time) ([]Serie
 	if err != nil {
 		return nil, wrap("series", err)
 	}
-	out := make([]SeriesBucket, 0, len(items))
-	for _, s := range items {
-		var b SeriesBucket
-		if json.Unmarshal([]byte(s), &b) != nil || b.At.IsZero() {
-			continue
-		}
-		if b.Stats == nil {
-			b.Stats = map[string]int64{}
-		}
-		if b.Counts == nil {
-			b.Counts = map[State]int64{}
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	return decodeBuckets(items), nil
 }
 
 // MinuteKeep is how long the scripts keep a minute's counts (Minutes):
@@ -181,18 +173,11 @@ func (l *Ledger) Minutes(ctx context.Context, q string, from, to time.Time) ([]M
 	if err := ValidateQueueRef(q); err != nil {
 		return nil, err
 	}
-	first, last := from.Truncate(SeriesStep).UnixMilli(), to.Truncate(SeriesStep).UnixMilli()
-	step := SeriesStep.Milliseconds()
-	if last < first {
+	first, n := minuteRange(from, to)
+	if n == 0 {
 		return nil, nil
 	}
-	// Minutes are counted, not walked to last: a range reaching the ends
-	// of the millisecond clock would overflow last-first or m+step.
-	keep := int64(MinuteKeep / SeriesStep)
-	n := (last-first)/step + 1
-	if last-first < 0 || n > keep {
-		n, first = keep, last-(keep-1)*step
-	}
+	step := SeriesStep.Milliseconds()
 	p := l.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, n)
 	for i := range cmds {
@@ -201,6 +186,154 @@ func (l *Ledger) Minutes(ctx context.Context, q string, from, to time.Time) ([]M
 	if _, err := p.Exec(ctx); err != nil {
 		return nil, wrap("minutes", err)
 	}
+	return decodeMinutes(cmds, first), nil
+}
+
+// QueueHistory is one queue's part of HistoryOf: what Series and Minutes
+// return for it.
+type QueueHistory struct {
+	Series  []SeriesBucket
+	Minutes []MinuteCounts
+}
+
+// HistoryOf returns, for each of queues in their order, its buckets from
+// the minute holding from on (as Series) and its counts per minute from
+// the minute holding from to the one holding to (as Minutes), in two
+// pipelined round trips whatever the number of queues: the first reads
+// each queue's counters, its buckets and its newest bucket before from;
+// the second the minutes that may have counted something.
+//
+// Minutes are not read where the buckets prove them idle: every counter a
+// minute's hash adds to is added to the queue's counters in the same
+// script call, and counters only rise, so when the counters now equal
+// those of a bucket, no minute after the bucket's read (SeriesBucket.Read,
+// Redis's time) counted anything. The minute after the read's is read
+// too, to spare clocks a little apart (a Redis Cluster's nodes, a ledger
+// epoch's clock). A queue without such a bucket (no leader, buckets
+// without Read, counters that moved) has every minute read, as Minutes
+// does.
+func (l *Ledger) HistoryOf(ctx context.Context, queues []string, from, to time.Time) ([]QueueHistory, error) {
+	for _, q := range queues {
+		if err := ValidateQueueRef(q); err != nil {
+			return nil, err
+		}
+	}
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	first, n := minuteRange(from, to)
+	since := strconv.FormatInt(from.Truncate(SeriesStep).UnixMilli(), 10)
+	pipe := l.rdb.Pipeline()
+	stats := make([]*redis.MapStringStringCmd, len(queues))
+	before := make([]*redis.StringSliceCmd, len(queues))
+	within := make([]*redis.StringSliceCmd, len(queues))
+	for i, q := range queues {
+		stats[i] = pipe.HGetAll(ctx, l.prefix(q)+"stats")
+		before[i] = pipe.ZRevRangeByScore(ctx, l.seriesKey(q), &redis.ZRangeBy{Max: "(" + since, Min: "-inf", Count: 1})
+		within[i] = pipe.ZRangeByScore(ctx, l.seriesKey(q), &redis.ZRangeBy{Min: since, Max: "+inf"})
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	out := make([]QueueHistory, len(queues))
+	step := SeriesStep.Milliseconds()
+	reads := make([]int64, len(queues)) // minutes read per queue, from first
+	for i := range queues {
+		items, err := within[i].Result()
+		if err != nil {
+			return nil, wrap("series", err)
+		}
+		out[i].Series = decodeBuckets(items)
+		reads[i] = n
+		h, err := stats[i].Result()
+		if n == 0 || err != nil || before[i].Err() != nil {
+			continue // counters unread: every minute is read
+		}
+		now := seriesStats(h)
+		bs := append(decodeBuckets(before[i].Val()), out[i].Series...)
+		idle := int64(-1) // the earliest read of a bucket whose counters equal now's
+		for k := len(bs) - 1; k >= 0 && maps.Equal(bs[k].Stats, now); k-- {
+			if !bs[k].Read.IsZero() {
+				idle = bs[k].Read.Truncate(SeriesStep).UnixMilli()
+			}
+		}
+		if idle >= 0 {
+			// Minutes from two after the read's on counted nothing.
+			reads[i] = max(0, min(n, (idle+2*step-first)/step))
+		}
+	}
+	mp := l.rdb.Pipeline()
+	cmds := make([][]*redis.MapStringStringCmd, len(queues))
+	sent := false
+	for i, q := range queues {
+		cmds[i] = make([]*redis.MapStringStringCmd, reads[i])
+		for k := range cmds[i] {
+			cmds[i][k] = mp.HGetAll(ctx, l.minuteKey(q, first+int64(k)*step))
+			sent = true
+		}
+	}
+	if sent {
+		if _, err := mp.Exec(ctx); err != nil {
+			return nil, wrap("minutes", err)
+		}
+	}
+	for i := range queues {
+		out[i].Minutes = decodeMinutes(cmds[i], first)
+	}
+	return out, nil
+}
+
+// seriesStats are counters as a bucket keeps them (RecordSeries).
+func seriesStats(h map[string]string) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range h {
+		if n, _ := strconv.ParseInt(v, 10, 64); n != 0 && k != seqHistField && k != retentionField {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// decodeBuckets decodes a history's entries, skipping those that do not
+// decode.
+func decodeBuckets(items []string) []SeriesBucket {
+	out := make([]SeriesBucket, 0, len(items))
+	for _, s := range items {
+		var b SeriesBucket
+		if json.Unmarshal([]byte(s), &b) != nil || b.At.IsZero() {
+			continue
+		}
+		if b.Stats == nil {
+			b.Stats = map[string]int64{}
+		}
+		if b.Counts == nil {
+			b.Counts = map[State]int64{}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// minuteRange is the minutes Minutes reads from the minute holding from to
+// the one holding to: the first one's start (ms) and how many (at most MinuteKeep's worth, the newest; 0 when to is before from).
+func minuteRange(from, to time.Time) (first, n int64) {
+	first, last := from.Truncate(SeriesStep).UnixMilli(), to.Truncate(SeriesStep).UnixMilli()
+	step := SeriesStep.Milliseconds()
+	if last < first {
+		return first, 0
+	}
+	// Minutes are counted, not walked to last: a range reaching the ends
+	// of the millisecond clock would overflow last-first or m+step.
+	keep := int64(MinuteKeep / SeriesStep)
+	n = (last-first)/step + 1
+	if last-first < 0 || n > keep {
+		n, first = keep, last-(keep-1)*step
+	}
+	return first, n
+}
+
+// decodeMinutes are the minutes of cmds, the i-th starting i minutes after
+// first, leaving out those that counted nothing.
+func decodeMinutes(cmds []*redis.MapStringStringCmd, first int64) []MinuteCounts {
+	step := SeriesStep.Milliseconds()
 	var out []MinuteCounts
 	for i, c := range cmds {
 		h := c.Val()
@@ -215,5 +348,5 @@ func (l *Ledger) Minutes(ctx context.Context, q string, from, to time.Time) ([]M
 		}
 		out = append(out, mc)
 	}
-	return out, nil
+	return out
 }

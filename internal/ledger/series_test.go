@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -186,5 +187,32 @@ func TestSeriesOfManyQueuesOnCluster(t *testing.T) {
 		if len(got) != 1 || got[0].Counts[jobs.Pending] != int64(i+1) {
 			t.Fatalf("%s: buckets %+v, want one with %d pending", q, got, i+1)
 		}
+	}
+}
+
+// TestHistoryOfReadsMinutesAfterALateSnapshot: a snapshot recorded for a
+// past minute after the queue counted (its counters read now) proves no
+// minute idle before its read, so HistoryOf returns what Minutes does; a
+// snapshot whose read is older than the counting leaves those minutes to
+// read as well.
+func TestHistoryOfReadsMinutesAfterALateSnapshot(t *testing.T) {
+	rdb, _ := redistest.New(t)
+	f := newFixture(t, rdb)
+	ctx := context.Background()
+	now, err := f.l.ServerTime(ctx)
+	must(t, err)
+	f.enqueue()
+	must(t, f.l.RecordSeries(ctx, []string{f.q}, nil, now.Add(-30*time.Minute)))
+	bs, err := f.l.Series(ctx, f.q, now.Add(-time.Hour))
+	must(t, err)
+	if len(bs) != 1 || bs[0].Read.Before(now) || bs[0].Read.After(now.Add(time.Minute)) {
+		t.Fatalf("bucket read at %v (now %v)", bs, now)
+	}
+	hs, err := f.l.HistoryOf(ctx, []string{f.q}, now.Add(-time.Hour), now)
+	must(t, err)
+	want, err := f.l.Minutes(ctx, f.q, now.Add(-time.Hour), now)
+	must(t, err)
+	if len(hs) != 1 || len(want) == 0 || !reflect.DeepEqual(hs[0].Minutes, want) {
+		t.Fatalf("history %+v, minutes %+v", hs, want)
 	}
 }
