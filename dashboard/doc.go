@@ -88,7 +88,10 @@
 //
 // Above every page, a banner lists the ledger rewinds detected in the last
 // day (jobs.Inspector.Rewinds): Redis came back with older data after a
-// failover or restart, and acknowledged writes were lost.
+// failover or restart, and acknowledged writes were lost. It also names
+// each live pool whose last check found fewer Redis replicas connected
+// than its Durability.Replicas requires (published in its heartbeat):
+// that pool's durable claims, completions and enqueues fail meanwhile.
 //
 // The charts are SVG built by app.js from per-minute buckets that the
 // maintenance leader records in Redis (a day per
@@ -116,7 +119,7 @@
 //	                                   dashboard's and the pools' offsets from Redis, a warning
 //	GET  api/pools                     live pools (each with its clock measurement), the
 //	                                   maintenance leader marked
-//	GET  api/rewinds                   ledger rewinds detected in the last 24 hours
+//	GET  api/rewinds                   ledger rewinds detected in the last 24 hours, pools missing replicas
 //	GET  api/series?window=1h|24h&queue=  chart points: the exact counts per step (kept per
 //	                                   minute by the scripts, the current minute included),
 //	                                   the leader's state snapshots, and the state counts now

@@ -20,10 +20,22 @@ type rewindList struct {
 	ServerTime  time.Time    `json:"server_time"`
 	WindowHours int          `json:"window_hours"`
 	Rewinds     []rewindView `json:"rewinds"`
+	// Replicas are the live pools whose last check found fewer Redis
+	// replicas connected than their Durability.Replicas requires.
+	Replicas []replicaShortfall `json:"replicas"`
+}
+
+// replicaShortfall is a live pool missing replicas its durability
+// requires: its durable claims, completions and enqueues fail.
+type replicaShortfall struct {
+	Pool     string `json:"pool"`
+	Missing  int    `json:"missing"`
+	Required int    `json:"required"`
 }
 
 // apiRewinds lists the ledger rewinds detected in the last rewindWindow
-// (by Redis time), latest first: the banner every page shows.
+// (by Redis time), latest first, and the live pools missing Redis replicas
+// their durability requires: the banner every page shows.
 func (h *Handler) apiRewinds(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
@@ -37,10 +49,20 @@ func (h *Handler) apiRewinds(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	out := rewindList{ServerTime: now, WindowHours: int(rewindWindow / time.Hour), Rewinds: []rewindView{}}
+	ps, err := h.insp.Pools(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := rewindList{ServerTime: now, WindowHours: int(rewindWindow / time.Hour), Rewinds: []rewindView{}, Replicas: []replicaShortfall{}}
 	for _, rw := range rs {
 		if now.Sub(rw.LastAt) <= rewindWindow {
 			out.Rewinds = append(out.Rewinds, rewindView{Rewind: rw, LostWrites: rw.LostWrites()})
+		}
+	}
+	for _, p := range ps {
+		if p.ReplicasMissing > 0 {
+			out.Replicas = append(out.Replicas, replicaShortfall{Pool: p.ID, Missing: p.ReplicasMissing, Required: p.ReplicasRequired})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fencedq/fencedq/lease"
 )
@@ -34,8 +35,9 @@ type Fence struct {
 }
 
 // Validate reports with ErrInvalid an incomplete fence, or one no lease
-// can have issued: a resource longer than lease.MaxResourceLen or an owner
-// longer than lease.MaxOwnerLen bytes.
+// can have issued: a resource longer than lease.MaxResourceLen, or an owner
+// longer than lease.MaxOwnerLen bytes or holding a line break ("\r" or
+// "\n"), which package lease refuses in an owner.
 func (f Fence) Validate() error {
 	switch {
 	case f.Resource == "":
@@ -48,6 +50,8 @@ func (f Fence) Validate() error {
 		return fmt.Errorf("%w: empty owner", ErrInvalid)
 	case len(f.Owner) > lease.MaxOwnerLen:
 		return fmt.Errorf("%w: owner longer than %d bytes", ErrInvalid, lease.MaxOwnerLen)
+	case strings.ContainsAny(f.Owner, "\r\n"):
+		return fmt.Errorf("%w: owner contains a line break", ErrInvalid)
 	case f.OperationID == "":
 		return fmt.Errorf("%w: empty operation id", ErrInvalid)
 	}

@@ -32,7 +32,8 @@ func TestClientExportsNoPoolSeries(t *testing.T) {
 		case "fencedq_jobs_enqueued_total":
 			enqueued = true
 		case "fencedq_maintenance_leader", "fencedq_maintenance_last_scan_timestamp_seconds", "fencedq_schedule_conflicts",
-			"fencedq_redis_clock_offset_seconds", "fencedq_redis_clock_jumps_total", "fencedq_redis_may_evict":
+			"fencedq_redis_clock_offset_seconds", "fencedq_redis_clock_jumps_total", "fencedq_redis_may_evict",
+			"fencedq_redis_replicas_missing":
 			t.Errorf("a client exports %s", f.GetName())
 		}
 	}

@@ -35,6 +35,9 @@ func (p *Pool) watchClock(ctx context.Context, leader *maintenance.Leader) {
 	for beat := 0; ctx.Err() == nil; beat++ {
 		if beat%evictionEvery == 0 {
 			p.checkEviction(ctx)
+			if beat > 0 { // the start read the replicas just now
+				p.checkReplicas(ctx, false)
+			}
 		}
 		p.measureClock(ctx)
 		p.heartbeat(ctx)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,14 +100,17 @@ type Pool struct {
 	freed          chan struct{}   // signalled when a slot frees
 	renewer        *renewer
 	completer      *completer
-	clock          clockWatch    // Redis's clock against the pool's (clock.go)
-	evicting       bool          // Redis may evict keys, as last logged (eviction.go; the heartbeat goroutine only)
-	evictionUnread bool          // the eviction policy could not be read, as last logged (eviction.go; the heartbeat goroutine only)
-	clockEvery     time.Duration // how often it is measured (registerEvery)
-	parts          partitions    // the queues' partitions (partitions.go)
-	unsettled      unsettledSet  // the jobs a stopping pool leaves behind (shutdown.go)
-	liveKinds      liveKinds     // the kinds other live pools run (livekinds.go)
-	hooks          hooks
+	clock          clockWatch // Redis's clock against the pool's (clock.go)
+	evicting       bool       // Redis may evict keys, as last logged (eviction.go; the heartbeat goroutine only)
+	evictionUnread bool       // the eviction policy could not be read, as last logged (eviction.go; the heartbeat goroutine only)
+	// replicasMissing is the replicas Durability.Replicas requires beyond
+	// those connected, as last read (replicas.go).
+	replicasMissing atomic.Int64
+	clockEvery      time.Duration // how often it is measured (registerEvery)
+	parts           partitions    // the queues' partitions (partitions.go)
+	unsettled       unsettledSet  // the jobs a stopping pool leaves behind (shutdown.go)
+	liveKinds       liveKinds     // the kinds other live pools run (livekinds.go)
+	hooks           hooks
 }
 
 // NewPool returns a pool over rdb (a single Redis, Sentinel failover client
@@ -414,7 +418,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	if err := p.ledger.CheckSentinels(ctx); errors.Is(err, epoch.ErrUnknownMaster) || errors.Is(err, epoch.ErrNotSentinel) {
 		return p.startFailed(ctx, configError{fmt.Errorf("Config.Jobs.Sentinel: %w", err)})
 	}
-	p.checkReplicas(ctx)
+	p.checkReplicas(ctx, true)
 	if err := p.refreshPartitions(ctx); err != nil {
 		return p.startFailed(ctx, err)
 	}
@@ -658,11 +662,15 @@ func (p *Pool) info() jobs.PoolInfo {
 			digests[s.Spec.ID] = s.Spec.Digest
 		}
 	}
-	return jobs.PoolInfo{
+	info := jobs.PoolInfo{
 		ID: p.cfg.WorkerID, Instance: p.instance, Host: host, PID: os.Getpid(), Queues: p.cfg.Queues,
 		Concurrency: p.cfg.Concurrency, Busy: len(p.slots), Version: jobs.BuildVersion(), Started: p.started,
 		Schedules: schedules, ScheduleDigests: digests, Kinds: kinds, Reconcilers: reconcilers, Clock: clock, ClockJumps: jumps,
 	}
+	if n := p.replicasMissing.Load(); n > 0 {
+		info.ReplicasMissing, info.ReplicasRequired = int(n), p.cfg.Jobs.Durability.Replicas
+	}
+	return info
 }
 
 // effectPruner returns the effect log as a pruner when it can prune itself

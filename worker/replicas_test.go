@@ -3,8 +3,12 @@ package worker_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -79,4 +83,58 @@ func TestRunSaysTooFewReplicasAreConnected(t *testing.T) {
 		}
 	}
 	t.Fatalf("no error-level log naming 0 replicas connected of 2 required among %d records", len(records))
+}
+
+// A pool whose Durability asks for more replicas than are connected
+// exports the shortfall (fencedq_redis_replicas_missing) and publishes it
+// in its heartbeat, for the dashboard's banner, from its start; the check
+// made with the eviction policy's (every 12 heartbeats) sees a replica
+// that connects later: the gauge drops to 0, the heartbeat no longer
+// carries it, and the pool says so.
+func TestPoolExportsMissingReplicas(t *testing.T) {
+	primary := redistest.Start(t, redistest.Options{})
+	rdb := primary.Client()
+	e := newEnvOn(t, rdb, redistest.Namespace(t))
+	cfg := e.config()
+	cfg.Jobs.Durability = jobs.Durability{Replicas: 1}
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	p := e.pool(cfg)
+	worker.SetClockEvery(p, 5*time.Millisecond)
+	h := worker.InitHooks(p, t)
+	e.start(p)
+	h.Clocked.WaitOrTimeout() // the first heartbeat comes after it
+	h.Clocked.WaitOrTimeout()
+	if v := metricSum(t, reg, "fencedq_redis_replicas_missing"); v != 1 {
+		t.Fatalf("fencedq_redis_replicas_missing = %v with no replica of 1 required, want 1", v)
+	}
+	ctx := t.Context()
+	missing := func() (int, int) {
+		t.Helper()
+		ps, err := e.client.Inspector().Pools(ctx)
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("pools: %v, %v", ps, err)
+		}
+		return ps[0].ReplicasMissing, ps[0].ReplicasRequired
+	}
+	if m, r := missing(); m != 1 || r != 1 {
+		t.Fatalf("heartbeat: %d replicas missing of %d required, want 1 of 1", m, r)
+	}
+
+	replica := redistest.Start(t, redistest.Options{})
+	host, port, _ := strings.Cut(primary.Addr, ":")
+	if err := replica.Client().ReplicaOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(e.logs.String(), "enough Redis replicas are connected again") {
+		h.Clocked.WaitOrTimeout()
+	}
+	if v := metricSum(t, reg, "fencedq_redis_replicas_missing"); v != 0 {
+		t.Fatalf("fencedq_redis_replicas_missing = %v with the replica connected, want 0", v)
+	}
+	h.Clocked.WaitOrTimeout() // a heartbeat after the check
+	h.Clocked.WaitOrTimeout()
+	if m, _ := missing(); m != 0 {
+		t.Fatalf("heartbeat: %d replicas missing with the replica connected, want 0", m)
+	}
 }

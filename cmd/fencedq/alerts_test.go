@@ -205,7 +205,7 @@ func TestAlertRulesUseWorkerMetrics(t *testing.T) {
 		"fencedq_fenced_rejections_total", "max(fencedq_maintenance_leader) == 0", "absent(fencedq_maintenance_leader)",
 		"fencedq_maintenance_last_scan_timestamp_seconds", "fencedq_maintenance_errors_total", "fencedq_reconcile_errors_total",
 		"fencedq_ledger_rewinds_total", "fencedq_redis_clock_offset_seconds", "fencedq_redis_clock_jumps_total",
-		"fencedq_redis_may_evict", "fencedq_outbox_rows_set_aside_total",
+		"fencedq_redis_may_evict", "fencedq_redis_replicas_missing", "fencedq_outbox_rows_set_aside_total",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no rule covers %s", want)

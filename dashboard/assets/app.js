@@ -321,13 +321,21 @@
     { decision, note, state: job.state, token: job.token || '', runs: job.runs || 0 });
 
   // loadBanner shows, above every page, the ledger rewinds (losses of
-  // acknowledged writes after a Redis failover) detected in the last day.
+  // acknowledged writes after a Redis failover) detected in the last day,
+  // and the live pools missing Redis replicas their durability requires.
   async function loadBanner() {
     let data;
     try { data = await api('api/rewinds'); } catch (_) { return; }
     const rs = data.rewinds || [];
-    if (!rs.length) { bannerEl.hidden = true; bannerEl.replaceChildren(); return; }
+    const reps = data.replicas || [];
+    if (!rs.length && !reps.length) { bannerEl.hidden = true; bannerEl.replaceChildren(); return; }
+    const replicaLines = reps.map((p) => el('p', { class: 'replicas', 'data-pool': p.pool },
+      el('strong', {}, 'Too few Redis replicas'), ': pool ', el('strong', { class: 'mono' }, p.pool), ' has ' + p.missing +
+      ' fewer replica' + (p.missing === 1 ? '' : 's') + ' connected than its Durability.Replicas (' + p.required +
+      ') requires: its durable claims, completions and enqueues fail until enough connect.'));
+    if (!rs.length) { bannerEl.replaceChildren(...replicaLines); bannerEl.hidden = false; return; }
     bannerEl.replaceChildren(
+      ...replicaLines,
       el('p', {}, el('strong', {}, 'Redis lost acknowledged writes'),
         ' (a failover to a lagging replica, or a restart from older data) — detected in the last ' + data.window_hours + ' hours:'),
       ...rs.map((r) => el('p', { class: 'rewind', 'data-queue': r.queue },

@@ -40,23 +40,40 @@ func notMigrated(err error) error {
 	return err
 }
 
-// ErrForeignTable means Migrate found a high-water table or effect log of
-// the names Options gives whose columns are not the ones pgfence creates
-// (a table it did not create, or one altered since): a token column that
-// is not numeric (text compares "9" above "10", double precision rounds
-// neighbouring tokens together), a name column that is not text, or a
-// missing column. Migrate refuses to adopt it and changes nothing.
+// ErrForeignTable means Migrate found a high-water table, effect log or
+// outbox of the names Options gives whose columns are not the ones pgfence
+// creates (a table it did not create, or one altered since): a token
+// column that is not numeric (text compares "9" above "10", double
+// precision rounds neighbouring tokens together), a name column that is
+// not text, an outbox column of another type than the relay reads and
+// writes (an id that is not a uuid, a payload that is not text, a
+// failed_at that is not a timestamptz, say), or a missing column. Migrate
+// refuses to adopt it and changes nothing.
 var ErrForeignTable = errors.New("pgfence: table not as pgfence creates it")
 
-// wantColumns are the columns of the tables checkColumns checks, with the
-// base type pgfence creates them with.
-var wantColumns = map[string][]struct{ name, typ string }{
-	"fences":  {{"resource", "text"}, {"token", "numeric"}, {"owner", "text"}},
-	"effects": {{"operation_id", "text"}, {"resource", "text"}, {"token", "numeric"}, {"owner", "text"}},
+// column is a column checkColumns checks: its name, the base type pgfence
+// creates it with, and whether a later migration adds it (checked only
+// when present: a table of an earlier version does not have it yet).
+type column struct {
+	name, typ string
+	added     bool
 }
 
-// checkColumns refuses with ErrForeignTable a high-water table or effect
-// log (of those that exist) whose fenced columns are missing or of another
+// wantColumns are the columns of the tables checkColumns checks.
+var wantColumns = map[string][]column{
+	"fences":  {{"resource", "text", false}, {"token", "numeric", false}, {"owner", "text", false}},
+	"effects": {{"operation_id", "text", false}, {"resource", "text", false}, {"token", "numeric", false}, {"owner", "text", false}},
+	"outbox": {
+		{"id", "uuid", false}, {"seq", "bigint", false}, {"kind", "text", false}, {"queue", "text", false},
+		{"operation_id", "text", false}, {"resource", "text", false}, {"payload", "text", false},
+		{"sensitive", "boolean", false}, {"max_retries", "integer", false}, {"timeout_ms", "bigint", false},
+		{"run_at", "timestamp with time zone", false}, {"created_at", "timestamp with time zone", false},
+		{"failed_at", "timestamp with time zone", true}, {"error", "text", true}, {"options", "jsonb", true},
+	},
+}
+
+// checkColumns refuses with ErrForeignTable a high-water table, effect log
+// or outbox (of those that exist) whose columns are missing or of another
 // type than pgfence creates them with.
 func checkColumns(ctx context.Context, q interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -65,8 +82,8 @@ func checkColumns(ctx context.Context, q interface {
 		FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-		WHERE n.nspname = COALESCE(NULLIF($1, ''), current_schema()) AND c.relname IN ($2, $3)`,
-		opts.Schema, opts.prefix()+"fences", opts.prefix()+"effects")
+		WHERE n.nspname = COALESCE(NULLIF($1, ''), current_schema()) AND c.relname IN ($2, $3, $4)`,
+		opts.Schema, opts.prefix()+"fences", opts.prefix()+"effects", opts.prefix()+"outbox")
 	if err != nil {
 		return fmt.Errorf("pgfence: migrate: read columns: %w", err)
 	}
@@ -86,7 +103,7 @@ func checkColumns(ctx context.Context, q interface {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("pgfence: migrate: read columns: %w", err)
 	}
-	for _, kind := range []string{"fences", "effects"} {
+	for _, kind := range []string{"fences", "effects", "outbox"} {
 		table := opts.prefix() + kind
 		cols, ok := found[table]
 		if !ok {
@@ -94,6 +111,7 @@ func checkColumns(ctx context.Context, q interface {
 		}
 		for _, w := range wantColumns[kind] {
 			switch got, ok := cols[w.name]; {
+			case !ok && w.added:
 			case !ok:
 				return fmt.Errorf("%w: table %s has no column %s", ErrForeignTable, table, w.name)
 			case got != w.typ:

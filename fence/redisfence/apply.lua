@@ -18,8 +18,10 @@
 --        {0, stored_token, stored_owner}                 stale: nothing changed
 --        {2, token, owner, applied_us, resource}         operation already applied: nothing changed
 --        {3, token, owner}                               operation pending under a Guard: nothing changed
---        error 'FENCEDQ <reason>'                        a mutation cannot apply, or KEYS[1] or KEYS[2]
---                                                        holds another type than a hash: nothing changed
+--        error 'FENCEDQ <reason>'                        a mutation cannot apply, KEYS[1] or KEYS[2]
+--                                                        holds another type than a hash, or KEYS[1]
+--                                                        a token that is not a decimal uint64 (or no
+--                                                        token beside an owner): nothing changed
 -- The fence accepts a higher token, or the same token from the same owner. Every check and
 -- every mutation's precondition is read before the first write, so a rejection writes nothing.
 
@@ -61,6 +63,13 @@ local function fits(a, b)
   return true
 end
 
+-- mark reports whether v is a token as the store writes it: a decimal uint64 above 0 without
+-- leading zeros, the form cmp compares.
+local function mark(v)
+  if not v or not string.match(v, '^[1-9]%d*$') then return false end
+  return #v < 20 or (#v == 20 and v <= '18446744073709551615')
+end
+
 local tok, owner, resource, opid, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ttl = tonumber(ARGV[6])
 
@@ -72,9 +81,13 @@ local function hget(key, ...)
   return v
 end
 
--- 1. Fence.
+-- 1. Fence. A mark whose token is not one the store writes (edited by hand) is refused: compared
+-- as it is, it could let a lower token pass.
 local hw, err = hget(KEYS[1], 'token', 'owner')
 if err then return err end
+if (hw[1] or hw[2]) and not mark(hw[1]) then
+  return redis.error_reply('FENCEDQ store key ' .. KEYS[1] .. ' holds a token that is not a decimal uint64')
+end
 if hw[1] then
   local c = cmp(tok, hw[1])
   if c < 0 or (c == 0 and owner ~= hw[2]) then

@@ -5,8 +5,10 @@
 -- ARGV[6] retention in ms (0: keep forever)
 -- Reply: 1 recorded (our pending record, or none left because it expired)
 --        0 someone else recorded the operation as applied meanwhile (left unchanged)
+--        error 'FENCEDQ <reason>'   KEYS[1] holds another type than a hash (edited by hand): left unchanged
 -- The handler's effect has happened, so it is recorded even if the pending record expired.
-local st = redis.call('HMGET', KEYS[1], 'state', 'nonce')
+local st = redis.pcall('HMGET', KEYS[1], 'state', 'nonce')
+if st.err then return redis.error_reply('FENCEDQ store key ' .. KEYS[1] .. ' is not a hash') end
 if st[1] == 'applied' then
   return 0
 end

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fencedq/fencedq/fence"
@@ -35,8 +36,10 @@ import (
 // token arriving while run executes is accepted and may write concurrently
 // with it; for writes that must be fenced atomically, use Apply. If run
 // outlives PendingTTL, a retry may start a second run. If recording fails
-// after run succeeded, Guard returns an error although the effect happened;
-// the pending record then expires and a retry runs again.
+// after run succeeded, Guard returns an error although the effect happened
+// (matching ErrMutation when the effect record was replaced by another type
+// meanwhile, naming its key); the pending record then expires and a retry
+// runs again.
 func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.Context) error) error {
 	if err := s.usable(); err != nil {
 		return err
@@ -76,6 +79,9 @@ func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.C
 	done = true
 	err = finishScript.Run(context.WithoutCancel(ctx), s.client, []string{key},
 		nonce, f.Token.String(), f.Owner, f.Resource, f.OperationID, ms(s.cfg.EffectTTL)).Err()
+	if msg, ok := strings.CutPrefix(fmt.Sprint(err), "FENCEDQ "); ok {
+		return fmt.Errorf("%w: record %q after it ran: %s", ErrMutation, f.OperationID, msg)
+	}
 	if err != nil {
 		return fmt.Errorf("redisfence: record %q after it ran: %w", f.OperationID, err)
 	}

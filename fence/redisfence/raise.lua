@@ -4,7 +4,8 @@
 -- ARGV[2] owner
 -- Reply: {1, token, owner}                  accepted: the mark is now (token, owner)
 --        {0, stored_token, stored_owner}    stale: nothing changed
---        error 'FENCEDQ <reason>'           KEYS[1] holds another type than a hash: nothing changed
+--        error 'FENCEDQ <reason>'           KEYS[1] holds another type than a hash, or a token that is not a
+--                                           decimal uint64 (or no token beside an owner): nothing changed
 local function cmp(a, b) -- decimal strings without leading zeros
   if #a ~= #b then
     if #a < #b then return -1 end
@@ -14,8 +15,16 @@ local function cmp(a, b) -- decimal strings without leading zeros
   if a < b then return -1 end
   return 1
 end
+-- mark reports whether v is a token as the store writes it (see apply.lua).
+local function mark(v)
+  if not v or not string.match(v, '^[1-9]%d*$') then return false end
+  return #v < 20 or (#v == 20 and v <= '18446744073709551615')
+end
 local hw = redis.pcall('HMGET', KEYS[1], 'token', 'owner')
 if hw.err then return redis.error_reply('FENCEDQ store key ' .. KEYS[1] .. ' is not a hash') end
+if (hw[1] or hw[2]) and not mark(hw[1]) then
+  return redis.error_reply('FENCEDQ store key ' .. KEYS[1] .. ' holds a token that is not a decimal uint64')
+end
 if hw[1] then
   local c = cmp(ARGV[1], hw[1])
   if c < 0 or (c == 0 and ARGV[2] ~= hw[2]) then

@@ -38,10 +38,11 @@ var (
 	// ErrMutation means a mutation could not apply to the data it found (a
 	// wrong key type, a counter Redis does not read as a 64-bit integer, a
 	// sum that would overflow one), or one of the store's own keys holds
-	// another type than the store writes there (edited by hand); nothing
-	// was written, and the operation id is left unbound. Reads (HighWater,
-	// Applied, AppliedOn) of a store key holding another type fail with it
-	// too, naming the key.
+	// another type than the store writes there, or a high-water mark a
+	// token that is not a decimal uint64 (edited by hand); nothing was
+	// written, and the operation id is left unbound. Reads (HighWater,
+	// Applied, AppliedOn) of such a key (or of an effect record whose token
+	// is not one) fail with it too, naming the key.
 	ErrMutation = errors.New("redisfence: mutation rejected")
 )
 
@@ -405,7 +406,9 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 
 // HighWater returns the highest accepted token of resource and its owner,
 // or a zero token when the resource was never fenced. A resource no write
-// can name (empty, too long, with a brace) fails with fence.ErrInvalid.
+// can name (empty, too long, with a brace) fails with fence.ErrInvalid. A
+// mark whose token is not a decimal uint64 above 0 (edited by hand) fails
+// with ErrMutation naming the key, as every write on the resource does.
 func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, string, error) {
 	if err := s.usable(); err != nil {
 		return 0, "", err
@@ -418,10 +421,14 @@ func (s *Store) HighWater(ctx context.Context, resource string) (lease.Token, st
 	if err != nil {
 		return 0, "", readError(fmt.Sprintf("high-water of %q", resource), key, "a hash", err)
 	}
-	if h[0] == nil {
+	if h[0] == nil && h[1] == nil {
 		return 0, "", nil
 	}
-	return parseToken(h[0]), str(h[1]), nil
+	tok, ok := markToken(h[0])
+	if !ok {
+		return 0, "", fmt.Errorf("%w: store key %s holds a token that is not a decimal uint64", ErrMutation, key)
+	}
+	return tok, str(h[1]), nil
 }
 
 // Applied reports whether operationID was applied, implementing
@@ -472,7 +479,11 @@ func (s *Store) AppliedOn(ctx context.Context, resource, operationID string) (fe
 	if str(h[0]) != "applied" {
 		return fence.Effect{}, false, nil
 	}
-	return fence.Effect{OperationID: operationID, Resource: resource, Token: parseToken(h[1]), Owner: str(h[2])}, true, nil
+	tok, ok := markToken(h[1])
+	if !ok {
+		return fence.Effect{}, false, fmt.Errorf("%w: store key %s holds a token that is not a decimal uint64", ErrMutation, key)
+	}
+	return fence.Effect{OperationID: operationID, Resource: resource, Token: tok, Owner: str(h[2])}, true, nil
 }
 
 // scriptError wraps a script's error: a refusal the script raised
@@ -507,6 +518,20 @@ func str(v any) string {
 		return strconv.FormatInt(x, 10)
 	}
 	return fmt.Sprint(v)
+}
+
+// markToken reads a token the store wrote (a decimal uint64 above 0
+// without leading zeros); ok is false for anything else.
+func markToken(v any) (tok lease.Token, ok bool) {
+	s, isStr := v.(string)
+	if !isStr || s == "" || s[0] < '1' || s[0] > '9' {
+		return 0, false
+	}
+	t, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return lease.Token(t), true
 }
 
 func parseToken(v any) lease.Token {

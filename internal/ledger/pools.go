@@ -47,6 +47,13 @@ type PoolInfo struct {
 	// ClockJumps counts the times the pool saw Redis's clock jump
 	// backwards since it started.
 	ClockJumps int64 `json:"clock_jumps,omitempty"`
+	// ReplicasMissing is how many more replicas the pool's
+	// Durability.Replicas (ReplicasRequired) requires than Redis had
+	// online at the pool's last check (the largest shortfall of a
+	// Cluster's masters); 0 when enough were. While above 0, the pool's
+	// durable claims, completions and enqueues fail.
+	ReplicasMissing  int `json:"replicas_missing,omitempty"`
+	ReplicasRequired int `json:"replicas_required,omitempty"`
 }
 
 // KindRules say what a kind's Go type does beyond its JSON: the checks a

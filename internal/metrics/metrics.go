@@ -50,6 +50,10 @@ type Set struct {
 	ClockOffset prometheus.Gauge
 	ClockJumps  prometheus.Counter
 	MayEvict    prometheus.Gauge
+	// ReplicasMissing is how many more replicas Durability.Replicas
+	// requires than are connected (the largest shortfall of a Cluster's
+	// masters); 0 when enough are, or durability is off.
+	ReplicasMissing prometheus.Gauge
 	// WorkerIDConflicts counts live heartbeats of a pool's WorkerID from
 	// another pool that the pool found.
 	WorkerIDConflicts prometheus.Counter
@@ -179,6 +183,9 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 		MayEvict: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fencedq_redis_may_evict", Help: "1 when Redis (a master of a Cluster) has a maxmemory and an eviction policy other than noeviction: under memory pressure it deletes keys, job records and fence marks among them; 0 otherwise. Read every minute.",
 		}),
+		ReplicasMissing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencedq_redis_replicas_missing", Help: "How many more replicas Config.Jobs.Durability.Replicas requires than Redis has online (the largest shortfall of a Cluster's masters; 0 when enough are connected, or durability is off): while above 0, every durable claim, completion and enqueue of the pool fails. Read at the start and every minute.",
+		}),
 		WorkerIDConflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fencedq_worker_id_conflicts_total", Help: "Times this pool found a live heartbeat of its WorkerID from another pool (as it started, which then failed, or at a heartbeat): each live pool needs its own WorkerID.",
 		}),
@@ -234,6 +241,7 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 		m.ClockOffset = register(reg, m.ClockOffset)
 		m.ClockJumps = register(reg, m.ClockJumps)
 		m.MayEvict = register(reg, m.MayEvict)
+		m.ReplicasMissing = register(reg, m.ReplicasMissing)
 		m.WorkerIDConflicts = register(reg, m.WorkerIDConflicts)
 	}
 	return m

@@ -16,6 +16,7 @@ import (
 var poolOnly = []string{
 	"fencedq_maintenance_leader", "fencedq_maintenance_last_scan_timestamp_seconds", "fencedq_schedule_conflicts",
 	"fencedq_redis_clock_offset_seconds", "fencedq_redis_clock_jumps_total", "fencedq_redis_may_evict",
+	"fencedq_redis_replicas_missing",
 }
 
 func families(t *testing.T, reg *prometheus.Registry) map[string]bool {

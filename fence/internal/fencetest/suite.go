@@ -212,6 +212,9 @@ func testInvalid(t *testing.T, h Harness) {
 		fz("acct:1", 30, longOwner, "op-4"),
 		fz("acct:new", 30, longOwner, "op-4"),
 		fz(longResource, 30, "b", "op-4"),
+		// An owner with a line break, which a lease refuses.
+		fz("acct:1", 30, "b\nc", "op-4"),
+		fz("acct:new", 30, "b\r", "op-4"),
 	} {
 		if err := h.Apply(ctx, f, 1); !errors.Is(err, fence.ErrInvalid) {
 			t.Errorf("Apply(%s): err = %v, want ErrInvalid", clip(f), err)
@@ -222,6 +225,7 @@ func testInvalid(t *testing.T, h Harness) {
 		fz("acct:1", 30, longOwner, ""),
 		fz("acct:new", 30, longOwner, ""),
 		fz(longResource, 30, "b", ""),
+		fz("acct:new", 30, "b\nc", ""),
 	} {
 		if err := h.FenceOnAcquire(ctx, f); !errors.Is(err, fence.ErrInvalid) {
 			t.Errorf("FenceOnAcquire(%s): err = %v, want ErrInvalid", clip(f), err)
