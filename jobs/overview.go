@@ -35,6 +35,15 @@ type queueNames struct {
 	names  [][]string
 }
 
+// flat returns every name holding jobs, queue by queue.
+func (qn *queueNames) flat() []string {
+	var all []string
+	for _, names := range qn.names {
+		all = append(all, names...)
+	}
+	return all
+}
+
 // allNames reads the queue registry and the partition counts in two round
 // trips. A registry member whose queue name no call could take (written by
 // hand) is left out, rather than failing every view over all queues.
@@ -174,10 +183,7 @@ func (in *Inspector) AllDueRunning(ctx context.Context, t time.Time, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	var all []string
-	for _, names := range qn.names {
-		all = append(all, names...)
-	}
+	all := qn.flat()
 	due, err := in.l.DueIDsOf(ctx, all, Running, t, limit)
 	if err != nil {
 		return nil, err
@@ -231,10 +237,7 @@ func (in *Inspector) AllLimits(ctx context.Context) ([]QueueFlow, error) {
 	if err != nil {
 		return nil, err
 	}
-	var all []string
-	for _, names := range qn.names {
-		all = append(all, names...)
-	}
+	all := qn.flat()
 	has, err := in.l.HasFlow(ctx, all)
 	if err != nil {
 		return nil, err
@@ -294,10 +297,7 @@ func (in *Inspector) AllHistory(ctx context.Context, from, to time.Time) ([]Queu
 	if err != nil {
 		return nil, err
 	}
-	var all []string
-	for _, names := range qn.names {
-		all = append(all, names...)
-	}
+	all := qn.flat()
 	hs, err := in.l.HistoryOf(ctx, all, from, to)
 	if err != nil {
 		return nil, err
