@@ -215,3 +215,54 @@ func writeSnapshots(t *testing.T, f *fixture, names []string, at time.Time) {
 	_, err := pipe.Exec(ctx)
 	must(t, err)
 }
+
+// TestSearchRewindsAndJobsBoundedOverManyQueues: an exact search, the
+// rewinds page and a list of every queue's pending jobs cost a fixed
+// number of round trips over 1 000 queues (a few more per queue holding
+// jobs), not a few per queue, and show the same.
+func TestSearchRewindsAndJobsBoundedOverManyQueues(t *testing.T) {
+	f := newFixture(t)
+	const queues = 1000
+	manyQueues(t, f, queues)
+	a := f.enqueue(echoArgs{N: 1}, jobs.Queue("q3"), jobs.OperationID("op a"))
+	b := f.enqueue(echoArgs{N: 2}, jobs.Queue("q500"))
+	h := f.handler(dashboard.Options{})
+	var rt redistest.RoundTrips
+	f.rdb.AddHook(&rt)
+	check := func(path string, v any) {
+		t.Helper()
+		rt.Reset()
+		getJSON(t, h, path, v)
+		if rt.N() > 16 {
+			t.Errorf("%s: %d round trips over %d queues", path, rt.N(), queues)
+		}
+	}
+	var found struct {
+		Matches []struct {
+			By  string
+			Job struct{ ID, Queue string }
+		}
+	}
+	for _, c := range []struct{ q, by, id, queue string }{{"op%20a", "operation_id", a, "q3"}, {b, "job_id", b, "q500"}} {
+		check("/api/search?prefix=0&q="+c.q, &found)
+		if len(found.Matches) == 0 || found.Matches[0].By != c.by || found.Matches[0].Job.ID != c.id || found.Matches[0].Job.Queue != c.queue {
+			t.Fatalf("search %s: %+v", c.q, found)
+		}
+	}
+	check("/api/search?prefix=0&q=nope", &found)
+	if len(found.Matches) != 0 {
+		t.Fatalf("search nope: %+v", found)
+	}
+	var rw struct{ Rewinds []any }
+	check("/api/rewinds", &rw)
+	if len(rw.Rewinds) != 0 {
+		t.Fatalf("rewinds: %+v", rw)
+	}
+	var list struct {
+		Jobs []struct{ ID string }
+	}
+	check("/api/jobs?state=pending", &list)
+	if len(list.Jobs) != 2 || (list.Jobs[0].ID != a || list.Jobs[1].ID != b) && (list.Jobs[0].ID != b || list.Jobs[1].ID != a) {
+		t.Fatalf("pending jobs: %+v", list)
+	}
+}

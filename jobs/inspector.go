@@ -646,12 +646,12 @@ func (in *Inspector) Rewinds(ctx context.Context) ([]Rewind, error) {
 	if err != nil {
 		return nil, err
 	}
+	all, err := in.l.RewindsOf(ctx, qs) // every queue in one round trip
+	if err != nil {
+		return nil, err
+	}
 	var out []Rewind
-	for _, q := range qs {
-		rs, err := in.l.Rewinds(ctx, q)
-		if err != nil {
-			return nil, err
-		}
+	for _, rs := range all {
 		out = append(out, rs...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].LastAt.After(out[j].LastAt) })

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"time"
@@ -325,6 +326,113 @@ func (in *Inspector) AllHistory(ctx context.Context, from, to time.Time) ([]Queu
 		}
 		o.Series, o.Minutes = mergeSeries(series), mergeMinutes(minutes)
 		at += len(names)
+	}
+	return out, nil
+}
+
+// QueuePause is one queue's part of Inspector.AllPaused.
+type QueuePause struct {
+	// Queue is the queue's name, Paused its pause (nil while it runs; see
+	// Inspector.Paused).
+	Queue  string
+	Paused *Pause
+}
+
+// AllPaused returns every queue's pause (as Paused returns it), sorted by
+// queue, in three round trips whatever the number of queues: the
+// registry, the partition counts and every name's pause.
+func (in *Inspector) AllPaused(ctx context.Context) ([]QueuePause, error) {
+	qn, err := in.allNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := in.l.PausedOf(ctx, qn.flat())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueuePause, len(qn.queues))
+	at := 0
+	for i, q := range qn.queues {
+		n := len(qn.names[i])
+		out[i] = QueuePause{Queue: q, Paused: mainPause(ps[at : at+n])}
+		at += n
+	}
+	return out, nil
+}
+
+// QueuesHolding returns the queues (sorted) holding a job with id id, in
+// any partition: those where Get finds it. A job id is unique in its
+// queue, not across queues (a bridged task's id is unique only in its
+// asynq queue). Three round trips read every queue, whatever their number.
+func (in *Inspector) QueuesHolding(ctx context.Context, id string) ([]string, error) {
+	qn, err := in.allNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	has, err := in.l.HoldJob(ctx, qn.flat(), id)
+	if err != nil {
+		return nil, err
+	}
+	return qn.queuesWith(has), nil
+}
+
+// queuesWith returns the queues of which a name is true in has (indexed as
+// flat's names).
+func (qn *queueNames) queuesWith(has []bool) []string {
+	var out []string
+	at := 0
+	for i, q := range qn.queues {
+		n := len(qn.names[i])
+		if slices.Contains(has[at:at+n], true) {
+			out = append(out, q)
+		}
+		at += n
+	}
+	return out
+}
+
+// FindByOperationAll returns, sorted by queue, the job owning operation id
+// op in each queue holding one (as FindByOperationIn finds it): the same
+// operation id on two queues is two jobs. An op ValidateOperationID
+// refuses is an error matching ErrInvalid, before any read. One pipelined
+// round trip over every queue (after the registry's two) finds the names
+// (queues and partitions) that may hold one; only those are read further.
+func (in *Inspector) FindByOperationAll(ctx context.Context, op string) ([]*Record, error) {
+	if err := in.err(); err != nil {
+		return nil, err
+	}
+	if err := ValidateOperationID(op); err != nil {
+		return nil, err
+	}
+	qn, err := in.allNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	may, err := in.l.MayHoldOperation(ctx, qn.flat(), op)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	at := 0
+	for i := range qn.queues {
+		var hits []string
+		for _, n := range qn.names[i] {
+			if may[at] {
+				hits = append(hits, n)
+			}
+			at++
+		}
+		if len(hits) == 0 {
+			continue
+		}
+		r, err := in.l.FindByOperationIn(ctx, hits, op)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -455,14 +455,21 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, p jobs.List
 	}
 	all, total, exact := page.Jobs, page.Total, page.TotalExact
 	var paused []string
-	for _, q := range queues {
-		pause, err := l.Paused(ctx, q)
+	if queue == "" {
+		// Every queue's pause in a fixed number of round trips.
+		all, err := l.AllPaused(ctx)
 		if err != nil {
 			return err
 		}
-		if pause != nil {
-			paused = append(paused, cli.Escape(q)+" ("+pauseText(pause)+")")
+		for _, p := range all {
+			if p.Paused != nil {
+				paused = append(paused, cli.Escape(p.Queue)+" ("+pauseText(p.Paused)+")")
+			}
 		}
+	} else if pause, err := l.Paused(ctx, queue); err != nil {
+		return err
+	} else if pause != nil {
+		paused = append(paused, cli.Escape(queue)+" ("+pauseText(pause)+")")
 	}
 	if asJSON {
 		recs := make([]*jobs.Record, len(all))
@@ -742,29 +749,21 @@ func checkOp(op string) error {
 // in more than one, it is a usage error naming them (give --queue), never
 // either job.
 func findByOperation(ctx context.Context, l *jobs.Inspector, op string) (*jobs.Record, error) {
-	qs, err := l.Queues(ctx)
+	recs, err := l.FindByOperationAll(ctx, op)
 	if err != nil {
 		return nil, err
 	}
-	var rec *jobs.Record
-	var in []string
-	for _, q := range qs {
-		r, err := l.FindByOperationIn(ctx, q, op)
-		if errors.Is(err, jobs.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		rec, in = r, append(in, q)
-	}
 	switch {
-	case len(in) == 0:
+	case len(recs) == 0:
 		return nil, fmt.Errorf("%w: operation %s", jobs.ErrNotFound, op)
-	case len(in) > 1:
+	case len(recs) > 1:
+		in := make([]string, len(recs))
+		for i, r := range recs {
+			in[i] = ledger.Logical(r.Queue)
+		}
 		return nil, fmt.Errorf("%w: operation %s names a job in each of queues %s: give --queue", errUsage, op, strings.Join(in, ", "))
 	}
-	return rec, nil
+	return recs[0], nil
 }
 
 // findQueue returns queue, or looks job id up in every queue when empty.
@@ -775,18 +774,9 @@ func findQueue(ctx context.Context, l *jobs.Inspector, queue, id, action string)
 	if queue != "" {
 		return queue, nil
 	}
-	qs, err := l.Queues(ctx)
+	in, err := l.QueuesHolding(ctx, id)
 	if err != nil {
 		return "", err
-	}
-	var in []string
-	for _, q := range qs {
-		if _, err := l.Get(ctx, q, id); errors.Is(err, jobs.ErrNotFound) {
-			continue
-		} else if err != nil {
-			return "", err
-		}
-		in = append(in, q)
 	}
 	switch {
 	case len(in) == 0:

@@ -104,15 +104,20 @@ func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit 
 		type index struct{ q, key string }
 		var idx []index
 		exact := true
-		for _, q := range qs {
+		var side [][]string
+		if f.State == Pending {
+			// every queue's side indexes in one round trip
+			var all bool
+			var err error
+			if side, all, err = l.pendingSideKeysOf(ctx, qs); err != nil {
+				return nil, 0, false, err
+			}
+			exact = all
+		}
+		for i, q := range qs {
 			idx = append(idx, index{q, l.StateKey(q, f.State)})
-			if f.State == Pending {
-				keys, all, err := l.pendingSideKeys(ctx, q)
-				if err != nil {
-					return nil, 0, false, err
-				}
-				exact = exact && all
-				for _, k := range keys {
+			if side != nil {
+				for _, k := range side[i] {
 					idx = append(idx, index{q, k})
 				}
 			}
@@ -161,6 +166,23 @@ func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit 
 			sortIndexed(items, f.Desc)
 			return items, total, exact, nil
 		}
+		// Only the queues with an entry in range hold any: the others
+		// are not read again.
+		held := make([]string, 0, len(full))
+		for _, x := range full {
+			if len(held) == 0 || held[len(held)-1] != x.q {
+				held = append(held, x.q)
+			}
+		}
+		items, total, ex, err := l.Match(ctx, held, f, offset+limit)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		exact = exact && ex
+		if offset >= len(items) {
+			return nil, total, exact, nil
+		}
+		return items[offset:], total, exact, nil
 	}
 	items, total, exact, err := l.Match(ctx, qs, f, offset+limit)
 	if err != nil {
@@ -245,15 +267,45 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 // every key a job parked on). Past maxGroups groups or maxLimitKeys limit
 // keys only the first ones by name are returned, and all is false.
 func (l *Ledger) pendingSideKeys(ctx context.Context, q string) (keys []string, all bool, err error) {
+	ks, all, err := l.pendingSideKeysOf(ctx, []string{q})
+	if err != nil {
+		return nil, false, err
+	}
+	return ks[0], all, nil
+}
+
+// pendingSideKeysOf is pendingSideKeys for each of queues qs, in one
+// pipelined round trip whatever their number; all is false when any
+// queue's keys were cut.
+func (l *Ledger) pendingSideKeysOf(ctx context.Context, qs []string) ([][]string, bool, error) {
+	out := make([][]string, len(qs))
+	if len(qs) == 0 {
+		return out, true, nil
+	}
 	pipe := l.rdb.Pipeline()
-	groups := pipe.HKeys(ctx, l.groupsKey(q))
-	limits := pipe.HKeys(ctx, l.limitsKey(q))
+	groups := make([]*redis.StringSliceCmd, len(qs))
+	limits := make([]*redis.StringSliceCmd, len(qs))
+	for i, q := range qs {
+		groups[i] = pipe.HKeys(ctx, l.groupsKey(q))
+		limits[i] = pipe.HKeys(ctx, l.limitsKey(q))
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, false, wrap("list pending", err)
 	}
+	all := true
+	for i, q := range qs {
+		keys, ok := l.sideKeysFrom(q, groups[i].Val(), limits[i].Val())
+		out[i], all = keys, all && ok
+	}
+	return out, all, nil
+}
+
+// sideKeysFrom builds queue q's side index keys from its groups' and
+// limits' hash fields (see pendingSideKeys).
+func (l *Ledger) sideKeysFrom(q string, groupFields, lkeys []string) (keys []string, all bool) {
 	all = true
-	names := groups.Val()[:0]
-	for _, g := range groups.Val() {
+	names := groupFields[:0]
+	for _, g := range groupFields {
 		if !strings.HasPrefix(g, "#") { // the parked count, group.lua's GROUPS_T
 			names = append(names, g)
 		}
@@ -262,7 +314,6 @@ func (l *Ledger) pendingSideKeys(ctx context.Context, q string) (keys []string, 
 		slices.Sort(names)
 		names, all = names[:maxGroups], false
 	}
-	lkeys := limits.Val()
 	if len(lkeys) > maxLimitKeys {
 		slices.Sort(lkeys)
 		lkeys, all = lkeys[:maxLimitKeys], false
@@ -273,7 +324,7 @@ func (l *Ledger) pendingSideKeys(ctx context.Context, q string) (keys []string, 
 	for _, k := range lkeys {
 		keys = append(keys, l.limitWaitKey(q, k))
 	}
-	return keys, all, nil
+	return keys, all
 }
 
 // sortIndexed sorts items by score (descending when desc), then queue and id.

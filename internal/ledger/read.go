@@ -250,13 +250,22 @@ func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 	return r, nil
 }
 
-// Find looks a job up by id in every known queue.
+// Find looks a job up by id in every known queue: one pipelined round
+// trip finds the queues holding its record, whatever their number, and
+// only those are read.
 func (l *Ledger) Find(ctx context.Context, id string) (*Record, error) {
 	qs, err := l.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, q := range qs {
+	has, err := l.HoldJob(ctx, qs, id)
+	if err != nil {
+		return nil, err
+	}
+	for i, q := range qs {
+		if !has[i] {
+			continue
+		}
 		r, err := l.Get(ctx, q, id)
 		if err == nil {
 			return r, nil
@@ -269,13 +278,25 @@ func (l *Ledger) Find(ctx context.Context, id string) (*Record, error) {
 }
 
 // FindByOperation returns the job owning operation id op in any known
-// queue (a job enqueued without one has its own id as operation id).
+// queue (a job enqueued without one has its own id as operation id): one
+// pipelined round trip finds the queues that may hold one (see
+// MayHoldOperation), whatever their number, and only those are read.
 func (l *Ledger) FindByOperation(ctx context.Context, op string) (*Record, error) {
 	qs, err := l.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return l.FindByOperationIn(ctx, qs, op)
+	may, err := l.MayHoldOperation(ctx, qs, op)
+	if err != nil {
+		return nil, err
+	}
+	hits := qs[:0]
+	for i, q := range qs {
+		if may[i] {
+			hits = append(hits, q)
+		}
+	}
+	return l.FindByOperationIn(ctx, hits, op)
 }
 
 // FindByOperationIn returns the job owning operation id op in the first of
@@ -1054,6 +1075,87 @@ func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
 				out[lo+i] = recordFrom(chunk[i].Queue, chunk[i].ID, h)
 			}
 		}
+	}
+	return out, nil
+}
+
+// PausedOf returns the pause of each of names (queue names, partitions'
+// included; nil for one that runs), as Paused returns it, in one
+// pipelined round trip whatever their number.
+func (l *Ledger) PausedOf(ctx context.Context, names []string) ([]*Pause, error) {
+	out := make([]*Pause, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(names))
+	for i, q := range names {
+		cmds[i] = pipe.Get(ctx, l.prefix(q)+"paused")
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	for i, c := range cmds {
+		v, err := c.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, wrap("paused "+names[i], err)
+		default:
+			out[i] = pauseFrom(v)
+		}
+	}
+	return out, nil
+}
+
+// HoldJob reports, for each of names (queue names, partitions' included),
+// whether it holds a record of job id (a record Get would return), in one
+// pipelined round trip whatever their number.
+func (l *Ledger) HoldJob(ctx context.Context, names []string, id string) ([]bool, error) {
+	out := make([]bool, len(names))
+	if len(names) == 0 || siblingID(id) {
+		return out, nil
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(names))
+	for i, q := range names {
+		cmds[i] = pipe.Exists(ctx, l.JobKey(q, id))
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	for i, c := range cmds {
+		n, err := c.Result()
+		if err != nil {
+			return nil, wrap("get "+ShownID(id)+" in "+names[i], err)
+		}
+		out[i] = n > 0
+	}
+	return out, nil
+}
+
+// MayHoldOperation reports, for each of names (queue names, partitions'
+// included), whether FindByOperationIn could find a job owning operation
+// id op there: its operation index, the job its id names (see OpJobID) or
+// a job whose id is op exists. One pipelined round trip reads them all,
+// whatever their number; a name reported false holds no such job.
+func (l *Ledger) MayHoldOperation(ctx context.Context, names []string, op string) ([]bool, error) {
+	out := make([]bool, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(names))
+	for i, q := range names {
+		keys := []string{l.opKey(q, op), l.JobKey(q, op)}
+		if id := OpJobID(q, op); id != "" {
+			keys = append(keys, l.JobKey(q, id))
+		}
+		cmds[i] = pipe.Exists(ctx, keys...)
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	for i, c := range cmds {
+		n, err := c.Result()
+		if err != nil {
+			return nil, wrap("find operation in "+names[i], err)
+		}
+		out[i] = n > 0
 	}
 	return out, nil
 }

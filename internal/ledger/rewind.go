@@ -335,6 +335,34 @@ func (l *Ledger) Rewinds(ctx context.Context, q string) ([]Rewind, error) {
 	if err != nil {
 		return nil, wrap("rewinds", err)
 	}
+	return rewindsFrom(q, h), nil
+}
+
+// RewindsOf returns the rewinds of each of queues qs (as Rewinds returns
+// them), in one pipelined round trip whatever their number.
+func (l *Ledger) RewindsOf(ctx context.Context, qs []string) ([][]Rewind, error) {
+	out := make([][]Rewind, len(qs))
+	if len(qs) == 0 {
+		return out, nil
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(qs))
+	for i, q := range qs {
+		cmds[i] = pipe.HGetAll(ctx, l.rewindsKey(q))
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	for i, c := range cmds {
+		h, err := c.Result()
+		if err != nil {
+			return nil, wrap("rewinds", err)
+		}
+		out[i] = rewindsFrom(qs[i], h)
+	}
+	return out, nil
+}
+
+// rewindsFrom decodes queue q's rewinds hash, newest first.
+func rewindsFrom(q string, h map[string]string) []Rewind {
 	out := make([]Rewind, 0, len(h))
 	for _, v := range h {
 		var raw struct {
@@ -358,7 +386,7 @@ func (l *Ledger) Rewinds(ctx context.Context, q string) ([]Rewind, error) {
 			FirstAt: time.UnixMilli(raw.FirstAt), LastAt: time.UnixMilli(raw.LastAt)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LastAt.After(out[j].LastAt) })
-	return out, nil
+	return out
 }
 
 // DefaultRecent is how many acknowledged enqueues a client records for
