@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -23,13 +22,7 @@ func TestLookupsBoundedOverManyQueues(t *testing.T) {
 	rdb, ns := redistest.New(t)
 	ctx := context.Background()
 	const queues = 1000
-	pipe := rdb.Pipeline()
-	for i := range queues {
-		pipe.SAdd(ctx, ns+":queues", "q"+strconv.Itoa(i))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
+	registerQueues(t, rdb, ns, queues)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	if _, err := c.SetPartitions(ctx, "q3", 4, "alice", "split"); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -20,13 +21,7 @@ func TestQueuesListBoundedOverManyQueues(t *testing.T) {
 	rdb, ns := redistest.New(t)
 	ctx := context.Background()
 	const queues = 1000
-	pipe := rdb.Pipeline()
-	for i := range queues {
-		pipe.SAdd(ctx, ns+":queues", "q"+strconv.Itoa(i))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
+	registerQueues(t, rdb, ns, queues)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	if _, err := c.Pause(ctx, "q7", "alice", "hold"); err != nil {
 		t.Fatal(err)
@@ -54,5 +49,18 @@ func TestQueuesListBoundedOverManyQueues(t *testing.T) {
 	}
 	if rt.N() > 12 || len(fams) != 1 || len(fams[0].GetMetric()) != queues*len(jobs.States) {
 		t.Errorf("scrape: %d round trips, %d families", rt.N(), len(fams))
+	}
+}
+
+// registerQueues adds queues q0 … q<n-1> to namespace ns's queue registry,
+// as enqueues to them would.
+func registerQueues(t *testing.T, rdb redis.UniversalClient, ns string, n int) {
+	t.Helper()
+	pipe := rdb.Pipeline()
+	for i := range n {
+		pipe.SAdd(context.Background(), ns+":queues", "q"+strconv.Itoa(i))
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
