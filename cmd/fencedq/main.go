@@ -186,9 +186,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, movedDemo)
 		return 2
 	}
+	if fix := flagsFirst(args); fix != "" {
+		fmt.Fprintf(stderr, "fencedq: flags follow the command: %s\n", fix)
+		return 2
+	}
 	fmt.Fprintf(stderr, "fencedq: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// flagsFirst returns the command line with the command first when args
+// begin with flags and name a command after them ("--redis h:p queues" gives
+// "fencedq queues --redis …"), "" when they do not. Values are shown as "…":
+// a flag's value may be a password.
+func flagsFirst(args []string) string {
+	if !strings.HasPrefix(args[0], "-") {
+		return ""
+	}
+	for i, a := range args {
+		n := 1
+		if subs := subcommands(a); len(subs) > 0 && i+1 < len(args) && slices.Contains(subs, a+" "+args[i+1]) {
+			n = 2
+		} else if !slices.ContainsFunc(commands, func(c command) bool { return c.name == a }) {
+			continue
+		}
+		words := slices.Clone(args[i : i+n])
+		for _, w := range slices.Concat(args[:i], args[i+n:]) {
+			if !strings.HasPrefix(w, "-") {
+				w = "…"
+			} else if name, _, ok := strings.Cut(w, "="); ok {
+				w = name + "=…"
+			}
+			words = append(words, w)
+		}
+		return "fencedq " + strings.Join(words, " ")
+	}
+	return ""
 }
 
 // subcommands lists the commands of a two-word group ("workflow inspect",

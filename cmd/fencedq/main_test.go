@@ -96,6 +96,30 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 	}
 }
 
+// TestFlagsBeforeTheCommand: flags typed before the command are answered
+// with the command line reordered, not taken for an unknown command; no
+// flag's value is repeated (it may be a password).
+func TestFlagsBeforeTheCommand(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--redis", "127.0.0.1:1", "queues"}, "fencedq: flags follow the command: fencedq queues --redis …\n"},
+		{[]string{"--namespace", "app", "workflow", "inspect", "--limit", "5"}, "fencedq workflow inspect --namespace … --limit …\n"},
+		{[]string{"--actor", "alice", "pause", "--queue", "q", "--note", "a deploy"}, "fencedq pause --actor … --queue … --note …\n"},
+		{[]string{"--dashboard-password=hunter2", "dashboard"}, "fencedq dashboard --dashboard-password=…\n"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != 2 || out != "" || !strings.HasSuffix(errOut, c.want) || strings.Contains(errOut, "unknown command") {
+			t.Errorf("%q: code %d, stdout %q, stderr %q (want 2 and %q)", c.args, code, out, errOut, c.want)
+		}
+	}
+	if code, _, errOut := runCLI(t, "--redis", "127.0.0.1:1"); code != 2 || !strings.Contains(errOut, `unknown command "--redis"`) {
+		t.Errorf("no command: code %d, stderr %q", code, errOut)
+	}
+}
+
 // TestWorkerIsTheBankExamplesCommand: the worker pool is no fencedq
 // command; `fencedq worker` says in one line where it went.
 func TestWorkerIsTheBankExamplesCommand(t *testing.T) {
