@@ -100,15 +100,36 @@ func navigate(t *testing.T, tb *tab, hash string) {
 
 // confirm opens the action box sel, types note and confirms (clicks are
 // dispatched by the page's own click(), which does not wait for layout).
-func confirm(t *testing.T, tb *tab, sel, note string) {
+// It returns the confirmation's question, read before confirming: the view
+// re-renders soon after an action and the box goes with it.
+func confirm(t *testing.T, tb *tab, sel, note string) string {
 	t.Helper()
 	waitJS(t, tb, "the action "+sel, `!!document.querySelector(`+jsString(sel+` button.act`)+`)`)
 	click(t, tb, sel+` button.act`)
 	waitJS(t, tb, "the confirmation of "+sel, `!!document.querySelector(`+jsString(sel+` .confirm-box input.note`)+`)`)
+	q := evalJS[string](t, tb, `document.querySelector(`+jsString(sel+` .confirm-box .question`)+`).textContent`)
 	if note != "" {
 		must(t, tb.page.Type(tb.ctx, sel+` .confirm-box input.note`, note))
 	}
 	click(t, tb, sel+` .confirm-box button.confirm`)
+	return q
+}
+
+// recordStatuses makes the page keep every text an action's status shows
+// (window.__statuses), so a test reads a result the view's re-render soon
+// after throws away.
+func recordStatuses(t *testing.T, tb *tab) {
+	t.Helper()
+	must(t, tb.page.Eval(tb.ctx, `window.__statuses = []; new MutationObserver(() => {
+		for (const s of document.querySelectorAll('.action .status')) if (s.textContent) window.__statuses.push(s.textContent);
+	}).observe(document.body, { subtree: true, childList: true, characterData: true }); true`, nil))
+}
+
+// waitStatus waits until an action's status has shown text (recordStatuses
+// first).
+func waitStatus(t *testing.T, tb *tab, what, text string) {
+	t.Helper()
+	waitJS(t, tb, what, `window.__statuses.includes(`+jsString(text)+`)`)
 }
 
 func click(t *testing.T, tb *tab, sel string) {
@@ -166,9 +187,7 @@ func TestBrowserOperations(t *testing.T) {
 	// Another operator pauses the queue while this one confirms a pause:
 	// the page says that pause stands and this note was not recorded
 	// (the message is caught as it is shown: the view re-renders soon after).
-	must(t, tb.page.Eval(tb.ctx, `window.__statuses = []; new MutationObserver(() => {
-		for (const s of document.querySelectorAll('.action .status')) if (s.textContent) window.__statuses.push(s.textContent);
-	}).observe(document.body, { subtree: true, childList: true, characterData: true }); true`, nil))
+	recordStatuses(t, tb)
 	waitJS(t, tb, "the pause action", `!!document.querySelector(`+jsString(pause+` button.act`)+`)`)
 	click(t, tb, pause+` button.act`)
 	waitJS(t, tb, "the pause confirmation", `!!document.querySelector(`+jsString(pause+` .confirm-box input.note`)+`)`)
@@ -238,8 +257,7 @@ func TestBrowserOperations(t *testing.T) {
 	screenshotIf(t, tb, "jobs-filtered.png")
 
 	// Re-run them all: the confirmation counts the selection first.
-	confirm(t, tb, `#bulk .action[data-action="bulk-rerun"]`, "gateway back up")
-	if q := evalJS[string](t, tb, `document.querySelector('#bulk .question').textContent`); !strings.HasPrefix(q, "Re-run 3 jobs (dead in queue bulk)") {
+	if q := confirm(t, tb, `#bulk .action[data-action="bulk-rerun"]`, "gateway back up"); !strings.HasPrefix(q, "Re-run 3 jobs (dead in queue bulk)") {
 		t.Errorf("confirmation: %q", q)
 	}
 	for _, id := range bulk { // the bulk re-run
@@ -248,7 +266,7 @@ func TestBrowserOperations(t *testing.T) {
 	if e := lastEntry(t, f, "bulk", bulk[2]); e.Actor != "operator:"+user || e.Note != "gateway back up" || e.Decision != "rerun" {
 		t.Errorf("bulk entry: %+v", e)
 	}
-	waitJS(t, tb, "the bulk result", `(document.querySelector('#bulk .status') || {}).textContent === 'Done: 3 of 3 jobs.'`)
+	waitStatus(t, tb, "the bulk result", "Done: 3 of 3 jobs.")
 
 	// Pages: labels follow the order shown.
 	navigate(t, tb, "#/jobs?state=pending&queue=many")

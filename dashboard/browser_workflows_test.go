@@ -134,8 +134,8 @@ func TestBrowserCancelWaitingSteps(t *testing.T) {
 	srv := f.serveOps()
 	tb, _ := openBrowser(t, exe)
 	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/ops/#/job/default/"+res.Steps["ship"].JobID))
-	confirm(t, tb, `.action[data-action="cancel"]`, "not shipping")
-	if q := evalJS[string](t, tb, `document.querySelector('.action[data-action="cancel"] .question').textContent`); !strings.HasPrefix(q, "Cancel this waiting step?") {
+	recordStatuses(t, tb)
+	if q := confirm(t, tb, `.action[data-action="cancel"]`, "not shipping"); !strings.HasPrefix(q, "Cancel this waiting step?") {
 		t.Errorf("confirmation: %q", q)
 	}
 	jobstest.WaitState(t, f.ledger, "default", res.Steps["ship"].JobID, jobs.Cancelled)
@@ -143,5 +143,5 @@ func TestBrowserCancelWaitingSteps(t *testing.T) {
 	navigate(t, tb, "#/jobs?state=waiting&queue=default")
 	confirm(t, tb, `#bulk .action[data-action="bulk-cancel"]`, "order withdrawn")
 	jobstest.WaitState(t, f.ledger, "default", res.Steps["reserve"].JobID, jobs.Cancelled)
-	waitJS(t, tb, "the bulk result", `(document.querySelector('#bulk .status') || {}).textContent === 'Done: 1 of 1 jobs.'`)
+	waitStatus(t, tb, "the bulk result", "Done: 1 of 1 jobs.")
 }

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/redisfence"
 	"github.com/fencedq/fencedq/internal/jobstest"
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 	"github.com/fencedq/fencedq/worker"
@@ -140,8 +142,15 @@ func TestImplausibleStorageMarkNotRaised(t *testing.T) {
 			t.Fatalf("job %s: %d attempts, token %d, fence %d; want 2 attempts with clock-based tokens", id, rec.Attempts, rec.Token, rec.Fence)
 		}
 	}
+	// The pool releases the job's resource lease after committing its
+	// outcome: the acquire waits for that release.
 	m := lease.NewManager(e.rdb, lease.Config{Namespace: e.ns})
-	l, err := m.Acquire(context.Background(), "account:9", "after", time.Minute)
+	var l *lease.Lease
+	var err error
+	redistest.Await(t, e.rdb, e.ns, "account:9 released by the pool", func() bool {
+		l, err = m.Acquire(context.Background(), "account:9", "after", time.Minute)
+		return !errors.Is(err, lease.ErrHeld)
+	})
 	if err != nil || l.Token >= 1<<56 {
 		t.Fatalf("acquire after the hostile marks: %v (%v), want a clock-based token", l, err)
 	}

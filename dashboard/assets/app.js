@@ -222,10 +222,11 @@
         if (o.noteRequired && !note.value.trim()) { status.textContent = 'Say why in the note.'; note.focus(); return; }
         ok.disabled = true; back.disabled = true; note.disabled = true;
         status.textContent = 'Working…';
+        const my = seq;
         try {
           status.textContent = shown(await o.run(note.value.trim(), prep.data));
           box.dataset.done = '1';
-          rerender(800);
+          rerender(800, my);
         } catch (err) {
           status.textContent = shown('Failed: ' + err.message);
           ok.disabled = false; back.disabled = false; note.disabled = false;
@@ -381,10 +382,11 @@
       onclick: async () => {
         buttons.forEach((b) => { b.disabled = true; });
         status.textContent = 'Resolving…';
+        const my = seq;
         try {
           const res = await resolve(job, d, note.value);
           status.textContent = 'Resolved: job is now ' + res.job.state + '.';
-          rerender(300);
+          rerender(300, my);
         } catch (err) {
           status.textContent = shown('Failed: ' + err.message);
           buttons.forEach((b) => { b.disabled = false; });
@@ -1181,9 +1183,10 @@
   // ---- routing -----------------------------------------------------------
 
   // rerender shows an action's result after ms, unless the operator has
-  // moved on to another page (or re-rendered this one) since.
-  function rerender(ms) {
-    const my = seq;
+  // moved on to another page (or this one re-rendered) since the action
+  // started: my is the view's seq then. An action answered after a move
+  // must not re-render the page moved to, throwing away what is open there.
+  function rerender(ms, my) {
     setTimeout(() => { if (my === seq) render(true); }, ms);
   }
 
