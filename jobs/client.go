@@ -74,6 +74,9 @@ type options struct {
 	// nilOption is 1 + the index of the first nil option (0: none); the
 	// enqueue is refused.
 	nilOption int
+	// argsErr is a panic of the args' Group method, met before the
+	// enqueue middleware ran: the enqueue fails with it
+	argsErr error
 }
 
 // optionsOf applies opts over the defaults.
@@ -528,9 +531,16 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 	if argtype.IsNil(args) { // a nil pointer too: its Kind may not be callable
 		return nil, invalid("nil args")
 	}
+	if o.argsErr != nil {
+		return nil, o.argsErr
+	}
 	if v, ok := args.(Validator); ok {
-		if err := v.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, args.Kind(), err)
+		var verr error
+		if err := guard(args, "Validate", func() { verr = v.Validate() }); err != nil {
+			return nil, err
+		}
+		if verr != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, args.Kind(), verr)
 		}
 	}
 	payload, err := json.Marshal(args)
@@ -547,18 +557,40 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 		return nil, err
 	}
 	if k, ok := args.(Partitioner); ok && o.partitionKey == "" {
-		o.partitionKey = k.PartitionKey()
+		if err := guard(args, "PartitionKey", func() { o.partitionKey = k.PartitionKey() }); err != nil {
+			return nil, err
+		}
 	}
-	flowArgs(args, &o)
-	groupArgs(args, &o)
+	if err := flowArgs(args, &o); err != nil {
+		return nil, err
+	}
+	if err := groupArgs(args, &o); err != nil {
+		return nil, err
+	}
 	if r, ok := args.(Resourcer); ok {
-		res := r.Resource()
+		var res string
+		if err := guard(args, "Resource", func() { res = r.Resource() }); err != nil {
+			return nil, err
+		}
 		if res == "" {
 			return nil, invalid("%s: Resource() returned an empty resource", args.Kind())
 		}
 		o.resource = res
 	}
 	return prepare(args.Kind(), payload, display, o)
+}
+
+// guard runs fn, a call of args' method method, and turns a panic there
+// into an error matching ErrInvalid: the enqueue fails before anything is
+// written.
+func guard(args JobArgs, method string, fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = invalid("%T's %s method panicked: %s", args, method, ledger.Clip(fmt.Sprint(r)))
+		}
+	}()
+	fn()
+	return nil
 }
 
 // IsJSONObject reports whether payload is one JSON object ("null", arrays

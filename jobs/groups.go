@@ -59,11 +59,13 @@ func ValidateGroup(name string) error {
 	return nil
 }
 
-// groupArgs fills o's group from args' method where no option set it.
-func groupArgs(args JobArgs, o *options) {
+// groupArgs fills o's group from args' method where no option set it (a
+// panic there: ErrInvalid).
+func groupArgs(args JobArgs, o *options) error {
 	if g, ok := args.(Grouper); ok && !o.groupSet {
-		o.group = g.Group()
+		return guard(args, "Group", func() { o.group = g.Group() })
 	}
+	return nil
 }
 
 // GroupStatus is one fair group with pending jobs: its name, its head (the

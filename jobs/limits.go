@@ -30,7 +30,8 @@ import (
 // attempt, released when it ends, reclaimed when its lease expires (the
 // maintenance leader's expirer), after which the old attempt can neither
 // renew nor complete, and storage fenced by its token refuses it once the
-// job runs again. Return an empty key for no limit.
+// job runs again. Return an empty key for no limit. A Limit method that
+// panics fails the enqueue with ErrInvalid, nothing written.
 type Limiter interface {
 	Limit() (key string, max int)
 }
@@ -69,14 +70,18 @@ func Rate(key string, max int, per time.Duration) Option {
 	return func(o *options) { o.rateKey, o.rateMax, o.ratePer, o.rateSet = key, max, per, true }
 }
 
-// flowArgs fills o's flow control from args' methods where no option set it.
-func flowArgs(args JobArgs, o *options) {
+// flowArgs fills o's flow control from args' methods where no option set
+// it (a method's panic: ErrInvalid).
+func flowArgs(args JobArgs, o *options) error {
 	if l, ok := args.(Limiter); ok && !o.limitSet {
-		o.limitKey, o.limitMax = l.Limit()
+		if err := guard(args, "Limit", func() { o.limitKey, o.limitMax = l.Limit() }); err != nil {
+			return err
+		}
 	}
 	if r, ok := args.(RateLimiter); ok && !o.rateSet {
-		o.rateKey, o.rateMax, o.ratePer = r.RateLimit()
+		return guard(args, "RateLimit", func() { o.rateKey, o.rateMax, o.ratePer = r.RateLimit() })
 	}
+	return nil
 }
 
 // flowOf validates o's flow control; nil when the job has none.

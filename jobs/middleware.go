@@ -107,7 +107,7 @@ func (r *EnqueueRequest) options() options {
 		partitionKey: r.PartitionKey, group: r.Group, groupSet: !r.raw || r.flow.groupSet || r.Group != "",
 		limitKey: r.flow.limitKey, limitMax: r.flow.limitMax, limitSet: r.flow.limitSet,
 		rateKey: r.flow.rateKey, rateMax: r.flow.rateMax, ratePer: r.flow.ratePer, rateSet: r.flow.rateSet,
-		nilOption: r.flow.nilOption}
+		nilOption: r.flow.nilOption, argsErr: r.flow.argsErr}
 }
 
 // typedRequest is a typed enqueue's request; many marks EnqueueMany's.
@@ -116,7 +116,7 @@ func typedRequest(args JobArgs, o options, many bool) *EnqueueRequest {
 	r.args, r.many = args, many
 	if !argtype.IsNil(args) { // nil args are refused after the middleware
 		r.kind = args.Kind()
-		groupArgs(args, &o)
+		r.flow.argsErr = groupArgs(args, &o)
 		r.Group = o.group
 	}
 	return r
