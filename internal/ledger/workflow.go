@@ -962,6 +962,14 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 		st := found[i]
 		if st == "" {
 			if _, ended := info.Ends[s.Name]; !ended && !siblingID(s.ID) {
+				end, err := l.endOnItsWay(ctx, q, id, s)
+				if err != nil {
+					return started, "", lost, err
+				}
+				if end != "" { // the next move records it
+					states[i] = end
+					continue
+				}
 				marked, err := l.markLost(ctx, q, id, def, s)
 				if err != nil {
 					return started, "", lost, err
@@ -1005,6 +1013,35 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 	}
 	return started, out, lost, nil
 }
+
+// endOnItsWay returns the end step s of workflow id (home queue q) handed
+// to the workflow's record through a hand-over record of its own queue not
+// moved yet (workflow.lua's wf_end_to: a completer that stopped before its
+// move), "" when there is none: its job may have expired meanwhile, and
+// the end is not lost. The step's job was read gone before this read, so
+// from then on its end is in that hand-over record or on the workflow's
+// record, which markLost reads again.
+func (l *Ledger) endOnItsWay(ctx context.Context, q, id string, s StepDef) (State, error) {
+	if s.Queue == q {
+		return "", nil // ended in the same script as its job
+	}
+	v, err := l.rdb.HGet(ctx, l.handoverKey(s.Queue), q+"\n"+wfEndID+id+"\n"+s.Name).Result()
+	switch {
+	case errors.Is(err, redis.Nil) || wrongType(err):
+		return "", nil
+	case err != nil:
+		return "", wrap("read the end of step "+s.Name+" of workflow "+id, err)
+	}
+	end, _, _ := strings.Cut(v, " ")
+	if st := State(end); st.Final() {
+		return st, nil
+	}
+	return "", nil
+}
+
+// wfEndID prefixes the job id of a hand-over record that carries a step's
+// end to its workflow's record (WF_END in workflow.lua).
+const wfEndID = "@wf:"
 
 // markLost ends step s of workflow id (home queue q, definition def) lost
 // (lostScript): true when this call did, false when the step had an end

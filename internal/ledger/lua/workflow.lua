@@ -159,12 +159,40 @@ local function wf_deliver(id, from, what, retention)
   return 'cancelled'
 end
 
+-- wf_end records the end of step name of workflow wf (home queue: this
+-- one) on the workflow's record, 'end:<step>' (reopen: removes it), so the
+-- end outlives the step's job record, which expires a retention after it
+-- ended whether or not the maintenance leader read the workflow meanwhile.
+-- A record gone (pruned) or of another type (written by hand) is left as
+-- it is.
+local function wf_end(wf, name, what)
+  local wk = P .. 'wf:' .. wf
+  if redis.call('EXISTS', wk) == 0 or foreign('hash', {wk}) then return end
+  if what == 'reopen' then
+    redis.call('HDEL', wk, 'end:' .. name)
+  else
+    redis.call('HSET', wk, 'end:' .. name, what)
+  end
+end
+
+-- wf_end_to hands the end of step name of workflow wf to its record in
+-- queue home: at once in this queue, else through a hand-over record whose
+-- job id is WF_END .. wf (no step's id starts with '@'), which handover.lua
+-- delivers with wf_end.
+local WF_END = '@wf:'
+local function wf_end_to(home, wf, name, what)
+  if home == wf_queue then return wf_end(wf, name, what) end
+  seq_bump()
+  wf_handed.n = wf_handed.n + 1
+  redis.call('HSET', P .. 'handover', home .. '\n' .. WF_END .. wf .. '\n' .. name, what .. ' ' .. fmt(seq_now))
+end
+
 -- wf_settled hands the end of step id of this queue (succeeded, dead,
--- cancelled, or reopen) to its dependents: in this queue at once (and on to
--- theirs when that cancels or reopens them), in another queue through a
--- hand-over record. Called only for jobs whose hash has 'wf'. Each step it
--- ends or reopens notes its workflow in P .. 'wf_changed' (set of
--- '<home queue>\n<workflow id>').
+-- cancelled, or reopen) to its workflow's record (wf_end_to) and to its
+-- dependents: in this queue at once (and on to theirs when that cancels
+-- or reopens them), in another queue through a hand-over record. Called
+-- only for jobs whose hash has 'wf'. Each step it ends or reopens notes its
+-- workflow in P .. 'wf_changed' (set of '<home queue>\n<workflow id>').
 local function wf_settled(id, what, retention)
   local work = {{id, what}}
   while #work > 0 do
@@ -172,7 +200,10 @@ local function wf_settled(id, what, retention)
     local x = jobread(jobkey(it[1]), 'step', 'wf_next', 'wf', 'wf_home')
     -- the workflow may have changed state: the maintenance leader's next
     -- pass reads it (Ledger.ChangedWorkflows), not every open workflow
-    if x[3] and x[4] then redis.call('SADD', P .. 'wf_changed', x[4] .. '\n' .. x[3]) end
+    if x[3] and x[4] then
+      redis.call('SADD', P .. 'wf_changed', x[4] .. '\n' .. x[3])
+      if x[1] then wf_end_to(x[4], x[3], x[1], it[2]) end
+    end
     if x[1] and x[2] then
       local ok, deps = pcall(cjson.decode, x[2])
       if ok and type(deps) == 'table' then

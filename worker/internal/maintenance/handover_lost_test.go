@@ -149,10 +149,10 @@ func TestHandoverPassEndsAStepWhoseJobRecordIsMissing(t *testing.T) {
 }
 
 // TestLostStepLeavesADependentThatHeardItsEnd: a step whose job is gone
-// after it succeeded and its end reached its dependents (it expired before
-// any pass recorded its end) is ended lost, but a dependent still waiting
-// for another dependency keeps waiting: the dead end reaches only a step
-// still waiting for the lost one.
+// after it succeeded and its end reached its dependents, with no end on
+// its workflow's record (removed by hand), is ended lost, but a dependent
+// still waiting for another dependency keeps waiting: the dead end reaches
+// only a step still waiting for the lost one.
 func TestLostStepLeavesADependentThatHeardItsEnd(t *testing.T) {
 	f := newFixture(t)
 	h := f.leader(f.config()).handover
@@ -180,6 +180,9 @@ func TestLostStepLeavesADependentThatHeardItsEnd(t *testing.T) {
 		t.Fatalf("join after s0 succeeded: %v", join)
 	}
 	if err := f.rdb.Del(f.ctx, f.ledger.JobKey("a", "wf.s0")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rdb.HDel(f.ctx, f.ns+":{a}:wf:wf", "end:s0").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.runOnce(f.ctx, 0); err != nil {
