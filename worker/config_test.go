@@ -279,6 +279,26 @@ func TestRunAfterStopSaysThePoolRanOnce(t *testing.T) {
 	}
 }
 
+// TestRunStoppedWhileStartingHasRun: a Run whose context ended before the
+// pool started returns nil, and the pool has run, as one stopped later
+// has: a second Run and a Register get ErrRunning, instead of the answer
+// depending on whether the stop came before or after the start.
+func TestRunStoppedWhileStartingHasRun(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("Run with its context ended: %v, want nil", err)
+	}
+	if err := worker.Register(p, jobs.WorkFunc[panicArgs](func(context.Context, *jobs.Job[panicArgs]) error { return nil })); !errors.Is(err, worker.ErrRunning) {
+		t.Fatalf("Register after a Run stopped while starting: %v, want ErrRunning", err)
+	}
+	if err := p.Run(ctx); !errors.Is(err, worker.ErrRunning) {
+		t.Fatalf("Run after a Run stopped while starting: %v, want ErrRunning", err)
+	}
+}
+
 // TestSafetyMarginAboveHalfTheTTLIsRefused: a SafetyMargin above half the
 // LeaseTTL (which was capped at half, silently) is refused by NewPool with
 // an error matching ErrConfig that names both; half the TTL, and the

@@ -40,7 +40,8 @@ var ErrNilWorker = errors.New("worker: nil worker")
 // ErrRunning means the pool is running or has run: register workers before
 // Run, and run a pool once (build another with NewPool to run again). A Run
 // that failed to start (it returned an error before claiming anything)
-// leaves the pool as it was: Run may be called again.
+// leaves the pool as it was: Run may be called again. A Run that returned
+// nil has run, even when its context ended before the pool started.
 var ErrRunning = errors.New("worker: pool is running or has run (a pool runs once: build another with NewPool)")
 
 // ErrDuplicateWorkerID means Run found a live heartbeat of the pool's
@@ -316,16 +317,17 @@ func (p *Pool) queueNames() []string {
 }
 
 // startFailed is Run's answer to err from its start: nil when ctx ended
-// (a pool stopped while it started), else the error. Nothing ran yet, so
-// the pool may be run again (Redis was not up yet, say).
+// (a pool stopped while it started: it has run, as one stopped later
+// has), else the error. Nothing ran yet, so after an error the pool may
+// be run again (Redis was not up yet, say).
 func (p *Pool) startFailed(ctx context.Context, err error) error {
-	p.mu.Lock()
-	p.running = false
-	p.mu.Unlock()
 	if ctx.Err() != nil {
 		p.log.Info("pool stopped while starting")
 		return nil
 	}
+	p.mu.Lock()
+	p.running = false
+	p.mu.Unlock()
 	var ne net.Error
 	if errors.As(err, &ne) {
 		return &unreachableError{addr: p.redisAddr(ne), cause: ne, err: err}
@@ -386,7 +388,7 @@ func (p *Pool) redisAddr(ne net.Error) string {
 // even when Redis does not answer its last calls (a call already waiting
 // for a frozen Redis when ctx ends lasts up to the Redis client's
 // ReadTimeout, 5s by default, within that bound). A ctx that ends while the pool starts (before any job is
-// claimed) makes it return nil as well. A heartbeat of its WorkerID from
+// claimed) makes it return nil as well, and the pool has run (ErrRunning). A heartbeat of its WorkerID from
 // another pool makes it wait until that heartbeat lapses (a crashed pool)
 // or fail, when it is refreshed meanwhile (a live pool), with an error
 // matching ErrDuplicateWorkerID naming that pool's host. An error from its start is
