@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,5 +265,60 @@ func TestSearchRewindsAndJobsBoundedOverManyQueues(t *testing.T) {
 	check("/api/jobs?state=pending", &list)
 	if len(list.Jobs) != 2 || (list.Jobs[0].ID != a || list.Jobs[1].ID != b) && (list.Jobs[0].ID != b || list.Jobs[1].ID != a) {
 		t.Fatalf("pending jobs: %+v", list)
+	}
+}
+
+// TestKindFilteredListsBoundedOverManyQueues: a list of one state filtered
+// by kind, and its selection for a bulk action, cost a fixed number of
+// round trips over 1 000 queues (a few more per queue holding jobs in that
+// state), not one or more per queue, and list the same jobs.
+func TestKindFilteredListsBoundedOverManyQueues(t *testing.T) {
+	f := newFixture(t).seed()
+	const queues = 1000
+	manyQueues(t, f, queues)
+	a := f.enqueue(echoArgs{N: 1}, jobs.Queue("q3"))
+	b := f.enqueue(echoArgs{N: 2}, jobs.Queue("q500"), jobs.Delay(time.Hour))
+	f.enqueue(chargeArgs{Account: "acct-9"}, jobs.Queue("q9"))
+	h := f.handler(dashboard.Options{})
+	var rt redistest.RoundTrips
+	f.rdb.AddHook(&rt)
+	for _, c := range []struct {
+		path string
+		want []string
+	}{
+		{"/api/jobs?state=pending&kind=echo&select=1", []string{a, f.pending, b}},
+		{"/api/jobs?state=pending&kind=charge", nil},
+		{"/api/jobs?state=succeeded&kind=echo&sort=desc&select=1", []string{f.echo}},
+		{"/api/jobs?state=dead&kind=broken", []string{f.dead}},
+		{"/api/jobs?state=running&kind=echo", []string{f.stuck, f.healthy}},
+		{"/api/jobs?state=cancelled&kind=echo&select=1", []string{f.cancelled}},
+		{"/api/jobs?state=review&kind=echo", []string{}},
+	} {
+		rt.Reset()
+		var list struct {
+			Total     int64
+			Jobs      []struct{ ID string }
+			Selection []struct{ ID string }
+		}
+		getJSON(t, h, c.path, &list)
+		if rt.N() > 32 {
+			t.Errorf("%s: %d round trips over %d queues", c.path, rt.N(), queues)
+		}
+		var ids []string
+		for _, j := range list.Jobs {
+			ids = append(ids, j.ID)
+		}
+		if c.want == nil { // the charge in q9
+			if len(ids) != 1 || list.Total != 1 {
+				t.Fatalf("%s: %+v", c.path, list)
+			}
+			continue
+		}
+		if len(ids) != len(c.want) || list.Total != int64(len(c.want)) || len(ids) > 0 && !reflect.DeepEqual(ids, c.want) {
+			t.Fatalf("%s: %+v, want %v", c.path, list, c.want)
+		}
+		if strings.Contains(c.path, "select=1") && len(list.Selection) != len(c.want) {
+			t.Fatalf("%s: selection %+v, want %v", c.path, list.Selection, c.want)
+		}
 	}
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/fencedq/fencedq/jobs"
 )
 
-// TestLookupsBoundedOverManyQueues: fencedq list's pauses, and looking a
-// job up by id or by operation id without --queue, cost a fixed number of
-// round trips over 1 000 queues, not one or more per queue, and find the
-// same jobs (a partitioned queue's included; two queues holding one are
+// TestLookupsBoundedOverManyQueues: fencedq list's pauses, its lists
+// filtered by kind, and looking a job up by id or by operation id without
+// --queue, cost a fixed number of round trips over 1 000 queues, not one
+// or more per queue, and find the same jobs (a partitioned queue's included; two queues holding one are
 // named, as before).
 func TestLookupsBoundedOverManyQueues(t *testing.T) {
 	rdb, ns := redistest.New(t)
@@ -97,6 +97,26 @@ func TestLookupsBoundedOverManyQueues(t *testing.T) {
 			t.Fatalf("list --state pending --offset 1 --limit 1: %s", s)
 		}
 	})
+	count("list --state pending --kind transfer", func() {
+		var out bytes.Buffer
+		if err := listJobs(ctx, &out, in, jobs.ListParams{State: jobs.Pending, Kind: "transfer", Limit: 20}, false); err != nil {
+			t.Fatal(err)
+		}
+		if s := out.String(); !strings.Contains(s, "5 pending job(s)") || !strings.Contains(s, named.JobID) {
+			t.Fatalf("list --state pending --kind transfer: %s", s)
+		}
+	})
+	for _, s := range []jobs.State{jobs.Pending, jobs.Dead, jobs.Succeeded} {
+		count("list --state "+string(s)+" --kind other", func() {
+			var out bytes.Buffer
+			if err := listJobs(ctx, &out, in, jobs.ListParams{State: s, Kind: "other", Limit: 20}, false); err != nil {
+				t.Fatal(err)
+			}
+			if s := out.String(); strings.Contains(s, named.JobID) {
+				t.Fatalf("list --kind other: %s", s)
+			}
+		})
+	}
 	for _, want := range []*jobs.Result{named, indexed, own} {
 		count("find --job "+want.JobID, func() {
 			if q, err := findQueue(ctx, in, "", want.JobID, "inspect"); err != nil || q != want.Queue {

@@ -56,25 +56,61 @@ func (f Filter) scoreRange() (lo, hi string) {
 
 // Match returns the first need entries of each of queues qs that pass f,
 // merged in f's order and cut to need, with the number of entries that pass
-// (exact unless a kind filter hit MaxKindScan).
+// (exact unless a kind filter hit MaxKindScan or a queue's side indexes
+// were cut). It counts every queue's entries in range in a fixed number of
+// round trips, then reads only the index keys holding some.
 func (l *Ledger) Match(ctx context.Context, qs []string, f Filter, need int) ([]Indexed, int64, bool, error) {
-	var all []Indexed
-	var total int64
-	exact := true
-	for _, q := range qs {
-		items, n, ex, err := l.match(ctx, q, f, need)
-		if err != nil {
-			return nil, 0, false, err
+	full, all, err := l.holding(ctx, qs, f)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	items, total, exact, err := l.matchKeys(ctx, full, f, need)
+	return items, total, all && exact, err
+}
+
+// indexKey is one index key of a queue.
+type indexKey struct{ q, key string }
+
+// holding returns the index keys of queues qs (f's state index and, for
+// pending, the side indexes) holding an entry in f's score range, in qs'
+// order, in one round trip (two for pending) whatever the number of
+// queues; all is false when a queue's side indexes were cut.
+func (l *Ledger) holding(ctx context.Context, qs []string, f Filter) (full []indexKey, all bool, err error) {
+	all = true
+	var side [][]string
+	if f.State == Pending {
+		// every queue's side indexes in one round trip
+		if side, all, err = l.pendingSideKeysOf(ctx, qs); err != nil {
+			return nil, false, err
 		}
-		all = append(all, items...)
-		total += n
-		exact = exact && ex
 	}
-	sortIndexed(all, f.Desc)
-	if len(all) > need {
-		all = all[:need]
+	var idx []indexKey
+	for i, q := range qs {
+		idx = append(idx, indexKey{q, l.StateKey(q, f.State)})
+		if side != nil {
+			for _, k := range side[i] {
+				idx = append(idx, indexKey{q, k})
+			}
+		}
 	}
-	return all, total, exact, nil
+	if len(idx) == 0 {
+		return nil, all, nil
+	}
+	lo, hi := f.scoreRange()
+	pipe := l.rdb.Pipeline()
+	counts := make([]*redis.IntCmd, len(idx))
+	for i, x := range idx {
+		counts[i] = pipe.ZCount(ctx, x.key, lo, hi)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, false, wrap("count "+string(f.State), err)
+	}
+	for i, x := range idx {
+		if counts[i].Val() > 0 {
+			full = append(full, x)
+		}
+	}
+	return full, all, nil
 }
 
 // pageScript reads entries ARGV[4] to ARGV[4]+ARGV[5]-1 of the entries of
@@ -98,55 +134,26 @@ return {total, redis.call('ZRANGE', KEYS[1], before + off, before + stop, 'WITHS
 // with its total. When every entry that passes f is in one index key (one
 // queue holds them, outside fair groups and limit waits) and no kind filter
 // is given, the page is read by rank, at the same cost wherever it is;
-// otherwise Match reads the first offset+limit entries of each key.
+// otherwise Match reads the first offset+limit entries of each key of the
+// queues holding entries in range.
 func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit int) ([]Indexed, int64, bool, error) {
+	var items []Indexed
+	var total int64
+	var exact bool
 	if f.Kind == "" {
-		type index struct{ q, key string }
-		var idx []index
-		exact := true
-		var side [][]string
-		if f.State == Pending {
-			// every queue's side indexes in one round trip
-			var all bool
-			var err error
-			if side, all, err = l.pendingSideKeysOf(ctx, qs); err != nil {
-				return nil, 0, false, err
-			}
-			exact = all
-		}
-		for i, q := range qs {
-			idx = append(idx, index{q, l.StateKey(q, f.State)})
-			if side != nil {
-				for _, k := range side[i] {
-					idx = append(idx, index{q, k})
-				}
-			}
-		}
-		lo, hi := f.scoreRange()
-		pipe := l.rdb.Pipeline()
-		counts := make([]*redis.IntCmd, len(idx))
-		for i, x := range idx {
-			counts[i] = pipe.ZCount(ctx, x.key, lo, hi)
-		}
-		if len(idx) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil {
-				return nil, 0, false, wrap("count "+string(f.State), err)
-			}
-		}
-		var full []index
-		for i, x := range idx {
-			if counts[i].Val() > 0 {
-				full = append(full, x)
-			}
+		full, all, err := l.holding(ctx, qs, f)
+		if err != nil {
+			return nil, 0, false, err
 		}
 		switch len(full) {
 		case 0:
-			return nil, 0, exact, nil
+			return nil, 0, all, nil
 		case 1:
 			desc := "0"
 			if f.Desc {
 				desc = "1"
 			}
+			lo, hi := f.scoreRange()
 			v, err := pageScript.Run(ctx, l.rdb, []string{full[0].key}, lo, hi, desc, offset, limit).Slice()
 			if err == nil && len(v) != 2 {
 				err = fmt.Errorf("malformed reply %v", v)
@@ -164,29 +171,19 @@ func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit 
 				items = append(items, Indexed{Queue: full[0].q, ID: id, Score: score})
 			}
 			sortIndexed(items, f.Desc)
-			return items, total, exact, nil
+			return items, total, all, nil
 		}
-		// Only the queues with an entry in range hold any: the others
-		// are not read again.
-		held := make([]string, 0, len(full))
-		for _, x := range full {
-			if len(held) == 0 || held[len(held)-1] != x.q {
-				held = append(held, x.q)
-			}
-		}
-		items, total, ex, err := l.Match(ctx, held, f, offset+limit)
-		if err != nil {
+		// Only the keys with an entry in range are read again.
+		var ex bool
+		if items, total, ex, err = l.matchKeys(ctx, full, f, offset+limit); err != nil {
 			return nil, 0, false, err
 		}
-		exact = exact && ex
-		if offset >= len(items) {
-			return nil, total, exact, nil
+		exact = all && ex
+	} else {
+		var err error
+		if items, total, exact, err = l.Match(ctx, qs, f, offset+limit); err != nil {
+			return nil, 0, false, err
 		}
-		return items[offset:], total, exact, nil
-	}
-	items, total, exact, err := l.Match(ctx, qs, f, offset+limit)
-	if err != nil {
-		return nil, 0, false, err
 	}
 	if offset >= len(items) {
 		return nil, total, exact, nil
@@ -194,60 +191,50 @@ func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit 
 	return items[offset:], total, exact, nil
 }
 
-// match is Match for one queue. Pending jobs are listed from the due index,
-// from the fair groups' own indexes (group.lua), where a group's jobs other
-// than its head wait their turn, and from the limits' wait zsets
+// matchKeys is Match over index keys. Pending jobs are listed from the due
+// index, from the fair groups' own indexes (group.lua), where a group's
+// jobs other than its head wait their turn, and from the limits' wait zsets
 // (flow.lua), where jobs parked on a full limit wait (scored by creation
-// time, the due time they are woken at): merged by score. Past maxGroups
-// groups or maxLimitKeys limit keys only the first ones by name are read,
-// and the total is not exact.
-func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Indexed, int64, bool, error) {
-	items, total, exact, err := l.matchKey(ctx, q, l.StateKey(q, f.State), f, need)
-	if err != nil || f.State != Pending {
-		return items, total, exact, err
-	}
-	keys, all, err := l.pendingSideKeys(ctx, q)
-	if err != nil {
-		return nil, 0, false, err
-	}
-	exact = exact && all
-	if f.Kind == "" {
-		// every side index's first need entries and count in one round trip
+// time, the due time they are woken at): merged by score. Without a kind
+// filter every key's first need entries and count are read in one round
+// trip; a kind filter reads each key's entries a chunk at a time.
+func (l *Ledger) matchKeys(ctx context.Context, keys []indexKey, f Filter, need int) ([]Indexed, int64, bool, error) {
+	var items []Indexed
+	var total int64
+	exact := true
+	if f.Kind == "" && len(keys) > 0 {
 		lo, hi := f.scoreRange()
 		pipe := l.rdb.Pipeline()
 		type read struct {
 			zs *redis.ZSliceCmd
 			n  *redis.IntCmd
 		}
-		var reads []read
-		for _, k := range keys {
-			a := redis.ZRangeArgs{Key: k, ByScore: true, Start: lo, Stop: hi, Count: int64(need), Rev: f.Desc}
+		reads := make([]read, len(keys))
+		for i, k := range keys {
+			a := redis.ZRangeArgs{Key: k.key, ByScore: true, Start: lo, Stop: hi, Count: int64(need), Rev: f.Desc}
 			if f.Desc {
 				a.Start, a.Stop = hi, lo
 			}
-			r := read{n: pipe.ZCount(ctx, k, lo, hi)}
+			reads[i].n = pipe.ZCount(ctx, k.key, lo, hi)
 			if need > 0 {
-				r.zs = pipe.ZRangeArgsWithScores(ctx, a)
-			}
-			reads = append(reads, r)
-		}
-		if len(reads) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil {
-				return nil, 0, false, wrap("list pending", err)
+				reads[i].zs = pipe.ZRangeArgsWithScores(ctx, a)
 			}
 		}
-		for _, r := range reads {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, 0, false, wrap("list "+string(f.State), err)
+		}
+		for i, r := range reads {
 			total += r.n.Val()
 			if r.zs == nil {
 				continue
 			}
 			for _, z := range r.zs.Val() {
-				items = append(items, Indexed{Queue: q, ID: z.Member.(string), Score: z.Score})
+				items = append(items, Indexed{Queue: keys[i].q, ID: z.Member.(string), Score: z.Score})
 			}
 		}
 	} else {
 		for _, k := range keys {
-			more, n, ex, err := l.matchKey(ctx, q, k, f, need)
+			more, n, ex, err := l.matchKey(ctx, k.q, k.key, f, need)
 			if err != nil {
 				return nil, 0, false, err
 			}
@@ -261,22 +248,13 @@ func (l *Ledger) match(ctx context.Context, q string, f Filter, need int) ([]Ind
 	return items, total, exact, nil
 }
 
-// pendingSideKeys returns the indexes of queue q holding pending jobs
-// outside the due index: each fair group's own index (group.lua) and each
-// limit key's wait zset (flow.lua; the keys of the limits hash, which holds
-// every key a job parked on). Past maxGroups groups or maxLimitKeys limit
-// keys only the first ones by name are returned, and all is false.
-func (l *Ledger) pendingSideKeys(ctx context.Context, q string) (keys []string, all bool, err error) {
-	ks, all, err := l.pendingSideKeysOf(ctx, []string{q})
-	if err != nil {
-		return nil, false, err
-	}
-	return ks[0], all, nil
-}
-
-// pendingSideKeysOf is pendingSideKeys for each of queues qs, in one
-// pipelined round trip whatever their number; all is false when any
-// queue's keys were cut.
+// pendingSideKeysOf returns, for each of queues qs, its indexes holding
+// pending jobs outside the due index: each fair group's own index
+// (group.lua) and each limit key's wait zset (flow.lua; the keys of the
+// limits hash, which holds every key a job parked on), in one pipelined
+// round trip whatever their number. Past maxGroups groups or maxLimitKeys
+// limit keys only a queue's first ones by name are returned, and all is
+// false.
 func (l *Ledger) pendingSideKeysOf(ctx context.Context, qs []string) ([][]string, bool, error) {
 	out := make([][]string, len(qs))
 	if len(qs) == 0 {
@@ -301,7 +279,7 @@ func (l *Ledger) pendingSideKeysOf(ctx context.Context, qs []string) ([][]string
 }
 
 // sideKeysFrom builds queue q's side index keys from its groups' and
-// limits' hash fields (see pendingSideKeys).
+// limits' hash fields (see pendingSideKeysOf).
 func (l *Ledger) sideKeysFrom(q string, groupFields, lkeys []string) (keys []string, all bool) {
 	all = true
 	names := groupFields[:0]
@@ -338,7 +316,7 @@ func sortIndexed(items []Indexed, desc bool) {
 	})
 }
 
-// matchKey is match on one index key of queue q.
+// matchKey is matchKeys with a kind filter on one index key of queue q.
 func (l *Ledger) matchKey(ctx context.Context, q, key string, f Filter, need int) ([]Indexed, int64, bool, error) {
 	lo, hi := f.scoreRange()
 	rng := func(off, n int) ([]redis.Z, error) {
@@ -351,24 +329,6 @@ func (l *Ledger) matchKey(ctx context.Context, q, key string, f Filter, need int
 			return nil, wrap("list "+string(f.State), err)
 		}
 		return zs, nil
-	}
-	if f.Kind == "" {
-		total, err := l.rdb.ZCount(ctx, key, lo, hi).Result()
-		if err != nil {
-			return nil, 0, false, wrap("count "+string(f.State), err)
-		}
-		if need == 0 {
-			return nil, total, true, nil
-		}
-		zs, err := rng(0, need)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		out := make([]Indexed, len(zs))
-		for i, z := range zs {
-			out[i] = Indexed{Queue: q, ID: z.Member.(string), Score: z.Score}
-		}
-		return out, total, true, nil
 	}
 	// A kind filter reads the kind of each entry, a chunk at a time.
 	var out []Indexed
