@@ -754,3 +754,47 @@ func TestWorkJobWatchesForAnOperatorsCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkRefusesANilWorker: a nil worker (a nil interface, or a nil
+// pointer of a worker type) fails the test naming it, as worker.Register
+// refuses it, before anything is enqueued or claimed; the job WorkJob was
+// given stays pending with its attempts unspent.
+func TestWorkRefusesANilWorker(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	var nilFunc jobs.WorkFunc[debit]
+	for name, w := range map[string]jobs.Worker[debit]{"nil interface": nil, "nil func": nilFunc} {
+		msg := failure(t, func(tb testing.TB) { fencedqtest.Work(ctx, tb, env, w, debit{Account: "a", Cents: 1}) })
+		if !strings.Contains(msg, worker.ErrNilWorker.Error()) || !strings.Contains(msg, "debit") {
+			t.Errorf("Work with a %s: failure %q, want the nil worker named", name, msg)
+		}
+		if n, err := client.Inspector().Counts(ctx, "default"); err != nil || n[jobs.Pending] != 0 {
+			t.Errorf("pending after Work with a %s: %v %v", name, n, err)
+		}
+	}
+	res, err := client.Enqueue(ctx, debit{Account: "a", Cents: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := failure(t, func(tb testing.TB) { fencedqtest.WorkJob(ctx, tb, env, jobs.Worker[debit](nil), res.Queue, res.JobID) })
+	if !strings.Contains(msg, worker.ErrNilWorker.Error()) {
+		t.Errorf("WorkJob with a nil worker: failure %q, want the nil worker named", msg)
+	}
+	rec, err := client.Inspector().Get(ctx, res.Queue, res.JobID)
+	if err != nil || rec.State != jobs.Pending || rec.Attempts != 0 {
+		t.Fatalf("the job after WorkJob with a nil worker: %+v %v, want pending with no attempt", rec, err)
+	}
+}
+
+// TestWaitStateRefusesAnEmptyID: WaitState for an empty job id, which no
+// job has, fails the test at once naming the mistake instead of waiting
+// out its context.
+func TestWaitStateRefusesAnEmptyID(t *testing.T) {
+	env, _ := newEnv(t)
+	wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	msg := failure(t, func(tb testing.TB) { env.WaitState(wctx, tb, "", jobs.Succeeded) })
+	if !strings.Contains(msg, "WaitState needs a job id") || wctx.Err() != nil {
+		t.Errorf("WaitState for an empty id: failure %q (context %v), want it refused at once", msg, wctx.Err())
+	}
+}

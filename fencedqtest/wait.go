@@ -22,13 +22,16 @@ const pollEvery = 50 * time.Millisecond
 // WaitState waits until job id (in whichever queue holds it) is in one of
 // states, and returns its record. It fails the test, with the job's last
 // state and history, when ctx ends first (after DefaultWait when ctx has no
-// deadline), and at once when a state is none of jobs.States. It reads
-// the job when a keyspace notification says its record changed (on a
-// Redis whose notify-keyspace-events includes K and h, or A) and every
-// 50ms otherwise.
+// deadline), and at once when id is empty or a state is none of
+// jobs.States. It reads the job when a keyspace notification says its
+// record changed (on a Redis whose notify-keyspace-events includes K and
+// h, or A) and every 50ms otherwise.
 func (e *Env) WaitState(ctx context.Context, tb testing.TB, id string, states ...jobs.State) *jobs.Record {
 	tb.Helper()
 	e.check(tb)
+	if id == "" {
+		tb.Fatal("fencedqtest: WaitState needs a job id")
+	}
 	if len(states) == 0 {
 		tb.Fatal("fencedqtest: WaitState needs at least one state")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/argtype"
 	rules "github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
@@ -47,6 +48,7 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 	tb.Helper()
 	e.check(tb)
 	checkArgsType[T](tb)
+	checkWorker(tb, w)
 	res, err := e.client.Enqueue(ctx, args, opts...)
 	if err != nil {
 		tb.Fatalf("fencedqtest: enqueue: %v", err)
@@ -78,11 +80,13 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // left uncertain. A handler that ends the goroutine (t.Fatal) gets its
 // attempt committed as a pool commits it: a retry, or uncertain once its
 // deadline passed or ctx ended. It fails the test if the job is not a pending job of T's
-// kind, or if T cannot encode as a JSON object (worker.Register refuses it).
+// kind, if T cannot encode as a JSON object or if w is nil (worker.Register
+// refuses both).
 func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], queue, id string) *Result {
 	tb.Helper()
 	e.check(tb)
 	checkArgsType[T](tb)
+	checkWorker(tb, w)
 	// A partitioned queue's name finds the job's partition, as the
 	// Inspector does; the attempt then runs on the partition.
 	rec, err := e.client.Inspector().Get(ctx, queue, id)
@@ -180,6 +184,15 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		name = worker.OutcomeRetry
 	}
 	return &Result{Err: err, Outcome: name, Token: tok, Record: after}
+}
+
+// checkWorker fails the test when w is nil (a nil interface, pointer or
+// func), as worker.Register refuses it with worker.ErrNilWorker.
+func checkWorker[T jobs.JobArgs](tb testing.TB, w jobs.Worker[T]) {
+	tb.Helper()
+	if argtype.IsNil(w) {
+		tb.Fatalf("fencedqtest: %v: %s", worker.ErrNilWorker, kindOf[T]())
+	}
 }
 
 // run decodes payload into job's args as a pool does and calls w,

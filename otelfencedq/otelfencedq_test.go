@@ -532,3 +532,48 @@ func TestEnqueueWithoutResultIsAFailedSpan(t *testing.T) {
 		t.Fatalf("spans %+v: want one enqueue span with an error", spans)
 	}
 }
+
+type settle struct {
+	Account string `json:"account"`
+}
+
+func (settle) Kind() string       { return "settle" }
+func (s settle) Resource() string { return "account:" + s.Account }
+
+// TestUncertainAttemptIsVisible: a handler that cannot tell whether its
+// effect happened (jobs.Unknown) ends its attempt's span with the
+// uncertain outcome as an error, its error recorded; the span's token is
+// the one the job's resource lease fenced the attempt with, and the span
+// names neither the resource nor the account.
+func TestUncertainAttemptIsVisible(t *testing.T) {
+	var fenced atomic.Value
+	tr := newTraced(t, func(p *worker.Pool) error {
+		return worker.Register(p, jobs.WorkFunc[settle](func(ctx context.Context, j *jobs.Job[settle]) error {
+			f, _ := fence.FromContext(ctx)
+			fenced.Store(f.Token.String())
+			return jobs.Unknown(errors.New("settlement timed out"))
+		}))
+	})
+	res, err := tr.client.Enqueue(context.Background(), settle{Account: "acct-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobstest.WaitState(t, tr.ledger, "default", res.JobID, jobs.Uncertain)
+	attempts := tr.spans("attempt settle")
+	if len(attempts) != 1 {
+		t.Fatalf("%d attempt spans, want 1", len(attempts))
+	}
+	a := attempts[0]
+	if got := attr(a, otelfencedq.AttrOutcome).AsString(); got != worker.OutcomeUncertain || a.Status.Code != codes.Error || a.Status.Description != worker.OutcomeUncertain {
+		t.Errorf("outcome %q status %v %q, want uncertain as an error", got, a.Status.Code, a.Status.Description)
+	}
+	if len(a.Events) == 0 || !strings.Contains(fmt.Sprint(a.Events[0].Attributes), "settlement timed out") {
+		t.Errorf("events %v, want the handler's error recorded", a.Events)
+	}
+	if got := attr(a, otelfencedq.AttrToken).AsString(); got != fenced.Load() {
+		t.Errorf("span token %q, want the attempt's fencing token %v", got, fenced.Load())
+	}
+	if s := fmt.Sprint(a.Attributes, a.Events); strings.Contains(s, "acct-secret") {
+		t.Errorf("the span names the account: %s", s)
+	}
+}
