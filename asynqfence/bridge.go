@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -481,14 +482,20 @@ func IsFailure(err error) bool {
 }
 
 // validDelivery checks the names of delivery d into ledger queue q by the
-// rules the ledger's claim applies (an error matching jobs.ErrInvalid), so
-// that a refused delivery registers no queue.
+// rules the ledger's claim applies, and refuses a job id starting with "="
+// (an error matching jobs.ErrInvalid), so that a refused delivery registers
+// no queue.
 func validDelivery(q string, d ledger.Delivery) error {
 	if err := ledger.ValidateQueue(q); err != nil {
 		return err
 	}
 	if err := ledger.ValidateJobID(d.ID); err != nil {
 		return err
+	}
+	if strings.HasPrefix(d.ID, "=") {
+		// The ledger's name for the job of a native operation id
+		// (ledger.OpJobID): recorded, a bridged job would take it.
+		return fmt.Errorf("%w: job id %q: a leading \"=\" names the job of a native operation id", jobs.ErrInvalid, ledger.Clip(d.ID))
 	}
 	return ledger.ValidateKind(d.Kind)
 }

@@ -77,8 +77,10 @@
 // # Limits and metrics
 //
 // A task is refused as jobs.Client.Enqueue refuses a job: a payload over
-// jobs.MaxPayloadBytes, a task type that is not a valid kind, or a ledger
-// queue or operation id outside the names' rules is answered with an
+// jobs.MaxPayloadBytes, a task type that is not a valid kind, a ledger
+// queue or operation id outside the names' rules, or a job id (operation id
+// or task id) starting with "=", the ledger's name for the job of a native
+// operation id ("=<queue>=<operation id>"), is answered with an
 // error matching jobs.ErrInvalid and wrapping asynq.SkipRetry (asynq
 // archives the task), counted as rejected (reason invalid) and logged
 // with the task id (its names cut), before the ledger records anything or

@@ -81,15 +81,20 @@ func queriesOf(t tables) outboxQueries {
 				AS r(id, kind, queue, op, res, payload, sensitive, max_retries, timeout_ms, run_at_ms, opts)`,
 		// Every column comes out in a form that always scans, so one row
 		// edited by hand cannot fail the batch's read: an infinite run_at
-		// (which has no time.Time) is flagged instead.
-		take: `SELECT id, kind, queue, COALESCE(operation_id, ''), COALESCE(resource, ''), payload, sensitive,
-				max_retries, timeout_ms, CASE WHEN isfinite(run_at) THEN run_at END,
-				run_at IS NOT NULL AND NOT isfinite(run_at), COALESCE(options::text, '')
+		// (which has no time.Time) is flagged instead, and so is a NULL in
+		// a column whose NOT NULL constraint was dropped.
+		take: `SELECT id, COALESCE(kind, ''), COALESCE(queue, ''), COALESCE(operation_id, ''), COALESCE(resource, ''),
+				COALESCE(payload, ''), COALESCE(sensitive, true), COALESCE(max_retries, 0), COALESCE(timeout_ms, 0),
+				CASE WHEN isfinite(run_at) THEN run_at END,
+				run_at IS NOT NULL AND NOT isfinite(run_at), COALESCE(options::text, ''),
+				array_remove(ARRAY[CASE WHEN kind IS NULL THEN 'kind' END, CASE WHEN queue IS NULL THEN 'queue' END,
+					CASE WHEN payload IS NULL THEN 'payload' END, CASE WHEN sensitive IS NULL THEN 'sensitive' END,
+					CASE WHEN max_retries IS NULL THEN 'max_retries' END, CASE WHEN timeout_ms IS NULL THEN 'timeout_ms' END], NULL)
 			FROM ` + t.outbox + ` WHERE failed_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
 		remove: `DELETE FROM ` + t.outbox + ` WHERE id = ANY($1::uuid[])`,
 		setAside: `UPDATE ` + t.outbox + ` AS o SET failed_at = now(), error = r.error
 			FROM unnest($1::uuid[], $2::text[]) AS r(id, error) WHERE o.id = r.id`,
-		failed: `SELECT id, kind, queue, COALESCE(operation_id, ''), created_at, failed_at, COALESCE(error, '')
+		failed: `SELECT id, COALESCE(kind, ''), COALESCE(queue, ''), COALESCE(operation_id, ''), created_at, failed_at, COALESCE(error, '')
 			FROM ` + t.outbox + ` WHERE failed_at IS NOT NULL ORDER BY seq LIMIT $1`,
 		retry: `UPDATE ` + t.outbox + ` SET failed_at = NULL, error = NULL
 			WHERE id = ANY($1::uuid[]) AND failed_at IS NOT NULL`,
@@ -260,14 +265,16 @@ var relayHook func() error
 //
 // One bad row never stops the others. A row that cannot become a job (a
 // value out of range or a payload that is not a JSON object, as a row
-// edited by hand may hold), or whose job the client refuses (its enqueue
+// edited by hand may hold, or a NULL in a column whose NOT NULL constraint
+// was dropped), or whose job the client refuses (its enqueue
 // middleware returns an error, or amends the job out of bounds:
 // jobs.ErrInvalid), stays in the table with failed_at and error set, is
 // logged as a warning (Options.Logger) and is not taken again: list such
 // rows with Failed, fix them (or the middleware) and put them back with
 // Retry, or delete them. An error matching jobs.ErrEnqueueUnknown (Redis
 // failing, or a middleware that cannot tell for now) sets nothing aside:
-// Relay returns it and the rows stay for the next relay.
+// Relay returns it, naming the rows it keeps (the first ten ids), and the
+// rows stay for the next relay.
 //
 // A nil or zero client (one jobs.NewClient did not make), or one it
 // refused, fails the call with ErrOptions (and jobs.ErrInvalid) before
@@ -299,7 +306,7 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	for rows.Next() {
 		var r outboxRow
 		if err := rows.Scan(&r.id, &r.kind, &r.queue, &r.op, &r.res, &r.payload, &r.sensitive,
-			&r.retries, &r.timeoutMS, &r.runAt, &r.runAtInfinite, &r.options); err != nil {
+			&r.retries, &r.timeoutMS, &r.runAt, &r.runAtInfinite, &r.options, &r.nulls); err != nil {
 			rows.Close()
 			return 0, 0, fmt.Errorf("pgfence: relay: read: %w", err)
 		}
@@ -327,7 +334,7 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	}
 	refused, err := enqueueRows(ctx, client, ps)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("%w (kept for the next relay: %s)", err, rowIDs(good))
 	}
 	ids := make([]string, 0, len(good))
 	for i, r := range good {
@@ -399,6 +406,22 @@ func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (ma
 	return refused, nil
 }
 
+// maxRowIDs bounds the row ids an error names.
+const maxRowIDs = 10
+
+// rowIDs names rs by id for an error, the first maxRowIDs of them.
+func rowIDs(rs []outboxRow) string {
+	ids := make([]string, 0, min(len(rs), maxRowIDs))
+	for _, r := range rs[:min(len(rs), maxRowIDs)] {
+		ids = append(ids, r.id)
+	}
+	s := fmt.Sprintf("%d rows, %s", len(rs), strings.Join(ids, ", "))
+	if len(rs) > maxRowIDs {
+		s += fmt.Sprintf(" and %d more", len(rs)-maxRowIDs)
+	}
+	return s
+}
+
 // transient reports whether an enqueue's error may go away by itself (the
 // job may even have been written): the row stays for the next relay
 // instead of being set aside.
@@ -439,7 +462,8 @@ type outboxRow struct {
 	timeoutMS                         int64
 	runAt                             *time.Time
 	runAtInfinite                     bool
-	options                           string // the options column's JSON, "" when NULL
+	options                           string   // the options column's JSON, "" when NULL
+	nulls                             []string // the NOT NULL columns that hold NULL (constraints dropped by hand)
 }
 
 // asideRow is a row the relay could not enqueue, and why.
@@ -452,6 +476,9 @@ type asideRow struct {
 // checks it: an error (matching jobs.ErrInvalid) says why the row cannot
 // be enqueued.
 func (r outboxRow) params() (jobs.Params, error) {
+	if len(r.nulls) > 0 {
+		return jobs.Params{}, fmt.Errorf("%w: %s is NULL (the outbox table's NOT NULL constraint was dropped)", jobs.ErrInvalid, strings.Join(r.nulls, ", "))
+	}
 	op := r.op
 	if op == "" {
 		op = OutboxOperationPrefix + r.id
