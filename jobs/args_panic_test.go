@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,50 @@ func TestArgsMethodPanicIsRefused(t *testing.T) {
 	}
 	if _, err := plain.Enqueue(ctx, panicArgs{}); err != nil {
 		t.Fatalf("args whose methods return: %v", err)
+	}
+}
+
+// TestRequestResourcePanicIsRefused: enqueue middleware reading the
+// request's Resource, whose args' Resource method panics, gets "" and the
+// enqueue fails with ErrInvalid naming the method, nothing written, as
+// without middleware; the caller does not panic.
+func TestRequestResourcePanicIsRefused(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	var seen []string
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{
+		func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+			return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+				for _, r := range reqs {
+					seen = append(seen, r.Resource())
+				}
+				return next(ctx, reqs)
+			}
+		},
+	}})
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("the enqueue panicked: %v", r)
+			}
+		}()
+		_, err := c.Enqueue(ctx, panicArgs{Panic: "Resource"})
+		if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "Resource method panicked") {
+			t.Errorf("Enqueue: err %v, want ErrInvalid naming the Resource method", err)
+		}
+		_, err = c.EnqueueMany(ctx, []jobs.Params{{Args: panicArgs{}}, {Args: panicArgs{Panic: "Resource"}}})
+		if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "Resource method panicked") {
+			t.Errorf("EnqueueMany: err %v, want ErrInvalid naming the Resource method", err)
+		}
+	}()
+	if want := []string{"", "res", ""}; !slices.Equal(seen, want) {
+		t.Errorf("the middleware read resources %q, want %q", seen, want)
+	}
+	if keys, err := rdb.Keys(ctx, ns+":*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("refused enqueues wrote %v (%v)", keys, err)
+	}
+	seen = nil
+	if _, err := c.Enqueue(ctx, panicArgs{}); err != nil || !slices.Equal(seen, []string{"res"}) {
+		t.Fatalf("args whose methods return: %v, resources read %q", err, seen)
 	}
 }

@@ -82,10 +82,18 @@ func (r *EnqueueRequest) Payload() []byte { return r.payload }
 
 // Resource returns the resource the job's attempts will lease: the one the
 // args' Resource method names, EnqueueRaw's Resource option, or "" for the
-// job itself.
+// job itself. When the args' Resource method panics it returns "" and the
+// enqueue fails with ErrInvalid naming the method, nothing written.
 func (r *EnqueueRequest) Resource() string {
 	if res, ok := r.args.(Resourcer); ok && !r.raw {
-		return res.Resource()
+		var s string
+		if err := guard(r.args, "Resource", func() { s = res.Resource() }); err != nil {
+			if r.flow.argsErr == nil {
+				r.flow.argsErr = err
+			}
+			return ""
+		}
+		return s
 	}
 	return r.resource
 }
