@@ -241,8 +241,14 @@ func (a *attempt) renewUntil(deadline time.Time) {
 	a.mu.Unlock()
 }
 
-// renewing reports whether the attempt's leases are still renewed at now.
+// renewing reports whether the attempt's leases are still renewed at now:
+// not past the handler's deadline, and not once its context was cancelled
+// for a lost lease (found lost, or its local deadline passed): a lease the
+// handler was told it lost is not extended again.
 func (a *attempt) renewing(now time.Time) bool {
+	if errors.Is(context.Cause(a.ctx), lease.ErrLost) {
+		return false
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return !a.lost && (a.stopAt.IsZero() || !now.After(a.stopAt))

@@ -56,7 +56,9 @@ func TestStorageRefusalRaisesTheNextToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := e.pool(e.config())
+	cfg := e.config()
+	cfg.LeaseTTL = 5 * time.Second // a lease expiring on a loaded machine would add an attempt
+	p := e.pool(cfg)
 	write := fencedWrite(store)
 	_ = worker.Register(p, jobs.WorkFunc[storeArgs](func(ctx context.Context, _ *jobs.Job[storeArgs]) error { return write(ctx) }))
 	_ = worker.Register(p, jobs.WorkFunc[storeResourceArgs](func(ctx context.Context, _ *jobs.Job[storeResourceArgs]) error { return write(ctx) }))

@@ -16,7 +16,8 @@ import (
 // renews all ledger leases of a queue in one call, and the resource leases
 // through the lease manager, whose concurrent calls share pipelines. An
 // attempt whose lease is lost has its context cancelled at once; one whose
-// renewals fail is cancelled by its watchdog at its local deadline.
+// renewals fail is cancelled by its watchdog at its local deadline. Neither
+// is renewed again.
 type renewer struct {
 	p       *Pool
 	mu      sync.Mutex
