@@ -18,6 +18,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/clientledger"
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 )
@@ -191,6 +192,9 @@ type Client struct {
 	resubmitMore atomic.Bool // a rewind was detected since the background Resubmit last started
 	parts        partitionCache
 	flow         metrics.FlowLabels // the limit names labelled by fencedq_limit_waits_total
+	rdb          redis.UniversalClient
+	durability   durable.Options
+	replicasRead atomic.Bool // the first durable write read the replicas (replicas.go)
 }
 
 // NewClient returns a Client over rdb. A nil rdb or an invalid Config
@@ -198,7 +202,8 @@ type Client struct {
 // mistake, instead of panicking; so does every call on a nil or zero
 // Client (one NewClient did not make).
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
-	c := &Client{m: metrics.NewClient(cfg.Registerer), nsErr: configErr("NewClient", rdb, cfg)}
+	c := &Client{m: metrics.NewClient(cfg.Registerer), nsErr: configErr("NewClient", rdb, cfg),
+		rdb: rdb, durability: durable.Options(cfg.Durability)}
 	lc := cfg.ledger()
 	c.log = lc.Logger
 	lc.Recent = cfg.recent()
@@ -477,6 +482,7 @@ func (c *Client) EnqueueMany(ctx context.Context, ps []Params) ([]*Result, error
 }
 
 func (c *Client) insert(ctx context.Context, js []*ledger.NewJob) ([]*Result, error) {
+	c.checkReplicas(ctx)
 	if err := c.route(ctx, js); err != nil {
 		return make([]*Result, len(js)), err
 	}
@@ -728,6 +734,7 @@ func init() {
 	}
 	clientledger.Route = func(ctx context.Context, c any, js []*ledger.NewJob) error {
 		if c, ok := c.(*Client); ok && c != nil {
+			c.checkReplicas(ctx)
 			return c.route(ctx, js)
 		}
 		return nil

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -226,7 +227,7 @@ func (w *Waiter) enough(got int64) error {
 // Shortfall is a primary with fewer replicas online than Options.Replicas
 // asks for: every durable write to it fails until enough replicas connect.
 type Shortfall struct {
-	Addr      string // the primary's address ("" for a single client's server)
+	Addr      string // the primary's address ("" when it could not be told)
 	Connected int    // replicas online (INFO replication)
 	Required  int    // Options.Replicas
 }
@@ -257,10 +258,25 @@ func Shortfalls(ctx context.Context, rdb redis.UniversalClient, o Options) ([]Sh
 	var err error
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return check(ctx, c, c.Options().Addr) })
-	} else {
-		err = check(ctx, rdb, "")
+	} else if err = check(ctx, rdb, ""); len(out) == 1 {
+		out[0].Addr = serverAddr(ctx, rdb)
 	}
 	return out, err
+}
+
+// serverAddr names rdb's server: the address its options give, else (a
+// Sentinel failover client names none) the one its connection reached
+// (CLIENT INFO's laddr); "" when neither is known.
+func serverAddr(ctx context.Context, rdb redis.UniversalClient) string {
+	if c, ok := rdb.(*redis.Client); ok {
+		if _, _, err := net.SplitHostPort(c.Options().Addr); err == nil {
+			return c.Options().Addr
+		}
+	}
+	if ci, err := rdb.ClientInfo(ctx).Result(); err == nil {
+		return ci.LAddr
+	}
+	return ""
 }
 
 // onlineReplicas counts the replicas an INFO replication reply lists as
