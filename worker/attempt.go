@@ -243,10 +243,11 @@ func (a *attempt) renewUntil(deadline time.Time) {
 
 // renewing reports whether the attempt's leases are still renewed at now:
 // not past the handler's deadline, and not once its context was cancelled
-// for a lost lease (found lost, or its local deadline passed): a lease the
-// handler was told it lost is not extended again.
+// for a lost lease (found lost, or its local deadline passed, even when a
+// process frozen past it runs the renewer before the watchdog): a lease
+// the handler was told, or is about to be told, it lost is not extended.
 func (a *attempt) renewing(now time.Time) bool {
-	if errors.Is(context.Cause(a.ctx), lease.ErrLost) {
+	if now.After(a.local.Deadline()) || errors.Is(context.Cause(a.ctx), lease.ErrLost) {
 		return false
 	}
 	a.mu.Lock()

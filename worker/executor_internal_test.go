@@ -106,3 +106,29 @@ func TestLapsedClaimDoesNotStartTheHandler(t *testing.T) {
 		t.Errorf("outcome %+v, want the job put back (Defer)", f.outcome)
 	}
 }
+
+// TestLapsedAttemptIsNotRenewed: a process frozen past an attempt's local
+// deadline may run its renewer before the watchdog cancels the handler;
+// that round must not extend the lease the handler is about to be told it
+// lost. A confirmed attempt is renewed.
+func TestLapsedAttemptIsNotRenewed(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	p, err := NewPool(rdb, Config{Jobs: jobs.Config{Namespace: ns}, LeaseTTL: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attemptAt := func(id string, claimed time.Time) *attempt {
+		a := &attempt{job: ledger.Claimed{ID: id, Queue: "default", Token: 8, Kind: "k"}}
+		a.ctx, a.cancel = context.WithCancelCause(context.Background())
+		a.local.Start(claimed, p.cfg.LeaseTTL, p.margin, func(error) {}, errLocalDeadline) // its cancel does nothing: the watchdog has not run
+		t.Cleanup(a.end)
+		return a
+	}
+	now := time.Now()
+	if fresh := attemptAt("j1", now); !fresh.renewing(now) {
+		t.Fatal("an attempt claimed now is not renewed")
+	}
+	if frozen := attemptAt("j2", now.Add(-2*time.Second)); frozen.renewing(now) {
+		t.Fatal("an attempt past its local deadline, not cancelled yet, is renewed")
+	}
+}
