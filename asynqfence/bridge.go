@@ -36,7 +36,10 @@ const OperationHeader = "fencedq-operation-id"
 
 // JobHeader is the asynq task header naming the ledger job a task
 // delivers; Redeliver sets it on the tasks it enqueues. It wins over the
-// operation id and the task id.
+// operation id and the task id. A task whose type is not the kind of the
+// bridged job it names (by this header, its operation id or its task id)
+// is refused with an error matching jobs.ErrInvalid and wrapping
+// asynq.SkipRetry; the job is left as it was.
 const JobHeader = "fencedq-job-id"
 
 // Defaults for Options' zero fields.

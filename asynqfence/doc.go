@@ -84,7 +84,9 @@
 // error matching jobs.ErrInvalid and wrapping asynq.SkipRetry (asynq
 // archives the task), counted as rejected (reason invalid) and logged
 // with the task id (its names cut), before the ledger records anything or
-// the handler runs.
+// the handler runs. So is a task whose type is not the kind of the bridged
+// job it names (by JobHeader, its operation id or its task id): logged
+// with both kinds and ids, it leaves that job as it was.
 //
 // Options.Registerer gets the series native pools export (but those only
 // pools set: the maintenance leader's, Redis's clock and eviction policy),

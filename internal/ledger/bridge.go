@@ -95,6 +95,10 @@ type DeliveryClaim struct {
 // when a retry or a re-run puts it back to pending, the next delivery by its
 // own queue claims it.
 //
+// A delivery of another kind than the bridged job of its id records (a
+// task of another type naming that job) is refused with an error matching
+// ErrInvalid, before anything is written.
+//
 // With Config.Durability, a call too few replicas acknowledged in time
 // returns its answer and an error matching durable.ErrUnacknowledged: an
 // attempt it claimed runs on the primary (and perhaps on no replica). The
@@ -172,6 +176,13 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 		_ = r.need(3)
 		out.State, out.ReconcileTries = State(r.str(1)), int(r.int(2))
 	case DeliveryPaused:
+	case deliveryOtherKind:
+		_ = r.need(2)
+		if r.err == nil {
+			l.observe(ctx, q, seen, seq)
+			return nil, wrap("claim delivery "+d.ID, invalid("job %s is of kind %s, not the delivery's %s: not its delivery",
+				ShownID(d.ID), r.str(1), d.Kind))
+		}
 	default:
 		r.fail("delivery status %d", out.Status)
 	}
@@ -184,6 +195,11 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 	l.observe(ctx, q, seen, seq)
 	return out, nil
 }
+
+// deliveryOtherKind is the claim's answer when the bridged job of the
+// delivery's id is of another kind; ClaimDelivery returns it as an error
+// matching ErrInvalid.
+const deliveryOtherKind DeliveryStatus = 8
 
 // bridgeHeader is how many values a bridge claim's reply has before its
 // answer: the write sequence (seq, seq raised, enqueued, history).

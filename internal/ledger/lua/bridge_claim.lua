@@ -34,6 +34,9 @@
 --                                      seen first is recorded pending)
 --        {7, replication id, epoch}    the caller must refresh its epoch
 --                                      (internal/epoch); nothing was written
+--        {8, kind}                     the bridged job of this id is of
+--                                      another kind (the one given): not
+--                                      this delivery's job; nothing was written
 -- answer is the reply: the write sequence, then the status values given.
 local function answer(...)
   local seq, raised, enqueued, hist = seq_reply()
@@ -50,6 +53,10 @@ if not state and op ~= '' then
   if other and other ~= id then return answer(5, 'operation owned by ' .. other) end
 end
 if state and not h[4] then return answer(5, state) end
+if state then -- (not on a first delivery) a task of another kind naming the job is not its delivery
+  local rk = redis.call('HGET', k, 'kind')
+  if rk ~= kind then return answer(8, rk or '') end
+end
 if state == 'succeeded' or state == 'dead' or state == 'cancelled' then
   seq_bump()
   count('deduplicated_execute')
