@@ -23,3 +23,6 @@ func SetPruneBatch(n int) (restore func()) {
 	pruneBatch = n
 	return func() { pruneBatch = old }
 }
+
+// Channel returns the NOTIFY channel o LISTENs on.
+func (o *Outbox) Channel() string { return o.channel }

@@ -591,19 +591,33 @@ type sensitiveArgs struct {
 // Listen holds a connection LISTENing on the outbox's channel until ctx
 // ends and signals the returned channel on every notification (commits of
 // Enqueue). A lost connection is reopened after a second; meanwhile, and
-// for any lost notification, the leader's polling covers.
+// for any lost notification, the leader's polling covers. The first
+// failure of an outage is logged as a warning (Options.Logger) with its
+// error, and the LISTEN back in place once at info level with the number
+// of failed tries; the retries between are not logged.
 func (o *Outbox) Listen(ctx context.Context) <-chan struct{} {
 	if o.relayable() != nil {
 		return nil
 	}
 	ch := make(chan struct{}, 1)
 	go func() {
+		failures := 0 // failed tries since the LISTEN was last in place
+		listened := func() {
+			if failures > 0 {
+				o.log.Info("pgfence: outbox listening again", "outbox", o.t.outbox, "failures", failures)
+			}
+			failures = 0
+		}
 		for ctx.Err() == nil {
-			err := o.listen(ctx, ch)
+			err := o.listen(ctx, ch, listened)
 			if ctx.Err() != nil {
 				return
 			}
-			_ = err // the leader's polling covers until the next try
+			if failures++; failures == 1 {
+				// pgx's errors name the user and database, never a password.
+				o.log.Warn("pgfence: outbox LISTEN failed; relaying at the poll interval until it listens again",
+					"outbox", o.t.outbox, "error", err)
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -614,7 +628,10 @@ func (o *Outbox) Listen(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
-func (o *Outbox) listen(ctx context.Context, ch chan<- struct{}) error {
+// listen LISTENs on one connection, calls listened once the LISTEN is in
+// place, and forwards notifications to ch until the connection fails or
+// ctx ends.
+func (o *Outbox) listen(ctx context.Context, ch chan<- struct{}, listened func()) error {
 	conn, err := o.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -627,6 +644,7 @@ func (o *Outbox) listen(ctx context.Context, ch chan<- struct{}) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{o.channel}.Sanitize()); err != nil {
 		return err
 	}
+	listened()
 	o.listening.Signal(struct{}{})
 	for {
 		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
