@@ -136,18 +136,7 @@ func TestLostLeaseIsNotRenewedAgain(t *testing.T) {
 	cfg.Maintenance.Disabled = true
 	p := e.pool(cfg)
 	hooks := worker.InitHooks(p, t)
-	started := make(chan struct{})
-	causes := make(chan error, 1)
-	release := make(chan struct{})
-	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, _ *jobs.Job[plainArgs]) error {
-		close(started)
-		<-ctx.Done()
-		causes <- context.Cause(ctx)
-		<-release // ignores its cancelled context
-		return nil
-	})); err != nil {
-		t.Fatal(err)
-	}
+	started, causes, release := registerStubborn(t, p)
 	job := e.enqueue(plainArgs{})
 	e.start(p)
 	defer close(release) // before the pool stops
@@ -191,18 +180,7 @@ func TestLocalDeadlineEndsRenewals(t *testing.T) {
 	cfg.Maintenance.Disabled = true // nothing expires the job: a renewal would succeed
 	p := e.pool(cfg)
 	hooks := worker.InitHooks(p, t)
-	started := make(chan struct{})
-	causes := make(chan error, 1)
-	release := make(chan struct{})
-	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, _ *jobs.Job[plainArgs]) error {
-		close(started)
-		<-ctx.Done()
-		causes <- context.Cause(ctx)
-		<-release // ignores its cancelled context
-		return nil
-	})); err != nil {
-		t.Fatal(err)
-	}
+	started, causes, release := registerStubborn(t, p)
 	e.enqueue(plainArgs{})
 	e.start(p)
 	defer close(release) // before the pool stops
@@ -239,4 +217,22 @@ func requireNoRenewalAfterLoss(t *testing.T, renewed *testsignal.Signal[int]) {
 			t.Fatalf("a renewal round after the lease was lost renewed %d attempts, want 0", n)
 		}
 	}
+}
+
+// registerStubborn registers on p a plainArgs handler that signals started,
+// sends its context's cause once that is cancelled, then ignores it and
+// runs on until release is closed.
+func registerStubborn(t *testing.T, p *worker.Pool) (started chan struct{}, causes chan error, release chan struct{}) {
+	t.Helper()
+	started, causes, release = make(chan struct{}), make(chan error, 1), make(chan struct{})
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(ctx context.Context, _ *jobs.Job[plainArgs]) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		<-release // ignores its cancelled context
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	return started, causes, release
 }
