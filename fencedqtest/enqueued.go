@@ -43,6 +43,18 @@ type Want struct {
 	DueAfter  time.Time
 	// Headers must each be among the job's headers, with the same value.
 	Headers map[string]string
+	// Group is the job's fair group (its args' Group method or the
+	// jobs.Group option).
+	Group string
+	// Limit is the key of the job's concurrency limit and LimitMax, when
+	// positive, its max (the args' Limit method or the jobs.Limit option).
+	Limit    string
+	LimitMax int
+	// Rate is the key of the job's rate limit and RateMax, when positive,
+	// its max starts per period (the args' RateLimit method or the
+	// jobs.RateLimit option).
+	Rate    string
+	RateMax int
 }
 
 // Job is an enqueued job: its ledger record and its args decoded into the
@@ -59,8 +71,9 @@ type Job[T jobs.JobArgs] struct {
 const scanPage = 500
 
 // Enqueued returns every job of T's kind in the Env's namespace that
-// matches want (nil: every job of the kind), oldest first within each
-// state. It fails the test only when the ledger cannot be read.
+// matches want (nil: every job of the kind), in each state's index order
+// (pending: by due time, jobs waiting in their fair group or parked on
+// their limit included). It fails the test only when the ledger cannot be read.
 func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) []*Job[T] {
 	tb.Helper()
 	e.check(tb)
@@ -136,21 +149,25 @@ func (e *Env) scan(ctx context.Context, kind string, want *Want) ([]*jobs.Record
 		states = []jobs.State{want.State}
 	}
 	var out []*jobs.Record
-	for _, q := range qs {
-		for _, s := range states {
-			for offset := 0; ; offset += scanPage {
-				page, err := e.ledger.List(ctx, q, s, offset, scanPage)
-				if err != nil {
-					return nil, err
+	for _, s := range states {
+		// Page reads a pending job wherever it waits: the due index, its
+		// fair group's index or its limit's wait list.
+		for offset := 0; ; offset += scanPage {
+			items, _, _, err := e.ledger.Page(ctx, qs, ledger.Filter{State: s}, offset, scanPage)
+			if err != nil {
+				return nil, err
+			}
+			page, _, err := e.ledger.Records(ctx, s, items)
+			if err != nil {
+				return nil, err
+			}
+			for _, rec := range page {
+				if rec.Kind == kind && want.matches(rec) {
+					out = append(out, rec)
 				}
-				for _, rec := range page {
-					if rec.Kind == kind && want.matches(rec) {
-						out = append(out, rec)
-					}
-				}
-				if len(page) < scanPage {
-					break
-				}
+			}
+			if len(items) < scanPage {
+				break
 			}
 		}
 	}
@@ -164,7 +181,12 @@ func (w *Want) matches(rec *jobs.Record) bool {
 		w.Timeout > 0 && rec.Timeout != w.Timeout,
 		w.Resource != "" && rec.Resource != w.Resource,
 		w.Scheduled && !rec.RunAt.After(rec.Created),
-		!w.DueAfter.IsZero() && rec.RunAt.Before(w.DueAfter):
+		!w.DueAfter.IsZero() && rec.RunAt.Before(w.DueAfter),
+		w.Group != "" && rec.Group != w.Group,
+		w.Limit != "" && rec.LimitKey != w.Limit,
+		w.LimitMax > 0 && rec.LimitMax != w.LimitMax,
+		w.Rate != "" && rec.RateKey != w.Rate,
+		w.RateMax > 0 && rec.RateMax != w.RateMax:
 		return false
 	}
 	for k, v := range w.Headers {
@@ -218,6 +240,11 @@ func (w *Want) describe() string {
 	add("scheduled", w.Scheduled, w.Scheduled)
 	add("due after", w.DueAfter, !w.DueAfter.IsZero())
 	add("headers", w.Headers, len(w.Headers) > 0)
+	add("group", w.Group, w.Group != "")
+	add("limit", w.Limit, w.Limit != "")
+	add("limit max", w.LimitMax, w.LimitMax > 0)
+	add("rate", w.Rate, w.Rate != "")
+	add("rate max", w.RateMax, w.RateMax > 0)
 	if len(parts) == 0 {
 		return "anything"
 	}

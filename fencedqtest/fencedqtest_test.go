@@ -798,3 +798,41 @@ func TestWaitStateRefusesAnEmptyID(t *testing.T) {
 		t.Errorf("WaitState for an empty id: failure %q (context %v), want it refused at once", msg, wctx.Err())
 	}
 }
+
+// TestRequireEnqueuedByFlowControl: jobs are matched by their group,
+// limit and rate (keys and maxes), jobs waiting in their group's index or
+// parked on their limit included.
+func TestRequireEnqueuedByFlowControl(t *testing.T) {
+	env, client := newEnv(t)
+	ctx := context.Background()
+	for i, opts := range [][]jobs.Option{
+		{jobs.Group("acme"), jobs.Limit("export:acme", 1)},
+		{jobs.Group("acme"), jobs.Limit("export:acme", 1)}, // waiting in its group's index
+		{jobs.Group("globex"), jobs.Rate("provider", 100, time.Second)},
+		{jobs.Limit("export:solo", 1)},
+		{jobs.Limit("export:solo", 1)}, // parked behind the first's promise
+	} {
+		if _, err := client.Enqueue(ctx, email{To: fmt.Sprintf("u%d@example.com", i)}, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(fencedqtest.Enqueued[email](ctx, t, env, &fencedqtest.Want{Group: "acme", Limit: "export:acme", LimitMax: 1})); n != 2 {
+		t.Fatalf("%d jobs of group acme under limit export:acme max 1, want 2", n)
+	}
+	if n := len(fencedqtest.Enqueued[email](ctx, t, env, &fencedqtest.Want{Limit: "export:solo", State: jobs.Pending})); n != 2 {
+		t.Fatalf("%d pending jobs under limit export:solo, want 2 (one parked)", n)
+	}
+	job := fencedqtest.RequireEnqueued[email](ctx, t, env, &fencedqtest.Want{Rate: "provider", RateMax: 100})
+	if job.Args.To != "u2@example.com" || job.Record.Group != "globex" {
+		t.Fatalf("rate-limited job found: %+v, group %q", job.Args, job.Record.Group)
+	}
+	fencedqtest.RequireNotEnqueued[email](ctx, t, env, &fencedqtest.Want{Limit: "export:acme", LimitMax: 2})
+	fencedqtest.RequireNotEnqueued[email](ctx, t, env, &fencedqtest.Want{Rate: "provider", RateMax: 10})
+	fencedqtest.RequireNotEnqueued[email](ctx, t, env, &fencedqtest.Want{Group: "initech"})
+	msg := failure(t, func(tb testing.TB) {
+		fencedqtest.RequireEnqueued[email](ctx, tb, env, &fencedqtest.Want{Group: "initech", Limit: "export:initech"})
+	})
+	if !strings.Contains(msg, "group initech") || !strings.Contains(msg, "limit export:initech") {
+		t.Fatalf("failure %q does not name the group and limit wanted", msg)
+	}
+}
