@@ -106,9 +106,9 @@ func TestCancelledWorkflowsUncertainStepApplied(t *testing.T) {
 	r.verdict.Store(int32(jobs.Applied))
 	e.startReconciling(r, true)
 	e.wait(res, "charge", jobs.Succeeded)
-	time.Sleep(300 * time.Millisecond)
-	if s := e.stepState(res, "ship"); s != jobs.Cancelled || e.runs.count("ship") != 0 {
-		t.Fatalf("ship %s, ran %d times", s, e.runs.count("ship"))
+	e.wait(res, "ship", jobs.Cancelled)
+	if n := e.runs.count("ship"); n != 0 {
+		t.Fatalf("ship cancelled, but ran %d times", n)
 	}
 	if st := e.status(res.ID); st.State != workflow.Cancelled {
 		t.Fatalf("workflow %s (%+v)", st.State, st.Steps)
@@ -377,9 +377,9 @@ func TestCancelWhileAStepCompletes(t *testing.T) {
 	}
 	close(release)
 	e.wait(res, "charge", jobs.Succeeded)
-	time.Sleep(300 * time.Millisecond)
-	if s := e.stepState(res, "ship"); s != jobs.Cancelled || e.runs.count("ship") != 0 {
-		t.Fatalf("ship %s, ran %d times", s, e.runs.count("ship"))
+	e.wait(res, "ship", jobs.Cancelled)
+	if n := e.runs.count("ship"); n != 0 {
+		t.Fatalf("ship cancelled, but ran %d times", n)
 	}
 	if st := e.status(res.ID); st.State != workflow.Cancelled {
 		t.Fatalf("workflow %s (%+v)", st.State, st.Steps)
