@@ -31,6 +31,16 @@ func TestAPIPathWithDotOrEmptySegments(t *testing.T) {
 			}
 		}
 	}
+	// "api" itself, without its slash: no endpoint, and no redirect to
+	// "/api/", which lies outside the mount.
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		res, body := call(t, h, httptest.NewRequest(m, "/ops/api", nil))
+		var e struct{ Code string }
+		if res.StatusCode != http.StatusNotFound || json.Unmarshal(body, &e) != nil || e.Code != "not_found" ||
+			res.Header.Get("Location") != "" {
+			t.Errorf("%s /ops/api: %d Location %q %s", m, res.StatusCode, res.Header.Get("Location"), body)
+		}
+	}
 	res, body := call(t, h, httptest.NewRequest(http.MethodGet, "/ops/api/jobs/default/a%2F..%2Fb", nil))
 	var e struct{ Error string }
 	_ = json.Unmarshal(body, &e)

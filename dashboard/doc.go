@@ -166,8 +166,8 @@
 // or any data after the object but white space is refused with 400
 // (code "invalid") and nothing is done. An endpoint asked with a method it
 // does not serve answers 405 (code "method_not_allowed") with Allow; an
-// API path with an empty, "." or ".." segment answers 404 (code
-// "not_found"), never a redirect. Notes
+// API path with an empty, "." or ".." segment, and "api" without its
+// slash, answer 404 (code "not_found"), never a redirect. Notes
 // and the operator's name follow jobs.Client's rules (no control
 // characters; a note may hold line feeds and tabs).
 //

@@ -279,6 +279,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// no API endpoint has such a path.
 		writeError(w, http.StatusNotFound, "not_found", "no such API endpoint: the path has empty, . or .. segments")
 		return
+	} else if ep == "/api" {
+		// Likewise the mux's redirect to "/api/" (an absolute Location).
+		writeError(w, http.StatusNotFound, "not_found", "no such API endpoint")
+		return
 	}
 	if h.opts.ProtectReads {
 		if _, ok := h.authenticate(r); !ok {

@@ -62,11 +62,24 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		}
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(newLedgerCollector(client.Inspector()))
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", cli.Healthz(client.Inspector().Ping))
-		mux.Handle("/", h)
-		return cli.ListenAndServe(ctx, "--addr", *addr, mux, func(a string) {
+		metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		healthz := cli.Healthz(client.Inspector().Ping)
+		// Routed by hand, not by an http.ServeMux: a mux would redirect a
+		// path with an empty, "." or ".." segment to its cleaned form, and
+		// a client follows that with its POST body and credentials, so an
+		// action sent for job "x/../y" would act on job y. The dashboard
+		// answers such a path itself (404).
+		root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/metrics":
+				metrics.ServeHTTP(w, r)
+			case "/healthz":
+				healthz(w, r)
+			default:
+				h.ServeHTTP(w, r)
+			}
+		})
+		return cli.ListenAndServe(ctx, "--addr", *addr, root, func(a string) {
 			fmt.Fprintf(out, "dashboard: http://%s/\n", a)
 		})
 	}
