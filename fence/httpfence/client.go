@@ -38,7 +38,9 @@ var ErrMissing = fmt.Errorf("httpfence: missing fencing headers: %w", fence.ErrI
 // fence, or one whose fields cannot be sent as header values (a control
 // character; a leading or trailing space, which servers strip, so the
 // service would see another resource, owner or operation id), returns an
-// error matching fence.ErrInvalid and leaves req unchanged.
+// error matching fence.ErrInvalid and leaves req unchanged. net/http's
+// client copies these headers to a redirect to any host; send the request
+// through Transport, which keeps them off other hosts.
 func SetHeaders(req *http.Request, f fence.Fence) error {
 	if err := f.Validate(); err != nil {
 		return err
@@ -76,9 +78,12 @@ func headerSafe(s string) bool {
 // its epoch; pools apply the same bound to the marks storage reports.
 const maxTokenAhead = 366 * 24 * time.Hour
 
+// fenceHeaders are the headers a fenced request carries.
+var fenceHeaders = []string{HeaderToken, HeaderResource, HeaderOwner, HeaderIdempotencyKey}
+
 // FromRequest reads the fence from req's headers. ok is false when none of
-// the four headers is present. When some are missing the error matches
-// ErrMissing; a malformed token, a token no lease mints (its time part lies
+// the four headers is present (a header sent with an empty value is
+// present). When some are missing or empty the error matches ErrMissing; a malformed token, a token no lease mints (its time part lies
 // more than a year past the clock: stored as a mark, 2^64-1 say, it
 // would refuse every later holder of the resource for good), or a header
 // sent more than once with different values (which of them would authorise
@@ -91,10 +96,10 @@ func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
 		Owner:       req.Header.Get(HeaderOwner),
 		OperationID: req.Header.Get(HeaderIdempotencyKey),
 	}
-	if tok == "" && f.Resource == "" && f.Owner == "" && f.OperationID == "" {
+	if !slices.ContainsFunc(fenceHeaders, func(name string) bool { return len(req.Header.Values(name)) > 0 }) {
 		return fence.Fence{}, false, nil
 	}
-	for _, name := range []string{HeaderToken, HeaderResource, HeaderOwner, HeaderIdempotencyKey} {
+	for _, name := range fenceHeaders {
 		if vs := req.Header.Values(name); len(vs) > 1 && slices.ContainsFunc(vs[1:], func(v string) bool { return v != vs[0] }) {
 			return f, true, fmt.Errorf("%w: %s sent %d times with different values", fence.ErrInvalid, name, len(vs))
 		}
@@ -130,7 +135,9 @@ func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
 // another host than the first request's gets no fence, as net/http's
 // client drops Authorization there: a fence authorises writes (the same
 // token and owner are accepted again), so it goes only where the request
-// was addressed. The original request is never modified.
+// was addressed. That holds too for fencing headers set on the request
+// itself (SetHeaders), which the client copies to every redirect. The
+// original request is never modified.
 type Transport struct {
 	// Base sends the requests (default http.DefaultTransport).
 	Base http.RoundTripper
@@ -147,12 +154,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	f, ok := fence.FromContext(req.Context())
-	if ok && !sameHost(req) {
-		if t.Require {
+	if !sameHost(req) {
+		if ok && t.Require {
 			closeBody(req)
 			return nil, fmt.Errorf("%w: redirected to %s, not the host the fenced request was addressed to", ErrMissing, req.URL.Host)
 		}
-		return base.RoundTrip(req)
+		return base.RoundTrip(withoutFence(req))
 	}
 	if !ok {
 		if t.Require {
@@ -167,6 +174,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return base.RoundTrip(r)
+}
+
+// withoutFence returns req, or a copy without the fencing headers when it
+// carries any: net/http's client copies the first request's headers (set
+// with SetHeaders, say) to its redirects, whatever their host.
+func withoutFence(req *http.Request) *http.Request {
+	h := req.Header
+	if h.Get(HeaderToken) == "" && h.Get(HeaderResource) == "" && h.Get(HeaderOwner) == "" {
+		return req
+	}
+	r := req.Clone(req.Context())
+	for _, name := range fenceHeaders {
+		r.Header.Del(name)
+	}
+	return r
 }
 
 // sameHost reports whether req goes to the host of the first request of
@@ -217,7 +239,8 @@ type ErrorBody struct {
 }
 
 // CheckResponse turns a fenced service's answer into the fence errors: a
-// *fence.StaleError for 409 stale_token, fence.ErrInProgress for 409
+// *fence.StaleError for 409 stale_token (its Fence is resp.Request's, or,
+// without one, the resource, token and operation id the answer echoes), fence.ErrInProgress for 409
 // operation_in_progress, and a *fence.AlreadyAppliedError when a 2xx
 // answer carries the Fencing-Already-Applied header "true" (the
 // middleware's already-applied answer is a 200; on an error status, from a
@@ -262,8 +285,11 @@ func CheckResponse(resp *http.Response) error {
 			OperationID: b.OperationID, Resource: res, Token: stored, Owner: b.StoredOwner,
 		}, Fence: f}
 	case b.Error == "stale_token":
-		if f.Resource == "" {
-			f.Resource = b.Resource
+		if f.Token == 0 {
+			// The request is not at hand, or carried no fence: take the
+			// refused fence the answer echoes (it names no owner).
+			tok, _ := lease.ParseToken(b.Token)
+			f = fence.Fence{Resource: b.Resource, Token: tok, OperationID: b.OperationID}
 		}
 		return &fence.StaleError{Fence: f, StoredToken: stored, StoredOwner: b.StoredOwner}
 	case b.Error == "operation_in_progress":

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -31,8 +32,8 @@ type Guard interface {
 // Options configures Middleware. The zero value rejects unfenced requests.
 type Options struct {
 	// AllowUnfenced lets requests without any fencing header through to the
-	// handler, unguarded. A request with only some of the headers is always
-	// rejected.
+	// handler, unguarded. A request with only some of the headers, or with
+	// one sent empty, is always rejected.
 	AllowUnfenced bool
 	// Logger, if set, receives storage errors (the fence, never header
 	// values beyond it, and never bodies). Nil logs nothing.
@@ -76,7 +77,8 @@ const staleMessage = "storage holds a higher token for the resource, or this tok
 // 4xx/5xx (or a panic) the record is rolled back so a retry can run. To
 // decide before anything reaches the client, the handler's response is
 // buffered and sent after the record is committed, so handlers cannot
-// stream or hijack. With the Postgres guard (pgfence.Store.Guard) the
+// stream or hijack; its final status decides (an informational 1xx, such
+// as 103 Early Hints, is dropped, not sent). With the Postgres guard (pgfence.Store.Guard) the
 // handler should write through pgfence.TxFromContext(r.Context()): its
 // writes then commit atomically with the fence. The request context also
 // carries the fence (fence.FromContext). Wrap only the routes that write;
@@ -173,7 +175,18 @@ type recorder struct {
 
 func (r *recorder) Header() http.Header { return r.header }
 
+// WriteHeader keeps the first final status. An informational one (1xx but
+// 101, as net/http treats them) is dropped: it is not the handler's answer,
+// and a buffered response cannot send it ahead of the final one. A status
+// outside 100-999 panics, as net/http's WriteHeader does, while the guard
+// can still roll the operation back.
 func (r *recorder) WriteHeader(status int) {
+	if status < 100 || status > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", status))
+	}
+	if status >= 100 && status < 200 && status != http.StatusSwitchingProtocols {
+		return
+	}
 	if r.status == 0 {
 		r.status = status
 	}
