@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
@@ -35,7 +37,9 @@ type UniqueOpts struct {
 	// by their value: 1, 1.0 and 1e0 are one).
 	ByArgs bool
 	// ByFields includes only these top-level fields of the args' JSON (by
-	// their JSON names; a field absent from the args counts as null).
+	// their JSON names; a field absent from the args counts as null). In
+	// raw args a key is matched as a handler's decoding matches it: one
+	// differing only in case is the field, and of several the last wins.
 	// Setting it makes ByArgs unnecessary. A name the args' type can never
 	// encode (a typo, or the Go name of a field whose JSON name differs) is
 	// refused with ErrInvalid, since it would make every job of the kind a
@@ -62,7 +66,8 @@ type UniqueOpts struct {
 var DefaultUniqueStates = []State{Pending, Running, Uncertain, Review, Succeeded}
 
 // Unique makes the job unique (see UniqueOpts). An operator's re-run of a
-// dead or cancelled job does not check uniqueness again. A job re-submitted
+// dead or cancelled job does not check uniqueness again; the re-run job
+// holds its key again unless another job took it meanwhile. A job re-submitted
 // after a ledger rewind (Client.Resubmit) is restored holding its key, or
 // left out when another job holds the key by then.
 func Unique(u UniqueOpts) Option {
@@ -100,8 +105,8 @@ func uniqueOf(kind string, payload []byte, u *UniqueOpts) (*ledger.Unique, error
 	h.Write([]byte{0})
 	switch {
 	case len(u.ByFields) > 0:
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(payload, &fields) != nil { // its error may quote a value of the args
+		fields, ok := topFields(payload)
+		if !ok { // its error may quote a value of the args
 			return nil, invalid("%s args are not a JSON object, which unique fields need", kind)
 		}
 		names := slices.Clone(u.ByFields)
@@ -111,7 +116,7 @@ func uniqueOf(kind string, payload []byte, u *UniqueOpts) (*ledger.Unique, error
 			if name == "" {
 				return nil, invalid("an empty unique field name")
 			}
-			v, err := canonicalJSON(fields[name])
+			v, err := canonicalJSON(fieldValue(fields, name))
 			if err != nil {
 				return nil, invalid("%s args field %q: %v", kind, name, err)
 			}
@@ -129,6 +134,67 @@ func uniqueOf(kind string, payload []byte, u *UniqueOpts) (*ledger.Unique, error
 		h.Write(v)
 	}
 	return &ledger.Unique{Digest: hex.EncodeToString(h.Sum(nil)[:16]), Period: roundUpMS(u.ByPeriod), States: seen}, nil
+}
+
+// argField is one top-level member of a JSON object, its key folded as
+// encoding/json folds it.
+type argField struct {
+	key, folded string
+	value       json.RawMessage
+}
+
+// topFields returns the members of JSON object payload in their order;
+// false when it is not one.
+func topFields(payload []byte) ([]argField, bool) {
+	d := json.NewDecoder(bytes.NewReader(payload))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var out []argField
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return nil, false
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, false
+		}
+		out = append(out, argField{key: k, folded: foldName(k), value: v})
+	}
+	return out, true
+}
+
+// fieldValue returns the value encoding/json decodes into a struct field
+// of JSON name name: the last member whose key is name or equals it but
+// for case (raw args written by another producer: "Customer" for
+// "customer"); nil when none is.
+func fieldValue(fields []argField, name string) json.RawMessage {
+	folded := foldName(name)
+	var v json.RawMessage
+	for _, f := range fields {
+		if f.key == name || f.folded == folded {
+			v = f.value
+		}
+	}
+	return v
+}
+
+// foldName folds a key as encoding/json's case-insensitive match does:
+// ASCII letters upper-cased, other runes mapped to upper(lower(r)).
+func foldName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf && 'a' <= r && r <= 'z':
+			r -= 'a' - 'A'
+		case r >= utf8.RuneSelf:
+			r = unicode.ToUpper(unicode.ToLower(r))
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // canonicalJSON re-encodes JSON with object keys sorted at every level and

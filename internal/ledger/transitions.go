@@ -569,7 +569,8 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	if r.SeenRuns != nil {
 		runs = strconv.Itoa(*r.SeenRuns)
 	}
-	v, err := l.run(ctx, l.lanes.other, resolveScript, q, id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
+	// with the unique index: a re-run unique job holds its key again
+	v, err := l.lanes.other.Run(ctx, resolveScript, l.uniqueKeys(q), l.prefix(q), id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
 		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds(), seen, runs).Result()
 	rp := newReply("resolve", v, err)
 	if err := rp.need(2); err != nil {

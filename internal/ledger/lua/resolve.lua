@@ -17,6 +17,9 @@
 -- again: a rerun of it uncertain or in review (the verdict "not applied",
 -- the reconciler's or an operator's) ends it cancelled, and a rerun of it
 -- dead or cancelled is refused.
+-- KEYS 14 the queue's unique index ns:{q}:unique (see enqueue_unique.lua): a
+--   unique job re-run to pending holds its key again, unless another job
+--   holds it by then.
 -- Reply: {1, new state, hand-over records written}; {0, state} when the job is not in an allowed state
 --        ('missing' when there is no such job); {-1, state} when the
 --        reconciler's token is stale; {-2, state, token} when the job no
@@ -32,7 +35,7 @@
 -- kind" is not killed again at its first claim).
 local id, decision = ARGV[2], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token', 'wf_cancel', 'runs')
+local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token', 'wf_cancel', 'runs', 'ukey')
 local state = h[1]
 if not state then return {0, 'missing'} end
 local allowed = false
@@ -47,6 +50,27 @@ if not reconciler_ok(ARGV[7]) then return {-1, state} end
 if decision ~= 'succeeded' and decision ~= 'rerun' and decision ~= 'dead' and decision ~= 'review' and decision ~= 'later' then
   return redis.error_reply('unknown decision ' .. decision)
 end
+-- unique_retake makes the re-run job the holder of its unique key ukey when
+-- no other job holds it (in one of that job's unique states, with that key):
+-- the pruner may have dropped the entry while this job was out of its
+-- states, and a later enqueue of the key is a duplicate of this one. A key
+-- another job took meanwhile stays that job's. An index of another type
+-- (written by hand) is left alone.
+local function unique_retake(ukey)
+  local uniqk = KEYS[14]
+  local cur = redis.pcall('HGET', uniqk, ukey)
+  if cur == id or type(cur) == 'table' then return end
+  if cur then
+    local c = jobread(jobkey(cur), 'state', 'ustates', 'ukey')
+    if c[1] and c[2] and c[3] == ukey then
+      for s in string.gmatch(c[2], '[^,]+') do
+        if s == c[1] then return end
+      end
+    end
+  end
+  redis.call('HSET', uniqk, ukey, id)
+end
+
 local unknown = state == 'uncertain' or state == 'review'
 if decision == 'rerun' and h[7] and not unknown then return {-3, state, h[4], h[7]} end
 queue_guard()
@@ -98,6 +122,7 @@ elseif decision == 'rerun' then
   redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'kind_defers')
   unfinish(id, h[2])
   move(id, state, 'pending', now)
+  if h[9] then unique_retake(h[9]) end
   wake()
 elseif decision == 'succeeded' or decision == 'dead' then
   move(id, state, to, now)
