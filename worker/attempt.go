@@ -173,6 +173,13 @@ func (a *attempt) nextEnded(returned bool) (late bool) {
 	return a.stray
 }
 
+// nextRunning reports whether next is running the handler now.
+func (a *attempt) nextRunning() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.entered && !a.nextDone
+}
+
 // handlerUnwound reports whether next's run of the handler ended without
 // returning: a panic of the handler's unwound through next.
 func (a *attempt) handlerUnwound() bool {

@@ -184,6 +184,12 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 		end.Reason = "unknown kind"
 	default:
 		end = p.runHandler(a, h)
+		// A middleware cut short by the shutdown before next ran the
+		// handler (waiting on a semaphore, say): nothing of the job's ran.
+		if end.Shutdown != "" && end.Err != nil && !errors.Is(end.Err, jobs.ErrUnknown) &&
+			len(p.cfg.Middleware) > 0 && !a.handlerEntered() {
+			return p.notStarted(a)
+		}
 	}
 	return p.conclude(a, end, kind)
 }

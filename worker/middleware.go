@@ -40,7 +40,10 @@ type Handler func(ctx context.Context, job JobView) error
 // does one made once the handler's context ended or the claim lapsed
 // (with the cause: lease.ErrLost for a lost lease); a call with a context
 // not derived from the attempt's returns ErrContextReplaced, and one with
-// a JobView not the attempt's ErrForeignJobView, the handler not run. The
+// a JobView not the attempt's ErrForeignJobView, the handler not run (a
+// context that keeps the attempt's values under a deadline of its own,
+// context.WithoutCancel then WithTimeout, runs it, still cancelled with
+// the attempt's context). The
 // attempt's outcome is decided when the middleware returns: one that
 // returns while next, called from a goroutine, still runs the handler
 // ends the attempt uncertain with ErrHandlerStillRunning: a middleware
@@ -155,7 +158,9 @@ const (
 // call ended now with err: OutcomeSucceeded, OutcomeRetry, OutcomeDead
 // (a permanent error, a malformed payload, or retries exhausted),
 // OutcomeUncertain (an unknown result, a lease lost, the deadline passed,
-// a shutdown mid-call) or OutcomeCancelled (an operator cancelled the job).
+// a shutdown mid-call, or next still running the handler, called from a
+// goroutine a later middleware did not wait for: ErrHandlerStillRunning)
+// or OutcomeCancelled (an operator cancelled the job).
 // The pool decides again by the same rules once the outermost middleware
 // returns, so a lease lost or a deadline passed in between can still make
 // the job uncertain; and the ledger commits the outcome only if the
@@ -165,6 +170,9 @@ func (v JobView) Outcome(err error) string {
 	if v.p == nil {
 		end := rules.End{Err: err, Malformed: errors.Is(err, errMalformed)}
 		return outcomeName(rules.Decide(end).To, false, v.job)
+	}
+	if v.a.nextRunning() {
+		return OutcomeUncertain
 	}
 	end := v.p.endOf(v.a, v.h, v.hctx, v.job.Deadline, err)
 	return outcomeName(rules.Decide(end).To, end.Cancelled, v.job)
@@ -216,6 +224,16 @@ func (p *Pool) wrap(h *handler, run runFunc) (runFunc, error) {
 					"error", text)
 			}
 		}()
+		// A context that kept the attempt's values but not its cancellation
+		// (context.WithoutCancel under a deadline of its own) still ends
+		// with the attempt's: a lost lease, an operator's cancel, a
+		// shutdown. One that only added values shares its Done: no cost.
+		if ctx.Done() != v.hctx.Done() {
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			stop := context.AfterFunc(v.hctx, func() { cancel(context.Cause(v.hctx)) })
+			defer func() { stop(); cancel(nil) }()
+		}
 		// The handler's own scope of the attempt: reports from goroutines it
 		// leaves running fail once it returns.
 		ctx, end := ledger.ScopeAttempt(ctx)

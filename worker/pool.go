@@ -377,7 +377,8 @@ func (p *Pool) redisAddr(ne net.Error) string {
 // claiming, puts back the jobs it claimed whose handlers have not started
 // (due now, their attempts not consumed), waits up to ShutdownTimeout for
 // running handlers, cancels the contexts of those still running (their
-// jobs end uncertain), completes every outcome it has, and returns nil.
+// jobs end uncertain; a job whose middleware, still waiting before next,
+// then returns an error is put back), completes every outcome it has, and returns nil.
 // Handlers that ignore their cancelled context for a few seconds more are
 // abandoned: each attempt is recorded uncertain under its own token
 // (counted in fencedq_handlers_abandoned_total), and a result such a
