@@ -210,7 +210,10 @@ func (e every) String() string { return "@every " + time.Duration(e).String() }
 // Changing a schedule's expression, zone, args or queue without a
 // ScheduleID gives it a new default id, hence a new schedule that starts
 // afresh; the old record stays until removed (jobs.Client.RemoveSchedule).
-// Set ScheduleID to keep a schedule's history across changes.
+// Set ScheduleID to keep a schedule's history across changes. A new
+// expression or zone under a ScheduleID runs from the leader's pass that
+// records it: its ticks from before the last pass under the old one are
+// not caught up.
 //
 // Pools may define one schedule id differently (a rolling deploy): the
 // definition of the most recently started pool is recorded, and a leader

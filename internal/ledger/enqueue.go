@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,7 +130,8 @@ const enqueueChunk = 500
 // order, and returns their results in order; a job whose call failed has a nil result, and the first error
 // (matching ErrEnqueueUnknown: the call's jobs were written whole or not
 // at all; or ErrOutOfMemory: Redis refused the call, nothing written) is
-// returned.
+// returned, the first matching ErrEnqueueUnknown when any call's outcome
+// is unknown.
 //
 // A queue seen for the first time is added to the queue registry after
 // its jobs were written. That write failing (a Cluster node holding the
@@ -244,7 +246,11 @@ func (l *Ledger) insert(ctx context.Context, js []*NewJob, mode string) ([]*Inse
 	out := make([]*Inserted, len(js))
 	var firstErr error
 	for _, cl := range calls {
-		if err := l.decodeInsert(ctx, cl.queue, cl.seen, mode == "", cl.idx, js, cl.cmd, out); err != nil && firstErr == nil {
+		err := l.decodeInsert(ctx, cl.queue, cl.seen, mode == "", cl.idx, js, cl.cmd, out)
+		// A call whose outcome is unknown wins over one refused before its
+		// first write (out of memory, a foreign key on another node): its
+		// jobs may exist, which the other's error says of none.
+		if err != nil && (firstErr == nil || errors.Is(err, ErrEnqueueUnknown) && !errors.Is(firstErr, ErrEnqueueUnknown)) {
 			firstErr = err
 		}
 	}

@@ -9,7 +9,10 @@
 --   registering pool's start in ms, 7 its id, 8.. field, value pairs of the
 --   definition (schedule, tz, kind, queue, catch_up, missed_after,
 --   max_catch_up, job_digest). Creates the schedule (created = ARGV 4) when absent, else
---   updates its definition; seen = now. A recorded definition of another
+--   updates its definition; seen = now. A definition changing the recorded
+--   expression or zone raises the cursor to the recorded seen (the last
+--   pass under the old one): the new one does not catch up on ticks from
+--   before it. A recorded definition of another
 --   digest registered by a pool started later (or at the same time, with a
 --   greater digest) is kept: the registration is noted as the schedule's
 --   conflict (conflict_since kept while its digest stays the same) and the
@@ -63,7 +66,7 @@ redis.call('SET', KEYS[1], ARGV[2])
 
 local key = KEYS[3]
 if ARGV[1] == 'register' or ARGV[1] == 'takeover' then
-  local rec = redis.call('HMGET', key, 'digest', 'started', 'created', 'pool')
+  local rec = redis.call('HMGET', key, 'digest', 'started', 'created', 'pool', 'schedule', 'tz', 'seen', 'cursor')
   local digest, started, pool = ARGV[5], num(ARGV[6]), ARGV[7]
   local first = 8
   if ARGV[1] == 'takeover' then
@@ -89,9 +92,18 @@ if ARGV[1] == 'register' or ARGV[1] == 'takeover' then
     redis.call('SADD', KEYS[2], ARGV[3])
   end
   local f = {'seen', fmt(now), 'leader', ARGV[2], 'digest', digest, 'started', fmt(started), 'pool', pool}
+  local def = {}
   for i = first, #ARGV, 2 do
     f[#f + 1] = ARGV[i]
     f[#f + 1] = ARGV[i + 1]
+    def[ARGV[i]] = ARGV[i + 1]
+  end
+  -- Another expression or zone runs from now on: its ticks up to the last
+  -- pass under the recorded one (seen) fell while that one was in force,
+  -- and are not missed ticks to catch up on.
+  if rec[5] and (rec[5] ~= def['schedule'] or (rec[6] or '') ~= (def['tz'] or '')) and num(rec[7]) > num(rec[8]) then
+    f[#f + 1] = 'cursor'
+    f[#f + 1] = rec[7]
   end
   redis.call('HSET', key, unpack(f))
   return {1, redis.call('HGET', key, 'created')}
