@@ -57,6 +57,11 @@ const (
 	// DefaultRedeliverInterval is how often Run looks for jobs whose asynq
 	// task is gone.
 	DefaultRedeliverInterval = 10 * time.Second
+	// MinLeaseTTL is the shortest LeaseTTL New accepts (as worker.MinLeaseTTL).
+	MinLeaseTTL = 100 * time.Millisecond
+	// MinRedeliverInterval is the shortest RedeliverInterval New accepts:
+	// a shorter one turns Run into a busy loop of Redis calls.
+	MinRedeliverInterval = 10 * time.Millisecond
 )
 
 // Errors returned to asynq (each wraps the details). asynq retries the task
@@ -131,8 +136,8 @@ type Options struct {
 	// fence owners); default host:pid.
 	WorkerID string
 	// LeaseTTL is each attempt's lease in the ledger (default
-	// DefaultLeaseTTL); it is renewed every third of it while the handler
-	// runs.
+	// DefaultLeaseTTL; at least MinLeaseTTL); it is renewed every third of
+	// it while the handler runs.
 	LeaseTTL time.Duration
 	// SafetyMargin is how long before its lease's nominal end an attempt
 	// stops trusting a lease it could not confirm: when no renewal was
@@ -168,7 +173,7 @@ type Options struct {
 	// and enqueues to (default: the ledger's Redis given to New).
 	Asynq redis.UniversalClient
 	// RedeliverInterval is how often Run calls Redeliver (default
-	// DefaultRedeliverInterval).
+	// DefaultRedeliverInterval; at least MinRedeliverInterval).
 	RedeliverInterval time.Duration
 }
 
@@ -242,6 +247,12 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	opts = opts.withDefaults()
 	if len(opts.WorkerID) > 200 {
 		return nil, fmt.Errorf("%w: worker id longer than 200 bytes", ErrOptions)
+	}
+	if opts.LeaseTTL < MinLeaseTTL {
+		return nil, fmt.Errorf("%w: lease TTL %v below %v", ErrOptions, opts.LeaseTTL, MinLeaseTTL)
+	}
+	if opts.RedeliverInterval < MinRedeliverInterval {
+		return nil, fmt.Errorf("%w: redeliver interval %v below %v", ErrOptions, opts.RedeliverInterval, MinRedeliverInterval)
 	}
 	if err := watchdog.CheckMargin(opts.LeaseTTL, opts.SafetyMargin); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrOptions, err)

@@ -207,10 +207,10 @@ func (in *Inspector) History(ctx context.Context, q, id string) ([]Entry, error)
 }
 
 // Events returns queue q's latest n events, newest first (merged over its
-// partitions).
+// partitions); none when n is not positive.
 func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, error) {
 	names, err := in.names(ctx, q)
-	if err != nil {
+	if err != nil || n <= 0 {
 		return nil, err
 	}
 	var out []Event
@@ -223,7 +223,7 @@ func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, erro
 	}
 	if len(names) > 1 {
 		sort.SliceStable(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
-		if n >= 0 && len(out) > n {
+		if len(out) > n {
 			out = out[:n]
 		}
 	}
@@ -268,7 +268,7 @@ func (in *Inspector) AllEvents(ctx context.Context, perQueue, budget int) (map[s
 
 // DueRunning returns up to limit jobs of queue q running with a lease
 // deadline at or before t (by Redis's clock: see ServerTime): stuck or
-// about to expire.
+// about to expire. A limit of 0 or below returns none.
 func (in *Inspector) DueRunning(ctx context.Context, q string, t time.Time, limit int) ([]*Record, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
@@ -366,11 +366,11 @@ func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
 	if p.Offset < 0 || p.Limit < 0 || p.Select < 0 {
 		return nil, invalid("offset, limit and select must not be negative")
 	}
+	if p.Limit == 0 {
+		p.Limit = 50 // counts in the window as a limit given
+	}
 	if p.Offset > MaxListWindow-p.Limit || p.Select > MaxListWindow {
 		return nil, invalid("offset plus limit, and select, must be at most %d", MaxListWindow)
-	}
-	if p.Limit == 0 {
-		p.Limit = 50
 	}
 	var qs []string
 	var err error

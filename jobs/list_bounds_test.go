@@ -37,3 +37,19 @@ func TestListRefusesPagesPastAnyIndex(t *testing.T) {
 		}()
 	}
 }
+
+// TestListDefaultLimitCountsInTheWindow: a List with Limit 0 takes the
+// default of 50, which counts in Offset+Limit's bound (MaxListWindow) as a
+// limit given would: an offset at the bound is refused, one 50 below it
+// is taken.
+func TestListDefaultLimitCountsInTheWindow(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	in := jobs.NewClient(rdb, jobs.Config{Namespace: ns}).Inspector()
+	ctx := context.Background()
+	if _, err := in.List(ctx, jobs.ListParams{State: jobs.Pending, Offset: jobs.MaxListWindow}); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("offset %d with the default limit: %v, want ErrInvalid", jobs.MaxListWindow, err)
+	}
+	if _, err := in.List(ctx, jobs.ListParams{State: jobs.Pending, Offset: jobs.MaxListWindow - 50}); err != nil {
+		t.Errorf("offset %d with the default limit: %v", jobs.MaxListWindow-50, err)
+	}
+}

@@ -179,9 +179,10 @@ func (in *Inspector) layoutOf(ctx context.Context, q string, p int, names []stri
 // lease deadline at or before t (as DueRunning does for one queue), those
 // due first: one round trip reads every queue's due index, then the
 // records of the limit due first, one round trip per queue holding some.
+// A limit of 0 or below returns none.
 func (in *Inspector) AllDueRunning(ctx context.Context, t time.Time, limit int) ([]*Record, error) {
 	qn, err := in.allNames(ctx)
-	if err != nil {
+	if err != nil || limit <= 0 {
 		return nil, err
 	}
 	all := qn.flat()
