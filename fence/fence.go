@@ -18,6 +18,11 @@ var (
 	ErrAlreadyApplied = errors.New("fence: operation already applied")
 	// ErrInvalid means the fence is incomplete; nothing was written.
 	ErrInvalid = errors.New("fence: invalid fence")
+	// ErrRefused means the store refused the write for a reason a retry
+	// does not fix (data it found is not as the write needs, such as one
+	// of its own keys edited by hand); nothing was written. An operator
+	// has to repair the data first.
+	ErrRefused = errors.New("fence: write refused by the store")
 )
 
 // Fence is what a write must carry to protected storage: the resource it

@@ -138,7 +138,11 @@ func testInterleaved(t *testing.T, kind string) {
 		want[c.x.From] -= c.x.Cents
 		want[c.x.To] += c.x.Cents
 		rec, ok, err := e.store.Applied(ctx, c.f.OperationID)
-		if err != nil || !ok || rec.Token != c.f.Token || rec.Owner != c.f.Owner {
+		owner := c.f.Owner
+		if kind == "http" {
+			owner = "" // the service's effects view names no owner
+		}
+		if err != nil || !ok || rec.Token != c.f.Token || rec.Owner != owner {
 			t.Errorf("accepted %s: effect log %+v, %v, %v", c.f.OperationID, rec, ok, err)
 		}
 	}

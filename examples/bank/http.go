@@ -28,7 +28,7 @@ import (
 //	                                                                200 + Fencing-Already-Applied,
 //	                                                                422 insufficient_funds, 400 invalid
 //	POST /fences          fencing headers                           fence on acquire (204, 409 stale_token)
-//	GET  /effects/{op}    effect record as JSON                     200, or 404 never applied
+//	GET  /effects/{op}    effect record as JSON, without its owner   200, or 404 never applied
 const (
 	routeAccounts  = "/accounts"
 	routeTransfers = "/transfers"
@@ -37,12 +37,13 @@ const (
 )
 
 // effectBody is the JSON answer of GET /effects/{op}. Tokens are decimal
-// strings: JSON numbers lose precision above 2^53.
+// strings: JSON numbers lose precision above 2^53. It has no owner: any
+// caller may ask, and the token with its owner authorises writes as the
+// holder (as in the middleware's 409 answer).
 type effectBody struct {
 	OperationID string `json:"operation_id"`
 	Resource    string `json:"resource"`
 	Token       string `json:"token"`
-	Owner       string `json:"owner"`
 }
 
 type setupBody struct {
@@ -199,7 +200,7 @@ func (s *service) applied(w http.ResponseWriter, r *http.Request) {
 	case !ok:
 		reply(w, http.StatusNotFound, errorBody{Error: "not_applied"})
 	default:
-		reply(w, http.StatusOK, effectBody{OperationID: rec.OperationID, Resource: rec.Resource, Token: rec.Token.String(), Owner: rec.Owner})
+		reply(w, http.StatusOK, effectBody{OperationID: rec.OperationID, Resource: rec.Resource, Token: rec.Token.String()})
 	}
 }
 
@@ -209,7 +210,7 @@ func (s *service) applied(w http.ResponseWriter, r *http.Request) {
 // *fence.StaleError, an already-applied answer a *fence.AlreadyAppliedError,
 // 422 ErrInsufficientFunds, 400 fence.ErrInvalid. Any other failure (a
 // network error, a 5xx) leaves the outcome unknown; Applied asks the
-// service's effect log.
+// service's effect log, whose records name no owner.
 type HTTPStore struct {
 	base   string
 	client *http.Client
@@ -221,12 +222,16 @@ var (
 )
 
 // NewHTTPStore returns a store for the service at baseURL (no trailing
-// path), sending requests with client (http.DefaultClient when nil).
+// path), sending requests with a copy of client (http.DefaultClient when
+// nil) whose transport is wrapped in an httpfence.Transport: a fence goes
+// to the service's host only, never to another host a redirect names.
 func NewHTTPStore(baseURL string, client *http.Client) *HTTPStore {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &HTTPStore{base: strings.TrimRight(baseURL, "/"), client: client}
+	c := *client
+	c.Transport = &httpfence.Transport{Base: client.Transport}
+	return &HTTPStore{base: strings.TrimRight(baseURL, "/"), client: &c}
 }
 
 func (s *HTTPStore) do(ctx context.Context, method, path string, body any, f *fence.Fence) (*http.Response, error) {
@@ -246,9 +251,12 @@ func (s *HTTPStore) do(ctx context.Context, method, path string, body any, f *fe
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if f != nil {
+		// Checked here for a plain fence.ErrInvalid; the Transport sets
+		// the headers from the request's context, on its host only.
 		if err := httpfence.SetHeaders(req, *f); err != nil {
 			return nil, err
 		}
+		req = req.WithContext(fence.NewContext(ctx, *f))
 	}
 	return s.client.Do(req)
 }
@@ -319,7 +327,8 @@ func (s *HTTPStore) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 	return nil
 }
 
-// Applied asks the service's effect log.
+// Applied asks the service's effect log. The record has no Owner: the
+// service does not give it out.
 func (s *HTTPStore) Applied(ctx context.Context, op string) (fence.Effect, bool, error) {
 	if op == "" {
 		return fence.Effect{}, false, fmt.Errorf("%w: empty operation id", fence.ErrInvalid)
@@ -344,7 +353,7 @@ func (s *HTTPStore) Applied(ctx context.Context, op string) (fence.Effect, bool,
 	if err != nil {
 		return fence.Effect{}, false, fmt.Errorf("bank: applied %q: token: %w", op, err)
 	}
-	return fence.Effect{OperationID: b.OperationID, Resource: b.Resource, Token: tok, Owner: b.Owner}, true, nil
+	return fence.Effect{OperationID: b.OperationID, Resource: b.Resource, Token: tok}, true, nil
 }
 
 // Balances reads every balance through the service.

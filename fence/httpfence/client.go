@@ -208,11 +208,11 @@ func closeBody(req *http.Request) {
 }
 
 // ErrorBody is the JSON body of the middleware's own responses: errors
-// (409, 428, 400, 503) and the already-applied answer (200).
+// (409, 428, 400, 500, 503) and the already-applied answer (200).
 type ErrorBody struct {
 	// Error is a stable code: "stale_token", "operation_in_progress",
-	// "fence_required", "invalid_fence", "fence_unavailable", or "" on the
-	// already-applied answer.
+	// "fence_required", "invalid_fence", "fence_refused",
+	// "fence_unavailable", or "" on the already-applied answer.
 	Error string `json:"error,omitempty"`
 	// Status is "already_applied" on that answer.
 	Status string `json:"status,omitempty"`

@@ -68,6 +68,9 @@ const staleMessage = "storage holds a higher token for the resource, or this tok
 //     {"status":"already_applied",...}: the operation id was applied before.
 //     The handler did not run again; its original response is not replayed.
 //     stored_owner is given only when it is the request's own owner.
+//   - 500 Internal Server Error, error "fence_refused": the store refused
+//     before the handler ran for a reason a retry does not fix
+//     (fence.ErrRefused: its own data needs repair); nothing was written.
 //   - 503 Service Unavailable, error "fence_unavailable": the store failed.
 //     With the Postgres guard the handler's writes rolled back; with the
 //     Redis guard the handler may have run and a retry may run it again.
@@ -145,6 +148,13 @@ func Middleware(g Guard, opts Options) func(http.Handler) http.Handler {
 			case errors.Is(err, fence.ErrInvalid):
 				body.Error, body.Message = "invalid_fence", err.Error()
 				writeJSON(w, http.StatusBadRequest, body)
+			case errors.Is(err, fence.ErrRefused) && !ran:
+				if opts.Logger != nil {
+					opts.Logger.ErrorContext(r.Context(), "httpfence: fence store refused the write",
+						"resource", f.Resource, "operation_id", f.OperationID, "token", f.Token.String(), "error", err)
+				}
+				body.Error, body.Message = "fence_refused", "the fence store refused the write; nothing was written, and a retry fails the same way until its data is repaired"
+				writeJSON(w, http.StatusInternalServerError, body)
 			default:
 				if opts.Logger != nil {
 					opts.Logger.ErrorContext(r.Context(), "httpfence: fence store failed",

@@ -404,11 +404,11 @@ func (c *tripConn) Read(b []byte) (int, error) {
 }
 
 // TestApplyBatchRoundTrips: an accepted ApplyBatch is one round trip,
-// whatever the number of statements and fences; a refused or failed one
-// is two (the batch, the ROLLBACK), and the connection's next batch
-// prepares its statements again (pgx forgets a failed batch's statements),
-// one more round trip for the DEALLOCATE of the forgotten ones and one for
-// the new PREPARE.
+// whatever the number of statements and fences; a refused one is three
+// (the batch, the ROLLBACK, the read of the mark or record that refused
+// it, which carries one more on the wire: the DEALLOCATE of the statements
+// pgx forgets after a failed batch), and the connection's next batch
+// prepares its statements again, one more round trip for the new PREPARE.
 func TestApplyBatchRoundTrips(t *testing.T) {
 	base, _ := setup(t)
 	rt, wire := &roundTrips{}, &wireTrips{}
@@ -457,13 +457,13 @@ func TestApplyBatchRoundTrips(t *testing.T) {
 			{"ApplyMultiBatch", 1, 1, func() error {
 				return s.ApplyMultiBatch(ctx, []fence.Fence{fz("acct:2", 10, "a", "op-4"), fz("acct:1", 10, "a", "op-4")}, batchWrite(r("acct:2"), 10, 1))
 			}, isNil},
-			{"ApplyBatch stale", 2, 2, func() error {
+			{"ApplyBatch stale", 3, 4, func() error {
 				return s.ApplyBatch(ctx, fz("acct:1", 9, "a", "op-5"), batchWrite(r("acct:1"), 9, 1))
 			}, isStale},
-			{"ApplyBatch after a refused batch", 1, 3, func() error {
+			{"ApplyBatch after a refused batch", 1, 2, func() error {
 				return s.ApplyBatch(ctx, fz("acct:1", 10, "a", "op-6"), batchWrite(r("acct:1"), 10, 1))
 			}, isNil},
-			{"ApplyBatch already applied", 2, 2, func() error {
+			{"ApplyBatch already applied", 3, 4, func() error {
 				return s.ApplyBatch(ctx, fz("acct:1", 10, "a", "op-1"), batchWrite(r("acct:1"), 10, 1))
 			}, isApplied},
 		}

@@ -55,8 +55,10 @@ import (
 //
 // b must hold no transaction control (BEGIN, COMMIT, SAVEPOINT, ...; do not
 // call b.BeginTx), must not have been sent and must not be sent again. A
-// nil or empty b fences and records the operation alone. A refused or
-// failed write costs one more round trip (the ROLLBACK), and since pgx
+// nil or empty b fences and records the operation alone. A failed write
+// costs one more round trip (the ROLLBACK), a refused one two (the
+// ROLLBACK, then the read of the mark or record that refused it, which
+// the refusal does not carry: PostgreSQL logs it), and since pgx
 // forgets the prepared statements of a batch that failed, the
 // connection's next batch prepares them again, once. As with Apply, a
 // failed COMMIT leaves the outcome unknown (ask Applied).
@@ -116,7 +118,7 @@ func (s *Store) ApplyMultiBatch(ctx context.Context, fences []fence.Fence, b *pg
 	}
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
-		return s.checkError(sorted, p, err)
+		return s.checkError(ctx, tx, sorted, p, err)
 	}
 	// b's statements, with their callbacks; after the first error (of a
 	// statement or of a callback) the rest are only read.
@@ -160,17 +162,19 @@ func (s *Store) ApplyMultiBatch(ctx context.Context, fences []fence.Fence, b *pg
 var ErrCommitted = errors.New("pgfence: committed")
 
 // checkDetail is the DETAIL of the fence check function's refusals: the
-// mark that rejected a stale fence, or the record of an applied operation.
+// resource refused (the stale fence's) or the one the operation applied
+// on. Migration 4's function also put the mark's or the record's token and
+// owner there; they are read from the tables instead (checkError).
 type checkDetail struct {
 	Resource *string `json:"resource"`
-	Token    *string `json:"token"`
-	Owner    *string `json:"owner"`
 }
 
 // checkError turns an error of the fence check statement into ApplyBatch's
 // error: the refusals the function raises into the fence errors Apply
-// returns, anything else wrapped.
-func (s *Store) checkError(sorted []fence.Fence, p fence.Fence, err error) error {
+// returns, anything else wrapped. A refusal names no token or owner
+// (PostgreSQL logs it), so this rolls tx back and reads the mark or the
+// record: a mark only rises, so the one read rejects the fence too.
+func (s *Store) checkError(ctx context.Context, tx pgx.Tx, sorted []fence.Fence, p fence.Fence, err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return fmt.Errorf("pgfence: fence operation %q: %w", p.OperationID, err)
@@ -181,29 +185,37 @@ func (s *Store) checkError(sorted []fence.Fence, p fence.Fence, err error) error
 		return fmt.Errorf("pgfence: fence operation %q: %w", p.OperationID, notMigrated(err))
 	}
 	var d checkDetail
-	if jerr := json.Unmarshal([]byte(pe.Detail), &d); jerr != nil {
+	if jerr := json.Unmarshal([]byte(pe.Detail), &d); jerr != nil || d.Resource == nil {
 		return fmt.Errorf("pgfence: fence operation %q: unreadable refusal detail %q: %w", p.OperationID, pe.Detail, err)
 	}
-	str := func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	}
+	resource := *d.Resource
+	_ = tx.Rollback(context.WithoutCancel(ctx))
+	var tok string
 	if pe.Code == sqlStateApplied {
-		// The record is absent only if it was pruned between the refusal
-		// and its read, as with Apply.
-		return &fence.AlreadyAppliedError{
-			Record: fence.Effect{OperationID: p.OperationID, Resource: str(d.Resource), Token: parseToken(str(d.Token)), Owner: str(d.Owner)},
-			Fence:  p,
+		// The record is absent only if it was pruned since the refusal, as
+		// with Apply.
+		rec := fence.Effect{OperationID: p.OperationID, Resource: resource}
+		rerr := s.pool.QueryRow(ctx, s.q.recorded, p.OperationID).Scan(&rec.Resource, &tok, &rec.Owner)
+		rec.Token = parseToken(tok)
+		ae := &fence.AlreadyAppliedError{Record: rec, Fence: p}
+		if rerr != nil && !errors.Is(rerr, pgx.ErrNoRows) {
+			return fmt.Errorf("%w (its record could not be read: %w)", ae, rerr)
 		}
+		return ae
 	}
 	for _, f := range sorted {
-		if f.Resource == str(d.Resource) {
-			return &fence.StaleError{Fence: f, StoredToken: parseToken(str(d.Token)), StoredOwner: str(d.Owner)}
+		if f.Resource != resource {
+			continue
 		}
+		var owner string
+		rerr := s.pool.QueryRow(ctx, s.q.stored, resource).Scan(&tok, &owner)
+		se := &fence.StaleError{Fence: f, StoredToken: parseToken(tok), StoredOwner: owner}
+		if rerr != nil && !errors.Is(rerr, pgx.ErrNoRows) {
+			return fmt.Errorf("%w (its mark could not be read: %w)", se, rerr)
+		}
+		return se
 	}
-	return fmt.Errorf("pgfence: fence operation %q: refusal names resource %q, not fenced: %w", p.OperationID, str(d.Resource), err)
+	return fmt.Errorf("pgfence: fence operation %q: refusal names resource %q, not fenced: %w", p.OperationID, resource, err)
 }
 
 // names reports whether err, a PostgreSQL error, names one of the store's

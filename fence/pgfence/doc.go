@@ -22,7 +22,8 @@
 // outbox holds jobs committed but not yet relayed. Tokens are
 // numeric(20,0), so the whole uint64 range is stored exactly. Migration 4
 // adds one function, fencedq_fence_check (same schema and prefix as the
-// tables), which [Store.ApplyBatch] calls.
+// tables), which [Store.ApplyBatch] calls; migration 7 replaces it with
+// one whose refusals name no holder.
 //
 // Upgrading from a version without table prefixes: the tables were named
 // fences and effects. Set TablePrefix to [NoTablePrefix] to keep those
@@ -56,14 +57,16 @@
 //	}
 //
 // ApplyBatch's checks are one statement, a call of the function of
-// migration 4: it raises or locks each fence's mark (sorted resource
-// order) and records the operation, as Apply's statement does, and when
-// it refuses it raises SQLSTATE FQ001 (stale) or FQ002 (already applied)
-// with the rejecting mark, or the record, as JSON in the error's DETAIL,
-// read under the row lock that decided. PostgreSQL aborts the transaction
-// at the raise, skips the statements pipelined after it (yours and the
-// COMMIT), and ApplyBatch rolls back and returns the *fence.StaleError or
-// *fence.AlreadyAppliedError Apply would. A statement of yours that fails
+// migrations 4 and 7: it raises or locks each fence's mark (sorted
+// resource order) and records the operation, as Apply's statement does,
+// and when it refuses it raises SQLSTATE FQ001 (stale) or FQ002 (already
+// applied) naming only the resource, as JSON in the error's DETAIL: the
+// server logs such errors, and the mark's or record's token and owner
+// authorise writes as the holder. PostgreSQL aborts the transaction at
+// the raise, skips the statements pipelined after it (yours and the
+// COMMIT), and ApplyBatch rolls back, reads the mark or the record (a mark
+// only rises, so the one read rejects the fence too) and returns the
+// *fence.StaleError or *fence.AlreadyAppliedError Apply would. A statement of yours that fails
 // aborts it the same way: nothing applies, the effect record included, so
 // the operation can be applied later. Results come back through pgx's
 // callbacks on the queued queries (QueuedQuery.Exec, Query, QueryRow),

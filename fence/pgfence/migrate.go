@@ -205,9 +205,17 @@ var migrations = []Migration{
 	{Version: 6, Name: "outbox job options", up: func(t tables) []string {
 		return []string{`ALTER TABLE ` + t.outbox + ` ADD COLUMN IF NOT EXISTS options jsonb`}
 	}},
+	// Version 4's refusals named the mark's token and owner (or the
+	// record's) in their message and DETAIL, which PostgreSQL writes to
+	// its server log; together they authorise writes as the holder. The
+	// function now names only the resource, and ApplyBatch reads the mark
+	// or record after rolling back.
+	{Version: 7, Name: "fence check function naming no holder", up: func(t tables) []string {
+		return []string{fenceCheckFunctionV7(t)}
+	}},
 }
 
-// SQLSTATEs the fence check function (migration 4) raises.
+// SQLSTATEs the fence check function (migrations 4 and 7) raises.
 const (
 	sqlStateStale   = "FQ001"
 	sqlStateApplied = "FQ002"
@@ -264,6 +272,48 @@ func fenceCheckFunction(t tables) string {
 					MESSAGE = format('fence: operation %L already applied on %L with token %s of owner %L',
 						op, rec_resource, mark_token, mark_owner),
 					DETAIL = json_build_object('resource', rec_resource, 'token', mark_token, 'owner', mark_owner)::text;
+			END IF;
+		END
+		$fn$`
+}
+
+// fenceCheckFunctionV7 is migration 7's function: migration 4's checks,
+// whose refusals name only the resource (DETAIL {"resource": ...}): the
+// stale fence's for FQ001, the one the operation applied on for FQ002.
+// They are errors PostgreSQL logs, and the mark's or record's token and
+// owner, together, authorise writes as the holder (see fence.StaleError),
+// so ApplyBatch reads those after rolling back.
+func fenceCheckFunctionV7(t tables) string {
+	return `CREATE OR REPLACE FUNCTION ` + t.fenceCheck + `(
+			resources text[], tokens text[], owners text[],
+			op text, op_resource text, op_token text, op_owner text)
+		RETURNS void LANGUAGE plpgsql VOLATILE AS $fn$
+		DECLARE
+			i integer;
+			rec_resource text;
+		BEGIN
+			FOR i IN 1 .. cardinality(resources) LOOP
+				INSERT INTO ` + t.fences + ` AS f (resource, token, owner, updated_at)
+				VALUES (resources[i], tokens[i]::numeric, owners[i], now())
+				ON CONFLICT (resource) DO UPDATE
+				SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
+				WHERE EXCLUDED.token > f.token OR (EXCLUDED.token = f.token AND EXCLUDED.owner = f.owner);
+				IF NOT FOUND THEN
+					RAISE EXCEPTION USING
+						ERRCODE = '` + sqlStateStale + `',
+						MESSAGE = format('fence: stale token %s for %L', tokens[i], resources[i]),
+						DETAIL = json_build_object('resource', resources[i])::text;
+				END IF;
+			END LOOP;
+			INSERT INTO ` + t.effects + ` (operation_id, resource, token, owner, applied_at)
+			VALUES (op, op_resource, op_token::numeric, op_owner, now())
+			ON CONFLICT (operation_id) DO NOTHING;
+			IF NOT FOUND THEN
+				SELECT e.resource INTO rec_resource FROM ` + t.effects + ` e WHERE e.operation_id = op;
+				RAISE EXCEPTION USING
+					ERRCODE = '` + sqlStateApplied + `',
+					MESSAGE = format('fence: operation %L already applied on %L', op, rec_resource),
+					DETAIL = json_build_object('resource', rec_resource)::text;
 			END IF;
 		END
 		$fn$`

@@ -79,7 +79,7 @@ func TestOutboxOnATableBeforeMigration6(t *testing.T) {
 		}
 	})
 	if _, err := e.pool.Exec(ctx, `ALTER TABLE `+e.outbox.Table()+` DROP COLUMN options;
-		DELETE FROM fencedq_migrations WHERE version = 6`); err != nil {
+		DELETE FROM fencedq_migrations WHERE version >= 6`); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := e.pool.Begin(ctx)

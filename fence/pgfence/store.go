@@ -426,10 +426,9 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if f.OperationID == "" {
-		f.OperationID = "-" // not recorded; only satisfies Validate
-	}
-	if err := validFence(f); err != nil {
+	v := f
+	v.OperationID = "-" // ignored: not recorded, so not checked either
+	if err := validFence(v); err != nil {
 		return err
 	}
 	b := &pgx.Batch{}

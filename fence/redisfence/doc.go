@@ -25,12 +25,15 @@
 // binding a single Redis holds under the old key, <ns>:fence:opindex:{<op
 // id>}, is still read by Apply, Guard and Applied until it expires.)
 //
-// The data keys a write mutates must be in the same hash slot: include
-// "{<resource>}" in them, or use [Store.DataKey] (<ns>:data:{<resource>}:<name>).
-// Apply rejects other keys with fence.ErrInvalid (checked with [Slot] on
-// every deployment, so code that works on one Redis also works on Cluster),
-// and so it does fencedq's own keys in the store's namespace, which may
-// share the slot but which no mutation may write: the store's
+// The data keys a write mutates must carry the resource as their hash tag
+// (so they share its slot): include "{<resource>}" in them as their first
+// braces, or use [Store.DataKey] (<ns>:data:{<resource>}:<name>). Apply
+// rejects other keys with fence.ErrInvalid, on every deployment, so code
+// that works on one Redis also works on Cluster; a key of another resource
+// is refused even when the two resources hash to the same slot, since a
+// fence authorises writes to its own resource only. It rejects as well
+// fencedq's own keys in the store's namespace, which may
+// carry the tag but which no mutation may write: the store's
 // (<ns>:fence:...), the leases' and their epoch records (<ns>:lease:...,
 // where the resource's lease key is always in its slot), the namespace's
 // epoch record (<ns>:epoch), the queues' (<ns>:{<queue>}:...) and the

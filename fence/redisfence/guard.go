@@ -38,8 +38,8 @@ import (
 // outlives PendingTTL, a retry may start a second run. If recording fails
 // after run succeeded, Guard returns an error although the effect happened
 // (matching ErrMutation when the effect record was replaced by another type
-// meanwhile, naming its key); the pending record then expires and a retry
-// runs again.
+// meanwhile, naming its key; not fence.ErrRefused, which a refusal before
+// run matches); the pending record then expires and a retry runs again.
 func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.Context) error) error {
 	if err := s.usable(); err != nil {
 		return err
@@ -51,7 +51,7 @@ func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.C
 	_, _ = rand.Read(b[:])
 	nonce := hex.EncodeToString(b[:])
 	if err := s.claim(ctx, f); err != nil {
-		return err
+		return refusedWrite(err)
 	}
 	// The pending record expires PendingTTL after the script runs, so the
 	// callback's deadline counts from before it is sent, not from its reply.
@@ -60,7 +60,7 @@ func (s *Store) Guard(ctx context.Context, f fence.Fence, run func(ctx context.C
 		if refused(err) {
 			s.release(ctx, f)
 		}
-		return err
+		return refusedWrite(err)
 	}
 	key := s.EffectKey(f.Resource, f.OperationID)
 	done := false

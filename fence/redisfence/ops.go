@@ -9,9 +9,9 @@ import (
 )
 
 // Op is one mutation that Apply performs atomically with the fence check.
-// Build it with Set, Del, HSet, HIncrBy, IncrBy or RPush. Its key must be in
-// the hash slot of the fenced resource: put "{<resource>}" in the key, or
-// use Store.DataKey.
+// Build it with Set, Del, HSet, HIncrBy, IncrBy or RPush. Its key must carry
+// the fenced resource as its hash tag: put "{<resource>}" in the key (its
+// first braces), or use Store.DataKey.
 type Op struct {
 	cmd  string
 	key  string
@@ -55,11 +55,12 @@ func RPush(key string, values ...string) Op {
 }
 
 // validateOps checks every op is well formed, writes a distinct key,
-// shares the hash slot of the resource's fence keys and is none of
-// fencedq's own keys in namespace ns (ownKey), which a mutation could
-// otherwise delete or forge, letting a lower token write after a higher one.
-func validateOps(resource, hwKey, ns string, ops []Op) error {
-	want := Slot(hwKey)
+// is tagged by the resource (hashTag; sharing its slot is not enough: a
+// fence authorises writes to its own resource, not to another one that
+// hashes alike) and is none of fencedq's own keys in namespace ns
+// (ownKey), which a mutation could otherwise delete or forge, letting a
+// lower token write after a higher one.
+func validateOps(resource, ns string, ops []Op) error {
 	seen := make(map[string]bool, len(ops))
 	for _, o := range ops {
 		switch {
@@ -73,8 +74,8 @@ func validateOps(resource, hwKey, ns string, ops []Op) error {
 			return fmt.Errorf("%w: key %q is one of fencedq's own keys (%s)", fence.ErrInvalid, o.key, ownKey(ns, o.key))
 		case seen[o.key]:
 			return fmt.Errorf("%w: key %q written twice in one Apply", fence.ErrInvalid, o.key)
-		case Slot(o.key) != want:
-			return fmt.Errorf("%w: key %q is not in the hash slot of resource %q; put {%s} in the key",
+		case hashTag(o.key) != resource:
+			return fmt.Errorf("%w: key %q is not tagged by resource %q; put {%s} in the key (its first braces)",
 				fence.ErrInvalid, o.key, resource, resource)
 		}
 		seen[o.key] = true
@@ -108,15 +109,22 @@ func ownKey(ns, key string) string {
 	return ""
 }
 
+// hashTag returns what Redis hashes of key: its hash tag (the part between
+// the first "{" and the next "}", when not empty) or the whole key.
+func hashTag(key string) string {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			return key[s+1 : s+1+e]
+		}
+	}
+	return key
+}
+
 // Slot returns the Redis Cluster hash slot of key: CRC16 of the key's hash
 // tag (the part between the first "{" and the next "}", when not empty) or
 // of the whole key, modulo 16384.
 func Slot(key string) int {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			key = key[s+1 : s+1+e]
-		}
-	}
+	key = hashTag(key)
 	var crc uint16
 	for i := 0; i < len(key); i++ {
 		crc ^= uint16(key[i]) << 8

@@ -40,7 +40,9 @@ var (
 	// sum that would overflow one), or one of the store's own keys holds
 	// another type than the store writes there, or a high-water mark a
 	// token that is not a decimal uint64 (edited by hand); nothing was
-	// written, and the operation id is left unbound. Reads (HighWater,
+	// written, and the operation id is left unbound. Such a refused write
+	// (Apply, FenceOnAcquire, Guard before its callback) matches
+	// fence.ErrRefused too. Reads (HighWater,
 	// Applied, AppliedOn) of such a key (or of an effect record whose token
 	// is not one) fail with it too, naming the key.
 	ErrMutation = errors.New("redisfence: mutation rejected")
@@ -298,7 +300,7 @@ func refused(err error) bool {
 // Apply checks f and applies ops in one atomic script:
 //
 //  1. f and ops are validated first; an incomplete fence, a resource with a
-//     brace, or an op whose key is outside the resource's hash slot or is
+//     brace, or an op whose key is not tagged by the resource or is
 //     one of fencedq's own keys in the store's namespace (<ns>:fence:...,
 //     <ns>:lease:..., <ns>:epoch, <ns>:{<queue>}:... and the others the
 //     package documentation lists under Keys) fails with an error
@@ -332,16 +334,24 @@ func (s *Store) Apply(ctx context.Context, f fence.Fence, ops ...Op) error {
 	if err := validateFence(f); err != nil {
 		return err
 	}
-	hw := s.HighWaterKey(f.Resource)
-	if err := validateOps(f.Resource, hw, s.cfg.Namespace, ops); err != nil {
+	if err := validateOps(f.Resource, s.cfg.Namespace, ops); err != nil {
 		return err
 	}
 	if err := s.claim(ctx, f); err != nil {
-		return err
+		return refusedWrite(err)
 	}
 	err := s.run(ctx, f, "apply", ms(s.cfg.EffectTTL), "", ops)
 	if refused(err) {
 		s.release(ctx, f)
+	}
+	return refusedWrite(err)
+}
+
+// refusedWrite marks with fence.ErrRefused an ErrMutation of a write that
+// wrote nothing: a retry fails the same way until the data is repaired.
+func refusedWrite(err error) error {
+	if errors.Is(err, ErrMutation) {
+		return fmt.Errorf("%w (%w)", err, fence.ErrRefused)
 	}
 	return err
 }
@@ -396,7 +406,7 @@ func (s *Store) FenceOnAcquire(ctx context.Context, f fence.Fence) error {
 	}
 	reply, err := raiseScript.Run(ctx, s.client, []string{s.HighWaterKey(f.Resource)}, f.Token.String(), f.Owner).Slice()
 	if err != nil {
-		return scriptError(fmt.Sprintf("fence %q", f.Resource), err)
+		return refusedWrite(scriptError(fmt.Sprintf("fence %q", f.Resource), err))
 	}
 	if code, _ := reply[0].(int64); code != 1 {
 		return &fence.StaleError{Fence: f, StoredToken: parseToken(reply[1]), StoredOwner: str(reply[2])}

@@ -220,7 +220,7 @@ func TestOpsValidated(t *testing.T) {
 	if _, _, err := s.HighWater(ctx, "acct:{1}"); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("HighWater of a resource with a brace: %v, want ErrInvalid", err)
 	}
-	// Any key in the resource's slot is fine, not only DataKey.
+	// Any key tagged by the resource is fine, not only DataKey.
 	if err := s.Apply(ctx, fz("acct:1", 1, "w", "op"), redisfence.Set("app:{acct:1}:balance", "5")); err != nil {
 		t.Fatal(err)
 	}
