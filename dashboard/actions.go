@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -303,6 +304,16 @@ func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 			}
 		}
 		log := h.log.With("queue", queue, "action", action, "actor", who.actor)
+		// Read before the action, which lists the queue: a queue no job or
+		// pool has used is most likely a mistyped name, and the answer says
+		// so ("known": false), as the CLI does.
+		queues, err := h.insp.Queues(ctx)
+		if err != nil {
+			log.WarnContext(ctx, "dashboard: reading the queues before the action failed; nothing was done", "error", err)
+			h.fail(w, r, err)
+			return
+		}
+		known := slices.Contains(queues, queue)
 		changed, err := set(ctx, queue, who.actor, n)
 		if err != nil {
 			log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
@@ -315,10 +326,10 @@ func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 			// The action stands: say it was done, and that the queue's
 			// state could not be read back, rather than that it failed.
 			log.WarnContext(ctx, "dashboard: reading the queue back after the action failed; the action stands", "error", err)
-			writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "changed": changed, "unread": true})
+			writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "changed": changed, "known": known, "unread": true})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "paused": paused, "changed": changed})
+		writeJSON(w, http.StatusOK, map[string]any{"queue": queue, "paused": paused, "changed": changed, "known": known})
 	}
 }
 

@@ -149,9 +149,13 @@
 //	POST api/queues/{queue}/resume     {"note": "...", "pause_id": "..."} (pause_id, optional: the
 //	                                   pause the page showed, its "id"; a queue paused again
 //	                                   since by another pause stays paused, 409)
-//	                                   (both answer the queue, whether the call changed it and
-//	                                   the pause it is under now, or "unread": true when the
-//	                                   action applied but that could not be read back)
+//	                                   (both answer the queue, whether the call changed it, the
+//	                                   pause it is under now, or "unread": true when the action
+//	                                   applied but that could not be read back, and "known":
+//	                                   false when no job or pool had used the queue, most likely
+//	                                   a mistyped name: the action is done all the same, so a
+//	                                   queue can be paused before its first job, and the queue
+//	                                   is listed from then on)
 //	POST api/bulk                      {"action": "cancel|rerun|run_now", "jobs": [{"queue","id"}], "note": "...", "state": "..."}
 //	                                   (at most 1000 jobs, each listed once; answers done and,
 //	                                   per job, why not; state, optional: the state the jobs

@@ -33,9 +33,11 @@ var errLocalDeadline = fmt.Errorf("%w: not confirmed before the local deadline",
 
 // KeepAlive starts renewing l every ttl/3 until ctx ends, Stop is called or
 // the lease is lost. l is copied; read the current state with Session.Lease.
-// A lease last acquired or renewed for less than ttl (or built by hand) is
+// A lease last acquired or renewed for another ttl (or built by hand) is
 // renewed for ttl before KeepAlive returns, and an error doing so is
-// returned (ErrLost when it ended meanwhile).
+// returned (ErrLost when it ended meanwhile): the session's deadlines count
+// from a confirmation for ttl, so a lease held for longer is not reported
+// lost by the shorter ttl's deadline.
 // A Config.SafetyMargin above half of ttl is refused with ErrInvalid.
 func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*Session, error) {
 	if err := m.err(); err != nil {
@@ -51,10 +53,12 @@ func (m *Manager) KeepAlive(ctx context.Context, l *Lease, ttl time.Duration) (*
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	cur := *l
-	// A lease built by hand, or acquired (or renewed) for less than ttl,
-	// is renewed for ttl first: the session's local deadline and its first
-	// renewal count from there, not past the lease's end in Redis.
-	if cur.sent.IsZero() || cur.ttl < ttl {
+	// A lease built by hand, or acquired (or renewed) for another ttl, is
+	// renewed for ttl first: the session's local deadline and its first
+	// renewal count from there, neither past the lease's end in Redis (a
+	// shorter ttl) nor long before it (a longer one, held for a while,
+	// whose deadline for ttl may have passed already).
+	if cur.sent.IsZero() || cur.ttl != ttl {
 		if err := m.Renew(ctx, &cur, ttl); err != nil {
 			return nil, err
 		}

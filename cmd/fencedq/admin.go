@@ -42,6 +42,9 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *args == "" {
 			return fmt.Errorf("%w: --args is required: the job's args as a JSON object ('{}' for none)", errUsage)
 		}
+		if err := checkOp(fs, *op); err != nil {
+			return err
+		}
 		more, err := flow.options()
 		if err != nil {
 			return err
@@ -131,7 +134,7 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				return fmt.Errorf("%w: --queue: %v", errUsage, err)
 			}
 		}
-		if err := checkOp(*op); err != nil {
+		if err := checkOp(fs, *op); err != nil {
 			return err
 		}
 		if *kind != "" {
@@ -732,10 +735,13 @@ var takes = map[string]string{
 	"resolve": "succeeded and dead take an uncertain or review job; rerun also takes a dead or cancelled one",
 }
 
-// checkOp refuses, as bad usage, an --op no enqueue takes (too long,
-// control characters): it names no job. "" (not given) passes.
-func checkOp(op string) error {
-	if op == "" {
+// checkOp refuses, as bad usage, an --op no enqueue takes (empty, too
+// long, control characters): it names no job. An --op not given on fs
+// passes; one given empty is refused, never read as not given.
+func checkOp(fs *flag.FlagSet, op string) error {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "op" })
+	if !given {
 		return nil
 	}
 	if err := jobs.ValidateOperationID(op); err != nil {
@@ -815,7 +821,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if err := o.check(false); err != nil {
 			return err
 		}
-		if err := checkOp(*op); err != nil {
+		if err := checkOp(fs, *op); err != nil {
 			return err
 		}
 		client, closeAll, err := o.openClient(ctx)

@@ -43,6 +43,9 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		case *csrfKey != "" && len(*csrfKey) < 32:
 			return fmt.Errorf("%w: --csrf-key has %d bytes: give at least 32 (for example: openssl rand -hex 32)", errUsage, len(*csrfKey))
 		}
+		if err := cli.CheckAddr("--addr", *addr); err != nil {
+			return err
+		}
 		if *csrfKey != "" {
 			opts.CSRFKey = []byte(*csrfKey)
 		}

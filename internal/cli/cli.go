@@ -737,9 +737,27 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
+// CheckAddr refuses, as a usage error naming the flag flagName, an addr
+// that is no TCP listen address: not host:port, or a port that is neither
+// a number from 0 to 65535 nor a service name. It resolves no host.
+func CheckAddr(flagName, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: want host:port with a port from 0 to 65535 (e.g. 127.0.0.1:8080, or :8080 for every interface): %v",
+			ErrUsage, flagName, addr, err)
+	}
+	return nil
+}
+
 // Listen opens addr, given by the flag flagName, saying what to do when the
-// port is taken.
+// port is taken. A malformed addr is a usage error (see CheckAddr).
 func Listen(flagName, addr string) (net.Listener, error) {
+	if err := CheckAddr(flagName, addr); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
 		return ln, nil
@@ -767,9 +785,11 @@ func ListenAndServe(ctx context.Context, flagName, addr string, h http.Handler, 
 
 // Serve serves h on ln until ctx ends, then shuts the server down and
 // returns once the requests in flight were answered (waiting up to 5s for
-// them), so the caller does not close what they use under them.
+// them), so the caller does not close what they use under them. A request
+// must arrive whole within 30s (its headers within 10s), and a keep-alive
+// connection idle for a minute is closed.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(h)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -785,6 +805,19 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	}
 	<-stopped
 	return nil
+}
+
+// idleTimeout is how long a keep-alive connection may wait for its next
+// request (a variable for tests).
+var idleTimeout = time.Minute
+
+// newServer is Serve's server for h: 10s to read a request's headers, 30s
+// for the whole request, and idleTimeout for a keep-alive connection
+// between requests, so a client that sends slowly or never closes does not
+// hold a connection for good. Writing has no bound: a slow reader's
+// answer is not cut.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: idleTimeout}
 }
 
 // Healthz answers "ok" while Redis answers, 503 otherwise.
