@@ -71,9 +71,11 @@ func (l *Ledger) flowWaits(ctx context.Context, q string, recs []*Record, hs []m
 // LimitStatus is one concurrency limit's key at its limit or with parked
 // jobs.
 type LimitStatus struct {
-	Key  string `json:"key"`
-	Max  int    `json:"max"`
-	Held int    `json:"held"`
+	Key string `json:"key"`
+	// Max is the max in force: its oldest parked job's (the next wake-up
+	// admits by it), else the one of the job that took its newest permit.
+	Max  int `json:"max"`
+	Held int `json:"held"`
 	// Promised counts the permits promised to due jobs not yet claimed (an
 	// enqueue's or a release's): held and promised permits together park
 	// the key's next jobs.
@@ -136,17 +138,26 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 		members := make([]*redis.IntCmd, len(part))
 		held := make([]*redis.IntCmd, len(part))
 		waits := make([]*redis.IntCmd, len(part))
+		next := make([]*redis.StringSliceCmd, len(part))
+		last := make([]*redis.StringSliceCmd, len(part))
 		for i, k := range part {
-			hk := l.limitHoldersKey(q, k)
+			hk, wk := l.limitHoldersKey(q, k), l.limitWaitKey(q, k)
 			members[i] = pipe.ZCard(ctx, hk)
 			held[i] = pipe.ZCount(ctx, hk, "(0", "+inf")
-			waits[i] = pipe.ZCard(ctx, l.limitWaitKey(q, k))
+			waits[i] = pipe.ZCard(ctx, wk)
+			next[i] = pipe.ZRange(ctx, wk, 0, 0)
+			last[i] = pipe.ZRange(ctx, hk, -1, -1)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, nil, wrap("limits", err)
 		}
+		maxes := l.limitMaxes(ctx, q, next, last)
 		for i, k := range part {
-			s := LimitStatus{Key: k, Max: atoi(lim[k]), Held: int(held[i].Val()), Waiting: int(waits[i].Val()),
+			mx := atoi(lim[k])
+			if maxes[i] > 0 {
+				mx = maxes[i]
+			}
+			s := LimitStatus{Key: k, Max: mx, Held: int(held[i].Val()), Waiting: int(waits[i].Val()),
 				Promised: int(members[i].Val() - held[i].Val())}
 			if members[i].Val() == 0 && s.Waiting == 0 {
 				dead = append(dead, k)
@@ -204,6 +215,37 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	}
 	l.pruneLimits(ctx, q, dead)
 	return out, rs, nil
+}
+
+// limitMaxes returns, per limit key, the max in force (0: unknown, the
+// limits hash's then counts): the one of its oldest parked job (next[i]),
+// which the next wake-up admits by, else of the job that took its newest
+// permit (last[i]). The limits hash keeps the max of the last job that
+// parked, which after a limit changed is not the one the key runs under.
+// Best effort: a record unreadable (gone, of another type) reads as 0.
+func (l *Ledger) limitMaxes(ctx context.Context, q string, next, last []*redis.StringSliceCmd) []int {
+	out := make([]int, len(next))
+	cmds := make([]*redis.StringCmd, len(next))
+	pipe := l.rdb.Pipeline()
+	for i := range next {
+		ids := next[i].Val()
+		if len(ids) == 0 {
+			ids = last[i].Val()
+		}
+		if len(ids) > 0 {
+			cmds[i] = pipe.HGet(ctx, l.JobKey(q, ids[0]), "lmax")
+		}
+	}
+	if pipe.Len() == 0 {
+		return out
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	for i, c := range cmds {
+		if c != nil {
+			out[i] = atoi(c.Val())
+		}
+	}
+	return out
 }
 
 // limitsPruneScript drops from a queue's limits hash (KEYS[1]) each key of
