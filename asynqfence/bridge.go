@@ -130,7 +130,8 @@ type TaskReconciler interface {
 	ReconcileTask(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
 }
 
-// Options configure a Bridge. The zero value is usable.
+// Options configure a Bridge. The zero value is usable: a zero field takes
+// its default; a negative duration or count is refused by New.
 type Options struct {
 	// WorkerID names this asynq server in the ledger (attempt owners and
 	// fence owners); default host:pid.
@@ -182,7 +183,7 @@ func (o Options) withDefaults() Options {
 		host, _ := os.Hostname()
 		o.WorkerID = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	if o.LeaseTTL <= 0 {
+	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
 	if o.Queue == nil {
@@ -191,19 +192,39 @@ func (o Options) withDefaults() Options {
 	if o.OperationID == nil {
 		o.OperationID = func(t *asynq.Task) string { return t.Headers()[OperationHeader] }
 	}
-	if o.MaxReconcileTries <= 0 {
+	if o.MaxReconcileTries == 0 {
 		o.MaxReconcileTries = DefaultMaxReconcileTries
 	}
-	if o.ReconcileTimeout <= 0 {
+	if o.ReconcileTimeout == 0 {
 		o.ReconcileTimeout = DefaultReconcileTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.RedeliverInterval <= 0 {
+	if o.RedeliverInterval == 0 {
 		o.RedeliverInterval = DefaultRedeliverInterval
 	}
 	return o
+}
+
+// checkSigns refuses negative durations and counts, as worker.NewPool does
+// (zero means the default).
+func (o Options) checkSigns() error {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"lease TTL", o.LeaseTTL}, {"safety margin", o.SafetyMargin},
+		{"reconcile timeout", o.ReconcileTimeout}, {"redeliver interval", o.RedeliverInterval},
+	} {
+		if f.d < 0 {
+			return fmt.Errorf("%w: %s %v is negative", ErrOptions, f.name, f.d)
+		}
+	}
+	if o.MaxReconcileTries < 0 {
+		return fmt.Errorf("%w: max reconcile tries %d is negative", ErrOptions, o.MaxReconcileTries)
+	}
+	return nil
 }
 
 // Bridge runs asynq deliveries as fenced attempts in a fencedq ledger.
@@ -223,7 +244,9 @@ type Bridge struct {
 // New returns a bridge that keeps its attempts in the ledger of cfg's
 // namespace on rdb (the namespace and retention of the jobs.Client and
 // pools sharing it). It fails with ErrOptions on a nil rdb (or Options.Asynq), an invalid
-// namespace, an invalid worker id or a SafetyMargin above half the LeaseTTL.
+// namespace, an invalid worker id, a negative duration or count, a LeaseTTL
+// or RedeliverInterval below its minimum or a SafetyMargin above half the
+// LeaseTTL.
 // With cfg.Sentinel it asks the Sentinels (each for at most a second) and
 // fails with ErrOptions, naming it, on a master name none that answers
 // monitors (matching lease.ErrUnknownMaster) or an address a Redis server
@@ -242,6 +265,9 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	}
 	if err := cfg.ValidateClient(rdb); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	if err := opts.checkSigns(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.WithDefaults()
 	opts = opts.withDefaults()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
@@ -80,7 +81,8 @@ type cachedPartitions struct {
 // partitions start paused when every partition the queue had (or the queue
 // itself, before it had any) was paused, by the pause holding the most of
 // them (as Inspector.Paused shows it), and running otherwise; a partition
-// kept in the new layout keeps its state.
+// kept in the new layout keeps its state. A change Redis refuses takes
+// back the pauses it made of the partitions it would have added.
 //
 // Like the other operator actions it records who changed the count and why
 // (actor and note, with the limits of MaxActorLen and MaxNoteLen, checked
@@ -105,18 +107,28 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note
 	if err != nil {
 		return 0, err
 	}
+	var made []string  // the pauses this call made
 	if paused != nil { // paused before any pool can see them in the registry
 		for _, n := range ledger.PartitionNames(q, p) {
 			if had[n] {
 				continue
 			}
-			if _, err := c.ledger.PauseAs(ctx, n, paused.ID, paused.Actor, paused.Note); err != nil {
+			changed, err := c.ledger.PauseAs(ctx, n, paused.ID, paused.Actor, paused.Note)
+			if changed {
+				made = append(made, n)
+			}
+			if err != nil {
+				c.unpause(ctx, made, paused, err)
 				return 0, err
 			}
 		}
 	}
 	prev, err := c.ledger.SetPartitions(ctx, q, p, who, note)
 	if err != nil {
+		var reply redis.Error
+		if errors.As(err, &reply) { // refused by Redis: nothing written
+			c.unpause(ctx, made, paused, err)
+		}
 		return 0, err
 	}
 	// A pause or resume of q that read its partitions before this change
@@ -131,6 +143,18 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note
 	c.parts.counts[q] = cachedPartitions{p: p, at: time.Now()}
 	c.parts.mu.Unlock()
 	return prev, nil
+}
+
+// unpause takes back the pauses of names (partitions not in any layout yet)
+// that SetPartitions made before its change failed (cause), so a later
+// change does not start them paused by a pause the queue no longer has.
+// A failure is logged: the change's error is the caller's.
+func (c *Client) unpause(ctx context.Context, names []string, p *Pause, cause error) {
+	for _, n := range names {
+		if err := c.ledger.Unpause(ctx, n, p.ID, p.Actor); err != nil && !errors.Is(err, ErrWrongState) {
+			c.log.Warn("a refused partition change left a partition paused", "partition", n, "error", err, "change_error", cause)
+		}
+	}
 }
 
 // followPause brings the partitions of q's layout of p partitions that q

@@ -68,6 +68,10 @@ const (
 	// and Maintenance.PruneInterval accepted: each is a loop's period, and
 	// a shorter one turns the loop into a busy loop of Redis calls.
 	MinPollInterval = 10 * time.Millisecond
+	// MaxMaintenanceInterval is the longest Maintenance.Interval accepted:
+	// it is a period of crash recovery, and the resolver's backoff (up to
+	// 1024 times it) must stay a valid time.Duration.
+	MaxMaintenanceInterval = 24 * time.Hour
 )
 
 // Defaults for Config.Maintenance's zero fields.
@@ -189,7 +193,8 @@ type MaintenanceConfig struct {
 	PeriodicDisabled bool
 	// Interval between passes of the expirer, the resolver, the status
 	// service, the periodic service and the relays' polls (default
-	// DefaultMaintenanceInterval; at least MinPollInterval).
+	// DefaultMaintenanceInterval; at least MinPollInterval, at most
+	// MaxMaintenanceInterval).
 	Interval time.Duration
 	// MaxReconcileTries is how many "cannot tell" answers send a job to
 	// review (default DefaultMaxReconcileTries); tries back off
@@ -354,6 +359,8 @@ func (c Config) validate() error {
 		}
 	}
 	switch {
+	case c.Maintenance.Interval > MaxMaintenanceInterval:
+		return fmt.Errorf("worker: maintenance interval %v above %v", c.Maintenance.Interval, MaxMaintenanceInterval)
 	case c.Concurrency < 0:
 		return fmt.Errorf("worker: concurrency %d is negative", c.Concurrency)
 	case c.Concurrency > MaxConcurrency:

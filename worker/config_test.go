@@ -132,6 +132,7 @@ func TestNewPoolErrorsMatchErrConfig(t *testing.T) {
 		{name: "nil enqueue middleware", rdb: rdb, cfg: worker.Config{Jobs: jobs.Config{EnqueueMiddleware: []jobs.EnqueueMiddleware{nil}}}, invalid: true},
 		{name: "nil outbox", rdb: rdb, cfg: worker.Config{Maintenance: worker.MaintenanceConfig{Outboxes: []worker.OutboxRelay{nil}}}},
 		{name: "poll interval", rdb: rdb, cfg: worker.Config{FetchPollInterval: time.Nanosecond}},
+		{name: "maintenance interval", rdb: rdb, cfg: worker.Config{Maintenance: worker.MaintenanceConfig{Interval: 200 * 24 * time.Hour}}},
 		{name: "negative concurrency", rdb: rdb, cfg: worker.Config{Concurrency: -1}},
 		{name: "concurrency", rdb: rdb, cfg: worker.Config{Concurrency: worker.MaxConcurrency + 1}},
 		{name: "lease TTL", rdb: rdb, cfg: worker.Config{LeaseTTL: time.Millisecond}},

@@ -722,6 +722,21 @@ func (l *Ledger) ResumeIf(ctx context.Context, q, seen, actor, note string) (boo
 	return l.setPaused(ctx, q, false, seen, actor, note)
 }
 
+// Unpause takes back the pause of id id that the caller just made of queue
+// q (PauseAs, with actor) for a change that then failed: the pause and its
+// event are removed and no resume is recorded. A queue paused by another
+// pause since fails with ErrWrongState and stays paused.
+func (l *Ledger) Unpause(ctx context.Context, q, id, actor string) error {
+	n, err := l.run(ctx, l.lanes.other, pauseScript, q, "unpause", actor, "", id).Int()
+	if err != nil {
+		return wrap("take back the pause of "+q, err)
+	}
+	if n == -1 {
+		return fmt.Errorf("%w: queue %s was paused again since (by another pause)", ErrWrongState, q)
+	}
+	return nil
+}
+
 // noPauseID is what ResumeIf sends for a pause seen without an id: no
 // pause id is ever it, so only a pause recorded without one matches.
 const noPauseID = "-"
