@@ -57,7 +57,8 @@ type Job[T JobArgs] struct {
 	// Deadline is when the attempt's handler context ends.
 	Deadline time.Time
 	// Headers are the headers the job was enqueued with (see Header); nil
-	// when it has none. Read them; changes are not kept.
+	// when it has none. They are the handler's own copy: changes are not
+	// kept, nor seen by middleware (worker.JobView.Header).
 	Headers map[string]string
 	// Args are the decoded arguments.
 	Args T

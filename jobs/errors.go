@@ -100,7 +100,10 @@ func Permanent(err error) error {
 // Unknown wraps err to say the side effect may or may not have happened
 // (for example a request that timed out after being sent). The job becomes
 // uncertain and the reconciler finds out what happened instead of guessing,
-// even when the error is also marked Permanent.
+// even when the error is also marked Permanent, or joined with another
+// error (errors.Join) that a fenced store refused: a refusal proves only
+// that its own effect did not happen. When err itself is such a refusal
+// (fence.ErrStale), its effect is known not to have happened: a retry.
 // Unknown(nil) is not nil: it is an error matching ErrUnknown.
 func Unknown(err error) error {
 	if err == nil {

@@ -170,7 +170,9 @@ type EnqueueFunc func(ctx context.Context, reqs []*EnqueueRequest) (results []*R
 // second call, or one after the enqueue returned, writes nothing and
 // returns ErrNextCalled), with
 // the same requests in the same order, to have them written (other
-// requests are refused with ErrInvalid, nothing written), or return an
+// requests are refused with ErrInvalid, nothing written; none at all, for
+// a call with some, under a context derived from the call's, ends the
+// call too, so a later next writes nothing), or return an
 // error without calling it, to write nothing; the context it passes on is
 // the one the write runs under. A chain that returns no error without a
 // result for every request fails the call with ErrEnqueueUnknown. A batch
@@ -197,6 +199,10 @@ type enqueueCall struct {
 	ended atomic.Bool // the write started, or the call returned: next refuses
 }
 
+// callKey is the context key of the enqueueCall a middleware chain runs
+// (see Client.write).
+type callKey struct{}
+
 // viaMiddleware runs reqs through the client's enqueue middleware. A chain
 // that ends without an error but without a result for every request (a
 // middleware that returned nil, nil instead of calling next or returning an
@@ -208,7 +214,7 @@ func (c *Client) viaMiddleware(ctx context.Context, reqs []*EnqueueRequest) ([]*
 	for _, r := range reqs {
 		r.call = call
 	}
-	res, err := c.mw(ctx, reqs)
+	res, err := c.mw(context.WithValue(ctx, callKey{}, call), reqs)
 	call.ended.Store(true) // a next called later, from a goroutine, writes nothing
 	return settle(reqs, res, err)
 }
@@ -240,10 +246,19 @@ func one(res []*Result, err error) (*Result, error) {
 // their order: a middleware that passed on others (dropped, added or
 // reordered) would have some written under a failed call, or hand the
 // caller each job's result under another job's position; it is refused
-// with ErrInvalid, nothing written.
+// with ErrInvalid, nothing written; one that passed on none of them, for
+// a call with some, ends the call too (a later next writes nothing).
 func (c *Client) write(ctx context.Context, reqs []*EnqueueRequest) ([]*Result, error) {
 	if len(reqs) > 0 && (reqs[0].call == nil || !slices.Equal(reqs, reqs[0].call.reqs)) {
 		return nil, invalid("the enqueue middleware passed on other requests than its call's, in their order")
+	}
+	if len(reqs) == 0 {
+		// All of a call's requests dropped (an empty EnqueueMany has none):
+		// refused, and the call's requests are not written later either.
+		if call, _ := ctx.Value(callKey{}).(*enqueueCall); call != nil && len(call.reqs) > 0 {
+			call.ended.Store(true)
+			return nil, invalid("the enqueue middleware passed on none of its call's %d requests", len(call.reqs))
+		}
 	}
 	js := make([]*ledger.NewJob, len(reqs))
 	for i, r := range reqs {

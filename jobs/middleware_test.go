@@ -336,3 +336,43 @@ func TestEnqueueMiddlewareReturningNilIsRefused(t *testing.T) {
 		t.Errorf("%v jobs (%v), want none written", n, err)
 	}
 }
+
+// TestEnqueueMiddlewarePassingNoRequestsIsRefused: a middleware that
+// passes next no requests for a call that has some (all dropped) is
+// refused with ErrInvalid, not reported as an unknown outcome, and the
+// call's jobs are not written by a later call of next either; an empty
+// EnqueueMany still passes through.
+func TestEnqueueMiddlewarePassingNoRequestsIsRefused(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	var empty, later error
+	drop := func(next jobs.EnqueueFunc) jobs.EnqueueFunc {
+		return func(ctx context.Context, reqs []*jobs.EnqueueRequest) ([]*jobs.Result, error) {
+			res, err := next(ctx, nil)
+			if len(reqs) == 0 {
+				return res, err
+			}
+			empty = err
+			_, later = next(ctx, reqs)
+			return res, err
+		}
+	}
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{drop}})
+	res, err := c.Enqueue(ctx, accountArgs{Account: "1"})
+	if !errors.Is(err, jobs.ErrInvalid) || !errors.Is(empty, jobs.ErrInvalid) {
+		t.Errorf("Enqueue: %+v, %v (next: %v); want ErrInvalid", res, err, empty)
+	}
+	if later == nil {
+		t.Error("a later next with the call's requests wrote them")
+	}
+	many, err := c.EnqueueMany(ctx, []jobs.Params{{Args: accountArgs{Account: "2"}}, {Args: accountArgs{Account: "3"}}})
+	if !errors.Is(err, jobs.ErrInvalid) || later == nil {
+		t.Errorf("EnqueueMany: %+v, %v (later next: %v); want ErrInvalid, nothing written", many, err, later)
+	}
+	if n, err := c.Inspector().Counts(ctx, "default"); err != nil || n[jobs.Pending] != 0 {
+		t.Errorf("%v jobs (%v), want none written", n, err)
+	}
+	if many, err := c.EnqueueMany(ctx, nil); err != nil || len(many) != 0 {
+		t.Errorf("an empty EnqueueMany: %v, %v", many, err)
+	}
+}

@@ -184,14 +184,47 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 		end.Reason = "unknown kind"
 	default:
 		end = p.runHandler(a, h)
-		// A middleware cut short by the shutdown before next ran the
-		// handler (waiting on a semaphore, say): nothing of the job's ran.
-		if end.Shutdown != "" && end.Err != nil && !errors.Is(end.Err, jobs.ErrUnknown) &&
-			len(p.cfg.Middleware) > 0 && !a.handlerEntered() {
-			return p.notStarted(a)
+		if len(p.cfg.Middleware) > 0 && end.Err != nil && !errors.Is(end.Err, jobs.ErrUnknown) && !a.handlerEntered() {
+			if f := p.beforeNext(a, &end); f != nil {
+				return f
+			}
 		}
 	}
 	return p.conclude(a, end, kind)
+}
+
+// beforeNext decides the attempt a whose middleware failed with end.Err
+// before next ran the handler (see notRun): put back, or (nil) concluded
+// from end.
+func (p *Pool) beforeNext(a *attempt, end *rules.End) *finished {
+	if !notRun(end) {
+		return nil
+	}
+	if end.Shutdown != "" {
+		return p.notStarted(a)
+	}
+	const reason = "the lease was lost before the handler started"
+	a.log.Warn("job put back without starting", "reason", reason, "cause", end.LostCause)
+	return p.decided(a, ledger.Outcome{Defer: true, Reason: reason})
+}
+
+// notRun adjusts end, the end of an attempt whose middleware failed
+// before next ran the handler (waiting on a semaphore, say), so that
+// nothing of the job's ran and nothing needs reconciling, and reports
+// whether the job is put back: cut short by the shutdown or a lost lease,
+// it is, its attempt not consumed (as when the claim lapsed before the
+// handler started); past the handler's deadline, end becomes an ordinary
+// retry, so a middleware that always waits too long uses up the job's
+// retries.
+func notRun(end *rules.End) (putBack bool) {
+	switch {
+	case end.Shutdown != "":
+		return true
+	case end.TimedOut:
+		end.TimedOut, end.Lost, end.RetryOnTimeout = false, false, true // nothing ran: a repeat is safe
+		return false
+	}
+	return end.Lost
 }
 
 // conclude turns end, how attempt a's call ended, into the outcome to

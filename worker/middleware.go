@@ -160,7 +160,11 @@ const (
 // OutcomeUncertain (an unknown result, a lease lost, the deadline passed,
 // a shutdown mid-call, or next still running the handler, called from a
 // goroutine a later middleware did not wait for: ErrHandlerStillRunning)
-// or OutcomeCancelled (an operator cancelled the job).
+// or OutcomeCancelled (an operator cancelled the job). An err (not an
+// unknown result) returned before next ran the handler leaves nothing
+// uncertain, as nothing ran: after a lost lease or at shutdown the job is
+// put back (OutcomeRetry, its attempt not consumed), and past the
+// handler's deadline err is judged as an ordinary error.
 // The pool decides again by the same rules once the outermost middleware
 // returns, so a lease lost or a deadline passed in between can still make
 // the job uncertain; and the ledger commits the outcome only if the
@@ -175,6 +179,9 @@ func (v JobView) Outcome(err error) string {
 		return OutcomeUncertain
 	}
 	end := v.p.endOf(v.a, v.h, v.hctx, v.job.Deadline, err)
+	if len(v.p.cfg.Middleware) > 0 && err != nil && !errors.Is(err, jobs.ErrUnknown) && !v.a.handlerEntered() && notRun(&end) {
+		return OutcomeRetry // put back, its attempt not consumed
+	}
 	return outcomeName(rules.Decide(end).To, end.Cancelled, v.job)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -271,7 +272,11 @@ func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte, sensiti
 	return &jobs.Job[T]{
 		ID: base.ID, Kind: base.Kind, Queue: base.Queue, OperationID: base.OperationID,
 		Attempt: base.Attempt, MaxRetries: base.MaxRetries, Resource: base.Resource,
-		Token: base.Token, Owner: base.Owner, Deadline: base.Deadline, Headers: base.Headers, Args: args,
+		Token: base.Token, Owner: base.Owner, Deadline: base.Deadline, Args: args,
+		// The handler's own copy: what it (or a goroutine it left running)
+		// writes there races with no middleware reading the job's (nil stays
+		// nil: no cost for a job without headers).
+		Headers: maps.Clone(base.Headers),
 	}, nil
 }
 

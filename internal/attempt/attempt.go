@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"runtime/debug"
+	"slices"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -87,10 +89,11 @@ func Decide(e End) ledger.Outcome {
 		return ledger.Outcome{To: jobs.Succeeded, Error: text, Reason: reason}
 	case e.Malformed:
 		return ledger.Outcome{To: jobs.Dead, Error: text, Reason: "malformed payload"}
-	case errors.Is(err, jobs.ErrUnknown) && !errors.Is(err, fence.ErrStale):
+	case errors.Is(err, jobs.ErrUnknown) && (!errors.Is(err, fence.ErrStale) || unrefusedUnknown(err)):
 		// Even when also marked permanent: an effect that may have
 		// happened is reconciled, not dropped as failed. (A storage
-		// refusal, below, proves this attempt's did not happen.)
+		// refusal the unknown wraps, below, proves that its effect did
+		// not happen; one beside it proves nothing of the unknown one.)
 		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "handler reported an unknown outcome"}
 	case (e.Permanent || errors.Is(err, jobs.ErrPermanent)) && !e.interruptedBy(err):
 		reason := e.Reason
@@ -120,6 +123,42 @@ func Decide(e End) ledger.Outcome {
 	// cancelled. An operator's stop request never hides an unknown outcome
 	// (above): that one is reconciled, and ends cancelled if not applied.
 	return ledger.Outcome{To: jobs.Pending, Error: text}
+}
+
+// unknownType is the type of the errors jobs.Unknown returns.
+var unknownType = reflect.TypeOf(jobs.Unknown(nil))
+
+// unrefusedUnknown reports whether err's tree (as errors.Is walks it)
+// holds an unknown outcome that no storage refusal explains: the bare
+// jobs.ErrUnknown, a jobs.Unknown or an error of another type matching
+// ErrUnknown through its Is method, unless what that unknown wraps is a
+// refusal (fence.ErrStale: the effect it was unsure of did not happen).
+// A refusal beside an unknown (errors.Join of both, two effects of one
+// handler) proves nothing of the unknown one.
+func unrefusedUnknown(err error) bool {
+	if err == nil {
+		return false
+	}
+	if err == jobs.ErrUnknown {
+		return true
+	}
+	var kids []error
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		kids = []error{u.Unwrap()}
+	case interface{ Unwrap() []error }:
+		kids = u.Unwrap()
+	}
+	marks := false
+	if reflect.TypeOf(err) == unknownType && len(kids) == 2 && kids[0] == jobs.ErrUnknown {
+		marks, kids = true, kids[1:] // jobs.Unknown(kids[1]); Unknown(nil) wraps ErrUnknown itself
+	} else if x, ok := err.(interface{ Is(error) bool }); ok && x.Is(jobs.ErrUnknown) {
+		marks = true
+	}
+	if marks && !slices.ContainsFunc(kids, func(k error) bool { return errors.Is(k, fence.ErrStale) }) {
+		return true
+	}
+	return slices.ContainsFunc(kids, unrefusedUnknown)
 }
 
 // ReconcileFunc asks a job kind whether an uncertain job's effect happened.

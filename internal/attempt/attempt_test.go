@@ -14,6 +14,13 @@ import (
 	"github.com/fencedq/fencedq/lease"
 )
 
+// unknownIs is an error type of a handler's own that says its outcome is
+// unknown through an Is method.
+type unknownIs struct{}
+
+func (unknownIs) Error() string        { return "timed out after sending" }
+func (unknownIs) Is(target error) bool { return target == jobs.ErrUnknown }
+
 func TestDecide(t *testing.T) {
 	errMalformed := errors.New("malformed")
 	boom := errors.New("boom")
@@ -35,6 +42,14 @@ func TestDecide(t *testing.T) {
 		{"unknown beats permanent", End{Err: jobs.Permanent(fmt.Errorf("charge: %w", jobs.Unknown(boom)))}, jobs.Uncertain, "handler reported an unknown outcome"},
 		{"unknown beats a permanent reason", End{Err: jobs.Unknown(boom), Permanent: true}, jobs.Uncertain, "handler reported an unknown outcome"},
 		{"a storage refusal beats unknown", End{Err: jobs.Unknown(&fence.StaleError{StoredToken: 2})}, jobs.Pending, ""},
+		{"a storage refusal beats the unknown it caused", End{Err: fmt.Errorf("h: %w", jobs.Unknown(fmt.Errorf("w: %w", fence.ErrStale)))}, jobs.Pending, ""},
+		{"unknown beats another effect's storage refusal", End{Err: errors.Join(jobs.Unknown(boom), &fence.StaleError{StoredToken: 2})}, jobs.Uncertain, "handler reported an unknown outcome"},
+		{"unknown beats a storage refusal joined after it", End{Err: errors.Join(&fence.StaleError{StoredToken: 2}, fmt.Errorf("b: %w", jobs.Unknown(boom)))}, jobs.Uncertain, "handler reported an unknown outcome"},
+		{"a bare unknown beats a storage refusal", End{Err: errors.Join(jobs.ErrUnknown, fence.ErrStale)}, jobs.Uncertain, "handler reported an unknown outcome"},
+		{"an unknown wrapping both", End{Err: jobs.Unknown(errors.Join(boom, fence.ErrStale))}, jobs.Pending, ""},
+		{"an unknown inside an unknown refusal", End{Err: jobs.Unknown(errors.Join(jobs.Unknown(boom), fence.ErrStale))}, jobs.Uncertain, "handler reported an unknown outcome"},
+		{"an unknown of its own type beats a storage refusal", End{Err: errors.Join(unknownIs{}, fence.ErrStale)}, jobs.Uncertain, "handler reported an unknown outcome"},
+		{"unknown beats a storage refusal under a retry delay", End{Err: jobs.RetryAfter(errors.Join(jobs.Unknown(nil), fence.ErrStale), time.Second)}, jobs.Uncertain, "handler reported an unknown outcome"},
 		{"a permanent context error after the deadline", End{Err: jobs.Permanent(fmt.Errorf("charge: %w", context.DeadlineExceeded)), TimedOut: true}, jobs.Uncertain, "deadline passed mid-call"},
 		{"a permanent context error after a lost lease", End{Err: jobs.Permanent(context.Canceled), Lost: true}, jobs.Uncertain, "lease lost mid-call"},
 		{"a permanent context error at shutdown", End{Err: jobs.Permanent(context.Canceled), Shutdown: "worker shut down mid-call"}, jobs.Uncertain, "worker shut down mid-call"},
