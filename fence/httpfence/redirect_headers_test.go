@@ -2,9 +2,7 @@ package httpfence_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/fencedq/fencedq/fence/httpfence"
@@ -15,30 +13,10 @@ import (
 // fence set on the request with SetHeaders, sent through a Transport,
 // must stay off another host as a fence from the context does.
 func TestTransportKeepsSetHeadersOffOtherHosts(t *testing.T) {
-	var mu sync.Mutex
-	seen := map[string]http.Header{}
-	record := func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen[r.URL.Path] = r.Header.Clone()
-		mu.Unlock()
-	}
-	other := httptest.NewServer(http.HandlerFunc(record))
-	defer other.Close()
-	elsewhere := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/away":
-			http.Redirect(w, r, elsewhere+"/landed", http.StatusTemporaryRedirect)
-		case "/here":
-			http.Redirect(w, r, "/stay", http.StatusTemporaryRedirect)
-		default:
-			record(w, r)
-		}
-	}))
-	defer srv.Close()
+	url, seen := redirectServers(t)
 	client := &http.Client{Transport: &httpfence.Transport{}}
 	for _, path := range []string{"/away", "/here"} {
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+path, strings.NewReader("body"))
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+path, strings.NewReader("body"))
 		req.Header.Set("X-Other", "kept")
 		if err := httpfence.SetHeaders(req, fz("acct:1", 10, "w-a", "op")); err != nil {
 			t.Fatal(err)
@@ -49,7 +27,7 @@ func TestTransportKeepsSetHeadersOffOtherHosts(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	landed, ok := seen["/landed"]
+	landed, ok := seen("/landed")
 	if !ok {
 		t.Fatal("the redirect to the other host was not followed")
 	}
@@ -61,7 +39,7 @@ func TestTransportKeepsSetHeadersOffOtherHosts(t *testing.T) {
 	if landed.Get("X-Other") != "kept" {
 		t.Errorf("the other host lost an unrelated header: %v", landed)
 	}
-	if tok := seen["/stay"].Get(httpfence.HeaderToken); tok != "10" {
-		t.Errorf("a redirect within the host got token %q, want 10", tok)
+	if stay, _ := seen("/stay"); stay.Get(httpfence.HeaderToken) != "10" {
+		t.Errorf("a redirect within the host got token %q, want 10", stay.Get(httpfence.HeaderToken))
 	}
 }

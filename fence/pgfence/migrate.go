@@ -211,7 +211,7 @@ var migrations = []Migration{
 	// function now names only the resource, and ApplyBatch reads the mark
 	// or record after rolling back.
 	{Version: 7, Name: "fence check function naming no holder", up: func(t tables) []string {
-		return []string{fenceCheckFunctionV7(t)}
+		return []string{fenceCheckFunction(t)}
 	}},
 }
 
@@ -221,69 +221,23 @@ const (
 	sqlStateApplied = "FQ002"
 )
 
-// fenceCheckFunction is migration 4's function. It takes the fences as
-// arrays (tokens as decimal text, so every uint64 is exact) sorted by the
-// caller, and the operation with its primary fence. Each mark is raised
-// or locked by INSERT ... ON CONFLICT DO UPDATE, which locks the row it
-// conflicts with whatever its WHERE says; a rejected mark is then read
-// under that lock (a VOLATILE function's statements each take a fresh
-// snapshot under READ COMMITTED), so the DETAIL names the mark that
-// rejected the fence. The first stale fence in array order raises FQ001
-// before the effect log is touched; an operation already recorded raises
-// FQ002 with its record (the INSERT waits for a concurrent transaction
-// inserting the same id, and sees its row once it commits). The raise
-// aborts the transaction, so nothing the caller pipelined after the check
-// runs and its COMMIT does not happen.
+// fenceCheckFunction is the fence check function (migrations 4 and 7:
+// version 4's refusals also named the mark's or record's token and owner,
+// which PostgreSQL logs; migration 7 replaces it, and a fresh schema gets
+// this one at once). It takes the fences as arrays (tokens as decimal
+// text, so every uint64 is exact) sorted by the caller, and the operation
+// with its primary fence. Each mark is raised or locked by INSERT ... ON
+// CONFLICT DO UPDATE, which locks the row it conflicts with whatever its
+// WHERE says. The first stale fence in array order raises FQ001 before
+// the effect log is touched; an operation already recorded raises FQ002
+// (the INSERT waits for a concurrent transaction inserting the same id,
+// and sees its row once it commits). A refusal names only the resource
+// (DETAIL {"resource": ...}: the stale fence's, or the one the operation
+// applied on): the mark's or record's token and owner together authorise
+// writes as the holder (see fence.StaleError), so ApplyBatch reads them
+// after rolling back. The raise aborts the transaction, so nothing the
+// caller pipelined after the check runs and its COMMIT does not happen.
 func fenceCheckFunction(t tables) string {
-	return `CREATE OR REPLACE FUNCTION ` + t.fenceCheck + `(
-			resources text[], tokens text[], owners text[],
-			op text, op_resource text, op_token text, op_owner text)
-		RETURNS void LANGUAGE plpgsql VOLATILE AS $fn$
-		DECLARE
-			i integer;
-			mark_token text;
-			mark_owner text;
-			rec_resource text;
-		BEGIN
-			FOR i IN 1 .. cardinality(resources) LOOP
-				INSERT INTO ` + t.fences + ` AS f (resource, token, owner, updated_at)
-				VALUES (resources[i], tokens[i]::numeric, owners[i], now())
-				ON CONFLICT (resource) DO UPDATE
-				SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
-				WHERE EXCLUDED.token > f.token OR (EXCLUDED.token = f.token AND EXCLUDED.owner = f.owner);
-				IF NOT FOUND THEN
-					SELECT m.token::text, m.owner INTO mark_token, mark_owner
-					FROM ` + t.fences + ` m WHERE m.resource = resources[i];
-					RAISE EXCEPTION USING
-						ERRCODE = '` + sqlStateStale + `',
-						MESSAGE = format('fence: stale token %s for %L (storage has token %s of owner %L)',
-							tokens[i], resources[i], mark_token, mark_owner),
-						DETAIL = json_build_object('resource', resources[i], 'token', mark_token, 'owner', mark_owner)::text;
-				END IF;
-			END LOOP;
-			INSERT INTO ` + t.effects + ` (operation_id, resource, token, owner, applied_at)
-			VALUES (op, op_resource, op_token::numeric, op_owner, now())
-			ON CONFLICT (operation_id) DO NOTHING;
-			IF NOT FOUND THEN
-				SELECT e.resource, e.token::text, e.owner INTO rec_resource, mark_token, mark_owner
-				FROM ` + t.effects + ` e WHERE e.operation_id = op;
-				RAISE EXCEPTION USING
-					ERRCODE = '` + sqlStateApplied + `',
-					MESSAGE = format('fence: operation %L already applied on %L with token %s of owner %L',
-						op, rec_resource, mark_token, mark_owner),
-					DETAIL = json_build_object('resource', rec_resource, 'token', mark_token, 'owner', mark_owner)::text;
-			END IF;
-		END
-		$fn$`
-}
-
-// fenceCheckFunctionV7 is migration 7's function: migration 4's checks,
-// whose refusals name only the resource (DETAIL {"resource": ...}): the
-// stale fence's for FQ001, the one the operation applied on for FQ002.
-// They are errors PostgreSQL logs, and the mark's or record's token and
-// owner, together, authorise writes as the holder (see fence.StaleError),
-// so ApplyBatch reads those after rolling back.
-func fenceCheckFunctionV7(t tables) string {
 	return `CREATE OR REPLACE FUNCTION ` + t.fenceCheck + `(
 			resources text[], tokens text[], owners text[],
 			op text, op_resource text, op_token text, op_owner text)
