@@ -2,10 +2,18 @@ package workflow_test
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
 	"github.com/fencedq/fencedq/workflow"
 )
 
@@ -52,5 +60,86 @@ func TestWorkflowLostInARewindIsDetectedAndResubmitted(t *testing.T) {
 	}
 	if again, err := c.Resubmit(ctx); err != nil || len(again) != 0 {
 		t.Fatalf("a second re-submission: %+v, %v", again, err)
+	}
+}
+
+// cutBeforeCommit cuts replication just before a workflow's home call (its
+// commit) is sent, once the replica holds everything before it: a failover
+// then loses the commit and keeps the steps written in other queues.
+type cutBeforeCommit struct {
+	f    *redistest.Failover
+	once sync.Once
+}
+
+func (h *cutBeforeCommit) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *cutBeforeCommit) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "fcall" && len(args) > 1 {
+			if fn, _ := args[1].(string); strings.Contains(fn, "wf_enqueue") && slices.Contains(args, any("home")) {
+				h.once.Do(func() {
+					h.f.Sync()
+					h.f.CutReplication()
+				})
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *cutBeforeCommit) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAcknowledgedWorkflowAbandonedAfterARewindRunsWhenResubmitted: a
+// failover lost an acknowledged workflow's commit but kept its steps of
+// another queue; past the grace the maintenance leader took it for never
+// committed and cancelled it. The client's re-submission, which knows it
+// was acknowledged, brings it back: it runs to its end.
+func TestAcknowledgedWorkflowAbandonedAfterARewindRunsWhenResubmitted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	rdb := f.Client()
+	e := newEnvOn(t, rdb, redistest.Namespace(t))
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: e.ns})
+	t.Cleanup(func() { _ = c.Close() })
+	rdb.AddHook(&cutBeforeCommit{f: f})
+	w := workflow.New("order").
+		Add("charge", step("charge"), workflow.Options(jobs.Queue("wf-home"))).
+		Add("audit", step("audit"), workflow.Options(jobs.Queue("wf-other"))).
+		Add("ship", step("ship", "charge", "audit"), workflow.After("charge", "audit"), workflow.Options(jobs.Queue("wf-other")))
+	res, err := workflow.Enqueue(ctx, c, w, workflow.OperationID("order:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.KillPrimary() // the replica is promoted without the commit
+
+	e.grace = time.Millisecond
+	stop := e.start("wf-home", "wf-other")
+	e.wait(res, "ship", jobs.Cancelled) // by audit's cancel, or abandon's
+	if r := e.wait(res, "audit", jobs.Cancelled); !strings.Contains(r.Reason, "never committed") {
+		t.Fatalf("audit cancelled with reason %q, want never committed", r.Reason)
+	}
+	stop() // a pass abandoning it again mid-re-submission would be that grace's doing
+	if out, err := c.Resubmit(ctx); err != nil || len(out) != 1 || out[0].Restored != 3 {
+		t.Fatalf("resubmitted %+v, %v; want the workflow's 3 steps", out, err)
+	}
+	e.grace = 0
+	e.run(true, prometheus.NewRegistry(), func(p *worker.Pool) error { return worker.Register(p, jobs.WorkFunc[Step](e.work)) },
+		"wf-home", "wf-other")
+	for _, s := range []string{"charge", "audit", "ship"} {
+		e.wait(res, s, jobs.Succeeded)
+	}
+	st := e.status(res.ID)
+	if st.State != workflow.Succeeded || st.CancelledBy != "" || st.Done != 3 {
+		t.Fatalf("re-submitted workflow: %+v", st)
+	}
+	for _, s := range []string{"charge", "audit", "ship"} {
+		if n := e.runs.count(s); n != 1 {
+			t.Fatalf("step %s ran %d times, want once", s, n)
+		}
 	}
 }

@@ -133,6 +133,9 @@ func showWorkflow(out io.Writer, st *workflow.Status, asJSON bool) error {
 		if after == "" {
 			after = "-"
 		}
+		if len(s.AllowFail) > 0 { // as the dashboard shows them
+			after += " (may fail: " + strings.Join(s.AllowFail, ",") + ")"
+		}
 		tok := "-"
 		if s.Token > 0 {
 			tok = fmt.Sprint(s.Token)

@@ -180,3 +180,23 @@ func TestWorkflowInspectLimitBoundsAndEmptyJSON(t *testing.T) {
 		t.Fatalf("workflow inspect --limit 1001: %d %q %q, want exit 2", code, text, errText)
 	}
 }
+
+// TestWorkflowInspectShowsDependenciesAllowedToFail: a step that runs
+// even when a dependency fails says so, as the dashboard does: without it
+// a step pending after its dependency ended dead reads as a broken rule.
+func TestWorkflowInspectShowsDependenciesAllowedToFail(t *testing.T) {
+	e := newOperatorEnv(t)
+	ctx := context.Background()
+	tr := bank.Transfer{From: "acct-000", To: "acct-001", Cents: 5}
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("order").
+		Add("charge", tr).
+		Add("notify", tr).
+		Add("ship", tr, workflow.After("charge", "notify"), workflow.AllowFailure("notify")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, text, _ := e.cli("workflow", "inspect", "--id", res.ID)
+	if code != 0 || !strings.Contains(text, "charge,notify (may fail: notify)") {
+		t.Fatalf("workflow inspect --id: %d %q", code, text)
+	}
+}

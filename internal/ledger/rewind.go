@@ -734,13 +734,20 @@ func (l *Ledger) retentionOf(ctx context.Context, q string) (time.Duration, erro
 // lost its record, and returns how many steps it wrote. A workflow the
 // ledger kept is left alone (its steps are not written again: one that
 // finished would come back waiting), as is one whose operation id, or a
-// step's, was enqueued again since.
+// step's, was enqueued again since. One the maintenance leader abandoned
+// meanwhile (the rewind lost its commit, not its steps of other queues,
+// and the grace passed) was acknowledged all the same: it is committed
+// now, its steps that abandon cancelled waiting again.
 func (l *Ledger) resubmitWorkflow(ctx context.Context, w *NewWorkflow) (int, error) {
-	n, err := l.rdb.Exists(ctx, l.prefix(w.Home)+"wf:"+w.ID).Result()
-	if err != nil || n == 1 {
+	rec, err := l.rdb.HMGet(ctx, l.workflowKey(w.Home, w.ID), "def", "cancel").Result()
+	if err != nil {
 		return 0, wrap("resubmit workflow "+w.ID, err)
 	}
-	_, dedup, err := l.enqueueWorkflow(ctx, w, false)
+	revive := rec[1] == UncommittedActor
+	if rec[0] != nil && !revive {
+		return 0, nil
+	}
+	_, dedup, err := l.enqueueWorkflow(ctx, w, false, revive)
 	switch {
 	case errors.Is(err, ErrInvalid):
 		// a step's operation id names another job: it was enqueued again

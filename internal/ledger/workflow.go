@@ -57,12 +57,15 @@ const StartDep = "@start"
 // (Config.Recent) a workflow created is recorded for Resubmit, which writes
 // it again when its home queue lost it.
 func (l *Ledger) EnqueueWorkflow(ctx context.Context, w *NewWorkflow) (id string, dedup bool, err error) {
-	return l.enqueueWorkflow(ctx, w, true)
+	return l.enqueueWorkflow(ctx, w, true, false)
 }
 
 // enqueueWorkflow is EnqueueWorkflow; record: the workflow is recorded for
-// Resubmit (not for a re-submission, which keeps its first record).
-func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record bool) (id string, dedup bool, err error) {
+// Resubmit (not for a re-submission, which keeps its first record);
+// revive: a re-submission of a workflow the maintenance leader abandoned
+// (its commit lost in a rewind), whose record it replaces and whose steps
+// it cancelled go back to waiting (wf_enqueue.lua's revive modes).
+func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record, revive bool) (id string, dedup bool, err error) {
 	track := record && l.recent != nil && w.OperationID != ""
 	if track {
 		// A try whose outcome is unknown is acknowledged by the retry
@@ -73,7 +76,7 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 			}
 		}()
 	}
-	if w.OperationID != "" {
+	if w.OperationID != "" && !revive {
 		// known already: write nothing anywhere (the home call checks again)
 		home, got, err := l.knownWorkflow(ctx, w)
 		if err != nil {
@@ -148,7 +151,7 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 		if q == w.Home {
 			continue
 		}
-		args := append([]any{w.ID, "part", "", "", "[]", w.Home}, byQueue[q]...)
+		args := append([]any{w.ID, mode("part", revive), "", "", "[]", w.Home}, byQueue[q]...)
 		seen := l.watch.before(q)
 		v, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, q, args...).Result()
 		if err != nil {
@@ -156,7 +159,7 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 		}
 		l.observeWorkflow(ctx, q, seen, newReply("wf_enqueue", v, nil))
 	}
-	args := append([]any{w.ID, "home", w.OperationID, w.Record, rootsJSON, w.Home}, byQueue[w.Home]...)
+	args := append([]any{w.ID, mode("home", revive), w.OperationID, w.Record, rootsJSON, w.Home}, byQueue[w.Home]...)
 	seen := l.watch.before(w.Home)
 	v, err := l.run(ctx, l.lanes.enqueue, wfEnqueueScript, w.Home, args...).Result()
 	r := newReply("wf_enqueue", v, err)
@@ -181,6 +184,14 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record boo
 	}
 	l.moveAfter(ctx, w.Home)
 	return id, dedup, nil
+}
+
+// mode is wf_enqueue.lua's mode for a call of kind part or home.
+func mode(kind string, revive bool) string {
+	if revive {
+		return kind + "_revive"
+	}
+	return kind
 }
 
 // knownWorkflow looks for a workflow enqueued before under w's operation

@@ -22,13 +22,26 @@
 -- Reply: {created (1) or deduplicated (0), workflow id, first (see enqueue.lua),
 --   seq, seq raised, enqueued, hand-over records written, steps created, history}
 --   (a deduplicated home call writes nothing and returns 0 for the rest)
+-- Modes 'part_revive' and 'home_revive' are 'part' and 'home' for a
+-- client's re-submission of a workflow it saw acknowledged whose commit a
+-- rewind lost, after the maintenance leader abandoned it (record and steps
+-- cancelled by ABANDONED): the home call replaces that record (keeping
+-- 'seen', the workflow counted started), and each call puts the steps
+-- abandon cancelled back to waiting for what they waited for (pending when
+-- that is nothing), the ends abandon handed on and not yet moved withdrawn.
 -- Mode 'confirm' (durable mode, a retry that found the workflow) is the home
 -- call's deduplication alone: its event is a write for the wait for replicas
 -- to cover; a workflow not there (pruned since) writes nothing, reply {1, ''}.
-local wfid, home, op = ARGV[2], ARGV[3] == 'home' or ARGV[3] == 'confirm', ARGV[4]
+local wfid, op = ARGV[2], ARGV[4]
+local home = ARGV[3] == 'home' or ARGV[3] == 'home_revive' or ARGV[3] == 'confirm'
+local revive = ARGV[3] == 'part_revive' or ARGV[3] == 'home_revive'
+local ABANDONED = 'maintenance:never committed' -- ledger.UncommittedActor
 local reply = {1, wfid, 0, 0, 0, 0}
 local wfk = P .. 'wf:' .. wfid
-if home then
+-- the record abandon wrote, replaced by this commit
+local replace = home and revive and redis.call('TYPE', wfk)['ok'] == 'hash' and
+  redis.call('HGET', wfk, 'cancel') == ABANDONED
+if home and not replace then
   local existing = false
   if op ~= '' then existing = redis.call('GET', P .. 'wfop:' .. op) end
   if not existing then
@@ -67,8 +80,39 @@ for i = 8, #ARGV, 19 do
     return redis.error_reply('FENCEDQ foreign key: step ' .. ARGV[i + 10] .. ' (job ' .. ARGV[i] .. ') has a key holding another type')
   end
 end
-queue_guard()
+queue_guard(nil, replace and {{P .. 'wf_done', 'zset'}} or nil)
 seq_bump()
+-- revived puts step id back as its workflow's enqueue left it, when
+-- abandon cancelled it: true then
+local function revived(id)
+  local k = jobkey(id)
+  local h = redis.call('HMGET', k, 'wf', 'state', 'wf_cancel', 'step', 'wf_next', 'wf_home', 'op', 'run_at')
+  if h[1] ~= wfid or h[2] ~= 'cancelled' or h[3] ~= ABANDONED then return false end
+  local ok, next = pcall(cjson.decode, h[5] or '[]')
+  if ok and type(next) == 'table' then
+    for _, d in ipairs(next) do
+      if d.q ~= wf_queue then redis.call('HDEL', P .. 'handover', d.q .. '\n' .. d.id .. '\n' .. h[4]) end
+    end
+  end
+  if h[6] and h[6] ~= wf_queue then redis.call('HDEL', P .. 'handover', h[6] .. '\n@wf:' .. wfid .. '\n' .. h[4]) end
+  wf_unkeep(id)
+  unfinish(id, h[7])
+  redis.call('ZREM', index['cancelled'], id)
+  redis.call('HDEL', k, 'wf_cancel', 'finished', 'reason', 'wf_cause')
+  redis.call('HSET', k, 'wf_home', ARGV[7])
+  if redis.call('SCARD', wf_waitsk(id)) > 0 then
+    redis.call('HSET', k, 'state', 'waiting')
+    redis.call('ZADD', wf_waitk(), snow, id)
+  else
+    local due = snow
+    if h[8] and num(h[8]) > now then due = h[8] end
+    redis.call('HSET', k, 'state', 'pending')
+    redis.call('ZADD', index['pending'], due, id)
+    wake()
+  end
+  record(id, {event = 'resumed', reason = 'workflow re-submitted after a ledger rewind'})
+  return true
+end
 local created, due, ids = 0, {}, {}
 for i = 8, #ARGV, 19 do
   local id = ARGV[i]
@@ -94,6 +138,9 @@ for i = 8, #ARGV, 19 do
     end
     created = created + 1
     ids[#ids + 1] = id
+  elseif revive and revived(id) then
+    created = created + 1
+    ids[#ids + 1] = id
   elseif not home then
     -- Left waiting by a try that never committed: when its home was
     -- another partition of the home queue (the layout changed since), the
@@ -113,6 +160,12 @@ if not home and #ids > 0 then
   redis.call('ZADD', P .. 'wf_parts', 'NX', snow, wfid)
 end
 if home then
+  if replace then
+    local seen = redis.call('HGET', wfk, 'seen')
+    redis.call('DEL', wfk)
+    redis.call('ZREM', P .. 'wf_done', wfid)
+    if seen then redis.call('HSET', wfk, 'seen', seen) end
+  end
   redis.call('HSET', wfk, 'def', ARGV[5], 'created', snow, 'op', op)
   if op ~= '' then redis.call('SET', P .. 'wfop:' .. op, wfid) end
   redis.call('ZADD', P .. 'workflows', snow, wfid)
