@@ -22,7 +22,8 @@ var ErrInProgress = errors.New("fence: operation in progress")
 type AlreadyAppliedError struct {
 	// Record is what the effect log holds: the resource, token and owner
 	// that applied the operation (the owner is empty when the answer did
-	// not tell it, as httpfence's does not for another holder's).
+	// not tell it, as httpfence's does not for another holder's). Tell
+	// Record.Owner to no one who could send it back with Record.Token.
 	Record Effect
 	// Fence is the write that was refused (zero when unknown, as for an
 	// answer of httpfence.CheckResponse to a request without fence headers).
@@ -30,15 +31,18 @@ type AlreadyAppliedError struct {
 }
 
 // Error describes the recorded operation and, when it came from another
-// holder or resource (Elsewhere), the refused write.
+// holder or resource (Elsewhere), the refused write. It names tokens, not
+// owners: a token with its owner authorises writes as that holder, and
+// error texts travel (to HTTP answers, logs, job records).
 func (e *AlreadyAppliedError) Error() string {
 	msg := fmt.Sprintf("fence: operation %q already applied on %q with token %d",
 		e.Record.OperationID, e.Record.Resource, e.Record.Token)
-	if e.Record.Owner != "" {
-		msg += fmt.Sprintf(" of owner %q", e.Record.Owner)
-	}
 	if e.Elsewhere() {
-		msg += fmt.Sprintf(" (refused: token %d of owner %q on %q)", e.Fence.Token, e.Fence.Owner, e.Fence.Resource)
+		other := ""
+		if e.Fence.Token == e.Record.Token && e.Fence.Resource == e.Record.Resource {
+			other = " of another owner"
+		}
+		msg += fmt.Sprintf(" (refused: token %d%s on %q)", e.Fence.Token, other, e.Fence.Resource)
 	}
 	return msg
 }

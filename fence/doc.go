@@ -49,8 +49,10 @@
 // the job's record, and the job's reason (its record, its history, fencedq
 // inspect, the dashboard's job page) names the job and queue that applied
 // the effect when the ledger still holds it: "effect already applied by
-// job <id> in queue <queue> (token, resource, owner)", or "by an earlier
-// attempt of this job". Give two effects two operation ids; an id reused
+// job <id> in queue <queue> (token, resource)", or "by an earlier
+// attempt of this job". These texts, and the error's own, name tokens
+// but never the owners beside them: a token with its owner authorises
+// writes as that holder. Give two effects two operation ids; an id reused
 // for a different effect is reported as already applied, never applied
 // twice.
 //

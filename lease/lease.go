@@ -100,10 +100,12 @@ type HeldError struct {
 	Deadline time.Time
 }
 
-// Error names the resource, its holder and the lease's deadline.
+// Error names the resource, its holder and the lease's deadline, not its
+// token: with the owner it authorises fenced writes as the holder, and
+// error texts travel (to logs, job records).
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("lease: %q held by owner %q (token %d) until %s",
-		e.Resource, e.Owner, e.Token, e.Deadline.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf("lease: %q held by owner %q until %s",
+		e.Resource, e.Owner, e.Deadline.UTC().Format(time.RFC3339Nano))
 }
 
 // Is makes errors.Is(err, ErrHeld) true.

@@ -347,34 +347,53 @@ func end(span trace.Span, job worker.JobView, err, recorded error) {
 }
 
 // attemptError is what an attempt's span records of err, the error its
-// handler (or a middleware) returned: err's text, with the text of each
-// fence or lease error in it that names a resource, an owner or an
+// handler (or a middleware) returned: err's text, with the text of every
+// fence or lease error in its tree that names a resource, an owner or an
 // operation id (fence.StaleError, fence.AlreadyAppliedError,
-// lease.HeldError: what protected storage and leases answer) replaced by
-// its class ("debit: fence: stale token"), and cut as the ledger and the
-// pool's log cut it (ledger.MaxErrorLen). The ledger keeps the details
-// for operators.
+// lease.HeldError, a store's fence.ErrInProgress: what protected storage
+// and leases answer) replaced by its class ("debit: fence: stale token"),
+// and cut as the ledger and the pool's log cut it (ledger.MaxErrorLen).
+// The ledger keeps the details for operators.
 func attemptError(err error) error {
-	msg := err.Error()
-	var (
-		stale   *fence.StaleError
-		applied *fence.AlreadyAppliedError
-		held    *lease.HeldError
-	)
-	if errors.As(err, &stale) {
-		msg = strings.ReplaceAll(msg, stale.Error(), fence.ErrStale.Error())
-	}
-	if errors.As(err, &applied) {
-		msg = strings.ReplaceAll(msg, applied.Error(), fence.ErrAlreadyApplied.Error())
-	}
-	if errors.As(err, &held) {
-		msg = strings.ReplaceAll(msg, held.Error(), lease.ErrHeld.Error())
-	}
-	msg = ledger.CapError(msg)
+	msg := ledger.CapError(reduce(err.Error(), err))
 	if msg == err.Error() {
 		return err
 	}
 	return errors.New(msg)
+}
+
+// reduce returns msg with the text of each fence or lease error in err's
+// tree (see attemptError) replaced by its class.
+func reduce(msg string, err error) string {
+	var class error
+	switch e := err.(type) {
+	case *fence.StaleError:
+		class = fence.ErrStale
+	case *fence.AlreadyAppliedError:
+		class = fence.ErrAlreadyApplied
+	case *lease.HeldError:
+		class = lease.ErrHeld
+	case interface{ Unwrap() error }:
+		if e.Unwrap() == fence.ErrInProgress { // "fence: operation in progress: <op> on <resource>"
+			class = fence.ErrInProgress
+		}
+	}
+	if class != nil {
+		return strings.ReplaceAll(msg, err.Error(), class.Error())
+	}
+	switch e := err.(type) {
+	case interface{ Unwrap() error }:
+		if next := e.Unwrap(); next != nil {
+			msg = reduce(msg, next)
+		}
+	case interface{ Unwrap() []error }:
+		for _, next := range e.Unwrap() {
+			if next != nil {
+				msg = reduce(msg, next)
+			}
+		}
+	}
+	return msg
 }
 
 // viewCarrier reads a trace context from an attempt's job headers.

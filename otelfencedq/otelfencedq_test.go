@@ -577,3 +577,54 @@ func TestUncertainAttemptIsVisible(t *testing.T) {
 		t.Errorf("the span names the account: %s", s)
 	}
 }
+
+// TestAttemptErrorsOfSeveralRefusalsRecordNoResource: every fence or
+// lease refusal in a handler's error is reduced to its class, not only
+// the first one found (a handler writing to two stores, joining both
+// refusals), and so is a store's fence.ErrInProgress, which names the
+// operation id and resource.
+func TestAttemptErrorsOfSeveralRefusalsRecordNoResource(t *testing.T) {
+	tr := newTraced(t, func(p *worker.Pool) error {
+		return worker.Register(p, jobs.WorkFunc[transfer](func(ctx context.Context, j *jobs.Job[transfer]) error {
+			f, _ := fence.FromContext(ctx)
+			if j.Attempt == 1 {
+				other := fence.Fence{Resource: "account:carol@example.com", Token: f.Token, Owner: f.Owner, OperationID: f.OperationID}
+				return errors.Join(
+					&fence.StaleError{Fence: f, StoredToken: f.Token + 1},
+					&fence.StaleError{Fence: other, StoredToken: f.Token + 1})
+			}
+			if j.Attempt == 2 {
+				return fmt.Errorf("debit: %w", fmt.Errorf("%w: %q on %q", fence.ErrInProgress, f.OperationID, f.Resource))
+			}
+			return nil
+		}))
+	})
+	res, err := tr.client.Enqueue(context.Background(), transfer{From: "alice@example.com"}, jobs.OperationID("refund-bob@example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobstest.WaitState(t, tr.ledger, "default", res.JobID, jobs.Succeeded)
+	attempts := tr.spans("attempt transfer")
+	if len(attempts) != 3 {
+		t.Fatalf("%d attempt spans, want 3", len(attempts))
+	}
+	var classes []string
+	for _, s := range attempts {
+		for _, e := range s.Events {
+			for _, kv := range e.Attributes {
+				v := kv.Value.String()
+				if strings.Contains(v, "alice@") || strings.Contains(v, "bob@") || strings.Contains(v, "carol@") {
+					t.Errorf("attempt %s records %s = %q: a resource or operation id", attr(s, otelfencedq.AttrAttempt).String(), kv.Key, v)
+				}
+				if kv.Key == "exception.message" {
+					classes = append(classes, v)
+				}
+			}
+		}
+	}
+	slices.Sort(classes)
+	want := []string{"debit: " + fence.ErrInProgress.Error(), fence.ErrStale.Error() + "\n" + fence.ErrStale.Error()}
+	if !slices.Equal(classes, want) {
+		t.Fatalf("recorded errors %q, want %q", classes, want)
+	}
+}

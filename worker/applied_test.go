@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -55,9 +56,13 @@ func TestAlreadyAppliedNamesTheJobThatApplied(t *testing.T) {
 		t.Fatalf("store answers %v", applied)
 	}
 	rec := jobstest.WaitState(t, e.ledger, "billing-eu", second.JobID, jobs.Succeeded)
-	want := "effect already applied by job " + first.JobID + " in queue billing ("
-	if !strings.HasPrefix(rec.Reason, want) || !strings.HasSuffix(rec.Reason, "/"+first.JobID+")") {
-		t.Fatalf("reason %q, want it to start with %q", rec.Reason, want)
+	eff, ok, err := store.Applied(context.Background(), "charge-42")
+	if err != nil || !ok {
+		t.Fatalf("effect log: %+v, %v, %v", eff, ok, err)
+	}
+	want := fmt.Sprintf("effect already applied by job %s in queue billing (token %d on %s)", first.JobID, eff.Token, eff.Resource)
+	if rec.Reason != want {
+		t.Fatalf("reason %q, want %q", rec.Reason, want)
 	}
 	hist, err := e.ledger.History(context.Background(), "billing-eu", second.JobID)
 	if err != nil {
@@ -66,6 +71,17 @@ func TestAlreadyAppliedNamesTheJobThatApplied(t *testing.T) {
 	last := hist[len(hist)-1]
 	if last.Event != "end" || last.Outcome != string(jobs.Succeeded) || last.Reason != rec.Reason {
 		t.Fatalf("history ends with %+v, want the success with the reason", last)
+	}
+	// The applying fence's token and owner authorise writes as its
+	// holder: no text of the job's record or history names both.
+	texts := []string{rec.Error, rec.Reason}
+	for _, h := range hist {
+		texts = append(texts, h.Error, h.Reason, h.Note)
+	}
+	for _, text := range texts {
+		if strings.Contains(text, eff.Token.String()) && strings.Contains(text, eff.Owner) {
+			t.Errorf("%q names the applying fence's token %s and owner %s", text, eff.Token, eff.Owner)
+		}
 	}
 	// The first job's record is the plain success.
 	if r, _ := e.ledger.Get(context.Background(), "billing", first.JobID); r.Reason != "" {

@@ -55,7 +55,7 @@ func Example() {
 	fmt.Println("handler runs:", runs)
 	// Output:
 	// 201 <nil>
-	// 200 fence: operation "job-1" already applied on "doc:1" with token 34 of owner "worker-b"
+	// 200 fence: operation "job-1" already applied on "doc:1" with token 34
 	// 409 fence: stale token 33 for "doc:1" (storage has token 34)
 	// handler runs: 1
 }

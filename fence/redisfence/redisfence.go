@@ -381,8 +381,7 @@ func (s *Store) run(ctx context.Context, f fence.Fence, mode string, ttl int64, 
 			OperationID: f.OperationID, Resource: str(reply[4]), Token: parseToken(reply[1]), Owner: str(reply[2]),
 		}, Fence: f}
 	case 3:
-		return fmt.Errorf("%w: %q on %q (token %s of owner %q)", fence.ErrInProgress,
-			f.OperationID, f.Resource, str(reply[1]), str(reply[2]))
+		return fmt.Errorf("%w: %q on %q (token %s)", fence.ErrInProgress, f.OperationID, f.Resource, str(reply[1]))
 	default:
 		return fmt.Errorf("redisfence: apply %q: unexpected reply %v", f.OperationID, reply)
 	}

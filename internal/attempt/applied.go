@@ -19,7 +19,7 @@ const appliedByTimeout = 2 * time.Second
 // NameApplier makes o's reason name the job and queue that applied the
 // effect, when the handler of job id of queue q ended with a
 // fence.AlreadyAppliedError whose record comes from another fence (Decide
-// then says only "effect already applied by <owner>"). An operation id
+// then says only "effect already applied by another holder"). An operation id
 // names one effect across a store, but the ledger deduplicates it per
 // queue, so the same operation id enqueued on two queues makes two jobs
 // and the second succeeds without its own effect: its record and history
@@ -37,7 +37,7 @@ func NameApplier(ctx context.Context, l *ledger.Ledger, q, id string, err error,
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appliedByTimeout)
 	defer cancel()
 	rec := ae.Record
-	what := fmt.Sprintf("token %d on %s, owner %s", rec.Token, rec.Resource, rec.Owner)
+	what := fmt.Sprintf("token %d on %s", rec.Token, rec.Resource) // not the owner: with the token it authorises writes
 	if byq, byid, ok := applier(ctx, l, rec.OperationID, rec.Owner); ok {
 		if byq == q && byid == id {
 			o.Reason = "effect already applied by an earlier attempt of this job (" + what + ")"

@@ -43,13 +43,13 @@ func TestNameApplier(t *testing.T) {
 		want        string
 	}{
 		{"another queue's job", "b", b.JobID, applied("w1/"+a.JobID, "op-1"),
-			"effect already applied by job " + a.JobID + " in queue a (token 7 on job:x, owner w1/" + a.JobID + ")"},
+			"effect already applied by job " + a.JobID + " in queue a (token 7 on job:x)"},
 		{"an earlier attempt", "b", b.JobID, applied("w1/"+b.JobID, "op-1"),
-			"effect already applied by an earlier attempt of this job (token 7 on job:x, owner w1/" + b.JobID + ")"},
+			"effect already applied by an earlier attempt of this job (token 7 on job:x)"},
 		{"a job without an operation id of its own", "b", b.JobID, applied("w1/"+plain.JobID, plain.JobID),
-			"effect already applied by job " + plain.JobID + " in queue c (token 7 on job:x, owner w1/" + plain.JobID + ")"},
-		{"a writer outside the ledger", "b", b.JobID, applied("some-service", "op-1"), "effect already applied by some-service (token 7 on job:x)"},
-		{"a job the ledger forgot", "b", b.JobID, applied("w1/gone", "op-1"), "effect already applied by w1/gone (token 7 on job:x)"},
+			"effect already applied by job " + plain.JobID + " in queue c (token 7 on job:x)"},
+		{"a writer outside the ledger", "b", b.JobID, applied("some-service", "op-1"), "effect already applied by another holder (token 7 on job:x)"},
+		{"a job the ledger forgot", "b", b.JobID, applied("w1/gone", "op-1"), "effect already applied by another holder (token 7 on job:x)"},
 		{"not elsewhere", "b", b.JobID, fence.ErrAlreadyApplied, "effect already applied"},
 	} {
 		got := NameApplier(ctx, l, tc.q, tc.id, tc.err, Decide(End{Err: tc.err}))

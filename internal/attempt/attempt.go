@@ -80,11 +80,8 @@ func Decide(e End) ledger.Outcome {
 		reason := "effect already applied"
 		var ae *fence.AlreadyAppliedError
 		if errors.As(err, &ae) && ae.Elsewhere() {
-			by := ae.Record.Owner
-			if by == "" {
-				by = "another holder"
-			}
-			reason = fmt.Sprintf("effect already applied by %s (token %d on %s)", by, ae.Record.Token, ae.Record.Resource)
+			// Its token, not its owner: the two authorise writes as that holder.
+			reason = fmt.Sprintf("effect already applied by another holder (token %d on %s)", ae.Record.Token, ae.Record.Resource)
 		}
 		return ledger.Outcome{To: jobs.Succeeded, Error: text, Reason: reason}
 	case e.Malformed:
@@ -200,7 +197,7 @@ func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.E
 		case err != nil:
 			return jobs.CannotTell, ledger.CapError("effect log unavailable: " + err.Error()), true, err
 		case ok:
-			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d by %s", applied.Token, applied.Owner), true, nil
+			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d", applied.Token), true, nil
 		default:
 			return jobs.NotApplied, "effect log: operation not applied", true, nil
 		}

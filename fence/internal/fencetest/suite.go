@@ -70,6 +70,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"FenceOnAcquire", testFenceOnAcquire},
 		{"AppliedReports", testApplied},
 		{"FullUint64Tokens", testLargeTokens},
+		{"RefusalsNameNoHolder", testRefusalsNameNoHolder},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -552,5 +553,34 @@ func testConcurrentSameOpAcross(t *testing.T, h Harness) {
 	}
 	if rec, ok, err := h.Applied(ctx, "op-race"); err != nil || !ok || rec != want {
 		t.Fatalf("Applied(op-race) = %+v, %v, %v; want %+v", rec, ok, err, want)
+	}
+}
+
+// testRefusalsNameNoHolder: a refusal's text travels (logs, job records,
+// the dashboard, HTTP answers), so it never names a fence's token and
+// owner together, which authorise writes as that holder: neither the
+// stored ones nor those of the refused write. The error values still
+// carry them.
+func testRefusalsNameNoHolder(t *testing.T, h Harness) {
+	ctx := t.Context()
+	holder := fz("acct:1", 8231234567, "holder-owner", "op-1")
+	mustApply(t, h, holder, 1)
+	writers := []fence.Fence{
+		holder,
+		fz("acct:1", 8231234560, "zombie-owner", "op-2"),   // stale
+		fz("acct:1", 8231234567, "impostor-owner", "op-3"), // same token, another owner
+		fz("acct:1", 9231234567, "next-owner", "op-1"),     // applied by another holder
+		fz("acct:2", 7231234567, "other-owner", "op-1"),    // applied on another resource
+	}
+	for _, w := range writers[1:] {
+		err := h.Apply(ctx, w, 1)
+		if !errors.Is(err, fence.ErrStale) && !errors.Is(err, fence.ErrAlreadyApplied) {
+			t.Fatalf("Apply(%+v) = %v, want a refusal", w, err)
+		}
+		for _, f := range writers {
+			if text := err.Error(); strings.Contains(text, f.Token.String()) && strings.Contains(text, f.Owner) {
+				t.Errorf("refusal of %s names token %s and owner %s together: %s", w.OperationID, f.Token, f.Owner, text)
+			}
+		}
 	}
 }
