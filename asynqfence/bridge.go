@@ -245,8 +245,9 @@ type Bridge struct {
 // namespace on rdb (the namespace and retention of the jobs.Client and
 // pools sharing it). It fails with ErrOptions on a nil rdb (or Options.Asynq), an invalid
 // namespace, an invalid worker id, a negative duration or count, a LeaseTTL
-// or RedeliverInterval below its minimum or a SafetyMargin above half the
-// LeaseTTL.
+// or RedeliverInterval below its minimum, a SafetyMargin above half the
+// LeaseTTL, or a Registerer that refuses one of its series (one of the
+// same name registered there with other labels or help).
 // With cfg.Sentinel it asks the Sentinels (each for at most a second) and
 // fails with ErrOptions, naming it, on a master name none that answers
 // monitors (matching lease.ErrUnknownMaster) or an address a Redis server
@@ -289,6 +290,9 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	b := &Bridge{
 		rdb: rdb, opts: opts, margin: watchdog.Margin(opts.LeaseTTL, opts.SafetyMargin), metrics: metrics.NewClient(opts.Registerer),
 		log: opts.Logger.With("worker", opts.WorkerID, "bridge", BridgeName),
+	}
+	if err := b.metrics.Err(); err != nil {
+		return nil, fmt.Errorf("%w: Options.Registerer: %w", ErrOptions, err)
 	}
 	// Completions check the ledger for a rewind (a Redis that came back
 	// with older data): logged, recorded and counted.

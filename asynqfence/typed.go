@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/hibiken/asynq"
 
@@ -39,7 +40,7 @@ func NewTask[T jobs.JobArgs](args T, operationID string, opts ...asynq.Option) (
 
 // Handler returns a fencedq worker as an asynq handler: it decodes the task's
 // JSON payload into T and calls w.Work with a jobs.Job carrying the
-// attempt's token. It must run under the bridge's middleware (else it fails
+// attempt's token, and the task's headers as Job.Headers (a copy). It must run under the bridge's middleware (else it fails
 // with ErrNoAttempt). A payload that does not decode into T, or whose args'
 // Validate fails, makes the job dead at once (reason "malformed payload",
 // counted in fencedq_jobs_rejected_total), as native pools make it. When w has a Reconcile method the handler implements
@@ -89,6 +90,9 @@ func (h *typed[T]) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	}
 	job.ID, job.Queue, job.OperationID, job.Attempt, job.MaxRetries = a.ID, a.Queue, a.OperationID, a.Attempt, a.MaxRetries
 	job.Resource, job.Token, job.Owner = a.Resource, a.Token, a.Owner
+	if h := t.Headers(); len(h) > 0 {
+		job.Headers = maps.Clone(h) // the handler's own copy, as a native pool's
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		job.Deadline = dl
 	}

@@ -197,9 +197,10 @@ type Client struct {
 	replicasRead atomic.Bool // the first durable write read the replicas (replicas.go)
 }
 
-// NewClient returns a Client over rdb. A nil rdb or an invalid Config
-// makes every call fail with an error matching ErrInvalid, which names the
-// mistake, instead of panicking; so does every call on a nil or zero
+// NewClient returns a Client over rdb. A nil rdb or an invalid Config (a
+// Registerer holding a series of one of the client's names with other
+// labels or help, say) makes every call fail with an error matching
+// ErrInvalid, which names the mistake, instead of panicking; so does every call on a nil or zero
 // Client (one NewClient did not make).
 func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 	c := &Client{m: metrics.NewClient(cfg.Registerer), nsErr: configErr("NewClient", rdb, cfg),
@@ -214,6 +215,9 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 		}
 	}
 	c.ledger = ledger.New(rdb, lc)
+	if err := c.m.Err(); err != nil && c.nsErr == nil {
+		c.nsErr = invalid("Config.Registerer: %v", err)
+	}
 	if len(cfg.EnqueueMiddleware) > 0 && c.nsErr == nil { // nsErr: a nil middleware, say
 		c.mws = slices.Clone(cfg.EnqueueMiddleware)
 		c.mw, c.nsErr = chain(c.mws, c.write) // a middleware that returns nil fails every call

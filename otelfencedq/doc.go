@@ -27,7 +27,11 @@
 // step gets an enqueue span and its attempts continue it. The jobs a pool's
 // maintenance leader enqueues (periodic ticks, outbox relays) go through
 // the pool's jobs.Config.EnqueueMiddleware, so with this middleware there
-// each gets an enqueue span of its own, the root of its trace. A job
+// each gets an enqueue span of its own, the root of its trace, unless the
+// job's headers carry a trace context: an enqueue without a span in its
+// context starts its span under the one they carry, so an outbox row
+// written with Headers(ctx) among its options continues the writer's
+// trace. A job
 // enqueued without a trace context (a raw enqueue from the CLI, a client
 // without the middleware) starts a trace at its attempt. A deduplicated
 // enqueue writes nothing,
@@ -62,7 +66,10 @@
 // outcome: the span cannot tell them apart). A failed enqueue's span records
 // only the class of its error (jobs.ErrInvalid, jobs.ErrEnqueueUnknown, a
 // context's end), never its text, which may quote the operation id or the
-// resource it was refused for; the caller gets the whole error.
+// resource it was refused for; the caller gets the whole error. An
+// attempt whose handler the stopping pool abandons (still running past the
+// shutdown, worker.JobView.AfterAbandon) has its span ended then, outcome
+// uncertain, whatever the handler returns later.
 //
 // Register the handler middleware first in worker.Config.Middleware, so
 // its span covers the others and its outcome is the one their error leads

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -147,7 +148,7 @@ func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
 			spans := make([]trace.Span, len(reqs))
 			for i, r := range reqs {
 				name, attrs := enqueueSpan(r)
-				sctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+				sctx, span := tracer.Start(c.parent(ctx, r), name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 				c.inject(sctx, r)
 				spans[i] = span
 			}
@@ -208,14 +209,35 @@ func enqueueSpan(r *jobs.EnqueueRequest) (string, []attribute.KeyValue) {
 	return name, attrs
 }
 
-// inject writes the trace context of ctx into r's headers, each field the
-// propagator writes only if the headers then keep within a job's limits
-// (jobs.ValidateHeaders): the trace context comes from the caller (an HTTP
-// request's tracestate may be longer than a header holds) and never gets
-// an enqueue refused. The fields go in the propagator's Fields order
-// (traceparent before tracestate), so one that does not fit leaves the
-// others in; the job's own headers always stay.
+// parent is the context r's enqueue span starts under: ctx, or, when ctx
+// holds no span (an outbox's relay, a resubmission), the trace context r's
+// headers already carry (Headers), so the job continues the trace that
+// wrote it.
+func (c config) parent(ctx context.Context, r *jobs.EnqueueRequest) context.Context {
+	if trace.SpanContextFromContext(ctx).IsValid() || len(r.Headers) == 0 {
+		return ctx
+	}
+	if carried := c.prop.Extract(ctx, propagation.MapCarrier(r.Headers)); trace.SpanContextFromContext(carried).IsValid() {
+		return carried
+	}
+	return ctx
+}
+
+// inject writes the trace context of ctx into r's headers (see fit).
 func (c config) inject(ctx context.Context, r *jobs.EnqueueRequest) {
+	for _, f := range c.fit(ctx, r.Headers) {
+		r.SetHeader(f[0], f[1])
+	}
+}
+
+// fit returns the fields of ctx's trace context, each as a key and value,
+// that headers can take: each only if the headers then keep within a
+// job's limits (jobs.ValidateHeaders): the trace context comes from the
+// caller (an HTTP request's tracestate may be longer than a header holds)
+// and never gets an enqueue refused. The fields go in the propagator's
+// Fields order (traceparent before tracestate), so one that does not fit
+// leaves the others in; the job's own headers always stay.
+func (c config) fit(ctx context.Context, headers map[string]string) [][2]string {
 	fields := propagation.MapCarrier{}
 	c.prop.Inject(ctx, fields)
 	keys := slices.Clone(c.prop.Fields())
@@ -226,20 +248,48 @@ func (c config) inject(ctx context.Context, r *jobs.EnqueueRequest) {
 			keys = append(keys, k)
 		}
 	}
+	h := maps.Clone(headers)
+	if h == nil {
+		h = map[string]string{}
+	}
+	var out [][2]string
 	for _, k := range keys {
 		v, ok := fields[k]
 		if !ok {
 			continue
 		}
-		h := maps.Clone(r.Headers)
-		if h == nil {
-			h = map[string]string{}
-		}
+		prev, had := h[k]
 		h[k] = v
-		if jobs.ValidateHeaders(h) == nil {
-			r.SetHeader(k, v)
+		if jobs.ValidateHeaders(h) != nil {
+			if had {
+				h[k] = prev
+			} else {
+				delete(h, k)
+			}
+			continue
 		}
+		out = append(out, [2]string{k, v})
 	}
+	return out
+}
+
+// Headers returns the trace context of ctx as job headers (jobs.Header
+// options), for a job written where no enqueue middleware runs: an outbox
+// row written in the request's transaction (pgfence.Enqueue). The enqueue
+// that later writes the job without a span in its context (the outbox's
+// relay, through the pool's jobs.Config.EnqueueMiddleware) starts its span
+// as a child of the trace context they carry, so the job's trace goes on
+// from the writer's. Only the fields that fit a job's header limits are
+// returned (a tracestate too long is left out), none for a ctx without a
+// span; a job's own headers beside them may still be too many. Of opts
+// only WithPropagator matters.
+func Headers(ctx context.Context, opts ...Option) []jobs.Option {
+	fields := newConfig(opts).fit(ctx, nil)
+	out := make([]jobs.Option, len(fields))
+	for i, f := range fields {
+		out[i] = jobs.Header(f[0], f[1])
+	}
+	return out
 }
 
 // errEnqueuePanicked is what an enqueue span records when the enqueue
@@ -284,8 +334,21 @@ func Middleware(opts ...Option) worker.Middleware {
 				parent, start = ctx, append(start, trace.WithNewRoot())
 			}
 			ctx, span := tracer.Start(parent, "attempt "+job.Kind(), start...)
+			// The span ends once: when the call ends, or when the stopping
+			// pool abandons a handler that does not return (recorded
+			// uncertain then, whatever it returns later).
+			var once sync.Once
+			stop := job.AfterAbandon(func() {
+				once.Do(func() {
+					span.SetAttributes(AttrOutcome.String(worker.OutcomeUncertain))
+					span.RecordError(errAbandoned)
+					span.SetStatus(codes.Error, worker.OutcomeUncertain)
+					span.End()
+				})
+			})
 			returned := false
 			defer func() {
+				stop()
 				// A panic or runtime.Goexit after the handler returned leaves
 				// the handler's outcome standing; before, the pool retries it.
 				ran, herr := job.HandlerResult()
@@ -294,7 +357,7 @@ func Middleware(opts ...Option) worker.Middleware {
 					if !ran {
 						herr, recorded = panicError(r)
 					}
-					end(span, job, herr, recorded)
+					once.Do(func() { end(span, job, herr, recorded) })
 					panic(r)
 				}
 				if !returned {
@@ -303,7 +366,7 @@ func Middleware(opts ...Option) worker.Middleware {
 					}
 					err = herr
 				}
-				end(span, job, err, err)
+				once.Do(func() { end(span, job, err, err) })
 			}()
 			err = next(ctx, job)
 			returned = true
@@ -311,6 +374,11 @@ func Middleware(opts ...Option) worker.Middleware {
 		}
 	}
 }
+
+// errAbandoned is the error an attempt's span records when the stopping
+// pool abandoned its handler, still running past the shutdown (see
+// worker.JobView.AfterAbandon): the attempt is recorded uncertain.
+var errAbandoned = errors.New("the stopping pool abandoned the attempt with its handler still running")
 
 // errGoexit is the error an attempt's span records when its handler (or
 // a middleware after this one) ended the goroutine with runtime.Goexit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +51,7 @@ type attempt struct {
 	stopAt     time.Time    // renewals stop here: the handler's deadline
 	returned   bool         // the attempt's call returned (or its goroutine exited)
 	abandoned  bool         // a stopping pool gave up on the call (Pool.abandon)
+	onAbandon  []*func()    // called once the pool abandons the call (JobView.AfterAbandon)
 	entered    bool         // middleware's next ran the handler
 	nextDone   bool         // next's run of the handler ended (returned, panicked or exited)
 	unwound    bool         // next's run of the handler ended without returning (panicked or exited)
@@ -293,15 +295,41 @@ func (a *attempt) cancelledByOperator() bool {
 }
 
 // abandon marks the attempt abandoned by a stopping pool and reports
-// whether it was still running (false: its call already returned).
-func (a *attempt) abandon() bool {
+// whether it was still running (false: its call already returned), with
+// the functions to call for it (JobView.AfterAbandon).
+func (a *attempt) abandon() (ok bool, hooks []func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.returned {
-		return false
+		return false, nil
 	}
 	a.abandoned = true
-	return true
+	for _, f := range a.onAbandon {
+		hooks = append(hooks, *f)
+	}
+	a.onAbandon = nil
+	return true, hooks
+}
+
+// afterAbandon registers f for abandon (see JobView.AfterAbandon).
+func (a *attempt) afterAbandon(f func()) (stop func() bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.returned || a.abandoned {
+		return func() bool { return false }
+	}
+	h := &f
+	a.onAbandon = append(a.onAbandon, h)
+	return func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		i := slices.Index(a.onAbandon, h)
+		if i < 0 {
+			return false
+		}
+		a.onAbandon = slices.Delete(a.onAbandon, i, i+1)
+		return true
+	}
 }
 
 // markReturned records that the attempt's call returned and reports

@@ -145,6 +145,22 @@ func (v JobView) HandlerResult() (returned bool, err error) {
 	return v.a.handlerResult()
 }
 
+// AfterAbandon arranges for f to be called, in a goroutine of its own,
+// if the stopping pool abandons the attempt: its handler still running
+// once the shutdown timeout and the wait after cancelling its context
+// passed, the pool records the attempt uncertain (OutcomeUncertain)
+// without waiting for it any longer (see Pool.Run), and Run waits for f
+// within its bound. A middleware that ends something with the attempt (a
+// span) ends it there too. stop unregisters f and reports whether it did
+// so before f was called; call it once the attempt's call ends. On a
+// JobView made up outside a pool, f is never called.
+func (v JobView) AfterAbandon(f func()) (stop func() bool) {
+	if v.a == nil {
+		return func() bool { return false }
+	}
+	return v.a.afterAbandon(f)
+}
+
 // The outcomes JobView.Outcome reports.
 const (
 	OutcomeSucceeded = "succeeded"

@@ -117,7 +117,9 @@ type Pool struct {
 
 // NewPool returns a pool over rdb (a single Redis, Sentinel failover client
 // or Redis Cluster client). It fails with an error matching ErrConfig on a
-// nil rdb or an invalid Config.
+// nil rdb or an invalid Config (a Registerer that refuses one of the
+// pool's series, one of the same name registered there with other labels
+// or help, included).
 func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	if argtype.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrConfig)
@@ -151,6 +153,9 @@ func NewPool(rdb redis.UniversalClient, cfg Config) (*Pool, error) {
 	p.ledger = ledger.New(rdb, ledger.Config{Namespace: cfg.Jobs.Namespace, Retention: cfg.Jobs.Retention,
 		Sentinel: cfg.Jobs.Sentinel, Logger: p.log, Name: cfg.WorkerID, Durability: durable.Options(cfg.Jobs.Durability),
 		OnRewind: func(r ledger.Rewind) { p.metrics.CountRewind(ledger.Logical(r.Queue), p.ledger.LossID(r)) }})
+	if err := p.metrics.Err(); err != nil {
+		return nil, configError{fmt.Errorf("Config.Registerer: %w", err)}
+	}
 	p.renewer = newRenewer(p)
 	p.completer = newCompleter(p)
 	return p, nil
@@ -515,18 +520,23 @@ func (p *Pool) Run(ctx context.Context) error {
 		bound = math.MaxInt64
 	}
 	giveUp := stopped.Add(bound)
+	// The last commits, the leader's release and the heartbeat's end talk
+	// to Redis, and the functions registered for abandoned attempts may
+	// block: none must hold Run past giveUp.
+	var tail sync.WaitGroup
 	if !waitTimeout(&handlers, time.Until(stopped.Add(p.cfg.ShutdownTimeout))) {
 		p.renewer.stopAll(errShutdown)
 		if !waitTimeout(&handlers, commitTimeout) {
+			ids, hooks := p.abandon()
 			// Named, so an operator can tell which jobs were abandoned
 			// (the process may exit before they return).
 			p.log.Error("handlers still running after their contexts were cancelled; their attempts are recorded uncertain and the maintenance leader resolves their jobs",
-				"job_ids", p.abandon())
+				"job_ids", ids)
+			for _, f := range hooks {
+				tail.Go(f)
+			}
 		}
 	}
-	// The last commits, the leader's release and the heartbeat's end talk
-	// to Redis: a frozen one must not hold Run past giveUp.
-	var tail sync.WaitGroup
 	tail.Go(func() {
 		p.completer.close()
 		stopBackground()

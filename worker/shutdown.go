@@ -101,14 +101,25 @@ func (s *unsettledSet) err() error {
 // commits it before Run returns, its duration the time the handler ran
 // until then), counted and named in Run's error.
 // A handler that returns later has its result committed only if its
-// token still runs the job (completer.add).
-func (p *Pool) abandon() []string {
-	var ids []string
+// token still runs the job (completer.add). It returns the ids and the
+// functions registered for the abandoned attempts (JobView.AfterAbandon).
+func (p *Pool) abandon() (ids []string, hooks []func()) {
 	for _, a := range p.renewer.running() {
-		if !a.abandon() {
+		ok, fs := a.abandon()
+		if !ok {
 			continue // it returned meanwhile: its own outcome is on its way
 		}
 		ids = append(ids, a.job.ID)
+		for _, f := range fs {
+			hooks = append(hooks, func() {
+				defer func() {
+					if r := recover(); r != nil {
+						a.log.Error("a function registered with AfterAbandon panicked", "panic", ledger.CapError(fmt.Sprint(r)))
+					}
+				}()
+				f()
+			})
+		}
 		kind := p.kindLabel(a.job.Kind)
 		p.metrics.Abandoned.WithLabelValues(ledger.Logical(a.job.Queue), kind).Inc()
 		p.unsettled.add(a, UnsettledAbandoned)
@@ -118,7 +129,7 @@ func (p *Pool) abandon() []string {
 		}})
 	}
 	slices.Sort(ids)
-	return ids
+	return ids, hooks
 }
 
 // shutdownGrace bounds how long past ShutdownTimeout Run takes to return,

@@ -3,6 +3,7 @@
 package metrics
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,7 +58,15 @@ type Set struct {
 	// WorkerIDConflicts counts live heartbeats of a pool's WorkerID from
 	// another pool that the pool found.
 	WorkerIDConflicts prometheus.Counter
+
+	regErr error // the first series the Registerer refused (Err)
 }
+
+// Err returns the error of the first series the Registerer refused (one
+// of the same name registered there with other labels or help, say), nil
+// when it took them all: the Set still counts, but exports that series
+// from nowhere.
+func (m *Set) Err() error { return m.regErr }
 
 // Label values used by the pool.
 const (
@@ -208,41 +217,41 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 			Name: "fencedq_workflow_steps_lost_total", Help: "Workflow steps the maintenance leader ended lost because their job record was missing while the workflow ran (deleted by hand, or lost with a Redis that came back with older data), by the workflow's home queue; each counts as dead for its dependents.",
 		}, []string{"queue"}),
 	}
-	m.Enqueued = register(reg, m.Enqueued)
-	m.Attempted = register(reg, m.Attempted)
-	m.Completed = register(reg, m.Completed)
-	m.Deduplicated = register(reg, m.Deduplicated)
-	m.Rejected = register(reg, m.Rejected)
-	m.Fenced = register(reg, m.Fenced)
-	m.LeaseLost = register(reg, m.LeaseLost)
-	m.Panics = register(reg, m.Panics)
-	m.Abandoned = register(reg, m.Abandoned)
-	m.LeaseWait = register(reg, m.LeaseWait)
-	m.Duration = register(reg, m.Duration)
-	m.Jobs = register(reg, m.Jobs)
-	m.PartitionJobs = register(reg, m.PartitionJobs)
-	m.Groups = register(reg, m.Groups)
-	m.Expired = register(reg, m.Expired)
-	m.Decisions = register(reg, m.Decisions)
-	m.ReconcileErrors = register(reg, m.ReconcileErrors)
-	m.LimitWaits = register(reg, m.LimitWaits)
-	m.RateDeferrals = register(reg, m.RateDeferrals)
-	m.MaintenanceErrors = register(reg, m.MaintenanceErrors)
-	m.OutboxSetAside = register(reg, m.OutboxSetAside)
-	m.WorkflowsStarted = register(reg, m.WorkflowsStarted)
-	m.WorkflowsFinished = register(reg, m.WorkflowsFinished)
-	m.WorkflowStepsLost = register(reg, m.WorkflowStepsLost)
-	m.Rewinds = register(reg, m.Rewinds)
-	m.Resubmitted = register(reg, m.Resubmitted)
+	m.Enqueued = register(reg, m.Enqueued, &m.regErr)
+	m.Attempted = register(reg, m.Attempted, &m.regErr)
+	m.Completed = register(reg, m.Completed, &m.regErr)
+	m.Deduplicated = register(reg, m.Deduplicated, &m.regErr)
+	m.Rejected = register(reg, m.Rejected, &m.regErr)
+	m.Fenced = register(reg, m.Fenced, &m.regErr)
+	m.LeaseLost = register(reg, m.LeaseLost, &m.regErr)
+	m.Panics = register(reg, m.Panics, &m.regErr)
+	m.Abandoned = register(reg, m.Abandoned, &m.regErr)
+	m.LeaseWait = register(reg, m.LeaseWait, &m.regErr)
+	m.Duration = register(reg, m.Duration, &m.regErr)
+	m.Jobs = register(reg, m.Jobs, &m.regErr)
+	m.PartitionJobs = register(reg, m.PartitionJobs, &m.regErr)
+	m.Groups = register(reg, m.Groups, &m.regErr)
+	m.Expired = register(reg, m.Expired, &m.regErr)
+	m.Decisions = register(reg, m.Decisions, &m.regErr)
+	m.ReconcileErrors = register(reg, m.ReconcileErrors, &m.regErr)
+	m.LimitWaits = register(reg, m.LimitWaits, &m.regErr)
+	m.RateDeferrals = register(reg, m.RateDeferrals, &m.regErr)
+	m.MaintenanceErrors = register(reg, m.MaintenanceErrors, &m.regErr)
+	m.OutboxSetAside = register(reg, m.OutboxSetAside, &m.regErr)
+	m.WorkflowsStarted = register(reg, m.WorkflowsStarted, &m.regErr)
+	m.WorkflowsFinished = register(reg, m.WorkflowsFinished, &m.regErr)
+	m.WorkflowStepsLost = register(reg, m.WorkflowStepsLost, &m.regErr)
+	m.Rewinds = register(reg, m.Rewinds, &m.regErr)
+	m.Resubmitted = register(reg, m.Resubmitted, &m.regErr)
 	if pool {
-		m.Leader = register(reg, m.Leader)
-		m.LastScan = register(reg, m.LastScan)
-		m.ScheduleConflicts = register(reg, m.ScheduleConflicts)
-		m.ClockOffset = register(reg, m.ClockOffset)
-		m.ClockJumps = register(reg, m.ClockJumps)
-		m.MayEvict = register(reg, m.MayEvict)
-		m.ReplicasMissing = register(reg, m.ReplicasMissing)
-		m.WorkerIDConflicts = register(reg, m.WorkerIDConflicts)
+		m.Leader = register(reg, m.Leader, &m.regErr)
+		m.LastScan = register(reg, m.LastScan, &m.regErr)
+		m.ScheduleConflicts = register(reg, m.ScheduleConflicts, &m.regErr)
+		m.ClockOffset = register(reg, m.ClockOffset, &m.regErr)
+		m.ClockJumps = register(reg, m.ClockJumps, &m.regErr)
+		m.MayEvict = register(reg, m.MayEvict, &m.regErr)
+		m.ReplicasMissing = register(reg, m.ReplicasMissing, &m.regErr)
+		m.WorkerIDConflicts = register(reg, m.WorkerIDConflicts, &m.regErr)
 	}
 	return m
 }
@@ -270,15 +279,18 @@ func (m *Set) CountRewind(queue, loss string) {
 }
 
 // register adds c to reg; when several pools in one process share a
-// Registerer, they share the series already registered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+// Registerer, they share the series already registered. One reg refuses
+// is kept unregistered, and the first refusal goes to *failed.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, failed *error) C {
 	if err := reg.Register(c); err != nil {
 		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
 			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing
 			}
 		}
-		panic(err)
+		if *failed == nil {
+			*failed = fmt.Errorf("the Registerer refused a fencedq series: %w", err)
+		}
 	}
 	return c
 }
