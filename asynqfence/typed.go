@@ -133,7 +133,7 @@ func (h *reconciling[T]) ReconcileTask(ctx context.Context, rec *jobs.Record) (_
 // has the args' sensitive values replaced when sensitive.
 func decode[T jobs.JobArgs](kind string, payload []byte, sensitive bool) (*jobs.Job[T], error) {
 	var args T
-	if !jobs.IsJSONObject(payload) {
+	if !argtype.IsJSONObject(payload) {
 		return nil, fmt.Errorf("%w: %s: args are not a JSON object", errMalformed, kind)
 	}
 	if err := jobs.DecodeArgs(payload, &args); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,8 @@ type Want struct {
 	// OperationID is the job's operation id.
 	OperationID string
 	// State is the job's state (default: any; a job a pool already worked
-	// was still enqueued).
+	// was still enqueued). One that is none of jobs.States fails the test,
+	// as does a Queue that is no valid queue name.
 	State jobs.State
 	// MaxRetries, when positive, is the job's max retries.
 	MaxRetries int
@@ -52,7 +54,7 @@ type Want struct {
 	LimitMax int
 	// Rate is the key of the job's rate limit and RateMax, when positive,
 	// its max starts per period (the args' RateLimit method or the
-	// jobs.RateLimit option).
+	// jobs.Rate option).
 	Rate    string
 	RateMax int
 }
@@ -73,12 +75,23 @@ const scanPage = 500
 // Enqueued returns every job of T's kind in the Env's namespace that
 // matches want (nil: every job of the kind), in each state's index order
 // (pending: by due time, jobs waiting in their fair group or parked on
-// their limit included). It fails the test only when the ledger cannot be read.
+// their limit included). It fails the test when the ledger cannot be read,
+// and when want names a state or queue that cannot hold a job.
 func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) []*Job[T] {
 	tb.Helper()
 	e.check(tb)
 	if want == nil {
 		want = &Want{}
+	}
+	// A state or queue that names nothing would match no job, and
+	// RequireNotEnqueued would pass whatever was enqueued.
+	if want.State != "" && !slices.Contains(jobs.States, want.State) {
+		tb.Fatalf("fencedqtest: Want.State: %q is not a job state (the states: %v)", want.State, jobs.States)
+	}
+	if want.Queue != "" {
+		if err := jobs.ValidateQueueRef(want.Queue); err != nil {
+			tb.Fatalf("fencedqtest: Want.Queue: %q: %v", want.Queue, err)
+		}
 	}
 	var wantArgs any
 	if want.Args != nil {

@@ -125,7 +125,8 @@ func (e *Env) failWait(tb testing.TB, id string, states []jobs.State, last *jobs
 	}
 	switch {
 	case last == nil && errors.Is(lastErr, jobs.ErrNotFound):
-		tb.Fatalf("fencedqtest: job %s: want state %s; it was never found", id, strings.Join(want, " or "))
+		tb.Fatalf("fencedqtest: job %s: want state %s; it was never found in namespace %s (is the Env's jobs.Config the client's?)",
+			id, strings.Join(want, " or "), e.cfg.Namespace)
 	case last == nil:
 		tb.Fatalf("fencedqtest: job %s: want state %s; reading it: %v", id, strings.Join(want, " or "), lastErr)
 	default:

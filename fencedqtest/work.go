@@ -203,7 +203,7 @@ func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T]
 	if err := jobs.DecodeArgs(payload, &job.Args); err != nil {
 		return true, fmt.Errorf("fencedqtest: malformed payload: %s: %v", job.Kind, err)
 	}
-	if !jobs.IsJSONObject(payload) {
+	if !argtype.IsJSONObject(payload) {
 		return true, fmt.Errorf("fencedqtest: malformed payload: %s: args are not a JSON object", job.Kind)
 	}
 	sensitive := jobs.RulesOf(job.Args).Sensitive

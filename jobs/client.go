@@ -603,23 +603,6 @@ func guard(args JobArgs, method string, fn func()) (err error) {
 	return nil
 }
 
-// IsJSONObject reports whether payload is one JSON object ("null", arrays
-// and scalars are not).
-func IsJSONObject(payload []byte) bool { return StartsObject(payload) && json.Valid(payload) }
-
-// StartsObject reports whether valid JSON is an object: its first
-// non-space byte is '{'. Cheap; use it on JSON already validated.
-func StartsObject(valid []byte) bool {
-	for _, c := range valid {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return c == '{'
-	}
-	return false
-}
-
 // prepare validates everything before anything is written. payload is
 // valid JSON.
 func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, error) {
@@ -631,7 +614,7 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 		return nil, invalid("option %d of the enqueue is nil", o.nilOption-1)
 	case len(payload) > MaxPayloadBytes:
 		return nil, invalid("payload of %d bytes exceeds %d", len(payload), MaxPayloadBytes)
-	case !StartsObject(payload): // valid JSON: checked by EnqueueRaw, produced by Marshal
+	case !argtype.StartsObject(payload): // valid JSON: checked by EnqueueRaw, produced by Marshal
 		return nil, invalid("%s args must be a JSON object", kind)
 	case o.maxRetries < 0 || o.maxRetries > MaxMaxRetries:
 		return nil, invalid("max retries %d is outside 0-%d", o.maxRetries, MaxMaxRetries)

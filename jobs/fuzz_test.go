@@ -1,5 +1,5 @@
 // Fuzz targets and property tests for what a job's args go through before
-// anything is written or shown: IsJSONObject, which decides whether a raw
+// anything is written or shown: argtype.IsJSONObject, which decides whether a raw
 // payload is acceptable, and RedactJSON, which produces the only form of
 // the args that logs, the CLI, the dashboard and metrics ever see.
 //
@@ -25,6 +25,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -292,7 +293,7 @@ func FuzzIsJSONObject(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		got := jobs.IsJSONObject(payload)
+		got := argtype.IsJSONObject(payload)
 		var m map[string]any
 		want := json.Unmarshal(payload, &m) == nil && m != nil
 		if got != want {
@@ -306,7 +307,7 @@ func FuzzRedactJSONPayload(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		if !jobs.IsJSONObject(payload) {
+		if !argtype.IsJSONObject(payload) {
 			return
 		}
 		// A plain map has nothing sensitive: shown unchanged (as JSON).

@@ -262,7 +262,7 @@ func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte, sensiti
 	if err := jobs.DecodeArgs(payload, &args); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errMalformed, base.Kind, err)
 	}
-	if !jobs.StartsObject(payload) { // valid JSON, as Unmarshal succeeded
+	if !argtype.StartsObject(payload) { // valid JSON, as Unmarshal succeeded
 		return nil, fmt.Errorf("%w: %s: args are not a JSON object", errMalformed, base.Kind)
 	}
 	if v, ok := any(args).(jobs.Validator); ok {

@@ -1,6 +1,7 @@
 // Package argtype reads job args types for the generic helpers that take a
 // kind's Go type (worker.Register, fencedqtest, asynqfence), whose type
-// argument may be a pointer to the args.
+// argument may be a pointer to the args, and tells whether a payload is
+// the JSON object args must be.
 package argtype
 
 import (
@@ -123,4 +124,21 @@ func indirect(t reflect.Type) reflect.Type {
 		return t.Elem()
 	}
 	return t
+}
+
+// IsJSONObject reports whether payload is one JSON object ("null", arrays
+// and scalars are not).
+func IsJSONObject(payload []byte) bool { return StartsObject(payload) && json.Valid(payload) }
+
+// StartsObject reports whether valid JSON is an object: its first
+// non-space byte is '{'. Cheap; use it on JSON already validated.
+func StartsObject(valid []byte) bool {
+	for _, c := range valid {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '{'
+	}
+	return false
 }
