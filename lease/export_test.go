@@ -5,13 +5,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/fencedq/fencedq/internal/luafunc"
 )
 
 // brokenScripts are deliberately wrong copies of lease scripts, so tests can
 // show that their checks catch a lease that breaks fencing.
 var brokenScripts = map[string]struct {
-	script   **redis.Script
+	script   **luafunc.Script
 	src      string
 	old, new string
 }{
@@ -36,7 +36,7 @@ func UseBrokenScript(name string) (restore func()) {
 		panic(fmt.Sprintf("broken script %q: the text to replace is gone from the script", name))
 	}
 	orig := *b.script
-	*b.script = redis.NewScript(strings.Replace(b.src, b.old, b.new, 1))
+	*b.script = luafunc.NewPlain(strings.Replace(b.src, b.old, b.new, 1))
 	return func() { *b.script = orig }
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
+	"github.com/fencedq/fencedq/internal/luafunc"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
 
@@ -196,19 +197,19 @@ var (
 	//go:embed ops.lua
 	opsLua    string
 	opsSrc    = epoch.Lua + lingerLua + opsLua
-	opsScript = redis.NewScript(opsSrc)
+	opsScript = luafunc.NewPlain(opsSrc)
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = redis.NewScript(lingerLua + releaseLua)
+	releaseScript = luafunc.NewPlain(lingerLua + releaseLua)
 	//go:embed raise.lua
 	raiseLua    string
-	raiseScript = redis.NewScript(epoch.Lua + lingerLua + raiseLua)
+	raiseScript = luafunc.NewPlain(epoch.Lua + lingerLua + raiseLua)
 	//go:embed renew.lua
 	renewSrc    string
-	renewScript = redis.NewScript(epoch.Lua + renewSrc)
+	renewScript = luafunc.NewPlain(epoch.Lua + renewSrc)
 	//go:embed holder.lua
 	holderSrc    string
-	holderScript = redis.NewScript(epoch.Lua + holderSrc)
+	holderScript = luafunc.NewPlain(epoch.Lua + holderSrc)
 )
 
 // NewManager returns a Manager over client. A nil client (or a typed nil

@@ -103,7 +103,7 @@ func (h *holdProgress) hold(cmds []redis.Cmder) redis.Cmder {
 
 // answered keeps the reply to the held call cmd and closes sent.
 func (h *holdProgress) answered(cmd redis.Cmder) {
-	if c, ok := cmd.(*redis.Cmd); ok {
+	if c, ok := cmd.(interface{ Result() (any, error) }); ok {
 		h.reply, _ = c.Result()
 	}
 	close(h.sent)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/argtype"
+	"github.com/fencedq/fencedq/internal/luafunc"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -79,22 +80,22 @@ var _ fence.EffectLog = (*Store)(nil)
 var (
 	//go:embed apply.lua
 	applySrc    string
-	applyScript = redis.NewScript(applySrc)
+	applyScript = luafunc.NewPlain(applySrc)
 	//go:embed raise.lua
 	raiseSrc    string
-	raiseScript = redis.NewScript(raiseSrc)
+	raiseScript = luafunc.NewPlain(raiseSrc)
 	//go:embed finish.lua
 	finishSrc    string
-	finishScript = redis.NewScript(finishSrc)
+	finishScript = luafunc.NewPlain(finishSrc)
 	//go:embed abort.lua
 	abortSrc    string
-	abortScript = redis.NewScript(abortSrc)
+	abortScript = luafunc.NewPlain(abortSrc)
 	//go:embed claim.lua
 	claimSrc    string
-	claimScript = redis.NewScript(claimSrc)
+	claimScript = luafunc.NewPlain(claimSrc)
 	//go:embed release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = luafunc.NewPlain(releaseSrc)
 )
 
 // New returns a Store over client. A nil client (or a typed nil pointer)

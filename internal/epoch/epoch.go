@@ -154,6 +154,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/luafunc"
 )
 
 // Shift is the bit position of the epoch in a token.
@@ -189,7 +191,7 @@ var (
 	Lua string
 	//go:embed advance.lua
 	advanceSrc    string
-	advanceScript = redis.NewScript(Lua + advanceSrc)
+	advanceScript = luafunc.NewPlain(Lua + advanceSrc)
 )
 
 // Of returns the epoch token was minted in.

@@ -14,6 +14,14 @@
 // since every call would otherwise pay a failed FUNCTION LOAD.
 // Each Script keeps its plain text, so a call can always fall back to EVAL:
 // correctness never depends on the library being loaded.
+//
+// A script call is sent once: go-redis re-sends a command (or a whole
+// pipeline) whose reply it did not get (a broken connection, a read
+// timeout), but a script that ran and whose reply was lost would then run
+// twice. Each call this package makes is marked not to be re-sent, on the
+// caller's client as it is, so the caller gets the network error and
+// decides (the call's outcome is unknown); the client's own commands keep
+// their retries.
 package luafunc
 
 import (
@@ -132,11 +140,12 @@ func (l *Library) Load(ctx context.Context, c redis.Scripter) error {
 
 // Script is one Lua script: a function of a Library, and the same script as
 // plain text for EVALSHA and EVAL. Its methods have the signatures of
-// go-redis's Script's.
+// go-redis's Script's; none of its calls is re-sent by go-redis.
 type Script struct {
-	lib   *Library
-	key   string
-	plain *redis.Script
+	lib *Library // nil: a plain script
+	key string
+	src string
+	sha string
 
 	once sync.Once
 	fn   string
@@ -145,8 +154,12 @@ type Script struct {
 // NewScript returns the script lib registers as function <name>_<key>,
 // whose plain form is src (the same code, run as a whole on every call).
 func NewScript(lib *Library, key, src string) *Script {
-	return &Script{lib: lib, key: key, plain: redis.NewScript(src)}
+	return &Script{lib: lib, key: key, src: src, sha: redis.NewScript(src).Hash()}
 }
+
+// NewPlain returns a script of no library: it always runs as a plain
+// script (EVALSHA, EVAL).
+func NewPlain(src string) *Script { return NewScript(nil, "", src) }
 
 // Function returns the name the library registers the script under.
 func (s *Script) Function() string {
@@ -154,44 +167,81 @@ func (s *Script) Function() string {
 	return s.fn
 }
 
-// Library returns the library the script belongs to.
+// Library returns the library the script belongs to (nil for a plain
+// script).
 func (s *Script) Library() *Library { return s.lib }
+
+// functions reports whether the script runs as a function.
+func (s *Script) functions() bool { return s.lib != nil && s.lib.Available() }
 
 // EvalSha calls the script by name, without its text: FCALL, or EVALSHA
 // where the server has no functions. The reply's error matches IsMissing
 // when the server lacks the library or the script.
 func (s *Script) EvalSha(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	f, ok := c.(fcaller)
-	if !ok || !s.lib.Available() {
-		return s.plain.EvalSha(ctx, c, keys, args...)
+	if s.functions() {
+		if _, ok := c.(interface {
+			FCall(context.Context, string, []string, ...any) *redis.Cmd
+		}); ok {
+			return once(ctx, c, "fcall", s.Function(), keys, args)
+		}
 	}
-	return f.FCall(ctx, s.Function(), keys, args...)
-}
-
-// fcaller is what a client or pipeline has to call a function.
-type fcaller interface {
-	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	return once(ctx, c, "evalsha", s.sha, keys, args)
 }
 
 // Eval runs the script with its text (EVAL): the retry of a call whose
 // EvalSha found the script missing, which ran nothing.
 func (s *Script) Eval(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	return s.plain.Eval(ctx, c, keys, args...)
+	return once(ctx, c, "eval", s.src, keys, args)
 }
 
 // Run calls the script by name and, when the server lacks it, loads the
-// library (or, without functions, the plain script) and calls it again.
+// library (or, without functions, sends the script's text) and calls it
+// again.
 func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
 	cmd := s.EvalSha(ctx, c, keys, args...)
 	if !IsMissing(cmd.Err()) {
 		return cmd
 	}
-	if s.lib.Available() {
+	if s.functions() {
 		if err := s.lib.Load(ctx, c); err == nil && s.lib.Available() {
 			return s.EvalSha(ctx, c, keys, args...)
 		}
 	}
-	return s.plain.Run(ctx, c, keys, args...)
+	return s.Eval(ctx, c, keys, args...)
+}
+
+// onceCmd is a command go-redis sends once: it does not re-send it, nor a
+// pipeline holding it, after a network error or a read timeout.
+type onceCmd struct{ *redis.Cmd }
+
+// NoRetry marks the command as not to be re-sent.
+func (onceCmd) NoRetry() bool { return true }
+
+// processor is what runs a command: a client, or a pipeline (which queues
+// it).
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// once runs the script command name (fcall, evalsha or eval) with target
+// (a function name, a SHA or a script's text) on c, not to be re-sent.
+func once(ctx context.Context, c redis.Scripter, name, target string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 3+len(keys), 3+len(keys)+len(args))
+	a[0], a[1], a[2] = name, target, len(keys)
+	for i, k := range keys {
+		a[3+i] = k
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // routed on Redis Cluster by its first key
+	}
+	p, ok := c.(processor)
+	if !ok {
+		cmd.SetErr(fmt.Errorf("luafunc: cannot run a script through a %T", c))
+		return cmd
+	}
+	_ = p.Process(ctx, onceCmd{cmd})
+	return cmd
 }
 
 // IsMissing reports whether err says the server did not have the script

@@ -382,6 +382,9 @@ func (b *Batcher) loadLibraries(ctx context.Context, calls []*call) bool {
 			return false
 		}
 		lib := l.Library()
+		if lib == nil {
+			return false // a plain script: sent with its text
+		}
 		if _, done := loaded[lib]; !done {
 			loaded[lib] = lib.Load(ctx, b.rdb) == nil && lib.Available()
 		}
