@@ -136,6 +136,10 @@ type queueView struct {
 	Throughput *throughput `json:"throughput"`
 	// Partitions break a partitioned queue down (absent for other queues).
 	Partitions []partitionView `json:"partitions,omitempty"`
+	// Unreachable names the queue's names (its own, or its partitions')
+	// that could not be read, their Redis master down most likely: Counts,
+	// Stats and Paused leave them out.
+	Unreachable []string `json:"unreachable,omitempty"`
 	// LayoutChanges are a partitioned queue's newest changes of its
 	// partition count (who, when, why), newest first, at most
 	// overviewLayoutChanges (absent for other queues).
@@ -157,6 +161,9 @@ type partitionView struct {
 	Counts     map[jobs.State]int64 `json:"counts"`
 	Paused     bool                 `json:"paused"`
 	Throughput *throughput          `json:"throughput"`
+	// Unreachable is true when the partition could not be read (Counts is
+	// then null): its master is down, most likely.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // leaderView is the maintenance leader's state: the live leader from the
@@ -190,6 +197,13 @@ type overview struct {
 	// Paused lists the names of the paused queues.
 	Paused []string    `json:"paused"`
 	Queues []queueView `json:"queues"`
+	// Partial is true when some of the ledger could not be read (on Redis
+	// Cluster, a master down): Unreachable says what (queue and partition
+	// names, "time" when the namespace's time was taken from this process's
+	// clock, "maintenance" when the leader's state is unknown); the error
+	// is in the server log.
+	Partial     bool     `json:"partial,omitempty"`
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 func (h *Handler) leader(ctx context.Context, now time.Time) (leaderView, error) {
@@ -219,27 +233,34 @@ func (h *Handler) leader(ctx context.Context, now time.Time) (leaderView, error)
 	return v, nil
 }
 
+// apiOverview answers with what it could read: on Redis Cluster with a
+// master down, the queues and partitions it holds are marked unreachable
+// (and the namespace's time and the leader's state, when they live there),
+// the rest shown; only an unreadable queue registry fails it.
 func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	now, err := h.insp.ServerTime(ctx)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	qs, err := h.insp.Overview(ctx)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	ldr, err := h.leader(ctx, now)
-	if err != nil {
+	if err != nil && !errors.Is(err, jobs.ErrPartial) {
 		h.fail(w, r, err)
 		return
 	}
 	out := overview{
-		Namespace: h.insp.Namespace(), ServerTime: now, ActionsEnabled: h.ActionsEnabled(),
-		Maintenance: ldr, Totals: map[jobs.State]int64{}, Paused: []string{}, Queues: []queueView{},
+		Namespace: h.insp.Namespace(), ActionsEnabled: h.ActionsEnabled(),
+		Totals: map[jobs.State]int64{}, Paused: []string{}, Queues: []queueView{},
+	}
+	degraded := func(what string, err error) {
+		h.log.WarnContext(r.Context(), "dashboard: overview shown without "+what, "error", err)
+		out.Partial, out.Unreachable = true, append(out.Unreachable, what)
+	}
+	now, err := h.insp.ServerTime(ctx)
+	if err != nil {
+		now = time.Now()
+		degraded("time", err)
+	}
+	out.ServerTime = now
+	if out.Maintenance, err = h.leader(ctx, now); err != nil {
+		degraded("maintenance", err)
 	}
 	for _, s := range jobs.States {
 		out.Totals[s] = 0
@@ -253,7 +274,12 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 		if paused != nil {
 			out.Paused = append(out.Paused, q.Queue)
 		}
-		v := queueView{Name: q.Queue, Counts: counts, Paused: paused, Stats: stats, Fenced: map[string]int64{}, Deduplications: map[string]int64{}}
+		v := queueView{Name: q.Queue, Counts: counts, Paused: paused, Stats: stats, Fenced: map[string]int64{}, Deduplications: map[string]int64{},
+			Unreachable: q.Unreachable}
+		if len(q.Unreachable) > 0 {
+			h.log.WarnContext(r.Context(), "dashboard: overview shown without unreachable queue names", "queue", q.Queue, "names", q.Unreachable)
+			out.Partial, out.Unreachable = true, append(out.Unreachable, q.Unreachable...)
+		}
 		for k, n := range stats {
 			if stage, ok := strings.CutPrefix(k, "fenced_"); ok {
 				v.Fenced[stage] = n
@@ -267,11 +293,13 @@ func (h *Handler) apiOverview(w http.ResponseWriter, r *http.Request) {
 		for s, n := range counts {
 			out.Totals[s] += n
 		}
-		v.Throughput = h.rates.observe(q.Queue, counters{
-			at: now, enqueued: stats["enqueued"], attempted: stats["attempted"], succeeded: stats["succeeded"],
-			dead: stats["dead"], retried: stats["retried"], uncertain: stats["uncertain"],
-			fenced: v.FencedRejections, deduped: v.Deduplicated,
-		})
+		if len(q.Unreachable) == 0 { // else the counters lack some: no rate
+			v.Throughput = h.rates.observe(q.Queue, counters{
+				at: now, enqueued: stats["enqueued"], attempted: stats["attempted"], succeeded: stats["succeeded"],
+				dead: stats["dead"], retried: stats["retried"], uncertain: stats["uncertain"],
+				fenced: v.FencedRejections, deduped: v.Deduplicated,
+			})
+		}
 		v.Partitions = h.partitions(q, now)
 		for _, p := range v.Partitions {
 			seen = append(seen, p.Name)
@@ -293,10 +321,14 @@ func (h *Handler) partitions(q jobs.QueueOverview, now time.Time) []partitionVie
 	}
 	out := make([]partitionView, 0, len(q.Layout.Partitions))
 	for i, p := range q.Layout.Partitions {
-		stats := q.PartitionStats[i]
-		out = append(out, partitionView{Name: p.Name, Index: p.Index, Master: p.Master, Counts: p.Counts, Paused: p.Paused != nil,
-			Throughput: h.rates.observe(p.Name, counters{at: now, enqueued: stats["enqueued"], attempted: stats["attempted"],
-				succeeded: stats["succeeded"], dead: stats["dead"], retried: stats["retried"], uncertain: stats["uncertain"]})})
+		v := partitionView{Name: p.Name, Index: p.Index, Master: p.Master, Counts: p.Counts, Paused: p.Paused != nil,
+			Unreachable: p.Unreachable != ""}
+		if !v.Unreachable {
+			stats := q.PartitionStats[i]
+			v.Throughput = h.rates.observe(p.Name, counters{at: now, enqueued: stats["enqueued"], attempted: stats["attempted"],
+				succeeded: stats["succeeded"], dead: stats["dead"], retried: stats["retried"], uncertain: stats["uncertain"]})
+		}
+		out = append(out, v)
 	}
 	return out
 }

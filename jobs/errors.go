@@ -32,6 +32,11 @@ var (
 	// job already written is returned, deduplicated); without one, a retry
 	// may create a second job.
 	ErrEnqueueUnknown = ledger.ErrEnqueueUnknown
+	// ErrPartial is what Inspector.Overview and Inspector.Partitions return,
+	// with everything they could read, when the reads of some queue names
+	// failed (on Redis Cluster, the masters holding them are down): those
+	// queues and partitions carry the error as Unreachable.
+	ErrPartial = errors.New("jobs: some queues or partitions could not be read")
 	// ErrNextCalled is what an enqueue middleware's next returns, writing
 	// nothing, when it was already called for the same enqueue call (a
 	// second call would write the jobs again) or the call had ended.

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -26,6 +27,11 @@ type QueueOverview struct {
 	Layout         *QueueLayout
 	PartitionStats []map[string]int64
 	Changes        []PartitionChange
+	// Unreachable names the queue names (the queue's own, or its
+	// partitions') whose reads failed, their master down most likely:
+	// Counts, Stats and Paused leave them out (Overview then returns an
+	// error matching ErrPartial).
+	Unreachable []string
 }
 
 // queueNames is the registry read once: every logical queue (sorted) and
@@ -78,7 +84,10 @@ func (in *Inspector) allNames(ctx context.Context) (*queueNames, error) {
 // what Counts, Stats, Paused, Partitions and PartitionChanges return for
 // each, in a fixed number of round trips whatever the number of queues
 // (the registry, the partition counts, the counts in one or two, the
-// counters, pauses and layout changes in one).
+// counters, pauses and layout changes in one). When some queue names could
+// not be read but others could (on Redis Cluster, a master down), it
+// returns every queue with those names in Unreachable, and an error
+// matching ErrPartial.
 func (in *Inspector) Overview(ctx context.Context) ([]QueueOverview, error) {
 	qn, err := in.allNames(ctx)
 	if err != nil {
@@ -95,30 +104,30 @@ func (in *Inspector) Overview(ctx context.Context) ([]QueueOverview, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range counts {
-		if c.Err != nil {
-			return nil, c.Err
-		}
-	}
-	sums, changes, err := in.l.Summaries(ctx, all, layouts)
+	sums, changes, changeErrs, err := in.l.Summaries(ctx, all, layouts)
 	if err != nil {
 		return nil, err
 	}
+	partial := false
 	out := make([]QueueOverview, len(qn.queues))
 	at, li := 0, 0
 	for i, q := range qn.queues {
 		o := &out[i]
 		o.Queue, o.Counts, o.Stats = q, map[State]int64{}, map[string]int64{}
 		names := qn.names[i]
-		ps := make([]*Pause, len(names))
-		for k := range names {
+		var ps []*Pause
+		for k, n := range names {
+			if counts[at+k].Err != nil || sums[at+k].Err != nil {
+				o.Unreachable = append(o.Unreachable, n)
+				continue
+			}
 			for s, n := range counts[at+k].Jobs {
 				o.Counts[s] += n
 			}
 			for c, n := range sums[at+k].Stats {
 				o.Stats[c] += n
 			}
-			ps[k] = sums[at+k].Paused
+			ps = append(ps, sums[at+k].Paused)
 		}
 		o.Paused = mainPause(ps)
 		if qn.counts[i] > 1 || len(names) > 1 {
@@ -126,9 +135,16 @@ func (in *Inspector) Overview(ctx context.Context) ([]QueueOverview, error) {
 				return nil, err
 			}
 			o.Changes = changes[li]
+			if changeErrs[li] != nil && !slices.Contains(o.Unreachable, q) {
+				o.Unreachable = append(o.Unreachable, q)
+			}
 			li++
 		}
+		partial = partial || len(o.Unreachable) > 0
 		at += len(names)
+	}
+	if partial {
+		return out, ErrPartial
 	}
 	return out, nil
 }
@@ -148,6 +164,9 @@ func (in *Inspector) layoutOf(ctx context.Context, q string, p int, names []stri
 			k = -1
 		}
 		part := Partition{Name: n, Index: k, Slot: ledger.Slot(n), Counts: counts[i].Jobs, Paused: sums[i].Paused}
+		if err := cmp.Or(counts[i].Err, sums[i].Err); err != nil {
+			part.Counts, part.Paused, part.Unreachable = nil, nil, err.Error()
+		}
 		var err error
 		if part.Master, err = in.l.Master(ctx, n); err != nil {
 			return nil, nil, err

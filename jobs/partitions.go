@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -396,6 +397,9 @@ type Partition struct {
 	Counts map[State]int64 `json:"counts"`
 	// Paused is who paused it, nil when it runs.
 	Paused *Pause `json:"paused,omitempty"`
+	// Unreachable is why its counts and pause could not be read (its
+	// master down, most likely; Counts is then nil); empty when they were.
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 // QueueLayout is a queue's partitions (Inspector.Partitions).
@@ -412,7 +416,9 @@ type QueueLayout struct {
 // Partitions returns queue q's registered partition count and, for each
 // queue name holding q's jobs (the current layout's partitions first, then
 // earlier layouts' still listed in the queue registry), its slot, master,
-// job counts and pause.
+// job counts and pause. When some names could not be read but others
+// could, it returns the layout with those names' Unreachable set and an
+// error matching ErrPartial.
 func (in *Inspector) Partitions(ctx context.Context, q string) (*QueueLayout, error) {
 	if err := in.queue(q); err != nil {
 		return nil, err
@@ -432,21 +438,27 @@ func (in *Inspector) Partitions(ctx context.Context, q string) (*QueueLayout, er
 	for k, n := range ledger.PartitionNames(q, ps[0]) {
 		index[n] = k
 	}
+	counts, err := in.l.CountsOf(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	sums, _, _, err := in.l.Summaries(ctx, names, nil)
+	if err != nil {
+		return nil, err
+	}
 	out := &QueueLayout{Queue: q, Count: ps[0]}
-	for _, n := range names {
+	partial := false
+	for i, n := range names {
 		k, ok := index[n]
 		if !ok {
 			k = -1
 		}
-		part := Partition{Name: n, Index: k, Slot: ledger.Slot(n)}
+		part := Partition{Name: n, Index: k, Slot: ledger.Slot(n), Counts: counts[i].Jobs, Paused: sums[i].Paused}
 		if part.Master, err = in.l.Master(ctx, n); err != nil {
 			return nil, err
 		}
-		if part.Counts, err = in.l.Counts(ctx, n); err != nil {
-			return nil, err
-		}
-		if part.Paused, err = in.l.Paused(ctx, n); err != nil {
-			return nil, err
+		if err := cmp.Or(counts[i].Err, sums[i].Err); err != nil {
+			part.Counts, part.Paused, part.Unreachable, partial = nil, nil, err.Error(), true
 		}
 		out.Partitions = append(out.Partitions, part)
 	}
@@ -457,6 +469,9 @@ func (in *Inspector) Partitions(ctx context.Context, q string) (*QueueLayout, er
 		}
 		return a.Index < b.Index
 	})
+	if partial {
+		return out, ErrPartial
+	}
 	return out, nil
 }
 

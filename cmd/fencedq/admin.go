@@ -216,6 +216,9 @@ type queueInfo struct {
 	Paused *jobs.Pause          `json:"paused"`
 	// Partitions is a partitioned queue's breakdown (absent otherwise).
 	Partitions *jobs.QueueLayout `json:"partitions,omitempty"`
+	// Unreachable names its queue names that could not be read (left out
+	// of Counts; their master down, most likely).
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue string, asJSON bool) error {
@@ -231,11 +234,11 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 	if queue == "" {
 		// Every queue in a fixed number of round trips.
 		ov, err := l.Overview(ctx)
-		if err != nil {
+		if err != nil && !errors.Is(err, jobs.ErrPartial) {
 			return err
 		}
 		for _, o := range ov {
-			infos = append(infos, queueInfo{Queue: o.Queue, Counts: o.Counts, Paused: o.Paused, Partitions: o.Layout})
+			infos = append(infos, queueInfo{Queue: o.Queue, Counts: o.Counts, Paused: o.Paused, Partitions: o.Layout, Unreachable: o.Unreachable})
 		}
 		names = nil
 	}
@@ -257,8 +260,19 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 		}
 		infos = append(infos, queueInfo{Queue: q, Counts: counts, Paused: paused, Partitions: lay})
 	}
+	var lost []string
+	for _, i := range infos {
+		lost = append(lost, i.Unreachable...)
+	}
+	var partial error
+	if len(lost) > 0 {
+		partial = fmt.Errorf("%w: left out of the counts (shown as ? when nothing was read): %s", jobs.ErrPartial, strings.Join(lost, ", "))
+	}
 	if asJSON {
-		return json.NewEncoder(cli.JSONWriter(out)).Encode(infos)
+		if err := json.NewEncoder(cli.JSONWriter(out)).Encode(infos); err != nil {
+			return err
+		}
+		return partial
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "QUEUE")
@@ -268,10 +282,19 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 	fmt.Fprintln(tw, "\tPAUSED\tMASTER")
 	for _, i := range infos {
 		fmt.Fprint(tw, cli.Escape(i.Queue))
+		none := i.Partitions == nil && len(i.Unreachable) > 0 // a plain queue not read
 		for _, s := range jobs.States {
+			if none {
+				fmt.Fprint(tw, "\t?")
+				continue
+			}
 			fmt.Fprintf(tw, "\t%d", i.Counts[s])
 		}
-		fmt.Fprintf(tw, "\t%s\t\n", pauseText(i.Paused))
+		if none {
+			fmt.Fprint(tw, "\t?\t\n")
+		} else {
+			fmt.Fprintf(tw, "\t%s\t\n", pauseText(i.Paused))
+		}
 		if i.Partitions != nil {
 			partitionRows(tw, i.Partitions)
 		}
@@ -286,7 +309,7 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 	if queue != "" && !slices.Contains(known, queue) {
 		fmt.Fprint(out, unknownQueueNote(queue))
 	}
-	return nil
+	return partial
 }
 
 // partitionRows writes a partitioned queue's partitions, indented under
@@ -300,10 +323,36 @@ func partitionRows(tw io.Writer, lay *jobs.QueueLayout) {
 		}
 		fmt.Fprint(tw, cli.Escape(label))
 		for _, s := range jobs.States {
+			if p.Unreachable != "" {
+				fmt.Fprint(tw, "\t?")
+				continue
+			}
 			fmt.Fprintf(tw, "\t%d", p.Counts[s])
 		}
-		fmt.Fprintf(tw, "\t%s\t%s\n", pauseText(p.Paused), cli.Escape(p.Master))
+		paused := pauseText(p.Paused)
+		if p.Unreachable != "" {
+			paused = "?"
+		}
+		fmt.Fprintf(tw, "\t%s\t%s\n", paused, cli.Escape(p.Master))
 	}
+}
+
+// partialError is the error ending a listing that left out the
+// partitions of lay it could not read (nil when it read them all): the
+// rows are printed, and the command exits non-zero naming them.
+func partialError(lays ...*jobs.QueueLayout) error {
+	var lost []string
+	for _, lay := range lays {
+		for _, p := range lay.Partitions {
+			if p.Unreachable != "" {
+				lost = append(lost, fmt.Sprintf("%s on %s (%s)", p.Name, p.Master, p.Unreachable))
+			}
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: shown as ?: %s", jobs.ErrPartial, strings.Join(lost, "; "))
 }
 
 func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
@@ -332,7 +381,11 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if given && strings.TrimSpace(*actor) == "" {
 			return fmt.Errorf("%w: --set needs --actor (who changes the layout, or set FENCEDQ_ACTOR)", errUsage)
 		}
-		client, closeAll, err := c.openClient(ctx)
+		open := c.openClient
+		if !given {
+			open = c.openView // a view: it shows what it can
+		}
+		client, closeAll, err := open(ctx)
 		if err != nil {
 			return err
 		}
@@ -344,7 +397,7 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			}
 		}
 		lay, err := client.Inspector().Partitions(ctx, *queue)
-		if err != nil {
+		if err != nil && !errors.Is(err, jobs.ErrPartial) {
 			return err
 		}
 		changes, err := client.Inspector().PartitionChanges(ctx, *queue)
@@ -352,10 +405,13 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		if *asJSON {
-			return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
+			if err := json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
 				*jobs.QueueLayout
 				Changes []jobs.PartitionChange `json:"changes"`
-			}{lay, changes})
+			}{lay, changes}); err != nil {
+				return err
+			}
+			return partialError(lay)
 		}
 		if *set > 0 {
 			fmt.Fprint(out, cli.Escapef("queue %s: %d partition(s), was %d; clients and pools follow within %v\n", *queue, *set, prev, jobs.PartitionRefresh))
@@ -381,7 +437,7 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			}
 		}
 		if len(changes) == 0 {
-			return nil
+			return partialError(lay)
 		}
 		fmt.Fprintln(out, "\nlayout changes, newest first:")
 		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
@@ -389,7 +445,10 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		for _, ch := range changes {
 			fmt.Fprint(tw, cli.Escapef("  %s\t%d\t%d\t%s\t%s\n", timeText(ch.At), ch.From, ch.To, ch.Actor, orDash(ch.Note)))
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		return partialError(lay)
 	}
 }
 
@@ -1071,7 +1130,7 @@ func queuesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				return fmt.Errorf("%w: --queue: %v", errUsage, err)
 			}
 		}
-		client, closeAll, err := c.openClient(ctx)
+		client, closeAll, err := c.openView(ctx)
 		if err != nil {
 			return err
 		}

@@ -53,6 +53,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -61,6 +62,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
@@ -256,13 +259,30 @@ type commonFlags struct {
 // before connecting, and so is an empty one (an unset shell variable,
 // "--namespace $NS"): it would act on the default namespace fq unseen.
 func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
+	return c.open(ctx, cli.ConnectRedis)
+}
+
+// openView is openClient for a read-only view that shows what it can: on
+// Redis Cluster with some masters down (but not all), it opens the client
+// all the same; the view marks what it could not read, and fails.
+func (c *commonFlags) openView(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
+	return c.open(ctx, func(ctx context.Context, addr string) (redis.UniversalClient, error) {
+		rdb, err := cli.ConnectRedisPartial(ctx, addr)
+		if errors.Is(err, cli.ErrMastersDown) {
+			err = nil
+		}
+		return rdb, err
+	})
+}
+
+func (c *commonFlags) open(ctx context.Context, connect func(context.Context, string) (redis.UniversalClient, error)) (client *jobs.Client, closeAll func(), err error) {
 	if c.namespace == "" {
 		return nil, nil, fmt.Errorf("%w: --namespace is empty: name the workers' namespace (fq when the flag is not given)", errUsage)
 	}
 	if err := (jobs.Config{Namespace: c.namespace}).Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: --namespace: %v", errUsage, err)
 	}
-	rdb, err := cli.ConnectRedis(ctx, c.redis)
+	rdb, err := connect(ctx, c.redis)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -414,7 +414,8 @@
   const listHref = (params) => '#/jobs?' + new URLSearchParams(params).toString();
 
   async function overviewPage(my) {
-    const [ov, hist] = await Promise.all([api('api/overview'), api('api/series?window=1h')]);
+    // the history may be unreadable while the overview shows what it can
+    const [ov, hist] = await Promise.all([api('api/overview'), api('api/series?window=1h').catch(() => null)]);
     if (my !== seq) return;
     const rc = ov.maintenance || {};
     let leaderNode;
@@ -440,8 +441,12 @@
         class: 'badge paused', 'data-paused': q.name,
         title: 'paused by ' + q.paused.actor + (q.paused.note ? ': ' + q.paused.note : '') + ' at ' + fmtTime(q.paused.at),
       }, 'paused') : '';
+      const lost = (q.unreachable || []).length ? el('span', {
+        class: 'badge unreachable', 'data-unreachable': q.name,
+        title: 'not counted: ' + q.unreachable.join(', '),
+      }, 'partly unreachable') : '';
       return el('tr', { 'data-queue': q.name },
-        el('th', { scope: 'row', class: 'mono' }, q.name, paused ? ' ' : '', paused),
+        el('th', { scope: 'row', class: 'mono' }, q.name, paused ? ' ' : '', paused, lost ? ' ' : '', lost),
         states.map((s) => {
           const n = (q.counts || {})[s] || 0;
           const cls = 'count' + (n > 0 && (s === 'uncertain' || s === 'review' || s === 'dead') ? ' warn' : '');
@@ -462,12 +467,13 @@
       return (q.partitions || []).map((p) => el('tr', { class: 'partition', 'data-partition': p.name },
         el('td', { class: 'mono muted' }, (p.index >= 0 ? '\u00a0\u00a0#' + p.index + ' ' : '\u00a0\u00a0(draining) ') + p.name,
           p.paused ? ' (paused)' : ''),
-        states.map((s) => {
+        p.unreachable ? el('td', { class: 'warn unreachable', colspan: states.length + 2, 'data-unreachable': p.name },
+          'unreachable: its Redis master does not answer') : states.map((s) => {
           const n = (p.counts || {})[s] || 0;
           return el('td', { class: 'count muted' }, el('a', { href: listHref({ state: s, queue: p.name }) }, String(n)));
         }),
-        el('td', { class: 'num muted' }, fmtRate(p.throughput && p.throughput.succeeded_per_sec)),
-        el('td', { class: 'num muted' }, fmtRate(p.throughput && p.throughput.attempted_per_sec)),
+        p.unreachable ? null : el('td', { class: 'num muted' }, fmtRate(p.throughput && p.throughput.succeeded_per_sec)),
+        p.unreachable ? null : el('td', { class: 'num muted' }, fmtRate(p.throughput && p.throughput.attempted_per_sec)),
         el('td', { class: 'mono muted', colspan: canAct() ? 3 : 2, title: 'the Redis master holding this partition' }, p.master || ''))).concat(
         (q.layout_changes || []).map((c) => el('tr', { class: 'partition layout-change', 'data-layout-change': q.name },
           el('td', { class: 'muted', colspan: states.length + 5 + (canAct() ? 1 : 0) },
@@ -479,15 +485,21 @@
       'Paused (no new attempts start; running ones finish; enqueues are accepted): ',
       pausedQueues.map((q, i) => [i ? '; ' : '', el('strong', { class: 'mono' }, q.name),
         ' by ' + q.paused.actor + ' ' + ago(q.paused.at) + (q.paused.note ? ' (' + q.paused.note + ')' : '')])) : '';
+    const partialNode = ov.partial ? el('p', { class: 'warn', id: 'partial', role: 'alert' },
+      el('strong', {}, 'Part of the ledger could not be read'),
+      ' (a Redis master down?); shown without: ', (ov.unreachable || []).map((n, i) => [i ? ', ' : '', el('span', { class: 'mono' }, n)]),
+      '. Counts and totals leave them out; the error is in the server log.') : '';
     show('overview',
       el('h1', {}, 'Overview ', el('small', { class: 'muted' }, 'namespace ', ov.namespace, ' · Redis time ', fmtTime(ov.server_time))),
+      partialNode,
       leaderNode,
       pausedNode,
       totals,
       table(['Queue', ...states, 'succeeded/s', 'attempts/s', 'fenced', 'deduplicated', ...(canAct() ? ['Actions'] : [])], rows, { id: 'queues' }),
       el('p', { class: 'muted' }, 'Counts are the ledger\'s state indexes; rates are measured by this dashboard between refreshes; fenced and deduplicated are totals since the queue was created.'),
       el('h2', {}, 'Last hour ', el('small', {}, el('a', { href: '#/history' }, 'more history'))),
-      charts(hist, ['throughput', 'failures', 'uncertain', 'review']));
+      hist ? charts(hist, ['throughput', 'failures', 'uncertain', 'review'])
+        : el('p', { class: 'muted', id: 'no-history' }, 'The history could not be read.'));
     schedule(5000);
   }
 

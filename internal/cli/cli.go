@@ -238,6 +238,22 @@ const PingTimeout = 5 * time.Second
 // command's context deadline (go-redis ContextTimeoutEnabled), so a
 // frozen Redis holds a request no longer than its context allows.
 func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, error) {
+	return connectRedis(ctx, addr, false)
+}
+
+// ErrMastersDown means some masters of a Redis Cluster did not answer
+// while others did (ConnectRedisPartial).
+var ErrMastersDown = errors.New("some Redis Cluster masters do not answer")
+
+// ConnectRedisPartial is ConnectRedis for read-only views that show what
+// they can: when some masters of a cluster do not answer but others do, it
+// returns the client with an error matching ErrMastersDown naming them
+// (the caller closes the client), rather than failing.
+func ConnectRedisPartial(ctx context.Context, addr string) (redis.UniversalClient, error) {
+	return connectRedis(ctx, addr, true)
+}
+
+func connectRedis(ctx context.Context, addr string, partial bool) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	var single *redis.Options            // the options of one address (not a Sentinel URL)
 	var primary string                   // the primary's address, as the Sentinels name it
@@ -307,6 +323,9 @@ func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, erro
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{single.Addr}, Username: single.Username,
 			Password: single.Password, TLSConfig: single.TLSConfig, ContextTimeoutEnabled: true})
 		err = ping(pctx, rdb)
+	}
+	if partial && errors.Is(err, ErrMastersDown) {
+		return rdb, fmt.Errorf("redis %s: some masters do not answer: %w", shown, err)
 	}
 	if err != nil {
 		_ = rdb.Close()
@@ -390,8 +409,18 @@ func ping(ctx context.Context, rdb redis.UniversalClient) error {
 	if len(errs) == 0 {
 		return nil
 	}
+	rerr := redis.Error(nil)
+	if len(errs) < len(masters) && !slices.ContainsFunc(errs, func(err error) bool { return errors.As(err, &rerr) }) {
+		return mastersDown{joined(errs)}
+	}
 	return joined(errs)
 }
+
+// mastersDown is ping's error when some masters answered: it reads as the
+// failures alone and matches ErrMastersDown.
+type mastersDown struct{ error }
+
+func (e mastersDown) Unwrap() []error { return []error{ErrMastersDown, e.error} }
 
 // joinedErrors is several errors on one line, sorted, each kept for
 // errors.Is and errors.As.

@@ -88,7 +88,9 @@ type LimitStatus struct {
 // RateStatus is one rate limit's key with deferred jobs, or with its
 // current window full.
 type RateStatus struct {
-	Key      string        `json:"key"`
+	Key string `json:"key"`
+	// Max and Per are the rate in force: its next deferred start's (which
+	// is admitted by them), not the last deferred job's.
 	Max      int           `json:"max"`
 	Per      time.Duration `json:"per_ns"`
 	Starts   int           `json:"starts"`   // in the last period
@@ -180,10 +182,8 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	}
 	starts := make([]*redis.IntCmd, len(rkeys))
 	deferred := make([]*redis.IntCmd, len(rkeys))
-	pers := make([]time.Duration, len(rkeys))
+	maxes, pers := l.ratesInForce(ctx, q, rkeys, rates)
 	for i, k := range rkeys {
-		_, per, _ := strings.Cut(rates[k], "/")
-		pers[i] = time.Duration(atoi(per)) * time.Millisecond
 		from := "(" + strconv.FormatInt(now.Add(-pers[i]).UnixMilli(), 10)
 		starts[i] = pipe.ZCount(ctx, l.rateKey(q, k), from, "+inf")
 		deferred[i] = pipe.ZCount(ctx, l.rateHeldKey(q, k), from, "+inf")
@@ -207,8 +207,7 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	}
 	rs := make([]RateStatus, 0, len(rkeys))
 	for i, k := range rkeys {
-		mx, _, _ := strings.Cut(rates[k], "/")
-		r := RateStatus{Key: k, Max: atoi(mx), Per: pers[i], Starts: int(starts[i].Val()), Deferred: int(deferred[i].Val())}
+		r := RateStatus{Key: k, Max: maxes[i], Per: pers[i], Starts: int(starts[i].Val()), Deferred: int(deferred[i].Val())}
 		if r.Deferred > 0 || r.Starts >= r.Max { // else it holds no job back
 			rs = append(rs, r)
 		}
@@ -246,6 +245,52 @@ func (l *Ledger) limitMaxes(ctx context.Context, q string, next, last []*redis.S
 		}
 	}
 	return out
+}
+
+// ratesInForce returns, per rate key of keys, the max and period in force:
+// those of its next deferred start (the deferral scored lowest), which is
+// admitted by them, else the rates hash's (vals). The hash keeps the rate of
+// the last job deferred, which after a rate changed is not the one the key
+// runs under. Best effort: a record unreadable (gone, of another type)
+// reads as the hash's.
+func (l *Ledger) ratesInForce(ctx context.Context, q string, keys []string, vals map[string]string) ([]int, []time.Duration) {
+	maxes, pers := make([]int, len(keys)), make([]time.Duration, len(keys))
+	for i, k := range keys {
+		mx, per, _ := strings.Cut(vals[k], "/")
+		maxes[i], pers[i] = atoi(mx), time.Duration(atoi(per))*time.Millisecond
+	}
+	if len(keys) == 0 {
+		return maxes, pers
+	}
+	pipe := l.rdb.Pipeline()
+	next := make([]*redis.StringSliceCmd, len(keys))
+	for i, k := range keys {
+		next[i] = pipe.ZRange(ctx, l.rateHeldKey(q, k), 0, 0)
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	fields := make([]*redis.SliceCmd, len(keys))
+	for i, c := range next {
+		if ids := c.Val(); len(ids) > 0 {
+			fields[i] = pipe.HMGet(ctx, l.JobKey(q, ids[0]), "rkey", "rmax", "rper")
+		}
+	}
+	if pipe.Len() == 0 {
+		return maxes, pers
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, c := range fields {
+		if c == nil {
+			continue
+		}
+		f := c.Val()
+		key, _ := f[0].(string)
+		mx, _ := f[1].(string)
+		per, _ := f[2].(string)
+		if key == keys[i] && atoi(mx) > 0 && atoi(per) > 0 {
+			maxes[i], pers[i] = atoi(mx), time.Duration(atoi(per))*time.Millisecond
+		}
+	}
+	return maxes, pers
 }
 
 // limitsPruneScript drops from a queue's limits hash (KEYS[1]) each key of

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -84,5 +85,47 @@ func TestLimitsMaxIsTheOneInForce(t *testing.T) {
 	}
 	if s := limitOf(t, l, q, "k2"); s != nil {
 		t.Fatalf("Limits lists %+v: 4 of 5 held and nothing waits, so it holds no job back", s)
+	}
+}
+
+// TestRatesMaxIsTheOneInForce: two jobs of 2 starts per hour start and a
+// third is deferred; then a deployment lowers the rate to 1 per hour and a
+// job of the new rate is deferred behind it. Limits shows the rate the next
+// deferred start is admitted by (the oldest deferral's, 2 per hour), not
+// the last deferred job's (1, which showed 2 starts over a max of 1).
+func TestRatesMaxIsTheOneInForce(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: "rmx"})
+	const q = "q"
+	job := func(id string, max int) *ledger.NewJob {
+		return &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), MaxRetries: 1,
+			Flow: &ledger.Flow{RateKey: "r", RateMax: max, RatePer: time.Hour}}
+	}
+	claim := func(want int, js ...*ledger.NewJob) {
+		t.Helper()
+		if _, err := l.Insert(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+		r, err := l.Claim(ctx, q, "p", time.Minute, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Jobs) != want {
+			t.Fatalf("claimed %v, held back %+v; want %d started", ids(r.Jobs), r.Dropped, want)
+		}
+	}
+	claim(2, job("s1", 2), job("s2", 2))
+	claim(0, job("d1", 2))
+	claim(0, job("d2", 1))
+	_, rs, err := l.Limits(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Key != "r" || rs[0].Deferred != 2 || rs[0].Starts != 2 {
+		t.Fatalf("Limits shows rates %+v, want key r with 2 starts and 2 deferred", rs)
+	}
+	if rs[0].Max != 2 || rs[0].Per != time.Hour {
+		t.Fatalf("Limits shows %d per %v; want the rate the next deferred start is admitted by, 2 per hour", rs[0].Max, rs[0].Per)
 	}
 }

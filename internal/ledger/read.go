@@ -818,14 +818,19 @@ type QueueSummary struct {
 	Stats map[string]int64
 	// Paused is who paused it, nil when it runs (as Paused returns it).
 	Paused *Pause
+	// Err is the error reading it (Stats and Paused are then empty): one
+	// name's failure (on Redis Cluster, its master down) leaves the others'.
+	Err error
 }
 
 // Summaries returns the counters and the pause of each of names (queue
 // names, partitions' included), and the layout changes of each of
 // layouts (logical queues, as PartitionChanges returns them), in one
-// pipelined round trip whatever their number. Any read's error fails the
-// call, as the one-queue reads do.
-func (l *Ledger) Summaries(ctx context.Context, names, layouts []string) ([]QueueSummary, [][]PartitionChange, error) {
+// pipelined round trip whatever their number. A name's failed read is its
+// summary's Err, a layout's its entry of the errors returned (its changes
+// then nil): on Redis Cluster a master down fails the names it holds
+// alone. When every read failed, it returns the first error instead.
+func (l *Ledger) Summaries(ctx context.Context, names, layouts []string) ([]QueueSummary, [][]PartitionChange, []error, error) {
 	pipe := l.rdb.Pipeline()
 	stats := make([]*redis.MapStringStringCmd, len(names))
 	paused := make([]*redis.StringCmd, len(names))
@@ -840,31 +845,45 @@ func (l *Ledger) Summaries(ctx context.Context, names, layouts []string) ([]Queu
 	if len(names)+len(layouts) > 0 {
 		_, _ = pipe.Exec(ctx) // read per command below
 	}
+	var first error
+	ok := len(names)+len(layouts) == 0
 	out := make([]QueueSummary, len(names))
 	for i, q := range names {
 		h, err := stats[i].Result()
 		if err != nil {
-			return nil, nil, wrap("stats", err)
+			out[i].Err = wrap("stats of "+q, err)
+		} else if v, err := paused[i].Result(); err != nil && !errors.Is(err, redis.Nil) {
+			out[i].Err = wrap("paused "+q, err)
+		} else {
+			out[i].Stats = statsFrom(h)
+			if err == nil {
+				out[i].Paused = pauseFrom(v)
+			}
 		}
-		out[i].Stats = statsFrom(h)
-		v, err := paused[i].Result()
-		switch {
-		case errors.Is(err, redis.Nil):
-		case err != nil:
-			return nil, nil, wrap("paused "+q, err)
-		default:
-			out[i].Paused = pauseFrom(v)
+		if out[i].Err == nil {
+			ok = true
+		} else if first == nil {
+			first = out[i].Err
 		}
 	}
 	chs := make([][]PartitionChange, len(layouts))
+	errs := make([]error, len(layouts))
 	for i, q := range layouts {
 		raw, err := changes[i].Result()
 		if err != nil {
-			return nil, nil, wrap("partition changes of "+q, err)
+			errs[i] = wrap("partition changes of "+q, err)
+			if first == nil {
+				first = errs[i]
+			}
+			continue
 		}
+		ok = true
 		chs[i] = partitionChangesFrom(raw)
 	}
-	return out, chs, nil
+	if !ok {
+		return nil, nil, nil, first
+	}
+	return out, chs, errs, nil
 }
 
 // pruneBatch bounds the index entries one prune call removes, so a pass

@@ -10,7 +10,8 @@
 --   P..'groups'         hash: group -> its head's job id, while the group has
 --                       pending jobs; field '#n': how many jobs wait in the
 --                       groups' own indexes (counted as pending); field
---                       '#t': see GROUPS_T (no group name starts with '#')
+--                       '#t': see GROUPS_T (no group name starts with '#');
+--                       the hash goes with its last group (groups_forget)
 --   P..'group:'..name   zset: the group's other pending jobs -> due time (ms)
 -- A claim that takes a head makes the group's next job its head, due no
 -- earlier than now: behind every head that was due before, so claims rotate
@@ -112,6 +113,17 @@ local function group_enqueue_done()
   if group_parked ~= 0 then redis.call('HINCRBY', P .. 'groups', GROUPS_N, group_parked) end
 end
 
+-- groups_forget drops the groups hash gsk once a group left it and no group
+-- is left: only its bookkeeping fields ('#n' at 0, '#t') would stay, for
+-- ever on a queue whose groups all drained. Called where a group is
+-- forgotten, never per job.
+local function groups_forget(gsk)
+  local n = redis.call('HLEN', gsk)
+  if n > 2 then return end
+  local f = redis.call('HMGET', gsk, GROUPS_N, GROUPS_T)
+  if (f[1] and 1 or 0) + (f[2] and 1 or 0) == n and num(f[1] or '0') == 0 then redis.call('DEL', gsk) end
+end
+
 -- group_promote makes group g's next job its head, due no earlier than now,
 -- or forgets the group when it has none (an idle group keeps no key). Jobs
 -- whose record is gone (deleted by hand, evicted) are dropped on the way
@@ -124,6 +136,7 @@ local function group_promote(g)
     local e = group_read('ZPOPMIN', gk) or {}
     if not e[1] then
       redis.call('HDEL', gsk, g)
+      groups_forget(gsk)
       return
     end
     redis.call('HINCRBY', gsk, GROUPS_N, -1)
@@ -269,5 +282,8 @@ local function group_heads()
     call_chunked('HSET', gsk, set, 1000)
     call_chunked('ZADD', index['pending'], due, 1000)
   end
-  if gone[1] then call_chunked('HDEL', gsk, gone, 1000) end
+  if gone[1] then
+    call_chunked('HDEL', gsk, gone, 1000)
+    groups_forget(gsk)
+  end
 end
