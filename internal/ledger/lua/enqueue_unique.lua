@@ -8,7 +8,7 @@
 -- job only when it would lead its group: see group_enqueue). Jobs
 -- without these options go through enqueue.lua, which this script leaves
 -- untouched: both write a job with the prelude's write_new_job.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 13 the queue's
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 3 the queue's
 --   unique index ns:{q}:unique (hash: unique key -> job id holding it).
 -- ARGV 2 mode: '' (enqueue) or 'resubmit' (as enqueue.lua's: a job whose record
 --   or operation id exists is left as it is; a unique job whose key another job
@@ -31,7 +31,7 @@
 --   written, its job key holding another type than a hash or its limit or
 --   group key another type than a sorted set (4), job id (the
 --   holder's when deduplicated; for 3, {holder's id, its op field or ''})}
-local uniqk = KEYS[14]
+local uniqk = KEYS[3]
 local created, due = 0, {}
 local reply = {0, 0, 0, 0, ''}
 local resubmit = ARGV[2] == 'resubmit'

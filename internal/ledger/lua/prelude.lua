@@ -1,29 +1,32 @@
 -- prelude.lua: shared by every ledger script (prepended at load time, after
 -- internal/epoch's lib.lua: u64_norm, u64_cmp, token_mint, epoch_check).
 --
--- KEYS (the same layout for every ledger script, all in the queue's hash slot {<queue>}):
---  1 pending zset (score: due time ms; this is the queue)
---  2 running zset (score: lease deadline ms)
---  3 uncertain zset (score: next reconcile look ms)
---  4 review zset   5 succeeded zset   6 dead zset   7 cancelled zset
---    (final and review indexes score by the time the job got there)
---  8 stats hash (counters, and 'seq': the queue's write sequence, see seq_bump)
---  9 events list (fenced rejections, deduplications, operator actions, rewinds)
--- 10 reconciler high-water (highest reconciler leader token seen)
--- 11 paused flag (present while the queue is paused; its value says who and why)
--- 12 idle flag (set by a claim that found nothing due: the next enqueue publishes a wake-up)
--- 13 the clock record (internal/epoch's epoch_now): the namespace's fencing-epoch record
+-- KEYS (the same layout for every ledger script; a script's own keys follow from KEYS 3):
+--  1 pending zset (score: due time ms; this is the queue): it names the queue's hash slot
+--  2 the clock record (internal/epoch's epoch_now): the namespace's fencing-epoch record
 --    <ns>:epoch, which minting scripts (claim, bridge claim) also pass to epoch_check;
 --    on Redis Cluster the queue's own <ns>:{q}:clock (its epochs and time, kept by the
 --    slot's master: lib.lua's epoch_node)
--- ARGV 1 the queue's key prefix 'ns:{q}:'. Per-job keys (job hash, history list,
--- operation-id key) are derived from it, so they share the queue's hash slot;
--- a batched claim cannot name the jobs it will find in advance.
+-- ARGV 1 the queue's key prefix 'ns:{q}:'. The queue's other keys are derived from it,
+-- as the per-job keys (job hash, history list, operation-id key), so they share the
+-- queue's hash slot (a batched claim cannot name the jobs it will find in advance; and
+-- deriving a key costs a call about 800 Redis instructions less than passing it):
+--  running zset (score: lease deadline ms)
+--  uncertain zset (score: next reconcile look ms)
+--  review, succeeded, dead, cancelled zsets
+--    (final and review indexes score by the time the job got there)
+--  stats hash (counters, and 'seq': the queue's write sequence, see seq_bump)
+--  events list (fenced rejections, deduplications, operator actions, rewinds)
+--  reconciler high-water (highest reconciler leader token seen)
+--  paused flag (present while the queue is paused; its value says who and why)
+--  idle flag (set by a claim that found nothing due: the next enqueue publishes a wake-up)
 -- Each script's own arguments start at ARGV 2.
 local P = ARGV[1]
-local index = {pending = KEYS[1], running = KEYS[2], uncertain = KEYS[3], review = KEYS[4],
-               succeeded = KEYS[5], dead = KEYS[6], cancelled = KEYS[7]}
-local statsk, eventsk, reconk, pausedk, idlek = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local index = {pending = KEYS[1], running = P .. 'running', uncertain = P .. 'uncertain',
+               review = P .. 'review', succeeded = P .. 'succeeded', dead = P .. 'dead',
+               cancelled = P .. 'cancelled'}
+local statsk, eventsk, reconk, pausedk, idlek = P .. 'stats', P .. 'events', P .. 'reconciler',
+  P .. 'paused', P .. 'idle'
 local HISTORY_CAP, EVENTS_CAP = 200, 1000
 
 -- now_us is the namespace's time (Redis TIME plus the primary tenure's
@@ -33,7 +36,7 @@ local HISTORY_CAP, EVENTS_CAP = 200, 1000
 -- caller's replication id (EPOCH_RID, set by the script's builder in Go)
 -- and the record's birth, read with the clock, for epoch_check's pre and
 -- pre_born; nil elsewhere.
-local now_us, epoch_rec, epoch_born = epoch_now(KEYS[13], EPOCH_RID)
+local now_us, epoch_rec, epoch_born = epoch_now(KEYS[2], EPOCH_RID)
 local now = math.floor(now_us / 1000)
 
 local function fmt(n) return string.format('%d', n) end
@@ -258,9 +261,10 @@ end
 -- (internal/ledger's ErrForeignKey).
 local function queue_guard(names, extra)
   local known = {
-    pending = {KEYS[1], 'zset'}, running = {KEYS[2], 'zset'}, uncertain = {KEYS[3], 'zset'},
-    review = {KEYS[4], 'zset'}, succeeded = {KEYS[5], 'zset'}, dead = {KEYS[6], 'zset'},
-    cancelled = {KEYS[7], 'zset'}, stats = {statsk, 'hash'}, events = {eventsk, 'list'},
+    pending = {index.pending, 'zset'}, running = {index.running, 'zset'},
+    uncertain = {index.uncertain, 'zset'}, review = {index.review, 'zset'},
+    succeeded = {index.succeeded, 'zset'}, dead = {index.dead, 'zset'},
+    cancelled = {index.cancelled, 'zset'}, stats = {statsk, 'hash'}, events = {eventsk, 'list'},
     minute = {minutek, 'hash'}, limits = {P .. 'limits', 'hash'}, rates = {P .. 'rates', 'hash'},
     groups = {P .. 'groups', 'hash'}, handover = {P .. 'handover', 'hash'},
     wf_part = {P .. 'wf_part', 'hash'}, waiting = {P .. 'waiting', 'zset'},

@@ -17,7 +17,7 @@
 -- again: a rerun of it uncertain or in review (the verdict "not applied",
 -- the reconciler's or an operator's) ends it cancelled, and a rerun of it
 -- dead or cancelled is refused.
--- KEYS 14 the queue's unique index ns:{q}:unique (see enqueue_unique.lua): a
+-- KEYS 3 the queue's unique index ns:{q}:unique (see enqueue_unique.lua): a
 --   unique job re-run to pending holds its key again, unless another job
 --   holds it by then.
 -- Reply: {1, new state, hand-over records written}; {0, state} when the job is not in an allowed state
@@ -57,7 +57,7 @@ end
 -- another job took meanwhile stays that job's. An index of another type
 -- (written by hand) is left alone.
 local function unique_retake(ukey)
-  local uniqk = KEYS[14]
+  local uniqk = KEYS[3]
   local cur = redis.pcall('HGET', uniqk, ukey)
   if cur == id or type(cur) == 'table' then return end
   if cur then

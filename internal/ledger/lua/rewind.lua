@@ -4,7 +4,7 @@
 -- queue's write sequence went back. Detections of one loss are merged: a
 -- loss is found on the primary that has the older data, so records are
 -- kept per replication id of that primary.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 14 the queue's
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua); KEYS 3 the queue's
 --   rewind records <ns>:{<queue>}:rewinds, a hash: replication id -> JSON
 -- ARGV 2 'detected' or 'resubmitted'
 --   detected: 3 write sequence the detector saw before   4 the sequence it found
@@ -13,7 +13,7 @@
 --   resubmitted: 3 jobs a client re-created from its record   4 detector
 -- Reply: {1 when a new record was made (the loss was not known yet) else 0,
 --   the record's replication id, its first_at}: the record names the loss.
-local rk = KEYS[14]
+local rk = KEYS[3]
 queue_guard({'stats', 'minute', 'events'}, {{rk, 'hash'}})
 local rid = epoch_replid()
 if rid == '' then rid = 'unknown' end

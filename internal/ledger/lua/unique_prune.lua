@@ -3,11 +3,11 @@
 -- states or holds another key (its id, named by an operation id, used again
 -- after it expired), and a key of a period that has ended. Enqueues already treat such
 -- entries as free; this only bounds the index's size.
--- KEYS, ARGV 1: the ledger layout (see prelude.lua, KEYS 1-13); KEYS 14 the queue's
+-- KEYS, ARGV 1: the ledger layout (see prelude.lua, KEYS 1-2); KEYS 3 the queue's
 --   unique index ns:{q}:unique.
 -- ARGV 2 HSCAN cursor ('0' to start)   3 HSCAN COUNT
 -- Reply: {next cursor ('0' when the scan is complete), entries removed}
-local uniqk = KEYS[14]
+local uniqk = KEYS[3]
 local res = redis.call('HSCAN', uniqk, ARGV[2], 'COUNT', num(ARGV[3]))
 local kv, gone = res[2], {}
 for i = 1, #kv, 2 do
