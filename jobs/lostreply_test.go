@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -116,5 +119,34 @@ func TestOperatorActionWhoseReplyIsLostDoesNotReportTheWrongState(t *testing.T) 
 	<-lost
 	if pause, err := in.Paused(ctx, "ops"); err != nil || pause == nil {
 		t.Errorf("queue after the pause: %+v, %v; want paused", pause, err)
+	}
+}
+
+// TestEnqueueOutlivingTheReadTimeoutIsUnknown: an enqueue Redis ran but
+// whose reply came after the client's ReadTimeout (held by the proxy) fails
+// with ErrEnqueueUnknown, and enqueuing again with its operation id finds
+// the one job.
+func TestEnqueueOutlivingTheReadTimeoutIsUnknown(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	p := redistest.StartProxy(t, srv.Addr)
+	ns := redistest.Namespace(t)
+	c := jobs.NewClient(p.Client(&redis.Options{ReadTimeout: 300 * time.Millisecond}), jobs.Config{Namespace: ns})
+	in := jobs.NewInspector(srv.Client(), jobs.Config{Namespace: ns})
+	ctx := context.Background()
+	if _, err := c.Enqueue(ctx, rangeArgs{N: 0}, jobs.Queue("warm")); err != nil {
+		t.Fatal(err)
+	}
+
+	held := p.HoldReply(`"n":7331`)
+	if res, err := c.Enqueue(ctx, rangeArgs{N: 7331}, jobs.Queue("slow"), jobs.OperationID("op-7331")); !errors.Is(err, jobs.ErrEnqueueUnknown) {
+		t.Errorf("Enqueue past the read timeout: %+v, %v; want ErrEnqueueUnknown", res, err)
+	}
+	<-held
+	res, err := c.Enqueue(ctx, rangeArgs{N: 7331}, jobs.Queue("slow"), jobs.OperationID("op-7331"))
+	if err != nil || !res.Deduplicated {
+		t.Errorf("Enqueue again by operation id: %+v, %v; want the first try's job", res, err)
+	}
+	if n := pendingIn(t, in, "slow"); n != 1 {
+		t.Errorf("%d jobs pending in slow, want 1", n)
 	}
 }

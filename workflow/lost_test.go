@@ -35,7 +35,7 @@ func TestGetShowsALostStep(t *testing.T) {
 	if st.Steps[0].State != "missing" || st.State != workflow.Running {
 		t.Fatalf("before a pass: charge %s, workflow %s; want missing, running", st.Steps[0].State, st.State)
 	}
-	_, _, lost, err := e.ledger.SettleWorkflow(ctx, res.Home, res.ID)
+	_, _, lost, err := e.ledger.SettleWorkflow(ctx, res.Home, res.ID, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

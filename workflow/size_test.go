@@ -92,7 +92,7 @@ func TestLargestWorkflowReadsInFewRoundTrips(t *testing.T) {
 	// whole-record read per step).
 	l := ledger.New(hooked, ledger.Config{Namespace: e.ns})
 	trips.Reset()
-	if _, outcome, _, err := l.SettleWorkflow(ctx, res.Home, res.ID); err != nil || outcome != "" {
+	if _, outcome, _, err := l.SettleWorkflow(ctx, res.Home, res.ID, "test"); err != nil || outcome != "" {
 		t.Fatalf("settle: outcome %q, %v; want the workflow still running", outcome, err)
 	}
 	if n := trips.N(); n > 30 {

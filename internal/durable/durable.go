@@ -83,9 +83,10 @@ func (o Options) Validate() error {
 // pipeline's, under that timeout (go-redis sets no longer one for a
 // command in a pipeline) and, with ContextTimeoutEnabled, under the
 // pipeline's round-trip bound (5 s): the wait must end well within them
-// (at most 80 %). One that runs out first fails the call as a network
-// error, after go-redis sent the whole pipeline again (its scripts
-// included) for every retry it allows.
+// (at most 80 %). One that runs out first fails the whole pipeline as a
+// network error with its scripts' outcomes unknown (they ran, and are not
+// sent again), where the wait's own timeout answers with the replicas it
+// reached.
 func CheckClient(rdb redis.UniversalClient, o Options) error {
 	if err := o.Validate(); err != nil || !o.Enabled() {
 		return err

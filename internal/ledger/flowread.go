@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/luafunc"
 )
 
 // The flow-control keys of a queue (flow.lua has the layout).
@@ -298,7 +300,7 @@ func (l *Ledger) ratesInForce(ctx context.Context, q string, keys []string, vals
 // KEYS[2i+1] are key ARGV[i]'s holders and wait zsets (flow.lua), looked at
 // again in the script, so a key a job parked on since the caller's read keeps
 // its entry.
-var limitsPruneScript = redis.NewScript(`
+var limitsPruneScript = luafunc.NewPlain(`
 local n = 0
 for i = 1, #ARGV do
   if redis.call('EXISTS', KEYS[2 * i], KEYS[2 * i + 1]) == 0 then

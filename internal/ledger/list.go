@@ -117,6 +117,7 @@ func (l *Ledger) holding(ctx context.Context, qs []string, f Filter) (full []ind
 // the sorted set KEYS[1] scored from ARGV[1] to ARGV[2] (descending when
 // ARGV[3] is "1"), by rank: O(log N) plus the page, wherever the page is.
 // It returns {count in range, {member, score, ...}}.
+// A read, which go-redis may send again (not luafunc's: see ARCHITECTURE.md, Scripts).
 var pageScript = redis.NewScript(`
 local lo, hi, desc = ARGV[1], ARGV[2], ARGV[3] == '1'
 local off, n = tonumber(ARGV[4]), tonumber(ARGV[5])

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/luafunc"
 )
 
 // Partitioned queues. A queue declared with P partitions (P > 1) is P
@@ -197,7 +199,7 @@ type PartitionChange struct {
 // first, capped). ARGV: queue, count, actor, note, cap. Reply: the
 // previous count. A key of another type fails it before its first write
 // (ErrForeignKey).
-var setPartitionsScript = redis.NewScript(keyGuardLua + `
+var setPartitionsScript = luafunc.NewPlain(keyGuardLua + `
 key_guard(KEYS[1], 'hash', KEYS[2], 'list')
 local prev = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '1') or 1
 if prev < 1 then prev = 1 end

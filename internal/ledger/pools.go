@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/luafunc"
 )
 
 // PoolInfo is what a running worker pool publishes about itself.
@@ -337,7 +339,7 @@ func (l *Ledger) LeaveAs(ctx context.Context, id, instance string) error {
 
 // leaveAsScript deletes KEYS[1], a pool's heartbeat, when it is instance
 // ARGV[1]'s; it returns 1 when it did or the key is gone, else 0.
-var leaveAsScript = redis.NewScript(`
+var leaveAsScript = luafunc.NewPlain(`
 local v = redis.call('GET', KEYS[1])
 if not v then return 1 end
 local ok, hb = pcall(cjson.decode, v)

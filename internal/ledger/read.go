@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/epoch"
+	"github.com/fencedq/fencedq/internal/luafunc"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -894,7 +895,7 @@ const pruneBatch = 1000
 
 // pruneScript removes at most ARGV[2] members of the sorted set KEYS[1]
 // scored below ARGV[1], and returns how many it removed.
-var pruneScript = redis.NewScript(`
+var pruneScript = luafunc.NewPlain(`
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
 return #ids`)
@@ -931,6 +932,7 @@ func (l *Ledger) Prune(ctx context.Context, q string, now time.Time) (int64, err
 // nowScript reads the namespace's time (internal/epoch's epoch_now) from
 // the clock record KEYS[1]: {seconds, microseconds}. ARGV[1] "1" peeks:
 // the record is neither created nor moved.
+// A read, which go-redis may send again (not luafunc's: see ARCHITECTURE.md, Scripts).
 var nowScript = redis.NewScript(epoch.Lua + `
 local t = epoch_now(KEYS[1], nil, ARGV[1] == '1')
 return {math.floor(t / 1000000), t % 1000000}`)

@@ -319,6 +319,7 @@ func (l *Ledger) CheckRewinds(ctx context.Context) (int, error) {
 // not HMGET: a client that routes reads to replicas (ReadOnly,
 // RouteRandomly) still reads the primary, so a lagging replica never looks
 // like a rewind.
+// A read, which go-redis may send again (not luafunc's: see ARCHITECTURE.md, Scripts).
 var seqScript = redis.NewScript(`local v = redis.call('HMGET', KEYS[1], 'seq', 'enqueued', 'hist', 'tenure')
 if v[4] then v[3] = (v[3] or '') .. '/' .. v[4] end
 return {v[1], v[2], v[3]}`)

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/epoch"
+	"github.com/fencedq/fencedq/internal/luafunc"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -194,7 +195,7 @@ var scheduleSrc string
 
 // scheduleScript starts with internal/epoch's library: leader tokens are
 // compared as decimal uint64 strings (exact above 2^53, unlike Lua numbers).
-var scheduleScript = redis.NewScript(epoch.Lua + scheduleSrc)
+var scheduleScript = luafunc.NewPlain(epoch.Lua + scheduleSrc)
 
 // scheduleWrite runs schedule.lua and maps its reply.
 func (l *Ledger) scheduleWrite(ctx context.Context, what, id string, args ...any) (time.Time, error) {
@@ -433,7 +434,7 @@ type ScheduleRemoval struct {
 // the removal (KEYS 4, newest first, capped). ARGV: id, actor, note, cap,
 // the removal's time in ms (the namespace's time). Reply: 1 when it existed.
 // A key of another type fails it before its first write (ErrForeignKey).
-var removeScheduleScript = redis.NewScript(keyGuardLua + `
+var removeScheduleScript = luafunc.NewPlain(keyGuardLua + `
 key_guard(KEYS[1], 'set', KEYS[2], 'hash', KEYS[3], 'list', KEYS[4], 'list')
 redis.call('SREM', KEYS[1], ARGV[1])
 local def = redis.call('HMGET', KEYS[2], 'kind', 'queue')

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/luafunc"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
 
@@ -126,7 +127,7 @@ func (l *Ledger) RecordSeries(ctx context.Context, qs []string, counts []QueueCo
 // ARGV 1 the bucket's minute (ms), 2 the bucket, 3 the oldest minute kept
 // (ms), 4 the most buckets kept. A bucket already there for the minute is
 // replaced.
-var seriesScript = redis.NewScript(`
+var seriesScript = luafunc.NewPlain(`
 redis.call('ZREMRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1])
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/luafunc"
 )
 
 // UncommittedActor cancels the steps of a workflow whose enqueue never
@@ -349,7 +351,7 @@ func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) 
 // abandonScript writes the record of a workflow never committed, unless
 // its commit wrote one ('committed'); one it wrote before is kept. A key
 // of another type fails it before its first write (ErrForeignKey).
-var abandonScript = redis.NewScript(keyGuardLua + `
+var abandonScript = luafunc.NewPlain(keyGuardLua + `
 key_guard(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'set', KEYS[4], 'set')
 if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HGET', KEYS[1], 'cancel') == ARGV[3] then return 'abandoned' end

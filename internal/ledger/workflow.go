@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/luafunc"
 )
 
 // StepRef names a workflow step's job.
@@ -550,17 +552,21 @@ type WorkflowInfo struct {
 	// record while the workflow ran (SettleWorkflow), by step name: the
 	// reason (LostReason). Each counts as dead (Ends).
 	Lost map[string]string
-	// seen is whether SettleWorkflow has counted it started, final the
-	// outcome it counted ("" none yet).
-	seen  bool
-	final string
+	// seen is the mark of the SettleWorkflow call that counted it started,
+	// final the outcome counted and settled the mark of the call that
+	// counted it, lostBy those of the calls that ended its steps lost ("" none
+	// yet).
+	seen, final, settled string
+	lostBy               map[string]string
 }
 
-// endField prefixes the record's fields holding its steps' ends, and
-// lostField those holding why a step was found lost.
+// endField prefixes the record's fields holding its steps' ends, lostField
+// those holding why a step was found lost and
+// lostByField those holding the mark of the call that ended a step lost.
 const (
-	endField  = "end:"
-	lostField = "lost:"
+	endField    = "end:"
+	lostField   = "lost:"
+	lostByField = "lostby:"
 )
 
 // LostReason is why the maintenance leader ended a workflow step lost: its
@@ -596,12 +602,14 @@ func (l *Ledger) Workflow(ctx context.Context, q, id string) (*WorkflowInfo, err
 	}
 	w := &WorkflowInfo{ID: id, Home: q, OperationID: h["op"], Record: []byte(h["def"]),
 		Created: int64(atoi(h["created"])), CancelledBy: h["cancel"], Ends: map[string]State{}, Lost: map[string]string{},
-		seen: h["seen"] != "", final: h["final"]}
+		seen: h["seen"], final: h["final"], settled: h["settled"], lostBy: map[string]string{}}
 	for f, v := range h {
 		if name, ok := strings.CutPrefix(f, endField); ok {
 			w.Ends[name] = State(v)
 		} else if name, ok := strings.CutPrefix(f, lostField); ok {
 			w.Lost[name] = v
+		} else if name, ok := strings.CutPrefix(f, lostByField); ok {
+			w.lostBy[name] = v
 		}
 	}
 	return w, nil
@@ -853,7 +861,7 @@ func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string)
 	return nil
 }
 
-var markCancelScript = redis.NewScript(`
+var markCancelScript = luafunc.NewPlain(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
 local final = redis.call('HGET', KEYS[1], 'final')
 if final and final ~= 'cancelled' then return final end
@@ -928,7 +936,11 @@ type LostStep struct {
 // looks at it, outcome is its final state the first time a caller finds it
 // final (then it leaves the open set), "" otherwise. Each is reported once
 // whichever leader asks (HSETNX on the record), so the counters built on
-// it count each workflow once.
+// it count each workflow once. The caller's mark (not empty), unique to
+// the call, is written with each of them: a call that failed (a reply lost, the
+// server having written) is made again with the same mark, and reports
+// what the failed call wrote; a command go-redis re-sends reads its own
+// mark back.
 //
 // A step whose job record is gone with no end recorded for it (deleted by
 // hand, or lost with a Redis that came back with older data: a record is
@@ -939,21 +951,43 @@ type LostStep struct {
 // (MoveHandovers): a dependent still waiting for it hears a dead end, by
 // the workflow's rules (cancelled unless it allows the step to fail); one
 // that heard the step's end already is left as it is.
-func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool, outcome string, lost []LostStep, err error) {
+func (l *Ledger) SettleWorkflow(ctx context.Context, q, id, mark string) (started bool, outcome string, lost []LostStep, err error) {
 	info, err := l.Workflow(ctx, q, id)
 	if err != nil {
 		return false, "", nil, err
 	}
-	if info == nil || info.final != "" { // expired, or settled already (a change noted after)
+	if info == nil {
 		return false, "", nil, wrap("settle workflow "+id, l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err())
+	}
+	own := func(v string) bool { return v != "" && v == mark }
+	started = own(info.seen)
+	if info.final != "" { // settled already (a change noted after), or by this mark's failed call
+		if own(info.settled) {
+			outcome = info.final
+		}
+		if def, err := info.Def(); err == nil {
+			for _, s := range def.Steps {
+				if own(info.lostBy[s.Name]) {
+					lost = append(lost, LostStep{Name: s.Name, Queue: s.Queue, ID: s.ID})
+				}
+			}
+		}
+		return started, outcome, lost, wrap("settle workflow "+id, l.rdb.SRem(ctx, l.prefix(q)+"wf_open", id).Err())
 	}
 	wk := l.workflowKey(q, id)
 	// A record read with the mark was seen already: no HSETNX, which would
 	// write nothing, on each pass of a workflow that stays open.
-	if !info.seen {
-		if started, err = l.rdb.HSetNX(ctx, wk, "seen", "1").Result(); err != nil {
+	if info.seen == "" {
+		var seen *redis.StringCmd
+		_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSetNX(ctx, wk, "seen", mark)
+			seen = p.HGet(ctx, wk, "seen")
+			return nil
+		})
+		if err != nil {
 			return false, "", nil, wrap("settle workflow "+id, err)
 		}
+		started = own(seen.Val())
 	}
 	def, err := info.Def()
 	if err != nil {
@@ -972,6 +1006,9 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 	for i, s := range def.Steps {
 		st := found[i]
 		if st == "" {
+			if own(info.lostBy[s.Name]) {
+				lost = append(lost, LostStep{Name: s.Name, Queue: s.Queue, ID: s.ID}) // by this mark's failed call
+			}
 			if _, ended := info.Ends[s.Name]; !ended && !siblingID(s.ID) {
 				end, err := l.endOnItsWay(ctx, q, id, s)
 				if err != nil {
@@ -981,7 +1018,7 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 					states[i] = end
 					continue
 				}
-				marked, err := l.markLost(ctx, q, id, def, s)
+				marked, err := l.markLost(ctx, q, id, def, s, mark)
 				if err != nil {
 					return started, "", lost, err
 				}
@@ -1008,21 +1045,26 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id string) (started bool
 	if out == WorkflowRunning {
 		return started, "", lost, nil
 	}
-	// final: counted once, then kept for retention (PruneWorkflows)
-	var first *redis.BoolCmd
+	// final: counted once (by the mark settled holds), then kept for
+	// retention (PruneWorkflows)
+	var settled *redis.SliceCmd
 	_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		first = p.HSetNX(ctx, wk, "final", out)
+		p.HSetNX(ctx, wk, "final", out)
+		p.HSetNX(ctx, wk, "settled", mark)
 		p.ZAddNX(ctx, l.prefix(q)+"wf_done", redis.Z{Score: float64(time.Now().UnixMilli()), Member: id})
 		p.SRem(ctx, l.prefix(q)+"wf_open", id)
+		settled = p.HMGet(ctx, wk, "final", "settled")
 		return nil
 	})
 	if err != nil {
 		return started, "", lost, wrap("settle workflow "+id, err)
 	}
-	if !first.Val() {
-		out = ""
+	if v := settled.Val(); len(v) == 2 {
+		if by, _ := v[1].(string); own(by) {
+			outcome, _ = v[0].(string)
+		}
 	}
-	return started, out, lost, nil
+	return started, outcome, lost, nil
 }
 
 // endOnItsWay returns the end step s of workflow id (home queue q) handed
@@ -1055,11 +1097,11 @@ func (l *Ledger) endOnItsWay(ctx context.Context, q, id string, s StepDef) (Stat
 const wfEndID = "@wf:"
 
 // markLost ends step s of workflow id (home queue q, definition def) lost
-// (lostScript): true when this call did, false when the step had an end
-// recorded already (another leader, or its job ended and expired since
-// the read) or the workflow was settled or pruned meanwhile.
-func (l *Ledger) markLost(ctx context.Context, q, id string, def *WorkflowDef, s StepDef) (bool, error) {
-	args := []any{endField + s.Name, lostField + s.Name, LostReason, time.Now().UnixMilli()}
+// (lostScript) with mark: true when a call with mark did, false when the
+// step had an end recorded already (another leader, or its job ended and
+// expired since the read) or the workflow was settled or pruned meanwhile.
+func (l *Ledger) markLost(ctx context.Context, q, id string, def *WorkflowDef, s StepDef, mark string) (bool, error) {
+	args := []any{endField + s.Name, lostField + s.Name, LostReason, time.Now().UnixMilli(), lostByField + s.Name, mark}
 	for _, d := range def.Steps {
 		if slices.Contains(d.Deps, s.Name) {
 			args = append(args, d.Queue+"\n"+d.ID+"\n"+s.Name)
@@ -1073,17 +1115,21 @@ func (l *Ledger) markLost(ctx context.Context, q, id string, def *WorkflowDef, s
 }
 
 // lostScript records a lost step on its workflow's record, once: dead
-// (ARGV 1, end:<step>) with its reason (ARGV 2, 3), and a hand-over record
-// "lost <ms>" (ARGV 4) in the home queue for each of its dependents (ARGV
-// from 5: '<queue>\n<job id>\n<step>'), in one script, so a crash leaves
-// either both or neither. It fails before its first write when the
-// hand-over hash holds another type (ErrForeignKey).
-var lostScript = redis.NewScript(keyGuardLua + `
+// (ARGV 1, end:<step>) with its reason (ARGV 2, 3) and the caller's mark
+// (ARGV 5, 6), and a hand-over record "lost <ms>" (ARGV 4) in the home
+// queue for each of its dependents (ARGV from 7: '<queue>\n<job id>\n<step>'),
+// in one script, so a crash leaves either both or neither. A run finding
+// the step ended with its own mark (go-redis re-sent it) returns 1 again.
+// It fails before its first write when the hand-over hash holds another
+// type (ErrForeignKey).
+var lostScript = luafunc.NewPlain(keyGuardLua + `
 key_guard(KEYS[1], 'hash', KEYS[2], 'hash')
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'final') == 1 then return 0 end
-if redis.call('HSETNX', KEYS[1], ARGV[1], 'dead') == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
-for i = 5, #ARGV do redis.call('HSET', KEYS[2], ARGV[i], 'lost ' .. ARGV[4]) end
+if redis.call('HSETNX', KEYS[1], ARGV[1], 'dead') == 0 then
+  return redis.call('HGET', KEYS[1], ARGV[5]) == ARGV[6] and 1 or 0
+end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3], ARGV[5], ARGV[6])
+for i = 7, #ARGV do redis.call('HSET', KEYS[2], ARGV[i], 'lost ' .. ARGV[4]) end
 return 1`)
 
 // stepStates returns the state of each of jobs refs ("" for one gone), a
@@ -1139,9 +1185,10 @@ func (l *Ledger) ReopenWorkflow(ctx context.Context, q, id string) error {
 // reopenScript fails before its first write when the done index or the
 // open set holds another type (ErrForeignKey): clearing the outcome alone
 // would leave the workflow neither open nor done, for good.
-var reopenScript = redis.NewScript(keyGuardLua + `
+var reopenScript = luafunc.NewPlain(keyGuardLua + `
 key_guard(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'set', KEYS[4], 'set')
 if redis.call('HDEL', KEYS[1], 'final') == 0 then return 0 end
+redis.call('HDEL', KEYS[1], 'settled')
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('SADD', KEYS[4], ARGV[2])

@@ -2,6 +2,9 @@ package maintenance
 
 import (
 	"context"
+	"crypto/rand"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -32,8 +35,22 @@ type handover struct {
 	// noted changed (Ledger.ChangedWorkflows).
 	fullAt time.Time
 	// retry holds the changed workflows whose read failed, for the next
-	// pass.
-	retry map[ledger.WorkflowRef]bool
+	// pass, each with the mark of its failed SettleWorkflow call: the
+	// next call reports what that one wrote (a reply lost).
+	retry map[ledger.WorkflowRef]string
+	// marks are the SettleWorkflow calls' marks: a random base unique to
+	// the process, then a sequence number.
+	markBase string
+	marks    uint64
+}
+
+// mark returns a SettleWorkflow mark no other call has.
+func (h *handover) mark() string {
+	if h.markBase == "" {
+		h.markBase = rand.Text()
+	}
+	h.marks++
+	return h.markBase + "." + strconv.FormatUint(h.marks, 36)
 }
 
 // fullEvery is how often a pass reads every open workflow, not only those
@@ -47,8 +64,16 @@ func (h *handover) runOnce(ctx context.Context, _ lease.Token) error {
 		return err
 	}
 	qs, err := h.ledger.WorkflowQueues(ctx, all)
-	if err != nil || len(qs) == 0 {
+	if err != nil {
 		return err
+	}
+	for r := range h.retry { // settled by a failed call, it may have left every set
+		if !slices.Contains(qs, r.Home) {
+			qs = append(qs, r.Home)
+		}
+	}
+	if len(qs) == 0 {
+		return nil
 	}
 	h.abandonUncommitted(ctx, qs)
 	h.countWorkflows(ctx, qs)
@@ -84,19 +109,22 @@ func (h *handover) countWorkflows(ctx context.Context, qs []string) {
 		h.failed(ctx, "reading changed workflows failed", "error", err)
 	}
 	todo := make([]ledger.WorkflowRef, 0, len(changed)+len(h.retry))
-	seen := make(map[ledger.WorkflowRef]bool, len(changed)+len(h.retry))
-	add := func(r ledger.WorkflowRef) {
+	marks := make(map[ledger.WorkflowRef]string, len(changed)+len(h.retry))
+	add := func(r ledger.WorkflowRef, mark string) { // mark "": a new one
 		r.Created = 0
-		if !seen[r] {
-			seen[r] = true
+		if marks[r] == "" {
+			if mark == "" {
+				mark = h.mark()
+			}
+			marks[r] = mark
 			todo = append(todo, r)
 		}
 	}
-	for r := range h.retry {
-		add(r)
+	for r, mark := range h.retry {
+		add(r, mark)
 	}
 	for _, r := range changed {
-		add(r)
+		add(r, "")
 	}
 	if now := time.Now(); h.fullAt.IsZero() || now.Sub(h.fullAt) >= fullEvery || err != nil {
 		open, oerr := h.ledger.OpenWorkflows(ctx, qs)
@@ -107,27 +135,27 @@ func (h *handover) countWorkflows(ctx context.Context, qs []string) {
 		}
 		for i, q := range qs {
 			for _, id := range open[i] {
-				add(ledger.WorkflowRef{Home: q, ID: id})
+				add(ledger.WorkflowRef{Home: q, ID: id}, "")
 			}
 		}
 	}
 	h.retry = nil
 	for _, r := range todo {
-		started, outcome, lost, err := h.ledger.SettleWorkflow(ctx, r.Home, r.ID)
+		started, outcome, lost, err := h.ledger.SettleWorkflow(ctx, r.Home, r.ID, marks[r])
+		if err != nil { // the retry, with the same mark, reports what this call wrote
+			h.failed(ctx, "reading a workflow failed", "queue", r.Home, "workflow", r.ID, "error", err)
+			if h.retry == nil {
+				h.retry = map[ledger.WorkflowRef]string{}
+			}
+			if len(h.retry) < maxRetry {
+				h.retry[r] = marks[r]
+			}
+			continue
+		}
 		for _, s := range lost {
 			h.metrics.WorkflowStepsLost.WithLabelValues(ledger.Logical(r.Home)).Inc()
 			h.log.Error("ended a workflow step lost: its job record is missing", "queue", r.Home, "workflow", r.ID,
 				"step", s.Name, "step_queue", s.Queue, "job_id", s.ID, "reason", ledger.LostReason)
-		}
-		if err != nil {
-			h.failed(ctx, "reading a workflow failed", "queue", r.Home, "workflow", r.ID, "error", err)
-			if h.retry == nil {
-				h.retry = map[ledger.WorkflowRef]bool{}
-			}
-			if len(h.retry) < maxRetry {
-				h.retry[r] = true
-			}
-			continue
 		}
 		if started {
 			h.metrics.WorkflowsStarted.WithLabelValues(ledger.Logical(r.Home)).Inc()
