@@ -120,6 +120,15 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		case *state == "" && *job == "" && *op == "":
 			return fmt.Errorf("%w: give --state, or --job or --op (fencedq queues lists the queues)", errUsage)
 		}
+		if *state == "" { // --job or --op: one job
+			mode := "--job"
+			if *op != "" {
+				mode = "--op"
+			}
+			if err := ignoredIn(fs, mode, "limit"); err != nil {
+				return err
+			}
+		}
 		if *state != "" && !jobs.State(*state).Valid() {
 			return fmt.Errorf("%w: unknown state %q (want %s)", errUsage, *state, stateList())
 		}

@@ -48,7 +48,8 @@
 // taken exits 1 at once, naming the address.
 //
 // Exit codes: 0 success, 1 failure (including a missing job, or a job in a
-// state the action does not take), 2 bad usage.
+// state the action does not take), 2 bad usage (including a flag the mode
+// given does nothing with: schedules --removed --id, inspect --job --limit).
 package main
 
 import (
@@ -295,4 +296,18 @@ func (c *commonFlags) open(ctx context.Context, connect func(context.Context, st
 func (c *commonFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&c.redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL or host:port (comma-separated for a Redis Cluster; redis-sentinel://host:port[,host:port...]/master[/db] through Sentinels)")
 	fs.StringVar(&c.namespace, "namespace", "fq", "key namespace (must match the workers')")
+}
+
+// ignoredIn returns a usage error naming the first of the flags names given
+// on the command line, which mode (a flag, as typed) does nothing with; nil
+// when none was given. Only flags the environment cannot set are checked:
+// a FENCEDQ_ variable applies to every mode.
+func ignoredIn(fs *flag.FlagSet, mode string, names ...string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && slices.Contains(names, f.Name) && !slices.Contains(cli.EnvFlags(), f.Name) {
+			err = fmt.Errorf("%w: --%s does nothing with %s: leave it out", errUsage, f.Name, mode)
+		}
+	})
+	return err
 }

@@ -804,3 +804,26 @@ func TestJobAndOpExcludeEachOther(t *testing.T) {
 		t.Errorf("inspect --job: %d %q", code, out)
 	}
 }
+
+// TestFlagsAModeIgnoresAreUsageErrors: a flag given where the command's
+// mode does nothing with it exits 2 naming the conflict, before any
+// connection (--redis names a port nothing listens on).
+func TestFlagsAModeIgnoresAreUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"schedules", "--removed", "--id", "x"}, "--id does nothing with --removed"},
+		{[]string{"schedules", "--removed", "--ticks", "3"}, "--ticks does nothing with --removed"},
+		{[]string{"schedules", "--remove", "--id", "x", "--actor", "a", "--ticks", "3"}, "--ticks does nothing with --remove"},
+		{[]string{"inspect", "--job", "j", "--limit", "3"}, "--limit does nothing with --job"},
+		{[]string{"inspect", "--op", "o", "--limit", "3"}, "--limit does nothing with --op"},
+		{[]string{"workflow", "inspect", "--id", "w", "--limit", "3"}, "--limit does nothing with --id"},
+	}
+	for _, c := range cases {
+		code, _, errOut := runCLI(t, append(c.args, "--redis", "127.0.0.1:1")...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: code %d, stderr %q (want 2 and %q)", c.args, code, errOut, c.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/internal/cli"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -64,6 +65,16 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if *remove && *removed {
 			return fmt.Errorf("%w: give --remove or --removed, not both", errUsage)
 		}
+		if *remove {
+			if err := ignoredIn(fs, "--remove", "ticks"); err != nil {
+				return err
+			}
+		}
+		if *removed {
+			if err := ignoredIn(fs, "--removed", "id", "ticks"); err != nil {
+				return err
+			}
+		}
 		if *id != "" {
 			if err := jobs.ValidateScheduleID(*id); err != nil {
 				return fmt.Errorf("%w: --id: %v", errUsage, err)
@@ -83,7 +94,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				return operatorError("remove schedule", err)
 			}
 			if !found {
-				return inEmptyNamespace(ctx, client.Inspector(), fmt.Errorf("%w: schedule %s", jobs.ErrNotFound, *id))
+				return inEmptyNamespace(ctx, client.Inspector(), ledger.NotFound("schedule "+*id))
 			}
 			if *asJSON {
 				return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {

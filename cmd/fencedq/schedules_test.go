@@ -122,7 +122,7 @@ func TestSchedulesCommand(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || len(got[0].Ticks) != 1 || got[0].Ticks[0].JobID != second {
 		t.Fatalf("--id --ticks 1: %d %q", code, out)
 	}
-	if code, _, errOut := e.cli("schedules", "--id", "nope"); code != 1 || !strings.Contains(errOut, "not found") {
+	if code, _, errOut := e.cli("schedules", "--id", "nope"); code != 1 || !strings.Contains(errOut, "schedule nope not found") || strings.Contains(errOut, "job not found") {
 		t.Fatalf("unknown schedule: %d %q", code, errOut)
 	}
 	if code, out, errOut := e.cli("schedules", "--id", "sync", "--remove", "--actor", "ops"); code != 0 || !strings.Contains(out, "removed schedule sync") {
@@ -131,7 +131,7 @@ func TestSchedulesCommand(t *testing.T) {
 	if code, out, _ := e.cli("schedules", "--json"); code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || got[0].ID != "ops-report" {
 		t.Fatalf("after --remove: %d %q", code, out)
 	}
-	if code, _, errOut := e.cli("schedules", "--id", "sync", "--remove", "--actor", "ops"); code != 1 || !strings.Contains(errOut, "not found") {
+	if code, _, errOut := e.cli("schedules", "--id", "sync", "--remove", "--actor", "ops"); code != 1 || !strings.Contains(errOut, "schedule sync not found") || strings.Contains(errOut, "job not found") {
 		t.Fatalf("--remove twice: %d %q", code, errOut)
 	}
 	for _, bad := range [][]string{{"--id", "a:b"}, {"--ticks", "101"}, {"--ticks", "-1"}, {"--remove"}, {"--id", "sync", "--note", "retired"}} {

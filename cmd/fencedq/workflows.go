@@ -29,6 +29,11 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 		if *limit < 1 || *limit > 1000 {
 			return fmt.Errorf("%w: --limit must be 1-1000", errUsage)
 		}
+		if *id != "" {
+			if err := ignoredIn(fs, "--id", "limit"); err != nil {
+				return err
+			}
+		}
 		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err

@@ -168,7 +168,8 @@ func printHelp(w io.Writer, fs *flag.FlagSet, summary string, env bool) {
 }
 
 // applyEnv sets every allow-listed flag not given on the command line from
-// FENCEDQ_<FLAG>.
+// FENCEDQ_<FLAG>. A variable set but empty for a flag with a default is a
+// usage error naming the variable.
 func applyEnv(fs *flag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -179,6 +180,12 @@ func applyEnv(fs *flag.FlagSet) error {
 		}
 		key := EnvVar(f.Name)
 		if v, ok := os.LookupEnv(key); ok {
+			if strings.TrimSpace(v) == "" && f.DefValue != "" {
+				// Likely copied from a variable that is unset: the flag's
+				// own check would name the flag, not what emptied it.
+				errs = append(errs, fmt.Sprintf("%s is set but empty: unset it for --%s's default (%s), or give a value", key, f.Name, f.DefValue))
+				return
+			}
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Sprintf("%s=%q: %v", key, v, err))
 			}
@@ -629,7 +636,28 @@ func ParseRedisURL(addr string) (*redis.Options, error) {
 		}
 		return nil, fmt.Errorf("%w: --redis %q: %v (want host:port or redis://[user:password@]host:port/db)", ErrUsage, RedactURL(addr), err)
 	}
+	if err := checkHostPort(withScheme(addr)); err != nil {
+		return nil, fmt.Errorf("%w: --redis %q: %v (want host:port or redis://[user:password@]host:port/db)", ErrUsage, RedactURL(addr), err)
+	}
 	return opt, nil
+}
+
+// checkHostPort checks the host:port of a URL the Redis client accepted:
+// it would read "h:1:2" as host "h:1", port 2, and take any port number.
+func checkHostPort(u string) error {
+	p, err := url.Parse(u)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(p.Host, "[") && strings.Count(p.Host, ":") > 1 {
+		return fmt.Errorf("host:port %q has more than one colon (an IPv6 address goes in brackets: [::1]:6379)", p.Host)
+	}
+	if port := p.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q is outside 1-65535", port)
+		}
+	}
+	return nil
 }
 
 // credentialsParse reports whether a URL holding an '@' parses with its

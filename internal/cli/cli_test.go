@@ -426,3 +426,48 @@ func TestOneClusterNodeMakesAClusterClient(t *testing.T) {
 		}
 	}
 }
+
+// TestMalformedHostPortIsAUsageError: an address whose host:port does not
+// parse (too many colons, a port out of range) is a usage error naming it,
+// not a lookup of a host made of its pieces; a bracketed IPv6 address is
+// read as one.
+func TestMalformedHostPortIsAUsageError(t *testing.T) {
+	for _, bad := range []string{"redis://h:1:2", "h:1:2", "redis://:secret@h:1:2/0", "redis://h:70000", "redis://h:0", "h:1:2,h:3"} {
+		_, err := ConnectRedis(context.Background(), bad)
+		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "--redis") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("ConnectRedis(%q): %v (want a usage error naming --redis)", bad, err)
+		}
+	}
+	if opt, err := ParseRedisURL("redis://[::1]:6380/0"); err != nil || opt.Addr != "[::1]:6380" {
+		t.Errorf("an IPv6 address: %+v, %v", opt, err)
+	}
+}
+
+// TestEmptyVariableNamesItself: a FENCEDQ_<FLAG> variable set but empty
+// for a flag with a default (FENCEDQ_REDIS=, say, from an unset variable
+// it was copied from) is a usage error naming the variable, not the flag
+// it emptied; an empty one for a flag whose default is empty is taken.
+func TestEmptyVariableNamesItself(t *testing.T) {
+	for _, v := range []string{"FENCEDQ_REDIS", "FENCEDQ_NAMESPACE", "FENCEDQ_LOG_LEVEL"} {
+		t.Run(v, func(t *testing.T) {
+			t.Setenv(v, "")
+			fs, _ := actionFlags("tool act")
+			var stdout, stderr bytes.Buffer
+			ran := false
+			code := Run(context.Background(), fs, "Acts", func(context.Context, io.Writer) error { ran = true; return nil }, nil, &stdout, &stderr)
+			if code != 2 || ran || !strings.Contains(stderr.String(), v+" is set but empty") {
+				t.Errorf("code %d, ran %v, stderr %q (want 2 naming %s)", code, ran, stderr.String(), v)
+			}
+		})
+	}
+	t.Setenv("FENCEDQ_ACTOR", "")
+	fs, got := actionFlags("tool act")
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), fs, "Acts", func(_ context.Context, out io.Writer) error {
+		_, err := io.WriteString(out, got())
+		return err
+	}, nil, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "actor= ") {
+		t.Errorf("FENCEDQ_ACTOR empty: code %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}

@@ -12,6 +12,15 @@ import (
 )
 
 // Sentinel errors of the engine; package jobs exports the same values.
+// NotFound returns an error matching ErrNotFound for what is not a job (a
+// schedule, a workflow): its text names it ("jobs: schedule x not found").
+func NotFound(what string) error { return notFoundError(what) }
+
+type notFoundError string
+
+func (e notFoundError) Error() string { return "jobs: " + string(e) + " not found" }
+func (e notFoundError) Unwrap() error { return ErrNotFound }
+
 var (
 	// ErrInvalid means an argument (a job, an option, a name, an operator
 	// action, a read's parameters, a configuration) was refused before

@@ -47,7 +47,7 @@ func standalone(key, rid, src string) *luafunc.Script {
 		name := "fencedq_test_" + key
 		return name, library(name, sharedLua, []libScript{{fn: name + "_" + key, rid: rid, src: src}})
 	})
-	return luafunc.NewScript(lib, key, link(strings.Replace(sharedLua, "local EPOCH_RID = nil\n", "local EPOCH_RID = "+rid+"\n", 1), src))
+	return luafunc.NewScript(lib, key, linkUnits(sharedUnits(rid), src))
 }
 
 // ScriptFunction returns the function name by which the named script

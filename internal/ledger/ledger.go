@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -328,9 +329,23 @@ func mintingScript(key, src string, ridArg int) *luafunc.Script {
 
 func register(key, rid, src string) *luafunc.Script {
 	libScripts = append(libScripts, libScript{fn: key, rid: rid, src: src})
-	plain := link(strings.Replace(sharedLua, "local EPOCH_RID = nil\n", "local EPOCH_RID = "+rid+"\n", 1), src)
-	return luafunc.NewScript(ledgerLib, key, plain)
+	return luafunc.NewScript(ledgerLib, key, linkUnits(sharedUnits(rid), src))
 }
+
+// sharedUnits returns the units of sharedLua with EPOCH_RID set to rid:
+// sharedLua is cut once, and only EPOCH_RID's unit differs between scripts.
+func sharedUnits(rid string) []luaUnit {
+	units := slices.Clone(sharedCut)
+	for i, u := range units {
+		if len(u.names) == 1 && u.names[0] == "EPOCH_RID" {
+			units[i] = newUnit(strings.Replace(u.text, "local EPOCH_RID = nil\n", "local EPOCH_RID = "+rid+"\n", 1))
+		}
+	}
+	return units
+}
+
+// sharedCut is sharedLua cut into its units.
+var sharedCut = splitUnits(sharedLua)
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

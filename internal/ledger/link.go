@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -19,67 +18,177 @@ import (
 type luaUnit struct {
 	names []string // the locals it defines
 	text  string
+	ids   map[string]bool // the identifiers its code names
 }
 
-var (
-	localFunc  = regexp.MustCompile(`^local\s+function\s+([A-Za-z_][A-Za-z0-9_]*)`)
-	localNames = regexp.MustCompile(`^local\s+([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
-)
+// The text work below is plain string scanning, not regular expressions:
+// it runs on the first call of a process (the library) and at start (each
+// script's plain form), where regular expressions over the scripts'
+// sources took a noticeable part of a second, several under the race
+// detector.
 
 // splitUnits cuts lib into its top-level definitions. Text before the
 // first (a file's header comment) is dropped.
 func splitUnits(lib string) []luaUnit {
 	var units []luaUnit
-	var cur *luaUnit
-	var b strings.Builder
-	flush := func() {
-		if cur != nil {
-			cur.text = b.String()
-			units = append(units, *cur)
-		}
-		b.Reset()
-	}
-	for _, line := range strings.SplitAfter(lib, "\n") {
-		if strings.HasPrefix(line, "local ") {
-			flush()
-			cur = &luaUnit{}
-			if m := localFunc.FindStringSubmatch(line); m != nil {
-				cur.names = []string{m[1]}
-			} else if m := localNames.FindStringSubmatch(line); m != nil {
-				for _, n := range strings.Split(m[1], ",") {
-					cur.names = append(cur.names, strings.TrimSpace(n))
-				}
-			}
-		}
-		if cur != nil {
-			b.WriteString(line)
+	start := -1 // the offset of the current unit
+	flush := func(end int) {
+		if start >= 0 {
+			units = append(units, newUnit(lib[start:end]))
 		}
 	}
-	flush()
+	for off := 0; off < len(lib); {
+		n := strings.IndexByte(lib[off:], '\n') + 1
+		if n == 0 {
+			n = len(lib) - off
+		}
+		if strings.HasPrefix(lib[off:], "local ") {
+			flush(off)
+			start = off
+		}
+		off += n
+	}
+	flush(len(lib))
 	return units
 }
+
+// newUnit returns the unit of text, a top-level definition.
+func newUnit(text string) luaUnit {
+	line, _, _ := strings.Cut(text, "\n")
+	names, _ := localNames(line)
+	return luaUnit{names: names, text: text, ids: identifiers(text)}
+}
+
+// luaSpace is what Lua source separates tokens with.
+const luaSpace = " \t\n\f\r"
+
+// localNames returns the names a definition starting "local " defines,
+// and whether it is a local function: "local function f" defines f, "local
+// a, b = ..." a and b.
+func localNames(text string) (names []string, fn bool) {
+	rest := strings.TrimLeft(strings.TrimPrefix(text, "local"), luaSpace)
+	name, after := luaIdent(rest)
+	if name == "" || len(rest) == len(text)-len("local") {
+		return nil, false
+	}
+	if name == "function" {
+		if r := strings.TrimLeft(after, luaSpace); len(r) < len(after) {
+			if f, _ := luaIdent(r); f != "" {
+				return []string{f}, true
+			}
+		}
+	}
+	names = []string{name}
+	for {
+		r := strings.TrimLeft(after, luaSpace)
+		if !strings.HasPrefix(r, ",") {
+			return names, false
+		}
+		n, a := luaIdent(strings.TrimLeft(r[1:], luaSpace))
+		if n == "" {
+			return names, false
+		}
+		names, after = append(names, n), a
+	}
+}
+
+// luaIdent splits s after the identifier it starts with ("" if none).
+func luaIdent(s string) (ident, rest string) {
+	i := 0
+	for i < len(s) && (isIdentStart(s[i]) || i > 0 && '0' <= s[i] && s[i] <= '9') {
+		i++
+	}
+	return s[:i], s[i:]
+}
+
+func isIdentStart(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' }
 
 // identifiers returns the set of Lua identifiers text's code mentions
 // (comments and quoted strings left out; a field name that matches a
 // definition only includes a definition too many).
 func identifiers(text string) map[string]bool {
-	code := luaQuoted.ReplaceAllString(luaComment.ReplaceAllString(text, ""), "''")
+	code := replaceQuoted(stripComments(text), " ")
 	out := map[string]bool{}
-	for _, w := range luaWord.FindAllString(code, -1) {
+	for i := 0; i < len(code); {
+		if !isIdentStart(code[i]) {
+			i++
+			continue
+		}
+		w, _ := luaIdent(code[i:])
 		out[w] = true
+		i += len(w)
 	}
 	return out
 }
 
-var (
-	luaWord    = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
-	luaComment = regexp.MustCompile(`(?m)--.*$`)
-	luaQuoted  = regexp.MustCompile(`'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"`)
-)
+// stripComments drops each line's text from its first "--".
+func stripComments(text string) string {
+	if !strings.Contains(text, "--") {
+		return text
+	}
+	var b strings.Builder
+	b.Grow(len(text))
+	for len(text) > 0 {
+		line, rest, nl := strings.Cut(text, "\n")
+		if i := strings.Index(line, "--"); i >= 0 {
+			line = line[:i]
+		}
+		b.WriteString(line)
+		if nl {
+			b.WriteByte('\n')
+		}
+		text = rest
+	}
+	return b.String()
+}
+
+// replaceQuoted replaces each string quoted on one line ('...' or "...",
+// with backslash escapes) by repl.
+func replaceQuoted(text, repl string) string {
+	i := strings.IndexAny(text, `'"`)
+	if i < 0 {
+		return text
+	}
+	var b strings.Builder
+	b.Grow(len(text))
+	for i >= 0 {
+		b.WriteString(text[:i])
+		if n := quotedLen(text[i:]); n > 0 {
+			b.WriteString(repl)
+			text = text[i+n:]
+		} else {
+			b.WriteByte(text[i])
+			text = text[i+1:]
+		}
+		i = strings.IndexAny(text, `'"`)
+	}
+	b.WriteString(text)
+	return b.String()
+}
+
+// quotedLen returns the length of the quoted string s starts with, closed
+// on its line, or 0.
+func quotedLen(s string) int {
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case s[0]:
+			return i + 1
+		case '\n':
+			return 0
+		case '\\':
+			if i++; i < len(s) && s[i] == '\n' {
+				return 0
+			}
+		}
+	}
+	return 0
+}
 
 // link returns the definitions of lib that src needs, then src.
-func link(lib, src string) string {
-	units := splitUnits(lib)
+func link(lib, src string) string { return linkUnits(splitUnits(lib), src) }
+
+// linkUnits returns the units src needs, then src.
+func linkUnits(units []luaUnit, src string) string {
 	need := needed(units, src)
 	var b strings.Builder
 	for i, u := range units {
@@ -100,18 +209,18 @@ func needed(units []luaUnit, src string) []bool {
 		}
 	}
 	need := make([]bool, len(units))
-	var visit func(text string, self int)
-	visit = func(text string, self int) {
-		for w := range identifiers(text) {
+	var visit func(ids map[string]bool, self int)
+	visit = func(ids map[string]bool, self int) {
+		for w := range ids {
 			i, ok := definedBy[w]
 			if !ok || i == self || need[i] {
 				continue
 			}
 			need[i] = true
-			visit(units[i].text, i)
+			visit(units[i].ids, i)
 		}
 	}
-	visit(src, -1)
+	visit(identifiers(src), -1)
 	return need
 }
 
@@ -148,7 +257,7 @@ func library(name, lib string, scripts []libScript) string {
 		for _, n := range u.names {
 			libNames[n] = true
 		}
-		if localFunc.MatchString(u.text) || isConstant(u.text) {
+		if _, fn := localNames(u.text); fn || isConstant(u.text) {
 			b.WriteString(u.text)
 			continue
 		}
@@ -220,13 +329,11 @@ func beginChunks(sets []string, libNames map[string]bool) [][]string {
 // isConstant reports whether a unit defines numbers and strings only
 // (literals and arithmetic on them), which a library defines once.
 func isConstant(text string) bool {
-	code := strings.TrimSpace(luaComment.ReplaceAllString(text, ""))
+	code := strings.TrimSpace(stripComments(text))
 	_, rhs, ok := strings.Cut(code, "=")
 	if !ok {
 		return false
 	}
-	rhs = luaQuoted.ReplaceAllString(rhs, "0")
-	return strings.TrimSpace(rhs) != "" && luaLiteral.MatchString(rhs)
+	rhs = replaceQuoted(rhs, "0")
+	return strings.TrimSpace(rhs) != "" && strings.Trim(rhs, luaSpace+"0123456789.*+-,") == ""
 }
-
-var luaLiteral = regexp.MustCompile(`^[\s0-9.*+\-,]+$`)

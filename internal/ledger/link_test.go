@@ -110,3 +110,15 @@ func TestLibraryFunctionNeedingManyLocals(t *testing.T) {
 		t.Fatalf("lib2_f: %q, %v; want %q", got, err, want)
 	}
 }
+
+// BenchmarkAssembleScripts reports what a process pays once for the
+// ledger's Lua: the function library (on its first ledger call) and every
+// script's plain form (at start).
+func BenchmarkAssembleScripts(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		library("fencedq_bench", sharedLua, libScripts)
+		for _, s := range libScripts {
+			linkUnits(sharedUnits(s.rid), s.src)
+		}
+	}
+}

@@ -208,7 +208,7 @@ func (l *Ledger) scheduleWrite(ctx context.Context, what, id string, args ...any
 	case -1:
 		return time.Time{}, fmt.Errorf("%w: %s %s: a newer scheduler leader (token %s) was seen", ErrStale, what, id, r.str(1))
 	case -2:
-		return time.Time{}, fmt.Errorf("%w: schedule %s", ErrNotFound, id)
+		return time.Time{}, NotFound("schedule " + id)
 	case -3:
 		return time.Time{}, fmt.Errorf("%w: schedule %s: a more recently started pool's definition is recorded", ErrScheduleConflict, id)
 	case -4:
@@ -338,7 +338,7 @@ func (l *Ledger) Schedule(ctx context.Context, id string) (*Schedule, error) {
 		return nil, wrap("schedule "+id, err)
 	}
 	if len(h) == 0 {
-		return nil, fmt.Errorf("%w: schedule %s", ErrNotFound, id)
+		return nil, NotFound("schedule " + id)
 	}
 	return scheduleFrom(id, h), nil
 }

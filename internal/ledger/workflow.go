@@ -739,7 +739,7 @@ func (l *Ledger) StepOf(ctx context.Context, q, id, step string) (StepRef, error
 	def, err := l.defs.get(home+"\x00"+wf, func() (*WorkflowDef, error) {
 		raw, err := l.rdb.HGet(ctx, l.workflowKey(home, wf), "def").Result()
 		if errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("%w: workflow %s", ErrNotFound, wf)
+			return nil, NotFound("workflow " + wf)
 		}
 		if err != nil {
 			return nil, wrap("read workflow "+wf, err)
@@ -854,7 +854,7 @@ func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string)
 	case err != nil:
 		return wrap("cancel workflow "+id, err)
 	case v == "missing":
-		return fmt.Errorf("%w: workflow %s", ErrNotFound, id)
+		return NotFound("workflow " + id)
 	case v != "ok":
 		return fmt.Errorf("%w: workflow %s %s", ErrWrongState, id, v)
 	}
