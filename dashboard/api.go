@@ -87,6 +87,35 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// partial marks a view showing part of what it reads: on Redis Cluster
+// with a master down, the queue names (partitions) it could not read.
+type partial struct {
+	Partial     bool     `json:"partial,omitempty"`
+	Unreachable []string `json:"unreachable,omitempty"`
+}
+
+// degrade takes a read's error for a view that shows what it can: nil or a
+// *jobs.PartialError (recorded in p, logged) lets the view go on; any other
+// error fails the request, and degrade returns false.
+func (h *Handler) degrade(w http.ResponseWriter, r *http.Request, p *partial, err error) bool {
+	var pe *jobs.PartialError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &pe):
+		h.log.WarnContext(r.Context(), "dashboard: view shown without unreachable queue names", "path", r.URL.Path, "error", err)
+		p.Partial = true
+		for _, n := range pe.Unreachable {
+			if !slices.Contains(p.Unreachable, n) {
+				p.Unreachable = append(p.Unreachable, n)
+			}
+		}
+		return true
+	}
+	h.fail(w, r, err)
+	return false
+}
+
 func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), h.opts.Timeout)
 }
@@ -202,8 +231,7 @@ type overview struct {
 	// names, "time" when the namespace's time was taken from this process's
 	// clock, "maintenance" when the leader's state is unknown); the error
 	// is in the server log.
-	Partial     bool     `json:"partial,omitempty"`
-	Unreachable []string `json:"unreachable,omitempty"`
+	partial
 }
 
 func (h *Handler) leader(ctx context.Context, now time.Time) (leaderView, error) {
@@ -432,6 +460,7 @@ func (h *Handler) apiJob(w http.ResponseWriter, r *http.Request) {
 
 type eventList struct {
 	Events []eventView `json:"events"`
+	partial
 }
 
 // apiEvents merges the queues' event feeds (fenced rejections,
@@ -462,11 +491,11 @@ func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 	if typ != "" {
 		read = maxEvents // filter from the whole feed
 	}
+	out := eventList{Events: []eventView{}}
 	var byQueue map[string][]jobs.Event
 	if queue != "" {
 		evs, err := h.insp.Events(ctx, queue, read)
-		if err != nil {
-			h.fail(w, r, err)
+		if !h.degrade(w, r, &out.partial, err) {
 			return
 		}
 		byQueue = map[string][]jobs.Event{queue: evs}
@@ -477,7 +506,6 @@ func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out := eventList{Events: []eventView{}}
 	for _, name := range slices.Sorted(maps.Keys(byQueue)) { // equal times in queue order
 		for _, e := range byQueue[name] {
 			if typ != "" && !slices.Contains(want, e.Type) {
@@ -503,6 +531,7 @@ type stuckList struct {
 	// Clock says how far this dashboard's and the pools' clocks are from
 	// Redis's, which the page's deadlines are on.
 	Clock clockView `json:"clock"`
+	partial
 }
 
 // apiStuck lists running jobs whose lease deadline is past or within the
@@ -547,8 +576,7 @@ func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
 	} else {
 		recs, err = h.insp.AllDueRunning(ctx, now.Add(margin), limit)
 	}
-	if err != nil {
-		h.fail(w, r, err)
+	if !h.degrade(w, r, &out.partial, err) {
 		return
 	}
 	for _, rec := range recs {

@@ -178,3 +178,48 @@ func TestBrowserOverviewWithAMasterDown(t *testing.T) {
 	}
 	waitJS(t, tb, "queue "+d.plain+" counted", `document.querySelector('td[data-queue='+CSS.escape(`+jsString(d.plain)+`)+'][data-state=pending]').textContent === '3' && !document.querySelector('#main .error')`)
 }
+
+// TestPartitionedViewsWithAMasterDown: with the master holding some of
+// queue orders' partitions killed, the views of orders over its partitions
+// (its events, stuck jobs and history) answer 200 with what the others
+// hold, flagged partial and naming the lost partitions, instead of a 503.
+func TestPartitionedViewsWithAMasterDown(t *testing.T) {
+	d := startDegradedCluster(t)
+	h, err := dashboard.New(d.client.Inspector(), nil, dashboard.Options{Logger: slog.New(slog.DiscardHandler)})
+	must(t, err)
+	d.victim.Kill()
+	for _, path := range []string{"/api/events?queue=", "/api/stuck?queue=", "/api/series?window=1h&queue="} {
+		var v struct {
+			Partial     bool     `json:"partial"`
+			Unreachable []string `json:"unreachable"`
+		}
+		getJSON(t, h, path+d.orders, &v)
+		if !v.Partial || len(v.Unreachable) != len(d.lost) {
+			t.Fatalf("%s: %+v, want partial naming the %d partitions lost", path, v, len(d.lost))
+		}
+		for _, n := range v.Unreachable {
+			if !d.lost[n] {
+				t.Fatalf("%s: %+v names %s, which answers", path, v, n)
+			}
+		}
+	}
+}
+
+// TestBrowserHistoryWithAMasterDown: with a Cluster master killed, the
+// history page of a queue partitioned over it draws its charts under the
+// banner every page shows for a partial answer, naming the lost partitions.
+func TestBrowserHistoryWithAMasterDown(t *testing.T) {
+	exe := browser.NeedChromium(t)
+	d := startDegradedCluster(t)
+	h, err := dashboard.New(d.client.Inspector(), nil, dashboard.Options{Logger: slog.New(slog.DiscardHandler)})
+	must(t, err)
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	d.victim.Kill()
+	tb, _ := openBrowser(t, exe)
+	must(t, tb.page.Navigate(tb.ctx, hs.URL+"/#/history?queue="+d.orders))
+	waitJS(t, tb, "the history with the partial banner", `document.getElementById('main').dataset.view === 'history' && !!document.querySelector('#partial') && !document.querySelector('#main .error')`)
+	for name := range d.lost {
+		waitJS(t, tb, "partition "+name+" named", `document.getElementById('partial').textContent.includes(`+jsString(name)+`)`)
+	}
+}

@@ -94,6 +94,7 @@ type seriesView struct {
 	Points      []seriesPoint `json:"points"`
 	// Now are the jobs per state at ServerTime (every queue asked for).
 	Now map[jobs.State]int64 `json:"now"`
+	partial
 }
 
 // windows are the chart windows and their steps.
@@ -163,21 +164,25 @@ func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
-	} else {
+	}
+	out := seriesView{Queue: queue, Window: name, StepSeconds: int64(win.step / time.Second), ServerTime: now,
+		Points: []seriesPoint{}, Now: map[jobs.State]int64{}}
+	if queue != "" {
 		one := jobs.QueueHistory{Queue: queue}
-		if one.Minutes, err = h.insp.Minutes(ctx, queue, since, now); err == nil {
-			if one.Series, err = h.insp.Series(ctx, queue, since); err == nil {
-				one.Counts, err = h.insp.Counts(ctx, queue)
-			}
+		one.Minutes, err = h.insp.Minutes(ctx, queue, since, now)
+		if !h.degrade(w, r, &out.partial, err) {
+			return
 		}
-		if err != nil {
-			h.fail(w, r, err)
+		one.Series, err = h.insp.Series(ctx, queue, since)
+		if !h.degrade(w, r, &out.partial, err) {
+			return
+		}
+		one.Counts, err = h.insp.Counts(ctx, queue)
+		if !h.degrade(w, r, &out.partial, err) {
 			return
 		}
 		hs = append(hs, one)
 	}
-	out := seriesView{Queue: queue, Window: name, StepSeconds: int64(win.step / time.Second), ServerTime: now,
-		Points: []seriesPoint{}, Now: map[jobs.State]int64{}}
 	steps := map[int64]*seriesPoint{}
 	point := func(t time.Time) *seriesPoint {
 		key := t.Truncate(win.step).UnixMilli()

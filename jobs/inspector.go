@@ -71,23 +71,26 @@ func (in *Inspector) Queues(ctx context.Context) ([]string, error) {
 }
 
 // Counts returns queue q's number of jobs in each state (summed over its
-// partitions; a partition's name reads that partition alone).
+// partitions; a partition's name reads that partition alone). When some
+// partitions could not be read, it returns the others' sums with a
+// *PartialError naming them.
 func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	out := map[State]int64{}
-	for _, n := range names {
+	err = eachName(ctx, names, func(n string) error {
 		c, err := in.l.Counts(ctx, n)
-		if err != nil {
-			return nil, err
-		}
 		for s, v := range c {
 			out[s] += v
 		}
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrPartial) {
+		return nil, err
 	}
-	return out, nil
+	return out, err
 }
 
 // Stats returns queue q's cumulative counters (enqueued, attempted,
@@ -207,19 +210,21 @@ func (in *Inspector) History(ctx context.Context, q, id string) ([]Entry, error)
 }
 
 // Events returns queue q's latest n events, newest first (merged over its
-// partitions); none when n is not positive.
+// partitions); none when n is not positive. When some partitions could not
+// be read, it returns the others' with a *PartialError naming them.
 func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, error) {
 	names, err := in.names(ctx, q)
 	if err != nil || n <= 0 {
 		return nil, err
 	}
 	var out []Event
-	for _, name := range names {
+	err = eachName(ctx, names, func(name string) error {
 		ev, err := in.l.Events(ctx, name, n)
-		if err != nil {
-			return nil, err
-		}
 		out = append(out, ev...)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrPartial) {
+		return nil, err
 	}
 	if len(names) > 1 {
 		sort.SliceStable(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
@@ -227,7 +232,7 @@ func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, erro
 			out = out[:n]
 		}
 	}
-	return out, nil
+	return out, err
 }
 
 // AllEvents returns every queue's latest events, newest first, by queue
@@ -268,28 +273,31 @@ func (in *Inspector) AllEvents(ctx context.Context, perQueue, budget int) (map[s
 
 // DueRunning returns up to limit jobs of queue q running with a lease
 // deadline at or before t (by Redis's clock: see ServerTime): stuck or
-// about to expire. A limit of 0 or below returns none.
+// about to expire. A limit of 0 or below returns none. When some
+// partitions could not be read, it returns the others' with a
+// *PartialError naming them.
 func (in *Inspector) DueRunning(ctx context.Context, q string, t time.Time, limit int) ([]*Record, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	var out []*Record
-	for _, n := range names {
+	err = eachName(ctx, names, func(n string) error {
 		if len(out) >= limit {
-			break
+			return nil
 		}
 		ids, err := in.l.DueIDs(ctx, n, Running, t, limit-len(out))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		recs, err := in.l.GetMany(ctx, n, Running, ids)
-		if err != nil {
-			return nil, err
-		}
 		out = append(out, recs...)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrPartial) {
+		return nil, err
 	}
-	return out, nil
+	return out, err
 }
 
 // MaxListWindow bounds ListParams: Offset+Limit and Select are at most
@@ -518,6 +526,8 @@ func (in *Inspector) ScheduleTicks(ctx context.Context, id string, n int) ([]Tic
 }
 
 // Series returns queue q's per-minute snapshots since t, oldest first.
+// When some partitions could not be read, it returns the others' sums
+// with a *PartialError naming them.
 func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]SeriesBucket, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
@@ -526,13 +536,16 @@ func (in *Inspector) Series(ctx context.Context, q string, since time.Time) ([]S
 	if len(names) == 1 {
 		return in.l.Series(ctx, names[0], since)
 	}
-	lists := make([][]SeriesBucket, len(names))
-	for i, n := range names {
-		if lists[i], err = in.l.Series(ctx, n, since); err != nil {
-			return nil, err
-		}
+	lists := make([][]SeriesBucket, 0, len(names))
+	err = eachName(ctx, names, func(n string) error {
+		bs, err := in.l.Series(ctx, n, since)
+		lists = append(lists, bs)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrPartial) {
+		return nil, err
 	}
-	return mergeSeries(lists), nil
+	return mergeSeries(lists), err
 }
 
 // mergeSeries sums partitions' buckets minute by minute, oldest first.
@@ -569,7 +582,8 @@ func mergeSeries(lists [][]SeriesBucket) []SeriesBucket {
 // that counted nothing; minutes are kept for MinuteKeep. The scripts keep
 // them as they count, so every job counts whether or not a maintenance
 // leader was alive (Series holds the leader's snapshots of the state
-// counts). A partitioned queue's are its partitions' summed.
+// counts). A partitioned queue's are its partitions' summed (those read,
+// with a *PartialError naming the others).
 func (in *Inspector) Minutes(ctx context.Context, q string, from, to time.Time) ([]MinuteCounts, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
@@ -578,13 +592,16 @@ func (in *Inspector) Minutes(ctx context.Context, q string, from, to time.Time) 
 	if len(names) == 1 {
 		return in.l.Minutes(ctx, names[0], from, to)
 	}
-	lists := make([][]MinuteCounts, len(names))
-	for i, n := range names {
-		if lists[i], err = in.l.Minutes(ctx, n, from, to); err != nil {
-			return nil, err
-		}
+	lists := make([][]MinuteCounts, 0, len(names))
+	err = eachName(ctx, names, func(n string) error {
+		ms, err := in.l.Minutes(ctx, n, from, to)
+		lists = append(lists, ms)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrPartial) {
+		return nil, err
 	}
-	return mergeMinutes(lists), nil
+	return mergeMinutes(lists), err
 }
 
 // mergeMinutes sums partitions' minutes minute by minute, oldest first.

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -16,6 +19,73 @@ import (
 // `partitions` and `queues` still print every partition, the lost ones'
 // counts as ?, and exit 1 naming them, instead of failing whole.
 func TestPartitionsWithAMasterDown(t *testing.T) {
+	d := startDegraded(t)
+	lay, victim := d.lay, d.victim
+	victim.Kill()
+	conn := d.conn()
+	for _, args := range [][]string{{"partitions", "--queue", "orders"}, {"queues"}} {
+		code, out, errOut := runCLI(t, append(args, conn...)...)
+		if code != 1 || !strings.Contains(errOut, "could not be read") {
+			t.Fatalf("%s: exit %d %q %q, want 1 naming what could not be read", args[0], code, out, errOut)
+		}
+		for _, p := range lay.Partitions {
+			row := ""
+			for _, l := range strings.Split(out, "\n") {
+				if f := strings.Fields(l); len(f) > 1 && f[1] == p.Name {
+					row = l
+				}
+			}
+			lost := p.Master == victim.Addr
+			if row == "" || strings.Contains(row, "?") != lost || lost != strings.Contains(errOut, p.Name) {
+				t.Fatalf("%s: partition %s (lost %v): row %q in %q, error %q", args[0], p.Name, lost, row, out, errOut)
+			}
+		}
+	}
+}
+
+// slicesHasMaster reports whether a partition of lay is on master addr.
+func slicesHasMaster(lay *jobs.QueueLayout, addr string) bool {
+	for _, p := range lay.Partitions {
+		if p.Master == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// degraded is a three-master cluster (a master down leaving the others
+// serving their slots) with queue orders in six partitions holding 12
+// jobs, some partitions on master victim, and the namespace's keys and
+// orders' own on another.
+type degraded struct {
+	cl     *redistest.Cluster
+	ns     string
+	client *jobs.Client
+	lay    *jobs.QueueLayout
+	victim *redistest.Server
+}
+
+// conn is the CLI's connection flags for d.
+func (d *degraded) conn() []string {
+	urls := make([]string, len(d.cl.Addrs()))
+	for i, a := range d.cl.Addrs() {
+		urls[i] = "redis://" + a
+	}
+	return []string{"--redis", strings.Join(urls, ","), "--namespace", d.ns}
+}
+
+// lost reports whether partition name is on the victim.
+func (d *degraded) lost(name string) bool {
+	for _, p := range d.lay.Partitions {
+		if p.Name == name {
+			return p.Master == d.victim.Addr
+		}
+	}
+	return false
+}
+
+func startDegraded(t *testing.T) *degraded {
+	t.Helper()
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
 	for _, n := range cl.Nodes {
@@ -65,38 +135,53 @@ func TestPartitionsWithAMasterDown(t *testing.T) {
 	if victim == nil {
 		t.Fatal("every partition is on orders' own master")
 	}
-	victim.Kill()
-	urls := make([]string, len(cl.Addrs()))
-	for i, a := range cl.Addrs() {
-		urls[i] = "redis://" + a
-	}
-	conn := []string{"--redis", strings.Join(urls, ","), "--namespace", ns}
-	for _, args := range [][]string{{"partitions", "--queue", "orders"}, {"queues"}} {
-		code, out, errOut := runCLI(t, append(args, conn...)...)
-		if code != 1 || !strings.Contains(errOut, "could not be read") {
-			t.Fatalf("%s: exit %d %q %q, want 1 naming what could not be read", args[0], code, out, errOut)
-		}
-		for _, p := range lay.Partitions {
-			row := ""
-			for _, l := range strings.Split(out, "\n") {
-				if f := strings.Fields(l); len(f) > 1 && f[1] == p.Name {
-					row = l
-				}
-			}
-			lost := p.Master == victim.Addr
-			if row == "" || strings.Contains(row, "?") != lost || lost != strings.Contains(errOut, p.Name) {
-				t.Fatalf("%s: partition %s (lost %v): row %q in %q, error %q", args[0], p.Name, lost, row, out, errOut)
-			}
-		}
-	}
+	return &degraded{cl: cl, ns: ns, client: c, lay: lay, victim: victim}
 }
 
-// slicesHasMaster reports whether a partition of lay is on master addr.
-func slicesHasMaster(lay *jobs.QueueLayout, addr string) bool {
-	for _, p := range lay.Partitions {
-		if p.Master == addr {
-			return true
+// TestLedgerScrapeWithAMasterDown: with the master holding some of
+// queue orders' partitions killed, a scrape still exports the queues it
+// read whole and fencedq_ledger_unreachable{queue} counting the names it
+// could not read, instead of failing whole; orders' counts, short of the
+// lost partitions, are left out rather than exported too low.
+func TestLedgerScrapeWithAMasterDown(t *testing.T) {
+	d := startDegraded(t)
+	ctx := context.Background()
+	for range 3 {
+		if _, err := d.client.EnqueueRaw(ctx, "raw", []byte(`{}`), jobs.Queue("plain"), jobs.Unchecked()); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return false
+	d.victim.Kill()
+	// Dialing the dead master once per read keeps the scrape in its time.
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.cl.Addrs(), DialerRetries: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newLedgerCollector(jobs.NewInspector(rdb, jobs.Config{Namespace: d.ns})))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("a scrape with one master down: %v", err)
+	}
+	got := map[string]float64{} // metric{queue,state}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetValue()
+			}
+			got[key] = m.GetGauge().GetValue()
+		}
+	}
+	lost := 0
+	for _, p := range d.lay.Partitions {
+		if d.lost(p.Name) {
+			lost++
+		}
+	}
+	if got["fencedq_ledger_jobs,plain,pending"] != 3 || got["fencedq_ledger_unreachable,plain"] != 0 ||
+		got["fencedq_ledger_unreachable,orders"] != float64(lost) {
+		t.Fatalf("scrape %v: want plain's 3 pending, orders' %d names unreachable", got, lost)
+	}
+	if _, ok := got["fencedq_ledger_jobs,orders,pending"]; ok {
+		t.Fatalf("scrape %v: orders' counts exported short of the lost partitions", got)
+	}
 }

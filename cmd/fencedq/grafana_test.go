@@ -35,7 +35,7 @@ type grafanaPanel struct {
 // metric is on some panel.
 func TestGrafanaDashboardUsesRegisteredMetrics(t *testing.T) {
 	defs := workerMetrics(t)
-	descs := make(chan *prometheus.Desc, 1)
+	descs := make(chan *prometheus.Desc, 2) // fencedq_ledger_jobs, then fencedq_ledger_unreachable
 	newLedgerCollector(nil).Describe(descs)
 	m := descParts.FindStringSubmatch((<-descs).String())
 	if m == nil {

@@ -47,8 +47,12 @@ func TestQueuesListBoundedOverManyQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rt.N() > 12 || len(fams) != 1 || len(fams[0].GetMetric()) != queues*len(jobs.States) {
-		t.Errorf("scrape: %d round trips, %d families", rt.N(), len(fams))
+	series := map[string]int{}
+	for _, f := range fams {
+		series[f.GetName()] = len(f.GetMetric())
+	}
+	if rt.N() > 12 || len(fams) != 2 || series["fencedq_ledger_jobs"] != queues*len(jobs.States) || series["fencedq_ledger_unreachable"] != queues {
+		t.Errorf("scrape: %d round trips, series %v", rt.N(), series)
 	}
 }
 

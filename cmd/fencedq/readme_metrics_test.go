@@ -24,6 +24,7 @@ var (
 func TestReadmeMetricsTable(t *testing.T) {
 	defs := workerMetrics(t)
 	defs["fencedq_ledger_jobs"] = metric{kind: "Gauge", labels: []string{"queue", "state"}} // cmd/fencedq's own collector
+	defs["fencedq_ledger_unreachable"] = metric{kind: "Gauge", labels: []string{"queue"}}
 	raw, err := os.ReadFile(readmeFile)
 	if err != nil {
 		t.Fatal(err)

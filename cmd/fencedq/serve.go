@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -88,32 +89,42 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	}
 }
 
-// ledgerCollector exports the ledger's per-state counts at scrape time.
+// ledgerCollector exports the ledger's per-state counts at scrape time,
+// and per queue how many of its queue names could not be read.
 type ledgerCollector struct {
-	l    *jobs.Inspector
-	desc *prometheus.Desc
+	l                 *jobs.Inspector
+	desc, unreachable *prometheus.Desc
 }
 
 func newLedgerCollector(l *jobs.Inspector) *ledgerCollector {
-	return &ledgerCollector{l: l, desc: prometheus.NewDesc("fencedq_ledger_jobs",
-		"Jobs per state in the ledger, read at scrape time.", []string{"queue", "state"}, nil)}
+	return &ledgerCollector{l: l,
+		desc: prometheus.NewDesc("fencedq_ledger_jobs",
+			"Jobs per state in the ledger, read at scrape time.", []string{"queue", "state"}, nil),
+		unreachable: prometheus.NewDesc("fencedq_ledger_unreachable",
+			"Queue names (the queue's own or its partitions') whose counts could not be read at scrape time.", []string{"queue"}, nil)}
 }
 
-func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.unreachable }
 
-// Collect reads every queue's counts. A read that fails (Redis
+// Collect reads every queue's counts. A read that fails whole (Redis
 // unreachable) fails the scrape with its error: no series would tell
-// Prometheus the ledger is empty.
+// Prometheus the ledger is empty. A partial read (on Redis Cluster, a
+// master down) exports the queues read whole; a queue with names not read
+// has no counts (they would be too low), only its unreachable count.
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	// Every queue's counts in a fixed number of round trips.
 	ov, err := c.l.Overview(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, jobs.ErrPartial) {
 		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("reading the ledger's queues: %w", err))
 		return
 	}
 	for _, o := range ov {
+		ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(len(o.Unreachable)), o.Queue)
+		if len(o.Unreachable) > 0 {
+			continue
+		}
 		for s, n := range o.Counts {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), o.Queue, string(s))
 		}

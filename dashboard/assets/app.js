@@ -97,8 +97,23 @@
       .map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
   }
 
+  // unreachable collects the names a read of the page being rendered
+  // (since seq last moved) could not read: its answers flagged partial
+  // (a Redis Cluster master down); show puts them in a banner.
+  let unreachable = { seq: -1, names: new Set() };
+  function noteUnreachable(at, names) {
+    if (at !== seq) return;
+    if (unreachable.seq !== at) unreachable = { seq: at, names: new Set() };
+    (names || []).forEach((n) => unreachable.names.add(n));
+  }
+
   function show(view, ...nodes) {
-    main.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false && n !== ''));
+    const lost = unreachable.seq === seq ? [...unreachable.names] : [];
+    const partialNode = lost.length ? el('p', { class: 'warn', id: 'partial', role: 'alert' },
+      el('strong', {}, 'Part of the ledger could not be read'),
+      ' (a Redis master down?); shown without: ', lost.map((n, i) => [i ? ', ' : '', el('span', { class: 'mono' }, n)]),
+      '. Counts, lists and charts leave them out; the error is in the server log.') : null;
+    main.replaceChildren(...[partialNode, ...nodes].filter((n) => n !== null && n !== undefined && n !== false && n !== ''));
     main.dataset.view = view;
     main.dataset.ready = '1';
   }
@@ -276,6 +291,7 @@
 
   async function api(path, opts) {
     const o = opts || {};
+    const at = seq;
     const res = await fetch(path, {
       method: o.method || 'GET',
       credentials: 'same-origin',
@@ -291,6 +307,7 @@
       err.code = data && data.code;
       throw err;
     }
+    if (data && data.partial) noteUnreachable(at, data.unreachable);
     return data;
   }
 
@@ -485,13 +502,8 @@
       'Paused (no new attempts start; running ones finish; enqueues are accepted): ',
       pausedQueues.map((q, i) => [i ? '; ' : '', el('strong', { class: 'mono' }, q.name),
         ' by ' + q.paused.actor + ' ' + ago(q.paused.at) + (q.paused.note ? ' (' + q.paused.note + ')' : '')])) : '';
-    const partialNode = ov.partial ? el('p', { class: 'warn', id: 'partial', role: 'alert' },
-      el('strong', {}, 'Part of the ledger could not be read'),
-      ' (a Redis master down?); shown without: ', (ov.unreachable || []).map((n, i) => [i ? ', ' : '', el('span', { class: 'mono' }, n)]),
-      '. Counts and totals leave them out; the error is in the server log.') : '';
     show('overview',
       el('h1', {}, 'Overview ', el('small', { class: 'muted' }, 'namespace ', ov.namespace, ' · Redis time ', fmtTime(ov.server_time))),
-      partialNode,
       leaderNode,
       pausedNode,
       totals,
