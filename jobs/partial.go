@@ -17,6 +17,7 @@ type PartialError struct {
 	Err error
 }
 
+// Error names the queue names not read and the first of their errors.
 func (e *PartialError) Error() string {
 	return fmt.Sprintf("%v: %s: %v", ErrPartial, strings.Join(e.Unreachable, ", "), e.Err)
 }
