@@ -130,7 +130,7 @@ func (h *Handler) clocks(ctx context.Context) (clockView, error) {
 		if worst < 0 {
 			dir = "behind"
 		}
-		v.Warning = "The namespace's time, which deadlines here are on, is " + worst.Abs().Round(time.Millisecond).String() + " " + dir + " " + who +
+		v.Warning = "The namespace's time, which deadlines here are on, is " + roundOffset(worst.Abs()) + " " + dir + " " + who +
 			" clock: read a deadline here against the namespace's time above, not that clock, and fix the clock that is off (NTP)."
 	case jumps > 0 && held.Abs() > jobs.ClockOffsetWarn:
 		dir := "ahead of"
@@ -138,7 +138,7 @@ func (h *Handler) clocks(ctx context.Context) (clockView, error) {
 			dir = "behind"
 		}
 		v.Warning = "Pools saw Redis's clock jump backwards (a failover to a node whose clock is behind, or a clock stepped back). " +
-			"The namespace's time went on from where it was: its offset holds it " + held.Abs().Round(time.Millisecond).String() + " " + dir +
+			"The namespace's time went on from where it was: its offset holds it " + roundOffset(held.Abs()) + " " + dir +
 			" Redis's clock, so no deadline or due time moved. Fix the node's clock (NTP); the offset drops to 0 once the clock is back."
 	case jumps > 0:
 		v.Warning = "Pools saw Redis's clock jump backwards (a failover to a node whose clock is behind, or a clock stepped back). " +
@@ -146,6 +146,16 @@ func (h *Handler) clocks(ctx context.Context) (clockView, error) {
 			"if the jumps go on, fix the clock of the node they name (NTP)."
 	}
 	return v, nil
+}
+
+// roundOffset writes a measured clock offset as an operator reads it: to
+// the millisecond under a minute, to the second above (a measured
+// 9m59.999s is 10m0s).
+func roundOffset(d time.Duration) string {
+	if d.Abs() < time.Minute {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // ms returns d in milliseconds, to the microsecond.

@@ -67,8 +67,11 @@
     const a = Math.abs(ms);
     if (a < 1000) return a + 'ms';
     if (a < 60000) return (a / 1000).toFixed(1) + 's';
-    if (a < 3600000) return Math.floor(a / 60000) + 'm' + Math.floor((a % 60000) / 1000) + 's';
-    return Math.floor(a / 3600000) + 'h' + Math.floor((a % 3600000) / 60000) + 'm';
+    // Minutes to the nearest second, hours to the nearest minute: a
+    // measured 599 999 ms reads 10m0s, not 9m59s.
+    if (a < 3600000 - 500) { const s = Math.round(a / 1000); return Math.floor(s / 60) + 'm' + (s % 60) + 's'; }
+    const m = Math.round(a / 60000);
+    return Math.floor(m / 60) + 'h' + (m % 60) + 'm';
   }
 
   function ago(s) {
