@@ -147,9 +147,20 @@ func (b *Bridge) finish(ctx context.Context, t *asynq.Task, next asynq.Handler, 
 		b.metrics.Fenced.WithLabelValues(ledger.Logical(c.Queue), metrics.StageStorage).Inc()
 		b.storageRefused(ctx, a, err, log)
 	}
+	rep := Report{Ran: true, Attempt: a, Err: err, State: outcome.To}
+	if outcome.Defer {
+		rep.State = jobs.Pending
+	}
+	defer func() { report(ctx, rep) }()
 	// The outcome is committed even when asynq's context ended (a shutdown,
 	// a timeout): only the token decides whether it still counts.
 	com, cerr := b.complete(ctx, c, outcome)
+	if cerr == nil {
+		rep.Committed, rep.Refused = com.Applied, !com.Applied
+		if com.Applied {
+			rep.State = com.State
+		}
+	}
 	if cerr != nil {
 		log.Warn("outcome not committed; the job's lease will expire and its next delivery reconciles it", "error", cerr)
 		return fmt.Errorf("asynqfence: complete: %w", cerr)

@@ -125,7 +125,9 @@ type ReconcileFunc = attempt.ReconcileFunc
 
 // TaskReconciler is implemented by handlers that can tell whether an
 // uncertain job's effect happened (Handler implements it for workers with
-// a Reconcile method). The bridge asks it before the effect log.
+// a Reconcile method). The bridge asks it before the effect log, with
+// the job's record carrying the delivering task's headers (Record.Headers),
+// as Options.Reconcile's functions get it.
 type TaskReconciler interface {
 	ReconcileTask(ctx context.Context, rec *jobs.Record) (jobs.Verdict, error)
 }
@@ -370,6 +372,7 @@ func (b *Bridge) Middleware() asynq.MiddlewareFunc {
 				// job busy under it).
 				return next.ProcessTask(ctx, t)
 			}
+			report(ctx, Report{}) // nothing ran, unless an attempt reports otherwise
 			return b.process(ctx, t, next)
 		})
 	}

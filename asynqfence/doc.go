@@ -74,6 +74,11 @@
 // (runtime.Goexit, as t.FailNow does), logged with the job id; asynq then
 // gets no answer and delivers the task again once its timeout passes.
 //
+// A middleware installed before the bridge's learns what it did with a
+// delivery through WatchDelivery: whether an attempt ran, its token, the
+// outcome and whether the ledger applied or refused it (otelfencedq's
+// AsynqMiddleware traces deliveries so).
+//
 // # Limits and metrics
 //
 // A task is refused as jobs.Client.Enqueue refuses a job: a payload over

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -59,6 +60,11 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 	}
 	if rec.State != jobs.Uncertain {
 		return true, nil // decided meanwhile: look again
+	}
+	if len(rec.Headers) == 0 {
+		// A bridged record keeps no headers: Reconcile gets the delivering
+		// task's (a tenant id, a trace context), as the handler does.
+		rec.Headers = maps.Clone(t.Headers())
 	}
 	v, evidence, asked := b.verdict(ctx, rec, b.reconcilerFor(t, next))
 	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "bridge:" + b.opts.WorkerID, Note: evidence, Seen: &rec.Token}

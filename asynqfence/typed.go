@@ -44,7 +44,8 @@ func NewTask[T jobs.JobArgs](args T, operationID string, opts ...asynq.Option) (
 // with ErrNoAttempt). A payload that does not decode into T, or whose args'
 // Validate fails, makes the job dead at once (reason "malformed payload",
 // counted in fencedq_jobs_rejected_total), as native pools make it. When w has a Reconcile method the handler implements
-// TaskReconciler, so the bridge asks it about uncertain tasks; a
+// TaskReconciler, so the bridge asks it about uncertain tasks (the job
+// carrying the delivering task's headers too); a
 // RetryOnTimeout method is honoured too. A nil w (or a nil function or
 // pointer in it) panics here, as asynq's ServeMux.Handle panics on a nil
 // handler, instead of failing every delivery.
@@ -126,6 +127,7 @@ func (h *reconciling[T]) ReconcileTask(ctx context.Context, rec *jobs.Record) (_
 	}
 	job.ID, job.Queue, job.OperationID, job.Attempt, job.MaxRetries = rec.ID, rec.Queue, rec.OperationID, rec.Attempts, rec.MaxRetries
 	job.Resource, job.Token, job.Owner = rec.LeaseResource(), rec.Token, rec.Owner
+	job.Headers = maps.Clone(rec.Headers) // the delivering task's (see Bridge.reconcile), its own copy
 	return h.r.Reconcile(ctx, job)
 }
 

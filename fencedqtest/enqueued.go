@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"reflect"
 	"slices"
@@ -123,7 +124,8 @@ func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *
 
 // RequireEnqueued asserts that exactly one job of T's kind matching want
 // was enqueued, and returns it. It fails the test, listing the jobs of the
-// kind it found, when none or several match.
+// kind it found, each with what differs from want (its value beside the
+// wanted one), when none or several match.
 func RequireEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) *Job[T] {
 	tb.Helper()
 	got := Enqueued[T](ctx, tb, e, want)
@@ -135,7 +137,7 @@ func RequireEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env,
 		what = fmt.Sprintf("%d jobs", len(got))
 	}
 	tb.Fatalf("fencedqtest: want one %s job matching %s, found %s; the kind's jobs:%s", kindOf[T](), want.describe(), what,
-		listing(Enqueued[T](ctx, tb, e, nil)))
+		listingAgainst(Enqueued[T](ctx, tb, e, nil), want))
 	return nil
 }
 
@@ -187,27 +189,45 @@ func (e *Env) scan(ctx context.Context, kind string, want *Want) ([]*jobs.Record
 	return out, nil
 }
 
-func (w *Want) matches(rec *jobs.Record) bool {
-	switch {
-	case w.OperationID != "" && rec.OperationID != w.OperationID,
-		w.MaxRetries > 0 && rec.MaxRetries != w.MaxRetries,
-		w.Timeout > 0 && rec.Timeout != w.Timeout,
-		w.Resource != "" && rec.Resource != w.Resource,
-		w.Scheduled && !rec.RunAt.After(rec.Created),
-		!w.DueAfter.IsZero() && rec.RunAt.Before(w.DueAfter),
-		w.Group != "" && rec.Group != w.Group,
-		w.Limit != "" && rec.LimitKey != w.Limit,
-		w.LimitMax > 0 && rec.LimitMax != w.LimitMax,
-		w.Rate != "" && rec.RateKey != w.Rate,
-		w.RateMax > 0 && rec.RateMax != w.RateMax:
-		return false
-	}
-	for k, v := range w.Headers {
-		if got, ok := rec.Headers[k]; !ok || got != v {
-			return false
+func (w *Want) matches(rec *jobs.Record) bool { return len(w.differences(rec)) == 0 }
+
+// differences names each of w's fields (all but Args, State and Queue,
+// which select what is read) that rec does not match, with rec's value
+// beside the wanted one, for matches and failure messages.
+func (w *Want) differences(rec *jobs.Record) []string {
+	var out []string
+	// differ adds "<name> <got> (want <want>)", both in verb.
+	differ := func(differs bool, name, verb string, got, want any) {
+		if differs {
+			out = append(out, fmt.Sprintf("%s "+verb+" (want "+verb+")", name, got, want))
 		}
 	}
-	return true
+	differ(w.OperationID != "" && rec.OperationID != w.OperationID, "operation id", "%q", rec.OperationID, w.OperationID)
+	differ(w.MaxRetries > 0 && rec.MaxRetries != w.MaxRetries, "max retries", "%d", rec.MaxRetries, w.MaxRetries)
+	differ(w.Timeout > 0 && rec.Timeout != w.Timeout, "timeout", "%v", rec.Timeout, w.Timeout)
+	differ(w.Resource != "" && rec.Resource != w.Resource, "resource", "%q", rec.Resource, w.Resource)
+	if w.Scheduled && !rec.RunAt.After(rec.Created) {
+		out = append(out, fmt.Sprintf("due %s, when enqueued (want scheduled later)", rec.RunAt.Format(time.RFC3339Nano)))
+	}
+	if !w.DueAfter.IsZero() && rec.RunAt.Before(w.DueAfter) {
+		out = append(out, fmt.Sprintf("due %s (want at or after %s)", rec.RunAt.Format(time.RFC3339Nano), w.DueAfter.Format(time.RFC3339Nano)))
+	}
+	differ(w.Group != "" && rec.Group != w.Group, "group", "%q", rec.Group, w.Group)
+	differ(w.Limit != "" && rec.LimitKey != w.Limit, "limit", "%q", rec.LimitKey, w.Limit)
+	differ(w.LimitMax > 0 && rec.LimitMax != w.LimitMax, "limit max", "%d", rec.LimitMax, w.LimitMax)
+	differ(w.Rate != "" && rec.RateKey != w.Rate, "rate", "%q", rec.RateKey, w.Rate)
+	differ(w.RateMax > 0 && rec.RateMax != w.RateMax, "rate max", "%d", rec.RateMax, w.RateMax)
+	keys := slices.Sorted(maps.Keys(w.Headers))
+	for _, k := range keys {
+		got, ok := rec.Headers[k]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("header %s missing (want %q)", k, w.Headers[k]))
+		case got != w.Headers[k]:
+			out = append(out, fmt.Sprintf("header %s %q (want %q)", k, got, w.Headers[k]))
+		}
+	}
+	return out
 }
 
 // queueNames returns the names holding queue q's jobs among the
@@ -265,14 +285,40 @@ func (w *Want) describe() string {
 }
 
 // listing renders jobs one a line, args redacted.
-func listing[T jobs.JobArgs](js []*Job[T]) string {
+func listing[T jobs.JobArgs](js []*Job[T]) string { return listingAgainst(js, nil) }
+
+// listingAgainst is listing with, for each job, what differs from want
+// (nil: nothing).
+func listingAgainst[T jobs.JobArgs](js []*Job[T], want *Want) string {
 	if len(js) == 0 {
 		return " none"
+	}
+	var wantArgs any
+	if want != nil && want.Args != nil {
+		wantArgs, _ = canonical(want.Args)
 	}
 	var b strings.Builder
 	for _, j := range js {
 		r := j.Record
 		fmt.Fprintf(&b, "\n  %s queue %s state %s op %s max retries %d args %s", r.ID, r.Queue, r.State, r.OperationID, r.MaxRetries, r.Args)
+		if want == nil {
+			continue
+		}
+		diffs := want.differences(r)
+		if want.Args != nil {
+			if got, err := canonical(json.RawMessage(r.Payload)); err != nil || !reflect.DeepEqual(got, wantArgs) {
+				diffs = append([]string{"args differ"}, diffs...) // shown redacted above
+			}
+		}
+		if want.Queue != "" && r.Queue != want.Queue && ledger.Logical(r.Queue) != want.Queue {
+			diffs = append(diffs, fmt.Sprintf("queue %s (want %s)", r.Queue, want.Queue))
+		}
+		if want.State != "" && r.State != want.State {
+			diffs = append(diffs, fmt.Sprintf("state %s (want %s)", r.State, want.State))
+		}
+		if len(diffs) > 0 {
+			fmt.Fprintf(&b, "\n    differs: %s", strings.Join(diffs, "; "))
+		}
 	}
 	return b.String()
 }

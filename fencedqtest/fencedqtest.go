@@ -4,8 +4,9 @@
 //   - RequireEnqueued asserts that code under test enqueued a job (its
 //     kind, args and options) without running it; RequireNotEnqueued
 //     asserts it did not, Enqueued lists what it did;
-//   - Work and WorkJob run one job's handler inline, in the test's
-//     goroutine, as a real attempt: a fenced claim in the ledger with a new
+//   - Work and WorkJob run one job's handler inline, waiting for it (a
+//     handler that never returns fails the test once the attempt's lease
+//     lapses, the job left uncertain), as a real attempt: a fenced claim in the ledger with a new
 //     token, the resource lease the kind names, a context carrying the
 //     fence, the lease and the deadline, and the outcome committed by the
 //     attempt's token, so protected storage (pgfence, redisfence,

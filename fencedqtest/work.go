@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -79,7 +80,10 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 // as a pool's shutdown does: unless the handler still succeeded, the job is
 // left uncertain. A handler that ends the goroutine (t.Fatal) gets its
 // attempt committed as a pool commits it: a retry, or uncertain once its
-// deadline passed or ctx ended. It fails the test if the job is not a pending job of T's
+// deadline passed or ctx ended. A handler that has not returned when the
+// attempt's leases lapse (its deadline and a second) fails the test, the
+// attempt committed uncertain, as a pool's lapsed lease leaves it. It
+// fails the test if the job is not a pending job of T's
 // kind, if T cannot encode as a JSON object or if w is nil (worker.Register
 // refuses both).
 func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Worker[T], queue, id string) *Result {
@@ -157,15 +161,42 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		}
 		return end
 	}
-	returned := false
-	defer func() {
-		if !returned {
+	// The handler runs on a goroutine of its own, so that one that never
+	// returns fails the test once the attempt's leases lapse instead of
+	// hanging it; one that ends that goroutine (t.Fatal) ends the caller's
+	// too, after the commit, as if it had run there.
+	type ran struct {
+		malformed bool
+		err       error
+	}
+	out, exited := make(chan ran, 1), make(chan struct{})
+	go func() {
+		defer close(exited)
+		malformed, err := run(hctx, w, job, c.Payload)
+		out <- ran{malformed, err}
+	}()
+	lapse := time.NewTimer(time.Until(deadline.Add(time.Second))) // the leases' TTL
+	defer lapse.Stop()
+	var r ran
+	select {
+	case r = <-out:
+	case <-exited:
+		select {
+		case r = <-out:
+		default:
 			endAttempt()
 			e.goexited(ctx, c, held, endOf(errGoexit, false))
+			runtime.Goexit()
 		}
-	}()
-	malformed, err := run(hctx, w, job, c.Payload)
-	returned = true
+	case <-lapse.C:
+		endAttempt()
+		stopWatch()
+		e.abandoned(ctx, c, held)
+		tb.Fatalf("fencedqtest: job %s: the handler did not return by the end of its attempt's lease (its deadline %v and a second), "+
+			"ignoring its context: the attempt is committed uncertain (its effect may still happen), as the lapsed lease leaves it in a pool",
+			id, timeout)
+	}
+	malformed, err := r.malformed, r.err
 	endAttempt()
 	outcome := rules.NameApplier(ctx, e.ledger, queue, id, err, rules.Decide(endOf(err, malformed)))
 	committed, err2 := e.ledger.Complete(context.WithoutCancel(ctx), queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: fenceOf(held), Outcome: outcome}})
@@ -281,6 +312,17 @@ var errGoexit = errors.New("handler called runtime.Goexit (t.FailNow, t.Fatal) i
 func (e *Env) goexited(ctx context.Context, c *ledger.Claimed, held *lease.Lease, end rules.End) {
 	outcome := rules.Decide(end)
 	_, _ = e.ledger.Complete(context.WithoutCancel(ctx), c.Queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: fenceOf(held), Outcome: outcome}})
+}
+
+// errStillRunning is the error of an inline attempt abandoned with its
+// handler still running past the attempt's lease.
+var errStillRunning = errors.New("fencedqtest: the handler was still running when its attempt's lease lapsed: abandoned")
+
+// abandoned commits the attempt of c, whose handler still runs past the
+// attempt's lease, uncertain: its effect may still happen.
+func (e *Env) abandoned(ctx context.Context, c *ledger.Claimed, held *lease.Lease) {
+	_, _ = e.ledger.Complete(context.WithoutCancel(ctx), c.Queue, []ledger.Completion{{ID: c.ID, Token: c.Token, Fence: fenceOf(held),
+		Outcome: ledger.Outcome{To: jobs.Uncertain, Error: errStillRunning.Error(), Reason: "the handler did not return by the end of its lease: abandoned"}}})
 }
 
 // putBack returns a claimed job to pending without consuming its attempt.

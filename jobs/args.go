@@ -108,6 +108,7 @@ func (v Verdict) String() string {
 // id, for example). The reconciler calls it for jobs left uncertain, with
 // a context that ends after the pool's HandlerTimeout: a call still running
 // then answers CannotTell (its late answer is dropped), like an error.
+// The job carries its headers (Job.Headers), as in Work.
 type Reconciler[T JobArgs] interface {
 	Reconcile(ctx context.Context, job *Job[T]) (Verdict, error)
 }

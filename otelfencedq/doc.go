@@ -4,7 +4,8 @@
 //
 // It is a module of its own (github.com/fencedq/fencedq/otelfencedq), so an
 // application that does not trace never pulls OpenTelemetry in through
-// fencedq. It is two middlewares, one per side:
+// fencedq. It is two middlewares, one per side (and AsynqMiddleware for the
+// asynq bridge, below):
 //
 //	cfg := jobs.Config{Namespace: "fq", EnqueueMiddleware: []jobs.EnqueueMiddleware{otelfencedq.EnqueueMiddleware()}}
 //	client := jobs.NewClient(rdb, cfg)
@@ -54,7 +55,7 @@
 // operation id, see MessageID), and fencedq.job.kind,
 // fencedq.job.attempt, fencedq.job.token, fencedq.job.outcome (succeeded,
 // retry, dead, uncertain or cancelled: worker.JobView.Outcome) and
-// fencedq.job.deduplicated. Args, operation ids, resources and owners are
+// fencedq.job.deduplicated (and fencedq.job.refused on the asynq bridge). Args, operation ids, resources and owners are
 // never recorded, nor a kind or queue name an enqueue refuses as invalid
 // (its span is then named "enqueue"). A failed attempt's error is recorded as a span event (the
 // text the ledger shows operators, except that a fence or lease error in
@@ -74,4 +75,21 @@
 // Register the handler middleware first in worker.Config.Middleware, so
 // its span covers the others and its outcome is the one their error leads
 // to.
+//
+// # The asynq bridge
+//
+// AsynqMiddleware traces the deliveries of the asynq bridge (asynqfence),
+// installed before the bridge's own middleware:
+//
+//	mux.Use(otelfencedq.AsynqMiddleware(), bridge.Middleware())
+//
+// Each delivery gets an "attempt <task type>" consumer span, a child of
+// the trace context in the task's headers (write it with TaskHeaders:
+// asynq.NewTaskWithHeaders(typ, payload, otelfencedq.TaskHeaders(ctx, nil))),
+// with the attributes above and the outcome the bridge committed (through
+// asynqfence.WatchDelivery); an outcome the ledger refused as stale sets
+// AttrRefused and an error status. A job named by its operation id
+// records a digest of it as messaging.message.id. A delivery that ran
+// nothing (a duplicate, a busy or paused job) records no attempt, and of
+// the bridge's error only its class.
 package otelfencedq

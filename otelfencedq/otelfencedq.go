@@ -83,6 +83,12 @@ func MessageID(id string) string {
 	if !strings.HasPrefix(id, "=") {
 		return id
 	}
+	return digest(id)
+}
+
+// digest is "=" and 16 hex digits of id's SHA-256: what spans record of
+// a job id that may be an operation id.
+func digest(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return "=" + hex.EncodeToString(sum[:8])
 }

@@ -310,6 +310,7 @@ func (p *Pool) reconcileFor(kind string) maintenance.ReconcileFunc {
 		base := jobs.Job[jobs.JobArgs]{
 			ID: rec.ID, Kind: rec.Kind, Queue: rec.Queue, OperationID: rec.OperationID, Attempt: rec.Attempts,
 			MaxRetries: rec.MaxRetries, Resource: rec.LeaseResource(), Token: rec.Token, Owner: rec.Owner,
+			Headers: rec.Headers, // decode gives Reconcile its own copy, as it gives Work
 		}
 		if rec.Fence > 0 {
 			base.Token = rec.Fence
