@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -60,25 +58,23 @@ func (b *Bridge) layoutOf(ctx context.Context, q string) (layout, error) {
 // the job already (a partition, or q from before it had any), and for a
 // job not recorded yet the partition a native enqueue of id as its
 // operation id goes to, so a task's job and a native job of its operation
-// meet in one partition (see jobs.PartitionKey).
+// meet in one partition (see jobs.PartitionKey). A partition that cannot
+// be read (its master down) does not keep a job found in another from
+// its delivery; a job found in none of those read is refused (it may be
+// recorded in one not read: recording it again elsewhere would make two).
 func (b *Bridge) jobQueue(ctx context.Context, q, id string) (string, error) {
 	c, err := b.layoutOf(ctx, q)
 	if err != nil || len(c.names) == 1 {
 		return q, err
 	}
-	cmds := make([]*redis.IntCmd, len(c.names))
-	if _, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, n := range c.names {
-			cmds[i] = p.Exists(ctx, b.ledger.JobKey(n, id))
+	has, err := b.ledger.HoldJob(ctx, c.names, id)
+	for i, n := range c.names {
+		if has[i] {
+			return n, nil
 		}
-		return nil
-	}); err != nil {
-		return "", err
 	}
-	for i, cmd := range cmds {
-		if cmd.Val() > 0 {
-			return c.names[i], nil
-		}
+	if err != nil {
+		return "", err
 	}
 	return ledger.PartitionNames(q, c.p)[ledger.RoutePartition(c.p, "", id, 0)], nil
 }

@@ -35,8 +35,12 @@ var (
 	// ErrPartial is what Inspector.Overview and Inspector.Partitions return,
 	// with everything they could read, when the reads of some queue names
 	// failed (on Redis Cluster, the masters holding them are down): those
-	// queues and partitions carry the error as Unreachable.
-	ErrPartial = errors.New("jobs: some queues or partitions could not be read")
+	// queues and partitions carry the error as Unreachable. A lookup of one
+	// job (Get, Find, FindByOperation, an operator action by the queue's
+	// name) that found it in none of the names it could read returns a
+	// *PartialError rather than an error matching ErrNotFound: the job may
+	// be on a name not read.
+	ErrPartial = ledger.ErrPartial
 	// ErrNextCalled is what an enqueue middleware's next returns, writing
 	// nothing, when it was already called for the same enqueue call (a
 	// second call would write the jobs again) or the call had ended.

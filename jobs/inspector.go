@@ -141,7 +141,9 @@ func (in *Inspector) Paused(ctx context.Context, q string) (*Pause, error) {
 }
 
 // Get returns job id of queue q (found in whichever partition holds it),
-// or an error matching ErrNotFound.
+// or an error matching ErrNotFound. A partition that could not be read
+// (its master down) does not hide the job from the others; found in none
+// of those read, the error is a *PartialError, not ErrNotFound.
 func (in *Inspector) Get(ctx context.Context, q, id string) (*Record, error) {
 	if err := in.queue(q); err != nil {
 		return nil, err
@@ -158,7 +160,9 @@ func (in *Inspector) Get(ctx context.Context, q, id string) (*Record, error) {
 }
 
 // Find returns job id from whichever queue holds it, or an error matching
-// ErrNotFound.
+// ErrNotFound. A queue that could not be read (its master down) does not
+// hide the job from the others; found in none of those read, the error is
+// a *PartialError, not ErrNotFound.
 func (in *Inspector) Find(ctx context.Context, id string) (*Record, error) {
 	if err := in.err(); err != nil {
 		return nil, err
@@ -167,7 +171,8 @@ func (in *Inspector) Find(ctx context.Context, id string) (*Record, error) {
 }
 
 // FindByOperation returns the job owning caller-given operation id op, in
-// whichever queue, or an error matching ErrNotFound.
+// whichever queue, or an error matching ErrNotFound (or, when some queues
+// could not be read, a *PartialError: see Find).
 func (in *Inspector) FindByOperation(ctx context.Context, op string) (*Record, error) {
 	if err := in.err(); err != nil {
 		return nil, err
@@ -178,13 +183,16 @@ func (in *Inspector) FindByOperation(ctx context.Context, op string) (*Record, e
 // FindByOperationIn returns the job owning operation id op in queue q (a
 // partitioned queue's partitions, or one partition by its name), or an
 // error matching ErrNotFound: the same operation id on two queues makes two
-// jobs, and FindByOperation returns either.
+// jobs, and FindByOperation returns either. A partition that could not be
+// read (its master down) does not hide the job from the others; found in
+// none of those read, the error is a *PartialError, not ErrNotFound (as
+// for FindByOperation, Find and Get).
 func (in *Inspector) FindByOperationIn(ctx context.Context, q, op string) (*Record, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	r, err := in.l.FindByOperationIn(ctx, names, op)
+	r, err := in.l.FindOperation(ctx, names, op)
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: operation %s in queue %s", ErrNotFound, ledger.ShownID(op), q)
 	}

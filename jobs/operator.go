@@ -242,8 +242,10 @@ func seenFor(id string, seen *Seen, action string, takes ...State) (ledger.Seen,
 // Pause stops pools from claiming queue's jobs until Resume; running
 // attempts finish and enqueues are still accepted. It reports whether the
 // queue was running before. A partitioned queue's partitions are paused
-// one by one (each its own slot); a call that fails part-way leaves some
-// paused: call it again. Partitions a concurrent SetPartitions adds are
+// one by one (each its own slot); a partition that cannot be reached (its
+// master down) does not keep the others from being paused: the call then
+// fails with a *PartialError naming those not paused (call it again once
+// they are back). Partitions a concurrent SetPartitions adds are
 // paused too. The queue is added to the namespace's queue
 // registry first, so a paused queue is listed (Inspector.Queues, the
 // CLI, the dashboard) even before it holds a job. A partition's name
@@ -254,7 +256,9 @@ func (c *Client) Pause(ctx context.Context, queue, actor, note string) (bool, er
 }
 
 // Resume lets pools claim queue's jobs again and wakes idle ones. It
-// reports whether the queue was paused before.
+// reports whether the queue was paused before. Of a partitioned queue, a
+// partition that cannot be reached does not keep the others paused, as
+// for Pause.
 func (c *Client) Resume(ctx context.Context, queue, actor, note string) (bool, error) {
 	return c.setPaused(ctx, queue, false, nil, actor, note)
 }
@@ -300,7 +304,8 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 		pauseID = uuid.NewString() // one for every partition
 	}
 	changed := false
-	var other error // a partition held by another pause than the one seen
+	var other error         // a partition held by another pause than the one seen
+	var failed PartialError // the partitions the action did not reach
 	done := make(map[string]bool, len(names))
 	for pending := names; len(pending) > 0; {
 		for _, n := range pending {
@@ -319,7 +324,14 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 				ch, err = c.ledger.SetPaused(ctx, n, false, who, note)
 			}
 			if err != nil {
-				return changed, err
+				if ctx.Err() != nil {
+					return changed, err
+				}
+				// Not reached (its master down, most likely): the others
+				// still are, so an outage does not keep a pause from them.
+				failed.Unreachable = append(failed.Unreachable, n)
+				failed.Err = cmp.Or(failed.Err, err)
+				continue
 			}
 			changed = changed || ch
 		}
@@ -330,7 +342,12 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 		}
 		pending = slices.DeleteFunc(names, func(n string) bool { return done[n] })
 	}
-	if other != nil && !changed {
+	switch {
+	case len(failed.Unreachable) == len(done):
+		return changed, failed.Err
+	case len(failed.Unreachable) > 0:
+		return changed, &failed
+	case other != nil && !changed:
 		return false, other // the pause seen held no partition: it ended before
 	}
 	return changed, nil

@@ -390,7 +390,7 @@ func (in *Inspector) QueuesHolding(ctx context.Context, id string) ([]string, er
 		return nil, err
 	}
 	has, err := in.l.HoldJob(ctx, qn.flat(), id)
-	if err != nil {
+	if err != nil { // some not read: a queue among them may hold it too
 		return nil, err
 	}
 	return qn.queuesWith(has), nil

@@ -2,28 +2,18 @@ package jobs
 
 import (
 	"context"
-	"fmt"
-	"strings"
+
+	"github.com/fencedq/fencedq/internal/ledger"
 )
 
 // PartialError is the error of a read over several queue names (a
 // partitioned queue's partitions) that read some of them but not others
 // (on Redis Cluster, the masters holding them down): the result holds
-// what was read. It matches ErrPartial.
-type PartialError struct {
-	// Unreachable names the queue names not read.
-	Unreachable []string
-	// Err is the first of their errors.
-	Err error
-}
-
-// Error names the queue names not read and the first of their errors.
-func (e *PartialError) Error() string {
-	return fmt.Sprintf("%v: %s: %v", ErrPartial, strings.Join(e.Unreachable, ", "), e.Err)
-}
-
-// Unwrap returns ErrPartial and the first read's error.
-func (e *PartialError) Unwrap() []error { return []error{ErrPartial, e.Err} }
+// what was read. It matches ErrPartial; its Unreachable field names the
+// queue names not read and Err is the first of their errors.
+//
+// go doc github.com/fencedq/fencedq/internal/ledger.PartialError lists its fields.
+type PartialError = ledger.PartialError
 
 // eachName calls read for every name in turn, going on past a failed one:
 // it returns nil when every read succeeded, the error when none did (or

@@ -527,7 +527,11 @@ func notFoundIn(ctx context.Context, l *ledger.Ledger, q string, err error) erro
 }
 
 // locate returns the queue name (q or one of its partitions) holding job
-// id, or an error matching ErrNotFound.
+// id, or an error matching ErrNotFound: one pipelined round trip over the
+// names, whatever their number. A partition that could not be read (its
+// master down) does not hide the job from the others; found in none of
+// those read, the error is a *PartialError (the job may be on one not
+// read), not ErrNotFound.
 func locate(ctx context.Context, l *ledger.Ledger, q, id string) (string, error) {
 	names, err := physical(ctx, l, q)
 	if err != nil {
@@ -536,14 +540,18 @@ func locate(ctx context.Context, l *ledger.Ledger, q, id string) (string, error)
 	if len(names) == 1 {
 		return names[0], nil
 	}
-	for _, n := range names {
-		_, err := l.Get(ctx, n, id)
-		if err == nil {
+	has, err := l.HoldJob(ctx, names, id)
+	var pe *PartialError
+	if err != nil && !errors.As(err, &pe) {
+		return "", err
+	}
+	for i, n := range names {
+		if has[i] {
 			return n, nil
 		}
-		if !errors.Is(err, ErrNotFound) {
-			return "", err
-		}
+	}
+	if pe != nil {
+		return "", fmt.Errorf("job %s is in none of queue %s's partitions read: %w", ledger.ShownID(id), q, pe)
 	}
 	return "", fmt.Errorf("%w: %s in queue %s", ErrNotFound, ledger.ShownID(id), q)
 }

@@ -253,51 +253,72 @@ func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 
 // Find looks a job up by id in every known queue: one pipelined round
 // trip finds the queues holding its record, whatever their number, and
-// only those are read.
+// only those are read. A queue that could not be read (its master down)
+// does not hide the job from the others; found in none of those read, the
+// error matches ErrPartial, not ErrNotFound.
 func (l *Ledger) Find(ctx context.Context, id string) (*Record, error) {
 	qs, err := l.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
 	has, err := l.HoldJob(ctx, qs, id)
-	if err != nil {
-		return nil, err
+	if ferr := partialOnly(err); ferr != nil {
+		return nil, ferr
 	}
 	for i, q := range qs {
 		if !has[i] {
 			continue
 		}
-		r, err := l.Get(ctx, q, id)
-		if err == nil {
+		r, gerr := l.Get(ctx, q, id)
+		if gerr == nil {
 			return r, nil
 		}
-		if !errors.Is(err, ErrNotFound) {
-			return nil, err
+		if !errors.Is(gerr, ErrNotFound) {
+			return nil, gerr
 		}
+	}
+	if miss := missedIn("job "+ShownID(id), err); miss != nil {
+		return nil, miss
 	}
 	return nil, fmt.Errorf("%w: %s", ErrNotFound, ShownID(id))
 }
 
 // FindByOperation returns the job owning operation id op in any known
-// queue (a job enqueued without one has its own id as operation id): one
-// pipelined round trip finds the queues that may hold one (see
-// MayHoldOperation), whatever their number, and only those are read.
+// queue (a job enqueued without one has its own id as operation id), as
+// FindOperation finds it over every queue.
 func (l *Ledger) FindByOperation(ctx context.Context, op string) (*Record, error) {
 	qs, err := l.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
-	may, err := l.MayHoldOperation(ctx, qs, op)
-	if err != nil {
-		return nil, err
+	return l.FindOperation(ctx, qs, op)
+}
+
+// FindOperation returns the job owning operation id op in the first of
+// names (queue names, partitions' included) holding one, as
+// FindByOperationIn finds it: one pipelined round trip finds the names
+// that may hold one (see MayHoldOperation), whatever their number, and
+// only those are read. A name that could not be read (its master down)
+// does not hide the job from the others; found in none of those read, the
+// error matches ErrPartial, not ErrNotFound.
+func (l *Ledger) FindOperation(ctx context.Context, names []string, op string) (*Record, error) {
+	may, err := l.MayHoldOperation(ctx, names, op)
+	if ferr := partialOnly(err); ferr != nil {
+		return nil, ferr
 	}
-	hits := qs[:0]
-	for i, q := range qs {
+	var hits []string
+	for i, n := range names {
 		if may[i] {
-			hits = append(hits, q)
+			hits = append(hits, n)
 		}
 	}
-	return l.FindByOperationIn(ctx, hits, op)
+	r, ferr := l.FindByOperationIn(ctx, hits, op)
+	if errors.Is(ferr, ErrNotFound) {
+		if miss := missedIn("operation "+ShownID(op), err); miss != nil {
+			return nil, miss
+		}
+	}
+	return r, ferr
 }
 
 // FindByOperationIn returns the job owning operation id op in the first of
@@ -1129,7 +1150,9 @@ func (l *Ledger) PausedOf(ctx context.Context, names []string) ([]*Pause, error)
 
 // HoldJob reports, for each of names (queue names, partitions' included),
 // whether it holds a record of job id (a record Get would return), in one
-// pipelined round trip whatever their number.
+// pipelined round trip whatever their number. When some names could not
+// be read (their master down), it reports the others with a *PartialError
+// naming those (false in the result); when none could, the first error.
 func (l *Ledger) HoldJob(ctx context.Context, names []string, id string) ([]bool, error) {
 	out := make([]bool, len(names))
 	if len(names) == 0 || siblingID(id) {
@@ -1141,21 +1164,21 @@ func (l *Ledger) HoldJob(ctx context.Context, names []string, id string) ([]bool
 		cmds[i] = pipe.Exists(ctx, l.JobKey(q, id))
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
+	errs := make([]error, len(names))
 	for i, c := range cmds {
 		n, err := c.Result()
-		if err != nil {
-			return nil, wrap("get "+ShownID(id)+" in "+names[i], err)
-		}
-		out[i] = n > 0
+		out[i], errs[i] = n > 0, wrap("get "+ShownID(id)+" in "+names[i], err)
 	}
-	return out, nil
+	return out, partialOf(names, errs)
 }
 
 // MayHoldOperation reports, for each of names (queue names, partitions'
 // included), whether FindByOperationIn could find a job owning operation
 // id op there: its operation index, the job its id names (see OpJobID) or
 // a job whose id is op exists. One pipelined round trip reads them all,
-// whatever their number; a name reported false holds no such job.
+// whatever their number; a name reported false holds no such job, unless
+// the error, a *PartialError (some names could not be read) or the first
+// error (none could), names it.
 func (l *Ledger) MayHoldOperation(ctx context.Context, names []string, op string) ([]bool, error) {
 	out := make([]bool, len(names))
 	if len(names) == 0 {
@@ -1171,12 +1194,10 @@ func (l *Ledger) MayHoldOperation(ctx context.Context, names []string, op string
 		cmds[i] = pipe.Exists(ctx, keys...)
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
+	errs := make([]error, len(names))
 	for i, c := range cmds {
 		n, err := c.Result()
-		if err != nil {
-			return nil, wrap("find operation in "+names[i], err)
-		}
-		out[i] = n > 0
+		out[i], errs[i] = n > 0, wrap("find operation in "+names[i], err)
 	}
-	return out, nil
+	return out, partialOf(names, errs)
 }
