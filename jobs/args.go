@@ -114,8 +114,10 @@ type Reconciler[T JobArgs] interface {
 }
 
 // RetryOnTimeout is implemented by workers whose side effects are safe to
-// repeat: a handler timeout then schedules a plain retry instead of making
-// the job uncertain.
+// repeat: a handler timeout, or a shutdown that cancels the handler (which
+// then returns), then schedules a plain retry instead of making the job
+// uncertain. A handler abandoned at shutdown (still running after its
+// context was cancelled) leaves its job uncertain all the same.
 type RetryOnTimeout interface {
 	RetryOnTimeout() bool
 }

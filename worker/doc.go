@@ -9,6 +9,14 @@
 //	worker.Register(pool, &TransferWorker{db: db})
 //	pool.Run(ctx)
 //
+// End that context on SIGTERM as well as SIGINT
+// (signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)): docker stop,
+// Kubernetes and systemd send SIGTERM. The shutdown puts back the jobs
+// claimed but not started, waits up to ShutdownTimeout for running
+// handlers, cancels those still running and commits every outcome within
+// ShutdownTimeout plus ShutdownGrace, so give the process manager a kill
+// timeout longer than that.
+//
 // # How a pool runs jobs
 //
 // The pool has four parts:
@@ -80,7 +88,8 @@
 // its timeout passed, after its lease was lost, or during shutdown, the job
 // becomes uncertain, not failed. A handler that returns nil succeeded,
 // however late. A worker whose side effects are safe to repeat can opt for
-// plain retries on timeout by implementing RetryOnTimeout() bool. A handler
+// plain retries on timeout, and when a shutdown cancels it mid-call, by
+// implementing RetryOnTimeout() bool. A handler
 // that ignores its context keeps its slot, but its lease lapses at the
 // deadline, the maintenance leader takes over, and its eventual commit is
 // fenced.

@@ -57,9 +57,6 @@ func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 // every d instead of every few seconds; call it before Run.
 func SetClockEvery(p *Pool, d time.Duration) { p.clockEvery = d }
 
-// ShutdownGrace is how long past ShutdownTimeout Run may take to return.
-const ShutdownGrace = shutdownGrace
-
 // PeriodicSpec is what the ledger records of pj, as AddPeriodic compiles it.
 func PeriodicSpec(pj *PeriodicJob) (ledger.ScheduleSpec, error) {
 	p, err := pj.compile()

@@ -395,8 +395,9 @@ func (p *Pool) redisAddr(ne net.Error) string {
 // (counted in fencedq_handlers_abandoned_total), and a result such a
 // handler returns later is committed only if its token still runs the
 // job. When jobs were left unsettled that way, or their outcome's commit
-// failed, Run returns a *ShutdownError naming them (matching
-// ErrUnsettled). Run returns within ShutdownTimeout plus 10s of ctx's end
+// (or the put-back of a job claimed as the pool stopped) failed, Run
+// returns a *ShutdownError naming them (matching
+// ErrUnsettled). Run returns within ShutdownTimeout plus ShutdownGrace (10s) of ctx's end
 // even when Redis does not answer its last calls (a call already waiting
 // for a frozen Redis when ctx ends lasts up to the Redis client's
 // ReadTimeout, 5s by default, within that bound). A ctx that ends while the pool starts (before any job is
@@ -516,7 +517,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 
 	p.log.Info("pool shutting down", "timeout", p.cfg.ShutdownTimeout)
-	bound := p.cfg.ShutdownTimeout + shutdownGrace
+	bound := p.cfg.ShutdownTimeout + ShutdownGrace
 	if bound < p.cfg.ShutdownTimeout { // a ShutdownTimeout near the largest Duration: no wrap-around into the past
 		bound = math.MaxInt64
 	}

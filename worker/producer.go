@@ -403,6 +403,11 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 	case err != nil:
 		p.log.Warn("claimed jobs not started could not be put back; they come back when their leases expire",
 			"queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason, "error", err)
+		if p.stopping.Err() != nil { // named in Run's error, as a failed commit is
+			for _, c := range cs {
+				p.unsettled.addJob(q, c.ID, c.Token, UnsettledCommitFailed)
+			}
+		}
 		return
 	}
 	p.log.Info("claimed jobs put back without starting", "queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason)

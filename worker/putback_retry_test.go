@@ -117,3 +117,44 @@ func TestStoppingPoolPutsBackItsLastClaimWhenThePutBackFailsOnce(t *testing.T) {
 		t.Fatalf("job after its put-back failed once: %s, %d attempts; want pending, 0", r.State, r.Attempts)
 	}
 }
+
+// A stopping pool whose put-back of its last claim keeps failing (Redis
+// unreachable) leaves those jobs running until their leases lapse: Run
+// names them in its *ShutdownError (matching ErrUnsettled), as it names
+// outcomes whose commit failed, instead of returning nil as if the pool
+// had settled everything it claimed.
+func TestStoppingPoolNamesTheClaimItCouldNotPutBack(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	e := newEnvOn(t, srv.Client(), redistest.Namespace(t))
+	cfg := e.config()
+	cfg.WorkerID = "stops-at-claim"
+	cfg.Maintenance.Disabled = true // its leader lease names the WorkerID too
+	res := e.enqueue(plainArgs{N: 1})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hook := &stopAtClaim{owner: cfg.WorkerID, stop: cancel, text: "the pool stopped before the attempt started"}
+	hook.fail.Store(1 << 20) // every put-back fails
+	rdb := srv.Client()
+	rdb.AddHook(hook)
+	p, err := worker.NewPool(rdb, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(context.Context, *jobs.Job[plainArgs]) error {
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	err = p.Run(ctx)
+	var se *worker.ShutdownError
+	if !errors.Is(err, worker.ErrUnsettled) || !errors.As(err, &se) {
+		t.Fatalf("Run = %v, want a *ShutdownError naming the job it could not put back", err)
+	}
+	if len(se.Jobs) != 1 || se.Jobs[0].ID != res.JobID || se.Jobs[0].Reason != worker.UnsettledCommitFailed || se.Jobs[0].Token == 0 {
+		t.Fatalf("ShutdownError jobs %+v, want job %s (%s) with its token", se.Jobs, res.JobID, worker.UnsettledCommitFailed)
+	}
+	if hook.failed.Load() == 0 {
+		t.Fatal("no put-back was attempted")
+	}
+}

@@ -26,8 +26,9 @@ const (
 	// committed only if that token still runs the job.
 	UnsettledAbandoned = "handler still running"
 	// UnsettledCommitFailed: the outcome's commit failed with an unknown
-	// result (Redis unreachable); the job's lease lapses and the
-	// maintenance leader resolves it.
+	// result (Redis unreachable), or so did the put-back of a job claimed
+	// as the pool stopped; the job's lease lapses and the maintenance
+	// leader resolves it.
 	UnsettledCommitFailed = "commit failed"
 )
 
@@ -43,7 +44,8 @@ type Unsettled struct {
 
 // ShutdownError is Run's error when the pool stopped with jobs it had
 // claimed left unsettled: handlers that ignored their cancelled context,
-// or outcomes whose commit failed. It matches ErrUnsettled. Each job comes
+// outcomes whose commit failed, or jobs claimed as it stopped that it
+// could not put back. It matches ErrUnsettled. Each job comes
 // back through the ledger (uncertain, reconciled by the maintenance
 // leader; or its lease lapses), so a process may exit on it; it is worth
 // an alert, not a crash loop.
@@ -72,7 +74,13 @@ type unsettledSet struct {
 
 // add records attempt a's job, once (the first reason given stays).
 func (s *unsettledSet) add(a *attempt, reason string) {
-	u := Unsettled{Queue: ledger.Logical(a.job.Queue), ID: a.job.ID, Token: a.job.Token, Reason: reason}
+	s.addJob(a.job.Queue, a.job.ID, a.job.Token, reason)
+}
+
+// addJob records job id of queue q (a partition's name or a queue's)
+// claimed under token, once (the first reason given stays).
+func (s *unsettledSet) addJob(q, id string, token lease.Token, reason string) {
+	u := Unsettled{Queue: ledger.Logical(q), ID: id, Token: token, Reason: reason}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, j := range s.jobs {
@@ -132,7 +140,12 @@ func (p *Pool) abandon() (ids []string, hooks []func()) {
 	return ids, hooks
 }
 
-// shutdownGrace bounds how long past ShutdownTimeout Run takes to return,
-// whatever Redis does: the wait for cancelled handlers (commitTimeout),
-// then the last commits, and the pool's leave and the leader's release.
-const shutdownGrace = 10 * time.Second
+// ShutdownGrace bounds how long past ShutdownTimeout Run takes to return
+// once its context ends, whatever Redis does: the wait for cancelled
+// handlers, then the last commits, and the pool's leave and the leader's
+// release. A process manager that stops the pool's process (SIGTERM, then
+// SIGKILL) must wait longer than ShutdownTimeout plus ShutdownGrace
+// before it kills it (Docker waits 10s by default, Kubernetes 30s):
+// killed earlier, the outcomes not yet committed are left to lease expiry
+// and reconciling.
+const ShutdownGrace = 10 * time.Second

@@ -195,7 +195,7 @@ func TestShutdownPutsBackAttemptsWaitingForTheirResource(t *testing.T) {
 
 // TestShutdownWithRedisFrozenIsBounded: with Redis frozen (SIGSTOP) when
 // the pool stops, Run still returns within ShutdownTimeout plus a bounded
-// grace (shutdownGrace): its last calls to Redis (the pool's leave, the
+// grace (ShutdownGrace): its last calls to Redis (the pool's leave, the
 // final commits, the leader's release) do not hold it, and the job whose
 // commit could not be sent is named in its *ShutdownError.
 func TestShutdownWithRedisFrozenIsBounded(t *testing.T) {
@@ -205,7 +205,7 @@ func TestShutdownWithRedisFrozenIsBounded(t *testing.T) {
 // TestShutdownWithRedisFrozenMidCallIsBounded: Redis frozen while the
 // fetch loop waits for a reply (its idle look, every 10 ms here) holds the
 // loop until the client's read timeout, yet Run still returns within
-// ShutdownTimeout plus shutdownGrace of its context's end: the bounds
+// ShutdownTimeout plus ShutdownGrace of its context's end: the bounds
 // count from the end of ctx, and no claim is sent once ctx ended.
 func TestShutdownWithRedisFrozenMidCallIsBounded(t *testing.T) {
 	testFrozenShutdown(t, true)

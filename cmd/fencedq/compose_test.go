@@ -11,16 +11,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/internal/cli"
+	"github.com/fencedq/fencedq/worker"
 )
 
 type composeFile struct {
 	Services map[string]struct {
 		Image       string            `yaml:"image"`
+		StopGrace   string            `yaml:"stop_grace_period"`
 		Restart     string            `yaml:"restart"`
 		Build       any               `yaml:"build"`
 		Entrypoint  []string          `yaml:"entrypoint"`
@@ -279,6 +282,9 @@ func TestDockerCompose(t *testing.T) {
 		if want := map[string]string{"worker": bankWorkerPkg, "dashboard": fencedqPkg}[name]; want != "" && pkg != want {
 			t.Errorf("%s runs %s (%s), want %s", name, entrypoint[0], pkg, want)
 		}
+		if pkg == bankWorkerPkg {
+			checkStopGrace(t, name, svc.StopGrace)
+		}
 		fs, args := flagsOf(t, name, pkg, append(entrypoint[1:len(entrypoint):len(entrypoint)], svc.Command...))
 		if fs == nil {
 			continue
@@ -341,6 +347,28 @@ func TestDockerCompose(t *testing.T) {
 		if !strings.Contains(string(prom), target) {
 			t.Errorf("prometheus.yml lacks %s", target)
 		}
+	}
+}
+
+// checkStopGrace checks that docker compose stop waits for a worker pool's
+// graceful shutdown before it kills the process: Docker sends SIGTERM,
+// then SIGKILL after stop_grace_period (10s when unset), and a pool's Run
+// takes up to ShutdownTimeout plus worker.ShutdownGrace to commit the
+// outcomes of its running handlers.
+func checkStopGrace(t *testing.T, name, grace string) {
+	t.Helper()
+	need := worker.DefaultShutdownTimeout + worker.ShutdownGrace
+	if grace == "" {
+		t.Errorf("%s runs a worker pool without stop_grace_period: Docker kills it 10s after SIGTERM, before its graceful shutdown (up to %v) ends", name, need)
+		return
+	}
+	d, err := time.ParseDuration(grace)
+	if err != nil {
+		t.Errorf("%s: stop_grace_period %q: %v", name, grace, err)
+		return
+	}
+	if d <= need {
+		t.Errorf("%s: stop_grace_period %v: a worker pool's graceful shutdown takes up to %v", name, d, need)
 	}
 }
 

@@ -132,6 +132,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, line)
 	fmt.Fprintln(w, "Flags that say what an action does (--queue, --job, --decision, ...) come from")
 	fmt.Fprintln(w, "the command line only. The demo is its own command: go run ./cmd/fencedq-demo")
+	fmt.Fprintln(w, "\nExit codes: 0 success, 1 failure (among them a job, workflow or schedule not")
+	fmt.Fprintln(w, "found, or a job in a state the action does not take), 2 bad usage.")
 }
 
 // envVars lists, sorted, the FENCEDQ_ variables some command reads.

@@ -36,14 +36,18 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// TestHelpForEveryCommand: the top-level help and every command's list
+// the flags and say what the exit codes mean (scripts branch on them).
 func TestHelpForEveryCommand(t *testing.T) {
+	const exitCodes = "Exit codes: 0 success, 1 failure"
 	code, out, _ := runCLI(t, "--help")
-	if code != 0 || !strings.Contains(out, "Commands:") {
+	if code != 0 || !strings.Contains(out, "Commands:") || !strings.Contains(out, exitCodes) || !strings.Contains(out, "2 bad usage") {
 		t.Fatalf("top-level help: %d %q", code, out)
 	}
 	for _, c := range commands {
 		code, out, _ := runCLI(t, c.name, "--help")
-		if code != 0 || !strings.Contains(out, "Usage: fencedq "+c.name) || !strings.Contains(out, "-") {
+		if code != 0 || !strings.Contains(out, "Usage: fencedq "+c.name) || !strings.Contains(out, "-") ||
+			!strings.Contains(out, exitCodes) || !strings.Contains(out, "2 bad usage") {
 			t.Errorf("%s --help: code %d, output %q", c.name, code, out)
 		}
 	}

@@ -1,6 +1,8 @@
 // Command minimal is the smallest fencedq application: one job kind, a
 // worker pool and an enqueue, against the Redis at REDIS_ADDR (default
 // 127.0.0.1:6379). The README's "Use it in your module" shows it.
+// Ctrl-C (SIGINT) or SIGTERM, which docker stop, Kubernetes and systemd
+// send, shuts the pool down gracefully.
 //
 //	go run ./examples/minimal
 package main
@@ -12,6 +14,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,7 +31,9 @@ type Welcome struct {
 func (Welcome) Kind() string { return "welcome" }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too: a process killed by it would leave the jobs its pool
+	// claimed running until their leases lapse.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	addr := os.Getenv("REDIS_ADDR")
 	if addr == "" {

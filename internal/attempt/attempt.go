@@ -64,8 +64,9 @@ func (e End) interruptedBy(err error) bool {
 // stop. So does a dependency
 // call that timed out before the job's own deadline, for kinds that can be
 // reconciled; other kinds retry it (they should return jobs.Unknown
-// themselves when a repeat would be harmful). A retry's due time is set by
-// the caller.
+// themselves when a repeat would be harmful). A kind whose effects are
+// safe to repeat (RetryOnTimeout) retries after its deadline or a shutdown
+// mid-call instead. A retry's due time is set by the caller.
 func Decide(e End) ledger.Outcome {
 	err := e.Err
 	text := ""
@@ -111,7 +112,9 @@ func Decide(e End) ledger.Outcome {
 		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: reason}
 	case e.TimedOut && !e.RetryOnTimeout:
 		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "deadline passed mid-call"}
-	case e.Shutdown != "":
+	case e.Shutdown != "" && !e.RetryOnTimeout:
+		// A kind whose effects are safe to repeat is retried below, as
+		// after its own timeout: nothing needs reconciling.
 		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: e.Shutdown}
 	case IsTimeout(err) && e.Reconcilable && !e.RetryOnTimeout:
 		return ledger.Outcome{To: jobs.Uncertain, Error: text, Reason: "a dependency timed out; it may have accepted the work"}

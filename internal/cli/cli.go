@@ -142,8 +142,8 @@ func run(ctx context.Context, fs *flag.FlagSet, summary string, env bool, do fun
 	return 0
 }
 
-// printHelp prints the usage: the summary, the flags, and which
-// environment variables set which of them.
+// printHelp prints the usage: the summary, the flags, which environment
+// variables set which of them, and the exit codes (those of run).
 func printHelp(w io.Writer, fs *flag.FlagSet, summary string, env bool) {
 	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s.\n\nFlags:\n", fs.Name(), summary)
 	fs.SetOutput(w)
@@ -165,6 +165,7 @@ func printHelp(w io.Writer, fs *flag.FlagSet, summary string, env bool) {
 		})
 		_ = tw.Flush()
 	}
+	fmt.Fprintln(w, "\nExit codes: 0 success, 1 failure, 2 bad usage (a flag or argument refused).")
 }
 
 // applyEnv sets every allow-listed flag not given on the command line from
