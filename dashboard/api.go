@@ -501,8 +501,8 @@ func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 		byQueue = map[string][]jobs.Event{queue: evs}
 	} else {
 		var err error
-		if byQueue, err = h.insp.AllEvents(ctx, read, eventBudget); err != nil {
-			h.fail(w, r, err)
+		byQueue, err = h.insp.AllEvents(ctx, read, eventBudget)
+		if !h.degrade(w, r, &out.partial, err) {
 			return
 		}
 	}

@@ -159,15 +159,14 @@ func (h *Handler) apiSeries(w http.ResponseWriter, r *http.Request) {
 	// The window's first step is the one holding now - span, truncated.
 	since := now.Add(-win.span).Truncate(win.step)
 	var hs []jobs.QueueHistory
-	if queue == "" {
-		if hs, err = h.insp.AllHistory(ctx, since, now); err != nil {
-			h.fail(w, r, err)
-			return
-		}
-	}
 	out := seriesView{Queue: queue, Window: name, StepSeconds: int64(win.step / time.Second), ServerTime: now,
 		Points: []seriesPoint{}, Now: map[jobs.State]int64{}}
-	if queue != "" {
+	if queue == "" {
+		hs, err = h.insp.AllHistory(ctx, since, now)
+		if !h.degrade(w, r, &out.partial, err) {
+			return
+		}
+	} else {
 		one := jobs.QueueHistory{Queue: queue}
 		one.Minutes, err = h.insp.Minutes(ctx, queue, since, now)
 		if !h.degrade(w, r, &out.partial, err) {

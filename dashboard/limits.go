@@ -22,14 +22,14 @@ type queueLimits struct {
 func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	qs, err := h.insp.AllLimits(ctx)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	out := struct {
 		Queues []queueLimits `json:"queues"`
+		partial
 	}{Queues: []queueLimits{}}
+	qs, err := h.insp.AllLimits(ctx)
+	if !h.degrade(w, r, &out.partial, err) {
+		return
+	}
 	for _, q := range qs {
 		if len(q.Flow.Limits)+len(q.Flow.Rates)+len(q.Groups) > 0 {
 			out.Queues = append(out.Queues, queueLimits{Queue: q.Queue, FlowStatus: q.Flow, Groups: q.Groups})

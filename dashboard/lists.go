@@ -139,6 +139,9 @@ type jobList struct {
 	// there were more.
 	Selection          []jobRef `json:"selection,omitempty"`
 	SelectionTruncated bool     `json:"selection_truncated,omitempty"`
+	// partial names the queues (partitions) not read: their jobs are
+	// neither listed nor counted in Total.
+	partial
 }
 
 // apiJobs lists the jobs of one state, filtered by queue, kind and index
@@ -158,12 +161,12 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("select") == "1" {
 		p.Select = maxSelection
 	}
+	var missed partial
 	list, err := h.insp.List(ctx, p)
-	if err != nil {
-		h.fail(w, r, err)
+	if !h.degrade(w, r, &missed, err) {
 		return
 	}
-	out := jobList{
+	out := jobList{partial: missed,
 		State: f.state, Queue: f.queue, Kind: f.kind, From: f.from, To: f.to, Sort: "asc",
 		Offset: f.offset, Limit: f.limit, MaxOffset: maxOffset, Total: list.Total, TotalExact: list.TotalExact, Jobs: []*jobView{},
 		SelectionTruncated: list.SelectionTruncated,

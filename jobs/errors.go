@@ -32,14 +32,16 @@ var (
 	// job already written is returned, deduplicated); without one, a retry
 	// may create a second job.
 	ErrEnqueueUnknown = ledger.ErrEnqueueUnknown
-	// ErrPartial is what Inspector.Overview and Inspector.Partitions return,
-	// with everything they could read, when the reads of some queue names
-	// failed (on Redis Cluster, the masters holding them are down): those
-	// queues and partitions carry the error as Unreachable. A lookup of one
-	// job (Get, Find, FindByOperation, an operator action by the queue's
-	// name) that found it in none of the names it could read returns a
-	// *PartialError rather than an error matching ErrNotFound: the job may
-	// be on a name not read.
+	// ErrPartial is what the Inspector's reads over several queue names
+	// (every queue's, or a partitioned queue's partitions) return, with
+	// everything they could read, when the reads of some names failed (on
+	// Redis Cluster, the masters holding them are down): a *PartialError
+	// names them, or (Overview, Partitions) the queues and partitions carry
+	// the error as Unreachable.
+	// A lookup of one job (Get, Find, FindByOperation, an operator action
+	// by the queue's name) that found it in none of the names it could read
+	// returns a *PartialError rather than an error matching ErrNotFound:
+	// the job may be on a name not read.
 	ErrPartial = ledger.ErrPartial
 	// ErrNextCalled is what an enqueue middleware's next returns, writing
 	// nothing, when it was already called for the same enqueue call (a

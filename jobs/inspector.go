@@ -123,21 +123,23 @@ func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, err
 // partitioned queue reads as paused when any of its current partitions is
 // (Client.Pause pauses them all), by the pause holding the most of them (a
 // partition paused on its own before its queue was keeps its own pause;
-// Inspector.Partitions shows each).
+// Inspector.Partitions shows each). When some partitions could not be
+// read, it returns the others' pause with a *PartialError naming them.
 func (in *Inspector) Paused(ctx context.Context, q string) (*Pause, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	ps := make([]*Pause, 0, len(names))
-	for _, n := range names {
+	err = eachName(ctx, names, func(n string) error {
 		p, err := in.l.Paused(ctx, n)
-		if err != nil {
-			return nil, err
-		}
 		ps = append(ps, p)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrPartial) {
+		return nil, err
 	}
-	return mainPause(ps), nil
+	return mainPause(ps), err
 }
 
 // Get returns job id of queue q (found in whichever partition holds it),
@@ -247,7 +249,8 @@ func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, erro
 // (merged over its partitions), in two round trips whatever the number of
 // queues: at most perQueue of each queue's feeds, and fewer when there are
 // many, so that at most budget events are read in all (at least one per
-// feed).
+// feed). When some queue names could not be read, it returns the others'
+// with a *PartialError naming them.
 func (in *Inspector) AllEvents(ctx context.Context, perQueue, budget int) (map[string][]Event, error) {
 	if err := in.err(); err != nil {
 		return nil, err
@@ -261,7 +264,7 @@ func (in *Inspector) AllEvents(ctx context.Context, perQueue, budget int) (map[s
 		n = min(n, max(1, budget/len(names)))
 	}
 	evs, err := in.l.EventsOf(ctx, names, n)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrPartial) {
 		return nil, err
 	}
 	out := make(map[string][]Event)
@@ -276,7 +279,7 @@ func (in *Inspector) AllEvents(ctx context.Context, perQueue, budget int) (map[s
 		}
 		sort.SliceStable(ev, func(i, j int) bool { return ev[i].At.After(ev[j].At) })
 	}
-	return out, nil
+	return out, err
 }
 
 // DueRunning returns up to limit jobs of queue q running with a lease
@@ -366,7 +369,10 @@ type JobList struct {
 	SelectionTruncated bool
 }
 
-// List returns a page of the jobs that pass p.
+// List returns a page of the jobs that pass p. When some queue names (on
+// Redis Cluster, those a master down holds) could not be read, it returns
+// the page of the others' jobs, its total theirs, with a *PartialError
+// naming them.
 func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
 	if err := in.err(); err != nil {
 		return nil, err
@@ -399,14 +405,15 @@ func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
 		return nil, err
 	}
 	f := ledger.Filter{State: p.State, Kind: p.Kind, From: p.From, To: p.To, Desc: p.Desc}
+	var missed ledger.Partial
 	page, total, exact, err := in.l.Page(ctx, qs, f, p.Offset, p.Limit)
-	if err != nil {
+	if !missed.Add(err) {
 		return nil, err
 	}
 	out := &JobList{Total: total, TotalExact: exact, Jobs: []Listed{}}
 	if p.Select > 0 {
 		items, _, _, err := in.l.Match(ctx, qs, f, p.Select+1)
-		if err != nil {
+		if !missed.Add(err) {
 			return nil, err
 		}
 		out.Selection = []JobRef{}
@@ -419,13 +426,13 @@ func (in *Inspector) List(ctx context.Context, p ListParams) (*JobList, error) {
 		}
 	}
 	recs, kept, err := in.l.Records(ctx, p.State, page)
-	if err != nil {
+	if !missed.Add(err) {
 		return nil, err
 	}
 	for i, r := range recs {
 		out.Jobs = append(out.Jobs, Listed{Record: r, IndexAt: scoreTime(kept[i].Score)})
 	}
-	return out, nil
+	return out, missed.Err()
 }
 
 // maxJSONMillis is the first millisecond of year 10000: encoding/json

@@ -198,15 +198,17 @@ func (in *Inspector) layoutOf(ctx context.Context, q string, p int, names []stri
 // lease deadline at or before t (as DueRunning does for one queue), those
 // due first: one round trip reads every queue's due index, then the
 // records of the limit due first, one round trip per queue holding some.
-// A limit of 0 or below returns none.
+// A limit of 0 or below returns none. When some queue names could not be
+// read, it returns the others' jobs with a *PartialError naming them.
 func (in *Inspector) AllDueRunning(ctx context.Context, t time.Time, limit int) ([]*Record, error) {
 	qn, err := in.allNames(ctx)
 	if err != nil || limit <= 0 {
 		return nil, err
 	}
 	all := qn.flat()
+	var missed ledger.Partial
 	due, err := in.l.DueIDsOf(ctx, all, Running, t, limit)
-	if err != nil {
+	if !missed.Add(err) {
 		return nil, err
 	}
 	type cand struct {
@@ -232,13 +234,15 @@ func (in *Inspector) AllDueRunning(ctx context.Context, t time.Time, limit int) 
 			ids = append(ids, cs[j].id)
 		}
 		recs, err := in.l.GetMany(ctx, all[cs[i].name], Running, ids)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
+			missed.Fail(all[cs[i].name], err)
+		} else if err != nil {
 			return nil, err
 		}
 		out = append(out, recs...)
 		i = j
 	}
-	return out, nil
+	return out, missed.Err()
 }
 
 // QueueFlow is one queue's part of Inspector.AllLimits: what Limits and
@@ -252,15 +256,17 @@ type QueueFlow struct {
 // AllLimits returns, for every queue with concurrency limits, rate limits
 // or fair groups, sorted by queue, what Limits and Groups return: one
 // pipelined round trip finds those queues, so a queue without any costs
-// no more.
+// no more. When some queue names could not be read, it returns the others'
+// limits, rates and groups with a *PartialError naming them.
 func (in *Inspector) AllLimits(ctx context.Context) ([]QueueFlow, error) {
 	qn, err := in.allNames(ctx)
 	if err != nil {
 		return nil, err
 	}
 	all := qn.flat()
+	var missed ledger.Partial
 	has, err := in.l.HasFlow(ctx, all)
-	if err != nil {
+	if !missed.Add(err) {
 		return nil, err
 	}
 	var out []QueueFlow
@@ -274,26 +280,31 @@ func (in *Inspector) AllLimits(ctx context.Context) ([]QueueFlow, error) {
 		}
 		f := QueueFlow{Queue: q, Flow: &FlowStatus{Limits: []LimitStatus{}, Rates: []RateStatus{}}, Groups: []GroupStatus{}}
 		for _, n := range names {
+			if missed.Missed(n) {
+				continue
+			}
 			ls, rs, err := in.l.Limits(ctx, n)
+			if err == nil {
+				var gs []GroupStatus
+				gs, err = in.l.Groups(ctx, n)
+				f.Groups = append(f.Groups, gs...)
+			}
 			if err != nil {
-				return nil, err
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				missed.Fail(n, err)
+				continue
 			}
 			f.Flow.Limits = append(f.Flow.Limits, ls...)
 			f.Flow.Rates = append(f.Flow.Rates, rs...)
-		}
-		for _, n := range names {
-			gs, err := in.l.Groups(ctx, n)
-			if err != nil {
-				return nil, err
-			}
-			f.Groups = append(f.Groups, gs...)
 		}
 		if len(names) > 1 {
 			slices.SortStableFunc(f.Groups, func(a, b GroupStatus) int { return b.Pending - a.Pending })
 		}
 		out = append(out, f)
 	}
-	return out, nil
+	return out, missed.Err()
 }
 
 // QueueHistory is one queue's part of Inspector.AllHistory: what Series,
@@ -312,15 +323,18 @@ type QueueHistory struct {
 // after the maintenance leader's newest snapshot whose counters equal a
 // queue's counters now are not read (they counted nothing: see
 // internal/ledger's HistoryOf), so an idle queue costs a few reads, not
-// one per minute of the window.
+// one per minute of the window. When some queue names could not be read,
+// it returns every queue with the others' sums and a *PartialError naming
+// them.
 func (in *Inspector) AllHistory(ctx context.Context, from, to time.Time) ([]QueueHistory, error) {
 	qn, err := in.allNames(ctx)
 	if err != nil {
 		return nil, err
 	}
 	all := qn.flat()
+	var missed ledger.Partial
 	hs, err := in.l.HistoryOf(ctx, all, from, to)
-	if err != nil {
+	if !missed.Add(err) {
 		return nil, err
 	}
 	counts, err := in.l.CountsOf(ctx, all)
@@ -335,10 +349,10 @@ func (in *Inspector) AllHistory(ctx context.Context, from, to time.Time) ([]Queu
 		minutes := make([][]MinuteCounts, len(names))
 		o := &out[i]
 		o.Queue, o.Counts = q, map[State]int64{}
-		for k := range names {
+		for k, n := range names {
 			series[k], minutes[k] = hs[at+k].Series, hs[at+k].Minutes
 			if counts[at+k].Err != nil {
-				return nil, counts[at+k].Err
+				missed.Fail(n, counts[at+k].Err)
 			}
 			for s, n := range counts[at+k].Jobs {
 				o.Counts[s] += n
@@ -347,7 +361,7 @@ func (in *Inspector) AllHistory(ctx context.Context, from, to time.Time) ([]Queu
 		o.Series, o.Minutes = mergeSeries(series), mergeMinutes(minutes)
 		at += len(names)
 	}
-	return out, nil
+	return out, missed.Err()
 }
 
 // QueuePause is one queue's part of Inspector.AllPaused.
@@ -360,14 +374,16 @@ type QueuePause struct {
 
 // AllPaused returns every queue's pause (as Paused returns it), sorted by
 // queue, in three round trips whatever the number of queues: the
-// registry, the partition counts and every name's pause.
+// registry, the partition counts and every name's pause. When some queue
+// names could not be read, it returns every queue's pause as the others
+// read it, with a *PartialError naming them.
 func (in *Inspector) AllPaused(ctx context.Context) ([]QueuePause, error) {
 	qn, err := in.allNames(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ps, err := in.l.PausedOf(ctx, qn.flat())
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrPartial) {
 		return nil, err
 	}
 	out := make([]QueuePause, len(qn.queues))
@@ -377,23 +393,25 @@ func (in *Inspector) AllPaused(ctx context.Context) ([]QueuePause, error) {
 		out[i] = QueuePause{Queue: q, Paused: mainPause(ps[at : at+n])}
 		at += n
 	}
-	return out, nil
+	return out, err
 }
 
 // QueuesHolding returns the queues (sorted) holding a job with id id, in
 // any partition: those where Get finds it. A job id is unique in its
 // queue, not across queues (a bridged task's id is unique only in its
 // asynq queue). Three round trips read every queue, whatever their number.
+// When some queue names could not be read, it returns the queues found
+// among the others with a *PartialError naming them.
 func (in *Inspector) QueuesHolding(ctx context.Context, id string) ([]string, error) {
 	qn, err := in.allNames(ctx)
 	if err != nil {
 		return nil, err
 	}
 	has, err := in.l.HoldJob(ctx, qn.flat(), id)
-	if err != nil { // some not read: a queue among them may hold it too
+	if err != nil && !errors.Is(err, ErrPartial) {
 		return nil, err
 	}
-	return qn.queuesWith(has), nil
+	return qn.queuesWith(has), err
 }
 
 // queuesWith returns the queues of which a name is true in has (indexed as
@@ -417,6 +435,8 @@ func (qn *queueNames) queuesWith(has []bool) []string {
 // refuses is an error matching ErrInvalid, before any read. One pipelined
 // round trip over every queue (after the registry's two) finds the names
 // (queues and partitions) that may hold one; only those are read further.
+// When some queue names could not be read, it returns the jobs found among
+// the others with a *PartialError naming them.
 func (in *Inspector) FindByOperationAll(ctx context.Context, op string) ([]*Record, error) {
 	if err := in.err(); err != nil {
 		return nil, err
@@ -428,8 +448,9 @@ func (in *Inspector) FindByOperationAll(ctx context.Context, op string) ([]*Reco
 	if err != nil {
 		return nil, err
 	}
+	var missed ledger.Partial
 	may, err := in.l.MayHoldOperation(ctx, qn.flat(), op)
-	if err != nil {
+	if !missed.Add(err) {
 		return nil, err
 	}
 	var out []*Record
@@ -449,10 +470,16 @@ func (in *Inspector) FindByOperationAll(ctx context.Context, op string) ([]*Reco
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
+		if err != nil && ctx.Err() == nil {
+			for _, n := range hits {
+				missed.Fail(n, err)
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return out, missed.Err()
 }

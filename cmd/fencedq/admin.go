@@ -252,22 +252,27 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 		names = nil
 	}
 	for _, q := range names {
+		var missed ledger.Partial
 		counts, err := l.Counts(ctx, q)
-		if err != nil {
+		if !missed.Add(err) {
 			return err
 		}
 		paused, err := l.Paused(ctx, q)
-		if err != nil {
+		if !missed.Add(err) {
 			return err
 		}
 		lay, err := l.Partitions(ctx, q)
-		if err != nil {
+		if err != nil && !errors.Is(err, jobs.ErrPartial) {
 			return err
+		}
+		var lost []string
+		if pe := (*jobs.PartialError)(nil); errors.As(missed.Err(), &pe) {
+			lost = pe.Unreachable
 		}
 		if lay.Count == 1 && len(lay.Partitions) == 1 {
 			lay = nil // a plain queue
 		}
-		infos = append(infos, queueInfo{Queue: q, Counts: counts, Paused: paused, Partitions: lay})
+		infos = append(infos, queueInfo{Queue: q, Counts: counts, Paused: paused, Partitions: lay, Unreachable: lost})
 	}
 	var lost []string
 	for _, i := range infos {
@@ -390,11 +395,7 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if given && strings.TrimSpace(*actor) == "" {
 			return fmt.Errorf("%w: --set needs --actor (who changes the layout, or set FENCEDQ_ACTOR)", errUsage)
 		}
-		open := c.openClient
-		if !given {
-			open = c.openView // a view: it shows what it can
-		}
-		client, closeAll, err := open(ctx)
+		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err
 		}
@@ -517,8 +518,11 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, p jobs.List
 	}
 	// One list over every queue: --offset and --limit page the merged list,
 	// not each queue's.
+	// With a Cluster master down, the jobs the others hold are printed and
+	// the command fails naming the queue names not read.
+	var missed ledger.Partial
 	page, err := l.List(ctx, p)
-	if err != nil {
+	if !missed.Add(err) {
 		if errors.Is(err, jobs.ErrInvalid) {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
@@ -529,7 +533,7 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, p jobs.List
 	if queue == "" {
 		// Every queue's pause in a fixed number of round trips.
 		all, err := l.AllPaused(ctx)
-		if err != nil {
+		if !missed.Add(err) {
 			return err
 		}
 		for _, p := range all {
@@ -537,7 +541,7 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, p jobs.List
 				paused = append(paused, cli.Escape(p.Queue)+" ("+pauseText(p.Paused)+")")
 			}
 		}
-	} else if pause, err := l.Paused(ctx, queue); err != nil {
+	} else if pause, err := l.Paused(ctx, queue); !missed.Add(err) {
 		return err
 	} else if pause != nil {
 		paused = append(paused, cli.Escape(queue)+" ("+pauseText(pause)+")")
@@ -547,7 +551,10 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, p jobs.List
 		for i, j := range all {
 			recs[i] = j.Record
 		}
-		return json.NewEncoder(cli.JSONWriter(out)).Encode(recs)
+		if err := json.NewEncoder(cli.JSONWriter(out)).Encode(recs); err != nil {
+			return err
+		}
+		return missed.Err()
 	}
 	now := time.Now()
 	if t, err := l.ServerTime(ctx); err == nil {
@@ -607,7 +614,7 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, p jobs.List
 	if queue != "" && !slices.Contains(known, ledger.Logical(queue)) {
 		fmt.Fprint(out, unknownQueueNote(queue))
 	}
-	return nil
+	return missed.Err()
 }
 
 // unknownQueueNote follows the output about a queue the namespace does not
@@ -821,10 +828,16 @@ func checkOp(fs *flag.FlagSet, op string) error {
 // findByOperation returns the job owning operation id op in whichever
 // queue holds one. The same operation id on two queues is two jobs: found
 // in more than one, it is a usage error naming them (give --queue), never
-// either job.
+// either job. With a Cluster master down, the job found in the queues read
+// is returned when they hold one (the others may hold another: give
+// --queue to be sure), and the error names those not read when they hold
+// none.
 func findByOperation(ctx context.Context, l *jobs.Inspector, op string) (*jobs.Record, error) {
 	recs, err := l.FindByOperationAll(ctx, op)
-	if err != nil {
+	if err != nil && (!errors.Is(err, jobs.ErrPartial) || len(recs) == 0) {
+		if errors.Is(err, jobs.ErrPartial) {
+			return nil, fmt.Errorf("operation %s: in no queue read: %w", op, err)
+		}
 		return nil, err
 	}
 	switch {
@@ -843,13 +856,18 @@ func findByOperation(ctx context.Context, l *jobs.Inspector, op string) (*jobs.R
 // findQueue returns queue, or looks job id up in every queue when empty.
 // A job id can be in two queues (a bridged task's id is unique only in
 // its asynq queue): found in more than one, it is a usage error naming
-// them (give --queue), never either job.
+// them (give --queue), never either job. With a Cluster master down, the
+// queue found among those read is returned when they hold the job, and
+// the error names those not read when they do not.
 func findQueue(ctx context.Context, l *jobs.Inspector, queue, id, action string) (string, error) {
 	if queue != "" {
 		return queue, nil
 	}
 	in, err := l.QueuesHolding(ctx, id)
-	if err != nil {
+	if err != nil && (!errors.Is(err, jobs.ErrPartial) || len(in) == 0) {
+		if errors.Is(err, jobs.ErrPartial) {
+			return "", fmt.Errorf("cannot %s: job %s is in no queue read (give --queue): %w", action, id, err)
+		}
 		return "", err
 	}
 	switch {
@@ -1139,7 +1157,7 @@ func queuesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 				return fmt.Errorf("%w: --queue: %v", errUsage, err)
 			}
 		}
-		client, closeAll, err := c.openView(ctx)
+		client, closeAll, err := c.openClient(ctx)
 		if err != nil {
 			return err
 		}

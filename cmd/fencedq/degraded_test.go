@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -183,5 +185,87 @@ func TestLedgerScrapeWithAMasterDown(t *testing.T) {
 	}
 	if _, ok := got["fencedq_ledger_jobs,orders,pending"]; ok {
 		t.Fatalf("scrape %v: orders' counts exported short of the lost partitions", got)
+	}
+}
+
+// TestListingsWithAMasterDown: with the master holding some of queue
+// orders' partitions killed, inspect's listings (every queue's, and
+// orders') and queues --queue print what the other masters hold and exit
+// 1 naming exactly the lost partitions, instead of refusing to connect;
+// a job on a master that answers is still shown and cancelled, found
+// without --queue.
+func TestListingsWithAMasterDown(t *testing.T) {
+	d := startDegraded(t)
+	ctx := context.Background()
+	id := ""
+	for id == "" { // a job of orders on a partition that stays up
+		res, err := d.client.EnqueueRaw(ctx, "raw", []byte(`{}`), jobs.Queue("orders"), jobs.Unchecked())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.lost(res.Queue) {
+			id = res.JobID
+		}
+	}
+	d.victim.Kill()
+	conn := d.conn()
+	for _, args := range [][]string{
+		{"inspect", "--state", "pending", "--limit", "100"},
+		{"inspect", "--state", "pending", "--queue", "orders", "--limit", "100"},
+		{"queues", "--queue", "orders"},
+	} {
+		code, out, errOut := runCLI(t, append(args, conn...)...)
+		if code != 1 || !strings.Contains(errOut, "could not be read") || !strings.Contains(out, "orders") {
+			t.Fatalf("%v: exit %d %q %q, want the reachable rows and 1 naming what could not be read", args, code, out, errOut)
+		}
+		for _, p := range d.lay.Partitions {
+			if d.lost(p.Name) && !strings.Contains(errOut, p.Name) {
+				t.Fatalf("%v: %q does not name lost partition %s", args, errOut, p.Name)
+			}
+			if !d.lost(p.Name) && strings.Contains(errOut, p.Name) {
+				t.Fatalf("%v: %q names partition %s, which answers", args, errOut, p.Name)
+			}
+		}
+		if args[0] == "inspect" && !strings.Contains(out, id) {
+			t.Fatalf("%v: %q does not list job %s, on a master that answers", args, out, id)
+		}
+	}
+	for _, args := range [][]string{{"inspect", "--job", id}, {"cancel", "--job", id, "--actor", "test", "--note", "degraded"}} {
+		if code, out, errOut := runCLI(t, append(args, conn...)...); code != 0 {
+			t.Fatalf("%v: exit %d %q %q, want the job, its master answering", args, code, out, errOut)
+		}
+	}
+}
+
+// TestDashboardStartsWithAMasterDown: fencedq dashboard, started while a
+// Cluster master is down, serves what the other masters hold (the overview
+// flagged partial) instead of refusing to start.
+func TestDashboardStartsWithAMasterDown(t *testing.T) {
+	d := startDegraded(t)
+	d.victim.Kill()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &urlWriter{url: make(chan string, 1)}
+	var errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"dashboard", "--addr", "127.0.0.1:0", "--log-level", "error"}, d.conn()...), out, &errOut)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var u string
+	select {
+	case u = <-out.url:
+	case code := <-done:
+		t.Fatalf("dashboard exited %d: %s", code, errOut.String())
+	}
+	res, err := http.Get(strings.TrimSuffix(u, "/") + "/api/overview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var ov struct {
+		Partial bool `json:"partial"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&ov); err != nil || res.StatusCode != http.StatusOK || !ov.Partial {
+		t.Fatalf("overview: %d %+v %v, want 200 flagged partial", res.StatusCode, ov, err)
 	}
 }

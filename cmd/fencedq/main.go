@@ -64,8 +64,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -255,37 +253,31 @@ func prefixed(p string, names []string) []string {
 type commonFlags struct {
 	redis     string
 	namespace string
+	// down is set by openClient when some Cluster masters did not answer
+	// (matching cli.ErrMastersDown, naming them).
+	down error
 }
 
 // openClient connects to Redis and returns a jobs client on the namespace;
 // closeAll releases both. An invalid namespace is bad usage, refused
 // before connecting, and so is an empty one (an unset shell variable,
 // "--namespace $NS"): it would act on the default namespace fq unseen.
+// On Redis Cluster with some masters down (not all) it connects all the
+// same, and sets c.down: a listing prints what the other masters hold and
+// ends with an error matching jobs.ErrPartial naming what it could not
+// read; an action on a job or queue whose master answers goes through,
+// and one whose master is down fails naming it.
 func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
-	return c.open(ctx, cli.ConnectRedis)
-}
-
-// openView is openClient for a read-only view that shows what it can: on
-// Redis Cluster with some masters down (but not all), it opens the client
-// all the same; the view marks what it could not read, and fails.
-func (c *commonFlags) openView(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
-	return c.open(ctx, func(ctx context.Context, addr string) (redis.UniversalClient, error) {
-		rdb, err := cli.ConnectRedisPartial(ctx, addr)
-		if errors.Is(err, cli.ErrMastersDown) {
-			err = nil
-		}
-		return rdb, err
-	})
-}
-
-func (c *commonFlags) open(ctx context.Context, connect func(context.Context, string) (redis.UniversalClient, error)) (client *jobs.Client, closeAll func(), err error) {
 	if c.namespace == "" {
 		return nil, nil, fmt.Errorf("%w: --namespace is empty: name the workers' namespace (fq when the flag is not given)", errUsage)
 	}
 	if err := (jobs.Config{Namespace: c.namespace}).Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: --namespace: %v", errUsage, err)
 	}
-	rdb, err := connect(ctx, c.redis)
+	rdb, err := cli.ConnectRedisPartial(ctx, c.redis)
+	if errors.Is(err, cli.ErrMastersDown) {
+		c.down, err = err, nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -60,6 +60,9 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			return err
 		}
 		defer closeAll()
+		if c.down != nil { // it serves what the other masters hold, under a banner
+			opts.Logger.Warn("dashboard: starting with Redis Cluster masters down", "error", c.down)
+		}
 		h, err := dashboard.New(client.Inspector(), client, opts)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)

@@ -12,8 +12,11 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/termsafe"
@@ -469,5 +472,71 @@ func TestEmptyVariableNamesItself(t *testing.T) {
 	}, nil, &stdout, &stderr)
 	if code != 0 || !strings.Contains(stdout.String(), "actor= ") {
 		t.Errorf("FENCEDQ_ACTOR empty: code %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// dialLog keeps the lines the Redis client logs (its pool logs each
+// connection it gave up on, with the attempts made).
+type dialLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (d *dialLog) Printf(_ context.Context, format string, v ...any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lines = append(d.lines, fmt.Sprintf(format, v...))
+}
+
+func (d *dialLog) text() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return strings.Join(d.lines, "\n")
+}
+
+// TestOperatorClientDialsADeadMasterOnce: with a Cluster master killed,
+// a read of a key it held, on ConnectRedisPartial's client, dials it once
+// and gives it up (go-redis's default dials 5 times per try, 100 ms apart:
+// the first read with a master down took about 7.5 s); the other masters'
+// keys still read.
+func TestOperatorClientDialsADeadMasterOnce(t *testing.T) {
+	logs := &dialLog{}
+	redis.SetLogger(logs)
+	t.Cleanup(QuietRedis)
+	cl := redistest.StartCluster(t)
+	ctx := context.Background()
+	for _, n := range cl.Nodes {
+		if err := n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb, err := ConnectRedisPartial(ctx, strings.Join(cl.Addrs(), ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	victim := cl.Nodes[0]
+	var lost, kept string
+	for i := 0; lost == "" || kept == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		m, err := rdb.(*redis.ClusterClient).MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Options().Addr == victim.Addr {
+			lost = k
+		} else {
+			kept = k
+		}
+	}
+	victim.Kill()
+	if err := rdb.Get(ctx, lost).Err(); err == nil || errors.Is(err, redis.Nil) || !strings.Contains(err.Error(), victim.Addr) {
+		t.Fatalf("a key of the dead master: %v, want an error naming it", err)
+	}
+	if text := logs.text(); !strings.Contains(text, "after 1 attempts") || strings.Contains(text, "after 5 attempts") {
+		t.Fatalf("the client's log:\n%s\nwant each dial of the dead master given up after 1 attempt", text)
+	}
+	if err := rdb.Get(ctx, kept).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("a key of a live master: %v", err)
 	}
 }

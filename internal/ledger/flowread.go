@@ -341,7 +341,8 @@ func sortedKeys(m map[string]string) []string {
 
 // HasFlow reports, for each of queues names, whether it has a limits,
 // rates or groups hash (Limits and Groups read nothing for a queue
-// without), in one pipelined round trip.
+// without), in one pipelined round trip. Names whose read failed read as
+// false, and are named by a *PartialError.
 func (l *Ledger) HasFlow(ctx context.Context, names []string) ([]bool, error) {
 	out := make([]bool, len(names))
 	if len(names) == 0 {
@@ -353,14 +354,16 @@ func (l *Ledger) HasFlow(ctx context.Context, names []string) ([]bool, error) {
 		cmds[i] = [3]*redis.IntCmd{pipe.Exists(ctx, l.limitsKey(q)), pipe.Exists(ctx, l.ratesKey(q)), pipe.Exists(ctx, l.groupsKey(q))}
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
+	errs := make([]error, len(names))
 	for i, c := range cmds {
 		for _, cmd := range c {
 			n, err := cmd.Result()
 			if err != nil {
-				return nil, wrap("flow of "+names[i], err)
+				errs[i], out[i] = wrap("flow of "+names[i], err), false
+				break
 			}
 			out[i] = out[i] || n > 0
 		}
 	}
-	return out, nil
+	return out, partialOf(ctx, names, errs)
 }

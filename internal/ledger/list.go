@@ -58,14 +58,19 @@ func (f Filter) scoreRange() (lo, hi string) {
 // merged in f's order and cut to need, with the number of entries that pass
 // (exact unless a kind filter hit MaxKindScan or a queue's side indexes
 // were cut). It counts every queue's entries in range in a fixed number of
-// round trips, then reads only the index keys holding some.
+// round trips, then reads only the index keys holding some. Queues whose
+// reads failed are left out, and named by a *PartialError (Page likewise).
 func (l *Ledger) Match(ctx context.Context, qs []string, f Filter, need int) ([]Indexed, int64, bool, error) {
+	var p Partial
 	full, all, err := l.holding(ctx, qs, f)
-	if err != nil {
+	if !p.Add(err) {
 		return nil, 0, false, err
 	}
 	items, total, exact, err := l.matchKeys(ctx, full, f, need)
-	return items, total, all && exact, err
+	if !p.Add(err) {
+		return nil, 0, false, err
+	}
+	return items, total, all && exact, p.Err()
 }
 
 // indexKey is one index key of a queue.
@@ -74,18 +79,23 @@ type indexKey struct{ q, key string }
 // holding returns the index keys of queues qs (f's state index and, for
 // pending, the side indexes) holding an entry in f's score range, in qs'
 // order, in one round trip (two for pending) whatever the number of
-// queues; all is false when a queue's side indexes were cut.
+// queues; all is false when a queue's side indexes were cut. Queues
+// whose reads failed are left out, and named by a *PartialError.
 func (l *Ledger) holding(ctx context.Context, qs []string, f Filter) (full []indexKey, all bool, err error) {
 	all = true
 	var side [][]string
+	var p Partial
 	if f.State == Pending {
 		// every queue's side indexes in one round trip
-		if side, all, err = l.pendingSideKeysOf(ctx, qs); err != nil {
+		if side, all, err = l.pendingSideKeysOf(ctx, qs); !p.Add(err) {
 			return nil, false, err
 		}
 	}
 	var idx []indexKey
 	for i, q := range qs {
+		if p.Missed(q) {
+			continue
+		}
 		idx = append(idx, indexKey{q, l.StateKey(q, f.State)})
 		if side != nil {
 			for _, k := range side[i] {
@@ -94,7 +104,7 @@ func (l *Ledger) holding(ctx context.Context, qs []string, f Filter) (full []ind
 		}
 	}
 	if len(idx) == 0 {
-		return nil, all, nil
+		return nil, all, p.Err()
 	}
 	lo, hi := f.scoreRange()
 	pipe := l.rdb.Pipeline()
@@ -102,15 +112,24 @@ func (l *Ledger) holding(ctx context.Context, qs []string, f Filter) (full []ind
 	for i, x := range idx {
 		counts[i] = pipe.ZCount(ctx, x.key, lo, hi)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, false, wrap("count "+string(f.State), err)
+	_, _ = pipe.Exec(ctx) // read per command below
+	names := make([]string, len(idx))
+	errs := make([]error, len(idx))
+	for i, x := range idx {
+		names[i], errs[i] = x.q, wrap("count "+string(f.State)+" of "+x.q, counts[i].Err())
+	}
+	if err := partialOf(ctx, names, errs); !p.Add(err) {
+		return nil, false, err
 	}
 	for i, x := range idx {
-		if counts[i].Val() > 0 {
+		if counts[i].Val() > 0 && !p.Missed(x.q) {
 			full = append(full, x)
 		}
 	}
-	return full, all, nil
+	if len(full) == 0 && len(p.e.Unreachable) == len(slices.Compact(slices.Sorted(slices.Values(qs)))) {
+		return nil, false, p.e.Err // nothing read
+	}
+	return full, all, p.Err()
 }
 
 // pageScript reads entries ARGV[4] to ARGV[4]+ARGV[5]-1 of the entries of
@@ -141,14 +160,15 @@ func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit 
 	var items []Indexed
 	var total int64
 	var exact bool
+	var p Partial
 	if f.Kind == "" {
 		full, all, err := l.holding(ctx, qs, f)
-		if err != nil {
+		if !p.Add(err) {
 			return nil, 0, false, err
 		}
 		switch len(full) {
 		case 0:
-			return nil, 0, all, nil
+			return nil, 0, all, p.Err()
 		case 1:
 			desc := "0"
 			if f.Desc {
@@ -160,7 +180,12 @@ func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit 
 				err = fmt.Errorf("malformed reply %v", v)
 			}
 			if err != nil {
-				return nil, 0, false, wrap("list "+string(f.State), err)
+				err = wrap("list "+string(f.State)+" of "+full[0].q, err)
+				if len(p.e.Unreachable) == 0 {
+					return nil, 0, false, err
+				}
+				p.Fail(full[0].q, err)
+				return nil, 0, false, p.Err()
 			}
 			total, _ := v[0].(int64)
 			flat, _ := v[1].([]any)
@@ -172,24 +197,24 @@ func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit 
 				items = append(items, Indexed{Queue: full[0].q, ID: id, Score: score})
 			}
 			sortIndexed(items, f.Desc)
-			return items, total, all, nil
+			return items, total, all, p.Err()
 		}
 		// Only the keys with an entry in range are read again.
 		var ex bool
-		if items, total, ex, err = l.matchKeys(ctx, full, f, offset+limit); err != nil {
+		if items, total, ex, err = l.matchKeys(ctx, full, f, offset+limit); !p.Add(err) {
 			return nil, 0, false, err
 		}
 		exact = all && ex
 	} else {
 		var err error
-		if items, total, exact, err = l.Match(ctx, qs, f, offset+limit); err != nil {
+		if items, total, exact, err = l.Match(ctx, qs, f, offset+limit); !p.Add(err) {
 			return nil, 0, false, err
 		}
 	}
 	if offset >= len(items) {
-		return nil, total, exact, nil
+		return nil, total, exact, p.Err()
 	}
-	return items[offset:], total, exact, nil
+	return items[offset:], total, exact, p.Err()
 }
 
 // matchKeys is Match over index keys. Pending jobs are listed from the due
@@ -198,11 +223,18 @@ func (l *Ledger) Page(ctx context.Context, qs []string, f Filter, offset, limit 
 // (flow.lua), where jobs parked on a full limit wait (scored by creation
 // time, the due time they are woken at): merged by score. Without a kind
 // filter every key's first need entries and count are read in one round
-// trip; a kind filter reads each key's entries a chunk at a time.
+// trip; a kind filter reads each key's entries a chunk at a time. Keys
+// whose read failed are left out, and their queues named by a
+// *PartialError.
 func (l *Ledger) matchKeys(ctx context.Context, keys []indexKey, f Filter, need int) ([]Indexed, int64, bool, error) {
 	var items []Indexed
 	var total int64
 	exact := true
+	names := make([]string, len(keys))
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		names[i] = k.q
+	}
 	if f.Kind == "" && len(keys) > 0 {
 		lo, hi := f.scoreRange()
 		pipe := l.rdb.Pipeline()
@@ -221,10 +253,12 @@ func (l *Ledger) matchKeys(ctx context.Context, keys []indexKey, f Filter, need 
 				reads[i].zs = pipe.ZRangeArgsWithScores(ctx, a)
 			}
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, 0, false, wrap("list "+string(f.State), err)
-		}
+		_, _ = pipe.Exec(ctx) // read per command below
 		for i, r := range reads {
+			if err := anyErr(r.n.Err(), zsErr(r.zs)); err != nil {
+				errs[i] = wrap("list "+string(f.State)+" of "+keys[i].q, err)
+				continue
+			}
 			total += r.n.Val()
 			if r.zs == nil {
 				continue
@@ -234,13 +268,26 @@ func (l *Ledger) matchKeys(ctx context.Context, keys []indexKey, f Filter, need 
 			}
 		}
 	} else {
-		for _, k := range keys {
+		for i, k := range keys {
 			more, n, ex, err := l.matchKey(ctx, k.q, k.key, f, need)
 			if err != nil {
-				return nil, 0, false, err
+				if ctx.Err() != nil {
+					return nil, 0, false, err
+				}
+				errs[i] = err
+				continue
 			}
 			items, total, exact = append(items, more...), total+n, exact && ex
 		}
+	}
+	if err := partialOf(ctx, names, errs); err != nil && !errors.Is(err, ErrPartial) {
+		return nil, 0, false, err
+	} else if err != nil { // what the failed keys' queues read is left out too
+		var p Partial
+		p.Add(err)
+		items = slices.DeleteFunc(items, func(it Indexed) bool { return p.Missed(it.Queue) })
+		sortIndexed(items, f.Desc)
+		return items[:min(len(items), need)], total, exact, err
 	}
 	sortIndexed(items, f.Desc)
 	if len(items) > need {
@@ -249,13 +296,22 @@ func (l *Ledger) matchKeys(ctx context.Context, keys []indexKey, f Filter, need 
 	return items, total, exact, nil
 }
 
+// zsErr is c's error, nil when c was not sent.
+func zsErr(c *redis.ZSliceCmd) error {
+	if c == nil {
+		return nil
+	}
+	return c.Err()
+}
+
 // pendingSideKeysOf returns, for each of queues qs, its indexes holding
 // pending jobs outside the due index: each fair group's own index
 // (group.lua) and each limit key's wait zset (flow.lua; the keys of the
 // limits hash, which holds every key a job parked on), in one pipelined
 // round trip whatever their number. Past maxGroups groups or maxLimitKeys
 // limit keys only a queue's first ones by name are returned, and all is
-// false.
+// false. Queues whose read failed have none, and are named by a
+// *PartialError.
 func (l *Ledger) pendingSideKeysOf(ctx context.Context, qs []string) ([][]string, bool, error) {
 	out := make([][]string, len(qs))
 	if len(qs) == 0 {
@@ -268,15 +324,17 @@ func (l *Ledger) pendingSideKeysOf(ctx context.Context, qs []string) ([][]string
 		groups[i] = pipe.HKeys(ctx, l.groupsKey(q))
 		limits[i] = pipe.HKeys(ctx, l.limitsKey(q))
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, false, wrap("list pending", err)
-	}
+	_, _ = pipe.Exec(ctx) // read per command below
 	all := true
+	errs := make([]error, len(qs))
 	for i, q := range qs {
+		if errs[i] = wrap("list pending of "+q, anyErr(groups[i].Err(), limits[i].Err())); errs[i] != nil {
+			continue
+		}
 		keys, ok := l.sideKeysFrom(q, groups[i].Val(), limits[i].Val())
 		out[i], all = keys, all && ok
 	}
-	return out, all, nil
+	return out, all, partialOf(ctx, qs, errs)
 }
 
 // sideKeysFrom builds queue q's side index keys from its groups' and
@@ -368,17 +426,24 @@ func (l *Ledger) matchKey(ctx context.Context, q, key string, f Filter, need int
 
 // Records reads the records of items (all in state s), in order, dropping
 // those gone; kept holds the items whose record was found. A pending
-// grouped job's WaitingFor says where it stands in its group.
+// grouped job's WaitingFor says where it stands in its group. Items of a
+// queue whose read failed are left out too, and the queue is named by a
+// *PartialError (unless it was the only one).
 func (l *Ledger) Records(ctx context.Context, s State, items []Indexed) (recs []*Record, kept []Indexed, err error) {
 	byQueue := map[string][]string{}
 	for _, it := range items {
 		byQueue[it.Queue] = append(byQueue[it.Queue], it.ID)
 	}
 	found := map[string]*Record{}
+	var p Partial
 	for q, ids := range byQueue {
 		rs, err := l.GetMany(ctx, q, s, ids)
 		if err != nil {
-			return nil, nil, err
+			if ctx.Err() != nil || len(byQueue) == 1 {
+				return nil, nil, err
+			}
+			p.Fail(q, err)
+			continue
 		}
 		for _, r := range rs {
 			found[q+"\x00"+r.ID] = r
@@ -395,7 +460,7 @@ func (l *Ledger) Records(ctx context.Context, s State, items []Indexed) (recs []
 			kept = append(kept, it)
 		}
 	}
-	return recs, kept, nil
+	return recs, kept, p.Err()
 }
 
 // Prefix-search match kinds.

@@ -484,7 +484,8 @@ func (l *Ledger) Events(ctx context.Context, q string, n int) ([]Event, error) {
 }
 
 // EventsOf returns the latest n events of each of queues names (physical
-// names), newest first, read in one pipelined round trip.
+// names), newest first, read in one pipelined round trip. Names whose read
+// failed have none, and are named by a *PartialError (see partialOf).
 func (l *Ledger) EventsOf(ctx context.Context, names []string, n int) ([][]Event, error) {
 	if len(names) == 0 || n <= 0 {
 		return make([][]Event, len(names)), nil
@@ -494,16 +495,19 @@ func (l *Ledger) EventsOf(ctx context.Context, names []string, n int) ([][]Event
 	for i, q := range names {
 		cmds[i] = pipe.LRange(ctx, l.prefix(q)+"events", 0, int64(n)-1)
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !wrongType(err) {
-		return nil, wrap("events", err)
-	}
+	_, _ = pipe.Exec(ctx) // read per command below
 	out := make([][]Event, len(names))
+	errs := make([]error, len(names))
 	for i, c := range cmds {
+		if err := c.Err(); err != nil && !wrongType(err) {
+			errs[i] = wrap("events of "+names[i], err)
+			continue
+		}
 		for _, s := range c.Val() { // a key of another type reads as no events
 			out[i] = append(out[i], decodeEvent(s))
 		}
 	}
-	return out, nil
+	return out, partialOf(ctx, names, errs)
 }
 
 // Queues returns the known queue names, sorted.
@@ -571,7 +575,8 @@ func (l *Ledger) DueIDs(ctx context.Context, q string, s State, t time.Time, lim
 
 // DueIDsOf returns, for each of queues names, up to limit ids in state s
 // whose index score is at or before t (as DueIDs), with their scores (Unix
-// ms), in one pipelined round trip whatever the number of queues.
+// ms), in one pipelined round trip whatever the number of queues. Names
+// whose read failed have none, and are named by a *PartialError.
 func (l *Ledger) DueIDsOf(ctx context.Context, names []string, s State, t time.Time, limit int) ([][]redis.Z, error) {
 	out := make([][]redis.Z, len(names))
 	if len(names) == 0 || limit <= 0 {
@@ -586,14 +591,12 @@ func (l *Ledger) DueIDsOf(ctx context.Context, names []string, s State, t time.T
 		})
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
+	errs := make([]error, len(names))
 	for i, c := range cmds {
-		zs, err := c.Result()
-		if err != nil {
-			return nil, wrap("due "+string(s), err)
-		}
-		out[i] = zs
+		out[i], errs[i] = c.Result()
+		errs[i] = wrap("due "+string(s)+" of "+names[i], errs[i])
 	}
-	return out, nil
+	return out, partialOf(ctx, names, errs)
 }
 
 // List returns up to limit jobs in state s of queue q, from offset. Ids
@@ -1123,7 +1126,8 @@ func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
 
 // PausedOf returns the pause of each of names (queue names, partitions'
 // included; nil for one that runs), as Paused returns it, in one
-// pipelined round trip whatever their number.
+// pipelined round trip whatever their number. Names whose read failed read
+// as running, and are named by a *PartialError.
 func (l *Ledger) PausedOf(ctx context.Context, names []string) ([]*Pause, error) {
 	out := make([]*Pause, len(names))
 	if len(names) == 0 {
@@ -1135,17 +1139,18 @@ func (l *Ledger) PausedOf(ctx context.Context, names []string) ([]*Pause, error)
 		cmds[i] = pipe.Get(ctx, l.prefix(q)+"paused")
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
+	errs := make([]error, len(names))
 	for i, c := range cmds {
 		v, err := c.Result()
 		switch {
 		case errors.Is(err, redis.Nil):
 		case err != nil:
-			return nil, wrap("paused "+names[i], err)
+			errs[i] = wrap("paused "+names[i], err)
 		default:
 			out[i] = pauseFrom(v)
 		}
 	}
-	return out, nil
+	return out, partialOf(ctx, names, errs)
 }
 
 // HoldJob reports, for each of names (queue names, partitions' included),
@@ -1169,7 +1174,7 @@ func (l *Ledger) HoldJob(ctx context.Context, names []string, id string) ([]bool
 		n, err := c.Result()
 		out[i], errs[i] = n > 0, wrap("get "+ShownID(id)+" in "+names[i], err)
 	}
-	return out, partialOf(names, errs)
+	return out, partialOf(ctx, names, errs)
 }
 
 // MayHoldOperation reports, for each of names (queue names, partitions'
@@ -1199,5 +1204,5 @@ func (l *Ledger) MayHoldOperation(ctx context.Context, names []string, op string
 		n, err := c.Result()
 		out[i], errs[i] = n > 0, wrap("find operation in "+names[i], err)
 	}
-	return out, partialOf(names, errs)
+	return out, partialOf(ctx, names, errs)
 }

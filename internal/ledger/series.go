@@ -202,7 +202,8 @@ type QueueHistory struct {
 // the minute holding from to the one holding to (as Minutes), in two
 // pipelined round trips whatever the number of queues: the first reads
 // each queue's counters, its buckets and its newest bucket before from;
-// the second the minutes that may have counted something.
+// the second the minutes that may have counted something. A queue whose
+// reads failed has neither, and is named by a *PartialError.
 //
 // Minutes are not read where the buckets prove them idle: every counter a
 // minute's hash adds to is added to the queue's counters in the same
@@ -235,12 +236,14 @@ func (l *Ledger) HistoryOf(ctx context.Context, queues []string, from, to time.T
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
 	out := make([]QueueHistory, len(queues))
+	errs := make([]error, len(queues))
 	step := SeriesStep.Milliseconds()
 	reads := make([]int64, len(queues)) // minutes read per queue, from first
-	for i := range queues {
+	for i, q := range queues {
 		items, err := within[i].Result()
 		if err != nil {
-			return nil, wrap("series", err)
+			errs[i] = wrap("series of "+q, err)
+			continue // none of its minutes are read
 		}
 		out[i].Series = decodeBuckets(items)
 		reads[i] = n
@@ -272,14 +275,22 @@ func (l *Ledger) HistoryOf(ctx context.Context, queues []string, from, to time.T
 		}
 	}
 	if sent {
-		if _, err := mp.Exec(ctx); err != nil {
-			return nil, wrap("minutes", err)
-		}
+		_, _ = mp.Exec(ctx) // read per command below
 	}
-	for i := range queues {
+	for i, q := range queues {
+		for _, c := range cmds[i] {
+			if err := c.Err(); err != nil {
+				errs[i] = wrap("minutes of "+q, err)
+				break
+			}
+		}
+		if errs[i] != nil {
+			out[i].Series = nil
+			continue
+		}
 		out[i].Minutes = decodeMinutes(cmds[i], first)
 	}
-	return out, nil
+	return out, partialOf(ctx, queues, errs)
 }
 
 // seriesStats are counters as a bucket keeps them (RecordSeries).
