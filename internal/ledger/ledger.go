@@ -121,6 +121,9 @@ type Ledger struct {
 	layouts  sync.Map
 	nlayouts atomic.Int64
 	defs     defCache // workflow definitions StepOf read (workflow.go)
+	// appendWait appends the wait for replicas to a pipeline (nil: not
+	// durable), for writes made outside the lanes (settleWrite).
+	appendWait func(context.Context, redis.Pipeliner) func() error
 }
 
 // lanes are the ledger's batchers, one per kind of call: concurrent calls
@@ -157,7 +160,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 			other: lane()},
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
 		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
-		recent: newRecent(cfg.Recent)}
+		recent: newRecent(cfg.Recent), appendWait: appendWait}
 }
 
 // run executes a ledger script in lane; concurrent calls (a pool's

@@ -749,6 +749,17 @@ func (l *Ledger) resubmitWorkflow(ctx context.Context, w *NewWorkflow) (int, err
 		return 0, nil
 	}
 	_, dedup, err := l.enqueueWorkflow(ctx, w, false, revive)
+	if err == nil && dedup && !revive {
+		// The maintenance leader abandoned it between the read above and
+		// the commit, which found its record: revived now.
+		cancel, rerr := l.rdb.HGet(ctx, l.workflowKey(w.Home, w.ID), "cancel").Result()
+		if rerr != nil && !errors.Is(rerr, redis.Nil) {
+			return 0, wrap("resubmit workflow "+w.ID, rerr)
+		}
+		if cancel == UncommittedActor {
+			_, dedup, err = l.enqueueWorkflow(ctx, w, false, true)
+		}
+	}
 	switch {
 	case errors.Is(err, ErrInvalid):
 		// a step's operation id names another job: it was enqueued again

@@ -679,17 +679,26 @@ func (l *Ledger) CancelStep(ctx context.Context, q, id, actor, note string) (Sta
 }
 
 func (l *Ledger) cancel(ctx context.Context, q, id, actor, note, mode string, seen Seen) (State, error) {
+	return l.cancelNoted(ctx, q, id, actor, note, mode, seen, "")
+}
+
+// cancelNoted is cancel; part, when not empty, is the note of the job's
+// workflow's steps in q (wf_part) the caller read: a job whose note
+// changed since is left alone (errPartChanged).
+func (l *Ledger) cancelNoted(ctx context.Context, q, id, actor, note, mode string, seen Seen, part string) (State, error) {
 	if siblingID(id) {
 		return "", noJob(q, id)
 	}
 	st, tok, runs := seen.args()
-	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode, st, tok, runs).Result()
+	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode, st, tok, runs, part).Result()
 	r := newReply("cancel", v, err)
 	if err := r.need(2); err != nil {
 		return "", wrap("cancel "+id, err)
 	}
 	state := State(r.str(1))
 	switch r.int(0) {
+	case -3:
+		return state, errPartChanged
 	case -2:
 		return state, seen.movedOn(id, state, r.str(2), r.str(3))
 	case 0:

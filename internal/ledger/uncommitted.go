@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -78,6 +79,7 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 		home   string
 		steps  []StepRef
 		qs     []string
+		notes  map[string]string // queue → its part note as read
 		record *redis.SliceCmd
 	}
 	byID := map[string]*wf{}
@@ -94,7 +96,7 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 		}
 		x := byID[w.id]
 		if x == nil {
-			x = &wf{home: p.Home}
+			x = &wf{home: p.Home, notes: map[string]string{}}
 			byID[w.id] = x
 			order = append(order, w.id)
 		}
@@ -102,6 +104,7 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 			x.home = p.Home
 		}
 		x.qs = append(x.qs, w.q)
+		x.notes[w.q] = raw
 		for _, id := range p.IDs {
 			x.steps = append(x.steps, StepRef{Queue: w.q, ID: id})
 		}
@@ -145,8 +148,9 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 				errs = append(errs, err) // not abandoned with part of its steps: the next pass tries again
 				continue
 			}
-			x.qs, x.steps = append(x.qs, more...), append(x.steps, steps...)
-			done, err := l.abandon(ctx, id, x.home, x.steps)
+			x.qs, x.steps = append(x.qs, slices.Collect(maps.Keys(more))...), append(x.steps, steps...)
+			maps.Copy(x.notes, more)
+			done, err := l.abandon(ctx, id, x.home, x.steps, x.notes)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -160,16 +164,32 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 				continue
 			}
 		}
-		for _, q := range x.qs { // the hash first: a part left in the index alone reads as none
-			forget.HDel(ctx, l.prefix(q)+"wf_part", id)
-			forget.ZRem(ctx, l.prefix(q)+"wf_parts", id)
+		for _, q := range x.qs { // unless noted anew since (a re-submission)
+			forgetPartScript.Eval(ctx, forget, []string{l.prefix(q) + "wf_part", l.prefix(q) + "wf_parts"}, id, x.notes[q])
 		}
 	}
-	if _, err := forget.Exec(ctx); err != nil {
+	if _, err := forget.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		errs = append(errs, wrap("forget workflow parts", err))
 	}
 	return abandoned, errors.Join(errs...)
 }
+
+// forgetPartScript forgets the part note of workflow ARGV 1 in a queue
+// (its hash first, then its index entry: a part left in the index alone
+// reads as none), only while it is still ARGV 2, the note as read: one a
+// re-submission noted anew since (wf_enqueue.lua's revive) is kept for a
+// later pass.
+var forgetPartScript = luafunc.NewPlain(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and cur ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1`)
+
+// errPartChanged is a step of a workflow never committed that abandon
+// leaves alone: its part note changed since abandon read it (a
+// re-submission revived the workflow meanwhile).
+var errPartChanged = errors.New("the workflow's part note changed")
 
 // committedElsewhere returns the definition of workflow id's record when
 // a home queue other than noted (the one its part notes name) holds it,
@@ -235,11 +255,11 @@ func (l *Ledger) cancelStrays(ctx context.Context, id string, def any, steps []S
 }
 
 // otherParts returns the queues of qs other than found in which workflow
-// id noted a part (a queue whose batch of parts stopped short of it), and
-// the steps those parts list, so that its record lists, and its cancels
+// id noted a part (a queue whose batch of parts stopped short of it), each
+// with its note as read, and the steps those parts list, so that its record lists, and its cancels
 // reach, every step it wrote. It reads no part when none of steps (those
 // found) waits: the workflow is then not abandoned (see abandon).
-func (l *Ledger) otherParts(ctx context.Context, id string, steps []StepRef, qs, found []string) ([]string, []StepRef, error) {
+func (l *Ledger) otherParts(ctx context.Context, id string, steps []StepRef, qs, found []string) (map[string]string, []StepRef, error) {
 	states, err := l.stepStates(ctx, steps)
 	if err != nil {
 		return nil, nil, err
@@ -263,7 +283,7 @@ func (l *Ledger) otherParts(ctx context.Context, id string, steps []StepRef, qs,
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, nil, wrap("workflow "+id+"'s parts", err)
 	}
-	var more []string
+	more := map[string]string{}
 	var moreSteps []StepRef
 	for i, c := range parts {
 		if errors.Is(c.Err(), redis.Nil) {
@@ -273,7 +293,7 @@ func (l *Ledger) otherParts(ctx context.Context, id string, steps []StepRef, qs,
 		if err := json.Unmarshal([]byte(c.Val()), &pt); err != nil {
 			return nil, nil, wrap("workflow part "+id+" of "+others[i], err)
 		}
-		more = append(more, others[i])
+		more[others[i]] = c.Val()
 		for _, sid := range pt.IDs {
 			moreSteps = append(moreSteps, StepRef{Queue: others[i], ID: sid})
 		}
@@ -283,11 +303,13 @@ func (l *Ledger) otherParts(ctx context.Context, id string, steps []StepRef, qs,
 
 // abandon writes the record of workflow id, never committed, in its home
 // queue and cancels its steps; done is false when the workflow was
-// committed (nothing is written). A step of a workflow never committed
+// committed (nothing is written). notes are its part notes as read, per
+// queue: a step whose queue's note changed since is not cancelled (a
+// re-submission revived the workflow meanwhile, and commits it). A step of a workflow never committed
 // waits until it is cancelled, so when none of steps waits any more (all
 // finished or expired: a workflow committed, finished and expired before
 // the grace) there is nothing to abandon.
-func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) (done bool, err error) {
+func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef, notes map[string]string) (done bool, err error) {
 	type read struct {
 		h     *redis.SliceCmd
 		waits *redis.StringSliceCmd
@@ -340,8 +362,8 @@ func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef) 
 		return false, nil
 	}
 	for _, s := range def.Steps {
-		_, err := l.CancelStep(ctx, s.Queue, s.ID, UncommittedActor, "its workflow's enqueue never committed it")
-		if err != nil && !errors.Is(err, ErrWrongState) && !errors.Is(err, ErrNotFound) {
+		_, err := l.cancelNoted(ctx, s.Queue, s.ID, UncommittedActor, "its workflow's enqueue never committed it", "wf", Seen{}, notes[s.Queue])
+		if err != nil && !errors.Is(err, ErrWrongState) && !errors.Is(err, ErrNotFound) && !errors.Is(err, errPartChanged) {
 			return false, err
 		}
 	}

@@ -978,16 +978,11 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id, mark string) (starte
 	// A record read with the mark was seen already: no HSETNX, which would
 	// write nothing, on each pass of a workflow that stays open.
 	if info.seen == "" {
-		var seen *redis.StringCmd
-		_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSetNX(ctx, wk, "seen", mark)
-			seen = p.HGet(ctx, wk, "seen")
-			return nil
-		})
+		seen, err := l.writeSeen(ctx, wk, mark)
 		if err != nil {
 			return false, "", nil, wrap("settle workflow "+id, err)
 		}
-		started = own(seen.Val())
+		started = own(seen)
 	}
 	def, err := info.Def()
 	if err != nil {
@@ -1047,24 +1042,117 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id, mark string) (starte
 	}
 	// final: counted once (by the mark settled holds), then kept for
 	// retention (PruneWorkflows)
-	var settled *redis.SliceCmd
-	_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSetNX(ctx, wk, "final", out)
-		p.HSetNX(ctx, wk, "settled", mark)
-		p.ZAddNX(ctx, l.prefix(q)+"wf_done", redis.Z{Score: float64(time.Now().UnixMilli()), Member: id})
-		p.SRem(ctx, l.prefix(q)+"wf_open", id)
-		settled = p.HMGet(ctx, wk, "final", "settled")
-		return nil
-	})
+	final, by, err := l.writeFinal(ctx, q, id, out, mark)
 	if err != nil {
 		return started, "", lost, wrap("settle workflow "+id, err)
 	}
-	if v := settled.Val(); len(v) == 2 {
-		if by, _ := v[1].(string); own(by) {
-			outcome, _ = v[0].(string)
-		}
+	if own(by) {
+		outcome = final
 	}
 	return started, outcome, lost, nil
+}
+
+// writeSeen marks workflow record wk seen (counted started) with mark
+// unless it is, and returns the mark it holds: in one transaction, or in
+// durable mode one script followed by the wait for replicas (settleWrite).
+func (l *Ledger) writeSeen(ctx context.Context, wk, mark string) (string, error) {
+	if l.appendWait != nil {
+		v, err := l.settleWrite(ctx, seenScript, []string{wk}, mark)
+		s, _ := v.(string)
+		return s, err
+	}
+	var seen *redis.StringCmd
+	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSetNX(ctx, wk, "seen", mark)
+		seen = p.HGet(ctx, wk, "seen")
+		return nil
+	})
+	return seen.Val(), err
+}
+
+// writeFinal records outcome out of workflow id of home queue q with mark
+// unless one is, moves it from the open set to the done index, and
+// returns the outcome and mark the record holds; written as writeSeen.
+func (l *Ledger) writeFinal(ctx context.Context, q, id, out, mark string) (final, by string, err error) {
+	wk := l.workflowKey(q, id)
+	now := time.Now().UnixMilli()
+	var v []any
+	if l.appendWait != nil {
+		r, err := l.settleWrite(ctx, finalScript, []string{wk, l.prefix(q) + "wf_done", l.prefix(q) + "wf_open"}, out, mark, now, id)
+		if err != nil {
+			return "", "", err
+		}
+		v, _ = r.([]any)
+	} else {
+		var settled *redis.SliceCmd
+		_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSetNX(ctx, wk, "final", out)
+			p.HSetNX(ctx, wk, "settled", mark)
+			p.ZAddNX(ctx, l.prefix(q)+"wf_done", redis.Z{Score: float64(now), Member: id})
+			p.SRem(ctx, l.prefix(q)+"wf_open", id)
+			settled = p.HMGet(ctx, wk, "final", "settled")
+			return nil
+		})
+		if err != nil {
+			return "", "", err
+		}
+		v = settled.Val()
+	}
+	if len(v) == 2 {
+		final, _ = v[0].(string)
+		by, _ = v[1].(string)
+	}
+	return final, by, nil
+}
+
+// seenScript is writeSeen's transaction in durable mode: it marks a
+// workflow's record seen (counted started) with the
+// caller's mark (ARGV 1) unless it is, and returns the mark it holds.
+var seenScript = luafunc.NewPlain(`
+redis.call('HSETNX', KEYS[1], 'seen', ARGV[1])
+return redis.call('HGET', KEYS[1], 'seen')`)
+
+// finalScript is writeFinal's transaction in durable mode: it records a
+// workflow's outcome (ARGV 1) with the caller's mark
+// (ARGV 2) unless one is, moves it from the open set (KEYS 3) to the done
+// index (KEYS 2, at ARGV 3 ms) and returns the outcome and mark it holds.
+var finalScript = luafunc.NewPlain(`
+redis.call('HSETNX', KEYS[1], 'final', ARGV[1])
+redis.call('HSETNX', KEYS[1], 'settled', ARGV[2])
+redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[4])
+redis.call('SREM', KEYS[3], ARGV[4])
+return redis.call('HMGET', KEYS[1], 'final', 'settled')`)
+
+// settleWrite runs script s (a write of SettleWorkflow's counts, its
+// result read back in the same call) and, in durable mode, waits for
+// replicas on the same connection: a write they did not acknowledge fails
+// the call, so the caller counts it only once it would survive a failover
+// (its retry with the same mark reports it, or writes it again where a
+// failover lost it). On Redis Cluster it is sent to the master owning
+// keys[0].
+func (l *Ledger) settleWrite(ctx context.Context, s *luafunc.Script, keys []string, args ...any) (any, error) {
+	var on redis.Scripter = l.rdb
+	if cc, ok := l.rdb.(*redis.ClusterClient); ok && l.appendWait != nil {
+		node, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		on = node
+	}
+	p, ok := on.(interface{ Pipeline() redis.Pipeliner })
+	if !ok || l.appendWait == nil {
+		return s.Run(ctx, on, keys, args...).Result()
+	}
+	pipe := p.Pipeline()
+	cmd := s.Eval(ctx, pipe, keys, args...)
+	check := l.appendWait(ctx, pipe)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	if err := check(); err != nil {
+		return nil, err
+	}
+	return cmd.Result()
 }
 
 // endOnItsWay returns the end step s of workflow id (home queue q) handed
@@ -1107,11 +1195,11 @@ func (l *Ledger) markLost(ctx context.Context, q, id string, def *WorkflowDef, s
 			args = append(args, d.Queue+"\n"+d.ID+"\n"+s.Name)
 		}
 	}
-	n, err := lostScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id), l.handoverKey(q)}, args...).Int()
+	n, err := l.settleWrite(ctx, lostScript, []string{l.workflowKey(q, id), l.handoverKey(q)}, args...)
 	if err != nil {
 		return false, wrap("end lost step "+s.Name+" of workflow "+id, err)
 	}
-	return n == 1, nil
+	return n == int64(1), nil
 }
 
 // lostScript records a lost step on its workflow's record, once: dead

@@ -10,6 +10,10 @@
 --        it (no attempt claimed since; missing reads as 0)
 --      9 the run count it saw ('' for any): the job must still have it (no
 --        operator re-ran it since; missing reads as 0)
+--     10 for the cancel of a workflow never committed (AbandonUncommitted),
+--        the note of its steps in this queue ('wf_part') the maintenance
+--        leader read: a step whose note changed since (a re-submission
+--        revived the workflow) is left alone ('' for unchecked)
 -- A workflow step waiting for its dependencies is cancelled like a pending
 -- job, and a cancelled step's dependents are cancelled in turn (workflow.lua).
 -- A step whose workflow is cancelled is marked ('wf_cancel', whatever its
@@ -21,7 +25,8 @@
 --        or in review was marked (ARGV 6); {0, state} when the job cannot be
 --        cancelled ('missing'); {-2, state, token, runs} when the job is no
 --        longer in the state of ARGV 7, holds another token than ARGV 8 or
---        is on another run than ARGV 9 (nothing written).
+--        is on another run than ARGV 9 (nothing written); {-3, state} when
+--        the note of ARGV 10 changed (nothing written).
 local id, actor, note = ARGV[2], ARGV[3], ARGV[4]
 local k = jobkey(id)
 local h = redis.call('HMGET', k, 'state', 'op', 'wf', 'lkey', 'lmax', 'wait', 'group', 'rkey', 'token', 'runs')
@@ -31,6 +36,9 @@ if (ARGV[7] and ARGV[7] ~= '' and h[1] ~= ARGV[7]) or (ARGV[8] and ARGV[8] ~= ''
   return {-2, h[1], u64_norm(h[9]), fmt(cnt(h[10]))}
 end
 queue_guard()
+if ARGV[10] and ARGV[10] ~= '' and (not h[3] or redis.call('HGET', P .. 'wf_part', h[3]) ~= ARGV[10]) then
+  return {-3, h[1]}
+end
 if ARGV[6] == 'wf' and h[3] then
   seq_bump()
   redis.call('HSET', k, 'wf_cancel', actor)

@@ -141,6 +141,8 @@ for i = 8, #ARGV, 19 do
   elseif revive and revived(id) then
     created = created + 1
     ids[#ids + 1] = id
+  elseif revive and not home then
+    ids[#ids + 1] = id -- noted again: see below
   elseif not home then
     -- Left waiting by a try that never committed: when its home was
     -- another partition of the home queue (the layout changed since), the
@@ -151,13 +153,22 @@ for i = 8, #ARGV, 19 do
     end
   end
 end
+-- A revive notes its steps anew (another value, the grace from now): an
+-- abandon pass that read the note before cancels none of them (cancel.lua
+-- compares the note), nor forgets it; one reading it after waits for the
+-- grace again.
 if not home and #ids > 0 then
   local part = {home = ARGV[7], ids = {}}
   local cur = redis.call('HGET', P .. 'wf_part', wfid)
   if cur then part = cjson.decode(cur) end
-  for _, id in ipairs(ids) do part.ids[#part.ids + 1] = id end
+  local noted = {}
+  for _, id in ipairs(part.ids) do noted[id] = true end
+  for _, id in ipairs(ids) do
+    if not noted[id] then part.ids[#part.ids + 1] = id end
+  end
+  if revive then part.rev = (tonumber(part.rev) or 0) + 1 end
   redis.call('HSET', P .. 'wf_part', wfid, cjson.encode(part))
-  redis.call('ZADD', P .. 'wf_parts', 'NX', snow, wfid)
+  redis.call('ZADD', P .. 'wf_parts', revive and 'GT' or 'NX', snow, wfid)
 end
 if home then
   if replace then

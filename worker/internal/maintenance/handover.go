@@ -140,6 +140,13 @@ func (h *handover) countWorkflows(ctx context.Context, qs []string) {
 		}
 	}
 	h.retry = nil
+	h.settle(ctx, todo, marks)
+}
+
+// settle settles each of todo with its mark (SettleWorkflow), and counts
+// and logs what the call reports. A workflow whose call failed is kept
+// in retry with its mark: the next call reports what this one wrote.
+func (h *handover) settle(ctx context.Context, todo []ledger.WorkflowRef, marks map[ledger.WorkflowRef]string) {
 	for _, r := range todo {
 		started, outcome, lost, err := h.ledger.SettleWorkflow(ctx, r.Home, r.ID, marks[r])
 		if err != nil { // the retry, with the same mark, reports what this call wrote
@@ -166,6 +173,33 @@ func (h *handover) countWorkflows(ctx context.Context, qs []string) {
 		}
 	}
 }
+
+// settleOwed settles, when this pool's leadership ended, the workflows
+// whose call failed in one of its passes (retry): such a call may have
+// written the workflow's marks, and another leader, reading marks not its
+// own, counts nothing for them, so only this pool can count them. Its
+// calls are unfenced like the passes' (SettleWorkflow is idempotent, each
+// outcome counted by the call whose mark it holds); ctx bounds them. What
+// still fails waits in retry for this pool's next leadership.
+func (h *handover) settleOwed(ctx context.Context) {
+	if len(h.retry) == 0 {
+		return
+	}
+	todo := make([]ledger.WorkflowRef, 0, len(h.retry))
+	marks := h.retry
+	for r := range marks {
+		todo = append(todo, r)
+	}
+	h.retry = nil
+	h.settle(ctx, todo, marks)
+	if n := len(h.retry); n > 0 {
+		h.log.Warn("workflow counts this pool owes could not be settled after its leadership ended: they are counted if it leads again",
+			"workflows", n)
+	}
+}
+
+// owedTimeout bounds settleOwed when a leadership ends.
+const owedTimeout = 5 * time.Second
 
 // maxRetry bounds the workflows whose failed read a pass keeps for the
 // next one (the others wait for the next full pass).

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/redistest"
@@ -44,7 +45,8 @@ func newFixtureOn(t *testing.T, rdb *redis.Client, ns string, jc jobs.Config) *f
 	reg := prometheus.NewRegistry()
 	jc.Registerer = reg
 	client := jobs.NewClient(rdb, jc)
-	f := &fixture{t: t, ctx: context.Background(), rdb: rdb, ns: ns, ledger: ledger.New(rdb, ledger.Config{Namespace: jc.Namespace, Retention: jc.Retention}), client: client,
+	f := &fixture{t: t, ctx: context.Background(), rdb: rdb, ns: ns, ledger: ledger.New(rdb, ledger.Config{Namespace: jc.Namespace, Retention: jc.Retention, Sentinel: jc.Sentinel,
+		Durability: durable.Options(jc.Durability)}), client: client,
 		leases: lease.NewManager(rdb, lease.Config{Namespace: ns}), metrics: metrics.New(reg), logs: &syncbuf.Buffer{}}
 	f.decided.Init(t, "maintenance decision counted")
 	t.Cleanup(func() {

@@ -208,6 +208,10 @@ func (l *Leader) serve(ctx context.Context, leader lease.Token) {
 		wg.Go(func() { t.loop(ctx, leader) })
 	}
 	wg.Wait()
+	// counts only this pool can make (a settle whose reply its passes lost)
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), owedTimeout)
+	defer cancel()
+	l.handover.settleOwed(octx)
 }
 
 func (l *Leader) tasks() []task {
