@@ -64,7 +64,9 @@
 //	                        job, an arrow along each dependency
 //	#/limits                concurrency limits at their limit or with parked
 //	                        jobs, rate limits with deferred jobs or a full
-//	                        window, fair groups with pending jobs
+//	                        window, fair groups with pending jobs (each
+//	                        naming its queue: a partition's, on a
+//	                        partitioned queue)
 //	#/stuck                 running jobs past or near their lease deadline,
 //	                        by Redis's clock, which the page names, with this
 //	                        dashboard's and the pools' offsets from it (a

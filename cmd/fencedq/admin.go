@@ -572,7 +572,9 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, p jobs.List
 		if r.CancelledBy != "" && r.State == jobs.Running {
 			reason = "cancel requested by " + r.CancelledBy
 		}
-		if reason == "" && r.WaitingFor != "" {
+		if r.WaitingFor != "" {
+			// what a pending job waits for now: a reason kept from an
+			// earlier put-back ("resource busy") no longer says it
 			reason = "waiting for " + r.WaitingFor
 		}
 		q := r.Queue

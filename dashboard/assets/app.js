@@ -591,7 +591,8 @@
       el('td', { class: 'num' }, String(j.attempts)),
       el('td', { class: 'nowrap' }, fmtTime(j.index_at)),
       el('td', { class: 'preview mono', title: j.args_size + ' bytes' }, j.args_preview || ''),
-      el('td', {}, j.reason || (j.waiting_for ? 'waiting for ' + j.waiting_for : '')),
+      // what a pending job waits for now, before the reason of an earlier put-back
+      el('td', {}, j.waiting_for ? 'waiting for ' + j.waiting_for : (j.reason || '')),
       el('td', { class: 'error-text' }, j.error || '')));
 
     // Pages: labels follow the order shown.
@@ -637,35 +638,39 @@
       pager);
   }
 
-  // limitsPage shows every queue's concurrency limits with holders or
-  // parked jobs (keys at their limit first) and its rate limits.
+  // limitsPage shows every queue's concurrency limits and rate limits that
+  // hold jobs back (Inspector.Limits: keys at their limit first) and its
+  // fair groups with pending jobs.
   async function limitsPage(my) {
     const data = await api('api/limits');
     if (my !== seq) return;
     const limitRows = [], rateRows = [], groupRows = [];
     data.queues.forEach((q) => {
+      // a partitioned queue's partitions each hold their own permits,
+      // starts and groups: an entry names the partition it was read from
+      const where = (e) => e.queue || q.queue;
       (q.limits || []).forEach((l) => limitRows.push(el('tr', { 'data-limit': l.key },
-        el('td', {}, q.queue), el('td', { class: 'mono' }, l.key),
+        el('td', {}, where(l)), el('td', { class: 'mono' }, l.key),
         el('td', { class: 'num' + (l.at_limit ? ' warn' : '') }, l.held + ' of ' + l.max + (l.promised ? ', ' + l.promised + ' promised' : '')),
         el('td', { class: 'num' }, String(l.waiting)),
-        el('td', { class: 'mono' }, (l.holders || []).map((id) => el('a', { href: '#/job/' + enc(q.queue) + '/' + enc(id) }, id.slice(0, 8) + ' '))))));
+        el('td', { class: 'mono' }, (l.holders || []).map((id) => el('a', { href: '#/job/' + enc(where(l)) + '/' + enc(id) }, id.slice(0, 8) + ' '))))));
       (q.rates || []).forEach((r) => rateRows.push(el('tr', { 'data-rate': r.key },
-        el('td', {}, q.queue), el('td', { class: 'mono' }, r.key),
+        el('td', {}, where(r)), el('td', { class: 'mono' }, r.key),
         el('td', { class: 'num' }, r.max + ' per ' + fmtDuration(r.per_ns / 1e6)),
         el('td', { class: 'num' + (r.starts >= r.max ? ' warn' : '') }, String(r.starts)),
         el('td', { class: 'num' }, String(r.deferred)))));
       (q.groups || []).forEach((g) => groupRows.push(el('tr', { 'data-group': g.name },
-        el('td', {}, q.queue), el('td', { class: 'mono' }, g.name),
+        el('td', {}, where(g)), el('td', { class: 'mono' }, g.name),
         el('td', { class: 'num' }, String(g.pending)),
-        el('td', { class: 'mono' }, el('a', { href: '#/job/' + enc(q.queue) + '/' + enc(g.head) }, g.head.slice(0, 8))))));
+        el('td', { class: 'mono' }, el('a', { href: '#/job/' + enc(where(g)) + '/' + enc(g.head) }, g.head.slice(0, 8))))));
     });
     show('limits', el('h1', {}, 'Limits'),
       el('h2', {}, 'Concurrency limits'),
       limitRows.length ? table(['Queue', 'Key', 'Held', 'Waiting', 'Holders'], limitRows, { id: 'limits' })
-        : el('p', { class: 'muted', id: 'limits-none' }, 'No limit has holders or waiting jobs.'),
+        : el('p', { class: 'muted', id: 'limits-none' }, 'No limit holds jobs back.'),
       el('h2', {}, 'Rate limits'),
       rateRows.length ? table(['Queue', 'Key', 'Rate', 'Starts in the last period', 'Deferred'], rateRows, { id: 'rates' })
-        : el('p', { class: 'muted' }, 'No rate limit seen.'),
+        : el('p', { class: 'muted', id: 'rates-none' }, 'No rate limit holds jobs back.'),
       el('h2', {}, 'Fair groups'),
       groupRows.length ? table(['Queue', 'Group', 'Pending', 'Next'], groupRows, { id: 'groups' })
         : el('p', { class: 'muted', id: 'groups-none' }, 'No group has pending jobs.'));

@@ -73,7 +73,10 @@ func (l *Ledger) flowWaits(ctx context.Context, q string, recs []*Record, hs []m
 // LimitStatus is one concurrency limit's key at its limit or with parked
 // jobs.
 type LimitStatus struct {
-	Key string `json:"key"`
+	// Queue is the queue holding the key's permits: of a partitioned
+	// queue, the partition (each has its own permits of a key).
+	Queue string `json:"queue"`
+	Key   string `json:"key"`
 	// Max is the max in force: its oldest parked job's (the next wake-up
 	// admits by it), else the one of the job that took its newest permit.
 	Max  int `json:"max"`
@@ -90,7 +93,10 @@ type LimitStatus struct {
 // RateStatus is one rate limit's key with deferred jobs, or with its
 // current window full.
 type RateStatus struct {
-	Key string `json:"key"`
+	// Queue is the queue holding the key's starts: of a partitioned
+	// queue, the partition (each has its own starts of a key).
+	Queue string `json:"queue"`
+	Key   string `json:"key"`
 	// Max and Per are the rate in force: its next deferred start's (which
 	// is admitted by them), not the last deferred job's.
 	Max      int           `json:"max"`
@@ -161,7 +167,7 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 			if maxes[i] > 0 {
 				mx = maxes[i]
 			}
-			s := LimitStatus{Key: k, Max: mx, Held: int(held[i].Val()), Waiting: int(waits[i].Val()),
+			s := LimitStatus{Queue: q, Key: k, Max: mx, Held: int(held[i].Val()), Waiting: int(waits[i].Val()),
 				Promised: int(members[i].Val() - held[i].Val())}
 			if members[i].Val() == 0 && s.Waiting == 0 {
 				dead = append(dead, k)
@@ -209,7 +215,7 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	}
 	rs := make([]RateStatus, 0, len(rkeys))
 	for i, k := range rkeys {
-		r := RateStatus{Key: k, Max: maxes[i], Per: pers[i], Starts: int(starts[i].Val()), Deferred: int(deferred[i].Val())}
+		r := RateStatus{Queue: q, Key: k, Max: maxes[i], Per: pers[i], Starts: int(starts[i].Val()), Deferred: int(deferred[i].Val())}
 		if r.Deferred > 0 || r.Starts >= r.Max { // else it holds no job back
 			rs = append(rs, r)
 		}

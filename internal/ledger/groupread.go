@@ -19,7 +19,11 @@ const groupsParked = "#n"
 
 // GroupStatus is one fair group with pending jobs.
 type GroupStatus struct {
-	Name string `json:"name"`
+	// Queue is the queue holding the group: of a partitioned queue, the
+	// partition (jobs of one group given two partition keys make a group
+	// in each partition).
+	Queue string `json:"queue"`
+	Name  string `json:"name"`
 	// Head is the group's job in the queue's due index: the next one
 	// claimed when the group's turn comes.
 	Head string `json:"head"`
@@ -58,7 +62,7 @@ func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 			return nil, wrap("groups", err)
 		}
 		for i, g := range part {
-			out[c+i] = GroupStatus{Name: g, Head: h[g], Pending: int(cards[i].Val()) + 1}
+			out[c+i] = GroupStatus{Queue: q, Name: g, Head: h[g], Pending: int(cards[i].Val()) + 1}
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Pending > out[j].Pending })
