@@ -131,8 +131,9 @@ func (h *reconciling[T]) ReconcileTask(ctx context.Context, rec *jobs.Record) (_
 	return h.r.Reconcile(ctx, job)
 }
 
-// decode decodes payload into T and validates it; a Validate error's text
-// has the args' sensitive values replaced when sensitive.
+// decode decodes payload into T and validates it; a Validate error's text,
+// and a panic's value, have the args' sensitive values replaced when
+// sensitive.
 func decode[T jobs.JobArgs](kind string, payload []byte, sensitive bool) (*jobs.Job[T], error) {
 	var args T
 	if !argtype.IsJSONObject(payload) {
@@ -141,13 +142,8 @@ func decode[T jobs.JobArgs](kind string, payload []byte, sensitive bool) (*jobs.
 	if err := jobs.DecodeArgs(payload, &args); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", errMalformed, kind, err)
 	}
-	if v, ok := any(args).(jobs.Validator); ok {
-		if err := v.Validate(); err != nil {
-			if sensitive {
-				err = rules.RedactError(args, err)
-			}
-			return nil, fmt.Errorf("%w: %s: invalid args: %w", errMalformed, kind, err)
-		}
+	if err := rules.Validate(args, sensitive); err != nil {
+		return nil, fmt.Errorf("%w: %s: invalid args: %w", errMalformed, kind, err)
 	}
 	return &jobs.Job[T]{Kind: kind, Args: args}, nil
 }

@@ -202,15 +202,14 @@ type leaderView struct {
 	// Present is true while a pool holds the leader lease; false
 	// shows as "no leader".
 	Present bool `json:"present"`
-	// Leader and Token name the live leader (empty without one).
+	// Leader names the live leader (empty without one); never its lease's
+	// token, which with its name is the lease's credential.
 	Leader string `json:"leader,omitempty"`
-	Token  string `json:"token,omitempty"`
 	// LeaseDeadline is when the leader's lease ends unless renewed.
 	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
-	// RecordedLeader and RecordedToken are the leader that published the
-	// status last (it may have died since).
+	// RecordedLeader is the leader that published the status last (it may
+	// have died since).
 	RecordedLeader string    `json:"recorded_leader,omitempty"`
-	RecordedToken  string    `json:"recorded_token,omitempty"`
 	LastScan       time.Time `json:"last_scan,omitzero"`
 	LastScanAgeMS  *int64    `json:"last_scan_age_ms,omitempty"`
 	Expired        int64     `json:"expired"`
@@ -242,9 +241,6 @@ func (h *Handler) leader(ctx context.Context, now time.Time) (leaderView, error)
 	}
 	if st != nil {
 		v.RecordedLeader, v.Expired, v.Resolved = st.Leader, st.Expired, st.Resolved
-		if st.Token > 0 {
-			v.RecordedToken = st.Token.String()
-		}
 		if !st.LastScan.IsZero() {
 			v.LastScan = st.LastScan
 			age := now.Sub(v.LastScan).Milliseconds()
@@ -256,7 +252,7 @@ func (h *Handler) leader(ctx context.Context, now time.Time) (leaderView, error)
 		return leaderView{}, err
 	}
 	if l != nil && (l.Deadline.IsZero() || l.Deadline.After(now)) {
-		v.Present, v.Leader, v.Token, v.LeaseDeadline = true, l.Owner, l.Token.String(), l.Deadline
+		v.Present, v.Leader, v.LeaseDeadline = true, l.Owner, l.Deadline
 	}
 	return v, nil
 }

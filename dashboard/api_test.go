@@ -177,7 +177,7 @@ func TestAPI(t *testing.T) {
 		must(t, f.ledger.SetLeaderStatus(ctx, ledger.LeaderStatus{Leader: "pool-a", Token: 42, LastScan: now, Expired: 1, Resolved: 2}))
 		getJSON(t, h, "/api/overview", &ov)
 		r := ov.Maintenance
-		if r.Present || r.Leader != "" || r.RecordedLeader != "pool-a" || r.RecordedToken != "42" ||
+		if r.Present || r.Leader != "" || r.RecordedLeader != "pool-a" || r.RecordedToken != "" ||
 			r.Expired != 1 || r.Resolved != 2 || r.LastScan.UnixMilli() != now.UnixMilli() || r.LastScanAgeMS == nil {
 			t.Fatalf("leader status without a lease: %+v", r)
 		}
@@ -185,7 +185,7 @@ func TestAPI(t *testing.T) {
 		l, err := lease.NewManager(f.rdb, lease.Config{Namespace: f.ns}).Acquire(ctx, ledger.LeaderResource, "pool-b", time.Minute)
 		must(t, err)
 		getJSON(t, h, "/api/overview", &ov)
-		if r := ov.Maintenance; !r.Present || r.Leader != "pool-b" || r.Token != l.Token.String() || r.RecordedLeader != "pool-a" {
+		if r := ov.Maintenance; !r.Present || r.Leader != "pool-b" || r.Token != "" || r.RecordedLeader != "pool-a" || l.Token == 0 {
 			t.Fatalf("leader with a lease: %+v", r)
 		}
 	})
@@ -243,7 +243,7 @@ func TestAPI(t *testing.T) {
 			t.Fatalf("attempts: %+v", d.Attempts)
 		}
 		a := d.Attempts[0]
-		if a.Attempt != 1 || a.Token == "" || a.Token != d.Job.Token || a.Owner == "" || a.Owner != d.Job.Owner ||
+		if a.Attempt != 1 || a.Token == "" || a.Token != d.Job.Token || a.Owner != "" || d.Job.Owner != "" ||
 			a.Started.IsZero() || a.Ended.Before(a.Started) || a.Outcome != "uncertain" || !strings.Contains(a.Error, xss) {
 			t.Fatalf("attempt: %+v", a)
 		}
@@ -288,7 +288,7 @@ func TestAPI(t *testing.T) {
 		var run detailJSON
 		getJSON(t, h, "/api/jobs/slow/"+f.healthy, &run)
 		if run.Job.State != "running" || run.Job.CancelBy != "operator:alice" || len(run.Decisions) != 0 ||
-			len(run.Attempts) != 1 || run.Attempts[0].Outcome != "running" || run.Attempts[0].Owner != "live-worker" {
+			len(run.Attempts) != 1 || run.Attempts[0].Outcome != "running" || run.Attempts[0].Owner != "" {
 			t.Fatalf("running job asked to stop: %+v", run)
 		}
 		if res, _ := call(t, h, httptest.NewRequest("GET", "/api/jobs/default/no-such-job", nil)); res.StatusCode != http.StatusNotFound {
@@ -366,7 +366,7 @@ func TestAPI(t *testing.T) {
 		var s stuckJSON
 		getJSON(t, h, "/api/stuck", &s)
 		if s.MarginMS != 3000 || len(s.Jobs) != 1 || s.Jobs[0].ID != f.stuck || s.Jobs[0].OverdueMS == nil ||
-			s.Jobs[0].Owner != "crashed-worker" || s.Jobs[0].Token != f.stuckTok {
+			s.Jobs[0].Owner != "" || s.Jobs[0].Token != f.stuckTok {
 			t.Fatalf("stuck: %+v", s)
 		}
 		// With a margin beyond the healthy job's lease both are listed, the

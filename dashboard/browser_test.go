@@ -368,6 +368,11 @@ func TestBrowser(t *testing.T) {
 	if txt := evalJS[string](t, tb, `document.getElementById('job-progress').textContent`); !strings.Contains(txt, "batch 3 of 10") || !strings.Contains(txt, "attempt 1") {
 		t.Errorf("progress: %q", txt)
 	}
+	// The page shows the attempt's token, never beside its owner (the
+	// worker id): together they are the attempt's credential.
+	if txt := evalJS[string](t, tb, `document.getElementById('main').textContent`); !strings.Contains(txt, running.Token.String()) || strings.Contains(txt, "live-worker") {
+		t.Errorf("the job page shows the token %s beside its owner live-worker, or not the token:\n%s", running.Token, txt)
+	}
 	// Operator actions are listed with who and why.
 	must(t, tb.page.Eval(tb.ctx, `location.hash = '#/events/operator'`, nil))
 	waitJS(t, tb, "the operator actions", `document.getElementById('main').dataset.view === 'events' && document.querySelectorAll('#events tbody tr').length === 3`)

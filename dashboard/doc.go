@@ -29,7 +29,7 @@
 //	#/job/<queue>/<id>      one job: run time, an "overdue" marker (a lease
 //	                        deadline passed or near, or a due job nobody
 //	                        started), the lease deadline counting down,
-//	                        attempts (token, resource fence token, owner,
+//	                        attempts (token, resource fence token,
 //	                        times, outcome, error), a pending cancel request,
 //	                        history (including cancel entries with actor and
 //	                        note), redacted args, a Cancel button and the

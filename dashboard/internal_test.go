@@ -61,7 +61,7 @@ func TestAttemptsFromHistory(t *testing.T) {
 	if len(a) != 4 {
 		t.Fatalf("attempts: %+v", a)
 	}
-	if a[0].Attempt != 1 || a[0].Owner != "w1/j" || a[0].Outcome != "pending" || a[0].Error != "boom" || !a[0].Ended.Equal(at(2)) {
+	if a[0].Attempt != 1 || a[0].Outcome != "pending" || a[0].Error != "boom" || !a[0].Ended.Equal(at(2)) {
 		t.Errorf("first: %+v", a[0])
 	}
 	if a[1].Outcome != "uncertain" || a[1].Fence != "7" || a[0].Fence != "" || len(a[1].Fenced) != 1 || a[1].Fenced[0].Outcome != "succeeded" || a[1].Fenced[0].Error != "late" {

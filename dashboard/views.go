@@ -10,7 +10,8 @@ import (
 
 // jobView is a job as the API shows it. It is built field by field from a
 // jobs.Record so that the raw payload can never reach a response, whatever
-// tags the Record carries.
+// tags the Record carries. It names the attempt's tokens, never its owner
+// (the worker id): the pair is the attempt's credential.
 type jobView struct {
 	ID          string     `json:"id"`
 	Queue       string     `json:"queue"`
@@ -22,7 +23,6 @@ type jobView struct {
 	// Fence is the resource lease's token of the last attempt, when the job
 	// leased a named resource (the token its side effects carried).
 	Fence          string    `json:"fence,omitempty"`
-	Owner          string    `json:"owner,omitempty"`
 	Deadline       time.Time `json:"deadline,omitzero"`
 	Attempts       int       `json:"attempts"`
 	MaxRetries     int       `json:"max_retries"`
@@ -94,7 +94,7 @@ func viewOf(r *jobs.Record) *jobView {
 	}
 	v := &jobView{
 		ID: r.ID, Queue: r.Queue, Kind: r.Kind, OperationID: r.OperationID, Resource: r.Resource,
-		State: r.State, Owner: r.Owner, Deadline: r.Deadline, Attempts: r.Attempts,
+		State: r.State, Deadline: r.Deadline, Attempts: r.Attempts,
 		MaxRetries: r.MaxRetries, Runs: r.Runs, ReconcileTries: r.ReconcileTries,
 		TimeoutMS: r.Timeout.Milliseconds(), Args: args, Headers: r.Headers, Error: r.Error, Reason: r.Reason, CancelRequestedBy: r.CancelledBy,
 		Bridge: r.Bridge, UniqueKey: r.UniqueKey, UniqueStates: r.UniqueStates,
@@ -127,7 +127,6 @@ type attempt struct {
 	// Fence is the resource lease's token, when the attempt leased a named
 	// resource.
 	Fence   string    `json:"fence,omitempty"`
-	Owner   string    `json:"owner,omitempty"`
 	Started time.Time `json:"started,omitzero"`
 	Ended   time.Time `json:"ended,omitzero"`
 	// Outcome is the state the attempt's commit reached (succeeded, pending
@@ -170,7 +169,7 @@ func attemptsOf(history []jobs.Entry) []*attempt {
 		switch e.Event {
 		case "attempt":
 			a := get(e)
-			a.Attempt, a.Owner, a.Started = e.Attempt, e.Owner, e.At
+			a.Attempt, a.Started = e.Attempt, e.At
 			if e.Fence != "" {
 				a.Fence = e.Fence
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fencedq/fencedq/fencedqtest"
@@ -38,5 +39,37 @@ func TestWorkQuotesNoSensitiveValue(t *testing.T) {
 		if name == "error" && !errors.Is(r.Err, declined) {
 			t.Errorf("error: %v does not match the handler's error", r.Err)
 		}
+	}
+}
+
+// cardCheck's Validate passes at enqueue and panics, quoting the card, at
+// the attempt.
+type cardCheck struct {
+	Card string `json:"card" fencedq:"sensitive"`
+}
+
+func (cardCheck) Kind() string { return "card-check" }
+
+var cardChecks atomic.Int32
+
+func (c cardCheck) Validate() error {
+	if cardChecks.Add(1) > 1 {
+		panic("cannot check card " + c.Card)
+	}
+	return nil
+}
+
+// TestValidatePanicQuotesNoSensitiveValue: as in a pool, a Validate that
+// panics at the attempt is the handler's panic (retried), its value's text
+// without the sensitive card.
+func TestValidatePanicQuotesNoSensitiveValue(t *testing.T) {
+	env, _ := newEnv(t)
+	const card = "4111111111111111"
+	cardChecks.Store(0)
+	w := jobs.WorkFunc[cardCheck](func(context.Context, *jobs.Job[cardCheck]) error { return nil })
+	r := fencedqtest.Work(context.Background(), t, env, w, cardCheck{Card: card}, jobs.MaxRetries(0))
+	if r.Err == nil || strings.Contains(r.Err.Error(), card) || strings.Contains(r.Record.Error, card) ||
+		!strings.Contains(r.Err.Error(), "handler panicked: cannot check card "+jobs.Redacted) {
+		t.Errorf("error %v, record's %q: want the handler's panic with the card redacted", r.Err, r.Record.Error)
 	}
 }

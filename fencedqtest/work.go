@@ -229,7 +229,8 @@ func checkWorker[T jobs.JobArgs](tb testing.TB, w jobs.Worker[T]) {
 // run decodes payload into job's args as a pool does and calls w,
 // recovering a panic; malformed reports args that do not decode or validate.
 // As a pool, it replaces the sensitive values of a kind with sensitive
-// fields in the texts of Validate's error, w's error and a panic.
+// fields in the texts of Validate's error, w's error and a panic (of
+// Validate or w).
 func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T], payload []byte) (malformed bool, err error) {
 	if err := jobs.DecodeArgs(payload, &job.Args); err != nil {
 		return true, fmt.Errorf("fencedqtest: malformed payload: %s: %v", job.Kind, err)
@@ -238,19 +239,14 @@ func run[T jobs.JobArgs](ctx context.Context, w jobs.Worker[T], job *jobs.Job[T]
 		return true, fmt.Errorf("fencedqtest: malformed payload: %s: args are not a JSON object", job.Kind)
 	}
 	sensitive := jobs.RulesOf(job.Args).Sensitive
-	if v, ok := any(job.Args).(jobs.Validator); ok {
-		if err := v.Validate(); err != nil {
-			if sensitive {
-				err = rules.RedactError(job.Args, err)
-			}
-			return true, fmt.Errorf("fencedqtest: malformed payload: %s: invalid args: %v", job.Kind, err)
-		}
-	}
 	defer func() {
-		if r := recover(); r != nil {
+		if r := recover(); r != nil { // Validate's too, as a pool's
 			malformed, err = false, fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
+	if err := rules.Validate(job.Args, sensitive); err != nil {
+		return true, fmt.Errorf("fencedqtest: malformed payload: %s: invalid args: %v", job.Kind, err)
+	}
 	if sensitive {
 		defer rules.Redact(job.Args, &err)
 	}

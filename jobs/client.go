@@ -550,17 +550,17 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 			return nil, err
 		}
 		if verr != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, args.Kind(), verr)
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, args.Kind(), RedactError(args, verr))
 		}
 	}
 	payload, err := json.Marshal(args)
 	if err != nil {
-		return nil, invalid("%s args do not encode as JSON: %v", args.Kind(), err)
+		return nil, invalid("%s args do not encode as JSON: %s", args.Kind(), RedactText(args, err.Error()))
 	}
 	display := payload // args that can hold no sensitive field are shown as encoded
 	if !plainType(reflect.TypeOf(args)) {
 		if display, err = RedactJSON(args); err != nil {
-			return nil, invalid("%s args: %v", args.Kind(), err)
+			return nil, invalid("%s args: %s", args.Kind(), RedactText(args, err.Error()))
 		}
 	}
 	if err := checkUniqueFields(args, o.unique); err != nil {
@@ -591,12 +591,12 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 }
 
 // guard runs fn, a call of args' method method, and turns a panic there
-// into an error matching ErrInvalid: the enqueue fails before anything is
-// written.
+// into an error matching ErrInvalid, the args' sensitive values hidden in
+// its value's text: the enqueue fails before anything is written.
 func guard(args JobArgs, method string, fn func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = invalid("%T's %s method panicked: %s", args, method, ledger.Clip(fmt.Sprint(r)))
+			err = invalid("%T's %s method panicked: %s", args, method, ledger.Clip(RedactText(args, fmt.Sprint(r))))
 		}
 	}()
 	fn()

@@ -482,12 +482,17 @@ const minHiddenLen = 3
 
 // RedactText returns text with every sensitive value of args replaced by
 // Redacted: each string or number (as JSON writes it, at least 3 bytes
-// long) that RedactJSON hides. Pools apply it to the texts user code
-// builds for a job of a kind with sensitive fields (a Validate error at
-// attempt time, a handler's or Reconcile's error, a panic's value) before
-// they are stored, logged or traced. Args that do not encode hide the whole
-// text.
+// long) that RedactJSON hides. Enqueues apply it to the texts user code
+// builds for args of a type that can hold sensitive fields (a Validate
+// error, a panic in an args method, an encoding error), and pools to those
+// of an attempt (a Validate error, a handler's or Reconcile's error, a
+// panic's value), before they are returned, stored, logged or traced.
+// Args of a type that can hold none leave text as it is; other args that
+// do not encode hide the whole text.
 func RedactText(args any, text string) string {
+	if t := reflect.TypeOf(args); t == nil || plainType(t) {
+		return text
+	}
 	hidden, ok := hiddenValues(args)
 	if !ok {
 		return Redacted
@@ -580,3 +585,26 @@ func leaves(tree any, out *[]string) {
 		}
 	}
 }
+
+// RedactError returns err with every sensitive value of args in its text
+// replaced (RedactText); errors.Is and errors.As see it as err. A nil err
+// stays nil.
+func RedactError(args any, err error) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	if hidden := RedactText(args, text); hidden != text {
+		return &redactedError{text: hidden, err: err}
+	}
+	return err
+}
+
+// redactedError is an error whose text had sensitive values replaced.
+type redactedError struct {
+	text string
+	err  error
+}
+
+func (e *redactedError) Error() string { return e.text }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -255,8 +255,8 @@ func (e *argsTypeError) Error() string {
 func (e *argsTypeError) Unwrap() []error { return []error{ErrConfig, jobs.ErrInvalid} }
 
 // decode decodes payload into the kind's args and validates them; a
-// Validate error's text has the args' sensitive values replaced when the
-// kind has sensitive fields.
+// Validate error's text, and a panic's value, have the args' sensitive
+// values replaced when the kind has sensitive fields.
 func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte, sensitive bool) (*jobs.Job[T], error) {
 	var args T
 	if err := jobs.DecodeArgs(payload, &args); err != nil {
@@ -265,14 +265,8 @@ func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte, sensiti
 	if !argtype.StartsObject(payload) { // valid JSON, as Unmarshal succeeded
 		return nil, fmt.Errorf("%w: %s: args are not a JSON object", errMalformed, base.Kind)
 	}
-	if v, ok := any(args).(jobs.Validator); ok {
-		if err := v.Validate(); err != nil {
-			text := err.Error()
-			if sensitive {
-				text = jobs.RedactText(args, text)
-			}
-			return nil, fmt.Errorf("%w: %s: invalid args: %s", errMalformed, base.Kind, text)
-		}
+	if err := rules.Validate(args, sensitive); err != nil {
+		return nil, fmt.Errorf("%w: %s: invalid args: %s", errMalformed, base.Kind, err.Error())
 	}
 	return &jobs.Job[T]{
 		ID: base.ID, Kind: base.Kind, Queue: base.Queue, OperationID: base.OperationID,

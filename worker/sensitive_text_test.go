@@ -37,6 +37,9 @@ func (a secretArgs) Validate() error {
 	if a.Mode == "validate" && secretValidateFails.Load() {
 		return fmt.Errorf("card %s with pin %d is refused", a.Card, a.PIN)
 	}
+	if a.Mode == "validate-panic" && secretValidateFails.Load() {
+		panic(fmt.Errorf("card %s with pin %d cannot be checked", a.Card, a.PIN))
+	}
 	return nil
 }
 
@@ -63,8 +66,8 @@ func (secretWorker) Reconcile(_ context.Context, j *jobs.Job[secretArgs]) (jobs.
 }
 
 // TestSensitiveValuesStayOutOfErrorTexts: texts user code builds for a
-// kind with sensitive fields (a Validate error at attempt time, a
-// handler's error, a panic, a Reconcile's error and panic) quote the
+// kind with sensitive fields (a Validate error or panic at attempt time,
+// a handler's error, a panic, a Reconcile's error and panic) quote the
 // sensitive values, and none of them reaches the job's record, its
 // history, the pool's logs or the dashboard's API; the errors still steer
 // the outcome (permanent: dead, unknown: uncertain then review).
@@ -74,7 +77,7 @@ func TestSensitiveValuesStayOutOfErrorTexts(t *testing.T) {
 	if err := worker.Register(p, jobs.Worker[secretArgs](secretWorker{})); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]jobs.State{"validate": jobs.Dead, "error": jobs.Dead, "panic": jobs.Dead,
+	want := map[string]jobs.State{"validate": jobs.Dead, "validate-panic": jobs.Dead, "error": jobs.Dead, "panic": jobs.Dead,
 		"unknown": jobs.Review, "reconcile-panic": jobs.Review}
 	ids := map[string]string{}
 	for mode := range want {

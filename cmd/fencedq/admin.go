@@ -728,7 +728,7 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		}
 		switch e.Event {
 		case "attempt":
-			detail = fmt.Sprintf("attempt %d token %s%s owner %s", e.Attempt, e.Token, fence, e.Owner)
+			detail = fmt.Sprintf("attempt %d token %s%s", e.Attempt, e.Token, fence) // never the owner: with the token, a credential
 		case "end":
 			detail = strings.TrimSpace(fmt.Sprintf("attempt %d token %s%s -> %s %s %s", e.Attempt, e.Token, fence, e.Outcome, e.Reason, e.Error))
 		case "fenced":

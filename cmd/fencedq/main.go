@@ -201,31 +201,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // flagsFirst returns the command line with the command first when args
 // begin with flags and name a command after them ("--redis h:p queues" gives
-// "fencedq queues --redis …"), "" when they do not. Values are shown as "…":
-// a flag's value may be a password.
+// "fencedq queues --redis …"), "" when they do not. Only the command's flag
+// names are repeated; values (a flag's value may be a password, even one
+// starting with a dash) and any other word are shown as "…".
 func flagsFirst(args []string) string {
 	if !strings.HasPrefix(args[0], "-") {
 		return ""
 	}
 	for i, a := range args {
-		n := 1
+		name := a
 		if subs := subcommands(a); len(subs) > 0 && i+1 < len(args) && slices.Contains(subs, a+" "+args[i+1]) {
-			n = 2
-		} else if !slices.ContainsFunc(commands, func(c command) bool { return c.name == a }) {
+			name = a + " " + args[i+1]
+		}
+		at := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+		if at < 0 {
 			continue
 		}
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		commands[at].setup(fs)
+		n := len(strings.Fields(name))
 		words := slices.Clone(args[i : i+n])
+		value := false // the word is the value of the flag before it
 		for _, w := range slices.Concat(args[:i], args[i+n:]) {
-			if !strings.HasPrefix(w, "-") {
-				w = "…"
-			} else if name, _, ok := strings.Cut(w, "="); ok {
-				w = name + "=…"
+			f, hasValue := knownFlag(fs, w)
+			switch {
+			case value || f == nil:
+				words, value = append(words, "…"), false
+			case hasValue:
+				words = append(words, "--"+f.Name+"=…")
+			default:
+				words = append(words, "--"+f.Name)
+				b, ok := f.Value.(interface{ IsBoolFlag() bool })
+				value = !ok || !b.IsBoolFlag()
 			}
-			words = append(words, w)
 		}
 		return "fencedq " + strings.Join(words, " ")
 	}
 	return ""
+}
+
+// knownFlag returns the flag of fs that w names ("-name", "--name",
+// "--name=value"; nil for any other word) and whether w holds its value.
+func knownFlag(fs *flag.FlagSet, w string) (*flag.Flag, bool) {
+	name, ok := strings.CutPrefix(w, "-")
+	if !ok {
+		return nil, false
+	}
+	name = strings.TrimPrefix(name, "-")
+	name, _, hasValue := strings.Cut(name, "=")
+	return fs.Lookup(name), hasValue
 }
 
 // subcommands lists the commands of a two-word group ("workflow inspect",

@@ -102,7 +102,8 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 
 // TestFlagsBeforeTheCommand: flags typed before the command are answered
 // with the command line reordered, not taken for an unknown command; no
-// flag's value is repeated (it may be a password).
+// flag's value is repeated (it may be a password), even one starting with a
+// dash, nor a word that is no flag of the command.
 func TestFlagsBeforeTheCommand(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -112,6 +113,11 @@ func TestFlagsBeforeTheCommand(t *testing.T) {
 		{[]string{"--namespace", "app", "workflow", "inspect", "--limit", "5"}, "fencedq workflow inspect --namespace … --limit …\n"},
 		{[]string{"--actor", "alice", "pause", "--queue", "q", "--note", "a deploy"}, "fencedq pause --actor … --queue … --note …\n"},
 		{[]string{"--dashboard-password=hunter2", "dashboard"}, "fencedq dashboard --dashboard-password=…\n"},
+		// A value starting with a dash is a value all the same, and a word
+		// that names no flag of the command is not repeated either (it
+		// could carry terminal escapes).
+		{[]string{"--dashboard-password", "-hunter2", "dashboard"}, "fencedq dashboard --dashboard-password …\n"},
+		{[]string{"--redis\x1b]0;pwned\a", "queues"}, "fencedq queues …\n"},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCLI(t, c.args...)

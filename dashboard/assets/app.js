@@ -444,7 +444,7 @@
       const stale = rc.last_scan_age_ms === undefined || rc.last_scan_age_ms > 60000;
       leaderNode = el('p', { class: stale ? 'warn' : '', id: 'maintenance-leader' },
         'Maintenance leader ', el('strong', { class: 'mono' }, rc.leader),
-        ' (token ', el('span', { class: 'mono' }, rc.token || '—'), ') · last scan ', lastScan,
+        ' · last scan ', lastScan,
         ' · expired ', String(rc.expired), ', resolved ', String(rc.resolved),
         stale ? ' · no recent scan: is the leader healthy?' : '');
     } else {
@@ -695,7 +695,7 @@
         p.clock ? fmtOffset(p.clock.offset_ms) : '—',
         p.clock_jumps ? ' (' + p.clock_jumps + ' jump' + (p.clock_jumps > 1 ? 's' : '') + ' back)' : '')));
     const leaderLine = rc.present
-      ? el('p', { id: 'pools-leader' }, 'Maintenance leader ', el('strong', { class: 'mono' }, rc.leader), ' (token ', el('span', { class: 'mono' }, rc.token), ')',
+      ? el('p', { id: 'pools-leader' }, 'Maintenance leader ', el('strong', { class: 'mono' }, rc.leader),
         data.pools.some((p) => p.leader) ? '' : ' — not among the pools listed (a pool without heartbeats, or one that just stopped).')
       : el('p', { class: 'warn', id: 'pools-leader' }, 'No maintenance leader: expired leases are not detected and uncertain jobs are not reconciled.');
     show('pools', el('h1', {}, 'Pools ', el('small', { class: 'muted' }, data.pools.length + ' live')),
@@ -951,7 +951,6 @@
       el('td', { class: 'mono' }, j.queue),
       el('td', {}, jobLink(j.queue, j.id)),
       el('td', {}, j.kind),
-      el('td', { class: 'mono' }, j.owner || ''),
       el('td', { class: 'mono' }, j.token),
       el('td', { class: 'nowrap' }, fmtTime(j.deadline)),
       el('td', { class: j.overdue_ms >= 0 ? 'warn' : '' },
@@ -970,7 +969,7 @@
       el('p', { class: 'muted' }, 'Running jobs whose lease deadline has passed or is within ' + fmtDuration(data.margin_ms) +
         ' (namespace time ' + fmtTime(data.server_time) + '). A live attempt renews its lease well before that; the maintenance leader moves an expired one to uncertain.'),
       clockLine,
-      table(['Queue', 'Job', 'Kind', 'Owner', 'Token', 'Lease deadline', 'Status'], rows, { id: 'stuck' }));
+      table(['Queue', 'Job', 'Kind', 'Token', 'Lease deadline', 'Status'], rows, { id: 'stuck' }));
     schedule(5000);
   }
 
@@ -1047,11 +1046,10 @@
     const d = await api('api/jobs/' + enc(queue) + '/' + enc(id));
     if (my !== seq) return;
     const j = d.job;
-    const attempts = table(['#', 'Token', 'Fence', 'Owner', 'Started', 'Ended', 'Outcome', 'Error / reason'], d.attempts.map((a) => el('tr', {},
+    const attempts = table(['#', 'Token', 'Fence', 'Started', 'Ended', 'Outcome', 'Error / reason'], d.attempts.map((a) => el('tr', {},
       el('td', { class: 'num' }, String(a.attempt)),
       el('td', { class: 'mono' }, a.token),
       el('td', { class: 'mono' }, a.fence || ''),
-      el('td', { class: 'mono' }, a.owner || ''),
       el('td', { class: 'nowrap' }, fmtTime(a.started)),
       el('td', { class: 'nowrap' }, fmtTime(a.ended)),
       el('td', {}, badge(a.outcome)),
@@ -1168,7 +1166,6 @@
         ['Run at', runAtText],
         ['Overdue', overdue],
         ['Queue paused', d.queue_paused ? 'by ' + d.queue_paused.actor + (d.queue_paused.note ? ': ' + d.queue_paused.note : '') + ' (' + ago(d.queue_paused.at) + ')' : ''],
-        [j.state === 'running' ? 'Owner' : 'Last owner', j.owner],
         ['Lease deadline', lease],
         ['Progress', j.progress || j.state === 'running' ? progress : ''],
         ['Attempts', String(j.attempts) + ' (max retries ' + j.max_retries + ', runs ' + j.runs + ')'],

@@ -268,6 +268,21 @@ func Reached(want, got jobs.State) bool {
 	return got == want || want == jobs.Pending && (got == jobs.Dead || got == jobs.Cancelled)
 }
 
+// Validate calls args' Validate, if it has one, for an attempt: with
+// sensitive (the kind has sensitive fields), the error's text and a
+// panic's value have args' sensitive values replaced (Redact), as a
+// handler's are.
+func Validate(args any, sensitive bool) (err error) {
+	v, ok := args.(jobs.Validator)
+	if !ok {
+		return nil
+	}
+	if sensitive {
+		defer Redact(args, &err)
+	}
+	return v.Validate()
+}
+
 // Redact is deferred by a handler's or Reconcile's call for a kind with
 // sensitive fields: it replaces, in *err's text and in a panic's value,
 // every sensitive value of args (jobs.RedactText), so a text quoting one
@@ -281,30 +296,9 @@ func Redact(args any, err *error) {
 			panic(r)
 		}
 		if e, ok := r.(error); ok {
-			panic(&redactedError{text: hidden, err: e})
+			panic(jobs.RedactError(args, e))
 		}
 		panic(hidden)
 	}
-	if *err != nil {
-		*err = RedactError(args, *err)
-	}
+	*err = jobs.RedactError(args, *err)
 }
-
-// RedactError returns err with every sensitive value of args in its text
-// replaced (jobs.RedactText); errors.Is and errors.As see it as err.
-func RedactError(args any, err error) error {
-	text := err.Error()
-	if hidden := jobs.RedactText(args, text); hidden != text {
-		return &redactedError{text: hidden, err: err}
-	}
-	return err
-}
-
-// redactedError is an error whose text had sensitive values replaced.
-type redactedError struct {
-	text string
-	err  error
-}
-
-func (e *redactedError) Error() string { return e.text }
-func (e *redactedError) Unwrap() error { return e.err }

@@ -30,7 +30,7 @@ type Record struct {
 	State          State           `json:"state"`
 	Token          lease.Token     `json:"token,string"`
 	Fence          lease.Token     `json:"fence,string,omitempty"` // the resource lease's token of the last attempt, when it leased a named resource
-	Owner          string          `json:"owner,omitempty"`
+	Owner          string          `json:"-"`                      // the last attempt's worker id; never encoded: beside Token (or Fence: its lease owner is "<owner>/<id>"), the attempt's credential
 	Deadline       time.Time       `json:"deadline,omitzero"`
 	Attempts       int             `json:"attempts"`
 	MaxRetries     int             `json:"max_retries"`
@@ -358,7 +358,7 @@ type Entry struct {
 	Attempt  int       `json:"attempt,omitempty"`
 	Token    string    `json:"token,omitempty"`
 	Fence    string    `json:"fence,omitempty"`
-	Owner    string    `json:"owner,omitempty"`
+	Owner    string    `json:"-"` // never encoded: beside Token, a credential (see Record.Owner)
 	Outcome  string    `json:"outcome,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
