@@ -72,6 +72,11 @@ func main() {
 		select {
 		case <-done:
 		case <-ctx.Done():
+		case err := <-stopped: // the pool ended before the job ran
+			if err != nil {
+				log.Fatal(err)
+			}
+			return
 		}
 	}
 	stopPool()
