@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -28,6 +29,15 @@ func (repeatSafe) RetryOnTimeout() bool { return true }
 // operator after every deploy that stopped it mid-call. Its next attempt
 // runs it to the end.
 func TestShutdownRetriesARepeatSafeKind(t *testing.T) {
+	for _, goexit := range []bool{false, true} {
+		t.Run(map[bool]string{false: "returns", true: "goexit"}[goexit], func(t *testing.T) { shutdownRetriesARepeatSafeKind(t, goexit) })
+	}
+}
+
+// shutdownRetriesARepeatSafeKind is TestShutdownRetriesARepeatSafeKind
+// with a handler that returns once cancelled or, with goexit, ends its
+// goroutine (runtime.Goexit, as t.FailNow does).
+func shutdownRetriesARepeatSafeKind(t *testing.T, goexit bool) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.ShutdownTimeout = 100 * time.Millisecond
@@ -36,6 +46,9 @@ func TestShutdownRetriesARepeatSafeKind(t *testing.T) {
 	_ = worker.Register(p, repeatSafe{work: func(ctx context.Context, j *jobs.Job[plainArgs]) error {
 		close(started)
 		<-ctx.Done() // a long job, still running when the pool stops
+		if goexit {
+			runtime.Goexit()
+		}
 		return ctx.Err()
 	}})
 	job := e.enqueue(plainArgs{})
