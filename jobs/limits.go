@@ -24,7 +24,9 @@ import (
 // in the same script): the same key on two queues is two limits. On a
 // partitioned queue a job without a partition key goes to the partition its
 // limit's key picks, so the limit holds across the partitions; jobs with
-// partition keys share it within each partition.
+// partition keys share it within each partition, as do unique jobs (a
+// unique job goes where its unique key picks, so a duplicate meets the job
+// it duplicates).
 //
 // An attempt's permit is fenced by the attempt's token: renewed with the
 // attempt, released when it ends, reclaimed when its lease expires (the
