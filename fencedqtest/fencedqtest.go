@@ -15,7 +15,9 @@
 //     state.
 //
 // Every helper takes an Env: the Redis client and the jobs.Config (its
-// namespace) the application's client and pools use.
+// namespace) the application's client and pools use. RequireEnqueued,
+// RequireNotEnqueued and Enqueued read the whole namespace, so tests that
+// run in parallel (t.Parallel) each need a namespace of their own.
 //
 //	func TestCheckoutEnqueuesAReceipt(t *testing.T) {
 //		env := fencedqtest.New(rdb, jobs.Config{Namespace: ns})
