@@ -21,6 +21,7 @@ import (
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/luafunc"
+	"github.com/fencedq/fencedq/internal/namespace"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 )
 
@@ -129,7 +130,9 @@ const MaxOwnerLen = 512
 // Config configures a Manager. The zero value is usable.
 type Config struct {
 	// Namespace prefixes every key (default "fq"), so tenants and tests
-	// never collide.
+	// never collide: 1-64 letters, digits or ._:-, the rule of
+	// jobs.ValidateNamespace (no brace, which would move the keys' hash
+	// tag). Any other makes every call fail with ErrInvalid.
 	Namespace string
 	// Durability, when Replicas is above zero, makes Acquire wait until
 	// that many replicas hold the new token (Redis WAIT, or WAITAOF),
@@ -242,9 +245,14 @@ func NewManager(client redis.UniversalClient, cfg Config) *Manager {
 	return m
 }
 
-// Validate checks the configuration (the durability's numbers, Sentinel
-// options that name a master and a Sentinel).
+// Validate checks the configuration (the namespace, the durability's
+// numbers, Sentinel options that name a master and a Sentinel).
 func (c Config) Validate() error {
+	if c.Namespace != "" { // "" is the default
+		if err := namespace.Check(c.Namespace); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
 	if err := durable.Options(c.Durability).Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/luafunc"
+	"github.com/fencedq/fencedq/internal/namespace"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -51,8 +52,9 @@ var (
 
 // Config configures a Store. The zero value is usable.
 type Config struct {
-	// Namespace prefixes every key (default "fq"). It must not contain
-	// "{" or "}".
+	// Namespace prefixes every key (default "fq"): 1-64 letters, digits
+	// or ._:-, the rule of jobs.ValidateNamespace (no brace, which would
+	// move the keys' hash tag); New refuses any other.
 	Namespace string
 	// EffectTTL is how long an effect record (and its index entry) is kept
 	// after the operation was applied (default DefaultEffectTTL, 7 days).
@@ -107,8 +109,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "fq"
 	}
-	if strings.ContainsAny(cfg.Namespace, "{}") {
-		return nil, fmt.Errorf("%w: namespace %q contains a brace", ErrConfig, cfg.Namespace)
+	if err := namespace.Check(cfg.Namespace); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if cfg.EffectTTL == 0 {
 		cfg.EffectTTL = DefaultEffectTTL

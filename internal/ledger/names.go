@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fencedq/fencedq/internal/namespace"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -25,20 +26,19 @@ import (
 // too. Resources name leases and fence records, whose Redis keys are
 // hash-tagged by the resource, so a brace would split the tag.
 const (
-	MaxNamespaceLen   = 64
+	MaxNamespaceLen   = namespace.MaxLen
 	MaxQueueLen       = 100
 	MaxKindLen        = 100
 	MaxResourceLen    = lease.MaxResourceLen
 	MaxOperationIDLen = 200
 )
 
-var namespaceName = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
-
 // ValidateNamespace checks a key namespace: 1-64 letters, digits or ._:-
-// (no braces, which would break the keys' hash tags).
+// (no braces, which would break the keys' hash tags). Lease managers and
+// redisfence stores check theirs by the same rule (internal/namespace).
 func ValidateNamespace(ns string) error {
-	if !namespaceName.MatchString(ns) {
-		return invalid("namespace %q must be 1-%d letters, digits or ._:-", Clip(ns), MaxNamespaceLen)
+	if err := namespace.Check(ns); err != nil {
+		return invalid("%v", err)
 	}
 	return nil
 }
