@@ -4,14 +4,27 @@
 // refuses would let the first write where the second cannot reach.
 package namespace
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // MaxLen is the longest namespace, in bytes.
 const MaxLen = 64
 
+// Nested are the parts a namespace ns keeps keys named after user data
+// under (ns:pool:<worker id>, ns:lease:{<resource>}, ns:fence:..., the
+// redisfence data keys ns:data:{<resource>}:<name>): a namespace with one
+// of them as a ':'-separated part after its first would share keys with
+// the namespace before it ("fq:fence" queue acct's operation key
+// fq:fence:{acct}:op:<op> is namespace fq's effect record of <op> on
+// resource acct).
+var Nested = []string{"pool", "lease", "fence", "data"}
+
 // Check returns why ns cannot be a namespace, nil when it can: it is 1-64
 // letters, digits or ._:- (no brace, which would move the keys' hash tag;
-// no glob character, white space or control character).
+// no glob character, white space or control character), and no part of it
+// after its first is one of Nested.
 func Check(ns string) error {
 	ok := len(ns) >= 1 && len(ns) <= MaxLen
 	for i := 0; ok && i < len(ns); i++ {
@@ -21,6 +34,14 @@ func Check(ns string) error {
 	}
 	if !ok {
 		return fmt.Errorf("namespace %q must be 1-%d letters, digits or ._:-", clip(ns), MaxLen)
+	}
+	parts := strings.Split(ns, ":")
+	for i := 1; i < len(parts); i++ {
+		for _, n := range Nested {
+			if parts[i] == n {
+				return fmt.Errorf("namespace %q: its part %q names keys of namespace %q (%[3]s:%[2]s:...)", ns, n, strings.Join(parts[:i], ":"))
+			}
+		}
 	}
 	return nil
 }
