@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"time"
@@ -304,6 +305,8 @@ func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bo
 				// Too few replicas acknowledged the claim: its jobs are
 				// not started, but put back.
 				p.putBack(ctx, q, res.Jobs, "the claim was not acknowledged by enough replicas")
+			} else if mayHaveRun(err) {
+				p.lostClaim(ctx, q, err)
 			}
 			if ctx.Err() != nil {
 				return false, time.Time{}, false, err
@@ -355,6 +358,34 @@ func (p *Pool) claim(ctx context.Context, q string, n int) (*ledger.ClaimResult,
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
 	defer cancel()
 	return p.ledger.Claim(cctx, q, p.cfg.WorkerID, p.cfg.LeaseTTL, n)
+}
+
+// lostClaim reports a claim of queue q whose reply never came (err): Redis
+// may have run it, so jobs may be running in the ledger under tokens the
+// pool never read. It can neither start nor put them back; they come back
+// when their leases expire, uncertain. A stopping pool names the queue in
+// Run's error too (UnsettledClaimUnknown).
+func (p *Pool) lostClaim(ctx context.Context, q string, err error) {
+	p.log.Warn("claim outcome unknown (its reply was lost): the jobs it may have claimed never start here and come back when their leases expire, uncertain",
+		"queue", q, "error", err)
+	if ctx.Err() != nil {
+		p.unsettled.addJob(q, "", 0, UnsettledClaimUnknown)
+	}
+}
+
+// mayHaveRun reports whether a failed call may have run on Redis: not
+// when Redis answered with an error, nor when no connection was made (a
+// refused dial, no connection free in the client's pool, a closed client).
+func mayHaveRun(err error) bool {
+	var re redis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &re), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return false
+	case errors.As(err, &op) && op.Op == "dial":
+		return false
+	}
+	return true
 }
 
 // putBack returns claimed jobs to pending, due now and with their attempt

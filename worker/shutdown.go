@@ -30,22 +30,31 @@ const (
 	// as the pool stopped; the job's lease lapses and the maintenance
 	// leader resolves it.
 	UnsettledCommitFailed = "commit failed"
+	// UnsettledClaimUnknown: a claim sent as the pool stopped got no reply
+	// (its connection broke or timed out after Redis may have run it). The
+	// entry names the queue only (no ID): the jobs it may have claimed
+	// were never read, so they never started; they come back when their
+	// leases expire, uncertain.
+	UnsettledClaimUnknown = "claim outcome unknown"
 )
 
 // Unsettled is one job a stopping pool left behind.
 type Unsettled struct {
 	Queue string
-	ID    string
-	// Token is the attempt's ledger token.
+	// ID is the job's id; empty for UnsettledClaimUnknown.
+	ID string
+	// Token is the attempt's ledger token; 0 for UnsettledClaimUnknown.
 	Token lease.Token
-	// Reason is UnsettledAbandoned or UnsettledCommitFailed.
+	// Reason is UnsettledAbandoned, UnsettledCommitFailed or
+	// UnsettledClaimUnknown.
 	Reason string
 }
 
 // ShutdownError is Run's error when the pool stopped with jobs it had
 // claimed left unsettled: handlers that ignored their cancelled context,
-// outcomes whose commit failed, or jobs claimed as it stopped that it
-// could not put back. It matches ErrUnsettled. Each job comes
+// outcomes whose commit failed, jobs claimed as it stopped that it
+// could not put back, or a claim sent as it stopped whose reply never
+// came (its queue only). It matches ErrUnsettled. Each job comes
 // back through the ledger (uncertain, reconciled by the maintenance
 // leader; or its lease lapses), so a process may exit on it; it is worth
 // an alert, not a crash loop.
@@ -59,6 +68,9 @@ func (e *ShutdownError) Error() string {
 	parts := make([]string, len(e.Jobs))
 	for i, j := range e.Jobs {
 		parts[i] = j.Queue + "/" + j.ID + " (" + j.Reason + ")"
+		if j.ID == "" {
+			parts[i] = j.Queue + " (" + j.Reason + ")"
+		}
 	}
 	return fmt.Sprintf("%v: %d: %s", ErrUnsettled, len(e.Jobs), strings.Join(parts, ", "))
 }
