@@ -443,10 +443,14 @@ type Params struct {
 // String describes the job without its args (which may hold sensitive
 // fields), so Params formatted with %v or %+v show no payload.
 func (p Params) String() string {
-	if p.Args == nil {
+	if argtype.IsNil(p.Args) {
 		return "job without args"
 	}
-	return p.Args.Kind() + " job"
+	kind, err := kindOf(p.Args)
+	if err != nil {
+		return "job whose Kind method panics"
+	}
+	return kind + " job"
 }
 
 // LogValue logs the job without its args (see String).
@@ -541,6 +545,10 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 	if argtype.IsNil(args) { // a nil pointer too: its Kind may not be callable
 		return nil, invalid("nil args")
 	}
+	kind, err := kindOf(args)
+	if err != nil {
+		return nil, err
+	}
 	if o.argsErr != nil {
 		return nil, o.argsErr
 	}
@@ -550,17 +558,17 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 			return nil, err
 		}
 		if verr != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, args.Kind(), RedactError(args, verr))
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, kind, RedactError(args, verr))
 		}
 	}
 	payload, err := json.Marshal(args)
 	if err != nil {
-		return nil, invalid("%s args do not encode as JSON: %s", args.Kind(), RedactText(args, err.Error()))
+		return nil, invalid("%s args do not encode as JSON: %s", kind, RedactText(args, err.Error()))
 	}
 	display := payload // args that can hold no sensitive field are shown as encoded
 	if !plainType(reflect.TypeOf(args)) {
 		if display, err = RedactJSON(args); err != nil {
-			return nil, invalid("%s args: %s", args.Kind(), RedactText(args, err.Error()))
+			return nil, invalid("%s args: %s", kind, RedactText(args, err.Error()))
 		}
 	}
 	if err := checkUniqueFields(args, o.unique); err != nil {
@@ -583,16 +591,22 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 			return nil, err
 		}
 		if res == "" {
-			return nil, invalid("%s: Resource() returned an empty resource", args.Kind())
+			return nil, invalid("%s: Resource() returned an empty resource", kind)
 		}
 		o.resource = res
 	}
-	return prepare(args.Kind(), payload, display, o)
+	return prepare(kind, payload, display, o)
 }
 
 // guard runs fn, a call of args' method method, and turns a panic there
 // into an error matching ErrInvalid, the args' sensitive values hidden in
 // its value's text: the enqueue fails before anything is written.
+// kindOf returns args' kind, or ErrInvalid when its Kind method panics.
+func kindOf(args JobArgs) (kind string, err error) {
+	err = guard(args, "Kind", func() { kind = args.Kind() })
+	return kind, err
+}
+
 func guard(args JobArgs, method string, fn func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -123,7 +123,11 @@ func typedRequest(args JobArgs, o options, many bool) *EnqueueRequest {
 	r := newRequest("", nil, o)
 	r.args, r.many = args, many
 	if !argtype.IsNil(args) { // nil args are refused after the middleware
-		r.kind = args.Kind()
+		var err error
+		if r.kind, err = kindOf(args); err != nil {
+			r.flow.argsErr = err // refused after the middleware, as a panicking Group is
+			return r
+		}
 		r.flow.argsErr = groupArgs(args, &o)
 		r.Group = o.group
 	}
