@@ -11,15 +11,25 @@ import (
 
 	"github.com/fencedq/fencedq/internal/argtype"
 	rules "github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
 
 // NewTask returns an asynq task of type args.Kind() with args as its JSON
 // payload, for a worker registered with Handle. A non-empty operationID
 // travels in the OperationHeader header and names the job in the ledger
-// (one effect per operation id, whatever the asynq task ids).
+// (one effect per operation id, whatever the asynq task ids). Nil args,
+// or args whose Kind method panics, fail with an error matching
+// jobs.ErrInvalid.
 func NewTask[T jobs.JobArgs](args T, operationID string, opts ...asynq.Option) (*asynq.Task, error) {
-	if err := jobs.ValidateKind(args.Kind()); err != nil {
+	if argtype.IsNil(args) {
+		return nil, fmt.Errorf("%w: asynqfence: nil args", jobs.ErrInvalid)
+	}
+	kind, err := kindOf(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := jobs.ValidateKind(kind); err != nil {
 		return nil, err
 	}
 	if operationID != "" {
@@ -29,13 +39,24 @@ func NewTask[T jobs.JobArgs](args T, operationID string, opts ...asynq.Option) (
 	}
 	payload, err := json.Marshal(args)
 	if err != nil {
-		return nil, fmt.Errorf("asynqfence: encode %s args: %w", args.Kind(), err)
+		return nil, fmt.Errorf("asynqfence: encode %s args: %w", kind, err)
 	}
 	var headers map[string]string
 	if operationID != "" {
 		headers = map[string]string{OperationHeader: operationID}
 	}
-	return asynq.NewTaskWithHeaders(args.Kind(), payload, headers, opts...), nil
+	return asynq.NewTaskWithHeaders(kind, payload, headers, opts...), nil
+}
+
+// kindOf returns args' kind, or an error matching jobs.ErrInvalid when its
+// Kind method panics (as jobs.Client.Enqueue refuses such args).
+func kindOf(args jobs.JobArgs) (kind string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: asynqfence: %T's Kind method panicked: %s", jobs.ErrInvalid, args, ledger.Clip(jobs.RedactText(args, fmt.Sprint(r))))
+		}
+	}()
+	return args.Kind(), nil
 }
 
 // Handler returns a fencedq worker as an asynq handler: it decodes the task's
