@@ -48,6 +48,11 @@ type WorkerConfig struct {
 	LeaseTTL time.Duration
 	// HandlerTimeout bounds a transfer whose job sets no timeout.
 	HandlerTimeout time.Duration
+	// ShutdownTimeout is how long a shutdown waits for running transfers
+	// before it cancels them; the process then takes up to
+	// worker.ShutdownGrace more to commit their outcomes, so give the
+	// process manager a kill timeout above both.
+	ShutdownTimeout time.Duration
 	// MaintenanceInterval is the maintenance leader's interval (expiry,
 	// reconciling, status).
 	MaintenanceInterval time.Duration
@@ -81,6 +86,7 @@ func (c *WorkerConfig) AddFlags(fs *flag.FlagSet) {
 	fs.Var((*queuesFlag)(&c.Queues), "queues", "`queues` with priorities, e.g. default=1,critical=5")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 10*time.Second, "lease TTL per attempt")
 	fs.DurationVar(&c.HandlerTimeout, "handler-timeout", time.Minute, "default handler timeout")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", worker.DefaultShutdownTimeout, fmt.Sprintf("on SIGINT or SIGTERM, how long running transfers may finish before they are cancelled (then up to %v more to commit their outcomes: keep the process manager's kill timeout above both)", worker.ShutdownGrace))
 	fs.DurationVar(&c.MaintenanceInterval, "maintenance-interval", time.Second, "maintenance leader interval (expiry, reconciling, status)")
 	fs.Var((*enabledFlag)(&c.DisableMaintenance), "maintenance", "let this pool become the maintenance leader (default true; one leader per namespace acts)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (e.g. :9100)")
@@ -180,7 +186,7 @@ func OpenStore(ctx context.Context, postgresURL string, rdb redis.UniversalClien
 }
 
 // RunWorker runs a worker pool for transfers until ctx ends, then shuts it
-// down gracefully (running transfers get the pool's shutdown timeout); it
+// down gracefully (running transfers get cfg.ShutdownTimeout); it
 // says on out when the pool runs, and logs to cfg.Logger. An error caused
 // by the configuration (a malformed URL, a setting the pool refuses) is a
 // usage error, on which the commands exit 2; a taken metrics port or a
@@ -217,7 +223,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pool, err := worker.NewPool(rdb, worker.Config{
 		Jobs: jobs.Config{Namespace: cfg.Namespace, Sentinel: cli.SentinelOptions(cfg.Redis)}, Concurrency: cfg.Concurrency, Queues: cfg.Queues, LeaseTTL: cfg.LeaseTTL,
-		HandlerTimeout: cfg.HandlerTimeout, Logger: log, Registerer: reg,
+		HandlerTimeout: cfg.HandlerTimeout, ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, Registerer: reg,
 		Maintenance: worker.MaintenanceConfig{Disabled: cfg.DisableMaintenance, Interval: cfg.MaintenanceInterval, EffectLog: store},
 	})
 	if err != nil {

@@ -10,8 +10,10 @@
 // and /healthz (200 while Redis answers); a taken port stops the worker at
 // once, with one line naming the address (exit 1), rather than running
 // unwatched. SIGINT or SIGTERM shuts the pool down gracefully: running
-// transfers finish (or are cancelled after the pool's shutdown timeout) and
-// their outcomes are committed.
+// transfers finish (or are cancelled after --shutdown-timeout, 10s by
+// default) and their outcomes are committed, within 10s more
+// (worker.ShutdownGrace): give the process manager a kill timeout above
+// both.
 //
 // The environment sets the connection, address and logging flags:
 // FENCEDQ_REDIS, FENCEDQ_POSTGRES, FENCEDQ_NAMESPACE, FENCEDQ_METRICS_ADDR,
