@@ -9,9 +9,16 @@
 //	worker.Register(pool, &TransferWorker{db: db})
 //	pool.Run(ctx)
 //
-// End that context on SIGTERM as well as SIGINT
-// (signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)): docker stop,
-// Kubernetes and systemd send SIGTERM. The shutdown puts back the jobs
+// End that context on SIGTERM as well as SIGINT: docker stop, Kubernetes
+// and systemd send SIGTERM. Once it ended, let a second signal end the
+// process at once, as a user pressing Ctrl-C again expects (stop restores
+// the signals' default action):
+//
+//	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	context.AfterFunc(ctx, stop)
+//
+// The shutdown puts back the jobs
 // claimed but not started, waits up to ShutdownTimeout for running
 // handlers, cancels those still running and commits every outcome within
 // ShutdownTimeout plus ShutdownGrace, so give the process manager a kill

@@ -35,8 +35,6 @@ import (
 	"flag"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/fencedq/fencedq/internal/cli"
 )
@@ -48,13 +46,15 @@ const summaryLine = "Run the whole system on an embedded Redis (or --redis) and 
 var errUsage = cli.ErrUsage
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	var code int
 	if os.Getenv(crashWorkerEnv) == "1" {
-		code = crashWorker(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	} else {
-		code = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		// Ctrl-C reaches it with the demo: the demo says what it does.
+		ctx, stop := cli.SignalContext("fencedq-demo", io.Discard)
+		code := crashWorker(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
+	ctx, stop := cli.SignalContext("fencedq-demo", os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -59,10 +59,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
@@ -105,7 +103,7 @@ const movedWorker = `fencedq: "worker" is not a fencedq command: the bank exampl
 const movedDemo = `fencedq: "demo" is not a fencedq command: the demo is its own command, fencedq-demo (go run ./cmd/fencedq-demo --help); it reads no FENCEDQ_ variable and runs only in a namespace of its own`
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.SignalContext("fencedq", os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

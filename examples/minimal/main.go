@@ -2,7 +2,8 @@
 // worker pool and an enqueue, against the Redis at REDIS_ADDR (default
 // 127.0.0.1:6379). The README's "Use it in your module" shows it.
 // Ctrl-C (SIGINT) or SIGTERM, which docker stop, Kubernetes and systemd
-// send, shuts the pool down gracefully.
+// send, shuts the pool down gracefully; a second one ends the process at
+// once.
 //
 //	go run ./examples/minimal
 package main
@@ -35,6 +36,9 @@ func main() {
 	// claimed running until their leases lapse.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal, stop restores the signals' default action: a
+	// second Ctrl-C ends a shutdown that takes too long.
+	context.AfterFunc(ctx, stop)
 	addr := os.Getenv("REDIS_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:6379"

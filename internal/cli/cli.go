@@ -2,8 +2,8 @@
 // cmd/fencedq-demo and the bank example's bank-worker): parsing flags, of
 // which the environment sets only an allow-list (EnvFlags), one-line
 // errors with exit codes, the --log-level and --log-format flags, Redis
-// addresses, listening with a clear message when a port is taken, and
-// serving /healthz.
+// addresses, listening with a clear message when a port is taken, serving
+// /healthz, and stopping on a signal (a second one stops at once).
 package cli
 
 import (

@@ -13,7 +13,8 @@
 // transfers finish (or are cancelled after --shutdown-timeout, 10s by
 // default) and their outcomes are committed, within 10s more
 // (worker.ShutdownGrace): give the process manager a kill timeout above
-// both.
+// both. A second signal (Ctrl-C again) ends the process at once, leaving
+// the transfers it ran to lease expiry and reconciling.
 //
 // The environment sets the connection, address and logging flags:
 // FENCEDQ_REDIS, FENCEDQ_POSTGRES, FENCEDQ_NAMESPACE, FENCEDQ_METRICS_ADDR,
@@ -43,8 +44,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/internal/cli"
@@ -52,7 +51,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.SignalContext("bank-worker", os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

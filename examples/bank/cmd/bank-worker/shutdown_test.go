@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"os"
 	"os/exec"
@@ -103,7 +104,33 @@ func startBlockedWorker(t *testing.T, args ...string) *blockedWorker {
 		t.Fatal(err)
 	}
 	jobstest.WaitState(t, w.ledger, w.job.Queue, w.job.JobID, jobs.Running)
-	return w
+	// Claimed is not started (a shutdown puts back a job whose handler has
+	// not begun): wait for the transfer to wait for the row lock.
+	var pid int
+	if err := w.tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(testsignal.Scale(time.Minute))
+	for {
+		var waiting bool
+		err := pg.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_locks h ON l.transactionid = h.transactionid
+			WHERE NOT l.granted AND h.granted AND h.pid = $1)`, pid).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return w
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the transfer did not come to wait for the locked account")
+		}
+		select {
+		case err := <-w.exited:
+			w.exited <- err // for the cleanup
+			t.Fatalf("the worker exited before its transfer ran: %v", err)
+		case <-time.After(10 * time.Millisecond): // a poll interval, not a wait for an outcome
+		}
+	}
 }
 
 // awaitStderr returns the first line on stderr for which match is true.
@@ -118,6 +145,9 @@ func (w *blockedWorker) awaitStderr(t *testing.T, what string, match func(string
 			}
 		case err := <-w.exited:
 			w.exited <- err // for the cleanup
+			for len(w.stderr) > 0 {
+				t.Log(<-w.stderr)
+			}
 			t.Fatalf("the worker exited (%v) before %s", err, what)
 		case <-deadline:
 			t.Fatalf("no %s on stderr", what)
@@ -160,5 +190,33 @@ func TestShutdownTimeoutFlag(t *testing.T) {
 	}
 	if rec := jobstest.WaitState(t, w.ledger, w.job.Queue, w.job.JobID, jobs.Succeeded); rec.Attempts != 1 {
 		t.Fatalf("the transfer finished in attempt %d, want 1", rec.Attempts)
+	}
+}
+
+// TestSecondSignalStopsAtOnce: Ctrl-C starts a graceful shutdown and says
+// that a second one stops at once; the second ends the process while a
+// transfer still runs, instead of being swallowed.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	w := startBlockedWorker(t, "--shutdown-timeout", "1h", "--handler-timeout", "2h")
+	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	w.awaitStderr(t, "hint that a second Ctrl-C stops at once", func(line string) bool {
+		return line == "bank-worker: stopping gracefully; press Ctrl-C again to stop at once"
+	})
+	w.awaitStderr(t, "shutdown log line", shuttingDown)
+	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-w.exited:
+		w.exited <- err // for the cleanup
+	case <-time.After(testsignal.Scale(time.Minute)):
+		t.Fatal("the second Ctrl-C did not end the worker")
+	}
+	var exit *exec.ExitError
+	if ws, ok := w.cmd.ProcessState.Sys().(syscall.WaitStatus); !errors.As(err, &exit) || !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Fatalf("exit after the second Ctrl-C: %v, want the end by SIGINT", err)
 	}
 }
