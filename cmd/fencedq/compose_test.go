@@ -134,6 +134,10 @@ func flagsOf(t *testing.T, service, pkg string, args []string) (*flag.FlagSet, [
 
 var portRe = regexp.MustCompile(`:(\d+)`)
 
+// loopbackPort matches a published port bound to this host's loopback, or
+// to a variable defaulting to it.
+var loopbackPort = regexp.MustCompile(`^(127\.0\.0\.1|\$\{[A-Z_]+_BIND:-127\.0\.0\.1\}):\d+:\d+$`)
+
 // pinnedImage matches an image tagged with an exact version (major.minor.patch)
 // or a digest, never a floating tag such as latest or 7-bookworm.
 var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+(:v?\d+\.\d+(\.\d+)?[a-z0-9.-]*|@sha256:[0-9a-f]{64})$`)
@@ -234,6 +238,15 @@ func TestDockerCompose(t *testing.T) {
 				t.Errorf("%s depends on unknown service %s", name, dep)
 			}
 		}
+		// Published ports serve this host only by default: the dashboard
+		// acts once credentials are set, Prometheus has none and shows
+		// queue names and job counts. [host address:]published:container,
+		// the address may be a ${VAR:-default}, itself holding a colon.
+		for _, p := range svc.Ports {
+			if !loopbackPort.MatchString(p) {
+				t.Errorf("%s publishes %s on every interface by default: bind it to 127.0.0.1 (${%s_BIND:-127.0.0.1}:...)", name, p, strings.ToUpper(name))
+			}
+		}
 		for _, v := range svc.Volumes {
 			src := strings.Split(v, ":")[0]
 			if strings.HasPrefix(src, "./") {
@@ -282,9 +295,6 @@ func TestDockerCompose(t *testing.T) {
 		if want := map[string]string{"worker": bankWorkerPkg, "dashboard": fencedqPkg}[name]; want != "" && pkg != want {
 			t.Errorf("%s runs %s (%s), want %s", name, entrypoint[0], pkg, want)
 		}
-		if pkg == bankWorkerPkg {
-			checkStopGrace(t, name, svc.StopGrace)
-		}
 		fs, args := flagsOf(t, name, pkg, append(entrypoint[1:len(entrypoint):len(entrypoint)], svc.Command...))
 		if fs == nil {
 			continue
@@ -292,6 +302,13 @@ func TestDockerCompose(t *testing.T) {
 		fs.SetOutput(io.Discard)
 		if err := fs.Parse(args); err != nil {
 			t.Errorf("%s: command %v: %v", name, svc.Command, err)
+		}
+		if pkg == bankWorkerPkg {
+			timeout, err := time.ParseDuration(fs.Lookup("shutdown-timeout").Value.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkStopGrace(t, name, svc.StopGrace, timeout)
 		}
 		if fs.NArg() > 0 {
 			t.Errorf("%s: command %v: unexpected argument %q", name, svc.Command, fs.Arg(0))
@@ -332,11 +349,6 @@ func TestDockerCompose(t *testing.T) {
 			if len(parts) < 2 || !contains(listen, parts[len(parts)-1]) {
 				t.Errorf("%s publishes %s, which it does not listen on (%v)", name, p, listen)
 			}
-			// The dashboard acts once credentials are set: by default only
-			// this host reaches it.
-			if name == "dashboard" && !strings.HasPrefix(p, "127.0.0.1:") && !strings.HasPrefix(p, "${DASHBOARD_BIND:-127.0.0.1}:") {
-				t.Errorf("dashboard publishes %s on every interface by default: bind it to 127.0.0.1", p)
-			}
 		}
 	}
 	prom, err := os.ReadFile(filepath.Join(root, "deploy", "prometheus", "prometheus.yml"))
@@ -353,11 +365,11 @@ func TestDockerCompose(t *testing.T) {
 // checkStopGrace checks that docker compose stop waits for a worker pool's
 // graceful shutdown before it kills the process: Docker sends SIGTERM,
 // then SIGKILL after stop_grace_period (10s when unset), and a pool's Run
-// takes up to ShutdownTimeout plus worker.ShutdownGrace to commit the
+// takes up to its shutdown timeout plus worker.ShutdownGrace to commit the
 // outcomes of its running handlers.
-func checkStopGrace(t *testing.T, name, grace string) {
+func checkStopGrace(t *testing.T, name, grace string, shutdownTimeout time.Duration) {
 	t.Helper()
-	need := worker.DefaultShutdownTimeout + worker.ShutdownGrace
+	need := shutdownTimeout + worker.ShutdownGrace
 	if grace == "" {
 		t.Errorf("%s runs a worker pool without stop_grace_period: Docker kills it 10s after SIGTERM, before its graceful shutdown (up to %v) ends", name, need)
 		return
