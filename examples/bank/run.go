@@ -63,7 +63,7 @@ type WorkerConfig struct {
 	// opened first: a pool that cannot be watched does not start.
 	MetricsAddr string
 	// Accounts, if positive, creates that many accounts (acct-000, ...)
-	// with InitialCents each, when absent.
+	// with InitialCents each, when absent. Neither may be negative.
 	Accounts     int
 	InitialCents int64
 	// Logger receives the pool's logs (default: none).
@@ -188,10 +188,14 @@ func OpenStore(ctx context.Context, postgresURL string, rdb redis.UniversalClien
 // RunWorker runs a worker pool for transfers until ctx ends, then shuts it
 // down gracefully (running transfers get cfg.ShutdownTimeout); it
 // says on out when the pool runs, and logs to cfg.Logger. An error caused
-// by the configuration (a malformed URL, a setting the pool refuses) is a
+// by the configuration (a malformed URL, a setting the pool refuses, a
+// negative account count or balance, said before anything connects) is a
 // usage error, on which the commands exit 2; a taken metrics port or a
 // Redis that does not answer is a failure (exit 1).
 func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -257,6 +261,21 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, out io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// check refuses, as usage errors naming their flags, the settings no
+// worker or account can use, before anything connects.
+func (c WorkerConfig) check() error {
+	switch {
+	case c.Accounts < 0:
+		return fmt.Errorf("%w: --accounts %d is negative", cli.ErrUsage, c.Accounts)
+	case c.InitialCents < 0:
+		return fmt.Errorf("%w: --initial-cents %d is negative: an account's balance never is", cli.ErrUsage, c.InitialCents)
+	}
+	if err := (jobs.Config{Namespace: c.Namespace}).Validate(); err != nil {
+		return fmt.Errorf("%w: --namespace: %v", cli.ErrUsage, err)
+	}
+	return nil
 }
 
 // stallingStore stages a crash: after applying a transfer with the given

@@ -85,6 +85,25 @@ func TestHelpAndBadUsage(t *testing.T) {
 	}
 }
 
+// TestBadSettingsBeforeConnecting: a setting no worker could use is bad
+// usage naming its flag (exit 2), said before any connection is tried, and
+// no account is created with it.
+func TestBadSettingsBeforeConnecting(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--accounts", "-3"}, "--accounts -3 is negative"},
+		{[]string{"--accounts", "2", "--initial-cents", "-5"}, "--initial-cents -5 is negative"},
+		{[]string{"--namespace", "{x}"}, "--namespace"},
+	} {
+		code, out, errOut := runCmd(t, append([]string{"--redis", "redis://127.0.0.1:1"}, c.args...)...)
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, "bank-worker: ") || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "does not answer") {
+			t.Errorf("%v: code %d, stdout %q, stderr %q (want exit 2 naming %q, before connecting)", c.args, code, out, errOut, c.want)
+		}
+	}
+}
+
 // TestMetricsAddrInUse: a worker whose metrics port is taken stops at once
 // with a clear one-line error and exit 1, instead of running unwatched.
 func TestMetricsAddrInUse(t *testing.T) {
