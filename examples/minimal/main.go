@@ -1,6 +1,7 @@
 // Command minimal is the smallest fencedq application: one job kind, a
 // worker pool and an enqueue, against the Redis at REDIS_ADDR (default
-// 127.0.0.1:6379). The README's "Use it in your module" shows it.
+// 127.0.0.1:6379; one not there exits 1, naming it). The README's "Use it
+// in your module" shows it.
 // Ctrl-C (SIGINT) or SIGTERM, which docker stop, Kubernetes and systemd
 // send, shuts the pool down gracefully; a second one ends the process at
 // once.
@@ -45,6 +46,11 @@ func main() {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
+	// A Redis that is not there is said here, with what to check, rather
+	// than by the enqueue below (whose outcome would read "unknown").
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		log.Fatalf("cannot reach Redis at %s (is it running? REDIS_ADDR sets the address): %v", addr, err)
+	}
 
 	cfg := jobs.Config{Namespace: "minimal"} // the same for the pool and the client
 	pool, err := worker.NewPool(rdb, worker.Config{Jobs: cfg})

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -73,5 +76,28 @@ func TestSIGTERMStopsThePoolGracefully(t *testing.T) {
 	// A graceful stop removes the pool's heartbeat at once.
 	if pools, err := in.Pools(ctx); err != nil || len(pools) != 0 {
 		t.Fatalf("after the example stopped the live pools are %v (%v), want none", pools, err)
+	}
+}
+
+// TestRedisNotThere: a new user's first run with no Redis at REDIS_ADDR
+// fails (exit 1) with a message naming the address and what to check, not
+// with an enqueue whose outcome is "unknown".
+func TestRedisNotThere(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var out bytes.Buffer
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "REDIS_ADDR="+addr)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	if exit := (*exec.ExitError)(nil); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want 1; output:\n%s", err, out.String())
+	}
+	if want := "cannot reach Redis at " + addr + " (is it running? REDIS_ADDR sets the address)"; !strings.Contains(out.String(), want) || strings.Contains(out.String(), "unknown") {
+		t.Fatalf("output:\n%s\nwant it to say %q", out.String(), want)
 	}
 }
