@@ -2,9 +2,17 @@
 // attempts in a fencedq ledger: the asynq bridge.
 //
 // Tasks are still enqueued with a plain asynq.Client (or asynq's Scheduler)
-// and delivered by asynq servers. The bridge's middleware (Middleware, or
-// Bridge.Middleware with asynq.ServeMux.Use) turns each delivery into an
-// attempt in the ledger (the ledger's bridge claim):
+// and delivered by asynq servers; the bridge goes first on their mux:
+//
+//	mux := asynq.NewServeMux()
+//	mux.Use(asynqfence.Middleware(rdb, jobs.Config{Namespace: "fq"}, asynqfence.Options{}))
+//	mux.HandleFunc("invoice:send", sendInvoice) // fence.FromContext(ctx): the attempt's token
+//	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: queues, IsFailure: asynqfence.IsFailure})
+//	err := srv.Run(mux)
+//
+// The bridge's middleware (Middleware, or Bridge.Middleware with
+// asynq.ServeMux.Use) turns each delivery into an attempt in the ledger
+// (the ledger's bridge claim):
 //
 //   - The job is the task's operation id (the OperationHeader header, see
 //     NewTask) or else asynq's task id. Its record is created on first sight
