@@ -89,7 +89,7 @@ func (c *WorkerConfig) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", worker.DefaultShutdownTimeout, fmt.Sprintf("on SIGINT or SIGTERM, how long running transfers may finish before they are cancelled (then up to %v more to commit their outcomes: keep the process manager's kill timeout above both)", worker.ShutdownGrace))
 	fs.DurationVar(&c.MaintenanceInterval, "maintenance-interval", time.Second, "maintenance leader interval (expiry, reconciling, status)")
 	fs.Var((*enabledFlag)(&c.DisableMaintenance), "maintenance", "let this pool become the maintenance leader (default true; one leader per namespace acts)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (e.g. :9100)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (e.g. 127.0.0.1:9100; :9100 serves every interface, as a container needs)")
 	fs.IntVar(&c.Accounts, "accounts", 0, "create this many bank accounts (acct-000...) if absent")
 	fs.Int64Var(&c.InitialCents, "initial-cents", 100000, "initial balance of created accounts")
 }

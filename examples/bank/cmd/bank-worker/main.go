@@ -3,7 +3,7 @@
 // point for a worker process of your own.
 //
 //	go run ./examples/bank/cmd/bank-worker --help
-//	go run ./examples/bank/cmd/bank-worker --accounts 20 --metrics-addr :9100
+//	go run ./examples/bank/cmd/bank-worker --accounts 20 --metrics-addr 127.0.0.1:9100
 //
 // The accounts live in Redis (through redisfence) unless --postgres names a
 // PostgreSQL database (through pgfence). --metrics-addr serves /metrics
