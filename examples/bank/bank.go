@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/jobs"
@@ -61,6 +62,17 @@ func (t Transfer) Validate() error {
 	return nil
 }
 
+// knownAccounts refuses t, with fence.ErrInvalid naming the account, unless
+// both its accounts are among found: a transfer never creates an account.
+func knownAccounts(t Transfer, found []string) error {
+	for _, a := range []string{t.From, t.To} {
+		if !slices.Contains(found, a) {
+			return fmt.Errorf("%w: no account %s (accounts are created by Store.Setup, bank-worker --accounts)", fence.ErrInvalid, a)
+		}
+	}
+	return nil
+}
+
 // Resource is the lease resource: the source account.
 func (t Transfer) Resource() string { return "account:" + t.From }
 
@@ -71,7 +83,8 @@ type Store interface {
 	Setup(ctx context.Context, accounts []string, initial int64) error
 	// Transfer applies t under f atomically: fence.ErrStale if a newer token
 	// wrote the source account, fence.ErrAlreadyApplied if the operation was
-	// applied before, ErrInsufficientFunds; nothing changes on any error.
+	// applied before, ErrInsufficientFunds, fence.ErrInvalid for an account
+	// Setup did not create; nothing changes on any error.
 	Transfer(ctx context.Context, f fence.Fence, t Transfer) error
 	// Applied reports whether an operation id was applied (the effect log).
 	fence.EffectLog

@@ -82,7 +82,15 @@ func (s *PostgresStore) Transfer(ctx context.Context, f fence.Fence, t Transfer)
 func (s *PostgresStore) transferTx(ctx context.Context, tx pgx.Tx, t Transfer) error {
 	// Lock both rows in id order first: transfers in opposite directions
 	// (a debit here, a credit there) would otherwise deadlock.
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+s.table+` WHERE id = ANY($1) ORDER BY id FOR UPDATE`, []string{t.From, t.To}); err != nil {
+	rows, err := tx.Query(ctx, `SELECT id FROM `+s.table+` WHERE id = ANY($1) ORDER BY id FOR UPDATE`, []string{t.From, t.To})
+	if err != nil {
+		return err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	if err := knownAccounts(t, found); err != nil {
 		return err
 	}
 	tag, err := tx.Exec(ctx, `UPDATE `+s.table+` SET balance = balance - $2 WHERE id = $1 AND balance >= $2`, t.From, t.Cents)
@@ -92,14 +100,8 @@ func (s *PostgresStore) transferTx(ctx context.Context, tx pgx.Tx, t Transfer) e
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: %s cannot cover %d", ErrInsufficientFunds, t.From, t.Cents)
 	}
-	tag, err = tx.Exec(ctx, `UPDATE `+s.table+` SET balance = balance + $2 WHERE id = $1`, t.To, t.Cents)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: no account %s", fence.ErrInvalid, t.To)
-	}
-	return nil
+	_, err = tx.Exec(ctx, `UPDATE `+s.table+` SET balance = balance + $2 WHERE id = $1`, t.To, t.Cents)
+	return err
 }
 
 // FenceOnAcquire raises the source account's high-water mark.

@@ -52,9 +52,25 @@ func (s *RedisStore) Setup(ctx context.Context, accounts []string, initial int64
 }
 
 // Transfer applies the debit and the recorded credit in one fenced script.
+// Both accounts must exist: they are read first, outside the script (the
+// accounts set is in another hash slot), which is sound because no account
+// is ever removed.
 func (s *RedisStore) Transfer(ctx context.Context, f fence.Fence, t Transfer) error {
 	if f.Resource != t.Resource() {
 		return fmt.Errorf("%w: fence resource %q is not the source account", fence.ErrInvalid, f.Resource)
+	}
+	known, err := s.rdb.SMIsMember(ctx, s.accountsKey(), t.From, t.To).Result()
+	if err != nil {
+		return fmt.Errorf("bank: accounts: %w", err)
+	}
+	var found []string
+	for i, a := range []string{t.From, t.To} {
+		if known[i] {
+			found = append(found, a)
+		}
+	}
+	if err := knownAccounts(t, found); err != nil {
+		return err
 	}
 	return s.fence.Apply(ctx, f,
 		redisfence.HIncrBy(s.balanceKey(t.From), "cents", -t.Cents),
