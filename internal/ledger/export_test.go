@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/fencedq/fencedq/internal/luafunc"
@@ -72,3 +73,15 @@ func (l *Ledger) ResubmitForTest(ctx context.Context, js []*NewJob) ([]*Inserted
 
 // PruneBatch is how many index entries one prune call removes at most.
 const PruneBatch = pruneBatch
+
+// QueueKeysKept is how many queues' keys the function library keeps
+// across calls (prelude.lua's QUEUE_KEYS_MAX).
+func QueueKeysKept() int {
+	_, v, _ := strings.Cut(prelude, "\nlocal QUEUE_KEYS_MAX = ")
+	v, _, _ = strings.Cut(v, "\n")
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		panic("prelude.lua defines no QUEUE_KEYS_MAX")
+	}
+	return n
+}

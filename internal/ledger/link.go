@@ -233,11 +233,12 @@ type libScript struct {
 
 // library returns the code of the Redis function library name holding
 // scripts, each a function over the shared definitions of lib. The
-// library's top level defines, once per load, lib's functions and
-// constants; its other top-level locals (the queue's prefix and keys, the
-// clock's reading, per-call tables and caches) are declared there and set
-// at the start of each function that uses them, from its own KEYS and ARGV,
-// exactly as the same lines do when the script runs as a whole (link). A
+// library's top level defines, once per load, lib's functions, constants
+// and caches kept across calls (keptAcrossCalls); its other top-level
+// locals (the queue's prefix, the clock's reading, per-call tables and
+// caches) are declared there and set at the start of each function that
+// uses them, from its own KEYS and ARGV, exactly as the same lines do when
+// the script runs as a whole (link). A
 // function sets only the ones it uses, so it reads nothing another
 // script's call left.
 //
@@ -257,7 +258,7 @@ func library(name, lib string, scripts []libScript) string {
 		for _, n := range u.names {
 			libNames[n] = true
 		}
-		if _, fn := localNames(u.text); fn || isConstant(u.text) {
+		if _, fn := localNames(u.text); fn || isConstant(u.text) || keptAcrossCalls(u.text) {
 			b.WriteString(u.text)
 			continue
 		}
@@ -324,6 +325,14 @@ func beginChunks(sets []string, libNames map[string]bool) [][]string {
 		chunks = append(chunks, cur)
 	}
 	return chunks
+}
+
+// keptAcrossCalls reports whether a unit's first line ends with the
+// comment "-- kept across calls": a cache the library defines once per
+// load, which its functions share (a script run whole makes it per call).
+func keptAcrossCalls(text string) bool {
+	line, _, _ := strings.Cut(text, "\n")
+	return strings.HasSuffix(strings.TrimSpace(line), "-- kept across calls")
 }
 
 // isConstant reports whether a unit defines numbers and strings only

@@ -20,7 +20,7 @@ func TestLinkMatchesRegexpReference(t *testing.T) {
 			t.Errorf("%s: the plain script differs from the reference's", s.fn)
 		}
 	}
-	for _, text := range []string{"local function\nf() end", "local a,\nb = 1, 2", "local x = 'a--b' .. c", "local y = \"q\\\"\" .. 'r\\'s' -- z", "local functionx = 0x1F", "local k = 3 * 2, '='"} {
+	for _, text := range []string{"local function\nf() end", "local a,\nb = 1, 2", "local x = 'a--b' .. c", "local y = \"q\\\"\" .. 'r\\'s' -- z", "local functionx = 0x1F", "local k = 3 * 2, '='", "local k = {} -- kept across calls"} {
 		lib := "local a = 1\n" + text + "\nlocal c = 2\n"
 		if got, want := library("t", lib, []libScript{{fn: "t_f", rid: "nil", src: "return a + c + f + b + x + y + functionx + k"}}),
 			refLibrary("t", lib, []libScript{{fn: "t_f", rid: "nil", src: "return a + c + f + b + x + y + functionx + k"}}); got != want {
@@ -164,7 +164,7 @@ func refLibrary(name, lib string, scripts []libScript) string {
 		for _, n := range u.names {
 			libNames[n] = true
 		}
-		if refLocalFunc.MatchString(u.text) || refIsConstant(u.text) {
+		if refLocalFunc.MatchString(u.text) || refIsConstant(u.text) || refKeptAcrossCalls.MatchString(u.text) {
 			b.WriteString(u.text)
 			continue
 		}
@@ -244,5 +244,7 @@ func refIsConstant(text string) bool {
 	rhs = refLuaQuoted.ReplaceAllString(rhs, "0")
 	return strings.TrimSpace(rhs) != "" && refLuaLiteral.MatchString(rhs)
 }
+
+var refKeptAcrossCalls = regexp.MustCompile(`\A[^\n]*-- kept across calls[ \t]*(\n|$)`)
 
 var refLuaLiteral = regexp.MustCompile(`^[\s0-9.*+\-,]+$`)

@@ -22,11 +22,32 @@
 --  idle flag (set by a claim that found nothing due: the next enqueue publishes a wake-up)
 -- Each script's own arguments start at ARGV 2.
 local P = ARGV[1]
-local index = {pending = KEYS[1], running = P .. 'running', uncertain = P .. 'uncertain',
-               review = P .. 'review', succeeded = P .. 'succeeded', dead = P .. 'dead',
-               cancelled = P .. 'cancelled'}
-local statsk, eventsk, reconk, pausedk, idlek = P .. 'stats', P .. 'events', P .. 'reconciler',
-  P .. 'paused', P .. 'idle'
+-- QUEUE_KEYS holds each queue's keys as queue_keys derived them, by
+-- prefix, for at most QUEUE_KEYS_MAX queues (about 1.6 KB of Lua memory
+-- each; then it is emptied). It is kept across calls (the function library
+-- defines it once per load): deriving the keys and building their table
+-- cost a call 5 000-13 000 Redis instructions. A script that runs whole
+-- (EVALSHA) makes it anew on each call.
+local QUEUE_KEYS_MAX = 2000
+local QUEUE_KEYS = {n = 0, by = {}} -- kept across calls
+-- queue_keys returns the keys of the queue with prefix p and pending index
+-- pending: {index, statsk, eventsk, reconk, pausedk, idlek, the minute
+-- the next two are for, its per-minute hash (see per_minute)}. The
+-- entries are never written to but for the minute's.
+local function queue_keys(p, pending)
+  local e = QUEUE_KEYS.by[p]
+  if e and e[1].pending == pending then return e end
+  if QUEUE_KEYS.n >= QUEUE_KEYS_MAX then QUEUE_KEYS.by, QUEUE_KEYS.n = {}, 0 end
+  e = {{pending = pending, running = p .. 'running', uncertain = p .. 'uncertain',
+        review = p .. 'review', succeeded = p .. 'succeeded', dead = p .. 'dead',
+        cancelled = p .. 'cancelled'},
+       p .. 'stats', p .. 'events', p .. 'reconciler', p .. 'paused', p .. 'idle', false, false}
+  QUEUE_KEYS.by[p], QUEUE_KEYS.n = e, QUEUE_KEYS.n + 1
+  return e
+end
+local qkeys = queue_keys(P, KEYS[1])
+local index = qkeys[1]
+local statsk, eventsk, reconk, pausedk, idlek = qkeys[2], qkeys[3], qkeys[4], qkeys[5], qkeys[6]
 local HISTORY_CAP, EVENTS_CAP = 200, 1000
 
 -- now_us is the namespace's time (Redis TIME plus the primary tenure's
@@ -237,8 +258,14 @@ end
 -- counter first appears in a minute, so each minute's hash is gone
 -- MINUTE_KEEP_MS after the minute began (ledger.MinuteKeep).
 local MINUTE_MS, MINUTE_KEEP_MS = 60000, 25 * 3600000
+-- minute_key returns the per-minute hash of minute m, kept with the queue's
+-- keys (queue_keys) while m is the minute.
+local function minute_key(m)
+  if qkeys[7] ~= m then qkeys[7], qkeys[8] = m, P .. 'minute:' .. fmt(m) end
+  return qkeys[8]
+end
 local minute_at = now - now % MINUTE_MS
-local minutek = P .. 'minute:' .. fmt(minute_at)
+local minutek = minute_key(minute_at)
 -- Counts go to Redis as text: a number argument of redis.call is formatted
 -- with %.17g, several times the cost of the command's other arguments.
 local function per_minute(field, n, sn)
