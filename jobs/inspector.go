@@ -100,23 +100,26 @@ func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, err
 // rewinds (losses detected), resubmitted (lost jobs re-created), promoted
 // (workflow steps moved from waiting to pending); and seq,
 // the queue's write sequence, which rewind detection follows).
-// A partitioned queue's counters are summed over its partitions.
+// A partitioned queue's counters are summed over its partitions; when some
+// partitions could not be read, it returns the others' sums with a
+// *PartialError naming them.
 func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]int64{}
-	for _, n := range names {
+	err = eachName(ctx, names, func(n string) error {
 		st, err := in.l.Stats(ctx, n)
-		if err != nil {
-			return nil, err
-		}
 		for k, v := range st {
 			out[k] += v
 		}
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrPartial) {
+		return nil, err
 	}
-	return out, nil
+	return out, err
 }
 
 // Paused returns who paused queue q and why, or nil when it runs. A

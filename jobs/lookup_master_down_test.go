@@ -204,3 +204,24 @@ func TestPauseWithAPartitionsMasterDown(t *testing.T) {
 	changed, err = c.Resume(ctx, "orders", "test", "")
 	check("Resume", changed, err, false)
 }
+
+// TestStatsWithAPartitionsMasterDown: with the master of some of a
+// partitioned queue's partitions killed, Stats sums the counters of the
+// partitions still up (the two jobs enqueued there) and returns them with
+// a *PartialError naming exactly the lost partitions.
+func TestStatsWithAPartitionsMasterDown(t *testing.T) {
+	d := startMasterDown(t)
+	st, err := d.client.Inspector().Stats(context.Background(), "orders")
+	var pe *jobs.PartialError
+	if !errors.As(err, &pe) || len(pe.Unreachable) != len(d.lost) {
+		t.Fatalf("Stats with a master down = %v, %v; want a *PartialError naming %v", st, err, d.lost)
+	}
+	for _, n := range pe.Unreachable {
+		if !d.lost[n] {
+			t.Fatalf("Stats names %s, on a master still up, unreachable", n)
+		}
+	}
+	if st["enqueued"] != 2 {
+		t.Fatalf("Stats with a master down counts %d enqueued, want the 2 on a master still up", st["enqueued"])
+	}
+}
