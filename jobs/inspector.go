@@ -148,7 +148,9 @@ func (in *Inspector) Paused(ctx context.Context, q string) (*Pause, error) {
 // Get returns job id of queue q (found in whichever partition holds it),
 // or an error matching ErrNotFound. A partition that could not be read
 // (its master down) does not hide the job from the others; found in none
-// of those read, the error is a *PartialError, not ErrNotFound.
+// of those read, the error is a *PartialError, not ErrNotFound. With the
+// partition registry unreadable, the job is read under q itself, and one
+// not there is a *PartialError naming q's partitions (q#*).
 func (in *Inspector) Get(ctx context.Context, q, id string) (*Record, error) {
 	if err := in.queue(q); err != nil {
 		return nil, err

@@ -531,11 +531,26 @@ func notFoundIn(ctx context.Context, l *ledger.Ledger, q string, err error) erro
 // names, whatever their number. A partition that could not be read (its
 // master down) does not hide the job from the others; found in none of
 // those read, the error is a *PartialError (the job may be on one not
-// read), not ErrNotFound.
+// read), not ErrNotFound. When the registries naming q's partitions could
+// not be read (on Redis Cluster, their master down), the job is looked for
+// under q itself (a queue without partitions, or a partitioned queue's
+// jobs from before it had any): found there, it is q's; else the error is
+// a *PartialError naming q's partitions (q#*), not ErrNotFound.
 func locate(ctx context.Context, l *ledger.Ledger, q, id string) (string, error) {
 	names, err := physical(ctx, l, q)
 	if err != nil {
-		return "", err
+		if ctx.Err() != nil {
+			return "", err
+		}
+		has, herr := l.HoldJob(ctx, []string{q}, id)
+		if herr == nil && has[0] {
+			return q, nil
+		}
+		pe := &PartialError{Unreachable: []string{q + "#*"}, Err: err}
+		if herr != nil {
+			pe.Unreachable = append([]string{q}, pe.Unreachable...)
+		}
+		return "", fmt.Errorf("job %s is not in queue %s's own name, and its partitions could not be read: %w", ledger.ShownID(id), q, pe)
 	}
 	if len(names) == 1 {
 		return names[0], nil
