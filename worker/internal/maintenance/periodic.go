@@ -159,7 +159,10 @@ func (s *periodic) tick(ctx context.Context, leader lease.Token, p Periodic, now
 			return err
 		}
 	}
-	if err := s.ledger.Lead(ctx, p.Spec.Queue, leader); err != nil {
+	// Only a newer leader stops the pass here: the queue's own slot may be
+	// down while the slots its ticks go to are up (a partitioned queue's
+	// name holds none of its partitions' jobs), and the enqueue says.
+	if err := s.ledger.Lead(ctx, p.Spec.Queue, leader); errors.Is(err, jobs.ErrStale) {
 		return err
 	}
 	cursor := sched.Cursor
