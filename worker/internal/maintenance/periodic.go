@@ -225,16 +225,27 @@ func (s *periodic) enqueueTicks(ctx context.Context, p Periodic, due []time.Time
 	if len(due) == 0 {
 		return nil
 	}
-	ps := make([]jobs.Params, len(due))
+	earlier := s.enqueuedBefore(ctx, p, due)
+	ps := make([]jobs.Params, 0, len(due))
 	for i, t := range due {
+		if earlier[i] != nil {
+			continue
+		}
 		opts := append(append([]jobs.Option(nil), p.Options...), jobs.OperationID(jobs.PeriodicOperationID(p.Spec.ID, t)))
-		ps[i] = jobs.Params{Args: p.Args, Options: opts}
+		ps = append(ps, jobs.Params{Args: p.Args, Options: opts})
 	}
-	res, err := s.client.EnqueueMany(ctx, ps)
-	if err != nil {
-		return err
+	var res []*jobs.Result
+	if len(ps) > 0 {
+		var err error
+		if res, err = s.client.EnqueueMany(ctx, ps); err != nil {
+			return err
+		}
 	}
-	for i, r := range res {
+	for i := range due {
+		r := earlier[i]
+		if r == nil {
+			r, res = res[0], res[1:]
+		}
 		rec.Ticks = append(rec.Ticks, jobs.Tick{Time: due[i], JobID: r.JobID, Queue: r.Queue, Deduplicated: r.Deduplicated})
 		if r.Deduplicated {
 			s.log.Info("periodic tick already enqueued", "schedule", p.Spec.ID, "tick", due[i], "job_id", r.JobID)
@@ -243,6 +254,44 @@ func (s *periodic) enqueueTicks(ctx context.Context, p Periodic, due []time.Time
 		}
 	}
 	return nil
+}
+
+// enqueuedBefore returns, for each tick of due, the job an earlier pass
+// enqueued for it into a partition of an earlier layout of p's queue (nil
+// when none). An operation id deduplicates within one layout only: a pass
+// that enqueued a tick but did not record it (a crash, a lost leadership,
+// the schedules' slot down) leaves it to the next pass, whose enqueue may
+// route it to another partition once the count changed. Only the names
+// outside the current layout are looked at (the enqueue deduplicates
+// within it), one round trip per tick when there are any; what cannot be
+// read (the registry or a partition's master down) is not waited for.
+func (s *periodic) enqueuedBefore(ctx context.Context, p Periodic, due []time.Time) []*jobs.Result {
+	out := make([]*jobs.Result, len(due))
+	q := p.Spec.Queue
+	counts, err := s.ledger.PartitionsOf(ctx, q)
+	if err != nil {
+		return out
+	}
+	registered, err := s.ledger.Queues(ctx)
+	if err != nil {
+		return out
+	}
+	current := ledger.PartitionNames(q, counts[0])
+	var names []string
+	for _, n := range ledger.Physical(q, counts[0], registered) {
+		if !slices.Contains(current, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return out
+	}
+	for i, t := range due {
+		if r, err := s.ledger.FindOperation(ctx, names, jobs.PeriodicOperationID(p.Spec.ID, t)); err == nil {
+			out[i] = &jobs.Result{JobID: r.ID, Queue: ledger.Logical(r.Queue), OperationID: r.OperationID, Deduplicated: true, Partition: r.Queue}
+		}
+	}
+	return out
 }
 
 // settle keeps sched's conflict while a live pool reports the losing
