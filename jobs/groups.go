@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -76,22 +77,24 @@ type GroupStatus = ledger.GroupStatus
 
 // Groups returns queue q's fair groups with pending jobs (see Grouper),
 // deepest first, at most 1000 (the deepest) per partition of a
-// partitioned queue.
+// partitioned queue. When some partitions could not be read, it returns
+// the others' with a *PartialError naming them.
 func (in *Inspector) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	out := []GroupStatus{}
-	for _, n := range names {
+	err = eachName(ctx, names, func(n string) error {
 		gs, err := in.l.Groups(ctx, n)
-		if err != nil {
-			return nil, err
-		}
 		out = append(out, gs...)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrPartial) {
+		return nil, err
 	}
 	if len(names) > 1 { // each partition's list is deepest first; merge them
 		slices.SortStableFunc(out, func(a, b GroupStatus) int { return b.Pending - a.Pending })
 	}
-	return out, nil
+	return out, err
 }

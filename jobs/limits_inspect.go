@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 
 	"github.com/fencedq/fencedq/internal/ledger"
 )
@@ -31,20 +32,23 @@ type FlowStatus struct {
 // Limits returns queue q's concurrency limits and rate limits (see Limiter,
 // RateLimiter) that hold jobs back: keys at their limit or with parked
 // jobs, their holders, how many jobs wait; rates with deferred jobs or a
-// full window. A key whose jobs all run at once is not listed.
+// full window. A key whose jobs all run at once is not listed. When some
+// partitions of a partitioned queue could not be read, it returns the
+// others' with a *PartialError naming them.
 func (in *Inspector) Limits(ctx context.Context, q string) (*FlowStatus, error) {
 	names, err := in.names(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	out := &FlowStatus{Limits: []LimitStatus{}, Rates: []RateStatus{}}
-	for _, n := range names {
+	err = eachName(ctx, names, func(n string) error {
 		ls, rs, err := in.l.Limits(ctx, n)
-		if err != nil {
-			return nil, err
-		}
 		out.Limits = append(out.Limits, ls...)
 		out.Rates = append(out.Rates, rs...)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrPartial) {
+		return nil, err
 	}
-	return out, nil
+	return out, err
 }

@@ -225,3 +225,26 @@ func TestStatsWithAPartitionsMasterDown(t *testing.T) {
 		t.Fatalf("Stats with a master down counts %d enqueued, want the 2 on a master still up", st["enqueued"])
 	}
 }
+
+// TestFlowAndGroupViewsWithAPartitionsMasterDown: with the master of some
+// of a partitioned queue's partitions killed, Groups and Limits return what
+// the partitions still up hold with a *PartialError naming exactly the
+// lost partitions, as every other view of the queue does.
+func TestFlowAndGroupViewsWithAPartitionsMasterDown(t *testing.T) {
+	d := startMasterDown(t)
+	ctx := context.Background()
+	insp := d.client.Inspector()
+	_, gerr := insp.Groups(ctx, "orders")
+	_, lerr := insp.Limits(ctx, "orders")
+	for what, err := range map[string]error{"Groups": gerr, "Limits": lerr} {
+		var pe *jobs.PartialError
+		if !errors.As(err, &pe) || len(pe.Unreachable) != len(d.lost) {
+			t.Fatalf("%s with a master down = %v; want a *PartialError naming %v", what, err, d.lost)
+		}
+		for _, n := range pe.Unreachable {
+			if !d.lost[n] {
+				t.Fatalf("%s names %s, on a master still up, unreachable", what, n)
+			}
+		}
+	}
+}

@@ -119,7 +119,9 @@ const limitsChunk = 1000
 // not listed. Every entry of the limits hash is looked at,
 // so a key at its limit is never hidden behind idle ones; entries whose key
 // nothing holds, is promised or waits on (left by earlier versions, which
-// kept every key that ever parked a job) are pruned.
+// kept every key that ever parked a job) are pruned. Rate windows are read
+// in the queue's time (queueTime), which on Redis Cluster needs the
+// queue's master alone.
 func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateStatus, error) {
 	lim, err := l.rdb.HGetAll(ctx, l.limitsKey(q)).Result()
 	if err != nil {
@@ -129,7 +131,7 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	if err != nil {
 		return nil, nil, wrap("rates", err)
 	}
-	now, err := l.ReadTime(ctx)
+	now, err := l.queueTime(ctx, q)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1011,16 +1011,32 @@ func (l *Ledger) ReadTime(ctx context.Context) (time.Time, error) {
 	return l.serverTime(ctx, true)
 }
 
+// queueTime reads queue q's time as its scripts see it, writing nothing:
+// on Redis Cluster from the clock record in the queue's own slot, so a
+// read of the queue needs its master alone (ReadTime's record may be on a
+// master that is down); elsewhere it is ReadTime.
+func (l *Ledger) queueTime(ctx context.Context, q string) (time.Time, error) {
+	if !l.epoch.Cluster() {
+		return l.ReadTime(ctx)
+	}
+	return l.timeOf(ctx, l.clockKey(q), true)
+}
+
 func (l *Ledger) serverTime(ctx context.Context, peek bool) (time.Time, error) {
 	if !l.epoch.Enabled() && !l.epoch.Cluster() {
 		t, err := l.rdb.Time(ctx).Result()
 		return t, wrap("time", err)
 	}
+	return l.timeOf(ctx, l.epoch.Key(), peek)
+}
+
+// timeOf reads the time of clock record key (see ServerTime).
+func (l *Ledger) timeOf(ctx context.Context, key string, peek bool) (time.Time, error) {
 	arg := "0"
 	if peek {
 		arg = "1"
 	}
-	v, err := nowScript.Run(ctx, l.rdb, []string{l.epoch.Key()}, arg).Int64Slice()
+	v, err := nowScript.Run(ctx, l.rdb, []string{key}, arg).Int64Slice()
 	if err == nil && len(v) != 2 {
 		err = fmt.Errorf("malformed reply %v", v)
 	}
