@@ -80,12 +80,8 @@ type GroupStatus = ledger.GroupStatus
 // partitioned queue. When some partitions could not be read, it returns
 // the others' with a *PartialError naming them.
 func (in *Inspector) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
-	names, err := in.names(ctx, q)
-	if err != nil {
-		return nil, err
-	}
 	out := []GroupStatus{}
-	err = eachName(ctx, names, func(n string) error {
+	err := in.eachOf(ctx, q, func(n string) error {
 		gs, err := in.l.Groups(ctx, n)
 		out = append(out, gs...)
 		return err
@@ -93,8 +89,7 @@ func (in *Inspector) Groups(ctx context.Context, q string) ([]GroupStatus, error
 	if err != nil && !errors.Is(err, ErrPartial) {
 		return nil, err
 	}
-	if len(names) > 1 { // each partition's list is deepest first; merge them
-		slices.SortStableFunc(out, func(a, b GroupStatus) int { return b.Pending - a.Pending })
-	}
+	// each partition's list is deepest first; merge them
+	slices.SortStableFunc(out, func(a, b GroupStatus) int { return b.Pending - a.Pending })
 	return out, err
 }

@@ -75,12 +75,8 @@ func (in *Inspector) Queues(ctx context.Context) ([]string, error) {
 // partitions could not be read, it returns the others' sums with a
 // *PartialError naming them.
 func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, error) {
-	names, err := in.names(ctx, q)
-	if err != nil {
-		return nil, err
-	}
 	out := map[State]int64{}
-	err = eachName(ctx, names, func(n string) error {
+	err := in.eachOf(ctx, q, func(n string) error {
 		c, err := in.l.Counts(ctx, n)
 		for s, v := range c {
 			out[s] += v
@@ -104,12 +100,8 @@ func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, err
 // partitions could not be read, it returns the others' sums with a
 // *PartialError naming them.
 func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, error) {
-	names, err := in.names(ctx, q)
-	if err != nil {
-		return nil, err
-	}
 	out := map[string]int64{}
-	err = eachName(ctx, names, func(n string) error {
+	err := in.eachOf(ctx, q, func(n string) error {
 		st, err := in.l.Stats(ctx, n)
 		for k, v := range st {
 			out[k] += v
@@ -129,12 +121,8 @@ func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, err
 // Inspector.Partitions shows each). When some partitions could not be
 // read, it returns the others' pause with a *PartialError naming them.
 func (in *Inspector) Paused(ctx context.Context, q string) (*Pause, error) {
-	names, err := in.names(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	ps := make([]*Pause, 0, len(names))
-	err = eachName(ctx, names, func(n string) error {
+	var ps []*Pause
+	err := in.eachOf(ctx, q, func(n string) error {
 		p, err := in.l.Paused(ctx, n)
 		ps = append(ps, p)
 		return err
@@ -228,12 +216,12 @@ func (in *Inspector) History(ctx context.Context, q, id string) ([]Entry, error)
 // partitions); none when n is not positive. When some partitions could not
 // be read, it returns the others' with a *PartialError naming them.
 func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, error) {
-	names, err := in.names(ctx, q)
-	if err != nil || n <= 0 {
+	if n <= 0 {
+		_, err := in.names(ctx, q)
 		return nil, err
 	}
 	var out []Event
-	err = eachName(ctx, names, func(name string) error {
+	err := in.eachOf(ctx, q, func(name string) error {
 		ev, err := in.l.Events(ctx, name, n)
 		out = append(out, ev...)
 		return err
@@ -241,11 +229,9 @@ func (in *Inspector) Events(ctx context.Context, q string, n int) ([]Event, erro
 	if err != nil && !errors.Is(err, ErrPartial) {
 		return nil, err
 	}
-	if len(names) > 1 {
-		sort.SliceStable(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
-		if len(out) > n {
-			out = out[:n]
-		}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
+	if len(out) > n {
+		out = out[:n]
 	}
 	return out, err
 }
@@ -293,12 +279,8 @@ func (in *Inspector) AllEvents(ctx context.Context, perQueue, budget int) (map[s
 // partitions could not be read, it returns the others' with a
 // *PartialError naming them.
 func (in *Inspector) DueRunning(ctx context.Context, q string, t time.Time, limit int) ([]*Record, error) {
-	names, err := in.names(ctx, q)
-	if err != nil {
-		return nil, err
-	}
 	var out []*Record
-	err = eachName(ctx, names, func(n string) error {
+	err := in.eachOf(ctx, q, func(n string) error {
 		if len(out) >= limit {
 			return nil
 		}
@@ -758,4 +740,23 @@ func (in *Inspector) names(ctx context.Context, q string) ([]string, error) {
 		}
 	}
 	return in.physical(ctx, q)
+}
+
+// eachOf runs read on each queue name holding queue q's jobs (see
+// eachName). When the registries naming q's partitions could not be read
+// (on Redis Cluster, their master down), it reads q itself (a queue
+// without partitions, or one's jobs from before it had any) and returns a
+// *PartialError naming q's partitions (registryMissed).
+func (in *Inspector) eachOf(ctx context.Context, q string, read func(name string) error) error {
+	names, err := in.names(ctx, q)
+	if err == nil {
+		return eachName(ctx, names, read)
+	}
+	if ctx.Err() != nil || ledger.IsPartition(q) || errors.Is(err, ErrInvalid) {
+		return err
+	}
+	if rerr := read(q); rerr != nil {
+		return err
+	}
+	return registryMissed(q, err)
 }

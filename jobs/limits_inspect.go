@@ -36,12 +36,8 @@ type FlowStatus struct {
 // partitions of a partitioned queue could not be read, it returns the
 // others' with a *PartialError naming them.
 func (in *Inspector) Limits(ctx context.Context, q string) (*FlowStatus, error) {
-	names, err := in.names(ctx, q)
-	if err != nil {
-		return nil, err
-	}
 	out := &FlowStatus{Limits: []LimitStatus{}, Rates: []RateStatus{}}
-	err = eachName(ctx, names, func(n string) error {
+	err := in.eachOf(ctx, q, func(n string) error {
 		ls, rs, err := in.l.Limits(ctx, n)
 		out.Limits = append(out.Limits, ls...)
 		out.Rates = append(out.Rates, rs...)

@@ -248,3 +248,76 @@ func TestFlowAndGroupViewsWithAPartitionsMasterDown(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueViewsWithTheRegistrysMasterDown: with the master holding the
+// namespace's registry (ns:queues, ns:partitions) killed, the views of a
+// queue on a master still up read it under its own name and return what
+// they read with a *PartialError naming its partitions (q#*), which could
+// not be listed; they do not fail whole.
+func TestQueueViewsWithTheRegistrysMasterDown(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	ctx := context.Background()
+	for _, n := range cl.Nodes {
+		if err := n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	master := func(key string) string {
+		t.Helper()
+		m, err := rdb.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Options().Addr
+	}
+	const q = "plain"
+	var ns, home string
+	for i := 0; ns == ""; i++ {
+		ns = fmt.Sprintf("%s-%d", redistest.Namespace(t), i)
+		home = master(ns + ":queues")
+		if master(ns+":partitions") != home || master(ns+":{"+q+"}:pending") == home {
+			ns = ""
+		}
+	}
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	for range 2 {
+		if _, err := c.Enqueue(ctx, partArgs{Account: "a"}, jobs.Queue(q), jobs.Delay(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range cl.Nodes {
+		if n.Addr == home {
+			n.Kill()
+		}
+	}
+	insp := c.Inspector()
+	partial := func(what string, err error) {
+		t.Helper()
+		var pe *jobs.PartialError
+		if !errors.As(err, &pe) || len(pe.Unreachable) != 1 || pe.Unreachable[0] != q+"#*" {
+			t.Fatalf("%s with the registry's master down: %v, want a *PartialError naming %s#*", what, err, q)
+		}
+	}
+	counts, err := insp.Counts(ctx, q)
+	partial("Counts", err)
+	if counts[jobs.Pending] != 2 {
+		t.Fatalf("Counts with the registry's master down = %v, want the 2 jobs", counts)
+	}
+	st, err := insp.Stats(ctx, q)
+	partial("Stats", err)
+	if st["enqueued"] != 2 {
+		t.Fatalf("Stats with the registry's master down = %v, want 2 enqueued", st)
+	}
+	_, err = insp.Events(ctx, q, 10)
+	partial("Events", err)
+	_, err = insp.Paused(ctx, q)
+	partial("Paused", err)
+	_, err = insp.DueRunning(ctx, q, time.Now(), 10)
+	partial("DueRunning", err)
+	_, err = insp.Groups(ctx, q)
+	partial("Groups", err)
+	_, err = insp.Limits(ctx, q)
+	partial("Limits", err)
+}

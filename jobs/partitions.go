@@ -526,6 +526,12 @@ func notFoundIn(ctx context.Context, l *ledger.Ledger, q string, err error) erro
 	return err
 }
 
+// registryMissed is the *PartialError of a read of queue q that could not
+// read the registries naming q's partitions (err): it names them q#*.
+func registryMissed(q string, err error) *PartialError {
+	return &PartialError{Unreachable: []string{q + "#*"}, Err: err}
+}
+
 // locate returns the queue name (q or one of its partitions) holding job
 // id, or an error matching ErrNotFound: one pipelined round trip over the
 // names, whatever their number. A partition that could not be read (its
@@ -546,7 +552,7 @@ func locate(ctx context.Context, l *ledger.Ledger, q, id string) (string, error)
 		if herr == nil && has[0] {
 			return q, nil
 		}
-		pe := &PartialError{Unreachable: []string{q + "#*"}, Err: err}
+		pe := registryMissed(q, err)
 		if herr != nil {
 			pe.Unreachable = append([]string{q}, pe.Unreachable...)
 		}

@@ -19,7 +19,8 @@ var ErrPartial = errors.New("jobs: some queues or partitions could not be read")
 // found it nowhere readable returns it instead of an error matching
 // ErrNotFound: the job may be on a name not read). It matches ErrPartial.
 type PartialError struct {
-	// Unreachable names the queue names not read.
+	// Unreachable names the queue names not read; q#* stands for queue
+	// q's partitions when the registries naming them could not be read.
 	Unreachable []string
 	// Err is the first of their errors.
 	Err error
