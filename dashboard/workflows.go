@@ -48,15 +48,17 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, st)
 		return
 	}
+	out := struct {
+		Workflows []*workflow.Status `json:"workflows"`
+		partial
+	}{}
 	list, err := workflow.List(ctx, h.client, 0, n)
-	if err != nil {
-		h.fail(w, r, err)
+	if !h.degrade(w, r, &out.partial, err) {
 		return
 	}
-	if list == nil {
-		list = []*workflow.Status{}
+	out.Workflows = list
+	if out.Workflows == nil {
+		out.Workflows = []*workflow.Status{}
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Workflows []*workflow.Status `json:"workflows"`
-	}{list})
+	writeJSON(w, http.StatusOK, out)
 }

@@ -82,7 +82,10 @@ type Step struct {
 	Output json.RawMessage `json:"output,omitempty"`
 }
 
-// Get reads workflow id: its record and each step's job.
+// Get reads workflow id: its record and each step's job. A queue that
+// could not be read (on Redis Cluster, its master down) does not hide a
+// workflow whose home another holds; found in none of those read, the
+// error is a *jobs.PartialError naming them, not ErrNotFound.
 func Get(ctx context.Context, c *jobs.Client, id string) (*Status, error) {
 	l, err := clientledger.Of(c)
 	if l == nil {
@@ -92,13 +95,13 @@ func Get(ctx context.Context, c *jobs.Client, id string) (*Status, error) {
 		return nil, err
 	}
 	home, err := l.FindWorkflow(ctx, id)
-	if err != nil {
+	switch {
+	case home != "":
+		return get(ctx, l, home, id)
+	case err != nil:
 		return nil, err
 	}
-	if home == "" {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, ledger.Clip(id))
-	}
-	return get(ctx, l, home, id)
+	return nil, fmt.Errorf("%w: %q", ErrNotFound, ledger.Clip(id))
 }
 
 func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error) {
@@ -151,6 +154,9 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 // List returns up to n workflows, newest first, skipping offset. It
 // reads the ids of the newest offset+n of every queue (one pipelined round
 // trip), then the record and every step's job of the n it returns only.
+// When some queues could not be read (on Redis Cluster, their master
+// down), it lists the workflows of the others with a *jobs.PartialError
+// naming them.
 func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error) {
 	l, err := clientledger.Of(c)
 	if l == nil {
@@ -167,9 +173,9 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 		return nil, err
 	}
 	// the ids first: only the n workflows listed have their steps read
-	refs, err := l.NewestWorkflows(ctx, qs, offset+n)
-	if err != nil || offset >= len(refs) {
-		return nil, err
+	refs, perr := l.NewestWorkflows(ctx, qs, offset+n)
+	if (perr != nil && !errors.Is(perr, jobs.ErrPartial)) || offset >= len(refs) {
+		return nil, perr
 	}
 	var out []*Status
 	for _, ref := range refs[offset:] {
@@ -182,7 +188,7 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 		}
 		out = append(out, st)
 	}
-	return out, nil
+	return out, perr
 }
 
 // Cancel cancels workflow id on behalf of actor (an operator, with a

@@ -634,17 +634,24 @@ type WorkflowRef struct {
 
 // NewestWorkflows returns the newest n workflows of every queue of qs
 // (those whose home it is), newest first: one pipelined ZREVRANGE per
-// queue, n at most from each.
+// queue, n at most from each. When some queues could not be read (on
+// Redis Cluster, their master down), it returns the others' with a
+// *PartialError naming them.
 func (l *Ledger) NewestWorkflows(ctx context.Context, qs []string, n int) ([]WorkflowRef, error) {
 	cmds := make([]*redis.ZSliceCmd, len(qs))
-	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // read per command below
 		for i, q := range qs {
 			cmds[i] = p.ZRevRangeWithScores(ctx, l.workflowsKey(q), 0, int64(n-1))
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, wrap("list workflows", err)
+	errs := make([]error, len(qs))
+	for i, c := range cmds {
+		errs[i] = wrap("list workflows of "+qs[i], c.Err())
+	}
+	perr := partialOf(ctx, qs, errs)
+	if partialOnly(perr) != nil {
+		return nil, perr
 	}
 	var out []WorkflowRef
 	for i, c := range cmds {
@@ -654,7 +661,7 @@ func (l *Ledger) NewestWorkflows(ctx context.Context, qs []string, n int) ([]Wor
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Created > out[j].Created })
-	return out[:min(n, len(out))], nil
+	return out[:min(n, len(out))], perr
 }
 
 // Output reads the output job id of queue q recorded with its success and
@@ -819,28 +826,37 @@ func (c *defCache) get(key string, read func() (*WorkflowDef, error)) (*Workflow
 }
 
 // FindWorkflow returns the home queue of workflow id ("" when no
-// registered queue holds it): one pipelined ZSCORE per queue.
+// registered queue holds it): one pipelined ZSCORE per queue. When some
+// queues could not be read (on Redis Cluster, their master down), the
+// error is a *PartialError naming them, with the home when a queue read
+// holds it (callers that need every queue read check the error first).
 func (l *Ledger) FindWorkflow(ctx context.Context, id string) (string, error) {
 	qs, err := l.Queues(ctx)
 	if err != nil {
 		return "", err
 	}
 	cmds := make([]*redis.FloatCmd, len(qs))
-	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // read per command below
 		for i, q := range qs {
 			cmds[i] = p.ZScore(ctx, l.workflowsKey(q), id)
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", wrap("find workflow "+id, err)
-	}
+	errs := make([]error, len(qs))
+	home := ""
 	for i, c := range cmds {
-		if c.Err() == nil {
-			return qs[i], nil
+		switch err := c.Err(); {
+		case err == nil && home == "":
+			home = qs[i]
+		case err != nil && !errors.Is(err, redis.Nil):
+			errs[i] = wrap("find workflow "+id+" in "+qs[i], err)
 		}
 	}
-	return "", nil
+	err = partialOf(ctx, qs, errs)
+	if partialOnly(err) != nil {
+		return "", err
+	}
+	return home, err
 }
 
 // MarkWorkflowCancelled records on workflow id's record (home queue q)
