@@ -120,6 +120,18 @@ func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), h.opts.Timeout)
 }
 
+// serverTime is the namespace's time for a view that shows it beside what
+// it read (the pages measure ages on it), zero when it cannot be read: the
+// view is shown all the same.
+func (h *Handler) serverTime(ctx context.Context, r *http.Request) time.Time {
+	now, err := h.insp.ServerTime(ctx)
+	if err != nil {
+		h.log.WarnContext(ctx, "dashboard: view shown without the namespace's time", "path", r.URL.Path, "error", err)
+		return time.Time{}
+	}
+	return now
+}
+
 // intParam parses an optional non-negative integer query parameter.
 func intParam(r *http.Request, name string, def, maxV int) (int, bool) {
 	s := r.URL.Query().Get(name)

@@ -88,6 +88,10 @@
 // read (Redis down or failing over) and keeps trying every few seconds, so
 // it comes back by itself once Redis answers.
 //
+// Ages ("… ago") and countdowns are measured on the namespace's time, as
+// every time shown is: against the server_time of the latest answer, not
+// the browser's clock.
+//
 // Above every page, a banner lists the ledger rewinds detected in the last
 // day (jobs.Inspector.Rewinds): Redis came back with older data after a
 // failover or restart, and acknowledged writes were lost. It also names
@@ -112,7 +116,9 @@
 //	                                   filtered jobs (limit at most 200; offset at most
 //	                                   100000, max_offset, a larger one is refused with 400;
 //	                                   args_preview and args_size, not args); select=1 adds the selection
-//	                                   (at most 1000 job references) for a bulk action
+//	                                   (at most 1000 job references) for a bulk action;
+//	                                   server_time (as in every view that shows times:
+//	                                   the namespace's time, absent when unreadable)
 //	GET  api/jobs/{queue}/{id}         job (whole redacted args), attempts, history, allowed
 //	                                   decisions, cancellable, server_time, overdue, queue_paused
 //	GET  api/search?q=&prefix=0        match by job id or operation id, then by prefix
@@ -131,7 +137,7 @@
 //	                                   and the state of the job each produced
 //	GET  api/workflows?id=&limit=      the newest workflows (limit at most 100), or workflow
 //	                                   id (at most 200 bytes) with its steps (needs a client:
-//	                                   503 without one)
+//	                                   503 without one); server_time as api/jobs
 //	GET  api/limits                    per queue: limits, rates and fair groups in use
 //	GET  api/session                   whether actions are enabled and who is signed in
 //	GET  api/csrf                      a CSRF token (also set as a cookie)

@@ -139,6 +139,9 @@ type jobList struct {
 	// there were more.
 	Selection          []jobRef `json:"selection,omitempty"`
 	SelectionTruncated bool     `json:"selection_truncated,omitempty"`
+	// ServerTime is the namespace's time, which the jobs' times are on
+	// (the pages measure ages on it); absent when it could not be read.
+	ServerTime time.Time `json:"server_time,omitzero"`
 	// partial names the queues (partitions) not read: their jobs are
 	// neither listed nor counted in Total.
 	partial
@@ -174,6 +177,7 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 	if f.desc {
 		out.Sort = "desc"
 	}
+	out.ServerTime = h.serverTime(ctx, r)
 	if p.Select > 0 {
 		out.Selection = []jobRef{}
 		for _, ref := range list.Selection {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/fencedq/fencedq/workflow"
 )
@@ -45,20 +46,23 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, st)
+		writeJSON(w, http.StatusOK, struct {
+			*workflow.Status
+			ServerTime time.Time `json:"server_time,omitzero"`
+		}{st, h.serverTime(ctx, r)})
 		return
 	}
-	out := struct {
-		Workflows []*workflow.Status `json:"workflows"`
-		partial
-	}{}
+	var part partial
 	list, err := workflow.List(ctx, h.client, 0, n)
-	if !h.degrade(w, r, &out.partial, err) {
+	if !h.degrade(w, r, &part, err) {
 		return
 	}
-	out.Workflows = list
-	if out.Workflows == nil {
-		out.Workflows = []*workflow.Status{}
+	if list == nil {
+		list = []*workflow.Status{}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, struct {
+		Workflows  []*workflow.Status `json:"workflows"`
+		ServerTime time.Time          `json:"server_time,omitzero"`
+		partial
+	}{list, h.serverTime(ctx, r), part})
 }

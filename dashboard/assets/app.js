@@ -74,11 +74,18 @@
     return Math.floor(m / 60) + 'h' + (m % 60) + 'm';
   }
 
+  // clockSkew is the namespace's time minus this browser's clock, from the
+  // latest answer naming it (server_time): every time shown is on the
+  // namespace's time, so ages and countdowns are measured on it (nowMs),
+  // whatever the clocks of the browser and the dashboard's host say.
+  let clockSkew = 0;
+  const nowMs = () => Date.now() + clockSkew;
+
   function ago(s) {
     if (!s) return '';
     const t = new Date(s).getTime();
     if (isNaN(t) || t <= 0) return '';
-    return fmtDuration(Date.now() - t) + ' ago';
+    return fmtDuration(Math.max(0, nowMs() - t)) + ' ago';
   }
 
   function fmtRate(v) {
@@ -311,6 +318,8 @@
       throw err;
     }
     if (data && data.partial) noteUnreachable(at, data.unreachable);
+    const st = data && typeof data.server_time === 'string' ? new Date(data.server_time).getTime() : NaN;
+    if (!isNaN(st) && st > 0) clockSkew = st - Date.now();
     return data;
   }
 
@@ -1059,8 +1068,7 @@
         (a.fenced || []).map((f) => el('div', { class: 'warn' }, 'fenced ' + f.stage + ' at ' + fmtTime(f.at) + (f.outcome ? ' (wanted ' + f.outcome + ')' : '')))))), { id: 'attempts' });
     let args;
     try { args = JSON.stringify(j.args, null, 2); } catch (_) { args = String(j.args); }
-    // Times are on Redis's clock: count down against it.
-    const skew = new Date(d.server_time).getTime() - Date.now();
+    // Times are on the namespace's time: count down against it (nowMs).
     const runAt = new Date(j.run_at).getTime();
     let overdue = '';
     if (d.overdue && j.state === 'running') {
@@ -1103,7 +1111,7 @@
     }
     if (lease) {
       const tick = () => {
-        const left = deadline - (Date.now() + skew);
+        const left = deadline - nowMs();
         lease.textContent = fmtTime(deadline) + (left >= 0 ? ' (in ' + fmtDuration(left) + ')' : ' (passed ' + fmtDuration(left) + ' ago)');
         lease.classList.toggle('warn', left < 0);
       };
