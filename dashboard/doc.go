@@ -218,6 +218,8 @@
 // holding markup is shown as text; bidirectional formatting characters,
 // line separators and control characters other than line feed and tab
 // are shown as \u escapes (\u202e), as the fencedq command prints them.
+// A value with no place to break a line (a 200-byte id, an 8 KiB error
+// text) breaks anywhere, so none pushes a page wider than the window.
 // The JSON API writes those characters (above U+001F) as \u escapes too,
 // for scripts reading it in a terminal: the values decode the same.
 //
