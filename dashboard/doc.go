@@ -220,6 +220,9 @@
 // are shown as \u escapes (\u202e), as the fencedq command prints them.
 // A value with no place to break a line (a 200-byte id, an 8 KiB error
 // text) breaks anywhere, so none pushes a page wider than the window.
+// Where fields are listed as key=value pairs (a history entry's details,
+// a job's headers), a value holding white space, "=", "," or a quote is
+// quoted as JSON, so an error text cannot read as more fields.
 // The JSON API writes those characters (above U+001F) as \u escapes too,
 // for scripts reading it in a terminal: the values decode the same.
 //

@@ -425,10 +425,15 @@
     return el('div', { class: 'resolve', 'data-resolve': job.id }, note, buttons, status);
   }
 
+  // pair writes key=value for a list of pairs: a value holding white
+  // space, "=", "," or a quote is quoted (as JSON), so an error text or a
+  // header cannot read as more pairs ("boom  actor=operator:admin").
+  const pair = (k, v) => k + '=' + (typeof v === 'string' && /[\s=,"]/.test(v) ? JSON.stringify(v) : String(v));
+
   function historyDetails(e) {
     const skip = new Set(['event', 'at']);
     return Object.entries(e).filter(([k, v]) => !skip.has(k) && v !== '' && v !== 0 && v !== null && v !== undefined)
-      .map(([k, v]) => k + '=' + v).join('  ');
+      .map(([k, v]) => pair(k, v)).join('  ');
   }
 
   function historyTable(history) {
@@ -1167,7 +1172,7 @@
         ['Rate', j.rate ? el('span', { class: 'mono', id: 'job-rate' }, j.rate) : ''],
         ['Group', j.group ? el('span', { class: 'mono', id: 'job-group' }, j.group) : ''],
         ['Headers', j.headers ? el('span', { class: 'mono', id: 'job-headers' },
-          Object.keys(j.headers).sort().map((k) => k + '=' + j.headers[k]).join(', ')) : ''],
+          Object.keys(j.headers).sort().map((k) => pair(k, j.headers[k])).join(', ')) : ''],
         ['Waiting for', j.waiting_for ? el('span', { class: 'warn', id: 'job-waiting' }, j.waiting_for) : ''],
         ['Cancel requested', j.cancel_requested_by ? el('span', { class: 'warn', id: 'job-cancel' },
           'by ' + j.cancel_requested_by + (j.state === 'running' ? ': the attempt is asked to stop; its outcome is still committed by its token' : '')) : ''],
