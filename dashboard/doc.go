@@ -21,7 +21,9 @@
 //	                        running: lease deadline; uncertain: next look;
 //	                        others: when the state was entered), oldest or
 //	                        newest first, 50 a page (the pager's labels
-//	                        follow the order shown); args as a preview; a
+//	                        follow the order shown; a page past the last
+//	                        job says so and links to the last page that
+//	                        holds jobs); args as a preview; a
 //	                        bulk action (cancel waiting, pending or running jobs,
 //	                        re-run dead, cancelled, review or uncertain
 //	                        ones) over every job that passes the filters,

@@ -613,9 +613,15 @@
     const page = (off) => listHref(Object.assign({}, f, off ? { offset: String(off) } : {}));
     const earlier = desc ? '← newer' : '← older';
     const later = desc ? 'older →' : 'newer →';
+    // Past the last job (an old link, jobs that moved on): back to the
+    // last page holding jobs, within the deepest offset served.
+    const pastEnd = offset > 0 && !data.jobs.length;
+    const lastPage = Math.min(Math.floor(Math.max(0, data.total - 1) / limit), Math.floor(data.max_offset / limit)) * limit;
     const pager = el('p', { class: 'pager', id: 'pager' },
-      offset > 0 ? el('a', { href: page(Math.max(0, offset - limit)), rel: 'prev' }, earlier) : '',
-      ' ', data.jobs.length ? String(offset + 1) + '–' + String(offset + data.jobs.length) : '0',
+      offset > 0 ? el('a', { href: page(pastEnd ? lastPage : Math.max(0, offset - limit)), rel: 'prev' },
+        pastEnd ? (data.total ? '← last page' : '← first page') : earlier) : '',
+      ' ', data.jobs.length ? String(offset + 1) + '–' + String(offset + data.jobs.length)
+        : pastEnd ? 'past the end: 0' : '0',
       ' of ' + data.total + (data.total_exact ? '' : '+') + ' (' + (desc ? 'newest' : 'oldest') + ' first) ',
       offset + data.jobs.length >= data.total ? ''
         : offset + limit <= data.max_offset ? el('a', { href: page(offset + limit), rel: 'next' }, later)
