@@ -88,7 +88,10 @@
 // A page that refreshes itself (the overview, stuck jobs, pools, limits,
 // schedules, workflows, history) shows an error while the ledger cannot be
 // read (Redis down or failing over) and keeps trying every few seconds, so
-// it comes back by itself once Redis answers.
+// it comes back by itself once Redis answers. So does every other page
+// whose read failed that way (an answer of 503 or none, said "trying
+// again"); one refused for what it asked (a job that does not exist) is
+// not asked again.
 //
 // Ages ("… ago") and countdowns are measured on the namespace's time, as
 // every time shown is: against the server_time of the latest answer, not

@@ -128,8 +128,11 @@
     main.dataset.ready = '1';
   }
 
-  function showError(err) {
-    const box = el('p', { class: 'error', role: 'alert' }, 'Error: ' + (err && err.message ? err.message : String(err)));
+  // showError shows what a page could not read; retry says the page tries
+  // again by itself.
+  function showError(err, retry) {
+    const box = el('p', { class: 'error', role: 'alert', 'data-retry': retry ? '1' : null },
+      'Error: ' + (err && err.message ? err.message : String(err)), retry ? ' (trying again)' : '');
     main.replaceChildren(box);
     main.dataset.ready = '1';
   }
@@ -302,13 +305,19 @@
   async function api(path, opts) {
     const o = opts || {};
     const at = seq;
-    const res = await fetch(path, {
-      method: o.method || 'GET',
-      credentials: 'same-origin',
-      cache: 'no-store',
-      headers: Object.assign({ Accept: 'application/json' }, o.headers || {}),
-      body: o.body,
-    });
+    let res;
+    try {
+      res = await fetch(path, {
+        method: o.method || 'GET',
+        credentials: 'same-origin',
+        cache: 'no-store',
+        headers: Object.assign({ Accept: 'application/json' }, o.headers || {}),
+        body: o.body,
+      });
+    } catch (err) {
+      err.status = 0; // no answer: the dashboard unreachable
+      throw err;
+    }
     let data = null;
     try { data = JSON.parse(await res.text(), exactNumber); } catch (_) { data = null; }
     if (!res.ok) {
@@ -1255,7 +1264,8 @@
     timer = setTimeout(() => { if (my === seq && !document.hidden && !busy()) render(true); else if (my === seq) schedule(ms); }, ms);
   }
 
-  // The pages that refresh themselves, and so try again after an error.
+  // The pages that refresh themselves, and so try again after any error
+  // (the others try again after one of the ledger or the network).
   const selfRefreshing = new Set(['', 'stuck', 'pools', 'limits', 'schedules', 'workflows', 'history']);
 
   function parseRoute() {
@@ -1298,10 +1308,13 @@
       }
     } catch (err) {
       if (my === seq) {
-        showError(err);
-        // A page that refreshes itself tries again: it comes back by
-        // itself once Redis answers (after a failover, say).
-        if (selfRefreshing.has(name)) schedule(5000);
+        // A page that refreshes itself tries again, as does any page that
+        // could not be read (the ledger unavailable, 5xx, or no answer),
+        // not one refused for what it asked (4xx): it comes back by itself
+        // once Redis answers (after a failover, say).
+        const retry = selfRefreshing.has(name) || err.status === 0 || err.status >= 500;
+        showError(err, retry);
+        if (retry) schedule(5000);
       }
     }
   }
