@@ -194,7 +194,7 @@ func (h *Handler) serveJobAction(a jobAction) http.HandlerFunc {
 		rec, err := a.do(ctx, queue, id, seen, who.actor, n)
 		if err != nil {
 			log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
-			h.fail(w, r, err)
+			h.failAction(w, r, err)
 			return
 		}
 		log.InfoContext(ctx, "dashboard: operator action done", "state", string(rec.State))
@@ -317,7 +317,7 @@ func (h *Handler) apiPause(pause bool) http.HandlerFunc {
 		changed, err := set(ctx, queue, who.actor, n)
 		if err != nil {
 			log.WarnContext(ctx, "dashboard: operator action failed", "error", err)
-			h.fail(w, r, err)
+			h.failAction(w, r, err)
 			return
 		}
 		log.InfoContext(ctx, "dashboard: operator "+action+"d queue", "changed", changed)
@@ -463,7 +463,7 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 		}
 		msg := err.Error()
 		if code == "unavailable" {
-			msg = "the ledger could not be reached; see the server log"
+			msg = mayHaveBeenDone
 		}
 		out.Failed = append(out.Failed, bulkFailure{Queue: j.Queue, ID: j.ID, Code: code, Error: msg})
 	}

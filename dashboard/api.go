@@ -87,6 +87,23 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// mayHaveBeenDone answers an action that failed for the ledger (Redis
+// down, a timeout, a lost reply): Redis may have run it all the same.
+const mayHaveBeenDone = "the ledger did not answer: the action may have been done; look at the job or queue before acting again (see the server log)"
+
+// failAction answers an action's ledger error as fail does, but a failure
+// other than not found, invalid or a wrong state (503) says the action may
+// have been done, never that nothing happened: the reply may have been
+// lost after Redis ran it.
+func (h *Handler) failAction(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalid) || errors.Is(err, jobs.ErrWrongState) {
+		h.fail(w, r, err)
+		return
+	}
+	h.log.ErrorContext(r.Context(), "dashboard: operator action failed at the ledger; it may have been done", "path", r.URL.Path, "error", err)
+	writeError(w, http.StatusServiceUnavailable, "unavailable", mayHaveBeenDone)
+}
+
 // partial marks a view showing part of what it reads: on Redis Cluster
 // with a master down, the queue names (partitions) it could not read.
 type partial struct {
@@ -699,7 +716,7 @@ func (h *Handler) apiResolve(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		log.WarnContext(ctx, "dashboard: operator decision failed", "error", err)
-		h.fail(w, r, err)
+		h.failAction(w, r, err)
 		return
 	}
 	log.InfoContext(ctx, "dashboard: operator resolved job", "operation_id", rec.OperationID, "state", string(rec.State))

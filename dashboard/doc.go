@@ -188,6 +188,12 @@
 // and the operator's name follow jobs.Client's rules (no control
 // characters; a note may hold line feeds and tabs).
 //
+// An action that failed at the ledger (Redis down, a timeout, a reply
+// lost) answers 503 (code "unavailable"; in a bulk answer, per job) saying
+// it may have been done: Redis may have run it before its reply was lost,
+// so look at the job or queue before acting again (an action that names
+// what the page showed is refused then if it was done).
+//
 // The dashboard reads only through jobs.Inspector (List for filtered
 // lists, Search for ids and prefixes, which scans within a budget and says
 // when it stopped early).
