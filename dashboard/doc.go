@@ -65,10 +65,11 @@
 //	                        state, token and redacted output, linked to its
 //	                        job, an arrow along each dependency
 //	#/limits                concurrency limits at their limit or with parked
-//	                        jobs, rate limits with deferred jobs or a full
-//	                        window, fair groups with pending jobs (each
-//	                        naming its queue: a partition's, on a
-//	                        partitioned queue)
+//	                        jobs (with their holders), rate limits with
+//	                        deferred jobs or a full window, fair groups with
+//	                        pending jobs (with the next one; each naming its
+//	                        queue: a partition's, on a partitioned queue);
+//	                        jobs by their whole ids
 //	#/stuck                 running jobs past or near their lease deadline,
 //	                        by Redis's clock, which the page names, with this
 //	                        dashboard's and the pools' offsets from it (a

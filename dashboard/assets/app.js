@@ -682,7 +682,8 @@
         el('td', {}, where(l)), el('td', { class: 'mono' }, l.key),
         el('td', { class: 'num' + (l.at_limit ? ' warn' : '') }, l.held + ' of ' + l.max + (l.promised ? ', ' + l.promised + ' promised' : '')),
         el('td', { class: 'num' }, String(l.waiting)),
-        el('td', { class: 'mono' }, (l.holders || []).map((id) => el('a', { href: '#/job/' + enc(where(l)) + '/' + enc(id) }, id.slice(0, 8) + ' '))))));
+        // whole ids: "=<queue>=<operation id>" ones share their first characters
+        el('td', {}, (l.holders || []).map((id, i) => [i ? ' ' : '', jobLink(where(l), id)])))));
       (q.rates || []).forEach((r) => rateRows.push(el('tr', { 'data-rate': r.key },
         el('td', {}, where(r)), el('td', { class: 'mono' }, r.key),
         el('td', { class: 'num' }, r.max + ' per ' + fmtDuration(r.per_ns / 1e6)),
@@ -691,7 +692,7 @@
       (q.groups || []).forEach((g) => groupRows.push(el('tr', { 'data-group': g.name },
         el('td', {}, where(g)), el('td', { class: 'mono' }, g.name),
         el('td', { class: 'num' }, String(g.pending)),
-        el('td', { class: 'mono' }, el('a', { href: '#/job/' + enc(where(g)) + '/' + enc(g.head) }, g.head.slice(0, 8))))));
+        el('td', {}, jobLink(where(g), g.head)))));
     });
     show('limits', el('h1', {}, 'Limits'),
       el('h2', {}, 'Concurrency limits'),
