@@ -16,7 +16,9 @@
 //	                        leader lease, jobs.Inspector.Leader) and its last
 //	                        scan (from jobs.Inspector.LeaderStatus)
 //	#/jobs?state=&queue=&kind=&from=&to=&sort=&offset=
-//	                        jobs filtered by state, queue, kind and a time
+//	                        jobs filtered by state, queue (or partition:
+//	                        the form offers both, and keeps a queue no job
+//	                        uses any more when filtered on), kind and a time
 //	                        range on the state's index (pending: due time;
 //	                        running: lease deadline; uncertain: next look;
 //	                        others: when the state was entered), oldest or

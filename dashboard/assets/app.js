@@ -582,8 +582,13 @@
 
     // The filter form.
     const stateSel = el('select', { name: 'state', 'aria-label': 'state' }, states.map((s) => el('option', { value: s, selected: s === f.state ? 'selected' : null }, s)));
+    // Every queue and partition the overview lists, and the one filtered
+    // on if it lists it not (no job uses it any more): the form shows the
+    // filter in force, so applying it again never widens the list.
+    const queueNames = ov.queues.flatMap((q) => [q.name, ...(q.partitions || []).map((p) => p.name)]);
+    if (f.queue && !queueNames.includes(f.queue)) queueNames.push(f.queue);
     const queueSel = el('select', { name: 'queue', 'aria-label': 'queue' }, el('option', { value: '' }, 'every queue'),
-      ov.queues.map((q) => el('option', { value: q.name, selected: q.name === f.queue ? 'selected' : null }, q.name)));
+      queueNames.map((n) => el('option', { value: n, selected: n === f.queue ? 'selected' : null }, n)));
     const kindIn = el('input', { name: 'kind', type: 'text', placeholder: 'any kind', value: f.kind || '', 'aria-label': 'kind', maxlength: '100' });
     const fromIn = el('input', { name: 'from', type: 'datetime-local', value: isoToLocal(f.from), 'aria-label': 'from' });
     const toIn = el('input', { name: 'to', type: 'datetime-local', value: isoToLocal(f.to), 'aria-label': 'to' });
