@@ -195,7 +195,9 @@
 // lost) answers 503 (code "unavailable"; in a bulk answer, per job) saying
 // it may have been done: Redis may have run it before its reply was lost,
 // so look at the job or queue before acting again (an action that names
-// what the page showed is refused then if it was done).
+// what the page showed is refused then if it was done). The pages say the
+// same of an action whose answer never came from the dashboard (no answer
+// at all, or a proxy's 502 or 504 page).
 //
 // The dashboard reads only through jobs.Inspector (List for filtered
 // lists, Search for ids and prefixes, which scans within a budget and says

@@ -345,6 +345,12 @@
         });
       } catch (err) {
         if (err.code === 'csrf' && i === 0) { csrfToken = null; continue; }
+        // No answer from the dashboard itself (the network, or a proxy's
+        // 502/504 page): it may have acted all the same.
+        if (err.status === 0 || (err.status >= 500 && !err.code)) {
+          err.message = 'no answer from the dashboard (' + (err.status ? 'HTTP ' + err.status : err.message) +
+            '): the action may have been done; look at the job or queue before acting again';
+        }
         throw err;
       }
     }
