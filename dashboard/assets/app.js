@@ -560,12 +560,14 @@
   };
   const filterKeys = ['state', 'queue', 'kind', 'from', 'to', 'sort'];
 
-  // isoToLocal turns an RFC 3339 time into a datetime-local input value.
-  function isoToLocal(iso) {
+  // isoToInput turns an RFC 3339 time into a datetime-local input value
+  // in UTC, as every time on the pages is (inputToISO reads one back).
+  function isoToInput(iso) {
     const d = new Date(iso);
     if (!iso || isNaN(d.getTime())) return '';
-    return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+    return d.toISOString().slice(0, 16);
   }
+  const inputToISO = (v) => new Date(v + 'Z').toISOString();
 
   function describeFilter(f) {
     return [f.state, f.queue ? 'in queue ' + f.queue : 'in every queue', f.kind ? 'of kind ' + f.kind : '',
@@ -596,14 +598,14 @@
     const queueSel = el('select', { name: 'queue', 'aria-label': 'queue' }, el('option', { value: '' }, 'every queue'),
       queueNames.map((n) => el('option', { value: n, selected: n === f.queue ? 'selected' : null }, n)));
     const kindIn = el('input', { name: 'kind', type: 'text', placeholder: 'any kind', value: f.kind || '', 'aria-label': 'kind', maxlength: '100' });
-    const fromIn = el('input', { name: 'from', type: 'datetime-local', value: isoToLocal(f.from), 'aria-label': 'from' });
-    const toIn = el('input', { name: 'to', type: 'datetime-local', value: isoToLocal(f.to), 'aria-label': 'to' });
+    const fromIn = el('input', { name: 'from', type: 'datetime-local', value: isoToInput(f.from), 'aria-label': 'from (UTC)' });
+    const toIn = el('input', { name: 'to', type: 'datetime-local', value: isoToInput(f.to), 'aria-label': 'to (UTC)' });
     const sortSel = el('select', { name: 'sort', 'aria-label': 'order' },
       el('option', { value: 'asc', selected: desc ? null : 'selected' }, 'oldest first'),
       el('option', { value: 'desc', selected: desc ? 'selected' : null }, 'newest first'));
     const form = el('form', { id: 'filters', class: 'filters' },
       el('label', {}, 'State ', stateSel), el('label', {}, 'Queue ', queueSel), el('label', {}, 'Kind ', kindIn),
-      el('label', {}, (indexLabel[f.state] || 'Since') + ' from ', fromIn), el('label', {}, 'to ', toIn),
+      el('label', {}, (indexLabel[f.state] || 'Since') + ' from ', fromIn), el('label', {}, 'to ', toIn, ' UTC'),
       el('label', {}, 'Order ', sortSel), el('button', { type: 'submit' }, 'Apply'),
       el('a', { href: listHref({ state: f.state }) }, 'clear'));
     form.addEventListener('submit', (ev) => {
@@ -611,8 +613,8 @@
       const p = { state: stateSel.value };
       if (queueSel.value) p.queue = queueSel.value;
       if (kindIn.value.trim()) p.kind = kindIn.value.trim();
-      if (fromIn.value) p.from = new Date(fromIn.value).toISOString();
-      if (toIn.value) p.to = new Date(toIn.value).toISOString();
+      if (fromIn.value) p.from = inputToISO(fromIn.value);
+      if (toIn.value) p.to = inputToISO(toIn.value);
       if (sortSel.value === 'desc') p.sort = 'desc';
       location.hash = listHref(p);
     });
