@@ -162,6 +162,22 @@ func intParam(r *http.Request, name string, def, maxV int) (int, bool) {
 	return min(n, maxV), true
 }
 
+// boolParam parses an optional yes-or-no query parameter (1 or true, 0 or
+// false), answering 400 for any other value: a script's prefix=false or
+// select=yes is never read as its opposite.
+func boolParam(w http.ResponseWriter, r *http.Request, name string, def bool) (v, ok bool) {
+	switch r.URL.Query().Get(name) {
+	case "":
+		return def, true
+	case "1", "true":
+		return true, true
+	case "0", "false":
+		return false, true
+	}
+	writeError(w, http.StatusBadRequest, "invalid", name+" must be 1 (or true) or 0 (or false)")
+	return false, false
+}
+
 // queueParam validates an optional queue name.
 func queueParam(w http.ResponseWriter, q string) bool {
 	if q == "" {

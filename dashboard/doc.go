@@ -131,6 +131,8 @@
 //	GET  api/jobs/{queue}/{id}         job (whole redacted args), attempts, history, allowed
 //	                                   decisions, cancellable, server_time, overdue, queue_paused
 //	GET  api/search?q=&prefix=0        match by job id or operation id, then by prefix
+//	                                   (prefix, history and select take 1 or true, 0 or
+//	                                   false; another value is refused with 400)
 //	GET  api/events?queue=&type=&limit=  events, newest first; type deduplicated, fenced or operator
 //	GET  api/stuck?margin_ms=          running jobs whose lease deadline is due, and clock: the
 //	                                   dashboard's and the pools' offsets from Redis, a warning

@@ -156,12 +156,19 @@ func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	withHistory := r.URL.Query().Get("history") == "1"
+	withHistory, ok := boolParam(w, r, "history", false)
+	if !ok {
+		return
+	}
+	sel, ok := boolParam(w, r, "select", false)
+	if !ok {
+		return
+	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	p := jobs.ListParams{State: f.state, Queue: f.queue, Kind: f.kind, From: f.from, To: f.to,
 		Desc: f.desc, Offset: f.offset, Limit: f.limit}
-	if r.URL.Query().Get("select") == "1" {
+	if sel {
 		p.Select = maxSelection
 	}
 	var missed partial
@@ -245,17 +252,21 @@ type searchResult struct {
 }
 
 // apiSearch finds jobs by job id, then by operation id (in every queue),
-// then by a job id or operation id starting with the text (prefix=0 turns
-// the prefix search off).
+// then by a job id or operation id starting with the text (prefix=0 or
+// false turns the prefix search off).
 func (h *Handler) apiSearch(w http.ResponseWriter, r *http.Request) {
 	text := strings.TrimSpace(r.URL.Query().Get("q"))
 	if text == "" || len(text) > maxIDLength {
 		writeError(w, http.StatusBadRequest, "invalid", "q must be a job id, an operation id or a prefix of one (1-200 bytes)")
 		return
 	}
+	prefix, ok := boolParam(w, r, "prefix", true)
+	if !ok {
+		return
+	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	matches, partial, err := h.insp.Search(ctx, text, r.URL.Query().Get("prefix") != "0")
+	matches, partial, err := h.insp.Search(ctx, text, prefix)
 	if err != nil {
 		h.fail(w, r, err)
 		return
