@@ -31,3 +31,30 @@ func TestBrowserTimeFilterIsInUTC(t *testing.T) {
 		t.Errorf("applying the form again moved the filter to %q", got)
 	}
 }
+
+// TestBrowserTimeFilterKeepsWhatItFilters: a time filter given to the
+// second (as the list's times are shown) or in unix milliseconds (which
+// the API takes) shows in the form as the instant the list is filtered
+// on, so applying the form again neither drops it nor moves it.
+func TestBrowserTimeFilterKeepsWhatItFilters(t *testing.T) {
+	exe := browser.NeedChromium(t)
+	f := newFixture(t)
+	f.deadJob("default", "op-dead")
+	srv := httptest.NewServer(f.handler(dashboard.Options{}))
+	t.Cleanup(srv.Close)
+	tb, _ := openBrowser(t, exe)
+	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/#/"))
+	waitJS(t, tb, "the overview", `!!document.querySelector('#queues')`)
+	for _, from := range []string{"2026-01-02T03:04:05Z", "1767323045000"} { // the same instant
+		navigate(t, tb, "#/jobs?state=dead&from="+from)
+		waitJS(t, tb, "the list from "+from, `document.getElementById('main').dataset.view === 'jobs' && document.querySelector('#main h1').textContent.includes('from 2026-01-02 03:04:05Z')`)
+		if got := evalJS[string](t, tb, `document.querySelector('#filters input[name=from]').value`); got != "2026-01-02T03:04:05" {
+			t.Errorf("from=%s shows as %q in the form", from, got)
+		}
+		click(t, tb, `#filters button[type=submit]`)
+		waitJS(t, tb, "the list applied again", `new URLSearchParams(location.hash.split('?')[1]).get('from') !== `+jsString(from))
+		if got := evalJS[string](t, tb, `new URLSearchParams(location.hash.split('?')[1]).get('from')`); got != "2026-01-02T03:04:05.000Z" {
+			t.Errorf("from=%s applied again is %q", from, got)
+		}
+	}
+}

@@ -19,8 +19,8 @@
 //	                        jobs filtered by state, queue (or partition:
 //	                        the form offers both, and keeps a queue no job
 //	                        uses any more when filtered on), kind and a time
-//	                        range (in UTC, as every time shown) on the
-//	                        state's index (pending: due time;
+//	                        range (in UTC to the second, as every time
+//	                        shown) on the state's index (pending: due time;
 //	                        running: lease deadline; uncertain: next look;
 //	                        others: when the state was entered), oldest or
 //	                        newest first, 50 a page (the pager's labels

@@ -565,7 +565,7 @@
   function isoToInput(iso) {
     const d = new Date(iso);
     if (!iso || isNaN(d.getTime())) return '';
-    return d.toISOString().slice(0, 16);
+    return d.toISOString().slice(0, 19);
   }
   const inputToISO = (v) => new Date(v + 'Z').toISOString();
 
@@ -598,8 +598,13 @@
     const queueSel = el('select', { name: 'queue', 'aria-label': 'queue' }, el('option', { value: '' }, 'every queue'),
       queueNames.map((n) => el('option', { value: n, selected: n === f.queue ? 'selected' : null }, n)));
     const kindIn = el('input', { name: 'kind', type: 'text', placeholder: 'any kind', value: f.kind || '', 'aria-label': 'kind', maxlength: '100' });
-    const fromIn = el('input', { name: 'from', type: 'datetime-local', value: isoToInput(f.from), 'aria-label': 'from (UTC)' });
-    const toIn = el('input', { name: 'to', type: 'datetime-local', value: isoToInput(f.to), 'aria-label': 'to (UTC)' });
+    // The times the answer says it filtered on (unix milliseconds given,
+    // too), to the second as the list shows them: applying the form again
+    // keeps the filter.
+    if (data.from) f.from = data.from;
+    if (data.to) f.to = data.to;
+    const fromIn = el('input', { name: 'from', type: 'datetime-local', step: '1', value: isoToInput(f.from), 'aria-label': 'from (UTC)' });
+    const toIn = el('input', { name: 'to', type: 'datetime-local', step: '1', value: isoToInput(f.to), 'aria-label': 'to (UTC)' });
     const sortSel = el('select', { name: 'sort', 'aria-label': 'order' },
       el('option', { value: 'asc', selected: desc ? null : 'selected' }, 'oldest first'),
       el('option', { value: 'desc', selected: desc ? 'selected' : null }, 'newest first'));
