@@ -519,8 +519,7 @@ func (c *Client) insert(ctx context.Context, js []*ledger.NewJob) ([]*Result, er
 // first ':'; see metrics.FlowLabels), warning once when names start
 // counting as "other".
 func (c *Client) flowLabel(key string) string {
-	name, _, _ := strings.Cut(key, ":")
-	label, first := c.flow.Label(name)
+	label, first := c.flow.Label(metrics.FlowKeyName(key))
 	if first {
 		c.log.Warn("more distinct limit names than metric labels allow; the rest count as \""+metrics.OtherFlowName+"\": name a flow key's fixed part before a ':' (\"export:<customer>\")",
 			"labels", metrics.MaxFlowNameLabels)

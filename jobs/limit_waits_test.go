@@ -68,3 +68,38 @@ func TestLimitWaitsCountParksAtEnqueue(t *testing.T) {
 		t.Errorf("fencedq_limit_waits_total %v over %v, want 4 over limit=export,queue=%s", total, got, jobs.DefaultQueue)
 	}
 }
+
+// TestLimitWaitsOfUnnamedKeyLabelNoKey: a job its enqueue parks on a key
+// without a name before a ':' counts under the label "unnamed", never the
+// key (as a whole it may be user data).
+func TestLimitWaitsOfUnnamedKeyLabelNoKey(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns, Registerer: reg})
+	for i := range 2 { // the first is promised the permit, the second parks
+		if _, err := c.Enqueue(ctx, rangeArgs{N: i}, jobs.Limit("alice@example.com", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "fencedq_limit_waits_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "limit" {
+					got[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if len(got) != 1 || got["unnamed"] != 1 {
+		t.Errorf("fencedq_limit_waits_total by limit %v, want 1 under unnamed", got)
+	}
+}

@@ -16,10 +16,12 @@ import (
 // of other keys behind it are claimed as usual.
 //
 // The key's part before the first ':' is the limit's name, used as a metric
-// label ("export" for "export:cust-42"): keep it one of a few fixed words. A
-// pool labels at most 50 distinct names; any more count as "other".
-// A constant key limits the whole kind; the same key returned by every kind
-// of a queue limits the queue. Limits are scoped to the job's queue (every
+// label and in the pool's logs ("export" for "export:cust-42"): keep it one
+// of a few fixed words. A key without a ':', or with nothing before it, has
+// no name (as a whole it may be user data: "cust-42") and counts as
+// "unnamed". A pool labels at most 50 distinct names; any more count as
+// "other". A constant key ("export:all") limits the whole kind; the same
+// key returned by every kind of a queue limits the queue. Limits are scoped to the job's queue (every
 // key of a queue lives in one Redis hash slot, so the claim checks the limit
 // in the same script): the same key on two queues is two limits. On a
 // partitioned queue a job without a partition key goes to the partition its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -134,10 +135,9 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 	}
 }
 
-// TestFlowNameLabelsAreBounded defers jobs of 60 rate keys without a fixed
-// name before a ':' (each key its own name, as keys built from user data
-// are) and checks that the deferrals metric labels at most 50 names, counts
-// the rest as "other", and warns once.
+// TestFlowNameLabelsAreBounded defers jobs of 60 rate keys of 60 names
+// (names chosen per customer) and checks that the deferrals metric labels
+// at most 50 names, counts the rest as "other", and warns once.
 func TestFlowNameLabelsAreBounded(t *testing.T) {
 	e := newEnv(t)
 	p := e.pool(e.config())
@@ -148,7 +148,7 @@ func TestFlowNameLabelsAreBounded(t *testing.T) {
 	const keys = 60
 	for k := range keys {
 		for range 2 { // the second start of the hour is deferred
-			e.enqueue(limitArgs{RateKey: fmt.Sprintf("cust-%d", k), RateMax: 1, RatePerMS: 3_600_000})
+			e.enqueue(limitArgs{RateKey: fmt.Sprintf("cust-%d:api", k), RateMax: 1, RatePerMS: 3_600_000})
 		}
 	}
 	e.start(p)
@@ -263,5 +263,72 @@ func TestLeaderGaugeSharedByPools(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(e.metric("fencedq_maintenance_leader")); v != 1 {
 		t.Fatalf("leader gauge = %v after a pool that never led stopped, want 1 (the other pool leads)", v)
+	}
+}
+
+// TestUnnamedFlowKeysAreNotLabels: a limit or rate key without a name
+// before a ':' ("cust-42", possibly user data as a whole) is never a metric
+// label nor logged: the limit waits its claim parks and the deferrals of
+// its rate count under "unnamed", and an empty name (":x") does too.
+func TestUnnamedFlowKeysAreNotLabels(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	hooks := worker.InitHooks(p, t)
+	held := make(chan struct{})
+	if err := worker.Register(p, jobs.WorkFunc[limitArgs](func(ctx context.Context, j *jobs.Job[limitArgs]) error {
+		if j.Args.Key != "" { // the limit's holder keeps its permit until the park
+			select {
+			case <-held:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	// scheduled, so neither is parked by its enqueue: a claim parks the
+	// second behind the first's permit
+	for range 2 {
+		e.enqueue(limitArgs{Key: "USERDATA-limit-42", Max: 1}, jobs.Delay(time.Millisecond))
+		e.enqueue(limitArgs{RateKey: "USERDATA-rate-42", RateMax: 1, RatePerMS: 3_600_000})
+		e.enqueue(limitArgs{RateKey: ":USERDATA-rate-43", RateMax: 1, RatePerMS: 3_600_000})
+	}
+	e.start(p)
+	var parked, deferred int
+	hooks.Claimed.WaitFor("a park and two deferrals", func(ev worker.ClaimEvent) bool {
+		for _, d := range ev.Result.Dropped {
+			switch {
+			case strings.HasPrefix(d.State, "limit:"):
+				parked++
+			case strings.HasPrefix(d.State, "rate:"):
+				deferred++
+			}
+		}
+		return parked >= 1 && deferred >= 2
+	})
+	close(held)
+	fams, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "fencedq_limit_waits_total" && f.GetName() != "fencedq_rate_deferrals_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "limit" || l.GetName() == "rate" {
+					got[f.GetName()+"/"+l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	want := map[string]float64{"fencedq_limit_waits_total/unnamed": 1, "fencedq_rate_deferrals_total/unnamed": 2}
+	if !maps.Equal(got, want) {
+		t.Errorf("flow metrics by label %v, want %v", got, want)
+	}
+	if strings.Contains(e.logs.String(), "USERDATA") {
+		t.Errorf("a flow key reached the pool's logs:\n%s", e.logs.String())
 	}
 }

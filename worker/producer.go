@@ -447,14 +447,17 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 // logDropped explains due-index entries a claim removed without an attempt.
 func (p *Pool) logDropped(q string, dropped []ledger.Dropped) {
 	for _, d := range dropped {
+		// the name ("" for a key without one) is logged as labelled
 		if name, ok := strings.CutPrefix(d.State, "limit:"); ok {
-			p.metrics.LimitWaits.WithLabelValues(ledger.Logical(q), p.flowLabel(name)).Inc()
-			p.log.Debug("job parked until its concurrency limit frees a permit", "queue", q, "job_id", d.ID, "limit", name)
+			label := p.flowLabel(name)
+			p.metrics.LimitWaits.WithLabelValues(ledger.Logical(q), label).Inc()
+			p.log.Debug("job parked until its concurrency limit frees a permit", "queue", q, "job_id", d.ID, "limit", label)
 			continue
 		}
 		if name, ok := strings.CutPrefix(d.State, "rate:"); ok {
-			p.metrics.RateDeferrals.WithLabelValues(ledger.Logical(q), p.flowLabel(name)).Inc()
-			p.log.Debug("job deferred to the next start its rate limit allows", "queue", q, "job_id", d.ID, "rate", name)
+			label := p.flowLabel(name)
+			p.metrics.RateDeferrals.WithLabelValues(ledger.Logical(q), label).Inc()
+			p.log.Debug("job deferred to the next start its rate limit allows", "queue", q, "job_id", d.ID, "rate", label)
 			continue
 		}
 		switch d.State {

@@ -45,7 +45,7 @@ func TestRateDeferredJobParkedOnItsLimitGivesUpItsDeferral(t *testing.T) {
 	if _, err := l.Insert(ctx, []*ledger.NewJob{job("a", false, true), job("b", true, true)}); err != nil {
 		t.Fatal(err)
 	}
-	if r := claim(); len(r.Jobs) != 1 || r.Jobs[0].ID != "a" || len(r.Dropped) != 1 || r.Dropped[0].State != "rate:prov" {
+	if r := claim(); len(r.Jobs) != 1 || r.Jobs[0].ID != "a" || len(r.Dropped) != 1 || r.Dropped[0].State != "rate:" {
 		t.Fatalf("claim %+v; want a started, b deferred by its rate", r)
 	}
 	if _, err := l.Insert(ctx, []*ledger.NewJob{job("e", true, false)}); err != nil {
@@ -59,7 +59,7 @@ func TestRateDeferredJobParkedOnItsLimitGivesUpItsDeferral(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for parked := false; !parked; {
 		for _, d := range claim().Dropped {
-			if d.ID == "b" && d.State == "limit:acct" {
+			if d.ID == "b" && d.State == "limit:" {
 				parked = true
 			}
 		}

@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -298,13 +299,28 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C, failed *er
 // MaxFlowNameLabels bounds how many distinct limit and rate names one
 // FlowLabels (a pool's, a client's) uses as label values; the names met
 // after them count as OtherFlowName. A name is a flow key's part before its
-// first ':' (see jobs.Limiter), so keys built from user data without a
-// fixed name before a ':' ("cust-42" instead of "export:cust-42") cannot
-// grow the metrics without bound.
+// first ':' (see jobs.Limiter, FlowKeyName), so names chosen per customer
+// cannot grow the metrics without bound.
 const MaxFlowNameLabels = 50
 
 // OtherFlowName is the label value of the names past MaxFlowNameLabels.
 const OtherFlowName = "other"
+
+// UnnamedFlowName is the label value of the flow keys without a name: no
+// ':' in them ("cust-42"), or nothing before it. Such a key may be user
+// data as a whole, so it is never a label.
+const UnnamedFlowName = "unnamed"
+
+// FlowKeyName returns a limit's or rate's name: key's part before its
+// first ':', "" when it has none (flow_name in flow.lua, which names the
+// keys a claim holds back, agrees).
+func FlowKeyName(key string) string {
+	name, _, ok := strings.Cut(key, ":")
+	if !ok {
+		return ""
+	}
+	return name
+}
 
 // FlowLabels turns limit and rate names into bounded label values. The zero
 // value is ready to use; it is safe for concurrent use.
@@ -314,10 +330,14 @@ type FlowLabels struct {
 	other bool            // a name was turned away
 }
 
-// Label returns the label value for limit or rate name: the name while at
-// most MaxFlowNameLabels distinct names were labelled, else OtherFlowName;
-// first reports the first name turned away (for the caller to warn once).
+// Label returns the label value for limit or rate name (FlowKeyName):
+// UnnamedFlowName for "", else the name while at most MaxFlowNameLabels
+// distinct names were labelled, else OtherFlowName; first reports the
+// first name turned away (for the caller to warn once).
 func (f *FlowLabels) Label(name string) (label string, first bool) {
+	if name == "" {
+		return UnnamedFlowName, false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {

@@ -163,8 +163,9 @@ local function flow_fields(extra, a)
   end
 end
 
--- flow_name is the limit's name: its key up to the first ':' (metric labels).
-local function flow_name(key) return string.match(key, '^[^:]*') end
+-- flow_name is the limit's name (metric labels): its key up to the first
+-- ':', '' for a key without one (as a whole it may be user data).
+local function flow_name(key) return string.match(key, '^([^:]*):') or '' end
 
 local function limit_holders(key) return P .. 'limit:' .. key .. ':holders' end
 local function limit_waiting(key) return P .. 'limit:' .. key .. ':wait' end
