@@ -594,7 +594,10 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 		}
 		o.resource = res
 	}
-	return prepare(kind, payload, display, o)
+	// its errors may quote what the args' methods returned (a resource,
+	// a group), built from sensitive values
+	j, err := prepare(kind, payload, display, o)
+	return j, RedactError(args, err)
 }
 
 // guard runs fn, a call of args' method method, and turns a panic there

@@ -1,12 +1,14 @@
 package jobs
 
 import (
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/metrics"
 )
 
 // Limiter is implemented by args whose attempts share a concurrency limit:
@@ -35,7 +37,8 @@ import (
 // maintenance leader's expirer), after which the old attempt can neither
 // renew nor complete, and storage fenced by its token refuses it once the
 // job runs again. Return an empty key for no limit. A Limit method that
-// panics fails the enqueue with ErrInvalid, nothing written.
+// panics, or an invalid key or max, fails the enqueue with ErrInvalid,
+// nothing written (the error names the limit by its name only).
 type Limiter interface {
 	Limit() (key string, max int)
 }
@@ -105,21 +108,33 @@ func flowOf(o *options) (*ledger.Flow, error) {
 			return nil, err
 		}
 		if o.ratePer < time.Millisecond || o.ratePer > MaxRatePeriod {
-			return nil, invalid("rate %q: period %v must be between 1ms and %v", ledger.Clip(o.rateKey), o.ratePer, MaxRatePeriod)
+			return nil, invalid("%s: period %v must be between 1ms and %v", flowNamed("rate", o.rateKey), o.ratePer, MaxRatePeriod)
 		}
 		f.RateKey, f.RateMax, f.RatePer = o.rateKey, o.rateMax, roundUpMS(o.ratePer)
 	}
 	return f, nil
 }
 
+// validFlowKey checks a limit's or rate's key and max; its errors name
+// the key by its name only (flowNamed).
 func validFlowKey(what, key string, max int) error {
 	switch {
 	case len(key) > MaxFlowKeyLen:
-		return invalid("%s key of %d bytes exceeds %d", what, len(key), MaxFlowKeyLen)
+		return invalid("%s: key of %d bytes exceeds %d", flowNamed(what, key), len(key), MaxFlowKeyLen)
 	case !utf8.ValidString(key) || strings.ContainsFunc(key, unicode.IsControl):
-		return invalid("%s key %q must be UTF-8 without control characters", what, ledger.Clip(key))
+		return invalid("%s: key must be UTF-8 without control characters", flowNamed(what, key))
 	case max < 1 || max > MaxFlowMax:
-		return invalid("%s %q: max %d is outside 1-%d", what, ledger.Clip(key), max, MaxFlowMax)
+		return invalid("%s: max %d is outside 1-%d", flowNamed(what, key), max, MaxFlowMax)
 	}
 	return nil
+}
+
+// flowNamed names a limit or rate (what) in an error by its key's name,
+// the part before its ':' (`limit "export"`), or "(unnamed)": the rest of
+// a key, or a key without a name, may be user data.
+func flowNamed(what, key string) string {
+	if name := metrics.FlowKeyName(key); name != "" {
+		return fmt.Sprintf("%s %q", what, ledger.Clip(name))
+	}
+	return what + " (unnamed)"
 }
