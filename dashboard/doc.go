@@ -67,8 +67,8 @@
 //	#/workflows/<id>        one workflow's steps drawn by depth, each with its
 //	                        state, token and redacted output, linked to its
 //	                        job, an arrow along each dependency
-//	#/limits                concurrency limits at their limit or with parked
-//	                        jobs (with their holders), rate limits with
+//	#/limits                concurrency limits with parked jobs or at their
+//	                        limit once a job parked, rate limits with
 //	                        deferred jobs or a full window, fair groups with
 //	                        pending jobs (with the next one; each naming its
 //	                        queue: a partition's, on a partitioned queue);

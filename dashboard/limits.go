@@ -15,7 +15,8 @@ type queueLimits struct {
 }
 
 // apiLimits lists, per queue, the concurrency limits that hold jobs back,
-// at their limit or with parked jobs (keys at their limit first: holders,
+// with parked jobs or at their limit once a job parked on them (see
+// jobs.Inspector.Limits; keys at their limit first: holders,
 // waiting count), the rate limits with deferred jobs or a full window
 // (starts in the last period, deferred jobs), and the
 // fair groups with pending jobs (deepest first: their depth and head).

@@ -223,3 +223,40 @@ func TestLimitsViewListsOnlyKeysHoldingJobsBack(t *testing.T) {
 		t.Fatalf("limits: %s; want export:b at its limit, 1 parked", body)
 	}
 }
+
+// TestLimitsViewListsAKeyOnceAJobParks: the limits view lists the keys
+// that hold jobs back; a key at its limit on which no job parked yet holds
+// none back and is not listed (the claim records a key only when it parks
+// a job, to add no write per admitted job); the next job of the key parks,
+// and the key is listed at its limit, with its holder.
+func TestLimitsViewListsAKeyOnceAJobParks(t *testing.T) {
+	f := newFixture(t)
+	lim := jobs.Limit("export:cust-9", 1)
+	holder := f.enqueue(echoArgs{}, lim)
+	f.claimOne(jobs.DefaultQueue, holder, "w1", time.Minute)
+	h := f.handler(dashboard.Options{})
+	var v struct {
+		Queues []struct {
+			Limits []struct {
+				Key     string   `json:"key"`
+				Waiting int      `json:"waiting"`
+				Holders []string `json:"holders"`
+				AtLimit bool     `json:"at_limit"`
+			} `json:"limits"`
+		} `json:"queues"`
+	}
+	body := getJSON(t, h, "/api/limits", &v)
+	for _, q := range v.Queues {
+		if len(q.Limits) != 0 {
+			t.Fatalf("a key holding no job back is listed: %s", body)
+		}
+	}
+	parked := f.enqueue(echoArgs{}, lim)
+	body = getJSON(t, h, "/api/limits", &v)
+	if len(v.Queues) != 1 || len(v.Queues[0].Limits) != 1 {
+		t.Fatalf("limits after job %s parked: %s", parked, body)
+	}
+	if l := v.Queues[0].Limits[0]; l.Key != "export:cust-9" || l.Waiting != 1 || !l.AtLimit || len(l.Holders) != 1 || l.Holders[0] != holder {
+		t.Fatalf("limit %+v, want export:cust-9 at its limit, held by %s, 1 waiting", l, holder)
+	}
+}

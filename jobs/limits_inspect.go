@@ -21,20 +21,22 @@ type RateStatus = ledger.RateStatus
 
 // FlowStatus is a queue's flow control as Inspector.Limits reads it.
 type FlowStatus struct {
-	// Limits are the concurrency limits at their limit or with parked
-	// jobs, keys at their limit first (of a partitioned queue, per
-	// partition).
+	// Limits are the concurrency limits with parked jobs, or at their
+	// limit once a job parked on them, keys at their limit first (of a
+	// partitioned queue, per partition).
 	Limits []LimitStatus `json:"limits"`
 	// Rates are the rate limits with deferred jobs or a full window.
 	Rates []RateStatus `json:"rates"`
 }
 
 // Limits returns queue q's concurrency limits and rate limits (see Limiter,
-// RateLimiter) that hold jobs back: keys at their limit or with parked
-// jobs, their holders, how many jobs wait; rates with deferred jobs or a
-// full window. A key whose jobs all run at once is not listed. When some
-// partitions of a partitioned queue could not be read, it returns the
-// others' with a *PartialError naming them.
+// RateLimiter) that hold jobs back: keys with parked jobs, or at their
+// limit once a job parked on them, their holders, how many jobs wait;
+// rates with deferred jobs or a full window. A key whose jobs all run at
+// once is not listed, nor one at its limit on which no job parked yet (a
+// claim records a key only when it parks a job): its next due job parks.
+// When some partitions of a partitioned queue could not be read, it
+// returns the others' with a *PartialError naming them.
 func (in *Inspector) Limits(ctx context.Context, q string) (*FlowStatus, error) {
 	out := &FlowStatus{Limits: []LimitStatus{}, Rates: []RateStatus{}}
 	err := in.eachOf(ctx, q, func(n string) error {

@@ -112,8 +112,10 @@ const maxLimitKeys = 1000
 // Counts covers.
 const limitsChunk = 1000
 
-// Limits returns queue q's concurrency limits that hold jobs back (at
-// their limit, or with parked jobs), keys at their limit first (then by
+// Limits returns queue q's concurrency limits that hold jobs back (with
+// parked jobs, or at their limit: of the keys in the limits hash, which
+// flow_park writes, so a key at its limit on which no job parked yet is
+// not listed), keys at their limit first (then by
 // key), and its rate limits that do (with deferred jobs, or their window
 // full), at most maxLimitKeys of each: a key whose jobs all run at once is
 // not listed. Every entry of the limits hash is looked at,
