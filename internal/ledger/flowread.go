@@ -33,12 +33,22 @@ func (l *Ledger) waitingFor(ctx context.Context, q string, h map[string]string) 
 
 // flowWaits sets the WaitingFor of each of recs (pending jobs of queue q)
 // that flow control holds back, from its record in hs: one round trip for
-// all of them, reading each limit key's permits once.
+// all of them, reading each limit key's permits once. A job deferred by
+// its rate to a start that has come is due, held back by nothing: its
+// record keeps the deferral until a claim takes it, so it is compared
+// with the namespace's time (one more read, when a job was deferred).
 func (l *Ledger) flowWaits(ctx context.Context, q string, recs []*Record, hs []map[string]string) error {
 	type permits struct{ members, held *redis.IntCmd }
 	byKey := map[string]permits{}
 	pipe := l.rdb.Pipeline()
+	var now time.Time
 	for _, h := range hs {
+		if h["wait"] == "rate" && now.IsZero() {
+			var err error
+			if now, err = l.ReadTime(ctx); err != nil {
+				return err
+			}
+		}
 		if k := h["lkey"]; h["wait"] == "limit" {
 			if _, ok := byKey[k]; !ok {
 				// permits held, and promised to due jobs not yet claimed
@@ -63,8 +73,9 @@ func (l *Ledger) flowWaits(ctx context.Context, q string, recs []*Record, hs []m
 			}
 			recs[i].WaitingFor = s
 		case "rate":
-			recs[i].WaitingFor = fmt.Sprintf("rate %s: next start at %s", h["rkey"],
-				msTime(h["wait_at"]).UTC().Format(time.RFC3339Nano))
+			if at := msTime(h["wait_at"]); at.After(now) {
+				recs[i].WaitingFor = fmt.Sprintf("rate %s: next start at %s", h["rkey"], at.UTC().Format(time.RFC3339Nano))
+			}
 		}
 	}
 	return nil

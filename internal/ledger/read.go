@@ -77,7 +77,8 @@ type Record struct {
 	// Flow control (jobs.Limiter, jobs.RateLimiter): the job's concurrency
 	// limit and rate limit ("" keys: none), and, while a pending job is held
 	// back by one, what it waits for ("limit export:cust-42, 5 of 5 held",
-	// "rate provider: next start at ..."), filled by Get.
+	// "rate provider: next start at ..." until that start, when the job is
+	// due), filled by Get.
 	LimitKey   string        `json:"limit_key,omitempty"`
 	LimitMax   int           `json:"limit_max,omitempty"`
 	RateKey    string        `json:"rate_key,omitempty"`
@@ -231,7 +232,8 @@ func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 		if err != nil {
 			return nil, err
 		}
-	} else if r.State == Pending {
+	}
+	if r.State == Pending && r.WaitingFor == "" { // not held back (a deferral passed included)
 		if r.Group != "" {
 			if r.WaitingFor, err = l.groupAhead(ctx, q, id, r.Group); err != nil {
 				return nil, err
