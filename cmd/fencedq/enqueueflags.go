@@ -21,7 +21,7 @@ type flowFlags struct {
 func (f *flowFlags) add(fs *flag.FlagSet) {
 	fs.Var(&f.headers, "header", "a job header as key=value (repeatable)")
 	fs.StringVar(&f.limit, "limit", "", "concurrency limit as key=max, e.g. export:cust-42=5 (jobs.Limit)")
-	fs.StringVar(&f.rate, "rate", "", "rate limit as key=max/period, e.g. provider=100/1s (jobs.Rate)")
+	fs.StringVar(&f.rate, "rate", "", "rate limit as key=max/period, e.g. provider:api=100/1s (jobs.Rate)")
 	fs.StringVar(&f.group, "group", "", "fair group (jobs.Group)")
 	fs.StringVar(&f.part, "partition-key", "", "partition key of a partitioned queue (jobs.PartitionKey)")
 }
@@ -43,7 +43,7 @@ func (f *flowFlags) options() ([]jobs.Option, error) {
 	if f.rate != "" {
 		i := strings.LastIndexByte(f.rate, '/')
 		if i < 0 {
-			return nil, fmt.Errorf("%w: --rate %q: want key=max/period, e.g. provider=100/1s", errUsage, f.rate)
+			return nil, fmt.Errorf("%w: --rate %q: want key=max/period, e.g. provider:api=100/1s", errUsage, f.rate)
 		}
 		per, err := time.ParseDuration(f.rate[i+1:])
 		if err != nil {
