@@ -10,9 +10,10 @@ import (
 )
 
 // TestRateDeferredJobOnceDueWaitsForNoRate: a job its rate deferred says
-// so (Get, List) until the start it was deferred to; once that start has
-// come, it is due like any job, waiting for a claim, and says nothing of
-// its rate (not a "next start" in the past).
+// so (Get, List) until the start it was deferred to, Get giving that start
+// as its due time; once that start has come, it is due like any job,
+// waiting for a claim, and says nothing of its rate (not a "next start" in
+// the past).
 func TestRateDeferredJobOnceDueWaitsForNoRate(t *testing.T) {
 	rdb := redistest.Start(t, redistest.Options{}).Client()
 	ctx := context.Background()
@@ -70,10 +71,19 @@ func TestRateDeferredJobOnceDueWaitsForNoRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"c", "d"} {
-		if got, err := l.Get(ctx, q, id); err != nil {
+		got, err := l.Get(ctx, q, id)
+		if err != nil {
 			t.Fatal(err)
-		} else if got.State == ledger.Pending && got.WaitingFor == "" {
-			t.Errorf("Get: %s, deferred by its hourly rate, waits for nothing (claim %+v)", id, r)
+		}
+		if got.State != ledger.Pending {
+			continue
+		}
+		at, err := rdb.HGet(ctx, "rdue:{q}:job:"+id, "wait_at").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.WaitingFor == "" || got.RunAt.UnixMilli() != at {
+			t.Errorf("Get: %s, deferred by its hourly rate to %d, waits for %q, due at %v (claim %+v)", id, at, got.WaitingFor, got.RunAt, r)
 		}
 	}
 }

@@ -45,8 +45,9 @@ type Record struct {
 	Created        time.Time       `json:"created"`
 	Updated        time.Time       `json:"updated,omitzero"`
 	// RunAt is when the job was due to run: as enqueued (or made due by a
-	// run-now); Get of a pending job gives its retry's or put-back's due
-	// time when later (lists carry the due time as their index time).
+	// run-now); Get of a pending job gives its retry's, put-back's or rate
+	// deferral's due time when later (lists carry the due time as their
+	// index time).
 	RunAt          time.Time `json:"run_at,omitzero"`
 	Started        time.Time `json:"started,omitzero"`
 	Finished       time.Time `json:"finished,omitzero"`
@@ -233,15 +234,16 @@ func (l *Ledger) Get(ctx context.Context, q, id string) (*Record, error) {
 			return nil, err
 		}
 	}
-	if r.State == Pending && r.WaitingFor == "" { // not held back (a deferral passed included)
-		if r.Group != "" {
+	if r.State == Pending && h["wait"] != "limit" { // in the due index, or its group's
+		if r.Group != "" && r.WaitingFor == "" {
 			if r.WaitingFor, err = l.groupAhead(ctx, q, id, r.Group); err != nil {
 				return nil, err
 			}
 		}
-		// A retry or a put-back (of a grouped job too: it enters the due
-		// index outside its group's turn) is due at its index score, later
-		// than the run_at its enqueue (or a run-now) wrote.
+		// A retry, a put-back or a rate's deferral (of a grouped job too:
+		// it enters the due index outside its group's turn) is due at its
+		// index score, later than the run_at its enqueue (or a run-now)
+		// wrote.
 		score, err := l.rdb.ZScore(ctx, l.StateKey(q, Pending), id).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, wrap("get "+id, err)
