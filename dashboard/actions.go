@@ -458,12 +458,17 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 			code = "wrong_state"
 		case errors.Is(err, jobs.ErrInvalid):
 			code = "invalid"
+		case errors.Is(err, jobs.ErrActionUnknown):
+			code = "unacknowledged"
 		default:
 			h.log.WarnContext(ctx, "dashboard: bulk action failed on a job", "queue", j.Queue, "job_id", j.ID, "error", err)
 		}
 		msg := err.Error()
-		if code == "unavailable" {
+		switch code {
+		case "unavailable":
 			msg = mayHaveBeenDone
+		case "unacknowledged":
+			msg = unacknowledgedMsg
 		}
 		out.Failed = append(out.Failed, bulkFailure{Queue: j.Queue, ID: j.ID, Code: code, Error: msg})
 	}

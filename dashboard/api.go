@@ -71,10 +71,18 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, apiError{Error: msg, Code: code})
 }
 
+// unacknowledgedMsg answers an action that applied on the primary but too
+// few replicas acknowledged (durable mode: jobs.ErrActionUnknown).
+const unacknowledgedMsg = "the action applied on the primary, but too few Redis replicas acknowledged it in time: " +
+	"it may be lost in a failover; look at the job again once the replicas are back and repeat the action if it is not as wanted"
+
 // fail answers a ledger error: 404 for a missing job, 400 for invalid
-// input, 409 for a wrong state, 503 otherwise (logged, not shown).
+// input, 409 for a wrong state, 503 "unacknowledged" for an action too
+// few replicas acknowledged, 503 otherwise (logged, not shown).
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
+	case errors.Is(err, jobs.ErrActionUnknown):
+		writeError(w, http.StatusServiceUnavailable, "unacknowledged", unacknowledgedMsg)
 	case errors.Is(err, jobs.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "no such job (it may have expired after the retention period)")
 	case errors.Is(err, jobs.ErrInvalid):
@@ -92,11 +100,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 const mayHaveBeenDone = "the ledger did not answer: the action may have been done; look at the job or queue before acting again (see the server log)"
 
 // failAction answers an action's ledger error as fail does, but a failure
-// other than not found, invalid or a wrong state (503) says the action may
-// have been done, never that nothing happened: the reply may have been
-// lost after Redis ran it.
+// other than not found, invalid, a wrong state or too few replicas (503)
+// says the action may have been done, never that nothing happened: the
+// reply may have been lost after Redis ran it.
 func (h *Handler) failAction(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalid) || errors.Is(err, jobs.ErrWrongState) {
+	if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalid) || errors.Is(err, jobs.ErrWrongState) ||
+		errors.Is(err, jobs.ErrActionUnknown) {
 		h.fail(w, r, err)
 		return
 	}

@@ -63,10 +63,10 @@ type Config struct {
 	// a rewind detected while that runs is re-submitted after it.
 	ResubmitOnRewind bool
 	// Durability makes writes wait for replicas before they are
-	// acknowledged (off by default): a client's enqueues, and a pool's
-	// (worker.Config.Jobs) claims, completions, resource-lease
-	// acquisitions and maintenance enqueues (periodic ticks, outbox
-	// relays). See Durability.
+	// acknowledged (off by default): a client's enqueues and operator
+	// actions, and a pool's (worker.Config.Jobs) claims, completions,
+	// resource-lease acquisitions and maintenance enqueues (periodic
+	// ticks, outbox relays). See Durability.
 	Durability Durability
 }
 
@@ -87,6 +87,10 @@ type Config struct {
 //     applied by the first try reports it applied, and waits for replicas
 //     again), up to the pool's commit timeout.
 //   - a resource-lease acquisition fails and is undone.
+//   - an operator's action (Client.Cancel, RunNow, Resolve, Pause,
+//     Resume, SetPartitions, RemoveSchedule, workflow.Cancel) fails with
+//     an error matching ErrActionUnknown: it applied on the primary and
+//     may or may not survive a failover.
 //
 // What it guarantees: a write acknowledged in durable mode is held by at
 // least Replicas replicas, so a failover that promotes one of them (which

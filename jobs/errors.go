@@ -32,6 +32,15 @@ var (
 	// job already written is returned, deduplicated); without one, a retry
 	// may create a second job.
 	ErrEnqueueUnknown = ledger.ErrEnqueueUnknown
+	// ErrActionUnknown means, in durable mode (Config.Durability), that an
+	// operator's action (Cancel, RunNow, Resolve, Pause, Resume,
+	// SetPartitions, RemoveSchedule, workflow.Cancel) ran on the primary
+	// but too few replicas acknowledged it in time: it applied there, and
+	// may or may not survive a failover. Read the job (or queue) again
+	// once the replicas are back, and repeat the action if it is not as
+	// wanted (a repeat of an action that survived fails with
+	// ErrWrongState, or reports nothing changed).
+	ErrActionUnknown = ledger.ErrActionUnknown
 	// ErrPartial is what the Inspector's reads over several queue names
 	// (every queue's, or a partitioned queue's partitions) return, with
 	// everything they could read, when the reads of some names failed (on

@@ -46,7 +46,7 @@ func operatorName(actor, note string) (string, error) {
 	if err := ValidateNote(note); err != nil {
 		return "", err
 	}
-	return "operator:" + strings.TrimSpace(actor), nil
+	return ledger.OperatorPrefix + strings.TrimSpace(actor), nil
 }
 
 // Resolve applies an operator's decision (DecideSucceeded, DecideRerun or

@@ -118,3 +118,47 @@ func TestDurableRetriedWorkflowIsResubmittedAfterALoss(t *testing.T) {
 		t.Fatalf("counts %v, %v after the re-submission: want two workflows of 4 steps, each once", counts, err)
 	}
 }
+
+// In durable mode a workflow's cancel waits for the replica like the
+// other operator actions: with replication cut it fails with an error
+// matching ErrActionUnknown, never a silent success, having cancelled
+// every step on the primary; once replication heals, cancelling again
+// succeeds (it finds every step cancelled already).
+func TestDurableWorkflowCancelUnacknowledgedSaysSo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	cfg := jobs.Config{Namespace: redistest.Namespace(t), Sentinel: f.ClientOptions(),
+		Durability: jobs.Durability{Replicas: 1, Timeout: time.Second}}
+	c := jobs.NewClient(f.Client(), cfg)
+	onReplica := jobs.NewClient(f.Replica.Client(), jobs.Config{Namespace: cfg.Namespace})
+	res, err := workflow.Enqueue(ctx, c, diamond())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	f.CutReplication()
+	if st, err := workflow.Cancel(ctx, c, res.ID, "alice", "cut"); !errors.Is(err, jobs.ErrActionUnknown) {
+		t.Fatalf("cancel with replication cut: %+v, %v; want an error matching ErrActionUnknown", st, err)
+	}
+	st, err := workflow.Get(ctx, c, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Steps {
+		if s.State != jobs.Cancelled {
+			t.Fatalf("step %s is %s on the primary after the unacknowledged cancel, want cancelled", s.Name, s.State)
+		}
+	}
+
+	f.HealReplication()
+	f.Sync()
+	if _, err := workflow.Cancel(ctx, c, res.ID, "alice", "again"); err != nil {
+		t.Fatalf("cancel again with the replica back: %v", err)
+	}
+	if st, err := workflow.Get(ctx, onReplica, res.ID); err != nil || st.State != workflow.Cancelled {
+		t.Fatalf("acknowledged cancel: the replica has %+v, %v", st, err)
+	}
+}

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -206,7 +207,11 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 // is over: cancelling it fails with jobs.ErrWrongState and leaves it as it
 // is (a failed one's steps can still be re-run). An actor or note the client refuses
 // fails with jobs.ErrInvalid before anything is written. It returns the
-// workflow as it is afterwards.
+// workflow as it is afterwards. In durable mode (jobs.Config.Durability)
+// its writes wait for replicas: when too few acknowledge one in time, the
+// cancel still goes over every step, then fails with an error matching
+// jobs.ErrActionUnknown (it applied on the primary and may be lost in a
+// failover: cancel again once the replicas are back).
 func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Status, error) {
 	st, err := Get(ctx, c, id)
 	if err != nil {
@@ -220,9 +225,14 @@ func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Statu
 		return nil, fmt.Errorf("%w: workflow %s %s", jobs.ErrWrongState, id, st.State)
 	}
 	l, _ := clientledger.Of(c) // Get checked c
+	// unacked is the first write too few replicas acknowledged (durable
+	// mode): the cancel goes on over every step, then reports it
+	var unacked error
 	switch err := l.MarkWorkflowCancelled(ctx, st.Home, id, who); {
 	case errors.Is(err, ledger.ErrNotFound): // pruned since it was read
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, ledger.Clip(id))
+	case errors.Is(err, jobs.ErrActionUnknown):
+		unacked = err
 	case err != nil:
 		return nil, err
 	}
@@ -235,10 +245,16 @@ func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Statu
 		if s.State == "missing" || s.State == StepLost {
 			continue
 		}
-		if _, err := l.CancelStep(ctx, s.Queue, s.JobID, who, note); err != nil &&
-			!errors.Is(err, jobs.ErrWrongState) && !errors.Is(err, jobs.ErrNotFound) {
+		_, err := l.CancelStep(ctx, s.Queue, s.JobID, who, note)
+		switch {
+		case errors.Is(err, jobs.ErrActionUnknown):
+			unacked = cmp.Or(unacked, err)
+		case err != nil && !errors.Is(err, jobs.ErrWrongState) && !errors.Is(err, jobs.ErrNotFound):
 			return nil, err
 		}
+	}
+	if unacked != nil {
+		return nil, unacked
 	}
 	return get(ctx, l, st.Home, id)
 }

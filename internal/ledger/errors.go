@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/internal/durable"
 )
 
 // Sentinel errors of the engine; package jobs exports the same values.
@@ -36,6 +38,10 @@ var (
 	// ErrEnqueueUnknown means an enqueue failed on its way to or from Redis:
 	// the job was written whole or not at all.
 	ErrEnqueueUnknown = errors.New("jobs: enqueue outcome unknown; enqueue again with the same operation id")
+	// ErrActionUnknown means an operator's action ran on the primary but
+	// too few replicas acknowledged it in time (Config.Durability): it may
+	// or may not survive a failover.
+	ErrActionUnknown = errors.New("jobs: operator action applied on the primary but not acknowledged by enough replicas; it may be lost in a failover: read the job or queue again and repeat the action if it is not as wanted")
 	// ErrOutOfMemory means Redis refused an enqueue because it reached its
 	// maxmemory (under maxmemory-policy noeviction): nothing was written.
 	ErrOutOfMemory = errors.New("jobs: Redis is out of memory (maxmemory reached); nothing was written")
@@ -97,4 +103,24 @@ func foreignQueueKey(err error) error {
 		return fmt.Errorf("%w: %w", ErrForeignKey, err)
 	}
 	return err
+}
+
+// actionErr is the error of operator action what: one that ran but too
+// few replicas acknowledged (durable mode) matches ErrActionUnknown.
+func actionErr(what string, err error) error {
+	if errors.Is(err, durable.ErrUnacknowledged) {
+		return fmt.Errorf("%w: %s: %w", ErrActionUnknown, what, err)
+	}
+	return wrap(what, err)
+}
+
+// unacked splits the reply of a durable call: a script that ran, its
+// reply kept, but too few replicas acknowledged, returns its reply with no
+// error and the shortfall as ack, for the caller to report once it read
+// the reply (actionErr).
+func unacked(v any, err error) (reply any, ack, callErr error) {
+	if v != nil && errors.Is(err, durable.ErrUnacknowledged) {
+		return v, err, nil
+	}
+	return v, nil, err
 }

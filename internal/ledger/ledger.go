@@ -55,11 +55,12 @@ type Config struct {
 	// OnRewind, when set, is called with each rewind this ledger detects,
 	// after it was logged and recorded (see rewind.go).
 	OnRewind func(Rewind)
-	// Durability, when enabled, makes enqueues, claims and completions wait
-	// for replicas before they are acknowledged (package internal/durable):
-	// a call too few replicas acknowledged in time fails with an error
-	// matching durable.ErrUnacknowledged (and ErrEnqueueUnknown for an
-	// enqueue); a claim's error comes with the jobs it claimed, which the
+	// Durability, when enabled, makes enqueues, claims, completions and
+	// operator actions wait for replicas before they are acknowledged
+	// (package internal/durable): a call too few replicas acknowledged in
+	// time fails with an error matching durable.ErrUnacknowledged (and
+	// ErrEnqueueUnknown for an enqueue, ErrActionUnknown for an operator's
+	// action); a claim's error comes with the jobs it claimed, which the
 	// caller must not start.
 	Durability durable.Options
 }
@@ -122,7 +123,7 @@ type Ledger struct {
 	nlayouts atomic.Int64
 	defs     defCache // workflow definitions StepOf read (workflow.go)
 	// appendWait appends the wait for replicas to a pipeline (nil: not
-	// durable), for writes made outside the lanes (settleWrite).
+	// durable), for writes made outside the lanes (durableWrite).
 	appendWait func(context.Context, redis.Pipeliner) func() error
 }
 
@@ -134,14 +135,17 @@ type Ledger struct {
 // after the previous one's reply.
 type lanes struct {
 	claim, renew, complete, enqueue, other *scriptbatch.Batcher
+	// ops carries operator actions (cancel, run now, an operator's
+	// decision, pause and resume): durable like the enqueue lane.
+	ops *scriptbatch.Batcher
 }
 
 // New returns a Ledger over rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 	cfg = cfg.WithDefaults()
 	lane := func() *scriptbatch.Batcher { return scriptbatch.New(rdb, scriptbatch.Options{}) }
-	// Durable lanes: enqueues, claims and completions wait for replicas,
-	// one WAIT per pipeline. Renewals, expiries, operator actions and
+	// Durable lanes: enqueues, claims, completions and operator actions
+	// wait for replicas, one WAIT per pipeline. Renewals, expiries and
 	// reads do not (a lost one is redone or fenced: see ARCHITECTURE.md).
 	// The enqueue lane keeps its pipelines in flight of like size, so
 	// concurrent Enqueue calls merge into few script calls (see
@@ -157,7 +161,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Ledger {
 	ledgerLib.SetLogger(cfg.Logger) // the first ledger's logger hears of a refused library
 	return &Ledger{rdb: rdb, cfg: cfg,
 		lanes: lanes{claim: durableLane(), renew: lane(), complete: durableLane(), enqueue: enqueueLane,
-			other: lane()},
+			other: lane(), ops: durableLane()},
 		leases: lease.NewManager(rdb, lease.Config{Namespace: cfg.Namespace, Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
 		epoch:  epoch.New(rdb, cfg.Namespace, epoch.Options{Sentinel: cfg.Sentinel, Logger: cfg.Logger}),
 		recent: newRecent(cfg.Recent), appendWait: appendWait}

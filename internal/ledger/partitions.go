@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"sort"
 	"strconv"
@@ -226,12 +227,20 @@ return prev
 // stay where they are (pools serve every partition of q the queue registry
 // lists: they drain).
 func (l *Ledger) SetPartitions(ctx context.Context, q string, p int, actor, note string) (int, error) {
-	prev, err := setPartitionsScript.Run(ctx, l.rdb, []string{l.partitionsKey(), l.partitionChangesKey(q)},
-		q, p, actor, note, MaxLayoutChanges).Int()
+	v, err := l.durableWrite(ctx, setPartitionsScript, []string{l.partitionsKey(), l.partitionChangesKey(q)},
+		q, p, actor, note, MaxLayoutChanges)
+	v, ack, err := unacked(v, err)
+	prev, ok := v.(int64)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: set partitions: reply is %T, not an integer", ErrReply, v)
+	}
 	if err != nil {
 		return 0, wrap("set partitions of "+q, err)
 	}
-	return prev, l.RegisterQueues(ctx, PartitionNames(q, p)...)
+	if err := l.RegisterQueues(ctx, PartitionNames(q, p)...); err != nil {
+		return int(prev), err
+	}
+	return int(prev), actionErr("set partitions of "+q, ack)
 }
 
 // PartitionChanges returns queue q's recorded layout changes, newest

@@ -475,12 +475,16 @@ func (l *Ledger) RemoveSchedule(ctx context.Context, id, actor, note string) (bo
 		return false, wrap("remove schedule "+id, err)
 	}
 	k := l.scheduleKeys(id)
-	n, err := removeScheduleScript.Run(ctx, l.rdb, []string{k[1], k[2], k[3], l.scheduleRemovalsKey()},
-		id, actor, note, MaxScheduleRemovals, ms(now)).Int()
+	v, err := l.durableWrite(ctx, removeScheduleScript, []string{k[1], k[2], k[3], l.scheduleRemovalsKey()},
+		id, actor, note, MaxScheduleRemovals, ms(now))
+	v, ack, err := unacked(v, err)
 	if err != nil {
 		return false, wrap("remove schedule "+id, err)
 	}
-	return n == 1, nil
+	if v != int64(1) {
+		return false, nil // nothing found, nothing written
+	}
+	return true, actionErr("remove schedule "+id, ack)
 }
 
 // ScheduleRemovals returns the namespace's recorded schedule removals,

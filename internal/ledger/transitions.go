@@ -511,6 +511,11 @@ const (
 	DecideLater Decision = "later"
 )
 
+// OperatorPrefix begins the actor of an operator's action
+// ("operator:<name>"): in durable mode an operator's decision waits for
+// replicas (Decide), a reconciler's does not.
+const OperatorPrefix = "operator:"
+
 // Resolution describes one decision on a job.
 type Resolution struct {
 	// From lists the states the job must be in (default: uncertain, review).
@@ -575,9 +580,16 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	if r.SeenRuns != nil {
 		runs = strconv.Itoa(*r.SeenRuns)
 	}
+	// An operator's decision waits for replicas in durable mode; a
+	// reconciler's is made again by the next pass when a failover loses it.
+	lane := l.lanes.other
+	if strings.HasPrefix(r.Actor, OperatorPrefix) {
+		lane = l.lanes.ops
+	}
 	// with the unique index: a re-run unique job holds its key again
-	v, err := l.lanes.other.Run(ctx, resolveScript, l.uniqueKeys(q), l.prefix(q), id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
+	v, err := lane.Run(ctx, resolveScript, l.uniqueKeys(q), l.prefix(q), id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
 		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds(), seen, runs).Result()
+	v, ack, err := unacked(v, err)
 	rp := newReply("resolve", v, err)
 	if err := rp.need(2); err != nil {
 		return "", wrap("resolve "+id, err)
@@ -603,6 +615,9 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	}
 	if r.Decision == DecideRerun && rp.err == nil && (state == Pending || state == Waiting) {
 		l.reopenStep(ctx, q, id) // a workflow settled final runs again
+	}
+	if rp.err == nil && ack != nil {
+		return state, actionErr("resolve "+id, ack)
 	}
 	return state, wrap("resolve "+id, rp.err)
 }
@@ -690,7 +705,8 @@ func (l *Ledger) cancelNoted(ctx context.Context, q, id, actor, note, mode strin
 		return "", noJob(q, id)
 	}
 	st, tok, runs := seen.args()
-	v, err := l.run(ctx, l.lanes.other, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode, st, tok, runs, part).Result()
+	v, err := l.run(ctx, l.lanes.ops, cancelScript, q, id, actor, note, l.cfg.Retention.Milliseconds(), mode, st, tok, runs, part).Result()
+	v, ack, err := unacked(v, err)
 	r := newReply("cancel", v, err)
 	if err := r.need(2); err != nil {
 		return "", wrap("cancel "+id, err)
@@ -709,6 +725,9 @@ func (l *Ledger) cancelNoted(ctx context.Context, q, id, actor, note, mode strin
 	}
 	if r.len() > 2 && r.int(2) > 0 {
 		l.moveAfter(ctx, q)
+	}
+	if r.err == nil && ack != nil {
+		return state, actionErr("cancel "+id, ack)
 	}
 	return state, wrap("cancel "+id, r.err)
 }
@@ -742,9 +761,9 @@ func (l *Ledger) ResumeIf(ctx context.Context, q, seen, actor, note string) (boo
 // event are removed and no resume is recorded. A queue paused by another
 // pause since fails with ErrWrongState and stays paused.
 func (l *Ledger) Unpause(ctx context.Context, q, id, actor string) error {
-	n, err := l.run(ctx, l.lanes.other, pauseScript, q, "unpause", actor, "", id).Int()
+	n, err := l.run(ctx, l.lanes.ops, pauseScript, q, "unpause", actor, "", id).Int()
 	if err != nil {
-		return wrap("take back the pause of "+q, err)
+		return actionErr("take back the pause of "+q, err)
 	}
 	if n == -1 {
 		return fmt.Errorf("%w: queue %s was paused again since (by another pause)", ErrWrongState, q)
@@ -761,14 +780,19 @@ func (l *Ledger) setPaused(ctx context.Context, q string, paused bool, id, actor
 	if paused {
 		op = "pause"
 	}
-	n, err := l.run(ctx, l.lanes.other, pauseScript, q, op, actor, note, id).Int()
+	v, err := l.run(ctx, l.lanes.ops, pauseScript, q, op, actor, note, id).Result()
+	v, ack, err := unacked(v, err)
+	n, ok := v.(int64)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: pause: reply is %T, not an integer", ErrReply, v)
+	}
 	if err != nil {
 		return false, wrap(op+" "+q, err)
 	}
 	if n == -1 {
 		return false, fmt.Errorf("%w: queue %s was paused again since (by another pause than the one seen)", ErrWrongState, q)
 	}
-	return n == 1, nil
+	return n == 1, actionErr(op+" "+q, ack)
 }
 
 // RunNow makes a scheduled (pending, not yet due) job of queue q due at
@@ -788,7 +812,8 @@ func (l *Ledger) RunNowSeen(ctx context.Context, q, id string, seen Seen, actor,
 		return noJob(q, id)
 	}
 	st, tok, runs := seen.args()
-	v, err := l.run(ctx, l.lanes.other, runNowScript, q, id, actor, note, st, tok, runs).Result()
+	v, err := l.run(ctx, l.lanes.ops, runNowScript, q, id, actor, note, st, tok, runs).Result()
+	v, ack, err := unacked(v, err)
 	r := newReply("run now", v, err)
 	if err := r.need(2); err != nil {
 		return wrap("run now "+id, err)
@@ -807,6 +832,9 @@ func (l *Ledger) RunNowSeen(ctx context.Context, q, id string, seen Seen, actor,
 			return noJob(q, id)
 		}
 		return fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
+	}
+	if r.err == nil && ack != nil {
+		return actionErr("run now "+id, ack)
 	}
 	return wrap("run now "+id, r.err)
 }

@@ -353,8 +353,11 @@ func (l *Ledger) abandon(ctx context.Context, id, home string, steps []StepRef, 
 		return false, wrap("abandon workflow "+id, err)
 	}
 	p := l.prefix(home)
-	v, err := abandonScript.Run(ctx, l.rdb, []string{l.workflowKey(home, id), p + "workflows", p + "wf_open", p + changedKey},
-		id, rec, UncommittedActor, changedMember(home, id)).Text()
+	// durable like the cancels below: the next pass abandons again (the
+	// record it finds says so) what the replicas did not acknowledge
+	r, err := l.durableWrite(ctx, abandonScript, []string{l.workflowKey(home, id), p + "workflows", p + "wf_open", p + changedKey},
+		id, rec, UncommittedActor, changedMember(home, id))
+	v, _ := r.(string)
 	if err != nil {
 		return false, wrap("abandon workflow "+id, err)
 	}

@@ -865,7 +865,9 @@ func (l *Ledger) FindWorkflow(ctx context.Context, id string) (string, error) {
 // maintenance leader settled succeeded or failed (SettleWorkflow) is
 // finished and left as it is (ErrWrongState).
 func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string) error {
-	v, err := markCancelScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id), l.prefix(q) + changedKey}, actor, changedMember(q, id)).Text()
+	r, err := l.durableWrite(ctx, markCancelScript, []string{l.workflowKey(q, id), l.prefix(q) + changedKey}, actor, changedMember(q, id))
+	r, ack, err := unacked(r, err)
+	v, _ := r.(string)
 	switch {
 	case err != nil:
 		return wrap("cancel workflow "+id, err)
@@ -874,7 +876,7 @@ func (l *Ledger) MarkWorkflowCancelled(ctx context.Context, q, id, actor string)
 	case v != "ok":
 		return fmt.Errorf("%w: workflow %s %s", ErrWrongState, id, v)
 	}
-	return nil
+	return actionErr("cancel workflow "+id, ack)
 }
 
 var markCancelScript = luafunc.NewPlain(`
@@ -1070,10 +1072,10 @@ func (l *Ledger) SettleWorkflow(ctx context.Context, q, id, mark string) (starte
 
 // writeSeen marks workflow record wk seen (counted started) with mark
 // unless it is, and returns the mark it holds: in one transaction, or in
-// durable mode one script followed by the wait for replicas (settleWrite).
+// durable mode one script followed by the wait for replicas (durableWrite).
 func (l *Ledger) writeSeen(ctx context.Context, wk, mark string) (string, error) {
 	if l.appendWait != nil {
-		v, err := l.settleWrite(ctx, seenScript, []string{wk}, mark)
+		v, err := l.durableWrite(ctx, seenScript, []string{wk}, mark)
 		s, _ := v.(string)
 		return s, err
 	}
@@ -1094,7 +1096,7 @@ func (l *Ledger) writeFinal(ctx context.Context, q, id, out, mark string) (final
 	now := time.Now().UnixMilli()
 	var v []any
 	if l.appendWait != nil {
-		r, err := l.settleWrite(ctx, finalScript, []string{wk, l.prefix(q) + "wf_done", l.prefix(q) + "wf_open"}, out, mark, now, id)
+		r, err := l.durableWrite(ctx, finalScript, []string{wk, l.prefix(q) + "wf_done", l.prefix(q) + "wf_open"}, out, mark, now, id)
 		if err != nil {
 			return "", "", err
 		}
@@ -1139,14 +1141,16 @@ redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[4])
 redis.call('SREM', KEYS[3], ARGV[4])
 return redis.call('HMGET', KEYS[1], 'final', 'settled')`)
 
-// settleWrite runs script s (a write of SettleWorkflow's counts, its
-// result read back in the same call) and, in durable mode, waits for
-// replicas on the same connection: a write they did not acknowledge fails
-// the call, so the caller counts it only once it would survive a failover
-// (its retry with the same mark reports it, or writes it again where a
-// failover lost it). On Redis Cluster it is sent to the master owning
-// keys[0].
-func (l *Ledger) settleWrite(ctx context.Context, s *luafunc.Script, keys []string, args ...any) (any, error) {
+// durableWrite runs script s, a write outside the lanes (SettleWorkflow's
+// counts, an operator's action), and, in durable mode, waits for replicas
+// on the same connection: a write they did not acknowledge fails the call
+// with an error matching durable.ErrUnacknowledged, the script's reply
+// kept beside it, so the caller counts it only once it would survive a
+// failover (SettleWorkflow's retry with the same mark reports it, or
+// writes it again where a failover lost it) and tells an operator their
+// action may be lost (actionErr). On Redis Cluster it is sent to the
+// master owning keys[0].
+func (l *Ledger) durableWrite(ctx context.Context, s *luafunc.Script, keys []string, args ...any) (any, error) {
 	var on redis.Scripter = l.rdb
 	if cc, ok := l.rdb.(*redis.ClusterClient); ok && l.appendWait != nil {
 		node, err := cc.MasterForKey(ctx, keys[0])
@@ -1165,10 +1169,11 @@ func (l *Ledger) settleWrite(ctx context.Context, s *luafunc.Script, keys []stri
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	if err := check(); err != nil {
-		return nil, err
+	v, err := cmd.Result()
+	if ack := check(); ack != nil && (err == nil || errors.Is(err, redis.Nil)) {
+		return v, ack // it ran: its reply kept beside the shortfall
 	}
-	return cmd.Result()
+	return v, err
 }
 
 // endOnItsWay returns the end step s of workflow id (home queue q) handed
@@ -1211,7 +1216,7 @@ func (l *Ledger) markLost(ctx context.Context, q, id string, def *WorkflowDef, s
 			args = append(args, d.Queue+"\n"+d.ID+"\n"+s.Name)
 		}
 	}
-	n, err := l.settleWrite(ctx, lostScript, []string{l.workflowKey(q, id), l.handoverKey(q)}, args...)
+	n, err := l.durableWrite(ctx, lostScript, []string{l.workflowKey(q, id), l.handoverKey(q)}, args...)
 	if err != nil {
 		return false, wrap("end lost step "+s.Name+" of workflow "+id, err)
 	}
@@ -1282,7 +1287,7 @@ func (l *Ledger) stepStates(ctx context.Context, refs []StepRef) ([]State, error
 // workflow still open or pruned, and is idempotent.
 func (l *Ledger) ReopenWorkflow(ctx context.Context, q, id string) error {
 	p := l.prefix(q)
-	err := reopenScript.Run(ctx, l.rdb, []string{l.workflowKey(q, id), p + "wf_done", p + "wf_open", p + changedKey}, id, changedMember(q, id)).Err()
+	_, err := l.durableWrite(ctx, reopenScript, []string{l.workflowKey(q, id), p + "wf_done", p + "wf_open", p + changedKey}, id, changedMember(q, id))
 	return wrap("reopen workflow "+id, err)
 }
 
