@@ -36,7 +36,11 @@ type handover struct {
 	fullAt time.Time
 	// retry holds the changed workflows whose read failed, for the next
 	// pass, each with the mark of its failed SettleWorkflow call: the
-	// next call reports what that one wrote (a reply lost).
+	// next call reports what that one wrote (a reply lost, a write too few
+	// replicas acknowledged). Every one is kept: a call made with another
+	// mark would count nothing for it. It holds at most the workflows of
+	// one pass, which the pass held already (during an outage the passes
+	// read no new ones).
 	retry map[ledger.WorkflowRef]string
 	// marks are the SettleWorkflow calls' marks: a random base unique to
 	// the process, then a sequence number.
@@ -154,9 +158,7 @@ func (h *handover) settle(ctx context.Context, todo []ledger.WorkflowRef, marks 
 			if h.retry == nil {
 				h.retry = map[ledger.WorkflowRef]string{}
 			}
-			if len(h.retry) < maxRetry {
-				h.retry[r] = marks[r]
-			}
+			h.retry[r] = marks[r]
 			continue
 		}
 		for _, s := range lost {
@@ -200,10 +202,6 @@ func (h *handover) settleOwed(ctx context.Context) {
 
 // owedTimeout bounds settleOwed when a leadership ends.
 const owedTimeout = 5 * time.Second
-
-// maxRetry bounds the workflows whose failed read a pass keeps for the
-// next one (the others wait for the next full pass).
-const maxRetry = 10000
 
 // abandonUncommitted cancels the steps of workflows whose enqueue wrote
 // them in other queues but never committed the workflow, grace ago or
