@@ -275,6 +275,9 @@ func prefixed(p string, names []string) []string {
 type commonFlags struct {
 	redis     string
 	namespace string
+	// replicas is the workers' jobs.Config.Durability.Replicas: operator
+	// actions wait for that many replicas (0: off).
+	replicas int
 	// down is set by openClient when some Cluster masters did not answer
 	// (matching cli.ErrMastersDown, naming them).
 	down error
@@ -288,13 +291,19 @@ type commonFlags struct {
 // same, and sets c.down: a listing prints what the other masters hold and
 // ends with an error matching jobs.ErrPartial naming what it could not
 // read; an action on a job or queue whose master answers goes through,
-// and one whose master is down fails naming it.
+// and one whose master is down fails naming it. With --replicas the
+// client's operator actions wait for that many replicas (durable mode,
+// as the workers'); a negative count is bad usage.
 func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
 	if c.namespace == "" {
 		return nil, nil, fmt.Errorf("%w: --namespace is empty: name the workers' namespace (fq when the flag is not given)", errUsage)
 	}
 	if err := (jobs.Config{Namespace: c.namespace}).Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: --namespace: %v", errUsage, err)
+	}
+	durability := jobs.Durability{Replicas: c.replicas}
+	if err := (jobs.Config{Durability: durability}).Validate(); err != nil {
+		return nil, nil, fmt.Errorf("%w: --replicas: %v", errUsage, err)
 	}
 	rdb, err := cli.ConnectRedisPartial(ctx, c.redis)
 	if errors.Is(err, cli.ErrMastersDown) {
@@ -305,13 +314,14 @@ func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, clos
 	}
 	// A Sentinel address gives its options to the client as well, as a
 	// failover deployment's every process does (see jobs.Config.Sentinel).
-	client = jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace, Sentinel: cli.SentinelOptions(c.redis)})
+	client = jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace, Sentinel: cli.SentinelOptions(c.redis), Durability: durability})
 	return client, func() { _ = client.Close(); _ = rdb.Close() }, nil
 }
 
 func (c *commonFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&c.redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL or host:port (comma-separated for a Redis Cluster; redis-sentinel://host:port[,host:port...]/master[/db] through Sentinels)")
 	fs.StringVar(&c.namespace, "namespace", "fq", "key namespace (must match the workers')")
+	fs.IntVar(&c.replicas, "replicas", 0, "durable mode: replicas that must acknowledge each operator action, as the workers' jobs.Config.Durability.Replicas (0: off); one too few acknowledge fails, saying it applied on the primary only")
 }
 
 // ignoredIn returns a usage error naming the first of the flags names given
