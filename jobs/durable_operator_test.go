@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -112,4 +113,42 @@ func enqueueOnPrimary(ctx context.Context, t *testing.T, client *jobs.Client) st
 		t.Fatal(err)
 	}
 	return r.ID
+}
+
+// A layout change of a paused queue whose writes too few replicas
+// acknowledge in durable mode is made whole on the primary (its new
+// partitions paused as the queue is, the count changed) and fails with
+// ErrActionUnknown; it is not abandoned halfway with its pauses taken back.
+// A resume of its partitions likewise reports what it changed there.
+func TestDurablePartitionChangeUnacknowledgedIsMadeWhole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	ctx := context.Background()
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	client := jobs.NewClient(f.Client(), durableConfig(t, f))
+	if _, err := client.Pause(ctx, "pq", "alice", "before the change"); err != nil {
+		t.Fatal(err)
+	}
+
+	f.CutReplication()
+	if _, err := client.SetPartitions(ctx, "pq", 2, "alice", "cut"); !errors.Is(err, jobs.ErrActionUnknown) {
+		t.Fatalf("set partitions with replication cut: %v, want ErrActionUnknown", err)
+	}
+	changes, err := client.Inspector().PartitionChanges(ctx, "pq")
+	if err != nil || len(changes) != 1 || changes[0].To != 2 {
+		t.Fatalf("layout changes on the primary: %+v, %v; want the change to 2 partitions", changes, err)
+	}
+	for _, n := range ledger.PartitionNames("pq", 2) {
+		if p, err := client.Inspector().Paused(ctx, n); err != nil || p == nil {
+			t.Fatalf("partition %s on the primary: pause %+v, %v; want paused as its queue was", n, p, err)
+		}
+	}
+	// A resume of its partitions, each unacknowledged, says it changed them.
+	if changed, err := client.Resume(ctx, "pq", "alice", "cut"); !changed || !errors.Is(err, jobs.ErrActionUnknown) {
+		t.Fatalf("resume with replication cut: changed %v, %v; want true and ErrActionUnknown", changed, err)
+	}
+	if p, err := client.Inspector().Paused(ctx, "pq"); err != nil || p != nil {
+		t.Fatalf("after the resume the primary has the queue paused: %+v, %v", p, err)
+	}
 }

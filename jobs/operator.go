@@ -256,7 +256,10 @@ func (c *Client) Pause(ctx context.Context, queue, actor, note string) (bool, er
 }
 
 // Resume lets pools claim queue's jobs again and wakes idle ones. It
-// reports whether the queue was paused before. Of a partitioned queue, a
+// reports whether the queue was paused before. In durable mode
+// (Config.Durability) a partition's change too few replicas acknowledged
+// counts as made (it applied on the primary), and the call then fails
+// with an error matching ErrActionUnknown, as does Pause's. Of a partitioned queue, a
 // partition that cannot be reached does not keep the others paused, as
 // for Pause.
 func (c *Client) Resume(ctx context.Context, queue, actor, note string) (bool, error) {
@@ -306,6 +309,7 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 	changed := false
 	var other error         // a partition held by another pause than the one seen
 	var failed PartialError // the partitions the action did not reach
+	var unacked error       // the first change too few replicas acknowledged (applied on the primary)
 	done := make(map[string]bool, len(names))
 	for pending := names; len(pending) > 0; {
 		for _, n := range pending {
@@ -322,6 +326,9 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 				}
 			default:
 				ch, err = c.ledger.SetPaused(ctx, n, false, who, note)
+			}
+			if errors.Is(err, ErrActionUnknown) {
+				unacked, err = cmp.Or(unacked, err), nil
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -350,7 +357,7 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool, seen 
 	case other != nil && !changed:
 		return false, other // the pause seen held no partition: it ended before
 	}
-	return changed, nil
+	return changed, unacked
 }
 
 // RemoveSchedule deletes periodic schedule id's record and its ticks (a

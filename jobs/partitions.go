@@ -90,6 +90,10 @@ type cachedPartitions struct {
 // before anything is written) in the same write as the change: the newest
 // MaxLayoutChanges changes of q are kept (Inspector.PartitionChanges).
 // Giving the count q has already changes nothing and records nothing.
+// In durable mode (Config.Durability) a write of the change too few
+// replicas acknowledged does not stop it: it is made whole on the primary
+// and then fails with an error matching ErrActionUnknown, the previous
+// count returned.
 func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note string) (int, error) {
 	if err := c.err(); err != nil {
 		return 0, err
@@ -108,6 +112,17 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note
 	if err != nil {
 		return 0, err
 	}
+	// unacked is the first write too few replicas acknowledged (durable
+	// mode): applied on the primary, so the change goes on, made whole
+	// there, and reports it at the end
+	var unacked error
+	applied := func(err error) error {
+		if errors.Is(err, ErrActionUnknown) {
+			unacked = cmp.Or(unacked, err)
+			return nil
+		}
+		return err
+	}
 	var made []string  // the pauses this call made
 	if paused != nil { // paused before any pool can see them in the registry
 		for _, n := range ledger.PartitionNames(q, p) {
@@ -118,14 +133,14 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note
 			if changed {
 				made = append(made, n)
 			}
-			if err != nil {
+			if err = applied(err); err != nil {
 				c.unpause(ctx, made, paused, err)
 				return 0, err
 			}
 		}
 	}
 	prev, err := c.ledger.SetPartitions(ctx, q, p, who, note)
-	if err != nil {
+	if err = applied(err); err != nil {
 		var reply redis.Error
 		if errors.As(err, &reply) { // refused by Redis: nothing written
 			c.unpause(ctx, made, paused, err)
@@ -134,7 +149,7 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note
 	}
 	// A pause or resume of q that read its partitions before this change
 	// did not reach the new ones: they follow the earlier ones again.
-	if err := c.followPause(ctx, q, p, had, paused, who, note); err != nil {
+	if err := applied(c.followPause(ctx, q, p, had, paused, who, note)); err != nil {
 		return 0, err
 	}
 	c.parts.mu.Lock()
@@ -143,7 +158,7 @@ func (c *Client) SetPartitions(ctx context.Context, q string, p int, actor, note
 	}
 	c.parts.counts[q] = cachedPartitions{p: p, at: time.Now()}
 	c.parts.mu.Unlock()
-	return prev, nil
+	return prev, unacked
 }
 
 // unpause takes back the pauses of names (partitions not in any layout yet)
@@ -173,6 +188,7 @@ func (c *Client) followPause(ctx context.Context, q string, p int, had map[strin
 	if err != nil || (now == nil) == (started == nil) {
 		return err
 	}
+	var unacked error // applied on the primary: the others follow still
 	for _, n := range ledger.PartitionNames(q, p) {
 		if had[n] {
 			continue
@@ -182,11 +198,14 @@ func (c *Client) followPause(ctx context.Context, q string, p int, had map[strin
 		} else if _, err = c.ledger.ResumeIf(ctx, n, started.ID, who, note); errors.Is(err, ErrWrongState) {
 			err = nil // paused since by another pause: it stays
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrActionUnknown):
+			unacked = cmp.Or(unacked, err)
+		case err != nil:
 			return err
 		}
 	}
-	return nil
+	return unacked
 }
 
 // pausedEverywhere returns, when every physical queue queue q has now is
