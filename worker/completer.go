@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rules "github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
@@ -184,7 +185,10 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 	defer cancel()
 	outs, errs := make([][]ledger.Committed, len(groups)), make([]error, len(groups))
 	retried := make([]bool, len(groups)) // a group's call was sent again
-	todo := make([]int, len(groups))     // the groups not yet settled
+	// unacked: a try of the group's call ran on the primary, too few
+	// replicas acknowledging it (durable mode; made on the first)
+	var unacked []bool
+	todo := make([]int, len(groups)) // the groups not yet settled
 	for g := range todo {
 		todo[g] = g
 	}
@@ -197,6 +201,12 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 		var again []int
 		for j, g := range todo {
 			outs[g], errs[g] = o[j], e[j]
+			if e[j] != nil && errors.Is(e[j], durable.ErrUnacknowledged) {
+				if unacked == nil {
+					unacked = make([]bool, len(groups))
+				}
+				unacked[g] = true
+			}
 			if e[j] != nil && !errors.Is(e[j], jobs.ErrInvalid) && cctx.Err() == nil {
 				again = append(again, g)
 			}
@@ -217,9 +227,15 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 	for g, fs := range groups {
 		out, err := outs[g], errs[g]
 		for i, f := range fs {
-			if err != nil {
+			switch {
+			case err != nil && unacked != nil && unacked[g]:
+				f.a.log.Error("commit ran on the primary but was not acknowledged by enough replicas in time: applied there unless a newer attempt owned the job, "+
+					"it stands unless a failover loses it, and then the maintenance leader resolves the job after its lease expires", "wanted", f.outcome.To, "error", err)
+			case err != nil:
 				f.a.log.Error("commit failed with an unknown result; the maintenance leader resolves the job after its lease expires",
 					"wanted", f.outcome.To, "error", err)
+			}
+			if err != nil {
 				if c.p.stopping.Err() != nil {
 					c.p.unsettled.add(f.a, UnsettledCommitFailed)
 				}

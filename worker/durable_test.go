@@ -12,6 +12,7 @@ import (
 	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -164,5 +165,51 @@ func TestDurableTimeoutBeyondTheReadTimeoutRefusesThePool(t *testing.T) {
 		Durability: jobs.Durability{Replicas: 1, Timeout: 5 * time.Second}}})
 	if !errors.Is(err, worker.ErrConfig) || !strings.Contains(err.Error(), "durability: timeout") {
 		t.Fatalf("NewPool: %v, want ErrConfig naming the durability timeout", err)
+	}
+}
+
+// A completion still unacknowledged when a stopping pool gives up is
+// named unsettled and logged as what it is: applied on the primary, not
+// on enough replicas (it stands unless a failover loses it), not as a
+// commit whose result is unknown.
+func TestDurableCompletionUnacknowledgedAtShutdownSaysItApplied(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover tests skipped in -short mode")
+	}
+	f := redistest.StartFailover(t, redistest.FailoverOptions{})
+	e := newEnvOn(t, f.Client(), redistest.Namespace(t))
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	p := e.pool(durablePool(e))
+	if err := worker.Register(p, jobs.WorkFunc[plainArgs](func(context.Context, *jobs.Job[plainArgs]) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	job := e.enqueue(plainArgs{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	<-started
+	f.CutReplication()
+	close(release)
+	jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, job.JobID, jobs.Succeeded) // on the primary
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(testsignal.Timeout()):
+		t.Fatal("the pool did not stop")
+	}
+	var se *worker.ShutdownError
+	if !errors.As(err, &se) || len(se.Jobs) != 1 || se.Jobs[0].ID != job.JobID {
+		t.Fatalf("Run = %v, want a *ShutdownError naming the job", err)
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, "commit ran on the primary but was not acknowledged by enough replicas") ||
+		strings.Contains(logs, "commit failed with an unknown result") {
+		t.Fatalf("the unacknowledged commit is not logged as applied on the primary:\n%s", tail(logs, 10))
 	}
 }
