@@ -62,6 +62,10 @@ func TestDurableOperatorActionsWaitForReplicas(t *testing.T) {
 	if p, err := onReplica.Paused(ctx, "healthy"); err != nil || p == nil {
 		t.Fatalf("acknowledged pause not on the replica: %+v, %v", p, err)
 	}
+	l := ledger.New(f.Client(), ledger.Config{Namespace: cfg.Namespace})
+	if _, err := l.RegisterSchedule(ctx, 1, jobs.ScheduleSpec{ID: "nightly", Schedule: "@every 1h0m0s", Kind: "count", Queue: q}); err != nil {
+		t.Fatal(err)
+	}
 	f.Sync()
 
 	f.CutReplication()
@@ -84,6 +88,14 @@ func TestDurableOperatorActionsWaitForReplicas(t *testing.T) {
 	unknown("resume", err)
 	_, err = client.SetPartitions(ctx, "parted", 2, "alice", "cut")
 	unknown("set partitions", err)
+	removed, err := client.RemoveSchedule(ctx, "nightly", "alice", "cut")
+	unknown("remove schedule", err)
+	if !removed {
+		t.Fatal("remove schedule with replication cut: not reported removed, though it applied on the primary")
+	}
+	if removed, err := client.RemoveSchedule(ctx, "nightly", "alice", "again"); removed || err != nil {
+		t.Fatalf("removing a removed schedule: %v, %v; want nothing found, nothing written", removed, err)
+	}
 
 	// The actions applied on the primary: only the replicas' word is missing.
 	if s := stateOn(onPrimary, b); s != jobs.Cancelled {
