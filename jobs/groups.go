@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/namespace"
 )
 
 // Grouper is implemented by args whose jobs belong to a fair group (a
@@ -48,13 +49,7 @@ func Group(name string) Option {
 // ValidateGroup checks a group name: 1-MaxGroupLen letters, digits or
 // ._:- (an error matches ErrInvalid).
 func ValidateGroup(name string) error {
-	ok := len(name) >= 1 && len(name) <= MaxGroupLen
-	for i := 0; ok && i < len(name); i++ {
-		c := name[i]
-		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '.' || c == '_' || c == ':' || c == '-'
-	}
-	if !ok {
+	if !namespace.IsName(name, MaxGroupLen) {
 		return invalid("group name %q must be 1-%d letters, digits or ._:-", ledger.Clip(name), MaxGroupLen)
 	}
 	return nil

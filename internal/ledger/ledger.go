@@ -18,6 +18,7 @@ import (
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/luafunc"
+	"github.com/fencedq/fencedq/internal/namespace"
 	"github.com/fencedq/fencedq/internal/scriptbatch"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -198,13 +199,7 @@ func ValidateQueue(q string) error {
 	if q == "." || q == ".." {
 		return invalid("queue name %q is a path element, not a name", q)
 	}
-	ok := len(q) >= 1 && len(q) <= 100
-	for i := 0; ok && i < len(q); i++ {
-		c := q[i]
-		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '.' || c == '_' || c == ':' || c == '-'
-	}
-	if !ok {
+	if !namespace.IsName(q, 100) {
 		return invalid("queue name %q must be 1-100 letters, digits or ._:-", Clip(q))
 	}
 	return nil

@@ -21,18 +21,30 @@ const MaxLen = 64
 // resource acct).
 var Nested = []string{"pool", "lease", "fence", "data"}
 
+// IsName reports whether s is 1-max ASCII letters, digits or ._:- (the
+// rule of namespaces, queue names and group names: no brace, which would
+// move a key's hash tag, no glob character, white space or control
+// character). A byte loop: every enqueue checks its queue.
+func IsName(s string, max int) bool {
+	if len(s) < 1 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // Check returns why ns cannot be a namespace, nil when it can: it is 1-64
 // letters, digits or ._:- (no brace, which would move the keys' hash tag;
 // no glob character, white space or control character), and no part of it
 // after its first is one of Nested.
 func Check(ns string) error {
-	ok := len(ns) >= 1 && len(ns) <= MaxLen
-	for i := 0; ok && i < len(ns); i++ {
-		c := ns[i]
-		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '.' || c == '_' || c == ':' || c == '-'
-	}
-	if !ok {
+	if !IsName(ns, MaxLen) {
 		return fmt.Errorf("namespace %q must be 1-%d letters, digits or ._:-", clip(ns), MaxLen)
 	}
 	parts := strings.Split(ns, ":")
