@@ -16,8 +16,10 @@ const maxWorkflowsLimit = 100
 
 // apiWorkflows lists the newest workflows (state, progress n/m, started)
 // and, with ?id=, shows one with each step's dependencies, state, token
-// and redacted output. It needs the client (workflow reads go through
-// package workflow): a dashboard without one answers 503.
+// and redacted output; a step whose job could not be read (its master
+// down) is unreachable, the answer flagged partial. It needs the client
+// (workflow reads go through package workflow): a dashboard without one
+// answers 503.
 func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 	if h.client == nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "workflows need a dashboard with a client")
@@ -36,23 +38,29 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
+	var part partial
 	if id != "" {
+		// A workflow some of whose steps could not be read is shown, those
+		// steps unreachable, flagged partial.
 		st, err := workflow.Get(ctx, h.client, id)
 		if errors.Is(err, workflow.ErrNotFound) {
 			writeError(w, http.StatusNotFound, "not_found", "no such workflow")
 			return
 		}
-		if err != nil {
+		if st == nil && err != nil {
 			h.fail(w, r, err)
+			return
+		}
+		if !h.degrade(w, r, &part, err) {
 			return
 		}
 		writeJSON(w, http.StatusOK, struct {
 			*workflow.Status
 			ServerTime time.Time `json:"server_time,omitzero"`
-		}{st, h.serverTime(ctx, r)})
+			partial
+		}{st, h.serverTime(ctx, r), part})
 		return
 	}
-	var part partial
 	list, err := workflow.List(ctx, h.client, 0, n)
 	if !h.degrade(w, r, &part, err) {
 		return

@@ -31,6 +31,12 @@ const (
 // reason "job record missing".
 const StepLost = jobs.State(ledger.StepLost)
 
+// StepUnreachable is the state of a step whose job could not be read (on
+// Redis Cluster, its master down; Step.State): it is not counted done, and
+// the workflow's State counts it as the end recorded for it when the
+// maintenance leader recorded one, else as not final.
+const StepUnreachable = jobs.State(ledger.StepUnreachable)
+
 // Status is a workflow as read now.
 type Status struct {
 	// ID is the workflow's id; Name the name given to New.
@@ -71,7 +77,8 @@ type Step struct {
 	// missing while the workflow ran (deleted by hand, or lost with a
 	// Redis that came back with older data): the maintenance leader ended
 	// it dead for its dependents and the workflow, Reason "job record
-	// missing".
+	// missing"; StepUnreachable ("unreachable") when its job could not be
+	// read.
 	State jobs.State `json:"state"`
 	// Token is the fencing token of the job's latest attempt, Attempts
 	// how many it had, Reason the job record's last reason (why it is
@@ -86,7 +93,9 @@ type Step struct {
 // Get reads workflow id: its record and each step's job. A queue that
 // could not be read (on Redis Cluster, its master down) does not hide a
 // workflow whose home another holds; found in none of those read, the
-// error is a *jobs.PartialError naming them, not ErrNotFound.
+// error is a *jobs.PartialError naming them, not ErrNotFound. Steps whose
+// jobs could not be read are StepUnreachable, and the workflow is
+// returned with a *jobs.PartialError naming their queues.
 func Get(ctx context.Context, c *jobs.Client, id string) (*Status, error) {
 	l, err := clientledger.Of(c)
 	if l == nil {
@@ -123,14 +132,17 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 	for i, d := range def.Steps {
 		refs[i] = ledger.StepRef{Queue: d.Queue, ID: d.ID}
 	}
-	recs, err := l.Steps(ctx, refs)
-	if err != nil {
-		return nil, err
+	recs, perr := l.Steps(ctx, refs)
+	var missed ledger.Partial
+	if !missed.Add(perr) {
+		return nil, perr
 	}
 	var states []jobs.State
 	for i, d := range def.Steps {
 		s := Step{Name: d.Name, Queue: d.Queue, JobID: d.ID, Kind: d.Kind, Deps: d.Deps, AllowFail: d.AllowFail}
-		if r := recs[i]; r == nil {
+		if r := recs[i]; r == nil && missed.Missed(d.Queue) {
+			s.State = StepUnreachable
+		} else if r == nil {
 			s.State = "missing"
 			if why, ok := info.Lost[d.Name]; ok {
 				s.State, s.Reason = StepLost, why
@@ -149,15 +161,16 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 		st.Steps = append(st.Steps, s)
 	}
 	st.State = ledger.WorkflowOutcome(states, st.CancelledBy)
-	return st, nil
+	return st, missed.Err()
 }
 
 // List returns up to n workflows, newest first, skipping offset. It
 // reads the ids of the newest offset+n of every queue (one pipelined round
 // trip), then the record and every step's job of the n it returns only.
 // When some queues could not be read (on Redis Cluster, their master
-// down), it lists the workflows of the others with a *jobs.PartialError
-// naming them.
+// down), it lists the workflows of the others, a step whose job it could
+// not read StepUnreachable (as Get), with a *jobs.PartialError naming
+// them.
 func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error) {
 	l, err := clientledger.Of(c)
 	if l == nil {
@@ -174,9 +187,10 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 		return nil, err
 	}
 	// the ids first: only the n workflows listed have their steps read
-	refs, perr := l.NewestWorkflows(ctx, qs, offset+n)
-	if (perr != nil && !errors.Is(perr, jobs.ErrPartial)) || offset >= len(refs) {
-		return nil, perr
+	refs, err := l.NewestWorkflows(ctx, qs, offset+n)
+	var missed ledger.Partial
+	if !missed.Add(err) || offset >= len(refs) {
+		return nil, err
 	}
 	var out []*Status
 	for _, ref := range refs[offset:] {
@@ -184,12 +198,12 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 		if errors.Is(err, ErrNotFound) {
 			continue // pruned since
 		}
-		if err != nil {
+		if !missed.Add(err) {
 			return nil, err
 		}
 		out = append(out, st)
 	}
-	return out, perr
+	return out, missed.Err()
 }
 
 // Cancel cancels workflow id on behalf of actor (an operator, with a
@@ -205,7 +219,10 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 // again (completing a Cancel that stopped midway) and keeps the first
 // operator as CancelledBy. A workflow that finished (succeeded or failed)
 // is over: cancelling it fails with jobs.ErrWrongState and leaves it as it
-// is (a failed one's steps can still be re-run). An actor or note the client refuses
+// is (a failed one's steps can still be re-run). A workflow some of whose
+// steps could not be read (on Redis Cluster, their master down) is not
+// cancelled: the error is the *jobs.PartialError naming their queues. An
+// actor or note the client refuses
 // fails with jobs.ErrInvalid before anything is written. It returns the
 // workflow as it is afterwards. In durable mode (jobs.Config.Durability)
 // its writes wait for replicas: when too few acknowledge one in time, the

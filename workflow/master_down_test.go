@@ -20,6 +20,81 @@ import (
 // the queue not read); an id found in no queue read is that error, not
 // ErrNotFound.
 func TestWorkflowViewsWithAQueuesMasterDown(t *testing.T) {
+	ctx := context.Background()
+	d := startMasterDown(t)
+	e := d.env
+	live, lost := d.live, d.lost
+	if _, err := workflow.Enqueue(ctx, e.client, workflow.New("other").Add("a", step("a"), workflow.Options(jobs.Queue(lost)))); err != nil {
+		t.Fatal(err)
+	}
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("order").Add("a", step("a"), workflow.Options(jobs.Queue(live))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.kill()
+	if st, err := workflow.Get(ctx, e.client, res.ID); err != nil || st.ID != res.ID {
+		t.Fatalf("Get with another queue's master down = %+v, %v", st, err)
+	}
+	list, err := workflow.List(ctx, e.client, 0, 10)
+	d.partial("List", err)
+	if len(list) != 1 || list[0].ID != res.ID {
+		t.Fatalf("List with %s's master down = %v, want the workflow of %s", lost, list, live)
+	}
+	_, err = workflow.Get(ctx, e.client, "wf-no-such-workflow")
+	d.partial("Get of no workflow", err)
+}
+
+// TestWorkflowViewsWithAStepsMasterDown: with the master holding a step of
+// a workflow (not its home) killed, List still lists it and the others,
+// and Get still reads it: each with its steps read, the step not read in
+// state StepUnreachable and not counted done, with a *PartialError naming
+// the step's queue.
+func TestWorkflowViewsWithAStepsMasterDown(t *testing.T) {
+	ctx := context.Background()
+	d := startMasterDown(t)
+	e := d.env
+	live, lost := d.live, d.lost
+	split, err := workflow.Enqueue(ctx, e.client, workflow.New("split").
+		Add("a", step("a"), workflow.Options(jobs.Queue(live))).
+		Add("b", step("b", "a"), workflow.Options(jobs.Queue(lost))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := workflow.Enqueue(ctx, e.client, workflow.New("whole").Add("a", step("a"), workflow.Options(jobs.Queue(live))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.kill()
+	check := func(what string, st *workflow.Status) {
+		t.Helper()
+		if st == nil || st.ID != split.ID || len(st.Steps) != 2 || st.Steps[0].State != jobs.Pending ||
+			st.Steps[1].State != workflow.StepUnreachable || st.Done != 0 || st.Total != 2 || st.State != workflow.Running {
+			t.Fatalf("%s with %s's master down = %+v, want split with step b unreachable", what, lost, st)
+		}
+	}
+	st, err := workflow.Get(ctx, e.client, split.ID)
+	d.partial("Get", err)
+	check("Get", st)
+	list, err := workflow.List(ctx, e.client, 0, 10)
+	d.partial("List", err)
+	if len(list) != 2 || list[0].ID != whole.ID {
+		t.Fatalf("List with %s's master down = %v, want both workflows", lost, list)
+	}
+	check("List", list[1])
+}
+
+// masterDown is a cluster whose master holding queue lost is killed by
+// kill, leaving queue live and the namespace's registry on another.
+type masterDown struct {
+	env        *env
+	live, lost string
+	kill       func()
+	// partial fails the test unless err is a *PartialError naming lost.
+	partial func(what string, err error)
+}
+
+func startMasterDown(t *testing.T) *masterDown {
+	t.Helper()
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
 	for _, n := range cl.Nodes {
@@ -37,8 +112,8 @@ func TestWorkflowViewsWithAQueuesMasterDown(t *testing.T) {
 		}
 		return m.Options().Addr
 	}
-	// The registry on one master, the workflow's queue on it or another,
-	// the lost queue on a third.
+	// The registry on one master, queue live on it too, queue lost on
+	// another.
 	ns := redistest.Namespace(t)
 	home := master(ns + ":queues")
 	var live, lost string
@@ -54,34 +129,20 @@ func TestWorkflowViewsWithAQueuesMasterDown(t *testing.T) {
 	if live == "" || lost == "" {
 		t.Fatal("no layout to test")
 	}
-	e := newEnvOn(t, rdb, ns)
-	if _, err := workflow.Enqueue(ctx, e.client, workflow.New("other").Add("a", step("a"), workflow.Options(jobs.Queue(lost)))); err != nil {
-		t.Fatal(err)
-	}
-	res, err := workflow.Enqueue(ctx, e.client, workflow.New("order").Add("a", step("a"), workflow.Options(jobs.Queue(live))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range cl.Nodes {
-		if n.Addr == master(ns+":{"+lost+"}:pending") {
-			n.Kill()
-		}
-	}
-	if st, err := workflow.Get(ctx, e.client, res.ID); err != nil || st.ID != res.ID {
-		t.Fatalf("Get with another queue's master down = %+v, %v", st, err)
-	}
-	partial := func(what string, err error) {
-		t.Helper()
-		var pe *jobs.PartialError
-		if !errors.As(err, &pe) || errors.Is(err, workflow.ErrNotFound) || len(pe.Unreachable) != 1 || pe.Unreachable[0] != lost {
-			t.Fatalf("%s with %s's master down: %v, want a *PartialError naming %s", what, lost, err, lost)
-		}
-	}
-	list, err := workflow.List(ctx, e.client, 0, 10)
-	partial("List", err)
-	if len(list) != 1 || list[0].ID != res.ID {
-		t.Fatalf("List with %s's master down = %v, want the workflow of %s", lost, list, live)
-	}
-	_, err = workflow.Get(ctx, e.client, "wf-no-such-workflow")
-	partial("Get of no workflow", err)
+	victim := master(ns + ":{" + lost + "}:pending")
+	return &masterDown{env: newEnvOn(t, rdb, ns), live: live, lost: lost,
+		kill: func() {
+			for _, n := range cl.Nodes {
+				if n.Addr == victim {
+					n.Kill()
+				}
+			}
+		},
+		partial: func(what string, err error) {
+			t.Helper()
+			var pe *jobs.PartialError
+			if !errors.As(err, &pe) || errors.Is(err, workflow.ErrNotFound) || len(pe.Unreachable) != 1 || pe.Unreachable[0] != lost {
+				t.Fatalf("%s with %s's master down: %v, want a *PartialError naming %s", what, lost, err, lost)
+			}
+		}}
 }

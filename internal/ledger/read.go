@@ -1114,34 +1114,39 @@ const stepChunk = 100
 // recorded, a pipelined round trip per stepChunk of them: a workflow's
 // status reads its up to a thousand steps in a few round trips, not one
 // per step. Unlike Get it does not work out where a pending job waits.
+// When some jobs could not be read (on Redis Cluster, their master down),
+// they are nil too, and a *PartialError names their queues; ctx ended, its
+// error is returned whole.
 func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
 	out := make([]*Record, len(refs))
+	var missed Partial
 	for lo := 0; lo < len(refs); lo += stepChunk {
 		chunk := refs[lo:min(lo+stepChunk, len(refs))]
 		cmds := make([]*redis.MapStringStringCmd, len(chunk))
-		pipe := l.rdb.Pipeline()
-		for i, r := range chunk {
-			if !siblingID(r.ID) {
-				cmds[i] = pipe.HGetAll(ctx, l.JobKey(r.Queue, r.ID))
+		_, _ = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // read per command below
+			for i, r := range chunk {
+				if !siblingID(r.ID) {
+					cmds[i] = p.HGetAll(ctx, l.JobKey(r.Queue, r.ID))
+				}
 			}
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !wrongType(err) && !errors.Is(err, redis.Nil) {
-			return nil, wrap("read steps", err)
-		}
+			return nil
+		})
 		for i, c := range cmds {
 			if c == nil {
 				continue
 			}
 			h, err := jobFields(c)
-			if err != nil {
-				return nil, wrap("get "+chunk[i].ID, err)
-			}
-			if len(h) > 0 {
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil, wrap("read steps", err)
+			case err != nil:
+				missed.Fail(chunk[i].Queue, wrap("get "+chunk[i].ID, err))
+			case len(h) > 0:
 				out[lo+i] = recordFrom(chunk[i].Queue, chunk[i].ID, h)
 			}
 		}
 	}
-	return out, nil
+	return out, missed.Err()
 }
 
 // PausedOf returns the pause of each of names (queue names, partitions'

@@ -578,11 +578,15 @@ const LostReason = "job record missing"
 // record gone while its workflow ran): it counts as dead.
 const StepLost State = "lost"
 
+// StepUnreachable is the state a workflow read reports for a step whose
+// job could not be read (on Redis Cluster, its master down).
+const StepUnreachable State = "unreachable"
+
 // StepState is the state to count step name in, given the state its job
-// was read in: a job that expired ("missing") counts as the end recorded
-// for it, when one was.
+// was read in: a job that expired ("missing") or could not be read
+// (StepUnreachable) counts as the end recorded for it, when one was.
 func (w *WorkflowInfo) StepState(name string, s State) State {
-	if s == "missing" {
+	if s == "missing" || s == StepUnreachable {
 		if end, ok := w.Ends[name]; ok {
 			return end
 		}
