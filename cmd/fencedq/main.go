@@ -48,7 +48,9 @@
 // taken exits 1 at once, naming the address.
 //
 // Exit codes: 0 success, 1 failure (including a missing job, or a job in a
-// state the action does not take), 2 bad usage (including a flag the mode
+// state the action does not take, and a partial answer: with a Cluster
+// master down, a listing prints what it read, then fails naming what it
+// could not read), 2 bad usage (including a flag the mode
 // given does nothing with: schedules --removed --id, inspect --job --limit).
 package main
 
@@ -129,7 +131,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Flags that say what an action does (--queue, --job, --decision, ...) come from")
 	fmt.Fprintln(w, "the command line only. The demo is its own command: go run ./cmd/fencedq-demo")
 	fmt.Fprintln(w, "\nExit codes: 0 success, 1 failure (among them a job, workflow or schedule not")
-	fmt.Fprintln(w, "found, or a job in a state the action does not take), 2 bad usage.")
+	fmt.Fprintln(w, "found, a job in a state the action does not take, or a partial answer: with a")
+	fmt.Fprintln(w, "Cluster master down, a listing prints what it read, then names what it could")
+	fmt.Fprintln(w, "not read), 2 bad usage.")
 }
 
 // envVars lists, sorted, the FENCEDQ_ variables some command reads.

@@ -13,12 +13,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/fencedq/fencedq/internal/cli"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/workflow"
 )
 
 // workflowInspectCmd lists the newest workflows, or shows one with its
-// steps (--id).
+// steps (--id). With a Cluster master down it prints what it read (a step
+// not read shown unreachable), then fails naming what it could not read,
+// as the other listings do.
 func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var c commonFlags
 	c.add(fs)
@@ -40,14 +43,15 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 		}
 		defer closeAll()
 		if *id == "" {
+			var missed ledger.Partial
 			list, err := workflow.List(ctx, client, 0, *limit)
-			if err != nil {
+			if !missed.Add(err) {
 				return err
 			}
 			more := false
 			if len(list) == *limit { // are some left out? (List takes at most 1000)
 				next, err := workflow.List(ctx, client, *limit, 1)
-				if err != nil {
+				if !missed.Add(err) {
 					return err
 				}
 				more = len(next) > 0
@@ -56,7 +60,10 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 				list = []*workflow.Status{} // JSON: an empty array, as the other listings
 			}
 			if *asJSON {
-				return json.NewEncoder(cli.JSONWriter(out)).Encode(list)
+				if err := json.NewEncoder(cli.JSONWriter(out)).Encode(list); err != nil {
+					return err
+				}
+				return missed.Err()
 			}
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tPROGRESS\tSTARTED\tAGE")
@@ -75,13 +82,16 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 			if len(list) == 0 {
 				fmt.Fprint(out, emptyNamespaceNote(ctx, client.Inspector()))
 			}
-			return nil
+			return missed.Err()
 		}
 		st, err := workflow.Get(ctx, client, *id)
-		if err != nil {
+		if st == nil {
 			return inEmptyNamespace(ctx, client.Inspector(), workflowError("inspect", err))
 		}
-		return showWorkflow(out, st, *asJSON)
+		if err := showWorkflow(out, st, *asJSON); err != nil {
+			return err
+		}
+		return err // some steps not read
 	}
 }
 
