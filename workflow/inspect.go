@@ -164,9 +164,11 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 	return st, missed.Err()
 }
 
-// List returns up to n workflows, newest first, skipping offset. It
-// reads the ids of the newest offset+n of every queue (one pipelined round
-// trip), then the record and every step's job of the n it returns only.
+// List returns up to n workflows (at most 1000), newest first, skipping
+// offset (offset+n at most jobs.MaxListWindow; jobs.ErrInvalid otherwise).
+// It reads the ids of the newest offset+n of every queue (one pipelined
+// round trip), then the record and every step's job of the n it returns
+// only.
 // When some queues could not be read (on Redis Cluster, their master
 // down), it lists the workflows of the others, a step whose job it could
 // not read StepUnreachable (as Get), with a *jobs.PartialError naming
@@ -179,8 +181,8 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 	if err != nil {
 		return nil, err
 	}
-	if offset < 0 || n <= 0 || n > 1000 {
-		return nil, fmt.Errorf("%w: list workflows: offset ≥ 0 and 1 ≤ n ≤ 1000", jobs.ErrInvalid)
+	if offset < 0 || n <= 0 || n > 1000 || offset > jobs.MaxListWindow-n {
+		return nil, fmt.Errorf("%w: list workflows: offset ≥ 0, 1 ≤ n ≤ 1000 and offset+n ≤ %d", jobs.ErrInvalid, jobs.MaxListWindow)
 	}
 	qs, err := l.Queues(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -291,5 +292,25 @@ func TestEnqueueRedisErrorsAreUnknown(t *testing.T) {
 		if err != nil || len(res.Steps) != 2 || res.Deduplicated != (f == found) {
 			t.Fatalf("Enqueue again: %+v, %v", res, err)
 		}
+	}
+}
+
+// TestListBoundsItsWindow: an offset so large that offset+n overflows, or
+// passes jobs.MaxListWindow (List reads offset+n ids of every queue), is
+// refused with jobs.ErrInvalid, as Inspector.List's, not a panic or a read
+// of every workflow; the largest window allowed still lists.
+func TestListBoundsItsWindow(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := workflow.Enqueue(ctx, e.client, diamond()); err != nil {
+		t.Fatal(err)
+	}
+	for _, offset := range []int{math.MaxInt - 5, math.MaxInt, jobs.MaxListWindow} {
+		if list, err := workflow.List(ctx, e.client, offset, 10); !errors.Is(err, jobs.ErrInvalid) {
+			t.Fatalf("List at offset %d = %v, %v, want jobs.ErrInvalid", offset, list, err)
+		}
+	}
+	if list, err := workflow.List(ctx, e.client, jobs.MaxListWindow-10, 10); err != nil || len(list) != 0 {
+		t.Fatalf("List at the end of the window = %v, %v, want none", list, err)
 	}
 }
