@@ -32,9 +32,9 @@ const (
 const StepLost = jobs.State(ledger.StepLost)
 
 // StepUnreachable is the state of a step whose job could not be read (on
-// Redis Cluster, its master down; Step.State): it is not counted done, and
-// the workflow's State counts it as the end recorded for it when the
-// maintenance leader recorded one, else as not final.
+// Redis Cluster, its master down; Step.State): it counts, in Done and the
+// workflow's State, as the end the maintenance leader recorded for it when
+// it recorded one, else as not final.
 const StepUnreachable = jobs.State(ledger.StepUnreachable)
 
 // Status is a workflow as read now.
@@ -150,14 +150,17 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 		} else {
 			s.State, s.Token, s.Attempts, s.Reason, s.Output = r.State, r.Token, r.Attempts, r.Reason, r.Output
 		}
-		if s.State.Final() || s.State == "missing" || s.State == StepLost {
-			st.Done++
-		}
 		state := s.State
 		if state == StepLost {
 			state = "missing" // counts as the end recorded for it: dead
 		}
-		states = append(states, info.StepState(d.Name, state)) // an expired step counts as it ended
+		// an expired step, or one not read, counts as it ended when its end
+		// was recorded
+		state = info.StepState(d.Name, state)
+		if state.Final() || state == "missing" {
+			st.Done++
+		}
+		states = append(states, state)
 		st.Steps = append(st.Steps, s)
 	}
 	st.State = ledger.WorkflowOutcome(states, st.CancelledBy)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
 	"github.com/fencedq/fencedq/workflow"
 )
 
@@ -145,4 +146,31 @@ func startMasterDown(t *testing.T) *masterDown {
 				t.Fatalf("%s with %s's master down: %v, want a *PartialError naming %s", what, lost, err, lost)
 			}
 		}}
+}
+
+// TestUnreachableStepCountsItsRecordedEnd: a step whose job could not be
+// read (its master down) after the maintenance leader recorded its end
+// counts as that end: done, and in the workflow's state.
+func TestUnreachableStepCountsItsRecordedEnd(t *testing.T) {
+	ctx := context.Background()
+	d := startMasterDown(t)
+	e := d.env
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New("split").
+		Add("a", step("a"), workflow.Options(jobs.Queue(d.live))).
+		Add("b", step("b", "a"), workflow.After("a"), workflow.Options(jobs.Queue(d.lost))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := e.run(false, nil, func(p *worker.Pool) error { return worker.Register(p, jobs.WorkFunc[Step](e.work)) }, d.live, d.lost)
+	e.wait(res, "b", jobs.Succeeded)
+	stop()
+	if _, _, _, err := e.ledger.SettleWorkflow(ctx, res.Home, res.ID, "test"); err != nil { // records the steps' ends
+		t.Fatal(err)
+	}
+	d.kill()
+	st, err := workflow.Get(ctx, e.client, res.ID)
+	d.partial("Get", err)
+	if st == nil || st.Steps[1].State != workflow.StepUnreachable || st.Done != 2 || st.State != workflow.Succeeded {
+		t.Fatalf("Get with %s's master down = %+v, want succeeded, 2/2 done, step b unreachable", d.lost, st)
+	}
 }
