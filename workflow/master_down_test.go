@@ -174,3 +174,29 @@ func TestUnreachableStepCountsItsRecordedEnd(t *testing.T) {
 		t.Fatalf("Get with %s's master down = %+v, want succeeded, 2/2 done, step b unreachable", d.lost, st)
 	}
 }
+
+// TestDeduplicatedEnqueueWithAQueuesMasterDown: enqueueing a workflow
+// again by its operation id, with another queue's master down, returns the
+// first workflow (found in its home, which answers) instead of failing
+// with jobs.ErrEnqueueUnknown until that master is back.
+func TestDeduplicatedEnqueueWithAQueuesMasterDown(t *testing.T) {
+	ctx := context.Background()
+	d := startMasterDown(t)
+	e := d.env
+	w := func() *workflow.Workflow {
+		return workflow.New("order").Add("a", step("a"), workflow.Options(jobs.Queue(d.live))).
+			Add("b", step("b"), workflow.After("a"), workflow.Options(jobs.Queue(d.live)))
+	}
+	if _, err := workflow.Enqueue(ctx, e.client, workflow.New("other").Add("a", step("a"), workflow.Options(jobs.Queue(d.lost)))); err != nil {
+		t.Fatal(err)
+	}
+	first, err := workflow.Enqueue(ctx, e.client, w(), workflow.OperationID("order-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.kill()
+	again, err := workflow.Enqueue(ctx, e.client, w(), workflow.OperationID("order-7"))
+	if err != nil || !again.Deduplicated || again.ID != first.ID || again.Home != first.Home || again.Steps["b"] != first.Steps["b"] {
+		t.Fatalf("Enqueue again with %s's master down = %+v, %v, want the first workflow %+v", d.lost, again, err, first)
+	}
+}

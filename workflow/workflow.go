@@ -431,10 +431,11 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 // existing fills res (deduplicated) with the home and steps of the
 // workflow it names, as its record holds them; one pruned meanwhile leaves
 // res as it is. A Redis error matches jobs.ErrEnqueueUnknown: enqueueing
-// again finds the workflow.
+// again finds the workflow. Queues not read (on Redis Cluster, their
+// master down) do not matter once a queue read is its home.
 func existing(ctx context.Context, l *ledger.Ledger, res *Result) error {
 	home, err := l.FindWorkflow(ctx, res.ID)
-	if err != nil {
+	if home == "" && err != nil {
 		return fmt.Errorf("%w: reading the steps of workflow %s: %w", jobs.ErrEnqueueUnknown, res.ID, err)
 	}
 	if home == "" {

@@ -207,13 +207,14 @@ func (l *Ledger) knownWorkflow(ctx context.Context, w *NewWorkflow) (home, id st
 		return "", "", enqueueUnknown(wrap("enqueue workflow "+w.ID, err))
 	}
 	// the id is the operation id's: a first enqueue whose first step
-	// was in another queue holds it there
+	// was in another queue holds it there (found there, the queues not
+	// read do not matter: a workflow has one home)
 	home, err = l.FindWorkflow(ctx, w.ID)
-	if err != nil {
-		return "", "", enqueueUnknown(err)
-	}
-	if home != "" {
+	switch {
+	case home != "":
 		return home, w.ID, nil
+	case err != nil:
+		return "", "", enqueueUnknown(err)
 	}
 	return "", "", nil
 }
