@@ -62,9 +62,10 @@
 // it, which names the resource, owners or operation id, is recorded by its
 // class: "debit: fence: stale token") and sets the span's status; a
 // panic, or a handler that ends its goroutine (runtime.Goexit), is
-// recorded as the retry the pool commits (so is one in a middleware after
-// the handler returned, for which the pool commits the handler's own
-// outcome: the span cannot tell them apart). A failed enqueue's span records
+// recorded as the retry the pool commits; one in a middleware after the
+// handler returned leaves the handler's own outcome, which the pool
+// commits and the span records (worker.JobView.HandlerResult). A failed
+// enqueue's span records
 // only the class of its error (jobs.ErrInvalid, jobs.ErrEnqueueUnknown, a
 // context's end), never its text, which may quote the operation id or the
 // resource it was refused for; the caller gets the whole error. An
