@@ -329,7 +329,9 @@ func (c *Client) Close() error { return nil }
 // the job was written whole or not at all; enqueue again with the same
 // OperationID to find out safely. A Redis out of memory (maxmemory
 // reached under noeviction) refuses the write before it starts: that error
-// matches ErrOutOfMemory, and nothing was written. No other error follows
+// matches ErrOutOfMemory, and nothing was written; so does a read-only
+// replica (a demoted primary) or a primary short of min-replicas-to-write,
+// matching ErrWriteRefused. No other error follows
 // a write: when
 // only the queue registry (which lists a queue's first job to the
 // dashboard, the CLI and the reconciler) could not be updated, Enqueue

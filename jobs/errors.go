@@ -61,6 +61,14 @@ var (
 	// so enqueueing again, once Redis has memory, creates the job, with or
 	// without an OperationID.
 	ErrOutOfMemory = ledger.ErrOutOfMemory
+	// ErrWriteRefused means Redis refused an enqueue before writing: the
+	// client reached a read-only replica (a primary a failover demoted, an
+	// address that is not the primary's) or a primary with fewer good
+	// replicas than its min-replicas-to-write. Nothing was written, so
+	// enqueueing again through the primary creates the job, with or
+	// without an OperationID; a redis.NewFailoverClient finds the new
+	// primary by itself.
+	ErrWriteRefused = ledger.ErrWriteRefused
 	// ErrForeignKey means a key an enqueued job needs (its own, its limit's
 	// or its group's) holds another type than the one fencedq writes there
 	// (written by hand, or by something else): nothing was written for that

@@ -272,7 +272,8 @@ var relayHook func() error
 // logged as a warning (Options.Logger) and is not taken again: list such
 // rows with Failed, fix them (or the middleware) and put them back with
 // Retry, or delete them. An error matching jobs.ErrEnqueueUnknown (Redis
-// failing, or a middleware that cannot tell for now) sets nothing aside:
+// failing, or a middleware that cannot tell for now), jobs.ErrOutOfMemory
+// or jobs.ErrWriteRefused (a demoted primary) sets nothing aside:
 // Relay returns it, naming the rows it keeps (the first ten ids), and the
 // rows stay for the next relay.
 //
@@ -380,7 +381,8 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 // one job's sake (jobs.ErrInvalid, or an error of the client's enqueue
 // middleware, which sees the batch at once) is enqueued again one job at a
 // time, so only the jobs refused on their own are returned. An error
-// matching jobs.ErrEnqueueUnknown or jobs.ErrOutOfMemory, or the end of
+// matching jobs.ErrEnqueueUnknown, jobs.ErrOutOfMemory or
+// jobs.ErrWriteRefused (a demoted primary), or the end of
 // ctx, says nothing about the job: the call returns it, and every row stays in the outbox for the
 // next relay (the operation ids make enqueueing them again safe).
 func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (map[int]error, error) {
@@ -427,6 +429,7 @@ func rowIDs(rs []outboxRow) string {
 // instead of being set aside.
 func transient(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, jobs.ErrEnqueueUnknown) || errors.Is(err, jobs.ErrOutOfMemory) ||
+		errors.Is(err, jobs.ErrWriteRefused) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 

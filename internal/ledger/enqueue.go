@@ -129,7 +129,8 @@ const enqueueChunk = 500
 // one pipeline (Redis Cluster: one per node), each queue's jobs in their
 // order, and returns their results in order; a job whose call failed has a nil result, and the first error
 // (matching ErrEnqueueUnknown: the call's jobs were written whole or not
-// at all; or ErrOutOfMemory: Redis refused the call, nothing written) is
+// at all; or ErrOutOfMemory or ErrWriteRefused: Redis refused the call,
+// nothing written) is
 // returned, the first matching ErrEnqueueUnknown when any call's outcome
 // is unknown.
 //
@@ -338,8 +339,8 @@ func splitEnqueue(v any, n []int, stride int) ([]any, error) {
 // Redis's keys).
 func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, record bool, idx []int, js []*NewJob, cmd *redis.Cmd, out []*Inserted) error {
 	v, err := cmd.Result()
-	if isOOM(err) {
-		return fmt.Errorf("%w: %w", ErrOutOfMemory, err)
+	if refused := refusedWrite(err); refused != nil {
+		return refused
 	}
 	if f := foreignQueueKey(err); f != err {
 		return f // refused before the first write

@@ -45,6 +45,12 @@ var (
 	// ErrOutOfMemory means Redis refused an enqueue because it reached its
 	// maxmemory (under maxmemory-policy noeviction): nothing was written.
 	ErrOutOfMemory = errors.New("jobs: Redis is out of memory (maxmemory reached); nothing was written")
+	// ErrWriteRefused means Redis refused an enqueue before its first
+	// write: the server is a read-only replica (READONLY: a primary a
+	// failover demoted, or an address that is not the primary's), or a
+	// primary with fewer good replicas than its min-replicas-to-write
+	// (NOREPLICAS). Nothing was written.
+	ErrWriteRefused = errors.New("jobs: Redis refused the write (a read-only replica, or fewer replicas than min-replicas-to-write); nothing was written")
 	// ErrForeignKey means a key an enqueued job needs (its own, its limit's
 	// or its group's) holds another type than the ledger writes there
 	// (written by hand, or by something else): nothing was written for that
@@ -86,12 +92,23 @@ func ShownID(id string) string {
 	return c
 }
 
-// isOOM reports whether err is Redis's refusal of a write for lack of
-// memory ("OOM command not allowed when used memory > 'maxmemory'"). Redis
-// refuses a script before its first write, so the script wrote nothing.
-func isOOM(err error) bool {
+// refusedWrite returns err matching ErrOutOfMemory or ErrWriteRefused when
+// it is Redis's refusal of a write ("OOM ...", "READONLY ...",
+// "NOREPLICAS ..."), else nil. Redis refuses a function before it runs and
+// a script at its first write (every write is refused alike), so the call
+// wrote nothing.
+func refusedWrite(err error) error {
 	var re redis.Error
-	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
+	if !errors.As(err, &re) {
+		return nil
+	}
+	switch msg := re.Error(); {
+	case strings.HasPrefix(msg, "OOM "):
+		return fmt.Errorf("%w: %w", ErrOutOfMemory, err)
+	case strings.HasPrefix(msg, "READONLY "), strings.HasPrefix(msg, "NOREPLICAS "):
+		return fmt.Errorf("%w: %w", ErrWriteRefused, err)
+	}
+	return nil
 }
 
 // foreignQueueKey returns err matching ErrForeignKey when it is a script's
