@@ -45,10 +45,13 @@ type UniqueOpts struct {
 	// refused with ErrInvalid, since it would make every job of the kind a
 	// duplicate of the first.
 	ByFields []string
-	// ByPeriod, when set, scopes the key to a period of Redis's clock: jobs
-	// enqueued in the same period (Redis TIME truncated to a multiple of
-	// ByPeriod since the Unix epoch) are duplicates, the first job of the
-	// next period is new. At least a millisecond (whole milliseconds are
+	// ByPeriod, when set, scopes the key to a period of the namespace's
+	// time (Redis TIME plus the offset a failover carries it on with, see
+	// Inspector.ServerTime): jobs enqueued in the same period (that time
+	// truncated to a multiple of ByPeriod since the Unix epoch) are
+	// duplicates, the first job of the next period is new. A failover to a
+	// node whose clock is behind does not move an enqueue back into an
+	// earlier period. At least a millisecond (whole milliseconds are
 	// kept, a fraction rounded up).
 	ByPeriod time.Duration
 	// ByState lists the states in which a job holds its key (default

@@ -176,8 +176,9 @@ func (e every) String() string { return "@every " + time.Duration(e).String() }
 // time in UTC, RFC 3339>" (jobs.PeriodicOperationID), and an enqueue of a
 // known operation id returns the existing job: a tick enqueued twice, by
 // two leaders around a handover or by a retry after a timeout, is one job.
-// Ticks are computed by the Redis clock from the schedule's cursor, which
-// the ledger keeps, so every leader computes the same ticks. The leader's
+// Ticks are computed by the namespace's time (Redis's clock, continued
+// across a failover: jobs.Inspector.ServerTime) from the schedule's
+// cursor, which the ledger keeps, so every leader computes the same ticks. The leader's
 // schedule records are fenced by its lease token: a deposed leader that
 // wakes up cannot move a schedule's record.
 //

@@ -14,8 +14,8 @@ import (
 type Unique struct {
 	// Digest identifies the kind and the chosen args (hex).
 	Digest string
-	// Period, when set, scopes the key to the period of Redis TIME the
-	// enqueue falls in (whole milliseconds).
+	// Period, when set, scopes the key to the period of the namespace's
+	// time (epoch_now) the enqueue falls in (whole milliseconds).
 	Period time.Duration
 	// States are the states in which the job holds its key.
 	States []State

@@ -18,7 +18,7 @@
 --   operation id, resource, payload, args for display, max retries, timeout ms,
 --   delay ms, headers), then
 --   unique digest (hex, of kind and the chosen args),
---   period ms (0: none; else the key is the digest in the period of Redis TIME
+--   period ms (0: none; else the key is the digest in the period of the namespace's time
 --     the enqueue falls in: '<digest>:<period>:<floor((now - age) / period)>'),
 --   unique states (comma separated: the holder keeps the key while in one),
 --   age ms (a re-submission's time since its first enqueue, whose period it keeps; else 0)
