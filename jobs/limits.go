@@ -53,7 +53,9 @@ type Limiter interface {
 // rate was changed) each count the starts of their own period that the key
 // kept: it keeps the starts of the longest period started under it, so a
 // job of a longer period than any started in its window counts only the
-// starts of the shorter one. Return an empty key for no rate limit.
+// starts of the shorter one. A Redis failover that loses starts (a replica
+// behind the primary promoted) lets the key start at most max plus the
+// starts lost in that period. Return an empty key for no rate limit.
 type RateLimiter interface {
 	RateLimit() (key string, max int, per time.Duration)
 }
