@@ -335,12 +335,15 @@ var ErrNotFound = errors.New("workflow: not found")
 // steps pass through the client's enqueue middleware
 // (jobs.Config.EnqueueMiddleware) as one batch, a request per step in the
 // order they were added, and are validated after its last link. An
-// error matching jobs.ErrInvalid means nothing was written. Any other
-// error (one from Redis, or too few replicas in durable mode, matches
-// jobs.ErrEnqueueUnknown) leaves the workflow written whole, not at all,
-// or (spanning queues) with steps written in other queues but not
-// started: enqueueing again with the same OperationID then completes it,
-// never doubles it.
+// error matching jobs.ErrInvalid means nothing was written. An error
+// matching jobs.ErrWriteRefused or jobs.ErrOutOfMemory is Redis refusing
+// a write (a read-only replica, such as a primary a failover demoted): the
+// workflow was not committed; a workflow its operation id names is
+// deduplicated only by the primary. Any other error (one from Redis, or
+// too few replicas in durable mode, matches jobs.ErrEnqueueUnknown) leaves
+// the workflow written whole, not at all, or (spanning queues) with steps
+// written in other queues but not started: enqueueing again with the same
+// OperationID then completes it, never doubles it.
 func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (*Result, error) {
 	l, err := clientledger.Of(c)
 	if l == nil {

@@ -79,14 +79,17 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record, re
 		}()
 	}
 	if w.OperationID != "" && !revive {
-		// known already: write nothing anywhere (the home call checks again)
+		// known already: write no step (the home call checks again)
 		home, got, err := l.knownWorkflow(ctx, w)
 		if err != nil {
 			return "", false, err
 		}
-		if got != "" && l.Durable() {
-			// Found on the primary, maybe left there by a try the replicas
-			// did not acknowledge: acknowledged once they hold it too.
+		if got != "" {
+			// Found by a read, which a demoted primary (a read-only replica
+			// still holding data the new primary lost) answers too, and
+			// maybe left by a try the replicas did not acknowledge: the
+			// home call's deduplication, a write, confirms it on the
+			// primary (counted, and waited for in durable mode).
 			got, err = l.confirmWorkflow(ctx, w, home)
 			if err != nil {
 				return "", false, err
@@ -245,8 +248,13 @@ func (l *Ledger) confirmWorkflow(ctx context.Context, w *NewWorkflow, home strin
 // ErrEnqueueUnknown (the workflow may be written: enqueue it again with
 // the same operation id), as an enqueue's; a script's refusal (a FENCEDQ
 // reply: nothing written) is left as it is, matching ErrForeignKey for a
-// key of another type (a step's, or a queue-level key: wrap).
+// key of another type (a step's, or a queue-level key: wrap), and Redis's
+// refusal of a write matches ErrOutOfMemory or ErrWriteRefused (that call
+// wrote nothing, and the workflow was not committed).
 func enqueueUnknown(err error) error {
+	if refused := refusedWrite(err); refused != nil && !errors.Is(err, ErrEnqueueUnknown) {
+		return refused
+	}
 	var re redis.Error
 	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FENCEDQ foreign key") {
 		return fmt.Errorf("%w: %w", ErrForeignKey, err)

@@ -29,9 +29,11 @@
 -- 'seen', the workflow counted started), and each call puts the steps
 -- abandon cancelled back to waiting for what they waited for (pending when
 -- that is nothing), the ends abandon handed on and not yet moved withdrawn.
--- Mode 'confirm' (durable mode, a retry that found the workflow) is the home
--- call's deduplication alone: its event is a write for the wait for replicas
--- to cover; a workflow not there (pruned since) writes nothing, reply {1, ''}.
+-- Mode 'confirm' (an enqueue whose read found the workflow) is the home
+-- call's deduplication alone: a write, refused by a read-only replica (a
+-- demoted primary's stale data is no acknowledgement), whose event the wait
+-- for replicas covers in durable mode; a workflow not there (pruned since,
+-- or lost) writes nothing, reply {1, ''}.
 local wfid, op = ARGV[2], ARGV[4]
 local home = ARGV[3] == 'home' or ARGV[3] == 'home_revive' or ARGV[3] == 'confirm'
 local revive = ARGV[3] == 'part_revive' or ARGV[3] == 'home_revive'
