@@ -8,6 +8,8 @@
 -- Reply: {1, resource}      bound to ARGV[1] (now or before): the write may go ahead; claims + 1
 --        {0, other}         bound to another resource: the write must not go ahead; nothing changed
 --        error 'FENCEDQ <reason>'   a key holds what the store does not write there: nothing changed
+--        Redis's own error when it refuses the write (READONLY on a replica, such as a primary
+--        a failover demoted; NOREPLICAS; OOM): nothing changed, and nothing is wrong with the data
 -- The claim is counted before the binding is written: INCR is the call that can fail.
 local cur = redis.pcall('GET', KEYS[1])
 if type(cur) == 'table' and cur.err then
@@ -16,7 +18,11 @@ end
 if cur and cur ~= ARGV[1] then
   return {0, cur}
 end
-if type(redis.pcall('INCR', KEYS[2])) == 'table' then
+local n = redis.pcall('INCR', KEYS[2])
+if type(n) == 'table' and n.err then
+  -- WRONGTYPE, or ERR for a value that is no integer: the data; anything
+  -- else is Redis refusing the write, passed on as it is
+  if string.sub(n.err, 1, 10) ~= 'WRONGTYPE ' and string.sub(n.err, 1, 4) ~= 'ERR ' then return n end
   return redis.error_reply('FENCEDQ store key ' .. KEYS[2] .. ' is not an integer')
 end
 local ttl = tonumber(ARGV[2])

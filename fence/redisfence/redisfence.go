@@ -46,7 +46,10 @@ var (
 	// (Apply, FenceOnAcquire, Guard before its callback) matches
 	// fence.ErrRefused too. Reads (HighWater,
 	// Applied, AppliedOn) of such a key (or of an effect record whose token
-	// is not one) fail with it too, naming the key.
+	// is not one) fail with it too, naming the key. Redis refusing a write
+	// of its own accord (READONLY from a replica, such as a primary a
+	// failover demoted; NOREPLICAS; OOM) is not ErrMutation: its error is
+	// returned as it is, and a retry through the primary applies.
 	ErrMutation = errors.New("redisfence: mutation rejected")
 )
 
