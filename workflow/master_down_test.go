@@ -78,6 +78,10 @@ func TestWorkflowViewsWithAStepsMasterDown(t *testing.T) {
 	check("Get", st)
 	list, err := workflow.List(ctx, e.client, 0, 10)
 	d.partial("List", err)
+	// two workflows enqueued in one millisecond are listed in either order
+	if len(list) == 2 && list[1].ID == whole.ID {
+		list[0], list[1] = list[1], list[0]
+	}
 	if len(list) != 2 || list[0].ID != whole.ID {
 		t.Fatalf("List with %s's master down = %v, want both workflows", lost, list)
 	}
