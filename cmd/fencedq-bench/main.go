@@ -9,18 +9,17 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -28,7 +27,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		os.Exit(workerMain(os.Args[2:]))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.SignalContext("fencedq-bench", os.Stderr)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {

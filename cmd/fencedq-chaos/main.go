@@ -171,9 +171,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -184,7 +183,7 @@ var errUsage = errors.New("usage")
 var errViolation = errors.New("the checker found violations")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.SignalContext("fencedq-chaos", os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
