@@ -257,21 +257,7 @@ func TestFlowAndGroupViewsWithAPartitionsMasterDown(t *testing.T) {
 func TestQueueViewsWithTheRegistrysMasterDown(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
-	for _, n := range cl.Nodes {
-		if err := n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	master := func(key string) string {
-		t.Helper()
-		m, err := rdb.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr
-	}
+	rdb, master := cl.Degradable()
 	const q = "plain"
 	var ns, home string
 	for i := 0; ns == ""; i++ {

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/internal/testsignal"
@@ -23,21 +21,7 @@ import (
 func TestPeriodicTicksGoOnWithThePartitionedQueuesOwnSlotDown(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
-	for _, n := range cl.Nodes { // a master down leaves the others serving their slots
-		if err := n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	master := func(key string) string {
-		t.Helper()
-		m, err := rdb.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr
-	}
+	rdb, master := cl.Degradable()
 	// A namespace whose namespace-wide keys are on other masters than the
 	// victim, and a queue whose own name's slot is on the victim.
 	var ns, q, victim string

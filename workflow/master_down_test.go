@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -101,22 +98,7 @@ type masterDown struct {
 func startMasterDown(t *testing.T) *masterDown {
 	t.Helper()
 	cl := redistest.StartCluster(t)
-	ctx := context.Background()
-	for _, n := range cl.Nodes {
-		if err := n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	master := func(key string) string {
-		t.Helper()
-		m, err := rdb.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr
-	}
+	rdb, master := cl.Degradable()
 	// The registry on one master, queue live on it too, queue lost on
 	// another.
 	ns := redistest.Namespace(t)

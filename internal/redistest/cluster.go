@@ -237,3 +237,27 @@ func (c *Cluster) Rejoin(i int) {
 	}
 	c.settle(ctx)
 }
+
+// Degradable lets every master serve its slots while another master is
+// down (cluster-require-full-coverage no) and returns a client that gives
+// up on a dead node at once (one dial, no retry, 300 ms reads), closed at
+// test end, with master(key): the address of the master holding key.
+func (c *Cluster) Degradable() (rdb *redis.ClusterClient, master func(key string) string) {
+	c.tb.Helper()
+	ctx := context.Background()
+	for _, n := range c.Nodes {
+		if err := n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+			c.tb.Fatal(err)
+		}
+	}
+	rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+	c.tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb, func(key string) string {
+		c.tb.Helper()
+		m, err := rdb.MasterForKey(ctx, key)
+		if err != nil {
+			c.tb.Fatal(err)
+		}
+		return m.Options().Addr
+	}
+}
