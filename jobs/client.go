@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -599,7 +600,29 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 	// its errors may quote what the args' methods returned (a resource,
 	// a group), built from sensitive values
 	j, err := prepare(kind, payload, display, o)
-	return j, RedactError(args, err)
+	return j, redactRefusal(args, err, kind, o.op, o.resource, o.group, o.queue,
+		metrics.FlowKeyName(o.limitKey), metrics.FlowKeyName(o.rateKey))
+}
+
+// redactRefusal is RedactError for an error of prepare, which quotes a
+// refused name cut to 64 bytes (ledger.Clip): redacting the cut text would
+// miss a sensitive value the cut splits, and show its first bytes. So
+// each of names the text quotes cut is quoted redacted whole, then cut
+// (a limit or rate is named by its key's name: see flowNamed).
+func redactRefusal(args JobArgs, err error, names ...string) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	for _, n := range names {
+		if cut := ledger.Clip(n); cut != n {
+			text = strings.ReplaceAll(text, strconv.Quote(cut), strconv.Quote(ledger.Clip(RedactText(args, n))))
+		}
+	}
+	if text = RedactText(args, text); text != err.Error() {
+		return &redactedError{text: text, err: err}
+	}
+	return err
 }
 
 // guard runs fn, a call of args' method method, and turns a panic there
