@@ -186,7 +186,10 @@ func (w *Workflow) plan(ctx context.Context, id, op string, opts [][]jobs.Option
 		case p.Unique != nil:
 			return nil, fmt.Errorf("%w: workflow step %q is unique (jobs.Unique): a workflow deduplicates as a whole, by its OperationID", jobs.ErrInvalid, s.name)
 		case p.Group != "":
-			return nil, fmt.Errorf("%w: workflow step %q names fair group %q: a step becomes due when its dependencies finish, not in its group's turn; give it a Limit keyed by the group for per-group concurrency", jobs.ErrInvalid, s.name, p.Group)
+			// quoted as an enqueue's refusal quotes a group: the args'
+			// sensitive values in it redacted, then cut
+			return nil, fmt.Errorf("%w: workflow step %q names fair group %q: a step becomes due when its dependencies finish, not in its group's turn; give it a Limit keyed by the group for per-group concurrency",
+				jobs.ErrInvalid, s.name, ledger.Clip(jobs.RedactText(s.args, p.Group)))
 		}
 		j := &ledger.NewJob{ID: id + "." + s.name, Kind: p.Kind, Queue: p.Queue, OperationID: p.OperationID,
 			Resource: p.Resource, Payload: p.Payload, Display: p.Display, MaxRetries: p.MaxRetries, Timeout: p.Timeout,
