@@ -16,11 +16,6 @@ import (
 	"github.com/fencedq/fencedq/worker"
 )
 
-// AttrRefused is true on an attempt's span when the ledger refused its
-// outcome as stale (a newer attempt's token owns the job, or its lease
-// expired before the commit): the outcome it records was not applied.
-const AttrRefused = attribute.Key("fencedq.job.refused")
-
 // TaskHeaders returns headers with the trace context of ctx added, for an
 // asynq task delivered through the asynq bridge (asynq.NewTaskWithHeaders):
 // AsynqMiddleware's attempt spans continue the trace. Only the fields that
@@ -124,40 +119,26 @@ func attemptAttrs(span trace.Span, a asynqfence.Attempt, taskID string) {
 // endDelivery ends a delivery's span with what the bridge reported, or
 // (nothing ran) the class of err, what it returned to asynq.
 func endDelivery(span trace.Span, report func() (asynqfence.Report, bool), taskID string, err error) {
-	defer span.End()
 	r, ok := report()
 	if !ok || !r.Ran {
-		if err == nil {
-			return
+		if err != nil {
+			span.RecordError(deliveryError(err))
+			if asynqfence.IsFailure(err) {
+				span.SetStatus(codes.Error, "delivery failed")
+			}
 		}
-		span.RecordError(deliveryError(err))
-		if asynqfence.IsFailure(err) {
-			span.SetStatus(codes.Error, "delivery failed")
-		}
+		span.End()
 		return
 	}
 	attemptAttrs(span, r.Attempt, taskID)
-	outcome := outcomeOf(r.State)
-	span.SetAttributes(AttrOutcome.String(outcome))
-	if r.Err != nil {
-		span.RecordError(attemptError(r.Err))
-	}
-	switch {
-	case r.Refused:
-		span.SetAttributes(AttrRefused.Bool(true))
-		span.SetStatus(codes.Error, "outcome refused as stale")
-	case !r.Committed:
-		span.RecordError(errNotCommitted)
-		span.SetStatus(codes.Error, "outcome not committed")
-	case outcome != worker.OutcomeSucceeded:
-		span.SetStatus(codes.Error, outcome)
-	}
+	endCommitted(span, outcomeOf(r.State), r.Err, worker.Commit{Applied: r.Committed, Refused: r.Refused, State: r.State})
 }
 
-// errNotCommitted is what a delivery's span records when the bridge could
-// not commit the attempt's outcome (Redis unreachable): the job's next
-// delivery reconciles it.
-var errNotCommitted = errors.New("outcome not committed; the next delivery reconciles the job")
+// errNotCommitted is what an attempt's span records when its outcome
+// could not be committed (Redis unreachable): the job is reconciled
+// before it runs again (by the maintenance leader once its lease expires,
+// or by the asynq task's next delivery).
+var errNotCommitted = errors.New("outcome not committed; the job is reconciled before it runs again")
 
 // outcomeOf names the state an attempt's outcome leads to as
 // worker.JobView.Outcome does.

@@ -54,8 +54,8 @@
 // messaging.message.id (the job id; a digest of an id that names its
 // operation id, see MessageID), and fencedq.job.kind,
 // fencedq.job.attempt, fencedq.job.token, fencedq.job.outcome (succeeded,
-// retry, dead, uncertain or cancelled: worker.JobView.Outcome) and
-// fencedq.job.deduplicated (and fencedq.job.refused on the asynq bridge). Args, operation ids, resources and owners are
+// retry, dead, uncertain or cancelled: what the ledger recorded, see
+// below), fencedq.job.deduplicated and fencedq.job.refused. Args, operation ids, resources and owners are
 // never recorded, nor a kind or queue name an enqueue refuses as invalid
 // (its span is then named "enqueue"). A failed attempt's error is recorded as a span event (the
 // text the ledger shows operators, except that a fence or lease error in
@@ -72,6 +72,14 @@
 // attempt whose handler the stopping pool abandons (still running past the
 // shutdown, worker.JobView.AfterAbandon) has its span ended then, outcome
 // uncertain, whatever the handler returns later.
+//
+// An attempt's span ends once the pool tried to commit its outcome
+// (worker.JobView.AfterCommit), so the span tells what the ledger did with
+// it: the state it recorded; or, for an outcome refused as stale (a newer
+// attempt's token owns the job, its lease expired before the commit),
+// fencedq.job.refused and an error status; or, for a commit that failed
+// (Redis unreachable), an "outcome not committed" error, the outcome
+// attribute then being the one the attempt asked for.
 //
 // Register the handler middleware first in worker.Config.Middleware, so
 // its span covers the others and its outcome is the one their error leads

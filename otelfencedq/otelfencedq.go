@@ -39,13 +39,20 @@ const (
 	AttrAttempt = attribute.Key("fencedq.job.attempt")
 	// AttrToken is the attempt's fencing token, in decimal.
 	AttrToken = attribute.Key("fencedq.job.token")
-	// AttrOutcome is what the attempt commits (worker.JobView.Outcome).
+	// AttrOutcome is what the attempt committed: the state the ledger
+	// recorded, or (not applied: AttrRefused, or a commit that failed) the
+	// outcome the attempt asked for (worker.JobView.Outcome).
 	AttrOutcome = attribute.Key("fencedq.job.outcome")
 	// AttrDeduplicated is true on an enqueue span whose operation id was
 	// already known, or whose unique key another job held (jobs.Unique):
 	// nothing was written, and the spans of the existing job's attempts
 	// belong to the trace that enqueued it.
 	AttrDeduplicated = attribute.Key("fencedq.job.deduplicated")
+	// AttrRefused is true on an attempt's span when the ledger refused its
+	// outcome as stale (a newer attempt's token owns the job, its lease
+	// expired before the commit, or its record is gone): the outcome it
+	// records was not applied.
+	AttrRefused = attribute.Key("fencedq.job.refused")
 )
 
 var (
@@ -326,7 +333,11 @@ func enqueueError(err error) error {
 // job's headers carry, so every attempt of a job, retries and re-runs
 // included, continues the trace that enqueued it as a child of the same
 // enqueue span. A job enqueued without a trace context (a raw enqueue from
-// a client without the middleware) starts a new trace.
+// a client without the middleware) starts a new trace. The span ends once
+// the pool tried to commit the attempt's outcome, recording what became of
+// it (worker.JobView.AfterCommit): the state the ledger recorded, or
+// AttrRefused for an outcome refused as stale, or an error for a commit
+// that failed.
 func Middleware(opts ...Option) worker.Middleware {
 	c := newConfig(opts)
 	tracer := c.tracer()
@@ -352,6 +363,22 @@ func Middleware(opts ...Option) worker.Middleware {
 					span.End()
 				})
 			})
+			// Otherwise it ends once the pool tried to commit the attempt's
+			// outcome, with what became of it (a commit refused as stale or
+			// failed is on the span); the outcome the attempt asks for is
+			// decided when the call ends, before that.
+			var asked string
+			var recorded error
+			committing := job.AfterCommit(func(c worker.Commit) {
+				once.Do(func() { endCommitted(span, asked, recorded, c) })
+			})
+			finish := func(err, rec error) {
+				if committing {
+					asked, recorded = job.Outcome(err), rec
+					return
+				}
+				once.Do(func() { end(span, job.Outcome(err), rec) })
+			}
 			returned := false
 			defer func() {
 				stop()
@@ -363,7 +390,7 @@ func Middleware(opts ...Option) worker.Middleware {
 					if !ran {
 						herr, recorded = panicError(r)
 					}
-					once.Do(func() { end(span, job, herr, recorded) })
+					finish(herr, recorded)
 					panic(r)
 				}
 				if !returned {
@@ -372,7 +399,7 @@ func Middleware(opts ...Option) worker.Middleware {
 					}
 					err = herr
 				}
-				once.Do(func() { end(span, job, err, err) })
+				finish(err, err)
 			}()
 			err = next(ctx, job)
 			returned = true
@@ -406,15 +433,40 @@ func panicError(r any) (committed, recorded error) {
 	return committed, committed
 }
 
-// end ends an attempt's span with the outcome err leads to, recording
-// recorded (err, or what panicError records of a panic).
-func end(span trace.Span, job worker.JobView, err, recorded error) {
-	outcome := job.Outcome(err)
+// end ends an attempt's span with outcome, recording recorded (the
+// handler's error, or what panicError records of a panic).
+func end(span trace.Span, outcome string, recorded error) {
 	span.SetAttributes(AttrOutcome.String(outcome))
 	if recorded != nil {
 		span.RecordError(attemptError(recorded))
 	}
 	if outcome != worker.OutcomeSucceeded {
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.End()
+}
+
+// endCommitted ends an attempt's span with what became of the outcome it
+// asked for (see end): the state the ledger recorded when it applied it;
+// else AttrRefused and an error status for an outcome refused as stale,
+// or errNotCommitted for a commit that failed.
+func endCommitted(span trace.Span, asked string, recorded error, c worker.Commit) {
+	outcome := asked
+	if c.Applied {
+		outcome = outcomeOf(c.State)
+	}
+	span.SetAttributes(AttrOutcome.String(outcome))
+	if recorded != nil {
+		span.RecordError(attemptError(recorded))
+	}
+	switch {
+	case c.Refused:
+		span.SetAttributes(AttrRefused.Bool(true))
+		span.SetStatus(codes.Error, "outcome refused as stale")
+	case !c.Applied:
+		span.RecordError(errNotCommitted)
+		span.SetStatus(codes.Error, "outcome not committed")
+	case outcome != worker.OutcomeSucceeded:
 		span.SetStatus(codes.Error, outcome)
 	}
 	span.End()

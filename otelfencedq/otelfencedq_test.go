@@ -9,10 +9,12 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -44,6 +46,7 @@ type traced struct {
 	t      *testing.T
 	exp    *tracetest.InMemoryExporter
 	tp     *sdktrace.TracerProvider
+	open   *openAttempts
 	client *jobs.Client
 	ledger *ledger.Ledger
 	pool   *worker.Pool
@@ -52,9 +55,12 @@ type traced struct {
 
 func newTraced(t *testing.T, register ...func(*worker.Pool) error) *traced {
 	rdb, ns := redistest.New(t)
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)) // a span is exported when it ends
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return newTracedOn(t, rdb, ns, register...)
+}
+
+// newTracedOn is newTraced on Redis rdb, namespace ns.
+func newTracedOn(t *testing.T, rdb *redis.Client, ns string, register ...func(*worker.Pool) error) *traced {
+	exp, tp, open := newProvider(t)
 	cfg := jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{otelfencedq.EnqueueMiddleware(otelfencedq.WithTracerProvider(tp))}}
 	pool, err := worker.NewPool(rdb, worker.Config{
 		Jobs: cfg, Middleware: []worker.Middleware{otelfencedq.Middleware(otelfencedq.WithTracerProvider(tp))},
@@ -65,7 +71,7 @@ func newTraced(t *testing.T, register ...func(*worker.Pool) error) *traced {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &traced{t: t, exp: exp, tp: tp, client: jobs.NewClient(rdb, cfg), ledger: ledger.New(rdb, ledger.Config{Namespace: ns}), pool: pool}
+	tr := &traced{t: t, exp: exp, tp: tp, open: open, client: jobs.NewClient(rdb, cfg), ledger: ledger.New(rdb, ledger.Config{Namespace: ns}), pool: pool}
 	if err := worker.Register(pool, jobs.WorkFunc[payment](func(ctx context.Context, j *jobs.Job[payment]) error {
 		tr.calls.Add(1)
 		if j.Attempt <= j.Args.Fail {
@@ -92,8 +98,91 @@ func newTraced(t *testing.T, register ...func(*worker.Pool) error) *traced {
 	return tr
 }
 
-// spans returns the ended spans named name, oldest first.
+// newProvider returns an in-memory exporter, a provider exporting each
+// span to it as it ends, shut down with the test, and the count of its
+// attempt spans not yet ended.
+func newProvider(t *testing.T) (*tracetest.InMemoryExporter, *sdktrace.TracerProvider, *openAttempts) {
+	exp := tracetest.NewInMemoryExporter()
+	open := &openAttempts{t: t, changed: make(chan struct{})}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSpanProcessor(open)) // exported as it ends, then counted
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return exp, tp, open
+}
+
+// openAttempts counts the attempt spans started and not yet ended: an
+// attempt's span ends once the pool tried its commit, after the job's
+// state changed, so a test that saw the state waits for it (wait).
+type openAttempts struct {
+	t       *testing.T
+	mu      sync.Mutex
+	open    int
+	changed chan struct{} // closed, and replaced, when open changes
+}
+
+func (o *openAttempts) add(n int, name string) {
+	if !strings.HasPrefix(name, "attempt") {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.open += n
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+func (o *openAttempts) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) { o.add(1, s.Name()) }
+func (o *openAttempts) OnEnd(s sdktrace.ReadOnlySpan)                       { o.add(-1, s.Name()) }
+func (o *openAttempts) Shutdown(context.Context) error                      { return nil }
+func (o *openAttempts) ForceFlush(context.Context) error                    { return nil }
+
+// wait waits until every attempt span started has ended.
+func (o *openAttempts) wait() {
+	o.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		o.mu.Lock()
+		open, changed := o.open, o.changed
+		o.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			o.t.Fatalf("%d attempt spans still open", open)
+		}
+	}
+}
+
+// waitAttempts waits until n attempt spans named name have ended.
+func (tr *traced) waitAttempts(name string, n int) {
+	tr.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		tr.open.mu.Lock()
+		changed := tr.open.changed
+		tr.open.mu.Unlock()
+		ended := 0
+		for _, s := range tr.exp.GetSpans() {
+			if s.Name == name {
+				ended++
+			}
+		}
+		if ended >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			tr.t.Fatalf("%d spans %q ended, want %d", ended, name, n)
+		}
+	}
+}
+
+// spans returns the ended spans named name, oldest first, once every
+// attempt span started has ended.
 func (tr *traced) spans(name string) []tracetest.SpanStub {
+	tr.open.wait()
 	var out []tracetest.SpanStub
 	for _, s := range tr.exp.GetSpans() {
 		if s.Name == name {
@@ -471,9 +560,7 @@ func TestAttemptErrorsRecordNoResourceOwnerOrOperationID(t *testing.T) {
 // not shown as a failed retry.
 func TestMiddlewarePanicAfterTheHandlerKeepsItsOutcome(t *testing.T) {
 	rdb, ns := redistest.New(t)
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	exp, tp, open := newProvider(t)
 	panicking := func(next worker.Handler) worker.Handler {
 		return func(ctx context.Context, job worker.JobView) error {
 			_ = next(ctx, job)
@@ -505,6 +592,7 @@ func TestMiddlewarePanicAfterTheHandlerKeepsItsOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobstest.WaitState(t, ledger.New(rdb, ledger.Config{Namespace: ns}), "default", res.JobID, jobs.Succeeded)
+	open.wait()
 	spans := exp.GetSpans()
 	if len(spans) != 1 || attr(spans[0], otelfencedq.AttrOutcome).AsString() != worker.OutcomeSucceeded || spans[0].Status.Code != codes.Unset {
 		t.Fatalf("spans %+v: want one attempt span, succeeded", spans)

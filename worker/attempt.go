@@ -45,19 +45,20 @@ type attempt struct {
 	fin  finished
 
 	mu         sync.Mutex
-	resLease   *lease.Lease // the named resource's lease, once acquired
-	cancelled  bool         // an operator asked to cancel the job
-	lost       bool         // a lease was found lost: renewals stop
-	stopAt     time.Time    // renewals stop here: the handler's deadline
-	returned   bool         // the attempt's call returned (or its goroutine exited)
-	abandoned  bool         // a stopping pool gave up on the call (Pool.abandon)
-	onAbandon  []*func()    // called once the pool abandons the call (JobView.AfterAbandon)
-	entered    bool         // middleware's next ran the handler
-	nextDone   bool         // next's run of the handler ended (returned, panicked or exited)
-	unwound    bool         // next's run of the handler ended without returning (panicked or exited)
-	handled    bool         // the handler returned handlerErr
-	callOver   bool         // the handler's call, middleware included, ended: next refuses
-	stray      bool         // the call ended while next still ran the handler (see endCall)
+	resLease   *lease.Lease   // the named resource's lease, once acquired
+	cancelled  bool           // an operator asked to cancel the job
+	lost       bool           // a lease was found lost: renewals stop
+	stopAt     time.Time      // renewals stop here: the handler's deadline
+	returned   bool           // the attempt's call returned (or its goroutine exited)
+	abandoned  bool           // a stopping pool gave up on the call (Pool.abandon)
+	onAbandon  []*func()      // called once the pool abandons the call (JobView.AfterAbandon)
+	onCommit   []func(Commit) // called once the attempt's own outcome was committed or not (JobView.AfterCommit)
+	entered    bool           // middleware's next ran the handler
+	nextDone   bool           // next's run of the handler ended (returned, panicked or exited)
+	unwound    bool           // next's run of the handler ended without returning (panicked or exited)
+	handled    bool           // the handler returned handlerErr
+	callOver   bool           // the handler's call, middleware included, ended: next refuses
+	stray      bool           // the call ended while next still ran the handler (see endCall)
 	handlerErr error
 	start      time.Time // when the handler's call started (set by begin)
 	// exitEnd is how the handler's call ended when its goroutine ended
@@ -329,6 +330,37 @@ func (a *attempt) afterAbandon(f func()) (stop func() bool) {
 		}
 		a.onAbandon = slices.Delete(a.onAbandon, i, i+1)
 		return true
+	}
+}
+
+// afterCommit registers f for committed (see JobView.AfterCommit) and
+// reports whether it did: not once the attempt's call returned.
+func (a *attempt) afterCommit(f func(Commit)) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.returned {
+		return false
+	}
+	a.onCommit = append(a.onCommit, f)
+	return true
+}
+
+// committed calls, once, the functions registered with afterCommit with
+// c, what became of the attempt's own outcome; a panic in one is logged.
+func (a *attempt) committed(c Commit) {
+	a.mu.Lock()
+	fs := a.onCommit
+	a.onCommit = nil
+	a.mu.Unlock()
+	for _, f := range fs {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					a.log.Error("a function registered with AfterCommit panicked", "panic", ledger.CapError(fmt.Sprint(r)))
+				}
+			}()
+			f(c)
+		}()
 	}
 }
 

@@ -99,6 +99,7 @@ func (c *completer) giveUp() {
 	c.flyMu.Lock()
 	left := slices.Clone(c.flying)
 	c.flyMu.Unlock()
+	flying := len(left) // the batch in flight reports itself when its call returns
 	for {
 		select {
 		case f, ok := <-c.in:
@@ -110,8 +111,11 @@ func (c *completer) giveUp() {
 		}
 		break
 	}
-	for _, f := range left {
+	for i, f := range left {
 		c.p.unsettled.add(f.a, UnsettledCommitFailed)
+		if i >= flying && f == &f.a.fin { // never sent: no commit will report it
+			f.a.committed(Commit{})
+		}
 	}
 }
 
@@ -241,6 +245,13 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 				}
 			} else {
 				out[i] = c.report(f, out[i], retried[g])
+			}
+			if f == &f.a.fin { // the attempt's own outcome, not the one its abandonment recorded
+				var got Commit
+				if err == nil {
+					got = Commit{Applied: out[i].Applied, Refused: !out[i].Applied, State: out[i].State}
+				}
+				f.a.committed(got)
 			}
 			f.a.cancel(nil)
 			if l := f.a.resourceLease(); l != nil {

@@ -161,6 +161,44 @@ func (v JobView) AfterAbandon(f func()) (stop func() bool) {
 	return v.a.afterAbandon(f)
 }
 
+// Commit is what became of an attempt's outcome once the pool tried to
+// commit it (see JobView.AfterCommit). Neither Applied nor Refused: the
+// commit failed with an unknown result (Redis unreachable, or too few
+// replicas acknowledging it in durable mode), or a stopping pool gave up
+// on it, and the maintenance leader resolves the job once its lease
+// expires.
+type Commit struct {
+	// Applied is true when the ledger applied the outcome.
+	Applied bool
+	// Refused is true when the ledger refused the outcome as stale: a
+	// newer attempt's token owns the job, the job left running under this
+	// attempt's token before the commit (its lease expired), or its record
+	// is gone.
+	Refused bool
+	// State is the job's state the ledger answered with: Applied, the
+	// state the outcome recorded (jobs.Pending for a retry or a job put
+	// back); Refused, the job's current state ("missing" when its record
+	// is gone); empty when neither.
+	State jobs.State
+}
+
+// AfterCommit arranges for f to be called once the pool has tried to
+// commit the attempt's outcome, with what became of it, and reports
+// whether it did (false on a JobView made up outside a pool, or once the
+// attempt's call ended). What JobView.Outcome tells before then is what
+// the attempt asks for: the ledger applies it only if the attempt's token
+// still runs the job. f runs in the pool's committing goroutine, after
+// the middleware returned: it must not block (end a span, count). It is
+// not called for an attempt whose handler never returns after the
+// stopping pool abandoned it (see AfterAbandon), and once for one that
+// returns later, with what became of its late result.
+func (v JobView) AfterCommit(f func(Commit)) bool {
+	if v.a == nil {
+		return false
+	}
+	return v.a.afterCommit(f)
+}
+
 // The outcomes JobView.Outcome reports.
 const (
 	OutcomeSucceeded = "succeeded"
@@ -184,7 +222,7 @@ const (
 // The pool decides again by the same rules once the outermost middleware
 // returns, so a lease lost or a deadline passed in between can still make
 // the job uncertain; and the ledger commits the outcome only if the
-// attempt's token still runs the job. A JobView made up outside a pool
+// attempt's token still runs the job (AfterCommit tells what it did). A JobView made up outside a pool
 // (the zero value, in a middleware's own test) is judged by err alone.
 func (v JobView) Outcome(err error) string {
 	if v.p == nil {
