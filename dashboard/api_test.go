@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -458,13 +459,14 @@ func TestJobDetailShowsUniqueKey(t *testing.T) {
 
 // TestJSONAPIEscapesTerminalControls: a script reading the API in a
 // terminal (curl) gets no character a terminal may act on as it is (bidi
-// overrides, C1 controls such as the 8-bit CSI, line separators): they
-// come as \u escapes, and the body decodes to the same values.
+// overrides, C1 controls such as the 8-bit CSI, line separators) nor an
+// invisible one (a zero-width space, a tag character): they come as \u
+// escapes, and the body decodes to the same values.
 func TestJSONAPIEscapesTerminalControls(t *testing.T) {
 	f := newFixture(t)
 	const op = "refund-\u202egnp.exe"
 	const note = "memo\u202eabc\u0085"
-	const errText = "declined\u009b2J \u2067spoof\u2069\u2028next\u007f"
+	const errText = "declined\u009b2J \u2067spoof\u2069\u2028next\u007f pay\u200bee\U000e0041"
 	id := f.enqueue(echoArgs{N: 1, Note: note}, jobs.OperationID(op))
 	c := f.claimOne("default", id, "w", time.Minute)
 	if _, err := f.ledger.Complete(context.Background(), "default", []ledger.Completion{{ID: id, Token: c.Token,
@@ -478,12 +480,15 @@ func TestJSONAPIEscapesTerminalControls(t *testing.T) {
 			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
 		}
 		if i := bytes.IndexFunc(body, func(r rune) bool {
-			return r >= 0x7f && r <= 0x9f || r == '\u2028' || r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
+			return r >= 0x7f && r <= 0x9f || r == '\u2028' || unicode.Is(unicode.Cf, r)
 		}); i >= 0 {
 			t.Fatalf("%s: a character a terminal acts on, as it is, at byte %d: %q", path, i, body)
 		}
 		if !bytes.Contains(body, []byte(`refund-\u202egnp.exe`)) {
 			t.Fatalf("%s: the operation id not escaped: %s", path, body)
+		}
+		if path == "/api/jobs/default/"+id && !bytes.Contains(body, []byte(`pay\u200bee\udb40\udc41`)) {
+			t.Fatalf("%s: the invisible characters of the error not escaped: %s", path, body)
 		}
 		var v any
 		if err := json.Unmarshal(body, &v); err != nil {

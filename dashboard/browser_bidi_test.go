@@ -14,16 +14,17 @@ import (
 )
 
 // TestBrowserShowsBidiAndControlCharacters: an operation id holding a
-// right-to-left override (the client takes it: it is no control
-// character) and an error text holding one, a C1 control and a line
-// separator are shown with those characters as \u escapes, on the job's
-// page and in the list, so they cannot make the value, or the text beside
-// it, read otherwise.
+// right-to-left override and a zero-width space (the client takes them:
+// they are no control characters) and an error text holding one, a C1
+// control, a line separator and a tag character are shown with those
+// characters as \u escapes (\U above U+FFFF), on the job's page and in
+// the list, so they cannot make the value, or the text beside it, read
+// otherwise, nor pass for another.
 func TestBrowserShowsBidiAndControlCharacters(t *testing.T) {
 	exe := browser.NeedChromium(t)
 	f := newFixture(t)
-	const op = "refund-\u202egnp.exe"
-	const errText = "declined\u009b2J \u2067spoof\u2069\u2028next"
+	const op = "refund-\u202egnp\u200b.exe"
+	const errText = "declined\u009b2J \u2067spoof\u2069\u2028next\U000e0041"
 	id := f.enqueue(echoArgs{N: 1, Note: "memo\u202eabc"}, jobs.OperationID(op))
 	c := f.claimOne("default", id, "w", time.Minute)
 	if _, err := f.ledger.Complete(context.Background(), "default", []ledger.Completion{{ID: id, Token: c.Token,
@@ -35,16 +36,16 @@ func TestBrowserShowsBidiAndControlCharacters(t *testing.T) {
 	tb, _ := openBrowser(t, exe)
 
 	// raw finds the first character shown as it is that should not be.
-	const raw = `((s) => { const m = s.match(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/);
-		return m ? m[0].charCodeAt(0).toString(16) : ''; })(document.getElementById('main').innerText + [...document.querySelectorAll('[title]')].map((e) => e.title).join(''))`
+	const raw = `((s) => { const m = s.match(/(?![\t\n])[\p{Cc}\p{Cf}\u2028\u2029]/u);
+		return m ? m[0].codePointAt(0).toString(16) : ''; })(document.getElementById('main').innerText + [...document.querySelectorAll('[title]')].map((e) => e.title).join(''))`
 
 	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/#/job/default/"+id))
 	waitJS(t, tb, "the job page", `document.getElementById('main').dataset.view === 'job' && !!document.getElementById('job-error')`)
-	if got, want := evalJS[string](t, tb, `document.getElementById('job-error').textContent`), `declined\u009b2J \u2067spoof\u2069\u2028next`; got != want {
+	if got, want := evalJS[string](t, tb, `document.getElementById('job-error').textContent`), `declined\u009b2J \u2067spoof\u2069\u2028next\U000e0041`; got != want {
 		t.Errorf("error shown as %q, want %q", got, want)
 	}
 	page := evalJS[string](t, tb, `document.getElementById('main').innerText`)
-	if !strings.Contains(page, `refund-\u202egnp.exe`) || !strings.Contains(page, `memo\u202eabc`) {
+	if !strings.Contains(page, `refund-\u202egnp\u200b.exe`) || !strings.Contains(page, `memo\u202eabc`) {
 		t.Errorf("the operation id or the args are not shown escaped: %q", page)
 	}
 	if c := evalJS[string](t, tb, raw); c != "" {
@@ -54,7 +55,7 @@ func TestBrowserShowsBidiAndControlCharacters(t *testing.T) {
 	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/#/jobs?state=dead"))
 	waitJS(t, tb, "the dead list", `!!document.querySelector('#jobs a[data-job=`+jsString(id)+`]')`)
 	list := evalJS[string](t, tb, `document.getElementById('jobs').innerText`)
-	if !strings.Contains(list, `refund-\u202egnp.exe`) {
+	if !strings.Contains(list, `refund-\u202egnp\u200b.exe`) {
 		t.Errorf("the list does not show the operation id escaped: %q", list)
 	}
 	if c := evalJS[string](t, tb, raw); c != "" {

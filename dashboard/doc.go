@@ -234,9 +234,11 @@
 // or styles (default-src 'self'; frame-ancestors 'none'; ...),
 // X-Content-Type-Options: nosniff and Referrer-Policy: no-referrer. The
 // pages build their DOM with textContent only, so a payload or error text
-// holding markup is shown as text; bidirectional formatting characters,
-// line separators and control characters other than line feed and tab
-// are shown as \u escapes (\u202e), as the fencedq command prints them.
+// holding markup is shown as text; format characters (bidirectional
+// formatting and invisible ones: zero-width space and joiners, byte order
+// mark, tag characters), line separators and control characters other
+// than line feed and tab are shown as \u escapes (\u202e, \u200b;
+// \U000e0041 above U+FFFF), as the fencedq command prints them.
 // A value with no place to break a line (a 200-byte id, an 8 KiB error
 // text) breaks anywhere, so none pushes a page wider than the window.
 // Where fields are listed as key=value pairs (a history entry's details,

@@ -189,3 +189,24 @@ func TestJSONOutputEscapesWhatATerminalActsOn(t *testing.T) {
 		}
 	}
 }
+
+// TestInvisibleCharactersAreShown: an actor and a note holding invisible
+// characters (the client takes them: they are no control characters) are
+// printed with those characters escaped, so "alice" and "alice" with a
+// zero-width space never read as the same operator; --json writes them
+// as \u escapes (a tag character as a surrogate pair).
+func TestInvisibleCharactersAreShown(t *testing.T) {
+	e := newOperatorEnv(t)
+	id := e.enqueue()
+	if code, _, errOut := e.cli("cancel", "--job", id, "--actor", "alice\u200b", "--note", "ok\u2060\U000e0041"); code != 0 {
+		t.Fatalf("cancel: %d %q", code, errOut)
+	}
+	code, out, errOut := e.cli("inspect", "--job", id)
+	if code != 0 || !strings.Contains(out, `alice\u200b`) || !strings.Contains(out, `ok\u2060\U000e0041`) || strings.ContainsAny(out, "\u200b\u2060\U000e0041") {
+		t.Errorf("inspect: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = e.cli("inspect", "--job", id, "--json")
+	if code != 0 || !strings.Contains(out, `alice\u200b`) || !strings.Contains(out, `ok\u2060\udb40\udc41`) || strings.ContainsAny(out, "\u200b\u2060\U000e0041") {
+		t.Errorf("inspect --json: %d %q %q", code, out, errOut)
+	}
+}

@@ -26,12 +26,18 @@
   }
 
   // shown makes visible the characters that would reorder or hide what a
-  // value shows, as the command line prints them: bidirectional formatting
-  // characters, line separators and control characters other than line
-  // feed and tab (C0, DEL, C1) become \u escapes, so a job id, a note or an
-  // error text cannot make itself, or the text beside it, read otherwise.
-  const hidden = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
-  const shown = (s) => String(s).replace(hidden, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
+  // value shows, as the command line prints them: format characters
+  // (bidirectional formatting, zero-width space and joiners, word joiner,
+  // byte order mark, soft hyphen, tag characters), line separators and
+  // control characters other than line feed and tab (C0, DEL, C1) become
+  // \u escapes (\U and eight digits above U+FFFF), so a job id, a note or
+  // an error text cannot make itself, or the text beside it, read
+  // otherwise, nor pass for another by an invisible character.
+  const hidden = /(?![\t\n])[\p{Cc}\p{Cf}\u2028\u2029]/gu;
+  const shown = (s) => String(s).replace(hidden, (c) => {
+    const n = c.codePointAt(0);
+    return n > 0xffff ? '\\U' + n.toString(16).padStart(8, '0') : '\\u' + n.toString(16).padStart(4, '0');
+  });
   const text = (c) => (c instanceof Node ? c : document.createTextNode(shown(c)));
 
   // el builds an element. Attribute values are set as text (a title as

@@ -39,17 +39,21 @@ func TestLogsPrintDurationsAsDurations(t *testing.T) {
 }
 
 // TestJSONLogsEscapeWhatATerminalActsOn: a JSON log line quoting a
-// handler's error text writes DEL, C1 controls and bidirectional
-// formatting characters as \u escapes (slog's JSON handler writes them as
-// they are), and still decodes to the text logged.
+// handler's error text writes DEL, C1 controls, bidirectional formatting
+// and invisible characters (a zero-width space, a tag character above
+// U+FFFF) as \u escapes (slog's JSON handler writes them as they are), and
+// still decodes to the text logged.
 func TestJSONLogsEscapeWhatATerminalActsOn(t *testing.T) {
-	const sneaky = "declined\u009b2J\x7f\u202egnp.exe\u2028 caf\u00e9"
+	const sneaky = "declined\u009b2J\x7f\u202egnp.exe\u2028 caf\u00e9 pay\u200bee\U000e0041"
 	var buf bytes.Buffer
 	l := LogFlags{level: slog.LevelInfo, format: "json"}
 	l.Logger(&buf).Error("handler failed", "error", sneaky)
 	out := buf.String()
 	if i := strings.IndexFunc(out, func(r rune) bool { return r > 0x1f && termsafe.Unsafe(r) }); i >= 0 {
 		t.Fatalf("raw %U at %d of %q", []rune(out[i:])[0], i, out)
+	}
+	if !strings.Contains(out, `pay\u200bee\udb40\udc41`) {
+		t.Fatalf("the invisible characters are not escaped: %q", out)
 	}
 	var line struct{ Error string }
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line.Error != sneaky {

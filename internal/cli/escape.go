@@ -14,13 +14,17 @@ import (
 // output: every character a terminal could act on is written as a Go
 // escape instead, so a job's kind, queue, args, error text or an
 // operator's note can neither move the cursor, retitle the window, clear
-// the screen, fake a line of output nor reorder what is shown:
+// the screen, fake a line of output, reorder what is shown nor pass for
+// another name by an invisible character:
 //
 //   - control characters (C0, DEL, C1, which include ESC and the 8-bit
 //     CSI): \n, \r and \t by those names, others as \x1b or \u009b;
-//   - line and paragraph separators and the bidirectional formatting
-//     characters (U+2028, U+2029, U+200E, U+200F, U+061C, U+202A-U+202E,
-//     U+2066-U+2069): as \u2028 and so on;
+//   - line and paragraph separators and the format characters (Unicode
+//     category Cf: the bidirectional formatting characters U+200E,
+//     U+200F, U+061C, U+202A-U+202E, U+2066-U+2069, and the invisible
+//     ones, zero-width space and joiners, word joiner, byte order mark,
+//     soft hyphen, tag characters), as termsafe.Unsafe names them: as
+//     \u2028, \u200b and so on, \U000e0041 above U+FFFF;
 //   - bytes that are not UTF-8: as \xff.
 //
 // Everything else, printable Unicode and backslashes included, is kept
@@ -48,6 +52,8 @@ func Escape(s string) string {
 			b.WriteString(`\t`)
 		case r < 0x80 && termsafe.Unsafe(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
+		case r > 0xffff && termsafe.Unsafe(r):
+			fmt.Fprintf(&b, `\U%08x`, r)
 		case termsafe.Unsafe(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:

@@ -22,7 +22,10 @@ func TestEscape(t *testing.T) {
 		"rlo\u202egnp.exe":            `rlo\u202egnp.exe`,
 		"isolate\u2066x\u2069":        `isolate\u2066x\u2069`,
 		"line\u2028sep\u2029":         `line\u2028sep\u2029`,
-		"zero width joiner \u200d ok": "zero width joiner \u200d ok",
+		"zero\u200bwidth\u200c\u200d": `zero\u200bwidth\u200c\u200d`,
+		"bom\ufeffword\u2060joiner":   `bom\ufeffword\u2060joiner`,
+		"soft\u00adhyphen":            `soft\u00adhyphen`,
+		"tag\U000e0041\U000e007f":     `tag\U000e0041\U000e007f`,
 	} {
 		if got := Escape(in); got != want {
 			t.Errorf("Escape(%q) = %q, want %q", in, got, want)

@@ -9,30 +9,31 @@ import (
 	"fmt"
 	"io"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// Unsafe reports whether a terminal may act on r: control characters
-// (C0, DEL, C1, which include ESC and the 8-bit CSI), line and paragraph
-// separators and the bidirectional formatting characters (U+2028,
-// U+2029, U+200E, U+200F, U+061C, U+202A-U+202E, U+2066-U+2069).
+// Unsafe reports whether a terminal may act on r, or r may hide or
+// reorder what is shown: control characters (C0, DEL, C1, which include
+// ESC and the 8-bit CSI), the line and paragraph separators (U+2028,
+// U+2029) and every format character (Unicode category Cf): the
+// bidirectional formatting characters (U+200E, U+200F, U+061C,
+// U+202A-U+202E, U+2066-U+2069) and the invisible ones, zero-width space,
+// non-joiner and joiner (U+200B-U+200D), word joiner (U+2060), byte order
+// mark (U+FEFF), soft hyphen (U+00AD) and the tag characters
+// (U+E0001-U+E007F) among them, so two names that differ only by such a
+// character never look the same.
 func Unsafe(r rune) bool {
-	if unicode.IsControl(r) {
-		return true
-	}
-	switch r {
-	case '\u2028', '\u2029', '\u200e', '\u200f', '\u061c':
-		return true
-	}
-	return r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Cf, r)
 }
 
 // JSONWriter returns w for JSON output: encoding/json escapes C0 control
 // characters but writes DEL, C1 controls (the 8-bit CSI among them), line
-// separators and bidirectional formatting characters as they are, so each
-// Write has those runes (the Unsafe ones above U+001F) written as \u
-// escapes instead. JSON holds them only inside strings, where the escape
-// stands for the same character: the output decodes to the same values.
+// separators and format characters as they are, so each Write has those
+// runes (the Unsafe ones above U+001F) written as \u escapes instead, a
+// surrogate pair of them above U+FFFF (the tag characters). JSON holds
+// them only inside strings, where the escape stands for the same
+// character: the output decodes to the same values.
 // Each Write must be whole runes (an Encoder's value, a log line).
 func JSONWriter(w io.Writer) io.Writer { return jsonWriter{w} }
 
@@ -48,10 +49,14 @@ func (j jsonWriter) Write(p []byte) (int, error) {
 	b = append(b, p[:i]...)
 	for s := p[i:]; len(s) > 0; {
 		r, n := utf8.DecodeRune(s)
-		if unsafe(r) {
-			b = fmt.Appendf(b, `\u%04x`, r)
-		} else {
+		switch {
+		case !unsafe(r):
 			b = append(b, s[:n]...)
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			b = fmt.Appendf(b, `\u%04x\u%04x`, hi, lo)
+		default:
+			b = fmt.Appendf(b, `\u%04x`, r)
 		}
 		s = s[n:]
 	}
