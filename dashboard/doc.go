@@ -187,7 +187,10 @@
 // compared as encoding/json matches them, without regard to case), a
 // second value ({...}{"action":"rerun"})
 // or any data after the object but white space is refused with 400
-// (code "invalid") and nothing is done. An endpoint asked with a method it
+// (code "invalid") and nothing is done. An API request's query with a
+// parameter Go's parser drops (a bad %-escape, a ';' separator) or one
+// given twice is refused with 400 (code "invalid") too, never read as
+// absent or as one of its values. An endpoint asked with a method it
 // does not serve answers 405 (code "method_not_allowed") with Allow; an
 // API path with an empty, "." or ".." segment, and "api" without its
 // slash, answer 404 (code "not_found"), never a redirect. Notes

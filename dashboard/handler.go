@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -290,7 +291,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		if msg := badQuery(r.URL.RawQuery); msg != "" {
+			writeError(w, http.StatusBadRequest, "invalid", msg)
+			return
+		}
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// badQuery says what is wrong with an API request's query, "" when
+// nothing is: a parameter Go's parser drops (a bad %-escape, a ';'
+// separator) or one given twice, of which the endpoints would read only
+// the first, is refused rather than read as absent or as one of its
+// values, so queue=%zz never lists every queue (nor selects every queue's
+// jobs for a bulk action).
+func badQuery(raw string) string {
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		return "the query is malformed (a bad %-escape or a ';'): " + err.Error()
+	}
+	for k, vs := range v {
+		if len(vs) > 1 {
+			return "query parameter " + strconv.Quote(k) + " is given " + strconv.Itoa(len(vs)) + " times: give each once"
+		}
+	}
+	return ""
 }
 
 // cleanPath reports whether p (rooted, escaped: an encoded slash is no
