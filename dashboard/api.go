@@ -581,6 +581,9 @@ type stuckList struct {
 	// Clock says how far this dashboard's and the pools' clocks are from
 	// Redis's, which the page's deadlines are on.
 	Clock clockView `json:"clock"`
+	// More says more running jobs are due than the limit listed (those
+	// due first).
+	More bool `json:"more,omitempty"`
 	partial
 }
 
@@ -620,15 +623,17 @@ func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := stuckList{ServerTime: now, MarginMS: margin.Milliseconds(), Jobs: []*jobView{}, Clock: clock}
+	// One more than the limit, to tell whether there are more.
 	var recs []*jobs.Record
 	if queue != "" {
-		recs, err = h.insp.DueRunning(ctx, queue, now.Add(margin), limit)
+		recs, err = h.insp.DueRunning(ctx, queue, now.Add(margin), limit+1)
 	} else {
-		recs, err = h.insp.AllDueRunning(ctx, now.Add(margin), limit)
+		recs, err = h.insp.AllDueRunning(ctx, now.Add(margin), limit+1)
 	}
 	if !h.degrade(w, r, &out.partial, err) {
 		return
 	}
+	out.More = len(recs) > limit
 	for _, rec := range recs {
 		if rec.State != jobs.Running { // committed since the index was read
 			continue

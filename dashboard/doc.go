@@ -134,7 +134,9 @@
 //	                                   (prefix, history and select take 1 or true, 0 or
 //	                                   false; another value is refused with 400)
 //	GET  api/events?queue=&type=&limit=  events, newest first; type deduplicated, fenced or operator
-//	GET  api/stuck?margin_ms=          running jobs whose lease deadline is due, and clock: the
+//	GET  api/stuck?margin_ms=&queue=&limit=  running jobs whose lease deadline is due, those due
+//	                                   first (limit 100, at most 500; more: true when more
+//	                                   are due than listed, which the page says), and clock: the
 //	                                   dashboard's and the pools' offsets from Redis, a warning
 //	GET  api/pools                     live pools (each with its clock measurement), the
 //	                                   maintenance leader marked

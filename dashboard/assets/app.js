@@ -1023,6 +1023,8 @@
       el('p', { class: 'muted' }, 'Running jobs whose lease deadline has passed or is within ' + fmtDuration(data.margin_ms) +
         ' (namespace time ' + fmtTime(data.server_time) + '). A live attempt renews its lease well before that; the maintenance leader moves an expired one to uncertain.'),
       clockLine,
+      data.more ? el('p', { class: 'warn', id: 'stuck-more' }, 'More jobs are due than the ' + data.jobs.length +
+        ' listed here, which are those due first.') : '',
       table(['Queue', 'Job', 'Kind', 'Token', 'Lease deadline', 'Status'], rows, { id: 'stuck' }));
     schedule(5000);
   }
