@@ -1,9 +1,13 @@
 package asynqfence_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/hibiken/asynq"
 
 	"github.com/fencedq/fencedq/asynqfence"
 	"github.com/fencedq/fencedq/jobs"
@@ -30,5 +34,25 @@ func TestNewTaskKindPanicIsRefused(t *testing.T) {
 	}()
 	if _, err := asynqfence.NewTask(kindPanicArgs{}, "op-1"); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "Kind method panicked") {
 		t.Fatalf("NewTask: %v, want ErrInvalid naming the Kind method", err)
+	}
+}
+
+// TestHandlerOfAKindThatPanics: Handler and Handle of a worker whose args'
+// Kind method panics on the zero value panic at once, naming the method,
+// as they do for a nil worker, instead of failing every delivery.
+func TestHandlerOfAKindThatPanics(t *testing.T) {
+	w := jobs.WorkFunc[kindPanicArgs](func(context.Context, *jobs.Job[kindPanicArgs]) error { return nil })
+	for name, register := range map[string]func(){
+		"Handler": func() { asynqfence.Handler(w) },
+		"Handle":  func() { asynqfence.Handle(asynq.NewServeMux(), w) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Kind method panicked") {
+					t.Errorf("%s: recovered %v, want a panic naming the Kind method", name, r)
+				}
+			}()
+			register()
+		}()
 	}
 }

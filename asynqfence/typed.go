@@ -68,22 +68,30 @@ func kindOf(args jobs.JobArgs) (kind string, err error) {
 // TaskReconciler, so the bridge asks it about uncertain tasks (the job
 // carrying the delivering task's headers too); a
 // RetryOnTimeout method is honoured too. A nil w (or a nil function or
-// pointer in it) panics here, as asynq's ServeMux.Handle panics on a nil
-// handler, instead of failing every delivery.
+// pointer in it), or a T whose Kind method panics on T's zero value (a
+// kind read through a nil pointer), panics here, as asynq's
+// ServeMux.Handle panics on a nil handler, instead of failing every
+// delivery.
 func Handler[T jobs.JobArgs](w jobs.Worker[T]) asynq.Handler {
 	if argtype.IsNil(w) {
 		panic("asynqfence: Handler of a nil worker")
 	}
-	h := &typed[T]{w: w, sensitive: jobs.RulesOf(argtype.Zero[T]()).Sensitive}
+	kind, err := argtype.ZeroKind[T]()
+	if err != nil {
+		panic("asynqfence: Handler: " + err.Error())
+	}
+	h := &typed[T]{w: w, kind: kind, sensitive: jobs.RulesOf(argtype.Zero[T]()).Sensitive}
 	if r, ok := w.(jobs.Reconciler[T]); ok {
 		return &reconciling[T]{typed: h, r: r}
 	}
 	return h
 }
 
-// Handle registers w on mux under its kind (T's Kind()).
+// Handle registers w on mux under its kind (T's Kind()); it panics as
+// Handler does.
 func Handle[T jobs.JobArgs](mux *asynq.ServeMux, w jobs.Worker[T]) {
-	mux.Handle(argtype.Zero[T]().Kind(), Handler(w)) // T may be a pointer to the args
+	h := Handler(w)
+	mux.Handle(h.(kindLabeler).kindLabel(), h)
 }
 
 // errMalformed marks a payload that does not decode into a typed worker's
@@ -95,6 +103,7 @@ var errMalformed = errors.New("asynqfence: malformed payload")
 // (jobs.RedactText) before the bridge stores, logs or returns them.
 type typed[T jobs.JobArgs] struct {
 	w         jobs.Worker[T]
+	kind      string // T's Kind()
 	sensitive bool
 }
 
@@ -122,9 +131,7 @@ func (h *typed[T]) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 }
 
 // kindLabel is the worker's kind, the handler's metric label.
-func (h *typed[T]) kindLabel() string {
-	return argtype.Zero[T]().Kind()
-}
+func (h *typed[T]) kindLabel() string { return h.kind }
 
 // RetryOnTimeout passes the worker's own answer on (false without one).
 func (h *typed[T]) RetryOnTimeout() bool {

@@ -101,7 +101,7 @@ func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *
 			tb.Fatalf("fencedqtest: Want.Args: %v", err)
 		}
 	}
-	found, err := e.scan(ctx, kindOf[T](), want)
+	found, err := e.scan(ctx, kindOf[T](tb), want)
 	if err != nil {
 		tb.Fatalf("fencedqtest: reading the ledger: %v", err)
 	}
@@ -136,7 +136,7 @@ func RequireEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env,
 	if len(got) > 1 {
 		what = fmt.Sprintf("%d jobs", len(got))
 	}
-	tb.Fatalf("fencedqtest: want one %s job matching %s, found %s; the kind's jobs:%s", kindOf[T](), want.describe(), what,
+	tb.Fatalf("fencedqtest: want one %s job matching %s, found %s; the kind's jobs:%s", kindOf[T](tb), want.describe(), what,
 		listingAgainst(Enqueued[T](ctx, tb, e, nil), want))
 	return nil
 }
@@ -146,7 +146,7 @@ func RequireEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env,
 func RequireNotEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) {
 	tb.Helper()
 	if got := Enqueued[T](ctx, tb, e, want); len(got) > 0 {
-		tb.Fatalf("fencedqtest: want no %s job matching %s, found %d:%s", kindOf[T](), want.describe(), len(got), listing(got))
+		tb.Fatalf("fencedqtest: want no %s job matching %s, found %d:%s", kindOf[T](tb), want.describe(), len(got), listing(got))
 	}
 }
 
@@ -361,15 +361,26 @@ func exactNumbers(v any) any {
 	return v
 }
 
-func kindOf[T jobs.JobArgs]() string {
-	return argtype.Zero[T]().Kind() // T may be a pointer to the args
+// kindOf returns T's kind, failing the test when T's Kind method panics on
+// the zero value or gives an invalid kind, as worker.Register refuses it.
+func kindOf[T jobs.JobArgs](tb testing.TB) string {
+	tb.Helper()
+	kind, err := argtype.ZeroKind[T]() // T may be a pointer to the args
+	if err == nil {
+		err = jobs.ValidateKind(kind)
+	}
+	if err != nil {
+		tb.Fatalf("fencedqtest: %T.Kind(): %v (worker.Register refuses it)", argtype.Zero[T](), err)
+	}
+	return kind
 }
 
-// checkArgsType fails the test when T cannot encode as a JSON object, as
-// worker.Register refuses it.
+// checkArgsType fails the test when T's kind is refused (kindOf) or T
+// cannot encode as a JSON object, as worker.Register refuses it.
 func checkArgsType[T jobs.JobArgs](tb testing.TB) {
 	tb.Helper()
+	kind := kindOf[T](tb)
 	if err := argtype.CheckObject(reflect.TypeFor[T]()); err != nil {
-		tb.Fatalf("fencedqtest: kind %s: args type %v (worker.Register refuses it)", kindOf[T](), err)
+		tb.Fatalf("fencedqtest: kind %s: args type %v (worker.Register refuses it)", kind, err)
 	}
 }

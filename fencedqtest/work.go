@@ -98,7 +98,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 		tb.Fatalf("fencedqtest: %v", err)
 	}
 	queue = rec.Queue
-	if kind := kindOf[T](); rec.Kind != kind {
+	if kind := kindOf[T](tb); rec.Kind != kind {
 		tb.Fatalf("fencedqtest: job %s is of kind %s, not %s", id, rec.Kind, kind)
 	}
 	timeout := rec.Timeout
@@ -222,7 +222,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 func checkWorker[T jobs.JobArgs](tb testing.TB, w jobs.Worker[T]) {
 	tb.Helper()
 	if argtype.IsNil(w) {
-		tb.Fatalf("fencedqtest: %v: %s", worker.ErrNilWorker, kindOf[T]())
+		tb.Fatalf("fencedqtest: %v: %s", worker.ErrNilWorker, kindOf[T](tb))
 	}
 }
 

@@ -82,3 +82,50 @@ func TestRegisterRefusesArgsThatCannotBeAJSONObject(t *testing.T) {
 		}
 	}
 }
+
+type (
+	badKindArgs   struct{}
+	emptyKindArgs struct{}
+	kindNamer     struct{ name string }
+	// fieldKindArgs reads its kind through a field: on the zero value, a
+	// nil pointer.
+	fieldKindArgs struct{ Namer *kindNamer }
+)
+
+func (badKindArgs) Kind() string     { return "bad kind" }
+func (emptyKindArgs) Kind() string   { return "" }
+func (a fieldKindArgs) Kind() string { return a.Namer.name }
+
+// TestRegisterRefusesAKindItCannotRead: an args type whose Kind method
+// panics on the zero value (a kind read through a nil pointer), or gives
+// an invalid kind, is refused by Register with an error matching ErrConfig
+// and jobs.ErrInvalid naming the type, as an args type that cannot encode,
+// instead of Register panicking or the error matching jobs.ErrInvalid
+// alone; nothing is registered.
+func TestRegisterRefusesAKindItCannotRead(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	p, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, reg := range map[string]func(*worker.Pool) error{
+		"badKindArgs": registerOf[badKindArgs], "emptyKindArgs": registerOf[*emptyKindArgs],
+		"fieldKindArgs": registerOf[fieldKindArgs],
+	} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: Register panicked: %v", typ, r)
+				}
+			}()
+			err = reg(p)
+		}()
+		if !errors.Is(err, worker.ErrConfig) || !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), typ+".Kind()") {
+			t.Errorf("%s: Register: %v; want an error matching ErrConfig and jobs.ErrInvalid naming the type's Kind", typ, err)
+		}
+	}
+	if err := registerOf[okArgs](p); err != nil {
+		t.Errorf("Register after the refusals: %v", err)
+	}
+}

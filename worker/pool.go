@@ -173,20 +173,24 @@ func (p *Pool) ID() string {
 // for a nil worker, ErrRegistered for a kind already registered,
 // ErrRunning once the pool runs and ErrConfig for a nil pool or a
 // middleware (Config.Middleware) that returns a nil Handler. An args type
-// T that cannot encode as a JSON object (a func, a channel, an int, a slice;
-// a struct with a func or channel field) is refused with an error matching
-// ErrConfig and jobs.ErrInvalid.
+// T whose Kind method, called on T's zero value, panics or gives an invalid
+// kind (jobs.ValidateKind), or that cannot encode as a JSON object (a func,
+// a channel, an int, a slice; a struct with a func or channel field), is
+// refused with an error matching ErrConfig and jobs.ErrInvalid.
 func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	if p.unmade() {
 		return errNilPool
 	}
 	zero := argtype.Zero[T]() // T may be a pointer to the args
-	kind := zero.Kind()
-	if err := jobs.ValidateKind(kind); err != nil {
-		return fmt.Errorf("worker: %T.Kind(): %w", zero, err)
+	kind, err := argtype.ZeroKind[T]()
+	if err == nil {
+		err = jobs.ValidateKind(kind)
+	}
+	if err != nil {
+		return &argsTypeError{what: fmt.Sprintf("%T.Kind()", zero), err: err}
 	}
 	if err := argtype.CheckObject(reflect.TypeFor[T]()); err != nil {
-		return &argsTypeError{kind: kind, err: err}
+		return &argsTypeError{what: "kind " + kind + ": args type", err: err}
 	}
 	if argtype.IsNil(w) {
 		return fmt.Errorf("%w: %s", ErrNilWorker, kind)
@@ -241,15 +245,17 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 	return nil
 }
 
-// argsTypeError is Register's refusal of an args type that cannot encode
-// as a JSON object: it matches ErrConfig and jobs.ErrInvalid.
+// argsTypeError is Register's refusal of an args type: its Kind method
+// panics on the zero value or gives an invalid kind, or its values cannot
+// encode as a JSON object. It matches ErrConfig and jobs.ErrInvalid; what
+// says which of the type's properties err is about.
 type argsTypeError struct {
-	kind string
+	what string
 	err  error
 }
 
 func (e *argsTypeError) Error() string {
-	return fmt.Sprintf("worker: kind %s: args type %v", e.kind, e.err)
+	return fmt.Sprintf("worker: %s: %v", e.what, e.err)
 }
 
 func (e *argsTypeError) Unwrap() []error { return []error{ErrConfig, jobs.ErrInvalid} }

@@ -22,6 +22,20 @@ func Zero[T interface{ Kind() string }]() T {
 	return zero
 }
 
+// ZeroKind returns the kind T's Kind method gives on Zero[T](), or an
+// error when that call panics (a Kind method reading a field through a nil
+// pointer): a kind is a constant of its args type, known before any job of
+// it exists.
+func ZeroKind[T interface{ Kind() string }]() (kind string, err error) {
+	zero := Zero[T]()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%T's Kind method panicked on the zero value (a kind is a constant of its args type): %v", zero, r)
+		}
+	}()
+	return zero.Kind(), nil
+}
+
 // IsNil reports whether v is nil or holds a nil pointer, map, slice,
 // channel, function or interface.
 func IsNil(v any) bool {
