@@ -327,14 +327,31 @@ func (c Config) validate() error {
 			return fmt.Errorf("worker: queue %q priority %d must be positive", q, prio)
 		}
 	}
-	for name, d := range map[string]time.Duration{
-		"safety margin": c.SafetyMargin, "handler timeout": c.HandlerTimeout, "shutdown timeout": c.ShutdownTimeout, "lease wait": c.LeaseWait,
-		"fetch poll interval":  c.FetchPollInterval,
-		"maintenance interval": c.Maintenance.Interval, "prune interval": c.Maintenance.PruneInterval,
-		"effect retention": c.Maintenance.EffectRetention, "uncommitted grace": c.Maintenance.UncommittedGrace,
+	// In the fields' order, so a Config with several wrong fields is
+	// refused with the same error every time.
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"safety margin", c.SafetyMargin}, {"handler timeout", c.HandlerTimeout},
+		{"shutdown timeout", c.ShutdownTimeout}, {"lease wait", c.LeaseWait},
+		{"fetch poll interval", c.FetchPollInterval}, {"maintenance interval", c.Maintenance.Interval},
+		{"prune interval", c.Maintenance.PruneInterval}, {"uncommitted grace", c.Maintenance.UncommittedGrace},
+		{"effect retention", c.Maintenance.EffectRetention},
 	} {
-		if d < 0 {
-			return fmt.Errorf("worker: %s %v is negative", name, d)
+		if f.d < 0 {
+			return fmt.Errorf("worker: %s %v is negative", f.name, f.d)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{
+		{"fetch batch", c.FetchBatch}, {"complete batch", c.CompleteBatch},
+		{"maintenance max reconcile tries", c.Maintenance.MaxReconcileTries},
+	} {
+		if f.n < 0 {
+			return fmt.Errorf("worker: %s %d is negative", f.name, f.n)
 		}
 	}
 	if err := validateWorkerID(c.WorkerID); err != nil {
@@ -350,12 +367,15 @@ func (c Config) validate() error {
 			return fmt.Errorf("worker: maintenance outbox %d is nil", i)
 		}
 	}
-	for name, d := range map[string]time.Duration{
-		"fetch poll interval": c.FetchPollInterval, "maintenance interval": c.Maintenance.Interval,
-		"prune interval": c.Maintenance.PruneInterval,
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"fetch poll interval", c.FetchPollInterval}, {"maintenance interval", c.Maintenance.Interval},
+		{"prune interval", c.Maintenance.PruneInterval},
 	} {
-		if d < MinPollInterval {
-			return fmt.Errorf("worker: %s %v below %v", name, d, MinPollInterval)
+		if f.d < MinPollInterval {
+			return fmt.Errorf("worker: %s %v below %v", f.name, f.d, MinPollInterval)
 		}
 	}
 	switch {
@@ -371,8 +391,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: effect retention %v is shorter than job retention %v: a re-run could apply an effect twice", c.Maintenance.EffectRetention, c.Jobs.Retention)
 	case c.UnknownKindDefers < -1:
 		return fmt.Errorf("worker: unknown kind defers %d: want -1 (none) or more", c.UnknownKindDefers)
-	case c.FetchBatch < 0 || c.CompleteBatch < 0 || c.Maintenance.MaxReconcileTries < 0:
-		return fmt.Errorf("worker: fetch batch, complete batch and max reconcile tries must not be negative")
 	}
 	if err := watchdog.CheckMargin(c.LeaseTTL, c.SafetyMargin); err != nil {
 		return fmt.Errorf("worker: %w", err)

@@ -327,3 +327,28 @@ func TestSafetyMarginAboveHalfTheTTLIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestNewPoolNamesTheWrongField: NewPool's error names the one field it
+// refuses and its value, as ErrConfig promises, for each count and
+// duration that must not be negative; with several fields wrong, the same
+// one is named every time (the first in the Config's order).
+func TestNewPoolNamesTheWrongField(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	for want, cfg := range map[string]worker.Config{
+		"fetch batch -1 is negative":                     {FetchBatch: -1},
+		"complete batch -2 is negative":                  {CompleteBatch: -2},
+		"maintenance max reconcile tries -3 is negative": {Maintenance: worker.MaintenanceConfig{MaxReconcileTries: -3}},
+		"shutdown timeout -1s is negative":               {ShutdownTimeout: -time.Second},
+		"handler timeout -1s is negative": {HandlerTimeout: -time.Second, ShutdownTimeout: -time.Second,
+			LeaseWait: -time.Second, Maintenance: worker.MaintenanceConfig{UncommittedGrace: -time.Second}},
+	} {
+		cfg.Jobs = jobs.Config{Namespace: ns}
+		for range 10 {
+			_, err := worker.NewPool(rdb, cfg)
+			if !errors.Is(err, worker.ErrConfig) || err.Error() != "worker: "+want {
+				t.Errorf("NewPool: %v; want ErrConfig saying %q", err, want)
+				break
+			}
+		}
+	}
+}
