@@ -108,7 +108,8 @@ func Queue(q string) Option { return func(o *options) { o.queue = q } }
 // is refused with ErrInvalid (leave the option out for the job's own id).
 func OperationID(id string) Option { return func(o *options) { o.op, o.opSet = id, true } }
 
-// Delay makes the job due after d. A job takes a Delay or a RunAt, not
+// Delay makes the job due after d (0: due now; a negative d is refused
+// with ErrInvalid). A job takes a Delay or a RunAt, not
 // both: the two together are refused with ErrInvalid.
 func Delay(d time.Duration) Option { return func(o *options) { o.delay = d } }
 
@@ -122,8 +123,9 @@ func RunAt(t time.Time) Option { return func(o *options) { o.runAt = t } }
 // at most MaxMaxRetries).
 func MaxRetries(n int) Option { return func(o *options) { o.maxRetries = n } }
 
-// Timeout bounds each attempt's handler (default: the pool's
-// HandlerTimeout; at most MaxTimeout, rounded up to whole milliseconds).
+// Timeout bounds each attempt's handler (default, and 0: the pool's
+// HandlerTimeout; at most MaxTimeout, rounded up to whole milliseconds; a
+// negative d is refused with ErrInvalid).
 func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // Unchecked lets EnqueueRaw take a kind that no live pool runs, whose rules
@@ -659,8 +661,10 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 		return nil, invalid("%s args must be a JSON object", kind)
 	case o.maxRetries < 0 || o.maxRetries > MaxMaxRetries:
 		return nil, invalid("max retries %d is outside 0-%d", o.maxRetries, MaxMaxRetries)
-	case o.timeout < 0 || o.delay < 0:
-		return nil, invalid("negative timeout or delay")
+	case o.timeout < 0:
+		return nil, invalid("timeout %v is negative", o.timeout)
+	case o.delay < 0:
+		return nil, invalid("delay %v is negative (RunAt takes a time already past: due at once)", o.delay)
 	case o.delay != 0 && !o.runAt.IsZero():
 		return nil, invalid("both a delay (%v) and a run-at time: give one", o.delay)
 	case o.timeout > MaxTimeout:

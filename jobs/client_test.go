@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -85,6 +86,14 @@ func TestEnqueueRefusesNumbersOutOfRange(t *testing.T) {
 	} {
 		if _, err := c.Enqueue(ctx, rangeArgs{N: 1}, opt); !errors.Is(err, jobs.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	// A negative duration is refused naming the option and its value.
+	for want, opt := range map[string]jobs.Option{
+		"timeout -1s is negative": jobs.Timeout(-time.Second), "delay -1h0m0s is negative": jobs.Delay(-time.Hour),
+	} {
+		if _, err := c.Enqueue(ctx, rangeArgs{N: 1}, opt); !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("%v, want ErrInvalid saying %q", err, want)
 		}
 	}
 	// A delay and a run-at time together say two due times: refused, not
