@@ -76,8 +76,9 @@ func Decide(e End) ledger.Outcome {
 	switch {
 	case err == nil:
 		return ledger.Outcome{To: jobs.Succeeded, Output: e.Output, OutputDisplay: e.OutputDisplay}
-	case errors.Is(err, fence.ErrAlreadyApplied):
-		// The effect log says this operation's effect is applied.
+	case onlyApplied(err):
+		// The effect log says this operation's effect is applied, and the
+		// handler reported nothing else.
 		reason := "effect already applied"
 		var ae *fence.AlreadyAppliedError
 		if errors.As(err, &ae) && ae.Elsewhere() {
@@ -159,6 +160,42 @@ func unrefusedUnknown(err error) bool {
 		return true
 	}
 	return slices.ContainsFunc(kids, unrefusedUnknown)
+}
+
+// onlyApplied reports whether every branch of err's tree (as errors.Is
+// walks it) ends in fence.ErrAlreadyApplied, a jobs.Permanent or
+// jobs.Unknown mark around it aside: the handler reported its operation
+// applied, and nothing else. An error beside it (errors.Join of an effect
+// found applied and another that failed, or whose outcome is unknown: two
+// effects of one handler) is not hidden by it, and steers the outcome.
+func onlyApplied(err error) bool {
+	if err == nil {
+		return false
+	}
+	if x, ok := err.(interface{ Is(error) bool }); err == fence.ErrAlreadyApplied || ok && x.Is(fence.ErrAlreadyApplied) {
+		return true
+	}
+	var kids []error
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		kids = []error{u.Unwrap()}
+	case interface{ Unwrap() []error }:
+		kids = u.Unwrap()
+	}
+	if reflect.TypeOf(err) == unknownType && len(kids) == 2 {
+		kids = kids[1:] // jobs.Permanent(kids[1]) or jobs.Unknown(kids[1]): the mark says nothing of the effect
+	}
+	applied := false
+	for _, k := range kids {
+		if k == nil {
+			continue
+		}
+		if !onlyApplied(k) {
+			return false
+		}
+		applied = true
+	}
+	return applied
 }
 
 // ReconcileFunc asks a job kind whether an uncertain job's effect happened.
