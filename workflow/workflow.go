@@ -194,8 +194,11 @@ func (w *Workflow) plan(ctx context.Context, id, op string, opts [][]jobs.Option
 		j := &ledger.NewJob{ID: id + "." + s.name, Kind: p.Kind, Queue: p.Queue, OperationID: p.OperationID,
 			Resource: p.Resource, Payload: p.Payload, Display: p.Display, MaxRetries: p.MaxRetries, Timeout: p.Timeout,
 			PartitionKey: p.PartitionKey, Headers: p.Headers, Flow: flowOf(p)}
-		if j.PartitionKey == "" {
-			j.PartitionKey = id // a workflow's steps of one partitioned queue share a partition
+		if j.PartitionKey == "" && j.Flow == nil {
+			// A workflow's steps of one partitioned queue share a partition;
+			// a step under a limit or rate goes where its key says, as a
+			// job does, so every job of the key meets the same permits.
+			j.PartitionKey = id
 		}
 		if !p.RunAt.IsZero() {
 			j.Delay = time.Until(p.RunAt)
@@ -324,7 +327,10 @@ type Result struct {
 // StepRef names a step's job. On a partitioned queue (see
 // jobs.Client.SetPartitions) Queue is the step's partition ("q#k"): the
 // steps of one queue share the workflow's partition (its id is their
-// partition key) unless a step gives its own jobs.PartitionKey.
+// partition key) unless a step gives its own jobs.PartitionKey, or runs
+// under a jobs.Limit or jobs.Rate without one: that step goes to the
+// partition its limit's key (its rate's, without a limit) picks, as a job
+// does, so the limit holds across the workflows of the queue.
 type StepRef struct {
 	// Queue and JobID name the step's job.
 	Queue string `json:"queue"`
