@@ -1110,10 +1110,16 @@ func (r Record) LogValue() slog.Value {
 // stepChunk is how many job records one round trip of Steps reads.
 const stepChunk = 100
 
-// Steps returns the records of jobs refs (nil for one gone), read as
-// recorded, a pipelined round trip per stepChunk of them: a workflow's
-// status reads its up to a thousand steps in a few round trips, not one
-// per step. Unlike Get it does not work out where a pending job waits.
+// stepFields are the fields of a job record Steps reads: what a
+// workflow's status shows of a step.
+var stepFields = []string{"state", "token", "attempts", "reason", "output", "output_shown"}
+
+// Steps returns the records of jobs refs (nil for one gone), holding only
+// their stepFields (state, token, attempts, reason and output), a
+// pipelined round trip per stepChunk of them: a workflow's status reads
+// its up to a thousand steps in a few round trips, not one per step, and
+// never carries their args (up to 16 MiB a workflow) from Redis. Unlike
+// Get it does not work out where a pending job waits.
 // When some jobs could not be read (on Redis Cluster, their master down),
 // they are nil too, and a *PartialError names their queues; ctx ended, its
 // error is returned whole.
@@ -1122,11 +1128,11 @@ func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
 	var missed Partial
 	for lo := 0; lo < len(refs); lo += stepChunk {
 		chunk := refs[lo:min(lo+stepChunk, len(refs))]
-		cmds := make([]*redis.MapStringStringCmd, len(chunk))
+		cmds := make([]*redis.SliceCmd, len(chunk))
 		_, _ = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // read per command below
 			for i, r := range chunk {
 				if !siblingID(r.ID) {
-					cmds[i] = p.HGetAll(ctx, l.JobKey(r.Queue, r.ID))
+					cmds[i] = p.HMGet(ctx, l.JobKey(r.Queue, r.ID), stepFields...)
 				}
 			}
 			return nil
@@ -1135,7 +1141,7 @@ func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
 			if c == nil {
 				continue
 			}
-			h, err := jobFields(c)
+			h, err := stepFieldsOf(c)
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return nil, wrap("read steps", err)
@@ -1147,6 +1153,26 @@ func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
 		}
 	}
 	return out, missed.Err()
+}
+
+// stepFieldsOf returns the stepFields an HMGET of Steps read, by name
+// (none: no record); a job key of another type reads as jobFields reads
+// it.
+func stepFieldsOf(c *redis.SliceCmd) (map[string]string, error) {
+	v, err := c.Result()
+	if wrongType(err) {
+		return map[string]string{"state": string(Review), "reason": foreignReason}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h := map[string]string{}
+	for i, x := range v {
+		if s, ok := x.(string); ok && i < len(stepFields) {
+			h[stepFields[i]] = s
+		}
+	}
+	return h, nil
 }
 
 // PausedOf returns the pause of each of names (queue names, partitions'
