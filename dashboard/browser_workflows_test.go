@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -144,4 +145,48 @@ func TestBrowserCancelWaitingSteps(t *testing.T) {
 	confirm(t, tb, `#bulk .action[data-action="bulk-cancel"]`, "order withdrawn")
 	jobstest.WaitState(t, f.ledger, "default", res.Steps["reserve"].JobID, jobs.Cancelled)
 	waitStatus(t, tb, "the bulk result", "Done: 1 of 1 jobs.")
+}
+
+// The workflows page shows 50 workflows, newest first, of how many there
+// are, and links to the older ones: every workflow is reached, none twice.
+func TestBrowserWorkflowsArePaged(t *testing.T) {
+	exe := browser.NeedChromium(t)
+	f := newFixture(t)
+	ctx := context.Background()
+	const total = 53
+	ids := map[string]bool{}
+	for i := range total {
+		res, err := workflow.Enqueue(ctx, f.client, workflow.New("bulk").Add("only", echoArgs{N: i}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[res.ID] = true
+	}
+	srv := httptest.NewServer(f.handler(dashboard.Options{}))
+	t.Cleanup(srv.Close)
+	tb, _ := openBrowser(t, exe)
+	must(t, tb.page.Navigate(tb.ctx, srv.URL+"/#/workflows"))
+	seen := map[string]bool{}
+	read := func(page string, rows int, pager string, older bool) {
+		t.Helper()
+		waitJS(t, tb, page, `!!document.querySelector('#workflows-pager') && document.querySelectorAll('#workflows tr[data-workflow]').length === `+fmt.Sprint(rows))
+		for _, id := range strings.Fields(evalJS[string](t, tb, `[...document.querySelectorAll('#workflows tr[data-workflow]')].map((r) => r.dataset.workflow).join(' ')`)) {
+			if seen[id] || !ids[id] {
+				t.Errorf("%s lists %s (seen before: %v)", page, id, seen[id])
+			}
+			seen[id] = true
+		}
+		if txt := evalJS[string](t, tb, `document.querySelector('#workflows-pager').textContent`); !strings.Contains(txt, pager) {
+			t.Errorf("%s's pager: %q, want %q", page, txt, pager)
+		}
+		if got := evalJS[bool](t, tb, `!!document.querySelector('#workflows-pager a[rel=next]')`); got != older {
+			t.Errorf("%s links to older workflows: %v, want %v", page, got, older)
+		}
+	}
+	read("the first page", 50, "1–50 of 53", true)
+	navigate(t, tb, evalJS[string](t, tb, `document.querySelector('#workflows-pager a[rel=next]').getAttribute('href')`))
+	read("the second page", total-50, "51–53 of 53", false)
+	if len(seen) != total {
+		t.Errorf("the pages listed %d of %d workflows", len(seen), total)
+	}
 }

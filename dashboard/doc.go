@@ -148,9 +148,12 @@
 //	                                   each with its newest ticks (default 5, at most 100
 //	                                   with id, 5 without)
 //	                                   and the state of the job each produced
-//	GET  api/workflows?id=&limit=      the newest workflows (limit at most 100), or workflow
-//	                                   id (at most 200 bytes) with its steps (needs a client:
-//	                                   503 without one); server_time as api/jobs
+//	GET  api/workflows?id=&limit=&offset=
+//	                                   the newest workflows (limit at most 100, default 50)
+//	                                   from offset (at most 10000) and their total, or
+//	                                   workflow id (at most 200 bytes) with its
+//	                                   steps (needs a client: 503 without one); server_time
+//	                                   as api/jobs
 //	GET  api/limits                    per queue: limits, rates and fair groups in use
 //	GET  api/session                   whether actions are enabled and who is signed in
 //	GET  api/csrf                      a CSRF token (also set as a cookie)

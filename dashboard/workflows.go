@@ -14,8 +14,13 @@ import (
 // open to every viewer.
 const maxWorkflowsLimit = 100
 
-// apiWorkflows lists the newest workflows (state, progress n/m, started)
-// and, with ?id=, shows one with each step's dependencies, state, token
+// maxWorkflowsOffset bounds api/workflows?offset: a page at offset reads
+// the ids of the newest offset+limit workflows of every queue.
+const maxWorkflowsOffset = 10_000
+
+// apiWorkflows lists the newest workflows (state, progress n/m, started),
+// limit of them from offset (at most maxWorkflowsOffset), and how many
+// there are (total), and, with ?id=, shows one with each step's dependencies, state, token
 // and redacted output; a step whose job could not be read (its master
 // down) is unreachable, the answer flagged partial. It needs the client
 // (workflow reads go through package workflow): a dashboard without one
@@ -28,6 +33,11 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 	n, ok := intParam(r, "limit", 50, maxWorkflowsLimit)
 	if !ok || n == 0 {
 		writeError(w, http.StatusBadRequest, "invalid", "limit must be 1-"+strconv.Itoa(maxWorkflowsLimit))
+		return
+	}
+	offset, ok := intParam(r, "offset", 0, maxWorkflowsOffset)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "invalid", "offset must be 0-"+strconv.Itoa(maxWorkflowsOffset))
 		return
 	}
 	// Bounded as every id: it is looked up once per queue.
@@ -61,7 +71,11 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 		}{st, h.serverTime(ctx, r), part})
 		return
 	}
-	list, err := workflow.List(ctx, h.client, 0, n)
+	list, err := workflow.List(ctx, h.client, offset, n)
+	if !h.degrade(w, r, &part, err) {
+		return
+	}
+	total, err := workflow.Count(ctx, h.client)
 	if !h.degrade(w, r, &part, err) {
 		return
 	}
@@ -70,7 +84,9 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Workflows  []*workflow.Status `json:"workflows"`
+		Offset     int                `json:"offset"`
+		Total      int                `json:"total"`
 		ServerTime time.Time          `json:"server_time,omitzero"`
 		partial
-	}{list, h.serverTime(ctx, r), part})
+	}{list, offset, max(total, offset+len(list)), h.serverTime(ctx, r), part})
 }

@@ -211,6 +211,26 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 	return out, missed.Err()
 }
 
+// Count returns how many workflows are kept (enqueued and not yet pruned,
+// see jobs.Config.Retention): what List pages through. It reads one
+// number per queue (one pipelined round trip), no workflow. When some
+// queues could not be read (on Redis Cluster, their master down), it
+// returns the others' count with a *jobs.PartialError naming them.
+func Count(ctx context.Context, c *jobs.Client) (int, error) {
+	l, err := clientledger.Of(c)
+	if l == nil {
+		return 0, fmt.Errorf("%w: workflow.Count needs a *jobs.Client", jobs.ErrInvalid)
+	}
+	if err != nil {
+		return 0, err
+	}
+	qs, err := l.Queues(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return l.CountWorkflows(ctx, qs)
+}
+
 // Cancel cancels workflow id on behalf of actor (an operator, with a
 // note): every step waiting or pending is cancelled, every running one is
 // asked to stop (its handler's context is cancelled at the next renewal;

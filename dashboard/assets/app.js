@@ -958,7 +958,10 @@
     graph.prepend(svg);
   }
 
-  async function workflowsPage(my, id) {
+  // maxWorkflowsOffset is the deepest offset api/workflows serves.
+  const maxWorkflowsOffset = 10000;
+
+  async function workflowsPage(my, id, params) {
     if (id) {
       const w = await api('api/workflows?id=' + enc(id));
       if (my !== seq) return;
@@ -970,10 +973,22 @@
       schedule(5000);
       return;
     }
-    const data = await api('api/workflows');
+    const limit = 50;
+    const asked = Math.max(0, parseInt(params.get('offset') || '0', 10) || 0);
+    const data = await api('api/workflows?offset=' + asked + '&limit=' + limit);
     if (my !== seq) return;
+    // Pages, newest first; past the last workflow (an old link): back to the first page.
+    const offset = data.offset;
+    const page = (off) => '#/workflows' + (off ? '?offset=' + off : '');
+    const n = data.workflows.length;
+    const pager = el('p', { class: 'pager', id: 'workflows-pager' },
+      offset > 0 ? el('a', { href: page(n ? Math.max(0, offset - limit) : 0), rel: 'prev' }, n ? '← newer' : '← first page') : '',
+      ' ', n ? String(offset + 1) + '–' + String(offset + n) : offset > 0 ? 'past the end: 0' : '0', ' of ' + data.total + ' (newest first) ',
+      offset + n < data.total ? (offset + limit <= maxWorkflowsOffset ? el('a', { href: page(offset + limit), rel: 'next' }, 'older →')
+        : el('span', { class: 'muted' }, 'no pages past ' + maxWorkflowsOffset + ' workflows')) : '');
     show('workflows', el('h1', {}, 'Workflows'),
       table(['Workflow', 'Name', 'State', 'Progress', 'Started', 'Age'], data.workflows.map(workflowRow), { id: 'workflows' }),
+      pager,
       el('p', { class: 'muted' }, 'Job graphs: each step runs once, after every step it depends on succeeded. Progress counts steps in a final state.'));
     schedule(10000);
   }
@@ -1326,7 +1341,7 @@
           await jobsPage(my, params); break;
         case 'pools': await poolsPage(my); break;
         case 'schedules': await schedulesPage(my, parts[1] || ''); break;
-        case 'workflows': await workflowsPage(my, parts[1] || ''); break;
+        case 'workflows': await workflowsPage(my, parts[1] || '', params); break;
         case 'limits': await limitsPage(my); break;
         case 'history': await historyPage(my, params); break;
         case 'job': await jobPage(my, parts[1] || '', parts[2] || ''); break;

@@ -677,6 +677,31 @@ func (l *Ledger) NewestWorkflows(ctx context.Context, qs []string, n int) ([]Wor
 	return out[:min(n, len(out))], perr
 }
 
+// CountWorkflows returns how many workflows the queues of qs hold (those
+// whose home each is, kept until pruned): one pipelined ZCARD per queue.
+// When some queues could not be read (on Redis Cluster, their master
+// down), it returns the others' count with a *PartialError naming them.
+func (l *Ledger) CountWorkflows(ctx context.Context, qs []string) (int, error) {
+	cmds := make([]*redis.IntCmd, len(qs))
+	_, _ = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // read per command below
+		for i, q := range qs {
+			cmds[i] = p.ZCard(ctx, l.workflowsKey(q))
+		}
+		return nil
+	})
+	errs := make([]error, len(qs))
+	n := 0
+	for i, c := range cmds {
+		errs[i] = wrap("count workflows of "+qs[i], c.Err())
+		n += int(c.Val())
+	}
+	perr := partialOf(ctx, qs, errs)
+	if partialOnly(perr) != nil {
+		return 0, perr
+	}
+	return n, perr
+}
+
 // Output reads the output job id of queue q recorded with its success and
 // its redacted display ("" each when none).
 func (l *Ledger) Output(ctx context.Context, q, id string) (raw, display string, err error) {
