@@ -323,3 +323,22 @@ func TestUncertainStepInsideAWorkflow(t *testing.T) {
 		}
 	})
 }
+
+// TestOddWorkflowNamesAreRefused: a workflow's name is shown as it was
+// given (inspect, the dashboard), so one that is not UTF-8 (which its JSON
+// record would keep only as U+FFFD) or holds control characters is refused
+// before anything is written, as an operator's name is.
+func TestOddWorkflowNamesAreRefused(t *testing.T) {
+	e := newEnv(t)
+	for i, name := range []string{"\xff\xfe", "order\x00", "order\n7", "\x1b]0;pwned\x07", "a\u0085b", strings.Repeat("a", 201)} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			e.requireRefused(t, workflow.New(name).Add("a", step("a")), "name")
+		})
+	}
+	e.requireNothingWritten(t)
+	for _, name := range []string{"", "commande n° 7 — été", strings.Repeat("a", 200)} {
+		if err := workflow.New(name).Add("a", step("a")).Validate(); err != nil {
+			t.Errorf("name %q: %v", name, err)
+		}
+	}
+}

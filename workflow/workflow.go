@@ -37,7 +37,10 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -49,6 +52,9 @@ import (
 
 // MaxSteps bounds the steps of one workflow.
 const MaxSteps = 1000
+
+// MaxNameLen bounds a workflow's name (New), in bytes.
+const MaxNameLen = 200
 
 // MaxPayloadBytes bounds the sum of a workflow's step args (each step's is
 // bounded by jobs.MaxPayloadBytes): the steps of one queue are written by
@@ -99,7 +105,9 @@ func Options(opts ...jobs.Option) StepOption {
 }
 
 // New starts an empty workflow named name (shown by inspect and the
-// dashboard; it may be empty).
+// dashboard; it may be empty): at most MaxNameLen bytes of UTF-8 without
+// control characters, else Validate and Enqueue refuse it with an error
+// matching jobs.ErrInvalid.
 func New(name string) *Workflow { return &Workflow{name: name, index: map[string]int{}} }
 
 var stepName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -162,8 +170,10 @@ func (w *Workflow) plan(ctx context.Context, id, op string, opts [][]jobs.Option
 		return nil, fmt.Errorf("%w: a workflow needs at least one step", jobs.ErrInvalid)
 	case len(w.steps) > MaxSteps:
 		return nil, fmt.Errorf("%w: a workflow has at most %d steps, not %d", jobs.ErrInvalid, MaxSteps, len(w.steps))
-	case len(w.name) > 200:
-		return nil, fmt.Errorf("%w: a workflow's name has at most 200 bytes", jobs.ErrInvalid)
+	case len(w.name) > MaxNameLen:
+		return nil, fmt.Errorf("%w: a workflow's name has at most %d bytes", jobs.ErrInvalid, MaxNameLen)
+	case !utf8.ValidString(w.name) || strings.ContainsFunc(w.name, unicode.IsControl):
+		return nil, fmt.Errorf("%w: workflow name %q must be UTF-8 without control characters", jobs.ErrInvalid, ledger.Clip(w.name))
 	}
 	nw := &ledger.NewWorkflow{ID: id, OperationID: op}
 	def := ledger.WorkflowDef{Name: w.name}

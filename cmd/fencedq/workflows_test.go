@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fencedq/fencedq/examples/bank"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
@@ -146,13 +148,29 @@ func TestWorkflowInspectCountsAndLimit(t *testing.T) {
 }
 
 // workflow inspect prints the workflow's name escaped once, as every text
-// output escapes: a backslash as it is, an escape character as \x1b.
+// output escapes: a backslash as it is, an escape character (in a record
+// written before names were checked, or by hand) as \x1b.
 func TestWorkflowInspectEscapesTheNameOnce(t *testing.T) {
 	e := newOperatorEnv(t)
 	ctx := context.Background()
 	tr := bank.Transfer{From: "acct-000", To: "acct-001", Cents: 5}
-	res, err := workflow.Enqueue(ctx, e.client, workflow.New(`C:\orders`+"\x1b[2J").Add("charge", tr))
+	res, err := workflow.Enqueue(ctx, e.client, workflow.New(`C:\orders`).Add("charge", tr))
 	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := redis.ParseURL(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	key := e.ns + ":{" + res.Home + "}:wf:" + res.ID
+	def := rdb.HGet(ctx, key, "def").Val()
+	odd := strings.Replace(def, `"name":"C:\\orders"`, `"name":"C:\\orders\u001b[2J"`, 1)
+	if odd == def {
+		t.Fatalf("workflow record %q: no name to change", def)
+	}
+	if err := rdb.HSet(ctx, key, "def", odd).Err(); err != nil {
 		t.Fatal(err)
 	}
 	code, text, _ := e.cli("workflow", "inspect", "--id", res.ID)
