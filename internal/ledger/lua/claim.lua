@@ -60,14 +60,21 @@ while i < #ids do
   i = i + 1
   local id = ids[i]
   local k = P .. 'job:' .. id
-  -- h: the common fields. o: the optional ones, read only when the record
-  -- has more fields than the common ones present (not a job as enqueued);
-  -- each field read costs about as much as a small command.
+  -- h: the common fields the claim hands over or writes. o: the optional
+  -- ones, read only when the record has more fields than the common ones
+  -- present (not a job as enqueued); each field read costs about as much as
+  -- a small command. 'created' and 'args' are common too, but not read (no
+  -- flow control needs them: a parked job's 'created' is read when it is
+  -- parked): every job the ledger writes has both (write_new_job), so they
+  -- count as present. A bridged job's record has no 'args' and three
+  -- bridge fields, so more is at least 2 (the full read); a record edited
+  -- by hand that lacks more common fields than it has optional ones reads
+  -- as negative more, the full read too.
   -- jobread, inlined on this path
-  local h = redis.pcall('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'max_retries', 'created', 'args')
+  local h = redis.pcall('HMGET', k, 'state', 'token', 'attempts', 'payload', 'kind', 'max_retries')
   if h.err then h = FOREIGN end
-  local present = 0
-  for j = 1, 8 do if h[j] then present = present + 1 end end
+  local present = 2 -- created, args
+  for j = 1, 6 do if h[j] then present = present + 1 end end
   -- Three more fields with a 'flow' one are a concurrency limit's (flow,
   -- lkey, lmax), four with a flow 'R…' a rate limit's (flow, rkey, rmax,
   -- rper): one field read (flow.lua). One more field is most often, in a
@@ -96,7 +103,7 @@ while i < #ids do
       end
     end
   end
-  if more > 0 and not flow and not known then
+  if more ~= 0 and not flow and not known then
     o = call('HMGET', k, 'op', 'resource', 'timeout_ms', 'kind_defers', 'hist', 'fence', 'mark', 'headers',
       'flow', 'group')
     flow, group = o[9], o[10]
@@ -104,7 +111,7 @@ while i < #ids do
   -- a grouped job taken off the due index: its group may need a next job (group.lua)
   if group then group_took(group, id) end
   -- a job under flow control may be held back (flow.lua): parked or deferred
-  local held = h[1] == 'pending' and flow and flow_admit(id, flow, h[7])
+  local held = h[1] == 'pending' and flow and flow_admit(id, flow)
   if held == 'corrupt' or held == 'corrupt_key' then
     quarantine(id, 'pending', held == 'corrupt' and 'corrupt record: flow control fields'
       or 'corrupt flow control key: holds another type')

@@ -497,15 +497,15 @@ local function flow_pre(key)
 end
 
 -- flow_admit decides whether job id, due and already taken off the due index
--- by a claim, may start now; flow is its 'flow' field and created its creation
--- time. It returns nil when it may (its permit is taken and its start
--- recorded); else why, for the claim's reply: 'limit:<name>' (parked until a
--- permit frees) or 'rate:<name>' (back in the due index at the earliest start
--- its rate allows); or 'corrupt' when its flow fields are not a limit's or
+-- by a claim, may start now; flow is its 'flow' field. It returns nil when
+-- it may (its permit is taken and its start recorded); else why, for the
+-- claim's reply: 'limit:<name>' (parked until a permit frees) or
+-- 'rate:<name>' (back in the due index at the earliest start its rate
+-- allows); or 'corrupt' when its flow fields are not a limit's or
 -- a rate's (a record edited by hand), or 'corrupt_key' when a key of its
 -- limit or rate holds another type, for the claim to
 -- quarantine. Nothing is counted as an attempt.
-local function flow_admit(id, flow, created)
+local function flow_admit(id, flow)
   -- k (the job's key) is made only when it is written or read again
   local k, lkey, lmax, rkey, rmax, rper, wait, hk, nlmax, nrmax, nper
   if flow_parse(flow) then -- a limit only or a rate only, not held back before: nothing more to read
@@ -540,7 +540,10 @@ local function flow_admit(id, flow, created)
     end
     -- a waiting zset of another type: the job leaves its promise and
     -- deferral, for review
-    if not flow_park(id, lkey, lmax, num(created)) then return 'corrupt_key' end
+    -- parked in the order of creation (the claim does not read 'created'
+    -- of the jobs it admits)
+    local created = num(redis.call('HGET', k or jobkey(id), 'created'))
+    if not flow_park(id, lkey, lmax, created) then return 'corrupt_key' end
     count('limit_waits')
     return 'limit:' .. flow_name(lkey)
   end
