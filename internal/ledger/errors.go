@@ -98,6 +98,9 @@ func ShownID(id string) string {
 // a script at its first write (every write is refused alike), so the call
 // wrote nothing.
 func refusedWrite(err error) error {
+	if err == nil {
+		return nil // before re is declared: it escapes, and a success pays no allocation
+	}
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return nil
@@ -115,6 +118,9 @@ func refusedWrite(err error) error {
 // refusal of a queue-level key holding another type (queue_guard in
 // prelude.lua, refused before the script's first write), else err.
 func foreignQueueKey(err error) error {
+	if err == nil {
+		return nil // before re is declared (see refusedWrite)
+	}
 	var re redis.Error
 	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FOREIGNKEY ") && !errors.Is(err, ErrForeignKey) {
 		return fmt.Errorf("%w: %w", ErrForeignKey, err)

@@ -248,8 +248,11 @@ func once(ctx context.Context, c redis.Scripter, name, target string, keys []str
 // or function called by name, has no functions at all, or does not let
 // this user call them: the call ran nothing, so running it again is safe.
 func IsMissing(err error) bool {
+	if err == nil {
+		return false // before re is declared: it escapes, and a success pays no allocation
+	}
 	var re redis.Error
-	if err == nil || !errors.As(err, &re) {
+	if !errors.As(err, &re) {
 		return false
 	}
 	msg := re.Error()

@@ -205,3 +205,15 @@ func TestUserWithoutFunctionPermissionsRunsPlainScripts(t *testing.T) {
 		t.Fatal("the library is still marked available for a user who may not call functions")
 	}
 }
+
+// TestIsMissingOfNoErrorAllocatesNothing: every script call's result goes
+// through IsMissing; a success (no error) costs it no allocation.
+func TestIsMissingOfNoErrorAllocatesNothing(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() {
+		if luafunc.IsMissing(nil) {
+			t.Fatal("no error reads as missing")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per success, want 0", n)
+	}
+}
