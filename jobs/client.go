@@ -334,7 +334,9 @@ func (c *Client) Close() error { return nil }
 // reached under noeviction) refuses the write before it starts: that error
 // matches ErrOutOfMemory, and nothing was written; so does a read-only
 // replica (a demoted primary) or a primary short of min-replicas-to-write,
-// matching ErrWriteRefused. No other error follows
+// matching ErrWriteRefused. An enqueue that never reached Redis (no
+// connection could be made) fails with an error matching ErrNotSent:
+// nothing was written. No other error follows
 // a write: when
 // only the queue registry (which lists a queue's first job to the
 // dashboard, the CLI and the reconciler) could not be updated, Enqueue
@@ -411,7 +413,7 @@ func (c *Client) prepareRaw(ctx context.Context, kind string, payload []byte, o 
 func (c *Client) checkRaw(ctx context.Context, kind string, o options) error {
 	pools, err := c.ledger.Pools(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: reading the kinds' rules: %w", ErrEnqueueUnknown, err)
+		return fmt.Errorf("%w: reading the kinds' rules: %w", ErrNotSent, err)
 	}
 	known := false
 	for _, p := range pools {

@@ -32,6 +32,16 @@ var (
 	// job already written is returned, deduplicated); without one, a retry
 	// may create a second job.
 	ErrEnqueueUnknown = ledger.ErrEnqueueUnknown
+	// ErrNotSent means an enqueue was never sent to Redis: no connection
+	// to it could be made (a refused dial, Sentinels that named no
+	// reachable primary, no connection free in the client's pool in time,
+	// a closed client), or a read the enqueue needs first (the queue's
+	// partition count, the kinds' rules of a raw enqueue) failed. Nothing
+	// was written, so enqueueing again once Redis is reachable creates the
+	// job once, with or without an OperationID; for a workflow, it was not
+	// committed. An error after the request may have reached Redis matches
+	// ErrEnqueueUnknown instead; no error matches both.
+	ErrNotSent = ledger.ErrNotSent
 	// ErrActionUnknown means, in durable mode (Config.Durability), that an
 	// operator's action (Cancel, RunNow, Resolve, Pause, Resume,
 	// SetPartitions, RemoveSchedule, workflow.Cancel) ran on the primary

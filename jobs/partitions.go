@@ -351,7 +351,7 @@ func (c *Client) partitions(ctx context.Context, js []*ledger.NewJob) (map[strin
 	if err != nil {
 		for _, q := range stale {
 			if out[q] == 0 { // never read: the job's partition is unknown
-				return nil, fmt.Errorf("%w: reading queue %s's partitions (nothing was written): %w", ErrEnqueueUnknown, q, err)
+				return nil, fmt.Errorf("%w: reading queue %s's partitions: %w", ErrNotSent, q, err)
 			}
 		}
 		if pc.failing.CompareAndSwap(false, true) {

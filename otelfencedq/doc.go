@@ -66,7 +66,8 @@
 // handler returned leaves the handler's own outcome, which the pool
 // commits and the span records (worker.JobView.HandlerResult). A failed
 // enqueue's span records only the class of its error (jobs.ErrInvalid,
-// jobs.ErrEnqueueUnknown, jobs.ErrWriteRefused, a context's end), never
+// jobs.ErrEnqueueUnknown, jobs.ErrNotSent, jobs.ErrWriteRefused, a
+// context's end), never
 // its text, which may quote the operation id or the
 // resource it was refused for; the caller gets the whole error. An
 // attempt whose handler the stopping pool abandons (still running past the

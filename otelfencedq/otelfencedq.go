@@ -319,7 +319,7 @@ var errEnqueueFailed = errors.New("enqueue failed")
 // or the resource the job was refused for (or its args, in an error of
 // their Validate method). The caller gets the whole error.
 func enqueueError(err error) error {
-	for _, class := range []error{jobs.ErrInvalid, jobs.ErrEnqueueUnknown, jobs.ErrOutOfMemory, jobs.ErrWriteRefused, jobs.ErrForeignKey, context.Canceled, context.DeadlineExceeded} {
+	for _, class := range []error{jobs.ErrInvalid, jobs.ErrEnqueueUnknown, jobs.ErrNotSent, jobs.ErrOutOfMemory, jobs.ErrWriteRefused, jobs.ErrForeignKey, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, class) {
 			return class
 		}

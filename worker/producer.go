@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
 	"strings"
 	"time"
@@ -305,7 +304,7 @@ func (p *Pool) fetch(ctx, work context.Context, free int, qs *queueSet) (more bo
 				// Too few replicas acknowledged the claim: its jobs are
 				// not started, but put back.
 				p.putBack(ctx, q, res.Jobs, "the claim was not acknowledged by enough replicas")
-			} else if mayHaveRun(err) {
+			} else if !ledger.NotSent(err) {
 				p.lostClaim(ctx, q, err)
 			}
 			if ctx.Err() != nil {
@@ -371,21 +370,6 @@ func (p *Pool) lostClaim(ctx context.Context, q string, err error) {
 	if ctx.Err() != nil {
 		p.unsettled.addJob(q, "", 0, UnsettledClaimUnknown)
 	}
-}
-
-// mayHaveRun reports whether a failed call may have run on Redis: not
-// when Redis answered with an error, nor when no connection was made (a
-// refused dial, no connection free in the client's pool, a closed client).
-func mayHaveRun(err error) bool {
-	var re redis.Error
-	var op *net.OpError
-	switch {
-	case errors.As(err, &re), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
-		return false
-	case errors.As(err, &op) && op.Op == "dial":
-		return false
-	}
-	return true
 }
 
 // putBack returns claimed jobs to pending, due now and with their attempt

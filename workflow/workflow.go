@@ -358,7 +358,9 @@ var ErrNotFound = errors.New("workflow: not found")
 // matching jobs.ErrWriteRefused or jobs.ErrOutOfMemory is Redis refusing
 // a write (a read-only replica, such as a primary a failover demoted): the
 // workflow was not committed; a workflow its operation id names is
-// deduplicated only by the primary. Any other error (one from Redis, or
+// deduplicated only by the primary. An error matching jobs.ErrNotSent
+// means a call never reached Redis (no connection could be made): the
+// workflow was not committed either. Any other error (one from Redis, or
 // too few replicas in durable mode, matches jobs.ErrEnqueueUnknown) leaves
 // the workflow written whole, not at all, or (spanning queues) with steps
 // written in other queues but not started: enqueueing again with the same

@@ -272,8 +272,9 @@ var relayHook func() error
 // logged as a warning (Options.Logger) and is not taken again: list such
 // rows with Failed, fix them (or the middleware) and put them back with
 // Retry, or delete them. An error matching jobs.ErrEnqueueUnknown (Redis
-// failing, or a middleware that cannot tell for now), jobs.ErrOutOfMemory
-// or jobs.ErrWriteRefused (a demoted primary) sets nothing aside:
+// failing, or a middleware that cannot tell for now), jobs.ErrNotSent
+// (Redis unreachable), jobs.ErrOutOfMemory or jobs.ErrWriteRefused (a
+// demoted primary) sets nothing aside:
 // Relay returns it, naming the rows it keeps (the first ten ids), and the
 // rows stay for the next relay.
 //
@@ -381,7 +382,7 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 // one job's sake (jobs.ErrInvalid, or an error of the client's enqueue
 // middleware, which sees the batch at once) is enqueued again one job at a
 // time, so only the jobs refused on their own are returned. An error
-// matching jobs.ErrEnqueueUnknown, jobs.ErrOutOfMemory or
+// matching jobs.ErrEnqueueUnknown, jobs.ErrNotSent, jobs.ErrOutOfMemory or
 // jobs.ErrWriteRefused (a demoted primary), or the end of
 // ctx, says nothing about the job: the call returns it, and every row stays in the outbox for the
 // next relay (the operation ids make enqueueing them again safe).
@@ -429,7 +430,7 @@ func rowIDs(rs []outboxRow) string {
 // instead of being set aside.
 func transient(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, jobs.ErrEnqueueUnknown) || errors.Is(err, jobs.ErrOutOfMemory) ||
-		errors.Is(err, jobs.ErrWriteRefused) ||
+		errors.Is(err, jobs.ErrWriteRefused) || errors.Is(err, jobs.ErrNotSent) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // TestOutboxRelayWithRedisDownNamesTheRowsItKeeps: a relay while Redis is
-// down sets nothing aside and fails with jobs.ErrEnqueueUnknown naming the
+// down sets nothing aside and fails with jobs.ErrNotSent naming the
 // rows it keeps (the maintenance leader logs and counts the error), and
 // the next relay, once Redis is back, enqueues each row once.
 func TestOutboxRelayWithRedisDownNamesTheRowsItKeeps(t *testing.T) {
@@ -40,8 +40,8 @@ func TestOutboxRelayWithRedisDownNamesTheRowsItKeeps(t *testing.T) {
 	})
 	srv.Kill()
 	n, aside, err := e.outbox.Relay(ctx, e.client, 10, 100)
-	if n != 0 || aside != 0 || !errors.Is(err, jobs.ErrEnqueueUnknown) {
-		t.Fatalf("relay with Redis down: %d relayed, %d set aside, %v; want 0, 0 and ErrEnqueueUnknown", n, aside, err)
+	if n != 0 || aside != 0 || !errors.Is(err, jobs.ErrNotSent) {
+		t.Fatalf("relay with Redis down: %d relayed, %d set aside, %v; want 0, 0 and ErrNotSent", n, aside, err)
 	}
 	for _, op := range ops {
 		if id := strings.TrimPrefix(op, pgfence.OutboxOperationPrefix); !strings.Contains(err.Error(), id) {

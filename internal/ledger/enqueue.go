@@ -345,6 +345,9 @@ func (l *Ledger) decodeInsert(ctx context.Context, q string, seen seqSeen, recor
 	if f := foreignQueueKey(err); f != err {
 		return f // refused before the first write
 	}
+	if NotSent(err) {
+		return fmt.Errorf("%w: %w", ErrNotSent, err)
+	}
 	if err != nil {
 		l.registerUnknown(q, v)
 		l.unknownOutcome(record, idx, js)

@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"unicode"
@@ -38,6 +39,10 @@ var (
 	// ErrEnqueueUnknown means an enqueue failed on its way to or from Redis:
 	// the job was written whole or not at all.
 	ErrEnqueueUnknown = errors.New("jobs: enqueue outcome unknown; enqueue again with the same operation id")
+	// ErrNotSent means an enqueue was never sent to Redis: no connection
+	// could be made (see NotSent), or a read it needs first failed. Nothing
+	// was written.
+	ErrNotSent = errors.New("jobs: enqueue not sent (Redis could not be reached); nothing was written")
 	// ErrActionUnknown means an operator's action ran on the primary but
 	// too few replicas acknowledged it in time (Config.Durability): it may
 	// or may not survive a failover.
@@ -90,6 +95,24 @@ func ShownID(id string) string {
 		return strconv.Quote(c)
 	}
 	return c
+}
+
+// NotSent reports whether a failed Redis call certainly never reached
+// Redis: no connection could be made (a refused or failed dial, Sentinels
+// that could not name a reachable primary), none was free in the client's
+// pool in time, or the client was closed. Any other failure (a reply lost,
+// a read timeout, a reset connection) may come after Redis ran the call.
+// A reply of Redis's own (a redis.Error) is not one: the call reached it.
+func NotSent(err error) bool {
+	var re redis.Error
+	var op *net.OpError
+	switch {
+	case err == nil, errors.As(err, &re):
+		return false
+	case errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, redis.ErrClosed):
+		return true
+	}
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // refusedWrite returns err matching ErrOutOfMemory or ErrWriteRefused when

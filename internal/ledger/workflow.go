@@ -255,6 +255,9 @@ func enqueueUnknown(err error) error {
 	if refused := refusedWrite(err); refused != nil && !errors.Is(err, ErrEnqueueUnknown) {
 		return refused
 	}
+	if NotSent(err) && !errors.Is(err, ErrEnqueueUnknown) && !errors.Is(err, ErrNotSent) {
+		return fmt.Errorf("%w: %w", ErrNotSent, err)
+	}
 	var re redis.Error
 	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FENCEDQ foreign key") {
 		return fmt.Errorf("%w: %w", ErrForeignKey, err)
