@@ -197,7 +197,7 @@ type Client struct {
 	flow         metrics.FlowLabels // the limit names labelled by fencedq_limit_waits_total
 	rdb          redis.UniversalClient
 	durability   durable.Options
-	replicasRead atomic.Bool // the first durable write read the replicas (replicas.go)
+	replicasRead atomic.Bool // a durable write read the replicas, or Redis refused the read (replicas.go)
 }
 
 // NewClient returns a Client over rdb. A nil rdb or an invalid Config (a

@@ -2,6 +2,9 @@ package jobs
 
 import (
 	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/internal/durable"
 )
@@ -11,16 +14,17 @@ import (
 // than Config.Durability.Replicas fail every durable enqueue (each waits
 // for replicas that are not there): that is logged at error level, once
 // per client, with both counts and the primary's address. A check Redis
-// refused is logged at warning level; one the write's context cut short
-// before it read anything is left to the next write. The write goes on
-// either way: its wait for replicas decides its fate.
+// refused (a Redis user without +info) is logged at warning level; one
+// that read nothing because Redis did not answer (down, unreachable, or
+// the write's context cut it short) is left to the next write. The write
+// goes on either way: its wait for replicas decides its fate.
 func (c *Client) checkReplicas(ctx context.Context) {
 	if !c.durability.Enabled() || !c.replicasRead.CompareAndSwap(false, true) {
 		return
 	}
 	short, err := durable.Shortfalls(ctx, c.rdb, c.durability)
 	switch {
-	case err != nil && ctx.Err() != nil && len(short) == 0:
+	case err != nil && len(short) == 0 && (ctx.Err() != nil || !errors.As(err, new(redis.Error))):
 		c.replicasRead.Store(false)
 	case err != nil:
 		c.log.Warn("could not read Redis's replicas (INFO replication): a Durability.Replicas above the replicas connected would go unreported; "+

@@ -137,3 +137,28 @@ func TestClientReplicaCheckRefusedLeavesTheEnqueueToItsWait(t *testing.T) {
 		t.Fatalf("%d pending jobs on the primary after 2 unacknowledged enqueues, want 2", n)
 	}
 }
+
+// A client whose first durable write finds Redis down (its dial refused)
+// has read nothing: it does not blame the Redis user's permissions, and
+// its next write, once Redis is back, reads the replicas and says they
+// are too few.
+func TestClientReplicaCheckWithRedisDownIsLeftToTheNextWrite(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	logs := &logRecords{}
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: redistest.Namespace(t), Logger: slog.New(logs),
+		Durability: jobs.Durability{Replicas: 1, Timeout: 10 * time.Millisecond}})
+	srv.Kill()
+	if _, err := c.Enqueue(t.Context(), countArgs{N: 1}); !errors.Is(err, jobs.ErrNotSent) {
+		t.Fatalf("enqueue with Redis down: %v, want ErrNotSent", err)
+	}
+	if got := logs.at(slog.LevelWarn, "could not read Redis's replicas"); len(got) != 0 {
+		t.Fatalf("a check that never reached Redis blamed the Redis user's permissions: %v", got)
+	}
+	srv.Restart()
+	enqueueUnacknowledged(t, c, 2, false)
+	if got := logs.at(slog.LevelError, tooFewReplicas); len(got) != 1 || got[0]["replicas_connected"] != int64(0) {
+		t.Fatalf("error-level logs of too few replicas once Redis was back: %v, want one naming 0 replicas connected", got)
+	}
+}
