@@ -330,8 +330,10 @@ func (p *Pool) queueNames() []string {
 // startFailed is Run's answer to err from its start: nil when ctx ended
 // (a pool stopped while it started: it has run, as one stopped later
 // has), else the error. Nothing ran yet, so after an error the pool may
-// be run again (Redis was not up yet, say).
-func (p *Pool) startFailed(ctx context.Context, err error) error {
+// be run again (Redis was not up yet, say). holding names what the failed
+// step read or wrote ("" when nothing in particular): on Redis Cluster,
+// the master that could not be reached is the one holding it.
+func (p *Pool) startFailed(ctx context.Context, holding string, err error) error {
 	if ctx.Err() != nil {
 		p.log.Info("pool stopped while starting")
 		return nil
@@ -341,7 +343,8 @@ func (p *Pool) startFailed(ctx context.Context, err error) error {
 	p.mu.Unlock()
 	var ne net.Error
 	if errors.As(err, &ne) {
-		return &unreachableError{addr: p.redisAddr(ne), cause: ne, err: err}
+		_, cluster := p.rdb.(*redis.ClusterClient)
+		return &unreachableError{addr: p.redisAddr(ne), cause: ne, err: err, holding: holding, cluster: cluster}
 	}
 	return fmt.Errorf("worker: %w", err)
 }
@@ -351,15 +354,22 @@ func (p *Pool) startFailed(ctx context.Context, err error) error {
 // network's error; it unwraps to the whole chain, for errors.Is and
 // errors.As.
 type unreachableError struct {
-	addr  string // "" when unknown
-	cause net.Error
-	err   error
+	addr    string // "" when unknown
+	cause   net.Error
+	err     error
+	holding string // what the start step needed, named on Redis Cluster ("" when nothing in particular)
+	cluster bool   // the client is a Redis Cluster client
 }
 
 func (e *unreachableError) Error() string {
 	at := ""
 	if e.addr != "" {
 		at = " at " + e.addr
+	}
+	if e.cluster && e.holding != "" {
+		// The other masters may be up: the pool needs this one.
+		return fmt.Sprintf("worker: cannot reach the Redis Cluster master%s holding %s, which a pool needs to start; "+
+			"it starts once that master, or a replica promoted in its place, serves it: %v", at, e.holding, e.cause)
 	}
 	return fmt.Sprintf("worker: cannot reach Redis%s (is it running, and is the address right?): %v", at, e.cause)
 }
@@ -431,14 +441,14 @@ func (p *Pool) Run(ctx context.Context) error {
 	// answers as a Redis server, not a Sentinel, is a configuration error
 	// too (each claim's epoch lookup would skip it or fail).
 	if err := p.ledger.CheckSentinels(ctx); errors.Is(err, epoch.ErrUnknownMaster) || errors.Is(err, epoch.ErrNotSentinel) {
-		return p.startFailed(ctx, configError{fmt.Errorf("Config.Jobs.Sentinel: %w", err)})
+		return p.startFailed(ctx, "", configError{fmt.Errorf("Config.Jobs.Sentinel: %w", err)})
 	}
 	p.checkReplicas(ctx, true)
 	if err := p.refreshPartitions(ctx); err != nil {
-		return p.startFailed(ctx, err)
+		return p.startFailed(ctx, "the namespace's partition registry", err)
 	}
 	if err := p.ledger.RegisterQueues(ctx, p.parts.current()...); err != nil {
-		return p.startFailed(ctx, err)
+		return p.startFailed(ctx, "the namespace's queue registry", err)
 	}
 	// The hot paths do not check the queue-level keys' types per call
 	// (cost): a key of another type is named here, once. The pool still
@@ -452,7 +462,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	// (the newest pool's periodic definition wins), not this machine's.
 	started, err := p.ledger.ServerTime(ctx)
 	if err != nil {
-		return p.startFailed(ctx, err)
+		return p.startFailed(ctx, "the namespace's clock record "+p.ledger.ClockKey(), err)
 	}
 	p.mu.Lock()
 	p.started = started
@@ -462,7 +472,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		// context ended between two calls): a pool that did not start must
 		// not look alive, nor make a restart with its WorkerID wait.
 		p.unjoin(ctx)
-		return p.startFailed(ctx, err)
+		return p.startFailed(ctx, "the pool's heartbeat", err)
 	}
 	p.log.Info("pool started", "queues", p.cfg.Queues, "concurrency", p.cfg.Concurrency, "lease_ttl", p.cfg.LeaseTTL)
 	if len(p.handlers) == 0 {

@@ -1026,6 +1026,10 @@ func (l *Ledger) queueTime(ctx context.Context, q string) (time.Time, error) {
 	return l.timeOf(ctx, l.clockKey(q), true)
 }
 
+// ClockKey is the key of the namespace's clock record, which ServerTime
+// reads (on Redis Cluster, in a slot of its own, on one master).
+func (l *Ledger) ClockKey() string { return l.epoch.Key() }
+
 func (l *Ledger) serverTime(ctx context.Context, peek bool) (time.Time, error) {
 	if !l.epoch.Enabled() && !l.epoch.Cluster() {
 		t, err := l.rdb.Time(ctx).Result()
