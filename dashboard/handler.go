@@ -33,6 +33,7 @@ type Options struct {
 	// actor recorded with each decision: 1-200 bytes of UTF-8 without ':'
 	// or control characters (jobs.MaxActorLen; New refuses others).
 	Username string
+	// Password is the basic-auth password that goes with Username.
 	Password string
 	// Token enables actions for scripts: "Authorization: Bearer <Token>"
 	// (without surrounding white space or control characters, which no

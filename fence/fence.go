@@ -73,9 +73,11 @@ func (f Fence) Accepts(storedToken lease.Token, storedOwner string) bool {
 type StaleError struct {
 	// Fence is the rejected fence.
 	Fence Fence
-	// StoredToken and StoredOwner are the resource's high-water mark that
-	// rejected it. Tell StoredOwner to no one who could send it back.
+	// StoredToken is the token of the resource's high-water mark that
+	// rejected it.
 	StoredToken lease.Token
+	// StoredOwner is the owner of that high-water mark. Tell it to no one
+	// who could send it back.
 	StoredOwner string
 }
 
@@ -100,10 +102,12 @@ func (e *StaleError) Is(target error) bool { return target == ErrStale }
 type Effect struct {
 	// OperationID is the operation asked about.
 	OperationID string
-	// Resource, Token and Owner are the fence that applied it.
+	// Resource is the resource of the fence that applied it.
 	Resource string
-	Token    lease.Token
-	Owner    string
+	// Token is the token of the fence that applied it.
+	Token lease.Token
+	// Owner is the owner of the fence that applied it.
+	Owner string
 }
 
 // EffectLog answers whether an operation was applied. The reconciler uses it

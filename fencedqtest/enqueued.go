@@ -40,23 +40,25 @@ type Want struct {
 	// Resource method or EnqueueRaw's option named it).
 	Resource string
 	// Scheduled, when true, matches only jobs due later than they were
-	// enqueued (a Delay or RunAt), due at or after DueAfter when that is
-	// set.
+	// enqueued (a Delay or RunAt).
 	Scheduled bool
-	DueAfter  time.Time
+	// DueAfter, when set, matches only jobs due at or after it.
+	DueAfter time.Time
 	// Headers must each be among the job's headers, with the same value.
 	Headers map[string]string
 	// Group is the job's fair group (its args' Group method or the
 	// jobs.Group option).
 	Group string
-	// Limit is the key of the job's concurrency limit and LimitMax, when
-	// positive, its max (the args' Limit method or the jobs.Limit option).
-	Limit    string
+	// Limit is the key of the job's concurrency limit (the args' Limit
+	// method or the jobs.Limit option).
+	Limit string
+	// LimitMax, when positive, is the max of the job's concurrency limit.
 	LimitMax int
-	// Rate is the key of the job's rate limit and RateMax, when positive,
-	// its max starts per period (the args' RateLimit method or the
-	// jobs.Rate option).
-	Rate    string
+	// Rate is the key of the job's rate limit (the args' RateLimit method
+	// or the jobs.Rate option).
+	Rate string
+	// RateMax, when positive, is the max starts per period of the job's
+	// rate limit.
 	RateMax int
 }
 

@@ -442,8 +442,9 @@ func (c *Client) checkRaw(ctx context.Context, kind string, o options) error {
 
 // Params is one job of an EnqueueMany call.
 type Params struct {
-	// Args and Options are what Enqueue would take for the job.
-	Args    JobArgs
+	// Args are the job's args, as Enqueue takes them.
+	Args JobArgs
+	// Options are the job's options, as Enqueue takes them.
 	Options []Option
 }
 

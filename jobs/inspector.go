@@ -331,12 +331,16 @@ type ListParams struct {
 
 // JobRef names one job.
 type JobRef struct {
+	// Queue is the name of the queue holding the job (a partition's name
+	// on a partitioned queue, as in Record.Queue).
 	Queue string `json:"queue"`
-	ID    string `json:"id"`
+	// ID is the job's id.
+	ID string `json:"id"`
 }
 
 // Listed is a listed job and its place in the state index.
 type Listed struct {
+	// Record is the job, as Get reads it.
 	*Record
 	// IndexAt is the job's time in the state index (see ListParams.From).
 	IndexAt time.Time
@@ -346,13 +350,14 @@ type Listed struct {
 type JobList struct {
 	// Jobs is the page, in ListParams' order.
 	Jobs []Listed
-	// Total counts the jobs that pass the filters; TotalExact is false when
-	// a kind filter stopped reading a long index.
-	Total      int64
+	// Total counts the jobs that pass the filters.
+	Total int64
+	// TotalExact is false when a kind filter stopped reading a long
+	// index, so Total counts only the part it read.
 	TotalExact bool
-	// Selection holds up to ListParams.Select matching jobs, in order;
-	// SelectionTruncated says there were more.
-	Selection          []JobRef
+	// Selection holds up to ListParams.Select matching jobs, in order.
+	Selection []JobRef
+	// SelectionTruncated says more jobs matched than Selection holds.
 	SelectionTruncated bool
 }
 
@@ -446,7 +451,8 @@ const (
 // SearchMatch is one job a search found, and what matched.
 type SearchMatch struct {
 	// By is ByJobID, ByOperationID, ByJobIDPrefix or ByOperationIDPrefix.
-	By     string
+	By string
+	// Record is the job found.
 	Record *Record
 }
 

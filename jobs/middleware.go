@@ -39,10 +39,11 @@ type EnqueueRequest struct {
 	// OperationID is the job's operation id ("": the job's own id; an
 	// OperationID("") option left empty here is refused).
 	OperationID string
-	// Delay and RunAt schedule the job (zero: due at once). At most one
-	// may be set: a middleware that sets one clears the other, or the
-	// enqueue is refused with ErrInvalid.
+	// Delay schedules the job that long after the enqueue (zero: due at
+	// once). At most one of Delay and RunAt may be set: a middleware that
+	// sets one clears the other, or the enqueue is refused with ErrInvalid.
 	Delay time.Duration
+	// RunAt schedules the job at that time (zero: due at once); see Delay.
 	RunAt time.Time
 	// MaxRetries is how many retries follow a failed attempt.
 	MaxRetries int

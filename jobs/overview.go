@@ -16,17 +16,20 @@ import (
 type QueueOverview struct {
 	// Queue is the queue's name.
 	Queue string
-	// Counts are its jobs per state, Stats its counters (both summed over
-	// its partitions), Paused its pause (see Inspector.Paused).
+	// Counts are its jobs per state, summed over its partitions.
 	Counts map[State]int64
-	Stats  map[string]int64
+	// Stats are its counters, summed over its partitions.
+	Stats map[string]int64
+	// Paused is its pause, nil while it runs (see Inspector.Paused).
 	Paused *Pause
 	// Layout is a partitioned queue's layout (nil for a queue with one
-	// name), PartitionStats each of Layout.Partitions' counters, in their
-	// order, and Changes its layout changes, newest first.
-	Layout         *QueueLayout
+	// name).
+	Layout *QueueLayout
+	// PartitionStats are each of Layout.Partitions' counters, in their
+	// order.
 	PartitionStats []map[string]int64
-	Changes        []PartitionChange
+	// Changes are the queue's layout changes, newest first.
+	Changes []PartitionChange
 	// Unreachable names the queue names (the queue's own, or its
 	// partitions') whose reads failed, their master down most likely:
 	// Counts, Stats and Paused leave them out (Overview then returns an
@@ -248,8 +251,12 @@ func (in *Inspector) AllDueRunning(ctx context.Context, t time.Time, limit int) 
 // QueueFlow is one queue's part of Inspector.AllLimits: what Limits and
 // Groups return for it.
 type QueueFlow struct {
-	Queue  string
-	Flow   *FlowStatus
+	// Queue is the queue's name.
+	Queue string
+	// Flow is its concurrency and rate limits, as Limits returns them.
+	Flow *FlowStatus
+	// Groups are its fair groups with pending jobs, as Groups returns
+	// them.
 	Groups []GroupStatus
 }
 
@@ -310,10 +317,16 @@ func (in *Inspector) AllLimits(ctx context.Context) ([]QueueFlow, error) {
 // QueueHistory is one queue's part of Inspector.AllHistory: what Series,
 // Minutes and Counts return for it.
 type QueueHistory struct {
-	Queue   string
-	Series  []SeriesBucket
+	// Queue is the queue's name.
+	Queue string
+	// Series are its per-minute snapshots, oldest first, as Series
+	// returns them.
+	Series []SeriesBucket
+	// Minutes are its counts per minute, oldest first, as Minutes returns
+	// them.
 	Minutes []MinuteCounts
-	Counts  map[State]int64
+	// Counts are its jobs per state now, as Counts returns them.
+	Counts map[State]int64
 }
 
 // AllHistory returns, for every queue sorted by name, its snapshots since
@@ -366,9 +379,9 @@ func (in *Inspector) AllHistory(ctx context.Context, from, to time.Time) ([]Queu
 
 // QueuePause is one queue's part of Inspector.AllPaused.
 type QueuePause struct {
-	// Queue is the queue's name, Paused its pause (nil while it runs; see
-	// Inspector.Paused).
-	Queue  string
+	// Queue is the queue's name.
+	Queue string
+	// Paused is its pause, nil while it runs (see Inspector.Paused).
 	Paused *Pause
 }
 

@@ -408,9 +408,9 @@ type Partition struct {
 	// for a partition of an earlier layout (draining, or kept for its
 	// finished jobs).
 	Index int `json:"index"`
-	// Slot is the Redis Cluster hash slot of its keys; Master the address
-	// of the server holding them.
-	Slot   int    `json:"slot"`
+	// Slot is the Redis Cluster hash slot of its keys.
+	Slot int `json:"slot"`
+	// Master is the address of the server holding its keys.
 	Master string `json:"master,omitempty"`
 	// Counts are its jobs per state.
 	Counts map[State]int64 `json:"counts"`

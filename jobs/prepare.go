@@ -13,15 +13,16 @@ import (
 // option Enqueue honours is here, so a caller that cannot carry one can
 // refuse it instead of dropping it.
 type Prepared struct {
-	// Kind and Queue are the job's kind and queue (DefaultQueue when none
-	// was given); MaxRetries its retries after a failed attempt.
-	Kind        string
+	// Kind is the job's kind.
+	Kind string
+	// Queue is the job's queue (DefaultQueue when none was given).
 	Queue       string
 	OperationID string // "" when none was given
 	Resource    string // "" when the args name none
-	MaxRetries  int
-	Timeout     time.Duration // 0: the pool's HandlerTimeout
-	RunAt       time.Time     // zero: due at enqueue; a Delay counts from Prepare (by the caller's clock)
+	// MaxRetries is how many retries follow a failed attempt.
+	MaxRetries int
+	Timeout    time.Duration // 0: the pool's HandlerTimeout
+	RunAt      time.Time     // zero: due at enqueue; a Delay counts from Prepare (by the caller's clock)
 	// Payload is the raw JSON args, sensitive fields included.
 	Payload []byte
 	// Display is the args with sensitive fields redacted (see RedactJSON).
@@ -31,14 +32,18 @@ type Prepared struct {
 	PartitionKey string
 	// Headers are the job's headers (Header; nil none).
 	Headers map[string]string
-	// LimitKey and LimitMax are the job's concurrency limit (Limit,
-	// Limiter; "" none).
+	// LimitKey is the key of the job's concurrency limit (Limit, Limiter;
+	// "" none).
 	LimitKey string
+	// LimitMax is how many jobs naming LimitKey may run at once.
 	LimitMax int
-	// RateKey, RateMax and RatePer are the job's rate limit (Rate,
-	// RateLimiter; "" none).
+	// RateKey is the key of the job's rate limit (Rate, RateLimiter; ""
+	// none).
 	RateKey string
+	// RateMax is how many attempts of jobs naming RateKey may start in
+	// any window of RatePer.
 	RateMax int
+	// RatePer is the length of the rate limit's window.
 	RatePer time.Duration
 	// Group is the job's fair group (Group, Grouper; "" none).
 	Group string

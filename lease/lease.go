@@ -96,9 +96,14 @@ var (
 
 // HeldError reports the live holder of a resource. It matches ErrHeld.
 type HeldError struct {
+	// Resource is the resource asked for.
 	Resource string
-	Owner    string
-	Token    Token
+	// Owner identifies the holder (Lease.Owner).
+	Owner string
+	// Token is the holder's fencing token.
+	Token Token
+	// Deadline is when the holder's lease expires unless renewed, by the
+	// Redis server's clock (Lease.Deadline).
 	Deadline time.Time
 }
 

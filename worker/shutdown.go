@@ -40,6 +40,8 @@ const (
 
 // Unsettled is one job a stopping pool left behind.
 type Unsettled struct {
+	// Queue is the job's queue (a partitioned queue's own name, not its
+	// partition's).
 	Queue string
 	// ID is the job's id; empty for UnsettledClaimUnknown.
 	ID string

@@ -39,8 +39,9 @@ const StepUnreachable = jobs.State(ledger.StepUnreachable)
 
 // Status is a workflow as read now.
 type Status struct {
-	// ID is the workflow's id; Name the name given to New.
-	ID   string `json:"id"`
+	// ID is the workflow's id.
+	ID string `json:"id"`
+	// Name is the name given to New.
 	Name string `json:"name,omitempty"`
 	// Home is the queue holding the workflow's record (its first step's).
 	Home string `json:"home"`
@@ -60,15 +61,18 @@ type Status struct {
 
 // Step is one step of a Status, in definition order.
 type Step struct {
-	// Name is the step's name in the workflow; Queue and JobID its job,
-	// of kind Kind.
-	Name  string `json:"name"`
+	// Name is the step's name in the workflow.
+	Name string `json:"name"`
+	// Queue is the queue of the step's job.
 	Queue string `json:"queue"`
+	// JobID is the id of the step's job.
 	JobID string `json:"job_id"`
-	Kind  string `json:"kind"`
-	// Deps are the steps it runs after (After); AllowFail those of them
-	// whose failure does not cancel it (AllowFailure).
-	Deps      []string `json:"deps,omitempty"`
+	// Kind is the kind of the step's job.
+	Kind string `json:"kind"`
+	// Deps are the steps it runs after (After).
+	Deps []string `json:"deps,omitempty"`
+	// AllowFail are those of Deps whose failure does not cancel it
+	// (AllowFailure).
 	AllowFail []string `json:"allow_fail,omitempty"`
 	// State is the step's job state: "waiting" until its dependencies
 	// succeeded, then a job's states; "missing" when the job expired
@@ -80,12 +84,13 @@ type Step struct {
 	// missing"; StepUnreachable ("unreachable") when its job could not be
 	// read.
 	State jobs.State `json:"state"`
-	// Token is the fencing token of the job's latest attempt, Attempts
-	// how many it had, Reason the job record's last reason (why it is
-	// in its state, e.g. "dependency charge ended dead").
-	Token    lease.Token `json:"token,string"`
-	Attempts int         `json:"attempts"`
-	Reason   string      `json:"reason,omitempty"`
+	// Token is the fencing token of the job's latest attempt.
+	Token lease.Token `json:"token,string"`
+	// Attempts is how many attempts the job had.
+	Attempts int `json:"attempts"`
+	// Reason is the job record's last reason (why it is in its state,
+	// e.g. "dependency charge ended dead").
+	Reason string `json:"reason,omitempty"`
 	// Output is the step's output, sensitive fields redacted.
 	Output json.RawMessage `json:"output,omitempty"`
 }

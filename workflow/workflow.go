@@ -342,8 +342,9 @@ type Result struct {
 // partition its limit's key (its rate's, without a limit) picks, as a job
 // does, so the limit holds across the workflows of the queue.
 type StepRef struct {
-	// Queue and JobID name the step's job.
+	// Queue is the queue of the step's job.
 	Queue string `json:"queue"`
+	// JobID is the id of the step's job.
 	JobID string `json:"job_id"`
 }
 
