@@ -127,7 +127,7 @@
 //
 // Record, Entry, Schedule, PoolInfo and the other values the Inspector
 // returns are aliases of the engine's types in internal/ledger, so go doc
-// shows them without their fields; each one's comment gives the go doc
-// command that lists them (go doc
-// github.com/fencedq/fencedq/internal/ledger.Record).
+// shows them without their fields. Record's comment lists its fields and
+// what they mean; each other one's comment gives the go doc command that
+// lists them (go doc github.com/fencedq/fencedq/internal/ledger.Entry).
 package jobs

@@ -131,10 +131,67 @@ const (
 	DecideLater Decision = "later"
 )
 
-// Record is one job as the ledger holds it: its state, args (redacted),
-// attempt, token, owner, deadline, times and outcome.
+// Record is one job as the ledger holds it (Inspector.Get, Find, List):
+// its state, args (redacted), attempt, token, deadline, times and outcome.
+// Fields left empty or zero do not apply to the job. Its fields:
 //
-// go doc github.com/fencedq/fencedq/internal/ledger.Record lists its fields.
+// Identity:
+//   - ID is the job's id; OperationID its operation id (the id itself
+//     when none was given), which deduplicates enqueues and effects.
+//   - Kind is the job's kind; Queue the name of the queue holding it (a
+//     partition's name, "q#k", on a partitioned queue).
+//   - Resource is the resource its attempts lease, "" when the job itself
+//     (see its LeaseResource method).
+//   - Bridge is the queue that delivers a bridged job ("asynq"); "" for
+//     native jobs.
+//
+// State and attempts:
+//   - State is the job's state; Reason why it is in it (a retry's, a
+//     dead job's, an operator's note), and Error the last failed
+//     attempt's error text.
+//   - Token is the fencing token of its last attempt (0 before its first
+//     claim); Fence the resource lease's token of that attempt, when it
+//     leased a named resource.
+//   - Owner is the last attempt's worker id. With Token (or Fence) it is
+//     the attempt's credential, so it is never encoded as JSON.
+//   - Deadline is the running attempt's lease deadline, by Redis's clock.
+//   - Attempts counts its attempts; MaxRetries is how many retries follow
+//     a failed attempt; Timeout bounds each attempt's handler (0: the
+//     pool's HandlerTimeout).
+//   - Runs counts its re-runs (see Seen); ReconcileTries the reconciler's
+//     "cannot tell" answers since it became uncertain; KindDefers the
+//     times it was put back because no pool knew its kind.
+//   - CancelledBy names the operator who asked to cancel it.
+//
+// Times:
+//   - Created is when it was enqueued; RunAt when it was due (for a
+//     pending job read by Get, its retry's or deferral's due time when
+//     later).
+//   - Started is when its last attempt started; Finished when it reached
+//     a final state; UncertainSince when it became uncertain.
+//   - Updated is the latest of those times not in the future.
+//
+// Content:
+//   - Args is the JSON args with sensitive fields redacted; Payload the
+//     raw JSON args, sensitive fields included, never encoded as JSON:
+//     never show it.
+//   - Headers are the headers given at enqueue, shown as they are.
+//   - Progress is the latest progress an attempt reported (Progress), nil
+//     when none did; Output what the successful attempt recorded
+//     (RecordOutput), sensitive fields redacted.
+//   - UniqueKey is a unique job's key in its queue's unique index
+//     (Redacted when its args had values redacted); UniqueStates the
+//     states in which it holds it.
+//
+// Workflow and flow control:
+//   - Workflow, WorkflowHome and Step name the workflow a step belongs to,
+//     the queue holding the workflow's record and the step's name.
+//   - LimitKey and LimitMax are its concurrency limit (Limiter); RateKey,
+//     RateMax and RatePer its rate limit (RateLimiter); Group its fair
+//     group (Grouper).
+//   - WaitingFor says, filled by Get for a pending job held back, what it
+//     waits for ("limit export:cust-42, 5 of 5 held", "group acme, 3
+//     ahead").
 type Record = ledger.Record
 
 // Entry is one line of a job's history (Inspector.History).

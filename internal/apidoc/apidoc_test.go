@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // public are the directories of the packages an application imports.
@@ -168,4 +169,103 @@ func exportedRecv(recv *ast.FieldList) bool {
 	}
 	id, ok := t.(*ast.Ident)
 	return ok && id.IsExported()
+}
+
+// listed are public aliases of internal struct types whose doc lists the
+// fields: go doc shows an alias without its fields, and the aliased type
+// lives where a user cannot import it.
+var listed = []struct{ dir, alias, target, typ string }{
+	{"jobs", "Record", "internal/ledger", "Record"},
+}
+
+// TestAliasDocsListFields: the doc of each listed alias names every
+// exported field of the type it aliases, and does not send the reader
+// into internal/ for them.
+func TestAliasDocsListFields(t *testing.T) {
+	for _, l := range listed {
+		doc := typeDoc(t, l.dir, l.alias)
+		if doc == nil {
+			t.Errorf("%s: no type %s", l.dir, l.alias)
+			continue
+		}
+		text := doc.Text()
+		if strings.Contains(text, "internal/") {
+			t.Errorf("%s.%s: the doc points into internal/ instead of listing the fields", l.dir, l.alias)
+		}
+		words := map[string]bool{}
+		for _, w := range strings.FieldsFunc(text, func(r rune) bool {
+			return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_'
+		}) {
+			words[w] = true
+		}
+		st := structType(t, l.target, l.typ)
+		if st == nil {
+			t.Fatalf("%s: no struct type %s", l.target, l.typ)
+		}
+		for _, f := range st.Fields.List {
+			for _, n := range f.Names {
+				if n.IsExported() && !words[n.Name] {
+					t.Errorf("%s.%s: the doc does not name the field %s", l.dir, l.alias, n.Name)
+				}
+			}
+		}
+	}
+}
+
+// typeDoc returns the doc comment of type name declared in the package in
+// dir (relative to the module root), nil when there is none.
+func typeDoc(t *testing.T, dir, name string) *ast.CommentGroup {
+	var doc *ast.CommentGroup
+	eachType(t, dir, func(d *ast.GenDecl, s *ast.TypeSpec) {
+		if s.Name.Name != name {
+			return
+		}
+		doc = s.Doc
+		if doc == nil {
+			doc = d.Doc
+		}
+	})
+	return doc
+}
+
+// structType returns the struct type name declared in the package in dir,
+// nil when there is none.
+func structType(t *testing.T, dir, name string) *ast.StructType {
+	var st *ast.StructType
+	eachType(t, dir, func(_ *ast.GenDecl, s *ast.TypeSpec) {
+		if x, ok := s.Type.(*ast.StructType); ok && s.Name.Name == name {
+			st = x
+		}
+	})
+	return st
+}
+
+// eachType calls f with every type declared in the non-test files of the
+// package in dir.
+func eachType(t *testing.T, dir string, f func(*ast.GenDecl, *ast.TypeSpec)) {
+	t.Helper()
+	path := filepath.Join("..", "..", dir)
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, filepath.Join(path, e.Name()), nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			if g, ok := d.(*ast.GenDecl); ok {
+				for _, s := range g.Specs {
+					if ts, ok := s.(*ast.TypeSpec); ok {
+						f(g, ts)
+					}
+				}
+			}
+		}
+	}
 }
