@@ -79,7 +79,8 @@ type WorkerConfig struct {
 // their defaults.
 func (c *WorkerConfig) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL (comma-separated URLs for a Redis Cluster; redis-sentinel://host:port[,host:port...]/master[/db] through Sentinels)")
-	fs.StringVar(&c.Namespace, "namespace", "fq", "key namespace (must match the producers' and the dashboard's)")
+	c.Namespace = jobs.DefaultNamespace
+	fs.Var((*namespaceFlag)(&c.Namespace), "namespace", "key `namespace` (must match the producers' and the dashboard's; not empty)")
 	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL for the bank's accounts (default: keep them in Redis)")
 	fs.IntVar(&c.Concurrency, "concurrency", 10, "transfers run at once")
 	c.Queues = map[string]int{"default": 1}
@@ -135,6 +136,25 @@ func (q *queuesFlag) Set(s string) error {
 		return errors.New("no queues")
 	}
 	*q = out
+	return nil
+}
+
+// namespaceFlag is the --namespace flag: it refuses an empty value, which
+// would otherwise run in the default namespace the flag did not name.
+type namespaceFlag string
+
+func (n *namespaceFlag) String() string {
+	if n == nil {
+		return ""
+	}
+	return string(*n)
+}
+
+func (n *namespaceFlag) Set(s string) error {
+	if s == "" {
+		return fmt.Errorf("the namespace is empty: name the workers' namespace (%s when the flag is not given)", jobs.DefaultNamespace)
+	}
+	*n = namespaceFlag(s)
 	return nil
 }
 

@@ -94,6 +94,9 @@ func enqueue(ctx context.Context, cfg bank.WorkerConfig, transfer, op string, ou
 	if err != nil {
 		return fmt.Errorf("%w: --enqueue is not a transfer (from, to, cents, memo): %v", cli.ErrUsage, err)
 	}
+	if err := (jobs.Config{Namespace: cfg.Namespace}).Validate(); err != nil {
+		return fmt.Errorf("%w: --namespace: %v", cli.ErrUsage, err)
+	}
 	rdb, err := cli.ConnectRedis(ctx, cfg.Redis)
 	if err != nil {
 		return err

@@ -87,7 +87,8 @@ func TestHelpAndBadUsage(t *testing.T) {
 
 // TestBadSettingsBeforeConnecting: a setting no worker could use is bad
 // usage naming its flag (exit 2), said before any connection is tried, and
-// no account is created with it.
+// no account is created with it; an empty --namespace too (not the
+// default namespace), with --enqueue as without.
 func TestBadSettingsBeforeConnecting(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -96,6 +97,9 @@ func TestBadSettingsBeforeConnecting(t *testing.T) {
 		{[]string{"--accounts", "-3"}, "--accounts -3 is negative"},
 		{[]string{"--accounts", "2", "--initial-cents", "-5"}, "--initial-cents -5 is negative"},
 		{[]string{"--namespace", "{x}"}, "--namespace"},
+		{[]string{"--namespace="}, "invalid value \"\" for flag -namespace: the namespace is empty"},
+		{[]string{"--enqueue", `{"from":"acct-000","to":"acct-001","cents":1}`, "--namespace="}, "invalid value \"\" for flag -namespace: the namespace is empty"},
+		{[]string{"--enqueue", `{"from":"acct-000","to":"acct-001","cents":1}`, "--namespace", "{x}"}, "--namespace"},
 	} {
 		code, out, errOut := runCmd(t, append([]string{"--redis", "redis://127.0.0.1:1"}, c.args...)...)
 		if code != 2 || out != "" || !strings.HasPrefix(errOut, "bank-worker: ") || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "does not answer") {
