@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/asynqfence"
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -25,21 +23,7 @@ import (
 func TestBridgedJobFoundWithAPartitionsMasterDown(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
-	for _, n := range cl.Nodes { // a master down leaves the others serving their slots
-		if err := n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	master := func(key string) string {
-		t.Helper()
-		m, err := rdb.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr
-	}
+	rdb, master := cl.Degradable()
 	var ns, home string
 	for i := 0; ns == ""; i++ {
 		ns = fmt.Sprintf("%s-%d", redistest.Namespace(t), i)

@@ -6,9 +6,6 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/dashboard"
 	"github.com/fencedq/fencedq/internal/browser"
@@ -23,7 +20,7 @@ import (
 // the namespace's keys, queue plain's, orders' own and the maintenance
 // leader's lease are on another master, home.
 type degradedCluster struct {
-	rdb           *redis.ClusterClient
+	master        func(key string) string // the address of the master holding key
 	client        *jobs.Client
 	victim        *redistest.Server
 	orders, plain string
@@ -34,17 +31,7 @@ func startDegradedCluster(t *testing.T) *degradedCluster {
 	t.Helper()
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
-	for _, n := range cl.Nodes { // a master down leaves the others serving their slots
-		must(t, n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err())
-	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	master := func(key string) string {
-		t.Helper()
-		m, err := rdb.MasterForKey(ctx, key)
-		must(t, err)
-		return m.Options().Addr
-	}
+	rdb, master := cl.Degradable()
 	home := master("x:lease:{" + ledger.LeaderResource + "}")
 	queue := func(prefix string) string {
 		for i := 0; ; i++ {
@@ -53,7 +40,7 @@ func startDegradedCluster(t *testing.T) *degradedCluster {
 			}
 		}
 	}
-	d := &degradedCluster{rdb: rdb, orders: queue("orders"), plain: queue("plain"), lost: map[string]bool{}}
+	d := &degradedCluster{master: master, orders: queue("orders"), plain: queue("plain"), lost: map[string]bool{}}
 	ns := ""
 	for i := 0; ns == ""; i++ {
 		ns = fmt.Sprintf("%s-%d", redistest.Namespace(t), i)

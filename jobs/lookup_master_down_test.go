@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -31,21 +29,7 @@ func startMasterDown(t *testing.T) *masterDown {
 	t.Helper()
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
-	for _, n := range cl.Nodes { // a master down leaves the others serving their slots
-		if err := n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	master := func(key string) string {
-		t.Helper()
-		m, err := rdb.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr
-	}
+	rdb, master := cl.Degradable()
 	// The namespace's registry lives on one master, home.
 	var ns, home string
 	for i := 0; ns == ""; i++ {

@@ -60,7 +60,11 @@ func slicesHasMaster(lay *jobs.QueueLayout, addr string) bool {
 // jobs, some partitions on master victim, and the namespace's keys and
 // orders' own on another.
 type degraded struct {
-	cl     *redistest.Cluster
+	cl *redistest.Cluster
+	// rdb gives up on the dead master at once ([redistest.Cluster.Degradable]);
+	// master(key) is the address of the master holding key.
+	rdb    *redis.ClusterClient
+	master func(key string) string
 	ns     string
 	client *jobs.Client
 	lay    *jobs.QueueLayout
@@ -90,20 +94,7 @@ func startDegraded(t *testing.T) *degraded {
 	t.Helper()
 	cl := redistest.StartCluster(t)
 	ctx := context.Background()
-	for _, n := range cl.Nodes {
-		if err := n.Client().ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rdb := cl.Client()
-	master := func(key string) string {
-		t.Helper()
-		m, err := rdb.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr
-	}
+	rdb, master := cl.Degradable()
 	home := master("x:{orders}:pending")
 	ns := ""
 	for i := 0; ns == ""; i++ {
@@ -137,7 +128,7 @@ func startDegraded(t *testing.T) *degraded {
 	if victim == nil {
 		t.Fatal("every partition is on orders' own master")
 	}
-	return &degraded{cl: cl, ns: ns, client: c, lay: lay, victim: victim}
+	return &degraded{cl: cl, rdb: rdb, master: master, ns: ns, client: c, lay: lay, victim: victim}
 }
 
 // TestLedgerScrapeWithAMasterDown: with the master holding some of
@@ -155,10 +146,8 @@ func TestLedgerScrapeWithAMasterDown(t *testing.T) {
 	}
 	d.victim.Kill()
 	// Dialing the dead master once per read keeps the scrape in its time.
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.cl.Addrs(), DialerRetries: 1, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newLedgerCollector(jobs.NewInspector(rdb, jobs.Config{Namespace: d.ns})))
+	reg.MustRegister(newLedgerCollector(jobs.NewInspector(d.rdb, jobs.Config{Namespace: d.ns})))
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("a scrape with one master down: %v", err)

@@ -20,15 +20,10 @@ import (
 func TestWorkflowInspectWithAMasterDown(t *testing.T) {
 	d := startDegraded(t)
 	ctx := context.Background()
-	rdb := d.cl.Client()
 	queueOn := func(prefix string, on bool) string {
 		for i := 0; ; i++ {
 			q := fmt.Sprintf("%s%d", prefix, i)
-			m, err := rdb.MasterForKey(ctx, d.ns+":{"+q+"}:pending")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (m.Options().Addr == d.victim.Addr) == on {
+			if (d.master(d.ns+":{"+q+"}:pending") == d.victim.Addr) == on {
 				return q
 			}
 		}
