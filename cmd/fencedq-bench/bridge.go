@@ -74,15 +74,11 @@ func (e *bench) bridgePostgres(ctx context.Context, names []string) (*BridgePost
 		return r, nil
 	}
 	defer pool.Close()
-	schema, accounts, drop, err := createAccounts(ctx, pool)
+	opts, accounts, drop, err := createAccounts(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	opts := pgfence.Options{Schema: schema}
-	if err := pgfence.Migrate(ctx, pool, opts); err != nil {
-		return nil, err
-	}
 	store, err := pgfence.New(pool, opts)
 	if err != nil {
 		return nil, err

@@ -264,15 +264,11 @@ func (e *bench) outbox(ctx context.Context) (*OutboxResult, error) {
 		return r, nil
 	}
 	defer pool.Close()
-	schema, _, drop, err := createAccounts(ctx, pool)
+	opts, _, drop, err := createAccounts(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	opts := pgfence.Options{Schema: schema}
-	if err := pgfence.Migrate(ctx, pool, opts); err != nil {
-		return nil, err
-	}
 	ob, err := pgfence.NewOutbox(pool, opts)
 	if err != nil {
 		return nil, err

@@ -120,15 +120,11 @@ func (e *bench) postgres(ctx context.Context) (*PostgresResult, error) {
 		return r, nil
 	}
 	defer pool.Close()
-	schema, accounts, drop, err := createAccounts(ctx, pool)
+	opts, accounts, drop, err := createAccounts(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	opts := pgfence.Options{Schema: schema}
-	if err := pgfence.Migrate(ctx, pool, opts); err != nil {
-		return nil, err
-	}
 	store, err := pgfence.New(pool, opts)
 	if err != nil {
 		return nil, err
@@ -255,11 +251,11 @@ func (e *bench) openPostgres(ctx context.Context, maxConns int, tracer pgx.Query
 	return pool, "", nil
 }
 
-// createAccounts creates a fresh schema holding pgRows accounts and returns
-// the schema, the accounts table's qualified name and a function dropping
-// the schema.
-func createAccounts(ctx context.Context, pool *pgxpool.Pool) (schema, accounts string, drop func(), err error) {
-	schema = strings.ReplaceAll(uniq("fqbench"), "-", "_")
+// createAccounts creates a fresh schema holding pgRows accounts and
+// pgfence's tables, and returns the pgfence options naming the schema, the
+// accounts table's qualified name and a function dropping the schema.
+func createAccounts(ctx context.Context, pool *pgxpool.Pool) (opts pgfence.Options, accounts string, drop func(), err error) {
+	schema := strings.ReplaceAll(uniq("fqbench"), "-", "_")
 	accounts = pgx.Identifier{schema, "accounts"}.Sanitize()
 	drop = func() {
 		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
@@ -271,8 +267,13 @@ func createAccounts(ctx context.Context, pool *pgxpool.Pool) (schema, accounts s
 	} {
 		if _, err := pool.Exec(ctx, s); err != nil {
 			drop()
-			return "", "", nil, fmt.Errorf("postgres setup: %w", err)
+			return pgfence.Options{}, "", nil, fmt.Errorf("postgres setup: %w", err)
 		}
 	}
-	return schema, accounts, drop, nil
+	opts = pgfence.Options{Schema: schema}
+	if err := pgfence.Migrate(ctx, pool, opts); err != nil {
+		drop()
+		return pgfence.Options{}, "", nil, err
+	}
+	return opts, accounts, drop, nil
 }
