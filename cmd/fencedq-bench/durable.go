@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/fencedq/fencedq/internal/redisserver"
@@ -102,36 +101,12 @@ func (e *bench) durable(ctx context.Context) (*DurableResult, error) {
 			return err
 		})
 	}
-	fns := []enqueueFunc{fencedqEnqueue, durableEnqueue}
-	names := []string{"default", "durable"}
-	for _, fn := range fns {
-		if _, err := fn(ctx, e.single, max(o.enqueueJobs/10, 20), o.enqueueGoroutines, 1); err != nil {
-			return nil, err
-		}
+	sides, err := e.enqueueSides(ctx, []string{"default Enqueue", "durable Enqueue"},
+		[]enqueueFunc{fencedqEnqueue, durableEnqueue}, 1)
+	if err != nil {
+		return nil, err
 	}
-	runs := make([][]enqueueRun, len(fns))
-	for rep := range o.repeat {
-		for k := range fns {
-			i := k
-			if rep%2 == 1 {
-				i = len(fns) - 1 - k
-			}
-			run, err := fns[i](ctx, e.single, o.enqueueJobs, o.enqueueGoroutines, 1)
-			if err != nil {
-				return nil, fmt.Errorf("%s enqueue: %w", names[i], err)
-			}
-			e.progress("  %s Enqueue run %d: %.0f jobs/s", names[i], rep+1, run.jobsPerSec)
-			runs[i] = append(runs[i], run)
-		}
-	}
-	side := func(rs []enqueueRun) EnqueueSide {
-		tp := make([]float64, len(rs))
-		for i, x := range rs {
-			tp[i] = round(x.jobsPerSec, 1)
-		}
-		return EnqueueSide{JobsPerSec: round(median(tp), 1), Runs: tp, PerJob: rs[medianIndex(tp)].cost}
-	}
-	r.EnqueueDefault, r.EnqueueDurable = side(runs[0]), side(runs[1])
+	r.EnqueueDefault, r.EnqueueDurable = sides[0], sides[1]
 	r.EnqueueSlowerPct = slowerPct(r.EnqueueDurable.JobsPerSec, r.EnqueueDefault.JobsPerSec)
 	return r, nil
 }

@@ -118,14 +118,14 @@ func fencedqEnqueueMany(ctx context.Context, t *target, n, g, batch int) (enqueu
 	})
 }
 
-func (e *bench) enqueue(ctx context.Context) (*EnqueueResult, error) {
+// enqueueSides times each of fns (named names) enqueueing into the single
+// server in calls of batch jobs: a warm-up run each (scripts cached,
+// connections open), then o.repeat rounds of one run each, every other
+// round in reverse order; each side's figures are its median run's.
+func (e *bench) enqueueSides(ctx context.Context, names []string, fns []enqueueFunc, batch int) ([]EnqueueSide, error) {
 	o := e.opts
-	r := &EnqueueResult{Jobs: o.enqueueJobs, Repeat: o.repeat, Goroutines: o.enqueueGoroutines, Batch: o.enqueueBatch,
-		Target: enqueueTarget, TargetMany: enqueueManyTarget}
-	names := []string{"asynq", "fencedq", "fencedq_many"}
-	fns := []enqueueFunc{asynqEnqueue, fencedqEnqueue, fencedqEnqueueMany}
-	for _, fn := range fns { // warm-up: scripts cached, connections open
-		if _, err := fn(ctx, e.single, max(o.enqueueJobs/10, 20), o.enqueueGoroutines, o.enqueueBatch); err != nil {
+	for _, fn := range fns {
+		if _, err := fn(ctx, e.single, max(o.enqueueJobs/10, 20), o.enqueueGoroutines, batch); err != nil {
 			return nil, err
 		}
 	}
@@ -136,7 +136,7 @@ func (e *bench) enqueue(ctx context.Context) (*EnqueueResult, error) {
 			if rep%2 == 1 {
 				i = len(fns) - 1 - k
 			}
-			run, err := fns[i](ctx, e.single, o.enqueueJobs, o.enqueueGoroutines, o.enqueueBatch)
+			run, err := fns[i](ctx, e.single, o.enqueueJobs, o.enqueueGoroutines, batch)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", names[i], err)
 			}
@@ -144,14 +144,27 @@ func (e *bench) enqueue(ctx context.Context) (*EnqueueResult, error) {
 			runs[i] = append(runs[i], run)
 		}
 	}
-	side := func(rs []enqueueRun) EnqueueSide {
+	sides := make([]EnqueueSide, len(fns))
+	for s, rs := range runs {
 		tp := make([]float64, len(rs))
 		for i, x := range rs {
 			tp[i] = round(x.jobsPerSec, 1)
 		}
-		return EnqueueSide{JobsPerSec: round(median(tp), 1), Runs: tp, PerJob: rs[medianIndex(tp)].cost}
+		sides[s] = EnqueueSide{JobsPerSec: round(median(tp), 1), Runs: tp, PerJob: rs[medianIndex(tp)].cost}
 	}
-	r.Asynq, r.Fencedq, r.FencedqMany = side(runs[0]), side(runs[1]), side(runs[2])
+	return sides, nil
+}
+
+func (e *bench) enqueue(ctx context.Context) (*EnqueueResult, error) {
+	o := e.opts
+	r := &EnqueueResult{Jobs: o.enqueueJobs, Repeat: o.repeat, Goroutines: o.enqueueGoroutines, Batch: o.enqueueBatch,
+		Target: enqueueTarget, TargetMany: enqueueManyTarget}
+	sides, err := e.enqueueSides(ctx, []string{"asynq", "fencedq", "fencedq_many"},
+		[]enqueueFunc{asynqEnqueue, fencedqEnqueue, fencedqEnqueueMany}, o.enqueueBatch)
+	if err != nil {
+		return nil, err
+	}
+	r.Asynq, r.Fencedq, r.FencedqMany = sides[0], sides[1], sides[2]
 	r.Ratio = ratio(r.Fencedq.JobsPerSec, r.Asynq.JobsPerSec)
 	r.RatioMany = ratio(r.FencedqMany.JobsPerSec, r.Asynq.JobsPerSec)
 	r.MeetsTarget = r.Ratio >= r.Target
