@@ -12,7 +12,6 @@ import (
 
 	"github.com/fencedq/fencedq/internal/attempt"
 	"github.com/fencedq/fencedq/internal/ledger"
-	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -68,21 +67,7 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 	}
 	v, evidence, asked := b.verdict(ctx, rec, b.reconcilerFor(t, next))
 	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "bridge:" + b.opts.WorkerID, Note: evidence, Seen: &rec.Token}
-	result := v.String()
-	switch v {
-	case jobs.Applied:
-		res.Decision = jobs.DecideSucceeded
-	case jobs.NotApplied:
-		res.Decision = jobs.DecideRerun
-	default:
-		if !asked || tries+1 >= b.opts.MaxReconcileTries {
-			res.Decision = jobs.DecideReview
-			result = metrics.ResultReview
-		} else {
-			res.Decision = jobs.DecideLater
-			res.NextIn = time.Second << min(tries+1, 10)
-		}
-	}
+	result := attempt.Resolve(&res, v, asked, tries, b.opts.MaxReconcileTries, time.Second)
 	state, err := b.ledger.Decide(ctx, q, id, res)
 	if errors.Is(err, jobs.ErrWrongState) {
 		return true, nil // another reconciler decided first: look again

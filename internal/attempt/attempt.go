@@ -1,7 +1,8 @@
 // Package attempt holds the rules shared by every place that runs a fenced
 // attempt (worker pools and the asynq bridge): how a handler call's end
 // becomes the outcome committed to the ledger, and how an uncertain job's
-// verdict is asked of the kind's Reconcile or the effect log.
+// verdict is asked of the kind's Reconcile or the effect log, and what that
+// verdict decides.
 package attempt
 
 import (
@@ -13,9 +14,11 @@ import (
 	"reflect"
 	"runtime/debug"
 	"slices"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -243,6 +246,29 @@ func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.E
 		}
 	}
 	return jobs.CannotTell, "kind has no Reconcile method and no effect log answers for it", false, nil
+}
+
+// Resolve sets res's decision on an uncertain job from verdict v (asked as
+// Verdict says) and returns the result its decisions metric counts (v's
+// name, or metrics.ResultReview): applied, the job succeeded; not applied,
+// it runs again; cannot tell, it is left for an operator's review when
+// nothing was asked or this was the last of maxTries looks (tries made
+// before it), else looked at again in base << (tries+1), at most base << 10.
+func Resolve(res *ledger.Resolution, v jobs.Verdict, asked bool, tries, maxTries int, base time.Duration) (result string) {
+	switch v {
+	case jobs.Applied:
+		res.Decision = jobs.DecideSucceeded
+	case jobs.NotApplied:
+		res.Decision = jobs.DecideRerun
+	default:
+		if !asked || tries+1 >= maxTries {
+			res.Decision = jobs.DecideReview
+			return metrics.ResultReview
+		}
+		res.Decision = jobs.DecideLater
+		res.NextIn = base << min(tries+1, 10)
+	}
+	return v.String()
 }
 
 // panicError is a panic in a Reconcile call or an effect log read: its

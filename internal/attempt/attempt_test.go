@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -133,6 +134,35 @@ func TestPlausibleMark(t *testing.T) {
 	} {
 		if got := PlausibleMark(mark, tok, now); got != want {
 			t.Errorf("PlausibleMark(%d, %d) = %v, want %v", mark, tok, got, want)
+		}
+	}
+}
+
+// TestResolve: a verdict decides an uncertain job as the reconciler and the
+// bridge both decide it: applied succeeds, not applied runs again, cannot
+// tell looks again later (backing off, at most base << 10) until the last
+// look or when nothing was asked, then goes to review.
+func TestResolve(t *testing.T) {
+	for _, c := range []struct {
+		v               jobs.Verdict
+		asked           bool
+		tries, maxTries int
+		want            jobs.Decision
+		nextIn          time.Duration
+		result          string
+	}{
+		{jobs.Applied, true, 0, 3, jobs.DecideSucceeded, 0, "applied"},
+		{jobs.NotApplied, true, 2, 3, jobs.DecideRerun, 0, "not_applied"},
+		{jobs.CannotTell, true, 0, 3, jobs.DecideLater, 2 * time.Second, "cannot_tell"},
+		{jobs.CannotTell, true, 20, 30, jobs.DecideLater, 1024 * time.Second, "cannot_tell"},
+		{jobs.CannotTell, true, 2, 3, jobs.DecideReview, 0, "review"},
+		{jobs.CannotTell, false, 0, 3, jobs.DecideReview, 0, "review"},
+	} {
+		var res ledger.Resolution
+		result := Resolve(&res, c.v, c.asked, c.tries, c.maxTries, time.Second)
+		if res.Decision != c.want || res.NextIn != c.nextIn || result != c.result {
+			t.Errorf("Resolve(%v, asked %v, tries %d of %d) = %s in %v counted %q, want %s in %v counted %q",
+				c.v, c.asked, c.tries, c.maxTries, res.Decision, res.NextIn, result, c.want, c.nextIn, c.result)
 		}
 	}
 }

@@ -185,21 +185,7 @@ func (r *resolver) decide(ctx context.Context, rec *jobs.Record, leader lease.To
 	// operator's re-run, then another uncertain end) is not decided by it.
 	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + r.workerID, Note: evidence,
 		Leader: leader, Seen: &rec.Token}
-	result := v.String()
-	switch v {
-	case jobs.Applied:
-		res.Decision = jobs.DecideSucceeded
-	case jobs.NotApplied:
-		res.Decision = jobs.DecideRerun
-	default:
-		if !asked || rec.ReconcileTries+1 >= r.maxTries {
-			res.Decision = jobs.DecideReview
-			result = metrics.ResultReview
-		} else {
-			res.Decision = jobs.DecideLater
-			res.NextIn = r.interval << min(rec.ReconcileTries+1, 10)
-		}
-	}
+	result := attempt.Resolve(&res, v, asked, rec.ReconcileTries, r.maxTries, r.interval)
 	state, err := r.ledger.Decide(ctx, rec.Queue, rec.ID, res)
 	if err != nil {
 		return err
