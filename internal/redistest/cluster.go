@@ -240,8 +240,9 @@ func (c *Cluster) Rejoin(i int) {
 
 // Degradable lets every master serve its slots while another master is
 // down (cluster-require-full-coverage no) and returns a client that gives
-// up on a dead node at once (one dial, no retry, 300 ms reads), closed at
-// test end, with master(key): the address of the master holding key.
+// up on a dead node at once (one dial, no retry, 300 ms reads, scaled by
+// testsignal.ScaleEnv on a slow machine), closed at test end, with
+// master(key): the address of the master holding key.
 func (c *Cluster) Degradable() (rdb *redis.ClusterClient, master func(key string) string) {
 	c.tb.Helper()
 	ctx := context.Background()
@@ -250,7 +251,7 @@ func (c *Cluster) Degradable() (rdb *redis.ClusterClient, master func(key string
 			c.tb.Fatal(err)
 		}
 	}
-	rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+	rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ReadTimeout: testsignal.Scale(300 * time.Millisecond), MaxRetries: -1, DialerRetries: 1})
 	c.tb.Cleanup(func() { _ = rdb.Close() })
 	return rdb, func(key string) string {
 		c.tb.Helper()
