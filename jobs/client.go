@@ -578,7 +578,7 @@ func prepareTyped(args JobArgs, o options) (*ledger.NewJob, error) {
 			return nil, invalid("%s args: %s", kind, RedactText(args, err.Error()))
 		}
 	}
-	if err := checkUniqueFields(args, o.unique); err != nil {
+	if err := checkUniqueFields(args, kind, o.unique); err != nil {
 		return nil, err
 	}
 	if k, ok := args.(Partitioner); ok && o.partitionKey == "" {

@@ -288,8 +288,10 @@ func canonicalNumber(n string) string {
 // can never encode: a typo, or a Go field name where the JSON name
 // differs, would count as null in every job and make all jobs of the kind
 // duplicates of the first. Types whose JSON names cannot be known from
-// their fields (maps, custom MarshalJSON) are not checked.
-func checkUniqueFields(args JobArgs, u *UniqueOpts) error {
+// their fields (maps, custom MarshalJSON) are not checked. kind is args'
+// kind as the enqueue read it (its Kind method is not called again: it
+// may panic, or answer differently).
+func checkUniqueFields(args JobArgs, kind string, u *UniqueOpts) error {
 	if u == nil || len(u.ByFields) == 0 {
 		return nil
 	}
@@ -300,7 +302,7 @@ func checkUniqueFields(args JobArgs, u *UniqueOpts) error {
 	for _, f := range u.ByFields {
 		if f != "" && !names[f] {
 			known := slices.Sorted(maps.Keys(names))
-			return invalid("%s: unique field %q is not a JSON field of %T (its fields: %s)", args.Kind(), ledger.Clip(f), args, strings.Join(known, ", "))
+			return invalid("%s: unique field %q is not a JSON field of %T (its fields: %s)", kind, ledger.Clip(f), args, strings.Join(known, ", "))
 		}
 	}
 	return nil
