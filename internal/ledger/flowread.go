@@ -74,7 +74,7 @@ func (l *Ledger) flowWaits(ctx context.Context, q string, recs []*Record, hs []m
 			recs[i].WaitingFor = s
 		case "rate":
 			if at := msTime(h["wait_at"]); at.After(now) {
-				recs[i].WaitingFor = fmt.Sprintf("rate %s: next start at %s", h["rkey"], at.UTC().Format(time.RFC3339Nano))
+				recs[i].WaitingFor = fmt.Sprintf("rate %s, next start at %s", h["rkey"], at.UTC().Format(time.RFC3339Nano))
 			}
 		}
 	}

@@ -78,7 +78,7 @@ type Record struct {
 	// Flow control (jobs.Limiter, jobs.RateLimiter): the job's concurrency
 	// limit and rate limit ("" keys: none), and, while a pending job is held
 	// back by one, what it waits for ("limit export:cust-42, 5 of 5 held",
-	// "rate provider: next start at ..." until that start, when the job is
+	// "rate provider:api, next start at ..." until that start, when the job is
 	// due), filled by Get.
 	LimitKey   string        `json:"limit_key,omitempty"`
 	LimitMax   int           `json:"limit_max,omitempty"`
