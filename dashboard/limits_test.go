@@ -191,8 +191,10 @@ func TestLimitsViewListsOnlyKeysHoldingJobsBack(t *testing.T) {
 	b1 := f.enqueue(echoArgs{N: 4}, jobs.Limit("export:b", 1))
 	f.claimOne(jobs.DefaultQueue, b1, "w1", time.Minute)
 	f.enqueue(echoArgs{N: 5}, jobs.Limit("export:b", 1))
-	// export:a (max 2): two holders, a third job parked, then one holder
-	// ends and the parked job is woken: 1 of 2 held, nothing parked
+	// export:a (max 2): two holders, a third job parked, then both
+	// holders end and the parked job is woken: 1 of 2 promised, nothing
+	// parked (held and promised permits reaching the max would park the
+	// key's next job: at its limit)
 	a1 := f.enqueue(echoArgs{N: 1}, jobs.Limit("export:a", 2))
 	a2 := f.enqueue(echoArgs{N: 2}, jobs.Limit("export:a", 2))
 	r, err := f.ledger.Claim(ctx, jobs.DefaultQueue, "w1", time.Minute, 2)
@@ -201,7 +203,8 @@ func TestLimitsViewListsOnlyKeysHoldingJobsBack(t *testing.T) {
 	}
 	f.enqueue(echoArgs{N: 3}, jobs.Limit("export:a", 2))
 	if _, err := f.ledger.Complete(ctx, jobs.DefaultQueue, []ledger.Completion{
-		{ID: r.Jobs[0].ID, Token: r.Jobs[0].Token, Outcome: ledger.Outcome{To: ledger.Succeeded}}}); err != nil {
+		{ID: r.Jobs[0].ID, Token: r.Jobs[0].Token, Outcome: ledger.Outcome{To: ledger.Succeeded}},
+		{ID: r.Jobs[1].ID, Token: r.Jobs[1].Token, Outcome: ledger.Outcome{To: ledger.Succeeded}}}); err != nil {
 		t.Fatal(err)
 	}
 	h := f.handler(dashboard.Options{})

@@ -98,7 +98,9 @@ type LimitStatus struct {
 	Promised int      `json:"promised"`
 	Waiting  int      `json:"waiting"` // parked jobs
 	Holders  []string `json:"holders"` // job ids holding a permit
-	AtLimit  bool     `json:"at_limit"`
+	// AtLimit: its held and promised permits together reach Max, so the
+	// key's next job parks.
+	AtLimit bool `json:"at_limit"`
 }
 
 // RateStatus is one rate limit's key with deferred jobs, or with its
@@ -187,7 +189,7 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 			if members[i].Val() == 0 && s.Waiting == 0 {
 				dead = append(dead, k)
 			}
-			s.AtLimit = s.Held >= s.Max
+			s.AtLimit = s.Held+s.Promised >= s.Max
 			if !s.AtLimit && s.Waiting == 0 {
 				continue // it holds no job back
 			}
@@ -223,7 +225,7 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 			s.Holders = []string{}
 		}
 		s.Held = len(s.Holders) // as listed, though a permit ended since the count
-		s.AtLimit = s.Held >= s.Max
+		s.AtLimit = s.Held+s.Promised >= s.Max
 	}
 	if out == nil {
 		out = []LimitStatus{}
