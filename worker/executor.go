@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
@@ -317,9 +318,11 @@ func (p *Pool) acquireResource(a *attempt, kind string) bool {
 		case p.stopping.Err() != nil:
 			// Put back by the caller.
 		case errors.Is(err, lease.ErrHeld):
-			a.log.Debug("resource busy, job deferred", "resource", c.Resource)
+			if a.log.enabled(slog.LevelDebug) {
+				a.log.Debug("resource busy, job deferred", "resource", p.shown(a, c.Resource))
+			}
 		default:
-			a.log.Warn("resource lease failed, job deferred", "resource", c.Resource, "error", err)
+			a.log.Warn("resource lease failed, job deferred", "resource", p.shown(a, c.Resource), "error", p.shown(a, err.Error()))
 		}
 		return false
 	}
@@ -328,7 +331,7 @@ func (p *Pool) acquireResource(a *attempt, kind string) bool {
 	// job meanwhile (expired, re-run and finished elsewhere) and now hold
 	// the resource's newest token: it must not run the handler.
 	if a.lapsed() || a.ctx.Err() != nil {
-		a.log.Warn("the claim lapsed while waiting for the resource lease; job put back", "resource", c.Resource)
+		a.log.Warn("the claim lapsed while waiting for the resource lease; job put back", "resource", p.shown(a, c.Resource))
 		return false
 	}
 	return true

@@ -25,7 +25,7 @@ func (p *Pool) storageRefused(a *attempt, err error) {
 	mark, raise := rules.StorageMark(err, fence.Fence{Resource: a.resource, Token: tok, Owner: a.owner, OperationID: a.job.OperationID})
 	if raise && !rules.PlausibleMark(mark, tok, time.Now()) {
 		a.log.Warn("storage refused the attempt's token with a mark no fencedq counter mints (a buggy or hostile storage?); the token counter is not raised to it",
-			"resource", a.resource, "fence_token", tok.String(), "storage_token", mark.String())
+			"resource", p.shown(a, a.resource), "fence_token", tok.String(), "storage_token", mark.String())
 		raise = false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
@@ -44,12 +44,12 @@ func (p *Pool) storageRefused(a *attempt, err error) {
 	recorded, lerr := p.ledger.StorageRefused(ctx, a.job.Queue, a.job.ID, a.job.Token, jobMark)
 	if err := errors.Join(rerr, lerr); err != nil {
 		a.log.Warn("storage refused the attempt's token; recording it (and raising the token counter above storage's) failed",
-			"resource", a.resource, "fence_token", tok.String(), "storage_token", markText(mark, raise), "error", err)
+			"resource", p.shown(a, a.resource), "fence_token", tok.String(), "storage_token", markText(mark, raise), "error", p.shown(a, err.Error()))
 		return
 	}
 	if recorded || (raise && a.resourceLease() != nil) {
 		a.log.Warn("storage holds a higher token than this attempt's (lost by a Redis failover?); the next attempt mints above it",
-			"resource", a.resource, "fence_token", tok.String(), "storage_token", mark.String())
+			"resource", p.shown(a, a.resource), "fence_token", tok.String(), "storage_token", mark.String())
 	}
 }
 

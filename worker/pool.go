@@ -69,6 +69,10 @@ type handler struct {
 	// rules are published in the pool's heartbeat, so raw enqueues of the
 	// kind honour them (jobs.Client.EnqueueRaw).
 	rules jobs.KindRules
+	// shown redacts, in text, the sensitive values of the args payload
+	// holds (jobs.RedactText; all of text when payload no longer decodes):
+	// nil for a kind without sensitive fields.
+	shown func(payload []byte, text string) string
 }
 
 // Pool claims due jobs of its queues from the ledger in batches, runs their
@@ -225,6 +229,15 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 			return r.Reconcile(ctx, job)
 		}
 	}
+	if sensitive {
+		h.shown = func(payload []byte, text string) string {
+			var args T
+			if jobs.DecodeArgs(payload, &args) != nil {
+				return jobs.Redacted
+			}
+			return jobs.RedactText(args, text)
+		}
+	}
 	if r, ok := w.(jobs.RetryOnTimeout); ok {
 		h.retryOnTimeout = r.RetryOnTimeout()
 	}
@@ -284,6 +297,35 @@ func decode[T jobs.JobArgs](base jobs.Job[jobs.JobArgs], payload []byte, sensiti
 		Headers: maps.Clone(base.Headers),
 	}, nil
 }
+
+// shown returns text, which may quote what the attempt's args methods
+// built from its args (its resource), with the job's sensitive values
+// redacted as in its errors; the pool logs such texts only so. It decodes
+// the payload again: for the lines that quote them, never per job.
+func (p *Pool) shown(a *attempt, text string) string {
+	if h := p.handlerFor(a.job.Kind); h != nil && h.shown != nil {
+		return h.shown(a.job.Payload, text)
+	}
+	return text
+}
+
+// shownErr is err with its text shown (Pool.shown); errors.Is and
+// errors.As see it as err.
+func (p *Pool) shownErr(a *attempt, err error) error {
+	if text := p.shown(a, err.Error()); text != err.Error() {
+		return &shownError{text: text, err: err}
+	}
+	return err
+}
+
+// shownError is an error whose text had sensitive values replaced.
+type shownError struct {
+	text string
+	err  error
+}
+
+func (e *shownError) Error() string { return e.text }
+func (e *shownError) Unwrap() error { return e.err }
 
 func (p *Pool) handlerFor(kind string) *handler {
 	p.mu.Lock()

@@ -180,7 +180,7 @@ func (r *renewer) renewResource(ctx context.Context, a *attempt, l *lease.Lease)
 	cur := *l
 	err := r.p.leases.Renew(ctx, &cur, r.p.cfg.LeaseTTL)
 	if errors.Is(err, lease.ErrLost) {
-		a.loseLease(fmt.Errorf("resource %s: %w", a.resource, err))
+		a.loseLease(r.p.shownErr(a, fmt.Errorf("resource %s: %w", a.resource, err)))
 	}
 	return err == nil
 }
