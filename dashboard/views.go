@@ -93,7 +93,7 @@ func viewOf(r *jobs.Record) *jobView {
 		args = b
 	}
 	v := &jobView{
-		ID: r.ID, Queue: r.Queue, Kind: r.Kind, OperationID: r.OperationID, Resource: r.Resource,
+		ID: r.ID, Queue: r.Queue, Kind: r.Kind, OperationID: r.OperationID, Resource: r.Shown(r.Resource),
 		State: r.State, Deadline: r.Deadline, Attempts: r.Attempts,
 		MaxRetries: r.MaxRetries, Runs: r.Runs, ReconcileTries: r.ReconcileTries,
 		TimeoutMS: r.Timeout.Milliseconds(), Args: args, Headers: r.Headers, Error: r.Error, Reason: r.Reason, CancelRequestedBy: r.CancelledBy,
@@ -103,13 +103,15 @@ func viewOf(r *jobs.Record) *jobView {
 		Output: r.Output, Workflow: r.Workflow, Step: r.Step,
 	}
 	if r.LimitKey != "" {
-		v.Limit = fmt.Sprintf("%s, at most %d at once", r.LimitKey, r.LimitMax)
+		v.Limit = fmt.Sprintf("%s, at most %d at once", r.Shown(r.LimitKey), r.LimitMax)
 	}
 	if r.RateKey != "" {
-		v.Rate = fmt.Sprintf("%s, at most %d starts per %v", r.RateKey, r.RateMax, r.RatePer)
+		v.Rate = fmt.Sprintf("%s, at most %d starts per %v", r.Shown(r.RateKey), r.RateMax, r.RatePer)
 	}
-	v.WaitingFor = r.WaitingFor
-	v.Group = r.Group
+	// the resource, keys and group may be built from sensitive values:
+	// shown as the args are
+	v.WaitingFor = r.Shown(r.WaitingFor)
+	v.Group = r.Shown(r.Group)
 	if r.Token > 0 {
 		v.Token = r.Token.String()
 	}

@@ -575,7 +575,7 @@ func listJobs(ctx context.Context, out io.Writer, l *jobs.Inspector, p jobs.List
 		if r.WaitingFor != "" {
 			// what a pending job waits for now: a reason kept from an
 			// earlier put-back ("resource busy") no longer says it
-			reason = "waiting for " + r.WaitingFor
+			reason = "waiting for " + r.Shown(r.WaitingFor)
 		}
 		q := r.Queue
 		if r.Bridge != "" {
@@ -669,7 +669,7 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 	if r.Fence > 0 {
 		fmt.Fprintf(out, ", fence %d (the resource lease's token)", r.Fence)
 	}
-	fmt.Fprint(out, cli.Escapef(", resource %s\n  args %s\n", r.LeaseResource(), r.Args))
+	fmt.Fprint(out, cli.Escapef(", resource %s\n  args %s\n", r.Shown(r.LeaseResource()), r.Args))
 	if len(r.Headers) > 0 {
 		kv := make([]string, 0, len(r.Headers))
 		for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
@@ -685,16 +685,16 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		fmt.Fprint(out, cli.Escapef("  unique key %s, held while %s\n", r.UniqueKey, strings.Join(states, ", ")))
 	}
 	if r.LimitKey != "" {
-		fmt.Fprint(out, cli.Escapef("  limit %s, at most %d at once\n", r.LimitKey, r.LimitMax))
+		fmt.Fprint(out, cli.Escapef("  limit %s, at most %d at once\n", r.Shown(r.LimitKey), r.LimitMax))
 	}
 	if r.RateKey != "" {
-		fmt.Fprint(out, cli.Escapef("  rate %s, at most %d starts per %v\n", r.RateKey, r.RateMax, r.RatePer))
+		fmt.Fprint(out, cli.Escapef("  rate %s, at most %d starts per %v\n", r.Shown(r.RateKey), r.RateMax, r.RatePer))
 	}
 	if r.Group != "" {
-		fmt.Fprint(out, cli.Escapef("  group %s\n", r.Group))
+		fmt.Fprint(out, cli.Escapef("  group %s\n", r.Shown(r.Group)))
 	}
 	if r.WaitingFor != "" {
-		fmt.Fprint(out, cli.Escapef("  waiting for %s\n", r.WaitingFor))
+		fmt.Fprint(out, cli.Escapef("  waiting for %s\n", r.Shown(r.WaitingFor)))
 	}
 	if r.Error != "" {
 		fmt.Fprint(out, cli.Escapef("  last error %s\n", r.Error))

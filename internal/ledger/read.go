@@ -140,6 +140,85 @@ func shownUniqueKey(ukey, args string) string {
 	return ukey
 }
 
+// Shown returns text, which may quote what the job's args methods built
+// from its args (its resource, limit or rate key, group, and so what it
+// waits for), with each value its shown args redacted (a string or
+// number of at least 3 bytes, as in jobs.RedactText) replaced by
+// Redacted; all of text when its raw args no longer decode. Text of a
+// job whose args had nothing redacted is returned as it is.
+func (r *Record) Shown(text string) string {
+	if text == "" || !strings.Contains(string(r.Args), redactedJSON) {
+		return text
+	}
+	full, err1 := decodeJSON(r.Payload)
+	shown, err2 := decodeJSON(r.Args)
+	if err1 != nil || err2 != nil {
+		return Redacted
+	}
+	var hidden []string
+	hiddenLeaves(full, shown, &hidden)
+	sort.Slice(hidden, func(i, j int) bool { // the longest first: a value holding another is replaced whole
+		return len(hidden[i]) > len(hidden[j]) || len(hidden[i]) == len(hidden[j]) && hidden[i] < hidden[j]
+	})
+	pairs := make([]string, 0, 2*len(hidden))
+	for _, h := range hidden {
+		pairs = append(pairs, h, Redacted)
+	}
+	return strings.NewReplacer(pairs...).Replace(text)
+}
+
+func decodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var tree any
+	err := dec.Decode(&tree)
+	return tree, err
+}
+
+// hiddenLeaves adds to out the strings and numbers (3 bytes or longer) of
+// full, the raw args, where shown, the shown args, holds Redacted.
+func hiddenLeaves(full, shown any, out *[]string) {
+	if s, ok := shown.(string); ok && s == Redacted {
+		leavesOf(full, out)
+		return
+	}
+	switch f := full.(type) {
+	case map[string]any:
+		if m, ok := shown.(map[string]any); ok {
+			for k, v := range f {
+				hiddenLeaves(v, m[k], out)
+			}
+		}
+	case []any:
+		if s, ok := shown.([]any); ok && len(s) == len(f) {
+			for i := range f {
+				hiddenLeaves(f[i], s[i], out)
+			}
+		}
+	}
+}
+
+func leavesOf(tree any, out *[]string) {
+	switch t := tree.(type) {
+	case string:
+		if len(t) >= 3 && t != Redacted {
+			*out = append(*out, t)
+		}
+	case json.Number:
+		if len(t) >= 3 {
+			*out = append(*out, t.String())
+		}
+	case map[string]any:
+		for _, v := range t {
+			leavesOf(v, out)
+		}
+	case []any:
+		for _, v := range t {
+			leavesOf(v, out)
+		}
+	}
+}
+
 // recordFrom reads a job hash. Missing or corrupt fields read as zero
 // values; the job's identity comes from its key.
 func recordFrom(q, id string, h map[string]string) *Record {
