@@ -32,13 +32,18 @@ func (b *Bridge) reconcilerFor(t *asynq.Task, next asynq.Handler) ReconcileFunc 
 	return nil
 }
 
-// verdict asks the kind's Reconcile, else the effect log, exactly as the
-// native reconciler does (attempt.Verdict); asked is false when there is
+// verdict asks the kind's Reconcile, else the effect log once the attempt
+// is fenced out of its store, exactly as the native reconciler does
+// (attempt.Verdict, attempt.FenceOut); asked is false when there is
 // nothing to ask.
 func (b *Bridge) verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc) (jobs.Verdict, string, bool) {
 	cctx, cancel := context.WithTimeout(ctx, b.opts.ReconcileTimeout)
 	defer cancel()
-	v, evidence, asked, failure := attempt.Verdict(cctx, rec, f, b.opts.EffectLog)
+	// A bridged attempt's resource is its job: no lease to take.
+	out := func(ctx context.Context) error {
+		return attempt.FenceOut(ctx, rec, b.opts.EffectLog, nil, "bridge:"+b.opts.WorkerID)
+	}
+	v, evidence, asked, failure := attempt.Verdict(cctx, rec, f, b.opts.EffectLog, out)
 	if failure != nil {
 		b.metrics.ReconcileErrors.Inc()
 	}

@@ -112,7 +112,11 @@
 // An [EffectLog] answers "was this operation applied?" from the operation
 // id. The reconciler asks it for jobs left uncertain by a timeout or a
 // crash, and marks them succeeded or re-runs them, so every job whose
-// effects go through a fence store reconciles automatically. pgfence's
+// effects go through a fence store reconciles automatically. Before it
+// asks a log that is also a [Fencer] (both stores are), it raises the mark
+// of the uncertain attempt's resource past that attempt's token, so the
+// attempt, should it still run, is refused as stale from then on and an
+// answer "not applied" stays true. pgfence's
 // Store implements EffectLog directly. redisfence's Store implements it
 // through an index from operation id to resource (effect records live in
 // the resource's hash slot); its AppliedOn takes the resource and skips the

@@ -117,6 +117,21 @@ type EffectLog interface {
 	Applied(ctx context.Context, operationID string) (rec Effect, ok bool, err error)
 }
 
+// Fencer is implemented by stores that can raise a resource's high-water
+// mark without recording an operation (pgfence's and redisfence's Store,
+// through their FenceOnAcquire). A maintenance leader (or an asynq bridge)
+// whose EffectLog is also a Fencer raises the mark of an uncertain
+// attempt's resource past that attempt before it asks the log about the
+// attempt's operation, so that the attempt, should it still run (a paused
+// process, a handler that ignores its context), can no longer write there
+// and "not applied" stays true.
+type Fencer interface {
+	// FenceOnAcquire raises f.Resource's mark to (f.Token, f.Owner), or
+	// fails with a *StaleError (matching ErrStale) when a higher token, or
+	// the same token of another owner, is stored.
+	FenceOnAcquire(ctx context.Context, f Fence) error
+}
+
 type ctxKey struct{}
 
 // NewContext returns ctx carrying f. Worker pools put each attempt's fence

@@ -211,7 +211,11 @@ type MaintenanceConfig struct {
 	// DefaultUncommittedGrace).
 	UncommittedGrace time.Duration
 	// EffectLog, when set, answers for kinds without a Reconcile method:
-	// an operation id found in the log was applied.
+	// an operation id found in the log was applied. When it is also a
+	// fence.Fencer (pgfence's and redisfence's Store), the uncertain
+	// attempt is first fenced out of its store (its resource's mark raised
+	// past its token), so an attempt still running cannot apply the
+	// operation after the log answered "not applied".
 	EffectLog fence.EffectLog
 	// EffectRetention, when positive and the EffectLog can prune itself
 	// (pgfence.Store can), makes the leader's pruner delete effect records

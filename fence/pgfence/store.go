@@ -31,7 +31,10 @@ type Store struct {
 	own  []string // the unquoted names of its objects, as PostgreSQL's errors quote them
 }
 
-var _ fence.EffectLog = (*Store)(nil)
+var (
+	_ fence.EffectLog = (*Store)(nil)
+	_ fence.Fencer    = (*Store)(nil)
+)
 
 type queries struct {
 	fenceOne, fenceMany, marks, raise, stored, recorded, highWater, prune, check string

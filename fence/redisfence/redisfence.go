@@ -80,7 +80,10 @@ type Store struct {
 	cfg    Config
 }
 
-var _ fence.EffectLog = (*Store)(nil)
+var (
+	_ fence.EffectLog = (*Store)(nil)
+	_ fence.Fencer    = (*Store)(nil)
+)
 
 var (
 	//go:embed apply.lua

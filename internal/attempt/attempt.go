@@ -214,11 +214,14 @@ var ErrNoAnswer = errors.New("did not return before its context ended")
 // capped as an attempt's error is: it goes into the job's history).
 // failure is non-nil when Reconcile failed, panicked (Stack returns its
 // stack, for the log) or did not return before ctx ended (ErrNoAnswer), or
-// the effect log could not be read: the answer is then CannotTell. asked
+// the effect log could not be read: the answer is then CannotTell. out,
+// when not nil, is called before the effect log is read (FenceOut: the
+// attempt is cut off from the log's store first, so a "not applied" stays
+// true); its failure is one too, and the log is not read. asked
 // is false when there was nothing to ask. Verdict returns once ctx ends,
 // whatever f or the log do: a call that ignores its context is left to
 // finish on its own and its late answer is dropped.
-func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.EffectLog) (v jobs.Verdict, evidence string, asked bool, failure error) {
+func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.EffectLog, out func(context.Context) error) (v jobs.Verdict, evidence string, asked bool, failure error) {
 	if f != nil {
 		v, err := bounded(ctx, func() (jobs.Verdict, error) { return f(ctx, rec) })
 		if err != nil {
@@ -228,15 +231,23 @@ func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.E
 	}
 	if log != nil {
 		type answer struct {
-			rec fence.Effect
-			ok  bool
+			rec      fence.Effect
+			ok       bool
+			unfenced bool // out failed: the log was not read
 		}
 		a, err := bounded(ctx, func() (answer, error) {
+			if out != nil {
+				if err := out(ctx); err != nil {
+					return answer{unfenced: true}, err
+				}
+			}
 			rec, ok, err := log.Applied(ctx, rec.OperationID)
-			return answer{rec, ok}, err
+			return answer{rec: rec, ok: ok}, err
 		})
 		applied, ok := a.rec, a.ok
 		switch {
+		case err != nil && a.unfenced:
+			return jobs.CannotTell, ledger.CapError("the attempt could not be fenced out of the effect log's store: " + err.Error()), true, err
 		case err != nil:
 			return jobs.CannotTell, ledger.CapError("effect log unavailable: " + err.Error()), true, err
 		case ok:

@@ -171,7 +171,7 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 			tally: t, decided: cfg.Decided, wake: make(chan struct{}, 1)},
 		resolver: &resolver{service: base(metrics.ServiceResolver), interval: cfg.Interval, batch: ResolveBatch,
 			workerID: cfg.WorkerID, maxTries: cfg.MaxReconcileTries, timeout: cfg.ReconcileTimeout,
-			effectLog: cfg.EffectLog, reconcile: cfg.Reconcile, tally: t, decided: cfg.Decided},
+			effectLog: cfg.EffectLog, leases: leases, reconcile: cfg.Reconcile, tally: t, decided: cfg.Decided},
 		pruner: &pruner{service: base(metrics.ServicePruner), interval: cfg.PruneInterval, effects: cfg.EffectPruner,
 			now: ledger.ReadTime, pruned: pruned},
 		status: &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t,

@@ -31,6 +31,7 @@ type resolver struct {
 	maxTries  int
 	timeout   time.Duration // bound on one Reconcile call
 	effectLog fence.EffectLog
+	leases    *lease.Manager // fences out an uncertain attempt's named resource (attempt.FenceOut)
 	reconcile func(kind string) ReconcileFunc
 	tally     *tally
 	decided   *testsignal.Signal[Decision]
@@ -136,8 +137,9 @@ func (r *resolver) reportLost(q string, ids []string, recs []*jobs.Record) {
 }
 
 // verdict asks the kind's Reconcile, else the effect log (see
-// attempt.Verdict); a Reconcile that fails or panics, or an effect log that
-// cannot be read, answers "cannot tell" and is counted, unless the
+// attempt.Verdict), once the attempt is fenced out of the log's store
+// (attempt.FenceOut); a Reconcile that fails or panics, or an effect log that
+// cannot be fenced or read, answers "cannot tell" and is counted, unless the
 // leadership ended meanwhile (ctx done: the answer is not used). A kind
 // without Reconcile here that another live pool reconciles (a pool that
 // does not run the kind, or runs an older version of it, leads) is not
@@ -159,7 +161,10 @@ func (r *resolver) verdict(ctx context.Context, rec *jobs.Record, pass *resolveP
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	v, evidence, asked, failure := attempt.Verdict(cctx, rec, f, r.effectLog)
+	out := func(ctx context.Context) error {
+		return attempt.FenceOut(ctx, rec, r.effectLog, r.leases, "reconciler:"+r.workerID)
+	}
+	v, evidence, asked, failure := attempt.Verdict(cctx, rec, f, r.effectLog, out)
 	if cctx.Err() != nil && ctx.Err() == nil {
 		pass.slow[rec.Kind] = true
 	}
