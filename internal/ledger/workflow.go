@@ -1132,9 +1132,16 @@ func (l *Ledger) writeSeen(ctx context.Context, wk, mark string) (string, error)
 // writeFinal records outcome out of workflow id of home queue q with mark
 // unless one is, moves it from the open set to the done index, and
 // returns the outcome and mark the record holds; written as writeSeen.
+// The done index holds when it finished on the namespace's time, the
+// clock PruneWorkflows (and the jobs' own retention) measures it by, not
+// this process's.
 func (l *Ledger) writeFinal(ctx context.Context, q, id, out, mark string) (final, by string, err error) {
 	wk := l.workflowKey(q, id)
-	now := time.Now().UnixMilli()
+	at, err := l.ReadTime(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	now := at.UnixMilli()
 	var v []any
 	if l.appendWait != nil {
 		r, err := l.durableWrite(ctx, finalScript, []string{wk, l.prefix(q) + "wf_done", l.prefix(q) + "wf_open"}, out, mark, now, id)
@@ -1251,7 +1258,11 @@ const wfEndID = "@wf:"
 // step had an end recorded already (another leader, or its job ended and
 // expired since the read) or the workflow was settled or pruned meanwhile.
 func (l *Ledger) markLost(ctx context.Context, q, id string, def *WorkflowDef, s StepDef, mark string) (bool, error) {
-	args := []any{endField + s.Name, lostField + s.Name, LostReason, time.Now().UnixMilli(), lostByField + s.Name, mark}
+	at, err := l.ReadTime(ctx) // the namespace's time, as every time the ledger writes
+	if err != nil {
+		return false, wrap("end lost step "+s.Name+" of workflow "+id, err)
+	}
+	args := []any{endField + s.Name, lostField + s.Name, LostReason, at.UnixMilli(), lostByField + s.Name, mark}
 	for _, d := range def.Steps {
 		if slices.Contains(d.Deps, s.Name) {
 			args = append(args, d.Queue+"\n"+d.ID+"\n"+s.Name)
