@@ -68,13 +68,7 @@ func TestGroupFairness(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const nA, nB, bound = 20_000, 10, 100
-	ps := make([]jobs.Params, 0, nA)
-	for i := range nA {
-		ps = append(ps, jobs.Params{Args: groupArgs{G: "a", N: i}})
-	}
-	if _, err := e.client.EnqueueMany(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
+	enqueueBacklog(t, e.client, "a", nA)
 	var bIDs []string
 	for i := range nB {
 		bIDs = append(bIDs, e.enqueue(groupArgs{G: "b", N: i}).JobID)
@@ -413,13 +407,7 @@ func TestGroupFairnessAcrossProcesses(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const nA, nB, bound = 20_000, 10, 100
-	ps := make([]jobs.Params, 0, nA)
-	for i := range nA {
-		ps = append(ps, jobs.Params{Args: groupArgs{G: "a", N: i}})
-	}
-	if _, err := e.client.EnqueueMany(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
+	enqueueBacklog(t, e.client, "a", nA)
 	addr := e.rdb.(*redis.Client).Options().Addr
 	for i := range 3 {
 		startHelper(t, fmt.Sprintf("group-%d", i), addr, e.ns)
@@ -471,5 +459,22 @@ func TestGroupFairnessAcrossProcesses(t *testing.T) {
 		a, nB, procs(from))
 	if a > bound {
 		t.Fatalf("%d of group a's jobs started before group b's last, bound %d", a, bound)
+	}
+}
+
+// enqueueBacklog enqueues group g's n jobs in calls of 1 000: one call of
+// all n runs one long script, whose reply (and the next write) a loaded
+// machine can keep past the client's 3 s timeouts.
+func enqueueBacklog(t *testing.T, c *jobs.Client, g string, n int) {
+	t.Helper()
+	ps := make([]jobs.Params, 0, 1000)
+	for i := range n {
+		ps = append(ps, jobs.Params{Args: groupArgs{G: g, N: i}})
+		if len(ps) == cap(ps) || i == n-1 {
+			if _, err := c.EnqueueMany(context.Background(), ps); err != nil {
+				t.Fatal(err)
+			}
+			ps = ps[:0]
+		}
 	}
 }
