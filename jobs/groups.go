@@ -72,8 +72,9 @@ type GroupStatus = ledger.GroupStatus
 
 // Groups returns queue q's fair groups with pending jobs (see Grouper),
 // deepest first, at most 1000 (the deepest) per partition of a
-// partitioned queue. When some partitions could not be read, it returns
-// the others' with a *PartialError naming them.
+// partitioned queue; names built from sensitive args fields show them
+// redacted (see GroupStatus.Name). When some partitions could not be read,
+// it returns the others' with a *PartialError naming them.
 func (in *Inspector) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 	out := []GroupStatus{}
 	err := in.eachOf(ctx, q, func(n string) error {

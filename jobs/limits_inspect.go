@@ -35,8 +35,9 @@ type FlowStatus struct {
 // rates with deferred jobs or a full window. A key whose jobs all run at
 // once is not listed, nor one at its limit on which no job parked yet (a
 // claim records a key only when it parks a job): its next due job parks.
-// When some partitions of a partitioned queue could not be read, it
-// returns the others' with a *PartialError naming them.
+// Keys built from sensitive args fields show them redacted (see
+// LimitStatus.Key). When some partitions of a partitioned queue could not
+// be read, it returns the others' with a *PartialError naming them.
 func (in *Inspector) Limits(ctx context.Context, q string) (*FlowStatus, error) {
 	out := &FlowStatus{Limits: []LimitStatus{}, Rates: []RateStatus{}}
 	err := in.eachOf(ctx, q, func(n string) error {

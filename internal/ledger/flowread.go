@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,7 +88,11 @@ type LimitStatus struct {
 	// Queue is the queue holding the key's permits: of a partitioned
 	// queue, the partition (each has its own permits of a key).
 	Queue string `json:"queue"`
-	Key   string `json:"key"`
+	// Key is the key as a job of it shows it (its oldest parked job, else
+	// its newest holder; of a rate, its next deferred, else latest started
+	// job): the values its shown args redacted replaced by Redacted, or,
+	// when none could be read, its name and "[redacted <digest>]".
+	Key string `json:"key"`
 	// Max is the max in force: its oldest parked job's (the next wake-up
 	// admits by it), else the one of the job that took its newest permit.
 	Max  int `json:"max"`
@@ -109,7 +114,8 @@ type RateStatus struct {
 	// Queue is the queue holding the key's starts: of a partitioned
 	// queue, the partition (each has its own starts of a key).
 	Queue string `json:"queue"`
-	Key   string `json:"key"`
+	// Key is the key as a job of it shows it, as LimitStatus.Key.
+	Key string `json:"key"`
 	// Max and Per are the rate in force: its next deferred start's (which
 	// is admitted by them), not the last deferred job's.
 	Max      int           `json:"max"`
@@ -159,6 +165,7 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	// promises, which score 0: flow.lua), its permits, its parked jobs.
 	var out []LimitStatus
 	var dead []string
+	probes := map[string]string{} // per listed key, the job that shows it (keyProbe)
 	for c := 0; c < len(keys); c += limitsChunk {
 		part := keys[c:min(c+limitsChunk, len(keys))]
 		pipe := l.rdb.Pipeline()
@@ -194,6 +201,11 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 				continue // it holds no job back
 			}
 			out = append(out, s)
+			if ids := next[i].Val(); len(ids) > 0 {
+				probes[k] = ids[0]
+			} else if ids := last[i].Val(); len(ids) > 0 {
+				probes[k] = ids[0]
+			}
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].AtLimit && !out[j].AtLimit })
@@ -202,20 +214,38 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 	}
 	pipe := l.rdb.Pipeline()
 	holders := make([]*redis.StringSliceCmd, len(out))
+	shown := make([]keyProbe, len(out), len(out)+len(rkeys))
 	for i := range out {
 		holders[i] = pipe.ZRangeByScore(ctx, l.limitHoldersKey(q, out[i].Key), &redis.ZRangeBy{Min: "(0", Max: "+inf"})
+		shown[i] = keyProbe{key: &out[i].Key, job: probes[out[i].Key], field: "lkey"}
+		shown[i].read(ctx, l, pipe, q)
 	}
 	starts := make([]*redis.IntCmd, len(rkeys))
 	deferred := make([]*redis.IntCmd, len(rkeys))
-	maxes, pers := l.ratesInForce(ctx, q, rkeys, rates)
+	maxes, pers, rprobes := l.ratesInForce(ctx, q, rkeys, rates)
+	rs := make([]RateStatus, len(rkeys))
 	for i, k := range rkeys {
 		from := "(" + strconv.FormatInt(now.Add(-pers[i]).UnixMilli(), 10)
 		starts[i] = pipe.ZCount(ctx, l.rateKey(q, k), from, "+inf")
 		deferred[i] = pipe.ZCount(ctx, l.rateHeldKey(q, k), from, "+inf")
+		rs[i] = RateStatus{Queue: q, Key: k, Max: maxes[i], Per: pers[i]}
+		p := keyProbe{key: &rs[i].Key, job: rprobes[i], field: "rkey"}
+		p.read(ctx, l, pipe, q)
+		shown = append(shown, p)
 	}
 	if len(out)+len(rkeys) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, nil, wrap("limits", err)
+		// a probe's read that failed (a job key of another type) shows
+		// its key digested; the counts' fail the read
+		_, _ = pipe.Exec(ctx)
+		for _, c := range holders {
+			if err := c.Err(); err != nil {
+				return nil, nil, wrap("limits", err)
+			}
+		}
+		for _, c := range slices.Concat(starts, deferred) {
+			if err := c.Err(); err != nil {
+				return nil, nil, wrap("limits", err)
+			}
 		}
 	}
 	for i := range out {
@@ -227,18 +257,21 @@ func (l *Ledger) Limits(ctx context.Context, q string) ([]LimitStatus, []RateSta
 		s.Held = len(s.Holders) // as listed, though a permit ended since the count
 		s.AtLimit = s.Held+s.Promised >= s.Max
 	}
+	for i := range shown {
+		shown[i].show()
+	}
 	if out == nil {
 		out = []LimitStatus{}
 	}
-	rs := make([]RateStatus, 0, len(rkeys))
-	for i, k := range rkeys {
-		r := RateStatus{Queue: q, Key: k, Max: maxes[i], Per: pers[i], Starts: int(starts[i].Val()), Deferred: int(deferred[i].Val())}
+	listed := make([]RateStatus, 0, len(rkeys))
+	for i, r := range rs {
+		r.Starts, r.Deferred = int(starts[i].Val()), int(deferred[i].Val())
 		if r.Deferred > 0 || r.Starts >= r.Max { // else it holds no job back
-			rs = append(rs, r)
+			listed = append(listed, r)
 		}
 	}
 	l.pruneLimits(ctx, q, dead)
-	return out, rs, nil
+	return out, listed, nil
 }
 
 // limitMaxes returns, per limit key, the max in force (0: unknown, the
@@ -277,30 +310,40 @@ func (l *Ledger) limitMaxes(ctx context.Context, q string, next, last []*redis.S
 // admitted by them, else the rates hash's (vals). The hash keeps the rate of
 // the last job deferred, which after a rate changed is not the one the key
 // runs under. Best effort: a record unreadable (gone, of another type)
-// reads as the hash's.
-func (l *Ledger) ratesInForce(ctx context.Context, q string, keys []string, vals map[string]string) ([]int, []time.Duration) {
-	maxes, pers := make([]int, len(keys)), make([]time.Duration, len(keys))
+// reads as the hash's. It returns too, per key, the job that shows it
+// (keyProbe): that next deferred job, else the latest started one ("" when
+// none).
+func (l *Ledger) ratesInForce(ctx context.Context, q string, keys []string, vals map[string]string) ([]int, []time.Duration, []string) {
+	maxes, pers, probes := make([]int, len(keys)), make([]time.Duration, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
 		mx, per, _ := strings.Cut(vals[k], "/")
 		maxes[i], pers[i] = atoi(mx), time.Duration(atoi(per))*time.Millisecond
 	}
 	if len(keys) == 0 {
-		return maxes, pers
+		return maxes, pers, probes
 	}
 	pipe := l.rdb.Pipeline()
 	next := make([]*redis.StringSliceCmd, len(keys))
+	latest := make([]*redis.StringSliceCmd, len(keys))
 	for i, k := range keys {
 		next[i] = pipe.ZRange(ctx, l.rateHeldKey(q, k), 0, 0)
+		latest[i] = pipe.ZRange(ctx, l.rateKey(q, k), -1, -1)
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
 	fields := make([]*redis.SliceCmd, len(keys))
 	for i, c := range next {
 		if ids := c.Val(); len(ids) > 0 {
 			fields[i] = pipe.HMGet(ctx, l.JobKey(q, ids[0]), "rkey", "rmax", "rper")
+			probes[i] = ids[0]
+		} else if starts := latest[i].Val(); len(starts) > 0 {
+			// a start is "<job id>:<µs>" (flow.lua)
+			if at := strings.LastIndexByte(starts[0], ':'); at > 0 {
+				probes[i] = starts[0][:at]
+			}
 		}
 	}
 	if pipe.Len() == 0 {
-		return maxes, pers
+		return maxes, pers, probes
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, c := range fields {
@@ -315,7 +358,7 @@ func (l *Ledger) ratesInForce(ctx context.Context, q string, keys []string, vals
 			maxes[i], pers[i] = atoi(mx), time.Duration(atoi(per))*time.Millisecond
 		}
 	}
-	return maxes, pers
+	return maxes, pers, probes
 }
 
 // limitsPruneScript drops from a queue's limits hash (KEYS[1]) each key of

@@ -23,7 +23,8 @@ type GroupStatus struct {
 	// partition (jobs of one group given two partition keys make a group
 	// in each partition).
 	Queue string `json:"queue"`
-	Name  string `json:"name"`
+	// Name is the group's name as its head shows it, as LimitStatus.Key.
+	Name string `json:"name"`
 	// Head is the group's job in the queue's due index: the next one
 	// claimed when the group's turn comes.
 	Head string `json:"head"`
@@ -66,7 +67,21 @@ func (l *Ledger) Groups(ctx context.Context, q string) ([]GroupStatus, error) {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Pending > out[j].Pending })
-	return out[:min(len(out), maxGroups)], nil
+	out = out[:min(len(out), maxGroups)]
+	// each name as its head shows it (keyProbe): one more round trip
+	pipe := l.rdb.Pipeline()
+	shown := make([]keyProbe, len(out))
+	for i := range out {
+		shown[i] = keyProbe{key: &out[i].Name, job: out[i].Head, field: "group"}
+		shown[i].read(ctx, l, pipe, q)
+	}
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx) // a read that failed shows its name digested
+	}
+	for i := range shown {
+		shown[i].show()
+	}
+	return out, nil
 }
 
 // groupAhead says where pending job id of group g stands in its group:
