@@ -21,6 +21,13 @@ import (
 // pool retries it while any of its attempts' leases is still held.
 const commitTimeout = 5 * time.Second
 
+// refusedCommitTries is how many times a completion call Redis refuses
+// (nothing applied) is tried at least, and at most once the pool is
+// stopping: a client that reconnects (a failover client, whose connection
+// to a demoted primary go-redis closes on READONLY) may reach the new
+// primary.
+const refusedCommitTries = 3
+
 // finished is an attempt's outcome on its way to the ledger.
 type finished struct {
 	a       *attempt
@@ -162,7 +169,10 @@ func oneQueue(batch []*finished) bool {
 // commitTimeout or, in a running pool, until the last local deadline of
 // their attempts' leases (a Redis that stalls for longer than
 // commitTimeout still takes the outcomes its leases allow), then reports
-// every outcome and releases the attempts' resource leases.
+// every outcome and releases the attempts' resource leases. A queue's
+// call Redis refused, no try of it having possibly run, is certainly not
+// applied: it is retried only as retryRefused allows, and reported as
+// refused, its jobs left to their leases' expiry.
 func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 	qs := make([]ledger.QueueCompletions, len(groups))
 	for g, fs := range groups {
@@ -192,28 +202,47 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 	// unacked: a try of the group's call ran on the primary, too few
 	// replicas acknowledging it (durable mode; made on the first)
 	var unacked []bool
+	// mayHaveRun: a try of the group's call failed in a way that may come
+	// after Redis ran it (neither refused by Redis nor never sent; made on
+	// the first)
+	var mayHaveRun []bool
 	todo := make([]int, len(groups)) // the groups not yet settled
 	for g := range todo {
 		todo[g] = g
 	}
-	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+	for tries, backoff := 1, 20*time.Millisecond; ; tries, backoff = tries+1, min(2*backoff, time.Second) {
 		call := make([]ledger.QueueCompletions, len(todo))
 		for j, g := range todo {
 			call[j] = qs[g]
 		}
 		o, e := c.p.ledger.CompleteAll(cctx, call)
+		c.p.hooks.commitTried.Signal(e)
 		var again []int
 		for j, g := range todo {
 			outs[g], errs[g] = o[j], e[j]
-			if e[j] != nil && errors.Is(e[j], durable.ErrUnacknowledged) {
+			if e[j] == nil {
+				continue
+			}
+			if errors.Is(e[j], durable.ErrUnacknowledged) {
 				if unacked == nil {
 					unacked = make([]bool, len(groups))
 				}
 				unacked[g] = true
 			}
-			if e[j] != nil && !errors.Is(e[j], jobs.ErrInvalid) && cctx.Err() == nil {
-				again = append(again, g)
+			refused := refusedWrite(e[j])
+			if !refused && !ledger.NotSent(e[j]) {
+				if mayHaveRun == nil {
+					mayHaveRun = make([]bool, len(groups))
+				}
+				mayHaveRun[g] = true
 			}
+			if errors.Is(e[j], jobs.ErrInvalid) || cctx.Err() != nil {
+				continue
+			}
+			if refused && (mayHaveRun == nil || !mayHaveRun[g]) && !c.retryRefused(groups[g], tries, backoff) {
+				continue
+			}
+			again = append(again, g)
 		}
 		if len(again) == 0 {
 			break
@@ -230,18 +259,26 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 	var wg sync.WaitGroup
 	for g, fs := range groups {
 		out, err := outs[g], errs[g]
+		// refused: Redis refused every try that may have reached it, so
+		// nothing was applied
+		refused := err != nil && refusedWrite(err) && (mayHaveRun == nil || !mayHaveRun[g])
 		for i, f := range fs {
+			left := UnsettledCommitFailed
 			switch {
 			case err != nil && unacked != nil && unacked[g]:
 				f.a.log.Error("commit ran on the primary but was not acknowledged by enough replicas in time: applied there unless a newer attempt owned the job, "+
 					"it stands unless a failover loses it, and then the maintenance leader resolves the job after its lease expires", "wanted", f.outcome.To, "error", err)
+			case refused:
+				left = UnsettledCommitRefused
+				f.a.log.Error("commit refused by Redis (a read-only replica such as a primary a failover demoted, too few replicas for min-replicas-to-write, or out of memory): nothing was applied; "+
+					"the job runs under this attempt's token until its lease expires, and then the maintenance leader resolves it", "wanted", f.outcome.To, "error", err)
 			case err != nil:
 				f.a.log.Error("commit failed with an unknown result; the maintenance leader resolves the job after its lease expires",
 					"wanted", f.outcome.To, "error", err)
 			}
 			if err != nil {
 				if c.p.stopping.Err() != nil {
-					c.p.unsettled.add(f.a, UnsettledCommitFailed)
+					c.p.unsettled.add(f.a, left)
 				}
 			} else {
 				out[i] = c.report(f, out[i], retried[g])
@@ -267,6 +304,35 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 		}
 	}
 	wg.Wait()
+}
+
+// refusedWrite reports whether err is Redis's refusal of a write: the
+// call applied nothing.
+func refusedWrite(err error) bool {
+	return errors.Is(err, jobs.ErrWriteRefused) || errors.Is(err, jobs.ErrOutOfMemory)
+}
+
+// retryRefused reports whether a call of fs's outcomes that Redis refused
+// on its tries-th try is tried again after backoff: up to
+// refusedCommitTries tries, and past them while the pool runs and the
+// lease of one of its attempts still holds by then (a try that reaches
+// the new primary meanwhile takes the outcomes those leases allow). A
+// stopping pool does not wait on a Redis that refuses its writes: the
+// jobs are left to their leases' expiry.
+func (c *completer) retryRefused(fs []*finished, tries int, backoff time.Duration) bool {
+	if tries < refusedCommitTries {
+		return true
+	}
+	if c.p.stopping.Err() != nil {
+		return false
+	}
+	next := time.Now().Add(backoff)
+	for _, f := range fs {
+		if f.a.local.Deadline().After(next) {
+			return true
+		}
+	}
+	return false
 }
 
 // report logs and counts one committed outcome and returns it as the pool

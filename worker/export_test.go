@@ -21,6 +21,9 @@ type Hooks struct {
 	Claimed *testsignal.Signal[ClaimEvent]
 	// Committed: a completion batch came back and was reported.
 	Committed *testsignal.Signal[[]ledger.Committed]
+	// CommitTried: one try of a completion batch came back, with its
+	// error per queue sent.
+	CommitTried *testsignal.Signal[[]error]
 	// Decided: the maintenance leader's expirer or resolver decided about
 	// a job and counted it.
 	Decided *testsignal.Signal[Decision]
@@ -44,12 +47,13 @@ type PutBackEvent = putBackEvent
 func InitHooks(p *Pool, tb testsignal.TB) Hooks {
 	p.hooks.claimed.Init(tb, "claim handled")
 	p.hooks.committed.Init(tb, "completion batch reported")
+	p.hooks.commitTried.Init(tb, "completion call tried")
 	p.hooks.decided.Init(tb, "maintenance decision counted")
 	p.hooks.clocked.Init(tb, "clock measured")
 	p.hooks.looked.Init(tb, "idle look applied")
 	p.hooks.putBack.Init(tb, "claimed jobs put back")
 	p.hooks.renewed.Init(tb, "renewal round ended")
-	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, Decided: &p.hooks.decided, Clocked: &p.hooks.clocked,
+	return Hooks{Claimed: &p.hooks.claimed, Committed: &p.hooks.committed, CommitTried: &p.hooks.commitTried, Decided: &p.hooks.decided, Clocked: &p.hooks.clocked,
 		Looked: &p.hooks.looked, PutBack: &p.hooks.putBack, Renewed: &p.hooks.renewed}
 }
 
@@ -68,3 +72,7 @@ var RecordedSchedule = recordedSchedule
 
 // EvictionEvery is how many heartbeats apart a pool reads the eviction policy.
 const EvictionEvery = evictionEvery
+
+// RefusedCommitTries is how many times a stopping pool tries a completion
+// call Redis refuses.
+const RefusedCommitTries = refusedCommitTries

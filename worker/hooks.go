@@ -16,6 +16,9 @@ type hooks struct {
 	// committed: one queue's completion batch came back and each outcome
 	// in it was reported (logged and counted).
 	committed testsignal.Signal[[]ledger.Committed]
+	// commitTried: one try of a completion batch came back; the value is
+	// its error per queue it sent (nil where that queue's call succeeded).
+	commitTried testsignal.Signal[[]error]
 	// decided: the maintenance leader's expirer or resolver decided about
 	// a job and counted the decision.
 	decided testsignal.Signal[maintenance.Decision]

@@ -30,6 +30,12 @@ const (
 	// as the pool stopped; the job's lease lapses and the maintenance
 	// leader resolves it.
 	UnsettledCommitFailed = "commit failed"
+	// UnsettledCommitRefused: Redis refused the outcome's commit (READONLY:
+	// a primary a failover demoted, still reached by its address; or
+	// NOREPLICAS, OOM), so nothing was applied; the job still runs under
+	// the attempt's token until its lease lapses, and the maintenance
+	// leader resolves it.
+	UnsettledCommitRefused = "commit refused"
 	// UnsettledClaimUnknown: a claim sent as the pool stopped got no reply
 	// (its connection broke or timed out after Redis may have run it). The
 	// entry names the queue only (no ID): the jobs it may have claimed
@@ -47,8 +53,8 @@ type Unsettled struct {
 	ID string
 	// Token is the attempt's ledger token; 0 for UnsettledClaimUnknown.
 	Token lease.Token
-	// Reason is UnsettledAbandoned, UnsettledCommitFailed or
-	// UnsettledClaimUnknown.
+	// Reason is UnsettledAbandoned, UnsettledCommitFailed,
+	// UnsettledCommitRefused or UnsettledClaimUnknown.
 	Reason string
 }
 

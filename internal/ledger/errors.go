@@ -47,14 +47,15 @@ var (
 	// too few replicas acknowledged it in time (Config.Durability): it may
 	// or may not survive a failover.
 	ErrActionUnknown = errors.New("jobs: operator action applied on the primary but not acknowledged by enough replicas; it may be lost in a failover: read the job or queue again and repeat the action if it is not as wanted")
-	// ErrOutOfMemory means Redis refused an enqueue because it reached its
-	// maxmemory (under maxmemory-policy noeviction): nothing was written.
+	// ErrOutOfMemory means Redis refused an enqueue or a completion call
+	// (CompleteAll) because it reached its maxmemory (under
+	// maxmemory-policy noeviction): nothing was written.
 	ErrOutOfMemory = errors.New("jobs: Redis is out of memory (maxmemory reached); nothing was written")
-	// ErrWriteRefused means Redis refused an enqueue before its first
-	// write: the server is a read-only replica (READONLY: a primary a
-	// failover demoted, or an address that is not the primary's), or a
-	// primary with fewer good replicas than its min-replicas-to-write
-	// (NOREPLICAS). Nothing was written.
+	// ErrWriteRefused means Redis refused an enqueue or a completion call
+	// (CompleteAll) before its first write: the server is a read-only
+	// replica (READONLY: a primary a failover demoted, or an address that
+	// is not the primary's), or a primary with fewer good replicas than its
+	// min-replicas-to-write (NOREPLICAS). Nothing was written.
 	ErrWriteRefused = errors.New("jobs: Redis refused the write (a read-only replica, or fewer replicas than min-replicas-to-write); nothing was written")
 	// ErrForeignKey means a key an enqueued job needs (its own, its limit's
 	// or its group's) holds another type than the ledger writes there

@@ -279,7 +279,10 @@ type QueueCompletions struct {
 
 // CompleteAll applies the outcomes of several queues' attempts as Complete
 // applies each queue's, the queues' calls sent together (one round trip).
-// It returns each queue's answers and error, in the order of qs.
+// It returns each queue's answers and error, in the order of qs. A
+// queue's call Redis refused (a read-only replica, such as a primary a
+// failover demoted; NOREPLICAS; OOM) fails with an error matching
+// ErrWriteRefused or ErrOutOfMemory: none of its outcomes was applied.
 func (l *Ledger) CompleteAll(ctx context.Context, qs []QueueCompletions) ([][]Committed, []error) {
 	out, errs := make([][]Committed, len(qs)), make([]error, len(qs))
 	calls := make([]scriptbatch.Call, 0, len(qs))
@@ -372,6 +375,9 @@ func CapError(text string) string {
 func (l *Ledger) completed(ctx context.Context, q string, cs []Completion, seen seqSeen, v any, err error) ([]Committed, error) {
 	const header = 4
 	n := len(cs)
+	if refused := refusedWrite(err); refused != nil {
+		return nil, wrap("complete "+q, refused) // nothing applied
+	}
 	r := newReply("complete", v, err)
 	if err := r.need(header + completeWidth*n); err != nil {
 		return nil, wrap("complete "+q, err)
