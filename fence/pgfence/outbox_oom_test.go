@@ -8,9 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fencedq/fencedq/fence/pgfence"
-	"github.com/fencedq/fencedq/internal/ledger"
-	"github.com/fencedq/fencedq/internal/pgtest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -20,17 +17,9 @@ import (
 // returns it and every row stays for the next relay, which enqueues each
 // once Redis has memory again.
 func TestOutboxRelayKeepsRowsWhileRedisIsOutOfMemory(t *testing.T) {
-	pool := pgtest.New(t)
 	ctx := t.Context()
-	if err := pgfence.Migrate(ctx, pool, pgfence.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	ob, err := pgfence.NewOutbox(pool, pgfence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rdb := redistest.Start(t, redistest.Options{}).Client()
-	e := &outboxEnv{pool: pool, outbox: ob, client: jobs.NewClient(rdb, jobs.Config{}), ledger: ledger.New(rdb, ledger.Config{})}
+	e := newOutboxEnvOn(t, rdb, "")
 	e.inTx(t, true, func(tx pgx.Tx) {
 		if _, err := e.outbox.EnqueueMany(ctx, tx, []jobs.Params{{Args: orderArgs{Order: "a"}}, {Args: orderArgs{Order: "b"}}}); err != nil {
 			t.Fatal(err)

@@ -8,8 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencedq/fencedq/fence/pgfence"
-	"github.com/fencedq/fencedq/internal/ledger"
-	"github.com/fencedq/fencedq/internal/pgtest"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -19,18 +17,10 @@ import (
 // rows it keeps (the maintenance leader logs and counts the error), and
 // the next relay, once Redis is back, enqueues each row once.
 func TestOutboxRelayWithRedisDownNamesTheRowsItKeeps(t *testing.T) {
-	pool := pgtest.New(t)
 	ctx := t.Context()
-	if err := pgfence.Migrate(ctx, pool, pgfence.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	ob, err := pgfence.NewOutbox(pool, pgfence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client()
-	e := &outboxEnv{pool: pool, outbox: ob, client: jobs.NewClient(rdb, jobs.Config{}), ledger: ledger.New(rdb, ledger.Config{})}
+	e := newOutboxEnvOn(t, rdb, "")
 	var ops []string
 	e.inTx(t, true, func(tx pgx.Tx) {
 		var err error

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/pgfence"
@@ -36,6 +37,14 @@ type outboxEnv struct {
 }
 
 func newOutboxEnv(t *testing.T) *outboxEnv {
+	rdb, ns := redistest.New(t)
+	return newOutboxEnvOn(t, rdb, ns)
+}
+
+// newOutboxEnvOn is newOutboxEnv on a Redis the test controls (one it
+// stops, fills or refuses writes on), in namespace ns ("" for the default).
+func newOutboxEnvOn(t *testing.T, rdb redis.UniversalClient, ns string) *outboxEnv {
+	t.Helper()
 	pool := pgtest.New(t)
 	if err := pgfence.Migrate(t.Context(), pool, pgfence.Options{}); err != nil {
 		t.Fatal(err)
@@ -44,7 +53,6 @@ func newOutboxEnv(t *testing.T) *outboxEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb, ns := redistest.New(t)
 	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
 	return &outboxEnv{pool: pool, outbox: ob, client: c, ledger: ledger.New(rdb, ledger.Config{Namespace: ns})}
 }
