@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/internal/ledger"
-	"github.com/fencedq/fencedq/internal/redisserver"
 	"github.com/fencedq/fencedq/internal/redistest"
-	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -46,16 +44,7 @@ func TestStoppingPoolOnADemotedPrimaryReportsItsCompletionRefused(t *testing.T) 
 	res := e.enqueue(echoArgs{N: 1})
 	recv(t, started, "attempt started")
 
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
-	defer cancel()
-	replicaOf(t, b.Client(), a.Addr)
-	if err := redisserver.SyncReplicas(ctx, a.Addr, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Client().ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	replicaOf(t, a.Client(), b.Addr)
+	demote(t, a, b)
 
 	stop()
 	close(release)
@@ -98,7 +87,7 @@ func TestStoppingPoolOnADemotedPrimaryReportsItsCompletionRefused(t *testing.T) 
 
 	// Nothing was applied: on the promoted node the job still runs under
 	// the attempt's token, left to its lease's expiry.
-	rec, err := ledger.New(b.Client(), ledger.Config{Namespace: ns}).Get(ctx, res.Queue, res.JobID)
+	rec, err := ledger.New(b.Client(), ledger.Config{Namespace: ns}).Get(t.Context(), res.Queue, res.JobID)
 	if err != nil {
 		t.Fatal(err)
 	}

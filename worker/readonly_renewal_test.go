@@ -79,18 +79,7 @@ func TestRenewalsRefusedOnADemotedPrimaryCancelAttemptsInTime(t *testing.T) {
 	recv(t, started, "first attempt started")
 	recv(t, started, "second attempt started")
 
-	// b becomes a replica of a, holds everything, then is promoted and a
-	// demoted to its replica.
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
-	defer cancel()
-	replicaOf(t, b.Client(), a.Addr)
-	if err := redisserver.SyncReplicas(ctx, a.Addr, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Client().ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	replicaOf(t, a.Client(), b.Addr)
+	demote(t, a, b)
 
 	for range 2 {
 		got := recv(t, ends, "attempt cancelled")
@@ -101,6 +90,22 @@ func TestRenewalsRefusedOnADemotedPrimaryCancelAttemptsInTime(t *testing.T) {
 			t.Errorf("attempt cancelled %v after its lease on the promoted node ended (at %v)", -got.left, got.at)
 		}
 	}
+}
+
+// demote makes b a replica of a holding all of a's data, then promotes b
+// and makes a its replica: a failover a client still on a does not see.
+func demote(t *testing.T, a, b *redistest.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
+	defer cancel()
+	replicaOf(t, b.Client(), a.Addr)
+	if err := redisserver.SyncReplicas(ctx, a.Addr, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Client().ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	replicaOf(t, a.Client(), b.Addr)
 }
 
 // replicaOf makes the server c is connected to a replica of addr.
