@@ -235,3 +235,79 @@ func TestForeignJobKeyFailsNoBatch(t *testing.T) {
 	}
 	wantReview(cs[1].ID)
 }
+
+// An attempt count edited by hand to a number JSON cannot hold ("inf",
+// "1e400", which Lua reads as infinity) fails no batch: the completion,
+// the expiry of lapsed leases and a bridged redelivery that write the
+// job's first history entries read it as any count (capped), so the
+// batch's other jobs are served and the edited one gets its history.
+func TestInfiniteAttemptsFailNoBatch(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	l := ledger.New(rdb, ledger.Config{Namespace: redistest.Namespace(t)})
+	const q = "default"
+	for _, bad := range []string{"inf", "1e400", "-inf"} {
+		claim := func() (*ledger.ClaimResult, string) {
+			t.Helper()
+			js := []*ledger.NewJob{newJob(q, ""), newJob(q, ""), newJob(q, "")}
+			if _, err := l.Insert(ctx, js); err != nil {
+				t.Fatal(err)
+			}
+			r, err := l.Claim(ctx, q, "p", time.Minute, 3)
+			if err != nil || len(r.Jobs) != 3 {
+				t.Fatalf("claim: %+v, %v", r, err)
+			}
+			rdb.HSet(ctx, l.JobKey(q, r.Jobs[1].ID), "attempts", bad)
+			return r, r.Jobs[1].ID
+		}
+
+		// the completion, each outcome that writes a history entry
+		for _, o := range []ledger.Outcome{{To: ledger.Succeeded}, {To: ledger.Dead, Error: "x"},
+			{To: ledger.Uncertain, Reason: "r"}, {To: ledger.Pending, RetryIn: time.Hour, Error: "e"},
+			{Defer: true, UnknownKind: true, RetryIn: time.Hour}} {
+			r, poisoned := claim()
+			var cs []ledger.Completion
+			for _, j := range r.Jobs {
+				cs = append(cs, ledger.Completion{ID: j.ID, Token: j.Token, Outcome: o})
+			}
+			out, err := l.Complete(ctx, q, cs)
+			if err != nil || len(out) != 3 {
+				t.Fatalf("attempts %q, outcome %+v: complete %+v, %v", bad, o, out, err)
+			}
+			for i, c := range out {
+				if !c.Applied {
+					t.Errorf("attempts %q, outcome %+v: job %d not applied: %+v", bad, o, i, c)
+				}
+			}
+			if _, err := l.History(ctx, q, poisoned); err != nil {
+				t.Errorf("attempts %q: history: %v", bad, err)
+			}
+		}
+
+		// the expiry of lapsed leases
+		r, poisoned := claim()
+		for _, j := range r.Jobs {
+			rdb.HSet(ctx, l.JobKey(q, j.ID), "deadline", "1")
+			rdb.ZAdd(ctx, l.StateKey(q, ledger.Running), redis.Z{Score: 1, Member: j.ID})
+		}
+		exp, err := l.Expire(ctx, q, 1, 100)
+		if err != nil || len(exp.Moved) != 3 {
+			t.Fatalf("attempts %q: expire %+v, %v; want the three jobs uncertain", bad, exp, err)
+		}
+		if _, err := l.History(ctx, q, poisoned); err != nil {
+			t.Errorf("attempts %q: history: %v", bad, err)
+		}
+
+		// a bridged job's redelivery finding its lease lapsed
+		id := "bridged-" + bad
+		if _, err := l.ClaimDelivery(ctx, q, ledger.Delivery{ID: id, Kind: "email:send", Payload: []byte(`{}`),
+			MaxRetries: 3, Owner: "asynq-1", TTL: time.Minute, Bridge: "asynq"}); err != nil {
+			t.Fatal(err)
+		}
+		rdb.HSet(ctx, l.JobKey(q, id), "attempts", bad, "deadline", "1")
+		if _, err := l.ClaimDelivery(ctx, q, ledger.Delivery{ID: id, Kind: "email:send", Payload: []byte(`{}`),
+			MaxRetries: 3, Owner: "asynq-2", TTL: time.Minute, Bridge: "asynq"}); err != nil {
+			t.Errorf("attempts %q: redelivery: %v", bad, err)
+		}
+	}
+}

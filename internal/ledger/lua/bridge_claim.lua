@@ -70,7 +70,7 @@ if state == 'running' then
   seq_bump()
   move(id, 'running', 'uncertain', now)
   redis.call('HSET', k, 'state', 'uncertain', 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
-  record(id, {event = 'end', attempt = num(h[3]), token = h[2], outcome = 'uncertain', reason = reason})
+  record(id, {event = 'end', attempt = cnt(h[3]), token = h[2], outcome = 'uncertain', reason = reason})
   count('uncertain')
   return answer(4, 'uncertain', 0)
 end

@@ -35,7 +35,7 @@ for _, id in ipairs(ids) do
   else
     move(id, 'running', 'uncertain', now)
     redis.call('HSET', k, 'state', 'uncertain', 'reason', reason, 'uncertain_since', fmt(now), 'reconcile_tries', '0')
-    record(id, {event = 'end', attempt = num(h[4]), token = h[3], outcome = 'uncertain', reason = reason})
+    record(id, {event = 'end', attempt = cnt(h[4]), token = h[3], outcome = 'uncertain', reason = reason})
     tallied('uncertain')
     -- the permit is reclaimed: its holder can no longer renew or complete (flow.lua)
     if h[5] then flow_release(id, h[5]) end

@@ -189,14 +189,15 @@ local function record(id, entry)
       if f[8] then ttl = redis.call('PTTL', jobkey(id)) end
       redis.call('HSET', jobkey(id), 'hist', '1') -- claims and completions read this flag
       redis.call('RPUSH', hk, cjson.encode({event = 'enqueued', at = f[1]}))
-      if num(f[2]) > 0 and entry.event ~= 'attempt' then
-        redis.call('RPUSH', hk, cjson.encode({event = 'attempt', at = f[3], attempt = num(f[2]),
+      -- cnt, not num: an edited count ('inf') is a number JSON cannot hold
+      if cnt(f[2]) > 0 and entry.event ~= 'attempt' then
+        redis.call('RPUSH', hk, cjson.encode({event = 'attempt', at = f[3], attempt = cnt(f[2]),
           token = f[4], owner = f[5]}))
         -- a job that already succeeded on the common path (an entry about
         -- it afterwards: a stray due-index entry, a stale commit), with its
         -- resource lease's token if it had one
         if f[7] == 'succeeded' then
-          redis.call('RPUSH', hk, cjson.encode({event = 'end', at = f[8], attempt = num(f[2]),
+          redis.call('RPUSH', hk, cjson.encode({event = 'end', at = f[8], attempt = cnt(f[2]),
             token = f[4], fence = f[6], outcome = 'succeeded'}))
         end
       end
