@@ -311,3 +311,82 @@ func TestInfiniteAttemptsFailNoBatch(t *testing.T) {
 		}
 	}
 }
+
+// A count on a job's record edited by hand to something that is not a
+// whole number Redis can increment ("abc", "1e400", digits beyond 2^63)
+// fails neither an operator's re-run (its run count), the reconciler's
+// "look again later" (its tries) nor a bridged job's redelivery (its
+// count of redeliveries): each reads the count as
+// the readers do and writes the next one, whole, instead of failing after
+// its history entry and event were written (the job could then never be
+// re-run, and the reconciler would look at it again at once, forever).
+func TestCorruptCountsFailNoResolution(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	l := ledger.New(rdb, ledger.Config{Namespace: redistest.Namespace(t)})
+	const q = "default"
+	for _, bad := range []string{"abc", "1e400", "99999999999999999999", "1.5", ""} {
+		js := []*ledger.NewJob{newJob(q, ""), newJob(q, "")}
+		if _, err := l.Insert(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+		r, err := l.Claim(ctx, q, "p", time.Minute, 2)
+		if err != nil || len(r.Jobs) != 2 {
+			t.Fatalf("claim: %+v, %v", r, err)
+		}
+		out, err := l.Complete(ctx, q, []ledger.Completion{
+			{ID: r.Jobs[0].ID, Token: r.Jobs[0].Token, Outcome: ledger.Outcome{To: ledger.Dead, Error: "x"}},
+			{ID: r.Jobs[1].ID, Token: r.Jobs[1].Token, Outcome: ledger.Outcome{To: ledger.Uncertain, Reason: "r"}}})
+		if err != nil || len(out) != 2 {
+			t.Fatalf("complete: %+v, %v", out, err)
+		}
+		dead, uncertain := r.Jobs[0].ID, r.Jobs[1].ID
+		rdb.HSet(ctx, l.JobKey(q, dead), "runs", bad)
+		rdb.HSet(ctx, l.JobKey(q, uncertain), "reconcile_tries", bad)
+
+		st, err := l.Decide(ctx, q, dead, ledger.Resolution{From: []ledger.State{ledger.Dead}, Decision: ledger.DecideRerun, Actor: "operator:ada"})
+		if err != nil || st != ledger.Pending {
+			t.Errorf("runs %q: re-run: %v, %v; want pending", bad, st, err)
+		}
+		if rec, err := l.Get(ctx, q, dead); err != nil || rec.State != ledger.Pending || rec.Runs < 1 {
+			t.Errorf("runs %q: the re-run job: %+v, %v; want pending, on a run above 0", bad, rec, err)
+		}
+
+		st, err = l.Decide(ctx, q, uncertain, ledger.Resolution{Decision: ledger.DecideLater, Actor: "reconciler:p", Leader: 1, NextIn: time.Hour})
+		if err != nil || st != ledger.Uncertain {
+			t.Errorf("reconcile tries %q: later: %v, %v; want uncertain", bad, st, err)
+		}
+		if due, err := l.DueIDs(ctx, q, ledger.Uncertain, time.Now(), 10); err != nil || len(due) != 0 {
+			t.Errorf("reconcile tries %q: uncertain jobs due now %v, %v; want the look an hour ahead", bad, due, err)
+		}
+		if rec, err := l.Get(ctx, q, uncertain); err != nil || rec.ReconcileTries < 1 {
+			t.Errorf("reconcile tries %q: %+v, %v; want a try counted", bad, rec, err)
+		}
+		rdb.ZRem(ctx, l.StateKey(q, ledger.Uncertain), uncertain)
+
+		// a bridged job's count of redeliveries, when its task is gone
+		id := "bridged-" + bad
+		dc, err := l.ClaimDelivery(ctx, q, ledger.Delivery{ID: id, Kind: "email:send", Payload: []byte(`{}`), MaxRetries: 3,
+			Owner: "asynq-1", TTL: time.Minute, Bridge: "asynq", TaskQueue: "mail", TaskID: "task-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Complete(ctx, q, []ledger.Completion{{ID: id, Token: dc.Claimed.Token,
+			Outcome: ledger.Outcome{To: ledger.Pending, Error: "boom"}}}); err != nil {
+			t.Fatal(err)
+		}
+		rdb.HSet(ctx, l.JobKey(q, id), "redeliveries", bad)
+		us, _, err := l.Undelivered(ctx, q, 0, 100)
+		for _, u := range us {
+			if u.ID != id {
+				continue
+			}
+			if task, ok, err := l.Redeliver(ctx, q, u, "mail", id); err != nil || !ok || task == "" {
+				t.Errorf("redeliveries %q: redeliver %q, %v, %v; want a new task", bad, task, ok, err)
+			}
+		}
+		if err != nil || len(us) == 0 {
+			t.Fatalf("undelivered: %+v, %v", us, err)
+		}
+	}
+}

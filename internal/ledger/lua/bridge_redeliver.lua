@@ -25,7 +25,7 @@ if state ~= 'pending' and state ~= 'running' and state ~= 'uncertain' then retur
 if state == 'running' and num(h[4]) > now then return {0, state} end
 queue_guard()
 seq_bump()
-local n = redis.call('HINCRBY', k, 'redeliveries', 1)
+local n = cnt_incr(k, 'redeliveries')
 local task = ARGV[7] .. '~' .. fmt(n)
 redis.call('HSET', k, 'bridge_queue', ARGV[6], 'bridge_task', task)
 record(id, {event = 'redelivered', from = state,

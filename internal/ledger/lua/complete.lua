@@ -99,8 +99,7 @@ while i <= nargs do
       to, score = 'pending', due
       f[#f + 1] = 'attempts'; f[#f + 1] = fmt(attempt - 1)
       if outcome == 'unknown_kind' then
-        -- not HINCRBY: a count edited into a non-number fails no batch
-        call('HSET', k, 'kind_defers', fmt(cnt(call('HGET', k, 'kind_defers')) + 1))
+        cnt_incr(k, 'kind_defers')
         tallied('deferred_unknown_kind')
       else
         tallied('deferred')

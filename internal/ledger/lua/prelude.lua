@@ -74,6 +74,15 @@ local function cnt(s)
   if n >= 2147483647 then return 2147483647 end
   return n - n % 1
 end
+-- cnt_incr adds one to count field f of job key k, read as cnt reads it,
+-- and returns the new count: not HINCRBY, which fails on a count edited
+-- by hand into something else than a whole number (after the script's
+-- earlier writes, which stay).
+local function cnt_incr(k, f)
+  local n = math.min(cnt(redis.call('HGET', k, f)) + 1, 2147483647)
+  redis.call('HSET', k, f, fmt(n))
+  return n
+end
 local function jobkey(id) return P .. 'job:' .. id end
 local function histkey(id) return P .. 'job:' .. id .. ':history' end
 local function opkey(op) return P .. 'op:' .. op end

@@ -90,7 +90,7 @@ end
 local to = decision
 if decision == 'later' then
   to = state
-  redis.call('HINCRBY', k, 'reconcile_tries', 1)
+  cnt_incr(k, 'reconcile_tries')
   redis.call('ZADD', index[state], fmt(now + num(ARGV[9])), id)
 elseif decision == 'rerun' and ((h[3] and string.sub(ARGV[5], 1, 9) ~= 'operator:') or h[7]) then
   -- an operator asked to cancel the job (or its workflow) before its
@@ -107,7 +107,7 @@ elseif decision == 'rerun' and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(
   -- cancelled it, or an operator) waits again for the dependencies that
   -- have not succeeded (an operator re-running them, or the step, resumes it)
   to = 'waiting'
-  redis.call('HINCRBY', k, 'runs', 1)
+  cnt_incr(k, 'runs')
   redis.call('HSET', k, 'state', 'waiting')
   redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'wf_cause', 'kind_defers')
   if h[5] then redis.call('SADD', wf_waitsk(id), h[5]) end
@@ -117,7 +117,7 @@ elseif decision == 'rerun' and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(
   redis.call('ZADD', P .. 'waiting', snow, id)
 elseif decision == 'rerun' then
   to = 'pending'
-  redis.call('HINCRBY', k, 'runs', 1)
+  cnt_incr(k, 'runs')
   redis.call('HSET', k, 'state', 'pending', 'run_at', fmt(now))
   redis.call('HDEL', k, 'finished', 'cancel', 'reason', 'error', 'kind_defers')
   unfinish(id, h[2])
