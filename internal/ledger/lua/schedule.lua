@@ -116,6 +116,16 @@ if ARGV[1] == 'unconflict' then
   redis.call('HDEL', key, unpack(CONFLICT))
   return {1, redis.call('HGET', key, 'created')}
 end
+-- add_count adds d to count field f of the schedule's record; one edited
+-- by hand into something else than a whole number reads as 0 (not
+-- HINCRBY, which fails on it after the pass's ticks were appended, so
+-- every pass failed and the cursor never moved), one beyond 2^53 as 2^53.
+local function add_count(f, d)
+  local c = tonumber(redis.call('HGET', key, f))
+  if not c or not (c >= 0) then c = 0 end -- NaN fails the comparison
+  c = math.min(c - c % 1, 2 ^ 53)
+  redis.call('HSET', key, f, fmt(c + d))
+end
 local last = num(redis.call('HGET', key, 'last_tick'))
 local n = num(ARGV[8])
 for i = 0, n - 1 do
@@ -123,14 +133,14 @@ for i = 0, n - 1 do
   local tick = num(ARGV[b])
   redis.call('LPUSH', KEYS[4], cjson.encode({tick = ARGV[b], job = ARGV[b + 1], queue = ARGV[b + 2],
     dedup = ARGV[b + 3], at = fmt(now), leader = ARGV[2]}))
-  redis.call('HINCRBY', key, 'enqueued', 1)
   if tick >= last then
     last = tick
     redis.call('HSET', key, 'last_tick', ARGV[b], 'last_job', ARGV[b + 1])
   end
 end
 redis.call('LTRIM', KEYS[4], 0, TICKS_CAP - 1)
-if num(ARGV[4]) > 0 then redis.call('HINCRBY', key, 'skipped', ARGV[4]) end
+if n > 0 then add_count('enqueued', n) end
+if num(ARGV[4]) > 0 then add_count('skipped', num(ARGV[4])) end
 if num(ARGV[5]) > 0 then redis.call('HSET', key, 'next_tick', ARGV[5]) end
 if num(ARGV[6]) > num(redis.call('HGET', key, 'cursor')) then redis.call('HSET', key, 'cursor', ARGV[6]) end
 redis.call('HSET', key, 'updated', fmt(now), 'leader', ARGV[2])
