@@ -60,6 +60,7 @@ type options struct {
 	maxRetries int
 	timeout    time.Duration
 	resource   string
+	resSet     bool // a Resource option was given ("" then is refused)
 	unchecked  bool
 	headers    map[string]string
 	unique     *UniqueOpts // nil: not unique
@@ -136,8 +137,12 @@ func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = d }
 func Unchecked() Option { return func(o *options) { o.unchecked = true } }
 
 // Resource sets the leased resource for EnqueueRaw (typed args declare it
-// with a Resource method instead).
-func Resource(r string) Option { return func(o *options) { o.resource = r } }
+// with a Resource method instead, which wins over the option). An empty r is
+// refused with ErrInvalid, not taken for the job itself: a resource built
+// from a value left empty would otherwise lease each job alone, and jobs
+// meant to exclude each other would run at once; omit the option for a job
+// that leases itself.
+func Resource(r string) Option { return func(o *options) { o.resource, o.resSet = r, true } }
 
 // Header sets one of the job's headers: a short string the job record
 // carries to every attempt of the job, retries and re-runs included
@@ -679,6 +684,9 @@ func prepare(kind string, payload, display []byte, o options) (*ledger.NewJob, e
 		if err := ValidateOperationID(o.op); err != nil {
 			return nil, err
 		}
+	}
+	if o.resSet && o.resource == "" {
+		return nil, invalid("empty resource: give Resource the resource the job leases, or leave the option out for a job that leases itself")
 	}
 	if o.resource != "" {
 		if err := ValidateResource(o.resource); err != nil {

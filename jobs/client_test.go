@@ -236,6 +236,57 @@ func TestEnqueueRefusesAnEmptyOperationID(t *testing.T) {
 	}
 }
 
+// TestEnqueueRefusesAnEmptyResource: Resource("") is an error (ErrInvalid,
+// nothing written), not taken for "the job itself": a resource built from
+// an empty value (an account id not set) would otherwise lease each job
+// alone, and jobs meant to exclude each other would run at once. So in
+// Enqueue, EnqueueRaw, every job of EnqueueMany, Prepare and through
+// middleware; args whose Resource method names one take it as before.
+func TestEnqueueRefusesAnEmptyResource(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	empty := jobs.Resource("")
+	for name, c := range map[string]*jobs.Client{
+		"plain client":    jobs.NewClient(rdb, jobs.Config{Namespace: ns}),
+		"with middleware": jobs.NewClient(rdb, jobs.Config{Namespace: ns, EnqueueMiddleware: []jobs.EnqueueMiddleware{passThrough}}),
+	} {
+		if _, err := c.Enqueue(ctx, rangeArgs{N: 1}, empty); !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "resource") {
+			t.Errorf("%s: Enqueue: %v, want ErrInvalid naming the resource", name, err)
+		}
+		if _, err := c.EnqueueRaw(ctx, "raw", []byte(`{}`), empty, jobs.Unchecked()); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("%s: EnqueueRaw: %v, want ErrInvalid", name, err)
+		}
+		_, err := c.EnqueueMany(ctx, []jobs.Params{{Args: rangeArgs{N: 1}, Options: []jobs.Option{jobs.Resource("account:1")}},
+			{Args: rangeArgs{N: 2}, Options: []jobs.Option{empty}}})
+		if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(err.Error(), "job 1") {
+			t.Errorf("%s: EnqueueMany: %v, want ErrInvalid for job 1", name, err)
+		}
+	}
+	if _, err := jobs.Prepare(rangeArgs{N: 1}, empty); !errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("Prepare: %v, want ErrInvalid", err)
+	}
+	if keys, _ := rdb.Keys(ctx, ns+":*").Result(); len(keys) != 0 {
+		t.Fatalf("refused enqueues wrote %v", keys)
+	}
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	res, err := c.Enqueue(ctx, resourceArgs{Account: "7"}, empty)
+	if err != nil {
+		t.Fatalf("args naming their resource, with Resource(\"\"): %v", err)
+	}
+	rec, err := c.Inspector().Get(ctx, res.Queue, res.JobID)
+	if err != nil || rec.Resource != "account:7" {
+		t.Fatalf("args naming their resource: %+v %v, want resource account:7", rec, err)
+	}
+}
+
+// resourceArgs name the resource their attempts lease.
+type resourceArgs struct {
+	Account string `json:"account"`
+}
+
+func (resourceArgs) Kind() string       { return "resourced" }
+func (a resourceArgs) Resource() string { return "account:" + a.Account }
+
 // TestEnqueueRefusesNilPointerArgs: a nil pointer to args is refused like
 // nil args (ErrInvalid, nothing written) by every typed entry point, with
 // and without enqueue middleware, never a panic from calling its Kind.

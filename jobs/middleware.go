@@ -110,7 +110,7 @@ func (r *EnqueueRequest) SetHeader(key, value string) {
 // options returns the request's options.
 func (r *EnqueueRequest) options() options {
 	return options{queue: r.Queue, op: r.OperationID, opSet: r.opEmpty, runAt: r.RunAt, delay: r.Delay, maxRetries: r.MaxRetries,
-		timeout: r.Timeout, resource: r.resource, unchecked: r.unchecked, headers: r.Headers, unique: r.Unique,
+		timeout: r.Timeout, resource: r.resource, resSet: r.flow.resSet, unchecked: r.unchecked, headers: r.Headers, unique: r.Unique,
 		// a typed job's group is the request's (middleware may clear it); a
 		// raw job's counts as given only when an option or middleware gave one
 		partitionKey: r.PartitionKey, group: r.Group, groupSet: !r.raw || r.flow.groupSet || r.Group != "",

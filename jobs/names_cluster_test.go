@@ -92,7 +92,7 @@ func TestGeneratedNamesOnACluster(t *testing.T) {
 		}
 		op += "#" + ns
 		valid := jobs.ValidateQueue(q) == nil && jobs.ValidateKind(kind) == nil &&
-			jobs.ValidateOperationID(op) == nil && (res == "" || jobs.ValidateResource(res) == nil) // "": the job itself
+			jobs.ValidateOperationID(op) == nil && jobs.ValidateResource(res) == nil // Resource(""): refused
 		got, err := c.EnqueueRaw(ctx, kind, []byte(`{"n":1}`), jobs.Queue(q), jobs.OperationID(op), jobs.Resource(res), jobs.Unchecked())
 		crossslot("enqueue", err)
 		if !valid {
