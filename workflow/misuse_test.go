@@ -16,11 +16,14 @@ import (
 
 // TestEnqueueRefusesABadOperationID: the workflow's operation id, and the
 // ones its steps derive from it, are checked as a job's are, before
-// anything is written.
+// anything is written. An empty one is refused too (as jobs.OperationID("")
+// is), not taken for none: an id built from a value left empty would
+// enqueue the workflow again, every step run again, at each retry.
 func TestEnqueueRefusesABadOperationID(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	cases := map[string]string{
+		"empty":              "",
 		"control characters": "order\x1b[31m7",
 		"invalid UTF-8":      "order\xff",
 		"too long":           strings.Repeat("o", jobs.MaxOperationIDLen+1),

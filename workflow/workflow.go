@@ -311,7 +311,10 @@ func cycle(w *Workflow) string {
 // Option configures Enqueue.
 type Option func(*enqueueOptions)
 
-type enqueueOptions struct{ op string }
+type enqueueOptions struct {
+	op    string
+	opSet bool // OperationID was given: "" then is refused, not taken for none
+}
 
 // OperationID deduplicates the workflow: enqueueing it again with the same
 // operation id (while the first is kept, see jobs.Config.Retention)
@@ -319,8 +322,12 @@ type enqueueOptions struct{ op string }
 // given again differs (Result then describes the first). op is checked
 // as jobs.ValidateOperationID checks a job's. Its steps' operation ids
 // default to "<op>/<step>", which must fit in jobs.MaxOperationIDLen
-// bytes too (else a step gives its own with jobs.OperationID).
-func OperationID(op string) Option { return func(o *enqueueOptions) { o.op = op } }
+// bytes too (else a step gives its own with jobs.OperationID). An empty op
+// is refused with jobs.ErrInvalid, not taken for none: leave the option out
+// for a workflow that is not deduplicated.
+func OperationID(op string) Option {
+	return func(o *enqueueOptions) { o.op, o.opSet = op, true }
+}
 
 // Result is what Enqueue wrote.
 type Result struct {
@@ -381,7 +388,7 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 		}
 		f(&o)
 	}
-	if o.op != "" {
+	if o.op != "" || o.opSet {
 		if err := jobs.ValidateOperationID(o.op); err != nil {
 			return nil, fmt.Errorf("workflow: %w", err)
 		}
