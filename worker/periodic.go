@@ -227,6 +227,7 @@ type PeriodicJob struct {
 	schedule    Schedule
 	args        jobs.JobArgs
 	id          string
+	idSet       bool // ScheduleID was given (an empty id is refused, not the default)
 	loc         *time.Location
 	catchUp     CatchUp
 	missedAfter time.Duration
@@ -245,8 +246,12 @@ type PeriodicOption func(*PeriodicJob)
 // operation ids and its ledger record derive from it. Default: the kind
 // and a hash of the schedule, zone, queue and args, so changing any of
 // them (an arg value included) starts a new schedule and orphans the old
-// record: give an explicit id to a schedule whose args may change.
-func ScheduleID(id string) PeriodicOption { return func(p *PeriodicJob) { p.id = id } }
+// record: give an explicit id to a schedule whose args may change. An
+// empty id is refused (ErrSchedule), not taken for the default: leave the
+// option out for that.
+func ScheduleID(id string) PeriodicOption {
+	return func(p *PeriodicJob) { p.id, p.idSet = id, true }
+}
 
 // InTimeZone reads a cron expression in loc (default UTC). time.Local is
 // refused by Pool.AddPeriodic (as is CRON_TZ=Local): it is each machine's
@@ -383,7 +388,7 @@ func (pj *PeriodicJob) compile() (maintenance.Periodic, error) {
 		return maintenance.Periodic{}, fmt.Errorf("%w: OperationID, RunAt and Delay are set by each tick", ErrSchedule)
 	}
 	id := pj.id
-	if id == "" {
+	if !pj.idSet {
 		id = defaultScheduleID(prep, pj.schedule.String(), zone)
 	}
 	if err := jobs.ValidateScheduleID(id); err != nil {

@@ -287,11 +287,14 @@ func TestAddPeriodicRejects(t *testing.T) {
 		"zoned every":             worker.Periodic(worker.Cron("CRON_TZ=Europe/Paris @every 1h"), tickArgs{}),
 		"zoned short every":       worker.Periodic(worker.Cron("TZ=UTC @every 10ms"), tickArgs{}),
 		"bad id":                  worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("a:b")),
-		"bad catch-up":            worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.WithCatchUp("sometimes")),
-		"operation id":            worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.OperationID("x"))),
-		"delay":                   worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.Delay(time.Second))),
-		"nil schedule":            worker.Periodic(nil, tickArgs{}),
-		"nil time zone":           worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(nil)),
+		// an id read from configuration left empty: taken for the default
+		// id, the schedule would fork whenever its args change
+		"empty id":      worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.ScheduleID("")),
+		"bad catch-up":  worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.WithCatchUp("sometimes")),
+		"operation id":  worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.OperationID("x"))),
+		"delay":         worker.Periodic(worker.Every(time.Minute), tickArgs{}, worker.EnqueueOptions(jobs.Delay(time.Second))),
+		"nil schedule":  worker.Periodic(nil, tickArgs{}),
+		"nil time zone": worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(nil)),
 		// each machine's own zone: pools on two machines would tick at
 		// different times under one schedule id
 		"local zone":         worker.Periodic(worker.Cron("0 9 * * *"), tickArgs{}, worker.InTimeZone(time.Local)),
