@@ -232,3 +232,40 @@ func ExampleGrouper() {
 	// zeta: group zeta, 0 ahead (next of its group)
 	// zeta: group zeta, 1 ahead
 }
+
+// Declare a queue with partitions (each a whole queue in its own hash
+// slot, spread over a Redis Cluster's masters), enqueue jobs of one
+// partition key, which go to one partition, and read them by the queue's
+// name.
+func ExampleClient_SetPartitions() {
+	rdb, ns := exampleRedis()
+	defer rdb.Close()
+	defer deleteKeys(rdb, ns)
+	ctx := context.Background()
+
+	client := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	prev, err := client.SetPartitions(ctx, "orders", 6, "alice", "month-end peak")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("partitions before:", prev)
+
+	a, _ := client.Enqueue(ctx, Invoice{Customer: "ada", Cents: 100}, jobs.Queue("orders"), jobs.PartitionKey("customer:ada"))
+	b, _ := client.Enqueue(ctx, Invoice{Customer: "ada", Cents: 200}, jobs.Queue("orders"), jobs.PartitionKey("customer:ada"))
+	fmt.Println("one partition:", a.Partition == b.Partition, a.Queue)
+
+	rec, _ := client.Inspector().Get(ctx, "orders", a.JobID) // the queue's name finds the job's partition
+	fmt.Println(rec.State, rec.Queue == a.Partition)
+
+	layout, _ := client.Inspector().Partitions(ctx, "orders")
+	fmt.Println("partitions now:", layout.Count)
+
+	_, err = client.SetPartitions(ctx, "orders", 0, "alice", "none")
+	fmt.Println(errors.Is(err, jobs.ErrInvalid))
+	// Output:
+	// partitions before: 1
+	// one partition: true orders
+	// pending true
+	// partitions now: 6
+	// true
+}

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -199,4 +200,56 @@ func ExampleConfig_rateLimit() {
 	// ran: 6 each on its first attempt
 	// took at least 400 ms: true
 	// deferred, not retried: true true
+}
+
+// Register a periodic job: the maintenance leader enqueues each tick once,
+// with an operation id naming the schedule and the tick.
+func ExamplePool_AddPeriodic() {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ns := fmt.Sprintf("example-periodic-%d", time.Now().UnixNano())
+	defer deleteKeys(rdb, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	pool, err := worker.NewPool(rdb, worker.Config{Jobs: jobs.Config{Namespace: ns}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	ticked := make(chan string, 1)
+	_ = worker.Register(pool, jobs.WorkFunc[Greeting](func(ctx context.Context, j *jobs.Job[Greeting]) error {
+		id, _, _ := jobs.ParsePeriodicOperationID(j.OperationID)
+		select {
+		case ticked <- fmt.Sprintf("%s: hello %s", id, j.Args.Name):
+		default: // a later tick
+		}
+		return nil
+	}))
+	// Every pool that may become the maintenance leader registers the same
+	// schedules, before Run.
+	err = pool.AddPeriodic(worker.Periodic(worker.Every(time.Second), Greeting{Name: "team"}, worker.ScheduleID("greet-team")))
+	if err != nil {
+		panic(err)
+	}
+	err = pool.AddPeriodic(worker.Periodic(worker.Cron("0 9 * * *"), Greeting{Name: "ops"}, worker.InTimeZone(time.Local)))
+	fmt.Println("local zone refused:", errors.Is(err, worker.ErrSchedule))
+
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- pool.Run(runCtx) }()
+	select {
+	case s := <-ticked:
+		fmt.Println(s)
+	case <-ctx.Done():
+		fmt.Println("no tick:", ctx.Err())
+	}
+	stop()
+	<-stopped
+	// Output:
+	// local zone refused: true
+	// greet-team: hello team
 }
