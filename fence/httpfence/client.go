@@ -3,6 +3,7 @@ package httpfence
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +34,13 @@ const (
 // ErrMissing means a request carried none, or only some, of the fencing
 // headers. It matches fence.ErrInvalid.
 var ErrMissing = fmt.Errorf("httpfence: missing fencing headers: %w", fence.ErrInvalid)
+
+// ErrAnswerMismatch means a fencing answer is not about the request's
+// operation: an already-applied answer naming another operation id, or
+// none, or a stale or in-progress answer naming another one (a proxy that
+// rewrote the Idempotency-Key, an answer cached for another request). It
+// proves nothing about the request's effect, so it matches no fence error.
+var ErrAnswerMismatch = errors.New("httpfence: the answer is about another operation")
 
 // SetHeaders validates f and sets the fencing headers on req. An invalid
 // fence, or one whose fields cannot be sent as header values (a control
@@ -249,6 +257,13 @@ type ErrorBody struct {
 // returns nil; judge its status yourself. It reads the start of the body
 // only for a 409 or that answer, and replaces resp.Body with one that
 // still yields all of it (closing it closes the original).
+//
+// When resp.Request carries a fence, an answer about another operation
+// returns ErrAnswerMismatch instead: an already-applied answer whose
+// operation_id is not the request's Idempotency-Key (or is missing), or a
+// stale or in-progress answer naming another one. Such an answer proves
+// nothing about the request's effect; taken as "applied", it would mark a
+// job done by someone else's operation.
 func CheckResponse(resp *http.Response) error {
 	already := resp.StatusCode >= 200 && resp.StatusCode < 300 && resp.Header.Get(HeaderAlreadyApplied) == "true"
 	if !already && resp.StatusCode != http.StatusConflict {
@@ -270,6 +285,9 @@ func CheckResponse(resp *http.Response) error {
 	var f fence.Fence
 	if resp.Request != nil {
 		f, _, _ = FromRequest(resp.Request)
+	}
+	if err := answersFor(f, b, already); err != nil {
+		return err
 	}
 	stored, _ := lease.ParseToken(b.StoredToken)
 	switch {
@@ -296,4 +314,28 @@ func CheckResponse(resp *http.Response) error {
 		return fmt.Errorf("%w: %s", fence.ErrInProgress, b.OperationID)
 	}
 	return nil
+}
+
+// answersFor returns ErrAnswerMismatch when b, a fencing answer to a
+// request carrying f, is about another operation. An already-applied
+// answer must name f's operation id; the others may omit it. Without a
+// fence at hand (f zero) there is nothing to compare.
+func answersFor(f fence.Fence, b ErrorBody, already bool) error {
+	if f.OperationID == "" || b.OperationID == f.OperationID {
+		return nil
+	}
+	switch {
+	case already:
+	case b.Error == "stale_token" || b.Error == "operation_in_progress":
+		if b.OperationID == "" {
+			return nil
+		}
+	default:
+		return nil
+	}
+	kind := b.Error
+	if already {
+		kind = "already_applied"
+	}
+	return fmt.Errorf("%w: a %s answer naming operation %q to a request for %q on %q", ErrAnswerMismatch, kind, b.OperationID, f.OperationID, f.Resource)
 }

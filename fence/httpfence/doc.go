@@ -20,6 +20,11 @@
 //		err = httpfence.CheckResponse(resp) // *fence.StaleError, *fence.AlreadyAppliedError, ...
 //	}
 //
+// CheckResponse reports an answer as already applied only when it names
+// the request's own operation id: an answer about another operation (a
+// proxy that rewrote the Idempotency-Key, a cached answer) returns
+// ErrAnswerMismatch, never fence.ErrAlreadyApplied.
+//
 // Both refuse, with an error matching fence.ErrInvalid, a fence whose
 // resource, owner or operation id would not arrive unchanged: one with a
 // control character, or with a leading or trailing space (servers strip
@@ -36,7 +41,9 @@
 // and a JSON body {"error":"stale_token",...}, and repeated operation ids
 // with 200, the header Fencing-Already-Applied: true and a JSON body
 // {"status":"already_applied",...}, without running the handler again (the
-// original response is not replayed).
+// original response is not replayed). A guard reporting another
+// operation's record as the request's gets 500 fence_refused instead,
+// logged, so the answer always names the request's operation id.
 //
 // The operation id is recorded only if the handler answers with a status
 // below 400, so a failed request can be retried. With the PostgreSQL guard

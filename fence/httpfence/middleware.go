@@ -70,7 +70,8 @@ const staleMessage = "storage holds a higher token for the resource, or this tok
 //     stored_owner is given only when it is the request's own owner.
 //   - 500 Internal Server Error, error "fence_refused": the store refused
 //     before the handler ran for a reason a retry does not fix
-//     (fence.ErrRefused: its own data needs repair); nothing was written.
+//     (fence.ErrRefused: its own data needs repair), or reported another
+//     operation's record as the request's (logged); nothing was written.
 //   - 503 Service Unavailable, error "fence_unavailable": the store failed.
 //     With the Postgres guard the handler's writes rolled back; with the
 //     Redis guard the handler may have run and a retry may run it again.
@@ -131,6 +132,16 @@ func Middleware(g Guard, opts Options) func(http.Handler) http.Handler {
 			case errors.Is(err, fence.ErrStale):
 				body.Error, body.Message = "stale_token", staleMessage
 				writeJSON(w, http.StatusConflict, body)
+			case errors.As(err, &already) && already.Record.OperationID != f.OperationID:
+				// The guard found another operation's record: no answer
+				// about this one, whose effect nothing shows was made.
+				if opts.Logger != nil {
+					opts.Logger.ErrorContext(r.Context(), "httpfence: fence store answered with another operation's record",
+						"resource", f.Resource, "operation_id", f.OperationID, "token", f.Token.String(),
+						"record_operation_id", already.Record.OperationID, "error", err)
+				}
+				body.Error, body.Message = "fence_refused", "the fence store answered with another operation's record; nothing was written"
+				writeJSON(w, http.StatusInternalServerError, body)
 			case errors.Is(err, fence.ErrAlreadyApplied):
 				body.Status = "already_applied"
 				if errors.As(err, &already) {

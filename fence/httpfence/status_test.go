@@ -39,7 +39,7 @@ func TestCheckResponseOnlyTrustsAlreadyAppliedOn2xx(t *testing.T) {
 		}
 	}
 	for _, status := range []int{http.StatusOK, http.StatusCreated, http.StatusNoContent} {
-		if err := httpfence.CheckResponse(resp(status, true, `{"status":"already_applied","stored_token":"5"}`)); !errors.Is(err, fence.ErrAlreadyApplied) {
+		if err := httpfence.CheckResponse(resp(status, true, `{"status":"already_applied","operation_id":"op","stored_token":"5"}`)); !errors.Is(err, fence.ErrAlreadyApplied) {
 			t.Errorf("status %d with %s: %v, want ErrAlreadyApplied", status, httpfence.HeaderAlreadyApplied, err)
 		}
 	}
