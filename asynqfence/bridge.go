@@ -404,6 +404,7 @@ func (b *Bridge) process(ctx context.Context, t *asynq.Task, next asynq.Handler)
 	d := ledger.Delivery{
 		ID: taskID, Kind: t.Type(), Payload: t.Payload(), MaxRetries: maxRetry,
 		Owner: b.opts.WorkerID, TTL: b.opts.LeaseTTL, Bridge: BridgeName, TaskQueue: aq, TaskID: taskID,
+		Headers: keptHeaders(t.Headers()),
 	}
 	if len(d.Payload) > jobs.MaxPayloadBytes {
 		// As Enqueue refuses it: nothing is written, asynq archives the task.

@@ -144,7 +144,8 @@
 // no live task for an unfinished job (a Redis failover rewound asynq's
 // record of it, or asynq archived it after retries that found the job busy
 // or uncertain), Bridge.Redeliver enqueues a new one (JobHeader names the
-// job); run Bridge.Run beside the asynq server to do so every
+// job; it carries the headers of the job's first task, trace context
+// included, which the ledger keeps); run Bridge.Run beside the asynq server to do so every
 // Options.RedeliverInterval. Its delivery reconciles the job before
 // anything runs, as any redelivery does. To drop a bridged job, cancel it
 // in the ledger (fencedq CLI or dashboard): deleting its asynq task alone

@@ -65,11 +65,10 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 	if rec.State != jobs.Uncertain {
 		return true, nil // decided meanwhile: look again
 	}
-	if len(rec.Headers) == 0 {
-		// A bridged record keeps no headers: Reconcile gets the delivering
-		// task's (a tenant id, a trace context), as the handler does.
-		rec.Headers = maps.Clone(t.Headers())
-	}
+	// Reconcile gets the delivering task's headers (a tenant id, a trace
+	// context), as the handler does, not those the record kept of the
+	// job's first task.
+	rec.Headers = maps.Clone(t.Headers())
 	v, evidence, asked := b.verdict(ctx, rec, b.reconcilerFor(t, next))
 	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "bridge:" + b.opts.WorkerID, Note: evidence, Seen: &rec.Token}
 	result := attempt.Resolve(&res, v, asked, tries, b.opts.MaxReconcileTries, time.Second)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/fencedq/fencedq/internal/ledger"
+	"github.com/fencedq/fencedq/jobs"
 )
 
 // redeliverBatch bounds the jobs Redeliver reads at once per queue and
@@ -29,9 +31,10 @@ const redeliverBatch = 200
 // ledger lease has passed), the task that delivered it last; when asynq
 // holds no such task, or holds it completed or archived, it enqueues a new
 // task of the job's kind and payload in the same asynq queue, with
-// JobHeader naming the job, the job's retry limit and timeout, and the
-// headers and retention of the task it replaces when asynq still holds
-// that one. Its delivery is an
+// JobHeader naming the job, the job's retry limit and timeout, the headers
+// of the job's first task (a trace context, a tenant id: the ledger keeps
+// them, as many as fit a job's header limits), and the headers and
+// retention of the task it replaces when asynq still holds that one. Its delivery is an
 // ordinary one: a pending job is claimed, an expired or uncertain one is
 // reconciled (Reconcile or the effect log) before anything runs, and a job
 // finished meanwhile is acknowledged as a duplicate. Nothing is applied
@@ -109,9 +112,14 @@ func (b *Bridge) redeliver(ctx context.Context, insp *asynq.Inspector, client *a
 		return false, err
 	}
 	log := b.log.With("queue", q, "kind", u.Kind, "job_id", u.ID, "task_id", task, "job_state", u.State)
-	// The headers of the task it replaces, when asynq still holds it (a
-	// task a failover rewound is gone, and its headers with it).
-	headers := map[string]string{}
+	// The headers of the job's first task, which the ledger kept (a task
+	// a failover rewound or an operator deleted is gone, and its headers
+	// with it), then those of the task it replaces, when asynq still
+	// holds it.
+	headers := maps.Clone(u.Headers)
+	if headers == nil {
+		headers = map[string]string{}
+	}
 	if info != nil {
 		maps.Copy(headers, info.Headers)
 	}
@@ -155,4 +163,28 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.log.Warn("looking for jobs whose asynq task is gone failed", "error", err)
 		}
 	}
+}
+
+// keptHeaders returns the headers of a delivering task the ledger keeps
+// with the job it creates, for a task that replaces a lost one: all but
+// JobHeader, in key order, as many as fit a job's header limits
+// (jobs.ValidateHeaders); nil for none.
+func keptHeaders(h map[string]string) map[string]string {
+	var out map[string]string
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		if k == JobHeader {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(h))
+		}
+		out[k] = h[k]
+		if jobs.ValidateHeaders(out) != nil {
+			delete(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

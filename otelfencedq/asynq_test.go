@@ -36,10 +36,17 @@ type bridged struct {
 	exp      *tracetest.InMemoryExporter
 	tp       *sdktrace.TracerProvider
 	client   *asynq.Client
+	bridge   *asynqfence.Bridge
 	returned testsignal.Signal[error]
 }
 
 func newBridged(t *testing.T, register func(*asynq.ServeMux)) *bridged {
+	return newBridgedWith(t, asynqfence.Options{}, register)
+}
+
+// newBridgedWith is newBridged with the bridge's options (its worker id
+// and logger are set here).
+func newBridgedWith(t *testing.T, opts asynqfence.Options, register func(*asynq.ServeMux)) *bridged {
 	srv := redistest.Start(t, redistest.Options{ClockShim: true})
 	rdb := srv.Client()
 	exp := tracetest.NewInMemoryExporter()
@@ -47,11 +54,12 @@ func newBridged(t *testing.T, register func(*asynq.ServeMux)) *bridged {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	bg := &bridged{srv: srv, ns: redistest.Namespace(t), exp: exp, tp: tp, client: asynq.NewClientFromRedisClient(rdb)}
 	bg.returned.Init(t, "delivery returned to asynq")
-	b, err := asynqfence.New(rdb, jobs.Config{Namespace: bg.ns}, asynqfence.Options{WorkerID: "traced",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts.WorkerID, opts.Logger = "traced", slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := asynqfence.New(rdb, jobs.Config{Namespace: bg.ns}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	bg.bridge = b
 	mux := asynq.NewServeMux()
 	mux.Use(func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {

@@ -39,6 +39,11 @@ type Delivery struct {
 	// that a job whose task that queue lost can be delivered again (see
 	// Ledger.Undelivered).
 	TaskQueue, TaskID string
+	// Headers are the delivering task's headers, kept with the record the
+	// first delivery creates (Record.Headers) so that a task that
+	// replaces a lost one carries them (see Ledger.Undelivered); nil:
+	// none. They must pass ValidateHeaders.
+	Headers map[string]string
 }
 
 // DeliveryStatus is the ledger's answer to a delivery.
@@ -87,7 +92,7 @@ type DeliveryClaim struct {
 
 // ClaimDelivery starts a fenced attempt on bridged job d.ID of queue q for
 // one delivery by another queue, creating the record on first sight (kind,
-// payload, operation id, marked bridged). The attempt is what a native claim
+// payload, operation id, the delivering task's headers, marked bridged). The attempt is what a native claim
 // starts: state running, a new token in the fencing epoch (see Claim),
 // owner, lease deadline now + d.TTL, attempt + 1, indexed in running, so
 // Renew, Complete, the expirer and the resolver treat it as any job. A
@@ -125,6 +130,9 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 	if d.Bridge == "" {
 		return nil, invalid("a delivery needs a bridge name")
 	}
+	if err := ValidateHeaders(d.Headers); err != nil {
+		return nil, err
+	}
 	var r *reply
 	var seq seqReply
 	var seen seqSeen
@@ -133,7 +141,7 @@ func (l *Ledger) ClaimDelivery(ctx context.Context, q string, d Delivery) (*Deli
 		seen = l.watch.before(q)
 		v, err := l.lanes.claim.Run(ctx, bridgeClaimScript, l.keys(q), l.prefix(q), d.ID, d.Kind, d.OperationID,
 			d.Payload, d.MaxRetries, d.Timeout.Milliseconds(), d.Owner, d.TTL.Milliseconds(), d.Bridge,
-			st.ReplID, st.Epoch, d.TaskQueue, d.TaskID, st.Born).Result()
+			st.ReplID, st.Epoch, d.TaskQueue, d.TaskID, st.Born, encodeHeaders(d.Headers)).Result()
 		unacked = nil
 		if errors.Is(err, durable.ErrUnacknowledged) && v != nil {
 			// The script ran; too few replicas hold it. Its answer is read

@@ -32,6 +32,9 @@ type Undelivered struct {
 	// its own queue (Delivery.TaskQueue, Delivery.TaskID); empty for a job
 	// claimed before they were recorded.
 	TaskQueue, TaskID string
+	// Headers are the headers of the job's first delivering task
+	// (Delivery.Headers), for the task that replaces a lost one; nil: none.
+	Headers map[string]string
 }
 
 // Undelivered returns bridged jobs of queue q in the states pending,
@@ -68,7 +71,7 @@ func (l *Ledger) Undelivered(ctx context.Context, q string, offset, limit int) (
 	fields := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
 		fields[i] = pipe.HMGet(ctx, l.JobKey(q, id), "state", "token", "bridge", "kind", "payload", "max_retries",
-			"bridge_queue", "bridge_task", "timeout_ms")
+			"bridge_queue", "bridge_task", "timeout_ms", "headers")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, false, wrap("undelivered", err)
@@ -77,13 +80,13 @@ func (l *Ledger) Undelivered(ctx context.Context, q string, offset, limit int) (
 	for i, id := range ids {
 		v := fields[i].Val()
 		str := func(j int) string { s, _ := v[j].(string); return s }
-		if len(v) != 9 || str(2) == "" {
+		if len(v) != 10 || str(2) == "" {
 			continue // a native job, or gone
 		}
 		out = append(out, Undelivered{
 			ID: id, State: State(str(0)), Token: token(str(1)), Bridge: str(2), Kind: str(3), Payload: []byte(str(4)),
 			MaxRetries: atoi(str(5)), TaskQueue: str(6), TaskID: str(7),
-			Timeout: time.Duration(atoi(str(8))) * time.Millisecond,
+			Timeout: time.Duration(atoi(str(8))) * time.Millisecond, Headers: decodeHeaders(str(9)),
 		})
 	}
 	return out, more, nil

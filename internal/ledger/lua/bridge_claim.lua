@@ -16,6 +16,9 @@
 --        job whose task that queue lost can be delivered again
 --        (bridge_redeliver.lua)
 --     15 the birth of the epoch record the caller's epoch was learned from (internal/epoch)
+--     16 the delivering task's headers, encoded as a job's 'headers' field
+--        ('' = none): kept on first sight, so that a task replacing a lost
+--        one carries them (bridge_redeliver.lua)
 -- The token is minted as claim.lua mints it: max(stored + 1, (epoch << 52) +
 -- Redis TIME in µs), above a storage mark recorded by raise.lua.
 -- Reply: {seq, seq raised, enqueued, history} (the write sequence, as
@@ -86,6 +89,7 @@ local function first_sight(st)
     f[#f + 1] = 'op'; f[#f + 1] = op
   end
   if num(ARGV[7]) > 0 then f[#f + 1] = 'timeout_ms'; f[#f + 1] = ARGV[7] end
+  if ARGV[16] ~= '' then f[#f + 1] = 'headers'; f[#f + 1] = ARGV[16] end
   return f
 end
 if redis.call('EXISTS', pausedk) == 1 then
