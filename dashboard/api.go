@@ -171,6 +171,23 @@ func intParam(r *http.Request, name string, def, maxV int) (int, bool) {
 	return min(n, maxV), true
 }
 
+// limitParam reads the optional limit query parameter of a JSON API
+// endpoint, by one rule for all of them: absent, def; an integer from 1 to
+// maxV, as given; anything else answers 400 naming the parameter and its
+// range, never cut to maxV (the page would be shorter than asked, silently).
+func limitParam(w http.ResponseWriter, r *http.Request, def, maxV int) (int, bool) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxV {
+		writeError(w, http.StatusBadRequest, "invalid", "limit must be an integer from 1 to "+strconv.Itoa(maxV))
+		return 0, false
+	}
+	return n, true
+}
+
 // boolParam parses an optional yes-or-no query parameter (1 or true, 0 or
 // false), answering 400 for any other value: a script's prefix=false or
 // select=yes is never read as its opposite.
@@ -527,13 +544,9 @@ func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "type must be deduplicated, fenced or operator")
 		return
 	}
-	limit, ok := intParam(r, "limit", 100, maxEvents)
+	limit, ok := limitParam(w, r, 100, maxEvents)
 	if !ok {
-		writeError(w, http.StatusBadRequest, "invalid", "limit must be a non-negative integer")
 		return
-	}
-	if limit == 0 {
-		limit = 100
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
@@ -598,13 +611,9 @@ func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
 	} else if ms >= 0 {
 		margin = time.Duration(ms) * time.Millisecond
 	}
-	limit, ok := intParam(r, "limit", 100, maxLimit)
+	limit, ok := limitParam(w, r, 100, maxLimit)
 	if !ok {
-		writeError(w, http.StatusBadRequest, "invalid", "limit must be a non-negative integer")
 		return
-	}
-	if limit == 0 {
-		limit = 100
 	}
 	queue := r.URL.Query().Get("queue")
 	if !queueParam(w, queue) {

@@ -91,10 +91,13 @@ func parseListFilter(w http.ResponseWriter, r *http.Request) (listFilter, bool) 
 		writeError(w, http.StatusBadRequest, "invalid", "sort must be asc (oldest first) or desc (newest first)")
 		return f, false
 	}
-	limit, ok1 := intParam(r, "limit", defaultLimit, maxListLimit)
-	offset, ok2 := intParam(r, "offset", 0, math.MaxInt)
-	if !ok1 || !ok2 {
-		writeError(w, http.StatusBadRequest, "invalid", "offset and limit must be non-negative integers")
+	limit, ok := limitParam(w, r, defaultLimit, maxListLimit)
+	if !ok {
+		return f, false
+	}
+	offset, ok := intParam(r, "offset", 0, math.MaxInt)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "invalid", "offset must be a non-negative integer")
 		return f, false
 	}
 	// Refused, not cut to the bound: the page asked for would not be the
@@ -103,9 +106,6 @@ func parseListFilter(w http.ResponseWriter, r *http.Request) (listFilter, bool) 
 		writeError(w, http.StatusBadRequest, "invalid", "offset must be at most "+strconv.Itoa(maxOffset)+
 			": narrow the filters (queue, kind, time range) or reverse the order to see the jobs beyond")
 		return f, false
-	}
-	if limit == 0 {
-		limit = defaultLimit
 	}
 	f.offset, f.limit = offset, limit
 	return f, true

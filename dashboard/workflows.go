@@ -30,9 +30,8 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "workflows need a dashboard with a client")
 		return
 	}
-	n, ok := intParam(r, "limit", 50, maxWorkflowsLimit)
-	if !ok || n == 0 {
-		writeError(w, http.StatusBadRequest, "invalid", "limit must be 1-"+strconv.Itoa(maxWorkflowsLimit))
+	n, ok := limitParam(w, r, 50, maxWorkflowsLimit)
+	if !ok {
 		return
 	}
 	offset, ok := intParam(r, "offset", 0, maxWorkflowsOffset)
