@@ -234,7 +234,8 @@ func TestRunNowInAPausedQueueSaysItWaits(t *testing.T) {
 	_, err = f.client.Resume(ctx, "held", "bob", "")
 	must(t, err)
 	out.QueuePaused = nil
-	res, b = act(t, h, "/api/jobs/held/"+id+"/run-now", `{"note":"again"}`)
+	other := f.enqueue(echoArgs{N: 2}, jobs.Queue("held"), jobs.Delay(time.Hour))
+	res, b = act(t, h, "/api/jobs/held/"+other+"/run-now", `{"note":"again"}`)
 	if res.StatusCode != http.StatusOK || json.Unmarshal(b, &out) != nil || out.QueuePaused != nil {
 		t.Fatalf("run now in a running queue: %d %s (want no pause)", res.StatusCode, b)
 	}

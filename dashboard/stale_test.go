@@ -203,7 +203,8 @@ func TestBulkRerunKeepsToTheSelectedState(t *testing.T) {
 
 // TestRunNowNeverDelays: "Run now" (alone or over every pending job of a
 // filter, due ones included) must not push a job that is already due
-// behind the jobs that became due after it.
+// behind the jobs that became due after it: it is refused as already due,
+// and keeps its place.
 func TestRunNowNeverDelays(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -216,8 +217,9 @@ func TestRunNowNeverDelays(t *testing.T) {
 	must(t, err)
 	body, _ := json.Marshal(map[string]any{"action": "run_now", "note": "customers waiting",
 		"jobs": []map[string]string{{"queue": "backlog", "id": first}}})
-	if res, b := act(t, h, "/api/bulk", string(body)); res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"done":1`) {
-		t.Fatalf("bulk run now: %d %s", res.StatusCode, b)
+	if res, b := act(t, h, "/api/bulk", string(body)); res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"done":0`) ||
+		!strings.Contains(string(b), "already due") {
+		t.Fatalf("bulk run now of a due job: %d %s (want it listed as already due)", res.StatusCode, b)
 	}
 	after, err := f.ledger.Get(ctx, "backlog", first)
 	must(t, err)

@@ -185,8 +185,10 @@ func (c *Client) cancel(ctx context.Context, queue, id string, seen *Seen, actor
 }
 
 // RunNow makes a scheduled job due at once on behalf of an operator
-// (recorded in its history with who and why); a job already due keeps its
-// place in the queue. Only pending jobs qualify; others fail with
+// (recorded in its history with who and why). A job already due (a
+// run-now sent twice, a retry after a lost reply) fails with ErrWrongState
+// saying so, keeps its place in the queue and nothing is recorded, so the
+// action is recorded once. Only pending jobs qualify; others fail with
 // ErrWrongState, as does a job held back by its concurrency limit or rate
 // limit (parked or deferred: see Limiter), which keeps its place.
 func (c *Client) RunNow(ctx context.Context, queue, id, actor, note string) (*Record, error) {

@@ -802,8 +802,9 @@ func (l *Ledger) setPaused(ctx context.Context, q string, paused bool, id, actor
 }
 
 // RunNow makes a scheduled (pending, not yet due) job of queue q due at
-// once, on behalf of actor; a pending job already due keeps its place (it
-// is never moved behind the jobs that became due after it). A job that is
+// once, on behalf of actor. A pending job already due (a run-now sent
+// twice) fails with ErrWrongState and nothing is recorded, so it keeps its
+// place and the action is recorded once. A job that is
 // not pending fails with ErrWrongState (a bridged job too: its own queue
 // delivers it), and so does a job held back by its concurrency limit or its
 // rate limit, which decides when it starts.
@@ -834,8 +835,11 @@ func (l *Ledger) RunNowSeen(ctx context.Context, q, id string, seen Seen, actor,
 		return fmt.Errorf("%w: job %s is held back by its concurrency limit: it starts when a permit frees", ErrWrongState, id)
 	case 0:
 		state := r.str(1)
-		if state == "missing" {
+		switch state {
+		case "missing":
 			return noJob(q, id)
+		case "due":
+			return fmt.Errorf("%w: job %s is already due (made due by a run-now already, or its time came): nothing was done", ErrWrongState, id)
 		}
 		return fmt.Errorf("%w: job %s is %s", ErrWrongState, id, state)
 	}

@@ -1,5 +1,7 @@
--- run_now.lua: an operator makes a scheduled job due at once (a job already
--- due stays where it is).
+-- run_now.lua: an operator makes a scheduled job due at once. A job already
+-- due (in the due index at or before now: a run-now sent twice, or one made
+-- due since it was seen) is refused and nothing is written, so the action
+-- is recorded once.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 job id   3 actor ('operator:<name>')   4 note
 --      5 the state the operator saw the job in ('' for unchecked)
@@ -13,7 +15,7 @@
 -- again (a deferral behind every later one).
 -- Reply: {1, 'pending'}; {0, state} when the job is not a pending native job
 --        ('missing' when there is no such job, 'bridged' for one its own
---        queue delivers); {-1, 'limit' or 'rate'} when it is held back;
+--        queue delivers, 'due' for one already due); {-1, 'limit' or 'rate'} when it is held back;
 --        {-2, state, token, runs} when the job is no longer in the state of
 --        ARGV 5, holds another token than ARGV 6 or is on another run than
 --        ARGV 7 (nothing written).
@@ -30,10 +32,13 @@ if h[2] then return {0, 'bridged'} end
 if h[5] == 'limit' then return {-1, 'limit'} end
 local cur = redis.call('ZSCORE', index['pending'], id)
 if h[5] == 'rate' and cur and num(cur) > now then return {-1, 'rate'} end
+-- (a grouped job waiting for its group's turn is in its group's index, not
+-- the due index: run-now takes it out of its turn)
+if cur and num(cur) <= now then return {0, 'due'} end
 queue_guard()
 seq_bump()
--- due now, never later than it already was: a job already due keeps its
--- place ahead of the jobs that became due after it
+-- due now, never later than it already was: a grouped job due since its
+-- run_at keeps its place ahead of the jobs that became due after it
 local due = now
 cur = cur or h[4]
 if cur and num(cur) < due then due = num(cur) end
