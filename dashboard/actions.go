@@ -357,7 +357,7 @@ type bulkRequest struct {
 type bulkFailure struct {
 	Queue string `json:"queue"`
 	ID    string `json:"id"`
-	Code  string `json:"code"` // not_found, wrong_state, invalid, unavailable
+	Code  string `json:"code"` // not_found, wrong_state, invalid, unacknowledged, write_refused, unavailable
 	Error string `json:"error"`
 }
 
@@ -460,6 +460,9 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 			code = "invalid"
 		case errors.Is(err, jobs.ErrActionUnknown):
 			code = "unacknowledged"
+		case refusedWrite(err):
+			code = "write_refused"
+			h.log.WarnContext(ctx, "dashboard: Redis refused a bulk action's writes on a job; nothing was done", "queue", j.Queue, "job_id", j.ID, "error", err)
 		default:
 			h.log.WarnContext(ctx, "dashboard: bulk action failed on a job", "queue", j.Queue, "job_id", j.ID, "error", err)
 		}
@@ -469,6 +472,8 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 			msg = mayHaveBeenDone
 		case "unacknowledged":
 			msg = unacknowledgedMsg
+		case "write_refused":
+			msg = writeRefusedMsg
 		}
 		out.Failed = append(out.Failed, bulkFailure{Queue: j.Queue, ID: j.ID, Code: code, Error: msg})
 	}

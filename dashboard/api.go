@@ -99,14 +99,32 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // down, a timeout, a lost reply): Redis may have run it all the same.
 const mayHaveBeenDone = "the ledger did not answer: the action may have been done; look at the job or queue before acting again (see the server log)"
 
-// failAction answers an action's ledger error as fail does, but a failure
-// other than not found, invalid, a wrong state or too few replicas (503)
-// says the action may have been done, never that nothing happened: the
-// reply may have been lost after Redis ran it.
+// writeRefusedMsg answers an action Redis refused before writing
+// (jobs.ErrWriteRefused, jobs.ErrOutOfMemory): nothing was done.
+const writeRefusedMsg = "Redis refused the write (a read-only replica, as a primary a failover demoted is; too few replicas; " +
+	"or out of memory): nothing was done; act again once Redis accepts writes (see the server log)"
+
+// refusedWrite reports whether err is Redis's refusal of an action's
+// writes, which wrote nothing.
+func refusedWrite(err error) bool {
+	return errors.Is(err, jobs.ErrWriteRefused) || errors.Is(err, jobs.ErrOutOfMemory)
+}
+
+// failAction answers an action's ledger error as fail does, but an action
+// Redis refused before writing is answered 503 write_refused, saying
+// nothing was done, and any other failure than not found, invalid, a
+// wrong state or too few replicas (503) says the action may have been
+// done, never that nothing happened: the reply may have been lost after
+// Redis ran it.
 func (h *Handler) failAction(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalid) || errors.Is(err, jobs.ErrWrongState) ||
 		errors.Is(err, jobs.ErrActionUnknown) {
 		h.fail(w, r, err)
+		return
+	}
+	if refusedWrite(err) {
+		h.log.ErrorContext(r.Context(), "dashboard: Redis refused an operator action's writes; nothing was done", "path", r.URL.Path, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "write_refused", writeRefusedMsg)
 		return
 	}
 	h.log.ErrorContext(r.Context(), "dashboard: operator action failed at the ledger; it may have been done", "path", r.URL.Path, "error", err)

@@ -66,18 +66,21 @@ var (
 	// nothing, when it was already called for the same enqueue call (a
 	// second call would write the jobs again) or the call had ended.
 	ErrNextCalled = errors.New("jobs: the enqueue middleware's next was already called for this enqueue, or the enqueue ended")
-	// ErrOutOfMemory means Redis refused an enqueue because it reached its
-	// maxmemory (under maxmemory-policy noeviction): nothing was written,
-	// so enqueueing again, once Redis has memory, creates the job, with or
-	// without an OperationID.
+	// ErrOutOfMemory means Redis refused an enqueue or an operator's action
+	// (Cancel, RunNow, Resolve, Pause, Resume and their Seen forms)
+	// because it reached its maxmemory (under maxmemory-policy noeviction):
+	// nothing was written, so enqueueing again, once Redis has memory,
+	// creates the job, with or without an OperationID, and the action can
+	// be taken again.
 	ErrOutOfMemory = ledger.ErrOutOfMemory
-	// ErrWriteRefused means Redis refused an enqueue before writing: the
-	// client reached a read-only replica (a primary a failover demoted, an
-	// address that is not the primary's) or a primary with fewer good
-	// replicas than its min-replicas-to-write. Nothing was written, so
-	// enqueueing again through the primary creates the job, with or
-	// without an OperationID; a redis.NewFailoverClient finds the new
-	// primary by itself.
+	// ErrWriteRefused means Redis refused an enqueue or an operator's
+	// action (Cancel, RunNow, Resolve, Pause, Resume and their Seen forms)
+	// before writing: the client reached a read-only replica (a primary a
+	// failover demoted, an address that is not the primary's) or a primary
+	// with fewer good replicas than its min-replicas-to-write. Nothing was
+	// written, so enqueueing again through the primary creates the job,
+	// with or without an OperationID, and the action can be taken again;
+	// a redis.NewFailoverClient finds the new primary by itself.
 	ErrWriteRefused = ledger.ErrWriteRefused
 	// ErrForeignKey means a key an enqueued job needs (its own, its limit's
 	// or its group's) holds another type than the one fencedq writes there

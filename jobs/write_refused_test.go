@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
@@ -97,5 +98,50 @@ func TestEnqueueBelowMinReplicasIsRefused(t *testing.T) {
 	}
 	if counts[jobs.Pending] != 0 {
 		t.Fatalf("%d pending jobs after refused enqueues, want 0", counts[jobs.Pending])
+	}
+}
+
+// A primary with fewer good replicas than its min-replicas-to-write
+// refuses every operator action before it writes: each fails with
+// ErrWriteRefused (nothing written), not as an error that leaves the
+// operator guessing whether it applied, and the jobs and the queue are as
+// they were.
+func TestOperatorActionsBelowMinReplicasAreRefused(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	ns := redistest.Namespace(t)
+	c := jobs.NewClient(rdb, jobs.Config{Namespace: ns})
+	res, err := c.Enqueue(ctx, countArgs{N: 1}, jobs.Delay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.JobID
+	if err := rdb.ConfigSet(ctx, "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]func() error{
+		"cancel":  func() error { _, err := c.Cancel(ctx, jobs.DefaultQueue, id, "alice", "x"); return err },
+		"run now": func() error { _, err := c.RunNow(ctx, jobs.DefaultQueue, id, "alice", "x"); return err },
+		"pause":   func() error { _, err := c.Pause(ctx, "other", "alice", "x"); return err },
+		"resume":  func() error { _, err := c.Resume(ctx, jobs.DefaultQueue, "alice", "x"); return err },
+	}
+	for name, act := range actions {
+		if err := act(); !errors.Is(err, jobs.ErrWriteRefused) {
+			t.Errorf("%s below min-replicas-to-write: %v, want ErrWriteRefused", name, err)
+		}
+	}
+	if err := rdb.ConfigSet(ctx, "min-replicas-to-write", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Inspector().Get(ctx, jobs.DefaultQueue, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != jobs.Pending || !rec.RunAt.After(time.Now().Add(30*time.Minute)) {
+		t.Errorf("the refused actions changed the job: %s due %v", rec.State, rec.RunAt)
+	}
+	if p, err := c.Inspector().Paused(ctx, "other"); err != nil || p != nil {
+		t.Errorf("queue other paused by a refused pause: %+v, %v", p, err)
 	}
 }

@@ -47,12 +47,14 @@ var (
 	// too few replicas acknowledged it in time (Config.Durability): it may
 	// or may not survive a failover.
 	ErrActionUnknown = errors.New("jobs: operator action applied on the primary but not acknowledged by enough replicas; it may be lost in a failover: read the job or queue again and repeat the action if it is not as wanted")
-	// ErrOutOfMemory means Redis refused an enqueue or a completion call
-	// (CompleteAll) because it reached its maxmemory (under
+	// ErrOutOfMemory means Redis refused an enqueue, a completion call
+	// (CompleteAll) or an operator's action (cancel, run now, a decision,
+	// pause, resume) because it reached its maxmemory (under
 	// maxmemory-policy noeviction): nothing was written.
 	ErrOutOfMemory = errors.New("jobs: Redis is out of memory (maxmemory reached); nothing was written")
-	// ErrWriteRefused means Redis refused an enqueue or a completion call
-	// (CompleteAll) before its first write: the server is a read-only
+	// ErrWriteRefused means Redis refused an enqueue, a completion call
+	// (CompleteAll) or an operator's action (cancel, run now, a decision,
+	// pause, resume) before its first write: the server is a read-only
 	// replica (READONLY: a primary a failover demoted, or an address that
 	// is not the primary's), or a primary with fewer good replicas than its
 	// min-replicas-to-write (NOREPLICAS). Nothing was written.
@@ -161,13 +163,19 @@ func actionErr(what string, err error) error {
 	return wrap(what, err)
 }
 
-// unacked splits the reply of a durable call: a script that ran, its
-// reply kept, but too few replicas acknowledged, returns its reply with no
-// error and the shortfall as ack, for the caller to report once it read
-// the reply (actionErr).
+// unacked splits the reply of an operator's call (one script): a script
+// that ran, its reply kept, but too few replicas acknowledged, returns its
+// reply with no error and the shortfall as ack, for the caller to report
+// once it read the reply (actionErr); Redis's refusal of the script's
+// writes (a read-only replica, too few replicas, out of memory) is
+// returned matching ErrWriteRefused or ErrOutOfMemory, as nothing was
+// written.
 func unacked(v any, err error) (reply any, ack, callErr error) {
 	if v != nil && errors.Is(err, durable.ErrUnacknowledged) {
 		return v, err, nil
+	}
+	if refused := refusedWrite(err); refused != nil {
+		return v, nil, refused
 	}
 	return v, nil, err
 }

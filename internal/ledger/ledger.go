@@ -218,6 +218,9 @@ func (l *Ledger) RegisterQueues(ctx context.Context, qs ...string) error {
 		members[i] = q
 	}
 	if err := l.rdb.SAdd(ctx, l.queuesKey(), members...).Err(); err != nil {
+		if refused := refusedWrite(err); refused != nil { // nothing written: a pause says so
+			err = refused
+		}
 		return wrap("register queues", err)
 	}
 	return nil
