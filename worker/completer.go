@@ -21,11 +21,12 @@ import (
 // pool retries it while any of its attempts' leases is still held.
 const commitTimeout = 5 * time.Second
 
-// refusedCommitTries is how many times a completion call Redis refuses
-// (nothing applied) is tried at least, and at most once the pool is
-// stopping: a client that reconnects (a failover client, whose connection
-// to a demoted primary go-redis closes on READONLY) may reach the new
-// primary.
+// refusedCommitTries is how many times a completion call that certainly
+// applied nothing (Redis refused it, or it was never sent) is tried at
+// least, and at most once the pool is stopping: a client that reconnects
+// (a failover client, whose connection to a demoted primary go-redis
+// closes on READONLY; a dial that a restarting Redis accepts again) may
+// reach a primary that takes it.
 const refusedCommitTries = 3
 
 // finished is an attempt's outcome on its way to the ledger.
@@ -170,9 +171,10 @@ func oneQueue(batch []*finished) bool {
 // their attempts' leases (a Redis that stalls for longer than
 // commitTimeout still takes the outcomes its leases allow), then reports
 // every outcome and releases the attempts' resource leases. A queue's
-// call Redis refused, no try of it having possibly run, is certainly not
-// applied: it is retried only as retryRefused allows, and reported as
-// refused, its jobs left to their leases' expiry.
+// call Redis refused or that was never sent, no try of it having possibly
+// run, is certainly not applied: it is retried only as retryNotApplied
+// allows, and reported as refused or not sent, its jobs left to their
+// leases' expiry.
 func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 	qs := make([]ledger.QueueCompletions, len(groups))
 	for g, fs := range groups {
@@ -229,8 +231,8 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 				}
 				unacked[g] = true
 			}
-			refused := refusedWrite(e[j])
-			if !refused && !ledger.NotSent(e[j]) {
+			nothing := notApplied(e[j])
+			if !nothing {
 				if mayHaveRun == nil {
 					mayHaveRun = make([]bool, len(groups))
 				}
@@ -239,7 +241,7 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 			if errors.Is(e[j], jobs.ErrInvalid) || cctx.Err() != nil {
 				continue
 			}
-			if refused && (mayHaveRun == nil || !mayHaveRun[g]) && !c.retryRefused(groups[g], tries, backoff) {
+			if nothing && (mayHaveRun == nil || !mayHaveRun[g]) && !c.retryNotApplied(groups[g], tries, backoff) {
 				continue
 			}
 			again = append(again, g)
@@ -259,18 +261,22 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 	var wg sync.WaitGroup
 	for g, fs := range groups {
 		out, err := outs[g], errs[g]
-		// refused: Redis refused every try that may have reached it, so
-		// nothing was applied
-		refused := err != nil && refusedWrite(err) && (mayHaveRun == nil || !mayHaveRun[g])
+		// unapplied: every try was refused by Redis or never sent, so
+		// nothing was applied (the last try says which)
+		unapplied := err != nil && (mayHaveRun == nil || !mayHaveRun[g])
 		for i, f := range fs {
 			left := UnsettledCommitFailed
 			switch {
 			case err != nil && unacked != nil && unacked[g]:
 				f.a.log.Error("commit ran on the primary but was not acknowledged by enough replicas in time: applied there unless a newer attempt owned the job, "+
 					"it stands unless a failover loses it, and then the maintenance leader resolves the job after its lease expires", "wanted", f.outcome.To, "error", err)
-			case refused:
+			case unapplied && refusedWrite(err):
 				left = UnsettledCommitRefused
 				f.a.log.Error("commit refused by Redis (a read-only replica such as a primary a failover demoted, too few replicas for min-replicas-to-write, or out of memory): nothing was applied; "+
+					"the job runs under this attempt's token until its lease expires, and then the maintenance leader resolves it", "wanted", f.outcome.To, "error", err)
+			case unapplied:
+				left = UnsettledCommitNotSent
+				f.a.log.Error("commit not sent: Redis could not be reached (no connection could be made, none was free in time, or the client was closed): nothing was applied; "+
 					"the job runs under this attempt's token until its lease expires, and then the maintenance leader resolves it", "wanted", f.outcome.To, "error", err)
 			case err != nil:
 				f.a.log.Error("commit failed with an unknown result; the maintenance leader resolves the job after its lease expires",
@@ -312,14 +318,22 @@ func refusedWrite(err error) bool {
 	return errors.Is(err, jobs.ErrWriteRefused) || errors.Is(err, jobs.ErrOutOfMemory)
 }
 
-// retryRefused reports whether a call of fs's outcomes that Redis refused
-// on its tries-th try is tried again after backoff: up to
-// refusedCommitTries tries, and past them while the pool runs and the
-// lease of one of its attempts still holds by then (a try that reaches
-// the new primary meanwhile takes the outcomes those leases allow). A
-// stopping pool does not wait on a Redis that refuses its writes: the
-// jobs are left to their leases' expiry.
-func (c *completer) retryRefused(fs []*finished, tries int, backoff time.Duration) bool {
+// notApplied reports whether a failed ledger write certainly applied
+// nothing: Redis refused it (refusedWrite), or it never reached Redis
+// (ledger.NotSent).
+func notApplied(err error) bool {
+	return refusedWrite(err) || ledger.NotSent(err)
+}
+
+// retryNotApplied reports whether a call of fs's outcomes that applied
+// nothing on its tries-th try (refused by Redis, or never sent) is tried
+// again after backoff: up to refusedCommitTries tries, and past them while
+// the pool runs and the lease of one of its attempts still holds by then
+// (a try that reaches a primary taking writes meanwhile takes the
+// outcomes those leases allow). A stopping pool does not wait on a Redis
+// that refuses its writes or cannot be reached: the jobs are left to their
+// leases' expiry.
+func (c *completer) retryNotApplied(fs []*finished, tries int, backoff time.Duration) bool {
 	if tries < refusedCommitTries {
 		return true
 	}

@@ -36,6 +36,12 @@ const (
 	// the attempt's token until its lease lapses, and the maintenance
 	// leader resolves it.
 	UnsettledCommitRefused = "commit refused"
+	// UnsettledCommitNotSent: the outcome's commit never reached Redis (no
+	// connection could be made, none was free in time, or the client was
+	// closed), so nothing was applied; the job still runs under the
+	// attempt's token until its lease lapses, and the maintenance leader
+	// resolves it.
+	UnsettledCommitNotSent = "commit not sent"
 	// UnsettledClaimUnknown: a claim sent as the pool stopped got no reply
 	// (its connection broke or timed out after Redis may have run it). The
 	// entry names the queue only (no ID): the jobs it may have claimed
@@ -54,7 +60,8 @@ type Unsettled struct {
 	// Token is the attempt's ledger token; 0 for UnsettledClaimUnknown.
 	Token lease.Token
 	// Reason is UnsettledAbandoned, UnsettledCommitFailed,
-	// UnsettledCommitRefused or UnsettledClaimUnknown.
+	// UnsettledCommitRefused, UnsettledCommitNotSent or
+	// UnsettledClaimUnknown.
 	Reason string
 }
 
