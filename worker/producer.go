@@ -377,9 +377,12 @@ func (p *Pool) lostClaim(ctx context.Context, q string, err error) {
 // replicas acknowledged). A call that fails with an unknown result (a
 // dropped connection) is sent again, as the completer's are, for up to
 // commitTimeout within the lease (a put-back applies once: a retry finds
-// the job pending). Jobs it still cannot put back (Redis unreachable, or
-// the put-back itself not acknowledged) come back through lease expiry.
-// Either way their attempts never start.
+// the job pending). A call that certainly applied nothing (Redis refused
+// it, or it was never sent) is sent again as the completer's are too: a
+// stopping pool stops after refusedCommitTries tries. Jobs it still cannot
+// put back (Redis unreachable or refusing writes, or the put-back itself
+// not acknowledged) come back through lease expiry. Either way their
+// attempts never start.
 func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reason string) {
 	if len(cs) == 0 {
 		return
@@ -395,7 +398,11 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 	}
 	defer p.hooks.putBack.Signal(putBackEvent{Queue: q, Jobs: cs, Reason: reason})
 	_, err := p.ledger.Complete(cctx, q, out)
-	for backoff := 20 * time.Millisecond; err != nil && !errors.Is(err, durable.ErrUnacknowledged) && !errors.Is(err, jobs.ErrInvalid); backoff = min(2*backoff, time.Second) {
+	mayHaveRun := !notApplied(err) // a try may have run on Redis
+	for tries, backoff := 1, 20*time.Millisecond; err != nil && !errors.Is(err, durable.ErrUnacknowledged) && !errors.Is(err, jobs.ErrInvalid); tries, backoff = tries+1, min(2*backoff, time.Second) {
+		if !mayHaveRun && tries >= refusedCommitTries && p.stopping.Err() != nil {
+			break // nothing applied: a stopping pool leaves the jobs to their leases
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-cctx.Done():
@@ -406,6 +413,7 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 			break
 		}
 		_, err = p.ledger.Complete(cctx, q, out)
+		mayHaveRun = mayHaveRun || !notApplied(err)
 	}
 	switch {
 	case errors.Is(err, durable.ErrUnacknowledged):
@@ -416,11 +424,21 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 			"queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason, "error", err)
 		return
 	case err != nil:
-		p.log.Warn("claimed jobs not started could not be put back; they come back when their leases expire",
-			"queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason, "error", err)
+		left, msg := UnsettledCommitFailed, "claimed jobs not started could not be put back; they come back when their leases expire"
+		switch {
+		case !mayHaveRun && refusedWrite(err):
+			left = UnsettledCommitRefused
+			msg = "claimed jobs not started could not be put back: Redis refused the write (a read-only replica such as a primary a failover demoted, too few replicas for min-replicas-to-write, or out of memory), nothing was applied; " +
+				"they run under the claim's token until their leases expire and then come back"
+		case !mayHaveRun:
+			left = UnsettledCommitNotSent
+			msg = "claimed jobs not started could not be put back: the call never reached Redis (no connection could be made, none was free in time, or the client was closed), nothing was applied; " +
+				"they run under the claim's token until their leases expire and then come back"
+		}
+		p.log.Warn(msg, "queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason, "error", err)
 		if p.stopping.Err() != nil { // named in Run's error, as a failed commit is
 			for _, c := range cs {
-				p.unsettled.addJob(q, c.ID, c.Token, UnsettledCommitFailed)
+				p.unsettled.addJob(q, c.ID, c.Token, left)
 			}
 		}
 		return

@@ -30,17 +30,17 @@ const (
 	// as the pool stopped; the job's lease lapses and the maintenance
 	// leader resolves it.
 	UnsettledCommitFailed = "commit failed"
-	// UnsettledCommitRefused: Redis refused the outcome's commit (READONLY:
-	// a primary a failover demoted, still reached by its address; or
-	// NOREPLICAS, OOM), so nothing was applied; the job still runs under
-	// the attempt's token until its lease lapses, and the maintenance
-	// leader resolves it.
+	// UnsettledCommitRefused: Redis refused the outcome's commit, or the
+	// put-back of a job claimed as the pool stopped (READONLY: a primary a
+	// failover demoted, still reached by its address; or NOREPLICAS, OOM),
+	// so nothing was applied; the job still runs under the attempt's token
+	// until its lease lapses, and the maintenance leader resolves it.
 	UnsettledCommitRefused = "commit refused"
-	// UnsettledCommitNotSent: the outcome's commit never reached Redis (no
-	// connection could be made, none was free in time, or the client was
-	// closed), so nothing was applied; the job still runs under the
-	// attempt's token until its lease lapses, and the maintenance leader
-	// resolves it.
+	// UnsettledCommitNotSent: the outcome's commit, or the put-back of a
+	// job claimed as the pool stopped, never reached Redis (no connection
+	// could be made, none was free in time, or the client was closed), so
+	// nothing was applied; the job still runs under the attempt's token
+	// until its lease lapses, and the maintenance leader resolves it.
 	UnsettledCommitNotSent = "commit not sent"
 	// UnsettledClaimUnknown: a claim sent as the pool stopped got no reply
 	// (its connection broke or timed out after Redis may have run it). The
