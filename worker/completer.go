@@ -265,17 +265,18 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 		// nothing was applied (the last try says which)
 		unapplied := err != nil && (mayHaveRun == nil || !mayHaveRun[g])
 		for i, f := range fs {
-			left := UnsettledCommitFailed
+			left, result := UnsettledCommitFailed, metrics.CommitUnknown
 			switch {
 			case err != nil && unacked != nil && unacked[g]:
+				result = metrics.CommitUnacknowledged
 				f.a.log.Error("commit ran on the primary but was not acknowledged by enough replicas in time: applied there unless a newer attempt owned the job, "+
 					"it stands unless a failover loses it, and then the maintenance leader resolves the job after its lease expires", "wanted", f.outcome.To, "error", err)
 			case unapplied && refusedWrite(err):
-				left = UnsettledCommitRefused
+				left, result = UnsettledCommitRefused, metrics.CommitRefused
 				f.a.log.Error("commit refused by Redis (a read-only replica such as a primary a failover demoted, too few replicas for min-replicas-to-write, or out of memory): nothing was applied; "+
 					"the job runs under this attempt's token until its lease expires, and then the maintenance leader resolves it", "wanted", f.outcome.To, "error", err)
 			case unapplied:
-				left = UnsettledCommitNotSent
+				left, result = UnsettledCommitNotSent, metrics.CommitNotSent
 				f.a.log.Error("commit not sent: Redis could not be reached (no connection could be made, none was free in time, or the client was closed): nothing was applied; "+
 					"the job runs under this attempt's token until its lease expires, and then the maintenance leader resolves it", "wanted", f.outcome.To, "error", err)
 			case err != nil:
@@ -283,6 +284,7 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 					"wanted", f.outcome.To, "error", err)
 			}
 			if err != nil {
+				c.p.metrics.CommitsFailed.WithLabelValues(ledger.Logical(f.a.job.Queue), result).Inc()
 				if c.p.stopping.Err() != nil {
 					c.p.unsettled.add(f.a, left)
 				}

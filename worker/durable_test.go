@@ -212,4 +212,7 @@ func TestDurableCompletionUnacknowledgedAtShutdownSaysItApplied(t *testing.T) {
 		strings.Contains(logs, "commit failed with an unknown result") {
 		t.Fatalf("the unacknowledged commit is not logged as applied on the primary:\n%s", tail(logs, 10))
 	}
+	if n := failedCommits(t, e.reg, job.Queue, "unacknowledged"); n != 1 {
+		t.Errorf("fencedq_commits_failed_total{result=\"unacknowledged\"} = %v, want 1", n)
+	}
 }

@@ -70,7 +70,7 @@ func TestMetricsAfterRealRunsCarryNoUserData(t *testing.T) {
 		"stage":   {"enqueue": true, "execute": true, "commit": true, "renew": true, "storage": true},
 		"reason":  {"invalid": true, "unknown_kind": true, "malformed": true, "unknown_job": true},
 		"state":   {"waiting": true, "pending": true, "running": true, "uncertain": true, "review": true, "succeeded": true, "dead": true, "cancelled": true},
-		"result":  {"applied": true, "not_applied": true, "cannot_tell": true, "review": true},
+		"result":  {"applied": true, "not_applied": true, "cannot_tell": true, "review": true, "refused": true, "not_sent": true, "unknown": true, "unacknowledged": true},
 		"service": {"expirer": true, "resolver": true, "pruner": true, "status": true, "periodic": true, "outbox_relay": true, "handover": true},
 	}
 	for _, f := range fams {

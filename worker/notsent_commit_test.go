@@ -65,6 +65,10 @@ func TestStoppingPoolReportsItsCompletionNotSent(t *testing.T) {
 		}
 	}
 
+	if n := failedCommits(t, e.reg, res.Queue, "not_sent"); n != 1 {
+		t.Errorf("fencedq_commits_failed_total{result=\"not_sent\"} = %v, want 1", n)
+	}
+
 	var logged bool
 	for line := range strings.SplitSeq(e.logs.String(), "\n") {
 		var rec map[string]any

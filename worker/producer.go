@@ -422,20 +422,22 @@ func (p *Pool) putBack(ctx context.Context, q string, cs []ledger.Claimed, reaso
 		// lease expiry instead.
 		p.log.Warn("claimed jobs put back without starting; too few replicas acknowledged the put-back, so after a failover they may come back when their leases expire",
 			"queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason, "error", err)
+		p.metrics.CommitsFailed.WithLabelValues(ledger.Logical(q), metrics.CommitUnacknowledged).Add(float64(len(cs)))
 		return
 	case err != nil:
-		left, msg := UnsettledCommitFailed, "claimed jobs not started could not be put back; they come back when their leases expire"
+		left, result, msg := UnsettledCommitFailed, metrics.CommitUnknown, "claimed jobs not started could not be put back; they come back when their leases expire"
 		switch {
 		case !mayHaveRun && refusedWrite(err):
-			left = UnsettledCommitRefused
+			left, result = UnsettledCommitRefused, metrics.CommitRefused
 			msg = "claimed jobs not started could not be put back: Redis refused the write (a read-only replica such as a primary a failover demoted, too few replicas for min-replicas-to-write, or out of memory), nothing was applied; " +
 				"they run under the claim's token until their leases expire and then come back"
 		case !mayHaveRun:
-			left = UnsettledCommitNotSent
+			left, result = UnsettledCommitNotSent, metrics.CommitNotSent
 			msg = "claimed jobs not started could not be put back: the call never reached Redis (no connection could be made, none was free in time, or the client was closed), nothing was applied; " +
 				"they run under the claim's token until their leases expire and then come back"
 		}
 		p.log.Warn(msg, "queue", q, "jobs", len(cs), "job_ids", ids, "reason", reason, "error", err)
+		p.metrics.CommitsFailed.WithLabelValues(ledger.Logical(q), result).Add(float64(len(cs)))
 		if p.stopping.Err() != nil { // named in Run's error, as a failed commit is
 			for _, c := range cs {
 				p.unsettled.addJob(q, c.ID, c.Token, left)

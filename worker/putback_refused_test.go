@@ -106,11 +106,11 @@ func TestStoppingPoolReportsItsPutBackRefusedOrNotSent(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		reason string
-		want   func(error) bool
+		result string // of fencedq_commits_failed_total
 		logged string
 	}{
-		{"demoted primary", worker.UnsettledCommitRefused, func(err error) bool { return errors.Is(err, jobs.ErrWriteRefused) }, "Redis refused the write"},
-		{"redis gone", worker.UnsettledCommitNotSent, ledger.NotSent, "never reached Redis"},
+		{"demoted primary", worker.UnsettledCommitRefused, "refused", "Redis refused the write"},
+		{"redis gone", worker.UnsettledCommitNotSent, "not_sent", "never reached Redis"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Only a Redis that is killed needs its writes back from disk;
@@ -163,6 +163,10 @@ func TestStoppingPoolReportsItsPutBackRefusedOrNotSent(t *testing.T) {
 			case <-ran:
 				t.Error("a job claimed by a stopping pool ran")
 			default:
+			}
+
+			if n := failedCommits(t, e.reg, res.Queue, tc.result); n != 1 {
+				t.Errorf("fencedq_commits_failed_total{result=%q} = %v, want 1", tc.result, n)
 			}
 
 			var logged bool

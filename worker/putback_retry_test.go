@@ -157,4 +157,7 @@ func TestStoppingPoolNamesTheClaimItCouldNotPutBack(t *testing.T) {
 	if hook.failed.Load() == 0 {
 		t.Fatal("no put-back was attempted")
 	}
+	if n := failedCommits(t, e.reg, res.Queue, "unknown"); n != 1 {
+		t.Errorf("fencedq_commits_failed_total{result=\"unknown\"} = %v, want 1", n)
+	}
 }

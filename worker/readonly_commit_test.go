@@ -67,6 +67,10 @@ func TestStoppingPoolOnADemotedPrimaryReportsItsCompletionRefused(t *testing.T) 
 		}
 	}
 
+	if n := failedCommits(t, e.reg, res.Queue, "refused"); n != 1 {
+		t.Errorf("fencedq_commits_failed_total{result=\"refused\"} = %v, want 1", n)
+	}
+
 	var logged bool
 	for line := range strings.SplitSeq(e.logs.String(), "\n") {
 		var rec map[string]any

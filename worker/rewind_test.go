@@ -75,6 +75,31 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return total
 }
 
+// failedCommits returns fencedq_commits_failed_total of queue q and
+// result in reg.
+func failedCommits(t *testing.T, reg *prometheus.Registry, q, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "fencedq_commits_failed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["queue"] == q && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
 // oneShotOutbox relays its jobs once, as an outbox deletes the rows it
 // relayed: afterwards they exist only in the ledger.
 type oneShotOutbox struct {

@@ -24,6 +24,7 @@ type Set struct {
 	LeaseLost       *prometheus.CounterVec   // queue, kind
 	Panics          *prometheus.CounterVec   // queue, kind
 	Abandoned       *prometheus.CounterVec   // queue, kind
+	CommitsFailed   *prometheus.CounterVec   // queue, result (CommitRefused, CommitNotSent, CommitUnknown, CommitUnacknowledged)
 	LeaseWait       *prometheus.HistogramVec // queue, kind
 	Duration        *prometheus.HistogramVec // queue, kind, outcome
 	Jobs            *prometheus.GaugeVec     // queue, state
@@ -76,6 +77,17 @@ const (
 	StageCommit  = "commit"
 	StageRenew   = "renew"
 	StageStorage = "storage"
+
+	// Results of a pool's commit that failed (an attempt's outcome, or the
+	// put-back of a job claimed but not started), the result label of
+	// CommitsFailed: Redis refused it (nothing applied), it never reached
+	// Redis (nothing applied), its result is unknown (it may have been
+	// applied), or it ran on the primary with too few replicas
+	// acknowledging it in time.
+	CommitRefused        = "refused"
+	CommitNotSent        = "not_sent"
+	CommitUnknown        = "unknown"
+	CommitUnacknowledged = "unacknowledged"
 
 	ReasonMalformed   = "malformed"
 	ReasonUnknownKind = "unknown_kind"
@@ -140,6 +152,9 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 		Abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencedq_handlers_abandoned_total", Help: "Handlers still running when a stopping pool gave up on them, or when their middleware returned while next ran them (each attempt recorded uncertain).",
 		}, []string{"queue", "kind"}),
+		CommitsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencedq_commits_failed_total", Help: "Jobs whose commit by a pool failed (an attempt's outcome, or the put-back of a job claimed but not started), by result: refused (Redis refused the write: nothing applied), not_sent (it never reached Redis: nothing applied), unknown (it may have been applied), unacknowledged (applied on the primary, too few replicas acknowledged it). Each job is left to its lease's expiry, then the maintenance leader.",
+		}, []string{"queue", "result"}),
 		LeaseWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "fencedq_lease_wait_seconds", Help: "Time a delivery waited for its resource lease.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5},
@@ -227,6 +242,7 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 	m.LeaseLost = register(reg, m.LeaseLost, &m.regErr)
 	m.Panics = register(reg, m.Panics, &m.regErr)
 	m.Abandoned = register(reg, m.Abandoned, &m.regErr)
+	m.CommitsFailed = register(reg, m.CommitsFailed, &m.regErr)
 	m.LeaseWait = register(reg, m.LeaseWait, &m.regErr)
 	m.Duration = register(reg, m.Duration, &m.regErr)
 	m.Jobs = register(reg, m.Jobs, &m.regErr)
