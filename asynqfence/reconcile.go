@@ -32,8 +32,8 @@ func (b *Bridge) reconcilerFor(t *asynq.Task, next asynq.Handler) ReconcileFunc 
 	return nil
 }
 
-// verdict asks the kind's Reconcile, else the effect log once the attempt
-// is fenced out of its store, exactly as the native reconciler does
+// verdict asks the kind's Reconcile, else the effect log, once the attempt
+// is fenced out of the log's store, exactly as the native reconciler does
 // (attempt.Verdict, attempt.FenceOut); asked is false when there is
 // nothing to ask.
 func (b *Bridge) verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc) (jobs.Verdict, string, bool) {

@@ -214,8 +214,9 @@ type MaintenanceConfig struct {
 	// an operation id found in the log was applied. When it is also a
 	// fence.Fencer (pgfence's and redisfence's Store), the uncertain
 	// attempt is first fenced out of its store (its resource's mark raised
-	// past its token), so an attempt still running cannot apply the
-	// operation after the log answered "not applied".
+	// past its token) before the log or the kind's Reconcile is asked, so
+	// an attempt still running cannot apply the operation through that
+	// store after either answered "not applied".
 	EffectLog fence.EffectLog
 	// EffectRetention, when positive and the EffectLog can prune itself
 	// (pgfence.Store can), makes the leader's pruner delete effect records

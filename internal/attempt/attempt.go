@@ -215,13 +215,22 @@ var ErrNoAnswer = errors.New("did not return before its context ended")
 // failure is non-nil when Reconcile failed, panicked (Stack returns its
 // stack, for the log) or did not return before ctx ended (ErrNoAnswer), or
 // the effect log could not be read: the answer is then CannotTell. out,
-// when not nil, is called before the effect log is read (FenceOut: the
-// attempt is cut off from the log's store first, so a "not applied" stays
-// true); its failure is one too, and the log is not read. asked
+// when not nil, is called before Reconcile or the effect log is asked
+// (FenceOut: the attempt is cut off from the log's store first, so a "not
+// applied" stays true for writes through that store, whichever of the two
+// answers); its failure is one too, and neither is asked. asked
 // is false when there was nothing to ask. Verdict returns once ctx ends,
 // whatever f or the log do: a call that ignores its context is left to
 // finish on its own and its late answer is dropped.
 func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.EffectLog, out func(context.Context) error) (v jobs.Verdict, evidence string, asked bool, failure error) {
+	if f == nil && log == nil {
+		return jobs.CannotTell, "kind has no Reconcile method and no effect log answers for it", false, nil
+	}
+	if out != nil {
+		if _, err := bounded(ctx, func() (struct{}, error) { return struct{}{}, out(ctx) }); err != nil {
+			return jobs.CannotTell, ledger.CapError("the attempt could not be fenced out of the effect log's store: " + err.Error()), true, err
+		}
+	}
 	if f != nil {
 		v, err := bounded(ctx, func() (jobs.Verdict, error) { return f(ctx, rec) })
 		if err != nil {
@@ -229,34 +238,23 @@ func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.E
 		}
 		return v, "Reconcile answered " + v.String(), true, nil
 	}
-	if log != nil {
-		type answer struct {
-			rec      fence.Effect
-			ok       bool
-			unfenced bool // out failed: the log was not read
-		}
-		a, err := bounded(ctx, func() (answer, error) {
-			if out != nil {
-				if err := out(ctx); err != nil {
-					return answer{unfenced: true}, err
-				}
-			}
-			rec, ok, err := log.Applied(ctx, rec.OperationID)
-			return answer{rec: rec, ok: ok}, err
-		})
-		applied, ok := a.rec, a.ok
-		switch {
-		case err != nil && a.unfenced:
-			return jobs.CannotTell, ledger.CapError("the attempt could not be fenced out of the effect log's store: " + err.Error()), true, err
-		case err != nil:
-			return jobs.CannotTell, ledger.CapError("effect log unavailable: " + err.Error()), true, err
-		case ok:
-			return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d", applied.Token), true, nil
-		default:
-			return jobs.NotApplied, "effect log: operation not applied", true, nil
-		}
+	type answer struct {
+		rec fence.Effect
+		ok  bool
 	}
-	return jobs.CannotTell, "kind has no Reconcile method and no effect log answers for it", false, nil
+	a, err := bounded(ctx, func() (answer, error) {
+		rec, ok, err := log.Applied(ctx, rec.OperationID)
+		return answer{rec: rec, ok: ok}, err
+	})
+	applied, ok := a.rec, a.ok
+	switch {
+	case err != nil:
+		return jobs.CannotTell, ledger.CapError("effect log unavailable: " + err.Error()), true, err
+	case ok:
+		return jobs.Applied, fmt.Sprintf("effect log: operation applied with token %d", applied.Token), true, nil
+	default:
+		return jobs.NotApplied, "effect log: operation not applied", true, nil
+	}
 }
 
 // Resolve sets res's decision on an uncertain job from verdict v (asked as

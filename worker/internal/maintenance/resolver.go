@@ -138,7 +138,9 @@ func (r *resolver) reportLost(q string, ids []string, recs []*jobs.Record) {
 
 // verdict asks the kind's Reconcile, else the effect log (see
 // attempt.Verdict), once the attempt is fenced out of the log's store
-// (attempt.FenceOut); a Reconcile that fails or panics, or an effect log that
+// (attempt.FenceOut), whichever of the two answers: a Reconcile's "not
+// applied" stays true of writes through that store as the log's does; a
+// Reconcile that fails or panics, or an effect log that
 // cannot be fenced or read, answers "cannot tell" and is counted, unless the
 // leadership ended meanwhile (ctx done: the answer is not used). A kind
 // without Reconcile here that another live pool reconciles (a pool that
