@@ -10,7 +10,9 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/fenceout"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -34,14 +36,15 @@ func (b *Bridge) reconcilerFor(t *asynq.Task, next asynq.Handler) ReconcileFunc 
 
 // verdict asks the kind's Reconcile, else the effect log, once the attempt
 // is fenced out of the log's store, exactly as the native reconciler does
-// (attempt.Verdict, attempt.FenceOut); asked is false when there is
+// (attempt.Verdict, fenceout.Attempt); asked is false when there is
 // nothing to ask.
 func (b *Bridge) verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc) (jobs.Verdict, string, bool) {
 	cctx, cancel := context.WithTimeout(ctx, b.opts.ReconcileTimeout)
 	defer cancel()
 	// A bridged attempt's resource is its job: no lease to take.
 	out := func(ctx context.Context) error {
-		return attempt.FenceOut(ctx, rec, b.opts.EffectLog, nil, "bridge:"+b.opts.WorkerID)
+		fr, _ := b.opts.EffectLog.(fence.Fencer) // nil: a log that cannot raise marks
+		return fenceout.Attempt(ctx, rec, fr, nil, "bridge:"+b.opts.WorkerID)
 	}
 	v, evidence, asked, failure := attempt.Verdict(cctx, rec, f, b.opts.EffectLog, out)
 	if failure != nil {

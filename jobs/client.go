@@ -17,11 +17,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/argtype"
 	"github.com/fencedq/fencedq/internal/clientledger"
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/lease"
 )
 
 // DefaultQueue is the queue used when none is given.
@@ -202,7 +204,9 @@ type Client struct {
 	flow         metrics.FlowLabels // the limit names labelled by fencedq_limit_waits_total
 	rdb          redis.UniversalClient
 	durability   durable.Options
-	replicasRead atomic.Bool // a durable write read the replicas, or Redis refused the read (replicas.go)
+	replicasRead atomic.Bool    // a durable write read the replicas, or Redis refused the read (replicas.go)
+	fencer       fence.Fencer   // Config.Fencer: fences an attempt out before an operator's "not applied"
+	leases       *lease.Manager // with fencer: takes a named resource's lease to fence it (fenceout.Attempt)
 }
 
 // NewClient returns a Client over rdb. A nil rdb or an invalid Config (a
@@ -223,6 +227,11 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 		}
 	}
 	c.ledger = ledger.New(rdb, lc)
+	if cfg.Fencer != nil {
+		c.fencer = cfg.Fencer
+		c.leases = lease.NewManager(rdb, lease.Config{Namespace: lc.Namespace, Sentinel: cfg.Sentinel,
+			Durability: lease.Durability(cfg.Durability), Logger: lc.Logger})
+	}
 	if err := c.m.Err(); err != nil && c.nsErr == nil {
 		c.nsErr = invalid("Config.Registerer: %v", err)
 	}

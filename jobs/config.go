@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/durable"
 	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/internal/ledger"
@@ -68,6 +69,20 @@ type Config struct {
 	// resource-lease acquisitions and maintenance enqueues (periodic
 	// ticks, outbox relays). See Durability.
 	Durability Durability
+	// Fencer is the store your handlers write through (pgfence's or
+	// redisfence's Store; the one a pool's Maintenance.EffectLog names).
+	// When set, an operator's decision that a job's last attempt did not
+	// apply its operation (Client.Resolve or ResolveSeen: DecideRerun or
+	// DecideDead, of a job in uncertain or review) first cuts that attempt
+	// off from the store: its resource's mark is raised past the attempt's
+	// token (a named resource's through its lease), so an attempt still
+	// running (a paused process, a handler that ignores its context)
+	// cannot apply the operation after the decision. When that fails
+	// nothing is decided and the call fails with an error matching
+	// ErrNotFencedOut. Without it the decision is recorded as it is. A
+	// pool ignores it: its maintenance leader fences with its
+	// Maintenance.EffectLog.
+	Fencer fence.Fencer
 }
 
 // Durability says how many replicas must hold a write before fencedq

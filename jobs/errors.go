@@ -113,6 +113,11 @@ var (
 	// written). Start a pool that registers the kind, enqueue it from Go
 	// with its type, or vouch that it has no rules with Unchecked.
 	ErrUnknownKind = errors.New("jobs: no live pool runs the kind")
+	// ErrNotFencedOut means an operator's decision that a job's last
+	// attempt did not apply its operation was not recorded: that attempt
+	// could not be cut off from the Config.Fencer store first (the store
+	// or Redis unreachable). Nothing was decided; try again.
+	ErrNotFencedOut = errors.New("jobs: the job's last attempt could not be fenced out")
 )
 
 type markedError struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/fencedq/fencedq/internal/fenceout"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/lease"
 )
@@ -123,11 +124,44 @@ func (c *Client) resolve(ctx context.Context, queue, id string, seen *Seen, d De
 	if queue, err = locate(ctx, c.ledger, queue, id); err != nil {
 		return nil, err
 	}
+	if d != DecideSucceeded {
+		if err := c.fenceOut(ctx, queue, id, &r); err != nil {
+			return nil, err
+		}
+	}
 	st, err := c.ledger.Decide(ctx, queue, id, r)
 	if err != nil {
 		return nil, notFoundIn(ctx, c.ledger, queue, err)
 	}
 	return c.readBack(ctx, queue, id, st), nil
+}
+
+// fenceOut cuts the last attempt of job id off from the Config.Fencer
+// store (none: it does nothing) before an operator's decision r that the
+// attempt did not apply its operation, when the job is in uncertain or
+// review (the attempt's outcome is unknown, and it may still be running)
+// and r applies to it; r is then held to that attempt's token, so the
+// decision lands only on the attempt fenced out. A job r does not apply to
+// is left alone: the decision fails as it would have.
+func (c *Client) fenceOut(ctx context.Context, queue, id string, r *ledger.Resolution) error {
+	if c.fencer == nil {
+		return nil
+	}
+	rec, err := c.ledger.Get(ctx, queue, id)
+	if err != nil {
+		return notFoundIn(ctx, c.ledger, queue, err)
+	}
+	if rec.State != Uncertain && rec.State != Review || !slices.Contains(r.From, rec.State) ||
+		r.Seen != nil && *r.Seen != rec.Token {
+		return nil
+	}
+	if err := fenceout.Attempt(ctx, rec, c.fencer, c.leases, r.Actor); err != nil {
+		return fmt.Errorf("%w: job %s (token %d): %w; nothing was decided", ErrNotFencedOut, id, rec.Token, err)
+	}
+	if r.Seen == nil {
+		r.Seen = &rec.Token
+	}
+	return nil
 }
 
 // readBack returns job id of queue as an operator action that applied

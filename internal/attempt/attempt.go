@@ -216,7 +216,7 @@ var ErrNoAnswer = errors.New("did not return before its context ended")
 // stack, for the log) or did not return before ctx ended (ErrNoAnswer), or
 // the effect log could not be read: the answer is then CannotTell. out,
 // when not nil, is called before Reconcile or the effect log is asked
-// (FenceOut: the attempt is cut off from the log's store first, so a "not
+// (fenceout.Attempt: the attempt is cut off from the log's store first, so a "not
 // applied" stays true for writes through that store, whichever of the two
 // answers); its failure is one too, and neither is asked. asked
 // is false when there was nothing to ask. Verdict returns once ctx ends,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/fenceout"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
 	"github.com/fencedq/fencedq/internal/testsignal"
@@ -31,7 +32,7 @@ type resolver struct {
 	maxTries  int
 	timeout   time.Duration // bound on one Reconcile call
 	effectLog fence.EffectLog
-	leases    *lease.Manager // fences out an uncertain attempt's named resource (attempt.FenceOut)
+	leases    *lease.Manager // fences out an uncertain attempt's named resource (fenceout.Attempt)
 	reconcile func(kind string) ReconcileFunc
 	tally     *tally
 	decided   *testsignal.Signal[Decision]
@@ -138,7 +139,7 @@ func (r *resolver) reportLost(q string, ids []string, recs []*jobs.Record) {
 
 // verdict asks the kind's Reconcile, else the effect log (see
 // attempt.Verdict), once the attempt is fenced out of the log's store
-// (attempt.FenceOut), whichever of the two answers: a Reconcile's "not
+// (fenceout.Attempt), whichever of the two answers: a Reconcile's "not
 // applied" stays true of writes through that store as the log's does; a
 // Reconcile that fails or panics, or an effect log that
 // cannot be fenced or read, answers "cannot tell" and is counted, unless the
@@ -164,7 +165,8 @@ func (r *resolver) verdict(ctx context.Context, rec *jobs.Record, pass *resolveP
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	out := func(ctx context.Context) error {
-		return attempt.FenceOut(ctx, rec, r.effectLog, r.leases, "reconciler:"+r.workerID)
+		fr, _ := r.effectLog.(fence.Fencer) // nil: a log that cannot raise marks
+		return fenceout.Attempt(ctx, rec, fr, r.leases, "reconciler:"+r.workerID)
 	}
 	v, evidence, asked, failure := attempt.Verdict(cctx, rec, f, r.effectLog, out)
 	if cctx.Err() != nil && ctx.Err() == nil {

@@ -1,4 +1,4 @@
-package attempt_test
+package fenceout_test
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 
 	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/fence/redisfence"
-	"github.com/fencedq/fencedq/internal/attempt"
+	"github.com/fencedq/fencedq/internal/fenceout"
 	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/lease"
 )
 
-// TestFenceOutRefusesOnlyTheUncertainAttempt: once FenceOut returns, a
+// TestFenceOutRefusesOnlyTheUncertainAttempt: once Attempt returns, a
 // write with the uncertain attempt's fence is refused as stale, whether the
 // attempt already wrote with its token, holds its resource's lease still,
 // or another job holds that lease now; the current holder's writes, and a
@@ -50,10 +50,10 @@ func TestFenceOutRefusesOnlyTheUncertainAttempt(t *testing.T) {
 		rec := &jobs.Record{ID: "j1", Token: 1000, Owner: "w0", OperationID: "op-j1"}
 		zombie := fence.Fence{Resource: rec.LeaseResource(), Token: rec.Token, Owner: "w0/j1"}
 		mustOK("the attempt's first write", write(zombie, "first"))
-		mustOK("FenceOut", attempt.FenceOut(ctx, rec, store, nil, by))
-		mustStale("the attempt's write after FenceOut", write(zombie, "op-j1"))
+		mustOK("Attempt", fenceout.Attempt(ctx, rec, store, nil, by))
+		mustStale("the attempt's write after Attempt", write(zombie, "op-j1"))
 		mustOK("a later attempt's write", write(fence.Fence{Resource: zombie.Resource, Token: 2000, Owner: "w1/j1"}, "op-j1"))
-		mustOK("FenceOut again, the mark above", attempt.FenceOut(ctx, rec, store, nil, by))
+		mustOK("Attempt again, the mark above", fenceout.Attempt(ctx, rec, store, nil, by))
 	})
 
 	t.Run("named resource, the attempt still holds the lease", func(t *testing.T) {
@@ -64,8 +64,8 @@ func TestFenceOutRefusesOnlyTheUncertainAttempt(t *testing.T) {
 		}
 		zombie := fence.Fence{Resource: rec.Resource, Token: l.Token, Owner: l.Owner}
 		mustOK("the attempt's first write", write(zombie, "first-2"))
-		mustOK("FenceOut", attempt.FenceOut(ctx, rec, store, leases, by))
-		mustStale("the attempt's write after FenceOut", write(zombie, "op-j2"))
+		mustOK("Attempt", fenceout.Attempt(ctx, rec, store, leases, by))
+		mustStale("the attempt's write after Attempt", write(zombie, "op-j2"))
 	})
 
 	t.Run("named resource, another job holds the lease", func(t *testing.T) {
@@ -81,8 +81,8 @@ func TestFenceOutRefusesOnlyTheUncertainAttempt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustOK("FenceOut", attempt.FenceOut(ctx, rec, store, leases, by))
-		mustStale("the attempt's write after FenceOut", write(fence.Fence{Resource: rec.Resource, Token: old.Token, Owner: old.Owner}, "op-j3"))
+		mustOK("Attempt", fenceout.Attempt(ctx, rec, store, leases, by))
+		mustStale("the attempt's write after Attempt", write(fence.Fence{Resource: rec.Resource, Token: old.Token, Owner: old.Owner}, "op-j3"))
 		mustOK("the holder's write", write(fence.Fence{Resource: rec.Resource, Token: cur.Token, Owner: cur.Owner}, "op-j4"))
 	})
 
@@ -95,19 +95,20 @@ func TestFenceOutRefusesOnlyTheUncertainAttempt(t *testing.T) {
 		if err := leases.Release(ctx, old); err != nil {
 			t.Fatal(err)
 		}
-		mustOK("FenceOut", attempt.FenceOut(ctx, rec, store, leases, by))
-		mustStale("the attempt's write after FenceOut", write(fence.Fence{Resource: rec.Resource, Token: old.Token, Owner: old.Owner}, "op-j5"))
+		mustOK("Attempt", fenceout.Attempt(ctx, rec, store, leases, by))
+		mustStale("the attempt's write after Attempt", write(fence.Fence{Resource: rec.Resource, Token: old.Token, Owner: old.Owner}, "op-j5"))
 		next, err := leases.Acquire(ctx, rec.Resource, "w1/j6", time.Minute)
 		if err != nil {
-			t.Fatalf("the resource's lease after FenceOut: %v, want free (FenceOut released its own)", err)
+			t.Fatalf("the resource's lease after Attempt: %v, want free (Attempt released its own)", err)
 		}
 		mustOK("the next holder's write", write(fence.Fence{Resource: rec.Resource, Token: next.Token, Owner: next.Owner}, "op-j6"))
 	})
 
 	t.Run("a log that cannot raise marks", func(t *testing.T) {
 		rec := &jobs.Record{ID: "j7", Token: 1000, Owner: "w0", OperationID: "op-j7"}
-		if err := attempt.FenceOut(ctx, rec, logOnly{store}, nil, by); err != nil {
-			t.Fatalf("FenceOut: %v, want nothing done", err)
+		fr, _ := fence.EffectLog(logOnly{store}).(fence.Fencer) // as the resolver finds it: none
+		if err := fenceout.Attempt(ctx, rec, fr, nil, by); err != nil {
+			t.Fatalf("Attempt: %v, want nothing done", err)
 		}
 		if tok, _, err := store.HighWater(ctx, rec.LeaseResource()); err != nil || tok != 0 {
 			t.Fatalf("mark %d (%v), want none", tok, err)
