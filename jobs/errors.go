@@ -86,10 +86,11 @@ var (
 	// or its group's) holds another type than the one fencedq writes there
 	// (written by hand, or by something else): nothing was written for that
 	// job, whose Result is nil, and the call's other jobs were enqueued; for
-	// a workflow (a step's key, or the workflow's record), nothing of it
-	// was committed. A queue-level key of another type (the stats hash, the
-	// events list, a state index, the unique, limits, rates or groups hash,
-	// ...) fails an operator's action, a maintenance call or a workflow
+	// a workflow (a step's key, the workflow's record, or the note of its
+	// steps in a queue, wf_part, edited into something that does not
+	// parse), nothing of it was committed. A queue-level key of another
+	// type (the stats hash, the events list, a state index, the unique,
+	// limits, rates or groups hash, ...) fails an operator's action, a maintenance call or a workflow
 	// enqueue that may write it before its first write: nothing was
 	// written (enqueues, claims and completions do not check those keys:
 	// see the README's "Errors on partial failure"). A periodic schedule's

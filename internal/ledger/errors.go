@@ -63,7 +63,9 @@ var (
 	// or its group's) holds another type than the ledger writes there
 	// (written by hand, or by something else): nothing was written for that
 	// job, and the call's other jobs were enqueued; for a workflow (a step's
-	// key, or the workflow's record), nothing of it was committed. A
+	// key, the workflow's record, or the note of its steps in a queue,
+	// wf_part, edited into something that does not parse), nothing of it
+	// was committed. A
 	// queue-level key of another type (the stats hash, the events list, a
 	// state index, the limits, rates or groups hash, ...) fails an
 	// operator, maintenance or workflow-enqueue call that may write it,

@@ -34,6 +34,23 @@
 -- demoted primary's stale data is no acknowledgement), whose event the wait
 -- for replicas covers in durable mode; a workflow not there (pruned since,
 -- or lost) writes nothing, reply {1, ''}.
+-- part_note decodes a part note (wf_part) as AbandonUncommitted reads it
+-- (a JSON object: home a string, ids an array of strings, rev a number,
+-- each optional); nil when it is anything else (edited by hand).
+local function part_note(raw)
+  local ok, p = pcall(cjson.decode, raw)
+  if not ok or type(p) ~= 'table' or next(p) ~= nil and p[1] ~= nil then return nil end
+  if p.home == nil or p.home == cjson.null then p.home = '' end
+  if p.ids == nil or p.ids == cjson.null then p.ids = {} end
+  if type(p.home) ~= 'string' or type(p.ids) ~= 'table' or (p.rev ~= nil and type(p.rev) ~= 'number') then return nil end
+  local n = 0
+  for k, v in pairs(p.ids) do
+    n = n + 1
+    if type(k) ~= 'number' or type(v) ~= 'string' then return nil end
+  end
+  if n ~= #p.ids then return nil end
+  return p
+end
 local wfid, op = ARGV[2], ARGV[4]
 local home = ARGV[3] == 'home' or ARGV[3] == 'home_revive' or ARGV[3] == 'confirm'
 local revive = ARGV[3] == 'part_revive' or ARGV[3] == 'home_revive'
@@ -80,6 +97,25 @@ for i = 8, #ARGV, 19 do
   fresh[i] = t == 'none'
   if (t ~= 'none' and t ~= 'hash') or (fresh[i] and ARGV[i + 12] ~= '[]' and foreign('set', {wf_waitsk(ARGV[i])})) then
     return redis.error_reply('FENCEDQ foreign key: step ' .. ARGV[i + 10] .. ' (job ' .. ARGV[i] .. ') has a key holding another type')
+  end
+end
+-- The note of the workflow's steps in this queue, read before any write:
+-- one a part call will write to (a step to write or revive) that is not
+-- what it writes (edited by hand) refuses the call, which would otherwise
+-- fail at the note after writing its steps, every try.
+local part -- {home, ids, rev}: what this call notes
+if not home then
+  local noting = revive
+  for i = 8, #ARGV, 19 do noting = noting or fresh[i] end
+  local cur = noting and redis.call('HGET', P .. 'wf_part', wfid)
+  if cur then
+    part = part_note(cur)
+    if not part then
+      return redis.error_reply('FENCEDQ foreign key: the note of workflow ' .. wfid ..
+        "'s steps in this queue (wf_part) does not parse")
+    end
+  else
+    part = {home = ARGV[7], ids = {}}
   end
 end
 queue_guard(nil, replace and {{P .. 'wf_done', 'zset'}} or nil)
@@ -160,9 +196,6 @@ end
 -- compares the note), nor forgets it; one reading it after waits for the
 -- grace again.
 if not home and #ids > 0 then
-  local part = {home = ARGV[7], ids = {}}
-  local cur = redis.call('HGET', P .. 'wf_part', wfid)
-  if cur then part = cjson.decode(cur) end
   local noted = {}
   for _, id in ipairs(part.ids) do noted[id] = true end
   for _, id in ipairs(ids) do
