@@ -85,3 +85,6 @@ func QueueKeysKept() int {
 	}
 	return n
 }
+
+// UncommittedBatch is uncommittedBatch, for tests filling a batch.
+const UncommittedBatch = uncommittedBatch

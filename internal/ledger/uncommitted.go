@@ -41,8 +41,9 @@ type part struct {
 // in each step's history). The parts of committed workflows are
 // forgotten, after their steps the record does not list (see
 // cancelStrays) are cancelled likewise, and so are those none of whose steps still waits (a workflow
-// that finished and expired within the grace). Three pipelined round trips
-// look at up to uncommittedBatch parts per queue; a workflow to abandon has
+// that finished and expired within the grace). A part note that does not
+// parse (edited by hand) is set aside (see setAside). Three pipelined round trips
+// (four with notes to set aside) look at up to uncommittedBatch parts per queue; a workflow to abandon has
 // its parts in the other queues of qs read by id too, so its record lists
 // all its steps even when a queue's batch stopped short of its part there.
 // It returns the ids of the workflows it abandoned.
@@ -84,15 +85,19 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 	}
 	byID := map[string]*wf{}
 	var order []string
+	var corrupt []corruptPart
 	for _, w := range parts {
 		var p part
 		raw, err := w.p.Result()
-		if err == nil {
-			err = json.Unmarshal([]byte(raw), &p)
-		}
 		if err != nil && !errors.Is(err, redis.Nil) {
 			errs = append(errs, wrap("workflow part "+w.id+" of "+w.q, err))
 			continue
+		}
+		if err == nil {
+			if err := json.Unmarshal([]byte(raw), &p); err != nil {
+				corrupt = append(corrupt, corruptPart{q: w.q, id: w.id, raw: raw, err: err})
+				continue
+			}
 		}
 		x := byID[w.id]
 		if x == nil {
@@ -108,6 +113,9 @@ func (l *Ledger) AbandonUncommitted(ctx context.Context, qs []string, before tim
 		for _, id := range p.IDs {
 			x.steps = append(x.steps, StepRef{Queue: w.q, ID: id})
 		}
+	}
+	if err := l.setAside(ctx, corrupt); err != nil {
+		errs = append(errs, err)
 	}
 	pipe = l.rdb.Pipeline()
 	for _, id := range order {
@@ -285,21 +293,76 @@ func (l *Ledger) otherParts(ctx context.Context, id string, steps []StepRef, qs,
 	}
 	more := map[string]string{}
 	var moreSteps []StepRef
+	var corrupt []corruptPart
 	for i, c := range parts {
 		if errors.Is(c.Err(), redis.Nil) {
 			continue
 		}
 		var pt part
 		if err := json.Unmarshal([]byte(c.Val()), &pt); err != nil {
-			return nil, nil, wrap("workflow part "+id+" of "+others[i], err)
+			corrupt = append(corrupt, corruptPart{q: others[i], id: id, raw: c.Val(), err: err})
+			continue
 		}
 		more[others[i]] = c.Val()
 		for _, sid := range pt.IDs {
 			moreSteps = append(moreSteps, StepRef{Queue: others[i], ID: sid})
 		}
 	}
+	if err := l.setAside(ctx, corrupt); err != nil {
+		return nil, nil, err
+	}
 	return more, moreSteps, nil
 }
+
+// corruptPart is a part note that does not parse (edited by hand): raw,
+// workflow id's in queue q.
+type corruptPart struct {
+	q, id, raw string
+	err        error
+}
+
+// setAside takes corrupt part notes out of their queues' index of parts
+// (wf_parts), in one pipelined round trip, each only while its note is
+// still as read, and logs each at error level: the pass reads them no
+// more (a batch of them would otherwise fill every pass's batch and fail
+// it), so each is logged once (one in another queue than the pass found
+// its workflow in, out of that queue's index, is read again only while
+// that workflow is abandoned). The note is left in wf_part for an operator
+// to read and remove; the steps it names, if any, are not abandoned.
+func (l *Ledger) setAside(ctx context.Context, cs []corruptPart) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	pipe := l.rdb.Pipeline()
+	out := make([]*redis.Cmd, len(cs))
+	for i, c := range cs {
+		p := l.prefix(c.q)
+		out[i] = setAsidePartScript.Eval(ctx, pipe, []string{p + "wf_part", p + "wf_parts"}, c.id, c.raw)
+	}
+	_, _ = pipe.Exec(ctx) // read per command below
+	var errs []error
+	for i, c := range cs {
+		n, err := out[i].Int()
+		if err != nil {
+			errs = append(errs, wrap("set aside workflow part "+c.id+" of "+c.q, err))
+			continue
+		}
+		if n == 1 {
+			l.cfg.Logger.Error("a workflow's part note does not parse: set aside (out of wf_parts, kept in wf_part for an operator to remove); the steps it names, if any, are not abandoned",
+				"queue", c.q, "workflow", ShownID(c.id), "error", c.err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setAsidePartScript takes workflow ARGV 1 out of a queue's index of parts
+// (KEYS 2) while its note (KEYS 1) is still ARGV 2, the corrupt note as
+// read, and then reports 1; a note written anew since (a retried part
+// call) stays, for a later pass (0).
+var setAsidePartScript = luafunc.NewPlain(`
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1`)
 
 // abandon writes the record of workflow id, never committed, in its home
 // queue and cancels its steps; done is false when the workflow was
