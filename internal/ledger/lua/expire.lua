@@ -14,6 +14,15 @@ if not reconciler_ok(ARGV[2]) then return {-1} end
 local ids = redis.call('ZRANGEBYSCORE', index['running'], '-inf', now, 'LIMIT', 0, num(ARGV[3]))
 local moved, reviewed, lost, dropped = {}, {}, {}, {}
 local reason = 'lease expired without commit'
+-- A deadline is followed only when it is a sane one: a number, at most a
+-- year ahead (no lease is that long). One edited by hand into infinity,
+-- NaN, garbage or a far future would leave the job running for ever once
+-- its pool is gone: it is taken as lapsed.
+local LATEST = now + 366 * 86400000
+local function ahead(d)
+  local n = tonumber(d)
+  return n ~= nil and n > now and n <= LATEST
+end
 if #ids > 0 then
   queue_guard()
   seq_bump()
@@ -30,7 +39,7 @@ for _, id in ipairs(ids) do
   elseif h[1] ~= 'running' then
     redis.call('ZREM', index['running'], id)
     dropped[#dropped + 1] = id
-  elseif num(h[2]) > now then
+  elseif ahead(h[2]) then
     redis.call('ZADD', index['running'], h[2], id) -- index behind the record: follow it
   else
     move(id, 'running', 'uncertain', now)
