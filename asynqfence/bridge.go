@@ -59,6 +59,8 @@ const (
 	DefaultRedeliverInterval = 10 * time.Second
 	// MinLeaseTTL is the shortest LeaseTTL New accepts (as worker.MinLeaseTTL).
 	MinLeaseTTL = 100 * time.Millisecond
+	// MaxLeaseTTL is the longest LeaseTTL New accepts (as worker.MaxLeaseTTL).
+	MaxLeaseTTL = 24 * time.Hour
 	// MinRedeliverInterval is the shortest RedeliverInterval New accepts:
 	// a shorter one turns Run into a busy loop of Redis calls.
 	MinRedeliverInterval = 10 * time.Millisecond
@@ -139,7 +141,7 @@ type Options struct {
 	// fence owners); default host:pid.
 	WorkerID string
 	// LeaseTTL is each attempt's lease in the ledger (default
-	// DefaultLeaseTTL; at least MinLeaseTTL); it is renewed every third of
+	// DefaultLeaseTTL; from MinLeaseTTL to MaxLeaseTTL); it is renewed every third of
 	// it while the handler runs.
 	LeaseTTL time.Duration
 	// SafetyMargin is how long before its lease's nominal end an attempt
@@ -279,6 +281,9 @@ func New(rdb redis.UniversalClient, cfg jobs.Config, opts Options) (*Bridge, err
 	}
 	if opts.LeaseTTL < MinLeaseTTL {
 		return nil, fmt.Errorf("%w: lease TTL %v below %v", ErrOptions, opts.LeaseTTL, MinLeaseTTL)
+	}
+	if opts.LeaseTTL > MaxLeaseTTL {
+		return nil, fmt.Errorf("%w: lease TTL %v above %v", ErrOptions, opts.LeaseTTL, MaxLeaseTTL)
 	}
 	if opts.RedeliverInterval < MinRedeliverInterval {
 		return nil, fmt.Errorf("%w: redeliver interval %v below %v", ErrOptions, opts.RedeliverInterval, MinRedeliverInterval)

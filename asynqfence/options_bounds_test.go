@@ -28,6 +28,7 @@ func TestOptionsOutOfBoundsAreRefused(t *testing.T) {
 		{asynqfence.Options{LeaseTTL: 1}, "lease TTL"},
 		{asynqfence.Options{LeaseTTL: time.Microsecond}, "lease TTL"},
 		{asynqfence.Options{LeaseTTL: asynqfence.MinLeaseTTL - time.Millisecond}, "lease TTL"},
+		{asynqfence.Options{LeaseTTL: asynqfence.MaxLeaseTTL + time.Millisecond}, "lease TTL"},
 		{asynqfence.Options{RedeliverInterval: time.Nanosecond}, "redeliver interval"},
 		{asynqfence.Options{RedeliverInterval: asynqfence.MinRedeliverInterval - 1}, "redeliver interval"},
 		{asynqfence.Options{LeaseTTL: -time.Second}, "lease TTL"},

@@ -58,6 +58,11 @@ const (
 	DefaultUnknownKindDefers = 30
 	// MinLeaseTTL is the shortest LeaseTTL accepted.
 	MinLeaseTTL = 100 * time.Millisecond
+	// MaxLeaseTTL is the longest LeaseTTL accepted. A lease is renewed
+	// every third of its TTL while the handler runs, so a long job needs no
+	// long lease; the ledger's expiry takes a running job's deadline more
+	// than a year ahead for a record edited by hand and expires it.
+	MaxLeaseTTL = 24 * time.Hour
 	// MaxConcurrency is the largest Concurrency accepted: each slot is an
 	// executor goroutine and a place in the pool's queues, allocated by
 	// NewPool and Run.
@@ -98,7 +103,8 @@ type Config struct {
 	// each fetch visits the queues in a random order weighted by priority).
 	StrictPriority bool
 	// LeaseTTL is each attempt's lease duration, renewed every LeaseTTL/3
-	// while the handler runs (default DefaultLeaseTTL). A crashed worker's
+	// while the handler runs (default DefaultLeaseTTL; from MinLeaseTTL to
+	// MaxLeaseTTL). A crashed worker's
 	// job is detected within LeaseTTL + Maintenance.Interval.
 	LeaseTTL time.Duration
 	// SafetyMargin is how long before its lease's nominal end an attempt
@@ -392,6 +398,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: concurrency %d above %d", c.Concurrency, MaxConcurrency)
 	case c.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("worker: lease TTL %v below %v", c.LeaseTTL, MinLeaseTTL)
+	case c.LeaseTTL > MaxLeaseTTL:
+		return fmt.Errorf("worker: lease TTL %v above %v", c.LeaseTTL, MaxLeaseTTL)
 	case c.Maintenance.EffectRetention > 0 && c.Maintenance.EffectRetention < c.Jobs.Retention:
 		return fmt.Errorf("worker: effect retention %v is shorter than job retention %v: a re-run could apply an effect twice", c.Maintenance.EffectRetention, c.Jobs.Retention)
 	case c.UnknownKindDefers < -1:

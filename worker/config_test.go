@@ -336,6 +336,7 @@ func TestNewPoolNamesTheWrongField(t *testing.T) {
 	rdb, ns := redistest.New(t)
 	for want, cfg := range map[string]worker.Config{
 		"fetch batch -1 is negative":                     {FetchBatch: -1},
+		"lease TTL 24h0m0.001s above 24h0m0s":            {LeaseTTL: worker.MaxLeaseTTL + time.Millisecond},
 		"complete batch -2 is negative":                  {CompleteBatch: -2},
 		"maintenance max reconcile tries -3 is negative": {Maintenance: worker.MaintenanceConfig{MaxReconcileTries: -3}},
 		"shutdown timeout -1s is negative":               {ShutdownTimeout: -time.Second},
