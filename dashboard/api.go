@@ -176,34 +176,32 @@ func (h *Handler) serverTime(ctx context.Context, r *http.Request) time.Time {
 	return now
 }
 
-// intParam parses an optional non-negative integer query parameter.
-func intParam(r *http.Request, name string, def, maxV int) (int, bool) {
+// intParam reads the optional integer query parameter name of a JSON API
+// endpoint, by the one rule every numeric parameter follows: absent, def;
+// an integer from lo to hi, as given; anything else answers 400 naming the
+// parameter and its range (then hint, when given), never cut to the range
+// (a page, margin or count other than the one asked, silently).
+func intParam(w http.ResponseWriter, r *http.Request, name string, def, lo, hi int, hint string) (int, bool) {
 	s := r.URL.Query().Get(name)
 	if s == "" {
 		return def, true
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return min(n, maxV), true
-}
-
-// limitParam reads the optional limit query parameter of a JSON API
-// endpoint, by one rule for all of them: absent, def; an integer from 1 to
-// maxV, as given; anything else answers 400 naming the parameter and its
-// range, never cut to maxV (the page would be shorter than asked, silently).
-func limitParam(w http.ResponseWriter, r *http.Request, def, maxV int) (int, bool) {
-	s := r.URL.Query().Get("limit")
-	if s == "" {
-		return def, true
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > maxV {
-		writeError(w, http.StatusBadRequest, "invalid", "limit must be an integer from 1 to "+strconv.Itoa(maxV))
+	if err != nil || n < lo || n > hi {
+		msg := name + " must be an integer from " + strconv.Itoa(lo) + " to " + strconv.Itoa(hi)
+		if hint != "" {
+			msg += ": " + hint
+		}
+		writeError(w, http.StatusBadRequest, "invalid", msg)
 		return 0, false
 	}
 	return n, true
+}
+
+// limitParam reads the optional limit query parameter of a JSON API
+// endpoint: an integer from 1 to maxV (intParam's rule), def when absent.
+func limitParam(w http.ResponseWriter, r *http.Request, def, maxV int) (int, bool) {
+	return intParam(w, r, "limit", def, 1, maxV, "")
 }
 
 // boolParam parses an optional yes-or-no query parameter (1 or true, 0 or
@@ -623,8 +621,7 @@ type stuckList struct {
 // overdue first, with the offsets of the other clocks.
 func (h *Handler) apiStuck(w http.ResponseWriter, r *http.Request) {
 	margin := h.opts.StuckMargin
-	if ms, ok := intParam(r, "margin_ms", -1, int(time.Hour/time.Millisecond)); !ok {
-		writeError(w, http.StatusBadRequest, "invalid", "margin_ms must be a non-negative integer")
+	if ms, ok := intParam(w, r, "margin_ms", -1, 0, int(time.Hour/time.Millisecond), ""); !ok {
 		return
 	} else if ms >= 0 {
 		margin = time.Duration(ms) * time.Millisecond

@@ -134,8 +134,8 @@
 //	                                   (prefix, history and select take 1 or true, 0 or
 //	                                   false; another value is refused with 400)
 //	GET  api/events?queue=&type=&limit=  events, newest first; type deduplicated, fenced or operator
-//	GET  api/stuck?margin_ms=&queue=&limit=  running jobs whose lease deadline is due, those due
-//	                                   first (limit 100, at most 500; more: true when more
+//	GET  api/stuck?margin_ms=&queue=&limit=  running jobs whose lease deadline is due or within
+//	                                   margin_ms (0 to 3600000), those due first (limit 100, at most 500; more: true when more
 //	                                   are due than listed, which the page says), and clock: the
 //	                                   dashboard's and the pools' offsets from Redis, a warning
 //	GET  api/pools                     live pools (each with its clock measurement), the
@@ -145,8 +145,8 @@
 //	                                   minute by the scripts, the current minute included),
 //	                                   the leader's state snapshots, and the state counts now
 //	GET  api/schedules?id=&ticks=      periodic schedules (at most 500; total counts all),
-//	                                   each with its newest ticks (default 5, at most 100
-//	                                   with id, 5 without)
+//	                                   each with its newest ticks (default 5, 0 to 100
+//	                                   with id, to 5 without)
 //	                                   and the state of the job each produced
 //	GET  api/workflows?id=&limit=&offset=
 //	                                   the newest workflows (limit at most 100, default 50)

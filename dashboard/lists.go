@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"errors"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -95,16 +94,11 @@ func parseListFilter(w http.ResponseWriter, r *http.Request) (listFilter, bool) 
 	if !ok {
 		return f, false
 	}
-	offset, ok := intParam(r, "offset", 0, math.MaxInt)
+	// Refused past the bound, not cut to it: the page asked for would not
+	// be the page shown.
+	offset, ok := intParam(w, r, "offset", 0, 0, maxOffset,
+		"narrow the filters (queue, kind, time range) or reverse the order to see the jobs beyond")
 	if !ok {
-		writeError(w, http.StatusBadRequest, "invalid", "offset must be a non-negative integer")
-		return f, false
-	}
-	// Refused, not cut to the bound: the page asked for would not be the
-	// page shown.
-	if offset > maxOffset {
-		writeError(w, http.StatusBadRequest, "invalid", "offset must be at most "+strconv.Itoa(maxOffset)+
-			": narrow the filters (queue, kind, time range) or reverse the order to see the jobs beyond")
 		return f, false
 	}
 	f.offset, f.limit = offset, limit

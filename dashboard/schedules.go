@@ -55,22 +55,22 @@ type scheduleList struct {
 }
 
 // apiSchedules lists the periodic schedules (or only ?id=) with their last
-// and next tick and the newest ?ticks= ticks (default 5, at most 100 for
-// one schedule, 5 for all),
+// and next tick and the newest ?ticks= ticks (default 5, from 0 to 100 for
+// one schedule, to 5 for all),
 // each with the state of the job it produced, and (without ?id=) the
 // newest schedule removals.
 func (h *Handler) apiSchedules(w http.ResponseWriter, r *http.Request) {
-	n, ok := intParam(r, "ticks", defaultScheduleTicks, maxScheduleTicks)
-	if !ok {
-		writeError(w, http.StatusBadRequest, "invalid", "ticks must be a non-negative integer")
-		return
-	}
 	id := r.URL.Query().Get("id")
+	// Each tick shown costs a read of its job: across every schedule (up
+	// to 500) the default is the most, so one request cannot make tens of
+	// thousands of reads.
+	maxTicks, hint := maxScheduleTicks, ""
 	if id == "" {
-		// Each tick shown costs a read of its job: across every schedule
-		// (up to 500) the default is the most, so one request cannot make
-		// tens of thousands of reads.
-		n = min(n, defaultScheduleTicks)
+		maxTicks, hint = defaultScheduleTicks, "more ticks are shown for one schedule (id)"
+	}
+	n, ok := intParam(w, r, "ticks", defaultScheduleTicks, 0, maxTicks, hint)
+	if !ok {
+		return
 	}
 	if id != "" {
 		if err := jobs.ValidateScheduleID(id); err != nil {

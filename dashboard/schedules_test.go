@@ -126,7 +126,7 @@ func TestSchedulesAPI(t *testing.T) {
 		"/api/schedules?id=" + xss:     http.StatusBadRequest,
 		"/api/schedules?ticks=-1":      http.StatusBadRequest,
 		"/api/schedules?ticks=lots":    http.StatusBadRequest,
-		"/api/schedules?ticks=1000000": http.StatusOK, // capped
+		"/api/schedules?ticks=1000000": http.StatusBadRequest, // past the range, never cut to it
 	} {
 		res, b := call(t, h, httptest.NewRequest(http.MethodGet, path, nil))
 		if res.StatusCode != code || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") || strings.Contains(string(b), "<script>") {
@@ -184,8 +184,8 @@ func TestSchedulesAPIConflict(t *testing.T) {
 }
 
 // TestSchedulesAPITicksOfAllAreBounded: each tick shown costs a read of its
-// job, so across every schedule ?ticks= takes at most the default (5); one
-// schedule's (?id=) shows up to 100.
+// job, so across every schedule ?ticks= takes at most the default (5), a
+// larger one refused; one schedule's (?id=) shows up to 100.
 func TestSchedulesAPITicksOfAllAreBounded(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -204,9 +204,12 @@ func TestSchedulesAPITicksOfAllAreBounded(t *testing.T) {
 	must(t, f.ledger.RecordTicks(ctx, "minutely", leader, ledger.TickRecord{Cursor: at, Next: at.Add(time.Minute), Ticks: ticks}))
 
 	var out schedulesJSON
-	getJSON(t, h, "/api/schedules?ticks=100", &out)
+	getJSON(t, h, "/api/schedules?ticks=5", &out)
 	if len(out.Schedules) != 1 || len(out.Schedules[0].Ticks) != 5 {
-		t.Fatalf("all schedules, ?ticks=100: %+v, want 5 ticks", out.Schedules)
+		t.Fatalf("all schedules, ?ticks=5: %+v, want 5 ticks", out.Schedules)
+	}
+	if res, b := call(t, h, httptest.NewRequest(http.MethodGet, "/api/schedules?ticks=6", nil)); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("all schedules, ?ticks=6: %d %s, want 400 (more only for one schedule)", res.StatusCode, b)
 	}
 	getJSON(t, h, "/api/schedules?id=minutely&ticks=100", &out)
 	if len(out.Schedules) != 1 || len(out.Schedules[0].Ticks) != 8 {

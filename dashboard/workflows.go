@@ -3,7 +3,6 @@ package dashboard
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/fencedq/fencedq/workflow"
@@ -34,9 +33,8 @@ func (h *Handler) apiWorkflows(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	offset, ok := intParam(r, "offset", 0, maxWorkflowsOffset)
+	offset, ok := intParam(w, r, "offset", 0, 0, maxWorkflowsOffset, "")
 	if !ok {
-		writeError(w, http.StatusBadRequest, "invalid", "offset must be 0-"+strconv.Itoa(maxWorkflowsOffset))
 		return
 	}
 	// Bounded as every id: it is looked up once per queue.

@@ -974,7 +974,8 @@
       return;
     }
     const limit = 50;
-    const asked = Math.max(0, parseInt(params.get('offset') || '0', 10) || 0);
+    // The API refuses an offset past its bound: an old link asks for the last page it serves.
+    const asked = Math.min(maxWorkflowsOffset, Math.max(0, parseInt(params.get('offset') || '0', 10) || 0));
     const data = await api('api/workflows?offset=' + asked + '&limit=' + limit);
     if (my !== seq) return;
     // Pages, newest first; past the last workflow (an old link): back to the first page.
