@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencedq/fencedq/internal/redistest"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -43,8 +44,8 @@ func TestMinutesAtTheEndsOfTime(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: Minutes has not returned after 10s", name)
+		case <-time.After(testsignal.Timeout()):
+			t.Fatalf("%s: Minutes has not returned after %v", name, testsignal.Timeout())
 		}
 		if r[1].Equal(now) && len(ms) != 1 {
 			t.Errorf("%s: %d minutes, want the enqueue's one", name, len(ms))

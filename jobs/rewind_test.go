@@ -229,7 +229,7 @@ func TestRewindDuringABackgroundResubmitIsResubmittedToo(t *testing.T) {
 	close(hold.release)
 
 	insp := client.Inspector()
-	deadline := time.Now().Add(testsignal.Scale(5 * time.Second))
+	deadline := time.Now().Add(testsignal.Timeout())
 	for {
 		var missing []int
 		for i, r := range all {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -45,7 +46,7 @@ func TestAfterCommitTellsWhatBecameOfTheOutcome(t *testing.T) {
 		var r [2]any
 		select {
 		case r = <-got:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testsignal.Timeout()):
 			t.Fatalf("AfterCommit not called for %v", want)
 		}
 		id, c := r[0].(string), r[1].(worker.Commit)

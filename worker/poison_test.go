@@ -157,7 +157,7 @@ func TestRecordWithCorruptCountsRuns(t *testing.T) {
 		jobstest.WaitState(t, e.ledger, "default", id, jobs.Succeeded)
 	}
 	for id, want := range failing {
-		r := waitRecord(t, e.ledger, id, func(r *jobs.Record) bool { return r.State == jobs.Pending && r.Attempts != 0 })
+		r := waitRecord(t, e.rdb, e.ledger, id, func(r *jobs.Record) bool { return r.State == jobs.Pending && r.Attempts != 0 })
 		if r.Attempts != want {
 			t.Errorf("job %s: %d attempts after its first, want %d", id, r.Attempts, want)
 		}
@@ -165,27 +165,26 @@ func TestRecordWithCorruptCountsRuns(t *testing.T) {
 	if r := jobstest.WaitState(t, e.ledger, "default", exhausted, jobs.Dead); r.Reason != "retries exhausted" {
 		t.Errorf("job with its attempts used up: reason %q", r.Reason)
 	}
-	r := waitRecord(t, e.ledger, unknown.JobID, func(r *jobs.Record) bool { return r.KindDefers != -4 })
+	r := waitRecord(t, e.rdb, e.ledger, unknown.JobID, func(r *jobs.Record) bool { return r.KindDefers != -4 })
 	if r.KindDefers != 1 || r.State != jobs.Pending {
 		t.Errorf("unknown kind: %d put-backs, state %s; want 1, pending", r.KindDefers, r.State)
 	}
 }
 
-// waitRecord polls job id of queue default until ok holds for its record.
-func waitRecord(t *testing.T, l *ledger.Ledger, id string, ok func(*jobs.Record) bool) *jobs.Record {
+// waitRecord waits for ok to hold for the record of job id of queue
+// default, reading it again at each change of its key.
+func waitRecord(t *testing.T, rdb redis.UniversalClient, l *ledger.Ledger, id string, ok func(*jobs.Record) bool) *jobs.Record {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		r, err := l.Get(context.Background(), "default", id)
+	var r *jobs.Record
+	redistest.Await(t, rdb, l.JobKey("default", id), "job "+id+"'s record", func() bool {
+		var err error
+		r, err = l.Get(context.Background(), "default", id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok(r) {
-			return r
-		}
-		if time.Now().After(end) {
-			t.Fatalf("job %s: %+v", id, r)
-		}
-	}
+		return ok(r)
+	})
+	return r
 }
 
 // A record whose limit or rate fields were edited by hand into something

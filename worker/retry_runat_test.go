@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencedq/fencedq/internal/redistest"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
 )
@@ -35,19 +36,14 @@ func TestRetryRunAtIsItsDueTime(t *testing.T) {
 	<-failed
 	ctx := context.Background()
 	var rec *jobs.Record
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	redistest.Await(t, e.rdb, e.ledger.JobKey("default", res.JobID), "the job back to pending after one attempt", func() bool {
 		r, err := e.client.Inspector().Get(ctx, "default", res.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State == jobs.Pending && r.Attempts == 1 {
-			rec = r
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not go back to pending: %s after %d attempt(s)", r.State, r.Attempts)
-		}
-	}
+		rec = r
+		return r.State == jobs.Pending && r.Attempts == 1
+	})
 	stop()
 	if wait := rec.RunAt.Sub(rec.Created); wait < 59*time.Minute || wait > 61*time.Minute {
 		t.Fatalf("a job retried in an hour reads RunAt %v, %v after its creation %v", rec.RunAt, wait, rec.Created)

@@ -40,7 +40,9 @@ func TestRetryDelayThatPanicsOrGoesNegative(t *testing.T) {
 	res := e.enqueue(retriedArgs{})
 	ctx := context.Background()
 	var rec *jobs.Record
-	redistest.AwaitWithin(t, e.rdb, e.ns, "the job to succeed on its third attempt", 10*time.Second, func() bool {
+	// The second retry waits the default delay (2 to 4 s) before the third
+	// attempt: the bound leaves room for it on a loaded machine.
+	redistest.AwaitWithin(t, e.rdb, e.ns, "the job to succeed on its third attempt", 30*time.Second, func() bool {
 		var err error
 		rec, err = e.client.Inspector().Get(ctx, jobs.DefaultQueue, res.JobID)
 		return err == nil && rec.State == jobs.Succeeded

@@ -175,8 +175,9 @@ func TestShutdownPutsBackAttemptsWaitingForTheirResource(t *testing.T) {
 	})
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
-	// Bounded well below the shutdown timeout: the put-back must not wait for it.
-	rec := jobstest.WaitStateWithin(t, e.ledger, "default", waiter.JobID, jobs.Pending, 5*time.Second)
+	// Bounded by half the shutdown timeout: the put-back must not wait
+	// for it, and a loaded machine may take seconds to do it.
+	rec := jobstest.WaitStateWithin(t, e.ledger, "default", waiter.JobID, jobs.Pending, cfg.ShutdownTimeout/2)
 	if rec.Attempts != 0 {
 		t.Fatalf("the job put back has %d attempts, want 0 (not consumed)", rec.Attempts)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/fencedq/fencedq/fence/redisfence"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/internal/metrics"
+	"github.com/fencedq/fencedq/internal/testsignal"
 	"github.com/fencedq/fencedq/jobs"
 )
 
@@ -232,8 +233,8 @@ func TestResolverHungReconcileDoesNotStallThePass(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a Reconcile that ignores its context stalled the resolver's pass")
+	case <-time.After(testsignal.Timeout()):
+		t.Fatalf("a Reconcile that ignores its context stalled the resolver's pass (%v)", testsignal.Timeout())
 	}
 	// The pass reads the kind's two jobs in index order (their due times
 	// may tie): the first is asked, and its answer times out.
