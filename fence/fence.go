@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -40,9 +42,12 @@ type Fence struct {
 }
 
 // Validate reports with ErrInvalid an incomplete fence, or one no lease
-// can have issued: a resource longer than lease.MaxResourceLen, or an owner
+// can have issued: a resource longer than lease.MaxResourceLen, an owner
 // longer than lease.MaxOwnerLen bytes or holding a line break ("\r" or
-// "\n"), which package lease refuses in an owner.
+// "\n"), which package lease refuses in an owner, or a token whose time
+// part lies more than a year past the clock (a token is (epoch << 52) +
+// Redis time in µs, whatever its epoch): stored as a resource's mark, such
+// a token (2^64-1, say) would refuse every later holder for good.
 func (f Fence) Validate() error {
 	switch {
 	case f.Resource == "":
@@ -51,6 +56,8 @@ func (f Fence) Validate() error {
 		return fmt.Errorf("%w: resource longer than %d bytes", ErrInvalid, lease.MaxResourceLen)
 	case f.Token == 0:
 		return fmt.Errorf("%w: zero token", ErrInvalid)
+	case !epoch.Plausible(uint64(f.Token), time.Now()):
+		return fmt.Errorf("%w: token %d is no lease token: its time part lies more than a year ahead", ErrInvalid, f.Token)
 	case f.Owner == "":
 		return fmt.Errorf("%w: empty owner", ErrInvalid)
 	case len(f.Owner) > lease.MaxOwnerLen:

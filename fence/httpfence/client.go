@@ -9,10 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/fencedq/fencedq/fence"
-	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -80,12 +78,6 @@ func headerSafe(s string) bool {
 	return true
 }
 
-// maxTokenAhead is how far past the server's clock the time part of a
-// request's token may lie. A lease token is (epoch << 52) + Redis time in
-// µs, or a few increments past one, so its low 52 bits are a time, whatever
-// its epoch; pools apply the same bound to the marks storage reports.
-const maxTokenAhead = 366 * 24 * time.Hour
-
 // fenceHeaders are the headers a fenced request carries.
 var fenceHeaders = []string{HeaderToken, HeaderResource, HeaderOwner, HeaderIdempotencyKey}
 
@@ -126,9 +118,6 @@ func FromRequest(req *http.Request) (f fence.Fence, ok bool, err error) {
 	t, err := lease.ParseToken(tok)
 	if err != nil {
 		return f, true, fmt.Errorf("%w: %s: %v", fence.ErrInvalid, HeaderToken, err)
-	}
-	if uint64(t)&(1<<epoch.Shift-1) > uint64(time.Now().Add(maxTokenAhead).UnixMicro()) {
-		return f, true, fmt.Errorf("%w: %s %s is no lease token: its time part lies more than a year ahead", fence.ErrInvalid, HeaderToken, tok)
 	}
 	f.Token = t
 	if err := f.Validate(); err != nil {

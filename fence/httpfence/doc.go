@@ -37,7 +37,8 @@
 // answers requests without fencing headers with 428 (unless
 // Options.AllowUnfenced), malformed ones with 400 (a token whose time part
 // lies more than a year ahead too: no lease mints it, and as the resource's
-// mark it would refuse every later holder for good), stale tokens with 409
+// mark it would refuse every later holder for good; fence.Fence.Validate
+// refuses it, so pgfence and redisfence do too), stale tokens with 409
 // and a JSON body {"error":"stale_token",...}, and repeated operation ids
 // with 200, the header Fencing-Already-Applied: true and a JSON body
 // {"status":"already_applied",...}, without running the handler again (the

@@ -31,11 +31,8 @@ func StorageMark(err error, f fence.Fence) (lease.Token, bool) {
 }
 
 // MaxMarkAhead is how far past the pool's clock the time part of a storage
-// mark may be. A fencedq token is (epoch << epoch.Shift) + Redis time in
-// µs, or a few increments past an earlier token: its low epoch.Shift bits
-// are a time, at most the clock skew between Redis and the pool past now,
-// whatever its epoch.
-const MaxMarkAhead = 366 * 24 * time.Hour
+// mark may be: epoch.MaxAhead, the bound of every token a counter mints.
+const MaxMarkAhead = epoch.MaxAhead
 
 // PlausibleMark reports whether storage mark may raise the counter of
 // token at now: a mark at or below token, or one whose time part is at most
@@ -49,5 +46,5 @@ func PlausibleMark(mark, token lease.Token, now time.Time) bool {
 	if mark <= token {
 		return true
 	}
-	return uint64(mark)&(1<<epoch.Shift-1) <= uint64(now.Add(MaxMarkAhead).UnixMicro())
+	return epoch.Plausible(uint64(mark), now)
 }

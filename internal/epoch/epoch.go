@@ -164,6 +164,20 @@ const Shift = 52
 // Max is the highest epoch: 12 bits above the 52 of Redis time in µs.
 const Max = 1<<(64-Shift) - 1
 
+// MaxAhead is how far past a clock the time part of a token may lie. A
+// token is (epoch << Shift) + Redis time in µs, or a few increments past an
+// earlier token: its low Shift bits are a time, at most the clock skew
+// between Redis and the reader past now, whatever its epoch.
+const MaxAhead = 366 * 24 * time.Hour
+
+// Plausible reports whether token's time part lies at most MaxAhead past
+// now, as every token a fencedq counter mints does, in any epoch. A token
+// further ahead (near 2^64, say) is made up: stored as a resource's mark,
+// no minted token could ever exceed it.
+func Plausible(token uint64, now time.Time) bool {
+	return token&(1<<Shift-1) <= uint64(now.Add(MaxAhead).UnixMicro())
+}
+
 // CatchUpDiv is lib.lua's CATCH_UP_DIV: while the namespace's time is
 // behind the primary's clock it gains 1 µs per CatchUpDiv µs (1 %).
 const CatchUpDiv = 100

@@ -23,8 +23,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencedq/fencedq/fence"
+	"github.com/fencedq/fencedq/internal/epoch"
 	"github.com/fencedq/fencedq/lease"
 )
 
@@ -70,6 +72,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"FenceOnAcquire", testFenceOnAcquire},
 		{"AppliedReports", testApplied},
 		{"FullUint64Tokens", testLargeTokens},
+		{"MadeUpTokensRefused", testMadeUpTokens},
 		{"RefusalsNameNoHolder", testRefusalsNameNoHolder},
 	}
 	for _, tc := range tests {
@@ -405,9 +408,13 @@ func testApplied(t *testing.T, h Harness) {
 	}
 }
 
+// testLargeTokens: tokens of the high epochs, the top bit set, compare as
+// 64-bit integers (never as floats or signed).
 func testLargeTokens(t *testing.T, h Harness) {
 	ctx := t.Context()
-	big := lease.Token(1<<63 + 5)
+	now := time.Now().UnixMicro()
+	big := lease.Token(epoch.Floor(1<<(63-epoch.Shift), now) + 5)
+	top := lease.Token(epoch.Floor(epoch.Max, now))
 	mustApply(t, h, fz("acct:1", big, "a", "op-1"), 1)
 	if tok, _, err := h.HighWater(ctx, "acct:1"); err != nil || tok != big {
 		t.Fatalf("HighWater = %d, %v; want %d", tok, err, big)
@@ -420,13 +427,46 @@ func testLargeTokens(t *testing.T, h Harness) {
 		t.Fatalf("shorter token below a 64-bit token: err = %v, want ErrStale", err)
 	}
 	wantUnchanged(t, h, "acct:1", before)
-	mustApply(t, h, fz("acct:1", math.MaxUint64, "a", "op-4"), 1)
-	if rec, ok, err := h.Applied(ctx, "op-4"); err != nil || !ok || rec.Token != math.MaxUint64 {
+	mustApply(t, h, fz("acct:1", top, "a", "op-4"), 1)
+	if rec, ok, err := h.Applied(ctx, "op-4"); err != nil || !ok || rec.Token != top {
 		t.Fatalf("Applied(op-4) = %+v, %v, %v", rec, ok, err)
 	}
-	if s := snapshot(t, h, "acct:1"); s.hwTok != math.MaxUint64 || !slices.Equal(s.log, []lease.Token{big, math.MaxUint64}) {
-		t.Fatalf("after MaxUint64: %+v", s)
+	if s := snapshot(t, h, "acct:1"); s.hwTok != top || !slices.Equal(s.log, []lease.Token{big, top}) {
+		t.Fatalf("after the last epoch's token: %+v", s)
 	}
+}
+
+// testMadeUpTokens: a token no lease mints, its time part more than a
+// year past the clock in any epoch (2^64-1, say), would become the
+// resource's mark for good, every later holder refused as stale; Apply
+// and FenceOnAcquire refuse it with fence.ErrInvalid, as httpfence does,
+// writing nothing. A later epoch's token with a current time part is one
+// a lease mints after failovers, and is accepted.
+func testMadeUpTokens(t *testing.T, h Harness) {
+	ctx := t.Context()
+	mustApply(t, h, fz("acct:1", 10, "a", "op-1"), 1)
+	before := snapshot(t, h, "acct:1")
+	count, err := h.Count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := uint64(time.Now().Add(2 * 366 * 24 * time.Hour).UnixMicro())
+	for i, tok := range []lease.Token{math.MaxUint64, lease.Token(7<<epoch.Shift | ahead), lease.Token(ahead), 1<<epoch.Shift - 1} {
+		f := fz("acct:1", tok, "a", fmt.Sprintf("made-up-%d", i))
+		if err := h.Apply(ctx, f, 1); !errors.Is(err, fence.ErrInvalid) {
+			t.Fatalf("Apply with token %d: %v, want ErrInvalid", tok, err)
+		}
+		if err := h.FenceOnAcquire(ctx, f); !errors.Is(err, fence.ErrInvalid) {
+			t.Fatalf("FenceOnAcquire with token %d: %v, want ErrInvalid", tok, err)
+		}
+	}
+	wantUnchanged(t, h, "acct:1", before)
+	if n, err := h.Count(ctx); err != nil || n != count {
+		t.Fatalf("%d records after the refusals, want %d (%v)", n, count, err)
+	}
+	later := lease.Token(epoch.Floor(100, time.Now().UnixMicro()))
+	mustApply(t, h, fz("acct:1", later, "a", "op-later"), 1)
+	mustApply(t, h, fz("acct:1", later+1, "b", "op-next"), 1)
 }
 
 // testSameOpOtherResource: an operation id applied on one resource is
