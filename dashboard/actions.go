@@ -357,7 +357,7 @@ type bulkRequest struct {
 type bulkFailure struct {
 	Queue string `json:"queue"`
 	ID    string `json:"id"`
-	Code  string `json:"code"` // not_found, wrong_state, invalid, unacknowledged, write_refused, unavailable
+	Code  string `json:"code"` // not_found, wrong_state, invalid, unacknowledged, write_refused, not_fenced_out, unavailable
 	Error string `json:"error"`
 }
 
@@ -452,6 +452,9 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 		}
 		code := "unavailable"
 		switch {
+		case errors.Is(err, jobs.ErrNotFencedOut):
+			code = "not_fenced_out"
+			h.log.ErrorContext(ctx, "dashboard: a bulk re-run was not recorded on a job: its last attempt could not be fenced out of the Config.Fencer store; nothing was decided", "queue", j.Queue, "job_id", j.ID, "error", err)
 		case errors.Is(err, jobs.ErrNotFound):
 			code = "not_found"
 		case errors.Is(err, jobs.ErrWrongState):
@@ -474,6 +477,8 @@ func (h *Handler) apiBulk(w http.ResponseWriter, r *http.Request) {
 			msg = unacknowledgedMsg
 		case "write_refused":
 			msg = writeRefusedMsg
+		case "not_fenced_out":
+			msg = notFencedOutMsg
 		}
 		out.Failed = append(out.Failed, bulkFailure{Queue: j.Queue, ID: j.ID, Code: code, Error: msg})
 	}

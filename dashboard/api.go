@@ -104,6 +104,14 @@ const mayHaveBeenDone = "the ledger did not answer: the action may have been don
 const writeRefusedMsg = "Redis refused the write (a read-only replica, as a primary a failover demoted is; too few replicas; " +
 	"or out of memory): nothing was done; act again once Redis accepts writes (see the server log)"
 
+// notFencedOutMsg answers a decision that a job's last attempt did not
+// apply its operation (a re-run, or dead) when the dashboard's client
+// could not cut that attempt off from its jobs.Config.Fencer store first
+// (jobs.ErrNotFencedOut): nothing was decided.
+const notFencedOutMsg = "the job's last attempt could not be fenced out of the store your handlers write through " +
+	"(jobs.Config.Fencer: the store, or Redis for a named resource's lease, did not answer): nothing was decided; " +
+	"act again once that store answers (see the server log)"
+
 // refusedWrite reports whether err is Redis's refusal of an action's
 // writes, which wrote nothing.
 func refusedWrite(err error) bool {
@@ -111,12 +119,18 @@ func refusedWrite(err error) bool {
 }
 
 // failAction answers an action's ledger error as fail does, but an action
-// Redis refused before writing is answered 503 write_refused, saying
-// nothing was done, and any other failure than not found, invalid, a
+// Redis refused before writing is answered 503 write_refused, and a
+// decision whose attempt could not be fenced out 503 not_fenced_out, both
+// saying nothing was done, and any other failure than not found, invalid, a
 // wrong state or too few replicas (503) says the action may have been
 // done, never that nothing happened: the reply may have been lost after
 // Redis ran it.
 func (h *Handler) failAction(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, jobs.ErrNotFencedOut) {
+		h.log.ErrorContext(r.Context(), "dashboard: an operator's decision was not recorded: the job's last attempt could not be fenced out of the Config.Fencer store; nothing was decided", "path", r.URL.Path, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "not_fenced_out", notFencedOutMsg)
+		return
+	}
 	if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalid) || errors.Is(err, jobs.ErrWrongState) ||
 		errors.Is(err, jobs.ErrActionUnknown) {
 		h.fail(w, r, err)
