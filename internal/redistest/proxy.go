@@ -15,7 +15,8 @@ import (
 // demand: armed with DropReply or HoldReply, it forwards the next request
 // holding given strings, lets the server run it, and keeps its reply from
 // the client. That is the network fault that leaves a call's outcome
-// unknown: the server did the work, the client never heard of it.
+// unknown: the server did the work, the client never heard of it. Armed
+// with DelayReply, it hands that reply over late instead.
 type Proxy struct {
 	// Addr is the proxy's host:port on loopback; clients connect here.
 	Addr string
@@ -35,8 +36,11 @@ type Proxy struct {
 type fault struct {
 	match [][]byte
 	close bool // close the client's connection (else leave it silent)
-	once  sync.Once
-	done  chan struct{}
+	// release, when set, delays the reply instead of losing it: it is
+	// forwarded once release is closed.
+	release <-chan struct{}
+	once    sync.Once
+	done    chan struct{}
 }
 
 // StartProxy starts a proxy to the Redis server at target, stopped when the
@@ -78,8 +82,19 @@ func (p *Proxy) DropReply(match ...string) <-chan struct{} { return p.arm(true, 
 // server runs a call for longer than that.
 func (p *Proxy) HoldReply(match ...string) <-chan struct{} { return p.arm(false, match) }
 
+// DelayReply arms the proxy once: the reply to the next request that
+// holds every one of match is kept from the client until release is
+// closed, then forwarded (a slow network: the call's reply arrives late).
+// The channel returned is closed once the server's reply is held.
+func (p *Proxy) DelayReply(release <-chan struct{}, match ...string) <-chan struct{} {
+	return p.armFault(&fault{release: release, done: make(chan struct{})}, match)
+}
+
 func (p *Proxy) arm(closeConn bool, match []string) <-chan struct{} {
-	f := &fault{close: closeConn, done: make(chan struct{})}
+	return p.armFault(&fault{close: closeConn, done: make(chan struct{})}, match)
+}
+
+func (p *Proxy) armFault(f *fault, match []string) <-chan struct{} {
 	for _, m := range match {
 		f.match = append(f.match, []byte(m))
 	}
@@ -171,7 +186,11 @@ func (p *Proxy) replies(c, s net.Conn, lost *atomic.Pointer[fault]) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := s.Read(buf)
-		if f := lost.Load(); f != nil && n > 0 {
+		if f := lost.Load(); f != nil && n > 0 && f.release != nil {
+			f.once.Do(func() { close(f.done) })
+			<-f.release
+			lost.Store(nil)
+		} else if f != nil && n > 0 {
 			f.once.Do(func() { close(f.done) })
 			if f.close {
 				return
