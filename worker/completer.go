@@ -120,7 +120,7 @@ func (c *completer) giveUp() {
 		break
 	}
 	for i, f := range left {
-		c.p.unsettled.add(f.a, UnsettledCommitFailed)
+		c.p.unsettled.commitFailed(f, UnsettledCommitFailed)
 		if i >= flying && f == &f.a.fin { // never sent: no commit will report it
 			f.a.committed(Commit{})
 		}
@@ -286,7 +286,7 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 			if err != nil {
 				c.p.metrics.CommitsFailed.WithLabelValues(ledger.Logical(f.a.job.Queue), result).Inc()
 				if c.p.stopping.Err() != nil {
-					c.p.unsettled.add(f.a, left)
+					c.p.unsettled.commitFailed(f, left)
 				}
 			} else {
 				out[i] = c.report(f, out[i], retried[g])

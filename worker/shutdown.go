@@ -21,9 +21,11 @@ var ErrUnsettled = errors.New("worker: jobs left unsettled at shutdown")
 const (
 	// UnsettledAbandoned: its handler was still running when the shutdown
 	// timeout and the wait after cancelling its context passed. The pool
-	// recorded the attempt uncertain under its token (unless Reason says
-	// that commit failed too); a result the handler returns later is
-	// committed only if that token still runs the job.
+	// recorded the attempt uncertain under its token; when that commit
+	// failed, Reason says so instead (UnsettledCommitFailed,
+	// UnsettledCommitRefused or UnsettledCommitNotSent: the attempt runs
+	// in the ledger until its lease lapses). A result the handler returns
+	// later is committed only if that token still runs the job.
 	UnsettledAbandoned = "handler still running"
 	// UnsettledCommitFailed: the outcome's commit failed with an unknown
 	// result (Redis unreachable), or so did the put-back of a job claimed
@@ -101,17 +103,34 @@ type unsettledSet struct {
 
 // add records attempt a's job, once (the first reason given stays).
 func (s *unsettledSet) add(a *attempt, reason string) {
-	s.addJob(a.job.Queue, a.job.ID, a.job.Token, reason)
+	s.record(a.job.Queue, a.job.ID, a.job.Token, reason, false)
+}
+
+// commitFailed records that f's commit failed for reason. When f is the
+// uncertain record an abandoned attempt was given (abandon), reason
+// replaces UnsettledAbandoned, which says that record was made: the
+// attempt may still run in the ledger until its lease lapses.
+func (s *unsettledSet) commitFailed(f *finished, reason string) {
+	s.record(f.a.job.Queue, f.a.job.ID, f.a.job.Token, reason, f != &f.a.fin)
 }
 
 // addJob records job id of queue q (a partition's name or a queue's)
 // claimed under token, once (the first reason given stays).
 func (s *unsettledSet) addJob(q, id string, token lease.Token, reason string) {
+	s.record(q, id, token, reason, false)
+}
+
+// record records job id of queue q claimed under token with reason, once:
+// the first reason given stays, unless replace is set.
+func (s *unsettledSet) record(q, id string, token lease.Token, reason string, replace bool) {
 	u := Unsettled{Queue: ledger.Logical(q), ID: id, Token: token, Reason: reason}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, j := range s.jobs {
+	for i, j := range s.jobs {
 		if j.Queue == u.Queue && j.ID == u.ID && j.Token == u.Token {
+			if replace {
+				s.jobs[i].Reason = reason
+			}
 			return
 		}
 	}

@@ -431,3 +431,70 @@ func TestShutdownTwoPoolsAtOnceThirdRuns(t *testing.T) {
 	}
 	awaitAllSucceeded(t, e, "trio", ids, l)
 }
+
+// TestShutdownAbandonedWhoseUncertainCommitFailed: a handler that ignores
+// its context is abandoned while Redis does not answer, so the commit of
+// its attempt as uncertain fails too: Run's ShutdownError says so (commit
+// failed), as UnsettledAbandoned's doc promises, instead of "handler still
+// running", which tells the operator the attempt was recorded uncertain.
+// Once Redis resumes, another pool runs the job once.
+func TestShutdownAbandonedWhoseUncertainCommitFailed(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	e := newEnvOn(t, srv.Client(), ns)
+	l := newRunLog()
+	id := e.enqueue(strandArgs{N: 1}, jobs.Queue("deafpause")).JobID
+
+	cfg := e.config()
+	cfg.Queues = map[string]int{"deafpause": 1}
+	cfg.Maintenance.Disabled = true
+	cfg.ShutdownTimeout = 100 * time.Millisecond
+	cfg.WorkerID = "a"
+	cfg.Registerer = nil
+	rdbA := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { _ = rdbA.Close() })
+	a, err := worker.NewPool(rdbA, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unblock := make(chan struct{})
+	var unblockOnce sync.Once
+	t.Cleanup(func() { unblockOnce.Do(func() { close(unblock) }) })
+	if err := worker.Register(a, jobs.Worker[strandArgs](strandWorker{log: l, body: func(context.Context, *jobs.Job[strandArgs]) error {
+		<-unblock // ignores its context
+		return errors.New("abandoned handler returning")
+	}})); err != nil {
+		t.Fatal(err)
+	}
+	cancel, done := runPool(a)
+	l.waitFor(t, "the handler running", func() bool { return l.startedN() == 1 })
+	srv.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	cancel()
+	err = waitRun(t, done)
+	var se *worker.ShutdownError
+	if !errors.As(err, &se) || len(se.Jobs) != 1 || se.Jobs[0].ID != id {
+		t.Fatalf("Run: %v, want a ShutdownError naming job %s", err, id)
+	}
+	if got := se.Jobs[0].Reason; got != worker.UnsettledCommitFailed {
+		t.Errorf("ShutdownError's reason %q, want %q: the attempt's uncertain record was never acknowledged", got, worker.UnsettledCommitFailed)
+	}
+	srv.Resume()
+	paused = false
+	unblockOnce.Do(func() { close(unblock) })
+
+	cfg.WorkerID = "c"
+	cfg.Maintenance.Disabled = false
+	cfg.ShutdownTimeout = 5 * time.Second
+	c := e.pool(cfg)
+	if err := worker.Register(c, jobs.Worker[strandArgs](strandWorker{log: l, body: quick})); err != nil {
+		t.Fatal(err)
+	}
+	e.start(c)
+	awaitAllSucceeded(t, e, "deafpause", []string{id}, l)
+}
