@@ -212,7 +212,10 @@ func TestDurableCompletionUnacknowledgedAtShutdownSaysItApplied(t *testing.T) {
 		strings.Contains(logs, "commit failed with an unknown result") {
 		t.Fatalf("the unacknowledged commit is not logged as applied on the primary:\n%s", tail(logs, 10))
 	}
-	if n := failedCommits(t, e.reg, job.Queue, "unacknowledged"); n != 1 {
-		t.Errorf("fencedq_commits_failed_total{result=\"unacknowledged\"} = %v, want 1", n)
+	// A running pool tries an unacknowledged completion again while the
+	// attempt's lease holds, and each failed commit counts: on a loaded
+	// machine it fails more than once before the stop.
+	if n := failedCommits(t, e.reg, job.Queue, "unacknowledged"); n < 1 {
+		t.Errorf("fencedq_commits_failed_total{result=\"unacknowledged\"} = %v, want at least 1", n)
 	}
 }

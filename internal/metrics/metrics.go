@@ -153,7 +153,7 @@ func newSet(reg prometheus.Registerer, pool bool) *Set {
 			Name: "fencedq_handlers_abandoned_total", Help: "Handlers still running when a stopping pool gave up on them, or when their middleware returned while next ran them (each attempt recorded uncertain).",
 		}, []string{"queue", "kind"}),
 		CommitsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencedq_commits_failed_total", Help: "Jobs whose commit by a pool failed (an attempt's outcome, or the put-back of a job claimed but not started), by result: refused (Redis refused the write: nothing applied), not_sent (it never reached Redis: nothing applied), unknown (it may have been applied), unacknowledged (applied on the primary, too few replicas acknowledged it). Each job is left to its lease's expiry, then the maintenance leader.",
+			Name: "fencedq_commits_failed_total", Help: "Jobs whose commit by a pool failed (an attempt's outcome, or the put-back of a job claimed but not started; a job once per failed commit), by result: refused (Redis refused the write: nothing applied), not_sent (it never reached Redis: nothing applied), unknown (it may have been applied), unacknowledged (applied on the primary, too few replicas acknowledged it). Each job is left to its lease's expiry, then the maintenance leader.",
 		}, []string{"queue", "result"}),
 		LeaseWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "fencedq_lease_wait_seconds", Help: "Time a delivery waited for its resource lease.",
