@@ -32,7 +32,8 @@ func (skewArgs) Kind() string { return "skew" }
 // namespace's time never goes back. The lead the first node brought
 // stays through the second tenure: a delay set before it comes due early
 // by it, while delays, retries and RunAt times set during it are relative
-// to the namespace's time and wait their full length.
+// to the namespace's time and wait their full length. Setting the last
+// node's clock right then changes nothing: the step is absorbed.
 func TestFailoverHoursAheadThenHoursBehind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover tests skipped in -short mode")
@@ -233,6 +234,24 @@ func TestFailoverHoursAheadThenHoursBehind(t *testing.T) {
 	waitsFull(delayed, "a job delayed by an hour during the lead")
 	waitsFull(runAt, "a job to run in an hour, enqueued during the lead")
 	waitsFull(retried, "a job retried in an hour during the lead")
+
+	// C's clock is set right (stepped forward by 3 hours, still below the
+	// namespace's time): the step is absorbed into C's offset, so the time
+	// goes on from where it was, not 6 hours ahead, and nothing set during
+	// the lead comes early by the step.
+	last := nsTime()
+	f.Replica.SetClockOffset(0)
+	after = nsTime()
+	if after.Before(last) {
+		t.Fatalf("the namespace's time went back from %v to %v", last, after)
+	}
+	if ahead := time.Until(after); ahead > lead+5*time.Minute {
+		t.Fatalf("the namespace's time is %v ahead after C's clock was set right: it jumped by the step", ahead)
+	}
+	work()
+	waitsFull(delayed, "a job delayed by an hour during the lead, after C's clock was set right")
+	waitsFull(runAt, "a job to run in an hour, after C's clock was set right")
+	waitsFull(retried, "a job retried in an hour, after C's clock was set right")
 	mu.Lock()
 	defer mu.Unlock()
 	if len(refused) > 0 {

@@ -133,7 +133,14 @@
 // before it do not end early, by more than 1 % while it catches up. INFO is
 // asked only while the offset is not 0 or TIME falls more than a second
 // below the mark (a new tenure behind, or a clock stepped back on the same
-// primary, which raises the offset alike). It needs no state from callers:
+// primary, which raises the offset alike). A positive offset absorbs a
+// step forward of the node's clock (its clock set right while below the
+// mark): a call finding the time more than [CatchUpMax] past the mark, a
+// gap no live pool leaves between calls, lowers the offset (down to 0) so
+// the time goes on from the mark, late rather than early; a real idle spell
+// that long makes due times set before it come late by up to the spell
+// (not on Redis Cluster, where a quiet queue's record leaves such gaps).
+// It needs no state from callers:
 // a client that has not refreshed its epoch since the failover reads the
 // same time. It assumes the record replicates like the data it dates (a
 // replica without it starts from its own TIME).
@@ -183,7 +190,9 @@ func Plausible(token uint64, now time.Time) bool {
 const CatchUpDiv = 100
 
 // CatchUpMax is lib.lua's CATCH_UP_MAX_US: the most a new tenure's time
-// starts behind its clock; a larger gap is jumped.
+// starts behind its clock (a larger gap is jumped), and the longest gap
+// between calls taken for real time while a positive offset is carried (a
+// longer one is a step forward of the node's clock, absorbed).
 const CatchUpMax = 60 * time.Second
 
 // MaxAttempts bounds how many times [Tracker.Mint] runs a minting script

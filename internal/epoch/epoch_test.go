@@ -865,3 +865,110 @@ func TestNewPrimaryLoggedOncePerProcess(t *testing.T) {
 		t.Fatalf("%d info lines for two new primaries, want 2:\n%s", got, logs.String())
 	}
 }
+
+// peekScript is nowScript as a read (holder.lua, Ledger.ReadTime): the
+// mark is not moved.
+var peekScript = redis.NewScript(epoch.Lua + `return epoch_now(KEYS[1], nil, true)`)
+
+// A node carrying a positive offset (a tenure behind the time it took
+// over: here 3 hours behind a namespace's time 3 hours ahead of real time)
+// has its clock set right, stepped forward by 3 hours while still below
+// the mark: the step is absorbed into the offset, so the time goes on from
+// where it was instead of jumping ahead by the step (leases ending early,
+// delays firing early by it). A read between the step and the next write
+// reads the time that write then sets. A gap between calls shorter than
+// CatchUpMax is real time and keeps the offset.
+func TestClockSetRightWhileBehindTheMarkDoesNotJumpAhead(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{ClockShim: true})
+	c := srv.Client()
+	key := epoch.Key(redistest.Namespace(t))
+	run := func(s *redis.Script) time.Time {
+		t.Helper()
+		v, err := s.Run(ctx, c, []string{key}).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.UnixMicro(v)
+	}
+	now := func() time.Time { t.Helper(); return run(nowScript) }
+	offset := func() time.Duration {
+		t.Helper()
+		v, err := c.HGet(ctx, key, "coff").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(v) * time.Microsecond
+	}
+	const lead = 3 * time.Hour
+	const slack = 5 * time.Second // this machine's pace between calls
+	srv.SetClockOffset(-lead)
+	// A new tenure on this node, 3 hours behind, takes over a namespace
+	// whose time is 3 hours ahead: an offset of 6 hours.
+	now()
+	c.HSet(ctx, key, "clk", time.Now().Add(lead).UnixMicro(), "crid", "old-primary", "coff", 0)
+	before := now()
+	if d := time.Until(before) - lead; d.Abs() > slack {
+		t.Fatalf("after the failover: %v ahead of real time, want about %v", time.Until(before), lead)
+	}
+	if off := offset(); (off - 2*lead).Abs() > slack {
+		t.Fatalf("tenure offset %v, want about %v", off, 2*lead)
+	}
+	// The node's clock is set right.
+	srv.SetClockOffset(0)
+	read := run(peekScript)
+	if d := read.Sub(before); d < 0 || d > slack {
+		t.Fatalf("a read after the clock was set right: %v past the last time (want about 0, not the step %v)", d, lead)
+	}
+	after := now()
+	if after.Before(read) {
+		t.Fatalf("time went back: %v after %v", after, read)
+	}
+	if d := after.Sub(before); d > slack {
+		t.Fatalf("after the clock was set right: the time jumped ahead by %v (want about 0, not the step %v)", d, lead)
+	}
+	if off := offset(); (off - lead).Abs() > slack {
+		t.Fatalf("offset after the clock was set right: %v, want about %v (the step absorbed)", off, lead)
+	}
+	if later := now(); later.Before(after) {
+		t.Fatalf("time went back: %v after %v", later, after)
+	}
+	// The last call was 30 s ago by this node's clock (a gap a live
+	// pool does not leave, but below CatchUpMax): real time, kept.
+	gap := 30 * time.Second
+	c.HSet(ctx, key, "clk", time.Now().Add(lead-gap).UnixMicro())
+	if ahead := time.Until(now()); (ahead - lead).Abs() > slack {
+		t.Fatalf("after a %v gap: %v ahead of real time, want about %v", gap, ahead, lead)
+	}
+}
+
+// On Redis Cluster a queue's or a resource's own clock record is raised
+// only by calls on it, so a quiet one goes more than CatchUpMax without a
+// call while pools are live: that gap is real time, and a positive offset
+// is kept (its due times are not delayed by the quiet spell).
+func TestClusterQuietRecordKeepsItsOffset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster skipped in -short mode")
+	}
+	ctx := context.Background()
+	cc := redistest.StartCluster(t).Client()
+	key := "{x}" + redistest.Namespace(t) + ":clock"
+	rid, err := redis.NewScript(epoch.Lua+`return epoch_replid()`).Run(ctx, cc, []string{key}).Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const off, gap, slack = 2 * time.Minute, 90 * time.Second, 5 * time.Second
+	tm := node.Time(ctx).Val()
+	cc.HSet(ctx, key, "crid", rid, "coff", off.Microseconds(), "clk", tm.Add(off-gap).UnixMicro())
+	v, err := nowScript.Run(ctx, cc, []string{key}).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.UnixMicro(v).Sub(node.Time(ctx).Val()) - off; d.Abs() > slack {
+		t.Fatalf("after a quiet spell of %v: the time is %v off TIME + the offset %v, want it kept", gap, d, off)
+	}
+}

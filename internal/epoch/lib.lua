@@ -202,8 +202,21 @@ local CLOCK_SLACK_US = 1000000
 local CATCH_UP_DIV = 100
 -- CATCH_UP_MAX_US: the most a new tenure's time may start behind its
 -- clock (µs); a larger gap (a tenure starting after a long outage or idle
--- spell: nothing live to end early) is jumped, all but this much.
+-- spell: nothing live to end early) is jumped, all but this much. It is
+-- also the longest gap between calls taken for real time while a positive
+-- offset is carried: live pools raise the mark every second or so (the
+-- maintenance leader's passes, renewals, claims), so the clock moving
+-- further past the mark than this between two calls is a step forward (the
+-- node's clock set right), absorbed into the offset.
 local CATCH_UP_MAX_US = 60000000
+
+-- on_cluster reports whether this node runs Redis Cluster, where a queue's
+-- or a resource's own clock record is raised by calls on it alone (a quiet
+-- one goes minutes without a call while pools are live).
+local function on_cluster()
+  local info = redis.pcall('INFO', 'cluster')
+  return type(info) == 'string' and string.find(info, 'cluster_enabled:1', 1, true) ~= nil
+end
 
 -- epoch_max_seen is the clock record's 'max' (the highest epoch recorded,
 -- which rises with each primary tenure) as the latest epoch_now read it, or
@@ -230,6 +243,16 @@ local epoch_max_seen = false
 -- (CATCH_UP_DIV): time never jumps forward by a failover, so leases granted
 -- and delays set before it do not end early. A clock stepped back on the
 -- same primary raises its offset likewise.
+-- A positive offset absorbs a step forward of the node's clock too (the
+-- clock set right while still below the mark, or any forward jump): a call
+-- that finds TIME + offset more than CATCH_UP_MAX_US past the mark lowers
+-- the offset (down to 0) so the time goes on from the mark, late rather
+-- than early; a real idle spell that long makes due times set before it
+-- come late by up to the spell. A read (peek) computes the same time and
+-- records nothing: the write after it absorbs the step. (A read alone
+-- past CATCH_UP_MAX_US of a spell with no write thus goes back to the
+-- mark: reads are not what the mark holds.) Not on Redis Cluster, where
+-- a quiet queue's or resource's record leaves such gaps while pools live.
 -- With want (a replication id, as a minting script's caller passes it to
 -- epoch_check), the same read also returns the record's 'r:<want>' and
 -- 'born' fields (false: absent) as second and third values, for
@@ -259,17 +282,23 @@ local function epoch_now(key, want, peek)
   local now = raw + off
   if clk and (base ~= 0 or now < clk - CLOCK_SLACK_US) then
     local rid, crid, noff = epoch_replid(), c[2] or '', off
+    local keep = false -- a read's step: computed as a write would, not recorded
     if rid ~= crid or now < clk - CLOCK_SLACK_US then
       -- a new tenure (failover, restart), or this primary's clock stepped
       -- back: go on from the mark
       noff = math.max(clk - raw, -CATCH_UP_MAX_US)
+    elseif off > 0 and now > clk + CATCH_UP_MAX_US and not on_cluster() then
+      -- this primary's clock stepped forward (no live pool leaves such a
+      -- gap): go on from the mark, late rather than early
+      noff = math.max(clk - raw, 0)
+      keep = peek
     end
     if rid == '' and raw >= clk then noff = 0 end -- no INFO: the clock alone has caught up
     -- A clock stepped back (a positive offset) and set right is back at
     -- the mark by itself (within the slack, where the time holds at the
     -- mark): raw + offset would jump ahead of the clock by the step.
     if noff > 0 and raw >= clk - CLOCK_SLACK_US then noff = 0 end
-    if rid ~= crid or noff ~= off or (noff == 0 and base ~= 0) then
+    if not keep and (rid ~= crid or noff ~= off or (noff == 0 and base ~= 0)) then
       if noff < 0 then
         redis.call('HSET', key, 'crid', rid, 'coff', string.format('%d', noff), 'cat', string.format('%d', raw))
       else

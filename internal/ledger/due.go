@@ -130,9 +130,10 @@ func (l *Ledger) first(ctx context.Context, queues []string, index State, withSe
 // readNow estimates the namespace's time in µs from a plain read of the
 // clock record (internal/epoch's epoch_now): max(TIME + offset, mark), a
 // negative offset shrunk by its catch-up since it was set, without checking
-// that the offset is this primary tenure's. A stale offset (a failover back
-// to a true clock, before any script ran there) only makes a queue look due
-// early: the call that follows decides with the namespace's time.
+// that the offset is this primary tenure's or that the clock did not step
+// forward under it. A stale offset (a failover back to a true clock, or a
+// clock set right, before any script ran there) only makes a queue look
+// due early: the call that follows decides with the namespace's time.
 func readNow(t time.Time, c *redis.SliceCmd) int64 {
 	now := t.UnixMicro()
 	vs, err := c.Result()
