@@ -21,7 +21,8 @@ import (
 // Want says which enqueued jobs of a kind match. Zero fields match any job.
 type Want struct {
 	// Args, when set, must equal the job's args (compared as JSON, so
-	// sensitive fields count too).
+	// sensitive fields count too). They must be of the helper's kind (a
+	// value or a pointer): args of another kind fail the test.
 	Args jobs.JobArgs
 	// Queue is the job's queue: a partitioned queue's name matches the jobs
 	// of every partition, a partition's name those of that partition.
@@ -98,6 +99,14 @@ func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *
 	}
 	var wantArgs any
 	if want.Args != nil {
+		// Args of another kind (a copy-paste slip) would be compared as
+		// JSON alone: a job of T's kind with the same fields would match.
+		if kind, wk := kindOf[T](tb), argsKind(want.Args); wk != kind {
+			if wk == "" {
+				wk = "none (its Kind method panicked)"
+			}
+			tb.Fatalf("fencedqtest: Want.Args: a %T is of kind %s, not %s (the kind the helper reads)", want.Args, wk, kind)
+		}
 		var err error
 		if wantArgs, err = canonical(want.Args); err != nil {
 			tb.Fatalf("fencedqtest: Want.Args: %v", err)
@@ -361,6 +370,22 @@ func exactNumbers(v any) any {
 		}
 	}
 	return v
+}
+
+// argsKind returns the kind of a, read from its type's zero value when a
+// is a nil pointer ("" when that Kind method panics too).
+func argsKind(a jobs.JobArgs) (kind string) {
+	defer func() {
+		if recover() != nil {
+			kind = ""
+		}
+	}()
+	if v := reflect.ValueOf(a); v.Kind() == reflect.Pointer && v.IsNil() {
+		if z, ok := reflect.New(v.Type().Elem()).Interface().(jobs.JobArgs); ok {
+			return z.Kind()
+		}
+	}
+	return a.Kind()
 }
 
 // kindOf returns T's kind, failing the test when T's Kind method panics on
