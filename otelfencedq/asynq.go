@@ -19,11 +19,16 @@ import (
 // TaskHeaders returns headers with the trace context of ctx added, for an
 // asynq task delivered through the asynq bridge (asynq.NewTaskWithHeaders):
 // AsynqMiddleware's attempt spans continue the trace. Only the fields that
-// fit a job's header limits are added, none for a ctx without a span; the
-// headers given are not changed. Of opts only WithPropagator matters.
+// fit a job's header limits are added, none for a ctx without a span; a
+// trace context headers already carry is replaced as a whole (its
+// tracestate too, when ctx's has none or it does not fit); the headers
+// given are not changed. Of opts only WithPropagator matters.
 func TaskHeaders(ctx context.Context, headers map[string]string, opts ...Option) map[string]string {
 	out := maps.Clone(headers)
-	fields := newConfig(opts).fit(ctx, headers)
+	fields, drop := newConfig(opts).fit(ctx, headers)
+	for _, k := range drop {
+		delete(out, k)
+	}
 	if out == nil && len(fields) > 0 {
 		out = make(map[string]string, len(fields))
 	}

@@ -152,7 +152,8 @@ func (c config) tracer() trace.Tracer { return c.tp.Tracer(ScopeName) }
 // EnqueueMiddleware returns the enqueue middleware (for
 // jobs.Config.EnqueueMiddleware): one producer span per job, named
 // "enqueue <kind>", a child of the span in the enqueue's context, whose
-// trace context it writes into the job's headers before the write.
+// trace context it writes into the job's headers before the write,
+// replacing as a whole any the headers carried (see TaskHeaders).
 func EnqueueMiddleware(opts ...Option) jobs.EnqueueMiddleware {
 	c := newConfig(opts)
 	tracer := c.tracer()
@@ -238,7 +239,11 @@ func (c config) parent(ctx context.Context, r *jobs.EnqueueRequest) context.Cont
 
 // inject writes the trace context of ctx into r's headers (see fit).
 func (c config) inject(ctx context.Context, r *jobs.EnqueueRequest) {
-	for _, f := range c.fit(ctx, r.Headers) {
+	set, drop := c.fit(ctx, r.Headers)
+	for _, k := range drop {
+		delete(r.Headers, k)
+	}
+	for _, f := range set {
 		r.SetHeader(f[0], f[1])
 	}
 }
@@ -249,10 +254,17 @@ func (c config) inject(ctx context.Context, r *jobs.EnqueueRequest) {
 // caller (an HTTP request's tracestate may be longer than a header holds)
 // and never gets an enqueue refused. The fields go in the propagator's
 // Fields order (traceparent before tracestate), so one that does not fit
-// leaves the others in; the job's own headers always stay.
-func (c config) fit(ctx context.Context, headers map[string]string) [][2]string {
+// leaves the others in; the job's own headers always stay. When ctx has a
+// trace context to write, it replaces the one headers carry as a whole:
+// drop names the propagator's fields headers hold that it does not set (a
+// tracestate of another trace, one that does not fit), to be removed, so
+// no field of an earlier trace context stays beside the new one.
+func (c config) fit(ctx context.Context, headers map[string]string) (set [][2]string, drop []string) {
 	fields := propagation.MapCarrier{}
 	c.prop.Inject(ctx, fields)
+	if len(fields) == 0 {
+		return nil, nil // no trace context: the headers stay as they are
+	}
 	keys := slices.Clone(c.prop.Fields())
 	extra := fields.Keys()
 	slices.Sort(extra)
@@ -265,25 +277,29 @@ func (c config) fit(ctx context.Context, headers map[string]string) [][2]string 
 	if h == nil {
 		h = map[string]string{}
 	}
-	var out [][2]string
+	for _, k := range keys {
+		delete(h, k) // the old trace context, replaced (and its room freed)
+	}
 	for _, k := range keys {
 		v, ok := fields[k]
 		if !ok {
 			continue
 		}
-		prev, had := h[k]
 		h[k] = v
 		if jobs.ValidateHeaders(h) != nil {
-			if had {
-				h[k] = prev
-			} else {
-				delete(h, k)
-			}
+			delete(h, k)
 			continue
 		}
-		out = append(out, [2]string{k, v})
+		set = append(set, [2]string{k, v})
 	}
-	return out
+	for _, k := range keys {
+		if _, had := headers[k]; had {
+			if _, kept := h[k]; !kept {
+				drop = append(drop, k)
+			}
+		}
+	}
+	return set, drop
 }
 
 // Headers returns the trace context of ctx as job headers (jobs.Header
@@ -297,7 +313,7 @@ func (c config) fit(ctx context.Context, headers map[string]string) [][2]string 
 // span; a job's own headers beside them may still be too many. Of opts
 // only WithPropagator matters.
 func Headers(ctx context.Context, opts ...Option) []jobs.Option {
-	fields := newConfig(opts).fit(ctx, nil)
+	fields, _ := newConfig(opts).fit(ctx, nil)
 	out := make([]jobs.Option, len(fields))
 	for i, f := range fields {
 		out[i] = jobs.Header(f[0], f[1])
