@@ -271,7 +271,10 @@ var relayHook func() error
 // jobs.ErrInvalid), stays in the table with failed_at and error set, is
 // logged as a warning (Options.Logger) and is not taken again: list such
 // rows with Failed, fix them (or the middleware) and put them back with
-// Retry, or delete them. An error matching jobs.ErrEnqueueUnknown (Redis
+// Retry, or delete them. A row whose job the client wrote (a result came
+// back for it) is relayed whatever error came with it (an enqueue
+// middleware failing after the write), logged as a warning. An error
+// matching jobs.ErrEnqueueUnknown (Redis
 // failing, or a middleware that cannot tell for now), jobs.ErrNotSent
 // (Redis unreachable), jobs.ErrOutOfMemory or jobs.ErrWriteRefused (a
 // demoted primary) sets nothing aside:
@@ -334,7 +337,7 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	if err := o.store.raise(ctx, tx, f); err != nil {
 		return 0, 0, err
 	}
-	refused, err := enqueueRows(ctx, client, ps)
+	refused, written, err := enqueueRows(ctx, client, ps)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w (kept for the next relay: %s)", err, rowIDs(good))
 	}
@@ -368,6 +371,11 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 	if err := tx.Commit(ctx); err != nil {
 		return 0, 0, fmt.Errorf("pgfence: relay: commit: %w", err)
 	}
+	for i, err := range written {
+		r := good[i]
+		o.log.Warn("outbox row relayed: its job was written, though the enqueue returned an error (the client's enqueue middleware failed after the write)",
+			"outbox", o.t.outbox, "row_id", r.id, "kind", ledger.Clip(r.kind), "queue", ledger.Clip(r.queue), "error", err)
+	}
 	for _, b := range bad {
 		// The kind and queue may be any text the columns hold: cut, as the
 		// error quotes them.
@@ -378,35 +386,49 @@ func (o *Outbox) Relay(ctx context.Context, client *jobs.Client, leader lease.To
 }
 
 // enqueueRows enqueues ps with one EnqueueMany call and returns the jobs
-// the client refused, by position in ps. A batch refused as a whole for
+// the client refused, by position in ps, and those it wrote though it
+// returned an error (written: a result came back for the job, as from an
+// enqueue middleware that failed after calling next), which are relayed,
+// not set aside: their jobs are in the queue. A batch refused as a whole for
 // one job's sake (jobs.ErrInvalid, or an error of the client's enqueue
 // middleware, which sees the batch at once) is enqueued again one job at a
 // time, so only the jobs refused on their own are returned. An error
 // matching jobs.ErrEnqueueUnknown, jobs.ErrNotSent, jobs.ErrOutOfMemory or
 // jobs.ErrWriteRefused (a demoted primary), or the end of
-// ctx, says nothing about the job: the call returns it, and every row stays in the outbox for the
+// ctx, says nothing about a job without a result: the call returns it, and every row stays in the outbox for the
 // next relay (the operation ids make enqueueing them again safe).
-func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (map[int]error, error) {
+func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (refused, written map[int]error, err error) {
 	if len(ps) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	_, err := client.EnqueueMany(ctx, ps)
+	res, err := client.EnqueueMany(ctx, ps)
 	if err == nil {
-		return nil, nil
+		return nil, nil, nil
+	}
+	if len(res) == len(ps) && !slices.Contains(res, nil) {
+		written = make(map[int]error, len(ps))
+		for i := range ps {
+			written[i] = err // every job written: the error is the middleware's own
+		}
+		return nil, written, nil
 	}
 	if transient(ctx, err) {
-		return nil, fmt.Errorf("pgfence: relay: %w", err)
+		return nil, nil, fmt.Errorf("pgfence: relay: %w", err)
 	}
-	refused := map[int]error{}
+	refused, written = map[int]error{}, map[int]error{}
 	for i, p := range ps {
-		if _, err := client.Enqueue(ctx, p.Args, p.Options...); err != nil {
-			if transient(ctx, err) {
-				return nil, fmt.Errorf("pgfence: relay: %w", err)
-			}
+		r, err := client.Enqueue(ctx, p.Args, p.Options...)
+		switch {
+		case err == nil:
+		case r != nil:
+			written[i] = err
+		case transient(ctx, err):
+			return nil, nil, fmt.Errorf("pgfence: relay: %w", err)
+		default:
 			refused[i] = err
 		}
 	}
-	return refused, nil
+	return refused, written, nil
 }
 
 // maxRowIDs bounds the row ids an error names.
