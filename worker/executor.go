@@ -228,12 +228,21 @@ func notRun(end *rules.End) (putBack bool) {
 	return end.Lost
 }
 
+// reasonSkipped is the reason recorded with a success no handler made: a
+// middleware returned no error without calling next.
+const reasonSkipped = "handler not run: a middleware returned no error without calling next"
+
 // conclude turns end, how attempt a's call ended, into the outcome to
 // commit, counting what it shows.
 func (p *Pool) conclude(a *attempt, end rules.End, kind string) *finished {
 	c := a.job
 	a.deciding, a.decidingSet = end, true
 	outcome := rules.NameApplier(a.ctx, p.ledger, c.Queue, c.ID, end.Err, rules.Decide(end))
+	if outcome.To == jobs.Succeeded && end.Err == nil && len(p.cfg.Middleware) > 0 && !a.handlerEntered() {
+		// A middleware ended the attempt without next: the record says
+		// so, or it would claim an effect that never happened.
+		outcome.Reason = reasonSkipped
+	}
 	if outcome.To == jobs.Pending && !outcome.Defer {
 		var after *jobs.RetryAfterError
 		if errors.As(end.Err, &after) {

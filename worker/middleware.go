@@ -49,7 +49,8 @@ type Handler func(ctx context.Context, job JobView) error
 // ends the attempt uncertain with ErrHandlerStillRunning: a middleware
 // that runs next in a goroutine must wait for it to return. A
 // middleware that returns no error without calling next ends the attempt
-// as succeeded without the handler (a warning names the job).
+// as succeeded without the handler (a warning names the job, and the
+// job's record and history give the reason "handler not run: ...").
 type Middleware func(next Handler) Handler
 
 // ErrAttemptEnded is what a middleware's next returns, without running the
