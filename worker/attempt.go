@@ -82,8 +82,9 @@ type attempt struct {
 // (nil): once per attempt, not once the attempt's call ended
 // (ErrAttemptEnded), and not once hctx, the handler's context, is done or
 // the claim lapsed (a middleware that kept next waiting past the lease):
-// the error then says why (lease.ErrLost for a lost lease).
-func (a *attempt) enterHandler(hctx context.Context) error {
+// the error then says why (lease.ErrLost for a lost lease), nor under
+// ctx, the context next was handed, once it ended (ErrContextEnded).
+func (a *attempt) enterHandler(hctx, ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.entered || a.callOver {
@@ -94,6 +95,12 @@ func (a *attempt) enterHandler(hctx context.Context) error {
 	}
 	if a.lapsed() {
 		return fmt.Errorf("worker: the claim lapsed before next ran the handler: %w", errLocalDeadline)
+	}
+	if ctx.Err() != nil {
+		// Ended by the middleware (the attempt's own end is told above):
+		// its cause is not wrapped, so nothing takes it for a timeout of
+		// a handler that ran.
+		return fmt.Errorf("%w: %v", ErrContextEnded, context.Cause(ctx))
 	}
 	a.entered = true
 	return nil

@@ -40,7 +40,9 @@ type Handler func(ctx context.Context, job JobView) error
 // does one made once the handler's context ended or the claim lapsed
 // (with the cause: lease.ErrLost for a lost lease); a call with a context
 // not derived from the attempt's returns ErrContextReplaced, and one with
-// a JobView not the attempt's ErrForeignJobView, the handler not run (a
+// a JobView not the attempt's ErrForeignJobView, and one that already
+// ended (the middleware's own cancel or timeout) ErrContextEnded, the
+// handler not run (a
 // context that keeps the attempt's values under a deadline of its own,
 // context.WithoutCancel then WithTimeout, runs it, still cancelled with
 // the attempt's context). The
@@ -76,6 +78,15 @@ var ErrHandlerStillRunning = errors.New("worker: middleware returned while next 
 // that tells the handler its lease was lost. The handler never runs
 // without its fence.
 var ErrContextReplaced = errors.New("worker: next was called with a context not derived from its attempt's (the handler would lose its fence and its cancellation)")
+
+// ErrContextEnded is what a middleware's next returns, without running the
+// handler, when the context it was handed (derived from the attempt's)
+// had already ended: the middleware cancelled it, or gave it a timeout
+// already past (a timeout of 0 from a setting left unset). The handler
+// could only fail under it, and a kind that can be reconciled would be
+// left uncertain though nothing ran; the error does not match the
+// context's cause, so the attempt ends as an ordinary error does (a retry).
+var ErrContextEnded = errors.New("worker: next was called with a context that had already ended")
 
 // ErrForeignJobView is what a middleware's next returns, without running
 // any handler, when the JobView it was handed is not its attempt's: one
@@ -270,7 +281,7 @@ func (p *Pool) wrap(h *handler, run runFunc) (runFunc, error) {
 		if err := v.sameAttempt(ctx); err != nil {
 			return err
 		}
-		if err := v.a.enterHandler(v.hctx); err != nil {
+		if err := v.a.enterHandler(v.hctx, ctx); err != nil {
 			return err
 		}
 		returned := false
