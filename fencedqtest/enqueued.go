@@ -80,10 +80,18 @@ const scanPage = 500
 // matches want (nil: every job of the kind), in each state's index order
 // (pending: by due time, jobs waiting in their fair group or parked on
 // their limit included). It fails the test when the ledger cannot be read,
-// and when want names a state or queue that cannot hold a job.
+// when ctx already ended (saying so), and when want names a state or
+// queue that cannot hold a job.
 func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) []*Job[T] {
 	tb.Helper()
+	return enqueued[T](ctx, tb, e, want, "Enqueued")
+}
+
+// enqueued is Enqueued, called by helper.
+func enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want, helper string) []*Job[T] {
+	tb.Helper()
 	e.check(tb)
+	checkContext(ctx, tb, helper)
 	if want == nil {
 		want = &Want{}
 	}
@@ -139,7 +147,7 @@ func Enqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *
 // wanted one), when none or several match.
 func RequireEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) *Job[T] {
 	tb.Helper()
-	got := Enqueued[T](ctx, tb, e, want)
+	got := enqueued[T](ctx, tb, e, want, "RequireEnqueued")
 	if len(got) == 1 {
 		return got[0]
 	}
@@ -156,7 +164,7 @@ func RequireEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env,
 // any job of the kind) was enqueued.
 func RequireNotEnqueued[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, want *Want) {
 	tb.Helper()
-	if got := Enqueued[T](ctx, tb, e, want); len(got) > 0 {
+	if got := enqueued[T](ctx, tb, e, want, "RequireNotEnqueued"); len(got) > 0 {
 		tb.Fatalf("fencedqtest: want no %s job matching %s, found %d:%s", kindOf[T](tb), want.describe(), len(got), listing(got))
 	}
 }

@@ -36,7 +36,9 @@
 //	rec := env.WaitState(ctx, t, job.Record.ID, jobs.Succeeded)
 //
 // The helpers fail the test (t.Fatal) on anything they cannot do, with
-// what they found; a job's args appear in failure messages redacted.
+// what they found; a job's args appear in failure messages redacted. A
+// context that already ended fails Work, WorkJob and the Enqueued helpers
+// at once, saying so (WaitState still takes one look at the job).
 // Inline runs use no pool, so the pool's middleware (worker.Config.Middleware)
 // is not applied, and no renewal runs: the attempt's leases last its
 // timeout plus a second, so a maintenance leader running in the same
@@ -44,6 +46,7 @@
 package fencedqtest
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -123,5 +126,15 @@ func (e *Env) check(tb testing.TB) {
 	}
 	if e.err != nil {
 		tb.Fatalf("fencedqtest: %v", e.err)
+	}
+}
+
+// checkContext fails the test of helper when ctx already ended, before
+// anything is read or written: the client would report it as something
+// else (an enqueue "not sent", Redis "could not be reached").
+func checkContext(ctx context.Context, tb testing.TB, helper string) {
+	tb.Helper()
+	if ctx.Err() != nil {
+		tb.Fatalf("fencedqtest: %s: the context had already ended (%v) before anything was read or written", helper, context.Cause(ctx))
 	}
 }

@@ -50,6 +50,7 @@ func Work[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.Wor
 	e.check(tb)
 	checkArgsType[T](tb)
 	checkWorker(tb, w)
+	checkContext(ctx, tb, "Work")
 	res, err := e.client.Enqueue(ctx, args, opts...)
 	if err != nil {
 		tb.Fatalf("fencedqtest: enqueue: %v", err)
@@ -91,6 +92,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 	e.check(tb)
 	checkArgsType[T](tb)
 	checkWorker(tb, w)
+	checkContext(ctx, tb, "WorkJob")
 	// A partitioned queue's name finds the job's partition, as the
 	// Inspector does; the attempt then runs on the partition.
 	rec, err := e.client.Inspector().Get(ctx, queue, id)
