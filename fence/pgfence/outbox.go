@@ -271,7 +271,9 @@ var relayHook func() error
 // jobs.ErrInvalid), stays in the table with failed_at and error set, is
 // logged as a warning (Options.Logger) and is not taken again: list such
 // rows with Failed, fix them (or the middleware) and put them back with
-// Retry, or delete them. A row whose job the client wrote (a result came
+// Retry, or delete them. A row whose enqueue panics (in the client's
+// enqueue middleware) is refused so too, the panic its error, and the rows
+// beside it relayed. A row whose job the client wrote (a result came
 // back for it) is relayed whatever error came with it (an enqueue
 // middleware failing after the write), logged as a warning. An error
 // matching jobs.ErrEnqueueUnknown (Redis
@@ -401,7 +403,7 @@ func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (re
 	if len(ps) == 0 {
 		return nil, nil, nil
 	}
-	res, err := client.EnqueueMany(ctx, ps)
+	res, err := guarded(func() ([]*jobs.Result, error) { return client.EnqueueMany(ctx, ps) })
 	if err == nil {
 		return nil, nil, nil
 	}
@@ -417,7 +419,14 @@ func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (re
 	}
 	refused, written = map[int]error{}, map[int]error{}
 	for i, p := range ps {
-		r, err := client.Enqueue(ctx, p.Args, p.Options...)
+		res, err := guarded(func() ([]*jobs.Result, error) {
+			r, err := client.Enqueue(ctx, p.Args, p.Options...)
+			return []*jobs.Result{r}, err
+		})
+		var r *jobs.Result
+		if len(res) == 1 {
+			r = res[0]
+		}
 		switch {
 		case err == nil:
 		case r != nil:
@@ -429,6 +438,26 @@ func enqueueRows(ctx context.Context, client *jobs.Client, ps []jobs.Params) (re
 		}
 	}
 	return refused, written, nil
+}
+
+// errEnqueuePanicked is the error of a relayed row whose enqueue panicked
+// (in the client's enqueue middleware, or encoding its args).
+var errEnqueuePanicked = errors.New("pgfence: relay: the enqueue panicked")
+
+// guarded returns what enqueue returns, or, when it panics, no result and
+// an error matching errEnqueuePanicked with the panic's value (not
+// wrapped: it is no class of the client's, so the row is refused, set
+// aside, rather than kept and taken again, panicking at every relay and
+// holding back the rows after it). The job may have been written if the
+// panic came after the write: the row's operation id keeps a later Retry
+// from enqueueing it twice.
+func guarded(enqueue func() ([]*jobs.Result, error)) (res []*jobs.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("%w (the job may have been written if it panicked after the write; Retry enqueues it at most once): %s", errEnqueuePanicked, ledger.CapError(fmt.Sprint(r)))
+		}
+	}()
+	return enqueue()
 }
 
 // maxRowIDs bounds the row ids an error names.
