@@ -507,14 +507,14 @@ end
 -- quarantine. Nothing is counted as an attempt.
 local function flow_admit(id, flow)
   -- k (the job's key) is made only when it is written or read again
-  local k, lkey, lmax, rkey, rmax, rper, wait, hk, nlmax, nrmax, nper
+  local k, lkey, lmax, rkey, rmax, rper, wait, wait_at, hk, nlmax, nrmax, nper
   if flow_parse(flow) then -- a limit only or a rate only, not held back before: nothing more to read
     lkey, lmax, hk, rkey, rmax, rper = fp_lkey, fp_lmax, fp_hk, fp_rkey, fp_rmax, fp_rper
     if lkey then nlmax = fp_nmax else nrmax, nper = fp_nmax, fp_nper end
   else
     k = jobkey(id)
-    local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'wait')
-    lkey, lmax, rkey, rmax, rper, wait = f[1], f[2], f[3], f[4], f[5], f[6]
+    local f = redis.call('HMGET', k, 'lkey', 'lmax', 'rkey', 'rmax', 'rper', 'wait', 'wait_at')
+    lkey, lmax, rkey, rmax, rper, wait, wait_at = f[1], f[2], f[3], f[4], f[5], f[6], f[7]
     local digits = '^%d+$'
     if lkey and not (lmax and string.find(lmax, digits))
       or rkey and not (rmax and rper and string.find(rmax, digits) and string.find(rper, digits)) then
@@ -558,11 +558,24 @@ local function flow_admit(id, flow)
       -- The earliest start: when the start max places from the newest leaves
       -- the window. Jobs deferred before it take the starts before it, max
       -- per period, so a backlog is spread out instead of all due at once.
+      -- A job deferred before and held back again at its start (a start
+      -- before it made late, by a claim after its due time, is still in
+      -- the window) keeps its place: only the jobs deferred to earlier
+      -- starts are ahead of it, not the ones deferred after it, so it is
+      -- not sent behind the whole backlog (its start left unused, the
+      -- backlog run out of order, and the same job held back again and
+      -- again).
       local heldk = rate_held(rkey)
       redis.call('ZREMRANGEBYSCORE', heldk, '-inf', now - per)
       redis.call('ZREM', heldk, id)
+      local ahead
+      if wait == 'rate' and wait_at then
+        ahead = redis.call('ZCOUNT', heldk, '-inf', '(' .. wait_at)
+      else
+        ahead = redis.call('ZCARD', heldk)
+      end
       local e = redis.call('ZRANGE', rk, -max, -max, 'WITHSCORES')
-      local at = num(e[2]) + per + per * math.floor(redis.call('ZCARD', heldk) / max)
+      local at = num(e[2]) + per + per * math.floor(ahead / max)
       redis.call('ZADD', heldk, at, id)
       local last = redis.call('ZRANGE', heldk, -1, -1, 'WITHSCORES')
       redis.call('PEXPIREAT', heldk, num(last[2]) + per + RATE_KEEP_MS)
