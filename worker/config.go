@@ -99,8 +99,10 @@ type Config struct {
 	Concurrency int
 	// Queues maps queue names to priorities (default {"default": 1}).
 	Queues map[string]int
-	// StrictPriority drains higher-priority queues first (default false:
-	// each fetch visits the queues in a random order weighted by priority).
+	// StrictPriority drains higher-priority queues first, queues of one
+	// priority sharing the slots (each fetch visits them in a random order,
+	// each first equally often) (default false: each fetch visits the
+	// queues in a random order weighted by priority).
 	StrictPriority bool
 	// LeaseTTL is each attempt's lease duration, renewed every LeaseTTL/3
 	// while the handler runs (default DefaultLeaseTTL; from MinLeaseTTL to

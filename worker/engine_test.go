@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -550,5 +551,50 @@ func TestJobResourceLeaseKeysExpire(t *testing.T) {
 		if ttl > 3*time.Minute {
 			t.Fatalf("%s: the released key expires in %v, want about 2 minutes", name, ttl)
 		}
+	}
+}
+
+// TestStrictPriorityEqualPrioritiesShare: under strict priority, queues of
+// one priority share the slots (each fetch visits them in a random order),
+// so neither waits for the other's whole backlog, and a lower priority
+// still waits for both. (Visited in name order, "beta" ran only once
+// "alpha" was drained.)
+func TestStrictPriorityEqualPrioritiesShare(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Concurrency = 1
+	cfg.StrictPriority = true
+	cfg.Queues = map[string]int{"alpha": 5, "beta": 5, "low": 1}
+	p := e.pool(cfg)
+	const alphas, betas = 40, 5
+	order := make(chan string, alphas+betas+1)
+	_ = worker.Register(p, jobs.WorkFunc[orderArgs](func(ctx context.Context, j *jobs.Job[orderArgs]) error {
+		order <- j.Queue
+		return nil
+	}))
+	e.enqueue(orderArgs{Q: "low"}, jobs.Queue("low"))
+	for range alphas {
+		e.enqueue(orderArgs{Q: "alpha"}, jobs.Queue("alpha"))
+	}
+	for range betas {
+		e.enqueue(orderArgs{Q: "beta"}, jobs.Queue("beta"))
+	}
+	e.start(p)
+	var got []string
+	for range alphas + betas + 1 {
+		select {
+		case q := <-order:
+			got = append(got, q)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("only %v ran", got)
+		}
+	}
+	if got[len(got)-1] != "low" {
+		t.Fatalf("order %v: low ran before both queues of a higher priority were drained", got)
+	}
+	// each fetch draws alpha or beta first with even odds: beta's 5 jobs
+	// all waiting for alpha's 40 has odds of 2^-40
+	if first := slices.Index(got, "beta"); first >= alphas {
+		t.Fatalf("order %v: beta waited for alpha's whole backlog", got)
 	}
 }

@@ -135,10 +135,12 @@ func (s *queueSet) dueBy(i int, at time.Time) {
 }
 
 // order returns the queues due at now in the order one fetch visits them:
-// by priority with StrictPriority, else a random order weighted by priority
-// (each queue drawn with probability proportional to its priority among
-// those left: sorting by an exponential variate divided by the weight gives
-// that order). A partitioned queue's due partitions share its priority, so
+// by priority with StrictPriority (queues of one priority in a random
+// order, each first equally often, so none waits for another's whole
+// backlog), else a random order weighted by priority (each queue drawn with
+// probability proportional to its priority among those left: sorting by an
+// exponential variate divided by the weight gives that order). A
+// partitioned queue's due partitions share its priority and its draws, so
 // partitioning a queue does not raise its share, and either way they come
 // in a random order among themselves. The slice is reused by the next call.
 func (s *queueSet) order(now time.Time) []int {
@@ -151,19 +153,6 @@ func (s *queueSet) order(now time.Time) []int {
 	if len(s.due) < 2 {
 		return s.due
 	}
-	if s.strict {
-		// a queue's partitions are adjacent (same priority, names "q#k")
-		for j := 0; j < len(s.due); {
-			k := j + 1
-			for k < len(s.due) && s.queues[s.due[k]].group == s.queues[s.due[j]].group {
-				k++
-			}
-			run := s.due[j:k]
-			rand.Shuffle(len(run), func(a, b int) { run[a], run[b] = run[b], run[a] })
-			j = k
-		}
-		return s.due
-	}
 	clear(s.inDue)
 	for _, i := range s.due {
 		s.inDue[s.queues[i].group]++
@@ -171,9 +160,20 @@ func (s *queueSet) order(now time.Time) []int {
 	s.keyed = s.keyed[:0]
 	for _, i := range s.due {
 		q := &s.queues[i]
-		s.keyed = append(s.keyed, keyedQueue{i: i, key: rand.ExpFloat64() * float64(s.inDue[q.group]) / float64(q.weight)})
+		key := rand.ExpFloat64() * float64(s.inDue[q.group])
+		if !s.strict {
+			key /= float64(q.weight)
+		}
+		s.keyed = append(s.keyed, keyedQueue{i: i, key: key})
 	}
-	slices.SortFunc(s.keyed, func(a, b keyedQueue) int { return cmp.Compare(a.key, b.key) })
+	slices.SortFunc(s.keyed, func(a, b keyedQueue) int {
+		if s.strict { // by priority first; s.queues is sorted by it
+			if c := cmp.Compare(s.queues[b.i].weight, s.queues[a.i].weight); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(a.key, b.key)
+	})
 	for j, k := range s.keyed {
 		s.due[j] = k.i
 	}
