@@ -568,14 +568,24 @@ local function flow_admit(id, flow)
       local heldk = rate_held(rkey)
       redis.call('ZREMRANGEBYSCORE', heldk, '-inf', now - per)
       redis.call('ZREM', heldk, id)
-      local ahead
+      -- The jobs ahead take a period per max of them, unless they were
+      -- deferred to earlier starts than that (by a faster rate of the key:
+      -- a deployment lowered it while they waited): then it is due a
+      -- period after the start max places from the last of theirs, not a
+      -- period of its own rate per max of them (a day per job of a backlog
+      -- a fast rate spread over seconds). The admission check is exact
+      -- whatever the estimate.
+      local ahead, last
       if wait == 'rate' and wait_at then
         ahead = redis.call('ZCOUNT', heldk, '-inf', '(' .. wait_at)
+        last = redis.call('ZREVRANGEBYSCORE', heldk, '(' .. wait_at, '-inf', 'WITHSCORES', 'LIMIT', max - 1, 1)
       else
         ahead = redis.call('ZCARD', heldk)
+        last = redis.call('ZRANGE', heldk, -max, -max, 'WITHSCORES')
       end
       local e = redis.call('ZRANGE', rk, -max, -max, 'WITHSCORES')
       local at = num(e[2]) + per + per * math.floor(ahead / max)
+      if last[2] then at = math.min(at, math.max(num(e[2]), num(last[2])) + per) end
       redis.call('ZADD', heldk, at, id)
       local last = redis.call('ZRANGE', heldk, -1, -1, 'WITHSCORES')
       redis.call('PEXPIREAT', heldk, num(last[2]) + per + RATE_KEEP_MS)
