@@ -108,10 +108,18 @@ while i < #ids do
       'flow', 'group')
     flow, group = o[9], o[10]
   end
-  -- a grouped job taken off the due index: its group may need a next job (group.lua)
-  if group then group_took(group, id) end
   -- a job under flow control may be held back (flow.lua): parked or deferred
   local held = h[1] == 'pending' and flow and flow_admit(id, flow)
+  -- a grouped job taken off the due index: its group may need a next job
+  -- (group.lua). A head its rate deferred stays its group's head, back in
+  -- the due index at its start: were the next job made head, each claim
+  -- would defer one more of the group, its whole backlog would take the
+  -- rate's starts ahead of every other group's jobs enqueued since, and
+  -- the groups sharing a rate would no longer take turns. (A parked job
+  -- leaves its group: the next one leads.)
+  if group and not (held and not group_took_ids[id] and string.byte(held) == 114) then -- 'r': rate
+    group_took(group, id)
+  end
   if held == 'corrupt' or held == 'corrupt_key' then
     quarantine(id, 'pending', held == 'corrupt' and 'corrupt record: flow control fields'
       or 'corrupt flow control key: holds another type')
