@@ -14,6 +14,12 @@ import (
 // back, which waits at the end of year 9999) stays a valid duration.
 const maxDueIn = 24 * time.Hour
 
+// latestDeadline is how far ahead a lease deadline may lie and still be
+// followed (expire.lua's LATEST): no lease is that long, so a running
+// index entry scored beyond it (edited by hand: +inf, 1e300) is taken as
+// lapsed.
+const latestDeadline = 366 * 24 * time.Hour
+
 // FirstDue tells, for each queue, how long until its earliest pending job
 // is due by the namespace's time (readNow): 0 when one is due now, -1 when the queue has no
 // pending job (answers are capped at a day). It is one pipelined round trip
@@ -43,7 +49,10 @@ func (l *Ledger) ArmAndFirstDue(ctx context.Context, queues []string) ([]time.Du
 // maintenance leader token is not leader shows 0 too (an Expire call with
 // leader raises it, or finds leader deposed). Like FirstDue, one pipelined
 // round trip of plain reads: the maintenance leader's expirer calls Expire
-// only on the queues it shows due.
+// only on the queues it shows due. A queue whose latest running entry is
+// scored beyond any lease deadline (latestDeadline ahead: an index edited
+// by hand) shows 0 as well, so its Expire call takes that entry even
+// while the earliest deadline lies ahead.
 func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader lease.Token) ([]time.Duration, error) {
 	return l.first(ctx, queues, Running, false, false, leader.String())
 }
@@ -68,6 +77,7 @@ func (l *Ledger) first(ctx context.Context, queues []string, index State, withSe
 	pipe := l.rdb.Pipeline()
 	now := pipe.Time(ctx)
 	firsts := make([]*redis.ZSliceCmd, len(queues))
+	lasts := make([]*redis.ZSliceCmd, len(queues))
 	seqs := make([]*redis.SliceCmd, len(queues))
 	leaders := make([]*redis.StringCmd, len(queues))
 	clocks := make([]*redis.SliceCmd, len(queues))
@@ -79,6 +89,9 @@ func (l *Ledger) first(ctx context.Context, queues []string, index State, withSe
 			pipe.Set(ctx, p+"idle", "1", 0)
 		}
 		firsts[i] = pipe.ZRangeWithScores(ctx, p+string(index), 0, 0)
+		if index == Running {
+			lasts[i] = pipe.ZRangeWithScores(ctx, p+string(index), -1, -1)
+		}
 		// One read per clock record: outside a Cluster every queue shares
 		// the namespace's.
 		if c, ok := clockOf[clock]; ok {
@@ -120,6 +133,12 @@ func (l *Ledger) first(ctx context.Context, queues []string, index State, withSe
 		if len(zs) == 0 {
 			out[i] = -1
 			continue
+		}
+		if lasts[i] != nil {
+			if z, err := lasts[i].Result(); err != nil || (len(z) == 1 && z[0].Score > float64(nowMS+latestDeadline.Milliseconds())) {
+				out[i] = 0
+				continue
+			}
 		}
 		ms := min(max(int64(zs[0].Score)-nowMS, 0), maxDueIn.Milliseconds())
 		out[i] = time.Duration(ms) * time.Millisecond

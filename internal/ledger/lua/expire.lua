@@ -11,7 +11,6 @@
 --        gone (evicted, deleted) and dropped those whose record is in
 --        another state (both removed).
 if not reconciler_ok(ARGV[2]) then return {-1} end
-local ids = redis.call('ZRANGEBYSCORE', index['running'], '-inf', now, 'LIMIT', 0, num(ARGV[3]))
 local moved, reviewed, lost, dropped = {}, {}, {}, {}
 local reason = 'lease expired without commit'
 -- A deadline is followed only when it is a sane one: a number, at most a
@@ -19,6 +18,15 @@ local reason = 'lease expired without commit'
 -- NaN, garbage or a far future would leave the job running for ever once
 -- its pool is gone: it is taken as lapsed.
 local LATEST = now + 366 * 86400000
+local ids = redis.call('ZRANGEBYSCORE', index['running'], '-inf', now, 'LIMIT', 0, num(ARGV[3]))
+-- The same holds for the index's own score: an entry scored beyond that
+-- bound (+inf, 1e300, edited by hand) is never reached by the range above,
+-- so it is taken too: its record's deadline is followed when sane, else
+-- the attempt is expired.
+if #ids < num(ARGV[3]) then
+  local far = redis.call('ZRANGEBYSCORE', index['running'], '(' .. LATEST, '+inf', 'LIMIT', 0, num(ARGV[3]) - #ids)
+  for _, id in ipairs(far) do ids[#ids + 1] = id end
+end
 local function ahead(d)
   local n = tonumber(d)
   return n ~= nil and n > now and n <= LATEST
@@ -54,7 +62,7 @@ end
 flush_tally()
 local next_in = -1
 local first = redis.call('ZRANGE', index['running'], 0, 0, 'WITHSCORES')
-if first[2] then next_in = math.max(num(first[2]) - now, 0) end
+if first[2] then next_in = math.max(math.min(num(first[2]), LATEST) - now, 0) end
 local reply = {1, next_in, #moved, #reviewed, #lost}
 for _, v in ipairs(moved) do reply[#reply + 1] = v end
 for _, v in ipairs(reviewed) do reply[#reply + 1] = v end
