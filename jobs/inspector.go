@@ -275,7 +275,9 @@ func (in *Inspector) AllEvents(ctx context.Context, perQueue, budget int) (map[s
 
 // DueRunning returns up to limit jobs of queue q running with a lease
 // deadline at or before t (by Redis's clock: see ServerTime): stuck or
-// about to expire. A limit of 0 or below returns none. When some
+// about to expire, and those whose index entry is scored beyond any
+// lease deadline (edited by hand: +inf), which no lease ends, first. A
+// limit of 0 or below returns none. When some
 // partitions could not be read, it returns the others' with a
 // *PartialError naming them.
 func (in *Inspector) DueRunning(ctx context.Context, q string, t time.Time, limit int) ([]*Record, error) {

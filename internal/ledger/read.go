@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -649,11 +650,16 @@ func (l *Ledger) IDs(ctx context.Context, q string, s State, offset, limit int) 
 // due time; running: lease deadline; uncertain: next reconcile look) is at
 // or before t.
 func (l *Ledger) DueIDs(ctx context.Context, q string, s State, t time.Time, limit int) ([]string, error) {
-	ids, err := l.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
-		Key: l.StateKey(q, s), ByScore: true, Start: "-inf", Stop: strconv.FormatInt(t.UnixMilli(), 10),
-		Count: int64(limit),
-	}).Result()
-	return ids, wrap("due "+string(s), err)
+	zs, err := l.DueIDsOf(ctx, []string{q}, s, t, limit)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(zs[0]))
+	for _, z := range zs[0] {
+		id, _ := z.Member.(string)
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 // DueIDsOf returns, for each of queues names, up to limit ids in state s
@@ -667,8 +673,18 @@ func (l *Ledger) DueIDsOf(ctx context.Context, names []string, s State, t time.T
 	}
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.ZSliceCmd, len(names))
+	far := make([]*redis.ZSliceCmd, len(names))
 	stop := strconv.FormatInt(t.UnixMilli(), 10)
+	// A running entry scored beyond any lease deadline (edited by hand:
+	// +inf, 1e300) is due too: the expirer takes it (expire.lua), and no
+	// lease of its runs out.
+	bound := "(" + strconv.FormatInt(t.Add(latestDeadline).UnixMilli(), 10)
 	for i, q := range names {
+		if s == Running {
+			far[i] = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+				Key: l.StateKey(q, s), ByScore: true, Start: bound, Stop: "+inf", Count: int64(limit),
+			})
+		}
 		cmds[i] = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
 			Key: l.StateKey(q, s), ByScore: true, Start: "-inf", Stop: stop, Count: int64(limit),
 		})
@@ -676,7 +692,19 @@ func (l *Ledger) DueIDsOf(ctx context.Context, names []string, s State, t time.T
 	_, _ = pipe.Exec(ctx) // read per command below
 	errs := make([]error, len(names))
 	for i, c := range cmds {
-		out[i], errs[i] = c.Result()
+		var zs []redis.Z
+		if far[i] != nil {
+			zs, errs[i] = far[i].Result()
+			for j := range zs {
+				zs[j].Score = math.Inf(-1) // listed first: due for good
+			}
+		}
+		due, err := c.Result()
+		if errs[i] == nil {
+			errs[i] = err
+		}
+		out[i] = append(zs, due...)
+		out[i] = out[i][:min(len(out[i]), limit)]
 		errs[i] = wrap("due "+string(s)+" of "+names[i], errs[i])
 	}
 	return out, partialOf(ctx, names, errs)
