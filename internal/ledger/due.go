@@ -140,7 +140,9 @@ func (l *Ledger) first(ctx context.Context, queues []string, index State, withSe
 				continue
 			}
 		}
-		ms := min(max(int64(zs[0].Score)-nowMS, 0), maxDueIn.Milliseconds())
+		// In floats: a score edited beyond int64 (±inf, ±1e300) has no
+		// integer, and its conversion gives whatever the platform gives.
+		ms := min(max(zs[0].Score-float64(nowMS), 0), float64(maxDueIn.Milliseconds()))
 		out[i] = time.Duration(ms) * time.Millisecond
 	}
 	return out, nil
