@@ -43,6 +43,9 @@ type attempt struct {
 	// so neither costs an allocation of its own.
 	held lease.Lease
 	fin  finished
+	// slotKept: its outcome keeps the executor's slot until the completer
+	// takes it (completer.add); only the executor's goroutine uses it.
+	slotKept bool
 
 	mu         sync.Mutex
 	resLease   *lease.Lease   // the named resource's lease, once acquired

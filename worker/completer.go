@@ -36,6 +36,7 @@ type finished struct {
 	err     error // the handler's error, for the log
 	elapsed time.Duration
 	kind    string // the metric label
+	slot    bool   // it keeps its executor's slot until the completer takes it (see add)
 }
 
 // completer applies outcomes in batches: one call per queue carries every
@@ -44,57 +45,95 @@ type finished struct {
 // it releases the attempts' resource leases.
 type completer struct {
 	p      *Pool
-	in     chan *finished
 	mu     sync.Mutex
-	closed bool
-	flyMu  sync.Mutex  // guards flying (mu is held while add blocks on a full in)
-	flying []*finished // the batch being committed
+	queue  []*finished   // outcomes handed over, not yet taken (guarded by mu)
+	closed bool          // guarded by mu
+	kick   chan struct{} // wakes run when queue or closed changed
+	flyMu  sync.Mutex    // guards flying
+	flying []*finished   // the batch being committed
 }
 
 func newCompleter(p *Pool) *completer {
-	return &completer{p: p, in: make(chan *finished, 2*p.cfg.Concurrency)}
+	return &completer{p: p, kick: make(chan struct{}, 1)}
 }
 
-// add hands an outcome over. After close (the late result of a handler
+// backlog is how many outcomes wait for the completer before a further
+// one keeps its slot (add).
+func (c *completer) backlog() int { return 2 * c.p.cfg.Concurrency }
+
+// add hands an outcome over; it never waits for Redis, so neither an
+// executor nor a shutdown abandoning a handler is held by stalled commits.
+// An executor's outcome (holdSlot) arriving while backlog() others wait
+// keeps the executor's slot until the completer takes it: add reports so,
+// the executor then leaves the slot to the completer, and the pool claims
+// no more than it can commit. After close (the late result of a handler
 // the stopping pool abandoned), the outcome is committed at once, in the
 // caller's goroutine, and applied only if its token still runs the job:
 // the pool recorded the attempt uncertain under that token, so it applies
 // only where that record failed.
-func (c *completer) add(f *finished) {
+func (c *completer) add(f *finished, holdSlot bool) (slotKept bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		c.complete(context.Background(), [][]*finished{{f}})
-		return
+		return false
 	}
-	defer c.mu.Unlock()
-	c.in <- f
+	f.slot = holdSlot && len(c.queue) >= c.backlog()
+	c.queue = append(c.queue, f)
+	c.mu.Unlock()
+	c.wake()
+	return f.slot
+}
+
+func (c *completer) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 // close ends the input; run applies what is left and returns.
 func (c *completer) close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.closed {
-		c.closed = true
-		close(c.in)
+	c.closed = true
+	c.mu.Unlock()
+	c.wake()
+}
+
+// take removes up to CompleteBatch outcomes from the queue, releasing the
+// slots they kept; it reports false once the queue is empty and closed.
+func (c *completer) take() ([]*finished, bool) {
+	for {
+		c.mu.Lock()
+		if n := min(len(c.queue), c.p.cfg.CompleteBatch); n > 0 {
+			batch := slices.Clone(c.queue[:n])
+			clear(c.queue[:n])
+			c.queue = c.queue[n:]
+			if len(c.queue) == 0 {
+				c.queue = nil // drop the array a long backlog grew
+			}
+			c.mu.Unlock()
+			for _, f := range batch {
+				if f.slot {
+					c.p.release()
+				}
+			}
+			return batch, true
+		}
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		<-c.kick
 	}
 }
 
 func (c *completer) run(ctx context.Context) {
-	for f := range c.in {
-		batch := []*finished{f}
-	drain:
-		for len(batch) < c.p.cfg.CompleteBatch {
-			select {
-			case f, ok := <-c.in:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, f)
-			default:
-				break drain
-			}
+	for {
+		batch, ok := c.take()
+		if !ok {
+			return
 		}
 		c.flush(ctx, batch)
 	}
@@ -108,17 +147,10 @@ func (c *completer) giveUp() {
 	left := slices.Clone(c.flying)
 	c.flyMu.Unlock()
 	flying := len(left) // the batch in flight reports itself when its call returns
-	for {
-		select {
-		case f, ok := <-c.in:
-			if ok {
-				left = append(left, f)
-				continue
-			}
-		default:
-		}
-		break
-	}
+	c.mu.Lock()
+	left = append(left, c.queue...)
+	c.queue = nil
+	c.mu.Unlock()
 	for i, f := range left {
 		c.p.unsettled.commitFailed(f, UnsettledCommitFailed)
 		if i >= flying && f == &f.a.fin { // never sent: no commit will report it

@@ -52,7 +52,11 @@ func (p *Pool) executor(wg *sync.WaitGroup) {
 // handler, a middleware or RetryDelay under test).
 func (p *Pool) execute(a *attempt) {
 	exited := true
-	defer p.release() // even if settle's own logging ends the goroutine again
+	defer func() { // even if settle's own logging ends the goroutine again
+		if !a.slotKept { // else the completer frees it (completer.add)
+			p.release()
+		}
+	}()
 	defer func() { p.settle(a, exited) }()
 	p.renewer.add(a)
 	p.runAttempt(a)
@@ -93,7 +97,7 @@ func (p *Pool) handOver(a *attempt) {
 	a.markReturned()
 	p.renewer.remove(a)
 	a.end()
-	p.completer.add(&a.fin)
+	a.slotKept = p.completer.add(&a.fin, true)
 }
 
 // decideExited decides the outcome of attempt a, whose goroutine ended

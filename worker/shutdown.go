@@ -180,7 +180,7 @@ func (p *Pool) abandon() (ids []string, hooks []func()) {
 		p.completer.add(&finished{a: a, kind: kind, err: errShutdown, elapsed: a.ranFor(), outcome: ledger.Outcome{
 			To: jobs.Uncertain, Error: errShutdown.Error(),
 			Reason: "worker shut down with the handler still running: abandoned",
-		}})
+		}}, false)
 	}
 	slices.Sort(ids)
 	return ids, hooks
