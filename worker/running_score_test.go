@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencedq/fencedq/internal/jobstest"
 	"github.com/fencedq/fencedq/internal/ledger"
 	"github.com/fencedq/fencedq/jobs"
 	"github.com/fencedq/fencedq/worker"
@@ -72,5 +73,59 @@ func TestRunningIndexScoreBeyondAnyDeadlineIsExpired(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(e.metric("fencedq_attempts_expired_total")); v != float64(len(ids)) {
 		t.Fatalf("expired metric %v, want %d", v, len(ids))
+	}
+}
+
+type appliedArgs struct{}
+
+func (appliedArgs) Kind() string { return "applied-always" }
+
+type appliedWorker struct{}
+
+func (appliedWorker) Work(context.Context, *jobs.Job[appliedArgs]) error { return nil }
+
+func (appliedWorker) Reconcile(context.Context, *jobs.Job[appliedArgs]) (jobs.Verdict, error) {
+	return jobs.Applied, nil
+}
+
+// An uncertain job whose entry in the uncertain index (its next reconcile
+// look) was edited beyond any sane time (+inf, 1e300) is still looked at:
+// the resolver read only entries due by now and the earliest entry, so it
+// never reached such an entry and the job stayed uncertain for ever.
+func TestUncertainIndexScoreBeyondAnyTimeIsReconciled(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(e.config())
+	_ = worker.Register(p, jobs.Worker[appliedArgs](appliedWorker{}))
+	ctx := context.Background()
+	var ids []string
+	for range 2 {
+		ids = append(ids, e.enqueue(appliedArgs{}).JobID)
+	}
+	// And one more, uncertain with a sane next look a day ahead: the
+	// earliest entry of the index is then a sane one, ahead.
+	later := e.enqueue(appliedArgs{}).JobID
+	cl, err := e.ledger.Claim(ctx, jobs.DefaultQueue, "gone", time.Millisecond, 3)
+	if err != nil || len(cl.Jobs) != 3 {
+		t.Fatalf("claim: %+v, %v", cl, err)
+	}
+	for _, id := range append([]string{later}, ids...) {
+		e.rdb.ZAdd(ctx, e.ledger.StateKey(jobs.DefaultQueue, ledger.Running), redis.Z{Score: 1, Member: id})
+		e.rdb.HSet(ctx, e.ledger.JobKey(jobs.DefaultQueue, id), "deadline", "1") // its lease lapsed
+	}
+	if ex, err := e.ledger.Expire(ctx, jobs.DefaultQueue, 0, 10); err != nil || len(ex.Moved) != 3 {
+		t.Fatalf("expire: %+v, %v", ex, err)
+	}
+	uncertain := e.ledger.StateKey(jobs.DefaultQueue, ledger.Uncertain)
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(e.rdb.ZAdd(ctx, uncertain, redis.Z{Score: float64(time.Now().Add(24 * time.Hour).UnixMilli()), Member: later}).Err())
+	must(e.rdb.ZAdd(ctx, uncertain, redis.Z{Score: math.Inf(1), Member: ids[0]}).Err())
+	must(e.rdb.ZAdd(ctx, uncertain, redis.Z{Score: 1e300, Member: ids[1]}).Err())
+	e.start(p)
+	for _, id := range ids {
+		jobstest.WaitState(t, e.ledger, jobs.DefaultQueue, id, jobs.Succeeded)
 	}
 }

@@ -17,7 +17,8 @@ const maxDueIn = 24 * time.Hour
 // latestDeadline is how far ahead a lease deadline may lie and still be
 // followed (expire.lua's LATEST): no lease is that long, so a running
 // index entry scored beyond it (edited by hand: +inf, 1e300) is taken as
-// lapsed.
+// lapsed; no reconcile look is put off that long either, so an uncertain
+// index entry scored beyond it is due.
 const latestDeadline = 366 * 24 * time.Hour
 
 // FirstDue tells, for each queue, how long until its earliest pending job
@@ -60,7 +61,9 @@ func (l *Ledger) FirstDeadline(ctx context.Context, queues []string, leader leas
 // FirstUncertain tells, for each queue, how long until its earliest
 // uncertain job is due for a look (0: one is due, -1: none is uncertain),
 // in one pipelined round trip of plain reads like FirstDue: the
-// maintenance leader's resolver reads only the queues it shows due.
+// maintenance leader's resolver reads only the queues it shows due. As in
+// FirstDeadline, a queue whose latest entry is scored beyond
+// latestDeadline ahead (edited by hand) shows 0.
 func (l *Ledger) FirstUncertain(ctx context.Context, queues []string) ([]time.Duration, error) {
 	return l.first(ctx, queues, Uncertain, false, false, "")
 }
@@ -89,7 +92,7 @@ func (l *Ledger) first(ctx context.Context, queues []string, index State, withSe
 			pipe.Set(ctx, p+"idle", "1", 0)
 		}
 		firsts[i] = pipe.ZRangeWithScores(ctx, p+string(index), 0, 0)
-		if index == Running {
+		if index == Running || index == Uncertain {
 			lasts[i] = pipe.ZRangeWithScores(ctx, p+string(index), -1, -1)
 		}
 		// One read per clock record: outside a Cluster every queue shares

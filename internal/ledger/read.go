@@ -648,7 +648,8 @@ func (l *Ledger) IDs(ctx context.Context, q string, s State, offset, limit int) 
 
 // DueIDs returns up to limit ids in state s whose index score (pending:
 // due time; running: lease deadline; uncertain: next reconcile look) is at
-// or before t.
+// or before t, with running and uncertain entries scored beyond any sane
+// time (see DueIDsOf) first.
 func (l *Ledger) DueIDs(ctx context.Context, q string, s State, t time.Time, limit int) ([]string, error) {
 	zs, err := l.DueIDsOf(ctx, []string{q}, s, t, limit)
 	if err != nil {
@@ -664,7 +665,9 @@ func (l *Ledger) DueIDs(ctx context.Context, q string, s State, t time.Time, lim
 
 // DueIDsOf returns, for each of queues names, up to limit ids in state s
 // whose index score is at or before t (as DueIDs), with their scores (Unix
-// ms), in one pipelined round trip whatever the number of queues. Names
+// ms), in one pipelined round trip whatever the number of queues; for the
+// running and uncertain indexes, entries scored beyond latestDeadline past
+// t (edited by hand: +inf, 1e300) first, scored -inf. Names
 // whose read failed have none, and are named by a *PartialError.
 func (l *Ledger) DueIDsOf(ctx context.Context, names []string, s State, t time.Time, limit int) ([][]redis.Z, error) {
 	out := make([][]redis.Z, len(names))
@@ -677,10 +680,11 @@ func (l *Ledger) DueIDsOf(ctx context.Context, names []string, s State, t time.T
 	stop := strconv.FormatInt(t.UnixMilli(), 10)
 	// A running entry scored beyond any lease deadline (edited by hand:
 	// +inf, 1e300) is due too: the expirer takes it (expire.lua), and no
-	// lease of its runs out.
+	// lease of its runs out; so is an uncertain one scored beyond any
+	// reconcile look, which the resolver would otherwise never reach.
 	bound := "(" + strconv.FormatInt(t.Add(latestDeadline).UnixMilli(), 10)
 	for i, q := range names {
-		if s == Running {
+		if s == Running || s == Uncertain {
 			far[i] = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
 				Key: l.StateKey(q, s), ByScore: true, Start: bound, Stop: "+inf", Count: int64(limit),
 			})
