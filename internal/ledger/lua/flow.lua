@@ -553,6 +553,19 @@ local function flow_admit(id, flow)
     per = nper
     rk = P .. 'rate:' .. rkey
     n = rate_window(rk, rkey, per)
+    local heldk = rate_held(rkey)
+    if n >= max then
+      -- No start nor deferral lies a year ahead of the namespace's time:
+      -- one scored so (edited by hand: +inf, 1e300) would defer every job
+      -- under the key to a start that never comes (and +inf is no expiry
+      -- time). Such entries are dropped, on this path alone, and the
+      -- window counted again.
+      local far = '(' .. fmt(now + 366 * 86400000)
+      if redis.call('ZREMRANGEBYSCORE', rk, far, '+inf') + redis.call('ZREMRANGEBYSCORE', heldk, far, '+inf') > 0 then
+        rate_n[rk] = {}
+        n = rate_window(rk, rkey, per)
+      end
+    end
     if n >= max then
       flow_flush(rk) -- the zset holds every start before it is read
       -- The earliest start: when the start max places from the newest leaves
@@ -565,7 +578,6 @@ local function flow_admit(id, flow)
       -- not sent behind the whole backlog (its start left unused, the
       -- backlog run out of order, and the same job held back again and
       -- again).
-      local heldk = rate_held(rkey)
       redis.call('ZREMRANGEBYSCORE', heldk, '-inf', now - per)
       redis.call('ZREM', heldk, id)
       -- The jobs ahead take a period per max of them, unless they were
