@@ -884,13 +884,15 @@ func findQueue(ctx context.Context, l *jobs.Inspector, queue, id, action string)
 func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var o operatorFlags
 	o.add(fs, false)
+	var fl fenceFlags
 	job := fs.String("job", "", "job id (this or --op is required)")
 	op := fs.String("op", "", "the job's operation id, instead of --job")
 	queue := fs.String("queue", "", "the job's queue (default: looked up)")
-	decision := fs.String("decision", "", "succeeded, rerun or dead (required); rerun also takes a dead or cancelled job")
+	decision := fs.String("decision", "", "succeeded, rerun or dead (required); rerun also takes a dead or cancelled job; rerun or dead of an uncertain or review job needs --fence-postgres or --fence-redis (or --unfenced)")
 	seenState := fs.String("seen-state", "", "decide only while the job is still in this state (as inspect showed it)")
 	seenToken := fs.String("seen-token", "", "with --seen-state: decide only while the job still holds this token (0: never claimed)")
 	seenRuns := fs.String("seen-runs", "", "with --seen-token: decide only while the job is still on this run (as inspect showed it; default 0: never re-run)")
+	fl.add(fs)
 	return func(ctx context.Context, out io.Writer) error {
 		if *job != "" && *op != "" {
 			return fmt.Errorf("%w: --job and --op each name a job: give one of them", errUsage)
@@ -912,6 +914,18 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if err := checkOp(fs, *op); err != nil {
 			return err
 		}
+		if err := fl.check(fs); err != nil {
+			return err
+		}
+		if err := o.checkNamespace(); err != nil {
+			return err
+		}
+		fr, closeFence, err := fl.open(ctx, o.namespace)
+		if err != nil {
+			return err
+		}
+		defer closeFence()
+		o.fencer = fr
 		client, closeAll, err := o.openClient(ctx)
 		if err != nil {
 			return err
@@ -919,8 +933,8 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		defer closeAll()
 		id := *job
 		var q string
+		var rec *jobs.Record
 		if *op != "" {
-			var rec *jobs.Record
 			if *queue != "" { // the same operation id on two queues is two jobs
 				rec, err = client.Inspector().FindByOperationIn(ctx, *queue, *op)
 			} else {
@@ -933,7 +947,29 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		} else if q, err = findQueue(ctx, client.Inspector(), *queue, *job, "resolve"); err != nil {
 			return err
 		}
-		var rec *jobs.Record
+		fencing := false // the decision says the last attempt did not apply: fence it out first
+		if d != jobs.DecideSucceeded {
+			if seen == nil {
+				if rec == nil {
+					if rec, err = client.Inspector().Get(ctx, q, id); err != nil {
+						return inEmptyNamespace(ctx, client.Inspector(), operatorError("resolve", err))
+					}
+				}
+				if takesDecision(d, rec.State) {
+					// Held to the job as read: what this command checked
+					// (and says it fenced, or that it needed no fence) is
+					// what the decision lands on.
+					seen = &jobs.Seen{State: rec.State, Token: rec.Token, Runs: rec.Runs}
+				}
+			}
+			fencing = seen != nil && (seen.State == jobs.Uncertain || seen.State == jobs.Review)
+			if fencing && fr == nil && !fl.unfenced {
+				return fmt.Errorf("cannot resolve: %w: a %s decision on %s job %s says its last attempt did not apply its operation, yet that attempt may still be running; "+
+					"give the store the handlers write through, --fence-postgres URL or --fence-redis URL, to fence the attempt out first, "+
+					"or --unfenced to decide without (a late write of the attempt may then apply the operation too); nothing was decided",
+					errUnfenced, d, seen.State, id)
+			}
+		}
 		if seen != nil {
 			rec, err = client.ResolveSeen(ctx, q, id, *seen, d, o.actor, o.note)
 		} else {
@@ -942,15 +978,30 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if err != nil {
 			return inEmptyNamespace(ctx, client.Inspector(), operatorError("resolve", err))
 		}
+		fenced, unfenced := fencing && fr != nil, fencing && fr == nil
 		if o.asJSON {
 			return json.NewEncoder(cli.JSONWriter(out)).Encode(struct {
-				Job      *jobs.Record  `json:"job"`
-				Decision jobs.Decision `json:"decision"`
-			}{rec, d})
+				Job       *jobs.Record  `json:"job"`
+				Decision  jobs.Decision `json:"decision"`
+				FencedOut bool          `json:"fenced_out"`
+				Unfenced  bool          `json:"unfenced"`
+			}{rec, d, fenced, unfenced})
 		}
 		fmt.Fprint(out, cli.Escapef("job %s is now %s\n", rec.ID, rec.State))
+		switch {
+		case fenced:
+			fmt.Fprintf(out, "its last attempt was fenced out of %s first: a late write of it is refused as stale\n", fl.name())
+		case unfenced:
+			fmt.Fprintln(out, "its last attempt was NOT fenced out (--unfenced): should it still be running, a late write of it may apply the operation too")
+		}
 		return nil
 	}
+}
+
+// takesDecision reports whether an operator's decision d applies to a job
+// in state s.
+func takesDecision(d jobs.Decision, s jobs.State) bool {
+	return s == jobs.Uncertain || s == jobs.Review || d == jobs.DecideRerun && (s == jobs.Dead || s == jobs.Cancelled)
 }
 
 // jobCommand builds an operator command acting on one job (--job, looked

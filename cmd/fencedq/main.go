@@ -24,7 +24,14 @@
 // cancel, and partitions --set, schedules --remove) need --actor, the
 // operator's name, recorded as operator:<actor> with the action and its
 // --note (required for cancel, pause and workflow cancel). A cancelled job is final unless
-// re-run (resolve --decision rerun). Cancelling a running job asks its
+// re-run (resolve --decision rerun). A rerun or dead decision on a job in
+// uncertain or review says its last attempt did not apply, yet that
+// attempt may still be running: resolve then needs the store the handlers
+// write through, --fence-postgres URL (with --fence-postgres-schema and
+// --fence-postgres-table-prefix, pgfence's options) or --fence-redis URL
+// (with --fence-redis-namespace, --namespace by default), and fences the
+// attempt out of it before it decides; without one it refuses (exit 1,
+// nothing decided) unless --unfenced is given. Cancelling a running job asks its
 // attempt to stop through its context; its outcome is still committed by
 // its token, and a retry it asks for becomes cancelled. A paused queue
 // starts no new attempts; running ones finish and enqueues are accepted.
@@ -64,6 +71,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fencedq/fencedq/fence"
 	"github.com/fencedq/fencedq/internal/cli"
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -285,6 +293,10 @@ type commonFlags struct {
 	// down is set by openClient when some Cluster masters did not answer
 	// (matching cli.ErrMastersDown, naming them).
 	down error
+	// fencer, set before openClient, is the client's jobs.Config.Fencer:
+	// the store an operator's "not applied" decision fences the job's last
+	// attempt out of first (nil: none).
+	fencer fence.Fencer
 }
 
 // openClient connects to Redis and returns a jobs client on the namespace;
@@ -299,11 +311,8 @@ type commonFlags struct {
 // client's operator actions wait for that many replicas (durable mode,
 // as the workers'); a negative count is bad usage.
 func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, closeAll func(), err error) {
-	if c.namespace == "" {
-		return nil, nil, fmt.Errorf("%w: --namespace is empty: name the workers' namespace (fq when the flag is not given)", errUsage)
-	}
-	if err := (jobs.Config{Namespace: c.namespace}).Validate(); err != nil {
-		return nil, nil, fmt.Errorf("%w: --namespace: %v", errUsage, err)
+	if err := c.checkNamespace(); err != nil {
+		return nil, nil, err
 	}
 	durability := jobs.Durability{Replicas: c.replicas}
 	if err := (jobs.Config{Durability: durability}).Validate(); err != nil {
@@ -318,8 +327,19 @@ func (c *commonFlags) openClient(ctx context.Context) (client *jobs.Client, clos
 	}
 	// A Sentinel address gives its options to the client as well, as a
 	// failover deployment's every process does (see jobs.Config.Sentinel).
-	client = jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace, Sentinel: cli.SentinelOptions(c.redis), Durability: durability})
+	client = jobs.NewClient(rdb, jobs.Config{Namespace: c.namespace, Sentinel: cli.SentinelOptions(c.redis), Durability: durability, Fencer: c.fencer})
 	return client, func() { _ = client.Close(); _ = rdb.Close() }, nil
+}
+
+// checkNamespace refuses, as bad usage, an empty or invalid --namespace.
+func (c *commonFlags) checkNamespace() error {
+	if c.namespace == "" {
+		return fmt.Errorf("%w: --namespace is empty: name the workers' namespace (fq when the flag is not given)", errUsage)
+	}
+	if err := (jobs.Config{Namespace: c.namespace}).Validate(); err != nil {
+		return fmt.Errorf("%w: --namespace: %v", errUsage, err)
+	}
+	return nil
 }
 
 func (c *commonFlags) add(fs *flag.FlagSet) {

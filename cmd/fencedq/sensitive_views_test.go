@@ -116,7 +116,7 @@ func TestSensitiveValueInNoView(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobstest.WaitState(t, e.ledger, "default", id, jobs.Review)
-	if code, _, errOut := e.cli("resolve", "--job", id, "--decision", "rerun", "--actor", "alice", "--note", "try again"); code != 0 {
+	if code, _, errOut := e.cli("resolve", "--job", id, "--decision", "rerun", "--actor", "alice", "--note", "try again", "--unfenced"); code != 0 {
 		t.Fatalf("resolve: %d %s", code, errOut)
 	}
 	jobstest.WaitState(t, e.ledger, "default", id, jobs.Dead)
