@@ -302,3 +302,17 @@ func TestResolveFenceFlags(t *testing.T) {
 		t.Fatalf("seen uncertain through --fence-redis: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestFenceStoreFromTheEnvironment: FENCEDQ_FENCE_REDIS (and
+// FENCEDQ_FENCE_POSTGRES) name the fence store as the flags do, so a
+// deployment's operator shell (docker compose run --rm dashboard resolve)
+// fences without a URL, and its password, typed on the command line.
+func TestFenceStoreFromTheEnvironment(t *testing.T) {
+	e := newOperatorEnv(t)
+	id, _ := e.uncertain()
+	t.Setenv("FENCEDQ_FENCE_REDIS", e.url)
+	code, out, errOut := e.cli("resolve", "--job", id, "--decision", "rerun", "--actor", "alice")
+	if code != 0 || !strings.Contains(out, "fenced out of the Redis fence store") || strings.Contains(errOut, "is ignored") {
+		t.Fatalf("resolve with FENCEDQ_FENCE_REDIS: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -38,7 +38,8 @@
 //
 // The environment configures only where to connect, who acts, where to
 // listen, the dashboard's credentials and logging: FENCEDQ_REDIS,
-// FENCEDQ_NAMESPACE, FENCEDQ_ACTOR, FENCEDQ_ADDR, FENCEDQ_DASHBOARD_USER,
+// FENCEDQ_FENCE_POSTGRES, FENCEDQ_FENCE_REDIS, FENCEDQ_NAMESPACE,
+// FENCEDQ_ACTOR, FENCEDQ_ADDR, FENCEDQ_DASHBOARD_USER,
 // FENCEDQ_DASHBOARD_PASSWORD, FENCEDQ_DASHBOARD_TOKEN, FENCEDQ_CSRF_KEY,
 // FENCEDQ_LOG_LEVEL and FENCEDQ_LOG_FORMAT set the flags of the same names
 // (flags win). Flags that say what an action

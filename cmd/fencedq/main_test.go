@@ -233,7 +233,8 @@ func TestEnvVariablesOfEachCommand(t *testing.T) {
 	want := map[string][]string{
 		"dashboard": {"FENCEDQ_ADDR", "FENCEDQ_CSRF_KEY", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_TOKEN", "FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"},
 		"enqueue":   conn, "inspect": conn, "queues": conn, "pools": conn, "schedules": op, "partitions": op,
-		"resolve": op, "cancel": op, "run-now": op, "pause": op, "resume": op,
+		"resolve": {"FENCEDQ_ACTOR", "FENCEDQ_FENCE_POSTGRES", "FENCEDQ_FENCE_REDIS", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"},
+		"cancel":  op, "run-now": op, "pause": op, "resume": op,
 		"workflow inspect": conn, "workflow cancel": op,
 	}
 	for _, c := range commands {
@@ -252,7 +253,7 @@ func TestEnvVariablesOfEachCommand(t *testing.T) {
 	_, out, _ := runCLI(t, "--help")
 	env := strings.Fields(out[strings.Index(out, "logging flags:")+len("logging flags:") : strings.Index(out, "Flags that say")])
 	if want := []string{"FENCEDQ_ACTOR", "FENCEDQ_ADDR", "FENCEDQ_CSRF_KEY", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_TOKEN",
-		"FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}; !slices.Equal(env, want) {
+		"FENCEDQ_DASHBOARD_USER", "FENCEDQ_FENCE_POSTGRES", "FENCEDQ_FENCE_REDIS", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}; !slices.Equal(env, want) {
 		t.Errorf("fencedq --help lists %v, want %v:\n%s", env, want, out)
 	}
 }

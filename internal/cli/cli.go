@@ -46,8 +46,9 @@ const EnvPrefix = "FENCEDQ_"
 // count) is never among them, so a variable left in a shell cannot fill
 // it.
 var envFlags = []string{
-	// connection
-	"redis", "postgres", "namespace",
+	// connection (fence-postgres and fence-redis: the store an operator's
+	// decision fences an attempt out of)
+	"redis", "postgres", "fence-postgres", "fence-redis", "namespace",
 	// identity: the operator
 	"actor",
 	// listen addresses
@@ -60,7 +61,8 @@ var envFlags = []string{
 
 // EnvFlags returns the names of the flags that an environment variable
 // FENCEDQ_<FLAG> may set (in the commands that read the environment at
-// all): the connection (redis, postgres, namespace), identity (actor),
+// all): the connection (redis, postgres, fence-postgres, fence-redis,
+// namespace), identity (actor),
 // address (addr, metrics-addr), credential (dashboard-user,
 // dashboard-password, dashboard-token, csrf-key) and logging (log-level,
 // log-format) flags. Every other flag is taken from the command line only.

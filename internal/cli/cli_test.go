@@ -214,7 +214,7 @@ func TestHelpNamesTheVariables(t *testing.T) {
 // TestEnvFlags: the allow-list holds connection, identity, address,
 // credential and logging flags only.
 func TestEnvFlags(t *testing.T) {
-	want := []string{"redis", "postgres", "namespace", "actor", "addr", "metrics-addr", "dashboard-user", "dashboard-password", "dashboard-token", "csrf-key", "log-level", "log-format"}
+	want := []string{"redis", "postgres", "fence-postgres", "fence-redis", "namespace", "actor", "addr", "metrics-addr", "dashboard-user", "dashboard-password", "dashboard-token", "csrf-key", "log-level", "log-format"}
 	if got := EnvFlags(); !slices.Equal(got, want) {
 		t.Errorf("EnvFlags() = %v, want %v", got, want)
 	}
