@@ -920,7 +920,7 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		if err := o.checkNamespace(); err != nil {
 			return err
 		}
-		fr, closeFence, err := fl.open(ctx, o.namespace)
+		fr, closeFence, err := fl.open(ctx, o.namespace, true)
 		if err != nil {
 			return err
 		}

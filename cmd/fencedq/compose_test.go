@@ -392,3 +392,25 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestComposeOperatorCommandsFence: the dashboard service, whose image
+// runs the operator commands (docker compose run --rm dashboard resolve),
+// names the store the workers write through as its fence store, so a
+// re-run of an uncertain job fences its attempt out of it.
+func TestComposeOperatorCommandsFence(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf composeFile
+	if err := yaml.Unmarshal(raw, &cf); err != nil {
+		t.Fatal(err)
+	}
+	store := cf.Services["worker"].Environment["FENCEDQ_POSTGRES"]
+	if store == "" {
+		t.Fatal("the workers name no PostgreSQL store (FENCEDQ_POSTGRES)")
+	}
+	if got := cf.Services["dashboard"].Environment["FENCEDQ_FENCE_POSTGRES"]; got != store {
+		t.Errorf("dashboard's FENCEDQ_FENCE_POSTGRES = %q, want the workers' store %q", got, store)
+	}
+}

@@ -46,6 +46,7 @@ func (e *operatorEnv) startDashboard(args ...string) string {
 	case u := <-out.url:
 		return u
 	case code := <-done:
+		done <- code // for the cleanup
 		e.t.Fatalf("dashboard exited %d: %s", code, errOut.String())
 		return ""
 	}
@@ -76,7 +77,7 @@ func TestDashboardSecurityFlags(t *testing.T) {
 	e := newOperatorEnv(t)
 	e.enqueue() // the default queue exists
 	key := strings.Repeat("0123456789abcdef", 2)
-	creds := []string{"--dashboard-user", "ops", "--dashboard-password", "pw"}
+	creds := []string{"--dashboard-user", "ops", "--dashboard-password", "pw", "--unfenced"}
 	a := e.startDashboard(append(creds, "--protect-reads", "--secure-cookie", "--csrf-key", key,
 		"--dashboard-token", "script-token", "--trusted-origins", "https://ops.example.com")...)
 	b := e.startDashboard(append(creds, "--csrf-key", key)...)

@@ -18,7 +18,7 @@ import (
 func TestDashboardCommandDotSegments(t *testing.T) {
 	e := newOperatorEnv(t)
 	id := e.enqueue(jobs.Delay(time.Hour))
-	base := e.startDashboard("--dashboard-token", "script-token")
+	base := e.startDashboard("--dashboard-token", "script-token", "--unfenced")
 	for _, p := range []string{"api/jobs/default/x/../" + id + "/cancel", "api//jobs/default/" + id + "/cancel",
 		"api/jobs/default/./" + id + "/cancel"} {
 		req, err := http.NewRequest(http.MethodPost, base+p, strings.NewReader(`{"note":"dot segments"}`))

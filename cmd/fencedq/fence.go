@@ -85,11 +85,11 @@ func (f *fenceFlags) name() string {
 
 // open connects to the store f names (nil and a no-op close when none is
 // named); ns is the ledger's namespace, the redisfence store's by default.
-// Bad options are bad usage, found before anything is reached; the store
-// is reached before it is returned, so one that does not answer fails the
-// command before anything is decided (an error matching
-// jobs.ErrNotFencedOut).
-func (f *fenceFlags) open(ctx context.Context, ns string) (fence.Fencer, func(), error) {
+// Bad options are bad usage, found before anything is reached. A Redis
+// store is reached before it is returned, and so is a PostgreSQL one with
+// ping (else on first use), so one that does not answer fails the command
+// before anything is decided (an error matching jobs.ErrNotFencedOut).
+func (f *fenceFlags) open(ctx context.Context, ns string, ping bool) (fence.Fencer, func(), error) {
 	switch {
 	case f.postgres != "":
 		cfg, err := pgxpool.ParseConfig(f.postgres)
@@ -104,6 +104,9 @@ func (f *fenceFlags) open(ctx context.Context, ns string) (fence.Fencer, func(),
 		if err != nil {
 			pool.Close()
 			return nil, nil, fmt.Errorf("%w: --fence-postgres-schema or --fence-postgres-table-prefix: %v", errUsage, err)
+		}
+		if !ping {
+			return s, pool.Close, nil
 		}
 		pctx, cancel := context.WithTimeout(ctx, cli.PingTimeout)
 		defer cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -314,5 +315,70 @@ func TestFenceStoreFromTheEnvironment(t *testing.T) {
 	code, out, errOut := e.cli("resolve", "--job", id, "--decision", "rerun", "--actor", "alice")
 	if code != 0 || !strings.Contains(out, "fenced out of the Redis fence store") || strings.Contains(errOut, "is ignored") {
 		t.Fatalf("resolve with FENCEDQ_FENCE_REDIS: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestDashboardCommandFencesDecisions: `fencedq dashboard` with actions
+// enabled makes the same "not applied" decisions as resolve (re-run, alone
+// or in bulk, and dead): without a fence store it refuses to start, naming
+// the flags, unless --unfenced; read-only it needs none; given
+// --fence-redis its re-run of a review job fences the stalled attempt out
+// first, so the attempt's write when it wakes is refused as stale.
+func TestDashboardCommandFencesDecisions(t *testing.T) {
+	e := newStalledEnv(t, "redis")
+	for _, creds := range [][]string{
+		{"--dashboard-user", "ops", "--dashboard-password", "pw"},
+		{"--dashboard-token", "script-token"},
+	} {
+		code, out, errOut := e.dashboardExit(creds...)
+		if code != 2 || !strings.Contains(errOut, "--fence-postgres") || !strings.Contains(errOut, "--fence-redis") || !strings.Contains(errOut, "--unfenced") {
+			t.Errorf("dashboard %q with no fence store: code %d, stdout %q, stderr %q (want 2 naming the flags)", creds, code, out, errOut)
+		}
+	}
+	e.startDashboard()                                                  // read-only: no decisions, no store needed
+	e.startDashboard("--dashboard-token", "script-token", "--unfenced") // said so
+	id := e.stall(0)
+	if _, err := e.client.Pause(context.Background(), jobs.DefaultQueue, "alice", "hold the re-run"); err != nil {
+		t.Fatal(err)
+	}
+	base := e.startDashboard("--dashboard-token", "script-token", "--fence-redis", e.url)
+	req, err := http.NewRequest(http.MethodPost, base+"api/jobs/default/"+id+"/resolve", strings.NewReader(`{"decision":"rerun","note":"no such charge"}`))
+	must(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer script-token")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("re-run through the dashboard: %s", resp.Status)
+	}
+	if err := e.lateWrite(0); !errors.Is(err, fence.ErrStale) {
+		t.Errorf("the stalled attempt's write after the dashboard's re-run: %v, want fence.ErrStale", err)
+	}
+}
+
+// dashboardExit runs fencedq dashboard and returns its exit code and
+// output when it exits before serving; one that serves fails the test
+// (and is stopped).
+func (e *operatorEnv) dashboardExit(args ...string) (int, string, string) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &urlWriter{url: make(chan string, 1)}
+	var errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"dashboard", "--addr", "127.0.0.1:0", "--redis", e.url, "--namespace", e.ns, "--log-level", "error"}, args...), out, &errOut)
+	}()
+	select {
+	case u := <-out.url:
+		cancel()
+		<-done
+		e.t.Errorf("dashboard %q served on %s, want it to exit", args, u)
+		return 0, u, errOut.String()
+	case code := <-done:
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return code, out.buf.String(), errOut.String()
 	}
 }

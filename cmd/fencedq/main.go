@@ -31,7 +31,9 @@
 // --fence-postgres-table-prefix, pgfence's options) or --fence-redis URL
 // (with --fence-redis-namespace, --namespace by default), and fences the
 // attempt out of it before it decides; without one it refuses (exit 1,
-// nothing decided) unless --unfenced is given. Cancelling a running job asks its
+// nothing decided) unless --unfenced is given. The dashboard takes the
+// same flags for its re-runs and dead decisions, and with actions enabled
+// refuses to start without a store unless --unfenced is given. Cancelling a running job asks its
 // attempt to stop through its context; its outcome is still committed by
 // its token, and a retry it asks for becomes cancelled. A paused queue
 // starts no new attempts; running ones finish and enqueues are accepted.

@@ -231,7 +231,7 @@ func TestEnvVariablesOfEachCommand(t *testing.T) {
 	conn := []string{"FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}
 	op := []string{"FENCEDQ_ACTOR", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"}
 	want := map[string][]string{
-		"dashboard": {"FENCEDQ_ADDR", "FENCEDQ_CSRF_KEY", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_TOKEN", "FENCEDQ_DASHBOARD_USER", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"},
+		"dashboard": {"FENCEDQ_ADDR", "FENCEDQ_CSRF_KEY", "FENCEDQ_DASHBOARD_PASSWORD", "FENCEDQ_DASHBOARD_TOKEN", "FENCEDQ_DASHBOARD_USER", "FENCEDQ_FENCE_POSTGRES", "FENCEDQ_FENCE_REDIS", "FENCEDQ_LOG_FORMAT", "FENCEDQ_LOG_LEVEL", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"},
 		"enqueue":   conn, "inspect": conn, "queues": conn, "pools": conn, "schedules": op, "partitions": op,
 		"resolve": {"FENCEDQ_ACTOR", "FENCEDQ_FENCE_POSTGRES", "FENCEDQ_FENCE_REDIS", "FENCEDQ_NAMESPACE", "FENCEDQ_REDIS"},
 		"cancel":  op, "run-now": op, "pause": op, "resume": op,

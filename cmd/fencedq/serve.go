@@ -31,6 +31,8 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	csrfKey := fs.String("csrf-key", "", "key signing CSRF tokens, at least 32 bytes: give every replica behind one load balancer the same (default: random per process)")
 	origins := fs.String("trusted-origins", "", "comma-separated origins (https://ops.example.com) allowed to send actions although they differ from the request's Host (a proxy that rewrites Host)")
 	secureCookie := fs.Bool("secure-cookie", false, "mark the CSRF cookie Secure even over plain HTTP (behind a TLS-terminating proxy)")
+	var fl fenceFlags
+	fl.add(fs)
 	var logs cli.LogFlags
 	logs.Add(fs, slog.LevelInfo)
 	return func(ctx context.Context, out io.Writer) error {
@@ -44,8 +46,34 @@ func dashboardCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 		case *csrfKey != "" && len(*csrfKey) < 32:
 			return fmt.Errorf("%w: --csrf-key has %d bytes: give at least 32 (for example: openssl rand -hex 32)", errUsage, len(*csrfKey))
 		}
+		if err := fl.check(fs); err != nil {
+			return err
+		}
+		// Actions include re-runs (alone and in bulk) and dead decisions
+		// on uncertain and review jobs, whose last attempt may still run.
+		actions := *user != "" || *token != ""
+		if actions && !fl.given() && !fl.unfenced {
+			return fmt.Errorf("%w: --dashboard-user and --dashboard-token enable actions, among them re-runs and dead decisions on uncertain and review jobs, whose last attempt may still be running: "+
+				"give the store the handlers write through, --fence-postgres URL or --fence-redis URL (or FENCEDQ_FENCE_POSTGRES, FENCEDQ_FENCE_REDIS), to fence that attempt out before each such decision, "+
+				"or --unfenced to decide without (a late write of the attempt may then apply the operation too)", errUsage)
+		}
 		if err := cli.CheckAddr("--addr", *addr); err != nil {
 			return err
+		}
+		if err := c.checkNamespace(); err != nil {
+			return err
+		}
+		// Not reached before a decision needs it: a fence store down
+		// answers each such decision 503 not_fenced_out, nothing decided,
+		// and leaves the pages and the other actions served.
+		fr, closeFence, err := fl.open(ctx, c.namespace, false)
+		if err != nil {
+			return err
+		}
+		defer closeFence()
+		c.fencer = fr
+		if actions && fl.unfenced {
+			opts.Logger.Warn("dashboard: re-runs and dead decisions on uncertain and review jobs are recorded without fencing the last attempt out (--unfenced): an attempt still running may apply its operation after the decision")
 		}
 		if *csrfKey != "" {
 			opts.CSRFKey = []byte(*csrfKey)
