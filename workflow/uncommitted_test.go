@@ -344,7 +344,8 @@ func TestStepsOfAnotherGraphLeftByAnUncommittedTryAreCancelled(t *testing.T) {
 
 // TestRetryCommittedInAnotherHomePartitionIsNotAbandoned: the home queue
 // is partitioned and its partition count changes between a try whose
-// commit failed and the retry, which commits in another partition. The
+// commit failed and the retry, which commits in another partition (the
+// try's claim of its home expired). The
 // failed try's notes name the old one, where no record is: the workflow
 // is not abandoned there, its steps are not cancelled, and it runs to its
 // end.
@@ -377,6 +378,11 @@ func TestRetryCommittedInAnotherHomePartitionIsNotAbandoned(t *testing.T) {
 		p++
 	}
 	if _, err := e.client.SetPartitions(ctx, "wf-home", p, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	// the failed try's claim of its home gone (expired): the retry
+	// commits where the new layout routes it
+	if err := e.rdb.Del(ctx, e.ns+":{wf-home}:wfhome:order:moved").Err(); err != nil {
 		t.Fatal(err)
 	}
 	res, err := workflow.Enqueue(ctx, e.client, w, workflow.OperationID("order:moved"))

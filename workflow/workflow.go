@@ -417,11 +417,33 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 		for i, a := range amended {
 			opts[i], _ = a.([]jobs.Option)
 		}
-		nw, err := w.plan(ctx, id, o.op, opts, func(ctx context.Context, js []*ledger.NewJob) error {
+		route := func(ctx context.Context, js []*ledger.NewJob) error {
 			return clientledger.Route(ctx, c, js)
-		})
+		}
+		nw, err := w.plan(ctx, id, o.op, opts, route)
 		if err != nil {
 			return nil, err
+		}
+		if o.op != "" {
+			// a first enqueue of the operation id claims its home; one
+			// that finds another home claimed moves there (see pinHome)
+			nw.Claim = func(ctx context.Context) (*ledger.NewWorkflow, error) {
+				got, err := l.ClaimWorkflowHome(ctx, nw.Home, o.op)
+				if err != nil || got == nw.Home {
+					return nil, err
+				}
+				moved, err := w.plan(ctx, id, o.op, opts, func(ctx context.Context, js []*ledger.NewJob) error {
+					if err := route(ctx, js); err != nil {
+						return err
+					}
+					pinHome(js, id, got)
+					return nil
+				})
+				if err == nil {
+					nw = moved
+				}
+				return moved, err
+			}
 		}
 		got, dedup, err := l.EnqueueWorkflow(ctx, nw)
 		if err != nil {
@@ -458,6 +480,22 @@ func Enqueue(ctx context.Context, c *jobs.Client, w *Workflow, opts ...Option) (
 		return nil, fmt.Errorf("%w: the enqueue middleware returned results without writing the workflow (it must call next, or return an error)", jobs.ErrEnqueueUnknown)
 	}
 	return res, nil
+}
+
+// pinHome moves the home of workflow id (js[0]'s queue) to queue name
+// got, the home the first enqueue of its operation id claimed
+// (ledger.ClaimWorkflowHome), with the steps that share the home by the
+// workflow's id as their partition key: an enqueue routing by a partition
+// count read before the queue's partitions changed (grown, shrunk to
+// none, or first declared) meets the first in one home, whose commit
+// deduplicates it.
+func pinHome(js []*ledger.NewJob, id, got string) {
+	home := js[0].Queue
+	for i, j := range js {
+		if j.Queue == home && (i == 0 || j.PartitionKey == id) {
+			j.Queue = got
+		}
+	}
 }
 
 // existing fills res (deduplicated) with the home and steps of the

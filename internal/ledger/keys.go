@@ -140,7 +140,9 @@ func (l *Ledger) uniqueKey(q string) string { return l.prefix(q) + "unique" }
 // queue), ns:{q}:wfop:<operation id>, ns:{q}:workflows (zset by creation),
 // ns:{q}:waiting (steps waiting for dependencies), ns:{q}:job:<id>:waits,
 // ns:{q}:job:<id>:wf_failed (a cancelled step's failed dependencies),
-// ns:{q}:handover (hand-over records to other queues).
+// ns:{q}:handover (hand-over records to other queues), ns:{q}:wfhome:<op>
+// (of a queue's own name: the queue name, its own or a partition's, the
+// workflow of operation id op claimed for its home, ClaimWorkflowHome).
 
 func (l *Ledger) workflowKey(q, id string) string { return l.prefix(q) + "wf:" + id }
 

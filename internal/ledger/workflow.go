@@ -43,6 +43,11 @@ type NewWorkflow struct {
 	// Record is the workflow's description (JSON), stored as it is.
 	Record []byte
 	Steps  []WorkflowStep
+	// Claim, when set, is called once before anything is written, when no
+	// workflow of the operation id was found: it may return the workflow
+	// to write instead (its home moved to the one the operation id
+	// claimed, see ClaimWorkflowHome), or nil to write this one.
+	Claim func(context.Context) (*NewWorkflow, error)
 }
 
 // StartDep is the dependency the roots of a workflow's other queues wait
@@ -103,6 +108,19 @@ func (l *Ledger) enqueueWorkflow(ctx context.Context, w *NewWorkflow, record, re
 				}
 			}
 			return got, true, nil
+		}
+	}
+	if claim := w.Claim; claim != nil && !revive {
+		c := *w
+		c.Claim = nil // not again by a re-submission of the recorded copy
+		w = &c
+		nw, err := claim(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		if nw != nil {
+			nw.Claim = nil
+			w = nw
 		}
 	}
 	if err := l.checkStepOperations(ctx, w); err != nil {
@@ -197,6 +215,35 @@ func mode(kind string, revive bool) string {
 		return kind + "_revive"
 	}
 	return kind
+}
+
+// ClaimWorkflowHome pins the home queue name of the workflow of operation
+// id op: home is the queue name (a queue's, or its partition's) the
+// caller routed it to; the first claim of op in that queue stands, and
+// the name it claimed is returned (home when this call made it). Callers
+// routing by partition counts read before and after a change of the
+// queue's partitions would otherwise pick different homes, each
+// deduplicating op only within its own, and write the workflow twice. The
+// claim is kept for the retention (it needs to outlive only the enqueues
+// racing the first: once committed, the workflow is found in whichever
+// queue holds it); the name it claims stays served, as the queue registry
+// keeps every partition a queue had. A claim that names no queue name of
+// home's queue (written by hand) is replaced.
+func (l *Ledger) ClaimWorkflowHome(ctx context.Context, home, op string) (string, error) {
+	key := l.prefix(Logical(home)) + "wfhome:" + op
+	prev, err := l.rdb.SetArgs(ctx, key, home, redis.SetArgs{Mode: "NX", Get: true, TTL: l.cfg.Retention}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return home, nil
+	case err != nil:
+		return "", enqueueUnknown(wrap("claim the home of workflow operation "+Clip(op), err))
+	case prev == "" || Logical(prev) != Logical(home) || ValidateQueueRef(prev) != nil:
+		if err := l.rdb.Set(ctx, key, home, l.cfg.Retention).Err(); err != nil {
+			return "", enqueueUnknown(wrap("claim the home of workflow operation "+Clip(op), err))
+		}
+		return home, nil
+	}
+	return prev, nil
 }
 
 // knownWorkflow looks for a workflow enqueued before under w's operation
