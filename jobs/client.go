@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -517,6 +518,9 @@ func (c *Client) insert(ctx context.Context, js []*ledger.NewJob) ([]*Result, er
 		return make([]*Result, len(js)), err
 	}
 	ins, err := c.ledger.Insert(ctx, js)
+	if errors.Is(err, ErrNotSent) && !errors.Is(err, ErrEnqueueUnknown) {
+		err = c.insertElsewhere(ctx, js, ins, err)
+	}
 	out := make([]*Result, len(js))
 	for i, r := range ins {
 		if r == nil {
@@ -535,6 +539,40 @@ func (c *Client) insert(ctx context.Context, js []*ledger.NewJob) ([]*Result, er
 		}
 	}
 	return out, err
+}
+
+// insertElsewhere writes again, each to another partition of its queue,
+// the jobs of js that any partition may hold (see spread) and that were
+// not written (ins[i] nil) because their partition could not be reached
+// (err, matching ErrNotSent and not ErrEnqueueUnknown: every call that
+// failed wrote nothing), until each is written or every partition failed:
+// a partition whose master is down does not fail the enqueues the others
+// can take. It fills ins and returns the error left: nil when every job
+// was written, else the last failure.
+func (c *Client) insertElsewhere(ctx context.Context, js []*ledger.NewJob, ins []*ledger.Inserted, err error) error {
+	failed := map[string]bool{}
+	for errors.Is(err, ErrNotSent) && !errors.Is(err, ErrEnqueueUnknown) {
+		moved := c.rerouteUnsent(js, ins, failed)
+		if len(moved) == 0 {
+			return err
+		}
+		again := make([]*ledger.NewJob, len(moved))
+		for k, i := range moved {
+			again[k] = js[i]
+		}
+		got, rerr := c.ledger.Insert(ctx, again)
+		for k, i := range moved {
+			ins[i] = got[k]
+		}
+		if rerr != nil {
+			err = rerr
+			continue
+		}
+		if !slices.Contains(ins, nil) {
+			return nil
+		}
+	}
+	return err
 }
 
 // flowLabel is the metric label of limit key's name (its part before the

@@ -37,10 +37,11 @@ const PartitionRefresh = 5 * time.Second
 // key a unique job's unique key decides, else a limited job's limit key (or
 // rate key: see Limiter), so the job meets its duplicates and the permits
 // of its key; else the operation id (so an operation id deduplicates across
-// the partitions), and without any the jobs are spread evenly. An operation
-// id deduplicates within one partition: give the same key with the same
-// operation id. Ignored on a queue without partitions. At most
-// MaxPartitionKeyLen bytes.
+// the partitions), and without any the jobs are spread evenly (one whose
+// partition cannot be reached, ErrNotSent, goes to the next that can be).
+// An operation id deduplicates within one partition: give the same key
+// with the same operation id. Ignored on a queue without partitions. At
+// most MaxPartitionKeyLen bytes.
 func PartitionKey(key string) Option { return func(o *options) { o.partitionKey = key } }
 
 // Partitioner is implemented by args that name their partition key (see
@@ -296,7 +297,7 @@ func (c *Client) route(ctx context.Context, js []*ledger.NewJob) error {
 			key = "rate:" + j.Flow.RateKey
 		}
 		n := uint64(0)
-		if key == "" && j.OperationID == "" {
+		if spread(j) {
 			n = c.parts.spread.Add(1)
 		}
 		// An id naming its operation id (ledger.OpJobID) is unique within
@@ -310,6 +311,44 @@ func (c *Client) route(ctx context.Context, js []*ledger.NewJob) error {
 		j.Queue = ledger.PartitionNames(j.Queue, p)[ledger.RoutePartition(p, key, j.OperationID, n)]
 	}
 	return nil
+}
+
+// spread reports whether route spreads job j of a partitioned queue: it
+// has no partition, unique, limit or rate key nor an operation id, so any
+// partition of its queue may hold it.
+func spread(j *ledger.NewJob) bool {
+	return j.PartitionKey == "" && j.Unique == nil && j.Flow == nil && j.OperationID == ""
+}
+
+// rerouteUnsent moves each spread job of js that was not written (out[i]
+// nil, by a call that wrote nothing) to the first partition of its
+// queue's layout, after its own, that is not in failed, which it adds the
+// job's partition to; it returns the positions of the jobs moved.
+func (c *Client) rerouteUnsent(js []*ledger.NewJob, out []*ledger.Inserted, failed map[string]bool) []int {
+	for i, j := range js {
+		if out[i] == nil {
+			failed[j.Queue] = true
+		}
+	}
+	var moved []int
+	for i, j := range js {
+		if out[i] != nil || !ledger.IsPartition(j.Queue) || !spread(j) {
+			continue
+		}
+		c.parts.mu.Lock()
+		p := c.parts.counts[ledger.Logical(j.Queue)].p
+		c.parts.mu.Unlock()
+		names := ledger.PartitionNames(ledger.Logical(j.Queue), p)
+		at := slices.Index(names, j.Queue) // -1: not of the layout read last
+		for k := 1; k <= len(names); k++ {
+			if n := names[(at+k+len(names))%len(names)]; !failed[n] {
+				j.Queue = n
+				moved = append(moved, i)
+				break
+			}
+		}
+	}
+	return moved
 }
 
 // unpartitioned reports whether queue q's count, read within
