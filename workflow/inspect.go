@@ -91,7 +91,8 @@ type Step struct {
 	// Reason is the job record's last reason (why it is in its state,
 	// e.g. "dependency charge ended dead").
 	Reason string `json:"reason,omitempty"`
-	// Output is the step's output, sensitive fields redacted.
+	// Output is the step's output, sensitive fields redacted; left out by
+	// List, which shows progress (Get shows it).
 	Output json.RawMessage `json:"output,omitempty"`
 }
 
@@ -112,14 +113,16 @@ func Get(ctx context.Context, c *jobs.Client, id string) (*Status, error) {
 	home, err := l.FindWorkflow(ctx, id)
 	switch {
 	case home != "":
-		return get(ctx, l, home, id)
+		return get(ctx, l, home, id, true)
 	case err != nil:
 		return nil, err
 	}
 	return nil, fmt.Errorf("%w: %q", ErrNotFound, ledger.Clip(id))
 }
 
-func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error) {
+// get reads workflow id of home queue home, its steps' outputs with
+// outputs.
+func get(ctx context.Context, l *ledger.Ledger, home, id string, outputs bool) (*Status, error) {
 	info, err := l.Workflow(ctx, home, id)
 	if err != nil {
 		return nil, err
@@ -137,7 +140,7 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 	for i, d := range def.Steps {
 		refs[i] = ledger.StepRef{Queue: d.Queue, ID: d.ID}
 	}
-	recs, perr := l.Steps(ctx, refs)
+	recs, perr := l.Steps(ctx, refs, outputs)
 	var missed ledger.Partial
 	if !missed.Add(perr) {
 		return nil, perr
@@ -176,7 +179,8 @@ func get(ctx context.Context, l *ledger.Ledger, home, id string) (*Status, error
 // offset (offset+n at most jobs.MaxListWindow; jobs.ErrInvalid otherwise).
 // It reads the ids of the newest offset+n of every queue (one pipelined
 // round trip), then the record and every step's job of the n it returns
-// only.
+// only: the steps' states, not their outputs (up to jobs.MaxOutput each;
+// Get reads them), so a page of large workflows carries what it shows.
 // When some queues could not be read (on Redis Cluster, their master
 // down), it lists the workflows of the others, a step whose job it could
 // not read StepUnreachable (as Get), with a *jobs.PartialError naming
@@ -204,7 +208,7 @@ func List(ctx context.Context, c *jobs.Client, offset, n int) ([]*Status, error)
 	}
 	var out []*Status
 	for _, ref := range refs[offset:] {
-		st, err := get(ctx, l, ref.Home, ref.ID)
+		st, err := get(ctx, l, ref.Home, ref.ID, false)
 		if errors.Is(err, ErrNotFound) {
 			continue // pruned since
 		}
@@ -303,7 +307,7 @@ func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Statu
 	if unacked != nil {
 		return nil, unacked
 	}
-	return get(ctx, l, st.Home, id)
+	return get(ctx, l, st.Home, id, true)
 }
 
 // dependentsFirst orders the indexes of steps so that every step comes

@@ -1229,16 +1229,24 @@ const stepChunk = 100
 // workflow's status shows of a step.
 var stepFields = []string{"state", "token", "attempts", "reason", "output", "output_shown"}
 
+// stepOutputAt is the index of the first of stepFields holding an output.
+const stepOutputAt = 4
+
 // Steps returns the records of jobs refs (nil for one gone), holding only
-// their stepFields (state, token, attempts, reason and output), a
-// pipelined round trip per stepChunk of them: a workflow's status reads
-// its up to a thousand steps in a few round trips, not one per step, and
-// never carries their args (up to 16 MiB a workflow) from Redis. Unlike
+// their stepFields (state, token, attempts, reason and, with outputs,
+// output), a pipelined round trip per stepChunk of them: a workflow's
+// status reads its up to a thousand steps in a few round trips, not one
+// per step, and never carries their args (up to 16 MiB a workflow) from
+// Redis, nor their outputs (up to 64 KiB each) unless asked. Unlike
 // Get it does not work out where a pending job waits.
 // When some jobs could not be read (on Redis Cluster, their master down),
 // they are nil too, and a *PartialError names their queues; ctx ended, its
 // error is returned whole.
-func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
+func (l *Ledger) Steps(ctx context.Context, refs []StepRef, outputs bool) ([]*Record, error) {
+	fields := stepFields
+	if !outputs {
+		fields = stepFields[:stepOutputAt]
+	}
 	out := make([]*Record, len(refs))
 	var missed Partial
 	for lo := 0; lo < len(refs); lo += stepChunk {
@@ -1247,7 +1255,7 @@ func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
 		_, _ = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // read per command below
 			for i, r := range chunk {
 				if !siblingID(r.ID) {
-					cmds[i] = p.HMGet(ctx, l.JobKey(r.Queue, r.ID), stepFields...)
+					cmds[i] = p.HMGet(ctx, l.JobKey(r.Queue, r.ID), fields...)
 				}
 			}
 			return nil
@@ -1256,7 +1264,7 @@ func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
 			if c == nil {
 				continue
 			}
-			h, err := stepFieldsOf(c)
+			h, err := stepFieldsOf(c, fields)
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return nil, wrap("read steps", err)
@@ -1270,10 +1278,10 @@ func (l *Ledger) Steps(ctx context.Context, refs []StepRef) ([]*Record, error) {
 	return out, missed.Err()
 }
 
-// stepFieldsOf returns the stepFields an HMGET of Steps read, by name
-// (none: no record); a job key of another type reads as jobFields reads
-// it.
-func stepFieldsOf(c *redis.SliceCmd) (map[string]string, error) {
+// stepFieldsOf returns the fields (of stepFields) an HMGET of Steps read,
+// by name (none: no record); a job key of another type reads as jobFields
+// reads it.
+func stepFieldsOf(c *redis.SliceCmd, fields []string) (map[string]string, error) {
 	v, err := c.Result()
 	if wrongType(err) {
 		return map[string]string{"state": string(Review), "reason": foreignReason}, nil
@@ -1283,8 +1291,8 @@ func stepFieldsOf(c *redis.SliceCmd) (map[string]string, error) {
 	}
 	h := map[string]string{}
 	for i, x := range v {
-		if s, ok := x.(string); ok && i < len(stepFields) {
-			h[stepFields[i]] = s
+		if s, ok := x.(string); ok && i < len(fields) {
+			h[fields[i]] = s
 		}
 	}
 	return h, nil
