@@ -9,6 +9,7 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -95,6 +96,10 @@ func EnvVars(fs *flag.FlagSet) []string {
 // an argument, or an error wrapping ErrUsage), 1 on any other error.
 // Errors are one line on stderr, prefixed with fs.Name(), the command as
 // typed (e.g. "fencedq inspect"), with their text passed through Escape.
+// With --json set (a flag named "json" of fs), an error that leaves stdout
+// empty is also written there as one JSON object, {"error": text,
+// "exit_code": code}, so stdout is JSON whatever the outcome; output do
+// wrote before its error (a partial listing) stands alone.
 func Run(ctx context.Context, fs *flag.FlagSet, summary string, do func(context.Context, io.Writer) error, args []string, stdout, stderr io.Writer) int {
 	return run(ctx, fs, summary, true, do, args, stdout, stderr)
 }
@@ -109,6 +114,19 @@ func RunWithoutEnv(ctx context.Context, fs *flag.FlagSet, summary string, do fun
 func run(ctx context.Context, fs *flag.FlagSet, summary string, env bool, do func(context.Context, io.Writer) error, args []string, stdout, stderr io.Writer) int {
 	QuietRedis()
 	name := fs.Name()
+	out := &countingWriter{w: stdout}
+	// fail reports msg (already prefixed and escaped for stderr) and, under
+	// --json, text as a JSON object on stdout unless do wrote there.
+	fail := func(code int, msg, text string) int {
+		fmt.Fprint(stderr, msg)
+		if out.n == 0 && (jsonSet(fs) || code == 2 && fs.Lookup("json") != nil && jsonAsked(args)) {
+			_ = json.NewEncoder(JSONWriter(stdout)).Encode(struct {
+				Error    string `json:"error"`
+				ExitCode int    `json:"exit_code"`
+			}{text, code})
+		}
+		return code
+	}
 	// The flag package would print the usage on every parse error and on
 	// --help; the usage is printed here instead, once.
 	fs.SetOutput(io.Discard)
@@ -118,30 +136,69 @@ func run(ctx context.Context, fs *flag.FlagSet, summary string, env bool, do fun
 			printHelp(stdout, fs, summary, env)
 			return 0
 		}
-		fmt.Fprint(stderr, Escapef("%s: %v\nRun '%s --help' for its flags.\n", name, err, name))
-		return 2
+		return fail(2, Escapef("%s: %v\nRun '%s --help' for its flags.\n", name, err, name), err.Error())
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
-		return 2
+		text := fmt.Sprintf("unexpected argument %q", fs.Arg(0))
+		return fail(2, name+": "+text+"\n", text)
 	}
 	for _, w := range ignoredEnv(fs, env) {
 		fmt.Fprint(stderr, Escapef("%s: %s\n", name, w))
 	}
 	if env {
 		if err := applyEnv(fs); err != nil {
-			fmt.Fprint(stderr, Escapef("%s: %v\n", name, err))
-			return 2
+			return fail(2, Escapef("%s: %v\n", name, err), err.Error())
 		}
 	}
-	if err := do(ctx, stdout); err != nil {
-		fmt.Fprint(stderr, Escapef("%s: %v\n", name, err))
+	if err := do(ctx, out); err != nil {
+		code := 1
 		if errors.Is(err, ErrUsage) {
-			return 2
+			code = 2
 		}
-		return 1
+		return fail(code, Escapef("%s: %v\n", name, err), err.Error())
 	}
 	return 0
+}
+
+// jsonSet reports whether fs has a --json flag set to true (by the
+// arguments parsed so far).
+func jsonSet(fs *flag.FlagSet) bool {
+	f := fs.Lookup("json")
+	if f == nil {
+		return false
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	b, ok := g.Get().(bool)
+	return ok && b
+}
+
+// jsonAsked reports whether args hold --json, for a parse that stopped
+// before reaching it.
+func jsonAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-json", "--json", "-json=true", "--json=true":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // printHelp prints the usage: the summary, the flags, which environment
