@@ -38,6 +38,14 @@ var ErrRegistered = errors.New("worker: kind already registered")
 // function or pointer).
 var ErrNilWorker = errors.New("worker: nil worker")
 
+// ErrRedisUnusable means Run reached the pool's Redis but the server cannot
+// serve the pool as the client is set up: it refused the client's
+// credentials or their permissions (NOAUTH, WRONGPASS, NOPERM: set
+// Username and Password in the redis.Options the client was built with).
+// The error names the server's address and keeps the server's reply (for
+// redis.IsAuthError and redis.IsPermissionError); Run may be called again.
+var ErrRedisUnusable = errors.New("worker: the Redis server cannot serve the pool")
+
 // ErrRunning means the pool is running or has run: register workers before
 // Run, and run a pool once (build another with NewPool to run again). A Run
 // that failed to start (it returned an error before claiming anything)
@@ -388,7 +396,45 @@ func (p *Pool) startFailed(ctx context.Context, holding string, err error) error
 		_, cluster := p.rdb.(*redis.ClusterClient)
 		return &unreachableError{addr: p.redisAddr(ne), cause: ne, err: err, holding: holding, cluster: cluster}
 	}
+	if redis.IsAuthError(err) || redis.IsPermissionError(err) {
+		return &refusedError{addr: p.redisAddr(nil), err: err}
+	}
 	return fmt.Errorf("worker: %w", err)
+}
+
+// refusedError is Run's error when the pool's Redis refused the client's
+// credentials or their permissions as the pool started: it names the
+// address and where the credentials are set, and matches ErrRedisUnusable
+// and the server's reply.
+type refusedError struct {
+	addr string // "" when unknown
+	err  error
+}
+
+func (e *refusedError) Error() string {
+	at := ""
+	if e.addr != "" {
+		at = " at " + e.addr
+	}
+	if redis.IsPermissionError(e.err) {
+		return fmt.Sprintf("worker: Redis%s refused a command or key to the pool's user "+
+			"(grant that ACL user the namespace's keys and the commands of the pool's scripts, or give NewPool a client of another user): %v",
+			at, redisReply(e.err))
+	}
+	return fmt.Sprintf("worker: Redis%s refused the pool's credentials "+
+		"(set Username and Password in the redis.Options of the client given to NewPool): %v", at, redisReply(e.err))
+}
+
+func (e *refusedError) Unwrap() []error { return []error{ErrRedisUnusable, e.err} }
+
+// redisReply returns the Redis server's error reply within err (err itself
+// when it holds none).
+func redisReply(err error) error {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return re
+	}
+	return err
 }
 
 // unreachableError is Run's error when Redis cannot be reached as the pool
@@ -419,9 +465,9 @@ func (e *unreachableError) Error() string {
 func (e *unreachableError) Unwrap() error { return e.err }
 
 // redisAddr names the Redis a network error ne was about: the address it
-// dialled, else the client's configured addresses.
+// dialled, else (and for a nil ne) the client's configured addresses.
 func (p *Pool) redisAddr(ne net.Error) string {
-	if op := (*net.OpError)(nil); errors.As(ne, &op) && op.Addr != nil {
+	if op := (*net.OpError)(nil); ne != nil && errors.As(ne, &op) && op.Addr != nil {
 		return op.Addr.String()
 	}
 	if s := p.cfg.Jobs.Sentinel; s != nil {
@@ -459,7 +505,9 @@ func (p *Pool) redisAddr(ne net.Error) string {
 // matching ErrDuplicateWorkerID naming that pool's host. An error from its start is
 // returned at once, and Run may be called again; a Redis it cannot reach
 // reads "worker: cannot reach Redis at <addr> ...: <network error>", the
-// network error kept for errors.Is and errors.As. A nil
+// network error kept for errors.Is and errors.As; one that refuses the
+// client's credentials or an ACL user's commands, an error matching
+// ErrRedisUnusable naming the address. A nil
 // pool returns ErrConfig.
 func (p *Pool) Run(ctx context.Context) error {
 	if p.unmade() {
