@@ -41,7 +41,8 @@ var ErrNilWorker = errors.New("worker: nil worker")
 // ErrRedisUnusable means Run reached the pool's Redis but the server cannot
 // serve the pool as the client is set up: it refused the client's
 // credentials or their permissions (NOAUTH, WRONGPASS, NOPERM: set
-// Username and Password in the redis.Options the client was built with).
+// Username and Password in the redis.Options the client was built with),
+// or it is older than Redis 6.2, the oldest release fencedq runs on.
 // The error names the server's address and keeps the server's reply (for
 // redis.IsAuthError and redis.IsPermissionError); Run may be called again.
 var ErrRedisUnusable = errors.New("worker: the Redis server cannot serve the pool")
@@ -427,6 +428,24 @@ func (e *refusedError) Error() string {
 
 func (e *refusedError) Unwrap() []error { return []error{ErrRedisUnusable, e.err} }
 
+// oldRedisError is Run's error when the pool's Redis is older than the
+// ledger needs: it names the address, the server's version and the one
+// needed, and matches ErrRedisUnusable and ledger.ErrRedisTooOld.
+type oldRedisError struct {
+	addr string // "" when unknown
+	err  error  // matches ledger.ErrRedisTooOld
+}
+
+func (e *oldRedisError) Error() string {
+	at := ""
+	if e.addr != "" {
+		at = " at " + e.addr
+	}
+	return fmt.Sprintf("worker: Redis%s: %v", at, strings.TrimPrefix(e.err.Error(), "jobs: "))
+}
+
+func (e *oldRedisError) Unwrap() []error { return []error{ErrRedisUnusable, e.err} }
+
 // redisReply returns the Redis server's error reply within err (err itself
 // when it holds none).
 func redisReply(err error) error {
@@ -532,6 +551,14 @@ func (p *Pool) Run(ctx context.Context) error {
 	// too (each claim's epoch lookup would skip it or fail).
 	if err := p.ledger.CheckSentinels(ctx); errors.Is(err, epoch.ErrUnknownMaster) || errors.Is(err, epoch.ErrNotSentinel) {
 		return p.startFailed(ctx, "", configError{fmt.Errorf("Config.Jobs.Sentinel: %w", err)})
+	}
+	// A server older than the ledger needs would start the pool and fail
+	// its maintenance reads for ever ("ERR syntax error"): say so now.
+	if err := p.ledger.CheckVersion(ctx); err != nil {
+		if errors.Is(err, ledger.ErrRedisTooOld) {
+			err = &oldRedisError{addr: p.redisAddr(nil), err: err}
+		}
+		return p.startFailed(ctx, "", err)
 	}
 	p.checkReplicas(ctx, true)
 	if err := p.refreshPartitions(ctx); err != nil {
