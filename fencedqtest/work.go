@@ -224,7 +224,7 @@ func WorkJob[T jobs.JobArgs](ctx context.Context, tb testing.TB, e *Env, w jobs.
 func checkWorker[T jobs.JobArgs](tb testing.TB, w jobs.Worker[T]) {
 	tb.Helper()
 	if argtype.IsNil(w) {
-		tb.Fatalf("fencedqtest: %v: %s", worker.ErrNilWorker, kindOf[T](tb))
+		tb.Fatalf("fencedqtest: %v for kind %s: build the worker before calling Work or WorkJob", worker.ErrNilWorker, kindOf[T](tb))
 	}
 }
 

@@ -112,7 +112,7 @@ func (w *nilWorker) Work(context.Context, *jobs.Job[plainArgs]) error {
 
 // TestRegisterRefusesANilWorker: a nil worker (a nil interface, function
 // or pointer: a worker not built yet) is refused by Register, with an
-// error naming the kind, instead of panicking on every attempt of its
+// error naming the kind and what to do, instead of panicking on every attempt of its
 // jobs until they go dead.
 func TestRegisterRefusesANilWorker(t *testing.T) {
 	e := newEnv(t)
@@ -125,8 +125,9 @@ func TestRegisterRefusesANilWorker(t *testing.T) {
 		"pointer":   func() error { return worker.Register[plainArgs](p, ptr) },
 	} {
 		err := register()
-		if !errors.Is(err, worker.ErrNilWorker) || !strings.Contains(err.Error(), "plain") {
-			t.Errorf("nil %s: Register = %v, want ErrNilWorker naming the kind", name, err)
+		if !errors.Is(err, worker.ErrNilWorker) || !strings.Contains(err.Error(), "kind plain") ||
+			!strings.Contains(err.Error(), "build the worker before Register") {
+			t.Errorf("nil %s: Register = %v, want ErrNilWorker naming the kind and what to do", name, err)
 		}
 	}
 	if err := worker.Register[plainArgs](p, &nilWorker{}); err != nil {

@@ -206,7 +206,7 @@ func Register[T jobs.JobArgs](p *Pool, w jobs.Worker[T]) error {
 		return &argsTypeError{what: "kind " + kind + ": args type", err: err}
 	}
 	if argtype.IsNil(w) {
-		return fmt.Errorf("%w: %s", ErrNilWorker, kind)
+		return fmt.Errorf("%w for kind %s: build the worker before Register (a jobs.WorkFunc, or a non-nil pointer to a type with a Work method)", ErrNilWorker, kind)
 	}
 	h := &handler{
 		kind:  kind,
