@@ -228,6 +228,35 @@ type queueInfo struct {
 	// Unreachable names its queue names that could not be read (left out
 	// of Counts; their master down, most likely).
 	Unreachable []string `json:"unreachable,omitempty"`
+	// Unserved is set when the queue holds pending jobs and no live pool
+	// serves it (a queue name with a typo, most likely).
+	Unserved bool `json:"unserved,omitempty"`
+}
+
+// markUnserved sets Unserved on each queue of infos holding pending jobs
+// that no live pool serves, and returns a note naming them ("" for none,
+// or when the pools could not be read).
+func markUnserved(ctx context.Context, l *jobs.Inspector, infos []queueInfo) string {
+	pools, err := l.Pools(ctx)
+	if err != nil {
+		return ""
+	}
+	served := map[string]bool{}
+	for _, p := range pools {
+		for q := range p.Queues {
+			served[q] = true
+		}
+	}
+	var note strings.Builder
+	for i := range infos {
+		q := &infos[i]
+		if n := q.Counts[jobs.Pending]; n > 0 && !served[q.Queue] {
+			q.Unserved = true
+			fmt.Fprintf(&note, "queue %s has %d pending job(s) and no live pool serves it: check the queue name "+
+				"given to jobs.Queue against the pools' Config.Queues (`fencedq pools` lists what each serves)\n", cli.Escape(q.Queue), n)
+		}
+	}
+	return note.String()
 }
 
 func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue string, asJSON bool) error {
@@ -282,6 +311,7 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 	if len(lost) > 0 {
 		partial = fmt.Errorf("%w: left out of the counts (shown as ? when nothing was read): %s", jobs.ErrPartial, strings.Join(lost, ", "))
 	}
+	unserved := markUnserved(ctx, l, infos)
 	if asJSON {
 		if err := json.NewEncoder(cli.JSONWriter(out)).Encode(infos); err != nil {
 			return err
@@ -317,6 +347,7 @@ func listQueues(ctx context.Context, out io.Writer, l *jobs.Inspector, queue str
 		return err
 	}
 	fmt.Fprintf(out, "%d queue(s)\n", len(infos))
+	fmt.Fprint(out, unserved)
 	if queue == "" && len(infos) == 0 {
 		fmt.Fprint(out, emptyNamespaceHint(l.Namespace()))
 	}
