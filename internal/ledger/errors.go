@@ -42,7 +42,7 @@ var (
 	// ErrNotSent means an enqueue was never sent to Redis: no connection
 	// could be made (see NotSent), or a read it needs first failed. Nothing
 	// was written.
-	ErrNotSent = errors.New("jobs: enqueue not sent (Redis could not be reached); nothing was written")
+	ErrNotSent = errors.New("jobs: enqueue not sent to Redis; nothing was written")
 	// ErrActionUnknown means an operator's action ran on the primary but
 	// too few replicas acknowledged it in time (Config.Durability): it may
 	// or may not survive a failover.
