@@ -180,12 +180,14 @@ func (p *Pool) runAttempt(a *attempt) *finished {
 		// the limit too while a live pool of the queue runs it (busy now).
 		if c.KindDefers < p.cfg.UnknownKindDefers || p.servedElsewhere(a.ctx, c.Queue, c.Kind) {
 			wait := min(time.Second<<min(c.KindDefers, 5), 30*time.Second)
-			a.log.Warn("no worker for this kind in this pool; job put back for another pool",
+			a.log.Warn("no worker for this kind in this pool (worker.Register one whose args' Kind() returns it); job put back for another pool",
 				"put_backs", c.KindDefers+1, "limit", p.cfg.UnknownKindDefers, "in", wait)
 			return p.decided(a, ledger.Outcome{Defer: true, UnknownKind: true,
 				Reason: "no pool has a worker for kind " + c.Kind + " yet", RetryIn: wait})
 		}
-		end.Err = fmt.Errorf("%w: no worker registered for kind %q (put back %d times)", jobs.ErrPermanent, c.Kind, c.KindDefers)
+		end.Err = fmt.Errorf("%w: no worker registered for kind %q (put back %d times): a pool serving queue %s needs worker.Register "+
+			"with an args type whose Kind() returns that kind (a kind renamed on one side, or a pool not deployed yet), then a re-run",
+			jobs.ErrPermanent, c.Kind, c.KindDefers, ledger.Logical(c.Queue))
 		end.Reason = "unknown kind"
 	default:
 		end = p.runHandler(a, h)

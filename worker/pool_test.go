@@ -251,8 +251,10 @@ func TestPanicsUnknownKindsAndMalformedPayloads(t *testing.T) {
 		t.Fatalf("panicking job: %d attempts, want 2", rec.Attempts)
 	}
 	u := jobstest.WaitState(t, e.ledger, "default", unknown.JobID, jobs.Dead)
-	if u.Reason != "unknown kind" || u.KindDefers != 1 || u.Attempts != 1 {
-		t.Fatalf("unknown kind: reason %q, put back %d times, %d attempts", u.Reason, u.KindDefers, u.Attempts)
+	if u.Reason != "unknown kind" || u.KindDefers != 1 || u.Attempts != 1 ||
+		!strings.Contains(u.Error, `"nobody-handles-this"`) || !strings.Contains(u.Error, "worker.Register") {
+		t.Fatalf("unknown kind: reason %q, error %q, put back %d times, %d attempts; want the error to say what to register",
+			u.Reason, u.Error, u.KindDefers, u.Attempts)
 	}
 	e.rdb.HSet(ctx, e.ledger.JobKey("default", malformed.JobID+"-x"), "kind", "strict", "payload", "null", "state", "pending", "token", "0", "attempts", "0", "max_retries", "3", "created", "1")
 	e.rdb.ZAdd(ctx, e.ledger.StateKey("default", jobs.Pending), redis.Z{Score: 1, Member: malformed.JobID + "-x"})
