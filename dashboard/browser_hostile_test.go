@@ -13,7 +13,9 @@ import (
 
 type hostileArgs struct{}
 
-func (hostileArgs) Kind() string { return `"><img/src=x/onerror=window.__pwned=1>javascript:` + "\u202e" + `'<b>` }
+func (hostileArgs) Kind() string {
+	return `"><img/src=x/onerror=window.__pwned=1>javascript:` + "\u202e" + `'<b>`
+}
 
 // TestBrowserHostileNamesAreInert: a queue named like a javascript: URL,
 // as long as a queue may be, and a kind holding quotes, angle brackets, a
