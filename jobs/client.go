@@ -208,6 +208,7 @@ type Client struct {
 	replicasRead atomic.Bool    // a durable write read the replicas, or Redis refused the read (replicas.go)
 	fencer       fence.Fencer   // Config.Fencer: fences an attempt out before an operator's "not applied"
 	leases       *lease.Manager // with fencer: takes a named resource's lease to fence it (fenceout.Attempt)
+	afterRead    func()         // tests: called between an operator decision's read (fenceOut) and its write
 }
 
 // NewClient returns a Client over rdb. A nil rdb or an invalid Config (a

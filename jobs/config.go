@@ -79,9 +79,14 @@ type Config struct {
 	// running (a paused process, a handler that ignores its context)
 	// cannot apply the operation after the decision. When that fails
 	// nothing is decided and the call fails with an error matching
-	// ErrNotFencedOut. Without it the decision is recorded as it is. A
-	// pool ignores it: its maintenance leader fences with its
-	// Maintenance.EffectLog.
+	// ErrNotFencedOut. Every such decision (a re-run of a dead or
+	// cancelled job too, which needs no fence) is held to the job as it
+	// was read for it (state, token, run count): a job that moved before
+	// the decision was written (re-run and claimed again, its attempt's
+	// lease lapsed) fails with ErrWrongState and nothing is written, so
+	// it never lands on an attempt not fenced out. Without it the
+	// decision is recorded as it is. A pool ignores it: its maintenance
+	// leader fences with its Maintenance.EffectLog.
 	Fencer fence.Fencer
 }
 

@@ -21,3 +21,10 @@ func AgePartitionCountsForTest(c *Client, by time.Duration) {
 		c.parts.counts[q] = cp
 	}
 }
+
+// AfterDecisionReadForTest makes c call f after an operator's "not
+// applied" decision (Resolve, ResolveSeen: a rerun or dead) read the job
+// to fence its last attempt out, before the decision is written.
+func AfterDecisionReadForTest(c *Client, f func()) {
+	c.afterRead = f
+}

@@ -128,6 +128,9 @@ func (c *Client) resolve(ctx context.Context, queue, id string, seen *Seen, d De
 		if err := c.fenceOut(ctx, queue, id, &r); err != nil {
 			return nil, err
 		}
+		if c.afterRead != nil {
+			c.afterRead()
+		}
 	}
 	st, err := c.ledger.Decide(ctx, queue, id, r)
 	if err != nil {
@@ -136,13 +139,19 @@ func (c *Client) resolve(ctx context.Context, queue, id string, seen *Seen, d De
 	return c.readBack(ctx, queue, id, st), nil
 }
 
-// fenceOut cuts the last attempt of job id off from the Config.Fencer
-// store (none: it does nothing) before an operator's decision r that the
-// attempt did not apply its operation, when the job is in uncertain or
-// review (the attempt's outcome is unknown, and it may still be running)
-// and r applies to it; r is then held to that attempt's token, so the
-// decision lands only on the attempt fenced out. A job r does not apply to
-// is left alone: the decision fails as it would have.
+// fenceOut reads job id before an operator's decision r that its last
+// attempt did not apply its operation (a rerun or dead) by a client given
+// Config.Fencer (none: it does nothing), and holds r to that read: the
+// job's state, token and run count. A job in uncertain or review has its
+// last attempt cut off from the store first (its outcome is unknown, and it
+// may still be running), and r then lands only on that attempt, still in
+// uncertain or review; a dead or cancelled job needs no fence, and r lands
+// only while it stays as read. So a job that moved between the read and
+// the decision (re-run and claimed again, its attempt's lease lapsed,
+// decided by another operator) fails with ErrWrongState, nothing written,
+// rather than taking a "not applied" about an attempt never fenced out. A
+// job r does not apply to fails at once with ErrWrongState, as the
+// decision would have.
 func (c *Client) fenceOut(ctx context.Context, queue, id string, r *ledger.Resolution) error {
 	if c.fencer == nil {
 		return nil
@@ -151,15 +160,22 @@ func (c *Client) fenceOut(ctx context.Context, queue, id string, r *ledger.Resol
 	if err != nil {
 		return notFoundIn(ctx, c.ledger, queue, err)
 	}
-	if rec.State != Uncertain && rec.State != Review || !slices.Contains(r.From, rec.State) ||
-		r.Seen != nil && *r.Seen != rec.Token {
+	if !slices.Contains(r.From, rec.State) {
+		// Not left to the decision's write: the job may reach a state r
+		// applies to before it, on an attempt never fenced out.
+		return fmt.Errorf("%w: job %s is %s", ErrWrongState, id, rec.State)
+	}
+	if r.Seen != nil && *r.Seen != rec.Token || r.SeenRuns != nil && *r.SeenRuns != rec.Runs {
+		return nil // moved on from what the operator saw: r fails on it
+	}
+	r.Seen, r.SeenRuns = &rec.Token, &rec.Runs
+	if rec.State != Uncertain && rec.State != Review {
+		r.From = []State{rec.State}
 		return nil
 	}
+	r.From = slices.DeleteFunc(slices.Clone(r.From), func(s State) bool { return s != Uncertain && s != Review })
 	if err := fenceout.Attempt(ctx, rec, c.fencer, c.leases, r.Actor); err != nil {
 		return fmt.Errorf("%w: job %s (token %d): %w; nothing was decided", ErrNotFencedOut, id, rec.Token, err)
-	}
-	if r.Seen == nil {
-		r.Seen = &rec.Token
 	}
 	return nil
 }
