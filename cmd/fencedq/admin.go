@@ -986,12 +986,16 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 						return inEmptyNamespace(ctx, client.Inspector(), operatorError("resolve", err))
 					}
 				}
-				if takesDecision(d, rec.State) {
-					// Held to the job as read: what this command checked
-					// (and says it fenced, or that it needed no fence) is
-					// what the decision lands on.
-					seen = &jobs.Seen{State: rec.State, Token: rec.Token, Runs: rec.Runs}
-				}
+				// Held to the job as read: what this command checked
+				// (and says it fenced, or that it needed no fence) is
+				// what the decision lands on. A job read in a state the
+				// decision does not take (running) fails too, rather than
+				// take it in a state it reached since (uncertain, its
+				// attempt fenced out of no store).
+				seen = &jobs.Seen{State: rec.State, Token: rec.Token, Runs: rec.Runs}
+			}
+			if afterResolveRead != nil {
+				afterResolveRead()
 			}
 			fencing = seen != nil && (seen.State == jobs.Uncertain || seen.State == jobs.Review)
 			if fencing && fr == nil && !fl.unfenced {
@@ -1029,11 +1033,9 @@ func resolveCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	}
 }
 
-// takesDecision reports whether an operator's decision d applies to a job
-// in state s.
-func takesDecision(d jobs.Decision, s jobs.State) bool {
-	return s == jobs.Uncertain || s == jobs.Review || d == jobs.DecideRerun && (s == jobs.Dead || s == jobs.Cancelled)
-}
+// afterResolveRead, set by tests, is called by resolve between its read
+// of the job and its decision.
+var afterResolveRead func()
 
 // jobCommand builds an operator command acting on one job (--job, looked
 // up in every queue unless --queue is given): do performs the action, with
