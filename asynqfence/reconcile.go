@@ -54,9 +54,11 @@ func (b *Bridge) verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc)
 }
 
 // reconcile decides an uncertain job before its task runs again: applied
-// (succeeded; the delivery is acknowledged), not applied (re-run: rerun is
-// true and the caller claims it; a job an operator asked to cancel ends
-// cancelled instead, and the claim acknowledges it), or cannot tell (another look at asynq's
+// (succeeded; the delivery is acknowledged), not applied (a failed
+// attempt: with attempts left, rerun is true and the caller claims it; a
+// job an operator asked to cancel ends cancelled instead, and the claim
+// acknowledges it; with its attempts spent the job is dead and asynq
+// archives the task), or cannot tell (another look at asynq's
 // next delivery, review after MaxReconcileTries answers). Decisions are the
 // native reconciler's, with its evidence and metrics; the actor is
 // "bridge:<worker id>".
@@ -74,7 +76,9 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 	rec.Headers = maps.Clone(t.Headers())
 	v, evidence, asked := b.verdict(ctx, rec, b.reconcilerFor(t, next))
 	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "bridge:" + b.opts.WorkerID, Note: evidence, Seen: &rec.Token}
-	result := attempt.Resolve(&res, v, asked, tries, b.opts.MaxReconcileTries, time.Second)
+	// Not applied is a failed attempt: asynq's redelivery already waited
+	// its retry delay, and one whose attempts are spent goes dead.
+	result := attempt.Resolve(&res, v, asked, tries, b.opts.MaxReconcileTries, time.Second, func() time.Duration { return 0 })
 	state, err := b.ledger.Decide(ctx, q, id, res)
 	if errors.Is(err, jobs.ErrWrongState) {
 		return true, nil // another reconciler decided first: look again
@@ -90,6 +94,11 @@ func (b *Bridge) reconcile(ctx context.Context, q, id string, t *asynq.Task, nex
 	case jobs.DecideSucceeded:
 		return false, nil
 	case jobs.DecideRerun:
+		if state == jobs.Dead {
+			// the attempt found not applied was the last the task allows
+			log.Warn("job dead: its last allowed attempt was found not applied", "evidence", evidence)
+			return false, fmt.Errorf("asynqfence: job dead (retries exhausted: the last attempt was found not applied: %s): %w", evidence, asynq.SkipRetry)
+		}
 		return true, nil
 	case jobs.DecideReview:
 		return false, fmt.Errorf("%w: job %s in queue %s: %s: %w", ErrReview, id, q, evidence, asynq.SkipRetry)

@@ -18,8 +18,9 @@ import (
 // TestRedeliverGivesAJobWhoseTaskIsGoneANewTask: asynq archives a task
 // whose job the ledger holds uncertain (no retries left); nothing would
 // deliver the job again. Redeliver enqueues a new task for it, whose
-// delivery reconciles the job first (not applied: it runs again, once), and
-// then has nothing left to do.
+// delivery reconciles the job first (not applied: a failed attempt, and
+// the job had no retry left, so it ends dead, its handler not run again,
+// and asynq archives the new task), and then has nothing left to do.
 func TestRedeliverGivesAJobWhoseTaskIsGoneANewTask(t *testing.T) {
 	var runs atomic.Int32
 	var reconciled atomic.Int32
@@ -59,12 +60,13 @@ func TestRedeliverGivesAJobWhoseTaskIsGoneANewTask(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Redeliver: %d, %v; want the uncertain job delivered again", n, err)
 	}
-	if err := p.next(); err != nil {
-		t.Fatalf("the new task's delivery returned %v", err)
+	if err := p.next(); !errors.Is(err, asynq.SkipRetry) {
+		t.Fatalf("the new task's delivery returned %v, want the job dead (SkipRetry): its one attempt was found not applied", err)
 	}
-	rec := jobstest.WaitState(t, p.ledger, "default", "c1", jobs.Succeeded)
-	if runs.Load() != 2 || reconciled.Load() != 1 || rec.Attempts != 2 {
-		t.Fatalf("handler ran %d times, reconciled %d times, %d attempts; want 2, 1, 2", runs.Load(), reconciled.Load(), rec.Attempts)
+	rec := jobstest.WaitState(t, p.ledger, "default", "c1", jobs.Dead)
+	if runs.Load() != 1 || reconciled.Load() != 1 || rec.Attempts != 1 || !strings.Contains(rec.Reason, "retries exhausted") {
+		t.Fatalf("handler ran %d times, reconciled %d times, %d attempts, reason %q; want 1, 1, 1, retries exhausted",
+			runs.Load(), reconciled.Load(), rec.Attempts, rec.Reason)
 	}
 	hist, err := p.ledger.History(ctx, "default", "c1")
 	if err != nil {
@@ -77,7 +79,7 @@ func TestRedeliverGivesAJobWhoseTaskIsGoneANewTask(t *testing.T) {
 		t.Fatalf("new task %+v, %v; want it to name job c1 and keep the archived task's headers", info, err)
 	}
 	if n, err := b.Redeliver(ctx); err != nil || n != 0 {
-		t.Fatalf("Redeliver after the job succeeded: %d, %v; want nothing", n, err)
+		t.Fatalf("Redeliver after the job went dead: %d, %v; want nothing", n, err)
 	}
 	if stats, _ := p.ledger.Stats(ctx, "default"); stats["redelivered"] != 1 {
 		t.Fatalf("stats %v: want one redelivery counted", stats)

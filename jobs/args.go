@@ -89,7 +89,9 @@ const CannotTell Verdict = 0
 // Applied means the side effect happened: the job succeeded.
 const Applied Verdict = 1
 
-// NotApplied means the side effect did not happen: re-run the job.
+// NotApplied means the side effect did not happen: the attempt failed,
+// and the job is retried after the pool's RetryDelay while it has attempts
+// left (MaxRetries), else it goes dead.
 const NotApplied Verdict = 2
 
 // String returns the verdict's name.

@@ -120,8 +120,10 @@ type Decision = ledger.Decision
 const (
 	// DecideSucceeded marks the job succeeded (its effect is known applied).
 	DecideSucceeded Decision = "succeeded"
-	// DecideRerun sends the job back to pending, due now; its next attempt
-	// gets a new, higher token.
+	// DecideRerun sends the job back to pending, due now, on a new run
+	// (an operator's explicit re-run); its next attempt gets a new, higher
+	// token. A reconciler's verdict "not applied" is a failed attempt
+	// instead: retried after its backoff, or dead once its attempts are spent.
 	DecideRerun Decision = "rerun"
 	// DecideDead marks the job dead.
 	DecideDead Decision = "dead"

@@ -156,6 +156,8 @@ type Config struct {
 	// past jobs.MaxDelay is capped at it; a
 	// RetryDelay that panics is logged and the default delay is used. A
 	// handler error made with jobs.RetryAfter gives its own delay instead.
+	// It also gives the delay before the retry of an attempt the
+	// maintenance leader's resolver found not applied.
 	RetryDelay func(n int) time.Duration
 	// WorkerID names this pool in lease owners and logs (default
 	// hostname-pid-random): 1 to MaxWorkerIDLen bytes of UTF-8 without

@@ -111,8 +111,9 @@
 // uncertain (every Maintenance.Interval, default 1s); the resolver
 // reconciles uncertain jobs: it asks the worker's Reconcile if it has one,
 // else Config.Maintenance.EffectLog (a fence store's effect log): applied
-// becomes succeeded, not applied is re-run and its next attempt gets a
-// higher token, "cannot tell" is asked again with backoff and, after
+// becomes succeeded, not applied is a failed attempt (retried after
+// Config.RetryDelay, its next attempt with a higher token, while MaxRetries
+// allows, else dead), "cannot tell" is asked again with backoff and, after
 // MaxReconcileTries (or when nothing can be asked), goes to review for an
 // operator (jobs.Client.Resolve); the pruner removes index entries of
 // finished jobs past retention; a status service publishes job counts; the

@@ -852,6 +852,31 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	}
 }
 
+// reconciledRetryDelay is Config.RetryDelay for the retry after attempt n,
+// which the resolver found not applied, bounded as retryDelay bounds a
+// failed attempt's: a RetryDelay that panics or ends its goroutine
+// (runtime.Goexit) is logged and the default delay is used, and the
+// maintenance leader goes on.
+func (p *Pool) reconciledRetryDelay(log *slog.Logger, n int) time.Duration {
+	done := make(chan time.Duration, 1)
+	go func() {
+		d, called := defaultRetryDelay(n), false
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("RetryDelay panicked; the retry of an attempt found not applied uses the default delay",
+					"panic", ledger.CapError(fmt.Sprint(r)), "retry", n, "delay", d)
+			} else if !called {
+				log.Error("RetryDelay ended its goroutine (runtime.Goexit); the retry of an attempt found not applied uses the default delay",
+					"retry", n, "delay", d)
+			}
+			done <- d
+		}()
+		d = min(max(p.cfg.RetryDelay(n), 0), jobs.MaxDelay)
+		called = true
+	}()
+	return <-done
+}
+
 // maintenance returns the maintenance leader this pool runs.
 func (p *Pool) maintenance() *maintenance.Leader {
 	mc := p.cfg.Maintenance
@@ -872,6 +897,7 @@ func (p *Pool) maintenance() *maintenance.Leader {
 		EffectLog:         mc.EffectLog,
 		EffectPruner:      effectPruner(mc),
 		Reconcile:         p.reconcileFor,
+		RetryDelay:        func(n int) time.Duration { return p.reconciledRetryDelay(log, n) },
 		Logger:            log,
 		Metrics:           p.metrics,
 		Registerer:        p.cfg.Registerer,

@@ -335,6 +335,34 @@ func TestUncertainStepInsideAWorkflow(t *testing.T) {
 			t.Fatalf("runs %v", e.runs.order)
 		}
 	})
+
+	// Found not applied with no retry left, the step's attempt failed: it
+	// ends dead, and its end reaches its dependents as any dead step's.
+	t.Run("reconciled not applied, attempts spent", func(t *testing.T) {
+		e := newEnv(t)
+		spent := workflow.New("unsure").
+			Add("charge", Step{Name: "charge", Unknown: true}, workflow.Options(jobs.MaxRetries(0))).
+			Add("ship", step("ship", "charge"), workflow.After("charge")).
+			Add("audit", step("audit"), workflow.After("charge"), workflow.AllowFailure("charge"))
+		res, err := workflow.Enqueue(ctx, e.client, spent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &reconciling{e: e}
+		r.verdict.Store(int32(jobs.NotApplied))
+		e.startReconciling(r, true)
+		if c := e.wait(res, "charge", jobs.Dead); c.Attempts != 1 || !strings.Contains(c.Reason, "retries exhausted") {
+			t.Fatalf("charge dead after %d attempts, reason %q; want 1, retries exhausted", c.Attempts, c.Reason)
+		}
+		e.wait(res, "audit", jobs.Succeeded)
+		if r := e.wait(res, "ship", jobs.Cancelled); r.Attempts != 0 || r.Reason != "dependency charge ended dead" {
+			t.Fatalf("ship: %d attempts, reason %q", r.Attempts, r.Reason)
+		}
+		e.awaitState(res.ID, workflow.Failed)
+		if e.runs.count("ship") != 0 || e.runs.count("charge") != 1 {
+			t.Fatalf("runs %v", e.runs.order)
+		}
+	})
 }
 
 // TestOddWorkflowNamesAreRefused: a workflow's name is shown as it was

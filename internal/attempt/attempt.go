@@ -260,15 +260,19 @@ func Verdict(ctx context.Context, rec *jobs.Record, f ReconcileFunc, log fence.E
 // Resolve sets res's decision on an uncertain job from verdict v (asked as
 // Verdict says) and returns the result its decisions metric counts (v's
 // name, or metrics.ResultReview): applied, the job succeeded; not applied,
-// it runs again; cannot tell, it is left for an operator's review when
-// nothing was asked or this was the last of maxTries looks (tries made
-// before it), else looked at again in base << (tries+1), at most base << 10.
-func Resolve(res *ledger.Resolution, v jobs.Verdict, asked bool, tries, maxTries int, base time.Duration) (result string) {
+// the attempt failed: a retry after retryIn() (asked only then) while the
+// job has attempts left, else dead (ledger.Resolution.RetryIn); cannot
+// tell, it is left for an operator's review when nothing was asked or this
+// was the last of maxTries looks (tries made before it), else looked at
+// again in base << (tries+1), at most base << 10.
+func Resolve(res *ledger.Resolution, v jobs.Verdict, asked bool, tries, maxTries int, base time.Duration, retryIn func() time.Duration) (result string) {
 	switch v {
 	case jobs.Applied:
 		res.Decision = jobs.DecideSucceeded
 	case jobs.NotApplied:
 		res.Decision = jobs.DecideRerun
+		d := retryIn()
+		res.RetryIn = &d
 	default:
 		if !asked || tries+1 >= maxTries {
 			res.Decision = jobs.DecideReview

@@ -139,7 +139,9 @@ func TestPlausibleMark(t *testing.T) {
 }
 
 // TestResolve: a verdict decides an uncertain job as the reconciler and the
-// bridge both decide it: applied succeeds, not applied runs again, cannot
+// bridge both decide it: applied succeeds, not applied is a failed attempt
+// (a rerun with the retry's delay: pending while attempts are left, else
+// dead), cannot
 // tell looks again later (backing off, at most base << 10) until the last
 // look or when nothing was asked, then goes to review.
 func TestResolve(t *testing.T) {
@@ -159,7 +161,11 @@ func TestResolve(t *testing.T) {
 		{jobs.CannotTell, false, 0, 3, jobs.DecideReview, 0, "review"},
 	} {
 		var res ledger.Resolution
-		result := Resolve(&res, c.v, c.asked, c.tries, c.maxTries, time.Second)
+		asked := 0
+		result := Resolve(&res, c.v, c.asked, c.tries, c.maxTries, time.Second, func() time.Duration { asked++; return 7 * time.Second })
+		if retry := res.RetryIn != nil && *res.RetryIn == 7*time.Second && asked == 1; retry != (c.v == jobs.NotApplied) || asked > 1 {
+			t.Errorf("Resolve(%v): RetryIn %v (delay asked %d times), want the retry's delay only for not applied", c.v, res.RetryIn, asked)
+		}
 		if res.Decision != c.want || res.NextIn != c.nextIn || result != c.result {
 			t.Errorf("Resolve(%v, asked %v, tries %d of %d) = %s in %v counted %q, want %s in %v counted %q",
 				c.v, c.asked, c.tries, c.maxTries, res.Decision, res.NextIn, result, c.want, c.nextIn, c.result)

@@ -368,6 +368,46 @@ func stateTable(t *testing.T, rdb redis.UniversalClient) {
 		f.complete(c2, ledger.Outcome{To: jobs.Succeeded})
 		f.want(id, jobs.Succeeded)
 	})
+	// The reconciler's verdict "not applied" (RetryIn set) is a failed
+	// attempt: a retry on the same run, due after its delay, while the
+	// job has attempts left; dead once they are spent.
+	t.Run("uncertain/not-applied->retry->dead", func(t *testing.T) {
+		f := newFixture(t, rdb)
+		id := f.enqueue(jobs.MaxRetries(1))
+		f.complete(f.claimOne(id), ledger.Outcome{To: jobs.Uncertain, Error: "timeout", Reason: "deadline passed mid-call"})
+		now := time.Duration(0)
+		verdict := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideRerun, Actor: "reconciler:x",
+			Note: "Reconcile answered not_applied", RetryIn: &now}
+		if st, err := f.l.Decide(f.ctx, f.q, id, verdict); err != nil || st != jobs.Pending {
+			t.Fatalf("not applied with a retry left: %s, %v; want pending", st, err)
+		}
+		if rec := f.want(id, jobs.Pending); rec.Runs != 0 || rec.Error != "timeout" {
+			t.Fatalf("retry on run %d, error %q; want the same run, the attempt's error kept", rec.Runs, rec.Error)
+		}
+		f.complete(f.claimOne(id), ledger.Outcome{To: jobs.Uncertain, Error: "timeout"})
+		if st, err := f.l.Decide(f.ctx, f.q, id, verdict); err != nil || st != jobs.Dead {
+			t.Fatalf("not applied with its attempts spent: %s, %v; want dead", st, err)
+		}
+		if rec := f.want(id, jobs.Dead); rec.Attempts != 2 || !strings.Contains(rec.Reason, "retries exhausted: its last attempt (2) was found not applied") {
+			t.Fatalf("dead after %d attempts, reason %q", rec.Attempts, rec.Reason)
+		}
+		// The retry is due after its delay, by Redis's clock.
+		id2 := f.enqueue()
+		f.complete(f.claimOne(id2), ledger.Outcome{To: jobs.Uncertain})
+		before, err := f.l.ServerTime(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hour := time.Hour
+		verdict.RetryIn = &hour
+		if st, err := f.l.Decide(f.ctx, f.q, id2, verdict); err != nil || st != jobs.Pending {
+			t.Fatalf("not applied: %s, %v; want pending", st, err)
+		}
+		due, err := rdb.ZScore(f.ctx, f.l.StateKey(f.q, jobs.Pending), id2).Result()
+		if err != nil || int64(due) < before.Add(time.Hour).UnixMilli() {
+			t.Fatalf("retry due at %v (%v), want an hour after %v", due, err, before)
+		}
+	})
 	t.Run("uncertain/applied->succeeded", func(t *testing.T) {
 		f := newFixture(t, rdb)
 		id := f.enqueue()

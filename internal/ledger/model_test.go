@@ -279,7 +279,10 @@ func (m *machine) expire(t *rapid.T) {
 
 // resolve applies r to the ledger and the model and compares.
 func (m *machine) resolve(t *rapid.T, id string, r ledger.Resolution) {
-	in := model.Resolve{ID: id, Decision: model.Decision(r.Decision), Leader: uint64(r.Leader)}
+	in := model.Resolve{ID: id, Decision: model.Decision(r.Decision), Leader: uint64(r.Leader), NotApplied: r.RetryIn != nil}
+	if r.RetryIn != nil {
+		in.RetryIn = r.RetryIn.Milliseconds()
+	}
 	for _, s := range r.From {
 		in.From = append(in.From, model.State(s))
 	}
@@ -299,13 +302,15 @@ func (m *machine) resolve(t *rapid.T, id string, r ledger.Resolution) {
 	case err != nil:
 		t.Fatalf("resolve: %v", err)
 	}
-	if got.Code == 1 && r.Decision == jobs.DecideRerun {
-		// A re-run is due at the script's clock; read it and check its bounds.
+	if got.Code == 1 && r.Decision == jobs.DecideRerun && st == jobs.Pending {
+		// A re-run is due at the script's clock (a retry after a verdict
+		// "not applied", RetryIn after it); read it and check its bounds.
 		due, err := m.rdb.ZScore(m.ctx, m.l.StateKey(m.q, jobs.Pending), id).Result()
-		if err != nil || int64(due) < before || int64(due) > m.redisMs(t) {
-			t.Fatalf("re-run of %s due at %v (%v), not between %d and now", id, due, err, before)
+		ran := int64(due) - in.RetryIn
+		if err != nil || ran < before || ran > m.redisMs(t) {
+			t.Fatalf("re-run of %s due at %v (%v), not %d ms after a time between %d and now", id, due, err, in.RetryIn, before)
 		}
-		in.Now = int64(due)
+		in.Now = ran
 	}
 	next, ev := m.m.Resolve(in)
 	if got != ev {
@@ -317,8 +322,32 @@ func (m *machine) resolve(t *rapid.T, id string, r ledger.Resolution) {
 func (m *machine) reconcile(t *rapid.T) {
 	d := rapid.SampledFrom([]jobs.Decision{jobs.DecideSucceeded, jobs.DecideRerun, jobs.DecideDead, jobs.DecideReview, jobs.DecideLater}).Draw(t, "decision")
 	leader := tok(rapid.IntRange(1, 4).Draw(t, "leader"))
-	m.resolve(t, m.pickID(t), ledger.Resolution{Decision: d, Actor: "reconciler:model", Note: "evidence", Leader: leader,
-		NextIn: time.Hour})
+	r := ledger.Resolution{Decision: d, Actor: "reconciler:model", Note: "evidence", Leader: leader, NextIn: time.Hour}
+	if d == jobs.DecideRerun && rapid.Bool().Draw(t, "verdict not applied") {
+		// the reconciler's verdict: a failed attempt, retried after its delay
+		retry := time.Duration(rapid.IntRange(0, 1).Draw(t, "retry in hours")) * time.Hour
+		r.RetryIn = &retry
+	}
+	m.resolve(t, m.pickID(t), r)
+}
+
+// notApplied is the resolver's verdict "not applied" on an uncertain job
+// (one the random picks of reconcile rarely reach), by the newest leader
+// seen: a failed attempt, retried or dead by the job's attempts.
+func (m *machine) notApplied(t *rapid.T) {
+	var ids []string
+	for _, id := range m.ids {
+		if m.m.Get(id).State == model.Uncertain {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	id := rapid.SampledFrom(ids).Draw(t, "uncertain id")
+	retry := time.Duration(rapid.IntRange(0, 1).Draw(t, "retry in hours")) * time.Hour
+	m.resolve(t, id, ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Decision: jobs.DecideRerun, Actor: "reconciler:model",
+		Note: "not applied", Leader: tok(max(m.m.Leader, 1)), RetryIn: &retry})
 }
 
 func (m *machine) operator(t *rapid.T) {
@@ -426,15 +455,16 @@ func tok[T ~int | ~uint64](v T) lease.Token { return lease.Token(v) }
 
 func (m *machine) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
-		"enqueue":   m.enqueue,
-		"claim":     m.claim,
-		"renew":     m.renew,
-		"complete":  m.complete,
-		"expire":    m.expire,
-		"reconcile": m.reconcile,
-		"operator":  m.operator,
-		"restart":   m.restart,
-		"":          m.check,
+		"enqueue":    m.enqueue,
+		"claim":      m.claim,
+		"renew":      m.renew,
+		"complete":   m.complete,
+		"expire":     m.expire,
+		"reconcile":  m.reconcile,
+		"notApplied": m.notApplied,
+		"operator":   m.operator,
+		"restart":    m.restart,
+		"":           m.check,
 	}
 }
 

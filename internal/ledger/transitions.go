@@ -506,8 +506,10 @@ type Decision string
 const (
 	// DecideSucceeded marks the job succeeded (its effect is known applied).
 	DecideSucceeded Decision = "succeeded"
-	// DecideRerun sends the job back to pending, due now; its next attempt
-	// gets a new, higher token.
+	// DecideRerun sends the job back to pending, due now, on a new run
+	// (an operator's explicit re-run); its next attempt gets a new, higher
+	// token. A reconciler's verdict "not applied" is a failed attempt
+	// instead: retried after its backoff, or dead once its attempts are spent.
 	DecideRerun Decision = "rerun"
 	// DecideDead marks the job dead.
 	DecideDead Decision = "dead"
@@ -549,6 +551,15 @@ type Resolution struct {
 	// ErrWrongState and nothing is written, even when it is back in its
 	// state and token as seen (cancelled and re-run, say, never claimed).
 	SeenRuns *int
+	// RetryIn, when set on a DecideRerun, makes it a reconciler's verdict
+	// "not applied" on the job's last attempt rather than an explicit
+	// re-run: the attempt counts as a failed one. A job with attempts left
+	// (Attempts <= MaxRetries) goes back to pending due after *RetryIn (by
+	// Redis's clock) on the same run; one whose attempts are spent goes
+	// dead, its reason saying so. A job an operator asked to cancel, or a
+	// step of a cancelled workflow, ends cancelled either way. Nil: an
+	// explicit re-run (an operator's), due at once on a new run.
+	RetryIn *time.Duration
 }
 
 // Decide applies the resolution r to job id of queue q and returns its new
@@ -576,7 +587,7 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	for i, s := range from {
 		names[i] = string(s)
 	}
-	leader, seen, runs := "", "", ""
+	leader, seen, runs, retry := "", "", "", ""
 	if r.Leader > 0 {
 		leader = r.Leader.String()
 	}
@@ -586,6 +597,9 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	if r.SeenRuns != nil {
 		runs = strconv.Itoa(*r.SeenRuns)
 	}
+	if r.RetryIn != nil && r.Decision == DecideRerun {
+		retry = strconv.FormatInt(max(r.RetryIn.Milliseconds(), 0), 10)
+	}
 	// An operator's decision waits for replicas in durable mode; a
 	// reconciler's is made again by the next pass when a failover loses it.
 	lane := l.lanes.other
@@ -594,7 +608,7 @@ func (l *Ledger) Decide(ctx context.Context, q, id string, r Resolution) (State,
 	}
 	// with the unique index: a re-run unique job holds its key again
 	v, err := lane.Run(ctx, resolveScript, l.uniqueKeys(q), l.prefix(q), id, strings.Join(names, ","), string(r.Decision), r.Actor, r.Note,
-		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds(), seen, runs).Result()
+		leader, l.cfg.Retention.Milliseconds(), r.NextIn.Milliseconds(), seen, runs, retry).Result()
 	v, ack, err := unacked(v, err)
 	rp := newReply("resolve", v, err)
 	if err := rp.need(2); err != nil {

@@ -347,13 +347,18 @@ const (
 
 // Resolve applies Decision to job ID if it is in one of From. Leader is the
 // reconciler's token (0: an operator, never fenced). Now (ms) is when the
-// resolution ran: a re-run is due then.
+// resolution ran: a re-run is due then. NotApplied marks a re-run that is a
+// reconciler's verdict "not applied": the attempt failed, so the job is
+// retried, due RetryIn (ms) after Now, while it has attempts left, and is
+// dead once they are spent.
 type Resolve struct {
-	ID       string
-	From     []State
-	Decision Decision
-	Leader   uint64
-	Now      int64
+	ID         string
+	From       []State
+	Decision   Decision
+	Leader     uint64
+	Now        int64
+	NotApplied bool
+	RetryIn    int64
 }
 
 // Resolved is the evidence of a resolution: Code 1 applied, 0 the job is
@@ -383,6 +388,11 @@ func (l Ledger) Resolve(in Resolve) (Ledger, Resolved) {
 		// the reconciler's "not applied" on a job an operator asked to
 		// cancel: the cancel stands
 		j.State = Cancelled
+	case in.Decision == DecideRerun && in.NotApplied && j.Attempts > j.MaxRetries:
+		// the last allowed attempt failed: its attempts are spent
+		j.State = Dead
+	case in.Decision == DecideRerun && in.NotApplied:
+		j.State, j.Due = Pending, in.Now+in.RetryIn
 	case in.Decision == DecideRerun:
 		j.State, j.Due, j.CancelRequested = Pending, in.Now, false
 	case in.Decision == DecideSucceeded || in.Decision == DecideDead || in.Decision == DecideReview:

@@ -10,6 +10,14 @@
 --        still hold it (no attempt claimed since; missing reads as 0)
 --     11 the run count the decision was made on ('' for none): the job must
 --        still have it (no operator re-ran it since; missing reads as 0)
+--     12 for a rerun, the retry delay in ms when the decision is a
+--        reconciler's verdict "not applied" ('' or absent: an explicit
+--        re-run, an operator's). The verdict makes the attempt a failed one:
+--        a job with attempts left is retried, due at Redis TIME plus the
+--        delay, on the same run; one whose attempts are spent goes dead, as
+--        a failed attempt's retry does (complete.lua). A job an operator
+--        asked to cancel, and a step of a cancelled workflow, end cancelled
+--        as below whatever the delay.
 -- A workflow step's end (or an operator's re-run of a failed step, which
 -- reopens the dependents its failure cancelled) reaches its dependents
 -- (workflow.lua).
@@ -35,7 +43,8 @@
 -- kind" is not killed again at its first claim).
 local id, decision = ARGV[2], ARGV[4]
 local k = jobkey(id)
-local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token', 'wf_cancel', 'runs', 'ukey')
+local h = redis.call('HMGET', k, 'state', 'op', 'cancel', 'wf', 'wf_cause', 'token', 'wf_cancel', 'runs', 'ukey',
+  'attempts', 'max_retries')
 local state = h[1]
 if not state then return {0, 'missing'} end
 local allowed = false
@@ -115,6 +124,25 @@ elseif decision == 'rerun' and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(
   unfinish(id, h[2])
   redis.call('ZREM', index[state], id)
   redis.call('ZADD', P .. 'waiting', snow, id)
+elseif decision == 'rerun' and ARGV[12] and ARGV[12] ~= '' and cnt(h[10]) > cnt(h[11]) then
+  -- the reconciler found the job's last allowed attempt not applied: its
+  -- attempts are spent, as a failed attempt's would be
+  to = 'dead'
+  move(id, state, 'dead', now)
+  redis.call('HSET', k, 'reason', 'retries exhausted: its last attempt (' .. fmt(cnt(h[10])) .. ') was found not applied: ' .. ARGV[6],
+    'state', 'dead', 'finished', fmt(now))
+  finish(id, h[2], ARGV[8], true)
+  count('dead')
+elseif decision == 'rerun' and ARGV[12] and ARGV[12] ~= '' then
+  -- the reconciler found the attempt not applied: a retry on the same run
+  -- (its error kept, as a failed attempt's), due after the pool's delay
+  local due = now + num(ARGV[12])
+  to = 'pending'
+  redis.call('HSET', k, 'state', 'pending', 'run_at', fmt(due))
+  redis.call('HDEL', k, 'finished', 'reason')
+  move(id, state, 'pending', due)
+  if h[9] then unique_retake(h[9]) end
+  wake()
 elseif decision == 'rerun' then
   to = 'pending'
   cnt_incr(k, 'runs')

@@ -61,8 +61,8 @@ type EffectPruner func(ctx context.Context) (int64, error)
 type ReconcileFunc = attempt.ReconcileFunc
 
 // Config configures the leader and its services. Every field is required
-// except EffectLog, EffectPruner, Registerer, Periodic, Outboxes and
-// Decided.
+// except EffectLog, EffectPruner, Registerer, Periodic, Outboxes,
+// RetryDelay and Decided.
 type Config struct {
 	// WorkerID names the pool in the leader lease, the published status
 	// and the resolver's decisions.
@@ -90,6 +90,10 @@ type Config struct {
 	EffectPruner EffectPruner
 	// Reconcile returns the kind's Reconcile, or nil.
 	Reconcile func(kind string) ReconcileFunc
+	// RetryDelay gives the delay before retry n of a job whose attempt n
+	// the resolver found not applied (the pool's, as after a failed
+	// attempt; nil: none).
+	RetryDelay func(n int) time.Duration
 	// Logger gets the leader's logs; each service adds its "service" field.
 	Logger *slog.Logger
 	// Metrics are the pool's series.
@@ -171,7 +175,7 @@ func New(cfg Config, ledger *ledger.Ledger, leases *lease.Manager) *Leader {
 			tally: t, decided: cfg.Decided, wake: make(chan struct{}, 1)},
 		resolver: &resolver{service: base(metrics.ServiceResolver), interval: cfg.Interval, batch: ResolveBatch,
 			workerID: cfg.WorkerID, maxTries: cfg.MaxReconcileTries, timeout: cfg.ReconcileTimeout,
-			effectLog: cfg.EffectLog, leases: leases, reconcile: cfg.Reconcile, tally: t, decided: cfg.Decided},
+			effectLog: cfg.EffectLog, leases: leases, reconcile: cfg.Reconcile, retryDelay: cfg.RetryDelay, tally: t, decided: cfg.Decided},
 		pruner: &pruner{service: base(metrics.ServicePruner), interval: cfg.PruneInterval, effects: cfg.EffectPruner,
 			now: ledger.ReadTime, pruned: pruned},
 		status: &status{service: base(metrics.ServiceStatus), interval: cfg.Interval, workerID: cfg.WorkerID, tally: t,

@@ -34,8 +34,11 @@ type resolver struct {
 	effectLog fence.EffectLog
 	leases    *lease.Manager // fences out an uncertain attempt's named resource (fenceout.Attempt)
 	reconcile func(kind string) ReconcileFunc
-	tally     *tally
-	decided   *testsignal.Signal[Decision]
+	// retryDelay gives the delay before the retry of an attempt found not
+	// applied (nil: none).
+	retryDelay func(n int) time.Duration
+	tally      *tally
+	decided    *testsignal.Signal[Decision]
 }
 
 // runOnce is one pass over every queue's uncertain jobs due for a look. A
@@ -194,7 +197,12 @@ func (r *resolver) decide(ctx context.Context, rec *jobs.Record, leader lease.To
 	// operator's re-run, then another uncertain end) is not decided by it.
 	res := ledger.Resolution{From: []jobs.State{jobs.Uncertain}, Actor: "reconciler:" + r.workerID, Note: evidence,
 		Leader: leader, Seen: &rec.Token}
-	result := attempt.Resolve(&res, v, asked, rec.ReconcileTries, r.maxTries, r.interval)
+	result := attempt.Resolve(&res, v, asked, rec.ReconcileTries, r.maxTries, r.interval, func() time.Duration {
+		if r.retryDelay == nil || rec.Attempts > rec.MaxRetries {
+			return 0 // none, or no retry: the ledger ends the job dead
+		}
+		return r.retryDelay(rec.Attempts)
+	})
 	state, err := r.ledger.Decide(ctx, rec.Queue, rec.ID, res)
 	if err != nil {
 		return err
