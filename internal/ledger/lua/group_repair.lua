@@ -4,21 +4,46 @@
 -- went back) would otherwise wait until its next enqueue: a head whose
 -- record is still pending returns to the due index, else the group's next
 -- job becomes its head (group_promote; none left: the group is forgotten).
+-- A head whose entry is scored more than a year ahead (edited by hand: +inf,
+-- 1e300) beyond its own due time holds up its group the same way, its turn
+-- never coming: it is put back at its due time (the record's run_at when
+-- sane, else now) and named in the reply. A head scheduled that far ahead
+-- (jobs.RunAt) is scored at its run_at and left as it is.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 HSCAN cursor of the groups hash ('0' to start)   3 HSCAN COUNT
--- Reply: {next cursor ('0' when the scan is complete), groups repaired}
+-- Reply: {next cursor ('0' when the scan is complete), groups repaired,
+--         ids of the heads scored far ahead put back...}
 queue_guard()
 local res = redis.call('HSCAN', P .. 'groups', ARGV[2], 'COUNT', num(ARGV[3]))
-local kv, fixed = res[2], 0
+local kv, fixed, far = res[2], 0, {}
+local LATEST = now + 366 * 86400000
+-- a run_at no enqueue writes (jobs.MaxDelay is 100 years) is not followed
+local LATEST_RUN = now + 101 * 366 * 86400000
 for i = 1, #kv, 2 do
   local g, head = kv[i], kv[i + 1]
-  if string.sub(g, 1, 1) ~= '#' and not redis.call('ZSCORE', index['pending'], head) then
-    fixed = fixed + 1
-    local h = jobread(jobkey(head), 'state', 'group', 'wait', 'run_at')
-    if h[1] == 'pending' and h[2] == g and not h[3] then
-      redis.call('ZADD', index['pending'], fmt(math.max(num(h[4]), now)), head)
+  if string.sub(g, 1, 1) ~= '#' then
+    local s = redis.call('ZSCORE', index['pending'], head)
+    if not s then
+      fixed = fixed + 1
+      local h = jobread(jobkey(head), 'state', 'group', 'wait', 'run_at')
+      if h[1] == 'pending' and h[2] == g and not h[3] then
+        redis.call('ZADD', index['pending'], fmt(math.max(num(h[4]), now)), head)
+      else
+        group_promote(g)
+      end
     else
-      group_promote(g)
+      -- a score Lua cannot read ('inf') is as far ahead as can be
+      local sc = tonumber(s) or math.huge
+      if sc > LATEST then
+        local ra = tonumber(jobread(jobkey(head), 'run_at')[1])
+        local at = now
+        if ra and ra > now and ra <= LATEST_RUN then at = ra end
+        if sc > at then
+          fixed = fixed + 1
+          far[#far + 1] = head
+          redis.call('ZADD', index['pending'], fmt(at), head)
+        end
+      end
     end
   end
 end
@@ -27,4 +52,6 @@ if fixed > 0 then
   count('groups_repaired', fixed)
   wake()
 end
-return {res[1], fixed}
+local out = {res[1], fixed}
+for _, id in ipairs(far) do out[#out + 1] = id end
+return out
