@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -397,5 +398,55 @@ func TestGetOfAGroupedRetryGivesItsDueTime(t *testing.T) {
 	}
 	if rec.State != jobs.Pending || rec.RunAt.Before(time.Now().Add(59*time.Minute)) {
 		t.Fatalf("a grouped retry due in an hour reads %s, due %v", rec.State, rec.RunAt)
+	}
+}
+
+// TestRepairGroupsHeadScoredFarAhead: heads whose due-index entry was
+// edited far ahead are put back whatever their record says: one whose
+// run_at was edited too goes back at now, one whose record is gone is
+// dropped and its group's next job leads, in one pass; a head scheduled
+// two years ahead is left alone.
+func TestRepairGroupsHeadScoredFarAhead(t *testing.T) {
+	rdb, ns := redistest.New(t)
+	ctx := context.Background()
+	l := ledger.New(rdb, ledger.Config{Namespace: ns})
+	const q = "rq"
+	var js []*ledger.NewJob
+	for _, id := range []string{"a1", "a2", "b1", "b2"} {
+		js = append(js, &ledger.NewJob{ID: id, Kind: "k", Queue: q, Payload: []byte(`{}`), Display: []byte(`{}`),
+			MaxRetries: 1, Group: id[:1]})
+	}
+	js = append(js, &ledger.NewJob{ID: "c1", Kind: "k", Queue: q, Payload: []byte(`{}`), Display: []byte(`{}`),
+		MaxRetries: 1, Group: "c", Delay: 2 * 365 * 24 * time.Hour})
+	if _, err := l.Insert(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	p := ns + ":{" + q + "}:"
+	rdb.ZAdd(ctx, p+"pending", redis.Z{Score: math.Inf(1), Member: "a1"})
+	rdb.Del(ctx, p+"job:a1")
+	rdb.Do(ctx, "ZADD", p+"pending", "1e300", "b1")
+	rdb.HSet(ctx, p+"job:b1", "run_at", "1e300")
+	c1, _ := rdb.ZScore(ctx, p+"pending", "c1").Result()
+	n, err := l.RepairGroups(ctx, q)
+	if err != nil || n != 2 {
+		t.Fatalf("repaired %d groups, %v; want 2", n, err)
+	}
+	checkGroups(t, rdb, ns, q, 0)
+	r, err := l.Claim(ctx, q, "w", time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, j := range r.Jobs {
+		got[j.ID] = true
+	}
+	if len(got) != 3 || !got["a2"] || !got["b1"] || !got["b2"] {
+		t.Fatalf("claimed %v, want a2, b1 and b2", got)
+	}
+	if s, err := rdb.ZScore(ctx, p+"pending", "c1").Result(); err != nil || s != c1 {
+		t.Fatalf("c1 scored %v (%v), was %v", s, err, c1)
+	}
+	if n, err := l.RepairGroups(ctx, q); err != nil || n != 0 {
+		t.Fatalf("last repair: %d groups, %v; want none", n, err)
 	}
 }

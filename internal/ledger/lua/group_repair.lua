@@ -7,8 +7,10 @@
 -- A head whose entry is scored more than a year ahead (edited by hand: +inf,
 -- 1e300) beyond its own due time holds up its group the same way, its turn
 -- never coming: it is put back at its due time (the record's run_at when
--- sane, else now) and named in the reply. A head scheduled that far ahead
--- (jobs.RunAt) is scored at its run_at and left as it is.
+-- sane, else now) and named in the reply; an entry with no pending head of
+-- the group behind it (its record gone or in another state) is dropped and
+-- the group's next job leads, as for a lost head. A head scheduled that far
+-- ahead (jobs.RunAt) is scored at its run_at and left as it is.
 -- KEYS, ARGV 1: the ledger layout (see prelude.lua).
 -- ARGV 2 HSCAN cursor of the groups hash ('0' to start)   3 HSCAN COUNT
 -- Reply: {next cursor ('0' when the scan is complete), groups repaired,
@@ -35,10 +37,16 @@ for i = 1, #kv, 2 do
       -- a score Lua cannot read ('inf') is as far ahead as can be
       local sc = tonumber(s) or math.huge
       if sc > LATEST then
-        local ra = tonumber(jobread(jobkey(head), 'run_at')[1])
-        local at = now
+        local h = jobread(jobkey(head), 'state', 'group', 'wait', 'run_at')
+        local ra, at = tonumber(h[4]), now
         if ra and ra > now and ra <= LATEST_RUN then at = ra end
-        if sc > at then
+        if not (h[1] == 'pending' and h[2] == g and not h[3]) then
+          -- no pending head of the group behind the entry: as a lost head
+          fixed = fixed + 1
+          if not h[1] then count('dropped_missing') end
+          redis.call('ZREM', index['pending'], head)
+          group_promote(g)
+        elseif sc > at then
           fixed = fixed + 1
           far[#far + 1] = head
           redis.call('ZADD', index['pending'], fmt(at), head)
