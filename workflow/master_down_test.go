@@ -91,6 +91,9 @@ type masterDown struct {
 	env        *env
 	live, lost string
 	kill       func()
+	// hang stops lost's master without closing its connections (SIGSTOP,
+	// resumed at cleanup): its reads time out.
+	hang func()
 	// partial fails the test unless err is a *PartialError naming lost.
 	partial func(what string, err error)
 }
@@ -100,16 +103,17 @@ func startMasterDown(t *testing.T) *masterDown {
 	cl := redistest.StartCluster(t)
 	rdb, master := cl.Degradable()
 	// The registry on one master, queue live on it too, queue lost on
-	// another.
+	// another, not holding the partition registry either (which every
+	// enqueue reads).
 	ns := redistest.Namespace(t)
-	home := master(ns + ":queues")
+	home, parts := master(ns+":queues"), master(ns+":partitions")
 	var live, lost string
 	for i := 0; (live == "" || lost == "") && i < 1000; i++ {
 		q := fmt.Sprintf("wfq%d", i)
 		switch m := master(ns + ":{" + q + "}:pending"); {
 		case m == home && live == "":
 			live = q
-		case m != home && lost == "":
+		case m != home && m != parts && lost == "":
 			lost = q
 		}
 	}
@@ -122,6 +126,14 @@ func startMasterDown(t *testing.T) *masterDown {
 			for _, n := range cl.Nodes {
 				if n.Addr == victim {
 					n.Kill()
+				}
+			}
+		},
+		hang: func() {
+			for _, n := range cl.Nodes {
+				if n.Addr == victim {
+					n.Pause()
+					t.Cleanup(n.Resume)
 				}
 			}
 		},

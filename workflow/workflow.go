@@ -367,8 +367,11 @@ var ErrNotFound = errors.New("workflow: not found")
 // a write (a read-only replica, such as a primary a failover demoted): the
 // workflow was not committed; a workflow its operation id names is
 // deduplicated only by the primary. An error matching jobs.ErrNotSent
-// means a call never reached Redis (no connection could be made): the
-// workflow was not committed either. Any other error (one from Redis, or
+// means a call never reached Redis (no connection could be made), or a
+// read it needs first failed: the workflow was not committed either; on
+// Redis Cluster with a master down, a first enqueue of an operation id
+// (found in no queue read) is refused so, with a *jobs.PartialError naming
+// the queues not read, where a workflow of it might have its home. Any other error (one from Redis, or
 // too few replicas in durable mode, matches jobs.ErrEnqueueUnknown) leaves
 // the workflow written whole, not at all, or (spanning queues) with steps
 // written in other queues but not started: enqueueing again with the same

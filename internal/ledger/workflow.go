@@ -260,13 +260,37 @@ func (l *Ledger) knownWorkflow(ctx context.Context, w *NewWorkflow) (home, id st
 	// was in another queue holds it there (found there, the queues not
 	// read do not matter: a workflow has one home)
 	home, err = l.FindWorkflow(ctx, w.ID)
+	var pe *PartialError
 	switch {
 	case home != "":
 		return home, w.ID, nil
+	case errors.As(err, &pe):
+		// Not found in the queues read: a queue not read may hold it (its
+		// home when an enqueue of the operation id began with a step of
+		// that queue), so writing it now might write it twice. Only reads
+		// were made: nothing was written.
+		return "", "", fmt.Errorf("%w: whether workflow operation %s was enqueued before is unknown: not found in the queues read, and %s (where a workflow of it enqueued with a first step there has its home); enqueue it again once %s: %w",
+			ErrNotSent, Clip(w.OperationID), unreadQueues(pe.Unreachable), answers(pe.Unreachable), err)
 	case err != nil:
 		return "", "", enqueueUnknown(err)
 	}
 	return "", "", nil
+}
+
+// unreadQueues says queue names qs could not be read.
+func unreadQueues(qs []string) string {
+	if len(qs) == 1 {
+		return "queue " + qs[0] + " could not be read"
+	}
+	return "queues " + strings.Join(qs, ", ") + " could not be read"
+}
+
+// answers is "it answers" for one queue name, "they answer" for more.
+func answers(qs []string) string {
+	if len(qs) == 1 {
+		return "it answers"
+	}
+	return "they answer"
 }
 
 // confirmWorkflow is, in durable mode, the acknowledgement of a workflow
