@@ -109,6 +109,14 @@ var (
 	// (yet), its handler recorded none (see RecordOutput), or it was
 	// reconciled as applied after its attempt died.
 	ErrNoOutput = errors.New("jobs: no output")
+	// ErrDecidedWithoutOutput means the job has no output because it was
+	// marked succeeded after its attempt's outcome was unknown (an
+	// operator's DecideSucceeded, or a reconciler finding its effect
+	// applied): the attempt that did the work recorded none. It matches
+	// ErrNoOutput too; the error names who decided. A dependent step needing
+	// the output reads what it needs from where the effect was applied
+	// (by the step's operation id), or fails (Permanent) for an operator.
+	ErrDecidedWithoutOutput = fmt.Errorf("%w: the job was marked succeeded without one", ErrNoOutput)
 	// ErrUnknownKind means EnqueueRaw refused a kind that no live pool runs,
 	// so its rules are unknown; it also matches ErrInvalid (nothing was
 	// written). Start a pool that registers the kind, enqueue it from Go

@@ -52,7 +52,9 @@ func RecordOutput(ctx context.Context, v any) error {
 // partitioned queue, the queue's name or its partition's) recorded with its
 // success (see RecordOutput), sensitive fields included. It returns
 // [ErrNotFound] when there is no such job and [ErrNoOutput] when the job
-// has none (not succeeded yet, or nothing recorded).
+// has none (not succeeded yet, or nothing recorded), matching
+// [ErrDecidedWithoutOutput] too when it was marked succeeded after its
+// outcome was unknown (Resolve with DecideSucceeded, or a reconciler).
 func (c *Client) Output(ctx context.Context, q, id string, v any) error {
 	if err := c.err(); err != nil {
 		return err
@@ -68,7 +70,32 @@ func (c *Client) Output(ctx context.Context, q, id string, v any) error {
 	if err != nil {
 		return notFoundIn(ctx, c.ledger, q, err)
 	}
+	if raw == "" {
+		return noOutput(ctx, c.ledger, q, id, "job "+ledger.ShownID(id))
+	}
 	return decodeOutput(id, raw, v)
+}
+
+// noOutput is the error for job id of queue q (what names it) recording
+// no output: ErrDecidedWithoutOutput, naming who decided, when its last
+// resolution marked it succeeded (its history says so), else ErrNoOutput.
+// The history is read only here, when there is no output.
+func noOutput(ctx context.Context, l *ledger.Ledger, q, id, what string) error {
+	h, err := l.History(ctx, q, id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("jobs: reading the history of %s, which has no output: %w", what, err)
+	}
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Event != "resolve" {
+			continue
+		}
+		if h[i].Decision == string(DecideSucceeded) {
+			return fmt.Errorf("%w: %s was marked succeeded by %s (from %s: its attempt's outcome was unknown, and it recorded no output)",
+				ErrDecidedWithoutOutput, what, h[i].Actor, h[i].From)
+		}
+		break
+	}
+	return fmt.Errorf("%w: %s", ErrNoOutput, what)
 }
 
 func decodeOutput(id, raw string, v any) error {
@@ -89,7 +116,9 @@ func decodeOutput(id, raw string, v any) error {
 // this job is not a workflow step or step is not one it depends on, and
 // [ErrNoOutput] when that step recorded none (or failed and was allowed
 // to, or its job expired: its retention, jobs.Config.Retention, passed
-// before this step ran).
+// before this step ran), matching [ErrDecidedWithoutOutput] too when it
+// was marked succeeded after its outcome was unknown (an operator's
+// DecideSucceeded, or a reconciler): its attempt recorded none.
 func (j *Job[T]) DependencyOutput(ctx context.Context, step string, v any) error {
 	l, q, id, ok := ledger.AttemptOf(ctx)
 	if !ok {
@@ -108,6 +137,9 @@ func (j *Job[T]) DependencyOutput(ctx context.Context, step string, v any) error
 	}
 	if err != nil {
 		return err
+	}
+	if raw == "" {
+		return noOutput(ctx, l, ref.Queue, ref.ID, "step "+step+" (job "+ledger.ShownID(ref.ID)+")")
 	}
 	return decodeOutput(ref.ID, raw, v)
 }
