@@ -69,7 +69,7 @@
 //	                        job, an arrow along each dependency
 //	#/limits                concurrency limits with parked jobs or at their
 //	                        limit once a job parked, rate limits with
-//	                        deferred jobs or a full window, fair groups with
+//	                        deferred jobs, fair groups with
 //	                        pending jobs (with the next one; each naming its
 //	                        queue: a partition's, on a partitioned queue);
 //	                        jobs by their whole ids

@@ -17,8 +17,8 @@ type queueLimits struct {
 // apiLimits lists, per queue, the concurrency limits that hold jobs back,
 // with parked jobs or at their limit once a job parked on them (see
 // jobs.Inspector.Limits; keys at their limit first: holders,
-// waiting count), the rate limits with deferred jobs or a full window
-// (starts in the last period, deferred jobs), and the
+// waiting count), the rate limits with deferred jobs (starts in the last
+// period, deferred jobs; not a full window that deferred none), and the
 // fair groups with pending jobs (deepest first: their depth and head).
 func (h *Handler) apiLimits(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)

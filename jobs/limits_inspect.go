@@ -25,16 +25,19 @@ type FlowStatus struct {
 	// limit once a job parked on them, keys at their limit first (of a
 	// partitioned queue, per partition).
 	Limits []LimitStatus `json:"limits"`
-	// Rates are the rate limits with deferred jobs or a full window.
+	// Rates are the rate limits with deferred jobs (a rate whose window
+	// filled without deferring a job is not listed).
 	Rates []RateStatus `json:"rates"`
 }
 
 // Limits returns queue q's concurrency limits and rate limits (see Limiter,
 // RateLimiter) that hold jobs back: keys with parked jobs, or at their
 // limit once a job parked on them, their holders, how many jobs wait;
-// rates with deferred jobs or a full window. A key whose jobs all run at
-// once is not listed, nor one at its limit on which no job parked yet (a
-// claim records a key only when it parks a job): its next due job parks.
+// rates with deferred jobs. A key whose jobs all run at once is not
+// listed, nor one at its limit on which no job parked yet (a claim records
+// a key only when it parks a job): its next due job parks; likewise a rate
+// whose window filled without deferring a job (a claim records a rate only
+// when it defers a job): its next due job is deferred, and lists it.
 // Keys built from sensitive args fields show them redacted (see
 // LimitStatus.Key). When some partitions of a partitioned queue could not
 // be read, it returns the others' with a *PartialError naming them.

@@ -108,8 +108,9 @@ type LimitStatus struct {
 	AtLimit bool `json:"at_limit"`
 }
 
-// RateStatus is one rate limit's key with deferred jobs, or with its
-// current window full.
+// RateStatus is one rate limit's key with deferred jobs (a key enters the
+// rates hash when a job is deferred by it and leaves with its last deferred
+// job, so a window that filled without a deferral is not listed).
 type RateStatus struct {
 	// Queue is the queue holding the key's starts: of a partitioned
 	// queue, the partition (each has its own starts of a key).
@@ -135,8 +136,9 @@ const limitsChunk = 1000
 // parked jobs, or at their limit: of the keys in the limits hash, which
 // flow_park writes, so a key at its limit on which no job parked yet is
 // not listed), keys at their limit first (then by
-// key), and its rate limits that do (with deferred jobs, or their window
-// full), at most maxLimitKeys of each: a key whose jobs all run at once is
+// key), and its rate limits that do (of the keys in the rates hash, which
+// holds keys with deferred jobs: a window that filled without deferring a
+// job is not listed), at most maxLimitKeys of each: a key whose jobs all run at once is
 // not listed. Every entry of the limits hash is looked at,
 // so a key at its limit is never hidden behind idle ones; entries whose key
 // nothing holds, is promised or waits on (left by earlier versions, which
