@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,9 +29,9 @@ func enqueueCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	args := fs.String("args", "", `job args as a JSON object, e.g. '{"customer":"acme"}' (required; '{}' for none)`)
 	queue := fs.String("queue", jobs.DefaultQueue, "queue")
 	op := fs.String("op", "", "operation id (default: generated); a known one is deduplicated")
-	delay := fs.Duration("delay", 0, "run after this delay")
-	retries := fs.Int("max-retries", jobs.DefaultMaxRetries, "retries after a failed attempt")
-	timeout := fs.Duration("timeout", 0, "handler timeout (default: the pool's)")
+	delay := rangedDuration(fs, "delay", 0, "run after this delay")
+	retries := rangedInt(fs, new(int), "max-retries", jobs.DefaultMaxRetries, 0, jobs.MaxMaxRetries, "retries after a failed attempt")
+	timeout := rangedDuration(fs, "timeout", 0, "handler timeout (default: the pool's)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	var flow flowFlags
 	flow.add(fs)
@@ -101,9 +102,9 @@ func inspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	queue := fs.String("queue", "", "only this queue, or one of its partitions (default: all)")
 	job := fs.String("job", "", "show one job and its history, by job id")
 	op := fs.String("op", "", "show one job and its history, by operation id")
-	limit := fs.Int("limit", 50, "how many jobs to list")
+	limit := rangedInt(fs, new(int), "limit", 50, 1, jobs.MaxListWindow, "how many jobs to list")
 	kind := fs.String("kind", "", "with --state: only jobs of this kind (reads at most 20000 index entries per queue; past that the total is a lower bound)")
-	offset := fs.Int("offset", 0, "with --state: skip this many jobs of the list (the next page starts at --offset plus --limit)")
+	offset := rangedInt(fs, new(int), "offset", 0, 0, jobs.MaxListWindow, "with --state: skip this many jobs of the list (the next page starts at --offset plus --limit)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context, out io.Writer) error {
 		offsetGiven := false
@@ -404,7 +405,7 @@ func partitionsCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var c commonFlags
 	c.add(fs)
 	queue := fs.String("queue", "", "queue (required)")
-	set := fs.Int("set", 0, fmt.Sprintf("declare the queue with this many partitions (1-%d; 1: none); new jobs go to the new layout, jobs in the old one drain", jobs.MaxPartitions))
+	set := rangedInt(fs, new(int), "set", 0, 1, jobs.MaxPartitions, fmt.Sprintf("declare the queue with this many partitions (1-%d; 1: none); new jobs go to the new layout, jobs in the old one drain", jobs.MaxPartitions))
 	actor := fs.String("actor", "", "who changes the layout (required with --set; recorded as operator:<actor>)")
 	note := fs.String("note", "", "why (recorded with the change)")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -1098,6 +1099,9 @@ func seenFlags(state, token, runs string) (*jobs.Seen, error) {
 	}
 	if token != "" {
 		t, err := strconv.ParseUint(token, 10, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, fmt.Errorf("%w: --seen-token %s is outside 0-%d", errUsage, token, uint64(math.MaxUint64))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: --seen-token must be the job's token (decimal), not %q", errUsage, token)
 		}
@@ -1105,6 +1109,9 @@ func seenFlags(state, token, runs string) (*jobs.Seen, error) {
 	}
 	if runs != "" {
 		n, err := strconv.Atoi(runs)
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, fmt.Errorf("%w: --seen-runs %s is outside 0-%d", errUsage, runs, math.MaxInt)
+		}
 		if err != nil || n < 0 {
 			return nil, fmt.Errorf("%w: --seen-runs must be the job's run count as inspect showed it, not %q", errUsage, runs)
 		}

@@ -1,11 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fencedq/fencedq/jobs"
 )
@@ -45,9 +44,9 @@ func (f *flowFlags) options() ([]jobs.Option, error) {
 		if i < 0 {
 			return nil, fmt.Errorf("%w: --rate %q: want key=max/period, e.g. provider:api=100/1s", errUsage, f.rate)
 		}
-		per, err := time.ParseDuration(f.rate[i+1:])
+		per, err := parseDuration(f.rate[i+1:])
 		if err != nil {
-			return nil, fmt.Errorf("%w: --rate %q: period: %v", errUsage, f.rate, err)
+			return nil, fmt.Errorf("%w: --rate %q: period %v", errUsage, f.rate, err)
 		}
 		key, max, err := keyMax("--rate", f.rate[:i])
 		if err != nil {
@@ -70,9 +69,12 @@ func keyMax(flagName, s string) (string, int, error) {
 	if i <= 0 {
 		return "", 0, fmt.Errorf("%w: %s %q: want key=max", errUsage, flagName, s)
 	}
-	max, err := strconv.Atoi(s[i+1:])
-	if err != nil {
+	max, err := parseInt(s[i+1:], 10, 1, jobs.MaxFlowMax)
+	if errors.Is(err, errNotNumber) {
 		return "", 0, fmt.Errorf("%w: %s %q: max is not a number", errUsage, flagName, s)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: %s %q: max %v", errUsage, flagName, s, err)
 	}
 	return s[:i], max, nil
 }

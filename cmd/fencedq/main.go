@@ -348,7 +348,7 @@ func (c *commonFlags) checkNamespace() error {
 func (c *commonFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&c.redis, "redis", "redis://127.0.0.1:6379/0", "Redis URL or host:port (comma-separated for a Redis Cluster; redis-sentinel://host:port[,host:port...]/master[/db] through Sentinels)")
 	fs.StringVar(&c.namespace, "namespace", "fq", "key namespace (must match the workers')")
-	fs.IntVar(&c.replicas, "replicas", 0, "durable mode: replicas that must acknowledge each operator action, as the workers' jobs.Config.Durability.Replicas (0: off); one too few acknowledge fails, saying it applied on the primary only")
+	rangedInt(fs, &c.replicas, "replicas", 0, 0, 1000, "durable mode: replicas that must acknowledge each operator action, as the workers' jobs.Config.Durability.Replicas (0: off); one too few acknowledge fails, saying it applied on the primary only")
 }
 
 // ignoredIn returns a usage error naming the first of the flags names given

@@ -44,7 +44,7 @@ func schedulesCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 	var c commonFlags
 	c.add(fs)
 	id := fs.String("id", "", "only this schedule (default: all)")
-	ticks := fs.Int("ticks", 5, "newest ticks shown per schedule, with the job each produced (0-100)")
+	ticks := rangedInt(fs, new(int), "ticks", 5, 0, 100, "newest ticks shown per schedule, with the job each produced (0-100)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	remove := fs.Bool("remove", false, "delete the record of schedule --id (one no pool defines any more; refused, naming them, while live pools define it)")
 	actor := fs.String("actor", "", "who removes the schedule (required with --remove; recorded as operator:<actor>)")

@@ -26,7 +26,7 @@ func workflowInspectCmd(fs *flag.FlagSet) func(context.Context, io.Writer) error
 	var c commonFlags
 	c.add(fs)
 	id := fs.String("id", "", "the workflow's id (default: list the newest workflows)")
-	limit := fs.Int("limit", 20, "how many of the newest workflows to list (1-1000; the list says when it left some out)")
+	limit := rangedInt(fs, new(int), "limit", 20, 1, 1000, "how many of the newest workflows to list (1-1000; the list says when it left some out)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	return func(ctx context.Context, out io.Writer) error {
 		if *limit < 1 || *limit > 1000 {
