@@ -252,7 +252,9 @@ type queueView struct {
 	Counts map[jobs.State]int64 `json:"counts"`
 	// Paused says who paused the queue and why; null while it runs.
 	Paused *jobs.Pause `json:"paused"`
-	// Stats are the ledger's cumulative counters for the queue.
+	// Stats are the ledger's cumulative counters for the queue (of a
+	// partitioned queue, summed over its partitions, without seq: see
+	// jobs.Inspector.Stats).
 	Stats map[string]int64 `json:"stats"`
 	// FencedRejections sums the fenced_* counters; Fenced splits them by stage.
 	FencedRejections int64            `json:"fenced_rejections"`

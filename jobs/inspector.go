@@ -96,12 +96,16 @@ func (in *Inspector) Counts(ctx context.Context, q string) (map[State]int64, err
 // rewinds (losses detected), resubmitted (lost jobs re-created), promoted
 // (workflow steps moved from waiting to pending); and seq,
 // the queue's write sequence, which rewind detection follows).
-// A partitioned queue's counters are summed over its partitions; when some
-// partitions could not be read, it returns the others' sums with a
-// *PartialError naming them.
+// A partitioned queue's counters are summed over its partitions, all but
+// seq: each partition has a write sequence of its own, which a sum would
+// not be, so it is left out (a partition's own Stats, by its name, has
+// it). When some partitions could not be read, it returns the others'
+// sums with a *PartialError naming them.
 func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, error) {
 	out := map[string]int64{}
+	names := 0
 	err := in.eachOf(ctx, q, func(n string) error {
+		names++
 		st, err := in.l.Stats(ctx, n)
 		for k, v := range st {
 			out[k] += v
@@ -111,8 +115,15 @@ func (in *Inspector) Stats(ctx context.Context, q string) (map[string]int64, err
 	if err != nil && !errors.Is(err, ErrPartial) {
 		return nil, err
 	}
+	if names > 1 {
+		delete(out, statSeq)
+	}
 	return out, err
 }
+
+// statSeq is the stats field holding a queue name's write sequence, which
+// is no counter: the sums over a partitioned queue's names leave it out.
+const statSeq = "seq"
 
 // Paused returns who paused queue q and why, or nil when it runs. A
 // partitioned queue reads as paused when any of its current partitions is

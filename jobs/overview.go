@@ -18,7 +18,9 @@ type QueueOverview struct {
 	Queue string
 	// Counts are its jobs per state, summed over its partitions.
 	Counts map[State]int64
-	// Stats are its counters, summed over its partitions.
+	// Stats are its counters, summed over its partitions; of a partitioned
+	// queue, without seq, each partition's own write sequence (in
+	// PartitionStats), which a sum would not be (see Inspector.Stats).
 	Stats map[string]int64
 	// Paused is its pause, nil while it runs (see Inspector.Paused).
 	Paused *Pause
@@ -131,6 +133,9 @@ func (in *Inspector) Overview(ctx context.Context) ([]QueueOverview, error) {
 				o.Stats[c] += n
 			}
 			ps = append(ps, sums[at+k].Paused)
+		}
+		if len(names) > 1 {
+			delete(o.Stats, statSeq)
 		}
 		o.Paused = mainPause(ps)
 		if qn.counts[i] > 1 || len(names) > 1 {
