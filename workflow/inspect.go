@@ -103,6 +103,11 @@ type Step struct {
 // jobs could not be read are StepUnreachable, and the workflow is
 // returned with a *jobs.PartialError naming their queues.
 func Get(ctx context.Context, c *jobs.Client, id string) (*Status, error) {
+	return find(ctx, c, id, true)
+}
+
+// find is Get, reading the steps' outputs with outputs.
+func find(ctx context.Context, c *jobs.Client, id string, outputs bool) (*Status, error) {
 	l, err := clientledger.Of(c)
 	if l == nil {
 		return nil, fmt.Errorf("%w: workflow.Get needs a *jobs.Client", jobs.ErrInvalid)
@@ -113,7 +118,7 @@ func Get(ctx context.Context, c *jobs.Client, id string) (*Status, error) {
 	home, err := l.FindWorkflow(ctx, id)
 	switch {
 	case home != "":
-		return get(ctx, l, home, id, true)
+		return get(ctx, l, home, id, outputs)
 	case err != nil:
 		return nil, err
 	}
@@ -264,7 +269,9 @@ func Count(ctx context.Context, c *jobs.Client) (int, error) {
 // jobs.ErrActionUnknown (it applied on the primary and may be lost in a
 // failover: cancel again once the replicas are back).
 func Cancel(ctx context.Context, c *jobs.Client, id, actor, note string) (*Status, error) {
-	st, err := Get(ctx, c, id)
+	// the steps' states say what to cancel; their outputs are read once,
+	// for the status returned
+	st, err := find(ctx, c, id, false)
 	if err != nil {
 		return nil, err
 	}

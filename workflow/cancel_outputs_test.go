@@ -1,0 +1,57 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
+	"github.com/fencedq/fencedq/workflow"
+)
+
+// TestCancelReadsTheStepsOutputsOnce: Cancel needs each step's state, not
+// its output, to cancel it, and returns the workflow as it is afterwards
+// (outputs included): it carries the steps' outputs (up to jobs.MaxOutput
+// each) from Redis once, for what it returns, not a second time for the
+// read that finds the steps to cancel.
+func TestCancelReadsTheStepsOutputsOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const steps, size = 8, 60 << 10
+	w := workflow.New("outputs")
+	for i := range steps {
+		w.Add(fmt.Sprint("s", i), Bulky{})
+	}
+	// a step no pool serves keeps the workflow running
+	w.Add("gate", Bulky{}, workflow.Options(jobs.Queue("unserved")))
+	res, err := workflow.Enqueue(ctx, e.client, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run(true, nil, func(p *worker.Pool) error {
+		return worker.Register(p, jobs.WorkFunc[Bulky](func(ctx context.Context, _ *jobs.Job[Bulky]) error {
+			return jobs.RecordOutput(ctx, map[string]string{"blob": strings.Repeat("y", size)})
+		}))
+	})
+	for i := range steps {
+		e.wait(res, fmt.Sprint("s", i), jobs.Succeeded)
+	}
+	hook := &replyBytes{}
+	e.rdb.(*redis.Client).AddHook(hook)
+	hook.on.Store(true)
+	st, err := workflow.Cancel(ctx, e.client, res.ID, "alice", "not needed")
+	hook.on.Store(false)
+	if err != nil || st.State != workflow.Cancelled {
+		t.Fatalf("Cancel = %+v, %v", st, err)
+	}
+	if len(st.Steps[0].Output) < size {
+		t.Fatalf("Cancel returns step s0's output as %d bytes, want its %d", len(st.Steps[0].Output), size)
+	}
+	if n := hook.n.Load(); n >= 2*steps*size {
+		t.Fatalf("cancelling the workflow carried %d bytes from Redis; its steps' outputs are %d bytes, read once for the status returned", n, steps*size)
+	}
+}
