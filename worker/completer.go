@@ -309,7 +309,7 @@ func (c *completer) complete(ctx context.Context, groups [][]*finished) {
 					"the job runs under this attempt's token until its lease expires, and then the maintenance leader resolves it", "wanted", f.outcome.To, "error", err)
 			case unapplied:
 				left, result = UnsettledCommitNotSent, metrics.CommitNotSent
-				f.a.log.Error("commit not sent: Redis could not be reached (no connection could be made, none was free in time, or the client was closed): nothing was applied; "+
+				f.a.log.Error("commit not sent to Redis (the error says why): nothing was applied; "+
 					"the job runs under this attempt's token until its lease expires, and then the maintenance leader resolves it", "wanted", f.outcome.To, "error", err)
 			case err != nil:
 				f.a.log.Error("commit failed with an unknown result; the maintenance leader resolves the job after its lease expires",
