@@ -395,7 +395,7 @@ func (p *Pool) startFailed(ctx context.Context, holding string, err error) error
 	var ne net.Error
 	if errors.As(err, &ne) {
 		_, cluster := p.rdb.(*redis.ClusterClient)
-		return &unreachableError{addr: p.redisAddr(ne), cause: ne, err: err, holding: holding, cluster: cluster}
+		return &unreachableError{addr: p.redisAddr(ne), cause: ne, err: err, holding: holding, cluster: cluster, connected: !ledger.NotSent(err)}
 	}
 	if redis.IsAuthError(err) || redis.IsPermissionError(err) {
 		return &refusedError{addr: p.redisAddr(nil), err: err}
@@ -456,22 +456,34 @@ func redisReply(err error) error {
 	return err
 }
 
-// unreachableError is Run's error when Redis cannot be reached as the pool
-// starts: its text says so in plain words, naming the address and the
-// network's error; it unwraps to the whole chain, for errors.Is and
-// errors.As.
+// unreachableError is Run's error when the network fails the pool's start:
+// its text says in plain words that Redis cannot be reached (no connection
+// could be made) or, a connection made, that it did not answer in time or
+// broke the connection, naming the address and the network's error; it
+// unwraps to the whole chain, for errors.Is and errors.As.
 type unreachableError struct {
-	addr    string // "" when unknown
-	cause   net.Error
-	err     error
-	holding string // what the start step needed, named on Redis Cluster ("" when nothing in particular)
-	cluster bool   // the client is a Redis Cluster client
+	addr      string // "" when unknown
+	cause     net.Error
+	err       error
+	holding   string // what the start step needed, named on Redis Cluster ("" when nothing in particular)
+	cluster   bool   // the client is a Redis Cluster client
+	connected bool   // a connection was made: Redis was reached, and failed to answer on it
 }
 
 func (e *unreachableError) Error() string {
 	at := ""
 	if e.addr != "" {
 		at = " at " + e.addr
+	}
+	if e.connected {
+		what := "broke the connection"
+		if e.cause.Timeout() {
+			what = "did not answer in time"
+		}
+		if e.cluster && e.holding != "" {
+			return fmt.Sprintf("worker: the Redis Cluster master%s holding %s, which a pool needs to start, %s: %v", at, e.holding, what, e.cause)
+		}
+		return fmt.Sprintf("worker: Redis%s %s as the pool started: %v", at, what, e.cause)
 	}
 	if e.cluster && e.holding != "" {
 		// The other masters may be up: the pool needs this one.
