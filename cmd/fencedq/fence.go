@@ -116,7 +116,7 @@ func (f *fenceFlags) open(ctx context.Context, ns string, ping bool) (fence.Fenc
 		}
 		return s, pool.Close, nil
 	case f.redis != "":
-		rdb, err := cli.ConnectRedis(ctx, f.redis)
+		rdb, err := cli.ConnectRedisFlag(ctx, "--fence-redis", f.redis)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: the Redis fence store (--fence-redis): %w; nothing was decided", jobs.ErrNotFencedOut, err)
 		}

@@ -305,7 +305,13 @@ const PingTimeout = 5 * time.Second
 // command's context deadline (go-redis ContextTimeoutEnabled), so a
 // frozen Redis holds a request no longer than its context allows.
 func ConnectRedis(ctx context.Context, addr string) (redis.UniversalClient, error) {
-	return connectRedis(ctx, addr, false)
+	return connectRedis(ctx, "--redis", addr, false)
+}
+
+// ConnectRedisFlag is ConnectRedis for an address given to flag flagName
+// (such as --fence-redis): its errors name that flag, not --redis.
+func ConnectRedisFlag(ctx context.Context, flagName, addr string) (redis.UniversalClient, error) {
+	return connectRedis(ctx, flagName, addr, false)
 }
 
 // ErrMastersDown means some masters of a Redis Cluster did not answer
@@ -320,7 +326,7 @@ var ErrMastersDown = errors.New("some Redis Cluster masters do not answer")
 // not go-redis's five times 100 ms apart, so a read meeting a dead node
 // gives it up at once.
 func ConnectRedisPartial(ctx context.Context, addr string) (redis.UniversalClient, error) {
-	return connectRedis(ctx, addr, true)
+	return connectRedis(ctx, "--redis", addr, true)
 }
 
 // OperatorDialTimeout bounds the one connection attempt a client of
@@ -342,13 +348,14 @@ func dialOnce(retries *int, timeout *time.Duration) {
 	}
 }
 
-func connectRedis(ctx context.Context, addr string, partial bool) (redis.UniversalClient, error) {
+// connectRedis is ConnectRedis of an address given to flag flagName.
+func connectRedis(ctx context.Context, flagName, addr string, partial bool) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	var single *redis.Options            // the options of one address (not a Sentinel URL)
 	var primary string                   // the primary's address, as the Sentinels name it
 	shown := withScheme(RedactURL(addr)) // redacted as typed: a comma may be a password's
 	if isSentinelURL(addr) {
-		fo, err := ParseSentinelURL(addr)
+		fo, err := parseSentinelURL(flagName, addr)
 		if err != nil {
 			return nil, err
 		}
@@ -358,7 +365,7 @@ func connectRedis(ctx context.Context, addr string, partial bool) (redis.Univers
 		}
 		shown = RedactURL(strings.TrimSpace(addr))
 		pctx, cancel := context.WithTimeout(ctx, PingTimeout)
-		primary, err = askSentinels(pctx, fo, shown)
+		primary, err = askSentinels(pctx, fo, shown, flagName)
 		cancel()
 		if err != nil {
 			return nil, err
@@ -371,20 +378,20 @@ func connectRedis(ctx context.Context, addr string, partial bool) (redis.Univers
 		if strings.Contains(addr, "@") && slices.ContainsFunc(parts, func(p string) bool { return strings.Contains(p, "://") }) &&
 			slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(p, "://") }) {
 			// "redis://user:pa,ss@host": a comma split a password.
-			return nil, malformedCredentials(addr, "want comma-separated redis://[user:password@]host:port URLs")
+			return nil, malformedCredentials(flagName, addr, "want comma-separated redis://[user:password@]host:port URLs")
 		}
 		for _, u := range parts {
-			o, err := ParseRedisURL(u)
+			o, err := parseRedisURL(flagName, u)
 			if err != nil {
 				if strings.Contains(addr, "@") {
 					// A comma may have split a password: name the whole
 					// address, redacted, and quote none of its parts.
-					return nil, malformedCredentials(addr, "want comma-separated redis://[user:password@]host:port URLs")
+					return nil, malformedCredentials(flagName, addr, "want comma-separated redis://[user:password@]host:port URLs")
 				}
 				return nil, err
 			}
 			if opt != nil && (o.TLSConfig == nil) != (opt.TLSConfig == nil) {
-				return nil, fmt.Errorf("%w: --redis %q: mixes rediss:// and redis:// (a cluster's nodes all use TLS or none)", ErrUsage, RedactURL(addr))
+				return nil, fmt.Errorf("%w: %s %q: mixes rediss:// and redis:// (a cluster's nodes all use TLS or none)", ErrUsage, flagName, RedactURL(addr))
 			}
 			addrs = append(addrs, o.Addr)
 			opt = o
@@ -401,7 +408,7 @@ func connectRedis(ctx context.Context, addr string, partial bool) (redis.Univers
 		}
 		rdb = redis.NewClusterClient(co)
 	} else {
-		opt, err := ParseRedisURL(addr)
+		opt, err := parseRedisURL(flagName, addr)
 		if err != nil {
 			return nil, err
 		}
@@ -430,7 +437,7 @@ func connectRedis(ctx context.Context, addr string, partial bool) (redis.Univers
 	if err != nil {
 		_ = rdb.Close()
 		if rerr := redis.Error(nil); errors.As(err, &rerr) { // it answered, with an error
-			return nil, fmt.Errorf("redis %s refused the connection (check the user, password and database in --redis): %w", shown, err)
+			return nil, fmt.Errorf("redis %s refused the connection (check the user, password and database in %s): %w", shown, flagName, err)
 		}
 		if primary != "" {
 			return nil, fmt.Errorf("redis %s does not answer: the primary the Sentinels name, %s: %w", shown, primary, err)
@@ -546,7 +553,7 @@ func (e joinedErrors) Unwrap() []error { return e }
 // that a wrong master name or Sentinels that are all down are named as such
 // (the failover client reports either as unreachable Sentinels, or as a
 // timeout). It returns the first address a Sentinel names.
-func askSentinels(ctx context.Context, fo *redis.FailoverOptions, shown string) (string, error) {
+func askSentinels(ctx context.Context, fo *redis.FailoverOptions, shown, flagName string) (string, error) {
 	type answer struct {
 		addr    string
 		primary []string
@@ -583,8 +590,8 @@ func askSentinels(ctx context.Context, fo *redis.FailoverOptions, shown string) 
 			shown, epoch.ErrNotSentinel, strings.Join(servers, ", "), DefaultSentinelPort)
 	}
 	if unknown > 0 {
-		return "", fmt.Errorf("redis %s: %w: no Sentinel that answers monitors a master named %q (check the master name in --redis; SENTINEL MASTERS lists the names)",
-			shown, ErrSentinelMaster, fo.MasterName)
+		return "", fmt.Errorf("redis %s: %w: no Sentinel that answers monitors a master named %q (check the master name in %s; SENTINEL MASTERS lists the names)",
+			shown, ErrSentinelMaster, fo.MasterName, flagName)
 	}
 	sort.Strings(errs)
 	return "", fmt.Errorf("redis %s does not answer: no Sentinel answers (%s)", shown, strings.Join(errs, "; "))
@@ -634,10 +641,16 @@ func isSentinelURL(addr string) bool {
 // (see SentinelOptions). A malformed address is a usage error naming the
 // flag, its password hidden.
 func ParseSentinelURL(addr string) (*redis.FailoverOptions, error) {
+	return parseSentinelURL("--redis", addr)
+}
+
+// parseSentinelURL is ParseSentinelURL of an address given to flag
+// flagName, which its errors name.
+func parseSentinelURL(flagName, addr string) (*redis.FailoverOptions, error) {
 	addr = strings.TrimSpace(addr)
 	bad := func(why string) error {
-		return fmt.Errorf("%w: --redis %q: %s (want redis-sentinel://[user:password@]host:port[,host:port...]/master[/db])",
-			ErrUsage, RedactURL(addr), why)
+		return fmt.Errorf("%w: %s %q: %s (want redis-sentinel://[user:password@]host:port[,host:port...]/master[/db])",
+			ErrUsage, flagName, RedactURL(addr), why)
 	}
 	fo := &redis.FailoverOptions{}
 	rest, ok := strings.CutPrefix(addr, sentinelScheme)
@@ -716,9 +729,15 @@ func SentinelOptions(addr string) *redis.FailoverOptions {
 // or a bare host:port, read as redis://host:port. A malformed one is a
 // usage error naming the flag.
 func ParseRedisURL(addr string) (*redis.Options, error) {
+	return parseRedisURL("--redis", addr)
+}
+
+// parseRedisURL is ParseRedisURL of an address given to flag flagName,
+// which its errors name.
+func parseRedisURL(flagName, addr string) (*redis.Options, error) {
 	addr = strings.TrimSpace(addr)
 	if !credentialsParse(withScheme(addr)) {
-		return nil, malformedCredentials(addr, "want host:port or redis://[user:password@]host:port/db")
+		return nil, malformedCredentials(flagName, addr, "want host:port or redis://[user:password@]host:port/db")
 	}
 	opt, err := redis.ParseURL(withScheme(addr))
 	if err != nil {
@@ -727,10 +746,10 @@ func ParseRedisURL(addr string) (*redis.Options, error) {
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, fmt.Errorf("%w: --redis %q: %v (want host:port or redis://[user:password@]host:port/db)", ErrUsage, RedactURL(addr), err)
+		return nil, fmt.Errorf("%w: %s %q: %v (want host:port or redis://[user:password@]host:port/db)", ErrUsage, flagName, RedactURL(addr), err)
 	}
 	if err := checkHostPort(withScheme(addr)); err != nil {
-		return nil, fmt.Errorf("%w: --redis %q: %v (want host:port or redis://[user:password@]host:port/db)", ErrUsage, RedactURL(addr), err)
+		return nil, fmt.Errorf("%w: %s %q: %v (want host:port or redis://[user:password@]host:port/db)", ErrUsage, flagName, RedactURL(addr), err)
 	}
 	return opt, nil
 }
@@ -768,9 +787,9 @@ func credentialsParse(u string) bool {
 // malformedCredentials is the usage error for an address whose user or
 // password does not parse: it names the address with the password hidden
 // and quotes no part of it.
-func malformedCredentials(addr, want string) error {
-	return fmt.Errorf("%w: --redis %q: malformed address: percent-encode the characters / ? # , %% in the user name and password (%s)",
-		ErrUsage, RedactURL(addr), want)
+func malformedCredentials(flagName, addr, want string) error {
+	return fmt.Errorf("%w: %s %q: malformed address: percent-encode the characters / ? # , %% in the user name and password (%s)",
+		ErrUsage, flagName, RedactURL(addr), want)
 }
 
 // withScheme reads each comma-separated address without a scheme as
