@@ -34,6 +34,9 @@ func (f *intFlag) String() string {
 	return strconv.Itoa(*f.p)
 }
 
+// TypeName names the flag's type in the help, as the flag package's int.
+func (f *intFlag) TypeName() string { return "int" }
+
 func (f *intFlag) Set(s string) error {
 	n, err := parseInt(s, 0, math.MinInt, math.MaxInt) // base 0, as the flag package's int
 	if errors.Is(err, errNotNumber) {
@@ -78,6 +81,10 @@ func (f *durationFlag) String() string {
 	}
 	return f.p.String()
 }
+
+// TypeName names the flag's type in the help, as the flag package's
+// duration.
+func (f *durationFlag) TypeName() string { return "duration" }
 
 func (f *durationFlag) Set(s string) error {
 	d, err := parseDuration(s)

@@ -49,3 +49,19 @@ func TestNumericFlagsOutOfRangeSayTheRange(t *testing.T) {
 		}
 	}
 }
+
+// TestNumericFlagsNameTheirTypeInTheHelp: the help names a ranged flag's
+// type as the flag package names its own ("-max-retries int", "-delay
+// duration"), not "value".
+func TestNumericFlagsNameTheirTypeInTheHelp(t *testing.T) {
+	_, out, errOut := runCLI(t, "enqueue", "--help")
+	help := out + errOut
+	for _, want := range []string{"  -max-retries int\n", "  -delay duration\n", "  -timeout duration\n", "  -replicas int\n"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "  -max-retries value") {
+		t.Errorf("help calls -max-retries a value:\n%s", help)
+	}
+}

@@ -201,13 +201,33 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// TypeNamer is a flag.Value that names the kind of value it takes in the
+// help ("int", "duration"), where the flag package says "value" for every
+// type of its caller's.
+type TypeNamer interface{ TypeName() string }
+
+// printDefaults is fs.PrintDefaults, naming a TypeNamer flag's type.
+func printDefaults(w io.Writer, fs *flag.FlagSet) {
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	out := b.String()
+	fs.VisitAll(func(f *flag.Flag) {
+		t, ok := f.Value.(TypeNamer)
+		if name, _ := flag.UnquoteUsage(f); !ok || name != "value" {
+			return
+		}
+		out = strings.Replace(out, "  -"+f.Name+" value\n", "  -"+f.Name+" "+t.TypeName()+"\n", 1)
+	})
+	io.WriteString(w, out)
+}
+
 // printHelp prints the usage: the summary, the flags, which environment
 // variables set which of them, and the exit codes (those of run).
 func printHelp(w io.Writer, fs *flag.FlagSet, summary string, env bool) {
 	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s.\n\nFlags:\n", fs.Name(), summary)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	printDefaults(w, fs)
 	vars := EnvVars(fs)
 	switch {
 	case !env:
