@@ -14,7 +14,8 @@ import (
 // retention, released entries of the queues' unique indexes (unique jobs:
 // their job gone or out of its unique states, their period over), repairs
 // fair groups whose head was lost (ledger.RepairGroups), ends the
-// concurrency-limit permits whose holder was lost (ledger.RepairLimits), the
+// concurrency-limit permits whose holder was lost (ledger.RepairLimits),
+// puts back due-index entries scored far ahead (ledger.RepairDue), the
 // records of finished workflows past retention whose steps expired, and,
 // with an EffectPruner, effect records past theirs.
 type pruner struct {
@@ -67,6 +68,8 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 				slog.LevelWarn, "gave fair groups whose head was lost a head"},
 			{need.Limits, func() (int64, error) { return p.ledger.RepairLimits(ctx, q) },
 				slog.LevelWarn, "ended concurrency-limit permits whose holder was lost"},
+			{need.Due, func() (int64, error) { return p.ledger.RepairDue(ctx, q) },
+				slog.LevelWarn, "put back due-index entries scored more than a year ahead"},
 			{need.Workflows, func() (int64, error) {
 				n, err := p.ledger.PruneWorkflows(ctx, q, now)
 				return int64(n), err

@@ -1,0 +1,57 @@
+package ledger
+
+import (
+	"context"
+	_ "embed"
+)
+
+//go:embed lua/due_repair.lua
+var dueRepairSrc string
+
+var dueRepairScript = script("due_repair", dueRepairSrc)
+
+// dueRepairCount is how many far-ahead entries one due_repair.lua call reads.
+const dueRepairCount = 500
+
+// farAheadMS is how far past now a ledger index's entry may be scored before
+// it is taken as edited by hand: a record's deadline and the uncertain and
+// running indexes use the same bound.
+const farAheadMS = 366 * 86400000
+
+// RepairDue puts back the entries of queue q's due index scored more than
+// 366 days ahead (edited by hand: +inf, 1e300), which no claim would ever
+// reach, and returns how many it put back: a pending job's entry goes back
+// to its run_at when sane (else now), an entry whose record is in another
+// state or gone to now, for the claim to drop. Each is logged at warning
+// level with its id. A job scheduled that far ahead (jobs.RunAt), scored
+// at its run_at, is left as it is, and a fair group's head is left to
+// RepairGroups.
+func (l *Ledger) RepairDue(ctx context.Context, q string) (int64, error) {
+	keys := l.layoutOf(q).keys
+	var fixed int64
+	for {
+		v, err := dueRepairScript.Run(ctx, l.rdb, keys, l.prefix(q), dueRepairCount).Result()
+		r := newReply("due repair", v, err)
+		if err := r.need(1); err != nil {
+			return fixed, wrap("due repair", err)
+		}
+		read := r.int(0)
+		moved := int64(0)
+		for i := 1; i < r.len(); i++ {
+			if id := r.str(i); r.err == nil {
+				moved++
+				l.cfg.Logger.Warn("a due-index entry was scored more than a year ahead (edited by hand?), so no claim would reach its job; put back at its due time",
+					"queue", q, "job_id", id)
+			}
+		}
+		if r.err != nil {
+			return fixed, wrap("due repair", r.err)
+		}
+		fixed += moved
+		// the entries put back leave the top of the range; read again only
+		// while a full read moved some, as legitimate ones stay
+		if moved == 0 || read < dueRepairCount || ctx.Err() != nil {
+			return fixed, ctx.Err()
+		}
+	}
+}
