@@ -69,3 +69,41 @@ func TestNotAppliedSpendsAttempts(t *testing.T) {
 		t.Errorf("RetryDelay asked for retries %v, want [1 2]: a retry after a not-applied attempt waits its backoff", delays)
 	}
 }
+
+// TestNotAppliedHistorySaysRetryAndDead: the history of a job whose
+// attempts the reconciler found not applied says what each verdict did (a
+// retry while attempts were left, dead once they were spent), not a bare
+// "rerun", and the retry is counted in the retried stat as a failed
+// attempt's retry is.
+func TestNotAppliedHistorySaysRetryAndDead(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.RetryDelay = func(int) time.Duration { return 10 * time.Millisecond }
+	p := e.pool(cfg)
+	if err := worker.Register[neverAnsweredArgs](p, &neverAnsweredWorker{}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(p)
+	r := e.enqueue(neverAnsweredArgs{}, jobs.MaxRetries(1), jobs.Timeout(50*time.Millisecond))
+	jobstest.WaitState(t, e.ledger, "default", r.JobID, jobs.Dead)
+	h, err := e.ledger.History(context.Background(), "default", r.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, en := range h {
+		if en.Event == "resolve" {
+			got = append(got, en.Decision+":"+en.Outcome)
+		}
+	}
+	if want := []string{"rerun:retry", "rerun:dead"}; !slices.Equal(got, want) {
+		t.Errorf("resolve entries (decision:outcome) %q, want %q", got, want)
+	}
+	st, err := e.ledger.Stats(context.Background(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["retried"] != 1 || st["dead"] != 1 {
+		t.Errorf("retried %d, dead %d; want 1 and 1 (one retry after a not-applied attempt, then dead)", st["retried"], st["dead"])
+	}
+}

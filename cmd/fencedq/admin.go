@@ -766,7 +766,13 @@ func printJob(out io.Writer, r *jobs.Record, hist []jobs.Entry, paused *jobs.Pau
 		case "fenced":
 			detail = fmt.Sprintf("stale %s by token %s rejected", e.Stage, e.Token)
 		case "resolve":
-			detail = fmt.Sprintf("%s -> %s %s", e.From, e.Decision, byWhom(e.Actor, e.Note))
+			to := e.Decision
+			if e.Outcome != "" && e.Outcome != e.Decision {
+				// what the decision did: a "not applied" retried or dead, a
+				// re-run that ended cancelled or waits
+				to += " -> " + e.Outcome
+			}
+			detail = fmt.Sprintf("%s -> %s %s", e.From, to, byWhom(e.Actor, e.Note))
 		case "cancel":
 			detail = fmt.Sprintf("%s job cancelled %s", e.From, byWhom(e.Actor, e.Note))
 			if e.From == string(jobs.Running) {

@@ -435,7 +435,10 @@ func (l *Ledger) FindByOperationIn(ctx context.Context, qs []string, op string) 
 	return nil, fmt.Errorf("%w: operation %s", ErrNotFound, ShownID(op))
 }
 
-// Entry is one line of a job's history (see History).
+// Entry is one line of a job's history (see History). Outcome is an end's
+// new state and, on a resolve, what the decision did when it is not what it
+// says: retry or dead (a reconciler's "not applied", the job's attempts left
+// or spent), cancelled or waiting (a re-run).
 type Entry struct {
 	Event    string    `json:"event"` // enqueued, attempt, end, fenced, deduplicated, resolve, cancel, run_now, raised
 	At       time.Time `json:"at"`

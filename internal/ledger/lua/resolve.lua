@@ -89,8 +89,21 @@ if decision == 'rerun' and h[4] and foreign('set', {wf_waitsk(id)}) then
   return redis.error_reply('FOREIGNKEY the dependency set of step ' .. id .. ' holds another type: nothing was written')
 end
 seq_bump()
+-- which way a re-run goes, read before the history entry names it
+local cancels = decision == 'rerun' and ((h[3] and string.sub(ARGV[5], 1, 9) ~= 'operator:') or h[7])
+local waits = decision == 'rerun' and not cancels and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(id)) == 1)
+local not_applied = decision == 'rerun' and not cancels and not waits and ARGV[12] and ARGV[12] ~= ''
+local spent = not_applied and cnt(h[10]) > cnt(h[11])
+-- what the decision did when it is not what it says: a re-run that ended
+-- cancelled or waits for its dependencies, or a reconciler's "not applied"
+-- (a failed attempt) that was retried or went dead with its attempts spent
+local outcome = nil
+if cancels then outcome = 'cancelled'
+elseif waits then outcome = 'waiting'
+elseif spent then outcome = 'dead'
+elseif not_applied then outcome = 'retry' end
 -- recorded first, so a final state's retention covers the history too
-record(id, {event = 'resolve', from = state, decision = decision, actor = ARGV[5], note = ARGV[6]})
+record(id, {event = 'resolve', from = state, decision = decision, outcome = outcome, actor = ARGV[5], note = ARGV[6]})
 -- an operator's decision is in the event feed too (a reconciler's is not:
 -- it decides many jobs, each in its history)
 if string.sub(ARGV[5], 1, 9) == 'operator:' then
@@ -101,7 +114,7 @@ if decision == 'later' then
   to = state
   cnt_incr(k, 'reconcile_tries')
   redis.call('ZADD', index[state], fmt(now + num(ARGV[9])), id)
-elseif decision == 'rerun' and ((h[3] and string.sub(ARGV[5], 1, 9) ~= 'operator:') or h[7]) then
+elseif cancels then
   -- an operator asked to cancel the job (or its workflow) before its
   -- outcome was known, and a reconciler (the maintenance leader's, or the
   -- asynq bridge's, which has no leader token; or, for a workflow's step,
@@ -111,7 +124,7 @@ elseif decision == 'rerun' and ((h[3] and string.sub(ARGV[5], 1, 9) ~= 'operator
   redis.call('HSET', k, 'reason', 'cancelled by ' .. (h[7] or h[3]) .. '; not applied: ' .. ARGV[6], 'state', 'cancelled', 'finished', fmt(now))
   finish(id, h[2], ARGV[8], true)
   count('cancelled')
-elseif decision == 'rerun' and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(id)) == 1) then
+elseif waits then
   -- a workflow step cancelled while it waited (its dependency's failure
   -- cancelled it, or an operator) waits again for the dependencies that
   -- have not succeeded (an operator re-running them, or the step, resumes it)
@@ -124,7 +137,7 @@ elseif decision == 'rerun' and h[4] and (h[5] or redis.call('EXISTS', wf_waitsk(
   unfinish(id, h[2])
   redis.call('ZREM', index[state], id)
   redis.call('ZADD', P .. 'waiting', snow, id)
-elseif decision == 'rerun' and ARGV[12] and ARGV[12] ~= '' and cnt(h[10]) > cnt(h[11]) then
+elseif spent then
   -- the reconciler found the job's last allowed attempt not applied: its
   -- attempts are spent, as a failed attempt's would be
   to = 'dead'
@@ -133,7 +146,7 @@ elseif decision == 'rerun' and ARGV[12] and ARGV[12] ~= '' and cnt(h[10]) > cnt(
     'state', 'dead', 'finished', fmt(now))
   finish(id, h[2], ARGV[8], true)
   count('dead')
-elseif decision == 'rerun' and ARGV[12] and ARGV[12] ~= '' then
+elseif not_applied then
   -- the reconciler found the attempt not applied: a retry on the same run
   -- (its error kept, as a failed attempt's), due after the pool's delay
   local due = now + num(ARGV[12])
@@ -142,6 +155,7 @@ elseif decision == 'rerun' and ARGV[12] and ARGV[12] ~= '' then
   redis.call('HDEL', k, 'finished', 'reason')
   move(id, state, 'pending', due)
   if h[9] then unique_retake(h[9]) end
+  count('retried')
   wake()
 elseif decision == 'rerun' then
   to = 'pending'
