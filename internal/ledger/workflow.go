@@ -254,7 +254,7 @@ func (l *Ledger) knownWorkflow(ctx context.Context, w *NewWorkflow) (home, id st
 		return w.Home, got, nil
 	}
 	if !errors.Is(err, redis.Nil) {
-		return "", "", enqueueUnknown(wrap("enqueue workflow "+w.ID, err))
+		return "", "", notWritten(wrap("enqueue workflow "+w.ID+": reading whether operation id "+Clip(w.OperationID)+" was enqueued before", err))
 	}
 	// the id is the operation id's: a first enqueue whose first step
 	// was in another queue holds it there (found there, the queues not
@@ -272,9 +272,21 @@ func (l *Ledger) knownWorkflow(ctx context.Context, w *NewWorkflow) (home, id st
 		return "", "", fmt.Errorf("%w: whether workflow operation %s was enqueued before is unknown: not found in the queues read, and %s (where a workflow of it enqueued with a first step there has its home); enqueue it again once %s: %w",
 			ErrNotSent, Clip(w.OperationID), unreadQueues(pe.Unreachable), answers(pe.Unreachable), err)
 	case err != nil:
-		return "", "", enqueueUnknown(err)
+		return "", "", notWritten(err)
 	}
 	return "", "", nil
+}
+
+// notWritten marks an error of a read a workflow enqueue makes before it
+// writes any of the workflow (a timeout, a connection lost) as ErrNotSent,
+// keeping the read's error: nothing of the workflow was written, so it is
+// not an unknown outcome (ErrEnqueueUnknown is for failures after a write
+// was sent). A key of another type (ErrForeignKey) is left as it is.
+func notWritten(err error) error {
+	if errors.Is(err, ErrNotSent) || errors.Is(err, ErrEnqueueUnknown) || errors.Is(err, ErrForeignKey) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotSent, err)
 }
 
 // unreadQueues says queue names qs could not be read.
@@ -392,7 +404,7 @@ func (l *Ledger) checkStepOperations(ctx context.Context, w *NewWorkflow) error 
 		return nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return enqueueUnknown(wrap("enqueue workflow "+w.ID+" (nothing was written)", err))
+		return notWritten(wrap("enqueue workflow "+w.ID+": reading whether its steps' operation ids name other jobs", err))
 	}
 	for _, lk := range looks {
 		holder := lk.holder.Val()
