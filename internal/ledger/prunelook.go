@@ -31,10 +31,10 @@ func (l *Ledger) PruneLook(ctx context.Context, queues []string, now time.Time) 
 		finished       [3]*redis.StringSliceCmd
 		unique, groups *redis.IntCmd
 		limits         *redis.IntCmd
-		due            *redis.StringSliceCmd
+		due            [2]*redis.StringSliceCmd
 		workflows      *redis.StringSliceCmd
 	}
-	far := "(" + strconv.FormatInt(now.UnixMilli()+farAheadMS, 10)
+	far := "(" + strconv.FormatInt(now.UnixMilli()+dueFarAheadMS, 10)
 	pipe := l.rdb.Pipeline()
 	rs := make([]reads, len(queues))
 	for i, q := range queues {
@@ -45,7 +45,9 @@ func (l *Ledger) PruneLook(ctx context.Context, queues []string, now time.Time) 
 		r.unique = pipe.Exists(ctx, l.uniqueKey(q))
 		r.groups = pipe.Exists(ctx, l.groupsKey(q))
 		r.limits = pipe.Exists(ctx, l.limitsKey(q))
-		r.due = pipe.ZRangeByScore(ctx, l.StateKey(q, Pending), &redis.ZRangeBy{Min: far, Max: "+inf", Count: 1})
+		// a bridged job waiting for its next delivery (at bridgeWait) needs no repair
+		r.due[0] = pipe.ZRangeByScore(ctx, l.StateKey(q, Pending), &redis.ZRangeBy{Min: far, Max: "(" + bridgeWait, Count: 1})
+		r.due[1] = pipe.ZRangeByScore(ctx, l.StateKey(q, Pending), &redis.ZRangeBy{Min: "(" + bridgeWait, Max: "+inf", Count: 1})
 		r.workflows = older(pipe, l.prefix(q)+"wf_done")
 	}
 	_, _ = pipe.Exec(ctx) // read per command below
@@ -58,7 +60,9 @@ func (l *Ledger) PruneLook(ctx context.Context, queues []string, now time.Time) 
 		n.Unique = r.unique.Err() != nil || r.unique.Val() > 0
 		n.Groups = r.groups.Err() != nil || r.groups.Val() > 0
 		n.Limits = r.limits.Err() != nil || r.limits.Val() > 0
-		n.Due = r.due.Err() != nil || len(r.due.Val()) > 0
+		for _, d := range r.due {
+			n.Due = n.Due || d.Err() != nil || len(d.Val()) > 0
+		}
 		n.Workflows = r.workflows.Err() != nil || len(r.workflows.Val()) > 0
 	}
 	return out

@@ -69,7 +69,7 @@ func (p *pruner) runOnce(ctx context.Context, _ lease.Token) error {
 			{need.Limits, func() (int64, error) { return p.ledger.RepairLimits(ctx, q) },
 				slog.LevelWarn, "ended concurrency-limit permits whose holder was lost"},
 			{need.Due, func() (int64, error) { return p.ledger.RepairDue(ctx, q) },
-				slog.LevelWarn, "put back due-index entries scored more than a year ahead"},
+				slog.LevelWarn, "put back due-index entries scored beyond any due time"},
 			{need.Workflows, func() (int64, error) {
 				n, err := p.ledger.PruneWorkflows(ctx, q, now)
 				return int64(n), err
