@@ -418,10 +418,17 @@ func TestRepairGroupsHeadScoredFarAhead(t *testing.T) {
 	}
 	js = append(js, &ledger.NewJob{ID: "c1", Kind: "k", Queue: q, Payload: []byte(`{}`), Display: []byte(`{}`),
 		MaxRetries: 1, Group: "c", Delay: 2 * 365 * 24 * time.Hour})
+	js = append(js, &ledger.NewJob{ID: "d1", Kind: "k", Queue: q, Payload: []byte(`{}`), Display: []byte(`{}`),
+		MaxRetries: 1, Group: "d"})
 	if _, err := l.Insert(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	p := ns + ":{" + q + "}:"
+	// d1 as a retry put off two years (jobs.RetryAfter) or a head its rate
+	// deferred that far leaves it: scored two years ahead, its run_at not
+	// moved. A write made that score, so it stays.
+	d1 := float64(time.Now().Add(2 * 365 * 24 * time.Hour).UnixMilli())
+	rdb.ZAdd(ctx, p+"pending", redis.Z{Score: d1, Member: "d1"})
 	rdb.ZAdd(ctx, p+"pending", redis.Z{Score: math.Inf(1), Member: "a1"})
 	rdb.Del(ctx, p+"job:a1")
 	rdb.Do(ctx, "ZADD", p+"pending", "1e300", "b1")
@@ -445,6 +452,9 @@ func TestRepairGroupsHeadScoredFarAhead(t *testing.T) {
 	}
 	if s, err := rdb.ZScore(ctx, p+"pending", "c1").Result(); err != nil || s != c1 {
 		t.Fatalf("c1 scored %v (%v), was %v", s, err, c1)
+	}
+	if s, err := rdb.ZScore(ctx, p+"pending", "d1").Result(); err != nil || s != d1 {
+		t.Fatalf("d1, put off two years, scored %v (%v), was %v", s, err, d1)
 	}
 	if n, err := l.RepairGroups(ctx, q); err != nil || n != 0 {
 		t.Fatalf("last repair: %d groups, %v; want none", n, err)

@@ -4,9 +4,9 @@
 -- went back) would otherwise wait until its next enqueue: a head whose
 -- record is still pending returns to the due index, else the group's next
 -- job becomes its head (group_promote; none left: the group is forgotten).
--- A head whose entry is scored more than a year ahead (edited by hand: +inf,
--- 1e300) beyond its own due time holds up its group the same way, its turn
--- never coming: it is put back at its due time (the record's run_at when
+-- A head whose entry is scored beyond any due time a write makes (more than
+-- 101 x 366 days ahead, past jobs.MaxDelay: edited by hand, +inf, 1e300)
+-- holds up its group the same way, its turn never coming: it is put back at its due time (the record's run_at when
 -- sane, else now) and named in the reply; an entry with no pending head of
 -- the group behind it (its record gone or in another state) is dropped and
 -- the group's next job leads, as for a lost head. A head scheduled that far
@@ -18,9 +18,10 @@
 queue_guard()
 local res = redis.call('HSCAN', P .. 'groups', ARGV[2], 'COUNT', num(ARGV[3]))
 local kv, fixed, far = res[2], 0, {}
-local LATEST = now + 366 * 86400000
--- a run_at no enqueue writes (jobs.MaxDelay is 100 years) is not followed
-local LATEST_RUN = now + 101 * 366 * 86400000
+-- No write scores an entry this far ahead (jobs.MaxDelay is 100 years; a
+-- retry put off by RetryAfter, or a head its rate defers, may lie more
+-- than a year ahead and is left alone), nor writes such a run_at.
+local LATEST = now + 101 * 366 * 86400000
 for i = 1, #kv, 2 do
   local g, head = kv[i], kv[i + 1]
   if string.sub(g, 1, 1) ~= '#' then
@@ -39,7 +40,7 @@ for i = 1, #kv, 2 do
       if sc > LATEST then
         local h = jobread(jobkey(head), 'state', 'group', 'wait', 'run_at')
         local ra, at = tonumber(h[4]), now
-        if ra and ra > now and ra <= LATEST_RUN then at = ra end
+        if ra and ra > now and ra <= LATEST then at = ra end
         if not (h[1] == 'pending' and h[2] == g and not h[3]) then
           -- no pending head of the group behind the entry: as a lost head
           fixed = fixed + 1
