@@ -555,13 +555,16 @@ local function flow_admit(id, flow)
     n = rate_window(rk, rkey, per)
     local heldk = rate_held(rkey)
     if n >= max then
-      -- No start nor deferral lies a year ahead of the namespace's time:
+      -- No start lies a year ahead of the namespace's time, nor a deferral
+      -- further than a period per job deferred (each job ahead takes at
+      -- most a period: a long backlog of a slow rate lies years ahead):
       -- one scored so (edited by hand: +inf, 1e300) would defer every job
       -- under the key to a start that never comes (and +inf is no expiry
       -- time). Such entries are dropped, on this path alone, and the
       -- window counted again.
       local far = '(' .. fmt(now + 366 * 86400000)
-      if redis.call('ZREMRANGEBYSCORE', rk, far, '+inf') + redis.call('ZREMRANGEBYSCORE', heldk, far, '+inf') > 0 then
+      local farheld = '(' .. fmt(now + math.max(366 * 86400000, per * (redis.call('ZCARD', heldk) + 2)))
+      if redis.call('ZREMRANGEBYSCORE', rk, far, '+inf') + redis.call('ZREMRANGEBYSCORE', heldk, farheld, '+inf') > 0 then
         rate_n[rk] = {}
         n = rate_window(rk, rkey, per)
       end
