@@ -3,13 +3,9 @@ package workflow_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/fencedq/fencedq/jobs"
-	"github.com/fencedq/fencedq/worker"
 	"github.com/fencedq/fencedq/workflow"
 )
 
@@ -22,36 +18,23 @@ func TestCancelReadsTheStepsOutputsOnce(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const steps, size = 8, 60 << 10
-	w := workflow.New("outputs")
-	for i := range steps {
-		w.Add(fmt.Sprint("s", i), Bulky{})
-	}
 	// a step no pool serves keeps the workflow running
-	w.Add("gate", Bulky{}, workflow.Options(jobs.Queue("unserved")))
-	res, err := workflow.Enqueue(ctx, e.client, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.run(true, nil, func(p *worker.Pool) error {
-		return worker.Register(p, jobs.WorkFunc[Bulky](func(ctx context.Context, _ *jobs.Job[Bulky]) error {
-			return jobs.RecordOutput(ctx, map[string]string{"blob": strings.Repeat("y", size)})
-		}))
+	res := e.enqueueOutputs(steps, size, func(w *workflow.Workflow) {
+		w.Add("gate", Bulky{}, workflow.Options(jobs.Queue("unserved")))
 	})
 	for i := range steps {
 		e.wait(res, fmt.Sprint("s", i), jobs.Succeeded)
 	}
-	hook := &replyBytes{}
-	e.rdb.(*redis.Client).AddHook(hook)
-	hook.on.Store(true)
-	st, err := workflow.Cancel(ctx, e.client, res.ID, "alice", "not needed")
-	hook.on.Store(false)
+	var st *workflow.Status
+	var err error
+	n := e.bytesRead(func() { st, err = workflow.Cancel(ctx, e.client, res.ID, "alice", "not needed") })
 	if err != nil || st.State != workflow.Cancelled {
 		t.Fatalf("Cancel = %+v, %v", st, err)
 	}
 	if len(st.Steps[0].Output) < size {
 		t.Fatalf("Cancel returns step s0's output as %d bytes, want its %d", len(st.Steps[0].Output), size)
 	}
-	if n := hook.n.Load(); n >= 2*steps*size {
+	if n >= 2*steps*size {
 		t.Fatalf("cancelling the workflow carried %d bytes from Redis; its steps' outputs are %d bytes, read once for the status returned", n, steps*size)
 	}
 }

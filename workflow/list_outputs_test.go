@@ -2,14 +2,9 @@ package workflow_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/fencedq/fencedq/jobs"
-	"github.com/fencedq/fencedq/worker"
 	"github.com/fencedq/fencedq/workflow"
 )
 
@@ -22,29 +17,15 @@ func TestListLeavesTheStepsOutputsUnread(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const steps, size = 16, 60 << 10
-	w := workflow.New("outputs")
-	for i := range steps {
-		w.Add(fmt.Sprint("s", i), Bulky{})
-	}
-	res, err := workflow.Enqueue(ctx, e.client, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.run(true, nil, func(p *worker.Pool) error {
-		return worker.Register(p, jobs.WorkFunc[Bulky](func(ctx context.Context, _ *jobs.Job[Bulky]) error {
-			return jobs.RecordOutput(ctx, map[string]string{"blob": strings.Repeat("y", size)})
-		}))
-	})
+	res := e.enqueueOutputs(steps, size, nil)
 	e.awaitState(res.ID, workflow.Succeeded)
-	hook := &replyBytes{}
-	e.rdb.(*redis.Client).AddHook(hook)
-	hook.on.Store(true)
-	list, err := workflow.List(ctx, e.client, 0, 10)
-	hook.on.Store(false)
+	var list []*workflow.Status
+	var err error
+	n := e.bytesRead(func() { list, err = workflow.List(ctx, e.client, 0, 10) })
 	if err != nil || len(list) != 1 || list[0].State != workflow.Succeeded || list[0].Done != steps || len(list[0].Steps) != steps {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
-	if n := hook.n.Load(); n >= size {
+	if n >= size {
 		t.Fatalf("listing the workflow carried %d bytes from Redis; its steps' outputs are %d bytes", n, steps*size)
 	}
 	if list[0].Steps[0].State != jobs.Succeeded || list[0].Steps[0].Output != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencedq/fencedq/jobs"
+	"github.com/fencedq/fencedq/worker"
 	"github.com/fencedq/fencedq/workflow"
 )
 
@@ -70,6 +71,40 @@ func (r *replyBytes) count(c redis.Cmder) {
 		}
 	}
 	r.n.Add(int64(n))
+}
+
+// bytesRead returns how many bytes Redis's replies carried while f ran.
+func (e *env) bytesRead(f func()) int64 {
+	hook := &replyBytes{}
+	e.rdb.(*redis.Client).AddHook(hook)
+	hook.on.Store(true)
+	f()
+	hook.on.Store(false)
+	return hook.n.Load()
+}
+
+// enqueueOutputs enqueues workflow "outputs" of steps Bulky steps s0, s1,
+// ... (more given: added after them) and runs a pool whose handler records
+// an output of size bytes for each.
+func (e *env) enqueueOutputs(steps, size int, more func(*workflow.Workflow)) *workflow.Result {
+	e.t.Helper()
+	w := workflow.New("outputs")
+	for i := range steps {
+		w.Add(fmt.Sprint("s", i), Bulky{})
+	}
+	if more != nil {
+		more(w)
+	}
+	res, err := workflow.Enqueue(context.Background(), e.client, w)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.run(true, nil, func(p *worker.Pool) error {
+		return worker.Register(p, jobs.WorkFunc[Bulky](func(ctx context.Context, _ *jobs.Job[Bulky]) error {
+			return jobs.RecordOutput(ctx, map[string]string{"blob": strings.Repeat("y", size)})
+		}))
+	})
+	return res
 }
 
 // TestReadingAWorkflowLeavesItsStepsArgsUnread: a workflow's status (Get,
